@@ -1,0 +1,70 @@
+"""`fleetdeck`: the command line. Each subcommand lives in `fleetdeck.tui.commands.<name>`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> module under fleetdeck.tui.commands; each module has register(subparsers)
+COMMANDS = {
+    "tui": "dashboard",
+    "status": "status",
+    "runs": "status",
+    "schedules": "schedules",
+    "purge": "purge",
+    "mirror": "mirror",
+    "verify": "mirror",
+    "launch": "launch",
+    "train": "train",
+    "bench": "train",
+    "audit": "audit",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="fleetdeck",
+        description="Watch and act on a small fleet of GPU training hosts over SSH.",
+    )
+    parser.add_argument("--hosts", metavar="FILE", help="fleet file (default: $FLEETDECK_HOSTS, "
+                        "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    seen: set[str] = set()
+    for module in COMMANDS.values():
+        if module in seen:
+            continue
+        seen.add(module)
+        importlib.import_module(f"fleetdeck.tui.commands.{module}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `fleetdeck` console script; returns the exit status."""
+    from fleetdeck.backend.config import ConfigError
+
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # `--hosts` is accepted after the subcommand too ("every command takes it")
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*argv, "tui"])
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"fleetdeck: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fleetdeck: interrupted", file=sys.stderr)
+        return 1
+
+
+def add_hosts_option(p: argparse.ArgumentParser) -> None:
+    """Every subcommand takes --hosts FILE after its name too."""
+    p.add_argument("--hosts", metavar="FILE", default=argparse.SUPPRESS,
+                   help="fleet file (see `fleetdeck --help`)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
