@@ -100,6 +100,13 @@ class Schedule:
     reasons: tuple[str, ...] = ()
     active: bool = True
     start_time: int | None = None
+    #: the exact crontab / cron-file line and its 1-based number (for a checked removal)
+    raw: str | None = None
+    line: int | None = None
+    #: systemd timer unit, and at job number
+    unit: str | None = None
+    job: str | None = None
+    scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +241,11 @@ def schedule_from_json(host: str, d: dict[str, Any]) -> Schedule:
         reasons=tuple(d.get("reasons") or ()),
         active=bool(d.get("active", True)),
         start_time=_int(d.get("start_time")),
+        raw=d.get("raw"),
+        line=_int(d.get("line")),
+        unit=d.get("unit"),
+        job=None if d.get("job") is None else str(d.get("job")),
+        scope=d.get("scope"),
     )
 
 
