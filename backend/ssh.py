@@ -75,7 +75,7 @@ class HelperProcess:
         """What the helper said on stderr, after it ended (bounded)."""
         try:
             data = await asyncio.wait_for(self.stderr.read(limit), 2)
-        except (asyncio.TimeoutError, Exception):
+        except (TimeoutError, Exception):
             return ""
         return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
@@ -176,7 +176,7 @@ class HostLink:
             return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
         except asyncssh.HostKeyNotVerifiable:
             return await self._unverified_key(opts)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             raise HostError(self.name, f"connection to {h.address} timed out after {h.connect_timeout:g}s",
                             "timeout") from None
         except asyncssh.PermissionDenied as e:
@@ -194,7 +194,7 @@ class HostLink:
             key = await asyncio.wait_for(
                 asyncssh.get_server_host_key(h.address, port),
                 h.connect_timeout + 1)
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError, asyncssh.Error) as e:
             raise HostError(self.name, f"host key of {h.address} not verifiable and not readable: {e}",
                             "host-key") from None
         if key is None:
@@ -217,7 +217,7 @@ class HostLink:
             f.write(line)
         try:
             return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
-        except (asyncssh.Error, OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, asyncssh.Error, OSError) as e:
             raise HostError(self.name, f"connection to {h.address} failed after trusting new key {fp}: {e}",
                             "unreachable") from None
 
@@ -228,7 +228,7 @@ class HostLink:
             conn.close()
             try:
                 await asyncio.wait_for(conn.wait_closed(), 2)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 pass
 
     def drop(self) -> None:
@@ -251,7 +251,7 @@ class HostLink:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
             try:
                 out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
                 raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
@@ -260,7 +260,7 @@ class HostLink:
         try:
             res = await asyncio.wait_for(
                 conn.run(self._remote_command(argv), input=input, encoding=None, check=False), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
         except (asyncssh.Error, OSError) as e:
             self.drop()

@@ -36,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
         if module in seen:
             continue
         seen.add(module)
-        importlib.import_module(f"fleetdeck.tui.commands.{module}").register(sub)
+        name = f"fleetdeck.tui.commands.{module}"
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue  # tests/test_cli.py proves every command in COMMANDS is registered
+        mod.register(sub)
     return parser
 
 

@@ -1,0 +1,175 @@
+"""Polling the fleet: every host at once, one resident probe per host, failures kept per host."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from .config import Fleet, HostConfig
+from .models import FleetSnapshot, HostSnapshot, Schedule, host_from_probe
+from .ssh import HelperProcess, HostError, HostLink
+from .state import load_acks
+
+PROBE_SOURCE_PATH = Path(__file__).with_name("probe.py")
+
+
+def probe_source() -> str:
+    """The probe's source text, as it is sent to every host."""
+    return PROBE_SOURCE_PATH.read_text(encoding="utf-8")
+
+
+def probe_request(host: HostConfig) -> dict:
+    """What one poll asks a host's probe for."""
+    roots = list(dict.fromkeys([*host.runs, *host.roots_for_purge]))
+    return {"op": "snapshot", "runs": list(host.runs), "disk_paths": roots, "stall_factor": 10}
+
+
+class Poller:
+    """Keeps one link and one resident probe per host; `poll()` asks them all concurrently.
+
+    A host that fails becomes `HostSnapshot(reachable=False, error=...)`; it never delays or
+    breaks the others beyond its own connect / command timeout.
+    """
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._links = {h.name: HostLink(h) for h in fleet.hosts}
+        self._probes: dict[str, HelperProcess] = {}
+        self._last_good: dict[str, HostSnapshot] = {}
+        self._down_since: dict[str, float] = {}
+        self._source = probe_source()
+
+    def link(self, name: str) -> HostLink:
+        """The (shared, persistent) link to host `name`."""
+        if name not in self._links:
+            self.fleet.host(name)  # raises ConfigError naming the known hosts
+        return self._links[name]
+
+    def last_good(self, name: str) -> HostSnapshot | None:
+        """The last snapshot in which `name` answered."""
+        return self._last_good.get(name)
+
+    def down_since(self, name: str) -> float | None:
+        """Epoch time since which `name` has not answered, or None when it is up."""
+        return self._down_since.get(name)
+
+    async def poll(self, hosts: list[str] | None = None) -> FleetSnapshot:
+        """One poll of the fleet (or of the named hosts), hosts in fleet-file order."""
+        targets = [self.fleet.host(n) for n in hosts] if hosts else list(self.fleet.hosts)
+        results = await asyncio.gather(*(self._poll_host(h) for h in targets), return_exceptions=True)
+        snaps = []
+        now = time.time()
+        for h, r in zip(targets, results, strict=True):
+            if isinstance(r, BaseException):
+                if isinstance(r, asyncio.CancelledError):
+                    raise r
+                r = HostSnapshot(name=h.name, reachable=False, error=f"{type(r).__name__}: {r}", time=now)
+            snaps.append(r)
+            if r.reachable:
+                self._last_good[h.name] = r
+                self._down_since.pop(h.name, None)
+            else:
+                self._down_since.setdefault(h.name, now)
+        return FleetSnapshot(hosts=tuple(mark_stray(snaps, load_acks())), time=now)
+
+    async def _poll_host(self, host: HostConfig) -> HostSnapshot:
+        try:
+            return await self._ask(host, retry=True)
+        except HostError as e:
+            return HostSnapshot(name=host.name, reachable=False, error=e.message, time=time.time())
+
+    async def _ask(self, host: HostConfig, retry: bool) -> HostSnapshot:
+        link = self._links[host.name]
+        probe = self._probes.get(host.name)
+        fresh = probe is None
+        if probe is None:
+            probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"]),
+                                           host.connect_timeout + host.command_timeout)
+            self._probes[host.name] = probe
+        t0 = time.perf_counter()
+        try:
+            await probe.send_json(probe_request(host))
+            answer = await asyncio.wait_for(probe.recv_json(), host.command_timeout)
+        except TimeoutError:
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
+                            "timeout") from None
+        except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
+            why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
+            self._forget(host.name, drop_link=True)
+            # A resident probe that died with its connection is normal after a host restart:
+            # try once more on a fresh one, which also tells "down" from "probe broke".
+            if retry and not fresh:
+                return await self._ask(host, retry=False)
+            last = why.strip().splitlines()[-1] if why.strip() else "connection closed"
+            raise HostError(host.name, f"probe failed: {last}", "probe") from None
+        except Exception as e:  # asyncssh errors surface as their own types
+            self._forget(host.name, drop_link=True)
+            if retry and not fresh:
+                return await self._ask(host, retry=False)
+            raise HostError(host.name, f"connection lost: {e}", "disconnected") from None
+        latency_ms = (time.perf_counter() - t0) * 1000
+        if not isinstance(answer, dict) or "error" in answer and "gpus" not in answer:
+            raise HostError(host.name, f"probe error: {answer.get('error') if isinstance(answer, dict) else answer}",
+                            "probe")
+        return host_from_probe(host.name, answer, latency_ms, time.time())
+
+    def _forget(self, name: str, drop_link: bool) -> None:
+        probe = self._probes.pop(name, None)
+        if probe is not None:
+            probe.close()
+        if drop_link:
+            self._links[name].drop()
+
+    async def close(self) -> None:
+        """Stop every probe and close every connection."""
+        for name in list(self._probes):
+            self._forget(name, drop_link=False)
+        await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
+
+
+def mark_stray(hosts: list[HostSnapshot], acks: set[str]) -> list[HostSnapshot]:
+    """Decide `stray` fleet-wide: unacknowledged, duplicate (same command twice in the fleet),
+    plus the host-local reasons the probe found (dead-target)."""
+    counts = Counter(_norm(s.command) for h in hosts for s in h.schedules if s.active)
+    out = []
+    for h in hosts:
+        if not h.schedules:
+            out.append(h)
+            continue
+        scheds = []
+        for s in h.schedules:
+            reasons = [r for r in s.reasons if r not in ("unacknowledged", "duplicate")]
+            if s.id not in acks:
+                reasons.append("unacknowledged")
+            if s.active and counts[_norm(s.command)] > 1:
+                reasons.append("duplicate")
+            scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
+        out.append(replace(h, schedules=tuple(scheds)))
+    return out
+
+
+def _norm(command: str) -> str:
+    return " ".join(command.split())
+
+
+async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnapshot:
+    """One poll of the fleet with fresh links, closed afterwards (what the CLI uses)."""
+    poller = Poller(fleet)
+    try:
+        return await poller.poll(hosts)
+    finally:
+        await poller.close()
+
+
+def schedule_by_id(snapshot: FleetSnapshot, host: str, sid: str) -> Schedule | None:
+    """The schedule `sid` on `host` in a snapshot, if it is there."""
+    for h in snapshot.hosts:
+        if h.name == host:
+            for s in h.schedules:
+                if s.id == sid:
+                    return s
+    return None

@@ -1,0 +1,134 @@
+"""`fleetdeck status` and `fleetdeck runs`: one poll of the fleet, as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json
+from fleetdeck.backend.poller import poll_fleet
+from rich.console import Console
+from rich.table import Table
+
+from ..cli import add_hosts_option
+from ..fmt import escape_path, human_bytes, human_mib, human_seconds, progress_text
+
+STATE_STYLE = {"running": "green", "finished": "blue", "failed": "red", "stalled": "yellow",
+               "queued": "cyan", "cancelled": "magenta", "unknown": "dim"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="one poll of the fleet: GPUs, runs, schedules, disks")
+    add_hosts_option(p)
+    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run_status)
+    p = sub.add_parser("runs", help="training runs on every host")
+    add_hosts_option(p)
+    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run_runs)
+
+
+def _poll(args: argparse.Namespace) -> FleetSnapshot:
+    fleet = load_fleet(args.hosts)
+    for name in args.host or ():
+        fleet.host(name)
+    return asyncio.run(poll_fleet(fleet, args.host))
+
+
+def _report_down(snap: FleetSnapshot) -> None:
+    for h in snap.hosts:
+        if not h.reachable:
+            print(f"fleetdeck: {h.name} is unreachable: {h.error}", file=sys.stderr)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    snap = _poll(args)
+    if args.json:
+        print(json.dumps(snap.to_json(), indent=1))
+    else:
+        console = Console()
+        console.print(fleet_table(snap))
+        for h in snap.hosts:
+            for w in h.warnings:
+                console.print(f"[yellow]{h.name}: {w}[/]")
+    _report_down(snap)
+    return 0 if all(h.reachable for h in snap.hosts) else 1
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    snap = _poll(args)
+    if args.json:
+        doc = {"runs": [run_json(r) for r in snap.runs],
+               "unreachable": [{"name": h.name, "error": h.error} for h in snap.hosts if not h.reachable]}
+        print(json.dumps(doc, indent=1))
+    else:
+        Console().print(runs_table(snap))
+    _report_down(snap)
+    return 0
+
+
+def _gpu_cell(h: HostSnapshot) -> str:
+    if not h.gpus:
+        return "[dim]no GPU[/]"
+    parts = []
+    for g in h.gpus:
+        mark = " (unified)" if g.unified_memory else ""
+        pct = 100 * g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0
+        parts.append(f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
+                     f"{pct:.0f}%{mark}")
+    return "\n".join(parts)
+
+
+def _disk_cell(h: HostSnapshot) -> str:
+    parts = []
+    for d in h.disks:
+        if d.error:
+            parts.append(f"{escape_path(d.path)}: [red]{d.error}[/]")
+        else:
+            pct = 100 * d.used_bytes / d.total_bytes if d.total_bytes else 0
+            parts.append(f"{escape_path(d.path)}: {human_bytes(d.free_bytes)} free ({pct:.0f}% used)")
+    return "\n".join(parts) or "-"
+
+
+def fleet_table(snap: FleetSnapshot) -> Table:
+    """One row per host: reachability, GPU memory per GPU, disks, live runs, stray schedules."""
+    t = Table(title="fleet", expand=False)
+    for col in ("host", "up", "latency", "load", "memory", "GPU memory", "disks", "runs", "stray"):
+        t.add_column(col)
+    for h in snap.hosts:
+        if not h.reachable:
+            t.add_row(h.name, "[red]DOWN[/]", "-", "-", "-", f"[red]{h.error}[/]", "", "", "")
+            continue
+        live = [r for r in h.runs if r.state in ("running", "stalled")]
+        runs = "\n".join(f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}"
+                         for r in live) or f"[dim]{len(h.runs)} idle[/]"
+        stray = sum(1 for s in h.schedules if s.stray)
+        t.add_row(h.name, "[green]up[/]", f"{h.latency_ms:.0f} ms" if h.latency_ms is not None else "-",
+                  f"{h.load1:.2f}" if h.load1 is not None else "-",
+                  f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
+                  _gpu_cell(h), _disk_cell(h), runs,
+                  f"[yellow]{stray}[/]" if stray else "0")
+    return t
+
+
+def runs_table(snap: FleetSnapshot) -> Table:
+    """Every run in the fleet with state, progress, speed, ETA and the last losses."""
+    t = Table(title="runs")
+    for col in ("host", "run", "state", "progress", "s/step", "ETA", "loss", "eval loss (last 4)",
+                "adapter"):
+        t.add_column(col)
+    for r in snap.runs:
+        evals = ", ".join(f"{v:.3f}" for _, v in r.eval_losses[-4:]) or "-"
+        state = f"[{STATE_STYLE.get(r.state, '')}]{r.state}[/]"
+        if r.reason:
+            state += f"\n[dim]{r.reason}[/]"
+        t.add_row(r.host, escape_path(r.name), state, progress_text(r.step, r.max_steps),
+                  f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
+                  human_seconds(r.eta_seconds), f"{r.loss:.4f}" if r.loss is not None else "-",
+                  evals, "yes" if r.adapter else "no")
+    return t
