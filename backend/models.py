@@ -127,6 +127,8 @@ class HostSnapshot:
     gpu_source: str | None = None
     warnings: tuple[str, ...] = ()
     time: float = 0.0
+    #: CPU seconds the host's probe has spent so far (its own cost, for benchmarks)
+    probe_cpu_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's `status --json` host object."""
@@ -289,6 +291,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
         gpu_source=d.get("gpu_source"),
         warnings=tuple(d.get("warnings") or ()),
         time=now,
+        probe_cpu_s=_num(d.get("probe_cpu_s")),
     )
 
 

@@ -7,7 +7,13 @@ import sys
 
 import pytest
 
-from fleetdeck.backend.config import BUILTIN_FLEET, ConfigError, find_fleet_file, load_fleet, parse_fleet
+from fleetdeck.backend.config import (
+    BUILTIN_FLEET,
+    ConfigError,
+    find_fleet_file,
+    load_fleet,
+    parse_fleet,
+)
 
 GOOD = """
 [defaults]

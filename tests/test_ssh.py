@@ -6,10 +6,11 @@ import asyncio
 import time
 
 import pytest
-from sshfleet import keygen
 
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostError, HostLink
+
+from sshfleet import keygen
 
 pytestmark = pytest.mark.sshd
 

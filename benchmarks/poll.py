@@ -1,0 +1,106 @@
+"""Poll-cycle cost: the resident probe against a fresh `python3 -` per poll (gpustat-web's way).
+
+Starts a fleet of loopback sshd hosts, polls them all concurrently, and prints the median
+cycle time, the controller's CPU per cycle and the probe's CPU per poll for both ways, with
+the ratio against the fresh-process baseline.
+
+    python benchmarks/poll.py --hosts 20 --polls 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from fleetdeck.backend.config import load_fleet  # noqa: E402
+from fleetdeck.backend.poller import Poller, probe_request, probe_source  # noqa: E402
+from fleetdeck.backend.ssh import HostLink  # noqa: E402
+
+from sshfleet import SshdFleet  # noqa: E402
+
+
+async def resident(fleet, polls: int) -> dict:
+    poller = Poller(fleet)
+    try:
+        await poller.poll()  # warm-up: connections made, probes started, caches filled
+        cycles, ctl_cpu, snaps = [], [], []
+        for _ in range(polls):
+            c0, t0 = time.process_time(), time.perf_counter()
+            snap = await poller.poll()
+            cycles.append(time.perf_counter() - t0)
+            ctl_cpu.append(time.process_time() - c0)
+            assert all(h.reachable for h in snap.hosts), [h.error for h in snap.hosts if not h.reachable]
+            snaps.append(snap)
+        # each probe reports its cumulative CPU: the difference over the measured polls
+        probe_cpu = [(b.probe_cpu_s - a.probe_cpu_s) / (polls - 1)
+                     for a, b in zip(snaps[0].hosts, snaps[-1].hosts, strict=True)]
+        return {"cycle_ms": 1000 * statistics.median(cycles), "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
+                "probe_cpu_ms": 1000 * statistics.median(probe_cpu)}
+    finally:
+        await poller.close()
+
+
+async def fresh(fleet, polls: int) -> dict:
+    links = {h.name: HostLink(h) for h in fleet.hosts}
+    source = probe_source().encode()
+    try:
+        async def one(h):
+            res = await links[h.name].run([h.python, "-", json.dumps(probe_request(h))], input=source)
+            return json.loads(res.stdout)
+
+        await asyncio.gather(*(one(h) for h in fleet.hosts))  # warm-up: connections made
+        cycles, ctl_cpu, probe_cpu = [], [], []
+        for _ in range(polls):
+            c0, t0 = time.process_time(), time.perf_counter()
+            answers = await asyncio.gather(*(one(h) for h in fleet.hosts))
+            cycles.append(time.perf_counter() - t0)
+            ctl_cpu.append(time.process_time() - c0)
+            probe_cpu.extend(a["probe_cpu_s"] for a in answers)
+        return {"cycle_ms": 1000 * statistics.median(cycles), "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
+                "probe_cpu_ms": 1000 * statistics.median(probe_cpu)}
+    finally:
+        await asyncio.gather(*(link.close() for link in links.values()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=20)
+    ap.add_argument("--polls", type=int, default=20)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        sf = SshdFleet(Path(d))
+        try:
+            for i in range(args.hosts):
+                sf.add(f"b{i:02d}")
+            path = sf.write_fleet(Path(d) / "hosts.toml", defaults={"command_timeout": 60, "connect_timeout": 20})
+            fleet = load_fleet(str(path))
+            base = asyncio.run(fresh(fleet, args.polls))
+            res = asyncio.run(resident(fleet, args.polls))
+        finally:
+            sf.stop_all()
+    out = {"hosts": args.hosts, "polls": args.polls, "baseline_fresh_python_per_poll": base, "resident_probe": res,
+           "cycle_speedup": base["cycle_ms"] / res["cycle_ms"],
+           "probe_cpu_ratio": base["probe_cpu_ms"] / res["probe_cpu_ms"]}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{args.hosts} loopback sshd hosts, {args.polls} polls each way, medians")
+        print(f"{'':34}{'cycle':>10}{'controller CPU':>16}{'probe CPU/poll':>16}")
+        for label, r in (("baseline: fresh python3 - per poll", base), ("resident probe", res)):
+            print(f"{label:34}{r['cycle_ms']:>8.1f}ms{r['controller_cpu_ms']:>14.1f}ms{r['probe_cpu_ms']:>14.1f}ms")
+        print(f"resident vs baseline: cycle {out['cycle_speedup']:.1f}x faster, "
+              f"probe CPU {out['probe_cpu_ratio']:.1f}x less")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

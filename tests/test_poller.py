@@ -1,0 +1,144 @@
+"""Polling a real loopback fleet: all up, one killed mid-session, a hung probe, 100 hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.backend.config import load_fleet, parse_fleet
+from fleetdeck.backend.models import HostSnapshot, Schedule
+from fleetdeck.backend.poller import Poller, mark_stray, poll_fleet
+
+pytestmark = pytest.mark.sshd
+
+
+async def test_all_hosts_up_and_one_poll_is_one_round_trip_on_a_resident_probe(sshd_fleet, fleet_file):
+    poller = Poller(load_fleet(str(fleet_file)))
+    try:
+        first = await poller.poll()
+        assert [h.name for h in first.hosts] == ["h1", "h2", "h3"]
+        assert all(h.reachable for h in first.hosts), [h.error for h in first.hosts]
+        probes = dict(poller._probes)
+        second = await poller.poll()
+        assert all(h.reachable for h in second.hosts)
+        # the same resident probe processes answered the second poll
+        assert all(poller._probes[n] is probes[n] for n in probes)
+        for h in second.hosts:
+            assert h.memory_total_bytes > 0 and h.latency_ms is not None
+            assert [d.path for d in h.disks] == [str(sshd_fleet.hosts[h.name].runs)]
+    finally:
+        await poller.close()
+
+
+async def test_host_killed_mid_session_reports_why_and_others_answer(spare_fleet, tmp_path):
+    for n in ("a", "b", "c"):
+        spare_fleet.add(n)
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"connect_timeout": 2})
+    poller = Poller(load_fleet(str(path)))
+    try:
+        assert all(h.reachable for h in (await poller.poll()).hosts)
+        spare_fleet.kill("b")
+        t0 = time.monotonic()
+        snap = await poller.poll()
+        elapsed = time.monotonic() - t0
+        by = {h.name: h for h in snap.hosts}
+        assert by["a"].reachable and by["c"].reachable
+        assert not by["b"].reachable and by["b"].error
+        assert elapsed < 2 + 3  # within the connect timeout (plus margin), not the command timeout
+        assert poller.down_since("b") is not None and poller.last_good("b") is not None
+        spare_fleet.start("b")
+        for _ in range(10):  # reconnect backoff is 1, 2, 4 s
+            snap = await poller.poll(["b"])
+            if snap.hosts[0].reachable:
+                break
+            time.sleep(1)
+        assert snap.hosts[0].reachable, snap.hosts[0].error
+        assert poller.down_since("b") is None
+    finally:
+        await poller.close()
+
+
+async def test_hung_probe_is_cut_off_at_the_command_timeout(sshd_fleet, tmp_path):
+    hang = tmp_path / "hang-python"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    hang.chmod(0o755)
+    path = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1", "h2"],
+                                  per_host={"h2": {"python": str(hang), "command_timeout": 1.5}})
+    snap = await poll_fleet(load_fleet(str(path)))
+    by = {h.name: h for h in snap.hosts}
+    assert by["h1"].reachable
+    assert not by["h2"].reachable and "did not answer within 1.5s" in by["h2"].error
+
+
+async def test_a_hundred_hosts_parse_and_poll(sshd_fleet, tmp_path):
+    names = list(sshd_fleet.hosts)
+    body = [sshd_fleet.fleet_toml(names=[], defaults={"command_timeout": 120, "connect_timeout": 30})]
+    for i in range(100):
+        h = sshd_fleet.hosts[names[i % len(names)]]
+        body.append(f'[hosts.node-{i:03d}]\naddress = "127.0.0.1"\nport = {h.port}\nruns = ["{h.runs}"]\n')
+    path = tmp_path / "hosts.toml"
+    path.write_text("\n".join(body))
+    fleet = load_fleet(str(path))
+    assert len(fleet.hosts) == 100
+    snap = await poll_fleet(fleet)
+    down = [(h.name, h.error) for h in snap.hosts if not h.reachable]
+    assert not down
+    assert len(snap.hosts) == 100
+
+
+def test_stray_is_decided_fleet_wide():
+    def sched(sid, host, cmd, reasons=(), active=True):
+        return Schedule(id=sid, host=host, kind="crontab", user="u", spec="37 * * * *", command=cmd,
+                        source="crontab", reasons=tuple(reasons), active=active)
+
+    a = HostSnapshot(name="a", reachable=True, schedules=(sched("1", "a", "check  on the run"),
+                                                          sched("2", "a", "/gone/x.sh", ["dead-target"])))
+    b = HostSnapshot(name="b", reachable=True, schedules=(sched("3", "b", "check on the run"),
+                                                          sched("4", "b", "backup"),
+                                                          sched("5", "b", "backup", active=False)))
+    out = {s.id: s for h in mark_stray([a, b], acks={"1", "2", "3", "4", "5"}) for s in h.schedules}
+    assert out["1"].reasons == ("duplicate",) and out["1"].stray
+    assert out["3"].reasons == ("duplicate",)
+    assert out["2"].reasons == ("dead-target",)
+    assert not out["4"].stray  # the inactive twin does not count as a second schedule
+    fresh = {s.id: s for h in mark_stray([b], acks=set()) for s in h.schedules}
+    assert fresh["4"].reasons == ("unacknowledged",)
+
+
+def test_status_cli_json_and_exit_codes(sshd_fleet, tmp_path):
+    path = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1", "h3"])
+    env = {**os.environ}
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path), "--json"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [h["name"] for h in doc["hosts"]] == ["h1", "h3"]
+    for key in ("reachable", "error", "latency_ms", "memory", "load1", "gpus", "disks", "runs", "schedules"):
+        assert key in doc["hosts"][0]
+    # a host that refuses: status still prints it, and exits 1
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text() + '\n[hosts.nowhere]\naddress = "127.0.0.1"\nport = 1\n')
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad), "--json"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    down = [h for h in doc["hosts"] if h["name"] == "nowhere"][0]
+    assert down["reachable"] is False and "nowhere" in p.stderr and down["error"]
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and "h1" in p.stdout
+
+
+def test_local_fleet_polls_this_machine(tmp_path):
+    fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}"]\n', "t.toml")
+    import asyncio
+
+    snap = asyncio.run(poll_fleet(fleet))
+    assert snap.hosts[0].reachable, snap.hosts[0].error
+    assert Path(snap.hosts[0].disks[0].path) == tmp_path
