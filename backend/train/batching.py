@@ -1,0 +1,127 @@
+"""From rows to tensors, the step schedule, and a cross-entropy that never holds all logits.
+
+A micro-batch is one flat sequence (batch dimension 1): its ranges end to end, position ids
+restarting at every range, `cu_seqlens` marking range starts, and labels already shifted (the
+last token of a range predicts nothing, so no label crosses a document boundary).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from .corpus import Split
+
+IGNORE = -100
+
+
+@dataclass
+class Batch:
+    """One micro-batch, ready for the model."""
+
+    input_ids: torch.Tensor      # (1, T) int64
+    position_ids: torch.Tensor   # (1, T) int64
+    labels: torch.Tensor         # (1, T) int64, IGNORE where nothing is predicted
+    cu_seqlens: torch.Tensor     # (ranges + 1,) int32
+    max_len: int
+    tokens: int                  # tokens fed
+    targets: int                 # labels that count
+
+    def model_kwargs(self) -> dict:
+        """Keyword arguments for a transformers decoder (varlen attention reads the cu_seq_lens)."""
+        return dict(input_ids=self.input_ids, position_ids=self.position_ids,
+                    cu_seq_lens_q=self.cu_seqlens, cu_seq_lens_k=self.cu_seqlens,
+                    max_length_q=self.max_len, max_length_k=self.max_len)
+
+
+def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
+               max_len: int) -> Batch:
+    """Flatten `rows` into one packed sequence on `device`."""
+    flat = torch.frombuffer(split.tokens, dtype=torch.int32)
+    ids, pos, lab, cu = [], [], [], [0]
+    for row in rows:
+        for s, e in row:
+            piece = flat[s:e].long()
+            ids.append(piece)
+            pos.append(torch.arange(e - s))
+            lab.append(torch.cat([piece[1:], torch.tensor([IGNORE])]))
+            cu.append(cu[-1] + e - s)
+    input_ids = torch.cat(ids)
+    labels = torch.cat(lab)
+    targets = int((labels != IGNORE).sum())
+    pin = device.type == "cuda"
+
+    def put(t: torch.Tensor) -> torch.Tensor:
+        return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
+
+    return Batch(put(input_ids[None]), put(torch.cat(pos)[None]), put(labels[None]),
+                 put(torch.tensor(cu, dtype=torch.int32)), max_len, int(input_ids.numel()), targets)
+
+
+class StepSchedule:
+    """Which rows each optimizer step takes: epochs of `seed`-shuffled rows, end to end, so a
+    resumed run sees exactly the rows it would have seen."""
+
+    def __init__(self, n_rows: int, rows_per_step: int, world: int, seed: int):
+        self.n, self.per_rank, self.world, self.seed = n_rows, rows_per_step, world, seed
+        self._perms: dict[int, list[int]] = {}
+
+    def _perm(self, epoch: int) -> list[int]:
+        if epoch not in self._perms:
+            order = list(range(self.n))
+            random.Random(self.seed * 1000003 + epoch).shuffle(order)
+            self._perms = {epoch: order}
+        return self._perms[epoch]
+
+    def rows(self, step: int, rank: int) -> list[int]:
+        """Row indices for optimizer step `step` (0-based) on process `rank`."""
+        per_step = self.per_rank * self.world
+        first = step * per_step + rank * self.per_rank
+        return [self._perm(i // self.n)[i % self.n] for i in range(first, first + self.per_rank)]
+
+    def epoch_at(self, step: int) -> float:
+        """Epochs completed after `step` steps."""
+        return step * self.per_rank * self.world / self.n
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """sum(CE(hidden @ weight.T, labels)) * scale, chunk by chunk; the gradient for `hidden` is
+    computed in the forward pass, so neither logits nor their gradient outlive one chunk (the
+    151,936-token vocabulary makes a 4k row's logits 1.2 GB in bf16). `weight` is frozen."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, scale, chunk):  # type: ignore[override]
+        want_grad = hidden.requires_grad
+        grad = torch.empty_like(hidden) if want_grad else None
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for s in range(0, hidden.shape[0], chunk):
+            h, y = hidden[s:s + chunk], labels[s:s + chunk]
+            logits = (h @ weight.t()).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            valid = y != IGNORE
+            yc = y.clamp_min(0)
+            picked = logits.gather(1, yc[:, None]).squeeze(1)
+            total += ((lse - picked) * valid).sum()
+            if want_grad:
+                probs = logits.sub_(lse[:, None]).exp_()
+                probs.scatter_add_(1, yc[:, None], -valid[:, None].float())
+                probs.mul_(valid[:, None].float() * scale)
+                grad[s:s + chunk] = probs.to(h.dtype) @ weight
+        ctx.save_for_backward(grad if want_grad else torch.empty(0))
+        return total * scale
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad * grad_out.to(grad.dtype), None, None, None, None
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                         scale: float, chunk: int = 4096) -> torch.Tensor:
+    """Scaled summed cross-entropy of a (T, H) hidden state against the output head."""
+    return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk)
+
+
+__all__ = ["Batch", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy", "make_batch"]

@@ -1,0 +1,255 @@
+"""The training engine: model + LoRA + packed batches + one optimizer step, eval, checkpoints.
+
+`Engine` is shared by `fleetdeck train` and `fleetdeck bench`, so what the bench measures is
+what training runs. Data parallelism (torchrun) all-reduces the adapters' gradients once per
+optimizer step; the adapters are small, so there is nothing to overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from . import attention
+from .batching import Batch, StepSchedule, linear_cross_entropy, make_batch
+from .corpus import Split
+from .lora import TargetPlan, apply_lora, lora_parameter_count, matmul_parameter_count, plan_targets
+from .models import build_model, shapes_of
+from .runconfig import RunConfig
+
+
+@dataclass
+class Recipe:
+    """How a step is run on this card (the levers the bench measures)."""
+
+    micro_rows: int
+    checkpoint_layers: int        # decoder layers recomputed in backward (0: none)
+    compile: bool
+    liger: bool
+    flash: bool
+    dtype: torch.dtype
+
+    def describe(self, layers: int) -> str:
+        """One line for the log and the bench."""
+        ck = "off" if self.checkpoint_layers == 0 else (
+            "all layers" if self.checkpoint_layers >= layers else f"{self.checkpoint_layers}/{layers} layers")
+        return (f"{self.micro_rows} rows per forward, gradient checkpointing {ck}, "
+                f"attention {'flash varlen' if self.flash else 'per-document SDPA'}, "
+                f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
+                f"{str(self.dtype).replace('torch.', '')}")
+
+
+def pick_dtype(cfg: RunConfig, device: torch.device) -> torch.dtype:
+    """bfloat16 on CUDA, float32 on CPU, unless RUN.toml says."""
+    if cfg.dtype != "auto":
+        return getattr(torch, cfg.dtype)
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def liger_available() -> bool:
+    """Whether liger-kernel can be imported."""
+    try:
+        import liger_kernel.transformers  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class Engine:
+    """A model with LoRA applied, its optimizer and schedule, stepping over a packed split."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device, rank: int = 0, world: int = 1,
+                 log=print):
+        self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
+        self.dtype = pick_dtype(cfg, device)
+        flash = cfg.attention != "sdpa" and attention.flash_varlen_available(device, self.dtype)
+        if cfg.attention == "varlen" and not flash:
+            log("attention = \"varlen\": no flash kernel here; using per-document SDPA (same result, slower)")
+        name = attention.register(force_flash=flash)
+        self.model = build_model(cfg.base_model, self.dtype, device, name, cfg.seed)
+        self.shapes = shapes_of(self.model)
+        self.plan: TargetPlan = plan_targets(self.model, cfg.target_modules)
+        self.n_matmul = matmul_parameter_count(self.model)
+        use_liger = cfg.liger is True or (cfg.liger == "auto" and device.type == "cuda" and liger_available())
+        if use_liger:
+            self._apply_liger()
+        self.model = apply_lora(self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout)
+        self.n_lora = lora_parameter_count(self.model)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        causal = self.model.get_base_model()
+        self.backbone = causal.model
+        self.head = causal.get_output_embeddings()
+        self.layers = list(self.backbone.layers)
+        self.compiled = False
+        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
+        self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
+                             flash=flash, dtype=self.dtype)
+        fused = device.type == "cuda"
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                           betas=(0.9, 0.999), eps=1e-8, fused=fused)
+        self.max_steps = 1
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+
+    def _apply_liger(self) -> None:
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3
+
+        apply_liger_kernel_to_qwen3(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
+                                    fused_linear_cross_entropy=False, model=self.model)
+
+    def _lr_factor(self, step: int) -> float:
+        warm = self.cfg.warmup_steps
+        if warm and step < warm:
+            return (step + 1) / warm
+        return max(0.0, (self.max_steps - step) / max(1, self.max_steps - warm))
+
+    # -- recipe -------------------------------------------------------------------------------
+    def set_recipe(self, micro_rows: int, checkpoint_layers: int) -> None:
+        """Rows per forward and how many decoder layers recompute in backward."""
+        self.recipe.micro_rows = micro_rows
+        self.recipe.checkpoint_layers = checkpoint_layers
+        from functools import partial
+
+        from torch.utils.checkpoint import checkpoint
+
+        n = len(self.layers)
+        chosen = set(round(i * n / checkpoint_layers) for i in range(checkpoint_layers)) if checkpoint_layers else set()
+        for i, layer in enumerate(self.layers):
+            layer.gradient_checkpointing = i in chosen
+            layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
+        if self.recipe.compile and not self.compiled:
+            import torch._dynamo
+
+            torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+            for layer in self.layers:
+                layer.compile(dynamic=None)
+            self.compiled = True
+
+    def autocast(self):
+        """bfloat16 autocast on CUDA (adapters stay float32); nothing on CPU float32."""
+        if self.dtype == torch.float32:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
+    # -- one step -----------------------------------------------------------------------------
+    def loss_sum(self, batch: Batch, scale: float) -> torch.Tensor:
+        """Scaled summed token cross-entropy of one micro-batch (graph kept for backward)."""
+        with self.autocast():
+            hidden = self.backbone(**batch.model_kwargs()).last_hidden_state[0]
+            return linear_cross_entropy(hidden, self.head.weight, batch.labels[0], scale)
+
+    def step(self, split: Split, row_ids: list[int]) -> tuple[float, int, int]:
+        """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets)."""
+        rows = [split.rows[i] for i in row_ids]
+        micro = self.recipe.micro_rows
+        groups = [rows[i:i + micro] for i in range(0, len(rows), micro)]
+        batches = [make_batch(split, g, self.device, self.cfg.seq_len) for g in groups]
+        targets = torch.tensor([sum(b.targets for b in batches)], dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            dist.all_reduce(targets)
+        scale = 1.0 / max(1.0, float(targets.item()))
+        total = torch.zeros((), device=self.device)
+        for b in batches:
+            loss = self.loss_sum(b, scale)
+            loss.backward()
+            total += loss.detach()
+        if self.world > 1:
+            self._all_reduce_grads()
+            dist.all_reduce(total)
+        if self.cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(total.item()), sum(b.tokens for b in batches), sum(b.targets for b in batches)
+
+    def _all_reduce_grads(self) -> None:
+        grads = [p.grad for p in self.params if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)  # each process scaled by 1/global targets: the sum is the mean
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    @torch.no_grad()
+    def evaluate(self, split: Split) -> float:
+        """Mean token loss over the held-out rows (shared among processes)."""
+        self.model.eval()
+        total = torch.zeros(2, dtype=torch.float64, device=self.device)
+        micro = self.recipe.micro_rows
+        mine = list(range(self.rank, len(split.rows), self.world))
+        for i in range(0, len(mine), micro):
+            b = make_batch(split, [split.rows[j] for j in mine[i:i + micro]], self.device, self.cfg.seq_len)
+            total[0] += self.loss_sum(b, 1.0).double()
+            total[1] += b.targets
+        if self.world > 1:
+            dist.all_reduce(total)
+        self.model.train()
+        return float(total[0] / total[1].clamp_min(1))
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def save_adapter(self, folder: Path) -> None:
+        """adapter_model.safetensors + adapter_config.json (peft's format)."""
+        self.model.save_pretrained(str(folder), safe_serialization=True)
+
+    def save_checkpoint(self, folder: Path, state: dict) -> None:
+        """Adapter, optimizer, schedule, RNG and trainer_state.json into `folder` (rank 0)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save_adapter(folder)
+        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
+        torch.save(self.scheduler.state_dict(), folder / "scheduler.pt")
+        rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        torch.save(rng, folder / "rng_state.pt")
+        (folder / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
+
+    def load_checkpoint(self, folder: Path) -> dict:
+        """Restore what `save_checkpoint` wrote; returns its trainer_state."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        weights = load_file(str(folder / "adapter_model.safetensors"), device=str(self.device))
+        result = set_peft_model_state_dict(self.model, weights)
+        missing = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+        if missing:
+            raise RuntimeError(f"checkpoint {folder} does not fit this model ({missing[0]})")
+        for p in self.params:
+            p.data = p.data.float()
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device))
+        self.scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
+        rng = torch.load(folder / "rng_state.pt", weights_only=False)
+        random.setstate(rng["python"])
+        torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
+        return json.loads((folder / "trainer_state.json").read_text())
+
+    # -- figures ------------------------------------------------------------------------------
+    def flops_per_token(self) -> float:
+        """4*N_matmul + 6*N_lora + 6*layers*(heads*head_dim)*seq_len (frozen base, causal attention)."""
+        s = self.shapes
+        return 4 * self.n_matmul + 6 * self.n_lora + 6 * s.layers * s.heads * s.head_dim * self.cfg.seq_len
+
+
+def total_steps(cfg: RunConfig, n_rows: int, world: int) -> int:
+    """max_steps, else epochs over the rows at batch_size * grad_accum * processes rows per step."""
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    return max(1, math.ceil(cfg.epochs * n_rows / (cfg.rows_per_step * world)))
+
+
+def now() -> float:
+    """Wall clock for progress lines."""
+    return time.time()
+
+
+__all__ = ["Engine", "Recipe", "StepSchedule", "liger_available", "pick_dtype", "total_steps"]

@@ -1,0 +1,202 @@
+"""The run folder the contract fixes: run.json, progress.jsonl, train.log, checkpoints, adapter.
+
+Stdlib only, so the watchers and `launch` can share these rules. Files that others read while a
+run is live (run.json, trainer_state.json) are written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+LIVE_STATES = ("running",)
+
+
+class RunRefused(Exception):
+    """The run folder cannot be (re)used: finished, live elsewhere, or not a run."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so readers see the old or the new file, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def process_start_time(pid: int | str = "self") -> tuple[int | None, float | None]:
+    """(start ticks since boot, start as epoch seconds) from /proc/<pid>/stat; Nones off Linux."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime "))
+        return ticks, btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None, None
+
+
+def pid_alive(pid: int, start_ticks: int | None) -> bool:
+    """True when `pid` runs and (where known) is the same process that started at `start_ticks`."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if start_ticks is None:
+        return True
+    ticks, _ = process_start_time(pid)
+    return ticks is None or ticks == start_ticks
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of one file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def corpus_sha256(path: Path) -> str:
+    """sha256 of the corpus file, or of a folder's files (names and bytes, sorted by name)."""
+    if path.is_file():
+        return sha256_file(path)
+    h = hashlib.sha256()
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        h.update(str(p.relative_to(path)).encode() + b"\0" + sha256_file(p).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class RunDir:
+    """One run folder and the manifest kept in it."""
+
+    path: Path
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.path / "progress.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / "train.log"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.path / "adapter"
+
+    def read_manifest(self) -> dict:
+        """run.json as a dict; {} when absent; RunRefused when unreadable."""
+        try:
+            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise RunRefused(f"{self.manifest_path} cannot be read ({e}); refusing to touch the run") from None
+
+    def write_manifest(self, manifest: dict) -> None:
+        """Write run.json atomically."""
+        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+    def check_reusable(self) -> dict:
+        """The existing manifest if this folder may be (re)started; RunRefused saying why not."""
+        if self.path.exists() and not self.path.is_dir():
+            raise RunRefused(f"output {self.path} exists and is not a folder")
+        manifest = self.read_manifest() if self.path.is_dir() else {}
+        if (self.adapter_dir / "adapter_model.safetensors").exists() or manifest.get("state") == "finished":
+            raise RunRefused(f"run {self.path} already finished (it has its final adapter); "
+                             "refusing to overwrite it: choose another output folder")
+        if manifest.get("state") in LIVE_STATES and manifest.get("pid") not in (None, os.getpid()):
+            if pid_alive(int(manifest["pid"]), manifest.get("start_ticks")):
+                raise RunRefused(f"run {self.path} is live (pid {manifest['pid']}); refusing to start it twice")
+        if self.path.is_dir() and not manifest:
+            foreign = [p.name for p in self.path.iterdir()
+                       if p.name not in ("train.log", "checkpoints", "progress.jsonl", "RUN.toml")
+                       and not p.name.startswith(".")]
+            if foreign:
+                raise RunRefused(f"output {self.path} holds files that are not a fleetdeck run "
+                                 f"({', '.join(sorted(foreign)[:3])}); choose an empty or new folder")
+        return manifest
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """Complete checkpoints (those with trainer_state.json), oldest first."""
+        out = []
+        if self.checkpoints_dir.is_dir():
+            for p in self.checkpoints_dir.iterdir():
+                m = CHECKPOINT.match(p.name)
+                if m and p.is_dir() and (p / "trainer_state.json").is_file():
+                    out.append((int(m.group(1)), p))
+        return sorted(out)
+
+    def newest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest complete checkpoint, or None."""
+        cps = self.checkpoints()
+        return cps[-1] if cps else None
+
+    def truncate_progress(self, last_step: int) -> None:
+        """Drop progress lines past `last_step` (a resumed run repeats those steps)."""
+        if not self.progress_path.exists():
+            return
+        kept = []
+        for line in self.progress_path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= last_step:
+                    kept.append(line)
+            except ValueError:
+                continue
+        atomic_write_text(self.progress_path, "".join(k + "\n" for k in kept))
+
+    def append_progress(self, record: dict) -> None:
+        """Append one line to progress.jsonl (one write call, so a reader never sees half a line)."""
+        with open(self.progress_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def new_manifest(previous: dict, config: dict, corpus_sha: str, world_size: int) -> dict:
+    """run.json for a starting (or resuming) process, keeping keys others wrote (e.g. launch)."""
+    ticks, started = process_start_time()
+    manifest = dict(previous)
+    manifest.update({
+        "config": config,
+        "corpus_sha256": corpus_sha,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "start_ticks": ticks,
+        "start_time": started if started is not None else time.time(),
+        "world_size": world_size,
+        "error": None,
+    })
+    manifest.setdefault("states", [])
+    return manifest
+
+
+def set_state(run: RunDir, manifest: dict, state: str, **extra: object) -> None:
+    """Record a state transition (with its time) in run.json."""
+    now = time.time()
+    manifest["state"] = state
+    manifest.update(extra)
+    manifest.setdefault("states", []).append({"state": state, "time": now, "pid": os.getpid()})
+    run.write_manifest(manifest)
+
+
+__all__ = ["RunDir", "RunRefused", "atomic_write_text", "corpus_sha256", "new_manifest", "set_state",
+           "process_start_time", "pid_alive", "sha256_file"]
