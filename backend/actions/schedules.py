@@ -1,0 +1,202 @@
+"""Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
+
+The host side is `schedules_remote.py` (stdlib only), run through `HostLink.run_helper`, so no
+crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
+the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
+helper refuses with `changed-since-listing` when the host no longer matches it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .. import state
+from ..config import HostConfig
+from ..models import Schedule, schedule_json
+from ..ssh import HostError, HostLink
+
+ACTION = "schedule-remove"
+DEFAULT_GRACE = 5.0
+# a failed check means the host was left as it was: "refused"; anything else after a change
+# may have started is "failed"
+REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "unsupported",
+                      "crontab-unreadable", "permission-denied"})
+
+
+@lru_cache(maxsize=1)
+def remote_source() -> str:
+    """The host-side helper's source, sent to the host on every call."""
+    return Path(__file__).with_name("schedules_remote.py").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class RemovalCheck:
+    """What the host says about an entry before anything changes (the plan of a removal)."""
+
+    host: str
+    schedule_id: str
+    kind: str
+    ok: bool
+    reason_code: str | None
+    message: str
+    #: a loop that is an interactive shell: removing it closes that terminal's session
+    interactive: bool = False
+    tty: str | None = None
+    #: crontab / cron-file: the whole file as it is now, for the controller's backup
+    original: bytes | None = None
+    sha256: str | None = None
+    backup_name: str | None = None
+
+    @property
+    def warning(self) -> str | None:
+        """A sentence the operator must see before confirming, or None."""
+        if self.interactive:
+            return (f"process {self.schedule_id} is an interactive shell on {self.tty or 'a terminal'}: "
+                    "stopping it closes that terminal session")
+        return None
+
+
+@dataclass(frozen=True)
+class RemoveReport:
+    """The outcome of one removal; `ok` only when the change was made and verified."""
+
+    host: str
+    schedule_id: str
+    kind: str
+    ok: bool
+    reason_code: str | None
+    message: str
+    #: copy of the edited file kept on the controller, and the one kept on the host
+    backup: str | None = None
+    host_backup: str | None = None
+    signals: tuple[str, ...] = ()
+    interactive: bool = False
+
+    @property
+    def result(self) -> str:
+        """`done`, `refused` (nothing changed) or `failed`."""
+        if self.ok:
+            return "done"
+        return "refused" if self.reason_code in REFUSALS else "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as `schedules remove --json` prints it."""
+        return {"host": self.host, "id": self.schedule_id, "kind": self.kind, "removed": self.ok,
+                "result": self.result, "reason_code": self.reason_code, "message": self.message,
+                "backup": self.backup, "host_backup": self.host_backup, "signals": list(self.signals),
+                "interactive": self.interactive}
+
+
+def _request(op: str, schedule: Schedule, **extra: Any) -> dict[str, Any]:
+    s = schedule
+    return {"op": op, "schedule": {
+        "id": s.id, "kind": s.kind, "user": s.user, "command": s.command, "source": s.source,
+        "raw": s.raw, "line": s.line, "unit": s.unit, "job": s.job, "scope": s.scope,
+        "pid": s.pid, "start_time": s.start_time}, **extra}
+
+
+async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
+    """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
+    base = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
+    try:
+        ans = await link.run_helper(remote_source(), _request("inspect", schedule))
+    except HostError as e:
+        return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        ans = ans if isinstance(ans, dict) else {}
+        return RemovalCheck(**base, ok=False, reason_code=ans.get("reason_code") or "helper-error",
+                            message=ans.get("message") or "the host's helper gave no answer")
+    original = base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
+    return RemovalCheck(**base, ok=True, reason_code=None, message=f"{ans.get('what', schedule.id)} matches the listing",
+                        interactive=bool(ans.get("interactive")), tty=ans.get("tty"), original=original,
+                        sha256=ans.get("sha256"), backup_name=ans.get("backup_name"))
+
+
+def _write_backup(host: str, name: str, data: bytes) -> str:
+    d = state.state_dir() / "backups" / host
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = d / os.path.basename(name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return str(path)
+
+
+def _audit(report: RemoveReport, schedule: Schedule, confirmation: str | None, result: str | None = None,
+           **extra: Any) -> None:
+    state.audit(ACTION, report.host, result or report.result, schedule=schedule_json(schedule),
+                confirmation=confirmation, reason_code=report.reason_code, message=report.message,
+                backup=report.backup, host_backup=report.host_backup, signals=list(report.signals), **extra)
+
+
+async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedule, confirmation: str | None,
+                          *, grace: float = DEFAULT_GRACE, host_backup_dir: str | None = None) -> RemoveReport:
+    """Remove `schedule` from its host when `confirmation` equals its id byte for byte.
+
+    Crontab and cron-file entries are re-read and must still hold `raw` at `line`; the whole
+    file is backed up on the controller (under the state dir) and on the host (default
+    `~/.local/state/fleetdeck/backups/`) before the edited file is installed. Timers are
+    disabled with `--now`, at jobs removed with `atrm` after `at -c` still matches, loops
+    signalled (SIGTERM, SIGKILL after `grace` seconds) only while their start time matches.
+    Every outcome is appended to the audit log: the intent before the host is touched and
+    the result after. Never raises for an expected failure.
+    """
+    host = host_cfg.name
+    base = RemoveReport(host=host, schedule_id=schedule.id, kind=schedule.kind, ok=False,
+                        reason_code=None, message="")
+    if confirmation is None or confirmation != schedule.id:
+        rep = replace(base, reason_code="not-confirmed",
+                      message=f"the confirmation did not match id {schedule.id!r}; nothing was changed")
+        _audit(rep, schedule, confirmation)
+        return rep
+    _audit(base, schedule, confirmation, result="started")
+    check = await check_removal(link, schedule)
+    if not check.ok:
+        rep = replace(base, reason_code=check.reason_code, message=f"{check.message}; nothing was changed"
+                      if check.reason_code in REFUSALS else check.message)
+        _audit(rep, schedule, confirmation)
+        return rep
+    backup = None
+    if check.original is not None:
+        try:
+            backup = _write_backup(host, check.backup_name or f"{schedule.kind}-{schedule.id}", check.original)
+        except OSError as e:
+            rep = replace(base, reason_code="backup-failed",
+                          message=f"cannot write the controller's backup: {e.strerror or e}; nothing was changed")
+            _audit(rep, schedule, confirmation)
+            return rep
+    extra: dict[str, Any] = {"grace": grace}
+    if check.sha256:
+        extra["sha256"] = check.sha256
+    if check.backup_name:
+        extra["backup_name"] = check.backup_name
+    if host_backup_dir:
+        extra["backup_dir"] = host_backup_dir
+    timeout = host_cfg.command_timeout + grace + 15
+    try:
+        ans = await link.run_helper(remote_source(), _request("apply", schedule, **extra), timeout=timeout)
+    except HostError as e:
+        rep = replace(base, backup=backup, reason_code="host-unreachable",
+                      message=f"{e}; the removal may or may not have happened, list the host again")
+        _audit(rep, schedule, confirmation)
+        return rep
+    ans = ans if isinstance(ans, dict) else {}
+    rep = replace(base, ok=bool(ans.get("ok")), backup=backup, host_backup=ans.get("host_backup"),
+                  reason_code=None if ans.get("ok") else (ans.get("reason_code") or "helper-error"),
+                  message=ans.get("message") or "the host's helper gave no answer",
+                  signals=tuple(ans.get("signals") or ()), interactive=bool(ans.get("interactive")))
+    if rep.reason_code in REFUSALS:
+        rep = replace(rep, message=f"{rep.message}; nothing was changed")
+    _audit(rep, schedule, confirmation)
+    return rep
+
+
+__all__ = ["RemovalCheck", "RemoveReport", "check_removal", "remove_schedule", "remote_source"]
