@@ -1,0 +1,228 @@
+"""Launch a training run on a host: pre-flight there, then `fleetdeck train` detached there.
+
+The controller parses RUN.toml (strictly, with the trainer's own parser) and sends its values to
+a stdlib helper on the host (`launch_estimate.py` + `launch_remote.py`), which checks, writes the
+host's own copy `<output>/RUN.toml`, claims `<output>/run.json` (state `queued`) and starts a
+supervisor in a new session. The supervisor starts `<python> -m fleetdeck.tui.cli train
+<output>/RUN.toml` (python: the host's `python` from the fleet file) at once, or, with `after`,
+only when that run finished with `adapter/adapter_model.safetensors`; it marks the run
+`cancelled` when the prerequisite failed, was cancelled or died. Every launch is audited.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..config import ConfigError, HostConfig
+from ..ssh import BOOT, HostError, HostLink
+from ..state import audit
+from ..train.runconfig import config_to_dict, parse_run_config
+
+_HERE = Path(__file__).parent
+PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
+
+
+def helper_source() -> str:
+    """The source sent to the host: the estimate module as namespace `est`, then the helper."""
+    est = (_HERE / "launch_estimate.py").read_text(encoding="utf-8")
+    remote = (_HERE / "launch_remote.py").read_text(encoding="utf-8")
+    head = ("import types as _types\n"
+            "est = _types.ModuleType('launch_estimate')\n"
+            f"exec(compile({est!r}, '<launch_estimate>', 'exec'), est.__dict__)\n")
+    return head + remote
+
+
+class Check(NamedTuple):
+    """One pre-flight check: its name (the refusal's reason code), whether it passed, and why."""
+
+    name: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The host's answer to "may this run start?": every check and the estimate behind them."""
+
+    host: str
+    run_path: str
+    after: str | None
+    checks: tuple[Check, ...]
+    estimate: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return all(c.ok for c in self.checks)
+
+    @property
+    def refusal(self) -> Check | None:
+        """The first failing check (its name is the reason code), or None."""
+        return next((c for c in self.checks if not c.ok), None)
+
+    def checks_json(self) -> list[dict[str, Any]]:
+        """The checks as JSON objects."""
+        return [c._asdict() for c in self.checks]
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What a launch did. `state`: running, queued, cancelled (its prerequisite already ended
+    badly), refused (a pre-flight check failed: `reason` is its name) or failed."""
+
+    host: str
+    run_path: str
+    state: str
+    pid: int | None
+    preflight: Preflight
+    after: str | None = None
+    waiter_pid: int | None = None
+    run_toml: str | None = None
+    error: str | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the run is running or queued."""
+        return self.state in ("running", "queued")
+
+    def to_json(self) -> dict[str, Any]:
+        """The `launch --json` document."""
+        return {"host": self.host, "run_path": self.run_path, "state": self.state, "pid": self.pid,
+                "after": self.after, "waiter_pid": self.waiter_pid, "run_toml": self.run_toml,
+                "error": self.error, "reason": self.reason, "preflight": self.preflight.checks_json(),
+                "estimate": self.preflight.estimate}
+
+
+def _host_path(value: str, key: str, host: HostConfig, base: Path, source: str) -> str:
+    """A path as the host will read it: absolute or `~` as written; relative only for `local`."""
+    if value.startswith("~") or value.startswith("/"):
+        return value
+    if host.local:
+        return str((base / value).absolute())
+    raise ConfigError(f"{source}: key {key!r} is a relative path ({value!r}); for remote host "
+                      f"{host.name} write it absolute or starting with ~/")
+
+
+def run_values(run: str | os.PathLike[str] | dict[str, Any], host: HostConfig) -> dict[str, Any]:
+    """RUN.toml (a file, or its values as a dict) checked strictly, as JSON-able values with the
+    paths as the host reads them. ConfigError names the file and the key."""
+    if isinstance(run, dict):
+        doc, source, base = dict(run), "RUN.toml values", Path.cwd()
+        text = None
+    else:
+        p = Path(run)
+        source, base = str(p), p.absolute().parent
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: RUN.toml not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{p}: cannot read RUN.toml: {e}") from None
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    # the trainer's own parser: unknown keys and wrong types fail here, before any host is asked
+    for key in PATH_KEYS:
+        if key in doc and not isinstance(doc[key], str):
+            raise ConfigError(f"{source}: key {key!r} must be a string, not {doc[key]!r}")
+    values = config_to_dict(_parse(doc, source, base))
+    values.pop("source", None)
+    for key in PATH_KEYS:
+        raw = doc.get(key)
+        if raw is None or (key == "base_model" and raw.startswith("random:")):
+            continue
+        values[key] = _host_path(raw, key, host, base, source)
+    return values
+
+
+def _parse(doc: dict[str, Any], source: str, base: Path):
+    import io
+
+    buf = io.StringIO()
+    for k, v in doc.items():
+        buf.write(f"{k} = {_toml(v)}\n")
+    return parse_run_config(buf.getvalue(), source, base)
+
+
+def _toml(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
+    raise ConfigError(f"RUN.toml value {v!r} is not a string, number, boolean or list")
+
+
+def _after_path(after: str | None, host: HostConfig) -> str | None:
+    if after is None:
+        return None
+    return _host_path(after, "--after", host, Path.cwd(), "--after")
+
+
+def _request(op: str, host: HostConfig, values: dict[str, Any], after: str | None, force: bool,
+             poll_interval: float) -> dict[str, Any]:
+    return {"op": op, "host": host.name, "config": values, "after": after, "force": force,
+            "runs": list(host.runs), "interval": poll_interval, "boot": BOOT, "source": helper_source()}
+
+
+def _preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
+    if "checks" not in answer:
+        raise HostError(host, f"launch helper answered without checks: {answer.get('error')}", "helper")
+    checks = tuple(Check(str(c["name"]), bool(c["ok"]), str(c["message"])) for c in answer["checks"])
+    return Preflight(host=host, run_path=str(answer.get("run_path") or ""), after=answer.get("after"),
+                     checks=checks, estimate=dict(answer.get("estimate") or {}))
+
+
+async def preflight(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
+                    after: str | None = None, force: bool = False) -> Preflight:
+    """Every launch check on the host, nothing changed there. ConfigError for a bad RUN.toml,
+    HostError when the host cannot be asked."""
+    values = run_values(run, host_cfg)
+    req = _request("preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0)
+    answer = await link.run_helper(helper_source(), req)
+    return _preflight_from(host_cfg.name, answer)
+
+
+async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
+                 after: str | None = None, force: bool = False, poll_interval: float = 2.0) -> LaunchResult:
+    """Pre-flight, then start the run detached on the host (or queue it after `after`); returns
+    as soon as the trainer (or the waiter) runs. Audited whatever happens. ConfigError for a bad
+    RUN.toml (not audited: nothing was asked of the host), HostError when the host fails."""
+    values = run_values(run, host_cfg)
+    after_path = _after_path(after, host_cfg)
+    req = _request("launch", host_cfg, values, after_path, force, poll_interval)
+    try:
+        answer = await link.run_helper(helper_source(), req)
+        pre = _preflight_from(host_cfg.name, answer)
+    except HostError as e:
+        audit("launch", host_cfg.name, "failed", run=values.get("output"), after=after_path,
+              error=e.message, force=force)
+        raise
+    bad = pre.refusal
+    state = str(answer.get("state") or ("refused" if bad else "failed"))
+    if state == "refused" and bad is not None:
+        error: str | None = bad.message
+    else:
+        error = answer.get("error")
+    result = LaunchResult(host=host_cfg.name, run_path=pre.run_path, state=state, pid=answer.get("pid"),
+                          preflight=pre, after=pre.after, waiter_pid=answer.get("waiter_pid"),
+                          run_toml=answer.get("run_toml"), error=error,
+                          reason=bad.name if (state == "refused" and bad) else None)
+    audit("launch", host_cfg.name, {"running": "started"}.get(state, state), run=result.run_path,
+          pid=result.pid, state=state, after=result.after, force=force, waiter_pid=result.waiter_pid,
+          preflight=pre.checks_json(), error=error, reason=result.reason)
+    return result
+
+
+__all__ = ["Check", "Preflight", "LaunchResult", "preflight", "launch", "run_values", "helper_source"]

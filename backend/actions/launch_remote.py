@@ -1,0 +1,418 @@
+"""The launch helper, run on the training host (stdlib only, Python 3.8 or newer).
+
+It reads one JSON request on stdin (the `fleetdeck.backend.ssh` helper protocol) and answers
+one JSON document on stdout. Operations:
+
+- `preflight`: every check, nothing changed on the host.
+- `launch`: the same checks; when all pass, create the run folder, write the host's own copy of
+  RUN.toml (`<output>/RUN.toml`, every path absolute), claim `<output>/run.json` exclusively
+  with state `queued`, and start the supervisor detached (new session). It answers as soon as
+  the supervisor has started the trainer (state `running`, the trainer's pid) or begun waiting
+  (state `queued`, the waiter's pid).
+- `supervise`: the detached supervisor itself. It waits for the `after` run when there is one,
+  starts `<python> -m fleetdeck.tui.cli train <output>/RUN.toml` (stdin /dev/null, output
+  appended to train.log), marks the run `cancelled` (never started) when the prerequisite
+  failed, was cancelled or died, and `failed` when the trainer exits without recording an end.
+
+The estimates (params, LoRA params, GPU memory, disk) live in `launch_estimate.py`, sent along
+with this file as one source text (see `fleetdeck.backend.actions.launch.helper_source`).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+try:
+    est  # noqa: B018 (the estimate namespace, defined ahead of this source on a host)
+except NameError:
+    from fleetdeck.backend.actions import launch_estimate as est
+
+start_ticks, alive = est.start_ticks, est.alive
+TRAINER_MODULE = "fleetdeck.tui.cli"
+RUN_MARKERS = ("run.json", "checkpoints", "adapter", "trainer_state.json")
+# files the trainer accepts in a fresh output folder (see rundir.RunDir.check_reusable)
+FRESH_OK = ("train.log", "RUN.toml", "progress.jsonl")
+ADAPTER_FILE = os.path.join("adapter", "adapter_model.safetensors")
+
+
+# -- small shared pieces ---------------------------------------------------------------------
+def read_manifest(run):
+    """run.json of `run` as a dict; {} when absent; None when unreadable."""
+    try:
+        with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_manifest(run, manifest, exclusive=False):
+    """Write run.json atomically; with `exclusive`, fail (FileExistsError) if one exists."""
+    final = os.path.join(run, "run.json")
+    tmp = os.path.join(run, ".run.json.%d.tmp" % os.getpid())
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        if exclusive:
+            # link() refuses an existing name: two launches into one folder cannot both win
+            os.link(tmp, final)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def record_state(run, manifest, state, **extra):
+    """Append a state transition to `manifest` and write it."""
+    manifest["state"] = state
+    manifest.update(extra)
+    manifest.setdefault("states", []).append({"state": state, "time": time.time(), "pid": os.getpid()})
+    write_manifest(run, manifest)
+
+
+def log_line(run, text):
+    """One line in train.log, marked as the launcher's, not the trainer's."""
+    line = "%s fleetdeck launch: %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S%z"), text)
+    try:
+        fd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def toml_value(v):
+    """A TOML literal for a RUN.toml value (str, bool, int, float or a list of those)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return {"nan": "nan", "inf": "inf", "-inf": "-inf"}[repr(v)]
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    # a JSON string is a TOML basic string once DEL (allowed raw in JSON, not in TOML) is escaped
+    return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def toml_text(config):
+    lines = ["# written by fleetdeck launch: the host's own copy, every path absolute"]
+    for key in sorted(config):
+        if config[key] is not None:
+            lines.append("%s = %s" % (key, toml_value(config[key])))
+    return "\n".join(lines) + "\n"
+
+
+# -- the prerequisite of a chain -------------------------------------------------------------
+def after_status(after):
+    """(verdict, sentence) for the run a chain waits on: 'ready', 'wait' or 'never'."""
+    manifest = read_manifest(after)
+    has_adapter = os.path.isfile(os.path.join(after, ADAPTER_FILE))
+    if manifest is None:
+        return "never", "run %s has an unreadable run.json" % after
+    if not manifest:
+        if not os.path.isdir(after):
+            return "never", "run %s does not exist" % after
+        if has_adapter:
+            return "ready", "run %s has its final adapter" % after
+        return "never", "run %s holds no run.json, so its end cannot be watched" % after
+    state = manifest.get("state")
+    why = manifest.get("error") or manifest.get("cancel_reason")
+    if state == "finished":
+        if has_adapter:
+            return "ready", "run %s finished with its adapter" % after
+        return "never", "run %s finished without %s" % (after, ADAPTER_FILE)
+    if state in ("failed", "cancelled"):
+        return "never", "run %s %s%s" % (after, state, " (%s)" % why if why else "")
+    if state == "running":
+        if alive(manifest.get("pid"), manifest.get("start_ticks")):
+            return "wait", "run %s is running (pid %s)" % (after, manifest.get("pid"))
+        again = read_manifest(after) or {}
+        if again.get("state") != "running":  # it ended between the two reads
+            return after_status(after)
+        return "never", "run %s died without finishing (pid %s is gone)" % (after, manifest.get("pid"))
+    if state == "queued":
+        if alive(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
+            return "wait", "run %s is queued" % after
+        again = read_manifest(after) or {}
+        if again.get("state") != "queued":
+            return after_status(after)
+        return "never", "run %s is queued but its waiter (pid %s) is gone" % (after, manifest.get("waiter_pid"))
+    return "never", "run %s is in state %r" % (after, state)
+
+
+# -- pre-flight ------------------------------------------------------------------------------
+def check(checks, name, ok, message):
+    checks.append({"name": name, "ok": bool(ok), "message": message})
+    return ok
+
+
+def expand(config, key):
+    value = config.get(key)
+    return os.path.abspath(os.path.expanduser(value)) if isinstance(value, str) and value else value
+
+
+def preflight(req):
+    """All launch checks; nothing is changed. The answer names every check and the estimate."""
+    host = req.get("host", "this host")
+    config = dict(req["config"])
+    for key in ("corpus", "output", "tokenizer"):
+        config[key] = expand(config, key)
+    if not str(config["base_model"]).startswith("random:"):
+        config["base_model"] = expand(config, "base_model")
+    after = os.path.abspath(os.path.expanduser(req["after"])) if req.get("after") else None
+    output = config["output"]
+    checks = []
+
+    base = config["base_model"]
+    if base.startswith("random:"):
+        arch = base.split(":", 1)[1]
+        check(checks, "base-model", arch in est.ARCHS,
+              "base model %s is a built-in architecture with random weights" % base if arch in est.ARCHS
+              else "base model %s is not a built-in architecture (%s)" % (base, ", ".join(sorted(est.ARCHS))))
+    elif not os.path.isdir(base):
+        check(checks, "base-model", False, "base model %s does not exist on %s" % (base, host))
+    elif not os.path.isfile(os.path.join(base, "config.json")):
+        check(checks, "base-model", False, "base model %s holds no config.json, so it is not a checkpoint" % base)
+    else:
+        check(checks, "base-model", True, "base model %s exists" % base)
+    tok = config.get("tokenizer")
+    if tok:
+        check(checks, "tokenizer", os.path.isdir(tok) or os.path.isfile(tok),
+              "tokenizer %s %s" % (tok, "exists" if os.path.exists(tok) else "does not exist on %s" % host))
+
+    corpus = config["corpus"]
+    size = est.corpus_bytes(corpus)
+    if not os.path.exists(corpus):
+        check(checks, "corpus", False, "corpus %s does not exist on %s" % (corpus, host))
+    elif size == 0:
+        check(checks, "corpus", False, "corpus %s is empty" % corpus)
+    else:
+        check(checks, "corpus", True, "corpus %s exists (%d bytes)" % (corpus, size))
+
+    check_output(checks, output, after, req.get("runs") or [])
+    if after is not None:
+        verdict, why = after_status(after)
+        if after == output:
+            check(checks, "after", False, "a run cannot wait for itself (%s)" % after)
+        elif verdict == "never":
+            check(checks, "after", False, "%s; a chain never starts after a run that did not "
+                  "finish with its adapter" % why)
+        else:
+            check(checks, "after", True, why + ("; the new run starts now" if verdict == "ready"
+                                               else "; the new run waits for it"))
+
+    trainer = est.missing_modules(["fleetdeck.tui.commands.train", "torch", "transformers", "peft"])
+    check(checks, "trainer", not trainer,
+          "%s can import the trainer" % sys.executable if not trainer else
+          "%s cannot import %s on %s (install fleetdeck[train] there)" % (sys.executable, ", ".join(trainer), host))
+
+    gpus = est.gpu_table()
+    estimate = est.estimate(config, gpus, size)
+    est.check_memory(checks, config, gpus, estimate, after)
+    est.check_disk(checks, output, estimate)
+    est.check_live_runs(checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")))
+    return {"ok": all(c["ok"] for c in checks), "checks": checks, "estimate": estimate,
+            "config": config, "run_path": output, "after": after}
+
+
+def check_output(checks, output, after, roots):
+    if os.path.lexists(output) and not os.path.isdir(output):
+        return check(checks, "output", False, "output %s exists and is not a folder" % output)
+    if os.path.isdir(output):
+        names = sorted(os.listdir(output))
+        held = [n for n in names if n in RUN_MARKERS or n.startswith("checkpoint-")]
+        if held:
+            return check(checks, "output", False, "output %s already holds a run (%s); choose a new "
+                         "folder" % (output, ", ".join(held[:3])))
+        foreign = [n for n in names if n not in FRESH_OK and not n.startswith(".")]
+        if foreign:
+            return check(checks, "output", False, "output %s holds files that are not a run (%s); "
+                         "choose an empty or new folder" % (output, ", ".join(foreign[:3])))
+    where = [r for r in roots if os.path.dirname(output) == os.path.abspath(os.path.expanduser(r))]
+    note = "" if where else "; note: it is not directly under a runs root of this host, so status and runs will not list it"
+    return check(checks, "output", True, "output %s holds no run%s" % (output, note))
+
+
+# -- launch ----------------------------------------------------------------------------------
+def launch(req):
+    """Pre-flight, then claim the run folder and start the supervisor; answer at once."""
+    answer = preflight(req)
+    if not answer["ok"]:
+        answer.update(state="refused")
+        return answer
+    config, output, after = answer["config"], answer["run_path"], answer["after"]
+    os.makedirs(output, exist_ok=True)
+    run_toml = os.path.join(output, "RUN.toml")
+    with open(run_toml, "w", encoding="utf-8") as f:
+        f.write(toml_text(config))
+    manifest = {"state": "queued", "pid": None, "after": after, "config": config, "error": None,
+                "waiter_pid": None, "waiter_start_ticks": None,
+                "launch": {"time": time.time(), "run_toml": run_toml, "estimate": answer["estimate"]},
+                "states": [{"state": "queued", "time": time.time(), "pid": os.getpid()}]}
+    try:
+        write_manifest(output, manifest, exclusive=True)
+    except FileExistsError:
+        answer.update(ok=False, state="refused")
+        check(answer["checks"], "output", False, "output %s was claimed by another launch just now" % output)
+        return answer
+    sup = {"op": "supervise", "run": output, "run_toml": run_toml, "after": after,
+           "interval": float(req.get("interval") or 2.0), "source": req["source"]}
+    devnull = os.open(os.devnull, os.O_RDWR)
+    logfd = os.open(os.path.join(output, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", req["boot"], "fleetdeck-waiter", output],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logfd,
+                                cwd=output, start_new_session=True, close_fds=True)
+    finally:
+        os.close(devnull)
+        os.close(logfd)
+    src = req["source"].encode("utf-8")
+    proc.stdin.write(str(len(src)).encode() + b"\n" + src + json.dumps(sup).encode())
+    proc.stdin.close()
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    try:
+        started = json.loads(line)
+    except ValueError:
+        record_state(output, read_manifest(output) or manifest, "failed",
+                     error="the launcher's supervisor exited before starting the run; see train.log")
+        answer.update(ok=False, state="failed", error="the supervisor on the host exited at once; see %s"
+                      % os.path.join(output, "train.log"))
+        return answer
+    answer.update(started)
+    answer["run_toml"] = run_toml
+    return answer
+
+
+# -- supervise (the detached process) --------------------------------------------------------
+class Stopped(Exception):
+    pass
+
+
+def _stop(signum, frame):
+    raise Stopped(signum)
+
+
+def supervise(req):
+    """Wait for the prerequisite, start the trainer, and record what the trainer could not."""
+    run, after = req["run"], req.get("after")
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the SSH session ending must not end the chain
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    manifest = read_manifest(run) or {}
+    manifest.update(waiter_pid=os.getpid(), waiter_start_ticks=start_ticks(os.getpid()))
+    write_manifest(run, manifest)
+    reported = False
+
+    def report(obj):
+        nonlocal reported
+        if not reported:
+            sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
+            # nobody reads after this: the launching helper and its SSH channel are gone
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+            reported = True
+
+    try:
+        if after:
+            log_line(run, "queued after %s; waiting for it to finish with its adapter" % after)
+            while True:
+                verdict, why = after_status(after)
+                if verdict == "ready":
+                    log_line(run, why + "; starting")
+                    break
+                if verdict == "never":
+                    reason = why + "; this run was never started"
+                    current = read_manifest(run) or manifest
+                    record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
+                    log_line(run, "cancelled: " + reason)
+                    report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
+                    return
+                report({"state": "queued", "pid": None, "waiter_pid": os.getpid()})
+                time.sleep(req.get("interval", 2.0))
+        current = read_manifest(run) or {}
+        if current.get("state") != "queued" or current.get("waiter_pid") != os.getpid():
+            log_line(run, "run.json changed while waiting (state %r); not starting" % current.get("state"))
+            report({"state": current.get("state") or "unknown", "pid": current.get("pid"), "waiter_pid": os.getpid()})
+            return
+        child = start_trainer(run, req["run_toml"])
+    except Stopped as e:
+        reason = "the waiter was stopped (signal %s) before the run started" % e.args[0]
+        current = read_manifest(run) or manifest
+        if current.get("state") == "queued":
+            record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
+            log_line(run, "cancelled: " + reason)
+        report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
+        return
+    report({"state": "running", "pid": child.pid, "waiter_pid": os.getpid()})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # once started, stopping the waiter leaves the run alone
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    rc = child.wait()
+    watch_end(run, child.pid, rc)
+
+
+def start_trainer(run, run_toml):
+    """`<python> -m fleetdeck.tui.cli train RUN.toml`, its own session, output to train.log."""
+    log_line(run, "starting %s -m %s train %s" % (sys.executable, TRAINER_MODULE, run_toml))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    logfd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        return subprocess.Popen([sys.executable, "-m", TRAINER_MODULE, "train", run_toml],
+                                stdin=subprocess.DEVNULL, stdout=logfd, stderr=subprocess.STDOUT,
+                                cwd=run, env=env, start_new_session=True, close_fds=True)
+    finally:
+        os.close(logfd)
+
+
+def watch_end(run, pid, rc):
+    """After the trainer exited: a run.json still saying queued/running (by it) becomes failed."""
+    manifest = read_manifest(run)
+    if manifest is None:
+        return
+    state = manifest.get("state")
+    if state in ("queued", "running") and manifest.get("pid") in (None, pid):
+        how = "was killed by signal %d" % -rc if rc < 0 else "exited with status %d" % rc
+        reason = "the trainer %s without recording an end; see train.log" % how
+        record_state(run, manifest, "failed", error=reason, exit_status=rc)
+        log_line(run, "failed: " + reason)
+    else:
+        log_line(run, "trainer (pid %d) exited with status %d; run.json says %s" % (pid, rc, state))
+
+
+def main():
+    req = json.load(sys.stdin)
+    op = req.get("op")
+    if op == "supervise":
+        supervise(req)
+        return
+    if op == "preflight":
+        out = preflight(req)
+    elif op == "launch":
+        out = launch(req)
+    else:
+        out = {"ok": False, "error": "unknown op %r" % op}
+    sys.stdout.write(json.dumps(out))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

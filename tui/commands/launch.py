@@ -1,0 +1,77 @@
+"""`fleetdeck launch HOST RUN.toml [--after RUN_PATH] [--force] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `launch` subcommand."""
+    from fleetdeck.tui.cli import add_hosts_option
+
+    p = sub.add_parser("launch", help="start training on a host (pre-flight checked, detached)",
+                       description="Check a run on HOST (base model, corpus, empty output, GPU "
+                       "memory, disk, no live run on its GPU), then start `fleetdeck train` there "
+                       "detached, or queue it after RUN_PATH.")
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("run_toml", metavar="RUN.toml")
+    p.add_argument("--after", metavar="RUN_PATH", help="start only when this run (on HOST) finished "
+                   "with its adapter; cancel if it fails")
+    p.add_argument("--force", action="store_true", help="start even if another run is live on the GPU")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_hosts_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Launch; 0 running or queued, 1 refused, cancelled or failed, 2 bad fleet file or RUN.toml."""
+    from fleetdeck.backend.actions.launch import launch
+    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.backend.ssh import HostError, HostLink
+
+    fleet = load_fleet(args.hosts)
+    host = fleet.host(args.host)
+
+    async def go():
+        link = HostLink(host)
+        try:
+            return await launch(link, host, args.run_toml, after=args.after, force=args.force)
+        finally:
+            await link.close()
+
+    try:
+        result = asyncio.run(go())
+    except HostError as e:
+        if args.json:
+            print(json.dumps({"host": host.name, "run_path": None, "state": "failed", "pid": None,
+                              "error": e.message, "reason": e.code, "preflight": []}))
+        print(f"fleetdeck: launch on {host.name} failed: {e.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        _show(result)
+    if result.ok:
+        return 0
+    word = {"refused": "refused", "cancelled": "cancelled"}.get(result.state, "failed")
+    print(f"fleetdeck: launch on {host.name} {word}: {result.error}", file=sys.stderr)
+    return 1
+
+
+def _show(result) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    out = Console()
+    for c in result.preflight.checks:
+        mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
+        out.print(f"{mark} {c.name:<10} {escape(c.message)}", soft_wrap=True)
+    if result.state == "running":
+        out.print(f"[bold]started[/] {escape(result.run_path)} on {result.host} (pid {result.pid}); "
+                  f"log: {escape(result.run_path)}/train.log", soft_wrap=True)
+    elif result.state == "queued":
+        out.print(f"[bold]queued[/] {escape(result.run_path)} on {result.host} after "
+                  f"{escape(result.after or '')} (waiter pid {result.waiter_pid})", soft_wrap=True)
