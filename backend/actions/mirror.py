@@ -1,0 +1,453 @@
+"""Mirror a folder from one host to another and prove it, or only prove two folders identical.
+
+Each host lists and hashes its own files from its own disk (the stdlib helper in
+`mirror_remote.py`, fed JSON on stdin). A copy streams through the controller (no temporary
+copy here) into a hidden partial folder beside the destination, where every file is fsynced
+and hashed again; only when every size and sha256 matched, and the source did not change
+while it was read, does the partial folder take the destination's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from ..ssh import BOOT, HelperProcess, HostError, HostLink, helper_stdin
+from ..state import audit
+
+HELPER = (Path(__file__).with_name("mirror_remote.py")).read_text(encoding="utf-8")
+_ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
+# OpenSSH's default channel window (2 MiB, 32 KiB packets) held a relay here to ~130 MB/s;
+# a larger window and packet size for the source's output measured ~180 MB/s.
+WINDOW = 16 * 1024 * 1024
+PKTSIZE = 256 * 1024
+HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
+Progress = Callable[[int, int], None]
+
+
+def parse_endpoint(text: str) -> tuple[str, str]:
+    """`HOST:PATH` -> (host, path); the path is everything after the first colon, literally.
+
+    ValueError (with a sentence) when the host name is not `[A-Za-z0-9._-]+` or the path is empty.
+    """
+    m = _ENDPOINT.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not HOST:PATH (host names hold only letters, digits, '.', '_', '-')")
+    if not m.group(2):
+        raise ValueError(f"{text!r} names no path after the colon")
+    return m.group(1), m.group(2)
+
+
+@dataclass(frozen=True)
+class MirrorFile:
+    """One file of the comparison: sizes and sha256 as each host computed them from its disk."""
+
+    path: str
+    bytes: int
+    sha256_src: str | None
+    sha256_dst: str | None
+    #: copied | identical | mismatch | missing | extra
+    status: str
+    bytes_dst: int | None = None
+
+
+@dataclass(frozen=True)
+class MirrorReport:
+    """What a mirror or verify found and did. `ok` is what decides exit status 0."""
+
+    src: str
+    dst: str
+    dry_run: bool
+    verified: bool
+    bytes_src: int
+    bytes_dst: int
+    files: tuple[MirrorFile, ...]
+    #: copied | identical | would-copy | differs | refused | failed
+    result: str
+    #: a reason code when refused or failed (e.g. dst-differs, symlink, disk-full)
+    reason: str | None = None
+    #: one sentence saying what and why, when refused or failed
+    error: str | None = None
+    seconds: float = 0.0
+    bytes_copied: int = 0
+    #: bytes per second of the copy, when something was copied
+    rate: float | None = None
+    action: str = "mirror"
+
+    @property
+    def ok(self) -> bool:
+        """True when the command succeeded: verified identical, or a dry run that would proceed."""
+        return self.verified or (self.dry_run and self.result == "would-copy")
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's JSON document (plus result, reason, error, seconds, rate...)."""
+        d = asdict(self)
+        d["files"] = [{k: v for k, v in asdict(f).items() if k != "bytes_dst" or v is not None}
+                      for f in self.files]
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+
+class _Fail(Exception):
+    def __init__(self, reason: str, error: str, files: tuple[MirrorFile, ...] = ()) -> None:
+        super().__init__(error)
+        self.reason, self.error, self.files = reason, error, files
+
+
+def _label(link: HostLink, path: str) -> str:
+    return f"{link.name}:{path}"
+
+
+async def _list(link: HostLink, path: str, follow: bool, hashed: bool, total: int = 0) -> dict:
+    timeout = link.host.command_timeout + (total / HASH_RATE if hashed else 0)
+    res = await link.run_helper(HELPER, {"op": "list", "path": path, "follow": follow, "hash": hashed,
+                                         "skip_partials": True}, timeout=timeout)
+    if not isinstance(res, dict) or "kind" not in res:
+        raise HostError(link.name, f"mirror helper answered {str(res)[:200]}", "helper")
+    return res
+
+
+def _check_src(src: dict, label: str, follow: bool) -> None:
+    kind = src["kind"]
+    if kind is None:
+        raise _Fail("src-not-found", f"{label} does not exist")
+    if kind == "symlink":
+        raise _Fail("symlink", f"{label} is a symlink (use --follow-symlinks to copy what it points to)")
+    if kind != "dir":
+        raise _Fail("src-not-a-directory", f"{label} is not a folder")
+    if src["symlinks"]:
+        raise _Fail("symlink", f"{label} holds {len(src['symlinks'])} symlink(s), e.g. "
+                    f"{show_path(src['symlinks'][0])} (use --follow-symlinks to copy their targets)")
+    if src["special"]:
+        raise _Fail("special-file", f"{label} holds a special file (fifo, socket or device): "
+                    f"{show_path(src['special'][0])}")
+    if src["errors"]:
+        path, why = src["errors"][0]
+        raise _Fail("unreadable", f"{label}: cannot read {show_path(path)}: {why}")
+
+
+def _check_dst(dst: dict, label: str) -> None:
+    if dst["kind"] == "symlink":
+        raise _Fail("dst-symlink", f"{label} is a symlink; give the real folder")
+    if dst["kind"] not in (None, "dir"):
+        raise _Fail("dst-not-a-directory", f"{label} exists and is not a folder")
+    if dst.get("errors"):
+        path, why = dst["errors"][0]
+        raise _Fail("unreadable", f"{label}: cannot read {show_path(path)}: {why}")
+
+
+def show_path(path: str) -> str:
+    """A path as it can be shown safely: control characters and undecodable bytes escaped."""
+    return "".join(_esc(c) for c in path)
+
+
+def _esc(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # an undecodable byte, kept by surrogateescape
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    if c.isprintable() and not "\ud800" <= c <= "\udfff":
+        return c
+    return repr(c)[1:-1] if c != "\\" else c
+
+
+def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
+    """Per-file status from two hashed listings (dst None: absent, everything missing)."""
+    theirs = {f["path"]: f for f in (dst or {}).get("files", [])}
+    out = []
+    for f in src["files"]:
+        g = theirs.pop(f["path"], None)
+        if g is None:
+            out.append(MirrorFile(f["path"], f["bytes"], f.get("sha256"), None, "missing"))
+            continue
+        same = (f["bytes"] == g["bytes"] and f.get("sha256") is not None
+                and f.get("sha256") == g.get("sha256"))
+        out.append(MirrorFile(f["path"], f["bytes"], f.get("sha256"), g.get("sha256"),
+                              "identical" if same else "mismatch",
+                              None if g["bytes"] == f["bytes"] else g["bytes"]))
+    for g in theirs.values():
+        out.append(MirrorFile(g["path"], 0, None, g.get("sha256"), "extra", g["bytes"]))
+    # a file at one end where the other holds a folder or a symlink differs too
+    for side, status in ((dst or {}), "extra"), (src, "missing"):
+        for p in side.get("symlinks", []):
+            out.append(MirrorFile(p, 0, None, None, status))
+    return tuple(sorted(out, key=lambda m: m.path))
+
+
+def _report(src_label: str, dst_label: str, files: tuple[MirrorFile, ...], *, action: str,
+            dry_run: bool, result: str, t0: float, reason: str | None = None,
+            error: str | None = None, copied: int = 0, copy_seconds: float = 0.0) -> MirrorReport:
+    verified = result in ("copied", "identical")
+    bsrc = sum(f.bytes for f in files if f.status != "extra")
+    bdst = sum((f.bytes if f.bytes_dst is None else f.bytes_dst) for f in files
+               if f.status in ("copied", "identical", "mismatch", "extra"))
+    return MirrorReport(src_label, dst_label, dry_run, verified, bsrc, bdst, files, result,
+                        reason, error, time.monotonic() - t0, copied,
+                        copied / copy_seconds if copied and copy_seconds > 0 else None, action)
+
+
+async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
+                 follow_symlinks: bool = False) -> MirrorReport:
+    """Compare SRC and DST, each hashed on its own host; `verified` only if identical.
+
+    Never raises for an expected failure: an unreachable host or a bad path is a report with
+    `result="failed"` or `"refused"`, a reason code and a sentence.
+    """
+    t0 = time.monotonic()
+    sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
+    try:
+        src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
+                                        _list(dst_link, dst_path, follow_symlinks, False))
+        _check_src(src, sl, follow_symlinks)
+        if dst["kind"] is None:
+            files = compare(src, None)
+            return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
+                           reason="dst-not-found", error=f"{dl} does not exist")
+        _check_dst(dst, dl)
+        src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks, src, dst)
+        files = compare(src, dst)
+        if all(f.status == "identical" for f in files):
+            return _report(sl, dl, files, action="verify", dry_run=False, result="identical", t0=t0)
+        return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
+                       reason="differs", error=_differs_sentence(sl, dl, files))
+    except _Fail as e:
+        return _report(sl, dl, e.files, action="verify", dry_run=False, result="refused", t0=t0,
+                       reason=e.reason, error=e.error)
+    except HostError as e:
+        return _report(sl, dl, (), action="verify", dry_run=False, result="failed", t0=t0,
+                       reason=e.code, error=str(e))
+
+
+async def _hash_both(src_link, src_path, dst_link, dst_path, follow, src, dst):
+    tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
+    src, dst = await asyncio.gather(_list(src_link, src_path, follow, True, tot),
+                                    _list(dst_link, dst_path, follow, True, tot))
+    _check_src(src, _label(src_link, src_path), follow)
+    bad = [f for f in src["files"] if f.get("error")]
+    if bad:
+        raise _Fail("unreadable", f"{_label(src_link, src_path)}: cannot hash "
+                    f"{show_path(bad[0]['path'])}: {bad[0]['error']}")
+    return src, dst
+
+
+def _differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
+    counts: dict[str, int] = {}
+    for f in files:
+        if f.status != "identical":
+            counts[f.status] = counts.get(f.status, 0) + 1
+    detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return f"{dl} differs from {sl}: {detail}"
+
+
+async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
+                 dry_run: bool = False, progress: Progress | None = None,
+                 follow_symlinks: bool = False) -> MirrorReport:
+    """Copy SRC to DST (created if absent) and prove it; see the module docstring.
+
+    DST already identical: a verified no-op (`identical`). DST holding anything else: refused
+    (`dst-differs`), untouched. `progress(bytes_done, bytes_total)` is called while copying.
+    Every mirror that is not a dry run is audited: intent before copying, result after.
+    Never raises for an expected failure (see `verify`).
+    """
+    t0 = time.monotonic()
+    sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
+    base = {"src": sl, "dst": dl}
+    files: tuple[MirrorFile, ...] = ()
+    try:
+        src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
+                                        _list(dst_link, dst_path, False, False))
+        _check_src(src, sl, follow_symlinks)
+        _check_dst(dst, dl)
+        if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
+            raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
+        if dst["kind"] == "dir" and (dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]):
+            src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks, src, dst)
+            files = compare(src, dst)
+            if all(f.status == "identical" for f in files):
+                rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="identical", t0=t0)
+            else:
+                raise _Fail("dst-differs", _differs_sentence(sl, dl, files) + "; nothing was changed",
+                            files)
+        elif dry_run:
+            rep = _report(sl, dl, compare(src, None), action="mirror", dry_run=True,
+                          result="would-copy", t0=t0)
+        else:
+            total = sum(f["bytes"] for f in src["files"])
+            audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]))
+            t1 = time.monotonic()
+            files = await _copy(src_link, src, dst_link, dst_path, follow_symlinks, progress)
+            rep = _report(sl, dl, files, action="mirror", dry_run=False, result="copied", t0=t0,
+                          copied=total, copy_seconds=time.monotonic() - t1)
+    except _Fail as e:
+        rep = _report(sl, dl, e.files or files, action="mirror", dry_run=dry_run, t0=t0,
+                      result="failed" if e.reason in _FAILED else "refused",
+                      reason=e.reason, error=e.error)
+    except HostError as e:
+        rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
+                      reason=e.code, error=str(e))
+    if not dry_run:
+        audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
+              bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
+              verified=rep.verified, reason=rep.reason, error=rep.error,
+              seconds=round(rep.seconds, 3))
+    return rep
+
+
+# failures that happen during a copy (as opposed to refusals decided before it)
+_FAILED = {"disk-full", "write-failed", "source-changed", "read-failed", "mismatch",
+           "disconnected", "dst-changed", "helper"}
+
+
+def _overlap(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+async def _start(link: HostLink) -> HelperProcess:
+    """Start the helper; over SSH with a wider channel window than start_helper's default."""
+    if link.is_local:
+        return await link.start_helper(HELPER)
+    conn = await link.connection()
+    try:
+        proc = await conn.create_process(shlex.join([link.host.python, "-c", BOOT]), encoding=None,
+                                         window=WINDOW, max_pktsize=PKTSIZE)
+    except (asyncssh.Error, OSError) as e:
+        link.drop()
+        raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
+    helper = HelperProcess(proc, remote=True)
+    helper.stdin.write(helper_stdin(HELPER))
+    await helper.stdin.drain()
+    return helper
+
+
+async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
+                progress: Progress | None) -> tuple[MirrorFile, ...]:
+    """Stream every file through here into DST's partial folder; commit only if all matched."""
+    files = src["files"]
+    total = sum(f["bytes"] for f in files)
+    reader = writer = writer_said = None
+    try:
+        reader, writer = await asyncio.gather(_start(src_link), _start(dst_link))
+        await writer.send_json({"op": "write", "path": dst_path, "files": files, "dirs": src["dirs"],
+                                "mode": src.get("mode")})
+        ready = await _recv(writer, dst_link, dst_link.host.command_timeout)
+        if "error" in ready:
+            raise _Fail(ready.get("code", "write-failed"), f"{dst_link.name}: {ready['error']}")
+        await reader.send_json({"op": "read", "path": src["path"], "files": files, "follow": follow})
+        # the writer speaks only on failure until it is told to finish
+        writer_said = asyncio.ensure_future(_recv(writer, dst_link, None))
+        trailers = await _relay(reader, writer, writer_said, src_link, dst_link, len(files), total,
+                                progress)
+        await writer.send_json({"op": "finish"})
+        await reader.send_json({"op": "recheck"})
+        wait = dst_link.host.command_timeout + total / HASH_RATE
+        hashed = await asyncio.wait_for(writer_said, wait)
+        if "error" in hashed:
+            raise _Fail(hashed.get("code", "write-failed"), f"{dst_link.name}: {hashed['error']}")
+        recheck = await _recv(reader, src_link, src_link.host.command_timeout + len(files))
+        result = []
+        for f, t, h in zip(files, trailers, hashed["files"], strict=True):
+            ok = t["bytes"] == f["bytes"] == h.get("bytes") and t["sha256"] == h["sha256"]
+            result.append(MirrorFile(f["path"], f["bytes"], t["sha256"], h["sha256"],
+                                     "copied" if ok else "mismatch",
+                                     None if h.get("bytes") == f["bytes"] else h.get("bytes")))
+        if recheck.get("changed"):
+            path, why = recheck["changed"][0]
+            raise _Fail("source-changed", f"{src_link.name}: {show_path(path)} changed while it was "
+                        f"copied ({why}); nothing was put in place", tuple(result))
+        bad = [m for m in result if m.status != "copied"]
+        if bad:
+            raise _Fail("mismatch", f"{show_path(bad[0].path)} differs after the copy; nothing was put "
+                        "in place", tuple(result))
+        await writer.send_json({"op": "commit"})
+        done = await _recv(writer, dst_link, dst_link.host.command_timeout)
+        if not done.get("committed"):
+            raise _Fail(done.get("code", "write-failed"), f"{dst_link.name}: {done.get('error')}",
+                        tuple(result))
+        return tuple(result)
+    except (asyncssh.Error, OSError, EOFError) as e:
+        said = await _last_word(writer_said)
+        if said is not None and "error" in said:
+            raise _Fail(said.get("code", "write-failed"), f"{dst_link.name}: {said['error']}; "
+                        "the partial folder was removed") from None
+        raise HostError(await _which_died(src_link, dst_link),
+                        f"connection lost during the copy ({type(e).__name__}: {e}); nothing was "
+                        "put in place", "disconnected") from None
+    except TimeoutError:
+        raise HostError(dst_link.name, "timed out during the copy; nothing was put in place",
+                        "timeout") from None
+    finally:
+        for h in (reader, writer):
+            if h is not None:
+                h.close()  # an unfinished writer sees its input end and removes its partial folder
+
+
+async def _last_word(task: asyncio.Future | None) -> dict | None:
+    """What the writer said before its stream broke (a disk-full error, say), if anything."""
+    if task is None:
+        return None
+    try:
+        msg = await asyncio.wait_for(asyncio.shield(task), 2)
+    except (Exception, asyncio.CancelledError):
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+async def _which_died(src_link: HostLink, dst_link: HostLink) -> str:
+    """The host that no longer answers, to name it in the error."""
+    for link in (dst_link, src_link):
+        try:
+            await link.run(["true"], timeout=min(5.0, link.host.connect_timeout + 1))
+        except HostError:
+            return link.name
+    return f"{src_link.name}->{dst_link.name}"
+
+
+async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
+    try:
+        msg = await asyncio.wait_for(h.recv_json(), timeout)
+    except EOFError:
+        err = (await h.read_stderr()).strip().splitlines()
+        raise HostError(link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""),
+                        "disconnected") from None
+    return msg if isinstance(msg, dict) else {"error": str(msg)}
+
+
+async def _relay(reader, writer, writer_said, src_link, dst_link, nfiles, total, progress):
+    """Forward frames from the source's reader to the destination's writer; source trailers."""
+    trailers = []
+    done = 0
+    src_out, dst_in = reader.stdout, writer.stdin
+    for _ in range(nfiles):
+        while True:
+            hdr = await src_out.readexactly(4)
+            dst_in.write(hdr)
+            n = int.from_bytes(hdr, "big")
+            if n == 0:
+                break
+            dst_in.write(await src_out.readexactly(n))
+            await dst_in.drain()
+            if writer_said.done():
+                break
+            done += n
+            if progress is not None:
+                progress(done, total)
+        if writer_said.done():
+            said = writer_said.result()
+            raise _Fail(said.get("code", "write-failed"), f"{dst_link.name}: {said.get('error')}; "
+                        "the partial folder was removed")
+        line = await src_out.readline()
+        if not line:
+            raise HostError(src_link.name, "the source's reader ended early", "disconnected")
+        t = json.loads(line)
+        if t.get("error"):
+            raise _Fail(t.get("code", "read-failed"), f"{src_link.name}: {t['error']}")
+        trailers.append(t)
+    return trailers
