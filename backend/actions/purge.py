@@ -1,0 +1,391 @@
+"""Purge checkpoint folders: plan (facts gathered on the host, judged purely), confirm, execute,
+verify, audit.
+
+`gather_purge` runs the stdlib helper in `purge_remote` once on the host for every path and
+returns a frozen `PurgePlan`; `confirmations_match` says whether each path was typed back byte
+for byte; `execute_purge` runs the helper again, which re-checks everything and the pins of
+the plan before deleting anything, and returns a frozen `PurgeReport` whose `to_json()` is the
+contract's purge document. Every purge, refused or done, is written to the audit log: intent
+before the helper deletes, the result after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import state
+from ..config import HostConfig
+from ..ssh import HostError, HostLink
+from . import purge_remote
+from .purge_remote import evaluate, shown
+
+HELPER_SOURCE = Path(purge_remote.__file__).read_text(encoding="utf-8")
+CONTROLLER_CODES = ("not-confirmed", "changed-since-check")
+
+__all__ = ["Refusal", "PathPlan", "Keeper", "PurgePlan", "PathResult", "KeeperResult", "PurgeReport",
+           "plan_purge", "gather_purge", "confirmations_match", "execute_purge", "shown", "HostError"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a path will not be deleted: a stable code and a sentence naming what and why."""
+
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class PathPlan:
+    """One path as checked: what it resolves to, its size, its pins and its refusals."""
+
+    path: str
+    resolved: str | None
+    bytes: int
+    expected_bytes: int
+    refusals: tuple[Refusal, ...]
+    #: (check code, "pass" | "fail" | "skipped"), every check in a fixed order
+    checks: tuple[tuple[str, str], ...]
+    #: (st_dev, st_ino) of "/" and of each component down to the path itself
+    pins: tuple[tuple[int, int], ...]
+    free_bytes: int | None
+    fstype: str | None
+    #: runs that lose a checkpoint with this path
+    runs: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when this path passed every check."""
+        return not self.refusals
+
+    @property
+    def refused(self) -> list[str]:
+        """The refusal codes, in check order."""
+        return [r.code for r in self.refusals]
+
+
+@dataclass(frozen=True)
+class Keeper:
+    """One file of a final adapter that must survive the purge, as it was before."""
+
+    path: str
+    run: str
+    bytes: int
+    sha256_before: str | None
+    #: identity the execute step checks again: (st_dev, st_ino, size, mtime_ns)
+    signature: tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class PurgePlan:
+    """Everything checked before a purge on one host; `ok` means every path passed."""
+
+    host: str
+    paths: tuple[PathPlan, ...]
+    keepers: tuple[Keeper, ...]
+    roots: tuple[tuple[str, str], ...]
+    free_bytes_before: int | None
+    expected_bytes: int
+    warnings: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is at least one path and every path passed every check."""
+        return bool(self.paths) and all(p.ok for p in self.paths)
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's purge document for a dry run (nothing deleted, nothing after)."""
+        return {
+            "host": self.host, "dry_run": True, "deleted": False, "ok": self.ok,
+            "paths": [_path_json(p, p.refusals, deleted=False) for p in self.paths],
+            "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
+                         "sha256_after": None} for k in self.keepers],
+            "free_bytes_before": self.free_bytes_before, "free_bytes_after": None,
+            "expected_bytes": self.expected_bytes, "reclaimed_bytes": None,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """One path after execution: deleted or not, and why not."""
+
+    path: str
+    resolved: str | None
+    bytes: int
+    deleted: bool
+    refusals: tuple[Refusal, ...]
+    checks: tuple[tuple[str, str], ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KeeperResult:
+    """A kept adapter file, hashed before and after."""
+
+    path: str
+    run: str
+    sha256_before: str | None
+    sha256_after: str | None
+
+    @property
+    def verified(self) -> bool:
+        """True when the file is still there with the same sha256."""
+        return self.sha256_before is not None and self.sha256_before == self.sha256_after
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    """What a purge did: `deleted` when every path was deleted, `verified` when every keeper
+    still hashes as before. Exit 0 only when both."""
+
+    host: str
+    deleted: bool
+    paths: tuple[PathResult, ...]
+    keepers: tuple[KeeperResult, ...]
+    free_bytes_before: int | None
+    free_bytes_after: int | None
+    expected_bytes: int
+    warnings: tuple[str, ...]
+    confirmed: bool
+
+    @property
+    def verified(self) -> bool:
+        """True when every keeper hashed the same after the purge as before."""
+        return all(k.verified for k in self.keepers)
+
+    @property
+    def ok(self) -> bool:
+        """Deleted and verified: the only outcome that exits 0."""
+        return self.deleted and self.verified
+
+    @property
+    def reclaimed_bytes(self) -> int | None:
+        """Free space gained, as the filesystem reports it (snapshots may hold some back)."""
+        if self.free_bytes_before is None or self.free_bytes_after is None:
+            return None
+        return self.free_bytes_after - self.free_bytes_before
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's purge document."""
+        return {
+            "host": self.host, "dry_run": False, "deleted": self.deleted, "verified": self.verified,
+            "confirmed": self.confirmed,
+            "paths": [_path_json(p, p.refusals, deleted=p.deleted, error=p.error) for p in self.paths],
+            "keepers": [{"path": k.path, "run": k.run, "sha256_before": k.sha256_before,
+                         "sha256_after": k.sha256_after, "verified": k.verified} for k in self.keepers],
+            "free_bytes_before": self.free_bytes_before, "free_bytes_after": self.free_bytes_after,
+            "expected_bytes": self.expected_bytes, "reclaimed_bytes": self.reclaimed_bytes,
+            "warnings": list(self.warnings),
+        }
+
+
+def _path_json(p: PathPlan | PathResult, refusals: tuple[Refusal, ...], deleted: bool,
+               error: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": p.path, "resolved": p.resolved, "bytes": p.bytes, "deleted": deleted,
+                           "refused": [r.code for r in refusals],
+                           "refusals": [r.to_json() for r in refusals], "checks": dict(p.checks)}
+    if isinstance(p, PathPlan):
+        out["expected_bytes"] = p.expected_bytes
+    if error:
+        out["error"] = error
+    return out
+
+
+def _free_total(paths: list[dict[str, Any]]) -> int | None:
+    """Free bytes summed over the distinct filesystems the paths live on."""
+    per_dev: dict[int, int] = {}
+    for p in paths:
+        if p.get("free_bytes") is not None and p.get("pins"):
+            per_dev.setdefault(p["pins"][-1][0], p["free_bytes"])
+    return sum(per_dev.values()) if per_dev else None
+
+
+def _checks(checks: dict[str, str], extra: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    merged = dict(checks)
+    merged.update(extra or {})
+    return tuple(merged.items())
+
+
+def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
+    """Judge the facts the helper gathered (pure: same facts, same plan)."""
+    verdict = evaluate(facts)
+    paths = []
+    for p, v in zip(facts["paths"], verdict["paths"], strict=True):
+        paths.append(PathPlan(
+            path=p["path"], resolved=p["abs"], bytes=p["bytes"], expected_bytes=p["disk_bytes"],
+            refusals=tuple(Refusal(c, m) for c, m in v["refusals"]),
+            checks=_checks(v["checks"]), pins=tuple(tuple(x) for x in p["pins"]),  # type: ignore[misc]
+            free_bytes=p["free_bytes"], fstype=p["fstype"], runs=tuple(p["runs"])))
+    keepers = tuple(
+        Keeper(path=f["path"], run=k["run"], bytes=f["bytes"], sha256_before=f["sha256"],
+               signature=(f["dev"], f["ino"], f["bytes"], f["mtime_ns"]))
+        for k in facts["keepers"] if not k["error"] for f in k["files"])
+    return PurgePlan(
+        host=host, paths=tuple(paths), keepers=keepers,
+        roots=tuple((r["given"], r["resolved"]) for r in facts["roots"]),
+        free_bytes_before=_free_total(facts["paths"]),
+        expected_bytes=sum(p.expected_bytes for p in paths),
+        warnings=tuple(dict.fromkeys(verdict["warnings"])))
+
+
+def _timeout(host_cfg: HostConfig, at_least: float) -> float:
+    return max(host_cfg.command_timeout, at_least)
+
+
+async def gather_purge(link: HostLink, host_cfg: HostConfig, paths: list[str]) -> PurgePlan:
+    """Gather every fact on the host in one helper call and judge it; HostError if the host
+    cannot be asked. Paths travel as JSON on stdin, never in a command line."""
+    payload = {"mode": "check", "paths": list(paths), "roots": list(host_cfg.roots_for_purge)}
+    facts = await link.run_helper(HELPER_SOURCE, payload, timeout=_timeout(host_cfg, 900))
+    if not isinstance(facts, dict) or "paths" not in facts:
+        raise HostError(host_cfg.name, "purge helper gave an answer without facts", "helper")
+    return plan_purge(host_cfg.name, facts)
+
+
+def confirmations_match(plan: PurgePlan, typed: dict[str, str]) -> bool:
+    """True when every path of the plan was typed back exactly, byte for byte."""
+    return bool(plan.paths) and all(_confirmed(p.path, typed) for p in plan.paths)
+
+
+def _confirmed(path: str, typed: dict[str, str]) -> bool:
+    given = typed.get(path)
+    return isinstance(given, str) and given.encode("utf-8", "surrogateescape") == \
+        path.encode("utf-8", "surrogateescape")
+
+
+def _not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
+    if typed.get(path) is None:
+        return Refusal("not-confirmed", "no confirmation was given for it (type the path exactly, "
+                       "or pass --confirm PATH)")
+    return Refusal("not-confirmed", f"the confirmation {shown(typed[path])} does not match it byte for byte")
+
+
+def _audit_plan(plan: PurgePlan) -> dict[str, Any]:
+    return {"paths": [{"path": shown(p.path), "resolved": shown(p.resolved or ""), "bytes": p.bytes,
+                       "expected_bytes": p.expected_bytes, "refused": p.refused} for p in plan.paths],
+            "keepers": [{"path": shown(k.path), "sha256": k.sha256_before} for k in plan.keepers],
+            "roots": [[shown(g), shown(r)] for g, r in plan.roots], "warnings": list(plan.warnings)}
+
+
+def _audit_checks(paths: tuple[PathPlan, ...] | tuple[PathResult, ...]) -> list[dict[str, Any]]:
+    return [{"path": shown(p.path), "checks": dict(p.checks),
+             "refusals": [{"code": r.code, "message": r.message} for r in p.refusals]} for p in paths]
+
+
+def _audit_confirmation(plan: PurgePlan, typed: dict[str, str], via: str) -> dict[str, Any]:
+    return {"via": via, "paths": [{"path": shown(p.path), "typed": shown(typed[p.path]) if isinstance(
+        typed.get(p.path), str) else None, "matched": _confirmed(p.path, typed)} for p in plan.paths]}
+
+
+def audit_dry_run(plan: PurgePlan) -> None:
+    """Record a dry run: what was checked and what would have been refused."""
+    state.audit("purge", plan.host, "dry-run", plan=_audit_plan(plan), checks=_audit_checks(plan.paths),
+                confirmation=None, bytes=sum(p.bytes for p in plan.paths),
+                free_bytes_before=plan.free_bytes_before, free_bytes_after=None)
+
+
+def _refused_report(plan: PurgePlan, typed: dict[str, str]) -> PurgeReport:
+    results = []
+    for p in plan.paths:
+        refusals = p.refusals
+        extra = {}
+        if not _confirmed(p.path, typed):
+            refusals = (*refusals, _not_confirmed(p.path, typed))
+            extra["not-confirmed"] = "fail"
+        else:
+            extra["not-confirmed"] = "pass"
+        results.append(PathResult(p.path, p.resolved, p.bytes, False, refusals, _checks(dict(p.checks), extra)))
+    return PurgeReport(host=plan.host, deleted=False, paths=tuple(results),
+                       keepers=tuple(KeeperResult(k.path, k.run, k.sha256_before, None) for k in plan.keepers),
+                       free_bytes_before=plan.free_bytes_before, free_bytes_after=plan.free_bytes_before,
+                       expected_bytes=plan.expected_bytes, warnings=plan.warnings,
+                       confirmed=confirmations_match(plan, typed))
+
+
+async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
+                        confirmations: dict[str, str], *, via: str = "dashboard") -> PurgeReport:
+    """Delete the plan's paths if, and only if, every path passed, every confirmation matched,
+    and on the host every check still passes with the same pins; then verify the keepers.
+
+    Nothing is deleted when any path fails. The audit log gets the intent before the helper
+    deletes and the result after. HostError (audited as failed) if the host cannot be asked.
+    """
+    typed = dict(confirmations)
+    common = {"plan": _audit_plan(plan), "confirmation": _audit_confirmation(plan, typed, via),
+              "bytes": sum(p.bytes for p in plan.paths), "free_bytes_before": plan.free_bytes_before}
+    if not plan.ok or not confirmations_match(plan, typed):
+        report = _refused_report(plan, typed)
+        state.audit("purge", plan.host, "refused", checks=_audit_checks(report.paths),
+                    free_bytes_after=report.free_bytes_after, **common)
+        return report
+    state.audit("purge", plan.host, "started", checks=_audit_checks(plan.paths), free_bytes_after=None, **common)
+    payload = {"mode": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
+               "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
+                        "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
+                                     "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
+    try:
+        out = await link.run_helper(HELPER_SOURCE, payload, timeout=_timeout(host_cfg, 3600))
+        report = _report_from(plan, out)
+    except HostError as e:
+        state.audit("purge", plan.host, "failed", error=e.message, checks=None, free_bytes_after=None, **common)
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        state.audit("purge", plan.host, "failed", error=f"unreadable helper answer: {e}", checks=None,
+                    free_bytes_after=None, **common)
+        raise HostError(plan.host, f"purge helper gave an unreadable answer ({e}); check the host by hand",
+                        "helper") from None
+    attempted = out.get("attempted")
+    result = ("done" if report.ok else "unverified" if report.deleted else
+              "failed" if attempted else "refused")
+    state.audit("purge", plan.host, result, checks=_audit_checks(report.paths),
+                keepers=[{"path": shown(k.path), "sha256_before": k.sha256_before, "sha256_after": k.sha256_after}
+                         for k in report.keepers],
+                deleted=[shown(p.path) for p in report.paths if p.deleted],
+                free_bytes_after=report.free_bytes_after, reclaimed_bytes=report.reclaimed_bytes,
+                **{**common, "free_bytes_before": report.free_bytes_before})
+    return report
+
+
+def _report_from(plan: PurgePlan, out: dict[str, Any]) -> PurgeReport:
+    """Turn the execute helper's answer into a report (refusals found again, pins moved,
+    per-path results, keeper hashes after)."""
+    facts, verdict = out["facts"], out["verdict"]
+    results = out.get("results") or []
+    after = out.get("sha256_after") or {}
+    paths = []
+    free_after: dict[int, int] = {}
+    for n, p in enumerate(plan.paths):
+        v = verdict["paths"][n]
+        refusals = [Refusal(c, m) for c, m in v["refusals"]]
+        moved = out["changed"][n]
+        r = results[n] if n < len(results) else {}
+        if r.get("changed"):
+            moved = r["changed"]
+        extra = {"not-confirmed": "pass", "changed-since-check": "fail" if moved else "pass"}
+        if moved:
+            refusals.insert(0, Refusal("changed-since-check", f"it changed since it was checked: {moved}; "
+                                       "nothing further was deleted"))
+        if r.get("free_bytes_after") is not None and p.pins:
+            free_after[p.pins[-1][0]] = r["free_bytes_after"]
+        paths.append(PathResult(p.path, p.resolved, p.bytes, bool(r.get("deleted")), tuple(refusals),
+                                _checks(v["checks"], extra), r.get("error")))
+    before = _free_total(facts["paths"])
+    if before is not None:
+        per_dev = {}
+        for fp in facts["paths"]:
+            if fp.get("free_bytes") is not None and fp.get("pins"):
+                per_dev.setdefault(fp["pins"][-1][0], fp["free_bytes"])
+        per_dev.update({d: b for d, b in free_after.items() if d in per_dev})
+        free_bytes_after: int | None = sum(per_dev.values())
+    else:
+        free_bytes_after = None
+    keepers = tuple(KeeperResult(k.path, k.run, k.sha256_before, after.get(k.path)) for k in plan.keepers)
+    return PurgeReport(host=plan.host, deleted=bool(results) and all(p.deleted for p in paths),
+                       paths=tuple(paths), keepers=keepers, free_bytes_before=before,
+                       free_bytes_after=free_bytes_after, expected_bytes=plan.expected_bytes,
+                       warnings=tuple(dict.fromkeys((*plan.warnings, *verdict["warnings"]))), confirmed=True)
