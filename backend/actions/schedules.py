@@ -153,8 +153,9 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
     base = RemoveReport(host=host, schedule_id=schedule.id, kind=schedule.kind, ok=False,
                         reason_code=None, message="")
     if confirmation is None or confirmation != schedule.id:
+        said = "no confirmation was given" if confirmation is None else "the confirmation did not match"
         rep = replace(base, reason_code="not-confirmed",
-                      message=f"the confirmation did not match id {schedule.id!r}; nothing was changed")
+                      message=f"{said} (type the id {schedule.id!r} back exactly); nothing was changed")
         _audit(rep, schedule, confirmation)
         return rep
     _audit(base, schedule, confirmation, result="started")

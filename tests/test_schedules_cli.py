@@ -1,0 +1,134 @@
+"""`fleetdeck schedules`, `schedules ack`, `schedules remove` over a real crontab and real hosts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from test_schedules_remove import install_crontab, read_crontab, root_crontab  # noqa: F401
+
+from fleetdeck.backend import state
+
+from sshfleet import free_port
+
+pytestmark = pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
+
+LINE = "17 3 * * * /usr/bin/true chain-check-7f3 \"a b\" '$(touch /tmp/fleetdeck-pwned)' -x"
+OTHER = "*/10 * * * * /usr/bin/true keep-me"
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Run `fleetdeck ARGV` in this process; (exit status, stdout, stderr)."""
+    from fleetdeck.tui.cli import main
+
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def local_fleet(tmp_path: Path, extra: str = "") -> str:
+    (tmp_path / "runs").mkdir(exist_ok=True)
+    f = tmp_path / "hosts.toml"
+    f.write_text(f'[defaults]\npython = "{sys.executable}"\ncommand_timeout = 30\nconnect_timeout = 2\n'
+                 f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n{extra}')
+    return str(f)
+
+
+def listed(out: str, raw: str = LINE) -> dict:
+    doc = json.loads(out)
+    hits = [s for s in doc["schedules"] if s.get("raw") == raw]
+    assert len(hits) == 1, doc["schedules"]
+    return hits[0]
+
+
+@pytest.fixture
+def crontab(root_crontab, tmp_path):  # noqa: F811
+    install_crontab(f"# chain\n{OTHER}\n{LINE}\n", tmp_path)
+
+
+def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsys, monkeypatch):
+    hosts = local_fleet(tmp_path)
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    assert rc == 0, err
+    s = listed(out)
+    assert (s["host"], s["kind"], s["line"], s["spec"]) == ("local", "crontab", 3, "17 3 * * *")
+    assert s["command"] == LINE.split(None, 5)[5]
+    assert s["stray"] and "unacknowledged" in s["reasons"]
+    for key in ("id", "host", "kind", "user", "spec", "command", "source", "next_run", "pid", "stray", "reasons"):
+        assert key in s
+
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", s["id"]], capsys)
+    assert rc == 0, err
+    assert s["id"] in state.load_acks()
+    # a separate invocation reads the acknowledgement back from the state dir
+    rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    again = listed(out)
+    assert again["id"] == s["id"] and "unacknowledged" not in again["reasons"]
+    other = listed(out, OTHER)
+    assert "unacknowledged" in other["reasons"]
+    assert [(r["action"], r["result"]) for r in state.read_audit()] == [("schedule-ack", "done")]
+
+    monkeypatch.setenv("COLUMNS", "250")
+    rc, out, _ = run_cli(["--hosts", hosts, "schedules"], capsys)
+    assert rc == 0 and s["id"] in out and other["id"] in out and "STRAY" in out
+
+
+def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, capsys):
+    hosts = local_fleet(tmp_path)
+    rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    known = listed(out)["id"]
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", known, "--", "-no-such $(id)"], capsys)
+    assert rc == 1
+    assert "-no-such $(id)" in err and "nothing was acknowledged" in err and "Traceback" not in err
+    assert state.load_acks() == set()
+    assert state.read_audit()[-1]["result"] == "refused"
+
+
+def test_unreachable_host_is_named_and_the_others_still_listed(crontab, tmp_path, capsys):
+    port = free_port()  # nothing listens there
+    hosts = local_fleet(tmp_path, f'[hosts.down]\naddress = "127.0.0.1"\nport = {port}\n')
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    assert rc == 1
+    assert listed(out)["host"] == "local"
+    assert [u["host"] for u in json.loads(out)["unreachable"]] == ["down"]
+    assert "down" in err and "unreachable" in err and "Traceback" not in err
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "--host", "local", "--json"], capsys)
+    assert rc == 0 and listed(out)
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "--host", "nosuch"], capsys)
+    assert rc == 2 and "nosuch" in err
+
+
+def test_remove_needs_the_id_typed_back_then_removes_one_line(crontab, tmp_path, capsys):
+    hosts = local_fleet(tmp_path)
+    rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    sid = listed(out)["id"]
+    before = read_crontab()
+
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid], capsys)
+    assert rc == 1 and "not-confirmed" in err and read_crontab() == before  # stdin is not a terminal
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid[:-1]], capsys)
+    assert rc == 1 and "not-confirmed" in err and read_crontab() == before
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", "deadbeef", "--confirm", "deadbeef"],
+                         capsys)
+    assert rc == 1 and "not-found" in err and read_crontab() == before
+
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
+                           capsys)
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["removed"] and rep["result"] == "done" and Path(rep["backup"]).read_bytes() == before
+    assert read_crontab() == f"# chain\n{OTHER}\n".encode()
+    assert [r["result"] for r in state.read_audit()] == ["refused", "refused", "refused", "started", "done"]
+    assert not Path("/tmp/fleetdeck-pwned").exists()
+
+
+@pytest.mark.sshd
+def test_listing_over_ssh(crontab, sshd_fleet, tmp_path, capsys):
+    hosts = str(sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1", "h2"]))
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "--host", "h2", "--json"], capsys)
+    assert rc == 0, err
+    s = listed(out)
+    assert s["host"] == "h2"

@@ -1,0 +1,221 @@
+"""`fleetdeck schedules`: list every schedule and loop, acknowledge known ones, remove one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetdeck.backend import state
+from fleetdeck.backend.actions.schedules import DEFAULT_GRACE, check_removal, remove_schedule
+from fleetdeck.backend.config import Fleet, load_fleet
+from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json
+from fleetdeck.backend.ssh import HostLink
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `schedules`, `schedules ack` and `schedules remove` to the command line."""
+    from fleetdeck.tui.cli import add_hosts_option
+
+    p = sub.add_parser("schedules", help="cron entries, timers, at jobs and loops on every host",
+                       description="List every crontab entry, cron file line, systemd timer, at job and "
+                       "shell loop on the fleet; stray ones (unacknowledged, duplicated, or naming a "
+                       "missing path) are flagged.")
+    add_hosts_option(p)
+    p.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
+                   help="only this host (repeatable)")
+    p.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
+    p.set_defaults(func=cmd_list)
+    acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
+
+    a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)")
+    add_hosts_option(a)
+    a.add_argument("ids", nargs="+", metavar="ID")
+    a.set_defaults(func=cmd_ack)
+
+    r = acts.add_parser("remove", help="remove one schedule or stop one loop",
+                        description="Remove one schedule by id. The id must be typed back exactly, "
+                        "with --confirm ID or at the terminal prompt.")
+    add_hosts_option(r)
+    r.add_argument("target_host", metavar="HOST")
+    r.add_argument("schedule_id", metavar="ID")
+    r.add_argument("--confirm", metavar="ID", help="the id again, byte for byte")
+    r.add_argument("--grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS",
+                   help=f"loops: wait this long after SIGTERM before SIGKILL (default {DEFAULT_GRACE:g})")
+    r.add_argument("--json", action="store_true", help="print the removal report as JSON")
+    r.set_defaults(func=cmd_remove)
+
+
+# -- polling ------------------------------------------------------------------------------
+def poll(fleet: Fleet, names: list[str] | None) -> FleetSnapshot:
+    """One fresh poll of these hosts (all when None); stray and reasons already decided."""
+    from fleetdeck.backend.poller import poll_fleet
+
+    return asyncio.run(poll_fleet(fleet, hosts=names))
+
+
+def _names(fleet: Fleet, wanted: list[str] | None) -> list[str] | None:
+    if not wanted:
+        return None
+    for n in wanted:
+        fleet.host(n)  # ConfigError (exit 2) for a host the fleet file does not name
+    return list(dict.fromkeys(wanted))
+
+
+def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str]]:
+    return [(h.name, h.error or "unknown error") for h in snap.hosts if not h.reachable]
+
+
+def shown(s: str | None) -> str:
+    """A string as it may be shown: control characters (newline, escape...) spelled out."""
+    if s is None:
+        return ""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
+# -- schedules ------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    """Print the schedules table (or JSON); exit 1 if a requested host could not be asked."""
+    fleet = load_fleet(args.hosts)
+    snap = poll(fleet, _names(fleet, args.host_filter))
+    down = _unreachable(snap)
+    if args.json:
+        print(json.dumps({"schedules": [schedule_json(s) for s in snap.schedules],
+                          "unreachable": [{"host": n, "error": e} for n, e in down]}))
+    else:
+        Console(soft_wrap=False).print(schedules_table(snap.schedules))
+    for name, err in down:
+        print(f"fleetdeck: {name} is unreachable: {err}", file=sys.stderr)
+    return 1 if down else 0
+
+
+def schedules_table(schedules: list[Schedule]) -> Table | Text:
+    """A rich table: one row per schedule, stray ones and their reasons highlighted."""
+    if not schedules:
+        return Text("no schedules or loops found")
+    t = Table(show_lines=False, header_style="bold")
+    for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray"):
+        t.add_column(col, overflow="fold")
+    for s in schedules:
+        spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
+        row_style = "" if s.active else "dim"
+        if s.stray:
+            flag = Text("STRAY " + ", ".join(s.reasons), style="bold red")
+        else:
+            flag = Text(", ".join(s.reasons) or "ok", style="green" if not s.reasons else "yellow")
+        cells = [Text(shown(x)) for x in (s.host, s.id, s.kind + ("" if s.active else " (inactive)"),
+                                          s.user, spec, s.command, s.next_run or "")]
+        t.add_row(*cells, flag, style=row_style)
+    return t
+
+
+def cmd_ack(args: argparse.Namespace) -> int:
+    """Acknowledge ids seen in a fresh poll; refuse (exit 1, nothing stored) if any is unknown."""
+    fleet = load_fleet(args.hosts)
+    snap = poll(fleet, None)
+    known = {s.id for s in snap.schedules}
+    ids = list(dict.fromkeys(args.ids))
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        down = _unreachable(snap)
+        why = f" (unreachable: {', '.join(n for n, _ in down)})" if down else ""
+        msg = (f"no schedule with id {', '.join(shown(i) for i in unknown)} in a fresh listing{why}; "
+               "nothing was acknowledged")
+        state.audit("schedule-ack", None, "refused", ids=ids, unknown=unknown, reason_code="not-found")
+        print(f"fleetdeck: {msg}", file=sys.stderr)
+        return 1
+    acks = state.load_acks()
+    state.save_acks(acks | set(ids))
+    by_id = {s.id: s for s in snap.schedules}
+    state.audit("schedule-ack", None, "done", ids=ids,
+                schedules=[{"id": i, "host": by_id[i].host, "kind": by_id[i].kind} for i in ids])
+    Console().print(Text(f"acknowledged {len(ids)} schedule(s): {', '.join(shown(i) for i in ids)}"))
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Remove one schedule after the id was typed back; exit 0 only when done and verified."""
+    fleet = load_fleet(args.hosts)
+    host_cfg = fleet.host(args.target_host)
+    sid = args.schedule_id
+    snap = poll(fleet, [host_cfg.name])
+    hs = snap.hosts[0] if snap.hosts else None
+    if hs is None or not hs.reachable:
+        err = hs.error if hs else "no answer"
+        state.audit("schedule-remove", host_cfg.name, "refused", schedule={"id": sid}, confirmation=args.confirm,
+                    reason_code="host-unreachable", message=err)
+        return _fail(args, {"host": host_cfg.name, "id": sid, "removed": False, "result": "refused",
+                            "reason_code": "host-unreachable", "message": f"{host_cfg.name} is unreachable: {err}"})
+    sched = next((s for s in hs.schedules if s.id == sid), None)
+    if sched is None:
+        msg = f"no schedule with id {shown(sid)} on {host_cfg.name} in a fresh listing; nothing was changed"
+        state.audit("schedule-remove", host_cfg.name, "refused", schedule={"id": sid}, confirmation=args.confirm,
+                    reason_code="not-found", message=msg)
+        return _fail(args, {"host": host_cfg.name, "id": sid, "removed": False, "result": "refused",
+                            "reason_code": "not-found", "message": msg})
+    confirmation = args.confirm
+    if confirmation is None and sys.stdin.isatty():
+        confirmation = _prompt(host_cfg, sched)
+    rep = asyncio.run(_remove(host_cfg, sched, confirmation, args.grace))
+    if args.json:
+        print(json.dumps(rep.to_json()))
+    if not rep.ok:
+        verb = "refused to remove" if rep.result == "refused" else "failed to remove"
+        print(f"fleetdeck: {verb} {shown(sid)} on {host_cfg.name} ({rep.reason_code}): {shown(rep.message)}",
+              file=sys.stderr)
+        return 1
+    if not args.json:
+        out = Console()
+        out.print(Text(f"{host_cfg.name}: {shown(rep.message)}", style="green"))
+        if rep.backup:
+            out.print(Text(f"backup on this machine: {rep.backup}"))
+    return 0
+
+
+def _fail(args: argparse.Namespace, doc: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(doc))
+    print(f"fleetdeck: refused to remove {shown(doc['id'])} on {doc['host']} ({doc['reason_code']}): "
+          f"{shown(doc['message'])}", file=sys.stderr)
+    return 1
+
+
+async def _remove(host_cfg, sched: Schedule, confirmation: str | None, grace: float):
+    link = HostLink(host_cfg)
+    try:
+        return await remove_schedule(link, host_cfg, sched, confirmation, grace=grace)
+    finally:
+        await link.close()
+
+
+async def _check(host_cfg, sched: Schedule):
+    link = HostLink(host_cfg)
+    try:
+        return await check_removal(link, sched)
+    finally:
+        await link.close()
+
+
+def _prompt(host_cfg, sched: Schedule) -> str | None:
+    """Show what will be removed (and what the host says about it now); read the id typed back."""
+    err = Console(stderr=True)
+    err.print(Text(f"Remove from {host_cfg.name}: {sched.kind} {shown(sched.id)}", style="bold"))
+    for label, value in (("user", sched.user), ("spec", sched.spec), ("command", sched.command),
+                         ("source", sched.source), ("line", sched.raw), ("pid", sched.pid and str(sched.pid))):
+        if value:
+            err.print(Text(f"  {label}: {shown(str(value))}"))
+    check = asyncio.run(_check(host_cfg, sched))
+    if not check.ok:
+        err.print(Text(f"  the host says: {shown(check.message)}", style="yellow"))
+    if check.warning:
+        err.print(Text(f"  WARNING: {check.warning}", style="bold red"))
+    try:
+        return input("Type the id to confirm: ")
+    except EOFError:
+        return None
