@@ -1,0 +1,180 @@
+"""`fleetdeck purge HOST PATH... [--confirm PATH]... [--dry-run] [--json]`: delete checkpoint
+folders only after every check passed and each path was typed back exactly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetdeck.backend.actions.purge import (
+    HostError,
+    PurgePlan,
+    PurgeReport,
+    audit_dry_run,
+    execute_purge,
+    gather_purge,
+    shown,
+)
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.ssh import HostLink
+
+from ..cli import add_hosts_option
+from ..fmt import human_bytes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `purge` to the command line."""
+    p = sub.add_parser(
+        "purge", help="delete checkpoint folders after every safety check and a literal confirmation",
+        description="Delete checkpoint folders on HOST. Every PATH is taken literally; nothing is deleted "
+                    "unless every path passes every check and is confirmed byte for byte. A path that starts "
+                    "with '-' goes after '--'; confirm it as --confirm=PATH.")
+    add_hosts_option(p)
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folder to delete, taken literally")
+    p.add_argument("--confirm", action="append", default=[], metavar="PATH",
+                   help="confirm one PATH, typed exactly (once per path); without it a terminal prompts")
+    p.add_argument("--dry-run", action="store_true", help="check and print the plan, delete nothing")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run_purge)
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """Plan, confirm, execute, verify; 0 only when deleted and every keeper verified."""
+    fleet = load_fleet(args.hosts)
+    host = fleet.host(args.host)
+    try:
+        return asyncio.run(_purge(args, host))
+    except HostError as e:
+        print(f"fleetdeck: purge on {host.name} failed: {e.message}", file=sys.stderr)
+        return 1
+
+
+async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-untyped-def]
+    link = HostLink(host)
+    try:
+        plan = await gather_purge(link, host, list(args.paths))
+        if args.dry_run:
+            audit_dry_run(plan)
+            _emit(args, plan.to_json(), lambda c: show_plan(c, plan))
+            if not plan.ok:
+                print(f"fleetdeck: purge on {host.name} would be refused: {_codes(plan)}", file=sys.stderr)
+            return 0 if plan.ok else 1
+        if args.confirm:
+            typed = {p: p for p in args.paths if p in args.confirm}
+            via = "--confirm"
+        elif plan.ok and sys.stdin.isatty():
+            typed = _prompt(plan)
+            via = "prompt"
+        else:
+            typed, via = {}, "none"
+        report = await execute_purge(link, host, plan, typed, via=via)
+    finally:
+        await link.close()
+    _emit(args, report.to_json(), lambda c: show_report(c, plan, report))
+    if not report.ok:
+        print(f"fleetdeck: {_failure(report)}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _emit(args: argparse.Namespace, doc: dict, human) -> None:  # type: ignore[no-untyped-def]
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        human(Console(highlight=False))
+
+
+def _codes(plan: PurgePlan) -> str:
+    return ", ".join(sorted({c for p in plan.paths for c in p.refused})) or "no paths"
+
+
+def _failure(report: PurgeReport) -> str:
+    codes = sorted({r.code for p in report.paths for r in p.refusals})
+    if codes and not any(p.deleted for p in report.paths):
+        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)})"
+    if not report.deleted:
+        failed = [p for p in report.paths if not p.deleted]
+        why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
+        return f"purge on {report.host} stopped at {shown(failed[0].path)}: {why}"
+    bad = [k for k in report.keepers if not k.verified]
+    return (f"purge on {report.host} deleted the paths but {len(bad)} kept adapter file(s) did not verify, "
+            f"first {shown(bad[0].path)}")
+
+
+def _prompt(plan: PurgePlan) -> dict[str, str]:
+    """Ask on the terminal for each path typed exactly; stops at the first mismatch."""
+    typed: dict[str, str] = {}
+    err = Console(stderr=True, highlight=False)
+    for p in plan.paths:
+        if not p.path.isprintable():
+            err.print(Text(f"{shown(p.path)} holds characters a prompt cannot take; "
+                           "confirm it with --confirm=PATH instead.", style="yellow"))
+            return typed
+        err.print(Text.assemble("Type the path to delete ", (shown(p.path), "bold"), " exactly:"))
+        sys.stderr.write("> ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return typed
+        typed[p.path] = line[:-1] if line.endswith("\n") else line
+        if typed[p.path] != p.path:
+            return typed
+    return typed
+
+
+def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
+    t = Table(show_edge=False, pad_edge=False)
+    t.add_column("path (escaped)", overflow="fold")
+    t.add_column("size", justify="right")
+    t.add_column("result")
+    for path, size, result, style in rows:
+        t.add_row(Text(shown(path)), human_bytes(size), Text(result, style=style))
+    return t
+
+
+def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-def]
+    for p in paths:
+        for r in p.refusals:
+            console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", r.message))
+
+
+def show_plan(console: Console, plan: PurgePlan) -> None:
+    """The plan on a terminal: each path, its size and refusals, keepers, free space, warnings."""
+    console.print(Text(f"purge plan on {plan.host} (dry run: nothing deleted)", style="bold"))
+    console.print(_path_table([(p.path, p.bytes, "ok" if p.ok else "refused: " + ", ".join(p.refused),
+                                "green" if p.ok else "red") for p in plan.paths]))
+    _refusal_lines(console, plan.paths)
+    for k in plan.keepers:
+        console.print(Text(f"  keeps {shown(k.path)}  sha256 {k.sha256_before}", style="dim"))
+    console.print(f"free before: {human_bytes(plan.free_bytes_before)}, expected back: "
+                  f"{human_bytes(plan.expected_bytes)}")
+    for w in plan.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
+
+
+def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
+    """The result on a terminal: what was deleted, keepers verified, space back vs expected."""
+    console.print(Text(f"purge on {report.host}", style="bold"))
+    console.print(_path_table([(p.path, p.bytes, "deleted" if p.deleted else
+                                "refused: " + ", ".join(r.code for r in p.refusals) if p.refusals else
+                                f"not deleted: {p.error or ''}", "green" if p.deleted else "red")
+                               for p in report.paths]))
+    _refusal_lines(console, report.paths)
+    touched = any(p.deleted for p in report.paths)
+    for k in report.keepers:
+        if not touched:
+            console.print(Text(f"  keeps {shown(k.path)} (nothing deleted, not re-hashed)", style="dim"))
+            continue
+        style, word = ("green", "verified") if k.verified else ("red", "NOT verified")
+        console.print(Text(f"  kept {shown(k.path)}  sha256 {k.sha256_after or '-'}  {word}", style=style))
+    console.print(f"free before: {human_bytes(report.free_bytes_before)}, after: "
+                  f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
+                  f"of {human_bytes(report.expected_bytes)} expected")
+    for w in report.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
