@@ -1,0 +1,223 @@
+"""Pilot tests of every view, fed recorded fleet snapshots through the FleetPolled path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+
+from fleetdeck.backend import state
+from fleetdeck.backend.config import parse_fleet
+from fleetdeck.backend.models import fleet_from_json
+from fleetdeck.backend.ssh import HostError
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen, help_text
+from fleetdeck.tui.screens.host import HostScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+FIXTURES = Path(__file__).parent / "fixtures"
+T = 1764421200.0  # the recorded snapshots' clock
+NAMES = ["gx10", "ana-ml2", "nh3-dev", "irv-ml1"]
+
+
+def recorded(name: str):
+    return fleet_from_json(json.loads((FIXTURES / name).read_text()))
+
+
+def fixture_app(**kw) -> FleetdeckApp:
+    """The dashboard over the recorded fleet: an earlier poll, then the current one."""
+    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in NAMES), "fixture")
+    src = RecordedSource([recorded("fleet-earlier.json"), recorded("fleet.json")])
+    return FleetdeckApp(fleet, src, autopoll=False, clock=lambda: T, **kw)
+
+
+async def feed(app, pilot, n=2):
+    for _ in range(n):
+        app.poll_fleet()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def cell_text(table, row, col) -> str:
+    v = table.get_cell(row, col)
+    return v.plain if isinstance(v, Text) else str(v)
+
+
+async def test_fleet_view_rows_down_host_and_stale_badge():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        assert table.keys == NAMES
+        assert "DOWN" in cell_text(table, "nh3-dev", "status")
+        assert "Connection refused" in cell_text(table, "nh3-dev", "status")
+        # the down host keeps its last good figures, greyed
+        gpus = table.get_cell("nh3-dev", "gpus")
+        assert "29/48G" in gpus.plain and all(s.style == "dim" for s in gpus.spans)
+        assert "STALE" in cell_text(table, "irv-ml1", "status")
+        assert "STALE" not in cell_text(table, "gx10", "status")
+        assert "0U" in cell_text(table, "gx10", "gpus")  # unified memory marked
+        assert cell_text(table, "gx10", "stray") == "1"
+        assert "run-7" in cell_text(table, "gx10", "runs")
+        await pilot.press("down", "down")
+        detail = app.screen.query_one("#fleet-detail").render()
+        assert "nh3-dev is DOWN" in str(detail) and "Connection refused" in str(detail)
+
+
+async def test_refresh_keeps_cursor_and_updates_in_place():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        await pilot.press("j", "j", "j")
+        assert table.current_key == "irv-ml1"
+        before = {k: table.get_row_index(k) for k in NAMES}
+        changed = table.sync({k: v for k, v in table._cells.items()}, dict(table._heights))
+        assert changed == 0  # the same poll again touches no cell
+        snap = recorded("fleet.json")
+        for _ in range(3):
+            app.post_message(FleetPolled(snap))
+            await pilot.pause()
+        assert table.current_key == "irv-ml1"
+        assert {k: table.get_row_index(k) for k in NAMES} == before
+        # a host coming back up changes its cells, not the table
+        app.post_message(FleetPolled(recorded("fleet-earlier.json")))
+        await pilot.pause()
+        assert "DOWN" not in cell_text(table, "nh3-dev", "status")
+        assert table.current_key == "irv-ml1"
+
+
+async def test_host_view_shows_processes_and_esc_goes_back():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("j", "enter")
+        assert isinstance(app.screen, HostScreen) and app.screen.host_name == "ana-ml2"
+        gpus = app.screen.query_one("#host-gpus", KeyedTable)
+        assert "gpu0:2211" in gpus.keys and "vllm serve qwen3-32b" in cell_text(gpus, "gpu0:2211", "cmd")
+        scheds = app.screen.query_one("#host-schedules", KeyedTable)
+        assert "unacknowledged" in cell_text(scheds, "loop-9c1e55aa", "stray")
+        assert len(app.screen.query_one("#host-disks", KeyedTable).keys) == 2
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HostScreen)
+
+
+async def test_runs_view_shows_series_plateau_checkpoints():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        screen = app.screen
+        assert screen.query_one("#runs-table", KeyedTable).current_key == "gx10:/home/ops/runs/run-7"
+        trend = str(screen.query_one("#run-trend").render())
+        assert "3.1760" in trend and "3.1730" in trend and "3.1720" in trend and "plateau" in trend
+        chart = str(screen.query_one("#run-chart").render())
+        assert chart.count("●") == 5 + 1 and "3.172" in chart
+        ck = screen.query_one("#ckpt-table", KeyedTable)
+        assert len(ck.keys) == 5 and cell_text(ck, ck.keys[0], "size") == "8.0G"
+        await pilot.press("enter")  # focus moves to the checkpoints
+        assert app.focused is ck
+        await pilot.press("space", "j", "space")
+        assert screen.marked["gx10:/home/ops/runs/run-7"] == {ck.keys[0], ck.keys[1]}
+        await pilot.press("space")
+        assert len(screen.marked["gx10:/home/ops/runs/run-7"]) == 1
+        # the finished run: its own series
+        await pilot.press("shift+tab", "j")
+        assert "descending" in str(screen.query_one("#run-trend").render())
+
+
+async def test_schedules_view_stray_first_and_acknowledge():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("3")
+        table = app.screen.query_one("#sched-table", KeyedTable)
+        assert table.keys[-1] == "ana-ml2/timer-restic"  # the acknowledged one sorts last
+        assert all(cell_text(table, k, "flag") == "⚠" for k in table.keys[:-1])
+        assert "dead-target" in cell_text(table, "gx10/cron-3f2a9c01", "why")
+        table.move_cursor(row=table.get_row_index("ana-ml2/loop-9c1e55aa"))
+        await pilot.press("a")
+        await pilot.pause()
+        assert "loop-9c1e55aa" in state.load_acks()
+        rec = state.read_audit()[-1]
+        assert rec["action"] == "schedule-ack" and rec["ids"] == ["loop-9c1e55aa"]
+
+
+async def test_audit_view_newest_first():
+    state.audit("purge", "gx10", "done", paths=["/a"])
+    state.audit("mirror", "ana-ml2", "verified", src="gx10:/x")
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("4")
+        table = app.screen.query_one("#audit-table", KeyedTable)
+        assert [cell_text(table, k, "action") for k in table.keys] == ["mirror", "purge"]
+        assert "gx10:/x" in str(app.screen.query_one("#audit-detail").render())
+
+
+async def test_help_lists_every_key_and_palette_every_action():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = help_text().plain
+        for b in app.BINDINGS:
+            key = {"question_mark": "?", "escape": "esc"}.get(b.key, b.key)
+            assert key in text, key
+        from fleetdeck.tui.screens.runs import RunsScreen
+        from fleetdeck.tui.screens.schedules import SchedulesScreen
+        for screen in (RunsScreen, SchedulesScreen):
+            for b in screen.BINDINGS:
+                assert f"  {b.key}" in text, b.key
+        await pilot.press("escape")
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for want in ("Purge checkpoints", "Mirror adapter", "Acknowledge schedule", "Remove schedule",
+                     "Launch a run", "Poll now", "Runs view", "Host gx10"):
+            assert want in titles
+
+
+async def test_expected_error_is_a_toast_unexpected_an_error_modal():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        app.report_error("Purge on gx10", HostError("gx10", "connection refused", "unreachable"))
+        await pilot.pause()
+        assert any("connection refused" in n.message for n in app._notifications)
+        assert not isinstance(app.screen, ErrorModal)
+        app.report_error("Mirror", KeyError("boom"))
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorModal)
+        await pilot.press("escape")
+        assert app.is_running and not isinstance(app.screen, ErrorModal)
+
+
+async def test_theme_toggle_and_poll_failure_keeps_running():
+    class Broken:
+        async def poll(self):
+            raise RuntimeError("poller bug")
+
+    fleet = parse_fleet("[hosts.a]\nlocal = true\n", "x")
+    app = FleetdeckApp(fleet, Broken(), autopoll=False, clock=lambda: T)
+    async with app.run_test(size=(100, 30)) as pilot:
+        dark = app.current_theme.dark
+        await pilot.press("t")
+        assert app.current_theme.dark is not dark
+        app.poll_fleet()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("poller bug" in n.message for n in app._notifications)
+        assert app.is_running
+
+
+@pytest.mark.parametrize("size", [(100, 30), (200, 60)])
+async def test_fleet_layout_fits(size):
+    app = fixture_app()
+    async with app.run_test(size=size) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        assert table.virtual_size.width <= size[0]

@@ -1,0 +1,215 @@
+"""The fleetdeck dashboard: one poll worker feeding `FleetPolled` into views and action modals."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.timer import Timer
+
+from fleetdeck.backend.config import ConfigError, Fleet
+from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.backend.ssh import HostError, HostLink
+
+from .messages import ActionFinished, FleetPolled, PollFailed
+from .screens.audit import AuditScreen
+from .screens.base import FleetState, ViewScreen
+from .screens.dialogs import ErrorModal, HelpScreen
+from .screens.fleet import FleetScreen
+from .screens.host import HostScreen
+from .screens.runs import RunsScreen
+from .screens.schedules import SchedulesScreen
+
+# Failures an operator can act on: shown as a toast naming what and why, never a traceback.
+EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
+
+
+class Source(Protocol):
+    """Where snapshots come from: the real `Poller`, or recorded snapshots in tests."""
+
+    async def poll(self) -> FleetSnapshot: ...
+
+
+class FleetdeckApp(App):
+    """The dashboard. `source` defaults to a `Poller` over `fleet`; `clock` is injectable."""
+
+    CSS_PATH = "fleetdeck.tcss"
+    TITLE = "fleetdeck"
+    MODES = {"fleet": FleetScreen, "runs": RunsScreen, "schedules": SchedulesScreen,
+             "audit": AuditScreen}
+    DEFAULT_MODE = "fleet"
+    BINDINGS = [
+        Binding("1", "view('fleet')", "Fleet"),
+        Binding("2", "view('runs')", "Runs"),
+        Binding("3", "view('schedules')", "Schedules"),
+        Binding("4", "view('audit')", "Audit"),
+        Binding("n", "launch", "Launch"),
+        Binding("g", "poll_now", "Poll now"),
+        Binding("t", "toggle_theme", "Theme"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self, fleet: Fleet, source: Source | None = None, *, autopoll: bool = True,
+                 clock: Callable[[], float] = time.time, poll_interval: float | None = None) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.clock = clock
+        self.interval = poll_interval or fleet.poll_interval
+        self.state = FleetState([h.name for h in fleet.hosts], self.interval, clock)
+        self._owns_source = source is None
+        if source is None:
+            from fleetdeck.backend.poller import Poller
+            source = Poller(fleet)
+        self.source = source
+        self.autopoll = autopoll
+        self._poll_timer: Timer | None = None
+        self._links: dict[str, HostLink] = {}
+        self.sub_title = f"{len(fleet.hosts)} hosts from {fleet.source}"
+
+    # -- polling: one exclusive worker, the next poll scheduled when one ends ---------------
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+        if self.autopoll:
+            self.poll_fleet()
+
+    @work(exclusive=True, group="poll", exit_on_error=False)
+    async def poll_fleet(self) -> None:
+        """Ask every host once and post `FleetPolled`; then schedule the next poll."""
+        try:
+            snap = await self.source.poll()
+        except Exception as e:  # a poller bug must not stop polling
+            self.post_message(PollFailed(f"{type(e).__name__}: {e}"))
+        else:
+            self.post_message(FleetPolled(snap))
+        finally:
+            if self.autopoll and self.is_running:
+                if self._poll_timer is not None:
+                    self._poll_timer.stop()
+                self._poll_timer = self.set_timer(self.interval, self.poll_fleet)
+
+    def on_fleet_polled(self, message: FleetPolled) -> None:
+        self.state.apply(message.snapshot)
+        self.refresh_views()
+
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.notify(message.error, title="Poll failed", severity="error")
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.notify(message.summary, title=message.action.capitalize(),
+                    severity="information" if message.ok else "warning", timeout=8)
+        self.refresh_views()
+        self.action_poll_now()
+
+    def refresh_views(self) -> None:
+        """Redraw every view on the current stack (modals on top are left alone)."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ViewScreen):
+                screen.refresh_view()
+
+    def _tick(self) -> None:
+        # ages and stale badges move with the clock even when no poll arrives
+        if self.state.polls:
+            self.refresh_views()
+
+    async def on_unmount(self) -> None:
+        if self._owns_source and hasattr(self.source, "close"):
+            await self.source.close()
+        for link in self._links.values():
+            await link.close()
+
+    # -- links and errors -------------------------------------------------------------------
+    def link(self, host: str) -> HostLink:
+        """The poller's link to `host` (a new local/SSH link when the source has none)."""
+        if hasattr(self.source, "link"):
+            return self.source.link(host)
+        if host not in self._links:
+            self._links[host] = HostLink(self.fleet.host(host))
+        return self._links[host]
+
+    def report_error(self, what: str, error: BaseException) -> None:
+        """Expected failures become a toast naming what and why; others an error modal."""
+        if isinstance(error, EXPECTED):
+            why = getattr(error, "message", None) or str(error) or type(error).__name__
+            self.notify(f"{what}: {why}", title=f"{what} failed", severity="error", timeout=10)
+        else:
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            self.push_screen(ErrorModal(what, text))
+
+    # -- navigation and actions -------------------------------------------------------------
+    def action_view(self, mode: str) -> None:
+        """Switch to one of the top-level views."""
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+
+    def open_host(self, name: str) -> None:
+        """Push the Host view for `name`."""
+        self.push_screen(HostScreen(name))
+
+    def action_back(self) -> None:
+        """Esc: close the Host view or go home to the Fleet view."""
+        if isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        elif self.current_mode != "fleet" and isinstance(self.screen, ViewScreen):
+            self.switch_mode("fleet")
+
+    def action_poll_now(self) -> None:
+        """Poll at once instead of waiting for the interval."""
+        self.poll_fleet()
+
+    def action_toggle_theme(self) -> None:
+        """Switch between the light and dark themes."""
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def action_help(self) -> None:
+        """Show every key."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_launch(self, host: str | None = None) -> None:
+        """Open the Launch modal."""
+        from .screens.launch import LaunchModal
+        self.push_screen(LaunchModal(host))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette offers every action of every view."""
+        yield from super().get_system_commands(screen)
+        views = [("Fleet view", "fleet"), ("Runs view", "runs"), ("Schedules view", "schedules"),
+                 ("Audit view", "audit")]
+        for title, mode in views:
+            yield SystemCommand(title, f"Show the {title}", lambda m=mode: self.action_view(m))
+        for name in self.state.host_names:
+            yield SystemCommand(f"Host {name}", f"Open the Host view of {name}",
+                                lambda n=name: self.open_host(n))
+        yield SystemCommand("Poll now", "Ask every host at once", self.action_poll_now)
+        yield SystemCommand("Toggle light/dark theme", "Switch theme", self.action_toggle_theme)
+        yield SystemCommand("Launch a run", "Pre-flight and start a RUN.toml on a host", self.action_launch)
+        yield SystemCommand("Purge checkpoints", "Runs view: purge the marked checkpoints",
+                            lambda: self._on_view("runs", "purge"))
+        yield SystemCommand("Mirror adapter", "Runs view: copy the selected run's adapter and verify",
+                            lambda: self._on_view("runs", "mirror"))
+        yield SystemCommand("Acknowledge schedule", "Schedules view: mark the selected schedule known",
+                            lambda: self._on_view("schedules", "acknowledge"))
+        yield SystemCommand("Remove schedule", "Schedules view: remove the selected schedule",
+                            lambda: self._on_view("schedules", "remove"))
+        yield SystemCommand("Help", "Every key", self.action_help)
+
+    def _on_view(self, mode: str, action: str) -> None:
+        self.action_view(mode)
+        self.call_after_refresh(lambda: self.screen.run_action(action))
+
+
+def run_dashboard(fleet: Fleet, **kw: Any) -> int:
+    """Run the dashboard in this terminal until the operator quits; returns the exit status."""
+    FleetdeckApp(fleet, **kw).run()
+    return 0
+
+
+__all__ = ["FleetdeckApp", "Source", "run_dashboard"]

@@ -1,0 +1,144 @@
+"""What every view shares: the fleet state kept across polls, and the view screen base class."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, Schedule
+
+if TYPE_CHECKING:
+    from ..app import FleetdeckApp
+
+HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
+
+
+class FleetState:
+    """The dashboard's memory of the fleet: latest snapshot, last good per host, GPU history.
+
+    Fed only by `apply(snapshot)`; screens read it and never talk to hosts.
+    """
+
+    def __init__(self, host_names: list[str], poll_interval: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.host_names = list(host_names)
+        self.poll_interval = poll_interval
+        self.clock = clock
+        self.snapshot: FleetSnapshot | None = None
+        self.hosts: dict[str, HostSnapshot] = {}
+        self.last_good: dict[str, HostSnapshot] = {}
+        self.down_since: dict[str, float] = {}
+        self.history: dict[tuple[str, int], deque[float]] = {}
+        self.polls = 0
+
+    def apply(self, snap: FleetSnapshot) -> None:
+        """Take one poll in: hosts seen now replace their previous snapshot."""
+        self.snapshot = snap
+        self.polls += 1
+        for h in snap.hosts:
+            if h.name not in self.host_names:
+                self.host_names.append(h.name)
+            self.hosts[h.name] = h
+            if h.reachable:
+                self.last_good[h.name] = h
+                self.down_since.pop(h.name, None)
+                for g in h.gpus:
+                    frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
+                    self.history.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(frac)
+            else:
+                self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
+
+    def age(self, name: str) -> float | None:
+        """Seconds since `name` last answered, by the dashboard's clock."""
+        good = self.last_good.get(name)
+        return None if good is None else max(0.0, self.clock() - good.time)
+
+    def is_stale(self, name: str) -> bool:
+        """True when the newest figures for `name` are older than two poll intervals."""
+        age = self.age(name)
+        return age is not None and age > 2 * self.poll_interval
+
+    def shown(self, name: str) -> HostSnapshot | None:
+        """The snapshot whose figures to show: the live one, else the last good one."""
+        h = self.hosts.get(name)
+        if h is not None and h.reachable:
+            return h
+        return self.last_good.get(name)
+
+    @property
+    def runs(self) -> list[Run]:
+        """Every run known, from the live or last good snapshot of each host."""
+        return [r for n in self.host_names if (h := self.shown(n)) for r in h.runs]
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        """Every schedule known, from the live or last good snapshot of each host."""
+        return [s for n in self.host_names if (h := self.shown(n)) for s in h.schedules]
+
+    def run(self, key: str) -> Run | None:
+        """The run whose `key` (host:path) is given."""
+        return next((r for r in self.runs if r.key == key), None)
+
+    def schedule(self, host: str, sid: str) -> Schedule | None:
+        """The schedule `sid` on `host`."""
+        return next((s for s in self.schedules if s.host == host and s.id == sid), None)
+
+
+class ViewScreen(Screen):
+    """A top-level view: header, body, footer; redrawn from `FleetState` after each poll."""
+
+    app: FleetdeckApp
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        """The view's own widgets."""
+        yield from ()
+
+    def refresh_view(self) -> None:
+        """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""
+
+    def on_screen_resume(self) -> None:
+        self.refresh_view()
+
+    @property
+    def state(self) -> FleetState:
+        """The app's fleet state."""
+        return self.app.state
+
+
+class RecordedSource:
+    """Replays recorded `status --json` documents as polls (the last one repeats).
+
+    Used by `fleetdeck tui --replay FILE` and by the tests: the snapshots reach the screens
+    through the same `FleetPolled` path a live poll takes.
+    """
+
+    def __init__(self, snapshots: list[FleetSnapshot]) -> None:
+        if not snapshots:
+            raise ValueError("no recorded snapshots to replay")
+        self.snapshots = list(snapshots)
+        self._i = 0
+
+    @classmethod
+    def from_files(cls, *paths: str) -> RecordedSource:
+        """Load each file as one poll, in order."""
+        import json
+
+        from fleetdeck.backend.models import fleet_from_json
+        return cls([fleet_from_json(json.loads(open(p, encoding="utf-8").read())) for p in paths])
+
+    async def poll(self) -> FleetSnapshot:
+        """The next recorded snapshot."""
+        snap = self.snapshots[min(self._i, len(self.snapshots) - 1)]
+        self._i += 1
+        return snap

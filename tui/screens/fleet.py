@@ -1,0 +1,193 @@
+"""The Fleet view (home): one row per host, live figures, down hosts greyed with why and since when."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from fleetdeck.backend.models import HostSnapshot
+
+from ..widgets.keyed_table import KeyedTable
+from ..widgets.render import bar, human_bytes, human_duration, sparkline
+from .base import FleetState, ViewScreen
+
+LIVE = ("running", "stalled")
+
+
+def layout_widths(width: int) -> dict[str, int]:
+    """Column widths for a terminal `width` wide: fits 100 columns, uses 200."""
+    if width >= 160:
+        return {"host": 12, "status": 22, "lat": 6, "gpus": 44, "disks": 30, "runs": 34, "stray": 5}
+    return {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
+
+
+def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, int]:
+    """The fleet-table cells of host `name` and the row's height (one line per GPU/disk/run)."""
+    live = state.hosts.get(name)
+    shown = state.shown(name)
+    down = live is not None and not live.reachable
+    dim = down
+    status = Text()
+    if live is None:
+        status.append("… waiting", style="dim")
+    elif down:
+        since = state.down_since.get(name)
+        status.append("✖ DOWN", style="bold red")
+        if since is not None:
+            status.append(f" {human_duration(state.clock() - since)}", style="red")
+        status.append("\n" + (live.error or "no answer"), style="red")
+    else:
+        status.append("● up", style="bold green")
+    if state.is_stale(name) and not down:  # a down host says how long already
+        status.append(f"\nSTALE {human_duration(state.age(name))}", style="reverse yellow")
+    lat = Text("-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms")
+    gpus, disks, runs = _gpu_lines(state, shown, w["gpus"], dim), _disk_lines(shown, w["disks"], dim), \
+        _run_lines(shown, w["runs"], dim)
+    stray_n = sum(1 for s in shown.schedules if s.stray) if shown else 0
+    stray = Text(str(stray_n), style=("dim" if dim else "bold red") if stray_n else "dim")
+    height = max(1, len(gpus), len(disks), len(runs), status.plain.count("\n") + 1)
+    cells = (Text(name, style="bold" if not dim else "dim"), status, lat,
+             Text("\n").join(gpus) if gpus else Text("-", style="dim"),
+             Text("\n").join(disks) if disks else Text("-", style="dim"),
+             Text("\n").join(runs) if runs else Text("-", style="dim"), stray)
+    return cells, height
+
+
+def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
+    if h is None:
+        return []
+    spark_w = max(4, width - 19)
+    out = []
+    for g in h.gpus:
+        frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
+        t = Text(f"{g.index}{'U' if g.unified_memory else ' '}", style="dim" if dim else "bold")
+        t.append_text(bar(frac, 6, dim))
+        t.append(f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ",
+                 style="dim" if dim else "")
+        t.append_text(sparkline(state.history.get((h.name, g.index), ()), spark_w, dim=dim))
+        out.append(t)
+    return out
+
+
+def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
+    out = []
+    for d in h.disks if h else ():
+        if d.error or not d.total_bytes:
+            out.append(Text(f"? {d.path}", style="dim" if dim else "yellow"))
+            continue
+        frac = d.used_bytes / d.total_bytes
+        t = bar(frac, 3 if width < 20 else 8, dim)
+        t.append(f"{frac:>4.0%} {d.path}", style="dim" if dim else "")
+        out.append(t)
+    return out
+
+
+def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
+    out = []
+    for r in h.runs if h else ():
+        if r.state not in LIVE:
+            continue
+        t = Text(r.state[0].upper() if r.state == "stalled" else "▶",
+                 style="dim" if dim else ("bold yellow" if r.state == "stalled" else "green"))
+        pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
+        name_w = max(3, width - 6 - (10 if width >= 30 else 0))
+        t.append(f"{r.name[:name_w]:<{name_w}} {pct:>4}", style="dim" if dim else "")
+        if width >= 30 and r.step is not None and r.max_steps:
+            t.append(" ")
+            t.append_text(bar(r.step / r.max_steps, 8, dim))
+        out.append(t)
+    return out
+
+
+def host_detail(state: FleetState, name: str | None) -> Text:
+    """One or two sentences on the highlighted host: why it is down, how old its figures are."""
+    if name is None:
+        return Text("no hosts in the fleet file", style="dim")
+    live, good = state.hosts.get(name), state.last_good.get(name)
+    t = Text()
+    t.append(name, style="bold")
+    if live is None:
+        t.append(": not polled yet.")
+        return t
+    if not live.reachable:
+        since = state.down_since.get(name)
+        t.append(" is DOWN", style="bold red")
+        if since is not None:
+            t.append(f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
+                     f" ({human_duration(state.clock() - since)})")
+        t.append(f": {live.error or 'no answer'}.")
+        if good:
+            t.append(f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
+                     style="dim")
+        else:
+            t.append(" It has not answered since the dashboard started.", style="dim")
+        return t
+    mem = (f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
+           if live.memory_total_bytes else "")
+    load = f", load {live.load1:.2f}" if live.load1 is not None else ""
+    t.append(f" up{load}{mem}, last answer {human_duration(state.age(name))} ago.")
+    if any(g.unified_memory for g in live.gpus):
+        t.append(" U = unified memory: GPU figures are the system's.", style="dim")
+    if state.is_stale(name):
+        t.append(" STALE: older than two poll intervals.", style="bold yellow")
+    for w in live.warnings[:2]:
+        t.append(f"\n⚠ {w}", style="yellow")
+    return t
+
+
+class FleetScreen(ViewScreen):
+    """Home: every host in one table; enter opens the host."""
+
+    BINDINGS = [Binding("enter", "open_host", "Host", priority=False)]
+
+    def compose_body(self) -> ComposeResult:
+        yield KeyedTable(self._columns(layout_widths(self.app.size.width)), id="fleet-table")
+        yield Static(id="fleet-detail", classes="detail")
+
+    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
+        self._widths = w
+        return [("host", "Host", w["host"]), ("status", "Status", w["status"]), ("lat", "Lat", w["lat"]),
+                ("gpus", "GPU memory · history", w["gpus"]), ("disks", "Disks", w["disks"]),
+                ("runs", "Live runs", w["runs"]), ("stray", "Stray", w["stray"])]
+
+    @property
+    def table(self) -> KeyedTable:
+        """The fleet table."""
+        return self.query_one("#fleet-table", KeyedTable)
+
+    def on_resize(self) -> None:
+        w = layout_widths(self.size.width)
+        if w != self._widths:
+            old = self.table
+            new = KeyedTable(self._columns(w), id="fleet-table")
+            self.mount(new, before=old)
+            old.remove()
+            self.call_after_refresh(self.refresh_view)
+
+    def refresh_view(self) -> None:
+        rows, heights = {}, {}
+        for name in self.state.host_names:
+            rows[name], heights[name] = host_cells(self.state, name, self._widths)
+        with self.app.batch_update():
+            self.table.sync(rows, heights)
+        self.show_detail()
+
+    def show_detail(self) -> None:
+        """Update the line under the table for the highlighted host."""
+        self.query_one("#fleet-detail", Static).update(host_detail(self.state, self.table.current_key))
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.show_detail()
+
+    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+        self.app.open_host(event.row_key.value)
+
+    def action_open_host(self) -> None:
+        """Open the host under the cursor."""
+        key = self.table.current_key
+        if key:
+            self.app.open_host(key)

@@ -1,0 +1,89 @@
+"""The Host view: GPUs with their processes, runs, schedules and disks of one host."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Label, Static
+
+from ..widgets.keyed_table import KeyedTable
+from ..widgets.render import bar, human_bytes, human_duration, progress
+from .base import ViewScreen
+from .fleet import host_detail
+
+
+class HostScreen(ViewScreen):
+    """Everything one host holds; esc goes back to the fleet."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.host_name = name
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="host-body", can_focus=False):
+            yield Static(id="host-summary", classes="detail")
+            yield Label("GPUs and their processes", classes="section")
+            yield KeyedTable([("what", "GPU / pid"), ("name", "Name / user"), ("mem", "Memory"),
+                              ("util", "Util"), ("cmd", "Command")], id="host-gpus", classes="auto")
+            yield Label("Runs", classes="section")
+            yield KeyedTable([("name", "Run"), ("state", "State"), ("prog", "Progress"),
+                              ("loss", "Loss"), ("path", "Path")], id="host-runs", classes="auto")
+            yield Label("Schedules", classes="section")
+            yield KeyedTable([("kind", "Kind"), ("user", "User"), ("spec", "When"),
+                              ("cmd", "Command"), ("stray", "Stray because")],
+                             id="host-schedules", classes="auto")
+            yield Label("Disks", classes="section")
+            yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
+                              ("fs", "Type")], id="host-disks", classes="auto")
+
+    def on_mount(self) -> None:
+        self.sub_title = f"host {self.host_name}"
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        st = self.state
+        self.query_one("#host-summary", Static).update(host_detail(st, self.host_name))
+        h = st.shown(self.host_name)
+        dim = "dim" if (live := st.hosts.get(self.host_name)) is not None and not live.reachable else ""
+        gpus: dict[str, tuple] = {}
+        runs: dict[str, tuple] = {}
+        scheds: dict[str, tuple] = {}
+        disks: dict[str, tuple] = {}
+        for g in h.gpus if h else ():
+            frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
+            mem = bar(frac, 10, bool(dim))
+            mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
+            gpus[f"gpu{g.index}"] = (Text(f"GPU {g.index}", style=dim or "bold"),
+                                     Text(g.name + (" (unified memory)" if g.unified_memory else ""), style=dim),
+                                     mem, "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%", "")
+            for p in g.processes:
+                gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(p.user, style=dim),
+                                                 Text(f"{p.used_mib:,.0f} MiB", style=dim), "",
+                                                 Text(p.command, style=dim))
+        for r in h.runs if h else ():
+            runs[r.key] = (Text(r.name, style=dim), Text(r.state, style=dim or _state_style(r.state)),
+                           progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
+                           Text(r.path, style="dim"))
+        for s in h.schedules if h else ():
+            scheds[s.id] = (s.kind, s.user, s.spec, s.command,
+                            Text(", ".join(s.reasons) or "-", style="bold red" if s.stray else "dim"))
+        for d in h.disks if h else ():
+            frac = d.used_bytes / d.total_bytes if d.total_bytes else None
+            used = bar(frac, 10, bool(dim))
+            used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
+            disks[d.path] = (d.path, used, human_bytes(d.free_bytes), d.mount, d.fstype)
+        with self.app.batch_update():
+            for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
+                              ("#host-disks", disks)):
+                self.query_one(tid, KeyedTable).sync(rows)
+
+
+def _state_style(state: str) -> str:
+    return {"running": "green", "stalled": "bold yellow", "failed": "bold red",
+            "finished": "blue"}.get(state, "")
+
+
+def eta_text(seconds: float | None) -> str:
+    """ETA for the tables: a duration or '-'."""
+    return "-" if seconds is None else human_duration(seconds)

@@ -1,0 +1,136 @@
+"""The Mirror modal: copy an adapter to another host with progress, then show the verification."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select, Static
+
+from ..messages import ActionFinished
+from ..widgets.render import human_bytes, human_duration
+from .purge import as_dict, shown
+
+STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
+                "extra": "yellow"}
+
+
+class MirrorModal(ModalScreen):
+    """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    def __init__(self, src_host: str, src_path: str) -> None:
+        super().__init__()
+        self.src_host = src_host
+        self.src_path = src_path
+        self.report: Any = None
+        self._started = 0.0
+
+    def compose(self) -> ComposeResult:
+        others = [(h.name, h.name) for h in self.app.fleet.hosts if h.name != self.src_host]
+        with Vertical(classes="dialog", id="mirror-dialog"):
+            yield Label("Mirror an adapter", classes="title")
+            yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
+            yield Label("To host:")
+            yield Select(others, prompt="pick the destination host", id="mirror-host",
+                         value=others[0][1] if len(others) == 1 else Select.BLANK)
+            yield Label("To path (created if absent; refused if it holds different content):")
+            yield Input(self.src_path, id="mirror-path")
+            yield ProgressBar(total=None, show_eta=False, id="mirror-progress")
+            yield Static(Text("not started", style="dim"), id="mirror-rate")
+            with VerticalScroll():
+                yield DataTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
+                yield Static(id="mirror-result")
+            with Horizontal(classes="buttons"):
+                yield Button("Close", id="cancel")
+                yield Button("Dry run", id="dry")
+                yield Button("Copy and verify", id="start", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#mirror-files", DataTable).add_columns("File", "Bytes", "sha256 here", "sha256 there",
+                                                               "Status")
+        self.query_one("#mirror-host", Select).focus()
+
+    def destination(self) -> tuple[str | None, str]:
+        """The chosen (host, path)."""
+        host = self.query_one("#mirror-host", Select).value
+        return (None if host is Select.BLANK else str(host)), self.query_one("#mirror-path", Input).value
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id in ("start", "dry"):
+            host, path = self.destination()
+            if not host or not path:
+                self.notify("Pick a destination host and type a path first.", title="Mirror",
+                            severity="warning")
+                return
+            self.copy(host, path, event.button.id == "dry")
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        """Close; a copy in progress is cancelled and leaves no partial file under a final name."""
+        self.dismiss(self.report)
+
+    def on_progress(self, done: int, total: int) -> None:
+        """Progress from the backend: bytes copied of the total, with the rate so far."""
+        bar = self.query_one("#mirror-progress", ProgressBar)
+        bar.update(total=max(total, 1), progress=done)
+        elapsed = max(time.monotonic() - self._started, 1e-6)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else None
+        self.query_one("#mirror-rate", Static).update(
+            f"{human_bytes(done)} of {human_bytes(total)}  at {human_bytes(rate)}/s  "
+            f"ETA {human_duration(eta)}")
+
+    @work(exclusive=True, group="mirror", exit_on_error=False)
+    async def copy(self, dst_host: str, dst_path: str, dry_run: bool) -> None:
+        """Run the backend's mirror in a worker (polling and navigation go on) and show its proof."""
+        from fleetdeck.backend.actions.mirror import mirror
+        for b in ("#start", "#dry"):
+            self.query_one(b, Button).disabled = True
+        self._started = time.monotonic()
+        self.query_one("#mirror-rate", Static).update(Text("listing both sides…", style="dim"))
+        result = self.query_one("#mirror-result", Static)
+        try:
+            rep = await mirror(self.app.link(self.src_host), self.src_path, self.app.link(dst_host), dst_path,
+                               dry_run=dry_run, progress=self.on_progress)
+        except Exception as e:
+            result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
+            self.app.report_error(f"Mirror to {dst_host}", e)
+            for b in ("#start", "#dry"):
+                self.query_one(b, Button).disabled = False
+            return
+        self.report = rep
+        d = as_dict(rep)
+        table = self.query_one("#mirror-files", DataTable)
+        table.clear()
+        for f in d.get("files") or []:
+            st = str(f.get("status"))
+            table.add_row(shown(str(f.get("path"))), human_bytes(f.get("bytes")),
+                          str(f.get("sha256_src") or "-")[:12], str(f.get("sha256_dst") or "-")[:12],
+                          Text(st, style=STATUS_STYLE.get(st, "")))
+        ok = bool(d.get("verified"))
+        t = Text()
+        if dry_run:
+            t.append("dry run: nothing copied. ", style="bold")
+        t.append("✔ verified: " if ok else "✖ NOT verified: ", style="bold green" if ok else "bold red")
+        t.append(f"{human_bytes(d.get('bytes_src'))} ({d.get('bytes_src')} B) on {self.src_host}, "
+                 f"{human_bytes(d.get('bytes_dst'))} ({d.get('bytes_dst')} B) on {dst_host}")
+        if d.get("message") or d.get("reason"):
+            t.append(f"\n{d.get('message') or d.get('reason')}", style="yellow")
+        result.update(t)
+        self.query_one("#cancel", Button).focus()
+        if not dry_run:
+            self.app.post_message(ActionFinished(
+                "mirror", dst_host, ok, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
+                + ("verified" if ok else "NOT verified")))
+        else:
+            for b in ("#start", "#dry"):
+                self.query_one(b, Button).disabled = False

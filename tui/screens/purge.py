@@ -1,0 +1,205 @@
+"""The Purge modal: the backend's plan, each path typed back, then execute and re-verify keepers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Input, Label, Static
+
+from ..messages import ActionFinished
+from ..widgets.render import human_bytes
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A plan or report as the contract's JSON-shaped dict."""
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
+    if is_dataclass(obj):
+        return asdict(obj)
+    return dict(obj)
+
+
+def shown(path: str) -> str:
+    """A path with control characters escaped, so a newline cannot disguise it."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in path)
+
+
+def check_text(entry: dict[str, Any]) -> Text:
+    """Each check of one path: ✔ passed, ✖ failed with its reason code and sentence."""
+    t = Text()
+    checks = entry.get("checks") or []
+    for c in checks:
+        name = c.get("code") or c.get("name") or c.get("check") or "?"
+        ok = c.get("ok", c.get("passed", True))
+        if ok:
+            t.append(f"✔ {name}  ", style="green")
+        else:
+            t.append(f"✖ {name}: {c.get('message') or c.get('reason') or ''}  ", style="bold red")
+    for code in entry.get("refused") or []:
+        if not any((c.get("code") or c.get("name")) == code for c in checks):
+            t.append(f"✖ {code}  ", style="bold red")
+    for msg in entry.get("reasons") or entry.get("messages") or []:
+        t.append(f"✖ {msg}  ", style="bold red")
+    if not t.plain:
+        t.append("✔ all checks passed", style="green")
+    return t
+
+
+class PurgeModal(ModalScreen):
+    """Delete checkpoints on one host. Focus starts on Cancel; Delete stays disabled until the
+    plan passed every check and every path was typed exactly."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, host: str, paths: list[str]) -> None:
+        super().__init__()
+        self.host = host
+        self.paths = list(paths)
+        self.plan: Any = None
+        self.report: Any = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="purge-dialog"):
+            yield Label(f"Purge {len(self.paths)} path(s) on {self.host}", classes="title")
+            with VerticalScroll():
+                yield Static(Text("gathering the plan: checking every path on the host…", style="dim"),
+                             id="purge-verdict")
+                yield DataTable(id="purge-plan", cursor_type="none", zebra_stripes=True)
+                yield Static(id="purge-keepers")
+                yield Static(id="purge-space")
+                for i, p in enumerate(self.paths):
+                    yield Label(f"Type [b]{escape(shown(p))}[/b] exactly to confirm:")
+                    yield Input(placeholder="the path above, character for character",
+                                id=f"confirm-{i}", classes="confirm")
+                yield Static(id="purge-result")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(f"Delete {len(self.paths)}", id="delete", variant="error", disabled=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#purge-plan", DataTable)
+        table.add_columns("Path", "Size", "Checks")
+        self.query_one("#cancel", Button).focus()
+        self.gather()
+
+    @work(exclusive=True, group="purge-plan", exit_on_error=False)
+    async def gather(self) -> None:
+        """Ask the host for the plan: every check of every path, keepers, free space."""
+        from fleetdeck.backend.actions.purge import gather_purge
+        verdict = self.query_one("#purge-verdict", Static)
+        try:
+            plan = await gather_purge(self.app.link(self.host), self.app.fleet.host(self.host), self.paths)
+        except Exception as e:
+            verdict.update(Text(f"✖ could not gather the plan: {getattr(e, 'message', e)}", style="bold red"))
+            self.app.report_error(f"Purge plan on {self.host}", e)
+            return
+        self.plan = plan
+        self.show_plan(plan)
+        self._update_button()
+
+    def show_plan(self, plan: Any) -> None:
+        """Fill the plan table, keepers and free space from the backend's plan."""
+        d = as_dict(plan)
+        table = self.query_one("#purge-plan", DataTable)
+        table.clear()
+        total = 0
+        for entry in d.get("paths") or []:
+            total += int(entry.get("bytes") or 0)
+            table.add_row(Text(shown(str(entry.get("path")))), human_bytes(entry.get("bytes")),
+                          check_text(entry), height=None)
+        keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
+        for k in d.get("keepers") or []:
+            keepers.append(f"  {shown(str(k.get('path')))}  ")
+            keepers.append(f"sha256 {str(k.get('sha256') or k.get('sha256_before') or '?')[:16]}…\n", style="dim")
+        if not d.get("keepers"):
+            keepers.append("  none\n", style="dim")
+        self.query_one("#purge-keepers", Static).update(keepers)
+        free = d.get("free_bytes") if d.get("free_bytes") is not None else d.get("free_bytes_before")
+        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(total)}   "
+                     f"expected after: {human_bytes((free or 0) + total) if free is not None else '?'}")
+        self.query_one("#purge-space", Static).update(space)
+        verdict = self.query_one("#purge-verdict", Static)
+        if plan.ok:
+            verdict.update(Text("✔ every check passed. Type each path below to enable Delete.",
+                                style="bold green"))
+        else:
+            verdict.update(Text("✖ refused: at least one check failed (see below). Nothing can be "
+                                "deleted; Delete stays disabled.", style="bold red"))
+
+    def typed(self) -> list[str]:
+        """What the operator typed, one entry per path, in order."""
+        return [self.query_one(f"#confirm-{i}", Input).value for i in range(len(self.paths))]
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id and event.input.id.startswith("confirm-"):
+            i = int(event.input.id.split("-")[1])
+            event.input.set_class(event.value == self.paths[i], "-valid")
+        self._update_button()
+
+    def _update_button(self) -> None:
+        from fleetdeck.backend.actions.purge import confirmations_match
+        ok = (self.plan is not None and self.report is None and bool(self.plan.ok)
+              and confirmations_match(self.plan, self.typed()))
+        self.query_one("#delete", Button).disabled = not ok
+
+    def on_input_submitted(self) -> None:
+        if not self.query_one("#delete", Button).disabled:
+            self.execute()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "delete":
+            self.execute()
+        else:
+            self.dismiss(self.report)
+
+    def action_cancel(self) -> None:
+        """Close; nothing is deleted unless Delete already ran."""
+        self.dismiss(self.report)
+
+    @work(exclusive=True, group="purge", exit_on_error=False)
+    async def execute(self) -> None:
+        """Delete through the backend (it re-checks everything) and show what it verified."""
+        from fleetdeck.backend.actions.purge import execute_purge
+        self.query_one("#delete", Button).disabled = True
+        result = self.query_one("#purge-result", Static)
+        result.update(Text("deleting…", style="dim"))
+        try:
+            rep = await execute_purge(self.app.link(self.host), self.app.fleet.host(self.host),
+                                      self.plan, self.typed())
+        except Exception as e:
+            result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
+            self.app.report_error(f"Purge on {self.host}", e)
+            return
+        self.report = rep
+        d = as_dict(rep)
+        ok = bool(d.get("deleted"))
+        t = Text()
+        t.append("✔ deleted\n" if ok else "✖ nothing deleted\n", style="bold green" if ok else "bold red")
+        for p in d.get("paths") or []:
+            t.append(f"  {shown(str(p.get('path')))}: ")
+            t.append("deleted" if p.get("deleted") else f"kept ({', '.join(p.get('refused') or [])})",
+                     style="green" if p.get("deleted") else "red")
+            t.append("\n")
+        t.append(f"Free space: {human_bytes(d.get('free_bytes_before'))} before → "
+                 f"{human_bytes(d.get('free_bytes_after'))} after\n", style="bold")
+        for k in d.get("keepers") or []:
+            same = k.get("sha256_before") and k.get("sha256_before") == k.get("sha256_after")
+            t.append(f"  keeper {shown(str(k.get('path')))}: sha256 {str(k.get('sha256_after'))[:16]}… ")
+            t.append("re-verified ✔\n" if same else "CHANGED ✖\n", style="green" if same else "bold red")
+        result.update(t)
+        cancel = self.query_one("#cancel", Button)
+        cancel.label = "Close"
+        cancel.focus()
+        freed = (d.get("free_bytes_after") or 0) - (d.get("free_bytes_before") or 0)
+        self.app.post_message(ActionFinished(
+            "purge", self.host, ok, f"{self.host}: {'deleted' if ok else 'refused'} "
+            f"{len(self.paths)} path(s); {human_bytes(freed)} freed." if ok else
+            f"{self.host}: nothing deleted ({d.get('reason') or d.get('message') or 'refused'})."))

@@ -1,0 +1,1 @@
+"""Reusable widgets and cell renderers of the dashboard."""

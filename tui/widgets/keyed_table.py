@@ -1,0 +1,117 @@
+"""A DataTable that is synced from a dict of rows by key, changing only what changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual._two_way_dict import TwoWayDict
+from textual.binding import Binding
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
+
+
+class KeyedTable(DataTable):
+    """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
+
+    Rows are added or removed only when the set of keys changes, so the cursor and the scroll
+    position survive every refresh. Also accepts j / k for down / up.
+    """
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], **kw: Any) -> None:
+        kw.setdefault("cursor_type", "row")
+        kw.setdefault("zebra_stripes", True)
+        super().__init__(**kw)
+        self._spec = list(columns)
+        self._cells: dict[str, tuple] = {}
+        self._heights: dict[str, int] = {}
+
+    def on_mount(self) -> None:
+        for spec in self._spec:
+            key, label = spec[0], spec[1]
+            width = spec[2] if len(spec) > 2 else None
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def keys(self) -> list[str]:
+        """Row keys in display order."""
+        return [r.key.value for r in self.ordered_rows]
+
+    @property
+    def current_key(self) -> str | None:
+        """Key of the row under the cursor, or None for an empty table."""
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    def sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
+        """Make the table show `rows` (key -> cells, in order); returns how many cells changed.
+
+        Cells equal to what is shown are left alone; rows whose key vanished are removed and new
+        keys appended, then moved into the given order only if the order itself changed.
+        """
+        heights = heights or {}
+        changed = 0
+        for key in [k for k in self._cells if k not in rows]:
+            self.remove_row(key)
+            del self._cells[key]
+            self._heights.pop(key, None)
+            changed += 1
+        col_keys = [spec[0] for spec in self._spec]
+        for key, cells in rows.items():
+            cells = tuple(_one_line_each(c) for c in cells)
+            h = heights.get(key, 1)
+            old = self._cells.get(key)
+            if old is None:
+                self.add_row(*cells, key=key, height=h)
+                self._heights[key] = h
+                changed += len(cells)
+            else:
+                if self._heights.get(key) != h:
+                    self._set_height(key, h)
+                for i, (a, b) in enumerate(zip(old, cells, strict=True)):
+                    if a != b:
+                        self.update_cell(key, col_keys[i], b)
+                        changed += 1
+            self._cells[key] = cells
+        wanted = list(rows)
+        if self.keys != wanted:
+            order = {k: i for i, k in enumerate(wanted)}
+            current = self.current_key
+            # DataTable.sort() hands the key function cell values only; order by key instead
+            self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(wanted)})
+            self._update_count += 1
+            self.refresh()
+            # sorting moves rows, not the cursor: keep it on the same row
+            if current in order:
+                self.move_cursor(row=self.get_row_index(current), animate=False)
+        return changed
+
+    def _set_height(self, key: str, h: int) -> None:
+        # DataTable has no API to change a row's height; its layout caches are keyed by the
+        # update count, so bumping that (via a no-op cell write) makes it re-measure.
+        self.rows[RowKey(key)].height = h
+        self._heights[key] = h
+        self._require_update_dimensions = True
+        first = self._spec[0][0]
+        self.update_cell(key, first, self.get_cell(key, first))
+
+
+def _one_line_each(cell: Any) -> Any:
+    # DataTable wraps long cell text onto the next line, which breaks multi-line rows apart;
+    # cut each line with an ellipsis instead (the detail panes carry the full text)
+    if isinstance(cell, str):
+        cell = Text(cell)
+    if isinstance(cell, Text):
+        cell.no_wrap = True
+        cell.overflow = "ellipsis"
+    return cell

@@ -1,0 +1,169 @@
+"""Small text renderers for table cells: bars, sparklines, sizes, ages and a loss chart.
+
+They return Rich `Text` so a cell can be compared and updated without building widgets, which
+keeps a poll of 50 hosts x 8 GPUs cheap to apply.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+
+SPARK = "▁▂▃▄▅▆▇█"
+FULL, EMPTY = "█", "░"
+
+
+def level_style(frac: float) -> str:
+    """Green below 70 %, yellow below 90 %, red above: readable in light and dark themes."""
+    if frac >= 0.9:
+        return "bold red"
+    if frac >= 0.7:
+        return "yellow"
+    return "green"
+
+
+def bar(frac: float | None, width: int = 10, dim: bool = False) -> Text:
+    """A horizontal bar `████░░░░` for a 0..1 fraction; `?` bars when unknown."""
+    if frac is None or math.isnan(frac):
+        return Text("?" * width, style="dim")
+    frac = min(max(frac, 0.0), 1.0)
+    filled = int(round(frac * width))
+    t = Text()
+    t.append(FULL * filled, style="dim" if dim else level_style(frac))
+    t.append(EMPTY * (width - filled), style="dim")
+    return t
+
+
+def sparkline(values: Sequence[float], width: int = 12, lo: float = 0.0, hi: float = 1.0,
+              dim: bool = False) -> Text:
+    """The last `width` values as block characters on a fixed lo..hi scale (blank-padded).
+
+    A fixed scale is deliberate: an autoscaled sparkline turns a 1 MiB wobble into a cliff.
+    """
+    vals = list(values)[-width:]
+    span = (hi - lo) or 1.0
+    chars = "".join(SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))]
+                    for v in vals)
+    return Text(" " * (width - len(vals)) + chars, style="dim" if dim else "cyan")
+
+
+def human_bytes(n: float | None) -> str:
+    """1536 -> '1.5K'; binary units, at most 4 significant characters."""
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if abs(n) < 1024 or unit == "P":
+            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.0f}P"
+
+
+def human_duration(seconds: float | None) -> str:
+    """65 -> '1m05s', 7300 -> '2h01m'; '?' when unknown."""
+    if seconds is None or seconds < 0 or math.isnan(seconds):
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
+    """`███░░░ 42/159` for a run; just the step when the total is unknown."""
+    if step is None:
+        return Text("-", style="dim")
+    if not max_steps:
+        return Text(f"step {step}")
+    t = bar(step / max_steps, width)
+    t.stylize("blue", 0, len(t))
+    t.append(f" {step}/{max_steps}")
+    return t
+
+
+def loss_chart(losses: Sequence[tuple[int, float]], evals: Sequence[tuple[int, float]],
+               width: int = 60, height: int = 8) -> Text:
+    """A plot of training loss (·) and eval loss (●) against step, y-axis labelled.
+
+    Both series share one y scale so the eval points sit on the curve they belong to, and the
+    axis labels carry the real range: a plateau reads as flat at its own scale.
+    """
+    pts = list(losses) + list(evals)
+    if not pts:
+        return Text("no loss recorded yet", style="dim")
+    lo = min(v for _, v in pts)
+    hi = max(v for _, v in pts)
+    if hi - lo < 1e-12:
+        hi, lo = lo + 0.5, lo - 0.5
+    s_lo = min(s for s, _ in pts)
+    s_hi = max(s for s, _ in pts)
+    s_span = (s_hi - s_lo) or 1
+    grid = [[" "] * width for _ in range(height)]
+    styles = [[""] * width for _ in range(height)]
+
+    def place(series: Sequence[tuple[int, float]], ch: str, style: str) -> None:
+        for s, v in series:
+            x = int((s - s_lo) / s_span * (width - 1) + 0.5)
+            y = height - 1 - int((v - lo) / (hi - lo) * (height - 1) + 0.5)
+            grid[y][x] = ch
+            styles[y][x] = style
+
+    place(losses, "·", "blue")
+    place(evals, "●", "magenta")
+    out = Text()
+    for row in range(height):
+        if row == 0:
+            label = f"{hi:>8.4g} ┤"
+        elif row == height - 1:
+            label = f"{lo:>8.4g} ┤"
+        else:
+            label = " " * 8 + " │"
+        out.append(label, style="dim")
+        for x in range(width):
+            out.append(grid[row][x], style=styles[row][x] or None)
+        out.append("\n")
+    out.append(" " * 9 + "└" + "─" * width + "\n", style="dim")
+    left, right = f"step {s_lo}", f"step {s_hi}"
+    out.append(" " * 10 + left + " " * max(1, width - len(left) - len(right)) + right, style="dim")
+    out.append("\n" + " " * 10)
+    out.append("· loss", style="blue")
+    out.append("   ")
+    out.append("● eval loss", style="magenta")
+    return out
+
+
+def eval_trend(evals: Sequence[tuple[int, float]], last: int = 6) -> Text:
+    """The last eval losses as numbers with their change, and a verdict on the trend.
+
+    `plateau` when the last three evals moved less than 0.5 % in all: the case an operator once
+    read as "still descending" from a single last value.
+    """
+    if not evals:
+        return Text("eval loss: none yet", style="dim")
+    tail = list(evals)[-last:]
+    t = Text("eval loss: ")
+    prev = None
+    for s, v in tail:
+        t.append(f"{v:.4f}", style="bold")
+        t.append(f"@{s}", style="dim")
+        if prev is not None:
+            d = v - prev
+            t.append(f" ({d:+.4f})", style="green" if d < 0 else "red" if d > 0 else "dim")
+        t.append("  ")
+        prev = v
+    if len(evals) >= 3:
+        a, b = evals[-3][1], evals[-1][1]
+        change = (b - a) / a if a else 0.0
+        if abs(change) < 0.005:
+            t.append(f"→ plateau ({change:+.2%} over last 3 evals)", style="bold yellow")
+        elif change < 0:
+            t.append(f"→ descending ({change:+.2%} over last 3)", style="green")
+        else:
+            t.append(f"→ rising ({change:+.2%} over last 3)", style="bold red")
+    return t
