@@ -389,7 +389,9 @@ def watch_end(run, pid, rc):
     if manifest is None:
         return
     state = manifest.get("state")
-    if state in ("queued", "running") and manifest.get("pid") in (None, pid):
+    recorded = manifest.get("pid")
+    # a pid other than ours that is gone: a torchrun worker of this trainer, killed with it
+    if state in ("queued", "running") and (recorded in (None, pid) or not alive(recorded, manifest.get("start_ticks"))):
         how = "was killed by signal %d" % -rc if rc < 0 else "exited with status %d" % rc
         reason = "the trainer %s without recording an end; see train.log" % how
         record_state(run, manifest, "failed", error=reason, exit_status=rc)

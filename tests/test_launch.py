@@ -1,0 +1,280 @@
+"""`fleetdeck launch`: pre-flight refusals, estimates, `--json`, over a real loopback sshd host.
+
+Nothing here starts the trainer (see test_launch_chain.py for the runs that train).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+
+import pytest
+
+from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.actions.launch import preflight, run_values
+from fleetdeck.backend.config import ConfigError, load_fleet
+from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.state import read_audit
+from fleetdeck.tui.cli import main
+
+pytestmark = pytest.mark.sshd
+
+HOSTILE = "-r $(touch pwned) 'q\" x"
+
+
+def write_run_toml(path, **values):
+    lines = [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_corpus(path, docs=40):
+    with open(path, "w") as f:
+        for i in range(docs):
+            f.write(json.dumps({"text": f"document {i}: the quick brown fox jumps over the lazy dog. " * 2}) + "\n")
+    return path
+
+
+@pytest.fixture
+def h1(sshd_fleet, tmp_path):
+    """(fleet file naming h1 only, the host's runs root, a corpus on the host)."""
+    fleet = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"])
+    runs = sshd_fleet.hosts["h1"].runs
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    return fleet, runs, corpus
+
+
+def launch_cli(capsys, fleet, *args):
+    rc = main(["--hosts", str(fleet), "launch", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def base_values(runs, corpus, name, **extra):
+    v = dict(name="t", base_model="random:tiny", corpus=str(corpus), output=str(runs / name),
+             seq_len=32, batch_size=2, grad_accum=1, max_steps=3, save_steps=2, eval_steps=2)
+    v.update(extra)
+    return v
+
+
+def test_missing_corpus_refused(h1, tmp_path, capsys):
+    fleet, runs, _ = h1
+    missing = tmp_path / f"{HOSTILE} corpus.jsonl"
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, missing, f"{HOSTILE} a"))
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 1
+    assert err.strip() == f"fleetdeck: launch on h1 refused: corpus {missing} does not exist on h1"
+    assert not (runs / f"{HOSTILE} a").exists()
+    assert not (tmp_path / "pwned").exists()
+    rec = read_audit()[-1]
+    assert (rec["action"], rec["host"], rec["result"], rec["reason"]) == ("launch", "h1", "refused", "corpus")
+
+
+def test_missing_base_model_refused(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    base = tmp_path / "no such checkpoint"
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "b", base_model=str(base)))
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 1
+    assert f"base model {base} does not exist on h1" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_architecture_refused(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "c", base_model="random:gpt9"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 1 and "random:gpt9 is not a built-in architecture" in err
+
+
+@pytest.mark.parametrize("marker", ["run.json", "adapter", "checkpoints", "checkpoint-25"])
+def test_output_holding_a_run_refused(h1, tmp_path, capsys, marker):
+    fleet, runs, corpus = h1
+    out_dir = runs / f"held-{marker}"
+    out_dir.mkdir()
+    if marker == "run.json":
+        (out_dir / marker).write_text(json.dumps({"state": "finished"}))
+    else:
+        (out_dir / marker).mkdir()
+    before = sorted(p.name for p in out_dir.iterdir())
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, out_dir.name))
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml, "--json")
+    assert rc == 1
+    assert f"output {out_dir} already holds a run ({marker})" in err
+    doc = json.loads(out)
+    assert doc["state"] == "refused" and doc["reason"] == "output" and doc["pid"] is None
+    assert {c["name"]: c["ok"] for c in doc["preflight"]}["output"] is False
+    assert sorted(p.name for p in out_dir.iterdir()) == before
+
+
+def test_output_with_foreign_files_refused(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    out_dir = runs / "foreign"
+    out_dir.mkdir()
+    (out_dir / "notes.txt").write_text("mine")
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "foreign"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 1 and "holds files that are not a run (notes.txt)" in err
+
+
+def test_json_document_on_refusal(h1, tmp_path, capsys):
+    fleet, runs, _ = h1
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, tmp_path / "nope.jsonl", "j"))
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml, "--json")
+    assert rc == 1
+    doc = json.loads(out)  # exactly one document
+    assert set(doc) >= {"host", "run_path", "pid", "state", "preflight", "error", "reason", "estimate"}
+    assert doc["host"] == "h1" and doc["run_path"] == str(runs / "j") and doc["state"] == "refused"
+    names = [c["name"] for c in doc["preflight"]]
+    assert names[:3] == ["base-model", "corpus", "output"]
+    assert {"memory", "disk", "live-run", "trainer"} <= set(names)
+    assert doc["error"] in err
+
+
+def test_bad_run_toml_is_a_usage_error(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "u"), colour="red")
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 2 and "unknown key 'colour'" in err and out == ""
+    assert read_audit() == []
+
+
+def test_relative_path_refused_for_a_remote_host(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, "data/corpus.jsonl", "rel"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml)
+    assert rc == 2 and "key 'corpus' is a relative path" in err and "~/" in err
+
+
+def test_relative_path_resolved_for_the_local_host(tmp_path):
+    from fleetdeck.backend.config import HostConfig
+
+    local = HostConfig(name="local", local=True)
+    toml = write_run_toml(tmp_path / "RUN.toml", name="t", base_model="random:tiny",
+                          corpus="data/c.jsonl", output="~/runs/x")
+    v = run_values(toml, local)
+    assert v["corpus"] == str(tmp_path / "data" / "c.jsonl")
+    assert v["output"] == "~/runs/x"  # `~` expands on the host, not here
+
+
+def test_after_a_failed_run_refused(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    prev = runs / "prev failed"
+    prev.mkdir()
+    (prev / "run.json").write_text(json.dumps({"state": "failed", "error": "corpus line 3 is not JSON"}))
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "next"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml, "--after", prev)
+    assert rc == 1
+    assert f"run {prev} failed (corpus line 3 is not JSON); a chain never starts" in err
+    assert not (runs / "next").exists()
+
+
+def test_after_a_finished_run_without_adapter_refused(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    prev = runs / "prev-noadapter"
+    prev.mkdir()
+    (prev / "run.json").write_text(json.dumps({"state": "finished"}))
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "next2"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml, "--after", prev)
+    assert rc == 1 and "finished without adapter/adapter_model.safetensors" in err
+
+
+async def test_live_run_refused_unless_forced(h1, sshd_fleet, tmp_path):
+    fleet_path, runs, corpus = h1
+    host = load_fleet(str(fleet_path)).host("h1")
+    live = runs / "live one"
+    live.mkdir()
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        (live / "run.json").write_text(json.dumps({"state": "running", "pid": sleeper.pid,
+                                                   "start_ticks": est.start_ticks(sleeper.pid)}))
+        link = HostLink(host)
+        try:
+            values = base_values(runs, corpus, "second")
+            pre = await preflight(link, host, values)
+            bad = {c.name: c for c in pre.checks if not c.ok}
+            assert "live-run" in bad
+            assert f"{live} (pid {sleeper.pid}) is live on this host's CPU" in bad["live-run"].message
+            forced = await preflight(link, host, values, force=True)
+            check = next(c for c in forced.checks if c.name == "live-run")
+            assert check.ok and "--force given" in check.message
+            # the run a chain waits for is not a clash: it will have ended
+            chained = await preflight(link, host, values, after=str(live))
+            assert next(c for c in chained.checks if c.name == "live-run").ok
+            assert next(c for c in chained.checks if c.name == "after").ok
+        finally:
+            await link.close()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # a dead pid is no live run
+    pre = await preflight(HostLink(host), host, base_values(runs, corpus, "third"))
+    assert next(c for c in pre.checks if c.name == "live-run").ok
+
+
+def test_run_values_rejects_what_the_trainer_rejects(tmp_path):
+    from fleetdeck.backend.config import HostConfig
+
+    h = HostConfig(name="x", address="x")
+    with pytest.raises(ConfigError, match="'seq_len' must be greater than 0"):
+        run_values({"name": "t", "base_model": "random:tiny", "corpus": "/c", "output": "/o", "seq_len": 0}, h)
+    with pytest.raises(ConfigError, match="missing key 'output'"):
+        run_values({"name": "t", "base_model": "random:tiny", "corpus": "/c"}, h)
+
+
+# -- estimates -------------------------------------------------------------------------------
+def test_tiny_lora_count_matches_the_trainer():
+    # the trainer logs "trainable parameters 65,536" for random:tiny at rank 32 on all seven targets
+    params, lora, _ = est.arch_shapes("tiny", set(est_targets()), 32)
+    assert lora == 65536
+    assert est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)[0] == pytest.approx(596e6, rel=0.02)
+
+
+def est_targets():
+    return ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def test_checkpoint_shapes_from_safetensors_headers(tmp_path):
+    header = {"model.layers.0.self_attn.q_proj.weight": {"dtype": "BF16", "shape": [256, 128], "data_offsets": [0, 0]},
+              "model.layers.0.mlp.down_proj.weight": {"dtype": "BF16", "shape": [128, 512], "data_offsets": [0, 0]},
+              "model.layers.0.mlp.down_proj.bias": {"dtype": "BF16", "shape": [128], "data_offsets": [0, 0]},
+              "model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 128], "data_offsets": [0, 0]},
+              "__metadata__": {"format": "pt"}}
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 1000, "hidden_size": 128,
+                                                      "intermediate_size": 512, "num_hidden_layers": 1}))
+    params, lora, dims = est.checkpoint_shapes(str(tmp_path), {"q_proj", "down_proj"}, 8)
+    assert params == 256 * 128 + 128 * 512 + 128 + 1000 * 128
+    assert lora == 8 * (256 + 128) + 8 * (128 + 512)
+    assert dims == {"vocab": 1000, "hidden": 128, "inter": 512, "layers": 1}
+
+
+def test_memory_estimate_follows_the_stated_formula():
+    cfg = dict(base_model="random:qwen3-0.6b", seq_len=4096, micro_batch="auto", gradient_checkpointing="auto",
+               max_steps=100, save_steps=25, target_modules=est_targets(), lora_rank=32)
+    gpu = {"gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 1 << 40}], "apps": [],
+           "error": None}
+    e = est.estimate(cfg, gpu, 10 ** 6)
+    p, lora, a = est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)
+    layer = 4096 * (12 * a["hidden"] + 4 * a["inter"]) * 2
+    want = p * 2 + lora * 16 + a["layers"] * 4096 * a["hidden"] * 2 + layer + 4096 * a["vocab"] * 6 + est.GIB
+    assert e["memory_bytes"] == want and e["bytes_per_param"] == 2 and e["device"] == "cuda"
+    assert e["saves"] == 4 and e["disk_bytes"] == 4 * (lora * 12 + est.MIB) + lora * 4 + est.MIB + 100 * 300
+    off = est.estimate(dict(cfg, gradient_checkpointing=False), gpu, 10 ** 6)
+    assert off["memory_parts"]["activations"] == a["layers"] * layer
+
+
+def test_memory_check_refuses_a_small_gpu():
+    checks = []
+    gpu = {"gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 2 * est.GIB}],
+           "apps": [], "error": None}
+    cfg = dict(base_model="random:qwen3-4b", seq_len=4096, gpus=1)
+    e = est.estimate(cfg, gpu, 10 ** 6)
+    est.check_memory(checks, cfg, gpu, e, None)
+    assert checks[0]["ok"] is False
+    assert checks[0]["message"].startswith("GPU 0 has 2.0 GiB free; the run needs about ")
+    checks = []
+    est.check_memory(checks, dict(cfg, gpus=2), gpu, e, None)
+    assert checks == [{"name": "memory", "ok": False, "message": "the run asks for 2 GPUs and this host has 1"}]
