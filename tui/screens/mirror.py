@@ -119,12 +119,16 @@ class MirrorModal(ModalScreen):
         ok = bool(d.get("verified"))
         t = Text()
         if dry_run:
-            t.append("dry run: nothing copied. ", style="bold")
-        t.append("✔ verified: " if ok else "✖ NOT verified: ", style="bold green" if ok else "bold red")
+            t.append(f"dry run, nothing copied ({d.get('result')}). ", style="bold")
+        else:
+            t.append("✔ verified: " if ok else "✖ NOT verified: ", style="bold green" if ok else "bold red")
         t.append(f"{human_bytes(d.get('bytes_src'))} ({d.get('bytes_src')} B) on {self.src_host}, "
                  f"{human_bytes(d.get('bytes_dst'))} ({d.get('bytes_dst')} B) on {dst_host}")
-        if d.get("message") or d.get("reason"):
-            t.append(f"\n{d.get('message') or d.get('reason')}", style="yellow")
+        if d.get("rate"):
+            t.append(f"\ncopied {human_bytes(d.get('bytes_copied'))} in {d.get('seconds')} s "
+                     f"({human_bytes(d['rate'])}/s)")
+        if d.get("error") or d.get("reason"):
+            t.append(f"\n{d.get('result')} ({d.get('reason')}): {d.get('error') or ''}", style="bold red")
         result.update(t)
         self.query_one("#cancel", Button).focus()
         if not dry_run:

@@ -33,24 +33,21 @@ def shown(path: str) -> str:
 
 
 def check_text(entry: dict[str, Any]) -> Text:
-    """Each check of one path: ✔ passed, ✖ failed with its reason code and sentence."""
+    """Each check of one path: ✔ passed, ✖ failed with its reason sentence, · skipped."""
     t = Text()
-    checks = entry.get("checks") or []
-    for c in checks:
-        name = c.get("code") or c.get("name") or c.get("check") or "?"
-        ok = c.get("ok", c.get("passed", True))
-        if ok:
-            t.append(f"✔ {name}  ", style="green")
+    messages = {r.get("code"): r.get("message") for r in entry.get("refusals") or []}
+    for code, verdict in (entry.get("checks") or {}).items():
+        if verdict == "pass":
+            t.append(f"✔ {code}  ", style="green")
+        elif verdict == "fail":
+            t.append(f"✖ {code}: {messages.pop(code, '') or 'failed'}\n", style="bold red")
         else:
-            t.append(f"✖ {name}: {c.get('message') or c.get('reason') or ''}  ", style="bold red")
-    for code in entry.get("refused") or []:
-        if not any((c.get("code") or c.get("name")) == code for c in checks):
-            t.append(f"✖ {code}  ", style="bold red")
-    for msg in entry.get("reasons") or entry.get("messages") or []:
-        t.append(f"✖ {msg}  ", style="bold red")
+            t.append(f"· {code} (skipped)  ", style="dim")
+    for code, msg in messages.items():  # refusals the host-side checks do not list
+        t.append(f"✖ {code}: {msg}\n", style="bold red")
     if not t.plain:
-        t.append("✔ all checks passed", style="green")
-    return t
+        t.append("? no checks reported", style="yellow")
+    return t.rstrip() or t
 
 
 class PurgeModal(ModalScreen):
@@ -118,13 +115,15 @@ class PurgeModal(ModalScreen):
         keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
         for k in d.get("keepers") or []:
             keepers.append(f"  {shown(str(k.get('path')))}  ")
-            keepers.append(f"sha256 {str(k.get('sha256') or k.get('sha256_before') or '?')[:16]}…\n", style="dim")
+            keepers.append(f"sha256 {str(k.get('sha256_before') or '?')[:16]}…\n", style="dim")
         if not d.get("keepers"):
             keepers.append("  none\n", style="dim")
         self.query_one("#purge-keepers", Static).update(keepers)
-        free = d.get("free_bytes") if d.get("free_bytes") is not None else d.get("free_bytes_before")
-        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(total)}   "
-                     f"expected after: {human_bytes((free or 0) + total) if free is not None else '?'}")
+        free, gain = d.get("free_bytes_before"), d.get("expected_bytes", total)
+        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)}   "
+                     f"expected after: {human_bytes(free + gain) if free is not None else '?'}")
+        for w in d.get("warnings") or []:
+            space.append(f"\n⚠ {w}", style="yellow")
         self.query_one("#purge-space", Static).update(space)
         verdict = self.query_one("#purge-verdict", Static)
         if plan.ok:
@@ -134,9 +133,9 @@ class PurgeModal(ModalScreen):
             verdict.update(Text("✖ refused: at least one check failed (see below). Nothing can be "
                                 "deleted; Delete stays disabled.", style="bold red"))
 
-    def typed(self) -> list[str]:
-        """What the operator typed, one entry per path, in order."""
-        return [self.query_one(f"#confirm-{i}", Input).value for i in range(len(self.paths))]
+    def typed(self) -> dict[str, str]:
+        """What the operator typed for each path."""
+        return {p: self.query_one(f"#confirm-{i}", Input).value for i, p in enumerate(self.paths)}
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id and event.input.id.startswith("confirm-"):
@@ -180,26 +179,33 @@ class PurgeModal(ModalScreen):
             return
         self.report = rep
         d = as_dict(rep)
-        ok = bool(d.get("deleted"))
+        ok = bool(rep.ok)
         t = Text()
-        t.append("✔ deleted\n" if ok else "✖ nothing deleted\n", style="bold green" if ok else "bold red")
+        if ok:
+            t.append("✔ deleted and verified\n", style="bold green")
+        elif d.get("deleted"):
+            t.append("✖ deleted, but a keeper did NOT verify\n", style="bold red")
+        else:
+            t.append("✖ nothing deleted\n", style="bold red")
         for p in d.get("paths") or []:
             t.append(f"  {shown(str(p.get('path')))}: ")
-            t.append("deleted" if p.get("deleted") else f"kept ({', '.join(p.get('refused') or [])})",
+            why = "; ".join(f"{r['code']}: {r['message']}" for r in p.get("refusals") or [])
+            t.append("deleted" if p.get("deleted") else f"kept ({why or p.get('error') or 'not deleted'})",
                      style="green" if p.get("deleted") else "red")
             t.append("\n")
         t.append(f"Free space: {human_bytes(d.get('free_bytes_before'))} before → "
                  f"{human_bytes(d.get('free_bytes_after'))} after\n", style="bold")
         for k in d.get("keepers") or []:
-            same = k.get("sha256_before") and k.get("sha256_before") == k.get("sha256_after")
+            same = k.get("verified", k.get("sha256_before") == k.get("sha256_after"))
             t.append(f"  keeper {shown(str(k.get('path')))}: sha256 {str(k.get('sha256_after'))[:16]}… ")
             t.append("re-verified ✔\n" if same else "CHANGED ✖\n", style="green" if same else "bold red")
         result.update(t)
         cancel = self.query_one("#cancel", Button)
         cancel.label = "Close"
         cancel.focus()
-        freed = (d.get("free_bytes_after") or 0) - (d.get("free_bytes_before") or 0)
-        self.app.post_message(ActionFinished(
-            "purge", self.host, ok, f"{self.host}: {'deleted' if ok else 'refused'} "
-            f"{len(self.paths)} path(s); {human_bytes(freed)} freed." if ok else
-            f"{self.host}: nothing deleted ({d.get('reason') or d.get('message') or 'refused'})."))
+        refused = sorted({c for p in d.get("paths") or [] for c in p.get("refused") or []})
+        summary = (f"{self.host}: deleted {len(self.paths)} path(s), "
+                   f"{human_bytes(rep.reclaimed_bytes)} freed, keepers verified." if ok else
+                   f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
+                   if not d.get("deleted") else f"{self.host}: deleted, but a keeper changed.")
+        self.app.post_message(ActionFinished("purge", self.host, ok, summary))

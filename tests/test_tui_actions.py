@@ -1,0 +1,237 @@
+"""Pilot tests of the action modals against real files and processes on the local host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button, DataTable, Input, Select
+
+from fleetdeck.backend import state
+from fleetdeck.backend.config import parse_fleet
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.screens.mirror import MirrorModal
+from fleetdeck.tui.screens.purge import PurgeModal
+from fleetdeck.tui.screens.remove import RemoveScheduleModal
+
+HOSTILE = "run 1 $(touch pwned) 'q'"
+
+
+def make_run(root: Path, name: str = HOSTILE) -> tuple[Path, Path]:
+    """A run with two checkpoints and a final adapter; returns (run, first checkpoint)."""
+    run = root / "runs" / name
+    for step in (25, 50):
+        ck = run / "checkpoints" / f"checkpoint-{step}"
+        ck.mkdir(parents=True)
+        (ck / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+    (run / "adapter").mkdir()
+    (run / "adapter" / "adapter_model.safetensors").write_bytes(os.urandom(8192))
+    (run / "adapter" / "adapter_config.json").write_text("{}")
+    (run / "progress.jsonl").write_text('{"step": 50, "max_steps": 50, "loss": 1.0}\n')
+    return run, run / "checkpoints" / "checkpoint-25"
+
+
+def local_app(tmp_path: Path, names=("local",)) -> FleetdeckApp:
+    toml = "".join(f'[hosts.{n}]\nlocal = true\nruns = ["{tmp_path}/runs"]\n' for n in names)
+    fleet = parse_fleet(toml, "test")
+    empty = FleetSnapshot(hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0)
+    return FleetdeckApp(fleet, RecordedSource([empty]), autopoll=False, clock=lambda: 1.0)
+
+
+async def open_purge(app, pilot, paths):
+    app.push_screen(PurgeModal("local", [str(p) for p in paths]))
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    return app.screen
+
+
+async def type_into(pilot, inp: Input, text: str):
+    # set as a paste would: spelling `$(` or quotes as key names is not what is under test
+    inp.focus()
+    inp.value = text
+    await pilot.pause()
+
+
+async def test_purge_focus_on_cancel_and_cancel_deletes_nothing(tmp_path):
+    _, ck = make_run(tmp_path)
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        assert app.focused.id == "cancel"
+        assert modal.plan is not None and modal.plan.ok, modal.plan
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
+        assert not modal.query_one("#delete", Button).disabled
+        modal.query_one("#cancel", Button).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, PurgeModal)
+    assert ck.is_dir()
+    assert not (Path.cwd() / "pwned").exists()
+
+
+async def test_purge_wrong_typed_path_deletes_nothing(tmp_path):
+    _, ck = make_run(tmp_path)
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        inp = modal.query_one("#confirm-0", Input)
+        for wrong in (str(ck) + " ", str(ck)[:-1], str(ck).upper(), str(ck) + "/"):
+            await type_into(pilot, inp, wrong)
+            assert modal.query_one("#delete", Button).disabled, wrong
+            await pilot.press("enter")  # submitting the field must not delete either
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.click("#delete")
+        await app.workers.wait_for_complete()
+        assert modal.report is None
+    assert ck.is_dir() and len(list(ck.iterdir())) == 1
+
+
+async def test_purge_refused_check_keeps_confirm_disabled(tmp_path):
+    run, ck = make_run(tmp_path)
+    link = run / "checkpoints" / "checkpoint-99"
+    link.symlink_to(ck)
+    outside = tmp_path / "elsewhere" / "checkpoint-1"
+    outside.mkdir(parents=True)
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for bad, code in ((link, "symlink"), (outside, "outside-roots")):
+            modal = await open_purge(app, pilot, [bad])
+            assert modal.plan is not None and not modal.plan.ok
+            await type_into(pilot, modal.query_one("#confirm-0", Input), str(bad))
+            assert modal.query_one("#delete", Button).disabled
+            table = modal.query_one("#purge-plan", DataTable)
+            checks = table.get_row_at(0)[2].plain
+            assert f"✖ {code}" in checks
+            assert "refused" in str(modal.query_one("#purge-verdict").render())
+            await pilot.press("escape")
+            await pilot.pause()
+    assert ck.is_dir() and outside.is_dir() and link.is_symlink()
+
+
+async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
+    run, ck = make_run(tmp_path)
+    ck50 = run / "checkpoints" / "checkpoint-50"
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        modal = await open_purge(app, pilot, [ck, ck50])
+        assert modal.query_one("#delete", Button).disabled
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
+        assert modal.query_one("#delete", Button).disabled  # one of two typed
+        await type_into(pilot, modal.query_one("#confirm-1", Input), str(ck50))
+        assert not modal.query_one("#delete", Button).disabled
+        await pilot.click("#delete")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        result = str(modal.query_one("#purge-result").render())
+        assert "deleted and verified" in result and "re-verified ✔" in result
+        assert "before →" in result
+        assert modal.report.ok
+    assert not ck.exists() and not ck50.exists()
+    assert (run / "adapter" / "adapter_model.safetensors").is_file()
+    assert any(r["action"].startswith("purge") and r["result"] == "done" for r in state.read_audit())
+
+
+async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
+    run, _ = make_run(tmp_path)
+    dst = tmp_path / "mirror dst" / "adapter"
+    app = local_app(tmp_path, names=("a", "b"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(MirrorModal("a", str(run / "adapter")))
+        await pilot.pause()
+        modal = app.screen
+        assert modal.query_one("#mirror-host", Select).value == "b"
+        modal.query_one("#mirror-path", Input).value = str(dst)
+        await pilot.click("#start")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        table = modal.query_one("#mirror-files", DataTable)
+        statuses = {table.get_row_at(i)[0]: table.get_row_at(i)[4].plain for i in range(table.row_count)}
+        assert statuses == {"adapter_model.safetensors": "copied", "adapter_config.json": "copied"}
+        assert "verified" in str(modal.query_one("#mirror-result").render())
+        assert "of" in str(modal.query_one("#mirror-rate").render())
+        assert modal.report.verified
+    assert (dst / "adapter_model.safetensors").read_bytes() == (run / "adapter" / "adapter_model.safetensors").read_bytes()
+
+
+async def test_mirror_refuses_a_differing_destination(tmp_path):
+    run, _ = make_run(tmp_path)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "adapter_model.safetensors").write_bytes(b"something else")
+    app = local_app(tmp_path, names=("a", "b"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(MirrorModal("a", str(run / "adapter")))
+        await pilot.pause()
+        modal = app.screen
+        modal.query_one("#mirror-path", Input).value = str(dst)
+        await pilot.click("#start")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "NOT verified" in str(modal.query_one("#mirror-result").render())
+    assert (dst / "adapter_model.safetensors").read_bytes() == b"something else"
+
+
+@pytest.fixture
+def loop_process():
+    proc = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done"], start_new_session=True)
+    yield proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+async def test_remove_loop_needs_the_id_typed_back(tmp_path, loop_process):
+    (tmp_path / "runs").mkdir()
+    toml = f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n'
+    app = FleetdeckApp(parse_fleet(toml, "test"), autopoll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        sched = None
+        for _ in range(3):  # the probe sees the loop once bash has started its sleep child
+            app.poll_fleet()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            sched = next((s for s in app.state.schedules if s.pid == loop_process.pid), None)
+            if sched:
+                break
+            time.sleep(0.5)
+        assert sched is not None and sched.kind == "loop" and sched.stray
+        await pilot.press("3")
+        table = app.screen.query_one("#sched-table")
+        table.move_cursor(row=table.get_row_index(f"local/{sched.id}"))
+        await pilot.press("x")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        modal = app.screen
+        assert isinstance(modal, RemoveScheduleModal) and app.focused.id == "cancel"
+        inp = modal.query_one("#remove-confirm", Input)
+        inp.value = sched.id[:-1]
+        await pilot.pause()
+        assert modal.query_one("#remove", Button).disabled
+        await pilot.press("escape")
+        await pilot.pause()
+        assert loop_process.poll() is None  # cancel left it running
+        await pilot.press("x")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        modal = app.screen
+        modal.query_one("#remove-confirm", Input).value = sched.id
+        await pilot.pause()
+        assert not modal.query_one("#remove", Button).disabled
+        await pilot.click("#remove")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert modal.report is not None and modal.report.ok, modal.report
+        assert "removed" in str(modal.query_one("#remove-result").render())
+    loop_process.wait(timeout=10)
