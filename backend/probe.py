@@ -1033,7 +1033,10 @@ def _at_command(job):
             body = lines[i + 1:]
             end = body.index(m.group(1)) if m.group(1) in body else len(body)
             return "\n".join(body[:end]).strip()
-    return "\n".join(lines[-3:]).strip()
+    for i, line in enumerate(lines):   # older at: the job text follows the `cd DIR || { ... }` block
+        if line.startswith("cd ") and "}" in lines[i:]:
+            return "\n".join(lines[lines.index("}", i) + 1:]).strip()
+    return lines[-1].strip() if lines else ""
 
 
 def loops(procs):
@@ -1118,6 +1121,7 @@ def snapshot(request=None):
         "schedules": _guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
         "warnings": warnings,
         "hostname": socket.gethostname(),
+        "pid": os.getpid(),
         "time": now,
     }
     t = os.times()
