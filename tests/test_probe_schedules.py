@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_probe import PROBE, children, probe  # noqa: F401 - fixture re-used
 
 CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"   # shared with the other crontab tests
