@@ -132,3 +132,29 @@ def test_listing_over_ssh(crontab, sshd_fleet, tmp_path, capsys):
     assert rc == 0, err
     s = listed(out)
     assert s["host"] == "h2"
+
+
+@pytest.mark.sshd
+def test_loop_listed_and_stopped_over_ssh(sshd_fleet, tmp_path, capsys):
+    import subprocess
+
+    hosts = str(sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"]))
+    p = subprocess.Popen(["bash", "-c", "trap '' TERM; while true; do sleep 0.2; done # check-on-run"],
+                         start_new_session=True)
+    try:
+        rc, out, err = run_cli(["--hosts", hosts, "schedules", "--host", "h1", "--json"], capsys)
+        assert rc == 0, err
+        (s,) = [s for s in json.loads(out)["schedules"] if s["kind"] == "loop" and s["pid"] == p.pid]
+        assert s["start_time"] and "check-on-run" in s["command"]
+        rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "h1", s["id"], "--confirm", s["id"],
+                                "--grace", "0.3", "--json"], capsys)
+        assert rc == 0, err
+        assert json.loads(out)["signals"] == ["SIGTERM", "SIGKILL"]
+        assert p.wait(timeout=10) == -9
+        # the same id again: the process is gone, so it is no longer listed
+        rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "h1", s["id"], "--confirm", s["id"]], capsys)
+        assert rc == 1 and "not-found" in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -93,7 +93,9 @@ async def test_crontab_entry_removed_others_untouched_backups_written(root_cront
     assert stat.S_IMODE(ctl.stat().st_mode) == 0o600
     assert not Path("/tmp/fleetdeck-pwned").exists()
     assert audit_results() == ["started", "done"]
+    assert "line 4" in state.read_audit()[0]["plan"]
     done = state.read_audit()[-1]
+    assert done["checks"]["matches_listing"] and done["checks"]["sha256"]
     assert done["confirmation"] == "cron-1" and done["backup"] == str(ctl) and done["schedule"]["raw"] == sched.raw
 
 

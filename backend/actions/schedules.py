@@ -117,6 +117,25 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
                         sha256=ans.get("sha256"), backup_name=ans.get("backup_name"))
 
 
+def describe_removal(schedule: Schedule, grace: float = DEFAULT_GRACE) -> str:
+    """What a removal of `schedule` will do, in one sentence (pure; for the plan and the modal)."""
+    s = schedule
+    if s.kind == "crontab":
+        return (f"re-read the crontab of {s.user}, check line {s.line} still reads as listed, back it up "
+                "here and on the host, install it without that line")
+    if s.kind == "cron-file":
+        return (f"re-read {s.source}, check line {s.line} still reads as listed, back it up here and on "
+                "the host, rewrite it atomically without that line (mode and owner kept)")
+    if s.kind == "systemd-timer":
+        return f"systemctl{' --user' if s.scope == 'user' else ''} disable --now {s.unit}"
+    if s.kind == "at":
+        return f"check `at -c {s.job}` still runs the listed command, then atrm {s.job}"
+    if s.kind == "loop":
+        return (f"check pid {s.pid} still has start time {s.start_time}, send SIGTERM, and SIGKILL "
+                f"if it is still alive after {grace:g} s")
+    return f"no way to remove a schedule of kind {s.kind!r}"
+
+
 def _write_backup(host: str, name: str, data: bytes) -> str:
     d = state.state_dir() / "backups" / host
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -158,12 +177,14 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
                       message=f"{said} (type the id {schedule.id!r} back exactly); nothing was changed")
         _audit(rep, schedule, confirmation)
         return rep
-    _audit(base, schedule, confirmation, result="started")
+    _audit(base, schedule, confirmation, result="started", plan=describe_removal(schedule, grace))
     check = await check_removal(link, schedule)
+    checks = {"matches_listing": check.ok, "reason_code": check.reason_code, "sha256": check.sha256,
+              "interactive": check.interactive, "tty": check.tty}
     if not check.ok:
         rep = replace(base, reason_code=check.reason_code, message=f"{check.message}; nothing was changed"
                       if check.reason_code in REFUSALS else check.message)
-        _audit(rep, schedule, confirmation)
+        _audit(rep, schedule, confirmation, checks=checks)
         return rep
     backup = None
     if check.original is not None:
@@ -172,7 +193,7 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
         except OSError as e:
             rep = replace(base, reason_code="backup-failed",
                           message=f"cannot write the controller's backup: {e.strerror or e}; nothing was changed")
-            _audit(rep, schedule, confirmation)
+            _audit(rep, schedule, confirmation, checks=checks)
             return rep
     extra: dict[str, Any] = {"grace": grace}
     if check.sha256:
@@ -187,7 +208,7 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
     except HostError as e:
         rep = replace(base, backup=backup, reason_code="host-unreachable",
                       message=f"{e}; the removal may or may not have happened, list the host again")
-        _audit(rep, schedule, confirmation)
+        _audit(rep, schedule, confirmation, checks=checks)
         return rep
     ans = ans if isinstance(ans, dict) else {}
     rep = replace(base, ok=bool(ans.get("ok")), backup=backup, host_backup=ans.get("host_backup"),
@@ -196,8 +217,9 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
                   signals=tuple(ans.get("signals") or ()), interactive=bool(ans.get("interactive")))
     if rep.reason_code in REFUSALS:
         rep = replace(rep, message=f"{rep.message}; nothing was changed")
-    _audit(rep, schedule, confirmation)
+    _audit(rep, schedule, confirmation, checks=checks)
     return rep
 
 
-__all__ = ["RemovalCheck", "RemoveReport", "check_removal", "remove_schedule", "remote_source"]
+__all__ = ["RemovalCheck", "RemoveReport", "check_removal", "describe_removal", "remove_schedule",
+           "remote_source"]

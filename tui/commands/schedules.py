@@ -13,7 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend import state
-from fleetdeck.backend.actions.schedules import DEFAULT_GRACE, check_removal, remove_schedule
+from fleetdeck.backend.actions.schedules import (
+    DEFAULT_GRACE,
+    check_removal,
+    describe_removal,
+    remove_schedule,
+)
 from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json
 from fleetdeck.backend.ssh import HostLink
@@ -161,7 +166,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
                             "reason_code": "not-found", "message": msg})
     confirmation = args.confirm
     if confirmation is None and sys.stdin.isatty():
-        confirmation = _prompt(host_cfg, sched)
+        confirmation = _prompt(host_cfg, sched, args.grace)
     rep = asyncio.run(_remove(host_cfg, sched, confirmation, args.grace))
     if args.json:
         print(json.dumps(rep.to_json()))
@@ -202,7 +207,7 @@ async def _check(host_cfg, sched: Schedule):
         await link.close()
 
 
-def _prompt(host_cfg, sched: Schedule) -> str | None:
+def _prompt(host_cfg, sched: Schedule, grace: float) -> str | None:
     """Show what will be removed (and what the host says about it now); read the id typed back."""
     err = Console(stderr=True)
     err.print(Text(f"Remove from {host_cfg.name}: {sched.kind} {shown(sched.id)}", style="bold"))
@@ -210,6 +215,7 @@ def _prompt(host_cfg, sched: Schedule) -> str | None:
                          ("source", sched.source), ("line", sched.raw), ("pid", sched.pid and str(sched.pid))):
         if value:
             err.print(Text(f"  {label}: {shown(str(value))}"))
+    err.print(Text(f"  it will: {describe_removal(sched, grace)}"))
     check = asyncio.run(_check(host_cfg, sched))
     if not check.ok:
         err.print(Text(f"  the host says: {shown(check.message)}", style="yellow"))
