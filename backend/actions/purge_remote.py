@@ -555,14 +555,24 @@ def rmtree_at(parent_fd, name):
     never followed (shutil's fd-based rmtree where it takes dir_fd, Python 3.11+)."""
     if sys.version_info >= (3, 11):
         shutil.rmtree(name, dir_fd=parent_fd)
-        return
+    else:
+        rmtree_fd(parent_fd, name)
+
+
+def rmtree_fd(parent_fd, name):
+    """The same, for Python < 3.11: every folder opened with O_NOFOLLOW relative to its parent,
+    and checked to be the entry that was listed before it is emptied."""
+    st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
     fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     try:
+        fst = os.fstat(fd)
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, "%s changed while deleted" % shown(name))
         with os.scandir(fd) as it:
             entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
         for child, is_dir in entries:
             if is_dir:
-                rmtree_at(fd, child)
+                rmtree_fd(fd, child)
             else:
                 os.unlink(child, dir_fd=fd)
     finally:
