@@ -121,6 +121,26 @@ async def test_no_crontab_at_all_is_an_empty_crontab_and_refuses(root_crontab):
 
 
 @needs_crontab
+async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_crontab, tmp_path, monkeypatch):
+    install_crontab(CRONTAB, tmp_path)
+    # a crontab binary whose -l fails the way a broken spool does; installing is only logged
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "install.log"
+    fake = bin_dir / "crontab"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = "-l" ]; then echo "crontab: Input/output error" >&2; exit 1; fi\n'
+                    f'echo "$@" >> "{log}"\n')
+    fake.chmod(0o755)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{bin_dir}:{path}")
+    rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched(f"37 * * * * {HOSTILE}", 4), "cron-1")
+    assert rep.reason_code == "crontab-unreadable" and "Input/output error" in rep.message
+    assert not log.exists()
+    monkeypatch.setenv("PATH", path)
+    assert read_crontab() == CRONTAB.encode()
+
+
+@needs_crontab
 @pytest.mark.parametrize("typed", [None, "", "cron-", "cron-1 ", "CRON-1", "cron-1\n", "cron-\u0131"])
 async def test_wrong_confirmation_changes_nothing(root_crontab, tmp_path, typed):
     install_crontab(CRONTAB, tmp_path)

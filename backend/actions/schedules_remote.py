@@ -9,6 +9,7 @@ Nothing here ever goes through a shell: every command is an argv list.
 """
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -237,8 +238,10 @@ def _rewrite_file(path, new, original):
     d, base = os.path.split(path)
     # a dotted name: cron (run-parts rules) never runs a half-written temp file in /etc/cron.d
     tmp = os.path.join(d, f".{base}.fleetdeck-{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    made = False
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        made = True
         try:
             _write_all(fd, new)
             os.fchmod(fd, stat.S_IMODE(st.st_mode))
@@ -254,7 +257,7 @@ def _rewrite_file(path, new, original):
     except PermissionError as e:
         raise Refused("permission-denied", f"cannot rewrite {_short(path)}: {e.strerror}") from None
     finally:
-        if os.path.lexists(tmp):
+        if made and os.path.lexists(tmp):
             os.unlink(tmp)
     dfd = os.open(d or ".", os.O_RDONLY)
     try:
@@ -397,11 +400,16 @@ def inspect_loop(req):
 
 def _signal(pid, start, sig):
     """Send `sig` only to the listed process, never to whoever reused its pid."""
+    fd = None
     if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
         try:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
             return False
+        except OSError as e:
+            if e.errno not in (errno.ENOSYS, errno.EPERM):  # kernels before 5.3, seccomp filters
+                raise
+    if fd is not None:
         try:
             # the pidfd pins this process; its start time proves it is still the listed one
             if _gone(pid, start):
