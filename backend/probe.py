@@ -937,7 +937,7 @@ def _show(base, units):
 
 def _timer_names(base, scope):
     rc, out, err = _run(base + ["list-timers", "--all", "--output=json", "--no-pager"])
-    if rc is None:
+    if rc != 0:   # no systemctl, or no manager to ask (a user without a running user manager)
         return None
     try:
         rows = json.loads(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -394,3 +395,35 @@ async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(sshd_fle
         helper.close()
         await link.close()
         worker.send_signal(signal.SIGKILL)
+
+
+async def test_one_shot_through_run_helper_reads_its_request_from_stdin(tmp_path):
+    (tmp_path / "runs" / "r1" / "checkpoints").mkdir(parents=True)
+    link = HostLink(HostConfig(name="local", local=True, python=sys.executable))
+    try:
+        rep = await link.run_helper(PROBE.read_text(), {"op": "snapshot", "runs": [str(tmp_path / "runs")]})
+    finally:
+        await link.close()
+    assert [r["name"] for r in rep["runs"]] == ["r1"] and rep["disks"][0]["path"] == str(tmp_path / "runs")
+
+
+def python38() -> str | None:
+    for cand in (shutil.which("python3.8"), *Path("/root/.pyenv/versions").glob("3.8*/bin/python")):
+        if cand and subprocess.run([str(cand), "-c", "import sys; assert sys.version_info[:2] == (3, 8)"],
+                                   capture_output=True).returncode == 0:
+            return str(cand)
+    return None
+
+
+def test_the_probe_runs_on_python_3_8(tmp_path):
+    OLD_PYTHON = python38()
+    if OLD_PYTHON is None:
+        pytest.skip("no Python 3.8 here to check the hosts' oldest Python")
+    run = tmp_path / "runs" / "run-1"
+    checkpoint(run, 25)
+    p = subprocess.run([OLD_PYTHON, "-", json.dumps({"runs": [str(tmp_path / "runs")]})], input=PROBE.read_text(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert run_of(rep, run)["eval_losses"] == [[25, 3.176]]
+    assert not [w for w in rep["warnings"] if "Error" in w]
