@@ -43,7 +43,7 @@ class MirrorModal(ModalScreen):
                          value=others[0][1] if len(others) == 1 else Select.BLANK)
             yield Label("To path (created if absent; refused if it holds different content):")
             yield Input(self.src_path, id="mirror-path")
-            yield ProgressBar(total=None, show_eta=False, id="mirror-progress")
+            yield ProgressBar(total=1, show_eta=False, id="mirror-progress")
             yield Static(Text("not started", style="dim"), id="mirror-rate")
             with VerticalScroll():
                 yield DataTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
@@ -107,8 +107,24 @@ class MirrorModal(ModalScreen):
             for b in ("#start", "#dry"):
                 self.query_one(b, Button).disabled = False
             return
+        self.show_report(rep, dst_host, dry_run)
+        self.query_one("#cancel", Button).focus()
+        if not dry_run:
+            self.app.post_message(ActionFinished(
+                "mirror", dst_host, rep.verified, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
+                + ("verified" if rep.verified else f"NOT verified ({rep.reason or rep.result})")))
+        else:
+            for b in ("#start", "#dry"):
+                self.query_one(b, Button).disabled = False
+
+    def show_report(self, rep: Any, dst_host: str, dry_run: bool) -> None:
+        """The verification table: every file's size and both hosts' sha256, and the verdict."""
         self.report = rep
+        result = self.query_one("#mirror-result", Static)
         d = as_dict(rep)
+        if not dry_run:
+            self.query_one("#mirror-progress", ProgressBar).update(total=max(1, d.get("bytes_src") or 0),
+                                                                   progress=d.get("bytes_dst") or 0)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
         for f in d.get("files") or []:
@@ -130,11 +146,3 @@ class MirrorModal(ModalScreen):
         if d.get("error") or d.get("reason"):
             t.append(f"\n{d.get('result')} ({d.get('reason')}): {d.get('error') or ''}", style="bold red")
         result.update(t)
-        self.query_one("#cancel", Button).focus()
-        if not dry_run:
-            self.app.post_message(ActionFinished(
-                "mirror", dst_host, ok, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
-                + ("verified" if ok else "NOT verified")))
-        else:
-            for b in ("#start", "#dry"):
-                self.query_one(b, Button).disabled = False

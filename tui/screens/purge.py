@@ -56,11 +56,12 @@ class PurgeModal(ModalScreen):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, host: str, paths: list[str]) -> None:
+    def __init__(self, host: str, paths: list[str], plan: Any = None) -> None:
+        """`plan`: one already gathered (shown as is; execution still re-checks on the host)."""
         super().__init__()
         self.host = host
         self.paths = list(paths)
-        self.plan: Any = None
+        self.plan: Any = plan
         self.report: Any = None
 
     def compose(self) -> ComposeResult:
@@ -85,7 +86,11 @@ class PurgeModal(ModalScreen):
         table = self.query_one("#purge-plan", DataTable)
         table.add_columns("Path", "Size", "Checks")
         self.query_one("#cancel", Button).focus()
-        self.gather()
+        if self.plan is None:
+            self.gather()
+        else:
+            self.show_plan(self.plan)
+            self._update_button()
 
     @work(exclusive=True, group="purge-plan", exit_on_error=False)
     async def gather(self) -> None:

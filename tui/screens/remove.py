@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -21,9 +23,11 @@ class RemoveScheduleModal(ModalScreen):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, schedule: Schedule) -> None:
+    def __init__(self, schedule: Schedule, check: Any = None) -> None:
+        """`check`: a removal check already made (shown as is; removal re-checks on the host)."""
         super().__init__()
         self.schedule = schedule
+        self.check = check
         self.check_ok: bool | None = None
         self.report = None
 
@@ -52,7 +56,10 @@ class RemoveScheduleModal(ModalScreen):
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
-        self.run_check()
+        if self.check is None:
+            self.run_check()
+        else:
+            self.show_check(self.check)
 
     @work(exclusive=True, group="remove-check", exit_on_error=False)
     async def run_check(self) -> None:
@@ -65,6 +72,11 @@ class RemoveScheduleModal(ModalScreen):
             box.update(Text(f"✖ cannot check: {getattr(e, 'message', e)}", style="bold red"))
             self._update_button()
             return
+        self.show_check(check)
+
+    def show_check(self, check: Any) -> None:
+        """The host's answer: still there as listed, or why removal is refused."""
+        box = self.query_one("#remove-check", Static)
         self.check_ok = check.ok
         if check.ok:
             box.update(Text(f"✔ {check.message or 'still present as listed'}", style="bold green"))

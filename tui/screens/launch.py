@@ -1,0 +1,145 @@
+"""The Launch modal: host, RUN.toml and an optional "after" run; pre-flight shown before starting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Input, Label, Select, Static
+
+from ..messages import ActionFinished
+
+
+class LaunchModal(ModalScreen):
+    """Start a run: Launch is enabled only after a pre-flight of exactly these inputs passed."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, host: str | None = None, run_toml: str = "", after: str = "") -> None:
+        super().__init__()
+        self.host = host
+        self.run_toml = run_toml
+        self.after = after
+        self.checked: tuple | None = None  # the inputs the last passing pre-flight was for
+        self.result: Any = None
+
+    def compose(self) -> ComposeResult:
+        hosts = [(h.name, h.name) for h in self.app.fleet.hosts]
+        with Vertical(classes="dialog", id="launch-dialog"):
+            yield Label("Launch a training run", classes="title")
+            yield Label("Host:")
+            yield Select(hosts, id="launch-host", allow_blank=False,
+                         value=self.host if self.host else hosts[0][1])
+            yield Label("RUN.toml (a file on this machine):")
+            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml")
+            yield Label("Start after this run finishes with an adapter (optional run folder on the host):")
+            yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)", id="launch-after")
+            with VerticalScroll():
+                yield Static(Text("Pre-flight checks the host before anything starts.", style="dim"),
+                             id="launch-verdict")
+                yield DataTable(id="launch-checks", cursor_type="none", zebra_stripes=True)
+                yield Static(id="launch-result")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Pre-flight", id="preflight", variant="primary")
+                yield Button("Launch", id="launch", variant="success", disabled=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#launch-checks", DataTable).add_columns("Check", "", "Why")
+        self.query_one("#launch-toml", Input).focus()
+
+    def inputs(self) -> tuple[str, str, str | None]:
+        """(host, RUN.toml path, after or None) as entered."""
+        after = self.query_one("#launch-after", Input).value.strip()
+        return (str(self.query_one("#launch-host", Select).value),
+                self.query_one("#launch-toml", Input).value.strip(), after or None)
+
+    def on_input_changed(self) -> None:
+        self._update_button()
+
+    def on_select_changed(self) -> None:
+        self._update_button()
+
+    def _update_button(self) -> None:
+        ok = self.checked is not None and self.checked == self.inputs() and self.result is None
+        self.query_one("#launch", Button).disabled = not ok
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "preflight":
+            self.run_preflight()
+        elif event.button.id == "launch":
+            self.run_launch()
+        else:
+            self.dismiss(self.result)
+
+    def action_cancel(self) -> None:
+        """Close without starting anything (unless Launch already ran)."""
+        self.dismiss(self.result)
+
+    def show_checks(self, pre: Any) -> None:
+        """Every pre-flight check with its verdict and reason."""
+        table = self.query_one("#launch-checks", DataTable)
+        table.clear()
+        for c in pre.checks:
+            table.add_row(c.name, Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
+                          Text(c.message, style="" if c.ok else "red"))
+        est = pre.estimate or {}
+        verdict = Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green") if pre.ok \
+            else Text(f"✖ refused ({pre.refusal.name}): {pre.refusal.message}\n", style="bold red")
+        if est:
+            verdict.append(" ".join(f"{k}={v}" for k, v in list(est.items())[:6]), style="dim")
+        self.query_one("#launch-verdict", Static).update(verdict)
+
+    @work(exclusive=True, group="launch", exit_on_error=False)
+    async def run_preflight(self) -> None:
+        """Ask the host every launch check; nothing is started."""
+        from fleetdeck.backend.actions.launch import preflight
+        host, toml, after = self.inputs()
+        self.checked = None
+        self._update_button()
+        if not toml:
+            self.notify("Type the path of a RUN.toml first.", title="Launch", severity="warning")
+            return
+        self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
+        try:
+            pre = await preflight(self.app.link(host), self.app.fleet.host(host), toml, after=after)
+        except Exception as e:
+            self.query_one("#launch-verdict", Static).update(
+                Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
+            self.app.report_error("Pre-flight", e)
+            return
+        self.show_checks(pre)
+        if pre.ok:
+            self.checked = (host, toml, after)
+        self._update_button()
+
+    @work(exclusive=True, group="launch", exit_on_error=False)
+    async def run_launch(self) -> None:
+        """Start (or queue) the run through the backend, which checks again and audits."""
+        from fleetdeck.backend.actions.launch import launch
+        host, toml, after = self.inputs()
+        self.query_one("#launch", Button).disabled = True
+        out = self.query_one("#launch-result", Static)
+        out.update(Text("starting…", style="dim"))
+        try:
+            res = await launch(self.app.link(host), self.app.fleet.host(host), toml, after=after)
+        except Exception as e:
+            out.update(Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
+            self.app.report_error("Launch", e)
+            return
+        self.result = res
+        self.show_checks(res.preflight)
+        if res.ok:
+            pid = f"pid {res.pid}" if res.pid else f"waiter pid {res.waiter_pid}"
+            out.update(Text(f"✔ {res.state}: {res.run_path} on {host} ({pid})", style="bold green"))
+        else:
+            out.update(Text(f"✖ {res.state} ({res.reason or '-'}): {res.error}", style="bold red"))
+        self.query_one("#cancel", Button).label = "Close"
+        self.query_one("#cancel", Button).focus()
+        self.app.post_message(ActionFinished("launch", host, res.ok,
+                                             f"{res.run_path} on {host}: {res.state}"))
