@@ -7,11 +7,12 @@ import asyncio
 import json
 import sys
 
+from rich.console import Console
+from rich.table import Table
+
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json
 from fleetdeck.backend.poller import poll_fleet
-from rich.console import Console
-from rich.table import Table
 
 from ..cli import add_hosts_option
 from ..fmt import escape_path, human_bytes, human_mib, human_seconds, progress_text
