@@ -10,6 +10,7 @@ while it was read, does the partial folder take the destination's name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -173,7 +174,7 @@ def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
                               "identical" if same else "mismatch",
                               None if g["bytes"] == f["bytes"] else g["bytes"]))
     for g in theirs.values():
-        out.append(MirrorFile(g["path"], 0, None, g.get("sha256"), "extra", g["bytes"]))
+        out.append(MirrorFile(g["path"], g["bytes"], None, g.get("sha256"), "extra"))
     # a file at one end where the other holds a folder or a symlink differs too
     for side, status in ((dst or {}), "extra"), (src, "missing"):
         for p in side.get("symlinks", []):
@@ -333,6 +334,7 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
     files = src["files"]
     total = sum(f["bytes"] for f in files)
     reader = writer = writer_said = None
+    committed = False
     try:
         reader, writer = await asyncio.gather(_start(src_link), _start(dst_link))
         await writer.send_json({"op": "write", "path": dst_path, "files": files, "dirs": src["dirs"],
@@ -368,7 +370,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
                         "in place", tuple(result))
         await writer.send_json({"op": "commit"})
         done = await _recv(writer, dst_link, dst_link.host.command_timeout)
-        if not done.get("committed"):
+        committed = bool(done.get("committed"))
+        if not committed:
             raise _Fail(done.get("code", "write-failed"), f"{dst_link.name}: {done.get('error')}",
                         tuple(result))
         return tuple(result)
@@ -384,9 +387,14 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         raise HostError(dst_link.name, "timed out during the copy; nothing was put in place",
                         "timeout") from None
     finally:
+        if writer is not None and not committed:
+            # an unfinished writer removes its partial folder when its input ends: wait for that
+            with contextlib.suppress(Exception):
+                writer.stdin.write_eof()
+                await writer.wait(dst_link.host.command_timeout)
         for h in (reader, writer):
             if h is not None:
-                h.close()  # an unfinished writer sees its input end and removes its partial folder
+                h.close()
 
 
 async def _last_word(task: asyncio.Future | None) -> dict | None:

@@ -200,7 +200,7 @@ def op_list(req):
         threads = max(1, min(int(req.get("threads") or 8), len(res["files"])))
         with ThreadPoolExecutor(threads) as pool:
             hashed = pool.map(lambda f: hash_rel(root, f["path"], follow), res["files"])
-            for f, h in zip(res["files"], hashed):
+            for f, h in zip(res["files"], hashed):  # noqa: B905 (strict= is 3.10+; hosts run 3.8)
                 f.update(h)
     return res
 
@@ -284,7 +284,7 @@ def pid_alive_helper(pid):
     except PermissionError:
         return True
     try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
             return MARKER in f.read()
     except OSError:
         return True  # no /proc: a live pid might be ours, keep its folder
@@ -350,8 +350,8 @@ class Writer:
         try:
             os.makedirs(self.parent, exist_ok=True)
         except OSError as e:
-            raise Refused("dst-unwritable", "cannot create %s: %s" % (fsdec(self.parent), e.strerror))
-        prefix = b"." + self.name + b"." + PARTIAL
+            raise Refused("dst-unwritable", f"cannot create {fsdec(self.parent)}: {e.strerror}") from None
+        prefix = b"." + self.name + PARTIAL
         stale = clean_stale(self.parent, prefix)
         tag = b"%d-%08x" % (os.getpid(), random.getrandbits(32))
         if kind == "dir":
@@ -369,7 +369,7 @@ class Writer:
         return stale
 
     def receive(self, inp, files, dirs, pool):
-        for rel, mode in sorted(dirs, key=lambda d: d[0].count("/")):
+        for rel, _mode in sorted(dirs, key=lambda d: d[0].count("/")):
             os.mkdir(os.path.join(self.partial, fsenc(rel)), 0o700)
         futures = []
         for f in files:
@@ -399,7 +399,7 @@ class Writer:
             names = os.listdir(self.partial)
             for n in names:
                 if os.path.lexists(os.path.join(self.dst, n)):
-                    raise Refused("dst-changed", "%s appeared in the destination" % fsdec(n))
+                    raise Refused("dst-changed", f"{fsdec(n)} appeared in the destination")
             for n in names:
                 os.rename(os.path.join(self.partial, n), os.path.join(self.dst, n))
             os.rmdir(self.partial)
@@ -412,7 +412,7 @@ class Writer:
                 os.rename(self.partial, self.dst)
             except OSError as e:
                 if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-                    raise Refused("dst-changed", "the destination changed during the copy")
+                    raise Refused("dst-changed", "the destination changed during the copy") from None
                 raise
             fsync_dir(self.parent)
         self.partial = None
@@ -470,14 +470,14 @@ def op_write(req, inp, out):
     except OSError as e:
         w.remove()
         code = "disk-full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "write-failed"
-        say({"error": "%s%s" % (e.strerror or e, " (%s)" % fsdec(os.fsencode(e.filename))
-                                 if e.filename else ""), "code": code})
+        where = f" ({fsdec(os.fsencode(e.filename))})" if e.filename else ""
+        say({"error": f"{e.strerror or e}{where}", "code": code})
     finally:
         w.remove()
 
 
 def _hangup(signum, frame):
-    raise EOFError("signal %d" % signum)
+    raise EOFError(f"signal {signum}")
 
 
 def main():
@@ -495,7 +495,7 @@ def main():
         elif op == "write":
             op_write(req, inp, out)
         else:
-            out.write(json.dumps({"error": "unknown op %r" % op, "code": "helper"}).encode())
+            out.write(json.dumps({"error": f"unknown op {op!r}", "code": "helper"}).encode())
         out.flush()
     except (EOFError, BrokenPipeError):
         pass

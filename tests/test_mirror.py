@@ -1,0 +1,364 @@
+"""mirror and verify over real loopback sshd hosts: real files, real names, real failures."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.backend.actions.mirror import mirror, parse_endpoint, verify
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.state import read_audit
+from fleetdeck.tui.cli import main
+
+from sshfleet import SshdFleet, have_sshd
+
+pytestmark = pytest.mark.sshd
+
+# names an operator's shell or a naive script would trip over
+HOSTILE = ["sp ace", "it's \"quoted\"", "-rf", "$(touch pwned)", "new\nline", "tab\there",
+           "caf\udce9"]  # a latin-1 byte that is not UTF-8, kept by surrogateescape
+
+
+def make_tree(root: Path, big: int = 300_000) -> dict[str, bytes]:
+    """A small adapter-like folder with hostile names; {relative path: content}."""
+    files = {"adapter_model.safetensors": os.urandom(big), "adapter_config.json": b'{"r": 32}\n',
+             "empty": b""}
+    for i, name in enumerate(HOSTILE):
+        files[f"odd/{name}"] = f"content {i}\n".encode()
+    files["deep/a/b/c.txt"] = b"deep\n"
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    (root / "empty-dir").mkdir()
+    return files
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            p = Path(dirpath) / n
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def leftovers(parent: Path) -> list[str]:
+    """Partial folders still lying in a destination's parent."""
+    return [n for n in os.listdir(parent) if "fleetdeck-partial" in n] if parent.exists() else []
+
+
+@pytest.fixture(scope="module")
+def mfleet(tmp_path_factory):
+    """Two real sshd hosts of this module's own.
+
+    Like the shared `sshd_fleet`, but with names no other test uses: SshdFleet.kill() ends
+    sessions by a name pattern, so a fleet elsewhere that stops its own `h1` takes every
+    `h1` on the machine down with it.
+    """
+    if not have_sshd():
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+    fleet = SshdFleet(tmp_path_factory.mktemp("mirror-fleet"))
+    for name in ("mirror-h1", "mirror-h2"):
+        fleet.add(name)
+    fleet.hosts["h1"], fleet.hosts["h2"] = fleet.hosts["mirror-h1"], fleet.hosts["mirror-h2"]
+    yield fleet
+    for name in ("mirror-h1", "mirror-h2"):
+        fleet.kill(name)
+
+
+@pytest.fixture
+def fleet_file(mfleet, tmp_path):
+    """A fleet file naming the module's hosts h1 and h2."""
+    text = mfleet.fleet_toml(["mirror-h1", "mirror-h2"]).replace("[hosts.mirror-h", "[hosts.h")
+    path = tmp_path / "hosts.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def fleet(fleet_file):
+    return load_fleet(str(fleet_file))
+
+
+@pytest.fixture
+async def links(fleet):
+    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
+    yield made
+    for link in made.values():
+        await link.close()
+
+
+@pytest.fixture
+def dirs(mfleet):
+    """A fresh source folder on h1 (filled) and a destination path on h2 (absent)."""
+    tag = uuid.uuid4().hex[:8]
+    src = mfleet.hosts["h1"].root / f"m-{tag}" / "run 1 $(x)" / "adapter"
+    src.mkdir(parents=True)
+    files = make_tree(src)
+    dst = mfleet.hosts["h2"].root / f"m-{tag}" / "run-1" / "adapter"
+    yield src, dst, files
+    shutil.rmtree(src.parent.parent, ignore_errors=True)
+    shutil.rmtree(dst.parent.parent, ignore_errors=True)
+
+
+def test_parse_endpoint():
+    assert parse_endpoint("h1:/p") == ("h1", "/p")
+    assert parse_endpoint("gx-10.a_b:~/runs/x:y z") == ("gx-10.a_b", "~/runs/x:y z")
+    assert parse_endpoint("h:-rf\n") == ("h", "-rf\n")
+    for bad in ("h1", "h1:", "bad host:/p", ":/p", "h$1:/p"):
+        with pytest.raises(ValueError):
+            parse_endpoint(bad)
+
+
+async def test_clean_mirror_is_verified_and_rerun_is_a_noop(links, dirs):
+    src, dst, files = dirs
+    seen = []
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=lambda d, t: seen.append((d, t)))
+    assert rep.result == "copied", rep.error
+    assert rep.verified and rep.ok
+    assert read_tree(dst) == files
+    assert (dst / "empty-dir").is_dir()
+    assert rep.bytes_src == rep.bytes_dst == sum(len(v) for v in files.values())
+    assert {f.path for f in rep.files} == set(files)
+    for f in rep.files:
+        assert f.status == "copied" and f.sha256_src == f.sha256_dst and f.sha256_src
+    assert seen and seen[-1][0] == seen[-1][1] == rep.bytes_src
+    assert leftovers(dst.parent) == []
+    assert not (src.parent / "pwned").exists() and not Path("pwned").exists()
+    log = [r for r in read_audit() if r["action"] == "mirror"]
+    assert [r["result"] for r in log] == ["started", "done"]
+    assert log[-1]["bytes"] == rep.bytes_src and log[-1]["verified"] is True
+
+    again = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert again.result == "identical" and again.verified and again.bytes_copied == 0
+    assert all(f.status == "identical" for f in again.files)
+    assert [r["result"] for r in read_audit() if r["action"] == "mirror"][-1] == "identical"
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    assert ver.verified and ver.result == "identical"
+
+
+async def test_flipped_byte_is_a_mismatch_and_mirror_refuses(links, dirs):
+    src, dst, files = dirs
+    assert (await mirror(links["h1"], str(src), links["h2"], str(dst))).verified
+    target = dst / "adapter_model.safetensors"
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    target.write_bytes(bytes(data))
+    before = (read_tree(dst), target.stat().st_mtime_ns)
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    assert not ver.verified and ver.result == "differs"
+    status = {f.path: f.status for f in ver.files}
+    assert status["adapter_model.safetensors"] == "mismatch"
+    assert all(s == "identical" for p, s in status.items() if p != "adapter_model.safetensors")
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert rep.result == "refused" and rep.reason == "dst-differs" and not rep.ok
+    assert (read_tree(dst), target.stat().st_mtime_ns) == before
+    assert [r["result"] for r in read_audit() if r["action"] == "mirror"][-1] == "refused"
+
+
+async def test_missing_and_extra_files(links, dirs):
+    src, dst, files = dirs
+    assert (await mirror(links["h1"], str(src), links["h2"], str(dst))).verified
+    (dst / "odd" / "-rf").unlink()
+    (dst / "odd" / "stray\nfile").write_bytes(b"x")
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    status = {f.path: f.status for f in ver.files}
+    assert status["odd/-rf"] == "missing" and status["odd/stray\nfile"] == "extra"
+    assert not ver.verified
+    assert ver.bytes_src != ver.bytes_dst or len(ver.files) == len(files) + 1
+
+
+async def test_into_an_existing_empty_folder_and_stale_partials_go(links, dirs):
+    src, dst, files = dirs
+    dst.mkdir(parents=True)
+    stale = dst.parent / f".{dst.name}.fleetdeck-partial-999999999-deadbeef"
+    (stale / "junk").mkdir(parents=True)
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert rep.result == "copied", rep.error
+    assert read_tree(dst) == files
+    assert leftovers(dst.parent) == []
+
+
+async def test_dry_run_copies_nothing(links, dirs):
+    src, dst, files = dirs
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), dry_run=True)
+    assert rep.ok and rep.result == "would-copy" and not rep.verified
+    assert {f.path for f in rep.files} == set(files)
+    assert not dst.exists() and not dst.parent.exists()
+    assert [r for r in read_audit() if r["action"] == "mirror"] == []
+
+
+async def test_symlink_in_source_refused_unless_followed(links, dirs):
+    src, dst, files = dirs
+    outside = src.parent / "outside.bin"
+    outside.write_bytes(b"target\n")
+    (src / "odd" / "link").symlink_to(outside)
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert rep.result == "refused" and rep.reason == "symlink"
+    assert not dst.exists()
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert rep.verified, rep.error
+    assert (dst / "odd" / "link").read_bytes() == b"target\n"
+    assert not (dst / "odd" / "link").is_symlink()
+
+
+async def test_overlap_and_missing_source_refused(links, dirs):
+    src, dst, files = dirs
+    rep = await mirror(links["h1"], str(src), links["h1"], str(src / "inside"))
+    assert rep.result == "refused" and rep.reason == "overlap"
+    rep = await mirror(links["h1"], str(src) + "-nope", links["h2"], str(dst))
+    assert rep.result == "refused" and rep.reason == "src-not-found"
+    assert not dst.exists()
+
+
+async def test_source_rewritten_mid_copy_fails(links, dirs):
+    src, dst, files = dirs
+    big = src / "adapter_model.safetensors"
+    big.write_bytes(os.urandom(6 << 20))
+    touched = []
+
+    def progress(done, total):
+        if not touched:
+            touched.append(done)
+            with open(big, "ab") as f:  # the trainer saving again while we copy
+                f.write(b"more")
+
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=progress)
+    assert touched
+    assert rep.result == "failed" and rep.reason == "source-changed", rep.error
+    assert not dst.exists()
+    assert leftovers(dst.parent) == []
+    assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == ["started", "failed"]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    path.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.root
+async def test_destination_fills_up_mid_copy(links, dirs):
+    src, dst, files = dirs
+    (src / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    parent = dst.parent
+    if not _mount_tmpfs(parent, "1m"):
+        pytest.skip("needs root and tmpfs mounts")
+    try:
+        rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+        assert rep.result == "failed" and rep.reason == "disk-full", rep.error
+        assert not dst.exists()
+        assert os.listdir(parent) == []
+    finally:
+        subprocess.run(["umount", str(parent)], check=False)
+
+
+async def test_connection_killed_mid_copy(spare_fleet, tmp_path):
+    a, b = spare_fleet.add("mirror-src"), spare_fleet.add("mirror-dst")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    src = a.root / "adapter"
+    src.mkdir()
+    (src / "adapter_model.safetensors").write_bytes(os.urandom(8 << 20))
+    dst = b.root / "copy" / "adapter"
+    killed = []
+
+    def progress(done, total):
+        if not killed and done >= 1 << 20:
+            # the host goes down: its sshd, the live session and the writer under it
+            pids = descendants(b.proc.pid)
+            spare_fleet.kill("mirror-dst")
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed.append(pids)
+
+    sl, dl = HostLink(fleet.host("mirror-src")), HostLink(fleet.host("mirror-dst"))
+    try:
+        rep = await mirror(sl, str(src), dl, str(dst), progress=progress)
+        assert killed
+        assert rep.result == "failed" and not rep.verified
+        assert rep.reason in ("disconnected", "unreachable", "timeout"), rep
+        assert not dst.exists()
+        # the writer was killed with its host, so its partial folder is still there...
+        assert len(leftovers(dst.parent)) == 1
+        # ...the host comes back; the next run removes the partial a dead writer left, and copies
+        spare_fleet.start("mirror-dst")
+        dl2 = HostLink(fleet.host("mirror-dst"))
+        try:
+            rep = await mirror(sl, str(src), dl2, str(dst))
+        finally:
+            await dl2.close()
+        assert rep.verified, rep.error
+        assert leftovers(dst.parent) == []
+    finally:
+        await sl.close()
+        await dl.close()
+
+
+def test_cli_exit_codes_and_json(fleet_file, dirs, capsys):
+    src, dst, files = dirs
+    s, d = f"h1:{src}", f"h2:{dst}"
+    assert main(["mirror", "--hosts", str(fleet_file), s, d, "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["dry_run"] is True and not dst.exists()
+    assert main(["mirror", "--hosts", str(fleet_file), s, d, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verified"] is True and doc["src"] == s and doc["dst"] == d
+    assert doc["bytes_src"] == doc["bytes_dst"] == sum(len(v) for v in files.values())
+    assert {f["status"] for f in doc["files"]} == {"copied"}
+    assert set(doc["files"][0]) >= {"path", "bytes", "sha256_src", "sha256_dst", "status"}
+    assert main(["verify", "--hosts", str(fleet_file), s, d]) == 0
+    (dst / "adapter_config.json").write_bytes(b'{"r": 64}\n')
+    capsys.readouterr()
+    assert main(["verify", "--hosts", str(fleet_file), s, d, "--json"]) == 1
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["verified"] is False
+    assert {f["path"]: f["status"] for f in doc["files"]}["adapter_config.json"] == "mismatch"
+    assert "Traceback" not in out.err and out.err.count("\n") == 1
+    assert main(["mirror", "--hosts", str(fleet_file), s, d]) == 1
+    err = capsys.readouterr().err
+    assert "refused" in err and "Traceback" not in err
+    assert main(["mirror", "--hosts", str(fleet_file), "h1", d]) == 2
+    assert main(["verify", "--hosts", str(fleet_file), "nohost:/x", d]) == 2
+
+
+def test_local_host_end(fleet_file, dirs):
+    """The built-in kind of host (local = true, no SSH) works at either end."""
+    src, dst, files = dirs
+    path = fleet_file
+    path.write_text(path.read_text() + "\n[hosts.here]\nlocal = true\n")
+    assert main(["mirror", "--hosts", str(path), f"here:{src}", f"h2:{dst}"]) == 0
+    assert read_tree(dst) == files
+    assert main(["verify", "--hosts", str(path), f"h2:{dst}", f"here:{src}"]) == 0

@@ -1,0 +1,145 @@
+"""`fleetdeck mirror` and `fleetdeck verify`: copy a folder between hosts and prove it by sha256."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, show_path, verify
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.ssh import HostLink
+
+from ..cli import add_hosts_option
+from ..fmt import human_bytes
+
+STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "red", "missing": "yellow",
+                "extra": "magenta"}
+SHOWN = 40  # files listed in the table before the rest is summarised
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `mirror` and `verify` to the command line."""
+    p = sub.add_parser("mirror", help="copy a folder from one host to another and prove it by sha256",
+                       description="Copy SRC to DST (created if absent) through this machine; "
+                       "exit 0 only when every file's size and sha256, computed on each host "
+                       "from its own disk, match. DST holding different content is refused.")
+    _common(p)
+    p.add_argument("--dry-run", action="store_true", help="say what would be copied, copy nothing")
+    p.set_defaults(func=run_mirror)
+    p = sub.add_parser("verify", help="prove two folders identical (size and sha256 of every file)",
+                       description="Compare SRC and DST file by file, each hashed on its own host; "
+                       "exit 0 only when identical.")
+    _common(p)
+    p.set_defaults(func=run_verify, dry_run=False)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_hosts_option(p)
+    p.add_argument("src", metavar="SRC_HOST:PATH", help="source folder; PATH is taken literally, "
+                   "~ expands on that host")
+    p.add_argument("dst", metavar="DST_HOST:PATH", help="destination folder")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="copy what symlinks in SRC point to (default: refuse them)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def run_mirror(args: argparse.Namespace) -> int:
+    """The `mirror` command; 0 only when DST is verified identical (or a dry run would proceed)."""
+    return _run(args, "mirror")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """The `verify` command; 0 only when SRC and DST are identical."""
+    return _run(args, "verify")
+
+
+def _run(args: argparse.Namespace, action: str) -> int:
+    try:
+        (sh, sp), (dh, dp) = parse_endpoint(args.src), parse_endpoint(args.dst)
+    except ValueError as e:
+        print(f"fleetdeck: {e}", file=sys.stderr)
+        return 2
+    fleet = load_fleet(args.hosts)
+    src_cfg, dst_cfg = fleet.host(sh), fleet.host(dh)
+    show_bar = action == "mirror" and not args.json and not args.dry_run and sys.stdout.isatty()
+    report = asyncio.run(_go(action, src_cfg, sp, dst_cfg, dp, args, show_bar))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        _print(report)
+    if report.error and not report.ok:
+        what = "refused" if report.result == "refused" else "failed" if report.result == "failed" \
+            else "not verified"
+        print(f"fleetdeck: {action} {what}: {show_path(report.error)}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
+    src = HostLink(src_cfg)
+    dst = src if dst_cfg.name == src_cfg.name else HostLink(dst_cfg)
+    try:
+        if action == "verify":
+            return await verify(src, sp, dst, dp, follow_symlinks=args.follow_symlinks)
+        if not show_bar:
+            return await mirror(src, sp, dst, dp, dry_run=args.dry_run,
+                                follow_symlinks=args.follow_symlinks)
+        with Progress(TextColumn("[bold]copying"), BarColumn(), DownloadColumn(),
+                      TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as bar:
+            task = bar.add_task("copy", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            return await mirror(src, sp, dst, dp, progress=progress,
+                                follow_symlinks=args.follow_symlinks)
+    finally:
+        await src.close()
+        if dst is not src:
+            await dst.close()
+
+
+def _print(r: MirrorReport) -> None:
+    console = Console(highlight=False)
+    interesting = [f for f in r.files if f.status not in ("identical", "copied")]
+    rows = r.files if len(r.files) <= SHOWN else interesting[:SHOWN]
+    if rows:
+        t = Table(box=None, pad_edge=False)
+        for col in ("status", "file", "bytes", "sha256 src", "sha256 dst"):
+            t.add_column(col, justify="right" if col == "bytes" else "left")
+        for f in rows:
+            size = human_bytes(f.bytes) if f.bytes_dst is None else \
+                f"{f.bytes} / {f.bytes_dst}"
+            style = STATUS_STYLE.get(f.status, "")
+            t.add_row(f"[{style}]{f.status}[/]", escape(show_path(f.path)), size,
+                      (f.sha256_src or "-")[:16], (f.sha256_dst or "-")[:16])
+        console.print(t)
+    if len(rows) < len(r.files):
+        console.print(f"[dim]({len(r.files) - len(rows)} more files not listed, all "
+                      f"{'copied' if r.result == 'copied' else 'identical'})[/]")
+    n = len(r.files)
+    where = f"{escape(show_path(r.src))} -> {escape(show_path(r.dst))}"
+    if r.result == "copied":
+        rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
+        console.print(f"[green]copied and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
+                      f"sha256 of every file matched on both hosts ({where})")
+    elif r.result == "identical":
+        console.print(f"[green]verified identical[/]: {n} files, {human_bytes(r.bytes_src)} on both "
+                      f"sides ({where}){'; nothing to copy' if r.action == 'mirror' else ''}")
+    elif r.result == "would-copy":
+        console.print(f"[cyan]dry run[/]: would copy {n} files, {human_bytes(r.bytes_src)} ({where})")
+    elif r.result == "differs" and r.files:
+        console.print(f"[red]not identical[/]: {where}")
