@@ -92,7 +92,7 @@ def _without_line(data, line, raw, what):
 
 
 def _crontab_argv(user):
-    # -u only for someone else: Debian's crontab refuses -u from a non-root user even for itself
+    # -u only for someone else (it needs root); the probe lists one's own crontab the same way
     return ["crontab"] if not user or user == _me() else ["crontab", "-u", user]
 
 

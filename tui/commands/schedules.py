@@ -180,6 +180,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
         out.print(Text(f"{host_cfg.name}: {shown(rep.message)}", style="green"))
         if rep.backup:
             out.print(Text(f"backup on this machine: {rep.backup}"))
+        if rep.host_backup:
+            out.print(Text(f"backup on {host_cfg.name}: {shown(rep.host_backup)}"))
     return 0
 
 
