@@ -24,18 +24,20 @@ from fleetdeck.backend.ssh import HostLink
 HOSTILE = "echo \"a b\" '$(touch /tmp/fleetdeck-pwned)' -rf --x; echo done\\%"
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
 
+# resolved once: a test that puts another `crontab` first on PATH must not break the restore
+CRONTAB_BIN = shutil.which("crontab") or "crontab"
 needs_crontab = pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
 
 
 def read_crontab() -> bytes | None:
-    p = subprocess.run(["crontab", "-l"], capture_output=True)
+    p = subprocess.run([CRONTAB_BIN, "-l"], capture_output=True)
     return p.stdout if p.returncode == 0 else None
 
 
 def install_crontab(text: str, tmp: Path) -> None:
     f = tmp / "crontab.in"
     f.write_text(text)
-    subprocess.run(["crontab", str(f)], check=True)
+    subprocess.run([CRONTAB_BIN, str(f)], check=True)
 
 
 @pytest.fixture
@@ -48,11 +50,11 @@ def root_crontab(tmp_path):
         yield
     finally:
         if saved is None:
-            subprocess.run(["crontab", "-r"], capture_output=True)
+            subprocess.run([CRONTAB_BIN, "-r"], capture_output=True)
         else:
             f = tmp_path / "crontab.saved"
             f.write_bytes(saved)
-            subprocess.run(["crontab", str(f)], check=True)
+            subprocess.run([CRONTAB_BIN, str(f)], check=True)
         lock.close()
 
 
@@ -114,7 +116,7 @@ async def test_crontab_changed_between_listing_and_removal_is_refused_untouched(
 
 @needs_crontab
 async def test_no_crontab_at_all_is_an_empty_crontab_and_refuses(root_crontab):
-    subprocess.run(["crontab", "-r"], capture_output=True)
+    subprocess.run([CRONTAB_BIN, "-r"], capture_output=True)
     rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched("* * * * * /usr/bin/true", 1), "cron-1")
     assert rep.reason_code == "changed-since-listing" and "0 lines" in rep.message
     assert read_crontab() is None
@@ -131,12 +133,10 @@ async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_cronta
     fake.write_text(f'#!/bin/sh\nif [ "$1" = "-l" ]; then echo "crontab: Input/output error" >&2; exit 1; fi\n'
                     f'echo "$@" >> "{log}"\n')
     fake.chmod(0o755)
-    path = os.environ["PATH"]
-    monkeypatch.setenv("PATH", f"{bin_dir}:{path}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched(f"37 * * * * {HOSTILE}", 4), "cron-1")
     assert rep.reason_code == "crontab-unreadable" and "Input/output error" in rep.message
     assert not log.exists()
-    monkeypatch.setenv("PATH", path)
     assert read_crontab() == CRONTAB.encode()
 
 
