@@ -134,13 +134,17 @@ class SshdFleet:
         raise RuntimeError(f"sshd for {name} did not come up on port {h.port}")
 
     def kill(self, name: str) -> None:
-        """Kill the host's sshd and every session it started (the host goes down)."""
+        """Take the host down: its sshd, every session it forked and everything they run."""
         h = self.hosts[name]
-        if h.proc is not None and h.proc.poll() is None:
-            os.killpg(h.proc.pid, signal.SIGKILL)
-            h.proc.wait()
-        # sessions run in their own process groups; take them down too
-        subprocess.run(["pkill", "-KILL", "-f", f"sshd-{name}/sshd_config"], check=False)
+        if h.proc is None or h.proc.poll() is not None:
+            return
+        victims = [h.proc.pid, *_descendants(h.proc.pid)]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        h.proc.wait()
 
     def stop_all(self) -> None:
         for name in list(self.hosts):
@@ -162,13 +166,34 @@ class SshdFleet:
              "python": sys.executable, "connect_timeout": 3, "command_timeout": 20}
         d.update(defaults or {})
         out = ["[defaults]"] + [f"{k} = {_toml(v)}" for k, v in d.items()] + [""]
-        for n in names or list(self.hosts):
+        for n in list(self.hosts) if names is None else names:
             out.append(self.host_toml(n, **(per_host or {}).get(n, {})))
         return "\n".join(out)
 
     def write_fleet(self, path: Path, names: list[str] | None = None, **kw: object) -> Path:
         path.write_text(self.fleet_toml(names, **kw))  # type: ignore[arg-type]
         return path
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below `root` (sshd sessions call setsid, so process groups miss them)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 def _toml(v: object) -> str:

@@ -117,3 +117,4 @@ async def test_local_host_runs_without_ssh():
     await h.stdin.drain()
     assert (await asyncio.wait_for(h.stdout.readline(), 10)) == b"cba\n"
     h.close()
+    await h.wait(10)
