@@ -20,6 +20,7 @@ from fleetdeck.backend.actions.purge import confirmations_match, execute_purge, 
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 from fleetdeck.tui.cli import main
+
 from sshfleet import SshdFleet, have_sshd
 
 pytestmark = pytest.mark.sshd

@@ -6,6 +6,8 @@ fails a check or moved since the plan (pins of every component, keeper files), a
 deletes fd-based, one path at a time, then hashes the keepers again. The controller imports
 this module for `evaluate`, so both sides judge with the same code.
 """
+# It runs on the host's Python 3.8 or newer: %-formatting, PIPE pairs and the 3.11 check stay.
+# ruff: noqa: UP022, UP031, UP036
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import sys
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 WALK_CODES = ("not-absolute", "not-normalized", "not-found", "symlink", "not-directory", "unreadable")
-CHECKS = WALK_CODES + ("outside-roots", "is-root", "holds-final-adapter", "in-use", "container-mount",
+CHECKS = WALK_CODES + ("overlapping", "outside-roots", "is-root", "holds-final-adapter", "in-use", "container-mount",
                        "container-unknown", "mounted", "no-keeper")
 GONE = (errno.ENOENT, errno.ESRCH)
 CHECKPOINT = re.compile(r"checkpoint-[0-9]+$")
@@ -487,6 +489,11 @@ def evaluate(facts):
             out.append({"refusals": ref, "checks": _checks(ref, skipped=True)})
             continue
         a = p["abs"]
+        other = next((q["abs"] for m, q in enumerate(facts["paths"]) if m != n and q["abs"] and
+                      (q["abs"] == a and m < n or under(a, q["abs"]) and q["abs"] != a)), None)
+        if other:
+            ref.append(["overlapping", "it is the same as, or lies inside, %s, also listed; list each folder "
+                        "once" % shown(other)])
         if p["scan_error"]:
             ref.append(["unreadable", "part of it cannot be read (%s), so it cannot be checked" % p["scan_error"]])
         if a in roots:
