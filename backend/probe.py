@@ -22,6 +22,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -36,6 +37,7 @@ BYSTANDERS = SHELLS | {"less", "more", "tail", "head", "cat", "vi", "vim", "nvim
                        "du", "ls", "watch", "rsync", "scp", "sftp-server", "sha256sum", "md5sum",
                        "tar", "find", "sleep", "top", "htop", "nvtop", "tmux", "screen", "ssh", "sshd",
                        "git", "cp", "mv", "rm"}
+LOOPY = SHELLS | {"watch", "sleep"}
 FD_SCAN_EVERY = 20.0   # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
 TIMER_TTL = 30.0       # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
@@ -110,21 +112,38 @@ def _iso(ts):
 
 
 # -- processes ----------------------------------------------------------------------------------
+def _proc_read(path):
+    """A /proc file's text, with raw os calls: the process scan opens hundreds of them a poll."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 65536)]
+        while len(chunks[-1]) == 65536:
+            chunks.append(os.read(fd, 65536))
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
 class Procs:
     """One look at /proc: argv of every process, minus the probe and its parent chain."""
 
     def __init__(self):
         self.me = os.getpid()
-        self.argv = {}
+        self.raw, self.prog, self.marked = {}, {}, set()
+        self._argv = {}
         self._stat = {}
         for name in os.listdir("/proc"):
             if name.isdigit():
                 try:
-                    raw = _read(f"/proc/{name}/cmdline")
+                    raw = _proc_read(f"/proc/{name}/cmdline")
                 except OSError:
                     continue
                 if raw:
-                    self.argv[int(name)] = [a for a in raw.split("\0")][:-1] if raw.endswith("\0") else raw.split("\0")
+                    pid = int(name)
+                    self.raw[pid] = raw
+                    self.prog[pid] = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
+                    if SELF_MARK in raw:
+                        self.marked.add(pid)
         self.skip = {self.me}
         pid = self.me
         while pid > 1:
@@ -135,7 +154,7 @@ class Procs:
         """(ppid, start ticks, state) from /proc/PID/stat, or None when gone."""
         if pid not in self._stat:
             try:
-                s = _read(f"/proc/{pid}/stat")
+                s = _proc_read(f"/proc/{pid}/stat")
                 rest = s[s.rfind(")") + 2:].split()
                 self._stat[pid] = (int(rest[1]), int(rest[19]), rest[0])
             except (OSError, IndexError, ValueError):
@@ -152,20 +171,23 @@ class Procs:
         except OSError:
             return None
 
+    def argv(self, pid):
+        """The argv of `pid` (empty when unknown)."""
+        if pid not in self._argv:
+            raw = self.raw.get(pid, "")
+            self._argv[pid] = (raw[:-1] if raw.endswith("\0") else raw).split("\0") if raw else []
+        return self._argv[pid]
+
     def others(self):
-        """(pid, argv) of every process that is not the probe or one of its ancestors."""
-        return [(p, a) for p, a in self.argv.items() if p not in self.skip]
+        """Every pid that is not the probe or one of its ancestors."""
+        return [p for p in self.raw if p not in self.skip]
 
     def alive(self, pid, start=None):
         st = self.stat(pid) if isinstance(pid, int) and pid > 0 else None
         return st is not None and st[2] not in "ZX" and (start is None or st[1] == start)
 
     def command(self, pid):
-        return " ".join(self.argv.get(pid) or [])[:300]
-
-
-def _prog(argv):
-    return os.path.basename(argv[0]).lstrip("-") if argv else ""
+        return " ".join(self.argv(pid))[:300]
 
 
 # -- memory, load, disks ------------------------------------------------------------------------
@@ -297,7 +319,8 @@ class Nvml:
                 self._check(rc, "nvmlDeviceGetMemoryInfo")
             u = _Util()
             util = u.gpu if self.lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == 0 else None
-            out.append((i, name, uuid, m.total if rc == 0 else None, m.used if rc == 0 else None, util,
+            known = rc == 0 and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
+            out.append((i, name, uuid, m.total if known else None, m.used if known else None, util,
                         self._procs(h)))
         return out
 
@@ -323,6 +346,8 @@ def _smi_num(s):
 
 
 def _smi():
+    if shutil.which("nvidia-smi") is None:
+        return None
     q = "index,name,uuid,memory.total,memory.used,utilization.gpu"
     rc, out, err = _run(["nvidia-smi", "--query-gpu=" + q, "--format=csv,noheader,nounits"])
     if rc is None:
@@ -647,10 +672,12 @@ def _evidence(procs, run_paths, wanted, fresh, now):
                         return cand
         return None
 
+    # argv can only name a run if it holds the run's folder name: one regex search per process
+    named = re.compile("|".join(re.escape(os.path.basename(r)) for r in sorted(wanted)))
     found = {}
     workers = []
-    for pid, argv in sorted(procs.others()):
-        if _prog(argv) in BYSTANDERS or any(HELPER_MARK in a for a in argv):
+    for pid in sorted(procs.others()):
+        if procs.prog[pid] in BYSTANDERS or (pid in procs.marked and HELPER_MARK in procs.raw[pid]):
             continue
         workers.append(pid)
         try:
@@ -658,7 +685,7 @@ def _evidence(procs, run_paths, wanted, fresh, now):
         except OSError:
             cwd = None
         hits = {run_of(cwd)} if cwd else set()
-        for a in argv[1:]:
+        for a in procs.argv(pid)[1:] if named.search(procs.raw[pid]) else ():
             for s in (a, a.partition("=")[2]):
                 if s and ("/" in s or s in (".", "..")):
                     s = os.path.normpath(s if s.startswith("/") or not cwd else os.path.join(cwd, s))
@@ -1042,11 +1069,11 @@ def _at_command(job):
 def loops(procs):
     """Shell loops, `watch`, and shells with a `sleep` child found in /proc (never our own)."""
     found = {}
-    mine = lambda argv: any(SELF_MARK in a for a in argv)   # noqa: E731
-    for pid, argv in procs.others():
-        prog = _prog(argv)
-        if mine(argv):
+    for pid in procs.others():
+        prog = procs.prog[pid]
+        if pid in procs.marked or prog not in LOOPY:
             continue
+        argv = procs.argv(pid)
         if prog == "watch":
             n = "2"
             for i, a in enumerate(argv[1:-1], 1):
@@ -1062,9 +1089,9 @@ def loops(procs):
                 found[pid] = ("while-loop" + (f", sleep {sl.group(1)}" if sl else ""), script)
         elif prog == "sleep":
             parent = procs.ppid(pid)
-            pargv = procs.argv.get(parent) or []
-            if (parent and parent not in procs.skip and parent not in found and _prog(pargv) in SHELLS
-                    and not mine(pargv)):
+            pargv = procs.argv(parent)
+            if (parent and parent not in procs.skip and parent not in found and procs.prog.get(parent) in SHELLS
+                    and parent not in procs.marked):
                 script = pargv[pargv.index("-c") + 1] if "-c" in pargv[:-1] else " ".join(pargv)
                 found[parent] = ("shell with sleep {}".format(" ".join(argv[1:2])), script)
     out = []
@@ -1073,7 +1100,7 @@ def loops(procs):
         uid = procs.uid(pid)
         if st is None or uid is None:
             continue
-        user, argv = _user(uid), procs.argv.get(pid) or []
+        user, argv = _user(uid), procs.argv(pid)
         out.append(_sched("loop", user, spec, command, f"/proc/{pid}",
                           _sid("l-", "loop", user, "\0".join(argv), st[1]), pid=pid, start_time=st[1]))
     return out
@@ -1102,12 +1129,15 @@ def _guard(warnings, name, fn, default):
 def snapshot(request=None):
     """One snapshot of this host as the contract's probe reply (see the module docstring)."""
     req = request or {}
+    if len(_CACHE) > 20000:   # runs come and go over a long session; the cache only saves time
+        _CACHE.clear()
     now = time.time()
     warnings = []
     procs = _guard(warnings, "processes", Procs, None)
     if procs is None:
         procs = Procs.__new__(Procs)
-        procs.me, procs.argv, procs._stat, procs.skip = os.getpid(), {}, {}, {os.getpid()}
+        procs.me, procs.raw, procs.prog, procs.marked, procs.skip = os.getpid(), {}, {}, set(), {os.getpid()}
+        procs._stat, procs._argv = {}, {}
     mode = req.get("gpu") or os.environ.get("FLEETDECK_PROBE_GPU") or "auto"
     g, source = _guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
     paths = req.get("disk_paths")
