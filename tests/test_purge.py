@@ -21,8 +21,6 @@ from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 from fleetdeck.tui.cli import main
 
-from sshfleet import SshdFleet, have_sshd
-
 pytestmark = pytest.mark.sshd
 
 
@@ -46,26 +44,13 @@ def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-# SshdFleet.kill() also runs `pkill -f sshd-NAME/sshd_config`, so a test session elsewhere on
-# this machine stopping its own "h1" stops every "h1": this module's host has a unique name.
-HOST = f"pg-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def purge_fleet(tmp_path_factory):
-    """One real loopback sshd host of this module's own (see HOST)."""
-    if not have_sshd():
-        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
-    fleet = SshdFleet(tmp_path_factory.mktemp("purge-fleet"))
-    fleet.add(HOST)
-    yield fleet
-    fleet.stop_all()
+HOST = "h1"
 
 
 @pytest.fixture
-def h1(purge_fleet, tmp_path):
-    """(fleet file, the host) with purge roots = the host's runs folder."""
-    return purge_fleet.write_fleet(tmp_path / "hosts.toml"), purge_fleet.hosts[HOST]
+def h1(sshd_fleet, tmp_path):
+    """(fleet file, host h1 of the shared loopback fleet); purge roots default to h1's runs."""
+    return sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=[HOST]), sshd_fleet.hosts[HOST]
 
 
 def uniq(prefix: str = "run") -> str:
