@@ -271,15 +271,31 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 @pytest.mark.root
 async def test_destination_fills_up_mid_copy(links, dirs):
     src, dst, files = dirs
-    (src / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    big = src / "adapter_model.safetensors"
     parent = dst.parent
-    if not _mount_tmpfs(parent, "1m"):
+    if not _mount_tmpfs(parent, "4m"):
         pytest.skip("needs root and tmpfs mounts")
     try:
+        big.write_bytes(os.urandom(6 << 20))
         rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+        assert rep.result == "refused" and rep.reason == "no-space", rep.error
+        assert os.listdir(parent) == []
+
+        big.write_bytes(os.urandom(3 << 20))
+        filled = []
+
+        def progress(done, total):
+            if not filled:  # something else takes the space while we copy
+                filled.append(done)
+                (parent / "filler").write_bytes(b"\0" * (2 << 20))
+
+        rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=progress)
+        assert filled
         assert rep.result == "failed" and rep.reason == "disk-full", rep.error
         assert not dst.exists()
-        assert os.listdir(parent) == []
+        assert os.listdir(parent) == ["filler"]
+        assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == \
+            ["refused", "started", "failed"]
     finally:
         subprocess.run(["umount", str(parent)], check=False)
 

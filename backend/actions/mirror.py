@@ -16,7 +16,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ class MirrorReport:
     #: bytes per second of the copy, when something was copied
     rate: float | None = None
     action: str = "mirror"
+    #: free space on the destination's file system before and after the copy
+    free_bytes_before: int | None = None
+    free_bytes_after: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -261,13 +264,16 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
     base = {"src": sl, "dst": dl}
     files: tuple[MirrorFile, ...] = ()
+    free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
     try:
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
                                         _list(dst_link, dst_path, False, False))
+        free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
         _check_src(src, sl, follow_symlinks)
         _check_dst(dst, dl)
         if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
             raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
+        total = sum(f["bytes"] for f in src["files"])
         if dst["kind"] == "dir" and (dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]):
             src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks, src, dst)
             files = compare(src, dst)
@@ -276,14 +282,24 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
             else:
                 raise _Fail("dst-differs", _differs_sentence(sl, dl, files) + "; nothing was changed",
                             files)
+        elif dst.get("free_bytes") is not None and dst["free_bytes"] < total:
+            raise _Fail("no-space", f"{dl} has {_gib(dst['free_bytes'])} free and the copy needs "
+                        f"{_gib(total)}; nothing was copied", compare(src, None))
         elif dry_run:
             rep = _report(sl, dl, compare(src, None), action="mirror", dry_run=True,
                           result="would-copy", t0=t0)
         else:
-            total = sum(f["bytes"] for f in src["files"])
-            audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]))
+            audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]),
+                  free_bytes_before=free["free_bytes_before"])
             t1 = time.monotonic()
-            files = await _copy(src_link, src, dst_link, dst_path, follow_symlinks, progress)
+            try:
+                files, free["free_bytes_after"] = await _copy(src_link, src, dst_link, dst_path,
+                                                              follow_symlinks, progress)
+            except (Exception, asyncio.CancelledError) as e:
+                if not isinstance(e, _Fail | HostError):
+                    audit("mirror", dst_link.name, "failed", **base, reason="interrupted",
+                          error=f"{type(e).__name__}: {e}", verified=False)
+                raise
             rep = _report(sl, dl, files, action="mirror", dry_run=False, result="copied", t0=t0,
                           copied=total, copy_seconds=time.monotonic() - t1)
     except _Fail as e:
@@ -293,12 +309,17 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     except HostError as e:
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e))
+    rep = replace(rep, **free)
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
               bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
               verified=rep.verified, reason=rep.reason, error=rep.error,
-              seconds=round(rep.seconds, 3))
+              seconds=round(rep.seconds, 3), **free)
     return rep
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
 
 
 # failures that happen during a copy (as opposed to refusals decided before it)
@@ -329,7 +350,7 @@ async def _start(link: HostLink) -> HelperProcess:
 
 
 async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
-                progress: Progress | None) -> tuple[MirrorFile, ...]:
+                progress: Progress | None) -> tuple[tuple[MirrorFile, ...], int | None]:
     """Stream every file through here into DST's partial folder; commit only if all matched."""
     files = src["files"]
     total = sum(f["bytes"] for f in files)
@@ -374,7 +395,7 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         if not committed:
             raise _Fail(done.get("code", "write-failed"), f"{dst_link.name}: {done.get('error')}",
                         tuple(result))
-        return tuple(result)
+        return tuple(result), done.get("free_bytes")
     except (asyncssh.Error, OSError, EOFError) as e:
         said = await _last_word(writer_said)
         if said is not None and "error" in said:

@@ -178,6 +178,21 @@ def hash_rel(root, rel, follow):
         os.close(fd)
 
 
+def free_bytes(path):
+    """Bytes an unprivileged writer may still use on the file system holding `path` (or the
+    nearest folder above it that exists); None when it cannot be told."""
+    while True:
+        try:
+            st = os.statvfs(path)
+            return st.f_bavail * st.f_frsize
+        except (FileNotFoundError, NotADirectoryError):
+            if path in (b"/", b""):
+                return None
+            path = os.path.dirname(path)
+        except OSError:
+            return None
+
+
 def op_list(req):
     root = host_path(req["path"])
     st = lstat_or_none(root)
@@ -191,6 +206,7 @@ def op_list(req):
     res = {"path": fsdec(root), "kind": kind, "dev": st.st_dev if st else None,
            "mode": stat.S_IMODE(st.st_mode) if st else None}
     parent = os.path.dirname(root)
+    res["free_bytes"] = free_bytes(root)
     pst = lstat_or_none(parent)
     res["parent_dev"] = pst.st_dev if pst else None
     if kind != "dir":
@@ -461,7 +477,7 @@ def op_write(req, inp, out):
             say({"aborted": True})
             return
         w.commit()
-        say({"committed": True})
+        say({"committed": True, "free_bytes": free_bytes(w.dst)})
     except EOFError:
         w.remove()  # the controller went away: nothing may stay behind
     except Refused as e:
