@@ -733,9 +733,12 @@ def _open_runs(pid, run_of):
 
 def runs(req, procs, warnings, now):
     """Every run folder under the configured roots, with its state decided."""
-    facts = []
+    facts, seen = [], set()
     for root in req.get("runs") or []:
         base = os.path.abspath(os.path.expanduser(root))
+        if base in seen:
+            continue
+        seen.add(base)
         try:
             entries = sorted(e.path for e in os.scandir(base) if e.is_dir())
         except FileNotFoundError:
