@@ -41,6 +41,7 @@ LOOPY = SHELLS | {"watch", "sleep"}
 FD_SCAN_EVERY = 20.0   # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
 TIMER_TTL = 30.0       # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
+SYSTEMD_BOOTED = "/run/systemd/system"   # sd_booted(3): present only when systemd is PID 1
 MAX_LOSS_POINTS = 2000  # the train-loss series is cut to its newest points; eval series are kept
 LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
 CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
@@ -988,7 +989,7 @@ def _timer_names(base, scope):
 
 
 def _timers(fresh):
-    if not os.path.isdir("/run/systemd/system"):
+    if not os.path.isdir(SYSTEMD_BOOTED):
         return []   # systemd is not PID 1 here: no timers can fire
     hit = _CACHE.get(("timers", ""))
     if hit is not None and not fresh and time.time() - hit[0] < TIMER_TTL:

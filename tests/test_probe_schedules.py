@@ -175,3 +175,36 @@ def test_systemd_timers_are_listed():
     rep = probe({})
     timers = [s for s in rep["schedules"] if s["kind"] == "systemd-timer"]
     assert all(s["unit"].endswith(".timer") and s["scope"] in ("system", "user") for s in timers)
+
+
+def test_timer_listing_parses_systemctl_json_and_show_output(tmp_path, monkeypatch):
+    """systemd is not PID 1 here, so the parsing is checked against systemctl's own output format
+    (a stand-in binary printing what systemd 252 prints); the live listing is tested above."""
+    from fleetdeck.backend import probe as p
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "systemctl").write_text("""#!/bin/sh
+case "$*" in
+*list-timers*) echo '[{"next":1795975020000000,"left":1795975020000000,"last":null,"passed":null,"unit":"check-run.timer","activates":"check-run.service"}]';;
+*show*check-run.timer*) printf '%s\\n' 'Id=check-run.timer' 'Unit=check-run.service' 'ActiveState=active' \
+  'TimersCalendar={ OnCalendar=*-*-* *:37:00 ; next_elapse=Sun 2026-11-29 18:37:00 UTC }' \
+  'FragmentPath=/etc/systemd/system/check-run.timer';;
+*show*check-run.service*) printf '%s\\n' 'Id=check-run.service' 'User=ops' \
+  'ExecStart={ path=/opt/gone/check-run ; argv[]=/opt/gone/check-run --inform ready ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }';;
+esac
+""")
+    (bindir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    listed = p._timer_names(["systemctl"], "system")
+    assert list(listed) == ["check-run.timer"]
+    info = p._show(["systemctl"], ["check-run.timer"])
+    info.update(p._show(["systemctl"], ["check-run.service"]))
+    assert info["check-run.timer"]["Unit"] == "check-run.service" and info["check-run.service"]["User"] == "ops"
+    monkeypatch.setattr(p, "SYSTEMD_BOOTED", str(tmp_path))
+    timers = [s for s in p._timers(fresh=True) if s["scope"] == "system"]
+    (t,) = timers
+    assert (t["unit"], t["user"], t["spec"], t["command"]) == (
+        "check-run.timer", "ops", "OnCalendar=*-*-* *:37:00", "/opt/gone/check-run --inform ready")
+    assert t["reasons"] == ["dead-target"] and t["next_run"].startswith("2026-11-") and t["active"]
+    assert t["source"] == "/etc/systemd/system/check-run.timer" and t["id"].startswith("t-")
