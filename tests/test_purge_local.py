@@ -413,3 +413,34 @@ async def test_helper_on_python_3_8_deletes_links_without_following(tmp_path):
     report = await purge(host_cfg, plan)
     assert report.ok and not ckpt(run).exists()
     assert (outside / "precious").read_bytes() == b"keep me"
+
+
+@pytest.mark.root
+def test_unprivileged_user_who_cannot_read_every_process_is_refused():
+    """As `nobody`, root's processes cannot be read: in use is unknown, which refuses."""
+    import json
+    import shutil
+    import tempfile
+
+    from fleetdeck.backend.actions.purge import HELPER_SOURCE
+    from fleetdeck.backend.ssh import BOOT, helper_stdin
+
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root, setpriv and /usr/bin/python3")
+    base = Path(tempfile.mkdtemp(prefix="fleetdeck-purge-"))
+    try:
+        base.chmod(0o755)
+        run = make_run(base / "runs", "run nobody")
+        for p in [base, *base.rglob("*")]:
+            os.chown(p, 65534, 65534)
+        with child(IDLE):  # a root process that nobody may not inspect
+            payload = {"mode": "check", "paths": [str(ckpt(run))], "roots": [str(base / "runs")]}
+            out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                  "/usr/bin/python3", "-c", BOOT],
+                                 input=helper_stdin(HELPER_SOURCE) + json.dumps(payload).encode(),
+                                 capture_output=True, check=True).stdout
+        plan = plan_purge("local", json.loads(out))
+        assert plan.paths[0].refused == ["in-use"]
+        assert "cannot tell" in plan.paths[0].refusals[0].message
+    finally:
+        shutil.rmtree(base)

@@ -203,10 +203,11 @@ def docker_facts():
                 return {"present": True, "state": "error", "error": "docker inspect: %s" % e, "mounts": []}
             return {"present": True, "state": "ok", "containers": len(ids), "mounts": mounts}
     text = err.decode("utf-8", "replace").strip()
-    low = text.lower()
+    # judged on the line about the daemon: a config-file warning may say "permission denied" too
+    daemon = next((ln for ln in reversed(text.splitlines()) if "docker daemon" in ln.lower()), "").lower()
     # a daemon that is not running runs no container; one we may not ask might run many
-    state = "denied" if "permission denied" in low else (
-        "down" if "cannot connect to the docker daemon" in low else "error")
+    state = "denied" if "permission denied" in daemon else (
+        "down" if "cannot connect to the docker daemon" in daemon else "error")
     return {"present": True, "state": state, "error": text.splitlines()[-1] if text else "exit %d" % rc,
             "mounts": []}
 
@@ -242,6 +243,8 @@ def scan_proc(index, tops):
         if not entry.isdigit() or int(entry) == me:
             continue
         pid, base = int(entry), "/proc/" + entry
+        if _kernel_thread(base):
+            continue
         try:
             for how in ("cwd", "root"):
                 st = os.stat(base + "/" + how)
@@ -279,6 +282,17 @@ def scan_proc(index, tops):
             seen.add(k)
             uniq.append(h)
     return uniq, unreadable
+
+
+def _kernel_thread(base):
+    """Kernel threads hold no user files in /proc/PID/fd or maps; unprivileged users cannot
+    read their entries, which would otherwise block every purge as unknown."""
+    try:
+        with open(base + "/stat", "rb") as f:
+            data = f.read()
+        return bool(int(data[data.rindex(b")") + 2:].split()[6]) & 0x00200000)  # PF_KTHREAD
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _ancestors():
