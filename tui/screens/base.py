@@ -13,6 +13,8 @@ from textual.widgets import Footer, Header
 
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, Schedule
 
+from ..widgets.render import spark_char
+
 if TYPE_CHECKING:
     from ..app import FleetdeckApp
 
@@ -35,6 +37,8 @@ class FleetState:
         self.last_good: dict[str, HostSnapshot] = {}
         self.down_since: dict[str, float] = {}
         self.history: dict[tuple[str, int], deque[float]] = {}
+        #: the same history as sparkline characters, computed once per sample, not per redraw
+        self.spark: dict[tuple[str, int], deque[str]] = {}
         self.polls = 0
 
     def apply(self, snap: FleetSnapshot) -> None:
@@ -51,6 +55,7 @@ class FleetState:
                 for g in h.gpus:
                     frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
                     self.history.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(frac)
+                    self.spark.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(spark_char(frac))
             else:
                 self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
 
@@ -98,7 +103,9 @@ class ViewScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield from self.compose_body()
-        yield Footer()
+        # the palette hint and the less used keys live in the help screen (?), so that q Quit
+        # still shows at 100 columns
+        yield Footer(compact=True, show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         """The view's own widgets."""

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from fleetdeck.backend.models import HostSnapshot
 
 from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import bar, human_bytes, human_duration, sparkline
+from ..widgets.render import TextBuilder, human_bytes, human_duration
 from .base import FleetState, ViewScreen
 
 LIVE = ("running", "stalled")
@@ -31,76 +31,81 @@ def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, 
     shown = state.shown(name)
     down = live is not None and not live.reachable
     dim = down
-    status = Text()
+    status = TextBuilder()
     if live is None:
-        status.append("… waiting", style="dim")
+        status.add("… waiting", "dim")
     elif down:
         since = state.down_since.get(name)
-        status.append("✖ DOWN", style="bold red")
+        status.add("✖ DOWN", "bold red")
         if since is not None:
-            status.append(f" {human_duration(state.clock() - since)}", style="red")
-        status.append("\n" + (live.error or "no answer"), style="red")
+            status.add(f" {human_duration(state.clock() - since)}", "red")
+        status.add("\n" + (live.error or "no answer"), "red")
     else:
-        status.append("● up", style="bold green")
+        status.add("● up", "bold green")
     if state.is_stale(name) and not down:  # a down host says how long already
-        status.append(f"\nSTALE {human_duration(state.age(name))}", style="reverse yellow")
-    lat = Text("-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms")
-    gpus, disks, runs = _gpu_lines(state, shown, w["gpus"], dim), _disk_lines(shown, w["disks"], dim), \
-        _run_lines(shown, w["runs"], dim)
+        status.add("\n")
+        status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
+    lat = "-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms"
+    gpus, n_gpus = _gpu_lines(state, shown, w["gpus"], dim)
+    disks, n_disks = _disk_lines(shown, w["disks"], dim)
+    runs, n_runs = _run_lines(shown, w["runs"], dim)
     stray_n = sum(1 for s in shown.schedules if s.stray) if shown else 0
     stray = Text(str(stray_n), style=("dim" if dim else "bold red") if stray_n else "dim")
-    height = max(1, len(gpus), len(disks), len(runs), status.plain.count("\n") + 1)
-    cells = (Text(name, style="bold" if not dim else "dim"), status, lat,
-             Text("\n").join(gpus) if gpus else Text("-", style="dim"),
-             Text("\n").join(disks) if disks else Text("-", style="dim"),
-             Text("\n").join(runs) if runs else Text("-", style="dim"), stray)
+    status_t = status.build()
+    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
+    cells = (Text(name, style="bold" if not dim else "dim"), status_t, Text(lat), gpus, disks, runs, stray)
     return cells, height
 
 
-def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
-    if h is None:
-        return []
+def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    if h is None or not h.gpus:
+        return Text("-", style="dim"), 0
     spark_w = max(4, width - 19)
-    out = []
-    for g in h.gpus:
+    t = TextBuilder()
+    for i, g in enumerate(h.gpus):
+        if i:
+            t.add("\n")
         frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
-        t = Text(f"{g.index}{'U' if g.unified_memory else ' '}", style="dim" if dim else "bold")
-        t.append_text(bar(frac, 6, dim))
-        t.append(f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ",
-                 style="dim" if dim else "")
-        t.append_text(sparkline(state.history.get((h.name, g.index), ()), spark_w, dim=dim))
-        out.append(t)
-    return out
+        t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
+        t.bar(frac, 6, dim)
+        t.add(f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ", "dim" if dim else None)
+        t.spark(state.spark.get((h.name, g.index), ()), spark_w, dim)
+    return t.build(), len(h.gpus)
 
 
-def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
-    out = []
-    for d in h.disks if h else ():
+def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    if h is None or not h.disks:
+        return Text("-", style="dim"), 0
+    t = TextBuilder()
+    for i, d in enumerate(h.disks):
+        if i:
+            t.add("\n")
         if d.error or not d.total_bytes:
-            out.append(Text(f"? {d.path}", style="dim" if dim else "yellow"))
+            t.add(f"? {d.path}", "dim" if dim else "yellow")
             continue
         frac = d.used_bytes / d.total_bytes
-        t = bar(frac, 3 if width < 20 else 8, dim)
-        t.append(f"{frac:>4.0%} {d.path}", style="dim" if dim else "")
-        out.append(t)
-    return out
+        t.bar(frac, 3 if width < 20 else 8, dim)
+        t.add(f"{frac:>4.0%} {d.path}", "dim" if dim else None)
+    return t.build(), len(h.disks)
 
 
-def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> list[Text]:
-    out = []
-    for r in h.runs if h else ():
-        if r.state not in LIVE:
-            continue
-        t = Text(r.state[0].upper() if r.state == "stalled" else "▶",
-                 style="dim" if dim else ("bold yellow" if r.state == "stalled" else "green"))
+def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    live = [r for r in h.runs if r.state in LIVE] if h else []
+    if not live:
+        return Text("-", style="dim"), 0
+    t = TextBuilder()
+    name_w = max(3, width - 6 - (10 if width >= 30 else 0))
+    for i, r in enumerate(live):
+        if i:
+            t.add("\n")
+        stalled = r.state == "stalled"
+        t.add("S" if stalled else "▶", "dim" if dim else ("bold yellow" if stalled else "green"))
         pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
-        name_w = max(3, width - 6 - (10 if width >= 30 else 0))
-        t.append(f"{r.name[:name_w]:<{name_w}} {pct:>4}", style="dim" if dim else "")
+        t.add(f"{r.name[:name_w]:<{name_w}} {pct:>4}", "dim" if dim else None)
         if width >= 30 and r.step is not None and r.max_steps:
-            t.append(" ")
-            t.append_text(bar(r.step / r.max_steps, 8, dim))
-        out.append(t)
-    return out
+            t.add(" ")
+            t.bar(r.step / r.max_steps, 8, dim)
+    return t.build(), len(live)
 
 
 def host_detail(state: FleetState, name: str | None) -> Text:

@@ -30,8 +30,8 @@ class HostScreen(ViewScreen):
             yield KeyedTable([("name", "Run"), ("state", "State"), ("prog", "Progress"),
                               ("loss", "Loss"), ("path", "Path")], id="host-runs", classes="auto")
             yield Label("Schedules", classes="section")
-            yield KeyedTable([("kind", "Kind"), ("user", "User"), ("spec", "When"),
-                              ("cmd", "Command"), ("stray", "Stray because")],
+            yield KeyedTable([("kind", "Kind"), ("stray", "Stray because"), ("user", "User"),
+                              ("spec", "When"), ("cmd", "Command")],
                              id="host-schedules", classes="auto")
             yield Label("Disks", classes="section")
             yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
@@ -66,8 +66,8 @@ class HostScreen(ViewScreen):
                            progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
                            Text(r.path, style="dim"))
         for s in h.schedules if h else ():
-            scheds[s.id] = (s.kind, s.user, s.spec, s.command,
-                            Text(", ".join(s.reasons) or "-", style="bold red" if s.stray else "dim"))
+            scheds[s.id] = (s.kind, Text(", ".join(s.reasons) or "-", style="bold red" if s.stray else "dim"),
+                            s.user, s.spec, s.command.replace("\n", " "))
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None
             used = bar(frac, 10, bool(dim))

@@ -33,21 +33,21 @@ def shown(path: str) -> str:
 
 
 def check_text(entry: dict[str, Any]) -> Text:
-    """Each check of one path: ✔ passed, ✖ failed with its reason sentence, · skipped."""
+    """Failed checks first, each with its sentence; then the passed ones, in one line."""
     t = Text()
     messages = {r.get("code"): r.get("message") for r in entry.get("refusals") or []}
-    for code, verdict in (entry.get("checks") or {}).items():
-        if verdict == "pass":
-            t.append(f"✔ {code}  ", style="green")
-        elif verdict == "fail":
-            t.append(f"✖ {code}: {messages.pop(code, '') or 'failed'}\n", style="bold red")
-        else:
-            t.append(f"· {code} (skipped)  ", style="dim")
-    for code, msg in messages.items():  # refusals the host-side checks do not list
-        t.append(f"✖ {code}: {msg}\n", style="bold red")
+    checks = entry.get("checks") or {}
+    for code in messages:
+        t.append(f"✖ {code}: {messages[code] or 'failed'}\n", style="bold red")
+    passed = [c for c, v in checks.items() if v == "pass"]
+    skipped = [c for c, v in checks.items() if v not in ("pass", "fail")]
+    if passed:
+        t.append(f"✔ {len(passed)} passed: {', '.join(passed)}", style="green")
+    if skipped:
+        t.append(f"\n· skipped: {', '.join(skipped)}", style="dim")
     if not t.plain:
         t.append("? no checks reported", style="yellow")
-    return t.rstrip() or t
+    return t
 
 
 class PurgeModal(ModalScreen):
@@ -135,8 +135,12 @@ class PurgeModal(ModalScreen):
             verdict.update(Text("✔ every check passed. Type each path below to enable Delete.",
                                 style="bold green"))
         else:
-            verdict.update(Text("✖ refused: at least one check failed (see below). Nothing can be "
-                                "deleted; Delete stays disabled.", style="bold red"))
+            why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
+            for entry in d.get("paths") or []:
+                for r in entry.get("refusals") or []:
+                    why.append(f"\n  {shown(str(entry.get('path')))}: {r.get('code')}: {r.get('message')}",
+                               style="red")
+            verdict.update(why)
 
     def typed(self) -> dict[str, str]:
         """What the operator typed for each path."""

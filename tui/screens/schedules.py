@@ -26,8 +26,9 @@ class SchedulesScreen(ViewScreen):
     BINDINGS = [Binding("a", "acknowledge", "Acknowledge"), Binding("x", "remove", "Remove")]
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable([("flag", " ", 1), ("host", "Host"), ("kind", "Kind"), ("user", "User"),
-                          ("spec", "When"), ("cmd", "Command"), ("why", "Stray because")],
+        # the command goes last: it is the long one, and the reasons must stay visible at 100 columns
+        yield KeyedTable([("flag", " ", 1), ("host", "Host"), ("kind", "Kind"), ("why", "Stray because"),
+                          ("user", "User"), ("spec", "When"), ("cmd", "Command")],
                          id="sched-table")
         yield Static(id="sched-detail", classes="detail")
 
@@ -50,9 +51,9 @@ class SchedulesScreen(ViewScreen):
         for s in sorted(self.state.schedules, key=lambda s: (not s.stray, s.host, s.kind, s.id)):
             style = "bold red" if s.stray else ("dim" if not s.active else "")
             rows[schedule_key(s)] = (
-                Text("⚠" if s.stray else " ", style="bold red"), s.host, s.kind, s.user,
-                Text(s.spec, style=style), Text(s.command.replace("\n", " "), style=style),
-                Text(", ".join(s.reasons) if s.reasons else "acknowledged", style=style or "green"))
+                Text("⚠" if s.stray else " ", style="bold red"), s.host, s.kind,
+                Text(", ".join(s.reasons) if s.reasons else "acknowledged", style=style or "green"),
+                s.user, Text(s.spec, style=style), Text(s.command.replace("\n", " "), style=style))
         with self.app.batch_update():
             self.table.sync(rows)
             self.show_detail()

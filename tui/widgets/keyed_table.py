@@ -9,7 +9,7 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 
 class KeyedTable(DataTable):
@@ -66,7 +66,8 @@ class KeyedTable(DataTable):
             del self._cells[key]
             self._heights.pop(key, None)
             changed += 1
-        col_keys = [spec[0] for spec in self._spec]
+        col_keys = [ColumnKey(spec[0]) for spec in self._spec]
+        touched = False
         for key, cells in rows.items():
             cells = tuple(_one_line_each(c) for c in cells)
             h = heights.get(key, 1)
@@ -78,11 +79,17 @@ class KeyedTable(DataTable):
             else:
                 if self._heights.get(key) != h:
                     self._set_height(key, h)
+                row = self._data[RowKey(key)]
                 for i, (a, b) in enumerate(zip(old, cells, strict=True)):
                     if a != b:
-                        self.update_cell(key, col_keys[i], b)
+                        # what update_cell does, minus its refresh() per cell: one refresh below
+                        row[col_keys[i]] = b
                         changed += 1
+                        touched = True
             self._cells[key] = cells
+        if touched:
+            self._update_count += 1
+            self.refresh()
         wanted = list(rows)
         if self.keys != wanted:
             order = {k: i for i, k in enumerate(wanted)}
