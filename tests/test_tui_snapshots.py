@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_tui_views import feed, fixture_app
 from textual.widgets import Input
 
 from fleetdeck.backend import state
@@ -21,8 +22,6 @@ from fleetdeck.tui.screens.launch import LaunchModal
 from fleetdeck.tui.screens.mirror import MirrorModal
 from fleetdeck.tui.screens.purge import PurgeModal
 from fleetdeck.tui.screens.remove import RemoveScheduleModal
-
-from test_tui_views import feed, fixture_app
 
 RUN = "/home/ops/runs/run-7"
 CHECKS = ("not-found", "symlink", "outside-roots", "is-root", "holds-final-adapter", "in-use",
