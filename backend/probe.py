@@ -312,7 +312,7 @@ class Nvml:
 
     def read(self):
         """[(index, name, uuid, total_bytes|None, used_bytes|None, util|None, [(pid, bytes|None)])]."""
-        out = []
+        out, self.notes = [], []
         for i, h, name, uuid in self.devices:
             m = _Mem()
             rc = self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
@@ -321,8 +321,12 @@ class Nvml:
             u = _Util()
             util = u.gpu if self.lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == 0 else None
             known = rc == 0 and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
-            out.append((i, name, uuid, m.total if known else None, m.used if known else None, util,
-                        self._procs(h)))
+            try:
+                plist = self._procs(h)
+            except OSError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
+                plist = []
+                self.notes.append(f"GPU{i} processes: {e}")
+            out.append((i, name, uuid, m.total if known else None, m.used if known else None, util, plist))
         return out
 
     def _procs(self, h):
@@ -391,6 +395,7 @@ def gpus(mode, procs, warnings):
                 _STATE["nvml"] = Nvml()
             if _STATE["nvml"] is not None:
                 raw, source = _STATE["nvml"].read(), "nvml"
+                warnings.extend(_STATE["nvml"].notes)
             else:
                 why.append(_STATE["nvml_error"])
         except (OSError, AttributeError) as e:

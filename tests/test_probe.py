@@ -436,3 +436,54 @@ def test_the_probe_runs_on_python_3_8(tmp_path):
     rep = json.loads(p.stdout)
     assert run_of(rep, run)["eval_losses"] == [[25, 3.176]]
     assert not [w for w in rep["warnings"] if "Error" in w]
+
+
+NVML_STUB = r"""
+#include <stdio.h>
+#include <stdlib.h>
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gi, ci; } nvmlProcessInfo_t;
+typedef struct dev { int idx; } *nvmlDevice_t;
+static struct dev devs[2] = {{0}, {1}};
+int nvmlInit_v2(void) { return 0; }
+const char *nvmlErrorString(int r) { return r == 3 ? "Not Supported" : "Unknown Error"; }
+int nvmlDeviceGetCount_v2(unsigned int *n) { *n = 2; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h) { *h = &devs[i]; return 0; }
+int nvmlDeviceGetName(nvmlDevice_t d, char *b, unsigned int n) { snprintf(b, n, d->idx ? "NVIDIA GB10" : "NVIDIA H200"); return 0; }
+int nvmlDeviceGetUUID(nvmlDevice_t d, char *b, unsigned int n) { snprintf(b, n, "GPU-stub-%d", d->idx); return 0; }
+int nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    if (d->idx == 1) return 3;  /* GB10: Not Supported */
+    m->total = 143771ULL << 20; m->used = 10322ULL << 20; m->free = m->total - m->used; return 0;
+}
+int nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) { u->gpu = 42; u->memory = 7; return 0; }
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *p) {
+    if (*count < 1 || !p) { *count = 1; return 7; }  /* NVML_ERROR_INSUFFICIENT_SIZE */
+    *count = 1; p[0].pid = (unsigned int)atoi(getenv("NVML_STUB_PID"));
+    p[0].usedGpuMemory = d->idx ? ~0ULL : 10240ULL << 20; return 0;
+}
+"""
+
+
+def test_nvml_through_ctypes_with_cached_handles_and_a_unified_memory_device(tmp_path, children):
+    """The ctypes NVML path against a stand-in libnvidia-ml.so.1 built from C with NVML's
+    signatures and structs: one dedicated-memory GPU, one that answers Not Supported (GB10)."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the stand-in NVML library")
+    (tmp_path / "nvml.c").write_text(NVML_STUB)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libnvidia-ml.so.1"), str(tmp_path / "nvml.c")],
+                   check=True)
+    holder = sleeper(children, code="import time; b = bytearray(48 << 20); time.sleep(120)")
+    time.sleep(0.3)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FLEETDECK_PROBE_GPU="nvml", NVML_STUB_PID=str(holder.pid))
+    rep = probe({}, env=env)
+    assert rep["gpu_source"] == "nvml", rep["warnings"]
+    h200, gb10 = rep["gpus"]
+    assert (h200["name"], h200["uuid"], h200["unified_memory"], h200["utilization_pct"]) == (
+        "NVIDIA H200", "GPU-stub-0", False, 42)
+    assert (h200["memory_total_mib"], h200["memory_used_mib"]) == (143771, 10322)
+    assert [(p["pid"], p["used_mib"]) for p in h200["processes"]] == [(holder.pid, 10240)]
+    assert "bytearray" in h200["processes"][0]["command"] and h200["processes"][0]["user"]
+    assert gb10["unified_memory"] is True and gb10["name"] == "NVIDIA GB10"
+    assert gb10["memory_total_mib"] == pytest.approx(rep["memory"]["total_bytes"] / 2**20, rel=1e-3)
+    assert gb10["processes"][0]["used_mib"] >= 48   # no driver figure: the process's RSS
