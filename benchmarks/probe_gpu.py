@@ -144,6 +144,8 @@ def main() -> None:
         print(f"\ncost per poll, median of {args.polls} (probe CPU incl. its children; wall = request to reply):")
         print(f"  resident NVML (probe)        : {nvml['cpu_ms']:7.2f} ms CPU  {nvml['wall_ms']:7.2f} ms wall")
         print(f"  nvidia-smi per poll (baseline): {smi['cpu_ms']:7.2f} ms CPU  {smi['wall_ms']:7.2f} ms wall")
+        print(f"  the GPU query alone (difference): {smi['cpu_ms'] - nvml['cpu_ms']:7.2f} ms CPU  "
+              f"{smi['wall_ms'] - nvml['wall_ms']:7.2f} ms wall more per poll through nvidia-smi")
         if nvml["cpu_ms"] > 0 and nvml["wall_ms"] > 0:
             print(f"  baseline / probe             : {smi['cpu_ms'] / nvml['cpu_ms']:7.1f}x CPU  "
                   f"{smi['wall_ms'] / nvml['wall_ms']:7.1f}x wall")
