@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -18,8 +16,6 @@ from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 from fleetdeck.backend.state import read_audit
 from fleetdeck.tui.cli import main
-
-from sshfleet import SshdFleet, have_sshd
 
 pytestmark = pytest.mark.sshd
 
@@ -57,34 +53,6 @@ def leftovers(parent: Path) -> list[str]:
     return [n for n in os.listdir(parent) if "fleetdeck-partial" in n] if parent.exists() else []
 
 
-@pytest.fixture(scope="module")
-def mfleet(tmp_path_factory):
-    """Two real sshd hosts of this module's own.
-
-    Like the shared `sshd_fleet`, but with names no other test uses: SshdFleet.kill() ends
-    sessions by a name pattern, so a fleet elsewhere that stops its own `h1` takes every
-    `h1` on the machine down with it.
-    """
-    if not have_sshd():
-        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
-    fleet = SshdFleet(tmp_path_factory.mktemp("mirror-fleet"))
-    for name in ("mirror-h1", "mirror-h2"):
-        fleet.add(name)
-    fleet.hosts["h1"], fleet.hosts["h2"] = fleet.hosts["mirror-h1"], fleet.hosts["mirror-h2"]
-    yield fleet
-    for name in ("mirror-h1", "mirror-h2"):
-        fleet.kill(name)
-
-
-@pytest.fixture
-def fleet_file(mfleet, tmp_path):
-    """A fleet file naming the module's hosts h1 and h2."""
-    text = mfleet.fleet_toml(["mirror-h1", "mirror-h2"]).replace("[hosts.mirror-h", "[hosts.h")
-    path = tmp_path / "hosts.toml"
-    path.write_text(text)
-    return path
-
-
 @pytest.fixture
 def fleet(fleet_file):
     return load_fleet(str(fleet_file))
@@ -99,13 +67,13 @@ async def links(fleet):
 
 
 @pytest.fixture
-def dirs(mfleet):
+def dirs(sshd_fleet):
     """A fresh source folder on h1 (filled) and a destination path on h2 (absent)."""
     tag = uuid.uuid4().hex[:8]
-    src = mfleet.hosts["h1"].root / f"m-{tag}" / "run 1 $(x)" / "adapter"
+    src = sshd_fleet.hosts["h1"].root / f"m-{tag}" / "run 1 $(x)" / "adapter"
     src.mkdir(parents=True)
     files = make_tree(src)
-    dst = mfleet.hosts["h2"].root / f"m-{tag}" / "run-1" / "adapter"
+    dst = sshd_fleet.hosts["h2"].root / f"m-{tag}" / "run-1" / "adapter"
     yield src, dst, files
     shutil.rmtree(src.parent.parent, ignore_errors=True)
     shutil.rmtree(dst.parent.parent, ignore_errors=True)
@@ -241,25 +209,6 @@ async def test_source_rewritten_mid_copy_fails(links, dirs):
     assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == ["started", "failed"]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = Path(f"/proc/{d}/stat").read_text()
-            except OSError:
-                continue
-            parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out += kids
-        todo += kids
-    return out
-
-
 def _mount_tmpfs(path: Path, size: str) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
@@ -311,13 +260,8 @@ async def test_connection_killed_mid_copy(spare_fleet, tmp_path):
 
     def progress(done, total):
         if not killed and done >= 1 << 20:
-            # the host goes down: its sshd, the live session and the writer under it
-            pids = descendants(b.proc.pid)
-            spare_fleet.kill("mirror-dst")
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            killed.append(pids)
+            spare_fleet.kill("mirror-dst")  # its sshd, the live session and the writer
+            killed.append(done)
 
     sl, dl = HostLink(fleet.host("mirror-src")), HostLink(fleet.host("mirror-dst"))
     try:
