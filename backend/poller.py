@@ -126,8 +126,11 @@ class Poller:
 
     async def close(self) -> None:
         """Stop every probe and close every connection."""
+        probes = list(self._probes.values())
         for name in list(self._probes):
             self._forget(name, drop_link=False)
+        # reap them while the loop still runs, so no transport is torn down after it closed
+        await asyncio.gather(*(p.wait(2) for p in probes), return_exceptions=True)
         await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
 
 
