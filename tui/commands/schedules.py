@@ -62,14 +62,7 @@ def poll(fleet: Fleet, names: list[str] | None) -> FleetSnapshot:
     """One fresh poll of these hosts (all when None); stray and reasons already decided."""
     from fleetdeck.backend.poller import poll_fleet
 
-    async def once() -> FleetSnapshot:
-        snap = await poll_fleet(fleet, hosts=names)
-        # a local probe was killed, not awaited: let the loop reap it while it is still open,
-        # or its transport is finalised after the loop closed and prints a traceback
-        await asyncio.sleep(0.05)
-        return snap
-
-    return asyncio.run(once())
+    return asyncio.run(poll_fleet(fleet, hosts=names))
 
 
 def _names(fleet: Fleet, wanted: list[str] | None) -> list[str] | None:
