@@ -180,37 +180,67 @@ def test_after_a_finished_run_without_adapter_refused(h1, tmp_path, capsys):
     assert rc == 1 and "finished without adapter/adapter_model.safetensors" in err
 
 
-async def test_live_run_refused_unless_forced(h1, sshd_fleet, tmp_path):
+class LiveRun:
+    """A run folder whose run.json says running, with a real live process behind it."""
+
+    def __init__(self, path):
+        path.mkdir()
+        self.proc = subprocess.Popen(["sleep", "300"])
+        (path / "run.json").write_text(json.dumps({"state": "running", "pid": self.proc.pid,
+                                                   "start_ticks": est.start_ticks(self.proc.pid)}))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def fake_gpus(*apps):
+    gpus = [{"index": i, "uuid": f"GPU-{i}", "name": "H200", "unified": False, "free": 100 * est.GIB}
+            for i in range(2)]
+    return {"gpus": gpus, "apps": [{"pid": pid, "uuid": uuid, "used": est.GIB} for pid, uuid in apps],
+            "error": None}
+
+
+def test_live_run_on_the_gpu_refused_unless_forced(tmp_path):
+    live_dir = tmp_path / "live one"
+    live = LiveRun(live_dir)
+    pid = live.proc.pid
+    try:
+        def check(gpus, force=False, after=None, cfg=None):
+            checks = []
+            est.check_live_runs(checks, cfg or {"gpus": 1}, gpus, [str(tmp_path)], after, force)
+            return checks[0]
+
+        on0 = check(fake_gpus((pid, "GPU-0")))
+        assert on0["ok"] is False
+        assert f"{live_dir} (pid {pid}) is live on GPU 0; wait for it, or pass --force" in on0["message"]
+        forced = check(fake_gpus((pid, "GPU-0")), force=True)
+        assert forced["ok"] and "--force given, starting anyway" in forced["message"]
+        assert str(pid) not in check(fake_gpus((pid, "GPU-1")))["message"]  # another GPU: no clash
+        assert f"pid {pid}" in check(fake_gpus((pid, "GPU-1")), cfg={"gpus": 2})["message"]
+        assert f"pid {pid}" in check(fake_gpus())["message"]  # on no GPU yet: it may be loading
+        # the run a chain waits for is no clash: it will have ended when this one starts
+        assert str(pid) not in check(fake_gpus((pid, "GPU-0")), after=str(live_dir))["message"]
+    finally:
+        live.stop()
+    assert str(pid) not in check(fake_gpus((pid, "GPU-0")))["message"]  # a dead pid is no live run
+
+
+async def test_live_run_on_a_cpu_host_is_a_note(h1, tmp_path):
     fleet_path, runs, corpus = h1
     host = load_fleet(str(fleet_path)).host("h1")
-    live = runs / "live one"
-    live.mkdir()
-    sleeper = subprocess.Popen(["sleep", "300"])
+    live = LiveRun(runs / "live cpu")
     try:
-        (live / "run.json").write_text(json.dumps({"state": "running", "pid": sleeper.pid,
-                                                   "start_ticks": est.start_ticks(sleeper.pid)}))
         link = HostLink(host)
         try:
-            values = base_values(runs, corpus, "second")
-            pre = await preflight(link, host, values)
-            bad = {c.name: c for c in pre.checks if not c.ok}
-            assert "live-run" in bad
-            assert f"{live} (pid {sleeper.pid}) is live on this host's CPU" in bad["live-run"].message
-            forced = await preflight(link, host, values, force=True)
-            check = next(c for c in forced.checks if c.name == "live-run")
-            assert check.ok and "--force given" in check.message
-            # the run a chain waits for is not a clash: it will have ended
-            chained = await preflight(link, host, values, after=str(live))
-            assert next(c for c in chained.checks if c.name == "live-run").ok
-            assert next(c for c in chained.checks if c.name == "after").ok
+            pre = await preflight(link, host, base_values(runs, corpus, "second"))
         finally:
             await link.close()
     finally:
-        sleeper.kill()
-        sleeper.wait()
-    # a dead pid is no live run
-    pre = await preflight(HostLink(host), host, base_values(runs, corpus, "third"))
-    assert next(c for c in pre.checks if c.name == "live-run").ok
+        live.stop()
+    check = next(c for c in pre.checks if c.name == "live-run")
+    assert check.ok and f"{runs / 'live cpu'} (pid {live.proc.pid})" in check.message
+    assert "no GPU on this host" in check.message
 
 
 def test_run_values_rejects_what_the_trainer_rejects(tmp_path):
