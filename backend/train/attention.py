@@ -43,6 +43,7 @@ def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
     return major >= 8 and hasattr(torch.ops.aten, "_flash_attention_forward")
 
 
+@torch.compiler.disable
 def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor,
                      scale: float | None) -> torch.Tensor:
     """Per-range causal SDPA on (T, H, D) tensors: slow, exact, for CPU and for checking."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import torch
 from torch import nn
 
 TOWER = re.compile(r"^(visual|vision.*|.*_vision|.*vision_(tower|model|encoder)|image_.*|img_.*|audio.*|"
@@ -94,4 +93,3 @@ def matmul_parameter_count(model: nn.Module) -> int:
 __all__ = ["TargetError", "TargetPlan", "apply_lora", "in_tower", "lora_parameter_count",
            "matmul_parameter_count", "plan_targets"]
 
-_ = torch  # torch is this module's dependency through peft

@@ -1,0 +1,159 @@
+"""Speed figures for the trainer: the reference recipe vs fleetdeck's, and each lever's effect.
+
+    python benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b,qwen3-4b --baseline --levers
+        [--steps 10] [--warmup 3] [--seq-len 4096] [--json OUT.json]
+
+Writes a synthetic corpus (long documents of random words; bytes are tokens with the built-in
+tokenizer) and one RUN.toml per model into a temporary folder, then runs, in one process:
+the reference recipe (with --baseline), fleetdeck's default recipe for this card, and (with
+--levers) that recipe with one lever changed at a time. Step time depends on shapes, dtype and
+kernels, not on weight values or text, so random weights and random words measure the real thing.
+Prints a table; the ratio column is tokens/s over the reference recipe measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from fleetdeck.backend.train import batching
+from fleetdeck.backend.train.bench import analytic_flops_per_token, matmul_peak_tflops, measure_fleetdeck, summarize
+from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
+
+WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "
+         "but have an they you were her she there been one all we their has would when if so no will "
+         "gradient tensor kernel adapter checkpoint memory throughput sequence attention").split()
+
+# lever name -> RUN.toml overrides (or a special switch)
+LEVERS = [
+    ("no torch.compile", {"compile": False}),
+    ("no liger", {"liger": False}),
+    ("no compile, no liger", {"compile": False, "liger": False}),
+    ("full logits CE (no chunked fused CE)", "full_ce"),
+    ("lora_dropout 0.05", {"lora_dropout": 0.05}),
+    ("1 row per forward", {"micro_batch": 1}),
+    ("2 rows per forward", {"micro_batch": 2}),
+    ("gradient checkpointing, all layers", {"gradient_checkpointing": True}),
+]
+
+
+def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    out, total = [], 0
+    while total < n_bytes:
+        length = rng.randint(6000, 30000)
+        words, size = [], 0
+        while size < length:
+            w = rng.choice(WORDS)
+            words.append(w)
+            size += len(w) + 1
+        text = " ".join(words)
+        out.append(json.dumps({"text": text}))
+        total += len(text)
+    path.write_text("\n".join(out) + "\n")
+
+
+def write_run(folder: Path, arch: str, seq_len: int) -> Path:
+    toml = folder / f"{arch}.toml"
+    toml.write_text(f'''name = "bench-{arch}"
+base_model = "random:{arch}"
+corpus = "corpus.jsonl"
+output = "runs/{arch}"
+seq_len = {seq_len}
+batch_size = 1
+grad_accum = 8
+lora_rank = 32
+lora_alpha = 64
+lora_dropout = 0.0
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+eval_fraction = 0.01
+seed = 4919
+''')
+    return toml
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default="qwen3-0.6b")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--baseline", action="store_true")
+    p.add_argument("--levers", default="", help="comma list of lever numbers (1-based), or 'all'")
+    p.add_argument("--json", default=None)
+    p.add_argument("--prepare", metavar="DIR", default=None,
+                   help="only write the corpus and one RUN.toml per model into DIR (for `fleetdeck bench`)")
+    args = p.parse_args(argv)
+    folder = Path(args.prepare or tempfile.mkdtemp(prefix="fleetdeck-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    need = max(4 << 20, (args.steps + args.warmup + 2) * 8 * args.seq_len * 2)
+    write_corpus(folder / "corpus.jsonl", need)
+    if args.prepare:
+        for arch in args.models.split(","):
+            print(write_run(folder, arch, args.seq_len))
+        return 0
+    import torch
+
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    peak = matmul_peak_tflops(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"# {name}; bf16 matmul measured {peak or 0:.0f} TFLOP/s; seq_len {args.seq_len}; "
+          f"{args.warmup} warm-up + {args.steps} timed steps of 8 rows", flush=True)
+    chosen = LEVERS if args.levers == "all" else [LEVERS[int(i) - 1] for i in args.levers.split(",") if i]
+    rows = []
+    for arch in args.models.split(","):
+        cfg = load_run_config(write_run(folder, arch, args.seq_len))
+        fpt = analytic_flops_per_token(cfg)
+        variants = []
+        if args.baseline:
+            variants.append(("reference", None))
+        variants.append(("fleetdeck default", {}))
+        variants += list(chosen)
+        ref_tps = None
+        for label, change in variants:
+            try:
+                if label == "reference":
+                    from fleetdeck.backend.train.reference import measure_reference
+
+                    r = measure_reference(cfg, args.steps, args.warmup, lambda m: None)
+                else:
+                    batching.FUSED_CE = change != "full_ce"
+                    vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
+                    r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
+                s = summarize(r["times"], r["tokens"], fpt, peak, r["peak"], None)
+                if label == "reference":
+                    ref_tps = s["tokens_per_second"]
+                row = {"model": arch, "variant": label, "description": r["description"], **s,
+                       "ratio_vs_reference": round(s["tokens_per_second"] / ref_tps, 2) if ref_tps else None}
+            except Exception as e:  # noqa: BLE001 - one failing lever must not stop the others
+                traceback.print_exc(file=sys.stderr)
+                row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
+            finally:
+                batching.FUSED_CE = True
+                torch.cuda.empty_cache() if torch.cuda.is_available() else None
+            rows.append(row)
+            _print(row)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": name, "peak_tflops": peak, "rows": rows}, indent=2))
+    return 0
+
+
+def _print(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['model']:<11} {r['variant']:<38} ERROR {r['error']}", flush=True)
+        return
+    ratio = f"{r['ratio_vs_reference']:.2f}x" if r.get("ratio_vs_reference") else "-"
+    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"
+    mem = f"{r['peak_memory_gib']:.1f}" if r.get("peak_memory_gib") is not None else "-"
+    print(f"{r['model']:<11} {r['variant']:<38} {r['median_s_per_step']:7.3f} s/step "
+          f"(spread {r['spread_pct']:4.1f}%) {r['tokens_per_second']:9,.0f} tok/s  MFU {mfu:>6}  "
+          f"peak {mem:>6} GiB  {ratio:>6}  [{r['description']}]", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
