@@ -265,6 +265,15 @@ class _Mem(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
+class _MemV2(ctypes.Structure):
+    # nvmlMemory_v2_t: `used` excludes the driver's reservation, as nvidia-smi reports it
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+NVML_MEMORY_V2 = ctypes.sizeof(_MemV2) | (2 << 24)
+
+
 class _Util(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
@@ -299,6 +308,7 @@ class Nvml:
             self.lib.nvmlDeviceGetName(h, name, 96)
             self.lib.nvmlDeviceGetUUID(h, uuid, 96)
             self.devices.append((i, h, name.value.decode(errors="replace"), uuid.value.decode(errors="replace")))
+        self._mem_v2 = hasattr(self.lib, "nvmlDeviceGetMemoryInfo_v2")
         for sym, struct in (("nvmlDeviceGetComputeRunningProcesses_v3", _ProcV2),
                             ("nvmlDeviceGetComputeRunningProcesses_v2", _ProcV2),
                             ("nvmlDeviceGetComputeRunningProcesses", _ProcV1)):
@@ -314,8 +324,15 @@ class Nvml:
         """[(index, name, uuid, total_bytes|None, used_bytes|None, util|None, [(pid, bytes|None)])]."""
         out, self.notes = [], []
         for i, h, name, uuid in self.devices:
-            m = _Mem()
-            rc = self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
+            m = None
+            if self._mem_v2:
+                m = _MemV2(version=NVML_MEMORY_V2)
+                rc = self.lib.nvmlDeviceGetMemoryInfo_v2(h, ctypes.byref(m))
+                if rc not in (0, NVML_NOT_SUPPORTED):
+                    m = None   # an older driver without the v2 struct: ask the v1 way
+            if m is None:
+                m = _Mem()
+                rc = self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
             if rc not in (0, NVML_NOT_SUPPORTED):
                 self._check(rc, "nvmlDeviceGetMemoryInfo")
             u = _Util()
@@ -915,11 +932,10 @@ def _crontabs(fresh):
     out = []
     for u in users:
         try:   # the spool file's stat says whether `crontab -l` would say anything new
-            st = os.stat(os.path.join(spool, u)) if spool else None
-            key = _skey(st)
+            key = _skey(os.stat(os.path.join(spool, u))) if spool else None
         except FileNotFoundError:
             key = "absent"
-        except (OSError, TypeError):
+        except OSError:
             key = None
         hit = _CACHE.get(("crontab", u))
         if hit is not None and key is not None and hit[0] == key and not fresh:
