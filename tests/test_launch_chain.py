@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_launch import HOSTILE, base_values, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions import launch_estimate as est
 from fleetdeck.backend.actions.launch import launch
@@ -22,8 +23,6 @@ from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 from fleetdeck.backend.state import read_audit
 from fleetdeck.tui.cli import main
-
-from test_launch import HOSTILE, base_values, write_corpus, write_run_toml
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 pytest.importorskip("torch")

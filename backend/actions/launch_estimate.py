@@ -42,8 +42,8 @@ def human(n):
     n = float(n)
     for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
         if abs(n) >= size:
-            return "%.1f %s" % (n / size, unit)
-    return "%d B" % n
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def missing_modules(names):
@@ -75,7 +75,7 @@ def corpus_bytes(path):
 def start_ticks(pid):
     """Start time of `pid` in clock ticks since boot (None off Linux): tells pid reuse apart."""
     try:
-        with open("/proc/%d/stat" % pid) as f:
+        with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
         return int(stat[stat.rindex(")") + 2:].split()[19])
     except (OSError, ValueError, IndexError):
@@ -93,7 +93,7 @@ def alive(pid, ticks=None):
     except PermissionError:
         pass
     try:
-        with open("/proc/%d/stat" % pid) as f:
+        with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
         fields = stat[stat.rindex(")") + 2:].split()
     except (OSError, ValueError):
@@ -205,7 +205,7 @@ def estimate(config, gpus, corpus_size):
 
 
 def parts_text(parts):
-    return " + ".join("%s %s" % (k.replace("_", "/"), human(v)) for k, v in parts.items())
+    return " + ".join("{} {}".format(k.replace("_", "/"), human(v)) for k, v in parts.items())
 
 
 # -- the host ----------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def gpu_table():
         a = subprocess.run([smi, "--query-compute-apps=pid,gpu_uuid,used_memory",
                             "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as e:
-        out["error"] = "nvidia-smi failed: %s" % e
+        out["error"] = f"nvidia-smi failed: {e}"
         return out
     for line in r.stdout.splitlines():
         f = [x.strip() for x in line.split(",")]
@@ -284,26 +284,26 @@ def check_memory(checks, config, gpus, est, after):
         why += " (model size unknown: weights not counted)"
     if not gpus["gpus"]:
         avail = mem_available()
-        note = "no GPU on this host%s: the run trains on CPU" % (" (%s)" % gpus["error"] if gpus["error"] else "")
+        note = "no GPU on this host%s: the run trains on CPU" % (" ({})".format(gpus["error"]) if gpus["error"] else "")
         if avail is None:
-            return _add(checks, "memory", True, "%s; memory not checked (no /proc/meminfo)" % note)
-        return _add(checks, "memory", avail >= need, "%s and needs about %s (%s); %s available"
-                    % (note, human(need), why, human(avail)))
+            return _add(checks, "memory", True, f"{note}; memory not checked (no /proc/meminfo)")
+        return _add(checks, "memory", avail >= need, f"{note} and needs about {human(need)} ({why}); {human(avail)} available")
     want = int(config.get("gpus", 1))
     if len(gpus["gpus"]) < want:
-        return _add(checks, "memory", False, "the run asks for %d GPUs and this host has %d"
-                    % (want, len(gpus["gpus"])))
+        return _add(checks, "memory", False,
+                    f"the run asks for {want} GPUs and this host has {len(gpus['gpus'])}")
     prev = after_pid(after)
     for g in gpus["gpus"][:want]:
         free = g["free"]
         if free is None:
-            _add(checks, "memory", True, "GPU %d reports no free memory figure; not checked" % g["index"])
+            _add(checks, "memory", True, f"GPU {g['index']} reports no free memory figure; not checked")
             continue
         freed = sum(p["used"] for p in gpus["apps"] if p["pid"] == prev and p["uuid"] == g["uuid"])
         total = free + freed
-        extra = " (%s of it held now by the run it waits for)" % human(freed) if freed else ""
-        _add(checks, "memory", total >= need, "GPU %d%s has %s free%s; the run needs about %s (%s)"
-             % (g["index"], " (unified memory)" if g["unified"] else "", human(total), extra, human(need), why))
+        extra = f" ({human(freed)} of it held now by the run it waits for)" if freed else ""
+        unified = " (unified memory)" if g["unified"] else ""
+        _add(checks, "memory", total >= need, f"GPU {g['index']}{unified} has {human(total)} free{extra}; "
+             f"the run needs about {human(need)} ({why})")
 
 
 def check_disk(checks, output, est):
@@ -314,12 +314,13 @@ def check_disk(checks, output, est):
     try:
         st = os.statvfs(probe)
     except OSError as e:
-        return _add(checks, "disk", False, "cannot read free space at %s: %s" % (probe, e))
+        return _add(checks, "disk", False, f"cannot read free space at {probe}: {e}")
     free = st.f_bavail * st.f_frsize
     need = est["disk_bytes"]
-    _add(checks, "disk", free >= need, "the run writes about %s (%d saves x %s per checkpoint + %s adapter "
-         "+ logs, for ~%d steps); %s free at %s" % (human(need), est["saves"], human(est["checkpoint_bytes"]),
-                                                   human(est["adapter_bytes"]), est["steps"], human(free), probe))
+    _add(checks, "disk", free >= need,
+         f"the run writes about {human(need)} ({est['saves']} saves x {human(est['checkpoint_bytes'])} "
+         f"per checkpoint + {human(est['adapter_bytes'])} adapter + logs, for ~{est['steps']} steps); "
+         f"{human(free)} free at {probe}")
 
 
 def trainer_processes():
@@ -330,14 +331,14 @@ def trainer_processes():
         if not d.isdigit() or int(d) == me:
             continue
         try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
                 argv = f.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
         for i, a in enumerate(argv[:-1]):
             if argv[i + 1] == "train" and (a == "fleetdeck.tui.cli" or os.path.basename(a) == "fleetdeck"):
                 try:
-                    out[int(d)] = os.readlink("/proc/%s/cwd" % d)
+                    out[int(d)] = os.readlink(f"/proc/{d}/cwd")
                 except OSError:
                     out[int(d)] = "?"
                 break
@@ -379,17 +380,16 @@ def check_live_runs(checks, config, gpus, roots, after, force):
         on_ours = {p["pid"] for p in gpus["apps"] if p["uuid"] in want}
         # a run not (yet) on any GPU may still be loading: count it against ours
         clash = {pid: path for pid, path in runs.items() if pid in on_ours or pid not in on_any}
-        where = "GPU %s" % ", ".join(str(g["index"]) for g in gpus["gpus"][:int(config.get("gpus", 1))])
+        where = "GPU {}".format(", ".join(str(g["index"]) for g in gpus["gpus"][:int(config.get("gpus", 1))]))
     else:
         # no GPU to share: CPU runs (tests, tiny models) only compete for cores, so say so and go on
         if not runs:
             return _add(checks, "live-run", True, "no GPU on this host, and no other run is live on it")
-        desc = ", ".join("%s (pid %d)" % (path, pid) for pid, path in sorted(runs.items())[:3])
-        return _add(checks, "live-run", True, "no GPU on this host; %s also live here, sharing its CPU" % desc)
+        desc = ", ".join(f"{path} (pid {pid})" for pid, path in sorted(runs.items())[:3])
+        return _add(checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU")
     if not clash:
-        return _add(checks, "live-run", True, "no other run is live on %s" % where)
-    desc = ", ".join("%s (pid %d)" % (path, pid) for pid, path in sorted(clash.items())[:3])
+        return _add(checks, "live-run", True, f"no other run is live on {where}")
+    desc = ", ".join(f"{path} (pid {pid})" for pid, path in sorted(clash.items())[:3])
     if force:
-        return _add(checks, "live-run", True, "%s live on %s; --force given, starting anyway" % (desc, where))
-    _add(checks, "live-run", False, "%s %s live on %s; wait for it, or pass --force to share"
-         % (desc, "is" if len(clash) == 1 else "are", where))
+        return _add(checks, "live-run", True, f"{desc} live on {where}; --force given, starting anyway")
+    _add(checks, "live-run", False, "{} {} live on {}; wait for it, or pass --force to share".format(desc, "is" if len(clash) == 1 else "are", where))

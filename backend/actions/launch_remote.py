@@ -54,7 +54,7 @@ def read_manifest(run):
 def write_manifest(run, manifest, exclusive=False):
     """Write run.json atomically; with `exclusive`, fail (FileExistsError) if one exists."""
     final = os.path.join(run, "run.json")
-    tmp = os.path.join(run, ".run.json.%d.tmp" % os.getpid())
+    tmp = os.path.join(run, f".run.json.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         f.flush()
@@ -84,7 +84,7 @@ def record_state(run, manifest, state, **extra):
 
 def log_line(run, text):
     """One line in train.log, marked as the launcher's, not the trainer's."""
-    line = "%s fleetdeck launch: %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S%z"), text)
+    line = "{} fleetdeck launch: {}\n".format(time.strftime("%Y-%m-%dT%H:%M:%S%z"), text)
     try:
         fd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -115,7 +115,7 @@ def toml_text(config):
     lines = ["# written by fleetdeck launch: the host's own copy, every path absolute"]
     for key in sorted(config):
         if config[key] is not None:
-            lines.append("%s = %s" % (key, toml_value(config[key])))
+            lines.append(f"{key} = {toml_value(config[key])}")
     return "\n".join(lines) + "\n"
 
 
@@ -125,36 +125,36 @@ def after_status(after):
     manifest = read_manifest(after)
     has_adapter = os.path.isfile(os.path.join(after, ADAPTER_FILE))
     if manifest is None:
-        return "never", "run %s has an unreadable run.json" % after
+        return "never", f"run {after} has an unreadable run.json"
     if not manifest:
         if not os.path.isdir(after):
-            return "never", "run %s does not exist" % after
+            return "never", f"run {after} does not exist"
         if has_adapter:
-            return "ready", "run %s has its final adapter" % after
-        return "never", "run %s holds no run.json, so its end cannot be watched" % after
+            return "ready", f"run {after} has its final adapter"
+        return "never", f"run {after} holds no run.json, so its end cannot be watched"
     state = manifest.get("state")
     why = manifest.get("error") or manifest.get("cancel_reason")
     if state == "finished":
         if has_adapter:
-            return "ready", "run %s finished with its adapter" % after
-        return "never", "run %s finished without %s" % (after, ADAPTER_FILE)
+            return "ready", f"run {after} finished with its adapter"
+        return "never", f"run {after} finished without {ADAPTER_FILE}"
     if state in ("failed", "cancelled"):
-        return "never", "run %s %s%s" % (after, state, " (%s)" % why if why else "")
+        return "never", "run {} {}{}".format(after, state, f" ({why})" if why else "")
     if state == "running":
         if alive(manifest.get("pid"), manifest.get("start_ticks")):
-            return "wait", "run %s is running (pid %s)" % (after, manifest.get("pid"))
+            return "wait", "run {} is running (pid {})".format(after, manifest.get("pid"))
         again = read_manifest(after) or {}
         if again.get("state") != "running":  # it ended between the two reads
             return after_status(after)
-        return "never", "run %s died without finishing (pid %s is gone)" % (after, manifest.get("pid"))
+        return "never", "run {} died without finishing (pid {} is gone)".format(after, manifest.get("pid"))
     if state == "queued":
         if alive(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
-            return "wait", "run %s is queued" % after
+            return "wait", f"run {after} is queued"
         again = read_manifest(after) or {}
         if again.get("state") != "queued":
             return after_status(after)
-        return "never", "run %s is queued but its waiter (pid %s) is gone" % (after, manifest.get("waiter_pid"))
-    return "never", "run %s is in state %r" % (after, state)
+        return "never", "run {} is queued but its waiter (pid {}) is gone".format(after, manifest.get("waiter_pid"))
+    return "never", f"run {after} is in state {state!r}"
 
 
 # -- pre-flight ------------------------------------------------------------------------------
@@ -184,44 +184,44 @@ def preflight(req):
     if base.startswith("random:"):
         arch = base.split(":", 1)[1]
         check(checks, "base-model", arch in est.ARCHS,
-              "base model %s is a built-in architecture with random weights" % base if arch in est.ARCHS
-              else "base model %s is not a built-in architecture (%s)" % (base, ", ".join(sorted(est.ARCHS))))
+              f"base model {base} is a built-in architecture with random weights" if arch in est.ARCHS
+              else "base model {} is not a built-in architecture ({})".format(base, ", ".join(sorted(est.ARCHS))))
     elif not os.path.isdir(base):
-        check(checks, "base-model", False, "base model %s does not exist on %s" % (base, host))
+        check(checks, "base-model", False, f"base model {base} does not exist on {host}")
     elif not os.path.isfile(os.path.join(base, "config.json")):
-        check(checks, "base-model", False, "base model %s holds no config.json, so it is not a checkpoint" % base)
+        check(checks, "base-model", False, f"base model {base} holds no config.json, so it is not a checkpoint")
     else:
-        check(checks, "base-model", True, "base model %s exists" % base)
+        check(checks, "base-model", True, f"base model {base} exists")
     tok = config.get("tokenizer")
     if tok:
         check(checks, "tokenizer", os.path.isdir(tok) or os.path.isfile(tok),
-              "tokenizer %s %s" % (tok, "exists" if os.path.exists(tok) else "does not exist on %s" % host))
+              "tokenizer {} {}".format(tok, "exists" if os.path.exists(tok) else f"does not exist on {host}"))
 
     corpus = config["corpus"]
     size = est.corpus_bytes(corpus)
     if not os.path.exists(corpus):
-        check(checks, "corpus", False, "corpus %s does not exist on %s" % (corpus, host))
+        check(checks, "corpus", False, f"corpus {corpus} does not exist on {host}")
     elif size == 0:
-        check(checks, "corpus", False, "corpus %s is empty" % corpus)
+        check(checks, "corpus", False, f"corpus {corpus} is empty")
     else:
-        check(checks, "corpus", True, "corpus %s exists (%d bytes)" % (corpus, size))
+        check(checks, "corpus", True, f"corpus {corpus} exists ({size} bytes)")
 
     check_output(checks, output, after, req.get("runs") or [])
     if after is not None:
         verdict, why = after_status(after)
         if after == output:
-            check(checks, "after", False, "a run cannot wait for itself (%s)" % after)
+            check(checks, "after", False, f"a run cannot wait for itself ({after})")
         elif verdict == "never":
-            check(checks, "after", False, "%s; a chain never starts after a run that did not "
-                  "finish with its adapter" % why)
+            check(checks, "after", False, f"{why}; a chain never starts after a run that did not "
+                  "finish with its adapter")
         else:
             check(checks, "after", True, why + ("; the new run starts now" if verdict == "ready"
                                                else "; the new run waits for it"))
 
     trainer = est.missing_modules(["fleetdeck.tui.commands.train", "torch", "transformers", "peft"])
     check(checks, "trainer", not trainer,
-          "%s can import the trainer" % sys.executable if not trainer else
-          "%s cannot import %s on %s (install fleetdeck[train] there)" % (sys.executable, ", ".join(trainer), host))
+          f"{sys.executable} can import the trainer" if not trainer else
+          "{} cannot import {} on {} (install fleetdeck[train] there)".format(sys.executable, ", ".join(trainer), host))
 
     gpus = est.gpu_table()
     estimate = est.estimate(config, gpus, size)
@@ -234,20 +234,20 @@ def preflight(req):
 
 def check_output(checks, output, after, roots):
     if os.path.lexists(output) and not os.path.isdir(output):
-        return check(checks, "output", False, "output %s exists and is not a folder" % output)
+        return check(checks, "output", False, f"output {output} exists and is not a folder")
     if os.path.isdir(output):
         names = sorted(os.listdir(output))
         held = [n for n in names if n in RUN_MARKERS or n.startswith("checkpoint-")]
         if held:
-            return check(checks, "output", False, "output %s already holds a run (%s); choose a new "
-                         "folder" % (output, ", ".join(held[:3])))
+            return check(checks, "output", False, "output {} already holds a run ({}); choose a new "
+                         "folder".format(output, ", ".join(held[:3])))
         foreign = [n for n in names if n not in FRESH_OK and not n.startswith(".")]
         if foreign:
-            return check(checks, "output", False, "output %s holds files that are not a run (%s); "
-                         "choose an empty or new folder" % (output, ", ".join(foreign[:3])))
+            return check(checks, "output", False, "output {} holds files that are not a run ({}); "
+                         "choose an empty or new folder".format(output, ", ".join(foreign[:3])))
     where = [r for r in roots if os.path.dirname(output) == os.path.abspath(os.path.expanduser(r))]
     note = "" if where else "; note: it is not directly under a runs root of this host, so status and runs will not list it"
-    return check(checks, "output", True, "output %s holds no run%s" % (output, note))
+    return check(checks, "output", True, f"output {output} holds no run{note}")
 
 
 # -- launch ----------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def launch(req):
         write_manifest(output, manifest, exclusive=True)
     except FileExistsError:
         answer.update(ok=False, state="refused")
-        check(answer["checks"], "output", False, "output %s was claimed by another launch just now" % output)
+        check(answer["checks"], "output", False, f"output {output} was claimed by another launch just now")
         return answer
     sup = {"op": "supervise", "run": output, "run_toml": run_toml, "after": after,
            "interval": float(req.get("interval") or 2.0), "source": req["source"]}
@@ -293,8 +293,7 @@ def launch(req):
     except ValueError:
         record_state(output, read_manifest(output) or manifest, "failed",
                      error="the launcher's supervisor exited before starting the run; see train.log")
-        answer.update(ok=False, state="failed", error="the supervisor on the host exited at once; see %s"
-                      % os.path.join(output, "train.log"))
+        answer.update(ok=False, state="failed", error="the supervisor on the host exited at once; see {}".format(os.path.join(output, "train.log")))
         return answer
     answer.update(started)
     answer["run_toml"] = run_toml
@@ -334,7 +333,7 @@ def supervise(req):
 
     try:
         if after:
-            log_line(run, "queued after %s; waiting for it to finish with its adapter" % after)
+            log_line(run, f"queued after {after}; waiting for it to finish with its adapter")
             while True:
                 verdict, why = after_status(after)
                 if verdict == "ready":
@@ -351,12 +350,12 @@ def supervise(req):
                 time.sleep(req.get("interval", 2.0))
         current = read_manifest(run) or {}
         if current.get("state") != "queued" or current.get("waiter_pid") != os.getpid():
-            log_line(run, "run.json changed while waiting (state %r); not starting" % current.get("state"))
+            log_line(run, "run.json changed while waiting (state {!r}); not starting".format(current.get("state")))
             report({"state": current.get("state") or "unknown", "pid": current.get("pid"), "waiter_pid": os.getpid()})
             return
         child = start_trainer(run, req["run_toml"])
     except Stopped as e:
-        reason = "the waiter was stopped (signal %s) before the run started" % e.args[0]
+        reason = f"the waiter was stopped (signal {e.args[0]}) before the run started"
         current = read_manifest(run) or manifest
         if current.get("state") == "queued":
             record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
@@ -372,7 +371,7 @@ def supervise(req):
 
 def start_trainer(run, run_toml):
     """`<python> -m fleetdeck.tui.cli train RUN.toml`, its own session, output to train.log."""
-    log_line(run, "starting %s -m %s train %s" % (sys.executable, TRAINER_MODULE, run_toml))
+    log_line(run, f"starting {sys.executable} -m {TRAINER_MODULE} train {run_toml}")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     logfd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -392,12 +391,12 @@ def watch_end(run, pid, rc):
     recorded = manifest.get("pid")
     # a pid other than ours that is gone: a torchrun worker of this trainer, killed with it
     if state in ("queued", "running") and (recorded in (None, pid) or not alive(recorded, manifest.get("start_ticks"))):
-        how = "was killed by signal %d" % -rc if rc < 0 else "exited with status %d" % rc
-        reason = "the trainer %s without recording an end; see train.log" % how
+        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+        reason = f"the trainer {how} without recording an end; see train.log"
         record_state(run, manifest, "failed", error=reason, exit_status=rc)
         log_line(run, "failed: " + reason)
     else:
-        log_line(run, "trainer (pid %d) exited with status %d; run.json says %s" % (pid, rc, state))
+        log_line(run, f"trainer (pid {pid}) exited with status {rc}; run.json says {state}")
 
 
 def main():
@@ -411,7 +410,7 @@ def main():
     elif op == "launch":
         out = launch(req)
     else:
-        out = {"ok": False, "error": "unknown op %r" % op}
+        out = {"ok": False, "error": f"unknown op {op!r}"}
     sys.stdout.write(json.dumps(out))
     sys.stdout.flush()
 
