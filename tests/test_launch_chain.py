@@ -18,7 +18,7 @@ import pytest
 from test_launch import HOSTILE, base_values, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions import launch_estimate as est
-from fleetdeck.backend.actions.launch import launch
+from fleetdeck.backend.actions.launch import launch, preflight
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 from fleetdeck.backend.state import read_audit
@@ -154,6 +154,17 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
     assert not (tmp_path / "pwned").exists() and not (runs / "pwned").exists()
     rec = [r for r in read_audit() if r["action"] == "launch"][-1]
     assert (rec["result"], rec["run"], rec["pid"]) == ("started", str(out_dir), doc["pid"])
+    # a chain after this finished run would start at once
+    async def check_after():
+        link = HostLink(host)
+        try:
+            return await preflight(link, host, base_values(runs, corpus, "after-e2e"), after=str(out_dir))
+        finally:
+            await link.close()
+
+    pre = asyncio.run(check_after())
+    after = next(c for c in pre.checks if c.name == "after")
+    assert after.ok and after.message == f"run {out_dir} finished with its adapter; the new run starts now"
 
 
 async def test_chain_after_a_failure_is_cancelled(h1, cleanup):
