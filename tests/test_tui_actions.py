@@ -163,6 +163,25 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
     assert (dst / "adapter_model.safetensors").read_bytes() == (run / "adapter" / "adapter_model.safetensors").read_bytes()
 
 
+async def test_mirror_destination_follows_the_chosen_hosts_runs_root(tmp_path):
+    run, _ = make_run(tmp_path)
+    toml = "".join(f'[hosts.{n}]\nlocal = true\nruns = ["{tmp_path}/{n}-runs"]\n' for n in ("b", "c"))
+    toml += f'[hosts.a]\nlocal = true\nruns = ["{tmp_path}/runs"]\n'
+    fleet = parse_fleet(toml, "test")
+    app = FleetdeckApp(fleet, RecordedSource([FleetSnapshot(hosts=())]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(MirrorModal("a", str(run / "adapter")))
+        await pilot.pause()
+        modal = app.screen
+        start = modal.query_one("#start", Button)
+        await pilot.click("#start")  # no host picked yet: a warning, no copy
+        await pilot.pause()
+        assert modal.report is None and not start.disabled
+        modal.query_one("#mirror-host", Select).value = "c"
+        await pilot.pause()
+        assert modal.query_one("#mirror-path", Input).value == f"{tmp_path}/c-runs/{HOSTILE}/adapter"
+
+
 async def test_mirror_refuses_a_differing_destination(tmp_path):
     run, _ = make_run(tmp_path)
     dst = tmp_path / "dst"

@@ -109,10 +109,17 @@ class FleetdeckApp(App):
         self.action_poll_now()
 
     def refresh_views(self) -> None:
-        """Redraw every view on the current stack (modals on top are left alone)."""
+        """Redraw every view on the current stack (modals on top are left alone).
+
+        A drawing bug must not take the dashboard down: it is shown once in the error modal.
+        """
         for screen in self.screen_stack:
-            if isinstance(screen, ViewScreen):
-                screen.refresh_view()
+            if isinstance(screen, ViewScreen) and screen.ready:
+                try:
+                    screen.refresh_view()
+                except Exception as e:
+                    if not any(isinstance(s, ErrorModal) for s in self.screen_stack):
+                        self.report_error(f"redrawing {type(screen).__name__}", e)
 
     def _tick(self) -> None:
         # ages and stale badges move with the clock even when no poll arrives

@@ -111,11 +111,19 @@ class ViewScreen(Screen):
         """The view's own widgets."""
         yield from ()
 
+    ready = False
+
     def refresh_view(self) -> None:
         """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""
 
-    def on_screen_resume(self) -> None:
+    def on_mount(self) -> None:
+        # a poll can arrive between compose and mount: redraw only once the widgets exist
+        self.ready = True
         self.refresh_view()
+
+    def on_screen_resume(self) -> None:
+        if self.ready:
+            self.refresh_view()
 
     @property
     def state(self) -> FleetState:

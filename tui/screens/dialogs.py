@@ -64,7 +64,7 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help"):
             yield Label("Keys", classes="title")
-            with VerticalScroll():
+            with VerticalScroll(can_focus=False):
                 yield Static(help_text())
             yield Button("Close", id="close", variant="primary")
 
@@ -87,7 +87,7 @@ class ErrorModal(ModalScreen):
             yield Label(f"Unexpected error during {self.what}", classes="title")
             yield Static("The dashboard is still running. The details below are for a bug report.",
                          classes="detail")
-            with VerticalScroll():
+            with VerticalScroll(can_focus=False):
                 yield Static(Text(self.details), id="error-details")
             yield Button("Close", id="close", variant="primary")
 

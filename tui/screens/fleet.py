@@ -12,17 +12,20 @@ from textual.widgets import Static
 from fleetdeck.backend.models import HostSnapshot
 
 from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import TextBuilder, human_bytes, human_duration
+from ..widgets.render import TextBuilder, human_bytes, human_duration, tail
 from .base import FleetState, ViewScreen
 
 LIVE = ("running", "stalled")
 
 
 def layout_widths(width: int) -> dict[str, int]:
-    """Column widths for a terminal `width` wide: fits 100 columns, uses 200."""
-    if width >= 160:
-        return {"host": 12, "status": 22, "lat": 6, "gpus": 44, "disks": 30, "runs": 34, "stray": 5}
-    return {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
+    """Column widths for a terminal `width` wide: fits 100 columns, uses up to 200."""
+    w = {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
+    extra = max(0, min(width, 200) - 100)
+    # the extra columns go where the detail is: history, disk paths, run names, reasons
+    for key, share in (("gpus", 0.3), ("disks", 0.25), ("runs", 0.25), ("status", 0.1), ("host", 0.1)):
+        w[key] += int(extra * share)
+    return w
 
 
 def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, int]:
@@ -84,8 +87,8 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
             t.add(f"? {d.path}", "dim" if dim else "yellow")
             continue
         frac = d.used_bytes / d.total_bytes
-        t.bar(frac, 3 if width < 20 else 8, dim)
-        t.add(f"{frac:>4.0%} {d.path}", "dim" if dim else None)
+        t.bar(frac, 3 if width < 28 else 8, dim)
+        t.add(f"{frac:>4.0%} {tail(d.path, width - (3 if width < 28 else 8) - 6)}", "dim" if dim else None)
     return t.build(), len(h.disks)
 
 

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from ..messages import ActionFinished
+from ..widgets.render import human_bytes
 
 
 class LaunchModal(ModalScreen):
@@ -33,13 +34,14 @@ class LaunchModal(ModalScreen):
         with Vertical(classes="dialog", id="launch-dialog"):
             yield Label("Launch a training run", classes="title")
             yield Label("Host:")
-            yield Select(hosts, id="launch-host", allow_blank=False,
+            yield Select(hosts, id="launch-host", allow_blank=False, compact=True,
                          value=self.host if self.host else hosts[0][1])
             yield Label("RUN.toml (a file on this machine):")
-            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml")
+            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml", compact=True)
             yield Label("Start after this run finishes with an adapter (optional run folder on the host):")
-            yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)", id="launch-after")
-            with VerticalScroll():
+            yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)",
+                        id="launch-after", compact=True)
+            with VerticalScroll(can_focus=False):
                 yield Static(Text("Pre-flight checks the host before anything starts.", style="dim"),
                              id="launch-verdict")
                 yield DataTable(id="launch-checks", cursor_type="none", zebra_stripes=True)
@@ -50,7 +52,9 @@ class LaunchModal(ModalScreen):
                 yield Button("Launch", id="launch", variant="success", disabled=True)
 
     def on_mount(self) -> None:
-        self.query_one("#launch-checks", DataTable).add_columns("Check", "", "Why")
+        table = self.query_one("#launch-checks", DataTable)
+        table.add_columns("Check", "", "Why")
+        table.can_focus = False
         self.query_one("#launch-toml", Input).focus()
 
     def inputs(self) -> tuple[str, str, str | None]:
@@ -61,6 +65,13 @@ class LaunchModal(ModalScreen):
 
     def on_input_changed(self) -> None:
         self._update_button()
+
+    def on_input_submitted(self) -> None:
+        # enter in a field: launch when these exact inputs passed pre-flight, else pre-flight
+        if not self.query_one("#launch", Button).disabled:
+            self.run_launch()
+        else:
+            self.run_preflight()
 
     def on_select_changed(self) -> None:
         self._update_button()
@@ -87,12 +98,13 @@ class LaunchModal(ModalScreen):
         table.clear()
         for c in pre.checks:
             table.add_row(c.name, Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
-                          Text(c.message, style="" if c.ok else "red"))
+                          Text(c.message, style="" if c.ok else "red"), height=None)
         est = pre.estimate or {}
         verdict = Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green") if pre.ok \
             else Text(f"✖ refused ({pre.refusal.name}): {pre.refusal.message}\n", style="bold red")
-        if est:
-            verdict.append(" ".join(f"{k}={v}" for k, v in list(est.items())[:6]), style="dim")
+        if est.get("memory_bytes"):
+            verdict.append(f"estimate: {human_bytes(est['memory_bytes'])} of memory on {est.get('device', '?')}, "
+                           f"{est.get('lora_params', '?'):,} LoRA parameters", style="dim")
         self.query_one("#launch-verdict", Static).update(verdict)
 
     @work(exclusive=True, group="launch", exit_on_error=False)

@@ -39,13 +39,14 @@ class MirrorModal(ModalScreen):
             yield Label("Mirror an adapter", classes="title")
             yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
             yield Label("To host:")
-            yield Select(others, prompt="pick the destination host", id="mirror-host",
-                         value=others[0][1] if len(others) == 1 else Select.BLANK)
+            yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
+                         value=others[0][1] if len(others) == 1 else Select.NULL)
             yield Label("To path (created if absent; refused if it holds different content):")
-            yield Input(self.src_path, id="mirror-path")
+            first = others[0][1] if len(others) == 1 else None
+            yield Input(self.default_path(first) if first else self.src_path, id="mirror-path", compact=True)
             yield ProgressBar(total=1, show_eta=False, id="mirror-progress")
             yield Static(Text("not started", style="dim"), id="mirror-rate")
-            with VerticalScroll():
+            with VerticalScroll(can_focus=False):
                 yield DataTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
                 yield Static(id="mirror-result")
             with Horizontal(classes="buttons"):
@@ -58,10 +59,26 @@ class MirrorModal(ModalScreen):
                                                                "Status")
         self.query_one("#mirror-host", Select).focus()
 
+    def default_path(self, dst_host: str) -> str:
+        """The same place under the destination's runs root (`<root>/run-N/adapter`), else SRC's path."""
+        src_cfg, dst_cfg = self.app.fleet.host(self.src_host), self.app.fleet.host(dst_host)
+        for root in src_cfg.runs:
+            prefix = root.rstrip("/") + "/"
+            if self.src_path.startswith(prefix) and dst_cfg.runs:
+                return dst_cfg.runs[0].rstrip("/") + "/" + self.src_path[len(prefix):]
+        return self.src_path
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.value is not Select.NULL:
+            self.query_one("#mirror-path", Input).value = self.default_path(str(event.value))
+
+    def on_input_submitted(self) -> None:
+        self.query_one("#start", Button).press()
+
     def destination(self) -> tuple[str | None, str]:
         """The chosen (host, path)."""
         host = self.query_one("#mirror-host", Select).value
-        return (None if host is Select.BLANK else str(host)), self.query_one("#mirror-path", Input).value
+        return (None if host is Select.NULL else str(host)), self.query_one("#mirror-path", Input).value
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id in ("start", "dry"):

@@ -67,7 +67,7 @@ class PurgeModal(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="purge-dialog"):
             yield Label(f"Purge {len(self.paths)} path(s) on {self.host}", classes="title")
-            with VerticalScroll():
+            with VerticalScroll(can_focus=False):
                 yield Static(Text("gathering the plan: checking every path on the host…", style="dim"),
                              id="purge-verdict")
                 yield DataTable(id="purge-plan", cursor_type="none", zebra_stripes=True)
@@ -76,7 +76,7 @@ class PurgeModal(ModalScreen):
                 for i, p in enumerate(self.paths):
                     yield Label(f"Type [b]{escape(shown(p))}[/b] exactly to confirm:")
                     yield Input(placeholder="the path above, character for character",
-                                id=f"confirm-{i}", classes="confirm")
+                                id=f"confirm-{i}", classes="confirm", compact=True)
                 yield Static(id="purge-result")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
@@ -85,6 +85,7 @@ class PurgeModal(ModalScreen):
     def on_mount(self) -> None:
         table = self.query_one("#purge-plan", DataTable)
         table.add_columns("Path", "Size", "Checks")
+        table.can_focus = False  # tab goes from path to path, not through the plan
         self.query_one("#cancel", Button).focus()
         if self.plan is None:
             self.gather()
@@ -149,7 +150,7 @@ class PurgeModal(ModalScreen):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id and event.input.id.startswith("confirm-"):
             i = int(event.input.id.split("-")[1])
-            event.input.set_class(event.value == self.paths[i], "-valid")
+            event.input.set_class(event.value == self.paths[i], "typed-ok")
         self._update_button()
 
     def _update_button(self) -> None:
@@ -202,19 +203,22 @@ class PurgeModal(ModalScreen):
             t.append("deleted" if p.get("deleted") else f"kept ({why or p.get('error') or 'not deleted'})",
                      style="green" if p.get("deleted") else "red")
             t.append("\n")
-        t.append(f"Free space: {human_bytes(d.get('free_bytes_before'))} before → "
-                 f"{human_bytes(d.get('free_bytes_after'))} after\n", style="bold")
+        before, after = d.get("free_bytes_before"), d.get("free_bytes_after")
+        delta = f" ({'+' if (after or 0) >= (before or 0) else '-'}{human_bytes(abs((after or 0) - (before or 0)))})" \
+            if before is not None and after is not None else ""
+        t.append(f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n", style="bold")
         for k in d.get("keepers") or []:
             same = k.get("verified", k.get("sha256_before") == k.get("sha256_after"))
             t.append(f"  keeper {shown(str(k.get('path')))}: sha256 {str(k.get('sha256_after'))[:16]}… ")
             t.append("re-verified ✔\n" if same else "CHANGED ✖\n", style="green" if same else "bold red")
         result.update(t)
+        self.query_one(VerticalScroll).scroll_end(animate=False)
         cancel = self.query_one("#cancel", Button)
         cancel.label = "Close"
         cancel.focus()
         refused = sorted({c for p in d.get("paths") or [] for c in p.get("refused") or []})
-        summary = (f"{self.host}: deleted {len(self.paths)} path(s), "
-                   f"{human_bytes(rep.reclaimed_bytes)} freed, keepers verified." if ok else
+        summary = (f"{self.host}: deleted {len(self.paths)} path(s) ({human_bytes(d.get('expected_bytes'))}), "
+                   f"keepers verified; free {human_bytes(before)} → {human_bytes(after)}." if ok else
                    f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
                    if not d.get("deleted") else f"{self.host}: deleted, but a keeper changed.")
         self.app.post_message(ActionFinished("purge", self.host, ok, summary))

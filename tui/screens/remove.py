@@ -48,7 +48,7 @@ class RemoveScheduleModal(ModalScreen):
             yield Static(t)
             yield Static(Text("checking the host…", style="dim"), id="remove-check")
             yield Label(f"Type the id {s.id} to confirm:")
-            yield Input(placeholder=s.id, id="remove-confirm")
+            yield Input(placeholder=s.id, id="remove-confirm", compact=True)
             yield Static(id="remove-result")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")

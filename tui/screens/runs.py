@@ -7,7 +7,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Label, Static
+from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.models import Run
 
@@ -42,7 +42,7 @@ class RunsScreen(ViewScreen):
         super().__init__()
         self.marked: dict[str, set[str]] = {}
         self._log_for: str | None = None
-        self._log_text = Text("")
+        self._log_text: str | None = None
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable([("host", "Host"), ("name", "Run"), ("state", "State"), ("prog", "Progress"),
@@ -57,8 +57,8 @@ class RunsScreen(ViewScreen):
                     yield Label("Checkpoints (space marks, p purges)", classes="section")
                     yield CheckpointTable([("mark", " ", 1), ("step", "Step"), ("size", "Size"),
                                            ("path", "Path")], id="ckpt-table", classes="auto")
-            yield Label("train.log (tail)", classes="section")
-            yield Static(id="run-log")
+        yield Label("train.log (last lines; l reloads)", classes="section", id="run-log-label")
+        yield Log(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
     @property
     def table(self) -> KeyedTable:
@@ -98,8 +98,9 @@ class RunsScreen(ViewScreen):
         title = self.query_one("#run-title", Static)
         if r is None:
             title.update(Text("No runs found under the configured `runs` folders yet.", style="dim"))
-            for wid in ("#run-trend", "#run-chart", "#run-log"):
+            for wid in ("#run-trend", "#run-chart"):
                 self.query_one(wid, Static).update("")
+            self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
         t = Text()
@@ -134,21 +135,30 @@ class RunsScreen(ViewScreen):
     async def load_log(self, run: Run) -> None:
         """Read the last lines of the run's train.log through the poller's link."""
         if self._log_for != run.key:
-            self.query_one("#run-log", Static).update(Text("reading train.log…", style="dim"))
+            self.show_log("reading train.log…")
         self._log_for = run.key
         try:
             res = await self.app.link(run.host).run(
                 ["tail", "-n", str(LOG_LINES), "--", f"{run.path}/train.log"], timeout=10)
         except Exception as e:  # a down host must not break the view
-            text = Text(f"could not read train.log: {getattr(e, 'message', e)}", style="yellow")
+            text = f"could not read train.log: {getattr(e, 'message', e)}"
         else:
             if res.returncode != 0:
                 why = res.stderr.decode("utf-8", "replace").strip().splitlines()
-                text = Text(f"no train.log: {why[-1] if why else 'tail failed'}", style="dim")
+                text = f"no train.log: {why[-1] if why else 'tail failed'}"
             else:
-                text = Text(res.stdout.decode("utf-8", "replace").rstrip() or "(train.log is empty)")
+                text = res.stdout.decode("utf-8", "replace").rstrip() or "(train.log is empty)"
         if self._log_for == run.key:
-            self.query_one("#run-log", Static).update(text)
+            self.show_log(text)
+
+    def show_log(self, text: str) -> None:
+        """Replace the log pane's lines, scrolled to the newest."""
+        log = self.query_one("#run-log", Log)
+        if getattr(self, "_log_text", None) == text:
+            return  # unchanged: keep the operator's scroll position
+        self._log_text = text
+        log.clear()
+        log.write_lines(text.splitlines())
 
     def action_reload_log(self) -> None:
         """Read the log again."""

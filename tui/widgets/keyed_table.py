@@ -9,7 +9,7 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
 
 class KeyedTable(DataTable):
@@ -86,6 +86,11 @@ class KeyedTable(DataTable):
                         row[col_keys[i]] = b
                         changed += 1
                         touched = True
+                        column = self.columns[col_keys[i]]
+                        if column.auto_width and isinstance(b, Text) and b.cell_len > column.content_width:
+                            # a wider value (159/159 after 9/159): let the column grow to show it
+                            self._updated_cells.add(CellKey(RowKey(key), col_keys[i]))
+                            self._require_update_dimensions = True
             self._cells[key] = cells
         if touched:
             self._update_count += 1

@@ -55,6 +55,11 @@ def spark_char(frac: float) -> str:
     return SPARK[min(top, max(0, int(frac * top + 0.5)))]
 
 
+def tail(path: str, width: int) -> str:
+    """`path` cut from the left when too long: the end of a path is the part that differs."""
+    return path if len(path) <= width else "…" + path[-max(1, width - 1):]
+
+
 def human_bytes(n: float | None) -> str:
     """1536 -> '1.5K'; binary units, at most 4 significant characters."""
     if n is None:
