@@ -31,6 +31,8 @@ _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
 # a larger window and packet size for the source's output measured ~180 MB/s.
 WINDOW = 16 * 1024 * 1024
 PKTSIZE = 256 * 1024
+FAST_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+                "aes128-ctr", "aes256-ctr"]
 HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
 Progress = Callable[[int, int], None]
 
@@ -332,16 +334,35 @@ def _overlap(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-async def _start(link: HostLink) -> HelperProcess:
-    """Start the helper; over SSH with a wider channel window than start_helper's default."""
+async def _transfer_connection(link: HostLink) -> asyncssh.SSHClientConnection | None:
+    """A connection of its own for the bulk stream, preferring AES-GCM; None: use the link's.
+
+    Every byte is decrypted and encrypted again here, and asyncssh's default cipher
+    (chacha20-poly1305) sets up a cipher context per packet: with AES-GCM (AES-NI) the same
+    relay took about 0.7x the time. The link's connection is already up and its host key
+    checked against the same known_hosts, so this one is checked the same way.
+    """
+    opts = {**link._connect_options(), "encryption_algs": FAST_CIPHERS}
+    try:
+        return await asyncio.wait_for(asyncssh.connect(link.host.address, **opts),
+                                      link.host.connect_timeout + 1)
+    except (asyncssh.Error, OSError, TimeoutError):
+        return None
+
+
+async def _start(link: HostLink, conns: list) -> HelperProcess:
+    """Start the helper; over SSH on a transfer connection, with a wider channel window."""
     if link.is_local:
         return await link.start_helper(HELPER)
-    conn = await link.connection()
+    conn = await _transfer_connection(link)
+    if conn is not None:
+        conns.append(conn)
+    else:
+        conn = await link.connection()
     try:
         proc = await conn.create_process(shlex.join([link.host.python, "-c", BOOT]), encoding=None,
                                          window=WINDOW, max_pktsize=PKTSIZE)
     except (asyncssh.Error, OSError) as e:
-        link.drop()
         raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
     helper = HelperProcess(proc, remote=True)
     helper.stdin.write(helper_stdin(HELPER))
@@ -356,8 +377,14 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
     total = sum(f["bytes"] for f in files)
     reader = writer = writer_said = None
     committed = False
+    conns: list[asyncssh.SSHClientConnection] = []
     try:
-        reader, writer = await asyncio.gather(_start(src_link), _start(dst_link))
+        started = await asyncio.gather(_start(src_link, conns), _start(dst_link, conns),
+                                       return_exceptions=True)
+        reader, writer = (h if isinstance(h, HelperProcess) else None for h in started)
+        for h in started:
+            if isinstance(h, BaseException):
+                raise h
         await writer.send_json({"op": "write", "path": dst_path, "files": files, "dirs": src["dirs"],
                                 "mode": src.get("mode")})
         ready = await _recv(writer, dst_link, dst_link.host.command_timeout)
@@ -416,6 +443,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         for h in (reader, writer):
             if h is not None:
                 h.close()
+        for conn in conns:
+            conn.close()
 
 
 async def _last_word(task: asyncio.Future | None) -> dict | None:
