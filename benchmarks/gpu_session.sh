@@ -6,13 +6,14 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 mkdir -p /tmp/fd/fleetdeck && ln -sfn "$PWD/backend" /tmp/fd/fleetdeck/backend && ln -sfn "$PWD/tui" /tmp/fd/fleetdeck/tui
 export PYTHONPATH=/tmp/fd:/tmp/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-fleetdeck() { python3 -c 'import sys; from fleetdeck.tui.cli import main; sys.exit(main())' "$@"; }
+mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.tui.cli import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetdeck
+chmod +x /tmp/bin/fleetdeck; export PATH=/tmp/bin:$PATH
 B=/tmp/bench; python3 benchmarks/train_bench.py --prepare $B --models qwen3-0.6b,qwen3-1.7b,qwen3-4b >/dev/null
 phase=${1:-a}
 if [ "$phase" = a ]; then
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv
-  timeout 120 python3 benchmarks/check_varlen.py 2>&1 | tail -8
+  [ -n "${SKIPCHECK:-}" ] || timeout 120 python3 benchmarks/check_varlen.py 2>&1 | tail -8
   sed -e 's/^output = .*/output = "runs\/e2e-0.6b"/' $B/qwen3-0.6b.toml > $B/e2e.toml
   printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e.toml
   timeout 240 fleetdeck train $B/e2e.toml > $OUT/e2e.log 2>&1; echo "fleetdeck train exit $?"
@@ -21,4 +22,9 @@ if [ "$phase" = a ]; then
   ls $B/runs/e2e-0.6b $B/runs/e2e-0.6b/checkpoints $B/runs/e2e-0.6b/adapter
   timeout 200 fleetdeck bench $B/qwen3-0.6b.toml --baseline --json > $OUT/bench-0.6b.json 2> $OUT/bench-0.6b.err; echo "bench exit $?"
   tail -3 $OUT/bench-0.6b.err; python3 -c "import json;r=json.load(open('$OUT/bench-0.6b.json'));[print(x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'))"
+fi
+if [ "$phase" = b ]; then
+  timeout 250 python3 benchmarks/train_bench.py --models qwen3-0.6b --levers 1,2,3,4,5,6,8 --steps 5 --warmup 3 --json $OUT/levers-0.6b.json 2> $OUT/levers-0.6b.err | tee $OUT/levers-0.6b.txt
+  timeout 330 python3 benchmarks/train_bench.py --models qwen3-1.7b,qwen3-4b --baseline --levers 2 --steps 10 --warmup 3 --json $OUT/bench-1.7b-4b.json 2> $OUT/bench-1.7b-4b.err | tee $OUT/bench-1.7b-4b.txt
+  grep -E "Error|error" $OUT/*.err | grep -v triton_kernel_wrap | tail -5
 fi
