@@ -150,15 +150,19 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         modal = app.screen
         assert modal.query_one("#mirror-host", Select).value == "b"
         modal.query_one("#mirror-path", Input).value = str(dst)
+        seen = []
+        shown = modal.on_progress
+        modal.on_progress = lambda done, total: (seen.append((done, total)), shown(done, total))
         await pilot.click("#start")
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
+        assert seen and seen[-1][0] == seen[-1][1] == 8192 + 2  # bytes and total reached the bar
         table = modal.query_one("#mirror-files", DataTable)
         statuses = {table.get_row_at(i)[0]: table.get_row_at(i)[4].plain for i in range(table.row_count)}
         assert statuses == {"adapter_model.safetensors": "copied", "adapter_config.json": "copied"}
         assert "verified" in str(modal.query_one("#mirror-result").render())
-        assert "of" in str(modal.query_one("#mirror-rate").render())
+        assert "100%" in str(modal.query_one("#mirror-rate").render())
         assert modal.report.verified
     assert (dst / "adapter_model.safetensors").read_bytes() == (run / "adapter" / "adapter_model.safetensors").read_bytes()
 
@@ -254,3 +258,42 @@ async def test_remove_loop_needs_the_id_typed_back(tmp_path, loop_process):
         assert modal.report is not None and modal.report.ok, modal.report
         assert "removed" in str(modal.query_one("#remove-result").render())
     loop_process.wait(timeout=10)
+
+
+async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
+    import json
+    (tmp_path / "runs").mkdir()
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"doc {i} the quick brown fox"}) + "\n" for i in range(20)))
+    good = tmp_path / "good.toml"
+    good.write_text(f'name = "t"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\n'
+                    f'output = "{tmp_path}/runs/t1"\nseq_len = 16\nmax_steps = 2\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text().replace(str(corpus), str(tmp_path / "missing.jsonl")))
+    from fleetdeck.tui.screens.launch import LaunchModal
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(LaunchModal("local"))
+        await pilot.pause()
+        modal = app.screen
+        launch = modal.query_one("#launch", Button)
+        toml = modal.query_one("#launch-toml", Input)
+        assert app.focused is toml and launch.disabled
+        toml.value = str(bad)
+        await pilot.press("enter")  # enter runs the pre-flight
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "refused (corpus)" in str(modal.query_one("#launch-verdict").render())
+        assert launch.disabled
+        toml.value = str(good)
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "every pre-flight check passed" in str(modal.query_one("#launch-verdict").render())
+        assert not launch.disabled
+        modal.query_one("#launch-after", Input).value = f"{tmp_path}/runs/other"
+        await pilot.pause()
+        assert launch.disabled  # the inputs changed since the pre-flight: check again first
+        await pilot.press("escape")
+        await pilot.pause()
+    assert not (tmp_path / "runs" / "t1").exists()  # nothing was started

@@ -63,10 +63,13 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help"):
-            yield Label("Keys", classes="title")
-            with VerticalScroll(can_focus=False):
+            yield Label("Keys  (↑ ↓ PgUp PgDn scroll, esc closes)", classes="title")
+            with VerticalScroll(id="help-body"):
                 yield Static(help_text())
             yield Button("Close", id="close", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body").focus()
 
     def on_button_pressed(self) -> None:
         self.dismiss()

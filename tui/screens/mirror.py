@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from ..messages import ActionFinished
-from ..widgets.render import human_bytes, human_duration
+from ..widgets.render import bar, human_bytes, human_duration
 from .purge import as_dict, shown
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
@@ -44,7 +44,6 @@ class MirrorModal(ModalScreen):
             yield Label("To path (created if absent; refused if it holds different content):")
             first = others[0][1] if len(others) == 1 else None
             yield Input(self.default_path(first) if first else self.src_path, id="mirror-path", compact=True)
-            yield ProgressBar(total=1, show_eta=False, id="mirror-progress")
             yield Static(Text("not started", style="dim"), id="mirror-rate")
             with VerticalScroll(can_focus=False):
                 yield DataTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
@@ -97,14 +96,13 @@ class MirrorModal(ModalScreen):
 
     def on_progress(self, done: int, total: int) -> None:
         """Progress from the backend: bytes copied of the total, with the rate so far."""
-        bar = self.query_one("#mirror-progress", ProgressBar)
-        bar.update(total=max(total, 1), progress=done)
         elapsed = max(time.monotonic() - self._started, 1e-6)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else None
-        self.query_one("#mirror-rate", Static).update(
-            f"{human_bytes(done)} of {human_bytes(total)}  at {human_bytes(rate)}/s  "
-            f"ETA {human_duration(eta)}")
+        line = bar(done / total if total else 0.0, 30)
+        line.append(f" {done / total if total else 0:4.0%}  {human_bytes(done)} of {human_bytes(total)}  "
+                    f"at {human_bytes(rate)}/s  ETA {human_duration(eta)}")
+        self.query_one("#mirror-rate", Static).update(line)
 
     @work(exclusive=True, group="mirror", exit_on_error=False)
     async def copy(self, dst_host: str, dst_path: str, dry_run: bool) -> None:
@@ -139,9 +137,10 @@ class MirrorModal(ModalScreen):
         self.report = rep
         result = self.query_one("#mirror-result", Static)
         d = as_dict(rep)
-        if not dry_run:
-            self.query_one("#mirror-progress", ProgressBar).update(total=max(1, d.get("bytes_src") or 0),
-                                                                   progress=d.get("bytes_dst") or 0)
+        if not dry_run and d.get("bytes_copied"):
+            line = bar(1.0, 30)
+            line.append(f" 100%  {human_bytes(d['bytes_copied'])} copied in {d.get('seconds')} s")
+            self.query_one("#mirror-rate", Static).update(line)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
         for f in d.get("files") or []:

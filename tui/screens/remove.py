@@ -48,7 +48,7 @@ class RemoveScheduleModal(ModalScreen):
             yield Static(t)
             yield Static(Text("checking the host…", style="dim"), id="remove-check")
             yield Label(f"Type the id {s.id} to confirm:")
-            yield Input(placeholder=s.id, id="remove-confirm", compact=True)
+            yield Input(placeholder="type the id shown above", id="remove-confirm", compact=True)
             yield Static(id="remove-result")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
@@ -85,6 +85,7 @@ class RemoveScheduleModal(ModalScreen):
         self._update_button()
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        event.input.set_class(event.value == self.schedule.id, "typed-ok")
         self._update_button()
 
     def _update_button(self) -> None:
