@@ -322,3 +322,30 @@ def test_local_host_end(fleet_file, dirs):
     assert main(["mirror", "--hosts", str(path), f"here:{src}", f"h2:{dst}"]) == 0
     assert read_tree(dst) == files
     assert main(["verify", "--hosts", str(path), f"h2:{dst}", f"here:{src}"]) == 0
+
+
+def _python38() -> str | None:
+    for cand in (os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python"), "python3.8"):
+        path = shutil.which(cand)
+        if path is None:
+            continue
+        # a pyenv shim exists whether or not it can run that version: ask the interpreter
+        res = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True)
+        if res.returncode == 0 and res.stdout.strip() == "(3, 8)":
+            return path
+    return None
+
+
+def test_helper_runs_on_python38(tmp_path, dirs):
+    """Hosts may have only Python 3.8: list, read, write and verify there too."""
+    py38 = _python38()
+    if py38 is None:
+        pytest.skip("no Python 3.8 interpreter here")
+    src, dst, files = dirs
+    path = tmp_path / "hosts.toml"
+    path.write_text(f'[defaults]\npython = "{py38}"\n[hosts.old1]\nlocal = true\n'
+                    "[hosts.old2]\nlocal = true\n")
+    assert main(["mirror", "--hosts", str(path), f"old1:{src}", f"old2:{dst}"]) == 0
+    assert read_tree(dst) == files
+    assert main(["verify", "--hosts", str(path), f"old1:{src}", f"old2:{dst}"]) == 0
