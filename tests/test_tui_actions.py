@@ -297,3 +297,35 @@ async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
         await pilot.press("escape")
         await pilot.pause()
     assert not (tmp_path / "runs" / "t1").exists()  # nothing was started
+
+
+async def test_polls_are_applied_while_a_mirror_copies(tmp_path):
+    src = tmp_path / "runs" / "big" / "adapter"
+    src.mkdir(parents=True)
+    with open(src / "adapter_model.safetensors", "wb") as f:
+        for _ in range(96):
+            f.write(os.urandom(1024 * 1024))
+    app = local_app(tmp_path, names=("a", "b"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(MirrorModal("a", str(src)))
+        await pilot.pause()
+        modal = app.screen
+        modal.query_one("#mirror-path", Input).value = str(tmp_path / "copy")
+        progressed = []
+        shown = modal.on_progress
+        modal.on_progress = lambda done, total: (progressed.append(done), shown(done, total))
+        await pilot.click("#start")
+        polls_during_copy = 0
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if progressed and modal.report is None:
+                before = app.state.polls
+                app.poll_fleet()
+                await pilot.pause(0.05)
+                if app.state.polls > before and modal.report is None:
+                    polls_during_copy += 1
+            if modal.report is not None:
+                break
+        await app.workers.wait_for_complete()
+        assert modal.report is not None and modal.report.verified
+        assert polls_during_copy >= 1

@@ -108,13 +108,14 @@ class FleetdeckApp(App):
         self.refresh_views()
         self.action_poll_now()
 
-    def refresh_views(self) -> None:
-        """Redraw every view on the current stack (modals on top are left alone).
+    def refresh_views(self, tick: bool = False) -> None:
+        """Redraw every view on the current stack (modals on top are left alone); on a clock
+        `tick` only the views that show ages.
 
         A drawing bug must not take the dashboard down: it is shown once in the error modal.
         """
         for screen in self.screen_stack:
-            if isinstance(screen, ViewScreen) and screen.ready:
+            if isinstance(screen, ViewScreen) and screen.ready and (screen.SHOWS_AGES or not tick):
                 try:
                     screen.refresh_view()
                 except Exception as e:
@@ -124,7 +125,7 @@ class FleetdeckApp(App):
     def _tick(self) -> None:
         # ages and stale badges move with the clock even when no poll arrives
         if self.state.polls:
-            self.refresh_views()
+            self.refresh_views(tick=True)
 
     async def on_unmount(self) -> None:
         if self._owns_source and hasattr(self.source, "close"):

@@ -112,6 +112,8 @@ class ViewScreen(Screen):
         yield from ()
 
     ready = False
+    #: redrawn every second too (down-for and stale badges move with the clock)
+    SHOWS_AGES = False
 
     def refresh_view(self) -> None:
         """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""

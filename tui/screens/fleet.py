@@ -150,6 +150,8 @@ def host_detail(state: FleetState, name: str | None) -> Text:
 class FleetScreen(ViewScreen):
     """Home: every host in one table; enter opens the host."""
 
+    SHOWS_AGES = True
+
     BINDINGS = [Binding("enter", "open_host", "Host", priority=False)]
 
     def compose_body(self) -> ComposeResult:

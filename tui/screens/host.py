@@ -16,6 +16,8 @@ from .fleet import host_detail
 class HostScreen(ViewScreen):
     """Everything one host holds; esc goes back to the fleet."""
 
+    SHOWS_AGES = True
+
     def __init__(self, name: str) -> None:
         super().__init__()
         self.host_name = name
