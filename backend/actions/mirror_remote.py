@@ -324,7 +324,7 @@ def clean_stale(folder, prefix):
             continue
         path = os.path.join(folder, name)
         if kind_of(lstat_or_none(path)) == "dir":
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
             removed.append(fsdec(path))
     return removed
 
@@ -399,16 +399,19 @@ class Writer:
                         break
                     write_all(fd, read_exact(inp, n))
                 os.fsync(fd)
-                os.fchmod(fd, f["mode"])
             finally:
                 os.close(fd)
             os.utime(path, ns=(f["mtime_ns"], f["mtime_ns"]), follow_symlinks=False)
             # hashed again from this disk while the next file arrives
             futures.append(pool.submit(hash_rel, self.partial, f["path"], False))
+        hashed = [fut.result() for fut in futures]
+        # the source's modes only now: a read-only file or folder must not stop the hashing
+        for f in files:
+            os.chmod(os.path.join(self.partial, fsenc(f["path"])), f["mode"])
         for rel, mode in dirs:
             os.chmod(os.path.join(self.partial, fsenc(rel)), mode)
         fsync_tree(self.partial)
-        return [fut.result() for fut in futures]
+        return hashed
 
     def commit(self):
         if self.inside:
@@ -435,8 +438,22 @@ class Writer:
 
     def remove(self):
         if self.partial is not None:
-            shutil.rmtree(self.partial, ignore_errors=True)
+            remove_tree(self.partial)
             self.partial = None
+
+
+def remove_tree(top):
+    """Remove a partial folder even where the source's read-only modes were already applied."""
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            os.chmod(d, 0o700)
+            with os.scandir(d) as it:
+                stack.extend(e.path for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def fsync_dir(path):
