@@ -209,6 +209,30 @@ async def test_source_rewritten_mid_copy_fails(links, dirs):
     assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == ["started", "failed"]
 
 
+async def test_bytes_damaged_on_the_destination_disk_are_caught(links, dirs):
+    """What lands on DST's disk is hashed there: a byte changed under the writer fails the copy."""
+    src, dst, files = dirs
+    (src / "adapter_model.safetensors").write_bytes(os.urandom(24 << 20))
+    damaged = []
+
+    def progress(done, total):
+        if not damaged and done >= 16 << 20:  # the writer is well past the file's start
+            (partial,) = leftovers(dst.parent)
+            with open(dst.parent / partial / "adapter_model.safetensors", "r+b") as f:
+                first = f.read(1)
+                f.seek(0)
+                f.write(bytes([first[0] ^ 0xFF]))
+            damaged.append(done)
+
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=progress)
+    assert damaged
+    assert rep.result == "failed" and rep.reason == "mismatch", rep.error
+    bad = [f for f in rep.files if f.status == "mismatch"]
+    assert [f.path for f in bad] == ["adapter_model.safetensors"]
+    assert bad[0].sha256_src != bad[0].sha256_dst
+    assert not dst.exists() and leftovers(dst.parent) == []
+
+
 def _mount_tmpfs(path: Path, size: str) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
