@@ -41,7 +41,9 @@ def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, 
         since = state.down_since.get(name)
         status.add("✖ DOWN", "bold red")
         if since is not None:
-            status.add(f" {human_duration(state.clock() - since)}", "red")
+            # never seen up: the outage began before the dashboard did, so only a lower bound
+            bound = "" if name in state.last_good else "≥"
+            status.add(f" {bound}{human_duration(state.clock() - since)}", "red")
         status.add("\n" + (live.error or "no answer"), "red")
     else:
         status.add("● up", "bold green")
@@ -124,15 +126,15 @@ def host_detail(state: FleetState, name: str | None) -> Text:
     if not live.reachable:
         since = state.down_since.get(name)
         t.append(" is DOWN", style="bold red")
-        if since is not None:
+        if since is not None and good:
             t.append(f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
                      f" ({human_duration(state.clock() - since)})")
+        elif since is not None:
+            t.append(f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)")
         t.append(f": {live.error or 'no answer'}.")
         if good:
             t.append(f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
                      style="dim")
-        else:
-            t.append(" It has not answered since the dashboard started.", style="dim")
         return t
     mem = (f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
            if live.memory_total_bytes else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
@@ -17,6 +18,7 @@ class HostScreen(ViewScreen):
     """Everything one host holds; esc goes back to the fleet."""
 
     SHOWS_AGES = True
+    BINDINGS = [Binding("escape", "app.back", "Back")]
 
     def __init__(self, name: str) -> None:
         super().__init__()
