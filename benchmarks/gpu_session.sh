@@ -28,3 +28,17 @@ if [ "$phase" = b ]; then
   timeout 330 python3 benchmarks/train_bench.py --models qwen3-1.7b,qwen3-4b --baseline --levers 2 --steps 10 --warmup 3 --json $OUT/bench-1.7b-4b.json 2> $OUT/bench-1.7b-4b.err | tee $OUT/bench-1.7b-4b.txt
   grep -E "Error|error" $OUT/*.err | grep -v triton_kernel_wrap | tail -5
 fi
+if [ "$phase" = c ]; then  # on nvidia-h200-x2: clean per-model benches in parallel, then gpus = 2
+  (CUDA_VISIBLE_DEVICES=0 timeout 240 fleetdeck bench $B/qwen3-4b.toml --baseline --json > $OUT/c-4b.json 2> $OUT/c-4b.err) &
+  (export CUDA_VISIBLE_DEVICES=1
+   timeout 80 fleetdeck bench $B/qwen3-0.6b.toml --json > $OUT/c-0.6b.json 2> $OUT/c-0.6b.err
+   timeout 100 fleetdeck bench $B/qwen3-1.7b.toml --json > $OUT/c-1.7b.json 2> $OUT/c-1.7b.err
+   timeout 50 fleetdeck bench $B/qwen3-0.6b.toml --set compile=false --json > $OUT/c-0.6b-nocompile.json 2> $OUT/c-0.6b-nocompile.err) &
+  wait
+  sed -e 's/^output = .*/output = "runs\/e2e-2gpu"/' $B/qwen3-0.6b.toml > $B/e2e2.toml
+  printf 'max_steps = 8\neval_steps = 4\nsave_steps = 4\ngpus = 2\n' >> $B/e2e2.toml
+  timeout 120 fleetdeck train $B/e2e2.toml > $OUT/c-2gpu.log 2>&1; echo "2-gpu train exit $?"
+  cp $B/runs/e2e-2gpu/progress.jsonl $OUT/c-2gpu-progress.jsonl
+  grep -E "recipe|step [0-9]|finished|failed|rror" $OUT/c-2gpu.log | tail -12
+  for f in $OUT/c-*.json; do python3 -c "import json,sys;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'))" || tail -5 ${f%.json}.err; done
+fi

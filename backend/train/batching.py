@@ -17,6 +17,8 @@ from .corpus import Split
 IGNORE = -100
 #: the bench's switch for measuring the chunked fused cross-entropy against full logits
 FUSED_CE = True
+#: torch.compile the chunk function on CUDA (fewer passes over the float32 logits)
+COMPILE_CE = True
 
 
 @dataclass
@@ -88,6 +90,45 @@ class StepSchedule:
         return step * self.per_rank * self.world / self.n
 
 
+def _ce_chunk(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float):
+    """(summed CE, its gradient for h) of one chunk; written functionally for torch.compile,
+    which fuses the softmax, the one-hot subtraction and the cast into few passes."""
+    logits = (h @ w.t()).float()
+    lse = torch.logsumexp(logits, dim=-1)
+    valid = y != IGNORE
+    yc = y.clamp_min(0)
+    picked = logits.gather(1, yc[:, None]).squeeze(1)
+    loss = ((lse - picked) * valid).sum()
+    probs = torch.exp(logits - lse[:, None])
+    probs = probs.scatter_add(1, yc[:, None], -valid[:, None].to(probs.dtype))
+    grad = (probs * (valid[:, None].to(probs.dtype) * scale)).to(h.dtype) @ w
+    return loss, grad
+
+
+def _ce_chunk_inplace(h, w, y, scale):
+    """The same in place, eagerly: one float32 logits buffer per chunk."""
+    logits = (h @ w.t()).float()
+    lse = torch.logsumexp(logits, dim=-1)
+    valid = y != IGNORE
+    yc = y.clamp_min(0)
+    loss = ((lse - logits.gather(1, yc[:, None]).squeeze(1)) * valid).sum()
+    probs = logits.sub_(lse[:, None]).exp_()
+    probs.scatter_add_(1, yc[:, None], -valid[:, None].float())
+    probs.mul_(valid[:, None].float() * scale)
+    return loss, probs.to(h.dtype) @ w
+
+
+_COMPILED: dict[str, object] = {}
+
+
+def _chunk_fn(device: torch.device):
+    if device.type != "cuda" or not COMPILE_CE:
+        return _ce_chunk_inplace
+    if "fn" not in _COMPILED:
+        _COMPILED["fn"] = torch.compile(_ce_chunk, dynamic=None)
+    return _COMPILED["fn"]
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """sum(CE(hidden @ weight.T, labels)) * scale, chunk by chunk; the gradient for `hidden` is
     computed in the forward pass, so neither logits nor their gradient outlive one chunk (the
@@ -98,19 +139,19 @@ class LinearCrossEntropy(torch.autograd.Function):
         want_grad = hidden.requires_grad
         grad = torch.empty_like(hidden) if want_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        fn = _chunk_fn(hidden.device)
         for s in range(0, hidden.shape[0], chunk):
             h, y = hidden[s:s + chunk], labels[s:s + chunk]
-            logits = (h @ weight.t()).float()
-            lse = torch.logsumexp(logits, dim=-1)
-            valid = y != IGNORE
-            yc = y.clamp_min(0)
-            picked = logits.gather(1, yc[:, None]).squeeze(1)
-            total += ((lse - picked) * valid).sum()
+            try:
+                loss, g = fn(h, weight, y, scale)
+            except Exception:  # noqa: BLE001 - a compiler failure must not stop training
+                if fn is _ce_chunk_inplace:
+                    raise
+                _COMPILED["fn"] = fn = _ce_chunk_inplace
+                loss, g = fn(h, weight, y, scale)
+            total += loss
             if want_grad:
-                probs = logits.sub_(lse[:, None]).exp_()
-                probs.scatter_add_(1, yc[:, None], -valid[:, None].float())
-                probs.mul_(valid[:, None].float() * scale)
-                grad[s:s + chunk] = probs.to(h.dtype) @ weight
+                grad[s:s + chunk] = g
         ctx.save_for_backward(grad if want_grad else torch.empty(0))
         return total * scale
 
@@ -121,7 +162,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
-                         scale: float, chunk: int = 4096) -> torch.Tensor:
+                         scale: float, chunk: int = 8192) -> torch.Tensor:
     """Scaled summed cross-entropy of a (T, H) hidden state against the output head."""
     if not FUSED_CE:
         logits = (hidden @ weight.detach().t()).float()

@@ -24,25 +24,36 @@ def _divisors_desc(n: int) -> list[int]:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
-def probe_row_bytes(engine, split: Split, row_id: int) -> int:
-    """Peak bytes one row's forward and backward adds, measured eagerly without checkpointing."""
-    engine.set_recipe(1, 0)
+def _peak_of(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
     torch.cuda.synchronize(engine.device)
     torch.cuda.reset_peak_memory_stats(engine.device)
     base = torch.cuda.memory_allocated(engine.device)
-    b = make_batch(split, [split.rows[row_id]], engine.device, engine.cfg.seq_len)
+    b = make_batch(split, [split.rows[i] for i in row_ids], engine.device, engine.cfg.seq_len)
     loss = engine.loss_sum(b, 1.0 / max(1, b.targets))
     loss.backward()
     torch.cuda.synchronize(engine.device)
     peak = torch.cuda.max_memory_allocated(engine.device) - base
     engine.optimizer.zero_grad(set_to_none=True)
-    # the first optimizer step allocates Adam's two moments; count them as fixed cost
-    peak += 2 * sum(p.numel() * 4 for p in engine.params)
-    scale = engine.cfg.seq_len / max(1, b.tokens)
-    return int(peak * scale)
+    del loss, b
+    return peak, base
 
 
-def choose(engine, split: Split, row_id: int, log) -> None:
+def probe_row_bytes(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
+    """(bytes per row, fixed bytes) of a forward and backward, measured eagerly without
+    checkpointing on one and on two rows (the loss's logits buffer is per chunk, not per row)."""
+    engine.set_recipe(1, 0)
+    one, _ = _peak_of(engine, split, row_ids[:1])
+    if len(row_ids) < 2:
+        per_row, fixed = one, 0
+    else:
+        two, _ = _peak_of(engine, split, row_ids[:2])
+        per_row, fixed = max(two - one, one // 4), max(0, 2 * one - two)
+    # the first optimizer step allocates Adam's two moments
+    fixed += 2 * sum(p.numel() * 4 for p in engine.params)
+    return per_row, fixed
+
+
+def choose(engine, split: Split, row_ids: list[int], log) -> None:
     """Set engine.recipe from RUN.toml where it is explicit, and from free memory where "auto"."""
     cfg = engine.cfg
     layers = len(engine.layers)
@@ -59,9 +70,9 @@ def choose(engine, split: Split, row_id: int, log) -> None:
     compile_wanted = engine.recipe.compile
     engine.recipe.compile = False  # probe eagerly: compiled steps use no more memory than eager ones
     free, total = torch.cuda.mem_get_info(engine.device)
-    per_row = probe_row_bytes(engine, split, row_id)
+    per_row, fixed = probe_row_bytes(engine, split, row_ids)
     engine.recipe.compile = compile_wanted
-    budget = free * HEADROOM
+    budget = free * HEADROOM - fixed
     cands = [fixed_micro] if fixed_micro else _divisors_desc(per_step)
 
     def layers_to_recompute(d: int) -> int:
@@ -86,7 +97,7 @@ def choose(engine, split: Split, row_id: int, log) -> None:
     engine.set_recipe(micro, min(ck, layers))
     name = torch.cuda.get_device_name(engine.device)
     log(f"recipe for {name} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free, "
-        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row measured): {engine.recipe.describe(layers)}")
+        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row + {fixed / 2**30:.2f} GiB measured): {engine.recipe.describe(layers)}")
 
 
 __all__ = ["RecipeError", "choose", "probe_row_bytes"]

@@ -66,7 +66,7 @@ class RunConfig:
     attention: str = AUTO
     #: torch.compile each decoder layer: true, false or "auto" (on for CUDA)
     compile: bool | str = AUTO
-    #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, false or "auto" (when installed, on CUDA)
+    #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, or false / "auto" (off: no gain measured next to torch.compile)
     liger: bool | str = AUTO
     #: "auto" (bfloat16 on CUDA, float32 on CPU), "bfloat16", "float32"
     dtype: str = AUTO

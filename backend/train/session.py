@@ -47,7 +47,7 @@ def prepare(cfg, rank: int, world: int, log):
     log(f"trainable parameters {engine.n_lora:,}; frozen matmul parameters {engine.n_matmul:,}")
     schedule = StepSchedule(len(train.rows), cfg.rows_per_step, world, cfg.seed)
     engine.max_steps = total_steps(cfg, len(train.rows), world)
-    recipe.choose(engine, train, schedule.rows(0, rank)[0], log)
+    recipe.choose(engine, train, schedule.rows(0, rank), log)
     return engine, train, held, schedule
 
 
