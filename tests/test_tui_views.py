@@ -221,3 +221,36 @@ async def test_fleet_layout_fits(size):
         await feed(app, pilot)
         table = app.screen.query_one("#fleet-table", KeyedTable)
         assert table.virtual_size.width <= size[0]
+
+
+async def test_palette_commands_reach_the_views_actions():
+    from fleetdeck.tui.screens.mirror import MirrorModal
+    from fleetdeck.tui.screens.purge import PurgeModal
+    from fleetdeck.tui.screens.remove import RemoveScheduleModal
+
+    app = fixture_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
+        commands["Purge checkpoints"]()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, PurgeModal) and app.screen.paths[0].endswith("checkpoint-25")
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        commands["Remove schedule"]()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, RemoveScheduleModal)
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        # through the palette itself: type the command's name
+        await pilot.press("1", "2", "j")  # the finished run: it has an adapter
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Mirror adapter")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, MirrorModal) and app.screen.src_path.endswith("run-6/adapter")

@@ -211,7 +211,11 @@ class FleetdeckApp(App):
 
     def _on_view(self, mode: str, action: str) -> None:
         self.action_view(mode)
-        self.call_after_refresh(lambda: self.screen.run_action(action))
+        self.call_after_refresh(self._screen_action, action)
+
+    async def _screen_action(self, action: str) -> None:
+        # the view's own action, once the mode switch has put that view on screen
+        await self.screen.run_action(action)
 
 
 def run_dashboard(fleet: Fleet, **kw: Any) -> int:
