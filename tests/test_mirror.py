@@ -164,6 +164,9 @@ async def test_dry_run_copies_nothing(links, dirs):
     assert {f.path for f in rep.files} == set(files)
     assert not dst.exists() and not dst.parent.exists()
     assert [r for r in read_audit() if r["action"] == "mirror"] == []
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    assert not ver.ok and ver.reason == "dst-not-found"
+    assert {f.status for f in ver.files} == {"missing"}
 
 
 async def test_symlink_in_source_refused_unless_followed(links, dirs):
