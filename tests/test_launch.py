@@ -292,7 +292,7 @@ def test_memory_estimate_follows_the_stated_formula():
     e = est.estimate(cfg, gpu, 10 ** 6)
     p, lora, a = est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)
     layer = 4096 * (12 * a["hidden"] + 4 * a["inter"]) * 2
-    want = p * 2 + lora * 16 + a["layers"] * 4096 * a["hidden"] * 2 + layer + 4096 * a["vocab"] * 6 + est.GIB
+    want = p * 2 + lora * 16 + a["layers"] * 4096 * a["hidden"] * 2 + layer + 4096 * a["vocab"] * 16 + est.GIB
     assert e["memory_bytes"] == want and e["bytes_per_param"] == 2 and e["device"] == "cuda"
     assert e["saves"] == 4 and e["disk_bytes"] == 4 * (lora * 12 + est.MIB) + lora * 4 + est.MIB + 100 * 300
     off = est.estimate(dict(cfg, gradient_checkpointing=False), gpu, 10 ** 6)
