@@ -234,10 +234,10 @@ async def test_stopping_the_waiter_cancels_the_run(h1, cleanup):
 
 async def test_chain_fires_after_success_even_with_ssh_gone(spare_fleet, tmp_path, cleanup):
     fakes, pids = cleanup
-    spare_fleet.add("s1")
+    spare_fleet.add("launch-s1")
     fleet = spare_fleet.write_fleet(tmp_path / "hosts.toml")
-    host = load_fleet(str(fleet)).host("s1")
-    runs = spare_fleet.hosts["s1"].runs
+    host = load_fleet(str(fleet)).host("launch-s1")
+    runs = spare_fleet.hosts["launch-s1"].runs
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     prev = FakeRun(runs / "prev ok")
     fakes.append(prev)
@@ -245,7 +245,7 @@ async def test_chain_fires_after_success_even_with_ssh_gone(spare_fleet, tmp_pat
     res = await do_launch(host, base_values(runs, corpus, nxt.name), after=prev.path)
     pids.append(res.waiter_pid)
     assert res.state == "queued"
-    spare_fleet.kill("s1")  # the host's sshd and every SSH session are gone; the waiter is not
+    spare_fleet.kill("launch-s1")  # the host's sshd and every SSH session are gone; the waiter is not
     prev.finish()
     final = wait_for(ended(nxt), "the chained run to end")
     assert final["state"] == "finished", (nxt / "train.log").read_text()[-2000:]
