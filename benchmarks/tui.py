@@ -66,6 +66,7 @@ def rebuild(screen, table: KeyedTable) -> None:
 
 
 async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
+    """Measure and print the medians and the ratio."""
     rng = random.Random(4919)
     snaps = [snapshot(n_hosts, n_gpus, i, rng) for i in range(polls + 1)]
     fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")

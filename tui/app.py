@@ -33,7 +33,9 @@ EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
 class Source(Protocol):
     """Where snapshots come from: the real `Poller`, or recorded snapshots in tests."""
 
-    async def poll(self) -> FleetSnapshot: ...
+    async def poll(self) -> FleetSnapshot:
+        """One poll of the whole fleet; a down host is inside the snapshot, not an exception."""
+        ...
 
 
 class FleetdeckApp(App):

@@ -15,7 +15,7 @@ class FleetPolled(Message):
         self.snapshot = snapshot
 
     def can_replace(self, message: Message) -> bool:
-        # a newer poll supersedes one the screen has not drawn yet
+        """A newer poll supersedes one the screens have not drawn yet."""
         return isinstance(message, FleetPolled)
 
 
