@@ -313,6 +313,33 @@ async def test_connection_killed_mid_copy(spare_fleet, tmp_path):
         await dl.close()
 
 
+async def test_source_host_killed_mid_copy(spare_fleet, tmp_path):
+    """The writer outlives the loss: its input ends and it removes its own partial folder."""
+    a, b = spare_fleet.add("mirror-src2"), spare_fleet.add("mirror-dst2")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    src = a.root / "adapter"
+    src.mkdir()
+    (src / "adapter_model.safetensors").write_bytes(os.urandom(8 << 20))
+    dst = b.root / "copy" / "adapter"
+    killed = []
+
+    def progress(done, total):
+        if not killed and done >= 1 << 20:
+            spare_fleet.kill("mirror-src2")
+            killed.append(done)
+
+    sl, dl = HostLink(fleet.host("mirror-src2")), HostLink(fleet.host("mirror-dst2"))
+    try:
+        rep = await mirror(sl, str(src), dl, str(dst), progress=progress)
+    finally:
+        await sl.close()
+        await dl.close()
+    assert killed
+    assert rep.result == "failed" and rep.reason == "disconnected", rep
+    assert "mirror-src2" in rep.error
+    assert not dst.exists() and leftovers(dst.parent) == []
+
+
 def test_cli_exit_codes_and_json(fleet_file, dirs, capsys):
     src, dst, files = dirs
     s, d = f"h1:{src}", f"h2:{dst}"
