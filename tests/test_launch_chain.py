@@ -274,3 +274,23 @@ async def test_real_failure_cancels_the_rest_of_the_chain(h1, tmp_path, cleanup)
     assert f"run {a} failed" in mb["cancel_reason"]
     assert (await asyncio.to_thread(poll_run, fleet, b))["state"] == "cancelled"
     assert (await asyncio.to_thread(poll_run, fleet, a))["state"] == "failed"
+
+
+async def test_two_launches_into_one_folder_one_wins(h1, cleanup):
+    _, host, runs, corpus = h1
+    fakes, pids = cleanup
+    prev = FakeRun(runs / "prev-race")
+    fakes.append(prev)
+    values = base_values(runs, corpus, "raced")
+    results = await asyncio.gather(do_launch(host, values, after=prev.path),
+                                   do_launch(host, dict(values, seq_len=48), after=prev.path))
+    pids += [r.waiter_pid for r in results]
+    assert sorted(r.state for r in results) == ["queued", "refused"]
+    winner = next(r for r in results if r.state == "queued")
+    loser = next(r for r in results if r.state == "refused")
+    assert loser.reason == "output"
+    assert manifest(runs / "raced")["waiter_pid"] == winner.waiter_pid
+    want = 48 if winner is results[1] else 32
+    assert f"seq_len = {want}\n" in (runs / "raced" / "RUN.toml").read_text()  # the winner's copy
+    os.kill(winner.waiter_pid, signal.SIGTERM)
+    wait_for(ended(runs / "raced"), "the raced run to be cancelled")

@@ -260,8 +260,6 @@ def launch(req):
     config, output, after = answer["config"], answer["run_path"], answer["after"]
     os.makedirs(output, exist_ok=True)
     run_toml = os.path.join(output, "RUN.toml")
-    with open(run_toml, "w", encoding="utf-8") as f:
-        f.write(toml_text(config))
     manifest = {"state": "queued", "pid": None, "after": after, "config": config, "error": None,
                 "waiter_pid": None, "waiter_start_ticks": None,
                 "launch": {"time": time.time(), "run_toml": run_toml, "estimate": answer["estimate"]},
@@ -272,16 +270,18 @@ def launch(req):
         answer.update(ok=False, state="refused")
         check(answer["checks"], "output", False, f"output {output} was claimed by another launch just now")
         return answer
+    # written only after the claim, so a launch that lost the race leaves the winner's copy alone
+    with open(run_toml, "w", encoding="utf-8") as f:
+        f.write(toml_text(config))
     sup = {"op": "supervise", "run": output, "run_toml": run_toml, "after": after,
            "interval": float(req.get("interval") or 2.0), "source": req["source"]}
-    devnull = os.open(os.devnull, os.O_RDWR)
     logfd = os.open(os.path.join(output, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        # own pipes, not the helper's: the SSH channel closes when the helper exits
         proc = subprocess.Popen([sys.executable, "-c", req["boot"], "fleetdeck-waiter", output],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logfd,
                                 cwd=output, start_new_session=True, close_fds=True)
     finally:
-        os.close(devnull)
         os.close(logfd)
     src = req["source"].encode("utf-8")
     proc.stdin.write(str(len(src)).encode() + b"\n" + src + json.dumps(sup).encode())
@@ -293,7 +293,8 @@ def launch(req):
     except ValueError:
         record_state(output, read_manifest(output) or manifest, "failed",
                      error="the launcher's supervisor exited before starting the run; see train.log")
-        answer.update(ok=False, state="failed", error="the supervisor on the host exited at once; see {}".format(os.path.join(output, "train.log")))
+        log = os.path.join(output, "train.log")
+        answer.update(ok=False, state="failed", error=f"the supervisor on the host exited at once; see {log}")
         return answer
     answer.update(started)
     answer["run_toml"] = run_toml
