@@ -74,7 +74,8 @@ class FleetdeckApp(App):
         self.autopoll = autopoll
         self._poll_timer: Timer | None = None
         self._links: dict[str, HostLink] = {}
-        self.sub_title = f"{len(fleet.hosts)} hosts from {fleet.source}"
+        n = len(fleet.hosts)
+        self.sub_title = f"{n} host{'' if n == 1 else 's'} from {fleet.source}"
 
     # -- polling: one exclusive worker, the next poll scheduled when one ends ---------------
     def on_mount(self) -> None:

@@ -146,6 +146,9 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         t.append(" STALE: older than two poll intervals.", style="bold yellow")
     for w in live.warnings[:2]:
         t.append(f"\n⚠ {w}", style="yellow")
+    for d in live.disks:
+        if d.error or not d.total_bytes:
+            t.append(f"\n? {d.path}: {d.error or 'no size reported'}", style="yellow")
     return t
 
 
