@@ -659,6 +659,11 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
         r["state"] = said
         if said == "queued" and rpid and procs.alive(rpid):
             r["pid"] = rpid
+        wpid = rj.get("waiter_pid")
+        if said == "queued" and isinstance(wpid, int) and not procs.alive(wpid, rj.get("waiter_start_ticks")):
+            # the launch waiter is what would start it: without it the run never starts
+            r["state"] = "cancelled"
+            problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
     elif done:
         r["state"] = "finished"
     elif live_pid is not None:

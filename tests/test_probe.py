@@ -148,6 +148,8 @@ def test_run_json_pid_decides_running_failed_queued_cancelled(tmp_path, children
         "dead": {"state": "running", "pid": dead.pid, "start_ticks": 1},
         "said-failed": {"state": "failed", "pid": dead.pid},
         "queued": {"state": "queued", "pid": live.pid},
+        "waiting": {"state": "queued", "pid": None, "waiter_pid": live.pid, "waiter_start_ticks": ticks},
+        "orphaned": {"state": "queued", "pid": None, "waiter_pid": dead.pid, "waiter_start_ticks": 1},
         "cancelled": {"state": "cancelled"},
         "finished": {"state": "finished"},
     }
@@ -164,6 +166,8 @@ def test_run_json_pid_decides_running_failed_queued_cancelled(tmp_path, children
     assert got["said-failed"]["state"] == "failed"
     assert (got["queued"]["state"], got["queued"]["pid"]) == ("queued", live.pid)
     assert got["cancelled"]["state"] == "cancelled" and got["finished"]["state"] == "finished"
+    assert got["waiting"]["state"] == "queued"
+    assert got["orphaned"]["state"] == "cancelled" and "waiter" in got["orphaned"]["reason"]
     assert got["broken"]["state"] == "unknown" and "run.json" in got["broken"]["reason"]
 
 
