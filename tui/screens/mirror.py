@@ -123,6 +123,8 @@ class MirrorModal(ModalScreen):
                 self.query_one(b, Button).disabled = False
             return
         self.show_report(rep, dst_host, dry_run)
+        if dry_run:
+            self.query_one("#mirror-rate", Static).update(Text("dry run: nothing was copied", style="dim"))
         self.query_one("#cancel", Button).focus()
         if not dry_run:
             self.app.post_message(ActionFinished(
