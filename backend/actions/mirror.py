@@ -443,6 +443,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         for h in (reader, writer):
             if h is not None:
                 h.close()
+                with contextlib.suppress(Exception):
+                    await h.wait(5)  # reaped here, not by a garbage collector after the loop
         for conn in conns:
             conn.close()
         if writer_said is not None:
