@@ -149,6 +149,7 @@ def walk(root, follow, skip_partials):
 
 
 def hash_fd(fd, buf):
+    """sha256 and length of what is left to read from fd."""
     h = hashlib.sha256()
     n = 0
     view = memoryview(buf)
@@ -194,6 +195,7 @@ def free_bytes(path):
 
 
 def op_list(req):
+    """Describe (and with `hash`, hash) the folder at req["path"] on this host."""
     root = host_path(req["path"])
     st = lstat_or_none(root)
     kind = kind_of(st)
@@ -223,6 +225,7 @@ def op_list(req):
 
 # -- read: the source end of a copy -------------------------------------------------------------
 def op_read(req, inp, out):
+    """Stream req["files"] as frames with a sha256 trailer each; then re-check them on request."""
     root = host_path(req["path"])
     follow = bool(req.get("follow"))
     files = req["files"]
@@ -330,6 +333,7 @@ def clean_stale(folder, prefix):
 
 
 def read_exact(inp, n):
+    """Exactly n bytes, or EOFError: the controller went away mid-frame."""
     data = inp.read(n)
     if data is None or len(data) != n:
         raise EOFError("input ended")
@@ -457,6 +461,7 @@ def remove_tree(top):
 
 
 def fsync_dir(path):
+    """Make a folder's entries durable (a rename, new files)."""
     try:
         fd = os.open(path, RDFLAGS | os.O_DIRECTORY)
     except OSError:
@@ -475,6 +480,7 @@ def fsync_tree(top):
 
 
 def op_write(req, inp, out):
+    """Receive frames into a partial folder; report hashes; commit or remove as told."""
     def say(obj):
         out.write(json.dumps(obj).encode() + b"\n")
         out.flush()
@@ -514,6 +520,7 @@ def _hangup(signum, frame):
 
 
 def main():
+    """Read the request line and run the operation it names."""
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, _hangup)
     inp = sys.stdin.buffer
