@@ -128,7 +128,9 @@ class HostLink:
         return self.host.local
 
     # -- connection --------------------------------------------------------------------------
-    def _connect_options(self) -> dict[str, Any]:
+    def connect_options(self) -> dict[str, Any]:
+        """asyncssh.connect() options for this host (known_hosts, keys, timeouts, keepalive);
+        actions that open a connection of their own (bulk copies) start from these."""
         h = self.host
         opts: dict[str, Any] = {
             "known_hosts": _expand(h.known_hosts),
@@ -171,7 +173,7 @@ class HostLink:
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         h = self.host
-        opts = self._connect_options()
+        opts = self.connect_options()
         try:
             return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
         except asyncssh.HostKeyNotVerifiable:

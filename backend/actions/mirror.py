@@ -342,7 +342,7 @@ async def _transfer_connection(link: HostLink) -> asyncssh.SSHClientConnection |
     relay took about 0.7x the time. The link's connection is already up and its host key
     checked against the same known_hosts, so this one is checked the same way.
     """
-    opts = {**link._connect_options(), "encryption_algs": FAST_CIPHERS}
+    opts = {**link.connect_options(), "encryption_algs": FAST_CIPHERS}
     try:
         return await asyncio.wait_for(asyncssh.connect(link.host.address, **opts),
                                       link.host.connect_timeout + 1)
