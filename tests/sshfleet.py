@@ -119,8 +119,9 @@ class SshdFleet:
             "LogLevel ERROR",
             "",
         ]))
-        h.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=subprocess.DEVNULL,
-                                  stderr=open(h.dir / "sshd.log", "ab"), start_new_session=True)
+        with open(h.dir / "sshd.log", "ab") as log:
+            h.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                                      stderr=log, start_new_session=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if h.proc.poll() is not None:
