@@ -167,6 +167,8 @@ def main() -> int:
         return 2
     size = args.size_mib << 20
     base = Path(tempfile.mkdtemp(prefix="fleetdeck-bench-"))
+    # benchmark mirrors are not the operator's actions: keep them out of the real audit log
+    os.environ["XDG_STATE_HOME"] = str(base / "state")
     fleet = SshdFleet(base / "fleet")
     try:
         fleet.add(SRC)
