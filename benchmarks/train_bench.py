@@ -22,7 +22,12 @@ import traceback
 from pathlib import Path
 
 from fleetdeck.backend.train import batching
-from fleetdeck.backend.train.bench import analytic_flops_per_token, matmul_peak_tflops, measure_fleetdeck, summarize
+from fleetdeck.backend.train.bench import (
+    analytic_flops_per_token,
+    matmul_peak_tflops,
+    measure_fleetdeck,
+    summarize,
+)
 from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
 
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "

@@ -73,7 +73,7 @@ def apply_lora(model: nn.Module, plan: TargetPlan, rank: int, alpha: float, drop
             # the matmuls run under autocast: casting activations to the adapters' float32 first
             # would only copy them twice
             m.cast_input_dtype_enabled = False
-    for n, p in peft_model.named_parameters():
+    for p in peft_model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
     return peft_model

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from fleetdeck.backend.config import ConfigError
 
-from .rundir import RunDir, RunRefused, corpus_sha256, new_manifest, set_state
 from .runconfig import config_to_dict, load_run_config
+from .rundir import RunDir, RunRefused, corpus_sha256, new_manifest, set_state
 from .trainlog import TrainLog
 
 
