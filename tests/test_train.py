@@ -145,6 +145,24 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
 
 
+def test_two_processes_through_torchrun(tmp_path):
+    """`gpus = 2` on one host: torchrun, one process each, gradients all-reduced, rank 0 writes."""
+    import torch
+
+    env = dict(os.environ)
+    if torch.cuda.device_count() < 2:
+        env["FLEETDECK_TRAIN_CPU_PROCESSES"] = "1"  # gloo on the CPU: same code path, no GPUs
+    toml = write_run(tmp_path, gpus=2, max_steps=3, save_steps=3, eval_steps=3)
+    r = fleetdeck("train", str(toml), env=env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    run = tmp_path / "runs" / "r"
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["state"] == "finished" and manifest["world_size"] == 2
+    assert [p["step"] for p in progress(run)] == [1, 2, 3]
+    assert (run / "adapter" / "adapter_model.safetensors").is_file()
+    assert (run / "checkpoints" / "checkpoint-3" / "trainer_state.json").is_file()
+
+
 def test_target_matching_nothing_is_refused(tmp_path):
     toml = write_run(tmp_path, target_modules=["q_proj", "qkv_proj"])
     r = fleetdeck("train", str(toml))

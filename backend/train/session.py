@@ -43,6 +43,11 @@ def prepare(cfg, rank: int, world: int, log):
     log(f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
         f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {'on' if cfg.packing else 'off'}")
     engine = Engine(cfg, device, rank, world, log)
+    if tok.vocab_size > engine.shapes.vocab:
+        from .models import ModelError
+
+        raise ModelError(f"the tokenizer has {tok.vocab_size} tokens but the model's vocabulary only "
+                         f"{engine.shapes.vocab}; give a matching tokenizer")
     log(engine.plan.summary())
     log(f"trainable parameters {engine.n_lora:,}; frozen matmul parameters {engine.n_matmul:,}")
     schedule = StepSchedule(len(train.rows), cfg.rows_per_step, world, cfg.seed)
