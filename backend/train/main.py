@@ -6,6 +6,7 @@ Exit status: 0 finished (adapter written), 1 refused or failed (run.json says wh
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import subprocess
@@ -59,6 +60,11 @@ def train_main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"fleetdeck train: {e}", file=sys.stderr)
         return 2
+    missing = [m for m in ("torch", "transformers", "peft", "safetensors") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"fleetdeck train: the train extra is missing ({', '.join(missing)}); "
+              "install it with: pip install 'fleetdeck[train]'", file=sys.stderr)
+        return 1
     run = RunDir(Path(cfg.output))
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))

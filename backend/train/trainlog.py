@@ -17,6 +17,24 @@ def _same_file(stream, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+class _Tee:
+    """A text stream that also appends to train.log (Python-level writes: warnings, tracebacks)."""
+
+    def __init__(self, stream, file):
+        self.stream, self.file = stream, file
+
+    def write(self, text: str) -> int:
+        self.file.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.file.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 class TrainLog:
     """Timestamped lines on stdout (rank 0) and appended to train.log."""
 
@@ -27,6 +45,9 @@ class TrainLog:
             path.touch(exist_ok=True)
             if not _same_file(sys.stdout, path):
                 self.file = open(path, "a", encoding="utf-8", buffering=1)
+                if not _same_file(sys.stderr, path):
+                    self._stderr = sys.stderr
+                    sys.stderr = _Tee(sys.stderr, self.file)
 
     def __call__(self, message: str) -> None:
         if self.rank != 0:
@@ -42,7 +63,13 @@ class TrainLog:
         if self.file is not None:
             self.file.write(text)
 
+    _stderr = None
+
     def close(self) -> None:
+        """Stop copying stderr and close train.log."""
+        if self._stderr is not None:
+            sys.stderr = self._stderr
+            self._stderr = None
         if self.file is not None:
             self.file.close()
             self.file = None
