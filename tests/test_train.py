@@ -163,6 +163,30 @@ def test_two_processes_through_torchrun(tmp_path):
     assert (run / "checkpoints" / "checkpoint-3" / "trainer_state.json").is_file()
 
 
+def test_local_checkpoint_with_its_own_tokenizer(tmp_path):
+    """A base model from a local folder (never a hub): its config, weights and tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+
+    from fleetdeck.backend.train.models import qwen3_config
+
+    ckpt = tmp_path / "ckpt"
+    Qwen3ForCausalLM(qwen3_config("tiny")).save_pretrained(str(ckpt))
+    vocab = {"<eos>": 0, "<unk>": 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>", unk_token="<unk>").save_pretrained(str(ckpt))
+    toml = write_run(tmp_path, base_model="ckpt", seq_len=32, max_steps=2, save_steps=2, eval_steps=2)
+    r = fleetdeck("train", str(toml), env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "runs" / "r" / "run.json").read_text())
+    assert manifest["state"] == "finished" and manifest["config"]["base_model"] == str(ckpt)
+
+    missing = write_run(tmp_path, "missing", base_model="no-such-folder")
+    r = fleetdeck("train", str(missing))
+    assert r.returncode == 1 and "not a local checkpoint folder" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_target_matching_nothing_is_refused(tmp_path):
     toml = write_run(tmp_path, target_modules=["q_proj", "qkv_proj"])
     r = fleetdeck("train", str(toml))

@@ -139,7 +139,8 @@ def _describe(e: BaseException) -> tuple[bool, str]:
         return True, f"the train extra is missing ({e}); install fleetdeck[train]"
     if type(e).__name__ == "OutOfMemoryError":
         return True, "out of GPU memory (lower micro_batch or set gradient_checkpointing = true)"
-    return False, f"{type(e).__name__}: {e}"
+    text = str(e).strip().splitlines()
+    return False, f"{type(e).__name__}: {text[0] if text else 'no message'}"
 
 
 def _shutdown_dist() -> None:

@@ -94,7 +94,8 @@ def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn:
             model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                                          attn_implementation="sdpa")
         except (OSError, ValueError) as e:
-            raise ModelError(f"base_model {path} cannot be loaded: {e}") from None
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ModelError(f"base_model {path} cannot be loaded: {first}") from None
         model.to(device)
     set_attention(model, attn)
     model.config.use_cache = False
@@ -123,7 +124,8 @@ class _HFTokenizer:
         try:
             self._tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except (OSError, ValueError) as e:
-            raise ModelError(f"tokenizer {path} cannot be loaded: {e}") from None
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ModelError(f"tokenizer {path} cannot be loaded: {first}") from None
         eos = self._tok.eos_token_id
         if eos is None:
             raise ModelError(f"tokenizer {path} has no end-of-text token")
@@ -138,9 +140,13 @@ class _HFTokenizer:
 def load_tokenizer(base_model: str, tokenizer: str | None) -> Tokenizer:
     """The configured tokenizer, else the checkpoint's own, else (random models) the byte one."""
     if tokenizer:
+        if not Path(tokenizer).is_dir():
+            raise ModelError(f"tokenizer {tokenizer} is not a local folder")
         return _HFTokenizer(tokenizer)
     if base_model.startswith("random:"):
         return ByteTokenizer()
+    if not (Path(base_model) / "config.json").is_file():
+        raise ModelError(f"base_model {base_model} is not a local checkpoint folder (no config.json)")
     return _HFTokenizer(base_model)
 
 
