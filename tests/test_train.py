@@ -69,6 +69,7 @@ def test_train_end_to_end_writes_the_contract_layout(tmp_path):
     assert manifest["corpus_sha256"] == hashlib.sha256((tmp_path / "corpus.jsonl").read_bytes()).hexdigest()
     assert manifest["pid"] > 0 and manifest["host"] and manifest["start_time"] > 0
     assert manifest["config"]["base_model"] == "random:tiny"
+    assert manifest["lora"]["adapted_modules"] == 14 and manifest["max_steps"] == 4
     lines = progress(run)
     assert [p["step"] for p in lines] == [1, 2, 3, 4]
     for p in lines:

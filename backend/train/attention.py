@@ -44,6 +44,24 @@ def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 @torch.compiler.disable
+def flash_varlen_works(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether the flash varlen kernel is available and runs forward and backward here (a tiny
+    trial: a GPU generation newer than the kernels torch ships falls back to per-document SDPA)."""
+    if not flash_varlen_available(device, dtype):
+        return False
+    try:
+        q = torch.randn(64, 4, 128, device=device, dtype=dtype, requires_grad=True)
+        k = torch.randn(64, 2, 128, device=device, dtype=dtype, requires_grad=True)
+        v = torch.randn(64, 2, 128, device=device, dtype=dtype, requires_grad=True)
+        cu = torch.tensor([0, 20, 64], dtype=torch.int32, device=device)
+        out = _FlashVarlen.apply(q, k, v, cu, 64, 128 ** -0.5)
+        torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
 def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor,
                      scale: float | None) -> torch.Tensor:
     """Per-range causal SDPA on (T, H, D) tensors: slow, exact, for CPU and for checking."""
@@ -92,4 +110,5 @@ def register(force_flash: bool | None = None) -> str:
     return NAME
 
 
-__all__ = ["NAME", "register", "varlen_attention", "varlen_reference", "flash_varlen_available"]
+__all__ = ["NAME", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
+           "flash_varlen_works"]

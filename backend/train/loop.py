@@ -70,7 +70,7 @@ class Engine:
                  log=print):
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
-        flash = cfg.attention != "sdpa" and attention.flash_varlen_available(device, self.dtype)
+        flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype)
         if cfg.attention == "varlen" and not flash:
             log("attention = \"varlen\": no flash kernel here; using per-document SDPA (same result, slower)")
         name = attention.register(force_flash=flash)
@@ -93,6 +93,7 @@ class Engine:
         self.head = causal.get_output_embeddings()
         self.layers = list(self.backbone.layers)
         self.compiled = False
+        self._compile_proven = False
         want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype)
@@ -159,11 +160,7 @@ class Engine:
         if self.world > 1:
             dist.all_reduce(targets)
         scale = 1.0 / max(1.0, float(targets.item()))
-        total = torch.zeros((), device=self.device)
-        for b in batches:
-            loss = self.loss_sum(b, scale)
-            loss.backward()
-            total += loss.detach()
+        total = self._forward_backward(batches, scale)
         if self.world > 1:
             self._all_reduce_grads()
             dist.all_reduce(total)
@@ -173,6 +170,34 @@ class Engine:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(total.item()), sum(b.tokens for b in batches), sum(b.targets for b in batches)
+
+    def _accumulate(self, batches: list[Batch], scale: float) -> torch.Tensor:
+        total = torch.zeros((), device=self.device)
+        for b in batches:
+            loss = self.loss_sum(b, scale)
+            loss.backward()
+            total += loss.detach()
+        return total
+
+    def _forward_backward(self, batches: list[Batch], scale: float) -> torch.Tensor:
+        """Forward and backward of every micro-batch; if torch.compile fails on this machine at
+        the first step (a new GPU generation, a missing compiler), carry on eagerly."""
+        if not self.compiled or self._compile_proven:
+            return self._accumulate(batches, scale)
+        try:
+            total = self._accumulate(batches, scale)
+        except Exception as e:  # noqa: BLE001
+            if "OutOfMemory" in type(e).__name__:
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            self.log(f"torch.compile failed here ({type(e).__name__}: {first}); running eagerly")
+            for layer in self.layers:
+                layer._compiled_call_impl = None
+            self.compiled = self.recipe.compile = False
+            self.optimizer.zero_grad(set_to_none=True)
+            total = self._accumulate(batches, scale)
+        self._compile_proven = True
+        return total
 
     def _all_reduce_grads(self) -> None:
         grads = [p.grad for p in self.params if p.grad is not None]

@@ -190,11 +190,17 @@ def new_manifest(previous: dict, config: dict, corpus_sha: str, world_size: int)
 
 
 def set_state(run: RunDir, manifest: dict, state: str, **extra: object) -> None:
-    """Record a state transition (with its time) in run.json."""
-    now = time.time()
-    manifest["state"] = state
-    manifest.update(extra)
-    manifest.setdefault("states", []).append({"state": state, "time": now, "pid": os.getpid()})
+    """Record a state transition (with its time) in run.json, keeping keys written there since."""
+    try:
+        on_disk = run.read_manifest()
+    except RunRefused:
+        on_disk = {}
+    merged = {**on_disk, **manifest}
+    merged["state"] = state
+    merged.update(extra)
+    merged["states"] = [*manifest.get("states", []), {"state": state, "time": time.time(), "pid": os.getpid()}]
+    manifest.clear()
+    manifest.update(merged)
     run.write_manifest(manifest)
 
 

@@ -67,6 +67,14 @@ def _trainer_state(engine: Engine, step: int, history: list, best: tuple | None,
 def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, float | None]:
     """Train to max_steps (resuming from the newest checkpoint) and write the final adapter."""
     engine, train, held, schedule = prepare(cfg, rank, world, log)
+    if rank == 0:
+        manifest = run.read_manifest()
+        manifest.update(lora={"adapted_modules": len(engine.plan.modules), "per_target": engine.plan.per_target,
+                              "skipped_tower_modules": len(engine.plan.skipped_tower),
+                              "trainable_parameters": engine.n_lora},
+                        recipe=engine.recipe.describe(len(engine.layers)), max_steps=engine.max_steps,
+                        train_rows=len(train.rows), eval_rows=len(held.rows) if held else 0)
+        run.write_manifest(manifest)
     history: list[dict] = []
     best: tuple | None = None
     start = 0
