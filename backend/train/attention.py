@@ -44,7 +44,7 @@ def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 @torch.compiler.disable
-def flash_varlen_works(device: torch.device, dtype: torch.dtype) -> bool:
+def flash_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bool:
     """Whether the flash varlen kernel is available and runs forward and backward here (a tiny
     trial: a GPU generation newer than the kernels torch ships falls back to per-document SDPA)."""
     if not flash_varlen_available(device, dtype):
@@ -57,7 +57,11 @@ def flash_varlen_works(device: torch.device, dtype: torch.dtype) -> bool:
         out = _FlashVarlen.apply(q, k, v, cu, 64, 128 ** -0.5)
         torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
         torch.cuda.synchronize(device)
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        if log is not None:
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            log(f"flash varlen attention failed its trial here ({type(e).__name__}: {first}); "
+                "using per-document SDPA")
         return False
     return True
 

@@ -70,7 +70,7 @@ class Engine:
                  log=print):
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
-        flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype)
+        flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype, log)
         if cfg.attention == "varlen" and not flash:
             log("attention = \"varlen\": no flash kernel here; using per-document SDPA (same result, slower)")
         name = attention.register(force_flash=flash)
