@@ -42,3 +42,8 @@ if [ "$phase" = c ]; then  # on nvidia-h200-x2: clean per-model benches in paral
   grep -E "recipe|step [0-9]|finished|failed|rror" $OUT/c-2gpu.log | tail -12
   for f in $OUT/c-*.json; do python3 -c "import json,sys;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'))" || tail -5 ${f%.json}.err; done
 fi
+if [ "$phase" = d ]; then  # on nvidia-h200-x2, right after c: reference and fleetdeck in one process per model
+  (CUDA_VISIBLE_DEVICES=0 timeout 110 fleetdeck bench $B/qwen3-0.6b.toml --baseline > $OUT/d-0.6b.txt 2>/dev/null) &
+  (CUDA_VISIBLE_DEVICES=1 timeout 110 fleetdeck bench $B/qwen3-1.7b.toml --baseline > $OUT/d-1.7b.txt 2>/dev/null) &
+  wait; cat $OUT/d-*.txt
+fi
