@@ -88,7 +88,10 @@ def _gpu_cell(h: HostSnapshot) -> str:
 def _disk_cell(h: HostSnapshot) -> str:
     parts = []
     for d in h.disks:
-        if d.error:
+        if d.error and d.total_bytes:
+            # a root that does not exist yet: the probe measured its nearest existing parent
+            parts.append(f"{escape_path(d.path)}: [yellow]missing[/], {human_bytes(d.free_bytes)} free on {d.mount}")
+        elif d.error:
             parts.append(f"{escape_path(d.path)}: [red]{d.error}[/]")
         else:
             pct = 100 * d.used_bytes / d.total_bytes if d.total_bytes else 0
@@ -100,7 +103,7 @@ def fleet_table(snap: FleetSnapshot) -> Table:
     """One row per host: reachability, GPU memory per GPU, disks, live runs, stray schedules."""
     t = Table(title="fleet", expand=False)
     for col in ("host", "up", "latency", "load", "memory", "GPU memory", "disks", "runs", "stray"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("host", "up", "latency", "load", "memory", "stray"))
     for h in snap.hosts:
         if not h.reachable:
             t.add_row(h.name, "[red]DOWN[/]", "-", "-", "-", f"[red]{h.error}[/]", "", "", "")
