@@ -118,3 +118,23 @@ async def test_local_host_runs_without_ssh():
     assert (await asyncio.wait_for(h.stdout.readline(), 10)) == b"cba\n"
     h.close()
     await h.wait(10)
+
+
+async def test_ssh_config_alias_is_honoured(sshd_fleet, tmp_path, monkeypatch):
+    """`address` may be a Host alias from ~/.ssh/config: HostName, Port and User come from it."""
+    import getpass
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    h = sshd_fleet.hosts["h2"]
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-box-alias\n  HostName 127.0.0.1\n  Port {h.port}\n  User {getpass.getuser()}\n")
+    monkeypatch.setenv("HOME", str(home))
+    fleet_file = tmp_path / "hosts.toml"
+    fleet_file.write_text(sshd_fleet.fleet_toml(names=[]) + '\n[hosts.alias]\naddress = "gpu-box-alias"\n')
+    link = HostLink(load_fleet(str(fleet_file)).host("alias"))
+    try:
+        res = await link.run(["printf", "%s", "via alias"])
+        assert res.stdout == b"via alias"
+    finally:
+        await link.close()
