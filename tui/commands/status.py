@@ -15,7 +15,7 @@ from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json
 from fleetdeck.backend.poller import poll_fleet
 
 from ..cli import add_hosts_option
-from ..fmt import escape_path, human_bytes, human_mib, human_seconds, progress_text
+from ..fmt import escape_path, human_bytes, human_duration, human_mib, progress_text
 
 STATE_STYLE = {"running": "green", "finished": "blue", "failed": "red", "stalled": "yellow",
                "queued": "cyan", "cancelled": "magenta", "unknown": "dim"}
@@ -133,6 +133,6 @@ def runs_table(snap: FleetSnapshot) -> Table:
             state += f"\n[dim]{r.reason}[/]"
         t.add_row(r.host, escape_path(r.name), state, progress_text(r.step, r.max_steps),
                   f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
-                  human_seconds(r.eta_seconds), f"{r.loss:.4f}" if r.loss is not None else "-",
+                  human_duration(r.eta_seconds, "-"), f"{r.loss:.4f}" if r.loss is not None else "-",
                   evals, "yes" if r.adapter else "no")
     return t

@@ -11,8 +11,9 @@ from textual.widgets import Static
 
 from fleetdeck.backend.models import HostSnapshot
 
+from ..fmt import human_bytes, human_duration
 from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import TextBuilder, human_bytes, human_duration, tail
+from ..widgets.render import TextBuilder, tail
 from .base import FleetState, ViewScreen
 
 LIVE = ("running", "stalled")

@@ -8,8 +8,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
+from ..fmt import human_bytes, human_duration
 from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import bar, human_bytes, human_duration, progress
+from ..widgets.render import bar, progress
 from .base import ViewScreen
 from .fleet import host_detail
 

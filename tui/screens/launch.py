@@ -12,8 +12,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
+from ..fmt import human_bytes
 from ..messages import ActionFinished
-from ..widgets.render import human_bytes
 
 
 class LaunchModal(ModalScreen):

@@ -13,8 +13,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
+from ..fmt import human_bytes, human_duration
 from ..messages import ActionFinished
-from ..widgets.render import bar, human_bytes, human_duration
+from ..widgets.render import bar
 from .purge import as_dict, shown
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",

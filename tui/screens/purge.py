@@ -14,8 +14,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
+from ..fmt import human_bytes
 from ..messages import ActionFinished
-from ..widgets.render import human_bytes
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

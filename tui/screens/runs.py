@@ -11,8 +11,9 @@ from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.models import Run
 
+from ..fmt import human_bytes, human_duration
 from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import eval_trend, human_bytes, human_duration, loss_chart, progress
+from ..widgets.render import eval_trend, loss_chart, progress
 from .base import ViewScreen
 from .host import _state_style
 

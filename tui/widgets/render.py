@@ -60,32 +60,6 @@ def tail(path: str, width: int) -> str:
     return path if len(path) <= width else "…" + path[-max(1, width - 1):]
 
 
-def human_bytes(n: float | None) -> str:
-    """1536 -> '1.5K'; binary units, at most 4 significant characters."""
-    if n is None:
-        return "?"
-    n = float(n)
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
-            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n:.0f}P"
-
-
-def human_duration(seconds: float | None) -> str:
-    """65 -> '1m05s', 7300 -> '2h01m'; '?' when unknown."""
-    if seconds is None or seconds < 0 or math.isnan(seconds):
-        return "?"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
     """`███░░░ 42/159` for a run; just the step when the total is unknown."""
     if step is None:
