@@ -12,7 +12,6 @@ only when that run finished with `adapter/adapter_model.safetensors`; it marks t
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,7 +19,7 @@ from typing import Any, NamedTuple
 from ..config import ConfigError, HostConfig
 from ..ssh import BOOT, HostError, HostLink
 from ..state import audit
-from ..train.runconfig import config_to_dict, parse_run_config
+from ..train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
 _HERE = Path(__file__).parent
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
@@ -113,25 +112,14 @@ def run_values(run: str | os.PathLike[str] | dict[str, Any], host: HostConfig) -
     paths as the host reads them. ConfigError names the file and the key."""
     if isinstance(run, dict):
         doc, source, base = dict(run), "RUN.toml values", Path.cwd()
-        text = None
     else:
         p = Path(run)
-        source, base = str(p), p.absolute().parent
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: RUN.toml not found") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{p}: cannot read RUN.toml: {e}") from None
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{p}: not valid TOML: {e}") from None
+        doc, source, base = read_run_doc(p), str(p), p.absolute().parent
     # the trainer's own parser: unknown keys and wrong types fail here, before any host is asked
     for key in PATH_KEYS:
         if key in doc and not isinstance(doc[key], str):
             raise ConfigError(f"{source}: key {key!r} must be a string, not {doc[key]!r}")
-    values = config_to_dict(_parse(doc, source, base))
+    values = config_to_dict(run_config_from_doc(doc, source, base))
     values.pop("source", None)
     for key in PATH_KEYS:
         raw = doc.get(key)
@@ -139,29 +127,6 @@ def run_values(run: str | os.PathLike[str] | dict[str, Any], host: HostConfig) -
             continue
         values[key] = _host_path(raw, key, host, base, source)
     return values
-
-
-def _parse(doc: dict[str, Any], source: str, base: Path):
-    import io
-
-    buf = io.StringIO()
-    for k, v in doc.items():
-        buf.write(f"{k} = {_toml(v)}\n")
-    return parse_run_config(buf.getvalue(), source, base)
-
-
-def _toml(v: Any) -> str:
-    import json
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
-    raise ConfigError(f"RUN.toml value {v!r} is not a string, number, boolean or list")
 
 
 def _after_path(after: str | None, host: HostConfig) -> str | None:

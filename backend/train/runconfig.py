@@ -162,6 +162,11 @@ def parse_run_config(text: str, source: str, base_dir: Path | None = None) -> Ru
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    return run_config_from_doc(doc, source, base_dir)
+
+
+def run_config_from_doc(doc: dict[str, object], source: str, base_dir: Path | None = None) -> RunConfig:
+    """RUN.toml's parsed table checked strictly; relative paths resolved against `base_dir`."""
     values = {k: _value(source, k, v) for k, v in doc.items()}
     for key in _REQUIRED:
         if key not in values:
@@ -180,8 +185,8 @@ def _resolve(path: str, base: Path) -> str:
     return str(p if p.is_absolute() else (base / p))
 
 
-def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
-    """Read and parse a RUN.toml file; ConfigError when it is missing or invalid."""
+def read_run_doc(path: str | os.PathLike[str]) -> dict[str, object]:
+    """RUN.toml read and parsed as TOML (not yet checked); ConfigError when missing or invalid."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -189,7 +194,16 @@ def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
         raise ConfigError(f"{p}: RUN.toml not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: cannot read RUN.toml: {e}") from None
-    return parse_run_config(text, str(p), p.resolve().parent)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+
+
+def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
+    """Read and parse a RUN.toml file; ConfigError when it is missing or invalid."""
+    p = Path(path)
+    return run_config_from_doc(read_run_doc(p), str(p), p.resolve().parent)
 
 
 def config_to_dict(cfg: RunConfig) -> dict[str, object]:
