@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -121,18 +122,22 @@ def fleet_table(snap: FleetSnapshot) -> Table:
 
 
 def runs_table(snap: FleetSnapshot) -> Table:
-    """Every run in the fleet with state, progress, speed, ETA and the last losses."""
-    t = Table(title="runs")
-    for col in ("host", "run", "state", "progress", "s/step", "ETA", "loss", "eval loss (last 4)",
-                "adapter"):
-        t.add_column(col)
+    """Every run in the fleet with state, progress, speed, ETA and the last eval losses."""
+    t = Table(title="runs", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("host", no_wrap=True)
+    t.add_column("run", min_width=10)
+    for col in ("state", "step", "s/step", "ETA", "loss"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("eval (last 3)")
     for r in snap.runs:
-        evals = ", ".join(f"{v:.3f}" for _, v in r.eval_losses[-4:]) or "-"
+        evals = " ".join(f"{v:.3f}" for _, v in r.eval_losses[-3:]) or "-"
         state = f"[{STATE_STYLE.get(r.state, '')}]{r.state}[/]"
-        if r.reason:
-            state += f"\n[dim]{r.reason}[/]"
-        t.add_row(r.host, escape_path(r.name), state, progress_text(r.step, r.max_steps),
+        if r.state == "finished" and not r.adapter:
+            state += " [red](no adapter)[/]"
+        step = "-" if r.step is None else f"{r.step}/{r.max_steps}" if r.max_steps else str(r.step)
+        t.add_row(r.host, escape_path(r.name), state, step,
                   f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
-                  human_duration(r.eta_seconds, "-"), f"{r.loss:.4f}" if r.loss is not None else "-",
-                  evals, "yes" if r.adapter else "no")
+                  human_duration(r.eta_seconds, "-"), f"{r.loss:.3f}" if r.loss is not None else "-", evals)
+        if r.reason and r.state not in ("running", "finished"):
+            t.add_row("", f"[dim]{r.reason}[/]", "", "", "", "", "", "")
     return t
