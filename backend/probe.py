@@ -430,7 +430,11 @@ def gpus(mode, procs, warnings):
             why.append(str(e))
     if raw is None:
         if mode != "none":
-            warnings.append("no GPUs reported: " + "; ".join(w for w in why if w))
+            no_driver = "nvidia-smi not found" in why and all("cannot open shared object" in w or
+                                                               w == "nvidia-smi not found" for w in why if w)
+            # a CPU-only host is normal: say so plainly; anything else keeps the driver's words
+            warnings.append("no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs"
+                            if no_driver else "no GPUs reported: " + "; ".join(w for w in why if w))
         return [], None
     mem = None
     out = []
