@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -166,23 +166,22 @@ def find_fleet_file(explicit: str | None = None, env: dict[str, str] | None = No
     return None
 
 
+def read_config_text(path: Path, what: str) -> str:
+    """A config file's text; ConfigError naming it when it is missing or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read {what}: {e}") from None
+
+
 def load_fleet(explicit: str | None = None) -> Fleet:
     """Find and parse the fleet file; the built-in one-host fleet when there is none."""
     path = find_fleet_file(explicit)
     if path is None:
         return BUILTIN_FLEET
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: fleet file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read fleet file: {e}") from None
-    return parse_fleet(text, str(path))
-
-
-def config_field_names() -> list[str]:
-    """Every key a host table accepts (for docs and error hints)."""
-    return [f.name for f in fields(HostConfig) if f.name != "name"]
+    return parse_fleet(read_config_text(path, "fleet file"), str(path))
 
 
 __all__ = ["ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "load_fleet", "parse_fleet",

@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fleetdeck.backend.config import ConfigError
+from fleetdeck.backend.config import ConfigError, read_config_text
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 AUTO = "auto"
@@ -189,13 +189,7 @@ def read_run_doc(path: str | os.PathLike[str]) -> dict[str, object]:
     """RUN.toml read and parsed as TOML (not yet checked); ConfigError when missing or invalid."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: RUN.toml not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read RUN.toml: {e}") from None
-    try:
-        return tomllib.loads(text)
+        return tomllib.loads(read_config_text(p, "RUN.toml"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
 
