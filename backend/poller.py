@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .config import Fleet, HostConfig
-from .models import FleetSnapshot, HostSnapshot, Schedule, host_from_probe
+from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .ssh import HelperProcess, HostError, HostLink
 from .state import load_acks
 
@@ -167,12 +167,3 @@ async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnaps
     finally:
         await poller.close()
 
-
-def schedule_by_id(snapshot: FleetSnapshot, host: str, sid: str) -> Schedule | None:
-    """The schedule `sid` on `host` in a snapshot, if it is there."""
-    for h in snapshot.hosts:
-        if h.name == host:
-            for s in h.schedules:
-                if s.id == sid:
-                    return s
-    return None
