@@ -18,7 +18,9 @@ from typing import Any
 
 import asyncssh
 
+from .bundle import bundle
 from .config import HostConfig
+from .hostlib.procfs import HELPER_ENV
 
 # Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what
 # follows on stdin is the helper's own input. The marker lets the probe skip its own kind.
@@ -103,9 +105,18 @@ def _expand(p: str) -> str:
 
 
 def helper_stdin(source: str) -> bytes:
-    """The bytes that make BOOT run `source`."""
+    """The bytes that make BOOT run `source`: helper source text, or the name of a helper
+    module (`fleetdeck.backend.actions.purge_remote`), bundled with the host library."""
+    if "\n" not in source and source.startswith("fleetdeck."):
+        source = bundle(source)
     src = source.encode()
     return str(len(src)).encode() + b"\n" + src
+
+
+def helper_argv(python: str, args: list[str] | None = None) -> list[str]:
+    """argv of a helper on a host: `env` puts the helper marker in its environment, where the
+    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's."""
+    return ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
 
 
 class HostLink:
@@ -273,7 +284,7 @@ class HostLink:
     async def run_helper(self, source: str, payload: Any, timeout: float | None = None) -> Any:
         """Run a stdlib helper with `payload` as JSON on stdin; its one JSON answer on stdout."""
         data = helper_stdin(source) + json.dumps(payload).encode()
-        res = await self.run([self.host.python, "-c", BOOT], input=data, timeout=timeout)
+        res = await self.run(helper_argv(self.host.python), input=data, timeout=timeout)
         try:
             return json.loads(res.stdout)
         except ValueError:
@@ -283,7 +294,7 @@ class HostLink:
 
     async def start_helper(self, source: str, args: list[str] | None = None) -> HelperProcess:
         """Start a resident helper; its source is already sent, the streams are yours."""
-        argv = [self.host.python, "-c", BOOT, *(args or [])]
+        argv = helper_argv(self.host.python, args)
         if self.is_local:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -1,0 +1,41 @@
+"""sha256 streaming over file descriptors, never following a symlink."""
+# Runs on the host's Python 3.8 or newer.
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+CHUNK = 1 << 20
+
+
+def sha256_fd(fd, chunk=CHUNK):
+    """(sha256 hex, bytes read) of an open file, from its current offset to its end."""
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        b = os.read(fd, chunk)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    return h.hexdigest(), n
+
+
+def sha256_at(dir_fd, name):
+    """sha256 of the regular file `name` in the folder `dir_fd` (a symlink raises ELOOP)."""
+    fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        return sha256_fd(fd)[0]
+    finally:
+        os.close(fd)
+
+
+def sha256_path(path):
+    """sha256 of the file at `path`; its last component is never followed if a symlink."""
+    fd = os.open(path, FILE_FLAGS)
+    try:
+        return sha256_fd(fd)[0]
+    finally:
+        os.close(fd)

@@ -1,0 +1,101 @@
+"""One request loop for every helper: `serve({op: fn})`, one answer shape, one error shape.
+
+A request is a JSON object with `op`; the answer is the handler's dict plus `"ok": true`, or
+`{"ok": false, "error": {"code": CODE, "message": SENTENCE, ...}}`. One-shot helpers read one
+request (the rest of stdin); resident helpers read one JSON line at a time until EOF.
+"""
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+
+class Refused(Exception):
+    """An expected refusal: a reason code and one sentence (plus any extra fields)."""
+
+    def __init__(self, code, message, **extra):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def as_error(self):
+        """The error object of the answer."""
+        out = {"code": self.code, "message": self.message}
+        out.update(self.extra)
+        return out
+
+
+def error_answer(code, message, **extra):
+    """The one error shape."""
+    err = {"code": code, "message": message}
+    err.update(extra)
+    return {"ok": False, "error": err}
+
+
+def dispatch(ops, req):
+    """Run the handler `req["op"]` names; always an answer dict, never an exception."""
+    if not isinstance(req, dict):
+        return error_answer("bad-request", "the request is not a JSON object")
+    op = req.get("op")
+    fn = ops.get(op)
+    if fn is None:
+        return error_answer("bad-request", "unknown op %r (known: %s)" % (op, ", ".join(sorted(ops))))
+    try:
+        out = fn(req)
+    except Refused as e:
+        return {"ok": False, "error": e.as_error()}
+    except Exception as e:  # the helper answers, whatever broke: the controller shows it
+        tb = traceback.format_exc().strip().splitlines()
+        return error_answer("internal", "%s: %s" % (type(e).__name__, e), traceback=tb[-12:])
+    out = dict(out or {})
+    out.setdefault("ok", True)
+    return out
+
+
+def dumps(obj):
+    """JSON text for an answer: undecodable path bytes (surrogates) travel as-is, escaped."""
+    return json.dumps(obj, ensure_ascii=True, allow_nan=False, default=str)
+
+
+def _send(out, obj):
+    try:
+        data = dumps(obj)
+    except ValueError:  # a NaN slipped into an answer: say so rather than emit invalid JSON
+        data = dumps(error_answer("internal", "the answer held a non-finite number"))
+    out.write(data.encode("utf-8", "surrogateescape") + b"\n")
+    out.flush()
+
+
+def serve(ops, resident=None, inp=None, out=None):
+    """Answer requests from stdin on stdout. `resident` None: resident when argv says
+    `--resident`. Returns the exit status for `sys.exit`."""
+    inp = inp or sys.stdin.buffer
+    out = out or sys.stdout.buffer
+    if resident is None:
+        resident = "--resident" in sys.argv[1:]
+    if not resident:
+        raw = inp.read()
+        try:
+            req = json.loads(raw.decode("utf-8", "surrogateescape")) if raw.strip() else {}
+        except ValueError as e:
+            _send(out, error_answer("bad-request", "the request is not JSON: %s" % e))
+            return 2
+        _send(out, dispatch(ops, req))
+        return 0
+    while True:
+        line = inp.readline()
+        if not line:
+            return 0
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line.decode("utf-8", "surrogateescape"))
+        except ValueError as e:
+            _send(out, error_answer("bad-request", "the request is not JSON: %s" % e))
+            continue
+        _send(out, dispatch(ops, req))
