@@ -80,7 +80,7 @@ def _imports(name: str, src: str) -> list[str]:
     return keep
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def modules_for(main: str) -> tuple[tuple[str, str, bool], ...]:
     """(name, source, is_package) of every module `main` needs, dependencies first, `main`
     last. Package `__init__` files are registered empty (they may import the controller)."""
@@ -103,20 +103,20 @@ def modules_for(main: str) -> tuple[tuple[str, str, bool], ...]:
     return tuple(order)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bundle(main: str) -> str:
     """The one-file source of helper `main` (a module name such as
     `fleetdeck.backend.actions.purge_remote`): cached, built once per controller process."""
-    parts = ["# fleetdeck helper payload: %s (generated; edit the modules, not this file)" % main,
+    parts = [f"# fleetdeck helper payload: {main} (generated; edit the modules, not this file)",
              _LOADER]
     mods = modules_for(main)
     for name, src, pkg in mods[:-1]:
-        parts.append("_fleetdeck_register(%r, %r, %r)" % (name, src, pkg))
+        parts.append(f"_fleetdeck_register({name!r}, {src!r}, {pkg!r})")
     name, src, _ = mods[-1]
-    parts.append("_fleetdeck_register(%r, None, False)" % name)
+    parts.append(f"_fleetdeck_register({name!r}, None, False)")
     parts.append("del _fleetdeck_register, _s, _t")
     # the action runs as __main__, compiled on its own so its `from __future__` line is first
-    parts.append("exec(compile(%r, %r, 'exec'), globals())" % (src, f"<fleetdeck-helper:{name}>"))
+    parts.append("exec(compile({!r}, {!r}, 'exec'), globals())".format(src, f"<fleetdeck-helper:{name}>"))
     return "\n".join(parts) + "\n"
 
 
