@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_schedules_remove import install_crontab, read_crontab, root_crontab  # noqa: F401
 
-from fleetdeck.backend import state
+from fleetdeck.backend import acks, state
 
 from sshfleet import free_port
 
@@ -62,7 +62,7 @@ def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsy
 
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", s["id"]], capsys)
     assert rc == 0, err
-    assert s["id"] in state.load_acks()
+    assert s["id"] in acks.load_acks()
     # a separate invocation reads the acknowledgement back from the state dir
     rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
     again = listed(out)
@@ -83,7 +83,7 @@ def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, c
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", known, "--", "-no-such $(id)"], capsys)
     assert rc == 1
     assert "-no-such $(id)" in err and "nothing was acknowledged" in err and "Traceback" not in err
-    assert state.load_acks() == set()
+    assert acks.load_acks() == set()
     assert state.read_audit()[-1]["result"] == "refused"
 
 

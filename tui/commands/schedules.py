@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend import state
+from fleetdeck.backend import acks, state
 from fleetdeck.backend.actions.schedules import (
     DEFAULT_GRACE,
     check_removal,
@@ -135,8 +135,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
         state.audit("schedule-ack", None, "refused", ids=ids, unknown=unknown, reason_code="not-found")
         print(f"fleetdeck: {msg}", file=sys.stderr)
         return 1
-    acks = state.load_acks()
-    state.save_acks(acks | set(ids))
+    acks.save_acks(acks.load_acks() | set(ids))
     by_id = {s.id: s for s in snap.schedules}
     state.audit("schedule-ack", None, "done", ids=ids,
                 schedules=[{"id": i, "host": by_id[i].host, "kind": by_id[i].kind} for i in ids])
