@@ -11,7 +11,7 @@ from pathlib import Path
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .ssh import HelperProcess, HostError, HostLink
-from .state import load_acks
+from .acks import load_acks
 
 PROBE_SOURCE_PATH = Path(__file__).with_name("probe.py")
 
