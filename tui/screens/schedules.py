@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from fleetdeck.backend import acks as backend_acks
 from fleetdeck.backend import state as backend_state
 from fleetdeck.backend.models import Schedule
 
@@ -90,9 +91,9 @@ class SchedulesScreen(ViewScreen):
             self.notify("No schedule selected.", severity="warning")
             return
         try:
-            acks = backend_state.load_acks()
+            acks = backend_acks.load_acks()
             acks.add(s.id)
-            backend_state.save_acks(acks)
+            backend_acks.save_acks(acks)
             backend_state.audit("schedule-ack", s.host, "done", ids=[s.id], via="dashboard")
         except OSError as e:
             self.app.report_error("Acknowledge", e)
