@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from fleetdeck.backend import state
+from fleetdeck.backend import acks, state
 from fleetdeck.backend.config import parse_fleet
 from fleetdeck.backend.models import fleet_from_json
 from fleetdeck.backend.ssh import HostError
@@ -142,7 +142,7 @@ async def test_schedules_view_stray_first_and_acknowledge():
         table.move_cursor(row=table.get_row_index("ana-ml2/loop-9c1e55aa"))
         await pilot.press("a")
         await pilot.pause()
-        assert "loop-9c1e55aa" in state.load_acks()
+        assert "loop-9c1e55aa" in acks.load_acks()
         rec = state.read_audit()[-1]
         assert rec["action"] == "schedule-ack" and rec["ids"] == ["loop-9c1e55aa"]
 
