@@ -1,4 +1,4 @@
-"""State kept on the controller: acknowledged schedules and the append-only audit log."""
+"""State kept on the controller: the append-only audit log (acknowledgements: `acks.py`)."""
 
 from __future__ import annotations
 
@@ -17,32 +17,6 @@ def state_dir() -> Path:
     d = Path(base) / "fleetdeck"
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def acks_path() -> Path:
-    return state_dir() / "acknowledged.json"
-
-
-def load_acks() -> set[str]:
-    """Schedule ids the operator marked as known."""
-    try:
-        data = json.loads(acks_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return set()
-    except (OSError, ValueError):
-        return set()
-    return {str(x) for x in data.get("ids", [])} if isinstance(data, dict) else set()
-
-
-def save_acks(ids: set[str]) -> None:
-    """Replace the acknowledged set atomically (write, fsync, rename)."""
-    path = acks_path()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"ids": sorted(ids)}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def audit_path() -> Path:
