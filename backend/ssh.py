@@ -54,9 +54,10 @@ class CommandResult:
 class HelperProcess:
     """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
 
-    def __init__(self, proc: Any, remote: bool) -> None:
+    def __init__(self, proc: Any, remote: bool, owned: Any = None) -> None:
         self._proc = proc
         self._remote = remote
+        self._owned = owned  # a connection of its own (transfer_helper), closed with it
         self.stdin = proc.stdin
         self.stdout = proc.stdout
         self.stderr = proc.stderr
@@ -86,6 +87,8 @@ class HelperProcess:
         try:
             if self._remote:
                 self._proc.close()
+                if self._owned is not None:
+                    self._owned.close()
             else:
                 if self._proc.returncode is None:
                     self._proc.kill()
@@ -311,6 +314,48 @@ class HostLink:
         helper.stdin.write(helper_stdin(source))
         await helper.stdin.drain()
         return helper
+
+
+    async def transfer_helper(self, source: str, args: list[str] | None = None) -> HelperProcess:
+        """Start a helper for a bulk byte stream (mirror's reader and writer).
+
+        Over SSH it runs on a connection of its own, so polls on the shared connection are
+        not queued behind the stream, with AES-GCM preferred and a 16 MiB receive window:
+        relaying 1 GiB here (2 cores) took ~130 MB/s on a default channel (2 MiB window,
+        chacha20-poly1305) and ~300 MB/s on this one. Host keys are checked as for `connection()`;
+        when that connection cannot be made, the shared one carries the stream. Closing the
+        helper closes its connection. A `local` host gets `start_helper`.
+        """
+        if self.is_local:
+            return await self.start_helper(source, args)
+        opts = {**self.connect_options(), "encryption_algs": TRANSFER_CIPHERS}
+        own: asyncssh.SSHClientConnection | None
+        try:
+            own = await asyncio.wait_for(asyncssh.connect(self.host.address, **opts),
+                                         self.host.connect_timeout + 1)
+        except (asyncssh.Error, OSError, TimeoutError):
+            own = None
+        conn = own if own is not None else await self.connection()
+        try:
+            proc = await conn.create_process(self._remote_command(helper_argv(self.host.python, args)),
+                                             encoding=None, window=TRANSFER_WINDOW,
+                                             max_pktsize=TRANSFER_PKTSIZE)
+        except (asyncssh.Error, OSError) as e:
+            if own is not None:
+                own.close()
+            else:
+                self.drop()
+            raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
+        helper = HelperProcess(proc, remote=True, owned=own)
+        helper.stdin.write(helper_stdin(source))
+        await helper.stdin.drain()
+        return helper
+
+
+TRANSFER_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
+                    "chacha20-poly1305@openssh.com", "aes128-ctr", "aes256-ctr"]
+TRANSFER_WINDOW = 16 * 1024 * 1024
+TRANSFER_PKTSIZE = 256 * 1024
 
 
 def _known_hosts_name(address: str, port: int) -> str:
