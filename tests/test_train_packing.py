@@ -146,7 +146,7 @@ def test_vision_tower_modules_are_never_adapted_on_text():
     plan = plan_targets(model, ["q_proj"])
     assert plan.modules == ["language_model.0.q_proj", "language_model.1.q_proj"]
     assert len(plan.skipped_tower) == 4
-    assert "left 4 vision/audio tower modules alone" in plan.summary()
+    assert "left 4 vision/audio tower or MTP head modules alone" in plan.summary()
     with pytest.raises(TargetError, match="only vision/audio tower"):
         plan_targets(nn.ModuleDict({"vision_tower": Block(), "lm": nn.Linear(4, 4)}), ["qkv"])
 

@@ -32,17 +32,29 @@ class Batch:
     max_len: int
     tokens: int                  # tokens fed
     targets: int                 # labels that count
+    #: sum of n^2 over the ranges (documents or document pieces): causal attention's work
+    attn_sq: int = 0
+    #: (B, T) 1/0 for padded batches (one range per row, right-padded); None for packed ones
+    attention_mask: torch.Tensor | None = None
 
     def model_kwargs(self) -> dict:
-        """Keyword arguments for a transformers decoder (varlen attention reads the cu_seq_lens)."""
+        """Keyword arguments for a transformers decoder (varlen attention reads the cu_seq_lens;
+        a padded batch gives its attention mask instead)."""
+        if self.attention_mask is not None:
+            return dict(input_ids=self.input_ids, position_ids=self.position_ids,
+                        attention_mask=self.attention_mask)
         return dict(input_ids=self.input_ids, position_ids=self.position_ids,
                     cu_seq_lens_q=self.cu_seqlens, cu_seq_lens_k=self.cu_seqlens,
                     max_length_q=self.max_len, max_length_k=self.max_len)
 
 
 def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
-               max_len: int) -> Batch:
-    """Flatten `rows` into one packed sequence on `device`."""
+               max_len: int, padded: bool = False) -> Batch:
+    """Flatten `rows` into one packed sequence on `device`; with `padded`, one row per batch
+    entry instead (each row one range, right-padded to the longest), for models whose recurrent
+    layers would carry state from one range into the next in a flat sequence."""
+    if padded:
+        return _padded_batch(split, rows, device, max_len)
     flat = torch.frombuffer(split.tokens, dtype=torch.int32)
     ids, pos, lab, cu = [], [], [], [0]
     for row in rows:
@@ -60,8 +72,39 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
     def put(t: torch.Tensor) -> torch.Tensor:
         return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
+    lengths = [b - a for a, b in zip(cu[:-1], cu[1:], strict=False)]
     return Batch(put(input_ids[None]), put(torch.cat(pos)[None]), put(labels[None]),
-                 put(torch.tensor(cu, dtype=torch.int32)), max_len, int(input_ids.numel()), targets)
+                 put(torch.tensor(cu, dtype=torch.int32)), max_len, int(input_ids.numel()), targets,
+                 attn_sq=sum(n * n for n in lengths))
+
+
+def _padded_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
+                  max_len: int) -> Batch:
+    flat = torch.frombuffer(split.tokens, dtype=torch.int32)
+    ranges = []
+    for row in rows:
+        if len(row) != 1:
+            raise ValueError("a padded batch takes rows of one range each (packing off)")
+        ranges.append(row[0])
+    width = max(e - s for s, e in ranges)
+    ids = torch.zeros(len(ranges), width, dtype=torch.long)
+    lab = torch.full((len(ranges), width), IGNORE, dtype=torch.long)
+    mask = torch.zeros(len(ranges), width, dtype=torch.long)
+    for i, (s, e) in enumerate(ranges):
+        piece = flat[s:e].long()
+        ids[i, : e - s] = piece
+        lab[i, : e - s - 1] = piece[1:]
+        mask[i, : e - s] = 1
+    pos = torch.arange(width).expand(len(ranges), width).contiguous()
+    lengths = [e - s for s, e in ranges]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    pin = device.type == "cuda"
+
+    def put(t: torch.Tensor) -> torch.Tensor:
+        return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
+
+    return Batch(put(ids), put(pos), put(lab), put(cu), max_len, sum(lengths), int((lab != IGNORE).sum()),
+                 attn_sq=sum(n * n for n in lengths), attention_mask=put(mask))
 
 
 class StepSchedule:
@@ -119,6 +162,25 @@ def _ce_chunk_inplace(h, w, y, scale):
 
 
 _COMPILED: dict[str, object] = {}
+#: where a fallback from a compiled kernel is reported (the engine points it at the run's log)
+FALLBACK_LOG: dict[str, object] = {"log": None}
+
+
+def report_fallback(what: str, error: BaseException) -> None:
+    """Say once per kernel why a compiled kernel was given up (never silently)."""
+    key = f"reported:{what}"
+    if _COMPILED.get(key):
+        return
+    _COMPILED[key] = True
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    line = f"{what} failed here ({type(error).__name__}: {first}); running it eagerly"
+    log = FALLBACK_LOG.get("log")
+    if callable(log):
+        log(line)
+    else:
+        import sys
+
+        print(line, file=sys.stderr)
 
 
 def _chunk_fn(device: torch.device):
@@ -144,9 +206,10 @@ class LinearCrossEntropy(torch.autograd.Function):
             h, y = hidden[s:s + chunk], labels[s:s + chunk]
             try:
                 loss, g = fn(h, weight, y, scale)
-            except Exception:  # noqa: BLE001 - a compiler failure must not stop training
-                if fn is _ce_chunk_inplace:
+            except Exception as e:  # noqa: BLE001 - a compiler failure must not stop training
+                if fn is _ce_chunk_inplace or "OutOfMemory" in type(e).__name__:
                     raise
+                report_fallback("the compiled cross-entropy chunk", e)
                 _COMPILED["fn"] = fn = _ce_chunk_inplace
                 loss, g = fn(h, weight, y, scale)
             total += loss
@@ -170,4 +233,5 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: tor
     return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk)
 
 
-__all__ = ["Batch", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy", "make_batch"]
+__all__ = ["Batch", "FALLBACK_LOG", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
+           "make_batch", "report_fallback"]

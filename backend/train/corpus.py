@@ -42,6 +42,10 @@ class ByteTokenizer:
         """The UTF-8 bytes of `text`."""
         return list(text.encode("utf-8"))
 
+    def token_text(self, token: int) -> str:
+        """What one token stands for ("" for end of text and padding)."""
+        return chr(token) if token < 256 else ""
+
 
 TEXT_SUFFIXES = {".jsonl", ".json", ".txt", ".md", ".text"}
 
@@ -166,4 +170,77 @@ def build_splits(docs: list[str], tok: Tokenizer, seq_len: int, packing: bool, e
     return train, held
 
 
-__all__ = ["ByteTokenizer", "CorpusError", "Split", "Tokenizer", "build_splits", "pack", "read_documents"]
+#: a corpus looks hard-wrapped when at least this share of its in-paragraph lines end near one width
+HARD_WRAP_SHARE = 0.6
+
+
+def hard_wrap(docs: list[str]) -> dict | None:
+    """{"width", "share", "lines"} when most lines inside paragraphs (a non-empty line followed by
+    another) end near one width, as text wrapped at ~70 characters does; None otherwise. Text
+    reflowed into one line per paragraph has no such lines, or lines of every length."""
+    lengths: list[int] = []
+    for d in docs:
+        lines = [line.rstrip() for line in d.split("\n")]
+        lengths.extend(len(a) for a, b in zip(lines, lines[1:], strict=False) if a.strip() and b.strip())
+    if len(lengths) < 20:
+        return None
+    lengths.sort()
+    width = lengths[int(0.9 * (len(lengths) - 1))]
+    near = max(8, round(0.15 * width))
+    share = sum(1 for n in lengths if width - near <= n <= width + 2) / len(lengths)
+    if width > 200 or share < HARD_WRAP_SHARE:
+        return None
+    return {"width": width, "share": round(share, 4), "lines": len(lengths)}
+
+
+def _token_counts(tokens: array) -> dict[int, int]:
+    try:
+        import numpy as np
+
+        counts = np.bincount(np.frombuffer(tokens, dtype=np.int32))
+        return {int(i): int(c) for i in np.nonzero(counts)[0] for c in (counts[i],)}
+    except ImportError:
+        from collections import Counter
+
+        return dict(Counter(tokens))
+
+
+def corpus_facts(docs: list[str], tokens: array, tok: Tokenizer, sha256: str | None) -> dict:
+    """What the operator checks before spending a budget on a corpus: documents, tokens (end-of-
+    text markers not counted), its sha256, the share of tokens that are only line breaks and
+    whitespace, and whether the text looks hard-wrapped (the adapter would learn the wrapping)."""
+    counts = _token_counts(tokens)
+    eos = counts.pop(tok.eos_id, 0)
+    total = sum(counts.values())
+    text_of = getattr(tok, "token_text", None)
+    newline = 0
+    if text_of is not None:
+        for t, c in counts.items():
+            txt = text_of(t)
+            if "\n" in txt and not txt.strip():
+                newline += c
+    wrap = hard_wrap(docs)
+    warnings = []
+    if wrap:
+        warnings.append(f"the corpus looks hard-wrapped: {100 * wrap['share']:.0f}% of {wrap['lines']} lines "
+                        f"inside paragraphs end near {wrap['width']} characters, and "
+                        f"{100 * newline / max(1, total):.1f}% of tokens are line breaks; the adapter will "
+                        "learn the wrapping (reflow paragraphs onto one line each to train on the text alone)")
+    return {"documents": len(docs), "tokens": total, "end_of_text_tokens": eos, "sha256": sha256,
+            "newline_tokens": newline if text_of is not None else None,
+            "newline_token_share": round(newline / max(1, total), 5) if text_of is not None else None,
+            "hard_wrap": wrap, "warnings": warnings}
+
+
+def describe_facts(facts: dict) -> str:
+    """One log line of corpus facts."""
+    share = facts["newline_token_share"]
+    sha = facts["sha256"] or "unknown"
+    return (f"corpus facts: {facts['documents']:,} documents, {facts['tokens']:,} tokens, sha256 {sha}, "
+            + (f"newline tokens {facts['newline_tokens']:,} ({100 * share:.2f}%)" if share is not None
+               else "newline tokens unknown (the tokenizer cannot say what its tokens stand for)")
+            + (f", hard-wrapped near {facts['hard_wrap']['width']} characters" if facts["hard_wrap"] else ""))
+
+
+__all__ = ["ByteTokenizer", "CorpusError", "Split", "Tokenizer", "build_splits", "corpus_facts",
+           "describe_facts", "hard_wrap", "pack", "read_documents"]

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from . import attention
+from . import attention, batching
 from .batching import Batch, StepSchedule, linear_cross_entropy, make_batch
 from .corpus import Split
 from .lora import TargetPlan, apply_lora, lora_parameter_count, matmul_parameter_count, plan_targets
-from .models import build_model, shapes_of
+from .models import build_model, is_recurrent, layer_kinds, set_attention, shapes_of
 from .runconfig import RunConfig
 
 
@@ -36,13 +36,21 @@ class Recipe:
     liger: bool
     flash: bool
     dtype: torch.dtype
+    #: None: packing as RUN.toml says; else why packing is off for this model
+    packing_off: str | None = None
+    packing: bool = True
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
         ck = "off" if self.checkpoint_layers == 0 else (
             "all layers" if self.checkpoint_layers >= layers else f"{self.checkpoint_layers}/{layers} layers")
-        return (f"{self.micro_rows} rows per forward, gradient checkpointing {ck}, "
-                f"attention {'flash varlen' if self.flash else 'per-document SDPA'}, "
+        if self.packing_off:
+            attn, pack = "SDPA on right-padded rows", f"packing off ({self.packing_off})"
+        else:
+            attn = "flash varlen" if self.flash else "per-document SDPA"
+            pack = "packing on" if self.packing else "packing off"
+        return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
+                f"attention {attn}, "
                 f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
                 f"{str(self.dtype).replace('torch.', '')}")
 
@@ -74,8 +82,24 @@ class Engine:
         if cfg.attention == "varlen" and not flash:
             log("attention = \"varlen\": no flash kernel here; using per-document SDPA (same result, slower)")
         name = attention.register(force_flash=flash)
+        batching.FALLBACK_LOG["log"] = log
         self.model = build_model(cfg.base_model, self.dtype, device, name, cfg.seed)
         self.shapes = shapes_of(self.model)
+        kinds = layer_kinds(self.model.config)
+        #: layers with softmax attention (the MFU formula's attention term counts only these)
+        self.attention_layers = sum(k == "attention" for k in kinds) or self.shapes.layers
+        #: recurrent layers carry state along the sequence and ignore the attention mask: such a
+        #: model gets one document (piece) per row and rows side by side, right-padded, never packed
+        self.recurrent = is_recurrent(self.model.config)
+        self.padded = self.recurrent
+        packing_off = None
+        if self.recurrent:
+            n_rec = sum(k == "recurrent" for k in kinds)
+            packing_off = (f"{n_rec} of {len(kinds)} layers are recurrent (linear attention or SSM), whose "
+                           "state would flow from one packed document into the next; one document per row")
+            flash = False
+            set_attention(self.model, "sdpa")
+            log(f"packing off: {packing_off}")
         self.plan: TargetPlan = plan_targets(self.model, cfg.target_modules)
         self.n_matmul = matmul_parameter_count(self.model)
         # "auto" leaves liger off: on an H200 it gained nothing next to torch.compile, it patches
@@ -96,7 +120,11 @@ class Engine:
         self._compile_proven = False
         want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
-                             flash=flash, dtype=self.dtype)
+                             flash=flash, dtype=self.dtype, packing_off=packing_off,
+                             packing=cfg.packing and not self.recurrent)
+        self.last_lr = cfg.lr
+        self.last_attn_sq = 0
+        self.corpus_facts: dict = {}
         fused = device.type == "cuda"
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                            betas=(0.9, 0.999), eps=1e-8, fused=fused)
@@ -144,18 +172,33 @@ class Engine:
         return torch.autocast(self.device.type, dtype=self.dtype)
 
     # -- one step -----------------------------------------------------------------------------
+    @property
+    def packing(self) -> bool:
+        """Whether documents share rows (off for recurrent models, whatever RUN.toml says)."""
+        return self.recipe.packing
+
+    def batch(self, split: Split, rows: list[list[tuple[int, int]]]) -> Batch:
+        """One micro-batch of `rows` as this model takes it (packed flat, or padded side by side)."""
+        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded)
+
+    def hidden(self, batch: Batch) -> torch.Tensor:
+        """The last hidden state, (tokens, hidden) with padding rows flattened in."""
+        out = self.backbone(**batch.model_kwargs()).last_hidden_state
+        return out.reshape(-1, out.shape[-1])
+
     def loss_sum(self, batch: Batch, scale: float) -> torch.Tensor:
         """Scaled summed token cross-entropy of one micro-batch (graph kept for backward)."""
         with self.autocast():
-            hidden = self.backbone(**batch.model_kwargs()).last_hidden_state[0]
-            return linear_cross_entropy(hidden, self.head.weight, batch.labels[0], scale)
+            hidden = self.hidden(batch)
+            return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale)
 
     def step(self, split: Split, row_ids: list[int]) -> tuple[float, int, int]:
         """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets)."""
         rows = [split.rows[i] for i in row_ids]
         micro = self.recipe.micro_rows
         groups = [rows[i:i + micro] for i in range(0, len(rows), micro)]
-        batches = [make_batch(split, g, self.device, self.cfg.seq_len) for g in groups]
+        batches = [self.batch(split, g) for g in groups]
+        self.last_attn_sq = sum(b.attn_sq for b in batches)
         targets = torch.tensor([sum(b.targets for b in batches)], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(targets)
@@ -166,6 +209,7 @@ class Engine:
             dist.all_reduce(total)
         if self.cfg.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.last_lr = float(self.optimizer.param_groups[0]["lr"])  # the rate this step uses
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -216,7 +260,7 @@ class Engine:
         micro = self.recipe.micro_rows
         mine = list(range(self.rank, len(split.rows), self.world))
         for i in range(0, len(mine), micro):
-            b = make_batch(split, [split.rows[j] for j in mine[i:i + micro]], self.device, self.cfg.seq_len)
+            b = self.batch(split, [split.rows[j] for j in mine[i:i + micro]])
             total[0] += self.loss_sum(b, 1.0).double()
             total[1] += b.targets
         if self.world > 1:
@@ -264,9 +308,17 @@ class Engine:
 
     # -- figures ------------------------------------------------------------------------------
     def flops_per_token(self) -> float:
-        """4*N_matmul + 6*N_lora + 6*layers*(heads*head_dim)*seq_len (frozen base, causal attention)."""
+        """4*N_matmul + 6*N_lora + 6*layers*(heads*head_dim)*seq_len: the formula's upper bound, as
+        if every token sat in a seq_len-long document; `step_flops` counts the real documents."""
         s = self.shapes
-        return 4 * self.n_matmul + 6 * self.n_lora + 6 * s.layers * s.heads * s.head_dim * self.cfg.seq_len
+        return 4 * self.n_matmul + 6 * self.n_lora + 6 * self.attention_layers * s.heads * s.head_dim * self.cfg.seq_len
+
+    def step_flops(self, tokens: int, attn_sq: int) -> float:
+        """FLOPs of a step of `tokens` real tokens whose ranges' squared lengths sum to `attn_sq`:
+        tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*(heads*head_dim)*sum(n^2) (causal
+        attention over each document piece alone, forward and backward)."""
+        s = self.shapes
+        return tokens * (4 * self.n_matmul + 6 * self.n_lora) + 6 * self.attention_layers * s.heads * s.head_dim * attn_sq
 
 
 def total_steps(cfg: RunConfig, n_rows: int, world: int) -> int:

@@ -1,8 +1,13 @@
 """Base models: `random:<arch>` with real Qwen3 shapes and random weights, or a local checkpoint.
 
 Nothing is ever fetched from a hub: local checkpoints load with `local_files_only`, random
-models are built from a `Qwen3Config`. Step time depends on shapes, dtype and kernels, not on
-weight values, so random models serve benchmarks and tests.
+models are built from a `Qwen3Config` (or, for `tiny-hybrid`, a Qwen3.5 text config with gated
+delta-net linear-attention layers beside attention layers). Step time depends on shapes, dtype
+and kernels, not on weight values, so random models serve benchmarks and tests.
+
+`layer_kinds` reads from a model's config which of its layers are recurrent (linear attention,
+SSM, convolution state): those carry state along the sequence and ignore the attention mask, so
+such a model must never see two documents in one sequence.
 """
 
 from __future__ import annotations
@@ -27,6 +32,25 @@ ARCHS: dict[str, dict] = {
     "qwen3-4b": dict(_QWEN3, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
                      num_attention_heads=32, num_key_value_heads=8),
 }
+#: small hybrids (linear-attention layers beside attention layers) with random weights, for tests
+HYBRID_ARCHS: dict[str, dict] = {
+    "tiny-hybrid": dict(vocab_size=258, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                        linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                        linear_num_value_heads=4, linear_conv_kernel_dim=4, tie_word_embeddings=True,
+                        max_position_embeddings=8192, rms_norm_eps=1e-6,
+                        layer_types=["linear_attention", "linear_attention", "full_attention",
+                                     "linear_attention"]),
+}
+
+#: layer types (config.layer_types and the like) that attend through softmax attention
+ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention",
+                         "global_attention", "local_attention", "attn", "*"}
+#: model types whose layers (some or all) carry recurrent state along the sequence
+RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "bamba", "zamba", "zamba2",
+                         "falcon_h1", "nemotron_h", "granitemoehybrid", "lfm2", "lfm2_moe", "qwen3_next",
+                         "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "kimi_linear",
+                         "minimax", "recurrent_gemma", "rwkv", "xlstm", "plamo2", "hymba"}
 
 
 class ModelError(Exception):
@@ -44,12 +68,42 @@ class Shapes:
     vocab: int
 
 
+def _hybrid_config(arch: str):
+    """A Qwen3.5 text config (gated delta-net + attention layers), or Qwen3-Next's where this
+    transformers has no Qwen3.5."""
+    kw = dict(HYBRID_ARCHS[arch])
+    try:
+        from transformers import Qwen3_5TextConfig as Config
+    except ImportError:
+        try:
+            from transformers import Qwen3NextConfig as Config
+        except ImportError:
+            raise ModelError(f"random:{arch} needs a transformers with Qwen3.5 or Qwen3-Next") from None
+        kw.update(num_experts=0, decoder_sparse_step=1, mlp_only_layers=list(range(kw["num_hidden_layers"])))
+    cfg = Config(**kw)
+    cfg.use_cache = False
+    return cfg
+
+
+def _hybrid_class(cfg):
+    if cfg.model_type.startswith("qwen3_5"):
+        from transformers import Qwen3_5ForCausalLM
+
+        return Qwen3_5ForCausalLM
+    from transformers import Qwen3NextForCausalLM
+
+    return Qwen3NextForCausalLM
+
+
 def qwen3_config(arch: str):
     """A transformers Qwen3Config for a built-in architecture name."""
     from transformers import Qwen3Config
 
+    if arch in HYBRID_ARCHS:
+        return _hybrid_config(arch)
     if arch not in ARCHS:
-        raise ModelError(f"unknown random architecture {arch!r} (built in: {', '.join(ARCHS)})")
+        names = ", ".join([*ARCHS, *HYBRID_ARCHS])
+        raise ModelError(f"unknown random architecture {arch!r} (built in: {names})")
     kw = dict(ARCHS[arch])
     try:
         cfg = Qwen3Config(**kw, rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0})
@@ -70,6 +124,40 @@ def shapes_of(model) -> Shapes:
     return Shapes(c.num_hidden_layers, c.num_attention_heads, head_dim, c.hidden_size, c.vocab_size)
 
 
+def layer_kinds(config) -> list[str]:
+    """Each decoder layer's kind, "attention" or "recurrent" (linear attention, SSM, short
+    convolution: anything that carries state along the sequence), from the model's config:
+    `layer_types`, `layers_block_type`, `hybrid_override_pattern`, else the model type."""
+    c = _text_config(config)
+    n = int(getattr(c, "num_hidden_layers", 0) or 0)
+    for attr in ("layer_types", "layers_block_type", "block_types"):
+        types = getattr(c, attr, None)
+        if isinstance(types, (list, tuple)) and types and all(isinstance(t, str) for t in types):
+            return ["attention" if t.lower() in ATTENTION_LAYER_TYPES else "recurrent" for t in types]
+    pattern = getattr(c, "hybrid_override_pattern", None)
+    if isinstance(pattern, str) and pattern:  # nemotron_h: M = mamba, * = attention, - = MLP
+        return ["attention" if ch == "*" else "recurrent" if ch == "M" else "mlp" for ch in pattern]
+    model_type = str(getattr(c, "model_type", "") or getattr(config, "model_type", ""))
+    if model_type in RECURRENT_MODEL_TYPES:
+        return ["recurrent"] * n
+    return ["attention"] * n
+
+
+def layer_types_of(config) -> list[str]:
+    """The config's own name for each decoder layer's type ("full_attention", "linear_attention"...),
+    or "attention" / "recurrent" where the config names none."""
+    c = _text_config(config)
+    types = getattr(c, "layer_types", None)
+    if isinstance(types, (list, tuple)) and types and all(isinstance(t, str) for t in types):
+        return list(types)
+    return layer_kinds(config)
+
+
+def is_recurrent(config) -> bool:
+    """Whether any layer carries state along the sequence (packing documents would leak it)."""
+    return "recurrent" in layer_kinds(config)
+
+
 def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn: str, seed: int):
     """The base model on `device` in `dtype`, eval-free and cache-free, its weights frozen."""
     torch.manual_seed(seed)
@@ -77,12 +165,13 @@ def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn:
         from transformers import Qwen3ForCausalLM
 
         cfg = qwen3_config(base_model.split(":", 1)[1])
+        cls = Qwen3ForCausalLM if cfg.model_type == "qwen3" else _hybrid_class(cfg)
         cfg._attn_implementation = attn
         with torch.device(device):
             try:
-                model = Qwen3ForCausalLM._from_config(cfg, dtype=dtype)
+                model = cls._from_config(cfg, dtype=dtype)
             except TypeError:
-                model = Qwen3ForCausalLM._from_config(cfg, torch_dtype=dtype)
+                model = cls._from_config(cfg, torch_dtype=dtype)
     else:
         from transformers import AutoModelForCausalLM
 
@@ -136,6 +225,10 @@ class _HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._tok(text, add_special_tokens=False)["input_ids"]
 
+    def token_text(self, token: int) -> str:
+        """What one token stands for, decoded alone."""
+        return self._tok.decode([token])
+
 
 def load_tokenizer(base_model: str, tokenizer: str | None) -> Tokenizer:
     """The configured tokenizer, else the checkpoint's own, else (random models) the byte one."""
@@ -150,5 +243,5 @@ def load_tokenizer(base_model: str, tokenizer: str | None) -> Tokenizer:
     return _HFTokenizer(base_model)
 
 
-__all__ = ["ARCHS", "ModelError", "Shapes", "build_model", "load_tokenizer", "qwen3_config", "shapes_of",
+__all__ = ["ARCHS", "HYBRID_ARCHS", "ModelError", "is_recurrent", "layer_kinds", "layer_types_of", "Shapes", "build_model", "load_tokenizer", "qwen3_config", "shapes_of",
            "set_attention"]

@@ -9,7 +9,6 @@ import math
 import torch
 import torch.distributed as dist
 
-from .batching import make_batch
 from .corpus import Split
 
 #: share of free memory a step may plan to use (fragmentation, the optimizer's first step)
@@ -28,7 +27,7 @@ def _peak_of(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
     torch.cuda.synchronize(engine.device)
     torch.cuda.reset_peak_memory_stats(engine.device)
     base = torch.cuda.memory_allocated(engine.device)
-    b = make_batch(split, [split.rows[i] for i in row_ids], engine.device, engine.cfg.seq_len)
+    b = engine.batch(split, [split.rows[i] for i in row_ids])
     loss = engine.loss_sum(b, 1.0 / max(1, b.targets))
     loss.backward()
     torch.cuda.synchronize(engine.device)

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from . import recipe
-from .corpus import build_splits, read_documents
+from .corpus import build_splits, corpus_facts, describe_facts, read_documents
 from .loop import Engine, StepSchedule, total_steps
 from .models import load_tokenizer
 from .rundir import RunDir
@@ -39,10 +39,16 @@ def prepare(cfg, rank: int, world: int, log):
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(cfg.base_model, cfg.tokenizer)
     docs = read_documents(Path(cfg.corpus))
-    train, held = build_splits(docs, tok, cfg.seq_len, cfg.packing, cfg.eval_fraction, cfg.seed)
-    log(f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
-        f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {'on' if cfg.packing else 'off'}")
     engine = Engine(cfg, device, rank, world, log)
+    train, held = build_splits(docs, tok, cfg.seq_len, engine.packing, cfg.eval_fraction, cfg.seed)
+    engine.corpus_facts = corpus_facts(docs, train.tokens, tok, _sha256(cfg.corpus) if rank == 0 else None)
+    if rank == 0:
+        log(describe_facts(engine.corpus_facts))
+        for w in engine.corpus_facts["warnings"]:
+            log(f"warning: {w}")
+    packing = "on" if engine.packing else ("off (recurrent layers)" if engine.recurrent else "off")
+    log(f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
+        f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {packing}")
     if tok.vocab_size > engine.shapes.vocab:
         from .models import ModelError
 
@@ -54,6 +60,15 @@ def prepare(cfg, rank: int, world: int, log):
     engine.max_steps = total_steps(cfg, len(train.rows), world)
     recipe.choose(engine, train, schedule.rows(0, rank), log)
     return engine, train, held, schedule
+
+
+def _sha256(corpus: str) -> str | None:
+    from .rundir import corpus_sha256
+
+    try:
+        return corpus_sha256(Path(corpus))
+    except OSError:
+        return None
 
 
 def _trainer_state(engine: Engine, step: int, history: list, best: tuple | None, schedule) -> dict:
@@ -70,9 +85,13 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
     if rank == 0:
         manifest = run.read_manifest()
         manifest.update(lora={"adapted_modules": len(engine.plan.modules), "per_target": engine.plan.per_target,
+                              "per_layer_type": engine.plan.per_layer_type,
                               "skipped_tower_modules": len(engine.plan.skipped_tower),
                               "trainable_parameters": engine.n_lora},
                         recipe=engine.recipe.describe(len(engine.layers)), max_steps=engine.max_steps,
+                        packing={"requested": cfg.packing, "used": engine.packing,
+                                 "reason": engine.recipe.packing_off},
+                        corpus=engine.corpus_facts,
                         train_rows=len(train.rows), eval_rows=len(held.rows) if held else 0)
         run.write_manifest(manifest)
     history: list[dict] = []
@@ -96,7 +115,7 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
         loss, tokens, _ = engine.step(train, schedule.rows(step, rank))
         dt = time.perf_counter() - t0
         done = step + 1
-        lr = engine.scheduler.get_last_lr()[0]
+        lr = engine.last_lr
         eval_loss = None
         last = done == engine.max_steps
         if held is not None and (done % cfg.eval_steps == 0 or last):
