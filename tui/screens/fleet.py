@@ -176,13 +176,12 @@ class FleetScreen(ViewScreen):
         return self.query_one("#fleet-table", KeyedTable)
 
     def on_resize(self) -> None:
+        # the same table, new widths: the cursor and the scroll position stay
         w = layout_widths(self.size.width)
         if w != self._widths:
-            old = self.table
-            new = KeyedTable(self._columns(w), id="fleet-table")
-            self.mount(new, before=old)
-            old.remove()
-            self.call_after_refresh(self.refresh_view)
+            self.table.set_columns(self._columns(w))
+            if self.ready:
+                self.refresh_view()
 
     def refresh_view(self) -> None:
         rows, heights = {}, {}

@@ -31,8 +31,45 @@ class KeyedTable(DataTable):
         self._spec = list(columns)
         self._cells: dict[str, tuple] = {}
         self._heights: dict[str, int] = {}
+        self._restore_key: str | None = None
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def set_columns(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]]) -> bool:
+        """Show `columns` (key, label[, width]) from now on, without replacing the widget.
+
+        Same keys: widths and labels change in place. Other keys (a narrow terminal drops
+        minor columns): the columns are re-added and every row comes back with the next
+        `sync()`, the cursor on the same key. Returns True when the caller must `sync()` again.
+        Replacing the widget instead raced with itself under a storm of resizes (two tables
+        with one id for a moment: `DuplicateIds`).
+        """
+        new = list(columns)
+        if new == self._spec:
+            return False
+        if [c[0] for c in new] == [c[0] for c in self._spec]:
+            for spec in new:
+                col = self.columns[ColumnKey(spec[0])]
+                col.label = Text.from_markup(spec[1]) if isinstance(spec[1], str) else spec[1]
+                if len(spec) > 2 and spec[2] is not None:
+                    col.width, col.auto_width = spec[2], False
+                else:
+                    col.auto_width = True
+            self._spec = new
+            self._require_update_dimensions = True
+            self._update_count += 1
+            self.refresh()
+            return False
+        self._restore_key = self.current_key
+        self.clear(columns=True)
+        self._spec = new
+        self._cells.clear()
+        self._heights.clear()
+        self._add_columns()
+        return True
+
+    def _add_columns(self) -> None:
         for spec in self._spec:
             key, label = spec[0], spec[1]
             width = spec[2] if len(spec) > 2 else None
@@ -96,6 +133,11 @@ class KeyedTable(DataTable):
             self._update_count += 1
             self.refresh()
         wanted = list(rows)
+        if self._restore_key is not None:
+            # the rows came back after a change of columns: the cursor goes where it was
+            key, self._restore_key = self._restore_key, None
+            if key in rows:
+                self.move_cursor(row=wanted.index(key), animate=False)
         if self.keys != wanted:
             order = {k: i for i, k in enumerate(wanted)}
             current = self.current_key
