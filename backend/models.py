@@ -129,6 +129,8 @@ class HostSnapshot:
     time: float = 0.0
     #: CPU seconds the host's probe has spent so far (its own cost, for benchmarks)
     probe_cpu_s: float | None = None
+    #: serving seats (`seats.Seat`); None when the probe did not look for them
+    seats: tuple[Any, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's `status --json` host object."""
@@ -146,6 +148,7 @@ class HostSnapshot:
             "gpu_source": self.gpu_source,
             "warnings": list(self.warnings),
             "time": self.time,
+            **({} if self.seats is None else {"seats": [s.to_json() for s in self.seats]}),
         }
 
 
@@ -292,7 +295,16 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
         warnings=tuple(d.get("warnings") or ()),
         time=now,
         probe_cpu_s=_num(d.get("probe_cpu_s")),
+        seats=_seats(name, d.get("seats")),
     )
+
+
+def _seats(host: str, items: Any) -> tuple[Any, ...] | None:
+    if not isinstance(items, list):
+        return None
+    from .seats import seat_from_json  # seats.py types its hints with this module's classes
+
+    return tuple(seat_from_json(host, s) for s in items if isinstance(s, dict))
 
 
 def host_from_json(d: dict[str, Any]) -> HostSnapshot:
