@@ -343,3 +343,27 @@ async def test_crontab_entry_removed_over_ssh(root_crontab, sshd_fleet, tmp_path
     assert Path(rep.host_backup).read_bytes() == CRONTAB.encode()
     assert [p.read_bytes() for p in backups("h1")] == [CRONTAB.encode()]
     assert [(r["host"], r["result"]) for r in state.read_audit()] == [("h1", "started"), ("h1", "done")]
+
+
+def run_bundled(req: dict, python: str = sys.executable) -> dict:
+    """The helper exactly as a host runs it: the bundled payload, the request as JSON on stdin."""
+    import json
+
+    from fleetdeck.backend.actions.schedules import REMOTE
+    from fleetdeck.backend.bundle import bundle
+
+    p = subprocess.run([python, "-c", bundle(REMOTE)], input=json.dumps(req).encode(), capture_output=True,
+                       env=dict(os.environ, FLEETDECK_HELPER="1"), timeout=60)
+    assert p.stdout, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("req, code", [
+    ({"op": "remove-everything"}, "bad-request"),
+    ({"op": "inspect", "schedule": {"kind": "anacron"}}, "unsupported"),
+    ({"op": "apply", "schedule": {"kind": "loop", "pid": "1; reboot", "start_time": 1}}, "unsupported"),
+])
+def test_bundled_helper_answers_in_the_one_error_shape(req, code):
+    ans = run_bundled(req)
+    assert ans["ok"] is False and ans["error"]["code"] == code and ans["error"]["message"]
+    assert set(ans) == {"ok", "error"}

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-HELPER = Path(__file__).resolve().parent.parent / "backend" / "actions" / "schedules_remote.py"
 UNITS = Path("/etc/systemd/system")
 
 
@@ -23,7 +22,10 @@ def have_systemd() -> bool:
 
 def helper(op: str, schedule: dict, **extra) -> dict:
     req = {"op": op, "schedule": schedule, **extra}
-    p = subprocess.run([sys.executable, str(HELPER)], input=json.dumps(req).encode(), capture_output=True)
+    from fleetdeck.backend.bundle import bundle
+
+    src = bundle("fleetdeck.backend.actions.schedules_remote")
+    p = subprocess.run([sys.executable, "-c", src], input=json.dumps(req).encode(), capture_output=True)
     return json.loads(p.stdout)
 
 
@@ -53,7 +55,7 @@ def check_enabled_timer_disabled_now() -> None:
         after = props(f"{name}.timer")
         assert after["ActiveState"] == "inactive" and after["UnitFileState"] == "disabled", after
         gone = helper("apply", timer("fleetdeck-test-nosuch.timer"))
-        assert gone["reason_code"] == "not-found", gone
+        assert gone["error"]["code"] == "not-found", gone
     finally:
         subprocess.run(["systemctl", "disable", "--now", f"{name}.timer"], capture_output=True)
         for suffix in ("service", "timer"):

@@ -1,7 +1,7 @@
 """Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
 
-The host side is `schedules_remote.py` (stdlib only), run through `HostLink.run_helper`, so no
-crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
+The host side is `schedules_remote` (stdlib + the host library), run by module name through
+`HostLink.run_helper`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
 the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
 helper refuses with `changed-since-listing` when the host no longer matches it.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import os
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from .. import state
@@ -28,10 +26,17 @@ REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "un
                       "crontab-unreadable", "permission-denied"})
 
 
-@lru_cache(maxsize=1)
-def remote_source() -> str:
-    """The host-side helper's source, sent to the host on every call."""
-    return Path(__file__).with_name("schedules_remote.py").read_text(encoding="utf-8")
+#: the host-side helper, bundled with the host library by `HostLink.run_helper`
+REMOTE = "fleetdeck.backend.actions.schedules_remote"
+
+
+def _error(ans: Any) -> tuple[str, str, dict[str, Any]]:
+    """(code, message, extra fields) of a helper's error answer (the host library's one shape)."""
+    err = ans.get("error") if isinstance(ans, dict) else None
+    if not isinstance(err, dict):
+        return "helper-error", "the host's helper gave no answer", {}
+    extra = {k: v for k, v in err.items() if k not in ("code", "message")}
+    return str(err.get("code") or "helper-error"), str(err.get("message") or "no reason given"), extra
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class RemovalCheck:
     #: a loop that is an interactive shell: removing it closes that terminal's session
     interactive: bool = False
     tty: str | None = None
+    #: loop: the processes it started, stopped with it ({pid, start_time, command})
+    children: tuple[dict[str, Any], ...] = ()
     #: crontab / cron-file: the whole file as it is now, for the controller's backup
     original: bytes | None = None
     sha256: str | None = None
@@ -104,17 +111,17 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
     base = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
     try:
-        ans = await link.run_helper(remote_source(), _request("inspect", schedule))
+        ans = await link.run_helper(REMOTE, _request("inspect", schedule))
     except HostError as e:
         return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
-    if not isinstance(ans, dict) or not ans.get("ok"):
-        ans = ans if isinstance(ans, dict) else {}
-        return RemovalCheck(**base, ok=False, reason_code=ans.get("reason_code") or "helper-error",
-                            message=ans.get("message") or "the host's helper gave no answer")
+    if not isinstance(ans, dict) or ans.get("ok") is not True:
+        code, message, _ = _error(ans)
+        return RemovalCheck(**base, ok=False, reason_code=code, message=message)
     original = base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
     return RemovalCheck(**base, ok=True, reason_code=None, message=f"{ans.get('what', schedule.id)} matches the listing",
                         interactive=bool(ans.get("interactive")), tty=ans.get("tty"), original=original,
-                        sha256=ans.get("sha256"), backup_name=ans.get("backup_name"))
+                        sha256=ans.get("sha256"), backup_name=ans.get("backup_name"),
+                        children=tuple(c for c in ans.get("children") or () if isinstance(c, dict)))
 
 
 def describe_removal(schedule: Schedule, grace: float = DEFAULT_GRACE) -> str:
@@ -131,8 +138,8 @@ def describe_removal(schedule: Schedule, grace: float = DEFAULT_GRACE) -> str:
     if s.kind == "at":
         return f"check `at -c {s.job}` still runs the listed command, then atrm {s.job}"
     if s.kind == "loop":
-        return (f"check pid {s.pid} still has start time {s.start_time}, send SIGTERM, and SIGKILL "
-                f"if it is still alive after {grace:g} s")
+        return (f"check pid {s.pid} still has start time {s.start_time}, send SIGTERM to it and to every "
+                f"process it started, SIGKILL to any still alive after {grace:g} s, and check none is left")
     return f"no way to remove a schedule of kind {s.kind!r}"
 
 
@@ -140,9 +147,11 @@ def _write_backup(host: str, name: str, data: bytes) -> str:
     d = state.state_dir() / "backups" / host
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = d / os.path.basename(name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # os.write may write less than asked
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -204,22 +213,25 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
         extra["backup_dir"] = host_backup_dir
     timeout = host_cfg.command_timeout + grace + 15
     try:
-        ans = await link.run_helper(remote_source(), _request("apply", schedule, **extra), timeout=timeout)
+        ans = await link.run_helper(REMOTE, _request("apply", schedule, **extra), timeout=timeout)
     except HostError as e:
         rep = replace(base, backup=backup, reason_code="host-unreachable",
                       message=f"{e}; the removal may or may not have happened, list the host again")
         _audit(rep, schedule, confirmation, checks=checks)
         return rep
     ans = ans if isinstance(ans, dict) else {}
-    rep = replace(base, ok=bool(ans.get("ok")), backup=backup, host_backup=ans.get("host_backup"),
-                  reason_code=None if ans.get("ok") else (ans.get("reason_code") or "helper-error"),
-                  message=ans.get("message") or "the host's helper gave no answer",
-                  signals=tuple(ans.get("signals") or ()), interactive=bool(ans.get("interactive")))
+    if ans.get("ok") is True:
+        rep = replace(base, ok=True, backup=backup, host_backup=ans.get("host_backup"),
+                      message=str(ans.get("message") or "done"), signals=tuple(ans.get("signals") or ()),
+                      interactive=bool(ans.get("interactive")))
+    else:
+        code, message, more = _error(ans)
+        rep = replace(base, backup=backup, host_backup=more.get("host_backup"), reason_code=code,
+                      message=message)
     if rep.reason_code in REFUSALS:
         rep = replace(rep, message=f"{rep.message}; nothing was changed")
     _audit(rep, schedule, confirmation, checks=checks)
     return rep
 
 
-__all__ = ["RemovalCheck", "RemoveReport", "check_removal", "describe_removal", "remove_schedule",
-           "remote_source"]
+__all__ = ["REMOTE", "RemovalCheck", "RemoveReport", "check_removal", "describe_removal", "remove_schedule"]

@@ -1,45 +1,45 @@
-"""Host side of schedule removal: stdlib only, Python 3.8+, fed through `HostLink.run_helper`.
+"""Host side of schedule removal: stdlib + the host library, Python 3.8+.
 
-Input (JSON on stdin): `{"op": "inspect" | "apply", "schedule": {...}, ...}`; output: one JSON
-object with `ok`, `reason_code`, `message` and op-specific fields. `inspect` checks that the
-entry is still what was listed and returns what the controller needs before anything changes
-(the whole crontab / cron file for its backup, and its sha256); `apply` re-checks against that
-sha256, writes the host-side backup, changes exactly one thing, and verifies the result.
-Nothing here ever goes through a shell: every command is an argv list.
+Run through `HostLink.run_helper("fleetdeck.backend.actions.schedules_remote", request)`.
+Request: `{"op": "inspect" | "apply", "schedule": {...}, ...}`; the answer is the host
+library's one shape (`serve`): the op's fields with `"ok": true`, or
+`{"ok": false, "error": {"code", "message", ...}}`.
+
+`inspect` checks that the entry is still what was listed and returns what the controller needs
+before anything changes (the whole crontab / cron file for its backup, and its sha256; the
+processes a loop stop will end); `apply` re-checks, writes the host-side backup, changes
+exactly one thing, and verifies the result. Nothing here goes through a shell: every command
+is an argv list, every string arrives as JSON on stdin.
 """
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
 
 import base64
 import errno
 import hashlib
-import json
 import os
 import pwd
 import re
 import signal
 import stat
-import subprocess
 import sys
 import time
 
+from fleetdeck.backend.hostlib import procfs, runner
+from fleetdeck.backend.hostlib.serve import Refused, serve
+from fleetdeck.backend.hostlib.text import fsenc, shown
+
 SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox")
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.timer$")
-
-
-class Refused(Exception):
-    """A check failed: (reason_code, sentence)."""
-
-    def __init__(self, code, message, **extra):
-        Exception.__init__(self, message)
-        self.code = code
-        self.message = message
-        self.extra = extra
+ENV = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
 
 
 def _run(argv, data=None, timeout=30, cwd=None):
-    env = dict(os.environ, LC_ALL="C", LANG="C")
-    p = subprocess.run(argv, input=data, capture_output=True, stdin=None if data is not None else subprocess.DEVNULL,
-                       env=env, timeout=timeout, cwd=cwd)
-    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace").strip()
+    """(rc, stdout bytes, first line of stderr) of a fixed argv, in the C locale."""
+    r = runner.run(argv, data=data, timeout=timeout, cwd=cwd, env=ENV)
+    return r.rc, r.out, runner.first_line(r.err)
 
 
 def _me():
@@ -54,7 +54,7 @@ def _sha(data):
 
 
 def _stamp():
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-%d" % os.getpid()
 
 
 def _safe(name):
@@ -62,33 +62,40 @@ def _safe(name):
 
 
 def _short(b, limit=120):
-    s = b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
-    s = s.encode("unicode_escape").decode("ascii")
+    """A crontab line, path or tool message as it may appear in a sentence: escaped, bounded."""
+    s = shown(b if isinstance(b, (bytes, str)) else str(b))
     return s if len(s) <= limit else s[:limit] + "..."
 
 
-# -- crontab and cron files: one line out of a file ----------------------------------------
-def _split(data):
+# -- crontab and cron files: one line out of a file, every other byte kept ---------------------
+def split_lines(data):
+    """The lines of `data` with their own terminators: only b"\\n" ends a line (a CR, a form
+    feed or any other byte is part of its line), and an unterminated last line stays so."""
     if not data:
         return []
-    lines = data.split(b"\n")
-    if data.endswith(b"\n"):
-        lines.pop()
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
     return lines
 
 
-def _without_line(data, line, raw, what):
-    """`data` minus line `line`, after checking that line still reads exactly `raw`."""
-    if not isinstance(line, int) or isinstance(line, bool) or raw is None:
+def without_line(data, line, raw, what):
+    """`data` minus line `line` (1-based), after checking that line still reads exactly `raw`
+    (str from the listing, surrogateescape for undecodable bytes). Every other byte is kept."""
+    if not isinstance(line, int) or isinstance(line, bool) or not isinstance(raw, str):
         raise Refused("unsupported", "the listing gave no line number and text for this entry")
-    lines = _split(data)
-    want = raw.encode("utf-8", "surrogateescape")
+    lines = split_lines(data)
+    want = fsenc(raw)
     if not 1 <= line <= len(lines):
-        raise Refused("changed-since-listing", f"{what} now has {len(lines)} lines, so line {line} is gone")
-    if lines[line - 1] != want:
-        raise Refused("changed-since-listing", f"line {line} of {what} now reads {_short(lines[line - 1])}, not the listed {_short(want)}")
-    del lines[line - 1]
-    return b"".join(x + b"\n" for x in lines)
+        raise Refused("changed-since-listing", "%s now has %d lines, so line %d is gone" % (what, len(lines), line))
+    got = lines[line - 1]
+    if got.endswith(b"\n"):
+        got = got[:-1]
+    if got != want:
+        raise Refused("changed-since-listing", "line %d of %s now reads %s, not the listed %s"
+                      % (line, what, _short(got), _short(want)))
+    return b"".join(lines[:line - 1] + lines[line:])
 
 
 def _crontab_argv(user):
@@ -101,15 +108,15 @@ def _read_crontab(user):
         try:
             pwd.getpwnam(user)
         except KeyError:
-            raise Refused("not-found", f"user {_short(user)} does not exist on this host") from None
+            raise Refused("not-found", "user %s does not exist on this host" % _short(user)) from None
     rc, out, err = _run(_crontab_argv(user) + ["-l"])
     if rc == 0:
         return out
     if "no crontab for" in err.lower():
         return b""
     # anything else (cron missing, permission, I/O): never treat it as an empty crontab
-    why = _short(err) or f"exit status {rc}"
-    raise Refused("crontab-unreadable", f"crontab -l failed ({why}); refusing to edit a crontab that cannot be read")
+    why = _short(err) or "exit status %d" % rc
+    raise Refused("crontab-unreadable", "crontab -l failed (%s); refusing to edit a crontab that cannot be read" % why)
 
 
 def _backup_dir(req):
@@ -142,7 +149,7 @@ def _read_file(path):
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Refused("unsupported", f"{_short(path)} is not a regular file")
+            raise Refused("unsupported", "%s is not a regular file" % _short(path))
         chunks = []
         while True:
             b = os.read(fd, 1 << 20)
@@ -157,43 +164,44 @@ def _read_file(path):
 def _cron_file_path(sched):
     path = sched.get("source") or ""
     if not path.startswith("/") or "\n" in path:
-        raise Refused("unsupported", f"cron file {_short(path)} is not an absolute path")
+        raise Refused("unsupported", "cron file %s is not an absolute path" % _short(path))
     return path
+
+
+def _current(s):
+    """(bytes now, what, backup name) of a crontab or cron file entry's whole file."""
+    if s["kind"] == "crontab":
+        who = s.get("user") or _me()
+        return (_read_crontab(s.get("user")), "the crontab of %s" % _short(who),
+                "crontab-%s-%s" % (_safe(who), _stamp()))
+    path = _cron_file_path(s)
+    try:
+        data = _read_file(path)[0]
+    except FileNotFoundError:
+        raise Refused("not-found", "cron file %s no longer exists" % _short(path)) from None
+    except OSError as e:
+        raise Refused("unsupported", "cannot read cron file %s safely: %s" % (_short(path), e.strerror)) from None
+    return data, _short(path), "cron-file-%s-%s" % (_safe(os.path.basename(path)), _stamp())
 
 
 def inspect_lines(req):
     """Check a crontab / cron-file entry; return the whole file for the controller's backup."""
     s = req["schedule"]
-    if s["kind"] == "crontab":
-        data = _read_crontab(s.get("user"))
-        what = "the crontab of {}".format(_short(s.get("user") or _me()))
-        name = "crontab-{}-{}".format(_safe(s.get("user") or _me()), _stamp())
-    else:
-        path = _cron_file_path(s)
-        try:
-            data = _read_file(path)[0]
-        except FileNotFoundError:
-            raise Refused("not-found", f"cron file {_short(path)} no longer exists") from None
-        except OSError as e:
-            raise Refused("unsupported", f"cannot read cron file {_short(path)} safely: {e.strerror}") from None
-        what = _short(path)
-        name = f"cron-file-{_safe(os.path.basename(path))}-{_stamp()}"
-    new = _without_line(data, s.get("line"), s.get("raw"), what)
-    return {"ok": True, "original_b64": base64.b64encode(data).decode(), "sha256": _sha(data),
+    data, what, name = _current(s)
+    new = without_line(data, s.get("line"), s.get("raw"), what)
+    return {"original_b64": base64.b64encode(data).decode(), "sha256": _sha(data),
             "new_sha256": _sha(new), "backup_name": name, "what": what}
 
 
 def apply_lines(req):
     """Remove the entry: re-check, back up on the host, install the edited file, verify."""
     s = req["schedule"]
-    expect = req.get("sha256")
-    info = inspect_lines(req)
-    if info["sha256"] != expect:
-        raise Refused("changed-since-listing", "{} changed after it was checked; nothing edited".format(info["what"]))
-    data = base64.b64decode(info["original_b64"])
-    new = _without_line(data, s.get("line"), s.get("raw"), info["what"])
+    data, what, name = _current(s)
+    if _sha(data) != req.get("sha256"):
+        raise Refused("changed-since-listing", "%s changed after it was checked; nothing edited" % what)
+    new = without_line(data, s.get("line"), s.get("raw"), what)
     bdir = _backup_dir(req)
-    backup = os.path.join(bdir, req.get("backup_name") or info["backup_name"])
+    backup = os.path.join(bdir, os.path.basename(req.get("backup_name") or name))
     _write_new(backup, data)
     try:
         if s["kind"] == "crontab":
@@ -207,13 +215,14 @@ def apply_lines(req):
         e.extra["host_backup"] = backup
         raise
     if after != new:
-        raise Refused("verify-failed", f"{info['what']} does not read back as edited (backup kept at {backup})",
-                      host_backup=backup)
-    return {"ok": True, "host_backup": backup, "message": f"removed line {s['line']} of {info['what']}; backup at {backup}"}
+        raise Refused("verify-failed", "%s does not read back byte for byte as edited (backup kept at %s)"
+                      % (what, _short(backup)), host_backup=backup)
+    return {"host_backup": backup, "sha256_after": _sha(after),
+            "message": "removed line %d of %s; backup at %s" % (s["line"], what, _short(backup))}
 
 
 def _install_crontab(user, new, bdir, original):
-    name = f".crontab-new-{_stamp()}"
+    name = ".crontab-new-%s" % _stamp()
     tmp = os.path.join(bdir, name)
     _write_new(tmp, new)
     try:
@@ -234,10 +243,10 @@ def _install_crontab(user, new, bdir, original):
 def _rewrite_file(path, new, original):
     data, st = _read_file(path)
     if data != original:
-        raise Refused("changed-since-listing", f"{_short(path)} changed while it was being edited")
+        raise Refused("changed-since-listing", "%s changed while it was being edited" % _short(path))
     d, base = os.path.split(path)
     # a dotted name: cron (run-parts rules) never runs a half-written temp file in /etc/cron.d
-    tmp = os.path.join(d, f".{base}.fleetdeck-{os.getpid()}.tmp")
+    tmp = os.path.join(d, ".%s.fleetdeck-%d.tmp" % (base, os.getpid()))
     made = False
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -252,10 +261,10 @@ def _rewrite_file(path, new, original):
             os.close(fd)
         cur = os.lstat(path)
         if (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino):
-            raise Refused("changed-since-listing", f"{_short(path)} was replaced while it was being edited")
+            raise Refused("changed-since-listing", "%s was replaced while it was being edited" % _short(path))
         os.replace(tmp, path)
     except PermissionError as e:
-        raise Refused("permission-denied", f"cannot rewrite {_short(path)}: {e.strerror}") from None
+        raise Refused("permission-denied", "cannot rewrite %s: %s" % (_short(path), e.strerror)) from None
     finally:
         if made and os.path.lexists(tmp):
             os.unlink(tmp)
@@ -272,27 +281,27 @@ def _systemctl(s):
     if s.get("scope") == "user":
         argv.append("--user")
         if s.get("user") and s.get("user") != _me():
-            argv += ["--machine", "{}@".format(s["user"])]
+            argv += ["--machine", "%s@" % s["user"]]
     return argv
 
 
 def _timer_state(s):
     unit = s.get("unit") or ""
     if not UNIT_RE.match(unit) or unit.startswith("-"):
-        raise Refused("unsupported", f"{_short(unit)} is not a timer unit name")
+        raise Refused("unsupported", "%s is not a timer unit name" % _short(unit))
     rc, out, err = _run(_systemctl(s) + ["show", "-p", "LoadState", "-p", "ActiveState",
                                          "-p", "UnitFileState", "--", unit])
     if rc != 0:
-        raise Refused("command-failed", f"systemctl show {unit} failed: {_short(err) or rc}")
+        raise Refused("command-failed", "systemctl show %s failed: %s" % (unit, _short(err) or rc))
     props = dict(x.split("=", 1) for x in out.decode("utf-8", "replace").splitlines() if "=" in x)
     if props.get("LoadState") != "loaded":
-        raise Refused("not-found", "timer {} is no longer loaded ({})".format(unit, props.get("LoadState", "?")))
+        raise Refused("not-found", "timer %s is no longer loaded (%s)" % (unit, props.get("LoadState", "?")))
     return unit, props
 
 
 def inspect_timer(req):
     unit, props = _timer_state(req["schedule"])
-    return {"ok": True, "state": props, "what": unit}
+    return {"state": props, "what": unit}
 
 
 def apply_timer(req):
@@ -303,98 +312,126 @@ def apply_timer(req):
     if props.get("UnitFileState") in ("static", "transient", "runtime", "generated"):
         # such units cannot be disabled; stopping is all there is
         how = ["stop"]
-        note = " (its unit file is {}, so it was stopped, not disabled)".format(props["UnitFileState"])
+        note = " (its unit file is %s, so it was stopped, not disabled)" % props["UnitFileState"]
     rc, _, err = _run(_systemctl(s) + how + ["--", unit])
     if rc != 0:
-        raise Refused("command-failed", "systemctl {} {} failed: {}".format(" ".join(how), unit, _short(err) or rc))
-    _, after = _timer_state(s)
+        raise Refused("command-failed", "systemctl %s %s failed: %s" % (" ".join(how), unit, _short(err) or rc))
+    try:
+        _, after = _timer_state(s)
+    except Refused as e:
+        if e.code != "not-found":
+            raise
+        after = {"LoadState": "not-found"}  # a stopped transient timer is unloaded: gone is done
     if after.get("ActiveState") == "active" or after.get("UnitFileState") == "enabled":
-        raise Refused("verify-failed", "timer {} is still {}/{} after {}".format(
+        raise Refused("verify-failed", "timer %s is still %s/%s after %s" % (
             unit, after.get("ActiveState"), after.get("UnitFileState"), " ".join(how)))
-    return {"ok": True, "state": after, "message": f"timer {unit} stopped and disabled{note}"}
+    return {"state": after, "message": "timer %s stopped and disabled%s" % (unit, note)}
 
 
 # -- at jobs --------------------------------------------------------------------------------
 def _at_job(s):
     job = str(s.get("job") or "")
     if not job.isdigit():
-        raise Refused("unsupported", f"{_short(job)} is not an at job number")
+        raise Refused("unsupported", "%s is not an at job number" % _short(job))
     rc, out, err = _run(["at", "-c", job])
     if rc != 0:
-        raise Refused("not-found", f"at job {job} no longer exists")
+        raise Refused("not-found", "at job %s no longer exists" % job)
     want = (s.get("command") or "").strip()
-    if not want or want.encode("utf-8", "surrogateescape") not in out:
-        raise Refused("changed-since-listing", f"at job {job} no longer runs the listed command")
+    if not want or fsenc(want) not in out:
+        raise Refused("changed-since-listing", "at job %s no longer runs the listed command" % job)
     return job, out
 
 
 def inspect_at(req):
     job, out = _at_job(req["schedule"])
-    return {"ok": True, "sha256": _sha(out), "what": f"at job {job}"}
+    return {"sha256": _sha(out), "what": "at job %s" % job}
 
 
 def apply_at(req):
     job, out = _at_job(req["schedule"])
     if _sha(out) != req.get("sha256"):
-        raise Refused("changed-since-listing", f"at job {job} changed after it was checked")
+        raise Refused("changed-since-listing", "at job %s changed after it was checked" % job)
     rc, _, err = _run(["atrm", job])
     if rc != 0:
-        raise Refused("command-failed", f"atrm {job} failed: {_short(err) or rc}")
+        raise Refused("command-failed", "atrm %s failed: %s" % (job, _short(err) or rc))
     if _run(["at", "-c", job])[0] == 0:
-        raise Refused("verify-failed", f"at job {job} still exists after atrm")
-    return {"ok": True, "message": f"at job {job} removed"}
+        raise Refused("verify-failed", "at job %s still exists after atrm" % job)
+    return {"message": "at job %s removed" % job}
 
 
-# -- loops: a process verified by its start time ----------------------------------------------
-def _stat(pid):
-    """(state, tty_nr, start_time) of a live pid, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            rest = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return rest[0].decode(), int(rest[4]), int(rest[19])
-
-
-def _gone(pid, start):
-    st = _stat(pid)
-    return st is None or st[2] != start or st[0] in ("Z", "X")
-
-
+# -- loops: a process (and what it started) verified by start time ------------------------------
 def _loop_target(s):
     pid, start = s.get("pid"), s.get("start_time")
-    if not isinstance(pid, int) or not isinstance(start, int) or pid <= 1:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(start, int) or pid <= 1:
         raise Refused("unsupported", "the listing gave no pid and start time for this loop")
-    st = _stat(pid)
+    st = procfs.stat(pid)
     if st is None or st[0] in ("Z", "X"):
-        raise Refused("not-found", f"process {pid} has already exited")
-    if st[2] != start:
-        raise Refused("changed-since-listing", f"pid {pid} now belongs to another process (start time {st[2]}, listed {start})")
-    return pid, start, st
+        raise Refused("not-found", "process %d has already exited" % pid)
+    if not procfs.same_process(pid, start):
+        raise Refused("changed-since-listing", "pid %d now belongs to another process (start time %d, listed %d)"
+                      % (pid, st[3], start))
+    if pid == os.getpid() or pid in procfs.ancestors():
+        raise Refused("unsupported", "process %d is this helper or one of its parents" % pid)
+    return pid, start
 
 
-def _interactive(pid, st):
+def _tty_nr(pid):
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        argv = []
+        data = procfs.read_bytes("/proc/%d/stat" % pid)
+        return int(data[data.rindex(b")") + 2:].split()[4])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _interactive(pid):
+    argv = procfs.cmdline(pid)
     try:
-        fd0 = os.readlink(f"/proc/{pid}/fd/0")
+        fd0 = os.readlink("/proc/%d/fd/0" % pid)
     except OSError:
         fd0 = ""
     prog = os.path.basename(argv[0]).lstrip("-") if argv else ""
     login = bool(argv) and argv[0].startswith("-")
-    on_tty = st[1] != 0 and (fd0.startswith("/dev/pts/") or fd0.startswith("/dev/tty"))
+    on_tty = _tty_nr(pid) != 0 and (fd0.startswith("/dev/pts/") or fd0.startswith("/dev/tty"))
     shell = prog in SHELLS and "-c" not in argv[1:]
     return {"interactive": bool(login or (shell and on_tty)), "tty": fd0 if on_tty else None,
             "argv": argv[:20]}
 
 
+def loop_family(pid, group=None):
+    """[(pid, start ticks)] of what stopping loop `pid` ends: its descendants, and the members
+    of process group `group` (the loop's own, when it leads one: a child orphaned by an
+    earlier iteration stays in it). Never this helper or its parents."""
+    mine = set(procfs.ancestors()) | {os.getpid()}
+    found = [p for p in procfs.descendants(pid) if p not in mine]
+    if group:
+        for p in procfs.pids():
+            if p != pid and p not in found and p not in mine:
+                ps = procfs.stat(p)
+                if ps is not None and ps[2] == group:
+                    found.append(p)
+    out = []
+    for p in found:
+        t = procfs.start_ticks(p)
+        if t is not None and procfs.alive(p):
+            out.append((p, t))
+    return out
+
+
+def _group_of(pid):
+    """The loop's process group when it leads one (and it is not this helper's), else None."""
+    st = procfs.stat(pid)
+    return pid if st is not None and st[2] == pid and os.getpgrp() != pid else None
+
+
+def _family_json(family):
+    return [{"pid": p, "start_time": t, "command": _short(" ".join(procfs.cmdline(p)) or procfs.comm(p), 200)}
+            for p, t in family]
+
+
 def inspect_loop(req):
-    pid, start, st = _loop_target(req["schedule"])
-    info = _interactive(pid, st)
-    info.update(ok=True, what=f"process {pid}")
+    pid, start = _loop_target(req["schedule"])
+    info = _interactive(pid)
+    info.update(what="process %d" % pid, children=_family_json(loop_family(pid, _group_of(pid))))
     return info
 
 
@@ -412,7 +449,7 @@ def _signal(pid, start, sig):
     if fd is not None:
         try:
             # the pidfd pins this process; its start time proves it is still the listed one
-            if _gone(pid, start):
+            if not procfs.same_process(pid, start):
                 return False
             signal.pidfd_send_signal(fd, sig)
         except ProcessLookupError:
@@ -420,7 +457,7 @@ def _signal(pid, start, sig):
         finally:
             os.close(fd)
         return True
-    if _gone(pid, start):
+    if not procfs.same_process(pid, start):
         return False
     try:
         os.kill(pid, sig)
@@ -429,73 +466,104 @@ def _signal(pid, start, sig):
     return True
 
 
-def _wait_gone(pid, start, seconds):
+def _wait_gone(procs, seconds):
+    """True once none of [(pid, start)] is the same process any more, within `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
-        if _gone(pid, start):
+        if not any(procfs.same_process(p, t) for p, t in procs):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
 
 
+def _freeze(pid, start, group, frozen):
+    """SIGSTOP the loop, then everything below it (and in its group), until nothing new
+    appears: a stopped process starts no child, so the family cannot grow while it is
+    signalled. Adds to `frozen` ([(pid, start)], the loop first)."""
+    if (pid, start) not in frozen and _signal(pid, start, signal.SIGSTOP):
+        frozen.append((pid, start))
+    for _ in range(50):
+        new = [f for f in loop_family(pid, group) if f not in frozen]
+        if not new:
+            return frozen
+        for p, t in new:
+            if _signal(p, t, signal.SIGSTOP):
+                frozen.append((p, t))
+    return frozen
+
+
+def _send(procs, sig):
+    return any([_signal(p, t, sig) for p, t in procs])
+
+
 def apply_loop(req):
-    pid, start, st = _loop_target(req["schedule"])
-    info = _interactive(pid, st)
+    """Stop the loop and every process it started; done only when none of them is left."""
+    pid, start = _loop_target(req["schedule"])
+    info = _interactive(pid)
     grace = float(req.get("grace", 5.0))
+    group = _group_of(pid)
     sent = []
+    everyone = []
     try:
-        if _signal(pid, start, signal.SIGTERM):
+        _freeze(pid, start, group, everyone)
+        if (pid, start) not in everyone:
+            everyone.insert(0, (pid, start))
+        if _send(everyone, signal.SIGTERM):
             sent.append("SIGTERM")
-        if not _wait_gone(pid, start, grace):
-            if _signal(pid, start, signal.SIGKILL):
+        _send(everyone, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
+        if not _wait_gone(everyone, grace):
+            _freeze(pid, start, group, everyone)  # what it started since, then no more
+            if _send(everyone, signal.SIGKILL):
                 sent.append("SIGKILL")
-            if not _wait_gone(pid, start, 10.0):
-                raise Refused("still-running", f"process {pid} survived SIGKILL")
+        # an orphan left in the loop's group (its parent gone) is still the loop's
+        late = loop_family(pid, group) if group else []
+        if late:
+            everyone += [f for f in late if f not in everyone]
+            if _send(late, signal.SIGKILL) and "SIGKILL" not in sent:
+                sent.append("SIGKILL")
+        if not _wait_gone(everyone, 10.0):
+            left = [p for p, t in everyone if procfs.same_process(p, t)]
+            raise Refused("still-running", "process %s survived SIGKILL" % ", ".join(map(str, left)),
+                          survivors=left)
     except PermissionError:
-        raise Refused("permission-denied", f"not allowed to signal process {pid}") from None
+        _send(everyone, signal.SIGCONT)
+        raise Refused("permission-denied", "not allowed to signal process %d or one of its children" % pid) from None
+    family = [(p, t) for p, t in everyone if p != pid]
     how = " then ".join(sent) or "no signal (it had already exited)"
-    msg = f"process {pid} stopped with {how}"
+    msg = "process %d stopped with %s" % (pid, how)
+    if family:
+        msg += ", with the %d process%s it started (%s); none is left" % (
+            len(family), "" if len(family) == 1 else "es", ", ".join(str(p) for p, _ in family))
     if info["interactive"]:
         msg += "; it was an interactive shell on %s, whose session has closed" % (info["tty"] or "a terminal")
-    info.update(ok=True, signals=sent, message=msg)
+    info.update(signals=sent, message=msg, children=[{"pid": p, "start_time": t} for p, t in family])
     return info
 
 
-OPS = {
-    ("inspect", "crontab"): inspect_lines, ("apply", "crontab"): apply_lines,
-    ("inspect", "cron-file"): inspect_lines, ("apply", "cron-file"): apply_lines,
-    ("inspect", "systemd-timer"): inspect_timer, ("apply", "systemd-timer"): apply_timer,
-    ("inspect", "at"): inspect_at, ("apply", "at"): apply_at,
-    ("inspect", "loop"): inspect_loop, ("apply", "loop"): apply_loop,
+KINDS = {
+    "crontab": (inspect_lines, apply_lines), "cron-file": (inspect_lines, apply_lines),
+    "systemd-timer": (inspect_timer, apply_timer), "at": (inspect_at, apply_at),
+    "loop": (inspect_loop, apply_loop),
 }
 
 
-def handle(req):
-    """Run one request; a failed check is an answer with `ok: false`, never an exception."""
-    fn = OPS.get((req.get("op"), (req.get("schedule") or {}).get("kind")))
-    if fn is None:
-        return {"ok": False, "reason_code": "unsupported",
-                "message": "cannot {} a schedule of kind {}".format(req.get("op"), _short((req.get("schedule") or {}).get("kind")))}
-    try:
-        out = fn(req)
-    except Refused as e:
-        return dict(e.extra, ok=False, reason_code=e.code, message=e.message)
-    except subprocess.TimeoutExpired as e:
-        return {"ok": False, "reason_code": "command-failed", "message": f"{e.cmd[0]} timed out"}
-    except OSError as e:
-        return {"ok": False, "reason_code": "command-failed", "message": "{}: {}".format(
-            e.strerror or e, _short(e.filename or ""))}
-    out.setdefault("reason_code", None)
-    out.setdefault("message", "")
-    return out
+def _by_kind(which):
+    def op(req):
+        s = req.get("schedule")
+        kind = s.get("kind") if isinstance(s, dict) else None
+        fns = KINDS.get(kind)
+        if fns is None:
+            raise Refused("unsupported", "cannot %s a schedule of kind %s" % (
+                ("inspect", "apply")[which], _short(str(kind))))
+        try:
+            return fns[which](req)
+        except OSError as e:
+            raise Refused("command-failed", "%s: %s" % (e.strerror or e, _short(e.filename or ""))) from None
+    return op
 
 
-def main():
-    req = json.load(sys.stdin)
-    sys.stdout.write(json.dumps(handle(req)))
-    sys.stdout.flush()
-
+OPS = {"inspect": _by_kind(0), "apply": _by_kind(1)}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(serve(OPS))
