@@ -75,7 +75,8 @@ def adapter_problem(path):
     try:
         fd = os.open(path, DIR_FLAGS)
     except OSError as e:
-        if e.errno == errno.ELOOP:
+        # O_DIRECTORY|O_NOFOLLOW on a symlink to a folder fails with ENOTDIR on Linux, not ELOOP
+        if e.errno == errno.ELOOP or e.errno == errno.ENOTDIR and os.path.islink(path):
             return "it is a symlink"
         if e.errno == errno.ENOENT:
             return "it does not exist"
