@@ -13,26 +13,20 @@ import asyncio
 import contextlib
 import json
 import re
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import asyncssh
 
-from ..ssh import BOOT, HelperProcess, HostError, HostLink, helper_stdin
+from ..hostlib.text import shown
+from ..ssh import HelperProcess, HostError, HostLink
 from ..state import audit
 
-HELPER = (Path(__file__).with_name("mirror_remote.py")).read_text(encoding="utf-8")
+# the host side, bundled with the host library by HostLink
+HELPER = "fleetdeck.backend.actions.mirror_remote"
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
-# Relaying 1 GiB of zeros here (2 cores, quiet): start_helper's channel (2 MiB window, 32 KiB
-# packets) ~130 MB/s; a 16 MiB window with 256 KiB packets ~180 MB/s; that plus AES-GCM ~300.
-WINDOW = 16 * 1024 * 1024
-PKTSIZE = 256 * 1024
-FAST_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
-                "aes128-ctr", "aes256-ctr"]
 HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
 Progress = Callable[[int, int], None]
 
@@ -117,9 +111,18 @@ async def _list(link: HostLink, path: str, follow: bool, hashed: bool, total: in
     timeout = link.host.command_timeout + (total / HASH_RATE if hashed else 0)
     res = await link.run_helper(HELPER, {"op": "list", "path": path, "follow": follow, "hash": hashed,
                                          "skip_partials": True}, timeout=timeout)
-    if not isinstance(res, dict) or "kind" not in res:
-        raise HostError(link.name, f"mirror helper answered {str(res)[:200]}", "helper")
+    if not isinstance(res, dict) or not res.get("ok") or "kind" not in res:
+        _code, msg = _error_of(res)
+        raise HostError(link.name, f"mirror helper: {msg}", "helper")
     return res
+
+
+def _error_of(answer: Any) -> tuple[str, str]:
+    """(code, sentence) of a helper's error answer (the host library's one shape)."""
+    err = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(err, dict):
+        return str(err.get("code") or "helper"), str(err.get("message") or "failed")
+    return "helper", f"unexpected answer {str(answer)[:200]}"
 
 
 def _check_src(src: dict, label: str, follow: bool) -> None:
@@ -132,13 +135,13 @@ def _check_src(src: dict, label: str, follow: bool) -> None:
         raise _Fail("src-not-a-directory", f"{label} is not a folder")
     if src["symlinks"]:
         raise _Fail("symlink", f"{label} holds {len(src['symlinks'])} symlink(s), e.g. "
-                    f"{show_path(src['symlinks'][0])} (use --follow-symlinks to copy their targets)")
+                    f"{shown(src['symlinks'][0])} (use --follow-symlinks to copy their targets)")
     if src["special"]:
         raise _Fail("special-file", f"{label} holds a special file (fifo, socket or device): "
-                    f"{show_path(src['special'][0])}")
+                    f"{shown(src['special'][0])}")
     if src["errors"]:
         path, why = src["errors"][0]
-        raise _Fail("unreadable", f"{label}: cannot read {show_path(path)}: {why}")
+        raise _Fail("unreadable", f"{label}: cannot read {shown(path)}: {why}")
 
 
 def _check_dst(dst: dict, label: str) -> None:
@@ -148,20 +151,7 @@ def _check_dst(dst: dict, label: str) -> None:
         raise _Fail("dst-not-a-directory", f"{label} exists and is not a folder")
     if dst.get("errors"):
         path, why = dst["errors"][0]
-        raise _Fail("unreadable", f"{label}: cannot read {show_path(path)}: {why}")
-
-
-def show_path(path: str) -> str:
-    """A path as it can be shown safely: control characters and undecodable bytes escaped."""
-    return "".join(_esc(c) for c in path)
-
-
-def _esc(c: str) -> str:
-    if "\udc80" <= c <= "\udcff":  # an undecodable byte, kept by surrogateescape
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    if c.isprintable() and not "\ud800" <= c <= "\udfff":
-        return c
-    return repr(c)[1:-1]
+        raise _Fail("unreadable", f"{label}: cannot read {shown(path)}: {why}")
 
 
 def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
@@ -239,7 +229,7 @@ async def _hash_both(src_link, src_path, dst_link, dst_path, follow, src, dst):
     bad = [f for f in src["files"] if f.get("error")]
     if bad:
         raise _Fail("unreadable", f"{_label(src_link, src_path)}: cannot hash "
-                    f"{show_path(bad[0]['path'])}: {bad[0]['error']}")
+                    f"{shown(bad[0]['path'])}: {bad[0]['error']}")
     return src, dst
 
 
@@ -334,40 +324,17 @@ def _overlap(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-async def _transfer_connection(link: HostLink) -> asyncssh.SSHClientConnection | None:
-    """A connection of its own for the bulk stream, preferring AES-GCM; None: use the link's.
-
-    Every byte is decrypted and encrypted again here, and asyncssh's default cipher
-    (chacha20-poly1305) sets up a cipher context per packet: with AES-GCM (AES-NI) the same
-    relay took about 0.7x the time. The link's connection is already up and its host key
-    checked against the same known_hosts, so this one is checked the same way.
-    """
-    opts = {**link.connect_options(), "encryption_algs": FAST_CIPHERS}
+async def _start(link: HostLink) -> HelperProcess:
+    """Start the helper for one end of the stream, on a connection of its own (HostLink)."""
     try:
-        return await asyncio.wait_for(asyncssh.connect(link.host.address, **opts),
-                                      link.host.connect_timeout + 1)
-    except (asyncssh.Error, OSError, TimeoutError):
-        return None
-
-
-async def _start(link: HostLink, conns: list) -> HelperProcess:
-    """Start the helper; over SSH on a transfer connection, with a wider channel window."""
-    if link.is_local:
-        return await link.start_helper(HELPER)
-    conn = await _transfer_connection(link)
-    if conn is not None:
-        conns.append(conn)
-    else:
-        conn = await link.connection()
-    try:
-        proc = await conn.create_process(shlex.join([link.host.python, "-c", BOOT]), encoding=None,
-                                         window=WINDOW, max_pktsize=PKTSIZE)
+        return await link.transfer_helper(HELPER)
     except (asyncssh.Error, OSError) as e:
         raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
-    helper = HelperProcess(proc, remote=True)
-    helper.stdin.write(helper_stdin(HELPER))
-    await helper.stdin.drain()
-    return helper
+
+
+def _fail_from(link: HostLink, answer: dict, tail: str = "") -> _Fail:
+    code, msg = _error_of(answer)
+    return _Fail(code, f"{link.name}: {shown(msg)}{tail}")
 
 
 async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
@@ -377,10 +344,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
     total = sum(f["bytes"] for f in files)
     reader = writer = writer_said = None
     committed = False
-    conns: list[asyncssh.SSHClientConnection] = []
     try:
-        started = await asyncio.gather(_start(src_link, conns), _start(dst_link, conns),
-                                       return_exceptions=True)
+        started = await asyncio.gather(_start(src_link), _start(dst_link), return_exceptions=True)
         reader, writer = (h if isinstance(h, HelperProcess) else None for h in started)
         for h in started:
             if isinstance(h, BaseException):
@@ -388,8 +353,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         await writer.send_json({"op": "write", "path": dst_path, "files": files, "dirs": src["dirs"],
                                 "mode": src.get("mode")})
         ready = await _recv(writer, dst_link, dst_link.host.command_timeout)
-        if "error" in ready:
-            raise _Fail(ready.get("code", "write-failed"), f"{dst_link.name}: {ready['error']}")
+        if not ready.get("ok"):
+            raise _fail_from(dst_link, ready)
         await reader.send_json({"op": "read", "path": src["path"], "files": files, "follow": follow})
         # the writer speaks only on failure until it is told to finish
         writer_said = asyncio.ensure_future(_recv(writer, dst_link, None))
@@ -399,9 +364,11 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         await reader.send_json({"op": "recheck"})
         wait = dst_link.host.command_timeout + total / HASH_RATE
         hashed = await asyncio.wait_for(writer_said, wait)
-        if "error" in hashed:
-            raise _Fail(hashed.get("code", "write-failed"), f"{dst_link.name}: {hashed['error']}")
+        if not hashed.get("ok"):
+            raise _fail_from(dst_link, hashed)
         recheck = await _recv(reader, src_link, src_link.host.command_timeout + len(files))
+        if not recheck.get("ok"):
+            raise _fail_from(src_link, recheck)
         result = []
         for f, t, h in zip(files, trailers, hashed["files"], strict=True):
             ok = t["bytes"] == f["bytes"] == h.get("bytes") and t["sha256"] == h["sha256"]
@@ -410,27 +377,25 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
                                      None if h.get("bytes") == f["bytes"] else h.get("bytes")))
         if recheck.get("changed"):
             path, why = recheck["changed"][0]
-            raise _Fail("source-changed", f"{src_link.name}: {show_path(path)} changed while it was "
+            raise _Fail("source-changed", f"{src_link.name}: {shown(path)} changed while it was "
                         f"copied ({why}); nothing was put in place", tuple(result))
         bad = [m for m in result if m.status != "copied"]
         if bad:
-            raise _Fail("mismatch", f"{show_path(bad[0].path)} differs after the copy; nothing was put "
+            raise _Fail("mismatch", f"{shown(bad[0].path)} differs after the copy; nothing was put "
                         "in place", tuple(result))
         await writer.send_json({"op": "commit"})
         done = await _recv(writer, dst_link, dst_link.host.command_timeout)
         committed = bool(done.get("committed"))
         if not committed:
-            raise _Fail(done.get("code", "write-failed"), f"{dst_link.name}: {done.get('error')}",
-                        tuple(result))
+            raise _fail_from(dst_link, done)
         return tuple(result), done.get("free_bytes")
     except TimeoutError:  # before OSError, of which it is a kind
         raise HostError(dst_link.name, "timed out during the copy; nothing was put in place",
                         "timeout") from None
     except (asyncssh.Error, OSError, EOFError) as e:
         said = await _last_word(writer_said)
-        if said is not None and "error" in said:
-            raise _Fail(said.get("code", "write-failed"), f"{dst_link.name}: {said['error']}; "
-                        "the partial folder was removed") from None
+        if said is not None and not said.get("ok"):
+            raise _fail_from(dst_link, said, "; the partial folder was removed") from None
         raise HostError(await _which_died(src_link, dst_link),
                         f"connection lost during the copy ({type(e).__name__}: {e}); nothing was "
                         "put in place", "disconnected") from None
@@ -445,8 +410,6 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
                 h.close()
                 with contextlib.suppress(Exception):
                     await h.wait(5)  # reaped here, not by a garbage collector after the loop
-        for conn in conns:
-            conn.close()
         if writer_said is not None:
             writer_said.cancel()
             with contextlib.suppress(BaseException):
@@ -481,7 +444,8 @@ async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict
         err = (await h.read_stderr()).strip().splitlines()
         raise HostError(link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""),
                         "disconnected") from None
-    return msg if isinstance(msg, dict) else {"error": str(msg)}
+    return msg if isinstance(msg, dict) else {"ok": False, "error": {"code": "helper",
+                                                                      "message": str(msg)[:200]}}
 
 
 async def _relay(reader, writer, writer_said, src_link, dst_link, nfiles, total, progress):
@@ -506,14 +470,12 @@ async def _relay(reader, writer, writer_said, src_link, dst_link, nfiles, total,
             if progress is not None:
                 progress(done, total)
         if writer_said.done():
-            said = writer_said.result()
-            raise _Fail(said.get("code", "write-failed"), f"{dst_link.name}: {said.get('error')}; "
-                        "the partial folder was removed")
+            raise _fail_from(dst_link, writer_said.result(), "; the partial folder was removed")
         line = await src_out.readline()
         if not line:
             raise HostError(src_link.name, "the source's reader ended early", "disconnected")
         t = json.loads(line)
-        if t.get("error"):
-            raise _Fail(t.get("code", "read-failed"), f"{src_link.name}: {t['error']}")
+        if not t.get("ok"):
+            raise _fail_from(src_link, t)
         trailers.append(t)
     return trailers

@@ -1,21 +1,28 @@
-"""The mirror helper that runs ON a host: stdlib only, Python 3.8 or newer.
+"""The mirror helper that runs ON a host: stdlib and the host library only, Python 3.8+.
 
-Its source travels over SSH and its input is JSON on stdin, so no path is ever pasted into a
-shell string. The first line of stdin names the operation:
+It travels over SSH as a bundle (`fleetdeck.backend.bundle`) and its input is JSON on stdin, so
+no path is ever pasted into a shell string. The first line of stdin is the request; every
+answer has the host library's one shape (`{..., "ok": true}` or `{"ok": false, "error":
+{"code", "message"}}`):
 
-- `list`: every file under a folder (size, mtime_ns, inode, mode), optionally hashed, files in
-  parallel threads (hashlib releases the GIL), plus the symlinks and special files found.
+- `list`: every file under a folder (size, mtime_ns, ctime_ns, inode, mode), optionally hashed,
+  files in parallel threads (hashlib releases the GIL), plus the folders, symlinks and special
+  files found.
 - `read`: stream files as frames (4-byte big-endian length, data; length 0 ends a file, then
-  one JSON line: the sha256 of the bytes read from this disk), then re-check each file's
-  (size, mtime_ns, inode) on request.
+  one answer line: the sha256 of the bytes read from this disk), then re-check the folder on
+  request.
 - `write`: receive those frames into a hidden partial folder beside the destination, fsync each
   file, hash it again from this disk, and rename into place only when told to commit. Any
   error, an abort, or stdin closing (the controller or its connection died) removes the
-  partial folder; a partial left by a killed writer is removed by the next writer.
+  partial folder; a partial left by a writer that is gone is removed by the next writer.
 
 Paths travel as str decoded from the file system's bytes with utf-8/surrogateescape, so any
 name (non-UTF-8 bytes included) goes back to the same bytes.
 """
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
 
 import errno
 import hashlib
@@ -31,28 +38,27 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from fleetdeck.backend.hostlib import fsinfo, hashing, procfs, serve
+from fleetdeck.backend.hostlib.serve import Refused
+from fleetdeck.backend.hostlib.text import fsdec, fsenc, shown
+
 CHUNK = 1 << 20
 HDR = struct.Struct(">I")
 PARTIAL = b".fleetdeck-partial-"
-MARKER = b"fleetdeck-helper"  # in the argv of every helper started by fleetdeck (ssh.BOOT)
 RDFLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+DIRFLAGS = RDFLAGS | os.O_DIRECTORY | os.O_NOFOLLOW
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-class Refused(Exception):
-    """An expected failure: a reason code and a sentence for the operator."""
-
-    def __init__(self, code, message):
-        Exception.__init__(self, message)
-        self.code = code
-        self.message = message
+def say(out, obj):
+    """Write one answer line (the host library's JSON; undecodable names kept)."""
+    out.write(serve.dumps(obj).encode("utf-8", "surrogateescape") + b"\n")
+    out.flush()
 
 
-def fsdec(b):
-    return b.decode("utf-8", "surrogateescape")
-
-
-def fsenc(s):
-    return s.encode("utf-8", "surrogateescape")
+def ok(**fields):
+    fields["ok"] = True
+    return fields
 
 
 def host_path(p):
@@ -86,14 +92,15 @@ def lstat_or_none(path):
 
 
 def open_rel(root, rel, follow):
-    """Open root/rel for reading; without `follow`, a symlink at any component is refused."""
+    """Open root/rel for reading; without `follow`, a symlink at any component (root
+    included) is refused with ELOOP."""
     if follow:
         return os.open(os.path.join(root, rel), RDFLAGS)
     parts = rel.split(b"/")
-    fd = os.open(root, RDFLAGS | os.O_DIRECTORY | os.O_NOFOLLOW)
+    fd = os.open(root, DIRFLAGS)
     try:
         for part in parts[:-1]:
-            nfd = os.open(part, RDFLAGS | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            nfd = os.open(part, DIRFLAGS, dir_fd=fd)
             os.close(fd)
             fd = nfd
         return os.open(parts[-1], RDFLAGS | os.O_NOFOLLOW, dir_fd=fd)
@@ -101,8 +108,13 @@ def open_rel(root, rel, follow):
         os.close(fd)
 
 
+def file_facts(st):
+    """What says a file is unchanged: size, mtime, ctime (no user can set it), inode."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 def walk(root, follow, skip_partials):
-    """Everything under root, as relative bytes paths, sorted by kind."""
+    """Everything under root, as relative paths, sorted by kind."""
     out = {"files": [], "dirs": [], "symlinks": [], "special": [], "errors": [], "partials": []}
     seen = set()
     stack = [b""]
@@ -140,25 +152,13 @@ def walk(root, follow, skip_partials):
                 stack.append(r)
             elif stat.S_ISREG(st.st_mode):
                 out["files"].append({"path": fsdec(r), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                     "ino": st.st_ino, "mode": stat.S_IMODE(st.st_mode)})
+                                     "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+                                     "mode": stat.S_IMODE(st.st_mode)})
             else:
                 out["special"].append(fsdec(r))
     out["files"].sort(key=lambda f: f["path"])
     out["dirs"].sort()
     return out
-
-
-def hash_fd(fd, buf):
-    """sha256 and length of what is left to read from fd."""
-    h = hashlib.sha256()
-    n = 0
-    view = memoryview(buf)
-    while True:
-        k = os.readv(fd, [buf])
-        if not k:
-            return h.hexdigest(), n
-        h.update(view[:k])
-        n += k
 
 
 def hash_rel(root, rel, follow):
@@ -169,7 +169,7 @@ def hash_rel(root, rel, follow):
         return {"sha256": None, "error": e.strerror or str(e)}
     try:
         st = os.fstat(fd)
-        digest, n = hash_fd(fd, bytearray(CHUNK))
+        digest, n = hashing.sha256_fd(fd)
         if n != st.st_size:
             return {"sha256": None, "error": "changed while it was hashed"}
         return {"sha256": digest, "bytes": n}
@@ -180,12 +180,11 @@ def hash_rel(root, rel, follow):
 
 
 def free_bytes(path):
-    """Bytes an unprivileged writer may still use on the file system holding `path` (or the
-    nearest folder above it that exists); None when it cannot be told."""
+    """Free bytes on the file system holding `path` (or the nearest folder above it that
+    exists); None when it cannot be told."""
     while True:
         try:
-            st = os.statvfs(path)
-            return st.f_bavail * st.f_frsize
+            return fsinfo.free_bytes(path)
         except (FileNotFoundError, NotADirectoryError):
             if path in (b"/", b""):
                 return None
@@ -206,10 +205,8 @@ def op_list(req):
         except OSError:
             kind = "dangling"
     res = {"path": fsdec(root), "kind": kind, "dev": st.st_dev if st else None,
-           "mode": stat.S_IMODE(st.st_mode) if st else None}
-    parent = os.path.dirname(root)
-    res["free_bytes"] = free_bytes(root)
-    pst = lstat_or_none(parent)
+           "mode": stat.S_IMODE(st.st_mode) if st else None, "free_bytes": free_bytes(root)}
+    pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
     if kind != "dir":
         return res
@@ -224,6 +221,15 @@ def op_list(req):
 
 
 # -- read: the source end of a copy -------------------------------------------------------------
+def source_error(e):
+    """A refusal for an OSError met while reading the source."""
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return Refused("src-unreadable", e.strerror or str(e))
+    if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+        return Refused("source-changed", "%s (it changed since it was listed)" % (e.strerror or e))
+    return Refused("read-failed", e.strerror or str(e))
+
+
 def op_read(req, inp, out):
     """Stream req["files"] as frames with a sha256 trailer each; then re-check them on request."""
     root = host_path(req["path"])
@@ -237,12 +243,13 @@ def op_read(req, inp, out):
             try:
                 fd = open_rel(root, fsenc(f["path"]), follow)
             except OSError as e:
-                q.put((None, {"error": e.strerror or str(e), "code": "source-changed"}))
+                q.put((None, source_error(e)))
                 return
             try:
                 st = os.fstat(fd)
                 if (st.st_size, st.st_mtime_ns, st.st_ino) != (f["bytes"], f["mtime_ns"], f["ino"]):
-                    q.put((None, {"error": "changed since it was listed", "code": "source-changed"}))
+                    q.put((None, Refused("source-changed", "%s changed since it was listed"
+                                         % shown(f["path"]))))
                     return
                 h = hashlib.sha256()
                 n = 0
@@ -253,9 +260,9 @@ def op_read(req, inp, out):
                     h.update(chunk)
                     n += len(chunk)
                     q.put((chunk, None))
-                q.put((None, {"sha256": h.hexdigest(), "bytes": n}))
+                q.put((None, ok(sha256=h.hexdigest(), bytes=n)))
             except OSError as e:
-                q.put((None, {"error": e.strerror or str(e), "code": "read-failed"}))
+                q.put((None, source_error(e)))
                 return
             finally:
                 os.close(fd)
@@ -269,13 +276,13 @@ def op_read(req, inp, out):
             out.write(HDR.pack(len(chunk)))
             out.write(chunk)
         out.write(HDR.pack(0))
-        out.write(json.dumps(trailer).encode() + b"\n")
-        out.flush()
-        if trailer.get("error"):
-            return
+        if isinstance(trailer, Refused):
+            out.flush()
+            raise trailer  # its answer is this file's trailer
+        say(out, trailer)
     cmd = json.loads(inp.readline() or b"{}")
     if cmd.get("op") != "recheck":
-        return
+        raise Refused("bad-request", "expected a recheck request")
     changed = []
     for f in files:
         try:
@@ -289,24 +296,30 @@ def op_read(req, inp, out):
             continue
         if (st.st_size, st.st_mtime_ns, st.st_ino) != (f["bytes"], f["mtime_ns"], f["ino"]):
             changed.append([f["path"], "size, mtime or inode changed during the copy"])
-    out.write(json.dumps({"changed": changed}).encode() + b"\n")
-    out.flush()
+    return {"changed": changed}
 
 
 # -- write: the destination end of a copy -------------------------------------------------------
-def pid_alive_helper(pid):
-    """True if `pid` runs and is a fleetdeck helper (so its partial folder is still in use)."""
+def partial_in_use(name_rest):
+    """True when the writer named in a partial folder's name (`PID-START-RANDOM`) still runs.
+
+    The one identity rule (pid and start ticks) says whether it is the same process; a name
+    from an older writer (`PID-RANDOM`, no start time) is in use only while that pid is a
+    live fleetdeck helper."""
+    parts = name_rest.split(b"-")
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        pid = int(parts[0])
+        start = int(parts[1]) if len(parts) >= 3 else None
+    except (ValueError, IndexError):
+        return True  # not a name we made: leave it alone
+    if pid == os.getpid():
         return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return MARKER in f.read()
-    except OSError:
-        return True  # no /proc: a live pid might be ours, keep its folder
+    if start is None:
+        return procfs.alive(pid) and procfs.has_helper_marker(pid)
+    if not procfs.same_process(pid, start):
+        return False
+    # another user's helper hides its environment from us: keep its folder
+    return procfs.has_helper_marker(pid) or procfs.uid(pid) != os.getuid()
 
 
 def clean_stale(folder, prefix):
@@ -317,13 +330,7 @@ def clean_stale(folder, prefix):
     except OSError:
         return removed
     for name in names:
-        if not name.startswith(prefix):
-            continue
-        try:
-            pid = int(name[len(prefix):].split(b"-")[0])
-        except ValueError:
-            continue
-        if pid == os.getpid() or pid_alive_helper(pid):
+        if not name.startswith(prefix) or partial_in_use(name[len(prefix):]):
             continue
         path = os.path.join(folder, name)
         if kind_of(lstat_or_none(path)) == "dir":
@@ -370,10 +377,12 @@ class Writer:
         try:
             os.makedirs(self.parent, exist_ok=True)
         except OSError as e:
-            raise Refused("dst-unwritable", f"cannot create {fsdec(self.parent)}: {e.strerror}") from None
+            raise Refused("dst-unwritable", "cannot create %s: %s" % (shown(self.parent), e.strerror)) \
+                from None
         prefix = b"." + self.name + PARTIAL
         stale = clean_stale(self.parent, prefix)
-        tag = b"%d-%08x" % (os.getpid(), random.getrandbits(32))
+        me = os.getpid()
+        tag = b"%d-%d-%08x" % (me, procfs.start_ticks(me) or 0, random.getrandbits(32))
         if kind == "dir":
             stale += clean_stale(self.dst, PARTIAL)
             if [n for n in os.listdir(self.dst) if not n.startswith(PARTIAL)]:
@@ -385,7 +394,15 @@ class Writer:
         else:
             base = prefix[:255 - len(tag)] + tag if len(prefix) + len(tag) > 255 else prefix + tag
             self.partial = os.path.join(self.parent, base)
-        os.mkdir(self.partial, 0o700)
+        try:
+            os.mkdir(self.partial, 0o700)
+        except OSError as e:
+            if e.errno in UNWRITABLE:
+                self.partial = None
+                where = self.dst if self.inside else self.parent
+                raise Refused("dst-unwritable", "cannot write in %s: %s" % (shown(where), e.strerror)) \
+                    from None
+            raise
         return stale
 
     def receive(self, inp, files, dirs, pool):
@@ -422,7 +439,7 @@ class Writer:
             names = os.listdir(self.partial)
             for n in names:
                 if os.path.lexists(os.path.join(self.dst, n)):
-                    raise Refused("dst-changed", f"{fsdec(n)} appeared in the destination")
+                    raise Refused("dst-changed", "%s appeared in the destination" % shown(n))
             for n in names:
                 os.rename(os.path.join(self.partial, n), os.path.join(self.dst, n))
             os.rmdir(self.partial)
@@ -479,64 +496,66 @@ def fsync_tree(top):
         fsync_dir(dirpath)
 
 
+def write_refusal(e):
+    """A refusal for an OSError met while writing the destination."""
+    where = " (%s)" % shown(os.fsencode(e.filename)) if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return Refused("disk-full", "%s%s" % (e.strerror or e, where))
+    if e.errno in UNWRITABLE:
+        return Refused("dst-unwritable", "%s%s" % (e.strerror or e, where))
+    return Refused("write-failed", "%s%s" % (e.strerror or e, where))
+
+
 def op_write(req, inp, out):
     """Receive frames into a partial folder; report hashes; commit or remove as told."""
-    def say(obj):
-        out.write(json.dumps(obj).encode() + b"\n")
-        out.flush()
-
     w = Writer(req)
     try:
         stale = w.prepare()
-        say({"ok": True, "partial": fsdec(w.partial), "dst": fsdec(w.dst), "stale_removed": stale})
+        me = os.getpid()
+        say(out, ok(partial=fsdec(w.partial), dst=fsdec(w.dst), stale_removed=stale, pid=me,
+                    start=procfs.start_ticks(me)))
         threads = max(1, int(req.get("threads") or 4))
         with ThreadPoolExecutor(threads) as pool:
             hashed = w.receive(inp, req["files"], req.get("dirs", []), pool)
         if json.loads(inp.readline() or b"{}").get("op") != "finish":
             raise EOFError("no finish")
-        say({"files": hashed})
+        say(out, ok(files=hashed))
         if json.loads(inp.readline() or b"{}").get("op") != "commit":
             w.remove()
-            say({"aborted": True})
-            return
+            return {"aborted": True}
         w.commit()
-        say({"committed": True, "free_bytes": free_bytes(w.dst)})
+        return {"committed": True, "free_bytes": free_bytes(w.dst)}
     except EOFError:
         w.remove()  # the controller went away: nothing may stay behind
-    except Refused as e:
-        w.remove()
-        say({"error": e.message, "code": e.code})
+        raise Refused("disconnected", "the controller's stream ended; the partial folder was removed") \
+            from None
     except OSError as e:
         w.remove()
-        code = "disk-full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "write-failed"
-        where = f" ({fsdec(os.fsencode(e.filename))})" if e.filename else ""
-        say({"error": f"{e.strerror or e}{where}", "code": code})
+        raise write_refusal(e) from None
     finally:
         w.remove()
 
 
 def _hangup(signum, frame):
-    raise EOFError(f"signal {signum}")
+    raise EOFError("signal %d" % signum)
 
 
 def main():
-    """Read the request line and run the operation it names."""
+    """Read the request line and answer it (streaming ops speak on stdout as they go)."""
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, _hangup)
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
-    req = json.loads(inp.readline())
-    op = req.get("op")
+    ops = {"list": op_list, "read": lambda r: op_read(r, inp, out),
+           "write": lambda r: op_write(r, inp, out)}
     try:
-        if op == "list":
-            out.write(json.dumps(op_list(req)).encode())
-        elif op == "read":
-            op_read(req, inp, out)
-        elif op == "write":
-            op_write(req, inp, out)
-        else:
-            out.write(json.dumps({"error": f"unknown op {op!r}", "code": "helper"}).encode())
-        out.flush()
+        line = inp.readline()
+        try:
+            req = json.loads(line.decode("utf-8", "surrogateescape"))
+        except ValueError as e:
+            say(out, serve.error_answer("bad-request", "the request is not JSON: %s" % e))
+            return
+        say(out, serve.dispatch(ops, req))
     except (EOFError, BrokenPipeError):
         pass
 

@@ -19,8 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, show_path, verify
+from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, verify
 from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.ssh import HostLink
 
 from ..cli import add_hosts_option
@@ -84,7 +85,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
     if report.error and not report.ok:
         what = "refused" if report.result == "refused" else "failed" if report.result == "failed" \
             else "not verified"
-        print(f"fleetdeck: {action} {what}: {show_path(report.error)}", file=sys.stderr)
+        print(f"fleetdeck: {action} {what}: {shown(report.error)}", file=sys.stderr)
     return 0 if report.ok else 1
 
 
@@ -124,14 +125,14 @@ def _print(r: MirrorReport) -> None:
             size = human_bytes(f.bytes) if f.bytes_dst is None else \
                 f"{f.bytes} / {f.bytes_dst}"
             style = STATUS_STYLE.get(f.status, "")
-            t.add_row(f"[{style}]{f.status}[/]", escape(show_path(f.path)), size,
+            t.add_row(f"[{style}]{f.status}[/]", escape(shown(f.path)), size,
                       (f.sha256_src or "-")[:16], (f.sha256_dst or "-")[:16])
         console.print(t)
     if len(rows) < len(r.files):
         console.print(f"[dim]({len(r.files) - len(rows)} more files not listed, all "
                       f"{'copied' if r.result == 'copied' else 'identical'})[/]")
     n = len(r.files)
-    where = f"{escape(show_path(r.src))} -> {escape(show_path(r.dst))}"
+    where = f"{escape(shown(r.src))} -> {escape(shown(r.dst))}"
     if r.result == "copied":
         rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
         console.print(f"[green]copied and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "

@@ -1,0 +1,88 @@
+"""The mirror helper on the host library: one answer shape, identity by pid + start time, the
+helper marker (never an argv substring) telling fleetdeck's own writers apart."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from fleetdeck.backend.actions.mirror import HELPER, mirror
+from fleetdeck.backend.bundle import modules_for
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.ssh import HostLink
+
+pytestmark = pytest.mark.sshd
+
+
+@pytest.fixture
+async def links(fleet_file):
+    fleet = load_fleet(str(fleet_file))
+    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
+    yield made
+    for link in made.values():
+        await link.close()
+
+
+@pytest.fixture
+def sleepers():
+    """Real processes standing in for writers: one marked as a fleetdeck helper by its
+    environment (its argv says nothing), one whose argv merely mentions the marker string."""
+    env = {**os.environ, procfs.HELPER_ENV: "1"}
+    env_clean = {k: v for k, v in os.environ.items() if k != procfs.HELPER_ENV}
+    marked = subprocess.Popen(["sleep", "300"], env=env)
+    mimic = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
+                              "<fleetdeck-helper>"], env=env_clean)
+    yield marked, mimic
+    for p in (marked, mimic):
+        p.kill()
+        p.wait()
+
+
+def test_helper_is_a_bundle_of_the_host_library():
+    names = [m[0] for m in modules_for(HELPER)]
+    assert names[-1] == HELPER
+    assert {"fleetdeck.backend.hostlib.serve", "fleetdeck.backend.hostlib.procfs",
+            "fleetdeck.backend.hostlib.hashing", "fleetdeck.backend.hostlib.text"} <= set(names)
+
+
+async def test_list_answers_in_the_one_shape(links, sshd_fleet):
+    h2 = links["h2"]
+    ok = await h2.run_helper(HELPER, {"op": "list", "path": str(sshd_fleet.hosts["h2"].root)})
+    assert ok["ok"] is True and ok["kind"] == "dir"
+    bad = await h2.run_helper(HELPER, {"op": "nope"})
+    assert bad["ok"] is False and bad["error"]["code"] == "bad-request" and bad["error"]["message"]
+
+
+async def test_stale_partials_judged_by_identity_and_marker(links, sshd_fleet, sleepers):
+    """A partial whose writer is alive (same pid AND start time, marked) is kept; one whose pid
+    was reused (other start time), or whose process only mentions the marker in argv, goes."""
+    marked, mimic = sleepers
+    tag = uuid.uuid4().hex[:8]
+    src = sshd_fleet.hosts["h1"].root / f"ident-{tag}" / "adapter"
+    src.mkdir(parents=True)
+    (src / "adapter_model.safetensors").write_bytes(b"w" * 1000)
+    dst = sshd_fleet.hosts["h2"].root / f"ident-{tag}" / "adapter"
+    dst.parent.mkdir(parents=True)
+    m_start, x_start = procfs.start_ticks(marked.pid), procfs.start_ticks(mimic.pid)
+    assert m_start is not None and x_start is not None
+    pre = f".{dst.name}.fleetdeck-partial-"
+    live = dst.parent / f"{pre}{marked.pid}-{m_start}-0000aaaa"
+    reused = dst.parent / f"{pre}{marked.pid}-{m_start + 1}-0000bbbb"
+    mimicked = dst.parent / f"{pre}{mimic.pid}-{x_start}-0000cccc"
+    legacy_mimic = dst.parent / f"{pre}{mimic.pid}-0000dddd"
+    for p in (live, reused, mimicked, legacy_mimic):
+        (p / "junk").mkdir(parents=True)
+    try:
+        rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+        assert rep.verified, rep.error
+        left = sorted(n for n in os.listdir(dst.parent) if "fleetdeck-partial" in n)
+        assert left == [live.name]
+    finally:
+        shutil.rmtree(src.parent, ignore_errors=True)
+        shutil.rmtree(dst.parent, ignore_errors=True)
