@@ -6,19 +6,19 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
+from .bundle import bundle
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .ssh import HelperProcess, HostError, HostLink
 from .acks import load_acks
 
-PROBE_SOURCE_PATH = Path(__file__).with_name("probe.py")
+PROBE_MODULE = "fleetdeck.backend.probe"
 
 
 def probe_source() -> str:
-    """The probe's source text, as it is sent to every host."""
-    return PROBE_SOURCE_PATH.read_text(encoding="utf-8")
+    """The probe's payload (the probe's modules with the host library), as every host gets it."""
+    return bundle(PROBE_MODULE)
 
 
 def probe_request(host: HostConfig) -> dict:

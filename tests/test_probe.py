@@ -16,7 +16,21 @@ import pytest
 from fleetdeck.backend.config import HostConfig
 from fleetdeck.backend.ssh import HostLink
 
-PROBE = Path(__file__).resolve().parents[1] / "backend" / "probe.py"
+
+def _write_probe() -> Path:
+    """The probe as a host receives it (bundled with the host library), written to one file."""
+    import tempfile
+
+    from fleetdeck.backend.bundle import bundle
+    from fleetdeck.backend.poller import PROBE_MODULE
+
+    fd, name = tempfile.mkstemp(prefix="fleetdeck-probe-", suffix=".py")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(bundle(PROBE_MODULE))
+    return Path(name)
+
+
+PROBE = _write_probe()
 HOSTILE = "-run 'q\"$(touch x) \nb"   # leading dash, quotes, $(..), a newline
 
 
@@ -298,7 +312,7 @@ def test_a_failing_nvidia_smi_is_a_warning(tmp_path):
 
 
 def test_nvidia_smi_csv_with_unified_memory_takes_system_figures(tmp_path, children):
-    holder = sleeper(children, code="import time; b = bytearray(64 << 20); time.sleep(120)")
+    holder = sleeper(children, code="import time; b = bytearray(b'x' * (64 << 20)); time.sleep(120)")
     time.sleep(0.3)
     env = stub_bin(tmp_path, f"""case "$1" in
 --query-gpu=*) echo "0, NVIDIA GB10, GPU-aaaa-bbbb, [N/A], [N/A], 37";;
@@ -477,7 +491,7 @@ def test_nvml_through_ctypes_with_cached_handles_and_a_unified_memory_device(tmp
     (tmp_path / "nvml.c").write_text(NVML_STUB)
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libnvidia-ml.so.1"), str(tmp_path / "nvml.c")],
                    check=True)
-    holder = sleeper(children, code="import time; b = bytearray(48 << 20); time.sleep(120)")
+    holder = sleeper(children, code="import time; b = bytearray(b'x' * (48 << 20)); time.sleep(120)")
     time.sleep(0.3)
     env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FLEETDECK_PROBE_GPU="nvml", NVML_STUB_PID=str(holder.pid))
     rep = probe({}, env=env)

@@ -117,9 +117,12 @@ def test_shell_loops_watch_and_shells_with_a_sleep_child_are_found(children):  #
     sleepy = subprocess.Popen(["bash", "-c", "sleep 60; echo done"])
     watch = subprocess.Popen(["watch", "-n", "30", "true"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=dict(os.environ, TERM="dumb")) if shutil.which("watch") else None
-    ours = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done # fleetdeck status"])
+    # a user's loop that mentions fleetdeck is the user's; only the helper marker makes one ours
+    mentions = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done # cp -r ~/.local/state/fleetdeck"])
+    ours = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done"],
+                            env=dict(os.environ, FLEETDECK_HELPER="1"))
     not_a_loop = subprocess.Popen(["bash", "-c", "read line"], stdin=subprocess.PIPE)
-    children.extend(p for p in (loop, colon, sleepy, watch, ours, not_a_loop) if p is not None)
+    children.extend(p for p in (loop, colon, sleepy, watch, mentions, ours, not_a_loop) if p is not None)
     wait_for_child(sleepy.pid, "sleep")
     first, second = probe({}), probe({})
     found = loops_by_pid(first)
@@ -129,7 +132,8 @@ def test_shell_loops_watch_and_shells_with_a_sleep_child_are_found(children):  #
     assert found[sleepy.pid]["spec"] == "shell with sleep 60"
     if watch is not None and watch.poll() is None:   # watch may refuse a terminal-less start
         assert found[watch.pid]["spec"] == "watch every 30s" and found[watch.pid]["command"] == "-n 30 true"
-    assert ours.pid not in found, "a loop that runs fleetdeck is ours"
+    assert ours.pid not in found, "a loop started as a fleetdeck helper is ours"
+    assert mentions.pid in found, "a user's loop that names fleetdeck is still the user's"
     assert not_a_loop.pid not in found
     again = loops_by_pid(second)
     assert all(again[p]["id"] == s["id"] for p, s in found.items() if p in again)
@@ -180,7 +184,7 @@ def test_systemd_timers_are_listed():
 def test_timer_listing_parses_systemctl_json_and_show_output(tmp_path, monkeypatch):
     """systemd is not PID 1 here, so the parsing is checked against systemctl's own output format
     (a stand-in binary printing what systemd 252 prints); the live listing is tested above."""
-    from fleetdeck.backend import probe as p
+    from fleetdeck.backend import probe_schedules as p
 
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -1,0 +1,379 @@
+"""The probe's schedules section: crontabs, cron files, systemd timers, at jobs, shell loops."""
+# Runs on the host's Python 3.8 or newer, bundled with the probe.
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import time
+from datetime import datetime, timedelta
+
+from fleetdeck.backend.probe_common import (
+    _CACHE,
+    CRON_D_NAME,
+    CRON_RE,
+    ENV_RE,
+    LOOP_RE,
+    LOOPY,
+    SHELLS,
+    SYSTEMD_BOOTED,
+    TIMER_TTL,
+    _cached,
+    _finite,
+    _guard,
+    _iso,
+    _me,
+    _read,
+    _run,
+    _sid,
+    _skey,
+    _user,
+)
+
+# -- schedules ----------------------------------------------------------------------------------
+_CRON_ALIAS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+               "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+_CRON_NAMES = {n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+_CRON_NAMES.update({n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())})
+
+
+def _cron_field(text, lo, hi):
+    vals = set()
+    for part in text.lower().split(","):
+        rng, _, step = part.partition("/")
+        if rng == "*":
+            a, b = lo, hi
+        else:
+            a, _, b = rng.partition("-")
+            a = _CRON_NAMES.get(a) if a in _CRON_NAMES else int(a)
+            b = (_CRON_NAMES.get(b) if b in _CRON_NAMES else int(b)) if b else (hi if step else a)
+        vals.update(range(a, b + 1, int(step) if step else 1))
+    return vals
+
+
+def cron_next(spec, now=None):
+    """The next time (ISO, host-local) a cron spec fires after `now`; None for @reboot or junk."""
+    try:
+        f = _CRON_ALIAS.get(spec, spec).split()
+        if len(f) != 5:
+            return None
+        mins, hours, doms, mons = (_cron_field(f[0], 0, 59), _cron_field(f[1], 0, 23),
+                                   _cron_field(f[2], 1, 31), _cron_field(f[3], 1, 12))
+        dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
+    except (ValueError, TypeError):
+        return None
+    start = (now or datetime.now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for i in range(366 * 5):   # Feb 29 on a Monday can be years away
+        d = start.date() + timedelta(days=i)
+        if d.month not in mons:
+            continue
+        dm, dw = d.day in doms, d.isoweekday() % 7 in dows
+        # cron's rule: with both day fields restricted, either one matching is enough
+        if not ((dm or dw) if f[2][0] != "*" and f[4][0] != "*" else (dm and dw)):
+            continue
+        for h in sorted(hours):
+            for m in sorted(mins):
+                t = datetime(d.year, d.month, d.day, h, m)
+                if t >= start:
+                    return t.astimezone().isoformat(timespec="seconds")
+    return None
+
+
+def missing_paths(command, cron=False):
+    """Absolute paths a command names that do not exist here (redirect targets excepted)."""
+    if cron:   # cron turns the first unescaped % into a newline; what follows is stdin
+        command = re.split(r"(?<!\\)%", command, maxsplit=1)[0].replace("\\%", "%")
+    try:
+        lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        toks = list(lex)
+    except ValueError:
+        toks = command.split()
+    out, skip = [], False
+    for i, t in enumerate(toks):
+        if skip:
+            skip = False
+            continue
+        if t and not t.strip("<>&|;()"):
+            skip = ">" in t   # an output file need not exist before the job runs
+            continue
+        if i >= 2 and toks[i - 2] in ("test", "[", "[[") and re.match(r"^-[a-zA-Z]$", toks[i - 1]):
+            continue   # `test -x /path || ...` checks for the path; its absence is expected
+        if "=" in t and not t.startswith("/"):
+            t = t.partition("=")[2]
+        if (t.startswith("/") and not any(c in t for c in "*?[$`{~")
+                and not t.startswith(("/dev/", "/proc/", "/sys/")) and not os.path.lexists(t)):
+            out.append(t)
+    return out
+
+
+def _sched(kind, user, spec, command, source, sid, **kw):
+    s = {"id": sid, "kind": kind, "user": user, "spec": spec, "command": command, "source": source,
+         "next_run": None, "pid": None, "active": True, "start_time": None, "reasons": [], "raw": None,
+         "line": None}
+    s.update(kw)
+    miss = missing_paths(command, cron=kind in ("crontab", "cron-file"))
+    if miss:
+        s["reasons"].append("dead-target")
+        s["missing_paths"] = miss
+    return s
+
+
+def _cron_lines(text, kind, source, user, system, active=True):
+    out, seen, bad = [], {}, []
+    for n, raw in enumerate(text.split("\n"), 1):
+        s = raw.strip()
+        if not s or s.startswith("#") or ENV_RE.match(s):
+            continue
+        if s.startswith("@"):
+            parts = s.split(None, 1)
+            spec, rest = parts[0], parts[1] if len(parts) > 1 else ""
+        else:
+            m = CRON_RE.match(s)
+            if not m:
+                bad.append(n)
+                continue
+            spec, rest = " ".join(m.group(1, 2, 3, 4, 5)), m.group(6)
+        u = user
+        if system:
+            parts = rest.split(None, 1)
+            u, rest = (parts + [""])[:2] if parts else ("", "")
+        if not rest:
+            bad.append(n)
+            continue
+        key = (kind, u, source, spec, rest)
+        seen[key] = seen.get(key, 0) + 1   # the same line twice in one file: two entries, two ids
+        sid = _sid("c-", *key) if seen[key] == 1 else _sid("c-", *(key + (seen[key],)))
+        e = _sched(kind, u, spec, rest, source, sid, raw=raw, line=n, active=active)
+        e["next_run"] = cron_next(spec) if active else None
+        out.append(e)
+    return out, bad
+
+
+def _crontabs(fresh):
+    """Each user's crontab via `crontab -l` (every user's when root can see the spool)."""
+    me = _me()
+    users, spool = [me], None
+    for d in ("/var/spool/cron/crontabs", "/var/spool/cron"):
+        if os.path.isdir(d):
+            spool = d
+            break
+    if spool and os.geteuid() == 0:
+        try:
+            users += sorted(n for n in os.listdir(spool) if n != me and os.path.isfile(os.path.join(spool, n))
+                            and not n.startswith(".") and n not in ("atjobs", "atspool"))
+        except OSError:
+            pass
+    out = []
+    for u in users:
+        try:   # the spool file's stat says whether `crontab -l` would say anything new
+            key = _skey(os.stat(os.path.join(spool, u))) if spool else None
+        except FileNotFoundError:
+            key = "absent"
+        except OSError:
+            key = None
+        hit = _CACHE.get(("crontab", u))
+        if hit is not None and key is not None and hit[0] == key and not fresh:
+            out += hit[1]
+            continue
+        rc, text, err = _run(["crontab", "-l"] + ([] if u == me else ["-u", u]))
+        if rc is None:
+            return out
+        if rc != 0:
+            text = ""
+            if "no crontab" not in err.lower():
+                raise OSError(f"crontab -l for {u}: {err or rc}")
+        entries = _cron_lines(text, "crontab", "crontab -l", u, False)[0]
+        _CACHE[("crontab", u)] = (key, entries)
+        out += entries
+    return out
+
+
+def _cron_files(warnings):
+    files = [("/etc/crontab", True)]
+    try:
+        files += [(os.path.join("/etc/cron.d", n), bool(CRON_D_NAME.match(n)))
+                  for n in sorted(os.listdir("/etc/cron.d"))]
+    except OSError:
+        pass
+    out = []
+    for path, active in files:
+        try:
+            if not os.path.isfile(path):
+                continue
+            entries, bad = _cached("cron-file", path, lambda p, a=active: _cron_lines(_read(p), "cron-file", p, "", True, a))
+            out += entries
+            if bad and active:
+                warnings.append("{}: lines {} are not cron entries".format(path, ", ".join(map(str, bad[:5]))))
+        except OSError as e:
+            warnings.append(f"{path}: {e.strerror or e}")
+    return out
+
+
+def _show(base, units):
+    """`systemctl show` of units: {Id: {property: value}} (key=value blocks, never the table)."""
+    props = "Id,ActiveState,TimersCalendar,TimersMonotonic,NextElapseUSecRealtime,Unit,ExecStart,User,FragmentPath"
+    rc, out, err = _run(base + ["show", "-p", props, "--"] + units)
+    res = {}
+    for block in out.split("\n\n"):
+        d = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if d.get("Id"):
+            res[d["Id"]] = d
+    return res
+
+
+def _timer_names(base, scope):
+    rc, out, err = _run(base + ["list-timers", "--all", "--output=json", "--no-pager"])
+    if rc != 0:   # no systemctl, or no manager to ask (a user without a running user manager)
+        return None
+    try:
+        rows = json.loads(out)
+        return {r["unit"]: r for r in rows if isinstance(r, dict) and r.get("unit")}
+    except ValueError:
+        pass   # systemd without JSON output: find the timer units on disk, ask `show` about them
+    dirs = (["/etc/systemd/system", "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"]
+            if scope == "system" else [os.path.expanduser("~/.config/systemd/user"), "/etc/systemd/user",
+                                       "/usr/lib/systemd/user"])
+    names = set()
+    for d in dirs:
+        for sub in ("", "timers.target.wants"):
+            try:
+                names |= {n for n in os.listdir(os.path.join(d, sub)) if n.endswith(".timer") and "@." not in n}
+            except OSError:
+                pass
+    return {n: {} for n in sorted(names)}
+
+
+def _timers(fresh):
+    if not os.path.isdir(SYSTEMD_BOOTED):
+        return []   # systemd is not PID 1 here: no timers can fire
+    hit = _CACHE.get(("timers", ""))
+    if hit is not None and not fresh and time.time() - hit[0] < TIMER_TTL:
+        return hit[1]
+    out = []
+    for scope in ("system", "user"):
+        base = ["systemctl"] + (["--user"] if scope == "user" else [])
+        listed = _timer_names(base, scope)
+        if not listed:
+            continue
+        info = _show(base, list(listed))
+        services = {info.get(t, {}).get("Unit") or r.get("activates") for t, r in listed.items()}
+        info.update(_show(base, sorted(s for s in services if s)))
+        for t, row in listed.items():
+            ti = info.get(t, {})
+            svc = info.get(ti.get("Unit") or row.get("activates") or "", {})
+            specs = re.findall(r"(On\w+)=([^;]+?)\s*;", ti.get("TimersCalendar", "") + ti.get("TimersMonotonic", ""))
+            spec = ", ".join("{}={}".format(*kv) for kv in specs) or "?"
+            m = re.search(r"argv\[\]=(.*?) ;", svc.get("ExecStart", ""))
+            cmd = m.group(1) if m else (ti.get("Unit") or row.get("activates") or "")
+            user = (svc.get("User") or "root") if scope == "system" else _me()
+            nxt = row.get("next")
+            nxt = _iso(nxt / 1e6) if _finite(nxt) and nxt > 0 else (ti.get("NextElapseUSecRealtime") or None)
+            out.append(_sched("systemd-timer", user, spec, cmd, ti.get("FragmentPath") or "systemd",
+                              _sid("t-", "systemd-timer", user, scope, t, spec, cmd), unit=t, scope=scope,
+                              next_run=nxt, active=ti.get("ActiveState", "active") == "active"))
+    _CACHE[("timers", "")] = (time.time(), out)
+    return out
+
+
+def _at_jobs(fresh):
+    key = None
+    for d in ("/var/spool/cron/atjobs", "/var/spool/at"):
+        try:
+            key = _skey(os.stat(d))
+            break
+        except OSError:
+            pass
+    hit = _CACHE.get(("atq", ""))
+    if hit is not None and key is not None and hit[0] == key and not fresh:
+        return hit[1]
+    rc, out, err = _run(["atq"])
+    if rc is None:
+        return []
+    jobs = []
+    for line in out.splitlines():
+        job, _, rest = line.partition("\t")
+        f = rest.split()
+        if not job.strip().isdigit() or len(f) < 7:
+            continue
+        when, user = " ".join(f[:5]), f[6]
+        ck = ("at-c", job.strip() + "|" + when)
+        if ck not in _CACHE:
+            _CACHE[ck] = (None, _at_command(job.strip()))
+        cmd = _CACHE[ck][1]
+        try:
+            nxt = datetime.strptime(when, "%a %b %d %H:%M:%S %Y").astimezone().isoformat(timespec="seconds")
+        except ValueError:
+            nxt = when
+        jobs.append(_sched("at", user, when, cmd, "atq", _sid("a-", "at", user, job.strip(), when, cmd),
+                           job=job.strip(), next_run=nxt, raw=line))
+    _CACHE[("atq", "")] = (key, jobs)
+    return jobs
+
+
+def _at_command(job):
+    rc, out, err = _run(["at", "-c", job])
+    lines = out.split("\n")
+    for i, line in enumerate(lines):   # the job text sits in a here-document at the end
+        m = re.search(r"<<\s*'(\w+)'\s*$", line)
+        if m:
+            body = lines[i + 1:]
+            end = body.index(m.group(1)) if m.group(1) in body else len(body)
+            return "\n".join(body[:end]).strip()
+    for i, line in enumerate(lines):   # older at: the job text follows the `cd DIR || { ... }` block
+        if line.startswith("cd ") and "}" in lines[i:]:
+            return "\n".join(lines[lines.index("}", i) + 1:]).strip()
+    return lines[-1].strip() if lines else ""
+
+
+def loops(procs):
+    """Shell loops, `watch`, and shells with a `sleep` child found in /proc (never our own)."""
+    found = {}
+    for pid in procs.others():
+        prog = procs.prog[pid]
+        if prog not in LOOPY or procs.ours(pid):
+            continue
+        argv = procs.argv(pid)
+        if prog == "watch":
+            n = "2"
+            for i, a in enumerate(argv[1:-1], 1):
+                if a in ("-n", "--interval"):
+                    n = argv[i + 1]
+                elif a.startswith("--interval="):
+                    n = a.split("=", 1)[1]
+            found[pid] = (f"watch every {n}s", " ".join(argv[1:]))
+        elif prog in SHELLS:
+            script = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else " ".join(argv[1:])
+            if LOOP_RE.search(script):
+                sl = re.search(r"\bsleep\s+(\S+)", script)
+                found[pid] = ("while-loop" + (f", sleep {sl.group(1)}" if sl else ""), script)
+        elif prog == "sleep":
+            parent = procs.ppid(pid)
+            pargv = procs.argv(parent)
+            if (parent and parent not in procs.skip and parent not in found and procs.prog.get(parent) in SHELLS
+                    and not procs.ours(parent)):
+                script = pargv[pargv.index("-c") + 1] if "-c" in pargv[:-1] else " ".join(pargv)
+                found[parent] = ("shell with sleep {}".format(" ".join(argv[1:2])), script)
+    out = []
+    for pid, (spec, command) in sorted(found.items()):
+        st = procs.stat(pid)
+        uid = procs.uid(pid)
+        if st is None or uid is None:
+            continue
+        user, argv = _user(uid), procs.argv(pid)
+        out.append(_sched("loop", user, spec, command, f"/proc/{pid}",
+                          _sid("l-", "loop", user, "\0".join(argv), st[1]), pid=pid, start_time=st[1]))
+    return out
+
+
+def schedules(req, procs, warnings):
+    """Every schedule and loop on the host; each source guarded on its own."""
+    fresh = bool(req.get("fresh"))
+    out = []
+    for name, fn in (("crontab", lambda: _crontabs(fresh)), ("cron files", lambda: _cron_files(warnings)),
+                     ("systemd timers", lambda: _timers(fresh)), ("at jobs", lambda: _at_jobs(fresh)),
+                     ("loops", lambda: loops(procs))):
+        out += _guard(warnings, name, fn, [])
+    return out
