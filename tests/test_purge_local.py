@@ -170,6 +170,7 @@ async def test_adapter_bind_mounted_from_the_checkpoint(local):
     host_cfg, runs = local
     run = make_run(runs, "run bind", adapter=False)
     (run / "adapter").mkdir()
+    (ckpt(run, 50) / "adapter_config.json").write_text("{}")  # a valid adapter, but the same folder
     _mount("--bind", str(ckpt(run, 50)), str(run / "adapter"))
     try:
         plan = await plan_for(host_cfg, [ckpt(run, 50)])
@@ -184,6 +185,7 @@ async def test_adapter_hard_linked_into_the_checkpoint(local):
     run = make_run(runs, "run hardlink", adapter=False)
     (run / "adapter").mkdir()
     os.link(ckpt(run, 50) / "adapter_model.safetensors", run / "adapter" / "adapter_model.safetensors")
+    (run / "adapter" / "adapter_config.json").write_text("{}")
     plan = await plan_for(host_cfg, [ckpt(run, 50)])
     assert plan.paths[0].refused == ["no-keeper"]
     assert "hard link" in plan.paths[0].refusals[0].message
@@ -363,11 +365,11 @@ def test_shown_escapes_what_could_disguise_a_path():
     assert shown("x\x1b[31my") == "x\\x1b[31my"
     assert shown("back\\slash") == "back\\\\slash"
     assert shown("\u202eevil") == "\\u202eevil"
-    assert shown("caf\udce9") == "caf\\udce9"
+    assert shown("caf\udce9") == "caf\\xe9"
     assert shown("/plain path/é") == "/plain path/é"
 
 
-def test_fd_rmtree_removes_links_without_following(tmp_path):
+def test_pinned_remove_deletes_links_without_following(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_bytes(b"keep")
@@ -376,12 +378,13 @@ def test_fd_rmtree_removes_links_without_following(tmp_path):
     (victim / "sub" / "deeper" / "f").write_bytes(b"x")
     (victim / "dirlink").symlink_to(outside)
     (victim / "sub" / "filelink").symlink_to(outside / "keep")
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        purge_remote.rmtree_fd(fd, "victim")
-    finally:
-        os.close(fd)
+    comps = [c for c in str(victim).split("/") if c]
+    parent, fd, pins = purge_remote.open_chain(comps)
+    os.close(parent)
+    os.close(fd)
+    purge_remote.remove_pinned(comps, pins)
     assert not victim.exists() and (outside / "keep").read_bytes() == b"keep"
+    assert os.listdir(tmp_path) == ["outside"]
 
 
 def _old_python() -> str | None:
@@ -422,7 +425,7 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
     import shutil
     import tempfile
 
-    from fleetdeck.backend.actions.purge import HELPER_SOURCE
+    from fleetdeck.backend.actions.purge import HELPER
     from fleetdeck.backend.ssh import BOOT, helper_stdin
 
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
@@ -434,10 +437,10 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
         for p in [base, *base.rglob("*")]:
             os.chown(p, 65534, 65534)
         with child(IDLE):  # a root process that nobody may not inspect
-            payload = {"mode": "check", "paths": [str(ckpt(run))], "roots": [str(base / "runs")]}
+            payload = {"op": "check", "paths": [str(ckpt(run))], "roots": [str(base / "runs")]}
             out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                   "/usr/bin/python3", "-c", BOOT],
-                                 input=helper_stdin(HELPER_SOURCE) + json.dumps(payload).encode(),
+                                 input=helper_stdin(HELPER) + json.dumps(payload).encode(),
                                  capture_output=True, check=True).stdout
         plan = plan_purge("local", json.loads(out))
         assert plan.paths[0].refused == ["in-use"]

@@ -12,16 +12,15 @@ before the helper deletes, the result after.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import state
 from ..config import HostConfig
+from ..hostlib.text import shown
 from ..ssh import HostError, HostLink
-from . import purge_remote
-from .purge_remote import evaluate, shown
+from .purge_remote import evaluate
 
-HELPER_SOURCE = Path(purge_remote.__file__).read_text(encoding="utf-8")
+HELPER = "fleetdeck.backend.actions.purge_remote"
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check")
 
 __all__ = ["Refusal", "PathPlan", "Keeper", "PurgePlan", "PathResult", "KeeperResult", "PurgeReport",
@@ -237,13 +236,25 @@ def _timeout(host_cfg: HostConfig, at_least: float) -> float:
     return max(host_cfg.command_timeout, at_least)
 
 
+async def _ask(link: HostLink, host_cfg: HostConfig, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request to the purge helper; its answer, or HostError naming the helper's refusal."""
+    out = await link.run_helper(HELPER, payload, timeout=_timeout(host_cfg, timeout))
+    if not isinstance(out, dict):
+        raise HostError(host_cfg.name, "the purge helper gave an answer that is not a JSON object", "helper")
+    if out.get("ok") is False:
+        err = out.get("error") if isinstance(out.get("error"), dict) else {}
+        raise HostError(host_cfg.name, f"the purge helper refused: {err.get('message', 'no reason given')} "
+                        f"[{err.get('code', '?')}]", "helper")
+    return out
+
+
 async def gather_purge(link: HostLink, host_cfg: HostConfig, paths: list[str]) -> PurgePlan:
     """Gather every fact on the host in one helper call and judge it; HostError if the host
     cannot be asked. Paths travel as JSON on stdin, never in a command line."""
-    payload = {"mode": "check", "paths": list(paths), "roots": list(host_cfg.roots_for_purge)}
-    facts = await link.run_helper(HELPER_SOURCE, payload, timeout=_timeout(host_cfg, 900))
-    if not isinstance(facts, dict) or "paths" not in facts:
-        raise HostError(host_cfg.name, "purge helper gave an answer without facts", "helper")
+    payload = {"op": "check", "paths": list(paths), "roots": list(host_cfg.roots_for_purge)}
+    facts = await _ask(link, host_cfg, payload, 900)
+    if "paths" not in facts:
+        raise HostError(host_cfg.name, "the purge helper gave an answer without facts", "helper")
     return plan_purge(host_cfg.name, facts)
 
 
@@ -324,12 +335,12 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
                     free_bytes_after=report.free_bytes_after, **common)
         return report
     state.audit("purge", plan.host, "started", checks=_audit_checks(plan.paths), free_bytes_after=None, **common)
-    payload = {"mode": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
+    payload = {"op": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
                "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
                         "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
     try:
-        out = await link.run_helper(HELPER_SOURCE, payload, timeout=_timeout(host_cfg, 3600))
+        out = await _ask(link, host_cfg, payload, 3600)
         report = _report_from(plan, out)
     except HostError as e:
         state.audit("purge", plan.host, "failed", error=e.message, checks=None, free_bytes_after=None, **common)

@@ -1,55 +1,48 @@
-"""The purge helper: runs on the purged host (stdlib only, Python 3.8+), fed JSON on stdin.
+"""The purge helper: runs on the purged host (stdlib + the host library, Python 3.8+).
 
-`{"mode": "check", "paths": [...], "roots": [...]}` gathers the facts a purge is judged on;
-`{"mode": "execute", ..., "plan": {...}}` gathers them again, refuses everything if any path
-fails a check or moved since the plan (pins of every component, keeper files), and otherwise
-deletes fd-based, one path at a time, then hashes the keepers again. The controller imports
-this module for `evaluate`, so both sides judge with the same code.
+Requests (JSON on stdin, answered through `serve`):
+
+- `{"op": "check", "paths": [...], "roots": [...]}` gathers the facts a purge is judged on;
+- `{"op": "execute", "paths", "roots", "plan": {"pins", "keepers"}}` gathers them again,
+  refuses everything if any path fails a check or moved since the plan (pins of every
+  component, keeper files), and otherwise removes one path at a time with `remove_pinned`,
+  then hashes the keepers again.
+
+The controller imports this module for `evaluate`, so both sides judge with the same code.
+Keepers are judged by the host library's one final-adapter rule (`layout`).
 """
-# It runs on the host's Python 3.8 or newer: %-formatting, PIPE pairs and the 3.11 check stay.
-# ruff: noqa: UP022, UP031, UP036
+# It runs on the host's Python 3.8 or newer: %-formatting stays.
+# ruff: noqa: UP031
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
-import re
-import shutil
 import stat
-import subprocess
 import sys
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+from fleetdeck.backend.hostlib import fsinfo, layout, procfs, runner
+from fleetdeck.backend.hostlib.hashing import sha256_at
+from fleetdeck.backend.hostlib.serve import Refused, serve
+from fleetdeck.backend.hostlib.text import fsenc, shown
+
+DIR_FLAGS = layout.DIR_FLAGS
 WALK_CODES = ("not-absolute", "not-normalized", "not-found", "symlink", "not-directory", "unreadable")
-CHECKS = WALK_CODES + ("overlapping", "outside-roots", "is-root", "holds-final-adapter", "in-use", "container-mount",
-                       "container-unknown", "mounted", "no-keeper")
+CHECKS = WALK_CODES + ("overlapping", "outside-roots", "is-root", "holds-final-adapter", "in-use",
+                       "container-mount", "container-unknown", "mounted", "no-keeper")
 GONE = (errno.ENOENT, errno.ESRCH)
-CHECKPOINT = re.compile(r"checkpoint-[0-9]+$")
+PRIVATE_PREFIX = ".fleetdeck-purge-"
+RENAME_NOREPLACE = 1
 
 
 class WalkError(Exception):
-    """A path that cannot be walked safely: `code` is a refusal code."""
+    """A path that cannot be walked (or removed) safely: `code` is a refusal code."""
 
     def __init__(self, code, detail):
         Exception.__init__(self, detail)
         self.code = code
         self.detail = detail
-
-
-def shown(p):
-    """A path escaped so newlines and control characters cannot disguise it (repr-like)."""
-    out = []
-    for ch in p:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            out.append(repr(ch)[1:-1])
-    return "".join(out)
 
 
 def split_path(given):
@@ -84,10 +77,11 @@ def open_chain(comps, pins=None):
     component whose (dev, ino) differs raises WalkError('changed-since-check')."""
     fd = os.open("/", DIR_FLAGS)
     parent = None
-    got = []
+    st = os.fstat(fd)
+    got = [[st.st_dev, st.st_ino]]
     try:
-        st = os.fstat(fd)
-        got.append([st.st_dev, st.st_ino])
+        if pins is not None and (not pins or list(pins[0]) != got[0]):
+            raise WalkError("changed-since-check", "/ is not the folder checked")
         for i, name in enumerate(comps):
             try:
                 nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
@@ -99,12 +93,10 @@ def open_chain(comps, pins=None):
             parent, fd = fd, nfd
             st = os.fstat(fd)
             got.append([st.st_dev, st.st_ino])
-            if pins is not None and (len(pins) < len(got) or pins[len(got) - 1] != got[-1]):
+            if pins is not None and (len(pins) < len(got) or list(pins[len(got) - 1]) != got[-1]):
                 raise WalkError("changed-since-check", "component %s is not the folder checked" % shown(name))
     except BaseException:
-        os.close(fd)
-        if parent is not None:
-            os.close(parent)
+        _close(parent, fd)
         raise
     return parent, fd, got
 
@@ -113,21 +105,6 @@ def _close(*fds):
     for fd in fds:
         if fd is not None:
             os.close(fd)
-
-
-def sha256_at(dir_fd, name):
-    """sha256 of a regular file opened without following a link."""
-    h = hashlib.sha256()
-    fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-    try:
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            h.update(b)
-    finally:
-        os.close(fd)
-    return h.hexdigest()
 
 
 def scan(fd, path, visit):
@@ -150,51 +127,21 @@ def scan(fd, path, visit):
                 os.close(sub)
 
 
-def unescape_mount(b):
-    """A mountinfo field with its octal escapes (\\040 ...) decoded."""
-    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), b))
-
-
-def read_mounts():
-    """[(mount point, fstype, source)] from /proc/self/mountinfo."""
-    out = []
-    with open("/proc/self/mountinfo", "rb") as f:
-        for line in f:
-            left, _, right = line.rstrip(b"\n").partition(b" - ")
-            lf, rf = left.split(b" "), right.split(b" ")
-            if len(lf) >= 5 and len(rf) >= 2:
-                out.append((unescape_mount(lf[4]), os.fsdecode(rf[0]), unescape_mount(rf[1])))
-    return out
-
-
-def under(p, top):
-    """True when p is top or lies below it (string comparison of clean absolute paths)."""
-    return p == top or p.startswith(top.rstrip("/") + "/")
-
-
-def _run(argv, timeout=30):
-    try:
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return 255, b"", str(e).encode()
-    return r.returncode, r.stdout, r.stderr
-
-
 def docker_facts():
     """Every container's mounts, or why the engine could not be asked."""
-    exe = shutil.which("docker")
+    exe = runner.which("docker")
     if not exe:
         return {"present": False, "state": "absent", "mounts": []}
-    rc, out, err = _run([exe, "ps", "-a", "-q", "--no-trunc"])
-    if rc == 0:
-        ids = out.decode().split()
+    r = runner.run([exe, "ps", "-a", "-q", "--no-trunc"])
+    if r.rc == 0:
+        ids = r.out.decode("ascii", "replace").split()
         if not ids:
             return {"present": True, "state": "ok", "containers": 0, "mounts": []}
-        rc, out, err = _run([exe, "inspect"] + ids)
-        if rc == 0:
+        r = runner.run([exe, "inspect"] + ids)
+        if r.rc == 0:
             mounts = []
             try:
-                for c in json.loads(out.decode("utf-8", "surrogateescape")):
+                for c in json.loads(r.out.decode("utf-8", "surrogateescape")):
                     for m in c.get("Mounts") or []:
                         mounts.append({"id": c.get("Id", "")[:12], "name": c.get("Name", "").lstrip("/"),
                                        "source": m.get("Source") or "", "destination": m.get("Destination"),
@@ -202,27 +149,34 @@ def docker_facts():
             except (ValueError, AttributeError, TypeError) as e:
                 return {"present": True, "state": "error", "error": "docker inspect: %s" % e, "mounts": []}
             return {"present": True, "state": "ok", "containers": len(ids), "mounts": mounts}
-    text = err.decode("utf-8", "replace").strip()
+    text = r.err.decode("utf-8", "replace").strip()
     # judged on the line about the daemon: a config-file warning may say "permission denied" too
     daemon = next((ln for ln in reversed(text.splitlines()) if "docker daemon" in ln.lower()), "").lower()
     # a daemon that is not running runs no container; one we may not ask might run many
     state = "denied" if "permission denied" in daemon else (
         "down" if "cannot connect to the docker daemon" in daemon else "error")
-    return {"present": True, "state": state, "error": text.splitlines()[-1] if text else "exit %d" % rc,
+    return {"present": True, "state": state, "error": text.splitlines()[-1] if text else "exit %d" % r.rc,
             "mounts": []}
 
 
 def zfs_facts(dataset):
     """Snapshot usage of a ZFS dataset: usedbysnapshots and how many snapshots it has."""
-    exe = shutil.which("zfs") or next((p for p in ("/sbin/zfs", "/usr/sbin/zfs") if os.path.exists(p)), None)
+    exe = runner.which("zfs") or next((p for p in ("/sbin/zfs", "/usr/sbin/zfs") if os.path.exists(p)), None)
     if not exe:
         return {"dataset": dataset, "error": "no zfs command"}
-    rc, out, err = _run([exe, "get", "-Hp", "-o", "value", "usedbysnapshots", dataset])
-    if rc != 0:
-        return {"dataset": dataset, "error": err.decode("utf-8", "replace").strip()}
-    rc2, out2, _ = _run([exe, "list", "-H", "-t", "snapshot", "-o", "name", "-d", "1", dataset])
-    return {"dataset": dataset, "usedbysnapshots": int(out.split()[0]) if out.split() else 0,
-            "snapshots": len(out2.split()) if rc2 == 0 else None}
+    r = runner.run([exe, "get", "-Hp", "-o", "value", "usedbysnapshots", dataset])
+    if r.rc != 0:
+        return {"dataset": dataset, "error": runner.first_line(r.err) or "exit %d" % r.rc}
+    r2 = runner.run([exe, "list", "-H", "-t", "snapshot", "-o", "name", "-d", "1", dataset])
+    return {"dataset": dataset, "usedbysnapshots": int(r.out.split()[0]) if r.out.split() else 0,
+            "snapshots": len(r2.out.split()) if r2.rc == 0 else None}
+
+
+def _readlink(p):
+    try:
+        return os.readlink(p)
+    except OSError:
+        return None
 
 
 def scan_proc(index, tops):
@@ -230,21 +184,19 @@ def scan_proc(index, tops):
     (device and inode; a name under a purged path also counts), cwd and root."""
     me = os.getpid()
     holders, unreadable = [], []
-    ancestors = _ancestors()
+    ancestors = set(procfs.ancestors())
 
     def hold(key, name, pid, how, what):
         i = index.get(key)
         if i is None and name is not None:
-            i = next((n for n, t in enumerate(tops) if t and under(name, t)), None)
+            i = next((n for n, t in enumerate(tops) if t and fsinfo.under(name, t)), None)
         if i is not None:
-            holders.append({"index": i, "pid": pid, "how": how, "file": what, "comm": comm(pid)})
+            holders.append({"index": i, "pid": pid, "how": how, "file": what, "comm": procfs.comm(pid)})
 
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+    for pid in procfs.pids():
+        if pid == me or procfs.is_kernel_thread(pid):
             continue
-        pid, base = int(entry), "/proc/" + entry
-        if _kernel_thread(base):
-            continue
+        base = "/proc/%d" % pid
         try:
             for how in ("cwd", "root"):
                 st = os.stat(base + "/" + how)
@@ -259,21 +211,19 @@ def scan_proc(index, tops):
                 target = _readlink(base + "/fd/" + fdname)
                 name = target[:-10] if target and target.endswith(" (deleted)") else target
                 hold((st.st_dev, st.st_ino), name if name and name.startswith("/") else None, pid, "fd", target)
-            with open(base + "/maps", "rb") as f:
-                for line in f:
-                    parts = line.rstrip(b"\n").split(None, 5)
-                    if len(parts) < 5 or parts[4] == b"0":
-                        continue
-                    major, minor = parts[3].split(b":")
-                    name = os.fsdecode(parts[5].strip()) if len(parts) > 5 else None
-                    if name and name.endswith(" (deleted)"):
-                        name = name[:-10]
-                    key = (os.makedev(int(major, 16), int(minor, 16)), int(parts[4]))
-                    hold(key, name, pid, "maps", name)
+            for line in procfs.read_bytes(base + "/maps", limit=1 << 26).splitlines():
+                parts = line.split(None, 5)
+                if len(parts) < 5 or parts[4] == b"0":
+                    continue
+                major, minor = parts[3].split(b":")
+                name = os.fsdecode(parts[5].strip()) if len(parts) > 5 else None
+                if name and name.endswith(" (deleted)"):
+                    name = name[:-10]
+                hold((os.makedev(int(major, 16), int(minor, 16)), int(parts[4])), name, pid, "maps", name)
         except OSError as e:
             if e.errno in GONE:
                 continue
-            unreadable.append({"pid": pid, "comm": comm(pid), "ancestor": pid in ancestors,
+            unreadable.append({"pid": pid, "comm": procfs.comm(pid), "ancestor": pid in ancestors,
                                "error": "%s: %s" % (e.filename or base, e.strerror)})
     seen, uniq = set(), []
     for h in holders:
@@ -284,94 +234,59 @@ def scan_proc(index, tops):
     return uniq, unreadable
 
 
-def _kernel_thread(base):
-    """Kernel threads hold no user files in /proc/PID/fd or maps; unprivileged users cannot
-    read their entries, which would otherwise block every purge as unknown."""
-    try:
-        with open(base + "/stat", "rb") as f:
-            data = f.read()
-        return bool(int(data[data.rindex(b")") + 2:].split()[6]) & 0x00200000)  # PF_KTHREAD
-    except (OSError, ValueError, IndexError):
-        return False
-
-
-def _ancestors():
-    """Pids of the processes this helper descends from (init, the session, the controller)."""
-    out, pid = set(), os.getppid()
-    while pid > 0 and pid not in out:
-        out.add(pid)
-        try:
-            with open("/proc/%d/status" % pid, "rb") as f:
-                pid = next((int(line.split()[1]) for line in f if line.startswith(b"PPid:")), 0)
-        except (OSError, ValueError, IndexError):
-            break
-    return out
-
-
-def _readlink(p):
-    try:
-        return os.readlink(p)
-    except OSError:
-        return None
-
-
-def comm(pid):
-    """The process's short name, or '?'."""
-    try:
-        with open("/proc/%d/comm" % pid, "rb") as f:
-            return f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return "?"
-
-
 def runs_losing_checkpoints(comps, ckpt_dirs):
-    """Runs that lose a checkpoint: the folder holding `checkpoints/`, else the parent of a
-    `checkpoint-*` folder; from the path's own components, then from folders inside it."""
+    """Runs that lose a checkpoint (the layout's `run_of`): from the path's own components,
+    then from checkpoint folders found inside it."""
     runs = []
-    for i, c in enumerate(comps):
-        if c == "checkpoints" or c.startswith("checkpoint-"):
-            j = i - 1 if (c != "checkpoints" and i > 0 and comps[i - 1] == "checkpoints") else i
-            runs.append("/" + "/".join(comps[:j]))
-            break
-    for d in ckpt_dirs:
-        parent, name = d.rsplit("/", 1)
-        if name.startswith("checkpoint-") and parent.endswith("/checkpoints"):
-            continue
-        runs.append(parent)
+    for c in [comps] + [[x for x in d.split("/") if x] for d in ckpt_dirs]:
+        run = layout.run_of(c)
+        if run:
+            runs.append("/" + "/".join(run))
     return sorted(set(runs))
 
 
 def keeper_facts(run, index, hashing):
-    """The run's final adapter/: walked without following links, every file's identity and
-    (when `hashing`) sha256, and whether any of it is an inode of what is purged."""
-    adapter = run.rstrip("/") + "/adapter"
-    k = {"run": run, "adapter": adapter, "error": None, "files": [], "in_purge": False}
-    try:
-        parent, fd, pins = open_chain([c for c in adapter.split("/") if c])
-    except WalkError as e:
-        k["error"] = "%s: %s" % (e.code, e.detail)
+    """The run's final adapter as the layout defines it (`<run>/adapter/`, else the run root
+    as HF's save_model leaves it), walked without following links: every kept file's identity
+    and (when `hashing`) sha256, and whether any of it is an inode of what is purged."""
+    where = layout.final_adapter(run)
+    k = {"run": run, "adapter": where or run.rstrip("/") + "/" + layout.ADAPTER_DIR, "error": None,
+         "files": [], "in_purge": False, "dir": None}
+    if where is None:
+        k["error"] = layout.final_adapter_problem(run) or "no final adapter"
         return k
     try:
+        parent, fd, pins = open_chain([c for c in where.split("/") if c])
+    except WalkError as e:
+        k["error"] = "%s: %s" % (shown(where), e.detail)
+        return k
+    try:
+        k["dir"] = pins[-1]
+        why = layout.adapter_problem_at(fd)  # judged again on the folder that is walked
+        if why:
+            k["error"] = "%s: %s" % (shown(where), why)
+            return k
         k["in_purge"] = any(tuple(p) in index for p in pins)
 
         def visit(path, name, st):
-            key = (st.st_dev, st.st_ino)
-            if key in index:
+            if (st.st_dev, st.st_ino) in index:
                 k["in_purge"] = True
             if stat.S_ISLNK(st.st_mode):
-                k["error"] = "symlink: %s inside it is a symlink" % shown(path)
+                k["error"] = "%s inside it is a symlink" % shown(path)
             elif stat.S_ISREG(st.st_mode):
                 k["files"].append({"path": path, "bytes": st.st_size, "dev": st.st_dev, "ino": st.st_ino,
                                    "nlink": st.st_nlink, "mtime_ns": st.st_mtime_ns, "sha256": None})
 
-        scan(fd, adapter, visit)
+        if where == run:  # HF's root-level adapter: the two files are the keeper, not the run
+            for name in (layout.WEIGHTS, layout.CONFIG):
+                visit(where.rstrip("/") + "/" + name, name, os.stat(name, dir_fd=fd, follow_symlinks=False))
+        else:
+            scan(fd, where, visit)
         if hashing:
             for f in k["files"]:
                 f["sha256"] = sha256_file(f["path"])
-        if not k["files"] and not k["error"]:
-            k["error"] = "empty: it holds no file"
     except (OSError, WalkError) as e:
-        k["error"] = "unreadable: %s" % e
+        k["error"] = "%s cannot be read: %s" % (shown(where), e)
     finally:
         _close(parent, fd)
     return k
@@ -387,24 +302,26 @@ def sha256_file(path):
         _close(parent, fd)
 
 
-def free_bytes(fd):
-    """Bytes available to an unprivileged writer on the filesystem of an open folder."""
-    v = os.statvfs(fd)
-    return v.f_bavail * v.f_frsize
-
-
 def gather(paths, roots, hashing=True):
     """Every fact the purge of these paths is judged on (see `evaluate`)."""
+    return _gather(paths, roots, hashing)[0]
+
+
+def _gather(paths, roots, hashing):
+    """(facts, [set of (dev, ino) under each path]): the sets say what `remove_pinned` may
+    remove (anything else appeared after the check)."""
     facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}
     for r in roots:
         facts["roots"].append({"given": r, "resolved": os.path.realpath(os.path.expanduser(r))})
-    index, seen_links = {}, {}
-    mounts = read_mounts()
+    index, seen_links, inodes = {}, {}, []
+    mounts = fsinfo.read_mounts()
     for n, given in enumerate(paths):
         pf = {"path": given, "abs": None, "error": None, "pins": [], "bytes": 0, "disk_bytes": 0,
-              "files": 0, "symlinks": 0, "adapters": [], "runs": [], "mounts_inside": [],
+              "files": 0, "symlinks": 0, "adapters": [], "weights_dirs": [], "runs": [], "mounts_inside": [],
               "containers": [], "free_bytes": None, "fstype": None, "zfs": None, "scan_error": None}
         facts["paths"].append(pf)
+        mine = set()
+        inodes.append(mine)
         try:
             pf["abs"], comps = split_path(given)
             parent, fd, pf["pins"] = open_chain(comps)
@@ -415,12 +332,14 @@ def gather(paths, roots, hashing=True):
         try:
             st = os.fstat(fd)
             index.setdefault((st.st_dev, st.st_ino), n)
+            mine.add((st.st_dev, st.st_ino))
             pf["disk_bytes"] += st.st_blocks * 512
-            pf["free_bytes"] = free_bytes(fd)
+            pf["free_bytes"] = fsinfo.free_bytes(fd)
 
-            def visit(path, name, st, pf=pf, n=n, ckpts=ckpts):
+            def visit(path, name, st, pf=pf, n=n, ckpts=ckpts, mine=mine):
                 key = (st.st_dev, st.st_ino)
                 index.setdefault(key, n)
+                mine.add(key)
                 seen_links[key] = seen_links.get(key, 0) + 1
                 if stat.S_ISLNK(st.st_mode):
                     pf["symlinks"] += 1
@@ -430,11 +349,13 @@ def gather(paths, roots, hashing=True):
                     # blocks come back only when every link to the inode goes
                     if seen_links[key] == st.st_nlink:
                         pf["disk_bytes"] += st.st_blocks * 512
+                    if name == layout.WEIGHTS and st.st_size > 0:
+                        pf["weights_dirs"].append(path.rsplit("/", 1)[0])
                 if stat.S_ISDIR(st.st_mode):
                     pf["disk_bytes"] += st.st_blocks * 512
-                    if name == "adapter":
+                    if name == layout.ADAPTER_DIR:
                         pf["adapters"].append(path)
-                    if name == "checkpoints" or name.startswith("checkpoint-"):
+                    if name == "checkpoints" or layout.checkpoint_step(name) is not None:
                         ckpts.append(path)
 
             scan(fd, pf["abs"].rstrip("/"), visit)
@@ -444,12 +365,12 @@ def gather(paths, roots, hashing=True):
         finally:
             _close(parent, fd)
         pf["runs"] = runs_losing_checkpoints(comps, ckpts)
-        pf["mounts_inside"] = [m for m, _, _ in mounts if under(m, pf["abs"])]
-        best = max((m for m in mounts if under(pf["abs"], m[0])), key=lambda m: len(m[0]), default=None)
-        if best is not None:
-            pf["fstype"] = best[1]
-            if best[1] == "zfs":
-                pf["zfs"] = zfs_facts(best[2])
+        pf["mounts_inside"] = [m for m, _, _ in fsinfo.mounts_inside(pf["abs"], mounts)] + \
+            [m for m, _, _ in mounts if m == pf["abs"]]
+        best = fsinfo.mount_of(pf["abs"], mounts)
+        pf["fstype"] = best[1] if best[1] != "?" else None
+        if best[1] == "zfs":
+            pf["zfs"] = zfs_facts(best[2])
     tops = [p["abs"] if not p["error"] else None for p in facts["paths"]]
     facts["holders"], facts["proc_unreadable"] = scan_proc(index, tops)
     facts["docker"] = docker_facts()
@@ -461,24 +382,28 @@ def gather(paths, roots, hashing=True):
         except (OSError, ValueError):
             hit = None
         for n, top in enumerate(tops):
-            if top and (under(src, top) or under(top, src) or hit == n):
+            if top and (fsinfo.under(src, top) or fsinfo.under(top, src) or hit == n):
                 facts["paths"][n]["containers"].append(m)
     runs = sorted({r for p in facts["paths"] for r in p["runs"]})
     facts["keepers"] = [keeper_facts(r, index, hashing) for r in runs]
-    return facts
+    return facts, inodes
 
 
-def _final_adapter(abs_path, roots):
-    """True when abs_path is or lies in a run's final adapter/: an `adapter` component below
-    the purge root with no `checkpoint*` component before it."""
-    top = next((r for r in roots if under(abs_path, r)), "/")
-    rel = [c for c in abs_path[len(top.rstrip("/")):].split("/") if c]
-    for c in rel:
-        if c == "checkpoints" or CHECKPOINT.match(c):
+def _below_root(abs_path, roots):
+    top = next((r for r in roots if fsinfo.under(abs_path, r)), "/")
+    return [c for c in abs_path[len(top.rstrip("/")):].split("/") if c]
+
+
+def _is_final_adapter(abs_path, roots, holds_weights=False):
+    """True when abs_path is or lies in a run's final adapter: an `adapter` component below the
+    purge root, or (`holds_weights`) a folder holding the weights, with no checkpoint component
+    before it."""
+    for c in _below_root(abs_path, roots):
+        if c == "checkpoints" or layout.checkpoint_step(c) is not None:
             return False
-        if c == "adapter":
+        if c == layout.ADAPTER_DIR:
             return True
-    return False
+    return holds_weights
 
 
 def evaluate(facts):
@@ -490,7 +415,7 @@ def evaluate(facts):
     docker = facts.get("docker") or {"state": "absent"}
     if docker["state"] == "down":
         warnings.append("docker is installed but its engine is not running (%s): no container runs "
-                        "now, stopped containers could not be inspected" % docker.get("error"))
+                        "now, stopped containers could not be inspected" % shown(docker.get("error")))
     for u in facts["proc_unreadable"]:
         if u["ancestor"]:
             # it started this check and waits on it (init, sshd, the controller): reported, not counted
@@ -504,7 +429,7 @@ def evaluate(facts):
             continue
         a = p["abs"]
         other = next((q["abs"] for m, q in enumerate(facts["paths"]) if m != n and q["abs"] and
-                      (q["abs"] == a and m < n or under(a, q["abs"]) and q["abs"] != a)), None)
+                      (q["abs"] == a and m < n or fsinfo.under(a, q["abs"]) and q["abs"] != a)), None)
         if other:
             ref.append(["overlapping", "it is the same as, or lies inside, %s, also listed; list each folder "
                         "once" % shown(other)])
@@ -512,26 +437,27 @@ def evaluate(facts):
             ref.append(["unreadable", "part of it cannot be read (%s), so it cannot be checked" % p["scan_error"]])
         if a in roots:
             ref.append(["is-root", "it is the purge root itself; only folders inside a root can be purged"])
-        elif not any(under(a, r) for r in roots):
-            ref.append(["outside-roots", "it is outside every purge root (%s)" % ", ".join(
-                "%s -> %s" % (shown(r["given"]), shown(r["resolved"])) for r in facts["roots"]) or "none set"])
-        adapters = [x for x in [a] + p["adapters"] if _final_adapter(x, roots)]
+        elif not any(fsinfo.under(a, r) for r in roots):
+            ref.append(["outside-roots", "it is outside every purge root (%s)" % (", ".join(
+                "%s -> %s" % (shown(r["given"]), shown(r["resolved"])) for r in facts["roots"]) or "none set")])
+        adapters = [x for x in [a] + p["adapters"] if _is_final_adapter(x, roots)] + \
+            [x for x in p.get("weights_dirs", []) if _is_final_adapter(x, roots, holds_weights=True)]
         if adapters:
             ref.append(["holds-final-adapter", "it is or holds a run's final adapter (%s)" % shown(adapters[0])])
         held = [h for h in facts["holders"] if h["index"] == n]
+        blind = [u for u in facts["proc_unreadable"] if not u["ancestor"]]
         if held:
             ref.append(["in-use", "in use: " + "; ".join("pid %d (%s) %s %s" % (
                 h["pid"], shown(h["comm"]), {"fd": "has open", "maps": "maps", "cwd": "has its cwd in",
                                              "root": "has its root in"}[h["how"]], shown(h["file"] or "?"))
                 for h in held[:3]) + (" and %d more" % (len(held) - 3) if len(held) > 3 else "")])
-        elif [u for u in facts["proc_unreadable"] if not u["ancestor"]]:
-            u = [u for u in facts["proc_unreadable"] if not u["ancestor"]]
+        elif blind:
             ref.append(["in-use", "cannot tell whether it is in use: %d process(es) cannot be read (%s); run "
-                        "as a user who can read every /proc entry" % (len(u), shown(u[0]["error"]))])
+                        "as a user who can read every /proc entry" % (len(blind), shown(blind[0]["error"]))])
         if p["containers"]:
             c = p["containers"][0]
             ref.append(["container-mount", "container %s (%s) mounts %s at %s" % (
-                c["name"] or c["id"], "running" if c["running"] else "stopped", shown(c["source"]),
+                shown(c["name"] or c["id"]), "running" if c["running"] else "stopped", shown(c["source"]),
                 shown(c["destination"] or "?"))])
         if docker["state"] in ("denied", "error"):
             ref.append(["container-unknown", "docker is installed but could not be asked which containers "
@@ -542,12 +468,14 @@ def evaluate(facts):
             k = keepers.get(run)
             why = None
             if k is None or k["error"]:
-                why = k["error"] if k else "not examined"
+                why = k["error"] if k else "it was not examined"
             elif k["in_purge"]:
-                why = "it is, or shares a file or folder (hard link, bind mount) with, what is purged"
+                why = "%s is, or shares a file or folder (hard link, bind mount) with, what is purged" % \
+                    shown(k["adapter"])
             if why:
-                ref.append(["no-keeper", "run %s loses a checkpoint but has no independent final adapter "
-                            "(%s: %s)" % (shown(run), shown(run.rstrip("/") + "/adapter"), why)])
+                ref.append(["no-keeper", "run %s loses a checkpoint but has no final adapter that survives "
+                            "it (a real folder with non-empty %s and %s): %s" % (
+                                shown(run), layout.WEIGHTS, layout.CONFIG, why)])
                 break
         if p["symlinks"]:
             warnings.append("%s holds %d symlink(s); they are removed, never followed" % (shown(a), p["symlinks"]))
@@ -571,55 +499,141 @@ def _checks(ref, skipped=False):
     return {c: "fail" if c in failed else ("skipped" if skipped else "pass") for c in CHECKS}
 
 
-def rmtree_at(parent_fd, name):
-    """Delete the folder `name` inside the open parent literally: links inside are unlinked,
-    never followed (shutil's fd-based rmtree where it takes dir_fd, Python 3.11+)."""
-    if sys.version_info >= (3, 11):
-        shutil.rmtree(name, dir_fd=parent_fd)
-    else:
-        rmtree_fd(parent_fd, name)
+class _Moved(Exception):
+    """The entry being removed is not (or no longer holds only) what was checked."""
 
 
-def rmtree_fd(parent_fd, name):
-    """The same, for Python < 3.11: every folder opened with O_NOFOLLOW relative to its parent,
-    and checked to be the entry that was listed before it is emptied."""
-    st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+def _renameat2(src_fd, src, dst_fd, dst, flags):
+    """renameat2(2) through libc; None where this libc or kernel has no such call."""
     try:
-        fst = os.fstat(fd)
-        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
-            raise OSError(errno.ESTALE, "%s changed while deleted" % shown(name))
-        with os.scandir(fd) as it:
-            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-        for child, is_dir in entries:
-            if is_dir:
-                rmtree_fd(fd, child)
-            else:
-                os.unlink(child, dir_fd=fd)
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError, ImportError):
+        return None
+    if fn(src_fd, fsenc(src), dst_fd, fsenc(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL):
+        return None
+    raise OSError(err, os.strerror(err), dst)
+
+
+def _put_back(pfd, private, name):
+    """Rename `private` back to `name` without ever replacing something now at `name`; a
+    sentence saying where the entry is when it cannot go back."""
+    try:
+        done = _renameat2(pfd, private, pfd, name, RENAME_NOREPLACE)
+        if done is None:
+            try:
+                os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                raise OSError(errno.EEXIST, "something new is at its name")
+            except FileNotFoundError:
+                os.rename(private, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+        return ""
+    except OSError as e:
+        return "; it could not be put back (%s) and is now named %s in the same folder" % (
+            e.strerror, shown(private))
+
+
+def _empty(fd, where, allowed, keep, removed):
+    """Remove everything inside the open folder `fd`, fd-based and never following a link.
+    Every entry must be one the check saw (`allowed`, by device and inode) and no keeper;
+    `removed` counts what is gone (for the sentence when it stops half way)."""
+    with os.scandir(fd) as it:
+        names = [e.name for e in it]
+    for name in names:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        key = (st.st_dev, st.st_ino)
+        if key in keep:
+            raise _Moved("%s/%s is a kept adapter file or folder" % (shown(where), shown(name)))
+        if allowed is not None and key not in allowed:
+            raise _Moved("%s/%s was not there when it was checked" % (shown(where), shown(name)))
+        if stat.S_ISDIR(st.st_mode):
+            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+            try:
+                sst = os.fstat(sub)
+                if (sst.st_dev, sst.st_ino) != key:
+                    raise _Moved("%s/%s was replaced while it was removed" % (shown(where), shown(name)))
+                _empty(sub, where + "/" + name, allowed, keep, removed)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+        removed[0] += 1
+
+
+def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
+    """Remove the folder at `comps` only if it is the object that was checked; the free bytes
+    of its filesystem afterwards.
+
+    The parent is opened by fd along the pinned components; the entry is renamed to a private
+    name inside that parent (so its name can no longer be swapped under us), opened with
+    O_NOFOLLOW and fstat-ed against the pin, and only then emptied through that fd and removed.
+    A pin mismatch renames it back (never over anything new) and raises
+    WalkError('changed-since-check'); so does an entry inside that the check did not see.
+    """
+    if not comps:
+        raise WalkError("changed-since-check", "/ cannot be removed")
+    parent, pfd, _ = open_chain(comps[:-1], pins=pins[:-1])
+    name = comps[-1]
+    where = "/" + "/".join(comps)
+    private = "%s%d-%s" % (PRIVATE_PREFIX, os.getpid(), os.urandom(8).hex())
+    fd = None
+    removed = [0]
+    try:
+        try:
+            os.rename(name, private, src_dir_fd=pfd, dst_dir_fd=pfd)
+        except FileNotFoundError:
+            raise WalkError("changed-since-check", "%s is no longer there" % shown(where)) from None
+        try:
+            fd = os.open(private, DIR_FLAGS, dir_fd=pfd)
+            st = os.fstat(fd)
+            if [st.st_dev, st.st_ino] != list(pins[-1]):
+                raise _Moved("%s is not the folder that was checked (it was replaced or exchanged)" % shown(where))
+            _empty(fd, where, allowed, keep, removed)
+            os.close(fd)
+            fd = None
+            os.rmdir(private, dir_fd=pfd)
+        except (_Moved, OSError) as e:
+            _close(fd)
+            fd = None
+            done = " (%d entries inside it were already removed)" % removed[0] if removed[0] else ""
+            back = _put_back(pfd, private, name)
+            if isinstance(e, _Moved) or e.errno in (errno.ELOOP, errno.ENOTDIR):
+                why = str(e) if isinstance(e, _Moved) else \
+                    "%s is not the folder that was checked (a link or file is in its place)" % shown(where)
+                raise WalkError("changed-since-check", why + done + back) from None
+            e.strerror = (e.strerror or str(e)) + done + back
+            raise
+        return fsinfo.free_bytes(pfd)
     finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+        _close(fd, parent, pfd)
 
 
-def execute(payload):
-    """Check everything again, compare with the plan, delete one path at a time, verify."""
-    paths, plan = payload["paths"], payload["plan"]
-    facts = gather(paths, payload["roots"], hashing=False)
+def execute(req):
+    """Check everything again, compare with the plan, remove one path at a time, verify."""
+    paths, plan = req["paths"], req["plan"]
+    facts, inodes = _gather(paths, req["roots"], hashing=False)
     verdict = evaluate(facts)
     changed = [None] * len(paths)
     for n, p in enumerate(facts["paths"]):
         if p["error"] or p["pins"] != plan["pins"][n]:
             changed[n] = "it is not the folder that was checked (a component was replaced or moved)"
     now = {f["path"]: f for k in facts["keepers"] for f in k["files"]}
+    sig = ("dev", "ino", "bytes", "mtime_ns")
     for f in plan["keepers"]:
         g = now.get(f["path"])
-        if g is None or [g[x] for x in ("dev", "ino", "bytes", "mtime_ns")] != \
-                [f[x] for x in ("dev", "ino", "bytes", "mtime_ns")]:
+        if g is None or [g[x] for x in sig] != [f[x] for x in sig]:
             changed = [c or "kept file %s changed since the check" % shown(f["path"]) for c in changed]
     result = {"facts": facts, "verdict": verdict, "changed": changed, "results": [], "attempted": False}
     if any(changed) or any(v["refusals"] for v in verdict["paths"]):
         return result
     result["attempted"] = True
+    keep = {(f["dev"], f["ino"]) for f in plan["keepers"]}
+    keep.update(tuple(k["dir"]) for k in facts["keepers"] if k.get("dir"))
     stop = None
     for n, p in enumerate(facts["paths"]):
         r = {"deleted": False, "error": None, "changed": None, "free_bytes_after": None}
@@ -627,23 +641,16 @@ def execute(payload):
         if stop:
             r["error"] = "not attempted: %s" % stop
             continue
-        comps = [c for c in p["abs"].split("/") if c]
-        parent = fd = None
         try:
-            parent, fd, _ = open_chain(comps, pins=plan["pins"][n])
-            os.close(fd)
-            fd = None
-            rmtree_at(parent, comps[-1])
+            r["free_bytes_after"] = remove_pinned([c for c in p["abs"].split("/") if c], plan["pins"][n],
+                                                  inodes[n], keep)
             r["deleted"] = True
-            r["free_bytes_after"] = free_bytes(parent)
         except WalkError as e:
             r["changed"] = e.detail
             stop = "an earlier path changed since the check"
         except OSError as e:
             r["error"] = "%s: %s" % (shown(e.filename) if isinstance(e.filename, str) else "delete", e.strerror)
             stop = "an earlier path failed"
-        finally:
-            _close(parent, fd)
     result["sha256_after"] = {}
     for f in plan["keepers"]:
         try:
@@ -653,16 +660,19 @@ def execute(payload):
     return result
 
 
-def main():
-    """Read the request on stdin, answer one JSON document on stdout."""
-    payload = json.load(sys.stdin)
-    if payload.get("mode") == "execute":
-        out = execute(payload)
-    else:
-        out = gather(payload["paths"], payload["roots"], hashing=True)
-    sys.stdout.write(json.dumps(out))
-    sys.stdout.flush()
+def _check(req):
+    if not isinstance(req.get("paths"), list) or not isinstance(req.get("roots"), list):
+        raise Refused("bad-request", "a check needs a list of paths and a list of roots")
+    return gather(req["paths"], req["roots"], hashing=True)
 
+
+def _execute(req):
+    if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(req.get("paths") or []):
+        raise Refused("bad-request", "an execute request needs the plan's pins for every path")
+    return execute(req)
+
+
+OPS = {"check": _check, "execute": _execute}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(serve(OPS))
