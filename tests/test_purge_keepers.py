@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from test_purge import make_run
-from test_purge_local import ckpt, local, plan_for, purge  # noqa: F401  (fixture)
+from test_purge_local import ckpt, plan_for, purge
+from test_purge_local import local as local_fixture  # noqa: F401  (the `local` fixture)
 
 from fleetdeck.backend.hostlib import layout
 
