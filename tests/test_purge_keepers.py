@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 from test_purge import make_run
-from test_purge_local import ckpt, plan_for, purge
-from test_purge_local import local as local_fixture  # noqa: F401  (the `local` fixture)
+from test_purge_local import ckpt, local_host, plan_for, purge
 
 from fleetdeck.backend.hostlib import layout
+
+
+@pytest.fixture
+def local(tmp_path):
+    """(host config of this machine, its runs root)."""
+    return local_host(tmp_path)
 
 
 def _adapter(run: Path, kind: str, tmp_path: Path) -> None:

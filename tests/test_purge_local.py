@@ -23,6 +23,11 @@ from fleetdeck.backend.ssh import HostLink
 @pytest.fixture
 def local(tmp_path):
     """(host config of this machine, its runs root): purge roots default to runs."""
+    return local_host(tmp_path)
+
+
+def local_host(tmp_path: Path):
+    """The `local` fixture's value, for other test modules."""
     runs = tmp_path / "runs"
     runs.mkdir()
     fleet = tmp_path / "hosts.toml"
