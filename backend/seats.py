@@ -1,0 +1,240 @@
+"""Serving seats, controller side: typed seats, GPU memory per seat, card headroom, seat checks.
+
+The host says what runs (`probe_seats.find_seats`, bundled with the probe or run as a helper);
+this module joins it with the GPU section of the same host's snapshot: a seat holds what its
+process tree holds on each card (NVML per-process figures), and a card's headroom is its total
+minus what every process on it holds (or minus the driver's `used`, when that is larger: a
+process in another pid namespace is counted by the driver even when it is not listed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Fleet
+    from .models import Gpu, HostSnapshot
+    from .ssh import HostLink
+
+SEATS_HELPER = "fleetdeck.backend.probe_seats"
+CHECK_HELPER = "fleetdeck.backend.actions.seat_check_remote"
+DEFAULT_HEADROOM_FLOOR_MIB = 6 * 1024
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One serving endpoint on a host (a process tree, a container, or both)."""
+
+    host: str
+    kind: str
+    port: int | None
+    model: str | None = None
+    pid: int | None = None
+    start_ticks: int | None = None
+    pids: tuple[int, ...] = ()
+    flags: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    container: dict[str, Any] | None = None
+    restarts: int | None = None
+    oom_killed: bool | None = None
+    #: GPU index -> MiB this seat's processes hold there (filled from the GPU section)
+    memory_by_gpu: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Fleet-wide id: host, port and kind (a restarted seat keeps its key)."""
+        return f"{self.host}:{self.port}:{self.kind}"
+
+    @property
+    def memory_mib(self) -> float:
+        """What the seat holds on every card together."""
+        return round(sum(self.memory_by_gpu.values()), 1)
+
+    @property
+    def gpus(self) -> list[int]:
+        """Indices of the cards the seat holds memory on."""
+        return sorted(self.memory_by_gpu)
+
+    @property
+    def name(self) -> str:
+        """What the operator calls it: the container name, else kind and port."""
+        if self.container and self.container.get("name"):
+            return str(self.container["name"])
+        return f"{self.kind}:{self.port}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's seat object (plus pid, pids, per-card memory and the command)."""
+        return {"host": self.host, "port": self.port, "kind": self.kind, "model": self.model,
+                "gpus": self.gpus, "memory_mib": self.memory_mib,
+                "memory_by_gpu": {str(k): v for k, v in sorted(self.memory_by_gpu.items())},
+                "flags": dict(self.flags), "container": self.container, "restarts": self.restarts,
+                "oom_killed": self.oom_killed, "pid": self.pid, "pids": list(self.pids),
+                "command": self.command}
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def seat_from_json(host: str, d: dict[str, Any]) -> Seat:
+    """A Seat from the host's dict (or from `seats --json`); unknown keys are ignored."""
+    mem = d.get("memory_by_gpu") or {}
+    return Seat(
+        host=host, kind=str(d.get("kind", "")), port=_int(d.get("port")), model=d.get("model"),
+        pid=_int(d.get("pid")), start_ticks=_int(d.get("start_ticks")),
+        pids=tuple(p for p in d.get("pids") or () if isinstance(p, int)),
+        flags={str(k): str(v) for k, v in (d.get("flags") or {}).items()},
+        command=str(d.get("command") or ""),
+        container=d.get("container") if isinstance(d.get("container"), dict) else None,
+        restarts=_int(d.get("restarts")),
+        oom_killed=d.get("oom_killed") if isinstance(d.get("oom_killed"), bool) else None,
+        memory_by_gpu={int(k): float(v) for k, v in mem.items()} if isinstance(mem, dict) else {},
+    )
+
+
+def attribute_memory(seats: tuple[Seat, ...] | list[Seat], gpus: tuple[Gpu, ...]) -> tuple[Seat, ...]:
+    """Seats with `memory_by_gpu` filled from the GPU section's per-process figures."""
+    out = []
+    for s in seats:
+        tree = set(s.pids) | ({s.pid} if s.pid else set())
+        mem: dict[int, float] = {}
+        for g in gpus:
+            held = sum(p.used_mib for p in g.processes if p.pid in tree)
+            if held:
+                mem[g.index] = round(held, 1)
+        out.append(replace(s, memory_by_gpu=mem or s.memory_by_gpu))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """One card: total, what every process holds, what is left, and each seat's share."""
+
+    host: str
+    gpu: int
+    uuid: str
+    total_mib: float
+    held_mib: float
+    shares: tuple[tuple[str, float], ...]
+
+    @property
+    def free_mib(self) -> float:
+        return max(0.0, round(self.total_mib - self.held_mib, 1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "gpu": self.gpu, "uuid": self.uuid, "total_mib": self.total_mib,
+                "held_mib": self.held_mib, "headroom_mib": self.free_mib,
+                "seats": [{"seat": n, "memory_mib": m} for n, m in self.shares]}
+
+
+def headroom(host: HostSnapshot) -> list[Headroom]:
+    """Per card of `host`: total minus what every process holds (see the module docstring)."""
+    return _headroom_of(host, host_seats(host))
+
+
+def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
+    """The seats of a snapshot with their GPU memory attributed ( () when none were reported)."""
+    seats = getattr(host, "seats", None) or ()
+    return attribute_memory(seats, host.gpus) if seats else ()
+
+
+async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
+        list[Seat], str | None]:
+    """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
+    from .ssh import HostError
+
+    req: dict[str, Any] = {"op": "seats"}
+    if docker:
+        req["docker"] = docker
+    ans = await link.run_helper(SEATS_HELPER, req, timeout=timeout or link.host.command_timeout)
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        err = (ans or {}).get("error") if isinstance(ans, dict) else None
+        raise HostError(link.name, f"seat finder failed: {(err or {}).get('message', ans)}", "helper")
+    return [seat_from_json(link.name, s) for s in ans.get("seats") or ()], ans.get("docker")
+
+
+async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None) -> dict[str, Any]:
+    """Every seat of the fleet (or of `hosts`) with memory attributed and card headroom:
+    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, error}], "docker": {host: why}}`."""
+    from .poller import Poller
+    from .ssh import HostError
+
+    poller = Poller(fleet)
+    try:
+        snap = await poller.poll(hosts)
+        up = [h for h in snap.hosts if h.reachable]
+        found = await asyncio.gather(*(fetch_seats(poller.link(h.name), docker) for h in up),
+                                     return_exceptions=True)
+    finally:
+        await poller.close()
+    seats: list[Seat] = []
+    rooms: list[Headroom] = []
+    unreachable = [{"name": h.name, "error": h.error} for h in snap.hosts if not h.reachable]
+    docker_state: dict[str, str | None] = {}
+    for h, res in zip(up, found, strict=True):
+        if isinstance(res, BaseException):
+            msg = res.message if isinstance(res, HostError) else f"{type(res).__name__}: {res}"
+            unreachable.append({"name": h.name, "error": msg})
+            continue
+        mine, docker_state[h.name] = res
+        with_mem = attribute_memory(mine, h.gpus)
+        seats.extend(with_mem)
+        rooms.extend(_headroom_of(h, with_mem))
+    return {"seats": seats, "headroom": rooms, "unreachable": unreachable, "docker": docker_state}
+
+
+def _headroom_of(host: HostSnapshot, seats: tuple[Seat, ...]) -> list[Headroom]:
+    out = []
+    for g in host.gpus:
+        held = max(sum(p.used_mib for p in g.processes), g.memory_used_mib)
+        shares = tuple((s.name, s.memory_by_gpu[g.index]) for s in seats if g.index in s.memory_by_gpu)
+        out.append(Headroom(host=host.name, gpu=g.index, uuid=g.uuid, total_mib=g.memory_total_mib,
+                            held_mib=round(held, 1), shares=shares))
+    return out
+
+
+@dataclass(frozen=True)
+class SeatCheck:
+    """The verdict of one seat check; `sound` only when the completion and logprobs were."""
+
+    host: str
+    port: int
+    sound: bool
+    signature: str | None
+    message: str
+    model: str | None = None
+    endpoint: str | None = None
+    requests: int = 0
+    content: str | None = None
+    completion_tokens: int | None = None
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port, "sound": self.sound, "signature": self.signature,
+                "message": self.message, "model": self.model, "endpoint": self.endpoint,
+                "requests": self.requests, "content": self.content,
+                "completion_tokens": self.completion_tokens, "seconds": self.seconds}
+
+
+async def check_seat(link: HostLink, port: int, model: str | None = None, timeout: float = 20.0,
+                     max_tokens: int = 8) -> SeatCheck:
+    """Ask the seat on `port` of the link's host for one short completion with logprobs, from
+    the host itself (127.0.0.1): the port is never opened to the controller."""
+    from .ssh import HostError
+
+    req = {"op": "check", "port": port, "model": model, "timeout": timeout, "max_tokens": max_tokens}
+    ans = await link.run_helper(CHECK_HELPER, req, timeout=3 * timeout + 15)
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        err = (ans or {}).get("error") if isinstance(ans, dict) else None
+        raise HostError(link.name, f"seat check failed to run: {(err or {}).get('message', ans)}", "helper")
+    return SeatCheck(host=link.name, port=port, sound=bool(ans.get("sound")), signature=ans.get("signature"),
+                     message=str(ans.get("message", "")), model=ans.get("model"),
+                     endpoint=ans.get("endpoint"), requests=int(ans.get("requests") or 0),
+                     content=ans.get("content"), completion_tokens=ans.get("completion_tokens"),
+                     seconds=ans.get("seconds"))
+
+
+__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_seat", "fetch_seats", "headroom",
+           "host_seats", "seat_from_json", "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]

@@ -1,0 +1,140 @@
+"""`fleetdeck seats check`: a real tiny model served over HTTP, checked from a real sshd host.
+
+The server (tests/seat_server.py) runs `random:tiny` through transformers; its NaN mode sets
+one weight to NaN, so the NaN comes out of a real forward pass. The check runs on host h1 of
+the loopback sshd fleet, against 127.0.0.1 there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.backend.actions import seat_check_remote as remote
+
+pytestmark = [pytest.mark.sshd, pytest.mark.train]
+SERVER = Path(__file__).with_name("seat_server.py")
+
+
+def start_server(*flags: str) -> tuple[subprocess.Popen, int]:
+    pytest.importorskip("transformers")
+    p = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", *flags], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    line = p.stdout.readline()
+    if not line.startswith("listening on "):
+        p.kill()
+        raise RuntimeError(f"seat server did not start: {line!r}")
+    return p, int(line.split()[-1])
+
+
+@pytest.fixture(scope="module")
+def sound_seat():
+    p, port = start_server()
+    yield port
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture(scope="module")
+def nan_seat():
+    p, port = start_server("--nan")
+    yield port
+    p.kill()
+    p.wait()
+
+
+def cli(capsys, *argv: str) -> tuple[int, dict | None, str]:
+    from fleetdeck.tui.cli import main
+
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out.strip().startswith("{") else None), out.err
+
+
+def test_a_sound_seat_passes_from_the_host(fleet_file, sound_seat, capsys):
+    rc, doc, err = cli(capsys, "--hosts", fleet_file, "seats", "check", "h1", sound_seat, "--json")
+    assert rc == 0, err
+    assert doc["sound"] is True and doc["signature"] is None
+    assert doc["model"] == "random:tiny" and doc["endpoint"] == "/v1/chat/completions"
+    assert doc["completion_tokens"] == 8 and doc["requests"] == 2
+
+
+def test_the_nan_seat_is_caught_by_its_logprobs(fleet_file, nan_seat, capsys):
+    rc, doc, err = cli(capsys, "--hosts", fleet_file, "seats", "check", "h1", nan_seat, "--json")
+    assert rc == 1
+    assert doc["sound"] is False and doc["signature"] == "logprob-unserialisable"
+    assert "Out of range float values are not JSON compliant" in doc["message"]
+    assert "logprob-unserialisable" in err
+
+
+def test_nan_written_as_literals_is_still_nonfinite():
+    p, port = start_server("--nan", "--lenient-json")
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["sound"] is False and ans["signature"] == "logprob-nonfinite", ans
+
+
+def test_a_nan_seat_without_logprobs_shows_null_content_at_full_length():
+    # the incident's healthcheck view: every completion finish_reason=length, content null
+    p, port = start_server("--nan", "--ignore-logprobs")
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["signature"] == "empty-at-length", ans
+    assert "null" in ans["message"]
+
+
+def test_a_sound_seat_that_ignores_logprobs_is_not_called_sound():
+    p, port = start_server("--ignore-logprobs")
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["sound"] is False and ans["signature"] == "logprobs-missing"
+
+
+def test_no_answer_in_time_and_nothing_listening(fleet_file, capsys):
+    from sshfleet import free_port
+
+    p, port = start_server("--delay", "30")
+    try:
+        ans = remote.check({"port": port, "max_tokens": 2, "timeout": 1})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["signature"] == "timeout" and ans["sound"] is False
+    rc, doc, _ = cli(capsys, "--hosts", fleet_file, "seats", "check", "h1", free_port(), "--json")
+    assert rc == 1 and doc["signature"] == "unreachable"
+
+
+@pytest.mark.parametrize("doc,signature", [
+    ({"choices": [{"message": {"content": None}, "finish_reason": "length",
+                   "logprobs": {"content": [{"logprob": -1.0, "top_logprobs": []}]}}]}, "empty-at-length"),
+    ({"choices": [{"message": {"content": "ok"}, "finish_reason": "length",
+                   "logprobs": {"content": [{"logprob": float("inf"), "top_logprobs": []}]}}]},
+     "logprob-nonfinite"),
+    ({"choices": [{"text": "ok", "finish_reason": "stop",
+                   "logprobs": {"token_logprobs": [-0.5, None], "top_logprobs": []}}]}, "logprob-nonfinite"),
+    ({"choices": []}, "server-error"),
+])
+def test_signatures_of_completion_bodies(doc, signature):
+    with pytest.raises(remote._Bad) as e:
+        remote.judge_completion(doc, 8)
+    assert e.value.signature == signature
+
+
+def test_a_completions_body_with_finite_logprobs_is_sound():
+    doc = {"choices": [{"text": "Paris", "finish_reason": "length",
+                        "logprobs": {"token_logprobs": [-0.1, -0.2], "top_logprobs": [{"P": -0.1}]}}],
+           "usage": {"completion_tokens": 2}}
+    assert remote.judge_completion(doc, 2)["logprobs"] == 3
