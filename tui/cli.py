@@ -19,6 +19,7 @@ COMMANDS = {
     "train": "train",
     "bench": "train",
     "audit": "audit",
+    "seats": "seats",
 }
 
 
