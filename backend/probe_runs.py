@@ -7,11 +7,11 @@ import json
 import os
 import re
 
+from fleetdeck.backend.hostlib import layout
 from fleetdeck.backend.probe_common import (
     _CACHE,
     _STATE,
     BYSTANDERS,
-    CKPT_RE,
     FD_SCAN_EVERY,
     MAX_LOSS_POINTS,
     MIN_STALL_S,
@@ -21,8 +21,11 @@ from fleetdeck.backend.probe_common import (
     _skey,
 )
 
-
 # -- runs ---------------------------------------------------------------------------------------
+# progress.jsonl may grow to hundreds of MB: one poll never reads more than this of it
+PROGRESS_TAIL = 4 << 20
+PROGRESS_CHUNK = 16 << 20
+
 def _progress(path):
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
     st = os.stat(path)
@@ -37,8 +40,15 @@ def _progress(path):
     else:
         p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]))
     with open(path, "rb") as f:
+        if p["offset"] == 0 and st.st_size > PROGRESS_TAIL:
+            # first sight of a large file: its tail is enough for the state and the recent series;
+            # the offset is remembered, so later polls read only what was appended
+            f.seek(st.st_size - PROGRESS_TAIL)
+            f.readline()   # a partial line
+            p["offset"] = f.tell()
+            p["skipped_bytes"] = p["offset"]
         f.seek(p["offset"])
-        data = f.read()
+        data = f.read(PROGRESS_CHUNK)   # a burst of appends is caught up over several polls
     lines = data.split(b"\n")
     torn = lines.pop()   # bytes after the last newline: a line still being written
     for i, raw in enumerate(lines):
@@ -54,7 +64,8 @@ def _progress(path):
         p["lineno"] += 1
         p["offset"] += len(raw) + 1
         _progress_line(p, obj)
-    _CACHE[("progress", path)] = (_skey(st), p)
+    caught_up = p["offset"] + len(torn) >= st.st_size
+    _CACHE[("progress", path)] = (_skey(st) if caught_up else None, p)
     return p
 
 
@@ -131,27 +142,14 @@ def _ckpt_bytes(path, now):
     return b
 
 
-def _checkpoints(run, names):
-    found = []
-    for base, listing in ((run, names), (os.path.join(run, "checkpoints"), None)):
-        if listing is None:
-            if "checkpoints" not in names:
-                continue
-            try:
-                listing = os.listdir(base)
-            except OSError:
-                continue
-        for n in listing:
-            m = CKPT_RE.match(n)
-            p = os.path.join(base, n)
-            if m and os.path.isdir(p) and not os.path.islink(p):
-                found.append((int(m.group(1)), p))
-    return sorted(found)
-
-
-def _is_run(names):
-    return bool(names & {"run.json", "trainer_state.json", "checkpoints", "adapter", "progress.jsonl"}) or any(
-        CKPT_RE.match(n) for n in names)
+def _recorded_alive(procs, rj, pid_key="pid", start_key=None):
+    """The pid run.json records, when that very process still runs (pid and start time); a pid
+    recorded without its start time is never taken as alive: the number may be reused."""
+    pid = rj.get(pid_key)
+    start = rj.get(start_key) if start_key else _start_ticks(rj)
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid == procs.me or not isinstance(start, int):
+        return None
+    return pid if procs.alive(pid, start) else None
 
 
 def _start_ticks(rj):
@@ -175,11 +173,11 @@ def _run_facts(path, names, now):
                 rj, _ = {}, problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
             problems.append(f"run.json unreadable: {str(e)[:80]}")
-    cks = _checkpoints(path, names)
+    cks = layout.checkpoints(path, names)
     r["checkpoints"] = [{"path": p, "step": s, "bytes": _ckpt_bytes(p, now)} for s, p in cks]
-    for fn in ("adapter_model.safetensors", "adapter_model.bin"):
-        if os.path.isfile(os.path.join(path, "adapter", fn)):
-            r["adapter"] = os.path.join(path, "adapter")
+    r["adapter"] = layout.final_adapter(path)
+    if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
+        problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
     prog, src = None, None
     if "progress.jsonl" in names:
         src = os.path.join(path, "progress.jsonl")
@@ -228,10 +226,11 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
     done = r["adapter"] is not None or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
     if said in ("queued", "cancelled", "finished", "failed"):
         r["state"] = said
-        if said == "queued" and rpid and procs.alive(rpid):
+        if said == "queued" and _recorded_alive(procs, rj):
             r["pid"] = rpid
         wpid = rj.get("waiter_pid")
-        if said == "queued" and isinstance(wpid, int) and not procs.alive(wpid, rj.get("waiter_start_ticks")):
+        if said == "queued" and isinstance(wpid, int) and not _recorded_alive(procs, rj, "waiter_pid",
+                                                                             "waiter_start_ticks"):
             # the launch waiter is what would start it: without it the run never starts
             r["state"] = "cancelled"
             problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
@@ -246,6 +245,9 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
             if silent > limit:
                 r["state"] = "stalled"
                 problems.insert(0, f"no progress for {silent:.0f}s (step time {sps:.1f}s)")
+    elif said == "running" and rpid and _start_ticks(rj) is None:
+        problems.insert(0, f"run.json records pid {rpid} without its start time, so it cannot be told "
+                           "from a reused pid; no live process was seen working in the run")
     elif said == "running" and rpid:
         r["state"] = "failed"
         problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
@@ -348,7 +350,7 @@ def runs(req, procs, warnings, now):
         for path in entries:
             try:
                 names = set(os.listdir(path))
-                if _is_run(names):
+                if layout.is_run(names):
                     facts.append((path, names) + _run_facts(path, names, now))
             except Exception as e:   # noqa: BLE001 - one broken run must not hide the others
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
@@ -356,16 +358,14 @@ def runs(req, procs, warnings, now):
     for path, _names, r, rj, _problems, _interval in facts:
         undecided = rj.get("state") not in ("queued", "cancelled", "finished", "failed") and not (
             r["adapter"] or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]))
-        rpid = rj.get("pid")
-        if undecided and not (isinstance(rpid, int) and rpid != procs.me and procs.alive(rpid, _start_ticks(rj))):
+        if undecided and not _recorded_alive(procs, rj):
             wanted.add(path)
     live = _evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now) if wanted else {}
     out = []
     for path, _names, r, rj, problems, interval in facts:
-        rpid = rj.get("pid")
         pid = live.get(path)
-        if pid is None and isinstance(rpid, int) and rpid != procs.me and procs.alive(rpid, _start_ticks(rj)):
-            pid = rpid
+        if pid is None:
+            pid = _recorded_alive(procs, rj)
         _decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
         out.append(r)
     return out

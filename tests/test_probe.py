@@ -161,7 +161,8 @@ def test_run_json_pid_decides_running_failed_queued_cancelled(tmp_path, children
         "reused": {"state": "running", "pid": live.pid, "start_ticks": ticks + 12345},
         "dead": {"state": "running", "pid": dead.pid, "start_ticks": 1},
         "said-failed": {"state": "failed", "pid": dead.pid},
-        "queued": {"state": "queued", "pid": live.pid},
+        "queued": {"state": "queued", "pid": live.pid, "start_ticks": ticks},
+        "no-start": {"state": "running", "pid": live.pid},
         "waiting": {"state": "queued", "pid": None, "waiter_pid": live.pid, "waiter_start_ticks": ticks},
         "orphaned": {"state": "queued", "pid": None, "waiter_pid": dead.pid, "waiter_start_ticks": 1},
         "cancelled": {"state": "cancelled"},
@@ -179,6 +180,9 @@ def test_run_json_pid_decides_running_failed_queued_cancelled(tmp_path, children
     assert got["dead"]["state"] == "failed" and "gone" in got["dead"]["reason"]
     assert got["said-failed"]["state"] == "failed"
     assert (got["queued"]["state"], got["queued"]["pid"]) == ("queued", live.pid)
+    # a pid without its start time is not an identity: never "running" on the number alone
+    assert got["no-start"]["state"] != "running" and got["no-start"]["pid"] is None
+    assert "start time" in got["no-start"]["reason"]
     assert got["cancelled"]["state"] == "cancelled" and got["finished"]["state"] == "finished"
     assert got["waiting"]["state"] == "queued"
     assert got["orphaned"]["state"] == "cancelled" and "waiter" in got["orphaned"]["reason"]
