@@ -285,13 +285,17 @@ def find_seats(docker=None, use_docker=True):
                 break
         if c is None:
             c = by_id.get(_container_of(pid) or "")
-        listen = listening_ports(tree)
-        port = listen[0] if listen else None
-        if port is None:
-            p = flag_value(argv, ("--port",))
-            port = int(p) if p and p.isdigit() else (_ollama_port(pid) if kind == "ollama" else None)
-            if port is None:
-                port = DEFAULT_PORTS.get(kind)
+        # the port asked for when something listens there; else what the top process itself
+        # listens on (workers listen too: NCCL stores, ZMQ); else the engine's default
+        p = flag_value(argv, ("--port",))
+        asked = int(p) if p and p.isdigit() else (_ollama_port(pid) if kind == "ollama" else None)
+        own, every = listening_ports([pid]), listening_ports(tree)
+        if asked is not None and asked in every:
+            port = asked
+        elif own or every:
+            port = (own or every)[0]
+        else:
+            port = asked if asked is not None else DEFAULT_PORTS.get(kind)
         seat = _seat(kind, served_model(kind, argv), port, memory_flags(argv), argv, pid, tree, c)
         if c is not None:
             claimed.add(c["id"])
