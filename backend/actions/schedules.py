@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import state
 from ..config import HostConfig
+from ..hostlib.text import shown
 from ..models import Schedule, schedule_json
 from ..ssh import HostError, HostLink
 
@@ -23,7 +24,7 @@ DEFAULT_GRACE = 5.0
 # a failed check means the host was left as it was: "refused"; anything else after a change
 # may have started is "failed"
 REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "unsupported",
-                      "crontab-unreadable", "permission-denied"})
+                      "crontab-unreadable", "crontab-ambiguous", "orphaned", "permission-denied"})
 
 
 #: the host-side helper, bundled with the host library by `HostLink.run_helper`
@@ -158,11 +159,28 @@ def _write_backup(host: str, name: str, data: bytes) -> str:
     return str(path)
 
 
+def _recordable(v: Any) -> Any:
+    """`v` with every string that holds undecodable bytes (surrogateescape) shown escaped: the
+    audit log is UTF-8 text; the exact bytes are in the backups."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return shown(v)
+        return v
+    if isinstance(v, dict):
+        return {k: _recordable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_recordable(x) for x in v]
+    return v
+
+
 def _audit(report: RemoveReport, schedule: Schedule, confirmation: str | None, result: str | None = None,
            **extra: Any) -> None:
-    state.audit(ACTION, report.host, result or report.result, schedule=schedule_json(schedule),
-                confirmation=confirmation, reason_code=report.reason_code, message=report.message,
-                backup=report.backup, host_backup=report.host_backup, signals=list(report.signals), **extra)
+    fields = dict(schedule=schedule_json(schedule), confirmation=confirmation, reason_code=report.reason_code,
+                  message=report.message, backup=report.backup, host_backup=report.host_backup,
+                  signals=list(report.signals), **extra)
+    state.audit(ACTION, report.host, result or report.result, **_recordable(fields))
 
 
 async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedule, confirmation: str | None,

@@ -27,7 +27,7 @@ import stat
 import sys
 import time
 
-from fleetdeck.backend.hostlib import procfs, runner
+from fleetdeck.backend.hostlib import crontab, procfs, runner
 from fleetdeck.backend.hostlib.serve import Refused, serve
 from fleetdeck.backend.hostlib.text import fsenc, shown
 
@@ -104,19 +104,13 @@ def _crontab_argv(user):
 
 
 def _read_crontab(user):
-    if user:
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            raise Refused("not-found", "user %s does not exist on this host" % _short(user)) from None
-    rc, out, err = _run(_crontab_argv(user) + ["-l"])
-    if rc == 0:
-        return out
-    if "no crontab for" in err.lower():
-        return b""
-    # anything else (cron missing, permission, I/O): never treat it as an empty crontab
-    why = _short(err) or "exit status %d" % rc
-    raise Refused("crontab-unreadable", "crontab -l failed (%s); refusing to edit a crontab that cannot be read" % why)
+    """The crontab's exact bytes (the host library's one way to read them)."""
+    try:
+        return crontab.read(user or None)
+    except Refused as e:
+        if e.code == "crontab-unreadable":
+            e.message += "; refusing to edit a crontab that cannot be read"
+        raise
 
 
 def _backup_dir(req):

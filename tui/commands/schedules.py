@@ -20,6 +20,7 @@ from fleetdeck.backend.actions.schedules import (
     remove_schedule,
 )
 from fleetdeck.backend.config import Fleet, load_fleet
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json
 from fleetdeck.backend.ssh import HostLink
 
@@ -75,13 +76,6 @@ def _names(fleet: Fleet, wanted: list[str] | None) -> list[str] | None:
 
 def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str]]:
     return [(h.name, h.error or "unknown error") for h in snap.hosts if not h.reachable]
-
-
-def shown(s: str | None) -> str:
-    """A string as it may be shown: control characters (newline, escape...) spelled out."""
-    if s is None:
-        return ""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 # -- schedules ------------------------------------------------------------------------------

@@ -1,0 +1,119 @@
+"""Crontab edits are byte-exact: CR, Latin-1 and invalid UTF-8 survive; only the removed line changes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_schedules_cli import local_fleet, run_cli
+from test_schedules_remove import backups, root_crontab  # noqa: F401
+
+from fleetdeck.backend import state
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed"),
+              pytest.mark.skipif(not Path("/var/spool/cron/crontabs").is_dir(), reason="no Debian cron spool")]
+
+# every line a different way to be "not plain UTF-8"; removal of any one must leave the others
+LINES = [
+    b"# caf\xe9: a Latin-1 comment",
+    b"*/7 * * * * /usr/bin/true cr-line\r",
+    b"5 4 * * * /usr/bin/printf 'caf\xe9' > /dev/null",
+    b"6 4 * * * /usr/bin/true bad \xff\xfe utf8",
+    b"7 4 * * * /usr/bin/true plain-keep",
+    b"8 4 * * * /usr/bin/true tab\there\x0b vt",
+]
+CRONTAB = b"".join(x + b"\n" for x in LINES)
+
+
+def read_crontab() -> bytes:
+    """root's crontab as cron holds it: the spool file below the 3 header lines crontab writes
+    (`crontab -l` is no witness: Debian's prints a CR as backslash-r)."""
+    data = Path("/var/spool/cron/crontabs/root").read_bytes()
+    head = data.split(b"\n", 3)
+    assert head[0].startswith(b"# DO NOT EDIT") and head[2].startswith(b"# (Cron version"), head[:3]
+    return head[3]
+
+
+def install(data: bytes, tmp: Path) -> None:
+    import subprocess
+
+    f = tmp / "crontab.bytes"
+    f.write_bytes(data)
+    subprocess.run([shutil.which("crontab"), str(f)], check=True)
+
+
+def listing(hosts: str, capsys) -> list[dict]:
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+    assert rc == 0, err
+    return [s for s in json.loads(out)["schedules"] if s["kind"] == "crontab"]
+
+
+def by_line(entries: list[dict], n: int) -> dict:
+    (hit,) = [s for s in entries if s["line"] == n]
+    return hit
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys, n):  # noqa: F811
+    install(CRONTAB, tmp_path)
+    assert read_crontab() == CRONTAB
+    hosts = local_fleet(tmp_path)
+    first = listing(hosts, capsys)
+    # ids are stable across polls even for undecodable bytes
+    assert [s["id"] for s in first] == [s["id"] for s in listing(hosts, capsys)]
+    sid = by_line(first, n)["id"]
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
+                           capsys)
+    assert rc == 0, err
+    assert read_crontab() == b"".join(x + b"\n" for i, x in enumerate(LINES, 1) if i != n)
+    rep = json.loads(out)
+    assert Path(rep["backup"]).read_bytes() == CRONTAB
+    assert Path(rep["host_backup"]).read_bytes() == CRONTAB
+    assert [p.read_bytes() for p in backups("local")] == [CRONTAB]
+    # the audit log holds the record, whatever bytes the line had
+    assert [r["result"] for r in state.read_audit() if r["action"] == "schedule-remove"] == ["started", "done"]
+
+
+def test_listing_shows_undecodable_bytes_escaped_and_never_crashes(root_crontab, tmp_path, capsys,  # noqa: F811
+                                                                   monkeypatch):
+    install(CRONTAB, tmp_path)
+    hosts = local_fleet(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")
+    rc, out, err = run_cli(["--hosts", hosts, "schedules"], capsys)
+    assert rc == 0, err
+    assert "\\xff\\xfe" in out and "caf\\xe9" in out
+    assert "Traceback" not in err
+
+
+def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
+    import asyncio
+    import sys
+
+    from fleetdeck.backend.actions.schedules import remove_schedule
+    from fleetdeck.backend.config import HostConfig
+    from fleetdeck.backend.hostlib.text import fsdec
+    from fleetdeck.backend.models import Schedule
+    from fleetdeck.backend.ssh import HostLink
+
+    f = tmp_path / "cron.d-chain"
+    body = (b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"
+            b"37 * * * * root /bin/echo \xff check\n1 2 * * * root /usr/bin/true last-no-newline")
+    f.write_bytes(body)
+    local = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
+    for n, raw, expect in (
+        (3, b"37 * * * * root /bin/echo \xff check",
+         b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n1 2 * * * root /usr/bin/true last-no-newline"),
+        (3, b"1 2 * * * root /usr/bin/true last-no-newline",
+         b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"),
+    ):
+        sched = Schedule(id=f"cf-{n}", host="local", kind="cron-file", user="root", spec="x", command="x",
+                         source=str(f), raw=fsdec(raw), line=n)
+        rep = asyncio.run(remove_schedule(HostLink(local), local, sched, sched.id,
+                                          host_backup_dir=str(tmp_path / "hb")))
+        assert rep.ok, rep
+        assert f.read_bytes() == expect
+        assert Path(rep.backup).read_bytes() == body
+        body = expect
