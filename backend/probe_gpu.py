@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-import ctypes
 import shutil
 import time
 
@@ -18,103 +17,87 @@ from fleetdeck.backend.probe_common import (
 
 
 # -- GPUs ---------------------------------------------------------------------------------------
-class _Mem(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-
-class _MemV2(ctypes.Structure):
-    # nvmlMemory_v2_t: `used` excludes the driver's reservation, as nvidia-smi reports it
-    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
-                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-
-NVML_MEMORY_V2 = ctypes.sizeof(_MemV2) | (2 << 24)
-
-
-class _Util(ctypes.Structure):
-    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
-
-
-class _ProcV2(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
-                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
-
-
-class _ProcV1(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-NVML_NOT_SUPPORTED, NVML_INSUFFICIENT_SIZE = 3, 7
-NVML_NA = 0xFFFFFFFFFFFFFFFF
-
-
 class Nvml:
-    """libnvidia-ml.so.1 through ctypes: initialised once, device handles and names cached."""
+    """NVML through NVIDIA's own binding (`pynvml` from nvidia-ml-py, carried in the probe's
+    payload): initialised once per resident probe, device handles and names cached.
+
+    Memory comes from the v2 query where the driver has it (its `used` excludes the driver's
+    reservation, as nvidia-smi reports it), else v1. A device whose driver has no memory
+    figures (GB10's unified memory: "Not Supported", or zeros) reports None for them.
+    """
 
     def __init__(self):
-        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-        self.lib.nvmlErrorString.restype = ctypes.c_char_p
-        self._check(self.lib.nvmlInit_v2(), "nvmlInit")
-        n = ctypes.c_uint()
-        self._check(self.lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), "nvmlDeviceGetCount")
-        self.devices = []
-        for i in range(n.value):
-            h = ctypes.c_void_p()
-            self._check(self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)), "nvmlDeviceGetHandleByIndex")
-            name, uuid = ctypes.create_string_buffer(96), ctypes.create_string_buffer(96)
-            self.lib.nvmlDeviceGetName(h, name, 96)
-            self.lib.nvmlDeviceGetUUID(h, uuid, 96)
-            self.devices.append((i, h, name.value.decode(errors="replace"), uuid.value.decode(errors="replace")))
-        self._mem_v2 = hasattr(self.lib, "nvmlDeviceGetMemoryInfo_v2")
-        for sym, struct in (("nvmlDeviceGetComputeRunningProcesses_v3", _ProcV2),
-                            ("nvmlDeviceGetComputeRunningProcesses_v2", _ProcV2),
-                            ("nvmlDeviceGetComputeRunningProcesses", _ProcV1)):
-            if hasattr(self.lib, sym):
-                self._procs_fn, self._proc_struct = getattr(self.lib, sym), struct
-                break
+        import pynvml  # carried by the bundle; ImportError lands in the GPU section's reason
 
-    def _check(self, rc, what):
-        if rc != 0:
-            raise OSError("{}: {}".format(what, self.lib.nvmlErrorString(rc).decode(errors="replace")))
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        self.devices = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            self.devices.append((i, h, _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h))))
+        self._mem_v2 = True
+        self.notes = []
+
+    def _memory(self, h):
+        nv = self.nv
+        if self._mem_v2:
+            try:
+                return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+            except nv.NVMLError_FunctionNotFound:
+                self._mem_v2 = False   # an older driver without the v2 query: ask the v1 way
+            except nv.NVMLError_NotSupported:
+                return None
+            except nv.NVMLError as e:
+                if getattr(e, "value", None) not in (nv.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,):
+                    raise
+                self._mem_v2 = False
+        try:
+            return nv.nvmlDeviceGetMemoryInfo(h)
+        except nv.NVMLError_NotSupported:
+            return None
 
     def read(self):
         """[(index, name, uuid, total_bytes|None, used_bytes|None, util|None, [(pid, bytes|None)])]."""
+        nv = self.nv
         out, self.notes = [], []
         for i, h, name, uuid in self.devices:
-            m = None
-            if self._mem_v2:
-                m = _MemV2(version=NVML_MEMORY_V2)
-                rc = self.lib.nvmlDeviceGetMemoryInfo_v2(h, ctypes.byref(m))
-                if rc not in (0, NVML_NOT_SUPPORTED):
-                    m = None   # an older driver without the v2 struct: ask the v1 way
-            if m is None:
-                m = _Mem()
-                rc = self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
-            if rc not in (0, NVML_NOT_SUPPORTED):
-                self._check(rc, "nvmlDeviceGetMemoryInfo")
-            u = _Util()
-            util = u.gpu if self.lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == 0 else None
-            known = rc == 0 and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
+            m = self._memory(h)
+            known = m is not None and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
+            try:
+                util = nv.nvmlDeviceGetUtilizationRates(h).gpu
+            except nv.NVMLError:
+                util = None
             try:
                 plist = self._procs(h)
-            except OSError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
+            except nv.NVMLError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
                 plist = []
                 self.notes.append(f"GPU{i} processes: {e}")
             out.append((i, name, uuid, m.total if known else None, m.used if known else None, util, plist))
         return out
 
     def _procs(self, h):
-        count = ctypes.c_uint(0)
-        rc = self._procs_fn(h, ctypes.byref(count), None)
-        if rc == 0:
-            return []
-        if rc != NVML_INSUFFICIENT_SIZE:
-            self._check(rc, "nvmlDeviceGetComputeRunningProcesses")
-        n = count.value + 8   # processes may start between the two calls
-        buf = (self._proc_struct * n)()
-        count = ctypes.c_uint(n)
-        self._check(self._procs_fn(h, ctypes.byref(count), buf), "nvmlDeviceGetComputeRunningProcesses")
-        return [(p.pid, None if p.usedGpuMemory in (NVML_NA, 0) else p.usedGpuMemory) for p in buf[:count.value]]
+        nv = self.nv
+        for fn in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+                   "nvmlDeviceGetComputeRunningProcesses"):
+            try:
+                procs = getattr(nv, fn)(h)
+                break
+            except (nv.NVMLError_FunctionNotFound, AttributeError):
+                continue
+        else:
+            raise nv.NVMLError(nv.NVML_ERROR_FUNCTION_NOT_FOUND)
+        out = []
+        for p in procs:
+            used = p.usedGpuMemory
+            out.append((int(p.pid), None if used in (None, 0, NVML_NA) else int(used)))
+        return out
+
+
+NVML_NA = 0xFFFFFFFFFFFFFFFF
+
+
+def _text(v):
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 def _smi_num(s):
@@ -172,7 +155,7 @@ def gpus(mode, procs, warnings):
                 warnings.extend(_STATE["nvml"].notes)
             else:
                 why.append(_STATE["nvml_error"])
-        except (OSError, AttributeError) as e:
+        except Exception as e:   # noqa: BLE001 - no library, no driver, an old driver: say which
             _STATE["nvml"], _STATE["nvml_error"] = None, f"NVML: {e}"
             _STATE["nvml_retry"] = time.time() + 60   # a host without the driver stays without it
             why.append(_STATE["nvml_error"])
@@ -187,7 +170,7 @@ def gpus(mode, procs, warnings):
             why.append(str(e))
     if raw is None:
         if mode != "none":
-            no_driver = "nvidia-smi not found" in why and all("cannot open shared object" in w or
+            no_driver = "nvidia-smi not found" in why and all("cannot open shared object" in w or "Library Not Found" in w or
                                                                w == "nvidia-smi not found" for w in why if w)
             # a CPU-only host is normal: say so plainly; anything else keeps the driver's words
             warnings.append("no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs"
