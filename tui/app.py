@@ -25,9 +25,14 @@ from .screens.fleet import FleetScreen
 from .screens.host import HostScreen
 from .screens.runs import RunsScreen
 from .screens.schedules import SchedulesScreen
+from .widgets.guard import GuardedPump
 
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
+
+RESTART = ("fleetdeck's own files changed on disk while the dashboard was running (reinstalled or "
+           "upgraded?), so part of it can no longer be loaded. Quit with q and start fleetdeck "
+           "again; polling and the views already open keep working until then.\n\n")
 
 
 class Source(Protocol):
@@ -38,7 +43,7 @@ class Source(Protocol):
         ...
 
 
-class FleetdeckApp(App):
+class FleetdeckApp(GuardedPump, App):
     """The dashboard. `source` defaults to a `Poller` over `fleet`; `clock` is injectable."""
 
     CSS_PATH = "fleetdeck.tcss"
@@ -74,6 +79,8 @@ class FleetdeckApp(App):
         self.autopoll = autopoll
         self._poll_timer: Timer | None = None
         self._links: dict[str, HostLink] = {}
+        #: set once mounted: from then on an error in a handler opens the error window
+        self.guard_errors = False
         n = len(fleet.hosts)
         self.sub_title = f"{n} host{'' if n == 1 else 's'} from {fleet.source}"
 
@@ -82,6 +89,7 @@ class FleetdeckApp(App):
         self.set_interval(1.0, self._tick)
         if self.autopoll:
             self.poll_fleet()
+        self.guard_errors = True
 
     @work(exclusive=True, group="poll", exit_on_error=False)
     async def poll_fleet(self) -> None:
@@ -151,8 +159,29 @@ class FleetdeckApp(App):
             why = getattr(error, "message", None) or str(error) or type(error).__name__
             self.notify(f"{what}: {why}", title=f"{what} failed", severity="error", timeout=10)
         else:
-            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            self.push_screen(ErrorModal(what, text))
+            self.show_unexpected(what, error)
+
+    def show_unexpected(self, what: str, error: BaseException) -> None:
+        """Open the error window for a bug; the dashboard keeps running.
+
+        One window at a time: a drawing bug that repeats every second must not stack them.
+        An ImportError means the installed package changed underneath the running app.
+        """
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.log.error(f"{what}: {text}")
+        if isinstance(error, ImportError):
+            what, text = f"{what} (restart fleetdeck)", RESTART + text
+        if any(isinstance(s, ErrorModal) for s in self.screen_stack):
+            return
+        self.push_screen(ErrorModal(what, text))
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual ends the app on any error that escapes a timer, callback or worker; once the
+        # dashboard is up such an error is shown in the error window instead.
+        if self.guard_errors and self.is_running and self.screen_stack:
+            self.show_unexpected("a background task", error)
+            return
+        super()._handle_exception(error)
 
     # -- navigation and actions -------------------------------------------------------------
     def action_view(self, mode: str) -> None:

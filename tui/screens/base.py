@@ -13,6 +13,7 @@ from textual.widgets import Footer, Header
 
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, Schedule
 
+from ..widgets.guard import GuardedPump
 from ..widgets.render import spark_char
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class FleetState:
         return next((s for s in self.schedules if s.host == host and s.id == sid), None)
 
 
-class ViewScreen(Screen):
+class ViewScreen(GuardedPump, Screen):
     """A top-level view: header, body, footer; redrawn from `FleetState` after each poll."""
 
     app: FleetdeckApp

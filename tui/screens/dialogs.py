@@ -6,8 +6,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
+
+from .modal import Modal
 
 # Every key, by where it works. Kept as data so the help screen and the README agree.
 KEYS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -56,7 +57,7 @@ def help_text() -> Text:
     return t
 
 
-class HelpScreen(ModalScreen):
+class HelpScreen(Modal):
     """Every key of the dashboard."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
@@ -75,7 +76,7 @@ class HelpScreen(ModalScreen):
         self.dismiss()
 
 
-class ErrorModal(ModalScreen):
+class ErrorModal(Modal):
     """Something unexpected went wrong; the dashboard keeps running."""
 
     BINDINGS = [Binding("escape", "dismiss", "Close")]

@@ -9,14 +9,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from ..fmt import human_bytes
 from ..messages import ActionFinished
+from .modal import Modal
 
 
-class LaunchModal(ModalScreen):
+class LaunchModal(Modal):
     """Start a run: Launch is enabled only after a pre-flight of exactly these inputs passed."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]

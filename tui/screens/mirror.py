@@ -10,19 +10,19 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from ..fmt import human_bytes, human_duration
 from ..messages import ActionFinished
 from ..widgets.render import bar
+from .modal import Modal
 from .purge import as_dict, shown
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
                 "extra": "yellow"}
 
 
-class MirrorModal(ModalScreen):
+class MirrorModal(Modal):
     """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies."""
 
     BINDINGS = [Binding("escape", "cancel", "Close")]

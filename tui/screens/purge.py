@@ -11,11 +11,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ..fmt import human_bytes
 from ..messages import ActionFinished
+from .modal import Modal
 
 
 def as_dict(obj: Any) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def check_text(entry: dict[str, Any]) -> Text:
     return t
 
 
-class PurgeModal(ModalScreen):
+class PurgeModal(Modal):
     """Delete checkpoints on one host. Focus starts on Cancel; Delete stays disabled until the
     plan passed every check and every path was typed exactly."""
 

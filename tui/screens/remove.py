@@ -9,16 +9,16 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.models import Schedule
 
 from ..messages import ActionFinished
+from .modal import Modal
 
 
-class RemoveScheduleModal(ModalScreen):
+class RemoveScheduleModal(Modal):
     """Remove one schedule; Remove stays disabled until the id is typed exactly. Focus: Cancel."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]

@@ -1,0 +1,18 @@
+"""What every pop-up shares: errors shown instead of raised, esc closes, buttons that scroll."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.screen import ModalScreen
+
+from ..widgets.guard import GuardedPump
+
+
+class Modal(GuardedPump, ModalScreen):
+    """Base of every pop-up: an error in its handlers opens the error window, esc closes it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    def action_cancel(self) -> None:
+        """Close the pop-up."""
+        self.dismiss()
