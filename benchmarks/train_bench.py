@@ -8,7 +8,8 @@ tokenizer) and one RUN.toml per model into a temporary folder, then runs, in one
 the reference recipe (with --baseline), fleetdeck's default recipe for this card, and (with
 --levers) that recipe with one lever changed at a time. Step time depends on shapes, dtype and
 kernels, not on weight values or text, so random weights and random words measure the real thing.
-Prints a table; the ratio column is tokens/s over the reference recipe measured in the same run.
+Prints a table; the last column is tokens/s over fleetdeck's default measured in the same run
+(each lever alone against the default; with --baseline, the two references too).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 
 from fleetdeck.backend.train import batching
 from fleetdeck.backend.train.bench import (
-    analytic_flops_per_token,
     matmul_peak_tflops,
     measure_fleetdeck,
     summarize,
@@ -113,28 +113,29 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for arch in args.models.split(","):
         cfg = load_run_config(write_run(folder, arch, args.seq_len))
-        fpt = analytic_flops_per_token(cfg)
-        variants = []
-        if args.baseline:
-            variants.append(("reference", None))
-        variants.append(("fleetdeck default", {}))
+        variants = [("fleetdeck default", {})]
         variants += list(chosen)
+        if args.baseline:
+            variants += [("reference-strong", "strong"), ("reference", "old")]
         ref_tps = None
+        terms = None
         for label, change in variants:
             try:
-                if label == "reference":
+                if label.startswith("reference"):
                     from fleetdeck.backend.train.reference import measure_reference
 
-                    r = measure_reference(cfg, args.steps, args.warmup, lambda m: None)
+                    r = measure_reference(cfg, args.steps, args.warmup, lambda m: None, strong=change == "strong")
+                    r["flops"] = [t * terms[0] + terms[1] * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
                 else:
                     batching.FUSED_CE = change != "full_ce"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
-                s = summarize(r["times"], r["tokens"], fpt, peak, r["peak"], None)
-                if label == "reference":
+                    terms = terms or r["flops_terms"]
+                s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], None)
+                if label == "fleetdeck default":
                     ref_tps = s["tokens_per_second"]
                 row = {"model": arch, "variant": label, "description": r["description"], **s,
-                       "ratio_vs_reference": round(s["tokens_per_second"] / ref_tps, 2) if ref_tps else None}
+                       "vs_default": round(s["tokens_per_second"] / ref_tps, 3) if ref_tps else None}
             except Exception as e:  # noqa: BLE001 - one failing lever must not stop the others
                 traceback.print_exc(file=sys.stderr)
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
@@ -152,7 +153,7 @@ def _print(r: dict) -> None:
     if "error" in r:
         print(f"{r['model']:<11} {r['variant']:<38} ERROR {r['error']}", flush=True)
         return
-    ratio = f"{r['ratio_vs_reference']:.2f}x" if r.get("ratio_vs_reference") else "-"
+    ratio = f"{r['vs_default']:.3f}x" if r.get("vs_default") else "-"
     mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"
     mem = f"{r['peak_memory_gib']:.1f}" if r.get("peak_memory_gib") is not None else "-"
     print(f"{r['model']:<11} {r['variant']:<38} {r['median_s_per_step']:7.3f} s/step "
