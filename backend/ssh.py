@@ -8,6 +8,7 @@ ever pasted into a shell command.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import shlex
@@ -21,25 +22,52 @@ import asyncssh
 from .bundle import bundle
 from .config import HostConfig
 from .hostlib.procfs import HELPER_ENV
+from .hostlib.text import shown
 
+# A resident helper (`--resident`) must not outlive the controller that reads it: a thread
+# blocks in poll() on its stdout, which reports an error once the reading end is closed (the
+# channel closed after a timeout, the connection lost), and then ends the helper's process
+# group, children included, even when the helper itself is stuck in a loop or a syscall.
+WATCHDOG = (
+    "import os,select,threading\n"
+    "def _fleetdeck_watch():\n"
+    " p=select.poll();p.register(1,0)\n"
+    " while not p.poll():pass\n"
+    " os.killpg(0,9) if os.getpgrp()==os.getpid() else os._exit(1)\n"
+    "threading.Thread(target=_fleetdeck_watch,daemon=True).start()\n"
+)
 # Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what
-# follows on stdin is the helper's own input. The marker lets the probe skip its own kind.
+# follows on stdin is the helper's own input. The marker names the code object of helpers.
 BOOT_MARKER = "fleetdeck-helper"
 BOOT = (
     "import sys;n=int(sys.stdin.buffer.readline());"
+    f"exec({WATCHDOG!r}) if '--resident' in sys.argv else None;"
     f"exec(compile(sys.stdin.buffer.read(n),'<{BOOT_MARKER}>','exec'),"
     "{'__name__':'__main__','__builtins__':__builtins__})"
 )
+STDERR_LIMIT = 4096
+# Authentication refused (or a key file missing) is not retried until the key files, the
+# ssh config or the fleet file change, or this long has passed: a retry would be refused the
+# same way, and sshd logs (and fail2ban counts) every attempt.
+AUTH_BACKOFF = 600.0
+AUTH_CODES = ("auth", "key-file")
+SHELL_NOISE = "the login shell printed text before the {what}'s answer: {text}"
 
 
 class HostError(Exception):
-    """A host could not be asked: unreachable, refused, timed out, or a helper failed."""
+    """A host could not be asked: unreachable, refused, timed out, or a helper failed. `code`
+    says which: timeout, unreachable, auth, key-file, host-key-unknown, host-key-changed,
+    disconnected, shell-output, helper, probe..."""
 
     def __init__(self, host: str, message: str, code: str = "error") -> None:
         super().__init__(f"{host}: {message}")
         self.host = host
         self.message = message
         self.code = code
+
+
+class ShellOutputError(ValueError):
+    """A helper's stdout began with text that is not its answer (a chatty login shell)."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +79,28 @@ class CommandResult:
     stderr: bytes
 
 
+def bounded_text(data: bytes | str, limit: int = STDERR_LIMIT) -> str:
+    """A helper's stderr for an error message: all of it up to `limit` characters (else its
+    end, where a traceback says what broke), each line escaped for display."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    text = text.strip()
+    if len(text) > limit:
+        text = "..." + text[-limit:]
+    return "\n".join(shown(line) for line in text.splitlines())
+
+
+def _noise(data: bytes, what: str) -> str:
+    return SHELL_NOISE.format(what=what, text=shown(data.decode("utf-8", "replace").strip()[:300]))
+
+
 class HelperProcess:
     """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
 
-    def __init__(self, proc: Any, remote: bool, owned: Any = None) -> None:
+    def __init__(self, proc: Any, remote: bool, what: str = "helper") -> None:
         self._proc = proc
         self._remote = remote
-        self._owned = owned  # a connection of its own (transfer_helper), closed with it
+        self._answered = False
+        self.what = what
         self.stdin = proc.stdin
         self.stdout = proc.stdout
         self.stderr = proc.stderr
@@ -68,27 +111,60 @@ class HelperProcess:
         await self.stdin.drain()
 
     async def recv_json(self) -> Any:
-        """Read one JSON line from the helper; HostError-free EOFError when it exited."""
+        """Read one JSON line from the helper. EOFError when it exited; ShellOutputError when
+        text that is not JSON came before its first answer (a login shell that prints)."""
         line = await self.stdout.readline()
         if not line:
             raise EOFError("helper exited")
-        return json.loads(line)
-
-    async def read_stderr(self, limit: int = 4000) -> str:
-        """What the helper said on stderr, after it ended (bounded)."""
         try:
-            data = await asyncio.wait_for(self.stderr.read(limit), 2)
+            answer = json.loads(line)
+        except ValueError:
+            if self._answered:
+                raise
+            noise = line
+            # the rest of the chatter, up to the answer (bounded: a few lines)
+            for _ in range(20):
+                try:
+                    more = await asyncio.wait_for(self.stdout.readline(), 1)
+                except TimeoutError:
+                    break
+                if not more or more.lstrip().startswith(b"{"):
+                    break
+                noise += more
+            raise ShellOutputError(_noise(noise, self.what)) from None
+        self._answered = True
+        return answer
+
+    async def read_stderr(self, limit: int = STDERR_LIMIT) -> str:
+        """What the helper said on stderr, after it ended: all of it, bounded (see
+        `bounded_text`), read for at most 2 s."""
+        chunks: list[bytes] = []
+        total = 0
+
+        async def drain() -> None:
+            nonlocal total
+            while True:
+                data = await self.stderr.read(65536)
+                if not data:
+                    return
+                data = data if isinstance(data, bytes) else str(data).encode()
+                chunks.append(data)
+                total += len(data)
+                while total > 4 * limit and len(chunks) > 1:
+                    total -= len(chunks.pop(0))
+
+        try:
+            await asyncio.wait_for(drain(), 2)
         except (TimeoutError, Exception):
-            return ""
-        return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+            pass
+        return bounded_text(b"".join(chunks), limit)
 
     def close(self) -> None:
-        """Stop the helper now (it is killed, not asked)."""
+        """Stop the helper now: killed locally; remotely its channel is closed, which ends a
+        resident helper on the host (see WATCHDOG), however busy it is."""
         try:
             if self._remote:
                 self._proc.close()
-                if self._owned is not None:
-                    self._owned.close()
             else:
                 if self._proc.returncode is None:
                     self._proc.kill()
@@ -122,8 +198,37 @@ def helper_argv(python: str, args: list[str] | None = None) -> list[str]:
     return ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
 
 
+def hostport(host: str, port: int) -> str:
+    """`host:port` as an address is written (`[::1]:22` for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _file_stamp(path: str) -> tuple[str, int, int, int] | tuple[str]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path,)
+    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _os_reason(e: OSError) -> str:
+    """An OSError as words: asyncio's 'Connect call failed (...)' is a refused connection."""
+    text = str(e)
+    if e.errno == errno.ECONNREFUSED or "Connect call failed" in text:
+        return "connection refused"
+    if e.errno == errno.ENOENT and e.filename:
+        return f"{e.filename} does not exist"
+    return (e.strerror or text or type(e).__name__).rstrip(".")
+
+
 class HostLink:
-    """How to reach one host: persistent, reconnecting, with host keys always checked."""
+    """How to reach one host: persistent, reconnecting, with host keys always checked.
+
+    An async context manager: `async with HostLink(cfg) as link:` closes the connection at
+    the end. After a failure the next use reconnects, backing off 1, 2, 4 ... 60 s; after
+    authentication was refused it waits for a key file, the ssh config or the fleet file to
+    change (or AUTH_BACKOFF) instead, so `state` stays `auth` rather than `down`.
+    """
 
     def __init__(self, host: HostConfig) -> None:
         self.host = host
@@ -132,6 +237,14 @@ class HostLink:
         self._failures = 0
         self._retry_at = 0.0
         self._last_error: HostError | None = None
+        self._auth_stamp: tuple[Any, ...] | None = None
+        self._target: tuple[str, int] | None = None
+
+    async def __aenter__(self) -> HostLink:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @property
     def name(self) -> str:
@@ -141,13 +254,39 @@ class HostLink:
     def is_local(self) -> bool:
         return self.host.local
 
+    @property
+    def where(self) -> str:
+        """The address as errors name it: `host:port`; an ssh-config alias with what it
+        resolved to, `alias (hostname:port)`."""
+        h = self.host
+        if self._target is None:
+            return hostport(h.address, h.port or 22)
+        real, port = self._target
+        return hostport(real, port) if real == h.address else f"{h.address} ({hostport(real, port)})"
+
+    @property
+    def state(self) -> str:
+        """`up` (connected), `auth` (authentication refused: waiting for a change), `down`
+        (the last attempt failed otherwise) or `idle` (not connected yet)."""
+        if self._conn is not None and not self._conn.is_closed():
+            return "up"
+        if self._last_error is None:
+            return "idle"
+        return "auth" if self._last_error.code in AUTH_CODES else "down"
+
+    def retry_in(self) -> float:
+        """Seconds until the next connection attempt is allowed (0: now)."""
+        return max(0.0, self._retry_at - time.monotonic()) if self._last_error else 0.0
+
     # -- connection --------------------------------------------------------------------------
     def connect_options(self) -> dict[str, Any]:
         """asyncssh.connect() options for this host (known_hosts, keys, timeouts, keepalive);
         actions that open a connection of their own (bulk copies) start from these."""
         h = self.host
+        kh = _expand(h.known_hosts)
         opts: dict[str, Any] = {
-            "known_hosts": _expand(h.known_hosts),
+            # a fresh controller has no known_hosts yet: nothing is trusted, nothing fails
+            "known_hosts": kh if os.path.exists(kh) else asyncssh.import_known_hosts(""),
             "connect_timeout": h.connect_timeout,
             "keepalive_interval": max(5.0, min(30.0, h.poll_interval * 3)),
             "keepalive_count_max": 3,
@@ -161,6 +300,14 @@ class HostLink:
             opts["agent_path"] = None
         return opts
 
+    def _auth_inputs(self) -> tuple[Any, ...]:
+        """What a refused login could be fixed by: the fleet-file entry, the key files, the
+        ssh config and the agent."""
+        keys = self.host.client_keys or ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+        files = [_expand(k) for k in keys] + [_expand("~/.ssh/config")]
+        return (self.host, os.environ.get("SSH_AUTH_SOCK"),
+                *(_file_stamp(p) for p in files), *(_file_stamp(p + ".pub") for p in files))
+
     async def connection(self) -> asyncssh.SSHClientConnection:
         """The live connection, made (or remade, with backoff after failures) when needed."""
         assert not self.is_local
@@ -169,72 +316,102 @@ class HostLink:
                 return self._conn
             self._conn = None
             now = time.monotonic()
-            if now < self._retry_at and self._last_error is not None:
-                wait = self._retry_at - now
-                raise HostError(self.name, f"{self._last_error.message} (next retry in {wait:.0f}s)",
-                                self._last_error.code)
+            last = self._last_error
+            if last is not None and last.code in AUTH_CODES:
+                if self._auth_inputs() == self._auth_stamp and now < self._retry_at:
+                    raise HostError(self.name, f"{last.message} (not retried until the key files, "
+                                    "~/.ssh/config or the fleet file change, or in "
+                                    f"{self._retry_at - now:.0f}s)", last.code)
+            elif last is not None and now < self._retry_at:
+                raise HostError(self.name, f"{last.message} (next retry in {self._retry_at - now:.0f}s)",
+                                last.code)
             try:
                 self._conn = await self._connect()
             except HostError as e:
                 self._failures += 1
-                # back off 1, 2, 4 ... 60 s, but never longer than needed to stay near the poll
-                self._retry_at = time.monotonic() + min(60.0, 2 ** (self._failures - 1))
                 self._last_error = e
+                if e.code in AUTH_CODES:
+                    self._auth_stamp = self._auth_inputs()
+                    self._retry_at = time.monotonic() + AUTH_BACKOFF
+                else:
+                    self._retry_at = time.monotonic() + min(60.0, 2 ** (self._failures - 1))
                 raise
             self._failures = 0
             self._last_error = None
             return self._conn
 
+    async def _resolve(self) -> tuple[str, int]:
+        """(hostname, port) that `address` stands for, ~/.ssh/config aliases resolved the way
+        asyncssh will resolve them when connecting."""
+        h = self.host
+        kw: dict[str, Any] = {"config": (), "host": h.address, "known_hosts": None}
+        if h.port is not None:
+            kw["port"] = h.port
+        try:
+            o = await asyncssh.SSHClientConnectionOptions.construct(None, **kw)
+            self._target = (str(o.host), int(o.port))
+        except (asyncssh.Error, OSError, ValueError):
+            self._target = (h.address, h.port or 22)
+        return self._target
+
     async def _connect(self) -> asyncssh.SSHClientConnection:
         h = self.host
         opts = self.connect_options()
+        await self._resolve()
+        for k in h.client_keys or ():
+            if not os.path.exists(_expand(k)):
+                raise HostError(self.name, f"key file {k} does not exist (client_keys in the fleet file)",
+                                "key-file")
         try:
             return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
         except asyncssh.HostKeyNotVerifiable:
             return await self._unverified_key(opts)
         except TimeoutError:
-            raise HostError(self.name, f"connection to {h.address} timed out after {h.connect_timeout:g}s",
+            raise HostError(self.name, f"connection to {self.where} timed out after {h.connect_timeout:g}s",
                             "timeout") from None
         except asyncssh.PermissionDenied as e:
-            raise HostError(self.name, f"authentication refused by {h.address}: {e.reason}", "auth") from None
+            user = h.user or opts.get("username") or "the default user"
+            raise HostError(self.name, f"authentication refused by {self.where} for {user}: {e.reason}",
+                            "auth") from None
+        except (asyncssh.KeyImportError, ValueError) as e:
+            # e.g. "Public key mismatch": id_x.pub is not the public half of id_x
+            raise HostError(self.name, f"a key file cannot be used: {e}", "key-file") from None
         except asyncssh.DisconnectError as e:
-            raise HostError(self.name, f"{h.address} disconnected: {e.reason}", "disconnected") from None
+            raise HostError(self.name, f"{self.where} disconnected: {e.reason}", "disconnected") from None
         except OSError as e:
-            raise HostError(self.name, f"cannot connect to {h.address}: {e.strerror or e}", "unreachable") from None
+            raise HostError(self.name, f"cannot connect to {self.where}: {_os_reason(e)}", "unreachable") from None
 
     async def _unverified_key(self, opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
         """Unknown or changed host key: name it; trust a new one only if the fleet file says so."""
         h = self.host
-        port = opts.get("port", 22)
+        real, port = self._target or (h.address, h.port or 22)
         try:
-            key = await asyncio.wait_for(
-                asyncssh.get_server_host_key(h.address, port),
-                h.connect_timeout + 1)
+            key = await asyncio.wait_for(asyncssh.get_server_host_key(real, port), h.connect_timeout + 1)
         except (TimeoutError, OSError, asyncssh.Error) as e:
-            raise HostError(self.name, f"host key of {h.address} not verifiable and not readable: {e}",
+            raise HostError(self.name, f"host key of {self.where} not verifiable and not readable: {e}",
                             "host-key") from None
         if key is None:
-            raise HostError(self.name, f"host key of {h.address} could not be read", "host-key")
+            raise HostError(self.name, f"host key of {self.where} could not be read", "host-key")
         fp = key.get_fingerprint("sha256")
-        kh_path = opts["known_hosts"]
-        known = _known_keys_for(kh_path, h.address, port)
-        if known:
-            raise HostError(self.name, f"host key of {h.address} CHANGED: it now presents {key.get_algorithm()} "
-                            f"{fp}, which does not match {kh_path}; refusing (remove the old entry only if "
+        kh_path = _expand(h.known_hosts)
+        if _known_keys_for(kh_path, real, port):
+            raise HostError(self.name, f"host key of {self.where} CHANGED: it now presents {key.get_algorithm()} "
+                            f"{fp}, which does not match {h.known_hosts}; refusing (remove the old entry only if "
                             "you know why it changed)", "host-key-changed")
         if not h.accept_new_host_keys:
-            raise HostError(self.name, f"host key of {h.address} is unknown: {key.get_algorithm()} {fp} "
-                            f"is not in {kh_path}; refusing (verify it, then add it, or set "
+            raise HostError(self.name, f"host key of {self.where} is unknown: {key.get_algorithm()} {fp} "
+                            f"is not in {h.known_hosts}; refusing (verify it, then add it, or set "
                             "accept_new_host_keys = true)", "host-key-unknown")
-        entry = _known_hosts_name(h.address, port)
-        line = f"{entry} {key.export_public_key('openssh').decode().strip()}\n"
-        Path(kh_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(kh_path, "a", encoding="utf-8") as f:
-            f.write(line)
+        _append_known_host(kh_path, f"{_known_hosts_name(real, port)} "
+                           f"{key.export_public_key('openssh').decode().strip()}\n")
+        opts = dict(opts, known_hosts=kh_path)
         try:
             return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
+        except asyncssh.PermissionDenied as e:
+            raise HostError(self.name, f"trusted the new host key {fp} of {self.where}, then authentication "
+                            f"was refused: {e.reason}", "auth") from None
         except (TimeoutError, asyncssh.Error, OSError) as e:
-            raise HostError(self.name, f"connection to {h.address} failed after trusting new key {fp}: {e}",
+            raise HostError(self.name, f"connection to {self.where} failed after trusting new key {fp}: {e}",
                             "unreachable") from None
 
     async def close(self) -> None:
@@ -284,25 +461,40 @@ class HostLink:
         rc = res.exit_status if res.exit_status is not None else 255
         return CommandResult(rc, res.stdout or b"", res.stderr or b"")
 
-    async def run_helper(self, source: str, payload: Any, timeout: float | None = None) -> Any:
-        """Run a stdlib helper with `payload` as JSON on stdin; its one JSON answer on stdout."""
+    async def run_helper(self, source: str, payload: Any, timeout: float | None = None,
+                         what: str = "helper") -> Any:
+        """Run a stdlib helper with `payload` as JSON on stdin; its one JSON answer on stdout.
+        HostError `shell-output` when the login shell printed text ahead of the answer,
+        `helper` (with the helper's whole stderr, bounded) when there is no answer."""
         data = helper_stdin(source) + json.dumps(payload).encode()
         res = await self.run(helper_argv(self.host.python), input=data, timeout=timeout)
         try:
             return json.loads(res.stdout)
         except ValueError:
-            err = res.stderr.decode("utf-8", "replace").strip().splitlines()
-            tail = err[-1] if err else f"exit status {res.returncode}, no output"
-            raise HostError(self.name, f"helper failed: {tail}", "helper") from None
+            pass
+        lines = res.stdout.rstrip(b"\n").split(b"\n")
+        if len(lines) > 1:
+            try:
+                json.loads(lines[-1])
+            except ValueError:
+                pass
+            else:
+                raise HostError(self.name, _noise(b"\n".join(lines[:-1]), what), "shell-output")
+        err = bounded_text(res.stderr)
+        if not err:
+            out = shown(res.stdout.decode("utf-8", "replace").strip()[:300])
+            err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")
+        raise HostError(self.name, f"{what} failed: {err}", "helper")
 
-    async def start_helper(self, source: str, args: list[str] | None = None) -> HelperProcess:
+    async def start_helper(self, source: str, args: list[str] | None = None,
+                           what: str = "helper") -> HelperProcess:
         """Start a resident helper; its source is already sent, the streams are yours."""
         argv = helper_argv(self.host.python, args)
         if self.is_local:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=64 * 1024 * 1024)
-            helper = HelperProcess(proc, remote=False)
+            helper = HelperProcess(proc, remote=False, what=what)
         else:
             conn = await self.connection()
             try:
@@ -310,56 +502,34 @@ class HostLink:
             except (asyncssh.Error, OSError) as e:
                 self.drop()
                 raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
-            helper = HelperProcess(proc, remote=True)
+            helper = HelperProcess(proc, remote=True, what=what)
         helper.stdin.write(helper_stdin(source))
         await helper.stdin.drain()
         return helper
-
-
-    async def transfer_helper(self, source: str, args: list[str] | None = None) -> HelperProcess:
-        """Start a helper for a bulk byte stream (mirror's reader and writer).
-
-        Over SSH it runs on a connection of its own, so polls on the shared connection are
-        not queued behind the stream, with AES-GCM preferred and a 16 MiB receive window:
-        relaying 1 GiB here (2 cores) took ~130 MB/s on a default channel (2 MiB window,
-        chacha20-poly1305) and ~300 MB/s on this one. Host keys are checked as for `connection()`;
-        when that connection cannot be made, the shared one carries the stream. Closing the
-        helper closes its connection. A `local` host gets `start_helper`.
-        """
-        if self.is_local:
-            return await self.start_helper(source, args)
-        opts = {**self.connect_options(), "encryption_algs": TRANSFER_CIPHERS}
-        own: asyncssh.SSHClientConnection | None
-        try:
-            own = await asyncio.wait_for(asyncssh.connect(self.host.address, **opts),
-                                         self.host.connect_timeout + 1)
-        except (asyncssh.Error, OSError, TimeoutError):
-            own = None
-        conn = own if own is not None else await self.connection()
-        try:
-            proc = await conn.create_process(self._remote_command(helper_argv(self.host.python, args)),
-                                             encoding=None, window=TRANSFER_WINDOW,
-                                             max_pktsize=TRANSFER_PKTSIZE)
-        except (asyncssh.Error, OSError) as e:
-            if own is not None:
-                own.close()
-            else:
-                self.drop()
-            raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
-        helper = HelperProcess(proc, remote=True, owned=own)
-        helper.stdin.write(helper_stdin(source))
-        await helper.stdin.drain()
-        return helper
-
-
-TRANSFER_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
-                    "chacha20-poly1305@openssh.com", "aes128-ctr", "aes256-ctr"]
-TRANSFER_WINDOW = 16 * 1024 * 1024
-TRANSFER_PKTSIZE = 256 * 1024
 
 
 def _known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
+
+
+def _append_known_host(path: str, line: str) -> None:
+    """Append a trusted key; a known_hosts made here is 600 and a folder made here 700, as
+    OpenSSH makes them."""
+    folder = Path(path).parent
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        if missing or os.fstat(fd).st_size == 0:
+            os.fchmod(fd, 0o600)
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 def _known_keys_for(path: str, address: str, port: int) -> list[Any]:

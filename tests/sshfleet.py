@@ -47,6 +47,8 @@ class FakeHost:
     dir: Path
     host_key: Path
     proc: subprocess.Popen | None = None
+    #: extra sshd_config lines (e.g. `SetEnv BASH_ENV=...` for a chatty login shell)
+    sshd_extra: tuple[str, ...] = ()
 
     @property
     def runs(self) -> Path:
@@ -79,8 +81,9 @@ class SshdFleet:
         self.known_hosts.touch()
         Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
 
-    def add(self, name: str, trust: bool = True) -> FakeHost:
-        """Create and start a host; `trust` writes its key into the fleet's known_hosts."""
+    def add(self, name: str, trust: bool = True, sshd_extra: tuple[str, ...] = ()) -> FakeHost:
+        """Create and start a host; `trust` writes its key into the fleet's known_hosts;
+        `sshd_extra` adds lines to its sshd_config."""
         d = self.base / f"sshd-{name}"
         d.mkdir(exist_ok=True)
         root = self.base / "hosts" / name
@@ -88,7 +91,7 @@ class SshdFleet:
         key = d / "host_ed25519"
         if not key.exists():
             keygen(key)
-        h = FakeHost(name=name, port=free_port(), root=root, dir=d, host_key=key)
+        h = FakeHost(name=name, port=free_port(), root=root, dir=d, host_key=key, sshd_extra=tuple(sshd_extra))
         self.hosts[name] = h
         self.start(name)
         if trust:
@@ -117,6 +120,7 @@ class SshdFleet:
             "MaxSessions 64",
             "MaxStartups 200",
             "LogLevel ERROR",
+            *h.sshd_extra,
             "",
         ]))
         with open(h.dir / "sshd.log", "ab") as log:

@@ -1,0 +1,72 @@
+"""A resident helper dies on the host when the controller stops listening: a hung probe cut off
+by its timeout must not stay behind burning CPU (real sshd, real processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.ssh import HostLink
+
+from sshfleet import _descendants
+
+pytestmark = pytest.mark.sshd
+
+# answers once, then spins on the CPU forever (in a child too), never reading stdin again
+HANGS = """\
+import json, os, sys
+sys.stdin.readline()
+sys.stdout.write(json.dumps({"pid": os.getpid()}) + "\\n"); sys.stdout.flush()
+if os.fork() == 0:
+    while True: pass
+while True: pass
+"""
+
+
+def _with_token(token: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if token.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+async def _gone(token: str, rounds: int = 100) -> list[int]:
+    for _ in range(rounds):
+        left = _with_token(token)
+        if not left:
+            return []
+        await asyncio.sleep(0.1)
+    return _with_token(token)
+
+
+async def test_closing_a_resident_helper_kills_it_and_its_children_on_the_host(sshd_fleet, fleet_file):
+    token = f"fleetdeck-test-{uuid.uuid4().hex}"
+    link = HostLink(load_fleet(str(fleet_file)).host("h3"))
+    try:
+        helper = await link.start_helper(HANGS, ["--resident", token])
+        await helper.send_json({"op": "go"})
+        answer = await asyncio.wait_for(helper.recv_json(), 20)
+        for _ in range(100):  # the child is forked after the answer
+            pids = _with_token(token)
+            if len(pids) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert answer["pid"] in pids and len(pids) == 2  # the helper and its spinning child
+        assert set(pids) <= set(_descendants(sshd_fleet.hosts["h3"].proc.pid))
+        helper.close()  # what the poller does when a probe does not answer in time
+        assert await _gone(token) == []
+        assert (await link.run(["true"])).returncode == 0  # the connection itself lives on
+    finally:
+        await link.close()
+        for pid in _with_token(token):  # whatever a failed run left behind
+            os.kill(pid, 9)
