@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -52,6 +53,8 @@ class Fleet:
 
     hosts: tuple[HostConfig, ...]
     source: str = "built-in"
+    #: the `[alerts]` table (`alerts.AlertConfig`); None: every default
+    alerts: object | None = None
 
     def host(self, name: str) -> HostConfig:
         """The host called `name`; ConfigError if the fleet has none."""
@@ -101,6 +104,9 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
         if not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
             raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}")
         return tuple(value)  # type: ignore[arg-type]
+    if key in _POSITIVE and not math.isfinite(value):  # type: ignore[arg-type]
+        # TOML has inf and nan; a timeout of inf never fires, and nan compares false with all
+        raise ConfigError(f"{source}: {where}: key {key!r} must be a finite number of seconds, not {value!r}")
     if key in _POSITIVE and value <= 0:  # type: ignore[operator]
         raise ConfigError(f"{source}: {where}: key {key!r} must be greater than 0")
     if key == "port" and not 0 < value < 65536:  # type: ignore[operator]
@@ -117,8 +123,9 @@ def parse_fleet(text: str, source: str) -> Fleet:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     for key in doc:
-        if key not in ("defaults", "hosts"):
-            raise ConfigError(f"{source}: unknown top-level key {key!r} (expected [defaults] and [hosts.NAME])")
+        if key not in ("defaults", "hosts", "alerts"):
+            raise ConfigError(f"{source}: unknown top-level key {key!r} (expected [defaults], [hosts.NAME] "
+                              "and [alerts])")
     defaults_raw = doc.get("defaults", {})
     if not isinstance(defaults_raw, dict):
         raise ConfigError(f"{source}: 'defaults' must be a table")
@@ -144,7 +151,12 @@ def parse_fleet(text: str, source: str) -> Fleet:
         elif not values.get("address"):
             raise ConfigError(f"{source}: {where}: missing key 'address' (or set local = true)")
         hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
-    return Fleet(hosts=tuple(hosts), source=source)
+    alerts = None
+    if "alerts" in doc:
+        from .alerts import parse_alerts  # alerts.py imports this module's ConfigError
+
+        alerts = parse_alerts(doc["alerts"], source)
+    return Fleet(hosts=tuple(hosts), source=source, alerts=alerts)
 
 
 BUILTIN_FLEET = Fleet(hosts=(HostConfig(name="local", local=True),), source="built-in fleet (this machine)")
