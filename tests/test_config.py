@@ -117,3 +117,23 @@ def test_cli_missing_fleet_file_exits_2(tmp_path):
     p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(tmp_path / "nope.toml"),
                         "status"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "not found" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("key", ["poll_interval", "connect_timeout", "command_timeout"])
+@pytest.mark.parametrize("value", ["inf", "nan", "+inf", "-nan"])
+def test_non_finite_numbers_are_refused_naming_the_key(key, value):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f"[defaults]\n{key} = {value}\n[hosts.a]\naddress = 'x'\n", "f.toml")
+    assert f"[defaults]: key {key!r} must be a finite number" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f"[hosts.a]\naddress = 'x'\n{key} = {value}\n", "f.toml")
+    assert str(e.value).startswith(f"f.toml: host 'a': key {key!r} must be a finite number")
+
+
+def test_cli_exits_2_on_an_infinite_timeout(tmp_path):
+    bad = tmp_path / "hosts.toml"
+    bad.write_text("[hosts.a]\naddress = 'x'\ncommand_timeout = inf\n")
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert f"{bad}: host 'a': key 'command_timeout' must be a finite number of seconds, not inf" in p.stderr
