@@ -116,6 +116,8 @@ class HostSnapshot:
     name: str
     reachable: bool
     error: str | None = None
+    #: why it could not be asked, as a code: auth, key-file, timeout, unreachable, host-key-unknown...
+    error_code: str | None = None
     latency_ms: float | None = None
     memory_total_bytes: int = 0
     memory_used_bytes: int = 0
@@ -138,6 +140,7 @@ class HostSnapshot:
             "name": self.name,
             "reachable": self.reachable,
             "error": self.error,
+            "error_code": self.error_code,
             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
             "memory": {"total_bytes": self.memory_total_bytes, "used_bytes": self.memory_used_bytes},
             "load1": self.load1,
