@@ -5,7 +5,7 @@ Run on a machine with an NVIDIA GPU, its driver and torch with CUDA:
     python benchmarks/probe_gpu.py [--gib 10] [--polls 20]
 
 A torch process allocates --gib GiB on GPU 0 and holds it. The probe (backend/probe.py, run as a
-resident subprocess exactly as the poller runs it) is asked through NVML and, forced with
+resident subprocess exactly as the poller runs it, bundled) is asked through NVML and, forced with
 FLEETDECK_PROBE_GPU=nvidia-smi, through nvidia-smi; both answers are printed beside what
 nvidia-smi itself says. Then the cost of a poll: median probe CPU and wall time over --polls
 polls, resident NVML against an nvidia-smi subprocess per poll (the baseline). Exits 1 with one
@@ -24,7 +24,23 @@ import sys
 import time
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parents[1] / "backend" / "probe.py"
+
+def _probe_file() -> Path:
+    """The probe as hosts receive it: its bundle (built here, or given as --probe-file where
+    fleetdeck is not installed, e.g. `python -m fleetdeck.backend.bundle fleetdeck.backend.probe`)."""
+    if "--probe-file" in sys.argv:
+        return Path(sys.argv[sys.argv.index("--probe-file") + 1])
+    import tempfile
+
+    from fleetdeck.backend.bundle import bundle
+
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    f.write(bundle("fleetdeck.backend.probe"))
+    f.close()
+    return Path(f.name)
+
+
+PROBE = _probe_file()
 HOLDER = """
 import sys, time, torch
 x = torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device="cuda:0")
@@ -122,6 +138,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=10.0, help="GiB the torch process holds on GPU 0")
     ap.add_argument("--polls", type=int, default=20)
+    ap.add_argument("--probe-file", help="the bundled probe, where fleetdeck is not installed")
     args = ap.parse_args()
     preflight()
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(args.gib)], stdout=subprocess.PIPE, text=True)
