@@ -107,6 +107,10 @@ class Schedule:
     unit: str | None = None
     job: str | None = None
     scope: str | None = None
+    #: installed by the distribution (a package-owned file): never stray
+    system: bool = False
+    #: absolute paths the command names that do not exist on the host (why `dead-target`)
+    missing_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,8 @@ def schedule_from_json(host: str, d: dict[str, Any]) -> Schedule:
         unit=d.get("unit"),
         job=None if d.get("job") is None else str(d.get("job")),
         scope=d.get("scope"),
+        system=bool(d.get("system", False)),
+        missing_paths=tuple(str(p) for p in d.get("missing_paths") or ()),
     )
 
 
