@@ -7,11 +7,12 @@ import time
 from collections import Counter
 from dataclasses import replace
 
+from .acks import load_acks
+from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .ssh import HelperProcess, HostError, HostLink
-from .acks import load_acks
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 
@@ -73,7 +74,7 @@ class Poller:
                 self._down_since.pop(h.name, None)
             else:
                 self._down_since.setdefault(h.name, now)
-        return FleetSnapshot(hosts=tuple(mark_stray(snaps, load_acks())), time=now)
+        return FleetSnapshot(hosts=tuple(fleet_verdict(snaps, load_acks())), time=now)
 
     async def _poll_host(self, host: HostConfig) -> HostSnapshot:
         try:

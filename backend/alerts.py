@@ -1,0 +1,444 @@
+"""Alerts: rules judged on every poll, each alert firing once and resolving once.
+
+`AlertEngine.evaluate(snapshot)` returns the transitions of that poll (an alert that started
+firing, or one that resolved); a condition that holds on the next poll changes nothing, so a
+hook fires once per transition and never storms. A host that cannot be asked keeps its other
+alerts as they were: not seeing a stalled run is not the run recovering.
+
+Rules (`RULES`): host-down (longer than `host_down_after`), run-stalled, loss-nonfinite,
+loss-spike, overfitting (eval loss rose at two consecutive evals), disk-full-eta (at the rate
+seen over `disk_rate_window`, from history), gpu-headroom (a card holding a seat with less
+free than the floor), idle-holder (a process that is neither a seat nor a run holding more
+than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
+seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
+Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import statistics
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .config import ConfigError
+from .models import FleetSnapshot, HostSnapshot
+from .seats import attribute_memory
+
+RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
+         "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
+NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
+PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since")
+KEEP_RESOLVED = 100
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """The `[alerts]` table of the fleet file, every key optional."""
+
+    #: seconds a host must stay unreachable before host-down fires
+    host_down_after: float = 120.0
+    #: loss-spike: the last loss above this many times the median of the previous ones
+    loss_spike_factor: float = 3.0
+    #: disk-full-eta fires when the disk fills in fewer hours than this at the current rate
+    disk_full_hours: float = 24.0
+    #: seconds of disk history the rate is taken over, and the least span it needs
+    disk_rate_window: float = 1800.0
+    disk_rate_min_span: float = 300.0
+    #: gpu-headroom fires when a card with a seat has less free than this (GiB)
+    gpu_headroom_floor_gib: float = 6.0
+    #: idle-holder: more than this much GPU memory (GiB) on a card at or below idle_util_pct
+    idle_holder_gib: float = 1.0
+    idle_holder_minutes: float = 30.0
+    idle_util_pct: float = 1.0
+    #: how long a seat restart event stays firing before it resolves (minutes)
+    event_hold_minutes: float = 15.0
+    #: `watch` checks every seat this often (seconds); 0 turns periodic checks off
+    seat_check_interval: float = 0.0
+    #: history older than this is dropped (days)
+    history_retention_days: float = 14.0
+    #: rules not to judge at all
+    disabled: tuple[str, ...] = ()
+    #: a command run once per transition, argv with {title} {text} {rule} {host} {subject}
+    #: {state} {since} replaced in each argument (no shell)
+    on_alert: tuple[str, ...] | None = None
+    #: a URL that receives each transition as JSON (POST)
+    webhook: str | None = None
+    webhook_timeout: float = 5.0
+
+
+_NUMBERS = {f.name for f in fields(AlertConfig) if f.type == "float"}
+_MAY_BE_ZERO = {"seat_check_interval", "gpu_headroom_floor_gib", "idle_util_pct"}
+
+
+def parse_alerts(table: Any, source: str) -> AlertConfig:
+    """The `[alerts]` table, strictly: unknown keys, wrong types and bad values are ConfigError."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: 'alerts' must be a table")
+    values: dict[str, Any] = {}
+    known = {f.name for f in fields(AlertConfig)}
+    for k, v in table.items():
+        where = f"{source}: [alerts]: key {k!r}"
+        if k not in known:
+            raise ConfigError(f"{source}: [alerts]: unknown key {k!r}")
+        if k in _NUMBERS:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(f"{where} must be a number, not {v!r}")
+            if v < 0 or (v == 0 and k not in _MAY_BE_ZERO):
+                raise ConfigError(f"{where} must be greater than 0")
+            if k == "loss_spike_factor" and v <= 1:
+                raise ConfigError(f"{where} must be greater than 1")
+            values[k] = float(v)
+        elif k in ("disabled", "on_alert"):
+            if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+                raise ConfigError(f"{where} must be a list of strings")
+            if k == "disabled" and (bad := [x for x in v if x not in RULES]):
+                raise ConfigError(f"{where}: unknown rule {bad[0]!r} (rules: {', '.join(RULES)})")
+            if k == "on_alert" and not v:
+                raise ConfigError(f"{where} must name a command")
+            values[k] = tuple(v)
+        elif k == "webhook":
+            if not isinstance(v, str) or not re.match(r"^https?://[^\s]+$", v):
+                raise ConfigError(f"{where} must be an http:// or https:// URL")
+            values[k] = v
+    return AlertConfig(**values)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert: what, where, firing or resolved, since when, and one sentence."""
+
+    rule: str
+    host: str
+    subject: str
+    state: str
+    since: float
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule}|{self.host}|{self.subject}"
+
+    @property
+    def title(self) -> str:
+        word = "RESOLVED" if self.state == "resolved" else "ALERT"
+        return f"{word} {self.rule} on {self.host}: {self.subject}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's alert object."""
+        return {"rule": self.rule, "host": self.host, "subject": self.subject, "state": self.state,
+                "since": self.since, "text": self.text}
+
+
+def alert_from_json(d: dict[str, Any]) -> Alert:
+    return Alert(rule=str(d["rule"]), host=str(d["host"]), subject=str(d["subject"]),
+                 state=str(d["state"]), since=float(d["since"]), text=str(d.get("text", "")))
+
+
+@dataclass
+class _Memory:
+    """What the engine remembers between polls (saved with `to_state`)."""
+
+    firing: dict[str, Alert] = field(default_factory=dict)
+    resolved: deque = field(default_factory=lambda: deque(maxlen=KEEP_RESOLVED))
+    down_since: dict[str, float] = field(default_factory=dict)
+    idle_since: dict[str, float] = field(default_factory=dict)
+    restarts: dict[str, tuple[int | None, bool]] = field(default_factory=dict)
+    events: dict[str, tuple[float, str]] = field(default_factory=dict)
+    disk: dict[str, deque] = field(default_factory=dict)
+
+
+class AlertEngine:
+    """Judges every rule on each poll and remembers what fires (see the module docstring)."""
+
+    def __init__(self, config: AlertConfig | None = None) -> None:
+        self.config = config or AlertConfig()
+        self.m = _Memory()
+
+    # -- what it knows ---------------------------------------------------------------------
+    def firing(self) -> list[Alert]:
+        """Alerts firing now, oldest first."""
+        return sorted(self.m.firing.values(), key=lambda a: a.since)
+
+    def alerts(self) -> list[Alert]:
+        """Firing alerts, then the recently resolved ones, newest first."""
+        return self.firing() + sorted(self.m.resolved, key=lambda a: -a.since)
+
+    def add_disk_sample(self, host: str, path: str, t: float, used: int, free: int) -> None:
+        """Feed one disk sample (history preloads the window this way)."""
+        q = self.m.disk.setdefault(f"{host}|{path}", deque(maxlen=4096))
+        if not q or t > q[-1][0]:
+            q.append((t, used, free))
+
+    # -- one poll ----------------------------------------------------------------------------
+    def evaluate(self, snap: FleetSnapshot, checks: Mapping[str, Any] | None = None,
+                 now: float | None = None) -> list[Alert]:
+        """Judge every rule on `snap`; the transitions (fired or resolved) of this poll.
+        `checks` maps a seat key (`host:port:kind`) to its last `SeatCheck`."""
+        now = (snap.time or time.time()) if now is None else now
+        conds: dict[str, tuple[str, str, str, float, str]] = {}
+        blind: set[str] = set()
+        off = set(self.config.disabled)
+
+        def hold(rule: str, host: str, subject: str, since: float, text: str) -> None:
+            if rule not in off:
+                conds[f"{rule}|{host}|{subject}"] = (rule, host, subject, since, text)
+
+        for h in snap.hosts:
+            if not h.reachable:
+                blind.add(h.name)
+                since = self.m.down_since.setdefault(h.name, h.time or now)
+                if now - since >= self.config.host_down_after:
+                    hold("host-down", h.name, h.name, since,
+                         f"{h.name} has not answered for {_ago(now - since)}: {h.error}")
+                continue
+            self.m.down_since.pop(h.name, None)
+            self._runs(h, hold)
+            self._disks(h, now, hold)
+            self._gpus(h, now, hold)
+            self._seats(h, now, checks or {}, hold)
+            for s in h.schedules:
+                if s.stray:
+                    hold("new-stray", h.name, s.id, now,
+                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {s.command[:120]}")
+        return self._transitions(conds, blind, now)
+
+    def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
+        out = []
+        for key, (rule, host, subject, since, text) in conds.items():
+            cur = self.m.firing.get(key)
+            if cur is None:
+                a = Alert(rule, host, subject, "firing", since, text)
+                self.m.firing[key] = a
+                out.append(a)
+            elif cur.text != text:
+                self.m.firing[key] = replace(cur, text=text)   # new figures, not a new alert
+        for key, a in list(self.m.firing.items()):
+            if key in conds or (a.host in blind and a.rule != "host-down"):
+                continue
+            del self.m.firing[key]
+            r = replace(a, state="resolved", since=now)
+            self.m.resolved.append(r)
+            out.append(r)
+        return out
+
+    # -- the rules -----------------------------------------------------------------------------
+    def _runs(self, h: HostSnapshot, hold) -> None:
+        for r in h.runs:
+            subj = r.path
+            if r.state == "stalled":
+                hold("run-stalled", h.name, subj, r.last_update or h.time,
+                     f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}")
+            if r.reason and NONFINITE.search(r.reason):
+                hold("loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}")
+            losses = [v for _, v in r.losses]
+            if len(losses) >= 6:
+                base = statistics.median(losses[-21:-1])
+                if base > 0 and losses[-1] > self.config.loss_spike_factor * base:
+                    hold("loss-spike", h.name, subj, h.time,
+                         f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
+                         f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before")
+            ev = r.eval_losses
+            if len(ev) >= 3 and ev[-3][1] < ev[-2][1] < ev[-1][1]:
+                hold("overfitting", h.name, subj, h.time,
+                     f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
+                     f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
+                     f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
+                     f"{min(ev, key=lambda x: x[1])[0]}")
+
+    def _disks(self, h: HostSnapshot, now: float, hold) -> None:
+        seen = set()
+        for d in h.disks:
+            if d.error or not d.total_bytes or d.mount in seen:
+                continue
+            seen.add(d.mount)
+            self.add_disk_sample(h.name, d.path, h.time or now, d.used_bytes, d.free_bytes)
+            eta = self.disk_eta(h.name, d.path)
+            if eta is not None and eta < self.config.disk_full_hours * 3600:
+                hold("disk-full-eta", h.name, d.path, now,
+                     f"{d.path} on {h.name} ({d.mount}) fills in about {_ago(eta)} at the current rate "
+                     f"({_bytes(d.free_bytes)} free)")
+
+    def disk_eta(self, host: str, path: str) -> float | None:
+        """Seconds until the disk behind `path` is full at the rate over the window, or None
+        when it is not filling (or the samples span too little time to say)."""
+        q = self.m.disk.get(f"{host}|{path}")
+        if not q or len(q) < 2:
+            return None
+        t_last = q[-1][0]
+        while len(q) > 2 and q[0][0] < t_last - self.config.disk_rate_window:
+            q.popleft()
+        (t0, u0, _), (t1, u1, free) = q[0], q[-1]
+        if t1 - t0 < self.config.disk_rate_min_span or u1 <= u0:
+            return None
+        return free / ((u1 - u0) / (t1 - t0))
+
+    def _gpus(self, h: HostSnapshot, now: float, hold) -> None:
+        seats = attribute_memory(h.seats, h.gpus) if h.seats else ()
+        seat_pids = {p for s in seats for p in (*s.pids, s.pid) if p}
+        run_pids = {r.pid for r in h.runs if r.pid}
+        floor = self.config.gpu_headroom_floor_gib * 1024
+        for g in h.gpus:
+            on_card = [s for s in seats if g.index in s.memory_by_gpu]
+            free = g.memory_total_mib - max(g.memory_used_mib, sum(p.used_mib for p in g.processes))
+            if on_card and not g.unified_memory and free < floor:
+                hold("gpu-headroom", h.name, f"GPU{g.index}", now,
+                     f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
+                     f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
+                     + ", ".join(f"{s.name} {s.memory_by_gpu[g.index] / 1024:.1f} GiB" for s in on_card) + ")")
+            idle = g.utilization_pct is not None and g.utilization_pct <= self.config.idle_util_pct
+            for p in g.processes:
+                key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
+                if (not idle or p.pid in seat_pids or p.pid in run_pids
+                        or p.used_mib <= self.config.idle_holder_gib * 1024 or "fleetdeck train" in p.command):
+                    self.m.idle_since.pop(key, None)
+                    continue
+                since = self.m.idle_since.setdefault(key, h.time or now)
+                if now - since >= self.config.idle_holder_minutes * 60:
+                    hold("idle-holder", h.name, f"pid {p.pid}", since,
+                         f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
+                         f"GPU{g.index} of {h.name}, idle for {_ago(now - since)}; it is neither a seat nor a run")
+        alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
+        for key in [k for k in self.m.idle_since if k.startswith(h.name + "|") and k not in alive]:
+            del self.m.idle_since[key]
+
+    def _seats(self, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold) -> None:
+        for s in h.seats or ():
+            prev = self.m.restarts.get(s.key)
+            cur = (s.restarts, bool(s.oom_killed))
+            self.m.restarts[s.key] = cur
+            if prev is not None:
+                grew = s.restarts is not None and prev[0] is not None and s.restarts > prev[0]
+                oom = cur[1] and not prev[1]
+                if grew or oom:
+                    what = []
+                    if grew:
+                        what.append(f"restarted {s.restarts - prev[0]} time(s) (RestartCount {s.restarts})")
+                    if oom:
+                        what.append("was OOM-killed")
+                    self.m.events[s.key] = (now, f"seat {s.name} on {h.name} " + " and ".join(what)
+                                            + f" at {time.strftime('%H:%M:%S', time.localtime(now))}")
+            ev = self.m.events.get(s.key)
+            if ev and now - ev[0] < self.config.event_hold_minutes * 60:
+                hold("seat-restart", h.name, s.name, ev[0], ev[1])
+            elif ev:
+                del self.m.events[s.key]
+        for key, c in checks.items():
+            if key.startswith(h.name + ":") and c is not None and not c.sound:
+                hold("seat-check", h.name, f"port {c.port}", now,
+                     f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}")
+
+    # -- saving ------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """What `from_state` needs to carry on after a restart (JSON-able)."""
+        return {"firing": [a.to_json() for a in self.m.firing.values()],
+                "resolved": [a.to_json() for a in self.m.resolved],
+                "down_since": self.m.down_since, "idle_since": self.m.idle_since,
+                "restarts": {k: list(v) for k, v in self.m.restarts.items()},
+                "events": {k: list(v) for k, v in self.m.events.items()}}
+
+    def load_state(self, d: dict[str, Any]) -> None:
+        """Carry on from `to_state()`'s output; anything unreadable starts fresh."""
+        try:
+            firing = {a.key: a for a in map(alert_from_json, d.get("firing") or ())}
+            resolved = deque(map(alert_from_json, d.get("resolved") or ()), maxlen=KEEP_RESOLVED)
+            self.m.firing, self.m.resolved = firing, resolved
+            self.m.down_since = {str(k): float(v) for k, v in (d.get("down_since") or {}).items()}
+            self.m.idle_since = {str(k): float(v) for k, v in (d.get("idle_since") or {}).items()}
+            self.m.restarts = {k: (v[0], bool(v[1])) for k, v in (d.get("restarts") or {}).items()}
+            self.m.events = {k: (float(v[0]), str(v[1])) for k, v in (d.get("events") or {}).items()}
+        except (KeyError, TypeError, ValueError, IndexError):
+            self.m = _Memory()
+
+
+# -- delivery ----------------------------------------------------------------------------------
+def hook_argv(argv: tuple[str, ...], alert: Alert) -> list[str]:
+    """The hook's argv for one alert: each placeholder replaced inside each argument, once,
+    left to right, so text that itself holds `{title}` is never expanded again."""
+    values = {"title": alert.title, "text": alert.text, "rule": alert.rule, "host": alert.host,
+              "subject": alert.subject, "state": alert.state,
+              "since": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(alert.since))}
+    pat = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+    return [pat.sub(lambda m: values[m.group(1)], a) for a in argv]
+
+
+def webhook_body(alert: Alert) -> bytes:
+    """What the webhook receives: the alert object plus its title."""
+    return json.dumps({**alert.to_json(), "title": alert.title}).encode()
+
+
+class Notifier:
+    """Delivers each transition once to the command hook and the webhook of `[alerts]`."""
+
+    def __init__(self, config: AlertConfig, timeout: float = 30.0) -> None:
+        self.config = config
+        self.timeout = timeout
+
+    async def deliver(self, alerts: list[Alert]) -> list[str]:
+        """Deliver every transition (in order); one warning sentence per failed delivery."""
+        warnings: list[str] = []
+        for a in alerts:
+            if self.config.on_alert:
+                warnings += await self._command(a)
+            if self.config.webhook:
+                warnings += await asyncio.to_thread(self._post, a)
+        return warnings
+
+    async def _command(self, a: Alert) -> list[str]:
+        argv = hook_argv(self.config.on_alert or (), a)
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.DEVNULL,
+                                                        stderr=asyncio.subprocess.PIPE)
+        except OSError as e:
+            return [f"alert hook {argv[0]} could not start: {e.strerror or e}"]
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return [f"alert hook {argv[0]} did not finish within {self.timeout:g}s"]
+        if proc.returncode:
+            tail = err.decode("utf-8", "replace").strip().splitlines()
+            return [f"alert hook {argv[0]} exited {proc.returncode}" + (f": {tail[-1]}" if tail else "")]
+        return []
+
+    def _post(self, a: Alert) -> list[str]:
+        req = urllib.request.Request(self.config.webhook or "", data=webhook_body(a), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.config.webhook_timeout) as r:
+                r.read()
+        except (OSError, ValueError) as e:
+            return [f"alert webhook {self.config.webhook} failed: {e}"]
+        return []
+
+
+def _ago(s: float) -> str:
+    s = max(0, int(s))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "Notifier", "RULES", "alert_from_json", "hook_argv",
+           "parse_alerts", "webhook_body"]

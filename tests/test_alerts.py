@@ -1,0 +1,275 @@
+"""The alert engine: each rule, one transition per change, hooks delivered exactly once
+(a real command writing a file, a real HTTP server receiving the webhook), strict [alerts]."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fleetdeck.backend.alerts import (
+    Alert,
+    AlertConfig,
+    AlertEngine,
+    Notifier,
+    hook_argv,
+    parse_alerts,
+)
+from fleetdeck.backend.config import ConfigError, parse_fleet
+from fleetdeck.backend.models import (
+    Disk,
+    FleetSnapshot,
+    Gpu,
+    GpuProcess,
+    HostSnapshot,
+    Run,
+    Schedule,
+)
+from fleetdeck.backend.seats import Seat, SeatCheck
+
+T0 = 1_800_000_000.0
+
+
+def host(name="h1", t=T0, **kw) -> HostSnapshot:
+    return HostSnapshot(name=name, reachable=True, time=t, **kw)
+
+
+def fleet(*hosts: HostSnapshot, t: float | None = None) -> FleetSnapshot:
+    return FleetSnapshot(hosts=hosts, time=t if t is not None else hosts[0].time)
+
+
+def rules(transitions: list[Alert]) -> list[tuple[str, str]]:
+    return [(a.rule, a.state) for a in transitions]
+
+
+def run(**kw) -> Run:
+    return Run(host="h1", path="/runs/run-7", name="run-7", state=kw.pop("state", "running"), **kw)
+
+
+def test_overfitting_fires_once_when_eval_loss_rises_twice_and_resolves_when_it_falls():
+    e = AlertEngine()
+    evals = [(25, 3.20), (50, 3.17), (75, 3.18)]
+    assert e.evaluate(fleet(host(runs=(run(eval_losses=tuple(evals)),)))) == []   # one rise: not yet
+    evals.append((100, 3.19))
+    out = e.evaluate(fleet(host(t=T0 + 5, runs=(run(eval_losses=tuple(evals)),))))
+    assert rules(out) == [("overfitting", "firing")]
+    assert "best so far is step 50" in out[0].text and out[0].subject == "/runs/run-7"
+    assert e.evaluate(fleet(host(t=T0 + 10, runs=(run(eval_losses=tuple(evals)),)))) == []  # no storm
+    evals.append((125, 3.10))
+    out = e.evaluate(fleet(host(t=T0 + 15, runs=(run(eval_losses=tuple(evals)),))))
+    assert rules(out) == [("overfitting", "resolved")] and out[0].since == T0 + 15
+
+
+def test_a_plateau_is_not_overfitting():
+    e = AlertEngine()
+    evals = ((25, 3.176), (50, 3.173), (75, 3.172), (100, 3.172))
+    assert e.evaluate(fleet(host(runs=(run(eval_losses=evals),)))) == []
+
+
+def test_stalled_nonfinite_and_spiking_runs():
+    e = AlertEngine()
+    losses = tuple((i, 2.0 - i * 0.01) for i in range(10)) + ((10, 9.5),)
+    r1 = run(state="stalled", reason="no progress for 900s (step time 20.0s)")
+    r2 = Run(host="h1", path="/runs/run-8", name="run-8", state="running", reason="loss is nan at step 40")
+    r3 = Run(host="h1", path="/runs/run-9", name="run-9", state="running", losses=losses)
+    out = e.evaluate(fleet(host(runs=(r1, r2, r3))))
+    assert sorted(rules(out)) == [("loss-nonfinite", "firing"), ("loss-spike", "firing"),
+                                  ("run-stalled", "firing")]
+    spike = [a for a in out if a.rule == "loss-spike"][0]
+    assert "step 10" in spike.text and spike.subject == "/runs/run-9"
+
+
+def test_host_down_fires_only_after_the_threshold_and_a_down_host_keeps_its_other_alerts():
+    e = AlertEngine(AlertConfig(host_down_after=60))
+    stalled = run(state="stalled", reason="no progress")
+    assert rules(e.evaluate(fleet(host(runs=(stalled,))))) == [("run-stalled", "firing")]
+    down = HostSnapshot(name="h1", reachable=False, error="connection to h1 timed out after 5s", time=T0 + 10)
+    assert e.evaluate(fleet(down)) == []   # down 0 s, and the stalled run is not "recovered"
+    down = HostSnapshot(name="h1", reachable=False, error="timed out", time=T0 + 75)
+    out = e.evaluate(fleet(down))
+    assert rules(out) == [("host-down", "firing")] and out[0].since == T0 + 10
+    out = e.evaluate(fleet(host(t=T0 + 80)))
+    assert sorted(rules(out)) == [("host-down", "resolved"), ("run-stalled", "resolved")]
+
+
+def disk(used: int, total: int = 100 * 2**30) -> Disk:
+    return Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=total, used_bytes=used,
+                free_bytes=total - used)
+
+
+def test_disk_full_eta_from_the_rate_over_the_window():
+    e = AlertEngine(AlertConfig(disk_full_hours=24, disk_rate_min_span=300))
+    gib = 2**30
+    assert e.evaluate(fleet(host(disks=(disk(50 * gib),)))) == []
+    assert e.evaluate(fleet(host(t=T0 + 60, disks=(disk(51 * gib),)))) == []   # too short a span to say
+    out = e.evaluate(fleet(host(t=T0 + 600, disks=(disk(60 * gib),))))
+    # 10 GiB in 600 s; 40 GiB left: 2400 s
+    assert rules(out) == [("disk-full-eta", "firing")]
+    assert e.disk_eta("h1", "/tank") == pytest.approx(2400)
+    assert "40 min" in out[0].text
+    # deleting checkpoints (used falls) resolves it
+    out = e.evaluate(fleet(host(t=T0 + 700, disks=(disk(20 * gib),))))
+    assert rules(out) == [("disk-full-eta", "resolved")]
+
+
+def gpu(util: float, procs: list[tuple[int, float, str]], total: float = 81559) -> Gpu:
+    return Gpu(index=0, name="H100", uuid="GPU-0", unified_memory=False, memory_total_mib=total,
+               memory_used_mib=sum(p[1] for p in procs), utilization_pct=util,
+               processes=tuple(GpuProcess(pid=p, user="op", used_mib=m, command=c) for p, m, c in procs))
+
+
+def test_gpu_headroom_under_the_floor_on_a_card_with_seats():
+    seats = (Seat(host="h1", kind="vllm", port=8038, pid=10, pids=(10,), container={"name": "seat-38"}),
+             Seat(host="h1", kind="vllm", port=8052, pid=20, pids=(20,), container={"name": "seat-52"}))
+    g = gpu(40, [(10, 0.38 * 81559 + 5000, "vllm"), (20, 0.52 * 81559 + 2000, "vllm")])
+    out = AlertEngine().evaluate(fleet(host(gpus=(g,), seats=seats)))
+    assert rules(out) == [("gpu-headroom", "firing")]
+    assert "seat-38" in out[0].text and "under the 6 GiB floor" in out[0].text
+    # a training card that is full but serves nothing is not a headroom alert
+    assert AlertEngine().evaluate(fleet(host(gpus=(g,), seats=()))) == []
+
+
+def test_an_idle_holder_fires_after_thirty_idle_minutes_and_never_for_seats_or_runs():
+    e = AlertEngine()
+    procs = [(5, 3000, "python notebook.py"), (6, 9000, "vllm serve m"), (7, 9000, "fleetdeck train r.toml")]
+    seats = (Seat(host="h1", kind="vllm", port=8000, pid=6, pids=(6,)),)
+    runs = (run(pid=7),)
+    for minute in (0, 10, 29):
+        assert e.evaluate(fleet(host(t=T0 + 60 * minute, gpus=(gpu(0, procs),), seats=seats, runs=runs))) == []
+    out = e.evaluate(fleet(host(t=T0 + 60 * 31, gpus=(gpu(0, procs),), seats=seats, runs=runs)))
+    assert rules(out) == [("idle-holder", "firing")] and out[0].subject == "pid 5"
+    # the card gets busy: resolved
+    out = e.evaluate(fleet(host(t=T0 + 60 * 32, gpus=(gpu(80, procs),), seats=seats, runs=runs)))
+    assert rules(out) == [("idle-holder", "resolved")]
+
+
+def test_stray_schedules_seat_checks_and_seat_restarts():
+    e = AlertEngine(AlertConfig(event_hold_minutes=10))
+    stray = Schedule(id="cron:abc", host="h1", kind="crontab", user="op", spec="37 * * * *",
+                     command="check-on-run.sh", source="crontab", stray=True, reasons=("unacknowledged",))
+    seat = Seat(host="h1", kind="vllm", port=8000, pid=6, restarts=2, oom_killed=False,
+                container={"name": "seat-52"})
+    bad = SeatCheck(host="h1", port=8000, sound=False, signature="logprob-unserialisable",
+                    message="Out of range float values are not JSON compliant: nan")
+    out = e.evaluate(fleet(host(schedules=(stray,), seats=(seat,))), checks={seat.key: bad})
+    assert sorted(rules(out)) == [("new-stray", "firing"), ("seat-check", "firing")]
+    assert "logprob-unserialisable" in [a for a in out if a.rule == "seat-check"][0].text
+    restarted = Seat(host="h1", kind="vllm", port=8000, pid=9, restarts=3, oom_killed=True,
+                     container={"name": "seat-52"})
+    ok = SeatCheck(host="h1", port=8000, sound=True, signature=None, message="fine")
+    out = e.evaluate(fleet(host(t=T0 + 5, seats=(restarted,))), checks={seat.key: ok})
+    assert sorted(rules(out)) == [("new-stray", "resolved"), ("seat-check", "resolved"),
+                                  ("seat-restart", "firing")]
+    text = [a for a in out if a.rule == "seat-restart"][0].text
+    assert "RestartCount 3" in text and "OOM-killed" in text
+    assert e.evaluate(fleet(host(t=T0 + 60, seats=(restarted,)))) == []
+    out = e.evaluate(fleet(host(t=T0 + 700, seats=(restarted,))))
+    assert rules(out) == [("seat-restart", "resolved")]
+
+
+def test_state_survives_a_restart_of_the_engine():
+    e = AlertEngine()
+    e.evaluate(fleet(host(runs=(run(state="stalled"),))))
+    again = AlertEngine()
+    again.load_state(json.loads(json.dumps(e.to_state())))
+    assert again.evaluate(fleet(host(t=T0 + 5, runs=(run(state="stalled"),)))) == []
+    assert [a.rule for a in again.firing()] == ["run-stalled"]
+    broken = AlertEngine()
+    broken.load_state({"firing": [{"rule": "x"}]})
+    assert broken.firing() == []
+
+
+def test_disabled_rules_are_not_judged():
+    e = AlertEngine(AlertConfig(disabled=("run-stalled",)))
+    assert e.evaluate(fleet(host(runs=(run(state="stalled"),)))) == []
+
+
+# -- the fleet file ------------------------------------------------------------------------------
+BASE = '[hosts.h1]\naddress = "x"\n'
+
+
+def test_alerts_table_is_parsed_into_the_fleet():
+    f = parse_fleet(BASE + '[alerts]\nhost_down_after = 30\ngpu_headroom_floor_gib = 4.5\n'
+                    'on_alert = ["notify-send", "{title}", "{text}"]\nwebhook = "http://127.0.0.1:9/x"\n'
+                    'disabled = ["idle-holder"]\n', "hosts.toml")
+    assert f.alerts == AlertConfig(host_down_after=30.0, gpu_headroom_floor_gib=4.5,
+                                   on_alert=("notify-send", "{title}", "{text}"),
+                                   webhook="http://127.0.0.1:9/x", disabled=("idle-holder",))
+    assert parse_fleet(BASE, "hosts.toml").alerts is None
+
+
+@pytest.mark.parametrize("table,message", [
+    ("hostdown_after = 3", "hosts.toml: [alerts]: unknown key 'hostdown_after'"),
+    ("host_down_after = \"5m\"", "key 'host_down_after' must be a number"),
+    ("host_down_after = 0", "must be greater than 0"),
+    ("loss_spike_factor = 1", "must be greater than 1"),
+    ("disabled = [\"disk\"]", "unknown rule 'disk'"),
+    ("on_alert = \"notify-send {title}\"", "key 'on_alert' must be a list of strings"),
+    ("on_alert = []", "must name a command"),
+    ("webhook = \"file:///etc/passwd\"", "must be an http:// or https:// URL"),
+    ("seat_check_interval = true", "must be a number"),
+])
+def test_a_bad_alerts_table_names_the_key(table, message):
+    with pytest.raises(ConfigError) as e:
+        parse_alerts(__import__("tomllib").loads(table), "hosts.toml")
+    assert message in str(e.value)
+
+
+# -- delivery ------------------------------------------------------------------------------------
+def test_placeholders_are_replaced_once_inside_each_argument():
+    a = Alert("seat-check", "h1", "port 8000", "firing", T0, "text with {title} and $(rm -rf ~)")
+    argv = hook_argv(("notify-send", "{title}", "[{state}] {text}"), a)
+    assert argv == ["notify-send", "ALERT seat-check on h1: port 8000",
+                    "[firing] text with {title} and $(rm -rf ~)"]
+
+
+class Hook(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self) -> None:
+        Hook.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *a) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook():
+    Hook.received = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/hook", Hook.received
+    srv.shutdown()
+    srv.server_close()
+
+
+async def test_each_transition_is_delivered_exactly_once_to_command_and_webhook(tmp_path, webhook):
+    url, received = webhook
+    log = tmp_path / "hook.log"
+    script = tmp_path / "hook.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\n')\n")
+    cfg = AlertConfig(on_alert=(sys.executable, str(script), str(log), "{state}", "{title}", "{text}"),
+                      webhook=url)
+    e, n = AlertEngine(cfg), Notifier(cfg)
+    stalled = (run(state="stalled", reason="no progress for 900s"),)
+    for i, runs in enumerate([stalled, stalled, stalled, (), ()]):
+        warnings = await n.deliver(e.evaluate(fleet(host(t=T0 + i, runs=runs))))
+        assert warnings == []
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("['firing', 'ALERT run-stalled on h1: /runs/run-7'")
+    assert lines[1].startswith("['resolved', 'RESOLVED run-stalled on h1")
+    assert [(r["rule"], r["state"]) for r in received] == [("run-stalled", "firing"), ("run-stalled", "resolved")]
+    assert received[0]["text"] == "run run-7 on h1 is stalled: no progress for 900s"
+
+
+async def test_a_failing_hook_is_a_warning_not_a_crash(tmp_path):
+    cfg = AlertConfig(on_alert=(str(tmp_path / "missing-notifier"), "{title}"), webhook="http://127.0.0.1:9/")
+    out = await Notifier(cfg).deliver([Alert("host-down", "h1", "h1", "firing", T0, "down")])
+    assert len(out) == 2 and "could not start" in out[0] and "webhook" in out[1]
