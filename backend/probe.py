@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sys
 import time
 
+from fleetdeck.backend.hostlib import fsinfo
 from fleetdeck.backend.probe_common import (
     _CACHE,
     Procs,
@@ -52,18 +52,9 @@ def load1():
         return os.getloadavg()[0]
 
 
-def _unescape_mount(s):
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
-
-
 def disks(paths):
     """The filesystem behind each configured folder (nearest existing parent if it is missing)."""
-    mounts = []
-    for line in _read("/proc/self/mountinfo").splitlines():
-        left, _, right = line.partition(" - ")
-        f = left.split()
-        if len(f) >= 5 and right:
-            mounts.append((_unescape_mount(f[4]), right.split()[0]))
+    mounts = fsinfo.read_mounts()
     out, seen = [], set()
     for p in paths:
         if p in seen:
@@ -79,13 +70,9 @@ def disks(paths):
                 probe_at = os.path.dirname(probe_at)
             if probe_at != real:
                 d["error"] = f"does not exist (figures for {probe_at})"
-            best = ("/", "")
-            for mnt, fstype in mounts:   # later mounts hide earlier ones on the same point
-                if (probe_at == mnt or probe_at.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
-                    best = (mnt, fstype)
-            s = os.statvfs(probe_at)
-            d.update(mount=best[0], fstype=best[1], total_bytes=s.f_blocks * s.f_frsize,
-                     used_bytes=(s.f_blocks - s.f_bfree) * s.f_frsize, free_bytes=s.f_bavail * s.f_frsize)
+            mnt, fstype, _src = fsinfo.mount_of(probe_at, mounts)
+            total, used, free = fsinfo.usage(probe_at)
+            d.update(mount=mnt, fstype=fstype, total_bytes=total, used_bytes=used, free_bytes=free)
         except OSError as e:
             d["error"] = f"{p}: {e.strerror or e}"
     return out

@@ -8,10 +8,9 @@ import math
 import os
 import pwd
 import re
-import subprocess
 from datetime import datetime
 
-from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.hostlib import procfs, runner
 
 SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"}
 # A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
@@ -71,15 +70,13 @@ def _me():
 
 
 def _run(argv, timeout=10):
-    """(rc, stdout, stderr) of a fixed argv; rc None when the program does not exist."""
+    """(rc, stdout text, stderr text) of a fixed argv through the host library's runner, in
+    the C locale; rc None when the program does not exist."""
     env = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
-    try:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                           env=env, timeout=timeout)
-    except FileNotFoundError:
+    r = runner.run(argv, timeout=timeout, env=env)
+    if r.rc == 127 and not r.out:
         return None, "", ""
-    return (p.returncode, p.stdout.decode("utf-8", "surrogateescape"),
-            p.stderr.decode("utf-8", "replace").strip())
+    return r.rc, r.out.decode("utf-8", "surrogateescape"), r.err.decode("utf-8", "replace").strip()
 
 
 def _sid(prefix, *parts):
