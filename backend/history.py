@@ -1,0 +1,260 @@
+"""Poll history in SQLite (stdlib `sqlite3`, WAL) under the state folder: bounded, never fatal.
+
+One row per series per poll: GPU memory and utilisation per card, disk use per configured root,
+run progress and losses, seat restarts and memory, host up/latency; seat checks and alert
+transitions as events. Rows are `(series, time, a, b)` in a WITHOUT ROWID table keyed by
+(series, time), integers where a figure is whole, so a sample costs a few bytes.
+
+Bounded: samples older than `raw_hours` (24) are folded into one per minute (their mean), and
+minute samples and events older than the retention are dropped; both run at most once an hour.
+A database that is corrupt, locked or unwritable is a warning (`History.warnings`), never an
+exception: the poller goes on without history and tries to reopen it ten minutes later.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from . import state
+from .models import FleetSnapshot
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, host TEXT NOT NULL, kind TEXT NOT NULL,
+    name TEXT NOT NULL, UNIQUE (host, kind, name));
+CREATE TABLE IF NOT EXISTS samples (sid INTEGER NOT NULL, t INTEGER NOT NULL, a REAL, b REAL,
+    PRIMARY KEY (sid, t)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS samples_1m (sid INTEGER NOT NULL, t INTEGER NOT NULL, a REAL, b REAL,
+    PRIMARY KEY (sid, t)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (t INTEGER NOT NULL, host TEXT NOT NULL, kind TEXT NOT NULL,
+    subject TEXT NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_t ON events (t);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v REAL);
+"""
+MAINTAIN_EVERY = 3600.0
+REOPEN_AFTER = 600.0
+
+
+def history_path() -> Path:
+    """`$XDG_STATE_HOME/fleetdeck/history.sqlite3`."""
+    return state.state_dir() / "history.sqlite3"
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return int(v) if float(v).is_integer() else float(v)
+
+
+class History:
+    """The history database; every method answers (empty when the database cannot be used)."""
+
+    def __init__(self, path: Path | str | None = None, raw_hours: float = 24.0,
+                 retention_days: float = 14.0, busy_ms: int = 250) -> None:
+        self.path = Path(path) if path is not None else history_path()
+        self.raw_hours = raw_hours
+        self.retention_days = retention_days
+        self.busy_ms = busy_ms
+        self.warnings: list[str] = []
+        self._db: sqlite3.Connection | None = None
+        self._ids: dict[tuple[str, str, str], int] = {}
+        self._last_eval: dict[int, int] = {}
+        self._failed_at: float | None = None
+        self._maintained_at = 0.0
+
+    # -- the connection ------------------------------------------------------------------------
+    def _warn(self, what: str, e: BaseException) -> None:
+        msg = f"history {self.path}: {what}: {e}"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+        del self.warnings[:-20]
+
+    def _conn(self) -> sqlite3.Connection | None:
+        if self._db is not None:
+            return self._db
+        if self._failed_at is not None and time.monotonic() - self._failed_at < REOPEN_AFTER:
+            return None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(self.path), timeout=self.busy_ms / 1000, isolation_level=None,
+                                 check_same_thread=False)
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(SCHEMA)
+            self._ids = {(h, k, n): i for i, h, k, n in db.execute("SELECT id, host, kind, name FROM series")}
+            row = db.execute("SELECT v FROM meta WHERE k = 'maintained_at'").fetchone()
+            self._maintained_at = float(row[0]) if row else 0.0
+        except (sqlite3.Error, OSError) as e:
+            self._failed_at = time.monotonic()
+            self._warn("cannot open it, polling goes on without history", e)
+            return None
+        self._db, self._failed_at = db, None
+        return db
+
+    def _fail(self, what: str, e: BaseException) -> None:
+        self._warn(what, e)
+        if isinstance(e, sqlite3.DatabaseError) and "locked" not in str(e) and "busy" not in str(e):
+            self.close()   # corrupt or gone: reopen later rather than fail every poll
+            self._failed_at = time.monotonic()
+
+    def close(self) -> None:
+        """Close the database (reopened on the next use)."""
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self._db = None
+        self._ids = {}
+
+    def _sid(self, db: sqlite3.Connection, host: str, kind: str, name: str) -> int:
+        key = (host, kind, name)
+        sid = self._ids.get(key)
+        if sid is None:
+            db.execute("INSERT OR IGNORE INTO series (host, kind, name) VALUES (?, ?, ?)", key)
+            sid = db.execute("SELECT id FROM series WHERE host = ? AND kind = ? AND name = ?", key).fetchone()[0]
+            self._ids[key] = sid
+        return sid
+
+    # -- writing -----------------------------------------------------------------------------
+    def record(self, snap: FleetSnapshot) -> bool:
+        """Write one poll; False (and a warning) when it could not be written."""
+        db = self._conn()
+        if db is None:
+            return False
+        try:
+            rows = []
+            for h in snap.hosts:
+                t = int(h.time or snap.time)
+                rows.append((self._sid(db, h.name, "host", ""), t, int(h.reachable), _num(h.latency_ms)))
+                if not h.reachable:
+                    continue
+                for g in h.gpus:
+                    rows.append((self._sid(db, h.name, "gpu", f"{g.index}:{g.uuid}"), t,
+                                 _num(round(g.memory_used_mib)), _num(g.utilization_pct)))
+                for d in h.disks:
+                    if not d.error and d.total_bytes:
+                        rows.append((self._sid(db, h.name, "disk", d.path), t, d.used_bytes, d.free_bytes))
+                for r in h.runs:
+                    if r.state in ("running", "stalled"):
+                        rows.append((self._sid(db, h.name, "run", r.path), t, r.step, _num(r.loss)))
+                        sid = self._sid(db, h.name, "eval", r.path)
+                        if r.eval_losses and self._last_eval.get(sid) != r.eval_losses[-1][0]:
+                            self._last_eval[sid] = r.eval_losses[-1][0]   # one row per eval
+                            rows.append((sid, t, r.eval_losses[-1][0], _num(r.eval_losses[-1][1])))
+                for s in h.seats or ():
+                    rows.append((self._sid(db, h.name, "seat", s.key), t, s.restarts,
+                                 _num(sum(s.memory_by_gpu.values()))))
+            db.execute("BEGIN")
+            db.executemany("INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+        except (sqlite3.Error, OSError) as e:
+            self._rollback(db)
+            self._fail("a poll could not be written", e)
+            return False
+        if snap.time - self._maintained_at >= MAINTAIN_EVERY:
+            self.maintain(snap.time)
+        return True
+
+    def event(self, t: float, host: str, kind: str, subject: str, text: str) -> bool:
+        """Record one event (a seat check, an alert transition)."""
+        db = self._conn()
+        if db is None:
+            return False
+        try:
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (int(t), host, kind, subject, text))
+        except (sqlite3.Error, OSError) as e:
+            self._fail("an event could not be written", e)
+            return False
+        return True
+
+    def maintain(self, now: float | None = None) -> None:
+        """Fold samples older than `raw_hours` into minutes; drop what is past the retention."""
+        db = self._conn()
+        if db is None:
+            return
+        now = time.time() if now is None else now
+        raw_cut = int(now - self.raw_hours * 3600) // 60 * 60
+        old_cut = int(now - self.retention_days * 86400)
+        try:
+            db.execute("BEGIN")
+            db.execute("INSERT OR REPLACE INTO samples_1m SELECT sid, t / 60 * 60, avg(a), avg(b) "
+                       "FROM samples WHERE t < ? GROUP BY sid, t / 60", (raw_cut,))
+            db.execute("DELETE FROM samples WHERE t < ?", (raw_cut,))
+            db.execute("DELETE FROM samples_1m WHERE t < ?", (old_cut,))
+            db.execute("DELETE FROM events WHERE t < ?", (old_cut,))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('maintained_at', ?)", (now,))
+            db.execute("COMMIT")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._maintained_at = now
+        except (sqlite3.Error, OSError) as e:
+            self._rollback(db)
+            self._fail("downsampling failed", e)
+
+    @staticmethod
+    def _rollback(db: sqlite3.Connection) -> None:
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    # -- reading -------------------------------------------------------------------------------
+    def series(self, host: str, kind: str, since: float) -> dict[str, list[tuple[int, float | None, float | None]]]:
+        """{series name: [(t, a, b)...]} of one host and kind since `since`, oldest first,
+        minute samples and raw ones together."""
+        db = self._conn()
+        if db is None:
+            return {}
+        try:
+            rows = db.execute(
+                "SELECT s.name, x.t, x.a, x.b FROM series s JOIN ("
+                " SELECT sid, t, a, b FROM samples_1m WHERE t >= ?1 UNION ALL"
+                " SELECT sid, t, a, b FROM samples WHERE t >= ?1) x ON x.sid = s.id"
+                " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t", (int(since), host, kind)).fetchall()
+        except (sqlite3.Error, OSError) as e:
+            self._fail("cannot be read", e)
+            return {}
+        out: dict[str, list[tuple[int, float | None, float | None]]] = {}
+        for name, t, a, b in rows:
+            out.setdefault(name, []).append((t, a, b))
+        return out
+
+    def gpu_memory(self, host: str, since: float) -> dict[int, list[float]]:
+        """Used MiB per GPU index since `since` (the dashboard's sparklines)."""
+        return {int(name.partition(":")[0]): [a for _, a, _ in pts if a is not None]
+                for name, pts in self.series(host, "gpu", since).items()}
+
+    def last_up(self, host: str) -> float | None:
+        """The last time `host` answered a poll, or None."""
+        pts = self.series(host, "host", 0).get("", [])
+        ups = [t for t, a, _ in pts if a and a >= 0.5]
+        return float(ups[-1]) if ups else None
+
+    def events(self, since: float = 0, kind: str | None = None) -> list[dict[str, Any]]:
+        """Events since `since`, oldest first."""
+        db = self._conn()
+        if db is None:
+            return []
+        try:
+            q = "SELECT t, host, kind, subject, text FROM events WHERE t >= ?"
+            args: tuple = (int(since),)
+            if kind:
+                q, args = q + " AND kind = ?", (*args, kind)
+            rows = db.execute(q + " ORDER BY t", args).fetchall()
+        except (sqlite3.Error, OSError) as e:
+            self._fail("cannot be read", e)
+            return []
+        return [dict(zip(("t", "host", "kind", "subject", "text"), r, strict=True)) for r in rows]
+
+    def size_bytes(self) -> int:
+        """The database's size on disk, WAL included."""
+        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
+
+
+__all__ = ["History", "history_path"]

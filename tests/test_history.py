@@ -1,0 +1,84 @@
+"""History: a real SQLite file in WAL mode, series read back, downsampling and retention, and a
+corrupt or locked database as a warning rather than a crash."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from fleetdeck.backend.history import History, history_path
+from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+
+T0 = 1_800_000_000
+
+
+def snap(t: float, used: float = 1000, up: bool = True, evals=((25, 3.2),)) -> FleetSnapshot:
+    g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
+            memory_used_mib=used, utilization_pct=50)
+    d = Disk(path="~/runs", mount="/", fstype="ext4", total_bytes=100, used_bytes=int(used), free_bytes=7)
+    r = Run(host="h1", path="/r/run-1", name="run-1", state="running", step=int(used), loss=2.5,
+            eval_losses=tuple(evals))
+    h1 = HostSnapshot(name="h1", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,), latency_ms=3.5)
+    h2 = (HostSnapshot(name="h2", reachable=True, time=t) if up
+          else HostSnapshot(name="h2", reachable=False, error="down", time=t))
+    return FleetSnapshot(hosts=(h1, h2), time=t)
+
+
+def test_polls_are_kept_in_wal_mode_under_the_state_folder():
+    h = History()
+    assert h.path == history_path() and "fleetdeck" in str(h.path)
+    for i in range(5):
+        assert h.record(snap(T0 + 5 * i, used=1000 + i, up=i < 3))
+    assert h.gpu_memory("h1", T0) == {0: [1000, 1001, 1002, 1003, 1004]}
+    assert [p[1] for p in h.series("h1", "disk", T0)["~/runs"]] == [1000, 1001, 1002, 1003, 1004]
+    assert h.last_up("h2") == T0 + 10
+    # one eval row per eval, not one per poll
+    assert len(h.series("h1", "eval", T0)["/r/run-1"]) == 1
+    h.close()
+    with sqlite3.connect(h.path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_old_samples_fold_into_minutes_and_the_retention_drops_the_oldest(tmp_path):
+    h = History(tmp_path / "h.sqlite3", raw_hours=1, retention_days=1)
+    for i in range(24):   # two minutes of 5 s polls
+        h.record(snap(T0 + 5 * i, used=1000 + 10 * (i // 12)))
+    h.event(T0, "h1", "seat-check", "port 8000", "logprob-unserialisable")
+    h.maintain(T0 + 2 * 3600)
+    pts = h.series("h1", "gpu", 0)["0:GPU-a"]
+    assert [(t - T0, a) for t, a, _ in pts] == [(0, 1000), (60, 1010)]   # minute means
+    with sqlite3.connect(h.path) as db:
+        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+    h.maintain(T0 + 2 * 86400)
+    assert h.series("h1", "gpu", 0) == {} and h.events() == []
+
+
+def test_a_corrupt_database_is_a_warning_never_a_crash(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(b"this is not a database at all" * 100)
+    h = History(path)
+    assert h.record(snap(T0)) is False
+    assert h.gpu_memory("h1", 0) == {} and h.last_up("h1") is None
+    assert len(h.warnings) == 1 and "history" in h.warnings[0] and "not a database" in h.warnings[0]
+
+
+def test_a_locked_database_is_a_warning_and_the_next_poll_is_written(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    h = History(path, busy_ms=50)
+    assert h.record(snap(T0))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("INSERT INTO meta VALUES ('lock', 1)")
+    assert h.record(snap(T0 + 5)) is False
+    assert any("locked" in w for w in h.warnings)
+    other.execute("ROLLBACK")
+    other.close()
+    assert h.record(snap(T0 + 10))
+    assert [t for t, _, _ in h.series("h1", "gpu", 0)["0:GPU-a"]] == [T0, T0 + 10]
+
+
+def test_an_unwritable_state_folder_is_a_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    h = History(blocker / "history.sqlite3")
+    assert h.record(snap(T0)) is False and h.events() == []
+    assert "cannot open it" in h.warnings[0]
