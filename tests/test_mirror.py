@@ -161,7 +161,9 @@ async def test_dry_run_copies_nothing(links, dirs):
     src, dst, files = dirs
     rep = await mirror(links["h1"], str(src), links["h2"], str(dst), dry_run=True)
     assert rep.ok and rep.result == "would-copy" and not rep.verified
-    assert {f.path for f in rep.files} == set(files)
+    assert {f.path for f in rep.files if f.kind == "file"} == set(files)
+    assert {f.path for f in rep.files if f.kind == "dir"} == \
+        {"deep", "deep/a", "deep/a/b", "odd", "empty-dir"}
     assert not dst.exists() and not dst.parent.exists()
     assert [r for r in read_audit() if r["action"] == "mirror"] == []
     ver = await verify(links["h1"], str(src), links["h2"], str(dst))
@@ -178,6 +180,9 @@ async def test_symlink_in_source_refused_unless_followed(links, dirs):
     assert rep.result == "refused" and rep.reason == "symlink"
     assert not dst.exists()
     rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert rep.result == "refused" and rep.reason == "symlink-outside"
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
+                       allow_outside_links=True)
     assert rep.verified, rep.error
     assert (dst / "odd" / "link").read_bytes() == b"target\n"
     assert not (dst / "odd" / "link").is_symlink()

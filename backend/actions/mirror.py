@@ -55,6 +55,8 @@ class MirrorFile:
     #: copied | identical | mismatch | missing | extra
     status: str
     bytes_dst: int | None = None
+    #: file | dir | symlink | special (what stands at `path` on the side that has it)
+    kind: str = "file"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class MirrorReport:
     #: free space on the destination's file system before and after the copy
     free_bytes_before: int | None = None
     free_bytes_after: int | None = None
+    #: symlinks in SRC whose targets lie outside it, copied because they were allowed:
+    #: (path in SRC, resolved target)
+    outside_links: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -93,6 +98,7 @@ class MirrorReport:
         d = asdict(self)
         d["files"] = [{k: v for k, v in asdict(f).items() if k != "bytes_dst" or v is not None}
                       for f in self.files]
+        d["outside_links"] = [list(x) for x in self.outside_links]
         d["seconds"] = round(self.seconds, 3)
         return d
 
@@ -101,16 +107,20 @@ class _Fail(Exception):
     def __init__(self, reason: str, error: str, files: tuple[MirrorFile, ...] = ()) -> None:
         super().__init__(error)
         self.reason, self.error, self.files = reason, error, files
+        self.during_copy = False
 
 
 def _label(link: HostLink, path: str) -> str:
     return f"{link.name}:{path}"
 
 
-async def _list(link: HostLink, path: str, follow: bool, hashed: bool, total: int = 0) -> dict:
+async def _list(link: HostLink, path: str, follow: bool, hashed: bool, total: int = 0,
+                skip_partials: bool = False) -> dict:
+    """The helper's listing of `path` on its host (hashed there when asked). A destination is
+    always listed with follow=False: no symlink in it is ever followed."""
     timeout = link.host.command_timeout + (total / HASH_RATE if hashed else 0)
     res = await link.run_helper(HELPER, {"op": "list", "path": path, "follow": follow, "hash": hashed,
-                                         "skip_partials": True}, timeout=timeout)
+                                         "skip_partials": skip_partials}, timeout=timeout)
     if not isinstance(res, dict) or not res.get("ok") or "kind" not in res:
         _code, msg = _error_of(res)
         raise HostError(link.name, f"mirror helper: {msg}", "helper")
@@ -125,7 +135,7 @@ def _error_of(answer: Any) -> tuple[str, str]:
     return "helper", f"unexpected answer {str(answer)[:200]}"
 
 
-def _check_src(src: dict, label: str, follow: bool) -> None:
+def _check_src(src: dict, label: str, follow: bool, allow_outside: bool) -> None:
     kind = src["kind"]
     if kind is None:
         raise _Fail("src-not-found", f"{label} does not exist")
@@ -141,7 +151,12 @@ def _check_src(src: dict, label: str, follow: bool) -> None:
                     f"{shown(src['special'][0])}")
     if src["errors"]:
         path, why = src["errors"][0]
-        raise _Fail("unreadable", f"{label}: cannot read {shown(path)}: {why}")
+        raise _Fail("src-unreadable", f"{label}: cannot read {shown(path)}: {why}")
+    if src.get("outside") and not allow_outside:
+        path, target = src["outside"][0]
+        raise _Fail("symlink-outside", f"{label}: the symlink {shown(path)} points outside the "
+                    f"folder, to {shown(target)} ({len(src['outside'])} such link(s); "
+                    "--allow-outside-links copies them and names them in the report)")
 
 
 def _check_dst(dst: dict, label: str) -> None:
@@ -151,11 +166,15 @@ def _check_dst(dst: dict, label: str) -> None:
         raise _Fail("dst-not-a-directory", f"{label} exists and is not a folder")
     if dst.get("errors"):
         path, why = dst["errors"][0]
-        raise _Fail("unreadable", f"{label}: cannot read {shown(path)}: {why}")
+        raise _Fail("dst-unreadable", f"{label}: cannot read {shown(path)}: {why}")
 
 
 def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
-    """Per-file status from two hashed listings (dst None: absent, everything missing)."""
+    """Per-entry status from two hashed listings (dst None: absent, everything missing).
+
+    Only real files compare as `identical`. A folder (empty ones too) present on one side
+    only is `missing` or `extra`; so is any symlink or special file: DST is listed without
+    following links, so a link there never stands in for the file it points to."""
     theirs = {f["path"]: f for f in (dst or {}).get("files", [])}
     out = []
     for f in src["files"]:
@@ -170,29 +189,42 @@ def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
                               None if g["bytes"] == f["bytes"] else g["bytes"]))
     for g in theirs.values():
         out.append(MirrorFile(g["path"], g["bytes"], None, g.get("sha256"), "extra"))
+    sdirs = {d[0] for d in src.get("dirs", [])}
+    ddirs = {d[0] for d in (dst or {}).get("dirs", [])}
+    out += [MirrorFile(p, 0, None, None, "missing", kind="dir") for p in sdirs - ddirs]
+    out += [MirrorFile(p, 0, None, None, "extra", kind="dir") for p in ddirs - sdirs]
     # a symlink or a special file at either end differs too
     for side, status in ((dst or {}), "extra"), (src, "missing"):
-        for p in side.get("symlinks", []) + side.get("special", []):
-            out.append(MirrorFile(p, 0, None, None, status))
-    return tuple(sorted(out, key=lambda m: m.path))
+        out += [MirrorFile(p, 0, None, None, status, kind="symlink") for p in side.get("symlinks", [])]
+        out += [MirrorFile(p, 0, None, None, status, kind="special") for p in side.get("special", [])]
+        out += [MirrorFile(p, 0, None, None, status, kind="dir") for p in side.get("partials", [])]
+    return tuple(sorted(out, key=lambda m: (m.path, m.kind)))
 
 
 def _report(src_label: str, dst_label: str, files: tuple[MirrorFile, ...], *, action: str,
             dry_run: bool, result: str, t0: float, reason: str | None = None,
-            error: str | None = None, copied: int = 0, copy_seconds: float = 0.0) -> MirrorReport:
+            error: str | None = None, copied: int = 0, copy_seconds: float = 0.0,
+            outside: tuple[tuple[str, str], ...] = ()) -> MirrorReport:
     verified = result in ("copied", "identical")
     bsrc = sum(f.bytes for f in files if f.status != "extra")
     bdst = sum((f.bytes if f.bytes_dst is None else f.bytes_dst) for f in files
                if f.status in ("copied", "identical", "mismatch", "extra"))
     return MirrorReport(src_label, dst_label, dry_run, verified, bsrc, bdst, files, result,
                         reason, error, time.monotonic() - t0, copied,
-                        copied / copy_seconds if copied and copy_seconds > 0 else None, action)
+                        copied / copy_seconds if copied and copy_seconds > 0 else None, action,
+                        outside_links=outside)
+
+
+def _outside(src: dict) -> tuple[tuple[str, str], ...]:
+    return tuple((p, t) for p, t in src.get("outside", []))
 
 
 async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
-                 follow_symlinks: bool = False) -> MirrorReport:
+                 follow_symlinks: bool = False, allow_outside_links: bool = False) -> MirrorReport:
     """Compare SRC and DST, each hashed on its own host; `verified` only if identical.
 
+    `follow_symlinks` and `allow_outside_links` apply to SRC only: DST is read without
+    following any symlink (DST itself included), so only real files there can match.
     Never raises for an expected failure: an unreachable host or a bad path is a report with
     `result="failed"` or `"refused"`, a reason code and a sentence.
     """
@@ -200,19 +232,22 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
     try:
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
-                                        _list(dst_link, dst_path, follow_symlinks, False))
-        _check_src(src, sl, follow_symlinks)
+                                        _list(dst_link, dst_path, False, False))
+        _check_src(src, sl, follow_symlinks, allow_outside_links)
+        outside = _outside(src)
         if dst["kind"] is None:
             files = compare(src, None)
             return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
-                           reason="dst-not-found", error=f"{dl} does not exist")
+                           reason="dst-not-found", error=f"{dl} does not exist", outside=outside)
         _check_dst(dst, dl)
-        src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks, src, dst)
+        src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
+                                    allow_outside_links, src, dst)
         files = compare(src, dst)
         if all(f.status == "identical" for f in files):
-            return _report(sl, dl, files, action="verify", dry_run=False, result="identical", t0=t0)
+            return _report(sl, dl, files, action="verify", dry_run=False, result="identical", t0=t0,
+                           outside=outside)
         return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
-                       reason="differs", error=_differs_sentence(sl, dl, files))
+                       reason="differs", error=_differs_sentence(sl, dl, files), outside=outside)
     except _Fail as e:
         return _report(sl, dl, e.files, action="verify", dry_run=False, result="refused", t0=t0,
                        reason=e.reason, error=e.error)
@@ -221,14 +256,17 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                        reason=e.code, error=str(e))
 
 
-async def _hash_both(src_link, src_path, dst_link, dst_path, follow, src, dst):
+async def _hash_both(src_link, src_path, dst_link, dst_path, follow, allow_outside, src, dst,
+                     skip_partials=False):
+    """Both sides listed again, hashed each on its own host (DST never following a link)."""
     tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
     src, dst = await asyncio.gather(_list(src_link, src_path, follow, True, tot),
-                                    _list(dst_link, dst_path, follow, True, tot))
-    _check_src(src, _label(src_link, src_path), follow)
+                                    _list(dst_link, dst_path, False, True, tot, skip_partials))
+    _check_src(src, _label(src_link, src_path), follow, allow_outside)
+    _check_dst(dst, _label(dst_link, dst_path))
     bad = [f for f in src["files"] if f.get("error")]
     if bad:
-        raise _Fail("unreadable", f"{_label(src_link, src_path)}: cannot hash "
+        raise _Fail("src-unreadable", f"{_label(src_link, src_path)}: cannot hash "
                     f"{shown(bad[0]['path'])}: {bad[0]['error']}")
     return src, dst
 
@@ -244,7 +282,7 @@ def _differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
 
 async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
                  dry_run: bool = False, progress: Progress | None = None,
-                 follow_symlinks: bool = False) -> MirrorReport:
+                 follow_symlinks: bool = False, allow_outside_links: bool = False) -> MirrorReport:
     """Copy SRC to DST (created if absent) and prove it; see the module docstring.
 
     DST already identical: a verified no-op (`identical`). DST holding anything else: refused
@@ -257,17 +295,20 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     base = {"src": sl, "dst": dl}
     files: tuple[MirrorFile, ...] = ()
     free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
+    outside: tuple[tuple[str, str], ...] = ()
     try:
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
-                                        _list(dst_link, dst_path, False, False))
+                                        _list(dst_link, dst_path, False, False, skip_partials=True))
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
-        _check_src(src, sl, follow_symlinks)
+        _check_src(src, sl, follow_symlinks, allow_outside_links)
+        outside = _outside(src)
         _check_dst(dst, dl)
         if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
             raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
         total = sum(f["bytes"] for f in src["files"])
         if dst["kind"] == "dir" and (dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]):
-            src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks, src, dst)
+            src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
+                                        allow_outside_links, src, dst, skip_partials=True)
             files = compare(src, dst)
             if all(f.status == "identical" for f in files):
                 rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="identical", t0=t0)
@@ -287,8 +328,11 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
             try:
                 files, free["free_bytes_after"] = await _copy(src_link, src, dst_link, dst_path,
                                                               follow_symlinks, progress)
+            except _Fail as e:
+                e.during_copy = True
+                raise
             except (Exception, asyncio.CancelledError) as e:
-                if not isinstance(e, _Fail | HostError):
+                if not isinstance(e, HostError):
                     audit("mirror", dst_link.name, "failed", **base, reason="interrupted",
                           error=f"{type(e).__name__}: {e}", verified=False)
                 raise
@@ -296,17 +340,17 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                           copied=total, copy_seconds=time.monotonic() - t1)
     except _Fail as e:
         rep = _report(sl, dl, e.files or files, action="mirror", dry_run=dry_run, t0=t0,
-                      result="failed" if e.reason in _FAILED else "refused",
+                      result="failed" if e.during_copy or e.reason in _FAILED else "refused",
                       reason=e.reason, error=e.error)
     except HostError as e:
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e))
-    rep = replace(rep, **free)
+    rep = replace(rep, **free, outside_links=outside)
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
               bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
               verified=rep.verified, reason=rep.reason, error=rep.error,
-              seconds=round(rep.seconds, 3), **free)
+              seconds=round(rep.seconds, 3), outside_links=[list(x) for x in outside], **free)
     return rep
 
 
@@ -375,6 +419,11 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
             result.append(MirrorFile(f["path"], f["bytes"], t["sha256"], h["sha256"],
                                      "copied" if ok else "mismatch",
                                      None if h.get("bytes") == f["bytes"] else h.get("bytes")))
+        found = hashed.get("found") or {}
+        if (set(found.get("files", [])) != {f["path"] for f in files} or found.get("other")
+                or set(found.get("dirs", [])) != {d[0] for d in src["dirs"]}):
+            raise _Fail("mismatch", f"{dst_link.name}: the partial folder does not hold exactly the "
+                        "source's files and folders; nothing was put in place", tuple(result))
         if recheck.get("changed"):
             path, why = recheck["changed"][0]
             raise _Fail("source-changed", f"{src_link.name}: {shown(path)} changed while it was "

@@ -7,7 +7,8 @@ answer has the host library's one shape (`{..., "ok": true}` or `{"ok": false, "
 
 - `list`: every file under a folder (size, mtime_ns, ctime_ns, inode, mode), optionally hashed,
   files in parallel threads (hashlib releases the GIL), plus the folders, symlinks and special
-  files found.
+  files found. Without `follow` nothing is followed, the folder itself included; with it,
+  links are followed and those pointing outside the folder are named.
 - `read`: stream files as frames (4-byte big-endian length, data; length 0 ends a file, then
   one answer line: the sha256 of the bytes read from this disk), then re-check the folder on
   request.
@@ -114,9 +115,12 @@ def file_facts(st):
 
 
 def walk(root, follow, skip_partials):
-    """Everything under root, as relative paths, sorted by kind."""
-    out = {"files": [], "dirs": [], "symlinks": [], "special": [], "errors": [], "partials": []}
+    """Everything under root, as relative paths, sorted by kind. With `follow`, symlinks are
+    followed and each one whose target lies outside root is named in `outside`."""
+    out = {"files": [], "dirs": [], "symlinks": [], "special": [], "errors": [], "partials": [],
+           "outside": []}
     seen = set()
+    real_root = os.path.realpath(root)
     stack = [b""]
     while stack:
         rel = stack.pop()
@@ -139,6 +143,9 @@ def walk(root, follow, skip_partials):
                         out["symlinks"].append(fsdec(r))
                         continue
                     st = os.stat(ent.path)
+                    target = os.path.realpath(ent.path)
+                    if target != real_root and not target.startswith(real_root.rstrip(b"/") + b"/"):
+                        out["outside"].append([fsdec(r), fsdec(target)])
             except OSError as e:
                 out["errors"].append([fsdec(r), e.strerror or str(e)])
                 continue
@@ -432,7 +439,11 @@ class Writer:
         for rel, mode in dirs:
             os.chmod(os.path.join(self.partial, fsenc(rel)), mode)
         fsync_tree(self.partial)
-        return hashed
+        # what is really in the partial folder now, folders and strays included
+        found = walk(self.partial, False, False)
+        return hashed, {"files": [f["path"] for f in found["files"]],
+                        "dirs": [d[0] for d in found["dirs"]],
+                        "other": found["symlinks"] + found["special"]}
 
     def commit(self):
         if self.inside:
@@ -516,10 +527,10 @@ def op_write(req, inp, out):
                     start=procfs.start_ticks(me)))
         threads = max(1, int(req.get("threads") or 4))
         with ThreadPoolExecutor(threads) as pool:
-            hashed = w.receive(inp, req["files"], req.get("dirs", []), pool)
+            hashed, found = w.receive(inp, req["files"], req.get("dirs", []), pool)
         if json.loads(inp.readline() or b"{}").get("op") != "finish":
             raise EOFError("no finish")
-        say(out, ok(files=hashed))
+        say(out, ok(files=hashed, found=found))
         if json.loads(inp.readline() or b"{}").get("op") != "commit":
             w.remove()
             return {"aborted": True}

@@ -54,7 +54,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "~ expands on that host")
     p.add_argument("dst", metavar="DST_HOST:PATH", help="destination folder")
     p.add_argument("--follow-symlinks", action="store_true",
-                   help="copy what symlinks in SRC point to (default: refuse them)")
+                   help="copy what symlinks in SRC point to (default: refuse them); never applies "
+                   "to DST, where a symlink is always a difference")
+    p.add_argument("--allow-outside-links", action="store_true",
+                   help="with --follow-symlinks, also follow links pointing outside SRC (they are "
+                   "named in the report; default: refuse them)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -94,10 +98,12 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
     dst = src if dst_cfg.name == src_cfg.name else HostLink(dst_cfg)
     try:
         if action == "verify":
-            return await verify(src, sp, dst, dp, follow_symlinks=args.follow_symlinks)
+            return await verify(src, sp, dst, dp, follow_symlinks=args.follow_symlinks,
+                                allow_outside_links=args.allow_outside_links)
         if not show_bar:
             return await mirror(src, sp, dst, dp, dry_run=args.dry_run,
-                                follow_symlinks=args.follow_symlinks)
+                                follow_symlinks=args.follow_symlinks,
+                                allow_outside_links=args.allow_outside_links)
         with Progress(TextColumn("[bold]copying"), BarColumn(), DownloadColumn(),
                       TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task("copy", total=None)
@@ -106,7 +112,8 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
                 bar.update(task, completed=done, total=total)
 
             return await mirror(src, sp, dst, dp, progress=progress,
-                                follow_symlinks=args.follow_symlinks)
+                                follow_symlinks=args.follow_symlinks,
+                                allow_outside_links=args.allow_outside_links)
     finally:
         await src.close()
         if dst is not src:
@@ -125,12 +132,15 @@ def _print(r: MirrorReport) -> None:
             size = human_bytes(f.bytes) if f.bytes_dst is None else \
                 f"{f.bytes} / {f.bytes_dst}"
             style = STATUS_STYLE.get(f.status, "")
-            t.add_row(f"[{style}]{f.status}[/]", escape(shown(f.path)), size,
+            name = shown(f.path) + {"dir": "/", "symlink": " (symlink)", "special": " (special)"}.get(f.kind, "")
+            t.add_row(f"[{style}]{f.status}[/]", escape(name), size,
                       (f.sha256_src or "-")[:16], (f.sha256_dst or "-")[:16])
         console.print(t)
     if len(rows) < len(r.files):
         console.print(f"[dim]({len(r.files) - len(rows)} more files not listed, all "
                       f"{'copied' if r.result == 'copied' else 'identical'})[/]")
+    for path, target in r.outside_links:
+        console.print(f"[yellow]followed outside SRC[/]: {escape(shown(path))} -> {escape(shown(target))}")
     n = len(r.files)
     where = f"{escape(shown(r.src))} -> {escape(shown(r.dst))}"
     if r.result == "copied":

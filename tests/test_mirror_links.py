@@ -1,0 +1,153 @@
+"""Symlinks and folders in mirror/verify, on real sshd hosts with real links.
+
+`--follow-symlinks` applies to the source only: a symlink anywhere in the destination (the
+destination itself included) is never followed, so "identical" needs real files there. Links
+in the source that point outside it are refused unless allowed, then named. A folder present
+on one side only (empty ones too) is a difference."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+import pytest
+from test_mirror import make_tree, read_tree
+
+from fleetdeck.backend.actions.mirror import mirror, verify
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.ssh import HostLink
+from fleetdeck.tui.cli import main
+
+pytestmark = pytest.mark.sshd
+
+
+@pytest.fixture
+async def links(fleet_file):
+    fleet = load_fleet(str(fleet_file))
+    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
+    yield made
+    for link in made.values():
+        await link.close()
+
+
+@pytest.fixture
+def dirs(sshd_fleet):
+    tag = uuid.uuid4().hex[:8]
+    src = sshd_fleet.hosts["h1"].root / f"ln-{tag}" / "adapter"
+    src.mkdir(parents=True)
+    files = make_tree(src, big=50_000)
+    dst = sshd_fleet.hosts["h2"].root / f"ln-{tag}" / "adapter"
+    yield src, dst, files
+    shutil.rmtree(src.parent, ignore_errors=True)
+    shutil.rmtree(dst.parent, ignore_errors=True)
+
+
+async def _copied(links, src, dst):
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert rep.verified, rep.error
+    return rep
+
+
+def _status(rep):
+    return {(f.path, f.kind): f.status for f in rep.files}
+
+
+async def test_a_symlinked_file_in_the_destination_is_never_identical(links, dirs):
+    src, dst, files = dirs
+    await _copied(links, src, dst)
+    real = dst.parent / "elsewhere.bin"
+    os.replace(dst / "adapter_model.safetensors", real)  # same bytes, just not in DST
+    (dst / "adapter_model.safetensors").symlink_to(real)
+    for follow in (False, True):
+        ver = await verify(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=follow)
+        assert not ver.verified and ver.result == "differs", ver
+        st = _status(ver)
+        assert st[("adapter_model.safetensors", "file")] == "missing"
+        assert st[("adapter_model.safetensors", "symlink")] == "extra"
+    # mirror onto it: refused, not "identical"; the link stays as it was
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert rep.result == "refused" and rep.reason == "dst-differs" and not rep.ok
+    assert (dst / "adapter_model.safetensors").is_symlink()
+
+
+async def test_the_destination_itself_as_a_symlink_is_refused(links, dirs):
+    src, dst, files = dirs
+    await _copied(links, src, dst)
+    alias = dst.parent / "alias"
+    alias.symlink_to(dst)
+    for follow in (False, True):
+        ver = await verify(links["h1"], str(src), links["h2"], str(alias), follow_symlinks=follow)
+        assert ver.result == "refused" and ver.reason == "dst-symlink" and not ver.ok, ver
+    rep = await mirror(links["h1"], str(src), links["h2"], str(alias), follow_symlinks=True)
+    assert rep.result == "refused" and rep.reason == "dst-symlink"
+
+
+async def test_a_symlinked_folder_in_the_destination_differs(links, dirs):
+    src, dst, files = dirs
+    await _copied(links, src, dst)
+    moved = dst.parent / "deep-real"
+    os.replace(dst / "deep", moved)
+    (dst / "deep").symlink_to(moved)
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert not ver.verified
+    st = _status(ver)
+    assert st[("deep", "symlink")] == "extra" and st[("deep", "dir")] == "missing"
+    assert st[("deep/a/b/c.txt", "file")] == "missing"
+
+
+async def test_missing_or_extra_empty_folders_are_differences(links, dirs):
+    src, dst, files = dirs
+    await _copied(links, src, dst)
+    (dst / "empty-dir").rmdir()
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    assert not ver.verified and _status(ver)[("empty-dir", "dir")] == "missing"
+    (dst / "empty-dir").mkdir()
+    (dst / "new empty\nfolder").mkdir()
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst))
+    assert not ver.verified and _status(ver)[("new empty\nfolder", "dir")] == "extra"
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+    assert rep.result == "refused" and rep.reason == "dst-differs"
+    (dst / "new empty\nfolder").rmdir()
+    assert (await verify(links["h1"], str(src), links["h2"], str(dst))).verified
+
+
+async def test_links_outside_the_source_are_refused_unless_allowed(links, dirs):
+    src, dst, files = dirs
+    outside = src.parent / "outside.bin"
+    outside.write_bytes(b"outside\n")
+    (src / "odd" / "out link").symlink_to(outside)
+    (src / "inside link").symlink_to("adapter_config.json")  # relative, inside SRC
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert rep.result == "refused" and rep.reason == "symlink-outside", rep
+    assert "out link" in rep.error and not dst.exists()
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert ver.reason == "symlink-outside"
+
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
+                       allow_outside_links=True)
+    assert rep.verified, rep.error
+    assert rep.outside_links == (("odd/out link", str(outside)),)
+    assert (dst / "odd" / "out link").read_bytes() == b"outside\n"
+    assert not (dst / "odd" / "out link").is_symlink()
+    assert (dst / "inside link").read_bytes() == files["adapter_config.json"]
+    assert rep.to_json()["outside_links"] == [["odd/out link", str(outside)]]
+    assert read_tree(dst)["odd/out link"] == b"outside\n"
+
+
+def test_cli_names_links_followed_outside(dirs, fleet_file, capsys):
+    src, dst, files = dirs
+    outside = src.parent / "outside.bin"
+    outside.write_bytes(b"outside\n")
+    (src / "out link").symlink_to(outside)
+    args = ["mirror", "--hosts", str(fleet_file), f"h1:{src}", f"h2:{dst}", "--follow-symlinks"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "symlink" in err and "out link" in err and err.count("\n") == 1
+    assert main([*args, "--allow-outside-links", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outside_links"] == [["out link", str(outside)]] and doc["verified"]
+    assert main(["verify", "--hosts", str(fleet_file), f"h1:{src}", f"h2:{dst}",
+                 "--follow-symlinks", "--allow-outside-links"]) == 0
+    assert "followed outside SRC" in capsys.readouterr().out
