@@ -91,9 +91,7 @@ class SchedulesScreen(ViewScreen):
             self.notify("No schedule selected.", severity="warning")
             return
         try:
-            acks = backend_acks.load_acks()
-            acks.add(s.id)
-            backend_acks.save_acks(acks)
+            backend_acks.acknowledge(on_host=[(s.host, s.id)])
             backend_state.audit("schedule-ack", s.host, "done", ids=[s.id], via="dashboard")
         except OSError as e:
             self.app.report_error("Acknowledge", e)
