@@ -142,7 +142,7 @@ async def test_schedules_view_stray_first_and_acknowledge():
         table.move_cursor(row=table.get_row_index("ana-ml2/loop-9c1e55aa"))
         await pilot.press("a")
         await pilot.pause()
-        assert "loop-9c1e55aa" in acks.load_acks()
+        assert acks.load_acks().covers("ana-ml2", "loop-9c1e55aa")
         rec = state.read_audit()[-1]
         assert rec["action"] == "schedule-ack" and rec["ids"] == ["loop-9c1e55aa"]
 
