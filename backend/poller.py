@@ -12,7 +12,7 @@ from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
-from .ssh import HelperProcess, HostError, HostLink
+from .ssh import HelperProcess, HostError, HostLink, ShellOutputError
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 
@@ -31,17 +31,29 @@ def probe_request(host: HostConfig) -> dict:
 class Poller:
     """Keeps one link and one resident probe per host; `poll()` asks them all concurrently.
 
-    A host that fails becomes `HostSnapshot(reachable=False, error=...)`; it never delays or
-    breaks the others beyond its own connect / command timeout.
+    The fleet's connection pool: the dashboard and the CLI commands take their links from
+    `link(name)`, so an action reuses the connection the poll already made. An async context
+    manager (`async with Poller(fleet) as poller:` closes every probe and connection).
+
+    A host that fails becomes `HostSnapshot(reachable=False, error=..., error_code=...)`; it
+    never delays or breaks the others beyond its own connect / command timeout. A probe that
+    does not answer in time is closed, and with its channel it dies on the host (ssh.WATCHDOG).
     """
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, probe: str | None = None) -> None:
         self.fleet = fleet
         self._links = {h.name: HostLink(h) for h in fleet.hosts}
         self._probes: dict[str, HelperProcess] = {}
         self._last_good: dict[str, HostSnapshot] = {}
         self._down_since: dict[str, float] = {}
-        self._source = probe_source()
+        # `probe`: another probe source (tests hang one on purpose)
+        self._source = probe if probe is not None else probe_source()
+
+    async def __aenter__(self) -> Poller:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def link(self, name: str) -> HostLink:
         """The (shared, persistent) link to host `name`."""
@@ -80,14 +92,15 @@ class Poller:
         try:
             return await self._ask(host, retry=True)
         except HostError as e:
-            return HostSnapshot(name=host.name, reachable=False, error=e.message, time=time.time())
+            return HostSnapshot(name=host.name, reachable=False, error=e.message, error_code=e.code,
+                                time=time.time())
 
     async def _ask(self, host: HostConfig, retry: bool) -> HostSnapshot:
         link = self._links[host.name]
         probe = self._probes.get(host.name)
         fresh = probe is None
         if probe is None:
-            probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"]),
+            probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"], what="probe"),
                                            host.connect_timeout + host.command_timeout)
             self._probes[host.name] = probe
         t0 = time.perf_counter()
@@ -98,6 +111,10 @@ class Poller:
             self._forget(host.name, drop_link=False)
             raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
                             "timeout") from None
+        except ShellOutputError as e:
+            # the shell's startup files print: every new probe would meet the same text
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, str(e), "shell-output") from None
         except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
             why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
             self._forget(host.name, drop_link=True)
@@ -105,8 +122,8 @@ class Poller:
             # try once more on a fresh one, which also tells "down" from "probe broke".
             if retry and not fresh:
                 return await self._ask(host, retry=False)
-            last = why.strip().splitlines()[-1] if why.strip() else "connection closed"
-            raise HostError(host.name, f"probe failed: {last}", "probe") from None
+            # all of it (bounded): the cause of a traceback is at its top, not in its last line
+            raise HostError(host.name, f"probe failed: {why.strip() or 'connection closed'}", "probe") from None
         except Exception as e:  # asyncssh errors surface as their own types
             self._forget(host.name, drop_link=True)
             if retry and not fresh:

@@ -165,9 +165,9 @@ class HelperProcess:
         try:
             if self._remote:
                 self._proc.close()
-            else:
-                if self._proc.returncode is None:
-                    self._proc.kill()
+            elif self._proc.returncode is None:
+                # its own session (start_new_session): the group holds its children too
+                os.killpg(self._proc.pid, 9)
         except (ProcessLookupError, OSError):
             pass
 
@@ -506,6 +506,62 @@ class HostLink:
         helper.stdin.write(helper_stdin(source))
         await helper.stdin.drain()
         return helper
+
+
+    async def transfer_helper(self, source: str, args: list[str] | None = None,
+                              what: str = "helper") -> HelperProcess:
+        """Start a helper for a bulk byte stream (mirror's reader and writer).
+
+        Over SSH it runs on a connection of its own, so polls on the shared connection are
+        not queued behind the stream, with AES-GCM preferred and a 16 MiB receive window:
+        relaying 1 GiB here (2 cores) took ~130 MB/s on a default channel (2 MiB window,
+        chacha20-poly1305) and ~300 MB/s on this one. Host keys are checked as for
+        `connection()`; when that connection cannot be made, the shared one carries the
+        stream. Closing the helper closes its connection. A `local` host gets `start_helper`.
+        """
+        if self.is_local:
+            return await self.start_helper(source, args, what=what)
+        opts = {**self.connect_options(), "encryption_algs": TRANSFER_CIPHERS}
+        own: asyncssh.SSHClientConnection | None
+        try:
+            own = await asyncio.wait_for(asyncssh.connect(self.host.address, **opts),
+                                         self.host.connect_timeout + 1)
+        except (asyncssh.Error, OSError, TimeoutError):
+            own = None
+        conn = own if own is not None else await self.connection()
+        try:
+            proc = await conn.create_process(self._remote_command(helper_argv(self.host.python, args)),
+                                             encoding=None, window=TRANSFER_WINDOW,
+                                             max_pktsize=TRANSFER_PKTSIZE)
+        except (asyncssh.Error, OSError) as e:
+            if own is not None:
+                own.close()
+            else:
+                self.drop()
+            raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
+        helper = _TransferHelper(proc, own, what)
+        helper.stdin.write(helper_stdin(source))
+        await helper.stdin.drain()
+        return helper
+
+
+class _TransferHelper(HelperProcess):
+    """A helper on a connection of its own (`HostLink.transfer_helper`), closed with it."""
+
+    def __init__(self, proc: Any, own: Any, what: str) -> None:
+        super().__init__(proc, remote=True, what=what)
+        self._own = own
+
+    def close(self) -> None:
+        super().close()
+        if self._own is not None:
+            self._own.close()
+
+
+TRANSFER_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
+                    "chacha20-poly1305@openssh.com", "aes128-ctr", "aes256-ctr"]
+TRANSFER_WINDOW = 16 * 1024 * 1024
+TRANSFER_PKTSIZE = 256 * 1024
 
 
 def _known_hosts_name(address: str, port: int) -> str:

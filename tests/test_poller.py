@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -142,3 +143,66 @@ def test_local_fleet_polls_this_machine(tmp_path):
     snap = asyncio.run(poll_fleet(fleet))
     assert snap.hosts[0].reachable, snap.hosts[0].error
     assert Path(snap.hosts[0].disks[0].path) == tmp_path
+
+
+# -- a probe that hangs, a chatty shell, a refused login ------------------------------------
+HUNG_PROBE = "import sys\nsys.stdin.readline()\nwhile True:\n    pass\n"
+
+
+def _helpers_below(pid: int) -> list[int]:
+    """fleetdeck helpers (the boot line in their argv) among the processes below `pid`."""
+    from sshfleet import _descendants
+
+    out = []
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"fleetdeck-helper" in f.read():
+                    out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+async def test_a_probe_that_timed_out_is_killed_on_the_host(spare_fleet, tmp_path):
+    spare_fleet.add("hangs")
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 2})
+    sshd = spare_fleet.hosts["hangs"].proc.pid
+    async with Poller(load_fleet(str(path)), probe=HUNG_PROBE) as poller:
+        snap = await poller.poll()
+        (h,) = snap.hosts
+        assert not h.reachable and h.error_code == "timeout"
+        assert h.error == "probe did not answer within 2s"
+        for _ in range(100):  # a bounded wait for the host to reap it, not a timing assertion
+            if not _helpers_below(sshd):
+                break
+            await asyncio.sleep(0.1)
+        assert _helpers_below(sshd) == [], "the hung probe is still running on the host"
+        assert poller.link("hangs").state == "up"  # the connection is kept for the next poll
+
+
+async def test_a_chatty_login_shell_is_named_in_the_snapshot(spare_fleet, tmp_path):
+    rc = tmp_path / "noisy-login"
+    rc.write_text('#!/bin/sh\necho "Welcome to chatty"\nexec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+    rc.chmod(0o755)
+    spare_fleet.add("chatty", sshd_extra=(f"ForceCommand {rc}",))
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml")
+    async with Poller(load_fleet(str(path))) as poller:
+        (h,) = (await poller.poll()).hosts
+    assert not h.reachable and h.error_code == "shell-output"
+    assert h.error == "the login shell printed text before the probe's answer: Welcome to chatty"
+
+
+async def test_a_refused_login_is_reported_as_auth_not_down(spare_fleet, tmp_path):
+    from sshfleet import keygen
+
+    spare_fleet.add("locked")
+    stranger = tmp_path / "stranger"
+    keygen(stranger)
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"client_keys": [str(stranger)]})
+    async with Poller(load_fleet(str(path))) as poller:
+        first = (await poller.poll()).hosts[0]
+        second = (await poller.poll()).hosts[0]
+    assert first.error_code == second.error_code == "auth"
+    assert "not retried until" in second.error
+    assert second.to_json()["error_code"] == "auth"
