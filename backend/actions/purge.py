@@ -11,7 +11,7 @@ before the helper deletes, the result after.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import state
@@ -21,7 +21,7 @@ from ..ssh import HostError, HostLink
 from .purge_remote import evaluate
 
 HELPER = "fleetdeck.backend.actions.purge_remote"
-CONTROLLER_CODES = ("not-confirmed", "changed-since-check")
+CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
 __all__ = ["Refusal", "PathPlan", "Keeper", "PurgePlan", "PathResult", "KeeperResult", "PurgeReport",
            "plan_purge", "gather_purge", "confirmations_match", "execute_purge", "shown", "HostError"]
@@ -120,6 +120,13 @@ class PathResult:
     refusals: tuple[Refusal, ...]
     checks: tuple[tuple[str, str], ...]
     error: str | None = None
+    #: what was typed to confirm it (None: nothing was)
+    typed: str | None = None
+
+    @property
+    def refused(self) -> list[str]:
+        """The refusal codes, in check order."""
+        return [r.code for r in self.refusals]
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,8 @@ class PurgeReport:
     expected_bytes: int
     warnings: tuple[str, ...]
     confirmed: bool
+    #: why the audit record of this purge could not be written (the command then exits 1)
+    audit_error: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -179,7 +188,7 @@ class PurgeReport:
                          "sha256_after": k.sha256_after, "verified": k.verified} for k in self.keepers],
             "free_bytes_before": self.free_bytes_before, "free_bytes_after": self.free_bytes_after,
             "expected_bytes": self.expected_bytes, "reclaimed_bytes": self.reclaimed_bytes,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "audit_error": self.audit_error,
         }
 
 
@@ -273,96 +282,127 @@ def _not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
     if typed.get(path) is None:
         return Refusal("not-confirmed", "no confirmation was given for it (type the path exactly, "
                        "or pass --confirm PATH)")
-    return Refusal("not-confirmed", f"the confirmation {shown(typed[path])} does not match it byte for byte")
+    return Refusal("not-confirmed", f"the confirmation did not match: typed {shown(typed[path])}, "
+                   f"the path is {shown(path)}")
 
 
-def _audit_plan(plan: PurgePlan) -> dict[str, Any]:
-    return {"paths": [{"path": shown(p.path), "resolved": shown(p.resolved or ""), "bytes": p.bytes,
-                       "expected_bytes": p.expected_bytes, "refused": p.refused} for p in plan.paths],
-            "keepers": [{"path": shown(k.path), "sha256": k.sha256_before} for k in plan.keepers],
-            "roots": [[shown(g), shown(r)] for g, r in plan.roots], "warnings": list(plan.warnings)}
+def _typed(path: str, typed: dict[str, str]) -> str | None:
+    v = typed.get(path)
+    return v if isinstance(v, str) else None
 
 
-def _audit_checks(paths: tuple[PathPlan, ...] | tuple[PathResult, ...]) -> list[dict[str, Any]]:
-    return [{"path": shown(p.path), "checks": dict(p.checks),
-             "refusals": [{"code": r.code, "message": r.message} for r in p.refusals]} for p in paths]
+def _record(plan: PurgePlan, report: PurgeReport | None = None, typed: dict[str, str] | None = None,
+            via: str | None = None, error: str | None = None) -> dict[str, Any]:
+    """The one audit record shape of a purge, whatever its result: every path with its size,
+    checks, refusals and fate; the keepers with their hashes; what was typed; free space.
+    Paths are kept exact (the log is ASCII JSON); readers escape them with `shown`."""
+    results = report.paths if report is not None else (None,) * len(plan.paths)
+    after = {k.path: k.sha256_after for k in report.keepers} if report is not None else {}
+    paths = []
+    for p, r in zip(plan.paths, results, strict=True):
+        paths.append({"path": p.path, "resolved": p.resolved, "bytes": p.bytes,
+                      "expected_bytes": p.expected_bytes, "deleted": bool(r and r.deleted),
+                      "refusals": [x.to_json() for x in (r.refusals if r else p.refusals)],
+                      "checks": dict(r.checks if r else p.checks), "error": r.error if r else None})
+    return {
+        "paths": paths,
+        "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
+                     "sha256_after": after.get(k.path)} for k in plan.keepers],
+        "confirmation": None if typed is None else {
+            "via": via, "paths": [{"path": p.path, "typed": _typed(p.path, typed),
+                                   "matched": _confirmed(p.path, typed)} for p in plan.paths]},
+        "bytes": sum(p.bytes for p in plan.paths), "expected_bytes": plan.expected_bytes,
+        "free_bytes_before": report.free_bytes_before if report else plan.free_bytes_before,
+        "free_bytes_after": report.free_bytes_after if report else None,
+        "reclaimed_bytes": report.reclaimed_bytes if report else None,
+        "warnings": list(report.warnings if report else plan.warnings), "error": error,
+    }
 
 
-def _audit_confirmation(plan: PurgePlan, typed: dict[str, str], via: str) -> dict[str, Any]:
-    return {"via": via, "paths": [{"path": shown(p.path), "typed": shown(typed[p.path]) if isinstance(
-        typed.get(p.path), str) else None, "matched": _confirmed(p.path, typed)} for p in plan.paths]}
+def audit_dry_run(plan: PurgePlan) -> str | None:
+    """Record a dry run: what was checked and what would have been refused. The sentence
+    saying why the record could not be written, or None."""
+    try:
+        state.audit("purge", plan.host, "dry-run", **_record(plan))
+    except state.AuditError as e:
+        return e.message
+    return None
 
 
-def audit_dry_run(plan: PurgePlan) -> None:
-    """Record a dry run: what was checked and what would have been refused."""
-    state.audit("purge", plan.host, "dry-run", plan=_audit_plan(plan), checks=_audit_checks(plan.paths),
-                confirmation=None, bytes=sum(p.bytes for p in plan.paths),
-                free_bytes_before=plan.free_bytes_before, free_bytes_after=None)
-
-
-def _refused_report(plan: PurgePlan, typed: dict[str, str]) -> PurgeReport:
+def _refused_report(plan: PurgePlan, typed: dict[str, str], audit_error: str | None = None) -> PurgeReport:
     results = []
     for p in plan.paths:
         refusals = p.refusals
-        extra = {}
-        if not _confirmed(p.path, typed):
+        extra = {"not-confirmed": "pass" if _confirmed(p.path, typed) else "fail"}
+        if extra["not-confirmed"] == "fail":
             refusals = (*refusals, _not_confirmed(p.path, typed))
-            extra["not-confirmed"] = "fail"
-        else:
-            extra["not-confirmed"] = "pass"
-        results.append(PathResult(p.path, p.resolved, p.bytes, False, refusals, _checks(dict(p.checks), extra)))
+        if audit_error:
+            refusals = (*refusals, Refusal("not-audited", f"{audit_error}; nothing was touched, because no "
+                                           "purge goes ahead without its audit record"))
+            extra["not-audited"] = "fail"
+        results.append(PathResult(p.path, p.resolved, p.bytes, False, refusals, _checks(dict(p.checks), extra),
+                                  typed=_typed(p.path, typed)))
     return PurgeReport(host=plan.host, deleted=False, paths=tuple(results),
                        keepers=tuple(KeeperResult(k.path, k.run, k.sha256_before, None) for k in plan.keepers),
                        free_bytes_before=plan.free_bytes_before, free_bytes_after=plan.free_bytes_before,
                        expected_bytes=plan.expected_bytes, warnings=plan.warnings,
-                       confirmed=confirmations_match(plan, typed))
+                       confirmed=confirmations_match(plan, typed), audit_error=audit_error)
+
+
+def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str, str], via: str,
+             error: str | None = None) -> PurgeReport:
+    """Write the result record; a record that cannot be written is carried on the report."""
+    try:
+        state.audit("purge", plan.host, result, **_record(plan, report, typed, via, error))
+    except state.AuditError as e:
+        return replace(report, audit_error=e.message)
+    return report
 
 
 async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
                         confirmations: dict[str, str], *, via: str = "dashboard") -> PurgeReport:
     """Delete the plan's paths if, and only if, every path passed, every confirmation matched,
-    and on the host every check still passes with the same pins; then verify the keepers.
+    the `started` record is on disk, and on the host every check still passes with the same
+    pins; then verify the keepers.
 
-    Nothing is deleted when any path fails. The audit log gets the intent before the helper
-    deletes and the result after. HostError (audited as failed) if the host cannot be asked.
+    Nothing is deleted when any path fails, or when the `started` record cannot be written
+    (every path is then refused `not-audited`). A result record that cannot be written sets
+    `audit_error` on the report. HostError (audited as failed) if the host cannot be asked.
     """
     typed = dict(confirmations)
-    common = {"plan": _audit_plan(plan), "confirmation": _audit_confirmation(plan, typed, via),
-              "bytes": sum(p.bytes for p in plan.paths), "free_bytes_before": plan.free_bytes_before}
     if not plan.ok or not confirmations_match(plan, typed):
-        report = _refused_report(plan, typed)
-        state.audit("purge", plan.host, "refused", checks=_audit_checks(report.paths),
-                    free_bytes_after=report.free_bytes_after, **common)
-        return report
-    state.audit("purge", plan.host, "started", checks=_audit_checks(plan.paths), free_bytes_after=None, **common)
+        return _audited(_refused_report(plan, typed), plan, "refused", typed, via)
+    try:
+        state.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
+    except state.AuditError as e:
+        return _refused_report(plan, typed, audit_error=e.message)
     payload = {"op": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
                "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
                         "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
     try:
         out = await _ask(link, host_cfg, payload, 3600)
-        report = _report_from(plan, out)
+        report = _report_from(plan, out, typed)
     except HostError as e:
-        state.audit("purge", plan.host, "failed", error=e.message, checks=None, free_bytes_after=None, **common)
+        _failed(plan, typed, via, e.message)
         raise
     except (KeyError, TypeError, ValueError) as e:
-        state.audit("purge", plan.host, "failed", error=f"unreadable helper answer: {e}", checks=None,
-                    free_bytes_after=None, **common)
-        raise HostError(plan.host, f"purge helper gave an unreadable answer ({e}); check the host by hand",
-                        "helper") from None
-    attempted = out.get("attempted")
+        msg = f"the purge helper gave an unreadable answer ({e}); check the host by hand"
+        _failed(plan, typed, via, msg)
+        raise HostError(plan.host, msg, "helper") from None
     result = ("done" if report.ok else "unverified" if report.deleted else
-              "failed" if attempted else "refused")
-    state.audit("purge", plan.host, result, checks=_audit_checks(report.paths),
-                keepers=[{"path": shown(k.path), "sha256_before": k.sha256_before, "sha256_after": k.sha256_after}
-                         for k in report.keepers],
-                deleted=[shown(p.path) for p in report.paths if p.deleted],
-                free_bytes_after=report.free_bytes_after, reclaimed_bytes=report.reclaimed_bytes,
-                **{**common, "free_bytes_before": report.free_bytes_before})
-    return report
+              "failed" if out.get("attempted") else "refused")
+    return _audited(report, plan, result, typed, via)
 
 
-def _report_from(plan: PurgePlan, out: dict[str, Any]) -> PurgeReport:
+def _failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -> None:
+    try:
+        state.audit("purge", plan.host, "failed", **_record(plan, None, typed, via, error))
+    except state.AuditError as e:
+        raise HostError(plan.host, f"{error}; and {e.message}", "audit") from None
+
+
+def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> PurgeReport:
     """Turn the execute helper's answer into a report (refusals found again, pins moved,
     per-path results, keeper hashes after)."""
     facts, verdict = out["facts"], out["verdict"]
@@ -384,7 +424,7 @@ def _report_from(plan: PurgePlan, out: dict[str, Any]) -> PurgeReport:
         if r.get("free_bytes_after") is not None and p.pins:
             free_after[p.pins[-1][0]] = r["free_bytes_after"]
         paths.append(PathResult(p.path, p.resolved, p.bytes, bool(r.get("deleted")), tuple(refusals),
-                                _checks(v["checks"], extra), r.get("error")))
+                                _checks(v["checks"], extra), r.get("error"), _typed(p.path, typed)))
     before = _free_total(facts["paths"])
     if before is not None:
         per_dev = {}
