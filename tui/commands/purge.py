@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_purge(args: argparse.Namespace) -> int:
-    """Plan, confirm, execute, verify; 0 only when deleted and every keeper verified."""
+    """Plan, show the plan, confirm, execute, verify; 0 only when deleted, every keeper
+    verified and every audit record written."""
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)
     try:
@@ -56,22 +57,42 @@ def run_purge(args: argparse.Namespace) -> int:
         return 1
 
 
+def pair_confirmations(paths: list[str], confirms: list[str]) -> dict[str, str]:
+    """What was typed for each path: an exact `--confirm` where one was given, else the
+    remaining `--confirm` values in order, so a wrong one is recorded and shown as typed."""
+    left = list(confirms)
+    typed: dict[str, str] = {}
+    for p in paths:
+        if p in left and p not in typed:
+            typed[p] = p
+            left.remove(p)
+    for p, c in zip([p for p in paths if p not in typed], left, strict=False):
+        typed[p] = c
+    return typed
+
+
 async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-untyped-def]
     link = HostLink(host)
     try:
         plan = await gather_purge(link, host, list(args.paths))
         if args.dry_run:
-            audit_dry_run(plan)
-            _emit(args, plan.to_json(), lambda c: show_plan(c, plan))
+            audit_error = audit_dry_run(plan)
+            _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
             if not plan.ok:
                 print(f"fleetdeck: purge on {host.name} would be refused: {_codes(plan)}", file=sys.stderr)
-            return 0 if plan.ok else 1
+            if audit_error:
+                print(f"fleetdeck: {audit_error}", file=sys.stderr)
+            return 0 if plan.ok and not audit_error else 1
+        prompting = not args.confirm and plan.ok and sys.stdin.isatty()
+        # the plan comes first: what would go, its size, every check and the keepers
+        if not args.json:
+            show_plan(Console(highlight=False), plan)
+        elif prompting:
+            show_plan(Console(stderr=True, highlight=False), plan)
         if args.confirm:
-            typed = {p: p for p in args.paths if p in args.confirm}
-            via = "--confirm"
-        elif plan.ok and sys.stdin.isatty():
-            typed = _prompt(plan)
-            via = "prompt"
+            typed, via = pair_confirmations(list(args.paths), list(args.confirm)), "--confirm"
+        elif prompting:
+            typed, via = _prompt(plan), "prompt"
         else:
             typed, via = {}, "none"
         report = await execute_purge(link, host, plan, typed, via=via)
@@ -80,7 +101,9 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
     _emit(args, report.to_json(), lambda c: show_report(c, plan, report))
     if not report.ok:
         print(f"fleetdeck: {_failure(report)}", file=sys.stderr)
-    return 0 if report.ok else 1
+    if report.audit_error:
+        print(f"fleetdeck: {report.audit_error}", file=sys.stderr)
+    return 0 if report.ok and not report.audit_error else 1
 
 
 def _emit(args: argparse.Namespace, doc: dict, human) -> None:  # type: ignore[no-untyped-def]
@@ -97,7 +120,10 @@ def _codes(plan: PurgePlan) -> str:
 def _failure(report: PurgeReport) -> str:
     codes = sorted({r.code for p in report.paths for r in p.refusals})
     if codes and not any(p.deleted for p in report.paths):
-        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)})"
+        wrong = [p for p in report.paths if p.typed is not None and p.typed != p.path]
+        said = "".join(f": the confirmation '{shown(p.typed)}' did not match '{shown(p.path)}'"
+                       for p in wrong[:1] if p.typed is not None)
+        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){said}"
     if not report.deleted:
         failed = [p for p in report.paths if not p.deleted]
         why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
@@ -144,15 +170,35 @@ def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-
             console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", r.message))
 
 
-def show_plan(console: Console, plan: PurgePlan) -> None:
-    """The plan on a terminal: each path, its size and refusals, keepers, free space, warnings."""
-    console.print(Text(f"purge plan on {plan.host} (dry run: nothing deleted)", style="bold"))
-    console.print(_path_table([(p.path, p.bytes, "ok" if p.ok else "refused: " + ", ".join(p.refused),
+def _check_line(checks: tuple[tuple[str, str], ...]) -> Text:
+    passed = [c for c, v in checks if v == "pass"]
+    failed = [c for c, v in checks if v == "fail"]
+    skipped = [c for c, v in checks if v not in ("pass", "fail")]
+    t = Text("    checks: ")
+    t.append(f"{len(passed)} passed", style="green")
+    if failed:
+        t.append(f", failed: {', '.join(failed)}", style="red")
+    if skipped:
+        t.append(f", not run: {', '.join(skipped)}", style="dim")
+    return t
+
+
+def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
+    """The plan on a terminal: each path with its size and every check, the keepers (with
+    size and sha256), free space now and expected back, warnings."""
+    title = f"purge plan on {plan.host}" + (" (dry run: nothing deleted)" if dry_run else "")
+    console.print(Text(title, style="bold"))
+    console.print(_path_table([(p.path, p.bytes, "all checks passed" if p.ok else "refused: " + ", ".join(p.refused),
                                 "green" if p.ok else "red") for p in plan.paths]))
+    for p in plan.paths:
+        console.print(Text.assemble("  ", shown(p.path)))
+        console.print(_check_line(p.checks))
     _refusal_lines(console, plan.paths)
+    if plan.keepers:
+        console.print(Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold"))
     for k in plan.keepers:
-        console.print(Text(f"  keeps {shown(k.path)}  sha256 {k.sha256_before}", style="dim"))
-    console.print(f"free before: {human_bytes(plan.free_bytes_before)}, expected back: "
+        console.print(Text(f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}", style="dim"))
+    console.print(f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
                   f"{human_bytes(plan.expected_bytes)}")
     for w in plan.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
