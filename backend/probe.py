@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 
-from fleetdeck.backend.hostlib import fsinfo
+from fleetdeck.backend.hostlib import fsinfo, serve
 from fleetdeck.backend.probe_common import (
     _CACHE,
     Procs,
@@ -115,48 +115,43 @@ def snapshot(request=None):
     return reply
 
 
+def ping(req):
+    """Liveness: the probe answers."""
+    return {}
+
+
+OPS = {"snapshot": snapshot, "ping": ping}
+
+
 def handle(req):
-    """One request -> one reply dict (errors become {"error": ...}, never an exception)."""
-    if not isinstance(req, dict):
-        return {"error": "request is not a JSON object"}
-    op = req.get("op", "snapshot")
-    if op == "ping":
-        return {"ok": True}
-    if op == "snapshot":
-        return snapshot(req)
-    return {"error": f"unknown op {op!r}"}
-
-
-def _dump(obj):
-    return json.dumps(obj, allow_nan=False, default=str)
+    """One request -> one answer dict in the one shape (`serve.dispatch`), never an exception;
+    a request without `op` asks for a snapshot."""
+    if isinstance(req, dict) and "op" not in req:
+        req = dict(req, op="snapshot")
+    return serve.dispatch(OPS, req)
 
 
 def main(argv):
-    """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot."""
+    """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot (the
+    request as the first argument, or as JSON on stdin; none asks for a snapshot)."""
     if "--resident" in argv[1:]:
-        inp = sys.stdin.buffer
-        while True:
-            line = inp.readline()
-            if not line:
-                return 0
-            if not line.strip():
-                continue
-            try:
-                reply = handle(json.loads(line))
-            except ValueError as e:
-                reply = {"error": f"bad request: {e}"}
-            except Exception as e:   # noqa: BLE001 - the resident probe outlives one bad poll
-                reply = {"error": f"{type(e).__name__}: {e}"}
-            sys.stdout.write(_dump(reply) + "\n")
-            sys.stdout.flush()
+        return serve.serve(_Defaulted(), resident=True)
     if len(argv) > 1 and not argv[1].startswith("-"):
         req = json.loads(argv[1])
     else:
         data = sys.stdin.read() if not sys.stdin.isatty() else ""
-        req = json.loads(data) if data.strip() else {"op": "snapshot"}
-    sys.stdout.write(_dump(handle(req)) + "\n")
+        req = json.loads(data) if data.strip() else {}
+    sys.stdout.write(serve.dumps(handle(req)) + "\n")
     sys.stdout.flush()
     return 0
+
+
+class _Defaulted(dict):
+    """OPS for the resident loop, where a request without `op` is a snapshot too."""
+
+    def __init__(self):
+        dict.__init__(self, OPS)
+        self[None] = snapshot
 
 
 if __name__ == "__main__":
