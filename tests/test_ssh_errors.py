@@ -154,3 +154,22 @@ async def test_trust_on_first_use_asks_the_port_an_ssh_config_alias_names(spare_
         assert (await link.run(["printf", "%s", "ok"])).stdout == b"ok"
         assert link.where == f"box-alias (127.0.0.1:{h.port})"
     assert kh.read_text().startswith(f"[127.0.0.1]:{h.port} ssh-ed25519 ")
+
+
+def test_status_cli_tells_a_refused_login_from_a_down_host(spare_fleet, tmp_path):
+    import subprocess
+    import sys
+
+    spare_fleet.add("locked")
+    spare_fleet.add("gone")
+    spare_fleet.kill("gone")
+    stranger = tmp_path / "stranger"
+    keygen(stranger)
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", per_host={"locked": {"client_keys": [str(stranger)]}})
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path)],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 1
+    rows = {line.split("│")[1].strip(): line for line in p.stdout.splitlines() if line.count("│") > 3}
+    assert "AUTH" in rows["locked"] and "DOWN" in rows["gone"]
+    assert "fleetdeck: locked refused our login: authentication refused by 127.0.0.1:" in p.stderr
+    assert "fleetdeck: gone is unreachable: cannot connect to 127.0.0.1:" in p.stderr

@@ -9,11 +9,13 @@ import sys
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json
 from fleetdeck.backend.poller import poll_fleet
+from fleetdeck.backend.ssh import AUTH_CODES
 
 from ..cli import add_hosts_option
 from ..fmt import escape_path, human_bytes, human_duration, human_mib, progress_text
@@ -45,7 +47,8 @@ def _poll(args: argparse.Namespace) -> FleetSnapshot:
 def _report_down(snap: FleetSnapshot) -> None:
     for h in snap.hosts:
         if not h.reachable:
-            print(f"fleetdeck: {h.name} is unreachable: {h.error}", file=sys.stderr)
+            what = "refused our login" if h.error_code in AUTH_CODES else "is unreachable"
+            print(f"fleetdeck: {h.name} {what}: {h.error}", file=sys.stderr)
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -107,7 +110,9 @@ def fleet_table(snap: FleetSnapshot) -> Table:
         t.add_column(col, no_wrap=col in ("host", "up", "latency", "load", "memory", "stray"))
     for h in snap.hosts:
         if not h.reachable:
-            t.add_row(h.name, "[red]DOWN[/]", "-", "-", "-", f"[red]{h.error}[/]", "", "", "")
+            # a refused login waits for the operator (keys, config), not for the host
+            state = "[red]AUTH[/]" if h.error_code in AUTH_CODES else "[red]DOWN[/]"
+            t.add_row(h.name, state, "-", "-", "-", f"[red]{escape(h.error or '')}[/]", "", "", "")
             continue
         live = [r for r in h.runs if r.state in ("running", "stalled")]
         runs = "\n".join(f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}"
