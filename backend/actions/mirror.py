@@ -399,7 +399,8 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         ready = await _recv(writer, dst_link, dst_link.host.command_timeout)
         if not ready.get("ok"):
             raise _fail_from(dst_link, ready)
-        await reader.send_json({"op": "read", "path": src["path"], "files": files, "follow": follow})
+        await reader.send_json({"op": "read", "path": src["path"], "files": files, "dirs": src["dirs"],
+                                "follow": follow})
         # the writer speaks only on failure until it is told to finish
         writer_said = asyncio.ensure_future(_recv(writer, dst_link, None))
         trailers = await _relay(reader, writer, writer_said, src_link, dst_link, len(files), total,
@@ -410,7 +411,9 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         hashed = await asyncio.wait_for(writer_said, wait)
         if not hashed.get("ok"):
             raise _fail_from(dst_link, hashed)
-        recheck = await _recv(reader, src_link, src_link.host.command_timeout + len(files))
+        # the source is walked again, and any file whose facts moved is hashed again there
+        recheck = await _recv(reader, src_link, src_link.host.command_timeout + len(files) / 100
+                              + total / HASH_RATE)
         if not recheck.get("ok"):
             raise _fail_from(src_link, recheck)
         result = []

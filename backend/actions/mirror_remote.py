@@ -237,8 +237,13 @@ def source_error(e):
     return Refused("read-failed", e.strerror or str(e))
 
 
+def listed_facts(f):
+    return [f["bytes"], f["mtime_ns"], f["ctime_ns"], f["ino"]]
+
+
 def op_read(req, inp, out):
-    """Stream req["files"] as frames with a sha256 trailer each; then re-check them on request."""
+    """Stream req["files"] as frames with a sha256 trailer each; then, on request, re-check
+    the whole folder against the listing the copy was planned from (see `recheck`)."""
     root = host_path(req["path"])
     follow = bool(req.get("follow"))
     files = req["files"]
@@ -253,10 +258,9 @@ def op_read(req, inp, out):
                 q.put((None, source_error(e)))
                 return
             try:
-                st = os.fstat(fd)
-                if (st.st_size, st.st_mtime_ns, st.st_ino) != (f["bytes"], f["mtime_ns"], f["ino"]):
-                    q.put((None, Refused("source-changed", "%s changed since it was listed"
-                                         % shown(f["path"]))))
+                if file_facts(os.fstat(fd)) != listed_facts(f):
+                    q.put((None, Refused("source-changed", "%s changed since it was listed (size, "
+                                         "mtime, ctime or inode)" % shown(f["path"]))))
                     return
                 h = hashlib.sha256()
                 n = 0
@@ -267,6 +271,10 @@ def op_read(req, inp, out):
                     h.update(chunk)
                     n += len(chunk)
                     q.put((chunk, None))
+                if file_facts(os.fstat(fd)) != listed_facts(f):
+                    q.put((None, Refused("source-changed", "%s changed while it was read"
+                                         % shown(f["path"]))))
+                    return
                 q.put((None, ok(sha256=h.hexdigest(), bytes=n)))
             except OSError as e:
                 q.put((None, source_error(e)))
@@ -275,7 +283,8 @@ def op_read(req, inp, out):
                 os.close(fd)
 
     threading.Thread(target=produce, daemon=True).start()
-    for _ in files:
+    sent = {}
+    for f in files:
         while True:
             chunk, trailer = q.get()
             if chunk is None:
@@ -286,24 +295,38 @@ def op_read(req, inp, out):
         if isinstance(trailer, Refused):
             out.flush()
             raise trailer  # its answer is this file's trailer
+        sent[f["path"]] = trailer["sha256"]
         say(out, trailer)
     cmd = json.loads(inp.readline() or b"{}")
     if cmd.get("op") != "recheck":
         raise Refused("bad-request", "expected a recheck request")
-    changed = []
+    return {"changed": recheck(root, follow, files, req.get("dirs") or [], sent)}
+
+
+def recheck(root, follow, files, dirs, sent):
+    """[[path, why]] for everything in the folder that is not as listed when the copy was
+    planned: a file, folder, link or special file that appeared or went, or a file whose
+    size, mtime, ctime or inode differs and whose bytes, hashed again now, are not the
+    bytes that were sent. ctime cannot be set by a user, so restoring an mtime with utime
+    does not hide a rewrite."""
+    now = walk(root, follow, False)
+    changed = [[p, why] for p, why in now["errors"]]
+    changed += [[p, "a symlink or special file appeared during the copy"]
+                for p in now["symlinks"] + now["special"]]
+    was_dirs, now_dirs = set(d[0] for d in dirs), set(d[0] for d in now["dirs"])
+    changed += [[p, "this folder appeared during the copy"] for p in sorted(now_dirs - was_dirs)]
+    changed += [[p, "this folder went away during the copy"] for p in sorted(was_dirs - now_dirs)]
+    current = dict((f["path"], f) for f in now["files"])
     for f in files:
-        try:
-            fd = open_rel(root, fsenc(f["path"]), follow)
-            try:
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            changed.append([f["path"], e.strerror or str(e)])
-            continue
-        if (st.st_size, st.st_mtime_ns, st.st_ino) != (f["bytes"], f["mtime_ns"], f["ino"]):
-            changed.append([f["path"], "size, mtime or inode changed during the copy"])
-    return {"changed": changed}
+        g = current.pop(f["path"], None)
+        if g is None:
+            changed.append([f["path"], "it went away during the copy"])
+        elif listed_facts(g) != listed_facts(f):
+            h = hash_rel(root, f["path"], follow)
+            if h.get("sha256") is None or h["sha256"] != sent.get(f["path"]) or h["bytes"] != f["bytes"]:
+                changed.append([f["path"], "its bytes changed during the copy"])
+    changed += [[p, "it appeared during the copy"] for p in sorted(current)]
+    return changed
 
 
 # -- write: the destination end of a copy -------------------------------------------------------
