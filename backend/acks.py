@@ -1,15 +1,49 @@
-"""Acknowledged schedules: which entries the operator has marked as known.
+"""Acknowledged schedules, and the fleet-wide verdict on which schedules are stray.
 
-Kept under the state dir (`acknowledged.json`), next to the audit log.
+The acknowledged set lives in `$XDG_STATE_HOME/fleetdeck/acknowledged.json`:
+`{"ids": [...], "hosts": {"h1": [...]}}`. An id under `hosts` is acknowledged on that host only
+(`schedules ack ID`); one under `ids` on every host, now and later (`ack --all-hosts`; files
+written before acknowledgements had hosts hold only these). Every change is a read-modify-write
+under an exclusive `flock` on `acknowledged.lock`, so concurrent acknowledgements (two CLIs, the
+dashboard) never lose one another's ids; the file itself is replaced atomically.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .models import HostSnapshot, Schedule
 from .state import state_dir
+
+#: the reasons an acknowledgement clears: the operator has judged the entry
+JUDGED = ("unacknowledged", "duplicate")
+
+
+@dataclass(frozen=True)
+class Acks:
+    """What the operator has acknowledged."""
+
+    #: ids acknowledged on every host
+    everywhere: frozenset[str] = frozenset()
+    #: (host, id) pairs acknowledged on that host only
+    on_host: frozenset[tuple[str, str]] = frozenset()
+
+    def covers(self, host: str, sid: str) -> bool:
+        """True when schedule `sid` on `host` is acknowledged."""
+        return sid in self.everywhere or (host, sid) in self.on_host
+
+    def to_json(self) -> dict:
+        """The file's content."""
+        hosts: dict[str, list[str]] = {}
+        for h, sid in sorted(self.on_host):
+            hosts.setdefault(h, []).append(sid)
+        return {"ids": sorted(self.everywhere), "hosts": hosts}
 
 
 def acks_path() -> Path:
@@ -17,23 +51,131 @@ def acks_path() -> Path:
     return state_dir() / "acknowledged.json"
 
 
-def load_acks() -> set[str]:
-    """Schedule ids the operator marked as known."""
+def _parse(data: object) -> Acks:
+    if not isinstance(data, dict):
+        return Acks()
+    everywhere = frozenset(str(x) for x in data.get("ids") or () if isinstance(x, str))
+    hosts = data.get("hosts") if isinstance(data.get("hosts"), dict) else {}
+    on_host = frozenset((str(h), str(x)) for h, ids in hosts.items() if isinstance(ids, list)
+                        for x in ids if isinstance(x, str))
+    return Acks(everywhere, on_host)
+
+
+def load_acks() -> Acks:
+    """The acknowledged set as stored now (empty when there is none or it cannot be read)."""
     try:
-        data = json.loads(acks_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return set()
+        return _parse(json.loads(acks_path().read_text(encoding="utf-8")))
     except (OSError, ValueError):
-        return set()
-    return {str(x) for x in data.get("ids", [])} if isinstance(data, dict) else set()
+        return Acks()
 
 
-def save_acks(ids: set[str]) -> None:
-    """Replace the acknowledged set atomically (write, fsync, rename)."""
+def _save(acks: Acks) -> None:
     path = acks_path()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"ids": sorted(ids)}, f, indent=1)
+        json.dump(acks.to_json(), f, indent=1)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def acknowledge(on_host: Iterable[tuple[str, str]] = (), everywhere: Iterable[str] = ()) -> Acks:
+    """Add (host, id) pairs and every-host ids to the stored set; returns the set as saved.
+
+    Holds an exclusive lock on `acknowledged.lock` from the read to the rename, so that of
+    any number of concurrent calls, every id survives.
+    """
+    with open(state_dir() / "acknowledged.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cur = load_acks()
+        new = Acks(cur.everywhere | frozenset(everywhere), cur.on_host | frozenset(on_host))
+        if new != cur:
+            _save(new)
+        return new
+
+
+# -- the verdict -------------------------------------------------------------------------------
+def _norm(command: str) -> str:
+    return " ".join(command.split())
+
+
+def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[HostSnapshot]:
+    """Decide `stray` for every schedule of the fleet at once.
+
+    - an entry the distribution installed (`system`) is never stray and carries no reason;
+    - `duplicate`: the same command (whitespace aside) is scheduled, active, more than once
+      across these hosts (system entries aside);
+    - `unacknowledged`: the operator has not acknowledged it on its host;
+    - an acknowledged entry loses both; the host-local reasons the probe found (`dead-target`)
+      stay, because acknowledging does not make a missing path exist.
+    The same hosts give the same verdict whichever of them the caller shows.
+    """
+    acks = load_acks() if acks is None else acks
+    counts = Counter(_norm(s.command) for h in hosts for s in h.schedules if s.active and not s.system)
+    out = []
+    for h in hosts:
+        if not h.schedules:
+            out.append(h)
+            continue
+        scheds = []
+        for s in h.schedules:
+            if s.system:
+                scheds.append(replace(s, reasons=(), stray=False))
+                continue
+            reasons = [r for r in s.reasons if r not in JUDGED]
+            if not acks.covers(h.name, s.id):
+                reasons.append("unacknowledged")
+                if s.active and counts[_norm(s.command)] > 1:
+                    reasons.append("duplicate")
+            scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
+        out.append(replace(h, schedules=tuple(scheds)))
+    return out
+
+
+def action_rank(s: Schedule) -> int:
+    """Sort key: what needs action first. 0 a dead target, 1 a duplicated loop, 2 any other
+    duplicate, 3 merely unacknowledged, 4 not stray, 5 installed by the distribution."""
+    if s.system:
+        return 5
+    if not s.stray:
+        return 4
+    if "dead-target" in s.reasons:
+        return 0
+    if "duplicate" in s.reasons:
+        return 1 if s.kind == "loop" else 2
+    return 3
+
+
+def why(s: Schedule, fleet: Iterable[Schedule]) -> str:
+    """One line saying why `s` is stray (or why it is not), for the CLI and the dashboard."""
+    if s.system:
+        return "installed by the distribution"
+    if not s.stray:
+        return "acknowledged"
+    parts = []
+    if "dead-target" in s.reasons:
+        miss = list(s.missing_paths)
+        parts.append(f"names {miss[0]}, which does not exist on {s.host}" + (
+            f" (and {len(miss) - 1} more)" if len(miss) > 1 else "") if miss else
+            f"names a path that does not exist on {s.host}")
+    if "duplicate" in s.reasons:
+        key = _norm(s.command)
+        twins = [o for o in fleet if o is not s and o.active and not o.system and _norm(o.command) == key]
+        where = sorted({o.host for o in twins})
+        n = len(twins)
+        parts.append(f"the same command runs {n} more time{'s' if n != 1 else ''}"
+                     + (f" (on {', '.join(where)})" if where else ""))
+    other = [r for r in s.reasons if r not in ("dead-target", "duplicate", "unacknowledged")]
+    parts += other
+    if "unacknowledged" in s.reasons and not parts:
+        parts.append("nobody has acknowledged it")
+    return "; ".join(parts)
+
+
+def stray_first(schedules: Iterable[Schedule]) -> list[Schedule]:
+    """Schedules sorted: what needs action first, then host, kind and id."""
+    return sorted(schedules, key=lambda s: (action_rank(s), s.host, s.kind, s.id))
+
+
+__all__ = ["Acks", "JUDGED", "acknowledge", "action_rank", "acks_path", "load_acks", "mark_stray",
+           "stray_first", "why"]

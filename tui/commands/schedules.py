@@ -40,9 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
     acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
 
-    a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)")
+    a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)",
+                        description="Acknowledge schedules by id, on the host that lists them. An id "
+                        "listed on several hosts needs --host NAME, or --all-hosts to cover the same "
+                        "entry on every host (now and later). Acknowledging clears the "
+                        "'unacknowledged' and 'duplicate' reasons.")
     add_hosts_option(a)
     a.add_argument("ids", nargs="+", metavar="ID")
+    a.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
+                   help="acknowledge the id on this host (repeatable)")
+    a.add_argument("--all-hosts", action="store_true", help="acknowledge the id on every host")
     a.set_defaults(func=cmd_ack)
 
     r = acts.add_parser("remove", help="remove one schedule or stop one loop",
@@ -80,60 +87,90 @@ def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str]]:
 
 # -- schedules ------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print the schedules table (or JSON); exit 1 if a requested host could not be asked."""
+    """Print the schedules table (or JSON), what needs action first; exit 1 if a requested host
+    could not be asked. The whole fleet is polled whatever `--host` says, so that the verdict
+    (a duplicate on another host) is the same however the listing is narrowed."""
     fleet = load_fleet(args.hosts)
-    snap = poll(fleet, _names(fleet, args.host_filter))
-    down = _unreachable(snap)
+    wanted = _names(fleet, args.host_filter)
+    snap = poll(fleet, None)
+    shown_hosts = set(wanted) if wanted else {h.name for h in snap.hosts}
+    every = list(snap.schedules)
+    rows = acks.stray_first(s for s in every if s.host in shown_hosts)
+    down = [(n, e) for n, e in _unreachable(snap) if n in shown_hosts]
     if args.json:
-        print(json.dumps({"schedules": [schedule_json(s) for s in snap.schedules],
+        print(json.dumps({"schedules": [dict(schedule_json(s), why=acks.why(s, every)) for s in rows],
                           "unreachable": [{"host": n, "error": e} for n, e in down]}))
     else:
-        Console(soft_wrap=False).print(schedules_table(snap.schedules))
+        Console(soft_wrap=False).print(schedules_table(rows, every))
     for name, err in down:
         print(f"fleetdeck: {name} is unreachable: {err}", file=sys.stderr)
     return 1 if down else 0
 
 
-def schedules_table(schedules: list[Schedule]) -> Table | Text:
-    """A rich table: one row per schedule, stray ones and their reasons highlighted."""
+def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = None) -> Table | Text:
+    """A rich table: one row per schedule, in the order given; a stray one says why in one line
+    (`fleet`: every schedule of the fleet, for naming duplicates)."""
     if not schedules:
         return Text("no schedules or loops found")
+    every = schedules if fleet is None else fleet
     t = Table(show_lines=False, header_style="bold")
-    for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray"):
+    for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray", "why"):
         t.add_column(col, overflow="fold")
     for s in schedules:
         spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
         row_style = "" if s.active else "dim"
-        if s.stray:
+        if s.system:
+            flag = Text("system", style="dim")
+        elif s.stray:
             flag = Text("STRAY " + ", ".join(s.reasons), style="bold red")
         else:
             flag = Text(", ".join(s.reasons) or "ok", style="green" if not s.reasons else "yellow")
         cells = [Text(shown(x)) for x in (s.host, s.id, s.kind + ("" if s.active else " (inactive)"),
                                           s.user, spec, s.command, s.next_run or "")]
-        t.add_row(*cells, flag, style=row_style)
+        t.add_row(*cells, flag, Text(shown(acks.why(s, every)) if s.stray else ""), style=row_style)
     return t
 
 
+def _ack_refused(ids: list[str], code: str, msg: str, **extra: Any) -> int:
+    state.audit("schedule-ack", None, "refused", ids=[shown(i) for i in ids], reason_code=code, message=msg,
+                **extra)
+    print(f"fleetdeck: {msg}", file=sys.stderr)
+    return 1
+
+
 def cmd_ack(args: argparse.Namespace) -> int:
-    """Acknowledge ids seen in a fresh poll; refuse (exit 1, nothing stored) if any is unknown."""
+    """Acknowledge ids seen in a fresh poll, on the host listing each (or, with --all-hosts, on
+    every host); refuse (exit 1, nothing stored) if any id is unknown or, on several hosts,
+    ambiguous."""
     fleet = load_fleet(args.hosts)
+    wanted = _names(fleet, args.host_filter)
     snap = poll(fleet, None)
-    known = {s.id for s in snap.schedules}
     ids = list(dict.fromkeys(args.ids))
-    unknown = [i for i in ids if i not in known]
+    where: dict[str, list[str]] = {}
+    for s in snap.schedules:
+        if s.id in ids and (not wanted or s.host in wanted) and s.host not in where.get(s.id, []):
+            where.setdefault(s.id, []).append(s.host)
+    unknown = [i for i in ids if i not in where]
     if unknown:
         down = _unreachable(snap)
+        on = f" on {', '.join(wanted)}" if wanted else ""
         why = f" (unreachable: {', '.join(n for n, _ in down)})" if down else ""
-        msg = (f"no schedule with id {', '.join(shown(i) for i in unknown)} in a fresh listing{why}; "
-               "nothing was acknowledged")
-        state.audit("schedule-ack", None, "refused", ids=ids, unknown=unknown, reason_code="not-found")
-        print(f"fleetdeck: {msg}", file=sys.stderr)
-        return 1
-    acks.save_acks(acks.load_acks() | set(ids))
-    by_id = {s.id: s for s in snap.schedules}
-    state.audit("schedule-ack", None, "done", ids=ids,
-                schedules=[{"id": i, "host": by_id[i].host, "kind": by_id[i].kind} for i in ids])
-    Console().print(Text(f"acknowledged {len(ids)} schedule(s): {', '.join(shown(i) for i in ids)}"))
+        return _ack_refused(ids, "not-found", f"no schedule with id {', '.join(shown(i) for i in unknown)}{on} "
+                            f"in a fresh listing{why}; nothing was acknowledged", unknown=[shown(i) for i in unknown])
+    if not args.all_hosts and not wanted:
+        many = {i: hs for i, hs in where.items() if len(hs) > 1}
+        if many:
+            i, hs = next(iter(many.items()))
+            return _ack_refused(ids, "ambiguous", f"{shown(i)} is listed on {', '.join(hs)}: name the host with "
+                                "--host NAME, or cover every host with --all-hosts; nothing was acknowledged")
+    if args.all_hosts:
+        acks.acknowledge(everywhere=ids)
+    else:
+        acks.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
+    state.audit("schedule-ack", None, "done", ids=ids, all_hosts=bool(args.all_hosts),
+                hosts={i: where[i] for i in ids})
+    scope = "on every host" if args.all_hosts else "on " + ", ".join(sorted({h for i in ids for h in where[i]}))
+    Console().print(Text(f"acknowledged {len(ids)} schedule(s) {scope}: {', '.join(shown(i) for i in ids)}"))
     return 0
 
 
@@ -214,6 +251,8 @@ def _prompt(host_cfg, sched: Schedule, grace: float) -> str | None:
     check = asyncio.run(_check(host_cfg, sched))
     if not check.ok:
         err.print(Text(f"  the host says: {shown(check.message)}", style="yellow"))
+    for c in check.children:
+        err.print(Text(f"  also stops: pid {c.get('pid')} {shown(str(c.get('command') or ''))}"))
     if check.warning:
         err.print(Text(f"  WARNING: {check.warning}", style="bold red"))
     try:
