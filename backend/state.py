@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +136,9 @@ def read_audit() -> list[dict[str, Any]]:
 COMMON = ("time", "ts", "user", "controller", "host", "action", "result")
 
 
-def _size(n: Any) -> str:
-    if not isinstance(n, int | float) or isinstance(n, bool):
-        return "?"
-    v, unit = float(n), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            break
-        v /= 1024
-    return f"{int(v)} B" if unit == "B" else f"{v:.1f} {unit}"
+def _bytes(n: Any) -> str:
+    """Plain byte counts; the CLI and the dashboard pass their own `human_bytes`."""
+    return f"{n} bytes" if isinstance(n, int) and not isinstance(n, bool) else "?"
 
 
 def _text(v: Any) -> str:
@@ -159,7 +154,7 @@ def _text(v: Any) -> str:
     return shown(str(v))
 
 
-def _purge_summary(r: dict[str, Any]) -> str:
+def _purge_summary(r: dict[str, Any], size: Callable[[Any], str]) -> str:
     paths = [p for p in r.get("paths") or [] if isinstance(p, dict)]
     first = shown(str(paths[0].get("path"))) if paths else "no paths"
     parts = [first + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")]
@@ -170,7 +165,7 @@ def _purge_summary(r: dict[str, Any]) -> str:
         gone = sum(1 for p in paths if p.get("deleted"))
         parts.append(f"{gone} of {len(paths)} deleted")
     if r.get("reclaimed_bytes") is not None:
-        parts.append(f"{_size(r['reclaimed_bytes'])} back")
+        parts.append(f"{size(r['reclaimed_bytes'])} back")
     keepers = [k for k in r.get("keepers") or [] if isinstance(k, dict)]
     if keepers and r.get("result") in ("done", "unverified"):
         bad = [k for k in keepers if k.get("sha256_after") != k.get("sha256_before")]
@@ -180,13 +175,13 @@ def _purge_summary(r: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _purge_details(r: dict[str, Any]) -> list[str]:
+def _purge_details(r: dict[str, Any], size: Callable[[Any], str]) -> list[str]:
     lines = []
     for p in r.get("paths") or []:
         if not isinstance(p, dict):
             continue
         state = "deleted" if p.get("deleted") else "kept"
-        lines.append(f"path {shown(str(p.get('path')))}  {_size(p.get('bytes'))}  {state}")
+        lines.append(f"path {shown(str(p.get('path')))}  {size(p.get('bytes'))}  {state}")
         for c in p.get("refusals") or []:
             if isinstance(c, dict):
                 lines.append(f"  {shown(str(c.get('code')))}: {shown(str(c.get('message')))}")
@@ -202,8 +197,8 @@ def _purge_details(r: dict[str, Any]) -> list[str]:
             after = k.get("sha256_after")
             verdict = "" if after is None else (" verified" if after == k.get("sha256_before") else " CHANGED")
             lines.append(f"keeper {shown(str(k.get('path')))}  sha256 {k.get('sha256_before') or '?'}{verdict}")
-    lines.append(f"free before {_size(r.get('free_bytes_before'))}, after {_size(r.get('free_bytes_after'))}, "
-                 f"expected back {_size(r.get('expected_bytes'))}")
+    lines.append(f"free before {size(r.get('free_bytes_before'))}, after {size(r.get('free_bytes_after'))}, "
+                 f"expected back {size(r.get('expected_bytes'))}")
     lines += [f"warning: {shown(str(w))}" for w in r.get("warnings") or []]
     if r.get("error"):
         lines.append(f"error: {shown(str(r['error']))}")
@@ -239,12 +234,13 @@ def _generic_summary(r: dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def describe(r: dict[str, Any]) -> tuple[str, list[str]]:
+def describe(r: dict[str, Any], size: Callable[[Any], str] = _bytes) -> tuple[str, list[str]]:
     """A record as text: (one summary line, detail lines); every string escaped with `shown`,
-    no JSON. Purge records get their own reading; any other record its fields one per line."""
+    no JSON; `size` formats byte counts. Purge records get their own reading; any other record
+    its fields one per line."""
     if r.get("action") == "purge" and isinstance(r.get("paths"), list) and \
             all(isinstance(p, dict) for p in r["paths"]):
-        return _purge_summary(r), _purge_details(r)
+        return _purge_summary(r, size), _purge_details(r, size)
     details = [f"{shown(str(k))}: {_text(v)}" for k, v in r.items() if k not in COMMON]
     return _generic_summary(r), details
 

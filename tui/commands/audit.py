@@ -13,6 +13,8 @@ from rich.text import Text
 from fleetdeck.backend import state
 from fleetdeck.backend.hostlib.text import shown
 
+from ..fmt import human_bytes
+
 RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "failed": "bold red",
                  "unverified": "bold red", "started": "cyan"}
 
@@ -52,14 +54,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     if args.details:
         for r in recs:
-            head, lines = state.describe(r)
+            head, lines = state.describe(r, human_bytes)
             result = str(r.get("result", ""))
             console.print(Text.assemble((f"{_cell(r.get('time'))} {_cell(r.get('action'))} on "
                                          f"{_cell(r.get('host'))} by {_cell(r.get('user'))}: ", "bold"),
                                         (shown(result), RESULT_STYLES.get(result, ""))))
-            console.print(Text(f"  {head}"))
+            # whole lines: a path cut by a wrap would read as two
+            console.print(Text(f"  {head}"), soft_wrap=True)
             for line in lines:
-                console.print(Text(f"    {line}"))
+                console.print(Text(f"    {line}"), soft_wrap=True)
         return 0
     t = Table(header_style="bold")
     for col in ("time", "user", "host", "action", "result", "summary"):
@@ -74,7 +77,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def summary(r: dict[str, Any], limit: int = 160) -> str:
     """One short line saying what the record is about (target, reason, outcome), escaped."""
-    text = state.describe(r)[0]
+    text = state.describe(r, human_bytes)[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
