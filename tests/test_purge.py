@@ -102,7 +102,8 @@ def test_purge_deletes_and_verifies_keepers(h1, capsys):
 
 
 HOSTILE = ["sp ace 'single' \"double\"", "x$(touch pwned-purge)y`touch pwned-purge2`", "-leading-dash",
-           "new\nline", "semi;colon|pipe&amp *star ?q [b]", "tab\tand\x1bescape"]
+           "new\nline", "semi;colon|pipe&amp *star ?q [b]", "tab\tand\x1bescape",
+           os.fsdecode(b"not-utf8-\xff\xfe"), "back\\slash-n\\n"]
 
 
 def test_hostile_names_over_ssh(h1, capsys, tmp_path):
@@ -126,6 +127,12 @@ def test_hostile_names_over_ssh(h1, capsys, tmp_path):
     assert all(k["verified"] for k in doc["keepers"]) and len(doc["keepers"]) >= len(HOSTILE)
     for where in (Path.home(), Path.cwd(), host.root, tmp_path):
         assert not (where / "pwned-purge").exists() and not (where / "pwned-purge2").exists()
+    # the audit log keeps every name exactly and `fleetdeck audit` shows each one escaped
+    done = purge_audit()[-1]
+    assert done["result"] == "done" and [p["path"] for p in done["paths"]] == paths
+    rc, out, err = cli(capsys, "audit", "--details")
+    assert rc == 0 and "Traceback" not in err
+    assert "not-utf8-\\xff\\xfe" in out and "new\\nline" in out and "back\\\\slash-n\\\\n" in out
     # a path argument that itself starts with '-' is taken literally, and refused as relative
     rc, out, err = cli(capsys, "--hosts", str(fleet), "purge", HOST, "--json", "--confirm=-rf", "--", "-rf")
     doc = json.loads(out)
