@@ -17,6 +17,7 @@ from test_purge import make_run
 from test_purge_local import ckpt, local_host, plan_for, purge
 
 from fleetdeck.backend import state
+from fleetdeck.tui.cli import main
 
 
 @pytest.fixture
@@ -69,6 +70,22 @@ async def test_full_disk_refuses_the_purge_before_anything_is_touched(local, ful
     assert "the disk is full" in msg and "nothing was touched" in msg and "audit log" in msg
     assert report.audit_error and "No space left on device" in report.audit_error
     assert purge_records() == []
+
+
+@pytest.mark.root
+def test_full_disk_makes_cli_purge_and_dry_run_exit_1_with_a_sentence(local, full_state_dir, tmp_path, capsys):
+    host_cfg, runs = local
+    p = str(ckpt(make_run(runs, "run cli-full")))
+    fleet = tmp_path / "runs-fleet.toml"
+    fleet.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
+    for extra in (["--dry-run"], [f"--confirm={p}"]):
+        rc = main(["--hosts", str(fleet), "purge", "local", p, "--json", *extra])
+        out = capsys.readouterr()
+        assert rc == 1 and "Traceback" not in out.err
+        doc = json.loads(out.out)  # the result is printed all the same
+        assert "the disk is full" in doc["audit_error"] and "the disk is full" in out.err
+        assert Path(p).is_dir()
+    assert doc["paths"][0]["refused"] == ["not-audited"] and doc["deleted"] is False
 
 
 def _in_child(code: str, limit: int | None, env: dict[str, str]) -> subprocess.CompletedProcess:
