@@ -3,13 +3,32 @@
 # Needs the wheels in .whl/ (liger-kernel; textual/asyncssh for the `fleetdeck` console entry).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+[ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 mkdir -p /tmp/fd/fleetdeck && ln -sfn "$PWD/backend" /tmp/fd/fleetdeck/backend && ln -sfn "$PWD/tui" /tmp/fd/fleetdeck/tui
 export PYTHONPATH=/tmp/fd:/tmp/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.tui.cli import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetdeck
 chmod +x /tmp/bin/fleetdeck; export PATH=/tmp/bin:$PATH
 B=/tmp/bench; python3 benchmarks/train_bench.py --prepare $B --models qwen3-0.6b,qwen3-1.7b,qwen3-4b >/dev/null
 phase=${1:-a}
+bench() { python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"; }
+if [ "$phase" = e ]; then  # nvidia-h200-x2, second round: kernels, both references, profile, levers
+  python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "cudnn", torch.backends.cudnn.version())'
+  (export CUDA_VISIBLE_DEVICES=0
+   timeout 90 python3 benchmarks/check_varlen.py > $OUT/g0.log 2>&1
+   for m in qwen3-0.6b qwen3-1.7b; do
+     echo "== fleetdeck bench $B/$m.toml --baseline --json" >> $OUT/g0.log
+     timeout 240 bench $B/$m.toml --baseline --json > $OUT/bench-$m.json 2>> $OUT/g0.log
+   done) &
+  (export CUDA_VISIBLE_DEVICES=1
+   timeout 120 python3 benchmarks/train_bench.py --models qwen3-0.6b --profile > $OUT/g1.log 2>&1
+   echo "== train_bench.py --models qwen3-0.6b --levers 9 --steps 5 --warmup 3" >> $OUT/g1.log
+   timeout 120 python3 benchmarks/train_bench.py --models qwen3-0.6b --levers 9 --steps 5 --warmup 3 --json $OUT/levers-0.6b.json >> $OUT/g1.log 2>&1
+   echo "== fleetdeck bench $B/qwen3-4b.toml --baseline --json" >> $OUT/g1.log
+   timeout 300 bench $B/qwen3-4b.toml --baseline --json > $OUT/bench-qwen3-4b.json 2>> $OUT/g1.log) &
+  wait
+  grep -E "rel err|timing|check|profile|^  |ERROR|default|cuDNN|reference-strong:|recipe for|Error" $OUT/g*.log | grep -v Warning | head -80
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = a ]; then
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv

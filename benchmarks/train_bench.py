@@ -44,6 +44,8 @@ LEVERS = [
     ("1 row per forward", {"micro_batch": 1}),
     ("2 rows per forward", {"micro_batch": 2}),
     ("gradient checkpointing, all layers", {"gradient_checkpointing": True}),
+    ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
+    ("4 rows per forward", {"micro_batch": 4}),
 ]
 
 
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", action="store_true")
     p.add_argument("--levers", default="", help="comma list of lever numbers (1-based), or 'all'")
     p.add_argument("--json", default=None)
+    p.add_argument("--profile", action="store_true",
+                   help="profile 2 steps of the default recipe (after warm-up) and print where GPU time goes")
     p.add_argument("--prepare", metavar="DIR", default=None,
                    help="only write the corpus and one RUN.toml per model into DIR (for `fleetdeck bench`)")
     args = p.parse_args(argv)
@@ -109,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"# {name}; bf16 matmul measured {peak or 0:.0f} TFLOP/s; seq_len {args.seq_len}; "
           f"{args.warmup} warm-up + {args.steps} timed steps of 8 rows", flush=True)
+    if args.profile:
+        for arch in args.models.split(","):
+            profile(load_run_config(write_run(folder, arch, args.seq_len)), args.warmup)
+        return 0
     chosen = LEVERS if args.levers == "all" else [LEVERS[int(i) - 1] for i in args.levers.split(",") if i]
     rows = []
     for arch in args.models.split(","):
@@ -147,6 +155,42 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"device": name, "peak_tflops": peak, "rows": rows}, indent=2))
     return 0
+
+
+def profile(cfg, warmup: int) -> None:
+    """GPU time of 2 optimizer steps by kernel family, then the 25 costliest kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from fleetdeck.backend.train.session import prepare
+
+    engine, train, _, schedule = prepare(cfg, 0, 1, lambda m: None)
+    for i in range(warmup):
+        engine.step(train, schedule.rows(i, 0))
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(warmup, warmup + 2):
+            engine.step(train, schedule.rows(i, 0))
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0)]
+    rows = sorted(((getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0), e.key, e.count)
+                   for e in prof.key_averages()), reverse=True)
+    total = sum(t for t, _, _ in rows) or 1
+    families = {}
+    for t, key, _ in rows:
+        k = key.lower()
+        fam = ("attention" if "flash" in k or "fmha" in k or "cudnn" in k or "attention" in k else
+               "matmul" if "gemm" in k or "sm90" in k or "cutlass" in k or "matmul" in k or "mm" == k[-2:] else
+               "triton (compiled elementwise)" if "triton" in k else
+               "copy/cast" if "copy" in k or "cast" in k or "memcpy" in k else
+               "optimizer" if "adam" in k or "foreach" in k else "other")
+        families[fam] = families.get(fam, 0) + t
+    print(f"# profile {cfg.base_model}: {total / 2e3:.1f} ms GPU time per step; {len(events)} kernels", flush=True)
+    for fam, t in sorted(families.items(), key=lambda x: -x[1]):
+        print(f"  {fam:<32} {100 * t / total:5.1f}%  {t / 2e3:8.1f} ms/step")
+    for t, key, n in rows[:25]:
+        print(f"  {t / 2e3:8.2f} ms/step  x{n // 2:<5} {key[:110]}")
 
 
 def _print(r: dict) -> None:

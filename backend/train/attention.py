@@ -35,6 +35,48 @@ class _FlashVarlen(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
+def _cudnn_varlen(q, k, v, cu, max_len, scale):
+    """Causal attention over packed ranges through cuDNN's fused kernel (aten's autograd does the
+    backward); grouped K/V heads are repeated to the query heads first."""
+    if k.shape[1] != q.shape[1]:
+        rep = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    return torch.ops.aten._cudnn_attention_forward(q, k, v, None, cu, cu, max_len, max_len, True, 0.0, True,
+                                                   False, scale=scale)[0]
+
+
+@torch.compiler.disable
+def cudnn_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bool:
+    """Whether cuDNN's varlen attention runs here and agrees with per-document SDPA (forward and
+    gradients, ranges of uneven length) within bf16 rounding."""
+    if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return False
+    why = None
+    try:
+        gen = torch.Generator(device=device).manual_seed(0)
+        lens = [100, 37, 251, 124]
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+        t = sum(lens)
+        q, k, v = (torch.randn(t, h, 128, device=device, dtype=dtype, generator=gen).requires_grad_()
+                   for h in (4, 2, 2))
+        g = torch.randn(t, 4, 128, device=device, dtype=dtype, generator=gen)
+        out = _cudnn_varlen(q, k, v, cu, max(lens), 128 ** -0.5)
+        grads = torch.autograd.grad(out, (q, k, v), g)
+        ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+        ref = varlen_reference(*ref_in, cu, 128 ** -0.5)
+        ref_grads = torch.autograd.grad(ref, ref_in, g.double())
+        for a, b in zip((out, *grads), (ref, *ref_grads), strict=True):
+            err = float((a.double() - b).norm() / b.norm())
+            if not err < 2e-2:
+                why = f"relative error {err:.2e} against per-document SDPA"
+                break
+    except Exception as e:  # noqa: BLE001
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+    if why and log is not None:
+        log(f"cuDNN varlen attention failed its trial here ({why}); using flash varlen")
+    return why is None
+
+
 def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether the flash varlen kernel can run here (CUDA, sm80 or newer, half precision)."""
     if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
@@ -83,6 +125,8 @@ def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torc
 
 
 _USE_FLASH: dict[str, bool] = {}
+#: "cudnn" when the cuDNN varlen kernel was chosen (and passed its trial)
+_KERNEL: dict[str, str] = {}
 
 
 def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -95,18 +139,22 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     flash = _USE_FLASH.get("on")
     if flash is None:
         flash = flash_varlen_available(q.device, q.dtype)
-    if flash:
+    if flash and _KERNEL.get("name") == "cudnn":
+        out = _cudnn_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
+    elif flash:
         out = _FlashVarlen.apply(q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
     else:
         out = varlen_reference(q, k, v, cu, scaling)
     return out.unsqueeze(0), None
 
 
-def register(force_flash: bool | None = None) -> str:
-    """Register `fleetdeck_varlen` with transformers; returns the name to set on the config."""
+def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
+    """Register `fleetdeck_varlen` with transformers; returns the name to set on the config.
+    `kernel` picks the fused varlen kernel where one is used: "flash" or "cudnn"."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, varlen_attention)
+    _KERNEL["name"] = kernel
     if force_flash is None:
         _USE_FLASH.pop("on", None)
     else:
@@ -114,5 +162,5 @@ def register(force_flash: bool | None = None) -> str:
     return NAME
 
 
-__all__ = ["NAME", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
+__all__ = ["NAME", "cudnn_varlen_works", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
            "flash_varlen_works"]

@@ -39,6 +39,7 @@ class Recipe:
     #: None: packing as RUN.toml says; else why packing is off for this model
     packing_off: str | None = None
     packing: bool = True
+    kernel: str = "flash"
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
@@ -47,7 +48,7 @@ class Recipe:
         if self.packing_off:
             attn, pack = "SDPA on right-padded rows", f"packing off ({self.packing_off})"
         else:
-            attn = "flash varlen" if self.flash else "per-document SDPA"
+            attn = f"{self.kernel} varlen" if self.flash else "per-document SDPA"
             pack = "packing on" if self.packing else "packing off"
         return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
                 f"attention {attn}, "
@@ -79,9 +80,12 @@ class Engine:
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
         flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype, log)
-        if cfg.attention == "varlen" and not flash:
-            log("attention = \"varlen\": no flash kernel here; using per-document SDPA (same result, slower)")
-        name = attention.register(force_flash=flash)
+        if cfg.attention in ("varlen", "cudnn") and not flash:
+            log(f"attention = \"{cfg.attention}\": no flash kernel here; using per-document SDPA (same result, slower)")
+        kernel = "cudnn" if flash and cfg.attention == "cudnn" and attention.cudnn_varlen_works(
+            device, self.dtype, log) else "flash"
+        name = attention.register(force_flash=flash, kernel=kernel)
+        self.kernel = kernel
         batching.FALLBACK_LOG["log"] = log
         self.model = build_model(cfg.base_model, self.dtype, device, name, cfg.seed)
         self.shapes = shapes_of(self.model)
@@ -121,7 +125,7 @@ class Engine:
         want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
-                             packing=cfg.packing and not self.recurrent)
+                             packing=cfg.packing and not self.recurrent, kernel=kernel)
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         self.corpus_facts: dict = {}
