@@ -10,6 +10,9 @@ import shlex
 import time
 from datetime import datetime, timedelta
 
+from fleetdeck.backend.hostlib import crontab, packages, runner
+from fleetdeck.backend.hostlib.serve import Refused
+from fleetdeck.backend.hostlib.text import fsdec, shown
 from fleetdeck.backend.probe_common import (
     _CACHE,
     CRON_D_NAME,
@@ -121,11 +124,14 @@ def _sched(kind, user, spec, command, source, sid, **kw):
     return s
 
 
-def _cron_lines(text, kind, source, user, system, active=True):
+def _cron_lines(text, kind, source, user, system, active=True, package=None):
+    """Entries of a crontab or cron file. `text` holds the file's exact bytes (surrogateescape):
+    only "\n" ends a line, so `raw` is the line byte for byte and a carriage return stays
+    part of the command, as cron runs it. `package`: the file is the distribution's."""
     out, seen, bad = [], {}, []
     for n, raw in enumerate(text.split("\n"), 1):
-        s = raw.strip()
-        if not s or s.startswith("#") or ENV_RE.match(s):
+        s = raw.strip(" \t")
+        if not s.strip() or s.startswith("#") or ENV_RE.match(s):
             continue
         if s.startswith("@"):
             parts = s.split(None, 1)
@@ -148,44 +154,38 @@ def _cron_lines(text, kind, source, user, system, active=True):
         sid = _sid("c-", *key) if seen[key] == 1 else _sid("c-", *(key + (seen[key],)))
         e = _sched(kind, u, spec, rest, source, sid, raw=raw, line=n, active=active)
         e["next_run"] = cron_next(spec) if active else None
+        if package:
+            e.update(system=True, package=package)
         out.append(e)
     return out, bad
 
 
-def _crontabs(fresh):
-    """Each user's crontab via `crontab -l` (every user's when root can see the spool)."""
+def _crontabs(fresh, warnings):
+    """Every user's crontab, byte for byte (the host library's `crontab.read`): this user's, and
+    when root can list the spool, everyone's. One user's crontab that cannot be read, or that
+    belongs to no user any more, is a warning naming that user; the others are still listed."""
+    if runner.which("crontab") is None:
+        return []   # no cron here: nothing can be scheduled through it
     me = _me()
-    users, spool = [me], None
-    for d in ("/var/spool/cron/crontabs", "/var/spool/cron"):
-        if os.path.isdir(d):
-            spool = d
-            break
-    if spool and os.geteuid() == 0:
+    users = [me]
+    if os.geteuid() == 0:
         try:
-            users += sorted(n for n in os.listdir(spool) if n != me and os.path.isfile(os.path.join(spool, n))
-                            and not n.startswith(".") and n not in ("atjobs", "atspool"))
-        except OSError:
-            pass
+            users += [n for n in crontab.spool_users() if n != me]
+        except OSError as e:
+            warnings.append(f"crontab spool: {shown(e.strerror or str(e))}")
     out = []
     for u in users:
-        try:   # the spool file's stat says whether `crontab -l` would say anything new
-            key = _skey(os.stat(os.path.join(spool, u))) if spool else None
-        except FileNotFoundError:
-            key = "absent"
-        except OSError:
-            key = None
+        key = crontab.stat_key(u)   # changes whenever the crontab does
         hit = _CACHE.get(("crontab", u))
         if hit is not None and key is not None and hit[0] == key and not fresh:
             out += hit[1]
             continue
-        rc, text, err = _run(["crontab", "-l"] + ([] if u == me else ["-u", u]))
-        if rc is None:
-            return out
-        if rc != 0:
-            text = ""
-            if "no crontab" not in err.lower():
-                raise OSError(f"crontab -l for {u}: {err or rc}")
-        entries = _cron_lines(text, "crontab", "crontab -l", u, False)[0]
+        try:
+            data = crontab.read(u)
+        except Refused as e:
+            warnings.append(f"crontab of {shown(u)}: {e.message}")
+            continue
+        entries = _cron_lines(fsdec(data), "crontab", "crontab -l", u, False)[0]
         _CACHE[("crontab", u)] = (key, entries)
         out += entries
     return out
@@ -203,7 +203,8 @@ def _cron_files(warnings):
         try:
             if not os.path.isfile(path):
                 continue
-            entries, bad = _cached("cron-file", path, lambda p, a=active: _cron_lines(_read(p), "cron-file", p, "", True, a))
+            entries, bad = _cached("cron-file", path, lambda p, a=active: _cron_lines(
+                _read(p), "cron-file", p, "", True, a, packages.installed_by(p)))
             out += entries
             if bad and active:
                 warnings.append("{}: lines {} are not cron entries".format(path, ", ".join(map(str, bad[:5]))))
@@ -271,9 +272,14 @@ def _timers(fresh):
             user = (svc.get("User") or "root") if scope == "system" else _me()
             nxt = row.get("next")
             nxt = _iso(nxt / 1e6) if _finite(nxt) and nxt > 0 else (ti.get("NextElapseUSecRealtime") or None)
-            out.append(_sched("systemd-timer", user, spec, cmd, ti.get("FragmentPath") or "systemd",
-                              _sid("t-", "systemd-timer", user, scope, t, spec, cmd), unit=t, scope=scope,
-                              next_run=nxt, active=ti.get("ActiveState", "active") == "active"))
+            frag = ti.get("FragmentPath") or ""
+            e = _sched("systemd-timer", user, spec, cmd, frag or "systemd",
+                       _sid("t-", "systemd-timer", user, scope, t, spec, cmd), unit=t, scope=scope,
+                       next_run=nxt, active=ti.get("ActiveState", "active") == "active")
+            pkg = packages.installed_by(frag) if frag.startswith("/") else None
+            if pkg:
+                e.update(system=True, package=pkg)
+            out.append(e)
     _CACHE[("timers", "")] = (time.time(), out)
     return out
 
@@ -372,7 +378,7 @@ def schedules(req, procs, warnings):
     """Every schedule and loop on the host; each source guarded on its own."""
     fresh = bool(req.get("fresh"))
     out = []
-    for name, fn in (("crontab", lambda: _crontabs(fresh)), ("cron files", lambda: _cron_files(warnings)),
+    for name, fn in (("crontab", lambda: _crontabs(fresh, warnings)), ("cron files", lambda: _cron_files(warnings)),
                      ("systemd timers", lambda: _timers(fresh)), ("at jobs", lambda: _at_jobs(fresh)),
                      ("loops", lambda: loops(procs))):
         out += _guard(warnings, name, fn, [])

@@ -56,7 +56,7 @@ def by_line(entries: list[dict], n: int) -> dict:
     return hit
 
 
-@pytest.mark.parametrize("n", [3, 4, 6])
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
 def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys, n):  # noqa: F811
     install(CRONTAB, tmp_path)
     assert read_crontab() == CRONTAB
@@ -84,7 +84,7 @@ def test_listing_shows_undecodable_bytes_escaped_and_never_crashes(root_crontab,
     monkeypatch.setenv("COLUMNS", "250")
     rc, out, err = run_cli(["--hosts", hosts, "schedules"], capsys)
     assert rc == 0, err
-    assert "\\xff\\xfe" in out and "caf\\xe9" in out
+    assert "\\xff\\xfe" in out and "caf\\xe9" in out and "cr-line\\r" in out
     assert "Traceback" not in err
 
 
