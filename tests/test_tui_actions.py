@@ -59,15 +59,15 @@ async def type_into(pilot, inp: Input, text: str):
     await pilot.pause()
 
 
-async def test_purge_focus_on_cancel_and_cancel_deletes_nothing(tmp_path):
+async def test_purge_focus_in_the_path_field_and_cancel_deletes_nothing(tmp_path):
     _, ck = make_run(tmp_path)
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         modal = await open_purge(app, pilot, [ck])
-        assert app.focused.id == "cancel"
+        assert app.focused.id == "confirm-0"  # the field the operator must fill
         assert modal.plan is not None and modal.plan.ok, modal.plan
         await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
-        assert not modal.query_one("#delete", Button).disabled
+        assert not modal.query_one("#act", Button).disabled
         modal.query_one("#cancel", Button).focus()
         await pilot.press("enter")
         await pilot.pause()
@@ -84,11 +84,11 @@ async def test_purge_wrong_typed_path_deletes_nothing(tmp_path):
         inp = modal.query_one("#confirm-0", Input)
         for wrong in (str(ck) + " ", str(ck)[:-1], str(ck).upper(), str(ck) + "/"):
             await type_into(pilot, inp, wrong)
-            assert modal.query_one("#delete", Button).disabled, wrong
+            assert modal.query_one("#act", Button).disabled, wrong
             await pilot.press("enter")  # submitting the field must not delete either
             await app.workers.wait_for_complete()
             await pilot.pause()
-        await pilot.click("#delete")
+        await pilot.click("#act")
         await app.workers.wait_for_complete()
         assert modal.report is None
     assert ck.is_dir() and len(list(ck.iterdir())) == 1
@@ -106,7 +106,7 @@ async def test_purge_refused_check_keeps_confirm_disabled(tmp_path):
             modal = await open_purge(app, pilot, [bad])
             assert modal.plan is not None and not modal.plan.ok
             await type_into(pilot, modal.query_one("#confirm-0", Input), str(bad))
-            assert modal.query_one("#delete", Button).disabled
+            assert modal.query_one("#act", Button).disabled
             table = modal.query_one("#purge-plan", DataTable)
             checks = table.get_row_at(0)[2].plain
             assert f"✖ {code}" in checks
@@ -122,12 +122,12 @@ async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         modal = await open_purge(app, pilot, [ck, ck50])
-        assert modal.query_one("#delete", Button).disabled
+        assert modal.query_one("#act", Button).disabled
         await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
-        assert modal.query_one("#delete", Button).disabled  # one of two typed
+        assert modal.query_one("#act", Button).disabled  # one of two typed
         await type_into(pilot, modal.query_one("#confirm-1", Input), str(ck50))
-        assert not modal.query_one("#delete", Button).disabled
-        await pilot.click("#delete")
+        assert not modal.query_one("#act", Button).disabled
+        await pilot.click("#act")
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -138,6 +138,16 @@ async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
     assert not ck.exists() and not ck50.exists()
     assert (run / "adapter" / "adapter_model.safetensors").is_file()
     assert any(r["action"].startswith("purge") and r["result"] == "done" for r in state.read_audit())
+
+
+async def dry_run(app, pilot, modal):
+    """Enter in the path field: the dry run (never the copy)."""
+    modal.query_one("#mirror-path", Input).focus()
+    await pilot.pause()
+    await pilot.press("enter")
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
@@ -153,7 +163,18 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         seen = []
         shown = modal.on_progress
         modal.on_progress = lambda done, total: (seen.append((done, total)), shown(done, total))
-        await pilot.click("#start")
+        act = modal.query_one("#act", Button)
+        assert act.disabled and str(act.label) == "Copy (dry run first)"
+        await dry_run(app, pilot, modal)
+        assert not dst.exists() and not seen  # the dry run wrote nothing
+        assert str(act.label) == "Copy 2 files, 8.0K" and not act.disabled
+        assert app.focused is act  # enter moved to the button that says what it will do
+        modal.query_one("#mirror-path", Input).focus()
+        await pilot.pause()
+        await pilot.press("enter")  # enter in the field again still does not copy
+        await pilot.pause()
+        assert app.focused is act and not dst.exists()
+        await pilot.press("enter")
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -177,10 +198,10 @@ async def test_mirror_destination_follows_the_chosen_hosts_runs_root(tmp_path):
         app.push_screen(MirrorModal("a", str(run / "adapter")))
         await pilot.pause()
         modal = app.screen
-        start = modal.query_one("#start", Button)
-        await pilot.click("#start")  # no host picked yet: a warning, no copy
+        assert app.focused is modal.query_one("#mirror-host")  # the field to fill first
+        await pilot.click("#dry")  # no host picked yet: a warning, no copy
         await pilot.pause()
-        assert modal.report is None and not start.disabled
+        assert modal.report is None and modal.query_one("#act", Button).disabled
         modal.query_one("#mirror-host", Select).value = "c"
         await pilot.pause()
         assert modal.query_one("#mirror-path", Input).value == f"{tmp_path}/c-runs/{HOSTILE}/adapter"
@@ -197,11 +218,10 @@ async def test_mirror_refuses_a_differing_destination(tmp_path):
         await pilot.pause()
         modal = app.screen
         modal.query_one("#mirror-path", Input).value = str(dst)
-        await pilot.click("#start")
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        assert "NOT verified" in str(modal.query_one("#mirror-result").render())
+        await dry_run(app, pilot, modal)
+        act = modal.query_one("#act", Button)
+        assert act.disabled and str(act.label) == "Copy refused"
+        assert "dst-differs" in str(modal.query_one("#mirror-result").render())
     assert (dst / "adapter_model.safetensors").read_bytes() == b"something else"
 
 
@@ -236,11 +256,11 @@ async def test_remove_loop_needs_the_id_typed_back(tmp_path, loop_process):
         await pilot.pause()
         await app.workers.wait_for_complete()
         modal = app.screen
-        assert isinstance(modal, RemoveScheduleModal) and app.focused.id == "cancel"
+        assert isinstance(modal, RemoveScheduleModal) and app.focused.id == "remove-confirm"
         inp = modal.query_one("#remove-confirm", Input)
         inp.value = sched.id[:-1]
         await pilot.pause()
-        assert modal.query_one("#remove", Button).disabled
+        assert modal.query_one("#act", Button).disabled
         await pilot.press("escape")
         await pilot.pause()
         assert loop_process.poll() is None  # cancel left it running
@@ -250,8 +270,8 @@ async def test_remove_loop_needs_the_id_typed_back(tmp_path, loop_process):
         modal = app.screen
         modal.query_one("#remove-confirm", Input).value = sched.id
         await pilot.pause()
-        assert not modal.query_one("#remove", Button).disabled
-        await pilot.click("#remove")
+        assert not modal.query_one("#act", Button).disabled
+        await pilot.click("#act")
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -314,17 +334,21 @@ async def test_polls_are_applied_while_a_mirror_copies(tmp_path):
         progressed = []
         shown = modal.on_progress
         modal.on_progress = lambda done, total: (progressed.append(done), shown(done, total))
-        await pilot.click("#start")
+        await dry_run(app, pilot, modal)
+        await pilot.click("#act")
+
+        def copying():  # the report so far is the dry run's
+            return modal.report is None or modal.report.dry_run
         polls_during_copy = 0
         for _ in range(200):
             await pilot.pause(0.05)
-            if progressed and modal.report is None:
+            if progressed and copying():
                 before = app.state.polls
                 app.poll_fleet()
                 await pilot.pause(0.05)
-                if app.state.polls > before and modal.report is None:
+                if app.state.polls > before and copying():
                     polls_during_copy += 1
-            if modal.report is not None:
+            if not copying():
                 break
         await app.workers.wait_for_complete()
         assert modal.report is not None and modal.report.verified

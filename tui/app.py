@@ -52,16 +52,18 @@ class FleetdeckApp(GuardedPump, App):
              "audit": AuditScreen}
     DEFAULT_MODE = "fleet"
     BINDINGS = [
-        Binding("1", "view('fleet')", "Fleet"),
-        Binding("2", "view('runs')", "Runs"),
-        Binding("3", "view('schedules')", "Schedules"),
-        Binding("4", "view('audit')", "Audit"),
-        Binding("n", "launch", "Launch"),
-        Binding("g", "poll_now", "Poll"),
-        Binding("t", "toggle_theme", "Theme", show=False),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-        Binding("escape", "back", "Back", show=False),
+        Binding("1", "view('fleet')", "Fleet", tooltip="Fleet view: every host"),
+        Binding("2", "view('runs')", "Runs", tooltip="Runs view: every training run"),
+        Binding("3", "view('schedules')", "Schedules",
+                tooltip="Schedules view: cron entries, timers, at jobs, loops"),
+        Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
+        Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
+        Binding("g", "poll_now", "Poll", tooltip="poll every host now"),
+        Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),
+        Binding("question_mark", "help", "Help", tooltip="this help"),
+        Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("escape", "back", "Back", show=False,
+                tooltip="back: close the Host view, else go to the Fleet view"),
     ]
 
     def __init__(self, fleet: Fleet, source: Source | None = None, *, autopoll: bool = True,

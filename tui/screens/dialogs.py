@@ -6,53 +6,62 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, DataTable, Label, Static
 
 from .modal import Modal
 
-# Every key, by where it works. Kept as data so the help screen and the README agree.
-KEYS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("Everywhere", [
-        ("1 / 2 / 3 / 4", "Fleet / Runs / Schedules / Audit view"),
-        ("↑ ↓  j k", "move in a table; PgUp/PgDn, Home/End too"),
-        ("tab / shift+tab", "next / previous table or field"),
-        ("enter", "open (a host, a run's details)"),
-        ("esc", "back: close a modal or the Host view, else go to the Fleet view"),
-        ("n", "launch a run (pre-flight first)"),
-        ("g", "poll every host now"),
-        ("t", "toggle light / dark theme"),
-        ("ctrl+p", "command palette: every action by name"),
-        ("?", "this help"),
-        ("q", "quit"),
-    ]),
-    ("Fleet view", [("enter", "open the Host view of the highlighted host")]),
-    ("Runs view", [
-        ("enter", "show the run's checkpoints (focus moves to them)"),
-        ("space", "mark / unmark the highlighted checkpoint for purge"),
-        ("p", "purge the marked checkpoints (or the highlighted one)"),
-        ("m", "mirror the run's adapter to another host and verify it"),
-        ("l", "reload the tail of train.log"),
-    ]),
-    ("Schedules view", [
-        ("a", "acknowledge the highlighted schedule (no longer stray for being unknown)"),
-        ("x", "remove it: type its id back to confirm"),
-    ]),
-    ("In a modal", [
-        ("tab", "move between fields and buttons"),
-        ("enter", "press the focused button"),
-        ("esc", "cancel and close"),
-    ]),
-]
+
+def help_sections() -> list[tuple[str, list[Binding]]]:
+    """Every key, by where it works, read from the bindings themselves so help cannot drift."""
+    from textual.app import App
+    from textual.screen import Screen
+
+    from ..app import FleetdeckApp
+    from ..widgets.keyed_table import NavTable
+    from .fleet import FleetScreen
+    from .host import HostScreen
+    from .modal import TypedConfirmModal
+    from .runs import CheckpointTable, RunsScreen
+    from .schedules import SchedulesScreen
+
+    def own(bindings: list) -> list[Binding]:
+        return [b for b in bindings if isinstance(b, Binding) and not b.system]
+
+    palette = Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "Palette",
+                      tooltip="command palette: every view, host and action by name")
+    focus = [Binding(b.key, b.action, b.description, tooltip={
+        "tab": "next table or field", "shift+tab": "previous table or field"}.get(b.key, b.description))
+        for b in own(Screen.BINDINGS) if b.key in ("tab", "shift+tab")]
+    table_keys = own(NavTable.BINDINGS) + [b for b in own(DataTable.BINDINGS)
+                                           if b.key in ("up", "down", "pageup", "pagedown")]
+    modal_keys = own(TypedConfirmModal.BINDINGS) + [
+        Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
+    return [
+        ("Everywhere", own(FleetdeckApp.BINDINGS) + [palette] + focus),
+        ("Tables", table_keys),
+        ("Fleet view", own(FleetScreen.BINDINGS)),
+        ("Host view", own(HostScreen.BINDINGS)),
+        ("Runs view", own(RunsScreen.BINDINGS) + own(CheckpointTable.BINDINGS)),
+        ("Schedules view", own(SchedulesScreen.BINDINGS)),
+        ("In a pop-up", modal_keys),
+    ]
+
+
+def key_label(key: str) -> str:
+    """A binding's key as printed on the keyboard ('question_mark' -> '?')."""
+    names = {"question_mark": "?", "escape": "esc", "pageup": "PgUp", "pagedown": "PgDn",
+             "home": "Home", "end": "End", "up": "↑", "down": "↓"}
+    return " ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
 def help_text() -> Text:
-    """Every key as a formatted block."""
+    """Every key as a formatted block, from `help_sections()`."""
     t = Text()
-    for section, keys in KEYS:
+    for section, bindings in help_sections():
         t.append(f"{section}\n", style="bold underline")
-        for key, what in keys:
-            t.append(f"  {key:<18}", style="bold cyan")
-            t.append(f"{what}\n")
+        for b in bindings:
+            t.append(f"  {key_label(b.key):<12}", style="bold")
+            t.append(f"{b.tooltip or b.description}\n")
         t.append("\n")
     return t
 

@@ -158,7 +158,7 @@ class FleetScreen(ViewScreen):
 
     SHOWS_AGES = True
 
-    BINDINGS = [Binding("enter", "open_host", "Host", priority=False)]
+    BINDINGS = [Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")]
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(self._columns(layout_widths(self.app.size.width)), id="fleet-table")

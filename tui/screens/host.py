@@ -19,7 +19,7 @@ class HostScreen(ViewScreen):
     """Everything one host holds; esc goes back to the fleet."""
 
     SHOWS_AGES = True
-    BINDINGS = [Binding("escape", "app.back", "Back")]
+    BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view")]
 
     def __init__(self, name: str) -> None:
         super().__init__()

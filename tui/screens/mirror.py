@@ -1,4 +1,4 @@
-"""The Mirror modal: copy an adapter to another host with progress, then show the verification."""
+"""The Mirror modal: a dry run first, then the copy with progress, then the verification."""
 
 from __future__ import annotations
 
@@ -8,56 +8,111 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from ..fmt import human_bytes, human_duration
+from ..fmt import escape_path, human_bytes, human_duration
 from ..messages import ActionFinished
+from ..widgets.keyed_table import NavTable
 from ..widgets.render import bar
-from .modal import Modal
-from .purge import as_dict, shown
+from .modal import TypedConfirmModal
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
                 "extra": "yellow"}
 
 
-class MirrorModal(Modal):
-    """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies."""
+class MirrorModal(TypedConfirmModal):
+    """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies.
 
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+    A dry run comes first (enter in the path field runs it); the copy button is enabled only
+    after a dry run of exactly this destination said what it would copy, and says it
+    ("Copy 2 files, 160.0M").
+    """
+
+    DIALOG_ID = "mirror-dialog"
+    ACT_VARIANT = "success"
 
     def __init__(self, src_host: str, src_path: str) -> None:
         super().__init__()
         self.src_host = src_host
         self.src_path = src_path
-        self.report: Any = None
         self._started = 0.0
+        #: the destination the last dry run was for, and what it said
+        self.dry_for: tuple[str | None, str] | None = None
+        self.dry_report: Any = None
 
-    def compose(self) -> ComposeResult:
+    @property
+    def report(self) -> Any:
+        """The last report (dry run or copy)."""
+        return self.result
+
+    def title_text(self) -> str:
+        return "Mirror an adapter"
+
+    def compose_body(self) -> ComposeResult:
         others = [(h.name, h.name) for h in self.app.fleet.hosts if h.name != self.src_host]
-        with Vertical(classes="dialog", id="mirror-dialog"):
-            yield Label("Mirror an adapter", classes="title")
-            yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
-            yield Label("To host:")
-            yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
-                         value=others[0][1] if len(others) == 1 else Select.NULL)
-            yield Label("To path (created if absent; refused if it holds different content):")
-            first = others[0][1] if len(others) == 1 else None
-            yield Input(self.default_path(first) if first else self.src_path, id="mirror-path", compact=True)
-            yield Static(Text("not started", style="dim"), id="mirror-rate")
-            with VerticalScroll(can_focus=False):
-                yield DataTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
-                yield Static(id="mirror-result")
-            with Horizontal(classes="buttons"):
-                yield Button("Close", id="cancel")
-                yield Button("Dry run", id="dry")
-                yield Button("Copy and verify", id="start", variant="primary")
+        first = others[0][1] if len(others) == 1 else None
+        yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{escape_path(self.src_path)}"))
+        yield Label("To host:")
+        yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
+                     value=first if first else Select.NULL)
+        yield Label("To path (created if absent; refused if it holds different content):")
+        yield Input(self.default_path(first) if first else self.src_path, id="mirror-path",
+                    classes="confirm", compact=True)
+        yield Static(Text("enter: dry run (shows what would be copied; nothing is written)", style="dim"),
+                     id="mirror-rate")
+        yield NavTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
+        yield Static(id="mirror-result")
 
-    def on_mount(self) -> None:
+    def compose_buttons(self) -> ComposeResult:
+        yield Button("Dry run", id="dry", variant="primary")
+
+    def prepare(self) -> None:
         self.query_one("#mirror-files", DataTable).add_columns("File", "Bytes", "sha256 here", "sha256 there",
                                                                "Status")
-        self.query_one("#mirror-host", Select).focus()
+
+    def focus_first_field(self) -> None:
+        host = self.query_one("#mirror-host", Select)
+        if host.value is Select.NULL:
+            host.focus()
+        else:
+            super().focus_first_field()
+
+    def checks_passed(self) -> bool:
+        return (self.dry_for is not None and self.dry_for == self.destination()
+                and self.dry_report is not None and self.dry_report.result == "would-copy")
+
+    def act_label(self) -> str:
+        if self.dry_for is None or self.dry_report is None or self.dry_for != self.destination():
+            return "Copy (dry run first)"
+        rep = self.dry_report
+        if rep.result == "identical":
+            return "Nothing to copy: identical"
+        if rep.result != "would-copy":
+            return "Copy refused"
+        n = sum(1 for f in rep.files if getattr(f, "kind", "file") == "file")
+        return f"Copy {n} file{'s' if n != 1 else ''}, {human_bytes(rep.bytes_src)}"
+
+    def act(self) -> None:
+        host, path = self.destination()
+        if host:
+            self.copy(host, path, False)
+
+    def submitted(self, field: Input) -> None:
+        # enter never copies: it runs the dry run, and once that passed it moves to the button
+        # that says what the copy will do
+        if self.ready():
+            self.query_one("#act", Button).focus()
+        elif not self.done:
+            self.start_dry_run()
+
+    def start_dry_run(self) -> None:
+        """Dry run of the destination as entered (a warning when it is incomplete)."""
+        host, path = self.destination()
+        if not host or not path:
+            self.notify("Pick a destination host and type a path first.", title="Mirror",
+                        severity="warning")
+            return
+        self.copy(host, path, True)
 
     def default_path(self, dst_host: str) -> str:
         """The same place under the destination's runs root (`<root>/run-N/adapter`), else SRC's path."""
@@ -71,29 +126,16 @@ class MirrorModal(Modal):
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.value is not Select.NULL:
             self.query_one("#mirror-path", Input).value = self.default_path(str(event.value))
-
-    def on_input_submitted(self) -> None:
-        self.query_one("#start", Button).press()
+        self.refresh_act()
 
     def destination(self) -> tuple[str | None, str]:
         """The chosen (host, path)."""
         host = self.query_one("#mirror-host", Select).value
         return (None if host is Select.NULL else str(host)), self.query_one("#mirror-path", Input).value
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id in ("start", "dry"):
-            host, path = self.destination()
-            if not host or not path:
-                self.notify("Pick a destination host and type a path first.", title="Mirror",
-                            severity="warning")
-                return
-            self.copy(host, path, event.button.id == "dry")
-        else:
-            self.action_cancel()
-
-    def action_cancel(self) -> None:
-        """Close; a copy in progress is cancelled and leaves no partial file under a final name."""
-        self.dismiss(self.report)
+    def pressed(self, button: Button) -> None:
+        if button.id == "dry":
+            self.start_dry_run()
 
     def on_progress(self, done: int, total: int) -> None:
         """Progress from the backend: bytes copied of the total, with the rate so far."""
@@ -108,60 +150,62 @@ class MirrorModal(Modal):
     @work(exclusive=True, group="mirror", exit_on_error=False)
     async def copy(self, dst_host: str, dst_path: str, dry_run: bool) -> None:
         """Run the backend's mirror in a worker (polling and navigation go on) and show its proof."""
-        from fleetdeck.backend.actions.mirror import mirror
-        for b in ("#start", "#dry"):
-            self.query_one(b, Button).disabled = True
+        buttons = [self.query_one(b, Button) for b in ("#act", "#dry")]
+        for b in buttons:
+            b.disabled = True
         self._started = time.monotonic()
         self.query_one("#mirror-rate", Static).update(Text("listing both sides…", style="dim"))
         result = self.query_one("#mirror-result", Static)
         try:
+            from fleetdeck.backend.actions.mirror import mirror
             rep = await mirror(self.app.link(self.src_host), self.src_path, self.app.link(dst_host), dst_path,
-                               dry_run=dry_run, progress=self.on_progress)
+                               dry_run=dry_run, progress=None if dry_run else self.on_progress)
         except Exception as e:
             result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
             self.app.report_error(f"Mirror to {dst_host}", e)
-            for b in ("#start", "#dry"):
-                self.query_one(b, Button).disabled = False
+            buttons[1].disabled = False
+            self.refresh_act()
             return
         self.show_report(rep, dst_host, dry_run)
         if dry_run:
+            self.dry_for, self.dry_report = (dst_host, dst_path), rep
             self.query_one("#mirror-rate", Static).update(Text("dry run: nothing was copied", style="dim"))
-        self.query_one("#cancel", Button).focus()
-        if not dry_run:
-            self.app.post_message(ActionFinished(
-                "mirror", dst_host, rep.verified, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
-                + ("verified" if rep.verified else f"NOT verified ({rep.reason or rep.result})")))
-        else:
-            for b in ("#start", "#dry"):
-                self.query_one(b, Button).disabled = False
+            buttons[1].disabled = False
+            self.refresh_act()
+            (buttons[0] if self.ready() else buttons[1]).focus()
+            return
+        self.finished()
+        self.app.post_message(ActionFinished(
+            "mirror", dst_host, rep.verified, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
+            + ("verified" if rep.verified else f"NOT verified ({rep.reason or rep.result})")))
 
     def show_report(self, rep: Any, dst_host: str, dry_run: bool) -> None:
         """The verification table: every file's size and both hosts' sha256, and the verdict."""
-        self.report = rep
+        self.result = rep
         result = self.query_one("#mirror-result", Static)
-        d = as_dict(rep)
-        if not dry_run and d.get("bytes_copied"):
+        if not dry_run and rep.bytes_copied:
             line = bar(1.0, 30)
-            line.append(f" 100%  {human_bytes(d['bytes_copied'])} copied in {d.get('seconds')} s")
+            line.append(f" 100%  {human_bytes(rep.bytes_copied)} copied in {rep.seconds:.1f} s")
             self.query_one("#mirror-rate", Static).update(line)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
-        for f in d.get("files") or []:
-            st = str(f.get("status"))
-            table.add_row(shown(str(f.get("path"))), human_bytes(f.get("bytes")),
-                          str(f.get("sha256_src") or "-")[:12], str(f.get("sha256_dst") or "-")[:12],
-                          Text(st, style=STATUS_STYLE.get(st, "")))
-        ok = bool(d.get("verified"))
+        for f in rep.files:
+            st = "would copy" if dry_run and f.status == "copied" else str(f.status)
+            table.add_row(escape_path(f.path), human_bytes(f.bytes), str(f.sha256_src or "-")[:12],
+                          str(f.sha256_dst or "-")[:12], Text(st, style=STATUS_STYLE.get(f.status, "")))
         t = Text()
         if dry_run:
-            t.append(f"dry run, nothing copied ({d.get('result')}). ", style="bold")
+            what = {"would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
+                    "identical": f"{dst_host} already holds identical content"}.get(rep.result, rep.result)
+            t.append(f"dry run, nothing copied: {what}. ", style="bold")
         else:
-            t.append("✔ verified: " if ok else "✖ NOT verified: ", style="bold green" if ok else "bold red")
-        t.append(f"{human_bytes(d.get('bytes_src'))} ({d.get('bytes_src')} B) on {self.src_host}, "
-                 f"{human_bytes(d.get('bytes_dst'))} ({d.get('bytes_dst')} B) on {dst_host}")
-        if d.get("rate"):
-            t.append(f"\ncopied {human_bytes(d.get('bytes_copied'))} in {d.get('seconds')} s "
-                     f"({human_bytes(d['rate'])}/s)")
-        if d.get("error") or d.get("reason"):
-            t.append(f"\n{d.get('result')} ({d.get('reason')}): {d.get('error') or ''}", style="bold red")
+            t.append("✔ verified: " if rep.verified else "✖ NOT verified: ",
+                     style="bold green" if rep.verified else "bold red")
+            t.append(f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {self.src_host}, "
+                     f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}")
+        if rep.rate:
+            t.append(f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
+                     f"({human_bytes(rep.rate)}/s)")
+        if rep.error or rep.reason:
+            t.append(f"\n{rep.result} ({rep.reason}): {rep.error or ''}", style="bold red")
         result.update(t)

@@ -23,7 +23,8 @@ LOG_LINES = 50
 class CheckpointTable(KeyedTable):
     """Checkpoints of the selected run; space marks one for purge."""
 
-    BINDINGS = [Binding("space", "toggle_mark", "Mark")]
+    BINDINGS = [Binding("space", "toggle_mark", "Mark",
+                        tooltip="mark / unmark the highlighted checkpoint for purge")]
 
     def action_toggle_mark(self) -> None:
         """Mark or unmark the highlighted checkpoint."""
@@ -34,9 +35,11 @@ class RunsScreen(ViewScreen):
     """Runs across the fleet; p purge, m mirror, l reload log."""
 
     BINDINGS = [
-        Binding("p", "purge", "Purge"),
-        Binding("m", "mirror", "Mirror"),
-        Binding("l", "reload_log", "Log", show=False),
+        Binding("enter", "open_checkpoints", "Checkpoints", show=False,
+                tooltip="move to the run's checkpoints"),
+        Binding("p", "purge", "Purge", tooltip="purge the marked checkpoints (or the highlighted one)"),
+        Binding("m", "mirror", "Mirror", tooltip="mirror the run's adapter to another host and verify it"),
+        Binding("l", "reload_log", "Log", show=False, tooltip="reload the tail of train.log"),
     ]
 
     def __init__(self) -> None:
@@ -91,7 +94,11 @@ class RunsScreen(ViewScreen):
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         if event.data_table.id == "runs-table":
-            self.query_one("#ckpt-table").focus()
+            self.action_open_checkpoints()
+
+    def action_open_checkpoints(self) -> None:
+        """Move the focus to the selected run's checkpoints."""
+        self.query_one("#ckpt-table").focus()
 
     def show_run(self) -> None:
         """Fill the detail pane for the selected run."""

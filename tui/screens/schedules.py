@@ -24,7 +24,11 @@ def schedule_key(s: Schedule) -> str:
 class SchedulesScreen(ViewScreen):
     """Schedules across the fleet; a acknowledges, x removes (id typed back)."""
 
-    BINDINGS = [Binding("a", "acknowledge", "Acknowledge"), Binding("x", "remove", "Remove")]
+    BINDINGS = [
+        Binding("a", "acknowledge", "Acknowledge",
+                tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)"),
+        Binding("x", "remove", "Remove", tooltip="remove it: type its id back to confirm"),
+    ]
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible at 100 columns

@@ -12,17 +12,24 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
 
-class KeyedTable(DataTable):
+class NavTable(DataTable):
+    """A DataTable with the keys of k9s and lazygit: j / k, Home / End to the first / last row
+    (DataTable's own Home / End scroll sideways), PgUp / PgDn."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, tooltip="next row"),
+        Binding("k", "cursor_up", "Up", show=False, tooltip="previous row"),
+        Binding("home", "scroll_top", "First", show=False, tooltip="first row"),
+        Binding("end", "scroll_bottom", "Last", show=False, tooltip="last row"),
+    ]
+
+
+class KeyedTable(NavTable):
     """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
 
     Rows are added or removed only when the set of keys changes, so the cursor and the scroll
-    position survive every refresh. Also accepts j / k for down / up.
+    position survive every refresh.
     """
-
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-    ]
 
     def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], **kw: Any) -> None:
         kw.setdefault("cursor_type", "row")
