@@ -171,14 +171,63 @@ def test_after_a_failed_run_refused(h1, tmp_path, capsys):
     assert not (runs / "next").exists()
 
 
-def test_after_a_finished_run_without_adapter_refused(h1, tmp_path, capsys):
+def _adapter(where: Path, weights: bytes | None = b"\0" * 64, config: bool = True) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    if weights is not None:
+        (where / "adapter_model.safetensors").write_bytes(weights)
+    if config:
+        (where / "adapter_config.json").write_text("{}")
+
+
+def _no_adapter(prev):
+    pass
+
+
+def _crashed_save(prev):  # the config written, the weights never
+    _adapter(prev / "adapter", weights=None)
+
+
+def _zero_byte_weights(prev):
+    _adapter(prev / "adapter", weights=b"")
+
+
+def _weights_without_config(prev):
+    _adapter(prev / "adapter", config=False)
+
+
+def _symlinked_adapter(prev):
+    _adapter(prev.parent / (prev.name + "-elsewhere"))
+    (prev / "adapter").symlink_to(prev.parent / (prev.name + "-elsewhere"))
+
+
+@pytest.mark.parametrize("layout", [_no_adapter, _crashed_save, _zero_byte_weights, _weights_without_config,
+                                    _symlinked_adapter], ids=lambda f: f.__name__.strip("_"))
+def test_after_a_finished_run_without_a_final_adapter_refused(h1, tmp_path, capsys, layout):
+    """The one final-adapter rule decides whether a chain may fire (a weightless save never)."""
     fleet, runs, corpus = h1
-    prev = runs / "prev-noadapter"
+    prev = runs / f"prev-{layout.__name__.strip('_')}"
     prev.mkdir()
     (prev / "run.json").write_text(json.dumps({"state": "finished"}))
-    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "next2"))
+    layout(prev)
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, f"next-{prev.name}"))
     rc, _, err = launch_cli(capsys, fleet, "h1", toml, "--after", prev)
-    assert rc == 1 and "finished without adapter/adapter_model.safetensors" in err
+    assert rc == 1 and f"run {prev} finished without a final adapter (" in err
+    assert "a chain never starts after a run that did not finish with its adapter" in err
+
+
+@pytest.mark.parametrize("where", ["adapter", "."])
+async def test_after_a_run_with_its_final_adapter_is_ready(h1, tmp_path, where):
+    """Both layouts of a final adapter: fleetdeck's `adapter/` and HF's save_model at the root."""
+    fleet_path, runs, corpus = h1
+    host = load_fleet(str(fleet_path)).host("h1")
+    prev = runs / f"prev-ready-{where.strip('.') or 'root'}"
+    prev.mkdir()
+    (prev / "run.json").write_text(json.dumps({"state": "finished"}))
+    _adapter(prev / where)
+    async with HostLink(host) as link:
+        pre = await preflight(link, host, base_values(runs, corpus, f"after-{prev.name}"), after=str(prev))
+    check = next(c for c in pre.checks if c.name == "after")
+    assert check.ok and "finished with its final adapter" in check.message
 
 
 class LiveRun:

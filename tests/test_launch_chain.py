@@ -70,6 +70,7 @@ class FakeRun:
         if adapter:
             (self.path / "adapter").mkdir()
             (self.path / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+            (self.path / "adapter" / "adapter_config.json").write_text("{}")
         self.write(state="finished", pid=self.proc.pid)
         self.stop()
 
@@ -164,7 +165,8 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
 
     pre = asyncio.run(check_after())
     after = next(c for c in pre.checks if c.name == "after")
-    assert after.ok and after.message == f"run {out_dir} finished with its adapter; the new run starts now"
+    assert after.ok and after.message == (f"run {out_dir} finished with its final adapter ({out_dir / 'adapter'}); "
+                                          "the new run starts now")
 
 
 async def test_chain_after_a_failure_is_cancelled(h1, cleanup):
@@ -212,7 +214,7 @@ async def test_chain_after_finish_without_adapter_is_cancelled(h1, cleanup):
     prev.finish(adapter=False)
     m = wait_for(ended(nxt), "the chained run to be cancelled")
     never_started(nxt)
-    assert "finished without adapter/adapter_model.safetensors" in m["cancel_reason"]
+    assert "finished without a final adapter (no adapter/ folder" in m["cancel_reason"]
 
 
 async def test_stopping_the_waiter_cancels_the_run(h1, cleanup):

@@ -1,38 +1,42 @@
-"""Launch a training run on a host: pre-flight there, then `fleetdeck train` detached there.
+"""Launch a training run on a host: pre-flight there, then the trainer detached there.
 
 The controller parses RUN.toml (strictly, with the trainer's own parser) and sends its values to
-a stdlib helper on the host (`launch_estimate.py` + `launch_remote.py`), which checks, writes the
-host's own copy `<output>/RUN.toml`, claims `<output>/run.json` (state `queued`) and starts a
-supervisor in a new session. The supervisor starts `<python> -m fleetdeck.tui.cli train
-<output>/RUN.toml` (python: the host's `python` from the fleet file) at once, or, with `after`,
-only when that run finished with `adapter/adapter_model.safetensors`; it marks the run
-`cancelled` when the prerequisite failed, was cancelled or died. Every launch is audited.
+the launch helper on the host (`launch_remote`, bundled with `launch_estimate` and the host
+library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
+`<output>/run.json` (state `queued`) and starts a supervisor in a new session. The supervisor
+starts `<python> -m fleetdeck.backend.train <output>/RUN.toml` (python: the host's `python` from
+the fleet file) at once, or, with `after`, only when that run finished with a final adapter
+(`hostlib.layout.final_adapter`); it marks the run `cancelled` when the prerequisite failed,
+was cancelled, died or finished without one. With `resume` the output is a failed or stopped
+run, continued from its newest checkpoint. The `live-run` check counts every run the probe
+sees running on the host (a Hugging Face Trainer run as much as fleetdeck's own). Every launch
+is audited.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..bundle import bundle
 from ..config import ConfigError, HostConfig
+from ..models import Run, host_from_probe
+from ..poller import probe_request, probe_source
 from ..ssh import BOOT, HostError, HostLink
 from ..state import audit
 from ..train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
-_HERE = Path(__file__).parent
+HELPER = "fleetdeck.backend.actions.launch_remote"
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
 
 
 def helper_source() -> str:
-    """The source sent to the host: the estimate module as namespace `est`, then the helper."""
-    est = (_HERE / "launch_estimate.py").read_text(encoding="utf-8")
-    remote = (_HERE / "launch_remote.py").read_text(encoding="utf-8")
-    head = ("import types as _types\n"
-            "est = _types.ModuleType('launch_estimate')\n"
-            f"exec(compile({est!r}, '<launch_estimate>', 'exec'), est.__dict__)\n")
-    return head + remote
+    """The launch helper's payload as the host gets it (the helper, the estimates and the
+    host library, one source text)."""
+    return bundle(HELPER)
 
 
 class Check(NamedTuple):
@@ -136,58 +140,92 @@ def _after_path(after: str | None, host: HostConfig) -> str | None:
 
 
 def _request(op: str, host: HostConfig, values: dict[str, Any], after: str | None, force: bool,
-             poll_interval: float) -> dict[str, Any]:
+             poll_interval: float, resume: bool, live: list[dict[str, Any]]) -> dict[str, Any]:
     return {"op": op, "host": host.name, "config": values, "after": after, "force": force,
-            "runs": list(host.runs), "interval": poll_interval, "boot": BOOT, "source": helper_source()}
+            "resume": resume, "live": live, "runs": list(host.runs), "interval": poll_interval,
+            "boot": BOOT, "source": helper_source()}
+
+
+def live_json(runs: Iterable[Run]) -> list[dict[str, Any]]:
+    """The runs a probe saw `running`, as the helper's `live` list."""
+    return [{"path": r.path, "pid": r.pid, "name": r.name} for r in runs if r.state == "running"]
+
+
+async def runs_seen(link: HostLink) -> tuple[Run, ...]:
+    """Every run the probe sees on the link's host now (one one-shot probe). HostError when
+    the probe cannot answer: without it no live run could be ruled out."""
+    answer = await link.run_helper(probe_source(), probe_request(link.host), what="probe")
+    if not isinstance(answer, dict) or ("error" in answer and "runs" not in answer):
+        err = answer.get("error") if isinstance(answer, dict) else answer
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise HostError(link.name, f"the probe could not list the runs on the host: {msg}", "probe")
+    return host_from_probe(link.name, answer, 0.0, 0.0).runs
+
+
+def _error_text(answer: dict[str, Any]) -> str | None:
+    err = answer.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("code"))
+    return None if err is None else str(err)
 
 
 def _preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
-    if "checks" not in answer:
-        raise HostError(host, f"launch helper answered without checks: {answer.get('error')}", "helper")
+    if not isinstance(answer, dict) or "checks" not in answer:
+        what = _error_text(answer) if isinstance(answer, dict) else repr(answer)
+        raise HostError(host, f"launch helper answered without checks: {what}", "helper")
     checks = tuple(Check(str(c["name"]), bool(c["ok"]), str(c["message"])) for c in answer["checks"])
     return Preflight(host=host, run_path=str(answer.get("run_path") or ""), after=answer.get("after"),
                      checks=checks, estimate=dict(answer.get("estimate") or {}))
 
 
 async def preflight(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
-                    after: str | None = None, force: bool = False) -> Preflight:
-    """Every launch check on the host, nothing changed there. ConfigError for a bad RUN.toml,
-    HostError when the host cannot be asked."""
+                    after: str | None = None, force: bool = False, resume: bool = False,
+                    live: Iterable[Run] | None = None) -> Preflight:
+    """Every launch check on the host, nothing changed there. `live`: the host's runs from a
+    poll just made (else the probe is asked now). ConfigError for a bad RUN.toml, HostError
+    when the host cannot be asked."""
     values = run_values(run, host_cfg)
-    req = _request("preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0)
+    seen = live_json(await runs_seen(link) if live is None else live)
+    req = _request("preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0, resume, seen)
     answer = await link.run_helper(helper_source(), req)
     return _preflight_from(host_cfg.name, answer)
 
 
 async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
-                 after: str | None = None, force: bool = False, poll_interval: float = 2.0) -> LaunchResult:
+                 after: str | None = None, force: bool = False, poll_interval: float = 2.0,
+                 resume: bool = False, live: Iterable[Run] | None = None) -> LaunchResult:
     """Pre-flight, then start the run detached on the host (or queue it after `after`); returns
-    as soon as the trainer (or the waiter) runs. Audited whatever happens. ConfigError for a bad
-    RUN.toml (not audited: nothing was asked of the host), HostError when the host fails."""
+    as soon as the trainer (or the waiter) runs. `resume`: continue the failed or stopped run in
+    the output folder from its newest checkpoint. `live` as for `preflight`. Audited whatever
+    happens. ConfigError for a bad RUN.toml (not audited: nothing was asked of the host),
+    HostError when the host fails."""
     values = run_values(run, host_cfg)
     after_path = _after_path(after, host_cfg)
-    req = _request("launch", host_cfg, values, after_path, force, poll_interval)
     try:
+        seen = live_json(await runs_seen(link) if live is None else live)
+        req = _request("launch", host_cfg, values, after_path, force, poll_interval, resume, seen)
         answer = await link.run_helper(helper_source(), req)
         pre = _preflight_from(host_cfg.name, answer)
     except HostError as e:
         audit("launch", host_cfg.name, "failed", run=values.get("output"), after=after_path,
-              error=e.message, force=force)
+              error=e.message, force=force, resume=resume)
         raise
     bad = pre.refusal
     state = str(answer.get("state") or ("refused" if bad else "failed"))
     if state == "refused" and bad is not None:
         error: str | None = bad.message
     else:
-        error = answer.get("error")
+        error = _error_text(answer)
     result = LaunchResult(host=host_cfg.name, run_path=pre.run_path, state=state, pid=answer.get("pid"),
                           preflight=pre, after=pre.after, waiter_pid=answer.get("waiter_pid"),
                           run_toml=answer.get("run_toml"), error=error,
                           reason=bad.name if (state == "refused" and bad) else None)
     audit("launch", host_cfg.name, {"running": "started"}.get(state, state), run=result.run_path,
-          pid=result.pid, state=state, after=result.after, force=force, waiter_pid=result.waiter_pid,
+          pid=result.pid, state=state, after=result.after, force=force, resume=resume,
+          waiter_pid=result.waiter_pid,
           preflight=pre.checks_json(), error=error, reason=result.reason)
     return result
 
 
-__all__ = ["Check", "Preflight", "LaunchResult", "preflight", "launch", "run_values", "helper_source"]
+__all__ = ["Check", "Preflight", "LaunchResult", "preflight", "launch", "run_values", "helper_source",
+           "runs_seen", "live_json"]

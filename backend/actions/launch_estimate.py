@@ -1,6 +1,6 @@
 """Launch pre-flight estimates, run on the training host (stdlib only, Python 3.8 or newer).
 
-Sent to the host ahead of `launch_remote.py` (as the `est` namespace). Figures are rough
+Bundled with `launch_remote` and the host library (`fleetdeck.backend.bundle`). Figures are rough
 upper-side estimates, stated in every check message so the operator can judge them:
 
 - parameters P and LoRA parameters L: from the built-in architecture table for `random:<arch>`,
@@ -18,12 +18,13 @@ upper-side estimates, stated in every check message so the operator can judge th
   or bytes / 3 (a subword tokenizer).
 """
 
-import importlib.util
 import json
 import os
 import shutil
 import struct
-import subprocess
+import sys
+
+from fleetdeck.backend.hostlib import procfs, runner
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -47,16 +48,29 @@ def human(n):
     return f"{int(n)} B"
 
 
-def missing_modules(names):
-    """The module names this interpreter cannot find (nothing is imported beyond parents)."""
-    out = []
-    for name in names:
-        try:
-            if importlib.util.find_spec(name) is None:
-                out.append(name)
-        except (ImportError, ValueError):
-            out.append(name)
-    return out
+_FIND = """import importlib.util, json, sys
+out = []
+for n in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(n)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        out.append(n)
+print(json.dumps(out))
+"""
+
+
+def missing_modules(names, python=None):
+    """The module names `python` (default: this interpreter) cannot find. Asked of a fresh
+    interpreter, as the trainer will start: inside a helper payload `fleetdeck` is the
+    payload's own package, which holds only what the payload carries."""
+    r = runner.run([python or sys.executable, "-c", _FIND, *names], timeout=60)
+    try:
+        out = json.loads(r.out.decode("utf-8", "replace"))
+    except ValueError:
+        return list(names)
+    return [n for n in out if isinstance(n, str)]
 
 
 def corpus_bytes(path):
@@ -73,35 +87,7 @@ def corpus_bytes(path):
     return total
 
 
-def start_ticks(pid):
-    """Start time of `pid` in clock ticks since boot (None off Linux): tells pid reuse apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def alive(pid, ticks=None):
-    """True when `pid` runs (not a zombie) and, where `ticks` is known, started then (no reuse)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()
-    except (OSError, ValueError):
-        return True  # no /proc: the signal test is all there is
-    if fields[0] == "Z":
-        return False  # it has ended; only its parent has not reaped it yet
-    return ticks is None or int(fields[19]) == ticks
+start_ticks = procfs.start_ticks
 
 
 # -- model shapes ----------------------------------------------------------------------------
@@ -236,15 +222,14 @@ def gpu_table():
     out = {"gpus": [], "apps": [], "error": None}
     if smi is None:
         return out
-    try:
-        r = subprocess.run([smi, "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
-        a = subprocess.run([smi, "--query-compute-apps=pid,gpu_uuid,used_memory",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        out["error"] = f"nvidia-smi failed: {e}"
+    r = runner.run([smi, "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free",
+                    "--format=csv,noheader,nounits"], timeout=20)
+    a = runner.run([smi, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"],
+                   timeout=20)
+    if r.rc in (124, 126, 127):
+        out["error"] = "nvidia-smi failed: " + runner.first_line(r.err)
         return out
-    for line in r.stdout.splitlines():
+    for line in r.out.decode("utf-8", "replace").splitlines():
         f = [x.strip() for x in line.split(",")]
         if len(f) < 6 or not f[0].isdigit():
             continue
@@ -255,14 +240,13 @@ def gpu_table():
         else:
             free = free * MIB if free is not None else None
         out["gpus"].append({"index": int(f[0]), "uuid": f[1], "name": f[2], "unified": unified, "free": free})
-    for line in a.stdout.splitlines():
+    for line in a.out.decode("utf-8", "replace").splitlines():
         f = [x.strip() for x in line.split(",")]
         if len(f) >= 3 and f[0].isdigit():
             used = _num(f[2])
             out["apps"].append({"pid": int(f[0]), "uuid": f[1], "used": used * MIB if used else 0})
-    if r.returncode != 0:
-        out["error"] = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["nvidia-smi failed"]
-        out["error"] = out["error"][0]
+    if r.rc != 0:
+        out["error"] = runner.first_line(r.err or r.out) or "nvidia-smi failed"
     return out
 
 
@@ -326,31 +310,39 @@ def check_disk(checks, output, est):
          f"{human(free)} free at {probe}")
 
 
+TRAINER_MODULE = "fleetdeck.backend.train"
+
+
 def trainer_processes():
-    """{pid: cwd} of processes running `fleetdeck train` (module or script form)."""
+    """{pid: cwd} of processes running the trainer: `python -m fleetdeck.backend.train` or
+    the `fleetdeck train` console script."""
     out = {}
     me = os.getpid()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me:
+    for pid in procfs.pids():
+        if pid == me:
             continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
-        for i, a in enumerate(argv[:-1]):
-            if argv[i + 1] == "train" and (a == "fleetdeck.tui.cli" or os.path.basename(a) == "fleetdeck"):
-                try:
-                    out[int(d)] = os.readlink(f"/proc/{d}/cwd")
-                except OSError:
-                    out[int(d)] = "?"
-                break
+        argv = procfs.cmdline(pid)
+        hit = any(a == "-m" and argv[i + 1] == TRAINER_MODULE for i, a in enumerate(argv[:-1]))
+        hit = hit or any(os.path.basename(a) == "fleetdeck" and argv[i + 1] == "train"
+                         for i, a in enumerate(argv[:-1]))
+        if hit:
+            try:
+                out[pid] = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                out[pid] = "?"
     return out
 
 
-def live_runs(roots):
-    """{pid: run folder} of runs whose run.json says running with that process alive."""
-    from_files = {}
+def live_runs(roots, seen=()):
+    """{run folder: pid or None} of every run live on this host: those the probe saw running
+    (`seen`, fleetdeck's own and others', e.g. a Hugging Face Trainer run), those whose
+    run.json says running with that very process alive (pid and start time), and processes
+    running the trainer."""
+    out = {}
+    for r in seen or ():
+        if isinstance(r, dict) and r.get("path"):
+            pid = r.get("pid")
+            out[r["path"]] = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
     for root in roots:
         root = os.path.abspath(os.path.expanduser(root))
         try:
@@ -364,35 +356,43 @@ def live_runs(roots):
             except (OSError, ValueError):
                 continue
             if isinstance(m, dict) and m.get("state") == "running":
-                pid = m.get("pid")
-                if alive(pid, m.get("start_ticks")):
-                    from_files[pid] = os.path.join(root, n)
-    procs = trainer_processes()
-    procs.update(from_files)
-    return procs
+                if procfs.same_process(m.get("pid"), m.get("start_ticks")):
+                    out[os.path.join(root, n)] = m.get("pid")
+    known = set(out.values())
+    for pid, cwd in trainer_processes().items():
+        if pid not in known:
+            out.setdefault(cwd, pid)
+    return out
 
 
-def check_live_runs(checks, config, gpus, roots, after, force):
+def _run_text(path, pid):
+    return f"{path} (pid {pid})" if pid else f"{path} (pid unknown)"
+
+
+def check_live_runs(checks, config, gpus, roots, after, force, seen=()):
     """No other live run on the GPU(s) this run takes; on a CPU-only host, a note only."""
-    runs = live_runs(roots)
+    runs = live_runs(roots, seen)
     prev = after_pid(after)
-    runs.pop(prev, None)
+    runs = {path: pid for path, pid in runs.items()
+            if not (after and path == after) and not (prev and pid == prev)}
     if gpus["gpus"]:
         want = {g["uuid"] for g in gpus["gpus"][:int(config.get("gpus", 1))]}
         on_any = {p["pid"] for p in gpus["apps"]}
         on_ours = {p["pid"] for p in gpus["apps"] if p["uuid"] in want}
-        # a run not (yet) on any GPU may still be loading: count it against ours
-        clash = {pid: path for pid, path in runs.items() if pid in on_ours or pid not in on_any}
+        # a run not (yet) on any GPU may still be loading, and one without a pid cannot be
+        # placed: count them against ours
+        clash = {path: pid for path, pid in runs.items() if pid is None or pid in on_ours or pid not in on_any}
         where = "GPU {}".format(", ".join(str(g["index"]) for g in gpus["gpus"][:int(config.get("gpus", 1))]))
     else:
         # no GPU to share: CPU runs (tests, tiny models) only compete for cores, so say so and go on
         if not runs:
             return _add(checks, "live-run", True, "no GPU on this host, and no other run is live on it")
-        desc = ", ".join(f"{path} (pid {pid})" for pid, path in sorted(runs.items())[:3])
+        desc = ", ".join(_run_text(path, pid) for path, pid in sorted(runs.items())[:3])
         return _add(checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU")
     if not clash:
         return _add(checks, "live-run", True, f"no other run is live on {where}")
-    desc = ", ".join(f"{path} (pid {pid})" for pid, path in sorted(clash.items())[:3])
+    desc = ", ".join(_run_text(path, pid) for path, pid in sorted(clash.items())[:3])
     if force:
         return _add(checks, "live-run", True, f"{desc} live on {where}; --force given, starting anyway")
-    _add(checks, "live-run", False, "{} {} live on {}; wait for it, or pass --force to share".format(desc, "is" if len(clash) == 1 else "are", where))
+    _add(checks, "live-run", False, "{} {} live on {}; wait for it, or pass --force to share".format(
+        desc, "is" if len(clash) == 1 else "are", where))

@@ -1,23 +1,27 @@
-"""The launch helper, run on the training host (stdlib only, Python 3.8 or newer).
+"""The launch helper, run on the training host (stdlib + the host library, Python 3.8+).
 
-It reads one JSON request on stdin (the `fleetdeck.backend.ssh` helper protocol) and answers
-one JSON document on stdout. Operations:
+Called as `HostLink.run_helper("fleetdeck.backend.actions.launch_remote", request)`: one JSON
+request with `op` on stdin, one answer on stdout (`hostlib.serve`). Operations:
 
-- `preflight`: every check, nothing changed on the host.
+- `preflight`: every check, nothing changed on the host. The answer is `ok` (the helper
+  worked) with `passed` (every check passed) and the checks.
 - `launch`: the same checks; when all pass, create the run folder, write the host's own copy of
-  RUN.toml (`<output>/RUN.toml`, every path absolute), claim `<output>/run.json` exclusively
-  with state `queued`, and start the supervisor detached (new session). It answers as soon as
-  the supervisor has started the trainer (state `running`, the trainer's pid) or begun waiting
-  (state `queued`, the waiter's pid).
+  RUN.toml (`<output>/RUN.toml`, every path absolute), claim `<output>/run.json` with state
+  `queued` (exclusively; with `resume`, under a lock, over the stopped run's own), and start the
+  supervisor detached (new session). It answers as soon as the supervisor has started the
+  trainer (state `running`, the trainer's pid) or begun waiting (state `queued`). A refusal is
+  `{"ok": false, "error": {"code": <check>, "message": ...}, "state": "refused", "checks": ...}`.
 - `supervise`: the detached supervisor itself. It waits for the `after` run when there is one,
-  starts `<python> -m fleetdeck.tui.cli train <output>/RUN.toml` (stdin /dev/null, output
-  appended to train.log), marks the run `cancelled` (never started) when the prerequisite
-  failed, was cancelled or died, and `failed` when the trainer exits without recording an end.
+  starts `<python> -m fleetdeck.backend.train <output>/RUN.toml` (stdin /dev/null, output
+  appended to train.log), marks the run `cancelled` (never started) when the prerequisite did
+  not finish with its final adapter, and `failed` when the trainer exits without recording an end.
 
-The estimates (params, LoRA params, GPU memory, disk) live in `launch_estimate.py`, sent along
-with this file as one source text (see `fleetdeck.backend.actions.launch.helper_source`).
+What a run, a checkpoint and a final adapter are comes from `hostlib.layout`; whether a
+recorded process still runs from `hostlib.procfs.same_process` (pid and start time). The
+estimates (params, LoRA params, GPU memory, disk) live in `launch_estimate`.
 """
 
+import fcntl
 import json
 import os
 import signal
@@ -25,17 +29,15 @@ import subprocess
 import sys
 import time
 
-try:
-    est  # noqa: B018 (the estimate namespace, defined ahead of this source on a host)
-except NameError:
-    from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.hostlib import layout, procfs
+from fleetdeck.backend.hostlib.serve import serve
 
-start_ticks, alive = est.start_ticks, est.alive
-TRAINER_MODULE = "fleetdeck.tui.cli"
-RUN_MARKERS = ("run.json", "checkpoints", "adapter", "trainer_state.json")
-# files the trainer accepts in a fresh output folder (see rundir.RunDir.check_reusable)
-FRESH_OK = ("train.log", "RUN.toml", "progress.jsonl")
-ADAPTER_FILE = os.path.join("adapter", "adapter_model.safetensors")
+TRAINER_MODULE = est.TRAINER_MODULE
+LOCK = ".fleetdeck-launch.lock"
+# keys that say where things are, not how the run trains: compared after expansion
+PATH_KEYS = ("corpus", "tokenizer", "base_model")
+RESUMABLE = ("failed", "cancelled", "stalled", "unknown", "running", "queued")
 
 
 # -- small shared pieces ---------------------------------------------------------------------
@@ -121,34 +123,37 @@ def toml_text(config):
 
 # -- the prerequisite of a chain -------------------------------------------------------------
 def after_status(after):
-    """(verdict, sentence) for the run a chain waits on: 'ready', 'wait' or 'never'."""
+    """(verdict, sentence) for the run a chain waits on: 'ready', 'wait' or 'never'. Ready
+    means finished with a final adapter by the one layout rule (a real folder with non-empty
+    weights and its config): a crashed or weightless save never fires the chain."""
     manifest = read_manifest(after)
-    has_adapter = os.path.isfile(os.path.join(after, ADAPTER_FILE))
+    adapter = layout.final_adapter(after)
     if manifest is None:
         return "never", f"run {after} has an unreadable run.json"
     if not manifest:
         if not os.path.isdir(after):
             return "never", f"run {after} does not exist"
-        if has_adapter:
-            return "ready", f"run {after} has its final adapter"
+        if adapter:
+            return "ready", f"run {after} has its final adapter ({adapter})"
         return "never", f"run {after} holds no run.json, so its end cannot be watched"
     state = manifest.get("state")
     why = manifest.get("error") or manifest.get("cancel_reason")
     if state == "finished":
-        if has_adapter:
-            return "ready", f"run {after} finished with its adapter"
-        return "never", f"run {after} finished without {ADAPTER_FILE}"
+        if adapter:
+            return "ready", f"run {after} finished with its final adapter ({adapter})"
+        return "never", f"run {after} finished without a final adapter ({layout.final_adapter_problem(after)})"
     if state in ("failed", "cancelled"):
         return "never", "run {} {}{}".format(after, state, f" ({why})" if why else "")
     if state == "running":
-        if alive(manifest.get("pid"), manifest.get("start_ticks")):
+        if procfs.same_process(manifest.get("pid"), manifest.get("start_ticks")):
             return "wait", "run {} is running (pid {})".format(after, manifest.get("pid"))
         again = read_manifest(after) or {}
         if again.get("state") != "running":  # it ended between the two reads
             return after_status(after)
-        return "never", "run {} died without finishing (pid {} is gone)".format(after, manifest.get("pid"))
+        return "never", "run {} died without finishing (pid {} with its start time is gone)".format(
+            after, manifest.get("pid"))
     if state == "queued":
-        if alive(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
+        if procfs.same_process(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
             return "wait", f"run {after} is queued"
         again = read_manifest(after) or {}
         if again.get("state") != "queued":
@@ -206,7 +211,11 @@ def preflight(req):
     else:
         check(checks, "corpus", True, f"corpus {corpus} exists ({size} bytes)")
 
-    check_output(checks, output, after, req.get("runs") or [])
+    resume = bool(req.get("resume"))
+    if resume:
+        check_resume(checks, output, config)
+    else:
+        check_output(checks, output, after, req.get("runs") or [])
     if after is not None:
         verdict, why = after_status(after)
         if after == output:
@@ -218,7 +227,7 @@ def preflight(req):
             check(checks, "after", True, why + ("; the new run starts now" if verdict == "ready"
                                                else "; the new run waits for it"))
 
-    trainer = est.missing_modules(["fleetdeck.tui.commands.train", "torch", "transformers", "peft"])
+    trainer = est.missing_modules([TRAINER_MODULE, "torch", "transformers", "peft"])
     check(checks, "trainer", not trainer,
           f"{sys.executable} can import the trainer" if not trainer else
           "{} cannot import {} on {} (install fleetdeck[train] there)".format(sys.executable, ", ".join(trainer), host))
@@ -227,9 +236,10 @@ def preflight(req):
     estimate = est.estimate(config, gpus, size)
     est.check_memory(checks, config, gpus, estimate, after)
     est.check_disk(checks, output, estimate)
-    est.check_live_runs(checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")))
-    return {"ok": all(c["ok"] for c in checks), "checks": checks, "estimate": estimate,
-            "config": config, "run_path": output, "after": after}
+    seen = [r for r in req.get("live") or () if isinstance(r, dict) and r.get("path") != output]
+    est.check_live_runs(checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")), seen)
+    return {"passed": all(c["ok"] for c in checks), "checks": checks, "estimate": estimate,
+            "config": config, "run_path": output, "after": after, "resume": resume}
 
 
 def check_output(checks, output, after, roots):
@@ -237,11 +247,11 @@ def check_output(checks, output, after, roots):
         return check(checks, "output", False, f"output {output} exists and is not a folder")
     if os.path.isdir(output):
         names = sorted(os.listdir(output))
-        held = [n for n in names if n in RUN_MARKERS or n.startswith("checkpoint-")]
+        held = [n for n in names if layout.is_run([n])]
         if held:
             return check(checks, "output", False, "output {} already holds a run ({}); choose a new "
                          "folder".format(output, ", ".join(held[:3])))
-        foreign = [n for n in names if n not in FRESH_OK and not n.startswith(".")]
+        foreign = [n for n in layout.not_fresh(names) if not n.startswith(".")]
         if foreign:
             return check(checks, "output", False, "output {} holds files that are not a run ({}); "
                          "choose an empty or new folder".format(output, ", ".join(foreign[:3])))
@@ -250,27 +260,115 @@ def check_output(checks, output, after, roots):
     return check(checks, "output", True, f"output {output} holds no run{note}")
 
 
+def _same_setting(key, a, b):
+    if key in PATH_KEYS and isinstance(a, str) and isinstance(b, str) and not a.startswith("random:"):
+        return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
+    return a == b
+
+
+def resumable(output):
+    """(manifest, None) when the run at `output` may be continued, else (manifest, why not)."""
+    if not os.path.isdir(output):
+        return None, f"run {output} does not exist on this host; there is nothing to resume"
+    manifest = read_manifest(output)
+    if manifest is None:
+        return None, f"run {output} has an unreadable run.json; refusing to touch it"
+    state = manifest.get("state")
+    if state == "finished" or layout.final_adapter(output):
+        return manifest, f"run {output} already finished with its final adapter; there is nothing to resume"
+    if state == "running" and procfs.same_process(manifest.get("pid"), manifest.get("start_ticks")):
+        return manifest, "run {} is running (pid {}); it cannot be resumed while it runs".format(
+            output, manifest.get("pid"))
+    if state == "queued" and procfs.same_process(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
+        return manifest, f"run {output} is queued; it starts by itself"
+    if state not in RESUMABLE and state is not None:
+        return manifest, f"run {output} is in state {state!r}, which cannot be resumed"
+    return manifest, None
+
+
+def newest_checkpoint(output):
+    """(step, path) of the newest checkpoint the trainer can resume from (a `checkpoint-N`
+    in `<run>/checkpoints/` with its trainer_state.json), or None."""
+    inside = os.path.join(output, "checkpoints")
+    done = [(step, path) for step, path in layout.checkpoints(output)
+            if os.path.dirname(path) == inside and os.path.isfile(os.path.join(path, "trainer_state.json"))]
+    return done[-1] if done else None
+
+
+def check_resume(checks, output, config):
+    """`--resume`: the output is a stopped or failed run of this same config, with a
+    checkpoint to continue from."""
+    manifest, why = resumable(output)
+    if why:
+        return check(checks, "resume", False, why)
+    newest = newest_checkpoint(output)
+    if newest is None:
+        return check(checks, "resume", False, f"run {output} has no complete checkpoint (checkpoints/"
+                     "checkpoint-N with trainer_state.json) to resume from; launch it into a new folder")
+    before = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    differ = sorted(k for k in config if k in before and k not in ("output", "source")
+                    and not _same_setting(k, config[k], before[k]))
+    if differ:
+        return check(checks, "resume", False, "RUN.toml differs from the run's own config in {}; resume "
+                     "with the run's own settings ({})".format(", ".join(differ), os.path.join(output, "RUN.toml")))
+    state = manifest.get("state") or "without run.json"
+    reason = manifest.get("error") or manifest.get("cancel_reason")
+    return check(checks, "resume", True, "resumes run {} ({}{}) from {} (step {})".format(
+        output, state, f": {reason}" if reason else "", os.path.basename(newest[1]), newest[0]))
+
+
 # -- launch ----------------------------------------------------------------------------------
+def refused(answer, name=None, message=None):
+    """The answer of a launch that did not start: the one error shape, checks kept."""
+    if name is not None:
+        check(answer["checks"], name, False, message)
+    bad = next(c for c in answer["checks"] if not c["ok"])
+    answer.update(ok=False, passed=False, state="refused",
+                  error={"code": bad["name"], "message": bad["message"]})
+    return answer
+
+
+def claim(output, config, after, answer, resume):
+    """Write run.json with state `queued`: exclusively for a new run; for `resume`, under the
+    launch lock, after checking again that the run is still resumable. None, or why not."""
+    run_toml = os.path.join(output, "RUN.toml")
+    launch_info = {"time": time.time(), "run_toml": run_toml, "estimate": answer["estimate"], "resume": resume}
+    if not resume:
+        manifest = {"state": "queued", "pid": None, "after": after, "config": config, "error": None,
+                    "waiter_pid": None, "waiter_start_ticks": None, "launch": launch_info,
+                    "states": [{"state": "queued", "time": time.time(), "pid": os.getpid()}]}
+        try:
+            write_manifest(output, manifest, exclusive=True)
+        except FileExistsError:
+            return f"output {output} was claimed by another launch just now"
+        return None
+    fd = os.open(os.path.join(output, LOCK), os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        manifest, why = resumable(output)
+        if why:
+            return why + " (it changed during the launch)"
+        manifest = dict(manifest or {})
+        manifest.update(after=after, error=None, cancel_reason=None, waiter_pid=None, waiter_start_ticks=None,
+                        launch=launch_info)
+        record_state(output, manifest, "queued", resumed_from_state=manifest.get("state"))
+        return None
+    finally:
+        os.close(fd)
+
+
 def launch(req):
     """Pre-flight, then claim the run folder and start the supervisor; answer at once."""
     answer = preflight(req)
-    if not answer["ok"]:
-        answer.update(state="refused")
-        return answer
+    if not answer["passed"]:
+        return refused(answer)
     config, output, after = answer["config"], answer["run_path"], answer["after"]
     os.makedirs(output, exist_ok=True)
-    run_toml = os.path.join(output, "RUN.toml")
-    manifest = {"state": "queued", "pid": None, "after": after, "config": config, "error": None,
-                "waiter_pid": None, "waiter_start_ticks": None,
-                "launch": {"time": time.time(), "run_toml": run_toml, "estimate": answer["estimate"]},
-                "states": [{"state": "queued", "time": time.time(), "pid": os.getpid()}]}
-    try:
-        write_manifest(output, manifest, exclusive=True)
-    except FileExistsError:
-        answer.update(ok=False, state="refused")
-        check(answer["checks"], "output", False, f"output {output} was claimed by another launch just now")
-        return answer
+    why = claim(output, config, after, answer, answer["resume"])
+    if why:
+        return refused(answer, "resume" if answer["resume"] else "output", why)
     # written only after the claim, so a launch that lost the race leaves the winner's copy alone
+    run_toml = os.path.join(output, "RUN.toml")
     with open(run_toml, "w", encoding="utf-8") as f:
         f.write(toml_text(config))
     sup = {"op": "supervise", "run": output, "run_toml": run_toml, "after": after,
@@ -291,10 +389,15 @@ def launch(req):
     try:
         started = json.loads(line)
     except ValueError:
-        record_state(output, read_manifest(output) or manifest, "failed",
-                     error="the launcher's supervisor exited before starting the run; see train.log")
+        started = None
+    if not isinstance(started, dict) or "state" not in started:
+        err = started.get("error") if isinstance(started, dict) else None
+        detail = ": " + str(err.get("message")) if isinstance(err, dict) else ""
+        record_state(output, read_manifest(output) or {}, "failed",
+                     error=f"the launcher's supervisor exited before starting the run{detail}; see train.log")
         log = os.path.join(output, "train.log")
-        answer.update(ok=False, state="failed", error=f"the supervisor on the host exited at once; see {log}")
+        answer.update(ok=False, state="failed", error={
+            "code": "supervisor", "message": f"the supervisor on the host exited at once{detail}; see {log}"})
         return answer
     answer.update(started)
     answer["run_toml"] = run_toml
@@ -317,7 +420,7 @@ def supervise(req):
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     manifest = read_manifest(run) or {}
-    manifest.update(waiter_pid=os.getpid(), waiter_start_ticks=start_ticks(os.getpid()))
+    manifest.update(waiter_pid=os.getpid(), waiter_start_ticks=procfs.start_ticks(os.getpid()))
     write_manifest(run, manifest)
     reported = False
 
@@ -368,15 +471,18 @@ def supervise(req):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     rc = child.wait()
     watch_end(run, child.pid, rc)
+    return {}
 
 
 def start_trainer(run, run_toml):
-    """`<python> -m fleetdeck.tui.cli train RUN.toml`, its own session, output to train.log."""
-    log_line(run, f"starting {sys.executable} -m {TRAINER_MODULE} train {run_toml}")
+    """`<python> -m fleetdeck.backend.train RUN.toml`, its own session, output to train.log. It
+    is the user's run, not a fleetdeck helper: the helper marker is not passed on to it."""
+    log_line(run, f"starting {sys.executable} -m {TRAINER_MODULE} {run_toml}")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop(procfs.HELPER_ENV, None)
     logfd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        return subprocess.Popen([sys.executable, "-m", TRAINER_MODULE, "train", run_toml],
+        return subprocess.Popen([sys.executable, "-m", TRAINER_MODULE, run_toml],
                                 stdin=subprocess.DEVNULL, stdout=logfd, stderr=subprocess.STDOUT,
                                 cwd=run, env=env, start_new_session=True, close_fds=True)
     finally:
@@ -391,7 +497,8 @@ def watch_end(run, pid, rc):
     state = manifest.get("state")
     recorded = manifest.get("pid")
     # a pid other than ours that is gone: a torchrun worker of this trainer, killed with it
-    if state in ("queued", "running") and (recorded in (None, pid) or not alive(recorded, manifest.get("start_ticks"))):
+    if state in ("queued", "running") and (
+            recorded in (None, pid) or not procfs.same_process(recorded, manifest.get("start_ticks"))):
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
         reason = f"the trainer {how} without recording an end; see train.log"
         record_state(run, manifest, "failed", error=reason, exit_status=rc)
@@ -400,21 +507,7 @@ def watch_end(run, pid, rc):
         log_line(run, f"trainer (pid {pid}) exited with status {rc}; run.json says {state}")
 
 
-def main():
-    req = json.load(sys.stdin)
-    op = req.get("op")
-    if op == "supervise":
-        supervise(req)
-        return
-    if op == "preflight":
-        out = preflight(req)
-    elif op == "launch":
-        out = launch(req)
-    else:
-        out = {"ok": False, "error": f"unknown op {op!r}"}
-    sys.stdout.write(json.dumps(out))
-    sys.stdout.flush()
-
+OPS = {"preflight": preflight, "launch": launch, "supervise": supervise}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(serve(OPS))

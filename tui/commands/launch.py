@@ -1,4 +1,4 @@
-"""`fleetdeck launch HOST RUN.toml [--after RUN_PATH] [--force] [--json]`."""
+"""`fleetdeck launch HOST RUN.toml [--after RUN_PATH] [--resume] [--force] [--json]`."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("launch", help="start training on a host (pre-flight checked, detached)",
                        description="Check a run on HOST (base model, corpus, empty output, GPU "
-                       "memory, disk, no live run on its GPU), then start `fleetdeck train` there "
+                       "memory, disk, no live run on its GPU), then start the trainer there "
                        "detached, or queue it after RUN_PATH.")
     p.add_argument("host", metavar="HOST")
     p.add_argument("run_toml", metavar="RUN.toml")
     p.add_argument("--after", metavar="RUN_PATH", help="start only when this run (on HOST) finished "
                    "with its adapter; cancel if it fails")
+    p.add_argument("--resume", action="store_true", help="continue the failed or stopped run in RUN.toml's "
+                   "output folder from its newest checkpoint")
     p.add_argument("--force", action="store_true", help="start even if another run is live on the GPU")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     add_hosts_option(p)
@@ -28,19 +30,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Launch; 0 running or queued, 1 refused, cancelled or failed, 2 bad fleet file or RUN.toml."""
-    from fleetdeck.backend.actions.launch import launch
+    from fleetdeck.backend.actions.launch import launch, run_values
     from fleetdeck.backend.config import load_fleet
-    from fleetdeck.backend.ssh import HostError, HostLink
+    from fleetdeck.backend.poller import Poller
+    from fleetdeck.backend.ssh import HostError
 
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)
+    run_values(args.run_toml, host)  # a bad RUN.toml exits 2 before any host is asked
 
     async def go():
-        link = HostLink(host)
-        try:
-            return await launch(link, host, args.run_toml, after=args.after, force=args.force)
-        finally:
-            await link.close()
+        # one connection: the poll that lists the host's live runs, then the launch itself
+        async with Poller(fleet) as pool:
+            (snap,) = (await pool.poll([host.name])).hosts
+            # unreachable: launch asks again, and audits the failure with its reason
+            return await launch(pool.link(host.name), host, args.run_toml, after=args.after, force=args.force,
+                                resume=args.resume, live=snap.runs if snap.reachable else None)
 
     try:
         result = asyncio.run(go())
@@ -70,7 +75,8 @@ def _show(result) -> None:
         mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
         out.print(f"{mark} {c.name:<10} {escape(c.message)}", soft_wrap=True)
     if result.state == "running":
-        out.print(f"[bold]started[/] {escape(result.run_path)} on {result.host} (pid {result.pid}); "
+        word = "resumed" if any(c.name == "resume" and c.ok for c in result.preflight.checks) else "started"
+        out.print(f"[bold]{word}[/] {escape(result.run_path)} on {result.host} (pid {result.pid}); "
                   f"log: {escape(result.run_path)}/train.log", soft_wrap=True)
     elif result.state == "queued":
         out.print(f"[bold]queued[/] {escape(result.run_path)} on {result.host} after "
