@@ -302,11 +302,13 @@ def apply_timer(req):
     s = req["schedule"]
     unit, props = _timer_state(s)
     how = ["disable", "--now"]
+    if props.get("UnitFileState") == "enabled-runtime":
+        how = ["disable", "--runtime", "--now"]
     note = ""
     if props.get("UnitFileState") in ("static", "transient", "runtime", "generated"):
         # such units cannot be disabled; stopping is all there is
         how = ["stop"]
-        note = " (its unit file is %s, so it was stopped, not disabled)" % props["UnitFileState"]
+        note = " (its unit file is %s: it cannot be disabled)" % props["UnitFileState"]
     rc, _, err = _run(_systemctl(s) + how + ["--", unit])
     if rc != 0:
         raise Refused("command-failed", "systemctl %s %s failed: %s" % (" ".join(how), unit, _short(err) or rc))
@@ -316,10 +318,12 @@ def apply_timer(req):
         if e.code != "not-found":
             raise
         after = {"LoadState": "not-found"}  # a stopped transient timer is unloaded: gone is done
-    if after.get("ActiveState") == "active" or after.get("UnitFileState") == "enabled":
+    # enabled-runtime counts: it starts again at the next boot of this manager just the same
+    if after.get("ActiveState") == "active" or (after.get("UnitFileState") or "").startswith("enabled"):
         raise Refused("verify-failed", "timer %s is still %s/%s after %s" % (
             unit, after.get("ActiveState"), after.get("UnitFileState"), " ".join(how)))
-    return {"state": after, "message": "timer %s stopped and disabled%s" % (unit, note)}
+    done = "stopped" if how == ["stop"] else "stopped and disabled"
+    return {"state": after, "message": "timer %s %s%s" % (unit, done, note)}
 
 
 # -- at jobs --------------------------------------------------------------------------------
