@@ -10,7 +10,29 @@ mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetd
 chmod +x /tmp/bin/fleetdeck; export PATH=/tmp/bin:$PATH
 B=/tmp/bench; python3 benchmarks/train_bench.py --prepare $B --models qwen3-0.6b,qwen3-1.7b,qwen3-4b >/dev/null
 phase=${1:-a}
-bench() { python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"; }
+printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
+printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
+chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = f ]; then  # nvidia-h200-x2: both references + fleetdeck per model, then gpus = 2
+  (export CUDA_VISIBLE_DEVICES=0
+   for m in qwen3-0.6b qwen3-1.7b; do
+     echo "== fleetdeck bench $B/$m.toml --baseline --json --steps 8" >> $OUT/f0.log
+     timeout 200 bench $B/$m.toml --baseline --json --steps 8 > $OUT/bench-$m.json 2>> $OUT/f0.log
+   done) &
+  (export CUDA_VISIBLE_DEVICES=1
+   echo "== fleetdeck bench $B/qwen3-4b.toml --baseline --json --steps 8" >> $OUT/f1.log
+   timeout 330 bench $B/qwen3-4b.toml --baseline --json --steps 8 > $OUT/bench-qwen3-4b.json 2>> $OUT/f1.log) &
+  wait
+  for m in qwen3-1.7b qwen3-4b; do
+    sed -e "s/^output = .*/output = \"runs\/2gpu-$m\"/" $B/$m.toml > $B/2gpu-$m.toml
+    printf 'max_steps = 7\neval_steps = 7\nsave_steps = 7\ngpus = 2\n' >> $B/2gpu-$m.toml
+    echo "== fleetdeck train $B/2gpu-$m.toml (gpus = 2)" >> $OUT/f2.log
+    timeout 115 train $B/2gpu-$m.toml >> $OUT/f2.log 2>&1; echo "exit $?" >> $OUT/f2.log
+    cat $B/runs/2gpu-$m/progress.jsonl >> $OUT/f2.log
+  done
+  grep -E "reference-strong:|recipe for|step [0-9]|exit|rror" $OUT/f*.log | grep -v Warning | tail -40
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = e ]; then  # nvidia-h200-x2, second round: kernels, both references, profile, levers
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "cudnn", torch.backends.cudnn.version())'
   (export CUDA_VISIBLE_DEVICES=0
