@@ -367,3 +367,20 @@ def test_bundled_helper_answers_in_the_one_error_shape(req, code):
     ans = run_bundled(req)
     assert ans["ok"] is False and ans["error"]["code"] == code and ans["error"]["message"]
     assert set(ans) == {"ok", "error"}
+
+
+PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
+
+
+@pytest.mark.skipif(not os.path.exists(PY38), reason="pyenv's Python 3.8 is not installed here")
+def test_bundled_helper_stops_a_loop_under_python_3_8(procs):
+    # the host's Python may be 3.8: the helper and the host library it carries must run there
+    p = spawn_loop("while true; do sleep 300; done")
+    procs.append(p)
+    s = loop_sched(p)
+    req = {"op": "apply", "grace": 1.0, "schedule": {"kind": "loop", "pid": s.pid, "start_time": s.start_time}}
+    ans = run_bundled(req, python=PY38)
+    assert ans["ok"] is True and ans["signals"] == ["SIGTERM"] and ans["children"], ans
+    assert p.wait(timeout=10) == -signal.SIGTERM
+    bad = run_bundled({"op": "inspect", "schedule": {"kind": "crontab", "user": "root", "line": 1}}, python=PY38)
+    assert bad["error"]["code"] == "unsupported"

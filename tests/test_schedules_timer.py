@@ -147,7 +147,8 @@ def test_transient_and_enabled_timers_listed_and_removed(ns_systemd, ns_host, ca
     _, hosts = ns_host
     ns_systemd.run(["systemd-run", "--on-calendar=*:37", "--unit=fdt1", "/bin/true", "check-on-the-run"], check=True)
     ns_systemd.run(["sh", "-c",
-                    "printf '[Service]\\nType=oneshot\\nExecStart=/bin/true fdt2\\n' > /etc/systemd/system/fdt2.service"
+                    "printf '[Service]\\nType=oneshot\\nUser=nobody\\nExecStart=/bin/true fdt2 /nonexistent/fdt2-target\\n'"
+                    " > /etc/systemd/system/fdt2.service"
                     " && printf '[Timer]\\nOnCalendar=hourly\\n[Install]\\nWantedBy=timers.target\\n'"
                     " > /etc/systemd/system/fdt2.timer && systemctl daemon-reload"
                     " && systemctl enable --now fdt2.timer"], check=True)
@@ -158,7 +159,9 @@ def test_transient_and_enabled_timers_listed_and_removed(ns_systemd, ns_host, ca
         t1, t2 = listed["fdt1.timer"], listed["fdt2.timer"]
         assert t1["scope"] == "system" and "OnCalendar" in t1["spec"] and "check-on-the-run" in t1["command"]
         assert t1["next_run"] and t1["active"] and t1["stray"] and not t1["system"]
-        assert t2["command"] == "/bin/true fdt2" and t2["source"] == "/etc/systemd/system/fdt2.timer"
+        assert t2["command"] == "/bin/true fdt2 /nonexistent/fdt2-target" and t2["user"] == "nobody"
+        assert t2["source"] == "/etc/systemd/system/fdt2.timer" and t2["spec"] == "OnCalendar=*-*-* *:00:00"
+        assert "dead-target" in t2["reasons"] and t2["missing_paths"] == ["/nonexistent/fdt2-target"]
         assert ns_systemd.props("fdt2.timer")["UnitFileState"] == "enabled"
 
         rep = remove(hosts, t1["id"], capsys)
