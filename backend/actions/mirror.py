@@ -28,6 +28,10 @@ from ..state import audit
 HELPER = "fleetdeck.backend.actions.mirror_remote"
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
 HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
+# A whole copy may take command_timeout x 2 + its bytes at MIN_RATE + PER_FILE a file (open,
+# fsync, hash); no-progress timeouts catch a stall long before that.
+MIN_RATE = 256 * 1024
+PER_FILE = 0.05
 Progress = Callable[[int, int], None]
 
 
@@ -104,10 +108,13 @@ class MirrorReport:
 
 
 class _Fail(Exception):
-    def __init__(self, reason: str, error: str, files: tuple[MirrorFile, ...] = ()) -> None:
+    """A refusal or failure with its reason code; `before_copy`: nothing was created yet."""
+
+    def __init__(self, reason: str, error: str, files: tuple[MirrorFile, ...] = (),
+                 before_copy: bool = False) -> None:
         super().__init__(error)
         self.reason, self.error, self.files = reason, error, files
-        self.during_copy = False
+        self.before_copy = before_copy
 
 
 def _label(link: HostLink, path: str) -> str:
@@ -296,12 +303,16 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     files: tuple[MirrorFile, ...] = ()
     free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
     outside: tuple[tuple[str, str], ...] = ()
+    seen = {"bytes": 0, "files": 0}  # relayed so far: a failed copy still reports them
+    copying = False
+    t1 = time.monotonic()
     try:
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
                                         _list(dst_link, dst_path, False, False, skip_partials=True))
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
         _check_src(src, sl, follow_symlinks, allow_outside_links)
         outside = _outside(src)
+        files = compare(src, None)  # until the copy says more: all of SRC, none of it in place
         _check_dst(dst, dl)
         if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
             raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
@@ -325,31 +336,31 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
             audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]),
                   free_bytes_before=free["free_bytes_before"])
             t1 = time.monotonic()
+            copying = True
             try:
                 files, free["free_bytes_after"] = await _copy(src_link, src, dst_link, dst_path,
-                                                              follow_symlinks, progress)
-            except _Fail as e:
-                e.during_copy = True
-                raise
+                                                              follow_symlinks, progress, seen)
             except (Exception, asyncio.CancelledError) as e:
-                if not isinstance(e, HostError):
+                if not isinstance(e, HostError | _Fail):
                     audit("mirror", dst_link.name, "failed", **base, reason="interrupted",
-                          error=f"{type(e).__name__}: {e}", verified=False)
+                          error=f"{type(e).__name__}: {e}", verified=False, bytes=seen["bytes"])
                 raise
             rep = _report(sl, dl, files, action="mirror", dry_run=False, result="copied", t0=t0,
                           copied=total, copy_seconds=time.monotonic() - t1)
     except _Fail as e:
+        failed = (copying and not e.before_copy) or e.reason in _FAILED
         rep = _report(sl, dl, e.files or files, action="mirror", dry_run=dry_run, t0=t0,
-                      result="failed" if e.during_copy or e.reason in _FAILED else "refused",
-                      reason=e.reason, error=e.error)
+                      result="failed" if failed else "refused", reason=e.reason, error=e.error,
+                      copied=seen["bytes"], copy_seconds=time.monotonic() - t1)
     except HostError as e:
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
-                      reason=e.code, error=str(e))
+                      reason=e.code, error=str(e), copied=seen["bytes"],
+                      copy_seconds=time.monotonic() - t1)
     rep = replace(rep, **free, outside_links=outside)
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
               bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
-              verified=rep.verified, reason=rep.reason, error=rep.error,
+              files=len(rep.files), verified=rep.verified, reason=rep.reason, error=rep.error,
               seconds=round(rep.seconds, 3), outside_links=[list(x) for x in outside], **free)
     return rep
 
@@ -368,104 +379,273 @@ def _overlap(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-async def _start(link: HostLink) -> HelperProcess:
-    """Start the helper for one end of the stream, on a connection of its own (HostLink)."""
-    try:
-        return await link.transfer_helper(HELPER)
-    except (asyncssh.Error, OSError) as e:
-        raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
-
-
 def _fail_from(link: HostLink, answer: dict, tail: str = "") -> _Fail:
     code, msg = _error_of(answer)
     return _Fail(code, f"{link.name}: {shown(msg)}{tail}")
 
 
 async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
-                progress: Progress | None) -> tuple[tuple[MirrorFile, ...], int | None]:
-    """Stream every file through here into DST's partial folder; commit only if all matched."""
-    files = src["files"]
-    total = sum(f["bytes"] for f in files)
-    reader = writer = writer_said = None
-    committed = False
+                progress: Progress | None, seen: dict[str, int]
+                ) -> tuple[tuple[MirrorFile, ...], int | None]:
+    """Stream every file through here into DST's partial folder; commit only if all matched.
+
+    On any failure both helpers are stopped and the partial folder is removed (checked on
+    the destination afterwards), and the error says so. `seen["bytes"]` counts what was
+    relayed, for the report of a failed copy."""
+    run = _Copy(src_link, src, dst_link, dst_path, follow, progress, seen)
     try:
-        started = await asyncio.gather(_start(src_link), _start(dst_link), return_exceptions=True)
-        reader, writer = (h if isinstance(h, HelperProcess) else None for h in started)
-        for h in started:
-            if isinstance(h, BaseException):
-                raise h
-        await writer.send_json({"op": "write", "path": dst_path, "files": files, "dirs": src["dirs"],
-                                "mode": src.get("mode")})
-        ready = await _recv(writer, dst_link, dst_link.host.command_timeout)
-        if not ready.get("ok"):
-            raise _fail_from(dst_link, ready)
-        await reader.send_json({"op": "read", "path": src["path"], "files": files, "dirs": src["dirs"],
-                                "follow": follow})
-        # the writer speaks only on failure until it is told to finish
-        writer_said = asyncio.ensure_future(_recv(writer, dst_link, None))
-        trailers = await _relay(reader, writer, writer_said, src_link, dst_link, len(files), total,
-                                progress)
-        await writer.send_json({"op": "finish"})
-        await reader.send_json({"op": "recheck"})
-        wait = dst_link.host.command_timeout + total / HASH_RATE
-        hashed = await asyncio.wait_for(writer_said, wait)
-        if not hashed.get("ok"):
-            raise _fail_from(dst_link, hashed)
-        # the source is walked again, and any file whose facts moved is hashed again there
-        recheck = await _recv(reader, src_link, src_link.host.command_timeout + len(files) / 100
-                              + total / HASH_RATE)
-        if not recheck.get("ok"):
-            raise _fail_from(src_link, recheck)
+        return await run.go()
+    except _Fail as e:
+        note = await run.cleanup()
+        raise _Fail(e.reason, f"{e.error}; {note}", e.files, before_copy=e.before_copy) from None
+    except HostError as e:
+        note = await run.cleanup()
+        raise HostError(e.host, f"{e.message}; {note}", e.code) from None
+    finally:
+        await run.cleanup()
+
+
+class _Copy:
+    """One copy: the two helpers, the relay between them, and the cleanup after a failure.
+
+    No wait is unbounded: every read from the reader and every drain towards the writer must
+    move bytes within the host's `command_timeout` (a stopped reader or writer, a stuck disk
+    and a silent connection all end there), and the copy as a whole has a deadline that grows
+    with its bytes and its file count. The helpers carry their own no-progress timeout too
+    (`Watchdog` in mirror_remote), for a controller that stops without closing anything."""
+
+    def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen) -> None:
+        self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
+        self.follow, self.progress, self.seen = follow, progress, seen
+        self.files = src["files"]
+        self.total = sum(f["bytes"] for f in self.files)
+        self.s_idle = float(src_link.host.command_timeout)
+        self.d_idle = float(dst_link.host.command_timeout)
+        # the helpers give up later than this side notices, so the stalled side gets named
+        self.helper_idle = 2 * max(self.s_idle, self.d_idle) + 5
+        self.settle = self.total / HASH_RATE + len(self.files) * PER_FILE
+        self.limit = 2 * max(self.s_idle, self.d_idle) + self.total / MIN_RATE + self.settle
+        self.deadline = time.monotonic() + self.limit
+        self.reader: HelperProcess | None = None
+        self.writer: HelperProcess | None = None
+        self.writer_said: asyncio.Future | None = None
+        self.r_id: tuple[int, int] | None = None
+        self.w_id: tuple[int, int] | None = None
+        self.partial: str | None = None
+        self.committed = False
+        self.cleaned: str | None = None
+
+    # -- bounded steps ----------------------------------------------------------------------
+    def _stalled(self, side: str, what: str, secs: float) -> HostError:
+        link = self.src_link if side == "source" else self.dst_link
+        if time.monotonic() >= self.deadline:
+            return HostError(link.name, f"the copy took longer than its limit of {self.limit:.0f}s "
+                             f"({_gib(self.total)} in {len(self.files)} files); it was stopped",
+                             "timeout")
+        return HostError(link.name, f"the {side} stalled: {what} for {secs:g}s (a stopped "
+                         "process, a stuck disk or a silent connection); the copy was stopped",
+                         "timeout")
+
+    def _budget(self, idle: float) -> float:
+        return max(0.0, min(idle, self.deadline - time.monotonic()))
+
+    async def _bounded(self, aw: Any, side: str, what: str, idle: float) -> Any:
+        t = self._budget(idle)
+        try:
+            return await asyncio.wait_for(aw, t)
+        except TimeoutError:
+            raise self._stalled(side, what, t) from None
+
+    async def _send(self, h: HelperProcess, obj: Any, side: str) -> None:
+        idle = self.s_idle if side == "source" else self.d_idle
+        await self._bounded(h.send_json(obj), side, "its helper took no input", idle)
+
+    async def _answer(self, h: HelperProcess, side: str, what: str, idle: float) -> dict:
+        link = self.src_link if side == "source" else self.dst_link
+        return await self._bounded(_recv(h, link, None), side, what, idle)
+
+    async def _start(self, link: HostLink, side: str) -> HelperProcess:
+        try:
+            return await self._bounded(link.transfer_helper(HELPER), side, "starting its helper",
+                                       link.host.connect_timeout + link.host.command_timeout)
+        except (asyncssh.Error, OSError) as e:
+            raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
+
+    # -- the copy ---------------------------------------------------------------------------
+    async def go(self) -> tuple[tuple[MirrorFile, ...], int | None]:
+        sl, dl = self.src_link, self.dst_link
+        try:
+            started = await asyncio.gather(self._start(sl, "source"), self._start(dl, "destination"),
+                                           return_exceptions=True)
+            self.reader, self.writer = (h if isinstance(h, HelperProcess) else None for h in started)
+            for h in started:
+                if isinstance(h, BaseException):
+                    raise h
+            reader, writer = self.reader, self.writer
+            assert reader is not None and writer is not None
+            await self._send(writer, {"op": "write", "path": self.dst_path, "files": self.files,
+                                      "dirs": self.src["dirs"], "mode": self.src.get("mode"),
+                                      "idle": self.helper_idle,
+                                      "wait": self.helper_idle + self.settle}, "destination")
+            ready = await self._answer(writer, "destination", "its writer did not get ready",
+                                       self.d_idle)
+            if not ready.get("ok"):
+                e = _fail_from(dl, ready)
+                e.before_copy = True  # nothing was created: a refusal
+                raise e
+            self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
+            await self._send(reader, {"op": "read", "path": self.src["path"], "files": self.files,
+                                      "dirs": self.src["dirs"], "follow": self.follow,
+                                      "idle": self.helper_idle,
+                                      "wait": self.helper_idle + self.settle}, "source")
+            hello = await self._answer(reader, "source", "its reader did not start", self.s_idle)
+            if not hello.get("ok"):
+                raise _fail_from(sl, hello)
+            self.r_id = (hello.get("pid"), hello.get("start"))
+            # the writer speaks only on failure until it is told to finish
+            self.writer_said = asyncio.ensure_future(_recv(writer, dl, None))
+            trailers = await self._relay()
+            await self._send(writer, {"op": "finish"}, "destination")
+            await self._send(reader, {"op": "recheck"}, "source")
+            hashed = await self._bounded(asyncio.shield(self.writer_said), "destination",
+                                         "its writer reported no hashes", self.d_idle + self.settle)
+            if not hashed.get("ok"):
+                raise _fail_from(dl, hashed)
+            # the source is walked again, and any file whose facts moved is hashed again there
+            recheck = await self._answer(reader, "source", "it did not finish its re-check",
+                                         self.s_idle + self.settle)
+            if not recheck.get("ok"):
+                raise _fail_from(sl, recheck)
+            result = self._judge(trailers, hashed, recheck)
+            await self._send(writer, {"op": "commit"}, "destination")
+            done = await self._answer(writer, "destination", "its writer did not commit",
+                                      self.d_idle)
+            self.committed = bool(done.get("committed"))
+            if not self.committed:
+                raise _fail_from(dl, done)
+            return result, done.get("free_bytes")
+        except (asyncssh.Error, OSError, EOFError, asyncio.IncompleteReadError) as e:
+            said = await _last_word(self.writer_said)
+            if said is not None and not said.get("ok"):
+                raise _fail_from(dl, said) from None
+            raise HostError(await _which_died(sl, dl), f"connection lost during the copy "
+                            f"({type(e).__name__}: {e})", "disconnected") from None
+
+    def _judge(self, trailers: list[dict], hashed: dict, recheck: dict) -> tuple[MirrorFile, ...]:
         result = []
-        for f, t, h in zip(files, trailers, hashed["files"], strict=True):
+        for f, t, h in zip(self.files, trailers, hashed["files"], strict=True):
             ok = t["bytes"] == f["bytes"] == h.get("bytes") and t["sha256"] == h["sha256"]
             result.append(MirrorFile(f["path"], f["bytes"], t["sha256"], h["sha256"],
                                      "copied" if ok else "mismatch",
                                      None if h.get("bytes") == f["bytes"] else h.get("bytes")))
         found = hashed.get("found") or {}
-        if (set(found.get("files", [])) != {f["path"] for f in files} or found.get("other")
-                or set(found.get("dirs", [])) != {d[0] for d in src["dirs"]}):
-            raise _Fail("mismatch", f"{dst_link.name}: the partial folder does not hold exactly the "
-                        "source's files and folders; nothing was put in place", tuple(result))
+        if (set(found.get("files", [])) != {f["path"] for f in self.files} or found.get("other")
+                or set(found.get("dirs", [])) != {d[0] for d in self.src["dirs"]}):
+            raise _Fail("mismatch", f"{self.dst_link.name}: the partial folder does not hold "
+                        "exactly the source's files and folders", tuple(result))
         if recheck.get("changed"):
             path, why = recheck["changed"][0]
-            raise _Fail("source-changed", f"{src_link.name}: {shown(path)} changed while it was "
-                        f"copied ({why}); nothing was put in place", tuple(result))
+            more = len(recheck["changed"]) - 1
+            raise _Fail("source-changed", f"{self.src_link.name}: {shown(path)} changed while it "
+                        f"was copied ({why})" + (f", and {more} more" if more else ""), tuple(result))
         bad = [m for m in result if m.status != "copied"]
         if bad:
-            raise _Fail("mismatch", f"{shown(bad[0].path)} differs after the copy; nothing was put "
-                        "in place", tuple(result))
-        await writer.send_json({"op": "commit"})
-        done = await _recv(writer, dst_link, dst_link.host.command_timeout)
-        committed = bool(done.get("committed"))
-        if not committed:
-            raise _fail_from(dst_link, done)
-        return tuple(result), done.get("free_bytes")
-    except TimeoutError:  # before OSError, of which it is a kind
-        raise HostError(dst_link.name, "timed out during the copy; nothing was put in place",
-                        "timeout") from None
-    except (asyncssh.Error, OSError, EOFError) as e:
-        said = await _last_word(writer_said)
-        if said is not None and not said.get("ok"):
-            raise _fail_from(dst_link, said, "; the partial folder was removed") from None
-        raise HostError(await _which_died(src_link, dst_link),
-                        f"connection lost during the copy ({type(e).__name__}: {e}); nothing was "
-                        "put in place", "disconnected") from None
-    finally:
-        if writer is not None and not committed:
-            # an unfinished writer removes its partial folder when its input ends: wait for that
+            raise _Fail("mismatch", f"{shown(bad[0].path)} differs after the copy", tuple(result))
+        return tuple(result)
+
+    async def _relay(self) -> list[dict]:
+        """Forward frames from the reader to the writer; the source's trailer of each file."""
+        assert self.reader is not None and self.writer is not None and self.writer_said is not None
+        trailers = []
+        src_out, dst_in = self.reader.stdout, self.writer.stdin
+        if self.progress is not None:
+            self.progress(0, self.total)
+        quiet = "its reader sent nothing"
+        for _ in self.files:
+            while True:
+                hdr = await self._bounded(src_out.readexactly(4), "source", quiet, self.s_idle)
+                dst_in.write(hdr)
+                n = int.from_bytes(hdr, "big")
+                if n == 0:
+                    break
+                dst_in.write(await self._bounded(src_out.readexactly(n), "source", quiet, self.s_idle))
+                await self._bounded(dst_in.drain(), "destination", "its writer took nothing",
+                                    self.d_idle)
+                if self.writer_said.done():
+                    raise _fail_from(self.dst_link, self.writer_said.result())
+                self.seen["bytes"] += n
+                if self.progress is not None:
+                    self.progress(self.seen["bytes"], self.total)
+            line = await self._bounded(src_out.readline(), "source", quiet, self.s_idle)
+            if not line:
+                raise HostError(self.src_link.name, "the source's reader ended early", "disconnected")
+            t = json.loads(line)
+            if not t.get("ok"):
+                raise _fail_from(self.src_link, t)
+            trailers.append(t)
+            self.seen["files"] += 1
+        return trailers
+
+    # -- after a failure --------------------------------------------------------------------
+    async def cleanup(self) -> str:
+        """Stop both helpers and make sure no partial folder stays; a sentence saying so."""
+        if self.cleaned is not None:
+            return self.cleaned
+        self.cleaned = "nothing was put in place"
+        notes = []
+        if self.writer is not None and not self.committed:
+            # an unfinished writer removes its partial folder when its input ends
             with contextlib.suppress(Exception):
-                writer.stdin.write_eof()
-                await writer.wait(dst_link.host.command_timeout)
-        for h in (reader, writer):
+                self.writer.stdin.write_eof()
+            if not await _exited(self.writer, min(5.0, self.d_idle)):
+                notes.append(f"its writer on {self.dst_link.name} was stopped")
+        for h in (self.reader, self.writer):
             if h is not None:
                 h.close()
-                with contextlib.suppress(Exception):
-                    await h.wait(5)  # reaped here, not by a garbage collector after the loop
-        if writer_said is not None:
-            writer_said.cancel()
+        if self.r_id is not None and not self.committed:
+            # a closed channel says nothing of a stopped process behind it: end it by identity
+            await _abandon(self.src_link, self.r_id, None)
+        for h in (self.reader, self.writer):
+            if h is not None:
+                await _exited(h, 2.0)  # reaped here, not by a garbage collector later
+        if self.writer_said is not None:
+            self.writer_said.cancel()
             with contextlib.suppress(BaseException):
-                await writer_said  # retrieved, so no "exception never retrieved" noise
+                await self.writer_said  # retrieved, so no "exception never retrieved" noise
+        if self.committed or self.partial is None:
+            self.cleaned = "; ".join(["nothing was put in place", *notes])
+            return self.cleaned
+        ans = await _abandon(self.dst_link, self.w_id, self.partial)
+        if ans is None:
+            gone = (f"the partial folder on {self.dst_link.name} could not be checked (the host "
+                    "did not answer); the next mirror there removes it")
+        elif ans.get("exists"):
+            gone = f"the partial folder {shown(self.partial)} could NOT be removed"
+        else:
+            gone = "the partial folder was removed"
+        self.cleaned = "; ".join(["nothing was put in place", gone])
+        return self.cleaned
+
+
+async def _exited(h: HelperProcess, timeout: float) -> bool:
+    try:
+        await h.wait(timeout)
+        return True
+    except (Exception, asyncio.CancelledError):
+        return False
+
+
+async def _abandon(link: HostLink, ident: tuple[Any, Any] | None, partial: str | None) -> dict | None:
+    """Kill a helper that no longer answers (pid + start time) and remove its partial folder,
+    on its host, over the link's own connection; the answer, or None when the host is gone."""
+    pid, start = ident if ident else (None, None)
+    try:
+        ans = await link.run_helper(HELPER, {"op": "abandon", "pid": pid, "start": start,
+                                             "partial": partial},
+                                    timeout=link.host.command_timeout + 10)
+    except HostError:
+        return None
+    return ans if isinstance(ans, dict) and ans.get("ok") else None
 
 
 async def _last_word(task: asyncio.Future | None) -> dict | None:
@@ -498,36 +678,3 @@ async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict
                         "disconnected") from None
     return msg if isinstance(msg, dict) else {"ok": False, "error": {"code": "helper",
                                                                       "message": str(msg)[:200]}}
-
-
-async def _relay(reader, writer, writer_said, src_link, dst_link, nfiles, total, progress):
-    """Forward frames from the source's reader to the destination's writer; source trailers."""
-    trailers = []
-    done = 0
-    src_out, dst_in = reader.stdout, writer.stdin
-    if progress is not None:
-        progress(0, total)
-    for _ in range(nfiles):
-        while True:
-            hdr = await src_out.readexactly(4)
-            dst_in.write(hdr)
-            n = int.from_bytes(hdr, "big")
-            if n == 0:
-                break
-            dst_in.write(await src_out.readexactly(n))
-            await dst_in.drain()
-            if writer_said.done():
-                break
-            done += n
-            if progress is not None:
-                progress(done, total)
-        if writer_said.done():
-            raise _fail_from(dst_link, writer_said.result(), "; the partial folder was removed")
-        line = await src_out.readline()
-        if not line:
-            raise HostError(src_link.name, "the source's reader ended early", "disconnected")
-        t = json.loads(line)
-        if not t.get("ok"):
-            raise _fail_from(src_link, t)
-        trailers.append(t)
-    return trailers

@@ -37,6 +37,7 @@ import stat
 import struct
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from fleetdeck.backend.hostlib import fsinfo, hashing, procfs, serve
@@ -60,6 +61,49 @@ def say(out, obj):
 def ok(**fields):
     fields["ok"] = True
     return fields
+
+
+class Watchdog:
+    """The helper's own no-progress timeout: a thread that ends the process when the
+    controller has neither sent nor taken anything for `limit` seconds (the controller was
+    stopped, or its connection hangs without closing), after running `on_fire` (the writer
+    removes its partial folder). Armed and disarmed by the main thread; `hold()` keeps it
+    from firing during a commit."""
+
+    def __init__(self, on_fire=None):
+        self.deadline = None
+        self.lock = threading.Lock()
+        self.held = False
+        self.on_fire = on_fire
+        t = threading.Thread(target=self._watch, daemon=True)
+        t.start()
+
+    def arm(self, limit):
+        self.deadline = None if not limit else time.monotonic() + float(limit)
+
+    def disarm(self):
+        self.deadline = None
+
+    def hold(self):
+        with self.lock:
+            self.held = True
+
+    def _watch(self):
+        while True:
+            d = self.deadline
+            time_left = 1.0 if d is None else d - time.monotonic()
+            if time_left <= 0:
+                with self.lock:
+                    if self.held or self.deadline is None or self.deadline > time.monotonic():
+                        continue
+                    try:
+                        sys.stderr.write("mirror helper: nothing moved for too long; stopping\n")
+                        sys.stderr.flush()
+                        if self.on_fire is not None:
+                            self.on_fire()
+                    finally:
+                        os._exit(3)
+            time.sleep(min(1.0, max(0.05, time_left)))
 
 
 def host_path(p):
@@ -248,6 +292,11 @@ def op_read(req, inp, out):
     follow = bool(req.get("follow"))
     files = req["files"]
     q = queue.Queue(maxsize=8)
+    idle = req.get("idle")
+    dog = Watchdog()
+    dog.arm(idle)
+    me = os.getpid()
+    say(out, ok(pid=me, start=procfs.start_ticks(me)))
 
     def produce():
         # reading and hashing here overlaps with writing to the channel in the main thread
@@ -291,13 +340,17 @@ def op_read(req, inp, out):
                 break
             out.write(HDR.pack(len(chunk)))
             out.write(chunk)
+            dog.arm(idle)
         out.write(HDR.pack(0))
         if isinstance(trailer, Refused):
             out.flush()
             raise trailer  # its answer is this file's trailer
         sent[f["path"]] = trailer["sha256"]
         say(out, trailer)
+        dog.arm(idle)
+    dog.arm(req.get("wait"))
     cmd = json.loads(inp.readline() or b"{}")
+    dog.disarm()
     if cmd.get("op") != "recheck":
         raise Refused("bad-request", "expected a recheck request")
     return {"changed": recheck(root, follow, files, req.get("dirs") or [], sent)}
@@ -435,7 +488,7 @@ class Writer:
             raise
         return stale
 
-    def receive(self, inp, files, dirs, pool):
+    def receive(self, inp, files, dirs, pool, dog, idle):
         for rel, _mode in sorted(dirs, key=lambda d: d[0].count("/")):
             os.mkdir(os.path.join(self.partial, fsenc(rel)), 0o700)
         futures = []
@@ -449,12 +502,14 @@ class Writer:
                     if n == 0:
                         break
                     write_all(fd, read_exact(inp, n))
+                    dog.arm(idle)
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.utime(path, ns=(f["mtime_ns"], f["mtime_ns"]), follow_symlinks=False)
             # hashed again from this disk while the next file arrives
             futures.append(pool.submit(hash_rel, self.partial, f["path"], False))
+        dog.disarm()  # hashing the last files: the controller bounds this wait itself
         hashed = [fut.result() for fut in futures]
         # the source's modes only now: a read-only file or folder must not stop the hashing
         for f in files:
@@ -543,20 +598,26 @@ def write_refusal(e):
 def op_write(req, inp, out):
     """Receive frames into a partial folder; report hashes; commit or remove as told."""
     w = Writer(req)
+    idle = req.get("idle")
+    dog = Watchdog(on_fire=w.remove)
     try:
         stale = w.prepare()
         me = os.getpid()
         say(out, ok(partial=fsdec(w.partial), dst=fsdec(w.dst), stale_removed=stale, pid=me,
                     start=procfs.start_ticks(me)))
+        dog.arm(idle)
         threads = max(1, int(req.get("threads") or 4))
         with ThreadPoolExecutor(threads) as pool:
-            hashed, found = w.receive(inp, req["files"], req.get("dirs", []), pool)
+            hashed, found = w.receive(inp, req["files"], req.get("dirs", []), pool, dog, idle)
+        dog.arm(idle)
         if json.loads(inp.readline() or b"{}").get("op") != "finish":
             raise EOFError("no finish")
         say(out, ok(files=hashed, found=found))
+        dog.arm(req.get("wait"))  # the controller re-checks the source meanwhile
         if json.loads(inp.readline() or b"{}").get("op") != "commit":
             w.remove()
             return {"aborted": True}
+        dog.hold()
         w.commit()
         return {"committed": True, "free_bytes": free_bytes(w.dst)}
     except EOFError:
@@ -570,6 +631,35 @@ def op_write(req, inp, out):
         w.remove()
 
 
+def op_abandon(req):
+    """Stop a reader or writer that no longer answers (identified by pid AND start time, and
+    the helper marker) and remove the partial folder that writer was filling: only a folder
+    whose name says that writer made it, once that writer is gone."""
+    pid, start = req.get("pid"), req.get("start")
+    killed = False
+    if procfs.same_process(pid, start) and procfs.has_helper_marker(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)  # a stopped (SIGSTOP) process dies of it too
+            killed = True
+        except OSError:
+            pass
+        for _ in range(200):
+            if not procfs.same_process(pid, start):
+                break
+            time.sleep(0.05)
+    removed = None
+    if req.get("partial") and isinstance(pid, int) and isinstance(start, int):
+        path = fsenc(req["partial"])
+        rest = os.path.basename(path).partition(PARTIAL)[2]
+        if (os.path.isabs(path) and rest.startswith(b"%d-%d-" % (pid, start))
+                and not partial_in_use(rest) and kind_of(lstat_or_none(path)) == "dir"):
+            remove_tree(path)
+            removed = fsdec(path)
+    return {"killed": killed, "removed": removed,
+            "gone": not procfs.same_process(pid, start) if isinstance(pid, int) else True,
+            "exists": bool(req.get("partial")) and os.path.lexists(fsenc(req["partial"]))}
+
+
 def _hangup(signum, frame):
     raise EOFError("signal %d" % signum)
 
@@ -580,7 +670,7 @@ def main():
         signal.signal(sig, _hangup)
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
-    ops = {"list": op_list, "read": lambda r: op_read(r, inp, out),
+    ops = {"list": op_list, "abandon": op_abandon, "read": lambda r: op_read(r, inp, out),
            "write": lambda r: op_write(r, inp, out)}
     try:
         line = inp.readline()
