@@ -1,7 +1,8 @@
 """Crontabs read byte for byte: the spool file where it can be read, `crontab -l` otherwise.
 
-Debian's `crontab -l` prints a carriage return as the two characters `\\r`, so its output is
-not the crontab: a line holding a CR and one holding a literal backslash-r read the same. The
+Debian's `crontab -l` prints a carriage return as the two characters `\\r` and a backspace as
+`\\b`, so its output is not the crontab: a line holding a CR and one holding a literal
+backslash-r read the same. The
 spool file (`/var/spool/cron/crontabs/USER`, or `/var/spool/cron/USER` with cronie) holds the
 exact bytes, after the three comment lines `crontab` writes on top when it installs a file.
 Root reads the spool; anyone else gets `crontab -l`, refused where it could be lossy.
@@ -77,6 +78,26 @@ def _read_spool(path):
         os.close(fd)
 
 
+def shown_by_crontab_l(data):
+    """What Debian's `crontab -l` prints for these crontab bytes (CR and BS escaped)."""
+    return data.replace(b"\r", b"\\r").replace(b"\x08", b"\\b")
+
+
+def _agrees(exact, listed):
+    """True when `crontab -l` printed `listed` for a crontab holding `exact`: the same bytes, or
+    Debian's escaping of them, less up to 3 leading comment lines (which it skips, taking
+    them for the header it writes)."""
+    for cand in (exact, shown_by_crontab_l(exact)):
+        for _ in range(4):
+            if cand == listed:
+                return True
+            if not cand.startswith(b"#"):
+                break
+            nl = cand.find(b"\n")
+            cand = b"" if nl < 0 else cand[nl + 1:]
+    return False
+
+
 def me():
     """The user this process runs as (a name, or the uid when it has none)."""
     try:
@@ -101,10 +122,22 @@ def stat_key(user):
 
 
 def read(user=None):
-    """The exact bytes of `user`'s crontab (default: this process's user); b"" when they have
-    none. Raises Refused: `orphaned` (no such user), `crontab-unreadable` (cron missing,
-    permission, I/O: never taken for an empty crontab), `crontab-ambiguous` (only
-    `crontab -l` could be asked and its output may hide carriage returns)."""
+    """`read_checked` that raises its problem: for an edit, only exact bytes will do."""
+    data, problem = read_checked(user)
+    if problem is not None:
+        raise problem
+    return data
+
+
+def read_checked(user=None):
+    """(bytes, None), or (the best bytes there are, Refused) when they may not be exact: for a
+    listing, which shows them with a warning. Otherwise as `read`.
+
+    The bytes of `user`'s crontab (default: this process's user); b"" when they have none.
+    Raises Refused `orphaned` (no such user) or `crontab-unreadable` (cron missing,
+    permission, I/O: never taken for an empty crontab). The problem returned is a Refused
+    `crontab-ambiguous`, its `source` "spool" (the spool file and `crontab -l` disagree) or
+    "crontab -l" (only `crontab -l` could be asked and it printed `\\r` or `\\b`)."""
     who = user or me()
     try:
         pwd.getpwnam(who)
@@ -118,17 +151,23 @@ def read(user=None):
     if r.rc != 0:
         err = runner.first_line(r.err)
         if "no crontab for" in err.lower():
-            return b""
+            return b"", None
         raise Refused("crontab-unreadable", "crontab -l for %s failed (%s)" % (
             shown(who), shown(err) or "exit status %d" % r.rc))
     spool = spool_dir()
     if spool is not None and "/" not in who and who not in NOT_USERS:
         try:
-            return strip_header(_read_spool(os.path.join(spool, who)))
+            data = strip_header(_read_spool(os.path.join(spool, who)))
         except OSError:
-            pass  # not root: the spool is cron's own, and crontab (setgid) read it for us
-    if b"\\r" in r.out:
-        raise Refused("crontab-ambiguous", "crontab -l of %s shows \\r, which may stand for a "
-                      "carriage return, and the spool file cannot be read here; its exact bytes "
-                      "are unknown" % shown(who))
-    return r.out
+            data = None  # not root: the spool is cron's own, and crontab (setgid) read it for us
+        if data is not None:
+            if _agrees(data, r.out):
+                return data, None
+            return data, Refused("crontab-ambiguous", "the spool file of %s and crontab -l disagree "
+                                 "(it changed between the two reads, or this cron is unknown to "
+                                 "fleetdeck); its exact bytes are uncertain" % shown(who), source="spool")
+    if b"\\r" in r.out or b"\\b" in r.out:
+        return r.out, Refused("crontab-ambiguous", "crontab -l of %s shows \\r or \\b, which may stand "
+                              "for a carriage return or a backspace, and the spool file cannot be "
+                              "read here; its exact bytes are unknown" % shown(who), source="crontab -l")
+    return r.out, None
