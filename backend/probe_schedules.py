@@ -181,10 +181,13 @@ def _crontabs(fresh, warnings):
             out += hit[1]
             continue
         try:
-            data = crontab.read(u)
+            data, problem = crontab.read_checked(u)
         except Refused as e:
             warnings.append(f"crontab of {shown(u)}: {e.message}")
             continue
+        if problem is not None and problem.extra.get("source") == "spool":
+            # listed as cron runs it; a removal refuses until the two reads agree again
+            warnings.append(f"crontab of {shown(u)}: {problem.message}")
         entries = _cron_lines(fsdec(data), "crontab", "crontab -l", u, False)[0]
         _CACHE[("crontab", u)] = (key, entries)
         out += entries

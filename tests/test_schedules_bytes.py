@@ -117,3 +117,17 @@ def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
         assert f.read_bytes() == expect
         assert Path(rep.backup).read_bytes() == body
         body = expect
+
+
+def test_crontab_l_is_no_witness_but_the_spool_is(root_crontab, tmp_path):  # noqa: F811
+    # Debian's crontab -l prints CR as \r and BS as \b: the exact bytes come from the spool
+    import subprocess
+
+    from fleetdeck.backend.hostlib import crontab
+
+    body = b"# top\n3 3 * * * /usr/bin/printf 'a\rb\x08c' # \\r and \\b typed literally\n"
+    install(body, tmp_path)
+    listed = subprocess.run([shutil.which("crontab"), "-l"], capture_output=True, check=True).stdout
+    assert listed != body and listed == crontab.shown_by_crontab_l(body)
+    assert crontab.read("root") == body
+    assert crontab.read_checked("root") == (body, None)
