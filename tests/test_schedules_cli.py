@@ -158,3 +158,14 @@ def test_loop_listed_and_stopped_over_ssh(sshd_fleet, tmp_path, capsys):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_hostile_ids_are_escaped_once_and_never_reach_the_terminal_raw(tmp_path, capsys):
+    hosts = local_fleet(tmp_path)
+    sid = "c-\x1b[2J\\n\udcff"  # an escape sequence, a literal backslash-n, an undecodable byte
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid], capsys)
+    assert rc == 1 and "\x1b" not in err and "Traceback" not in err
+    assert err.count("c-\\x1b[2J\\\\n\\xff") == 2  # in the verb line and in the reason, escaped once
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)
+    assert rc == 1 and "\x1b" not in err and "c-\\x1b[2J\\\\n\\xff" in err
+    assert all("\x1b" not in json.dumps(r, ensure_ascii=False) for r in state.read_audit())

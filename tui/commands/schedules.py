@@ -81,6 +81,15 @@ def _names(fleet: Fleet, wanted: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(wanted))
 
 
+def sentence(msg: str | None) -> str:
+    """A reason sentence as it may be printed. The backend builds them with every untrusted
+    part already escaped by `shown`, so a printable one is printed as it is (escaping it again
+    would double its backslashes); anything else is escaped whole."""
+    if msg is None:
+        return ""
+    return msg if msg.isprintable() else shown(msg)
+
+
 def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str]]:
     return [(h.name, h.error or "unknown error") for h in snap.hosts if not h.reachable]
 
@@ -202,12 +211,12 @@ def cmd_remove(args: argparse.Namespace) -> int:
         print(json.dumps(rep.to_json()))
     if not rep.ok:
         verb = "refused to remove" if rep.result == "refused" else "failed to remove"
-        print(f"fleetdeck: {verb} {shown(sid)} on {host_cfg.name} ({rep.reason_code}): {shown(rep.message)}",
+        print(f"fleetdeck: {verb} {shown(sid)} on {host_cfg.name} ({rep.reason_code}): {sentence(rep.message)}",
               file=sys.stderr)
         return 1
     if not args.json:
         out = Console()
-        out.print(Text(f"{host_cfg.name}: {shown(rep.message)}", style="green"))
+        out.print(Text(f"{host_cfg.name}: {sentence(rep.message)}", style="green"))
         if rep.backup:
             out.print(Text(f"backup on this machine: {rep.backup}"))
         if rep.host_backup:
@@ -219,7 +228,7 @@ def _fail(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     if args.json:
         print(json.dumps(doc))
     print(f"fleetdeck: refused to remove {shown(doc['id'])} on {doc['host']} ({doc['reason_code']}): "
-          f"{shown(doc['message'])}", file=sys.stderr)
+          f"{sentence(doc['message'])}", file=sys.stderr)
     return 1
 
 
@@ -250,7 +259,7 @@ def _prompt(host_cfg, sched: Schedule, grace: float) -> str | None:
     err.print(Text(f"  it will: {describe_removal(sched, grace)}"))
     check = asyncio.run(_check(host_cfg, sched))
     if not check.ok:
-        err.print(Text(f"  the host says: {shown(check.message)}", style="yellow"))
+        err.print(Text(f"  the host says: {sentence(check.message)}", style="yellow"))
     for c in check.children:
         err.print(Text(f"  also stops: pid {c.get('pid')} {shown(str(c.get('command') or ''))}"))
     if check.warning:
