@@ -64,6 +64,37 @@ class MirrorFile:
 
 
 @dataclass(frozen=True)
+class MirrorPlan:
+    """What a mirror is about to copy, decided from both listings before any byte moves (a dry
+    run shows exactly this). Paths are str as the hosts decoded them (undecodable bytes kept
+    as surrogates, so they go back to the same bytes); show them with `hostlib.text.shown`."""
+
+    src: str
+    dst: str
+    #: every regular file of SRC, status "missing" (none of it is on DST yet)
+    files: tuple[MirrorFile, ...]
+    #: every folder of SRC (relative), empty ones included
+    dirs: tuple[str, ...]
+    bytes: int
+    #: False: DST is created; True: DST exists and is empty
+    dst_exists: bool
+    #: free bytes on DST's file system (or the nearest folder above it that exists)
+    free_bytes: int | None
+    follow_symlinks: bool = False
+    #: links in SRC followed to targets outside it (allowed explicitly): (path, target)
+    outside_links: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON (files as in the report)."""
+        d = asdict(self)
+        d["files"] = [{k: v for k, v in asdict(f).items() if k != "bytes_dst" or v is not None}
+                      for f in self.files]
+        d["outside_links"] = [list(x) for x in self.outside_links]
+        d["dirs"] = list(self.dirs)
+        return d
+
+
+@dataclass(frozen=True)
 class MirrorReport:
     """What a mirror or verify found and did. `ok` is what decides exit status 0."""
 
@@ -91,6 +122,8 @@ class MirrorReport:
     #: symlinks in SRC whose targets lie outside it, copied because they were allowed:
     #: (path in SRC, resolved target)
     outside_links: tuple[tuple[str, str], ...] = ()
+    #: what the mirror set out to copy (None for verify, and when refused before planning)
+    plan: MirrorPlan | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,6 +137,7 @@ class MirrorReport:
                       for f in self.files]
         d["outside_links"] = [list(x) for x in self.outside_links]
         d["seconds"] = round(self.seconds, 3)
+        d["plan"] = self.plan.to_json() if self.plan is not None else None
         return d
 
 
@@ -303,6 +337,7 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     files: tuple[MirrorFile, ...] = ()
     free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
     outside: tuple[tuple[str, str], ...] = ()
+    plan: MirrorPlan | None = None
     seen = {"bytes": 0, "files": 0}  # relayed so far: a failed copy still reports them
     copying = False
     t1 = time.monotonic()
@@ -317,6 +352,9 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
             raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
         total = sum(f["bytes"] for f in src["files"])
+        plan = MirrorPlan(sl, dl, tuple(f for f in files if f.kind == "file"),
+                          tuple(d[0] for d in src["dirs"]), total, dst["kind"] == "dir",
+                          dst.get("free_bytes"), follow_symlinks, outside)
         if dst["kind"] == "dir" and (dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]):
             src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
                                         allow_outside_links, src, dst, skip_partials=True)
@@ -334,7 +372,8 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                           result="would-copy", t0=t0)
         else:
             audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]),
-                  free_bytes_before=free["free_bytes_before"])
+                  dirs=len(src["dirs"]), free_bytes_before=free["free_bytes_before"],
+                  outside_links=[list(x) for x in outside])
             t1 = time.monotonic()
             copying = True
             try:
@@ -356,7 +395,7 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e), copied=seen["bytes"],
                       copy_seconds=time.monotonic() - t1)
-    rep = replace(rep, **free, outside_links=outside)
+    rep = replace(rep, **free, outside_links=outside, plan=plan)
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
               bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,

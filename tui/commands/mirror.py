@@ -19,7 +19,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, verify
+from fleetdeck.backend.actions.mirror import (
+    MirrorFile,
+    MirrorReport,
+    mirror,
+    parse_endpoint,
+    verify,
+)
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.ssh import HostLink
@@ -30,6 +36,7 @@ from ..fmt import human_bytes
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "red", "missing": "yellow",
                 "extra": "magenta"}
 SHOWN = 40  # files listed in the table before the rest is summarised
+KIND_SUFFIX = {"dir": "/", "symlink": " (symlink)", "special": " (special file)"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +96,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
     if report.error and not report.ok:
         what = "refused" if report.result == "refused" else "failed" if report.result == "failed" \
             else "not verified"
-        print(f"fleetdeck: {action} {what}: {shown(report.error)}", file=sys.stderr)
+        print(f"fleetdeck: {action} {what}: {_one_line(report.error)}", file=sys.stderr)
     return 0 if report.ok else 1
 
 
@@ -120,28 +127,43 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
             await dst.close()
 
 
+def _one_line(text: str) -> str:
+    """An error sentence on one line. Its paths were escaped by the backend (`shown`), so only
+    what is still not printable is escaped here: escaping it all again would double them."""
+    return "".join(c if c.isprintable() else shown(c) for c in text)
+
+
+def _name(f: MirrorFile) -> str:
+    """A path as shown: escaped (hostlib's `shown`), a folder with a trailing slash."""
+    return shown(f.path) + KIND_SUFFIX.get(f.kind, "")
+
+
+def _table(console: Console, r: MirrorReport) -> None:
+    interesting = [f for f in r.files if f.status not in ("identical", "copied")]
+    files = r.plan.files if r.result == "would-copy" and r.plan is not None else r.files
+    rows = files if len(files) <= SHOWN else (interesting or list(files))[:SHOWN]
+    if not rows:
+        return
+    t = Table(box=None, pad_edge=False)
+    for col in ("status", "path", "bytes", "sha256 src", "sha256 dst"):
+        t.add_column(col, justify="right" if col == "bytes" else "left")
+    for f in rows:
+        size = "" if f.kind != "file" else human_bytes(f.bytes) if f.bytes_dst is None else \
+            f"{f.bytes} / {f.bytes_dst}"
+        status = "to copy" if r.result == "would-copy" else f.status
+        t.add_row(f"[{STATUS_STYLE.get(f.status, '')}]{status}[/]", escape(_name(f)), size,
+                  (f.sha256_src or "-")[:16], (f.sha256_dst or "-")[:16])
+    console.print(t)
+    if len(rows) < len(files):
+        console.print(f"[dim]({len(files) - len(rows)} more not listed)[/]")
+
+
 def _print(r: MirrorReport) -> None:
     console = Console(highlight=False)
-    interesting = [f for f in r.files if f.status not in ("identical", "copied")]
-    rows = r.files if len(r.files) <= SHOWN else interesting[:SHOWN]
-    if rows:
-        t = Table(box=None, pad_edge=False)
-        for col in ("status", "file", "bytes", "sha256 src", "sha256 dst"):
-            t.add_column(col, justify="right" if col == "bytes" else "left")
-        for f in rows:
-            size = human_bytes(f.bytes) if f.bytes_dst is None else \
-                f"{f.bytes} / {f.bytes_dst}"
-            style = STATUS_STYLE.get(f.status, "")
-            name = shown(f.path) + {"dir": "/", "symlink": " (symlink)", "special": " (special)"}.get(f.kind, "")
-            t.add_row(f"[{style}]{f.status}[/]", escape(name), size,
-                      (f.sha256_src or "-")[:16], (f.sha256_dst or "-")[:16])
-        console.print(t)
-    if len(rows) < len(r.files):
-        console.print(f"[dim]({len(r.files) - len(rows)} more files not listed, all "
-                      f"{'copied' if r.result == 'copied' else 'identical'})[/]")
+    _table(console, r)
     for path, target in r.outside_links:
         console.print(f"[yellow]followed outside SRC[/]: {escape(shown(path))} -> {escape(shown(target))}")
-    n = len(r.files)
+    n = sum(1 for f in r.files if f.kind == "file")
     where = f"{escape(shown(r.src))} -> {escape(shown(r.dst))}"
     if r.result == "copied":
         rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
@@ -150,7 +172,14 @@ def _print(r: MirrorReport) -> None:
     elif r.result == "identical":
         console.print(f"[green]verified identical[/]: {n} files, {human_bytes(r.bytes_src)} on both "
                       f"sides ({where}){'; nothing to copy' if r.action == 'mirror' else ''}")
-    elif r.result == "would-copy":
-        console.print(f"[cyan]dry run[/]: would copy {n} files, {human_bytes(r.bytes_src)} ({where})")
+    elif r.result == "would-copy" and r.plan is not None:
+        p = r.plan
+        free = f"; {human_bytes(p.free_bytes)} free there" if p.free_bytes is not None else ""
+        console.print(f"[cyan]dry run[/]: would copy {len(p.files)} files in {len(p.dirs)} folders, "
+                      f"{human_bytes(p.bytes)} ({where}; the destination "
+                      f"{'exists, empty' if p.dst_exists else 'is created'}{free})")
     elif r.result == "differs" and r.files:
         console.print(f"[red]not identical[/]: {where}")
+    elif r.result == "failed" and r.action == "mirror":
+        console.print(f"[red]failed[/] after relaying {human_bytes(r.bytes_copied)} of "
+                      f"{human_bytes(r.bytes_src)} ({where}); nothing was put in place")
