@@ -24,7 +24,8 @@ from .config import HostConfig
 from .hostlib.procfs import HELPER_ENV
 from .hostlib.text import shown
 
-# A resident helper (`--resident`) must not outlive the controller that reads it: a thread
+# A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
+# `run_helper`) must not outlive the controller that reads it: a thread
 # blocks in poll() on its stdout, which reports an error once the reading end is closed (the
 # channel closed after a timeout, the connection lost), and then ends the helper's process
 # group, children included, even when the helper itself is stuck in a loop or a syscall.
@@ -41,7 +42,7 @@ WATCHDOG = (
 BOOT_MARKER = "fleetdeck-helper"
 BOOT = (
     "import sys;n=int(sys.stdin.buffer.readline());"
-    f"exec({WATCHDOG!r}) if '--resident' in sys.argv else None;"
+    f"exec({WATCHDOG!r}) if {{'--resident','--tied'}}&set(sys.argv) else None;"
     f"exec(compile(sys.stdin.buffer.read(n),'<{BOOT_MARKER}>','exec'),"
     "{'__name__':'__main__','__builtins__':__builtins__})"
 )
@@ -450,16 +451,22 @@ class HostLink:
                 raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
             return CommandResult(proc.returncode or 0, out, err)
         conn = await self.connection()
+        proc = None
         try:
-            res = await asyncio.wait_for(
-                conn.run(self._remote_command(argv), input=input, encoding=None, check=False), timeout)
+            proc = await conn.create_process(self._remote_command(argv), encoding=None)
+            if not input:
+                proc.stdin.write_eof()  # nothing to send: the command reads end of file, as locally
+            out, err = await asyncio.wait_for(proc.communicate(input or None), timeout)
+            await asyncio.wait_for(proc.wait_closed(), timeout)
         except TimeoutError:
+            if proc is not None:
+                proc.close()  # the channel goes, and a tied helper with it (WATCHDOG)
             raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
         except (asyncssh.Error, OSError) as e:
             self.drop()
             raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
-        rc = res.exit_status if res.exit_status is not None else 255
-        return CommandResult(rc, res.stdout or b"", res.stderr or b"")
+        rc = proc.exit_status if proc.exit_status is not None else 255
+        return CommandResult(rc, out or b"", err or b"")
 
     async def run_helper(self, source: str, payload: Any, timeout: float | None = None,
                          what: str = "helper") -> Any:
@@ -467,7 +474,8 @@ class HostLink:
         HostError `shell-output` when the login shell printed text ahead of the answer,
         `helper` (with the helper's whole stderr, bounded) when there is no answer."""
         data = helper_stdin(source) + json.dumps(payload).encode()
-        res = await self.run(helper_argv(self.host.python), input=data, timeout=timeout)
+        # tied: a helper cut off by the timeout dies on the host with its channel
+        res = await self.run(helper_argv(self.host.python, ["--tied"]), input=data, timeout=timeout)
         try:
             return json.loads(res.stdout)
         except ValueError:

@@ -70,3 +70,38 @@ async def test_closing_a_resident_helper_kills_it_and_its_children_on_the_host(s
         await link.close()
         for pid in _with_token(token):  # whatever a failed run left behind
             os.kill(pid, 9)
+
+
+async def test_a_one_shot_helper_cut_off_by_its_timeout_dies_on_the_host(sshd_fleet, fleet_file):
+    from fleetdeck.backend.ssh import HostError
+
+    token = f"fleetdeck-test-{uuid.uuid4().hex}"
+    spin = f"import sys\nsys.stdin.read()\ntoken = {token!r}\nwhile True:\n    pass\n"
+    sshd = sshd_fleet.hosts["h2"].proc.pid
+    link = HostLink(load_fleet(str(fleet_file)).host("h2"))
+    try:
+        with pytest.raises(HostError) as e:
+            await link.run_helper(spin, {}, timeout=1.5)
+        assert e.value.code == "timeout"
+        for _ in range(100):
+            left = [p for p in _descendants(sshd) if _spins(p)]
+            if not left:
+                break
+            await asyncio.sleep(0.1)
+        assert left == [], "the helper is still spinning on the host"
+    finally:
+        await link.close()
+
+
+def _spins(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"--tied" in f.read()
+    except OSError:
+        return False
+
+
+async def test_a_command_without_input_reads_end_of_file(sshd_fleet, fleet_file):
+    async with HostLink(load_fleet(str(fleet_file)).host("h2")) as link:
+        res = await link.run(["cat"], timeout=10)
+    assert (res.returncode, res.stdout) == (0, b"")
