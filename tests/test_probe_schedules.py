@@ -59,6 +59,7 @@ def saved_crontab(tmp_path):
         lock.close()
 
 
+@pytest.mark.root
 def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(saved_crontab, tmp_path):
     missing = tmp_path / "gone dir" / "check-run.sh"
     lines = [
@@ -89,6 +90,7 @@ def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(s
     assert len(set(ids.values())) == 4 and all(i.startswith("c-") and len(i) == 12 for i in ids.values())
 
 
+@pytest.mark.root
 def test_cron_d_files_that_cron_ignores_are_listed_inactive(tmp_path):
     if not os.access("/etc/cron.d", os.W_OK):
         pytest.skip("/etc/cron.d is not writable here")
@@ -157,6 +159,7 @@ def test_the_probe_never_lists_itself_or_the_loop_that_started_it(tmp_path, chil
     assert parent.pid in loops_by_pid(probe({})), "the same loop, seen from outside, is listed"
 
 
+@pytest.mark.root
 def test_at_job_is_listed_with_its_command(tmp_path):
     if shutil.which("at") is None or shutil.which("atq") is None:
         pytest.skip("at is not installed")

@@ -49,6 +49,7 @@ def crontab(root_crontab, tmp_path):  # noqa: F811
     install_crontab(f"# chain\n{OTHER}\n{LINE}\n", tmp_path)
 
 
+@pytest.mark.root
 def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsys, monkeypatch):
     hosts = local_fleet(tmp_path)
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
@@ -76,6 +77,7 @@ def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsy
     assert rc == 0 and s["id"] in out and other["id"] in out and "STRAY" in out
 
 
+@pytest.mark.root
 def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, capsys):
     hosts = local_fleet(tmp_path)
     rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
@@ -87,6 +89,7 @@ def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, c
     assert state.read_audit()[-1]["result"] == "refused"
 
 
+@pytest.mark.root
 def test_unreachable_host_is_named_and_the_others_still_listed(crontab, tmp_path, capsys):
     port = free_port()  # nothing listens there
     hosts = local_fleet(tmp_path, f'[hosts.down]\naddress = "127.0.0.1"\nport = {port}\n')
@@ -101,6 +104,7 @@ def test_unreachable_host_is_named_and_the_others_still_listed(crontab, tmp_path
     assert rc == 2 and "nosuch" in err
 
 
+@pytest.mark.root
 def test_remove_needs_the_id_typed_back_then_removes_one_line(crontab, tmp_path, capsys):
     hosts = local_fleet(tmp_path)
     rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
@@ -126,6 +130,7 @@ def test_remove_needs_the_id_typed_back_then_removes_one_line(crontab, tmp_path,
 
 
 @pytest.mark.sshd
+@pytest.mark.root
 def test_listing_over_ssh(crontab, sshd_fleet, tmp_path, capsys):
     hosts = str(sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1", "h2"]))
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "--host", "h2", "--json"], capsys)

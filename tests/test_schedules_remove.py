@@ -42,7 +42,8 @@ def install_crontab(text: str, tmp: Path) -> None:
 
 @pytest.fixture
 def root_crontab(tmp_path):
-    """This user's real crontab, saved before and restored after (serialised across test runs)."""
+    """This user's real crontab, saved before and restored after, even when the test fails
+    (serialised across test runs; tests using it are marked `root`)."""
     lock = open("/tmp/fleetdeck-tests-crontab.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     saved = read_crontab()
@@ -81,6 +82,7 @@ CRONTAB = ("# keep this comment\n"
 
 
 @needs_crontab
+@pytest.mark.root
 async def test_crontab_entry_removed_others_untouched_backups_written(root_crontab, tmp_path):
     install_crontab(CRONTAB, tmp_path)
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)
@@ -102,6 +104,7 @@ async def test_crontab_entry_removed_others_untouched_backups_written(root_cront
 
 
 @needs_crontab
+@pytest.mark.root
 async def test_crontab_changed_between_listing_and_removal_is_refused_untouched(root_crontab, tmp_path):
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)  # as listed from CRONTAB
     changed = CRONTAB.replace("MAILTO", "# someone ran crontab -e\nMAILTO")
@@ -115,6 +118,7 @@ async def test_crontab_changed_between_listing_and_removal_is_refused_untouched(
 
 
 @needs_crontab
+@pytest.mark.root
 async def test_no_crontab_at_all_is_an_empty_crontab_and_refuses(root_crontab):
     subprocess.run([CRONTAB_BIN, "-r"], capture_output=True)
     rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched("* * * * * /usr/bin/true", 1), "cron-1")
@@ -123,6 +127,7 @@ async def test_no_crontab_at_all_is_an_empty_crontab_and_refuses(root_crontab):
 
 
 @needs_crontab
+@pytest.mark.root
 async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_crontab, tmp_path, monkeypatch):
     install_crontab(CRONTAB, tmp_path)
     # a crontab binary whose -l fails the way a broken spool does; installing is only logged
@@ -142,6 +147,7 @@ async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_cronta
 
 @needs_crontab
 @pytest.mark.parametrize("typed", [None, "", "cron-", "cron-1 ", "CRON-1", "cron-1\n", "cron-\u0131"])
+@pytest.mark.root
 async def test_wrong_confirmation_changes_nothing(root_crontab, tmp_path, typed):
     install_crontab(CRONTAB, tmp_path)
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)
@@ -296,6 +302,7 @@ def at_job(command: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("at") is None or shutil.which("atrm") is None, reason="at is not installed")
+@pytest.mark.root
 async def test_at_job_removed_only_while_it_still_matches():
     # atd need not run: `at` queues into the spool and atrm removes from it
     cmd = "/bin/echo 'check on the run $(x)' > /dev/null"
@@ -327,6 +334,7 @@ async def test_unknown_kind_and_bad_timer_unit_are_refused():
 # -- over a real sshd host ---------------------------------------------------------------------
 @needs_crontab
 @pytest.mark.sshd
+@pytest.mark.root
 async def test_crontab_entry_removed_over_ssh(root_crontab, sshd_fleet, tmp_path):
     install_crontab(CRONTAB, tmp_path)
     fleet = load_fleet(str(sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"])))
