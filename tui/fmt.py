@@ -50,3 +50,45 @@ def progress_text(step: int | None, max_steps: int | None) -> str:
     if not max_steps:
         return str(step)
     return f"{step}/{max_steps} ({100 * step / max_steps:.0f}%)"
+
+
+def shorten_unique(names: list[str] | tuple[str, ...] | set[str], width: int) -> dict[str, str]:
+    """Each name cut to `width` characters so that different names never look the same.
+
+    Names that fit are kept. Longer ones keep their head and tail around a `…`
+    (`gpu-node-017` -> `gpu-…017`), the split chosen so that no two results are equal; when
+    no split separates them (they differ only in the middle), the part where they differ is
+    shown, and as a last resort a number is appended.
+    """
+    width = max(width, 2)
+    uniq = sorted(set(names))
+    out: dict[str, str] = {}
+    long = [n for n in uniq if len(n) > width]
+    taken = {n for n in uniq if len(n) <= width}
+    for n in uniq:
+        if len(n) <= width:
+            out[n] = n
+
+    def fits(cands: dict[str, str]) -> bool:
+        vals = list(cands.values())
+        return len(set(vals)) == len(vals) and not (set(vals) & taken)
+
+    for head in range(width - 1, 0, -1):
+        tail = width - 1 - head
+        cands = {n: n[:head] + "…" + (n[-tail:] if tail else "") for n in long}
+        if fits(cands):
+            out.update(cands)
+            return out
+    # they differ only somewhere in the middle: show a window around where each one differs
+    for n in long:
+        others = [m for m in long if m != n]
+        first = min((next((i for i, (a, b) in enumerate(zip(n, m, strict=False)) if a != b), len(n)) for m in others),
+                    default=0)
+        start = max(1, min(first - (width - 2) // 2, len(n) - (width - 1)))
+        s = base = "…" + n[start:start + width - 1]
+        k = 0
+        while s in taken or s in out.values():
+            k += 1
+            s = base[:width - len(str(k)) - 1] + "~" + str(k)
+        out[n] = s
+    return out

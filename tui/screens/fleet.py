@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from fleetdeck.backend.models import HostSnapshot
 
-from ..fmt import human_bytes, human_duration
+from ..fmt import human_bytes, human_duration, shorten_unique
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import TextBuilder, tail
 from .base import FleetState, ViewScreen
@@ -19,8 +19,20 @@ from .base import FleetState, ViewScreen
 LIVE = ("running", "stalled")
 
 
+COLUMNS = {"host": "Host", "status": "Status", "lat": "Lat", "gpus": "GPU memory · history",
+           "disks": "Disks", "runs": "Live runs", "stray": "Stray"}
+
+
 def layout_widths(width: int) -> dict[str, int]:
-    """Column widths for a terminal `width` wide: fits 100 columns, uses up to 200."""
+    """The columns shown in a terminal `width` wide and their widths: all of them from 100
+    columns (using up to 200); below that latency and disks go first (the Host view has them),
+    while host, state, GPUs, live runs and the stray count stay."""
+    if width < 100:
+        w = {"host": 8, "status": 13, "gpus": 24, "runs": 14, "stray": 5}
+        extra = max(0, width - 80)
+        w["gpus"] += extra // 2
+        w["runs"] += extra - extra // 2
+        return w
     w = {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
     extra = max(0, min(width, 200) - 100)
     # the extra columns go where the detail is: history, disk paths, run names, reasons
@@ -29,8 +41,9 @@ def layout_widths(width: int) -> dict[str, int]:
     return w
 
 
-def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, int]:
-    """The fleet-table cells of host `name` and the row's height (one line per GPU/disk/run)."""
+def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | None = None) -> tuple[tuple, int]:
+    """The fleet-table cells of host `name` for the columns in `w` (in `COLUMNS` order) and the
+    row's height (one line per GPU/disk/run). `label`: the name as shown (shortened)."""
     live = state.hosts.get(name)
     shown = state.shown(name)
     down = live is not None and not live.reachable
@@ -53,14 +66,15 @@ def host_cells(state: FleetState, name: str, w: dict[str, int]) -> tuple[tuple, 
         status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
     lat = "-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms"
     gpus, n_gpus = _gpu_lines(state, shown, w["gpus"], dim)
-    disks, n_disks = _disk_lines(shown, w["disks"], dim)
+    disks, n_disks = _disk_lines(shown, w["disks"], dim) if "disks" in w else (None, 0)
     runs, n_runs = _run_lines(shown, w["runs"], dim)
     stray_n = sum(1 for s in shown.schedules if s.stray) if shown else 0
     stray = Text(str(stray_n), style=("dim" if dim else "bold red") if stray_n else "dim")
     status_t = status.build()
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
-    cells = (Text(name, style="bold" if not dim else "dim"), status_t, Text(lat), gpus, disks, runs, stray)
-    return cells, height
+    cells = {"host": Text(label or name, style="bold" if not dim else "dim"), "status": status_t,
+             "lat": Text(lat), "gpus": gpus, "disks": disks, "runs": runs, "stray": stray}
+    return tuple(cells[k] for k in COLUMNS if k in w), height
 
 
 def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
@@ -101,13 +115,14 @@ def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int
         return Text("-", style="dim"), 0
     t = TextBuilder()
     name_w = max(3, width - 6 - (10 if width >= 30 else 0))
+    names = shorten_unique([r.name for r in live], name_w)
     for i, r in enumerate(live):
         if i:
             t.add("\n")
         stalled = r.state == "stalled"
         t.add("S" if stalled else "▶", "dim" if dim else ("bold yellow" if stalled else "green"))
         pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
-        t.add(f"{r.name[:name_w]:<{name_w}} {pct:>4}", "dim" if dim else None)
+        t.add(f"{names[r.name]:<{name_w}} {pct:>4}", "dim" if dim else None)
         if width >= 30 and r.step is not None and r.max_steps:
             t.add(" ")
             t.bar(r.step / r.max_steps, 8, dim)
@@ -166,9 +181,7 @@ class FleetScreen(ViewScreen):
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
         self._widths = w
-        return [("host", "Host", w["host"]), ("status", "Status", w["status"]), ("lat", "Lat", w["lat"]),
-                ("gpus", "GPU memory · history", w["gpus"]), ("disks", "Disks", w["disks"]),
-                ("runs", "Live runs", w["runs"]), ("stray", "Stray", w["stray"])]
+        return [(k, label, w[k]) for k, label in COLUMNS.items() if k in w]
 
     @property
     def table(self) -> KeyedTable:
@@ -185,8 +198,9 @@ class FleetScreen(ViewScreen):
 
     def refresh_view(self) -> None:
         rows, heights = {}, {}
+        labels = shorten_unique(self.state.host_names, self._widths["host"])
         for name in self.state.host_names:
-            rows[name], heights[name] = host_cells(self.state, name, self._widths)
+            rows[name], heights[name] = host_cells(self.state, name, self._widths, labels[name])
         with self.app.batch_update():
             self.table.sync(rows, heights)
         self.show_detail()

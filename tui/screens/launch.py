@@ -21,23 +21,32 @@ class LaunchModal(Modal):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, host: str | None = None, run_toml: str = "", after: str = "") -> None:
+    def __init__(self, host: str | None = None, run_toml: str = "", after: str = "",
+                 resume: Any = None, values: dict[str, Any] | None = None) -> None:
+        """`resume`: a failed or stopped run to continue from its newest checkpoint, with
+        `values` its RUN.toml as the host keeps it (`<run>/RUN.toml`)."""
         super().__init__()
-        self.host = host
-        self.run_toml = run_toml
+        self.host = resume.host if resume is not None else host
+        self.resume = resume
+        self.values = values
+        self.run_toml = f"{resume.path}/RUN.toml (on {resume.host})" if resume is not None else run_toml
         self.after = after
         self.checked: tuple | None = None  # the inputs the last passing pre-flight was for
+        self.preflight_result: Any = None
         self.result: Any = None
 
     def compose(self) -> ComposeResult:
         hosts = [(h.name, h.name) for h in self.app.fleet.hosts]
         with Vertical(classes="dialog", id="launch-dialog"):
-            yield Label("Launch a training run", classes="title")
+            title = (f"Resume {self.resume.name} on {self.host} from its newest checkpoint" if self.resume
+                     else "Launch a training run")
+            yield Label(title, classes="title")
             yield Label("Host:")
             yield Select(hosts, id="launch-host", allow_blank=False, compact=True,
-                         value=self.host if self.host else hosts[0][1])
-            yield Label("RUN.toml (a file on this machine):")
-            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml", compact=True)
+                         value=self.host if self.host else hosts[0][1], disabled=self.resume is not None)
+            yield Label("RUN.toml (the host's own copy):" if self.resume else "RUN.toml (a file on this machine):")
+            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml", compact=True,
+                        disabled=self.resume is not None)
             yield Label("Start after this run finishes with an adapter (optional run folder on the host):")
             yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)",
                         id="launch-after", compact=True)
@@ -49,13 +58,33 @@ class LaunchModal(Modal):
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Pre-flight", id="preflight", variant="primary")
-                yield Button("Launch", id="launch", variant="success", disabled=True)
+                yield Button(self.launch_label(), id="launch", variant="success", disabled=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#launch-checks", DataTable)
         table.add_columns("Check", "", "Why")
         table.can_focus = False
-        self.query_one("#launch-toml", Input).focus()
+        self.query_one("#launch-after" if self.resume else "#launch-toml", Input).focus()
+
+    def launch_label(self) -> str:
+        """What the launch button does, exactly."""
+        pre = self.preflight_result
+        if pre is None or self.checked is None or self.checked != self.inputs():
+            return "Launch (pre-flight first)"
+        name = pre.run_path.rstrip("/").rsplit("/", 1)[-1]
+        if self.resume is not None:
+            return f"Resume {name} on {pre.host}"
+        if pre.after:
+            return f"Queue {name} on {pre.host} after {pre.after.rstrip('/').rsplit('/', 1)[-1]}"
+        return f"Start {name} on {pre.host}"
+
+    def run_arg(self, toml: str) -> Any:
+        """What the backend is given as the run: the host's RUN.toml values when resuming."""
+        return self.values if self.resume is not None else toml
+
+    def resume_kw(self) -> dict[str, Any]:
+        """`resume=True` when resuming (only then: an older backend has no such argument)."""
+        return {"resume": True} if self.resume is not None else {}
 
     def inputs(self) -> tuple[str, str, str | None]:
         """(host, RUN.toml path, after or None) as entered."""
@@ -67,9 +96,10 @@ class LaunchModal(Modal):
         self._update_button()
 
     def on_input_submitted(self) -> None:
-        # enter in a field: launch when these exact inputs passed pre-flight, else pre-flight
+        # enter in a field runs the pre-flight; once it passed, focus moves to the button that
+        # says what will start, so a second enter is a deliberate one
         if not self.query_one("#launch", Button).disabled:
-            self.run_launch()
+            self.query_one("#launch", Button).focus()
         else:
             self.run_preflight()
 
@@ -78,7 +108,9 @@ class LaunchModal(Modal):
 
     def _update_button(self) -> None:
         ok = self.checked is not None and self.checked == self.inputs() and self.result is None
-        self.query_one("#launch", Button).disabled = not ok
+        button = self.query_one("#launch", Button)
+        button.disabled = not ok
+        button.label = self.launch_label()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "preflight":
@@ -119,16 +151,20 @@ class LaunchModal(Modal):
             return
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
         try:
-            pre = await preflight(self.app.link(host), self.app.fleet.host(host), toml, after=after)
+            pre = await preflight(self.app.link(host), self.app.fleet.host(host), self.run_arg(toml),
+                                  after=after, **self.resume_kw())
         except Exception as e:
             self.query_one("#launch-verdict", Static).update(
                 Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
             self.app.report_error("Pre-flight", e)
             return
         self.show_checks(pre)
+        self.preflight_result = pre
         if pre.ok:
             self.checked = (host, toml, after)
         self._update_button()
+        if pre.ok:
+            self.query_one("#launch", Button).focus()
 
     @work(exclusive=True, group="launch", exit_on_error=False)
     async def run_launch(self) -> None:
@@ -139,7 +175,8 @@ class LaunchModal(Modal):
         out = self.query_one("#launch-result", Static)
         out.update(Text("starting…", style="dim"))
         try:
-            res = await launch(self.app.link(host), self.app.fleet.host(host), toml, after=after)
+            res = await launch(self.app.link(host), self.app.fleet.host(host), self.run_arg(toml),
+                               after=after, **self.resume_kw())
         except Exception as e:
             out.update(Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
             self.app.report_error("Launch", e)

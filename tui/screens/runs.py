@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -11,13 +13,29 @@ from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.models import Run
 
-from ..fmt import human_bytes, human_duration
+from ..fmt import human_bytes, human_duration, shorten_unique
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import eval_trend, loss_chart, progress
 from .base import ViewScreen
 from .host import _state_style
 
 LOG_LINES = 50
+#: states a run can be resumed from (the trainer continues from the newest checkpoint)
+RESUMABLE = ("failed", "cancelled", "stalled")
+RUN_COLUMNS = {"host": "Host", "name": "Run", "state": "State", "prog": "Progress", "sps": "s/step",
+               "eta": "ETA", "loss": "Loss", "eval": "Eval"}
+#: widths of the columns other than the run's name (its width is what is left)
+RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
+
+
+def run_layout(width: int) -> dict[str, int]:
+    """The Runs table's columns for a terminal `width` wide: below 100 columns s/step and eval
+    loss go first (the detail pane shows both); host, name, state and progress always stay."""
+    keys = [k for k in RUN_COLUMNS if width >= 100 or k not in ("sps", "eval")]
+    w = {k: RUN_WIDTHS[k] for k in keys if k != "name"}
+    # two cells of padding per column, and the scrollbar
+    w["name"] = max(8, min(40, width - sum(w.values()) - 2 * len(keys) - 2))
+    return {k: w[k] for k in keys}
 
 
 class CheckpointTable(KeyedTable):
@@ -40,6 +58,8 @@ class RunsScreen(ViewScreen):
         Binding("p", "purge", "Purge", tooltip="purge the marked checkpoints (or the highlighted one)"),
         Binding("m", "mirror", "Mirror", tooltip="mirror the run's adapter to another host and verify it"),
         Binding("l", "reload_log", "Log", show=False, tooltip="reload the tail of train.log"),
+        Binding("r", "resume", "Resume", show=False,
+                tooltip="resume a failed, cancelled or stalled run from its newest checkpoint"),
     ]
 
     def __init__(self) -> None:
@@ -49,9 +69,7 @@ class RunsScreen(ViewScreen):
         self._log_text: str | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable([("host", "Host"), ("name", "Run"), ("state", "State"), ("prog", "Progress"),
-                          ("sps", "s/step"), ("eta", "ETA"), ("loss", "Loss"), ("eval", "Eval")],
-                         id="runs-table")
+        yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table")
         with VerticalScroll(id="run-detail", can_focus=False):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
@@ -63,6 +81,17 @@ class RunsScreen(ViewScreen):
                                            ("path", "Path")], id="ckpt-table", classes="auto")
         yield Label("train.log (last lines; l reloads)", classes="section", id="run-log-label")
         yield Log(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
+
+    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
+        self._widths = w
+        return [(k, RUN_COLUMNS[k], w[k]) for k in w]
+
+    def on_resize(self) -> None:
+        w = run_layout(self.size.width)
+        if w != self._widths:
+            self.table.set_columns(self._columns(w))
+            if self.ready:
+                self.refresh_view()
 
     @property
     def table(self) -> KeyedTable:
@@ -77,13 +106,20 @@ class RunsScreen(ViewScreen):
 
     def refresh_view(self) -> None:
         rows = {}
-        for r in self.state.runs:
-            rows[r.key] = (r.host, r.name, Text(r.state, style=_state_style(r.state)),
-                           progress(r.step, r.max_steps),
-                           "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
-                           "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
-                           "-" if r.loss is None else f"{r.loss:.4f}",
-                           "-" if r.eval_loss is None else f"{r.eval_loss:.4f}")
+        runs = self.state.runs
+        w = self._widths
+        hosts = shorten_unique([r.host for r in runs], w["host"])
+        names = shorten_unique([r.name for r in runs], w["name"])
+        for r in runs:
+            cells = {"host": hosts[r.host], "name": names[r.name],
+                     "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
+                                   style=_state_style(r.state)),
+                     "prog": progress(r.step, r.max_steps),
+                     "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
+                     "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
+                     "loss": "-" if r.loss is None else f"{r.loss:.4f}",
+                     "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}"}
+            rows[r.key] = tuple(cells[k] for k in w)
         with self.app.batch_update():
             self.table.sync(rows)
             self.show_run()
@@ -105,7 +141,7 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            title.update(Text("No runs found under the configured `runs` folders yet.", style="dim"))
+            title.update(Text("No runs found yet under the runs folders of the fleet file.", style="dim"))
             for wid in ("#run-trend", "#run-chart"):
                 self.query_one(wid, Static).update("")
             self.show_log("")
@@ -114,9 +150,13 @@ class RunsScreen(ViewScreen):
         t = Text()
         t.append(f"{r.host}:{r.path}", style="bold")
         t.append(f"  {r.state}", style=_state_style(r.state))
-        if r.reason:
-            t.append(f" ({r.reason})", style="yellow")
+        if r.seconds_per_step is not None:
+            t.append(f"  {r.seconds_per_step:.2f} s/step")
         t.append(f"  adapter: {r.adapter or 'none yet'}", style="dim" if not r.adapter else "")
+        if r.reason:
+            t.append(f"\nwhy {r.state}: {r.reason}", style="bold yellow" if r.state != "running" else "yellow")
+        if r.state in RESUMABLE:
+            t.append("   r: resume from its newest checkpoint", style="dim")
         title.update(t)
         self.query_one("#run-trend", Static).update(eval_trend(r.eval_losses))
         width = max(20, self.size.width - 60)
@@ -152,8 +192,11 @@ class RunsScreen(ViewScreen):
             text = f"could not read train.log: {getattr(e, 'message', e)}"
         else:
             if res.returncode != 0:
-                why = res.stderr.decode("utf-8", "replace").strip().splitlines()
-                text = f"no train.log: {why[-1] if why else 'tail failed'}"
+                # one plain sentence, not the tool's own stderr
+                err = res.stderr.decode("utf-8", "replace")
+                text = (f"no train.log in {run.path} yet" if "No such file" in err else
+                        "train.log cannot be read here (permission denied)" if "ermission" in err else
+                        f"train.log could not be read (exit status {res.returncode})")
             else:
                 text = res.stdout.decode("utf-8", "replace").rstrip() or "(train.log is empty)"
         if self._log_for == run.key:
@@ -198,3 +241,39 @@ class RunsScreen(ViewScreen):
             return
         from .mirror import MirrorModal
         self.app.push_screen(MirrorModal(r.host, r.adapter))
+
+    def action_resume(self) -> None:
+        """Offer to continue the selected failed or stopped run from its newest checkpoint."""
+        r = self.selected
+        if r is None:
+            self.notify("No run selected.", severity="warning")
+            return
+        if r.state not in RESUMABLE:
+            self.notify(f"{r.name} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
+                        title="Resume", severity="warning")
+            return
+        from fleetdeck.backend.actions import launch as backend_launch
+        if "resume" not in inspect.signature(backend_launch.launch).parameters:
+            self.notify("Resume is not available: this version's launch cannot resume a run.",
+                        title="Resume", severity="warning")
+            return
+        self.open_resume(r)
+
+    @work(exclusive=True, group="resume", exit_on_error=False)
+    async def open_resume(self, run: Run) -> None:
+        """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
+        import tomllib
+        try:
+            res = await self.app.link(run.host).run(["cat", "--", f"{run.path}/RUN.toml"], timeout=10)
+            if res.returncode != 0:
+                raise FileNotFoundError
+            values = tomllib.loads(res.stdout.decode("utf-8", "replace"))
+        except FileNotFoundError:
+            self.notify(f"{run.name} has no RUN.toml in its folder on {run.host}, so it was not started by "
+                        "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning")
+            return
+        except Exception as e:
+            self.app.report_error(f"Reading {run.name}'s RUN.toml", e)
+            return
+        from .launch import LaunchModal
+        self.app.push_screen(LaunchModal(resume=run, values=values))

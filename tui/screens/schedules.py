@@ -11,9 +11,25 @@ from fleetdeck.backend import acks as backend_acks
 from fleetdeck.backend import state as backend_state
 from fleetdeck.backend.models import Schedule
 
+from ..fmt import shorten_unique
 from ..messages import ActionFinished
 from ..widgets.keyed_table import KeyedTable
 from .base import ViewScreen
+
+SCHED_COLUMNS = {"flag": " ", "host": "Host", "kind": "Kind", "why": "Stray because", "user": "User",
+                 "spec": "When", "cmd": "Command"}
+
+
+def sched_layout(width: int) -> dict[str, int]:
+    """The Schedules table's columns for a terminal `width` wide. The command gets what is
+    left, so it is always on screen; below 100 columns kind and user go first (the line
+    under the table has both)."""
+    w = {"flag": 1, "host": 10, "kind": 13, "why": 22, "user": 8, "spec": 12}
+    if width < 100:
+        w = {"flag": 1, "host": 8, "why": 18, "spec": 12}
+    n = len(w) + 1
+    w["cmd"] = max(12, width - sum(w.values()) - 2 * n - 2)
+    return {k: w[k] for k in SCHED_COLUMNS if k in w}
 
 
 def schedule_key(s: Schedule) -> str:
@@ -31,11 +47,20 @@ class SchedulesScreen(ViewScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        # the command goes last: it is the long one, and the reasons must stay visible at 100 columns
-        yield KeyedTable([("flag", " ", 1), ("host", "Host"), ("kind", "Kind"), ("why", "Stray because"),
-                          ("user", "User"), ("spec", "When"), ("cmd", "Command")],
-                         id="sched-table")
+        # the command goes last: it is the long one, and the reasons must stay visible
+        yield KeyedTable(self._columns(sched_layout(self.app.size.width)), id="sched-table")
         yield Static(id="sched-detail", classes="detail")
+
+    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
+        self._widths = w
+        return [(k, SCHED_COLUMNS[k], w[k]) for k in w]
+
+    def on_resize(self) -> None:
+        w = sched_layout(self.size.width)
+        if w != self._widths:
+            self.table.set_columns(self._columns(w))
+            if self.ready:
+                self.refresh_view()
 
     @property
     def table(self) -> KeyedTable:
@@ -53,12 +78,16 @@ class SchedulesScreen(ViewScreen):
 
     def refresh_view(self) -> None:
         rows = {}
-        for s in sorted(self.state.schedules, key=lambda s: (not s.stray, s.host, s.kind, s.id)):
-            style = "bold red" if s.stray else ("dim" if not s.active else "")
-            rows[schedule_key(s)] = (
-                Text("⚠" if s.stray else " ", style="bold red"), s.host, s.kind,
-                Text(", ".join(s.reasons) if s.reasons else "acknowledged", style=style or "green"),
-                s.user, Text(s.spec, style=style), Text(s.command.replace("\n", " "), style=style))
+        every = self.state.schedules
+        hosts = shorten_unique([x.host for x in every], self._widths["host"])
+        for s in backend_acks.stray_first(every):
+            style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
+            flag = "⚠" if s.stray else ("·" if s.system else " ")
+            cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
+                     "kind": s.kind, "why": Text(backend_acks.why(s, every), style=style or "green"),
+                     "user": s.user, "spec": Text(s.spec, style=style),
+                     "cmd": Text(s.command.replace("\n", " "), style=style)}
+            rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
         with self.app.batch_update():
             self.table.sync(rows)
             self.show_detail()
@@ -82,7 +111,10 @@ class SchedulesScreen(ViewScreen):
         t.append("\n")
         t.append(s.command)
         if s.stray:
-            t.append(f"\nstray: {', '.join(s.reasons)}  —  a: acknowledge   x: remove", style="bold red")
+            t.append(f"\nstray: {backend_acks.why(s, self.state.schedules)}  —  a: acknowledge   x: remove",
+                     style="bold red")
+        elif s.system:
+            t.append("\ninstalled by the distribution: not stray", style="dim")
         d.update(t)
 
     def on_data_table_row_highlighted(self) -> None:

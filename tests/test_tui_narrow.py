@@ -1,0 +1,132 @@
+"""At 80x24 the columns that matter stay on screen, minor ones go first, shortened names stay
+distinct, and no Markdown or raw tool stderr reaches the screen."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from rich.text import Text
+from test_tui_views import feed, fixture_app
+
+from fleetdeck.backend.config import parse_fleet
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.fmt import shorten_unique
+from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+
+def visible_columns(table: KeyedTable, width: int) -> list[str]:
+    """Keys of the columns wholly inside the table's visible width (no horizontal scroll)."""
+    out, x = [], 0
+    for col in table.ordered_columns:
+        x += col.get_render_width(table)
+        if x <= width:
+            out.append(col.key.value)
+    return out
+
+
+@pytest.mark.parametrize("view,table_id,must,minor", [
+    ("1", "fleet-table", ["host", "status", "gpus", "runs", "stray"], ["lat", "disks"]),
+    ("2", "runs-table", ["host", "name", "state", "prog"], ["sps", "eval"]),
+    ("3", "sched-table", ["flag", "host", "why", "cmd"], ["user", "kind"]),
+])
+async def test_important_columns_stay_at_80x24(view, table_id, must, minor):
+    app = fixture_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press(view)
+        table = app.screen.query_one(f"#{table_id}", KeyedTable)
+        shown = visible_columns(table, table.size.width)
+        for key in must:
+            assert key in shown, (key, shown)
+        assert not set(minor) & {c.key.value for c in table.ordered_columns}
+        assert table.virtual_size.width <= table.size.width  # nothing hidden to the right
+        # and back at 200 columns every column is there again
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        keys = {c.key.value for c in table.ordered_columns}
+        assert set(must) | set(minor) <= keys
+
+
+def test_shortened_names_never_look_the_same():
+    rng = random.Random(7)
+    for _ in range(2000):
+        names = {"".join(rng.choice("ab-1") for _ in range(rng.randint(1, 16))) for _ in range(rng.randint(1, 10))}
+        width = rng.randint(2, 10)
+        short = shorten_unique(names, width)
+        assert len(set(short.values())) == len(names), (names, width, short)
+        assert all(len(v) <= width for v in short.values())
+        assert all(short[n] == n for n in names if len(n) <= width)
+    assert shorten_unique(["gpu-node-017", "gpu-node-018"], 8) == {"gpu-node-017": "gpu-no…7",
+                                                                   "gpu-node-018": "gpu-no…8"}
+
+
+async def test_long_host_names_stay_distinct_in_the_fleet_table():
+    names = ["train-node-a-01", "train-node-a-02", "train-node-b-01"]
+    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in names), "x")
+    snap = FleetSnapshot(hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0)
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, 1)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        shown = [table.get_cell(n, "host").plain for n in names]
+        assert len(set(shown)) == 3 and all(len(s) <= 8 for s in shown), shown
+
+
+async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):
+    run = Run(host="local", path=str(tmp_path / "runs" / "r1"), name="r1", state="failed",
+              reason="CUDA out of memory at step 40")
+    fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
+    snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=(run,)),), time=1.0)
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("2")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        title = str(app.screen.query_one("#run-title").render())
+        assert "why failed: CUDA out of memory at step 40" in title
+        log = "\n".join(app.screen.query_one("#run-log").lines)
+        assert "no train.log in" in log and "tail:" not in log and "cannot open" not in log
+
+
+async def test_no_markdown_backticks_on_any_view():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        for view in ("1", "2", "3", "4", "question_mark"):
+            await pilot.press(view)
+            await pilot.pause()
+            for w in app.screen.query("Static, Label"):
+                r = w.render()
+                assert "`" not in (r.plain if isinstance(r, Text) else str(r)), (view, w)
+            if view == "question_mark":
+                await pilot.press("escape")
+
+
+async def test_runs_view_offers_resume_on_a_failed_run(tmp_path):
+    from fleetdeck.tui.screens.launch import LaunchModal
+    failed = tmp_path / "runs" / "r1"
+    failed.mkdir(parents=True)
+    (failed / "RUN.toml").write_text(f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n')
+    runs = (Run(host="local", path=str(failed), name="r1", state="failed", reason="killed by SIGKILL"),
+            Run(host="local", path=str(tmp_path / "runs" / "r0"), name="r0", state="finished"))
+    fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
+    snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=runs),), time=1.0)
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("2", "j")  # the finished run: nothing to resume
+        await pilot.press("r")
+        await pilot.pause()
+        assert any("only a failed" in n.message for n in app._notifications)
+        await pilot.press("k", "r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, LaunchModal) and modal.resume.name == "r1"
+        assert modal.values["output"] == str(failed)
+        assert "Resume r1 on local" in str(modal.query_one(".title").render())
+        assert modal.query_one("#launch-toml").disabled and app.focused.id == "launch-after"
