@@ -174,3 +174,11 @@ def test_hostile_ids_are_escaped_once_and_never_reach_the_terminal_raw(tmp_path,
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)
     assert rc == 1 and "\x1b" not in err and "c-\\x1b[2J\\\\n\\xff" in err
     assert all("\x1b" not in json.dumps(r, ensure_ascii=False) for r in state.read_audit())
+
+
+@pytest.mark.parametrize("grace", ["nan", "inf", "-1", "1e9", "soon"])
+def test_grace_must_be_finite_seconds(tmp_path, capsys, grace):
+    hosts = local_fleet(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        run_cli(["--hosts", hosts, "schedules", "remove", "local", "l-1", "--confirm", "l-1", "--grace", grace], capsys)
+    assert e.value.code == 2 and "--grace" in capsys.readouterr().err

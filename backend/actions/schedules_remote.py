@@ -499,7 +499,9 @@ def apply_loop(req):
     """Stop the loop and every process it started; done only when none of them is left."""
     pid, start = _loop_target(req["schedule"])
     info = _interactive(pid)
-    grace = float(req.get("grace", 5.0))
+    grace = req.get("grace", 5.0)
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
+        raise Refused("bad-request", "grace must be a number of seconds from 0 to 3600, not %s" % _short(str(grace)))
     group = _group_of(pid)
     sent = []
     everyone = []

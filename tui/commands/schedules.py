@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from typing import Any
 
@@ -59,10 +60,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("target_host", metavar="HOST")
     r.add_argument("schedule_id", metavar="ID")
     r.add_argument("--confirm", metavar="ID", help="the id again, byte for byte")
-    r.add_argument("--grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS",
+    r.add_argument("--grace", type=_grace, default=DEFAULT_GRACE, metavar="SECONDS",
                    help=f"loops: wait this long after SIGTERM before SIGKILL (default {DEFAULT_GRACE:g})")
     r.add_argument("--json", action="store_true", help="print the removal report as JSON")
     r.set_defaults(func=cmd_remove)
+
+
+def _grace(text: str) -> float:
+    """--grace: a finite number of seconds from 0 to 3600 (argparse exits 2 otherwise)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not math.isfinite(v) or not 0 <= v <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to 3600")
+    return v
 
 
 # -- polling ------------------------------------------------------------------------------
