@@ -504,16 +504,19 @@ def apply_loop(req):
         raise Refused("bad-request", "grace must be a number of seconds from 0 to 3600, not %s" % _short(str(grace)))
     group = _group_of(pid)
     sent = []
+    tried = []  # terminating signals attempted, even when one of them failed
     everyone = []
     try:
         _freeze(pid, start, group, everyone)
         if (pid, start) not in everyone:
             everyone.insert(0, (pid, start))
+        tried.append("SIGTERM")
         if _send(everyone, signal.SIGTERM):
             sent.append("SIGTERM")
         _send(everyone, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
         if not _wait_gone(everyone, grace):
             _freeze(pid, start, group, everyone)  # what it started since, then no more
+            tried.append("SIGKILL")
             if _send(everyone, signal.SIGKILL):
                 sent.append("SIGKILL")
         # an orphan left in the loop's group (its parent gone) is still the loop's
@@ -528,6 +531,10 @@ def apply_loop(req):
                           survivors=left)
     except PermissionError:
         _send(everyone, signal.SIGCONT)
+        if tried:
+            # some of the family was already signalled: not a clean refusal
+            raise Refused("partly-stopped", "not allowed to signal every process of loop %d after %s; "
+                          "list the host again" % (pid, " then ".join(tried))) from None
         raise Refused("permission-denied", "not allowed to signal process %d or one of its children" % pid) from None
     family = [(p, t) for p, t in everyone if p != pid]
     how = " then ".join(sent) or "no signal (it had already exited)"
