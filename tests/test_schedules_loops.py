@@ -121,3 +121,26 @@ async def test_helper_never_stops_its_own_parents():
     rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, "me")
     assert not rep.ok and rep.reason_code == "unsupported" and "parents" in rep.message
     assert Path(f"/proc/{os.getpid()}").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, setpriv and /usr/bin/python3 to run the helper as another user")
+def test_a_loop_the_helper_may_not_signal_is_refused_and_left_running(started):
+    import json
+
+    from fleetdeck.backend.actions.schedules import REMOTE
+    from fleetdeck.backend.bundle import bundle
+
+    p = subprocess.Popen(["bash", "-c", "while true; do sleep 300; done"], start_new_session=True)
+    started.append(p)
+    (sleeper,) = wait_until(lambda: kids_named(p.pid, "sleep"), "the loop's first sleep")
+    req = {"op": "apply", "grace": 0.5, "schedule": {"kind": "loop", "pid": p.pid,
+                                                     "start_time": procfs.start_ticks(p.pid)}}
+    # the helper as `nobody`: it may read /proc but signal nothing of root's
+    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+                          bundle(REMOTE)], input=json.dumps(req).encode(), capture_output=True, timeout=60,
+                         cwd="/")
+    ans = json.loads(out.stdout)
+    assert ans["ok"] is False and ans["error"]["code"] == "permission-denied", ans
+    assert procfs.same_process(p.pid, procfs.start_ticks(p.pid)) and procfs.same_process(*sleeper)
+    assert procfs.stat(p.pid)[0] != "T"  # not left stopped
