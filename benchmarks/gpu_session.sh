@@ -13,6 +13,19 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = g ]; then  # nvidia-h200-x2: phase f's benches again, reference-strong retrying down on OOM
+  (export CUDA_VISIBLE_DEVICES=0
+   for m in qwen3-0.6b qwen3-4b; do
+     echo "== fleetdeck bench $B/$m.toml --baseline --json --steps 8" >> $OUT/g0.log
+     timeout 280 bench $B/$m.toml --baseline --json --steps 8 > $OUT/bench-$m.json 2>> $OUT/g0.log
+   done) &
+  (export CUDA_VISIBLE_DEVICES=1
+   echo "== fleetdeck bench $B/qwen3-1.7b.toml --baseline --json --steps 8" >> $OUT/g1.log
+   timeout 280 bench $B/qwen3-1.7b.toml --baseline --json --steps 8 > $OUT/bench-qwen3-1.7b.json 2>> $OUT/g1.log) &
+  wait
+  grep -E "reference-strong|out of memory|rror" $OUT/g*.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = f ]; then  # nvidia-h200-x2: both references + fleetdeck per model, then gpus = 2
   (export CUDA_VISIBLE_DEVICES=0
    for m in qwen3-0.6b qwen3-1.7b; do

@@ -27,8 +27,9 @@ from .lora import apply_lora, plan_targets
 from .models import build_model, load_tokenizer
 
 REFERENCE_DROPOUT = 0.05
-#: a probe's peak may use at most this share of the card's memory (the Trainer adds a little)
-FIT_SHARE = 0.9
+#: a probe's peak may use at most this share of the card's memory (the Trainer adds only the
+#: adapters' optimizer state; a timed run that still runs out of memory retries one size down)
+FIT_SHARE = 0.97
 
 
 class _PaddedRows(torch.utils.data.Dataset):
@@ -66,7 +67,7 @@ def _build(cfg, device, dtype, dropout: float):
     return model
 
 
-def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype) -> int | None:
+def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype, log) -> int | None:
     """Peak bytes of one forward and backward of `batch` full-length rows, None on out of memory."""
     rows = _collate_to_longest([dataset[i % len(dataset)] for i in range(batch)])
     rows = {k: v.to(device) for k, v in rows.items()}
@@ -85,6 +86,8 @@ def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype) -> int
         peak = torch.cuda.max_memory_allocated(device)
     except torch.cuda.OutOfMemoryError:
         peak = None
+        log(f"reference-strong: batch {batch} {'with' if checkpointing else 'without'} gradient checkpointing "
+            "ran out of memory in its probe")
     finally:
         loss = None  # noqa: F841
         model.zero_grad(set_to_none=True)
@@ -92,20 +95,25 @@ def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype) -> int
         torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(device).total_memory
     if peak is not None and peak > FIT_SHARE * total:
+        log(f"reference-strong: batch {batch} peaked at {peak / 2**30:.1f} GiB of {total / 2**30:.1f}, "
+            f"over {100 * FIT_SHARE:.0f}%")
         return None
     return peak
 
 
-def strongest_fit(cfg, model, dataset, device, dtype, log) -> tuple[int, bool]:
+def strongest_fit(cfg, model, dataset, device, dtype, log, below: tuple[int, bool] | None = None) -> tuple[int, bool]:
     """(per-device batch, gradient checkpointing): the largest divisor of the rows per step that
-    fits without checkpointing, else the largest that fits with it."""
+    fits without checkpointing, else the largest that fits with it; `below`: a choice that ran
+    out of memory in the timed run, to start under."""
     per_step = cfg.rows_per_step
     cands = [d for d in range(per_step, 0, -1) if per_step % d == 0]
     if device.type != "cuda":
         return cands[0], False
     for ck in (False, True):
         for b in cands:
-            peak = _fits(model, dataset, b, ck, device, dtype)
+            if below is not None and (ck, -b) <= (below[1], -below[0]):
+                continue
+            peak = _fits(model, dataset, b, ck, device, dtype, log)
             if peak is not None:
                 log(f"reference-strong: batch {b} fits {'with' if ck else 'without'} gradient checkpointing "
                     f"(probe peak {peak / 2**30:.1f} GiB)")
@@ -117,7 +125,7 @@ def strongest_fit(cfg, model, dataset, device, dtype, log) -> tuple[int, bool]:
 def measure_reference(cfg, steps: int, warmup: int, log, strong: bool = False) -> dict:
     """Time `warmup + steps` Trainer steps of one reference; the timed ones are returned with
     the real tokens and the sum of squared row lengths each step fed."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainerCallback
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     cuda = device.type == "cuda"
@@ -129,7 +137,7 @@ def measure_reference(cfg, steps: int, warmup: int, log, strong: bool = False) -
     model = _build(cfg, device, dtype, dropout)
     dataset = _PaddedRows(train, cfg.seq_len, tok.pad_id)
     if strong:
-        batch, checkpointing = strongest_fit(cfg, model, dataset, device, dtype, log)
+        batch, checkpointing = strongest_fit(cfg, model, dataset, device, dtype, log, _BELOW.get("strong"))
     else:
         batch, checkpointing = 1, True
     if checkpointing:
@@ -171,6 +179,45 @@ def measure_reference(cfg, steps: int, warmup: int, log, strong: bool = False) -
     description = (f"Trainer + peft, lora_dropout {dropout:g}, SDPA, gradient checkpointing "
                    f"{'on' if checkpointing else 'off'}, batch {batch} x {accum} accumulation, {padding}, "
                    f"{'bf16' if cuda else 'fp32'}")
+    out_of_memory = False
+    try:
+        _run_trainer(Counting, model, dataset, cfg, batch, accum, checkpointing, warmup, steps, cuda, strong, Timer,
+                     log, f"{name}: {description}, {cfg.rows_per_step} rows per step")
+    except torch.cuda.OutOfMemoryError:
+        if not strong or (batch == 1 and checkpointing):
+            raise
+        out_of_memory = True
+    if out_of_memory:
+        log(f"{name}: batch {batch} ran out of memory in the Trainer; one size down")
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+        return _retry(cfg, steps, warmup, log, (batch, checkpointing))
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    del model
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return {"recipe": name, "description": description, "times": times, "tokens": step_tokens,
+            "attn_sq": step_sq, "peak": peak, "batch": batch, "gradient_checkpointing": checkpointing,
+            "lora_dropout": dropout, "median": statistics.median(times) if times else None}
+
+
+_BELOW: dict[str, tuple[int, bool]] = {}
+
+
+def _retry(cfg, steps, warmup, log, failed: tuple[int, bool]) -> dict:
+    _BELOW["strong"] = failed
+    try:
+        return measure_reference(cfg, steps, warmup, log, strong=True)
+    finally:
+        _BELOW.pop("strong", None)
+
+
+def _run_trainer(trainer_cls, model, dataset, cfg, batch, accum, checkpointing, warmup, steps, cuda, strong, timer,
+                 log, line) -> None:
+    from transformers import TrainingArguments
+
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(
             output_dir=tmp, per_device_train_batch_size=batch,
@@ -179,18 +226,13 @@ def measure_reference(cfg, steps: int, warmup: int, log, strong: bool = False) -
             gradient_checkpointing_kwargs={"use_reentrant": False} if checkpointing else None,
             logging_steps=1, save_strategy="no", report_to=[], dataloader_num_workers=0, seed=cfg.seed,
             remove_unused_columns=False, disable_tqdm=True, use_cpu=not cuda)
-        trainer = Counting(model=model, args=args, train_dataset=dataset, callbacks=[Timer()],
-                           data_collator=_collate_to_longest if strong else None)
-        log(f"{name}: {description}, {cfg.rows_per_step} rows per step")
-        trainer.train()
-    peak = torch.cuda.max_memory_allocated() if cuda else None
-    del trainer, model
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-    return {"recipe": name, "description": description, "times": times, "tokens": step_tokens,
-            "attn_sq": step_sq, "peak": peak, "batch": batch, "gradient_checkpointing": checkpointing,
-            "lora_dropout": dropout, "median": statistics.median(times) if times else None}
+        trainer = trainer_cls(model=model, args=args, train_dataset=dataset, callbacks=[timer()],
+                              data_collator=_collate_to_longest if strong else None)
+        log(line)
+        try:
+            trainer.train()
+        finally:
+            trainer.model = trainer.model_wrapped = trainer.optimizer = None
 
 
 __all__ = ["measure_reference", "strongest_fit", "REFERENCE_DROPOUT"]
