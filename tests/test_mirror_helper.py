@@ -86,3 +86,40 @@ async def test_stale_partials_judged_by_identity_and_marker(links, sshd_fleet, s
     finally:
         shutil.rmtree(src.parent, ignore_errors=True)
         shutil.rmtree(dst.parent, ignore_errors=True)
+
+
+async def test_overlap_is_judged_on_resolved_paths(links, sshd_fleet):
+    """`..` or a symlinked parent cannot disguise a destination inside the source."""
+    tag = uuid.uuid4().hex[:8]
+    top = sshd_fleet.hosts["h1"].root / f"ovl-{tag}"
+    src = top / "adapter"
+    src.mkdir(parents=True)
+    (src / "w").write_bytes(b"w")
+    (top / "alias").symlink_to(src)
+    try:
+        for dst in (f"{top}/../{top.name}/adapter/inside", f"{top}/alias/inside"):
+            rep = await mirror(links["h1"], str(src), links["h1"], dst)
+            assert rep.result == "refused" and rep.reason == "overlap", (dst, rep)
+        assert sorted(os.listdir(src)) == ["w"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+async def test_a_source_file_named_like_a_partial_is_copied(links, sshd_fleet):
+    """Only folders a writer made (by their exact name pattern) are skipped as partials."""
+    tag = uuid.uuid4().hex[:8]
+    src = sshd_fleet.hosts["h1"].root / f"pn-{tag}" / "adapter"
+    src.mkdir(parents=True)
+    (src / ".fleetdeck-partial-notes").write_bytes(b"mine\n")
+    (src / ".fleetdeck-partial-1-0000abcd").mkdir()  # a folder, but in SRC: copied as well
+    dst = sshd_fleet.hosts["h2"].root / f"pn-{tag}" / "adapter"
+    try:
+        rep = await mirror(links["h1"], str(src), links["h2"], str(dst))
+        assert rep.verified, rep.error
+        assert (dst / ".fleetdeck-partial-notes").read_bytes() == b"mine\n"
+        assert (dst / ".fleetdeck-partial-1-0000abcd").is_dir()
+        again = await mirror(links["h1"], str(src), links["h2"], str(dst))
+        assert again.result == "identical", again
+    finally:
+        shutil.rmtree(src.parent, ignore_errors=True)
+        shutil.rmtree(dst.parent, ignore_errors=True)

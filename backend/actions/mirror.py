@@ -232,13 +232,17 @@ def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
         out.append(MirrorFile(g["path"], g["bytes"], None, g.get("sha256"), "extra"))
     sdirs = {d[0] for d in src.get("dirs", [])}
     ddirs = {d[0] for d in (dst or {}).get("dirs", [])}
+    # a folder named like a writer's partial that SRC holds too is that folder, not a partial
+    partials = set((dst or {}).get("partials", []))
+    ddirs |= partials & sdirs
+    partials -= sdirs
     out += [MirrorFile(p, 0, None, None, "missing", kind="dir") for p in sdirs - ddirs]
     out += [MirrorFile(p, 0, None, None, "extra", kind="dir") for p in ddirs - sdirs]
     # a symlink or a special file at either end differs too
     for side, status in ((dst or {}), "extra"), (src, "missing"):
         out += [MirrorFile(p, 0, None, None, status, kind="symlink") for p in side.get("symlinks", [])]
         out += [MirrorFile(p, 0, None, None, status, kind="special") for p in side.get("special", [])]
-        out += [MirrorFile(p, 0, None, None, status, kind="dir") for p in side.get("partials", [])]
+    out += [MirrorFile(p, 0, None, None, "extra", kind="dir") for p in sorted(partials)]
     return tuple(sorted(out, key=lambda m: (m.path, m.kind)))
 
 
@@ -349,7 +353,8 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         outside = _outside(src)
         files = compare(src, None)  # until the copy says more: all of SRC, none of it in place
         _check_dst(dst, dl)
-        if src_link.name == dst_link.name and _overlap(src["path"], dst["path"]):
+        if src_link.name == dst_link.name and (_overlap(src["path"], dst["path"])
+                                               or _overlap(src["real"], dst["real"])):
             raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
         total = sum(f["bytes"] for f in src["files"])
         plan = MirrorPlan(sl, dl, tuple(f for f in files if f.kind == "file"),

@@ -31,6 +31,7 @@ import json
 import os
 import queue
 import random
+import re
 import shutil
 import signal
 import stat
@@ -45,11 +46,21 @@ from fleetdeck.backend.hostlib.serve import Refused
 from fleetdeck.backend.hostlib.text import fsdec, fsenc, shown
 
 CHUNK = 1 << 20
+# Bytes written between two fdatasync calls: the final fsync of a file then flushes at most
+# this much, so a disk doing 2 MB/s still answers within a 30 s command_timeout.
+SYNC_EVERY = 64 << 20
 HDR = struct.Struct(">I")
 PARTIAL = b".fleetdeck-partial-"
+# what follows PARTIAL in a name a writer made: PID-START-RANDOM (PID-RANDOM from older ones)
+PARTIAL_TAG = re.compile(rb"^[0-9]+-(?:[0-9]+-)?[0-9a-f]{8}$")
 RDFLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 DIRFLAGS = RDFLAGS | os.O_DIRECTORY | os.O_NOFOLLOW
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def is_partial(name):
+    """True for the name of a partial folder a writer made inside a destination."""
+    return name.startswith(PARTIAL) and PARTIAL_TAG.match(name[len(PARTIAL):]) is not None
 
 
 def say(out, obj):
@@ -177,7 +188,7 @@ def walk(root, follow, skip_partials):
             continue
         for ent in entries:
             r = os.path.join(rel, ent.name) if rel else ent.name
-            if skip_partials and not rel and ent.name.startswith(PARTIAL):
+            if skip_partials and not rel and is_partial(ent.name) and ent.is_dir(follow_symlinks=False):
                 out["partials"].append(fsdec(r))
                 continue
             try:
@@ -255,7 +266,8 @@ def op_list(req):
             kind = kind_of(os.stat(root))
         except OSError:
             kind = "dangling"
-    res = {"path": fsdec(root), "kind": kind, "dev": st.st_dev if st else None,
+    res = {"path": fsdec(root), "real": fsdec(os.path.realpath(root)), "kind": kind,
+           "dev": st.st_dev if st else None,
            "mode": stat.S_IMODE(st.st_mode) if st else None, "free_bytes": free_bytes(root)}
     pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
@@ -468,7 +480,7 @@ class Writer:
         tag = b"%d-%d-%08x" % (me, procfs.start_ticks(me) or 0, random.getrandbits(32))
         if kind == "dir":
             stale += clean_stale(self.dst, PARTIAL)
-            if [n for n in os.listdir(self.dst) if not n.startswith(PARTIAL)]:
+            if [n for n in os.listdir(self.dst) if not is_partial(n)]:
                 raise Refused("dst-not-empty", "the destination is no longer empty")
             # a mount point cannot be renamed over: fill a partial folder inside it instead
             self.inside = st.st_dev != os.lstat(self.parent).st_dev
@@ -497,11 +509,17 @@ class Writer:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | getattr(os, "O_CLOEXEC", 0), 0o600)
             try:
+                dirty = 0
                 while True:
                     (n,) = HDR.unpack(read_exact(inp, 4))
                     if n == 0:
                         break
                     write_all(fd, read_exact(inp, n))
+                    dirty += n
+                    if dirty >= SYNC_EVERY:
+                        # the final fsync of a big file must not outlast the no-progress limit
+                        os.fdatasync(fd)
+                        dirty = 0
                     dog.arm(idle)
                 os.fsync(fd)
             finally:

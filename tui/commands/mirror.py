@@ -160,7 +160,8 @@ def _table(console: Console, r: MirrorReport) -> None:
 
 def _print(r: MirrorReport) -> None:
     console = Console(highlight=False)
-    _table(console, r)
+    if r.result != "refused" or r.reason == "dst-differs":  # a refusal is its one sentence
+        _table(console, r)
     for path, target in r.outside_links:
         console.print(f"[yellow]followed outside SRC[/]: {escape(shown(path))} -> {escape(shown(target))}")
     n = sum(1 for f in r.files if f.kind == "file")
