@@ -13,6 +13,14 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = h ]; then  # nvidia-h200 (one GPU): phase g one model after the other, fewer steps
+  for m in qwen3-0.6b:150 qwen3-1.7b:175 qwen3-4b:240; do
+    echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/h.log
+    timeout ${m##*:} bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/h.log
+  done
+  grep -E "reference-strong|out of memory|rror" $OUT/h.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = g ]; then  # nvidia-h200-x2: phase f's benches again, reference-strong retrying down on OOM
   (export CUDA_VISIBLE_DEVICES=0
    for m in qwen3-0.6b qwen3-4b; do
