@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import statistics
 import time
@@ -26,6 +27,7 @@ import urllib.request
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
@@ -332,7 +334,7 @@ class AlertEngine:
                 del self.m.events[s.key]
         for key, c in checks.items():
             if key.startswith(h.name + ":") and c is not None and not c.sound:
-                hold("seat-check", h.name, f"port {c.port}", now,
+                hold("seat-check", h.name, f"port {c.port}", getattr(c, "checked_at", 0) or now,
                      f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}")
 
     # -- saving ------------------------------------------------------------------------------
@@ -356,6 +358,31 @@ class AlertEngine:
             self.m.events = {k: (float(v[0]), str(v[1])) for k, v in (d.get("events") or {}).items()}
         except (KeyError, TypeError, ValueError, IndexError):
             self.m = _Memory()
+
+
+def engine_path() -> Path:
+    """Where `watch` keeps the engine's state between polls and restarts."""
+    from . import state
+
+    return state.state_dir() / "alerts.json"
+
+
+def load_engine(config: AlertConfig | None = None) -> AlertEngine:
+    """An engine carrying on from the saved state (a fresh one when there is none)."""
+    e = AlertEngine(config)
+    try:
+        e.load_state(json.loads(engine_path().read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return e
+
+
+def save_engine(engine: AlertEngine) -> None:
+    """Save the engine's state atomically (write, then rename)."""
+    path = engine_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(engine.to_state()), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # -- delivery ----------------------------------------------------------------------------------
@@ -440,5 +467,5 @@ def _bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-__all__ = ["Alert", "AlertConfig", "AlertEngine", "Notifier", "RULES", "alert_from_json", "hook_argv",
-           "parse_alerts", "webhook_body"]
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "Notifier", "RULES", "alert_from_json", "engine_path",
+           "hook_argv", "load_engine", "parse_alerts", "save_engine", "webhook_body"]

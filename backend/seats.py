@@ -10,7 +10,11 @@ process in another pid namespace is counted by the driver even when it is not li
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -210,12 +214,56 @@ class SeatCheck:
     content: str | None = None
     completion_tokens: int | None = None
     seconds: float | None = None
+    checked_at: float = 0.0
+
+    @property
+    def key(self) -> str:
+        """`host:port`: the seat it judged."""
+        return f"{self.host}:{self.port}"
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "sound": self.sound, "signature": self.signature,
                 "message": self.message, "model": self.model, "endpoint": self.endpoint,
                 "requests": self.requests, "content": self.content,
-                "completion_tokens": self.completion_tokens, "seconds": self.seconds}
+                "completion_tokens": self.completion_tokens, "seconds": self.seconds,
+                "checked_at": self.checked_at}
+
+
+def check_from_json(d: dict[str, Any]) -> SeatCheck:
+    """A SeatCheck back from `to_json()`."""
+    return SeatCheck(host=str(d["host"]), port=int(d["port"]), sound=bool(d["sound"]),
+                     signature=d.get("signature"), message=str(d.get("message", "")), model=d.get("model"),
+                     endpoint=d.get("endpoint"), requests=int(d.get("requests") or 0),
+                     content=d.get("content"), completion_tokens=d.get("completion_tokens"),
+                     seconds=d.get("seconds"), checked_at=float(d.get("checked_at") or 0))
+
+
+def checks_path() -> Path:
+    """Where the last verdict of each seat is kept (`seats check` and `watch` write it)."""
+    from . import state
+
+    return state.state_dir() / "seat_checks.json"
+
+
+def recorded_checks(max_age: float = 86400.0, now: float | None = None) -> dict[str, SeatCheck]:
+    """The last verdict per seat (`host:port`) younger than `max_age`; {} when none is readable."""
+    now = time.time() if now is None else now
+    try:
+        items = json.loads(checks_path().read_text(encoding="utf-8"))
+        checks = [check_from_json(d) for d in items]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {c.key: c for c in checks if now - c.checked_at <= max_age}
+
+
+def record_check(check: SeatCheck) -> None:
+    """Keep `check` as its seat's last verdict (atomic replace of the file)."""
+    checks = recorded_checks(now=check.checked_at)
+    checks[check.key] = check
+    path = checks_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([c.to_json() for c in checks.values()], indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 async def check_seat(link: HostLink, port: int, model: str | None = None, timeout: float = 20.0,
@@ -233,8 +281,9 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                      message=str(ans.get("message", "")), model=ans.get("model"),
                      endpoint=ans.get("endpoint"), requests=int(ans.get("requests") or 0),
                      content=ans.get("content"), completion_tokens=ans.get("completion_tokens"),
-                     seconds=ans.get("seconds"))
+                     seconds=ans.get("seconds"), checked_at=time.time())
 
 
-__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_seat", "fetch_seats", "headroom",
-           "host_seats", "seat_from_json", "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]
+__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_from_json", "check_seat",
+           "fetch_seats", "headroom", "host_seats", "record_check", "recorded_checks", "seat_from_json",
+           "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.seats import SeatCheck, check_seat, seats_for
+from fleetdeck.backend.seats import SeatCheck, check_seat, record_check, seats_for
 
 from ..fmt import human_mib
 
@@ -102,6 +102,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except HostError as e:
         print(f"fleetdeck: {e}", file=sys.stderr)
         return 1
+    record_check(res)   # `alerts` and `watch` judge the seat-check rule from the last verdict
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
     elif res.sound:

@@ -1,0 +1,150 @@
+"""The whole chain on a real sshd host: `fleetdeck watch` as a process, a run whose eval loss
+turns up, a tmpfs filling, a NaN seat caught by `seats check`; hooks (a real command, a real
+webhook server) receive each transition exactly once; the Prometheus scrape parses."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = [pytest.mark.sshd, pytest.mark.root]
+SERVER = Path(__file__).with_name("seat_server.py")
+HOOK = "import sys\nopen(sys.argv[1], 'a').write('\\t'.join(sys.argv[2:]) + '\\n')\n"
+
+
+class Received(BaseHTTPRequestHandler):
+    got: list = []
+
+    def do_POST(self) -> None:
+        Received.got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *a) -> None:
+        pass
+
+
+def wait_for(what, deadline_s: float = 180):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        v = what()
+        if v:
+            return v
+        time.sleep(0.3)
+    raise AssertionError("timed out waiting")
+
+
+def eval_lines(evals: list[tuple[int, float]]) -> str:
+    return "".join(json.dumps({"step": s, "max_steps": 200, "loss": 3.0, "eval_loss": v, "time": time.time()})
+                   + "\n" for s, v in evals)
+
+
+def hook_lines(log: Path) -> list[tuple[str, ...]]:
+    return [tuple(x.split("\t")) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+def eta_seconds(text: str) -> float:
+    m = re.search(r"fills in about ([\d.]+) ?(s|min|h|days)\b", text)
+    assert m, text
+    return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600, "days": 86400}[m.group(2)]
+
+
+def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a tmpfs")
+    pytest.importorskip("transformers")
+    from fleetdeck.tui.cli import main
+
+    h1 = spare_fleet.add("h1")
+    tank = tmp_path / "tank"
+    tank.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(tank)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    run = h1.runs / "run-1"
+    run.mkdir()
+    (run / "progress.jsonl").write_text(eval_lines([(25, 3.20), (50, 3.17), (75, 3.18), (100, 3.19)]))
+    Received.got = []
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Received)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    log, hook = tmp_path / "hook.log", tmp_path / "hook.py"
+    hook.write_text(HOOK)
+    fleet = tmp_path / "hosts.toml"
+    fleet.write_text(spare_fleet.fleet_toml(per_host={"h1": {"purge_roots": [str(tank)]}}) + "\n".join([
+        "[alerts]", "disk_rate_min_span = 1", "disk_rate_window = 600",
+        f"on_alert = {json.dumps([sys.executable, str(hook), str(log), '{state}', '{rule}', '{subject}', '{text}'])}",
+        f'webhook = "http://127.0.0.1:{web.server_address[1]}/hook"', ""]))
+    nan = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--nan"], stdout=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    watch = None
+    try:
+        port = int(nan.stdout.readline().split()[-1])
+        # the NaN seat is caught by `seats check`, and its verdict is kept for the alert rules
+        assert main(["--hosts", str(fleet), "seats", "check", "h1", str(port)]) == 1
+        assert "logprob-unserialisable" in capsys.readouterr().err
+        watch = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "watch",
+                                  "--interval", "0.5", "--prometheus", "127.0.0.1:0"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        metrics_url = wait_for(lambda: re.search(r"metrics on (\S+)", watch.stdout.readline() or "x"), 60).group(1)
+        for i in range(20):   # ~40 MB into a 64 MB tmpfs, a little at a time
+            (tank / f"chunk-{i}").write_bytes(os.urandom(2 * 2**20))
+            time.sleep(0.3)
+            if ("firing", "disk-full-eta", str(tank)) in {x[:3] for x in hook_lines(log)}:
+                break
+        fired = wait_for(lambda: {x[:3] for x in hook_lines(log)} >= {
+            ("firing", "overfitting", str(run)), ("firing", "disk-full-eta", str(tank)),
+            ("firing", "seat-check", f"port {port}")} and hook_lines(log))
+        # (the runs root may fire too: this machine's disk is busy and the test's window is 1 s)
+        disk = [x for x in fired if x[:3] == ("firing", "disk-full-eta", str(tank))][0]
+        assert 0 < eta_seconds(disk[3]) < 3600   # tens of MB a second into 64 MB: seconds, not days
+        over = [x for x in fired if x[:2] == ("firing", "overfitting")][0]
+        assert "best so far is step 50" in over[3]
+        # the scrape parses, and says what the poll saw
+        text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        assert [s.value for s in fams["fleetdeck_host_up"].samples if s.labels["host"] == "h1"] == [1.0]
+        assert "fleetdeck_gpu_memory_used_bytes" in fams
+        free = [s for s in fams["fleetdeck_disk_free_bytes"].samples if s.labels["path"] == str(tank)]
+        assert free and free[0].labels["host"] == "h1" and free[0].value < 64 * 2**20
+        firing = {(s.labels["rule"], s.labels["subject"]) for s in fams["fleetdeck_alert_firing"].samples}
+        assert {("overfitting", str(run)), ("disk-full-eta", str(tank))} <= firing
+        ev = [s for s in fams["fleetdeck_run_eval_loss"].samples if s.labels["path"] == str(run)]
+        assert ev and ev[0].value == pytest.approx(3.19)
+        # the run turns down again and the disk is emptied: each resolves, once
+        with (run / "progress.jsonl").open("a") as f:
+            f.write(eval_lines([(125, 3.10)]))
+        for c in tank.iterdir():
+            c.unlink()
+        wait_for(lambda: {x[:3] for x in hook_lines(log)} >= {("resolved", "overfitting", str(run)),
+                                                               ("resolved", "disk-full-eta", str(tank))})
+        time.sleep(2)   # a few more polls: nothing more may arrive
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(60) == 0
+    finally:
+        if watch is not None and watch.poll() is None:
+            watch.kill()
+        nan.kill()
+        subprocess.run(["umount", "-l", str(tank)])
+        web.shutdown()
+    lines = hook_lines(log)
+    counts = Counter((s, r, subj) for s, r, subj, *_ in lines)
+    assert all(n == 1 for n in counts.values()), counts
+    assert ("firing", "seat-check", f"port {port}") in counts
+    assert Counter((x["state"], x["rule"], x["subject"]) for x in Received.got) == counts
+    # `alerts` carries on from the watcher's state: the seat check still fires
+    assert main(["--hosts", str(fleet), "alerts", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    states = {(a["rule"], a["state"]) for a in doc["alerts"]}
+    assert ("seat-check", "firing") in states and ("overfitting", "resolved") in states
