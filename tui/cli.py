@@ -20,6 +20,8 @@ COMMANDS = {
     "bench": "train",
     "audit": "audit",
     "seats": "seats",
+    "alerts": "alerts",
+    "watch": "watch",
 }
 
 
