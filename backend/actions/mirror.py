@@ -1,10 +1,14 @@
 """Mirror a folder from one host to another and prove it, or only prove two folders identical.
 
-Each host lists and hashes its own files from its own disk (the stdlib helper in
-`mirror_remote.py`, fed JSON on stdin). A copy streams through the controller (no temporary
-copy here) into a hidden partial folder beside the destination, where every file is fsynced
-and hashed again; only when every size and sha256 matched, and the source did not change
-while it was read, does the partial folder take the destination's name.
+Each host lists and hashes its own files from its own disk (the helper `mirror_remote.py`,
+bundled with the host library, fed JSON on stdin). The destination is never read through a
+symlink; `follow_symlinks` applies to the source only. A copy streams through the controller
+(no temporary copy here) into a hidden partial folder beside the destination, where every file
+is fsynced and hashed again; only when every size and sha256 matched, the partial folder holds
+exactly the source's files and folders, and the source did not change while it was read (size,
+mtime, ctime, inode; walked again after the copy) does the partial folder take the
+destination's name. No wait is without a limit. docs/mirror.md lists each guarantee with the
+test that proves it.
 """
 
 from __future__ import annotations
