@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import time
 
 from fleetdeck.backend.hostlib import procfs, runner
 from fleetdeck.backend.hostlib.serve import serve
@@ -255,9 +256,23 @@ def _image_kind(c):
     return classify(c["argv"])
 
 
-def find_seats(docker=None, use_docker=True):
+_DOCKER = {"at": None, "value": ([], None)}
+
+
+def _docker_cached(docker, ttl):
+    # the resident probe asks every poll; `docker ps` + `inspect` cost more than the whole
+    # /proc scan, and containers rarely change between two polls a few seconds apart
+    now = time.monotonic()
+    if ttl and _DOCKER["at"] is not None and now - _DOCKER["at"] < ttl:
+        return _DOCKER["value"]
+    _DOCKER["value"], _DOCKER["at"] = docker_containers(docker), now
+    return _DOCKER["value"]
+
+
+def find_seats(docker=None, use_docker=True, docker_ttl=0):
     """Every serving seat on this host (see the module docstring), plus Docker's state:
-    `{"seats": [...], "docker": null | "why it did not answer"}`."""
+    `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
+    Docker listing is reused (the resident probe passes 30)."""
     me = os.getpid()
     mine = set(procfs.ancestors()) | {me}
     argvs = {}
@@ -271,7 +286,7 @@ def find_seats(docker=None, use_docker=True):
             argvs[pid], kinds[pid] = argv, kind
     # a seat is the top of its tree: workers and engine cores under it belong to it
     tops = [p for p in kinds if not any(a in kinds for a in procfs.ancestors(p))]
-    containers, docker_error = docker_containers(docker) if use_docker else ([], "not asked")
+    containers, docker_error = _docker_cached(docker, docker_ttl) if use_docker else ([], "not asked")
     by_init = {c["pid"]: c for c in containers if c["pid"]}
     by_id = {c["id"]: c for c in containers}
     seats, claimed = [], set()
