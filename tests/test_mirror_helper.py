@@ -123,3 +123,41 @@ async def test_a_source_file_named_like_a_partial_is_copied(links, sshd_fleet):
     finally:
         shutil.rmtree(src.parent, ignore_errors=True)
         shutil.rmtree(dst.parent, ignore_errors=True)
+
+
+async def test_helpers_end_themselves_when_the_controller_goes_quiet(links, sshd_fleet):
+    """A controller that stops without closing anything (stopped, or a hung connection): the
+    writer removes its partial folder and exits, the reader exits, each after its own
+    no-progress limit (`idle`, `wait`: 1 s here)."""
+    tag = uuid.uuid4().hex[:8]
+    dst = sshd_fleet.hosts["h2"].root / f"quiet-{tag}" / "adapter"
+    src = sshd_fleet.hosts["h1"].root / f"quiet-{tag}"
+    src.mkdir()
+    (src / "f").write_bytes(b"0123456789")
+    st = (src / "f").stat()
+    files = [{"path": "f", "bytes": 10, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+              "ino": st.st_ino, "mode": 0o644}]
+    writer = await links["h2"].transfer_helper(HELPER)
+    reader = await links["h1"].transfer_helper(HELPER)
+    try:
+        await writer.send_json({"op": "write", "path": str(dst), "files": files, "dirs": [],
+                                "idle": 1, "wait": 1})
+        ready = await writer.recv_json()
+        assert ready["ok"] and os.path.isdir(ready["partial"])
+        writer.stdin.write(b"\0\0\0\x05hello")  # half a file, then nothing more
+        await writer.stdin.drain()
+        await writer.wait(60)  # it ends by itself (the test's own bound, not a measurement)
+        assert not os.path.exists(ready["partial"]) and not dst.exists()
+        assert "nothing moved" in await writer.read_stderr()
+
+        await reader.send_json({"op": "read", "path": str(src), "files": files, "dirs": [],
+                                "idle": 1, "wait": 1})
+        hello = await reader.recv_json()
+        assert hello["ok"] and procfs.same_process(hello["pid"], hello["start"])
+        await reader.wait(60)  # streamed its file, then no recheck request ever came
+        assert not procfs.same_process(hello["pid"], hello["start"])
+    finally:
+        writer.close()
+        reader.close()
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.rmtree(dst.parent, ignore_errors=True)
