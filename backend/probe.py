@@ -30,6 +30,7 @@ from fleetdeck.backend.probe_common import (
 from fleetdeck.backend.probe_gpu import gpus
 from fleetdeck.backend.probe_runs import runs
 from fleetdeck.backend.probe_schedules import schedules
+from fleetdeck.backend.probe_seats import find_seats
 
 # -- memory, load, disks ------------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ def snapshot(request=None):
         "disks": _guard(warnings, "disks", lambda: disks(paths if paths is not None else req.get("runs") or []), []),
         "runs": _guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
         "schedules": _guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
+        "seats": _guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
         "warnings": warnings,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
