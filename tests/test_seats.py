@@ -216,3 +216,19 @@ def test_headroom_is_total_minus_what_every_process_holds():
     with_mem = attribute_memory(seats, snap.gpus)
     assert with_mem[0].memory_mib == 32016.0 and with_mem[0].gpus == [0]
     assert snap.to_json()["seats"][1]["memory_by_gpu"] == {}
+
+
+@pytest.mark.sshd
+async def test_the_probe_reports_seats_with_every_poll(sshd_fleet, tmp_path, bin_dir, procs):
+    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.backend.poller import poll_fleet
+
+    port = _free_port()
+    vllm, _ = procs.start([str(bin_dir / "vllm"), "serve", "m", "--port", str(port), "--max-model-len", "4096"])
+    fleet = load_fleet(str(sshd_fleet.write_fleet(tmp_path / "hosts.toml", ["h1"])))
+    snap = await poll_fleet(fleet)
+    (h1,) = snap.hosts
+    assert h1.seats is not None, h1.warnings
+    s = by_pid(list(h1.seats), vllm.pid)
+    assert (s.kind, s.port, s.flags) == ("vllm", port, {"--max-model-len": "4096"})
+    assert by_pid(h1.to_json()["seats"], vllm.pid)["port"] == port
