@@ -1,4 +1,5 @@
-"""Applying one poll of 50 hosts x 8 GPUs to the fleet view: in place vs rebuilding the table.
+"""Applying one poll of 50 hosts x 8 GPUs to the fleet view: in place vs rebuilding the table,
+and Textual's DataTable (the baseline) vs textual-fastdatatable.
 
     python benchmarks/tui.py [--hosts 50] [--gpus 8] [--polls 30]
 
@@ -10,6 +11,13 @@ each as the synchronous step alone, as step + painting the table's visible 200x6
 (`render_lines`, what the compositor asks the table for), and as step + whatever the event
 loop does until the next frame is on screen (`pilot.pause()`, includes Textual's own work).
 Prints medians and the ratio rebuild / in place. A frame at 60 Hz is 16.7 ms.
+
+Then the same polls through textual-fastdatatable (harlequin's table, Arrow-backed), in the
+same process and terminal size: it has no multi-line rows and stores no Rich `Text`, so each
+host becomes one row per GPU line with every cell as Rich markup, and a poll replaces the
+Arrow backend (its `update_cell` rewrites a whole column per call). Timed as apply (cells
+built + backend replaced) and apply + paint (`render_lines` of the visible region), and
+printed as a ratio against the DataTable's in-place apply + paint, the one the dashboard uses.
 """
 
 from __future__ import annotations
@@ -19,8 +27,11 @@ import asyncio
 import random
 import statistics
 import time
+import types
 
+from textual.app import App
 from textual.geometry import Region
+from textual.widgets import DataTable
 
 from fleetdeck.backend.config import parse_fleet
 from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
@@ -65,6 +76,28 @@ def rebuild(screen, table: KeyedTable) -> None:
         table._cells[name], table._heights[name] = tuple(cells), height  # keep sync() consistent
 
 
+def clear_caches(table) -> None:
+    """Empty DataTable's render caches (not KeyedTable's content-keyed one) and the widget's
+    line cache, so that the next `render_lines` paints every visible line as a frame after a
+    poll does (`refresh()` marks the whole table dirty)."""
+    for cache in (table._cell_render_cache, table._row_render_cache, table._line_cache):
+        cache.clear()
+    table._styles_cache.clear()
+
+
+def paint(table: KeyedTable, stock: bool) -> float:
+    """Milliseconds to paint the visible region, with DataTable's own cell cache or ours."""
+    clear_caches(table)
+    if stock:
+        table._render_cell = types.MethodType(DataTable._render_cell, table)
+    try:
+        t0 = time.perf_counter()
+        table.render_lines(Region(0, 0, table.size.width, table.size.height))
+        return (time.perf_counter() - t0) * 1000
+    finally:
+        table.__dict__.pop("_render_cell", None)
+
+
 async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
     """Measure and print the medians and the ratio."""
     rng = random.Random(4919)
@@ -72,7 +105,8 @@ async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
     fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
     app = FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls)
     results: dict[str, list[float]] = {k: [] for k in (
-        "in place", "rebuild", "in place + paint", "rebuild + paint", "in place + frame", "rebuild + frame")}
+        "in place", "rebuild", "in place + paint", "rebuild + paint", "in place + frame", "rebuild + frame",
+        "paint, stock cell cache", "paint, content-keyed")}
     async with app.run_test(size=(200, 60)) as pilot:
         app.poll_fleet()
         await app.workers.wait_for_complete()
@@ -91,14 +125,22 @@ async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
                 t1 = time.perf_counter()
                 if table._require_update_dimensions:
                     table._update_dimensions(table._new_rows)  # what the next idle does first
+                if mode == "in place" and i >= 3:
+                    # the same paint with DataTable's own cell cache (keyed by a table-wide
+                    # update count) and with KeyedTable's (keyed by the cell object), each
+                    # on emptied DataTable caches, so both start where a real frame would
+                    results["paint, stock cell cache"].append(paint(table, stock=True))
+                    results["paint, content-keyed"].append(paint(table, stock=False))
+                clear_caches(table)
+                p0 = time.perf_counter()
                 table.render_lines(Region(0, 0, table.size.width, table.size.height))
-                t2 = time.perf_counter()
+                p1 = time.perf_counter()
                 await pilot.pause()
                 t3 = time.perf_counter()
                 if i >= 3:  # warm-up polls
                     results[mode].append((t1 - t0) * 1000)
-                    results[mode + " + paint"].append((t2 - t0) * 1000)
-                    results[mode + " + frame"].append((t3 - t0) * 1000 - (t2 - t1) * 1000)
+                    results[mode + " + paint"].append((t1 - t0 + p1 - p0) * 1000)
+                    results[mode + " + frame"].append((t1 - t0 + t3 - p1) * 1000)
             if mode == "rebuild":  # put the keyed rows back for the next in-place round
                 rebuild(screen, table)
                 screen.refresh_view()
@@ -108,6 +150,74 @@ async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
     ratio = statistics.median(results["rebuild"]) / statistics.median(results["in place"])
     ratio_p = statistics.median(results["rebuild + paint"]) / statistics.median(results["in place + paint"])
     print(f"  rebuild / in place: {ratio:.2f}x (apply step), {ratio_p:.2f}x (apply + paint)")
+    stock, ours = (statistics.median(results[k]) for k in ("paint, stock cell cache", "paint, content-keyed"))
+    print(f"  paint: stock DataTable cell cache / content-keyed (KeyedTable): {stock / ours:.2f}x")
+    try:
+        fast_results = await fast(snaps, n_hosts, polls)
+    except ImportError:
+        print("  textual-fastdatatable is not installed (pip install textual-fastdatatable): skipped")
+        return
+    for k, v in fast_results.items():
+        print(f"  {k:<22} median {statistics.median(v):7.2f} ms   p90 {sorted(v)[int(len(v) * 0.9)]:7.2f} ms")
+    base = statistics.median(results["in place + paint"])
+    ratio_f = statistics.median(fast_results["fastdatatable + paint"]) / base
+    print(f"  fastdatatable / DataTable in place (apply + paint, baseline {base:.2f} ms): {ratio_f:.2f}x"
+          f" ({'faster' if ratio_f < 1 else 'slower'})")
+
+
+def fast_rows(state, widths) -> list[list[str]]:
+    """The fleet table as fastdatatable can hold it: one row per line, cells as markup."""
+    rows = []
+    for name in state.host_names:
+        cells, height = host_cells(state, name, widths)
+        split = [c.split("\n", allow_blank=True) for c in cells]
+        for i in range(height):
+            rows.append([parts[i].markup if i < len(parts) else "" for parts in split])
+    return rows
+
+
+async def fast(snaps, n_hosts: int, polls: int) -> dict[str, list[float]]:
+    """The same polls through textual-fastdatatable: apply, and apply + paint."""
+    from textual_fastdatatable import ArrowBackend
+    from textual_fastdatatable import DataTable as FastTable
+
+    fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
+    state_app = FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls)
+    from fleetdeck.tui.screens.fleet import COLUMNS, layout_widths
+    widths = layout_widths(200)
+    labels = [COLUMNS[k] for k in COLUMNS if k in widths]
+
+    class FastApp(App):
+        def compose(self):
+            rows = fast_rows(state_app.state, widths) if state_app.state.polls else [[""] * len(labels)]
+            yield FastTable(backend=ArrowBackend.from_records(rows), column_labels=labels,
+                            column_widths=[widths[k] for k in COLUMNS if k in widths],
+                            cursor_type="row", zebra_stripes=True, show_row_labels=False)
+
+    out: dict[str, list[float]] = {"fastdatatable": [], "fastdatatable + paint": []}
+    state_app.state.apply(snaps[0])
+    app = FastApp()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        table = app.query_one(FastTable)
+        for i, snap in enumerate(snaps[1:]):
+            t0 = time.perf_counter()
+            state_app.state.apply(snap)
+            table.backend = ArrowBackend.from_records(fast_rows(state_app.state, widths))
+            table._require_update_dimensions = True
+            table._update_count += 1
+            table.refresh()
+            t1 = time.perf_counter()
+            if table._require_update_dimensions:
+                table._require_update_dimensions = False
+                table._update_dimensions(range(table.row_count))
+            table.render_lines(Region(0, 0, table.size.width, table.size.height))
+            t2 = time.perf_counter()
+            await pilot.pause()
+            if i >= 3:
+                out["fastdatatable"].append((t1 - t0) * 1000)
+                out["fastdatatable + paint"].append((t2 - t0) * 1000)
+    return out
 
 
 if __name__ == "__main__":

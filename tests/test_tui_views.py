@@ -246,3 +246,21 @@ async def test_palette_commands_reach_the_views_actions():
         await pilot.pause()
         await pilot.pause()
         assert isinstance(app.screen, MirrorModal) and app.screen.src_path.endswith("run-6/adapter")
+
+
+async def test_painted_table_shows_a_changed_cell_not_a_cached_one():
+    """KeyedTable caches rendered cells by the cell object: a changed cell must be painted anew."""
+    from textual.geometry import Region
+
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+
+        def painted() -> str:
+            return "\n".join(strip.text for strip in table.render_lines(Region(0, 0, *table.size)))
+        assert "DOWN" in painted()
+        app.post_message(FleetPolled(recorded("fleet-earlier.json")))  # nh3-dev is back up
+        await pilot.pause()
+        await pilot.pause()
+        assert "DOWN" not in painted()

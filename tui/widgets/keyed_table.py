@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
@@ -39,6 +40,8 @@ class KeyedTable(NavTable):
         self._cells: dict[str, tuple] = {}
         self._heights: dict[str, int] = {}
         self._restore_key: str | None = None
+        #: rendered cells keyed by the cell object itself (see `_render_cell`)
+        self._content_cache: LRUCache[tuple, tuple[Any, Any]] = LRUCache(4096)
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -156,6 +159,30 @@ class KeyedTable(NavTable):
             if current in order:
                 self.move_cursor(row=self.get_row_index(current), animate=False)
         return changed
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Any, width: int,
+                     cursor: bool = False, hover: bool = False) -> Any:
+        # DataTable keys its cell cache by a table-wide update count, so after a poll that
+        # changed one cell it renders every visible cell again. `sync()` keeps the very
+        # object of a cell that did not change, so that object is a sound cache key: only
+        # changed cells are rendered (measured in benchmarks/tui.py).
+        if row_index < 0 or column_index < 0:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        row = self._data.get(row_key)
+        if row is None or column_key not in row:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        value = row[column_key]
+        key = (row_key, column_key, id(value), row_index, base_style, width, cursor, hover,
+               self._show_hover_cursor, self._pseudo_class_state, self.rows[row_key].height,
+               self.cursor_type, self.show_cursor)
+        hit = self._content_cache.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        self._content_cache[key] = (value, lines)
+        return lines
 
     def _set_height(self, key: str, h: int) -> None:
         # DataTable has no API to change a row's height; its layout caches are keyed by the
