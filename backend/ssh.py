@@ -14,45 +14,32 @@ import os
 import shlex
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import asyncssh
 
-from .bundle import bundle
+from . import known_hosts
 from .config import HostConfig
-from .hostlib.procfs import HELPER_ENV
+from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
+    BOOT,
+    BOOT_MARKER,
+    SHELL_NOISE,
+    STDERR_LIMIT,
+    WATCHDOG,
+    HelperProcess,
+    ShellOutputError,
+    bounded_text,
+    helper_argv,
+    helper_stdin,
+    noise_text,
+)
 from .hostlib.text import shown
 
-# A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
-# `run_helper`) must not outlive the controller that reads it: a thread
-# blocks in poll() on its stdout, which reports an error once the reading end is closed (the
-# channel closed after a timeout, the connection lost), and then ends the helper's process
-# group, children included, even when the helper itself is stuck in a loop or a syscall.
-WATCHDOG = (
-    "import os,select,threading\n"
-    "def _fleetdeck_watch():\n"
-    " p=select.poll();p.register(1,0)\n"
-    " while not p.poll():pass\n"
-    " os.killpg(0,9) if os.getpgrp()==os.getpid() else os._exit(1)\n"
-    "threading.Thread(target=_fleetdeck_watch,daemon=True).start()\n"
-)
-# Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what
-# follows on stdin is the helper's own input. The marker names the code object of helpers.
-BOOT_MARKER = "fleetdeck-helper"
-BOOT = (
-    "import sys;n=int(sys.stdin.buffer.readline());"
-    f"exec({WATCHDOG!r}) if {{'--resident','--tied'}}&set(sys.argv) else None;"
-    f"exec(compile(sys.stdin.buffer.read(n),'<{BOOT_MARKER}>','exec'),"
-    "{'__name__':'__main__','__builtins__':__builtins__})"
-)
-STDERR_LIMIT = 4096
 # Authentication refused (or a key file missing) is not retried until the key files, the
 # ssh config or the fleet file change, or this long has passed: a retry would be refused the
 # same way, and sshd logs (and fail2ban counts) every attempt.
 AUTH_BACKOFF = 600.0
 AUTH_CODES = ("auth", "key-file")
-SHELL_NOISE = "the login shell printed text before the {what}'s answer: {text}"
 
 
 class HostError(Exception):
@@ -67,10 +54,6 @@ class HostError(Exception):
         self.code = code
 
 
-class ShellOutputError(ValueError):
-    """A helper's stdout began with text that is not its answer (a chatty login shell)."""
-
-
 @dataclass(frozen=True)
 class CommandResult:
     """What a command on a host returned."""
@@ -80,123 +63,8 @@ class CommandResult:
     stderr: bytes
 
 
-def bounded_text(data: bytes | str, limit: int = STDERR_LIMIT) -> str:
-    """A helper's stderr for an error message: all of it up to `limit` characters (else its
-    end, where a traceback says what broke), each line escaped for display."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    text = text.strip()
-    if len(text) > limit:
-        text = "..." + text[-limit:]
-    return "\n".join(shown(line) for line in text.splitlines())
-
-
-def _noise(data: bytes, what: str) -> str:
-    return SHELL_NOISE.format(what=what, text=shown(data.decode("utf-8", "replace").strip()[:300]))
-
-
-class HelperProcess:
-    """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
-
-    def __init__(self, proc: Any, remote: bool, what: str = "helper") -> None:
-        self._proc = proc
-        self._remote = remote
-        self._answered = False
-        self.what = what
-        self.stdin = proc.stdin
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-
-    async def send_json(self, obj: Any) -> None:
-        """Write one JSON line to the helper."""
-        self.stdin.write(json.dumps(obj).encode() + b"\n")
-        await self.stdin.drain()
-
-    async def recv_json(self) -> Any:
-        """Read one JSON line from the helper. EOFError when it exited; ShellOutputError when
-        text that is not JSON came before its first answer (a login shell that prints)."""
-        line = await self.stdout.readline()
-        if not line:
-            raise EOFError("helper exited")
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            if self._answered:
-                raise
-            noise = line
-            # the rest of the chatter, up to the answer (bounded: a few lines)
-            for _ in range(20):
-                try:
-                    more = await asyncio.wait_for(self.stdout.readline(), 1)
-                except TimeoutError:
-                    break
-                if not more or more.lstrip().startswith(b"{"):
-                    break
-                noise += more
-            raise ShellOutputError(_noise(noise, self.what)) from None
-        self._answered = True
-        return answer
-
-    async def read_stderr(self, limit: int = STDERR_LIMIT) -> str:
-        """What the helper said on stderr, after it ended: all of it, bounded (see
-        `bounded_text`), read for at most 2 s."""
-        chunks: list[bytes] = []
-        total = 0
-
-        async def drain() -> None:
-            nonlocal total
-            while True:
-                data = await self.stderr.read(65536)
-                if not data:
-                    return
-                data = data if isinstance(data, bytes) else str(data).encode()
-                chunks.append(data)
-                total += len(data)
-                while total > 4 * limit and len(chunks) > 1:
-                    total -= len(chunks.pop(0))
-
-        try:
-            await asyncio.wait_for(drain(), 2)
-        except (TimeoutError, Exception):
-            pass
-        return bounded_text(b"".join(chunks), limit)
-
-    def close(self) -> None:
-        """Stop the helper now: killed locally; remotely its channel is closed, which ends a
-        resident helper on the host (see WATCHDOG), however busy it is."""
-        try:
-            if self._remote:
-                self._proc.close()
-            elif self._proc.returncode is None:
-                # its own session (start_new_session): the group holds its children too
-                os.killpg(self._proc.pid, 9)
-        except (ProcessLookupError, OSError):
-            pass
-
-    async def wait(self, timeout: float | None = None) -> int | None:
-        """Wait for the helper to exit; its exit status."""
-        if self._remote:
-            await asyncio.wait_for(self._proc.wait_closed(), timeout)
-            return self._proc.exit_status
-        return await asyncio.wait_for(self._proc.wait(), timeout)
-
-
 def _expand(p: str) -> str:
     return os.path.expanduser(p)
-
-
-def helper_stdin(source: str) -> bytes:
-    """The bytes that make BOOT run `source`: helper source text, or the name of a helper
-    module (`fleetdeck.backend.actions.purge_remote`), bundled with the host library."""
-    if "\n" not in source and source.startswith("fleetdeck."):
-        source = bundle(source)
-    src = source.encode()
-    return str(len(src)).encode() + b"\n" + src
-
-
-def helper_argv(python: str, args: list[str] | None = None) -> list[str]:
-    """argv of a helper on a host: `env` puts the helper marker in its environment, where the
-    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's."""
-    return ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
 
 
 def hostport(host: str, port: int) -> str:
@@ -395,7 +263,7 @@ class HostLink:
             raise HostError(self.name, f"host key of {self.where} could not be read", "host-key")
         fp = key.get_fingerprint("sha256")
         kh_path = _expand(h.known_hosts)
-        if _known_keys_for(kh_path, real, port):
+        if known_hosts.keys_for(kh_path, real, port):
             raise HostError(self.name, f"host key of {self.where} CHANGED: it now presents {key.get_algorithm()} "
                             f"{fp}, which does not match {h.known_hosts}; refusing (remove the old entry only if "
                             "you know why it changed)", "host-key-changed")
@@ -403,7 +271,7 @@ class HostLink:
             raise HostError(self.name, f"host key of {self.where} is unknown: {key.get_algorithm()} {fp} "
                             f"is not in {h.known_hosts}; refusing (verify it, then add it, or set "
                             "accept_new_host_keys = true)", "host-key-unknown")
-        _append_known_host(kh_path, f"{_known_hosts_name(real, port)} "
+        known_hosts.append_entry(kh_path, f"{known_hosts.entry_name(real, port)} "
                            f"{key.export_public_key('openssh').decode().strip()}\n")
         opts = dict(opts, known_hosts=kh_path)
         try:
@@ -487,7 +355,7 @@ class HostLink:
             except ValueError:
                 pass
             else:
-                raise HostError(self.name, _noise(b"\n".join(lines[:-1]), what), "shell-output")
+                raise HostError(self.name, noise_text(b"\n".join(lines[:-1]), what), "shell-output")
         err = bounded_text(res.stderr)
         if not err:
             out = shown(res.stdout.decode("utf-8", "replace").strip()[:300])
@@ -570,51 +438,3 @@ TRANSFER_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
                     "chacha20-poly1305@openssh.com", "aes128-ctr", "aes256-ctr"]
 TRANSFER_WINDOW = 16 * 1024 * 1024
 TRANSFER_PKTSIZE = 256 * 1024
-
-
-def _known_hosts_name(address: str, port: int) -> str:
-    return address if port == 22 else f"[{address}]:{port}"
-
-
-def _append_known_host(path: str, line: str) -> None:
-    """Append a trusted key; a known_hosts made here is 600 and a folder made here 700, as
-    OpenSSH makes them."""
-    folder = Path(path).parent
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for d in reversed(missing):
-        os.mkdir(d, 0o700)
-        os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        if missing or os.fstat(fd).st_size == 0:
-            os.fchmod(fd, 0o600)
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-def _known_keys_for(path: str, address: str, port: int) -> list[Any]:
-    """Keys known_hosts already holds for this host (any algorithm): non-empty means 'changed'."""
-    try:
-        kh = asyncssh.read_known_hosts(path)
-    except (OSError, ValueError, asyncssh.Error):
-        return []
-    try:
-        ip = address if _is_ip(address) else None
-        trusted, ca, revoked, *_ = kh.match(address, ip, port)
-    except Exception:
-        return []
-    return list(trusted) + list(ca) + list(revoked)
-
-
-def _is_ip(s: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(s)
-        return True
-    except ValueError:
-        return False
