@@ -13,6 +13,19 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = i ]; then  # nvidia-h200: end to end on the GPU: the tiny hybrid (unpacked) and the 0.6B shape
+  sed -e 's/^output = .*/output = "runs\/hybrid"/' -e 's/random:qwen3-0.6b/random:tiny-hybrid/' -e 's/^seq_len = .*/seq_len = 512/' \
+    $B/qwen3-0.6b.toml > $B/hybrid.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/hybrid.toml
+  sed -e 's/^output = .*/output = "runs\/e2e-0.6b"/' $B/qwen3-0.6b.toml > $B/e2e.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e.toml
+  for t in hybrid e2e; do
+    echo "== fleetdeck train $B/$t.toml" >> $OUT/i.log
+    timeout 150 train $B/$t.toml >> $OUT/i.log 2>&1; echo "exit $?" >> $OUT/i.log
+    python3 -c "import json;m=json.load(open('$B/runs/$t/run.json'.replace('runs/e2e','runs/e2e-0.6b')));print('$t', m['state'], m.get('packing'), m.get('recipe'), json.dumps(m.get('corpus')), m['lora'].get('per_layer_type'))" >> $OUT/i.log 2>&1
+  done
+  grep -vE "Warning|warn" $OUT/i.log | grep -E "==|packing|recipe|corpus|step [0-9]|exit|rror|hybrid|e2e" | tail -40
+fi
 if [ "$phase" = h ]; then  # nvidia-h200 (one GPU): phase g one model after the other, fewer steps
   for m in qwen3-0.6b:150 qwen3-1.7b:175 qwen3-4b:240; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/h.log
