@@ -165,3 +165,31 @@ async def test_unwritable_destination_is_dst_unwritable(tmp_path, nobody_python)
         assert "b:" in rep.error and "ermission denied" in rep.error
         assert os.listdir(root_only) == []
     assert stat.S_IMODE(root_only.stat().st_mode) == 0o755
+
+
+@pytest.mark.sshd
+async def test_a_login_shell_that_starts_printing_mid_mirror_is_named(spare_fleet, tmp_path):
+    """The source lists fine, then its login shell prints a banner before the reader's first
+    line: a failed report naming it (`shell-output`), not an exception."""
+    count = tmp_path / "logins"
+    rc = tmp_path / "noisy-after-first"
+    rc.write_text(f'#!/bin/sh\nif [ -e "{count}" ]; then echo "Welcome back"; fi\ntouch "{count}"\n'
+                  'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+    rc.chmod(0o755)
+    a = spare_fleet.add("noisy-src", sshd_extra=(f"ForceCommand {rc}",))
+    spare_fleet.add("quiet-dst")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    src = a.root / "adapter"
+    src.mkdir()
+    (src / "w.bin").write_bytes(b"w" * 5000)
+    dst = spare_fleet.hosts["quiet-dst"].root / "copy" / "adapter"
+    sl, dl = HostLink(fleet.host("noisy-src")), HostLink(fleet.host("quiet-dst"))
+    try:
+        await sl.connection()  # the shared connection's first login is quiet...
+        rep = await mirror(sl, str(src), dl, str(dst))  # ...the next ones print
+    finally:
+        await sl.close()
+        await dl.close()
+    assert rep.result == "failed" and rep.reason == "shell-output", rep
+    assert "Welcome back" in rep.error and rep.error.startswith("noisy-src: ")
+    assert not dst.exists() and partials(dst.parent) == []

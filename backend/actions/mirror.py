@@ -25,7 +25,7 @@ from typing import Any
 import asyncssh
 
 from ..hostlib.text import shown
-from ..ssh import HelperProcess, HostError, HostLink
+from ..ssh import HelperProcess, HostError, HostLink, ShellOutputError
 from ..state import audit
 
 # the host side, bundled with the host library by HostLink
@@ -627,7 +627,11 @@ class _Copy:
             line = await self._bounded(src_out.readline(), "source", quiet, self.s_idle)
             if not line:
                 raise HostError(self.src_link.name, "the source's reader ended early", "disconnected")
-            t = json.loads(line)
+            try:
+                t = json.loads(line)
+            except ValueError:
+                raise HostError(self.src_link.name, "the source's reader sent what is not a "
+                                "trailer; the stream is out of step", "helper") from None
             if not t.get("ok"):
                 raise _fail_from(self.src_link, t)
             trailers.append(t)
@@ -720,6 +724,11 @@ async def _which_died(src_link: HostLink, dst_link: HostLink) -> str:
 async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
     try:
         msg = await asyncio.wait_for(h.recv_json(), timeout)
+    except ShellOutputError as e:  # a login shell that prints before the helper's answer
+        raise HostError(link.name, str(e), "shell-output") from None
+    except ValueError as e:
+        raise HostError(link.name, f"mirror helper answered what is not JSON ({e})", "helper") \
+            from None
     except EOFError:
         err = (await h.read_stderr()).strip().splitlines()
         raise HostError(link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""),
