@@ -401,6 +401,10 @@ def launch(req):
         return answer
     answer.update(started)
     answer["run_toml"] = run_toml
+    if started["state"] not in ("running", "queued"):
+        # the prerequisite already ended badly (or run.json changed): nothing runs
+        why = started.get("error") or "run.json says {}".format(started["state"])
+        answer.update(ok=False, error={"code": started["state"], "message": str(why)})
     return answer
 
 
