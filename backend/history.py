@@ -1,14 +1,20 @@
 """Poll history in SQLite (stdlib `sqlite3`, WAL) under the state folder: bounded, never fatal.
 
-One row per series per poll: GPU memory and utilisation per card, disk use per configured root,
-run progress and losses, seat restarts and memory, host up/latency; seat checks and alert
-transitions as events. Rows are `(series, time, a, b)` in a WITHOUT ROWID table keyed by
-(series, time), integers where a figure is whole, so a sample costs a few bytes.
+What is kept, per series: GPU memory (the minute's peak) and utilisation (its mean) per card,
+disk use per configured root, run step and loss, each new eval loss, seat restarts and memory,
+host up (the share of polls answered) and latency; seat checks and alert transitions as events.
+Polls are folded into one row per series per minute in memory and written when the minute
+ends: a 5 s poll costs no disk write, and a sparkline of the last hour is 60 points, which is
+what the dashboard draws. Rows are `(time, series, a, b)` in a WITHOUT ROWID table keyed by
+time first, so writes append and pages stay full (keyed by series first, the same week took
+half as much room again).
 
-Bounded: samples older than `raw_hours` (24) are folded into one per minute (their mean), and
-minute samples and events older than the retention are dropped; both run at most once an hour.
-A database that is corrupt, locked or unwritable is a warning (`History.warnings`), never an
-exception: the poller goes on without history and tries to reopen it ten minutes later.
+Bounded: minute rows older than `raw_hours` (24) are folded into ten-minute rows (means, and
+the peak for GPU memory), and everything past the retention is dropped; both run at most once an
+hour. The size of a week at 5 s polls of 50 hosts is measured by `benchmarks/alerts.py --size`
+(docs/seats-alerts.md). A database that is corrupt, locked or unwritable is a warning
+(`History.warnings`), never an exception: the poller goes on without history and tries to
+reopen it ten minutes later.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from .models import FleetSnapshot
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, host TEXT NOT NULL, kind TEXT NOT NULL,
     name TEXT NOT NULL, UNIQUE (host, kind, name));
-CREATE TABLE IF NOT EXISTS samples (sid INTEGER NOT NULL, t INTEGER NOT NULL, a REAL, b REAL,
-    PRIMARY KEY (sid, t)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS samples_1m (sid INTEGER NOT NULL, t INTEGER NOT NULL, a REAL, b REAL,
-    PRIMARY KEY (sid, t)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS samples (t INTEGER NOT NULL, sid INTEGER NOT NULL, a REAL, b REAL,
+    PRIMARY KEY (t, sid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS samples_10m (t INTEGER NOT NULL, sid INTEGER NOT NULL, a REAL, b REAL,
+    PRIMARY KEY (t, sid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (t INTEGER NOT NULL, host TEXT NOT NULL, kind TEXT NOT NULL,
     subject TEXT NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_t ON events (t);
@@ -37,6 +43,10 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v REAL);
 """
 MAINTAIN_EVERY = 3600.0
 REOPEN_AFTER = 600.0
+BUCKET = 60
+FOLD = 600
+# how a minute's polls fold into one row, per kind: (a, b)
+FOLDS = {"gpu": ("max", "mean"), "host": ("mean", "mean"), "seat": ("max", "max")}
 
 
 def history_path() -> Path:
@@ -62,7 +72,8 @@ class History:
         self.warnings: list[str] = []
         self._db: sqlite3.Connection | None = None
         self._ids: dict[tuple[str, str, str], int] = {}
-        self._last_eval: dict[int, int] = {}
+        self._pending: dict[tuple[int, int], list[Any]] = {}
+        self._bucket: int | None = None
         self._failed_at: float | None = None
         self._maintained_at = 0.0
 
@@ -88,7 +99,7 @@ class History:
             db.executescript(SCHEMA)
             self._ids = {(h, k, n): i for i, h, k, n in db.execute("SELECT id, host, kind, name FROM series")}
             row = db.execute("SELECT v FROM meta WHERE k = 'maintained_at'").fetchone()
-            self._maintained_at = float(row[0]) if row else 0.0
+            self._maintained_at = float(row[0]) if row else time.time()   # new: nothing to fold yet
         except (sqlite3.Error, OSError) as e:
             self._failed_at = time.monotonic()
             self._warn("cannot open it, polling goes on without history", e)
@@ -99,11 +110,16 @@ class History:
     def _fail(self, what: str, e: BaseException) -> None:
         self._warn(what, e)
         if isinstance(e, sqlite3.DatabaseError) and "locked" not in str(e) and "busy" not in str(e):
-            self.close()   # corrupt or gone: reopen later rather than fail every poll
+            self._drop()   # corrupt or gone: reopen later rather than fail every poll
             self._failed_at = time.monotonic()
 
     def close(self) -> None:
-        """Close the database (reopened on the next use)."""
+        """Write what is folded so far and close the database (reopened on the next use)."""
+        if self._db is not None and self._pending:
+            self.flush()
+        self._drop()
+
+    def _drop(self) -> None:
         if self._db is not None:
             try:
                 self._db.close()
@@ -123,42 +139,93 @@ class History:
 
     # -- writing -----------------------------------------------------------------------------
     def record(self, snap: FleetSnapshot) -> bool:
-        """Write one poll; False (and a warning) when it could not be written."""
+        """Fold one poll into the minute's rows; the minute is written when the next one starts.
+        False (and a warning) when a write was due and could not be made."""
         db = self._conn()
         if db is None:
             return False
         try:
-            rows = []
             for h in snap.hosts:
                 t = int(h.time or snap.time)
-                rows.append((self._sid(db, h.name, "host", ""), t, int(h.reachable), _num(h.latency_ms)))
+                self._add(db, t, h.name, "host", "", int(h.reachable), _num(h.latency_ms))
                 if not h.reachable:
                     continue
                 for g in h.gpus:
-                    rows.append((self._sid(db, h.name, "gpu", f"{g.index}:{g.uuid}"), t,
-                                 _num(round(g.memory_used_mib)), _num(g.utilization_pct)))
+                    self._add(db, t, h.name, "gpu", f"{g.index}:{g.uuid}", _num(round(g.memory_used_mib)),
+                              _num(g.utilization_pct))
                 for d in h.disks:
                     if not d.error and d.total_bytes:
-                        rows.append((self._sid(db, h.name, "disk", d.path), t, d.used_bytes, d.free_bytes))
+                        self._add(db, t, h.name, "disk", d.path, d.used_bytes, d.free_bytes)
                 for r in h.runs:
                     if r.state in ("running", "stalled"):
-                        rows.append((self._sid(db, h.name, "run", r.path), t, r.step, _num(r.loss)))
-                        sid = self._sid(db, h.name, "eval", r.path)
-                        if r.eval_losses and self._last_eval.get(sid) != r.eval_losses[-1][0]:
-                            self._last_eval[sid] = r.eval_losses[-1][0]   # one row per eval
-                            rows.append((sid, t, r.eval_losses[-1][0], _num(r.eval_losses[-1][1])))
+                        self._add(db, t, h.name, "run", r.path, r.step, _num(r.loss))
+                        if r.eval_losses:
+                            self._add(db, t, h.name, "eval", r.path, r.eval_losses[-1][0],
+                                      _num(r.eval_losses[-1][1]))
                 for s in h.seats or ():
-                    rows.append((self._sid(db, h.name, "seat", s.key), t, s.restarts,
-                                 _num(sum(s.memory_by_gpu.values()))))
+                    self._add(db, t, h.name, "seat", s.key, s.restarts, _num(sum(s.memory_by_gpu.values())))
+        except (sqlite3.Error, OSError) as e:
+            self._fail("a poll could not be recorded", e)
+            return False
+        bucket = int(snap.time) // BUCKET * BUCKET
+        ok = True
+        if self._bucket is None or bucket > self._bucket:
+            ended = self._bucket is not None
+            self._bucket = bucket
+            if ended:
+                ok = self.flush()
+        if ok and snap.time - self._maintained_at >= MAINTAIN_EVERY:
+            self.maintain(snap.time)
+        return ok
+
+    def _add(self, db: sqlite3.Connection, t: int, host: str, kind: str, name: str, a: float | None,
+             b: float | None) -> None:
+        sid = self._sid(db, host, kind, name)
+        key = (t // BUCKET * BUCKET, sid)
+        # [kind, a, b, polls with a, polls with b]; a mean is kept as a sum until written
+        cur = self._pending.get(key)
+        if cur is None:
+            self._pending[key] = [kind, a, b, int(a is not None), int(b is not None)]
+            return
+        how = FOLDS.get(kind, ("last", "last"))
+        for i, mode, v in ((1, how[0], a), (2, how[1], b)):
+            if v is None:
+                continue
+            cur[i + 2] += 1
+            if cur[i] is None or mode == "last":
+                cur[i] = v
+            elif mode == "max":
+                cur[i] = max(cur[i], v)
+            else:
+                cur[i] += v
+
+    @staticmethod
+    def _value(v: list[Any], i: int) -> float | None:
+        mode = FOLDS.get(v[0], ("last", "last"))[i - 1]
+        if v[i] is None:
+            return None
+        return _num(round(v[i] / v[i + 2], 6) if mode == "mean" and v[i + 2] else v[i])
+
+    def flush(self) -> bool:
+        """Write the folded rows now (the minute in progress too: its row is replaced when the
+        minute ends). False, with a warning, when they could not be written; they are kept for
+        the next try, up to an hour of them."""
+        db = self._conn()
+        if db is None or not self._pending:
+            return db is not None
+        rows = [(t, sid, self._value(v, 1), self._value(v, 2)) for (t, sid), v in self._pending.items()]
+        try:
             db.execute("BEGIN")
             db.executemany("INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?)", rows)
             db.execute("COMMIT")
         except (sqlite3.Error, OSError) as e:
             self._rollback(db)
             self._fail("a poll could not be written", e)
+            if len(self._pending) > 200_000:
+                self._pending.clear()
             return False
-        if snap.time - self._maintained_at >= MAINTAIN_EVERY:
-            self.maintain(snap.time)
+        current = self._bucket
+        self._pending = {k: v for k, v in self._pending.items() if current is not None and k[0] >= current}
         return True
 
     def event(self, t: float, host: str, kind: str, subject: str, text: str) -> bool:
@@ -174,24 +241,30 @@ class History:
         return True
 
     def maintain(self, now: float | None = None) -> None:
-        """Fold samples older than `raw_hours` into minutes; drop what is past the retention."""
+        """Fold minute rows older than `raw_hours` into ten-minute rows; drop what is past the
+        retention."""
         db = self._conn()
         if db is None:
             return
         now = time.time() if now is None else now
-        raw_cut = int(now - self.raw_hours * 3600) // 60 * 60
+        raw_cut = int(now - self.raw_hours * 3600) // FOLD * FOLD
         old_cut = int(now - self.retention_days * 86400)
+        peak = ",".join(str(i) for k, i in self._ids.items() if k[1] == "gpu") or "-1"
         try:
             db.execute("BEGIN")
-            db.execute("INSERT OR REPLACE INTO samples_1m SELECT sid, t / 60 * 60, avg(a), avg(b) "
-                       "FROM samples WHERE t < ? GROUP BY sid, t / 60", (raw_cut,))
+            # GPU memory keeps its peak (incidents are read from peaks); everything else its mean
+            db.execute("INSERT OR REPLACE INTO samples_10m SELECT t / ?1 * ?1, sid, "
+                       f"CASE WHEN sid IN ({peak}) THEN max(a) ELSE avg(a) END, avg(b) "
+                       "FROM samples WHERE t < ?2 GROUP BY t / ?1, sid", (FOLD, raw_cut))
             db.execute("DELETE FROM samples WHERE t < ?", (raw_cut,))
-            db.execute("DELETE FROM samples_1m WHERE t < ?", (old_cut,))
+            db.execute("DELETE FROM samples_10m WHERE t < ?", (old_cut,))
             db.execute("DELETE FROM events WHERE t < ?", (old_cut,))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('maintained_at', ?)", (now,))
             db.execute("COMMIT")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._maintained_at = now
+            # a minute already folded is not written again as a minute
+            self._pending = {k: v for k, v in self._pending.items() if k[0] >= raw_cut}
         except (sqlite3.Error, OSError) as e:
             self._rollback(db)
             self._fail("downsampling failed", e)
@@ -207,14 +280,15 @@ class History:
     # -- reading -------------------------------------------------------------------------------
     def series(self, host: str, kind: str, since: float) -> dict[str, list[tuple[int, float | None, float | None]]]:
         """{series name: [(t, a, b)...]} of one host and kind since `since`, oldest first,
-        minute samples and raw ones together."""
+        ten-minute and minute rows together (the minute in progress included)."""
         db = self._conn()
         if db is None:
             return {}
+        self.flush()
         try:
             rows = db.execute(
                 "SELECT s.name, x.t, x.a, x.b FROM series s JOIN ("
-                " SELECT sid, t, a, b FROM samples_1m WHERE t >= ?1 UNION ALL"
+                " SELECT sid, t, a, b FROM samples_10m WHERE t >= ?1 UNION ALL"
                 " SELECT sid, t, a, b FROM samples WHERE t >= ?1) x ON x.sid = s.id"
                 " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t", (int(since), host, kind)).fetchall()
         except (sqlite3.Error, OSError) as e:

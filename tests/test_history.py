@@ -23,29 +23,34 @@ def snap(t: float, used: float = 1000, up: bool = True, evals=((25, 3.2),)) -> F
     return FleetSnapshot(hosts=(h1, h2), time=t)
 
 
-def test_polls_are_kept_in_wal_mode_under_the_state_folder():
+def test_polls_fold_into_minutes_in_wal_mode_under_the_state_folder():
     h = History()
     assert h.path == history_path() and "fleetdeck" in str(h.path)
-    for i in range(5):
-        assert h.record(snap(T0 + 5 * i, used=1000 + i, up=i < 3))
-    assert h.gpu_memory("h1", T0) == {0: [1000, 1001, 1002, 1003, 1004]}
-    assert [p[1] for p in h.series("h1", "disk", T0)["~/runs"]] == [1000, 1001, 1002, 1003, 1004]
-    assert h.last_up("h2") == T0 + 10
-    # one eval row per eval, not one per poll
-    assert len(h.series("h1", "eval", T0)["/r/run-1"]) == 1
+    for i in range(36):   # three minutes of 5 s polls; h2 stops answering halfway through
+        assert h.record(snap(T0 + 5 * i, used=1000 + 7 * (i % 12), up=i < 18))
+    # a minute keeps its peak GPU memory (and its mean utilisation)
+    assert h.gpu_memory("h1", T0) == {0: [1077, 1077, 1077]}
+    assert [(t - T0, b) for t, _, b in h.series("h1", "gpu", T0)["0:GPU-a"]] == [(0, 50), (60, 50), (120, 50)]
+    # a disk keeps its last figure of the minute
+    assert [a for _, a, _ in h.series("h1", "disk", T0)["~/runs"]] == [1077, 1077, 1077]
+    # up: the share of the minute's polls answered
+    assert [a for _, a, _ in h.series("h2", "host", T0)[""]] == [1.0, 0.5, 0.0]
+    assert h.last_up("h2") == T0 + 60
     h.close()
     with sqlite3.connect(h.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 3 * 6   # a row per series per minute: h1 host, gpu, disk, run, eval; h2 host
 
 
-def test_old_samples_fold_into_minutes_and_the_retention_drops_the_oldest(tmp_path):
+def test_old_minutes_fold_into_ten_minutes_and_the_retention_drops_the_oldest(tmp_path):
     h = History(tmp_path / "h.sqlite3", raw_hours=1, retention_days=1)
-    for i in range(24):   # two minutes of 5 s polls
-        h.record(snap(T0 + 5 * i, used=1000 + 10 * (i // 12)))
+    for i in range(24):   # twenty minutes of one-minute polls; memory steps up halfway
+        h.record(snap(T0 + 60 * i, used=1000 + 10 * (i // 10) + (i % 2)))
     h.event(T0, "h1", "seat-check", "port 8000", "logprob-unserialisable")
+    h.flush()   # the minute in progress too
     h.maintain(T0 + 2 * 3600)
     pts = h.series("h1", "gpu", 0)["0:GPU-a"]
-    assert [(t - T0, a) for t, a, _ in pts] == [(0, 1000), (60, 1010)]   # minute means
+    assert [(t - T0, a) for t, a, _ in pts] == [(0, 1001), (600, 1011), (1200, 1021)]   # the peaks
     with sqlite3.connect(h.path) as db:
         assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     h.maintain(T0 + 2 * 86400)
@@ -68,12 +73,12 @@ def test_a_locked_database_is_a_warning_and_the_next_poll_is_written(tmp_path):
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
     other.execute("INSERT INTO meta VALUES ('lock', 1)")
-    assert h.record(snap(T0 + 5)) is False
+    assert h.record(snap(T0 + 60)) is False   # the first minute is due, and cannot be written
     assert any("locked" in w for w in h.warnings)
     other.execute("ROLLBACK")
     other.close()
-    assert h.record(snap(T0 + 10))
-    assert [t for t, _, _ in h.series("h1", "gpu", 0)["0:GPU-a"]] == [T0, T0 + 10]
+    assert h.record(snap(T0 + 120))   # written now, nothing lost
+    assert [t for t, _, _ in h.series("h1", "gpu", 0)["0:GPU-a"]] == [T0, T0 + 60, T0 + 120]
 
 
 def test_an_unwritable_state_folder_is_a_warning(tmp_path):
