@@ -32,7 +32,6 @@ from typing import Any
 
 from .config import ConfigError
 from .models import FleetSnapshot, HostSnapshot
-from .seats import attribute_memory
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
@@ -283,33 +282,40 @@ class AlertEngine:
         return free / ((u1 - u0) / (t1 - t0))
 
     def _gpus(self, h: HostSnapshot, now: float, hold) -> None:
-        seats = attribute_memory(h.seats, h.gpus) if h.seats else ()
-        seat_pids = {p for s in seats for p in (*s.pids, s.pid) if p}
+        seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
+        seat_pids = set().union(*(p for _, p in seats)) if seats else set()
         run_pids = {r.pid for r in h.runs if r.pid}
         floor = self.config.gpu_headroom_floor_gib * 1024
+        idle_floor = self.config.idle_holder_gib * 1024
+        watched = self.m.idle_since
         for g in h.gpus:
-            on_card = [s for s in seats if g.index in s.memory_by_gpu]
-            free = g.memory_total_mib - max(g.memory_used_mib, sum(p.used_mib for p in g.processes))
-            if on_card and not g.unified_memory and free < floor:
-                hold("gpu-headroom", h.name, f"GPU{g.index}", now,
-                     f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
-                     f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
-                     + ", ".join(f"{s.name} {s.memory_by_gpu[g.index] / 1024:.1f} GiB" for s in on_card) + ")")
+            held = sum(p.used_mib for p in g.processes)
+            free = g.memory_total_mib - max(g.memory_used_mib, held)
+            if seats and not g.unified_memory and free < floor:
+                shares = [(s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats]
+                on_card = [(s, m) for s, m in shares if m]
+                if on_card:
+                    hold("gpu-headroom", h.name, f"GPU{g.index}", now,
+                         f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
+                         f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
+                         + ", ".join(f"{s.name} {m / 1024:.1f} GiB" for s, m in on_card) + ")")
             idle = g.utilization_pct is not None and g.utilization_pct <= self.config.idle_util_pct
             for p in g.processes:
-                key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
-                if (not idle or p.pid in seat_pids or p.pid in run_pids
-                        or p.used_mib <= self.config.idle_holder_gib * 1024 or "fleetdeck train" in p.command):
-                    self.m.idle_since.pop(key, None)
+                if (not idle or p.used_mib <= idle_floor or p.pid in seat_pids or p.pid in run_pids
+                        or "fleetdeck train" in p.command):
+                    if watched:
+                        watched.pop(f"{h.name}|{g.index}|{p.pid}|{p.command}", None)
                     continue
-                since = self.m.idle_since.setdefault(key, h.time or now)
+                key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
+                since = watched.setdefault(key, h.time or now)
                 if now - since >= self.config.idle_holder_minutes * 60:
                     hold("idle-holder", h.name, f"pid {p.pid}", since,
                          f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
                          f"GPU{g.index} of {h.name}, idle for {_ago(now - since)}; it is neither a seat nor a run")
-        alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
-        for key in [k for k in self.m.idle_since if k.startswith(h.name + "|") and k not in alive]:
-            del self.m.idle_since[key]
+        if watched:   # a holder that went away starts from zero if it comes back
+            alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
+            for key in [k for k in watched if k.startswith(h.name + "|") and k not in alive]:
+                del watched[key]
 
     def _seats(self, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold) -> None:
         for s in h.seats or ():
