@@ -100,7 +100,7 @@ async def test_host_view_shows_processes_and_esc_goes_back():
         gpus = app.screen.query_one("#host-gpus", KeyedTable)
         assert "gpu0:2211" in gpus.keys and "vllm serve qwen3-32b" in cell_text(gpus, "gpu0:2211", "cmd")
         scheds = app.screen.query_one("#host-schedules", KeyedTable)
-        assert "unacknowledged" in cell_text(scheds, "loop-9c1e55aa", "stray")
+        assert "nobody has acknowledged it" in cell_text(scheds, "loop-9c1e55aa", "stray")
         assert len(app.screen.query_one("#host-disks", KeyedTable).keys) == 2
         await pilot.press("escape")
         assert not isinstance(app.screen, HostScreen)

@@ -58,7 +58,7 @@ class FleetdeckApp(GuardedPump, App):
                 tooltip="Schedules view: cron entries, timers, at jobs, loops"),
         Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
         Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
-        Binding("g", "poll_now", "Poll", tooltip="poll every host now"),
+        Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
         Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),
         Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("q", "quit", "Quit", tooltip="quit"),

@@ -8,6 +8,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
+from fleetdeck.backend import acks as backend_acks
+
 from ..fmt import human_bytes, human_duration
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import bar, progress
@@ -70,8 +72,9 @@ class HostScreen(ViewScreen):
             runs[r.key] = (Text(r.name, style=dim), Text(r.state, style=dim or _state_style(r.state)),
                            progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
                            Text(r.path, style="dim"))
-        for s in h.schedules if h else ():
-            scheds[s.id] = (s.kind, Text(", ".join(s.reasons) or "-", style="bold red" if s.stray else "dim"),
+        every = st.schedules
+        for s in backend_acks.stray_first(h.schedules) if h else ():
+            scheds[s.id] = (s.kind, Text(backend_acks.why(s, every), style="bold red" if s.stray else "dim"),
                             s.user, s.spec, s.command.replace("\n", " "))
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None

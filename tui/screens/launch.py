@@ -47,7 +47,7 @@ class LaunchModal(Modal):
             yield Label("RUN.toml (the host's own copy):" if self.resume else "RUN.toml (a file on this machine):")
             yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml", compact=True,
                         disabled=self.resume is not None)
-            yield Label("Start after this run finishes with an adapter (optional run folder on the host):")
+            yield Label("After (optional): start only once this run on the host has finished with an adapter")
             yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)",
                         id="launch-after", compact=True)
             with VerticalScroll(can_focus=False):
@@ -64,6 +64,7 @@ class LaunchModal(Modal):
         table = self.query_one("#launch-checks", DataTable)
         table.add_columns("Check", "", "Why")
         table.can_focus = False
+        table.display = False  # an empty table's header means nothing until a pre-flight ran
         self.query_one("#launch-after" if self.resume else "#launch-toml", Input).focus()
 
     def launch_label(self) -> str:
@@ -128,6 +129,7 @@ class LaunchModal(Modal):
         """Every pre-flight check with its verdict and reason."""
         table = self.query_one("#launch-checks", DataTable)
         table.clear()
+        table.display = True
         for c in pre.checks:
             table.add_row(c.name, Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
                           Text(c.message, style="" if c.ok else "red"), height=None)

@@ -141,7 +141,7 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            title.update(Text("No runs found yet under the runs folders of the fleet file.", style="dim"))
+            title.update(self.no_runs_text())
             for wid in ("#run-trend", "#run-chart"):
                 self.query_one(wid, Static).update("")
             self.show_log("")
@@ -169,6 +169,16 @@ class RunsScreen(ViewScreen):
         self.query_one("#ckpt-table", KeyedTable).sync(rows)
         if self._log_for != r.key or r.state in ("running", "stalled"):
             self.load_log(r)
+
+    def no_runs_text(self) -> Text:
+        """Where runs are looked for, so a first look at an empty view says what to do."""
+        roots = "; ".join(f"{h.name}: {', '.join(h.runs) or 'none'}" for h in self.app.fleet.hosts)
+        t = Text("No runs yet. A run is a folder directly under a host's runs folders (", style="dim")
+        t.append(roots, style="bold")
+        src = self.app.fleet.source
+        where = "a fleet file, hosts.toml (see the README)" if src.startswith("built-in") else src
+        t.append(f"). Press n to launch one, or set runs for a host in {where}.", style="dim")
+        return t
 
     def toggle_mark(self, path: str | None) -> None:
         """Mark or unmark one checkpoint of the selected run for purge."""

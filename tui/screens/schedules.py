@@ -24,7 +24,9 @@ def sched_layout(width: int) -> dict[str, int]:
     """The Schedules table's columns for a terminal `width` wide. The command gets what is
     left, so it is always on screen; below 100 columns kind and user go first (the line
     under the table has both)."""
-    w = {"flag": 1, "host": 10, "kind": 13, "why": 22, "user": 8, "spec": 12}
+    # wider terminals: a quarter of the extra room to the reason, the rest to the command
+    w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + max(0, min(width, 200) - 100) // 4, "user": 8,
+         "spec": 12}
     if width < 100:
         w = {"flag": 1, "host": 8, "why": 18, "spec": 12}
     n = len(w) + 1
@@ -41,7 +43,7 @@ class SchedulesScreen(ViewScreen):
     """Schedules across the fleet; a acknowledges, x removes (id typed back)."""
 
     BINDINGS = [
-        Binding("a", "acknowledge", "Acknowledge",
+        Binding("a", "acknowledge", "Ack",
                 tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)"),
         Binding("x", "remove", "Remove", tooltip="remove it: type its id back to confirm"),
     ]
