@@ -284,13 +284,14 @@ def op_list(req):
 
 
 # -- read: the source end of a copy -------------------------------------------------------------
-def source_error(e):
-    """A refusal for an OSError met while reading the source."""
+def source_error(e, rel):
+    """A refusal for an OSError met while reading the source file `rel`."""
+    why = e.strerror or str(e)
     if e.errno in (errno.EACCES, errno.EPERM):
-        return Refused("src-unreadable", e.strerror or str(e))
+        return Refused("src-unreadable", "cannot read %s: %s" % (shown(rel), why))
     if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-        return Refused("source-changed", "%s (it changed since it was listed)" % (e.strerror or e))
-    return Refused("read-failed", e.strerror or str(e))
+        return Refused("source-changed", "%s: %s (it changed since it was listed)" % (shown(rel), why))
+    return Refused("read-failed", "reading %s failed: %s" % (shown(rel), why))
 
 
 def listed_facts(f):
@@ -316,7 +317,7 @@ def op_read(req, inp, out):
             try:
                 fd = open_rel(root, fsenc(f["path"]), follow)
             except OSError as e:
-                q.put((None, source_error(e)))
+                q.put((None, source_error(e, f["path"])))
                 return
             try:
                 if file_facts(os.fstat(fd)) != listed_facts(f):
@@ -338,7 +339,7 @@ def op_read(req, inp, out):
                     return
                 q.put((None, ok(sha256=h.hexdigest(), bytes=n)))
             except OSError as e:
-                q.put((None, source_error(e)))
+                q.put((None, source_error(e, f["path"])))
                 return
             finally:
                 os.close(fd)
