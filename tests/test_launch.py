@@ -380,3 +380,19 @@ def test_host_helper_is_stdlib_python_3_8():
                 [node.module] if isinstance(node, ast.ImportFrom) else [])
             for n in names:
                 assert n.split(".")[0] in sys.stdlib_module_names, n
+
+
+def test_after_a_run_recorded_with_a_bare_pid_is_refused(h1, tmp_path, capsys):
+    """A pid alone is no identity (it is reused): a prerequisite whose run.json lacks the start
+    time cannot be waited for, even while that pid (here: this test) is alive."""
+    import os
+
+    fleet, runs, corpus = h1
+    prev = runs / "prev-bare-pid"
+    prev.mkdir()
+    (prev / "run.json").write_text(json.dumps({"state": "running", "pid": os.getpid()}))
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "after-bare-pid"))
+    rc, _, err = launch_cli(capsys, fleet, "h1", toml, "--after", prev)
+    assert rc == 1
+    assert f"run {prev} records pid {os.getpid()} without its start time" in err
+    assert not (runs / "after-bare-pid").exists()

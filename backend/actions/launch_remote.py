@@ -150,6 +150,9 @@ def after_status(after):
         again = read_manifest(after) or {}
         if again.get("state") != "running":  # it ended between the two reads
             return after_status(after)
+        if not isinstance(manifest.get("start_ticks"), int):
+            return "never", ("run {} records pid {} without its start time, so it cannot be told from a "
+                             "reused pid; it cannot be waited for".format(after, manifest.get("pid")))
         return "never", "run {} died without finishing (pid {} with its start time is gone)".format(
             after, manifest.get("pid"))
     if state == "queued":
