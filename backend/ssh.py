@@ -243,12 +243,24 @@ class HostLink:
             raise HostError(self.name, f"authentication refused by {self.where} for {user}: {e.reason}",
                             "auth") from None
         except (asyncssh.KeyImportError, ValueError) as e:
-            # e.g. "Public key mismatch": id_x.pub is not the public half of id_x
-            raise HostError(self.name, f"a key file cannot be used: {e}", "key-file") from None
+            # asyncssh reads the key files before connecting: "Public key mismatch" means
+            # id_x.pub is not the public half of id_x
+            if isinstance(e, ValueError) and "key" not in str(e).lower():
+                raise HostError(self.name, f"cannot connect to {self.where}: {e}", "unreachable") from None
+            raise HostError(self.name, f"{self._bad_key()} cannot be used: {e}", "key-file") from None
         except asyncssh.DisconnectError as e:
             raise HostError(self.name, f"{self.where} disconnected: {e.reason}", "disconnected") from None
         except OSError as e:
             raise HostError(self.name, f"cannot connect to {self.where}: {_os_reason(e)}", "unreachable") from None
+
+    def _bad_key(self) -> str:
+        """Which configured key file asyncssh could not load, as the fleet file names it."""
+        for k in self.host.client_keys or ():
+            try:
+                asyncssh.load_keypairs([_expand(k)])
+            except (asyncssh.KeyImportError, ValueError, OSError):
+                return f"key file {k}"
+        return "a key file"
 
     async def _unverified_key(self, opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
         """Unknown or changed host key: name it; trust a new one only if the fleet file says so."""

@@ -173,3 +173,17 @@ def test_status_cli_tells_a_refused_login_from_a_down_host(spare_fleet, tmp_path
     assert "AUTH" in rows["locked"] and "DOWN" in rows["gone"]
     assert "fleetdeck: locked refused our login: authentication refused by 127.0.0.1:" in p.stderr
     assert "fleetdeck: gone is unreachable: cannot connect to 127.0.0.1:" in p.stderr
+
+
+async def test_a_key_whose_pub_file_does_not_match_is_named(spare_fleet, tmp_path):
+    spare_fleet.add("mismatch")
+    key, other = tmp_path / "id_a", tmp_path / "id_b"
+    keygen(key)
+    keygen(other)
+    shutil.copy(f"{other}.pub", f"{key}.pub")  # a .pub left over from another key
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"client_keys": [str(key)]})
+    link = HostLink(load_fleet(str(path)).host("mismatch"))
+    with pytest.raises(HostError) as e:
+        await link.run(["true"])
+    assert e.value.code == "key-file"
+    assert e.value.message == f"key file {key} cannot be used: Public key mismatch"
