@@ -19,6 +19,7 @@ from fleetdeck.backend.actions.mirror import mirror, verify
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.hostlib import procfs
 from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.state import read_audit
 
 from sshfleet import _descendants
 
@@ -77,6 +78,9 @@ async def _stop_one_side(pair, side: str):
         assert rep.bytes_src == (48 << 20) + 10
         assert not dst.exists() and partials(dst.parent) == []
         assert not procfs.same_process(pid, start)  # the stopped helper was ended, not left
+        log = [r for r in read_audit() if r["action"] == "mirror"]
+        assert [r["result"] for r in log] == ["started", "failed"]
+        assert log[-1]["reason"] == "timeout" and log[-1]["bytes"] == rep.bytes_copied
         # the hosts are fine afterwards: the next mirror goes through and verifies
         again = await mirror(sl, str(src), dl, str(dst))
         assert again.verified, again.error
