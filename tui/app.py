@@ -18,6 +18,7 @@ from fleetdeck.backend.models import FleetSnapshot
 from fleetdeck.backend.ssh import HostError, HostLink
 
 from .messages import ActionFinished, FleetPolled, PollFailed
+from .screens.alerts import AlertsScreen, AlertWatch
 from .screens.audit import AuditScreen
 from .screens.base import FleetState, ViewScreen
 from .screens.dialogs import ErrorModal, HelpScreen
@@ -49,7 +50,7 @@ class FleetdeckApp(GuardedPump, App):
     CSS_PATH = "fleetdeck.tcss"
     TITLE = "fleetdeck"
     MODES = {"fleet": FleetScreen, "runs": RunsScreen, "schedules": SchedulesScreen,
-             "audit": AuditScreen}
+             "audit": AuditScreen, "alerts": AlertsScreen}
     DEFAULT_MODE = "fleet"
     BINDINGS = [
         Binding("1", "view('fleet')", "Fleet", tooltip="Fleet view: every host"),
@@ -57,6 +58,7 @@ class FleetdeckApp(GuardedPump, App):
         Binding("3", "view('schedules')", "Schedules",
                 tooltip="Schedules view: cron entries, timers, at jobs, loops"),
         Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
+        Binding("5", "view('alerts')", "Alerts", show=False, tooltip="Alerts view: firing and resolved alerts"),
         Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
         Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
         Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),
@@ -78,6 +80,8 @@ class FleetdeckApp(GuardedPump, App):
             from fleetdeck.backend.poller import Poller
             source = Poller(fleet)
         self.source = source
+        #: alert rules judged on every live poll (a recorded replay is not judged)
+        self.alert_watch = AlertWatch(self, enabled=self._owns_source)
         self.autopoll = autopoll
         self._poll_timer: Timer | None = None
         self._links: dict[str, HostLink] = {}
@@ -110,6 +114,7 @@ class FleetdeckApp(GuardedPump, App):
 
     def on_fleet_polled(self, message: FleetPolled) -> None:
         self.state.apply(message.snapshot)
+        self.alert_watch.observe(message.snapshot)
         self.refresh_views()
 
     def on_poll_failed(self, message: PollFailed) -> None:
