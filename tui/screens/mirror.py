@@ -190,7 +190,8 @@ class MirrorModal(TypedConfirmModal):
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
         for f in rep.files:
-            st = "would copy" if dry_run and f.status == "copied" else str(f.status)
+            # a dry run lists what is not there yet as missing: that is what it would copy
+            st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
             table.add_row(escape_path(f.path), human_bytes(f.bytes), str(f.sha256_src or "-")[:12],
                           str(f.sha256_dst or "-")[:12], Text(st, style=STATUS_STYLE.get(f.status, "")))
         t = Text()

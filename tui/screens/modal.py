@@ -126,7 +126,10 @@ class TypedConfirmModal(Modal):
         """Enable (or not) and relabel the action button."""
         button = self.query_one("#act", Button)
         button.disabled = not self.ready()
-        button.label = self.act_label()
+        label = self.act_label()
+        if str(button.label) != label:
+            button.label = label
+            button.refresh(layout=True)  # a longer label must widen the button, not be cut
 
     def on_mount(self) -> None:
         self.prepare()

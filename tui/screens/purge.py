@@ -22,8 +22,10 @@ def check_text(entry: Any) -> Text:
     checks = dict(getattr(entry, "checks", ()) or ())
     passed = [c for c, v in checks.items() if v == "pass"]
     skipped = [c for c, v in checks.items() if v not in ("pass", "fail")]
+    # the names of passed checks would make the row wider than the dialog; failures are named
     if passed:
-        t.append(f"✔ {len(passed)} passed: {', '.join(passed)}", style="green")
+        t.append(f"✔ {'all ' if not entry.refusals and not skipped else ''}{len(passed)} "
+                 f"{'other ' if entry.refusals else ''}checks passed", style="green")
     if skipped:
         t.append(f"\n· skipped: {', '.join(skipped)}", style="dim")
     if not t.plain:
