@@ -601,6 +601,29 @@ class _Copy:
             raise _Fail("mismatch", f"{shown(bad[0].path)} differs after the copy", tuple(result))
         return tuple(result)
 
+    async def _pull(self, aw: Any) -> Any:
+        """Bytes from the reader, within the no-progress limit; a stream that ended is the
+        source's (its host or its connection went away)."""
+        try:
+            return await self._bounded(aw, "source", "its reader sent nothing", self.s_idle)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncssh.Error) as e:
+            raise HostError(self.src_link.name, f"the source's stream ended during the copy "
+                            f"({type(e).__name__})", "disconnected") from None
+
+    async def _push(self) -> None:
+        """Wait until the writer took what was written, within the no-progress limit; a
+        stream that broke is the destination's, with the writer's last word if it said one."""
+        assert self.writer is not None
+        try:
+            await self._bounded(self.writer.stdin.drain(), "destination", "its writer took nothing",
+                                self.d_idle)
+        except (ConnectionError, asyncssh.Error) as e:
+            said = await _last_word(self.writer_said)
+            if said is not None and not said.get("ok"):
+                raise _fail_from(self.dst_link, said) from None
+            raise HostError(self.dst_link.name, f"the destination's stream ended during the copy "
+                            f"({type(e).__name__})", "disconnected") from None
+
     async def _relay(self) -> list[dict]:
         """Forward frames from the reader to the writer; the source's trailer of each file."""
         assert self.reader is not None and self.writer is not None and self.writer_said is not None
@@ -608,23 +631,21 @@ class _Copy:
         src_out, dst_in = self.reader.stdout, self.writer.stdin
         if self.progress is not None:
             self.progress(0, self.total)
-        quiet = "its reader sent nothing"
         for _ in self.files:
             while True:
-                hdr = await self._bounded(src_out.readexactly(4), "source", quiet, self.s_idle)
+                hdr = await self._pull(src_out.readexactly(4))
                 dst_in.write(hdr)
                 n = int.from_bytes(hdr, "big")
                 if n == 0:
                     break
-                dst_in.write(await self._bounded(src_out.readexactly(n), "source", quiet, self.s_idle))
-                await self._bounded(dst_in.drain(), "destination", "its writer took nothing",
-                                    self.d_idle)
+                dst_in.write(await self._pull(src_out.readexactly(n)))
+                await self._push()
                 if self.writer_said.done():
                     raise _fail_from(self.dst_link, self.writer_said.result())
                 self.seen["bytes"] += n
                 if self.progress is not None:
                     self.progress(self.seen["bytes"], self.total)
-            line = await self._bounded(src_out.readline(), "source", quiet, self.s_idle)
+            line = await self._pull(src_out.readline())
             if not line:
                 raise HostError(self.src_link.name, "the source's reader ended early", "disconnected")
             try:
