@@ -13,6 +13,14 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = j ]; then  # nvidia-h200: phase i's hybrid again (torch.compile now off for recurrent models)
+  sed -e 's/^output = .*/output = "runs\/hybrid"/' -e 's/random:qwen3-0.6b/random:tiny-hybrid/' -e 's/^seq_len = .*/seq_len = 512/' \
+    $B/qwen3-0.6b.toml > $B/hybrid.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/hybrid.toml
+  timeout 150 train $B/hybrid.toml > $OUT/j.log 2>&1; echo "exit $?" >> $OUT/j.log
+  python3 -c "import json;m=json.load(open('$B/runs/hybrid/run.json'));print(m['state'], m.get('packing'), m.get('recipe'), m['lora'].get('per_layer_type'))" >> $OUT/j.log 2>&1
+  grep -vE "Warning|warn" $OUT/j.log | tail -20
+fi
 if [ "$phase" = i ]; then  # nvidia-h200: end to end on the GPU: the tiny hybrid (unpacked) and the 0.6B shape
   sed -e 's/^output = .*/output = "runs\/hybrid"/' -e 's/random:qwen3-0.6b/random:tiny-hybrid/' -e 's/^seq_len = .*/seq_len = 512/' \
     $B/qwen3-0.6b.toml > $B/hybrid.toml

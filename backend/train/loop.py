@@ -122,7 +122,12 @@ class Engine:
         self.layers = list(self.backbone.layers)
         self.compiled = False
         self._compile_proven = False
-        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
+        # "auto" leaves a recurrent model eager: its rows come padded to each micro-batch's longest,
+        # so every new width recompiled its layers (93 s for the first step of the tiny hybrid on an
+        # H200), and transformers' reference linear-attention kernels gain little from compiling
+        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda" and not self.recurrent)
+        if cfg.compile == "auto" and device.type == "cuda" and self.recurrent:
+            log("torch.compile off: the recurrent layers' padded rows change width from step to step")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
                              packing=cfg.packing and not self.recurrent, kernel=kernel)
