@@ -24,12 +24,19 @@ estimates (params, LoRA params, GPU memory, disk) live in `launch_estimate`.
 import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
 from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.actions.launch_runfiles import (
+    after_status,
+    read_manifest,
+    record_state,
+    toml_text,
+    write_manifest,
+)
+from fleetdeck.backend.actions.launch_supervise import supervise
 from fleetdeck.backend.hostlib import layout, procfs
 from fleetdeck.backend.hostlib.serve import serve
 
@@ -38,132 +45,6 @@ LOCK = ".fleetdeck-launch.lock"
 # keys that say where things are, not how the run trains: compared after expansion
 PATH_KEYS = ("corpus", "tokenizer", "base_model")
 RESUMABLE = ("failed", "cancelled", "stalled", "unknown", "running", "queued")
-
-
-# -- small shared pieces ---------------------------------------------------------------------
-def read_manifest(run):
-    """run.json of `run` as a dict; {} when absent; None when unreadable."""
-    try:
-        with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_manifest(run, manifest, exclusive=False):
-    """Write run.json atomically; with `exclusive`, fail (FileExistsError) if one exists."""
-    final = os.path.join(run, "run.json")
-    tmp = os.path.join(run, f".run.json.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        if exclusive:
-            # link() refuses an existing name: two launches into one folder cannot both win
-            os.link(tmp, final)
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def record_state(run, manifest, state, **extra):
-    """Append a state transition to `manifest` and write it."""
-    manifest["state"] = state
-    manifest.update(extra)
-    manifest.setdefault("states", []).append({"state": state, "time": time.time(), "pid": os.getpid()})
-    write_manifest(run, manifest)
-
-
-def log_line(run, text):
-    """One line in train.log, marked as the launcher's, not the trainer's."""
-    line = "{} fleetdeck launch: {}\n".format(time.strftime("%Y-%m-%dT%H:%M:%S%z"), text)
-    try:
-        fd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8", "replace"))
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def toml_value(v):
-    """A TOML literal for a RUN.toml value (str, bool, int, float or a list of those)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
-            return {"nan": "nan", "inf": "inf", "-inf": "-inf"}[repr(v)]
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    # a JSON string is a TOML basic string once DEL (allowed raw in JSON, not in TOML) is escaped
-    return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def toml_text(config):
-    lines = ["# written by fleetdeck launch: the host's own copy, every path absolute"]
-    for key in sorted(config):
-        if config[key] is not None:
-            lines.append(f"{key} = {toml_value(config[key])}")
-    return "\n".join(lines) + "\n"
-
-
-# -- the prerequisite of a chain -------------------------------------------------------------
-def after_status(after):
-    """(verdict, sentence) for the run a chain waits on: 'ready', 'wait' or 'never'. Ready
-    means finished with a final adapter by the one layout rule (a real folder with non-empty
-    weights and its config): a crashed or weightless save never fires the chain."""
-    manifest = read_manifest(after)
-    adapter = layout.final_adapter(after)
-    if manifest is None:
-        return "never", f"run {after} has an unreadable run.json"
-    if not manifest:
-        if not os.path.isdir(after):
-            return "never", f"run {after} does not exist"
-        if adapter:
-            return "ready", f"run {after} has its final adapter ({adapter})"
-        return "never", f"run {after} holds no run.json, so its end cannot be watched"
-    state = manifest.get("state")
-    why = manifest.get("error") or manifest.get("cancel_reason")
-    if state == "finished":
-        if adapter:
-            return "ready", f"run {after} finished with its final adapter ({adapter})"
-        return "never", f"run {after} finished without a final adapter ({layout.final_adapter_problem(after)})"
-    if state in ("failed", "cancelled"):
-        return "never", "run {} {}{}".format(after, state, f" ({why})" if why else "")
-    if state == "running":
-        if procfs.same_process(manifest.get("pid"), manifest.get("start_ticks")):
-            return "wait", "run {} is running (pid {})".format(after, manifest.get("pid"))
-        again = read_manifest(after) or {}
-        if again.get("state") != "running":  # it ended between the two reads
-            return after_status(after)
-        if not isinstance(manifest.get("start_ticks"), int):
-            return "never", ("run {} records pid {} without its start time, so it cannot be told from a "
-                             "reused pid; it cannot be waited for".format(after, manifest.get("pid")))
-        return "never", "run {} died without finishing (pid {} with its start time is gone)".format(
-            after, manifest.get("pid"))
-    if state == "queued":
-        if procfs.same_process(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
-            return "wait", f"run {after} is queued"
-        again = read_manifest(after) or {}
-        if again.get("state") != "queued":
-            return after_status(after)
-        return "never", "run {} is queued but its waiter (pid {}) is gone".format(after, manifest.get("waiter_pid"))
-    return "never", f"run {after} is in state {state!r}"
-
 
 # -- pre-flight ------------------------------------------------------------------------------
 def check(checks, name, ok, message):
@@ -409,109 +290,6 @@ def launch(req):
         why = started.get("error") or "run.json says {}".format(started["state"])
         answer.update(ok=False, error={"code": started["state"], "message": str(why)})
     return answer
-
-
-# -- supervise (the detached process) --------------------------------------------------------
-class Stopped(Exception):
-    pass
-
-
-def _stop(signum, frame):
-    raise Stopped(signum)
-
-
-def supervise(req):
-    """Wait for the prerequisite, start the trainer, and record what the trainer could not."""
-    run, after = req["run"], req.get("after")
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the SSH session ending must not end the chain
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    manifest = read_manifest(run) or {}
-    manifest.update(waiter_pid=os.getpid(), waiter_start_ticks=procfs.start_ticks(os.getpid()))
-    write_manifest(run, manifest)
-    reported = False
-
-    def report(obj):
-        nonlocal reported
-        if not reported:
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-            # nobody reads after this: the launching helper and its SSH channel are gone
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.close(null)
-            reported = True
-
-    try:
-        if after:
-            log_line(run, f"queued after {after}; waiting for it to finish with its adapter")
-            while True:
-                verdict, why = after_status(after)
-                if verdict == "ready":
-                    log_line(run, why + "; starting")
-                    break
-                if verdict == "never":
-                    reason = why + "; this run was never started"
-                    current = read_manifest(run) or manifest
-                    record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
-                    log_line(run, "cancelled: " + reason)
-                    report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
-                    return
-                report({"state": "queued", "pid": None, "waiter_pid": os.getpid()})
-                time.sleep(req.get("interval", 2.0))
-        current = read_manifest(run) or {}
-        if current.get("state") != "queued" or current.get("waiter_pid") != os.getpid():
-            log_line(run, "run.json changed while waiting (state {!r}); not starting".format(current.get("state")))
-            report({"state": current.get("state") or "unknown", "pid": current.get("pid"), "waiter_pid": os.getpid()})
-            return
-        child = start_trainer(run, req["run_toml"])
-    except Stopped as e:
-        reason = f"the waiter was stopped (signal {e.args[0]}) before the run started"
-        current = read_manifest(run) or manifest
-        if current.get("state") == "queued":
-            record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
-            log_line(run, "cancelled: " + reason)
-        report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
-        return
-    report({"state": "running", "pid": child.pid, "waiter_pid": os.getpid()})
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # once started, stopping the waiter leaves the run alone
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    rc = child.wait()
-    watch_end(run, child.pid, rc)
-    return {}
-
-
-def start_trainer(run, run_toml):
-    """`<python> -m fleetdeck.backend.train RUN.toml`, its own session, output to train.log. It
-    is the user's run, not a fleetdeck helper: the helper marker is not passed on to it."""
-    log_line(run, f"starting {sys.executable} -m {TRAINER_MODULE} {run_toml}")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop(procfs.HELPER_ENV, None)
-    logfd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        return subprocess.Popen([sys.executable, "-m", TRAINER_MODULE, run_toml],
-                                stdin=subprocess.DEVNULL, stdout=logfd, stderr=subprocess.STDOUT,
-                                cwd=run, env=env, start_new_session=True, close_fds=True)
-    finally:
-        os.close(logfd)
-
-
-def watch_end(run, pid, rc):
-    """After the trainer exited: a run.json still saying queued/running (by it) becomes failed."""
-    manifest = read_manifest(run)
-    if manifest is None:
-        return
-    state = manifest.get("state")
-    recorded = manifest.get("pid")
-    # a pid other than ours that is gone: a torchrun worker of this trainer, killed with it
-    if state in ("queued", "running") and (
-            recorded in (None, pid) or not procfs.same_process(recorded, manifest.get("start_ticks"))):
-        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
-        reason = f"the trainer {how} without recording an end; see train.log"
-        record_state(run, manifest, "failed", error=reason, exit_status=rc)
-        log_line(run, "failed: " + reason)
-    else:
-        log_line(run, f"trainer (pid {pid}) exited with status {rc}; run.json says {state}")
 
 
 OPS = {"preflight": preflight, "launch": launch, "supervise": supervise}
