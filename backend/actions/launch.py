@@ -1,8 +1,8 @@
 """Launch a training run on a host: pre-flight there, then the trainer detached there.
 
 The controller parses RUN.toml (strictly, with the trainer's own parser) and sends its values to
-the launch helper on the host (`launch_remote`, bundled with `launch_estimate` and the host
-library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
+the launch helper on the host (`launch_remote`, bundled with `launch_estimate`,
+`launch_runfiles`, `launch_supervise` and the host library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
 `<output>/run.json` (state `queued`) and starts a supervisor in a new session. The supervisor
 starts `<python> -m fleetdeck.backend.train <output>/RUN.toml` (python: the host's `python` from
 the fleet file) at once, or, with `after`, only when that run finished with a final adapter

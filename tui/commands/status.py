@@ -69,7 +69,8 @@ def run_runs(args: argparse.Namespace) -> int:
     snap = _poll(args)
     if args.json:
         doc = {"runs": [run_json(r) for r in snap.runs],
-               "unreachable": [{"name": h.name, "error": h.error} for h in snap.hosts if not h.reachable]}
+               "unreachable": [{"name": h.name, "error": h.error, "error_code": h.error_code}
+                               for h in snap.hosts if not h.reachable]}
         print(json.dumps(doc, indent=1))
     else:
         Console().print(runs_table(snap))
