@@ -171,10 +171,17 @@ class RunDir:
             f.write(json.dumps(record) + "\n")
 
 
+#: run.json keys each (re)starting trainer process writes afresh
+RECOMPUTED = ("lora", "recipe", "packing", "corpus", "max_steps", "train_rows", "eval_rows", "adapter",
+              "final_eval_loss", "finished_time", "failed_time")
+
+
 def new_manifest(previous: dict, config: dict, corpus_sha: str, world_size: int) -> dict:
     """run.json for a starting (or resuming) process, keeping keys others wrote (e.g. launch)."""
     ticks, started = process_start_time()
-    manifest = dict(previous)
+    # what this process measures again (and writes while it runs) must not be overwritten at the
+    # end by an earlier attempt's values
+    manifest = {k: v for k, v in previous.items() if k not in RECOMPUTED}
     manifest.update({
         "config": config,
         "corpus_sha256": corpus_sha,
