@@ -99,3 +99,12 @@ def test_a_refusal_is_one_sentence_on_stderr(fleet_file, tree, capsys):
     assert main(["mirror", "--hosts", str(fleet_file), f"h1:{src}", f"h2:{dst}"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("fleetdeck: mirror refused:") and err.count("\n") == 1
+
+
+def test_a_hostile_path_in_an_error_is_escaped_once(fleet_file, tree, capsys):
+    src, dst = tree
+    missing = f"{src}-gone\n$(x)\\n\udce9"
+    assert main(["mirror", "--hosts", str(fleet_file), f"h1:{missing}", f"h2:{dst}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\udce9" not in err
+    assert "-gone\\n$(x)\\\\n\\xe9 does not exist" in err

@@ -282,13 +282,14 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     try:
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
                                         _list(dst_link, dst_path, False, False))
-        _check_src(src, sl, follow_symlinks, allow_outside_links)
+        _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
         outside = _outside(src)
         if dst["kind"] is None:
             files = compare(src, None)
             return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
-                           reason="dst-not-found", error=f"{dl} does not exist", outside=outside)
-        _check_dst(dst, dl)
+                           reason="dst-not-found", error=f"{shown(dl)} does not exist",
+                           outside=outside)
+        _check_dst(dst, shown(dl))
         src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
                                     allow_outside_links, src, dst)
         files = compare(src, dst)
@@ -311,11 +312,11 @@ async def _hash_both(src_link, src_path, dst_link, dst_path, follow, allow_outsi
     tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
     src, dst = await asyncio.gather(_list(src_link, src_path, follow, True, tot),
                                     _list(dst_link, dst_path, False, True, tot, skip_partials))
-    _check_src(src, _label(src_link, src_path), follow, allow_outside)
-    _check_dst(dst, _label(dst_link, dst_path))
+    _check_src(src, shown(_label(src_link, src_path)), follow, allow_outside)
+    _check_dst(dst, shown(_label(dst_link, dst_path)))
     bad = [f for f in src["files"] if f.get("error")]
     if bad:
-        raise _Fail("src-unreadable", f"{_label(src_link, src_path)}: cannot hash "
+        raise _Fail("src-unreadable", f"{shown(_label(src_link, src_path))}: cannot hash "
                     f"{shown(bad[0]['path'])}: {bad[0]['error']}")
     return src, dst
 
@@ -326,7 +327,7 @@ def _differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
         if f.status != "identical":
             counts[f.status] = counts.get(f.status, 0) + 1
     detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    return f"{dl} differs from {sl}: {detail}"
+    return f"{shown(dl)} differs from {shown(sl)}: {detail}"
 
 
 async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
@@ -353,13 +354,14 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
                                         _list(dst_link, dst_path, False, False, skip_partials=True))
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
-        _check_src(src, sl, follow_symlinks, allow_outside_links)
+        _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
         outside = _outside(src)
         files = compare(src, None)  # until the copy says more: all of SRC, none of it in place
-        _check_dst(dst, dl)
+        _check_dst(dst, shown(dl))
         if src_link.name == dst_link.name and (_overlap(src["path"], dst["path"])
                                                or _overlap(src["real"], dst["real"])):
-            raise _Fail("overlap", f"{sl} and {dl} are the same folder or one holds the other")
+            raise _Fail("overlap", f"{shown(sl)} and {shown(dl)} are the same folder or one holds "
+                        "the other")
         total = sum(f["bytes"] for f in src["files"])
         plan = MirrorPlan(sl, dl, tuple(f for f in files if f.kind == "file"),
                           tuple(d[0] for d in src["dirs"]), total, dst["kind"] == "dir",
@@ -374,7 +376,7 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                 raise _Fail("dst-differs", _differs_sentence(sl, dl, files) + "; nothing was changed",
                             files)
         elif dst.get("free_bytes") is not None and dst["free_bytes"] < total:
-            raise _Fail("no-space", f"{dl} has {_gib(dst['free_bytes'])} free and the copy needs "
+            raise _Fail("no-space", f"{shown(dl)} has {_gib(dst['free_bytes'])} free and the copy needs "
                         f"{_gib(total)}; nothing was copied", compare(src, None))
         elif dry_run:
             rep = _report(sl, dl, compare(src, None), action="mirror", dry_run=True,
