@@ -35,3 +35,52 @@ async def test_a_replay_is_not_judged_by_default():
         await pilot.press("5")
         assert app.screen.query_one("#alerts-table", KeyedTable).keys == []
         assert "No alerts" in str(app.screen.query_one("#alerts-detail").render())
+
+
+async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path):
+    """A recorded poll with two seats on one card; `c` checks the highlighted seat for real
+    (a tiny model served on this machine, the `local` host's helper asking 127.0.0.1)."""
+    import sys
+
+    import pytest
+    from test_seats_check import start_server
+
+    from fleetdeck.backend.config import parse_fleet
+    from fleetdeck.backend.models import FleetSnapshot, Gpu, GpuProcess, HostSnapshot
+    from fleetdeck.backend.seats import Seat, recorded_checks
+    from fleetdeck.tui.app import FleetdeckApp
+    from fleetdeck.tui.screens.base import RecordedSource
+
+    pytest.importorskip("transformers")
+    server, port = start_server("--nan")
+    try:
+        card = Gpu(index=0, name="H100", uuid="GPU-0", unified_memory=False, memory_total_mib=81559,
+                   memory_used_mib=77000, utilization_pct=30,
+                   processes=(GpuProcess(pid=11, user="svc", used_mib=31000, command="vllm"),
+                              GpuProcess(pid=12, user="svc", used_mib=43000, command="vllm")))
+        seats = (Seat(host="local", kind="vllm", port=port, model="random:tiny", pid=11, pids=(11,)),
+                 Seat(host="local", kind="vllm", port=port + 1, model="big", pid=12, pids=(12,),
+                      container={"name": "seat-52"}))
+        snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, gpus=(card,),
+                                                 seats=seats),), time=1.0)
+        fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
+        app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
+        app.alert_watch.enabled = True
+        async with app.run_test(size=(120, 40)) as pilot:
+            await feed(app, pilot, 1)
+            assert [a.rule for a in app.alert_watch.firing] == ["gpu-headroom"]   # 4.5 GiB free < 6
+            await pilot.press("5")
+            table = app.screen.query_one("#seats-table", KeyedTable)
+            assert [cell_text(table, k, "seat") for k in table.keys] == [f"vllm:{port}", "seat-52"]
+            bars = str(app.screen.query_one("#seats-headroom").render())
+            # 81559 - 77000 MiB free; each seat's share named
+            assert "local GPU0 " in bars and "4.5G free of 79.6G" in bars
+            assert f"vllm:{port} 30.3G" in bars and "seat-52 42.0G" in bars
+            await pilot.press("c")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert cell_text(table, table.keys[0], "check") == "logprob-unserialisable"
+        assert recorded_checks()[f"local:{port}"].signature == "logprob-unserialisable"
+    finally:
+        server.kill()
+        server.wait()

@@ -1,6 +1,9 @@
 """The Alerts view (`5`), and the dashboard's alert watch: rules judged on every live poll, the
 terminal bell and a toast when one starts firing, a badge in the header while any fire.
 
+Below the alerts, the fleet's serving seats and each card's headroom as a bar with every
+seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1).
+
 The dashboard judges the same rules as `fleetdeck watch` (carrying on from its saved state, so
 `since` agrees) but delivers no hook and saves nothing: hooks are the watcher's job, and two
 deliverers would deliver twice. A recorded replay (tests, screenshots) is not judged unless
@@ -13,14 +16,23 @@ import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.alerts import Alert, AlertConfig, load_engine
-from fleetdeck.backend.models import FleetSnapshot
-from fleetdeck.backend.seats import recorded_checks
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.seats import (
+    Seat,
+    check_seat,
+    headroom,
+    host_seats,
+    record_check,
+    recorded_checks,
+)
 
-from ..fmt import human_duration
+from ..fmt import human_duration, human_mib
 from ..widgets.keyed_table import KeyedTable
 from .base import ViewScreen
 
@@ -28,6 +40,8 @@ if TYPE_CHECKING:
     from ..app import FleetdeckApp
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}
+SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
+BAR = 40
 
 
 class AlertWatch:
@@ -72,18 +86,27 @@ class AlertWatch:
 
 
 class AlertsScreen(ViewScreen):
-    """Every firing alert, then the recently resolved; the highlighted one in full below."""
+    """Every firing alert, then the recently resolved; the highlighted one in full below; the
+    seats and each card's headroom under them."""
 
     SHOWS_AGES = True
+    BINDINGS = [Binding("c", "check_seat", "Check seat",
+                        tooltip="seats check on the highlighted seat: one completion with logprobs, "
+                        "sent from its host")]
 
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[str, Alert] = {}
+        self.seats: dict[str, Seat] = {}
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable([("state", "State"), ("rule", "Rule"), ("host", "Host"), ("subject", "Subject"),
                           ("since", "Since"), ("text", "What")], id="alerts-table")
         yield Static(id="alerts-detail", classes="detail")
+        yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
+                          ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
+                         id="seats-table")
+        yield Static(id="seats-headroom", classes="detail")
 
     def refresh_view(self) -> None:
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
@@ -95,6 +118,30 @@ class AlertsScreen(ViewScreen):
                 for k, a in self.shown.items()}
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         self.show_detail()
+        self.show_seats()
+
+    def show_seats(self) -> None:
+        """The seats table and one headroom bar per card that holds a seat."""
+        checks = recorded_checks()
+        hosts = [h for n in self.state.host_names if (h := self.state.shown(n)) is not None]
+        self.seats = {s.key: s for h in hosts for s in host_seats(h)}
+        rows = {}
+        for key, s in self.seats.items():
+            c = checks.get(f"{s.host}:{s.port}")
+            verdict = (Text("-", style="dim") if c is None else Text("sound", style="green") if c.sound
+                       else Text(str(c.signature), style="bold red"))
+            rows[key] = (s.host, Text(s.name), s.kind, str(s.port or "-"), Text(s.model or "-"),
+                         ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
+                         verdict)
+        self.query_one("#seats-table", KeyedTable).sync(rows)
+        bars = Text()
+        for h in hosts:
+            for room in headroom(h):
+                if room.shares:
+                    bars.append_text(headroom_bar(h, room.gpu))
+                    bars.append("\n")
+        self.query_one("#seats-headroom", Static).update(
+            bars if bars.plain else Text("No serving seats seen.", style="dim"))
 
     def show_detail(self) -> None:
         """The highlighted alert in full."""
@@ -110,3 +157,56 @@ class AlertsScreen(ViewScreen):
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
+
+    def action_check_seat(self) -> None:
+        key = self.query_one("#seats-table", KeyedTable).current_key
+        seat = self.seats.get(key) if key is not None else None
+        if seat is None or not seat.port:
+            self.app.notify("No seat highlighted (the seats table is below the alerts).", title="Seat check",
+                            severity="warning")
+            return
+        self.app.notify(f"{seat.host}:{seat.port}: asking for one completion with logprobs...",
+                        title="Seat check")
+        self.check(seat.host, seat.port)
+
+    @work(group="seat-check", exit_on_error=False)
+    async def check(self, host: str, port: int) -> None:
+        """Check one seat from its host; the verdict is kept for the seat-check rule."""
+        try:
+            c = await check_seat(self.app.link(host), port)
+        except Exception as e:
+            self.app.report_error(f"seat check {host}:{port}", e)
+            return
+        record_check(c)
+        if c.sound:
+            self.app.notify(c.message, title=f"Seat {host}:{port} is sound")
+        else:
+            self.app.bell()
+            self.app.notify(f"{c.signature}: {c.message}", title=f"Seat {host}:{port} FAILED", severity="error",
+                            timeout=15)
+        if self.ready:
+            self.show_seats()
+
+
+def headroom_bar(host: HostSnapshot, gpu: int) -> Text:
+    """`host GPUn ▕███▓▓▓░░▏ free` with each seat's share in its own colour, other holders
+    grey, and the free part empty."""
+    room = next(r for r in headroom(host) if r.gpu == gpu)
+    total = room.total_mib or 1.0
+    t = Text(f"{host.name} GPU{gpu} ")
+    used_cells = 0
+    legend = []
+    for i, (name, mib) in enumerate(room.shares):
+        cells = round(BAR * mib / total)
+        style = SHARE_STYLES[i % len(SHARE_STYLES)]
+        t.append("█" * cells, style=style)
+        used_cells += cells
+        legend.append(Text(f" {name} {human_mib(mib)}", style=style))
+    other = max(0, round(BAR * room.held_mib / total) - used_cells)
+    t.append("█" * min(other, BAR - used_cells), style="grey50")
+    t.append("░" * max(0, BAR - used_cells - other), style="dim")
+    t.append(f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
+             style="bold red" if room.free_mib < 6 * 1024 else "")
+    for part in legend:
+        t.append_text(part)
+    return t
