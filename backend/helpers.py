@@ -17,16 +17,33 @@ from .hostlib.procfs import HELPER_ENV
 from .hostlib.text import shown
 
 # A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
-# `run_helper`) must not outlive the controller that reads it: a thread
-# blocks in poll() on its stdout, which reports an error once the reading end is closed (the
-# channel closed after a timeout, the connection lost), and then ends the helper's process
-# group, children included, even when the helper itself is stuck in a loop or a syscall.
+# `run_helper`) must not outlive the controller that reads it: a thread blocks in poll() on
+# its stdout, which reports an error once the reading end is closed (the channel closed after
+# a timeout, the connection lost), and then kills the helper's descendants (read from
+# /proc/PID/task/*/children: a process group would miss those that started their own session,
+# and could hold the shell that started the helper) and the helper itself, however stuck.
 WATCHDOG = (
     "import os,select,threading\n"
+    "def _fleetdeck_kids(q):\n"
+    " out=[]\n"
+    " try:ts=os.listdir('/proc/%d/task'%q)\n"
+    " except OSError:return out\n"
+    " for t in ts:\n"
+    "  try:\n"
+    "   with open('/proc/%d/task/%s/children'%(q,t)) as f:out+=[int(x) for x in f.read().split()]\n"
+    "  except (OSError,ValueError):pass\n"
+    " return out\n"
     "def _fleetdeck_watch():\n"
     " p=select.poll();p.register(1,0)\n"
     " while not p.poll():pass\n"
-    " os.killpg(0,9) if os.getpgrp()==os.getpid() else os._exit(1)\n"
+    " todo=[os.getpid()];seen=[]\n"
+    " while todo:\n"
+    "  for k in _fleetdeck_kids(todo.pop()):\n"
+    "   if k not in seen:seen.append(k);todo.append(k)\n"
+    " for k in seen:\n"
+    "  try:os.kill(k,9)\n"
+    "  except OSError:pass\n"
+    " os.kill(os.getpid(),9)\n"
     "threading.Thread(target=_fleetdeck_watch,daemon=True).start()\n"
 )
 # Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what

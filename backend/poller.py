@@ -37,7 +37,7 @@ class Poller:
 
     A host that fails becomes `HostSnapshot(reachable=False, error=..., error_code=...)`; it
     never delays or breaks the others beyond its own connect / command timeout. A probe that
-    does not answer in time is closed, and with its channel it dies on the host (ssh.WATCHDOG).
+    does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
     """
 
     def __init__(self, fleet: Fleet, probe: str | None = None) -> None:

@@ -16,12 +16,14 @@ from sshfleet import _descendants
 
 pytestmark = pytest.mark.sshd
 
-# answers once, then spins on the CPU forever (in a child too), never reading stdin again
+# answers once, then spins on the CPU forever (in a child of its own session too: a process
+# group would not hold it), never reading stdin again
 HANGS = """\
 import json, os, sys
 sys.stdin.readline()
 sys.stdout.write(json.dumps({"pid": os.getpid()}) + "\\n"); sys.stdout.flush()
 if os.fork() == 0:
+    os.setsid()
     while True: pass
 while True: pass
 """
