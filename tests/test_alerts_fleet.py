@@ -148,3 +148,39 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     states = {(a["rule"], a["state"]) for a in doc["alerts"]}
     assert ("seat-check", "firing") in states and ("overfitting", "resolved") in states
+
+
+async def test_watch_checks_the_seats_it_finds(tmp_path):
+    """A NaN seat that looks like `vllm serve` to /proc: the probe finds it, the watcher checks
+    it at `seat_check_interval` and the seat-check alert fires, naming the signature."""
+    import io
+
+    pytest.importorskip("transformers")
+    from fleetdeck.backend.config import parse_fleet
+    from fleetdeck.tui.commands.watch import Watcher
+
+    wrapper = tmp_path / "vllm"
+    wrapper.write_text(f"#!{sys.executable}\nimport runpy, sys\n"
+                       f"sys.argv = [{str(SERVER)!r}, '--port', sys.argv[sys.argv.index('--port') + 1], '--nan']\n"
+                       f"runpy.run_path({str(SERVER)!r}, run_name='__main__')\n")
+    wrapper.chmod(0o755)
+    from sshfleet import free_port
+
+    port = free_port()
+    seat = subprocess.Popen([str(wrapper), "serve", "random:tiny", "--port", str(port),
+                             "--gpu-memory-utilization", "0.38"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert seat.stdout.readline().startswith("listening on")
+        fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n'
+                            "[alerts]\nseat_check_interval = 1\n", "hosts.toml")
+        out = io.StringIO()
+        w = Watcher(fleet, out=out)
+        await w.run(count=1)
+        fired = [a for a in w.engine.firing() if a.rule == "seat-check" and a.subject == f"port {port}"]
+        assert len(fired) == 1 and "logprob-unserialisable" in fired[0].text
+        assert f"ALERT seat-check on local: port {port}" in out.getvalue()
+        assert [e["text"].split(":")[0] for e in w.history.events(kind="seat-check")] == ["logprob-unserialisable"]
+    finally:
+        seat.kill()
+        seat.wait()
