@@ -84,3 +84,32 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
     finally:
         server.kill()
         server.wait()
+
+
+async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history():
+    from fleetdeck.backend.config import parse_fleet
+    from fleetdeck.backend.history import History
+    from fleetdeck.backend.models import FleetSnapshot, Gpu, HostSnapshot
+    from fleetdeck.tui.app import FleetdeckApp
+    from fleetdeck.tui.screens.base import RecordedSource
+
+    t = 1_800_000_000.0
+
+    def poll(at: float, used: float) -> FleetSnapshot:
+        g = Gpu(index=0, name="GB10", uuid="GPU-0", unified_memory=False, memory_total_mib=1000,
+                memory_used_mib=used, utilization_pct=0)
+        return FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=at, gpus=(g,)),), time=at)
+
+    h = History()
+    for m in range(90, 0, -1):   # an hour and a half of minutes before now: the last hour is kept
+        h.record(poll(t - 60 * m, 10 * m))
+    h.close()
+    fleet = parse_fleet("[hosts.local]\nlocal = true\n", "fixture")
+    app = FleetdeckApp(fleet, RecordedSource([poll(t, 500)]), autopoll=False, clock=lambda: t)
+    app.alert_watch.enabled = True
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot, 1)
+        series = list(app.state.history[("local", 0)])
+        assert len(series) == 60   # 59 minutes of history (the sparkline holds 60), then now
+        assert series[0] == 0.59 and series[-2] == 0.01 and series[-1] == 0.5
+        assert len(app.state.spark[("local", 0)]) == len(series)

@@ -5,9 +5,12 @@ Below the alerts, the fleet's serving seats and each card's headroom as a bar wi
 seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1).
 
 The dashboard judges the same rules as `fleetdeck watch` (carrying on from its saved state, so
-`since` agrees) but delivers no hook and saves nothing: hooks are the watcher's job, and two
-deliverers would deliver twice. A recorded replay (tests, screenshots) is not judged unless
-asked for (`AlertWatch.enabled`), since its times are not now.
+`since` agrees) but delivers no hook and saves no alert state: hooks are the watcher's job,
+and two deliverers would deliver twice. It does write history (a minute's row is keyed by
+minute and series, so the dashboard and a watcher writing the same minute leave one row), and
+on its first poll it fills each GPU sparkline with the last hour from history, one point a
+minute. A recorded replay (tests, screenshots) is not judged and not recorded unless asked for
+(`AlertWatch.enabled`), since its times are not now.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.alerts import Alert, AlertConfig, load_engine
+from fleetdeck.backend.history import History
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.seats import (
     Seat,
@@ -34,7 +38,8 @@ from fleetdeck.backend.seats import (
 
 from ..fmt import human_duration, human_mib
 from ..widgets.keyed_table import KeyedTable
-from .base import ViewScreen
+from ..widgets.render import spark_char
+from .base import HISTORY, ViewScreen
 
 if TYPE_CHECKING:
     from ..app import FleetdeckApp
@@ -50,7 +55,9 @@ class AlertWatch:
     def __init__(self, app: FleetdeckApp, enabled: bool = True) -> None:
         self.app = app
         self.enabled = enabled
-        self.engine = load_engine(app.fleet.alerts or AlertConfig())  # type: ignore[arg-type]
+        self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
+        self.engine = load_engine(self.config)
+        self.history: History | None = None
         self._base_subtitle: str | None = None
 
     @property
@@ -65,6 +72,13 @@ class AlertWatch:
         """Judge the rules on one poll; ring and toast for each alert that starts firing."""
         if not self.enabled:
             return []
+        if self.history is None:
+            self.history = History(retention_days=self.config.history_retention_days)
+            self._prefill(snap)
+        self.history.record(snap)
+        for w in self.history.warnings:
+            self.app.notify(w, title="History", severity="warning")
+        self.history.warnings.clear()
         transitions = self.engine.evaluate(snap, recorded_checks())
         fired = [a for a in transitions if a.state == "firing"]
         if fired:
@@ -75,6 +89,29 @@ class AlertWatch:
                 self.app.notify(f"and {len(fired) - 3} more: press 5", title="Alerts", severity="warning")
         self.show_badge()
         return transitions
+
+    def _prefill(self, snap: FleetSnapshot) -> None:
+        """GPU sparklines and the disk-rate window from the last hour of history."""
+        assert self.history is not None
+        since = (snap.time or time.time()) - 3600
+        state = self.app.state
+        for h in snap.hosts:
+            if not h.reachable:
+                continue
+            for path, pts in self.history.series(h.name, "disk", since - self.config.disk_rate_window).items():
+                for t, used, free in pts:
+                    if used is not None and free is not None:
+                        self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
+            used_by_gpu = self.history.gpu_memory(h.name, since)
+            for g in h.gpus:
+                pts = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1):]
+                if not pts or not g.memory_total_mib:
+                    continue
+                fracs = [min(1.0, p / g.memory_total_mib) for p in pts]
+                key = (h.name, g.index)
+                if key in state.history and len(state.history[key]) + len(fracs) <= HISTORY:
+                    state.history[key].extendleft(reversed(fracs))
+                    state.spark[key].extendleft(reversed([spark_char(f) for f in fracs]))
 
     def show_badge(self) -> None:
         """`⚠ N alerts` after the header's subtitle while any fire."""
