@@ -121,3 +121,26 @@ async def test_a_touch_that_keeps_the_bytes_is_hashed_again_and_accepted(links, 
     assert done
     assert rep.result == "copied" and rep.ok, rep
     assert ver.verified
+
+
+async def test_a_folder_swapped_for_a_link_outside_is_caught(links, dirs):
+    """With --follow-symlinks, a folder swapped mid-copy for a link to an identical folder
+    outside SRC: same bytes, but SRC now leaves itself, which it did not when planned."""
+    src, dst = dirs
+    elsewhere = src.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_bytes(b"notes\n")
+
+    def swap():
+        os.replace(src / "sub", src.parent / "sub-old")
+        (src / "sub").symlink_to(elsewhere)
+
+    total = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+    progress, done = once_past(total - 1, swap)  # after the last byte: every file was read
+    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
+                       progress=progress)
+    assert done
+    assert rep.result == "failed" and rep.reason == "source-changed", rep
+    assert "outside" in rep.error and not dst.exists()
+    ver = await verify(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
+    assert not ver.verified

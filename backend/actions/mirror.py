@@ -546,6 +546,7 @@ class _Copy:
             self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
             await self._send(reader, {"op": "read", "path": self.src["path"], "files": self.files,
                                       "dirs": self.src["dirs"], "follow": self.follow,
+                                      "outside": self.src.get("outside") or [],
                                       "idle": self.helper_idle,
                                       "wait": self.helper_idle + self.settle}, "source")
             hello = await self._answer(reader, "source", "its reader did not start", self.s_idle)

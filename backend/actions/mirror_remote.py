@@ -366,10 +366,11 @@ def op_read(req, inp, out):
     dog.disarm()
     if cmd.get("op") != "recheck":
         raise Refused("bad-request", "expected a recheck request")
-    return {"changed": recheck(root, follow, files, req.get("dirs") or [], sent)}
+    return {"changed": recheck(root, follow, files, req.get("dirs") or [], sent,
+                               [o[0] for o in req.get("outside") or []])}
 
 
-def recheck(root, follow, files, dirs, sent):
+def recheck(root, follow, files, dirs, sent, outside=()):
     """[[path, why]] for everything in the folder that is not as listed when the copy was
     planned: a file, folder, link or special file that appeared or went, or a file whose
     size, mtime, ctime or inode differs and whose bytes, hashed again now, are not the
@@ -377,6 +378,8 @@ def recheck(root, follow, files, dirs, sent):
     does not hide a rewrite."""
     now = walk(root, follow, False)
     changed = [[p, why] for p, why in now["errors"]]
+    changed += [[p, "it now points outside the folder, to %s" % shown(t)]
+                for p, t in now["outside"] if p not in outside]
     changed += [[p, "a symlink or special file appeared during the copy"]
                 for p in now["symlinks"] + now["special"]]
     was_dirs, now_dirs = set(d[0] for d in dirs), set(d[0] for d in now["dirs"])
