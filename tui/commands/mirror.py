@@ -43,14 +43,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `mirror` and `verify` to the command line."""
     p = sub.add_parser("mirror", help="copy a folder from one host to another and prove it by sha256",
                        description="Copy SRC to DST (created if absent) through this machine; "
-                       "exit 0 only when every file's size and sha256, computed on each host "
-                       "from its own disk, match. DST holding different content is refused.")
+                       "exit 0 only when DST holds the same folders and regular files, every "
+                       "size and sha256 computed on each host from its own disk. DST holding "
+                       "different content is refused. A copy that moves no bytes for the host's "
+                       "command_timeout fails, naming the side that stalled.")
     _common(p)
     p.add_argument("--dry-run", action="store_true", help="say what would be copied, copy nothing")
     p.set_defaults(func=run_mirror)
     p = sub.add_parser("verify", help="prove two folders identical (size and sha256 of every file)",
-                       description="Compare SRC and DST file by file, each hashed on its own host; "
-                       "exit 0 only when identical.")
+                       description="Compare SRC and DST folder by folder and file by file, each "
+                       "hashed on its own host, DST never read through a symlink; exit 0 only "
+                       "when identical.")
     _common(p)
     p.set_defaults(func=run_verify, dry_run=False)
 
