@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style as RichStyle
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.cache import LRUCache
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
@@ -42,6 +45,8 @@ class KeyedTable(NavTable):
         self._restore_key: str | None = None
         #: rendered cells keyed by the cell object itself (see `_render_cell`)
         self._content_cache: LRUCache[tuple, tuple[Any, Any]] = LRUCache(4096)
+        #: every line of a row, rendered at once (see `_render_line_in_row`)
+        self._row_lines_cache: LRUCache[tuple, list] = LRUCache(512)
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -183,6 +188,56 @@ class KeyedTable(NavTable):
         lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         self._content_cache[key] = (value, lines)
         return lines
+
+    def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any,
+                            hover_location: Any) -> tuple[list, list]:
+        # DataTable renders a row one line at a time and works out the row's styles again for
+        # each line; a host with 8 GPUs is an 8-line row. Here the styles are worked out once
+        # per row and every line of it is built in one go (the same segments: the snapshot
+        # tests compare them). Header, row labels and fixed columns keep DataTable's path.
+        if row_key is self._header_row_key or self.fixed_columns or (
+                self._labelled_row_exists and self.show_row_labels):
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+        key = (row_key, base_style, cursor_location, hover_location, self.cursor_type, self.show_cursor,
+               self._show_hover_cursor, self._update_count, self._pseudo_class_state, self.size.width)
+        lines = self._row_lines_cache.get(key)
+        if lines is None:
+            lines = self._render_row_lines(row_key, base_style, cursor_location, hover_location)
+            self._row_lines_cache[key] = lines
+        return lines[line_no] if line_no < len(lines) else lines[-1]
+
+    def _render_row_lines(self, row_key: Any, base_style: Any, cursor_location: Any,
+                          hover_location: Any) -> list[tuple[list, list]]:
+        cursor_type = self.cursor_type
+        should_highlight = self._should_highlight
+        row_index = self._row_locations.get(row_key)
+        if row_index is None:
+            row_index = -1
+        row_style = self._get_row_style(row_index, base_style)
+        cells = []
+        widths = 0
+        for column_index, column in enumerate(self.ordered_columns):
+            location = Coordinate(row_index, column_index)
+            width = column.get_render_width(self)
+            widths += width
+            cells.append(self._render_cell(row_index, column_index, row_style, width,
+                                           cursor=should_highlight(cursor_location, location, cursor_type),
+                                           hover=should_highlight(hover_location, location, cursor_type)))
+        remaining = max(0, self.size.width - widths - self._row_label_column_width)
+        if cursor_type == "row":
+            extend_style, _ = self._get_styles_to_render_cell(
+                row_index == -1, False, False,
+                should_highlight(hover_location, Coordinate(row_index or 0, 0), cursor_type),
+                row_index == cursor_location.row, self.show_cursor, self._show_hover_cursor, False, False)
+            extend_style = row_style + extend_style
+        else:
+            return [super(KeyedTable, self)._render_line_in_row(row_key, i, base_style, cursor_location,
+                                                                hover_location)
+                    for i in range(max((len(c) for c in cells), default=1))]
+        extend_style += RichStyle.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        fill = [Segment(" " * remaining, extend_style)]
+        height = max((len(c) for c in cells), default=1)
+        return [([], [c[i] for c in cells] + [fill]) for i in range(height)]
 
     def _set_height(self, key: str, h: int) -> None:
         # DataTable has no API to change a row's height; its layout caches are keyed by the
