@@ -106,8 +106,15 @@ async def test_no_markdown_backticks_on_any_view():
                 await pilot.press("escape")
 
 
-async def test_runs_view_offers_resume_on_a_failed_run(tmp_path):
+async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
+    from fleetdeck.backend.actions import launch as backend_launch
     from fleetdeck.tui.screens.launch import LaunchModal
+    asked = []
+
+    async def fake_preflight(link, host_cfg, run, after=None, **kw):
+        asked.append((host_cfg.name, run, after, kw))
+        raise backend_launch.HostError(host_cfg.name, "stop here", "test")
+    monkeypatch.setattr(backend_launch, "preflight", fake_preflight)
     failed = tmp_path / "runs" / "r1"
     failed.mkdir(parents=True)
     (failed / "RUN.toml").write_text(f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n')
@@ -130,3 +137,7 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path):
         assert modal.values["output"] == str(failed)
         assert "Resume r1 on local" in str(modal.query_one(".title").render())
         assert modal.query_one("#launch-toml").disabled and app.focused.id == "launch-after"
+        await pilot.press("enter")  # the pre-flight, with resume and the host's own RUN.toml values
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert asked == [("local", modal.values, None, {"resume": True})]
