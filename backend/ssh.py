@@ -108,6 +108,7 @@ class HostLink:
         self._last_error: HostError | None = None
         self._auth_stamp: tuple[Any, ...] | None = None
         self._target: tuple[str, int] | None = None
+        self._user: str | None = None
 
     async def __aenter__(self) -> HostLink:
         return self
@@ -219,6 +220,7 @@ class HostLink:
         try:
             o = await asyncssh.SSHClientConnectionOptions.construct(None, **kw)
             self._target = (str(o.host), int(o.port))
+            self._user = h.user or getattr(o, "username", None)
         except (asyncssh.Error, OSError, ValueError):
             self._target = (h.address, h.port or 22)
         return self._target
@@ -239,7 +241,7 @@ class HostLink:
             raise HostError(self.name, f"connection to {self.where} timed out after {h.connect_timeout:g}s",
                             "timeout") from None
         except asyncssh.PermissionDenied as e:
-            user = h.user or opts.get("username") or "the default user"
+            user = h.user or self._user or "the default user"
             raise HostError(self.name, f"authentication refused by {self.where} for {user}: {e.reason}",
                             "auth") from None
         except (asyncssh.KeyImportError, ValueError) as e:
