@@ -93,6 +93,8 @@ class Watcher:
             return snap
         self.history.record(snap)
         transitions = self.engine.evaluate(snap, checks)
+        if self.collector is not None:   # a scrape agrees with the hooks from the moment they run
+            self.collector.update(snap, self.engine.firing(), checks)
         for a in transitions:
             self.history.event(a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text)
             self.say(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {a.title}: {a.text}")
@@ -103,8 +105,6 @@ class Watcher:
             save_engine(self.engine)
         except OSError as e:
             self.say(f"warning: alert state not saved: {e}")
-        if self.collector is not None:
-            self.collector.update(snap, self.engine.firing(), checks)
         self.polls += 1
         return snap
 
