@@ -161,16 +161,21 @@ async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float 
 
 async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None) -> dict[str, Any]:
     """Every seat of the fleet (or of `hosts`) with memory attributed and card headroom:
-    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, error}], "docker": {host: why}}`."""
+    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, error}], "docker": {host: why}}`.
+    The poll's own seats are used where the probe reported them; the seat finder runs as a
+    helper where it did not (or when `docker` names another docker client)."""
     from .poller import Poller
     from .ssh import HostError
+
+    async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
+        return list(h.seats or ()), None
 
     poller = Poller(fleet)
     try:
         snap = await poller.poll(hosts)
         up = [h for h in snap.hosts if h.reachable]
-        found = await asyncio.gather(*(fetch_seats(poller.link(h.name), docker) for h in up),
-                                     return_exceptions=True)
+        found = await asyncio.gather(*(fetch_seats(poller.link(h.name), docker) if docker or h.seats is None
+                                       else reported(h) for h in up), return_exceptions=True)
     finally:
         await poller.close()
     seats: list[Seat] = []
