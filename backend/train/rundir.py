@@ -202,7 +202,9 @@ def set_state(run: RunDir, manifest: dict, state: str, **extra: object) -> None:
         on_disk = run.read_manifest()
     except RunRefused:
         on_disk = {}
-    merged = {**on_disk, **manifest}
+    # keys the training process writes while it runs are taken from disk, never from this
+    # (possibly older) copy; `extra` sets them explicitly
+    merged = {**on_disk, **{k: v for k, v in manifest.items() if k not in RECOMPUTED}}
     merged["state"] = state
     merged.update(extra)
     merged["states"] = [*manifest.get("states", []), {"state": state, "time": time.time(), "pid": os.getpid()}]
