@@ -133,24 +133,3 @@ def test_mtp_head_and_vision_tower_are_never_adapted():
     with pytest.raises(TargetError, match="vision/audio tower or MTP head"):
         plan_targets(model, ["visual.0.fc"])
 
-
-def test_a_rerun_records_its_own_recipe_not_the_earlier_attempts(tmp_path):
-    from fleetdeck.backend.train.rundir import RunDir, new_manifest, set_state
-
-    run = RunDir(tmp_path / "run")
-    run.path.mkdir()
-    first = new_manifest({}, {"name": "r"}, "sha", 1)
-    set_state(run, first, "running")
-    on_disk = run.read_manifest()
-    on_disk.update(recipe="torch.compile on", packing={"used": True})
-    run.write_manifest(on_disk)
-    set_state(run, first, "failed", error="killed")
-    second = new_manifest(run.read_manifest(), {"name": "r"}, "sha", 1)
-    set_state(run, second, "running")
-    on_disk = run.read_manifest()
-    on_disk.update(recipe="torch.compile off", packing={"used": False})
-    run.write_manifest(on_disk)
-    set_state(run, second, "finished")
-    final = run.read_manifest()
-    assert final["recipe"] == "torch.compile off" and final["packing"] == {"used": False}
-    assert [s["state"] for s in final["states"]] == ["running", "failed", "running", "finished"]

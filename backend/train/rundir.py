@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetdeck.backend.hostlib.layout import final_adapter
+
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 LIVE_STATES = ("running",)
 
@@ -122,7 +124,7 @@ class RunDir:
         if self.path.exists() and not self.path.is_dir():
             raise RunRefused(f"output {self.path} exists and is not a folder")
         manifest = self.read_manifest() if self.path.is_dir() else {}
-        if (self.adapter_dir / "adapter_model.safetensors").exists() or manifest.get("state") == "finished":
+        if final_adapter(str(self.path)) is not None or manifest.get("state") == "finished":
             raise RunRefused(f"run {self.path} already finished (it has its final adapter); "
                              "refusing to overwrite it: choose another output folder")
         if manifest.get("state") in LIVE_STATES and manifest.get("pid") not in (None, os.getpid()):
