@@ -353,3 +353,39 @@ async def test_polls_are_applied_while_a_mirror_copies(tmp_path):
         await app.workers.wait_for_complete()
         assert modal.report is not None and modal.report.verified
         assert polls_during_copy >= 1
+
+
+async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, monkeypatch):
+    """The paths are deleted and the keepers verify, but the result record cannot be written:
+    the modal and the notification say so in red, never "deleted and verified"."""
+    import errno
+    run, ck = make_run(tmp_path)
+    real = state.audit
+
+    def audit(action, host, result, **fields):
+        if result != "started":
+            raise state.AuditError(state.audit_path(), OSError(errno.ENOSPC, "No space left on device"))
+        return real(action, host, result, **fields)
+
+    monkeypatch.setattr(state, "audit", audit)
+    app = local_app(tmp_path)
+    notes = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        monkeypatch.setattr(app, "notify", lambda msg, **kw: notes.append((msg, kw)))
+        modal = await open_purge(app, pilot, [ck])
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
+        await pilot.click("#act")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        rep = modal.report
+        assert rep.deleted and rep.verified and rep.audit_error
+        result = modal.query_one("#purge-result").render()
+        assert "deleted and verified" not in result.plain
+        first = result.plain.splitlines()[0]
+        assert first.startswith("✖ deleted, but the audit log was NOT written") and "disk is full" in first
+        from fleetdeck.tui.screens.purge import report_text
+        assert report_text(rep).get_style_at_offset(app.console, 0).color.name == "red"
+        msg, kw = next((m, k) for m, k in notes if k.get("title") == "Purge")
+        assert "NOT audited" in msg and kw["severity"] == "warning"
+    assert not ck.exists()

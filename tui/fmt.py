@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from fleetdeck.backend.hostlib.text import shown
+
 
 def human_bytes(n: float | None, unknown: str = "?") -> str:
     """1536 -> '1.5K'; binary units, at most 4 significant characters."""
@@ -37,10 +39,9 @@ def human_duration(seconds: float | None, unknown: str = "?") -> str:
 
 
 def escape_path(p: str) -> str:
-    """A path shown so that control characters (a newline...) cannot disguise it."""
-    if p.isprintable():
-        return p
-    return repr(p)[1:-1]
+    """A path as the one display escaper `shown` writes it (kept for the CLI tables that call
+    it by this name): a doubled backslash, so `a\\nb` never reads like `a<newline>b`."""
+    return shown(p)
 
 
 def progress_text(step: int | None, max_steps: int | None) -> str:

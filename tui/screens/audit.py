@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from fleetdeck.backend.state import read_audit
+from fleetdeck.backend.state import describe, read_audit
 
+from ..fmt import human_bytes
 from ..widgets.keyed_table import KeyedTable
 from .base import ViewScreen
-
-SKIP = {"time", "ts", "user", "controller", "host", "action", "result"}
 
 
 class AuditScreen(ViewScreen):
@@ -38,7 +35,7 @@ class AuditScreen(ViewScreen):
             rows[str(i)] = (str(rec.get("time", "")), str(rec.get("action", "")), str(rec.get("host") or "-"),
                             Text(result, style="green" if result in ("done", "verified", "acknowledged")
                                  else "bold red" if result in ("refused", "failed", "unverified") else ""),
-                            str(rec.get("user", "")), _summary(rec))
+                            str(rec.get("user", "")), describe(rec, human_bytes)[0])
         table = self.query_one("#audit-table", KeyedTable)
         table.sync(rows)
         self.show_detail()
@@ -50,17 +47,17 @@ class AuditScreen(ViewScreen):
         if key is None:
             detail.update(Text("No actions recorded yet.", style="dim"))
             return
-        detail.update(Text(json.dumps(self.records[int(key)], indent=1, default=str)[:2000]))
+        rec = self.records[int(key)]
+        summary, lines = describe(rec, human_bytes)
+        t = Text()
+        t.append(f"{rec.get('time', '')}  {rec.get('action', '')} on {rec.get('host') or '-'}: "
+                 f"{rec.get('result', '')}", style="bold")
+        t.append(f"  by {rec.get('user', '?')}\n", style="dim")
+        t.append(summary)
+        for line in lines:
+            t.append(f"\n  {line}")
+        detail.update(t)
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
 
-
-def _summary(rec: dict) -> str:
-    parts = []
-    for k, v in rec.items():
-        if k in SKIP or v in (None, [], {}):
-            continue
-        s = json.dumps(v, default=str) if not isinstance(v, str) else v
-        parts.append(f"{k}={s[:60]}")
-    return " ".join(parts)[:200]

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import HostSnapshot
 
 from ..fmt import human_bytes, human_duration, shorten_unique
@@ -45,7 +46,7 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
     """The fleet-table cells of host `name` for the columns in `w` (in `COLUMNS` order) and the
     row's height (one line per GPU/disk/run). `label`: the name as shown (shortened)."""
     live = state.hosts.get(name)
-    shown = state.shown(name)
+    snap = state.shown(name)
     down = live is not None and not live.reachable
     dim = down
     status = TextBuilder()
@@ -65,10 +66,10 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
         status.add("\n")
         status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
     lat = "-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms"
-    gpus, n_gpus = _gpu_lines(state, shown, w["gpus"], dim)
-    disks, n_disks = _disk_lines(shown, w["disks"], dim) if "disks" in w else (None, 0)
-    runs, n_runs = _run_lines(shown, w["runs"], dim)
-    stray_n = sum(1 for s in shown.schedules if s.stray) if shown else 0
+    gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
+    disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
+    runs, n_runs = _run_lines(snap, w["runs"], dim)
+    stray_n = sum(1 for s in snap.schedules if s.stray) if snap else 0
     stray = Text(str(stray_n), style=("dim" if dim else "bold red") if stray_n else "dim")
     status_t = status.build()
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
@@ -101,11 +102,11 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
         if i:
             t.add("\n")
         if d.error or not d.total_bytes:
-            t.add(f"? {d.path}", "dim" if dim else "yellow")
+            t.add(f"? {shown(d.path)}", "dim" if dim else "yellow")
             continue
         frac = d.used_bytes / d.total_bytes
         t.bar(frac, 3 if width < 28 else 8, dim)
-        t.add(f"{frac:>4.0%} {tail(d.path, width - (3 if width < 28 else 8) - 6)}", "dim" if dim else None)
+        t.add(f"{frac:>4.0%} {tail(shown(d.path), width - (3 if width < 28 else 8) - 6)}", "dim" if dim else None)
     return t.build(), len(h.disks)
 
 
@@ -115,14 +116,14 @@ def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int
         return Text("-", style="dim"), 0
     t = TextBuilder()
     name_w = max(3, width - 6 - (10 if width >= 30 else 0))
-    names = shorten_unique([r.name for r in live], name_w)
+    names = shorten_unique([shown(r.name) for r in live], name_w)
     for i, r in enumerate(live):
         if i:
             t.add("\n")
         stalled = r.state == "stalled"
         t.add("S" if stalled else "▶", "dim" if dim else ("bold yellow" if stalled else "green"))
         pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
-        t.add(f"{names[r.name]:<{name_w}} {pct:>4}", "dim" if dim else None)
+        t.add(f"{names[shown(r.name)]:<{name_w}} {pct:>4}", "dim" if dim else None)
         if width >= 30 and r.step is not None and r.max_steps:
             t.add(" ")
             t.bar(r.step / r.max_steps, 8, dim)
@@ -164,7 +165,7 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         t.append(f"\n⚠ {w}", style="yellow")
     for d in live.disks:
         if d.error or not d.total_bytes:
-            t.append(f"\n? {d.path}: {d.error or 'no size reported'}", style="yellow")
+            t.append(f"\n? {shown(d.path)}: {d.error or 'no size reported'}", style="yellow")
     return t
 
 

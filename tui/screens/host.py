@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
 from fleetdeck.backend import acks as backend_acks
+from fleetdeck.backend.hostlib.text import shown
 
 from ..fmt import human_bytes, human_duration
 from ..widgets.keyed_table import KeyedTable
@@ -67,20 +68,20 @@ class HostScreen(ViewScreen):
             for p in g.processes:
                 gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(p.user, style=dim),
                                                  Text(f"{p.used_mib:,.0f} MiB", style=dim), "",
-                                                 Text(p.command, style=dim))
+                                                 Text(shown(p.command), style=dim))
         for r in h.runs if h else ():
-            runs[r.key] = (Text(r.name, style=dim), Text(r.state, style=dim or _state_style(r.state)),
+            runs[r.key] = (Text(shown(r.name), style=dim), Text(r.state, style=dim or _state_style(r.state)),
                            progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
-                           Text(r.path, style="dim"))
+                           Text(shown(r.path), style="dim"))
         every = st.schedules
         for s in backend_acks.stray_first(h.schedules) if h else ():
             scheds[s.id] = (s.kind, Text(backend_acks.why(s, every), style="bold red" if s.stray else "dim"),
-                            s.user, s.spec, s.command.replace("\n", " "))
+                            s.user, shown(s.spec), shown(s.command))
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None
             used = bar(frac, 10, bool(dim))
             used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
-            disks[d.path] = (d.path, used, human_bytes(d.free_bytes), d.mount, d.fstype)
+            disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), d.mount, d.fstype)
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks)):

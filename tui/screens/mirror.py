@@ -10,7 +10,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from ..fmt import escape_path, human_bytes, human_duration
+from fleetdeck.backend.hostlib.text import shown
+
+from ..fmt import human_bytes, human_duration
 from ..messages import ActionFinished
 from ..widgets.keyed_table import NavTable
 from ..widgets.render import bar
@@ -51,7 +53,7 @@ class MirrorModal(TypedConfirmModal):
     def compose_body(self) -> ComposeResult:
         others = [(h.name, h.name) for h in self.app.fleet.hosts if h.name != self.src_host]
         first = others[0][1] if len(others) == 1 else None
-        yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{escape_path(self.src_path)}"))
+        yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
         yield Label("To host:")
         yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
                      value=first if first else Select.NULL)
@@ -192,7 +194,7 @@ class MirrorModal(TypedConfirmModal):
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
-            table.add_row(escape_path(f.path), human_bytes(f.bytes), str(f.sha256_src or "-")[:12],
+            table.add_row(shown(f.path), human_bytes(f.bytes), str(f.sha256_src or "-")[:12],
                           str(f.sha256_dst or "-")[:12], Text(st, style=STATUS_STYLE.get(f.status, "")))
         t = Text()
         if dry_run:

@@ -9,7 +9,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Input, Label, Static
 
-from ..fmt import escape_path, human_bytes
+from fleetdeck.backend.hostlib.text import shown
+
+from ..fmt import human_bytes
 from ..messages import ActionFinished
 from .modal import TypedConfirmModal
 
@@ -61,7 +63,7 @@ class PurgeModal(TypedConfirmModal):
         yield Static(id="purge-keepers")
         yield Static(id="purge-space")
         for i, p in enumerate(self.paths):
-            yield Label(Text.assemble("Type ", (escape_path(p), "bold"), " exactly to confirm:"))
+            yield Label(Text.assemble("Type ", (shown(p), "bold"), " exactly to confirm:"))
             yield Input(placeholder="the path above, character for character",
                         id=f"confirm-{i}", classes="confirm", compact=True)
         yield Static(id="purge-result")
@@ -108,11 +110,11 @@ class PurgeModal(TypedConfirmModal):
         table = self.query_one("#purge-plan", DataTable)
         table.clear()
         for entry in plan.paths:
-            table.add_row(Text(escape_path(entry.path)), human_bytes(entry.bytes), check_text(entry),
+            table.add_row(Text(shown(entry.path)), human_bytes(entry.bytes), check_text(entry),
                           height=None)
         keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
         for k in plan.keepers:
-            keepers.append(f"  {escape_path(k.path)}  ")
+            keepers.append(f"  {shown(k.path)}  ")
             keepers.append(f"sha256 {str(k.sha256_before or '?')[:16]}…\n", style="dim")
         if not plan.keepers:
             keepers.append("  none\n", style="dim")
@@ -131,7 +133,7 @@ class PurgeModal(TypedConfirmModal):
             why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
             for entry in plan.paths:
                 for r in entry.refusals:
-                    why.append(f"\n  {escape_path(entry.path)}: {r.code}: {r.message}", style="red")
+                    why.append(f"\n  {shown(entry.path)}: {r.code}: {r.message}", style="red")
             verdict.update(why)
         self.refresh_act()
 
@@ -158,27 +160,34 @@ class PurgeModal(TypedConfirmModal):
         result.update(report_text(rep))
         self.query_one("#purge-result", Static).scroll_visible(animate=False)
         self.finished()
-        ok = bool(rep.ok)
+        ok = bool(rep.ok) and not rep.audit_error
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
         summary = (f"{self.host}: deleted {len(self.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
                    f"keepers verified; free {human_bytes(before)} → {human_bytes(after)}." if ok else
                    f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
-                   if not rep.deleted else f"{self.host}: deleted, but a keeper changed.")
+                   if not rep.deleted else f"{self.host}: deleted, but a keeper changed."
+                   if not rep.verified else f"{self.host}: deleted, but NOT audited: {rep.audit_error}")
         self.app.post_message(ActionFinished("purge", self.host, ok, summary))
 
 
 def report_text(rep: Any) -> Text:
     """What the purge did: each path, free space before and after, each keeper re-verified."""
     t = Text()
-    if rep.ok:
+    if rep.audit_error:
+        # the purge is not done until its record is on disk: never shown as a success
+        t.append(f"✖ {'deleted' if rep.deleted else 'nothing deleted'}, but the audit log was NOT "
+                 f"written: {rep.audit_error}\n", style="bold red")
+        if rep.deleted and not rep.verified:
+            t.append("✖ and a keeper did NOT verify\n", style="bold red")
+    elif rep.ok:
         t.append("✔ deleted and verified\n", style="bold green")
     elif rep.deleted:
         t.append("✖ deleted, but a keeper did NOT verify\n", style="bold red")
     else:
         t.append("✖ nothing deleted\n", style="bold red")
     for p in rep.paths:
-        t.append(f"  {escape_path(p.path)}: ")
+        t.append(f"  {shown(p.path)}: ")
         why = "; ".join(f"{r.code}: {r.message}" for r in p.refusals)
         t.append("deleted" if p.deleted else f"kept ({why or p.error or 'not deleted'})",
                  style="green" if p.deleted else "red")
@@ -188,7 +197,7 @@ def report_text(rep: Any) -> Text:
              if before is not None and after is not None else "")
     t.append(f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n", style="bold")
     for k in rep.keepers:
-        t.append(f"  keeper {escape_path(k.path)}: sha256 {str(k.sha256_after)[:16]}… ")
+        t.append(f"  keeper {shown(k.path)}: sha256 {str(k.sha256_after)[:16]}… ")
         t.append("re-verified ✔\n" if k.verified else "CHANGED ✖\n",
                  style="green" if k.verified else "bold red")
     return t

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Schedule
 
 from ..messages import ActionFinished
@@ -42,17 +43,17 @@ class RemoveScheduleModal(TypedConfirmModal):
         s = self.schedule
         t = Text()
         t.append("When:    ", style="bold")
-        t.append(f"{s.spec}\n")
+        t.append(f"{shown(s.spec)}\n")
         t.append("Command: ", style="bold")
-        t.append(f"{s.command}\n")
+        t.append(f"{shown(s.command)}\n")
         t.append("Source:  ", style="bold")
-        t.append(f"{s.source} (user {s.user}{f', pid {s.pid}' if s.pid else ''})")
+        t.append(f"{shown(s.source)} (user {shown(s.user)}{f', pid {s.pid}' if s.pid else ''})")
         if s.reasons:
             t.append("\nStray:   ", style="bold")
             t.append(", ".join(s.reasons), style="bold red")
         yield Static(t)
         yield Static(Text("checking the host…", style="dim"), id="remove-check")
-        yield Label(Text.assemble("Type the id ", (s.id, "bold"), " to confirm:"))
+        yield Label(Text.assemble("Type the id ", (shown(s.id), "bold"), " to confirm:"))
         yield Input(placeholder="type the id shown above", id="remove-confirm", classes="confirm",
                     compact=True)
         yield Static(id="remove-result")

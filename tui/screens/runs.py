@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, Log, Static
 
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Run
 
 from ..fmt import human_bytes, human_duration, shorten_unique
@@ -109,9 +110,9 @@ class RunsScreen(ViewScreen):
         runs = self.state.runs
         w = self._widths
         hosts = shorten_unique([r.host for r in runs], w["host"])
-        names = shorten_unique([r.name for r in runs], w["name"])
+        names = shorten_unique([shown(r.name) for r in runs], w["name"])
         for r in runs:
-            cells = {"host": hosts[r.host], "name": names[r.name],
+            cells = {"host": hosts[r.host], "name": names[shown(r.name)],
                      "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
                                    style=_state_style(r.state)),
                      "prog": progress(r.step, r.max_steps),
@@ -148,11 +149,11 @@ class RunsScreen(ViewScreen):
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
         t = Text()
-        t.append(f"{r.host}:{r.path}", style="bold")
+        t.append(f"{r.host}:{shown(r.path)}", style="bold")
         t.append(f"  {r.state}", style=_state_style(r.state))
         if r.seconds_per_step is not None:
             t.append(f"  {r.seconds_per_step:.2f} s/step")
-        t.append(f"  adapter: {r.adapter or 'none yet'}", style="dim" if not r.adapter else "")
+        t.append(f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}", style="dim" if not r.adapter else "")
         if r.reason:
             t.append(f"\nwhy {r.state}: {r.reason}", style="bold yellow" if r.state != "running" else "yellow")
         if r.state in RESUMABLE:
@@ -164,7 +165,7 @@ class RunsScreen(ViewScreen):
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
         rows = {c.path: (Text("✓" if c.path in marks else " ", style="bold red"),
-                         "?" if c.step is None else str(c.step), human_bytes(c.bytes), c.path.rsplit("/", 1)[-1])
+                         "?" if c.step is None else str(c.step), human_bytes(c.bytes), shown(c.path.rsplit("/", 1)[-1]))
                 for c in r.checkpoints}
         self.query_one("#ckpt-table", KeyedTable).sync(rows)
         if self._log_for != r.key or r.state in ("running", "stalled"):
@@ -237,7 +238,7 @@ class RunsScreen(ViewScreen):
             key = self.query_one("#ckpt-table", KeyedTable).current_key
             paths = [key] if key else []
         if not paths:
-            self.notify(f"{r.name} has no checkpoints to purge.", severity="warning")
+            self.notify(f"{shown(r.name)} has no checkpoints to purge.", severity="warning")
             return
         from .purge import PurgeModal
         self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
@@ -246,7 +247,7 @@ class RunsScreen(ViewScreen):
         """Mirror the selected run's adapter to another host."""
         r = self.selected
         if r is None or not r.adapter:
-            self.notify(f"{r.name if r else 'No run'} has no final adapter to mirror yet.",
+            self.notify(f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
                         title="Mirror", severity="warning")
             return
         from .mirror import MirrorModal
@@ -259,7 +260,7 @@ class RunsScreen(ViewScreen):
             self.notify("No run selected.", severity="warning")
             return
         if r.state not in RESUMABLE:
-            self.notify(f"{r.name} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
+            self.notify(f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
                         title="Resume", severity="warning")
             return
         from fleetdeck.backend.actions import launch as backend_launch
@@ -279,7 +280,7 @@ class RunsScreen(ViewScreen):
                 raise FileNotFoundError
             values = tomllib.loads(res.stdout.decode("utf-8", "replace"))
         except FileNotFoundError:
-            self.notify(f"{run.name} has no RUN.toml in its folder on {run.host}, so it was not started by "
+            self.notify(f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
                         "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning")
             return
         except Exception as e:

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from fleetdeck.backend import acks as backend_acks
 from fleetdeck.backend import state as backend_state
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Schedule
 
 from ..fmt import shorten_unique
@@ -87,8 +88,8 @@ class SchedulesScreen(ViewScreen):
             flag = "⚠" if s.stray else ("·" if s.system else " ")
             cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
                      "kind": s.kind, "why": Text(backend_acks.why(s, every), style=style or "green"),
-                     "user": s.user, "spec": Text(s.spec, style=style),
-                     "cmd": Text(s.command.replace("\n", " "), style=style)}
+                     "user": s.user, "spec": Text(shown(s.spec), style=style),
+                     "cmd": Text(shown(s.command), style=style)}
             rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
         with self.app.batch_update():
             self.table.sync(rows)
@@ -102,8 +103,8 @@ class SchedulesScreen(ViewScreen):
             d.update(Text("No schedules found on any reachable host.", style="dim"))
             return
         t = Text()
-        t.append(f"{s.id}", style="bold")
-        t.append(f"  {s.kind} on {s.host} as {s.user}, from {s.source}")
+        t.append(shown(s.id), style="bold")
+        t.append(f"  {s.kind} on {s.host} as {shown(s.user)}, from {shown(s.source)}")
         if s.pid:
             t.append(f", pid {s.pid}")
         if s.next_run:
@@ -111,7 +112,7 @@ class SchedulesScreen(ViewScreen):
         if not s.active:
             t.append(" (inactive)", style="dim")
         t.append("\n")
-        t.append(s.command)
+        t.append(shown(s.command))
         if s.stray:
             t.append(f"\nstray: {backend_acks.why(s, self.state.schedules)}  —  a: acknowledge   x: remove",
                      style="bold red")
@@ -135,7 +136,7 @@ class SchedulesScreen(ViewScreen):
             self.app.report_error("Acknowledge", e)
             return
         self.app.post_message(ActionFinished("acknowledge", s.host, True,
-                                             f"{s.id} on {s.host} acknowledged."))
+                                             f"{shown(s.id)} on {s.host} acknowledged."))
 
     def action_remove(self) -> None:
         """Remove the highlighted schedule or stop the loop, after its id is typed back."""
