@@ -171,11 +171,13 @@ class AlertsScreen(ViewScreen):
                          ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
                          verdict)
         self.query_one("#seats-table", KeyedTable).sync(rows)
+        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
+        floor = (watch.config if watch is not None else AlertConfig()).gpu_headroom_floor_gib * 1024
         bars = Text()
         for h in hosts:
             for room in headroom(h):
                 if room.shares:
-                    bars.append_text(headroom_bar(h, room.gpu))
+                    bars.append_text(headroom_bar(h, room.gpu, floor))
                     bars.append("\n")
         self.query_one("#seats-headroom", Static).update(
             bars if bars.plain else Text("No serving seats seen.", style="dim"))
@@ -225,9 +227,9 @@ class AlertsScreen(ViewScreen):
             self.show_seats()
 
 
-def headroom_bar(host: HostSnapshot, gpu: int) -> Text:
-    """`host GPUn ▕███▓▓▓░░▏ free` with each seat's share in its own colour, other holders
-    grey, and the free part empty."""
+def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> Text:
+    """`host GPUn ███▓▓▓░░ free` with each seat's share in its own colour, other holders grey,
+    the free part empty, and the free figure red under the `[alerts]` floor."""
     room = next(r for r in headroom(host) if r.gpu == gpu)
     total = room.total_mib or 1.0
     t = Text(f"{host.name} GPU{gpu} ")
@@ -243,7 +245,7 @@ def headroom_bar(host: HostSnapshot, gpu: int) -> Text:
     t.append("█" * min(other, BAR - used_cells), style="grey50")
     t.append("░" * max(0, BAR - used_cells - other), style="dim")
     t.append(f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
-             style="bold red" if room.free_mib < 6 * 1024 else "")
+             style="bold red" if room.free_mib < floor_mib else "")
     for part in legend:
         t.append_text(part)
     return t
