@@ -79,23 +79,6 @@ def matmul_peak_tflops(device) -> float | None:
     return 2 * 8192**3 / statistics.median(times) / 1e12
 
 
-def analytic_flops_per_token(cfg: RunConfig) -> float:
-    """The MFU formula's FLOPs per token for `cfg`'s model and targets (counted on a meta-device copy)."""
-    import torch
-    from torch import nn
-
-    from .lora import plan_targets
-    from .models import build_model, shapes_of
-
-    model = build_model(cfg.base_model, torch.bfloat16, torch.device("meta"), "sdpa", cfg.seed)
-    plan = plan_targets(model, cfg.target_modules)
-    mods = dict(model.named_modules())
-    n_lora = sum(cfg.lora_rank * (mods[n].in_features + mods[n].out_features) for n in plan.modules)
-    n_matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    s = shapes_of(model)
-    return 4 * n_matmul + 6 * n_lora + 6 * s.layers * s.heads * s.head_dim * cfg.seq_len
-
-
 def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
     """Time the trainer's own step (what `fleetdeck train` runs) on this card."""
     import torch
