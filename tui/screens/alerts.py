@@ -140,9 +140,10 @@ class AlertsScreen(ViewScreen):
         yield KeyedTable([("state", "State"), ("rule", "Rule"), ("host", "Host"), ("subject", "Subject"),
                           ("since", "Since"), ("text", "What")], id="alerts-table")
         yield Static(id="alerts-detail", classes="detail")
+        yield Static("Seats and card headroom (c: check the highlighted seat)", classes="section")
         yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
                           ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
-                         id="seats-table")
+                         id="seats-table", classes="auto")
         yield Static(id="seats-headroom", classes="detail")
 
     def refresh_view(self) -> None:
