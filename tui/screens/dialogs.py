@@ -18,6 +18,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
 
     from ..app import FleetdeckApp
     from ..widgets.keyed_table import NavTable
+    from .alerts import AlertsScreen
     from .fleet import FleetScreen
     from .host import HostScreen
     from .modal import TypedConfirmModal
@@ -43,6 +44,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
         ("Host view", own(HostScreen.BINDINGS)),
         ("Runs view", own(RunsScreen.BINDINGS) + own(CheckpointTable.BINDINGS)),
         ("Schedules view", own(SchedulesScreen.BINDINGS)),
+        ("Alerts view", own(AlertsScreen.BINDINGS)),
         ("In a pop-up", modal_keys),
     ]
 
