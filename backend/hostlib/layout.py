@@ -149,6 +149,12 @@ def run_of(comps):
     return None
 
 
-def not_fresh(names):
-    """The entries that make a folder listing unfit for a new run (sorted)."""
-    return sorted(n for n in names if n not in FRESH_OK)
+# What a trainer that stopped before writing run.json may have left, and may pick up again.
+RESUMABLE_OK = FRESH_OK + ("checkpoints", "progress.jsonl")
+
+
+def not_fresh(names, resumable=False):
+    """The entries that make a folder listing unfit for a new run (sorted; hidden names are
+    never counted). `resumable`: the trainer's own leftovers (checkpoints, progress) are fine."""
+    ok = RESUMABLE_OK if resumable else FRESH_OK
+    return sorted(n for n in names if n not in ok and not n.startswith("."))

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetdeck.backend.hostlib.layout import final_adapter
+from fleetdeck.backend.hostlib import hashing, procfs
+from fleetdeck.backend.hostlib.layout import final_adapter, not_fresh
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 LIVE_STATES = ("running",)
@@ -36,38 +37,24 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def process_start_time(pid: int | str = "self") -> tuple[int | None, float | None]:
-    """(start ticks since boot, start as epoch seconds) from /proc/<pid>/stat; Nones off Linux."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime "))
-        return ticks, btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None, None
+    """(start ticks since boot, start as epoch seconds) of `pid`, from the host library."""
+    ticks = procfs.start_ticks(os.getpid() if pid == "self" else int(pid))
+    return (ticks, procfs.started_at(ticks)) if ticks is not None else (None, None)
 
 
 def pid_alive(pid: int, start_ticks: int | None) -> bool:
-    """True when `pid` runs and (where known) is the same process that started at `start_ticks`."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
+    """True when the process a manifest names may still run: the same process (pid and start
+    time, the host library's identity rule); a pid recorded without its start time counts as
+    alive while that pid exists, since refusing a second start is the safe side here."""
     if start_ticks is None:
-        return True
-    ticks, _ = process_start_time(pid)
-    return ticks is None or ticks == start_ticks
+        return procfs.alive(pid)
+    return procfs.same_process(pid, start_ticks)
 
 
 def sha256_file(path: Path) -> str:
-    """The sha256 of one file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
+    """The sha256 of one file (a corpus may be a symlink: it is followed), streamed."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashing.sha256_fd(f.fileno())[0]
 
 
 def corpus_sha256(path: Path) -> str:
@@ -131,9 +118,7 @@ class RunDir:
             if pid_alive(int(manifest["pid"]), manifest.get("start_ticks")):
                 raise RunRefused(f"run {self.path} is live (pid {manifest['pid']}); refusing to start it twice")
         if self.path.is_dir() and not manifest:
-            foreign = [p.name for p in self.path.iterdir()
-                       if p.name not in ("train.log", "checkpoints", "progress.jsonl", "RUN.toml")
-                       and not p.name.startswith(".")]
+            foreign = not_fresh(os.listdir(self.path), resumable=True)
             if foreign:
                 raise RunRefused(f"output {self.path} holds files that are not a fleetdeck run "
                                  f"({', '.join(sorted(foreign)[:3])}); choose an empty or new folder")
