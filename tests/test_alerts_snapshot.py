@@ -40,6 +40,8 @@ def test_alerts_view(snap_compare, monkeypatch):
 
     async def run_before(pilot):
         await feed(app, pilot)
+        app.clear_notifications()   # the view, not the toasts that announced its alerts
+        await pilot.pause()
 
     try:
         assert snap_compare(app, terminal_size=(120, 40), run_before=run_before, press=["5"])
