@@ -93,15 +93,8 @@ def _iso(ts):
 
 # -- processes ----------------------------------------------------------------------------------
 def _proc_read(path):
-    """A /proc file's text, with raw os calls: the process scan opens hundreds of them a poll."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = [os.read(fd, 65536)]
-        while len(chunks[-1]) == 65536:
-            chunks.append(os.read(fd, 65536))
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", "surrogateescape")
+    """A /proc file's text (undecodable bytes kept), read by the host library."""
+    return procfs.read_bytes(path).decode("utf-8", "surrogateescape")
 
 
 class Procs:
@@ -131,12 +124,8 @@ class Procs:
     def stat(self, pid):
         """(ppid, start ticks, state) from /proc/PID/stat, or None when gone."""
         if pid not in self._stat:
-            try:
-                s = _proc_read(f"/proc/{pid}/stat")
-                rest = s[s.rfind(")") + 2:].split()
-                self._stat[pid] = (int(rest[1]), int(rest[19]), rest[0])
-            except (OSError, IndexError, ValueError):
-                self._stat[pid] = None
+            st = procfs.stat(pid)
+            self._stat[pid] = (st[1], st[3], st[0]) if st else None
         return self._stat[pid]
 
     def ppid(self, pid):

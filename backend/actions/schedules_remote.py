@@ -374,11 +374,8 @@ def _loop_target(s):
 
 
 def _tty_nr(pid):
-    try:
-        data = procfs.read_bytes("/proc/%d/stat" % pid)
-        return int(data[data.rindex(b")") + 2:].split()[4])
-    except (OSError, ValueError, IndexError):
-        return 0
+    st = procfs.stat(pid)
+    return st[5] if st else 0
 
 
 def _interactive(pid):

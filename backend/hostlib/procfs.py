@@ -36,11 +36,12 @@ def read_bytes(path, limit=1 << 20):
 
 
 def stat(pid):
-    """(state, ppid, pgid, start ticks, flags) of `pid` from /proc/PID/stat, or None if gone."""
+    """(state, ppid, pgid, start ticks, flags, tty_nr) of `pid` from /proc/PID/stat, or None
+    if gone."""
     try:
         data = read_bytes("/proc/%d/stat" % pid)
         rest = data[data.rindex(b")") + 2:].split()
-        return (rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]), int(rest[6]))
+        return (rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]), int(rest[6]), int(rest[4]))
     except (OSError, ValueError, IndexError):
         return None
 
