@@ -72,7 +72,8 @@ class AlertWatch:
         """Judge the rules on one poll; ring and toast for each alert that starts firing."""
         if not self.enabled:
             return []
-        if self.history is None:
+        first = self.history is None
+        if first:
             self.history = History(retention_days=self.config.history_retention_days)
             self._prefill(snap)
         self.history.record(snap)
@@ -83,10 +84,17 @@ class AlertWatch:
         fired = [a for a in transitions if a.state == "firing"]
         if fired:
             self.app.bell()
-            for a in fired[:3]:
-                self.app.notify(a.text, title=a.title, severity="warning", timeout=10)
-            if len(fired) > 3:
-                self.app.notify(f"and {len(fired) - 3} more: press 5", title="Alerts", severity="warning")
+            if first and len(fired) > 1:
+                # at start everything already wrong "starts firing": one toast, not a wall of them
+                # covering the screen the operator has just opened (at 80x24, all of it)
+                rules = sorted({a.rule for a in fired})
+                self.app.notify(f"{len(fired)} alerts firing ({', '.join(rules)}): press 5 to see them.",
+                                title="Alerts", severity="warning", timeout=10)
+            else:
+                for a in fired[:2]:
+                    self.app.notify(a.text, title=a.title, severity="warning", timeout=10)
+                if len(fired) > 2:
+                    self.app.notify(f"and {len(fired) - 2} more: press 5", title="Alerts", severity="warning")
         self.show_badge()
         return transitions
 

@@ -6,11 +6,28 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.state import describe, read_audit
 
 from ..fmt import human_bytes
 from ..widgets.keyed_table import KeyedTable
 from .base import ViewScreen
+
+AUDIT_COLUMNS = {"time": "Time", "action": "Action", "host": "Host", "result": "Result", "user": "User",
+                 "what": "Details"}
+
+
+def audit_columns(width: int) -> list[tuple[str, str]]:
+    """The Audit table's columns: below 100 columns the user goes (the detail pane names it)
+    and the time is shortened, so that the details keep some room."""
+    return [(k, v) for k, v in AUDIT_COLUMNS.items() if width >= 100 or k != "user"]
+
+
+def short_time(iso: str) -> str:
+    """`2026-12-01T01:25:26+0000` -> `12-01 01:25:26`; anything else as it is."""
+    if len(iso) >= 19 and iso[4] == "-" and iso[10] == "T":
+        return f"{iso[5:10]} {iso[11:19]}"
+    return iso
 
 
 class AuditScreen(ViewScreen):
@@ -21,21 +38,33 @@ class AuditScreen(ViewScreen):
         self.records: list[dict] = []
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable([("time", "Time"), ("action", "Action"), ("host", "Host"),
-                          ("result", "Result"), ("user", "User"), ("what", "Details")], id="audit-table")
+        self._columns = audit_columns(self.app.size.width)
+        yield KeyedTable(self._columns, id="audit-table")
         yield Static(id="audit-detail", classes="detail")
+
+    def on_resize(self) -> None:
+        cols = audit_columns(self.size.width)
+        if cols != self._columns:
+            self._columns = cols
+            self.query_one("#audit-table", KeyedTable).set_columns(cols)
+            if self.ready:
+                self.refresh_view()
 
     def refresh_view(self) -> None:
         self.records = read_audit()
         rows = {}
+        keys = [k for k, _ in self._columns]
         # an append-only log: the line number is a stable key
         for i in range(len(self.records) - 1, -1, -1):
             rec = self.records[i]
             result = str(rec.get("result", ""))
-            rows[str(i)] = (str(rec.get("time", "")), str(rec.get("action", "")), str(rec.get("host") or "-"),
-                            Text(result, style="green" if result in ("done", "verified", "acknowledged")
-                                 else "bold red" if result in ("refused", "failed", "unverified") else ""),
-                            str(rec.get("user", "")), describe(rec, human_bytes)[0])
+            stamp = str(rec.get("time", ""))
+            cells = {"time": stamp if "user" in keys else short_time(stamp), "action": str(rec.get("action", "")),
+                     "host": shown(str(rec.get("host") or "-")),
+                     "result": Text(result, style="green" if result in ("done", "verified", "acknowledged")
+                                    else "bold red" if result in ("refused", "failed", "unverified") else ""),
+                     "user": shown(str(rec.get("user", ""))), "what": describe(rec, human_bytes)[0]}
+            rows[str(i)] = tuple(cells[k] for k in keys)
         table = self.query_one("#audit-table", KeyedTable)
         table.sync(rows)
         self.show_detail()
@@ -50,9 +79,9 @@ class AuditScreen(ViewScreen):
         rec = self.records[int(key)]
         summary, lines = describe(rec, human_bytes)
         t = Text()
-        t.append(f"{rec.get('time', '')}  {rec.get('action', '')} on {rec.get('host') or '-'}: "
+        t.append(f"{rec.get('time', '')}  {rec.get('action', '')} on {shown(str(rec.get('host') or '-'))}: "
                  f"{rec.get('result', '')}", style="bold")
-        t.append(f"  by {rec.get('user', '?')}\n", style="dim")
+        t.append(f"  by {shown(str(rec.get('user', '?')))}\n", style="dim")
         t.append(summary)
         for line in lines:
             t.append(f"\n  {line}")

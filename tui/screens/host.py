@@ -38,12 +38,18 @@ class HostScreen(ViewScreen):
             yield KeyedTable([("name", "Run"), ("state", "State"), ("prog", "Progress"),
                               ("loss", "Loss"), ("path", "Path")], id="host-runs", classes="auto")
             yield Label("Schedules", classes="section")
-            yield KeyedTable([("kind", "Kind"), ("stray", "Stray because"), ("user", "User"),
-                              ("spec", "When"), ("cmd", "Command")],
-                             id="host-schedules", classes="auto")
+            self._sched_cols = host_schedule_columns(self.app.size.width)
+            yield KeyedTable(self._sched_cols, id="host-schedules", classes="auto")
             yield Label("Disks", classes="section")
             yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
                               ("fs", "Type")], id="host-disks", classes="auto")
+
+    def on_resize(self) -> None:
+        cols = host_schedule_columns(self.size.width)
+        if cols != self._sched_cols:
+            self._sched_cols = cols
+            self.query_one("#host-schedules", KeyedTable).set_columns(cols)
+            self.refresh_view()
 
     def on_mount(self) -> None:
         self.sub_title = f"host {self.host_name}"
@@ -75,8 +81,9 @@ class HostScreen(ViewScreen):
                            Text(shown(r.path), style="dim"))
         every = st.schedules
         for s in backend_acks.stray_first(h.schedules) if h else ():
-            scheds[s.id] = (s.kind, Text(backend_acks.why(s, every), style="bold red" if s.stray else "dim"),
-                            s.user, shown(s.spec), shown(s.command))
+            cells = {"kind": s.kind, "stray": Text(backend_acks.why(s, every), style="bold red" if s.stray else "dim"),
+                     "user": s.user, "spec": shown(s.spec), "cmd": shown(s.command)}
+            scheds[s.id] = tuple(cells[c[0]] for c in self._sched_cols)
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None
             used = bar(frac, 10, bool(dim))
@@ -86,6 +93,20 @@ class HostScreen(ViewScreen):
             for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks)):
                 self.query_one(tid, KeyedTable).sync(rows)
+
+
+def host_schedule_columns(width: int) -> list[tuple[str, str, int]]:
+    """The Host view's schedule columns: the reason gets a bounded share and the command what
+    is left (a reason naming a path and two hosts would otherwise push the command off screen);
+    below 120 columns the user goes (the Schedules view shows it)."""
+    w = {"kind": 13, "stray": min(48, max(18, width // 4)), "user": 8, "spec": 14}
+    if width < 120:
+        del w["user"]
+    if width < 100:
+        w["kind"], w["spec"] = 9, 12
+    w["cmd"] = max(16, width - sum(w.values()) - 2 * (len(w) + 1) - 4)
+    labels = {"kind": "Kind", "stray": "Stray because", "user": "User", "spec": "When", "cmd": "Command"}
+    return [(k, labels[k], w[k]) for k in labels if k in w]
 
 
 def _state_style(state: str) -> str:

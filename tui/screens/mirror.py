@@ -69,8 +69,9 @@ class MirrorModal(TypedConfirmModal):
         yield Button("Dry run", id="dry", variant="primary")
 
     def prepare(self) -> None:
-        self.query_one("#mirror-files", DataTable).add_columns("File", "Bytes", "sha256 here", "sha256 there",
-                                                               "Status")
+        # the verdict first: at 80 columns a long file name pushes the last column off the dialog
+        self.query_one("#mirror-files", DataTable).add_columns("Status", "File", "Bytes", "sha256 here",
+                                                               "sha256 there")
 
     def focus_first_field(self) -> None:
         host = self.query_one("#mirror-host", Select)
@@ -194,8 +195,8 @@ class MirrorModal(TypedConfirmModal):
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
-            table.add_row(shown(f.path), human_bytes(f.bytes), str(f.sha256_src or "-")[:12],
-                          str(f.sha256_dst or "-")[:12], Text(st, style=STATUS_STYLE.get(f.status, "")))
+            table.add_row(Text(st, style=STATUS_STYLE.get(f.status, "")), shown(f.path), human_bytes(f.bytes),
+                          str(f.sha256_src or "-")[:12], str(f.sha256_dst or "-")[:12])
         t = Text()
         if dry_run:
             what = {"would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from fleetdeck.backend.hostlib.text import shown
 
-from ..fmt import human_bytes
+from ..fmt import human_bytes, shorten_unique
 from ..messages import ActionFinished
 from .modal import TypedConfirmModal
 
@@ -33,6 +33,15 @@ def check_text(entry: Any) -> Text:
     if not t.plain:
         t.append("? no checks reported", style="yellow")
     return t
+
+
+def cut_paths(paths: list[str], width: int) -> dict[str, str]:
+    """Each path cut to `width` keeping its tail (`…/checkpoints/checkpoint-25`: the part that
+    tells checkpoints apart); when two tails look the same, head and tail around a `…`."""
+    cut = {p: p if len(p) <= width else "…" + p[-(width - 1):] for p in paths}
+    if len(set(cut.values())) == len(cut):
+        return cut
+    return shorten_unique(paths, width)
 
 
 class PurgeModal(TypedConfirmModal):
@@ -108,9 +117,13 @@ class PurgeModal(TypedConfirmModal):
     def show_plan(self, plan: Any) -> None:
         """Fill the plan table, keepers and free space from the backend's plan."""
         table = self.query_one("#purge-plan", DataTable)
-        table.clear()
+        # columns too: an auto-width column keeps the width of the longest path it ever held,
+        # so after a resize to 80 columns the size and checks would stay off the dialog
+        table.clear(columns=True)
+        table.add_columns("Path", "Size", "Checks")
+        names = cut_paths([shown(e.path) for e in plan.paths], self.path_width())
         for entry in plan.paths:
-            table.add_row(Text(shown(entry.path)), human_bytes(entry.bytes), check_text(entry),
+            table.add_row(Text(names[shown(entry.path)]), human_bytes(entry.bytes), check_text(entry),
                           height=None)
         keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
         for k in plan.keepers:
@@ -136,6 +149,17 @@ class PurgeModal(TypedConfirmModal):
                     why.append(f"\n  {shown(entry.path)}: {r.code}: {r.message}", style="red")
             verdict.update(why)
         self.refresh_act()
+
+    def path_width(self) -> int:
+        """Room for a path in the plan table, so that its size and checks stay on screen at 80
+        columns (the dialog is 90 % of the screen; the size, the checks and the cell padding
+        take about 45). A cut path keeps its head and tail; it is in full where it is typed."""
+        dialog = min(140, self.app.size.width * 9 // 10)
+        return max(16, dialog - 50)
+
+    def on_resize(self) -> None:
+        if self.plan is not None:
+            self.show_plan(self.plan)
 
     def typed(self) -> dict[str, str]:
         """What the operator typed for each path."""

@@ -39,6 +39,13 @@ def run_layout(width: int) -> dict[str, int]:
     return {k: w[k] for k in keys}
 
 
+def _bar_width(r: Run, width: int) -> int:
+    """The progress bar's width in a cell `width` wide: the figures (`131/1000`) always fit, the
+    bar gets what is left (3 to 10)."""
+    figures = len(f" {r.step}/{r.max_steps}")
+    return max(3, min(10, width - figures))
+
+
 class CheckpointTable(KeyedTable):
     """Checkpoints of the selected run; space marks one for purge."""
 
@@ -115,7 +122,7 @@ class RunsScreen(ViewScreen):
             cells = {"host": hosts[r.host], "name": names[shown(r.name)],
                      "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
                                    style=_state_style(r.state)),
-                     "prog": progress(r.step, r.max_steps),
+                     "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
                      "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
                      "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
                      "loss": "-" if r.loss is None else f"{r.loss:.4f}",
@@ -156,6 +163,10 @@ class RunsScreen(ViewScreen):
         t.append(f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}", style="dim" if not r.adapter else "")
         if r.reason:
             t.append(f"\nwhy {r.state}: {r.reason}", style="bold yellow" if r.state != "running" else "yellow")
+        elif r.state in RESUMABLE:
+            # say so rather than leave the operator looking for a line that is not there
+            t.append(f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
+                     style="bold yellow")
         if r.state in RESUMABLE:
             t.append("   r: resume from its newest checkpoint", style="dim")
         title.update(t)

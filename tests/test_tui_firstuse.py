@@ -1,0 +1,129 @@
+"""What a first-time operator tripped over on a live 3-host fleet: at 80 columns a purge
+plan's sizes and checks, a mirror's verdict, the audit details and a run's progress figures
+stay on screen; the Host view's command is not pushed off by a long reason; a failed run
+without a recorded reason says so."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rich.text import Text
+from test_tui_actions import local_app, make_run, open_purge
+from test_tui_narrow import visible_columns
+from test_tui_views import NAMES, T, feed, recorded
+
+from fleetdeck.backend import state
+from fleetdeck.backend.config import parse_fleet
+from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.screens.host import host_schedule_columns
+from fleetdeck.tui.screens.purge import cut_paths
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+
+def plain(v) -> str:
+    return v.plain if isinstance(v, Text) else str(v)
+
+
+def with_runs(**changes) -> FleetSnapshot:
+    """The recorded fleet with gx10's first run changed."""
+    snap = recorded("fleet.json")
+    hosts = []
+    for h in snap.hosts:
+        if h.name == "gx10":
+            h = dataclasses.replace(h, runs=(dataclasses.replace(h.runs[0], **changes), *h.runs[1:]))
+        hosts.append(h)
+    return dataclasses.replace(snap, hosts=tuple(hosts))
+
+
+def app_over(snap: FleetSnapshot) -> FleetdeckApp:
+    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in NAMES), "fixture")
+    return FleetdeckApp(fleet, RecordedSource([snap, snap]), autopoll=False, clock=lambda: T)
+
+
+async def test_purge_plan_keeps_size_and_checks_on_screen_at_80_columns(tmp_path):
+    deep = "a-long-run-name-" + "x" * 40
+    _, ck = make_run(tmp_path, deep)
+    app = local_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        table = modal.query_one("#purge-plan")
+        await pilot.pause()
+        assert table.virtual_size.width <= table.size.width, "the plan scrolls sideways"
+        path, size, checks = (plain(c) for c in table.get_row_at(0))
+        assert path.startswith("…") and path.endswith("/checkpoint-25")
+        assert "checks passed" in checks
+        # typed in full where it is typed
+        labels = [plain(lb.render()) for lb in modal.query("Label")]
+        assert any(str(ck) in lb.replace("\n", "") for lb in labels), labels
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        wide = plain(table.get_row_at(0)[0])  # the plan is laid out again for the new width
+        assert len(wide) > len(path) and wide.endswith(f"{deep}/checkpoints/checkpoint-25")
+        await pilot.resize_terminal(80, 24)  # and back: the path column shrinks again
+        await pilot.pause()
+        assert table.virtual_size.width <= table.size.width, "the plan scrolls sideways after a resize"
+        assert plain(table.get_row_at(0)[0]) == path
+
+
+def test_cut_paths_keep_the_tail_and_stay_distinct():
+    a, b = "/srv/one/runs/r/checkpoints/checkpoint-25", "/srv/two/runs/r/checkpoints/checkpoint-25"
+    cut = cut_paths([a, b], 20)
+    assert cut[a] != cut[b] and all(len(v) <= 20 for v in cut.values())
+    assert cut_paths([a], 20)[a] == "…" + a[-19:]
+
+
+async def test_audit_view_at_80_columns_gives_the_details_room():
+    state.audit("mirror", "ana-ml2", "done", src="gx10:/home/ops/runs/run-6/adapter")
+    app = app_over(recorded("fleet.json"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        table = app.screen.query_one("#audit-table", KeyedTable)
+        keys = [c.key.value for c in table.ordered_columns]
+        assert "user" not in keys and "what" in visible_columns(table, 80)
+        key = table.keys[0]
+        stamp = plain(table.get_cell(key, "time"))
+        assert len(stamp) == 14 and stamp[2] == "-" and stamp[5] == " "
+        assert plain(table.get_cell(key, "what")).startswith("src gx10:/home/ops")
+        await pilot.resize_terminal(140, 40)
+        await pilot.pause()
+        assert [c.key.value for c in table.ordered_columns][4] == "user"
+        assert plain(table.get_cell(key, "time")).endswith("+0000")
+
+
+def test_host_schedule_columns_leave_the_command_room():
+    wide = dict((k, w) for k, _, w in host_schedule_columns(200))
+    assert wide["cmd"] >= 100 and wide["stray"] <= 48
+    for width in (80, 100, 120):
+        cols = host_schedule_columns(width)
+        assert sum(w for _, _, w in cols) + 2 * len(cols) <= width - 2, width
+        assert dict((k, w) for k, _, w in cols)["cmd"] >= 16
+
+
+async def test_progress_figures_always_fit_their_cell():
+    app = app_over(with_runs(step=131, max_steps=1000))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#runs-table", KeyedTable)
+        key = next(k for k in table.keys if k.startswith("gx10:"))
+        cell = plain(table.get_cell(key, "prog"))
+        width = table.columns[next(c.key for c in table.ordered_columns if c.key.value == "prog")].width
+        assert cell.endswith(" 131/1000") and len(cell) <= width
+
+
+async def test_failed_run_without_a_reason_says_so():
+    app = app_over(with_runs(state="failed", reason=None, pid=None))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#runs-table", KeyedTable)
+        table.move_cursor(row=table.get_row_index(next(k for k in table.keys if k.startswith("gx10:"))))
+        await pilot.pause()
+        title = plain(app.screen.query_one("#run-title").render())
+        assert "why failed: no reason recorded" in title
