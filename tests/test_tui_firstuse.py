@@ -127,3 +127,20 @@ async def test_failed_run_without_a_reason_says_so():
         await pilot.pause()
         title = plain(app.screen.query_one("#run-title").render())
         assert "why failed: no reason recorded" in title
+
+
+async def test_the_field_to_type_stays_in_view_when_the_plan_arrives_at_80x24(tmp_path):
+    """Focus goes to the path field before the host's plan is in; the plan then pushes the
+    field below the dialog's fold unless it is scrolled back into view."""
+    _, ck = make_run(tmp_path)
+    app = local_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        await pilot.pause()
+        field = modal.query_one("#confirm-0")
+        dialog = modal.query_one(".dialog")
+        assert app.focused is field
+        assert dialog.max_scroll_y > 0, "the plan must be taller than the dialog for this test"
+        assert dialog.scroll_y > 0
+        top = field.region.y
+        assert dialog.region.y < top and field.region.bottom <= dialog.region.bottom

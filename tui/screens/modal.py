@@ -130,6 +130,10 @@ class TypedConfirmModal(Modal):
         if str(button.label) != label:
             button.label = label
             button.refresh(layout=True)  # a longer label must widen the button, not be cut
+        # a plan that arrives after focus went to a field pushes the field down, at 80x24 out
+        # of the dialog: bring it back, so the operator sees where the typing goes
+        if isinstance(focused := self.focused, Input):
+            self.call_after_refresh(focused.scroll_visible, animate=False)
 
     def on_mount(self) -> None:
         self.prepare()
