@@ -144,3 +144,17 @@ async def test_the_field_to_type_stays_in_view_when_the_plan_arrives_at_80x24(tm
         assert dialog.scroll_y > 0
         top = field.region.y
         assert dialog.region.y < top and field.region.bottom <= dialog.region.bottom
+
+
+async def test_a_refused_plan_stays_at_its_top_at_80x24(tmp_path):
+    """A refused plan has no field worth typing into: its refusal, at the top, stays in view."""
+    run, ck = make_run(tmp_path)
+    import shutil
+    shutil.rmtree(run / "adapter")  # no keeper: every checkpoint of the run is refused
+    app = local_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        await pilot.pause()
+        assert modal.plan is not None and not modal.plan.ok
+        assert modal.query_one(".dialog").scroll_y == 0
+        assert "refused" in plain(modal.query_one("#purge-verdict").render())

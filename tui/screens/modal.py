@@ -131,8 +131,9 @@ class TypedConfirmModal(Modal):
             button.label = label
             button.refresh(layout=True)  # a longer label must widen the button, not be cut
         # a plan that arrives after focus went to a field pushes the field down, at 80x24 out
-        # of the dialog: bring it back, so the operator sees where the typing goes
-        if isinstance(focused := self.focused, Input):
+        # of the dialog: bring it back, so the operator sees where the typing goes (a refused
+        # plan is left at its top, where the refusal is said)
+        if self.checks_passed() and isinstance(focused := self.focused, Input):
             self.call_after_refresh(focused.scroll_visible, animate=False)
 
     def on_mount(self) -> None:
