@@ -158,3 +158,24 @@ async def test_a_refused_plan_stays_at_its_top_at_80x24(tmp_path):
         assert modal.plan is not None and not modal.plan.ok
         assert modal.query_one(".dialog").scroll_y == 0
         assert "refused" in plain(modal.query_one("#purge-verdict").render())
+
+
+async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
+    """Fourteen runs: the table scrolls down, and on 24 lines the view scrolls too; with both
+    scrollbars the columns must still fit (the loss lost its last digit)."""
+    snap = recorded("fleet.json")
+    hosts = []
+    for h in snap.hosts:
+        if h.name == "gx10":
+            h = dataclasses.replace(h, runs=tuple(dataclasses.replace(h.runs[0], name=f"run-{i}", path=f"/r/run-{i}",
+                                                                      loss=0.4553) for i in range(14)))
+        hosts.append(h)
+    app = app_over(dataclasses.replace(snap, hosts=tuple(hosts)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#runs-table", KeyedTable)
+        assert table.show_vertical_scrollbar
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+        assert table.render_line(1).text.rstrip().endswith("0.4553")

@@ -34,8 +34,10 @@ def run_layout(width: int) -> dict[str, int]:
     loss go first (the detail pane shows both); host, name, state and progress always stay."""
     keys = [k for k in RUN_COLUMNS if width >= 100 or k not in ("sps", "eval")]
     w = {k: RUN_WIDTHS[k] for k in keys if k != "name"}
-    # two cells of padding per column, and the scrollbar
-    w["name"] = max(8, min(40, width - sum(w.values()) - 2 * len(keys) - 2))
+    # two cells of padding per column, the table's scrollbar, and the view's own: on a short
+    # terminal the view scrolls too, and without room for both the table scrolled sideways,
+    # hiding the last digit of the loss
+    w["name"] = max(8, min(40, width - sum(w.values()) - 2 * len(keys) - 4))
     return {k: w[k] for k in keys}
 
 
