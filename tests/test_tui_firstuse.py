@@ -179,3 +179,12 @@ async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
         assert table.show_vertical_scrollbar
         assert table.virtual_size.width <= table.scrollable_content_region.width
         assert table.render_line(1).text.rstrip().endswith("0.4553")
+
+
+def test_chart_axis_labels_have_the_same_decimals():
+    from fleetdeck.tui.widgets.render import axis_labels, loss_chart
+    assert axis_labels(1.95, 1.0) == ("1.95", "1.00")
+    assert axis_labels(3.412, 3.16) == ("3.412", "3.160")
+    assert axis_labels(2.0, 1.0) == ("2", "1")
+    chart = loss_chart([(10, 1.95), (200, 1.0)], [], 30, 4).plain.splitlines()
+    assert chart[0].split("┤")[0].strip() == "1.95" and chart[3].split("┤")[0].strip() == "1.00"

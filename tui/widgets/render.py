@@ -72,6 +72,16 @@ def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
     return t
 
 
+def axis_labels(hi: float, lo: float) -> tuple[str, str]:
+    """Both ends of an axis with the same number of decimals (`1.95` and `1.00`, not `1`),
+    as many as 4 significant digits need for either."""
+    a, b = f"{hi:.4g}", f"{lo:.4g}"
+    if "e" in a + b or "n" in a + b:  # tiny, huge or not a number: as they are
+        return a, b
+    d = max(len(x.partition(".")[2]) for x in (a, b))
+    return f"{hi:.{d}f}", f"{lo:.{d}f}"
+
+
 def loss_chart(losses: Sequence[tuple[int, float]], evals: Sequence[tuple[int, float]],
                width: int = 60, height: int = 8) -> Text:
     """A plot of training loss (·) and eval loss (●) against step, y-axis labelled.
@@ -102,11 +112,12 @@ def loss_chart(losses: Sequence[tuple[int, float]], evals: Sequence[tuple[int, f
     place(losses, "·", "blue")
     place(evals, "●", "magenta")
     out = Text()
+    top, bottom = axis_labels(hi, lo)
     for row in range(height):
         if row == 0:
-            label = f"{hi:>8.4g} ┤"
+            label = f"{top:>8} ┤"
         elif row == height - 1:
-            label = f"{lo:>8.4g} ┤"
+            label = f"{bottom:>8} ┤"
         else:
             label = " " * 8 + " │"
         out.append(label, style="dim")
