@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from dataclasses import replace
 
 from .acks import load_acks
 from .acks import mark_stray as fleet_verdict
@@ -150,31 +148,6 @@ class Poller:
         # reap them while the loop still runs, so no transport is torn down after it closed
         await asyncio.gather(*(p.wait(2) for p in probes), return_exceptions=True)
         await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
-
-
-def mark_stray(hosts: list[HostSnapshot], acks: set[str]) -> list[HostSnapshot]:
-    """Decide `stray` fleet-wide: unacknowledged, duplicate (same command twice in the fleet),
-    plus the host-local reasons the probe found (dead-target)."""
-    counts = Counter(_norm(s.command) for h in hosts for s in h.schedules if s.active)
-    out = []
-    for h in hosts:
-        if not h.schedules:
-            out.append(h)
-            continue
-        scheds = []
-        for s in h.schedules:
-            reasons = [r for r in s.reasons if r not in ("unacknowledged", "duplicate")]
-            if s.id not in acks:
-                reasons.append("unacknowledged")
-            if s.active and counts[_norm(s.command)] > 1:
-                reasons.append("duplicate")
-            scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
-        out.append(replace(h, schedules=tuple(scheds)))
-    return out
-
-
-def _norm(command: str) -> str:
-    return " ".join(command.split())
 
 
 async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnapshot:

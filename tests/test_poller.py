@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.backend.acks import Acks, mark_stray
 from fleetdeck.backend.config import load_fleet, parse_fleet
 from fleetdeck.backend.models import HostSnapshot, Schedule
-from fleetdeck.backend.poller import Poller, mark_stray, poll_fleet
+from fleetdeck.backend.poller import Poller, poll_fleet
 
 pytestmark = pytest.mark.sshd
 
@@ -103,13 +104,19 @@ def test_stray_is_decided_fleet_wide():
     b = HostSnapshot(name="b", reachable=True, schedules=(sched("3", "b", "check on the run"),
                                                           sched("4", "b", "backup"),
                                                           sched("5", "b", "backup", active=False)))
-    out = {s.id: s for h in mark_stray([a, b], acks={"1", "2", "3", "4", "5"}) for s in h.schedules}
-    assert out["1"].reasons == ("duplicate",) and out["1"].stray
-    assert out["3"].reasons == ("duplicate",)
-    assert out["2"].reasons == ("dead-target",)
-    assert not out["4"].stray  # the inactive twin does not count as a second schedule
-    fresh = {s.id: s for h in mark_stray([b], acks=set()) for s in h.schedules}
-    assert fresh["4"].reasons == ("unacknowledged",)
+    # nothing acknowledged: the twins on two hosts are duplicates, the inactive twin is not one
+    fresh = {s.id: s for h in mark_stray([a, b], acks=Acks()) for s in h.schedules}
+    assert fresh["1"].reasons == ("unacknowledged", "duplicate") and fresh["1"].stray
+    assert fresh["3"].reasons == ("unacknowledged", "duplicate")
+    assert fresh["4"].reasons == ("unacknowledged",)  # the inactive twin does not count
+    assert fresh["2"].reasons == ("dead-target", "unacknowledged")
+    # acknowledged: the operator has judged them; only what acknowledging cannot fix stays
+    out = {s.id: s for h in mark_stray([a, b], acks=Acks(everywhere=frozenset("12345"))) for s in h.schedules}
+    assert not out["1"].stray and not out["3"].stray and not out["4"].stray
+    assert out["2"].reasons == ("dead-target",) and out["2"].stray
+    # the verdict on b is the same whether a is shown or not, as long as both were polled
+    only_b = {s.id: s for h in mark_stray([a, b], acks=Acks()) if h.name == "b" for s in h.schedules}
+    assert only_b["3"].reasons == fresh["3"].reasons
 
 
 def test_status_cli_json_and_exit_codes(sshd_fleet, tmp_path):

@@ -20,7 +20,6 @@ import base64
 import errno
 import hashlib
 import os
-import pwd
 import re
 import signal
 import stat
@@ -40,13 +39,6 @@ def _run(argv, data=None, timeout=30, cwd=None):
     """(rc, stdout bytes, first line of stderr) of a fixed argv, in the C locale."""
     r = runner.run(argv, data=data, timeout=timeout, cwd=cwd, env=ENV)
     return r.rc, r.out, runner.first_line(r.err)
-
-
-def _me():
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
 
 
 def _sha(data):
@@ -100,7 +92,7 @@ def without_line(data, line, raw, what):
 
 def _crontab_argv(user):
     # -u only for someone else (it needs root); the probe lists one's own crontab the same way
-    return ["crontab"] if not user or user == _me() else ["crontab", "-u", user]
+    return ["crontab"] if not user or user == crontab.me() else ["crontab", "-u", user]
 
 
 def _read_crontab(user):
@@ -165,7 +157,7 @@ def _cron_file_path(sched):
 def _current(s):
     """(bytes now, what, backup name) of a crontab or cron file entry's whole file."""
     if s["kind"] == "crontab":
-        who = s.get("user") or _me()
+        who = s.get("user") or crontab.me()
         return (_read_crontab(s.get("user")), "the crontab of %s" % _short(who),
                 "crontab-%s-%s" % (_safe(who), _stamp()))
     path = _cron_file_path(s)
@@ -274,7 +266,7 @@ def _systemctl(s):
     argv = ["systemctl"]
     if s.get("scope") == "user":
         argv.append("--user")
-        if s.get("user") and s.get("user") != _me():
+        if s.get("user") and s.get("user") != crontab.me():
             argv += ["--machine", "%s@" % s["user"]]
     return argv
 
