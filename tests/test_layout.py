@@ -6,6 +6,7 @@ host library, the probe (run as a host runs it) and purge's keeper judgement mus
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -108,3 +109,38 @@ def test_the_probe_agrees(runs, tmp_path):
             assert got[name]["state"] == "finished", name
     assert "adapter_model.safetensors is empty" in got["zero_byte_weights"]["reason"]
     assert "no adapter_model.safetensors" in got["crashed_save"]["reason"]
+
+
+def _checkpoint_of(run: Path) -> Path:
+    return next(p for p in (run / "checkpoints" / "checkpoint-10", run / "checkpoint-10") if p.is_dir())
+
+
+def test_purge_agrees(runs, tmp_path):
+    """Purging the run's checkpoint needs a keeper: exactly the runs with a final adapter have one."""
+    from fleetdeck.backend.actions import purge_remote
+
+    for name, (run, expected) in runs.items():
+        facts = purge_remote.gather([str(_checkpoint_of(run))], [str(tmp_path / "runs")], hashing=False)
+        (verdict,) = purge_remote.evaluate(facts)["paths"]
+        assert (verdict["checks"]["no-keeper"] == "pass") == (expected is not None), (name, verdict)
+
+
+def test_launch_chaining_agrees(runs):
+    """A chain waiting on a finished run fires only when the run has a final adapter."""
+    from fleetdeck.backend.actions.launch_runfiles import after_status
+
+    for name, (run, expected) in runs.items():
+        (run / "run.json").write_text(json.dumps({"state": "finished"}))
+        verdict, why = after_status(str(run))
+        assert verdict == ("ready" if expected else "never"), (name, why)
+
+
+def test_the_trainer_agrees(runs):
+    """The trainer refuses to overwrite a folder that holds a final adapter, and only then says
+    the run already finished."""
+    from fleetdeck.backend.train.rundir import RunDir, RunRefused
+
+    for name, (run, expected) in runs.items():
+        with pytest.raises(RunRefused) as e:
+            RunDir(run).check_reusable()
+        assert ("already finished" in str(e.value)) == (expected is not None), (name, str(e.value))
