@@ -1,7 +1,8 @@
 """The run layout is one rule: the host library's, and every side that reads runs agrees with it.
 
-Each case is a real folder tree. The expected final adapter is written once, in CASES; the
-host library, the probe (run as a host runs it) and purge's keeper judgement must all agree.
+Each case is a real folder tree. The expected final adapter is written once, in CASES; the host
+library, the probe (run as a host runs it), purge's keeper judgement, launch's chaining and the
+trainer's overwrite refusal must all agree with it.
 """
 
 from __future__ import annotations
