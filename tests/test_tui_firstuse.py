@@ -188,3 +188,20 @@ def test_chart_axis_labels_have_the_same_decimals():
     assert axis_labels(2.0, 1.0) == ("2", "1")
     chart = loss_chart([(10, 1.95), (200, 1.0)], [], 30, 4).plain.splitlines()
     assert chart[0].split("┤")[0].strip() == "1.95" and chart[3].split("┤")[0].strip() == "1.00"
+
+
+def test_a_host_that_did_not_answer_says_why_in_a_few_words():
+    from fleetdeck.backend.models import HostSnapshot
+    from fleetdeck.tui.screens.fleet import down_words, latency_text
+
+    def host(error, code):
+        return HostSnapshot(name="h", reachable=False, error=error, error_code=code)
+
+    assert down_words(host("cannot connect to 127.0.0.1:2222: connection refused", "unreachable")) == \
+        ("DOWN", "conn. refused")
+    assert down_words(host("authentication refused by 127.0.0.1:22 for ops: no key", "auth")) == \
+        ("LOGIN REFUSED", "fix the login")
+    assert down_words(host("connection to 10.0.0.9:22 timed out after 5s", "timeout")) == ("DOWN", "timed out")
+    assert down_words(host("host key of x:22 CHANGED: ...", "host-key-changed"))[0] == "KEY CHANGED"
+    assert down_words(host("probe did not answer within 30s", None)) == ("DOWN", "probe did not answer within 30s")
+    assert [latency_text(x) for x in (41.2, 999, 11512, 250_000)] == ["41ms", "999ms", "11.5s", "250s"]

@@ -42,6 +42,35 @@ def layout_widths(width: int) -> dict[str, int]:
     return w
 
 
+#: the status cell's headline for a host that did not answer, by the backend's error code: a
+#: refused login or a bad key is something to fix here, not an outage to wait out
+HEADLINES = {"auth": "LOGIN REFUSED", "key-file": "KEY FILE", "host-key-unknown": "UNKNOWN KEY",
+             "host-key-changed": "KEY CHANGED", "host-key": "HOST KEY"}
+#: the few words under it (the line under the table has the whole sentence)
+REASONS = {"timeout": "timed out", "disconnected": "disconnected", "auth": "fix the login",
+           "key-file": "fix client_keys", "host-key-unknown": "not in known_hosts",
+           "host-key-changed": "refused", "host-key": "unreadable"}
+
+
+def down_words(live: HostSnapshot) -> tuple[str, str]:
+    """(headline, a few words of why) for a host that did not answer. `cannot connect to
+    ADDR: connection refused` gives `connection refused`: the cause, not the address, is
+    what fits in the cell."""
+    code, error = live.error_code, live.error or "no answer"
+    reason = REASONS.get(code or "")
+    if reason is None:
+        head, sep, tail = error.rpartition(": ")
+        reason = tail if sep and head.startswith("cannot connect to") else error
+        if reason.startswith("connection "):
+            reason = "conn. " + reason[len("connection "):]  # `conn. refused` fits the 80-column cell
+    return HEADLINES.get(code or "", "DOWN"), reason
+
+
+def latency_text(ms: float) -> str:
+    """`41ms`, or `11.5s` from 10 s on: five characters, never cut to a smaller-looking number."""
+    return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s" if ms < 100_000 else f"{ms / 1000:.0f}s"
+
+
 def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | None = None) -> tuple[tuple, int]:
     """The fleet-table cells of host `name` for the columns in `w` (in `COLUMNS` order) and the
     row's height (one line per GPU/disk/run). `label`: the name as shown (shortened)."""
@@ -54,18 +83,19 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
         status.add("… waiting", "dim")
     elif down:
         since = state.down_since.get(name)
-        status.add("✖ DOWN", "bold red")
+        headline, reason = down_words(live)
+        status.add(f"✖ {headline}", "bold red")
         if since is not None:
             # never seen up: the outage began before the dashboard did, so only a lower bound
             bound = "" if name in state.last_good else "≥"
             status.add(f" {bound}{human_duration(state.clock() - since)}", "red")
-        status.add("\n" + (live.error or "no answer"), "red")
+        status.add("\n" + reason, "red")
     else:
         status.add("● up", "bold green")
     if state.is_stale(name) and not down:  # a down host says how long already
         status.add("\n")
         status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
-    lat = "-" if not live or live.latency_ms is None or down else f"{live.latency_ms:.0f}ms"
+    lat = "-" if not live or live.latency_ms is None or down else latency_text(live.latency_ms)
     gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
     disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
     runs, n_runs = _run_lines(snap, w["runs"], dim)
@@ -142,7 +172,8 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         return t
     if not live.reachable:
         since = state.down_since.get(name)
-        t.append(" is DOWN", style="bold red")
+        t.append(" is DOWN" if down_words(live)[0] == "DOWN" else f" is DOWN ({down_words(live)[0].lower()})",
+                 style="bold red")
         if since is not None and good:
             t.append(f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
                      f" ({human_duration(state.clock() - since)})")
