@@ -205,3 +205,24 @@ def test_a_host_that_did_not_answer_says_why_in_a_few_words():
     assert down_words(host("host key of x:22 CHANGED: ...", "host-key-changed"))[0] == "KEY CHANGED"
     assert down_words(host("probe did not answer within 30s", None)) == ("DOWN", "probe did not answer within 30s")
     assert [latency_text(x) for x in (41.2, 999, 11512, 250_000)] == ["41ms", "999ms", "11.5s", "250s"]
+
+
+async def test_loss_chart_fits_its_pane_at_80x24_when_the_detail_scrolls():
+    """A long path and many evals make the detail pane scroll, and its scrollbar takes two
+    columns: the chart is drawn for the room it has, never wrapped."""
+    evals = [(s, 3.5 - s / 1000) for s in range(10, 200, 10)]
+    losses = [(s, 3.6 - s / 900) for s in range(1, 200)]
+    app = app_over(with_runs(path="/home/ops/runs/" + "a-very-long-run-folder-name-" * 3, losses=losses,
+                             eval_losses=evals, step=199, max_steps=400))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.pause()
+        detail = app.screen.query_one("#run-detail")
+        assert detail.show_vertical_scrollbar, "the case under test: the detail pane scrolls"
+        chart = app.screen.query_one("#run-chart")
+        lines = plain(chart.render()).splitlines()
+        assert len(lines) == 11 and chart.size.height == 11
+        assert max(len(x.rstrip()) for x in lines) <= chart.content_size.width
+        assert lines[9].rstrip().endswith("step 199")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -48,6 +50,33 @@ def _bar_width(r: Run, width: int) -> int:
     return max(3, min(10, width - figures))
 
 
+class LossChart(Static):
+    """The selected run's loss curves, drawn at render time for the width the chart really has
+    (at 80x24 the detail pane's scrollbar takes two columns, and a chart drawn for the screen's
+    width wrapped into garbage)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._series: tuple[list, list] = ([], [])
+
+    def show(self, losses: Sequence, evals: Sequence) -> None:
+        """Draw these series from now on."""
+        series = (list(losses), list(evals))
+        if series != self._series:
+            self._series = series
+            self.refresh(layout=True)
+
+    def on_resize(self) -> None:
+        self.refresh()  # drawn again for the new width
+
+    def render(self) -> Text:
+        losses, evals = self._series
+        if not losses and not evals:
+            return Text("")
+        # the y labels take 10 columns
+        return loss_chart(losses, evals, max(12, self.content_size.width - 10), 8)
+
+
 class CheckpointTable(KeyedTable):
     """Checkpoints of the selected run; space marks one for purge."""
 
@@ -84,7 +113,7 @@ class RunsScreen(ViewScreen):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
             with Horizontal(id="run-middle"):
-                yield Static(id="run-chart")
+                yield LossChart(id="run-chart")
                 with Vertical(id="run-ckpts"):
                     yield Label("Checkpoints (space marks, p purges)", classes="section")
                     yield CheckpointTable([("mark", " ", 1), ("step", "Step"), ("size", "Size"),
@@ -152,8 +181,8 @@ class RunsScreen(ViewScreen):
         title = self.query_one("#run-title", Static)
         if r is None:
             title.update(self.no_runs_text())
-            for wid in ("#run-trend", "#run-chart"):
-                self.query_one(wid, Static).update("")
+            self.query_one("#run-trend", Static).update("")
+            self.query_one("#run-chart", LossChart).show((), ())
             self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
@@ -173,8 +202,7 @@ class RunsScreen(ViewScreen):
             t.append("   r: resume from its newest checkpoint", style="dim")
         title.update(t)
         self.query_one("#run-trend", Static).update(eval_trend(r.eval_losses))
-        width = max(20, self.size.width - 60)
-        self.query_one("#run-chart", Static).update(loss_chart(r.losses, r.eval_losses, width, 8))
+        self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
         rows = {c.path: (Text("✓" if c.path in marks else " ", style="bold red"),

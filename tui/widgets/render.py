@@ -127,10 +127,13 @@ def loss_chart(losses: Sequence[tuple[int, float]], evals: Sequence[tuple[int, f
     out.append(" " * 9 + "└" + "─" * width + "\n", style="dim")
     left, right = f"step {s_lo}", f"step {s_hi}"
     out.append(" " * 10 + left + " " * max(1, width - len(left) - len(right)) + right, style="dim")
-    out.append("\n" + " " * 10)
+    # the legend is 20 wide: on a narrow chart it starts left of the plot rather than overflow
+    out.append("\n" + " " * max(0, min(10, width - 10)))
     out.append("· loss", style="blue")
     out.append("   ")
     out.append("● eval loss", style="magenta")
+    # a chart a little too wide for its pane loses its right edge; wrapped, it is garbage
+    out.no_wrap, out.overflow = True, "crop"
     return out
 
 
