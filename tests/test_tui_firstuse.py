@@ -226,3 +226,20 @@ async def test_loss_chart_fits_its_pane_at_80x24_when_the_detail_scrolls():
         assert len(lines) == 11 and chart.size.height == 11
         assert max(len(x.rstrip()) for x in lines) <= chart.content_size.width
         assert lines[9].rstrip().endswith("step 199")
+
+
+async def test_schedules_at_80_columns_say_why_in_words_that_fit():
+    app = app_over(recorded("fleet.json"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.screen.query_one("#sched-table", KeyedTable)
+        width = table.columns[next(c.key for c in table.ordered_columns if c.key.value == "why")].width
+        whys = [plain(table.get_cell(k, "why")) for k in table.keys]
+        assert all(len(w) <= width for w in whys), whys
+        assert any(w in ("duplicate", "path missing", "not acked") or "," in w for w in whys), whys
+        await pilot.resize_terminal(140, 40)
+        await pilot.pause()
+        whys = [plain(table.get_cell(k, "why")) for k in table.keys]
+        assert any(w.startswith(("names ", "the same command", "nobody has")) for w in whys), whys

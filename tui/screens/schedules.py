@@ -35,6 +35,20 @@ def sched_layout(width: int) -> dict[str, int]:
     return {k: w[k] for k in SCHED_COLUMNS if k in w}
 
 
+#: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
+SHORT_REASONS = {"dead-target": "path missing", "duplicate": "duplicate", "unacknowledged": "not acked"}
+
+
+def short_why(s: Schedule) -> str:
+    """Why `s` is stray in a few words (`path missing, duplicate`), or `system` / `acked`."""
+    if s.system:
+        return "system"
+    if not s.stray:
+        return "acknowledged"
+    shown_reasons = [r for r in s.reasons if r != "unacknowledged"] or list(s.reasons)
+    return ", ".join(SHORT_REASONS.get(r, r) for r in shown_reasons)
+
+
 def schedule_key(s: Schedule) -> str:
     """Fleet-wide row key: schedule ids are stable per host."""
     return f"{s.host}/{s.id}"
@@ -83,11 +97,14 @@ class SchedulesScreen(ViewScreen):
         rows = {}
         every = self.state.schedules
         hosts = shorten_unique([x.host for x in every], self._widths["host"])
+        # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
+        narrow = "kind" not in self._widths
         for s in backend_acks.stray_first(every):
             style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
             flag = "⚠" if s.stray else ("·" if s.system else " ")
             cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
-                     "kind": s.kind, "why": Text(backend_acks.why(s, every), style=style or "green"),
+                     "kind": s.kind, "why": Text(short_why(s) if narrow else backend_acks.why(s, every),
+                                                 style=style or "green"),
                      "user": s.user, "spec": Text(shown(s.spec), style=style),
                      "cmd": Text(shown(s.command), style=style)}
             rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
