@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
+from .hostlib.text import shown
 from .models import FleetSnapshot, HostSnapshot
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
@@ -208,7 +209,7 @@ class AlertEngine:
             for s in h.schedules:
                 if s.stray:
                     hold("new-stray", h.name, s.id, now,
-                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {s.command[:120]}")
+                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}")
         return self._transitions(conds, blind, now)
 
     def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:

@@ -226,6 +226,9 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
     done = r["adapter"] is not None or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
     if said in ("queued", "cancelled", "finished", "failed"):
         r["state"] = said
+        told = rj.get("error") or rj.get("cancel_reason")
+        if said in ("failed", "cancelled") and isinstance(told, str) and told.strip():
+            problems.insert(0, told.strip()[:500])   # the trainer's or the launcher's own words
         if said == "queued" and _recorded_alive(procs, rj):
             r["pid"] = rpid
         wpid = rj.get("waiter_pid")

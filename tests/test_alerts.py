@@ -170,6 +170,16 @@ def test_stray_schedules_seat_checks_and_seat_restarts():
     assert rules(out) == [("seat-restart", "resolved")]
 
 
+def test_a_stray_command_with_hostile_bytes_is_escaped_in_the_alert_text():
+    e = AlertEngine()
+    cmd = "printf 'caf\udce9'\n\x1b[2Jrm -rf ~"   # an undecodable byte, a newline, an escape
+    stray = Schedule(id="c-1", host="h1", kind="crontab", user="op", spec="* * * * *", command=cmd,
+                     source="crontab", stray=True, reasons=("unacknowledged",))
+    (a,) = e.evaluate(fleet(host(schedules=(stray,))))
+    assert "\\xe9" in a.text and "\\n" in a.text and "\\x1b" in a.text
+    assert "\n" not in a.text and "\x1b" not in a.text and "\udce9" not in a.text
+
+
 def test_state_survives_a_restart_of_the_engine():
     e = AlertEngine()
     e.evaluate(fleet(host(runs=(run(state="stalled"),))))

@@ -29,3 +29,14 @@ def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path:
     p = probe_runs._progress(str(path))
     assert p["step"] == 400_001 and p["losses"][-1] == [400_001, 2.4]
     assert p["offset"] == path.stat().st_size
+
+
+def test_a_failed_run_carries_the_reason_its_run_json_gives(tmp_path: Path):
+    from test_probe import probe
+
+    run = tmp_path / "runs" / "oom"
+    run.mkdir(parents=True)
+    (run / "progress.jsonl").write_text('{"step": 60, "max_steps": 300, "loss": 1.9}\n')
+    (run / "run.json").write_text(json.dumps({"state": "failed", "error": "CUDA out of memory at step 61"}))
+    (r,) = probe({"runs": [str(tmp_path / "runs")]})["runs"]
+    assert r["state"] == "failed" and r["reason"].startswith("CUDA out of memory at step 61")
