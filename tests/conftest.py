@@ -51,5 +51,18 @@ def fleet_file(sshd_fleet, tmp_path):
     return sshd_fleet.write_fleet(tmp_path / "hosts.toml")
 
 
+@pytest.fixture
+async def links(fleet_file):
+    """Links to h1 and h2 of the shared sshd fleet, closed at the end."""
+    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.backend.ssh import HostLink
+
+    fleet = load_fleet(str(fleet_file))
+    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
+    yield made
+    for link in made.values():
+        await link.close()
+
+
 def pytest_configure(config):
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")

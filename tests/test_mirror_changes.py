@@ -11,21 +11,10 @@ import uuid
 import pytest
 
 from fleetdeck.backend.actions.mirror import mirror, verify
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
 
 pytestmark = pytest.mark.sshd
 
 CONFIG = b'{"r": 32, "alpha": 64}\n'
-
-
-@pytest.fixture
-async def links(fleet_file):
-    fleet = load_fleet(str(fleet_file))
-    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
-    yield made
-    for link in made.values():
-        await link.close()
 
 
 @pytest.fixture

@@ -13,20 +13,9 @@ import pytest
 
 from fleetdeck.backend.actions.mirror import HELPER, mirror
 from fleetdeck.backend.bundle import modules_for
-from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.hostlib import procfs
-from fleetdeck.backend.ssh import HostLink
 
 pytestmark = pytest.mark.sshd
-
-
-@pytest.fixture
-async def links(fleet_file):
-    fleet = load_fleet(str(fleet_file))
-    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
-    yield made
-    for link in made.values():
-        await link.close()
 
 
 @pytest.fixture

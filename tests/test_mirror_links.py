@@ -16,20 +16,9 @@ import pytest
 from test_mirror import make_tree, read_tree
 
 from fleetdeck.backend.actions.mirror import mirror, verify
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
 from fleetdeck.tui.cli import main
 
 pytestmark = pytest.mark.sshd
-
-
-@pytest.fixture
-async def links(fleet_file):
-    fleet = load_fleet(str(fleet_file))
-    made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}
-    yield made
-    for link in made.values():
-        await link.close()
 
 
 @pytest.fixture
