@@ -57,7 +57,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(snap.to_json(), indent=1))
     else:
         console = Console()
-        console.print(fleet_table(snap))
+        console.print(fleet_table(snap, console.width))
         for h in snap.hosts:
             for w in h.warnings:
                 console.print(f"[yellow]{h.name}: {w}[/]")
@@ -95,32 +95,48 @@ def _disk_cell(h: HostSnapshot) -> str:
     for d in h.disks:
         if d.error and d.total_bytes:
             # a root that does not exist yet: the probe measured its nearest existing parent
-            parts.append(f"{escape_path(d.path)}: [yellow]missing[/], {human_bytes(d.free_bytes)} free on {d.mount}")
+            parts.append(f"[yellow]missing[/] {escape_path(d.path)}")
         elif d.error:
-            parts.append(f"{escape_path(d.path)}: [red]{d.error}[/]")
+            parts.append(f"[red]{escape_path(d.error)}[/] {escape_path(d.path)}")
         else:
             pct = 100 * d.used_bytes / d.total_bytes if d.total_bytes else 0
-            parts.append(f"{escape_path(d.path)}: {human_bytes(d.free_bytes)} free ({pct:.0f}% used)")
+            parts.append(f"{human_bytes(d.free_bytes)} free {pct:.0f}% {escape_path(d.path)}")
     return "\n".join(parts) or "-"
 
 
-def fleet_table(snap: FleetSnapshot) -> Table:
-    """One row per host: reachability, GPU memory per GPU, disks, live runs, stray schedules."""
-    t = Table(title="fleet", expand=False)
-    for col in ("host", "up", "latency", "load", "memory", "GPU memory", "disks", "runs", "stray"):
-        t.add_column(col, no_wrap=col in ("host", "up", "latency", "load", "memory", "stray"))
+def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
+    """One row per host: reachability, GPU memory per GPU, disks, live runs, stray schedules.
+
+    One line per GPU, disk or live run, never a cell wrapped over lines. Below 100 columns
+    latency and load go first (`--json` has them); the long entries are cut with an ellipsis.
+    """
+    wide = width >= 100
+    t = Table(title="fleet", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    short = ("host", "up", "latency", "load", "memory") if wide else ("host", "up", "memory")
+    host_w = max([4, *(len(h.name) for h in snap.hosts)])   # a host's name is never cut
+    fixed = {"host": host_w, "up": 4, "latency": 7, "load": 5, "memory": 11}
+    # what is left for the long columns, after the short ones, stray and the gaps between
+    rest = max(24, width - 1 - sum(fixed[c] for c in short) - 5 - 2 * (len(short) + 3))
+    for col in short:
+        t.add_column(col, no_wrap=True, min_width=fixed[col] if col != "memory" else len(col))
+    t.add_column("GPU memory", no_wrap=True, overflow="ellipsis", max_width=rest * 3 // 10)
+    t.add_column("disks", no_wrap=True, overflow="ellipsis", max_width=rest * 4 // 10)
+    t.add_column("runs", no_wrap=True, overflow="ellipsis", max_width=rest - rest * 7 // 10)
+    t.add_column("stray", no_wrap=True, min_width=5)
     for h in snap.hosts:
         if not h.reachable:
             # a refused login waits for the operator (keys, config), not for the host
             state = "[red]AUTH[/]" if h.error_code in AUTH_CODES else "[red]DOWN[/]"
-            t.add_row(h.name, state, "-", "-", "-", f"[red]{escape(h.error or '')}[/]", "", "", "")
+            blanks = ["-"] * (len(short) - 2)
+            t.add_row(h.name, state, *blanks, f"[red]{escape(h.error or '')}[/]", "", "", "")
             continue
         live = [r for r in h.runs if r.state in ("running", "stalled")]
         runs = "\n".join(f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}"
                          for r in live) or f"[dim]{len(h.runs)} idle[/]"
         stray = sum(1 for s in h.schedules if s.stray)
-        t.add_row(h.name, "[green]up[/]", f"{h.latency_ms:.0f} ms" if h.latency_ms is not None else "-",
-                  f"{h.load1:.2f}" if h.load1 is not None else "-",
+        minor = [f"{h.latency_ms:.0f}ms" if h.latency_ms is not None else "-",
+                 f"{h.load1:.2f}" if h.load1 is not None else "-"] if wide else []
+        t.add_row(h.name, "[green]up[/]", *minor,
                   f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
                   _gpu_cell(h), _disk_cell(h), runs,
                   f"[yellow]{stray}[/]" if stray else "0")
