@@ -42,6 +42,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from fleetdeck.backend.hostlib import fsinfo, hashing, procfs, serve
+from fleetdeck.backend.hostlib.files import write_all
 from fleetdeck.backend.hostlib.serve import Refused
 from fleetdeck.backend.hostlib.text import fsdec, fsenc, shown
 
@@ -444,13 +445,6 @@ def read_exact(inp, n):
     if data is None or len(data) != n:
         raise EOFError("input ended")
     return data
-
-
-def write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        k = os.write(fd, view)
-        view = view[k:]
 
 
 class Writer:

@@ -26,7 +26,7 @@ import stat
 import sys
 import time
 
-from fleetdeck.backend.hostlib import crontab, procfs, runner
+from fleetdeck.backend.hostlib import crontab, files, procfs, runner
 from fleetdeck.backend.hostlib.serve import Refused, serve
 from fleetdeck.backend.hostlib.text import fsenc, shown
 
@@ -115,36 +115,20 @@ def _backup_dir(req):
     return d
 
 
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _write_new(path, data, mode=0o600):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        _write_all(fd, data)
+        files.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _read_file(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused("unsupported", "%s is not a regular file" % _short(path))
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
+        return files.read_regular(path)
+    except files.NotRegular:
+        raise Refused("unsupported", "%s is not a regular file" % _short(path)) from None
 
 
 def _cron_file_path(sched):
@@ -238,7 +222,7 @@ def _rewrite_file(path, new, original):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         made = True
         try:
-            _write_all(fd, new)
+            files.write_all(fd, new)
             os.fchmod(fd, stat.S_IMODE(st.st_mode))
             if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                 os.fchown(fd, st.st_uid, st.st_gid)

@@ -16,7 +16,7 @@ import os
 import pwd
 import stat
 
-from . import runner
+from . import files, runner
 from .serve import Refused
 from .text import shown
 
@@ -60,22 +60,6 @@ def strip_header(data):
         nl = data.find(b"\n")
         data = b"" if nl < 0 else data[nl + 1:]
     return data
-
-
-def _read_spool(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def shown_by_crontab_l(data):
@@ -157,7 +141,7 @@ def read_checked(user=None):
     spool = spool_dir()
     if spool is not None and "/" not in who and who not in NOT_USERS:
         try:
-            data = strip_header(_read_spool(os.path.join(spool, who)))
+            data = strip_header(files.read_regular(os.path.join(spool, who))[0])
         except OSError:
             data = None  # not root: the spool is cron's own, and crontab (setgid) read it for us
         if data is not None:
