@@ -1,4 +1,4 @@
-"""Check the flash and cuDNN varlen attention kernels against per-document SDPA on this GPU
+"""Check the flash, FlashAttention-4 and cuDNN varlen attention kernels against per-document SDPA on this GPU
 (forward and gradients), that a packed row's per-document losses equal each document run alone,
 and time both kernels' forward + backward on 8 rows of 4096 tokens (Qwen3-0.6B heads).
 
@@ -31,12 +31,12 @@ def main() -> int:
         q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
         ref = attention.varlen_reference(q64, k64, v64, cu, 128 ** -0.5)
         rgrads = torch.autograd.grad(ref, (q64, k64, v64), g.double())
-        for kernel in ("flash", "cudnn"):
+        for kernel in ("flash", "fa4", "cudnn"):
             try:
                 if kernel == "flash":
                     out = attention._FlashVarlen.apply(q, k, v, cu, max(lens), 128 ** -0.5)
                 else:
-                    out = attention._cudnn_varlen(q, k, v, cu, max(lens), 128 ** -0.5)
+                    out = attention.KERNELS[kernel][0](q, k, v, cu, max(lens), 128 ** -0.5)
                 grads = torch.autograd.grad(out, (q, k, v), g)
             except Exception as e:  # noqa: BLE001
                 print(f"{kernel} ranges {lens}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -86,12 +86,12 @@ def timing(dev) -> None:
     v = torch.randn(t, 8, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
     g = torch.randn(t, 16, 128, device=dev, dtype=torch.bfloat16)
     flops = 8 * (4 * 4096 * 4096 * 16 * 128 / 2) * 3.5  # causal; backward 2.5x forward
-    for kernel in ("flash", "cudnn"):
+    for kernel in ("flash", "fa4", "cudnn"):
         def run(kernel=kernel):
             if kernel == "flash":
                 out = attention._FlashVarlen.apply(q, k, v, cu, 4096, 128 ** -0.5)
             else:
-                out = attention._cudnn_varlen(q, k, v, cu, 4096, 128 ** -0.5)
+                out = attention.KERNELS[kernel][0](q, k, v, cu, 4096, 128 ** -0.5)
             torch.autograd.grad(out, (q, k, v), g)
         try:
             for _ in range(3):

@@ -46,6 +46,7 @@ LEVERS = [
     ("gradient checkpointing, all layers", {"gradient_checkpointing": True}),
     ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
     ("4 rows per forward", {"micro_batch": 4}),
+    ("attention: FlashAttention-4 varlen instead of flash", {"attention": "fa4"}),
 ]
 
 

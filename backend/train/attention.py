@@ -1,5 +1,9 @@
 """Attention that never crosses a document: flash varlen on CUDA, per-range SDPA elsewhere.
 
+Kernels for the packed ranges, each behind a trial against per-document SDPA: torch's bundled
+FlashAttention-2 ("flash", always there on sm80+), FlashAttention-4's CuTe DSL kernels ("fa4",
+the `flash-attn-4` package, sm90 and newer) and cuDNN's ("cudnn").
+
 The trainer feeds a micro-batch as one flat sequence (batch dimension 1) with position ids that
 restart at every document piece and `cu_seq_lens_q` (cumulative range lengths, int32). The
 function registered here as `fleetdeck_varlen` attends causally inside each range only, and no
@@ -45,11 +49,91 @@ def _cudnn_varlen(q, k, v, cu, max_len, scale):
                                                    False, scale=scale)[0]
 
 
+def _fa4_interface():
+    from flash_attn.cute import interface
+
+    return interface
+
+
+if hasattr(torch.library, "custom_op"):
+    # FlashAttention-4 as two custom ops, so torch.compile keeps each decoder layer one graph
+    # (its own autograd.Function would break the graph at every attention call)
+    @torch.library.custom_op("fleetdeck::fa4_varlen_fwd", mutates_args=())
+    def _fa4_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int,
+                 scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = _fa4_interface()._flash_attn_fwd(
+            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len, max_seqlen_k=max_len,
+            softmax_scale=scale, causal=True, return_lse=True)[:2]
+        return out, lse
+
+    @_fa4_fwd.register_fake
+    def _(q, k, v, cu, max_len, scale):
+        return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+    @torch.library.custom_op("fleetdeck::fa4_varlen_bwd", mutates_args=())
+    def _fa4_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                 lse: torch.Tensor, cu: torch.Tensor, max_len: int,
+                 scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dq, dk, dv = _fa4_interface()._flash_attn_bwd(
+            q, k, v, out, dout, lse, scale, True, 0.0, cu_seqlens_q=cu, cu_seqlens_k=cu,
+            max_seqlen_q=max_len, max_seqlen_k=max_len)[:3]
+        return dq, dk, dv
+
+    @_fa4_bwd.register_fake
+    def _(dout, q, k, v, out, lse, cu, max_len, scale):
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def _fa4_setup(ctx, inputs, output):
+        q, k, v, cu, max_len, scale = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, out, lse, cu)
+        ctx.max_len, ctx.scale = max_len, scale
+
+    def _fa4_backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, cu = ctx.saved_tensors
+        dq, dk, dv = _fa4_bwd(grad_out.contiguous(), q, k, v, out, lse, cu, ctx.max_len, ctx.scale)
+        return dq, dk, dv, None, None, None
+
+    _fa4_fwd.register_autograd(_fa4_backward, setup_context=_fa4_setup)
+
+
+def _fa4_varlen(q, k, v, cu, max_len, scale):
+    """Causal attention over packed ranges through FlashAttention-4 (grouped K/V heads native)."""
+    return _fa4_fwd(q, k, v, cu, int(max_len), float(scale))[0]
+
+
+def fa4_installed() -> bool:
+    """Whether the `flash-attn-4` package (flash_attn.cute) can be imported here."""
+    try:
+        _fa4_interface()
+    except Exception:  # noqa: BLE001  (ImportError, or a CUDA DSL that fails to load)
+        return False
+    return hasattr(torch.library, "custom_op")
+
+
+#: the fused varlen kernels other than torch's bundled flash: name -> (function, what it is)
+KERNELS = {"cudnn": (_cudnn_varlen, "cuDNN varlen attention"),
+           "fa4": (_fa4_varlen, "FlashAttention-4 varlen attention")}
+
+
 @torch.compiler.disable
 def cudnn_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bool:
     """Whether cuDNN's varlen attention runs here and agrees with per-document SDPA (forward and
     gradients, ranges of uneven length) within bf16 rounding."""
+    return kernel_works("cudnn", device, dtype, log)
+
+
+@torch.compiler.disable
+def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None) -> bool:
+    """Whether the fused varlen `kernel` ("cudnn", "fa4") runs here and agrees with per-document
+    SDPA (forward and gradients, ranges of uneven length) within bf16 rounding; where it does
+    not, says why once through `log` and the caller falls back to flash."""
     if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return False
+    fn, what = KERNELS[kernel]
+    if kernel == "fa4" and not fa4_installed():
+        if log is not None:
+            log(f"{what} is not installed here (pip install flash-attn-4); using flash varlen")
         return False
     why = None
     try:
@@ -60,20 +144,20 @@ def cudnn_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bo
         q, k, v = (torch.randn(t, h, 128, device=device, dtype=dtype, generator=gen).requires_grad_()
                    for h in (4, 2, 2))
         g = torch.randn(t, 4, 128, device=device, dtype=dtype, generator=gen)
-        out = _cudnn_varlen(q, k, v, cu, max(lens), 128 ** -0.5)
+        out = fn(q, k, v, cu, max(lens), 128 ** -0.5)
         grads = torch.autograd.grad(out, (q, k, v), g)
         ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
         ref = varlen_reference(*ref_in, cu, 128 ** -0.5)
         ref_grads = torch.autograd.grad(ref, ref_in, g.double())
         for a, b in zip((out, *grads), (ref, *ref_grads), strict=True):
-            err = float((a.double() - b).norm() / b.norm())
+            err = float((a.detach().double() - b.detach()).norm() / b.detach().norm())
             if not err < 2e-2:
                 why = f"relative error {err:.2e} against per-document SDPA"
                 break
     except Exception as e:  # noqa: BLE001
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     if why and log is not None:
-        log(f"cuDNN varlen attention failed its trial here ({why}); using flash varlen")
+        log(f"{what} failed its trial here ({why}); using flash varlen")
     return why is None
 
 
@@ -139,8 +223,8 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     flash = _USE_FLASH.get("on")
     if flash is None:
         flash = flash_varlen_available(q.device, q.dtype)
-    if flash and _KERNEL.get("name") == "cudnn":
-        out = _cudnn_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
+    if flash and _KERNEL.get("name") in KERNELS:
+        out = KERNELS[_KERNEL["name"]][0](q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
     elif flash:
         out = _FlashVarlen.apply(q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
     else:
@@ -150,7 +234,7 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
 
 def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     """Register `fleetdeck_varlen` with transformers; returns the name to set on the config.
-    `kernel` picks the fused varlen kernel where one is used: "flash" or "cudnn"."""
+    `kernel` picks the fused varlen kernel where one is used: "flash", "fa4" or "cudnn"."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, varlen_attention)
@@ -162,5 +246,5 @@ def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     return NAME
 
 
-__all__ = ["NAME", "cudnn_varlen_works", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
+__all__ = ["KERNELS", "NAME", "cudnn_varlen_works", "fa4_installed", "kernel_works", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
            "flash_varlen_works"]

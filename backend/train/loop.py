@@ -80,10 +80,11 @@ class Engine:
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
         flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype, log)
-        if cfg.attention in ("varlen", "cudnn") and not flash:
+        if cfg.attention in ("varlen", "cudnn", "fa4") and not flash:
             log(f"attention = \"{cfg.attention}\": no flash kernel here; using per-document SDPA (same result, slower)")
-        kernel = "cudnn" if flash and cfg.attention == "cudnn" and attention.cudnn_varlen_works(
-            device, self.dtype, log) else "flash"
+        kernel = "flash"
+        if flash and cfg.attention in attention.KERNELS and attention.kernel_works(cfg.attention, device, self.dtype, log):
+            kernel = cfg.attention
         name = attention.register(force_flash=flash, kernel=kernel)
         self.kernel = kernel
         batching.FALLBACK_LOG["log"] = log

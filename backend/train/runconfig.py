@@ -62,8 +62,9 @@ class RunConfig:
     gpus: int = 1
     #: rows per forward pass: "auto" (from free GPU memory) or a number dividing batch_size * grad_accum
     micro_batch: int | str = AUTO
-    #: "auto" (varlen flash on CUDA, per-document SDPA elsewhere), "varlen", "cudnn" (cuDNN's
-    #: varlen kernel, falling back to flash where it fails its trial), "sdpa"
+    #: "auto" (varlen flash on CUDA, per-document SDPA elsewhere), "varlen", "fa4" (FlashAttention-4's
+    #: varlen kernels from the flash-attn-4 package) or "cudnn" (cuDNN's varlen kernel), each
+    #: falling back to flash where it is missing or fails its trial, "sdpa"
     attention: str = AUTO
     #: torch.compile each decoder layer: true, false or "auto" (on for CUDA)
     compile: bool | str = AUTO
@@ -110,7 +111,7 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "packing": (_BOOL, "true or false"),
     "gpus": (_INT, "an integer"),
     "micro_batch": ((int, str), 'an integer or "auto"'),
-    "attention": (_STR, '"auto", "varlen", "cudnn" or "sdpa"'),
+    "attention": (_STR, '"auto", "varlen", "fa4", "cudnn" or "sdpa"'),
     "compile": ((bool, str), 'true, false or "auto"'),
     "liger": ((bool, str), 'true, false or "auto"'),
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
@@ -119,7 +120,7 @@ _REQUIRED = ("name", "base_model", "corpus", "output")
 _POSITIVE = {"seq_len", "batch_size", "grad_accum", "lora_rank", "eval_steps", "save_steps",
              "logging_steps", "gpus", "lr", "lora_alpha"}
 _NON_NEGATIVE = {"max_steps", "warmup_steps", "weight_decay", "max_grad_norm", "epochs"}
-_CHOICES = {"attention": ("auto", "varlen", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
+_CHOICES = {"attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
             "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",),
             "micro_batch": ("auto",)}
 _PATHS = ("corpus", "output", "tokenizer")
