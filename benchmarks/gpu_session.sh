@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # What ran on the lent H200 (one call per phase). Usage: bash benchmarks/gpu_session.sh PHASE
-# Needs the wheels in .whl/ (liger-kernel; textual/asyncssh for the `fleetdeck` console entry).
+# Needs the wheels in .whl/ (liger-kernel; textual/asyncssh for the `fleetdeck` console entry);
+# phases k and l need FlashAttention-4 put in place first by benchmarks/fa4_setup.sh.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 mkdir -p /tmp/fd/fleetdeck && ln -sfn "$PWD/backend" /tmp/fd/fleetdeck/backend && ln -sfn "$PWD/tui" /tmp/fd/fleetdeck/tui
-export PYTHONPATH=/tmp/fd:/tmp/site PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export PYTHONPATH=/tmp/fd:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.tui.cli import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetdeck
 chmod +x /tmp/bin/fleetdeck; export PATH=/tmp/bin:$PATH
 B=/tmp/bench; python3 benchmarks/train_bench.py --prepare $B --models qwen3-0.6b,qwen3-1.7b,qwen3-4b >/dev/null
@@ -13,6 +14,33 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused projections as the default
+  python3 -c 'import torch, transformers, peft, flash_attn.cute; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
+  echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 11,12 --steps 5 --warmup 3" >> $OUT/k.log
+  timeout 300 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 11,12 --steps 5 --warmup 3 >> $OUT/k.log 2>&1
+  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/k.log
+  timeout 200 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/k.log
+  grep -E "^qwen3|reference-strong:|out of memory|rror" $OUT/k.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
+if [ "$phase" = m ]; then  # nvidia-h200: phase k's build plus the next step's batches built ahead
+  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/m.log
+  timeout 220 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/m.log
+  for m in qwen3-1.7b:100 qwen3-4b:150; do
+    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 6 --warmup 2" >> $OUT/m.log
+    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/m.log
+  done
+  grep -E "reference-strong:|out of memory|rror" $OUT/m.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
+if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
+  for m in qwen3-1.7b:230 qwen3-4b:330; do
+    echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log
+    timeout ${m##*:} bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/l.log
+  done
+  grep -E "reference-strong:|out of memory|rror" $OUT/l.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = j ]; then  # nvidia-h200: phase i's hybrid again (torch.compile now off for recurrent models)
   sed -e 's/^output = .*/output = "runs\/hybrid"/' -e 's/random:qwen3-0.6b/random:tiny-hybrid/' -e 's/^seq_len = .*/seq_len = 512/' \
     $B/qwen3-0.6b.toml > $B/hybrid.toml

@@ -46,7 +46,8 @@ LEVERS = [
     ("gradient checkpointing, all layers", {"gradient_checkpointing": True}),
     ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
     ("4 rows per forward", {"micro_batch": 4}),
-    ("attention: FlashAttention-4 varlen instead of flash", {"attention": "fa4"}),
+    ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
+    ("projections not fused (q/k/v, gate/up apart)", {"fused_projections": False}),
 ]
 
 

@@ -94,7 +94,8 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
         if cuda:
             torch.cuda.synchronize(engine.device)
         t0 = time.perf_counter()
-        _, tok, _ = engine.step(train, schedule.rows(i, 0))
+        upcoming = schedule.rows(i + 1, 0) if i + 1 < warmup + steps else None
+        _, tok, _ = engine.step(train, schedule.rows(i, 0), upcoming)
         dt = time.perf_counter() - t0
         if i >= warmup:
             times.append(dt)

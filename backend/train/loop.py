@@ -21,6 +21,7 @@ import torch.distributed as dist
 from . import attention, batching
 from .batching import Batch, StepSchedule, linear_cross_entropy, make_batch
 from .corpus import Split
+from .fused import fuse_projections
 from .lora import TargetPlan, apply_lora, lora_parameter_count, matmul_parameter_count, plan_targets
 from .models import build_model, is_recurrent, layer_kinds, set_attention, shapes_of
 from .runconfig import RunConfig
@@ -40,6 +41,8 @@ class Recipe:
     packing_off: str | None = None
     packing: bool = True
     kernel: str = "flash"
+    #: decoder layers whose q/k/v and gate/up run fused (0: none)
+    fused_layers: int = 0
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
@@ -52,7 +55,8 @@ class Recipe:
             pack = "packing on" if self.packing else "packing off"
         return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
                 f"attention {attn}, "
-                f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
+                + (f"q/k/v and gate/up fused in {self.fused_layers} layers, " if self.fused_layers else "")
+                + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
                 f"{str(self.dtype).replace('torch.', '')}")
 
 
@@ -83,8 +87,17 @@ class Engine:
         if cfg.attention in ("varlen", "cudnn", "fa4") and not flash:
             log(f"attention = \"{cfg.attention}\": no flash kernel here; using per-document SDPA (same result, slower)")
         kernel = "flash"
-        if flash and cfg.attention in attention.KERNELS and attention.kernel_works(cfg.attention, device, self.dtype, log):
-            kernel = cfg.attention
+        want = cfg.attention if cfg.attention in attention.KERNELS else None
+        if cfg.attention == "auto" and flash:
+            # FlashAttention-4 where it is installed and passes its trial: 1.78x torch's bundled
+            # flash kernel, forward and backward, at Qwen3's heads on an H200
+            if attention.fa4_installed():
+                want = "fa4"
+            elif torch.cuda.get_device_capability(device)[0] >= 9:
+                log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
+                    "(pip install flash-attn-4, or fleetdeck[fa4])")
+        if want and flash and attention.kernel_works(want, device, self.dtype, log):
+            kernel = want
         name = attention.register(force_flash=flash, kernel=kernel)
         self.kernel = kernel
         batching.FALLBACK_LOG["log"] = log
@@ -116,6 +129,10 @@ class Engine:
             self._apply_liger()
         self.model = apply_lora(self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout)
         self.n_lora = lora_parameter_count(self.model)
+        fused_layers = 0
+        if cfg.fused_projections is not False and not self.recurrent:
+            counts = fuse_projections(self.model)
+            fused_layers = max(counts["attention"], counts["mlp"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         causal = self.model.get_base_model()
         self.backbone = causal.model
@@ -131,9 +148,12 @@ class Engine:
             log("torch.compile off: the recurrent layers' padded rows change width from step to step")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
-                             packing=cfg.packing and not self.recurrent, kernel=kernel)
+                             packing=cfg.packing and not self.recurrent, kernel=kernel,
+                             fused_layers=fused_layers)
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
+        #: (split, rows, micro rows) -> batches built during the previous step
+        self._prefetched: tuple | None = None
         self.corpus_facts: dict = {}
         fused = device.type == "cuda"
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
@@ -202,17 +222,26 @@ class Engine:
             hidden = self.hidden(batch)
             return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale)
 
-    def step(self, split: Split, row_ids: list[int]) -> tuple[float, int, int]:
-        """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets)."""
+    def _batches(self, split: Split, row_ids: list[int]) -> list[Batch]:
         rows = [split.rows[i] for i in row_ids]
         micro = self.recipe.micro_rows
-        groups = [rows[i:i + micro] for i in range(0, len(rows), micro)]
-        batches = [self.batch(split, g) for g in groups]
+        return [self.batch(split, rows[i:i + micro]) for i in range(0, len(rows), micro)]
+
+    def step(self, split: Split, row_ids: list[int], next_ids: list[int] | None = None) -> tuple[float, int, int]:
+        """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets).
+        With `next_ids`, the next step's batches are built and copied to the GPU while this
+        step's work runs there (the GPU never waits for the host between steps)."""
+        key = (id(split), tuple(row_ids), self.recipe.micro_rows)
+        pre = self._prefetched
+        self._prefetched = None
+        batches = pre[1] if pre is not None and pre[0] == key else self._batches(split, row_ids)
         self.last_attn_sq = sum(b.attn_sq for b in batches)
-        targets = torch.tensor([sum(b.targets for b in batches)], dtype=torch.float64, device=self.device)
+        n_targets = sum(b.targets for b in batches)
         if self.world > 1:
+            targets = torch.tensor([n_targets], dtype=torch.float64, device=self.device)
             dist.all_reduce(targets)
-        scale = 1.0 / max(1.0, float(targets.item()))
+            n_targets = int(targets.item())
+        scale = 1.0 / max(1.0, float(n_targets))
         total = self._forward_backward(batches, scale)
         if self.world > 1:
             self._all_reduce_grads()
@@ -223,6 +252,8 @@ class Engine:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if next_ids is not None:
+            self._prefetched = ((id(split), tuple(next_ids), self.recipe.micro_rows), self._batches(split, next_ids))
         return float(total.item()), sum(b.tokens for b in batches), sum(b.targets for b in batches)
 
     def _accumulate(self, batches: list[Batch], scale: float) -> torch.Tensor:

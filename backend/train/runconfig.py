@@ -68,6 +68,8 @@ class RunConfig:
     attention: str = AUTO
     #: torch.compile each decoder layer: true, false or "auto" (on for CUDA)
     compile: bool | str = AUTO
+    #: q/k/v and gate/up as one matmul each (base and LoRA): true, false or "auto" (on)
+    fused_projections: bool | str = AUTO
     #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, or false / "auto" (off: no gain measured next to torch.compile)
     liger: bool | str = AUTO
     #: "auto" (bfloat16 on CUDA, float32 on CPU), "bfloat16", "float32"
@@ -114,6 +116,7 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "attention": (_STR, '"auto", "varlen", "fa4", "cudnn" or "sdpa"'),
     "compile": ((bool, str), 'true, false or "auto"'),
     "liger": ((bool, str), 'true, false or "auto"'),
+    "fused_projections": ((bool, str), 'true, false or "auto"'),
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
 }
 _REQUIRED = ("name", "base_model", "corpus", "output")
@@ -121,7 +124,7 @@ _POSITIVE = {"seq_len", "batch_size", "grad_accum", "lora_rank", "eval_steps", "
              "logging_steps", "gpus", "lr", "lora_alpha"}
 _NON_NEGATIVE = {"max_steps", "warmup_steps", "weight_decay", "max_grad_norm", "epochs"}
 _CHOICES = {"attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
-            "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",),
+            "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",), "fused_projections": ("auto",),
             "micro_batch": ("auto",)}
 _PATHS = ("corpus", "output", "tokenizer")
 

@@ -112,7 +112,8 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
     eval_loss = None
     for step in range(start, engine.max_steps):
         t0 = time.perf_counter()
-        loss, tokens, _ = engine.step(train, schedule.rows(step, rank))
+        upcoming = schedule.rows(step + 1, rank) if step + 1 < engine.max_steps else None
+        loss, tokens, _ = engine.step(train, schedule.rows(step, rank), upcoming)
         dt = time.perf_counter() - t0
         done = step + 1
         lr = engine.last_lr
