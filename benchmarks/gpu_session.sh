@@ -33,6 +33,14 @@ if [ "$phase" = m ]; then  # nvidia-h200: phase k's build plus the next step's b
   grep -E "reference-strong:|out of memory|rror" $OUT/m.log | grep -v Warning | tail -20
   for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
 fi
+if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the matmuls (o and down too)
+  echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 12 --steps 5 --warmup 3" >> $OUT/n.log
+  timeout 200 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 12 --steps 5 --warmup 3 >> $OUT/n.log 2>&1
+  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/n.log
+  timeout 220 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/n.log
+  grep -E "^qwen3|reference-strong:|out of memory|rror" $OUT/n.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log
