@@ -41,6 +41,14 @@ if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the 
   grep -E "^qwen3|reference-strong:|out of memory|rror" $OUT/n.log | grep -v Warning | tail -20
   for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
 fi
+if [ "$phase" = o ]; then  # nvidia-h200: the final default (FlashAttention-4, projections apart, batches ahead)
+  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/o.log
+  timeout 215 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/o.log
+  echo "== fleetdeck bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2" >> $OUT/o.log
+  timeout 80 bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2 > $OUT/bench-qwen3-1.7b.json 2>> $OUT/o.log
+  grep -E "reference-strong:|out of memory|rror" $OUT/o.log | grep -v Warning | tail -20
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

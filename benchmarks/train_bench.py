@@ -47,7 +47,7 @@ LEVERS = [
     ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
     ("4 rows per forward", {"micro_batch": 4}),
     ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
-    ("projections not fused (q/k/v, gate/up apart)", {"fused_projections": False}),
+    ("projections fused (q/k/v, gate/up as one matmul each)", {"fused_projections": True}),
 ]
 
 

@@ -1,9 +1,5 @@
 """Fused projections: q/k/v and gate/up, which read the same input, as one matmul each.
 
-Every adapted projection of such a layer (o and down too) also adds its LoRA term inside the
-matmul (cuBLAS's beta = 1) instead of in a separate pass over a (tokens x N) tensor, in the
-forward and in the backward.
-
 After LoRA is applied, a decoder layer of a Llama-shaped model (Qwen3, Qwen2, Llama, Mistral)
 runs five projections on one input in two groups: q/k/v and gate/up. Fusing a group means:
 - the frozen base weights are laid side by side in one buffer, and each projection's weight
@@ -83,52 +79,10 @@ class Group:
             return torch.cat([m(x) for m in self.mods], -1)
         a = torch.cat([p[1] for p in parts], 0)
         b = torch.block_diag(*[p[2] * p[3] for p in parts])
-        return _LoraLinear.apply(x, self.weight, a, b)
-
-
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    kind = x.device.type
-    if torch.is_autocast_enabled(kind):
-        return torch.get_autocast_dtype(kind)
-    return x.dtype
-
-
-class _LoraLinear(torch.autograd.Function):
-    """y = x W^T + (x A^T) B^T with the low-rank term accumulated into the base product by the
-    matmul itself (beta = 1), forward and backward: no separate pass adds two (tokens x N)
-    tensors, and the frozen W gets no gradient. Runs in autocast's dtype where autocast is on."""
-
-    @staticmethod
-    def forward(ctx, x, w, a, b):  # type: ignore[override]
-        dt = _compute_dtype(x)
-        with torch.autocast(x.device.type, enabled=False):
-            x2 = x.reshape(-1, x.shape[-1]).to(dt)
-            w2, a2, b2 = w.to(dt), a.to(dt), b.to(dt)
-            xa = x2 @ a2.t()
-            y = torch.addmm(x2 @ w2.t(), xa, b2.t())
-        ctx.save_for_backward(x2, w2, a2, b2, xa)
-        ctx.meta = (x.shape, x.dtype, a.dtype, b.dtype)
-        return y.reshape(*x.shape[:-1], w.shape[0])
-
-    @staticmethod
-    def backward(ctx, dy):  # type: ignore[override]
-        x2, w2, a2, b2, xa = ctx.saved_tensors
-        shape, x_dtype, a_dtype, b_dtype = ctx.meta
-        with torch.autocast(x2.device.type, enabled=False):
-            dy2 = dy.reshape(-1, dy.shape[-1]).to(x2.dtype)
-            dya = dy2 @ b2  # (tokens, R)
-            dx = torch.addmm(dy2 @ w2, dya, a2)
-            da = dya.t() @ x2
-            db = dy2.t() @ xa
-        return dx.reshape(shape).to(x_dtype), None, da.to(a_dtype), db.to(b_dtype)
-
-
-def _single(mod: nn.Module) -> Group | None:
-    """A one-projection group (o_proj, down_proj): the low-rank term accumulated by the matmul."""
-    try:
-        return Group([mod])
-    except (ValueError, AttributeError):
-        return None
+        base = torch.nn.functional.linear(x, self.weight)
+        xa = x if x.dtype == a.dtype or torch.is_autocast_enabled(x.device.type) else x.to(a.dtype)
+        low = torch.nn.functional.linear(torch.nn.functional.linear(xa, a), b)
+        return base + low.to(base.dtype)
 
 
 def _attention_forward(self, hidden_states, position_embeddings, attention_mask=None, *args, **kwargs):
@@ -148,13 +102,12 @@ def _attention_forward(self, hidden_states, position_embeddings, attention_mask=
     out, weights = fn(self, q, k, v, attention_mask, dropout=0.0, scaling=self.scaling,
                       sliding_window=getattr(self, "sliding_window", None), **kwargs)
     out = out.reshape(*input_shape, -1).contiguous()
-    return (self._fd_o(out) if self._fd_o is not None else self.o_proj(out)), weights
+    return self.o_proj(out), weights
 
 
 def _mlp_forward(self, x):
     g, u = self._fd_gate_up(x).split(self._fd_gate_up.sizes, dim=-1)
-    h = self.act_fn(g) * u
-    return self._fd_down(h) if self._fd_down is not None else self.down_proj(h)
+    return self.down_proj(self.act_fn(g) * u)
 
 
 def fuse_projections(model: nn.Module) -> dict[str, int]:
@@ -177,7 +130,6 @@ def fuse_projections(model: nn.Module) -> dict[str, int]:
             except (ValueError, AttributeError):
                 continue
             m._fd_rope, m._fd_attention = rope, ALL_ATTENTION_FUNCTIONS
-            m._fd_o = _single(m.o_proj)
             m.forward = types.MethodType(_attention_forward, m)
             counts["attention"] += 1
         elif cls in MLP_CLASSES:
@@ -185,7 +137,6 @@ def fuse_projections(model: nn.Module) -> dict[str, int]:
                 m._fd_gate_up = Group([m.gate_proj, m.up_proj])
             except (ValueError, AttributeError):
                 continue
-            m._fd_down = _single(m.down_proj)
             m.forward = types.MethodType(_mlp_forward, m)
             counts["mlp"] += 1
     return counts

@@ -68,7 +68,7 @@ class RunConfig:
     attention: str = AUTO
     #: torch.compile each decoder layer: true, false or "auto" (on for CUDA)
     compile: bool | str = AUTO
-    #: q/k/v and gate/up as one matmul each (base and LoRA): true, false or "auto" (on)
+    #: q/k/v and gate/up as one matmul each (base and LoRA): true, or false / "auto" (off: no gain measured)
     fused_projections: bool | str = AUTO
     #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, or false / "auto" (off: no gain measured next to torch.compile)
     liger: bool | str = AUTO
