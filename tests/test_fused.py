@@ -75,7 +75,7 @@ def test_fused_weights_are_views_of_one_buffer(tmp_path):
 
 
 def test_dropout_keeps_projections_apart(tmp_path):
-    engine, _ = _engine(tmp_path, "dropout", lora_dropout=0.1)
+    engine, _ = _engine(tmp_path, "dropout", lora_dropout=0.1, fused_projections=True)
     assert engine.recipe.fused_layers == 0
     assert "fused" not in engine.recipe.describe(2)
 
