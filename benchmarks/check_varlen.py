@@ -1,6 +1,6 @@
 """Check the flash, FlashAttention-4 and cuDNN varlen attention kernels against per-document SDPA on this GPU
 (forward and gradients), that a packed row's per-document losses equal each document run alone,
-and time both kernels' forward + backward on 8 rows of 4096 tokens (Qwen3-0.6B heads).
+and time each kernel's forward + backward on 8 rows of 4096 tokens (Qwen3-0.6B heads).
 
     python benchmarks/check_varlen.py
 """
@@ -33,10 +33,7 @@ def main() -> int:
         rgrads = torch.autograd.grad(ref, (q64, k64, v64), g.double())
         for kernel in ("flash", "fa4", "cudnn"):
             try:
-                if kernel == "flash":
-                    out = attention._FlashVarlen.apply(q, k, v, cu, max(lens), 128 ** -0.5)
-                else:
-                    out = attention.KERNELS[kernel][0](q, k, v, cu, max(lens), 128 ** -0.5)
+                out = attention.run_varlen(kernel, q, k, v, cu, max(lens), 128 ** -0.5)
                 grads = torch.autograd.grad(out, (q, k, v), g)
             except Exception as e:  # noqa: BLE001
                 print(f"{kernel} ranges {lens}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -88,10 +85,7 @@ def timing(dev) -> None:
     flops = 8 * (4 * 4096 * 4096 * 16 * 128 / 2) * 3.5  # causal; backward 2.5x forward
     for kernel in ("flash", "fa4", "cudnn"):
         def run(kernel=kernel):
-            if kernel == "flash":
-                out = attention._FlashVarlen.apply(q, k, v, cu, 4096, 128 ** -0.5)
-            else:
-                out = attention.KERNELS[kernel][0](q, k, v, cu, 4096, 128 ** -0.5)
+            out = attention.run_varlen(kernel, q, k, v, cu, 4096, 128 ** -0.5)
             torch.autograd.grad(out, (q, k, v), g)
         try:
             for _ in range(3):

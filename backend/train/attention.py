@@ -117,13 +117,6 @@ KERNELS = {"cudnn": (_cudnn_varlen, "cuDNN varlen attention"),
 
 
 @torch.compiler.disable
-def cudnn_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bool:
-    """Whether cuDNN's varlen attention runs here and agrees with per-document SDPA (forward and
-    gradients, ranges of uneven length) within bf16 rounding."""
-    return kernel_works("cudnn", device, dtype, log)
-
-
-@torch.compiler.disable
 def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None) -> bool:
     """Whether the fused varlen `kernel` ("cudnn", "fa4") runs here and agrees with per-document
     SDPA (forward and gradients, ranges of uneven length) within bf16 rounding; where it does
@@ -209,8 +202,16 @@ def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torc
 
 
 _USE_FLASH: dict[str, bool] = {}
-#: "cudnn" when the cuDNN varlen kernel was chosen (and passed its trial)
+#: the fused varlen kernel chosen (a run_varlen name: "flash", or one in KERNELS that passed its trial)
 _KERNEL: dict[str, str] = {}
+
+
+def run_varlen(kernel: str, q, k, v, cu, max_len, scale):
+    """Causal attention over packed ranges through the fused `kernel`: "flash" (torch's bundled
+    FlashAttention-2) or a name in KERNELS; (T, H, D) tensors in and out."""
+    if kernel in KERNELS:
+        return KERNELS[kernel][0](q, k, v, cu, max_len, scale)
+    return _FlashVarlen.apply(q, k, v, cu, max_len, scale)
 
 
 def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -223,10 +224,9 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     flash = _USE_FLASH.get("on")
     if flash is None:
         flash = flash_varlen_available(q.device, q.dtype)
-    if flash and _KERNEL.get("name") in KERNELS:
-        out = KERNELS[_KERNEL["name"]][0](q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
-    elif flash:
-        out = _FlashVarlen.apply(q.contiguous(), k.contiguous(), v.contiguous(), cu, max_len, scaling)
+    if flash:
+        out = run_varlen(_KERNEL.get("name", "flash"), q.contiguous(), k.contiguous(), v.contiguous(), cu,
+                         max_len, scaling)
     else:
         out = varlen_reference(q, k, v, cu, scaling)
     return out.unsqueeze(0), None
@@ -246,5 +246,5 @@ def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     return NAME
 
 
-__all__ = ["KERNELS", "NAME", "cudnn_varlen_works", "fa4_installed", "kernel_works", "register", "varlen_attention", "varlen_reference", "flash_varlen_available",
+__all__ = ["KERNELS", "NAME", "fa4_installed", "kernel_works", "register", "run_varlen", "varlen_attention", "varlen_reference", "flash_varlen_available",
            "flash_varlen_works"]
