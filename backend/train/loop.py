@@ -84,7 +84,7 @@ class Engine:
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
         flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype, log)
-        if cfg.attention in ("varlen", "cudnn", "fa4") and not flash:
+        if (cfg.attention == "varlen" or cfg.attention in attention.KERNELS) and not flash:
             log(f"attention = \"{cfg.attention}\": no flash kernel here; using per-document SDPA (same result, slower)")
         kernel = "flash"
         want = cfg.attention if cfg.attention in attention.KERNELS else None
@@ -224,6 +224,10 @@ class Engine:
             hidden = self.hidden(batch)
             return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale)
 
+    def _batch_key(self, split: Split, row_ids: list[int]) -> tuple:
+        """What a prefetch was built for: the split, the rows and the rows per forward."""
+        return id(split), tuple(row_ids), self.recipe.micro_rows
+
     def _batches(self, split: Split, row_ids: list[int]) -> list[Batch]:
         rows = [split.rows[i] for i in row_ids]
         micro = self.recipe.micro_rows
@@ -233,17 +237,18 @@ class Engine:
         """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets).
         With `next_ids`, the next step's batches are built and copied to the GPU while this
         step's work runs there (the GPU never waits for the host between steps)."""
-        key = (id(split), tuple(row_ids), self.recipe.micro_rows)
-        pre = self._prefetched
-        self._prefetched = None
-        batches = pre[1] if pre is not None and pre[0] == key else self._batches(split, row_ids)
+        pre, self._prefetched = self._prefetched, None
+        if pre is not None and pre[0] == self._batch_key(split, row_ids):
+            batches = pre[1]
+        else:
+            batches = self._batches(split, row_ids)
         self.last_attn_sq = sum(b.attn_sq for b in batches)
-        n_targets = sum(b.targets for b in batches)
+        n_targets = all_targets = sum(b.targets for b in batches)
         if self.world > 1:
             targets = torch.tensor([n_targets], dtype=torch.float64, device=self.device)
             dist.all_reduce(targets)
-            n_targets = int(targets.item())
-        scale = 1.0 / max(1.0, float(n_targets))
+            all_targets = int(targets.item())
+        scale = 1.0 / max(1.0, float(all_targets))
         total = self._forward_backward(batches, scale)
         if self.world > 1:
             self._all_reduce_grads()
@@ -255,8 +260,8 @@ class Engine:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if next_ids is not None:
-            self._prefetched = ((id(split), tuple(next_ids), self.recipe.micro_rows), self._batches(split, next_ids))
-        return float(total.item()), sum(b.tokens for b in batches), sum(b.targets for b in batches)
+            self._prefetched = (self._batch_key(split, next_ids), self._batches(split, next_ids))
+        return float(total.item()), sum(b.tokens for b in batches), n_targets
 
     def _accumulate(self, batches: list[Batch], scale: float) -> torch.Tensor:
         total = torch.zeros((), device=self.device)
