@@ -12,7 +12,6 @@ if [ ! -d /tmp/site/flash_attn ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/parts/*.whl
 fi
 mkdir -p /tmp/fd/fleetdeck && ln -sfn "$PWD/backend" /tmp/fd/fleetdeck/backend && ln -sfn "$PWD/tui" /tmp/fd/fleetdeck/tui
-touch /tmp/fd/fleetdeck/__init__.py 2>/dev/null || true
-# pip --target does not run the DSL's .pth (it adds nvidia_cutlass_dsl/dsl_packages to sys.path):
-# python3 -c 'import site; site.addsitedir("/tmp/site")' does, so use PYTHONPATH plus this
+# pip --target leaves the DSL's .pth unread (it puts nvidia_cutlass_dsl/dsl_packages on sys.path),
+# so that folder goes on PYTHONPATH here: `source` this file to keep it, as gpu_session.sh sets it too
 export PYTHONPATH=/tmp/fd:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages PYTHONUNBUFFERED=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What ran on the lent H200 (one call per phase). Usage: bash benchmarks/gpu_session.sh PHASE
 # Needs the wheels in .whl/ (liger-kernel; textual/asyncssh for the `fleetdeck` console entry);
-# phases k and l need FlashAttention-4 put in place first by benchmarks/fa4_setup.sh.
+# phases k to o need FlashAttention-4 put in place first by benchmarks/fa4_setup.sh.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
@@ -14,14 +14,19 @@ phase=${1:-a}
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.bench import bench_main; sys.exit(bench_main())" "$@"\n' > /tmp/bin/bench
 printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.main import train_main; sys.exit(train_main())" "$@"\n' > /tmp/bin/train
 chmod +x /tmp/bin/bench /tmp/bin/train
+# every bench JSON under $OUT: each recipe's figures, then the ratios
+summarize_benches() {
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+}
 if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused projections as the default
+  # (levers as they stood in phases k and n: 11 = torch's FA2 instead of FA4, 12 = projections apart)
   python3 -c 'import torch, transformers, peft, flash_attn.cute; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
   echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 11,12 --steps 5 --warmup 3" >> $OUT/k.log
   timeout 300 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 11,12 --steps 5 --warmup 3 >> $OUT/k.log 2>&1
   echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/k.log
   timeout 200 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/k.log
   grep -E "^qwen3|reference-strong:|out of memory|rror" $OUT/k.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = m ]; then  # nvidia-h200: phase k's build plus the next step's batches built ahead
   echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/m.log
@@ -31,7 +36,7 @@ if [ "$phase" = m ]; then  # nvidia-h200: phase k's build plus the next step's b
     timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/m.log
   done
   grep -E "reference-strong:|out of memory|rror" $OUT/m.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the matmuls (o and down too)
   echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 12 --steps 5 --warmup 3" >> $OUT/n.log
@@ -39,7 +44,7 @@ if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the 
   echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/n.log
   timeout 220 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/n.log
   grep -E "^qwen3|reference-strong:|out of memory|rror" $OUT/n.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = o ]; then  # nvidia-h200: the final default (FlashAttention-4, projections apart, batches ahead)
   echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/o.log
@@ -47,7 +52,7 @@ if [ "$phase" = o ]; then  # nvidia-h200: the final default (FlashAttention-4, p
   echo "== fleetdeck bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2" >> $OUT/o.log
   timeout 80 bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2 > $OUT/bench-qwen3-1.7b.json 2>> $OUT/o.log
   grep -E "reference-strong:|out of memory|rror" $OUT/o.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
@@ -55,7 +60,7 @@ if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B sh
     timeout ${m##*:} bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/l.log
   done
   grep -E "reference-strong:|out of memory|rror" $OUT/l.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = j ]; then  # nvidia-h200: phase i's hybrid again (torch.compile now off for recurrent models)
   sed -e 's/^output = .*/output = "runs\/hybrid"/' -e 's/random:qwen3-0.6b/random:tiny-hybrid/' -e 's/^seq_len = .*/seq_len = 512/' \
@@ -84,7 +89,7 @@ if [ "$phase" = h ]; then  # nvidia-h200 (one GPU): phase g one model after the 
     timeout ${m##*:} bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/h.log
   done
   grep -E "reference-strong|out of memory|rror" $OUT/h.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = g ]; then  # nvidia-h200-x2: phase f's benches again, reference-strong retrying down on OOM
   (export CUDA_VISIBLE_DEVICES=0
@@ -97,7 +102,7 @@ if [ "$phase" = g ]; then  # nvidia-h200-x2: phase f's benches again, reference-
    timeout 280 bench $B/qwen3-1.7b.toml --baseline --json --steps 8 > $OUT/bench-qwen3-1.7b.json 2>> $OUT/g1.log) &
   wait
   grep -E "reference-strong|out of memory|rror" $OUT/g*.log | grep -v Warning | tail -20
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = f ]; then  # nvidia-h200-x2: both references + fleetdeck per model, then gpus = 2
   (export CUDA_VISIBLE_DEVICES=0
@@ -117,7 +122,7 @@ if [ "$phase" = f ]; then  # nvidia-h200-x2: both references + fleetdeck per mod
     cat $B/runs/2gpu-$m/progress.jsonl >> $OUT/f2.log
   done
   grep -E "reference-strong:|recipe for|step [0-9]|exit|rror" $OUT/f*.log | grep -v Warning | tail -40
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = e ]; then  # nvidia-h200-x2, second round: kernels, both references, profile, levers
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "cudnn", torch.backends.cudnn.version())'
@@ -135,7 +140,7 @@ if [ "$phase" = e ]; then  # nvidia-h200-x2, second round: kernels, both referen
    timeout 300 bench $B/qwen3-4b.toml --baseline --json > $OUT/bench-qwen3-4b.json 2>> $OUT/g1.log) &
   wait
   grep -E "rel err|timing|check|profile|^  |ERROR|default|cuDNN|reference-strong:|recipe for|Error" $OUT/g*.log | grep -v Warning | head -80
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  summarize_benches
 fi
 if [ "$phase" = a ]; then
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
