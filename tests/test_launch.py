@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,26 @@ def launch_cli(capsys, fleet, *args):
     rc = main(["--hosts", str(fleet), "launch", *map(str, args)])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def manifest(run: Path) -> dict:
+    """A run folder's run.json, or {} while it is missing or half written."""
+    try:
+        return json.loads((run / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(pred, what: str, limit: float = 240.0, step: float = 0.1):
+    """Poll until pred() is truthy; the limit only guards against a hang."""
+    deadline = time.monotonic() + limit
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(step)
 
 
 def base_values(runs, corpus, name, **extra):

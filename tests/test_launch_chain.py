@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_launch import HOSTILE, base_values, write_corpus, write_run_toml
+from test_launch import HOSTILE, base_values, manifest, wait_for, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions import launch_estimate as est
 from fleetdeck.backend.actions.launch import launch, preflight
@@ -27,25 +27,6 @@ from fleetdeck.tui.cli import main
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 pytest.importorskip("torch")
 pytest.importorskip("peft")
-
-
-def manifest(run: Path) -> dict:
-    try:
-        return json.loads((run / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_for(pred, what: str, limit: float = 240.0):
-    """Poll until pred() is truthy; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def ended(run: Path, states=("finished", "failed", "cancelled")):

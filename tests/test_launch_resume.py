@@ -8,10 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from test_launch import base_values, write_corpus, write_run_toml
+from test_launch import base_values, manifest, wait_for, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions.launch import preflight
 from fleetdeck.backend.config import load_fleet
@@ -117,9 +116,9 @@ def test_a_stopped_real_run_resumes_from_its_newest_checkpoint_and_finishes(h1, 
     assert main(["--hosts", str(fleet), "launch", "h1", str(toml)]) == 0, capsys.readouterr().err
     pid = None
     try:
-        pid = wait_for(lambda: manifest(run).get("state") == "running" and manifest(run).get("pid"), "the trainer")
+        pid = wait_for(lambda: manifest(run).get("state") == "running" and manifest(run).get("pid"), "the trainer", limit=300.0)
         first = wait_for(lambda: (run / "checkpoints" / "checkpoint-5" / "trainer_state.json").is_file()
-                         or manifest(run).get("state") == "finished", "the first checkpoint", step=0.02)
+                         or manifest(run).get("state") == "finished", "the first checkpoint", limit=300.0, step=0.02)
         if manifest(run).get("state") == "finished":
             pytest.skip("the run finished before it could be stopped")
         os.kill(pid, signal.SIGSTOP)  # hold it still while the stop is arranged
@@ -127,7 +126,7 @@ def test_a_stopped_real_run_resumes_from_its_newest_checkpoint_and_finishes(h1, 
         os.kill(pid, signal.SIGCONT)
         assert first
         stopped = wait_for(lambda: manifest(run).get("state") in ("failed", "finished") and manifest(run),
-                           "the stopped run to record its end")
+                           "the stopped run to record its end", limit=300.0)
     finally:
         if pid and procfs.alive(pid):
             os.kill(pid, signal.SIGKILL)
@@ -141,29 +140,10 @@ def test_a_stopped_real_run_resumes_from_its_newest_checkpoint_and_finishes(h1, 
     assert main(["--hosts", str(fleet), "launch", "h1", str(toml), "--resume"]) == 0
     out = capsys.readouterr().out
     assert "resumed" in out and f"from checkpoint-{newest} (step {newest})" in out
-    final = wait_for(lambda: manifest(run).get("state") in ("finished", "failed") and manifest(run), "the end")
+    final = wait_for(lambda: manifest(run).get("state") in ("finished", "failed") and manifest(run), "the end", limit=300.0)
     log = (run / "train.log").read_text()
     assert final["state"] == "finished", log[-2000:]
     assert f"resuming from checkpoint-{newest}" in log
     assert layout.final_adapter(str(run)) == str(run / "adapter")
     states = [s["state"] for s in final["states"]]
     assert "failed" in states and states[-1] == "finished" and states.index("failed") < len(states) - 1
-
-
-def manifest(run):
-    try:
-        return json.loads((run / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_for(pred, what, limit=300.0, step=0.1):
-    """Poll until pred() is truthy; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(step)

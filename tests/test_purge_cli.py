@@ -4,7 +4,6 @@ log and shown escaped by `fleetdeck audit`, never a traceback."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pty
@@ -14,13 +13,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_purge import make_run
+from test_purge import cli, make_run
 from test_purge_local import ckpt
 
 from fleetdeck.backend import state
 from fleetdeck.backend.actions.purge_remote import CHECKS
 from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.tui.cli import main
 
 
 @pytest.fixture
@@ -31,17 +29,6 @@ def fleet(tmp_path):
     f = tmp_path / "hosts.toml"
     f.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
     return f, runs
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    old = sys.stdin
-    sys.stdin = io.StringIO("")
-    try:
-        rc = main(list(argv))
-    finally:
-        sys.stdin = old
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_wrong_confirm_says_did_not_match_shows_both_and_is_audited(fleet, capsys):
