@@ -46,27 +46,25 @@ def is_run(names):
     return bool(names.intersection(RUN_MARKERS)) or any(CHECKPOINT_RE.match(n) for n in names)
 
 
-def adapter_problem_at(dir_fd):
-    """Why the open folder `dir_fd` is not a final adapter, or None when it is one."""
+def _file_problem(dir_fd, name, need_bytes):
+    """Why `name` in the open folder is not a regular file (with bytes, if `need_bytes`), or None."""
     try:
-        w = os.stat(WEIGHTS, dir_fd=dir_fd, follow_symlinks=False)
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as e:
         if e.errno == errno.ENOENT:
-            return "it holds no %s" % WEIGHTS
-        return "%s cannot be read: %s" % (WEIGHTS, e.strerror)
-    if not stat.S_ISREG(w.st_mode):
-        return "%s is not a regular file" % WEIGHTS
-    if w.st_size == 0:
-        return "%s is empty (0 bytes)" % WEIGHTS
-    try:
-        c = os.stat(CONFIG, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError as e:
-        if e.errno == errno.ENOENT:
-            return "it holds no %s" % CONFIG
-        return "%s cannot be read: %s" % (CONFIG, e.strerror)
-    if not stat.S_ISREG(c.st_mode):
-        return "%s is not a regular file" % CONFIG
+            return "it holds no %s" % name
+        return "%s cannot be read: %s" % (name, e.strerror)
+    if not stat.S_ISREG(st.st_mode):
+        return "%s is not a regular file" % name
+    if need_bytes and st.st_size == 0:
+        return "%s is empty (0 bytes)" % name
     return None
+
+
+def adapter_problem_at(dir_fd):
+    """Why the open folder `dir_fd` is not a final adapter, or None when it is one: its weights
+    must be a non-empty regular file, its config a regular file (neither a link)."""
+    return _file_problem(dir_fd, WEIGHTS, True) or _file_problem(dir_fd, CONFIG, False)
 
 
 def adapter_problem(path):
