@@ -26,7 +26,6 @@ name (non-UTF-8 bytes included) goes back to the same bytes.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import queue
@@ -325,20 +324,12 @@ def op_read(req, inp, out):
                     q.put((None, Refused("source-changed", "%s changed since it was listed (size, "
                                          "mtime, ctime or inode)" % shown(f["path"]))))
                     return
-                h = hashlib.sha256()
-                n = 0
-                while True:
-                    chunk = os.read(fd, CHUNK)
-                    if not chunk:
-                        break
-                    h.update(chunk)
-                    n += len(chunk)
-                    q.put((chunk, None))
+                digest, n = hashing.sha256_fd(fd, CHUNK, lambda chunk: q.put((chunk, None)))
                 if file_facts(os.fstat(fd)) != listed_facts(f):
                     q.put((None, Refused("source-changed", "%s changed while it was read"
                                          % shown(f["path"]))))
                     return
-                q.put((None, ok(sha256=h.hexdigest(), bytes=n)))
+                q.put((None, ok(sha256=digest, bytes=n)))
             except OSError as e:
                 q.put((None, source_error(e, f["path"])))
                 return

@@ -10,8 +10,9 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 CHUNK = 1 << 20
 
 
-def sha256_fd(fd, chunk=CHUNK):
-    """(sha256 hex, bytes read) of an open file, from its current offset to its end."""
+def sha256_fd(fd, chunk=CHUNK, each=None):
+    """(sha256 hex, bytes read) of an open file, from its current offset to its end; `each`, if
+    given, is called with every chunk as it is read (a copy that hashes what it sends)."""
     h = hashlib.sha256()
     n = 0
     while True:
@@ -20,6 +21,8 @@ def sha256_fd(fd, chunk=CHUNK):
             break
         h.update(b)
         n += len(b)
+        if each is not None:
+            each(b)
     return h.hexdigest(), n
 
 
