@@ -54,6 +54,14 @@ if [ "$phase" = o ]; then  # nvidia-h200: the final default (FlashAttention-4, p
   grep -E "reference-strong:|out of memory|rror" $OUT/o.log | grep -v Warning | tail -20
   summarize_benches
 fi
+if [ "$phase" = p ]; then  # nvidia-h200, fourth round: the Triton cross-entropy kernel; where the GPU waits
+  timeout 120 python3 benchmarks/check_ce.py > $OUT/p-check-ce.log 2>&1; cat $OUT/p-check-ce.log
+  echo "== train_bench.py --models qwen3-0.6b --profile --warmup 3" >> $OUT/p.log
+  timeout 150 python3 benchmarks/train_bench.py --models qwen3-0.6b --profile --warmup 3 >> $OUT/p.log 2>&1
+  echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 13 --steps 5 --warmup 3" >> $OUT/p.log
+  timeout 260 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 13 --steps 5 --warmup 3 >> $OUT/p.log 2>&1
+  grep -E "^#|^  |^qwen3|out of memory|rror" $OUT/p.log | grep -v Warning | tail -60
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

@@ -19,6 +19,7 @@ import json
 import random
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -48,6 +49,7 @@ LEVERS = [
     ("4 rows per forward", {"micro_batch": 4}),
     ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
     ("projections fused (q/k/v, gate/up as one matmul each)", {"fused_projections": True}),
+    ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
 ]
 
 
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     r["flops"] = [t * terms[0] + terms[1] * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
                 else:
                     batching.FUSED_CE = change != "full_ce"
+                    batching.CE_KERNEL = change != "compiled_ce"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc(file=sys.stderr)
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
-                batching.FUSED_CE = True
+                batching.FUSED_CE = batching.CE_KERNEL = True
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)
             _print(row)
@@ -169,12 +172,16 @@ def profile(cfg, warmup: int) -> None:
 
     engine, train, _, schedule = prepare(cfg, 0, 1, lambda m: None)
     for i in range(warmup):
-        engine.step(train, schedule.rows(i, 0))
+        engine.step(train, schedule.rows(i, 0), schedule.rows(i + 1, 0))
     torch.cuda.synchronize()
+    start = time.perf_counter()
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(warmup, warmup + 2):
-            engine.step(train, schedule.rows(i, 0))
+            engine.step(train, schedule.rows(i, 0), schedule.rows(i + 1, 0))
         torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / 2
+    print(f"# {engine.recipe.describe(engine.shapes.layers)}; {wall * 1e3:.1f} ms wall per step (profiled)")
+    idle_gaps(prof)
     events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0)]
     rows = sorted(((getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0), e.key, e.count)
                    for e in prof.key_averages()), reverse=True)
@@ -193,6 +200,25 @@ def profile(cfg, warmup: int) -> None:
         print(f"  {fam:<32} {100 * t / total:5.1f}%  {t / 2e3:8.1f} ms/step")
     for t, key, n in rows[:25]:
         print(f"  {t / 2e3:8.2f} ms/step  x{n // 2:<5} {key[:110]}")
+
+
+def idle_gaps(prof) -> None:
+    """Where the GPU waited: the idle time between kernels over the profiled steps, and the
+    longest waits with the kernels either side."""
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                   if e.device_type.name == "CUDA")
+    gaps, reach, before = [], None, ""
+    for s, e, name in spans:
+        if reach is not None and s > reach:
+            gaps.append((s - reach, before, name))
+        if reach is None or e > reach:
+            reach, before = e, name
+    idle = sum(g for g, _, _ in gaps)
+    big = [g for g in gaps if g[0] >= 20]
+    print(f"# GPU idle between kernels: {idle / 2e3:.1f} ms per step in {len(gaps) // 2} gaps; "
+          f"{sum(g for g, _, _ in big) / 2e3:.1f} ms in {len(big) // 2} gaps of 20 us or more")
+    for g, a, b in sorted(gaps, reverse=True)[:12]:
+        print(f"  idle {g / 1e3:7.2f} ms  after {a[:60]}  before {b[:60]}")
 
 
 def _print(r: dict) -> None:

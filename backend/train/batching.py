@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import ce_kernel
 from .corpus import Split
 
 IGNORE = -100
@@ -19,6 +20,9 @@ IGNORE = -100
 FUSED_CE = True
 #: torch.compile the chunk function on CUDA (fewer passes over the float32 logits)
 COMPILE_CE = True
+#: on CUDA, the Triton kernel that writes the gradient over the logits (ce_kernel.py) where it
+#: imports and passes its check; else the compiled chunk function
+CE_KERNEL = True
 
 
 @dataclass
@@ -166,14 +170,14 @@ _COMPILED: dict[str, object] = {}
 FALLBACK_LOG: dict[str, object] = {"log": None}
 
 
-def report_fallback(what: str, error: BaseException) -> None:
+def report_fallback(what: str, error: BaseException, instead: str = "running it eagerly") -> None:
     """Say once per kernel why a compiled kernel was given up (never silently)."""
     key = f"reported:{what}"
     if _COMPILED.get(key):
         return
     _COMPILED[key] = True
     first = (str(error).strip().splitlines() or [""])[0][:200]
-    line = f"{what} failed here ({type(error).__name__}: {first}); running it eagerly"
+    line = f"{what} failed here ({type(error).__name__}: {first}); {instead}"
     log = FALLBACK_LOG.get("log")
     if callable(log):
         log(line)
@@ -184,11 +188,35 @@ def report_fallback(what: str, error: BaseException) -> None:
 
 
 def _chunk_fn(device: torch.device):
-    if device.type != "cuda" or not COMPILE_CE:
+    if device.type != "cuda":
+        return _ce_chunk_inplace
+    if CE_KERNEL and ce_kernel.available():
+        key = f"kernel:{device}"
+        if key not in _COMPILED:
+            why = ce_kernel.works(device, torch.bfloat16, _ce_chunk_inplace, IGNORE)
+            _COMPILED[key] = why
+            if why:
+                report_fallback("the Triton cross-entropy kernel", RuntimeError(why),
+                                "using the compiled chunk function" if COMPILE_CE else "running it eagerly")
+        if _COMPILED[key] is None:
+            return _ce_chunk_kernel
+    if not COMPILE_CE:
         return _ce_chunk_inplace
     if "fn" not in _COMPILED:
         _COMPILED["fn"] = torch.compile(_ce_chunk, dynamic=None)
     return _COMPILED["fn"]
+
+
+def ce_kind(device: torch.device) -> str:
+    """How the cross-entropy chunks run on `device` (for the recipe line)."""
+    fn = _chunk_fn(device)
+    return ("Triton kernel" if fn is _ce_chunk_kernel else "eager" if fn is _ce_chunk_inplace else "compiled")
+
+
+def _ce_chunk_kernel(h, w, y, scale):
+    """The same through ce_kernel: one pass for the row's log-sum-exp, one writing the gradient
+    over the logits."""
+    return ce_kernel.chunk(h, w, y, scale, IGNORE)
 
 
 class LinearCrossEntropy(torch.autograd.Function):
@@ -209,8 +237,13 @@ class LinearCrossEntropy(torch.autograd.Function):
             except Exception as e:  # noqa: BLE001 - a compiler failure must not stop training
                 if fn is _ce_chunk_inplace or "OutOfMemory" in type(e).__name__:
                     raise
-                report_fallback("the compiled cross-entropy chunk", e)
-                _COMPILED["fn"] = fn = _ce_chunk_inplace
+                if fn is _ce_chunk_kernel:
+                    report_fallback("the Triton cross-entropy kernel", e, "running the chunks eagerly")
+                    _COMPILED[f"kernel:{hidden.device}"] = str(e) or type(e).__name__
+                else:
+                    report_fallback("the compiled cross-entropy chunk", e)
+                    _COMPILED["fn"] = _ce_chunk_inplace
+                fn = _ce_chunk_inplace
                 loss, g = fn(h, weight, y, scale)
             total += loss
             if want_grad:
@@ -233,5 +266,5 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: tor
     return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk)
 
 
-__all__ = ["Batch", "FALLBACK_LOG", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
+__all__ = ["Batch", "FALLBACK_LOG", "ce_kind", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
            "make_batch", "report_fallback"]

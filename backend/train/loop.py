@@ -43,6 +43,8 @@ class Recipe:
     kernel: str = "flash"
     #: decoder layers whose q/k/v and gate/up run fused (0: none)
     fused_layers: int = 0
+    #: how the cross-entropy chunks run ("Triton kernel", "compiled", "eager")
+    ce: str = "eager"
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
@@ -57,7 +59,7 @@ class Recipe:
                 f"attention {attn}, "
                 + (f"q/k/v and gate/up fused in {self.fused_layers} layers, " if self.fused_layers else "")
                 + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
-                f"{str(self.dtype).replace('torch.', '')}")
+                f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}")
 
 
 def pick_dtype(cfg: RunConfig, device: torch.device) -> torch.dtype:
@@ -151,7 +153,7 @@ class Engine:
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
                              packing=cfg.packing and not self.recurrent, kernel=kernel,
-                             fused_layers=fused_layers)
+                             fused_layers=fused_layers, ce=batching.ce_kind(device))
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         #: (split, rows, micro rows) -> batches built during the previous step
