@@ -51,11 +51,11 @@ def main() -> int:
         for name, fn in ways.items():
             l_, g_ = out[name]
             d = float((g_.float() - base_g.float()).norm() / base_g.float().norm())
-            times[name] = triton.testing.do_bench(lambda fn=fn: fn(h, w, yy, 1e-4), warmup=50, rep=300,
+            times[name] = triton.testing.do_bench(lambda fn=fn, h=h, w=w, yy=yy: fn(h, w, yy, 1e-4), warmup=50, rep=300,
                                                   return_mode="median")
             print(f"hidden {hidden}: {name:<26} {times[name]:7.3f} ms per 8192-token chunk  "
                   f"loss {float(l_):.6e}  gradient vs baseline {d:.1e}")
-        mm = triton.testing.do_bench(lambda: (h @ w.t()) @ w, warmup=50, rep=300, return_mode="median")
+        mm = triton.testing.do_bench(lambda h=h, w=w: (h @ w.t()) @ w, warmup=50, rep=300, return_mode="median")
         print(f"hidden {hidden}: the two matmuls alone {mm:7.3f} ms; Triton kernel "
               f"{times['compiled chunk (baseline)'] / times['Triton kernel']:.2f}x the compiled chunk")
     print("OK" if ok else "FAILED")

@@ -62,6 +62,25 @@ if [ "$phase" = p ]; then  # nvidia-h200, fourth round: the Triton cross-entropy
   timeout 260 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 13 --steps 5 --warmup 3 >> $OUT/p.log 2>&1
   grep -E "^#|^  |^qwen3|out of memory|rror" $OUT/p.log | grep -v Warning | tail -60
 fi
+if [ "$phase" = q ] || [ "$phase" = r ]; then  # nvidia-h200: fused projections, coordinate-descent tuning
+  # (as run, lever 14 was "each step waited for before the next is queued", against a build that
+  # queued the next step before reading a loss; that build gained nothing and was not kept, and
+  # coordinate-descent tuning, lever 15 then, is lever 14 now)
+  m=qwen3-0.6b; [ "$phase" = r ] && m=qwen3-1.7b
+  echo "== train_bench.py --models $m --levers 12,14 --steps 5 --warmup 3" >> $OUT/$phase.log
+  timeout 540 python3 benchmarks/train_bench.py --models $m --levers 12,14 --steps 5 --warmup 3 >> $OUT/$phase.log 2>&1
+  grep -E "^#|^qwen3|out of memory|rror" $OUT/$phase.log | grep -v Warning | tail -20
+fi
+if [ "$phase" = s ]; then  # nvidia-h200: the fourth round's default (Triton cross-entropy, projections fused)
+  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/s.log
+  timeout 230 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/s.log
+  for m in qwen3-1.7b:100 qwen3-4b:150; do
+    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 6 --warmup 2" >> $OUT/s.log
+    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/s.log
+  done
+  grep -E "reference-strong:|out of memory|rror" $OUT/s.log | grep -v Warning | tail -20
+  summarize_benches
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

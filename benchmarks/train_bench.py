@@ -50,6 +50,7 @@ LEVERS = [
     ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
     ("projections fused (q/k/v, gate/up as one matmul each)", {"fused_projections": True}),
     ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
+    ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
 ]
 
 
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             print(write_run(folder, arch, args.seq_len))
         return 0
     import torch
+    import torch._inductor.config
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     peak = matmul_peak_tflops(device)
@@ -141,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     batching.FUSED_CE = change != "full_ce"
                     batching.CE_KERNEL = change != "compiled_ce"
+                    torch._inductor.config.coordinate_descent_tuning = change == "cdt"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
@@ -154,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
                 batching.FUSED_CE = batching.CE_KERNEL = True
+                torch._inductor.config.coordinate_descent_tuning = False
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)
             _print(row)

@@ -132,9 +132,11 @@ class Engine:
         self.model = apply_lora(self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout)
         self.n_lora = lora_parameter_count(self.model)
         fused_layers = 0
-        # opt-in: measured on an H200 it gained nothing beyond the run-to-run spread (0.6B +0.0%,
-        # 1.7B +1.0%) and held 1.8 GiB more at peak
-        if cfg.fused_projections is True and not self.recurrent:
+        # "auto" fuses on CUDA: on an H200 it gained 1.0% and 2.0% on the 1.7B shape in two
+        # processes, +0.0% and +0.4% on 0.6B, for 1.8 GiB more at peak (benchmarks/results/SUMMARY.md);
+        # on the CPU it stays off (nothing measured there)
+        want_fused = cfg.fused_projections is True or (cfg.fused_projections == "auto" and device.type == "cuda")
+        if want_fused and not self.recurrent:
             counts = fuse_projections(self.model)
             fused_layers = max(counts["attention"], counts["mlp"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
