@@ -31,10 +31,9 @@ def main() -> int:
         q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
         ref = attention.varlen_reference(q64, k64, v64, cu, 128 ** -0.5)
         rgrads = torch.autograd.grad(ref, (q64, k64, v64), g.double())
-        for kernel in ("flash", "fa4", "fa4 grouped backward", "cudnn"):
-            attention.FA4_EXPAND_KV_BACKWARD = kernel != "fa4 grouped backward"
+        for kernel in ("flash", "fa4", "cudnn"):
             try:
-                out = attention.run_varlen(kernel.split()[0], q, k, v, cu, max(lens), 128 ** -0.5)
+                out = attention.run_varlen(kernel, q, k, v, cu, max(lens), 128 ** -0.5)
                 grads = torch.autograd.grad(out, (q, k, v), g)
             except Exception as e:  # noqa: BLE001
                 print(f"{kernel} ranges {lens}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -84,10 +83,9 @@ def timing(dev) -> None:
     v = torch.randn(t, 8, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
     g = torch.randn(t, 16, 128, device=dev, dtype=torch.bfloat16)
     flops = 8 * (4 * 4096 * 4096 * 16 * 128 / 2) * 3.5  # causal; backward 2.5x forward
-    for kernel in ("flash", "fa4", "fa4 grouped backward", "cudnn"):
+    for kernel in ("flash", "fa4", "cudnn"):
         def run(kernel=kernel):
-            attention.FA4_EXPAND_KV_BACKWARD = kernel != "fa4 grouped backward"
-            out = attention.run_varlen(kernel.split()[0], q, k, v, cu, 4096, 128 ** -0.5)
+            out = attention.run_varlen(kernel, q, k, v, cu, 4096, 128 ** -0.5)
             torch.autograd.grad(out, (q, k, v), g)
         try:
             for _ in range(3):
@@ -104,7 +102,6 @@ def timing(dev) -> None:
             print(f"timing {kernel}: forward+backward {med * 1e3:.2f} ms, {flops / med / 1e12:.0f} TFLOP/s")
         except Exception as e:  # noqa: BLE001
             print(f"timing {kernel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    attention.FA4_EXPAND_KV_BACKWARD = True
 
 
 if __name__ == "__main__":

@@ -82,12 +82,22 @@ if [ "$phase" = s ]; then  # nvidia-h200: the fourth round's default (Triton cro
   summarize_benches
 fi
 if [ "$phase" = t ]; then  # nvidia-h200: FA4's backward on K/V repeated to the query heads; levers compiled afresh
+  # (as run: the build repeated K/V for the backward by default and lever 15 was FA4's own grouped
+  # backward; check_varlen.py timed both. It did not pay and was reverted; lever 15 is gone)
   timeout 100 python3 benchmarks/check_varlen.py > $OUT/t-check-varlen.log 2>&1; grep -v Warn $OUT/t-check-varlen.log | grep -E "fa4|timing|passed|FAIL"
   for m in qwen3-0.6b:200 qwen3-1.7b:250; do
     echo "== train_bench.py --models ${m%%:*} --levers 14,15 --steps 5 --warmup 3" >> $OUT/t.log
     timeout ${m##*:} python3 benchmarks/train_bench.py --models ${m%%:*} --levers 14,15 --steps 5 --warmup 3 >> $OUT/t.log 2>&1
   done
   grep -E "^#|^qwen3|out of memory|rror" $OUT/t.log | grep -v Warning | tail -20
+fi
+if [ "$phase" = u ]; then  # nvidia-h200: the final default again, 10 timed steps
+  for m in qwen3-0.6b:130 qwen3-1.7b:170; do
+    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 10 --warmup 2" >> $OUT/u.log
+    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 10 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/u.log
+  done
+  grep -E "out of memory|rror" $OUT/u.log | grep -v Warning | tail -20
+  summarize_benches
 fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do

@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from fleetdeck.backend.train import attention, batching
+from fleetdeck.backend.train import batching
 from fleetdeck.backend.train.bench import (
     matmul_peak_tflops,
     measure_fleetdeck,
@@ -51,7 +51,6 @@ LEVERS = [
     ("projections fused (q/k/v, gate/up as one matmul each)", {"fused_projections": True}),
     ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
     ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
-    ("FlashAttention-4 backward on grouped K/V (float32 dK/dV accumulation)", "fa4_grouped_bwd"),
 ]
 
 
@@ -149,7 +148,6 @@ def main(argv: list[str] | None = None) -> int:
                     batching.FUSED_CE = change != "full_ce"
                     batching.CE_KERNEL = change != "compiled_ce"
                     torch._inductor.config.coordinate_descent_tuning = change == "cdt"
-                    attention.FA4_EXPAND_KV_BACKWARD = change != "fa4_grouped_bwd"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
@@ -164,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 batching.FUSED_CE = batching.CE_KERNEL = True
                 torch._inductor.config.coordinate_descent_tuning = False
-                attention.FA4_EXPAND_KV_BACKWARD = True
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)
             _print(row)

@@ -17,8 +17,6 @@ import torch
 import torch.nn.functional as F
 
 NAME = "fleetdeck_varlen"
-#: FlashAttention-4's backward on K/V repeated to the query heads (no float32 dK/dV accumulation)
-FA4_EXPAND_KV_BACKWARD = True
 
 
 class _FlashVarlen(torch.autograd.Function):
@@ -93,17 +91,6 @@ if hasattr(torch.library, "custom_op"):
 
     def _fa4_backward(ctx, grad_out, grad_lse):
         q, k, v, out, lse, cu = ctx.saved_tensors
-        rep = q.shape[1] // k.shape[1]
-        if rep > 1 and FA4_EXPAND_KV_BACKWARD:
-            # grouped K/V heads repeated to the query heads: the kernel then writes dK/dV per head
-            # directly instead of adding them up in float32 with atomics and converting after;
-            # the pairs are summed here (in float32, rounded once)
-            kx, vx = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-            dq, dkx, dvx = _fa4_bwd(grad_out.contiguous(), q, kx, vx, out, lse, cu, ctx.max_len, ctx.scale)
-            t, h, d = k.shape
-            dk = dkx.view(t, h, rep, d).sum(2, dtype=torch.float32).to(k.dtype)
-            dv = dvx.view(t, h, rep, v.shape[-1]).sum(2, dtype=torch.float32).to(v.dtype)
-            return dq, dk, dv, None, None, None
         dq, dk, dv = _fa4_bwd(grad_out.contiguous(), q, k, v, out, lse, cu, ctx.max_len, ctx.scale)
         return dq, dk, dv, None, None, None
 
