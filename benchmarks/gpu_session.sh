@@ -99,6 +99,14 @@ if [ "$phase" = u ]; then  # nvidia-h200: the final default again, 10 timed step
   grep -E "out of memory|rror" $OUT/u.log | grep -v Warning | tail -20
   summarize_benches
 fi
+if [ "$phase" = v ]; then  # nvidia-h200: the fourth round's default trains end to end (eval, checkpoints, adapter)
+  sed -e 's/^output = .*/output = "runs\/e2e-r4"/' $B/qwen3-0.6b.toml > $B/e2e4.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e4.toml
+  timeout 200 train $B/e2e4.toml > $OUT/v.log 2>&1; echo "train exit $?" | tee -a $OUT/v.log
+  grep -E "recipe|LoRA|cross-entropy|step |saved|finished|failed|Error" $OUT/v.log | grep -v Warning | tail -16
+  python3 -c "import json;m=json.load(open('$B/runs/e2e-r4/run.json'));print('state',m['state'])" | tee -a $OUT/v.log
+  ls $B/runs/e2e-r4 $B/runs/e2e-r4/checkpoints $B/runs/e2e-r4/adapter | tee -a $OUT/v.log
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

@@ -36,6 +36,9 @@ CHECK = textwrap.dedent('''
         out[f"{rows}x{vocab}"] = dict(loss=float(loss), ref=float(ref), grad_err=grad_err,
                                       ignored_row_zero=bool((work[1] == 0).all()),
                                       loss_only=float(loss_only), untouched=bool(torch.equal(only, kept)))
+    bad = torch.randn(4, 50, generator=gen)
+    out["out_of_range"] = [float(ce_kernel.ce_rows(bad.clone(), torch.tensor([1, 2, lab, 3]), 1.0, IGNORE))
+                           for lab in (50, -7)]
     h = torch.randn(31, 16, generator=gen)
     w = torch.randn(300, 16, generator=gen)
     y = torch.randint(0, 300, (31,), generator=gen)
@@ -80,3 +83,9 @@ def test_chunk_matches_the_eager_chunk_function(results):
 def test_the_trial_passes_a_right_kernel_and_names_a_wrong_result(results):
     assert results["works"] is None
     assert results["works_wrong_ref"].startswith("differs from the reference (loss")
+
+
+def test_a_label_outside_the_vocabulary_makes_the_loss_nan(results):
+    import math
+
+    assert all(math.isnan(v) for v in results["out_of_range"])

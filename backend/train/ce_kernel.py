@@ -44,7 +44,10 @@ if triton is not None:
             s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)
             m = m_new
         lse = m + tl.log(s)
-        picked = tl.load(base + tl.where(valid, y, 0)).to(tl.float32)
+        # a label outside the vocabulary is never read out of bounds: its row's loss is NaN
+        inside = (y >= 0) & (y < n_cols)
+        picked = tl.load(base + tl.where(valid & inside, y, 0), mask=valid & inside,
+                         other=float("nan")).to(tl.float32)
         tl.store(loss_ptr + row, tl.where(valid, lse - picked, 0.0))
         if WRITE_GRAD:
             weight = tl.where(valid, scale, 0.0)
@@ -66,7 +69,8 @@ def ce_rows(logits: torch.Tensor, labels: torch.Tensor, scale: float, ignore_ind
             write_grad: bool = True) -> torch.Tensor:
     """Summed cross-entropy of `logits` (rows, vocab) against `labels` (rows,), rows labelled
     `ignore_index` counting nothing; with `write_grad`, `logits` is overwritten by the gradient
-    of scale * that sum."""
+    of scale * that sum. A label outside the vocabulary makes the sum NaN (never a read out of
+    bounds, never a quietly wrong loss)."""
     if triton is None:
         raise RuntimeError("Triton is not installed")
     if logits.dim() != 2 or logits.stride(1) != 1:
