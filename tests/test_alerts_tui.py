@@ -15,7 +15,7 @@ async def test_alerts_view_lists_what_fires_and_the_header_carries_a_badge():
         await feed(app, pilot)
         firing = app.alert_watch.firing
         assert firing, "the recorded fleet has stray schedules and a stalled run"
-        assert app.sub_title == f"{base} · ⚠ {len(firing)} alert{'' if len(firing) == 1 else 's'}"
+        assert app.sub_title == f"⚠ {len(firing)} alert{'' if len(firing) == 1 else 's'} (press 5) · {base}"
         await pilot.press("5")
         table = app.screen.query_one("#alerts-table", KeyedTable)
         assert len(table.keys) == len(firing)

@@ -10,7 +10,7 @@ import dataclasses
 from rich.text import Text
 from test_tui_actions import local_app, make_run, open_purge
 from test_tui_narrow import visible_columns
-from test_tui_views import NAMES, T, feed, recorded
+from test_tui_views import NAMES, T, feed, fixture_app, recorded
 
 from fleetdeck.backend import state
 from fleetdeck.backend.config import parse_fleet
@@ -243,3 +243,39 @@ async def test_schedules_at_80_columns_say_why_in_words_that_fit():
         await pilot.pause()
         whys = [plain(table.get_cell(k, "why")) for k in table.keys]
         assert any(w.startswith(("names ", "the same command", "nobody has")) for w in whys), whys
+
+
+async def test_the_footer_names_every_other_view_and_quit_within_80_columns():
+    """`5 Alerts` is in the footer of every other view, the view on screen leaves its own key
+    out, and nothing is cut at 80 columns (the Runs view, with Purge and Mirror, is the widest)."""
+    from textual.widgets._footer import FooterKey
+
+    views = {"1": "Fleet", "2": "Runs", "3": "Schedules", "4": "Audit", "5": "Alerts"}
+    app = fixture_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        for key, name in views.items():
+            await pilot.press(key)
+            await pilot.pause()
+            keys = [k for k in app.screen.query(FooterKey) if k.display]
+            shown = {k.description for k in keys}
+            assert shown >= {v for k, v in views.items() if k != key} | {"Quit", "Help"}, (name, shown)
+            assert name not in shown, f"the {name} view's own key is in its footer"
+            assert max(k.region.right for k in keys) <= 80, (name, [(k.description, k.region) for k in keys])
+        await pilot.press("1")
+        await pilot.pause()
+        app.open_host(NAMES[0])
+        await pilot.pause()
+        shown = {k.description for k in app.screen.query(FooterKey) if k.display}
+        assert {"Fleet", "Alerts", "Quit"} <= shown, "from the Host view, 1 goes back to the Fleet view"
+        await pilot.press("1")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "FleetScreen"
+
+
+async def test_the_alert_badge_leads_the_subtitle_and_names_its_key():
+    from fleetdeck.tui.screens.alerts import badge_text
+
+    assert badge_text(0) == ""
+    assert badge_text(1) == "⚠ 1 alert (press 5)"
+    assert badge_text(3) == "⚠ 3 alerts (press 5)"

@@ -58,7 +58,7 @@ class FleetdeckApp(GuardedPump, App):
         Binding("3", "view('schedules')", "Schedules",
                 tooltip="Schedules view: cron entries, timers, at jobs, loops"),
         Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
-        Binding("5", "view('alerts')", "Alerts", show=False, tooltip="Alerts view: firing and resolved alerts"),
+        Binding("5", "view('alerts')", "Alerts", tooltip="Alerts view: firing and resolved alerts"),
         Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
         Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
         Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),
@@ -192,9 +192,20 @@ class FleetdeckApp(GuardedPump, App):
 
     # -- navigation and actions -------------------------------------------------------------
     def action_view(self, mode: str) -> None:
-        """Switch to one of the top-level views."""
+        """Switch to one of the top-level views (from the Host view, its own key closes it)."""
         if self.current_mode != mode:
             self.switch_mode(mode)
+        elif isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The view on screen leaves its own key out of the footer (pressing it does nothing),
+        so the footer keeps every other view and `q Quit` within 80 columns."""
+        if action == "view" and parameters and parameters[0] == self.current_mode \
+                and not isinstance(self.screen, HostScreen):
+            return False
+        return True
 
     def open_host(self, name: str) -> None:
         """Push the Host view for `name`."""
@@ -206,6 +217,7 @@ class FleetdeckApp(GuardedPump, App):
             self.pop_screen()
         elif self.current_mode != "fleet" and isinstance(self.screen, ViewScreen):
             self.switch_mode("fleet")
+        self.refresh_bindings()
 
     def action_poll_now(self) -> None:
         """Poll at once instead of waiting for the interval."""
@@ -229,7 +241,7 @@ class FleetdeckApp(GuardedPump, App):
         """The command palette offers every action of every view."""
         yield from super().get_system_commands(screen)
         views = [("Fleet view", "fleet"), ("Runs view", "runs"), ("Schedules view", "schedules"),
-                 ("Audit view", "audit")]
+                 ("Audit view", "audit"), ("Alerts view", "alerts")]
         for title, mode in views:
             yield SystemCommand(title, f"Show the {title}", lambda m=mode: self.action_view(m))
         for name in self.state.host_names:

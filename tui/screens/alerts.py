@@ -49,6 +49,11 @@ SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
 BAR = 40
 
 
+def badge_text(firing: int) -> str:
+    """The header's alert badge: how many fire and the key that shows them ("" when none)."""
+    return f"⚠ {firing} alert{'' if firing == 1 else 's'} (press 5)" if firing else ""
+
+
 class AlertWatch:
     """The dashboard's alert engine: `observe(snapshot)` after each poll."""
 
@@ -122,12 +127,13 @@ class AlertWatch:
                     state.spark[key].extendleft(reversed([spark_char(f) for f in fracs]))
 
     def show_badge(self) -> None:
-        """`⚠ N alerts` after the header's subtitle while any fire."""
+        """`⚠ N alerts (press 5)` before the header's subtitle while any fire (first, so a narrow
+        terminal cuts the fleet's description, not the badge)."""
         if self._base_subtitle is None:
             self._base_subtitle = self.app.sub_title
         n = len(self.engine.m.firing)
-        badge = f" · ⚠ {n} alert{'' if n == 1 else 's'}" if n else ""
-        self.app.sub_title = self._base_subtitle + badge
+        badge = badge_text(n)
+        self.app.sub_title = f"{badge} · {self._base_subtitle}" if badge else self._base_subtitle
 
 
 class AlertsScreen(ViewScreen):
