@@ -63,7 +63,8 @@ if [ "$phase" = p ]; then  # nvidia-h200, fourth round: the Triton cross-entropy
   grep -E "^#|^  |^qwen3|out of memory|rror" $OUT/p.log | grep -v Warning | tail -60
 fi
 if [ "$phase" = q ] || [ "$phase" = r ]; then  # nvidia-h200: fused projections, coordinate-descent tuning
-  # (as run, lever 14 was "each step waited for before the next is queued", against a build that
+  # (as run, lever 12 was "projections fused" (the default then kept them apart; lever 12 is now
+  # "projections apart"), lever 14 was "each step waited for before the next is queued", against a build that
   # queued the next step before reading a loss; that build gained nothing and was not kept, and
   # coordinate-descent tuning, lever 15 then, is lever 14 now)
   m=qwen3-0.6b; [ "$phase" = r ] && m=qwen3-1.7b

@@ -48,7 +48,7 @@ LEVERS = [
     ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
     ("4 rows per forward", {"micro_batch": 4}),
     ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
-    ("projections fused (q/k/v, gate/up as one matmul each)", {"fused_projections": True}),
+    ("projections apart (q/k/v, gate/up as separate matmuls)", {"fused_projections": False}),
     ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
     ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
 ]
