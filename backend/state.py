@@ -236,13 +236,24 @@ def _generic_summary(r: dict[str, Any]) -> str:
 
 def describe(r: dict[str, Any], size: Callable[[Any], str] = _bytes) -> tuple[str, list[str]]:
     """A record as text: (one summary line, detail lines); every string escaped with `shown`,
-    no JSON; `size` formats byte counts. Purge records get their own reading; any other record
-    its fields one per line."""
+    no JSON; `size` formats byte counts (purge records' sizes, and any field named `bytes`,
+    `bytes_*` or `*_bytes*`). Purge records get their own reading; any other record its fields
+    one per line."""
     if r.get("action") == "purge" and isinstance(r.get("paths"), list) and \
             all(isinstance(p, dict) for p in r["paths"]):
         return _purge_summary(r, size), _purge_details(r, size)
-    details = [f"{shown(str(k))}: {_text(v)}" for k, v in r.items() if k not in COMMON]
-    return _generic_summary(r), details
+    details = [f"{shown(str(k))}: {size(v) if _is_size(k, v) else _text(v)}"
+               for k, v in r.items() if k not in COMMON]
+    summary = _generic_summary(r)
+    if _is_size("bytes", r.get("bytes")):
+        summary += f"; {size(r['bytes'])}"
+    return summary, details
+
+
+def _is_size(key: Any, value: Any) -> bool:
+    """Whether a record field is a byte count (`bytes`, `bytes_src`, `free_bytes_after`...)."""
+    return (isinstance(key, str) and "bytes" in key.split("_") and isinstance(value, int)
+            and not isinstance(value, bool))
 
 
 def _user() -> str:
