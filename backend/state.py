@@ -245,7 +245,7 @@ def describe(r: dict[str, Any], size: Callable[[Any], str] = _bytes) -> tuple[st
     details = [f"{shown(str(k))}: {size(v) if _is_size(k, v) else _text(v)}"
                for k, v in r.items() if k not in COMMON]
     summary = _generic_summary(r)
-    if _is_size("bytes", r.get("bytes")):
+    if _is_size("bytes", r.get("bytes")) and any(isinstance(r.get(k), str) for k in ("src", "dst", "path")):
         summary += f"; {size(r['bytes'])}"
     return summary, details
 
@@ -253,7 +253,7 @@ def describe(r: dict[str, Any], size: Callable[[Any], str] = _bytes) -> tuple[st
 def _is_size(key: Any, value: Any) -> bool:
     """Whether a record field is a byte count (`bytes`, `bytes_src`, `free_bytes_after`...)."""
     return (isinstance(key, str) and "bytes" in key.split("_") and isinstance(value, int)
-            and not isinstance(value, bool))
+            and not isinstance(value, bool) and abs(value) < 1 << 63)
 
 
 def _user() -> str:

@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             # each variant compiles afresh: a switch read only while the backward is traced (or an
             # inductor setting) would otherwise reuse the previous variant's compiled layers
             torch._dynamo.reset()
+            batching._COMPILED.clear()  # a fallback taken in one variant must not carry into the next
             try:
                 if label.startswith("reference"):
                     from fleetdeck.backend.train.reference import measure_reference

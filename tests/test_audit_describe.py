@@ -26,3 +26,13 @@ def test_fields_that_only_look_like_sizes_are_left_alone():
     summary, lines = describe(rec, mib)
     assert "bytesize: 5" in lines and "bytes: many" in lines and "ok_bytes: True" in lines
     assert "M" not in summary
+
+
+def test_a_corrupt_byte_count_reads_as_text_not_a_crash():
+    from fleetdeck.tui.fmt import human_bytes
+
+    huge = int("9" * 400)
+    summary, lines = describe({"action": "mirror", "result": "done", "dst": "b:/x", "bytes": huge}, human_bytes)
+    assert f"bytes: {'9' * 400}" in lines and summary == "dst b:/x"
+    summary, lines = describe({"action": "other", "result": "done", "bytes": 5}, mib)
+    assert summary == "bytes 5" and lines == ["bytes: 0.0M"]

@@ -89,3 +89,27 @@ def test_a_label_outside_the_vocabulary_makes_the_loss_nan(results):
     import math
 
     assert all(math.isnan(v) for v in results["out_of_range"])
+
+
+def test_a_kernel_that_fails_mid_run_gives_way_to_the_compiled_then_the_eager_chunk(monkeypatch):
+    """What runs after a failure is decided once and said once: the kernel gives way to the
+    compiled chunk function (never tried again at that vocabulary), which gives way to eager."""
+    import torch
+
+    from fleetdeck.backend.train import batching
+
+    lines: list[str] = []
+    monkeypatch.setattr(batching, "_COMPILED", {})
+    monkeypatch.setitem(batching.FALLBACK_LOG, "log", lines.append)
+    cuda = torch.device("cuda", 0)  # only named: nothing runs on it
+    nxt = batching._give_up(batching._ce_chunk_kernel, RuntimeError("boom"), cuda, 151936, torch.bfloat16)
+    assert nxt is batching._COMPILED["fn"] and nxt is not batching._ce_chunk_inplace
+    assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is nxt, "the failed kernel is not tried again"
+    assert lines == ["the Triton cross-entropy kernel failed here (RuntimeError: boom); "
+                     "using the compiled chunk function"]
+    last = batching._give_up(nxt, ValueError("no compiler"), cuda, 151936, torch.bfloat16)
+    assert last is batching._ce_chunk_inplace
+    assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is batching._ce_chunk_inplace
+    assert lines[-1].startswith("the compiled cross-entropy chunk failed here (ValueError: no compiler)")
+    monkeypatch.setattr(batching, "FUSED_CE", False)
+    assert batching.ce_kind(cuda, 151936, torch.bfloat16) == "over whole logits"

@@ -107,14 +107,14 @@ async def test_a_stopped_writer_fails_the_copy_naming_the_destination(pair):
 async def test_a_copy_that_crawls_is_stopped_whole_at_its_copy_deadline(pair, monkeypatch):
     """Besides the no-progress limit, the copy as a whole has a deadline: 2 x command_timeout plus
     time for its bytes and files at the slowest rate allowed. A copy that never waits long enough
-    to trip the no-progress limit but crawls (here every 1 MiB frame takes a quarter second to
-    relay, with the allowed rates made unlimited so the deadline is 6 s) is stopped there, whole:
-    no final name, no partial folder, audited as a timeout with the bytes it saw."""
+    to trip the no-progress limit but crawls (here every 1 MiB frame takes 0.4 s to relay, about
+    19 s in all, against a deadline of 10 s: 6 s for the helpers and 4 s for the bytes) is stopped
+    there, whole: no final name, no partial folder, audited as a timeout with the bytes it saw."""
     import importlib
     import time
 
     mirror_mod = importlib.import_module("fleetdeck.backend.actions.mirror")
-    monkeypatch.setattr(mirror_mod, "MIN_RATE", 1e15)
+    monkeypatch.setattr(mirror_mod, "MIN_RATE", (48 << 20) / 4)  # 4 s for the 48 MiB
     monkeypatch.setattr(mirror_mod, "HASH_RATE", 1e15)
     monkeypatch.setattr(mirror_mod, "PER_FILE", 0.0)
     spare, fleet, src, dst = pair
@@ -123,13 +123,13 @@ async def test_a_copy_that_crawls_is_stopped_whole_at_its_copy_deadline(pair, mo
     def crawl(done, total):
         if done:
             frames.append(done)
-            time.sleep(0.25)
+            time.sleep(0.4)
 
     sl, dl = HostLink(fleet.host("st-src")), HostLink(fleet.host("st-dst"))
     try:
         rep = await mirror(sl, str(src), dl, str(dst), progress=crawl)
         assert rep.result == "failed" and rep.reason == "timeout" and not rep.ok, rep
-        assert f"took longer than its limit of {2 * IDLE}s" in rep.error, rep.error
+        assert "took longer than its limit of 10s" in rep.error, rep.error
         assert "the partial folder was removed" in rep.error
         assert len(frames) >= 2, "it was moving, not stalled"
         assert 0 < rep.bytes_copied < rep.bytes_src

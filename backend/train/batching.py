@@ -187,13 +187,15 @@ def report_fallback(what: str, error: BaseException, instead: str = "running it 
         print(line, file=sys.stderr)
 
 
-def _chunk_fn(device: torch.device):
+def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype):
+    """The chunk function for this device: the Triton kernel where it imports and passed its
+    trial at this vocabulary and dtype, else the compiled chunk function, else eager."""
     if device.type != "cuda":
         return _ce_chunk_inplace
     if CE_KERNEL and ce_kernel.available():
-        key = f"kernel:{device}"
+        key = _kernel_key(device, vocab, dtype)
         if key not in _COMPILED:
-            why = ce_kernel.works(device, torch.bfloat16, _ce_chunk_inplace, IGNORE)
+            why = ce_kernel.works(device, dtype, _ce_chunk_inplace, IGNORE, vocab)
             _COMPILED[key] = why
             if why:
                 report_fallback("the Triton cross-entropy kernel", RuntimeError(why),
@@ -207,16 +209,36 @@ def _chunk_fn(device: torch.device):
     return _COMPILED["fn"]
 
 
-def ce_kind(device: torch.device) -> str:
-    """How the cross-entropy chunks run on `device` (for the recipe line)."""
-    fn = _chunk_fn(device)
+def _kernel_key(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
+    return f"kernel:{device}:{vocab}:{dtype}"
+
+
+def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: torch.dtype):
+    """After `fn` raised on a chunk: remember not to use it again, say so once, and return what
+    runs instead (the compiled chunk function after the kernel, eager after that)."""
+    if fn is _ce_chunk_kernel:
+        _COMPILED[_kernel_key(device, vocab, dtype)] = str(error) or type(error).__name__
+        nxt = _chunk_fn(device, vocab, dtype)
+        report_fallback("the Triton cross-entropy kernel", error,
+                        "running the chunks eagerly" if nxt is _ce_chunk_inplace else "using the compiled chunk function")
+        return nxt
+    report_fallback("the compiled cross-entropy chunk", error)
+    _COMPILED["fn"] = _ce_chunk_inplace
+    return _ce_chunk_inplace
+
+
+def ce_kind(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
+    """How the cross-entropy runs on `device` (for the recipe line)."""
+    if not FUSED_CE:
+        return "over whole logits"
+    fn = _chunk_fn(device, vocab, dtype)
     return ("Triton kernel" if fn is _ce_chunk_kernel else "eager" if fn is _ce_chunk_inplace else "compiled")
 
 
-def _ce_chunk_kernel(h, w, y, scale):
+def _ce_chunk_kernel(h, w, y, scale, want_grad=True):
     """The same through ce_kernel: one pass for the row's log-sum-exp, one writing the gradient
-    over the logits."""
-    return ce_kernel.chunk(h, w, y, scale, IGNORE)
+    over the logits (skipped, with its matmul, when no gradient is wanted)."""
+    return ce_kernel.chunk(h, w, y, scale, IGNORE, want_grad)
 
 
 class LinearCrossEntropy(torch.autograd.Function):
@@ -229,22 +251,21 @@ class LinearCrossEntropy(torch.autograd.Function):
         want_grad = hidden.requires_grad
         grad = torch.empty_like(hidden) if want_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        fn = _chunk_fn(hidden.device)
+        vocab = weight.shape[0]
+        fn = _chunk_fn(hidden.device, vocab, hidden.dtype)
         for s in range(0, hidden.shape[0], chunk):
             h, y = hidden[s:s + chunk], labels[s:s + chunk]
-            try:
-                loss, g = fn(h, weight, y, scale)
-            except Exception as e:  # noqa: BLE001 - a compiler failure must not stop training
-                if fn is _ce_chunk_inplace or "OutOfMemory" in type(e).__name__:
-                    raise
-                if fn is _ce_chunk_kernel:
-                    report_fallback("the Triton cross-entropy kernel", e, "running the chunks eagerly")
-                    _COMPILED[f"kernel:{hidden.device}"] = str(e) or type(e).__name__
-                else:
-                    report_fallback("the compiled cross-entropy chunk", e)
-                    _COMPILED["fn"] = _ce_chunk_inplace
-                fn = _ce_chunk_inplace
-                loss, g = fn(h, weight, y, scale)
+            while True:
+                try:
+                    if fn is _ce_chunk_kernel and not want_grad:
+                        loss, g = fn(h, weight, y, scale, want_grad=False)
+                    else:
+                        loss, g = fn(h, weight, y, scale)
+                    break
+                except Exception as e:  # noqa: BLE001 - a compiler failure must not stop training
+                    if fn is _ce_chunk_inplace or "OutOfMemory" in type(e).__name__:
+                        raise
+                    fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype)
             total += loss
             if want_grad:
                 grad[s:s + chunk] = g

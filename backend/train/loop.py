@@ -155,7 +155,8 @@ class Engine:
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
                              packing=cfg.packing and not self.recurrent, kernel=kernel,
-                             fused_layers=fused_layers, ce=batching.ce_kind(device))
+                             fused_layers=fused_layers,
+                             ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype))
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         #: (split, rows, micro rows) -> batches built during the previous step
