@@ -100,7 +100,7 @@ def works(device: torch.device, dtype: torch.dtype, reference, ignore_index: int
     """None when the kernel gives `reference`'s loss and gradient on uneven random rows (some
     ignored) at the model's own `vocab` (the kernel is compiled per vocabulary, so the trial
     runs the very kernel training will) on `device`; else why not. The kernel and the
-    reference see the same logits, so they agree far inside the tolerance (measured 1e-5)."""
+    reference see the same logits, so they agree far inside the tolerance."""
     try:
         gen = torch.Generator().manual_seed(7)
         h = (torch.randn(97, 64, generator=gen) * 2).to(device, dtype)
@@ -115,7 +115,9 @@ def works(device: torch.device, dtype: torch.dtype, reference, ignore_index: int
     except Exception as e:  # noqa: BLE001 - any failure means: do not use it here
         first = (str(e).strip().splitlines() or [""])[0][:200]
         return f"{type(e).__name__}: {first}"
-    tol = 1e-5 if dtype == torch.float32 else 1e-3
+    # bf16: the two round the same float32 gradient (1e-5 apart measured on an H200); a
+    # rounding that truncates instead (Triton's CPU interpreter) is 3e-3 off; a wrong row is >1e-1
+    tol = 1e-5 if dtype == torch.float32 else 5e-3
     if not (err_loss <= tol and err_grad <= tol):
         return f"differs from the reference (loss {err_loss:.2e}, gradient {err_grad:.2e}, tolerance {tol:.0e})"
     return None
