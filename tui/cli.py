@@ -25,15 +25,24 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """Options are taken only as spelled: argparse's prefix matching would read a `--host`
+    typo, on a command without `--host`, as `--hosts` and replace the fleet file with it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fleetdeck",
         description="Watch and act on a small fleet of GPU training hosts over SSH.",
     )
     parser.add_argument("--hosts", metavar="FILE", help="fleet file (default: $FLEETDECK_HOSTS, "
                         "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     seen: set[str] = set()
     for module in COMMANDS.values():
         if module in seen:
@@ -57,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     # `--hosts` is accepted after the subcommand too ("every command takes it")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its own usage line
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         args = parser.parse_args([*argv, "tui"])
     try:
@@ -68,6 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fleetdeck: interrupted", file=sys.stderr)
         return 1
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` came from, for its usage line in an error."""
+    found = parser
+    for dest in ("command", "schedules_action", "seats_action"):
+        name = getattr(args, dest, None)
+        subs = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        if not name or not subs or name not in subs[0].choices:
+            break
+        found = subs[0].choices[name]
+    return found
 
 
 def add_hosts_option(p: argparse.ArgumentParser) -> None:

@@ -28,9 +28,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "attempt (intent and result), refused or done.")
     add_hosts_option(p)
     p.add_argument("--json", action="store_true", help='print {"entries": [...]}, newest first')
-    p.add_argument("--limit", type=int, metavar="N", help="only the N newest entries")
+    p.add_argument("--limit", type=_positive, metavar="N", help="only the N newest entries (N >= 1)")
     p.add_argument("--details", action="store_true", help="every field of each record, one per line")
     p.set_defaults(func=cmd_audit)
+
+
+def _positive(text: str) -> int:
+    """--limit: a whole number of at least 1 (argparse exits 2 otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
+    return n
 
 
 def entries(limit: int | None = None) -> list[dict[str, Any]]:

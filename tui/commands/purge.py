@@ -53,6 +53,9 @@ def run_purge(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_purge(args, host))
     except HostError as e:
+        if args.json:  # one JSON document whatever happened: nothing was deleted
+            print(json.dumps({"host": host.name, "dry_run": bool(args.dry_run), "deleted": False, "ok": False,
+                              "reason": e.code, "error": e.message, "paths": []}, indent=1))
         print(f"fleetdeck: purge on {host.name} failed: {e.message}", file=sys.stderr)
         return 1
 

@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
     acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
 
+    ls = acts.add_parser("list", help="list them (the same as plain `schedules`)",
+                         description="The same listing as plain `fleetdeck schedules`.")
+    add_hosts_option(ls)
+    ls.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
+                    help="only this host (repeatable)")
+    ls.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
+    ls.set_defaults(func=cmd_list)
+
     a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)",
                         description="Acknowledge schedules by id, on the host that lists them. An id "
                         "listed on several hosts needs --host NAME, or --all-hosts to cover the same "

@@ -41,7 +41,8 @@ def _poll(args: argparse.Namespace) -> FleetSnapshot:
     fleet = load_fleet(args.hosts)
     for name in args.host or ():
         fleet.host(name)
-    return asyncio.run(poll_fleet(fleet, args.host))
+    # a host named twice is polled and listed once
+    return asyncio.run(poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None))
 
 
 def _report_down(snap: FleetSnapshot) -> None:

@@ -1,0 +1,78 @@
+"""The command line as a first-time user types it: options only as spelled (a `--host` typo is
+never read as `--hosts`), an unknown option answered with the command's own usage, counts that
+must be positive refused, `schedules list` as plain `schedules`, a host named twice listed once,
+and one JSON document from `purge --json` even when the host cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+import pytest
+
+from fleetdeck.tui.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse's own exits
+        rc = int(e.code or 0)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def local_fleet(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    f = tmp_path / "hosts.toml"
+    f.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
+    return str(f)
+
+
+@pytest.mark.parametrize("argv", [["audit", "--host", "local"], ["alerts", "--host", "local"],
+                                  ["mirror", "local:/a", "local:/b", "--host", "local"]])
+def test_a_host_option_where_there_is_none_is_refused_not_read_as_the_fleet_file(capsys, local_fleet, argv):
+    rc, out, err = run(capsys, "--hosts", local_fleet, *argv)
+    assert rc == 2 and out == ""
+    assert "unrecognized arguments: --host local" in err
+    assert f"usage: fleetdeck {argv[0]}" in err, "the command's own usage, not the top level's"
+    assert "fleet file not found" not in err
+
+
+def test_an_unknown_option_after_a_command_shows_that_commands_usage(capsys, local_fleet):
+    rc, _, err = run(capsys, "--hosts", local_fleet, "purge", "local", "/x", "--yes")
+    assert rc == 2 and "usage: fleetdeck purge" in err and "unrecognized arguments: --yes" in err
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "many"])
+def test_audit_limit_must_be_a_whole_number_of_at_least_one(capsys, bad):
+    rc, out, err = run(capsys, "audit", f"--limit={bad}")
+    assert rc == 2 and out == "" and "not a whole number of at least 1" in err
+
+
+def test_schedules_list_is_plain_schedules(capsys, local_fleet):
+    rc1, out1, _ = run(capsys, "--hosts", local_fleet, "schedules", "--json")
+    rc2, out2, _ = run(capsys, "--hosts", local_fleet, "schedules", "list", "--json")
+    assert rc1 == rc2
+    ids = [sorted(s["id"] for s in json.loads(o)["schedules"]) for o in (out1, out2)]
+    assert ids[0] == ids[1]
+
+
+def test_a_host_named_twice_is_polled_and_listed_once(capsys, local_fleet):
+    rc, out, _ = run(capsys, "--hosts", local_fleet, "status", "--host", "local", "--host", "local", "--json")
+    assert rc == 0 and [h["name"] for h in json.loads(out)["hosts"]] == ["local"]
+
+
+def test_purge_json_is_one_document_when_the_host_cannot_be_reached(capsys, tmp_path):
+    with socket.socket() as s:  # a port nobody listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    f = tmp_path / "hosts.toml"
+    f.write_text(f'[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\nconnect_timeout = 3\n')
+    rc, out, err = run(capsys, "--hosts", str(f), "purge", "gone", "/tmp/x", "--json")
+    doc = json.loads(out)
+    assert rc == 1 and doc["ok"] is False and doc["deleted"] is False and doc["host"] == "gone"
+    assert doc["reason"] and "refused" in doc["error"] and "purge on gone failed" in err
