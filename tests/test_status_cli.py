@@ -24,3 +24,20 @@ def test_status_fits_80_columns_without_wrapping_a_cell(tmp_path):
     # host a: one disk, one line; host b: two disks, two lines (one per disk, none wrapped)
     assert [line.split()[0] for line in body if not line.startswith(" " * 8)] == ["a-long-host-name-01", "b"]
     assert len(body) == 3, body
+
+
+def test_a_failed_run_is_counted_as_failed_not_idle(tmp_path):
+    import json
+
+    runs = tmp_path / "runs"
+    for name, state in (("oom", "failed"), ("done", "finished")):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "progress.jsonl").write_text('{"step": 60, "max_steps": 300, "loss": 1.9}\n')
+        (runs / name / "run.json").write_text(json.dumps({"state": state, "error": "CUDA out of memory"}))
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.a]\nlocal = true\nruns = ["{runs}"]\n')
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    row = next(line for line in p.stdout.splitlines() if line.strip().startswith("a "))
+    assert "1 failed" in row and "idle" not in row, row

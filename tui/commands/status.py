@@ -132,8 +132,11 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
             t.add_row(h.name, state, *blanks, f"[red]{escape(h.error or '')}[/]", "", "", "")
             continue
         live = [r for r in h.runs if r.state in ("running", "stalled")]
-        runs = "\n".join(f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}"
-                         for r in live) or f"[dim]{len(h.runs)} idle[/]"
+        failed = sum(1 for r in h.runs if r.state == "failed")
+        lines = [f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}" for r in live]
+        if failed:  # never folded into "idle": `fleetdeck runs` says why
+            lines.append(f"[{STATE_STYLE['failed']}]{failed} failed[/]")
+        runs = "\n".join(lines) or f"[dim]{len(h.runs)} idle[/]"
         stray = sum(1 for s in h.schedules if s.stray)
         minor = [f"{h.latency_ms:.0f}ms" if h.latency_ms is not None else "-",
                  f"{h.load1:.2f}" if h.load1 is not None else "-"] if wide else []
