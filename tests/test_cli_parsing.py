@@ -76,3 +76,19 @@ def test_purge_json_is_one_document_when_the_host_cannot_be_reached(capsys, tmp_
     doc = json.loads(out)
     assert rc == 1 and doc["ok"] is False and doc["deleted"] is False and doc["host"] == "gone"
     assert doc["reason"] and "refused" in doc["error"] and "purge on gone failed" in err
+
+
+@pytest.mark.parametrize("argv", [["watch", "--count", "0"], ["watch", "--interval", "-5"],
+                                  ["watch", "--interval", "nan"]])
+def test_watch_counts_and_intervals_must_be_positive(capsys, argv):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and ("at least 1" in err or "above 0" in err)
+
+
+def test_a_missing_key_file_is_not_called_a_refused_login(capsys, tmp_path):
+    f = tmp_path / "hosts.toml"
+    f.write_text(f'[hosts.alpha]\naddress = "127.0.0.1"\nport = 9\nclient_keys = ["{tmp_path}/nokey"]\n')
+    rc, out, err = run(capsys, "--hosts", str(f), "status")
+    assert rc == 1
+    assert f"alpha cannot be logged into: key file {tmp_path}/nokey does not exist" in err
+    assert "refused our login" not in err

@@ -41,3 +41,18 @@ def test_a_failed_run_is_counted_as_failed_not_idle(tmp_path):
     assert p.returncode == 0, p.stderr
     row = next(line for line in p.stdout.splitlines() if line.strip().startswith("a "))
     assert "1 failed" in row and "idle" not in row, row
+
+
+def test_status_names_the_fleet_file_it_used(tmp_path):
+    import json
+
+    hosts = tmp_path / ("a-long-folder-name-" * 5) / "hosts.toml"
+    hosts.parent.mkdir()
+    hosts.write_text('[hosts.a]\nlocal = true\n')
+    base = [sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)]
+    env = {**os.environ, "COLUMNS": "80"}
+    p = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
+    title = p.stdout.splitlines()[0]
+    assert title.startswith("fleet from …") and title.endswith("-name-/hosts.toml") and len(title) <= 80, title
+    p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert json.loads(p.stdout)["fleet"] == str(hosts)

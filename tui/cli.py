@@ -93,6 +93,17 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return found
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse exits 2 otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
+    return n
+
+
 def add_hosts_option(p: argparse.ArgumentParser) -> None:
     """Every subcommand takes --hosts FILE after its name too."""
     p.add_argument("--hosts", metavar="FILE", default=argparse.SUPPRESS,

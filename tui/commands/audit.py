@@ -21,27 +21,16 @@ RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "fai
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit [--json] [--limit N] [--details]` to the command line."""
-    from fleetdeck.tui.cli import add_hosts_option
+    from fleetdeck.tui.cli import add_hosts_option, at_least_one
 
     p = sub.add_parser("audit", help="the log of every action taken, newest first",
                        description="Show the audit log kept under the state dir: one record per action "
                        "attempt (intent and result), refused or done.")
     add_hosts_option(p)
     p.add_argument("--json", action="store_true", help='print {"entries": [...]}, newest first')
-    p.add_argument("--limit", type=_positive, metavar="N", help="only the N newest entries (N >= 1)")
+    p.add_argument("--limit", type=at_least_one, metavar="N", help="only the N newest entries (N >= 1)")
     p.add_argument("--details", action="store_true", help="every field of each record, one per line")
     p.set_defaults(func=cmd_audit)
-
-
-def _positive(text: str) -> int:
-    """--limit: a whole number of at least 1 (argparse exits 2 otherwise)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
-    return n
 
 
 def entries(limit: int | None = None) -> list[dict[str, Any]]:

@@ -37,27 +37,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_runs)
 
 
-def _poll(args: argparse.Namespace) -> FleetSnapshot:
+def _poll(args: argparse.Namespace) -> tuple[str, FleetSnapshot]:
+    """(where the fleet came from, one poll of it)."""
     fleet = load_fleet(args.hosts)
     for name in args.host or ():
         fleet.host(name)
     # a host named twice is polled and listed once
-    return asyncio.run(poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None))
+    return fleet.source, asyncio.run(poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None))
 
 
 def _report_down(snap: FleetSnapshot) -> None:
     for h in snap.hosts:
         if not h.reachable:
-            what = "refused our login" if h.error_code in AUTH_CODES else "is unreachable"
+            what = {"auth": "refused our login", "key-file": "cannot be logged into",
+                    "host-key-unknown": "is not trusted yet", "host-key-changed": "is not trusted"}.get(
+                        h.error_code or "", "refused our login" if h.error_code in AUTH_CODES else "is unreachable")
             print(f"fleetdeck: {h.name} {what}: {h.error}", file=sys.stderr)
 
 
 def run_status(args: argparse.Namespace) -> int:
-    snap = _poll(args)
+    source, snap = _poll(args)
     if args.json:
-        print(json.dumps(snap.to_json(), indent=1))
+        print(json.dumps({**snap.to_json(), "fleet": source}, indent=1))
     else:
         console = Console()
+        if len(source) > console.width - 11:  # one line: the file's tail is what tells it apart
+            source = "…" + source[-(console.width - 12):]
+        console.print(f"fleet from {escape(source)}", style="dim", no_wrap=True)
         console.print(fleet_table(snap, console.width))
         for h in snap.hosts:
             for w in h.warnings:
@@ -67,7 +73,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    snap = _poll(args)
+    _, snap = _poll(args)
     if args.json:
         doc = {"runs": [run_json(r) for r in snap.runs],
                "unreachable": [{"name": h.name, "error": h.error, "error_code": h.error_code}
