@@ -331,6 +331,13 @@ class HostLink:
                 proc.kill()
                 await proc.wait()
                 raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
+            except BaseException:
+                # cancelled (a sibling failed first, or the loop is closing): the process is
+                # killed and reaped here, never left running unwatched
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                raise
             return CommandResult(proc.returncode or 0, out, err)
         conn = await self.connection()
         proc = None

@@ -92,3 +92,24 @@ def test_a_missing_key_file_is_not_called_a_refused_login(capsys, tmp_path):
     assert rc == 1
     assert f"alpha cannot be logged into: key file {tmp_path}/nokey does not exist" in err
     assert "refused our login" not in err
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    rc, out, _ = run(capsys, "--version")
+    assert rc == 0 and out.strip() == f"fleetdeck {version('fleetdeck')}"
+
+
+def test_a_mirror_to_a_host_that_cannot_be_reached_says_nothing_was_copied(capsys, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "adapter_model.safetensors").write_bytes(b"x" * 4096)
+    f = tmp_path / "hosts.toml"
+    f.write_text(f'[hosts.here]\nlocal = true\npython = "{sys.executable}"\n'
+                 f'[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\nconnect_timeout = 3\n')
+    rc, out, _ = run(capsys, "--hosts", str(f), "mirror", f"here:{src}", "gone:/tmp/x")
+    assert rc == 1 and "failed before any byte was copied" in out and "0B of 0B" not in out

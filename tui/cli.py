@@ -34,12 +34,22 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fleetdeck")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every subcommand registered."""
     parser = Parser(
         prog="fleetdeck",
         description="Watch and act on a small fleet of GPU training hosts over SSH.",
     )
+    parser.add_argument("--version", action="version", version=f"fleetdeck {_version()}")
     parser.add_argument("--hosts", metavar="FILE", help="fleet file (default: $FLEETDECK_HOSTS, "
                         "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

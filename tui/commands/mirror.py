@@ -184,6 +184,8 @@ def _print(r: MirrorReport) -> None:
                       f"{'exists, empty' if p.dst_exists else 'is created'}{free})")
     elif r.result == "differs" and r.files:
         console.print(f"[red]not identical[/]: {where}")
+    elif r.result == "failed" and r.action == "mirror" and not r.bytes_copied:
+        console.print(f"[red]failed[/] before any byte was copied ({where}); nothing was put in place")
     elif r.result == "failed" and r.action == "mirror":
         console.print(f"[red]failed[/] after relaying {human_bytes(r.bytes_copied)} of "
                       f"{human_bytes(r.bytes_src)} ({where}); nothing was put in place")
