@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
+from collections.abc import Callable
 
 # subcommand -> module under fleetdeck.tui.commands; each module has register(subparsers)
 COMMANDS = {
@@ -92,15 +94,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the (sub)command `args` came from, for its usage line in an error."""
+    """The parser of the (sub)command `args` came from, for its usage line in an error: down
+    through each level's subcommands, by the name that level stored under its own `dest`."""
     found = parser
-    for dest in ("command", "schedules_action", "seats_action"):
-        name = getattr(args, dest, None)
+    while True:
         subs = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
-        if not name or not subs or name not in subs[0].choices:
-            break
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if not name or name not in subs[0].choices:
+            return found
         found = subs[0].choices[name]
-    return found
 
 
 def at_least_one(text: str) -> int:
@@ -110,8 +112,23 @@ def at_least_one(text: str) -> int:
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return n
+
+
+def seconds_type(wanted: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds for which `ok` holds; otherwise argparse
+    exits 2 saying it is not a number of seconds `wanted` ("above 0", "from 0 to 3600")."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not (math.isfinite(v) and ok(v)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds {wanted}")
+        return v
+
+    return parse
 
 
 def add_hosts_option(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
 from typing import Any
 
@@ -28,7 +27,7 @@ from fleetdeck.backend.ssh import HostLink
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `schedules`, `schedules ack` and `schedules remove` to the command line."""
-    from fleetdeck.tui.cli import add_hosts_option
+    from fleetdeck.tui.cli import add_hosts_option, seconds_type
 
     p = sub.add_parser("schedules", help="cron entries, timers, at jobs and loops on every host",
                        description="List every crontab entry, cron file line, systemd timer, at job and "
@@ -68,21 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("target_host", metavar="HOST")
     r.add_argument("schedule_id", metavar="ID")
     r.add_argument("--confirm", metavar="ID", help="the id again, byte for byte")
-    r.add_argument("--grace", type=_grace, default=DEFAULT_GRACE, metavar="SECONDS",
+    r.add_argument("--grace", type=seconds_type("from 0 to 3600", lambda v: 0 <= v <= 3600),
+                   default=DEFAULT_GRACE, metavar="SECONDS",
                    help=f"loops: wait this long after SIGTERM before SIGKILL (default {DEFAULT_GRACE:g})")
     r.add_argument("--json", action="store_true", help="print the removal report as JSON")
     r.set_defaults(func=cmd_remove)
-
-
-def _grace(text: str) -> float:
-    """--grace: a finite number of seconds from 0 to 3600 (argparse exits 2 otherwise)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if not math.isfinite(v) or not 0 <= v <= 3600:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to 3600")
-    return v
 
 
 # -- polling ------------------------------------------------------------------------------

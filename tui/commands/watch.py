@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import signal
 import sys
 import time
@@ -34,20 +33,9 @@ from fleetdeck.backend.seats import (
 SEAT_REFRESH_S = 60.0
 
 
-def _seconds(text: str) -> float:
-    """--interval: a finite number of seconds above 0 (argparse exits 2 otherwise)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"not a number of seconds above 0: {text!r}")
-    return v
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `watch [--prometheus ADDR:PORT] [--count N]`."""
-    from fleetdeck.tui.cli import add_hosts_option, at_least_one
+    from fleetdeck.tui.cli import add_hosts_option, at_least_one, seconds_type
 
     p = sub.add_parser("watch", help="poll headless: history, alerts and hooks (and Prometheus)",
                        description="Poll the fleet every poll_interval without a screen, keep history, "
@@ -55,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_hosts_option(p)
     p.add_argument("--prometheus", metavar="ADDR:PORT", help="serve /metrics here (e.g. 127.0.0.1:9464)")
     p.add_argument("--count", type=at_least_one, metavar="N", help="stop after N polls (default: run until stopped)")
-    p.add_argument("--interval", type=_seconds, metavar="SECONDS", help="seconds between polls "
+    p.add_argument("--interval", type=seconds_type("above 0", lambda v: v > 0), metavar="SECONDS", help="seconds between polls "
                    "(default: the fleet file's poll_interval)")
     p.set_defaults(func=cmd_watch)
 
