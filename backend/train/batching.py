@@ -196,10 +196,9 @@ def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype):
         key = _kernel_key(device, vocab, dtype)
         if key not in _COMPILED:
             why = ce_kernel.works(device, dtype, _ce_chunk_inplace, IGNORE, vocab)
-            _COMPILED[key] = why
             if why:
-                report_fallback("the Triton cross-entropy kernel", RuntimeError(why),
-                                "using the compiled chunk function" if COMPILE_CE else "running it eagerly")
+                return _give_up(_ce_chunk_kernel, RuntimeError(why), device, vocab, dtype)
+            _COMPILED[key] = None
         if _COMPILED[key] is None:
             return _ce_chunk_kernel
     if not COMPILE_CE:
@@ -214,8 +213,9 @@ def _kernel_key(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
 
 
 def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: torch.dtype):
-    """After `fn` raised on a chunk: remember not to use it again, say so once, and return what
-    runs instead (the compiled chunk function after the kernel, eager after that)."""
+    """After `fn` failed (the kernel its trial, or any of them on a chunk): remember not to use
+    it again, say so once, and return what runs instead (the compiled chunk function after the
+    kernel, eager after that)."""
     if fn is _ce_chunk_kernel:
         _COMPILED[_kernel_key(device, vocab, dtype)] = str(error) or type(error).__name__
         nxt = _chunk_fn(device, vocab, dtype)
