@@ -18,6 +18,19 @@ chmod +x /tmp/bin/bench /tmp/bin/train
 summarize_benches() {
   for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
 }
+# `fleetdeck bench` on each MODEL:TIMEOUT[:baseline] with STEPS timed steps, logged to $OUT/LOG.log,
+# one bench-MODEL.json each; then the log's errors and every JSON's figures
+bench_models() {
+  local log=$OUT/$1.log steps=$2 spec m t base; shift 2
+  for spec in "$@"; do
+    IFS=: read -r m t base <<< "$spec"
+    base=${base:+--baseline }
+    echo "== fleetdeck bench $B/$m.toml ${base}--json --steps $steps --warmup 2" >> $log
+    timeout $t bench $B/$m.toml $base--json --steps $steps --warmup 2 > $OUT/bench-$m.json 2>> $log
+  done
+  grep -E "reference-strong:|out of memory|rror" $log | grep -v Warning | tail -20
+  summarize_benches
+}
 if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused projections as the default
   # (levers as they stood in phases k and n: 11 = torch's FA2 instead of FA4, 12 = projections apart)
   python3 -c 'import torch, transformers, peft, flash_attn.cute; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
@@ -29,14 +42,7 @@ if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused 
   summarize_benches
 fi
 if [ "$phase" = m ]; then  # nvidia-h200: phase k's build plus the next step's batches built ahead
-  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/m.log
-  timeout 220 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/m.log
-  for m in qwen3-1.7b:100 qwen3-4b:150; do
-    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 6 --warmup 2" >> $OUT/m.log
-    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/m.log
-  done
-  grep -E "reference-strong:|out of memory|rror" $OUT/m.log | grep -v Warning | tail -20
-  summarize_benches
+  bench_models m 6 qwen3-0.6b:220:baseline qwen3-1.7b:100 qwen3-4b:150
 fi
 if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the matmuls (o and down too)
   echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 12 --steps 5 --warmup 3" >> $OUT/n.log
@@ -47,12 +53,7 @@ if [ "$phase" = n ]; then  # nvidia-h200: low-rank terms accumulated inside the 
   summarize_benches
 fi
 if [ "$phase" = o ]; then  # nvidia-h200: the final default (FlashAttention-4, projections apart, batches ahead)
-  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/o.log
-  timeout 215 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/o.log
-  echo "== fleetdeck bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2" >> $OUT/o.log
-  timeout 80 bench $B/qwen3-1.7b.toml --json --steps 6 --warmup 2 > $OUT/bench-qwen3-1.7b.json 2>> $OUT/o.log
-  grep -E "reference-strong:|out of memory|rror" $OUT/o.log | grep -v Warning | tail -20
-  summarize_benches
+  bench_models o 6 qwen3-0.6b:215:baseline qwen3-1.7b:80
 fi
 if [ "$phase" = p ]; then  # nvidia-h200, fourth round: the Triton cross-entropy kernel; where the GPU waits
   timeout 120 python3 benchmarks/check_ce.py > $OUT/p-check-ce.log 2>&1; cat $OUT/p-check-ce.log
@@ -73,14 +74,7 @@ if [ "$phase" = q ] || [ "$phase" = r ]; then  # nvidia-h200: fused projections,
   grep -E "^#|^qwen3|out of memory|rror" $OUT/$phase.log | grep -v Warning | tail -20
 fi
 if [ "$phase" = s ]; then  # nvidia-h200: the fourth round's default (Triton cross-entropy, projections fused)
-  echo "== fleetdeck bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2" >> $OUT/s.log
-  timeout 230 bench $B/qwen3-0.6b.toml --baseline --json --steps 6 --warmup 2 > $OUT/bench-qwen3-0.6b.json 2>> $OUT/s.log
-  for m in qwen3-1.7b:100 qwen3-4b:150; do
-    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 6 --warmup 2" >> $OUT/s.log
-    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 6 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/s.log
-  done
-  grep -E "reference-strong:|out of memory|rror" $OUT/s.log | grep -v Warning | tail -20
-  summarize_benches
+  bench_models s 6 qwen3-0.6b:230:baseline qwen3-1.7b:100 qwen3-4b:150
 fi
 if [ "$phase" = t ]; then  # nvidia-h200: FA4's backward on K/V repeated to the query heads; levers compiled afresh
   # (as run: the build repeated K/V for the backward by default and lever 15 was FA4's own grouped
@@ -93,12 +87,7 @@ if [ "$phase" = t ]; then  # nvidia-h200: FA4's backward on K/V repeated to the 
   grep -E "^#|^qwen3|out of memory|rror" $OUT/t.log | grep -v Warning | tail -20
 fi
 if [ "$phase" = u ]; then  # nvidia-h200: the final default again, 10 timed steps
-  for m in qwen3-0.6b:130 qwen3-1.7b:170; do
-    echo "== fleetdeck bench $B/${m%%:*}.toml --json --steps 10 --warmup 2" >> $OUT/u.log
-    timeout ${m##*:} bench $B/${m%%:*}.toml --json --steps 10 --warmup 2 > $OUT/bench-${m%%:*}.json 2>> $OUT/u.log
-  done
-  grep -E "out of memory|rror" $OUT/u.log | grep -v Warning | tail -20
-  summarize_benches
+  bench_models u 10 qwen3-0.6b:130 qwen3-1.7b:170
 fi
 if [ "$phase" = v ]; then  # nvidia-h200: the fourth round's default trains end to end (eval, checkpoints, adapter)
   sed -e 's/^output = .*/output = "runs\/e2e-r4"/' $B/qwen3-0.6b.toml > $B/e2e4.toml
