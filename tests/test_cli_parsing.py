@@ -10,6 +10,7 @@ import socket
 import sys
 
 import pytest
+from test_purge_cli import fleet  # noqa: F401 - the one-host fleet fixture (host `local`)
 
 from fleetdeck.tui.cli import main
 
@@ -23,27 +24,18 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-@pytest.fixture
-def local_fleet(tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    f = tmp_path / "hosts.toml"
-    f.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
-    return str(f)
-
-
 @pytest.mark.parametrize("argv", [["audit", "--host", "local"], ["alerts", "--host", "local"],
                                   ["mirror", "local:/a", "local:/b", "--host", "local"]])
-def test_a_host_option_where_there_is_none_is_refused_not_read_as_the_fleet_file(capsys, local_fleet, argv):
-    rc, out, err = run(capsys, "--hosts", local_fleet, *argv)
+def test_a_host_option_where_there_is_none_is_refused_not_read_as_the_fleet_file(capsys, fleet, argv):  # noqa: F811
+    rc, out, err = run(capsys, "--hosts", str(fleet[0]), *argv)
     assert rc == 2 and out == ""
     assert "unrecognized arguments: --host local" in err
     assert f"usage: fleetdeck {argv[0]}" in err, "the command's own usage, not the top level's"
     assert "fleet file not found" not in err
 
 
-def test_an_unknown_option_after_a_command_shows_that_commands_usage(capsys, local_fleet):
-    rc, _, err = run(capsys, "--hosts", local_fleet, "purge", "local", "/x", "--yes")
+def test_an_unknown_option_after_a_command_shows_that_commands_usage(capsys, fleet):  # noqa: F811
+    rc, _, err = run(capsys, "--hosts", str(fleet[0]), "purge", "local", "/x", "--yes")
     assert rc == 2 and "usage: fleetdeck purge" in err and "unrecognized arguments: --yes" in err
 
 
@@ -53,16 +45,16 @@ def test_audit_limit_must_be_a_whole_number_of_at_least_one(capsys, bad):
     assert rc == 2 and out == "" and "not a whole number of at least 1" in err
 
 
-def test_schedules_list_is_plain_schedules(capsys, local_fleet):
-    rc1, out1, _ = run(capsys, "--hosts", local_fleet, "schedules", "--json")
-    rc2, out2, _ = run(capsys, "--hosts", local_fleet, "schedules", "list", "--json")
+def test_schedules_list_is_plain_schedules(capsys, fleet):  # noqa: F811
+    rc1, out1, _ = run(capsys, "--hosts", str(fleet[0]), "schedules", "--json")
+    rc2, out2, _ = run(capsys, "--hosts", str(fleet[0]), "schedules", "list", "--json")
     assert rc1 == rc2
     ids = [sorted(s["id"] for s in json.loads(o)["schedules"]) for o in (out1, out2)]
     assert ids[0] == ids[1]
 
 
-def test_a_host_named_twice_is_polled_and_listed_once(capsys, local_fleet):
-    rc, out, _ = run(capsys, "--hosts", local_fleet, "status", "--host", "local", "--host", "local", "--json")
+def test_a_host_named_twice_is_polled_and_listed_once(capsys, fleet):  # noqa: F811
+    rc, out, _ = run(capsys, "--hosts", str(fleet[0]), "status", "--host", "local", "--host", "local", "--json")
     assert rc == 0 and [h["name"] for h in json.loads(out)["hosts"]] == ["local"]
 
 
