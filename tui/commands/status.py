@@ -46,12 +46,15 @@ def _poll(args: argparse.Namespace) -> tuple[str, FleetSnapshot]:
     return fleet.source, asyncio.run(poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None))
 
 
+#: what a host that could not be asked is called, by its error code (else "is unreachable")
+DOWN_WORDS = {"auth": "refused our login", "key-file": "cannot be logged into",
+              "host-key-unknown": "is not trusted yet", "host-key-changed": "is not trusted"}
+
+
 def _report_down(snap: FleetSnapshot) -> None:
     for h in snap.hosts:
         if not h.reachable:
-            what = {"auth": "refused our login", "key-file": "cannot be logged into",
-                    "host-key-unknown": "is not trusted yet", "host-key-changed": "is not trusted"}.get(
-                        h.error_code or "", "refused our login" if h.error_code in AUTH_CODES else "is unreachable")
+            what = DOWN_WORDS.get(h.error_code or "", "is unreachable")
             print(f"fleetdeck: {h.name} {what}: {h.error}", file=sys.stderr)
 
 
@@ -61,9 +64,10 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps({**snap.to_json(), "fleet": source}, indent=1))
     else:
         console = Console()
-        if len(source) > console.width - 11:  # one line: the file's tail is what tells it apart
-            source = "…" + source[-(console.width - 12):]
-        console.print(f"fleet from {escape(source)}", style="dim", no_wrap=True)
+        head = "fleet from "
+        if len(head) + len(source) > console.width:  # one line: the file's tail tells it apart
+            source = "…" + source[-(console.width - len(head) - 1):]
+        console.print(head + escape(source), style="dim", no_wrap=True)
         console.print(fleet_table(snap, console.width))
         for h in snap.hosts:
             for w in h.warnings:
