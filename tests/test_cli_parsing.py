@@ -49,8 +49,10 @@ def test_schedules_list_is_plain_schedules(capsys, fleet):  # noqa: F811
     rc1, out1, _ = run(capsys, "--hosts", str(fleet[0]), "schedules", "--json")
     rc2, out2, _ = run(capsys, "--hosts", str(fleet[0]), "schedules", "list", "--json")
     assert rc1 == rc2
-    ids = [sorted(s["id"] for s in json.loads(o)["schedules"]) for o in (out1, out2)]
-    assert ids[0] == ids[1]
+    # the two polls see the same cron entries and timers; shell loops on this live machine
+    # (any shell with a sleep child) may come and go between them
+    ids = [sorted(s["id"] for s in json.loads(o)["schedules"] if s["kind"] != "loop") for o in (out1, out2)]
+    assert ids[0] == ids[1] and ids[0], "the machine's own cron files are listed both ways"
 
 
 def test_a_host_named_twice_is_polled_and_listed_once(capsys, fleet):  # noqa: F811
