@@ -37,6 +37,7 @@ def main() -> int:
     print(f"vs float64 on 512 x 151936 bf16 logits: loss rel err {err_l:.2e}, gradient rel err {err_g:.2e} "
           "(the gradient is stored in bf16)")
     ok &= err_l < 1e-4 and err_g < 1e-2
+    ok &= edge_cases(dev)
     compiled = torch.compile(batching._ce_chunk, dynamic=None)
     for hidden in (1024, 2048):
         h = (torch.randn(8192, hidden, device=dev, generator=gen) * 0.5).to(torch.bfloat16)
@@ -60,6 +61,56 @@ def main() -> int:
               f"{times['compiled chunk (baseline)'] / times['Triton kernel']:.2f}x the compiled chunk")
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
+
+
+def edge_cases(dev: torch.device) -> bool:
+    """The trial at Qwen3's own vocabulary in bf16, a label outside the vocabulary, evaluation's
+    loss-only pass, and the kernel -> compiled -> eager chain when each fails on a chunk."""
+    ok = True
+    why = ce_kernel.works(dev, torch.bfloat16, batching._ce_chunk_inplace, batching.IGNORE, 151936)
+    print(f"trial at vocabulary 151936, bf16: {why or 'passes'}")
+    ok &= why is None
+    gen = torch.Generator(device=dev).manual_seed(9)
+    logits = (torch.randn(6, 151936, device=dev, generator=gen) * 2).to(torch.bfloat16)
+    for bad in (151936, -7):
+        y = torch.tensor([5, 6, bad, 7, batching.IGNORE, 8], device=dev)
+        loss = ce_kernel.ce_rows(logits.clone(), y, 1.0, batching.IGNORE)
+        print(f"label {bad} outside the vocabulary: loss {float(loss)}")
+        ok &= bool(torch.isnan(loss))
+    h = (torch.randn(300, 1024, device=dev, generator=gen) * 0.5).to(torch.bfloat16)
+    w = (torch.randn(151936, 1024, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
+    y = torch.randint(0, 151936, (300,), device=dev, generator=gen)
+    with_grad, _ = batching._ce_chunk_kernel(h, w, y, 0.5)
+    loss_only, g = batching._ce_chunk_kernel(h, w, y, 0.5, want_grad=False)
+    print(f"evaluation's loss-only pass: {float(loss_only):.6e} vs {float(with_grad):.6e} with the gradient pass, "
+          f"gradient {g}")
+    ok &= g is None and float(loss_only) == float(with_grad)
+    # the chain: the kernel fails on a chunk, then the compiled chunk does
+    real_chunk, real_compile = ce_kernel.chunk, batching._COMPILED.get("fn")
+    batching._COMPILED.clear()
+    seen = []
+
+    def broken(*a, **k):
+        raise RuntimeError("kernel broken on purpose")
+
+    ce_kernel.chunk = broken
+    hh = h.clone().requires_grad_()
+    try:
+        ref = batching.linear_cross_entropy(hh, w, y, 0.5, chunk=128)
+        seen.append(batching.ce_kind(dev, 151936, torch.bfloat16))
+        batching._COMPILED["fn"] = lambda *a: broken()
+        ref2 = batching.linear_cross_entropy(h.clone().requires_grad_(), w, y, 0.5, chunk=128)
+        seen.append(batching.ce_kind(dev, 151936, torch.bfloat16))
+    finally:
+        ce_kernel.chunk = real_chunk
+        batching._COMPILED.clear()
+        if real_compile is not None:
+            batching._COMPILED["fn"] = real_compile
+    want = 0.5 * float(with_grad)
+    print(f"kernel failing, then the compiled chunk failing: ran {seen}, losses {float(ref):.6e} {float(ref2):.6e} "
+          f"(the kernel's: {want:.6e})")
+    ok &= seen == ["compiled", "eager"] and all(abs(float(x) - want) <= 1e-3 * abs(want) for x in (ref, ref2))
+    return ok
 
 
 if __name__ == "__main__":

@@ -97,6 +97,16 @@ if [ "$phase" = v ]; then  # nvidia-h200: the fourth round's default trains end 
   python3 -c "import json;m=json.load(open('$B/runs/e2e-r4/run.json'));print('state',m['state'])" | tee -a $OUT/v.log
   ls $B/runs/e2e-r4 $B/runs/e2e-r4/checkpoints $B/runs/e2e-r4/adapter | tee -a $OUT/v.log
 fi
+if [ "$phase" = w ]; then  # nvidia-h200, fifth round: CE edge cases on the GPU; LoRA joined to the base matmul
+  timeout 120 python3 benchmarks/check_ce.py > $OUT/w-check-ce.log 2>&1; grep -v Warn $OUT/w-check-ce.log | grep -vE "^ |^$" | tail -20
+  timeout 150 python3 benchmarks/check_lora_in_base.py > $OUT/w-check-lora.log 2>&1; grep -v Warn $OUT/w-check-lora.log | grep -E "ms|OK|FAIL|rror"
+  echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 15 --steps 5 --warmup 3" >> $OUT/w.log
+  timeout 300 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 15 --steps 5 --warmup 3 >> $OUT/w.log 2>&1
+  grep -E "^#|^qwen3|out of memory|rror" $OUT/w.log | grep -v Warning | tail -20
+fi
+if [ "$phase" = x ]; then  # nvidia-h200: the fifth round's default (LoRA joined to the fused groups' matmuls)
+  bench_models x 6 qwen3-0.6b:230:baseline qwen3-1.7b:100 qwen3-4b:150
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

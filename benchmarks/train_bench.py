@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from fleetdeck.backend.train import batching
+from fleetdeck.backend.train import batching, fused
 from fleetdeck.backend.train.bench import (
     matmul_peak_tflops,
     measure_fleetdeck,
@@ -51,6 +51,7 @@ LEVERS = [
     ("projections apart (q/k/v, gate/up as separate matmuls)", {"fused_projections": False}),
     ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
     ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
+    ("fused groups' LoRA product apart from the base matmul", "lora_apart"),
 ]
 
 
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     batching.FUSED_CE = change != "full_ce"
                     batching.CE_KERNEL = change != "compiled_ce"
                     torch._inductor.config.coordinate_descent_tuning = change == "cdt"
+                    fused.LORA_IN_BASE = change != "lora_apart"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc(file=sys.stderr)
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
-                batching.FUSED_CE = batching.CE_KERNEL = True
+                batching.FUSED_CE = batching.CE_KERNEL = fused.LORA_IN_BASE = True
                 torch._inductor.config.coordinate_descent_tuning = False
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)

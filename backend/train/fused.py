@@ -15,6 +15,12 @@ A layer is fused only where the result is certainly the same: every projection o
 peft LoRA Linear with one active adapter, no dropout, no bias, unmerged; an attention module of a
 known class (its forward is replaced on that instance only, for training without a cache).
 Anything else keeps transformers' own forward.
+
+Where the group's output is wider than its input (q/k/v, gate/up), its LoRA product also joins
+the base matmul (`LORA_IN_BASE`): out = [x, x A^T] @ [W, s B]^T, one product over K = in + R
+(R the group's rank total), so the low-rank product is never written and read back as a full-width
+tensor, and in backward one product of the output's gradient with [W, s B] gives both the input's
+and x A^T's gradients (the output's gradient is read once for them instead of twice).
 """
 
 from __future__ import annotations
@@ -51,6 +57,39 @@ def _lora_parts(mod: nn.Module):
     return base.weight, a.weight, b.weight, float(scale)
 
 
+#: join the LoRA product to the base matmul (see the module's text); False keeps them apart
+LORA_IN_BASE = True
+
+
+class _LoraInBase(torch.autograd.Function):
+    """x W^T + (x A^T) B^T as one matmul over [x, x A^T] and [W, B] (B already scaled).
+
+    x (..., in), w (out, in) frozen, a (R, in), b (out, R), all in one dtype; float32 accumulation
+    inside each product, as in two separate ones. Saves [x, x A^T] (the two tensors the separate
+    products would save) and recomputes [W, B] in backward (a copy of the weight, not kept)."""
+
+    @staticmethod
+    def forward(ctx, x, w, a, b):
+        xa = torch.nn.functional.linear(x, a)
+        xc = torch.cat([x, xa], -1)
+        out = torch.nn.functional.linear(xc, torch.cat([w, b], 1))
+        ctx.save_for_backward(xc, w, a, b)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        xc, w, a, b = ctx.saved_tensors
+        n = w.shape[1]
+        d2 = dout.reshape(-1, dout.shape[-1])
+        x2 = xc.reshape(-1, xc.shape[-1])
+        dxc = d2 @ torch.cat([w, b], 1)          # [dL/dx through W, dL/d(x A^T)] in one product
+        dxa = dxc[:, n:]
+        dx = torch.addmm(dxc[:, :n], dxa, a)     # + dL/d(x A^T) A
+        da = dxa.t() @ x2[:, :n]
+        db = d2.t() @ x2[:, n:]
+        return dx.reshape(*dout.shape[:-1], n), None, da, db
+
+
 class Group:
     """Projections sharing an input, computed as one base matmul and one LoRA pair."""
 
@@ -71,6 +110,9 @@ class Group:
         self.weight = fused
         self.sizes = [w.shape[0] for w in weights]
         self.mods = mods
+        rank = sum(p[1].shape[0] for p in parts)
+        # only where it saves traffic (output wider than input) and rows stay 16-byte aligned
+        self.lora_in_base = LORA_IN_BASE and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         parts = [_lora_parts(m) for m in self.mods]
@@ -79,6 +121,11 @@ class Group:
             return torch.cat([m(x) for m in self.mods], -1)
         a = torch.cat([p[1] for p in parts], 0)
         b = torch.block_diag(*[p[2] * p[3] for p in parts])
+        if self.lora_in_base:
+            # the dtype the separate products would run in: autocast's, else the input's
+            dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+            with torch.autocast(x.device.type, enabled=False):
+                return _LoraInBase.apply(x.to(dt), self.weight.to(dt), a.to(dt), b.to(dt))
         base = torch.nn.functional.linear(x, self.weight)
         xa = x if x.dtype == a.dtype or torch.is_autocast_enabled(x.device.type) else x.to(a.dtype)
         low = torch.nn.functional.linear(torch.nn.functional.linear(xa, a), b)
