@@ -107,6 +107,22 @@ fi
 if [ "$phase" = x ]; then  # nvidia-h200: the fifth round's default (LoRA joined to the fused groups' matmuls)
   bench_models x 6 qwen3-0.6b:230:baseline qwen3-1.7b:100 qwen3-4b:150
 fi
+if [ "$phase" = y ]; then  # nvidia-h200: phase x's 0.6B bench again (10 steps, recompiles logged); end to end
+  (export TORCH_LOGS=recompiles; bench_models y 10 qwen3-0.6b:260:baseline)
+  grep -ciE "recompil" $OUT/y.log | sed 's/^/recompile lines: /'
+  sed -e 's/^output = .*/output = "runs\/e2e-r5"/' $B/qwen3-0.6b.toml > $B/e2e5.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e5.toml
+  timeout 200 train $B/e2e5.toml > $OUT/y-train-e2e.log 2>&1; echo "train exit $?" | tee -a $OUT/y-train-e2e.log
+  grep -E "recipe|LoRA|cross-entropy|step |saved|finished|failed|Error" $OUT/y-train-e2e.log | grep -v Warning | tail -16
+  python3 -c "import json;m=json.load(open('$B/runs/e2e-r5/run.json'));print('state',m['state'])" | tee -a $OUT/y-train-e2e.log
+  ls $B/runs/e2e-r5 $B/runs/e2e-r5/checkpoints $B/runs/e2e-r5/adapter | tee -a $OUT/y-train-e2e.log
+fi
+if [ "$phase" = z ]; then  # nvidia-h200: phase x's build with packed ranges dynamic from the first batch
+  bench_models z 6 qwen3-0.6b:230:baseline qwen3-1.7b:330:baseline qwen3-4b:150
+fi
+if [ "$phase" = z4 ]; then  # nvidia-h200: the 4B shape against both references in one process
+  bench_models z4 6 qwen3-4b:560:baseline
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

@@ -77,8 +77,13 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
         return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
     lengths = [b - a for a, b in zip(cu[:-1], cu[1:], strict=False)]
+    cu_t = put(torch.tensor(cu, dtype=torch.int32))
+    # the number of ranges changes from batch to batch: compiled layers take it as a dynamic size
+    # from the first batch, instead of recompiling when a later batch first differs (a recompile
+    # of a timed step, or of a step deep into training, stalls it)
+    torch._dynamo.maybe_mark_dynamic(cu_t, 0)
     return Batch(put(input_ids[None]), put(torch.cat(pos)[None]), put(labels[None]),
-                 put(torch.tensor(cu, dtype=torch.int32)), max_len, int(input_ids.numel()), targets,
+                 cu_t, max_len, int(input_ids.numel()), targets,
                  attn_sq=sum(n * n for n in lengths))
 
 
