@@ -123,6 +123,16 @@ fi
 if [ "$phase" = z4 ]; then  # nvidia-h200: the 4B shape against both references in one process
   bench_models z4 6 qwen3-4b:560:baseline
 fi
+if [ "$phase" = zp ]; then  # nvidia-h200: where the 0.6B step's time goes with phase z's build
+  echo "== train_bench.py --models qwen3-0.6b --profile --warmup 3" >> $OUT/zp.log
+  timeout 200 python3 benchmarks/train_bench.py --models qwen3-0.6b --profile --warmup 3 >> $OUT/zp.log 2>&1
+  grep -E "^#|^  " $OUT/zp.log | grep -v Warning | head -50
+fi
+if [ "$phase" = zl ]; then  # nvidia-h200: the joined LoRA backward's add as a separate (fusable) add vs inside a matmul
+  echo "== train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 16 --steps 5 --warmup 3" >> $OUT/zl.log
+  timeout 330 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 16 --steps 5 --warmup 3 >> $OUT/zl.log 2>&1
+  grep -E "^#|^qwen3|out of memory|rror" $OUT/zl.log | grep -v Warning | tail -20
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log

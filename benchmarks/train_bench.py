@@ -52,6 +52,7 @@ LEVERS = [
     ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
     ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
     ("fused groups' LoRA product apart from the base matmul", "lora_apart"),
+    ("joined LoRA backward: x A^T's gradient share added inside a matmul (copied slice)", "add_in_matmul"),
 ]
 
 
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     batching.CE_KERNEL = change != "compiled_ce"
                     torch._inductor.config.coordinate_descent_tuning = change == "cdt"
                     fused.LORA_IN_BASE = change != "lora_apart"
+                    fused.ADD_IN_MATMUL = change == "add_in_matmul"
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
                 batching.FUSED_CE = batching.CE_KERNEL = fused.LORA_IN_BASE = True
+                fused.ADD_IN_MATMUL = False
                 torch._inductor.config.coordinate_descent_tuning = False
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)

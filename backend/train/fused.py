@@ -59,6 +59,9 @@ def _lora_parts(mod: nn.Module):
 
 #: join the LoRA product to the base matmul (see the module's text); False keeps them apart
 LORA_IN_BASE = True
+#: in that backward, add x A^T's share of the input's gradient inside a matmul (beta = 1) on a
+#: copy of the strided slice, instead of as a separate add
+ADD_IN_MATMUL = False
 
 
 class _LoraInBase(torch.autograd.Function):
@@ -84,7 +87,10 @@ class _LoraInBase(torch.autograd.Function):
         x2 = xc.reshape(-1, xc.shape[-1])
         dxc = d2 @ torch.cat([w, b], 1)          # [dL/dx through W, dL/d(x A^T)] in one product
         dxa = dxc[:, n:]
-        dx = torch.addmm(dxc[:, :n], dxa, a)     # + dL/d(x A^T) A
+        if ADD_IN_MATMUL:
+            dx = torch.addmm(dxc[:, :n], dxa, a)     # + dL/d(x A^T) A, the slice copied first
+        else:
+            dx = dxc[:, :n] + dxa @ a                # an add the compiler can join to its consumer
         da = dxa.t() @ x2[:, :n]
         db = d2.t() @ x2[:, n:]
         return dx.reshape(*dout.shape[:-1], n), None, da, db
