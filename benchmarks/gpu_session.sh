@@ -133,6 +133,9 @@ if [ "$phase" = zl ]; then  # nvidia-h200: the joined LoRA backward's add as a s
   timeout 330 python3 benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b --levers 16 --steps 5 --warmup 3 >> $OUT/zl.log 2>&1
   grep -E "^#|^qwen3|out of memory|rror" $OUT/zl.log | grep -v Warning | tail -20
 fi
+if [ "$phase" = zf ]; then  # nvidia-h200: the final build (phase zl's default) through `fleetdeck bench`
+  bench_models zf 6 qwen3-4b:130 qwen3-1.7b:90
+fi
 if [ "$phase" = l ]; then  # nvidia-h200: phase k's bench for the 1.7B and 4B shapes
   for m in qwen3-1.7b:230 qwen3-4b:330; do
     echo "== fleetdeck bench $B/${m%%:*}.toml --baseline --json --steps 6 --warmup 2" >> $OUT/l.log
