@@ -233,7 +233,7 @@ async def test_roots_adapters_and_literal_paths(local, tmp_path):
     elsewhere = tmp_path / "elsewhere" / "checkpoint-1"
     elsewhere.mkdir(parents=True)
     cases = {
-        str(elsewhere): ["outside-roots", "no-keeper"],
+        str(elsewhere): ["outside-roots"],
         str(runs): ["is-root", "holds-final-adapter", "no-keeper"],
         str(runs) + "/": ["is-root", "holds-final-adapter", "no-keeper"],
         str(run / "adapter"): ["holds-final-adapter"],
@@ -248,6 +248,25 @@ async def test_roots_adapters_and_literal_paths(local, tmp_path):
         assert plan.paths[0].refused == codes, path
         assert all(r.message and "\n" not in r.message for r in plan.paths[0].refusals)
     assert all(Path(p).exists() for p in (elsewhere, runs, run / "adapter", run))
+
+
+async def test_a_path_outside_the_roots_is_refused_without_being_walked(local, tmp_path):
+    host_cfg, runs = local
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "checkpoint-1").mkdir(parents=True)
+    (elsewhere / "link").symlink_to("/etc")
+    plan = await plan_for(host_cfg, [elsewhere])
+    p = plan.paths[0]
+    assert p.refused == ["outside-roots"]
+    # never walked: no symlink warning, no run found losing a checkpoint, the content checks skipped
+    assert not any("symlink" in w for w in plan.warnings)
+    assert p.runs == ()
+    checks = dict(p.checks)
+    assert checks["outside-roots"] == "fail" and checks["holds-final-adapter"] == "skipped"
+    # `/` itself answers at once, refused the same way
+    plan = await plan_for(host_cfg, ["/"])
+    assert plan.paths[0].refused == ["outside-roots"]
+    assert elsewhere.is_dir() and (elsewhere / "link").is_symlink()
 
 
 async def test_purge_root_given_through_a_symlink_is_resolved(tmp_path):

@@ -328,6 +328,13 @@ def _gather(paths, roots, hashing):
         except WalkError as e:
             pf["error"] = [e.code, e.detail]
             continue
+        resolved = [r["resolved"] for r in facts["roots"]]
+        if not any(fsinfo.under(pf["abs"], r) for r in resolved):
+            # refused whatever it holds (`outside-roots`): not walked, so `purge host /` answers at
+            # once instead of reading the whole filesystem first
+            pf["outside"] = True
+            _close(parent, fd)
+            continue
         ckpts = []
         try:
             st = os.fstat(fd)
@@ -371,7 +378,7 @@ def _gather(paths, roots, hashing):
         pf["fstype"] = best[1] if best[1] != "?" else None
         if best[1] == "zfs":
             pf["zfs"] = zfs_facts(best[2])
-    tops = [p["abs"] if not p["error"] else None for p in facts["paths"]]
+    tops = [p["abs"] if not p["error"] and not p.get("outside") else None for p in facts["paths"]]
     facts["holders"], facts["proc_unreadable"] = scan_proc(index, tops)
     facts["docker"] = docker_facts()
     for m in facts["docker"]["mounts"]:
@@ -440,6 +447,10 @@ def evaluate(facts):
         elif not any(fsinfo.under(a, r) for r in roots):
             ref.append(["outside-roots", "it is outside every purge root (%s)" % (", ".join(
                 "%s -> %s" % (shown(r["given"]), shown(r["resolved"])) for r in facts["roots"]) or "none set")])
+        if p.get("outside"):
+            # never walked: the checks that read its contents were not made
+            out.append({"refusals": ref, "checks": _checks(ref, skipped=True)})
+            continue
         adapters = [x for x in [a] + p["adapters"] if _is_final_adapter(x, roots)] + \
             [x for x in p.get("weights_dirs", []) if _is_final_adapter(x, roots, holds_weights=True)]
         if adapters:
