@@ -182,3 +182,25 @@ def test_grace_must_be_finite_seconds(tmp_path, capsys, grace):
     with pytest.raises(SystemExit) as e:
         run_cli(["--hosts", hosts, "schedules", "remove", "local", "l-1", "--confirm", "l-1", "--grace", grace], capsys)
     assert e.value.code == 2 and "--grace" in capsys.readouterr().err
+
+
+def test_the_table_never_folds_an_id_at_80_columns():
+    """An id is what `schedules remove` and `--ack` take: at 80 columns (a pipe's default) the free
+    text folds, the id stays whole on its line."""
+    import io
+
+    from rich.console import Console
+
+    from fleetdeck.backend.models import Schedule
+    from fleetdeck.tui.commands.schedules import schedules_table
+
+    rows = [Schedule(id=f"t-{name}.timer", host="gpu-box-with-a-long-name", kind="timer", user="root",
+                     spec="OnCalendar=*-*-* 03:00:00", command="/usr/bin/python3 /opt/jobs/nightly_eval.py "
+                     "--all --upload", source="systemd", reasons=("no-owner",), stray=True)
+            for name in ("nightly-eval-of-every-adapter", "cleanup")]
+    buf = io.StringIO()
+    Console(file=buf, width=80, soft_wrap=False, color_system=None).print(schedules_table(rows))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for s in rows:
+        assert any(s.id in line for line in text.splitlines()), s.id

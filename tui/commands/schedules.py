@@ -132,8 +132,14 @@ def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = No
         return Text("no schedules or loops found")
     every = schedules if fleet is None else fleet
     t = Table(show_lines=False, header_style="bold")
+    # an id is what `schedules remove` and `--ack` take: never folded or cut, so it can be copied
+    # whole at any width (the long free-text columns fold instead)
+    id_width = max(len(shown(s.id)) for s in schedules)
     for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray", "why"):
-        t.add_column(col, overflow="fold")
+        if col == "id":
+            t.add_column(col, no_wrap=True, min_width=id_width)
+        else:
+            t.add_column(col, overflow="fold")
     for s in schedules:
         spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
         row_style = "" if s.active else "dim"
