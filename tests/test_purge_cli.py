@@ -55,6 +55,9 @@ def test_plan_is_shown_before_the_deletion(fleet, capsys, monkeypatch):
     plan_at, report_at = out.index("purge plan on local"), out.index("purge on local")
     assert plan_at < out.index(f"checks: {len(CHECKS)} passed") < out.index("keepers") < report_at
     assert "10.0K" in out[:report_at] and "adapter_model.safetensors" in out[:report_at]
+    # the table's bytes are the files' sizes; what comes back is counted in disk blocks: both named
+    assert "file bytes" in out[:report_at]
+    assert "of disk blocks (the files' sizes add up to 10.0K)" in out[:report_at]
 
 
 def _read_all(fd: int, sink: list[bytes]) -> None:

@@ -160,7 +160,7 @@ def _prompt(plan: PurgePlan) -> dict[str, str]:
 def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
     t = Table(show_edge=False, pad_edge=False)
     t.add_column("path (escaped)", overflow="fold")
-    t.add_column("size", justify="right")
+    t.add_column("file bytes", justify="right")
     t.add_column("result")
     for path, size, result, style in rows:
         t.add_row(Text(shown(path)), human_bytes(size), Text(result, style=style))
@@ -201,8 +201,10 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
         console.print(Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold"))
     for k in plan.keepers:
         console.print(Text(f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}", style="dim"))
+    # the two differ: sparse or hard-linked files, and block rounding
     console.print(f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
-                  f"{human_bytes(plan.expected_bytes)}")
+                  f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
+                  f"{human_bytes(sum(p.bytes for p in plan.paths))})")
     for w in plan.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
 
