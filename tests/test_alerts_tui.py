@@ -17,6 +17,9 @@ async def test_alerts_view_lists_what_fires_and_the_header_carries_a_badge():
         assert firing, "the recorded fleet has stray schedules and a stalled run"
         assert app.sub_title == f"⚠ {len(firing)} alert{'' if len(firing) == 1 else 's'} (press 5) · {base}"
         await pilot.press("5")
+        await pilot.pause()
+        # on the Alerts view the badge does not tell the user to press the key they just pressed
+        assert app.sub_title == f"⚠ {len(firing)} alert{'' if len(firing) == 1 else 's'} · {base}"
         table = app.screen.query_one("#alerts-table", KeyedTable)
         assert len(table.keys) == len(firing)
         rules = {cell_text(table, k, "rule") for k in table.keys}
@@ -24,6 +27,9 @@ async def test_alerts_view_lists_what_fires_and_the_header_carries_a_badge():
         assert all(cell_text(table, k, "state") == "firing" for k in table.keys)
         detail = str(app.screen.query_one("#alerts-detail").render())
         assert firing[0].text[:40] in detail.replace("\n", " ") or firing[0].title in detail
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.sub_title.endswith(f"(press 5) · {base}")
 
 
 async def test_a_replay_is_not_judged_by_default():

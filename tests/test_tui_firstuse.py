@@ -279,3 +279,4 @@ async def test_the_alert_badge_leads_the_subtitle_and_names_its_key():
     assert badge_text(0) == ""
     assert badge_text(1) == "⚠ 1 alert (press 5)"
     assert badge_text(3) == "⚠ 3 alerts (press 5)"
+    assert badge_text(3, on_alerts_view=True) == "⚠ 3 alerts"

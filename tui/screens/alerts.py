@@ -49,9 +49,12 @@ SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
 BAR = 40
 
 
-def badge_text(firing: int) -> str:
-    """The header's alert badge: how many fire and the key that shows them ("" when none)."""
-    return f"⚠ {firing} alert{'' if firing == 1 else 's'} (press 5)" if firing else ""
+def badge_text(firing: int, on_alerts_view: bool = False) -> str:
+    """The header's alert badge: how many fire and, off the Alerts view, the key that shows them
+    ("" when none)."""
+    if not firing:
+        return ""
+    return f"⚠ {firing} alert{'' if firing == 1 else 's'}" + ("" if on_alerts_view else " (press 5)")
 
 
 class AlertWatch:
@@ -132,7 +135,7 @@ class AlertWatch:
         if self._base_subtitle is None:
             self._base_subtitle = self.app.sub_title
         n = len(self.engine.m.firing)
-        badge = badge_text(n)
+        badge = badge_text(n, isinstance(self.app.screen, AlertsScreen))
         self.app.sub_title = f"{badge} · {self._base_subtitle}" if badge else self._base_subtitle
 
 

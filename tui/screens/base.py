@@ -127,6 +127,9 @@ class ViewScreen(GuardedPump, Screen):
     def on_screen_resume(self) -> None:
         if self.ready:
             self.refresh_view()
+        watch = getattr(self.app, "alert_watch", None)
+        if watch is not None:
+            watch.show_badge()  # the badge names its key everywhere but on the Alerts view
 
     @property
     def state(self) -> FleetState:
