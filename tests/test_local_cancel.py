@@ -28,3 +28,31 @@ async def test_a_cancelled_local_command_is_killed_and_reaped(tmp_path):
         await task
     with pytest.raises(ProcessLookupError):  # gone, and reaped (a zombie would still answer)
         os.kill(pid, 0)
+
+
+async def test_a_mirror_whose_one_side_fails_leaves_no_work_running_for_the_other(tmp_path):
+    """The destination refuses at once while the source is still being asked (its host accepts
+    the connection and never speaks): the mirror's report comes back with the source's side
+    cancelled, not still waiting in the background."""
+    import socket
+
+    from fleetdeck.backend.actions.mirror import mirror
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts into the backlog, never sends an SSH banner
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    port_refused = refused.getsockname()[1]
+    refused.close()  # nobody listens there: connection refused
+    try:
+        src = HostLink(HostConfig(name="mute", address="127.0.0.1", port=silent.getsockname()[1],
+                                  connect_timeout=60, known_hosts=str(tmp_path / "kh")))
+        dst = HostLink(HostConfig(name="gone", address="127.0.0.1", port=port_refused, connect_timeout=60,
+                                  known_hosts=str(tmp_path / "kh")))
+        report = await mirror(src, "/srv/adapter", dst, "/srv/copy", dry_run=True)
+        assert report.result == "failed" and "gone" in (report.error or "")
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+        assert others == [], others
+    finally:
+        silent.close()

@@ -280,8 +280,8 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     t0 = time.monotonic()
     sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
     try:
-        src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
-                                        _list(dst_link, dst_path, False, False))
+        src, dst = await _both(_list(src_link, src_path, follow_symlinks, False),
+                               _list(dst_link, dst_path, False, False))
         _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
         outside = _outside(src)
         if dst["kind"] is None:
@@ -306,12 +306,25 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                        reason=e.code, error=str(e))
 
 
+async def _both(a, b):
+    """Both results; when one side fails, the other is cancelled and awaited before the error
+    goes on (a plain gather left it running: a walk or a hash on a host nobody waits for)."""
+    tasks = [asyncio.ensure_future(a), asyncio.ensure_future(b)]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 async def _hash_both(src_link, src_path, dst_link, dst_path, follow, allow_outside, src, dst,
                      skip_partials=False):
     """Both sides listed again, hashed each on its own host (DST never following a link)."""
     tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
-    src, dst = await asyncio.gather(_list(src_link, src_path, follow, True, tot),
-                                    _list(dst_link, dst_path, False, True, tot, skip_partials))
+    src, dst = await _both(_list(src_link, src_path, follow, True, tot),
+                           _list(dst_link, dst_path, False, True, tot, skip_partials))
     _check_src(src, shown(_label(src_link, src_path)), follow, allow_outside)
     _check_dst(dst, shown(_label(dst_link, dst_path)))
     bad = [f for f in src["files"] if f.get("error")]
@@ -351,8 +364,8 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     copying = False
     t1 = time.monotonic()
     try:
-        src, dst = await asyncio.gather(_list(src_link, src_path, follow_symlinks, False),
-                                        _list(dst_link, dst_path, False, False, skip_partials=True))
+        src, dst = await _both(_list(src_link, src_path, follow_symlinks, False),
+                               _list(dst_link, dst_path, False, False, skip_partials=True))
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
         _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
         outside = _outside(src)
