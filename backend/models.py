@@ -196,6 +196,12 @@ def run_json(r: Run) -> dict[str, Any]:
     return d
 
 
+def unreachable_json(name: str, error: str | None, error_code: str | None = None) -> dict[str, Any]:
+    """One host that could not be asked, as every command's `--json` lists it (`host` is `name`
+    again, for scripts written against either spelling)."""
+    return {"name": name, "host": name, "error": error, "error_code": error_code}
+
+
 def schedule_json(s: Schedule) -> dict[str, Any]:
     """The contract's `<schedule>` object (plus `active` and `start_time`)."""
     d = asdict(s)

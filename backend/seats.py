@@ -164,6 +164,7 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, error}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
+    from .models import unreachable_json
     from .poller import Poller
     from .ssh import HostError
 
@@ -180,12 +181,12 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
         await poller.close()
     seats: list[Seat] = []
     rooms: list[Headroom] = []
-    unreachable = [{"name": h.name, "error": h.error} for h in snap.hosts if not h.reachable]
+    unreachable = [unreachable_json(h.name, h.error, h.error_code) for h in snap.hosts if not h.reachable]
     docker_state: dict[str, str | None] = {}
     for h, res in zip(up, found, strict=True):
         if isinstance(res, BaseException):
             msg = res.message if isinstance(res, HostError) else f"{type(res).__name__}: {res}"
-            unreachable.append({"name": h.name, "error": msg})
+            unreachable.append(unreachable_json(h.name, msg, res.code if isinstance(res, HostError) else None))
             continue
         mine, docker_state[h.name] = res
         with_mem = attribute_memory(mine, h.gpus)

@@ -204,3 +204,16 @@ def test_the_table_never_folds_an_id_at_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
     for s in rows:
         assert any(s.id in line for line in text.splitlines()), s.id
+
+
+def test_every_listing_names_an_unreachable_host_the_same_way(tmp_path, capsys):
+    """`runs`, `schedules` and `seats` list a host they could not ask with the same keys."""
+    port = free_port()  # nothing listens there
+    hosts = local_fleet(tmp_path, f'[hosts.down]\naddress = "127.0.0.1"\nport = {port}\n')
+    for cmd, code in (("runs", 0), ("schedules", 1), ("seats", 1)):  # as docs/commands.md says
+        rc, out, err = run_cli(["--hosts", hosts, cmd, "--json"], capsys)
+        down = json.loads(out)["unreachable"]
+        assert rc == code, (cmd, err)
+        assert [sorted(u) for u in down] == [["error", "error_code", "host", "name"]], (cmd, down)
+        assert down[0]["name"] == down[0]["host"] == "down" and down[0]["error_code"] == "unreachable", cmd
+        assert "refused" in down[0]["error"], cmd

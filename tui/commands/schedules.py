@@ -21,7 +21,7 @@ from fleetdeck.backend.actions.schedules import (
 )
 from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json
+from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
 from fleetdeck.backend.ssh import HostLink
 
 
@@ -99,8 +99,8 @@ def sentence(msg: str | None) -> str:
     return msg if msg.isprintable() else shown(msg)
 
 
-def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str]]:
-    return [(h.name, h.error or "unknown error") for h in snap.hosts if not h.reachable]
+def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str, str | None]]:
+    return [(h.name, h.error or "unknown error", h.error_code) for h in snap.hosts if not h.reachable]
 
 
 # -- schedules ------------------------------------------------------------------------------
@@ -114,13 +114,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     shown_hosts = set(wanted) if wanted else {h.name for h in snap.hosts}
     every = list(snap.schedules)
     rows = acks.stray_first(s for s in every if s.host in shown_hosts)
-    down = [(n, e) for n, e in _unreachable(snap) if n in shown_hosts]
+    down = [d for d in _unreachable(snap) if d[0] in shown_hosts]
     if args.json:
         print(json.dumps({"schedules": [dict(schedule_json(s), why=acks.why(s, every)) for s in rows],
-                          "unreachable": [{"host": n, "error": e} for n, e in down]}))
+                          "unreachable": [unreachable_json(*d) for d in down]}))
     else:
         Console(soft_wrap=False).print(schedules_table(rows, every))
-    for name, err in down:
+    for name, err, _ in down:
         print(f"fleetdeck: {name} is unreachable: {err}", file=sys.stderr)
     return 1 if down else 0
 
@@ -178,7 +178,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
     if unknown:
         down = _unreachable(snap)
         on = f" on {', '.join(wanted)}" if wanted else ""
-        why = f" (unreachable: {', '.join(n for n, _ in down)})" if down else ""
+        why = f" (unreachable: {', '.join(d[0] for d in down)})" if down else ""
         return _ack_refused(ids, "not-found", f"no schedule with id {', '.join(shown(i) for i in unknown)}{on} "
                             f"in a fresh listing{why}; nothing was acknowledged", unknown=[shown(i) for i in unknown])
     if not args.all_hosts and not wanted:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json, unreachable_json
 from fleetdeck.backend.poller import poll_fleet
 from fleetdeck.backend.ssh import AUTH_CODES
 
@@ -80,7 +80,7 @@ def run_runs(args: argparse.Namespace) -> int:
     _, snap = _poll(args)
     if args.json:
         doc = {"runs": [run_json(r) for r in snap.runs],
-               "unreachable": [{"name": h.name, "error": h.error, "error_code": h.error_code}
+               "unreachable": [unreachable_json(h.name, h.error, h.error_code)
                                for h in snap.hosts if not h.reachable]}
         print(json.dumps(doc, indent=1))
     else:
