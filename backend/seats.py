@@ -161,7 +161,7 @@ async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float 
 
 async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None) -> dict[str, Any]:
     """Every seat of the fleet (or of `hosts`) with memory attributed and card headroom:
-    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, error}], "docker": {host: why}}`.
+    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
     from .models import unreachable_json
@@ -184,9 +184,11 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     unreachable = [unreachable_json(h.name, h.error, h.error_code) for h in snap.hosts if not h.reachable]
     docker_state: dict[str, str | None] = {}
     for h, res in zip(up, found, strict=True):
+        if isinstance(res, HostError):
+            unreachable.append(unreachable_json(h.name, res.message, res.code))
+            continue
         if isinstance(res, BaseException):
-            msg = res.message if isinstance(res, HostError) else f"{type(res).__name__}: {res}"
-            unreachable.append(unreachable_json(h.name, msg, res.code if isinstance(res, HostError) else None))
+            unreachable.append(unreachable_json(h.name, f"{type(res).__name__}: {res}"))
             continue
         mine, docker_state[h.name] = res
         with_mem = attribute_memory(mine, h.gpus)

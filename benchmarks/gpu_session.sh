@@ -31,6 +31,17 @@ bench_models() {
   grep -E "reference-strong:|out of memory|rror" $log | grep -v Warning | tail -20
   summarize_benches
 }
+# the 0.6B shape trained end to end (6 steps, eval and save every 3) as runs/e2e-rROUND, logged to
+# $OUT/LOG: TOML e2eROUND.toml, then the log's key lines, run.json's state and the run folder
+train_e2e() {
+  local round=$1 log=$OUT/$2
+  sed -e "s/^output = .*/output = \"runs\/e2e-r$round\"/" $B/qwen3-0.6b.toml > $B/e2e$round.toml
+  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e$round.toml
+  timeout 200 train $B/e2e$round.toml > $log 2>&1; echo "train exit $?" | tee -a $log
+  grep -E "recipe|LoRA|cross-entropy|step |saved|finished|failed|Error" $log | grep -v Warning | tail -16
+  python3 -c "import json;m=json.load(open('$B/runs/e2e-r$round/run.json'));print('state',m['state'])" | tee -a $log
+  ls $B/runs/e2e-r$round $B/runs/e2e-r$round/checkpoints $B/runs/e2e-r$round/adapter | tee -a $log
+}
 if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused projections as the default
   # (levers as they stood in phases k and n: 11 = torch's FA2 instead of FA4, 12 = projections apart)
   python3 -c 'import torch, transformers, peft, flash_attn.cute; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
@@ -90,12 +101,7 @@ if [ "$phase" = u ]; then  # nvidia-h200: the final default again, 10 timed step
   bench_models u 10 qwen3-0.6b:130 qwen3-1.7b:170
 fi
 if [ "$phase" = v ]; then  # nvidia-h200: the fourth round's default trains end to end (eval, checkpoints, adapter)
-  sed -e 's/^output = .*/output = "runs\/e2e-r4"/' $B/qwen3-0.6b.toml > $B/e2e4.toml
-  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e4.toml
-  timeout 200 train $B/e2e4.toml > $OUT/v.log 2>&1; echo "train exit $?" | tee -a $OUT/v.log
-  grep -E "recipe|LoRA|cross-entropy|step |saved|finished|failed|Error" $OUT/v.log | grep -v Warning | tail -16
-  python3 -c "import json;m=json.load(open('$B/runs/e2e-r4/run.json'));print('state',m['state'])" | tee -a $OUT/v.log
-  ls $B/runs/e2e-r4 $B/runs/e2e-r4/checkpoints $B/runs/e2e-r4/adapter | tee -a $OUT/v.log
+  train_e2e 4 v.log
 fi
 if [ "$phase" = w ]; then  # nvidia-h200, fifth round: CE edge cases on the GPU; LoRA joined to the base matmul
   timeout 120 python3 benchmarks/check_ce.py > $OUT/w-check-ce.log 2>&1; grep -v Warn $OUT/w-check-ce.log | grep -vE "^ |^$" | tail -20
@@ -110,12 +116,7 @@ fi
 if [ "$phase" = y ]; then  # nvidia-h200: phase x's 0.6B bench again (10 steps, recompiles logged); end to end
   (export TORCH_LOGS=recompiles; bench_models y 10 qwen3-0.6b:260:baseline)
   grep -ciE "recompil" $OUT/y.log | sed 's/^/recompile lines: /'
-  sed -e 's/^output = .*/output = "runs\/e2e-r5"/' $B/qwen3-0.6b.toml > $B/e2e5.toml
-  printf 'max_steps = 6\neval_steps = 3\nsave_steps = 3\n' >> $B/e2e5.toml
-  timeout 200 train $B/e2e5.toml > $OUT/y-train-e2e.log 2>&1; echo "train exit $?" | tee -a $OUT/y-train-e2e.log
-  grep -E "recipe|LoRA|cross-entropy|step |saved|finished|failed|Error" $OUT/y-train-e2e.log | grep -v Warning | tail -16
-  python3 -c "import json;m=json.load(open('$B/runs/e2e-r5/run.json'));print('state',m['state'])" | tee -a $OUT/y-train-e2e.log
-  ls $B/runs/e2e-r5 $B/runs/e2e-r5/checkpoints $B/runs/e2e-r5/adapter | tee -a $OUT/y-train-e2e.log
+  train_e2e 5 y-train-e2e.log
 fi
 if [ "$phase" = z ]; then  # nvidia-h200: phase x's build with packed ranges dynamic from the first batch
   bench_models z 6 qwen3-0.6b:230:baseline qwen3-1.7b:330:baseline qwen3-4b:150

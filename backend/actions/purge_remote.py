@@ -313,6 +313,7 @@ def _gather(paths, roots, hashing):
     facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}
     for r in roots:
         facts["roots"].append({"given": r, "resolved": os.path.realpath(os.path.expanduser(r))})
+    resolved = [r["resolved"] for r in facts["roots"]]
     index, seen_links, inodes = {}, {}, []
     mounts = fsinfo.read_mounts()
     for n, given in enumerate(paths):
@@ -328,7 +329,6 @@ def _gather(paths, roots, hashing):
         except WalkError as e:
             pf["error"] = [e.code, e.detail]
             continue
-        resolved = [r["resolved"] for r in facts["roots"]]
         if not any(fsinfo.under(pf["abs"], r) for r in resolved):
             # refused whatever it holds (`outside-roots`): not walked, so `purge host /` answers at
             # once instead of reading the whole filesystem first

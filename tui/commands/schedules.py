@@ -33,20 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="List every crontab entry, cron file line, systemd timer, at job and "
                        "shell loop on the fleet; stray ones (unacknowledged, duplicated, or naming a "
                        "missing path) are flagged.")
-    add_hosts_option(p)
-    p.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
-                   help="only this host (repeatable)")
-    p.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
-    p.set_defaults(func=cmd_list)
-    acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
 
-    ls = acts.add_parser("list", help="list them (the same as plain `schedules`)",
-                         description="The same listing as plain `fleetdeck schedules`.")
-    add_hosts_option(ls)
-    ls.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
-                    help="only this host (repeatable)")
-    ls.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
-    ls.set_defaults(func=cmd_list)
+    def listing(q: argparse.ArgumentParser) -> None:
+        """The listing's options, on `schedules` and on `schedules list` alike."""
+        add_hosts_option(q)
+        q.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
+                       help="only this host (repeatable)")
+        q.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
+        q.set_defaults(func=cmd_list)
+
+    listing(p)
+    acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
+    listing(acts.add_parser("list", help="list them (the same as plain `schedules`)",
+                            description="The same listing as plain `fleetdeck schedules`."))
 
     a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)",
                         description="Acknowledge schedules by id, on the host that lists them. An id "
