@@ -354,6 +354,12 @@ class HostLink:
         except (asyncssh.Error, OSError) as e:
             self.drop()
             raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
+        except BaseException:
+            # cancelled (a sibling failed first, or the loop is closing): the channel goes, and a
+            # tied helper with it, as after a timeout; the connection itself lives on
+            if proc is not None:
+                proc.close()
+            raise
         rc = proc.exit_status if proc.exit_status is not None else 255
         return CommandResult(rc, out or b"", err or b"")
 

@@ -95,6 +95,33 @@ async def test_a_one_shot_helper_cut_off_by_its_timeout_dies_on_the_host(sshd_fl
         await link.close()
 
 
+async def test_a_one_shot_helper_whose_task_is_cancelled_dies_on_the_host(sshd_fleet, fleet_file):
+    """A sibling failed first (mirror's two listings) or the loop is closing: the helper's task is
+    cancelled, and the helper must not run on, unwatched, on a connection that lives on."""
+    spin = "import sys\nsys.stdin.read()\nwhile True:\n    pass\n"
+    sshd = sshd_fleet.hosts["h2"].proc.pid
+    link = HostLink(load_fleet(str(fleet_file)).host("h2"))
+    try:
+        task = asyncio.create_task(link.run_helper(spin, {}, timeout=300))
+        for _ in range(200):
+            if [p for p in _descendants(sshd) if _spins(p)]:
+                break
+            await asyncio.sleep(0.05)
+        assert [p for p in _descendants(sshd) if _spins(p)], "the helper never started"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            left = [p for p in _descendants(sshd) if _spins(p)]
+            if not left:
+                break
+            await asyncio.sleep(0.1)
+        assert left == [], "the helper is still spinning on the host"
+        assert (await link.run(["true"])).returncode == 0  # the connection itself lives on
+    finally:
+        await link.close()
+
+
 def _spins(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
