@@ -189,6 +189,7 @@ def test_the_table_never_folds_an_id_at_80_columns():
     text folds, the id stays whole on its line."""
     import io
 
+    from rich.cells import cell_len
     from rich.console import Console
 
     from fleetdeck.backend.models import Schedule
@@ -197,13 +198,14 @@ def test_the_table_never_folds_an_id_at_80_columns():
     rows = [Schedule(id=f"t-{name}.timer", host="gpu-box-with-a-long-name", kind="timer", user="root",
                      spec="OnCalendar=*-*-* 03:00:00", command="/usr/bin/python3 /opt/jobs/nightly_eval.py "
                      "--all --upload", source="systemd", reasons=("no-owner",), stray=True)
-            for name in ("nightly-eval-of-every-adapter", "cleanup")]
-    buf = io.StringIO()
-    Console(file=buf, width=80, soft_wrap=False, color_system=None).print(schedules_table(rows))
-    text = buf.getvalue()
-    assert max(len(line) for line in text.splitlines()) <= 80
-    for s in rows:
-        assert any(s.id in line for line in text.splitlines()), s.id
+            for name in ("nightly-eval-of-every-adapter", "cleanup", "夜間評価-of-every-adapter")]
+    for width in (80, 40):  # 40: the id's column keeps its full width even then
+        buf = io.StringIO()
+        Console(file=buf, width=width, soft_wrap=False, color_system=None).print(schedules_table(rows))
+        text = buf.getvalue()
+        assert max(cell_len(line) for line in text.splitlines()) <= width
+        for s in rows:
+            assert any(s.id in line for line in text.splitlines()), (width, s.id)
 
 
 def test_every_listing_names_an_unreachable_host_the_same_way(tmp_path, capsys):

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -133,7 +134,7 @@ def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = No
     t = Table(show_lines=False, header_style="bold")
     # an id is what `schedules remove` and `--ack` take: never folded or cut, so it can be copied
     # whole at any width (the long free-text columns fold instead)
-    id_width = max(len(shown(s.id)) for s in schedules)
+    id_width = max(cell_len(shown(s.id)) for s in schedules)  # in terminal cells
     for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray", "why"):
         if col == "id":
             t.add_column(col, no_wrap=True, min_width=id_width)
