@@ -35,6 +35,10 @@ def check_text(entry: Any) -> Text:
     return t
 
 
+#: the plan table's columns (the bytes are the files' sizes, as `fleetdeck purge` prints them)
+PLAN_COLUMNS = ("Path", "File bytes", "Checks")
+
+
 def cut_paths(paths: list[str], width: int) -> dict[str, str]:
     """Each path cut to `width` keeping its tail (`…/checkpoints/checkpoint-25`: the part that
     tells checkpoints apart); when two tails look the same, head and tail around a `…`."""
@@ -79,7 +83,7 @@ class PurgeModal(TypedConfirmModal):
 
     def prepare(self) -> None:
         table = self.query_one("#purge-plan", DataTable)
-        table.add_columns("Path", "Size", "Checks")
+        table.add_columns(*PLAN_COLUMNS)
         table.can_focus = False  # tab goes from path to path, not through the plan
         if self.plan is None:
             self.gather()
@@ -120,7 +124,7 @@ class PurgeModal(TypedConfirmModal):
         # columns too: an auto-width column keeps the width of the longest path it ever held,
         # so after a resize to 80 columns the size and checks would stay off the dialog
         table.clear(columns=True)
-        table.add_columns("Path", "Size", "Checks")
+        table.add_columns(*PLAN_COLUMNS)
         names = cut_paths([shown(e.path) for e in plan.paths], self.path_width())
         for entry in plan.paths:
             table.add_row(Text(names[shown(entry.path)]), human_bytes(entry.bytes), check_text(entry),
@@ -133,7 +137,10 @@ class PurgeModal(TypedConfirmModal):
             keepers.append("  none\n", style="dim")
         self.query_one("#purge-keepers", Static).update(keepers)
         free, gain = plan.free_bytes_before, plan.expected_bytes
-        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)}   "
+        # the table's bytes are the files' sizes; what is freed is counted in disk blocks
+        # (sparse or hard-linked files and block rounding make the two differ)
+        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)} of disk blocks "
+                     f"(files: {human_bytes(sum(e.bytes for e in plan.paths))})   "
                      f"expected after: {human_bytes(free + gain) if free is not None else '?'}")
         for w in plan.warnings:
             space.append(f"\n⚠ {w}", style="yellow")
