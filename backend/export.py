@@ -4,19 +4,25 @@ Names follow node_exporter and dcgm-exporter habits: a `fleetdeck_` prefix, base
 name (`_bytes`, `_seconds`), and a `host` label on every per-host series. The collector reads
 the watcher's latest snapshot at scrape time, so a run, seat or alert that went away is simply
 absent from the next scrape (no stale label sets to clean up).
+
+What a host says reaches the exposition through two rules: every label value through `label`,
+every sample value through `sample` (docs/probe.md, "Sinks"). A family is built by `_Family`,
+which applies both, so no series can skip them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .hostlib.text import shown
 from .models import FleetSnapshot
 from .seats import attribute_memory
 
@@ -51,8 +57,44 @@ class FleetCollector(Collector):
         yield from fleet_metrics(latest)
 
 
+#: the longest label value, in characters
+LABEL_MAX = 512
+
+
+def label(v: Any) -> str:
+    """Any host string as a label value: `shown` (printable UTF-8: a non-UTF-8 byte as `\\xNN`,
+    a control character as `\\x1b`, a backslash doubled), at most `LABEL_MAX` characters (a
+    longer one keeps its head and a hash of the whole, so two series stay two)."""
+    s = shown("" if v is None else v if isinstance(v, str) else str(v))
+    if len(s) > LABEL_MAX:
+        s = s[:LABEL_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
+    return s
+
+
+def sample(v: Any) -> float | None:
+    """Any host number as a sample value, or None (no sample): a float, NaN and the infinities
+    included (Prometheus carries them as `NaN`, `+Inf`, `-Inf`: a loss that went NaN is shown as
+    NaN); an integer past a float's range as the infinity of its sign; a non-number (None, a
+    string, a boolean) is no sample."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+class _Family(GaugeMetricFamily):
+    """A gauge whose every label value and sample value pass through `label` and `sample`."""
+
+    def add_metric(self, labels: Any, value: Any, timestamp: Any = None) -> None:
+        v = sample(value)
+        if v is not None:
+            super().add_metric([label(x) for x in labels], v, timestamp)
+
+
 def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"fleetdeck_{name}", doc, labels=labels)
+    return _Family(f"fleetdeck_{name}", doc, labels=labels)
 
 
 def fleet_metrics(latest: Latest) -> list[Metric]:
@@ -98,23 +140,30 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
     return list(m.values())
 
 
+def _total(vs: Any) -> float:
+    return sum(x for x in map(sample, vs) if x is not None)
+
+
 def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
+    # arithmetic runs on `sample`d values only: a host's 10**400 would raise in float maths
     n = h.name
     m["up"].add_metric([n], 1.0 if h.reachable else 0.0)
     if not h.reachable:
         return
-    if h.latency_ms is not None:
-        m["lat"].add_metric([n], h.latency_ms / 1000)
+    lat = sample(h.latency_ms)
+    m["lat"].add_metric([n], None if lat is None else lat / 1000)
     m["mem_used"].add_metric([n], h.memory_used_bytes)
     m["mem_total"].add_metric([n], h.memory_total_bytes)
-    for g in h.gpus:
+    gpus = tuple(replace(g, processes=tuple(replace(p, used_mib=sample(p.used_mib) or 0.0) for p in g.processes))
+                 for g in h.gpus)
+    for g in gpus:
         lab = [n, str(g.index), g.uuid]
-        m["gpu_used"].add_metric(lab, g.memory_used_mib * MIB)
-        m["gpu_total"].add_metric(lab, g.memory_total_mib * MIB)
-        if g.utilization_pct is not None:
-            m["gpu_util"].add_metric(lab, g.utilization_pct)
-        held = max(g.memory_used_mib, sum(p.used_mib for p in g.processes))
-        m["gpu_room"].add_metric(lab, max(0.0, g.memory_total_mib - held) * MIB)
+        used, total = sample(g.memory_used_mib) or 0.0, sample(g.memory_total_mib) or 0.0
+        m["gpu_used"].add_metric(lab, used * MIB)
+        m["gpu_total"].add_metric(lab, total * MIB)
+        m["gpu_util"].add_metric(lab, g.utilization_pct)
+        held = max(used, _total(p.used_mib for p in g.processes))
+        m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
     seen = set()
     for d in h.disks:
         if d.error or d.path in seen:
@@ -127,15 +176,13 @@ def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
         m["run_state"].add_metric([*lab, r.state], 1.0)
         for key, v in (("run_step", r.step), ("run_max", r.max_steps), ("run_loss", r.loss),
                        ("run_eval", r.eval_loss), ("run_eta", r.eta_seconds)):
-            if v is not None:
-                m[key].add_metric(lab, float(v))
+            m[key].add_metric(lab, v)
     m["stray"].add_metric([n], sum(1 for s in h.schedules if s.stray))
-    for s in attribute_memory(h.seats, h.gpus) if h.seats else ():
+    for s in attribute_memory(h.seats, gpus) if h.seats else ():
         port = str(s.port or "")
         m["seat_up"].add_metric([n, port, s.kind, s.model or ""], 1.0 if s.pid else 0.0)
-        m["seat_mem"].add_metric([n, port, s.kind], s.memory_mib * MIB)
-        if s.restarts is not None:
-            m["seat_restarts"].add_metric([n, port, s.kind], s.restarts)
+        m["seat_mem"].add_metric([n, port, s.kind], round(_total(s.memory_by_gpu.values()), 1) * MIB)
+        m["seat_restarts"].add_metric([n, port, s.kind], s.restarts)
 
 
 def serve_metrics(addr: str, port: int, collector: FleetCollector) -> tuple[Any, int]:
@@ -155,4 +202,4 @@ def parse_listen(text: str) -> tuple[str, int]:
     return addr, int(port)
 
 
-__all__ = ["FleetCollector", "Latest", "fleet_metrics", "parse_listen", "serve_metrics"]
+__all__ = ["FleetCollector", "Latest", "fleet_metrics", "label", "parse_listen", "sample", "serve_metrics"]

@@ -15,12 +15,17 @@ hour. The size of a week at 5 s polls of 50 hosts is measured by `benchmarks/ale
 (docs/seats-alerts.md). A database that is corrupt, locked or unwritable is a warning
 (`History.warnings`), never an exception: the poller goes on without history and tries to
 reopen it ten minutes later.
+
+What a host says reaches the database through two rules, one for text (`sql_text`) and one for
+numbers (`sql_number`), applied to every value written; docs/probe.md ("Sinks") says why.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -54,10 +59,50 @@ def history_path() -> Path:
     return state.state_dir() / "history.sqlite3"
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+#: the longest text written, in characters (a path is at most 4096 bytes on Linux)
+TEXT_MAX = 4096
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    o = ord(m.group())
+    return f"\\x{o - 0xDC00:02x}" if 0xDC80 <= o <= 0xDCFF else "\\x00" if o == 0 else f"\\u{o:04x}"
+
+
+def sql_text(v: Any) -> str:
+    """Any host string as text SQLite stores and compares whole: valid UTF-8 (a byte that was
+    not UTF-8, kept as a surrogate by surrogateescape, becomes `\\xNN`; another lone surrogate
+    `\\uDXXX`), no NUL (`\\x00`: SQLite's string functions stop at it), at most `TEXT_MAX`
+    characters (a longer one keeps its head and a hash of the whole, so two stay two).
+    Ordinary text is unchanged, so a path reads back as the poll reported it."""
+    s = "" if v is None else v if isinstance(v, str) else str(v)
+    s = _UNSAFE.sub(_escape, s)
+    if len(s) > TEXT_MAX:
+        s = s[:TEXT_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
+    return s
+
+
+def sql_number(v: Any) -> float | None:
+    """Any host number as a REAL SQLite can hold: a finite float, else None (NULL). An integer
+    past a float's range (10**400), NaN, infinities, booleans and non-numbers are NULL; a large
+    integer within range (2**70) is its float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return int(v) if float(v).is_integer() else float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _when(*times: Any) -> int:
+    """The first of `times` that is an epoch second above 0 and below 2**53, as an int; else 0
+    (the times are the controller's, so 0 is a test's clock, not a host's lie)."""
+    for v in times:
+        f = sql_number(v)
+        if f is not None and 0 < f < 2**53:
+            return int(f)
+    return 0
 
 
 class History:
@@ -146,41 +191,45 @@ class History:
             return False
         try:
             for h in snap.hosts:
-                t = int(h.time or snap.time)
-                self._add(db, t, h.name, "host", "", int(h.reachable), _num(h.latency_ms))
+                t = _when(h.time, snap.time)
+                self._add(db, t, h.name, "host", "", int(h.reachable), h.latency_ms)
                 if not h.reachable:
                     continue
                 for g in h.gpus:
-                    self._add(db, t, h.name, "gpu", f"{g.index}:{g.uuid}", _num(round(g.memory_used_mib)),
-                              _num(g.utilization_pct))
+                    used = sql_number(g.memory_used_mib)
+                    self._add(db, t, h.name, "gpu", f"{g.index}:{g.uuid}", None if used is None else round(used),
+                              g.utilization_pct)
                 for d in h.disks:
                     if not d.error and d.total_bytes:
                         self._add(db, t, h.name, "disk", d.path, d.used_bytes, d.free_bytes)
                 for r in h.runs:
                     if r.state in ("running", "stalled"):
-                        self._add(db, t, h.name, "run", r.path, r.step, _num(r.loss))
+                        self._add(db, t, h.name, "run", r.path, r.step, r.loss)
                         if r.eval_losses:
-                            self._add(db, t, h.name, "eval", r.path, r.eval_losses[-1][0],
-                                      _num(r.eval_losses[-1][1]))
+                            self._add(db, t, h.name, "eval", r.path, *r.eval_losses[-1][:2])
                 for s in h.seats or ():
-                    self._add(db, t, h.name, "seat", s.key, s.restarts, _num(sum(s.memory_by_gpu.values())))
+                    self._add(db, t, h.name, "seat", s.key, s.restarts,
+                              sum(x for x in map(sql_number, s.memory_by_gpu.values()) if x is not None))
         except (sqlite3.Error, OSError) as e:
             self._fail("a poll could not be recorded", e)
             return False
-        bucket = int(snap.time) // BUCKET * BUCKET
+        now = _when(snap.time)
+        bucket = now // BUCKET * BUCKET
         ok = True
         if self._bucket is None or bucket > self._bucket:
             ended = self._bucket is not None
             self._bucket = bucket
             if ended:
                 ok = self.flush()
-        if ok and snap.time - self._maintained_at >= MAINTAIN_EVERY:
-            self.maintain(snap.time)
+        if ok and now - self._maintained_at >= MAINTAIN_EVERY:
+            self.maintain(now)
         return ok
 
     def _add(self, db: sqlite3.Connection, t: int, host: str, kind: str, name: str, a: float | None,
              b: float | None) -> None:
-        sid = self._sid(db, host, kind, name)
+        # the one place a host's values enter a row: each through its sink rule
+        sid = self._sid(db, sql_text(host), kind, sql_text(name))
+        a, b = sql_number(a), sql_number(b)
         key = (t // BUCKET * BUCKET, sid)
         # [kind, a, b, polls with a, polls with b]; a mean is kept as a sum until written
         cur = self._pending.get(key)
@@ -204,7 +253,7 @@ class History:
         mode = FOLDS.get(v[0], ("last", "last"))[i - 1]
         if v[i] is None:
             return None
-        return _num(round(v[i] / v[i + 2], 6) if mode == "mean" and v[i + 2] else v[i])
+        return sql_number(round(v[i] / v[i + 2], 6) if mode == "mean" and v[i + 2] else v[i])
 
     def flush(self) -> bool:
         """Write the folded rows now (the minute in progress too: its row is replaced when the
@@ -234,7 +283,8 @@ class History:
         if db is None:
             return False
         try:
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (int(t), host, kind, subject, text))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                       (_when(t), *map(sql_text, (host, kind, subject, text))))
         except (sqlite3.Error, OSError) as e:
             self._fail("an event could not be written", e)
             return False
@@ -331,4 +381,4 @@ class History:
         return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
 
 
-__all__ = ["History", "history_path"]
+__all__ = ["History", "history_path", "sql_number", "sql_text"]
