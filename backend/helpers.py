@@ -56,11 +56,78 @@ BOOT = (
     "{'__name__':'__main__','__builtins__':__builtins__})"
 )
 STDERR_LIMIT = 4096
+# The bounds of every channel from a host (docs/probe.md): past one the answer is refused with
+# `answer-too-large` naming the host and the channel, and the helper is stopped.
+#: one JSON answer line of a resident helper (the probe's snapshot among them)
+ANSWER_LIMIT = 8 << 20
+#: the whole stdout of a one-shot helper or command
+OUTPUT_LIMIT = 32 << 20
+#: what is kept of a one-shot command's stderr (its end, where a traceback says what broke)
+STDERR_KEEP = 64 << 10
 SHELL_NOISE = "the login shell printed text before the {what}'s answer: {text}"
 
 
 class ShellOutputError(ValueError):
     """A helper's stdout began with text that is not its answer (a chatty login shell)."""
+
+
+class AnswerTooLarge(ValueError):
+    """A host sent more than a channel's bound (`ANSWER_LIMIT`, `OUTPUT_LIMIT`)."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"the {what}'s answer passed {limit >> 20} MiB; refused (a host never "
+                         "needs to send this much on this channel)")
+        self.what = what
+        self.limit = limit
+
+
+async def read_line(stream: Any, limit: int, what: str) -> bytes:
+    """One line from a helper's stdout, at most `limit` bytes, without reading past it.
+
+    An asyncssh stream hands back a partial line once its receive window is full (2 MiB by
+    default): the parts are joined here until the newline, so a big answer is not mistaken for
+    shell chatter. An asyncio stream raises ValueError past its own limit. Either way, past
+    `limit` the read stops with `AnswerTooLarge` and the caller closes the helper, so memory
+    stays bounded. b"" at end of file; the last line may lack its newline.
+    """
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = await stream.readline()
+        except (ValueError, asyncio.LimitOverrunError):
+            raise AnswerTooLarge(what, limit) from None
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if total > limit:
+            raise AnswerTooLarge(what, limit)
+    if total > limit:
+        raise AnswerTooLarge(what, limit)
+    return b"".join(parts)
+
+
+async def read_bounded(stream: Any, limit: int, what: str, keep_tail: bool = False) -> bytes:
+    """All of a stream up to `limit` bytes: past it `AnswerTooLarge`, or with `keep_tail` the
+    stream is drained to its end and only its last `limit` bytes are kept."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return b"".join(parts)
+        if not isinstance(chunk, bytes):
+            chunk = str(chunk).encode()
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            if not keep_tail:
+                raise AnswerTooLarge(what, limit)
+            data = b"".join(parts)[-limit:]
+            parts, total = [data], len(data)
 
 
 def bounded_text(data: bytes | str, limit: int = STDERR_LIMIT) -> str:
@@ -95,14 +162,16 @@ class HelperProcess:
         self.stdin.write(json.dumps(obj).encode() + b"\n")
         await self.stdin.drain()
 
-    async def recv_json(self) -> Any:
-        """Read one JSON line from the helper. EOFError when it exited; ShellOutputError when
-        text that is not JSON came before its first answer (a login shell that prints)."""
-        line = await self.stdout.readline()
+    async def recv_json(self, limit: int = ANSWER_LIMIT) -> Any:
+        """Read one JSON line from the helper, at most `limit` bytes (`AnswerTooLarge` past it).
+        EOFError when it exited; ShellOutputError when text that is not JSON came before its
+        first answer (a login shell that prints). NaN and Infinity tokens are not JSON: a line
+        holding one is refused like any other malformed line."""
+        line = await read_line(self.stdout, limit, self.what)
         if not line:
             raise EOFError("helper exited")
         try:
-            answer = json.loads(line)
+            answer = loads(line)
         except ValueError:
             if self._answered:
                 raise
@@ -110,8 +179,8 @@ class HelperProcess:
             # the rest of the chatter, up to the answer (bounded: a few lines)
             for _ in range(20):
                 try:
-                    more = await asyncio.wait_for(self.stdout.readline(), 1)
-                except TimeoutError:
+                    more = await asyncio.wait_for(read_line(self.stdout, 1 << 16, self.what), 1)
+                except (TimeoutError, AnswerTooLarge):
                     break
                 if not more or more.lstrip().startswith(b"{"):
                     break
@@ -162,6 +231,15 @@ class HelperProcess:
             await asyncio.wait_for(self._proc.wait_closed(), timeout)
             return self._proc.exit_status
         return await asyncio.wait_for(self._proc.wait(), timeout)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON from a host: strict JSON, so `NaN`, `Infinity` and `-Infinity` are refused."""
+    return json.loads(data, parse_constant=_no_constant)
 
 
 def helper_stdin(source: str) -> bytes:

@@ -10,7 +10,7 @@ from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
-from .ssh import HelperProcess, HostError, HostLink, ShellOutputError
+from .ssh import AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 
@@ -109,6 +109,10 @@ class Poller:
             self._forget(host.name, drop_link=False)
             raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
                             "timeout") from None
+        except AnswerTooLarge as e:
+            # the rest of that line is still on its way: the probe goes, its channel with it
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, str(e), "answer-too-large") from None
         except ShellOutputError as e:
             # the shell's startup files print: every new probe would meet the same text
             self._forget(host.name, drop_link=False)

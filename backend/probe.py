@@ -28,7 +28,7 @@ from fleetdeck.backend.probe_common import (
     _read,
 )
 from fleetdeck.backend.probe_gpu import gpus
-from fleetdeck.backend.probe_runs import runs
+from fleetdeck.backend.probe_runs import full_series, runs
 from fleetdeck.backend.probe_schedules import schedules
 from fleetdeck.backend.probe_seats import find_seats
 
@@ -122,7 +122,13 @@ def ping(req):
     return {}
 
 
-OPS = {"snapshot": snapshot, "ping": ping}
+def series(req):
+    """One run's whole loss and eval-loss series (a snapshot carries at most SERIES_POINTS of
+    each): {"op": "series", "path": RUN_DIR} -> {"losses": [[step, v]...], "eval_losses": [...]}."""
+    return full_series(str(req.get("path") or ""))
+
+
+OPS = {"snapshot": snapshot, "ping": ping, "series": series}
 
 
 def handle(req):

@@ -23,7 +23,8 @@ FD_SCAN_EVERY = 20.0   # s; a full /proc/*/fd walk is the one costly scan, so it
 TIMER_TTL = 30.0       # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
 SYSTEMD_BOOTED = "/run/systemd/system"   # sd_booted(3): present only when systemd is PID 1
-MAX_LOSS_POINTS = 2000  # the train-loss series is cut to its newest points; eval series are kept
+MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
+SERIES_POINTS = 256      # and sends at most this many per series (probe_runs.thin)
 LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
 CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
 ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
@@ -83,8 +84,18 @@ def _sid(prefix, *parts):
     return prefix + hashlib.sha1("|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")).hexdigest()[:10]
 
 
+# the largest magnitude a host figure may have (an int past it, 10**400 say, is no figure)
+MAX_FIGURE = 1e18
+
+
 def _finite(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A number the probe can use: int or float (not bool), finite and within MAX_FIGURE
+    (math.isfinite of a huge int raises OverflowError; this never does)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return -MAX_FIGURE <= v <= MAX_FIGURE
+    return math.isfinite(v) and abs(v) <= MAX_FIGURE
 
 
 def _iso(ts):

@@ -15,6 +15,7 @@ from fleetdeck.backend.probe_common import (
     FD_SCAN_EVERY,
     MAX_LOSS_POINTS,
     MIN_STALL_S,
+    SERIES_POINTS,
     _cached,
     _finite,
     _read,
@@ -25,6 +26,10 @@ from fleetdeck.backend.probe_common import (
 # progress.jsonl may grow to hundreds of MB: one poll never reads more than this of it
 PROGRESS_TAIL = 4 << 20
 PROGRESS_CHUNK = 16 << 20
+# the runs section of one answer stays under this much JSON (docs/probe.md), and a run that is
+# not live keeps this many points of each series once it is over it
+RUNS_BUDGET = 3 << 20
+IDLE_POINTS = 16
 
 def _progress(path):
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
@@ -69,7 +74,58 @@ def _progress(path):
     return p
 
 
-def _progress_line(p, obj):
+def thin(series, n):
+    """At most `n` points of a [step, value] series: the newest n/2 as they are, and n/2 spread
+    evenly over the older part, its first point included (the shape of a long run stays
+    visible; a run's full series is the `series` op)."""
+    if len(series) <= n:
+        return list(series)
+    keep = n // 2
+    old, new = series[:-keep], series[-keep:]
+    k = n - keep
+    picked = [old[(i * (len(old) - 1)) // max(1, k - 1)] for i in range(k)] if k > 1 else old[:1]
+    return picked + list(new)
+
+
+FULL_SERIES_POINTS = 100000   # a `series` answer: at most this many points per series
+FULL_SERIES_READ = 256 << 20  # and at most this much of progress.jsonl read for it
+
+
+def full_series(path):
+    """A run's whole series from progress.jsonl (else trainer_state.json), thinned only past
+    FULL_SERIES_POINTS; bad lines and non-finite values are skipped, as in a snapshot."""
+    from fleetdeck.backend.hostlib.serve import Refused
+
+    prog = os.path.join(path, "progress.jsonl")
+    p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [],
+         "eval_losses": [], "sps": None, "times": [], "nonfinite": None}
+    if os.path.isfile(prog):
+        read = 0
+        with open(prog, "rb") as f:
+            for raw in f:
+                read += len(raw)
+                if read > FULL_SERIES_READ:
+                    break
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    _progress_line(p, obj, cap=False)
+                    for s in ("losses", "eval_losses"):
+                        if len(p[s]) > 4 * FULL_SERIES_POINTS:
+                            p[s] = thin(p[s], 2 * FULL_SERIES_POINTS)
+    elif os.path.isfile(os.path.join(path, "trainer_state.json")):
+        p = _trainer_state(os.path.join(path, "trainer_state.json"))
+        if p.get("error"):
+            raise Refused("unreadable", p["error"])
+    else:
+        raise Refused("no-series", "%s holds neither progress.jsonl nor trainer_state.json" % path)
+    return {"path": path, "losses": thin(p["losses"], FULL_SERIES_POINTS),
+            "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS)}
+
+
+def _progress_line(p, obj, cap=True):
     step = obj.get("step")
     step = int(step) if _finite(step) else None
     if step is not None:
@@ -90,8 +146,9 @@ def _progress_line(p, obj):
         p["sps"] = float(obj["seconds_per_step"])
     if step is not None and _finite(obj.get("time")):
         p["times"] = (p["times"] + [[step, float(obj["time"])]])[-2:]
-    if len(p["losses"]) > 2 * MAX_LOSS_POINTS:
-        p["losses"] = p["losses"][-MAX_LOSS_POINTS:]
+    for series in ("losses", "eval_losses"):
+        if cap and len(p[series]) > 2 * MAX_LOSS_POINTS:
+            p[series] = p[series][-MAX_LOSS_POINTS:]
 
 
 def _trainer_state(path):
@@ -205,8 +262,11 @@ def _run_facts(path, names, now):
             problems.append(prog["error"])
         for k in ("step", "max_steps", "loss", "eval_loss"):
             r[k] = prog.get(k)
-        r["losses"] = (prog.get("losses") or [])[-MAX_LOSS_POINTS:]
-        r["eval_losses"] = prog.get("eval_losses") or []
+        for series in ("losses", "eval_losses"):
+            full = prog.get(series) or []
+            r[series] = thin(full, SERIES_POINTS)
+            if len(r[series]) < len(full):
+                r.setdefault("series_thinned", {})[series] = len(full)
         sps = prog.get("sps")
         t = prog.get("times") or []
         if sps is None and len(t) == 2 and t[1][0] > t[0][0]:
@@ -371,4 +431,47 @@ def runs(req, procs, warnings, now):
             pid = _recorded_alive(procs, rj)
         _decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
         out.append(r)
-    return out
+    return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)
+
+
+def _size(obj):
+    return len(json.dumps(obj, default=str))
+
+
+def within_budget(out, budget, warnings):
+    """The runs section kept under `budget` bytes of JSON, so that a host with hundreds of runs
+    and long series still answers well inside ANSWER_LIMIT: first the series of runs that are
+    not live are cut to their last few points, then their checkpoint lists go, and last the
+    runs updated longest ago are left out, each step named in `warnings`."""
+    if _size(out) <= budget:
+        return out
+    idle = [r for r in out if r.get("state") not in ("running", "stalled")]
+    for r in idle:
+        for series in ("losses", "eval_losses"):
+            if len(r[series]) > IDLE_POINTS:
+                r.setdefault("series_thinned", {}).setdefault(series, len(r[series]))
+                r[series] = thin(r[series], IDLE_POINTS)
+    warnings.append("runs: the series of %d runs that are not live were cut to %d points to keep "
+                    "the answer under %d KiB (a run's full series: `fleetdeck runs --series`)"
+                    % (len(idle), IDLE_POINTS, budget >> 10))
+    if _size(out) <= budget:
+        return out
+    for r in idle:
+        if r.get("checkpoints"):
+            r["checkpoints_left_out"] = len(r["checkpoints"])
+            r["checkpoints"] = []
+    if _size(out) <= budget:
+        return out
+    order = sorted(range(len(out)), key=lambda i: (out[i].get("state") in ("running", "stalled"),
+                                                     out[i].get("last_update") or 0), reverse=True)
+    kept, total = [], 2
+    for i in order:
+        n = _size(out[i]) + 2
+        if total + n > budget:
+            continue
+        kept.append(i)
+        total += n
+    left = len(out) - len(kept)
+    warnings.append("runs: %d runs updated longest ago were left out of this answer (%d KiB budget)"
+                    % (left, budget >> 10))
+    return [out[i] for i in sorted(kept)]

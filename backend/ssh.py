@@ -21,17 +21,23 @@ import asyncssh
 from . import known_hosts
 from .config import HostConfig
 from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
+    ANSWER_LIMIT,
     BOOT,
     BOOT_MARKER,
+    OUTPUT_LIMIT,
     SHELL_NOISE,
+    STDERR_KEEP,
     STDERR_LIMIT,
     WATCHDOG,
+    AnswerTooLarge,
     HelperProcess,
     ShellOutputError,
     bounded_text,
     helper_argv,
     helper_stdin,
+    loads,
     noise_text,
+    read_bounded,
 )
 from .hostlib.text import shown
 
@@ -318,39 +324,50 @@ class HostLink:
         return shlex.join(argv)
 
     async def run(self, argv: list[str], input: bytes | None = None,
-                  timeout: float | None = None) -> CommandResult:
-        """Run argv on the host (no shell interpretation of its items); bytes in and out."""
+                  timeout: float | None = None, limit: int = OUTPUT_LIMIT) -> CommandResult:
+        """Run argv on the host (no shell interpretation of its items); bytes in and out.
+
+        Bounded: `timeout` is for the whole command (start, input, output and exit together);
+        stdout past `limit` bytes is refused (HostError `answer-too-large`) and the command is
+        stopped; of stderr only the last STDERR_KEEP bytes are kept."""
         timeout = self.host.command_timeout if timeout is None else timeout
+        what = argv[2] if argv[:1] == ["env"] and len(argv) > 2 else argv[0]
         if self.is_local:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
             try:
-                out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
-            except BaseException:
-                # cancelled (a sibling failed first, or the loop is closing): the process is
-                # killed and reaped here, never left running unwatched
+                out, err = await asyncio.wait_for(_exchange(proc, input, limit, what), timeout)
+                await asyncio.wait_for(proc.wait(), timeout)
+            except BaseException as e:
+                # timed out, too much output, or cancelled (a sibling failed first, the loop is
+                # closing): the process group is killed and reaped here, never left unwatched
                 if proc.returncode is None:
-                    proc.kill()
+                    try:
+                        os.killpg(proc.pid, 9)
+                    except OSError:
+                        proc.kill()
                     await proc.wait()
+                if isinstance(e, TimeoutError):
+                    raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
+                if isinstance(e, AnswerTooLarge):
+                    raise HostError(self.name, str(e), "answer-too-large") from None
                 raise
             return CommandResult(proc.returncode or 0, out, err)
         conn = await self.connection()
         proc = None
         try:
             proc = await conn.create_process(self._remote_command(argv), encoding=None)
-            if not input:
-                proc.stdin.write_eof()  # nothing to send: the command reads end of file, as locally
-            out, err = await asyncio.wait_for(proc.communicate(input or None), timeout)
+            out, err = await asyncio.wait_for(_exchange(proc, input, limit, what), timeout)
             await asyncio.wait_for(proc.wait_closed(), timeout)
         except TimeoutError:
             if proc is not None:
                 proc.close()  # the channel goes, and a tied helper with it (WATCHDOG)
-            raise HostError(self.name, f"{argv[0]} timed out after {timeout:g}s", "timeout") from None
+            raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
+        except AnswerTooLarge as e:
+            if proc is not None:
+                proc.close()
+            raise HostError(self.name, str(e), "answer-too-large") from None
         except (asyncssh.Error, OSError) as e:
             self.drop()
             raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
@@ -372,13 +389,13 @@ class HostLink:
         # tied: a helper cut off by the timeout dies on the host with its channel
         res = await self.run(helper_argv(self.host.python, ["--tied"]), input=data, timeout=timeout)
         try:
-            return json.loads(res.stdout)
+            return loads(res.stdout)
         except ValueError:
             pass
         lines = res.stdout.rstrip(b"\n").split(b"\n")
         if len(lines) > 1:
             try:
-                json.loads(lines[-1])
+                loads(lines[-1])
             except ValueError:
                 pass
             else:
@@ -396,7 +413,7 @@ class HostLink:
         if self.is_local:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=64 * 1024 * 1024)
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=ANSWER_LIMIT)
             helper = HelperProcess(proc, remote=False, what=what)
         else:
             conn = await self.connection()
@@ -446,6 +463,28 @@ class HostLink:
         helper.stdin.write(helper_stdin(source))
         await helper.stdin.drain()
         return helper
+
+
+async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tuple[bytes, bytes]:
+    """Send `input` (then end of file) and read stdout (at most `limit` bytes) and stderr (its
+    last STDERR_KEEP bytes) together: a command that writes much to one while the other is
+    read never blocks."""
+
+    async def feed() -> None:
+        if proc.stdin is None:
+            return
+        try:
+            if input:
+                proc.stdin.write(input)
+                await proc.stdin.drain()
+            proc.stdin.write_eof() if hasattr(proc.stdin, "write_eof") else proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it stopped reading; what it said tells why
+
+    out, err, _ = await asyncio.gather(read_bounded(proc.stdout, limit, what),
+                                       read_bounded(proc.stderr, STDERR_KEEP, what, keep_tail=True),
+                                       feed())
+    return out, err
 
 
 class _TransferHelper(HelperProcess):

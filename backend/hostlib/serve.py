@@ -62,11 +62,34 @@ def dumps(obj):
     return json.dumps(obj, ensure_ascii=True, allow_nan=False, default=str)
 
 
+def scrub(obj, where="", found=None):
+    """`obj` with every non-finite float (NaN, +-inf) replaced by None; `found` collects where
+    each one was (`runs[3].eta_seconds`), so one bad value costs one field, never the answer."""
+    if isinstance(obj, float):
+        if obj != obj or obj in (float("inf"), float("-inf")):
+            if found is not None:
+                found.append(where or "(answer)")
+            return None
+        return obj
+    if isinstance(obj, dict):
+        return dict((k, scrub(v, "%s.%s" % (where, k) if where else str(k), found)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, "%s[%d]" % (where, i), found) for i, v in enumerate(obj)]
+    return obj
+
+
 def _send(out, obj):
     try:
         data = dumps(obj)
-    except ValueError:  # a NaN slipped into an answer: say so rather than emit invalid JSON
-        data = dumps(error_answer("internal", "the answer held a non-finite number"))
+    except ValueError:
+        # a non-finite number slipped into an answer: that field becomes null and the answer
+        # names it in its warnings, rather than emitting invalid JSON or losing the whole answer
+        found = []
+        obj = scrub(obj, "", found)
+        if isinstance(obj, dict):
+            w = obj.get("warnings") if isinstance(obj.get("warnings"), list) else []
+            obj["warnings"] = w + ["non-finite number dropped at %s" % p for p in found[:20]]
+        data = dumps(obj)
     out.write(data.encode("utf-8", "surrogateescape") + b"\n")
     out.flush()
 
