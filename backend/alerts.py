@@ -16,14 +16,12 @@ Thresholds come from the fleet file's `[alerts]` table, validated as strictly as
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
 import re
 import statistics
 import time
-import urllib.request
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -37,7 +35,6 @@ from .models import FleetSnapshot, HostSnapshot
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
-PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since")
 KEEP_RESOLVED = 100
 
 
@@ -392,69 +389,6 @@ def save_engine(engine: AlertEngine) -> None:
     os.replace(tmp, path)
 
 
-# -- delivery ----------------------------------------------------------------------------------
-def hook_argv(argv: tuple[str, ...], alert: Alert) -> list[str]:
-    """The hook's argv for one alert: each placeholder replaced inside each argument, once,
-    left to right, so text that itself holds `{title}` is never expanded again."""
-    values = {"title": alert.title, "text": alert.text, "rule": alert.rule, "host": alert.host,
-              "subject": alert.subject, "state": alert.state,
-              "since": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(alert.since))}
-    pat = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
-    return [pat.sub(lambda m: values[m.group(1)], a) for a in argv]
-
-
-def webhook_body(alert: Alert) -> bytes:
-    """What the webhook receives: the alert object plus its title."""
-    return json.dumps({**alert.to_json(), "title": alert.title}).encode()
-
-
-class Notifier:
-    """Delivers each transition once to the command hook and the webhook of `[alerts]`."""
-
-    def __init__(self, config: AlertConfig, timeout: float = 30.0) -> None:
-        self.config = config
-        self.timeout = timeout
-
-    async def deliver(self, alerts: list[Alert]) -> list[str]:
-        """Deliver every transition (in order); one warning sentence per failed delivery."""
-        warnings: list[str] = []
-        for a in alerts:
-            if self.config.on_alert:
-                warnings += await self._command(a)
-            if self.config.webhook:
-                warnings += await asyncio.to_thread(self._post, a)
-        return warnings
-
-    async def _command(self, a: Alert) -> list[str]:
-        argv = hook_argv(self.config.on_alert or (), a)
-        try:
-            proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                        stdout=asyncio.subprocess.DEVNULL,
-                                                        stderr=asyncio.subprocess.PIPE)
-        except OSError as e:
-            return [f"alert hook {argv[0]} could not start: {e.strerror or e}"]
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), self.timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return [f"alert hook {argv[0]} did not finish within {self.timeout:g}s"]
-        if proc.returncode:
-            tail = err.decode("utf-8", "replace").strip().splitlines()
-            return [f"alert hook {argv[0]} exited {proc.returncode}" + (f": {tail[-1]}" if tail else "")]
-        return []
-
-    def _post(self, a: Alert) -> list[str]:
-        req = urllib.request.Request(self.config.webhook or "", data=webhook_body(a), method="POST",
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.config.webhook_timeout) as r:
-                r.read()
-        except (OSError, ValueError) as e:
-            return [f"alert webhook {self.config.webhook} failed: {e}"]
-        return []
-
-
 def _ago(s: float) -> str:
     s = max(0, int(s))
     if s < 120:
@@ -474,5 +408,6 @@ def _bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-__all__ = ["Alert", "AlertConfig", "AlertEngine", "Notifier", "RULES", "alert_from_json", "engine_path",
-           "hook_argv", "load_engine", "parse_alerts", "save_engine", "webhook_body"]
+# delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "RULES", "alert_from_json", "engine_path",
+           "load_engine", "parse_alerts", "save_engine"]

@@ -14,11 +14,10 @@ from fleetdeck.backend.alerts import (
     Alert,
     AlertConfig,
     AlertEngine,
-    Notifier,
-    hook_argv,
     parse_alerts,
 )
 from fleetdeck.backend.config import ConfigError, parse_fleet
+from fleetdeck.backend.deliver import Notifier, hook_argv
 from fleetdeck.backend.models import (
     Disk,
     FleetSnapshot,

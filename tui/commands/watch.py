@@ -1,36 +1,32 @@
-"""`fleetdeck watch`: the poller without a screen, for a controller that runs unattended.
+"""`fleetdeck watch`: the monitor (`backend/monitor.py`) without a screen, for a controller that
+runs unattended, as a service (`docs/fleetdeck-watch.service`).
 
-Each cycle: one poll of the fleet (the dashboard's poller), seats where the probe did not report
-them, due seat checks, one history row set, the alert rules, each transition delivered once to
-the `[alerts]` hooks and printed as one line, the engine's state saved (so a restart neither
-forgets nor repeats an alert), and the Prometheus collector updated. The next poll starts
-`poll_interval` after one ends; SIGTERM or SIGINT ends the loop after the current cycle.
+It takes the state folder's lock first (a second `watch` on the same state exits 1 naming the
+running one), then runs the monitor in its delivering role: each cycle polls, checks seats,
+writes history, judges the rules, queues each transition for the `[alerts]` hooks and saves the
+alert state with the outbox; deliveries run beside the cycles. Each transition is printed as
+one line and each warning as `warning: ...`. SIGTERM or SIGINT ends it at once, from any
+state (the cycle or delivery in flight is cancelled), with the alert state and the outbox
+saved: what was not delivered yet is delivered by the next start.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import signal
 import sys
-import time
-from dataclasses import replace
+import threading
 from typing import Any, TextIO
 
-from fleetdeck.backend.alerts import AlertConfig, AlertEngine, Notifier, load_engine, save_engine
 from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.history import History
-from fleetdeck.backend.models import FleetSnapshot
-from fleetdeck.backend.seats import (
-    Seat,
-    SeatCheck,
-    check_seat,
-    fetch_seats,
-    record_check,
-    recorded_checks,
-)
+from fleetdeck.backend.monitor import AlreadyRunning, Monitor, StateLock
 
-SEAT_REFRESH_S = 60.0
+#: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
+STOP_WITHIN = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,124 +44,73 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_watch)
 
 
-class Watcher:
-    """One poll loop with history, alerts, hooks and an optional metrics collector."""
+class Watcher(Monitor):
+    """The monitor printing to `out`: a transition as one line, a warning as `warning: ...`.
+    `readonly` judges only (what `fleetdeck alerts` does): no history, hook or saved state."""
 
-    def __init__(self, fleet: Fleet, *, history: History | None = None, engine: AlertEngine | None = None,
-                 collector: Any = None, out: TextIO | None = None, readonly: bool = False) -> None:
-        from fleetdeck.backend.poller import Poller
-
-        self.fleet = fleet
-        self.config: AlertConfig = fleet.alerts or AlertConfig()  # type: ignore[assignment]
-        self.poller = Poller(fleet)
-        self.history = history if history is not None else History(retention_days=self.config.history_retention_days)
-        self.engine = engine if engine is not None else load_engine(self.config)
-        self.notifier = Notifier(self.config)
-        self.collector = collector
+    def __init__(self, fleet: Fleet, *, history: History | None = None, engine: Any = None,
+                 collector: Any = None, out: TextIO | None = None, readonly: bool = False,
+                 **kw: Any) -> None:
         self.out = out or sys.stdout
-        #: judge only: no history row, no hook, no saved state (what `fleetdeck alerts` does)
-        self.readonly = readonly
-        self.polls = 0
-        self._seats: dict[str, tuple[float, tuple[Seat, ...]]] = {}
-        self._checked_at: dict[str, float] = {}
-        self._preload()
+        super().__init__(fleet, role="judge" if readonly else "deliver", history=history, engine=engine,
+                         collector=collector, report=self._print, **kw)
 
-    def _preload(self) -> None:
-        # disk-full-eta judges a rate over a window: start with the window history already has
-        since = time.time() - self.config.disk_rate_window
-        for h in self.fleet.hosts:
-            for path, pts in self.history.series(h.name, "disk", since).items():
-                for t, used, free in pts:
-                    if used is not None and free is not None:
-                        self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
+    def _print(self, kind: str, line: str) -> None:
+        self.say(line if kind == "transition" else f"warning: {line}")
 
     def say(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
-
-    async def cycle(self) -> FleetSnapshot:
-        """One poll with everything that follows it; the snapshot, seats included."""
-        snap = await self.poller.poll()
-        snap = await self._with_seats(snap)
-        checks = {**recorded_checks(), **await self._due_checks(snap)}
-        if self.readonly:
-            self.engine.evaluate(snap, checks)
-            self.polls += 1
-            return snap
-        self.history.record(snap)
-        transitions = self.engine.evaluate(snap, checks)
-        if self.collector is not None:   # a scrape agrees with the hooks from the moment they run
-            self.collector.update(snap, self.engine.firing(), checks)
-        for a in transitions:
-            self.history.event(a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text)
-            self.say(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {a.title}: {a.text}")
-        for w in await self.notifier.deliver(transitions) + self.history.warnings:
-            self.say(f"warning: {w}")
-        self.history.warnings.clear()
+        """One line, whatever the terminal's or journal's encoding (never an encoding error)."""
+        enc = getattr(self.out, "encoding", None) or "utf-8"
         try:
-            save_engine(self.engine)
-        except OSError as e:
-            self.say(f"warning: alert state not saved: {e}")
-        self.polls += 1
-        return snap
+            text = line.encode(enc, "backslashreplace").decode(enc)
+            print(text, file=self.out, flush=True)
+        except (OSError, ValueError):   # a closed or full stdout must not stop the watch
+            pass
 
-    async def _with_seats(self, snap: FleetSnapshot) -> FleetSnapshot:
-        """Hosts whose probe did not look for seats get them from the seat finder, at most
-        once a minute each (the probe, when it reports seats, is used as it is)."""
-        now = time.time()
-        due = [h for h in snap.hosts if h.reachable and h.seats is None
-               and now - self._seats.get(h.name, (0.0, ()))[0] >= SEAT_REFRESH_S]
-        found = await asyncio.gather(*(fetch_seats(self.poller.link(h.name)) for h in due),
-                                     return_exceptions=True)
-        for h, res in zip(due, found, strict=True):
-            if not isinstance(res, BaseException):
-                self._seats[h.name] = (now, tuple(res[0]))
-        hosts = tuple(replace(h, seats=self._seats[h.name][1])
-                      if h.reachable and h.seats is None and h.name in self._seats else h for h in snap.hosts)
-        return replace(snap, hosts=hosts)
-
-    async def _due_checks(self, snap: FleetSnapshot) -> dict[str, SeatCheck]:
-        every = self.config.seat_check_interval
-        if not every or self.readonly:
-            return {}
-        now = time.time()
-        todo = [(h.name, s.port) for h in snap.hosts if h.reachable for s in h.seats or ()
-                if s.port and now - self._checked_at.get(f"{h.name}:{s.port}", 0.0) >= every]
-        out: dict[str, SeatCheck] = {}
-        for host, port in dict.fromkeys(todo):
-            self._checked_at[f"{host}:{port}"] = now
-            try:
-                c = await check_seat(self.poller.link(host), port)
-            except Exception as e:  # the host went away between poll and check: next time
-                self.say(f"warning: seat check {host}:{port} did not run: {e}")
-                continue
-            out[c.key] = c
-            record_check(c)
-            self.history.event(c.checked_at, host, "seat-check", f"port {port}",
-                               "sound" if c.sound else f"{c.signature}: {c.message}")
-        return out
-
-    async def run(self, count: int | None = None, interval: float | None = None,
+    async def run(self, count: int | None = None, interval: float | None = None,  # type: ignore[override]
                   stop: asyncio.Event | None = None) -> None:
-        """Poll until `count` polls are done or `stop` is set."""
-        stop = stop or asyncio.Event()
-        interval = interval or self.fleet.poll_interval
+        """Cycle until `count` cycles are done, or `stop` is set, or `stop()` is called."""
+        waiter = None
+        if stop is not None:
+            async def watch_stop() -> None:
+                await stop.wait()
+                self.stop()
+            waiter = asyncio.ensure_future(watch_stop())
         try:
-            while not stop.is_set():
-                await self.cycle()
-                if count is not None and self.polls >= count:
-                    break
-                try:
-                    await asyncio.wait_for(stop.wait(), interval)
-                except TimeoutError:
-                    pass
+            await super().run(count, interval)
         finally:
-            await self.poller.close()
-            self.history.close()
+            if waiter is not None:
+                waiter.cancel()
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Run the headless poller until stopped (or for --count polls)."""
+    # until the loop's own handler is in place, SIGTERM ends the start-up (nothing is judged yet)
+    signal.signal(signal.SIGTERM, _exit_now)
     fleet = load_fleet(args.hosts)
+    try:
+        lock = StateLock()
+        lock.acquire()
+    except AlreadyRunning as e:
+        print(f"fleetdeck: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"fleetdeck: cannot take the watch lock in the state folder: {e.strerror or e}", file=sys.stderr)
+        return 1
+    try:
+        return _watch(args, fleet)
+    finally:
+        lock.release()
+
+
+def _exit_now(*_: object) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)
+
+
+def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
     collector = None
     if args.prometheus:
         from fleetdeck.backend.export import FleetCollector, parse_listen, serve_metrics
@@ -183,15 +128,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
             return 1
         print(f"metrics on http://{addr}:{bound}/metrics", flush=True)
 
+
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         watcher = Watcher(fleet, collector=collector)
-        print(f"watching {len(fleet.hosts)} host(s) from {fleet.source}; history in {watcher.history.path}",
-              flush=True)
-        await watcher.run(args.count, args.interval, stop)
+        loop = asyncio.get_running_loop()
+        def stop() -> None:
+            watcher.stop()
+            # the state is saved by every cycle and on the way out; whatever holds up the exit
+            # after that (a connection's teardown, a resolver thread) does not hold the service
+            timer = threading.Timer(STOP_WITHIN - 0.3, _exit_now)
+            timer.daemon = True
+            timer.start()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        where = watcher.history.path if watcher.history is not None else "-"
+        watcher.say(f"watching {len(fleet.hosts)} host(s) from {fleet.source}; history in {where}")
+        await watcher.run(args.count, args.interval)
 
     asyncio.run(main())
     return 0
