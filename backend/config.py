@@ -17,6 +17,71 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The documented range of one number key: an integer or any finite number, between `low`
+    and `high` (inclusive unless `above` / `below`; None: no bound on that side)."""
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+    #: `low` itself is out of range
+    above: bool = False
+    #: `high` itself is out of range
+    below: bool = False
+
+    @property
+    def kind(self) -> str:
+        """What the key holds, in words: "an integer" or "a number"."""
+        return "an integer" if self.integer else "a number"
+
+    @property
+    def words(self) -> str:
+        """The range in words: "greater than 0 and below 1", "between 1 and 65535"..."""
+        lo = None if self.low is None else f"{'greater than' if self.above else 'at least'} {_plain(self.low)}"
+        hi = None if self.high is None else f"{'below' if self.below else 'at most'} {_plain(self.high)}"
+        if lo and hi and not self.above and not self.below:
+            return f"between {_plain(self.low)} and {_plain(self.high)}"
+        return " and ".join(w for w in (lo, hi) if w) or "finite"
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def toml_shown(value: object) -> str:
+    """A value as TOML writes it, for a message: `true`, `inf`, `nan`, `"text"`; an integer too
+    long to print whole is named by its size."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    if isinstance(value, int) and value.bit_length() > 64:
+        try:
+            digits = str(len(str(abs(value))))
+        except ValueError:  # past Python's limit for printing an integer
+            digits = "thousands of"
+        return f"{'-' if value < 0 else ''}(an integer of {digits} digits)"
+    return repr(value)
+
+
+def number_problem(key: str, value: object, bounds: Bounds) -> str | None:
+    """None when `value` is a number `bounds` allows; else the sentence saying why not, naming
+    the key and the value (the caller puts the file and table in front). A boolean is never a
+    number, NaN and the infinities (TOML's `nan`, `inf`, and `1e400` which TOML reads as inf)
+    are never finite, and a float is never an integer."""
+    shown_v = toml_shown(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            bounds.integer and not isinstance(value, int)):
+        return f"key {key!r} must be {bounds.kind}, not {shown_v}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{key} = {shown_v} is not a finite number"
+    if ((bounds.low is not None and (value < bounds.low or (bounds.above and value == bounds.low)))
+            or (bounds.high is not None and (value > bounds.high or (bounds.below and value == bounds.high)))):
+        return f"{key} = {shown_v} is out of range: key {key!r} must be {bounds.words}"
+    return None
+
+
+@dataclass(frozen=True)
 class HostConfig:
     """One host of the fleet, with every default already applied."""
 
@@ -70,6 +135,15 @@ class Fleet:
         return min((h.poll_interval for h in self.hosts), default=5.0)
 
 
+#: the fleet file's number keys and their documented ranges (docs/fleet-file.md)
+WEEK = 7 * 86400
+FLEET_NUMBERS: dict[str, Bounds] = {
+    "poll_interval": Bounds(0, WEEK, above=True),
+    "connect_timeout": Bounds(0, WEEK, above=True),
+    "command_timeout": Bounds(0, WEEK, above=True),
+    "port": Bounds(1, 65535, integer=True),
+}
+
 # key -> (accepted python types, converter); `address` and `local` are per-host only
 _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "poll_interval": ((int, float), "a number"),
@@ -89,12 +163,16 @@ _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
 _HOST_ONLY = {"address", "local"}
 _DEFAULT_KEYS = set(_TYPES) - _HOST_ONLY
 _LIST_KEYS = {"client_keys", "runs", "purge_roots"}
-_POSITIVE = {"poll_interval", "connect_timeout", "command_timeout"}
 
 
 def _check(source: str, where: str, key: str, value: object, allowed: set[str]) -> object:
     if key not in allowed:
         raise ConfigError(f"{source}: {where}: unknown key {key!r}")
+    if key in FLEET_NUMBERS:
+        problem = number_problem(key, value, FLEET_NUMBERS[key])
+        if problem:
+            raise ConfigError(f"{source}: {where}: {problem}")
+        return value if FLEET_NUMBERS[key].integer else float(value)  # type: ignore[arg-type]
     types, wanted = _TYPES[key]
     if isinstance(value, bool) and bool not in types:
         raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}, not {value!r}")
@@ -104,15 +182,6 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
         if not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
             raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}")
         return tuple(value)  # type: ignore[arg-type]
-    if key in _POSITIVE and not math.isfinite(value):  # type: ignore[arg-type]
-        # TOML has inf and nan; a timeout of inf never fires, and nan compares false with all
-        raise ConfigError(f"{source}: {where}: key {key!r} must be a finite number of seconds, not {value!r}")
-    if key in _POSITIVE and value <= 0:  # type: ignore[operator]
-        raise ConfigError(f"{source}: {where}: key {key!r} must be greater than 0")
-    if key == "port" and not 0 < value < 65536:  # type: ignore[operator]
-        raise ConfigError(f"{source}: {where}: key 'port' must be between 1 and 65535")
-    if key in _POSITIVE:
-        return float(value)  # type: ignore[arg-type]
     return value
 
 
@@ -120,7 +189,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
     """Parse fleet-file text strictly; ConfigError names the file, the host and the key."""
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # TOMLDecodeError, or an integer too long for Python to read
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     for key in doc:
         if key not in ("defaults", "hosts", "alerts"):
@@ -196,5 +265,5 @@ def load_fleet(explicit: str | None = None) -> Fleet:
     return parse_fleet(read_config_text(path, "fleet file"), str(path))
 
 
-__all__ = ["ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "load_fleet", "parse_fleet",
-           "find_fleet_file"]
+__all__ = ["Bounds", "ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "load_fleet", "parse_fleet",
+           "find_fleet_file", "number_problem", "toml_shown"]

@@ -38,12 +38,17 @@ class Poller:
     does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
     """
 
-    def __init__(self, fleet: Fleet, probe: str | None = None) -> None:
+    def __init__(self, fleet: Fleet, probe: str | None = None, deadline: float | None = None) -> None:
         self.fleet = fleet
+        #: `poll()` returns after this many seconds at most (None: when every host has answered
+        #: or failed); a host still asking then is shown as it last was and answers later
+        self.deadline = deadline
+        self._inflight: dict[str, asyncio.Task[HostSnapshot]] = {}
         self._links = {h.name: HostLink(h) for h in fleet.hosts}
         self._probes: dict[str, HelperProcess] = {}
         self._last_good: dict[str, HostSnapshot] = {}
         self._down_since: dict[str, float] = {}
+        self._last_shown: dict[str, HostSnapshot] = {}
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
 
@@ -67,24 +72,65 @@ class Poller:
         """Epoch time since which `name` has not answered, or None when it is up."""
         return self._down_since.get(name)
 
-    async def poll(self, hosts: list[str] | None = None) -> FleetSnapshot:
-        """One poll of the fleet (or of the named hosts), hosts in fleet-file order."""
+    async def poll(self, hosts: list[str] | None = None, deadline: float | None = None) -> FleetSnapshot:
+        """One poll of the fleet (or of the named hosts), hosts in fleet-file order.
+
+        Each host is asked on its own deadline (its connect and command timeouts). With a poll
+        `deadline` (or the poller's), this returns once it has passed even if a host is still
+        asking: that host keeps its own request running, appears as it last was (a host never
+        seen yet as not answered, code `pending`), and its answer or its `timeout` is taken by
+        a later poll. So one silent host never holds back the refresh of the others.
+        """
+        deadline = self.deadline if deadline is None else deadline
         targets = [self.fleet.host(n) for n in hosts] if hosts else list(self.fleet.hosts)
-        results = await asyncio.gather(*(self._poll_host(h) for h in targets), return_exceptions=True)
-        snaps = []
+        tasks: dict[str, asyncio.Task[HostSnapshot]] = {}
+        for h in targets:
+            t = self._inflight.get(h.name)
+            if t is None:
+                t = asyncio.ensure_future(self._poll_host(h))
+                self._inflight[h.name] = t
+            tasks[h.name] = t
+        if not tasks:
+            pass
+        elif deadline is None:
+            await asyncio.wait(tasks.values())
+        else:
+            pending = [t for t in tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=deadline)
+            # a host never heard from yet is waited for up to its connect timeout (a cold
+            # start shows hosts as they answer, not a column of "still asking")
+            first = [h for h in targets if h.name not in self._last_shown and not tasks[h.name].done()]
+            if first:
+                await asyncio.wait([tasks[h.name] for h in first],
+                                   timeout=max(0.0, min(h.connect_timeout for h in first) - deadline))
+        snaps, fresh = [], []
         now = time.time()
-        for h, r in zip(targets, results, strict=True):
-            if isinstance(r, BaseException):
-                if isinstance(r, asyncio.CancelledError):
-                    raise r
-                r = HostSnapshot(name=h.name, reachable=False, error=f"{type(r).__name__}: {r}", time=now)
+        for h in targets:
+            t = tasks[h.name]
+            if not t.done():
+                snaps.append(self._last_shown.get(h.name) or HostSnapshot(
+                    name=h.name, reachable=False, error="no answer yet (still asking)", error_code="pending",
+                    time=now))
+                continue
+            del self._inflight[h.name]
+            if t.cancelled():
+                raise asyncio.CancelledError()
+            e = t.exception()
+            r = t.result() if e is None else HostSnapshot(name=h.name, reachable=False,
+                                                           error=f"{type(e).__name__}: {e}", time=now)
             snaps.append(r)
+            fresh.append(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
                 self._down_since.pop(h.name, None)
             else:
                 self._down_since.setdefault(h.name, now)
-        return FleetSnapshot(hosts=tuple(fleet_verdict(snaps, load_acks())), time=now)
+        judged = fleet_verdict(snaps, load_acks())
+        for h in judged:
+            if h.name in fresh:
+                self._last_shown[h.name] = h
+        return FleetSnapshot(hosts=tuple(judged), time=now)
 
     async def _poll_host(self, host: HostConfig) -> HostSnapshot:
         try:
@@ -98,8 +144,15 @@ class Poller:
         probe = self._probes.get(host.name)
         fresh = probe is None
         if probe is None:
-            probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"], what="probe"),
-                                           host.connect_timeout + host.command_timeout)
+            try:
+                probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"], what="probe"),
+                                               host.connect_timeout + host.command_timeout)
+            except TimeoutError:
+                # the connection is open but the host does not answer on it (a stopped sshd,
+                # a dead link the keepalive has not noticed yet): start over on a new one
+                self._forget(host.name, drop_link=True)
+                raise HostError(host.name, "no answer: the probe could not be started within "
+                                f"{host.connect_timeout + host.command_timeout:g}s", "timeout") from None
             self._probes[host.name] = probe
         t0 = time.perf_counter()
         try:
@@ -146,6 +199,11 @@ class Poller:
 
     async def close(self) -> None:
         """Stop every probe and close every connection."""
+        inflight = list(self._inflight.values())
+        self._inflight.clear()
+        for t in inflight:
+            t.cancel()
+        await asyncio.gather(*inflight, return_exceptions=True)
         probes = list(self._probes.values())
         for name in list(self._probes):
             self._forget(name, drop_link=False)

@@ -124,10 +124,11 @@ def test_cli_missing_fleet_file_exits_2(tmp_path):
 def test_non_finite_numbers_are_refused_naming_the_key(key, value):
     with pytest.raises(ConfigError) as e:
         parse_fleet(f"[defaults]\n{key} = {value}\n[hosts.a]\naddress = 'x'\n", "f.toml")
-    assert f"[defaults]: key {key!r} must be a finite number" in str(e.value)
+    shown = value.lstrip("+-")
+    assert f"[defaults]: {key} = {shown} is not a finite number" in str(e.value)
     with pytest.raises(ConfigError) as e:
         parse_fleet(f"[hosts.a]\naddress = 'x'\n{key} = {value}\n", "f.toml")
-    assert str(e.value).startswith(f"f.toml: host 'a': key {key!r} must be a finite number")
+    assert str(e.value) == f"f.toml: host 'a': {key} = {shown} is not a finite number"
 
 
 def test_cli_exits_2_on_an_infinite_timeout(tmp_path):
@@ -136,4 +137,38 @@ def test_cli_exits_2_on_an_infinite_timeout(tmp_path):
     p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad)],
                        capture_output=True, text=True)
     assert p.returncode == 2
-    assert f"{bad}: host 'a': key 'command_timeout' must be a finite number of seconds, not inf" in p.stderr
+    assert f"{bad}: host 'a': command_timeout = inf is not a finite number" in p.stderr
+
+
+@pytest.mark.parametrize("line, said", [
+    ("poll_interval = 1e400", "poll_interval = inf is not a finite number"),   # TOML reads 1e400 as inf
+    ("connect_timeout = -inf", "connect_timeout = -inf is not a finite number"),
+    ("poll_interval = -1", "poll_interval = -1 is out of range: key 'poll_interval' must be greater than 0"),
+    ("command_timeout = 1e9", "command_timeout = 1000000000.0 is out of range: key 'command_timeout' must be "
+                              "greater than 0 and at most 604800"),
+    ("port = 0", "port = 0 is out of range: key 'port' must be between 1 and 65535"),
+    ("port = 99999999999999999999999", "port = (an integer of 23 digits) is out of range"),
+    ("port = 22.0", "key 'port' must be an integer, not 22.0"),
+    ("port = true", "key 'port' must be an integer, not true"),
+    ("poll_interval = false", "key 'poll_interval' must be a number, not false"),
+    ("poll_interval = '5'", "key 'poll_interval' must be a number, not '5'"),
+])
+def test_fleet_numbers_are_finite_and_in_range_naming_key_and_value(line, said):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f"[hosts.a]\naddress = 'x'\n{line}\n", "f.toml")
+    assert str(e.value).startswith(f"f.toml: host 'a': {said}")
+
+
+def test_fleet_numbers_at_the_edges_of_their_ranges_are_taken():
+    fleet = parse_fleet("[defaults]\ncommand_timeout = 604800\n[hosts.a]\naddress = 'x'\nport = 65535\n"
+                        "poll_interval = 0.25\n", "f.toml")
+    (h,) = fleet.hosts
+    assert (h.port, h.poll_interval, h.command_timeout) == (65535, 0.25, 604800.0)
+
+
+def test_cli_exits_2_on_an_integer_too_long_to_read(tmp_path):
+    bad = tmp_path / "hosts.toml"
+    bad.write_text("[hosts.a]\naddress = 'x'\nport = " + "9" * 5000 + "\n")
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and f"{bad}: not valid TOML" in p.stderr and "Traceback" not in p.stderr

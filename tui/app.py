@@ -17,6 +17,7 @@ from fleetdeck.backend.config import ConfigError, Fleet
 from fleetdeck.backend.models import FleetSnapshot
 from fleetdeck.backend.ssh import HostError, HostLink
 
+from .fmt import said
 from .messages import ActionFinished, FleetPolled, PollFailed
 from .screens.alerts import AlertsScreen, AlertWatch
 from .screens.audit import AuditScreen
@@ -78,7 +79,9 @@ class FleetdeckApp(GuardedPump, App):
         self._owns_source = source is None
         if source is None:
             from fleetdeck.backend.poller import Poller
-            source = Poller(fleet)
+            # a silent host must not hold back the others' refresh: a poll returns within half
+            # an interval, and a host still asking answers into a later poll (see Poller.poll)
+            source = Poller(fleet, deadline=max(1.0, self.interval / 2))
         self.source = source
         #: alert rules judged on every live poll (a recorded replay is not judged)
         self.alert_watch = AlertWatch(self, enabled=self._owns_source)
@@ -118,10 +121,10 @@ class FleetdeckApp(GuardedPump, App):
         self.refresh_views()
 
     def on_poll_failed(self, message: PollFailed) -> None:
-        self.notify(message.error, title="Poll failed", severity="error")
+        self.notify(said(message.error), title="Poll failed", severity="error", markup=False)
 
     def on_action_finished(self, message: ActionFinished) -> None:
-        self.notify(message.summary, title=message.action.capitalize(),
+        self.notify(said(message.summary), title=said(message.action.capitalize()), markup=False,
                     severity="information" if message.ok else "warning", timeout=8)
         self.refresh_views()
         self.action_poll_now()
@@ -164,7 +167,8 @@ class FleetdeckApp(GuardedPump, App):
         """Expected failures become a toast naming what and why; others an error modal."""
         if isinstance(error, EXPECTED):
             why = getattr(error, "message", None) or str(error) or type(error).__name__
-            self.notify(f"{what}: {why}", title=f"{what} failed", severity="error", timeout=10)
+            self.notify(said(f"{what}: {why}"), title=said(f"{what} failed"), severity="error", timeout=10,
+                        markup=False)
         else:
             self.show_unexpected(what, error)
 

@@ -11,7 +11,13 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fleetdeck.backend.config import ConfigError, read_config_text
+from fleetdeck.backend.config import (
+    Bounds,
+    ConfigError,
+    number_problem,
+    read_config_text,
+    toml_shown,
+)
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 AUTO = "auto"
@@ -120,9 +126,31 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
 }
 _REQUIRED = ("name", "base_model", "corpus", "output")
-_POSITIVE = {"seq_len", "batch_size", "grad_accum", "lora_rank", "eval_steps", "save_steps",
-             "logging_steps", "gpus", "lr", "lora_alpha"}
-_NON_NEGATIVE = {"max_steps", "warmup_steps", "weight_decay", "max_grad_norm", "epochs"}
+_STEPS = 10**9   # more optimizer steps than any run takes
+_ROWS = 65536
+#: every number key's documented range (docs/launch.md): `fleetdeck train`, `bench` and `launch`
+#: all check RUN.toml here, before anything starts
+RUN_NUMBERS: dict[str, Bounds] = {
+    "seed": Bounds(0, 2**32 - 1, integer=True),   # numpy's seed range (the reference recipe seeds it)
+    "seq_len": Bounds(0, 2**20, integer=True, above=True),
+    "batch_size": Bounds(0, _ROWS, integer=True, above=True),
+    "grad_accum": Bounds(0, _ROWS, integer=True, above=True),
+    "epochs": Bounds(0, 1e6),
+    "max_steps": Bounds(0, _STEPS, integer=True),   # 0: from epochs
+    "lr": Bounds(0, 1, above=True, below=True),
+    "warmup_steps": Bounds(0, _STEPS, integer=True),
+    "weight_decay": Bounds(0, 1),
+    "max_grad_norm": Bounds(0, 1e6),
+    "lora_rank": Bounds(0, _ROWS, integer=True, above=True),
+    "lora_alpha": Bounds(0, 1e6, above=True),
+    "lora_dropout": Bounds(0, 1, below=True),
+    "eval_fraction": Bounds(0, 1, below=True),
+    "eval_steps": Bounds(0, _STEPS, integer=True, above=True),
+    "save_steps": Bounds(0, _STEPS, integer=True, above=True),
+    "logging_steps": Bounds(0, _STEPS, integer=True, above=True),
+    "gpus": Bounds(0, 1024, integer=True, above=True),
+    "micro_batch": Bounds(0, _ROWS, integer=True, above=True),
+}
 _CHOICES = {"attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
             "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",), "fused_projections": ("auto",),
             "micro_batch": ("auto",)}
@@ -136,17 +164,13 @@ def _value(source: str, key: str, value: object) -> object:
     types, wanted = _SPEC[key]
     bad = (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
     if bad:
-        raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {value!r}")
+        raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {toml_shown(value)}")
     if isinstance(value, str) and key in _CHOICES and value not in _CHOICES[key]:
         raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {value!r}")
-    if key in _POSITIVE and not value > 0:  # type: ignore[operator]
-        raise ConfigError(f"{source}: key {key!r} must be greater than 0, not {value!r}")
-    if key in _NON_NEGATIVE and value < 0:  # type: ignore[operator]
-        raise ConfigError(f"{source}: key {key!r} must not be negative, not {value!r}")
-    if key in ("lora_dropout", "eval_fraction") and not 0 <= value < 1:  # type: ignore[operator]
-        raise ConfigError(f"{source}: key {key!r} must be at least 0 and below 1, not {value!r}")
-    if key == "micro_batch" and isinstance(value, int) and value <= 0:
-        raise ConfigError(f"{source}: key 'micro_batch' must be greater than 0, not {value!r}")
+    if key in RUN_NUMBERS and not isinstance(value, str):   # micro_batch may also be "auto"
+        problem = number_problem(key, value, RUN_NUMBERS[key])
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
     if key == "target_modules":
         if not value or not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
             raise ConfigError(f"{source}: key 'target_modules' must be a non-empty list of module names")
@@ -165,7 +189,7 @@ def parse_run_config(text: str, source: str, base_dir: Path | None = None) -> Ru
     """Parse RUN.toml text strictly; ConfigError names the file and the key."""
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # TOMLDecodeError, or an integer too long for Python to read
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     return run_config_from_doc(doc, source, base_dir)
 
@@ -195,7 +219,7 @@ def read_run_doc(path: str | os.PathLike[str]) -> dict[str, object]:
     p = Path(path)
     try:
         return tomllib.loads(read_config_text(p, "RUN.toml"))
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # TOMLDecodeError, or an integer too long for Python to read
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
 
 
