@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import ssl
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -147,48 +148,47 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
     """Run a command hook in a session of its own; its whole process group ends when it exits
     or at `deadline` seconds, whichever comes first (and when the caller is cancelled)."""
     name = arg_text(argv[0]) if argv else "?"
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
-    except (OSError, ValueError) as e:
-        return Outcome(False, f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}", False)
-    tail = bytearray()
+    # stderr goes to a file, not a pipe: a child the hook backgrounds keeps a pipe open, and the
+    # hook's end would wait for it
+    with tempfile.TemporaryFile() as err:
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            env=env, start_new_session=True))
+        try:
+            proc = await asyncio.shield(spawn)
+        except (OSError, ValueError) as e:
+            return Outcome(False, f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}", False)
+        except asyncio.CancelledError:   # cancelled while it started: it must not outlive us
+            with contextlib.suppress(Exception):
+                started = await spawn
+                _kill_group(started.pid)
+                await started.wait()
+            raise
 
-    async def read_err() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(4096):
-            tail.extend(chunk)
-            del tail[:-2048]
+        async def feed_and_wait() -> int:
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):   # a hook that ignores stdin may close it
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            return await proc.wait()
 
-    async def feed_and_wait() -> int:
-        assert proc.stdin is not None
-        with contextlib.suppress(OSError):   # a hook that ignores stdin may close it
-            proc.stdin.write(stdin)
-            await proc.stdin.drain()
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        return await proc.wait()
-
-    reader = asyncio.ensure_future(read_err())
-    try:
-        rc = await asyncio.wait_for(feed_and_wait(), deadline)
-    except TimeoutError:
-        return Outcome(False, f"alert hook {name} did not finish within {deadline:g}s; its process group "
-                       "was killed")
-    finally:
-        _kill_group(proc.pid)
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())
-        # a child that left the group may still hold stderr: what came so far is enough
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(reader), 0.2)
-        reader.cancel()
-    if rc:
-        last = tail.decode("utf-8", "surrogateescape").strip().splitlines()
-        return Outcome(False, f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""))
+        try:
+            rc = await asyncio.wait_for(feed_and_wait(), deadline)
+        except TimeoutError:
+            return Outcome(False, f"alert hook {name} did not finish within {deadline:g}s; its process group "
+                           "was killed")
+        finally:
+            _kill_group(proc.pid)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+        if rc:
+            err.seek(max(0, err.seek(0, os.SEEK_END) - 2048))
+            last = err.read().decode("utf-8", "surrogateescape").strip().splitlines()
+            return Outcome(False, f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""))
     return Outcome(True)
 
 
@@ -286,6 +286,13 @@ def pending_from_json(d: dict[str, Any]) -> Pending:
                    attempts=int(d.get("attempts", 0)), next_at=float(d.get("next_at", 0.0)))
 
 
+def _record(alert: Any) -> dict[str, Any]:
+    # the values as the host sent them: each sink applies its own rule when it sends (JSON
+    # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
+    return {"rule": alert.rule, "host": alert.host, "subject": alert.subject, "state": alert.state,
+            "since": alert.since, "text": alert.text, "title": alert.title}
+
+
 class _Shown:
     """An alert rebuilt from its outbox record (the fields the sinks read)."""
 
@@ -332,7 +339,7 @@ class Deliverer:
         for a in alerts:
             tid = transition_id(a)
             for sink in self.sinks:
-                self.pending.setdefault((tid, sink), Pending(tid, sink, payload(a, tid), now))
+                self.pending.setdefault((tid, sink), Pending(tid, sink, _record(a), now))
         if alerts and self.sinks:
             self._wake.set()
 
@@ -407,7 +414,7 @@ class Deliverer:
     async def send(self, p: Pending) -> Outcome:
         """One attempt of one entry."""
         a = _Shown(p.alert)
-        body = json.dumps(p.alert, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        body = webhook_body(a, p.id)
         if p.sink == "command":
             return await run_hook(hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout)
         headers = {"Idempotency-Key": p.id, "X-Fleetdeck-Delivery": p.id}
@@ -430,7 +437,7 @@ class Notifier:
         for a in alerts:
             tid = transition_id(a)
             for sink in d.sinks:
-                out = await d.send(Pending(tid, sink, payload(a, tid), time.time()))
+                out = await d.send(Pending(tid, sink, _record(a), time.time()))
                 if not out.ok:
                     warnings.append(out.warning)
         return warnings
