@@ -12,6 +12,10 @@ free than the floor), idle-holder (a process that is neither a seat nor a run ho
 than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
 seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
 Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
+
+Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
+every poll for that long before the alert fires (a condition that lapses starts over), so a
+flap does not page. `FOR_DEFAULTS` gives them; `for = {rule = seconds}` in `[alerts]` changes them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfittin
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 KEEP_RESOLVED = 100
+#: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
+#: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
+#: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
+#: probe's stall factor) or are events and verdicts that are not seen twice (an eval that rose
+#: twice, a failed check, a restart), so they fire on the poll that sees them.
+FOR_DEFAULTS = {rule: 0.0 for rule in RULES}
+FOR_DEFAULTS["disk-full-eta"] = 600.0
+#: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
+#: parts of the samples' span, not in one burst
+DISK_TREND_PARTS = 3
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,13 @@ class AlertConfig:
     #: a URL that receives each transition as JSON (POST)
     webhook: str | None = None
     webhook_timeout: float = 5.0
+    #: `for = {rule = seconds}`: how long a rule's condition must hold before it fires, for
+    #: the rules named (the others keep FOR_DEFAULTS)
+    for_: tuple[tuple[str, float], ...] = ()
+
+    def for_seconds(self, rule: str) -> float:
+        """How long `rule`'s condition must hold before it fires."""
+        return dict(self.for_).get(rule, FOR_DEFAULTS.get(rule, 0.0))
 
 
 _NUMBERS = {f.name for f in fields(AlertConfig) if f.type == "float"}
@@ -85,7 +106,10 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
     known = {f.name for f in fields(AlertConfig)}
     for k, v in table.items():
         where = f"{source}: [alerts]: key {k!r}"
-        if k not in known:
+        if k == "for":
+            values["for_"] = _parse_for(v, where)
+            continue
+        if k not in known or k == "for_":
             raise ConfigError(f"{source}: [alerts]: unknown key {k!r}")
         if k in _NUMBERS:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -108,6 +132,19 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
                 raise ConfigError(f"{where} must be an http:// or https:// URL")
             values[k] = v
     return AlertConfig(**values)
+
+
+def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where} must be a table of rule = seconds")
+    out = []
+    for rule, secs in v.items():
+        if rule not in RULES:
+            raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
+        if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not math.isfinite(secs) or secs < 0:
+            raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more, not {secs!r}")
+        out.append((rule, float(secs)))
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
@@ -152,6 +189,8 @@ class _Memory:
     restarts: dict[str, tuple[int | None, bool]] = field(default_factory=dict)
     events: dict[str, tuple[float, str]] = field(default_factory=dict)
     disk: dict[str, deque] = field(default_factory=dict)
+    #: alert key -> when its condition was first seen holding, while it waits out its `for`
+    pending: dict[str, float] = field(default_factory=dict)
 
 
 class AlertEngine:
@@ -214,11 +253,18 @@ class AlertEngine:
         for key, (rule, host, subject, since, text) in conds.items():
             cur = self.m.firing.get(key)
             if cur is None:
+                held = now - self.m.pending.setdefault(key, now)
+                if held < self.config.for_seconds(rule):
+                    continue   # not for long enough yet
+                self.m.pending.pop(key, None)
                 a = Alert(rule, host, subject, "firing", since, text)
                 self.m.firing[key] = a
                 out.append(a)
             elif cur.text != text:
                 self.m.firing[key] = replace(cur, text=text)   # new figures, not a new alert
+        for key in [k for k in self.m.pending if k not in conds]:
+            if key.split("|", 2)[1] not in blind:   # lapsed: it starts over if it comes back
+                del self.m.pending[key]
         for key, a in list(self.m.firing.items()):
             if key in conds or (a.host in blind and a.rule != "host-down"):
                 continue
@@ -267,7 +313,9 @@ class AlertEngine:
 
     def disk_eta(self, host: str, path: str) -> float | None:
         """Seconds until the disk behind `path` is full at the rate over the window, or None
-        when it is not filling (or the samples span too little time to say)."""
+        when it is not filling steadily: the samples must span `disk_rate_min_span` and used
+        space must have grown in each of DISK_TREND_PARTS equal parts of their span (a burst of
+        writes in one part, then quiet, is no trend)."""
         q = self.m.disk.get(f"{host}|{path}")
         if not q or len(q) < 2:
             return None
@@ -275,9 +323,19 @@ class AlertEngine:
         while len(q) > 2 and q[0][0] < t_last - self.config.disk_rate_window:
             q.popleft()
         (t0, u0, _), (t1, u1, free) = q[0], q[-1]
-        if t1 - t0 < self.config.disk_rate_min_span or u1 <= u0:
+        span = t1 - t0
+        if span < self.config.disk_rate_min_span or u1 <= u0:
             return None
-        return free / ((u1 - u0) / (t1 - t0))
+        marks, i = [u0], 0
+        for part in range(1, DISK_TREND_PARTS):
+            edge = t0 + span * part / DISK_TREND_PARTS
+            while i + 1 < len(q) and q[i + 1][0] <= edge:
+                i += 1
+            marks.append(q[i][1])   # used at the last sample at or before the edge
+        marks.append(u1)
+        if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
+            return None
+        return free / ((u1 - u0) / span)
 
     def _gpus(self, h: HostSnapshot, now: float, hold) -> None:
         seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
@@ -348,7 +406,8 @@ class AlertEngine:
                 "resolved": [a.to_json() for a in self.m.resolved],
                 "down_since": self.m.down_since, "idle_since": self.m.idle_since,
                 "restarts": {k: list(v) for k, v in self.m.restarts.items()},
-                "events": {k: list(v) for k, v in self.m.events.items()}}
+                "events": {k: list(v) for k, v in self.m.events.items()},
+                "pending": self.m.pending}
 
     def load_state(self, d: dict[str, Any]) -> None:
         """Carry on from `to_state()`'s output; anything unreadable starts fresh."""
@@ -360,6 +419,7 @@ class AlertEngine:
             self.m.idle_since = {str(k): float(v) for k, v in (d.get("idle_since") or {}).items()}
             self.m.restarts = {k: (v[0], bool(v[1])) for k, v in (d.get("restarts") or {}).items()}
             self.m.events = {k: (float(v[0]), str(v[1])) for k, v in (d.get("events") or {}).items()}
+            self.m.pending = {str(k): float(v) for k, v in (d.get("pending") or {}).items()}
         except (KeyError, TypeError, ValueError, IndexError):
             self.m = _Memory()
 
@@ -409,5 +469,5 @@ def _bytes(n: float) -> str:
 
 
 # delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
-__all__ = ["Alert", "AlertConfig", "AlertEngine", "RULES", "alert_from_json", "engine_path",
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "FOR_DEFAULTS", "RULES", "alert_from_json", "engine_path",
            "load_engine", "parse_alerts", "save_engine"]

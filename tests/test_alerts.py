@@ -99,19 +99,53 @@ def disk(used: int, total: int = 100 * 2**30) -> Disk:
                 free_bytes=total - used)
 
 
-def test_disk_full_eta_from_the_rate_over_the_window():
-    e = AlertEngine(AlertConfig(disk_full_hours=24, disk_rate_min_span=300))
+def test_disk_full_eta_from_a_sustained_rate_over_the_window():
+    e = AlertEngine(AlertConfig(disk_full_hours=24, disk_rate_min_span=300, for_=(("disk-full-eta", 0.0),)))
     gib = 2**30
     assert e.evaluate(fleet(host(disks=(disk(50 * gib),)))) == []
     assert e.evaluate(fleet(host(t=T0 + 60, disks=(disk(51 * gib),)))) == []   # too short a span to say
-    out = e.evaluate(fleet(host(t=T0 + 600, disks=(disk(60 * gib),))))
-    # 10 GiB in 600 s; 40 GiB left: 2400 s
-    assert rules(out) == [("disk-full-eta", "firing")]
+    for minute in range(2, 11):
+        e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk((50 + minute) * gib),))))
+    # 1 GiB a minute, steadily; 40 GiB left at minute 10: 2400 s
+    assert rules(e.firing()) == [("disk-full-eta", "firing")]
     assert e.disk_eta("h1", "/tank") == pytest.approx(2400)
-    assert "40 min" in out[0].text
+    assert "40 min" in e.firing()[0].text
     # deleting checkpoints (used falls) resolves it
     out = e.evaluate(fleet(host(t=T0 + 700, disks=(disk(20 * gib),))))
     assert rules(out) == [("disk-full-eta", "resolved")]
+
+
+def test_a_burst_of_writes_is_no_trend_and_a_trend_fires_only_after_its_for_duration():
+    gib = 2**30
+    e = AlertEngine()   # the defaults: a 30-min window, and disk-full-eta must hold for 10 min
+    # 25 quiet minutes, then 5 GiB a minute for five minutes (25 GiB left): a burst, not a trend
+    used = [50] * 26 + [55, 60, 65, 70, 75]
+    for minute, u in enumerate(used):
+        assert e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(u * gib),)))) == [], minute
+    assert e.disk_eta("h1", "/tank") is None
+    # a steady 0.5 GiB a minute: the ETA holds from minute 5 on, and fires ten minutes later
+    e = AlertEngine()
+    fired = []
+    for minute in range(31):
+        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int((50 + minute / 2) * gib)),))))
+        fired += [(minute, a.rule) for a in out]
+    assert fired == [(15, "disk-full-eta")]
+
+
+def test_a_rule_with_a_for_duration_ignores_a_flap_and_keeps_waiting_across_a_restart():
+    cfg = parse_alerts({"for": {"gpu-headroom": 120}}, "hosts.toml")
+    assert cfg.for_seconds("gpu-headroom") == 120 and cfg.for_seconds("run-stalled") == 0
+    seats = (Seat(host="h1", kind="vllm", port=8038, pid=10, pids=(10,)),)
+    tight = gpu(40, [(10, 79000, "vllm")])
+    roomy = gpu(40, [(10, 30000, "vllm")])
+    e = AlertEngine(cfg)
+    assert e.evaluate(fleet(host(gpus=(tight,), seats=seats))) == []
+    assert e.evaluate(fleet(host(t=T0 + 60, gpus=(roomy,), seats=seats))) == []   # a flap: starts over
+    assert e.evaluate(fleet(host(t=T0 + 90, gpus=(tight,), seats=seats))) == []
+    again = AlertEngine(cfg)   # the watcher restarts: the wait carries on
+    again.load_state(json.loads(json.dumps(e.to_state())))
+    assert again.evaluate(fleet(host(t=T0 + 180, gpus=(tight,), seats=seats))) == []
+    assert rules(again.evaluate(fleet(host(t=T0 + 210, gpus=(tight,), seats=seats)))) == [("gpu-headroom", "firing")]
 
 
 def gpu(util: float, procs: list[tuple[int, float, str]], total: float = 81559) -> Gpu:
@@ -220,6 +254,10 @@ def test_alerts_table_is_parsed_into_the_fleet():
     ("on_alert = []", "must name a command"),
     ("webhook = \"file:///etc/passwd\"", "must be an http:// or https:// URL"),
     ("seat_check_interval = true", "must be a number"),
+    ("for = 60", "key 'for' must be a table of rule = seconds"),
+    ("for = { disk = 60 }", "unknown rule 'disk'"),
+    ("for = { disk-full-eta = -1 }", "disk-full-eta must be a number of seconds, 0 or more"),
+    ("for_ = []", "unknown key 'for_'"),
 ])
 def test_a_bad_alerts_table_names_the_key(table, message):
     with pytest.raises(ConfigError) as e:

@@ -83,7 +83,7 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
     hook.write_text(HOOK)
     fleet = tmp_path / "hosts.toml"
     fleet.write_text(spare_fleet.fleet_toml(per_host={"h1": {"purge_roots": [str(tank)]}}) + "\n".join([
-        "[alerts]", "disk_rate_min_span = 1", "disk_rate_window = 600",
+        "[alerts]", "disk_rate_min_span = 1", "disk_rate_window = 600", "for = { disk-full-eta = 0 }",
         f"on_alert = {json.dumps([sys.executable, str(hook), str(log), '{state}', '{rule}', '{subject}', '{text}'])}",
         f'webhook = "http://127.0.0.1:{web.server_address[1]}/hook"', ""]))
     nan = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--nan"], stdout=subprocess.PIPE,
