@@ -113,3 +113,49 @@ def test_every_number_key_takes_its_range_edges_and_refuses_past_them(key):
         v = int(v) if b.integer else float(v)
         with pytest.raises(ConfigError, match=f"{key} = .* is out of range: key '{key}' must be"):
             parse_run_config(REQUIRED + f"{key} = {v!r}\n", "RUN.toml")
+
+
+EATS_LAUNCH_ANSWERS = """#!/bin/sh
+# the host's python, except that a one-shot launch helper's answer never comes back
+case " $* " in *" --tied "*) ;; *) exec {py} "$@";; esac
+req=$(mktemp)
+cat > "$req"
+if grep -q '{{"op": "launch"' "$req"; then {py} "$@" < "$req" > /dev/null; rc=0
+else {py} "$@" < "$req"; rc=$?; fi
+rm -f "$req"
+exit $rc
+"""
+
+
+@pytest.mark.sshd
+def test_a_launch_whose_answer_is_lost_reports_what_the_host_does(sshd_fleet, tmp_path, capsys):
+    """The launch helper starts the run but its answer never arrives (what a non-finite number
+    in the answer used to do): launch asks the probe and reports the run running, not failed."""
+    pytest.importorskip("transformers")
+    import signal
+    import sys
+
+    wrapper = tmp_path / "python-eats-launch-answers"
+    wrapper.write_text(EATS_LAUNCH_ANSWERS.format(py=sys.executable))
+    wrapper.chmod(0o755)
+    fleet = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"], per_host={"h1": {"python": str(wrapper)}})
+    out = sshd_fleet.hosts["h1"].runs / "lost-answer"
+    toml = run_toml(tmp_path, out, "max_steps = 100000")
+    toml.write_text(toml.read_text().replace("save_steps = 2", "save_steps = 100000")
+                    .replace("eval_steps = 2", "eval_steps = 100000"))
+    try:
+        rc = main(["--hosts", str(fleet), "launch", "h1", str(toml), "--json"])
+        got = capsys.readouterr()
+        doc = json.loads(got.out)
+        run = json.loads((out / "run.json").read_text())
+        assert rc == 0, got.err
+        assert doc["state"] == "running" and doc["run_path"] == str(out) and doc["pid"] == run["pid"]
+        assert "answer was lost" in doc["warning"] and "answer was lost" in got.err
+        (rec,) = [r for r in read_audit() if r["action"] == "launch"]
+        assert rec["result"] == "started" and rec["pid"] == run["pid"]
+    finally:
+        for pid in process_naming(str(out)):   # the waiter and the trainer it started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -56,3 +56,37 @@ def test_status_names_the_fleet_file_it_used(tmp_path):
     assert title.startswith("fleet from …") and title.endswith("-name-/hosts.toml") and len(title) <= 80, title
     p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
     assert json.loads(p.stdout)["fleet"] == str(hosts)
+
+
+def test_a_down_host_shows_unknown_counts_not_zero(tmp_path):
+    import socket
+
+    from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Schedule
+    from fleetdeck.tui.screens.base import FleetState
+    from fleetdeck.tui.screens.fleet import COLUMNS, host_cells, layout_widths
+
+    with socket.socket() as s:   # a port nothing listens on: the host is DOWN at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.a]\nlocal = true\n[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\n'
+                     'user = "nobody"\nconnect_timeout = 5\n')
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    assert p.returncode == 1, p.stderr
+    row = next(line for line in p.stdout.splitlines() if line.strip().startswith("gone "))
+    assert row.split()[-2:] == ["-", "-"], row   # live runs and stray: unknown
+    # the dashboard: a host never seen up, and one seen up with a stray schedule and then down
+    stray = Schedule(id="c-" + "0" * 32, host="b", kind="crontab", user="u", spec="* * * * *", command="x",
+                     source="crontab -l", stray=True, reasons=("unacknowledged",))
+    state = FleetState(["gone", "b"], 5.0, clock=lambda: 100.0)
+    state.apply(FleetSnapshot(hosts=(HostSnapshot(name="gone", reachable=False, error="refused", time=1.0),
+                                     HostSnapshot(name="b", reachable=True, time=1.0, schedules=(stray,))),
+                              time=1.0))
+    w = layout_widths(120)
+    col = [k for k in COLUMNS if k in w].index("stray")
+    assert host_cells(state, "b", w)[0][col].plain == "1"
+    assert host_cells(state, "gone", w)[0][col].plain == "-"
+    state.apply(FleetSnapshot(hosts=(HostSnapshot(name="b", reachable=False, error="refused", time=50.0),),
+                              time=50.0))
+    assert host_cells(state, "b", w)[0][col].plain == "-"

@@ -11,11 +11,19 @@ was cancelled, died or finished without one. With `resume` the output is a faile
 run, continued from its newest checkpoint. The `live-run` check counts every run the probe
 sees running on the host (a Hugging Face Trainer run as much as fleetdeck's own). Every launch
 is audited.
+
+A launch whose answer is lost after the request reached the host (the helper's output cut off,
+unreadable, or replaced by an error) may still have started the run, so it is not reported
+`failed` on that alone: the probe is asked what the output folder is now, and a run there that
+was not running or queued before the launch is reported in the state the host shows, with a
+`warning` saying the answer was lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +39,9 @@ from ..train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
 HELPER = "fleetdeck.backend.actions.launch_remote"
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
+#: after a lost answer: how long a run still `queued` in its run.json (its trainer starting) is
+#: asked about again before it is reported queued
+SETTLE_S = 30.0
 
 
 def helper_source() -> str:
@@ -87,18 +98,20 @@ class LaunchResult:
     run_toml: str | None = None
     error: str | None = None
     reason: str | None = None
+    #: set when the helper's answer was lost and the state is what the probe saw afterwards
+    warning: str | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the run is running or queued."""
-        return self.state in ("running", "queued")
+        """True when the run is running or queued (or, seen after a lost answer, already finished)."""
+        return self.state in ("running", "queued", "finished")
 
     def to_json(self) -> dict[str, Any]:
         """The `launch --json` document."""
         return {"host": self.host, "run_path": self.run_path, "state": self.state, "pid": self.pid,
                 "after": self.after, "waiter_pid": self.waiter_pid, "run_toml": self.run_toml,
                 "error": self.error, "reason": self.reason, "preflight": self.preflight.checks_json(),
-                "estimate": self.preflight.estimate}
+                "estimate": self.preflight.estimate, "warning": self.warning}
 
 
 def _host_path(value: str, key: str, host: HostConfig, base: Path, source: str) -> str:
@@ -201,12 +214,17 @@ async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[st
     HostError when the host fails."""
     values = run_values(run, host_cfg)
     after_path = _after_path(after, host_cfg)
+    asked = False
     try:
-        seen = live_json(await runs_seen(link) if live is None else live)
-        req = _request("launch", host_cfg, values, after_path, force, poll_interval, resume, seen)
+        before = tuple(await runs_seen(link) if live is None else live)
+        req = _request("launch", host_cfg, values, after_path, force, poll_interval, resume, live_json(before))
+        asked = True
         answer = await link.run_helper(helper_source(), req)
         pre = _preflight_from(host_cfg.name, answer)
     except HostError as e:
+        found = await started_anyway(link, str(values["output"]), before) if asked else None
+        if found is not None:
+            return _lost_answer_result(host_cfg, found, after_path, e, force, resume)
         audit("launch", host_cfg.name, "failed", run=values.get("output"), after=after_path,
               error=e.message, force=force, resume=resume)
         raise
@@ -227,5 +245,47 @@ async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[st
     return result
 
 
+def _same_run_path(seen: str, output: str) -> bool:
+    """Whether the probe's (expanded) path `seen` is the output as RUN.toml wrote it for the host."""
+    if output.startswith("~/"):
+        return seen.rstrip("/").endswith(output[1:].rstrip("/"))
+    return os.path.normpath(seen) == os.path.normpath(output)
+
+
+async def started_anyway(link: HostLink, output: str, before: Iterable[Run]) -> Run | None:
+    """After a launch whose answer was lost: the run the probe now sees at `output`, when it was
+    not already running or queued before the launch (so this launch started it); None when the
+    probe sees none there or cannot answer. A run whose run.json still says `queued` (its
+    trainer starting, no chain) is asked about again for up to SETTLE_S."""
+    was = {r.path: r.state for r in before}
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            runs = await runs_seen(link)
+        except HostError:
+            return None
+        run = next((r for r in runs if _same_run_path(r.path, output)), None)
+        if run is None or was.get(run.path) in ("running", "queued"):
+            return None
+        if run.state != "queued" or time.monotonic() >= deadline:
+            return run
+        await asyncio.sleep(1.0)
+
+
+def _lost_answer_result(host_cfg: HostConfig, run: Run, after: str | None, e: HostError, force: bool,
+                        resume: bool) -> LaunchResult:
+    warning = (f"the launch helper's answer was lost ({e.message}); the host shows the run "
+               f"{run.state}" + (f" ({run.reason})" if run.reason else ""))
+    ok = run.state in ("running", "queued", "finished")
+    result = LaunchResult(host=host_cfg.name, run_path=run.path, state=run.state, pid=run.pid,
+                          preflight=Preflight(host=host_cfg.name, run_path=run.path, after=after, checks=()),
+                          after=after, error=None if ok else (run.reason or f"the run is {run.state}"),
+                          warning=warning)
+    audit("launch", host_cfg.name, {"running": "started"}.get(run.state, run.state), run=run.path,
+          pid=run.pid, state=run.state, after=after, force=force, resume=resume, error=result.error,
+          warning=warning)
+    return result
+
+
 __all__ = ["Check", "Preflight", "LaunchResult", "preflight", "launch", "run_values", "helper_source",
-           "runs_seen", "live_json"]
+           "runs_seen", "live_json", "started_anyway"]

@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
     else:
         _show(result)
+    if result.warning:
+        print(f"fleetdeck: warning: {result.warning}", file=sys.stderr)
     if result.ok:
         return 0
     word = {"refused": "refused", "cancelled": "cancelled"}.get(result.state, "failed")
@@ -78,6 +80,8 @@ def _show(result) -> None:
         word = "resumed" if any(c.name == "resume" and c.ok for c in result.preflight.checks) else "started"
         out.print(f"[bold]{word}[/] {escape(result.run_path)} on {result.host} (pid {result.pid}); "
                   f"log: {escape(result.run_path)}/train.log", soft_wrap=True)
+    elif result.state == "finished":
+        out.print(f"[bold]finished[/] {escape(result.run_path)} on {result.host} already", soft_wrap=True)
     elif result.state == "queued":
         out.print(f"[bold]queued[/] {escape(result.run_path)} on {result.host} after "
                   f"{escape(result.after or '')} (waiter pid {result.waiter_pid})", soft_wrap=True)

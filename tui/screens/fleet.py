@@ -99,8 +99,11 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
     gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
     disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
     runs, n_runs = _run_lines(snap, w["runs"], dim)
-    stray_n = sum(1 for s in snap.schedules if s.stray) if snap else 0
-    stray = Text(str(stray_n), style=("dim" if dim else "bold red") if stray_n else "dim")
+    if snap is None or down:   # unknown stays unknown: a host that does not answer has no count
+        stray = Text("-", style="dim")
+    else:
+        stray_n = sum(1 for s in snap.schedules if s.stray)
+        stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
     status_t = status.build()
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
     cells = {"host": Text(label or name, style="bold" if not dim else "dim"), "status": status_t,
