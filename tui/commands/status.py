@@ -140,7 +140,7 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
             state = "[red]AUTH[/]" if h.error_code in AUTH_CODES else "[red]DOWN[/]"
             blanks = ["-"] * (len(short) - 2)
             # runs and stray are unknown, never 0
-            t.add_row(h.name, state, *blanks, message_text(h.error or "", "red"), "", "-", "-")
+            t.add_row(h.name, state, *blanks, f"[red]{escape(h.error or '')}[/]", "", "-", "-")
             continue
         live = [r for r in h.runs if r.state in ("running", "stalled")]
         failed = sum(1 for r in h.runs if r.state == "failed")
