@@ -297,8 +297,9 @@ class History:
         if db is None:
             return
         now = time.time() if now is None else now
-        raw_cut = int(now - self.raw_hours * 3600) // FOLD * FOLD
-        old_cut = int(now - self.retention_days * 86400)
+        # through `_when`: a retention of 1e308 days (finite, and allowed) is "keep everything"
+        raw_cut = _when(now - self.raw_hours * 3600) // FOLD * FOLD
+        old_cut = _when(now - self.retention_days * 86400)
         peak = ",".join(str(i) for k, i in self._ids.items() if k[1] == "gpu") or "-1"
         try:
             db.execute("BEGIN")

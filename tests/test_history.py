@@ -87,3 +87,11 @@ def test_an_unwritable_state_folder_is_a_warning(tmp_path):
     h = History(blocker / "history.sqlite3")
     assert h.record(snap(T0)) is False and h.events() == []
     assert "cannot open it" in h.warnings[0]
+
+
+def test_a_retention_past_any_date_keeps_everything(tmp_path):
+    # [alerts] history_retention_days only has to be finite: 1e308 days is past every date
+    h = History(tmp_path / "h.sqlite3", raw_hours=1e308, retention_days=1e308)
+    assert h.record(snap(T0)) and h.flush()
+    h.maintain(T0 + 3600)
+    assert h.warnings == [] and h.gpu_memory("h1", 0) == {0: [1000]}
