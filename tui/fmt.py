@@ -1,10 +1,41 @@
-"""Plain formatting shared by the CLI tables and the dashboard."""
+"""Plain formatting shared by the CLI tables and the dashboard.
+
+The display rule (docs/architecture.md): every string that came from a host reaches a terminal
+through `shown` exactly once, and as Rich `Text`, never as markup. `host_text` is that for a
+value read on a host (a run's name, a path, a command, a model); `said` / `message_text` are
+for a sentence fleetdeck composed, whose host parts were already `shown` where it was made.
+"""
 
 from __future__ import annotations
 
 import math
 
+from rich.text import Text
+
 from fleetdeck.backend.hostlib.text import shown
+
+
+def host_text(value: object, style: str = "") -> Text:
+    """A value read on a host, escaped once by `shown` (no control byte, no undecodable
+    byte reaches the terminal) and as `Text`, so `[bold]` in a folder's name is printed, not
+    obeyed. None is shown as an empty text."""
+    return Text(shown(None if value is None else str(value)), style=style)
+
+
+def said(message: object) -> str:
+    """A sentence fleetdeck composed, made safe to print: what `shown` escapes is escaped,
+    except backslashes and line breaks, so a message whose host parts already went through
+    `shown` comes out unchanged (`said(shown(x)) == shown(x)`), while a control byte or a
+    surrogate that reached it raw still cannot reach the terminal."""
+    text = str(message)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch in "\\\n" else shown(ch) for ch in text)
+
+
+def message_text(message: object, style: str = "") -> Text:
+    """`said(message)` as `Text`: never parsed as markup."""
+    return Text(said(message), style=style)
 
 
 def human_bytes(n: float | None, unknown: str = "?") -> str:
