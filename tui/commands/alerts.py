@@ -15,7 +15,7 @@ from rich.text import Text
 from fleetdeck.backend.alerts import Alert
 from fleetdeck.backend.config import load_fleet
 
-from ..fmt import human_duration
+from ..fmt import host_text, human_duration, message_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +59,9 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     now = time.time()
     for a in alerts:
         style = "bold red" if a.state == "firing" else "green"
-        t.add_row(Text(a.state, style=style), a.rule, a.host, Text(a.subject),
-                  human_duration(now - a.since) + " ago", Text(a.text))
+        # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
+        # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
+        t.add_row(Text(a.state, style=style), Text(a.rule), Text(a.host), host_text(a.subject),
+                  human_duration(now - a.since) + " ago", message_text(a.text))
     Console(soft_wrap=False).print(t)
     return 0

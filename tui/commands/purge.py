@@ -25,7 +25,7 @@ from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 
 from ..cli import add_hosts_option
-from ..fmt import human_bytes
+from ..fmt import human_bytes, said
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +56,7 @@ def run_purge(args: argparse.Namespace) -> int:
         if args.json:  # one JSON document whatever happened: nothing was deleted
             print(json.dumps({"host": host.name, "dry_run": bool(args.dry_run), "deleted": False, "ok": False,
                               "reason": e.code, "error": e.message, "paths": []}, indent=1))
-        print(f"fleetdeck: purge on {host.name} failed: {e.message}", file=sys.stderr)
+        print(f"fleetdeck: purge on {host.name} failed: {said(e.message)}", file=sys.stderr)
         return 1
 
 
@@ -103,7 +103,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
         await link.close()
     _emit(args, report.to_json(), lambda c: show_report(c, plan, report))
     if not report.ok:
-        print(f"fleetdeck: {_failure(report)}", file=sys.stderr)
+        print(f"fleetdeck: {said(_failure(report))}", file=sys.stderr)
     if report.audit_error:
         print(f"fleetdeck: {report.audit_error}", file=sys.stderr)
     return 0 if report.ok and not report.audit_error else 1
@@ -124,9 +124,9 @@ def _failure(report: PurgeReport) -> str:
     codes = sorted({r.code for p in report.paths for r in p.refusals})
     if codes and not any(p.deleted for p in report.paths):
         wrong = [p for p in report.paths if p.typed is not None and p.typed != p.path]
-        said = "".join(f": the confirmation '{shown(p.typed)}' did not match '{shown(p.path)}'"
-                       for p in wrong[:1] if p.typed is not None)
-        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){said}"
+        mismatch = "".join(f": the confirmation '{shown(p.typed)}' did not match '{shown(p.path)}'"
+                           for p in wrong[:1] if p.typed is not None)
+        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){mismatch}"
     if not report.deleted:
         failed = [p for p in report.paths if not p.deleted]
         why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
@@ -170,7 +170,7 @@ def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
 def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-def]
     for p in paths:
         for r in p.refusals:
-            console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", r.message))
+            console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", said(r.message)))
 
 
 def _check_line(checks: tuple[tuple[str, str], ...]) -> Text:
@@ -206,7 +206,7 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
                   f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
                   f"{human_bytes(sum(p.bytes for p in plan.paths))})")
     for w in plan.warnings:
-        console.print(Text(f"warning: {w}", style="yellow"))
+        console.print(Text(f"warning: {said(w)}", style="yellow"))
 
 
 def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
@@ -228,4 +228,4 @@ def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
                   f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
                   f"of {human_bytes(report.expected_bytes)} expected")
     for w in report.warnings:
-        console.print(Text(f"warning: {w}", style="yellow"))
+        console.print(Text(f"warning: {said(w)}", style="yellow"))

@@ -121,7 +121,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         Console(soft_wrap=False).print(schedules_table(rows, every))
     for name, err, _ in down:
-        print(f"fleetdeck: {name} is unreachable: {err}", file=sys.stderr)
+        print(f"fleetdeck: {name} is unreachable: {sentence(err)}", file=sys.stderr)
     return 1 if down else 0
 
 
@@ -271,14 +271,15 @@ def _prompt(host_cfg, sched: Schedule, grace: float) -> str | None:
                          ("source", sched.source), ("line", sched.raw), ("pid", sched.pid and str(sched.pid))):
         if value:
             err.print(Text(f"  {label}: {shown(str(value))}"))
-    err.print(Text(f"  it will: {describe_removal(sched, grace)}"))
+    # the sentence names the entry's user, file, unit or job as the host gave them
+    err.print(Text(f"  it will: {shown(describe_removal(sched, grace))}"))
     check = asyncio.run(_check(host_cfg, sched))
     if not check.ok:
         err.print(Text(f"  the host says: {sentence(check.message)}", style="yellow"))
     for c in check.children:
         err.print(Text(f"  also stops: pid {c.get('pid')} {shown(str(c.get('command') or ''))}"))
     if check.warning:
-        err.print(Text(f"  WARNING: {check.warning}", style="bold red"))
+        err.print(Text(f"  WARNING: {sentence(check.warning)}", style="bold red"))
     try:
         return input("Type the id to confirm: ")
     except EOFError:

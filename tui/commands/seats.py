@@ -14,7 +14,7 @@ from rich.text import Text
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.seats import SeatCheck, check_seat, record_check, seats_for
 
-from ..fmt import human_mib
+from ..fmt import host_text, human_mib, said, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,16 +65,17 @@ def cmd_list(args: argparse.Namespace) -> int:
             restarts = "-" if s.restarts is None else str(s.restarts)
             if s.oom_killed:
                 restarts += " OOM"
-            t.add_row(s.host, Text(s.name), s.kind, str(s.port or "-"), Text(s.model or "-"),
+            # the seat's name, model and flags are read from its argv and container on the host
+            t.add_row(s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
                       ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
-                      Text(" ".join(f"{k}={v}" if v else k for k, v in s.flags.items()) or "-"), restarts)
+                      host_text(" ".join(f"{k}={v}" if v else k for k, v in s.flags.items()) or "-"), restarts)
         console.print(t)
         for h in found["headroom"]:
-            shares = ", ".join(f"{n} {human_mib(m)}" for n, m in h.shares) or "no seat"
+            shares = ", ".join(f"{shown(n)} {human_mib(m)}" for n, m in h.shares) or "no seat"
             console.print(Text(f"{h.host} GPU{h.gpu}: headroom {human_mib(h.free_mib)} of "
                                f"{human_mib(h.total_mib)} ({shares})"))
     for u in found["unreachable"]:
-        print(f"fleetdeck: {u['name']}: {u['error']}", file=sys.stderr)
+        print(f"fleetdeck: {u['name']}: {said(u['error'])}", file=sys.stderr)
     return 1 if found["unreachable"] else 0
 
 
@@ -100,13 +101,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         res = asyncio.run(go())
     except HostError as e:
-        print(f"fleetdeck: {e}", file=sys.stderr)
+        print(f"fleetdeck: {said(e)}", file=sys.stderr)
         return 1
     record_check(res)   # `alerts` and `watch` judge the seat-check rule from the last verdict
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
     elif res.sound:
-        print(f"{res.host}:{res.port}: sound: {res.message}")
+        print(f"{res.host}:{res.port}: sound: {said(res.message)}")
     if not res.sound:
-        print(f"fleetdeck: {res.host}:{res.port}: {res.signature}: {res.message}", file=sys.stderr)
+        print(f"fleetdeck: {res.host}:{res.port}: {said(res.signature)}: {said(res.message)}", file=sys.stderr)
     return 0 if res.sound else 1

@@ -11,6 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json, unreachable_json
@@ -18,7 +19,16 @@ from fleetdeck.backend.poller import poll_fleet
 from fleetdeck.backend.ssh import AUTH_CODES
 
 from ..cli import add_hosts_option
-from ..fmt import escape_path, human_bytes, human_duration, human_mib, progress_text
+from ..fmt import (
+    escape_path,
+    host_text,
+    human_bytes,
+    human_duration,
+    human_mib,
+    message_text,
+    progress_text,
+    said,
+)
 
 STATE_STYLE = {"running": "green", "finished": "blue", "failed": "red", "stalled": "yellow",
                "queued": "cyan", "cancelled": "magenta", "unknown": "dim"}
@@ -55,7 +65,7 @@ def _report_down(snap: FleetSnapshot) -> None:
     for h in snap.hosts:
         if not h.reachable:
             what = DOWN_WORDS.get(h.error_code or "", "is unreachable")
-            print(f"fleetdeck: {h.name} {what}: {h.error}", file=sys.stderr)
+            print(f"fleetdeck: {h.name} {what}: {said(h.error)}", file=sys.stderr)
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -71,7 +81,7 @@ def run_status(args: argparse.Namespace) -> int:
         console.print(fleet_table(snap, console.width))
         for h in snap.hosts:
             for w in h.warnings:
-                console.print(f"[yellow]{h.name}: {w}[/]")
+                console.print(Text(f"{h.name}: {said(w)}", style="yellow"))
     _report_down(snap)
     return 0 if all(h.reachable for h in snap.hosts) else 1
 
@@ -89,30 +99,30 @@ def run_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_cell(h: HostSnapshot) -> str:
+def _gpu_cell(h: HostSnapshot) -> Text:
     if not h.gpus:
-        return "[dim]no GPU[/]"
+        return Text("no GPU", style="dim")
     parts = []
     for g in h.gpus:
         mark = " (unified)" if g.unified_memory else ""
         pct = 100 * g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0
         parts.append(f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
                      f"{pct:.0f}%{mark}")
-    return "\n".join(parts)
+    return Text("\n".join(parts))
 
 
-def _disk_cell(h: HostSnapshot) -> str:
+def _disk_cell(h: HostSnapshot) -> Text:
     parts = []
     for d in h.disks:
         if d.error and d.total_bytes:
             # a root that does not exist yet: the probe measured its nearest existing parent
-            parts.append(f"[yellow]missing[/] {escape_path(d.path)}")
+            parts.append(Text.assemble(("missing", "yellow"), f" {escape_path(d.path)}"))
         elif d.error:
-            parts.append(f"[red]{escape_path(d.error)}[/] {escape_path(d.path)}")
+            parts.append(Text.assemble(host_text(d.error, "red"), f" {escape_path(d.path)}"))
         else:
             pct = 100 * d.used_bytes / d.total_bytes if d.total_bytes else 0
-            parts.append(f"{human_bytes(d.free_bytes)} free {pct:.0f}% {escape_path(d.path)}")
-    return "\n".join(parts) or "-"
+            parts.append(Text(f"{human_bytes(d.free_bytes)} free {pct:.0f}% {escape_path(d.path)}"))
+    return Text("\n").join(parts) if parts else Text("-")
 
 
 def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
@@ -120,6 +130,7 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
 
     One line per GPU, disk or live run, never a cell wrapped over lines. Below 100 columns
     latency and load go first (`--json` has them); the long entries are cut with an ellipsis.
+    Every cell is `Text` and host text in it went through `shown`: nothing is read as markup.
     """
     wide = width >= 100
     t = Table(title="fleet", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
@@ -137,24 +148,25 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
     for h in snap.hosts:
         if not h.reachable:
             # a refused login waits for the operator (keys, config), not for the host
-            state = "[red]AUTH[/]" if h.error_code in AUTH_CODES else "[red]DOWN[/]"
+            state = Text("AUTH" if h.error_code in AUTH_CODES else "DOWN", style="red")
             blanks = ["-"] * (len(short) - 2)
             # runs and stray are unknown, never 0
-            t.add_row(h.name, state, *blanks, f"[red]{escape(h.error or '')}[/]", "", "-", "-")
+            t.add_row(h.name, state, *blanks, message_text(h.error or "", "red"), "", "-", "-")
             continue
         live = [r for r in h.runs if r.state in ("running", "stalled")]
         failed = sum(1 for r in h.runs if r.state == "failed")
-        lines = [f"[{STATE_STYLE[r.state]}]{r.name}[/] {progress_text(r.step, r.max_steps)}" for r in live]
+        lines = [Text.assemble(host_text(r.name, STATE_STYLE[r.state]), f" {progress_text(r.step, r.max_steps)}")
+                 for r in live]
         if failed:  # never folded into "idle": `fleetdeck runs` says why
-            lines.append(f"[{STATE_STYLE['failed']}]{failed} failed[/]")
-        runs = "\n".join(lines) or f"[dim]{len(h.runs)} idle[/]"
+            lines.append(Text(f"{failed} failed", style=STATE_STYLE["failed"]))
+        runs = Text("\n").join(lines) if lines else Text(f"{len(h.runs)} idle", style="dim")
         stray = sum(1 for s in h.schedules if s.stray)
         minor = [f"{h.latency_ms:.0f}ms" if h.latency_ms is not None else "-",
                  f"{h.load1:.2f}" if h.load1 is not None else "-"] if wide else []
-        t.add_row(h.name, "[green]up[/]", *minor,
+        t.add_row(h.name, Text("up", style="green"), *minor,
                   f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
                   _gpu_cell(h), _disk_cell(h), runs,
-                  f"[yellow]{stray}[/]" if stray else "0")
+                  Text(str(stray), style="yellow" if stray else ""))
     return t
 
 
@@ -168,13 +180,13 @@ def runs_table(snap: FleetSnapshot) -> Table:
     t.add_column("eval (last 3)")
     for r in snap.runs:
         evals = " ".join(f"{v:.3f}" for _, v in r.eval_losses[-3:]) or "-"
-        state = f"[{STATE_STYLE.get(r.state, '')}]{r.state}[/]"
+        state = Text(r.state, style=STATE_STYLE.get(r.state, ""))
         if r.state == "finished" and not r.adapter:
-            state += " [red](no adapter)[/]"
+            state.append(" (no adapter)", style="red")
         step = "-" if r.step is None else f"{r.step}/{r.max_steps}" if r.max_steps else str(r.step)
-        t.add_row(r.host, escape_path(r.name), state, step,
+        t.add_row(r.host, host_text(r.name), state, step,
                   f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
                   human_duration(r.eta_seconds, "-"), f"{r.loss:.3f}" if r.loss is not None else "-", evals)
         if r.reason and r.state not in ("running", "finished"):
-            t.add_row("", f"[dim]{r.reason}[/]", "", "", "", "", "", "")
+            t.add_row("", host_text(r.reason, "dim"), "", "", "", "", "", "")
     return t
