@@ -180,7 +180,7 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         await pilot.pause()
         assert seen and seen[-1][0] == seen[-1][1] == 8192 + 2  # bytes and total reached the bar
         table = modal.query_one("#mirror-files", DataTable)
-        statuses = {table.get_row_at(i)[1]: table.get_row_at(i)[0].plain for i in range(table.row_count)}
+        statuses = {table.get_row_at(i)[1].plain: table.get_row_at(i)[0].plain for i in range(table.row_count)}
         assert statuses == {"adapter_model.safetensors": "copied", "adapter_config.json": "copied"}
         assert "verified" in str(modal.query_one("#mirror-result").render())
         assert "100%" in str(modal.query_one("#mirror-rate").render())

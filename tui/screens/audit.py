@@ -59,9 +59,9 @@ class AuditScreen(ViewScreen):
             rec = self.records[i]
             result = str(rec.get("result", ""))
             stamp = str(rec.get("time", ""))
-            cells = {"time": stamp if "user" in keys else short_time(stamp), "action": str(rec.get("action", "")),
-                     "host": shown(str(rec.get("host") or "-")),
-                     "result": Text(result, style="green" if result in ("done", "verified", "acknowledged")
+            cells = {"time": shown(stamp if "user" in keys else short_time(stamp)),
+                     "action": shown(str(rec.get("action", ""))), "host": shown(str(rec.get("host") or "-")),
+                     "result": Text(shown(result), style="green" if result in ("done", "verified", "acknowledged")
                                     else "bold red" if result in ("refused", "failed", "unverified") else ""),
                      "user": shown(str(rec.get("user", ""))), "what": describe(rec, human_bytes)[0]}
             rows[str(i)] = tuple(cells[k] for k in keys)
@@ -79,8 +79,8 @@ class AuditScreen(ViewScreen):
         rec = self.records[int(key)]
         summary, lines = describe(rec, human_bytes)
         t = Text()
-        t.append(f"{rec.get('time', '')}  {rec.get('action', '')} on {shown(str(rec.get('host') or '-'))}: "
-                 f"{rec.get('result', '')}", style="bold")
+        t.append(f"{shown(str(rec.get('time', '')))}  {shown(str(rec.get('action', '')))} on "
+                 f"{shown(str(rec.get('host') or '-'))}: {shown(str(rec.get('result', '')))}", style="bold")
         t.append(f"  by {shown(str(rec.get('user', '?')))}\n", style="dim")
         t.append(summary)
         for line in lines:

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Static
 
+from ..fmt import said
 from .modal import Modal
 
 
@@ -99,11 +100,11 @@ class ErrorModal(Modal):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog error", id="error"):
-            yield Label(f"Unexpected error during {self.what}", classes="title")
+            yield Label(Text(f"Unexpected error during {said(self.what)}"), classes="title")
             yield Static("The dashboard is still running. The details below are for a bug report.",
                          classes="detail")
             with VerticalScroll(can_focus=False):
-                yield Static(Text(self.details), id="error-details")
+                yield Static(Text(said(self.details)), id="error-details")
             yield Button("Close", id="close", variant="primary")
 
     def on_mount(self) -> None:

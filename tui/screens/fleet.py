@@ -12,7 +12,7 @@ from textual.widgets import Static
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import HostSnapshot
 
-from ..fmt import human_bytes, human_duration, shorten_unique
+from ..fmt import human_bytes, human_duration, said, shorten_unique
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import TextBuilder, tail
 from .base import FleetState, ViewScreen
@@ -56,7 +56,7 @@ def down_words(live: HostSnapshot) -> tuple[str, str]:
     """(headline, a few words of why) for a host that did not answer. `cannot connect to
     ADDR: connection refused` gives `connection refused`: the cause, not the address, is
     what fits in the cell."""
-    code, error = live.error_code, live.error or "no answer"
+    code, error = live.error_code, said(live.error or "no answer")
     reason = REASONS.get(code or "")
     if reason is None:
         head, sep, tail = error.rpartition(": ")
@@ -182,7 +182,7 @@ def host_detail(state: FleetState, name: str | None) -> Text:
                      f" ({human_duration(state.clock() - since)})")
         elif since is not None:
             t.append(f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)")
-        t.append(f": {live.error or 'no answer'}.")
+        t.append(f": {said(live.error or 'no answer')}.")
         if good:
             t.append(f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
                      style="dim")
@@ -196,10 +196,10 @@ def host_detail(state: FleetState, name: str | None) -> Text:
     if state.is_stale(name):
         t.append(" STALE: older than two poll intervals.", style="bold yellow")
     for w in live.warnings[:2]:
-        t.append(f"\n⚠ {w}", style="yellow")
+        t.append(f"\n⚠ {said(w)}", style="yellow")
     for d in live.disks:
         if d.error or not d.total_bytes:
-            t.append(f"\n? {shown(d.path)}: {d.error or 'no size reported'}", style="yellow")
+            t.append(f"\n? {shown(d.path)}: {shown(d.error) if d.error else 'no size reported'}", style="yellow")
     return t
 
 

@@ -69,10 +69,10 @@ class HostScreen(ViewScreen):
             mem = bar(frac, 10, bool(dim))
             mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
             gpus[f"gpu{g.index}"] = (Text(f"GPU {g.index}", style=dim or "bold"),
-                                     Text(g.name + (" (unified memory)" if g.unified_memory else ""), style=dim),
+                                     Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),
                                      mem, "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%", "")
             for p in g.processes:
-                gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(p.user, style=dim),
+                gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(shown(p.user), style=dim),
                                                  Text(f"{p.used_mib:,.0f} MiB", style=dim), "",
                                                  Text(shown(p.command), style=dim))
         for r in h.runs if h else ():
@@ -81,14 +81,16 @@ class HostScreen(ViewScreen):
                            Text(shown(r.path), style="dim"))
         every = st.schedules
         for s in backend_acks.stray_first(h.schedules) if h else ():
-            cells = {"kind": s.kind, "stray": Text(backend_acks.why(s, every), style="bold red" if s.stray else "dim"),
-                     "user": s.user, "spec": shown(s.spec), "cmd": shown(s.command)}
+            # `why` names the missing path as the host's command gave it: escaped here
+            cells = {"kind": shown(s.kind), "stray": Text(shown(backend_acks.why(s, every)),
+                                                          style="bold red" if s.stray else "dim"),
+                     "user": shown(s.user), "spec": shown(s.spec), "cmd": shown(s.command)}
             scheds[s.id] = tuple(cells[c[0]] for c in self._sched_cols)
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None
             used = bar(frac, 10, bool(dim))
             used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
-            disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), d.mount, d.fstype)
+            disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), shown(d.mount), shown(d.fstype))
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks)):

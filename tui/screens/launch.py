@@ -11,7 +11,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from ..fmt import human_bytes
+from fleetdeck.backend.hostlib.text import shown
+
+from ..fmt import human_bytes, said
 from ..messages import ActionFinished
 from .modal import Modal
 
@@ -29,7 +31,7 @@ class LaunchModal(Modal):
         self.host = resume.host if resume is not None else host
         self.resume = resume
         self.values = values
-        self.run_toml = f"{resume.path}/RUN.toml (on {resume.host})" if resume is not None else run_toml
+        self.run_toml = f"{shown(resume.path)}/RUN.toml (on {resume.host})" if resume is not None else run_toml
         self.after = after
         self.checked: tuple | None = None  # the inputs the last passing pre-flight was for
         self.preflight_result: Any = None
@@ -38,9 +40,9 @@ class LaunchModal(Modal):
     def compose(self) -> ComposeResult:
         hosts = [(h.name, h.name) for h in self.app.fleet.hosts]
         with Vertical(classes="dialog", id="launch-dialog"):
-            title = (f"Resume {self.resume.name} on {self.host} from its newest checkpoint" if self.resume
+            title = (f"Resume {shown(self.resume.name)} on {self.host} from its newest checkpoint" if self.resume
                      else "Launch a training run")
-            yield Label(title, classes="title")
+            yield Label(Text(title), classes="title")
             yield Label("Host:")
             yield Select(hosts, id="launch-host", allow_blank=False, compact=True,
                          value=self.host if self.host else hosts[0][1], disabled=self.resume is not None)
@@ -58,7 +60,7 @@ class LaunchModal(Modal):
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Pre-flight", id="preflight", variant="primary")
-                yield Button(self.launch_label(), id="launch", variant="success", disabled=True)
+                yield Button(Text(self.launch_label()), id="launch", variant="success", disabled=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#launch-checks", DataTable)
@@ -72,11 +74,11 @@ class LaunchModal(Modal):
         pre = self.preflight_result
         if pre is None or self.checked is None or self.checked != self.inputs():
             return "Launch (pre-flight first)"
-        name = pre.run_path.rstrip("/").rsplit("/", 1)[-1]
+        name = shown(pre.run_path.rstrip("/").rsplit("/", 1)[-1])
         if self.resume is not None:
             return f"Resume {name} on {pre.host}"
         if pre.after:
-            return f"Queue {name} on {pre.host} after {pre.after.rstrip('/').rsplit('/', 1)[-1]}"
+            return f"Queue {name} on {pre.host} after {shown(pre.after.rstrip('/').rsplit('/', 1)[-1])}"
         return f"Start {name} on {pre.host}"
 
     def run_arg(self, toml: str) -> Any:
@@ -111,7 +113,7 @@ class LaunchModal(Modal):
         ok = self.checked is not None and self.checked == self.inputs() and self.result is None
         button = self.query_one("#launch", Button)
         button.disabled = not ok
-        button.label = self.launch_label()
+        button.label = Text(self.launch_label())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "preflight":
@@ -131,13 +133,13 @@ class LaunchModal(Modal):
         table.clear()
         table.display = True
         for c in pre.checks:
-            table.add_row(c.name, Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
-                          Text(c.message, style="" if c.ok else "red"), height=None)
+            table.add_row(Text(said(c.name)), Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
+                          Text(said(c.message), style="" if c.ok else "red"), height=None)
         est = pre.estimate or {}
         verdict = Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green") if pre.ok \
-            else Text(f"✖ refused ({pre.refusal.name}): {pre.refusal.message}\n", style="bold red")
+            else Text(f"✖ refused ({said(pre.refusal.name)}): {said(pre.refusal.message)}\n", style="bold red")
         if est.get("memory_bytes"):
-            verdict.append(f"estimate: {human_bytes(est['memory_bytes'])} of memory on {est.get('device', '?')}, "
+            verdict.append(f"estimate: {human_bytes(est['memory_bytes'])} of memory on {said(est.get('device', '?'))}, "
                            f"{est.get('lora_params', '?'):,} LoRA parameters", style="dim")
         self.query_one("#launch-verdict", Static).update(verdict)
 
@@ -149,7 +151,7 @@ class LaunchModal(Modal):
         self.checked = None
         self._update_button()
         if not toml:
-            self.notify("Type the path of a RUN.toml first.", title="Launch", severity="warning")
+            self.notify("Type the path of a RUN.toml first.", title="Launch", severity="warning", markup=False)
             return
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
         try:
@@ -157,7 +159,7 @@ class LaunchModal(Modal):
                                   after=after, **self.resume_kw())
         except Exception as e:
             self.query_one("#launch-verdict", Static).update(
-                Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
+                Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
             self.app.report_error("Pre-flight", e)
             return
         self.show_checks(pre)
@@ -180,17 +182,17 @@ class LaunchModal(Modal):
             res = await launch(self.app.link(host), self.app.fleet.host(host), self.run_arg(toml),
                                after=after, **self.resume_kw())
         except Exception as e:
-            out.update(Text(f"✖ {getattr(e, 'message', None) or e}", style="bold red"))
+            out.update(Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
             self.app.report_error("Launch", e)
             return
         self.result = res
         self.show_checks(res.preflight)
         if res.ok:
             pid = f"pid {res.pid}" if res.pid else f"waiter pid {res.waiter_pid}"
-            out.update(Text(f"✔ {res.state}: {res.run_path} on {host} ({pid})", style="bold green"))
+            out.update(Text(f"✔ {said(res.state)}: {shown(res.run_path)} on {host} ({pid})", style="bold green"))
         else:
-            out.update(Text(f"✖ {res.state} ({res.reason or '-'}): {res.error}", style="bold red"))
+            out.update(Text(f"✖ {said(res.state)} ({said(res.reason or '-')}): {said(res.error)}", style="bold red"))
         self.query_one("#cancel", Button).label = "Close"
         self.query_one("#cancel", Button).focus()
         self.app.post_message(ActionFinished("launch", host, res.ok,
-                                             f"{res.run_path} on {host}: {res.state}"))
+                                             f"{shown(res.run_path)} on {host}: {said(res.state)}"))

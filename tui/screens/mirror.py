@@ -12,7 +12,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.hostlib.text import shown
 
-from ..fmt import human_bytes, human_duration
+from ..fmt import host_text, human_bytes, human_duration, said
 from ..messages import ActionFinished
 from ..widgets.keyed_table import NavTable
 from ..widgets.render import bar
@@ -20,6 +20,13 @@ from .modal import TypedConfirmModal
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
                 "extra": "yellow"}
+
+
+def typeable(path: str) -> str:
+    """`path` as a field's starting value, or "" when it holds a control character or a byte
+    that is not UTF-8: a field shows its value raw (an escape sequence in a run's name would
+    reach the terminal) and no one could type such a name back anyway."""
+    return path if path.isprintable() else ""
 
 
 class MirrorModal(TypedConfirmModal):
@@ -58,7 +65,8 @@ class MirrorModal(TypedConfirmModal):
         yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
                      value=first if first else Select.NULL)
         yield Label("To path (created if absent; refused if it holds different content):")
-        yield Input(self.default_path(first) if first else self.src_path, id="mirror-path",
+        yield Input(self.default_path(first) if first else typeable(self.src_path), id="mirror-path",
+                    placeholder="type the destination path",
                     classes="confirm", compact=True)
         yield Static(Text("enter: dry run (shows what would be copied; nothing is written)", style="dim"),
                      id="mirror-rate")
@@ -113,18 +121,19 @@ class MirrorModal(TypedConfirmModal):
         host, path = self.destination()
         if not host or not path:
             self.notify("Pick a destination host and type a path first.", title="Mirror",
-                        severity="warning")
+                        severity="warning", markup=False)
             return
         self.copy(host, path, True)
 
     def default_path(self, dst_host: str) -> str:
-        """The same place under the destination's runs root (`<root>/run-N/adapter`), else SRC's path."""
+        """The same place under the destination's runs root (`<root>/run-N/adapter`), else SRC's
+        path; empty when that holds a character no one can type (see `typeable`)."""
         src_cfg, dst_cfg = self.app.fleet.host(self.src_host), self.app.fleet.host(dst_host)
         for root in src_cfg.runs:
             prefix = root.rstrip("/") + "/"
             if self.src_path.startswith(prefix) and dst_cfg.runs:
-                return dst_cfg.runs[0].rstrip("/") + "/" + self.src_path[len(prefix):]
-        return self.src_path
+                return typeable(dst_cfg.runs[0].rstrip("/") + "/" + self.src_path[len(prefix):])
+        return typeable(self.src_path)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.value is not Select.NULL:
@@ -164,7 +173,7 @@ class MirrorModal(TypedConfirmModal):
             rep = await mirror(self.app.link(self.src_host), self.src_path, self.app.link(dst_host), dst_path,
                                dry_run=dry_run, progress=None if dry_run else self.on_progress)
         except Exception as e:
-            result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
+            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             self.app.report_error(f"Mirror to {dst_host}", e)
             buttons[1].disabled = False
             self.refresh_act()
@@ -179,8 +188,8 @@ class MirrorModal(TypedConfirmModal):
             return
         self.finished()
         self.app.post_message(ActionFinished(
-            "mirror", dst_host, rep.verified, f"{self.src_host}:{self.src_path} → {dst_host}:{dst_path} "
-            + ("verified" if rep.verified else f"NOT verified ({rep.reason or rep.result})")))
+            "mirror", dst_host, rep.verified, f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
+            + ("verified" if rep.verified else f"NOT verified ({said(rep.reason or rep.result)})")))
 
     def show_report(self, rep: Any, dst_host: str, dry_run: bool) -> None:
         """The verification table: every file's size and both hosts' sha256, and the verdict."""
@@ -195,12 +204,14 @@ class MirrorModal(TypedConfirmModal):
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
-            table.add_row(Text(st, style=STATUS_STYLE.get(f.status, "")), shown(f.path), human_bytes(f.bytes),
-                          str(f.sha256_src or "-")[:12], str(f.sha256_dst or "-")[:12])
+            # Text cells: a str cell of a DataTable is read as markup
+            table.add_row(Text(said(st), style=STATUS_STYLE.get(f.status, "")), host_text(f.path),
+                          human_bytes(f.bytes), host_text(str(f.sha256_src or "-")[:12]),
+                          host_text(str(f.sha256_dst or "-")[:12]))
         t = Text()
         if dry_run:
             what = {"would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
-                    "identical": f"{dst_host} already holds identical content"}.get(rep.result, rep.result)
+                    "identical": f"{dst_host} already holds identical content"}.get(rep.result, said(rep.result))
             t.append(f"dry run, nothing copied: {what}. ", style="bold")
         else:
             t.append("✔ verified: " if rep.verified else "✖ NOT verified: ",
@@ -211,5 +222,5 @@ class MirrorModal(TypedConfirmModal):
             t.append(f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
                      f"({human_bytes(rep.rate)}/s)")
         if rep.error or rep.reason:
-            t.append(f"\n{rep.result} ({rep.reason}): {rep.error or ''}", style="bold red")
+            t.append(f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}", style="bold red")
         result.update(t)

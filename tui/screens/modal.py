@@ -10,6 +10,7 @@ body scrolls and the buttons are docked at the bottom, so they stay on screen at
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -34,7 +35,8 @@ class TypedConfirmModal(Modal):
 
     Subclasses give `title_text`, `compose_body`, `expected` (the exact text a field needs),
     `checks_passed` (the host's checks), `act_label` and `act`; `result` is what closing
-    returns. The action button has id `act`.
+    returns. The action button has id `act`. The title and the button's label are shown as
+    plain text, never markup: their host parts must already be escaped with `shown`.
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel",
@@ -86,12 +88,12 @@ class TypedConfirmModal(Modal):
         if field.has_class("confirm") and not self.matches(field):
             want = self.expected(field)
             self.notify("does not match: type it exactly, character for character" if want else
-                        "type a value first", title="Not confirmed", severity="warning")
+                        "type a value first", title="Not confirmed", severity="warning", markup=False)
         elif self.done:
             self.query_one("#cancel", Button).focus()
         elif not self.checks_passed():
             self.notify(f"{self.act_label()} is not possible: the checks above did not pass.",
-                        title="Refused", severity="warning")
+                        title="Refused", severity="warning", markup=False)
         else:
             self.focus_first_field()
 
@@ -101,12 +103,12 @@ class TypedConfirmModal(Modal):
     # -- shared behaviour -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id=self.DIALOG_ID):
-            yield Label(self.title_text(), classes="title")
+            yield Label(Text(self.title_text()), classes="title")
             yield from self.compose_body()
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield from self.compose_buttons()
-                yield Button(self.act_label(), id="act", variant=self.ACT_VARIANT, disabled=True)
+                yield Button(Text(self.act_label()), id="act", variant=self.ACT_VARIANT, disabled=True)
 
     @property
     def fields(self) -> list[Input]:
@@ -128,7 +130,7 @@ class TypedConfirmModal(Modal):
         button.disabled = not self.ready()
         label = self.act_label()
         if str(button.label) != label:
-            button.label = label
+            button.label = Text(label)
             button.refresh(layout=True)  # a longer label must widen the button, not be cut
         # a plan that arrives after focus went to a field pushes the field down, at 80x24 out
         # of the dialog: bring it back, so the operator sees where the typing goes (a refused

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from fleetdeck.backend.hostlib.text import shown
 
-from ..fmt import human_bytes, shorten_unique
+from ..fmt import human_bytes, said, shorten_unique
 from ..messages import ActionFinished
 from .modal import TypedConfirmModal
 
@@ -20,7 +20,7 @@ def check_text(entry: Any) -> Text:
     """Failed checks first, each with its sentence; then the passed ones, in one line."""
     t = Text()
     for r in entry.refusals:
-        t.append(f"✖ {r.code}: {r.message or 'failed'}\n", style="bold red")
+        t.append(f"✖ {said(r.code)}: {said(r.message or 'failed')}\n", style="bold red")
     checks = dict(getattr(entry, "checks", ()) or ())
     passed = [c for c, v in checks.items() if v == "pass"]
     skipped = [c for c, v in checks.items() if v not in ("pass", "fail")]
@@ -29,7 +29,7 @@ def check_text(entry: Any) -> Text:
         t.append(f"✔ {'all ' if not entry.refusals and not skipped else ''}{len(passed)} "
                  f"{'other ' if entry.refusals else ''}checks passed", style="green")
     if skipped:
-        t.append(f"\n· skipped: {', '.join(skipped)}", style="dim")
+        t.append(f"\n· skipped: {said(', '.join(skipped))}", style="dim")
     if not t.plain:
         t.append("? no checks reported", style="yellow")
     return t
@@ -112,7 +112,8 @@ class PurgeModal(TypedConfirmModal):
             from fleetdeck.backend.actions.purge import gather_purge
             plan = await gather_purge(self.app.link(self.host), self.app.fleet.host(self.host), self.paths)
         except Exception as e:
-            verdict.update(Text(f"✖ could not gather the plan: {getattr(e, 'message', e)}", style="bold red"))
+            verdict.update(Text(f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
+                                style="bold red"))
             self.app.report_error(f"Purge plan on {self.host}", e)
             return
         self.plan = plan
@@ -132,7 +133,7 @@ class PurgeModal(TypedConfirmModal):
         keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
         for k in plan.keepers:
             keepers.append(f"  {shown(k.path)}  ")
-            keepers.append(f"sha256 {str(k.sha256_before or '?')[:16]}…\n", style="dim")
+            keepers.append(f"sha256 {shown(str(k.sha256_before or '?')[:16])}…\n", style="dim")
         if not plan.keepers:
             keepers.append("  none\n", style="dim")
         self.query_one("#purge-keepers", Static).update(keepers)
@@ -143,7 +144,7 @@ class PurgeModal(TypedConfirmModal):
                      f"(files: {human_bytes(sum(e.bytes for e in plan.paths))})   "
                      f"expected after: {human_bytes(free + gain) if free is not None else '?'}")
         for w in plan.warnings:
-            space.append(f"\n⚠ {w}", style="yellow")
+            space.append(f"\n⚠ {said(w)}", style="yellow")
         self.query_one("#purge-space", Static).update(space)
         verdict = self.query_one("#purge-verdict", Static)
         if plan.ok:
@@ -153,7 +154,7 @@ class PurgeModal(TypedConfirmModal):
             why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
             for entry in plan.paths:
                 for r in entry.refusals:
-                    why.append(f"\n  {shown(entry.path)}: {r.code}: {r.message}", style="red")
+                    why.append(f"\n  {shown(entry.path)}: {said(r.code)}: {said(r.message)}", style="red")
             verdict.update(why)
         self.refresh_act()
 
@@ -184,7 +185,7 @@ class PurgeModal(TypedConfirmModal):
             rep = await execute_purge(self.app.link(self.host), self.app.fleet.host(self.host),
                                       self.plan, self.typed())
         except Exception as e:
-            result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
+            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             self.app.report_error(f"Purge on {self.host}", e)
             return
         self.result = rep
@@ -198,7 +199,7 @@ class PurgeModal(TypedConfirmModal):
                    f"keepers verified; free {human_bytes(before)} → {human_bytes(after)}." if ok else
                    f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
                    if not rep.deleted else f"{self.host}: deleted, but a keeper changed."
-                   if not rep.verified else f"{self.host}: deleted, but NOT audited: {rep.audit_error}")
+                   if not rep.verified else f"{self.host}: deleted, but NOT audited: {said(rep.audit_error)}")
         self.app.post_message(ActionFinished("purge", self.host, ok, summary))
 
 
@@ -208,7 +209,7 @@ def report_text(rep: Any) -> Text:
     if rep.audit_error:
         # the purge is not done until its record is on disk: never shown as a success
         t.append(f"✖ {'deleted' if rep.deleted else 'nothing deleted'}, but the audit log was NOT "
-                 f"written: {rep.audit_error}\n", style="bold red")
+                 f"written: {said(rep.audit_error)}\n", style="bold red")
         if rep.deleted and not rep.verified:
             t.append("✖ and a keeper did NOT verify\n", style="bold red")
     elif rep.ok:
@@ -220,7 +221,7 @@ def report_text(rep: Any) -> Text:
     for p in rep.paths:
         t.append(f"  {shown(p.path)}: ")
         why = "; ".join(f"{r.code}: {r.message}" for r in p.refusals)
-        t.append("deleted" if p.deleted else f"kept ({why or p.error or 'not deleted'})",
+        t.append("deleted" if p.deleted else f"kept ({said(why or p.error or 'not deleted')})",
                  style="green" if p.deleted else "red")
         t.append("\n")
     before, after = rep.free_bytes_before, rep.free_bytes_after
@@ -228,7 +229,7 @@ def report_text(rep: Any) -> Text:
              if before is not None and after is not None else "")
     t.append(f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n", style="bold")
     for k in rep.keepers:
-        t.append(f"  keeper {shown(k.path)}: sha256 {str(k.sha256_after)[:16]}… ")
+        t.append(f"  keeper {shown(k.path)}: sha256 {shown(str(k.sha256_after)[:16])}… ")
         t.append("re-verified ✔\n" if k.verified else "CHANGED ✖\n",
                  style="green" if k.verified else "bold red")
     return t

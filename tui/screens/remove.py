@@ -13,6 +13,7 @@ from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Schedule
 
+from ..fmt import said
 from ..messages import ActionFinished
 from .modal import TypedConfirmModal
 
@@ -37,7 +38,7 @@ class RemoveScheduleModal(TypedConfirmModal):
 
     def title_text(self) -> str:
         s = self.schedule
-        return f"Remove {s.kind} {s.id} on {s.host}"
+        return f"Remove {shown(s.kind)} {shown(s.id)} on {s.host}"
 
     def compose_body(self) -> ComposeResult:
         s = self.schedule
@@ -50,7 +51,7 @@ class RemoveScheduleModal(TypedConfirmModal):
         t.append(f"{shown(s.source)} (user {shown(s.user)}{f', pid {s.pid}' if s.pid else ''})")
         if s.reasons:
             t.append("\nStray:   ", style="bold")
-            t.append(", ".join(s.reasons), style="bold red")
+            t.append(shown(", ".join(s.reasons)), style="bold red")
         yield Static(t)
         yield Static(Text("checking the host…", style="dim"), id="remove-check")
         yield Label(Text.assemble("Type the id ", (shown(s.id), "bold"), " to confirm:"))
@@ -75,12 +76,12 @@ class RemoveScheduleModal(TypedConfirmModal):
         if s.kind == "loop":
             return f"Stop loop pid {s.pid}" if s.pid else "Stop loop"
         if s.kind in ("crontab", "cron-file"):
-            return f"Remove line {s.line} of {s.source}" if getattr(s, "line", None) else f"Remove {s.kind} entry"
+            return f"Remove line {s.line} of {shown(s.source)}" if getattr(s, "line", None) else f"Remove {s.kind} entry"
         if s.kind == "systemd-timer":
-            return f"Stop and disable {getattr(s, 'unit', None) or 'timer'}"
+            return f"Stop and disable {shown(getattr(s, 'unit', None) or 'timer')}"
         if s.kind == "at":
-            return f"Remove at job {getattr(s, 'job', None) or s.id}"
-        return f"Remove {s.kind} {s.id}"
+            return f"Remove at job {shown(getattr(s, 'job', None) or s.id)}"
+        return f"Remove {shown(s.kind)} {shown(s.id)}"
 
     def act(self) -> None:
         self.do_remove()
@@ -93,7 +94,7 @@ class RemoveScheduleModal(TypedConfirmModal):
             check = await check_removal(self.app.link(self.schedule.host), self.schedule)
         except Exception as e:
             self.check_ok = False
-            box.update(Text(f"✖ cannot check: {getattr(e, 'message', e)}", style="bold red"))
+            box.update(Text(f"✖ cannot check: {said(getattr(e, 'message', e))}", style="bold red"))
             self.refresh_act()
             return
         self.show_check(check)
@@ -103,9 +104,9 @@ class RemoveScheduleModal(TypedConfirmModal):
         box = self.query_one("#remove-check", Static)
         self.check_ok = bool(check.ok)
         if check.ok:
-            box.update(Text(f"✔ {check.message or 'still present as listed'}", style="bold green"))
+            box.update(Text(f"✔ {said(check.message or 'still present as listed')}", style="bold green"))
         else:
-            box.update(Text(f"✖ refused ({check.reason_code}): {check.message}", style="bold red"))
+            box.update(Text(f"✖ refused ({said(check.reason_code)}): {said(check.message)}", style="bold red"))
         self.refresh_act()
 
     @work(exclusive=True, group="remove", exit_on_error=False)
@@ -120,15 +121,16 @@ class RemoveScheduleModal(TypedConfirmModal):
         try:
             rep = await remove_schedule(self.app.link(s.host), self.app.fleet.host(s.host), s, typed)
         except Exception as e:
-            self.app.report_error(f"Remove {s.id}", e)
-            result.update(Text(f"✖ {getattr(e, 'message', e)}", style="bold red"))
+            self.app.report_error(f"Remove {shown(s.id)}", e)
+            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             return
         self.result = rep
         if rep.ok:
-            extra = f" Backup: {rep.backup}." if rep.backup else ""
-            result.update(Text(f"✔ removed: {rep.message}.{extra}", style="bold green"))
+            extra = f" Backup: {said(rep.backup)}." if rep.backup else ""
+            result.update(Text(f"✔ removed: {said(rep.message)}.{extra}", style="bold green"))
         else:
-            result.update(Text(f"✖ {rep.result} ({rep.reason_code}): {rep.message}", style="bold red"))
+            result.update(Text(f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
+                               style="bold red"))
         self.finished()
         self.app.post_message(ActionFinished("remove", s.host, rep.ok,
-                                             f"{s.id} on {s.host}: {rep.message}"))
+                                             f"{shown(s.id)} on {s.host}: {said(rep.message)}"))

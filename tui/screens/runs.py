@@ -16,7 +16,7 @@ from textual.widgets import Label, Log, Static
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Run
 
-from ..fmt import human_bytes, human_duration, shorten_unique
+from ..fmt import human_bytes, human_duration, said, shorten_unique
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import eval_trend, loss_chart, progress
 from .base import ViewScreen
@@ -192,8 +192,8 @@ class RunsScreen(ViewScreen):
         if r.seconds_per_step is not None:
             t.append(f"  {r.seconds_per_step:.2f} s/step")
         t.append(f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}", style="dim" if not r.adapter else "")
-        if r.reason:
-            t.append(f"\nwhy {r.state}: {r.reason}", style="bold yellow" if r.state != "running" else "yellow")
+        if r.reason:  # the trainer's or the launcher's own words, read from the run's files
+            t.append(f"\nwhy {r.state}: {shown(r.reason)}", style="bold yellow" if r.state != "running" else "yellow")
         elif r.state in RESUMABLE:
             # say so rather than leave the operator looking for a line that is not there
             t.append(f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
@@ -241,21 +241,25 @@ class RunsScreen(ViewScreen):
             res = await self.app.link(run.host).run(
                 ["tail", "-n", str(LOG_LINES), "--", f"{run.path}/train.log"], timeout=10)
         except Exception as e:  # a down host must not break the view
-            text = f"could not read train.log: {getattr(e, 'message', e)}"
+            text = f"could not read train.log: {said(getattr(e, 'message', e))}"
         else:
             if res.returncode != 0:
                 # one plain sentence, not the tool's own stderr
                 err = res.stderr.decode("utf-8", "replace")
-                text = (f"no train.log in {run.path} yet" if "No such file" in err else
+                text = (f"no train.log in {shown(run.path)} yet" if "No such file" in err else
                         "train.log cannot be read here (permission denied)" if "ermission" in err else
                         f"train.log could not be read (exit status {res.returncode})")
             else:
-                text = res.stdout.decode("utf-8", "replace").rstrip() or "(train.log is empty)"
+                # the host's text, each line escaped by `shown` (a colour code or a clipboard
+                # write in train.log is printed, not sent to the terminal); tabs stay tabs
+                lines = res.stdout.decode("utf-8", "replace").rstrip().splitlines()
+                text = "\n".join(shown(line.expandtabs()) for line in lines) or "(train.log is empty)"
         if self._log_for == run.key:
             self.show_log(text)
 
     def show_log(self, text: str) -> None:
-        """Replace the log pane's lines, scrolled to the newest."""
+        """Replace the log pane's lines, scrolled to the newest; `text` is already escaped
+        (see `load_log`)."""
         log = self.query_one("#run-log", Log)
         if getattr(self, "_log_text", None) == text:
             return  # unchanged: keep the operator's scroll position
@@ -272,14 +276,14 @@ class RunsScreen(ViewScreen):
         """Purge the marked checkpoints of the selected run (or the highlighted one)."""
         r = self.selected
         if r is None:
-            self.notify("No run selected.", severity="warning")
+            self.notify("No run selected.", severity="warning", markup=False)
             return
         paths = sorted(self.marked.get(r.key, set()))
         if not paths:
             key = self.query_one("#ckpt-table", KeyedTable).current_key
             paths = [key] if key else []
         if not paths:
-            self.notify(f"{shown(r.name)} has no checkpoints to purge.", severity="warning")
+            self.notify(f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False)
             return
         from .purge import PurgeModal
         self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
@@ -289,7 +293,7 @@ class RunsScreen(ViewScreen):
         r = self.selected
         if r is None or not r.adapter:
             self.notify(f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
-                        title="Mirror", severity="warning")
+                        title="Mirror", severity="warning", markup=False)
             return
         from .mirror import MirrorModal
         self.app.push_screen(MirrorModal(r.host, r.adapter))
@@ -298,16 +302,16 @@ class RunsScreen(ViewScreen):
         """Offer to continue the selected failed or stopped run from its newest checkpoint."""
         r = self.selected
         if r is None:
-            self.notify("No run selected.", severity="warning")
+            self.notify("No run selected.", severity="warning", markup=False)
             return
         if r.state not in RESUMABLE:
             self.notify(f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
-                        title="Resume", severity="warning")
+                        title="Resume", severity="warning", markup=False)
             return
         from fleetdeck.backend.actions import launch as backend_launch
         if "resume" not in inspect.signature(backend_launch.launch).parameters:
             self.notify("Resume is not available: this version's launch cannot resume a run.",
-                        title="Resume", severity="warning")
+                        title="Resume", severity="warning", markup=False)
             return
         self.open_resume(r)
 
@@ -322,10 +326,11 @@ class RunsScreen(ViewScreen):
             values = tomllib.loads(res.stdout.decode("utf-8", "replace"))
         except FileNotFoundError:
             self.notify(f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
-                        "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning")
+                        "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning",
+                        markup=False)
             return
         except Exception as e:
-            self.app.report_error(f"Reading {run.name}'s RUN.toml", e)
+            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
             return
         from .launch import LaunchModal
         self.app.push_screen(LaunchModal(resume=run, values=values))

@@ -103,9 +103,10 @@ class SchedulesScreen(ViewScreen):
             style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
             flag = "⚠" if s.stray else ("·" if s.system else " ")
             cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
-                     "kind": s.kind, "why": Text(short_why(s) if narrow else backend_acks.why(s, every),
-                                                 style=style or "green"),
-                     "user": s.user, "spec": Text(shown(s.spec), style=style),
+                     # `why` names the missing path as the host's command gave it: escaped here
+                     "kind": shown(s.kind), "why": Text(shown(short_why(s) if narrow else backend_acks.why(s, every)),
+                                                        style=style or "green"),
+                     "user": shown(s.user), "spec": Text(shown(s.spec), style=style),
                      "cmd": Text(shown(s.command), style=style)}
             rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
         with self.app.batch_update():
@@ -121,17 +122,17 @@ class SchedulesScreen(ViewScreen):
             return
         t = Text()
         t.append(shown(s.id), style="bold")
-        t.append(f"  {s.kind} on {s.host} as {shown(s.user)}, from {shown(s.source)}")
+        t.append(f"  {shown(s.kind)} on {s.host} as {shown(s.user)}, from {shown(s.source)}")
         if s.pid:
             t.append(f", pid {s.pid}")
         if s.next_run:
-            t.append(f", next {s.next_run}")
+            t.append(f", next {shown(s.next_run)}")
         if not s.active:
             t.append(" (inactive)", style="dim")
         t.append("\n")
         t.append(shown(s.command))
         if s.stray:
-            t.append(f"\nstray: {backend_acks.why(s, self.state.schedules)}  —  a: acknowledge   x: remove",
+            t.append(f"\nstray: {shown(backend_acks.why(s, self.state.schedules))}  —  a: acknowledge   x: remove",
                      style="bold red")
         elif s.system:
             t.append("\ninstalled by the distribution: not stray", style="dim")
@@ -144,7 +145,7 @@ class SchedulesScreen(ViewScreen):
         """Mark the highlighted schedule as known to the operator."""
         s = self.selected
         if s is None:
-            self.notify("No schedule selected.", severity="warning")
+            self.notify("No schedule selected.", severity="warning", markup=False)
             return
         try:
             backend_acks.acknowledge(on_host=[(s.host, s.id)])
@@ -159,7 +160,7 @@ class SchedulesScreen(ViewScreen):
         """Remove the highlighted schedule or stop the loop, after its id is typed back."""
         s = self.selected
         if s is None:
-            self.notify("No schedule selected.", severity="warning")
+            self.notify("No schedule selected.", severity="warning", markup=False)
             return
         from .remove import RemoveScheduleModal
         self.app.push_screen(RemoveScheduleModal(s))
