@@ -105,6 +105,13 @@ def _when(*times: Any) -> int:
     return 0
 
 
+def _since(v: Any) -> int:
+    """A read's lower time bound as an int SQLite can bind: clamped to 0..2**53 (NaN: 0)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v <= 0:
+        return 0
+    return 2**53 if v >= 2**53 else int(v)
+
+
 class History:
     """The history database; every method answers (empty when the database cannot be used)."""
 
@@ -341,7 +348,7 @@ class History:
                 "SELECT s.name, x.t, x.a, x.b FROM series s JOIN ("
                 " SELECT sid, t, a, b FROM samples_10m WHERE t >= ?1 UNION ALL"
                 " SELECT sid, t, a, b FROM samples WHERE t >= ?1) x ON x.sid = s.id"
-                " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t", (int(since), host, kind)).fetchall()
+                " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t", (_since(since), host, kind)).fetchall()
         except (sqlite3.Error, OSError) as e:
             self._fail("cannot be read", e)
             return {}
@@ -368,7 +375,7 @@ class History:
             return []
         try:
             q = "SELECT t, host, kind, subject, text FROM events WHERE t >= ?"
-            args: tuple = (int(since),)
+            args: tuple = (_since(since),)
             if kind:
                 q, args = q + " AND kind = ?", (*args, kind)
             rows = db.execute(q + " ORDER BY t", args).fetchall()

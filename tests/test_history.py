@@ -95,3 +95,14 @@ def test_a_retention_past_any_date_keeps_everything(tmp_path):
     assert h.record(snap(T0)) and h.flush()
     h.maintain(T0 + 3600)
     assert h.warnings == [] and h.gpu_memory("h1", 0) == {0: [1000]}
+
+
+def test_reads_since_any_number_answer(tmp_path):
+    # `watch` reads back a disk_rate_window before now: a window of 1e308 s starts before any row
+    h = History(tmp_path / "h.sqlite3")
+    assert h.record(snap(T0))
+    for since in (-1e308, float("-inf"), float("nan"), 0):
+        assert h.gpu_memory("h1", since) == {0: [1000]}
+        assert h.events(since) == []
+    assert h.warnings == []
+    assert h.gpu_memory("h1", float("inf")) == {} and h.gpu_memory("h1", 10**400) == {}
