@@ -120,7 +120,7 @@ def full_series(path):
         if p.get("error"):
             raise Refused("unreadable", p["error"])
     else:
-        raise Refused("no-series", "%s holds neither progress.jsonl nor trainer_state.json" % path)
+        raise Refused("no-series", f"{path} holds neither progress.jsonl nor trainer_state.json")
     return {"path": path, "losses": thin(p["losses"], FULL_SERIES_POINTS),
             "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS)}
 
@@ -451,9 +451,9 @@ def within_budget(out, budget, warnings):
             if len(r[series]) > IDLE_POINTS:
                 r.setdefault("series_thinned", {}).setdefault(series, len(r[series]))
                 r[series] = thin(r[series], IDLE_POINTS)
-    warnings.append("runs: the series of %d runs that are not live were cut to %d points to keep "
-                    "the answer under %d KiB (a run's full series: `fleetdeck runs --series`)"
-                    % (len(idle), IDLE_POINTS, budget >> 10))
+    warnings.append(f"runs: the series of {len(idle)} runs that are not live were cut to {IDLE_POINTS} "
+                    f"points to keep the answer under {budget >> 10} KiB (a run's whole series: "
+                    "`fleetdeck runs --series HOST:PATH`)")
     if _size(out) <= budget:
         return out
     for r in idle:
@@ -472,6 +472,6 @@ def within_budget(out, budget, warnings):
         kept.append(i)
         total += n
     left = len(out) - len(kept)
-    warnings.append("runs: %d runs updated longest ago were left out of this answer (%d KiB budget)"
-                    % (left, budget >> 10))
+    warnings.append(f"runs: {left} runs updated longest ago were left out of this answer "
+                    f"({budget >> 10} KiB budget)")
     return [out[i] for i in sorted(kept)]

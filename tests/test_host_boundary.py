@@ -233,3 +233,29 @@ async def test_a_silent_host_never_holds_back_the_others(spare_fleet, tmp_path):
             except ProcessLookupError:
                 pass
         await poller.close()
+
+
+def test_runs_series_prints_a_runs_whole_series_and_stops_quietly_when_the_reader_goes(spare_fleet, tmp_path):
+    import subprocess
+    import sys
+
+    h = spare_fleet.add("ser")
+    run = _write_run(h.runs, "run-s", [json.dumps({"step": i, "loss": 2.0 + i, **({"eval_loss": 1.5} if i % 50 == 0 else {})})
+                                       for i in range(3000)])
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml")
+    cli = [sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(path), "runs", "--series", f"ser:{run}"]
+    out = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert len(doc["losses"]) == 3000 and len(doc["eval_losses"]) == 60
+    assert doc["losses"][-1] == [2999, 3001.0]
+    # a reader that stops after one line: exit 141, no traceback
+    p = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(120) == 141 and b"step" in first
+    assert b"Traceback" not in err
+    # a folder without a series: a sentence and exit 1
+    bad = subprocess.run([*cli[:-1], f"ser:{h.runs}/nope"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "holds neither progress.jsonl" in bad.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -91,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fleetdeck: interrupted", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # the reader went away (`fleetdeck runs | head`): stop quietly, as `cat` would; stdout
+        # is pointed at /dev/null so that the interpreter's final flush does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

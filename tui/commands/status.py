@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_hosts_option(p)
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--series", metavar="HOST:PATH", help="one run's whole loss and eval-loss series "
+                   "(a listing carries at most 256 points of each)")
     p.set_defaults(func=run_runs)
 
 
@@ -86,7 +88,46 @@ def run_status(args: argparse.Namespace) -> int:
     return 0 if all(h.reachable for h in snap.hosts) else 1
 
 
+def run_series(args: argparse.Namespace) -> int:
+    """`runs --series HOST:PATH`: one run's whole series, as step / loss / eval-loss lines."""
+    from fleetdeck.backend.series import fetch_series
+    from fleetdeck.backend.ssh import HostError, HostLink
+
+    host, sep, path = args.series.partition(":")
+    if not sep or not path:
+        print("fleetdeck: --series takes HOST:PATH (a run's folder, as `runs` lists it)", file=sys.stderr)
+        return 2
+    fleet = load_fleet(args.hosts)
+    cfg = fleet.host(host)
+
+    async def go() -> dict:
+        async with HostLink(cfg) as link:
+            return await fetch_series(link, path)
+
+    try:
+        doc = asyncio.run(go())
+    except HostError as e:
+        print(f"fleetdeck: {host}: {said(e.message)} ({e.code})", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    evals = dict((s, v) for s, v in doc["eval_losses"])
+    steps = sorted(set(s for s, _ in doc["losses"]) | set(evals))
+    train = dict((s, v) for s, v in doc["losses"])
+    print(f"{'step':>8}  {'loss':>10}  {'eval_loss':>10}")
+    for s in steps:
+        a = f"{train[s]:.4f}" if s in train else "-"
+        b = f"{evals[s]:.4f}" if s in evals else "-"
+        print(f"{s:>8}  {a:>10}  {b:>10}")
+    for w in doc["warnings"]:
+        print(f"fleetdeck: {host}: {said(w)}", file=sys.stderr)
+    return 0
+
+
 def run_runs(args: argparse.Namespace) -> int:
+    if getattr(args, "series", None):
+        return run_series(args)
     _, snap = _poll(args)
     if args.json:
         doc = {"runs": [run_json(r) for r in snap.runs],
