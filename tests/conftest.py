@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,56 @@ async def links(fleet_file):
     yield made
     for link in made.values():
         await link.close()
+
+
+CRON_SPOOL = Path("/var/spool/cron/crontabs")
+CRONTAB_BIN = shutil.which("crontab")   # resolved once: a test may put a fake one first on PATH
+# another user's crontab: its line numbers overlap those of every crontab the tests install
+BYSTANDER_TAB = (b"# fleetdeck tests: a bystander's crontab, never to be touched\n"
+                 b"MAILTO=\"\"\n"
+                 + b"".join(b"%d 3 * * * /usr/bin/true fleetdeck-bystander-%d\n" % (n, n) for n in range(1, 11)))
+
+
+class Bystander:
+    """A throwaway user with a crontab of its own, as a shared machine has: schedule tests must
+    pass beside it and leave its crontab as they found it (`check()`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.spool = CRON_SPOOL / name
+        self.seen = self.witness()
+
+    def witness(self) -> tuple[bytes, int, int] | None:
+        """The spool file's bytes, inode and mtime: a rewrite changes at least one of them."""
+        try:
+            st = self.spool.stat()
+            return self.spool.read_bytes(), st.st_ino, st.st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def check(self) -> None:
+        assert self.witness() == self.seen, f"the crontab of another user ({self.name}) was changed"
+
+
+@pytest.fixture(scope="session")
+def bystander(tmp_path_factory):
+    """Another user (throwaway, `fdby...`) with a ten-line crontab, for the whole session; None
+    where this machine cannot have one (not root, no useradd, no Debian cron spool). Removed at
+    the end, crontab and user, also when tests failed."""
+    if os.geteuid() != 0 or not CRON_SPOOL.is_dir() or not CRONTAB_BIN or \
+            not all(map(shutil.which, ("useradd", "userdel"))):
+        yield None
+        return
+    name = f"fdby{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    try:
+        tab = tmp_path_factory.mktemp("bystander") / "crontab"
+        tab.write_bytes(BYSTANDER_TAB)
+        subprocess.run([CRONTAB_BIN, "-u", name, str(tab)], check=True)
+        yield Bystander(name)
+    finally:
+        subprocess.run([CRONTAB_BIN, "-u", name, "-r"], capture_output=True)
+        subprocess.run(["userdel", name], capture_output=True)
 
 
 def pytest_configure(config):

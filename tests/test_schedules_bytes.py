@@ -45,10 +45,11 @@ def install(data: bytes, tmp: Path) -> None:
     subprocess.run([shutil.which("crontab"), str(f)], check=True)
 
 
-def listing(hosts: str, capsys) -> list[dict]:
+def listing(hosts: str, capsys, user: str = "root") -> list[dict]:
+    """The crontab entries of `user` (other users on this machine have crontabs of their own)."""
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
     assert rc == 0, err
-    return [s for s in json.loads(out)["schedules"] if s["kind"] == "crontab"]
+    return [s for s in json.loads(out)["schedules"] if s["kind"] == "crontab" and s["user"] == user]
 
 
 def by_line(entries: list[dict], n: int) -> dict:
@@ -75,6 +76,27 @@ def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys
     assert [p.read_bytes() for p in backups("local")] == [CRONTAB]
     # the audit log holds the record, whatever bytes the line had
     assert [r["result"] for r in state.read_audit() if r["action"] == "schedule-remove"] == ["started", "done"]
+
+
+def test_removing_a_line_leaves_another_users_crontab_alone(root_crontab, bystander, tmp_path, capsys):  # noqa: F811
+    """Another user's crontab has a line 3 too: removing root's line 3 changes root's crontab
+    only, and the other user's entries are listed with the same ids before and after."""
+    if bystander is None:
+        pytest.skip("needs root, useradd and the Debian cron spool for a second user's crontab")
+    install(CRONTAB, tmp_path)
+    hosts = local_fleet(tmp_path)
+    def theirs() -> list[tuple]:
+        return [(s["id"], s["line"], s["raw"]) for s in listing(hosts, capsys, bystander.name)]
+
+    before = theirs()
+    assert len(before) == 10 and min(before, key=lambda e: e[1])[1:] == (3, "1 3 * * * /usr/bin/true fleetdeck-bystander-1")
+    sid = by_line(listing(hosts, capsys), 3)["id"]
+    rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
+                           capsys)
+    assert rc == 0, err
+    assert read_crontab() == b"".join(x + b"\n" for i, x in enumerate(LINES, 1) if i != 3)
+    assert theirs() == before
+    bystander.check()
 
 
 def test_listing_shows_undecodable_bytes_escaped_and_never_crashes(root_crontab, tmp_path, capsys,  # noqa: F811
