@@ -83,10 +83,11 @@ class SavedCrontab:
 
 
 @pytest.fixture
-def root_crontab(bystander):
+def root_crontab(bystander, request):
     """This user's real crontab, saved before and restored after, even when the test fails
     (serialised across test runs; tests using it are marked `root`). Another user's crontab
     (`bystander`, see conftest.py) sits beside it and must come out untouched."""
+    assert request.node.get_closest_marker("root"), "a test that changes root's crontab is marked root"
     lock = open("/tmp/fleetdeck-tests-crontab.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     saved = SavedCrontab()
