@@ -354,6 +354,9 @@ class Monitor:
         """Cycle until `count` cycles are done or `stop()` is called; deliveries run beside the
         cycles. On the way out the state is saved and every connection closed (bounded)."""
         interval = interval or self.fleet.poll_interval
+        if count is None and self._owns_source and hasattr(self.poller, "deadline"):
+            # a service: a silent host never holds back the next cycle (it answers into a later one)
+            self.poller.deadline = max(1.0, interval / 2)
         delivery = asyncio.ensure_future(self.deliverer.run()) if self.deliverer is not None else None
         try:
             while not self._stopping:
