@@ -204,7 +204,8 @@ class Monitor:
 
     def _preload(self) -> None:
         # disk-full-eta judges a rate over a window: start with the window history already has
-        if self.history is None:
+        # (the dashboard does this itself on its first poll, with its sparklines)
+        if self.history is None or self.role != "deliver":
             return
         since = time.time() - self.config.disk_rate_window
         try:
@@ -233,14 +234,19 @@ class Monitor:
         return await self.observe(snap, seats=True)
 
     async def observe(self, snap: FleetSnapshot, seats: bool = False) -> FleetSnapshot:
-        """Everything after the poll, for a snapshot polled elsewhere (the dashboard's poll)."""
+        """Everything after the poll, for a snapshot polled elsewhere; the snapshot, seats included."""
         if seats and hasattr(self.poller, "link"):
             snap = await self._with_seats(snap)
         checks = {**recorded_checks(), **await self._due_checks(snap)}
+        self.after_poll(snap, checks)
+        return snap
+
+    def after_poll(self, snap: FleetSnapshot, checks: dict[str, SeatCheck]) -> list[Alert]:
+        """History, the rules, the outbox, the saved state and the metrics for one poll; the
+        transitions (what the dashboard calls on each `FleetPolled`)."""
         if self.role == "judge":
-            self.judge(snap, checks)
             self.polls += 1
-            return snap
+            return self.judge(snap, checks)
         self._history("record", snap)
         transitions = self.judge(snap, checks)
         if self.deliverer is not None:
@@ -259,7 +265,7 @@ class Monitor:
                 self.warn(w)
             self.history.warnings.clear()
         self.polls += 1
-        return snap
+        return transitions
 
     def judge(self, snap: FleetSnapshot, checks: dict[str, SeatCheck]) -> list[Alert]:
         """The rules on `snap`. A host whose data makes a rule fail is judged on its last good

@@ -83,7 +83,8 @@ class FleetdeckApp(GuardedPump, App):
             # an interval, and a host still asking answers into a later poll (see Poller.poll)
             source = Poller(fleet, deadline=max(1.0, self.interval / 2))
         self.source = source
-        #: alert rules judged on every live poll (a recorded replay is not judged)
+        #: the monitor in its observing role: alert rules judged on every live poll, history
+        #: written, no hook delivered (a recorded replay is not judged)
         self.alert_watch = AlertWatch(self, enabled=self._owns_source)
         self.autopoll = autopoll
         self._poll_timer: Timer | None = None
@@ -149,6 +150,7 @@ class FleetdeckApp(GuardedPump, App):
             self.refresh_views(tick=True)
 
     async def on_unmount(self) -> None:
+        self.alert_watch.close()
         if self._owns_source and hasattr(self.source, "close"):
             await self.source.close()
         for link in self._links.values():

@@ -1,14 +1,15 @@
-"""The Alerts view (`5`), and the dashboard's alert watch: rules judged on every live poll, the
-terminal bell and a toast when one starts firing, a badge in the header while any fire.
+"""The Alerts view (`5`), and the dashboard's side of the monitor: the rules judged on every
+live poll by the same service `fleetdeck watch` runs (`backend/monitor.py`, role `observe`),
+the terminal bell and a toast when one starts firing, a badge in the header while any fire.
 
 Below the alerts, the fleet's serving seats and each card's headroom as a bar with every
 seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1).
 
-The dashboard judges the same rules as `fleetdeck watch` (carrying on from its saved state, so
-`since` agrees) but delivers no hook and saves no alert state: hooks are the watcher's job,
-and two deliverers would deliver twice. It does write history (a minute's row is keyed by
-minute and series, so the dashboard and a watcher writing the same minute leave one row), and
-on its first poll it fills each GPU sparkline with the last hour from history, one point a
+The dashboard carries on from the alert state `watch` saves (so `since` agrees) but delivers
+no hook and saves no alert state: the one deliverer is the `watch` holding the state folder's
+lock, and the view says whether one is running. It does write history (a minute's row is keyed
+by minute and series, so the dashboard and a watcher writing the same minute leave one row),
+and on its first poll it fills each GPU sparkline with the last hour from history, one point a
 minute. A recorded replay (tests, screenshots) is not judged and not recorded unless asked for
 (`AlertWatch.enabled`), since its times are not now.
 """
@@ -24,9 +25,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.alerts import Alert, AlertConfig, load_engine
+from fleetdeck.backend.alerts import Alert, AlertConfig
 from fleetdeck.backend.history import History
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.monitor import Monitor, running_watch
 from fleetdeck.backend.seats import (
     Seat,
     check_seat,
@@ -58,37 +60,59 @@ def badge_text(firing: int, on_alerts_view: bool = False) -> str:
 
 
 class AlertWatch:
-    """The dashboard's alert engine: `observe(snapshot)` after each poll."""
+    """The dashboard's monitor (role `observe`): `observe(snapshot)` after each poll renders
+    its verdict as the bell, toasts and the header badge."""
 
     def __init__(self, app: FleetdeckApp, enabled: bool = True) -> None:
         self.app = app
         self.enabled = enabled
         self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
-        self.engine = load_engine(self.config)
-        self.history: History | None = None
+        self.monitor = Monitor(app.fleet, role="observe", source=app.source, report=self._said,
+                               history=History(retention_days=self.config.history_retention_days))
+        self.history: History | None = self.monitor.history
+        self._first = True
         self._base_subtitle: str | None = None
 
     @property
+    def engine(self):
+        return self.monitor.engine
+
+    @property
     def firing(self) -> list[Alert]:
-        return self.engine.firing()
+        return self.monitor.firing()
 
     def alerts(self) -> list[Alert]:
         """Firing first, then the recently resolved, newest first."""
-        return self.engine.alerts()
+        return self.monitor.alerts()
+
+    def delivery(self) -> str | None:
+        """Who delivers the `[alerts]` hooks, in one sentence (None when none are configured)."""
+        if not (self.config.on_alert or self.config.webhook):
+            return None
+        w = running_watch()
+        if w is None:
+            return ("Hooks: no fleetdeck watch runs on this state folder, so no hook is delivered "
+                    "(the dashboard never delivers; start watch, e.g. as the systemd unit).")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(w.get("started") or 0))
+        return f"Hooks: delivered by fleetdeck watch (pid {w.get('pid')}, since {when}), once per transition."
+
+    def _said(self, kind: str, line: str) -> None:
+        if kind == "warning":
+            self.app.notify(line, title="Monitor", severity="warning", markup=False)
+
+    def close(self) -> None:
+        """Write the history rows folded so far."""
+        if self.history is not None:
+            self.history.close()
 
     def observe(self, snap: FleetSnapshot) -> list[Alert]:
         """Judge the rules on one poll; ring and toast for each alert that starts firing."""
         if not self.enabled:
             return []
-        first = self.history is None
+        first, self._first = self._first, False
         if first:
-            self.history = History(retention_days=self.config.history_retention_days)
             self._prefill(snap)
-        self.history.record(snap)
-        for w in self.history.warnings:
-            self.app.notify(w, title="History", severity="warning")
-        self.history.warnings.clear()
-        transitions = self.engine.evaluate(snap, recorded_checks())
+        transitions = self.monitor.after_poll(snap, recorded_checks())
         fired = [a for a in transitions if a.state == "firing"]
         if fired:
             self.app.bell()
@@ -100,7 +124,7 @@ class AlertWatch:
                                 title="Alerts", severity="warning", timeout=10)
             else:
                 for a in fired[:2]:
-                    self.app.notify(a.text, title=a.title, severity="warning", timeout=10)
+                    self.app.notify(a.text, title=a.title, severity="warning", timeout=10, markup=False)
                 if len(fired) > 2:
                     self.app.notify(f"and {len(fired) - 2} more: press 5", title="Alerts", severity="warning")
         self.show_badge()
@@ -134,7 +158,7 @@ class AlertWatch:
         terminal cuts the fleet's description, not the badge)."""
         if self._base_subtitle is None:
             self._base_subtitle = self.app.sub_title
-        n = len(self.engine.m.firing)
+        n = len(self.monitor.engine.m.firing)
         badge = badge_text(n, isinstance(self.app.screen, AlertsScreen))
         self.app.sub_title = f"{badge} · {self._base_subtitle}" if badge else self._base_subtitle
 
@@ -205,12 +229,16 @@ class AlertsScreen(ViewScreen):
         key = self.query_one("#alerts-table", KeyedTable).current_key
         detail = self.query_one("#alerts-detail", Static)
         a = self.shown.get(key) if key is not None else None
+        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
+        who = watch.delivery() if watch is not None else None
         if a is None:
-            detail.update(Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.",
-                               style="dim"))
-            return
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
-        detail.update(Text(f"{a.title}\n{a.state} since {when}\n\n{a.text}"))
+            text = Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.", style="dim")
+        else:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
+            text = Text(f"{a.title}\n{a.state} since {when}\n\n{a.text}")
+        if who:
+            text.append(f"\n{who}", style="dim")
+        detail.update(text)
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
