@@ -256,3 +256,35 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
     assert f"ALERT seat-check on local: port {port}" in text
     assert text.count(f"warning: seat check local:{port} not saved") == 1
     assert text.count("warning: alert state not saved") == 1
+
+
+async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_the_deliverer(tmp_path):
+    import asyncio
+
+    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.tui.app import FleetdeckApp
+
+    rising_evals(tmp_path / "runs" / "run-1")
+    alerts, log, go, _ = hook_alerts(tmp_path)
+    go.touch()
+    fleet = local_fleet(tmp_path, tmp_path / "runs", alerts)
+    w = Proc(fleet, "--interval", "0.5")
+    try:
+        w.started()
+        await asyncio.to_thread(w.wait_for, lambda: log.exists() and log.read_text())
+        app = FleetdeckApp(load_fleet(str(fleet)), poll_interval=0.5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(600):
+                if app.state.polls >= 3:
+                    break
+                await pilot.pause(0.1)
+            assert [a.rule for a in app.alert_watch.firing] == ["overfitting"]   # the same verdict
+            await pilot.press("5")
+            await pilot.pause(0.2)
+            detail = str(app.screen.query_one("#alerts-detail").render())
+            assert f"Hooks: delivered by fleetdeck watch (pid {w.p.pid}," in detail
+        rc, _ = w.stop_timed()
+    finally:
+        w.kill()
+    assert rc == 0
+    assert [x.split("\t")[1:3] for x in log.read_text().splitlines()] == [["firing", "overfitting"]]
