@@ -1,6 +1,7 @@
 """A small OpenAI-compatible server for tests: `random:tiny` through transformers, on loopback.
 
     python tests/seat_server.py --port 0 [--nan] [--lenient-json] [--ignore-logprobs]
+        [--empty] [--logprob VALUE] [--drip SECONDS] [--endless]
 
 It prints `listening on PORT` once it serves. Routes: GET /v1/models, POST /v1/chat/completions
 and /v1/completions (greedy, `max_tokens`, optional logprobs). Every token comes from a real
@@ -12,6 +13,12 @@ makes the server answer HTTP 500 "Out of range float values are not JSON complia
 the operator saw from vLLM). `--lenient-json` writes NaN literals instead; `--ignore-logprobs`
 answers without logprobs, as a server that does not support them. Like a detokenizer that
 drops what it cannot print, the content is `null` when no printable text came out.
+
+Broken seats for the checks that judge: `--empty` answers an empty completion (content "",
+zero tokens, `logprobs.content: []`); `--logprob VALUE` writes VALUE for every logprob (1e300,
+0.5); `--drip SECONDS` sends the completion's body one byte every SECONDS (each read of the
+client gets a byte in time, the whole answer never does); `--endless` streams a completion body
+that never ends, as fast as the client takes it, and counts what it sent in `--sent-file`.
 """
 
 from __future__ import annotations
@@ -97,6 +104,39 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
+    def _drip(self, doc: object) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(self.server.drip)  # type: ignore[attr-defined]
+        except OSError:
+            pass   # the client gave up
+
+    def _endless(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        sent = 0
+        block = b'{"choices": [' + b" " * 65523
+        try:
+            while True:
+                self.wfile.write(block)
+                sent += len(block)
+                if self.server.sent_file:  # type: ignore[attr-defined]
+                    with open(self.server.sent_file, "w") as f:  # type: ignore[attr-defined]
+                        f.write(str(sent))
+                block = b" " * 65536
+        except OSError:
+            pass   # the client stopped reading and closed
+
     def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
         try:
@@ -111,13 +151,23 @@ class Handler(BaseHTTPRequestHandler):
         if req.get("model") != MODEL_ID:
             self._send(404, {"error": {"message": f"model {req.get('model')!r} does not exist"}})
             return
+        if self.server.endless:  # type: ignore[attr-defined]
+            self._endless()
+            return
         if self.server.delay:  # type: ignore[attr-defined]
             time.sleep(self.server.delay)  # type: ignore[attr-defined]
         model: Model = self.server.model  # type: ignore[attr-defined]
         prompt = ("\n".join(str(m.get("content", "")) for m in req.get("messages") or ())
                   if chat else str(req.get("prompt", "")))
         tokens, lps, tops, finish = model.generate(prompt, int(req.get("max_tokens") or 16))
+        if self.server.logprob is not None:  # type: ignore[attr-defined]
+            lps = [self.server.logprob] * len(lps)  # type: ignore[attr-defined]
+            tops = [{k: self.server.logprob for k in top} for top in tops]  # type: ignore[attr-defined]
+        if self.server.empty:  # type: ignore[attr-defined]
+            tokens, lps, tops, finish = [], [], [], "stop"
         text = model.text(tokens) or None
+        if self.server.empty:  # type: ignore[attr-defined]
+            text = ""
         want = bool(req.get("logprobs")) and not self.server.ignore_logprobs  # type: ignore[attr-defined]
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -132,10 +182,13 @@ class Handler(BaseHTTPRequestHandler):
             if want:
                 choice["logprobs"] = {"tokens": [model.text([t]) for t in tokens],
                                       "token_logprobs": lps, "top_logprobs": tops}
-        self._send(200, {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion",
-                         "model": MODEL_ID, "choices": [choice],
-                         "usage": {"prompt_tokens": len(prompt.encode()),
-                                   "completion_tokens": len(tokens)}})
+        doc = {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion",
+               "model": MODEL_ID, "choices": [choice],
+               "usage": {"prompt_tokens": len(prompt.encode()), "completion_tokens": len(tokens)}}
+        if self.server.drip:  # type: ignore[attr-defined]
+            self._drip(doc)
+        else:
+            self._send(200, doc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,12 +198,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lenient-json", action="store_true", help="write NaN literals")
     p.add_argument("--ignore-logprobs", action="store_true", help="never answer logprobs")
     p.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each completion")
+    p.add_argument("--empty", action="store_true", help="answer an empty completion")
+    p.add_argument("--logprob", type=float, default=None, help="write this value for every logprob")
+    p.add_argument("--drip", type=float, default=0.0, help="send the completion one byte every N seconds")
+    p.add_argument("--endless", action="store_true", help="stream a completion body that never ends")
+    p.add_argument("--sent-file", default=None, help="with --endless: where to write the bytes sent")
     args = p.parse_args(argv)
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.model = Model(args.nan)  # type: ignore[attr-defined]
     srv.lenient = args.lenient_json  # type: ignore[attr-defined]
     srv.ignore_logprobs = args.ignore_logprobs  # type: ignore[attr-defined]
     srv.delay = args.delay  # type: ignore[attr-defined]
+    srv.empty = args.empty  # type: ignore[attr-defined]
+    srv.logprob = args.logprob  # type: ignore[attr-defined]
+    srv.drip = args.drip  # type: ignore[attr-defined]
+    srv.endless = args.endless  # type: ignore[attr-defined]
+    srv.sent_file = args.sent_file  # type: ignore[attr-defined]
     print(f"listening on {srv.server_address[1]}", flush=True)
     try:
         srv.serve_forever()

@@ -138,3 +138,74 @@ def test_a_completions_body_with_finite_logprobs_is_sound():
                         "logprobs": {"token_logprobs": [-0.1, -0.2], "top_logprobs": [{"P": -0.1}]}}],
            "usage": {"completion_tokens": 2}}
     assert remote.judge_completion(doc, 2)["logprobs"] == 3
+
+
+@pytest.mark.parametrize("flags,signature", [
+    (("--empty",), "empty-completion"),
+    (("--logprob", "1e300"), "logprob-out-of-range"),
+    (("--logprob", "0.5"), "logprob-out-of-range"),
+])
+def test_empty_answers_and_impossible_logprobs_are_unsound(flags, signature):
+    p, port = start_server(*flags)
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["sound"] is False and ans["signature"] == signature, ans
+
+
+@pytest.mark.parametrize("doc,signature", [
+    ({"choices": [{"message": {"content": ""}, "finish_reason": "stop", "logprobs": {"content": []}}],
+      "usage": {"completion_tokens": 0}}, "empty-completion"),
+    ({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop",
+                   "logprobs": {"content": [{"logprob": -0.1, "top_logprobs": []}]}}],
+      "usage": {"completion_tokens": 0}}, "empty-completion"),
+    ({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop", "logprobs": {"content": []}}],
+      "usage": {"completion_tokens": 1}}, "empty-completion"),
+    ({"choices": [{"text": "ok", "finish_reason": "stop",
+                   "logprobs": {"token_logprobs": [-0.5, -2e5], "top_logprobs": []}}]}, "logprob-out-of-range"),
+])
+def test_signatures_of_bodies_that_show_nothing_or_impossible_numbers(doc, signature):
+    with pytest.raises(remote._Bad) as e:
+        remote.judge_completion(doc, 8)
+    assert e.value.signature == signature
+
+
+def test_an_endless_answer_is_cut_at_the_limit_and_the_helper_stays_small(tmp_path):
+    sent = tmp_path / "sent"
+    p, port = start_server("--endless", "--sent-file", str(sent))
+    code = ("import json, resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "from fleetdeck.backend.actions import seat_check_remote as r\n"
+            "ans = r.check({'port': int(sys.argv[1]), 'max_tokens': 2, 'timeout': 30})\n"
+            "print(json.dumps([ans, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(port)], capture_output=True, text=True, timeout=120)
+    finally:
+        p.kill()
+        p.wait()
+    assert out.returncode == 0, out.stderr[-2000:]
+    ans, maxrss_kib = json.loads(out.stdout)
+    assert ans["signature"] == "answer-too-large" and ans["sound"] is False, ans
+    assert int(sent.read_text()) > remote.ANSWER_LIMIT   # the server did send more than that
+    assert maxrss_kib < 200 * 1024
+
+
+def test_a_dripping_answer_is_a_recorded_timeout_that_fires_the_alert(fleet_file, capsys):
+    p, port = start_server("--drip", "0.05")   # every read gets a byte in time; the answer never ends
+    try:
+        rc, doc, err = cli(capsys, "--hosts", fleet_file, "seats", "check", "h1", port, "--json", "--timeout", "2")
+    finally:
+        p.kill()
+        p.wait()
+    assert rc == 1 and doc is not None, err
+    assert doc["sound"] is False and doc["signature"] == "timeout" and doc["seconds"] < 10, doc
+    from fleetdeck.backend.seats import recorded_checks
+
+    kept = recorded_checks()[f"h1:{port}"]
+    assert kept.signature == "timeout" and not kept.sound
+    rc, alerts, err = cli(capsys, "--hosts", fleet_file, "alerts", "--json")
+    assert rc == 0, err
+    fired = [a for a in alerts["alerts"] if a["rule"] == "seat-check" and a["subject"] == f"port {port}"]
+    assert fired and fired[0]["state"] == "firing" and "timeout" in fired[0]["text"]

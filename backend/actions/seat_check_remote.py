@@ -8,32 +8,46 @@ seat's port is never opened to the controller. Request: `{"op": "check", "port":
 not, the `signature` of what is wrong:
 
 - `unreachable`: nothing answers on the port;
-- `timeout`: no answer within the timeout;
+- `timeout`: the whole answer (headers and body) did not arrive within the timeout, however
+  steadily it dripped: each request has one deadline, not a per-read one;
+- `answer-too-large`: the body grew past ANSWER_LIMIT (1 MiB); the helper reads at most that
+  much, so a seat streaming an endless body never grows the helper's memory;
 - `server-error`: an HTTP error status or a body that is not JSON;
 - `logprob-unserialisable`: the server could not serialise a logprob (the NaN seat's
   "Out of range float values are not JSON compliant" answer);
 - `logprob-nonfinite`: a logprob is NaN or infinite (or null) in the body;
+- `logprob-out-of-range`: a logprob is positive (a log-probability is at most 0) or below
+  LOGPROB_FLOOR (-1e4: no softmax over a real vocabulary goes there), e.g. 1e300;
 - `logprobs-missing`: the server ignored the logprobs request, so soundness cannot be shown;
 - `empty-at-length`: the content is empty or null although the full token budget was used
-  (`finish_reason == "length"`), the signature of a seat generating garbage.
+  (`finish_reason == "length"`), the signature of a seat generating garbage;
+- `empty-completion`: no content, zero completion tokens, or no logprob for any token: an
+  answer that shows nothing cannot show the seat is sound.
 """
 # Runs on the host's Python 3.8 or newer (socket.timeout is not TimeoutError before 3.10).
 # ruff: noqa: UP031, UP041
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import socket
 import sys
+import threading
 import time
-import urllib.error
-import urllib.request
 
 from fleetdeck.backend.hostlib.serve import Refused, serve
 
 PROMPT = "The capital of France is"
 UNSERIALISABLE = "out of range float values are not json compliant"
+#: the most bytes of one answer the helper reads: a listing of models or an 8-token completion
+#: with its logprobs is a few KiB
+ANSWER_LIMIT = 1 << 20
+#: a log-probability is at most 0; rounding may leave a hair above it
+LOGPROB_CEILING = 1e-4
+#: and no softmax over a real vocabulary puts a token this low
+LOGPROB_FLOOR = -1e4
 
 
 class _Bad(Exception):
@@ -50,31 +64,63 @@ def _nonfinite(name):
     return float(name)
 
 
-def _request(url, body, timeout):
+def _request(port, path, body, timeout, limit=ANSWER_LIMIT):
+    """(status, body bytes) of one request to 127.0.0.1:`port`, the whole answer within
+    `timeout` seconds and at most `limit` bytes; _Bad for no answer, a late or a huge one."""
+    url = "http://127.0.0.1:%d%s" % (port, path)
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
-                                 headers={"Content-Type": "application/json",
-                                          "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
+    deadline = time.monotonic() + timeout
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    late = []
+
+    def cut():   # the one deadline: whatever the helper is waiting for, it stops waiting
+        late.append(True)
         try:
-            payload = e.read()
-        except OSError:
-            payload = b""
-        return e.code, payload
-    except urllib.error.URLError as e:
-        reason = e.reason
-        if isinstance(reason, socket.timeout) or "timed out" in str(reason):
-            raise _Bad("timeout", "no answer from %s within %gs" % (url, timeout)) from None
-        if isinstance(reason, ConnectionRefusedError):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
+
+    timer = None
+    try:
+        try:
+            conn.connect()
+        except ConnectionRefusedError:
             raise _Bad("unreachable", "nothing listens on %s (connection refused)" % url) from None
-        raise _Bad("unreachable", "cannot reach %s: %s" % (url, reason)) from None
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+        timer.daemon = True
+        timer.start()
+        conn.request("GET" if body is None else "POST", path, body=data,
+                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        r = conn.getresponse()
+        declared = r.getheader("Content-Length")
+        if declared and declared.strip().isdigit() and int(declared) > limit:
+            raise _Bad("answer-too-large", "%s announced a %s-byte answer; the check reads at most %d"
+                       % (url, declared.strip(), limit))
+        chunks, total = [], 0
+        while True:
+            b = r.read1(65536)
+            if not b:
+                break
+            total += len(b)
+            if total > limit:
+                raise _Bad("answer-too-large", "%s sent more than %d bytes; the check stopped reading"
+                           % (url, limit))
+            chunks.append(b)
+        if late or time.monotonic() > deadline:
+            raise _Bad("timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout))
+        return r.status, b"".join(chunks)
+    except _Bad:
+        raise
     except (socket.timeout, TimeoutError):
-        raise _Bad("timeout", "no answer from %s within %gs" % (url, timeout)) from None
-    except (ConnectionError, OSError) as e:
+        raise _Bad("timeout", "no whole answer from %s within %gs" % (url, timeout)) from None
+    except (http.client.HTTPException, ConnectionError, OSError) as e:
+        if late or time.monotonic() >= deadline:
+            raise _Bad("timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout)) from None
         raise _Bad("unreachable", "cannot reach %s: %s" % (url, e)) from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+        conn.close()
 
 
 def _text(payload, limit=300):
@@ -140,13 +186,25 @@ def judge_completion(doc, max_tokens):
         if bad:
             raise _Bad("logprob-nonfinite", "%d of %d logprobs are not finite numbers (first: %r)"
                        % (len(bad), len(lps), bad[0]))
-    if finish == "length" and (content is None or not str(content).strip()):
+        odd = [v for v in lps if v > LOGPROB_CEILING or v < LOGPROB_FLOOR]
+        if odd:
+            raise _Bad("logprob-out-of-range", "%d of %d logprobs are not log-probabilities "
+                       "(positive, or below %g; first: %r)" % (len(odd), len(lps), LOGPROB_FLOOR, odd[0]))
+    empty = content is None or (isinstance(content, (str, list)) and not content) or (
+        isinstance(content, str) and not content.strip())
+    if finish == "length" and empty:
         raise _Bad("empty-at-length", "the completion used its full budget (%s tokens, "
                    "finish_reason=length) but its content is %s"
                    % (tokens if tokens is not None else max_tokens,
                       "null" if content is None else "empty"))
     if lps is None:
         raise _Bad("logprobs-missing", "the server answered without the logprobs it was asked for")
+    if empty or tokens == 0 or not lps:
+        what = ("content is %s" % ("null" if content is None else "empty") if empty else
+                "it counts 0 completion tokens" if tokens == 0 else "it carries no logprob for any token")
+        raise _Bad("empty-completion", "the completion shows nothing to judge: %s" % what)
+    if isinstance(content, list):
+        content = json.dumps(content)[:300]
     return {"content": content, "finish_reason": finish, "completion_tokens": tokens,
             "logprobs": len(lps)}
 
@@ -159,11 +217,13 @@ def check(req):
     timeout = float(req.get("timeout") or 20)
     max_tokens = int(req.get("max_tokens") or 8)
     base = "http://127.0.0.1:%d" % port
+    if not 0 < timeout <= 3600:
+        raise Refused("bad-request", "timeout must be between 0 and 3600 seconds")
     out = {"port": port, "sound": False, "signature": None, "message": "", "model": None,
            "models": [], "endpoint": None, "requests": 0}
     t0 = time.monotonic()
     try:
-        status, payload = _request(base + "/v1/models", None, timeout)
+        status, payload = _request(port, "/v1/models", None, timeout)
         out["requests"] += 1
         _judge_status(base + "/v1/models", status, payload)
         listing = _json(base + "/v1/models", payload)
@@ -177,13 +237,13 @@ def check(req):
         chat = {"model": model, "messages": [{"role": "user", "content": req.get("prompt") or PROMPT}],
                 "max_tokens": max_tokens, "temperature": 0, "logprobs": True, "top_logprobs": 1}
         url = base + "/v1/chat/completions"
-        status, payload = _request(url, chat, timeout)
+        status, payload = _request(port, "/v1/chat/completions", chat, timeout)
         out["requests"] += 1
         if status == 404:   # no chat route (no chat template): the plain completions route
             url = base + "/v1/completions"
             plain = {"model": model, "prompt": req.get("prompt") or PROMPT, "max_tokens": max_tokens,
                      "temperature": 0, "logprobs": 1}
-            status, payload = _request(url, plain, timeout)
+            status, payload = _request(port, "/v1/completions", plain, timeout)
             out["requests"] += 1
         out["endpoint"] = url[len(base):]
         _judge_status(url, status, payload)
