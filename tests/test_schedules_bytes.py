@@ -85,11 +85,13 @@ def test_removing_a_line_leaves_another_users_crontab_alone(root_crontab, bystan
         pytest.skip("needs root, useradd and the Debian cron spool for a second user's crontab")
     install(CRONTAB, tmp_path)
     hosts = local_fleet(tmp_path)
+
     def theirs() -> list[tuple]:
-        return [(s["id"], s["line"], s["raw"]) for s in listing(hosts, capsys, bystander.name)]
+        # by line: the listing's order is the CLI's (stray first, ...), not the file's
+        return sorted((s["line"], s["raw"], s["id"]) for s in listing(hosts, capsys, bystander.name))
 
     before = theirs()
-    assert len(before) == 10 and min(before, key=lambda e: e[1])[1:] == (3, "1 3 * * * /usr/bin/true fleetdeck-bystander-1")
+    assert len(before) == 10 and before[0][:2] == (3, "1 3 * * * /usr/bin/true fleetdeck-bystander-1"), before
     sid = by_line(listing(hosts, capsys), 3)["id"]
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
                            capsys)
