@@ -124,3 +124,13 @@ def shorten_unique(names: list[str] | tuple[str, ...] | set[str], width: int) ->
             s = base[:width - len(str(k)) - 1] + "~" + str(k)
         out[n] = s
     return out
+
+
+def matches(needle: str | None, *fields: object) -> bool:
+    """`--filter TEXT` and the dashboard's `/`: TEXT found, case-insensitively, in what a row
+    shows (each field as the display rule writes it, so `\x1b` in a name is matched as shown).
+    No needle matches everything."""
+    if not needle:
+        return True
+    hay = " ".join(shown(str(f)) for f in fields if f is not None).casefold()
+    return needle.casefold() in hay

@@ -25,6 +25,8 @@ from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
 from fleetdeck.backend.ssh import HostLink
 
+from ..fmt import matches
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `schedules`, `schedules ack` and `schedules remove` to the command line."""
@@ -41,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
                        help="only this host (repeatable)")
         q.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
+        q.add_argument("--filter", metavar="TEXT", help="only schedules whose row shows TEXT (any case)")
+        q.add_argument("--stray-only", action="store_true", help="only the stray ones (what needs a look)")
+        q.add_argument("--all", action="store_true", help="list the distribution's own cron entries one by one "
+                       "(the table folds them into one line per host)")
         q.set_defaults(func=cmd_list)
 
     listing(p)
@@ -113,13 +119,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     snap = poll(fleet, None)
     shown_hosts = set(wanted) if wanted else {h.name for h in snap.hosts}
     every = list(snap.schedules)
-    rows = acks.stray_first(s for s in every if s.host in shown_hosts)
+    rows = acks.stray_first(s for s in every if s.host in shown_hosts
+                            and (s.stray or not args.stray_only)
+                            and matches(args.filter, s.host, s.id, s.kind, s.user, s.spec, s.command,
+                                        s.source, s.next_run, s.unit, " ".join(s.reasons),
+                                        acks.why(s, every) if s.stray else None))
     down = [d for d in _unreachable(snap) if d[0] in shown_hosts]
     if args.json:
         print(json.dumps({"schedules": [dict(schedule_json(s), why=acks.why(s, every)) for s in rows],
                           "unreachable": [unreachable_json(*d) for d in down]}))
     else:
-        Console(soft_wrap=False).print(schedules_table(rows, every))
+        folded: dict[str, int] = {}
+        if not args.all:
+            for s in rows:
+                if s.system:
+                    folded[s.host] = folded.get(s.host, 0) + 1
+            rows = [s for s in rows if not s.system]
+        console = Console(soft_wrap=False)
+        if not rows and (args.filter or args.stray_only):
+            console.print(Text("no stray schedule" + (f" shows {args.filter!r}" if args.filter else "")
+                               if args.stray_only else f"no schedule's row shows {args.filter!r}"))
+        else:
+            console.print(schedules_table(rows, every))
+        for host, n in folded.items():
+            console.print(Text(f"{host}: {n} entr{'y' if n == 1 else 'ies'} the distribution installed, "
+                               "folded (--all lists them)", style="dim"))
     for name, err, _ in down:
         print(f"fleetdeck: {name} is unreachable: {sentence(err)}", file=sys.stderr)
     return 1 if down else 0

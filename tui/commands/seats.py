@@ -14,7 +14,7 @@ from rich.text import Text
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.seats import SeatCheck, check_seat, record_check, seats_for
 
-from ..fmt import host_text, human_mib, said, shown
+from ..fmt import host_text, human_mib, matches, said, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
                    help="only this host (repeatable)")
     p.add_argument("--json", action="store_true", help='print {"seats": [...], "headroom": [...]}')
+    p.add_argument("--filter", metavar="TEXT", help="only seats whose row shows TEXT (any case)")
     p.set_defaults(func=cmd_list)
     acts = p.add_subparsers(dest="seats_action", metavar="ACTION")
     c = acts.add_parser("check", help="one small completion with logprobs, sent from the host itself",
@@ -52,12 +53,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     for n in names or ():
         fleet.host(n)
     found = asyncio.run(seats_for(fleet, names))
+    if args.filter:
+        found = dict(found, seats=[s for s in found["seats"] if matches(
+            args.filter, s.host, s.name, s.kind, s.port, s.model, " ".join(s.flags))])
     if args.json:
         print(json.dumps({"seats": [s.to_json() for s in found["seats"]],
                           "headroom": [h.to_json() for h in found["headroom"]],
                           "unreachable": found["unreachable"]}, indent=1))
     else:
         console = Console(soft_wrap=False)
+        if not found["seats"]:
+            asked = len(names) if names else len(fleet.hosts)
+            console.print(Text(f"no serving seat shows {args.filter!r}" if args.filter else
+                               f"no serving seat found on the {asked} host{'s' if asked != 1 else ''} asked "
+                               "(vLLM, SGLang, TGI, llama.cpp and Ollama are looked for)"))
         t = Table(title="seats")
         for col in ("host", "seat", "kind", "port", "model", "GPUs", "memory", "flags", "restarts"):
             t.add_column(col, overflow="fold")
@@ -69,7 +78,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             t.add_row(s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
                       ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
                       host_text(" ".join(f"{k}={v}" if v else k for k, v in s.flags.items()) or "-"), restarts)
-        console.print(t)
+        if found["seats"]:
+            console.print(t)
         for h in found["headroom"]:
             shares = ", ".join(f"{shown(n)} {human_mib(m)}" for n, m in h.shares) or "no seat"
             console.print(Text(f"{h.host} GPU{h.gpu}: headroom {human_mib(h.free_mib)} of "

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 
 from rich import box
 from rich.console import Console
@@ -14,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, run_json, unreachable_json
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, run_json, unreachable_json
 from fleetdeck.backend.poller import poll_fleet
 from fleetdeck.backend.ssh import AUTH_CODES
 
@@ -25,6 +26,7 @@ from ..fmt import (
     human_bytes,
     human_duration,
     human_mib,
+    matches,
     message_text,
     progress_text,
     said,
@@ -39,11 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_hosts_option(p)
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--filter", metavar="TEXT", help="only hosts whose row shows TEXT (any case)")
     p.set_defaults(func=run_status)
     p = sub.add_parser("runs", help="training runs on every host")
     add_hosts_option(p)
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--filter", metavar="TEXT", help="only runs whose row shows TEXT (any case)")
     p.add_argument("--series", metavar="HOST:PATH", help="one run's whole loss and eval-loss series "
                    "(a listing carries at most 256 points of each)")
     p.set_defaults(func=run_runs)
@@ -70,8 +74,21 @@ def _report_down(snap: FleetSnapshot) -> None:
             print(f"fleetdeck: {h.name} {what}: {said(h.error)}", file=sys.stderr)
 
 
+def _host_shows(h: HostSnapshot, needle: str | None) -> bool:
+    """What a host's row shows: its name, state, GPUs, disks, live runs and error."""
+    return matches(needle, h.name, "up" if h.reachable else "down", h.error, h.error_code,
+                   *(g.name for g in h.gpus), *(d.path for d in h.disks),
+                   *(r.name for r in h.runs if r.state in ("running", "stalled")))
+
+
+def _run_shows(r: Run, needle: str | None) -> bool:
+    return matches(needle, r.host, r.name, r.path, r.state, r.reason)
+
+
 def run_status(args: argparse.Namespace) -> int:
     source, snap = _poll(args)
+    if getattr(args, "filter", None):
+        snap = replace(snap, hosts=tuple(h for h in snap.hosts if _host_shows(h, args.filter)))
     if args.json:
         print(json.dumps({**snap.to_json(), "fleet": source}, indent=1))
     else:
@@ -80,7 +97,10 @@ def run_status(args: argparse.Namespace) -> int:
         if len(head) + len(source) > console.width:  # one line: the file's tail tells it apart
             source = "…" + source[-(console.width - len(head) - 1):]
         console.print(head + escape(source), style="dim", no_wrap=True)
-        console.print(fleet_table(snap, console.width))
+        if not snap.hosts and getattr(args, "filter", None):
+            console.print(Text(f"no host's row shows {args.filter!r}"))
+        else:
+            console.print(fleet_table(snap, console.width))
         for h in snap.hosts:
             for w in h.warnings:
                 console.print(Text(f"{h.name}: {said(w)}", style="yellow"))
@@ -129,15 +149,21 @@ def run_runs(args: argparse.Namespace) -> int:
     if getattr(args, "series", None):
         return run_series(args)
     _, snap = _poll(args)
+    if args.filter:
+        snap = replace(snap, hosts=tuple(replace(h, runs=tuple(r for r in h.runs if _run_shows(r, args.filter)))
+                                         for h in snap.hosts))
     if args.json:
         doc = {"runs": [run_json(r) for r in snap.runs],
                "unreachable": [unreachable_json(h.name, h.error, h.error_code)
                                for h in snap.hosts if not h.reachable]}
         print(json.dumps(doc, indent=1))
     else:
-        Console().print(runs_table(snap))
+        if args.filter and not snap.runs:
+            Console().print(Text(f"no run's row shows {args.filter!r}"))
+        else:
+            Console().print(runs_table(snap))
     _report_down(snap)
-    return 0
+    return 0 if all(h.reachable for h in snap.hosts) else 1
 
 
 def _gpu_cell(h: HostSnapshot) -> Text:
