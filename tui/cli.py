@@ -25,6 +25,7 @@ COMMANDS = {
     "seats": "seats",
     "alerts": "alerts",
     "watch": "watch",
+    "logs": "logs",
 }
 
 
