@@ -105,6 +105,9 @@ class HostConfig:
     accept_new_host_keys: bool = False
     #: interpreter on the host for the probe, the helpers and the trainer
     python: str = "python3"
+    #: keep helper payloads in a cache on the host, so a later connection sends only their
+    #: sha256 (docs/probe.md); false: every helper is sent whole, compressed, each time
+    payload_cache: bool = True
 
     @property
     def roots_for_purge(self) -> tuple[str, ...]:
@@ -153,6 +156,7 @@ _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "client_keys": ((list,), "a list of strings"),
     "accept_new_host_keys": ((bool,), "true or false"),
     "python": ((str,), "a string"),
+    "payload_cache": ((bool,), "true or false"),
     "address": ((str,), "a string"),
     "local": ((bool,), "true or false"),
     "port": ((int,), "an integer"),

@@ -2,17 +2,23 @@
 the streams of a long-lived helper.
 
 What runs on a host is a helper payload (`bundle.bundle`) sent through BOOT: the source never
-passes through a shell and the request is JSON on stdin.
+passes through a shell and the request is JSON on stdin. A bundled helper travels as its
+`bundle.Payload` behind the host's loader (`hostlib.payload`): named by its sha256 when the
+host may have it cached, compressed when it is sent (`payload_stdin`).
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
 import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .bundle import bundle
+from .bundle import Payload, bundle
+from .hostlib import payload as host_payload
 from .hostlib.procfs import HELPER_ENV
 from .hostlib.text import shown
 
@@ -148,7 +154,8 @@ def noise_text(data: bytes, what: str) -> str:
 class HelperProcess:
     """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
 
-    def __init__(self, proc: Any, remote: bool, what: str = "helper") -> None:
+    def __init__(self, proc: Any, remote: bool, what: str = "helper",
+                 resend: Callable[[], Awaitable[Any]] | None = None, sha256: str | None = None) -> None:
         self._proc = proc
         self._remote = remote
         self._answered = False
@@ -156,18 +163,46 @@ class HelperProcess:
         self.stdin = proc.stdin
         self.stdout = proc.stdout
         self.stderr = proc.stderr
+        # started from the host's payload cache: until the first answer, a "missing" line
+        # from the loader means start again with the payload sent (`resend`) and replay
+        # what was written so far
+        self._resend = resend
+        self._sha256 = sha256
+        self._sent: list[bytes] = []
 
     async def send_json(self, obj: Any) -> None:
         """Write one JSON line to the helper."""
-        self.stdin.write(json.dumps(obj).encode() + b"\n")
+        data = json.dumps(obj).encode() + b"\n"
+        if self._resend is not None:
+            self._sent.append(data)
+        self.stdin.write(data)
         await self.stdin.drain()
+
+    async def _first_line(self, limit: int) -> bytes:
+        line = await read_line(self.stdout, limit, self.what)
+        resend, self._resend = self._resend, None
+        if resend is not None and is_missing(line, self._sha256):
+            old = self._proc
+            self._stop(old)
+            proc = await resend()
+            self._proc, self.stdin, self.stdout, self.stderr = proc, proc.stdin, proc.stdout, proc.stderr
+            for data in self._sent:
+                self.stdin.write(data)
+            await self.stdin.drain()
+            await self._reap(old)
+            line = await read_line(self.stdout, limit, self.what)
+        self._sent = []
+        return line
 
     async def recv_json(self, limit: int = ANSWER_LIMIT) -> Any:
         """Read one JSON line from the helper, at most `limit` bytes (`AnswerTooLarge` past it).
         EOFError when it exited; ShellOutputError when text that is not JSON came before its
         first answer (a login shell that prints). NaN and Infinity tokens are not JSON: a line
         holding one is refused like any other malformed line."""
-        line = await read_line(self.stdout, limit, self.what)
+        if self._resend is not None:
+            line = await self._first_line(limit)
+        else:
+            line = await read_line(self.stdout, limit, self.what)
         if not line:
             raise EOFError("helper exited")
         try:
@@ -216,13 +251,25 @@ class HelperProcess:
     def close(self) -> None:
         """Stop the helper now: killed locally; remotely its channel is closed, which ends a
         resident helper on the host (see WATCHDOG), however busy it is."""
+        self._stop(self._proc)
+
+    def _stop(self, proc: Any) -> None:
         try:
             if self._remote:
-                self._proc.close()
-            elif self._proc.returncode is None:
+                proc.close()
+            elif proc.returncode is None:
                 # its own session (start_new_session): the group holds its children too
-                os.killpg(self._proc.pid, 9)
+                os.killpg(proc.pid, 9)
         except (ProcessLookupError, OSError):
+            pass
+
+    async def _reap(self, proc: Any) -> None:
+        try:
+            if self._remote:
+                await asyncio.wait_for(proc.wait_closed(), 2)
+            else:
+                await asyncio.wait_for(proc.wait(), 2)
+        except (TimeoutError, Exception):
             pass
 
     async def wait(self, timeout: float | None = None) -> int | None:
@@ -249,6 +296,46 @@ def helper_stdin(source: str) -> bytes:
         source = bundle(source)
     src = source.encode()
     return str(len(src)).encode() + b"\n" + src
+
+
+def _compact(source: str) -> str:
+    """`source` without its docstrings and comments (the same code, a third of the bytes)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.unparse(tree) + "\n"
+
+
+@functools.cache
+def loader_source() -> str:
+    """The host's loader (`hostlib.payload`), sent ahead of every payload frame and run by
+    BOOT as plain source: about 10 KB."""
+    return _compact(host_payload.__loader__.get_source(host_payload.__name__))  # type: ignore[union-attr]
+
+
+def is_missing(line: bytes, sha256: str | None) -> bool:
+    """True when `line` is the loader's answer that payload `sha256` is not in its cache."""
+    if not line.startswith(b'{"fleetdeck_payload"'):
+        return False
+    try:
+        doc = loads(line)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("fleetdeck_payload") == host_payload.MISSING and \
+        doc.get("sha256") == sha256
+
+
+def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
+    """The bytes that make BOOT run payload `p` through the host's loader: with `cached`, its
+    name alone (the loader answers `is_missing` when it does not have it); else the payload
+    compressed, kept in the host's cache when `keep`."""
+    head = helper_stdin(loader_source())
+    if cached:
+        return head + b"c %s\n" % p.sha256.encode()
+    return head + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep)) + p.packed
 
 
 def helper_argv(python: str, args: list[str] | None = None) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 import asyncssh
 
 from . import known_hosts
+from .bundle import payload_for
 from .config import HostConfig
 from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
     ANSWER_LIMIT,
@@ -35,8 +36,10 @@ from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from 
     bounded_text,
     helper_argv,
     helper_stdin,
+    is_missing,
     loads,
     noise_text,
+    payload_stdin,
     read_bounded,
 )
 from .hostlib.text import shown
@@ -46,6 +49,9 @@ from .hostlib.text import shown
 # same way, and sshd logs (and fail2ban counts) every attempt.
 AUTH_BACKOFF = 600.0
 AUTH_CODES = ("auth", "key-file")
+# After a host's payload cache failed to keep a payload, it is sent whole for this long before
+# the cache is tried again (it may have been a full disk).
+CACHE_RETRY = 600.0
 
 
 class HostError(Exception):
@@ -115,6 +121,10 @@ class HostLink:
         self._auth_stamp: tuple[Any, ...] | None = None
         self._target: tuple[str, int] | None = None
         self._user: str | None = None
+        # the host's payload cache (`_boot`): payloads this link sent to be kept, and until
+        # when the cache is not asked after it failed to keep one
+        self._kept: set[str] = set()
+        self._cache_broken_until = 0.0
 
     async def __aenter__(self) -> HostLink:
         return self
@@ -384,10 +394,15 @@ class HostLink:
                          what: str = "helper") -> Any:
         """Run a stdlib helper with `payload` as JSON on stdin; its one JSON answer on stdout.
         HostError `shell-output` when the login shell printed text ahead of the answer,
-        `helper` (with the helper's whole stderr, bounded) when there is no answer."""
-        data = helper_stdin(source) + json.dumps(payload).encode()
+        `helper` (with the helper's whole stderr, bounded) when there is no answer. A bundled
+        helper the host's payload cache lacks is sent whole in a second run."""
+        request = json.dumps(payload).encode()
+        first, resend, sha = self._boot(source)
         # tied: a helper cut off by the timeout dies on the host with its channel
-        res = await self.run(helper_argv(self.host.python, ["--tied"]), input=data, timeout=timeout)
+        argv = helper_argv(self.host.python, ["--tied"])
+        res = await self.run(argv, input=first + request, timeout=timeout)
+        if resend is not None and is_missing(res.stdout.rstrip(b"\n").rpartition(b"\n")[2], sha):
+            res = await self.run(argv, input=resend() + request, timeout=timeout)
         try:
             return loads(res.stdout)
         except ValueError:
@@ -410,22 +425,64 @@ class HostLink:
                            what: str = "helper") -> HelperProcess:
         """Start a resident helper; its source is already sent, the streams are yours."""
         argv = helper_argv(self.host.python, args)
-        if self.is_local:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=ANSWER_LIMIT)
-            helper = HelperProcess(proc, remote=False, what=what)
-        else:
+
+        async def spawn() -> Any:
+            if self.is_local:
+                return await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=ANSWER_LIMIT)
             conn = await self.connection()
             try:
-                proc = await conn.create_process(self._remote_command(argv), encoding=None)
+                return await conn.create_process(self._remote_command(argv), encoding=None)
             except (asyncssh.Error, OSError) as e:
                 self.drop()
                 raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
-            helper = HelperProcess(proc, remote=True, what=what)
-        helper.stdin.write(helper_stdin(source))
+
+        proc = await spawn()
+        return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
+
+    async def _started(self, cls: Any, proc: Any, remote: bool, what: str, source: str,
+                       spawn: Any, *extra: Any) -> HelperProcess:
+        """Send helper `source` to a started BOOT (by name when the host may have it cached,
+        with `spawn` to start it again and send it whole when it has not)."""
+        first, resend, sha = self._boot(source)
+
+        async def again() -> Any:
+            assert resend is not None
+            new = await spawn()
+            new.stdin.write(resend())
+            await new.stdin.drain()
+            return new
+
+        helper = cls(proc, remote, what, *extra, resend=again if resend else None, sha256=sha)
+        helper.stdin.write(first)
         await helper.stdin.drain()
         return helper
+
+    def _boot(self, source: str) -> tuple[bytes, Any, str | None]:
+        """(what starts helper `source` on BOOT, a function giving what sends it whole when
+        the host's cache lacks it or None, its sha256). A bundled helper goes by name while
+        the fleet file's `payload_cache` is on and this host's cache has not failed to keep
+        it; other source text goes as it is."""
+        p = payload_for(source)
+        if p is None:
+            return helper_stdin(source), None, None
+        if not self.host.payload_cache:
+            return payload_stdin(p, cached=False, keep=False), None, p.sha256
+        now = time.monotonic()
+        if now < self._cache_broken_until:
+            return payload_stdin(p, cached=False, keep=False), None, p.sha256
+        sent_before = p.sha256 in self._kept
+
+        def resend() -> bytes:
+            # a miss after this link had it kept there: the host cannot keep it (an unwritable
+            # or untrusted folder), so for a while it is sent whole without asking
+            if sent_before:
+                self._cache_broken_until = time.monotonic() + CACHE_RETRY
+            self._kept.add(p.sha256)
+            return payload_stdin(p, cached=False, keep=True)
+
+        return payload_stdin(p, cached=True), resend, p.sha256
 
 
     async def transfer_helper(self, source: str, args: list[str] | None = None,
@@ -449,20 +506,21 @@ class HostLink:
         except (asyncssh.Error, OSError, TimeoutError):
             own = None
         conn = own if own is not None else await self.connection()
-        try:
-            proc = await conn.create_process(self._remote_command(helper_argv(self.host.python, args)),
-                                             encoding=None, window=TRANSFER_WINDOW,
-                                             max_pktsize=TRANSFER_PKTSIZE)
-        except (asyncssh.Error, OSError) as e:
-            if own is not None:
-                own.close()
-            else:
-                self.drop()
-            raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
-        helper = _TransferHelper(proc, own, what)
-        helper.stdin.write(helper_stdin(source))
-        await helper.stdin.drain()
-        return helper
+        argv = helper_argv(self.host.python, args)
+
+        async def spawn() -> Any:
+            try:
+                return await conn.create_process(self._remote_command(argv), encoding=None,
+                                                 window=TRANSFER_WINDOW, max_pktsize=TRANSFER_PKTSIZE)
+            except (asyncssh.Error, OSError) as e:
+                if own is not None:
+                    own.close()
+                else:
+                    self.drop()
+                raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
+
+        proc = await spawn()
+        return await self._started(_TransferHelper, proc, True, what, source, spawn, own)
 
 
 async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tuple[bytes, bytes]:
@@ -490,8 +548,8 @@ async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tu
 class _TransferHelper(HelperProcess):
     """A helper on a connection of its own (`HostLink.transfer_helper`), closed with it."""
 
-    def __init__(self, proc: Any, own: Any, what: str) -> None:
-        super().__init__(proc, remote=True, what=what)
+    def __init__(self, proc: Any, remote: bool, what: str, own: Any, **kw: Any) -> None:
+        super().__init__(proc, remote=remote, what=what, **kw)
         self._own = own
 
     def close(self) -> None:

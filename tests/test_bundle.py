@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.bundle import bundle, modules_for
+from fleetdeck.backend import ssh
+from fleetdeck.backend.bundle import bundle, modules_for, payload
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
 
@@ -79,6 +80,36 @@ async def test_every_helper_runs_bundled_on_a_real_host(sshd_fleet, tmp_path, py
         ver = await link.run([python, "-c", "import sys; print(sys.version_info[:2])"])
     expect = "(3, 8)" if python != sys.executable else str(sys.version_info[:2])
     assert ver.stdout.decode().strip() == expect
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("python", PYTHONS)
+async def test_every_helper_runs_from_the_host_payload_cache(spare_fleet, tmp_path, python, monkeypatch):
+    """Under each Python: the first run of a helper sends it whole and the host keeps it with
+    bytecode for that Python; the second sends its name only, and runs the kept one."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    spare_fleet.add("c1", sshd_extra=(f"SetEnv XDG_CACHE_HOME={cache}",))
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"python": python, "command_timeout": 90})
+    frames: list[bool] = []
+    real = ssh.payload_stdin
+
+    def record(p, cached, keep=True):
+        frames.append(cached)
+        return real(p, cached, keep)
+
+    monkeypatch.setattr(ssh, "payload_stdin", record)
+    async with HostLink(load_fleet(str(path)).host("c1")) as link:
+        for helper in HELPERS:
+            for _ in range(2):
+                ans = await link.run_helper(helper, {"op": "no-such-op"})
+                assert isinstance(ans, dict) and ans["ok"] is False, (helper, ans)
+        tag = (await link.run([python, "-c", "import sys; print('%s-%x' % (sys.implementation.cache_tag, "
+                               "sys.hexversion))"])).stdout.decode().strip()
+    assert frames == [True, False, True] * len(HELPERS)
+    kept = cache / "fleetdeck" / "payload"
+    assert sorted(p.name for p in kept.glob("*.code")) == sorted(
+        f"{payload(h).sha256}.{tag}.code" for h in HELPERS)
 
 
 def test_a_helper_writes_out_as_one_file_that_runs_alone(tmp_path):
