@@ -19,7 +19,8 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from dataclasses import replace as evolve
 from typing import Any
 
 import asyncssh
@@ -87,6 +88,8 @@ class MirrorPlan:
     follow_symlinks: bool = False
     #: links in SRC followed to targets outside it (allowed explicitly): (path, target)
     outside_links: tuple[tuple[str, str], ...] = ()
+    #: the destination exists, differs, and is to be replaced (kept under `kept_as`)
+    replace: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON (files as in the report)."""
@@ -109,7 +112,7 @@ class MirrorReport:
     bytes_src: int
     bytes_dst: int
     files: tuple[MirrorFile, ...]
-    #: copied | identical | would-copy | differs | refused | failed
+    #: copied | replaced | identical | would-copy | would-replace | differs | refused | failed
     result: str
     #: a reason code when refused or failed (e.g. dst-differs, symlink, disk-full)
     reason: str | None = None
@@ -128,11 +131,14 @@ class MirrorReport:
     outside_links: tuple[tuple[str, str], ...] = ()
     #: what the mirror set out to copy (None for verify, and when refused before planning)
     plan: MirrorPlan | None = None
+    #: with --replace: where the destination that was there is kept on DST's host (its
+    #: absolute path there); set once it was renamed aside, None otherwise
+    kept_as: str | None = None
 
     @property
     def ok(self) -> bool:
         """True when the command succeeded: verified identical, or a dry run that would proceed."""
-        return self.verified or (self.dry_run and self.result == "would-copy")
+        return self.verified or (self.dry_run and self.result in ("would-copy", "would-replace"))
 
     def to_json(self) -> dict[str, Any]:
         """The contract's JSON document (plus result, reason, error, seconds, rate...)."""
@@ -214,6 +220,35 @@ def _check_dst(dst: dict, label: str) -> None:
         raise _Fail("dst-unreadable", f"{label}: cannot read {shown(path)}: {why}")
 
 
+def same_disk(src: dict, dst: dict) -> str | None:
+    """Whether SRC and DST are one folder on disk, judged from the identities the two hosts
+    reported (`disk_identity` in the helper): "same" when DST is SRC, "inside" when one lies
+    in the other, None when they are apart or it cannot be told (different boot ids: two
+    kernels, whose device numbers say nothing of each other). Two fleet entries for one
+    machine, a bind mount and a symlink in any parent all give the same (st_dev, st_ino)."""
+    a, b = src.get("disk") or {}, dst.get("disk") or {}
+    if not a.get("boot") or a.get("boot") != b.get("boot") or not a.get("self") or not a.get("chain"):
+        return None
+    s_chain = [tuple(x) for x in a["chain"]]
+    d_chain = [tuple(x) for x in b.get("chain") or []]
+    if b.get("self") and d_chain and d_chain[0] == s_chain[0]:
+        return "same"
+    if s_chain[0] in d_chain or (b.get("self") and d_chain and d_chain[0] in s_chain):
+        return "inside"
+    return None
+
+
+def _check_same_disk(src: dict, dst: dict, sl: str, dl: str) -> None:
+    same = same_disk(src, dst)
+    if same == "same":
+        raise _Fail("dst-is-src", f"{shown(dl)} is {shown(sl)} itself on disk (the same folder reached "
+                    "another way: a shared file system, a bind mount, a link in a parent or two "
+                    "names for one host); nothing to copy, nothing was changed")
+    if same == "inside":
+        raise _Fail("overlap", f"{shown(sl)} and {shown(dl)} are one folder on disk or one holds the "
+                    "other (reached through another name, a bind mount or a link); nothing was changed")
+
+
 def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
     """Per-entry status from two hashed listings (dst None: absent, everything missing).
 
@@ -254,7 +289,7 @@ def _report(src_label: str, dst_label: str, files: tuple[MirrorFile, ...], *, ac
             dry_run: bool, result: str, t0: float, reason: str | None = None,
             error: str | None = None, copied: int = 0, copy_seconds: float = 0.0,
             outside: tuple[tuple[str, str], ...] = ()) -> MirrorReport:
-    verified = result in ("copied", "identical")
+    verified = result in ("copied", "identical", "replaced")
     bsrc = sum(f.bytes for f in files if f.status != "extra")
     bdst = sum((f.bytes if f.bytes_dst is None else f.bytes_dst) for f in files
                if f.status in ("copied", "identical", "mismatch", "extra"))
@@ -290,6 +325,7 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                            reason="dst-not-found", error=f"{shown(dl)} does not exist",
                            outside=outside)
         _check_dst(dst, shown(dl))
+        _check_same_disk(src, dst, sl, dl)
         src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
                                     allow_outside_links, src, dst)
         files = compare(src, dst)
@@ -345,12 +381,19 @@ def _differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
 
 async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path: str, *,
                  dry_run: bool = False, progress: Progress | None = None,
-                 follow_symlinks: bool = False, allow_outside_links: bool = False) -> MirrorReport:
+                 follow_symlinks: bool = False, allow_outside_links: bool = False,
+                 replace: bool = False, confirmation: dict[str, Any] | None = None) -> MirrorReport:
     """Copy SRC to DST (created if absent) and prove it; see the module docstring.
 
     DST already identical: a verified no-op (`identical`). DST holding anything else: refused
-    (`dst-differs`), untouched. `progress(bytes_done, bytes_total)` is called while copying.
-    Every mirror that is not a dry run is audited: intent before copying, result after.
+    (`dst-differs`), untouched, unless `replace`: then the copy fills a partial folder beside
+    DST, is proven there by sha256 on each host, DST is renamed aside to
+    `<DST>.replaced-<UTC time>` and the copy takes its name; DST is listed and hashed again,
+    and the report (`replaced`, `kept_as`) says where the old copy is (it is never deleted).
+    DST that is SRC itself on disk is refused (`dst-is-src`) whatever is asked.
+    `progress(bytes_done, bytes_total)` is called while copying. `confirmation` (how the
+    operator confirmed a replace, and what was typed) goes into the audit record. Every mirror
+    that is not a dry run is audited: intent before copying, result after.
     Never raises for an expected failure (see `verify`).
     """
     t0 = time.monotonic()
@@ -362,8 +405,15 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     plan: MirrorPlan | None = None
     seen = {"bytes": 0, "files": 0}  # relayed so far: a failed copy still reports them
     copying = False
+    swap: dict[str, Any] | None = None  # a replace: the pin of DST and the name it goes to
+    kept: dict[str, str | None] = {"kept_as": None}
     t1 = time.monotonic()
     try:
+        typed = (confirmation or {}).get("typed")
+        if replace and typed is not None and not dry_run and \
+                typed.encode("utf-8", "surrogateescape") != dst_path.encode("utf-8", "surrogateescape"):
+            raise _Fail("not-confirmed", f"the confirmation did not match: typed {shown(typed)}, the "
+                        f"destination is {shown(dst_path)}; nothing was changed")
         src, dst = await _both(_list(src_link, src_path, follow_symlinks, False),
                                _list(dst_link, dst_path, False, False, skip_partials=True))
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
@@ -375,40 +425,56 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                                                or _overlap(src["real"], dst["real"])):
             raise _Fail("overlap", f"{shown(sl)} and {shown(dl)} are the same folder or one holds "
                         "the other")
+        _check_same_disk(src, dst, sl, dl)
         total = sum(f["bytes"] for f in src["files"])
         plan = MirrorPlan(sl, dl, tuple(f for f in files if f.kind == "file"),
                           tuple(d[0] for d in src["dirs"]), total, dst["kind"] == "dir",
                           dst.get("free_bytes"), follow_symlinks, outside)
+        same: MirrorReport | None = None  # DST already holds SRC's content
         if dst["kind"] == "dir" and (dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]):
             src, dst = await _hash_both(src_link, src_path, dst_link, dst_path, follow_symlinks,
                                         allow_outside_links, src, dst, skip_partials=True)
             files = compare(src, dst)
             if all(f.status == "identical" for f in files):
-                rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="identical", t0=t0)
-            else:
-                raise _Fail("dst-differs", _differs_sentence(sl, dl, files) + "; nothing was changed",
+                same = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="identical", t0=t0)
+            elif not replace:
+                raise _Fail("dst-differs", _differs_sentence(sl, dl, files) + "; nothing was changed "
+                            "(--replace puts a proven copy in its place and keeps this one aside)",
                             files)
+            else:
+                # the folder compared is the one replaced: the writer checks this pin again
+                swap = {"pin": [dst["dev"], dst["ino"]], "backup": replaced_name(dst["path"])}
+                plan = evolve(plan, replace=True)
+        if same is not None:
+            rep = same
         elif dst.get("free_bytes") is not None and dst["free_bytes"] < total:
             raise _Fail("no-space", f"{shown(dl)} has {_gib(dst['free_bytes'])} free and the copy needs "
-                        f"{_gib(total)}; nothing was copied", compare(src, None))
+                        f"{_gib(total)}" + (" beside the one it replaces" if swap else "")
+                        + "; nothing was copied", compare(src, None))
         elif dry_run:
-            rep = _report(sl, dl, compare(src, None), action="mirror", dry_run=True,
-                          result="would-copy", t0=t0)
+            rep = _report(sl, dl, files if swap else compare(src, None), action="mirror", dry_run=True,
+                          result="would-replace" if swap else "would-copy", t0=t0)
         else:
             audit("mirror", dst_link.name, "started", **base, bytes=total, files=len(src["files"]),
                   dirs=len(src["dirs"]), free_bytes_before=free["free_bytes_before"],
-                  outside_links=[list(x) for x in outside])
+                  outside_links=[list(x) for x in outside], replace=swap is not None,
+                  kept_as=swap["backup"] if swap else None, confirmation=confirmation)
             t1 = time.monotonic()
             copying = True
             try:
-                files, free["free_bytes_after"] = await _copy(src_link, src, dst_link, dst_path,
-                                                              follow_symlinks, progress, seen)
+                files, free["free_bytes_after"], kept["kept_as"] = await _copy(
+                    src_link, src, dst_link, dst_path, follow_symlinks, progress, seen, swap)
             except (Exception, asyncio.CancelledError) as e:
                 if not isinstance(e, HostError | _Fail):
                     audit("mirror", dst_link.name, "failed", **base, reason="interrupted",
-                          error=f"{type(e).__name__}: {e}", verified=False, bytes=seen["bytes"])
+                          error=f"{type(e).__name__}: {e}", verified=False, bytes=seen["bytes"],
+                          kept_as=swap["backup"] if swap else None)
                 raise
-            rep = _report(sl, dl, files, action="mirror", dry_run=False, result="copied", t0=t0,
+            if swap is not None:
+                files = await _verify_replaced(src_link, src_path, dst_link, dst_path, src, swap,
+                                               follow_symlinks, allow_outside_links, total)
+            rep = _report(sl, dl, files, action="mirror", dry_run=False,
+                          result="replaced" if swap else "copied", t0=t0,
                           copied=total, copy_seconds=time.monotonic() - t1)
     except _Fail as e:
         failed = (copying and not e.before_copy) or e.reason in _FAILED
@@ -419,13 +485,43 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e), copied=seen["bytes"],
                       copy_seconds=time.monotonic() - t1)
-    rep = replace(rep, **free, outside_links=outside, plan=plan)
+    rep = evolve(rep, **free, outside_links=outside, plan=plan, kept_as=kept["kept_as"])
     if not dry_run:
-        audit("mirror", dst_link.name, {"copied": "done"}.get(rep.result, rep.result), **base,
-              bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
+        audit("mirror", dst_link.name, {"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
+              **base, bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
               files=len(rep.files), verified=rep.verified, reason=rep.reason, error=rep.error,
-              seconds=round(rep.seconds, 3), outside_links=[list(x) for x in outside], **free)
+              seconds=round(rep.seconds, 3), outside_links=[list(x) for x in outside], **free,
+              replace=swap is not None, kept_as=kept["kept_as"], confirmation=confirmation)
     return rep
+
+
+def replaced_name(dst: str, now: float | None = None) -> str:
+    """Where a replaced destination is kept: `<dst>.replaced-<UTC time>` beside it (the
+    folder's name cut so that the whole name stays within 255 bytes)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    head, _, name = dst.rstrip("/").rpartition("/")
+    raw = name.encode("utf-8", "surrogateescape")
+    tail = f".replaced-{stamp}".encode()
+    raw = raw[:255 - len(tail)] + tail
+    return f"{head}/{raw.decode('utf-8', 'surrogateescape')}"
+
+
+async def _verify_replaced(src_link, src_path, dst_link, dst_path, src, swap, follow, allow_outside,
+                           total) -> tuple[MirrorFile, ...]:
+    """After the swap: DST listed and hashed again on its host, compared with SRC's hashes.
+    The copy was proven in the partial folder; this proves what now has DST's name."""
+    try:
+        dst = await _list(dst_link, dst_path, False, True, total)
+    except HostError as e:
+        raise _Fail("unverified", f"the copy took {shown(_label(dst_link, dst_path))}'s place, but it "
+                    f"could not be hashed again ({e.message}); the old one is kept as "
+                    f"{shown(swap['backup'])}") from None
+    files = compare(src, dst)
+    if dst["kind"] != "dir" or any(f.status != "identical" for f in files):
+        raise _Fail("unverified", f"{shown(_label(dst_link, dst_path))} does not hash as the source after "
+                    f"the swap ({_differs_sentence('', '', files).split(': ', 1)[-1]}); the old one is "
+                    f"kept as {shown(swap['backup'])}", files)
+    return tuple(evolve(f, status="copied") for f in files)
 
 
 def _gib(n: int) -> str:
@@ -434,7 +530,7 @@ def _gib(n: int) -> str:
 
 # failures that happen during a copy (as opposed to refusals decided before it)
 _FAILED = {"disk-full", "write-failed", "source-changed", "read-failed", "mismatch",
-           "disconnected", "dst-changed", "helper"}
+           "disconnected", "dst-changed", "helper", "swap-failed", "unverified"}
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -448,14 +544,14 @@ def _fail_from(link: HostLink, answer: dict, tail: str = "") -> _Fail:
 
 
 async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
-                progress: Progress | None, seen: dict[str, int]
-                ) -> tuple[tuple[MirrorFile, ...], int | None]:
+                progress: Progress | None, seen: dict[str, int], swap: dict[str, Any] | None = None
+                ) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
     """Stream every file through here into DST's partial folder; commit only if all matched.
 
     On any failure both helpers are stopped and the partial folder is removed (checked on
     the destination afterwards), and the error says so. `seen["bytes"]` counts what was
     relayed, for the report of a failed copy."""
-    run = _Copy(src_link, src, dst_link, dst_path, follow, progress, seen)
+    run = _Copy(src_link, src, dst_link, dst_path, follow, progress, seen, swap)
     try:
         return await run.go()
     except _Fail as e:
@@ -477,8 +573,10 @@ class _Copy:
     with its bytes and its file count. The helpers carry their own no-progress timeout too
     (`Watchdog` in mirror_remote), for a controller that stops without closing anything."""
 
-    def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen) -> None:
+    def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None) -> None:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
+        self.swap = swap
+        self.dst_abs: str | None = None
         self.follow, self.progress, self.seen = follow, progress, seen
         self.files = src["files"]
         self.total = sum(f["bytes"] for f in self.files)
@@ -548,7 +646,7 @@ class _Copy:
             assert reader is not None and writer is not None
             await self._send(writer, {"op": "write", "path": self.dst_path, "files": self.files,
                                       "dirs": self.src["dirs"], "mode": self.src.get("mode"),
-                                      "idle": self.helper_idle,
+                                      "idle": self.helper_idle, "replace": self.swap,
                                       "wait": self.helper_idle + self.settle}, "destination")
             ready = await self._answer(writer, "destination", "its writer did not get ready",
                                        self.d_idle)
@@ -557,6 +655,7 @@ class _Copy:
                 e.before_copy = True  # nothing was created: a refusal
                 raise e
             self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
+            self.dst_abs = ready.get("dst")
             await self._send(reader, {"op": "read", "path": self.src["path"], "files": self.files,
                                       "dirs": self.src["dirs"], "follow": self.follow,
                                       "outside": self.src.get("outside") or [],
@@ -587,7 +686,7 @@ class _Copy:
             self.committed = bool(done.get("committed"))
             if not self.committed:
                 raise _fail_from(dl, done)
-            return result, done.get("free_bytes")
+            return result, done.get("free_bytes"), done.get("kept_as")
         except (asyncssh.Error, OSError, EOFError, asyncio.IncompleteReadError) as e:
             said = await _last_word(self.writer_said)
             if said is not None and not said.get("ok"):
@@ -704,7 +803,8 @@ class _Copy:
         if self.committed or self.partial is None:
             self.cleaned = "; ".join(["nothing was put in place", *notes])
             return self.cleaned
-        ans = await _abandon(self.dst_link, self.w_id, self.partial)
+        ans = await _abandon(self.dst_link, self.w_id, self.partial,
+                             {"dst": self.dst_abs, "backup": self.swap["backup"]} if self.swap else None)
         if ans is None:
             gone = (f"the partial folder on {self.dst_link.name} could not be checked (the host "
                     "did not answer); the next mirror there removes it")
@@ -712,8 +812,21 @@ class _Copy:
             gone = f"the partial folder {shown(self.partial)} could NOT be removed"
         else:
             gone = "the partial folder was removed"
-        self.cleaned = "; ".join(["nothing was put in place", gone])
+        self.cleaned = "; ".join(["nothing was put in place", gone, *self._original(ans)])
         return self.cleaned
+
+    def _original(self, ans: dict | None) -> list[str]:
+        """Where the destination being replaced is now, as its host says (a sentence)."""
+        if not self.swap:
+            return []
+        back = shown(self.swap["backup"])
+        if ans is None:
+            return [f"the destination being replaced is under its name or kept as {back}"]
+        if ans.get("dst_exists") and not ans.get("backup_exists"):
+            return ["the destination being replaced is unchanged under its name"]
+        if ans.get("backup_exists"):
+            return [f"the destination being replaced is kept as {back}"]
+        return [f"the destination being replaced was found neither under its name nor as {back}"]
 
 
 async def _exited(h: HelperProcess, timeout: float) -> bool:
@@ -724,13 +837,14 @@ async def _exited(h: HelperProcess, timeout: float) -> bool:
         return False
 
 
-async def _abandon(link: HostLink, ident: tuple[Any, Any] | None, partial: str | None) -> dict | None:
+async def _abandon(link: HostLink, ident: tuple[Any, Any] | None, partial: str | None,
+                   places: dict[str, Any] | None = None) -> dict | None:
     """Kill a helper that no longer answers (pid + start time) and remove its partial folder,
     on its host, over the link's own connection; the answer, or None when the host is gone."""
     pid, start = ident if ident else (None, None)
     try:
         ans = await link.run_helper(HELPER, {"op": "abandon", "pid": pid, "start": start,
-                                             "partial": partial},
+                                             "partial": partial, **(places or {})},
                                     timeout=link.host.command_timeout + 10)
     except HostError:
         return None

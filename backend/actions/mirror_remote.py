@@ -255,6 +255,38 @@ def free_bytes(path):
             return None
 
 
+def boot_id():
+    """This kernel's boot id: random for every boot of every machine, the same in every
+    container on it; None when it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return f.read(64).strip().decode("ascii", "replace") or None
+    except OSError:
+        return None
+
+
+def disk_identity(path):
+    """What says which folder `path` is on this kernel's disks: the boot id, and the (st_dev,
+    st_ino) of the folder the kernel reaches at `path` (links in any parent and bind mounts
+    followed, as every access would), then of each folder above it up to /. `self` is False
+    when `path` does not exist (the chain then starts at the nearest folder above it). Two
+    paths with the same boot id and the same (st_dev, st_ino) are one folder, whatever their
+    names or the fleet entries they were reached through."""
+    chain, here = [], True
+    p = os.path.realpath(path)
+    while True:
+        try:
+            st = os.stat(p)
+            chain.append([st.st_dev, st.st_ino])
+        except OSError:
+            if not chain:
+                here = False
+        if p in (b"/", b""):
+            break
+        p = os.path.dirname(p)
+    return {"boot": boot_id(), "chain": chain, "self": here}
+
+
 def op_list(req):
     """Describe (and with `hash`, hash) the folder at req["path"] on this host."""
     root = host_path(req["path"])
@@ -267,7 +299,8 @@ def op_list(req):
         except OSError:
             kind = "dangling"
     res = {"path": fsdec(root), "real": fsdec(os.path.realpath(root)), "kind": kind,
-           "dev": st.st_dev if st else None,
+           "dev": st.st_dev if st else None, "ino": st.st_ino if st else None,
+           "disk": disk_identity(root),
            "mode": stat.S_IMODE(st.st_mode) if st else None, "free_bytes": free_bytes(root)}
     pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
@@ -450,10 +483,22 @@ class Writer:
         self.partial = None
         self.inside = False
         self.root_mode = req.get("mode")
+        #: replacing an existing destination: its pin [dev, ino] as compared, and the name
+        #: it is kept under once the new copy takes its place
+        self.replace = req.get("replace")
+        self.backup = None
+        if self.replace is not None:
+            self.backup = fsenc(self.replace["backup"])
+            if (os.path.dirname(self.backup) != self.parent
+                    or os.path.basename(self.backup) in (b"", b".", b"..", self.name)):
+                raise Refused("bad-path", "the name for the replaced destination must be beside it")
+        self.pfd = None
 
     def prepare(self):
         st = lstat_or_none(self.dst)
         kind = kind_of(st)
+        if self.replace is not None:
+            return self.prepare_replace(st, kind)
         if kind == "symlink":
             raise Refused("dst-symlink", "the destination is a symlink")
         if kind not in (None, "dir"):
@@ -485,6 +530,34 @@ class Writer:
                 self.partial = None
                 where = self.dst if self.inside else self.parent
                 raise Refused("dst-unwritable", "cannot write in %s: %s" % (shown(where), e.strerror)) \
+                    from None
+            raise
+        return stale
+
+    def prepare_replace(self, st, kind):
+        """A partial folder beside a destination that exists and will be replaced; the
+        destination must still be the folder that was compared (its pin)."""
+        if kind != "dir" or [st.st_dev, st.st_ino] != list(self.replace["pin"]):
+            raise Refused("dst-changed", "the destination is no longer the folder that was compared; "
+                          "nothing was changed")
+        pst = os.lstat(self.parent)
+        if st.st_dev != pst.st_dev:
+            raise Refused("dst-mounted", "the destination is a mount point, which cannot be renamed "
+                          "aside; replace what is inside it by hand")
+        if os.path.lexists(self.backup):
+            raise Refused("dst-changed", "%s already exists; nothing was changed" % shown(self.backup))
+        prefix = b"." + self.name + PARTIAL
+        stale = clean_stale(self.parent, prefix)
+        me = os.getpid()
+        tag = b"%d-%d-%08x" % (me, procfs.start_ticks(me) or 0, random.getrandbits(32))
+        base = prefix[:255 - len(tag)] + tag if len(prefix) + len(tag) > 255 else prefix + tag
+        self.partial = os.path.join(self.parent, base)
+        try:
+            os.mkdir(self.partial, 0o700)
+        except OSError as e:
+            self.partial = None
+            if e.errno in UNWRITABLE:
+                raise Refused("dst-unwritable", "cannot write in %s: %s" % (shown(self.parent), e.strerror)) \
                     from None
             raise
         return stale
@@ -530,7 +603,56 @@ class Writer:
                         "dirs": [d[0] for d in found["dirs"]],
                         "other": found["symlinks"] + found["special"]}
 
+    def swap(self):
+        """Put the verified partial folder in the destination's place, the destination kept
+        under `backup`: first the destination is renamed aside, then the partial folder takes
+        its name, each rename refusing to replace anything (renameat2 RENAME_NOREPLACE), the
+        folder fsynced after each. A failure of the second rename puts the destination back;
+        whatever happens, the original is under its own name or under `backup`, never gone.
+        (RENAME_EXCHANGE would leave no instant without a destination, but a writer killed
+        right after it would leave the original under the partial folder's name, which the
+        next writer removes as stale: losing it is worse than a moment without the name.)"""
+        pfd = os.open(self.parent, DIRFLAGS)
+        part = os.path.basename(self.partial)
+        back = os.path.basename(self.backup)
+        try:
+            try:
+                st = os.stat(self.name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is None or not stat.S_ISDIR(st.st_mode) or \
+                    [st.st_dev, st.st_ino] != list(self.replace["pin"]):
+                raise Refused("dst-changed", "the destination changed during the copy; it was not "
+                              "replaced")
+            if self.root_mode is not None:
+                os.chmod(self.partial, self.root_mode)
+            try:
+                rename_noreplace(pfd, self.name, pfd, back)
+            except OSError as e:
+                raise Refused("swap-failed", "the destination could not be renamed aside to %s (%s); "
+                              "it is unchanged" % (shown(self.backup), e.strerror or e)) from None
+            fsync_fd(pfd)
+            try:
+                rename_noreplace(pfd, part, pfd, self.name)
+            except OSError as e:
+                why = e.strerror or str(e)
+                try:
+                    rename_noreplace(pfd, back, pfd, self.name)
+                except OSError as e2:
+                    raise Refused("swap-failed", "the new copy could not take the destination's name "
+                                  "(%s), and the original could not be put back (%s): the original "
+                                  "is kept as %s" % (why, e2.strerror or e2, shown(self.backup))) from None
+                fsync_fd(pfd)
+                raise Refused("swap-failed", "the new copy could not take the destination's name (%s); "
+                              "the original was put back under its name" % why) from None
+            self.partial = None
+            fsync_fd(pfd)
+        finally:
+            os.close(pfd)
+
     def commit(self):
+        if self.replace is not None:
+            return self.swap()
         if self.inside:
             names = os.listdir(self.partial)
             for n in names:
@@ -587,6 +709,40 @@ def fsync_dir(path):
         os.close(fd)
 
 
+def fsync_fd(fd):
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+
+
+RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(src_fd, src, dst_fd, dst):
+    """Rename that never replaces what is at `dst` (renameat2 RENAME_NOREPLACE through libc).
+    Where the kernel, the file system or the libc has no such call, the name is looked up
+    first and a plain rename follows: a small window, on those systems only."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError, ImportError):
+        fn = None
+    if fn is not None:
+        if fn(src_fd, src, dst_fd, dst, RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err), dst)
+    try:
+        os.stat(dst, dir_fd=dst_fd, follow_symlinks=False)
+        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    except FileNotFoundError:
+        os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
 def fsync_tree(top):
     for dirpath, _dirs, _files in os.walk(top, topdown=False):
         fsync_dir(dirpath)
@@ -626,7 +782,8 @@ def op_write(req, inp, out):
             return {"aborted": True}
         dog.hold()
         w.commit()
-        return {"committed": True, "free_bytes": free_bytes(w.dst)}
+        return {"committed": True, "free_bytes": free_bytes(w.dst),
+                "kept_as": fsdec(w.backup) if w.backup is not None else None}
     except EOFError:
         w.remove()  # the controller went away: nothing may stay behind
         raise Refused("disconnected", "the controller's stream ended; the partial folder was removed") \
@@ -662,9 +819,13 @@ def op_abandon(req):
                 and not partial_in_use(rest) and kind_of(lstat_or_none(path)) == "dir"):
             remove_tree(path)
             removed = fsdec(path)
-    return {"killed": killed, "removed": removed,
-            "gone": not procfs.same_process(pid, start) if isinstance(pid, int) else True,
-            "exists": bool(req.get("partial")) and os.path.lexists(fsenc(req["partial"]))}
+    places = {}
+    for key in ("dst", "backup"):  # a replace: where the original destination is now
+        if req.get(key):
+            places[key + "_exists"] = kind_of(lstat_or_none(fsenc(req[key]))) == "dir"
+    return dict(places, killed=killed, removed=removed,
+                gone=not procfs.same_process(pid, start) if isinstance(pid, int) else True,
+                exists=bool(req.get("partial")) and os.path.lexists(fsenc(req["partial"])))
 
 
 def _hangup(signum, frame):

@@ -18,6 +18,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from fleetdeck.backend.actions.mirror import (
     MirrorFile,
@@ -49,6 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "command_timeout fails, naming the side that stalled.")
     _common(p)
     p.add_argument("--dry-run", action="store_true", help="say what would be copied, copy nothing")
+    p.add_argument("--replace", action="store_true",
+                   help="DST holds different content: copy beside it, prove the copy, then put it in "
+                   "DST's place and keep the old one as DST.replaced-<UTC time> (never deleted)")
+    p.add_argument("--confirm", metavar="DST_PATH", default=None,
+                   help="with --replace: DST's path typed exactly (without it a terminal asks for it)")
     p.set_defaults(func=run_mirror)
     p = sub.add_parser("verify", help="prove two folders identical (size and sha256 of every file)",
                        description="Compare SRC and DST folder by folder and file by file, each "
@@ -110,10 +116,17 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
         if action == "verify":
             return await verify(src, sp, dst, dp, follow_symlinks=args.follow_symlinks,
                                 allow_outside_links=args.allow_outside_links)
+        opts = {"follow_symlinks": args.follow_symlinks,
+                "allow_outside_links": args.allow_outside_links}
+        if args.replace and not args.dry_run:
+            confirmed = await _confirm_replace(src, sp, dst, dp, args, opts)
+            if isinstance(confirmed, MirrorReport):
+                return confirmed  # nothing to replace after all, or not confirmed: as it stands
+            opts.update(replace=True, confirmation=confirmed)
+        elif args.replace:
+            opts["replace"] = True
         if not show_bar:
-            return await mirror(src, sp, dst, dp, dry_run=args.dry_run,
-                                follow_symlinks=args.follow_symlinks,
-                                allow_outside_links=args.allow_outside_links)
+            return await mirror(src, sp, dst, dp, dry_run=args.dry_run, **opts)
         with Progress(TextColumn("[bold]copying"), BarColumn(), DownloadColumn(),
                       TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task("copy", total=None)
@@ -121,13 +134,43 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            return await mirror(src, sp, dst, dp, progress=progress,
-                                follow_symlinks=args.follow_symlinks,
-                                allow_outside_links=args.allow_outside_links)
+            return await mirror(src, sp, dst, dp, progress=progress, **opts)
     finally:
         await src.close()
         if dst is not src:
             await dst.close()
+
+
+async def _confirm_replace(src, sp, dst, dp, args, opts) -> dict | MirrorReport:  # type: ignore[no-untyped-def]
+    """How the replace was confirmed: `--confirm` as typed (the backend compares it with DST
+    byte for byte), or on a terminal the destination typed at a prompt after the difference is
+    shown; without a terminal `--replace` itself is the request (the old copy is kept, not
+    deleted). A dry run's report instead when there is nothing to replace, or the prompt got
+    no answer."""
+    if args.confirm is not None:
+        return {"via": "--confirm", "typed": args.confirm}
+    if not sys.stdin.isatty():
+        return {"via": "--replace", "typed": None}
+    plan = await mirror(src, sp, dst, dp, dry_run=True, replace=True, **opts)
+    if plan.result != "would-replace":
+        if plan.result == "would-copy":
+            return {"via": "--replace", "typed": None}  # DST is absent or empty: a plain copy
+        return plan
+    err = Console(stderr=True, highlight=False)
+    if not args.json:
+        _table(Console(highlight=False), plan)
+    err.print(Text.assemble(("replace ", "bold"), shown(f"{dst.name}:{dp}"), " with a proven copy of ",
+                            shown(f"{src.name}:{sp}"), "? The old one is kept beside it as ",
+                            (shown(dp.rstrip("/")) + ".replaced-<UTC time>", "bold"), "."))
+    if not dp.isprintable():
+        err.print(Text("The destination holds characters a prompt cannot take; confirm it with "
+                       "--confirm=PATH instead.", style="yellow"))
+        return {"via": "prompt", "typed": ""}
+    err.print(Text.assemble("Type the destination path ", (shown(dp), "bold"), " exactly:"))
+    sys.stderr.write("> ")
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    return {"via": "prompt", "typed": line[:-1] if line.endswith("\n") else line}
 
 
 def _one_line(text: str) -> str:
@@ -173,6 +216,16 @@ def _print(r: MirrorReport) -> None:
         rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
         console.print(f"[green]copied and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
                       f"sha256 of every file matched on both hosts ({where})")
+    elif r.result == "replaced":
+        rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
+        console.print(f"[green]replaced and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
+                      f"sha256 of every file matched on both hosts, before and after the swap ({where})")
+        console.print(f"the old destination is kept as {escape(shown(r.kept_as or '?'))} on "
+                      f"{escape(shown(r.dst.split(':', 1)[0]))}; purge it when it is no longer needed")
+    elif r.result == "would-replace" and r.plan is not None:
+        console.print(f"[cyan]dry run[/]: would copy {len(r.plan.files)} files, "
+                      f"{human_bytes(r.plan.bytes)} beside the destination, prove them, then put them "
+                      f"in its place, keeping the old one as <DST>.replaced-<UTC time> ({where})")
     elif r.result == "identical":
         console.print(f"[green]verified identical[/]: {n} files, {human_bytes(r.bytes_src)} on both "
                       f"sides ({where}){'; nothing to copy' if r.action == 'mirror' else ''}")
