@@ -26,6 +26,7 @@ COMMANDS = {
     "alerts": "alerts",
     "watch": "watch",
     "logs": "logs",
+    "history": "history",
 }
 
 

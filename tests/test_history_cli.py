@@ -1,0 +1,71 @@
+"""`fleetdeck history HOST`: the recorded series of one host, as sparklines and as JSON, read
+from a real history database written by the same recorder `watch` uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from fleetdeck.backend.history import History, history_path
+from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "history", *args],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+
+def _night(now: float) -> None:
+    """Six hours of polls, one a minute: GPU0's memory creeps up, a run's loss falls, a host
+    whose run folder is named with an escape sequence."""
+    h = History(history_path())
+    start = now - 6 * 3600
+    for i in range(6 * 60):
+        t = start + i * 60
+        used = 10_000 + i * 150.0
+        host = HostSnapshot(
+            name="gx10", reachable=True, time=t, latency_ms=20.0,
+            gpus=(Gpu(index=0, name="GB10", uuid="GPU-0", unified_memory=True, memory_total_mib=120_000.0,
+                      memory_used_mib=used, utilization_pct=50.0),),
+            disks=(Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=10**12, used_bytes=4 * 10**11 + i * 10**8,
+                        free_bytes=6 * 10**11 - i * 10**8),),
+            runs=(Run(host="gx10", path="/runs/run-\x1b[2J7", name="run-\x1b[2J7", state="running", step=i,
+                      loss=3.0 - i / 400, eval_losses=((i, 3.1 - i / 500),)),))
+        h.record(FleetSnapshot(hosts=(host,), time=t))
+    h.close()
+
+
+def test_history_shows_memory_creeping_up_and_the_losses_over_the_window():
+    now = time.time()
+    _night(now)
+    out = _cli("gx10", "--since", "7h", "--width", "36")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "GPU0 memory" in text and "GPU0 utilisation" in text and "disk /tank" in text
+    assert "loss" in text and "eval loss" in text and "answered" in text
+    assert "\x1b" not in text and "run-\\x1b[2J7 loss" in text
+    mem = next(line for line in text.splitlines() if "GPU0 memory" in line)
+    bars = [c for c in mem if c in "▁▂▃▄▅▆▇█"]
+    assert bars and bars[-1] == "█" and bars[0] in "▁▂▃▄▅" and bars == sorted(bars, key="▁▂▃▄▅▆▇█".index)
+    # JSON: every recorded point of the window, oldest first
+    doc = json.loads(_cli("gx10", "--since", "7h", "--json").stdout)
+    gpu = doc["series"]["gpu"]["0:GPU-0"]
+    assert len(gpu) >= 300 and gpu[0][1] < gpu[-1][1]
+    assert doc["series"]["run"]["/runs/run-\x1b[2J7"][-1][2] < 3.0
+    # a narrower window holds fewer points
+    short = json.loads(_cli("gx10", "--since", "1h", "--json").stdout)
+    assert 50 <= len(short["series"]["gpu"]["0:GPU-0"]) <= 62
+
+
+def test_history_says_what_is_missing_and_refuses_a_bad_duration():
+    out = _cli("gx10")
+    assert out.returncode == 1 and "no history yet" in out.stderr
+    _night(time.time())
+    out = _cli("nobody")
+    assert out.returncode == 0 and "nothing recorded for nobody in the last 1d00h" in out.stdout
+    for bad in ("0h", "-5m", "tomorrow", "1e400s", "100000d"):
+        out = _cli("gx10", f"--since={bad}")
+        assert out.returncode == 2 and "is not a duration" in out.stderr and "Traceback" not in out.stderr
