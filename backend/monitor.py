@@ -148,6 +148,7 @@ class Monitor:
         self._judged: dict[str, HostSnapshot] = {}
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._saved: bytes | None = None
         saved = self._read_saved()
         self.engine = engine if engine is not None else AlertEngine(self.config)
         if engine is None:
@@ -188,14 +189,19 @@ class Monitor:
         doc = self.engine.to_state()
         doc["outbox"] = self.deliverer.to_state() if self.deliverer is not None else []
         try:
+            # ensure_ascii keeps a host's undecodable bytes (lone surrogates) through the file
+            data = json.dumps(doc, ensure_ascii=True).encode()
+            if data == self._saved:
+                return True
             path = engine_path()
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            data = json.dumps(doc, ensure_ascii=True).encode()
+            # written whole and renamed over the old one, so a crash leaves one or the other;
+            # not fsynced: on a busy disk an fsync per poll held the loop for seconds (a
+            # power cut may cost the last seconds of state, a crash of the process nothing)
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, path)
+            self._saved = data
         except (OSError, ValueError, TypeError) as e:
             self.warn(f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
                       "live in memory until it can be")

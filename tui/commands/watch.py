@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 from fleetdeck.backend.config import Fleet, load_fleet
@@ -103,6 +105,30 @@ def cmd_watch(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def stop_on_signal(loop: asyncio.AbstractEventLoop, stop: Any) -> None:
+    """SIGTERM and SIGINT call `stop` in the loop and end the process within STOP_WITHIN,
+    whatever it is doing. The signal is noticed by a thread reading the interpreter's wakeup
+    fd, which the C-level handler writes at once: a handler of the loop, or a Python-level one,
+    runs only when the main thread next gets to it, and a main thread held by a slow disk
+    would hold the stop with it."""
+    r, w = socket.socketpair()
+    w.setblocking(False)
+    signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+
+    def watchdog() -> None:
+        assert w.fileno() >= 0   # `w` lives as long as this thread: the wakeup fd stays open
+        while r.recv(1)[:1] not in (bytes([signal.SIGTERM]), bytes([signal.SIGINT])):
+            pass
+        with contextlib.suppress(RuntimeError):   # the loop already closed: we are ending anyway
+            loop.call_soon_threadsafe(stop)
+        time.sleep(STOP_WITHIN - 0.4)   # the state is saved by every cycle and on the way out
+        _exit_now()
+
+    threading.Thread(target=watchdog, name="stop-on-signal", daemon=True).start()
+
+
 def _exit_now(*_: object) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
@@ -132,16 +158,7 @@ def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
     async def main() -> None:
         watcher = Watcher(fleet, collector=collector)
         loop = asyncio.get_running_loop()
-        def stop() -> None:
-            watcher.stop()
-            # the state is saved by every cycle and on the way out; whatever holds up the exit
-            # after that (a connection's teardown, a resolver thread) does not hold the service
-            timer = threading.Timer(STOP_WITHIN - 0.3, _exit_now)
-            timer.daemon = True
-            timer.start()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop)
+        stop_on_signal(loop, watcher.stop)
         where = watcher.history.path if watcher.history is not None else "-"
         watcher.say(f"watching {len(fleet.hosts)} host(s) from {fleet.source}; history in {where}")
         await watcher.run(args.count, args.interval)
