@@ -68,6 +68,17 @@ def test_each_payload_carries_the_host_library_it_uses(helper):
         assert "pynvml" in carried
 
 
+@pytest.mark.parametrize("helper", HELPERS)
+def test_the_import_scan_finds_what_a_full_parse_finds(helper):
+    """The bundle reads import statements line by line (a full parse of every module cost the
+    CLI most of the payload's build at each start); it must find every one a parse finds."""
+    from fleetdeck.backend.bundle import _import_statements
+
+    for name, src, _pkg in modules_for(helper):
+        full = [ast.dump(n) for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert sorted(ast.dump(n) for n in _import_statements(src)) == sorted(full), name
+
+
 @pytest.mark.sshd
 @pytest.mark.parametrize("python", PYTHONS)
 async def test_every_helper_runs_bundled_on_a_real_host(sshd_fleet, tmp_path, python):
