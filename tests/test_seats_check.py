@@ -201,6 +201,7 @@ def test_a_dripping_answer_is_a_recorded_timeout_that_fires_the_alert(fleet_file
         p.wait()
     assert rc == 1 and doc is not None, err
     assert doc["sound"] is False and doc["signature"] == "timeout" and doc["seconds"] < 10, doc
+    assert doc["endpoint"] == "/v1/chat/completions" and doc["requests"] == 2   # what it was waiting for
     from fleetdeck.backend.seats import recorded_checks
 
     kept = recorded_checks()[f"h1:{port}"]

@@ -222,9 +222,15 @@ def check(req):
     out = {"port": port, "sound": False, "signature": None, "message": "", "model": None,
            "models": [], "endpoint": None, "requests": 0}
     t0 = time.monotonic()
-    try:
-        status, payload = _request(port, "/v1/models", None, timeout)
+
+    def ask(path, body):   # counted when sent, so a late or huge answer still says what was asked
         out["requests"] += 1
+        if body is not None:
+            out["endpoint"] = path
+        return _request(port, path, body, timeout)
+
+    try:
+        status, payload = ask("/v1/models", None)
         _judge_status(base + "/v1/models", status, payload)
         listing = _json(base + "/v1/models", payload)
         ids = [m.get("id") for m in (listing.get("data") or []) if isinstance(m, dict)] \
@@ -237,15 +243,12 @@ def check(req):
         chat = {"model": model, "messages": [{"role": "user", "content": req.get("prompt") or PROMPT}],
                 "max_tokens": max_tokens, "temperature": 0, "logprobs": True, "top_logprobs": 1}
         url = base + "/v1/chat/completions"
-        status, payload = _request(port, "/v1/chat/completions", chat, timeout)
-        out["requests"] += 1
+        status, payload = ask("/v1/chat/completions", chat)
         if status == 404:   # no chat route (no chat template): the plain completions route
             url = base + "/v1/completions"
             plain = {"model": model, "prompt": req.get("prompt") or PROMPT, "max_tokens": max_tokens,
                      "temperature": 0, "logprobs": 1}
-            status, payload = _request(port, "/v1/completions", plain, timeout)
-            out["requests"] += 1
-        out["endpoint"] = url[len(base):]
+            status, payload = ask("/v1/completions", plain)
         _judge_status(url, status, payload)
         out.update(judge_completion(_json(url, payload), max_tokens))
         out["sound"] = True
