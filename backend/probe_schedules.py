@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import time
 from datetime import datetime, timedelta
 
@@ -401,13 +402,29 @@ def _shell_script(argv):
 
 
 def _read_script(pid, path):
-    """The text of the script file a shell runs (bounded), or None when it cannot be read."""
-    full = path if path.startswith("/") else os.path.join(f"/proc/{pid}/cwd", path)
+    """The text of the script file a shell runs (bounded), or None when it cannot be read. Only
+    a regular file is read: a script fed through a pipe or a FIFO (`bash /dev/fd/3`, `bash
+    <(...)`) is never opened for reading, which would block the probe or eat the shell's input.
+    Paths are the shell's: relative to its cwd, /dev/fd/N and /proc/self/fd/N its descriptors."""
+    m = re.match(r"^/(?:dev|proc/self)/fd/(\d+)$", path)
+    if m:
+        full = f"/proc/{pid}/fd/{m.group(1)}"
+    else:
+        full = path if path.startswith("/") else os.path.join(f"/proc/{pid}/cwd", path)
     try:
-        with open(full, "rb") as f:
-            return fsdec(f.read(SCRIPT_LIMIT))
+        if not stat.S_ISREG(os.stat(full).st_mode):
+            return None
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):   # swapped for something else in between
+            return None
+        return fsdec(os.read(fd, SCRIPT_LIMIT))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def loop_construct(text):

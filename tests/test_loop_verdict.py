@@ -165,3 +165,19 @@ def test_a_shell_without_a_script_is_a_loop_once_it_repeats_a_child(group):
     assert len(seen) == 3, "never judged a loop although it kept starting `sleep 0.3`"
     assert seen[0]["spec"] == "repeats sleep 0.3"
     assert len({s["id"] for s in seen.values()}) == 1
+
+
+def test_a_script_read_from_a_fifo_is_never_opened_by_the_probe(group, tmp_path):
+    from test_probe import probe
+
+    fifo = tmp_path / "loop.fifo"
+    os.mkfifo(fifo)
+    # the writer keeps the FIFO open after bash read the script: a probe reading it would block
+    group(["bash", "-c", f"(printf 'while true; do sleep 0.2; done\\n'; sleep 90) > {fifo}"])
+    shell = group(["bash", str(fifo)])
+    wait_until(lambda: kids(shell.pid, "sleep"), "the loop's first sleep")
+    rep = probe({"gpu": "none"})   # answers (it would time out reading the FIFO)
+    assert all(s["pid"] != shell.pid or s["spec"].startswith("repeats") for s in rep["schedules"])
+    with open(fifo, "rb", buffering=0) as f:   # and it took nothing the writer wrote
+        os.set_blocking(f.fileno(), False)
+        assert f.read() is None
