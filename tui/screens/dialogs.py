@@ -18,7 +18,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     from textual.screen import Screen
 
     from ..app import FleetdeckApp
-    from ..widgets.keyed_table import NavTable
+    from ..widgets.keyed_table import KeyedTable, NavTable
     from .alerts import AlertsScreen
     from .fleet import FleetScreen
     from .host import HostScreen
@@ -34,8 +34,8 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     focus = [Binding(b.key, b.action, b.description, tooltip={
         "tab": "next table or field", "shift+tab": "previous table or field"}.get(b.key, b.description))
         for b in own(Screen.BINDINGS) if b.key in ("tab", "shift+tab")]
-    table_keys = own(NavTable.BINDINGS) + [b for b in own(DataTable.BINDINGS)
-                                           if b.key in ("up", "down", "pageup", "pagedown")]
+    table_keys = own(NavTable.BINDINGS) + own(KeyedTable.BINDINGS) + [
+        b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")]
     modal_keys = own(TypedConfirmModal.BINDINGS) + [
         Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
     return [

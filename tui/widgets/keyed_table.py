@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
@@ -32,13 +34,30 @@ class KeyedTable(NavTable):
     """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
 
     Rows are added or removed only when the set of keys changes, so the cursor and the scroll
-    position survive every refresh.
+    position survive every refresh. Every such table can be filtered (`/`: the rows whose shown
+    text holds the filter, in any case; `esc` clears it) and sorted (`o`: the next column up,
+    then down, then the view's own order); both are named in the screen's title.
     """
+
+    BINDINGS = [
+        # in the help screen (?), not the footer: the footer keeps q Quit in 80 columns
+        Binding("slash", "filter", "Filter", show=False,
+                tooltip="filter the rows: any case, over what they show (esc clears)"),
+        Binding("o", "cycle_sort", "Sort", show=False,
+                tooltip="sort by a column: each column up, then down, then as it was"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="clear the table's filter (without one: back)"),
+    ]
 
     def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], **kw: Any) -> None:
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         super().__init__(**kw)
+        #: the filter (any case, over each row's shown text) and the sort (column index, downward)
+        self.filter_text = ""
+        self.sort_by: tuple[int, bool] | None = None
+        self._all_rows: dict[str, Sequence[Any]] = {}
+        self._all_heights: dict[str, int] = {}
         self._spec = list(columns)
         self._cells: dict[str, tuple] = {}
         self._heights: dict[str, int] = {}
@@ -105,7 +124,90 @@ class KeyedTable(NavTable):
         except Exception:
             return None
 
+    # -- filter and sort -----------------------------------------------------------------------
+    def describe(self) -> str:
+        """The filter and sort in words, for the title ('' when neither is set)."""
+        parts = []
+        if self.filter_text:
+            parts.append(f"filter {self.filter_text!r} ({len(self._view_keys)} of {len(self._all_rows)})")
+        if self.sort_by is not None and self.sort_by[0] < len(self._spec):
+            label = self._spec[self.sort_by[0]][1]
+            label = label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
+            parts.append(f"sorted by {label} {'↓' if self.sort_by[1] else '↑'}")
+        return " · ".join(parts)
+
+    _view_keys: list[str] = []
+
+    def set_filter(self, text: str) -> None:
+        """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
+        self.filter_text = text
+        self._reapply()
+
+    def action_filter(self) -> None:
+        from .filter_prompt import FilterPrompt
+
+        self.app.push_screen(FilterPrompt(self))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # without a filter, esc is not this table's: the screen's esc (back, close) shows in
+        # the footer and runs, as before
+        if action == "clear_filter" and not self.filter_text:
+            return False
+        return super().check_action(action, parameters)
+
+    def action_clear_filter(self) -> None:
+        if not self.filter_text:
+            raise SkipAction()
+        self.set_filter("")
+
+    def action_cycle_sort(self) -> None:
+        n = len(self._spec)
+        if self.sort_by is None:
+            self.sort_by = (0, False)
+        elif not self.sort_by[1]:
+            self.sort_by = (self.sort_by[0], True)
+        elif self.sort_by[0] + 1 < n:
+            self.sort_by = (self.sort_by[0] + 1, False)
+        else:
+            self.sort_by = None
+        self._reapply()
+
+    def _reapply(self) -> None:
+        self._sync(self._view(self._all_rows), self._all_heights)
+        self._show_in_title()
+
+    def _show_in_title(self) -> None:
+        try:
+            screen = self.screen
+        except Exception:
+            return
+        desc = self.describe()
+        screen.title = f"{self.app.title} · {desc}" if desc else None
+
+    def _view(self, rows: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
+        keys = list(rows)
+        if self.filter_text:
+            needle = self.filter_text.casefold()
+            keys = [k for k in keys if needle in " ".join(_plain(c) for c in rows[k]).casefold()]
+        if self.sort_by is not None:
+            i, down = self.sort_by
+            keys.sort(key=lambda k: _sort_key(rows[k][i] if i < len(rows[k]) else ""), reverse=down)
+        self._view_keys = keys
+        return {k: rows[k] for k in keys}
+
     def sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
+        """Make the table show `rows` (key -> cells, in order), through the filter and the sort
+        the operator chose; returns how many cells changed."""
+        self._all_rows = dict(rows)
+        self._all_heights = dict(heights or {})
+        if not self.filter_text and self.sort_by is None:
+            self._view_keys = list(rows)
+            return self._sync(rows, heights)
+        changed = self._sync(self._view(rows), heights)
+        self._show_in_title()
+        return changed
+
+    def _sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
         """Make the table show `rows` (key -> cells, in order); returns how many cells changed.
 
         Cells equal to what is shown are left alone; rows whose key vanished are removed and new
@@ -258,3 +360,20 @@ def _one_line_each(cell: Any) -> Any:
         cell.no_wrap = True
         cell.overflow = "ellipsis"
     return cell
+
+
+def _plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "%": 1}
+_NUM = re.compile(r"^\s*([-+]?[0-9]+(?:\.[0-9]+)?)\s*([BKMGTP%]?)\b")
+
+
+def _sort_key(cell: Any) -> tuple[int, float, str]:
+    """Numbers (sizes with their unit, percentages) before text, each in its natural order."""
+    text = _plain(cell).strip()
+    m = _NUM.match(text)
+    if m:
+        return (0, float(m.group(1)) * _UNITS.get(m.group(2), 1), text.casefold())
+    return (1, 0.0, text.casefold())

@@ -1,0 +1,78 @@
+"""The console keys every table has: `/` filters (any case, over what the rows show; esc
+clears), `o` cycles the sort column and direction; both named in the title."""
+
+from __future__ import annotations
+
+from test_tui_views import NAMES, cell_text, feed, fixture_app
+
+from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+
+async def test_filter_narrows_the_table_as_one_types_and_esc_clears_it():
+    app = fixture_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        assert table.keys == NAMES
+        await pilot.press("slash")
+        assert isinstance(app.screen, FilterPrompt)
+        await pilot.press("G", "X")
+        await pilot.pause()
+        assert table.keys == ["gx10"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, FilterPrompt)
+        assert "filter 'GX' (1 of 4)" in (app.screen.title or "")
+        # a poll keeps the filter: the new rows go through it too
+        await feed(app, pilot, 1)
+        assert table.keys == ["gx10"]
+        # esc on the table clears the filter first, and only then goes back
+        table.focus()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.keys == NAMES and app.screen.title is None
+        # a filter matching nothing shows no rows, and esc in the prompt clears it
+        await pilot.press("slash", "z", "z", "z")
+        await pilot.pause()
+        assert table.keys == []
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.keys == NAMES
+
+
+async def test_sort_cycles_columns_and_direction_and_says_so():
+    app = fixture_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        table.focus()
+        await pilot.press("o")
+        await pilot.pause()
+        assert table.keys == sorted(NAMES)
+        assert "sorted by Host ↑" in app.screen.title
+        await pilot.press("o")
+        await pilot.pause()
+        assert table.keys == sorted(NAMES, reverse=True)
+        assert "sorted by Host ↓" in app.screen.title
+        # through every column and back to the view's own order
+        for _ in range(2 * len(table.columns) - 1):
+            await pilot.press("o")
+        await pilot.pause()
+        assert table.keys == NAMES and app.screen.title is None
+
+
+async def test_the_runs_view_filters_on_what_its_rows_show():
+    app = fixture_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = next(t for t in app.screen.query(KeyedTable) if t.row_count)
+        states = {k: cell_text(table, k, "state") for k in table.keys}
+        wanted = [k for k, v in states.items() if "running" in v.casefold()]
+        assert wanted and len(wanted) < len(states)
+        table.focus()
+        await pilot.press("slash", *"RUNNING", "enter")
+        await pilot.pause()
+        assert sorted(table.keys) == sorted(wanted)

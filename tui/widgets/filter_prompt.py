@@ -1,0 +1,48 @@
+"""The filter line a table opens with `/`: the table narrows as the operator types."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+if TYPE_CHECKING:
+    from .keyed_table import KeyedTable
+
+
+class FilterPrompt(ModalScreen[None]):
+    """One line at the bottom: typing filters the table behind it; enter keeps the filter,
+    esc clears it."""
+
+    DEFAULT_CSS = """
+    FilterPrompt { align: left bottom; background: $background 0%; }
+    FilterPrompt > #filter-line { height: 3; width: 100%; background: $panel; layout: horizontal; }
+    FilterPrompt Label { padding: 1 1 0 1; width: auto; }
+    FilterPrompt Input { width: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "clear", "Clear", tooltip="clear the filter and close")]
+
+    def __init__(self, table: KeyedTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import Horizontal
+
+        with Horizontal(id="filter-line"):
+            yield Label("filter /")
+            yield Input(value=self.table.filter_text, placeholder="any case; enter keeps it, esc clears it",
+                        id="filter-input")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.table.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(None)
+
+    def action_clear(self) -> None:
+        self.table.set_filter("")
+        self.dismiss(None)
