@@ -23,8 +23,9 @@ from .purge_remote import evaluate
 HELPER = "fleetdeck.backend.actions.purge_remote"
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
-__all__ = ["Refusal", "PathPlan", "Keeper", "PurgePlan", "PathResult", "KeeperResult", "PurgeReport",
-           "plan_purge", "gather_purge", "confirmations_match", "execute_purge", "shown", "HostError"]
+__all__ = ["Refusal", "PathPlan", "Keeper", "KeepRule", "PurgePlan", "PathResult", "KeeperResult",
+           "PurgeReport", "plan_purge", "gather_purge", "gather_keep_newest", "confirmations_match",
+           "execute_purge", "shown", "HostError"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,26 @@ class Keeper:
 
 
 @dataclass(frozen=True)
+class KeepRule:
+    """A run purged by the keep rule (`--keep-newest N`): it has no final adapter, so its newest
+    `n` checkpoints are the keepers and the older ones are the paths. The confirmation is the
+    run's path typed back exactly."""
+
+    run: str
+    n: int
+    #: every checkpoint found, oldest first: (step, path)
+    checkpoints: tuple[tuple[int, str], ...]
+    kept: tuple[str, ...]
+    #: why the rule frees nothing (no checkpoints, no more than n, a bad run path): a refusal
+    refusal: Refusal | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "n": self.n, "kept": list(self.kept),
+                "checkpoints": [[s, p] for s, p in self.checkpoints],
+                "refusal": self.refusal.to_json() if self.refusal else None}
+
+
+@dataclass(frozen=True)
 class PurgePlan:
     """Everything checked before a purge on one host; `ok` means every path passed."""
 
@@ -90,11 +111,19 @@ class PurgePlan:
     free_bytes_before: int | None
     expected_bytes: int
     warnings: tuple[str, ...]
+    #: set for `--keep-newest N`: the run, the rule and what it keeps
+    keep: KeepRule | None = None
 
     @property
     def ok(self) -> bool:
         """True when there is at least one path and every path passed every check."""
+        if self.keep is not None and self.keep.refusal is not None:
+            return False
         return bool(self.paths) and all(p.ok for p in self.paths)
+
+    def confirm_texts(self) -> tuple[str, ...]:
+        """What must be typed back: each path, or the run's path under the keep rule."""
+        return (self.keep.run,) if self.keep is not None else tuple(p.path for p in self.paths)
 
     def to_json(self) -> dict[str, Any]:
         """The contract's purge document for a dry run (nothing deleted, nothing after)."""
@@ -105,7 +134,7 @@ class PurgePlan:
                          "sha256_after": None} for k in self.keepers],
             "free_bytes_before": self.free_bytes_before, "free_bytes_after": None,
             "expected_bytes": self.expected_bytes, "reclaimed_bytes": None,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "keep_newest": self.keep.to_json() if self.keep else None,
         }
 
 
@@ -160,6 +189,7 @@ class PurgeReport:
     confirmed: bool
     #: why the audit record of this purge could not be written (the command then exits 1)
     audit_error: str | None = None
+    keep: KeepRule | None = None
 
     @property
     def verified(self) -> bool:
@@ -189,6 +219,7 @@ class PurgeReport:
             "free_bytes_before": self.free_bytes_before, "free_bytes_after": self.free_bytes_after,
             "expected_bytes": self.expected_bytes, "reclaimed_bytes": self.reclaimed_bytes,
             "warnings": list(self.warnings), "audit_error": self.audit_error,
+            "keep_newest": self.keep.to_json() if self.keep else None,
         }
 
 
@@ -219,6 +250,15 @@ def _checks(checks: dict[str, str], extra: dict[str, str] | None = None) -> tupl
     return tuple(merged.items())
 
 
+def _keep_rule(rule: dict[str, Any] | None) -> KeepRule | None:
+    if rule is None:
+        return None
+    err = rule.get("error")
+    return KeepRule(run=rule.get("run") or "", n=rule["n"],
+                    checkpoints=tuple((int(s), str(p)) for s, p in rule.get("checkpoints") or []),
+                    kept=tuple(rule.get("kept") or ()), refusal=Refusal(err[0], err[1]) if err else None)
+
+
 def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
     """Judge the facts the helper gathered (pure: same facts, same plan)."""
     verdict = evaluate(facts)
@@ -238,7 +278,7 @@ def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
         roots=tuple((r["given"], r["resolved"]) for r in facts["roots"]),
         free_bytes_before=_free_total(facts["paths"]),
         expected_bytes=sum(p.expected_bytes for p in paths),
-        warnings=tuple(dict.fromkeys(verdict["warnings"])))
+        warnings=tuple(dict.fromkeys(verdict["warnings"])), keep=_keep_rule(facts.get("keep")))
 
 
 def _timeout(host_cfg: HostConfig, at_least: float) -> float:
@@ -267,9 +307,26 @@ async def gather_purge(link: HostLink, host_cfg: HostConfig, paths: list[str]) -
     return plan_purge(host_cfg.name, facts)
 
 
+async def gather_keep_newest(link: HostLink, host_cfg: HostConfig, run: str, n: int) -> PurgePlan:
+    """The plan of the keep rule: RUN (taken literally) keeps its newest `n` checkpoints (by
+    step) as keepers, every file of them hashed now and again after; each older checkpoint is
+    a path checked as any purged path is. For a run that has no final adapter (a live or an
+    abandoned one). HostError if the host cannot be asked."""
+    payload = {"op": "check", "keep": {"run": run, "n": n}, "roots": list(host_cfg.roots_for_purge)}
+    facts = await _ask(link, host_cfg, payload, 900)
+    if "paths" not in facts or not isinstance(facts.get("keep"), dict):
+        raise HostError(host_cfg.name, "the purge helper gave an answer without facts", "helper")
+    return plan_purge(host_cfg.name, facts)
+
+
 def confirmations_match(plan: PurgePlan, typed: dict[str, str]) -> bool:
-    """True when every path of the plan was typed back exactly, byte for byte."""
-    return bool(plan.paths) and all(_confirmed(p.path, typed) for p in plan.paths)
+    """True when every path of the plan (under the keep rule: the run's path) was typed back
+    exactly, byte for byte."""
+    return bool(plan.paths) and all(_confirmed(t, typed) for t in plan.confirm_texts())
+
+
+def _path_confirmed(plan: PurgePlan, path: str, typed: dict[str, str]) -> bool:
+    return _confirmed(plan.keep.run if plan.keep is not None else path, typed)
 
 
 def _confirmed(path: str, typed: dict[str, str]) -> bool:
@@ -309,8 +366,9 @@ def _record(plan: PurgePlan, report: PurgeReport | None = None, typed: dict[str,
         "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
                      "sha256_after": after.get(k.path)} for k in plan.keepers],
         "confirmation": None if typed is None else {
-            "via": via, "paths": [{"path": p.path, "typed": _typed(p.path, typed),
-                                   "matched": _confirmed(p.path, typed)} for p in plan.paths]},
+            "via": via, "paths": [{"path": t, "typed": _typed(t, typed),
+                                   "matched": _confirmed(t, typed)} for t in plan.confirm_texts()]},
+        "keep_newest": plan.keep.to_json() if plan.keep is not None else None,
         "bytes": sum(p.bytes for p in plan.paths), "expected_bytes": plan.expected_bytes,
         "free_bytes_before": report.free_bytes_before if report else plan.free_bytes_before,
         "free_bytes_after": report.free_bytes_after if report else None,
@@ -333,20 +391,20 @@ def _refused_report(plan: PurgePlan, typed: dict[str, str], audit_error: str | N
     results = []
     for p in plan.paths:
         refusals = p.refusals
-        extra = {"not-confirmed": "pass" if _confirmed(p.path, typed) else "fail"}
+        extra = {"not-confirmed": "pass" if _path_confirmed(plan, p.path, typed) else "fail"}
         if extra["not-confirmed"] == "fail":
-            refusals = (*refusals, _not_confirmed(p.path, typed))
+            refusals = (*refusals, _not_confirmed(plan.keep.run if plan.keep else p.path, typed))
         if audit_error:
             refusals = (*refusals, Refusal("not-audited", f"{audit_error}; nothing was touched, because no "
                                            "purge goes ahead without its audit record"))
             extra["not-audited"] = "fail"
         results.append(PathResult(p.path, p.resolved, p.bytes, False, refusals, _checks(dict(p.checks), extra),
-                                  typed=_typed(p.path, typed)))
+                                  typed=_typed(plan.keep.run if plan.keep else p.path, typed)))
     return PurgeReport(host=plan.host, deleted=False, paths=tuple(results),
                        keepers=tuple(KeeperResult(k.path, k.run, k.sha256_before, None) for k in plan.keepers),
                        free_bytes_before=plan.free_bytes_before, free_bytes_after=plan.free_bytes_before,
                        expected_bytes=plan.expected_bytes, warnings=plan.warnings,
-                       confirmed=confirmations_match(plan, typed), audit_error=audit_error)
+                       confirmed=confirmations_match(plan, typed), audit_error=audit_error, keep=plan.keep)
 
 
 def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str, str], via: str,
@@ -380,6 +438,8 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
                "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
                         "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
+    if plan.keep is not None:
+        payload["keep"] = {"run": plan.keep.run, "kept": list(plan.keep.kept)}
     try:
         out = await _ask(link, host_cfg, payload, 3600)
         report = _report_from(plan, out, typed)
@@ -424,7 +484,7 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
         if r.get("free_bytes_after") is not None and p.pins:
             free_after[p.pins[-1][0]] = r["free_bytes_after"]
         paths.append(PathResult(p.path, p.resolved, p.bytes, bool(r.get("deleted")), tuple(refusals),
-                                _checks(v["checks"], extra), r.get("error"), _typed(p.path, typed)))
+                                _checks(v["checks"], extra), r.get("error"), _typed(plan.keep.run if plan.keep else p.path, typed)))
     before = _free_total(facts["paths"])
     if before is not None:
         per_dev = {}
@@ -439,4 +499,5 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
     return PurgeReport(host=plan.host, deleted=bool(results) and all(p.deleted for p in paths),
                        paths=tuple(paths), keepers=keepers, free_bytes_before=before,
                        free_bytes_after=free_bytes_after, expected_bytes=plan.expected_bytes,
-                       warnings=tuple(dict.fromkeys((*plan.warnings, *verdict["warnings"]))), confirmed=True)
+                       warnings=tuple(dict.fromkeys((*plan.warnings, *verdict["warnings"]))), confirmed=True,
+                       keep=plan.keep)

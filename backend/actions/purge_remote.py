@@ -3,7 +3,10 @@
 Requests (JSON on stdin, answered through `serve`):
 
 - `{"op": "check", "paths": [...], "roots": [...]}` gathers the facts a purge is judged on;
-- `{"op": "execute", "paths", "roots", "plan": {"pins", "keepers"}}` gathers them again,
+- `{"op": "check", "keep": {"run", "n"}, "roots": [...]}` does the same for a run that keeps its
+  newest N checkpoints instead of a final adapter: the paths are its older checkpoints, the
+  keepers every file of the N kept ones (`keep_newest`);
+- `{"op": "execute", "paths", "roots", "plan": {"pins", "keepers"}, ["keep"]}` gathers them again,
   refuses everything if any path fails a check or moved since the plan (pins of every
   component, keeper files), and otherwise removes one path at a time with `remove_pinned`,
   then hashes the keepers again.
@@ -292,6 +295,77 @@ def keeper_facts(run, index, hashing):
     return k
 
 
+def keep_newest(run_given, n):
+    """The keep rule of a run without a final adapter: its checkpoints (layout's one rule),
+    the newest `n` by step kept, the others to purge as literal paths. {"run", "n",
+    "checkpoints": [[step, path]], "kept": [...], "purge": [...], "error": [code, sentence]}."""
+    out = {"run": None, "n": n, "checkpoints": [], "kept": [], "purge": [], "error": None}
+    if not isinstance(run_given, str) or not run_given:
+        out["error"] = ["bad-keep", "a keep rule names the run folder"]
+        return out
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        out["error"] = ["bad-keep", "the number of checkpoints to keep must be 1 or more"]
+        return out
+    try:
+        out["run"], comps = split_path(run_given)
+        parent, fd, _ = open_chain(comps)
+        _close(parent, fd)
+    except WalkError as e:
+        out["error"] = [e.code, "the run %s: %s" % (shown(run_given), e.detail)]
+        return out
+    found = sorted(layout.checkpoints(out["run"]), key=lambda c: (c[0], c[1]))
+    out["checkpoints"] = [[step, path] for step, path in found]
+    if not found:
+        out["error"] = ["no-checkpoints", "%s holds no checkpoint-<step> folder (in it or in its "
+                        "checkpoints/)" % shown(out["run"])]
+    elif len(found) <= n:
+        out["error"] = ["nothing-to-free", "%s has %d checkpoint(s) and the newest %d are kept: nothing "
+                        "would be deleted" % (shown(out["run"]), len(found), n)]
+    else:
+        out["kept"] = [path for _, path in found[-n:]]
+        out["purge"] = [path for _, path in found[:-n]]
+    return out
+
+
+def checkpoint_keeper_facts(run, kept, index, hashing):
+    """The kept checkpoints of a run purged by the keep rule, in the shape of `keeper_facts`:
+    every file in them (walked without following links), hashed when `hashing`, and whether
+    any of it is an inode of what is purged. `dirs` pins each kept folder."""
+    k = {"run": run, "adapter": ", ".join(shown(p) for p in kept), "error": None, "files": [],
+         "in_purge": False, "dir": None, "dirs": [], "kind": "checkpoints"}
+    for where in kept:
+        try:
+            parent, fd, pins = open_chain([c for c in where.split("/") if c])
+        except WalkError as e:
+            k["error"] = "%s: %s" % (shown(where), e.detail)
+            return k
+        try:
+            k["dirs"].append(pins[-1])
+            if any(tuple(p) in index for p in pins):
+                k["in_purge"] = True
+
+            def visit(path, name, st):
+                if (st.st_dev, st.st_ino) in index:
+                    k["in_purge"] = True
+                if stat.S_ISLNK(st.st_mode):
+                    k["error"] = "%s inside it is a symlink" % shown(path)
+                elif stat.S_ISREG(st.st_mode):
+                    k["files"].append({"path": path, "bytes": st.st_size, "dev": st.st_dev, "ino": st.st_ino,
+                                       "nlink": st.st_nlink, "mtime_ns": st.st_mtime_ns, "sha256": None})
+
+            scan(fd, where, visit)
+        except (OSError, WalkError) as e:
+            k["error"] = "%s cannot be read: %s" % (shown(where), e)
+        finally:
+            _close(parent, fd)
+        if k["error"]:
+            return k
+    if hashing:
+        for f in k["files"]:
+            f["sha256"] = sha256_file(f["path"])
+    return k
+
+
 def sha256_file(path):
     """sha256 of the file at an absolute path walked with O_NOFOLLOW."""
     comps = [c for c in path.split("/") if c]
@@ -302,12 +376,12 @@ def sha256_file(path):
         _close(parent, fd)
 
 
-def gather(paths, roots, hashing=True):
+def gather(paths, roots, hashing=True, keep=None):
     """Every fact the purge of these paths is judged on (see `evaluate`)."""
-    return _gather(paths, roots, hashing)[0]
+    return _gather(paths, roots, hashing, keep)[0]
 
 
-def _gather(paths, roots, hashing):
+def _gather(paths, roots, hashing, keep=None):
     """(facts, [set of (dev, ino) under each path]): the sets say what `remove_pinned` may
     remove (anything else appeared after the check)."""
     facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}
@@ -392,7 +466,8 @@ def _gather(paths, roots, hashing):
             if top and (fsinfo.under(src, top) or fsinfo.under(top, src) or hit == n):
                 facts["paths"][n]["containers"].append(m)
     runs = sorted({r for p in facts["paths"] for r in p["runs"]})
-    facts["keepers"] = [keeper_facts(r, index, hashing) for r in runs]
+    facts["keepers"] = [checkpoint_keeper_facts(r, keep["kept"], index, hashing)
+                        if keep and r == keep["run"] else keeper_facts(r, index, hashing) for r in runs]
     return facts, inodes
 
 
@@ -483,10 +558,14 @@ def evaluate(facts):
             elif k["in_purge"]:
                 why = "%s is, or shares a file or folder (hard link, bind mount) with, what is purged" % \
                     shown(k["adapter"])
+            if why and k is not None and k.get("kind") == "checkpoints":
+                ref.append(["no-keeper", "run %s keeps its newest checkpoints (%s), but they cannot be "
+                            "kept safely: %s" % (shown(run), k["adapter"], why)])
+                break
             if why:
                 ref.append(["no-keeper", "run %s loses a checkpoint but has no final adapter that survives "
-                            "it (a real folder with non-empty %s and %s): %s" % (
-                                shown(run), layout.WEIGHTS, layout.CONFIG, why)])
+                            "it (a real folder with non-empty %s and %s): %s; --keep-newest N keeps its "
+                            "newest checkpoints instead" % (shown(run), layout.WEIGHTS, layout.CONFIG, why)])
                 break
         if p["symlinks"]:
             warnings.append("%s holds %d symlink(s); they are removed, never followed" % (shown(a), p["symlinks"]))
@@ -627,7 +706,7 @@ def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
 def execute(req):
     """Check everything again, compare with the plan, remove one path at a time, verify."""
     paths, plan = req["paths"], req["plan"]
-    facts, inodes = _gather(paths, req["roots"], hashing=False)
+    facts, inodes = _gather(paths, req["roots"], hashing=False, keep=req.get("keep"))
     verdict = evaluate(facts)
     changed = [None] * len(paths)
     for n, p in enumerate(facts["paths"]):
@@ -645,6 +724,7 @@ def execute(req):
     result["attempted"] = True
     keep = {(f["dev"], f["ino"]) for f in plan["keepers"]}
     keep.update(tuple(k["dir"]) for k in facts["keepers"] if k.get("dir"))
+    keep.update(tuple(d) for k in facts["keepers"] for d in k.get("dirs") or [])
     stop = None
     for n, p in enumerate(facts["paths"]):
         r = {"deleted": False, "error": None, "changed": None, "free_bytes_after": None}
@@ -672,6 +752,12 @@ def execute(req):
 
 
 def _check(req):
+    if isinstance(req.get("keep"), dict) and isinstance(req.get("roots"), list):
+        rule = keep_newest(req["keep"].get("run"), req["keep"].get("n"))
+        facts = gather(rule["purge"], req["roots"], hashing=True,
+                       keep={"run": rule["run"], "kept": rule["kept"]} if rule["run"] else None)
+        facts["keep"] = rule
+        return facts
     if not isinstance(req.get("paths"), list) or not isinstance(req.get("roots"), list):
         raise Refused("bad-request", "a check needs a list of paths and a list of roots")
     return gather(req["paths"], req["roots"], hashing=True)
@@ -680,6 +766,10 @@ def _check(req):
 def _execute(req):
     if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(req.get("paths") or []):
         raise Refused("bad-request", "an execute request needs the plan's pins for every path")
+    keep = req.get("keep")
+    if keep is not None and not (isinstance(keep, dict) and isinstance(keep.get("run"), str)
+                                 and isinstance(keep.get("kept"), list) and keep["kept"]):
+        raise Refused("bad-request", "a keep rule needs its run and the checkpoints it keeps")
     return execute(req)
 
 

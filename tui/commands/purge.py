@@ -18,6 +18,7 @@ from fleetdeck.backend.actions.purge import (
     PurgeReport,
     audit_dry_run,
     execute_purge,
+    gather_keep_newest,
     gather_purge,
     shown,
 )
@@ -40,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="folder to delete, taken literally")
     p.add_argument("--confirm", action="append", default=[], metavar="PATH",
                    help="confirm one PATH, typed exactly (once per path); without it a terminal prompts")
+    p.add_argument("--keep-newest", type=int, default=None, metavar="N",
+                   help="PATH is a run without a final adapter: delete its checkpoints but the newest N "
+                   "(by step), which are hashed before and after like an adapter; confirm the run's path")
     p.add_argument("--dry-run", action="store_true", help="check and print the plan, delete nothing")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run_purge)
@@ -48,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_purge(args: argparse.Namespace) -> int:
     """Plan, show the plan, confirm, execute, verify; 0 only when deleted, every keeper
     verified and every audit record written."""
+    if args.keep_newest is not None and (args.keep_newest < 1 or len(args.paths) != 1):
+        print("fleetdeck: --keep-newest N takes one run folder and N of 1 or more", file=sys.stderr)
+        return 2
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)
     try:
@@ -77,7 +84,10 @@ def pair_confirmations(paths: list[str], confirms: list[str]) -> dict[str, str]:
 async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-untyped-def]
     link = HostLink(host)
     try:
-        plan = await gather_purge(link, host, list(args.paths))
+        if args.keep_newest is not None:
+            plan = await gather_keep_newest(link, host, args.paths[0], args.keep_newest)
+        else:
+            plan = await gather_purge(link, host, list(args.paths))
         if args.dry_run:
             audit_error = audit_dry_run(plan)
             _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
@@ -93,7 +103,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
         elif prompting:
             show_plan(Console(stderr=True, highlight=False), plan)
         if args.confirm:
-            typed, via = pair_confirmations(list(args.paths), list(args.confirm)), "--confirm"
+            typed, via = pair_confirmations(list(plan.confirm_texts()), list(args.confirm)), "--confirm"
         elif prompting:
             typed, via = _prompt(plan), "prompt"
         else:
@@ -117,14 +127,22 @@ def _emit(args: argparse.Namespace, doc: dict, human) -> None:  # type: ignore[n
 
 
 def _codes(plan: PurgePlan) -> str:
+    if plan.keep is not None and plan.keep.refusal is not None:
+        return f"{plan.keep.refusal.code}: {plan.keep.refusal.message}"
     return ", ".join(sorted({c for p in plan.paths for c in p.refused})) or "no paths"
 
 
 def _failure(report: PurgeReport) -> str:
+    if report.keep is not None and report.keep.refusal is not None:
+        r = report.keep.refusal
+        return f"purge on {report.host} refused, nothing was deleted ({r.code}): {r.message}"
     codes = sorted({r.code for p in report.paths for r in p.refusals})
     if codes and not any(p.deleted for p in report.paths):
         wrong = [p for p in report.paths if p.typed is not None and p.typed != p.path]
-        mismatch = "".join(f": the confirmation '{shown(p.typed)}' did not match '{shown(p.path)}'"
+        if report.keep is not None:
+            wrong = [p for p in report.paths if p.typed is not None and p.typed != report.keep.run]
+        mismatch = "".join(f": the confirmation '{shown(p.typed)}' did not match "
+                           f"'{shown(report.keep.run if report.keep else p.path)}'"
                            for p in wrong[:1] if p.typed is not None)
         return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){mismatch}"
     if not report.deleted:
@@ -140,19 +158,21 @@ def _prompt(plan: PurgePlan) -> dict[str, str]:
     """Ask on the terminal for each path typed exactly; stops at the first mismatch."""
     typed: dict[str, str] = {}
     err = Console(stderr=True, highlight=False)
-    for p in plan.paths:
-        if not p.path.isprintable():
-            err.print(Text(f"{shown(p.path)} holds characters a prompt cannot take; "
+    what = f"Type the run (it keeps its newest {plan.keep.n} checkpoints, the others are deleted) " \
+        if plan.keep is not None else "Type the path to delete "
+    for path in plan.confirm_texts():
+        if not path.isprintable():
+            err.print(Text(f"{shown(path)} holds characters a prompt cannot take; "
                            "confirm it with --confirm=PATH instead.", style="yellow"))
             return typed
-        err.print(Text.assemble("Type the path to delete ", (shown(p.path), "bold"), " exactly:"))
+        err.print(Text.assemble(what, (shown(path), "bold"), " exactly:"))
         sys.stderr.write("> ")
         sys.stderr.flush()
         line = sys.stdin.readline()
         if not line:
             return typed
-        typed[p.path] = line[:-1] if line.endswith("\n") else line
-        if typed[p.path] != p.path:
+        typed[path] = line[:-1] if line.endswith("\n") else line
+        if typed[path] != path:
             return typed
     return typed
 
@@ -197,7 +217,9 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
         console.print(Text.assemble("  ", shown(p.path)))
         console.print(_check_line(p.checks))
     _refusal_lines(console, plan.paths)
-    if plan.keepers:
+    if plan.keep is not None:
+        _keep_lines(console, plan)
+    elif plan.keepers:
         console.print(Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold"))
     for k in plan.keepers:
         console.print(Text(f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}", style="dim"))
@@ -207,6 +229,20 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
                   f"{human_bytes(sum(p.bytes for p in plan.paths))})")
     for w in plan.warnings:
         console.print(Text(f"warning: {said(w)}", style="yellow"))
+
+
+def _keep_lines(console: Console, plan: PurgePlan) -> None:
+    k = plan.keep
+    assert k is not None
+    if k.refusal is not None:
+        console.print(Text.assemble((f"  {k.refusal.code}", "red"), ": ", said(k.refusal.message)))
+        return
+    console.print(Text(f"keep rule: {shown(k.run)} keeps its newest {k.n} of {len(k.checkpoints)} "
+                       "checkpoints (hashed now, re-hashed afterwards):", style="bold"))
+    for path in k.kept:
+        files = [x for x in plan.keepers if x.path.startswith(path.rstrip("/") + "/")]
+        console.print(Text(f"  keeps {shown(path)}  {len(files)} files, "
+                           f"{human_bytes(sum(x.bytes for x in files))}", style="dim"))
 
 
 def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
