@@ -34,7 +34,9 @@ class MirrorModal(TypedConfirmModal):
 
     A dry run comes first (enter in the path field runs it); the copy button is enabled only
     after a dry run of exactly this destination said what it would copy, and says it
-    ("Copy 2 files, 160.0M").
+    ("Copy 2 files, 160.0M"). A dry run refused `dst-differs` offers the replace: the
+    destination's path typed back in a field of its own enables "Replace …", which copies
+    beside it, proves the copy, swaps it in and keeps the old one aside (its name is shown).
     """
 
     DIALOG_ID = "mirror-dialog"
@@ -88,14 +90,45 @@ class MirrorModal(TypedConfirmModal):
         else:
             super().focus_first_field()
 
+    def replacing(self) -> bool:
+        """The last dry run, of exactly this destination, found it holding different content."""
+        return (self.dry_for is not None and self.dry_for == self.destination()
+                and self.dry_report is not None and self.dry_report.reason == "dst-differs")
+
     def checks_passed(self) -> bool:
+        if self.replacing():
+            return bool(self.query("#replace-confirm"))
         return (self.dry_for is not None and self.dry_for == self.destination()
                 and self.dry_report is not None and self.dry_report.result == "would-copy")
+
+    def expected(self, field: Input) -> str | None:
+        if field.id == "replace-confirm":
+            # typed back only while replacing; otherwise left empty
+            return self.destination()[1] if self.replacing() else ""
+        return None
+
+    def offer_replace(self) -> None:
+        """After `dst-differs`: the field in which the destination's path is typed back (mounted
+        only then, so the modal looks as before for every other answer)."""
+        if self.query("#replace-confirm"):
+            return
+        path = self.destination()[1]
+        self.query_one(f"#{self.DIALOG_ID}").mount_all(
+            [Label(Text.assemble("It holds different content. To replace it (the copy is proven first; the "
+                                 "old one is kept beside it as ", (f"{shown(path)}.replaced-<UTC time>", "bold"),
+                                 "), type its path exactly:"), id="replace-label"),
+             Input(placeholder="the destination path, character for character", id="replace-confirm",
+                   classes="confirm", compact=True)],
+            before=self.query_one("#mirror-rate", Static))
 
     def act_label(self) -> str:
         if self.dry_for is None or self.dry_report is None or self.dry_for != self.destination():
             return "Copy (dry run first)"
         rep = self.dry_report
+        if self.replacing() and self.query("#replace-confirm") and \
+                self.matches(self.query_one("#replace-confirm", Input)):
+            n = sum(1 for f in rep.files if getattr(f, "kind", "file") == "file" and f.status != "extra")
+            return f"Replace: copy {n} file{'s' if n != 1 else ''}, {human_bytes(rep.bytes_src)} (old kept)"
         if rep.result == "identical":
             return "Nothing to copy: identical"
         if rep.result != "would-copy":
@@ -106,7 +139,8 @@ class MirrorModal(TypedConfirmModal):
     def act(self) -> None:
         host, path = self.destination()
         if host:
-            self.copy(host, path, False)
+            typed = self.query_one("#replace-confirm", Input).value if self.replacing() else None
+            self.copy(host, path, False, typed)
 
     def submitted(self, field: Input) -> None:
         # enter never copies: it runs the dry run, and once that passed it moves to the button
@@ -160,7 +194,7 @@ class MirrorModal(TypedConfirmModal):
         self.query_one("#mirror-rate", Static).update(line)
 
     @work(exclusive=True, group="mirror", exit_on_error=False)
-    async def copy(self, dst_host: str, dst_path: str, dry_run: bool) -> None:
+    async def copy(self, dst_host: str, dst_path: str, dry_run: bool, replace_typed: str | None = None) -> None:
         """Run the backend's mirror in a worker (polling and navigation go on) and show its proof."""
         buttons = [self.query_one(b, Button) for b in ("#act", "#dry")]
         for b in buttons:
@@ -170,8 +204,10 @@ class MirrorModal(TypedConfirmModal):
         result = self.query_one("#mirror-result", Static)
         try:
             from fleetdeck.backend.actions.mirror import mirror
+            replace = {} if replace_typed is None else {
+                "replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
             rep = await mirror(self.app.link(self.src_host), self.src_path, self.app.link(dst_host), dst_path,
-                               dry_run=dry_run, progress=None if dry_run else self.on_progress)
+                               dry_run=dry_run, progress=None if dry_run else self.on_progress, **replace)
         except Exception as e:
             result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             self.app.report_error(f"Mirror to {dst_host}", e)
@@ -183,6 +219,9 @@ class MirrorModal(TypedConfirmModal):
             self.dry_for, self.dry_report = (dst_host, dst_path), rep
             self.query_one("#mirror-rate", Static).update(Text("dry run: nothing was copied", style="dim"))
             buttons[1].disabled = False
+            if self.replacing():
+                self.offer_replace()
+                self.call_after_refresh(self.focus_replace)
             self.refresh_act()
             (buttons[0] if self.ready() else buttons[1]).focus()
             return
@@ -190,6 +229,10 @@ class MirrorModal(TypedConfirmModal):
         self.app.post_message(ActionFinished(
             "mirror", dst_host, rep.verified, f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
             + ("verified" if rep.verified else f"NOT verified ({said(rep.reason or rep.result)})")))
+
+    def focus_replace(self) -> None:
+        if self.query("#replace-confirm"):
+            self.query_one("#replace-confirm", Input).focus()
 
     def show_report(self, rep: Any, dst_host: str, dry_run: bool) -> None:
         """The verification table: every file's size and both hosts' sha256, and the verdict."""
@@ -221,6 +264,9 @@ class MirrorModal(TypedConfirmModal):
         if rep.rate:
             t.append(f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
                      f"({human_bytes(rep.rate)}/s)")
+        if getattr(rep, "kept_as", None):
+            t.append(f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; purge it when "
+                     "it is no longer needed", style="bold")
         if rep.error or rep.reason:
             t.append(f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}", style="bold red")
         result.update(t)

@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fleetdeck.backend.hostlib.text import shown
 
@@ -50,16 +50,22 @@ def cut_paths(paths: list[str], width: int) -> dict[str, str]:
 
 class PurgeModal(TypedConfirmModal):
     """Delete checkpoints on one host. Focus starts in the first path to type; Delete stays
-    disabled until the plan passed every check and every path was typed exactly."""
+    disabled until the plan passed every check and every path was typed exactly.
+
+    A run without a final adapter is refused `no-keeper`; the modal then offers its keep rule:
+    N typed in, "Keep newest N" opens the modal again in keep mode (`keep=N`, `paths` the run),
+    where the run's path and N are both typed back before Delete is enabled."""
 
     DIALOG_ID = "purge-dialog"
 
-    def __init__(self, host: str, paths: list[str], plan: Any = None) -> None:
-        """`plan`: one already gathered (shown as is; execution still re-checks on the host)."""
+    def __init__(self, host: str, paths: list[str], plan: Any = None, keep: int | None = None) -> None:
+        """`plan`: one already gathered (shown as is; execution still re-checks on the host);
+        `keep`: the keep rule's N, `paths` then holding the run alone."""
         super().__init__()
         self.host = host
         self.paths = list(paths)
         self.plan: Any = plan
+        self.keep = keep
 
     @property
     def report(self) -> Any:
@@ -67,6 +73,8 @@ class PurgeModal(TypedConfirmModal):
         return self.result
 
     def title_text(self) -> str:
+        if self.keep is not None:
+            return f"Purge {shown(self.paths[0])} on {self.host}, keeping its newest {self.keep} checkpoints"
         return f"Purge {len(self.paths)} path{'s' if len(self.paths) != 1 else ''} on {self.host}"
 
     def compose_body(self) -> ComposeResult:
@@ -75,11 +83,32 @@ class PurgeModal(TypedConfirmModal):
         yield DataTable(id="purge-plan", cursor_type="none", zebra_stripes=True)
         yield Static(id="purge-keepers")
         yield Static(id="purge-space")
-        for i, p in enumerate(self.paths):
-            yield Label(Text.assemble("Type ", (shown(p), "bold"), " exactly to confirm:"))
-            yield Input(placeholder="the path above, character for character",
-                        id=f"confirm-{i}", classes="confirm", compact=True)
+        if self.keep is not None:
+            yield Label(Text.assemble("Type the run ", (shown(self.paths[0]), "bold"), " exactly to confirm:"))
+            yield Input(placeholder="the run's path, character for character",
+                        id="confirm-0", classes="confirm", compact=True)
+            yield Label(Text.assemble("Type the number of checkpoints it keeps (", (str(self.keep), "bold"),
+                                      "):"))
+            yield Input(placeholder="the number above", id="keep-confirm", classes="confirm", compact=True)
+        else:
+            for i, p in enumerate(self.paths):
+                yield Label(Text.assemble("Type ", (shown(p), "bold"), " exactly to confirm:"))
+                yield Input(placeholder="the path above, character for character",
+                            id=f"confirm-{i}", classes="confirm", compact=True)
         yield Static(id="purge-result")
+
+    def offer_keep(self) -> None:
+        """Under a plan refused for want of a final adapter: the field for N and the button
+        that opens the keep rule (mounted only then, so other plans look as they did)."""
+        if self.keep is not None or self.keep_run() is None or self.query("#keep-n"):
+            return
+        result = self.query_one("#purge-result", Static)
+        self.query_one(f"#{self.DIALOG_ID}").mount_all(
+            [Label(Text("This run has no final adapter; it can keep its newest N checkpoints instead "
+                        "(the others are deleted):", style="yellow"), id="keep-label"),
+             Input(placeholder="N (1 or more)", id="keep-n", type="integer", compact=True)], before=result)
+        self.query_one(".buttons").mount(Button("Keep newest N", id="keep", disabled=True),
+                                         before=self.query_one("#act", Button))
 
     def prepare(self) -> None:
         table = self.query_one("#purge-plan", DataTable)
@@ -91,14 +120,47 @@ class PurgeModal(TypedConfirmModal):
             self.show_plan(self.plan)
 
     def expected(self, field: Input) -> str | None:
+        if field.id == "keep-confirm":
+            return str(self.keep)
         return self.paths[int(str(field.id).split("-")[1])]
+
+    def keep_run(self) -> str | None:
+        """The run a keep rule can free: the one run refused `no-keeper` for want of a final
+        adapter (None when there is no such run, or more than one)."""
+        if self.keep is not None or self.plan is None:
+            return None
+        runs = {r for e in self.plan.paths if "no-keeper" in e.refused for r in e.runs}
+        return next(iter(runs)) if len(runs) == 1 else None
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        super().on_input_changed(event)
+        if event.input.id == "keep-n":
+            self.refresh_keep()
+
+    def refresh_keep(self) -> None:
+        if self.keep is not None or not self.query("#keep-n") or not self.query("#keep"):
+            return
+        value = self.query_one("#keep-n", Input).value
+        ok = self.keep_run() is not None and value.isdigit() and int(value) >= 1
+        button = self.query_one("#keep", Button)
+        button.disabled = not ok
+        button.label = Text(f"Keep newest {int(value)}" if ok else "Keep newest N")
+
+    def pressed(self, button: Button) -> None:
+        if button.id == "keep" and (run := self.keep_run()) is not None:
+            n = int(self.query_one("#keep-n", Input).value)
+            app = self.app
+            self.dismiss(None)
+            app.push_screen(PurgeModal(self.host, [run], keep=n))
 
     def checks_passed(self) -> bool:
         return self.plan is not None and bool(self.plan.ok)
 
     def act_label(self) -> str:
-        n = len(self.paths)
+        n = len(self.paths) if self.keep is None else len(self.plan.paths) if self.plan is not None else 0
         what = f"Delete {n} path{'s' if n != 1 else ''}"
+        if self.keep is not None:
+            what = f"Delete {n} checkpoint{'s' if n != 1 else ''}, keep newest {self.keep}"
         return what if self.plan is None else f"{what}, {human_bytes(self.plan.expected_bytes)}"
 
     def act(self) -> None:
@@ -109,8 +171,12 @@ class PurgeModal(TypedConfirmModal):
         """Ask the host for the plan: every check of every path, keepers, free space."""
         verdict = self.query_one("#purge-verdict", Static)
         try:
-            from fleetdeck.backend.actions.purge import gather_purge
-            plan = await gather_purge(self.app.link(self.host), self.app.fleet.host(self.host), self.paths)
+            from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
+            link, cfg = self.app.link(self.host), self.app.fleet.host(self.host)
+            if self.keep is not None:
+                plan = await gather_keep_newest(link, cfg, self.paths[0], self.keep)
+            else:
+                plan = await gather_purge(link, cfg, self.paths)
         except Exception as e:
             verdict.update(Text(f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
                                 style="bold red"))
@@ -131,7 +197,12 @@ class PurgeModal(TypedConfirmModal):
             table.add_row(Text(names[shown(entry.path)]), human_bytes(entry.bytes), check_text(entry),
                           height=None)
         keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
-        for k in plan.keepers:
+        if plan.keep is not None:
+            keepers = Text(f"Keepers (its newest {plan.keep.n} checkpoints; sha256 of every file taken now):\n",
+                           style="bold")
+            for path in plan.keep.kept:
+                keepers.append(f"  {shown(path)}\n")
+        for k in plan.keepers if plan.keep is None else ():
             keepers.append(f"  {shown(k.path)}  ")
             keepers.append(f"sha256 {shown(str(k.sha256_before or '?')[:16])}…\n", style="dim")
         if not plan.keepers:
@@ -152,9 +223,15 @@ class PurgeModal(TypedConfirmModal):
                                 style="bold green"))
         else:
             why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
+            if plan.keep is not None and plan.keep.refusal is not None:
+                why.append(f"\n  {said(plan.keep.refusal.code)}: {said(plan.keep.refusal.message)}", style="red")
             for entry in plan.paths:
                 for r in entry.refusals:
                     why.append(f"\n  {shown(entry.path)}: {said(r.code)}: {said(r.message)}", style="red")
+            if (run := self.keep_run()) is not None:
+                why.append(f"\n{shown(run)} has no final adapter: type N below and press "
+                           "Keep newest N to keep its newest N checkpoints instead.", style="yellow")
+                self.offer_keep()
             verdict.update(why)
         self.refresh_act()
 
@@ -170,7 +247,7 @@ class PurgeModal(TypedConfirmModal):
             self.show_plan(self.plan)
 
     def typed(self) -> dict[str, str]:
-        """What the operator typed for each path."""
+        """What the operator typed for each path (under the keep rule: for the run)."""
         return {p: self.query_one(f"#confirm-{i}", Input).value for i, p in enumerate(self.paths)}
 
     @work(exclusive=True, group="purge", exit_on_error=False)
@@ -195,7 +272,7 @@ class PurgeModal(TypedConfirmModal):
         ok = bool(rep.ok) and not rep.audit_error
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
-        summary = (f"{self.host}: deleted {len(self.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
+        summary = (f"{self.host}: deleted {len(rep.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
                    f"keepers verified; free {human_bytes(before)} → {human_bytes(after)}." if ok else
                    f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
                    if not rep.deleted else f"{self.host}: deleted, but a keeper changed."
