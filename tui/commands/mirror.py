@@ -96,6 +96,10 @@ def _run(args: argparse.Namespace, action: str) -> int:
         return 2
     fleet = load_fleet(args.hosts)
     src_cfg, dst_cfg = fleet.host(sh), fleet.host(dh)
+    if getattr(args, "confirm", None) is not None and not args.replace:
+        print("fleetdeck: --confirm goes with --replace (it confirms the destination to replace)",
+              file=sys.stderr)
+        return 2
     show_bar = action == "mirror" and not args.json and not args.dry_run and sys.stdout.isatty()
     report = asyncio.run(_go(action, src_cfg, sp, dst_cfg, dp, args, show_bar))
     if args.json:
