@@ -294,9 +294,11 @@ def test_a_fault_in_the_swap_never_loses_the_original(faulty, dirs, inject, wher
     if where == "put back":
         assert doc["reason"] == "swap-failed" and "put back under its name" in doc["error"]
         _untouched(dst, old)
+        assert doc["kept_as"] is None
     else:
         # the original is whole under the name the error (and the audit) gives; DST is absent
         assert not dst.exists() and len(backups) == 1 and read_tree(backups[0]) == old
+        assert doc["kept_as"] == str(backups[0])
         assert f"kept as {backups[0]}".replace("\n", "\\n") in doc["error"], doc["error"]
         assert mirror_log()[0]["kept_as"] == str(backups[0])
     assert [r["result"] for r in mirror_log()] == ["started", "failed"]

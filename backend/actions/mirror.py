@@ -132,7 +132,7 @@ class MirrorReport:
     #: what the mirror set out to copy (None for verify, and when refused before planning)
     plan: MirrorPlan | None = None
     #: with --replace: where the destination that was there is kept on DST's host (its
-    #: absolute path there); set once it was renamed aside, None otherwise
+    #: absolute path there): after `replaced`, or after a failure that left it there
     kept_as: str | None = None
 
     @property
@@ -403,7 +403,8 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
     outside: tuple[tuple[str, str], ...] = ()
     plan: MirrorPlan | None = None
-    seen = {"bytes": 0, "files": 0}  # relayed so far: a failed copy still reports them
+    # relayed so far (a failed copy still reports them), and where a failed replace left the original
+    seen: dict[str, Any] = {"bytes": 0, "files": 0, "kept_as": None}
     copying = False
     swap: dict[str, Any] | None = None  # a replace: the pin of DST and the name it goes to
     kept: dict[str, str | None] = {"kept_as": None}
@@ -485,6 +486,7 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e), copied=seen["bytes"],
                       copy_seconds=time.monotonic() - t1)
+    kept["kept_as"] = kept["kept_as"] or seen.get("kept_as")  # type: ignore[assignment]
     rep = evolve(rep, **free, outside_links=outside, plan=plan, kept_as=kept["kept_as"])
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
@@ -544,7 +546,7 @@ def _fail_from(link: HostLink, answer: dict, tail: str = "") -> _Fail:
 
 
 async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
-                progress: Progress | None, seen: dict[str, int], swap: dict[str, Any] | None = None
+                progress: Progress | None, seen: dict[str, Any], swap: dict[str, Any] | None = None
                 ) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
     """Stream every file through here into DST's partial folder; commit only if all matched.
 
@@ -556,9 +558,11 @@ async def _copy(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str
         return await run.go()
     except _Fail as e:
         note = await run.cleanup()
+        seen["kept_as"] = run.kept_as
         raise _Fail(e.reason, f"{e.error}; {note}", e.files, before_copy=e.before_copy) from None
     except HostError as e:
         note = await run.cleanup()
+        seen["kept_as"] = run.kept_as
         raise HostError(e.host, f"{e.message}; {note}", e.code) from None
     finally:
         await run.cleanup()
@@ -577,6 +581,8 @@ class _Copy:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
         self.swap = swap
         self.dst_abs: str | None = None
+        #: after a failed replace: the kept name, when DST's host says the original is there
+        self.kept_as: str | None = None
         self.follow, self.progress, self.seen = follow, progress, seen
         self.files = src["files"]
         self.total = sum(f["bytes"] for f in self.files)
@@ -825,6 +831,7 @@ class _Copy:
         if ans.get("dst_exists") and not ans.get("backup_exists"):
             return ["the destination being replaced is unchanged under its name"]
         if ans.get("backup_exists"):
+            self.kept_as = self.swap["backup"]
             return [f"the destination being replaced is kept as {back}"]
         return [f"the destination being replaced was found neither under its name nor as {back}"]
 
