@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -303,3 +305,39 @@ def test_a_fault_in_the_swap_never_loses_the_original(faulty, dirs, inject, wher
         assert mirror_log()[0]["kept_as"] == str(backups[0])
     assert [r["result"] for r in mirror_log()] == ["started", "failed"]
     assert "Traceback" not in out.err
+
+
+def _prompted(hosts: Path, *argv: str, typed: bytes) -> tuple[int, str, str]:
+    """The real CLI with its stdin and stderr on a pseudo-terminal, `typed` typed into it."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(hosts), *argv],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    os.write(master, typed)
+    out, _ = proc.communicate(timeout=180)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return proc.returncode, out.decode(), seen.decode("utf-8", "replace")
+
+
+def test_terminal_prompt_needs_the_destination_typed_exactly(fleet_file, dirs):
+    src, dst0, files, old = dirs
+    dst = dst0.parent.parent / "prompt $(x) 'q'" / "adapter"
+    shutil.copytree(dst0, dst)
+    argv = ("mirror", f"h1:{src}", f"h2:{dst}", "--replace")
+    rc, out, err = _prompted(fleet_file, *argv, typed=b"yes\n")
+    assert rc == 1 and "Type the destination path" in err and "did not match" in err
+    assert read_tree(dst) == old and kept(dst.parent, "adapter") == []
+    rc, out, err = _prompted(fleet_file, *argv, typed=str(dst).encode() + b"\n")
+    assert rc == 0 and "replaced and verified" in out, (out, err)
+    (backup,) = kept(dst.parent, "adapter")
+    assert read_tree(dst) == files and read_tree(backup) == old
+    assert [r["confirmation"]["via"] for r in mirror_log() if r["result"] != "started"] == ["prompt", "prompt"]

@@ -263,10 +263,11 @@ def test_dry_run_and_exit_codes(h1, capsys):
     assert [r["result"] for r in purge_audit()] == ["dry-run", "dry-run", "dry-run"]
 
 
-def _prompted_purge(fleet: Path, path: str, typed: bytes) -> tuple[int, str]:
+def _prompted_purge(fleet: Path, path: str, typed: bytes, *extra: str) -> tuple[int, str]:
     """Run the real CLI with its stdin on a pseudo-terminal and type `typed` into it."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "purge", HOST, path],
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "purge", HOST, path,
+                             *extra],
                             stdin=slave, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     os.write(master, typed)

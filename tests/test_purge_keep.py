@@ -157,3 +157,15 @@ def test_a_kept_file_hard_linked_into_a_purged_checkpoint_is_no_keeper(h1, capsy
     doc = json.loads(out)
     assert rc == 1 and doc["paths"][0]["refused"] == ["no-keeper"] and ckpts(run) == [25, 50]
     assert "keeps its newest checkpoints" in doc["paths"][0]["refusals"][0]["message"]
+
+
+def test_terminal_prompt_needs_the_run_typed_exactly(h1):
+    from test_purge import _prompted_purge
+
+    fleet, host = h1
+    run = make_run(host.runs, uniq("prompt 'q' $(x)"), steps=(25, 50), adapter=False)
+    rc, _ = _prompted_purge(fleet, str(run), b"yes\n", "--keep-newest", "1")
+    assert rc == 1 and ckpts(run) == [25, 50]
+    rc, out = _prompted_purge(fleet, str(run), str(run).encode() + b"\n", "--keep-newest", "1")
+    assert rc == 0 and ckpts(run) == [50] and "verified" in out
+    assert [r["confirmation"]["via"] for r in purge_audit()] == ["prompt", "prompt", "prompt"]
