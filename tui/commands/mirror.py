@@ -225,7 +225,7 @@ def _print(r: MirrorReport) -> None:
         console.print(f"[green]replaced and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
                       f"sha256 of every file matched on both hosts, before and after the swap ({where})")
         console.print(f"the old destination is kept as {escape(shown(r.kept_as or '?'))} on "
-                      f"{escape(shown(r.dst.split(':', 1)[0]))}; purge it when it is no longer needed")
+                      f"{escape(shown(r.dst.split(':', 1)[0]))}; remove it by hand once it is no longer needed")
     elif r.result == "would-replace" and r.plan is not None:
         console.print(f"[cyan]dry run[/]: would copy {len(r.plan.files)} files, "
                       f"{human_bytes(r.plan.bytes)} beside the destination, prove them, then put them "

@@ -265,7 +265,7 @@ class MirrorModal(TypedConfirmModal):
             t.append(f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
                      f"({human_bytes(rep.rate)}/s)")
         if getattr(rep, "kept_as", None):
-            t.append(f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; purge it when "
+            t.append(f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; remove it by hand once "
                      "it is no longer needed", style="bold")
         if rep.error or rep.reason:
             t.append(f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}", style="bold red")
