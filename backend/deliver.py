@@ -10,7 +10,8 @@ persisted outbox, without ever holding up the poll loop.
   deadline a hook's whole process group is killed, children it backgrounded included; when a
   hook exits before it, whatever it left running in its group is killed too.
 - **Beside polling.** `Deliverer.run()` is a task of its own; at most `concurrency` attempts run
-  at once, so a blackholed endpoint costs each delivery its deadline, side by side.
+  at once, so a blackholed endpoint costs each delivery its deadline, side by side. One
+  alert's transitions reach each sink in order (its resolved never before its firing).
 - **Retries.** A failed attempt is retried after 5 s, doubling up to 5 min, for a day
   (`RETRY_*`); a permanent failure (a redirect other than 307/308, a 4xx other than 408/429,
   a hook that cannot start) is given up at once with a warning. 307 and 308 are followed as
@@ -363,7 +364,7 @@ class Deliverer:
         try:
             while True:
                 self._start_due(time.time())
-                nxt = min((p.next_at for k, p in self.pending.items() if k not in self._busy), default=None)
+                nxt = min((p.next_at for k, p in self._heads() if k not in self._busy), default=None)
                 wait = None if nxt is None else max(0.05, nxt - time.time())
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -375,18 +376,37 @@ class Deliverer:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Attempt everything due now once, and wait for those attempts (`watch --count`)."""
-        self._start_due(time.time())
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Attempt everything due, once each and in order, and wait for those attempts (what
+        `watch --count` does before it ends); a failure's retry is left in the outbox."""
+        tried: set[tuple[str, str]] = set()
+        while True:
+            tried |= self._start_due(time.time(), skip=tried)
+            if not self._tasks:
+                return
+            await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
 
-    def _start_due(self, now: float) -> None:
-        for key, p in list(self.pending.items()):
-            if key not in self._busy and p.next_at <= now:
+    def _heads(self) -> list[tuple[tuple[str, str], Pending]]:
+        """The oldest entry of each alert at each sink: a resolved never overtakes its firing
+        (the next transition of an alert waits until the one before it is done with)."""
+        seen: set[tuple[str, ...]] = set()
+        out = []
+        for key, p in self.pending.items():   # in the order they were queued
+            alert = (p.sink, str(p.alert.get("rule")), str(p.alert.get("host")), str(p.alert.get("subject")))
+            if alert not in seen:
+                seen.add(alert)
+                out.append((key, p))
+        return out
+
+    def _start_due(self, now: float, skip: set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
+        started = set()
+        for key, p in self._heads():
+            if key not in self._busy and p.next_at <= now and key not in (skip or ()):
                 self._busy.add(key)
+                started.add(key)
                 t = asyncio.ensure_future(self._attempt(key, p))
                 self._tasks.add(t)
                 t.add_done_callback(self._tasks.discard)
+        return started
 
     async def _attempt(self, key: tuple[str, str], p: Pending) -> None:
         try:

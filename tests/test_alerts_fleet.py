@@ -151,7 +151,12 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
         seqs.setdefault((r, subj), []).append(s)
     for key, seq in seqs.items():
         assert seq == ["firing", "resolved"] * (len(seq) // 2) + ["firing"] * (len(seq) % 2), (key, seq)
-    assert [(x["state"], x["rule"], x["subject"]) for x in Received.got] == [x[:3] for x in lines]
+    # the webhook got the same transitions; deliveries run side by side, so only each alert's
+    # own transitions keep their order
+    hooked: dict = {}
+    for s, r, subj in [(x["state"], x["rule"], x["subject"]) for x in Received.got]:
+        hooked.setdefault((r, subj), []).append(s)
+    assert hooked == seqs
     # `alerts` carries on from the watcher's state: the seat check still fires
     assert main(["--hosts", str(fleet), "alerts", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -277,3 +277,25 @@ def test_placeholders_are_replaced_once_and_id_is_one_of_them():
     a = alert(text="text with {title} and {id}")
     argv = hook_argv(("x", "{title}", "[{state}] {text}", "{id}"), a)
     assert argv == ["x", "ALERT host-down on h0: h0", "[firing] text with {title} and {id}", transition_id(a)]
+
+
+async def test_one_alerts_transitions_reach_a_sink_in_order_while_others_go_side_by_side(receiver):
+    """The firing of h1 fails once (HTTP 503) and waits for its retry: h1's resolved waits
+    behind it, h2's firing does not."""
+    base, r = receiver
+    r.plan = staticmethod(lambda path, n: (503, {}) if n == 1 else (204, {}))
+    d = Deliverer(None, f"{base}/hook", retry_first=0.3, concurrency=1)
+    fired = alert(1)
+    d.enqueue([fired])
+    d.enqueue([alert(1, state="resolved", since=T0 + 99), alert(2)])
+    task = asyncio.ensure_future(d.run())
+    try:
+        for _ in range(200):
+            if not d.pending:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    got = [(b["host"], b["state"]) for _, _, _, b in r.got]
+    assert got == [("h1", "firing"), ("h2", "firing"), ("h1", "firing"), ("h1", "resolved")]
