@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .config import HostConfig
-from .helpers import loads, read_line
+from .helpers import AnswerTooLarge, ShellOutputError
 from .hostlib.text import fsdec, fsenc
 from .ssh import HostError, HostLink
 
@@ -75,17 +75,19 @@ def _split(data: bytes) -> list[str]:
 
 
 async def _next(helper: Any, link: HostLink, timeout: float | None) -> dict[str, Any]:
+    """The reader's next message (the helper's own reading: bounded, and a payload missing from
+    the host's cache is sent again before the first answer)."""
     try:
-        raw = await asyncio.wait_for(read_line(helper.stdout, LINE_LIMIT, "log reader"), timeout)
+        msg = await asyncio.wait_for(helper.recv_json(LINE_LIMIT), timeout)
     except TimeoutError:
         raise HostError(link.name, f"the log reader did not answer within {timeout:g}s", "timeout") from None
-    except ValueError as e:   # AnswerTooLarge
+    except AnswerTooLarge as e:
         raise HostError(link.name, str(e), "answer-too-large") from None
-    if not raw:
+    except ShellOutputError as e:
+        raise HostError(link.name, str(e), "shell-output") from None
+    except EOFError:
         why = await helper.read_stderr()
-        raise HostError(link.name, f"the log reader ended: {why or 'connection closed'}", "helper")
-    try:
-        msg = loads(raw.decode("utf-8", "surrogateescape"))
+        raise HostError(link.name, f"the log reader ended: {why or 'connection closed'}", "helper") from None
     except ValueError:
         raise HostError(link.name, "the log reader sent what is not JSON", "helper") from None
     if not isinstance(msg, dict):

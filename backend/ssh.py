@@ -439,7 +439,13 @@ class HostLink:
                 raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
 
         proc = await spawn()
-        return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
+        try:
+            return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
+        except BaseException:
+            # cancelled (or failed) while its source was being sent: nobody holds the process
+            # yet, so it is stopped here rather than left running unwatched
+            HelperProcess(proc, not self.is_local, what).close()
+            raise
 
     async def _started(self, cls: Any, proc: Any, remote: bool, what: str, source: str,
                        spawn: Any, *extra: Any) -> HelperProcess:
@@ -450,8 +456,13 @@ class HostLink:
         async def again() -> Any:
             assert resend is not None
             new = await spawn()
-            new.stdin.write(resend())
-            await new.stdin.drain()
+            try:
+                new.stdin.write(resend())
+                await new.stdin.drain()
+            except BaseException:
+                # cancelled while the payload was being sent: the new process is nobody's yet
+                HelperProcess(new, remote, what).close()
+                raise
             return new
 
         helper = cls(proc, remote, what, *extra, resend=again if resend else None, sha256=sha)

@@ -76,3 +76,76 @@ async def test_the_runs_view_filters_on_what_its_rows_show():
         await pilot.press("slash", *"RUNNING", "enter")
         await pilot.pause()
         assert sorted(table.keys) == sorted(wanted)
+
+
+async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp_path):
+    import asyncio
+    import json
+    import os
+
+    from textual.widgets import Log
+
+    from fleetdeck.backend.config import parse_fleet
+    from fleetdeck.tui.app import FleetdeckApp
+
+    root = tmp_path / "runs"
+    run = root / "run-1"
+    run.mkdir(parents=True)
+    (run / "progress.jsonl").write_text(json.dumps({"step": 1, "loss": 2.0, "max_steps": 10}) + "\n")
+    log = run / "train.log"
+    log.write_text("step 1\n")
+    fleet = parse_fleet(f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 2\n', "test")
+    app = FleetdeckApp(fleet)
+
+    def helpers() -> list[int]:
+        out = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+                    stat = open(f"/proc/{pid}/stat", "rb").read()
+                except OSError:
+                    continue
+                ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+                # this dashboard's own readers: local helpers are its children
+                if ppid == os.getpid() and b"fleetdeck-helper" in cmd and b"--tied" in cmd:
+                    out.append(int(pid))
+        return out
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.1)
+            if app.state.polls:
+                break
+        await pilot.press("2")
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if app.screen.selected is not None:
+                break
+        await pilot.pause(0.5)
+        others = set(helpers())   # the dashboard's own (seats, the probe's...), and the tail's reader
+        await pilot.press("f")
+        pane = app.screen.query_one("#run-log", Log)
+        for _ in range(100):
+            await pilot.pause(0.1)
+            if "step 1" in "\n".join(pane.lines):
+                break
+        assert "following" in str(app.screen.query_one("#run-log-label").render())
+        with open(log, "a") as f:
+            f.write("step 2 \x1b]52;c;SGVsbG8=\x07\n")
+        for _ in range(100):
+            await pilot.pause(0.1)
+            if any("step 2" in line for line in pane.lines):
+                break
+        got = [line for line in pane.lines if "step 2" in line]
+        assert got == ["step 2 \\x1b]52;c;SGVsbG8=\\x07"]
+        follower = set(helpers()) - others
+        assert follower, "a reader follows the log"
+        await pilot.press("f")
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if not follower & set(helpers()):
+                break
+        assert not follower & set(helpers()), "f again ends the reader"
+        assert "f follows" in str(app.screen.query_one("#run-log-label").render())
+        await asyncio.sleep(0)

@@ -23,6 +23,19 @@ from .base import ViewScreen
 from .host import _state_style
 
 LOG_LINES = 50
+LOG_LABEL = "train.log (last lines; l reloads, f follows)"
+
+
+def _log_problem(run: Run, e: BaseException) -> str:
+    """One plain sentence for a train.log that could not be read (never the tool's stderr)."""
+    code = getattr(e, "code", None)
+    if code == "no-log":
+        return f"no train.log in {shown(run.path)} yet"
+    if code == "no-run":
+        return f"{shown(run.path)} is not on {shown(run.host)} now (moved or removed?)"
+    if code == "not-a-file":
+        return "train.log is a symlink or not a regular file: not followed"
+    return f"could not read train.log: {said(getattr(e, 'message', e))}"
 #: states a run can be resumed from (the trainer continues from the newest checkpoint)
 RESUMABLE = ("failed", "cancelled", "stalled")
 RUN_COLUMNS = {"host": "Host", "name": "Run", "state": "State", "prog": "Progress", "sps": "s/step",
@@ -97,6 +110,8 @@ class RunsScreen(ViewScreen):
         Binding("p", "purge", "Purge", tooltip="purge the marked checkpoints (or the highlighted one)"),
         Binding("m", "mirror", "Mirror", tooltip="mirror the run's adapter to another host and verify it"),
         Binding("l", "reload_log", "Log", show=False, tooltip="reload the tail of train.log"),
+        Binding("f", "follow_log", "Follow", show=False,
+                tooltip="follow train.log live, as tail -f (f again stops)"),
         Binding("r", "resume", "Resume", show=False,
                 tooltip="resume a failed, cancelled or stalled run from its newest checkpoint"),
     ]
@@ -106,6 +121,8 @@ class RunsScreen(ViewScreen):
         self.marked: dict[str, set[str]] = {}
         self._log_for: str | None = None
         self._log_text: str | None = None
+        #: the run whose train.log is being followed (`f`), if any
+        self._following: str | None = None
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table")
@@ -118,7 +135,7 @@ class RunsScreen(ViewScreen):
                     yield Label("Checkpoints (space marks, p purges)", classes="section")
                     yield CheckpointTable([("mark", " ", 1), ("step", "Step"), ("size", "Size"),
                                            ("path", "Path")], id="ckpt-table", classes="auto")
-        yield Label("train.log (last lines; l reloads)", classes="section", id="run-log-label")
+        yield Label(LOG_LABEL, classes="section", id="run-log-label")
         yield Log(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
@@ -209,7 +226,9 @@ class RunsScreen(ViewScreen):
                          "?" if c.step is None else str(c.step), human_bytes(c.bytes), shown(c.path.rsplit("/", 1)[-1]))
                 for c in r.checkpoints}
         self.query_one("#ckpt-table", KeyedTable).sync(rows)
-        if self._log_for != r.key or r.state in ("running", "stalled"):
+        if self._following is not None and self._following != r.key:
+            self.stop_following()
+        if self._following is None and (self._log_for != r.key or r.state in ("running", "stalled")):
             self.load_log(r)
 
     def no_runs_text(self) -> Text:
@@ -233,29 +252,59 @@ class RunsScreen(ViewScreen):
 
     @work(exclusive=True, group="log", exit_on_error=False)
     async def load_log(self, run: Run) -> None:
-        """Read the last lines of the run's train.log through the poller's link."""
+        """Read the last lines of the run's train.log through the poller's link (a bounded,
+        tied reader on the host: backend/logs.py)."""
+        from fleetdeck.backend.logs import log_lines
+
         if self._log_for != run.key:
             self.show_log("reading train.log…")
         self._log_for = run.key
         try:
-            res = await self.app.link(run.host).run(
-                ["tail", "-n", str(LOG_LINES), "--", f"{run.path}/train.log"], timeout=10)
+            lines = [line async for line in log_lines(self.app.link(run.host), run.path, LOG_LINES, timeout=10)]
         except Exception as e:  # a down host must not break the view
-            text = f"could not read train.log: {said(getattr(e, 'message', e))}"
+            text = _log_problem(run, e)
         else:
-            if res.returncode != 0:
-                # one plain sentence, not the tool's own stderr
-                err = res.stderr.decode("utf-8", "replace")
-                text = (f"no train.log in {shown(run.path)} yet" if "No such file" in err else
-                        "train.log cannot be read here (permission denied)" if "ermission" in err else
-                        f"train.log could not be read (exit status {res.returncode})")
-            else:
-                # the host's text, each line escaped by `shown` (a colour code or a clipboard
-                # write in train.log is printed, not sent to the terminal); tabs stay tabs
-                lines = res.stdout.decode("utf-8", "replace").rstrip().splitlines()
-                text = "\n".join(shown(line.expandtabs()) for line in lines) or "(train.log is empty)"
+            # the host's text, each line escaped by `shown` (a colour code or a clipboard
+            # write in train.log is printed, not sent to the terminal); tabs become spaces
+            text = "\n".join(shown(line.expandtabs()) for line in lines) or "(train.log is empty)"
         if self._log_for == run.key:
             self.show_log(text)
+
+    @work(exclusive=True, group="log", exit_on_error=False)
+    async def follow_log(self, run: Run) -> None:
+        """Follow the run's train.log: its last lines, then each appended line as it comes."""
+        from fleetdeck.backend.logs import log_lines
+
+        log = self.query_one("#run-log", Log)
+        self._following = self._log_for = run.key
+        self._log_text = None
+        self.query_one("#run-log-label", Label).update("train.log (following; f stops)")
+        log.clear()
+        try:
+            async for line in log_lines(self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10):
+                log.write_line(shown(line.expandtabs()))
+        except Exception as e:  # the host went away, or the log did: say so in the pane
+            log.write_line(f"-- stopped following: {_log_problem(run, e)} --")
+        finally:
+            if self._following == run.key:
+                self._following = None
+                self.query_one("#run-log-label", Label).update(LOG_LABEL)
+
+    def stop_following(self) -> None:
+        """End `f`: the reader on the host ends with its channel."""
+        self._following = None
+        self.workers.cancel_group(self, "log")
+        self.query_one("#run-log-label", Label).update(LOG_LABEL)
+
+    def action_follow_log(self) -> None:
+        """Start following the selected run's train.log, or stop."""
+        if self._following is not None:
+            self.stop_following()
+            if (r := self.selected) is not None:
+                self.load_log(r)
+            return
+        if (r := self.selected) is not None:
+            self.follow_log(r)
 
     def show_log(self, text: str) -> None:
         """Replace the log pane's lines, scrolled to the newest; `text` is already escaped
