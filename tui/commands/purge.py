@@ -92,7 +92,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
             audit_error = audit_dry_run(plan)
             _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
             if not plan.ok:
-                print(f"fleetdeck: purge on {host.name} would be refused: {_codes(plan)}", file=sys.stderr)
+                print(f"fleetdeck: purge on {host.name} would be refused: {said(_codes(plan))}", file=sys.stderr)
             if audit_error:
                 print(f"fleetdeck: {audit_error}", file=sys.stderr)
             return 0 if plan.ok and not audit_error else 1
