@@ -341,3 +341,22 @@ def test_terminal_prompt_needs_the_destination_typed_exactly(fleet_file, dirs):
     (backup,) = kept(dst.parent, "adapter")
     assert read_tree(dst) == files and read_tree(backup) == old
     assert [r["confirmation"]["via"] for r in mirror_log() if r["result"] != "started"] == ["prompt", "prompt"]
+
+
+@pytest.mark.root
+async def test_a_destination_that_is_a_mount_point_is_not_replaced(links, dirs):
+    """A mount point cannot be renamed aside: refused `dst-mounted` before anything is copied."""
+    src, dst, files, old = dirs
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(dst)], capture_output=True)
+    if os.geteuid() != 0 or r.returncode != 0:
+        pytest.skip("needs root and tmpfs mounts")
+    try:
+        (dst / "on the mount").write_bytes(b"old")
+        rep = await mirror(links["h1"], str(src), links["h2"], str(dst), replace=True)
+        assert rep.result == "refused" and rep.reason == "dst-mounted", rep
+        assert "mount point" in rep.error
+        assert read_tree(dst) == {"on the mount": b"old"}
+        assert kept(dst.parent, "adapter") == [] and partials(dst.parent) == []
+        assert [r["result"] for r in mirror_log()] == ["started", "refused"]
+    finally:
+        subprocess.run(["umount", str(dst)], check=False)
