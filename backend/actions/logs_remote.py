@@ -2,7 +2,8 @@
 
 Runs on the host (stdlib + host library, Python 3.8+), started through `HostLink.start_helper`
 with `--tied`, so it dies with its channel. Request, one JSON line on stdin:
-`{"run": NAME_OR_PATH, "roots": [RUN_ROOT...], "lines": 40, "follow": false}`. The run is a path,
+`{"op": "tail", "run": NAME_OR_PATH, "roots": [RUN_ROOT...], "lines": 40, "follow": false}`
+(another `op` is a `bad-request`, in the one error shape of every helper). The run is a path,
 or a folder name looked for directly under each root. Answer: JSON lines on stdout, each at most
 CHUNK bytes of text:
 
@@ -108,6 +109,9 @@ def main():
             raise ValueError("not an object")
     except ValueError as e:
         _send(_fail("bad-request", "the request is not a JSON object: %s" % e))
+        return 2
+    if req.get("op") != "tail":
+        _send(_fail("bad-request", "unknown op %r (known: tail)" % (req.get("op"),)))
         return 2
     lines = max(0, min(int(req.get("lines") or 40), MAX_LINES))
     try:
