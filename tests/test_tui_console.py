@@ -149,3 +149,35 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
         assert not follower & set(helpers()), "f again ends the reader"
         assert "f follows" in str(app.screen.query_one("#run-log-label").render())
         await asyncio.sleep(0)
+
+
+async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_them():
+    import dataclasses
+
+    from test_tui_views import recorded
+
+    from fleetdeck.backend.models import Schedule
+    from fleetdeck.tui.messages import FleetPolled
+    from fleetdeck.tui.screens.schedules import FOLDED
+
+    snap = recorded("fleet.json")
+    host = snap.hosts[0]
+    system = tuple(Schedule(id=f"c-sys{i}", host=host.name, kind="cron-file", user="root", spec="@daily",
+                            command=f"/usr/lib/pkg/job{i}", source="/etc/cron.d/pkg", system=True)
+                   for i in range(3))
+    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, schedules=host.schedules + system),
+                                            *snap.hosts[1:]))
+    app = fixture_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        app.post_message(FleetPolled(snap))
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.screen.query_one("#sched-table", KeyedTable)
+        assert FOLDED + host.name in table.keys
+        assert not [k for k in table.keys if "c-sys" in k]
+        assert "3 entries the distribution installed" in cell_text(table, FOLDED + host.name, "cmd")
+        await pilot.press("s")
+        await pilot.pause()
+        assert FOLDED + host.name not in table.keys
+        assert len([k for k in table.keys if "c-sys" in k]) == 3

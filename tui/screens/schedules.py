@@ -36,6 +36,9 @@ def sched_layout(width: int) -> dict[str, int]:
 
 
 #: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
+#: row key prefix of a host's folded distribution entries (never a schedule id: ids hold no "/")
+FOLDED = "\x00system/"
+
 SHORT_REASONS = {"dead-target": "path missing", "duplicate": "duplicate", "unacknowledged": "not acked"}
 
 
@@ -61,7 +64,12 @@ class SchedulesScreen(ViewScreen):
         Binding("a", "acknowledge", "Ack",
                 tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)"),
         Binding("x", "remove", "Remove", tooltip="remove it: type its id back to confirm"),
+        Binding("s", "toggle_system", "System", show=False,
+                tooltip="show the distribution's own entries one by one (folded into one row per host)"),
     ]
+
+    #: the distribution's own entries (package-owned cron files) shown one by one (`s`)
+    show_system = False
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible
@@ -86,12 +94,17 @@ class SchedulesScreen(ViewScreen):
 
     @property
     def selected(self) -> Schedule | None:
-        """The schedule under the cursor."""
+        """The schedule under the cursor (None on a folded row)."""
         key = self.table.current_key
-        if key is None:
+        if key is None or key.startswith(FOLDED):
             return None
         host, sid = key.split("/", 1)
         return self.state.schedule(host, sid)
+
+    def action_toggle_system(self) -> None:
+        """Fold the distribution's entries into one row per host, or list them one by one."""
+        self.show_system = not self.show_system
+        self.refresh_view()
 
     def refresh_view(self) -> None:
         rows = {}
@@ -99,7 +112,11 @@ class SchedulesScreen(ViewScreen):
         hosts = shorten_unique([x.host for x in every], self._widths["host"])
         # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
         narrow = "kind" not in self._widths
+        folded: dict[str, int] = {}
         for s in backend_acks.stray_first(every):
+            if s.system and not self.show_system:
+                folded[s.host] = folded.get(s.host, 0) + 1
+                continue
             style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
             flag = "⚠" if s.stray else ("·" if s.system else " ")
             cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
@@ -109,6 +126,12 @@ class SchedulesScreen(ViewScreen):
                      "user": shown(s.user), "spec": Text(shown(s.spec), style=style),
                      "cmd": Text(shown(s.command), style=style)}
             rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
+        for host, n in folded.items():
+            dim = Text(f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)", style="dim")
+            cells = {"flag": Text("·", style="dim"), "host": hosts[host], "kind": Text("system", style="dim"),
+                     "why": Text("installed by the distribution", style="dim"), "user": "", "spec": "",
+                     "cmd": dim}
+            rows[FOLDED + host] = tuple(cells[k] for k in self._widths)
         with self.app.batch_update():
             self.table.sync(rows)
             self.show_detail()
@@ -117,6 +140,11 @@ class SchedulesScreen(ViewScreen):
         """Everything about the highlighted schedule, including where it is defined."""
         s = self.selected
         d = self.query_one("#sched-detail", Static)
+        key = self.table.current_key
+        if s is None and key is not None and key.startswith(FOLDED):
+            d.update(Text(f"The entries the distribution installed on {key[len(FOLDED):]} (package-owned cron "
+                          "files): never stray. s lists them one by one.", style="dim"))
+            return
         if s is None:
             d.update(Text("No schedules found on any reachable host.", style="dim"))
             return
