@@ -128,7 +128,8 @@ class Monitor:
 
     def __init__(self, fleet: Fleet, *, role: str = "deliver", history: History | None = None,
                  engine: AlertEngine | None = None, collector: Any = None, source: Any = None,
-                 report: Callable[[str, str], None] | None = None, **deliver_opts: Any) -> None:
+                 report: Callable[[str, str], None] | None = None, link: Callable[[str], Any] | None = None,
+                 **deliver_opts: Any) -> None:
         from .poller import Poller
 
         assert role in ROLES, role
@@ -137,6 +138,8 @@ class Monitor:
         self.config: AlertConfig = fleet.alerts or AlertConfig()  # type: ignore[assignment]
         self._owns_source = source is None
         self.poller = source if source is not None else Poller(fleet)
+        #: the link to a host for seat checks (the poller's, unless the owner has its own)
+        self.link = link or getattr(self.poller, "link", None)
         self.history = history if history is not None else (
             None if role == "judge" else History(retention_days=self.config.history_retention_days))
         self.collector = collector
@@ -226,6 +229,12 @@ class Monitor:
     def down_since(self, host: str) -> float | None:
         """Since when `host` has not answered (the alert engine's record, saved with it)."""
         return self.engine.m.down_since.get(host)
+
+    @property
+    def down_since_table(self) -> dict[str, float]:
+        """The one down-since record ({host: since}), live: the dashboard's Fleet view reads and
+        keeps this same table, so host-down's `since` and the view's "down since" agree."""
+        return self.engine.m.down_since
 
     def firing(self) -> list[Alert]:
         return self.engine.firing()
@@ -338,7 +347,7 @@ class Monitor:
 
     async def _due_checks(self, snap: FleetSnapshot) -> dict[str, SeatCheck]:
         every = self.config.seat_check_interval
-        if not every or self.role != "deliver" or not hasattr(self.poller, "link"):
+        if not every or self.role != "deliver" or self.link is None:
             return {}
         now = time.time()
         todo = [(h.name, s.port) for h in snap.hosts if h.reachable for s in h.seats or ()
@@ -347,19 +356,28 @@ class Monitor:
         for host, port in dict.fromkeys(todo):
             self._checked_at[f"{host}:{port}"] = now
             try:
-                c = await check_seat(self.poller.link(host), port)
+                c = await self.check_seat(host, port)
             except Exception as e:  # the host went away between poll and check: next time
                 self.warn(f"seat check {host}:{port} did not run: {type(e).__name__}: {shown(str(e))[:200]}")
                 continue
             out[c.key] = c
-            try:
-                record_check(c)
-            except (OSError, ValueError, TypeError) as e:
-                self.warn(f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
-                          "its verdict counts for this watch only")
-            self._history("event", c.checked_at, host, "seat-check", f"port {port}",
-                          "sound" if c.sound else f"{c.signature}: {c.message}")
         return out
+
+    async def check_seat(self, host: str, port: int) -> SeatCheck:
+        """Check one seat from its host now (`seats check`); the verdict is kept for the
+        seat-check rule and written to history; one that cannot be kept is a warning. Raises
+        what `seats.check_seat` raises when the check cannot run."""
+        if self.link is None:
+            raise OSError(f"no link to {host} to check a seat from")
+        c = await check_seat(self.link(host), port)
+        try:
+            record_check(c)
+        except (OSError, ValueError, TypeError) as e:
+            self.warn(f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
+                      "its verdict counts for this run only")
+        self._history("event", c.checked_at, host, "seat-check", f"port {port}",
+                      "sound" if c.sound else f"{c.signature}: {c.message}")
+        return c
 
     # -- the loop --------------------------------------------------------------------------------------
     async def run(self, count: int | None = None, interval: float | None = None) -> None:

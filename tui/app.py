@@ -117,6 +117,8 @@ class FleetdeckApp(GuardedPump, App):
                 self._poll_timer = self.set_timer(self.interval, self.poll_fleet)
 
     def on_fleet_polled(self, message: FleetPolled) -> None:
+        if self.alert_watch.enabled:   # one down-since record: the monitor's, saved with its alerts
+            self.state.down_since = self.alert_watch.monitor.down_since_table
         self.state.apply(message.snapshot)
         self.alert_watch.observe(message.snapshot)
         self.refresh_views()

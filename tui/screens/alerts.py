@@ -31,10 +31,8 @@ from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.monitor import Monitor, running_watch
 from fleetdeck.backend.seats import (
     Seat,
-    check_seat,
     headroom,
     host_seats,
-    record_check,
     recorded_checks,
 )
 
@@ -67,7 +65,7 @@ class AlertWatch:
         self.app = app
         self.enabled = enabled
         self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
-        self.monitor = Monitor(app.fleet, role="observe", source=app.source, report=self._said,
+        self.monitor = Monitor(app.fleet, role="observe", source=app.source, report=self._said, link=app.link,
                                history=History(retention_days=self.config.history_retention_days))
         self.history: History | None = self.monitor.history
         self._first = True
@@ -257,12 +255,12 @@ class AlertsScreen(ViewScreen):
     @work(group="seat-check", exit_on_error=False)
     async def check(self, host: str, port: int) -> None:
         """Check one seat from its host; the verdict is kept for the seat-check rule."""
+        watch: AlertWatch = self.app.alert_watch
         try:
-            c = await check_seat(self.app.link(host), port)
+            c = await watch.monitor.check_seat(host, port)
         except Exception as e:
             self.app.report_error(f"seat check {host}:{port}", e)
             return
-        record_check(c)
         if c.sound:
             self.app.notify(c.message, title=f"Seat {host}:{port} is sound")
         else:
