@@ -46,7 +46,7 @@ from .seats import Seat, SeatCheck, check_seat, fetch_seats, record_check, recor
 
 SEAT_REFRESH_S = 60.0
 WARN_EVERY = 600.0
-CLOSE_WITHIN = 1.0
+CLOSE_WITHIN = 0.5
 ROLES = ("deliver", "observe", "judge")
 
 
