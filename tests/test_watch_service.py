@@ -288,3 +288,37 @@ async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_t
         w.kill()
     assert rc == 0
     assert [x.split("\t")[1:3] for x in log.read_text().splitlines()] == [["firing", "overfitting"]]
+
+
+def test_sigterm_mid_seat_check_ends_within_2s(tmp_path):
+    """A seat (`vllm serve` to /proc) that accepts the check's connection and never answers:
+    the check would wait its 20 s; SIGTERM ends watch at once anyway."""
+    from sshfleet import free_port
+
+    accepted = tmp_path / "accepted"
+    wrapper = tmp_path / "vllm"
+    wrapper.write_text(f"#!{sys.executable}\nimport socket, sys\n"
+                       "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+                       "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                       "s.bind(('127.0.0.1', port))\ns.listen(8)\nprint('listening', flush=True)\nheld = []\n"
+                       "while True:\n    c, _ = s.accept()\n    held.append(c)\n"
+                       f"    open({str(accepted)!r}, 'a').write('x')\n")
+    wrapper.chmod(0o755)
+    port = free_port()
+    seat = subprocess.Popen([str(wrapper), "serve", "random:tiny", "--port", str(port)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert seat.stdout.readline().startswith("listening")
+        fleet = local_fleet(tmp_path, tmp_path / "runs", "seat_check_interval = 1\n")
+        w = Proc(fleet, "--interval", "0.5")
+        try:
+            w.started()
+            w.wait_for(lambda: accepted.exists())          # the check is waiting on the seat
+            time.sleep(0.5)
+            rc, took = w.stop_timed()
+        finally:
+            w.kill()
+    finally:
+        seat.kill()
+        seat.wait()
+    assert rc == 0 and took < 2.0, (rc, took)
