@@ -116,13 +116,16 @@ def test_every_number_key_takes_its_range_edges_and_refuses_past_them(key):
 
 
 EATS_LAUNCH_ANSWERS = """#!/bin/sh
-# the host's python, except that a one-shot launch helper's answer never comes back
+# the host's python, except that a one-shot launch helper's answer (the one with its checks)
+# never comes back; anything else it prints (a payload-cache miss) still does
 case " $* " in *" --tied "*) ;; *) exec {py} "$@";; esac
 req=$(mktemp)
+out=$(mktemp)
 cat > "$req"
-if grep -q '{{"op": "launch"' "$req"; then {py} "$@" < "$req" > /dev/null; rc=0
-else {py} "$@" < "$req"; rc=$?; fi
-rm -f "$req"
+{py} "$@" < "$req" > "$out"
+rc=$?
+if grep -q '{{"op": "launch"' "$req" && grep -q '"checks"' "$out"; then rc=0; else cat "$out"; fi
+rm -f "$req" "$out"
 exit $rc
 """
 
