@@ -187,8 +187,9 @@ class Payload:
 
     @functools.cached_property
     def packed(self) -> bytes:
-        """`data` compressed (the probe's 0.46 MB become about 0.09 MB)."""
-        return zlib.compress(self.data, 9)
+        """`data` compressed (the probe's 0.47 MB become 0.09 MB, in 10 ms; level 9 took
+        three times as long for 1% less)."""
+        return zlib.compress(self.data, 6)
 
 
 @functools.cache
