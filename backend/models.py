@@ -115,6 +115,21 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Process:
+    """A process that matters to the operator (GPU holder, trainer, seat, loop, top CPU or
+    memory user); `start` (clock ticks since boot) with `pid` is its identity."""
+
+    pid: int
+    start: int
+    user: str
+    command: str
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    gpu_mib: float | None = None
+    why: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HostSnapshot:
     """One host at one poll; `reachable=False` with `error` when it could not be asked."""
 
@@ -138,6 +153,8 @@ class HostSnapshot:
     probe_cpu_s: float | None = None
     #: serving seats (`seats.Seat`); None when the probe did not look for them
     seats: tuple[Any, ...] | None = None
+    #: the processes that matter on the host (probe_procs)
+    processes: tuple[Process, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The contract's `status --json` host object."""
@@ -157,6 +174,7 @@ class HostSnapshot:
             "warnings": list(self.warnings),
             "time": self.time,
             **({} if self.seats is None else {"seats": [s.to_json() for s in self.seats]}),
+            "processes": [dict(asdict(p), why=list(p.why)) for p in self.processes],
         }
 
 
@@ -466,6 +484,26 @@ def _disk(d: Any, i: int, marks: list[str]) -> Disk:
     return disk
 
 
+PROCESS_TAGS = ("gpu", "run", "seat", "loop", "cpu", "memory")
+
+
+def _process(d: Any, i: int, marks: list[str]) -> Process:
+    it = _Item(d, "process")
+    why = d.get("why") or []
+    proc = Process(pid=_count(d.get("pid"), "pid", 2**31) or 0,  # type: ignore[arg-type]
+                   start=_count(d.get("start"), "start", MAX_BYTES),  # type: ignore[arg-type]
+                   user=_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
+                   command=_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
+                   cpu_pct=it.soft(_figure, "cpu_pct", 0.0, 1e5),
+                   rss_bytes=it.soft(_count, "rss_bytes", MAX_BYTES),
+                   gpu_mib=it.soft(_figure, "gpu_mib", 0.0),
+                   why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else ())
+    if not proc.pid or proc.start is None:
+        raise BadField("pid", "no pid and start time: no identity")
+    marks.extend(it.marks)
+    return proc
+
+
 def _label(d: Any, i: int) -> str:
     """How a warning names one item: its name or path where it has a readable one."""
     from .hostlib.text import shown
@@ -487,16 +525,17 @@ def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, .
         warnings.append(f"{kind}: not a list ({_desc(seq)}); left out")
         return ()
     limit = MAX_ITEMS.get(kind, 1000)
+    one = "process" if kind == "processes" else kind[:-1]
     out = []
     for i, d in enumerate(seq[:limit]):
         marks: list[str] = []
         try:
             out.append(parse(d, i, marks))
         except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
-            warnings.append(f"{kind[:-1]} {_label(d, i)} quarantined: {e}")
+            warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
             continue
         for m in marks[:8]:
-            warnings.append(f"{kind[:-1]} {_label(d, i)}: {m}")
+            warnings.append(f"{one} {_label(d, i)}: {m}")
     if len(seq) > limit:
         warnings.append(f"{kind}: {len(seq) - limit} past {limit} left out")
     return tuple(out)
@@ -519,6 +558,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
     disks = _items("disks", d.get("disks"), _disk, warnings)
     runs = _items("runs", d.get("runs"), lambda r, i, m: _run(name, r, m), warnings)
     schedules = _items("schedules", d.get("schedules"), lambda s, i, m: _schedule(name, s, m), warnings)
+    processes = _items("processes", d.get("processes"), _process, warnings)
     snap = HostSnapshot(
         name=name,
         reachable=True,
@@ -535,6 +575,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
         time=now,
         probe_cpu_s=top.soft(_figure, "probe_cpu_s", 0.0),
         seats=_seats(name, d.get("seats"), warnings),
+        processes=processes,
     )
     warnings.extend(f"answer: {m}" for m in top.marks)
     warnings.extend(f"memory: {m}" for m in mi.marks)
@@ -563,7 +604,7 @@ def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:
 
 
 __all__ = [
-    "Checkpoint", "Disk", "FleetSnapshot", "Gpu", "GpuProcess", "HostSnapshot", "Run", "Schedule",
+    "Checkpoint", "Disk", "FleetSnapshot", "Gpu", "GpuProcess", "HostSnapshot", "Process", "Run", "Schedule",
     "fleet_from_json", "host_from_json", "host_from_probe", "run_from_json", "run_json",
     "schedule_from_json", "schedule_json",
 ]

@@ -28,6 +28,7 @@ from fleetdeck.backend.probe_common import (
     _read,
 )
 from fleetdeck.backend.probe_gpu import gpus
+from fleetdeck.backend.probe_procs import processes
 from fleetdeck.backend.probe_runs import full_series, runs
 from fleetdeck.backend.probe_schedules import schedules
 from fleetdeck.backend.probe_seats import find_seats
@@ -112,6 +113,8 @@ def snapshot(request=None):
         "time": now,
     }
     t = os.times()
+    reply["processes"] = _guard(warnings, "processes", lambda: processes(
+        procs, reply["gpus"], reply["runs"], reply["seats"], reply["schedules"]), [])
     reply["probe_cpu_s"] = round(time.process_time(), 6)
     reply["probe_children_cpu_s"] = round(t[2] + t[3], 4)
     return reply

@@ -181,3 +181,42 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
         await pilot.pause()
         assert FOLDED + host.name not in table.keys
         assert len([k for k in table.keys if "c-sys" in k]) == 3
+
+
+async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program():
+    import dataclasses
+
+    from test_tui_views import recorded
+    from textual.widgets import Button, Input
+
+    from fleetdeck.backend.models import Process
+    from fleetdeck.tui.messages import FleetPolled
+    from fleetdeck.tui.screens.stop import StopProcessModal
+
+    snap = recorded("fleet.json")
+    host = snap.hosts[0]
+    procs = (Process(pid=4242, start=99, user="ops", command="/usr/bin/python3 train.py \x1b[2J", cpu_pct=97.0,
+                     rss_bytes=3 << 30, gpu_mib=20_000.0, why=("gpu", "run")),)
+    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, processes=procs), *snap.hosts[1:]))
+    app = fixture_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(FleetPolled(snap))
+        await pilot.pause()
+        await pilot.press("enter")          # the Host view of the highlighted (first) host
+        await pilot.pause()
+        table = app.screen.query_one("#host-procs", KeyedTable)
+        assert table.keys == ["4242:99"]
+        assert cell_text(table, "4242:99", "cmd") == "/usr/bin/python3 train.py \\x1b[2J"
+        assert cell_text(table, "4242:99", "why") == "gpu, run"
+        table.focus()
+        await pilot.press("K")
+        await pilot.pause()
+        assert isinstance(app.screen, StopProcessModal)
+        act = app.screen.query_one("#act", Button)
+        assert act.disabled
+        app.screen.query_one("#stop-confirm", Input).value = "4242"
+        await pilot.pause()
+        assert act.disabled
+        app.screen.query_one("#stop-confirm", Input).value = "4242 python3"
+        await pilot.pause()
+        assert not act.disabled and "Stop process 4242" in str(act.label)

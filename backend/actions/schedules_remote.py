@@ -17,7 +17,6 @@ is an argv list, every string arrives as JSON on stdin.
 from __future__ import annotations
 
 import base64
-import errno
 import hashlib
 import os
 import re
@@ -406,46 +405,8 @@ def inspect_loop(req):
     return info
 
 
-def _signal(pid, start, sig):
-    """Send `sig` only to the listed process, never to whoever reused its pid."""
-    fd = None
-    if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return False
-        except OSError as e:
-            if e.errno not in (errno.ENOSYS, errno.EPERM):  # kernels before 5.3, seccomp filters
-                raise
-    if fd is not None:
-        try:
-            # the pidfd pins this process; its start time proves it is still the listed one
-            if not procfs.same_process(pid, start):
-                return False
-            signal.pidfd_send_signal(fd, sig)
-        except ProcessLookupError:
-            return False
-        finally:
-            os.close(fd)
-        return True
-    if not procfs.same_process(pid, start):
-        return False
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_gone(procs, seconds):
-    """True once none of [(pid, start)] is the same process any more, within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while True:
-        if not any(procfs.same_process(p, t) for p, t in procs):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
+_signal = procfs.signal_process
+_wait_gone = procfs.wait_gone
 
 
 def _freeze(pid, start, group, frozen):

@@ -9,7 +9,10 @@ clock ticks since boot, and `same_process` is the only check of "is it still tha
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
+import time
 
 # Set in the environment of every helper fleetdeck starts on a host (the boot line sets it);
 # the probe recognises fleetdeck's own processes by it and by its own parent chain, never by
@@ -181,3 +184,46 @@ def boot_time():
 def started_at(start):
     """Epoch seconds at which a process that started at `start` ticks began."""
     return boot_time() + start / float(clock_ticks())
+
+
+def signal_process(pid, start, sig):
+    """Send `sig` to the process (pid, start) only, never to whoever reused its pid: through a
+    pidfd where the kernel has them (it pins the process while its start time is checked).
+    False when that process is gone."""
+    fd = None
+    if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return False
+        except OSError as e:
+            if e.errno not in (errno.ENOSYS, errno.EPERM):  # kernels before 5.3, seccomp filters
+                raise
+    if fd is not None:
+        try:
+            if not same_process(pid, start):
+                return False
+            signal.pidfd_send_signal(fd, sig)
+        except ProcessLookupError:
+            return False
+        finally:
+            os.close(fd)
+        return True
+    if not same_process(pid, start):
+        return False
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(procs, seconds):
+    """True once none of [(pid, start)] is the same process any more, within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not any(same_process(p, t) for p, t in procs):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)

@@ -22,7 +22,9 @@ class HostScreen(ViewScreen):
     """Everything one host holds; esc goes back to the fleet."""
 
     SHOWS_AGES = True
-    BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view")]
+    BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view"),
+                Binding("K", "stop_process", "Stop process", show=False,
+                        tooltip="stop the highlighted process (its pid and program typed back; audited)")]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -43,6 +45,9 @@ class HostScreen(ViewScreen):
             yield Label("Disks", classes="section")
             yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
                               ("fs", "Type")], id="host-disks", classes="auto")
+            yield Label("Processes that matter (K stops the highlighted one)", classes="section")
+            yield KeyedTable([("pid", "Pid"), ("user", "User"), ("cpu", "CPU"), ("rss", "RSS"), ("gpu", "GPU"),
+                              ("why", "Why"), ("cmd", "Command")], id="host-procs", classes="auto")
 
     def on_resize(self) -> None:
         cols = host_schedule_columns(self.size.width)
@@ -91,10 +96,31 @@ class HostScreen(ViewScreen):
             used = bar(frac, 10, bool(dim))
             used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
             disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), shown(d.mount), shown(d.fstype))
+        procs: dict[str, tuple] = {}
+        for p in h.processes if h else ():
+            procs[f"{p.pid}:{p.start}"] = (
+                Text(str(p.pid), style=dim), Text(shown(p.user), style=dim),
+                "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%", human_bytes(p.rss_bytes, "-"),
+                "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB", Text(", ".join(p.why), style="dim"),
+                Text(shown(p.command), style=dim))
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
-                              ("#host-disks", disks)):
+                              ("#host-disks", disks), ("#host-procs", procs)):
                 self.query_one(tid, KeyedTable).sync(rows)
+
+
+    def action_stop_process(self) -> None:
+        """Stop the process highlighted in the processes table, once typed back."""
+        h = self.state.hosts.get(self.host_name)
+        key = self.query_one("#host-procs", KeyedTable).current_key
+        proc = next((p for p in (h.processes if h and h.reachable else ()) if f"{p.pid}:{p.start}" == key), None)
+        if proc is None:
+            self.notify("Highlight a process in the processes table first (the host must be up).",
+                        severity="warning", markup=False)
+            return
+        from .stop import StopProcessModal
+
+        self.app.push_screen(StopProcessModal(self.host_name, proc))
 
 
 def host_schedule_columns(width: int) -> list[tuple[str, str, int]]:

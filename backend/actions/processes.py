@@ -1,0 +1,59 @@
+"""Stop one process of a host, as the Host view lists it: its pid and command typed back, the
+host's helper re-checks that it is still that process, and the outcome is audited."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import state
+from ..models import Process
+from ..ssh import HostError, HostLink
+
+HELPER = "fleetdeck.backend.actions.process_remote"
+
+
+def confirmation(p: Process) -> str:
+    """What the operator types to stop `p`: its pid and its program's name (`4242 python3`)."""
+    prog = p.command.split(" ", 1)[0].rsplit("/", 1)[-1] or "?"
+    return f"{p.pid} {prog}"
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What became of one stop: `ok` when the process is gone."""
+
+    ok: bool
+    result: str
+    message: str
+    reason_code: str | None = None
+
+
+async def stop_process(link: HostLink, p: Process, typed: str, grace: float = 10.0,
+                       via: str = "dashboard") -> StopReport:
+    """Stop `p` on `link`'s host once `typed` is exactly `confirmation(p)`; audited."""
+    if typed != confirmation(p):
+        rep = StopReport(False, "refused", f"typed {typed!r}, not {confirmation(p)!r}", "not-confirmed")
+    else:
+        try:
+            ans = await link.run_helper(HELPER, {"op": "stop", "pid": p.pid, "start": p.start,
+                                                 "command": p.command, "grace": grace},
+                                        timeout=grace + 30, what="process stop")
+        except HostError as e:
+            rep = StopReport(False, "failed", e.message, e.code)
+        else:
+            if not isinstance(ans, dict) or not ans.get("ok"):
+                err = ans.get("error") if isinstance(ans, dict) and isinstance(ans.get("error"), dict) else {}
+                rep = StopReport(False, "refused", str(err.get("message") or "the host refused"),
+                                 str(err.get("code") or "helper"))
+            else:
+                result = str(ans.get("result"))
+                signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"
+                rep = StopReport(result in ("stopped", "killed"), result,
+                                 f"process {p.pid} {result} ({signals})")
+    try:
+        state.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
+                    command=p.command[:300], outcome=rep.result, reason=rep.reason_code, message=rep.message,
+                    via=via)
+    except OSError:
+        pass
+    return rep

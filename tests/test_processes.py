@@ -1,0 +1,82 @@
+"""The processes that matter on a host, and stopping one: listed by the probe (a real loop on a
+real sshd host), stopped only as the listed process (pid, start time, command) once its pid and
+program are typed back, audited."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from fleetdeck.backend import state
+from fleetdeck.backend.actions.processes import confirmation, stop_process
+from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.models import Process
+from fleetdeck.backend.poller import Poller
+
+pytestmark = pytest.mark.sshd
+
+
+@pytest.fixture
+def looping():
+    """A real shell loop on this machine (every loopback host sees it)."""
+    p = subprocess.Popen(["bash", "-c", "while true; do sleep 0.2; done"], start_new_session=True)
+    time.sleep(0.5)
+    yield p
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
+async def _listed(poller, host: str, pid: int) -> Process | None:
+    for _ in range(3):
+        snap = (await poller.poll()).hosts[0]
+        assert snap.reachable, snap.error
+        hit = next((p for p in snap.processes if p.pid == pid), None)
+        if hit is not None:
+            return hit
+    return None
+
+
+async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(spare_fleet, tmp_path, looping):
+    spare_fleet.add("pr")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    async with Poller(fleet) as poller:
+        proc = await _listed(poller, "pr", looping.pid)
+        assert proc is not None, "the loop is among the processes that matter"
+        assert "loop" in proc.why and proc.command.startswith("bash -c while true")
+        assert proc.rss_bytes and proc.start > 0
+        link = poller.link("pr")
+        # a vague yes stops nothing
+        rep = await stop_process(link, proc, "yes")
+        assert not rep.ok and rep.reason_code == "not-confirmed" and looping.poll() is None
+        # a process that is not the listed one any more (another start time): refused, no signal
+        ghost = Process(pid=proc.pid, start=proc.start + 1, user=proc.user, command=proc.command)
+        rep = await stop_process(link, ghost, confirmation(ghost))
+        assert not rep.ok and rep.reason_code == "gone" and looping.poll() is None
+        # the command changed under the same pid and start: refused
+        other = Process(pid=proc.pid, start=proc.start, user=proc.user, command="python3 something-else")
+        rep = await stop_process(link, other, confirmation(other))
+        assert not rep.ok and rep.reason_code == "changed" and looping.poll() is None
+        # typed back exactly: SIGTERM, and it is gone
+        assert confirmation(proc) == f"{looping.pid} bash"
+        rep = await stop_process(link, proc, f"{looping.pid} bash")
+        assert rep.ok and rep.result == "stopped", rep
+        assert looping.wait(10) is not None
+    records = [json.loads(line) for line in state.audit_path().read_text().splitlines()]
+    stops = [r for r in records if r["action"] == "process-stop"]
+    assert [r["result"] for r in stops] == ["refused", "refused", "refused", "done"]
+    assert [r["reason"] for r in stops] == ["not-confirmed", "gone", "changed", None]
+    assert stops[-1]["pid"] == looping.pid and stops[-1]["host"] == "pr"
+
+
+def test_pid_1_and_a_bad_request_are_refused_by_the_helper():
+    from fleetdeck.backend.actions import process_remote
+    from fleetdeck.backend.hostlib.serve import dispatch
+
+    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": 1, "start": 1})
+    assert ans["ok"] is False and ans["error"]["code"] == "init"
+    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": "1; rm -rf /", "start": 1})
+    assert ans["ok"] is False and ans["error"]["code"] == "bad-request"
