@@ -220,3 +220,26 @@ async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program(
         app.screen.query_one("#stop-confirm", Input).value = "4242 python3"
         await pilot.pause()
         assert not act.disabled and "Stop process 4242" in str(act.label)
+
+
+async def test_the_history_view_draws_a_hosts_recorded_night_and_changes_host_and_window():
+    import time
+
+    from test_history_cli import _night
+
+    _night(time.time())
+    app = fixture_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("6")
+        await pilot.pause()
+        table = app.screen.query_one("#history-chart").content
+        cells = " ".join(str(c) for col in table.columns for c in col._cells)
+        assert "GPU0 memory" in cells and "disk /tank" in cells and "run-\\x1b[2J7 loss" in cells
+        assert "gx10: the last 1d00h" in str(table.title)
+        await pilot.press("minus")
+        await pilot.pause()
+        assert "gx10: the last 6h00m" in str(app.screen.query_one("#history-chart").content.title)
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert "Nothing recorded for ana-ml2" in str(app.screen.query_one("#history-chart").content)

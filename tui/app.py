@@ -24,6 +24,7 @@ from .screens.audit import AuditScreen
 from .screens.base import FleetState, ViewScreen
 from .screens.dialogs import ErrorModal, HelpScreen
 from .screens.fleet import FleetScreen
+from .screens.history import HistoryScreen
 from .screens.host import HostScreen
 from .screens.runs import RunsScreen
 from .screens.schedules import SchedulesScreen
@@ -51,7 +52,7 @@ class FleetdeckApp(GuardedPump, App):
     CSS_PATH = "fleetdeck.tcss"
     TITLE = "fleetdeck"
     MODES = {"fleet": FleetScreen, "runs": RunsScreen, "schedules": SchedulesScreen,
-             "audit": AuditScreen, "alerts": AlertsScreen}
+             "audit": AuditScreen, "alerts": AlertsScreen, "history": HistoryScreen}
     DEFAULT_MODE = "fleet"
     BINDINGS = [
         Binding("1", "view('fleet')", "Fleet", tooltip="Fleet view: every host"),
@@ -60,6 +61,8 @@ class FleetdeckApp(GuardedPump, App):
                 tooltip="Schedules view: cron entries, timers, at jobs, loops"),
         Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
         Binding("5", "view('alerts')", "Alerts", tooltip="Alerts view: firing and resolved alerts"),
+        Binding("6", "view('history')", "History", show=False,
+                tooltip="History view: a host's GPU memory, disks and losses over hours and days"),
         Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
         Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
         Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),

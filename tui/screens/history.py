@@ -1,0 +1,92 @@
+"""The History view (`6`): one host's recorded GPU memory and utilisation, disks, losses and
+answers over a window, as sparklines (the same lines `fleetdeck history` prints), from the poll
+history the dashboard and `watch` keep. `[` / `]` change the host, `-` / `+` the window."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ..charts import collect, history_table
+from ..fmt import human_duration
+from .base import ViewScreen
+
+WINDOWS = (3600.0, 6 * 3600.0, 24 * 3600.0, 7 * 86400.0)
+#: the database is read again at most this often (a poll every few seconds needs no more)
+READ_EVERY = 10.0
+
+
+class HistoryScreen(ViewScreen):
+    """One host's history; `[` `]` host, `-` `+` window."""
+
+    BINDINGS = [
+        Binding("left_square_bracket", "host(-1)", "Prev host", tooltip="the previous host"),
+        Binding("right_square_bracket", "host(1)", "Next host", tooltip="the next host"),
+        Binding("minus", "window(-1)", "Shorter", show=False, tooltip="a shorter window (1h, 6h, 24h, 7d)"),
+        Binding("plus,equals_sign", "window(1)", "Longer", show=False, tooltip="a longer window"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.host_index = 0
+        self.window_index = 2
+        self._read_at = 0.0
+        self._key: tuple | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="history-body"):
+            yield Static(id="history-chart")
+            yield Static(id="history-help", classes="detail")
+
+    @property
+    def host(self) -> str | None:
+        names = self.state.host_names
+        return names[self.host_index % len(names)] if names else None
+
+    def action_host(self, step: int) -> None:
+        self.host_index += step
+        self._read_at = 0.0
+        self.refresh_view()
+
+    def action_window(self, step: int) -> None:
+        self.window_index = max(0, min(len(WINDOWS) - 1, self.window_index + step))
+        self._read_at = 0.0
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        host, window = self.host, WINDOWS[self.window_index]
+        now = time.time()
+        key = (host, window, self.size.width)
+        if key == self._key and now - self._read_at < READ_EVERY:
+            return
+        self._key, self._read_at = key, now
+        chart = self.query_one("#history-chart", Static)
+        help_line = self.query_one("#history-help", Static)
+        help_line.update(Text(f"[ ] another host ({len(self.state.host_names)})   - + the window "
+                              f"({', '.join(human_duration(w) for w in WINDOWS)})", style="dim"))
+        if host is None:
+            chart.update(Text("No hosts.", style="dim"))
+            return
+        from fleetdeck.backend.history import History, history_path
+
+        path = history_path()
+        if not path.exists():
+            chart.update(Text(f"No history yet: it is recorded while the dashboard or `fleetdeck watch` "
+                              f"polls ({path}).", style="dim"))
+            return
+        hist = History(path)
+        try:
+            since = now - window
+            data = collect(hist, host, since)
+        finally:
+            hist.close()
+        if not any(data.values()):
+            chart.update(Text(f"Nothing recorded for {host} in the last {human_duration(window)}.", style="dim"))
+            return
+        width = max(10, min(160, self.size.width - 60))
+        chart.update(history_table(data, host, since, window, width))
