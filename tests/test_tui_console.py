@@ -243,3 +243,37 @@ async def test_the_history_view_draws_a_hosts_recorded_night_and_changes_host_an
         await pilot.press("right_square_bracket")
         await pilot.pause()
         assert "Nothing recorded for ana-ml2" in str(app.screen.query_one("#history-chart").content)
+
+
+async def test_resume_is_offered_only_where_a_checkpoint_exists():
+    import dataclasses
+
+    from test_tui_views import recorded
+
+    from fleetdeck.backend.models import Checkpoint, Run
+    from fleetdeck.tui.messages import FleetPolled
+
+    snap = recorded("fleet.json")
+    host = snap.hosts[0]
+    bare = Run(host=host.name, path="/runs/run-bare", name="run-bare", state="failed", reason="CUDA OOM")
+    kept = dataclasses.replace(bare, path="/runs/run-kept", name="run-kept",
+                               checkpoints=(Checkpoint(path="/runs/run-kept/checkpoints/checkpoint-25", step=25,
+                                                       bytes=1 << 30),))
+    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, runs=(bare, kept)), *snap.hosts[1:]))
+    app = fixture_app()
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        app.post_message(FleetPolled(snap))
+        await pilot.pause()
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#runs-table", KeyedTable)
+        table.move_cursor(row=table.keys.index(f"{host.name}:/runs/run-bare"))
+        await pilot.pause()
+        title = str(app.screen.query_one("#run-title").content)
+        assert "no checkpoint to resume from" in title and "r: resume" not in title
+        await pilot.press("r")
+        await pilot.pause()
+        assert any("no checkpoint to resume from" in n.message for n in app._notifications)
+        table.move_cursor(row=table.keys.index(f"{host.name}:/runs/run-kept"))
+        await pilot.pause()
+        assert "r: resume from its newest checkpoint" in str(app.screen.query_one("#run-title").content)

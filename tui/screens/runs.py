@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -215,8 +214,10 @@ class RunsScreen(ViewScreen):
             # say so rather than leave the operator looking for a line that is not there
             t.append(f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
                      style="bold yellow")
-        if r.state in RESUMABLE:
+        if r.state in RESUMABLE and r.checkpoints:
             t.append("   r: resume from its newest checkpoint", style="dim")
+        elif r.state in RESUMABLE:
+            t.append("   no checkpoint to resume from (n launches it again)", style="dim")
         title.update(t)
         self.query_one("#run-trend", Static).update(eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
@@ -357,10 +358,9 @@ class RunsScreen(ViewScreen):
             self.notify(f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
                         title="Resume", severity="warning", markup=False)
             return
-        from fleetdeck.backend.actions import launch as backend_launch
-        if "resume" not in inspect.signature(backend_launch.launch).parameters:
-            self.notify("Resume is not available: this version's launch cannot resume a run.",
-                        title="Resume", severity="warning", markup=False)
+        if not r.checkpoints:
+            self.notify(f"{shown(r.name)} has no checkpoint to resume from: it would start from step 0. "
+                        "Launch it again (n) instead.", title="Resume", severity="warning", markup=False)
             return
         self.open_resume(r)
 
