@@ -299,6 +299,12 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
             problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
     elif done:
         r["state"] = "finished"
+    elif said == "running" and rpid and _start_ticks(rj) is not None and live_pid != rpid:
+        # the trainer run.json names (pid and start time: its identity) is gone, which is
+        # certain: another process found in the folder (a stranger's python, a reused pid) is
+        # not it, and makes the run neither running nor stalled
+        r["state"] = "failed"
+        problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
     elif live_pid is not None:
         r["state"], r["pid"] = "running", live_pid
         silent = now - r["last_update"] if r["last_update"] else None
@@ -316,7 +322,8 @@ def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
         problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
     elif not problems:
         problems.append("no live process, no final adapter")
-    if r["state"] in ("running", "stalled") and r["step"] is not None and r["max_steps"] and r["seconds_per_step"]:
+    # a stalled run has no ETA: its step time says nothing about when it will move again
+    if r["state"] == "running" and r["step"] is not None and r["max_steps"] and r["seconds_per_step"]:
         r["eta_seconds"] = round(max(0, r["max_steps"] - r["step"]) * r["seconds_per_step"], 1)
     if r["state"] in ("unknown", "failed", "stalled") or problems:
         r["reason"] = "; ".join(problems) or None
