@@ -250,7 +250,8 @@ async def test_a_disk_that_fills_mid_replace_leaves_the_original(links, dirs):
         rep = await mirror(links["h1"], str(src), links["h2"], str(dst), replace=True, progress=progress)
         assert filled
         assert rep.result == "failed" and rep.reason == "disk-full", rep.error
-        assert "unchanged under its name" in rep.error
+        # what DST's host said after the failure (a host too busy to answer in time is said so)
+        assert "unchanged under its name" in rep.error or "under its name or kept as" in rep.error
         _untouched(dst, old)
         assert sorted(os.listdir(parent)) == ["adapter", "filler"]
     finally:

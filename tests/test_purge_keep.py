@@ -169,3 +169,16 @@ def test_terminal_prompt_needs_the_run_typed_exactly(h1):
     rc, out = _prompted_purge(fleet, str(run), str(run).encode() + b"\n", "--keep-newest", "1")
     assert rc == 0 and ckpts(run) == [50] and "verified" in out
     assert [r["confirmation"]["via"] for r in purge_audit()] == ["prompt", "prompt", "prompt"]
+
+
+def test_the_run_is_typed_back_as_it_was_given(h1, capsys):
+    """The confirmation is the run as the operator wrote it (here with a trailing slash), as a
+    path is; the host's resolved form travels separately."""
+    fleet, host = h1
+    run = make_run(host.runs, uniq(HOSTILE), steps=(25, 50), adapter=False)
+    given = str(run) + "/"
+    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, given, "--keep-newest", "1",
+                       "--confirm", given, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and ckpts(run) == [50], err
+    assert doc["keep_newest"]["run"] == given and doc["keep_newest"]["resolved"] == str(run)

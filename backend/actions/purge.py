@@ -86,6 +86,7 @@ class KeepRule:
     `n` checkpoints are the keepers and the older ones are the paths. The confirmation is the
     run's path typed back exactly."""
 
+    #: the run as given (what is typed back)
     run: str
     n: int
     #: every checkpoint found, oldest first: (step, path)
@@ -93,9 +94,11 @@ class KeepRule:
     kept: tuple[str, ...]
     #: why the rule frees nothing (no checkpoints, no more than n, a bad run path): a refusal
     refusal: Refusal | None = None
+    #: the run's absolute path on the host (`~` expanded)
+    resolved: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run": self.run, "n": self.n, "kept": list(self.kept),
+        return {"run": self.run, "resolved": self.resolved, "n": self.n, "kept": list(self.kept),
                 "checkpoints": [[s, p] for s, p in self.checkpoints],
                 "refusal": self.refusal.to_json() if self.refusal else None}
 
@@ -254,7 +257,9 @@ def _keep_rule(rule: dict[str, Any] | None) -> KeepRule | None:
     if rule is None:
         return None
     err = rule.get("error")
-    return KeepRule(run=rule.get("run") or "", n=rule["n"],
+    given = rule.get("given")
+    return KeepRule(run=given if isinstance(given, str) else rule.get("run") or "", n=rule["n"],
+                    resolved=rule.get("run"),
                     checkpoints=tuple((int(s), str(p)) for s, p in rule.get("checkpoints") or []),
                     kept=tuple(rule.get("kept") or ()), refusal=Refusal(err[0], err[1]) if err else None)
 
@@ -439,7 +444,7 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
                         "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
     if plan.keep is not None:
-        payload["keep"] = {"run": plan.keep.run, "kept": list(plan.keep.kept)}
+        payload["keep"] = {"run": plan.keep.resolved, "kept": list(plan.keep.kept)}
     try:
         out = await _ask(link, host_cfg, payload, 3600)
         report = _report_from(plan, out, typed)

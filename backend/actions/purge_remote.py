@@ -299,7 +299,7 @@ def keep_newest(run_given, n):
     """The keep rule of a run without a final adapter: its checkpoints (layout's one rule),
     the newest `n` by step kept, the others to purge as literal paths. {"run", "n",
     "checkpoints": [[step, path]], "kept": [...], "purge": [...], "error": [code, sentence]}."""
-    out = {"run": None, "n": n, "checkpoints": [], "kept": [], "purge": [], "error": None}
+    out = {"given": run_given, "run": None, "n": n, "checkpoints": [], "kept": [], "purge": [], "error": None}
     if not isinstance(run_given, str) or not run_given:
         out["error"] = ["bad-keep", "a keep rule names the run folder"]
         return out
