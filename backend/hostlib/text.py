@@ -19,8 +19,11 @@ def shown(p):
         return ""
     if isinstance(p, bytes):
         p = os.fsdecode(p)
+    p = str(p)
+    if p.isprintable() and "\\" not in p:
+        return p   # nothing to escape (a surrogate or a control character is not printable)
     out = []
-    for ch in str(p):
+    for ch in p:
         o = ord(ch)
         if ch == "\\":
             out.append("\\\\")
