@@ -42,6 +42,7 @@ from .history import History
 from .hostlib import procfs
 from .hostlib.text import shown
 from .models import FleetSnapshot, HostSnapshot
+from .poller import Poller
 from .seats import Seat, SeatCheck, check_seat, fetch_seats, record_check, recorded_checks
 
 SEAT_REFRESH_S = 60.0
@@ -130,8 +131,6 @@ class Monitor:
                  engine: AlertEngine | None = None, collector: Any = None, source: Any = None,
                  report: Callable[[str, str], None] | None = None, link: Callable[[str], Any] | None = None,
                  **deliver_opts: Any) -> None:
-        from .poller import Poller
-
         assert role in ROLES, role
         self.fleet = fleet
         self.role = role
