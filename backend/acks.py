@@ -198,8 +198,19 @@ def action_rank(s: Schedule) -> int:
     return 3
 
 
-def why(s: Schedule, fleet: Iterable[Schedule]) -> str:
-    """One line saying why `s` is stray (or why it is not), for the CLI and the dashboard."""
+def twins_index(fleet: Iterable[Schedule]) -> dict[str, list[Schedule]]:
+    """The active, non-system schedules of `fleet` by their command (whitespace aside): what
+    `why` looks duplicates up in, built once for a whole listing instead of once per row."""
+    index: dict[str, list[Schedule]] = {}
+    for o in fleet:
+        if o.active and not o.system:
+            index.setdefault(_norm(o.command), []).append(o)
+    return index
+
+
+def why(s: Schedule, fleet: Iterable[Schedule], index: dict[str, list[Schedule]] | None = None) -> str:
+    """One line saying why `s` is stray (or why it is not), for the CLI and the dashboard
+    (`index`: `twins_index(fleet)`, for a caller that asks for many rows)."""
     if s.system:
         return "installed by the distribution"
     if not s.stray:
@@ -212,7 +223,9 @@ def why(s: Schedule, fleet: Iterable[Schedule]) -> str:
             f"names a path that does not exist on {s.host}")
     if "duplicate" in s.reasons:
         key = _norm(s.command)
-        twins = [o for o in fleet if o is not s and o.active and not o.system and _norm(o.command) == key]
+        pool = index.get(key, []) if index is not None else (
+            o for o in fleet if o.active and not o.system and _norm(o.command) == key)
+        twins = [o for o in pool if o is not s]
         where = sorted({o.host for o in twins})
         n = len(twins)
         parts.append(f"the same command runs {n} more time{'s' if n != 1 else ''}"

@@ -89,7 +89,8 @@ async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):
         title = str(app.screen.query_one("#run-title").render())
         assert "why failed: CUDA out of memory at step 40" in title
         log = "\n".join(app.screen.query_one("#run-log").lines)
-        assert "no train.log in" in log and "tail:" not in log and "cannot open" not in log
+        # the run's folder is not on the host: one plain sentence, never a tool's stderr
+        assert "is not on local now (moved or removed?)" in log and "tail:" not in log and "cannot open" not in log
 
 
 async def test_no_markdown_backticks_on_any_view():
@@ -118,7 +119,10 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     failed = tmp_path / "runs" / "r1"
     failed.mkdir(parents=True)
     (failed / "RUN.toml").write_text(f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n')
-    runs = (Run(host="local", path=str(failed), name="r1", state="failed", reason="killed by SIGKILL"),
+    from fleetdeck.backend.models import Checkpoint
+    ckpt = Checkpoint(path=str(failed / "checkpoints" / "checkpoint-25"), step=25, bytes=1 << 20)
+    runs = (Run(host="local", path=str(failed), name="r1", state="failed", reason="killed by SIGKILL",
+                checkpoints=(ckpt,)),
             Run(host="local", path=str(tmp_path / "runs" / "r0"), name="r0", state="finished"))
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
     snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=runs),), time=1.0)

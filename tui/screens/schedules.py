@@ -109,7 +109,10 @@ class SchedulesScreen(ViewScreen):
     def refresh_view(self) -> None:
         rows = {}
         every = self.state.schedules
+        index = backend_acks.twins_index(every)
         hosts = shorten_unique([x.host for x in every], self._widths["host"])
+        widths = tuple(self._widths)
+        cache, self._row_cache = getattr(self, "_row_cache", {}), {}
         # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
         narrow = "kind" not in self._widths
         folded: dict[str, int] = {}
@@ -117,15 +120,22 @@ class SchedulesScreen(ViewScreen):
             if s.system and not self.show_system:
                 folded[s.host] = folded.get(s.host, 0) + 1
                 continue
-            style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
-            flag = "⚠" if s.stray else ("·" if s.system else " ")
-            cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
-                     # `why` names the missing path as the host's command gave it: escaped here
-                     "kind": shown(s.kind), "why": Text(shown(short_why(s) if narrow else backend_acks.why(s, every)),
-                                                        style=style or "green"),
-                     "user": shown(s.user), "spec": Text(shown(s.spec), style=style),
-                     "cmd": Text(shown(s.command), style=style)}
-            rows[schedule_key(s)] = tuple(cells[k] for k in self._widths)
+            why = short_why(s) if narrow else backend_acks.why(s, every, index)
+            # a schedule that did not change keeps its very cell objects: nothing to build, and
+            # the table compares them by identity
+            ck = (s, why, hosts[s.host], widths)
+            row = cache.get(ck)
+            if row is None:
+                style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
+                flag = "⚠" if s.stray else ("·" if s.system else " ")
+                cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
+                         # `why` names the missing path as the host's command gave it: escaped here
+                         "kind": shown(s.kind), "why": Text(shown(why), style=style or "green"),
+                         "user": shown(s.user), "spec": Text(shown(s.spec), style=style),
+                         "cmd": Text(shown(s.command), style=style)}
+                row = tuple(cells[k] for k in self._widths)
+            self._row_cache[ck] = row
+            rows[schedule_key(s)] = row
         for host, n in folded.items():
             dim = Text(f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)", style="dim")
             cells = {"flag": Text("·", style="dim"), "host": hosts[host], "kind": Text("system", style="dim"),

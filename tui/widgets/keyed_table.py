@@ -58,6 +58,9 @@ class KeyedTable(NavTable):
         self.sort_by: tuple[int, bool] | None = None
         self._all_rows: dict[str, Sequence[Any]] = {}
         self._all_heights: dict[str, int] = {}
+        #: the row object each key was last given (a caller that keeps unchanged rows' objects
+        #: lets sync skip them without comparing a cell)
+        self._given: dict[str, Any] = {}
         self._spec = list(columns)
         self._cells: dict[str, tuple] = {}
         self._heights: dict[str, int] = {}
@@ -100,6 +103,7 @@ class KeyedTable(NavTable):
         self._spec = new
         self._cells.clear()
         self._heights.clear()
+        self._given.clear()
         self._add_columns()
         return True
 
@@ -219,12 +223,16 @@ class KeyedTable(NavTable):
             self.remove_row(key)
             del self._cells[key]
             self._heights.pop(key, None)
+            self._given.pop(key, None)
             changed += 1
         col_keys = [ColumnKey(spec[0]) for spec in self._spec]
         touched = False
-        for key, cells in rows.items():
-            cells = tuple(_one_line_each(c) for c in cells)
+        for key, given in rows.items():
             h = heights.get(key, 1)
+            if self._given.get(key) is given and key in self._cells and self._heights.get(key) == h:
+                continue   # the caller handed the very row it handed last time: nothing changed
+            self._given[key] = given
+            cells = tuple(_one_line_each(c) for c in given)
             old = self._cells.get(key)
             if old is None:
                 self.add_row(*cells, key=key, height=h)
@@ -235,7 +243,7 @@ class KeyedTable(NavTable):
                     self._set_height(key, h)
                 row = self._data[RowKey(key)]
                 for i, (a, b) in enumerate(zip(old, cells, strict=True)):
-                    if a != b:
+                    if a is not b and a != b:
                         # what update_cell does, minus its refresh() per cell: one refresh below
                         row[col_keys[i]] = b
                         changed += 1
