@@ -108,6 +108,9 @@ class HostConfig:
     #: keep helper payloads in a cache on the host, so a later connection sends only their
     #: sha256 (docs/probe.md); false: every helper is sent whole, compressed, each time
     payload_cache: bool = True
+    #: "sudo": every helper (the probe, purge, mirror, schedules...) runs through `sudo -n`, so
+    #: a login that is not root can act on other users' files; None: as the login itself
+    become: str | None = None
 
     @property
     def roots_for_purge(self) -> tuple[str, ...]:
@@ -157,6 +160,7 @@ _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "accept_new_host_keys": ((bool,), "true or false"),
     "python": ((str,), "a string"),
     "payload_cache": ((bool,), "true or false"),
+    "become": ((str,), '"sudo" (the only way to become root that is offered)'),
     "address": ((str,), "a string"),
     "local": ((bool,), "true or false"),
     "port": ((int,), "an integer"),
@@ -186,6 +190,8 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
         if not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
             raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}")
         return tuple(value)  # type: ignore[arg-type]
+    if key == "become" and value != "sudo":
+        raise ConfigError(f"{source}: {where}: key 'become' must be {wanted}, not {value!r}")
     return value
 
 

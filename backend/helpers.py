@@ -338,7 +338,20 @@ def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
     return head + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep)) + p.packed
 
 
-def helper_argv(python: str, args: list[str] | None = None) -> list[str]:
+#: what a host's sudo says when `sudo -n` would need a password
+SUDO_PASSWORD = ("a password is required", "a terminal is required")
+
+
+def helper_argv(python: str, args: list[str] | None = None, become: str | None = None) -> list[str]:
     """argv of a helper on a host: `env` puts the helper marker in its environment, where the
-    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's."""
-    return ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
+    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's. With
+    `become = "sudo"` it runs through `sudo -n` (never a password prompt: a sudo that asks for
+    one fails at once, and that failure is named `sudo-password`)."""
+    argv = ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
+    return ["sudo", "-n", "--", *argv] if become == "sudo" else argv
+
+
+def sudo_refused(stderr: str) -> bool:
+    """True when a helper's stderr is sudo refusing to run it without a password."""
+    low = stderr.lower()
+    return "sudo" in low and any(s in low for s in SUDO_PASSWORD)

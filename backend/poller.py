@@ -10,7 +10,8 @@ from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
-from .ssh import AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError
+from .helpers import sudo_refused
+from .ssh import SUDO_SENTENCE, AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 
@@ -172,6 +173,10 @@ class Poller:
             raise HostError(host.name, str(e), "shell-output") from None
         except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
             why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
+            if sudo_refused(why):
+                self._forget(host.name, drop_link=False)
+                raise HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"),
+                                "sudo-password") from None
             self._forget(host.name, drop_link=True)
             # A resident probe that died with its connection is normal after a host restart:
             # try once more on a fresh one, which also tells "down" from "probe broke".

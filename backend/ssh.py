@@ -41,7 +41,11 @@ from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from 
     noise_text,
     payload_stdin,
     read_bounded,
+    sudo_refused,
 )
+
+SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
+                 "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")
 from .hostlib.text import shown
 
 # Authentication refused (or a key file missing) is not retried until the key files, the
@@ -399,7 +403,7 @@ class HostLink:
         request = json.dumps(payload).encode()
         first, resend, sha = self._boot(source)
         # tied: a helper cut off by the timeout dies on the host with its channel
-        argv = helper_argv(self.host.python, ["--tied"])
+        argv = helper_argv(self.host.python, ["--tied"], self.host.become)
         res = await self.run(argv, input=first + request, timeout=timeout)
         if resend is not None and is_missing(res.stdout.rstrip(b"\n").rpartition(b"\n")[2], sha):
             res = await self.run(argv, input=resend() + request, timeout=timeout)
@@ -416,6 +420,8 @@ class HostLink:
             else:
                 raise HostError(self.name, noise_text(b"\n".join(lines[:-1]), what), "shell-output")
         err = bounded_text(res.stderr)
+        if sudo_refused(err):
+            raise HostError(self.name, SUDO_SENTENCE.format(user=self.host.user or "the login"), "sudo-password")
         if not err:
             out = shown(res.stdout.decode("utf-8", "replace").strip()[:300])
             err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")
@@ -424,7 +430,7 @@ class HostLink:
     async def start_helper(self, source: str, args: list[str] | None = None,
                            what: str = "helper") -> HelperProcess:
         """Start a resident helper; its source is already sent, the streams are yours."""
-        argv = helper_argv(self.host.python, args)
+        argv = helper_argv(self.host.python, args, self.host.become)
 
         async def spawn() -> Any:
             if self.is_local:
@@ -517,7 +523,7 @@ class HostLink:
         except (asyncssh.Error, OSError, TimeoutError):
             own = None
         conn = own if own is not None else await self.connection()
-        argv = helper_argv(self.host.python, args)
+        argv = helper_argv(self.host.python, args, self.host.become)
 
         async def spawn() -> Any:
             try:
