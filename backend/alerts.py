@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
+from .errors import ConfigError
 from .hostlib.text import shown
 from .models import FleetSnapshot, HostSnapshot
 

@@ -9,11 +9,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ConfigError
+
 HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-class ConfigError(Exception):
-    """A fleet file (or RUN.toml) that cannot be used; the message names file, host and key."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +230,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
         hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
     alerts = None
     if "alerts" in doc:
-        from .alerts import parse_alerts  # alerts.py imports this module's ConfigError
+        from .alerts import parse_alerts  # loaded only for a fleet file with [alerts]
 
         alerts = parse_alerts(doc["alerts"], source)
     return Fleet(hosts=tuple(hosts), source=source, alerts=alerts)

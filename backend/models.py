@@ -585,7 +585,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
 def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
     if not isinstance(items, list):
         return None
-    from .seats import seat_from_json  # seats.py types its hints with this module's classes
+    from .seat_model import seat_from_json
 
     return _items("seats", items, lambda s, i, m: seat_from_json(host, s), [] if warnings is None else warnings)
 

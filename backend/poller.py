@@ -9,8 +9,8 @@ from .acks import load_acks
 from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
-from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .helpers import sudo_refused
+from .models import FleetSnapshot, HostSnapshot, host_from_probe
 from .ssh import SUDO_SENTENCE, AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError
 
 PROBE_MODULE = "fleetdeck.backend.probe"

@@ -43,10 +43,10 @@ from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from 
     read_bounded,
     sudo_refused,
 )
+from .hostlib.text import shown
 
 SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
                  "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")
-from .hostlib.text import shown
 
 # Authentication refused (or a key file missing) is not retried until the key files, the
 # ssh config or the fleet file change, or this long has passed: a retry would be refused the

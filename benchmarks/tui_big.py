@@ -22,7 +22,15 @@ import statistics
 import time
 
 from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run, Schedule
+from fleetdeck.backend.models import (
+    Disk,
+    FleetSnapshot,
+    Gpu,
+    GpuProcess,
+    HostSnapshot,
+    Run,
+    Schedule,
+)
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource

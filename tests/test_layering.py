@@ -76,3 +76,48 @@ def test_ruff_is_clean():
         pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
     p = subprocess.run([ruff, "check", "."], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_no_import_cycle_in_the_backend():
+    """The backend's modules import each other without a circle, function-local imports and
+    type-checking imports included (the graph import-linter builds)."""
+    import grimp
+
+    g = grimp.build_graph("fleetdeck.backend", "fleetdeck.tui", include_external_packages=False)
+    mods = sorted(m for m in g.modules if m.startswith("fleetdeck.backend"))
+    adj = {m: {i for i in g.find_modules_directly_imported_by(m) if i.startswith("fleetdeck.backend")}
+           for m in mods}
+    # Tarjan's strongly connected components: any component of two or more is a cycle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in adj[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for m in mods:
+        if m not in index:
+            visit(m)
+    assert not cycles, "\n".join(
+        " <-> ".join(c) + ": " + "; ".join(f"{a} -> {b}" for a in c for b in sorted(adj[a]) if b in c)
+        for c in cycles)
