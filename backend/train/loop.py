@@ -216,7 +216,10 @@ class Engine:
 
     def batch(self, split: Split, rows: list[list[tuple[int, int]]]) -> Batch:
         """One micro-batch of `rows` as this model takes it (packed flat, or padded side by side)."""
-        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded)
+        # compiled layers: every packed micro-batch as long as a full one (no recompile for a
+        # partial last row or a short eval micro-batch)
+        full = self.recipe.micro_rows * self.cfg.seq_len if self.recipe.compile and not self.padded else None
+        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full)
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         """The last hidden state, (tokens, hidden) with padding rows flattened in."""
