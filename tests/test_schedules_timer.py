@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,11 @@ from fleetdeck.backend.hostlib import procfs
 import sshfleet
 
 SYSTEMD = "/lib/systemd/systemd"
+PRIVATE = ("/run/", "/tmp/", "/var/tmp/")   # what the namespace mounts its own tmpfs over
+# The host's interpreter: the one this venv was made from, since a venv inside a clone under
+# /tmp (CI's .venv) is hidden by the namespace's private /tmp. The probe and the helpers need
+# only the standard library.
+HOST_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 # mounts first, each checked (`|| exit 1`): without them systemd-tmpfiles would empty the
 # machine's /tmp and /var/tmp
 INIT = r"""mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp \
@@ -47,6 +53,8 @@ def _why_not() -> str | None:
         return "/etc/systemd/system does not exist to mount over"
     if not sshfleet.have_sshd():
         return "OpenSSH sshd is not installed"
+    if HOST_PYTHON.startswith(PRIVATE):
+        return f"this Python ({HOST_PYTHON}) lies where the namespace mounts a private tmpfs"
     return None
 
 
@@ -116,7 +124,7 @@ def ns_host(ns_systemd, monkeypatch):
     fleet = sshfleet.SshdFleet(base / "fleet")
     try:
         fleet.add("ns1")
-        yield fleet, str(fleet.write_fleet(base / "hosts.toml", names=["ns1"]))
+        yield fleet, str(fleet.write_fleet(base / "hosts.toml", names=["ns1"], defaults={"python": HOST_PYTHON}))
     finally:
         fleet.stop_all()
         shutil.rmtree(base, ignore_errors=True)
