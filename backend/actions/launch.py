@@ -159,6 +159,24 @@ def _request(op: str, host: HostConfig, values: dict[str, Any], after: str | Non
             "boot": BOOT, "source": helper_source()}
 
 
+RUN_TOML_LIMIT = 1 << 20
+
+
+async def read_run_toml(link: HostLink, run_path: str) -> dict[str, Any] | None:
+    """The RUN.toml a run was launched with, read from its folder on the host (bounded, as
+    any command's output), parsed; None when the folder holds none (not started by `launch`).
+    HostError when the host cannot be asked; ValueError naming the file when it is not TOML."""
+    import tomllib
+
+    res = await link.run(["cat", "--", f"{run_path}/RUN.toml"], timeout=10, limit=RUN_TOML_LIMIT)
+    if res.returncode != 0:
+        return None
+    try:
+        return tomllib.loads(res.stdout.decode("utf-8", "replace"))
+    except ValueError as e:
+        raise ValueError(f"{run_path}/RUN.toml on {link.name} is not valid TOML: {e}") from None
+
+
 def live_json(runs: Iterable[Run]) -> list[dict[str, Any]]:
     """The runs a probe saw `running`, as the helper's `live` list."""
     return [{"path": r.path, "pid": r.pid, "name": r.name} for r in runs if r.state == "running"]

@@ -367,19 +367,17 @@ class RunsScreen(ViewScreen):
     @work(exclusive=True, group="resume", exit_on_error=False)
     async def open_resume(self, run: Run) -> None:
         """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
-        import tomllib
+        from fleetdeck.backend.actions.launch import read_run_toml
+
         try:
-            res = await self.app.link(run.host).run(["cat", "--", f"{run.path}/RUN.toml"], timeout=10)
-            if res.returncode != 0:
-                raise FileNotFoundError
-            values = tomllib.loads(res.stdout.decode("utf-8", "replace"))
-        except FileNotFoundError:
+            values = await read_run_toml(self.app.link(run.host), run.path)
+        except Exception as e:
+            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
+            return
+        if values is None:
             self.notify(f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
                         "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning",
                         markup=False)
-            return
-        except Exception as e:
-            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
             return
         from .launch import LaunchModal
         self.app.push_screen(LaunchModal(resume=run, values=values))
