@@ -25,6 +25,7 @@ from pathlib import Path
 
 from fleetdeck.backend.train import batching, fused
 from fleetdeck.backend.train.bench import (
+    datasheet_tflops,
     matmul_peak_tflops,
     measure_fleetdeck,
     summarize,
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     peak = matmul_peak_tflops(device)
+    datasheet = datasheet_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"# {name}; bf16 matmul measured {peak or 0:.0f} TFLOP/s; seq_len {args.seq_len}; "
           f"{args.warmup} warm-up + {args.steps} timed steps of 8 rows", flush=True)
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = [("fleetdeck default", {})]
         variants += list(chosen)
         if args.baseline:
-            variants += [("reference-strong", "strong"), ("reference", "old")]
+            variants += [("reference-strong", "strong"), ("reference-plain", "plain"), ("reference", "old")]
         ref_tps = None
         terms = None
         for label, change in variants:
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 if label.startswith("reference"):
                     from fleetdeck.backend.train.reference import measure_reference
 
-                    r = measure_reference(cfg, args.steps, args.warmup, lambda m: None, strong=change == "strong")
+                    r = measure_reference(cfg, args.steps, args.warmup, lambda m: None, kind=change)
                     r["flops"] = [t * terms[0] + terms[1] * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
                 else:
                     batching.FUSED_CE = change != "full_ce"
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
                     r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
-                s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], None)
+                s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
                 if label == "fleetdeck default":
                     ref_tps = s["tokens_per_second"]
                 row = {"model": arch, "variant": label, "description": r["description"], **s,
@@ -240,7 +242,9 @@ def _print(r: dict) -> None:
         print(f"{r['model']:<11} {r['variant']:<38} ERROR {r['error']}", flush=True)
         return
     ratio = f"{r['vs_default']:.3f}x" if r.get("vs_default") else "-"
-    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"
+    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"  # of the datasheet rate
+    if r.get("mfu_measured"):
+        mfu += f" ({100 * r['mfu_measured']:.1f}% measured)"
     mem = f"{r['peak_memory_gib']:.1f}" if r.get("peak_memory_gib") is not None else "-"
     print(f"{r['model']:<11} {r['variant']:<38} {r['median_s_per_step']:7.3f} s/step "
           f"(spread {r['spread_pct']:4.1f}%) {r['tokens_per_second']:9,.0f} tok/s  MFU {mfu:>6}  "

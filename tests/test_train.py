@@ -268,19 +268,79 @@ def test_bench_reports_json(tmp_path):
 
 def test_bench_baseline_runs_the_reference_recipe(tmp_path):
     pytest.importorskip("accelerate")
-    toml = write_run(tmp_path)
+    toml = write_run(tmp_path, seq_len=32)
     r = fleetdeck("bench", str(toml), "--steps", "1", "--warmup", "1", "--baseline", "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     by = {x["recipe"]: x for x in report["results"]}
-    assert list(by) == ["fleetdeck", "reference-strong", "reference"]
-    assert report["ratio"] == round(by["fleetdeck"]["tokens_per_second"] / by["reference-strong"]["tokens_per_second"], 2)
-    assert report["ratio_vs_reference"] == round(by["fleetdeck"]["tokens_per_second"] / by["reference"]["tokens_per_second"], 2)
-    strong, old = by["reference-strong"], by["reference"]
+    assert list(by) == ["fleetdeck", "reference-strong", "reference-plain", "reference"]
+    ft = by["fleetdeck"]["tokens_per_second"]
+    for key, recipe in (("ratio", "reference-strong"), ("ratio_vs_plain", "reference-plain"),
+                        ("ratio_vs_reference", "reference")):
+        assert report[key] == round(ft / by[recipe]["tokens_per_second"], 2)
+    strong, plain, old = by["reference-strong"], by["reference-plain"], by["reference"]
+    # reference-strong: dense full rows cut from the token stream (no padding: SDPA on the CPU),
+    # the run's dropout, no checkpointing; on the CPU no batch search and no Liger
     assert (strong["lora_dropout"], strong["gradient_checkpointing"], strong["batch"]) == (0.0, False, 4)
+    assert strong["attention"] == "sdpa" and strong["liger"] is False
+    assert strong["tokens_per_step"] == 4 * 32, "dense rows: every token real, none padding"
+    assert "dense 32-token rows" in strong["description"] and "peft input cast off" in strong["description"]
+    assert (plain["lora_dropout"], plain["gradient_checkpointing"], plain["batch"]) == (0.0, False, 4)
+    assert "padded to the longest row" in plain["description"]
     assert (old["lora_dropout"], old["gradient_checkpointing"], old["batch"]) == (0.05, True, 1)
     # every recipe fed the same corpus's real tokens, never padding
-    assert by["fleetdeck"]["tokens_per_step"] > 0 and strong["tokens_per_step"] <= 4 * 64
+    assert by["fleetdeck"]["tokens_per_step"] > 0 and plain["tokens_per_step"] <= 4 * 32
+    assert report["datasheet_tflops"] is None and strong["mfu"] is None  # no GPU: no datasheet rate
+
+
+def test_bench_references_option_selects_and_refuses(tmp_path):
+    from fleetdeck.backend.train.bench import bench_main
+
+    toml = write_run(tmp_path)
+    assert bench_main([str(toml), "--baseline", "--references", "strong,nope"]) == 2
+
+
+def test_reference_strong_batch_search_is_not_limited_to_divisors():
+    from fleetdeck.backend.train.reference import search_batch
+
+    def curve(limit_fit, best_at):
+        # tokens/s rises to best_at, then falls; out of memory past limit_fit
+        return lambda b: None if b > limit_fit else 1000.0 * min(b, best_at) - 10.0 * max(0, b - best_at)
+
+    said = []
+    best, seen = search_batch(curve(20, 24), said.append)
+    # 1, 2, 4, 8, 16 fit, 32 does not: 24 (halfway up) does not fit either, 12 is slower; 16 wins
+    assert best == 16 and seen[32] is None and 24 in seen and seen[24] is None and 12 in seen
+    best, seen = search_batch(curve(40, 12), said.append)
+    # 32 gains nothing on 16, nor 64: the search stops there; 12 (halfway below 16) is the best
+    assert best == 12 and 128 not in seen and 24 in seen
+    best, seen = search_batch(lambda b: None, said.append)
+    assert best is None and list(seen) == [1]
+    assert any("batch 1: out of memory" in m for m in said)
+
+
+def test_fed_lengths_counts_real_tokens_of_each_feed():
+    import torch
+
+    from fleetdeck.backend.train.reference import fed_lengths
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    assert fed_lengths({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == [3, 2]
+    assert fed_lengths({"input_ids": torch.zeros(1, 9), "cu_seq_lens_q": torch.tensor([0, 4, 9])}) == [4, 5]
+    assert fed_lengths({"input_ids": torch.zeros(3, 8)}) == [8, 8, 8]
+
+
+def test_datasheet_table_matches_gpu_names():
+    from fleetdeck.backend.train.bench import datasheet_tflops
+
+    assert datasheet_tflops("NVIDIA H200") == 989.4
+    assert datasheet_tflops("NVIDIA H200 NVL") == 835.5
+    assert datasheet_tflops("NVIDIA H100 80GB HBM3") == 989.4
+    assert datasheet_tflops("NVIDIA H100 PCIe") == 756.5
+    assert datasheet_tflops("NVIDIA A100-SXM4-80GB") == 312.0
+    assert datasheet_tflops("NVIDIA A10") == 125.0
+    assert datasheet_tflops("NVIDIA L40S") == 362.05
+    assert datasheet_tflops("Some Unknown GPU") is None
 
 
 def test_dashboard_side_never_imports_torch():

@@ -4,10 +4,12 @@ Reports median s/step, min-max spread, tokens/s (real tokens only), peak GPU mem
 FLOPs of a step = tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*(heads*head_dim)*sum(n^2)
 (frozen base: forward and input-gradient matmuls; adapters also get weight gradients; causal
 attention over each document piece of n tokens, as the step really fed them), over the bf16
-matmul rate measured on this card in the same run. `--baseline` also runs two references in the
-same process (`reference`: the operator's old recipe; `reference-strong`: the strongest plain
-Trainer + peft configuration that fits, see reference.py); `ratio` is against the strong one,
-`ratio_vs_reference` against the old recipe. Nothing is written to the run folder.
+GPU's dense bf16 rate from its datasheet (`mfu`, the headline; `DATASHEET_BF16_TFLOPS`), with the
+bf16 matmul rate measured on this card in the same run beside it (`mfu_measured`). `--baseline`
+also runs three references in the same process (reference.py: `reference-strong`, the strongest
+plain Trainer + peft a practitioner would configure, with Liger and no padding; `reference-plain`,
+rows padded to the longest of the batch; `reference`, the operator's old recipe); `ratio` is
+against reference-strong. Nothing is written to the run folder.
 """
 
 from __future__ import annotations
@@ -24,7 +26,21 @@ from fleetdeck.backend.config import ConfigError
 
 from .runconfig import RunConfig, _value, load_run_config, with_overrides
 
-DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0, "GB10": 104.0}
+#: dense (no sparsity) bf16 tensor-core TFLOP/s from each GPU's datasheet, matched in this order
+#: against the name torch reports (the first pattern the name contains wins)
+DATASHEET_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
+    ("GB200", 2500.0), ("B200", 2250.0), ("B100", 1750.0),
+    ("GH200", 989.4), ("H200 NVL", 835.5), ("H200", 989.4),
+    ("H100 NVL", 835.5), ("H100 PCIe", 756.5), ("H100", 989.4), ("H800", 989.4), ("H20", 148.0),
+    ("A100", 312.0), ("A800", 312.0), ("A10G", 70.0), ("A10", 125.0),
+    ("L40S", 362.05), ("L40", 181.05), ("L4", 121.0), ("RTX 4090", 165.2), ("GB10", 104.0),
+)
+
+
+def datasheet_tflops(name: str) -> float | None:
+    """The dense bf16 datasheet rate of the GPU torch calls `name`, None when not in the table."""
+    low = name.lower()
+    return next((v for k, v in DATASHEET_BF16_TFLOPS if k.lower() in low), None)
 
 
 def _parse_set(items: list[str], source: str) -> dict:
@@ -52,13 +68,14 @@ def summarize(times: list[float], tokens: list[int], flops: list[float], peak_tf
             "spread_pct": round(100 * (max(times) - min(times)) / med, 2),
             "tokens_per_step": round(sum(tokens) / len(tokens), 1),
             "tokens_per_second": round(tok_s, 1), "achieved_tflops": round(achieved, 1),
-            "mfu": round(achieved / peak_tflops, 4) if peak_tflops else None,
-            "mfu_datasheet": round(achieved / datasheet, 4) if datasheet else None,
-            "peak_memory_gib": round(peak_bytes / 2**30, 2) if peak_bytes is not None else None}
+            "mfu": round(achieved / datasheet, 4) if datasheet else None,
+            "mfu_measured": round(achieved / peak_tflops, 4) if peak_tflops else None,
+            "peak_memory_gib": round(peak_bytes / 2**30, 2) if peak_bytes is not None else None,
+            "s_per_step": [round(t, 4) for t in times]}
 
 
 def matmul_peak_tflops(device) -> float | None:
-    """bf16 8192^3 matmul rate on random data (median of 10), the MFU denominator."""
+    """bf16 8192^3 matmul rate on random data (median of 10), `mfu_measured`'s denominator."""
     import torch
 
     if device.type != "cuda":
@@ -85,9 +102,11 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
 
     from .session import prepare
 
+    compile_disk_caches_off()
     engine, train, _, schedule = prepare(cfg, 0, 1, log)
     cuda = engine.device.type == "cuda"
     times, tokens, flops = [], [], []
+    per_step: list[dict] = []
     for i in range(warmup + steps):
         if i == warmup and cuda:
             torch.cuda.reset_peak_memory_stats(engine.device)
@@ -97,6 +116,8 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
         upcoming = schedule.rows(i + 1, 0) if i + 1 < warmup + steps else None
         _, tok, _ = engine.step(train, schedule.rows(i, 0), upcoming)
         dt = time.perf_counter() - t0
+        per_step.append({"step": i + 1, "seconds": round(dt, 4),
+                         "ranges": sum(len(train.rows[j]) for j in schedule.rows(i, 0))})
         if i >= warmup:
             times.append(dt)
             tokens.append(tok)
@@ -108,10 +129,30 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
            "peak": peak, "adapted_modules": len(engine.plan.modules), "device": engine.device,
            "flops_terms": (4 * engine.n_matmul + 6 * engine.n_lora,
                            6 * engine.attention_layers * s.heads * s.head_dim),
-           "packing": engine.packing, "packing_off": engine.recipe.packing_off}
+           "packing": engine.packing, "packing_off": engine.recipe.packing_off, "per_step": per_step}
     del engine, train
     _free()
     return out
+
+
+def compile_disk_caches_off() -> None:
+    """Turn off torch.compile's on-disk FX-graph and AOTAutograd caches for this process. With them
+    warm from an earlier process, the 0.6B bench's step 4 (the first batch with 12 packed ranges)
+    took 0.785 s against 0.30-0.32 s for the others on an H200, no recompile logged; with both off
+    (the same as TORCHINDUCTOR_FX_GRAPH_CACHE=0 TORCHINDUCTOR_AUTOGRAD_CACHE=0) no step stalled, and
+    the first step compiled in 14.7 s instead of 7.8 s. The bench times steps, so it turns them off."""
+    try:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fx_graph_cache = False
+    except Exception:  # noqa: BLE001 - an older torch: nothing to turn off
+        pass
+    try:
+        import torch._functorch.config as functorch_config
+
+        functorch_config.enable_autograd_cache = False
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _free() -> None:
@@ -129,6 +170,8 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--baseline", action="store_true")
+    p.add_argument("--references", default="strong,plain,old", metavar="LIST",
+                   help="with --baseline: which references (strong, plain, old), comma-separated")
     p.add_argument("--json", action="store_true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
@@ -140,6 +183,15 @@ def run_bench(args) -> int:
     if args.steps < 1 or args.warmup < 0:
         print("fleetdeck bench: --steps must be at least 1 and --warmup at least 0", file=sys.stderr)
         return 2
+    from .reference import RECIPES
+
+    chosen = [x.strip() for x in getattr(args, "references", "strong,plain,old").split(",") if x.strip()]
+    bad = [x for x in chosen if x not in RECIPES]
+    if bad or not chosen:
+        print(f"fleetdeck bench: --references takes {', '.join(RECIPES)} (comma-separated), not "
+              f"{getattr(args, 'references', '')!r}", file=sys.stderr)
+        return 2
+    args.references = [k for k in RECIPES if k in chosen]
     try:
         cfg = load_run_config(args.run_toml)
         cfg = with_overrides(cfg, **_parse_set(args.set, cfg.source))
@@ -177,20 +229,34 @@ def _bench(cfg: RunConfig, args, log) -> dict:
     device = device_for(0)
     peak = matmul_peak_tflops(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    datasheet = next((v for k, v in DATASHEET_BF16_TFLOPS.items() if k in name), None)
+    datasheet = datasheet_tflops(name) if device.type == "cuda" else None
     rows = cfg.rows_per_step
     log(f"bench {cfg.base_model} seq_len {cfg.seq_len} on {name}: {rows} rows per step, "
         f"{args.warmup} warm-up + {args.steps} timed steps"
-        + (f"; bf16 matmul peak measured {peak:.0f} TFLOP/s" if peak else ""))
-    refs = []
-    if args.baseline:
-        from .reference import measure_reference
-
-        refs.append(measure_reference(cfg, args.steps, args.warmup, log, strong=True))
-        _free()
-        refs.append(measure_reference(cfg, args.steps, args.warmup, log, strong=False))
-        _free()
+        + (f"; bf16 matmul peak measured {peak:.0f} TFLOP/s" if peak else "")
+        + (f", datasheet {datasheet:g} TFLOP/s (the MFU headline)" if datasheet else ""))
+    # fleetdeck first: reference-strong's `use_liger_kernel` patches transformers' model classes and
+    # functions for the whole process (Liger's RMSNorm, RoPE, SwiGLU), which would then run inside
+    # fleetdeck's compiled layers and in the other references; so the references follow, strong last
     ours = measure_fleetdeck(cfg, args.steps, args.warmup, log)
+    _free()
+    refs = []
+    failed: dict[str, str] = {}
+    if args.baseline:
+        from .reference import RECIPES, measure_reference
+
+        for kind in reversed(args.references):
+            try:
+                refs.append(measure_reference(cfg, args.steps, args.warmup, log, kind=kind))
+            except Exception as e:  # noqa: BLE001 - one reference failing leaves the others measured
+                import traceback
+
+                traceback.print_exc(file=sys.stderr)
+                first = (str(e).strip().splitlines() or [""])[0][:300]
+                log(f"{RECIPES[kind]} failed: {type(e).__name__}: {first}")
+                failed[RECIPES[kind]] = f"{type(e).__name__}: {first}"
+            _free()
+        refs.reverse()
     per_token, per_sq = ours["flops_terms"]
     for r in refs:
         r["flops"] = [t * per_token + per_sq * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
@@ -204,26 +270,35 @@ def _bench(cfg: RunConfig, args, log) -> dict:
     for r in results:
         s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
         entry = {"recipe": r["recipe"], "description": r["description"], **s}
-        for k in ("batch", "gradient_checkpointing", "lora_dropout"):
+        for k in ("per_step", "batch", "rows_per_step", "gradient_checkpointing", "lora_dropout", "liger", "attention",
+                  "expandable_segments", "batch_search"):
             if k in r:
                 entry[k] = r[k]
         report["results"].append(entry)
+    if failed:
+        report["failed"] = failed
     by = {r["recipe"]: r for r in report["results"]}
-    if "reference-strong" in by:
-        ft = by["fleetdeck"]["tokens_per_second"]
-        report["ratio"] = round(ft / by["reference-strong"]["tokens_per_second"], 2)
-        report["ratio_vs_reference"] = round(ft / by["reference"]["tokens_per_second"], 2)
+    ft = by["fleetdeck"]["tokens_per_second"]
+    for key, recipe in (("ratio", "reference-strong"), ("ratio_vs_plain", "reference-plain"),
+                        ("ratio_vs_reference", "reference")):
+        if recipe in by:
+            report[key] = round(ft / by[recipe]["tokens_per_second"], 2)
     if not args.json:
         for r in report["results"]:
-            mfu = f"  MFU {100 * r['mfu']:.1f}%" if r["mfu"] is not None else ""
+            mfu = f"  MFU {100 * r['mfu']:.1f}% of the datasheet" if r["mfu"] is not None else ""
+            if r["mfu_measured"] is not None:
+                mfu += f" ({100 * r['mfu_measured']:.1f}% of the measured matmul rate)"
             mem = f"  peak {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] is not None else ""
             print(f"{r['recipe']:<16} {r['median_s_per_step']:.3f} s/step (min {r['min_s_per_step']:.3f}, "
                   f"max {r['max_s_per_step']:.3f}, spread {r['spread_pct']:.1f}%)  "
                   f"{r['tokens_per_second']:,.0f} tok/s{mem}{mfu}  [{r['description']}]")
-        if "ratio" in report:
-            print(f"ratio            {report['ratio']:.2f}x the strongest plain Trainer + peft configuration "
-                  f"(reference-strong); {report['ratio_vs_reference']:.2f}x the operator's old recipe (reference)")
+        said = [f"{report[k]:.2f}x {what}" for k, what in (
+            ("ratio", "the strongest plain Trainer + peft configuration (reference-strong)"),
+            ("ratio_vs_plain", "padded rows (reference-plain)"),
+            ("ratio_vs_reference", "the operator's old recipe (reference)")) if k in report]
+        if said:
+            print("ratio            " + "; ".join(said))
     return report
 
 
-__all__ = ["bench_main", "matmul_peak_tflops", "measure_fleetdeck", "run_bench", "summarize"]
+__all__ = ["DATASHEET_BF16_TFLOPS", "bench_main", "datasheet_tflops", "matmul_peak_tflops", "measure_fleetdeck", "run_bench", "summarize"]
