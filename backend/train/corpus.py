@@ -110,9 +110,12 @@ class Split:
 def _encode_all(docs: list[str], tok: Tokenizer) -> tuple[array, list[tuple[int, int]]]:
     flat = array("i")
     bounds = []
+    bos = getattr(tok, "bos_id", None)
     for d in docs:
         ids = tok.encode(d)
         start = len(flat)
+        if bos is not None:
+            flat.append(bos)
         flat.extend(ids)
         flat.append(tok.eos_id)
         bounds.append((start, len(flat)))

@@ -23,7 +23,16 @@ from .batching import Batch, StepSchedule, linear_cross_entropy, make_batch
 from .corpus import Split
 from .fused import fuse_projections
 from .lora import TargetPlan, apply_lora, lora_parameter_count, matmul_parameter_count, plan_targets
-from .models import build_model, is_recurrent, layer_kinds, set_attention, shapes_of
+from .models import (
+    ModelError,
+    build_model,
+    final_softcap_refusal,
+    is_recurrent,
+    layer_kinds,
+    packing_refusal,
+    set_attention,
+    shapes_of,
+)
 from .runconfig import RunConfig
 
 
@@ -120,6 +129,17 @@ class Engine:
             flash = False
             set_attention(self.model, "sdpa")
             log(f"packing off: {packing_off}")
+        refused = None if self.recurrent else packing_refusal(self.model, cfg.seq_len)
+        if refused is not None:
+            # the packed kernels would silently drop these attention features: such a model gets
+            # the padded rows too, through an attention implementation that applies them
+            packing_off, eager = refused
+            self.padded, flash = True, False
+            set_attention(self.model, "eager" if eager else "sdpa")
+            log(f"packing off: {packing_off}")
+        why = final_softcap_refusal(self.model)
+        if why:
+            raise ModelError(why)
         self.plan: TargetPlan = plan_targets(self.model, cfg.target_modules)
         self.n_matmul = matmul_parameter_count(self.model)
         # "auto" leaves liger off: on an H200 it gained nothing next to torch.compile, it patches
@@ -136,7 +156,7 @@ class Engine:
         # processes, +0.0% and +0.4% on 0.6B, for 1.8 GiB more at peak (benchmarks/results/SUMMARY.md);
         # on the CPU it stays off (nothing measured there)
         want_fused = cfg.fused_projections is True or (cfg.fused_projections == "auto" and device.type == "cuda")
-        if want_fused and not self.recurrent:
+        if want_fused and not self.padded:
             counts = fuse_projections(self.model)
             fused_layers = max(counts["attention"], counts["mlp"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -149,12 +169,12 @@ class Engine:
         # "auto" leaves a recurrent model eager: its rows come padded to each micro-batch's longest,
         # so every new width recompiled its layers (93 s for the first step of the tiny hybrid on an
         # H200), and transformers' reference linear-attention kernels gain little from compiling
-        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda" and not self.recurrent)
-        if cfg.compile == "auto" and device.type == "cuda" and self.recurrent:
-            log("torch.compile off: the recurrent layers' padded rows change width from step to step")
+        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda" and not self.padded)
+        if cfg.compile == "auto" and device.type == "cuda" and self.padded:
+            log("torch.compile off: the padded rows change width from step to step")
         self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
-                             packing=cfg.packing and not self.recurrent, kernel=kernel,
+                             packing=cfg.packing and not self.padded, kernel=kernel,
                              fused_layers=fused_layers,
                              ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype))
         self.last_lr = cfg.lr

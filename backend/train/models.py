@@ -153,6 +153,43 @@ def layer_types_of(config) -> list[str]:
     return layer_kinds(config)
 
 
+def packing_refusal(model, seq_len: int) -> tuple[str, bool] | None:
+    """Why documents cannot share a row for this model, or None: attention features the packed
+    varlen kernels do not apply (sliding-window attention with a window below seq_len, attention
+    logit soft-capping, learned attention sinks). Returns (reason, whether transformers' eager
+    attention is needed to honour them in the padded rows: SDPA ignores soft-capping and sinks)."""
+    c = _text_config(model.config)
+    reasons, eager = [], False
+    window = getattr(c, "sliding_window", None)
+    types = getattr(c, "layer_types", None) or []
+    sliding = sum(1 for t in types if isinstance(t, str) and "sliding" in t)
+    if (isinstance(window, int) and 0 < window < seq_len and getattr(c, "use_sliding_window", True) is not False
+            and (sliding or not types)):
+        where = f" in {sliding} of {len(types)} layers" if types else ""
+        reasons.append(f"sliding-window attention (window {window} < seq_len {seq_len}{where})")
+    cap = getattr(c, "attn_logit_softcapping", None)
+    if cap:
+        reasons.append(f"attention logit soft-capping ({cap:g})")
+        eager = True
+    sinks = sum(1 for name, _ in model.named_parameters() if name.rsplit(".", 1)[-1] == "sinks")
+    if sinks:
+        reasons.append(f"learned attention sinks ({sinks} layers)")
+        eager = True
+    if not reasons:
+        return None
+    return (" and ".join(reasons) + " not applied by the packed varlen attention; one document per row, "
+            + ("transformers' eager attention" if eager else "SDPA") + " with the padding mask"), eager
+
+
+def final_softcap_refusal(model) -> str | None:
+    """Why the trainer's chunked cross-entropy cannot train this model, or None."""
+    cap = getattr(_text_config(model.config), "final_logit_softcapping", None)
+    if cap:
+        return (f"final_logit_softcapping ({cap:g}) is not applied by the trainer's chunked "
+                "cross-entropy, so its loss would not be the model's")
+    return None
+
+
 def is_recurrent(config) -> bool:
     """Whether any layer carries state along the sequence (packing documents would leak it)."""
     return "recurrent" in layer_kinds(config)
@@ -221,6 +258,11 @@ class _HFTokenizer:
         self.eos_id = int(eos)
         self.pad_id = int(self._tok.pad_token_id if self._tok.pad_token_id is not None else eos)
         self.vocab_size = len(self._tok)
+        #: the beginning-of-text token when the tokenizer's own template starts every text with it
+        #: (Llama, Gemma...): each document then starts with it, as the model saw text in training
+        bos = self._tok.bos_token_id
+        probe = self._tok("a")["input_ids"]
+        self.bos_id = int(bos) if bos is not None and probe and probe[0] == bos else None
 
     def encode(self, text: str) -> list[int]:
         return self._tok(text, add_special_tokens=False)["input_ids"]
@@ -243,5 +285,5 @@ def load_tokenizer(base_model: str, tokenizer: str | None) -> Tokenizer:
     return _HFTokenizer(base_model)
 
 
-__all__ = ["ARCHS", "HYBRID_ARCHS", "ModelError", "is_recurrent", "layer_kinds", "layer_types_of", "Shapes", "build_model", "load_tokenizer", "qwen3_config", "shapes_of",
+__all__ = ["ARCHS", "HYBRID_ARCHS", "ModelError", "final_softcap_refusal", "is_recurrent", "packing_refusal", "layer_kinds", "layer_types_of", "Shapes", "build_model", "load_tokenizer", "qwen3_config", "shapes_of",
            "set_attention"]

@@ -46,7 +46,8 @@ def prepare(cfg, rank: int, world: int, log):
         log(describe_facts(engine.corpus_facts))
         for w in engine.corpus_facts["warnings"]:
             log(f"warning: {w}")
-    packing = "on" if engine.packing else ("off (recurrent layers)" if engine.recurrent else "off")
+    packing = "on" if engine.packing else (f"off ({engine.recipe.packing_off.split(';')[0]})"
+                                           if engine.recipe.packing_off else "off")
     log(f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
         f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {packing}")
     if tok.vocab_size > engine.shapes.vocab:
