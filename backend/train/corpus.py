@@ -1,7 +1,8 @@
 """Corpus loading, the byte-level tokenizer, the held-out split and packing (no torch).
 
 Documents come from JSON lines (a `text` string per line) or plain text files (one document per
-file; a folder of files is many documents). Each document becomes its tokens plus EOS. Packing
+file; a folder of files is many documents). Each document becomes its tokens plus EOS (after BOS
+when the tokenizer's template starts every text with it, as Llama's and Gemma's do). Packing
 fills `seq_len` rows with pieces of documents; a row is a list of (start, end) ranges into one
 flat token array, and each range is attended and labelled on its own: position ids restart at
 every range, and no label ever points into the next range.
