@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What ran on the lent H200 (one call per phase). Usage: bash benchmarks/gpu_session.sh PHASE
 # Needs the wheels in .whl/ (liger-kernel; textual/asyncssh for the `fleetdeck` console entry);
-# phases k to o need FlashAttention-4 put in place first by benchmarks/fa4_setup.sh.
+# phases k to o need FlashAttention-4 put in place first by benchmarks/fa4_setup.sh. The sixth
+# round's phases (r6a, r6b, r6c) take every wheel from .whl1/ and .whl2/ (benchmarks/fa4_wheels.sh)
+# and run fa4_setup.sh themselves: r6a carries .whl1, r6b (right after, machine warm) .whl2.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
@@ -16,19 +18,20 @@ printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.backend.train.mai
 chmod +x /tmp/bin/bench /tmp/bin/train
 # every bench JSON under $OUT: each recipe's figures, then the ratios
 summarize_benches() {
-  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_reference'))" 2>&1 | tail -5; done
+  for f in $OUT/bench-*.json; do python3 -c "import json;r=json.load(open('$f'));[print('$f'.split('/')[-1],x['recipe'],x['tokens_per_second'],x['median_s_per_step'],x['spread_pct'],x['mfu'],x.get('mfu_measured'),x['peak_memory_gib'],x['description']) for x in r['results']];print('ratio',r.get('ratio'),r.get('ratio_vs_plain'),r.get('ratio_vs_reference'))" 2>&1 | tail -6; done
 }
 # `fleetdeck bench` on each MODEL:TIMEOUT[:baseline] with STEPS timed steps, logged to $OUT/LOG.log,
 # one bench-MODEL.json each; then the log's errors and every JSON's figures
 bench_models() {
   local log=$OUT/$1.log steps=$2 spec m t base; shift 2
   for spec in "$@"; do
-    IFS=: read -r m t base <<< "$spec"
+    IFS=: read -r m t base refs <<< "$spec"
     base=${base:+--baseline }
-    echo "== fleetdeck bench $B/$m.toml ${base}--json --steps $steps --warmup 2" >> $log
-    timeout $t bench $B/$m.toml $base--json --steps $steps --warmup 2 > $OUT/bench-$m.json 2>> $log
+    refs=${refs:+--references $refs }
+    echo "== fleetdeck bench $B/$m.toml ${base}${refs}--json --steps $steps --warmup 2" >> $log
+    timeout $t bench $B/$m.toml $base$refs--json --steps $steps --warmup 2 > $OUT/bench-$m.json 2>> $log
   done
-  grep -E "reference-strong:|out of memory|rror" $log | grep -v Warning | tail -20
+  grep -E "reference-strong:|reference-plain:|out of memory|rror" $log | grep -v Warning | tail -30
   summarize_benches
 }
 # the 0.6B shape trained end to end (6 steps, eval and save every 3) as runs/e2e-rROUND, logged to
@@ -42,6 +45,41 @@ train_e2e() {
   python3 -c "import json;m=json.load(open('$B/runs/e2e-r$round/run.json'));print('state',m['state'])" | tee -a $log
   ls $B/runs/e2e-r$round $B/runs/e2e-r$round/checkpoints $B/runs/e2e-r$round/adapter | tee -a $log
 }
+if [ "$phase" = r6a ]; then  # nvidia-h200, sixth round, call 1 (carry .whl1): half the wheels; the plain parity run
+  bash benchmarks/fa4_setup.sh; echo "fa4_setup exit $? (3: waiting for .whl2)"
+  python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
+  [ -n "${NOPLAIN:-}" ] && exit 0
+  timeout 420 python3 benchmarks/check_parity.py --paths plain --model random:qwen3-0.6b --corpus $B/corpus.jsonl \
+    --steps 12 --eval-steps 4 --out /tmp/parity > $OUT/r6a-parity-plain.log 2>&1; echo "parity plain exit $?"
+  cp /tmp/parity/plain.log $OUT/r6a-plain-train.log; grep -vE "Warning|warn" $OUT/r6a-parity-plain.log | tail -20
+fi
+if [ "$phase" = r6b ] || [ "$phase" = r6d ]; then  # nvidia-h200, call 2 (carry .whl2): FA4 in one pip call; parity; the 0.6B bench
+  # (r6b as first run: parity with the plain run of r6a kept in /tmp/parity; r6d, the final build: the
+  # plain run taken from r6b's parity JSON, since the plain path's code did not change; fleetdeck
+  # now measured before the references, and short micro-batches filled up to a full one)
+  bash benchmarks/fa4_setup.sh || { echo "fa4_setup failed: no FlashAttention-4"; exit 1; }
+  reuse="--keep"; [ "$phase" = r6d ] && reuse="--plain-from benchmarks/results/h200-r6b-parity-0.6b.json"
+  timeout 200 python3 benchmarks/check_parity.py $reuse --log-recompiles --model random:qwen3-0.6b \
+    --corpus $B/corpus.jsonl --steps 12 --eval-steps 4 --out /tmp/parity --json $OUT/parity-0.6b.json > $OUT/$phase-parity.log 2>&1
+  echo "parity exit $?"; cp /tmp/parity/fast.log $OUT/$phase-fast-train.log; grep -vE "Warning|warn" $OUT/$phase-parity.log | tail -45
+  bench_models $phase 6 qwen3-0.6b:330:baseline
+fi
+if [ "$phase" = r6e ]; then  # nvidia-h200, after r6a (carry .whl2): the 0.6B bench alone, recompiles logged; 1.7B and 4B vs reference-strong
+  bash benchmarks/fa4_setup.sh || { echo "fa4_setup failed: no FlashAttention-4"; exit 1; }
+  (export TORCH_LOGS=recompiles; bench_models r6e-0.6b 6 qwen3-0.6b:90)
+  grep -c "Recompiling function" $OUT/r6e-0.6b.log | sed 's/^/recompiles logged: /'
+  bench_models r6e 6 qwen3-1.7b:230:baseline:strong qwen3-4b:270:baseline:strong
+fi
+if [ "$phase" = r6f ]; then  # nvidia-h200, after r6a: the 0.6B bench alone again, each step's ranges and FA4 kernel builds
+  bash benchmarks/fa4_setup.sh || { echo "fa4_setup failed: no FlashAttention-4"; exit 1; }
+  bench_models r6f 6 qwen3-0.6b:100
+  python3 -c "import json;r=json.load(open('$OUT/bench-qwen3-0.6b.json'));[print(x) for x in r['results'][0]['per_step']]"
+fi
+if [ "$phase" = r6c ]; then  # nvidia-h200, call 3 (machine still warm, FA4 installed): 1.7B and 4B against the references
+  bash benchmarks/fa4_setup.sh || { echo "fa4_setup failed: no FlashAttention-4"; exit 1; }
+  bench_models r6c 6 qwen3-1.7b:300:baseline:strong,plain,old qwen3-4b:250:baseline:strong
+fi
 if [ "$phase" = k ]; then  # nvidia-h200, third round: FlashAttention-4 + fused projections as the default
   # (levers as they stood in phases k and n: 11 = torch's FA2 instead of FA4, 12 = projections apart)
   python3 -c 'import torch, transformers, peft, flash_attn.cute; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)'
