@@ -114,3 +114,13 @@ def test_non_utf8_names_are_kept_exact_and_shown_escaped(fleet, capsys, monkeypa
     assert "1 of 1 deleted" in out and "keeper(s) verified" in out
     rc, out, err = cli(capsys, "audit", "--details")
     assert rc == 0 and "run-\\xff\\xfe" in out and "verified" in out and "Traceback" not in err
+
+
+def test_an_extra_confirm_that_matches_no_path_is_refused_and_nothing_is_deleted(fleet, capsys):
+    f, runs = fleet
+    p = str(ckpt(make_run(runs, "run-extra")))
+    other = str(runs / "run-elsewhere" / "checkpoints" / "checkpoint-9")
+    rc, out, err = cli(capsys, "--hosts", str(f), "purge", "local", p, f"--confirm={p}", f"--confirm={other}")
+    assert rc == 2 and Path(p).is_dir()
+    assert f"--confirm {shown(other)} matches no path of this purge; nothing was deleted" in err
+    assert not [r for r in state.read_audit() if r["action"] == "purge" and r["result"] == "done"]

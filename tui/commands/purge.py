@@ -104,6 +104,14 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
             show_plan(Console(stderr=True, highlight=False), plan)
         if args.confirm:
             typed, via = pair_confirmations(list(plan.confirm_texts()), list(args.confirm)), "--confirm"
+            used = list(typed.values())
+            extra = [c for c in args.confirm if c not in used or used.remove(c)]
+            if extra:
+                # a confirmation for a path that is not in this purge is a mistake, never ignored
+                print(f"fleetdeck: --confirm {said(shown(extra[0]))} matches no path of this purge"
+                      f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}; nothing was deleted",
+                      file=sys.stderr)
+                return 2
         elif prompting:
             typed, via = _prompt(plan), "prompt"
         else:

@@ -215,8 +215,9 @@ def cmd_ack(args: argparse.Namespace) -> int:
         acks.acknowledge(everywhere=ids)
     else:
         acks.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
-    state.audit("schedule-ack", None, "done", ids=ids, all_hosts=bool(args.all_hosts),
-                hosts={i: where[i] for i in ids})
+    acked_on = sorted({h for i in ids for h in where[i]})
+    state.audit("schedule-ack", "*" if args.all_hosts else ", ".join(acked_on), "done", ids=ids,
+                all_hosts=bool(args.all_hosts), hosts={i: where[i] for i in ids})
     scope = "on every host" if args.all_hosts else "on " + ", ".join(sorted({h for i in ids for h in where[i]}))
     Console().print(Text(f"acknowledged {len(ids)} schedule(s) {scope}: {', '.join(shown(i) for i in ids)}"))
     return 0
