@@ -5,7 +5,9 @@ Starts loopback sshd hosts sharing this machine's CPU, writes the probe's payloa
 
   baseline   N OpenSSH `ssh` clients in parallel, each running `python3 probe.py REQUEST` on its
              host (the file already there: no transfer, its bytecode compiled every time, as
-             Python does for a script)
+             Python does for a script); with `--installed` also `python3 -m
+             fleetdeck.backend.probe REQUEST` (the package installed on the host, its bytecode on
+             disk: what no agentless tool can beat)
   status     a new `fleetdeck status --json` process polling the N hosts: the host payload cache
              empty (first contact), then warm (every later command), and with
              `payload_cache = false` in the fleet file
@@ -17,12 +19,12 @@ Starts loopback sshd hosts sharing this machine's CPU, writes the probe's payloa
 
 The arms take turns round after round; each figure is the median of `--runs` rounds, and each
 ratio the median of a round's time over the OpenSSH clients' time in that same round. With
-`--before REV` the status, reconnect and paint arms also run with the files that carry a
-helper to a host (PAYLOAD_FILES) as they were at git revision REV, everything else as it is
-now, in the same rounds: before and after against the same baseline. Reconnect and paint run in a process of their own each time, timed
-inside it (its own start-up not counted).
+`--legacy` the status, reconnect and paint arms also run the way before the cache (the bundle's
+source through BOOT, compiled on every start: `LEGACY`) in the same rounds, so before and
+after meet the same baseline. Reconnect and paint run in a process of their own each time,
+timed inside it (its own start-up not counted).
 
-    python benchmarks/cold_start.py --hosts 1,12 --runs 5 --before c615288
+    python benchmarks/cold_start.py --hosts 1,12 --runs 5 --legacy --installed
 """
 
 from __future__ import annotations
@@ -54,16 +56,18 @@ FLEETDECK = [sys.executable, "-m", "fleetdeck.tui.cli"]
 PROBE = "fleetdeck.backend.probe"
 
 
-def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path, fleet) -> None:
-    """N `ssh` clients at once, each running the probe file on its host; all must answer."""
+def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path | None, fleet) -> None:
+    """N `ssh` clients at once, each running the probe file on its host (None: the installed
+    module, `python3 -m fleetdeck.backend.probe`, its bytecode already on disk); all must answer."""
     procs = []
     for n in names:
         h, cfg = sf.hosts[n], fleet.host(n)
         req = json.dumps(probe_request(cfg))
+        probe = [str(probe_file)] if probe_file is not None else ["-m", PROBE]
         procs.append(subprocess.Popen(
             ["ssh", "-q", "-p", str(h.port), "-i", str(sf.client_key), "-o", "IdentitiesOnly=yes",
              "-o", f"UserKnownHostsFile={sf.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-             "-o", "BatchMode=yes", "127.0.0.1", shlex.join([cfg.python, str(probe_file), req])],
+             "-o", "BatchMode=yes", "127.0.0.1", shlex.join([cfg.python, *probe, req])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -71,9 +75,11 @@ def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path, fleet) ->
         assert "gpus" in answer, (out[:300], err[-300:])
 
 
-def status(fleet_file: Path, env: dict) -> None:
+def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
     """A new `fleetdeck status --json` process; every host must be up."""
-    res = subprocess.run([*FLEETDECK, "status", "--hosts", str(fleet_file), "--json"], env=env,
+    cmd = [sys.executable, "-c", LEGACY + "from fleetdeck.tui.cli import main; sys.exit(main())"] if legacy \
+        else FLEETDECK
+    res = subprocess.run([*cmd, "status", "--hosts", str(fleet_file), "--json"], env=env,
                          capture_output=True, timeout=300)
     doc = json.loads(res.stdout)
     down = [h["error"] for h in doc["hosts"] if not h["reachable"]]
@@ -141,36 +147,18 @@ async def _paint(fleet) -> float:
                 raise RuntimeError("the dashboard never showed every host up")
 
 
-def in_process(arm: str, fleet_file: Path, env: dict) -> float:
+def in_process(arm: str, fleet_file: Path, env: dict, legacy: bool) -> float:
     """Seconds of one reconnect or paint, timed in a process of its own (this script, `--one`)."""
-    res = subprocess.run([sys.executable, __file__, "--one", arm, "--fleet", str(fleet_file)], env=env,
+    res = subprocess.run([sys.executable, __file__, "--one", arm, "--fleet", str(fleet_file),
+                          *(["--legacy"] if legacy else [])], env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-1000:]
     return float(res.stdout.split()[-1])
 
 
-# what carries a helper to a host: the files this benchmark compares across revisions
-PAYLOAD_FILES = ("backend/bundle.py", "backend/helpers.py", "backend/ssh.py", "backend/config.py",
-                 "backend/hostlib/payload.py")
-
-
-def checkout(rev: str, into: Path) -> Path:
-    """This working tree's fleetdeck package with PAYLOAD_FILES as they were at git revision
-    `rev` (absent there: removed), as a folder to put first on PYTHONPATH: everything else
-    (the probe, the CLI, the dashboard) is the same code in both arms."""
-    pkg = into / "fleetdeck"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").touch()
-    for part in ("backend", "tui"):
-        shutil.copytree(ROOT / part, pkg / part, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in PAYLOAD_FILES:
-        old = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True)
-        target = pkg / path
-        if old.returncode == 0:
-            target.write_bytes(old.stdout)
-        else:
-            target.unlink(missing_ok=True)
-    return into
+# The way before the cache, in this same tree: the payload path bypassed, so a bundled helper
+# goes through BOOT as its bundle's source (`helper_stdin`), compiled on every start.
+LEGACY = "import sys; import fleetdeck.backend.ssh as s; s.payload_for = lambda source: None; "
 
 
 def main() -> int:
@@ -178,12 +166,17 @@ def main() -> int:
     ap.add_argument("--hosts", default="1,12", help="fleet sizes, comma-separated")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip-paint", action="store_true")
-    ap.add_argument("--before", metavar="REV", help="also measure the code of this git revision")
+    ap.add_argument("--legacy", action="store_true",
+                    help="also measure the way before the cache (the bundle's source through BOOT)")
+    ap.add_argument("--installed", action="store_true",
+                    help="also time OpenSSH clients running the installed probe module (nothing to compile)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--one", choices=("reconnect", "paint"), help=argparse.SUPPRESS)
     ap.add_argument("--fleet", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
+        if args.legacy:
+            exec(LEGACY)
         fleet = load_fleet(args.fleet)
         print(asyncio.run(_reconnect(fleet) if args.one == "reconnect" else _paint(fleet)))
         return 0
@@ -199,9 +192,7 @@ def main() -> int:
             probe_file = base / "probe.py"
             probe_file.write_text(bundle(PROBE))
             env = {**os.environ, "XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(base / "state")}
-            codes = {"": env}
-            if args.before:
-                codes["_before"] = {**env, "PYTHONPATH": str(checkout(args.before, base / "before"))}
+            codes = {"": False, "_before": True} if args.legacy else {"": False}
             for n in sizes:
                 names = list(sf.hosts)[:n]
                 defaults = {"command_timeout": 120, "connect_timeout": 60}
@@ -216,22 +207,24 @@ def main() -> int:
                     fn(*a)
                     arms.setdefault(key, []).append(time.perf_counter() - t0)  # noqa: B023
 
-                for cenv in codes.values():  # untimed: bytecode of each code written, hosts warm
-                    status(on, cenv)
+                for legacy in codes.values():  # untimed: the hosts' caches and bytecode warm
+                    status(on, env, legacy)
                 # the arms take turns, round after round, so a change in the machine's load
                 # (other work on it) falls on all of them alike
                 for _ in range(args.runs):
                     timed("openssh_s", openssh_clients, sf, names, probe_file, fleet)
-                    for tag, cenv in codes.items():
-                        if not tag:  # the code before has no cache: one status arm
+                    if args.installed:
+                        timed("openssh_installed_s", openssh_clients, sf, names, None, fleet)
+                    for tag, legacy in codes.items():
+                        if not legacy:  # the way before has no cache: one status arm
                             shutil.rmtree(cache, ignore_errors=True)
-                            timed("status_first_s", status, on, cenv)
-                        timed(f"status_cached{tag}_s", status, on, cenv)
-                        if not tag:
-                            timed("status_no_cache_s", status, off, cenv)
-                        arms.setdefault(f"reconnect{tag}_s", []).append(in_process("reconnect", on, cenv))
+                            timed("status_first_s", status, on, env)
+                        timed(f"status_cached{tag}_s", status, on, env, legacy)
+                        if not legacy:
+                            timed("status_no_cache_s", status, off, env)
+                        arms.setdefault(f"reconnect{tag}_s", []).append(in_process("reconnect", on, env, legacy))
                         if not args.skip_paint:
-                            arms.setdefault(f"paint{tag}_s", []).append(in_process("paint", on, cenv))
+                            arms.setdefault(f"paint{tag}_s", []).append(in_process("paint", on, env, legacy))
                 r = {"hosts": n, "runs": args.runs}
                 for key, xs in arms.items():
                     r[key] = statistics.median(xs)
@@ -250,7 +243,8 @@ def main() -> int:
     for r in results:
         print(f"{r['hosts']} host(s): {r['hosts']} parallel OpenSSH clients running probe.py "
               f"{r['openssh_s']:.2f} s")
-        for key, label in (("status_first_s", "status, cache empty"), ("status_cached_s", "status, cache warm"),
+        for key, label in (("openssh_installed_s", "OpenSSH clients, installed module"),
+                           ("status_first_s", "status, cache empty"), ("status_cached_s", "status, cache warm"),
                            ("status_no_cache_s", "status, payload_cache = false"),
                            ("status_cached_before_s", "status, before the cache"),
                            ("reconnect_s", "reconnect poll"), ("reconnect_before_s", "reconnect poll, before"),
