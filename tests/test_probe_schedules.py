@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_probe import PROBE, children, probe  # noqa: F401 - fixture re-used
+from test_schedules_remove import root_crontab  # noqa: F401 - fixture re-used
 
 CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"   # shared with the other crontab tests
 
@@ -41,22 +41,13 @@ def wait_for_child(pid: int, name: str) -> None:
 
 
 @pytest.fixture
-def saved_crontab(tmp_path):
-    """This user's real crontab, restored afterwards, serialised with the other crontab tests."""
+def saved_crontab(root_crontab):  # noqa: F811 - the fixture of that name
+    """This user's real crontab, restored byte for byte afterwards from cron's own spool file
+    (`crontab -l` would turn a carriage return into a literal backslash-r), serialised with the
+    other crontab tests; another user's crontab must come out untouched (`root_crontab`)."""
     if shutil.which("crontab") is None:
-        pytest.skip("cron's crontab is not installed")
-    lock = open(CRON_LOCK, "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    before = subprocess.run(["crontab", "-l"], capture_output=True)
-    try:
-        yield
-    finally:
-        if before.returncode == 0:
-            (tmp_path / "saved").write_bytes(before.stdout)
-            subprocess.run(["crontab", str(tmp_path / "saved")], check=True)
-        else:
-            subprocess.run(["crontab", "-r"], capture_output=True)
-        lock.close()
+        pytest.fail("cron's crontab is not installed (the README's test command installs it)")
+    yield
 
 
 @pytest.mark.root
