@@ -338,7 +338,7 @@ def test_datasheet_table_matches_gpu_names():
     assert datasheet_tflops("NVIDIA H100 80GB HBM3") == 989.4
     assert datasheet_tflops("NVIDIA H100 PCIe") == 756.5
     assert datasheet_tflops("NVIDIA A100-SXM4-80GB") == 312.0
-    assert datasheet_tflops("NVIDIA A10") == 125.0
+    assert datasheet_tflops("NVIDIA A10") == 125.0 and datasheet_tflops("NVIDIA A10G") is None
     assert datasheet_tflops("NVIDIA L40S") == 362.05
     assert datasheet_tflops("Some Unknown GPU") is None
 

@@ -27,12 +27,13 @@ from fleetdeck.backend.config import ConfigError
 from .runconfig import RunConfig, _value, load_run_config, with_overrides
 
 #: dense (no sparsity) bf16 tensor-core TFLOP/s from each GPU's datasheet, matched in this order
-#: against the name torch reports (the first pattern the name contains wins)
-DATASHEET_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
+#: against the name torch reports (the first pattern the name contains wins; None: no published
+#: figure, so no datasheet MFU)
+DATASHEET_BF16_TFLOPS: tuple[tuple[str, float | None], ...] = (
     ("GB200", 2500.0), ("B200", 2250.0), ("B100", 1750.0),
     ("GH200", 989.4), ("H200 NVL", 835.5), ("H200", 989.4),
     ("H100 NVL", 835.5), ("H100 PCIe", 756.5), ("H100", 989.4), ("H800", 989.4), ("H20", 148.0),
-    ("A100", 312.0), ("A800", 312.0), ("A10G", 70.0), ("A10", 125.0),
+    ("A100", 312.0), ("A800", 312.0), ("A10G", None), ("A10", 125.0),
     ("L40S", 362.05), ("L40", 181.05), ("L4", 121.0), ("RTX 4090", 165.2), ("GB10", 104.0),
 )
 
