@@ -277,3 +277,26 @@ async def test_resume_is_offered_only_where_a_checkpoint_exists():
         table.move_cursor(row=table.keys.index(f"{host.name}:/runs/run-kept"))
         await pilot.pause()
         assert "r: resume from its newest checkpoint" in str(app.screen.query_one("#run-title").content)
+
+
+async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():
+    from textual.widgets import Button
+
+    from fleetdeck.backend.models import Process
+    from fleetdeck.tui.screens.stop import StopProcessModal
+
+    app = fixture_app()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await feed(app, pilot)
+        app.push_screen(StopProcessModal("gx10", Process(pid=7, start=1, user="ops", command="python3 x")))
+        await pilot.pause()
+        for i in range(3):
+            app.notify(f"a long warning number {i} " * 4, title="Alerts", severity="warning", timeout=30)
+        await pilot.pause(0.5)
+        # what of each toast is on screen (the rack clips and scrolls what does not fit)
+        geometry = [app.screen.find_widget(t) for t in app.screen.query("Toast")]
+        toasts = [g.region.intersection(g.clip) for g in geometry]
+        assert any(t.area for t in toasts), "the toasts are shown on the pop-up"
+        for b in app.screen.query(Button):
+            for t in toasts:
+                assert not b.region.overlaps(t), (str(b.label), b.region, t)
