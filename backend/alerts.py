@@ -47,6 +47,10 @@ KEEP_RESOLVED = 100
 #: twice, a failed check, a restart), so they fire on the poll that sees them.
 FOR_DEFAULTS = {rule: 0.0 for rule in RULES}
 FOR_DEFAULTS["disk-full-eta"] = 600.0
+#: a stray loop must be seen this long before new-stray fires for it, whatever `for` says: a
+#: shell that loops for a few seconds (a script's `for` over files) is not a stray schedule
+#: (a loop naming a missing path, `dead-target`, fires at once)
+LOOP_SETTLE_S = 60.0
 #: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
 #: parts of the samples' span, not in one burst
 DISK_TREND_PARTS = 3
@@ -199,6 +203,8 @@ class AlertEngine:
     def __init__(self, config: AlertConfig | None = None) -> None:
         self.config = config or AlertConfig()
         self.m = _Memory()
+        #: per alert key, a wait longer than its rule's `for` (this poll's loops)
+        self._settle: dict[str, float] = {}
 
     # -- what it knows ---------------------------------------------------------------------
     def firing(self) -> list[Alert]:
@@ -222,6 +228,7 @@ class AlertEngine:
         `checks` maps a seat key (`host:port:kind`) to its last `SeatCheck`."""
         now = (snap.time or time.time()) if now is None else now
         conds: dict[str, tuple[str, str, str, float, str]] = {}
+        self._settle = {}
         blind: set[str] = set()
         off = set(self.config.disabled)
 
@@ -246,6 +253,10 @@ class AlertEngine:
                 if s.stray:
                     hold("new-stray", h.name, s.id, now,
                          f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}")
+                    if s.kind == "loop" and "dead-target" not in s.reasons:
+                        # a loop that ends within a minute (a script's short `for`) never pages;
+                        # one naming a path that does not exist is wrong however long it runs
+                        self._settle[f"new-stray|{h.name}|{s.id}"] = LOOP_SETTLE_S
         return self._transitions(conds, blind, now)
 
     def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
@@ -254,7 +265,7 @@ class AlertEngine:
             cur = self.m.firing.get(key)
             if cur is None:
                 held = now - self.m.pending.setdefault(key, now)
-                if held < self.config.for_seconds(rule):
+                if held < max(self.config.for_seconds(rule), self._settle.get(key, 0.0)):
                     continue   # not for long enough yet
                 self.m.pending.pop(key, None)
                 a = Alert(rule, host, subject, "firing", since, text)

@@ -320,3 +320,30 @@ async def test_a_failing_hook_is_a_warning_not_a_crash(tmp_path):
     cfg = AlertConfig(on_alert=(str(tmp_path / "missing-notifier"), "{title}"), webhook="http://127.0.0.1:9/")
     out = await Notifier(cfg).deliver([Alert("host-down", "h1", "h1", "firing", T0, "down")])
     assert len(out) == 2 and "could not start" in out[0] and "webhook" in out[1]
+
+
+def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry_at_once():
+    from fleetdeck.backend.alerts import LOOP_SETTLE_S, AlertEngine
+    from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Schedule
+
+    loop = Schedule(id="l-" + "a" * 32, host="h", kind="loop", user="ops", spec="loop", command="bash x.sh",
+                    source="process", stray=True, reasons=("unacknowledged",), pid=42)
+    cron = Schedule(id="c-" + "b" * 32, host="h", kind="crontab", user="ops", spec="* * * * *",
+                    command="/usr/bin/true", source="crontab", stray=True, reasons=("unacknowledged",))
+
+    def snap(t, *scheds):
+        return FleetSnapshot(hosts=(HostSnapshot(name="h", reachable=True, time=t, schedules=scheds),), time=t)
+
+    e = AlertEngine()
+    fired = e.evaluate(snap(1000.0, loop, cron))
+    assert [(a.rule, a.subject) for a in fired] == [("new-stray", cron.id)]
+    # a loop that ended within the minute never paged
+    assert e.evaluate(snap(1030.0, cron)) == []
+    assert e.evaluate(snap(1040.0, loop, cron)) == []
+    fired = e.evaluate(snap(1040.0 + LOOP_SETTLE_S, loop, cron))
+    assert [(a.rule, a.subject) for a in fired] == [("new-stray", loop.id)]
+    # a loop naming a path that does not exist is wrong at once
+    dead = Schedule(id="l-" + "d" * 32, host="h", kind="loop", user="ops", spec="loop", command="bash /gone/x.sh",
+                    source="process", stray=True, reasons=("dead-target", "unacknowledged"), pid=43)
+    fired = e.evaluate(snap(2000.0, loop, cron, dead))
+    assert [(a.rule, a.subject) for a in fired] == [("new-stray", dead.id)]
