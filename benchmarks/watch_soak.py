@@ -158,6 +158,10 @@ def main() -> None:
     fleet_file = base / "hosts.toml"
     fleet_file.write_text(fleet.fleet_toml(defaults={"connect_timeout": 2, "command_timeout": 5}) + "\n".join([
         "[alerts]", "host_down_after = 2",
+        # the disk-rate window keeps every sample of its span in memory (3600 a root at a 0.5 s
+        # poll and the default 1800 s): a short one fills within the warm-up, so what RSS does
+        # after it is the rest of the process
+        "disk_rate_window = 60", "disk_rate_min_span = 30",
         # the loopback hosts are this one machine: its crontab and loops are not the soak's
         'disabled = ["new-stray"]',
         f"on_alert = {json.dumps([sys.executable, str(hook), str(hook_log), '{id}', '{state}'])}",
@@ -253,7 +257,8 @@ def main() -> None:
         "deliveries_per_transition_webhook": sorted(set(web_ids.values())),
         "ids_only_one_sink": len(set(hook_ids) ^ set(web_ids)),
         "warnings": len(warnings), "distinct_warnings": len({re.sub(r"[0-9a-f]{24}|\d+", "#", w) for w in warnings}),
-        "tracebacks": tracebacks, "restarted_with_sigkill": not args.no_restart,
+        "tracebacks": tracebacks,
+        "state_folder_kib": round(sum(p.stat().st_size for p in (base / "state").rglob("*") if p.is_file()) / 1024), "restarted_with_sigkill": not args.no_restart,
         "sigterm_exit": rc, "sigterm_stop_s": round(stop_s, 2),
         "samples": [{"t": round(s[0]), "rss_mib": round(s[1] / 2**20, 1), "fds": s[2], "polls": s[4]} for s in samples],
     }
