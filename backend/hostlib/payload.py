@@ -174,6 +174,8 @@ def _replace(parent, name):
     if st is not None:
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise Untrusted("%s is not a folder" % name)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            return  # a sound folder another helper made a moment ago (only this user writes here)
         os.rename(name, "%s.untrusted-%d-%d" % (name, os.getpid(), st.st_ino),
                   src_dir_fd=parent, dst_dir_fd=parent)
     try:
