@@ -8,12 +8,14 @@ cache holds bytecode that would write a marker file if it ran: the marker never 
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -229,6 +231,51 @@ async def test_a_host_whose_cache_cannot_be_written_gets_the_payload_each_time(h
     assert [(c, k) for c, k, _ in sent] == [(True, True), (False, True)] * 2 + [(False, False)]
     assert all(len(d) > 50_000 for c, _, d in sent if not c)
     assert folder.parent.read_text() == "not a folder\n"
+
+
+@pytest.fixture
+def login():
+    """A throwaway login with a shell and a home (sshd refuses a locked account), removed at
+    the end; a loopback sshd it can log in to, whose XDG_CACHE_HOME is a folder of root's
+    that the login may read but not write. (fleet file, that folder)"""
+    if os.geteuid() != 0 or not all(map(shutil.which, ("useradd", "userdel"))):
+        pytest.skip("needs root and useradd for a second user")
+    from sshfleet import SshdFleet
+
+    name = f"fdpc{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", "--password", "*", name], check=True)
+    base = Path(tempfile.mkdtemp(prefix="fd-pc-", dir="/tmp"))
+    fleet = None
+    try:
+        os.chmod(base, 0o755)
+        cache = base / "cache"
+        cache.mkdir(mode=0o755)
+        fleet = SshdFleet(base)
+        os.chmod(fleet.authorized_keys, 0o644)  # the fleet's keys must be readable by the login
+        fleet.add("pc", sshd_extra=(f"SetEnv XDG_CACHE_HOME={cache}",))
+        text = fleet.fleet_toml(defaults={"python": "/usr/bin/python3", "command_timeout": 90})
+        path = base / "hosts.toml"
+        path.write_text(text.replace(f'user = "{getpass.getuser()}"', f'user = "{name}"'))
+        yield path, cache
+    finally:
+        if fleet is not None:
+            fleet.stop_all()
+        shutil.rmtree(base, ignore_errors=True)
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+async def test_a_login_that_cannot_write_its_cache_folder_gets_the_payload_each_time(login, sent):
+    fleet_file, cache = login
+    for _ in range(2):
+        async with Poller(load_fleet(str(fleet_file))) as poller:
+            snap = await poller.poll()
+            assert snap.hosts[0].reachable, snap.hosts[0].error
+        async with _link(fleet_file) as link:
+            for _ in range(3):
+                assert (await link.run_helper(PROBE_MODULE, PING))["ok"] is True
+    once = [(True, True), (False, True)]
+    assert [(c, k) for c, k, _ in sent] == (once + once * 2 + [(False, False)]) * 2
+    assert list(cache.iterdir()) == []
 
 
 # -- the fleet file's switch ------------------------------------------------------------------------
