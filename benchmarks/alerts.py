@@ -26,10 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from fleetdeck.backend.acks import Acks, mark_stray
 from fleetdeck.backend.alerts import AlertEngine
 from fleetdeck.backend.history import History
 from fleetdeck.backend.models import FleetSnapshot, host_from_probe
-from fleetdeck.backend.poller import mark_stray
 
 GIB_MIB = 1024
 
@@ -66,7 +66,7 @@ def host_answer(i: int, t: float, rng: random.Random) -> dict:
 def baseline_poll(raw: list[bytes], t: float) -> FleetSnapshot:
     """The controller's share of one poll: answers decoded, stray decided."""
     hosts = [host_from_probe(f"gpu-{i:03d}", json.loads(b), 40.0, t) for i, b in enumerate(raw)]
-    return FleetSnapshot(hosts=tuple(mark_stray(hosts, set())), time=t)
+    return FleetSnapshot(hosts=tuple(mark_stray(hosts, Acks())), time=t)
 
 
 def cycle_cost(n_hosts: int, polls: int, db: Path) -> dict:

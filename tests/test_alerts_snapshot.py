@@ -32,8 +32,12 @@ def with_seats(snap: FleetSnapshot) -> FleetSnapshot:
 
 
 def test_alerts_view(snap_compare, monkeypatch):
+    from fleetdeck.backend import alerts
+
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
+    # the recorded fleet's stray loops fire on the first poll, as if they had run for a while
+    monkeypatch.setattr(alerts, "LOOP_SETTLE_S", 0.0)
     app = fixture_app()
     app.source.snapshots = [with_seats(s) for s in app.source.snapshots]
     app.alert_watch.enabled = True
