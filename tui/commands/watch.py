@@ -27,6 +27,8 @@ from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.history import History
 from fleetdeck.backend.monitor import AlreadyRunning, Monitor, StateLock
 
+from ..fmt import said
+
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
 STOP_WITHIN = 2.0
 
@@ -64,7 +66,9 @@ class Watcher(Monitor):
         """One line, whatever the terminal's or journal's encoding (never an encoding error)."""
         enc = getattr(self.out, "encoding", None) or "utf-8"
         try:
-            text = line.encode(enc, "backslashreplace").decode(enc)
+            # a host's text in a warning is escaped here once more: no control byte reaches a
+            # terminal or the journal (a transition's host parts were escaped when it was made)
+            text = said(line).encode(enc, "backslashreplace").decode(enc)
             print(text, file=self.out, flush=True)
         except (OSError, ValueError):   # a closed or full stdout must not stop the watch
             pass

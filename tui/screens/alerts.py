@@ -36,7 +36,7 @@ from fleetdeck.backend.seats import (
     recorded_checks,
 )
 
-from ..fmt import human_duration, human_mib
+from ..fmt import host_text, human_duration, human_mib, message_text, said, shown
 from ..widgets.keyed_table import KeyedTable
 from ..widgets.render import spark_char
 from .base import HISTORY, ViewScreen
@@ -96,7 +96,7 @@ class AlertWatch:
 
     def _said(self, kind: str, line: str) -> None:
         if kind == "warning":
-            self.app.notify(line, title="Monitor", severity="warning", markup=False)
+            self.app.notify(said(line), title="Monitor", severity="warning", markup=False)
 
     def close(self) -> None:
         """Write the history rows folded so far."""
@@ -122,7 +122,7 @@ class AlertWatch:
                                 title="Alerts", severity="warning", timeout=10)
             else:
                 for a in fired[:2]:
-                    self.app.notify(a.text, title=a.title, severity="warning", timeout=10, markup=False)
+                    self.app.notify(said(a.text), title=said(a.title), severity="warning", timeout=10, markup=False)
                 if len(fired) > 2:
                     self.app.notify(f"and {len(fired) - 2} more: press 5", title="Alerts", severity="warning")
         self.show_badge()
@@ -190,8 +190,8 @@ class AlertsScreen(ViewScreen):
         alerts = watch.alerts() if watch is not None else []
         now = self.app.clock()
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
-        rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")), a.rule, a.host, Text(a.subject),
-                    human_duration(max(0.0, now - a.since)) + " ago", Text(a.text[:120]))
+        rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")), a.rule, a.host, host_text(a.subject),
+                    human_duration(max(0.0, now - a.since)) + " ago", message_text(a.text[:120]))
                 for k, a in self.shown.items()}
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         self.show_detail()
@@ -206,8 +206,8 @@ class AlertsScreen(ViewScreen):
         for key, s in self.seats.items():
             c = checks.get(f"{s.host}:{s.port}")
             verdict = (Text("-", style="dim") if c is None else Text("sound", style="green") if c.sound
-                       else Text(str(c.signature), style="bold red"))
-            rows[key] = (s.host, Text(s.name), s.kind, str(s.port or "-"), Text(s.model or "-"),
+                       else host_text(str(c.signature), "bold red"))
+            rows[key] = (s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
                          ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
                          verdict)
         self.query_one("#seats-table", KeyedTable).sync(rows)
@@ -233,7 +233,7 @@ class AlertsScreen(ViewScreen):
             text = Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.", style="dim")
         else:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
-            text = Text(f"{a.title}\n{a.state} since {when}\n\n{a.text}")
+            text = message_text(f"{a.title}\n{a.state} since {when}\n\n{a.text}")
         if who:
             text.append(f"\n{who}", style="dim")
         detail.update(text)
@@ -262,11 +262,11 @@ class AlertsScreen(ViewScreen):
             self.app.report_error(f"seat check {host}:{port}", e)
             return
         if c.sound:
-            self.app.notify(c.message, title=f"Seat {host}:{port} is sound")
+            self.app.notify(said(c.message), title=f"Seat {host}:{port} is sound", markup=False)
         else:
             self.app.bell()
-            self.app.notify(f"{c.signature}: {c.message}", title=f"Seat {host}:{port} FAILED", severity="error",
-                            timeout=15)
+            self.app.notify(said(f"{shown(str(c.signature))}: {c.message}"), title=f"Seat {host}:{port} FAILED",
+                            severity="error", timeout=15, markup=False)
         if self.ready:
             self.show_seats()
 
@@ -284,7 +284,7 @@ def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> T
         style = SHARE_STYLES[i % len(SHARE_STYLES)]
         t.append("█" * cells, style=style)
         used_cells += cells
-        legend.append(Text(f" {name} {human_mib(mib)}", style=style))
+        legend.append(Text(f" {shown(name)} {human_mib(mib)}", style=style))
     other = max(0, round(BAR * room.held_mib / total) - used_cells)
     t.append("█" * min(other, BAR - used_cells), style="grey50")
     t.append("░" * max(0, BAR - used_cells - other), style="dim")
