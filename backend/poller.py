@@ -48,7 +48,6 @@ class Poller:
         self._links = {h.name: HostLink(h) for h in fleet.hosts}
         self._probes: dict[str, HelperProcess] = {}
         self._last_good: dict[str, HostSnapshot] = {}
-        self._down_since: dict[str, float] = {}
         self._last_shown: dict[str, HostSnapshot] = {}
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
@@ -68,10 +67,6 @@ class Poller:
     def last_good(self, name: str) -> HostSnapshot | None:
         """The last snapshot in which `name` answered."""
         return self._last_good.get(name)
-
-    def down_since(self, name: str) -> float | None:
-        """Epoch time since which `name` has not answered, or None when it is up."""
-        return self._down_since.get(name)
 
     async def poll(self, hosts: list[str] | None = None, deadline: float | None = None) -> FleetSnapshot:
         """One poll of the fleet (or of the named hosts), hosts in fleet-file order.
@@ -124,9 +119,6 @@ class Poller:
             fresh.append(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
-                self._down_since.pop(h.name, None)
-            else:
-                self._down_since.setdefault(h.name, now)
         judged = fleet_verdict(snaps, load_acks())
         for h in judged:
             if h.name in fresh:

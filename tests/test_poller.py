@@ -53,7 +53,7 @@ async def test_host_killed_mid_session_reports_why_and_others_answer(spare_fleet
         assert by["a"].reachable and by["c"].reachable
         assert not by["b"].reachable and by["b"].error
         assert elapsed < 2 + 3  # within the connect timeout (plus margin), not the command timeout
-        assert poller.down_since("b") is not None and poller.last_good("b") is not None
+        assert poller.last_good("b") is not None   # its last good figures are kept
         spare_fleet.start("b")
         for _ in range(10):  # reconnect backoff is 1, 2, 4 s
             snap = await poller.poll(["b"])
@@ -61,7 +61,6 @@ async def test_host_killed_mid_session_reports_why_and_others_answer(spare_fleet
                 break
             time.sleep(1)
         assert snap.hosts[0].reachable, snap.hosts[0].error
-        assert poller.down_since("b") is None
     finally:
         await poller.close()
 
