@@ -71,3 +71,17 @@ def test_every_path_named_in_the_docs_and_the_fleet_file_exists():
             if not (REPO / p).exists():
                 bad.append(f"{doc.relative_to(REPO)}: {p}")
     assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_the_architecture_map_names_every_folder_and_only_folders_that_exist():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text[text.index("## Where everything lives"):text.index("\n\n", text.index("| --- |"))]
+    named = set(re.findall(r"^\| `([\w/.-]+)/` \|", table, flags=re.M))
+    assert named, "the map's table has rows"
+    missing = sorted(n for n in named if not (REPO / n).is_dir())
+    assert not missing, f"the map names folders that do not exist: {missing}"
+    folders = {str(p.relative_to(REPO)) for top in ("backend", "tui", "tests", "benchmarks", "docs")
+               for p in [REPO / top, *(REPO / top).rglob("*")]
+               if p.is_dir() and not any(part.startswith(("__", ".")) for part in p.relative_to(REPO).parts)}
+    unnamed = sorted(f for f in folders if f not in named)
+    assert not unnamed, f"folders the map does not name: {unnamed}"
