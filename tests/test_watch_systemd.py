@@ -19,8 +19,8 @@ import pytest
 pytestmark = [pytest.mark.root]
 UNIT = Path(__file__).resolve().parent.parent / "docs" / "fleetdeck-watch.service"
 SYSTEMD = "/lib/systemd/systemd"
-INIT = """mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp || exit 1
-mkdir -p /run/systemd/system
+INIT = """{keep_before}mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp || exit 1
+{keep_after}mkdir -p /run/systemd/system
 printf '[Unit]\\nDescription=minimal target for tests\\nDefaultDependencies=no\\n' \\
   > /run/systemd/system/fbtest.target
 exec /lib/systemd/systemd --system --unit=fbtest.target --log-target=null
@@ -35,11 +35,37 @@ def evals(run: Path, values: list[float]) -> None:
     (run / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _keep(base: Path) -> dict[str, str]:
+    """Shell lines that keep what this test runs from visible in the namespace when it lives
+    under /tmp (a clone and its virtual environment there): /tmp gets a tmpfs of its own in the
+    namespace, so the folder is bound aside first and bound back under the same path."""
+    import shlex
+
+    tops = set()
+    for p in (sys.prefix, __file__):
+        parts = Path(p).resolve().parts
+        if len(parts) > 2 and parts[1] == "tmp":
+            tops.add(Path("/tmp", parts[2]))
+        elif len(parts) > 3 and parts[1:3] == ("var", "tmp"):
+            tops.add(Path("/var/tmp", parts[3]))
+    tops = sorted(tops)
+    if not tops:
+        return {"keep_before": "", "keep_after": ""}
+    aside = base / "keep"
+    before, after = [], []
+    for i, t in enumerate(tops):
+        (aside / str(i)).mkdir(parents=True, exist_ok=True)
+        before.append(f"mount --bind {shlex.quote(str(t))} {shlex.quote(str(aside / str(i)))} || exit 1")
+        after.append(f"mkdir -p {shlex.quote(str(t))} && mount --bind {shlex.quote(str(aside / str(i)))} "
+                     f"{shlex.quote(str(t))} || exit 1")
+    return {"keep_before": "\n".join(before) + "\n", "keep_after": "\n".join(after) + "\n"}
+
+
 class Namespace:
     """systemd as PID 1 of a new PID and mount namespace; `ctl(...)` runs systemctl in it."""
 
     def __init__(self, base: Path) -> None:
-        (base / "init.sh").write_text(INIT)
+        (base / "init.sh").write_text(INIT.format(**_keep(base)))
         self.unshare = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh",
                                          str(base / "init.sh")], start_new_session=True)
         self.pid = 0
@@ -112,7 +138,10 @@ def test_the_documented_unit_starts_restarts_after_a_crash_without_a_repeat_and_
         dropin = "\n".join([
             "[Service]", "ExecStart=", f"ExecStart={fleetdeck} --hosts {base / 'hosts.toml'} watch --interval 0.5",
             f"Environment=XDG_STATE_HOME={base / 'state'}", f"StandardOutput=append:{out}",
-            f"StandardError=append:{out}", "RestartSec=1", ""])
+            f"StandardError=append:{out}", "RestartSec=1",
+            # a clone and its virtual environment under /tmp (as CI may place them) would be
+            # hidden by the unit's own /tmp; anywhere else the unit keeps PrivateTmp as written
+            *(["PrivateTmp=no"] if _keep(base)["keep_before"] else []), ""])
         ns = Namespace(base)
         ns.run("sh", "-c", "mkdir -p /run/systemd/system/fleetdeck-watch.service.d && "
                "cat > /run/systemd/system/fleetdeck-watch.service", input=UNIT.read_text())
