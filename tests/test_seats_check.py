@@ -179,7 +179,10 @@ def test_an_endless_answer_is_cut_at_the_limit_and_the_helper_stays_small(tmp_pa
             "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
             "from fleetdeck.backend.actions import seat_check_remote as r\n"
             "ans = r.check({'port': int(sys.argv[1]), 'max_tokens': 2, 'timeout': 30})\n"
-            "print(json.dumps([ans, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))\n")
+            # VmHWM: this process image's own peak (ru_maxrss carries the forking parent's
+            # size across exec, and a pytest that loaded torch is large)
+            "hwm = [int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')][0]\n"
+            "print(json.dumps([ans, hwm]))\n")
     try:
         out = subprocess.run([sys.executable, "-c", code, str(port)], capture_output=True, text=True, timeout=120)
     finally:
