@@ -115,6 +115,11 @@ class HostConfig:
         """The folders purge may delete inside: `purge_roots`, else `runs`."""
         return self.purge_roots if self.purge_roots is not None else self.runs
 
+    @property
+    def all_roots(self) -> list[str]:
+        """Every configured root, runs first, each once (the probe's disks, the log reader's runs)."""
+        return list(dict.fromkeys([*self.runs, *self.roots_for_purge]))
+
 
 @dataclass(frozen=True)
 class Fleet:

@@ -22,8 +22,7 @@ LINE_LIMIT = 1 << 20   # one answer line of the helper (its chunks are 64 KiB of
 
 
 def _request(host: HostConfig, run: str, lines: int, follow: bool) -> dict[str, Any]:
-    roots = list(dict.fromkeys([*host.runs, *host.roots_for_purge]))
-    return {"op": "tail", "run": run, "roots": roots, "lines": lines, "follow": follow}
+    return {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
 
 
 async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = False,

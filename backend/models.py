@@ -339,21 +339,6 @@ def _series(v: Any, field: str, marks: list[str]) -> tuple[tuple[int, float], ..
     return tuple(out)
 
 
-def _num(v: Any) -> float | None:
-    """A finite figure, or None (for the lenient readers of files this controller wrote)."""
-    try:
-        return _figure(v, "")
-    except BadField:
-        return None
-
-
-def _int(v: Any) -> int | None:
-    try:
-        return _number(v, "", -MAX_BYTES, MAX_BYTES, True)  # type: ignore[return-value]
-    except BadField:
-        return None
-
-
 def _run(host: str, d: Any, marks: list[str]) -> Run:
     it = _Item(d, "run")
     path = _text(d.get("path"), "path")

@@ -9,9 +9,8 @@ from .acks import load_acks
 from .acks import mark_stray as fleet_verdict
 from .bundle import bundle
 from .config import Fleet, HostConfig
-from .helpers import sudo_refused
 from .models import FleetSnapshot, HostSnapshot, host_from_probe
-from .ssh import SUDO_SENTENCE, AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError
+from .ssh import AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError, sudo_error
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 
@@ -23,8 +22,7 @@ def probe_source() -> str:
 
 def probe_request(host: HostConfig) -> dict:
     """What one poll asks a host's probe for."""
-    roots = list(dict.fromkeys([*host.runs, *host.roots_for_purge]))
-    return {"op": "snapshot", "runs": list(host.runs), "disk_paths": roots, "stall_factor": 10}
+    return {"op": "snapshot", "runs": list(host.runs), "disk_paths": host.all_roots, "stall_factor": 10}
 
 
 class Poller:
@@ -165,10 +163,10 @@ class Poller:
             raise HostError(host.name, str(e), "shell-output") from None
         except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
             why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
-            if sudo_refused(why):
+            refused = sudo_error(host, why)
+            if refused is not None:
                 self._forget(host.name, drop_link=False)
-                raise HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"),
-                                "sudo-password") from None
+                raise refused from None
             self._forget(host.name, drop_link=True)
             # A resident probe that died with its connection is normal after a host restart:
             # try once more on a fresh one, which also tells "down" from "probe broke".

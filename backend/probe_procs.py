@@ -25,12 +25,11 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _usage(pid):
-    """(cpu ticks, rss bytes, start ticks, uid) of `pid`, or None when it is gone."""
+    """(cpu ticks, rss bytes, start ticks) of `pid`, or None when it is gone."""
     try:
         data = procfs.read_bytes("/proc/%d/stat" % pid)
         rest = data[data.rindex(b")") + 2:].split()
-        uid = os.stat("/proc/%d" % pid).st_uid
-        return int(rest[11]) + int(rest[12]), int(rest[21]) * _PAGE, int(rest[19]), uid
+        return int(rest[11]) + int(rest[12]), int(rest[21]) * _PAGE, int(rest[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -78,13 +77,13 @@ def processes(procs, gpus, runs, seats, schedules):
         u = _usage(pid)
         if u is None:
             continue
-        ticks, rss, start, uid = u
+        ticks, rss, start = u
         seen[(pid, start)] = (ticks, now)
         prev = last.get((pid, start))
         cpu = None
         if prev is not None and now > prev[1]:
             cpu = round(100.0 * (ticks - prev[0]) / _TICK / (now - prev[1]), 1)
-        rows[pid] = (cpu, rss, start, uid)
+        rows[pid] = (cpu, rss, start)
     _STATE["cpu"] = seen
     chosen = [p for p in why if p in rows]
     by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
@@ -98,8 +97,10 @@ def processes(procs, gpus, runs, seats, schedules):
                     key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]))
     out = []
     for pid in chosen[:MAX_PROCESSES]:
-        cpu, rss, start, uid = rows[pid]
-        out.append({"pid": pid, "start": start, "user": _user(uid), "cpu_pct": cpu, "rss_bytes": rss,
+        cpu, rss, start = rows[pid]
+        uid = procs.uid(pid)   # looked up for the listed few only, not every process
+        out.append({"pid": pid, "start": start, "user": "?" if uid is None else _user(uid),
+                    "cpu_pct": cpu, "rss_bytes": rss,
                     "gpu_mib": gpu_mib.get(pid), "why": why[pid],
                     "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})
     return out

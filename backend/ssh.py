@@ -48,6 +48,14 @@ from .hostlib.text import shown
 SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
                  "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")
 
+
+def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
+    """The error for a helper that sudo would not run without a password (None otherwise):
+    the one sentence and code every caller reports it with."""
+    if not sudo_refused(stderr):
+        return None
+    return HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password")
+
 # Authentication refused (or a key file missing) is not retried until the key files, the
 # ssh config or the fleet file change, or this long has passed: a retry would be refused the
 # same way, and sshd logs (and fail2ban counts) every attempt.
@@ -420,8 +428,9 @@ class HostLink:
             else:
                 raise HostError(self.name, noise_text(b"\n".join(lines[:-1]), what), "shell-output")
         err = bounded_text(res.stderr)
-        if sudo_refused(err):
-            raise HostError(self.name, SUDO_SENTENCE.format(user=self.host.user or "the login"), "sudo-password")
+        refused = sudo_error(self.host, err)
+        if refused is not None:
+            raise refused
         if not err:
             out = shown(res.stdout.decode("utf-8", "replace").strip()[:300])
             err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")

@@ -23,15 +23,6 @@ from fleetdeck.backend.hostlib.serve import Refused, serve
 MAX_GRACE = 300.0
 
 
-def _command(pid):
-    try:
-        raw = procfs.read_bytes("/proc/%d/cmdline" % pid).decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
-    raw = raw[:-1] if raw.endswith("\0") else raw
-    return " ".join(raw.split("\0"))
-
-
 def stop(req):
     pid, start = req.get("pid"), req.get("start")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(start, int):
@@ -41,8 +32,8 @@ def stop(req):
     if not procfs.same_process(pid, start):
         raise Refused("gone", "process %d is not the one listed any more (it ended, or its pid was reused)" % pid)
     listed = str(req.get("command") or "")
-    now = _command(pid)
-    if now is None or (listed and not now.startswith(listed)):
+    argv = procfs.cmdline(pid)   # [] when gone or unreadable
+    if not argv or (listed and not " ".join(argv).startswith(listed)):
         raise Refused("changed", "process %d now runs another command than the one listed" % pid)
     if procfs.has_helper_marker(pid):
         raise Refused("ours", "process %d is one of fleetdeck's own helpers" % pid)

@@ -248,6 +248,20 @@ def runs_losing_checkpoints(comps, ckpt_dirs):
     return sorted(set(runs))
 
 
+def _keeper_visitor(k, index):
+    """The `scan` visitor that records a keeper's files into `k`: each regular file's identity,
+    a symlink inside it as its error, and whether any of it is an inode of what is purged."""
+    def visit(path, name, st):
+        if (st.st_dev, st.st_ino) in index:
+            k["in_purge"] = True
+        if stat.S_ISLNK(st.st_mode):
+            k["error"] = "%s inside it is a symlink" % shown(path)
+        elif stat.S_ISREG(st.st_mode):
+            k["files"].append({"path": path, "bytes": st.st_size, "dev": st.st_dev, "ino": st.st_ino,
+                               "nlink": st.st_nlink, "mtime_ns": st.st_mtime_ns, "sha256": None})
+    return visit
+
+
 def keeper_facts(run, index, hashing):
     """The run's final adapter as the layout defines it (`<run>/adapter/`, else the run root
     as HF's save_model leaves it), walked without following links: every kept file's identity
@@ -271,14 +285,7 @@ def keeper_facts(run, index, hashing):
             return k
         k["in_purge"] = any(tuple(p) in index for p in pins)
 
-        def visit(path, name, st):
-            if (st.st_dev, st.st_ino) in index:
-                k["in_purge"] = True
-            if stat.S_ISLNK(st.st_mode):
-                k["error"] = "%s inside it is a symlink" % shown(path)
-            elif stat.S_ISREG(st.st_mode):
-                k["files"].append({"path": path, "bytes": st.st_size, "dev": st.st_dev, "ino": st.st_ino,
-                                   "nlink": st.st_nlink, "mtime_ns": st.st_mtime_ns, "sha256": None})
+        visit = _keeper_visitor(k, index)
 
         if where == run:  # HF's root-level adapter: the two files are the keeper, not the run
             for name in (layout.WEIGHTS, layout.CONFIG):
@@ -343,17 +350,7 @@ def checkpoint_keeper_facts(run, kept, index, hashing):
             k["dirs"].append(pins[-1])
             if any(tuple(p) in index for p in pins):
                 k["in_purge"] = True
-
-            def visit(path, name, st):
-                if (st.st_dev, st.st_ino) in index:
-                    k["in_purge"] = True
-                if stat.S_ISLNK(st.st_mode):
-                    k["error"] = "%s inside it is a symlink" % shown(path)
-                elif stat.S_ISREG(st.st_mode):
-                    k["files"].append({"path": path, "bytes": st.st_size, "dev": st.st_dev, "ino": st.st_ino,
-                                       "nlink": st.st_nlink, "mtime_ns": st.st_mtime_ns, "sha256": None})
-
-            scan(fd, where, visit)
+            scan(fd, where, _keeper_visitor(k, index))
         except (OSError, WalkError) as e:
             k["error"] = "%s cannot be read: %s" % (shown(where), e)
         finally:

@@ -58,6 +58,8 @@ class KeyedTable(NavTable):
         self.sort_by: tuple[int, bool] | None = None
         self._all_rows: dict[str, Sequence[Any]] = {}
         self._all_heights: dict[str, int] = {}
+        #: the keys the filter and sort let through, in their order (for the title's count)
+        self._view_keys: list[str] = []
         #: the row object each key was last given (a caller that keeps unchanged rows' objects
         #: lets sync skip them without comparing a cell)
         self._given: dict[str, Any] = {}
@@ -139,8 +141,6 @@ class KeyedTable(NavTable):
             label = label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
             parts.append(f"sorted by {label} {'↓' if self.sort_by[1] else '↑'}")
         return " · ".join(parts)
-
-    _view_keys: list[str] = []
 
     def set_filter(self, text: str) -> None:
         """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
