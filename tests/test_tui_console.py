@@ -177,6 +177,10 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
         assert FOLDED + host.name in table.keys
         assert not [k for k in table.keys if "c-sys" in k]
         assert "3 entries the distribution installed" in cell_text(table, FOLDED + host.name, "cmd")
+        # on the folded row, a and x say what it is rather than "nothing selected"
+        table.move_cursor(row=table.keys.index(FOLDED + host.name))
+        await pilot.pause()
+        assert "s lists them one by one" in app.screen.nothing_selected()
         await pilot.press("s")
         await pilot.pause()
         assert FOLDED + host.name not in table.keys

@@ -21,6 +21,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     from ..widgets.keyed_table import KeyedTable, NavTable
     from .alerts import AlertsScreen
     from .fleet import FleetScreen
+    from .history import HistoryScreen
     from .host import HostScreen
     from .modal import TypedConfirmModal
     from .runs import CheckpointTable, RunsScreen
@@ -45,6 +46,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
         ("Host view", own(HostScreen.BINDINGS)),
         ("Runs view", own(RunsScreen.BINDINGS) + own(CheckpointTable.BINDINGS)),
         ("Schedules view", own(SchedulesScreen.BINDINGS)),
+        ("History view", own(HistoryScreen.BINDINGS)),
         ("Alerts view", own(AlertsScreen.BINDINGS)),
         ("In a pop-up", modal_keys),
     ]

@@ -25,8 +25,9 @@ class HistoryScreen(ViewScreen):
     """One host's history; `[` `]` host, `-` `+` window."""
 
     BINDINGS = [
-        Binding("left_square_bracket", "host(-1)", "Prev host", tooltip="the previous host"),
-        Binding("right_square_bracket", "host(1)", "Next host", tooltip="the next host"),
+        # the view's own line names these keys: the footer keeps q Quit in 80 columns
+        Binding("left_square_bracket", "host(-1)", "Prev host", show=False, tooltip="the previous host"),
+        Binding("right_square_bracket", "host(1)", "Next host", show=False, tooltip="the next host"),
         Binding("minus", "window(-1)", "Shorter", show=False, tooltip="a shorter window (1h, 6h, 24h, 7d)"),
         Binding("plus,equals_sign", "window(1)", "Longer", show=False, tooltip="a longer window"),
     ]

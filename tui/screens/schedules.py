@@ -101,6 +101,14 @@ class SchedulesScreen(ViewScreen):
         host, sid = key.split("/", 1)
         return self.state.schedule(host, sid)
 
+    def nothing_selected(self) -> str:
+        """Why a/x have nothing to act on: no row, or the row that folds the distribution's
+        entries (which are never stray: s lists them one by one)."""
+        key = self.table.current_key
+        if key is not None and key.startswith(FOLDED):
+            return "This row folds the entries the distribution installed (never stray): s lists them one by one."
+        return "No schedule selected."
+
     def action_toggle_system(self) -> None:
         """Fold the distribution's entries into one row per host, or list them one by one."""
         self.show_system = not self.show_system
@@ -183,7 +191,7 @@ class SchedulesScreen(ViewScreen):
         """Mark the highlighted schedule as known to the operator."""
         s = self.selected
         if s is None:
-            self.notify("No schedule selected.", severity="warning", markup=False)
+            self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         try:
             backend_acks.acknowledge(on_host=[(s.host, s.id)])
@@ -198,7 +206,7 @@ class SchedulesScreen(ViewScreen):
         """Remove the highlighted schedule or stop the loop, after its id is typed back."""
         s = self.selected
         if s is None:
-            self.notify("No schedule selected.", severity="warning", markup=False)
+            self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         from .remove import RemoveScheduleModal
         self.app.push_screen(RemoveScheduleModal(s))
