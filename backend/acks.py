@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .models import HostSnapshot, Schedule
-from .state import state_dir
+from fleetdeck.backend.models import HostSnapshot, Schedule
+from fleetdeck.backend.state import state_dir
 
 #: the reasons an acknowledgement clears: the operator has judged the entry
 JUDGED = ("unacknowledged", "duplicate")

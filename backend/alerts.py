@@ -32,9 +32,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .hostlib.text import shown
-from .models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.errors import ConfigError
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
@@ -437,7 +437,7 @@ class AlertEngine:
 
 def engine_path() -> Path:
     """Where `watch` keeps the engine's state between polls and restarts."""
-    from . import state
+    from fleetdeck.backend import state
 
     return state.state_dir() / "alerts.json"
 

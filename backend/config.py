@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from fleetdeck.backend.errors import ConfigError
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -235,7 +235,9 @@ def parse_fleet(text: str, source: str) -> Fleet:
         hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
     alerts = None
     if "alerts" in doc:
-        from .alerts import parse_alerts  # loaded only for a fleet file with [alerts]
+        from fleetdeck.backend.alerts import (
+            parse_alerts,  # loaded only for a fleet file with [alerts]
+        )
 
         alerts = parse_alerts(doc["alerts"], source)
     return Fleet(hosts=tuple(hosts), source=source, alerts=alerts)

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .hostlib.text import shown
+from fleetdeck.backend.hostlib.text import shown
 
 HOOK_TIMEOUT = 30.0
 CONCURRENCY = 8

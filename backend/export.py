@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .hostlib.text import shown
-from .models import FleetSnapshot
-from .seats import attribute_memory
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.backend.seats import attribute_memory
 
 MIB = 2**20
 

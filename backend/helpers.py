@@ -17,10 +17,10 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .bundle import Payload, bundle
-from .hostlib import payload as host_payload
-from .hostlib.procfs import HELPER_ENV
-from .hostlib.text import shown
+from fleetdeck.backend.bundle import Payload, bundle
+from fleetdeck.backend.hostlib import payload as host_payload
+from fleetdeck.backend.hostlib.procfs import HELPER_ENV
+from fleetdeck.backend.hostlib.text import shown
 
 # A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
 # `run_helper`) must not outlive the controller that reads it: a thread blocks in poll() on

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import state
-from .models import FleetSnapshot
+from fleetdeck.backend import state
+from fleetdeck.backend.models import FleetSnapshot
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, host TEXT NOT NULL, kind TEXT NOT NULL,

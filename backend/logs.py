@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .config import HostConfig
-from .helpers import AnswerTooLarge, ShellOutputError
-from .hostlib.text import fsdec, fsenc
-from .ssh import HostError, HostLink
+from fleetdeck.backend.config import HostConfig
+from fleetdeck.backend.helpers import AnswerTooLarge, ShellOutputError
+from fleetdeck.backend.hostlib.text import fsdec, fsenc
+from fleetdeck.backend.ssh import HostError, HostLink
 
 HELPER = "fleetdeck.backend.actions.logs_remote"
 LINE_LIMIT = 1 << 20   # one answer line of the helper (its chunks are 64 KiB of text)

@@ -255,7 +255,7 @@ class BadField(ValueError):
 
 def _desc(v: Any) -> str:
     """A bad value as a warning shows it: its type and a short, escaped form."""
-    from .hostlib.text import shown
+    from fleetdeck.backend.hostlib.text import shown
 
     text = shown(repr(v))
     return f"{type(v).__name__} {text[:40]}{'…' if len(text) > 40 else ''}"
@@ -491,7 +491,7 @@ def _process(d: Any, i: int, marks: list[str]) -> Process:
 
 def _label(d: Any, i: int) -> str:
     """How a warning names one item: its name or path where it has a readable one."""
-    from .hostlib.text import shown
+    from fleetdeck.backend.hostlib.text import shown
 
     if isinstance(d, dict):
         for k in ("name", "path", "id", "index", "uuid"):
@@ -570,7 +570,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
 def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
     if not isinstance(items, list):
         return None
-    from .seat_model import seat_from_json
+    from fleetdeck.backend.seat_model import seat_from_json
 
     return _items("seats", items, lambda s, i, m: seat_from_json(host, s), [] if warnings is None else warnings)
 

@@ -34,16 +34,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import state
-from .alerts import Alert, AlertConfig, AlertEngine, engine_path
-from .config import Fleet
-from .deliver import Deliverer
-from .history import History
-from .hostlib import procfs
-from .hostlib.text import shown
-from .models import FleetSnapshot, HostSnapshot
-from .poller import Poller
-from .seats import Seat, SeatCheck, check_seat, fetch_seats, record_check, recorded_checks
+from fleetdeck.backend import state
+from fleetdeck.backend.alerts import Alert, AlertConfig, AlertEngine, engine_path
+from fleetdeck.backend.config import Fleet
+from fleetdeck.backend.deliver import Deliverer
+from fleetdeck.backend.history import History
+from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.poller import Poller
+from fleetdeck.backend.seats import (
+    Seat,
+    SeatCheck,
+    check_seat,
+    fetch_seats,
+    record_check,
+    recorded_checks,
+)
 
 SEAT_REFRESH_S = 60.0
 WARN_EVERY = 600.0
@@ -293,7 +300,7 @@ class Monitor:
         host shows (finished, failed, cancelled) and its reason, for every run a `launch` record
         names that ended after its newest launch. Only the deliverer writes it (one per state
         folder), so the dashboard beside a `watch` never records it twice."""
-        from . import state
+        from fleetdeck.backend import state
 
         try:
             st = state.audit_path().stat()

@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .acks import load_acks
-from .acks import mark_stray as fleet_verdict
-from .bundle import bundle
-from .config import Fleet, HostConfig
-from .models import FleetSnapshot, HostSnapshot, host_from_probe
-from .ssh import AnswerTooLarge, HelperProcess, HostError, HostLink, ShellOutputError, sudo_error
+from fleetdeck.backend.acks import load_acks
+from fleetdeck.backend.acks import mark_stray as fleet_verdict
+from fleetdeck.backend.bundle import bundle
+from fleetdeck.backend.config import Fleet, HostConfig
+from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, host_from_probe
+from fleetdeck.backend.ssh import (
+    AnswerTooLarge,
+    HelperProcess,
+    HostError,
+    HostLink,
+    ShellOutputError,
+    sudo_error,
+)
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 

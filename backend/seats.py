@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .seat_model import Seat, seat_from_json  # noqa: F401 - the seats service's own names too
+from fleetdeck.backend.seat_model import Seat, seat_from_json  # noqa: F401 - the seats service's own names too
 
 if TYPE_CHECKING:
-    from .config import Fleet
-    from .models import Gpu, HostSnapshot
-    from .ssh import HostLink
+    from fleetdeck.backend.config import Fleet
+    from fleetdeck.backend.models import Gpu, HostSnapshot
+    from fleetdeck.backend.ssh import HostLink
 
 SEATS_HELPER = "fleetdeck.backend.probe_seats"
 CHECK_HELPER = "fleetdeck.backend.actions.seat_check_remote"
@@ -78,7 +78,7 @@ def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
 async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
         list[Seat], str | None]:
     """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
-    from .ssh import HostError
+    from fleetdeck.backend.ssh import HostError
 
     req: dict[str, Any] = {"op": "seats"}
     if docker:
@@ -95,9 +95,9 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
-    from .models import unreachable_json
-    from .poller import Poller
-    from .ssh import HostError
+    from fleetdeck.backend.models import unreachable_json
+    from fleetdeck.backend.poller import Poller
+    from fleetdeck.backend.ssh import HostError
 
     async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
         return list(h.seats or ()), None
@@ -179,7 +179,7 @@ def check_from_json(d: dict[str, Any]) -> SeatCheck:
 
 def checks_path() -> Path:
     """Where the last verdict of each seat is kept (`seats check` and `watch` write it)."""
-    from . import state
+    from fleetdeck.backend import state
 
     return state.state_dir() / "seat_checks.json"
 
@@ -209,7 +209,7 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                      max_tokens: int = 8) -> SeatCheck:
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
-    from .ssh import HostError
+    from fleetdeck.backend.ssh import HostError
 
     req = {"op": "check", "port": port, "model": model, "timeout": timeout, "max_tokens": max_tokens}
     ans = await link.run_helper(CHECK_HELPER, req, timeout=3 * timeout + 15)

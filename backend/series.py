@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import _series
-from .ssh import HostError, HostLink
+from fleetdeck.backend.models import _series
+from fleetdeck.backend.ssh import HostError, HostLink
 
 PROBE_MODULE = "fleetdeck.backend.probe"
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import asyncssh
 
-from . import known_hosts
-from .bundle import payload_for
-from .config import HostConfig
-from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
+from fleetdeck.backend import known_hosts
+from fleetdeck.backend.bundle import payload_for
+from fleetdeck.backend.config import HostConfig
+from fleetdeck.backend.helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
     ANSWER_LIMIT,
     BOOT,
     BOOT_MARKER,
@@ -43,7 +43,7 @@ from .helpers import (  # noqa: F401 - BOOT, HelperProcess... are imported from 
     read_bounded,
     sudo_refused,
 )
-from .hostlib.text import shown
+from fleetdeck.backend.hostlib.text import shown
 
 SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
                  "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .hostlib.text import shown
+from fleetdeck.backend.hostlib.text import shown
 
 _WHY = {
     errno.ENOSPC: "the disk is full",

@@ -16,19 +16,18 @@ from textual.timer import Timer
 from fleetdeck.backend.config import ConfigError, Fleet
 from fleetdeck.backend.models import FleetSnapshot
 from fleetdeck.backend.ssh import HostError, HostLink
-
-from .fmt import said
-from .messages import ActionFinished, FleetPolled, PollFailed
-from .screens.alerts import AlertsScreen, AlertWatch
-from .screens.audit import AuditScreen
-from .screens.base import FleetState, ViewScreen
-from .screens.dialogs import ErrorModal, HelpScreen
-from .screens.fleet import FleetScreen
-from .screens.history import HistoryScreen
-from .screens.host import HostScreen
-from .screens.runs import RunsScreen
-from .screens.schedules import SchedulesScreen
-from .widgets.guard import GuardedPump
+from fleetdeck.tui.fmt import said
+from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
+from fleetdeck.tui.screens.alerts import AlertsScreen, AlertWatch
+from fleetdeck.tui.screens.audit import AuditScreen
+from fleetdeck.tui.screens.base import FleetState, ViewScreen
+from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
+from fleetdeck.tui.screens.fleet import FleetScreen
+from fleetdeck.tui.screens.history import HistoryScreen
+from fleetdeck.tui.screens.host import HostScreen
+from fleetdeck.tui.screens.runs import RunsScreen
+from fleetdeck.tui.screens.schedules import SchedulesScreen
+from fleetdeck.tui.widgets.guard import GuardedPump
 
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
@@ -245,7 +244,7 @@ class FleetdeckApp(GuardedPump, App):
 
     def action_launch(self, host: str | None = None) -> None:
         """Open the Launch modal."""
-        from .screens.launch import LaunchModal
+        from fleetdeck.tui.screens.launch import LaunchModal
         self.push_screen(LaunchModal(host))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

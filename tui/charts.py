@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from .fmt import host_text, human_bytes, human_duration, human_mib
+from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, human_mib
 
 SPARK = "▁▂▃▄▅▆▇█"
 KINDS = ("gpu", "disk", "run", "eval", "host", "seat")

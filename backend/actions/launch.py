@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..bundle import bundle
-from ..config import ConfigError, HostConfig
-from ..models import Run, host_from_probe
-from ..poller import probe_request, probe_source
-from ..ssh import BOOT, HostError, HostLink
-from ..state import audit
-from ..train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
+from fleetdeck.backend.bundle import bundle
+from fleetdeck.backend.config import ConfigError, HostConfig
+from fleetdeck.backend.models import Run, host_from_probe
+from fleetdeck.backend.poller import probe_request, probe_source
+from fleetdeck.backend.ssh import BOOT, HostError, HostLink
+from fleetdeck.backend.state import audit
+from fleetdeck.backend.train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
 HELPER = "fleetdeck.backend.actions.launch_remote"
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")

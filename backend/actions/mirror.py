@@ -25,9 +25,9 @@ from typing import Any
 
 import asyncssh
 
-from ..hostlib.text import shown
-from ..ssh import HelperProcess, HostError, HostLink, ShellOutputError
-from ..state import audit
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.ssh import HelperProcess, HostError, HostLink, ShellOutputError
+from fleetdeck.backend.state import audit
 
 # the host side, bundled with the host library by HostLink
 HELPER = "fleetdeck.backend.actions.mirror_remote"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import state
-from ..models import Process
-from ..ssh import HostError, HostLink
+from fleetdeck.backend import state
+from fleetdeck.backend.models import Process
+from fleetdeck.backend.ssh import HostError, HostLink
 
 HELPER = "fleetdeck.backend.actions.process_remote"
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import state
-from ..config import HostConfig
-from ..hostlib.text import shown
-from ..ssh import HostError, HostLink
-from .purge_remote import evaluate
+from fleetdeck.backend import state
+from fleetdeck.backend.actions.purge_remote import evaluate
+from fleetdeck.backend.config import HostConfig
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.ssh import HostError, HostLink
 
 HELPER = "fleetdeck.backend.actions.purge_remote"
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")

@@ -13,11 +13,11 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import state
-from ..config import HostConfig
-from ..hostlib.text import shown
-from ..models import Schedule, schedule_json
-from ..ssh import HostError, HostLink
+from fleetdeck.backend import state
+from fleetdeck.backend.config import HostConfig
+from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.models import Schedule, schedule_json
+from fleetdeck.backend.ssh import HostError, HostLink
 
 ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0

@@ -16,9 +16,9 @@ import os
 import pwd
 import stat
 
-from . import files, runner
-from .serve import Refused
-from .text import shown
+from fleetdeck.backend.hostlib import files, runner
+from fleetdeck.backend.hostlib.serve import Refused
+from fleetdeck.backend.hostlib.text import shown
 
 SPOOLS = ("/var/spool/cron/crontabs", "/var/spool/cron")
 NOT_USERS = ("atjobs", "atspool", "crontabs", "lastrun")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from . import runner
+from fleetdeck.backend.hostlib import runner
 
 DPKG_INFO = "/var/lib/dpkg/info"
 DPKG_STATUS = "/var/lib/dpkg/status"

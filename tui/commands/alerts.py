@@ -14,8 +14,7 @@ from rich.text import Text
 
 from fleetdeck.backend.alerts import Alert
 from fleetdeck.backend.config import load_fleet
-
-from ..fmt import host_text, human_duration, message_text
+from fleetdeck.tui.fmt import host_text, human_duration, message_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def current_alerts(fleet) -> list[Alert]:
     """Firing alerts, then recently resolved ones, after one fresh poll (read-only)."""
-    from .watch import Watcher
+    from fleetdeck.tui.commands.watch import Watcher
 
     async def go() -> list[Alert]:
         w = Watcher(fleet, out=io.StringIO(), readonly=True)

@@ -12,8 +12,7 @@ from rich.text import Text
 
 from fleetdeck.backend import state
 from fleetdeck.backend.hostlib.text import shown
-
-from ..fmt import human_bytes
+from fleetdeck.tui.fmt import human_bytes
 
 RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "failed": "bold red",
                  "unverified": "bold red", "started": "cyan"}

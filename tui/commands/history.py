@@ -18,8 +18,8 @@ import time
 
 from rich.console import Console
 
-from ..charts import collect, history_table
-from ..fmt import human_duration
+from fleetdeck.tui.charts import collect, history_table
+from fleetdeck.tui.fmt import human_duration
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

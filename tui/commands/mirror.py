@@ -30,9 +30,8 @@ from fleetdeck.backend.actions.mirror import (
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.ssh import HostLink
-
-from ..cli import add_hosts_option
-from ..fmt import human_bytes
+from fleetdeck.tui.cli import add_hosts_option
+from fleetdeck.tui.fmt import human_bytes
 
 STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "red", "missing": "yellow",
                 "extra": "magenta"}

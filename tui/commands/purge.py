@@ -24,9 +24,8 @@ from fleetdeck.backend.actions.purge import (
 )
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.ssh import HostLink
-
-from ..cli import add_hosts_option
-from ..fmt import human_bytes, said
+from fleetdeck.tui.cli import add_hosts_option
+from fleetdeck.tui.fmt import human_bytes, said
 
 
 def register(sub: argparse._SubParsersAction) -> None:

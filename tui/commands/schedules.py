@@ -24,8 +24,7 @@ from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
 from fleetdeck.backend.ssh import HostLink
-
-from ..fmt import matches
+from fleetdeck.tui.fmt import matches
 
 
 def register(sub: argparse._SubParsersAction) -> None:

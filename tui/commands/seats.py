@@ -13,8 +13,7 @@ from rich.text import Text
 
 from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.seats import SeatCheck, check_seat, record_check, seats_for
-
-from ..fmt import host_text, human_mib, matches, said, shown
+from fleetdeck.tui.fmt import host_text, human_mib, matches, said, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:

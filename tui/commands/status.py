@@ -18,9 +18,8 @@ from fleetdeck.backend.config import load_fleet
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, run_json, unreachable_json
 from fleetdeck.backend.poller import poll_fleet
 from fleetdeck.backend.ssh import AUTH_CODES
-
-from ..cli import add_hosts_option
-from ..fmt import (
+from fleetdeck.tui.cli import add_hosts_option
+from fleetdeck.tui.fmt import (
     escape_path,
     host_text,
     human_bytes,

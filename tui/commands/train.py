@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import add_hosts_option
+from fleetdeck.tui.cli import add_hosts_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:

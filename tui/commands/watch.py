@@ -26,8 +26,7 @@ from typing import Any, TextIO
 from fleetdeck.backend.config import Fleet, load_fleet
 from fleetdeck.backend.history import History
 from fleetdeck.backend.monitor import AlreadyRunning, Monitor, StateLock
-
-from ..fmt import said
+from fleetdeck.tui.fmt import said
 
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
 STOP_WITHIN = 2.0

@@ -35,14 +35,13 @@ from fleetdeck.backend.seats import (
     host_seats,
     recorded_checks,
 )
-
-from ..fmt import host_text, human_duration, human_mib, message_text, said, shown
-from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import spark_char
-from .base import HISTORY, ViewScreen
+from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
+from fleetdeck.tui.screens.base import HISTORY, ViewScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.render import spark_char
 
 if TYPE_CHECKING:
-    from ..app import FleetdeckApp
+    from fleetdeck.tui.app import FleetdeckApp
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}
 SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")

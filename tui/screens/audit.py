@@ -8,10 +8,9 @@ from textual.widgets import Static
 
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.state import describe, read_audit
-
-from ..fmt import human_bytes
-from ..widgets.keyed_table import KeyedTable
-from .base import ViewScreen
+from fleetdeck.tui.fmt import human_bytes
+from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 AUDIT_COLUMNS = {"time": "Time", "action": "Action", "host": "Host", "result": "Result", "user": "User",
                  "what": "Details"}

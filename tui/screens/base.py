@@ -12,12 +12,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, Schedule
-
-from ..widgets.guard import GuardedPump
-from ..widgets.render import spark_char
+from fleetdeck.tui.widgets.guard import GuardedPump
+from fleetdeck.tui.widgets.render import spark_char
 
 if TYPE_CHECKING:
-    from ..app import FleetdeckApp
+    from fleetdeck.tui.app import FleetdeckApp
 
 HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
 

@@ -8,8 +8,8 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Static
 
-from ..fmt import said
-from .modal import Modal
+from fleetdeck.tui.fmt import said
+from fleetdeck.tui.screens.modal import Modal
 
 
 def help_sections() -> list[tuple[str, list[Binding]]]:
@@ -17,15 +17,15 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     from textual.app import App
     from textual.screen import Screen
 
-    from ..app import FleetdeckApp
-    from ..widgets.keyed_table import KeyedTable, NavTable
-    from .alerts import AlertsScreen
-    from .fleet import FleetScreen
-    from .history import HistoryScreen
-    from .host import HostScreen
-    from .modal import TypedConfirmModal
-    from .runs import CheckpointTable, RunsScreen
-    from .schedules import SchedulesScreen
+    from fleetdeck.tui.app import FleetdeckApp
+    from fleetdeck.tui.screens.alerts import AlertsScreen
+    from fleetdeck.tui.screens.fleet import FleetScreen
+    from fleetdeck.tui.screens.history import HistoryScreen
+    from fleetdeck.tui.screens.host import HostScreen
+    from fleetdeck.tui.screens.modal import TypedConfirmModal
+    from fleetdeck.tui.screens.runs import CheckpointTable, RunsScreen
+    from fleetdeck.tui.screens.schedules import SchedulesScreen
+    from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
 
     def own(bindings: list) -> list[Binding]:
         return [b for b in bindings if isinstance(b, Binding) and not b.system]

@@ -11,11 +11,10 @@ from textual.widgets import Static
 
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import HostSnapshot
-
-from ..fmt import human_bytes, human_duration, said, shorten_unique
-from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import TextBuilder, tail
-from .base import FleetState, ViewScreen
+from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
+from fleetdeck.tui.screens.base import FleetState, ViewScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.render import TextBuilder, tail
 
 LIVE = ("running", "stalled")
 

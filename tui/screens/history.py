@@ -12,9 +12,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..charts import collect, history_table
-from ..fmt import human_duration
-from .base import ViewScreen
+from fleetdeck.tui.charts import collect, history_table
+from fleetdeck.tui.fmt import human_duration
+from fleetdeck.tui.screens.base import ViewScreen
 
 WINDOWS = (3600.0, 6 * 3600.0, 24 * 3600.0, 7 * 86400.0)
 #: the database is read again at most this often (a poll every few seconds needs no more)

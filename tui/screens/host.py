@@ -10,12 +10,11 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend import acks as backend_acks
 from fleetdeck.backend.hostlib.text import shown
-
-from ..fmt import human_bytes, human_duration
-from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import bar, progress
-from .base import ViewScreen
-from .fleet import host_detail
+from fleetdeck.tui.fmt import human_bytes, human_duration
+from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.fleet import host_detail
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.render import bar, progress
 
 
 class HostScreen(ViewScreen):
@@ -118,7 +117,7 @@ class HostScreen(ViewScreen):
             self.notify("Highlight a process in the processes table first (the host must be up).",
                         severity="warning", markup=False)
             return
-        from .stop import StopProcessModal
+        from fleetdeck.tui.screens.stop import StopProcessModal
 
         self.app.push_screen(StopProcessModal(self.host_name, proc))
 

@@ -12,10 +12,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.hostlib.text import shown
-
-from ..fmt import human_bytes, said
-from ..messages import ActionFinished
-from .modal import Modal
+from fleetdeck.tui.fmt import human_bytes, said
+from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.screens.modal import Modal
 
 
 class LaunchModal(Modal):

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from ..widgets.guard import GuardedPump
+from fleetdeck.tui.widgets.guard import GuardedPump
 
 
 class Modal(GuardedPump, ModalScreen):

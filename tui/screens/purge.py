@@ -10,10 +10,9 @@ from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fleetdeck.backend.hostlib.text import shown
-
-from ..fmt import human_bytes, said, shorten_unique
-from ..messages import ActionFinished
-from .modal import TypedConfirmModal
+from fleetdeck.tui.fmt import human_bytes, said, shorten_unique
+from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.screens.modal import TypedConfirmModal
 
 
 def check_text(entry: Any) -> Text:

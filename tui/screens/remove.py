@@ -12,10 +12,9 @@ from textual.widgets import Input, Label, Static
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Schedule
-
-from ..fmt import said
-from ..messages import ActionFinished
-from .modal import TypedConfirmModal
+from fleetdeck.tui.fmt import said
+from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.screens.modal import TypedConfirmModal
 
 
 class RemoveScheduleModal(TypedConfirmModal):

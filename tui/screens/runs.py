@@ -14,12 +14,11 @@ from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Run
-
-from ..fmt import human_bytes, human_duration, said, shorten_unique
-from ..widgets.keyed_table import KeyedTable
-from ..widgets.render import eval_trend, loss_chart, progress
-from .base import ViewScreen
-from .host import _state_style
+from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
+from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.host import _state_style
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.render import eval_trend, loss_chart, progress
 
 LOG_LINES = 50
 LOG_LABEL = "train.log (last lines; l reloads, f follows)"
@@ -335,7 +334,7 @@ class RunsScreen(ViewScreen):
         if not paths:
             self.notify(f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False)
             return
-        from .purge import PurgeModal
+        from fleetdeck.tui.screens.purge import PurgeModal
         self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
 
     def action_mirror(self) -> None:
@@ -345,7 +344,7 @@ class RunsScreen(ViewScreen):
             self.notify(f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
                         title="Mirror", severity="warning", markup=False)
             return
-        from .mirror import MirrorModal
+        from fleetdeck.tui.screens.mirror import MirrorModal
         self.app.push_screen(MirrorModal(r.host, r.adapter))
 
     def action_resume(self) -> None:
@@ -379,5 +378,5 @@ class RunsScreen(ViewScreen):
                         "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning",
                         markup=False)
             return
-        from .launch import LaunchModal
+        from fleetdeck.tui.screens.launch import LaunchModal
         self.app.push_screen(LaunchModal(resume=run, values=values))

@@ -11,11 +11,10 @@ from fleetdeck.backend import acks as backend_acks
 from fleetdeck.backend import state as backend_state
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Schedule
-
-from ..fmt import shorten_unique
-from ..messages import ActionFinished
-from ..widgets.keyed_table import KeyedTable
-from .base import ViewScreen
+from fleetdeck.tui.fmt import shorten_unique
+from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 SCHED_COLUMNS = {"flag": " ", "host": "Host", "kind": "Kind", "why": "Stray because", "user": "User",
                  "spec": "When", "cmd": "Command"}
@@ -208,5 +207,5 @@ class SchedulesScreen(ViewScreen):
         if s is None:
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
-        from .remove import RemoveScheduleModal
+        from fleetdeck.tui.screens.remove import RemoveScheduleModal
         self.app.push_screen(RemoveScheduleModal(s))

@@ -11,10 +11,9 @@ from textual.widgets import Input, Label, Static
 from fleetdeck.backend.actions.processes import confirmation, stop_process
 from fleetdeck.backend.hostlib.text import shown
 from fleetdeck.backend.models import Process
-
-from ..fmt import human_bytes, said
-from ..messages import ActionFinished
-from .modal import TypedConfirmModal
+from fleetdeck.tui.fmt import human_bytes, said
+from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.screens.modal import TypedConfirmModal
 
 
 class StopProcessModal(TypedConfirmModal):

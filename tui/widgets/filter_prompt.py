@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 if TYPE_CHECKING:
-    from .keyed_table import KeyedTable
+    from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
 class FilterPrompt(ModalScreen[None]):

@@ -148,7 +148,7 @@ class KeyedTable(NavTable):
         self._reapply()
 
     def action_filter(self) -> None:
-        from .filter_prompt import FilterPrompt
+        from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
 
         self.app.push_screen(FilterPrompt(self))
 
