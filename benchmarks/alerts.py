@@ -26,10 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from fleetdeck.backend.acks import Acks, mark_stray
-from fleetdeck.backend.alerts import AlertEngine
-from fleetdeck.backend.history import History
-from fleetdeck.backend.models import FleetSnapshot, host_from_probe
+from fleetdeck.backend.fleet.models import FleetSnapshot, host_from_probe
+from fleetdeck.backend.fleet.schedule_verdict import Acks, mark_stray
+from fleetdeck.backend.monitor.alerts import AlertEngine
+from fleetdeck.backend.monitor.history import History
 
 GIB_MIB = 1024
 

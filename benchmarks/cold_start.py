@@ -1,12 +1,12 @@
 """Cold start: a fresh `fleetdeck status` against plain OpenSSH clients running the same probe.
 
 Starts loopback sshd hosts sharing this machine's CPU, writes the probe's payload to one file
-(`python -m fleetdeck.backend.bundle fleetdeck.backend.probe`), and times, in the same run:
+(`python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.probe.main`), and times, in the same run:
 
   baseline   N OpenSSH `ssh` clients in parallel, each running `python3 probe.py REQUEST` on its
              host (the file already there: no transfer, its bytecode compiled every time, as
              Python does for a script); with `--installed` also `python3 -m
-             fleetdeck.backend.probe REQUEST` (the package installed on the host, its bytecode on
+             fleetdeck.backend.host.probe.main REQUEST` (the package installed on the host, its bytecode on
              disk: what no agentless tool can beat)
   status     a new `fleetdeck status --json` process polling the N hosts: the host payload cache
              empty (first contact), then warm (every later command), and with
@@ -46,19 +46,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fleetdeck.backend.bundle import bundle  # noqa: E402
-from fleetdeck.backend.config import load_fleet  # noqa: E402
-from fleetdeck.backend.poller import Poller, probe_request  # noqa: E402
+from fleetdeck.backend.fleet.bundle import bundle  # noqa: E402
+from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.poller import Poller, probe_request  # noqa: E402
 
 from sshfleet import SshdFleet  # noqa: E402
 
-FLEETDECK = [sys.executable, "-m", "fleetdeck.tui.cli"]
-PROBE = "fleetdeck.backend.probe"
+FLEETDECK = [sys.executable, "-m", "fleetdeck.cli.main"]
+PROBE = "fleetdeck.backend.host.probe.main"
 
 
 def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path | None, fleet) -> None:
     """N `ssh` clients at once, each running the probe file on its host (None: the installed
-    module, `python3 -m fleetdeck.backend.probe`, its bytecode already on disk); all must answer."""
+    module, `python3 -m fleetdeck.backend.host.probe.main`, its bytecode already on disk); all must answer."""
     procs = []
     for n in names:
         h, cfg = sf.hosts[n], fleet.host(n)
@@ -77,7 +77,7 @@ def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path | None, fl
 
 def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
     """A new `fleetdeck status --json` process; every host must be up."""
-    cmd = [sys.executable, "-c", LEGACY + "from fleetdeck.tui.cli import main; sys.exit(main())"] if legacy \
+    cmd = [sys.executable, "-c", LEGACY + "from fleetdeck.cli.main import main; sys.exit(main())"] if legacy \
         else FLEETDECK
     res = subprocess.run([*cmd, "status", "--hosts", str(fleet_file), "--json"], env=env,
                          capture_output=True, timeout=300)
@@ -88,13 +88,13 @@ def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
 
 def host_cpu(cache: Path, runs: int) -> dict[str, dict[str, float]]:
     """Median CPU (user + system, ms) of one probe start on this machine, per way of sending it."""
-    from fleetdeck.backend import helpers
+    from fleetdeck.backend.fleet import channel as helpers
 
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     python = shutil.which("python3") or sys.executable
     ways = {"python3 -c pass": None, "bundle source (before)": helpers.helper_stdin(bundle(PROBE))}
     if hasattr(helpers, "payload_stdin"):
-        from fleetdeck.backend.bundle import payload
+        from fleetdeck.backend.fleet.bundle import payload
 
         p = payload(PROBE)
         ways["sent whole, not kept"] = helpers.payload_stdin(p, cached=False, keep=False)
@@ -158,7 +158,7 @@ def in_process(arm: str, fleet_file: Path, env: dict, legacy: bool) -> float:
 
 # The way before the cache, in this same tree: the payload path bypassed, so a bundled helper
 # goes through BOOT as its bundle's source (`helper_stdin`), compiled on every start.
-LEGACY = "import sys; import fleetdeck.backend.ssh as s; s.payload_for = lambda source: None; "
+LEGACY = "import sys; import fleetdeck.backend.fleet.ssh as s; s.payload_for = lambda source: None; "
 
 
 def main() -> int:

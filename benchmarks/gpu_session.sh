@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 mkdir -p /tmp/fd/fleetdeck && ln -sfn "$PWD/backend" /tmp/fd/fleetdeck/backend && ln -sfn "$PWD/tui" /tmp/fd/fleetdeck/tui
 export PYTHONPATH=/tmp/fd:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.tui.cli import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetdeck
+mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -c "import sys; from fleetdeck.cli.main import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetdeck
 chmod +x /tmp/bin/fleetdeck; export PATH=/tmp/bin:$PATH
 B=/tmp/bench; python3 benchmarks/train_bench.py --prepare $B --models qwen3-0.6b,qwen3-1.7b,qwen3-4b >/dev/null
 phase=${1:-a}

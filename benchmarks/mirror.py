@@ -35,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fleetdeck.backend.actions.mirror import mirror  # noqa: E402
-from fleetdeck.backend.config import load_fleet  # noqa: E402
-from fleetdeck.backend.ssh import HostLink  # noqa: E402
+from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.ssh import HostLink  # noqa: E402
 
 from sshfleet import SshdFleet, have_sshd  # noqa: E402
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fleetdeck.backend.config import load_fleet  # noqa: E402
-from fleetdeck.backend.poller import Poller, probe_request, probe_source  # noqa: E402
-from fleetdeck.backend.ssh import HostLink  # noqa: E402
+from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.poller import Poller, probe_request, probe_source  # noqa: E402
+from fleetdeck.backend.fleet.ssh import HostLink  # noqa: E402
 
 from sshfleet import SshdFleet  # noqa: E402
 

@@ -4,7 +4,7 @@ Run on a machine with an NVIDIA GPU, its driver and torch with CUDA:
 
     python benchmarks/probe_gpu.py [--gib 10] [--polls 20]
 
-A torch process allocates --gib GiB on GPU 0 and holds it. The probe (backend/probe.py, run as a
+A torch process allocates --gib GiB on GPU 0 and holds it. The probe (backend/host/probe/main.py, run as a
 resident subprocess exactly as the poller runs it, bundled) is asked through NVML and, forced with
 FLEETDECK_PROBE_GPU=nvidia-smi, through nvidia-smi; both answers are printed beside what
 nvidia-smi itself says. Then the cost of a poll: median probe CPU and wall time over --polls
@@ -27,15 +27,15 @@ from pathlib import Path
 
 def _probe_file() -> Path:
     """The probe as hosts receive it: its bundle (built here, or given as --probe-file where
-    fleetdeck is not installed, e.g. `python -m fleetdeck.backend.bundle fleetdeck.backend.probe`)."""
+    fleetdeck is not installed, e.g. `python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.probe.main`)."""
     if "--probe-file" in sys.argv:
         return Path(sys.argv[sys.argv.index("--probe-file") + 1])
     import tempfile
 
-    from fleetdeck.backend.bundle import bundle
+    from fleetdeck.backend.fleet.bundle import bundle
 
     f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
-    f.write(bundle("fleetdeck.backend.probe"))
+    f.write(bundle("fleetdeck.backend.host.probe.main"))
     f.close()
     return Path(f.name)
 

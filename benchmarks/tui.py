@@ -33,8 +33,8 @@ from textual.app import App
 from textual.geometry import Region
 from textual.widgets import DataTable
 
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.screens.fleet import host_cells

@@ -21,8 +21,8 @@ import random
 import statistics
 import time
 
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import (
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import (
     Disk,
     FleetSnapshot,
     Gpu,

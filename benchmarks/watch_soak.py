@@ -109,7 +109,7 @@ class Watch:
 
     def __init__(self, fleet_file: Path, env: dict[str, str], interval: float, log: Path) -> None:
         self.log = log.open("a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet_file), "watch",
+        self.proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_file), "watch",
                                       "--interval", str(interval), "--prometheus", "127.0.0.1:0"],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         line = self.proc.stdout.readline()

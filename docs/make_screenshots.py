@@ -16,8 +16,8 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import fleet_from_json
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource

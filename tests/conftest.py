@@ -57,8 +57,8 @@ def fleet_file(sshd_fleet, tmp_path):
 @pytest.fixture
 async def links(fleet_file):
     """Links to h1 and h2 of the shared sshd fleet, closed at the end."""
-    from fleetdeck.backend.config import load_fleet
-    from fleetdeck.backend.ssh import HostLink
+    from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.ssh import HostLink
 
     fleet = load_fleet(str(fleet_file))
     made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}

@@ -10,15 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from fleetdeck.backend.alerts import (
-    Alert,
-    AlertConfig,
-    AlertEngine,
-    parse_alerts,
-)
-from fleetdeck.backend.config import ConfigError, parse_fleet
-from fleetdeck.backend.deliver import Notifier, hook_argv
-from fleetdeck.backend.models import (
+from fleetdeck.backend.fleet.config import ConfigError, parse_fleet
+from fleetdeck.backend.fleet.models import (
     Disk,
     FleetSnapshot,
     Gpu,
@@ -27,7 +20,14 @@ from fleetdeck.backend.models import (
     Run,
     Schedule,
 )
-from fleetdeck.backend.seats import Seat, SeatCheck
+from fleetdeck.backend.monitor.alerts import (
+    Alert,
+    AlertConfig,
+    AlertEngine,
+    parse_alerts,
+)
+from fleetdeck.backend.monitor.deliver import Notifier, hook_argv
+from fleetdeck.backend.monitor.seats import Seat, SeatCheck
 
 T0 = 1_800_000_000.0
 
@@ -323,8 +323,8 @@ async def test_a_failing_hook_is_a_warning_not_a_crash(tmp_path):
 
 
 def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry_at_once():
-    from fleetdeck.backend.alerts import LOOP_SETTLE_S, AlertEngine
-    from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Schedule
+    from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
+    from fleetdeck.backend.monitor.alerts import LOOP_SETTLE_S, AlertEngine
 
     loop = Schedule(id="l-" + "a" * 32, host="h", kind="loop", user="ops", spec="loop", command="bash x.sh",
                     source="process", stray=True, reasons=("unacknowledged",), pid=42)

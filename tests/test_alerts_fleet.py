@@ -66,7 +66,7 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
     if os.geteuid() != 0:
         pytest.skip("needs root for a tmpfs")
     pytest.importorskip("transformers")
-    from fleetdeck.tui.cli import main
+    from fleetdeck.cli.main import main
 
     h1 = spare_fleet.add("h1")
     tank = tmp_path / "tank"
@@ -94,7 +94,7 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
         # the NaN seat is caught by `seats check`, and its verdict is kept for the alert rules
         assert main(["--hosts", str(fleet), "seats", "check", "h1", str(port)]) == 1
         assert "logprob-unserialisable" in capsys.readouterr().err
-        watch = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "watch",
+        watch = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "watch",
                                   "--interval", "0.5", "--prometheus", "127.0.0.1:0"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         metrics_url = wait_for(lambda: re.search(r"metrics on (\S+)", watch.stdout.readline() or "x"), 60).group(1)
@@ -178,8 +178,8 @@ async def test_watch_checks_the_seats_it_finds(tmp_path):
     import io
 
     pytest.importorskip("transformers")
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.tui.commands.watch import Watcher
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.cli.watch import Watcher
 
     wrapper = tmp_path / "vllm"
     wrapper.write_text(f"#!{sys.executable}\nimport runpy, sys\n"

@@ -7,8 +7,8 @@ import time
 
 from test_tui_views import feed, fixture_app
 
-from fleetdeck.backend.models import FleetSnapshot, Gpu, GpuProcess
-from fleetdeck.backend.seats import Seat
+from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess
+from fleetdeck.backend.monitor.seats import Seat
 
 
 def with_seats(snap: FleetSnapshot) -> FleetSnapshot:
@@ -32,7 +32,7 @@ def with_seats(snap: FleetSnapshot) -> FleetSnapshot:
 
 
 def test_alerts_view(snap_compare, monkeypatch):
-    from fleetdeck.backend import alerts
+    from fleetdeck.backend.monitor import alerts
 
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

@@ -51,9 +51,9 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
     import pytest
     from test_seats_check import start_server
 
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.backend.models import FleetSnapshot, Gpu, GpuProcess, HostSnapshot
-    from fleetdeck.backend.seats import Seat, recorded_checks
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess, HostSnapshot
+    from fleetdeck.backend.monitor.seats import Seat, recorded_checks
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.screens.base import RecordedSource
 
@@ -93,9 +93,9 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
 
 
 async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history():
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.backend.history import History
-    from fleetdeck.backend.models import FleetSnapshot, Gpu, HostSnapshot
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
+    from fleetdeck.backend.monitor.history import History
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.screens.base import RecordedSource
 

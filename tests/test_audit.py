@@ -8,18 +8,18 @@ import sys
 import time
 from pathlib import Path
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.schedules import remove_schedule
-from fleetdeck.backend.config import HostConfig
-from fleetdeck.backend.models import Schedule
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.models import Schedule
+from fleetdeck.backend.fleet.ssh import HostLink
 
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     """Run `fleetdeck ARGV` in this process; (exit status, stdout, stderr)."""
-    from fleetdeck.tui.cli import main
+    from fleetdeck.cli.main import main
 
     rc = main(argv)
     out = capsys.readouterr()
@@ -57,11 +57,11 @@ async def test_refused_and_done_removals_are_listed_newest_first(capsys):
 
 def test_torn_last_line_is_skipped_and_table_shows_the_rest(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    state.audit("purge", "gx10", "refused", paths=["/tank/run-1/checkpoints/checkpoint-25"],
+    audit.audit("purge", "gx10", "refused", paths=["/tank/run-1/checkpoints/checkpoint-25"],
                 reason_code="in-use", message="a process holds a file open")
     time.sleep(0.01)
-    state.audit("schedule-ack", None, "done", ids=["abc123"])
-    with open(state.audit_path(), "ab") as f:  # a crash in the middle of writing a record
+    audit.audit("schedule-ack", None, "done", ids=["abc123"])
+    with open(audit.audit_path(), "ab") as f:  # a crash in the middle of writing a record
         f.write(b'{"time": "2026-11-29T17:00:00+0000", "action": "purge", "resu')
     rc, out, _ = run_cli(["audit", "--json"], capsys)
     assert rc == 0

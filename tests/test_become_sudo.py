@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.poller import Poller
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.poller import Poller
 
 pytestmark = [pytest.mark.sshd, pytest.mark.root]
 
@@ -84,7 +84,7 @@ async def test_helpers_run_as_root_through_sudo_and_a_password_prompt_is_a_clear
 
 
 def test_become_takes_only_sudo(tmp_path):
-    from fleetdeck.backend.config import ConfigError, parse_fleet
+    from fleetdeck.backend.fleet.config import ConfigError, parse_fleet
 
     for bad in ('"doas"', "true", '"sudo -u x"'):
         with pytest.raises(ConfigError) as e:

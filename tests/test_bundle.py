@@ -15,21 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend import ssh
-from fleetdeck.backend.bundle import bundle, modules_for, payload
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet import ssh
+from fleetdeck.backend.fleet.bundle import bundle, modules_for, payload
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = [
-    "fleetdeck.backend.probe",
-    "fleetdeck.backend.actions.purge_remote",
-    "fleetdeck.backend.actions.mirror_remote",
-    "fleetdeck.backend.actions.schedules_remote",
-    "fleetdeck.backend.actions.launch_remote",
+    "fleetdeck.backend.host.probe.main",
+    "fleetdeck.backend.host.purge",
+    "fleetdeck.backend.host.mirror",
+    "fleetdeck.backend.host.schedules",
+    "fleetdeck.backend.host.launch",
 ]
-HELPERS += [f"fleetdeck.backend.actions.{p.stem}" for p in sorted((ROOT / "backend" / "actions").glob("*_remote.py"))
-            if f"fleetdeck.backend.actions.{p.stem}" not in HELPERS]
+# every other helper: each module of the host wing that answers requests (`serve(...)`)
+HELPERS += [f"fleetdeck.backend.host.{p.stem}" for p in sorted((ROOT / "backend" / "host").glob("*.py"))
+            if "serve(" in p.read_text(encoding="utf-8") and f"fleetdeck.backend.host.{p.stem}" not in HELPERS]
 
 
 def python38() -> str | None:
@@ -47,13 +48,15 @@ PYTHONS = [pytest.param(sys.executable, id="this-python"),
 
 
 def test_the_host_library_imports_only_the_standard_library_and_itself():
-    for path in sorted((ROOT / "backend" / "hostlib").glob("*.py")):
+    paths = sorted((ROOT / "backend" / "host" / "lib").glob("*.py"))
+    assert len(paths) > 10, paths
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             for n in names:
                 top = n.split(".")[0]
-                assert top in sys.stdlib_module_names or n.startswith("fleetdeck.backend.hostlib") or \
+                assert top in sys.stdlib_module_names or n.startswith("fleetdeck.backend.host.lib") or \
                     top == "__future__", f"{path.name} imports {n}"
 
 
@@ -64,7 +67,7 @@ def test_each_payload_carries_the_host_library_it_uses(helper):
     src = bundle(helper)
     for name in carried[:-1]:
         assert f"_fleetdeck_register({name!r}" in src
-    if helper == "fleetdeck.backend.probe":
+    if helper == "fleetdeck.backend.host.probe.main":
         assert "pynvml" in carried
 
 
@@ -72,7 +75,7 @@ def test_each_payload_carries_the_host_library_it_uses(helper):
 def test_the_import_scan_finds_what_a_full_parse_finds(helper):
     """The bundle reads import statements line by line (a full parse of every module cost the
     CLI most of the payload's build at each start); it must find every one a parse finds."""
-    from fleetdeck.backend.bundle import _import_statements
+    from fleetdeck.backend.fleet.bundle import _import_statements
 
     for name, src, _pkg in modules_for(helper):
         full = [ast.dump(n) for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.Import, ast.ImportFrom))]
@@ -124,7 +127,7 @@ async def test_every_helper_runs_from_the_host_payload_cache(spare_fleet, tmp_pa
 
 
 def test_a_helper_writes_out_as_one_file_that_runs_alone(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "fleetdeck.backend.bundle", "fleetdeck.backend.probe"],
+    out = subprocess.run([sys.executable, "-m", "fleetdeck.backend.fleet.bundle", "fleetdeck.backend.host.probe.main"],
                          capture_output=True, text=True, check=True).stdout
     (tmp_path / "probe.py").write_text(out)
     # run where fleetdeck is not importable: only the file itself

@@ -111,5 +111,4 @@ def test_a_kernel_that_fails_mid_run_gives_way_to_the_compiled_then_the_eager_ch
     assert last is batching._ce_chunk_inplace
     assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is batching._ce_chunk_inplace
     assert lines[-1].startswith("the compiled cross-entropy chunk failed here (ValueError: no compiler)")
-    monkeypatch.setattr(batching, "FUSED_CE", False)
-    assert batching.ce_kind(cuda, 151936, torch.bfloat16) == "over whole logits"
+    assert batching.ce_kind(cuda, 151936, torch.bfloat16, "eager") == "eager", "RUN.toml's cross_entropy = \"eager\""

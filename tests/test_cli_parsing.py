@@ -12,7 +12,7 @@ import sys
 import pytest
 from test_purge_cli import fleet  # noqa: F401 - the one-host fleet fixture (host `local`)
 
-from fleetdeck.tui.cli import main
+from fleetdeck.cli.main import main
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

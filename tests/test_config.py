@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fleetdeck.backend.config import (
+from fleetdeck.backend.fleet.config import (
     BUILTIN_FLEET,
     ConfigError,
     find_fleet_file,
@@ -106,7 +106,7 @@ def test_repository_hosts_toml_is_the_working_default():
 def test_cli_exits_2_naming_file_host_key(tmp_path, cmd):
     bad = tmp_path / "hosts.toml"
     bad.write_text("[hosts.gx10]\naddress='x'\nprot=22\n")
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", cmd, "--hosts", str(bad)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", cmd, "--hosts", str(bad)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p.stderr
     assert str(bad) in p.stderr and "gx10" in p.stderr and "'prot'" in p.stderr
@@ -114,7 +114,7 @@ def test_cli_exits_2_naming_file_host_key(tmp_path, cmd):
 
 
 def test_cli_missing_fleet_file_exits_2(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(tmp_path / "nope.toml"),
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(tmp_path / "nope.toml"),
                         "status"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "not found" in p.stderr and "Traceback" not in p.stderr
 
@@ -134,7 +134,7 @@ def test_non_finite_numbers_are_refused_naming_the_key(key, value):
 def test_cli_exits_2_on_an_infinite_timeout(tmp_path):
     bad = tmp_path / "hosts.toml"
     bad.write_text("[hosts.a]\naddress = 'x'\ncommand_timeout = inf\n")
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(bad)],
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert f"{bad}: host 'a': command_timeout = inf is not a finite number" in p.stderr
@@ -169,6 +169,6 @@ def test_fleet_numbers_at_the_edges_of_their_ranges_are_taken():
 def test_cli_exits_2_on_an_integer_too_long_to_read(tmp_path):
     bad = tmp_path / "hosts.toml"
     bad.write_text("[hosts.a]\naddress = 'x'\nport = " + "9" * 5000 + "\n")
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(bad)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and f"{bad}: not valid TOML" in p.stderr and "Traceback" not in p.stderr

@@ -14,8 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from fleetdeck.backend.alerts import Alert
-from fleetdeck.backend.deliver import (
+from fleetdeck.backend.host.lib import procfs
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.deliver import (
     Deliverer,
     hook_argv,
     json_safe,
@@ -24,7 +25,6 @@ from fleetdeck.backend.deliver import (
     transition_id,
     webhook_body,
 )
-from fleetdeck.backend.hostlib import procfs
 
 T0 = 1_800_000_000.0
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.bundle import CARRIED, modules_for
+from fleetdeck.backend.fleet.bundle import CARRIED, modules_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -117,7 +117,7 @@ def group_of(path: Path) -> str:
         return "dev"
     if rel[:2] == ("backend", "train"):
         return "train"
-    assert rel[0] in ("backend", "tui"), path
+    assert rel[0] in ("backend", "cli", "tui"), path
     return "runtime"
 
 
@@ -168,16 +168,17 @@ def problems(files: dict[Path, str], extras: dict[str, set[str]], installed: dic
 
 
 def scanned_files() -> dict[Path, str]:
-    paths = [p for d in ("backend", "tui", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    paths = [p for d in ("backend", "cli", "tui", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
     return {p: p.read_text(encoding="utf-8") for p in paths}
 
 
 def helper_entry_points() -> set[str]:
     """Every helper the controller sends to a host: the module-level string constants naming a
-    `fleetdeck.backend` module (`HELPER`, `REMOTE`, `PROBE_MODULE`, ...), plus every
-    `actions/*_remote.py`. The trainer (`fleetdeck.backend.train`) is not sent: it runs from the
+    `fleetdeck.backend` module (`HELPER`, `REMOTE`, `PROBE_MODULE`, ...), plus every module of
+    the host wing (`backend/host/`). The trainer (`fleetdeck.backend.train`) is not sent: it runs from the
     package installed on the host, with its `train` extra."""
-    names = {f"fleetdeck.backend.actions.{p.stem}" for p in (ROOT / "backend" / "actions").glob("*_remote.py")}
+    names = {f"fleetdeck.backend.host.{p.stem}" for p in (ROOT / "backend" / "host").glob("*.py")
+             if p.stem != "__init__"}
     for path in (ROOT / "backend").rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -192,8 +193,9 @@ def host_modules() -> dict[str, Path]:
     `bundle.modules_for` builds it, and the whole host library."""
     mods = {name for entry in helper_entry_points() for name, _, _ in modules_for(entry)
             if name.startswith("fleetdeck.")}
-    mods |= {f"fleetdeck.backend.hostlib.{p.stem}" for p in (ROOT / "backend" / "hostlib").glob("*.py")
-             if p.stem != "__init__"}
+    wing = ROOT / "backend" / "host"
+    mods |= {"fleetdeck.backend.host." + ".".join(p.relative_to(wing).with_suffix("").parts)
+             for p in wing.rglob("*.py") if p.stem != "__init__"}
     out = {}
     for name in mods:
         parts = name.split(".")[2:]
@@ -242,9 +244,9 @@ def test_an_undeclared_import_fails_and_each_kind_of_import_is_judged_by_its_ext
 
 def test_what_runs_on_a_host_imports_only_the_standard_library_and_what_its_payload_carries():
     host = host_modules()
-    for must in ("fleetdeck.backend.probe", "fleetdeck.backend.hostlib.serve",
-                 "fleetdeck.backend.actions.launch_runfiles", "fleetdeck.backend.actions.launch_supervise",
-                 "fleetdeck.backend.actions.purge_remote", "fleetdeck.backend.probe_seats"):
+    for must in ("fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.lib.serve",
+                 "fleetdeck.backend.host.launch_runfiles", "fleetdeck.backend.host.launch_supervise",
+                 "fleetdeck.backend.host.purge", "fleetdeck.backend.host.probe.seats"):
         assert must in host, sorted(host)
     assert not any(n.startswith("fleetdeck.backend.train") or n.startswith("fleetdeck.tui") for n in host)
     bad = []
@@ -265,3 +267,17 @@ def test_the_carried_modules_come_from_the_runtime_requirements(extras, installe
     # the controller reads each carried module's source to bundle it, so a plain install has it
     for mod in CARRIED:
         assert distributions(mod, installed) & extras["runtime"], (mod, extras["runtime"])
+
+
+def test_every_helper_payload_is_made_of_the_host_wing_alone():
+    """What a host runs lives in one package, `backend/host/`: a helper whose payload reached
+    into the controller (config, ssh, models) would ship it, and its imports, to every host."""
+    outside = {}
+    for entry in helper_entry_points():
+        for name, _, _ in modules_for(entry):
+            if name in ("fleetdeck", "fleetdeck.backend", "fleetdeck.backend.host") or name.startswith(
+                    "fleetdeck.backend.host.") or name in CARRIED or name.split(".")[0] in CARRIED:
+                continue
+            outside.setdefault(entry, []).append(name)
+    assert not outside, outside
+    assert helper_entry_points() >= {"fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.purge"}

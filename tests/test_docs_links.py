@@ -59,7 +59,7 @@ PATHS = re.compile(r"(?<![\w./-])((?:docs|benchmarks|tests|backend|tui|\.ci)/[\w
 
 
 def test_every_path_named_in_the_docs_and_the_fleet_file_exists():
-    """A path named in prose or code spans (`docs/trainer.md`, `backend/probe.py`,
+    """A path named in prose or code spans (`docs/trainer.md`, `backend/host/probe/main.py`,
     `benchmarks/results/SUMMARY.md`) exists in the tree; globs and placeholders aside."""
     bad = []
     for doc in [*DOCS, REPO / "hosts.toml"]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from fleetdeck.backend.history import History, history_path
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.monitor.history import History, history_path
 
 T0 = 1_800_000_000
 

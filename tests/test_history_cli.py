@@ -9,12 +9,12 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.history import History, history_path
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.monitor.history import History, history_path
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "history", *args],
+    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "history", *args],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.helpers import ANSWER_LIMIT
-from fleetdeck.backend.models import MAX_ITEMS, host_from_probe
-from fleetdeck.backend.poller import Poller
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.channel import ANSWER_LIMIT
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.models import MAX_ITEMS, host_from_probe
+from fleetdeck.backend.fleet.poller import Poller
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
 
 from sshfleet import _descendants
 
@@ -243,7 +243,7 @@ def test_runs_series_prints_a_runs_whole_series_and_stops_quietly_when_the_reade
     run = _write_run(h.runs, "run-s", [json.dumps({"step": i, "loss": 2.0 + i, **({"eval_loss": 1.5} if i % 50 == 0 else {})})
                                        for i in range(3000)])
     path = spare_fleet.write_fleet(tmp_path / "hosts.toml")
-    cli = [sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(path), "runs", "--series", f"ser:{run}"]
+    cli = [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(path), "runs", "--series", f"ser:{run}"]
     out = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_seats import LISTENER
 
-from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -40,7 +40,7 @@ LOG_LINE = f"step 1 {CLEAR}{OSC52} [bold]log[/nope]"
 # a dead target (the path does not exist) whose name resets the terminal, and a comment
 LOOP = f"while true; do sleep 300; /tmp/fd-nope-{RESET}/job; done # {OSC52} [bold]loop[/nope]"
 
-#: what the operator must see instead (hostlib's `shown`)
+#: what the operator must see instead (the host library's `shown`)
 SEEN_OSC = "\\x1b]52;c;SGVsbG8=\\x07"
 SEEN_REASON = "boom \\x1b[2J [/oops] [bold red]x[/] loss is nan"
 SEEN_BYTES = "run-\\xff"
@@ -120,7 +120,7 @@ def cli(h: Hostile, locale: str, *args: str) -> tuple[int, str, str]:
            if k not in ("PYTHONIOENCODING", "PYTHONUTF8", "LANG", "LC_ALL", "LC_CTYPE", "FORCE_COLOR",
                         "COLUMNS")}
     env.update(LOCALES[locale], COLUMNS="400")
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", args[0], "--hosts", h.file, *args[1:]],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", args[0], "--hosts", h.file, *args[1:]],
                        capture_output=True, env=env, timeout=240)
     out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")   # strict: a raw \xff fails here
     for stream in (out, err):
@@ -283,7 +283,7 @@ def test_a_real_terminal_receives_no_escape_from_the_host(hostile, tmp_path):
     the terminal's own title and clipboard were not touched."""
     sock = str(tmp_path / "tmux.sock")
     env = {**os.environ, "TERM": "xterm-256color"}
-    cmd = f"{sys.executable} -m fleetdeck.tui.cli tui --hosts {hostile.file}"
+    cmd = f"{sys.executable} -m fleetdeck.cli.main tui --hosts {hostile.file}"
     subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-s", "fd", "-x", "200", "-y", "50", cmd],
                    check=True, env=env)
     try:

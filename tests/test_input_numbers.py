@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.config import ConfigError
-from fleetdeck.backend.state import read_audit
+from fleetdeck.backend.actions.audit import read_audit
+from fleetdeck.backend.fleet.config import ConfigError
 from fleetdeck.backend.train.runconfig import RUN_NUMBERS, parse_run_config
-from fleetdeck.tui.cli import main
+from fleetdeck.cli.main import main
 
 REQUIRED = 'name = "t"\nbase_model = "random:tiny"\ncorpus = "/c"\noutput = "/o"\n'
 

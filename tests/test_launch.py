@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import preflight, run_values
-from fleetdeck.backend.config import ConfigError, load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.backend.state import read_audit
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import ConfigError, load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host import launch_estimate as est
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 
@@ -170,7 +170,7 @@ def test_relative_path_refused_for_a_remote_host(h1, tmp_path, capsys):
 
 
 def test_relative_path_resolved_for_the_local_host(tmp_path):
-    from fleetdeck.backend.config import HostConfig
+    from fleetdeck.backend.fleet.config import HostConfig
 
     local = HostConfig(name="local", local=True)
     toml = write_run_toml(tmp_path / "RUN.toml", name="t", base_model="random:tiny",
@@ -317,7 +317,7 @@ async def test_live_run_on_a_cpu_host_is_a_note(h1, tmp_path):
 
 
 def test_run_values_rejects_what_the_trainer_rejects(tmp_path):
-    from fleetdeck.backend.config import HostConfig
+    from fleetdeck.backend.fleet.config import HostConfig
 
     h = HostConfig(name="x", address="x")
     with pytest.raises(ConfigError, match="'seq_len' must be greater than 0"):
@@ -390,7 +390,7 @@ def test_host_helper_is_stdlib_python_3_8():
     from fleetdeck.backend.actions.launch import helper_source
 
     sources = [helper_source()]
-    for name in ("launch_estimate.py", "launch_remote.py"):
+    for name in ("launch_estimate.py", "launch.py"):
         sources.append((Path(est.__file__).parent / name).read_text())
     for src in sources:
         tree = ast.parse(src, feature_version=(3, 8))

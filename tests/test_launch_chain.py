@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from test_launch import HOSTILE, base_values, manifest, wait_for, write_corpus, write_run_toml
 
-from fleetdeck.backend.actions import launch_estimate as est
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import launch, preflight
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.backend.state import read_audit
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host import launch_estimate as est
+from fleetdeck.cli.main import main
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 pytest.importorskip("torch")

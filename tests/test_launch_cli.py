@@ -12,7 +12,7 @@ BACKEND = Path(__file__).resolve().parent.parent / "backend"
 
 
 def test_the_cli_never_loads_textual():
-    code = ("import sys\nfrom fleetdeck.tui.cli import build_parser, main\nbuild_parser()\n"
+    code = ("import sys\nfrom fleetdeck.cli.main import build_parser, main\nbuild_parser()\n"
             "try:\n    main(['launch', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.')))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -11,11 +11,11 @@ import sys
 import pytest
 from test_launch import base_values, fake_gpus, write_corpus, write_run_toml
 
-from fleetdeck.backend.actions import launch_estimate as est
 from fleetdeck.backend.actions.launch import preflight
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host import launch_estimate as est
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 

@@ -13,10 +13,10 @@ import pytest
 from test_launch import base_values, manifest, wait_for, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions.launch import preflight
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.hostlib import layout, procfs
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host.lib import layout, procfs
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 

@@ -20,23 +20,23 @@ def loaded_after(stmt: str) -> set[str]:
 
 
 def test_backend_loads_no_ui():
-    mods = loaded_after("import fleetdeck.backend, fleetdeck.backend.poller, fleetdeck.backend.config, "
-                        "fleetdeck.backend.ssh, fleetdeck.backend.models, fleetdeck.backend.state")
+    mods = loaded_after("import fleetdeck.backend, fleetdeck.backend.fleet.poller, fleetdeck.backend.fleet.config, "
+                        "fleetdeck.backend.fleet.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit")
     assert not {m for m in mods if m.split(".")[0] in ("textual", "rich")}
     assert not {m for m in mods if m.startswith("fleetdeck.tui")}
 
 
 def test_dashboard_and_cli_load_no_torch():
-    mods = loaded_after("import fleetdeck.tui, fleetdeck.tui.cli; fleetdeck.tui.cli.build_parser()")
+    mods = loaded_after("import fleetdeck.tui, fleetdeck.cli.main; fleetdeck.cli.main.build_parser()")
     assert not {m for m in mods if m.split(".")[0] in ("torch", "transformers", "peft")}
 
 
 def test_probe_payload_needs_nothing_on_the_host():
     """The probe's payload runs on a host with nothing installed: it imports only the standard
     library, the fleetdeck modules it carries, and the pynvml it carries."""
-    from fleetdeck.backend.bundle import bundle
+    from fleetdeck.backend.fleet.bundle import bundle
 
-    src = bundle("fleetdeck.backend.probe")
+    src = bundle("fleetdeck.backend.host.probe.main")
     code = ("import sys, builtins\nreal = builtins.__import__\n"
             "def guard(name, globals=None, locals=None, fromlist=(), level=0):\n"
             "    top = name.split('.')[0]\n"
@@ -63,7 +63,7 @@ def test_import_linter_contracts_hold():
 
 
 def test_every_command_is_registered():
-    from fleetdeck.tui import cli
+    from fleetdeck.cli import main as cli
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
@@ -83,7 +83,7 @@ def test_no_import_cycle_in_the_backend():
     type-checking imports included (the graph import-linter builds)."""
     import grimp
 
-    g = grimp.build_graph("fleetdeck.backend", "fleetdeck.tui", include_external_packages=False)
+    g = grimp.build_graph("fleetdeck.backend", "fleetdeck.cli", "fleetdeck.tui", include_external_packages=False)
     mods = sorted(m for m in g.modules if m.startswith("fleetdeck.backend"))
     adj = {m: {i for i in g.find_modules_directly_imported_by(m) if i.startswith("fleetdeck.backend")}
            for m in mods}
@@ -121,3 +121,25 @@ def test_no_import_cycle_in_the_backend():
     assert not cycles, "\n".join(
         " <-> ".join(c) + ": " + "; ".join(f"{a} -> {b}" for a in c for b in sorted(adj[a]) if b in c)
         for c in cycles)
+
+
+def _vermin(*paths: str) -> subprocess.CompletedProcess[str]:
+    vermin = shutil.which("vermin")
+    if vermin is None:
+        pytest.fail("vermin is part of the dev extra: pip install -e '.[dev]'")
+    return subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations", *paths],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_the_host_wing_is_python_3_8():
+    """Everything under backend/host/ runs on the host's Python 3.8: no syntax, module or
+    function newer than that (a use guarded by hasattr says so with `# novm`)."""
+    p = _vermin("backend/host")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Analyzing" in p.stdout, p.stdout
+
+
+def test_the_3_8_lint_catches_newer_python(tmp_path):
+    (tmp_path / "newer.py").write_text("def f(x):\n    match x:\n        case 1:\n            return 'a'.removeprefix('b')\n")
+    p = _vermin(str(tmp_path / "newer.py"))
+    assert p.returncode != 0, p.stdout

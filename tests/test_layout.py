@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_probe import probe
 
-from fleetdeck.backend.hostlib import layout
+from fleetdeck.backend.host.lib import layout
 
 WEIGHTS = b"\x00" * 64
 
@@ -118,7 +118,7 @@ def _checkpoint_of(run: Path) -> Path:
 
 def test_purge_agrees(runs, tmp_path):
     """Purging the run's checkpoint needs a keeper: exactly the runs with a final adapter have one."""
-    from fleetdeck.backend.actions import purge_remote
+    from fleetdeck.backend.host import purge as purge_remote
 
     for name, (run, expected) in runs.items():
         facts = purge_remote.gather([str(_checkpoint_of(run))], [str(tmp_path / "runs")], hashing=False)
@@ -128,7 +128,7 @@ def test_purge_agrees(runs, tmp_path):
 
 def test_launch_chaining_agrees(runs):
     """A chain waiting on a finished run fires only when the run has a final adapter."""
-    from fleetdeck.backend.actions.launch_runfiles import after_status
+    from fleetdeck.backend.host.launch_runfiles import after_status
 
     for name, (run, expected) in runs.items():
         (run / "run.json").write_text(json.dumps({"state": "finished"}))

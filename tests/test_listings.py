@@ -14,7 +14,7 @@ pytestmark = pytest.mark.sshd
 
 
 def _cli(fleet_path, *args):
-    return subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet_path), *args],
+    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_path), *args],
                           capture_output=True, text=True, timeout=180)
 
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from fleetdeck.backend.config import HostConfig
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.ssh import HostLink
 
 
 async def test_a_cancelled_local_command_is_killed_and_reaped(tmp_path):

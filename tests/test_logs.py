@@ -14,7 +14,7 @@ pytestmark = pytest.mark.sshd
 
 
 def _cli(fleet_path, *args):
-    return [sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet_path), "logs", *args]
+    return [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_path), "logs", *args]
 
 
 def test_logs_prints_the_last_lines_escaped(spare_fleet, tmp_path):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.mirror import mirror, parse_endpoint, verify
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.backend.state import read_audit
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.mirror import mirror, verify
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.hostlib import procfs
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.backend.state import read_audit
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host.lib import procfs
 
 from sshfleet import _descendants
 

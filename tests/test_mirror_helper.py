@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from fleetdeck.backend.actions.mirror import HELPER, mirror
-from fleetdeck.backend.bundle import modules_for
-from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.fleet.bundle import modules_for
+from fleetdeck.backend.host.lib import procfs
 
 pytestmark = pytest.mark.sshd
 
@@ -36,8 +36,8 @@ def sleepers():
 def test_helper_is_a_bundle_of_the_host_library():
     names = [m[0] for m in modules_for(HELPER)]
     assert names[-1] == HELPER
-    assert {"fleetdeck.backend.hostlib.serve", "fleetdeck.backend.hostlib.procfs",
-            "fleetdeck.backend.hostlib.hashing", "fleetdeck.backend.hostlib.text"} <= set(names)
+    assert {"fleetdeck.backend.host.lib.serve", "fleetdeck.backend.host.lib.procfs",
+            "fleetdeck.backend.host.lib.hashing", "fleetdeck.backend.host.lib.text"} <= set(names)
 
 
 async def test_list_answers_in_the_one_shape(links, sshd_fleet):

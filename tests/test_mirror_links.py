@@ -16,7 +16,7 @@ import pytest
 from test_mirror import make_tree, read_tree
 
 from fleetdeck.backend.actions.mirror import mirror, verify
-from fleetdeck.tui.cli import main
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from test_mirror import make_tree, read_tree
 
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.mirror import mirror, replaced_name, verify
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.hostlib import procfs
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.backend.state import read_audit
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host.lib import procfs
+from fleetdeck.cli.main import main
 
 from sshfleet import _descendants
 
@@ -311,7 +311,7 @@ def test_a_fault_in_the_swap_never_loses_the_original(faulty, dirs, inject, wher
 def _prompted(hosts: Path, *argv: str, typed: bytes) -> tuple[int, str, str]:
     """The real CLI with its stdin and stderr on a pseudo-terminal, `typed` typed into it."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(hosts), *argv],
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(hosts), *argv],
                             stdin=slave, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     os.write(master, typed)

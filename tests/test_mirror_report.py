@@ -1,5 +1,5 @@
 """Typed plan and report, rendered by the CLI: hostile and non-UTF-8 names survive exactly on
-the destination's disk and are shown escaped (hostlib's `shown`), never raw."""
+the destination's disk and are shown escaped (the host library's `shown`), never raw."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from fleetdeck.backend.actions.mirror import MirrorPlan, MirrorReport, mirror
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend import ssh
-from fleetdeck.backend.bundle import payload
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.hostlib import payload as host_payload
-from fleetdeck.backend.poller import PROBE_MODULE, Poller
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet import ssh
+from fleetdeck.backend.fleet.bundle import payload
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.poller import PROBE_MODULE, Poller
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host.lib import payload as host_payload
 
 pytestmark = pytest.mark.sshd
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.acks import Acks, mark_stray
-from fleetdeck.backend.config import load_fleet, parse_fleet
-from fleetdeck.backend.models import HostSnapshot, Schedule
-from fleetdeck.backend.poller import Poller, poll_fleet
+from fleetdeck.backend.fleet.config import load_fleet, parse_fleet
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
+from fleetdeck.backend.fleet.poller import Poller, poll_fleet
+from fleetdeck.backend.fleet.schedule_verdict import Acks, mark_stray
 
 pytestmark = pytest.mark.sshd
 
@@ -121,7 +121,7 @@ def test_stray_is_decided_fleet_wide():
 def test_status_cli_json_and_exit_codes(sshd_fleet, tmp_path):
     path = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1", "h3"])
     env = {**os.environ}
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path), "--json"],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(path), "--json"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -131,13 +131,13 @@ def test_status_cli_json_and_exit_codes(sshd_fleet, tmp_path):
     # a host that refuses: status still prints it, and exits 1
     bad = tmp_path / "bad.toml"
     bad.write_text(path.read_text() + '\n[hosts.nowhere]\naddress = "127.0.0.1"\nport = 1\n')
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(bad), "--json"],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(bad), "--json"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 1
     doc = json.loads(p.stdout)
     down = [h for h in doc["hosts"] if h["name"] == "nowhere"][0]
     assert down["reachable"] is False and "nowhere" in p.stderr and down["error"]
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(path)],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0 and "h1" in p.stdout
 

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.config import HostConfig
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.ssh import HostLink
 
 
 def _write_probe() -> Path:
     """The probe as a host receives it (bundled with the host library), written to one file."""
     import tempfile
 
-    from fleetdeck.backend.bundle import bundle
-    from fleetdeck.backend.poller import PROBE_MODULE
+    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.poller import PROBE_MODULE
 
     fd, name = tempfile.mkstemp(prefix="fleetdeck-probe-", suffix=".py")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -398,7 +398,7 @@ async def test_resident_probe_answers_many_polls_and_sees_appended_progress(tmp_
 
 @pytest.mark.sshd
 async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(sshd_fleet, tmp_path, children):
-    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.backend.fleet.config import load_fleet
 
     h1 = sshd_fleet.hosts["h1"]
     run = h1.runs / "run-ssh"

@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from fleetdeck.backend import probe_runs
-from fleetdeck.backend.probe_common import _CACHE
+from fleetdeck.backend.host.probe import runs as probe_runs
+from fleetdeck.backend.host.probe.common import _CACHE
 
 
 def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path: Path):
@@ -53,7 +53,7 @@ def test_a_run_whose_trainer_is_gone_is_failed_though_another_process_sits_in_it
 
     from test_probe import probe
 
-    from fleetdeck.backend.hostlib import procfs
+    from fleetdeck.backend.host.lib import procfs
 
     run = tmp_path / "runs" / "run-9"
     run.mkdir(parents=True)

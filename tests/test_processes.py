@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.processes import confirmation, stop_process
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.models import Process
-from fleetdeck.backend.poller import Poller
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.models import Process
+from fleetdeck.backend.fleet.poller import Poller
 
 pytestmark = pytest.mark.sshd
 
@@ -65,7 +65,7 @@ async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(spa
         rep = await stop_process(link, proc, f"{looping.pid} bash")
         assert rep.ok and rep.result == "stopped", rep
         assert looping.wait(10) is not None
-    records = [json.loads(line) for line in state.audit_path().read_text().splitlines()]
+    records = [json.loads(line) for line in audit.audit_path().read_text().splitlines()]
     stops = [r for r in records if r["action"] == "process-stop"]
     assert [r["result"] for r in stops] == ["refused", "refused", "refused", "done"]
     assert [r["reason"] for r in stops] == ["not-confirmed", "gone", "changed", None]
@@ -73,8 +73,8 @@ async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(spa
 
 
 def test_pid_1_and_a_bad_request_are_refused_by_the_helper():
-    from fleetdeck.backend.actions import process_remote
-    from fleetdeck.backend.hostlib.serve import dispatch
+    from fleetdeck.backend.host import process as process_remote
+    from fleetdeck.backend.host.lib.serve import dispatch
 
     ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": 1, "start": 1})
     assert ans["ok"] is False and ans["error"]["code"] == "init"

@@ -8,10 +8,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleetdeck.backend.alerts import Alert
-from fleetdeck.backend.export import FleetCollector, parse_listen, serve_metrics
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
-from fleetdeck.backend.seats import Seat, SeatCheck
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
+from fleetdeck.backend.monitor.seats import Seat, SeatCheck
 
 MIB = 2**20
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.purge import confirmations_match, execute_purge, gather_purge
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
 
@@ -70,7 +70,7 @@ def cli(capsys, *argv: str, stdin: str = "") -> tuple[int, str, str]:
 
 
 def purge_audit() -> list[dict]:
-    return [r for r in state.read_audit() if r["action"] == "purge"]
+    return [r for r in audit.read_audit() if r["action"] == "purge"]
 
 
 def test_purge_deletes_and_verifies_keepers(h1, capsys):
@@ -266,7 +266,7 @@ def test_dry_run_and_exit_codes(h1, capsys):
 def _prompted_purge(fleet: Path, path: str, typed: bytes, *extra: str) -> tuple[int, str]:
     """Run the real CLI with its stdin on a pseudo-terminal and type `typed` into it."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "purge", HOST, path,
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "purge", HOST, path,
                              *extra],
                             stdin=slave, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)

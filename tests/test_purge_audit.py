@@ -16,8 +16,9 @@ import pytest
 from test_purge import make_run
 from test_purge_local import ckpt, local_host, plan_for, purge
 
-from fleetdeck.backend import state
-from fleetdeck.tui.cli import main
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet import statedir
+from fleetdeck.cli.main import main
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def local(tmp_path):
 
 
 def purge_records() -> list[dict]:
-    return [r for r in state.read_audit() if r.get("action") == "purge"]
+    return [r for r in audit.read_audit() if r.get("action") == "purge"]
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def full_state_dir(tmp_path, monkeypatch):
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
     try:
         monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
-        state.state_dir()
+        statedir.state_dir()
         fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
         try:
             while os.write(fd, b"\0" * 4096):
@@ -99,15 +100,15 @@ def _in_child(code: str, limit: int | None, env: dict[str, str]) -> subprocess.C
 
 def test_a_short_write_then_efbig_is_an_error_and_leaves_no_torn_record(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "st")}
-    first = _in_child("from fleetdeck.backend import state; state.audit('mirror', 'h', 'done', n=1)", None, env)
+    first = _in_child("from fleetdeck.backend.actions import audit; audit.audit('mirror', 'h', 'done', n=1)", None, env)
     assert first.returncode == 0, first.stderr
     log = tmp_path / "st" / "fleetdeck" / "audit.jsonl"
     size = log.stat().st_size
     # room for 10 more bytes: the first write of the record is cut short, the next one fails
-    code = ("from fleetdeck.backend import state\n"
+    code = ("from fleetdeck.backend.actions import audit\n"
             "try:\n"
-            "    state.audit('purge', 'h', 'started', note='x' * 300)\n"
-            "except state.AuditError as e:\n"
+            "    audit.audit('purge', 'h', 'started', note='x' * 300)\n"
+            "except audit.AuditError as e:\n"
             "    print('refused:', e.message)\n"
             "else:\n"
             "    print('written')\n")
@@ -131,7 +132,7 @@ def test_a_result_record_that_cannot_be_written_exits_1_with_the_result_printed(
     env.pop("FLEETDECK_HOSTS", None)
 
     def cli(path: Path, limit: int | None) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(fleet), "purge", "local", str(path),
+        argv = [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "purge", "local", str(path),
                 f"--confirm={path}", "--json"]
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300,
                               preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))

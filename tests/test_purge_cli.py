@@ -16,9 +16,9 @@ import pytest
 from test_purge import cli, make_run
 from test_purge_local import ckpt
 
-from fleetdeck.backend import state
-from fleetdeck.backend.actions.purge_remote import CHECKS
-from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.purge import CHECKS
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_wrong_confirm_says_did_not_match_shows_both_and_is_audited(fleet, capsy
     assert rc == 1 and Path(p).is_dir()
     assert err.count("\n") == 1 and "did not match" in err
     assert f"'{shown(wrong)}' did not match '{shown(p)}'" in err and "\\t" in err and "run\\nnl" in err
-    rec = [r for r in state.read_audit() if r["action"] == "purge"][-1]
+    rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
     assert rec["result"] == "refused"
     assert rec["confirmation"]["paths"] == [{"path": p, "typed": wrong, "matched": False}]
     rc, out, _ = cli(capsys, "audit", "--details")
@@ -75,7 +75,7 @@ def test_terminal_prompt_comes_after_the_plan(fleet):
     f, runs = fleet
     p = str(ckpt(make_run(runs, "run-prompt")))
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "--hosts", str(f), "purge", "local", p,
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(f), "purge", "local", p,
                              "--json"], stdin=slave, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     seen: list[bytes] = []
@@ -103,7 +103,7 @@ def test_non_utf8_names_are_kept_exact_and_shown_escaped(fleet, capsys, monkeypa
     assert rc == 0, err
     assert not os.path.exists(os.fsencode(p))
     # another action's record with undecodable bytes never breaks the log either
-    state.audit("schedule-remove", "local", "refused", schedule={"command": "cp -r /x/\udcff /y"})
+    audit.audit("schedule-remove", "local", "refused", schedule={"command": "cp -r /x/\udcff /y"})
     rc, out, err = cli(capsys, "audit", "--json")
     assert rc == 0 and "Traceback" not in err
     entries = json.loads(out)["entries"]
@@ -123,4 +123,4 @@ def test_an_extra_confirm_that_matches_no_path_is_refused_and_nothing_is_deleted
     rc, out, err = cli(capsys, "--hosts", str(f), "purge", "local", p, f"--confirm={p}", f"--confirm={other}")
     assert rc == 2 and Path(p).is_dir()
     assert f"--confirm {shown(other)} matches no path of this purge; nothing was deleted" in err
-    assert not [r for r in state.read_audit() if r["action"] == "purge" and r["result"] == "done"]
+    assert not [r for r in audit.read_audit() if r["action"] == "purge" and r["result"] == "done"]

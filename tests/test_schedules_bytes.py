@@ -10,7 +10,7 @@ import pytest
 from test_schedules_cli import local_fleet, run_cli
 from test_schedules_remove import backups, root_crontab  # noqa: F401
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed"),
@@ -75,7 +75,7 @@ def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys
     assert Path(rep["host_backup"]).read_bytes() == CRONTAB
     assert [p.read_bytes() for p in backups("local")] == [CRONTAB]
     # the audit log holds the record, whatever bytes the line had
-    assert [r["result"] for r in state.read_audit() if r["action"] == "schedule-remove"] == ["started", "done"]
+    assert [r["result"] for r in audit.read_audit() if r["action"] == "schedule-remove"] == ["started", "done"]
 
 
 def test_removing_a_line_leaves_another_users_crontab_alone(root_crontab, bystander, tmp_path, capsys):  # noqa: F811
@@ -117,10 +117,10 @@ def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
     import sys
 
     from fleetdeck.backend.actions.schedules import remove_schedule
-    from fleetdeck.backend.config import HostConfig
-    from fleetdeck.backend.hostlib.text import fsdec
-    from fleetdeck.backend.models import Schedule
-    from fleetdeck.backend.ssh import HostLink
+    from fleetdeck.backend.fleet.config import HostConfig
+    from fleetdeck.backend.fleet.models import Schedule
+    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.host.lib.text import fsdec
 
     f = tmp_path / "cron.d-chain"
     body = (b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"
@@ -147,7 +147,7 @@ def test_crontab_l_is_no_witness_but_the_spool_is(root_crontab, tmp_path):  # no
     # Debian's crontab -l prints CR as \r and BS as \b: the exact bytes come from the spool
     import subprocess
 
-    from fleetdeck.backend.hostlib import crontab
+    from fleetdeck.backend.host.lib import crontab
 
     body = b"# top\n3 3 * * * /usr/bin/printf 'a\rb\x08c' # \\r and \\b typed literally\n"
     install(body, tmp_path)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_schedules_remove import install_crontab, read_crontab, root_crontab  # noqa: F401
 
-from fleetdeck.backend import acks, state
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet import schedule_verdict
 
 from sshfleet import free_port
 
@@ -22,7 +23,7 @@ OTHER = "*/10 * * * * /usr/bin/true keep-me"
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     """Run `fleetdeck ARGV` in this process; (exit status, stdout, stderr)."""
-    from fleetdeck.tui.cli import main
+    from fleetdeck.cli.main import main
 
     rc = main(argv)
     out = capsys.readouterr()
@@ -63,14 +64,14 @@ def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsy
 
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", s["id"]], capsys)
     assert rc == 0, err
-    assert acks.load_acks().covers("local", s["id"])
+    assert schedule_verdict.load_acks().covers("local", s["id"])
     # a separate invocation reads the acknowledgement back from the state dir
     rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
     again = listed(out)
     assert again["id"] == s["id"] and "unacknowledged" not in again["reasons"]
     other = listed(out, OTHER)
     assert "unacknowledged" in other["reasons"]
-    assert [(r["action"], r["result"]) for r in state.read_audit()] == [("schedule-ack", "done")]
+    assert [(r["action"], r["result"]) for r in audit.read_audit()] == [("schedule-ack", "done")]
 
     monkeypatch.setenv("COLUMNS", "250")
     rc, out, _ = run_cli(["--hosts", hosts, "schedules"], capsys)
@@ -85,8 +86,8 @@ def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, c
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", known, "--", "-no-such $(id)"], capsys)
     assert rc == 1
     assert "-no-such $(id)" in err and "nothing was acknowledged" in err and "Traceback" not in err
-    assert acks.load_acks() == acks.Acks()
-    assert state.read_audit()[-1]["result"] == "refused"
+    assert schedule_verdict.load_acks() == schedule_verdict.Acks()
+    assert audit.read_audit()[-1]["result"] == "refused"
 
 
 @pytest.mark.root
@@ -125,7 +126,7 @@ def test_remove_needs_the_id_typed_back_then_removes_one_line(crontab, tmp_path,
     rep = json.loads(out)
     assert rep["removed"] and rep["result"] == "done" and Path(rep["backup"]).read_bytes() == before
     assert read_crontab() == f"# chain\n{OTHER}\n".encode()
-    assert [r["result"] for r in state.read_audit()] == ["refused", "refused", "refused", "started", "done"]
+    assert [r["result"] for r in audit.read_audit()] == ["refused", "refused", "refused", "started", "done"]
     assert not Path("/tmp/fleetdeck-pwned").exists()
 
 
@@ -173,7 +174,7 @@ def test_hostile_ids_are_escaped_once_and_never_reach_the_terminal_raw(tmp_path,
     assert err.count("c-\\x1b[2J\\\\n\\xff") == 2  # in the verb line and in the reason, escaped once
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)
     assert rc == 1 and "\x1b" not in err and "c-\\x1b[2J\\\\n\\xff" in err
-    assert all("\x1b" not in json.dumps(r, ensure_ascii=False) for r in state.read_audit())
+    assert all("\x1b" not in json.dumps(r, ensure_ascii=False) for r in audit.read_audit())
 
 
 @pytest.mark.parametrize("grace", ["nan", "inf", "-1", "1e9", "soon"])
@@ -192,8 +193,8 @@ def test_the_table_never_folds_an_id_at_80_columns():
     from rich.cells import cell_len
     from rich.console import Console
 
-    from fleetdeck.backend.models import Schedule
-    from fleetdeck.tui.commands.schedules import schedules_table
+    from fleetdeck.backend.fleet.models import Schedule
+    from fleetdeck.cli.schedules import schedules_table
 
     rows = [Schedule(id=f"t-{name}.timer", host="gpu-box-with-a-long-name", kind="timer", user="root",
                      spec="OnCalendar=*-*-* 03:00:00", command="/usr/bin/python3 /opt/jobs/nightly_eval.py "

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
-from fleetdeck.backend.config import HostConfig, load_fleet
-from fleetdeck.backend.models import Schedule
-from fleetdeck.backend.ssh import HostLink
+from fleetdeck.backend.fleet import statedir
+from fleetdeck.backend.fleet.config import HostConfig, load_fleet
+from fleetdeck.backend.fleet.models import Schedule
+from fleetdeck.backend.fleet.ssh import HostLink
 
 HOSTILE = "echo \"a b\" '$(touch /tmp/fleetdeck-pwned)' -rf --x; echo done\\%"
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
@@ -109,12 +110,12 @@ def cron_sched(raw: str, line: int, host: str = "local", sid: str = "cron-1") ->
 
 
 def backups(host: str) -> list[Path]:
-    d = state.state_dir() / "backups" / host
+    d = statedir.state_dir() / "backups" / host
     return sorted(d.iterdir()) if d.exists() else []
 
 
 def audit_results(action: str = "schedule-remove") -> list[str]:
-    return [r["result"] for r in state.read_audit() if r["action"] == action]
+    return [r["result"] for r in audit.read_audit() if r["action"] == action]
 
 
 CRONTAB = ("# keep this comment\n"
@@ -140,8 +141,8 @@ async def test_crontab_entry_removed_others_untouched_backups_written(root_cront
     assert stat.S_IMODE(ctl.stat().st_mode) == 0o600
     assert not Path("/tmp/fleetdeck-pwned").exists()
     assert audit_results() == ["started", "done"]
-    assert "line 4" in state.read_audit()[0]["plan"]
-    done = state.read_audit()[-1]
+    assert "line 4" in audit.read_audit()[0]["plan"]
+    done = audit.read_audit()[-1]
     assert done["checks"]["matches_listing"] and done["checks"]["sha256"]
     assert done["confirmation"] == "cron-1" and done["backup"] == str(ctl) and done["schedule"]["raw"] == sched.raw
 
@@ -197,7 +198,7 @@ async def test_wrong_confirmation_changes_nothing(root_crontab, tmp_path, typed)
     rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, typed)
     assert not rep.ok and rep.reason_code == "not-confirmed"
     assert read_crontab() == CRONTAB.encode() and backups("local") == []
-    (rec,) = state.read_audit()
+    (rec,) = audit.read_audit()
     assert rec["result"] == "refused" and rec["confirmation"] == typed and rec["reason_code"] == "not-confirmed"
 
 
@@ -285,7 +286,7 @@ async def test_loop_ignoring_sigterm_is_killed_after_grace(procs):
     assert rep.signals == ("SIGTERM", "SIGKILL")
     assert p.wait(timeout=10) == -signal.SIGKILL
     assert audit_results() == ["started", "done"]
-    assert state.read_audit()[-1]["signals"] == ["SIGTERM", "SIGKILL"]
+    assert audit.read_audit()[-1]["signals"] == ["SIGTERM", "SIGKILL"]
 
 
 async def test_loop_whose_start_time_changed_is_refused_and_left_running(procs):
@@ -393,7 +394,7 @@ async def test_crontab_entry_removed_over_ssh(root_crontab, sshd_fleet, tmp_path
     assert read_crontab() == CRONTAB.replace("*/5 * * * * /usr/bin/true keep-1\n", "").encode()
     assert Path(rep.host_backup).read_bytes() == CRONTAB.encode()
     assert [p.read_bytes() for p in backups("h1")] == [CRONTAB.encode()]
-    assert [(r["host"], r["result"]) for r in state.read_audit()] == [("h1", "started"), ("h1", "done")]
+    assert [(r["host"], r["result"]) for r in audit.read_audit()] == [("h1", "started"), ("h1", "done")]
 
 
 def run_bundled(req: dict, python: str = sys.executable) -> dict:
@@ -401,7 +402,7 @@ def run_bundled(req: dict, python: str = sys.executable) -> dict:
     import json
 
     from fleetdeck.backend.actions.schedules import REMOTE
-    from fleetdeck.backend.bundle import bundle
+    from fleetdeck.backend.fleet.bundle import bundle
 
     p = subprocess.run([python, "-c", bundle(REMOTE)], input=json.dumps(req).encode(), capture_output=True,
                        env=dict(os.environ, FLEETDECK_HELPER="1"), timeout=60)

@@ -14,9 +14,9 @@ import pytest
 from test_schedules_cli import install_crontab, local_fleet, run_cli
 from test_schedules_remove import root_crontab  # noqa: F401
 
-from fleetdeck.backend.hostlib import packages
-from fleetdeck.backend.probe_common import Procs
-from fleetdeck.backend.probe_schedules import schedules
+from fleetdeck.backend.host.lib import packages
+from fleetdeck.backend.host.probe.common import Procs
+from fleetdeck.backend.host.probe.schedules import schedules
 
 SPOOL = Path("/var/spool/cron/crontabs")
 

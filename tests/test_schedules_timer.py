@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_schedules_cli import run_cli
 
-from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.host.lib import procfs
 
 import sshfleet
 

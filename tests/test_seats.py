@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from fleetdeck.backend import probe_seats
-from fleetdeck.backend.models import Gpu, GpuProcess, HostSnapshot
-from fleetdeck.backend.seats import Seat, attribute_memory, headroom
+from fleetdeck.backend.fleet.models import Gpu, GpuProcess, HostSnapshot
+from fleetdeck.backend.host.probe import seats as probe_seats
+from fleetdeck.backend.monitor.seats import Seat, attribute_memory, headroom
 
 LISTENER = """#!/usr/bin/env python3
 import os, socket, subprocess, sys, time
@@ -100,7 +100,7 @@ def by_pid(seats: list, pid: int):
 
 @pytest.mark.sshd
 def test_seats_are_found_from_proc_on_an_sshd_host(fleet_file, bin_dir, procs, tmp_path, capsys):
-    from fleetdeck.tui.cli import main
+    from fleetdeck.cli.main import main
 
     port = _free_port()
     vllm, _ = procs.start([str(bin_dir / "vllm"), "serve", "/models/Qwen3-4B-AWQ", "--port", str(port),
@@ -220,8 +220,8 @@ def test_headroom_is_total_minus_what_every_process_holds():
 
 @pytest.mark.sshd
 async def test_the_probe_reports_seats_with_every_poll(sshd_fleet, tmp_path, bin_dir, procs):
-    from fleetdeck.backend.config import load_fleet
-    from fleetdeck.backend.poller import poll_fleet
+    from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.poller import poll_fleet
 
     port = _free_port()
     vllm, _ = procs.start([str(bin_dir / "vllm"), "serve", "m", "--port", str(port), "--max-model-len", "4096"])

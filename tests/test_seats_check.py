@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions import seat_check_remote as remote
+from fleetdeck.backend.host import seat_check as remote
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 SERVER = Path(__file__).with_name("seat_server.py")
@@ -48,7 +48,7 @@ def nan_seat():
 
 
 def cli(capsys, *argv: str) -> tuple[int, dict | None, str]:
-    from fleetdeck.tui.cli import main
+    from fleetdeck.cli.main import main
 
     rc = main([str(a) for a in argv])
     out = capsys.readouterr()
@@ -177,7 +177,7 @@ def test_an_endless_answer_is_cut_at_the_limit_and_the_helper_stays_small(tmp_pa
     p, port = start_server("--endless", "--sent-file", str(sent))
     code = ("import json, resource, sys\n"
             "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-            "from fleetdeck.backend.actions import seat_check_remote as r\n"
+            "from fleetdeck.backend.host import seat_check as r\n"
             "ans = r.check({'port': int(sys.argv[1]), 'max_tokens': 2, 'timeout': 30})\n"
             # VmHWM: this process image's own peak (ru_maxrss carries the forking parent's
             # size across exec, and a pytest that loaded torch is large)
@@ -205,7 +205,7 @@ def test_a_dripping_answer_is_a_recorded_timeout_that_fires_the_alert(fleet_file
     assert rc == 1 and doc is not None, err
     assert doc["sound"] is False and doc["signature"] == "timeout" and doc["seconds"] < 10, doc
     assert doc["endpoint"] == "/v1/chat/completions" and doc["requests"] == 2   # what it was waiting for
-    from fleetdeck.backend.seats import recorded_checks
+    from fleetdeck.backend.monitor.seats import recorded_checks
 
     kept = recorded_checks()[f"h1:{port}"]
     assert kept.signature == "timeout" and not kept.sound

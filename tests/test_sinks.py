@@ -16,10 +16,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleetdeck.backend.export import LABEL_MAX, FleetCollector, label, sample, serve_metrics
-from fleetdeck.backend.history import TEXT_MAX, History, sql_number, sql_text
-from fleetdeck.backend.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
-from fleetdeck.backend.seats import Seat
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
+from fleetdeck.backend.monitor.export import LABEL_MAX, FleetCollector, label, sample, serve_metrics
+from fleetdeck.backend.monitor.history import TEXT_MAX, History, sql_number, sql_text
+from fleetdeck.backend.monitor.seats import Seat
 
 T0 = 1_800_000_000
 HUGE = 10**400   # no float holds it
@@ -158,8 +158,8 @@ async def test_watch_records_and_serves_a_host_with_a_non_utf8_run(spare_fleet, 
     """A real sshd host whose runs root holds `run-\\xff\\x1b[2J` (not UTF-8, with a terminal
     escape) with a live process in it and a progress file whose step is 2**70: two polls are
     written to history and /metrics answers 200 with the name escaped."""
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.tui.commands.watch import Watcher
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.cli.watch import Watcher
 
     h1 = spare_fleet.add("h1")
     run = os.fsencode(h1.runs) + b"/run-\xff\x1b[2J"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
 
 from sshfleet import keygen
 
@@ -106,7 +106,7 @@ async def test_command_timeout_cuts_off_a_hung_command(sshd_fleet, fleet_file):
 
 
 async def test_local_host_runs_without_ssh():
-    from fleetdeck.backend.config import HostConfig
+    from fleetdeck.backend.fleet.config import HostConfig
 
     link = HostLink(HostConfig(name="local", local=True))
     res = await link.run(["printf", "%s", "$(x) y"])

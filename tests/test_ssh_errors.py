@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from fleetdeck.backend.config import load_fleet
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
 
 from sshfleet import keygen
 
@@ -166,7 +166,7 @@ def test_status_cli_tells_a_refused_login_from_a_down_host(spare_fleet, tmp_path
     stranger = tmp_path / "stranger"
     keygen(stranger)
     path = spare_fleet.write_fleet(tmp_path / "hosts.toml", per_host={"locked": {"client_keys": [str(stranger)]}})
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(path)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(path)],
                        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert p.returncode == 1
     rows = {line.split()[0]: line for line in p.stdout.splitlines() if line.split()}

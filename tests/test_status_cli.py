@@ -13,7 +13,7 @@ def test_status_fits_80_columns_without_wrapping_a_cell(tmp_path):
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.a-long-host-name-01]\nlocal = true\nruns = ["{long_root}"]\n'
                      f'[hosts.b]\nlocal = true\nruns = ["{long_root}", "{tmp_path}/missing"]\n')
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(hosts)],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     # the table, without the warnings printed under it
@@ -36,7 +36,7 @@ def test_a_failed_run_is_counted_as_failed_not_idle(tmp_path):
         (runs / name / "run.json").write_text(json.dumps({"state": state, "error": "CUDA out of memory"}))
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.a]\nlocal = true\nruns = ["{runs}"]\n')
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(hosts)],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     row = next(line for line in p.stdout.splitlines() if line.strip().startswith("a "))
@@ -49,7 +49,7 @@ def test_status_names_the_fleet_file_it_used(tmp_path):
     hosts = tmp_path / ("a-long-folder-name-" * 5) / "hosts.toml"
     hosts.parent.mkdir()
     hosts.write_text('[hosts.a]\nlocal = true\n')
-    base = [sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)]
+    base = [sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(hosts)]
     env = {**os.environ, "COLUMNS": "80"}
     p = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
     title = p.stdout.splitlines()[0]
@@ -61,7 +61,7 @@ def test_status_names_the_fleet_file_it_used(tmp_path):
 def test_a_down_host_shows_unknown_counts_not_zero(tmp_path):
     import socket
 
-    from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Schedule
+    from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
     from fleetdeck.tui.screens.base import FleetState
     from fleetdeck.tui.screens.fleet import COLUMNS, host_cells, layout_widths
 
@@ -71,7 +71,7 @@ def test_a_down_host_shows_unknown_counts_not_zero(tmp_path):
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.a]\nlocal = true\n[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\n'
                      'user = "nobody"\nconnect_timeout = 5\n')
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", "status", "--hosts", str(hosts)],
+    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(hosts)],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
     assert p.returncode == 1, p.stderr
     row = next(line for line in p.stdout.splitlines() if line.strip().startswith("gone "))

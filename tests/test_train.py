@@ -48,7 +48,7 @@ def write_run(tmp: Path, name: str = "r", **keys) -> Path:
 
 
 def fleetdeck(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleetdeck.tui.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", *args], capture_output=True,
                           text=True, timeout=240, **kw)
 
 
@@ -130,7 +130,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=80)
     keys = dict(corpus=str(corpus), max_steps=120, save_steps=5, eval_steps=40)
     killed = write_run(tmp_path, "killed", **keys)
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.tui.cli", "train", str(killed)],
+    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "train", str(killed)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     run = tmp_path / "runs" / "killed"
     _wait_for(run / "checkpoints" / "checkpoint-10" / "trainer_state.json", proc)
@@ -344,7 +344,7 @@ def test_datasheet_table_matches_gpu_names():
 
 
 def test_dashboard_side_never_imports_torch():
-    code = ("import sys, fleetdeck.tui.commands.train, fleetdeck.backend.train.runconfig, "
+    code = ("import sys, fleetdeck.cli.train, fleetdeck.backend.train.runconfig, "
             "fleetdeck.backend.train.rundir, fleetdeck.backend.train.corpus; "
             "bad = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
             "assert not bad, bad")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, DataTable, Input, Select
 
-from fleetdeck.backend import state
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.screens.mirror import MirrorModal
@@ -137,7 +137,7 @@ async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
         assert modal.report.ok
     assert not ck.exists() and not ck50.exists()
     assert (run / "adapter" / "adapter_model.safetensors").is_file()
-    assert any(r["action"].startswith("purge") and r["result"] == "done" for r in state.read_audit())
+    assert any(r["action"].startswith("purge") and r["result"] == "done" for r in audit.read_audit())
 
 
 async def dry_run(app, pilot, modal):
@@ -360,14 +360,14 @@ async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, mo
     the modal and the notification say so in red, never "deleted and verified"."""
     import errno
     run, ck = make_run(tmp_path)
-    real = state.audit
+    real = audit.audit
 
-    def audit(action, host, result, **fields):
+    def failing(action, host, result, **fields):
         if result != "started":
-            raise state.AuditError(state.audit_path(), OSError(errno.ENOSPC, "No space left on device"))
+            raise audit.AuditError(audit.audit_path(), OSError(errno.ENOSPC, "No space left on device"))
         return real(action, host, result, **fields)
 
-    monkeypatch.setattr(state, "audit", audit)
+    monkeypatch.setattr(audit, "audit", failing)
     app = local_app(tmp_path)
     notes = []
     async with app.run_test(size=(120, 40)) as pilot:

@@ -7,7 +7,7 @@ from test_tui_views import feed, fixture_app
 
 
 async def test_alerts_firing_at_start_are_one_toast(monkeypatch):
-    from fleetdeck.backend import alerts
+    from fleetdeck.backend.monitor import alerts
 
     # the recorded fleet's stray loops fire on the first poll, as if they had run for a while
     monkeypatch.setattr(alerts, "LOOP_SETTLE_S", 0.0)

@@ -85,7 +85,7 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
 
     from textual.widgets import Log
 
-    from fleetdeck.backend.config import parse_fleet
+    from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.tui.app import FleetdeckApp
 
     root = tmp_path / "runs"
@@ -156,7 +156,7 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
 
     from test_tui_views import recorded
 
-    from fleetdeck.backend.models import Schedule
+    from fleetdeck.backend.fleet.models import Schedule
     from fleetdeck.tui.messages import FleetPolled
     from fleetdeck.tui.screens.schedules import FOLDED
 
@@ -193,7 +193,7 @@ async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program(
     from test_tui_views import recorded
     from textual.widgets import Button, Input
 
-    from fleetdeck.backend.models import Process
+    from fleetdeck.backend.fleet.models import Process
     from fleetdeck.tui.messages import FleetPolled
     from fleetdeck.tui.screens.stop import StopProcessModal
 
@@ -254,7 +254,7 @@ async def test_resume_is_offered_only_where_a_checkpoint_exists():
 
     from test_tui_views import recorded
 
-    from fleetdeck.backend.models import Checkpoint, Run
+    from fleetdeck.backend.fleet.models import Checkpoint, Run
     from fleetdeck.tui.messages import FleetPolled
 
     snap = recorded("fleet.json")
@@ -286,7 +286,7 @@ async def test_resume_is_offered_only_where_a_checkpoint_exists():
 async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():
     from textual.widgets import Button
 
-    from fleetdeck.backend.models import Process
+    from fleetdeck.backend.fleet.models import Process
     from fleetdeck.tui.screens.stop import StopProcessModal
 
     app = fixture_app()

@@ -9,9 +9,9 @@ import pytest
 from rich.text import Text
 from test_tui_views import NAMES, T, feed, recorded
 
-from fleetdeck.backend import state
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -71,11 +71,11 @@ async def test_backslash_n_and_newline_names_look_different():
 
 
 async def test_audit_view_reads_records_as_text_not_json():
-    state.audit("purge", "gx10", "refused", paths=[
+    audit.audit("purge", "gx10", "refused", paths=[
         {"path": "/home/ops/runs/r\n1/checkpoints/checkpoint-25", "bytes": 2048, "deleted": False,
          "refusals": [{"code": "in-use", "message": "pid 4242 has its cwd there"}]}],
         keepers=[], free_bytes_before=4096, free_bytes_after=4096, expected_bytes=2048)
-    state.audit("schedule-remove", "ana-ml2", "done",
+    audit.audit("schedule-remove", "ana-ml2", "done",
                 schedule={"kind": "loop", "id": "loop-9c1e55aa", "command": "bash -c 'sleep 5'"},
                 reason_code=None, message="stopped pid 77")
     app = app_over(recorded("fleet.json"))

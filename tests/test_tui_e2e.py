@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fleetdeck.backend.config import load_fleet
+from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 

@@ -12,9 +12,9 @@ from test_tui_actions import local_app, make_run, open_purge
 from test_tui_narrow import visible_columns
 from test_tui_views import NAMES, T, feed, fixture_app, recorded
 
-from fleetdeck.backend import state
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.screens.host import host_schedule_columns
@@ -75,7 +75,7 @@ def test_cut_paths_keep_the_tail_and_stay_distinct():
 
 
 async def test_audit_view_at_80_columns_gives_the_details_room():
-    state.audit("mirror", "ana-ml2", "done", src="gx10:/home/ops/runs/run-6/adapter")
+    audit.audit("mirror", "ana-ml2", "done", src="gx10:/home/ops/runs/run-6/adapter")
     app = app_over(recorded("fleet.json"))
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(app, pilot)
@@ -191,7 +191,7 @@ def test_chart_axis_labels_have_the_same_decimals():
 
 
 def test_a_host_that_did_not_answer_says_why_in_a_few_words():
-    from fleetdeck.backend.models import HostSnapshot
+    from fleetdeck.backend.fleet.models import HostSnapshot
     from fleetdeck.tui.screens.fleet import down_words, latency_text
 
     def host(error, code):

@@ -123,9 +123,9 @@ async def test_buttons_stay_on_screen_at_80x24(name):
 @pytest.mark.parametrize("view,table_id", [("1", "fleet-table"), ("2", "runs-table"),
                                            ("3", "sched-table"), ("4", "audit-table")])
 async def test_home_end_pgup_pgdn_in_every_table(view, table_id):
-    from fleetdeck.backend import state
+    from fleetdeck.backend.actions import audit
     for i in range(40):
-        state.audit("schedule-ack", "gx10", "done", ids=[f"x{i}"])
+        audit.audit("schedule-ack", "gx10", "done", ids=[f"x{i}"])
     app = fixture_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await feed(app, pilot)

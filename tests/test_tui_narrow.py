@@ -9,8 +9,8 @@ import pytest
 from rich.text import Text
 from test_tui_views import feed, fixture_app
 
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fmt import shorten_unique
 from fleetdeck.tui.screens.base import RecordedSource
@@ -119,7 +119,7 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     failed = tmp_path / "runs" / "r1"
     failed.mkdir(parents=True)
     (failed / "RUN.toml").write_text(f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n')
-    from fleetdeck.backend.models import Checkpoint
+    from fleetdeck.backend.fleet.models import Checkpoint
     ckpt = Checkpoint(path=str(failed / "checkpoints" / "checkpoint-25"), step=25, bytes=1 << 20)
     runs = (Run(host="local", path=str(failed), name="r1", state="failed", reason="killed by SIGKILL",
                 checkpoints=(ckpt,)),

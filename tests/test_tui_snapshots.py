@@ -12,7 +12,7 @@ import pytest
 from test_tui_views import feed, fixture_app
 from textual.widgets import Input
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.launch import Check, Preflight
 from fleetdeck.backend.actions.mirror import MirrorFile, MirrorReport
 from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
@@ -98,7 +98,7 @@ def test_audit_view(snap_compare):
            "free_bytes_before": 100, "free_bytes_after": 200}
     lines = [rec, {**rec, "time": "2025-11-29T12:05:00+0000", "action": "mirror", "result": "verified",
                    "host": "ana-ml2", "paths": None, "src": "gx10:/home/ops/runs/run-6/adapter"}]
-    state.audit_path().write_text("".join(json.dumps(x) + "\n" for x in lines))
+    audit.audit_path().write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["4"])
 
 

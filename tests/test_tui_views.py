@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from fleetdeck.backend import acks, state
-from fleetdeck.backend.config import parse_fleet
-from fleetdeck.backend.models import fleet_from_json
-from fleetdeck.backend.ssh import HostError
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import fleet_from_json
+from fleetdeck.backend.fleet.ssh import HostError
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource
@@ -153,14 +154,14 @@ async def test_schedules_view_stray_first_and_acknowledge():
         table.move_cursor(row=table.get_row_index("ana-ml2/loop-9c1e55aa"))
         await pilot.press("a")
         await pilot.pause()
-        assert acks.load_acks().covers("ana-ml2", "loop-9c1e55aa")
-        rec = state.read_audit()[-1]
+        assert schedule_verdict.load_acks().covers("ana-ml2", "loop-9c1e55aa")
+        rec = audit.read_audit()[-1]
         assert rec["action"] == "schedule-ack" and rec["ids"] == ["loop-9c1e55aa"]
 
 
 async def test_audit_view_newest_first():
-    state.audit("purge", "gx10", "done", paths=["/a"])
-    state.audit("mirror", "ana-ml2", "verified", src="gx10:/x")
+    audit.audit("purge", "gx10", "done", paths=["/a"])
+    audit.audit("mirror", "ana-ml2", "verified", src="gx10:/x")
     app = fixture_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await feed(app, pilot)

@@ -10,7 +10,7 @@ from pathlib import Path
 from test_tui_actions import HOSTILE, dry_run, local_app, make_run, open_purge, type_into
 from textual.widgets import Button, Input
 
-from fleetdeck.backend import state
+from fleetdeck.backend.actions import audit
 from fleetdeck.tui.screens.mirror import MirrorModal
 from fleetdeck.tui.screens.purge import PurgeModal
 
@@ -48,7 +48,7 @@ async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_pat
     assert (dst / "adapter_model.safetensors").read_bytes() == \
         (run / "adapter" / "adapter_model.safetensors").read_bytes()
     assert (Path(rep.kept_as) / "adapter_model.safetensors").read_bytes() == b"something else"
-    done = [r for r in state.read_audit() if r["action"] == "mirror"][-1]
+    done = [r for r in audit.read_audit() if r["action"] == "mirror"][-1]
     assert done["result"] == "done" and done["confirmation"] == {"via": "dashboard", "typed": str(dst)}
 
 
@@ -90,5 +90,5 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
         await pilot.pause()
         assert modal.report.ok
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint-100", "checkpoint-75"]
-    rec = [r for r in state.read_audit() if r["action"] == "purge"][-1]
+    rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
     assert rec["result"] == "done" and rec["keep_newest"]["n"] == 2

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.hostlib import procfs
+from fleetdeck.backend.host.lib import procfs
 
-WATCH = [sys.executable, "-m", "fleetdeck.tui.cli"]
+WATCH = [sys.executable, "-m", "fleetdeck.cli.main"]
 # the hook: with `go` present it records "id<TAB>state<TAB>rule<TAB>subject"; without it, it
 # notes its pid and that of a child it backgrounds, and hangs (a delivery in flight)
 HOOK = """import os, subprocess, sys, time
@@ -196,9 +196,9 @@ def test_a_hostile_hosts_strings_are_warnings_and_safe_lines_never_a_traceback(t
 async def test_one_hosts_data_that_breaks_a_rule_is_that_hosts_warning(tmp_path):
     """h2 sends a loss too large for a float: the rule that formats it fails. h1's alert
     still fires, h2's alerts stay as they were, and the warning names h2."""
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run
-    from fleetdeck.backend.monitor import Monitor
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
+    from fleetdeck.backend.monitor.service import Monitor
 
     def snap(t: float) -> FleetSnapshot:
         stalled = Run(host="h1", path="/runs/a", name="a", state="stalled", reason="no progress")
@@ -226,8 +226,8 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
     pytest.importorskip("transformers")
     import io
 
-    from fleetdeck.backend.config import parse_fleet
-    from fleetdeck.tui.commands.watch import Watcher
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.cli.watch import Watcher
 
     from sshfleet import free_port
 
@@ -261,7 +261,7 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
 async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_the_deliverer(tmp_path):
     import asyncio
 
-    from fleetdeck.backend.config import load_fleet
+    from fleetdeck.backend.fleet.config import load_fleet
     from fleetdeck.tui.app import FleetdeckApp
 
     rising_evals(tmp_path / "runs" / "run-1")

@@ -13,9 +13,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
-from fleetdeck.backend.config import ConfigError, Fleet
-from fleetdeck.backend.models import FleetSnapshot
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.config import ConfigError, Fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
 from fleetdeck.tui.fmt import said
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.screens.alerts import AlertsScreen, AlertWatch
@@ -80,7 +80,7 @@ class FleetdeckApp(GuardedPump, App):
         self.state = FleetState([h.name for h in fleet.hosts], self.interval, clock)
         self._owns_source = source is None
         if source is None:
-            from fleetdeck.backend.poller import Poller
+            from fleetdeck.backend.fleet.poller import Poller
             # a silent host must not hold back the others' refresh: a poll returns within half
             # an interval, and a host still asking answers into a later poll (see Poller.poll)
             source = Poller(fleet, deadline=max(1.0, self.interval / 2))

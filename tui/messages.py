@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from fleetdeck.backend.models import FleetSnapshot
+from fleetdeck.backend.fleet.models import FleetSnapshot
 
 
 class FleetPolled(Message):

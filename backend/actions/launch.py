@@ -1,12 +1,12 @@
 """Launch a training run on a host: pre-flight there, then the trainer detached there.
 
 The controller parses RUN.toml (strictly, with the trainer's own parser) and sends its values to
-the launch helper on the host (`launch_remote`, bundled with `launch_estimate`,
+the launch helper on the host (`host/launch.py`, bundled with `launch_estimate`,
 `launch_runfiles`, `launch_supervise` and the host library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
 `<output>/run.json` (state `queued`) and starts a supervisor in a new session. The supervisor
 starts `<python> -m fleetdeck.backend.train <output>/RUN.toml` (python: the host's `python` from
 the fleet file) at once, or, with `after`, only when that run finished with a final adapter
-(`hostlib.layout.final_adapter`); it marks the run `cancelled` when the prerequisite failed,
+(`host/lib/layout.final_adapter`); it marks the run `cancelled` when the prerequisite failed,
 was cancelled, died or finished without one. With `resume` the output is a failed or stopped
 run, continued from its newest checkpoint. The `live-run` check counts every run the probe
 sees running on the host (a Hugging Face Trainer run as much as fleetdeck's own). Every launch
@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fleetdeck.backend.bundle import bundle
-from fleetdeck.backend.config import ConfigError, HostConfig
-from fleetdeck.backend.models import Run, host_from_probe
-from fleetdeck.backend.poller import probe_request, probe_source
-from fleetdeck.backend.ssh import BOOT, HostError, HostLink
-from fleetdeck.backend.state import audit
+from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.fleet.bundle import bundle
+from fleetdeck.backend.fleet.config import ConfigError, HostConfig
+from fleetdeck.backend.fleet.models import Run, host_from_probe
+from fleetdeck.backend.fleet.poller import probe_request, probe_source
+from fleetdeck.backend.fleet.ssh import BOOT, HostError, HostLink
 from fleetdeck.backend.train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
-HELPER = "fleetdeck.backend.actions.launch_remote"
+HELPER = "fleetdeck.backend.host.launch"
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
 #: after a lost answer: how long a run still `queued` in its run.json (its trainer starting) is
 #: asked about again before it is reported queued

@@ -1,6 +1,6 @@
 """Mirror a folder from one host to another and prove it, or only prove two folders identical.
 
-Each host lists and hashes its own files from its own disk (the helper `mirror_remote.py`,
+Each host lists and hashes its own files from its own disk (the helper `host/mirror.py`,
 bundled with the host library, fed JSON on stdin). The destination is never read through a
 symlink; `follow_symlinks` applies to the source only. A copy streams through the controller
 (no temporary copy here) into a hidden partial folder beside the destination, where every file
@@ -25,12 +25,12 @@ from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.ssh import HelperProcess, HostError, HostLink, ShellOutputError
-from fleetdeck.backend.state import audit
+from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.fleet.ssh import HelperProcess, HostError, HostLink, ShellOutputError
+from fleetdeck.backend.host.lib.text import shown
 
 # the host side, bundled with the host library by HostLink
-HELPER = "fleetdeck.backend.actions.mirror_remote"
+HELPER = "fleetdeck.backend.host.mirror"
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
 HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
 # A whole copy may take command_timeout x 2 + its bytes at MIN_RATE + PER_FILE a file (open,
@@ -72,7 +72,7 @@ class MirrorFile:
 class MirrorPlan:
     """What a mirror is about to copy, decided from both listings before any byte moves (a dry
     run shows exactly this). Paths are str as the hosts decoded them (undecodable bytes kept
-    as surrogates, so they go back to the same bytes); show them with `hostlib.text.shown`."""
+    as surrogates, so they go back to the same bytes); show them with `host/lib/text.shown`."""
 
     src: str
     dst: str
@@ -575,7 +575,7 @@ class _Copy:
     move bytes within the host's `command_timeout` (a stopped reader or writer, a stuck disk
     and a silent connection all end there), and the copy as a whole has a deadline that grows
     with its bytes and its file count. The helpers carry their own no-progress timeout too
-    (`Watchdog` in mirror_remote), for a controller that stops without closing anything."""
+    (`Watchdog` in host/mirror.py), for a controller that stops without closing anything."""
 
     def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None) -> None:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path

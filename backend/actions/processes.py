@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetdeck.backend import state
-from fleetdeck.backend.models import Process
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.models import Process
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
 
-HELPER = "fleetdeck.backend.actions.process_remote"
+HELPER = "fleetdeck.backend.host.process"
 
 
 def confirmation(p: Process) -> str:
@@ -51,7 +51,7 @@ async def stop_process(link: HostLink, p: Process, typed: str, grace: float = 10
                 rep = StopReport(result in ("stopped", "killed"), result,
                                  f"process {p.pid} {result} ({signals})")
     try:
-        state.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
+        audit.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
                     command=p.command[:300], outcome=rep.result, reason=rep.reason_code, message=rep.message,
                     via=via)
     except OSError:

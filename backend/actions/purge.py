@@ -1,7 +1,7 @@
 """Purge checkpoint folders: plan (facts gathered on the host, judged purely), confirm, execute,
 verify, audit.
 
-`gather_purge` runs the stdlib helper in `purge_remote` once on the host for every path and
+`gather_purge` runs the stdlib helper in `host/purge.py` once on the host for every path and
 returns a frozen `PurgePlan`; `confirmations_match` says whether each path was typed back byte
 for byte; `execute_purge` runs the helper again, which re-checks everything and the pins of
 the plan before deleting anything, and returns a frozen `PurgeReport` whose `to_json()` is the
@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetdeck.backend import state
-from fleetdeck.backend.actions.purge_remote import evaluate
-from fleetdeck.backend.config import HostConfig
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.purge import evaluate
 
-HELPER = "fleetdeck.backend.actions.purge_remote"
+HELPER = "fleetdeck.backend.host.purge"
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
 __all__ = ["Refusal", "PathPlan", "Keeper", "KeepRule", "PurgePlan", "PathResult", "KeeperResult",
@@ -386,8 +386,8 @@ def audit_dry_run(plan: PurgePlan) -> str | None:
     """Record a dry run: what was checked and what would have been refused. The sentence
     saying why the record could not be written, or None."""
     try:
-        state.audit("purge", plan.host, "dry-run", **_record(plan))
-    except state.AuditError as e:
+        audit.audit("purge", plan.host, "dry-run", **_record(plan))
+    except audit.AuditError as e:
         return e.message
     return None
 
@@ -416,8 +416,8 @@ def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str,
              error: str | None = None) -> PurgeReport:
     """Write the result record; a record that cannot be written is carried on the report."""
     try:
-        state.audit("purge", plan.host, result, **_record(plan, report, typed, via, error))
-    except state.AuditError as e:
+        audit.audit("purge", plan.host, result, **_record(plan, report, typed, via, error))
+    except audit.AuditError as e:
         return replace(report, audit_error=e.message)
     return report
 
@@ -436,8 +436,8 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
     if not plan.ok or not confirmations_match(plan, typed):
         return _audited(_refused_report(plan, typed), plan, "refused", typed, via)
     try:
-        state.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
-    except state.AuditError as e:
+        audit.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
+    except audit.AuditError as e:
         return _refused_report(plan, typed, audit_error=e.message)
     payload = {"op": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
                "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
@@ -462,8 +462,8 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
 
 def _failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -> None:
     try:
-        state.audit("purge", plan.host, "failed", **_record(plan, None, typed, via, error))
-    except state.AuditError as e:
+        audit.audit("purge", plan.host, "failed", **_record(plan, None, typed, via, error))
+    except audit.AuditError as e:
         raise HostError(plan.host, f"{error}; and {e.message}", "audit") from None
 
 

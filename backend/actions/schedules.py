@@ -1,6 +1,6 @@
 """Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
 
-The host side is `schedules_remote` (stdlib + the host library), run by module name through
+The host side is `host/schedules.py` (stdlib + the host library), run by module name through
 `HostLink.run_helper`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
 the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
 helper refuses with `changed-since-listing` when the host no longer matches it.
@@ -13,11 +13,12 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetdeck.backend import state
-from fleetdeck.backend.config import HostConfig
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import Schedule, schedule_json
-from fleetdeck.backend.ssh import HostError, HostLink
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet import statedir
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.models import Schedule, schedule_json
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.host.lib.text import shown
 
 ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0
@@ -28,7 +29,7 @@ REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "un
 
 
 #: the host-side helper, bundled with the host library by `HostLink.run_helper`
-REMOTE = "fleetdeck.backend.actions.schedules_remote"
+REMOTE = "fleetdeck.backend.host.schedules"
 
 
 def _error(ans: Any) -> tuple[str, str, dict[str, Any]]:
@@ -145,7 +146,7 @@ def describe_removal(schedule: Schedule, grace: float = DEFAULT_GRACE) -> str:
 
 
 def _write_backup(host: str, name: str, data: bytes) -> str:
-    d = state.state_dir() / "backups" / host
+    d = statedir.state_dir() / "backups" / host
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = d / os.path.basename(name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -180,7 +181,7 @@ def _audit(report: RemoveReport, schedule: Schedule, confirmation: str | None, r
     fields = dict(schedule=schedule_json(schedule), confirmation=confirmation, reason_code=report.reason_code,
                   message=report.message, backup=report.backup, host_backup=report.host_backup,
                   signals=list(report.signals), **extra)
-    state.audit(ACTION, report.host, result or report.result, **_recordable(fields))
+    audit.audit(ACTION, report.host, result or report.result, **_recordable(fields))
 
 
 async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedule, confirmation: str | None,

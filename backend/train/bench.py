@@ -22,7 +22,7 @@ import sys
 import time
 import tomllib
 
-from fleetdeck.backend.config import ConfigError
+from fleetdeck.backend.fleet.config import ConfigError
 
 from .runconfig import RunConfig, _value, load_run_config, with_overrides
 

@@ -15,7 +15,7 @@ import time
 import traceback
 from pathlib import Path
 
-from fleetdeck.backend.config import ConfigError
+from fleetdeck.backend.fleet.config import ConfigError
 
 from .runconfig import config_to_dict, load_run_config
 from .rundir import RunDir, RunRefused, corpus_sha256, new_manifest, set_state

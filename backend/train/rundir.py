@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetdeck.backend.hostlib import hashing, procfs
-from fleetdeck.backend.hostlib.layout import final_adapter, not_fresh
+from fleetdeck.backend.host.lib import hashing, procfs
+from fleetdeck.backend.host.lib.layout import final_adapter, not_fresh
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 LIVE_STATES = ("running",)

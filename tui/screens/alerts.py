@@ -1,5 +1,5 @@
 """The Alerts view (`5`), and the dashboard's side of the monitor: the rules judged on every
-live poll by the same service `fleetdeck watch` runs (`backend/monitor.py`, role `observe`),
+live poll by the same service `fleetdeck watch` runs (`backend/monitor/service.py`, role `observe`),
 the terminal bell and a toast when one starts firing, a badge in the header while any fire.
 
 Below the alerts, the fleet's serving seats and each card's headroom as a bar with every
@@ -25,16 +25,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.alerts import Alert, AlertConfig
-from fleetdeck.backend.history import History
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.monitor import Monitor, running_watch
-from fleetdeck.backend.seats import (
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
+from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.seats import (
     Seat,
     headroom,
     host_seats,
     recorded_checks,
 )
+from fleetdeck.backend.monitor.service import Monitor, running_watch
 from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
 from fleetdeck.tui.screens.base import HISTORY, ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable

@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.state import describe, read_audit
+from fleetdeck.backend.actions.audit import describe, read_audit
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from fleetdeck.backend.models import FleetSnapshot, HostSnapshot, Run, Schedule
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
 from fleetdeck.tui.widgets.guard import GuardedPump
 from fleetdeck.tui.widgets.render import spark_char
 
@@ -154,7 +154,7 @@ class RecordedSource:
         """Load each file as one poll, in order."""
         import json
 
-        from fleetdeck.backend.models import fleet_from_json
+        from fleetdeck.backend.fleet.models import fleet_from_json
         return cls([fleet_from_json(json.loads(open(p, encoding="utf-8").read())) for p in paths])
 
     async def poll(self) -> FleetSnapshot:

@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import HostSnapshot
+from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.screens.base import FleetState, ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable

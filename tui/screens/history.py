@@ -73,7 +73,7 @@ class HistoryScreen(ViewScreen):
         if host is None:
             chart.update(Text("No hosts.", style="dim"))
             return
-        from fleetdeck.backend.history import History, history_path
+        from fleetdeck.backend.monitor.history import History, history_path
 
         path = history_path()
         if not path.exists():

@@ -8,8 +8,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
-from fleetdeck.backend import acks as backend_acks
-from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.fleet import host_detail
@@ -84,9 +84,9 @@ class HostScreen(ViewScreen):
                            progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
                            Text(shown(r.path), style="dim"))
         every = st.schedules
-        for s in backend_acks.stray_first(h.schedules) if h else ():
+        for s in schedule_verdict.stray_first(h.schedules) if h else ():
             # `why` names the missing path as the host's command gave it: escaped here
-            cells = {"kind": shown(s.kind), "stray": Text(shown(backend_acks.why(s, every)),
+            cells = {"kind": shown(s.kind), "stray": Text(shown(schedule_verdict.why(s, every)),
                                                           style="bold red" if s.stray else "dim"),
                      "user": shown(s.user), "spec": shown(s.spec), "cmd": shown(s.command)}
             scheds[s.id] = tuple(cells[c[0]] for c in self._sched_cols)

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, said
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import Modal

@@ -10,7 +10,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, said
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import TypedConfirmModal

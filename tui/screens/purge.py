@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from fleetdeck.backend.hostlib.text import shown
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, said, shorten_unique
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import TypedConfirmModal

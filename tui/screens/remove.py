@@ -10,8 +10,8 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import Schedule
+from fleetdeck.backend.fleet.models import Schedule
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import said
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import TypedConfirmModal

@@ -12,8 +12,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, Log, Static
 
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import Run
+from fleetdeck.backend.fleet.models import Run
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.host import _state_style
@@ -253,8 +253,8 @@ class RunsScreen(ViewScreen):
     @work(exclusive=True, group="log", exit_on_error=False)
     async def load_log(self, run: Run) -> None:
         """Read the last lines of the run's train.log through the poller's link (a bounded,
-        tied reader on the host: backend/logs.py)."""
-        from fleetdeck.backend.logs import log_lines
+        tied reader on the host: backend/fleet/logs.py)."""
+        from fleetdeck.backend.fleet.logs import log_lines
 
         if self._log_for != run.key:
             self.show_log("reading train.log…")
@@ -273,7 +273,7 @@ class RunsScreen(ViewScreen):
     @work(exclusive=True, group="log", exit_on_error=False)
     async def follow_log(self, run: Run) -> None:
         """Follow the run's train.log: its last lines, then each appended line as it comes."""
-        from fleetdeck.backend.logs import log_lines
+        from fleetdeck.backend.fleet.logs import log_lines
 
         log = self.query_one("#run-log", Log)
         self._following = self._log_for = run.key

@@ -7,10 +7,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend import acks as backend_acks
-from fleetdeck.backend import state as backend_state
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import Schedule
+from fleetdeck.backend.actions import audit as backend_state
+from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet.models import Schedule
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import shorten_unique
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.base import ViewScreen
@@ -116,18 +116,18 @@ class SchedulesScreen(ViewScreen):
     def refresh_view(self) -> None:
         rows = {}
         every = self.state.schedules
-        index = backend_acks.twins_index(every)
+        index = schedule_verdict.twins_index(every)
         hosts = shorten_unique([x.host for x in every], self._widths["host"])
         widths = tuple(self._widths)
         cache, self._row_cache = getattr(self, "_row_cache", {}), {}
         # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
         narrow = "kind" not in self._widths
         folded: dict[str, int] = {}
-        for s in backend_acks.stray_first(every):
+        for s in schedule_verdict.stray_first(every):
             if s.system and not self.show_system:
                 folded[s.host] = folded.get(s.host, 0) + 1
                 continue
-            why = short_why(s) if narrow else backend_acks.why(s, every, index)
+            why = short_why(s) if narrow else schedule_verdict.why(s, every, index)
             # a schedule that did not change keeps its very cell objects: nothing to build, and
             # the table compares them by identity
             ck = (s, why, hosts[s.host], widths)
@@ -177,7 +177,7 @@ class SchedulesScreen(ViewScreen):
         t.append("\n")
         t.append(shown(s.command))
         if s.stray:
-            t.append(f"\nstray: {shown(backend_acks.why(s, self.state.schedules))}  —  a: acknowledge   x: remove",
+            t.append(f"\nstray: {shown(schedule_verdict.why(s, self.state.schedules))}  —  a: acknowledge   x: remove",
                      style="bold red")
         elif s.system:
             t.append("\ninstalled by the distribution: not stray", style="dim")
@@ -193,7 +193,7 @@ class SchedulesScreen(ViewScreen):
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         try:
-            backend_acks.acknowledge(on_host=[(s.host, s.id)])
+            schedule_verdict.acknowledge(on_host=[(s.host, s.id)])
             backend_state.audit("schedule-ack", s.host, "done", ids=[s.id], via="dashboard")
         except OSError as e:
             self.app.report_error("Acknowledge", e)

@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
 from fleetdeck.backend.actions.processes import confirmation, stop_process
-from fleetdeck.backend.hostlib.text import shown
-from fleetdeck.backend.models import Process
+from fleetdeck.backend.fleet.models import Process
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, said
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import TypedConfirmModal

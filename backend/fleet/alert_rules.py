@@ -1,0 +1,115 @@
+"""The fleet file's `[alerts]` table: the rules by name, their `for` durations and thresholds,
+parsed as strictly as the rest of the file (`config.load_fleet` reads it; the monitor judges
+with it, `backend/monitor/alerts.py`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from fleetdeck.backend.fleet.errors import ConfigError
+
+RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
+         "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
+#: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
+#: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
+#: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
+#: probe's stall factor) or are events and verdicts that are not seen twice (an eval that rose
+#: twice, a failed check, a restart), so they fire on the poll that sees them.
+FOR_DEFAULTS = {rule: 0.0 for rule in RULES}
+FOR_DEFAULTS["disk-full-eta"] = 600.0
+@dataclass(frozen=True)
+class AlertConfig:
+    """The `[alerts]` table of the fleet file, every key optional."""
+
+    #: seconds a host must stay unreachable before host-down fires
+    host_down_after: float = 120.0
+    #: loss-spike: the last loss above this many times the median of the previous ones
+    loss_spike_factor: float = 3.0
+    #: disk-full-eta fires when the disk fills in fewer hours than this at the current rate
+    disk_full_hours: float = 24.0
+    #: seconds of disk history the rate is taken over, and the least span it needs
+    disk_rate_window: float = 1800.0
+    disk_rate_min_span: float = 300.0
+    #: gpu-headroom fires when a card with a seat has less free than this (GiB)
+    gpu_headroom_floor_gib: float = 6.0
+    #: idle-holder: more than this much GPU memory (GiB) on a card at or below idle_util_pct
+    idle_holder_gib: float = 1.0
+    idle_holder_minutes: float = 30.0
+    idle_util_pct: float = 1.0
+    #: how long a seat restart event stays firing before it resolves (minutes)
+    event_hold_minutes: float = 15.0
+    #: `watch` checks every seat this often (seconds); 0 turns periodic checks off
+    seat_check_interval: float = 0.0
+    #: history older than this is dropped (days)
+    history_retention_days: float = 14.0
+    #: rules not to judge at all
+    disabled: tuple[str, ...] = ()
+    #: a command run once per transition, argv with {title} {text} {rule} {host} {subject}
+    #: {state} {since} replaced in each argument (no shell)
+    on_alert: tuple[str, ...] | None = None
+    #: a URL that receives each transition as JSON (POST)
+    webhook: str | None = None
+    webhook_timeout: float = 5.0
+    #: `for = {rule = seconds}`: how long a rule's condition must hold before it fires, for
+    #: the rules named (the others keep FOR_DEFAULTS)
+    for_: tuple[tuple[str, float], ...] = ()
+
+    def for_seconds(self, rule: str) -> float:
+        """How long `rule`'s condition must hold before it fires."""
+        return dict(self.for_).get(rule, FOR_DEFAULTS.get(rule, 0.0))
+
+
+_NUMBERS = {f.name for f in fields(AlertConfig) if f.type == "float"}
+_MAY_BE_ZERO = {"seat_check_interval", "gpu_headroom_floor_gib", "idle_util_pct"}
+
+
+def parse_alerts(table: Any, source: str) -> AlertConfig:
+    """The `[alerts]` table, strictly: unknown keys, wrong types and bad values are ConfigError."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: 'alerts' must be a table")
+    values: dict[str, Any] = {}
+    known = {f.name for f in fields(AlertConfig)}
+    for k, v in table.items():
+        where = f"{source}: [alerts]: key {k!r}"
+        if k == "for":
+            values["for_"] = _parse_for(v, where)
+            continue
+        if k not in known or k == "for_":
+            raise ConfigError(f"{source}: [alerts]: unknown key {k!r}")
+        if k in _NUMBERS:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(f"{where} must be a number, not {v!r}")
+            if v < 0 or (v == 0 and k not in _MAY_BE_ZERO):
+                raise ConfigError(f"{where} must be greater than 0")
+            if k == "loss_spike_factor" and v <= 1:
+                raise ConfigError(f"{where} must be greater than 1")
+            values[k] = float(v)
+        elif k in ("disabled", "on_alert"):
+            if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+                raise ConfigError(f"{where} must be a list of strings")
+            if k == "disabled" and (bad := [x for x in v if x not in RULES]):
+                raise ConfigError(f"{where}: unknown rule {bad[0]!r} (rules: {', '.join(RULES)})")
+            if k == "on_alert" and not v:
+                raise ConfigError(f"{where} must name a command")
+            values[k] = tuple(v)
+        elif k == "webhook":
+            if not isinstance(v, str) or not re.match(r"^https?://[^\s]+$", v):
+                raise ConfigError(f"{where} must be an http:// or https:// URL")
+            values[k] = v
+    return AlertConfig(**values)
+
+
+def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where} must be a table of rule = seconds")
+    out = []
+    for rule, secs in v.items():
+        if rule not in RULES:
+            raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
+        if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not math.isfinite(secs) or secs < 0:
+            raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more, not {secs!r}")
+        out.append((rule, float(secs)))
+    return tuple(sorted(out))

@@ -1,0 +1,357 @@
+"""Helpers on a host: the boot line that runs a stdlib payload fed on stdin, its watchdog, and
+the streams of a long-lived helper.
+
+What runs on a host is a helper payload (`bundle.bundle`) sent through BOOT: the source never
+passes through a shell and the request is JSON on stdin. A bundled helper travels as its
+`bundle.Payload` behind the host's loader (`host/lib/payload`): named by its sha256 when the
+host may have it cached, compressed when it is sent (`payload_stdin`).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import functools
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fleetdeck.backend.fleet.bundle import Payload, bundle
+from fleetdeck.backend.host.lib import payload as host_payload
+from fleetdeck.backend.host.lib.procfs import HELPER_ENV
+from fleetdeck.backend.host.lib.text import shown
+
+# A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
+# `run_helper`) must not outlive the controller that reads it: a thread blocks in poll() on
+# its stdout, which reports an error once the reading end is closed (the channel closed after
+# a timeout, the connection lost), and then kills the helper's descendants (read from
+# /proc/PID/task/*/children: a process group would miss those that started their own session,
+# and could hold the shell that started the helper) and the helper itself, however stuck.
+WATCHDOG = (
+    "import os,select,threading\n"
+    "def _fleetdeck_kids(q):\n"
+    " out=[]\n"
+    " try:ts=os.listdir('/proc/%d/task'%q)\n"
+    " except OSError:return out\n"
+    " for t in ts:\n"
+    "  try:\n"
+    "   with open('/proc/%d/task/%s/children'%(q,t)) as f:out+=[int(x) for x in f.read().split()]\n"
+    "  except (OSError,ValueError):pass\n"
+    " return out\n"
+    "def _fleetdeck_watch():\n"
+    " p=select.poll();p.register(1,0)\n"
+    " while not p.poll():pass\n"
+    " todo=[os.getpid()];seen=[]\n"
+    " while todo:\n"
+    "  for k in _fleetdeck_kids(todo.pop()):\n"
+    "   if k not in seen:seen.append(k);todo.append(k)\n"
+    " for k in seen:\n"
+    "  try:os.kill(k,9)\n"
+    "  except OSError:pass\n"
+    " os.kill(os.getpid(),9)\n"
+    "threading.Thread(target=_fleetdeck_watch,daemon=True).start()\n"
+)
+# Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what
+# follows on stdin is the helper's own input. The marker names the code object of helpers.
+BOOT_MARKER = "fleetdeck-helper"
+BOOT = (
+    "import sys;n=int(sys.stdin.buffer.readline());"
+    f"exec({WATCHDOG!r}) if {{'--resident','--tied'}}&set(sys.argv) else None;"
+    f"exec(compile(sys.stdin.buffer.read(n),'<{BOOT_MARKER}>','exec'),"
+    "{'__name__':'__main__','__builtins__':__builtins__})"
+)
+STDERR_LIMIT = 4096
+# The bounds of every channel from a host (docs/probe.md): past one the answer is refused with
+# `answer-too-large` naming the host and the channel, and the helper is stopped.
+#: one JSON answer line of a resident helper (the probe's snapshot among them)
+ANSWER_LIMIT = 8 << 20
+#: the whole stdout of a one-shot helper or command
+OUTPUT_LIMIT = 32 << 20
+#: what is kept of a one-shot command's stderr (its end, where a traceback says what broke)
+STDERR_KEEP = 64 << 10
+SHELL_NOISE = "the login shell printed text before the {what}'s answer: {text}"
+
+
+class ShellOutputError(ValueError):
+    """A helper's stdout began with text that is not its answer (a chatty login shell)."""
+
+
+class AnswerTooLarge(ValueError):
+    """A host sent more than a channel's bound (`ANSWER_LIMIT`, `OUTPUT_LIMIT`)."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"the {what}'s answer passed {limit >> 20} MiB; refused (a host never "
+                         "needs to send this much on this channel)")
+        self.what = what
+        self.limit = limit
+
+
+async def read_line(stream: Any, limit: int, what: str) -> bytes:
+    """One line from a helper's stdout, at most `limit` bytes, without reading past it.
+
+    An asyncssh stream hands back a partial line once its receive window is full (2 MiB by
+    default): the parts are joined here until the newline, so a big answer is not mistaken for
+    shell chatter. An asyncio stream raises ValueError past its own limit. Either way, past
+    `limit` the read stops with `AnswerTooLarge` and the caller closes the helper, so memory
+    stays bounded. b"" at end of file; the last line may lack its newline.
+    """
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = await stream.readline()
+        except (ValueError, asyncio.LimitOverrunError):
+            raise AnswerTooLarge(what, limit) from None
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if total > limit:
+            raise AnswerTooLarge(what, limit)
+    if total > limit:
+        raise AnswerTooLarge(what, limit)
+    return b"".join(parts)
+
+
+async def read_bounded(stream: Any, limit: int, what: str, keep_tail: bool = False) -> bytes:
+    """All of a stream up to `limit` bytes: past it `AnswerTooLarge`, or with `keep_tail` the
+    stream is drained to its end and only its last `limit` bytes are kept."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return b"".join(parts)
+        if not isinstance(chunk, bytes):
+            chunk = str(chunk).encode()
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            if not keep_tail:
+                raise AnswerTooLarge(what, limit)
+            data = b"".join(parts)[-limit:]
+            parts, total = [data], len(data)
+
+
+def bounded_text(data: bytes | str, limit: int = STDERR_LIMIT) -> str:
+    """A helper's stderr for an error message: all of it up to `limit` characters (else its
+    end, where a traceback says what broke), each line escaped for display."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    text = text.strip()
+    if len(text) > limit:
+        text = "..." + text[-limit:]
+    return "\n".join(shown(line) for line in text.splitlines())
+
+
+def noise_text(data: bytes, what: str) -> str:
+    """The sentence for text a login shell printed ahead of a helper's answer."""
+    return SHELL_NOISE.format(what=what, text=shown(data.decode("utf-8", "replace").strip()[:300]))
+
+
+class HelperProcess:
+    """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
+
+    def __init__(self, proc: Any, remote: bool, what: str = "helper",
+                 resend: Callable[[], Awaitable[Any]] | None = None, sha256: str | None = None) -> None:
+        self._proc = proc
+        self._remote = remote
+        self._answered = False
+        self.what = what
+        self.stdin = proc.stdin
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        # started from the host's payload cache: until the first answer, a "missing" line
+        # from the loader means start again with the payload sent (`resend`) and replay
+        # what was written so far
+        self._resend = resend
+        self._sha256 = sha256
+        self._sent: list[bytes] = []
+
+    async def send_json(self, obj: Any) -> None:
+        """Write one JSON line to the helper."""
+        data = json.dumps(obj).encode() + b"\n"
+        if self._resend is not None:
+            self._sent.append(data)
+        self.stdin.write(data)
+        await self.stdin.drain()
+
+    async def _first_line(self, limit: int) -> bytes:
+        line = await read_line(self.stdout, limit, self.what)
+        resend, self._resend = self._resend, None
+        if resend is not None and is_missing(line, self._sha256):
+            old = self._proc
+            self._stop(old)
+            proc = await resend()
+            self._proc, self.stdin, self.stdout, self.stderr = proc, proc.stdin, proc.stdout, proc.stderr
+            for data in self._sent:
+                self.stdin.write(data)
+            await self.stdin.drain()
+            await self._reap(old)
+            line = await read_line(self.stdout, limit, self.what)
+        self._sent = []
+        return line
+
+    async def recv_json(self, limit: int = ANSWER_LIMIT) -> Any:
+        """Read one JSON line from the helper, at most `limit` bytes (`AnswerTooLarge` past it).
+        EOFError when it exited; ShellOutputError when text that is not JSON came before its
+        first answer (a login shell that prints). NaN and Infinity tokens are not JSON: a line
+        holding one is refused like any other malformed line."""
+        if self._resend is not None:
+            line = await self._first_line(limit)
+        else:
+            line = await read_line(self.stdout, limit, self.what)
+        if not line:
+            raise EOFError("helper exited")
+        try:
+            answer = loads(line)
+        except ValueError:
+            if self._answered:
+                raise
+            noise = line
+            # the rest of the chatter, up to the answer (bounded: a few lines)
+            for _ in range(20):
+                try:
+                    more = await asyncio.wait_for(read_line(self.stdout, 1 << 16, self.what), 1)
+                except (TimeoutError, AnswerTooLarge):
+                    break
+                if not more or more.lstrip().startswith(b"{"):
+                    break
+                noise += more
+            raise ShellOutputError(noise_text(noise, self.what)) from None
+        self._answered = True
+        return answer
+
+    async def read_stderr(self, limit: int = STDERR_LIMIT) -> str:
+        """What the helper said on stderr, after it ended: all of it, bounded (see
+        `bounded_text`), read for at most 2 s."""
+        chunks: list[bytes] = []
+        total = 0
+
+        async def drain() -> None:
+            nonlocal total
+            while True:
+                data = await self.stderr.read(65536)
+                if not data:
+                    return
+                data = data if isinstance(data, bytes) else str(data).encode()
+                chunks.append(data)
+                total += len(data)
+                while total > 4 * limit and len(chunks) > 1:
+                    total -= len(chunks.pop(0))
+
+        try:
+            await asyncio.wait_for(drain(), 2)
+        except (TimeoutError, Exception):
+            pass
+        return bounded_text(b"".join(chunks), limit)
+
+    def close(self) -> None:
+        """Stop the helper now: killed locally; remotely its channel is closed, which ends a
+        resident helper on the host (see WATCHDOG), however busy it is."""
+        self._stop(self._proc)
+
+    def _stop(self, proc: Any) -> None:
+        try:
+            if self._remote:
+                proc.close()
+            elif proc.returncode is None:
+                # its own session (start_new_session): the group holds its children too
+                os.killpg(proc.pid, 9)
+        except (ProcessLookupError, OSError):
+            pass
+
+    async def _reap(self, proc: Any) -> None:
+        try:
+            if self._remote:
+                await asyncio.wait_for(proc.wait_closed(), 2)
+            else:
+                await asyncio.wait_for(proc.wait(), 2)
+        except (TimeoutError, Exception):
+            pass
+
+    async def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the helper to exit; its exit status."""
+        if self._remote:
+            await asyncio.wait_for(self._proc.wait_closed(), timeout)
+            return self._proc.exit_status
+        return await asyncio.wait_for(self._proc.wait(), timeout)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON from a host: strict JSON, so `NaN`, `Infinity` and `-Infinity` are refused."""
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def helper_stdin(source: str) -> bytes:
+    """The bytes that make BOOT run `source`: helper source text, or the name of a helper
+    module (`fleetdeck.backend.host.purge`), bundled with the host library."""
+    if "\n" not in source and source.startswith("fleetdeck."):
+        source = bundle(source)
+    src = source.encode()
+    return str(len(src)).encode() + b"\n" + src
+
+
+def _compact(source: str) -> str:
+    """`source` without its docstrings and comments (the same code, a third of the bytes)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.unparse(tree) + "\n"
+
+
+@functools.cache
+def loader_source() -> str:
+    """The host's loader (`host/lib/payload`), sent ahead of every payload frame and run by
+    BOOT as plain source: about 10 KB."""
+    return _compact(host_payload.__loader__.get_source(host_payload.__name__))  # type: ignore[union-attr]
+
+
+def is_missing(line: bytes, sha256: str | None) -> bool:
+    """True when `line` is the loader's answer that payload `sha256` is not in its cache."""
+    if not line.startswith(b'{"fleetdeck_payload"'):
+        return False
+    try:
+        doc = loads(line)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("fleetdeck_payload") == host_payload.MISSING and \
+        doc.get("sha256") == sha256
+
+
+def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
+    """The bytes that make BOOT run payload `p` through the host's loader: with `cached`, its
+    name alone (the loader answers `is_missing` when it does not have it); else the payload
+    compressed, kept in the host's cache when `keep`."""
+    head = helper_stdin(loader_source())
+    if cached:
+        return head + b"c %s\n" % p.sha256.encode()
+    return head + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep)) + p.packed
+
+
+#: what a host's sudo says when `sudo -n` would need a password
+SUDO_PASSWORD = ("a password is required", "a terminal is required")
+
+
+def helper_argv(python: str, args: list[str] | None = None, become: str | None = None) -> list[str]:
+    """argv of a helper on a host: `env` puts the helper marker in its environment, where the
+    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's. With
+    `become = "sudo"` it runs through `sudo -n` (never a password prompt: a sudo that asks for
+    one fails at once, and that failure is named `sudo-password`)."""
+    argv = ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
+    return ["sudo", "-n", "--", *argv] if become == "sudo" else argv
+
+
+def sudo_refused(stderr: str) -> bool:
+    """True when a helper's stderr is sudo refusing to run it without a password."""
+    low = stderr.lower()
+    return "sudo" in low and any(s in low for s in SUDO_PASSWORD)

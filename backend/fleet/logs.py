@@ -1,0 +1,94 @@
+"""A run's train.log from its host: the last lines, and with `follow` what is appended after.
+
+The host side is `host/logs.py`, a tied helper (it dies with its channel). Every line
+read from it is bounded (`helpers.read_line`), and the text is handed on as the host's exact
+bytes (surrogateescape), split into whole lines: a UTF-8 character cut between two chunks is
+joined again before it is decoded. Display escapes each line (`host/lib/text.shown`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fleetdeck.backend.fleet.channel import AnswerTooLarge, ShellOutputError
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.host.lib.text import fsdec, fsenc
+
+HELPER = "fleetdeck.backend.host.logs"
+LINE_LIMIT = 1 << 20   # one answer line of the helper (its chunks are 64 KiB of text)
+
+
+def _request(host: HostConfig, run: str, lines: int, follow: bool) -> dict[str, Any]:
+    return {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
+
+
+async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = False,
+                    timeout: float | None = None) -> AsyncIterator[str]:
+    """The last `lines` lines of `run`'s train.log (a run folder's name under one of the host's
+    runs roots, or its path), then, with `follow`, each line appended to it, until the caller
+    stops iterating. A line is the host's text (undecodable bytes kept as surrogates), without
+    its newline; a file that was truncated or replaced yields the marker line
+    `-- train.log was truncated or replaced; reading it from its start --`.
+    HostError when the host cannot be asked or has no such log (codes `no-run`, `no-log`,
+    `not-a-file`, `unreadable`, `answer-too-large`, `timeout`)."""
+    timeout = link.host.command_timeout if timeout is None else timeout
+    helper = await asyncio.wait_for(link.start_helper(HELPER, ["--tied"], what="log reader"),
+                                    link.host.connect_timeout + timeout)
+    try:
+        await helper.send_json(_request(link.host, run, lines, follow))
+        first = await _next(helper, link, timeout)
+        if not first.get("ok"):
+            err = first.get("error") if isinstance(first.get("error"), dict) else {}
+            raise HostError(link.name, str(err.get("message") or "train.log could not be read"),
+                            str(err.get("code") or "helper"))
+        pending = b""
+        for line in _split(fsenc(str(first.get("text") or "")) + b"\n"):
+            yield line
+        while follow:
+            msg = await _next(helper, link, None)
+            if msg.get("event") == "truncated":
+                if pending:
+                    yield fsdec(pending)
+                    pending = b""
+                yield "-- train.log was truncated or replaced; reading it from its start --"
+                continue
+            pending += fsenc(str(msg.get("text") or ""))
+            *whole, pending = pending.split(b"\n")
+            for b in whole:
+                yield fsdec(b)
+            if len(pending) > LINE_LIMIT:   # a line without end: shown in pieces
+                yield fsdec(pending)
+                pending = b""
+    finally:
+        helper.close()
+
+
+def _split(data: bytes) -> list[str]:
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [fsdec(p) for p in parts]
+
+
+async def _next(helper: Any, link: HostLink, timeout: float | None) -> dict[str, Any]:
+    """The reader's next message (the helper's own reading: bounded, and a payload missing from
+    the host's cache is sent again before the first answer)."""
+    try:
+        msg = await asyncio.wait_for(helper.recv_json(LINE_LIMIT), timeout)
+    except TimeoutError:
+        raise HostError(link.name, f"the log reader did not answer within {timeout:g}s", "timeout") from None
+    except AnswerTooLarge as e:
+        raise HostError(link.name, str(e), "answer-too-large") from None
+    except ShellOutputError as e:
+        raise HostError(link.name, str(e), "shell-output") from None
+    except EOFError:
+        why = await helper.read_stderr()
+        raise HostError(link.name, f"the log reader ended: {why or 'connection closed'}", "helper") from None
+    except ValueError:
+        raise HostError(link.name, "the log reader sent what is not JSON", "helper") from None
+    if not isinstance(msg, dict):
+        raise HostError(link.name, "the log reader sent what is not an object", "helper")
+    return msg

@@ -1,0 +1,224 @@
+"""Polling the fleet: every host at once, one resident probe per host, failures kept per host."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fleetdeck.backend.fleet.bundle import bundle
+from fleetdeck.backend.fleet.config import Fleet, HostConfig
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, host_from_probe
+from fleetdeck.backend.fleet.schedule_verdict import load_acks
+from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
+from fleetdeck.backend.fleet.ssh import (
+    AnswerTooLarge,
+    HelperProcess,
+    HostError,
+    HostLink,
+    ShellOutputError,
+    sudo_error,
+)
+
+PROBE_MODULE = "fleetdeck.backend.host.probe.main"
+
+
+def probe_source() -> str:
+    """The probe's payload (the probe's modules with the host library), as every host gets it."""
+    return bundle(PROBE_MODULE)
+
+
+def probe_request(host: HostConfig) -> dict:
+    """What one poll asks a host's probe for."""
+    return {"op": "snapshot", "runs": list(host.runs), "disk_paths": host.all_roots, "stall_factor": 10}
+
+
+class Poller:
+    """Keeps one link and one resident probe per host; `poll()` asks them all concurrently.
+
+    The fleet's connection pool: the dashboard and the CLI commands take their links from
+    `link(name)`, so an action reuses the connection the poll already made. An async context
+    manager (`async with Poller(fleet) as poller:` closes every probe and connection).
+
+    A host that fails becomes `HostSnapshot(reachable=False, error=..., error_code=...)`; it
+    never delays or breaks the others beyond its own connect / command timeout. A probe that
+    does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
+    """
+
+    def __init__(self, fleet: Fleet, probe: str | None = None, deadline: float | None = None) -> None:
+        self.fleet = fleet
+        #: `poll()` returns after this many seconds at most (None: when every host has answered
+        #: or failed); a host still asking then is shown as it last was and answers later
+        self.deadline = deadline
+        self._inflight: dict[str, asyncio.Task[HostSnapshot]] = {}
+        self._links = {h.name: HostLink(h) for h in fleet.hosts}
+        self._probes: dict[str, HelperProcess] = {}
+        self._last_good: dict[str, HostSnapshot] = {}
+        self._last_shown: dict[str, HostSnapshot] = {}
+        # `probe`: another probe source (tests hang one on purpose)
+        self._source = probe if probe is not None else probe_source()
+
+    async def __aenter__(self) -> Poller:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def link(self, name: str) -> HostLink:
+        """The (shared, persistent) link to host `name`."""
+        if name not in self._links:
+            self.fleet.host(name)  # raises ConfigError naming the known hosts
+        return self._links[name]
+
+    def last_good(self, name: str) -> HostSnapshot | None:
+        """The last snapshot in which `name` answered."""
+        return self._last_good.get(name)
+
+    async def poll(self, hosts: list[str] | None = None, deadline: float | None = None) -> FleetSnapshot:
+        """One poll of the fleet (or of the named hosts), hosts in fleet-file order.
+
+        Each host is asked on its own deadline (its connect and command timeouts). With a poll
+        `deadline` (or the poller's), this returns once it has passed even if a host is still
+        asking: that host keeps its own request running, appears as it last was (a host never
+        seen yet as not answered, code `pending`), and its answer or its `timeout` is taken by
+        a later poll. So one silent host never holds back the refresh of the others.
+        """
+        deadline = self.deadline if deadline is None else deadline
+        targets = [self.fleet.host(n) for n in hosts] if hosts else list(self.fleet.hosts)
+        tasks: dict[str, asyncio.Task[HostSnapshot]] = {}
+        for h in targets:
+            t = self._inflight.get(h.name)
+            if t is None:
+                t = asyncio.ensure_future(self._poll_host(h))
+                self._inflight[h.name] = t
+            tasks[h.name] = t
+        if not tasks:
+            pass
+        elif deadline is None:
+            await asyncio.wait(tasks.values())
+        else:
+            pending = [t for t in tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=deadline)
+            # a host never heard from yet is waited for up to its connect timeout (a cold
+            # start shows hosts as they answer, not a column of "still asking")
+            first = [h for h in targets if h.name not in self._last_shown and not tasks[h.name].done()]
+            if first:
+                await asyncio.wait([tasks[h.name] for h in first],
+                                   timeout=max(0.0, min(h.connect_timeout for h in first) - deadline))
+        snaps, fresh = [], []
+        now = time.time()
+        for h in targets:
+            t = tasks[h.name]
+            if not t.done():
+                snaps.append(self._last_shown.get(h.name) or HostSnapshot(
+                    name=h.name, reachable=False, error="no answer yet (still asking)", error_code="pending",
+                    time=now))
+                continue
+            del self._inflight[h.name]
+            if t.cancelled():
+                raise asyncio.CancelledError()
+            e = t.exception()
+            r = t.result() if e is None else HostSnapshot(name=h.name, reachable=False,
+                                                           error=f"{type(e).__name__}: {e}", time=now)
+            snaps.append(r)
+            fresh.append(h.name)
+            if r.reachable:
+                self._last_good[h.name] = r
+        judged = fleet_verdict(snaps, load_acks())
+        for h in judged:
+            if h.name in fresh:
+                self._last_shown[h.name] = h
+        return FleetSnapshot(hosts=tuple(judged), time=now)
+
+    async def _poll_host(self, host: HostConfig) -> HostSnapshot:
+        try:
+            return await self._ask(host, retry=True)
+        except HostError as e:
+            return HostSnapshot(name=host.name, reachable=False, error=e.message, error_code=e.code,
+                                time=time.time())
+
+    async def _ask(self, host: HostConfig, retry: bool) -> HostSnapshot:
+        link = self._links[host.name]
+        probe = self._probes.get(host.name)
+        fresh = probe is None
+        if probe is None:
+            try:
+                probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"], what="probe"),
+                                               host.connect_timeout + host.command_timeout)
+            except TimeoutError:
+                # the connection is open but the host does not answer on it (a stopped sshd,
+                # a dead link the keepalive has not noticed yet): start over on a new one
+                self._forget(host.name, drop_link=True)
+                raise HostError(host.name, "no answer: the probe could not be started within "
+                                f"{host.connect_timeout + host.command_timeout:g}s", "timeout") from None
+            self._probes[host.name] = probe
+        t0 = time.perf_counter()
+        try:
+            await probe.send_json(probe_request(host))
+            answer = await asyncio.wait_for(probe.recv_json(), host.command_timeout)
+        except TimeoutError:
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
+                            "timeout") from None
+        except AnswerTooLarge as e:
+            # the rest of that line is still on its way: the probe goes, its channel with it
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, str(e), "answer-too-large") from None
+        except ShellOutputError as e:
+            # the shell's startup files print: every new probe would meet the same text
+            self._forget(host.name, drop_link=False)
+            raise HostError(host.name, str(e), "shell-output") from None
+        except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
+            why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
+            refused = sudo_error(host, why)
+            if refused is not None:
+                self._forget(host.name, drop_link=False)
+                raise refused from None
+            self._forget(host.name, drop_link=True)
+            # A resident probe that died with its connection is normal after a host restart:
+            # try once more on a fresh one, which also tells "down" from "probe broke".
+            if retry and not fresh:
+                return await self._ask(host, retry=False)
+            # all of it (bounded): the cause of a traceback is at its top, not in its last line
+            raise HostError(host.name, f"probe failed: {why.strip() or 'connection closed'}", "probe") from None
+        except Exception as e:  # asyncssh errors surface as their own types
+            self._forget(host.name, drop_link=True)
+            if retry and not fresh:
+                return await self._ask(host, retry=False)
+            raise HostError(host.name, f"connection lost: {e}", "disconnected") from None
+        latency_ms = (time.perf_counter() - t0) * 1000
+        if not isinstance(answer, dict) or "error" in answer and "gpus" not in answer:
+            raise HostError(host.name, f"probe error: {answer.get('error') if isinstance(answer, dict) else answer}",
+                            "probe")
+        return host_from_probe(host.name, answer, latency_ms, time.time())
+
+    def _forget(self, name: str, drop_link: bool) -> None:
+        probe = self._probes.pop(name, None)
+        if probe is not None:
+            probe.close()
+        if drop_link:
+            self._links[name].drop()
+
+    async def close(self) -> None:
+        """Stop every probe and close every connection."""
+        inflight = list(self._inflight.values())
+        self._inflight.clear()
+        for t in inflight:
+            t.cancel()
+        await asyncio.gather(*inflight, return_exceptions=True)
+        probes = list(self._probes.values())
+        for name in list(self._probes):
+            self._forget(name, drop_link=False)
+        # reap them while the loop still runs, so no transport is torn down after it closed
+        await asyncio.gather(*(p.wait(2) for p in probes), return_exceptions=True)
+        await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
+
+
+async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnapshot:
+    """One poll of the fleet with fresh links, closed afterwards (what the CLI uses)."""
+    poller = Poller(fleet)
+    try:
+        return await poller.poll(hosts)
+    finally:
+        await poller.close()
+

@@ -1,0 +1,31 @@
+"""A run's whole loss and eval-loss series, on demand (a snapshot carries at most 256 points of
+each: `probe_runs.thin`). The probe's `series` op, asked once over the run's host link, its
+answer through the same per-point checks as a snapshot's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetdeck.backend.fleet.models import _series
+from fleetdeck.backend.fleet.ssh import HostError, HostLink
+
+PROBE_MODULE = "fleetdeck.backend.host.probe.main"
+
+
+async def fetch_series(link: HostLink, path: str, timeout: float | None = None) -> dict[str, Any]:
+    """{"host", "path", "losses": [[step, value]...], "eval_losses": [...], "warnings": [...]}
+    for the run folder `path` on `link`'s host. HostError when the host cannot be asked or the
+    run has no series (code `no-series`)."""
+    answer = await link.run_helper(PROBE_MODULE, {"op": "series", "path": path}, timeout=timeout,
+                                   what="series")
+    if not isinstance(answer, dict):
+        raise HostError(link.name, "the series answer is not an object", "helper")
+    if not answer.get("ok", True):
+        err = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+        raise HostError(link.name, str(err.get("message") or "the series could not be read"),
+                        str(err.get("code") or "helper"))
+    marks: list[str] = []
+    losses = _series(answer.get("losses"), "losses", marks)
+    evals = _series(answer.get("eval_losses"), "eval_losses", marks)
+    return {"host": link.name, "path": path, "losses": [list(p) for p in losses],
+            "eval_losses": [list(p) for p in evals], "warnings": marks}

@@ -1,0 +1,419 @@
+"""The host side of a helper payload: the loader that runs it, and the cache that keeps it.
+
+The controller sends this module's source through BOOT (as plain source, `<n>` and the text),
+then one header line:
+
+  `c SHA256`                  run the cached payload named SHA256. When it is not there, or
+                              anything about it cannot be trusted, answer one JSON line
+                              `{"fleetdeck_payload": "missing", "sha256": SHA256}` on stdout,
+                              read stdin to its end and exit: the controller sends it whole.
+  `p SHA256 SIZE ZSIZE KEEP`  the payload follows, ZSIZE bytes of zlib holding SIZE bytes;
+                              it must hash to SHA256. With KEEP 1 it is kept in the cache
+                              (best effort: a cache that cannot be written costs nothing more).
+
+The payload is UTF-8 JSON, `{"format": 1, "main": NAME, "modules": [[NAME, IS_PACKAGE,
+SOURCE], ...]}` (`fleetdeck.backend.fleet.bundle.payload`). Its modules are imported on demand
+through a finder placed first on `sys.meta_path` (a host with no NVIDIA driver never runs
+pynvml's module), and `main` runs as `__main__`; what follows on stdin is the helper's own.
+
+The cache (docs/probe.md): `$XDG_CACHE_HOME/fleetdeck/payload/` when XDG_CACHE_HOME is an
+absolute path, else `.cache/fleetdeck/payload/` in the effective user's home from the
+password database (not $HOME, which sudo may leave pointing at another user's home). In it,
+`SHA256.json` is the payload and `SHA256.TAG.code` its modules' bytecode for one Python
+(TAG: the interpreter's cache tag and exact version), written once. Every use walks the
+path one folder at a time with O_NOFOLLOW from an open descriptor: the folders above the
+cache must be owned by root or the user and writable by no one else (unless sticky, as
+/tmp); `fleetdeck/` and `payload/` must be real folders owned by the user and writable by
+no one else, and are created 0700. A payload runs from the cache only when its file is the
+user's own, writable by no one else, and its content hashes to its name; its bytecode only
+when it names that payload and its own digest matches. Anything else is a miss, and when the
+payload is sent again an untrusted folder (or a symlink in its place) is moved aside to
+`NAME.untrusted-PID-INODE` and the files are written anew, each through a temporary name and
+a rename: a stale or tampered cache costs a resend, never runs other code. (The bytecode's
+digest finds a damaged or stale file; what the user's own account writes there is that
+user's code, as their shell's startup files are.)
+"""
+# Runs on the host's Python 3.8 or newer. Nothing here prints except the one miss line.
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+import stat
+import sys
+import zlib
+from importlib.machinery import ModuleSpec
+
+MISSING = "missing"
+#: a payload is at most this big once decompressed (the probe's is ~0.5 MiB)
+MAX_SIZE = 64 << 20
+#: the cache keeps at most this many files (payloads and bytecode); the oldest go first
+KEEP_FILES = 64
+_CODE_MAGIC = b"FDC1"
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class Untrusted(Exception):
+    """A cache folder or file that must not be used (the message says why)."""
+
+
+def code_tag():
+    """What a bytecode file is valid for: this interpreter's cache tag and exact version."""
+    return "%s-%x" % (sys.implementation.cache_tag or "python", sys.hexversion)
+
+
+def cache_base():
+    """The folder the cache lives under: $XDG_CACHE_HOME when absolute, else ~/.cache of the
+    effective user as the password database has it."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg.startswith("/"):
+        return xdg
+    import pwd
+
+    return os.path.join(pwd.getpwuid(os.geteuid()).pw_dir, ".cache")
+
+
+def _check_above(st, path):
+    if not stat.S_ISDIR(st.st_mode):
+        raise Untrusted("%s is not a folder" % path)
+    if st.st_uid not in (0, os.geteuid()):
+        raise Untrusted("%s belongs to another user" % path)
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise Untrusted("%s is writable by others" % path)
+
+
+def _check_own(st, path):
+    if not stat.S_ISDIR(st.st_mode):
+        raise Untrusted("%s is not a folder" % path)
+    if st.st_uid != os.geteuid():
+        raise Untrusted("%s belongs to another user" % path)
+    if st.st_mode & 0o022:
+        raise Untrusted("%s is writable by others" % path)
+
+
+def _open_dir(parent, name, path):
+    try:
+        return os.open(name, _DIR, dir_fd=parent)
+    except OSError as e:
+        if os.path.islink(path):
+            raise Untrusted("%s is a symlink" % path) from None
+        raise e
+
+
+def _open_base(create):
+    """A descriptor of the cache's base folder, every folder on its real path checked."""
+    base = os.path.realpath(cache_base())
+    fd = os.open("/", _DIR)
+    path = "/"
+    try:
+        _check_above(os.fstat(fd), path)
+        for part in [p for p in base.split("/") if p]:
+            path = os.path.join(path, part)
+            try:
+                nxt = _open_dir(fd, part, path)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nxt = _open_dir(fd, part, path)
+            os.close(fd)
+            fd = nxt
+            _check_above(os.fstat(fd), path)
+        return fd, base
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_cache(create=False):
+    """A descriptor of the payload folder, every folder on the way checked (`Untrusted` or
+    OSError when it cannot be used). With `create`, missing folders are made 0700, and a
+    `fleetdeck/` or `payload/` that cannot be trusted is moved aside and made anew."""
+    fd, path = _open_base(create)
+    try:
+        for part in ("fleetdeck", "payload"):
+            path = os.path.join(path, part)
+            for _attempt in range(3):
+                try:
+                    nxt = _open_dir(fd, part, path)
+                    try:
+                        _check_own(os.fstat(nxt), path)
+                    except BaseException:
+                        os.close(nxt)
+                        raise
+                    break
+                except (Untrusted, OSError):
+                    if not create:
+                        raise
+                    _replace(fd, part)
+            else:
+                raise Untrusted("%s could not be made a trusted folder" % path)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _replace(parent, name):
+    """Make room for a new folder `name` in `parent`: an untrusted folder or a symlink is moved
+    aside, never emptied or followed (its contents are not ours to judge); then mkdir 0700.
+    Anything else there (a file) is left alone, and the cache is not used."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise Untrusted("%s is not a folder" % name)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            return  # a sound folder another helper made a moment ago (only this user writes here)
+        os.rename(name, "%s.untrusted-%d-%d" % (name, os.getpid(), st.st_ino),
+                  src_dir_fd=parent, dst_dir_fd=parent)
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent)
+    except FileExistsError:
+        pass  # another helper made it at the same moment: checked on the next attempt
+
+
+def _read_own(d, name, limit):
+    """The bytes of regular file `name` in folder `d`, if the user owns it and no one else may
+    write it; never through a symlink."""
+    fd = os.open(name, _FILE, dir_fd=d)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise Untrusted(name)
+        if st.st_size > limit:
+            raise Untrusted(name)
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write(d, name, data):
+    """Write `name` in folder `d` whole or not at all: a temporary file, then a rename."""
+    tmp = ".tmp-%d-%s" % (os.getpid(), name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE, 0o600, dir_fd=d)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp, dir_fd=d)
+        raise
+    os.close(fd)
+    os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+
+
+def compile_all(doc):
+    """{module name: code object} of every module the payload carries."""
+    return {name: compile(src, "<fleetdeck-helper:%s>" % name, "exec") for name, _pkg, src in doc["modules"]}
+
+
+def _code_bytes(sha, codes):
+    body = marshal.dumps(codes)
+    return _CODE_MAGIC + bytes.fromhex(sha) + hashlib.sha256(body).digest() + body
+
+
+def _codes_from(sha, data):
+    """The code objects in a bytecode file's bytes, or None when they are not for payload
+    `sha` or do not match their own digest."""
+    head = len(_CODE_MAGIC)
+    if data[:head] != _CODE_MAGIC or data[head:head + 32] != bytes.fromhex(sha):
+        return None
+    body = data[head + 64:]
+    if hashlib.sha256(body).digest() != data[head + 32:head + 64]:
+        return None
+    try:
+        codes = marshal.loads(body)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return codes if isinstance(codes, dict) else None
+
+
+def lookup(sha):
+    """(payload document, {name: code}) of the cached payload `sha`, or None on any miss."""
+    try:
+        d = open_cache(create=False)
+    except (OSError, Untrusted):
+        return None
+    try:
+        try:
+            raw = _read_own(d, sha + ".json", MAX_SIZE)
+        except (OSError, Untrusted):
+            return None
+        if hashlib.sha256(raw).hexdigest() != sha:
+            return None
+        doc = json.loads(raw.decode("utf-8"))
+        code_name = "%s.%s.code" % (sha, code_tag())
+        try:
+            codes = _codes_from(sha, _read_own(d, code_name, 4 * MAX_SIZE))
+        except (OSError, Untrusted):
+            codes = None
+        if codes is None or set(codes) != {m[0] for m in doc["modules"]}:
+            # the payload is sound, its bytecode absent or for another Python: made here
+            codes = compile_all(doc)
+            try:
+                _write(d, code_name, _code_bytes(sha, codes))
+            except OSError:
+                pass
+        return doc, codes
+    finally:
+        os.close(d)
+
+
+def store(sha, raw, doc, codes):
+    """Keep payload `sha` and its bytecode in the cache; False when the cache cannot be
+    used (nothing else happens then: the payload runs all the same)."""
+    try:
+        d = open_cache(create=True)
+    except (OSError, Untrusted):
+        return False
+    try:
+        _write(d, sha + ".json", raw)
+        _write(d, "%s.%s.code" % (sha, code_tag()), _code_bytes(sha, codes))
+        _prune(d, sha)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(d)
+
+
+def _prune(d, keep):
+    """Keep the cache bounded: the newest KEEP_FILES files stay (and those of `keep`)."""
+    entries = []
+    for e in os.scandir(d):
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if e.name.startswith(keep):
+            continue
+        entries.append((st.st_mtime, e.name))
+    entries.sort(reverse=True)
+    for _mtime, name in entries[KEEP_FILES:]:
+        try:
+            os.unlink(name, dir_fd=d)
+        except OSError:
+            pass
+
+
+class Finder:
+    """Imports the payload's modules from it, first on `sys.meta_path`: package folders
+    (`fleetdeck`, `fleetdeck.backend`...) are empty packages, the rest run from their
+    bytecode (compiled on first import when there is none)."""
+
+    def __init__(self, doc, codes):
+        self.mods = {}
+        self.parents = set()
+        for name, pkg, src in doc["modules"]:
+            if name == doc["main"]:
+                continue
+            self.mods[name] = (pkg, src)
+            parts = name.split(".")
+            self.parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        self.codes = codes
+
+    def find_spec(self, name, path=None, target=None):
+        """A spec for a carried module or one of its packages; None for anything else."""
+        if name not in self.mods and name not in self.parents:
+            return None
+        pkg = name in self.parents or self.mods[name][0]
+        spec = ModuleSpec(name, self, origin="<fleetdeck-helper:%s>" % name, is_package=pkg)
+        return spec
+
+    def create_module(self, spec):
+        """The default module object."""
+        return None
+
+    def exec_module(self, module):
+        """Run a carried module's code in it (a bare package has none)."""
+        name = module.__spec__.name
+        module.__file__ = "<fleetdeck-helper:%s>" % name
+        if name not in self.mods:
+            return
+        code = self.codes.get(name) if self.codes else None
+        if code is None:
+            code = compile(self.mods[name][1], module.__file__, "exec")
+        exec(code, module.__dict__)
+
+
+def run(doc, codes):
+    """Run the payload: its modules importable, its main module as `__main__`."""
+    sys.meta_path.insert(0, Finder(doc, codes))
+    main = doc["main"]
+    code = codes.get(main) if codes else None
+    if code is None:
+        src = [m[2] for m in doc["modules"] if m[0] == main][0]
+        code = compile(src, "<fleetdeck-helper:%s>" % main, "exec")
+    exec(code, {"__name__": "__main__", "__builtins__": __builtins__,
+                "__file__": "<fleetdeck-helper:%s>" % main})
+
+
+def _fail(message):
+    sys.stderr.write("fleetdeck helper loader: %s\n" % message)
+    sys.stderr.flush()
+    os._exit(2)
+
+
+def _missing(sha, out, inp):
+    """Say the payload is missing, then take the controller's input to its end unread."""
+    out.write(json.dumps({"fleetdeck_payload": MISSING, "sha256": sha}).encode() + b"\n")
+    out.flush()
+    while inp.read(65536):
+        pass
+
+
+def main(inp=None, out=None):
+    """Read the header line (and the payload it announces), then run the payload."""
+    inp = inp or sys.stdin.buffer
+    out = out or sys.stdout.buffer
+    head = inp.readline(256).split()
+    if len(head) == 2 and head[0] == b"c":
+        sha = head[1].decode("ascii", "replace")
+        found = lookup(sha) if _is_sha(sha) else None
+        if found is None:
+            _missing(sha, out, inp)
+            return 0
+        return run(*found)
+    if len(head) != 5 or head[0] != b"p" or not head[2].isdigit() or not head[3].isdigit():
+        _fail("unknown header %r" % b" ".join(head)[:100])
+    sha, size, zsize, keep = head[1].decode("ascii", "replace"), int(head[2]), int(head[3]), head[4] == b"1"
+    if not _is_sha(sha) or size > MAX_SIZE or zsize > MAX_SIZE:
+        _fail("bad payload header")
+    packed = inp.read(zsize)
+    z = zlib.decompressobj()
+    raw = z.decompress(packed, size + 1)
+    if len(packed) != zsize or len(raw) != size or hashlib.sha256(raw).hexdigest() != sha:
+        _fail("the payload arrived damaged (its size or sha256 differs from its header)")
+    doc = json.loads(raw.decode("utf-8"))
+    codes = {}
+    if keep:
+        codes = compile_all(doc)
+        store(sha, raw, doc, codes)
+    return run(doc, codes)
+
+
+def _is_sha(s):
+    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Process facts from /proc, and the one rule of process identity: (pid, start time).
+
+A pid alone names nothing: it is reused. Everything that records a process to act on it later
+(a run's trainer, a loop to stop, a holder of a file) records the pid with its start time in
+clock ticks since boot, and `same_process` is the only check of "is it still that process".
+"""
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+
+# Set in the environment of every helper fleetdeck starts on a host (the boot line sets it);
+# the probe recognises fleetdeck's own processes by it and by its own parent chain, never by
+# a name or a substring of a command line.
+HELPER_ENV = "FLEETDECK_HELPER"
+PF_KTHREAD = 0x00200000
+
+
+def read_bytes(path, limit=1 << 20):
+    """A /proc file's bytes with raw os calls (a process scan opens hundreds a poll)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks = []
+        total = 0
+        while total < limit:
+            b = os.read(fd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def stat(pid):
+    """(state, ppid, pgid, start ticks, flags, tty_nr) of `pid` from /proc/PID/stat, or None
+    if gone."""
+    try:
+        data = read_bytes("/proc/%d/stat" % pid)
+        rest = data[data.rindex(b")") + 2:].split()
+        return (rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]), int(rest[6]), int(rest[4]))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def start_ticks(pid):
+    """The start time of `pid` in clock ticks since boot, or None when it is gone."""
+    st = stat(pid)
+    return st[3] if st else None
+
+
+def alive(pid):
+    """True when `pid` exists and is not a zombie."""
+    st = stat(pid) if isinstance(pid, int) and pid > 0 else None
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def same_process(pid, start):
+    """True only when `pid` is alive and started at `start` ticks. Without a start time there
+    is no identity: a bare pid is never taken as proof that a process still runs."""
+    if not isinstance(pid, int) or pid <= 0 or not isinstance(start, int):
+        return False
+    st = stat(pid)
+    return st is not None and st[0] not in ("Z", "X") and st[3] == start
+
+
+def ppid(pid):
+    """The parent pid of `pid`, or None."""
+    st = stat(pid)
+    return st[1] if st else None
+
+
+def ancestors(pid=None):
+    """The pids `pid` (default: this process) descends from, nearest first, init included."""
+    out = []
+    cur = os.getpid() if pid is None else pid
+    while True:
+        parent = ppid(cur)
+        if not parent or parent in out:
+            return out
+        out.append(parent)
+        cur = parent
+
+
+def children(pid):
+    """Direct children of `pid` (from /proc/PID/task/*/children where the kernel has it)."""
+    kids = []
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return kids
+    for t in tasks:
+        try:
+            kids.extend(int(x) for x in read_bytes("/proc/%d/task/%s/children" % (pid, t)).split())
+        except (OSError, ValueError):
+            pass
+    return kids
+
+
+def descendants(pid):
+    """Every process below `pid`, breadth first."""
+    out, todo = [], [pid]
+    while todo:
+        for c in children(todo.pop(0)):
+            if c not in out:
+                out.append(c)
+                todo.append(c)
+    return out
+
+
+def is_kernel_thread(pid):
+    """Kernel threads hold no user files; unprivileged users cannot read their entries."""
+    st = stat(pid)
+    return bool(st and st[4] & PF_KTHREAD)
+
+
+def cmdline(pid):
+    """argv of `pid` as a list of str (undecodable bytes kept), [] when unknown."""
+    try:
+        raw = read_bytes("/proc/%d/cmdline" % pid)
+    except OSError:
+        return []
+    if not raw:
+        return []
+    return [a.decode("utf-8", "surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def comm(pid):
+    """The short name of `pid`, or '?'."""
+    try:
+        return read_bytes("/proc/%d/comm" % pid).decode("utf-8", "replace").strip()
+    except OSError:
+        return "?"
+
+
+def uid(pid):
+    """The owner uid of `pid`, or None."""
+    try:
+        return os.stat("/proc/%d" % pid).st_uid
+    except OSError:
+        return None
+
+
+def has_helper_marker(pid):
+    """True when `pid` was started as a fleetdeck helper (its environment holds HELPER_ENV).
+    Another user's process is unreadable here and counts as not marked."""
+    try:
+        env = read_bytes("/proc/%d/environ" % pid)
+    except OSError:
+        return False
+    return (HELPER_ENV + "=1").encode() in env.split(b"\0")
+
+
+def pids():
+    """Every pid in /proc now."""
+    return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+
+
+def clock_ticks():
+    """Clock ticks per second (for start times)."""
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return 100
+
+
+def boot_time():
+    """Epoch seconds of the last boot, from /proc/stat."""
+    try:
+        for line in read_bytes("/proc/stat").splitlines():
+            if line.startswith(b"btime "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def started_at(start):
+    """Epoch seconds at which a process that started at `start` ticks began."""
+    return boot_time() + start / float(clock_ticks())
+
+
+def signal_process(pid, start, sig):
+    """Send `sig` to the process (pid, start) only, never to whoever reused its pid: through a
+    pidfd where the kernel has them (it pins the process while its start time is checked).
+    False when that process is gone."""
+    fd = None
+    if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
+        try:
+            fd = os.pidfd_open(pid)  # novm: guarded by hasattr above
+        except ProcessLookupError:
+            return False
+        except OSError as e:
+            if e.errno not in (errno.ENOSYS, errno.EPERM):  # kernels before 5.3, seccomp filters
+                raise
+    if fd is not None:
+        try:
+            if not same_process(pid, start):
+                return False
+            signal.pidfd_send_signal(fd, sig)  # novm: guarded by hasattr above
+        except ProcessLookupError:
+            return False
+        finally:
+            os.close(fd)
+        return True
+    if not same_process(pid, start):
+        return False
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(procs, seconds):
+    """True once none of [(pid, start)] is the same process any more, within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not any(same_process(p, t) for p, t in procs):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)

@@ -1,0 +1,195 @@
+"""What every part of the probe shares: constants, the file-parse cache, the /proc scan."""
+# Runs on the host's Python 3.8 or newer, bundled with the probe.
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import pwd
+import re
+from datetime import datetime
+
+from fleetdeck.backend.host.lib import procfs, runner
+
+SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"}
+# A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
+BYSTANDERS = SHELLS | {"less", "more", "tail", "head", "cat", "vi", "vim", "nvim", "nano", "emacs",
+                       "du", "ls", "watch", "rsync", "scp", "sftp-server", "sha256sum", "md5sum",
+                       "tar", "find", "sleep", "top", "htop", "nvtop", "tmux", "screen", "ssh", "sshd",
+                       "git", "cp", "mv", "rm"}
+LOOPY = SHELLS | {"watch", "sleep"}
+FD_SCAN_EVERY = 20.0   # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
+TIMER_TTL = 30.0       # s; systemd timer listings are re-read at most this often
+MIN_STALL_S = 120.0
+SYSTEMD_BOOTED = "/run/systemd/system"   # sd_booted(3): present only when systemd is PID 1
+MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
+SERIES_POINTS = 256      # and sends at most this many per series (probe_runs.thin)
+LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
+CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
+ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
+CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")   # run-parts' rule; cron skips other names
+CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+_CACHE = {}   # (tag, path) -> (stat key, value); file parses survive between resident polls
+_STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
+_USERS = {}
+
+
+# -- small helpers ----------------------------------------------------------------------------
+def _read(path, limit=-1):
+    with open(path, "rb") as f:
+        return f.read(limit).decode("utf-8", "surrogateescape")
+
+
+def _skey(st):
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _cached(tag, path, parse, st=None):
+    """parse(path), re-run only when the file's (mtime, size, inode) changed."""
+    st = st or os.stat(path)
+    hit = _CACHE.get((tag, path))
+    if hit is not None and hit[0] == _skey(st):
+        return hit[1]
+    val = parse(path)
+    _CACHE[(tag, path)] = (_skey(st), val)
+    return val
+
+
+def _user(uid):
+    if uid not in _USERS:
+        try:
+            _USERS[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            _USERS[uid] = str(uid)
+    return _USERS[uid]
+
+
+def _me():
+    return _user(os.geteuid())
+
+
+def _run(argv, timeout=10):
+    """(rc, stdout text, stderr text) of a fixed argv through the host library's runner, in
+    the C locale; rc None when the program does not exist."""
+    env = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
+    r = runner.run(argv, timeout=timeout, env=env)
+    if r.rc == 127 and not r.out:
+        return None, "", ""
+    return r.rc, r.out.decode("utf-8", "surrogateescape"), r.err.decode("utf-8", "replace").strip()
+
+
+def _sid(prefix, *parts):
+    return prefix + hashlib.sha1("|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+
+
+# the largest magnitude a host figure may have (an int past it, 10**400 say, is no figure)
+MAX_FIGURE = 1e18
+
+
+def _finite(v):
+    """A number the probe can use: int or float (not bool), finite and within MAX_FIGURE
+    (math.isfinite of a huge int raises OverflowError; this never does)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return -MAX_FIGURE <= v <= MAX_FIGURE
+    return math.isfinite(v) and abs(v) <= MAX_FIGURE
+
+
+def _iso(ts):
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+# -- processes ----------------------------------------------------------------------------------
+def _proc_read(path):
+    """A /proc file's text (undecodable bytes kept), read by the host library."""
+    return procfs.read_bytes(path).decode("utf-8", "surrogateescape")
+
+
+class Procs:
+    """One look at /proc: argv of every process, minus the probe and its parent chain."""
+
+    def __init__(self):
+        self.me = os.getpid()
+        self.raw, self.prog, self._ours = {}, {}, {}
+        self._argv = {}
+        self._stat = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    raw = _proc_read(f"/proc/{name}/cmdline")
+                except OSError:
+                    continue
+                if raw:
+                    pid = int(name)
+                    self.raw[pid] = raw
+                    self.prog[pid] = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
+        self.skip = {self.me}
+        pid = self.me
+        while pid > 1:
+            pid = self.ppid(pid) or 0
+            self.skip.add(pid)
+
+    def stat(self, pid):
+        """(ppid, start ticks, state) from /proc/PID/stat, or None when gone."""
+        if pid not in self._stat:
+            st = procfs.stat(pid)
+            self._stat[pid] = (st[1], st[3], st[0]) if st else None
+        return self._stat[pid]
+
+    def ppid(self, pid):
+        st = self.stat(pid)
+        return st[0] if st else None
+
+    def uid(self, pid):
+        try:
+            return os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            return None
+
+    def argv(self, pid):
+        """The argv of `pid` (empty when unknown)."""
+        if pid not in self._argv:
+            raw = self.raw.get(pid, "")
+            self._argv[pid] = (raw[:-1] if raw.endswith("\0") else raw).split("\0") if raw else []
+        return self._argv[pid]
+
+    def ours(self, pid):
+        """True for fleetdeck's own processes: this probe, its parent chain, and every helper
+        started with the helper marker in its environment. Recognised by identity, never by a
+        name in a command line, so a user's loop that mentions fleetdeck is still listed."""
+        if pid in self.skip:
+            return True
+        if pid not in self._ours:
+            self._ours[pid] = procfs.has_helper_marker(pid)
+        return self._ours[pid]
+
+    def others(self):
+        """Every pid that is not the probe or one of its ancestors."""
+        return [p for p in self.raw if p not in self.skip]
+
+    def alive(self, pid, start=None):
+        st = self.stat(pid) if isinstance(pid, int) and pid > 0 else None
+        return st is not None and st[2] not in "ZX" and (start is None or st[1] == start)
+
+    def command(self, pid):
+        return " ".join(self.argv(pid))[:300]
+
+def _meminfo():
+    info = {}
+    for line in _read("/proc/meminfo").splitlines():
+        k, _, v = line.partition(":")
+        parts = v.split()
+        if parts and parts[0].isdigit():
+            info[k] = int(parts[0]) * 1024
+    return info
+
+
+def _guard(warnings, name, fn, default):
+    try:
+        return fn()
+    except Exception as e:   # noqa: BLE001 - a section that breaks becomes a warning, not a crash
+        warnings.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+        return default

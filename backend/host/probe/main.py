@@ -1,0 +1,169 @@
+"""fleetdeck's host probe: one stdlib-only module (Python 3.8+) that answers with a JSON snapshot.
+
+Sent to each host by the poller and run there as `python3 -c BOOT --resident` (or locally as a
+subprocess). Resident mode reads one JSON request per line on stdin and writes one JSON reply per
+line on stdout until EOF, so NVML is initialised once and file parses are cached between polls.
+One-shot: `python3 probe.py REQUEST_JSON`, `python3 - REQUEST_JSON < probe.py`, or the request as
+JSON on stdin. In-process: `snapshot(request) -> dict`.
+
+Request: {"op": "snapshot", "runs": [...], "disk_paths": [...], "stall_factor": 10,
+"fresh": false, "gpu": "auto" | "nvml" | "nvidia-smi" | "none"} or {"op": "ping"}.
+Every section is guarded on its own: a failure becomes a line in `warnings`, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+from fleetdeck.backend.host.lib import fsinfo, serve
+from fleetdeck.backend.host.probe.common import (
+    _CACHE,
+    Procs,
+    _guard,
+    _meminfo,
+    _read,
+)
+from fleetdeck.backend.host.probe.gpu import gpus
+from fleetdeck.backend.host.probe.procs import processes
+from fleetdeck.backend.host.probe.runs import full_series, runs
+from fleetdeck.backend.host.probe.schedules import schedules
+from fleetdeck.backend.host.probe.seats import find_seats
+
+# -- memory, load, disks ------------------------------------------------------------------------
+
+def memory():
+    """System memory: total, and used as MemTotal - MemAvailable."""
+    try:
+        m = _meminfo()
+        return {"total_bytes": m["MemTotal"], "used_bytes": m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0))}
+    except (OSError, KeyError):
+        import psutil  # only off Linux; ImportError lands in warnings
+        v = psutil.virtual_memory()
+        return {"total_bytes": v.total, "used_bytes": v.total - v.available}
+
+
+def load1():
+    """The 1-minute load average."""
+    try:
+        return float(_read("/proc/loadavg").split()[0])
+    except (OSError, IndexError, ValueError):
+        return os.getloadavg()[0]
+
+
+def disks(paths):
+    """The filesystem behind each configured folder (nearest existing parent if it is missing)."""
+    mounts = fsinfo.read_mounts()
+    out, seen = [], set()
+    for p in paths:
+        if p in seen:
+            continue
+        seen.add(p)
+        d = {"path": p, "mount": "", "fstype": "", "total_bytes": 0, "used_bytes": 0, "free_bytes": 0,
+             "error": None}
+        out.append(d)
+        try:
+            real = os.path.realpath(os.path.expanduser(p))
+            probe_at = real
+            while not os.path.exists(probe_at) and probe_at != "/":
+                probe_at = os.path.dirname(probe_at)
+            if probe_at != real:
+                d["error"] = f"does not exist (figures for {probe_at})"
+            mnt, fstype, _src = fsinfo.mount_of(probe_at, mounts)
+            total, used, free = fsinfo.usage(probe_at)
+            d.update(mount=mnt, fstype=fstype, total_bytes=total, used_bytes=used, free_bytes=free)
+        except OSError as e:
+            d["error"] = f"{p}: {e.strerror or e}"
+    return out
+
+
+
+# -- the snapshot and the two ways to be asked for it ---------------------------------------------
+
+def snapshot(request=None):
+    """One snapshot of this host as the contract's probe reply (see the module docstring)."""
+    req = request or {}
+    if len(_CACHE) > 20000:   # runs come and go over a long session; the cache only saves time
+        _CACHE.clear()
+    now = time.time()
+    warnings = []
+    procs = _guard(warnings, "processes", Procs, None)
+    if procs is None:
+        procs = Procs.__new__(Procs)
+        procs.me, procs.raw, procs.prog, procs._ours, procs.skip = os.getpid(), {}, {}, {}, {os.getpid()}
+        procs._stat, procs._argv = {}, {}
+    mode = req.get("gpu") or os.environ.get("FLEETDECK_PROBE_GPU") or "auto"
+    g, source = _guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
+    paths = req.get("disk_paths")
+    reply = {
+        "memory": _guard(warnings, "memory", memory, {"total_bytes": 0, "used_bytes": 0}),
+        "load1": _guard(warnings, "load", load1, None),
+        "gpus": g,
+        "gpu_source": source,
+        "disks": _guard(warnings, "disks", lambda: disks(paths if paths is not None else req.get("runs") or []), []),
+        "runs": _guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
+        "schedules": _guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
+        "seats": _guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
+        "warnings": warnings,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "time": now,
+    }
+    t = os.times()
+    reply["processes"] = _guard(warnings, "processes", lambda: processes(
+        procs, reply["gpus"], reply["runs"], reply["seats"], reply["schedules"]), [])
+    reply["probe_cpu_s"] = round(time.process_time(), 6)
+    reply["probe_children_cpu_s"] = round(t[2] + t[3], 4)
+    return reply
+
+
+def ping(req):
+    """Liveness: the probe answers."""
+    return {}
+
+
+def series(req):
+    """One run's whole loss and eval-loss series (a snapshot carries at most SERIES_POINTS of
+    each): {"op": "series", "path": RUN_DIR} -> {"losses": [[step, v]...], "eval_losses": [...]}."""
+    return full_series(str(req.get("path") or ""))
+
+
+OPS = {"snapshot": snapshot, "ping": ping, "series": series}
+
+
+def handle(req):
+    """One request -> one answer dict in the one shape (`serve.dispatch`), never an exception;
+    a request without `op` asks for a snapshot."""
+    if isinstance(req, dict) and "op" not in req:
+        req = dict(req, op="snapshot")
+    return serve.dispatch(OPS, req)
+
+
+def main(argv):
+    """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot (the
+    request as the first argument, or as JSON on stdin; none asks for a snapshot)."""
+    if "--resident" in argv[1:]:
+        return serve.serve(_Defaulted(), resident=True)
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        req = json.loads(argv[1])
+    else:
+        data = sys.stdin.read() if not sys.stdin.isatty() else ""
+        req = json.loads(data) if data.strip() else {}
+    sys.stdout.write(serve.dumps(handle(req)) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+class _Defaulted(dict):
+    """OPS for the resident loop, where a request without `op` is a snapshot too."""
+
+    def __init__(self):
+        dict.__init__(self, OPS)
+        self[None] = snapshot
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,106 @@
+"""The probe's processes section: the processes on a host that matter to the operator.
+
+Runs on the host's Python 3.8 or newer, bundled with the probe. Listed: every process holding
+GPU memory, every live run's trainer, every serving seat, every loop, and the top few by CPU and
+by resident memory; at most MAX_PROCESSES, each with its pid and start time (its identity, for a
+checked stop), user, CPU share since the previous poll, resident bytes, GPU memory and why it is
+listed. The command line is cut to COMMAND_CHARS; the controller escapes it for display.
+"""
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+
+from fleetdeck.backend.host.lib import procfs
+from fleetdeck.backend.host.probe.common import _STATE
+
+MAX_PROCESSES = 40
+TOP = 5                  # the top users of CPU and of memory listed beside the tagged ones
+COMMAND_CHARS = 512
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _usage(pid):
+    """(cpu ticks, rss bytes, start ticks) of `pid`, or None when it is gone."""
+    try:
+        data = procfs.read_bytes("/proc/%d/stat" % pid)
+        rest = data[data.rindex(b")") + 2:].split()
+        return int(rest[11]) + int(rest[12]), int(rest[21]) * _PAGE, int(rest[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _user(uid, cache={}):   # noqa: B006 - a per-probe cache of uid -> name
+    if uid not in cache:
+        try:
+            cache[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            cache[uid] = str(uid)
+    return cache[uid]
+
+
+def processes(procs, gpus, runs, seats, schedules):
+    """The processes section (see the module docstring)."""
+    why = {}
+    gpu_mib = {}
+
+    def tag(pid, t):
+        if isinstance(pid, int) and pid > 0:
+            why.setdefault(pid, [])
+            if t not in why[pid]:
+                why[pid].append(t)
+
+    for g in gpus or []:
+        for p in g.get("processes") or []:
+            tag(p.get("pid"), "gpu")
+            if isinstance(p.get("pid"), int):
+                gpu_mib[p["pid"]] = gpu_mib.get(p["pid"], 0.0) + float(p.get("used_mib") or 0)
+    for r in runs or []:
+        if r.get("state") in ("running", "stalled"):
+            tag(r.get("pid"), "run")
+    for s in seats or []:
+        tag(s.get("pid"), "seat")
+    for s in schedules or []:
+        if s.get("kind") == "loop":
+            tag(s.get("pid"), "loop")
+    now = time.monotonic()
+    last = _STATE.get("cpu") or {}
+    seen = {}
+    rows = {}
+    for pid in procs.others():
+        if procs.ours(pid):
+            continue
+        u = _usage(pid)
+        if u is None:
+            continue
+        ticks, rss, start = u
+        seen[(pid, start)] = (ticks, now)
+        prev = last.get((pid, start))
+        cpu = None
+        if prev is not None and now > prev[1]:
+            cpu = round(100.0 * (ticks - prev[0]) / _TICK / (now - prev[1]), 1)
+        rows[pid] = (cpu, rss, start)
+    _STATE["cpu"] = seen
+    chosen = [p for p in why if p in rows]
+    by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
+    by_mem = sorted(rows, key=lambda p: -rows[p][1])[:TOP]
+    for p in by_cpu:
+        tag(p, "cpu")
+    for p in by_mem:
+        tag(p, "memory")
+    order = {"gpu": 0, "run": 1, "seat": 2, "loop": 3, "cpu": 4, "memory": 5}
+    chosen = sorted(set(chosen) | set(by_cpu) | set(by_mem),
+                    key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]))
+    out = []
+    for pid in chosen[:MAX_PROCESSES]:
+        cpu, rss, start = rows[pid]
+        uid = procs.uid(pid)   # looked up for the listed few only, not every process
+        out.append({"pid": pid, "start": start, "user": "?" if uid is None else _user(uid),
+                    "cpu_pct": cpu, "rss_bytes": rss,
+                    "gpu_mib": gpu_mib.get(pid), "why": why[pid],
+                    "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})
+    return out

@@ -1,0 +1,484 @@
+"""The probe's runs section: every run folder under the configured roots, its state decided."""
+# Runs on the host's Python 3.8 or newer, bundled with the probe.
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from fleetdeck.backend.host.lib import layout
+from fleetdeck.backend.host.probe.common import (
+    _CACHE,
+    _STATE,
+    BYSTANDERS,
+    FD_SCAN_EVERY,
+    MAX_LOSS_POINTS,
+    MIN_STALL_S,
+    SERIES_POINTS,
+    _cached,
+    _finite,
+    _read,
+    _skey,
+)
+
+# -- runs ---------------------------------------------------------------------------------------
+# progress.jsonl may grow to hundreds of MB: one poll never reads more than this of it
+PROGRESS_TAIL = 4 << 20
+PROGRESS_CHUNK = 16 << 20
+# the runs section of one answer stays under this much JSON (docs/probe.md), and a run that is
+# not live keeps this many points of each series once it is over it
+RUNS_BUDGET = 3 << 20
+IDLE_POINTS = 16
+
+def _progress(path):
+    """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
+    st = os.stat(path)
+    c = _CACHE.get(("progress", path))
+    if c is not None and c[0] == _skey(st):
+        return c[1]
+    p = c[1] if c is not None and c[1]["ino"] == st.st_ino and st.st_size >= c[1]["offset"] else None
+    if p is None:
+        p = {"ino": st.st_ino, "offset": 0, "lineno": 0, "step": None, "max_steps": None, "loss": None,
+             "eval_loss": None, "losses": [], "eval_losses": [], "sps": None, "times": [], "error": None,
+             "nonfinite": None}
+    else:
+        p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]))
+    with open(path, "rb") as f:
+        if p["offset"] == 0 and st.st_size > PROGRESS_TAIL:
+            # first sight of a large file: its tail is enough for the state and the recent series;
+            # the offset is remembered, so later polls read only what was appended
+            f.seek(st.st_size - PROGRESS_TAIL)
+            f.readline()   # a partial line
+            p["offset"] = f.tell()
+            p["skipped_bytes"] = p["offset"]
+        f.seek(p["offset"])
+        data = f.read(PROGRESS_CHUNK)   # a burst of appends is caught up over several polls
+    lines = data.split(b"\n")
+    torn = lines.pop()   # bytes after the last newline: a line still being written
+    for i, raw in enumerate(lines):
+        try:
+            obj = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+            if not isinstance(obj, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            if i == len(lines) - 1 and not torn:
+                break   # a torn last line: read it again next poll, when more may follow it
+            p["error"] = p["error"] or f"progress.jsonl line {p['lineno'] + 1} is not a JSON object"
+            obj = {}
+        p["lineno"] += 1
+        p["offset"] += len(raw) + 1
+        _progress_line(p, obj)
+    caught_up = p["offset"] + len(torn) >= st.st_size
+    _CACHE[("progress", path)] = (_skey(st) if caught_up else None, p)
+    return p
+
+
+def thin(series, n):
+    """At most `n` points of a [step, value] series: the newest n/2 as they are, and n/2 spread
+    evenly over the older part, its first point included (the shape of a long run stays
+    visible; a run's full series is the `series` op)."""
+    if len(series) <= n:
+        return list(series)
+    keep = n // 2
+    old, new = series[:-keep], series[-keep:]
+    k = n - keep
+    picked = [old[(i * (len(old) - 1)) // max(1, k - 1)] for i in range(k)] if k > 1 else old[:1]
+    return picked + list(new)
+
+
+FULL_SERIES_POINTS = 100000   # a `series` answer: at most this many points per series
+FULL_SERIES_READ = 256 << 20  # and at most this much of progress.jsonl read for it
+
+
+def full_series(path):
+    """A run's whole series from progress.jsonl (else trainer_state.json), thinned only past
+    FULL_SERIES_POINTS; bad lines and non-finite values are skipped, as in a snapshot."""
+    from fleetdeck.backend.host.lib.serve import Refused
+
+    prog = os.path.join(path, "progress.jsonl")
+    p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [],
+         "eval_losses": [], "sps": None, "times": [], "nonfinite": None}
+    if os.path.isfile(prog):
+        read = 0
+        with open(prog, "rb") as f:
+            for raw in f:
+                read += len(raw)
+                if read > FULL_SERIES_READ:
+                    break
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    _progress_line(p, obj, cap=False)
+                    for s in ("losses", "eval_losses"):
+                        if len(p[s]) > 4 * FULL_SERIES_POINTS:
+                            p[s] = thin(p[s], 2 * FULL_SERIES_POINTS)
+    elif os.path.isfile(os.path.join(path, "trainer_state.json")):
+        p = _trainer_state(os.path.join(path, "trainer_state.json"))
+        if p.get("error"):
+            raise Refused("unreadable", p["error"])
+    else:
+        raise Refused("no-series", f"{path} holds neither progress.jsonl nor trainer_state.json")
+    return {"path": path, "losses": thin(p["losses"], FULL_SERIES_POINTS),
+            "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS)}
+
+
+def _progress_line(p, obj, cap=True):
+    step = obj.get("step")
+    step = int(step) if _finite(step) else None
+    if step is not None:
+        p["step"] = step if p["step"] is None else max(p["step"], step)
+    if _finite(obj.get("max_steps")):
+        p["max_steps"] = int(obj["max_steps"])
+    for key, series in (("loss", "losses"), ("eval_loss", "eval_losses")):
+        v = obj.get(key)
+        if v is None or isinstance(v, bool):
+            continue
+        if _finite(v):
+            p[key] = float(v)
+            if step is not None:
+                p[series].append([step, float(v)])
+        elif isinstance(v, float):
+            p["nonfinite"] = f"{key} is {v} at step {step}"
+    if _finite(obj.get("seconds_per_step")) and obj["seconds_per_step"] > 0:
+        p["sps"] = float(obj["seconds_per_step"])
+    if step is not None and _finite(obj.get("time")):
+        p["times"] = (p["times"] + [[step, float(obj["time"])]])[-2:]
+    for series in ("losses", "eval_losses"):
+        if cap and len(p[series]) > 2 * MAX_LOSS_POINTS:
+            p[series] = p[series][-MAX_LOSS_POINTS:]
+
+
+def _trainer_state(path):
+    """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series."""
+    try:
+        d = json.loads(_read(path))
+        if not isinstance(d, dict) or not isinstance(d.get("log_history", []), list):
+            raise ValueError("not a trainer state object")
+    except ValueError as e:
+        return {"error": f"{path} is not valid JSON (truncated?): {str(e)[:80]}"}
+    p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
+         "sps": None, "error": None, "nonfinite": None,
+         "save_steps": d.get("save_steps") if _finite(d.get("save_steps")) else None}
+    for e in d.get("log_history") or []:
+        if isinstance(e, dict):
+            _progress_line(p, {k: e.get(k) for k in ("step", "loss", "eval_loss")})
+    if _finite(d.get("global_step")):
+        p["step"] = int(d["global_step"])
+    if _finite(d.get("max_steps")):
+        p["max_steps"] = int(d["max_steps"])
+    return p
+
+
+def _dir_bytes(path):
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    else:
+                        total += e.stat(follow_symlinks=False).st_size
+        except OSError:
+            pass
+    return total
+
+
+def _ckpt_bytes(path, now):
+    st = os.lstat(path)
+    hit = _CACHE.get(("ckpt", path))
+    if hit is not None and hit[0] == st.st_mtime_ns:
+        return hit[1]
+    b = _dir_bytes(path)
+    if now - st.st_mtime > 120:   # a checkpoint still being written is summed again next poll
+        _CACHE[("ckpt", path)] = (st.st_mtime_ns, b)
+    return b
+
+
+def _recorded_alive(procs, rj, pid_key="pid", start_key=None):
+    """The pid run.json records, when that very process still runs (pid and start time); a pid
+    recorded without its start time is never taken as alive: the number may be reused."""
+    pid = rj.get(pid_key)
+    start = rj.get(start_key) if start_key else _start_ticks(rj)
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid == procs.me or not isinstance(start, int):
+        return None
+    return pid if procs.alive(pid, start) else None
+
+
+def _start_ticks(rj):
+    for k in ("start_ticks", "pid_start_time"):
+        if isinstance(rj.get(k), int) and not isinstance(rj.get(k), bool):
+            return rj[k]
+    return None
+
+
+def _run_facts(path, names, now):
+    """Everything about one run that its files say (the processes come later)."""
+    r = {"path": path, "name": os.path.basename(path), "state": "unknown", "pid": None, "step": None,
+         "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
+         "seconds_per_step": None, "eta_seconds": None, "adapter": None, "checkpoints": [], "reason": None,
+         "last_update": None}
+    rj, problems, interval = {}, [], 1
+    if "run.json" in names:
+        try:
+            rj = _cached("json", os.path.join(path, "run.json"), lambda p: json.loads(_read(p)))
+            if not isinstance(rj, dict):
+                rj, _ = {}, problems.append("run.json is not a JSON object")
+        except (ValueError, OSError) as e:
+            problems.append(f"run.json unreadable: {str(e)[:80]}")
+    cks = layout.checkpoints(path, names)
+    r["checkpoints"] = [{"path": p, "step": s, "bytes": _ckpt_bytes(p, now)} for s, p in cks]
+    r["adapter"] = layout.final_adapter(path)
+    if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
+        problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
+    prog, src = None, None
+    if "progress.jsonl" in names:
+        src = os.path.join(path, "progress.jsonl")
+        prog = _progress(src)
+    else:
+        states = [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
+        states = [x for x in states if os.path.isfile(x[1])]
+        top = os.path.join(path, "trainer_state.json")
+        if "trainer_state.json" in names and (not states or os.stat(top).st_mtime >= os.stat(states[-1][1]).st_mtime):
+            states.append((None, top))
+        if states:
+            src = states[-1][1]
+            prog = _cached("trainer_state", src, _trainer_state)
+            if len(states) >= 2 and states[-2][0] is not None and states[-1][0] is not None:
+                (s1, f1), (s2, f2) = states[-2], states[-1]
+                dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
+                interval = s2 - s1
+                if dt > 0 and interval > 0 and not prog.get("sps"):
+                    prog = dict(prog, sps=dt / interval)   # HF logs no step time: saves are the clock
+            if prog.get("save_steps"):
+                interval = int(prog["save_steps"])
+    if prog is not None:
+        r["last_update"] = os.stat(src).st_mtime
+        if prog.get("error"):
+            problems.append(prog["error"])
+        for k in ("step", "max_steps", "loss", "eval_loss"):
+            r[k] = prog.get(k)
+        for series in ("losses", "eval_losses"):
+            full = prog.get(series) or []
+            r[series] = thin(full, SERIES_POINTS)
+            if len(r[series]) < len(full):
+                r.setdefault("series_thinned", {})[series] = len(full)
+        sps = prog.get("sps")
+        t = prog.get("times") or []
+        if sps is None and len(t) == 2 and t[1][0] > t[0][0]:
+            sps = (t[1][1] - t[0][1]) / (t[1][0] - t[0][0])
+        r["seconds_per_step"] = round(sps, 4) if sps else None
+        if prog.get("nonfinite"):
+            problems.append(prog["nonfinite"])
+        if len(r["losses"]) >= 2 and "progress.jsonl" in names:
+            interval = max(1, r["losses"][-1][0] - r["losses"][-2][0])
+    return r, rj, problems, interval
+
+
+def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
+    """The state rules, in order: the trainer's own word, the final adapter, a live process."""
+    said = rj.get("state")
+    rpid = rj.get("pid") if isinstance(rj.get("pid"), int) and rj.get("pid") != procs.me else None
+    done = r["adapter"] is not None or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
+    if said in ("queued", "cancelled", "finished", "failed"):
+        r["state"] = said
+        told = rj.get("error") or rj.get("cancel_reason")
+        if said in ("failed", "cancelled") and isinstance(told, str) and told.strip():
+            problems.insert(0, told.strip()[:500])   # the trainer's or the launcher's own words
+        if said == "queued" and _recorded_alive(procs, rj):
+            r["pid"] = rpid
+        wpid = rj.get("waiter_pid")
+        if said == "queued" and isinstance(wpid, int) and not _recorded_alive(procs, rj, "waiter_pid",
+                                                                             "waiter_start_ticks"):
+            # the launch waiter is what would start it: without it the run never starts
+            r["state"] = "cancelled"
+            problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
+    elif done:
+        r["state"] = "finished"
+    elif said == "running" and rpid and _start_ticks(rj) is not None and live_pid != rpid:
+        # the trainer run.json names (pid and start time: its identity) is gone, which is
+        # certain: another process found in the folder (a stranger's python, a reused pid) is
+        # not it, and makes the run neither running nor stalled
+        r["state"] = "failed"
+        problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
+    elif live_pid is not None:
+        r["state"], r["pid"] = "running", live_pid
+        silent = now - r["last_update"] if r["last_update"] else None
+        sps = r["seconds_per_step"]
+        if silent is not None and sps:
+            limit = max(MIN_STALL_S, stall_factor * sps, 2 * sps * interval)
+            if silent > limit:
+                r["state"] = "stalled"
+                problems.insert(0, f"no progress for {silent:.0f}s (step time {sps:.1f}s)")
+    elif said == "running" and rpid and _start_ticks(rj) is None:
+        problems.insert(0, f"run.json records pid {rpid} without its start time, so it cannot be told "
+                           "from a reused pid; no live process was seen working in the run")
+    elif said == "running" and rpid:
+        r["state"] = "failed"
+        problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
+    elif not problems:
+        problems.append("no live process, no final adapter")
+    # a stalled run has no ETA: its step time says nothing about when it will move again
+    if r["state"] == "running" and r["step"] is not None and r["max_steps"] and r["seconds_per_step"]:
+        r["eta_seconds"] = round(max(0, r["max_steps"] - r["step"]) * r["seconds_per_step"], 1)
+    if r["state"] in ("unknown", "failed", "stalled") or problems:
+        r["reason"] = "; ".join(problems) or None
+
+
+def _evidence(procs, run_paths, wanted, fresh, now):
+    """{run path: pid} for runs a live process works in: cwd inside, named in argv, or a file open."""
+    roots = tuple(sorted({os.path.dirname(p) + "/" for p in run_paths}))
+    run_set = set(run_paths)
+
+    def run_of(p):
+        if p.startswith(roots):
+            for root in roots:
+                if p.startswith(root):
+                    cand = root + p[len(root):].split("/", 1)[0]
+                    if cand in run_set:
+                        return cand
+        return None
+
+    # argv can only name a run if it holds the run's folder name: one regex search per process
+    named = re.compile("|".join(re.escape(os.path.basename(r)) for r in sorted(wanted)))
+    found = {}
+    workers = []
+    for pid in sorted(procs.others()):
+        if procs.prog[pid] in BYSTANDERS or procs.ours(pid):
+            continue
+        workers.append(pid)
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = None
+        hits = {run_of(cwd)} if cwd else set()
+        for a in procs.argv(pid)[1:] if named.search(procs.raw[pid]) else ():
+            for s in (a, a.partition("=")[2]):
+                if s and ("/" in s or s in (".", "..")):
+                    s = os.path.normpath(s if s.startswith("/") or not cwd else os.path.join(cwd, s))
+                    hits.add(run_of(s))
+        for run in hits:
+            if run and run in wanted:
+                found.setdefault(run, pid)
+    missing = [r for r in wanted if r not in found]
+    holders = _STATE["holders"]
+    for run in list(missing):   # last poll's holder, checked alone: cheap and usually still true
+        h = holders.get(run)
+        if h and procs.alive(h[0], h[1]) and run in _open_runs(h[0], run_of):
+            found[run] = h[0]
+            missing.remove(run)
+    if missing and (fresh or now - _STATE["fd_scan_at"] >= FD_SCAN_EVERY):
+        _STATE["fd_scan_at"] = now
+        for pid in workers:
+            for run in _open_runs(pid, run_of):
+                if run in missing and run not in found:
+                    found[run] = pid
+                    st = procs.stat(pid)
+                    holders[run] = (pid, st[1] if st else None)
+    return found
+
+
+def _open_runs(pid, run_of):
+    out = set()
+    d = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(d)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            p = os.readlink(d + "/" + fd)
+        except OSError:
+            continue
+        if p.startswith("/"):
+            run = run_of(p)
+            # the final adapter is what serving processes map; that is use, not training
+            if run and not p.startswith(run + "/adapter/"):
+                out.add(run)
+    return out
+
+
+def runs(req, procs, warnings, now):
+    """Every run folder under the configured roots, with its state decided."""
+    facts, seen = [], set()
+    for root in req.get("runs") or []:
+        base = os.path.abspath(os.path.expanduser(root))
+        if base in seen:
+            continue
+        seen.add(base)
+        try:
+            entries = sorted(e.path for e in os.scandir(base) if e.is_dir())
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            warnings.append(f"runs root {root}: {e.strerror or e}")
+            continue
+        for path in entries:
+            try:
+                names = set(os.listdir(path))
+                if layout.is_run(names):
+                    facts.append((path, names) + _run_facts(path, names, now))
+            except Exception as e:   # noqa: BLE001 - one broken run must not hide the others
+                warnings.append(f"run {path}: {type(e).__name__}: {e}")
+    wanted = set()
+    for path, _names, r, rj, _problems, _interval in facts:
+        undecided = rj.get("state") not in ("queued", "cancelled", "finished", "failed") and not (
+            r["adapter"] or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]))
+        if undecided and not _recorded_alive(procs, rj):
+            wanted.add(path)
+    live = _evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now) if wanted else {}
+    out = []
+    for path, _names, r, rj, problems, interval in facts:
+        pid = live.get(path)
+        if pid is None:
+            pid = _recorded_alive(procs, rj)
+        _decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
+        out.append(r)
+    return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)
+
+
+def _size(obj):
+    return len(json.dumps(obj, default=str))
+
+
+def within_budget(out, budget, warnings):
+    """The runs section kept under `budget` bytes of JSON, so that a host with hundreds of runs
+    and long series still answers well inside ANSWER_LIMIT: first the series of runs that are
+    not live are cut to their last few points, then their checkpoint lists go, and last the
+    runs updated longest ago are left out, each step named in `warnings`."""
+    if _size(out) <= budget:
+        return out
+    idle = [r for r in out if r.get("state") not in ("running", "stalled")]
+    for r in idle:
+        for series in ("losses", "eval_losses"):
+            if len(r[series]) > IDLE_POINTS:
+                r.setdefault("series_thinned", {}).setdefault(series, len(r[series]))
+                r[series] = thin(r[series], IDLE_POINTS)
+    warnings.append(f"runs: the series of {len(idle)} runs that are not live were cut to {IDLE_POINTS} "
+                    f"points to keep the answer under {budget >> 10} KiB (a run's whole series: "
+                    "`fleetdeck runs --series HOST:PATH`)")
+    if _size(out) <= budget:
+        return out
+    for r in idle:
+        if r.get("checkpoints"):
+            r["checkpoints_left_out"] = len(r["checkpoints"])
+            r["checkpoints"] = []
+    if _size(out) <= budget:
+        return out
+    order = sorted(range(len(out)), key=lambda i: (out[i].get("state") in ("running", "stalled"),
+                                                     out[i].get("last_update") or 0), reverse=True)
+    kept, total = [], 2
+    for i in order:
+        n = _size(out[i]) + 2
+        if total + n > budget:
+            continue
+        kept.append(i)
+        total += n
+    left = len(out) - len(kept)
+    warnings.append(f"runs: {left} runs updated longest ago were left out of this answer "
+                    f"({budget >> 10} KiB budget)")
+    return [out[i] for i in sorted(kept)]

@@ -1,0 +1,362 @@
+"""Alerts: rules judged on every poll, each alert firing once and resolving once.
+
+`AlertEngine.evaluate(snapshot)` returns the transitions of that poll (an alert that started
+firing, or one that resolved); a condition that holds on the next poll changes nothing, so a
+hook fires once per transition and never storms. A host that cannot be asked keeps its other
+alerts as they were: not seeing a stalled run is not the run recovering.
+
+Rules (`RULES`): host-down (longer than `host_down_after`), run-stalled, loss-nonfinite,
+loss-spike, overfitting (eval loss rose at two consecutive evals), disk-full-eta (at the rate
+seen over `disk_rate_window`, from history), gpu-headroom (a card holding a seat with less
+free than the floor), idle-holder (a process that is neither a seat nor a run holding more
+than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
+seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
+Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
+
+Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
+every poll for that long before the alert fires (a condition that lapses starts over), so a
+flap does not page. `FOR_DEFAULTS` gives them; `for = {rule = seconds}` in `[alerts]` changes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fleetdeck.backend.fleet.alert_rules import FOR_DEFAULTS, RULES, AlertConfig, parse_alerts
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.host.lib import units
+from fleetdeck.backend.host.lib.text import shown
+
+NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
+KEEP_RESOLVED = 100
+#: a stray loop must be seen this long before new-stray fires for it, whatever `for` says: a
+#: shell that loops for a few seconds (a script's `for` over files) is not a stray schedule
+#: (a loop naming a missing path, `dead-target`, fires at once)
+LOOP_SETTLE_S = 60.0
+#: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
+#: parts of the samples' span, not in one burst
+DISK_TREND_PARTS = 3
+
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert: what, where, firing or resolved, since when, and one sentence."""
+
+    rule: str
+    host: str
+    subject: str
+    state: str
+    since: float
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule}|{self.host}|{self.subject}"
+
+    @property
+    def title(self) -> str:
+        word = "RESOLVED" if self.state == "resolved" else "ALERT"
+        return f"{word} {self.rule} on {self.host}: {self.subject}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's alert object."""
+        return {"rule": self.rule, "host": self.host, "subject": self.subject, "state": self.state,
+                "since": self.since, "text": self.text}
+
+
+def alert_from_json(d: dict[str, Any]) -> Alert:
+    return Alert(rule=str(d["rule"]), host=str(d["host"]), subject=str(d["subject"]),
+                 state=str(d["state"]), since=float(d["since"]), text=str(d.get("text", "")))
+
+
+@dataclass
+class _Memory:
+    """What the engine remembers between polls (saved with `to_state`)."""
+
+    firing: dict[str, Alert] = field(default_factory=dict)
+    resolved: deque = field(default_factory=lambda: deque(maxlen=KEEP_RESOLVED))
+    down_since: dict[str, float] = field(default_factory=dict)
+    idle_since: dict[str, float] = field(default_factory=dict)
+    restarts: dict[str, tuple[int | None, bool]] = field(default_factory=dict)
+    events: dict[str, tuple[float, str]] = field(default_factory=dict)
+    disk: dict[str, deque] = field(default_factory=dict)
+    #: alert key -> when its condition was first seen holding, while it waits out its `for`
+    pending: dict[str, float] = field(default_factory=dict)
+
+
+class AlertEngine:
+    """Judges every rule on each poll and remembers what fires (see the module docstring)."""
+
+    def __init__(self, config: AlertConfig | None = None) -> None:
+        self.config = config or AlertConfig()
+        self.m = _Memory()
+        #: per alert key, a wait longer than its rule's `for` (this poll's loops)
+        self._settle: dict[str, float] = {}
+
+    # -- what it knows ---------------------------------------------------------------------
+    def firing(self) -> list[Alert]:
+        """Alerts firing now, oldest first."""
+        return sorted(self.m.firing.values(), key=lambda a: a.since)
+
+    def alerts(self) -> list[Alert]:
+        """Firing alerts, then the recently resolved ones, newest first."""
+        return self.firing() + sorted(self.m.resolved, key=lambda a: -a.since)
+
+    def add_disk_sample(self, host: str, path: str, t: float, used: int, free: int) -> None:
+        """Feed one disk sample (history preloads the window this way)."""
+        q = self.m.disk.setdefault(f"{host}|{path}", deque(maxlen=4096))
+        if not q or t > q[-1][0]:
+            q.append((t, used, free))
+
+    # -- one poll ----------------------------------------------------------------------------
+    def evaluate(self, snap: FleetSnapshot, checks: Mapping[str, Any] | None = None,
+                 now: float | None = None) -> list[Alert]:
+        """Judge every rule on `snap`; the transitions (fired or resolved) of this poll.
+        `checks` maps a seat key (`host:port:kind`) to its last `SeatCheck`."""
+        now = (snap.time or time.time()) if now is None else now
+        conds: dict[str, tuple[str, str, str, float, str]] = {}
+        self._settle = {}
+        blind: set[str] = set()
+        off = set(self.config.disabled)
+
+        def hold(rule: str, host: str, subject: str, since: float, text: str) -> None:
+            if rule not in off:
+                conds[f"{rule}|{host}|{subject}"] = (rule, host, subject, since, text)
+
+        for h in snap.hosts:
+            if not h.reachable:
+                blind.add(h.name)
+                since = self.m.down_since.setdefault(h.name, h.time or now)
+                if now - since >= self.config.host_down_after:
+                    hold("host-down", h.name, h.name, since,
+                         f"{h.name} has not answered for {units.ago(now - since)}: {h.error}")
+                continue
+            self.m.down_since.pop(h.name, None)
+            self._runs(h, hold)
+            self._disks(h, now, hold)
+            self._gpus(h, now, hold)
+            self._seats(h, now, checks or {}, hold)
+            for s in h.schedules:
+                if s.stray:
+                    hold("new-stray", h.name, s.id, now,
+                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}")
+                    if s.kind == "loop" and "dead-target" not in s.reasons:
+                        # a loop that ends within a minute (a script's short `for`) never pages;
+                        # one naming a path that does not exist is wrong however long it runs
+                        self._settle[f"new-stray|{h.name}|{s.id}"] = LOOP_SETTLE_S
+        return self._transitions(conds, blind, now)
+
+    def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
+        out = []
+        for key, (rule, host, subject, since, text) in conds.items():
+            cur = self.m.firing.get(key)
+            if cur is None:
+                held = now - self.m.pending.setdefault(key, now)
+                if held < max(self.config.for_seconds(rule), self._settle.get(key, 0.0)):
+                    continue   # not for long enough yet
+                self.m.pending.pop(key, None)
+                a = Alert(rule, host, subject, "firing", since, text)
+                self.m.firing[key] = a
+                out.append(a)
+            elif cur.text != text:
+                self.m.firing[key] = replace(cur, text=text)   # new figures, not a new alert
+        for key in [k for k in self.m.pending if k not in conds]:
+            if key.split("|", 2)[1] not in blind:   # lapsed: it starts over if it comes back
+                del self.m.pending[key]
+        for key, a in list(self.m.firing.items()):
+            if key in conds or (a.host in blind and a.rule != "host-down"):
+                continue
+            del self.m.firing[key]
+            r = replace(a, state="resolved", since=now)
+            self.m.resolved.append(r)
+            out.append(r)
+        return out
+
+    # -- the rules -----------------------------------------------------------------------------
+    def _runs(self, h: HostSnapshot, hold) -> None:
+        for r in h.runs:
+            subj = r.path
+            if r.state == "stalled":
+                hold("run-stalled", h.name, subj, r.last_update or h.time,
+                     f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}")
+            if r.reason and NONFINITE.search(r.reason):
+                hold("loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}")
+            losses = [v for _, v in r.losses]
+            if len(losses) >= 6:
+                base = statistics.median(losses[-21:-1])
+                if base > 0 and losses[-1] > self.config.loss_spike_factor * base:
+                    hold("loss-spike", h.name, subj, h.time,
+                         f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
+                         f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before")
+            ev = r.eval_losses
+            if len(ev) >= 3 and ev[-3][1] < ev[-2][1] < ev[-1][1]:
+                hold("overfitting", h.name, subj, h.time,
+                     f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
+                     f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
+                     f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
+                     f"{min(ev, key=lambda x: x[1])[0]}")
+
+    def _disks(self, h: HostSnapshot, now: float, hold) -> None:
+        seen = set()
+        for d in h.disks:
+            if d.error or not d.total_bytes or d.mount in seen:
+                continue
+            seen.add(d.mount)
+            self.add_disk_sample(h.name, d.path, h.time or now, d.used_bytes, d.free_bytes)
+            eta = self.disk_eta(h.name, d.path)
+            if eta is not None and eta < self.config.disk_full_hours * 3600:
+                hold("disk-full-eta", h.name, d.path, now,
+                     f"{d.path} on {h.name} ({d.mount}) fills in about {units.ago(eta)} at the current rate "
+                     f"({units.size(d.free_bytes)} free)")
+
+    def disk_eta(self, host: str, path: str) -> float | None:
+        """Seconds until the disk behind `path` is full at the rate over the window, or None
+        when it is not filling steadily: the samples must span `disk_rate_min_span` and used
+        space must have grown in each of DISK_TREND_PARTS equal parts of their span (a burst of
+        writes in one part, then quiet, is no trend)."""
+        q = self.m.disk.get(f"{host}|{path}")
+        if not q or len(q) < 2:
+            return None
+        t_last = q[-1][0]
+        while len(q) > 2 and q[0][0] < t_last - self.config.disk_rate_window:
+            q.popleft()
+        (t0, u0, _), (t1, u1, free) = q[0], q[-1]
+        span = t1 - t0
+        if span < self.config.disk_rate_min_span or u1 <= u0:
+            return None
+        marks, i = [u0], 0
+        for part in range(1, DISK_TREND_PARTS):
+            edge = t0 + span * part / DISK_TREND_PARTS
+            while i + 1 < len(q) and q[i + 1][0] <= edge:
+                i += 1
+            marks.append(q[i][1])   # used at the last sample at or before the edge
+        marks.append(u1)
+        if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
+            return None
+        return free / ((u1 - u0) / span)
+
+    def _gpus(self, h: HostSnapshot, now: float, hold) -> None:
+        seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
+        seat_pids = set().union(*(p for _, p in seats)) if seats else set()
+        run_pids = {r.pid for r in h.runs if r.pid}
+        floor = self.config.gpu_headroom_floor_gib * 1024
+        idle_floor = self.config.idle_holder_gib * 1024
+        watched = self.m.idle_since
+        for g in h.gpus:
+            held = sum(p.used_mib for p in g.processes)
+            free = g.memory_total_mib - max(g.memory_used_mib, held)
+            if seats and not g.unified_memory and free < floor:
+                shares = [(s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats]
+                on_card = [(s, m) for s, m in shares if m]
+                if on_card:
+                    hold("gpu-headroom", h.name, f"GPU{g.index}", now,
+                         f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
+                         f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
+                         + ", ".join(f"{s.name} {m / 1024:.1f} GiB" for s, m in on_card) + ")")
+            idle = g.utilization_pct is not None and g.utilization_pct <= self.config.idle_util_pct
+            for p in g.processes:
+                if (not idle or p.used_mib <= idle_floor or p.pid in seat_pids or p.pid in run_pids
+                        or "fleetdeck train" in p.command):
+                    if watched:
+                        watched.pop(f"{h.name}|{g.index}|{p.pid}|{p.command}", None)
+                    continue
+                key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
+                since = watched.setdefault(key, h.time or now)
+                if now - since >= self.config.idle_holder_minutes * 60:
+                    hold("idle-holder", h.name, f"pid {p.pid}", since,
+                         f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
+                         f"GPU{g.index} of {h.name}, idle for {units.ago(now - since)}; it is neither a seat nor a run")
+        if watched:   # a holder that went away starts from zero if it comes back
+            alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
+            for key in [k for k in watched if k.startswith(h.name + "|") and k not in alive]:
+                del watched[key]
+
+    def _seats(self, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold) -> None:
+        for s in h.seats or ():
+            prev = self.m.restarts.get(s.key)
+            cur = (s.restarts, bool(s.oom_killed))
+            self.m.restarts[s.key] = cur
+            if prev is not None:
+                grew = s.restarts is not None and prev[0] is not None and s.restarts > prev[0]
+                oom = cur[1] and not prev[1]
+                if grew or oom:
+                    what = []
+                    if grew:
+                        what.append(f"restarted {s.restarts - prev[0]} time(s) (RestartCount {s.restarts})")
+                    if oom:
+                        what.append("was OOM-killed")
+                    self.m.events[s.key] = (now, f"seat {s.name} on {h.name} " + " and ".join(what)
+                                            + f" at {time.strftime('%H:%M:%S', time.localtime(now))}")
+            ev = self.m.events.get(s.key)
+            if ev and now - ev[0] < self.config.event_hold_minutes * 60:
+                hold("seat-restart", h.name, s.name, ev[0], ev[1])
+            elif ev:
+                del self.m.events[s.key]
+        for key, c in checks.items():
+            if key.startswith(h.name + ":") and c is not None and not c.sound:
+                hold("seat-check", h.name, f"port {c.port}", getattr(c, "checked_at", 0) or now,
+                     f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}")
+
+    # -- saving ------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """What `from_state` needs to carry on after a restart (JSON-able)."""
+        return {"firing": [a.to_json() for a in self.m.firing.values()],
+                "resolved": [a.to_json() for a in self.m.resolved],
+                "down_since": self.m.down_since, "idle_since": self.m.idle_since,
+                "restarts": {k: list(v) for k, v in self.m.restarts.items()},
+                "events": {k: list(v) for k, v in self.m.events.items()},
+                "pending": self.m.pending}
+
+    def load_state(self, d: dict[str, Any]) -> None:
+        """Carry on from `to_state()`'s output; anything unreadable starts fresh."""
+        try:
+            firing = {a.key: a for a in map(alert_from_json, d.get("firing") or ())}
+            resolved = deque(map(alert_from_json, d.get("resolved") or ()), maxlen=KEEP_RESOLVED)
+            self.m.firing, self.m.resolved = firing, resolved
+            self.m.down_since = {str(k): float(v) for k, v in (d.get("down_since") or {}).items()}
+            self.m.idle_since = {str(k): float(v) for k, v in (d.get("idle_since") or {}).items()}
+            self.m.restarts = {k: (v[0], bool(v[1])) for k, v in (d.get("restarts") or {}).items()}
+            self.m.events = {k: (float(v[0]), str(v[1])) for k, v in (d.get("events") or {}).items()}
+            self.m.pending = {str(k): float(v) for k, v in (d.get("pending") or {}).items()}
+        except (KeyError, TypeError, ValueError, IndexError):
+            self.m = _Memory()
+
+
+def engine_path() -> Path:
+    """Where `watch` keeps the engine's state between polls and restarts."""
+    from fleetdeck.backend.fleet import statedir
+
+    return statedir.state_dir() / "alerts.json"
+
+
+def load_engine(config: AlertConfig | None = None) -> AlertEngine:
+    """An engine carrying on from the saved state (a fresh one when there is none)."""
+    e = AlertEngine(config)
+    try:
+        e.load_state(json.loads(engine_path().read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return e
+
+
+def save_engine(engine: AlertEngine) -> None:
+    """Save the engine's state atomically (write, then rename)."""
+    path = engine_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(engine.to_state()), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "FOR_DEFAULTS", "RULES", "alert_from_json", "engine_path",
+           "load_engine", "parse_alerts", "save_engine"]

@@ -1,0 +1,467 @@
+"""Hook delivery: each alert transition reaches the `[alerts]` command and webhook once, from a
+persisted outbox, without ever holding up the poll loop.
+
+- **Ids.** A transition's id is a hash of rule, host, subject, state and transition time
+  (`transition_id`). The webhook gets it in the body (`id`) and in the `Idempotency-Key` and
+  `X-Fleetdeck-Delivery` headers; a command hook in `$FLEETDECK_ID` and on stdin. A retry, or
+  a delivery sent again after a crash, carries the same id, so a receiver drops a repeat by it.
+- **Deadlines.** Each attempt has one deadline for all of it: connect, send and read for a
+  webhook (`webhook_timeout`); the whole run of a command hook (`hook_timeout`). At the
+  deadline a hook's whole process group is killed, children it backgrounded included; when a
+  hook exits before it, whatever it left running in its group is killed too.
+- **Beside polling.** `Deliverer.run()` is a task of its own; at most `concurrency` attempts run
+  at once, so a blackholed endpoint costs each delivery its deadline, side by side. One
+  alert's transitions reach each sink in order (its resolved never before its firing).
+- **Retries.** A failed attempt is retried after 5 s, doubling up to 5 min, for a day
+  (`RETRY_*`); a permanent failure (a redirect other than 307/308, a 4xx other than 408/429,
+  a hook that cannot start) is given up at once with a warning. 307 and 308 are followed as
+  POST (up to five hops, within the same deadline).
+- **Hostile values.** Every string and number a host sent goes through one rule per sink
+  (`arg_text`, `json_safe`): argv and environment get `shown()` text (printable, one line, no
+  NUL, undecodable bytes as `\\xNN`); JSON gets valid UTF-8 (a lone surrogate as `shown()`
+  writes it, control characters JSON-escaped) and numbers that are finite and within +-2**53,
+  anything else null.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import signal
+import ssl
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fleetdeck.backend.host.lib.text import shown
+
+HOOK_TIMEOUT = 30.0
+CONCURRENCY = 8
+RETRY_FIRST = 5.0
+RETRY_CAP = 300.0
+RETRY_MAX_AGE = 86400.0
+MAX_REDIRECTS = 5
+HEAD_LIMIT = 64 * 1024
+PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since", "id")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT_LIMIT = 2**53
+
+
+# -- one rule per sink --------------------------------------------------------------------------
+def arg_text(v: Any) -> str:
+    """What argv and the environment receive for a value: `shown()` text (printable, one line,
+    no NUL, undecodable bytes as `\\xNN`); a number as its JSON rule gives it."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        n = json_safe(v)
+        return "" if n is None else repr(n)
+    return shown(v if isinstance(v, (str, bytes)) else str(v))
+
+
+def json_safe(v: Any) -> Any:
+    """`v` made fit for JSON that any receiver parses: strings valid UTF-8 (a lone surrogate, an
+    undecodable byte, written `\\xNN` / `\\uNNNN` as `shown()` does); numbers finite and within
+    +-2**53 (a double's exact integers), anything else null; containers item by item."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -_INT_LIMIT <= v <= _INT_LIMIT else None
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, str):
+        return _SURROGATE.sub(lambda m: shown(m.group(0)), v)
+    if isinstance(v, dict):
+        return {str(json_safe(str(k))): json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    return json_safe(str(v))
+
+
+def transition_id(alert: Any) -> str:
+    """The id of one transition: the same for every retry and after a restart."""
+    since = alert.since if isinstance(alert.since, (int, float)) and math.isfinite(alert.since) else 0.0
+    key = "\0".join([shown(alert.rule), shown(alert.host), shown(alert.subject), shown(alert.state),
+                     f"{since:.3f}"])
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _since_text(since: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(since))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+
+
+def payload(alert: Any, tid: str | None = None) -> dict[str, Any]:
+    """The JSON document of one transition (webhook body, hook stdin): the contract's alert
+    object, its title and its id, made safe by `json_safe`."""
+    d = {"id": tid or transition_id(alert), "rule": alert.rule, "host": alert.host,
+         "subject": alert.subject, "state": alert.state, "since": alert.since, "text": alert.text,
+         "title": alert.title}
+    return json_safe(d)
+
+
+def webhook_body(alert: Any, tid: str | None = None) -> bytes:
+    """What the webhook receives (and a command hook on stdin)."""
+    return json.dumps(payload(alert, tid), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def hook_values(alert: Any, tid: str | None = None) -> dict[str, str]:
+    """Each placeholder's text, by the argv rule."""
+    return {"title": arg_text(alert.title), "text": arg_text(alert.text), "rule": arg_text(alert.rule),
+            "host": arg_text(alert.host), "subject": arg_text(alert.subject), "state": arg_text(alert.state),
+            "since": _since_text(alert.since), "id": tid or transition_id(alert)}
+
+
+def hook_argv(argv: tuple[str, ...] | list[str], alert: Any, tid: str | None = None) -> list[str]:
+    """The hook's argv for one alert: each placeholder replaced inside each argument, once,
+    left to right, so text that itself holds `{title}` is never expanded again."""
+    values = hook_values(alert, tid)
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
+
+
+def hook_env(alert: Any, tid: str | None = None) -> dict[str, str]:
+    """The hook's environment: ours plus `FLEETDECK_<PLACEHOLDER>` for each value."""
+    env = dict(os.environ)
+    env.update({f"FLEETDECK_{k.upper()}": v for k, v in hook_values(alert, tid).items()})
+    return env
+
+
+# -- one attempt --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt went: ok, or a warning and whether trying again can help."""
+
+    ok: bool
+    warning: str = ""
+    retry: bool = True
+
+
+async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline: float) -> Outcome:
+    """Run a command hook in a session of its own; its whole process group ends when it exits
+    or at `deadline` seconds, whichever comes first (and when the caller is cancelled)."""
+    name = arg_text(argv[0]) if argv else "?"
+    # stderr goes to a file, not a pipe: a child the hook backgrounds keeps a pipe open, and the
+    # hook's end would wait for it
+    with tempfile.TemporaryFile() as err:
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            env=env, start_new_session=True))
+        try:
+            proc = await asyncio.shield(spawn)
+        except (OSError, ValueError) as e:
+            return Outcome(False, f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}", False)
+        except asyncio.CancelledError:   # cancelled while it started: it must not outlive us
+            with contextlib.suppress(Exception):
+                started = await spawn
+                _kill_group(started.pid)
+                await started.wait()
+            raise
+
+        async def feed_and_wait() -> int:
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):   # a hook that ignores stdin may close it
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            return await proc.wait()
+
+        try:
+            rc = await asyncio.wait_for(feed_and_wait(), deadline)
+        except TimeoutError:
+            return Outcome(False, f"alert hook {name} did not finish within {deadline:g}s; its process group "
+                           "was killed")
+        finally:
+            _kill_group(proc.pid)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+        if rc:
+            err.seek(max(0, err.seek(0, os.SEEK_END) - 2048))
+            last = err.read().decode("utf-8", "surrogateescape").strip().splitlines()
+            return Outcome(False, f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""))
+    return Outcome(True)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: float) -> Outcome:
+    """POST `body` to `url`, connect, send and the answer's head all within `deadline` seconds.
+    2xx is delivered; 307/308 are followed as POST; any other redirect fails for good."""
+    try:
+        return await asyncio.wait_for(_post(url, body, headers), deadline)
+    except TimeoutError:
+        return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
+
+
+async def _post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
+    for _hop in range(MAX_REDIRECTS + 1):
+        try:
+            status, head = await _post_once(url, body, headers)
+        except (OSError, ValueError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+            return Outcome(False, f"alert webhook {shown(url)} failed: {shown(str(e) or type(e).__name__)}")
+        if 200 <= status < 300:
+            return Outcome(True)
+        if status in (307, 308) and head.get("location"):
+            url = urllib.parse.urljoin(url, head["location"])
+            if not url.startswith(("http://", "https://")):
+                return Outcome(False, f"alert webhook redirected to {shown(url)}, which is not http(s)", False)
+            continue
+        if 300 <= status < 400:
+            return Outcome(False, f"alert webhook {shown(url)} answered {status} (redirect to "
+                           f"{shown(head.get('location', '?'))}); only 307 and 308 keep a POST a POST, so the "
+                           "alert was not delivered: point `webhook` at the final URL", False)
+        permanent = 400 <= status < 500 and status not in (408, 425, 429)
+        return Outcome(False, f"alert webhook {shown(url)} answered HTTP {status}", not permanent)
+    return Outcome(False, f"alert webhook {shown(url)}: more than {MAX_REDIRECTS} redirects", False)
+
+
+async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"not an http(s) URL: {url}")
+    port = u.port or (443 if u.scheme == "https" else 80)
+    ctx = ssl.create_default_context() if u.scheme == "https" else None
+    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
+    try:
+        target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        host = u.hostname if u.port is None else f"{u.hostname}:{u.port}"
+        if ":" in u.hostname:
+            host = f"[{u.hostname}]" + (f":{u.port}" if u.port else "")
+        lines = [f"POST {target} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
+                 f"Content-Length: {len(body)}", "Connection: close", "User-Agent: fleetdeck-watch",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        await writer.drain()
+        status_line = await reader.readuntil(b"\r\n")
+        parts = status_line.decode("latin-1").split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+        head: dict[str, str] = {}
+        size = len(status_line)
+        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+            size += len(line)
+            if size > HEAD_LIMIT:
+                raise ValueError("answer head too large")
+            k, _, v = line.decode("latin-1").partition(":")
+            head[k.strip().lower()] = v.strip()
+        return int(parts[1]), head
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), 0.5)
+
+
+# -- the outbox ---------------------------------------------------------------------------------
+@dataclass
+class Pending:
+    """One transition still to be delivered to one sink (`command` or `webhook`)."""
+
+    id: str
+    sink: str
+    alert: dict[str, Any]
+    created: float
+    attempts: int = 0
+    next_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "sink": self.sink, "alert": self.alert, "created": self.created,
+                "attempts": self.attempts, "next_at": self.next_at}
+
+
+def pending_from_json(d: dict[str, Any]) -> Pending:
+    return Pending(id=str(d["id"]), sink=str(d["sink"]), alert=dict(d["alert"]), created=float(d["created"]),
+                   attempts=int(d.get("attempts", 0)), next_at=float(d.get("next_at", 0.0)))
+
+
+def _record(alert: Any) -> dict[str, Any]:
+    # the values as the host sent them: each sink applies its own rule when it sends (JSON
+    # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
+    return {"rule": alert.rule, "host": alert.host, "subject": alert.subject, "state": alert.state,
+            "since": alert.since, "text": alert.text, "title": alert.title}
+
+
+class _Shown:
+    """An alert rebuilt from its outbox record (the fields the sinks read)."""
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        self.rule, self.host, self.subject = d.get("rule", ""), d.get("host", ""), d.get("subject", "")
+        self.state, self.since, self.text = d.get("state", ""), d.get("since"), d.get("text", "")
+        self.title = d.get("title", "")
+
+
+class Deliverer:
+    """The outbox and the task that empties it (see the module docstring).
+
+    `enqueue(alerts)` adds one entry per transition and sink; `save` (given by the owner) is
+    called whenever the outbox changes, so the caller persists it together with the alert state
+    it belongs to; `warn` receives one sentence per failed attempt."""
+
+    def __init__(self, on_alert: tuple[str, ...] | None, webhook: str | None, *,
+                 webhook_timeout: float = 5.0, hook_timeout: float = HOOK_TIMEOUT,
+                 concurrency: int = CONCURRENCY, save: Callable[[], None] | None = None,
+                 warn: Callable[[str], None] | None = None, retry_first: float = RETRY_FIRST,
+                 retry_cap: float = RETRY_CAP, max_age: float = RETRY_MAX_AGE) -> None:
+        self.on_alert = tuple(on_alert or ())
+        self.webhook = webhook
+        self.webhook_timeout = webhook_timeout
+        self.hook_timeout = hook_timeout
+        self.concurrency = max(1, concurrency)
+        self.save = save or (lambda: None)
+        self.warn = warn or (lambda _w: None)
+        self.retry_first, self.retry_cap, self.max_age = retry_first, retry_cap, max_age
+        self.pending: dict[tuple[str, str], Pending] = {}
+        self.delivered = 0
+        self._busy: set[tuple[str, str]] = set()
+        self._wake = asyncio.Event()
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        return (("command",) if self.on_alert else ()) + (("webhook",) if self.webhook else ())
+
+    def enqueue(self, alerts: list[Any], now: float | None = None) -> None:
+        """Add each transition for each configured sink (an id already queued is not added twice)."""
+        now = time.time() if now is None else now
+        for a in alerts:
+            tid = transition_id(a)
+            for sink in self.sinks:
+                self.pending.setdefault((tid, sink), Pending(tid, sink, _record(a), now))
+        if alerts and self.sinks:
+            self._wake.set()
+
+    def to_state(self) -> list[dict[str, Any]]:
+        return [p.to_json() for p in self.pending.values()]
+
+    def load_state(self, items: Any) -> None:
+        """Carry on with what a previous run left undelivered (unreadable entries are dropped)."""
+        for d in items or ():
+            try:
+                p = pending_from_json(d)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if p.sink in self.sinks:
+                self.pending[(p.id, p.sink)] = p
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver what is due, forever (cancel to stop; attempts in flight are cancelled with it
+        and stay in the outbox)."""
+        try:
+            while True:
+                self._start_due(time.time())
+                nxt = min((p.next_at for k, p in self._heads() if k not in self._busy), default=None)
+                wait = None if nxt is None else max(0.05, nxt - time.time())
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+        finally:
+            for t in list(self._tasks):
+                t.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Attempt everything due, once each and in order, and wait for those attempts (what
+        `watch --count` does before it ends); a failure's retry is left in the outbox."""
+        tried: set[tuple[str, str]] = set()
+        while True:
+            tried |= self._start_due(time.time(), skip=tried)
+            if not self._tasks:
+                return
+            await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+
+    def _heads(self) -> list[tuple[tuple[str, str], Pending]]:
+        """The oldest entry of each alert at each sink: a resolved never overtakes its firing
+        (the next transition of an alert waits until the one before it is done with)."""
+        seen: set[tuple[str, ...]] = set()
+        out = []
+        for key, p in self.pending.items():   # in the order they were queued
+            alert = (p.sink, str(p.alert.get("rule")), str(p.alert.get("host")), str(p.alert.get("subject")))
+            if alert not in seen:
+                seen.add(alert)
+                out.append((key, p))
+        return out
+
+    def _start_due(self, now: float, skip: set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
+        started = set()
+        for key, p in self._heads():
+            if key not in self._busy and p.next_at <= now and key not in (skip or ()):
+                self._busy.add(key)
+                started.add(key)
+                t = asyncio.ensure_future(self._attempt(key, p))
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+        return started
+
+    async def _attempt(self, key: tuple[str, str], p: Pending) -> None:
+        try:
+            async with self._sem:
+                out = await self.send(p)
+        finally:
+            self._busy.discard(key)
+        p.attempts += 1
+        if out.ok:
+            self.pending.pop(key, None)
+            self.delivered += 1
+        else:
+            age = time.time() - p.created
+            if not out.retry or age > self.max_age:
+                self.pending.pop(key, None)
+                why = "not retried" if not out.retry else f"given up after {p.attempts} attempts"
+                self.warn(f"{out.warning} ({why}; delivery {p.id})")
+            else:
+                delay = min(self.retry_cap, self.retry_first * 2 ** (p.attempts - 1))
+                p.next_at = time.time() + delay
+                self.warn(f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {p.id})")
+        self.save()
+        self._wake.set()
+
+    async def send(self, p: Pending) -> Outcome:
+        """One attempt of one entry."""
+        a = _Shown(p.alert)
+        body = webhook_body(a, p.id)
+        if p.sink == "command":
+            return await run_hook(hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout)
+        headers = {"Idempotency-Key": p.id, "X-Fleetdeck-Delivery": p.id}
+        return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
+
+
+class Notifier:
+    """One-shot delivery without an outbox: every transition once to each sink, one warning
+    sentence per failure (what `Deliverer` does per attempt, for scripts and tests)."""
+
+    def __init__(self, config: Any, timeout: float = HOOK_TIMEOUT) -> None:
+        self.config = config
+        self.timeout = timeout
+
+    async def deliver(self, alerts: list[Any]) -> list[str]:
+        """Deliver every transition, in order; one warning sentence per failed delivery."""
+        warnings: list[str] = []
+        d = Deliverer(self.config.on_alert, self.config.webhook, webhook_timeout=self.config.webhook_timeout,
+                      hook_timeout=self.timeout)
+        for a in alerts:
+            tid = transition_id(a)
+            for sink in d.sinks:
+                out = await d.send(Pending(tid, sink, _record(a), time.time()))
+                if not out.ok:
+                    warnings.append(out.warning)
+        return warnings
+
+
+__all__ = ["Deliverer", "Notifier", "Outcome", "Pending", "arg_text", "hook_argv", "hook_env", "json_safe",
+           "payload", "post_json", "run_hook", "transition_id", "webhook_body"]

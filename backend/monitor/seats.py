@@ -1,0 +1,228 @@
+"""Serving seats, controller side: typed seats, GPU memory per seat, card headroom, seat checks.
+
+The host says what runs (`probe_seats.find_seats`, bundled with the probe or run as a helper);
+this module joins it with the GPU section of the same host's snapshot: a seat holds what its
+process tree holds on each card (NVML per-process figures), and a card's headroom is its total
+minus what every process on it holds (or minus the driver's `used`, when that is larger: a
+process in another pid namespace is counted by the driver even when it is not listed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json  # noqa: F401 - the seats service's own names too
+
+if TYPE_CHECKING:
+    from fleetdeck.backend.fleet.config import Fleet
+    from fleetdeck.backend.fleet.models import Gpu, HostSnapshot
+    from fleetdeck.backend.fleet.ssh import HostLink
+
+SEATS_HELPER = "fleetdeck.backend.host.probe.seats"
+CHECK_HELPER = "fleetdeck.backend.host.seat_check"
+DEFAULT_HEADROOM_FLOOR_MIB = 6 * 1024
+
+
+def attribute_memory(seats: tuple[Seat, ...] | list[Seat], gpus: tuple[Gpu, ...]) -> tuple[Seat, ...]:
+    """Seats with `memory_by_gpu` filled from the GPU section's per-process figures."""
+    out = []
+    for s in seats:
+        tree = set(s.pids) | ({s.pid} if s.pid else set())
+        mem: dict[int, float] = {}
+        for g in gpus:
+            held = sum(p.used_mib for p in g.processes if p.pid in tree)
+            if held:
+                mem[g.index] = round(held, 1)
+        out.append(replace(s, memory_by_gpu=mem or s.memory_by_gpu))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """One card: total, what every process holds, what is left, and each seat's share."""
+
+    host: str
+    gpu: int
+    uuid: str
+    total_mib: float
+    held_mib: float
+    shares: tuple[tuple[str, float], ...]
+
+    @property
+    def free_mib(self) -> float:
+        return max(0.0, round(self.total_mib - self.held_mib, 1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "gpu": self.gpu, "uuid": self.uuid, "total_mib": self.total_mib,
+                "held_mib": self.held_mib, "headroom_mib": self.free_mib,
+                "seats": [{"seat": n, "memory_mib": m} for n, m in self.shares]}
+
+
+def headroom(host: HostSnapshot) -> list[Headroom]:
+    """Per card of `host`: total minus what every process holds (see the module docstring)."""
+    return _headroom_of(host, host_seats(host))
+
+
+def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
+    """The seats of a snapshot with their GPU memory attributed ( () when none were reported)."""
+    seats = getattr(host, "seats", None) or ()
+    return attribute_memory(seats, host.gpus) if seats else ()
+
+
+async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
+        list[Seat], str | None]:
+    """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
+    from fleetdeck.backend.fleet.ssh import HostError
+
+    req: dict[str, Any] = {"op": "seats"}
+    if docker:
+        req["docker"] = docker
+    ans = await link.run_helper(SEATS_HELPER, req, timeout=timeout or link.host.command_timeout)
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        err = (ans or {}).get("error") if isinstance(ans, dict) else None
+        raise HostError(link.name, f"seat finder failed: {(err or {}).get('message', ans)}", "helper")
+    return [seat_from_json(link.name, s) for s in ans.get("seats") or ()], ans.get("docker")
+
+
+async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None) -> dict[str, Any]:
+    """Every seat of the fleet (or of `hosts`) with memory attributed and card headroom:
+    `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
+    The poll's own seats are used where the probe reported them; the seat finder runs as a
+    helper where it did not (or when `docker` names another docker client)."""
+    from fleetdeck.backend.fleet.models import unreachable_json
+    from fleetdeck.backend.fleet.poller import Poller
+    from fleetdeck.backend.fleet.ssh import HostError
+
+    async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
+        return list(h.seats or ()), None
+
+    poller = Poller(fleet)
+    try:
+        snap = await poller.poll(hosts)
+        up = [h for h in snap.hosts if h.reachable]
+        found = await asyncio.gather(*(fetch_seats(poller.link(h.name), docker) if docker or h.seats is None
+                                       else reported(h) for h in up), return_exceptions=True)
+    finally:
+        await poller.close()
+    seats: list[Seat] = []
+    rooms: list[Headroom] = []
+    unreachable = [unreachable_json(h.name, h.error, h.error_code) for h in snap.hosts if not h.reachable]
+    docker_state: dict[str, str | None] = {}
+    for h, res in zip(up, found, strict=True):
+        if isinstance(res, HostError):
+            unreachable.append(unreachable_json(h.name, res.message, res.code))
+            continue
+        if isinstance(res, BaseException):
+            unreachable.append(unreachable_json(h.name, f"{type(res).__name__}: {res}"))
+            continue
+        mine, docker_state[h.name] = res
+        with_mem = attribute_memory(mine, h.gpus)
+        seats.extend(with_mem)
+        rooms.extend(_headroom_of(h, with_mem))
+    return {"seats": seats, "headroom": rooms, "unreachable": unreachable, "docker": docker_state}
+
+
+def _headroom_of(host: HostSnapshot, seats: tuple[Seat, ...]) -> list[Headroom]:
+    out = []
+    for g in host.gpus:
+        held = max(sum(p.used_mib for p in g.processes), g.memory_used_mib)
+        shares = tuple((s.name, s.memory_by_gpu[g.index]) for s in seats if g.index in s.memory_by_gpu)
+        out.append(Headroom(host=host.name, gpu=g.index, uuid=g.uuid, total_mib=g.memory_total_mib,
+                            held_mib=round(held, 1), shares=shares))
+    return out
+
+
+@dataclass(frozen=True)
+class SeatCheck:
+    """The verdict of one seat check; `sound` only when the completion and logprobs were."""
+
+    host: str
+    port: int
+    sound: bool
+    signature: str | None
+    message: str
+    model: str | None = None
+    endpoint: str | None = None
+    requests: int = 0
+    content: str | None = None
+    completion_tokens: int | None = None
+    seconds: float | None = None
+    checked_at: float = 0.0
+
+    @property
+    def key(self) -> str:
+        """`host:port`: the seat it judged."""
+        return f"{self.host}:{self.port}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port, "sound": self.sound, "signature": self.signature,
+                "message": self.message, "model": self.model, "endpoint": self.endpoint,
+                "requests": self.requests, "content": self.content,
+                "completion_tokens": self.completion_tokens, "seconds": self.seconds,
+                "checked_at": self.checked_at}
+
+
+def check_from_json(d: dict[str, Any]) -> SeatCheck:
+    """A SeatCheck back from `to_json()`."""
+    return SeatCheck(host=str(d["host"]), port=int(d["port"]), sound=bool(d["sound"]),
+                     signature=d.get("signature"), message=str(d.get("message", "")), model=d.get("model"),
+                     endpoint=d.get("endpoint"), requests=int(d.get("requests") or 0),
+                     content=d.get("content"), completion_tokens=d.get("completion_tokens"),
+                     seconds=d.get("seconds"), checked_at=float(d.get("checked_at") or 0))
+
+
+def checks_path() -> Path:
+    """Where the last verdict of each seat is kept (`seats check` and `watch` write it)."""
+    from fleetdeck.backend.fleet import statedir
+
+    return statedir.state_dir() / "seat_checks.json"
+
+
+def recorded_checks(max_age: float = 86400.0, now: float | None = None) -> dict[str, SeatCheck]:
+    """The last verdict per seat (`host:port`) younger than `max_age`; {} when none is readable."""
+    now = time.time() if now is None else now
+    try:
+        items = json.loads(checks_path().read_text(encoding="utf-8"))
+        checks = [check_from_json(d) for d in items]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {c.key: c for c in checks if now - c.checked_at <= max_age}
+
+
+def record_check(check: SeatCheck) -> None:
+    """Keep `check` as its seat's last verdict (atomic replace of the file)."""
+    checks = recorded_checks(now=check.checked_at)
+    checks[check.key] = check
+    path = checks_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([c.to_json() for c in checks.values()], indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+async def check_seat(link: HostLink, port: int, model: str | None = None, timeout: float = 20.0,
+                     max_tokens: int = 8) -> SeatCheck:
+    """Ask the seat on `port` of the link's host for one short completion with logprobs, from
+    the host itself (127.0.0.1): the port is never opened to the controller."""
+    from fleetdeck.backend.fleet.ssh import HostError
+
+    req = {"op": "check", "port": port, "model": model, "timeout": timeout, "max_tokens": max_tokens}
+    ans = await link.run_helper(CHECK_HELPER, req, timeout=3 * timeout + 15)
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        err = (ans or {}).get("error") if isinstance(ans, dict) else None
+        raise HostError(link.name, f"seat check failed to run: {(err or {}).get('message', ans)}", "helper")
+    return SeatCheck(host=link.name, port=port, sound=bool(ans.get("sound")), signature=ans.get("signature"),
+                     message=str(ans.get("message", "")), model=ans.get("model"),
+                     endpoint=ans.get("endpoint"), requests=int(ans.get("requests") or 0),
+                     content=ans.get("content"), completion_tokens=ans.get("completion_tokens"),
+                     seconds=ans.get("seconds"), checked_at=time.time())
+
+
+__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_from_json", "check_seat",
+           "fetch_seats", "headroom", "host_seats", "record_check", "recorded_checks", "seat_from_json",
+           "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]

@@ -1,0 +1,501 @@
+"""The monitor: what `fleetdeck watch` does, as one service that `watch`, the dashboard and
+`fleetdeck alerts` each run in their own role.
+
+One cycle: a poll of the fleet, seats where the probe did not report them, due seat checks, a
+history row set, the alert rules, the transitions queued for delivery, the alert state and the
+outbox saved together (one atomic write, so after a crash a transition is either judged and
+queued, or neither), and the metrics collector updated. Delivery runs beside the cycles
+(`deliver.Deliverer`), so a slow hook never delays a poll.
+
+Roles:
+- `deliver` (`watch`): holds the state folder's lock (`StateLock`), delivers hooks, runs the
+  periodic seat checks and saves the alert state and outbox after every cycle and every
+  delivery.
+- `observe` (the dashboard): judges the same rules carrying on from the saved state, writes
+  history, delivers nothing and saves no alert state. The one deliverer is the `watch` that
+  holds the lock; a dashboard beside it can never deliver a transition again.
+- `judge` (`fleetdeck alerts`): judges once; no history, no delivery, nothing saved.
+
+Nothing a host sends stops the monitor: a host whose data breaks a rule is judged on its last
+good snapshot with a warning naming it; every file the monitor writes (alert state, history,
+seat checks) that cannot be written is a warning, repeated at most every `WARN_EVERY` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet import statedir
+from fleetdeck.backend.fleet.config import Fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.fleet.poller import Poller
+from fleetdeck.backend.host.lib import procfs
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
+from fleetdeck.backend.monitor.deliver import Deliverer
+from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.seats import (
+    Seat,
+    SeatCheck,
+    check_seat,
+    fetch_seats,
+    record_check,
+    recorded_checks,
+)
+
+SEAT_REFRESH_S = 60.0
+WARN_EVERY = 600.0
+CLOSE_WITHIN = 0.5
+ROLES = ("deliver", "observe", "judge")
+
+
+# -- one deliverer per state folder ----------------------------------------------------------------
+def lock_path() -> Path:
+    """`$XDG_STATE_HOME/fleetdeck/watch.lock`: held by the `watch` that delivers."""
+    return statedir.state_dir() / "watch.lock"
+
+
+class AlreadyRunning(Exception):
+    """Another process holds the state folder's lock; `holder` is what it wrote there."""
+
+    def __init__(self, path: Path, holder: dict[str, Any]) -> None:
+        self.path, self.holder = path, holder
+        who = f"pid {holder['pid']}" if holder.get("pid") else "another process"
+        since = holder.get("started")
+        when = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else ""
+        super().__init__(f"fleetdeck watch is already running for {path.parent} ({who}{when}, "
+                         f"lock {path}); one watch per state folder, so no transition is delivered twice")
+
+
+class StateLock:
+    """An exclusive `flock` on `watch.lock`: the kernel drops it when its holder dies, however it
+    dies, so a crashed watch never blocks the next one. The file says who holds it."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or lock_path()
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise AlreadyRunning naming the holder."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(self.path, read_holder(self.path) or {}) from None
+        me = {"pid": os.getpid(), "start_ticks": procfs.start_ticks(os.getpid()), "started": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> StateLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_holder(path: Path | None = None) -> dict[str, Any] | None:
+    """What the lock's holder wrote (pid, start time), or None."""
+    try:
+        d = json.loads((path or lock_path()).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def running_watch() -> dict[str, Any] | None:
+    """The `watch` holding the lock now ({pid, started}), or None. Read without taking the lock,
+    so a dashboard asking never makes a starting `watch` fail."""
+    d = read_holder()
+    if d and procfs.same_process(d.get("pid"), d.get("start_ticks")):
+        return d
+    return None
+
+
+# -- the service ---------------------------------------------------------------------------------
+class Monitor:
+    """Polls, checks seats, keeps history, judges alerts, queues and delivers hooks, feeds metrics
+    (see the module docstring for the roles). `report(kind, line)` receives `transition` and
+    `warning` lines; `source` replaces the fleet's Poller (tests, the dashboard's replays)."""
+
+    def __init__(self, fleet: Fleet, *, role: str = "deliver", history: History | None = None,
+                 engine: AlertEngine | None = None, collector: Any = None, source: Any = None,
+                 report: Callable[[str, str], None] | None = None, link: Callable[[str], Any] | None = None,
+                 **deliver_opts: Any) -> None:
+        assert role in ROLES, role
+        self.fleet = fleet
+        self.role = role
+        self.config: AlertConfig = fleet.alerts or AlertConfig()  # type: ignore[assignment]
+        self._owns_source = source is None
+        self.poller = source if source is not None else Poller(fleet)
+        #: the link to a host for seat checks (the poller's, unless the owner has its own)
+        self.link = link or getattr(self.poller, "link", None)
+        self.history = history if history is not None else (
+            None if role == "judge" else History(retention_days=self.config.history_retention_days))
+        self.collector = collector
+        self.report = report or (lambda _k, _l: None)
+        self.polls = 0
+        self.warned: dict[str, float] = {}
+        self._seats: dict[str, tuple[float, tuple[Seat, ...]]] = {}
+        self._checked_at: dict[str, float] = {}
+        self._judged: dict[str, HostSnapshot] = {}
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self._saved: bytes | None = None
+        #: launches the audit log holds and the outcomes already recorded, by (host, run path):
+        #: the time of the newest of each (re-read when the log changes)
+        self._audit_key: tuple[int, int] | None = None
+        self._launched: dict[tuple[str, str], tuple[int, float]] = {}
+        self._outcome: dict[tuple[str, str], float] = {}
+        saved = self._read_saved()
+        self.engine = engine if engine is not None else AlertEngine(self.config)
+        if engine is None:
+            self.engine.load_state(saved)
+        self.deliverer: Deliverer | None = None
+        if role == "deliver" and (self.config.on_alert or self.config.webhook):
+            opts = {"webhook_timeout": self.config.webhook_timeout, **deliver_opts}
+            self.deliverer = Deliverer(self.config.on_alert, self.config.webhook, save=self.save,
+                                       warn=self.warn, **opts)
+            self.deliverer.load_state(saved.get("outbox"))
+        self._preload()
+
+    # -- saying things --------------------------------------------------------------------------
+    def warn(self, line: str) -> None:
+        """One warning line; the same one again only after WARN_EVERY seconds."""
+        now = time.monotonic()
+        if now - self.warned.get(line, -WARN_EVERY) < WARN_EVERY:
+            return
+        self.warned[line] = now
+        if len(self.warned) > 1000:
+            self.warned = {k: v for k, v in self.warned.items() if now - v < WARN_EVERY}
+        self.report("warning", line)
+
+    # -- state -----------------------------------------------------------------------------------
+    @staticmethod
+    def _read_saved() -> dict[str, Any]:
+        try:
+            d = json.loads(engine_path().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    def save(self) -> bool:
+        """Write the alert state and the outbox together, atomically (deliver role only); a
+        failure is a warning."""
+        if self.role != "deliver":
+            return False
+        doc = self.engine.to_state()
+        doc["outbox"] = self.deliverer.to_state() if self.deliverer is not None else []
+        try:
+            # ensure_ascii keeps a host's undecodable bytes (lone surrogates) through the file
+            data = json.dumps(doc, ensure_ascii=True).encode()
+            if data == self._saved:
+                return True
+            path = engine_path()
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            # written whole and renamed over the old one, so a crash leaves one or the other;
+            # not fsynced: on a busy disk an fsync per poll held the loop for seconds (a
+            # power cut may cost the last seconds of state, a crash of the process nothing)
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            self._saved = data
+        except (OSError, ValueError, TypeError) as e:
+            self.warn(f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
+                      "live in memory until it can be")
+            return False
+        return True
+
+    def _preload(self) -> None:
+        # disk-full-eta judges a rate over a window: start with the window history already has
+        # (the dashboard does this itself on its first poll, with its sparklines)
+        if self.history is None or self.role != "deliver":
+            return
+        since = time.time() - self.config.disk_rate_window
+        try:
+            for h in self.fleet.hosts:
+                for path, pts in self.history.series(h.name, "disk", since).items():
+                    for t, used, free in pts:
+                        if used is not None and free is not None:
+                            self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
+        except Exception as e:   # history is a help, never a reason not to start
+            self.warn(f"history could not be read at start: {type(e).__name__}: {shown(str(e))}")
+
+    def down_since(self, host: str) -> float | None:
+        """Since when `host` has not answered (the alert engine's record, saved with it)."""
+        return self.engine.m.down_since.get(host)
+
+    @property
+    def down_since_table(self) -> dict[str, float]:
+        """The one down-since record ({host: since}), live: the dashboard's Fleet view reads and
+        keeps this same table, so host-down's `since` and the view's "down since" agree."""
+        return self.engine.m.down_since
+
+    def firing(self) -> list[Alert]:
+        return self.engine.firing()
+
+    def alerts(self) -> list[Alert]:
+        return self.engine.alerts()
+
+    # -- one cycle ---------------------------------------------------------------------------------
+    async def cycle(self) -> FleetSnapshot:
+        """One poll with everything that follows it; the snapshot, seats included."""
+        snap = await self.poller.poll()
+        return await self.observe(snap, seats=True)
+
+    async def observe(self, snap: FleetSnapshot, seats: bool = False) -> FleetSnapshot:
+        """Everything after the poll, for a snapshot polled elsewhere; the snapshot, seats included."""
+        if seats and hasattr(self.poller, "link"):
+            snap = await self._with_seats(snap)
+        checks = {**recorded_checks(), **await self._due_checks(snap)}
+        self.after_poll(snap, checks)
+        return snap
+
+    def after_poll(self, snap: FleetSnapshot, checks: dict[str, SeatCheck]) -> list[Alert]:
+        """History, the rules, the outbox, the saved state and the metrics for one poll; the
+        transitions (what the dashboard calls on each `FleetPolled`)."""
+        if self.role == "judge":
+            self.polls += 1
+            return self.judge(snap, checks)
+        self._history("record", snap)
+        if self.role == "deliver":
+            self._launch_outcomes(snap)
+        transitions = self.judge(snap, checks)
+        if self.deliverer is not None:
+            self.deliverer.enqueue(transitions)
+        self.save()   # every cycle: a transition is saved with its outbox entry before anything else
+        if self.collector is not None:   # a scrape agrees with the hooks from the moment they run
+            try:
+                self.collector.update(snap, self.engine.firing(), checks)
+            except Exception as e:
+                self.warn(f"metrics not updated: {type(e).__name__}: {shown(str(e))}")
+        for a in transitions:
+            self._history("event", a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text)
+            self.report("transition", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {shown(a.title)}: {shown(a.text)}")
+        if self.history is not None:
+            for w in self.history.warnings:
+                self.warn(w)
+            self.history.warnings.clear()
+        self.polls += 1
+        return transitions
+
+    def _launch_outcomes(self, snap: FleetSnapshot) -> None:
+        """The audit log gets each launched run's end once: `launch-outcome` with the state the
+        host shows (finished, failed, cancelled) and its reason, for every run a `launch` record
+        names that ended after its newest launch. Only the deliverer writes it (one per state
+        folder), so the dashboard beside a `watch` never records it twice."""
+
+        try:
+            st = audit.audit_path().stat()
+        except OSError:
+            return
+        if (st.st_mtime_ns, st.st_size) != self._audit_key:
+            self._audit_key = (st.st_mtime_ns, st.st_size)
+            launched: dict[tuple[str, str], tuple[int, float]] = {}
+            outcome: dict[tuple[str, str], float] = {}
+            # by their order in the log (a clock can step back); the launch's time for its grace
+            for i, r in enumerate(audit.read_audit()):
+                key = (str(r.get("host")), str(r.get("run")))
+                if r.get("action") == "launch" and r.get("result") in ("started", "queued"):
+                    ts = r.get("ts") if isinstance(r.get("ts"), int | float) else 0.0
+                    launched[key] = (i, float(ts))
+                elif r.get("action") == "launch-outcome":
+                    outcome[key] = float(i)
+            self._launched, self._outcome = launched, outcome
+        for h in snap.hosts:
+            if not h.reachable:
+                continue
+            for r in h.runs:
+                key = (h.name, r.path)
+                if r.state not in ("finished", "failed", "cancelled") or key not in self._launched:
+                    continue
+                at, ts = self._launched[key]
+                if self._outcome.get(key, -1.0) > at:
+                    continue
+                if (r.last_update or 0.0) < ts and (h.time or time.time()) - ts < 60:
+                    continue   # a run just launched again (a resume) still shows how it ended before
+                try:
+                    audit.audit("launch-outcome", h.name, r.state, run=r.path, name=r.name, reason=r.reason,
+                                step=r.step, max_steps=r.max_steps, adapter=r.adapter)
+                except OSError as e:
+                    self.warn(f"a launch's outcome could not be audited: {shown(str(e))}")
+                    return
+                self._outcome[key] = float("inf")   # recorded: its place in the log is read next time
+
+    def judge(self, snap: FleetSnapshot, checks: dict[str, SeatCheck]) -> list[Alert]:
+        """The rules on `snap`. A host whose data makes a rule fail is judged on its last good
+        snapshot instead (its alerts stay as they were), with a warning naming it."""
+        try:
+            out = self.engine.evaluate(snap, checks)
+        except Exception as first:
+            bad = {}
+            for h in snap.hosts:
+                trial = AlertEngine(self.config)
+                trial.load_state(self.engine.to_state())
+                try:
+                    trial.evaluate(replace(snap, hosts=(h,)), checks)
+                except Exception as e:
+                    bad[h.name] = e
+            if not bad:
+                self.warn(f"the alert rules failed on this poll: {type(first).__name__}: {shown(str(first))}")
+                return []
+            for name, e in bad.items():
+                self.warn(f"{name}: what the host sent could not be judged ({type(e).__name__}: "
+                          f"{shown(str(e))[:200]}); its alerts stay as they were")
+            hosts = tuple(self._stand_in(h) if h.name in bad else h for h in snap.hosts)
+            try:
+                out = self.engine.evaluate(replace(snap, hosts=hosts), checks)
+            except Exception as e:
+                self.warn(f"the alert rules failed on this poll: {type(e).__name__}: {shown(str(e))}")
+                return []
+            snap = replace(snap, hosts=hosts)
+        for h in snap.hosts:
+            if h.reachable:
+                self._judged[h.name] = h
+        return out
+
+    def _stand_in(self, h: HostSnapshot) -> HostSnapshot:
+        last = self._judged.get(h.name)
+        if last is not None:
+            return replace(last, time=h.time)
+        return replace(h, gpus=(), disks=(), runs=(), schedules=(), seats=())
+
+    def _history(self, op: str, *args: Any) -> None:
+        if self.history is None:
+            return
+        try:
+            getattr(self.history, op)(*args)
+        except Exception as e:   # history is a warning, never a crash
+            self.warn(f"history {self.history.path}: {op} failed: {type(e).__name__}: {shown(str(e))[:200]}")
+
+    async def _with_seats(self, snap: FleetSnapshot) -> FleetSnapshot:
+        """Hosts whose probe did not look for seats get them from the seat finder, at most
+        once a minute each (the probe, when it reports seats, is used as it is)."""
+        now = time.time()
+        due = [h for h in snap.hosts if h.reachable and h.seats is None
+               and now - self._seats.get(h.name, (0.0, ()))[0] >= SEAT_REFRESH_S]
+        found = await asyncio.gather(*(fetch_seats(self.poller.link(h.name)) for h in due),
+                                     return_exceptions=True)
+        for h, res in zip(due, found, strict=True):
+            if isinstance(res, asyncio.CancelledError):
+                raise res
+            if not isinstance(res, BaseException):
+                self._seats[h.name] = (now, tuple(res[0]))
+        hosts = tuple(replace(h, seats=self._seats[h.name][1])
+                      if h.reachable and h.seats is None and h.name in self._seats else h for h in snap.hosts)
+        return replace(snap, hosts=hosts)
+
+    async def _due_checks(self, snap: FleetSnapshot) -> dict[str, SeatCheck]:
+        every = self.config.seat_check_interval
+        if not every or self.role != "deliver" or self.link is None:
+            return {}
+        now = time.time()
+        todo = [(h.name, s.port) for h in snap.hosts if h.reachable for s in h.seats or ()
+                if isinstance(s.port, int) and s.port and now - self._checked_at.get(f"{h.name}:{s.port}", 0.0) >= every]
+        out: dict[str, SeatCheck] = {}
+        for host, port in dict.fromkeys(todo):
+            self._checked_at[f"{host}:{port}"] = now
+            try:
+                c = await self.check_seat(host, port)
+            except Exception as e:  # the host went away between poll and check: next time
+                self.warn(f"seat check {host}:{port} did not run: {type(e).__name__}: {shown(str(e))[:200]}")
+                continue
+            out[c.key] = c
+        return out
+
+    async def check_seat(self, host: str, port: int) -> SeatCheck:
+        """Check one seat from its host now (`seats check`); the verdict is kept for the
+        seat-check rule and written to history; one that cannot be kept is a warning. Raises
+        what `seats.check_seat` raises when the check cannot run."""
+        if self.link is None:
+            raise OSError(f"no link to {host} to check a seat from")
+        c = await check_seat(self.link(host), port)
+        try:
+            record_check(c)
+        except (OSError, ValueError, TypeError) as e:
+            self.warn(f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
+                      "its verdict counts for this run only")
+        self._history("event", c.checked_at, host, "seat-check", f"port {port}",
+                      "sound" if c.sound else f"{c.signature}: {c.message}")
+        return c
+
+    # -- the loop --------------------------------------------------------------------------------------
+    async def run(self, count: int | None = None, interval: float | None = None) -> None:
+        """Cycle until `count` cycles are done or `stop()` is called; deliveries run beside the
+        cycles. On the way out the state is saved and every connection closed (bounded)."""
+        interval = interval or self.fleet.poll_interval
+        if count is None and self._owns_source and hasattr(self.poller, "deadline"):
+            # a service: a silent host never holds back the next cycle (it answers into a later one)
+            self.poller.deadline = max(1.0, interval / 2)
+        delivery = asyncio.ensure_future(self.deliverer.run()) if self.deliverer is not None else None
+        try:
+            while not self._stopping:
+                self._task = asyncio.ensure_future(self._cycle_then_rest(count, interval))
+                try:
+                    if await self._task:
+                        break
+                except asyncio.CancelledError:
+                    if not self._stopping:
+                        raise
+                finally:
+                    self._task = None
+            if count is not None and self.deliverer is not None and not self._stopping:
+                await self.deliverer.drain()   # `--count`: what this run queued is attempted before it ends
+        finally:
+            if delivery is not None:
+                delivery.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await delivery
+            self.save()
+            await self.close()
+
+    async def _cycle_then_rest(self, count: int | None, interval: float) -> bool:
+        try:
+            await self.cycle()
+        except Exception as e:   # a bug in one cycle is a warning; the next cycle comes
+            self.warn(f"a poll cycle failed: {type(e).__name__}: {shown(str(e))[:300]}")
+            self.polls += 1
+        if count is not None and self.polls >= count:
+            return True
+        await asyncio.sleep(interval)
+        return False
+
+    def stop(self) -> None:
+        """End `run()` now: the cycle in flight (poll, seat check or rest) is cancelled; `run`
+        then saves and closes. Safe to call from a signal handler."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def close(self) -> None:
+        """Close the poller's connections (within CLOSE_WITHIN seconds) and the history."""
+        if self._owns_source and hasattr(self.poller, "close"):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.poller.close(), CLOSE_WITHIN)
+        if self.history is not None:
+            with contextlib.suppress(Exception):
+                self.history.close()
+        if self.history is not None:
+            for w in self.history.warnings:
+                self.warn(w)
+            self.history.warnings.clear()
+
+
+__all__ = ["AlreadyRunning", "Monitor", "ROLES", "StateLock", "lock_path", "read_holder", "running_watch"]

@@ -1,0 +1,66 @@
+"""`fleetdeck alerts`: what fires now, judged on a fresh poll with the watcher's saved state."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import time
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.tui.fmt import host_text, human_duration, message_text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `alerts [--json]`."""
+    from fleetdeck.cli.main import add_hosts_option
+
+    p = sub.add_parser("alerts", help="alerts firing now and recently resolved",
+                       description="Poll the fleet once and judge every alert rule, carrying on from "
+                       "the state `fleetdeck watch` keeps (so `since` and durations hold). Nothing is "
+                       "delivered and nothing is saved: hooks are `watch`'s job. Exits 0 whether or not "
+                       "alerts fire.")
+    add_hosts_option(p)
+    p.add_argument("--json", action="store_true", help='print {"alerts": [...]}')
+    p.set_defaults(func=cmd_alerts)
+
+
+def current_alerts(fleet) -> list[Alert]:
+    """Firing alerts, then recently resolved ones, after one fresh poll (read-only)."""
+    from fleetdeck.cli.watch import Watcher
+
+    async def go() -> list[Alert]:
+        w = Watcher(fleet, out=io.StringIO(), readonly=True)
+        await w.run(count=1)
+        return w.engine.alerts()
+
+    return asyncio.run(go())
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    """Print the alerts as a table or JSON; exit 0 either way."""
+    alerts = current_alerts(load_fleet(args.hosts))
+    if args.json:
+        print(json.dumps({"alerts": [a.to_json() for a in alerts]}, indent=1))
+        return 0
+    if not alerts:
+        print("no alerts")
+        return 0
+    t = Table(title="alerts")
+    for col in ("state", "rule", "host", "subject", "since", "text"):
+        t.add_column(col, overflow="fold")
+    now = time.time()
+    for a in alerts:
+        style = "bold red" if a.state == "firing" else "green"
+        # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
+        # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
+        t.add_row(Text(a.state, style=style), Text(a.rule), Text(a.host), host_text(a.subject),
+                  human_duration(now - a.since) + " ago", message_text(a.text))
+    Console(soft_wrap=False).print(t)
+    return 0

@@ -1,0 +1,274 @@
+"""`fleetdeck purge HOST PATH... [--confirm PATH]... [--dry-run] [--json]`: delete checkpoint
+folders only after every check passed and each path was typed back exactly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetdeck.backend.actions.purge import (
+    HostError,
+    PurgePlan,
+    PurgeReport,
+    audit_dry_run,
+    execute_purge,
+    gather_keep_newest,
+    gather_purge,
+    shown,
+)
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.cli.main import add_hosts_option
+from fleetdeck.tui.fmt import human_bytes, said
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `purge` to the command line."""
+    p = sub.add_parser(
+        "purge", help="delete checkpoint folders after every safety check and a literal confirmation",
+        description="Delete checkpoint folders on HOST. Every PATH is taken literally; nothing is deleted "
+                    "unless every path passes every check and is confirmed byte for byte. A path that starts "
+                    "with '-' goes after '--'; confirm it as --confirm=PATH.")
+    add_hosts_option(p)
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folder to delete, taken literally")
+    p.add_argument("--confirm", action="append", default=[], metavar="PATH",
+                   help="confirm one PATH, typed exactly (once per path); without it a terminal prompts")
+    p.add_argument("--keep-newest", type=int, default=None, metavar="N",
+                   help="PATH is a run without a final adapter: delete its checkpoints but the newest N "
+                   "(by step), which are hashed before and after like an adapter; confirm the run's path")
+    p.add_argument("--dry-run", action="store_true", help="check and print the plan, delete nothing")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run_purge)
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """Plan, show the plan, confirm, execute, verify; 0 only when deleted, every keeper
+    verified and every audit record written."""
+    if args.keep_newest is not None and (args.keep_newest < 1 or len(args.paths) != 1):
+        print("fleetdeck: --keep-newest N takes one run folder and N of 1 or more", file=sys.stderr)
+        return 2
+    fleet = load_fleet(args.hosts)
+    host = fleet.host(args.host)
+    try:
+        return asyncio.run(_purge(args, host))
+    except HostError as e:
+        if args.json:  # one JSON document whatever happened: nothing was deleted
+            print(json.dumps({"host": host.name, "dry_run": bool(args.dry_run), "deleted": False, "ok": False,
+                              "reason": e.code, "error": e.message, "paths": []}, indent=1))
+        print(f"fleetdeck: purge on {host.name} failed: {said(e.message)}", file=sys.stderr)
+        return 1
+
+
+def pair_confirmations(paths: list[str], confirms: list[str]) -> dict[str, str]:
+    """What was typed for each path: an exact `--confirm` where one was given, else the
+    remaining `--confirm` values in order, so a wrong one is recorded and shown as typed."""
+    left = list(confirms)
+    typed: dict[str, str] = {}
+    for p in paths:
+        if p in left and p not in typed:
+            typed[p] = p
+            left.remove(p)
+    for p, c in zip([p for p in paths if p not in typed], left, strict=False):
+        typed[p] = c
+    return typed
+
+
+async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-untyped-def]
+    link = HostLink(host)
+    try:
+        if args.keep_newest is not None:
+            plan = await gather_keep_newest(link, host, args.paths[0], args.keep_newest)
+        else:
+            plan = await gather_purge(link, host, list(args.paths))
+        if args.dry_run:
+            audit_error = audit_dry_run(plan)
+            _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
+            if not plan.ok:
+                print(f"fleetdeck: purge on {host.name} would be refused: {said(_codes(plan))}", file=sys.stderr)
+            if audit_error:
+                print(f"fleetdeck: {audit_error}", file=sys.stderr)
+            return 0 if plan.ok and not audit_error else 1
+        prompting = not args.confirm and plan.ok and sys.stdin.isatty()
+        # the plan comes first: what would go, its size, every check and the keepers
+        if not args.json:
+            show_plan(Console(highlight=False), plan)
+        elif prompting:
+            show_plan(Console(stderr=True, highlight=False), plan)
+        if args.confirm:
+            typed, via = pair_confirmations(list(plan.confirm_texts()), list(args.confirm)), "--confirm"
+            used = list(typed.values())
+            extra = [c for c in args.confirm if c not in used or used.remove(c)]
+            if extra:
+                # a confirmation for a path that is not in this purge is a mistake, never ignored
+                print(f"fleetdeck: --confirm {said(shown(extra[0]))} matches no path of this purge"
+                      f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}; nothing was deleted",
+                      file=sys.stderr)
+                return 2
+        elif prompting:
+            typed, via = _prompt(plan), "prompt"
+        else:
+            typed, via = {}, "none"
+        report = await execute_purge(link, host, plan, typed, via=via)
+    finally:
+        await link.close()
+    _emit(args, report.to_json(), lambda c: show_report(c, plan, report))
+    if not report.ok:
+        print(f"fleetdeck: {said(_failure(report))}", file=sys.stderr)
+    if report.audit_error:
+        print(f"fleetdeck: {report.audit_error}", file=sys.stderr)
+    return 0 if report.ok and not report.audit_error else 1
+
+
+def _emit(args: argparse.Namespace, doc: dict, human) -> None:  # type: ignore[no-untyped-def]
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        human(Console(highlight=False))
+
+
+def _codes(plan: PurgePlan) -> str:
+    if plan.keep is not None and plan.keep.refusal is not None:
+        return f"{plan.keep.refusal.code}: {plan.keep.refusal.message}"
+    return ", ".join(sorted({c for p in plan.paths for c in p.refused})) or "no paths"
+
+
+def _failure(report: PurgeReport) -> str:
+    if report.keep is not None and report.keep.refusal is not None:
+        r = report.keep.refusal
+        return f"purge on {report.host} refused, nothing was deleted ({r.code}): {r.message}"
+    codes = sorted({r.code for p in report.paths for r in p.refusals})
+    if codes and not any(p.deleted for p in report.paths):
+        wrong = [p for p in report.paths if p.typed is not None and p.typed != p.path]
+        if report.keep is not None:
+            wrong = [p for p in report.paths if p.typed is not None and p.typed != report.keep.run]
+        mismatch = "".join(f": the confirmation '{shown(p.typed)}' did not match "
+                           f"'{shown(report.keep.run if report.keep else p.path)}'"
+                           for p in wrong[:1] if p.typed is not None)
+        return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){mismatch}"
+    if not report.deleted:
+        failed = [p for p in report.paths if not p.deleted]
+        why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
+        return f"purge on {report.host} stopped at {shown(failed[0].path)}: {why}"
+    bad = [k for k in report.keepers if not k.verified]
+    return (f"purge on {report.host} deleted the paths but {len(bad)} kept adapter file(s) did not verify, "
+            f"first {shown(bad[0].path)}")
+
+
+def _prompt(plan: PurgePlan) -> dict[str, str]:
+    """Ask on the terminal for each path typed exactly; stops at the first mismatch."""
+    typed: dict[str, str] = {}
+    err = Console(stderr=True, highlight=False)
+    what = f"Type the run (it keeps its newest {plan.keep.n} checkpoints, the others are deleted) " \
+        if plan.keep is not None else "Type the path to delete "
+    for path in plan.confirm_texts():
+        if not path.isprintable():
+            err.print(Text(f"{shown(path)} holds characters a prompt cannot take; "
+                           "confirm it with --confirm=PATH instead.", style="yellow"))
+            return typed
+        err.print(Text.assemble(what, (shown(path), "bold"), " exactly:"))
+        sys.stderr.write("> ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return typed
+        typed[path] = line[:-1] if line.endswith("\n") else line
+        if typed[path] != path:
+            return typed
+    return typed
+
+
+def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
+    t = Table(show_edge=False, pad_edge=False)
+    t.add_column("path (escaped)", overflow="fold")
+    t.add_column("file bytes", justify="right")
+    t.add_column("result")
+    for path, size, result, style in rows:
+        t.add_row(Text(shown(path)), human_bytes(size), Text(result, style=style))
+    return t
+
+
+def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-def]
+    for p in paths:
+        for r in p.refusals:
+            console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", said(r.message)))
+
+
+def _check_line(checks: tuple[tuple[str, str], ...]) -> Text:
+    passed = [c for c, v in checks if v == "pass"]
+    failed = [c for c, v in checks if v == "fail"]
+    skipped = [c for c, v in checks if v not in ("pass", "fail")]
+    t = Text("    checks: ")
+    t.append(f"{len(passed)} passed", style="green")
+    if failed:
+        t.append(f", failed: {', '.join(failed)}", style="red")
+    if skipped:
+        t.append(f", not run: {', '.join(skipped)}", style="dim")
+    return t
+
+
+def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
+    """The plan on a terminal: each path with its size and every check, the keepers (with
+    size and sha256), free space now and expected back, warnings."""
+    title = f"purge plan on {plan.host}" + (" (dry run: nothing deleted)" if dry_run else "")
+    console.print(Text(title, style="bold"))
+    console.print(_path_table([(p.path, p.bytes, "all checks passed" if p.ok else "refused: " + ", ".join(p.refused),
+                                "green" if p.ok else "red") for p in plan.paths]))
+    for p in plan.paths:
+        console.print(Text.assemble("  ", shown(p.path)))
+        console.print(_check_line(p.checks))
+    _refusal_lines(console, plan.paths)
+    if plan.keep is not None:
+        _keep_lines(console, plan)
+    elif plan.keepers:
+        console.print(Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold"))
+    for k in plan.keepers:
+        console.print(Text(f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}", style="dim"))
+    # the two differ: sparse or hard-linked files, and block rounding
+    console.print(f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
+                  f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
+                  f"{human_bytes(sum(p.bytes for p in plan.paths))})")
+    for w in plan.warnings:
+        console.print(Text(f"warning: {said(w)}", style="yellow"))
+
+
+def _keep_lines(console: Console, plan: PurgePlan) -> None:
+    k = plan.keep
+    assert k is not None
+    if k.refusal is not None:
+        console.print(Text.assemble((f"  {k.refusal.code}", "red"), ": ", said(k.refusal.message)))
+        return
+    console.print(Text(f"keep rule: {shown(k.run)} keeps its newest {k.n} of {len(k.checkpoints)} "
+                       "checkpoints (hashed now, re-hashed afterwards):", style="bold"))
+    for path in k.kept:
+        files = [x for x in plan.keepers if x.path.startswith(path.rstrip("/") + "/")]
+        console.print(Text(f"  keeps {shown(path)}  {len(files)} files, "
+                           f"{human_bytes(sum(x.bytes for x in files))}", style="dim"))
+
+
+def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
+    """The result on a terminal: what was deleted, keepers verified, space back vs expected."""
+    console.print(Text(f"purge on {report.host}", style="bold"))
+    console.print(_path_table([(p.path, p.bytes, "deleted" if p.deleted else
+                                "refused: " + ", ".join(r.code for r in p.refusals) if p.refusals else
+                                f"not deleted: {p.error or ''}", "green" if p.deleted else "red")
+                               for p in report.paths]))
+    _refusal_lines(console, report.paths)
+    touched = any(p.deleted for p in report.paths)
+    for k in report.keepers:
+        if not touched:
+            console.print(Text(f"  keeps {shown(k.path)} (nothing deleted, not re-hashed)", style="dim"))
+            continue
+        style, word = ("green", "verified") if k.verified else ("red", "NOT verified")
+        console.print(Text(f"  kept {shown(k.path)}  sha256 {k.sha256_after or '-'}  {word}", style=style))
+    console.print(f"free before: {human_bytes(report.free_bytes_before)}, after: "
+                  f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
+                  f"of {human_bytes(report.expected_bytes)} expected")
+    for w in report.warnings:
+        console.print(Text(f"warning: {said(w)}", style="yellow"))

@@ -1,0 +1,170 @@
+"""`fleetdeck watch`: the monitor (`backend/monitor/service.py`) without a screen, for a controller that
+runs unattended, as a service (`docs/fleetdeck-watch.service`).
+
+It takes the state folder's lock first (a second `watch` on the same state exits 1 naming the
+running one), then runs the monitor in its delivering role: each cycle polls, checks seats,
+writes history, judges the rules, queues each transition for the `[alerts]` hooks and saves the
+alert state with the outbox; deliveries run beside the cycles. Each transition is printed as
+one line and each warning as `warning: ...`. SIGTERM or SIGINT ends it at once, from any
+state (the cycle or delivery in flight is cancelled), with the alert state and the outbox
+saved: what was not delivered yet is delivered by the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from fleetdeck.backend.fleet.config import Fleet, load_fleet
+from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.service import AlreadyRunning, Monitor, StateLock
+from fleetdeck.tui.fmt import said
+
+#: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
+STOP_WITHIN = 2.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `watch [--prometheus ADDR:PORT] [--count N]`."""
+    from fleetdeck.cli.main import add_hosts_option, at_least_one, seconds_type
+
+    p = sub.add_parser("watch", help="poll headless: history, alerts and hooks (and Prometheus)",
+                       description="Poll the fleet every poll_interval without a screen, keep history, "
+                       "judge the alert rules and deliver each transition once to the [alerts] hooks.")
+    add_hosts_option(p)
+    p.add_argument("--prometheus", metavar="ADDR:PORT", help="serve /metrics here (e.g. 127.0.0.1:9464)")
+    p.add_argument("--count", type=at_least_one, metavar="N", help="stop after N polls (default: run until stopped)")
+    p.add_argument("--interval", type=seconds_type("above 0", lambda v: v > 0), metavar="SECONDS", help="seconds between polls "
+                   "(default: the fleet file's poll_interval)")
+    p.set_defaults(func=cmd_watch)
+
+
+class Watcher(Monitor):
+    """The monitor printing to `out`: a transition as one line, a warning as `warning: ...`.
+    `readonly` judges only (what `fleetdeck alerts` does): no history, hook or saved state."""
+
+    def __init__(self, fleet: Fleet, *, history: History | None = None, engine: Any = None,
+                 collector: Any = None, out: TextIO | None = None, readonly: bool = False,
+                 **kw: Any) -> None:
+        self.out = out or sys.stdout
+        super().__init__(fleet, role="judge" if readonly else "deliver", history=history, engine=engine,
+                         collector=collector, report=self._print, **kw)
+
+    def _print(self, kind: str, line: str) -> None:
+        self.say(line if kind == "transition" else f"warning: {line}")
+
+    def say(self, line: str) -> None:
+        """One line, whatever the terminal's or journal's encoding (never an encoding error)."""
+        enc = getattr(self.out, "encoding", None) or "utf-8"
+        try:
+            # a host's text in a warning is escaped here once more: no control byte reaches a
+            # terminal or the journal (a transition's host parts were escaped when it was made)
+            text = said(line).encode(enc, "backslashreplace").decode(enc)
+            print(text, file=self.out, flush=True)
+        except (OSError, ValueError):   # a closed or full stdout must not stop the watch
+            pass
+
+    async def run(self, count: int | None = None, interval: float | None = None,  # type: ignore[override]
+                  stop: asyncio.Event | None = None) -> None:
+        """Cycle until `count` cycles are done, or `stop` is set, or `stop()` is called."""
+        waiter = None
+        if stop is not None:
+            async def watch_stop() -> None:
+                await stop.wait()
+                self.stop()
+            waiter = asyncio.ensure_future(watch_stop())
+        try:
+            await super().run(count, interval)
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Run the headless poller until stopped (or for --count polls)."""
+    # until the loop's own handler is in place, SIGTERM ends the start-up (nothing is judged yet)
+    signal.signal(signal.SIGTERM, _exit_now)
+    fleet = load_fleet(args.hosts)
+    try:
+        lock = StateLock()
+        lock.acquire()
+    except AlreadyRunning as e:
+        print(f"fleetdeck: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"fleetdeck: cannot take the watch lock in the state folder: {e.strerror or e}", file=sys.stderr)
+        return 1
+    try:
+        return _watch(args, fleet)
+    finally:
+        lock.release()
+
+
+def stop_on_signal(loop: asyncio.AbstractEventLoop, stop: Any) -> None:
+    """SIGTERM and SIGINT call `stop` in the loop and end the process within STOP_WITHIN,
+    whatever it is doing. The signal is noticed by a thread reading the interpreter's wakeup
+    fd, which the C-level handler writes at once: a handler of the loop, or a Python-level one,
+    runs only when the main thread next gets to it, and a main thread held by a slow disk
+    would hold the stop with it."""
+    r, w = socket.socketpair()
+    w.setblocking(False)
+    signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+
+    def watchdog() -> None:
+        assert w.fileno() >= 0   # `w` lives as long as this thread: the wakeup fd stays open
+        while r.recv(1)[:1] not in (bytes([signal.SIGTERM]), bytes([signal.SIGINT])):
+            pass
+        with contextlib.suppress(RuntimeError):   # the loop already closed: we are ending anyway
+            loop.call_soon_threadsafe(stop)
+        time.sleep(STOP_WITHIN - 0.4)   # the state is saved by every cycle and on the way out
+        _exit_now()
+
+    threading.Thread(target=watchdog, name="stop-on-signal", daemon=True).start()
+
+
+def _exit_now(*_: object) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)
+
+
+def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
+    collector = None
+    if args.prometheus:
+        from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
+
+        try:
+            addr, port = parse_listen(args.prometheus)
+        except ValueError as e:
+            print(f"fleetdeck: {e}", file=sys.stderr)
+            return 2
+        collector = FleetCollector()
+        try:
+            _server, bound = serve_metrics(addr, port, collector)
+        except OSError as e:
+            print(f"fleetdeck: cannot serve metrics on {args.prometheus}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        print(f"metrics on http://{addr}:{bound}/metrics", flush=True)
+
+
+    async def main() -> None:
+        watcher = Watcher(fleet, collector=collector)
+        loop = asyncio.get_running_loop()
+        stop_on_signal(loop, watcher.stop)
+        where = watcher.history.path if watcher.history is not None else "-"
+        watcher.say(f"watching {len(fleet.hosts)} host(s) from {fleet.source}; history in {where}")
+        await watcher.run(args.count, args.interval)
+
+    asyncio.run(main())
+    return 0
