@@ -24,17 +24,12 @@ import shutil
 import struct
 import sys
 
-from fleetdeck.backend.host.lib import procfs, runner, units
+from fleetdeck.backend.host.lib import architectures, procfs, runner, units
 
 GIB = 1 << 30
 MIB = 1 << 20
-# the trainer's built-in architectures (fleetdeck.backend.train.models.ARCHS, which needs torch)
-ARCHS = {
-    "tiny": dict(vocab=258, hidden=64, inter=128, layers=2, heads=4, kv=2, head_dim=16),
-    "qwen3-0.6b": dict(vocab=151936, hidden=1024, inter=3072, layers=28, heads=16, kv=8, head_dim=128),
-    "qwen3-1.7b": dict(vocab=151936, hidden=2048, inter=6144, layers=28, heads=16, kv=8, head_dim=128),
-    "qwen3-4b": dict(vocab=151936, hidden=2560, inter=9728, layers=36, heads=32, kv=8, head_dim=128),
-}
+#: the trainer's built-in architectures (one table: host/lib/architectures.py), in short names
+ARCHS = {name: architectures.shape(name) for name in architectures.ARCHS}
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 
