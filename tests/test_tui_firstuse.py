@@ -182,7 +182,7 @@ async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
 
 
 def test_chart_axis_labels_have_the_same_decimals():
-    from fleetdeck.tui.widgets.render import axis_labels, loss_chart
+    from fleetdeck.tui.cells import axis_labels, loss_chart
     assert axis_labels(1.95, 1.0) == ("1.95", "1.00")
     assert axis_labels(3.412, 3.16) == ("3.412", "3.160")
     assert axis_labels(2.0, 1.0) == ("2", "1")

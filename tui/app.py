@@ -16,11 +16,12 @@ from textual.timer import Timer
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import said
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.screens.alerts import AlertsScreen, AlertWatch
 from fleetdeck.tui.screens.audit import AuditScreen
-from fleetdeck.tui.screens.base import FleetState, ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.screens.fleet import FleetScreen
 from fleetdeck.tui.screens.history import HistoryScreen

@@ -35,10 +35,10 @@ from fleetdeck.backend.monitor.seats import (
     recorded_checks,
 )
 from fleetdeck.backend.monitor.service import Monitor, running_watch
+from fleetdeck.tui.cells import spark_char
 from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
 from fleetdeck.tui.screens.base import HISTORY, ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
-from fleetdeck.tui.widgets.render import spark_char
 
 if TYPE_CHECKING:
     from fleetdeck.tui.app import FleetdeckApp

@@ -11,10 +11,11 @@ from textual.widgets import Static
 
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.tui.cells import TextBuilder, tail
+from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.screens.base import FleetState, ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
-from fleetdeck.tui.widgets.render import TextBuilder, tail
 
 LIVE = ("running", "stalled")
 

@@ -10,11 +10,11 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.tui.cells import bar, progress
 from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.fleet import host_detail
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
-from fleetdeck.tui.widgets.render import bar, progress
 
 
 class HostScreen(ViewScreen):

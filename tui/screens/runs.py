@@ -14,11 +14,11 @@ from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.tui.cells import eval_trend, loss_chart, progress
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
-from fleetdeck.tui.widgets.render import eval_trend, loss_chart, progress
 
 LOG_LINES = 50
 LOG_LABEL = "train.log (last lines; l reloads, f follows)"

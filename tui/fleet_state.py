@@ -1,0 +1,88 @@
+"""The dashboard's memory of the fleet across polls: the latest snapshot, the last good one
+per host, down-since, and GPU memory history. Fed only by `apply(snapshot)`; views read it and
+never talk to hosts."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
+from fleetdeck.tui.cells import spark_char
+
+HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
+
+
+class FleetState:
+    """The dashboard's memory of the fleet: latest snapshot, last good per host, GPU history.
+
+    Fed only by `apply(snapshot)`; screens read it and never talk to hosts.
+    """
+
+    def __init__(self, host_names: list[str], poll_interval: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.host_names = list(host_names)
+        self.poll_interval = poll_interval
+        self.clock = clock
+        self.snapshot: FleetSnapshot | None = None
+        self.hosts: dict[str, HostSnapshot] = {}
+        self.last_good: dict[str, HostSnapshot] = {}
+        self.down_since: dict[str, float] = {}
+        self.history: dict[tuple[str, int], deque[float]] = {}
+        #: the same history as sparkline characters, computed once per sample, not per redraw
+        self.spark: dict[tuple[str, int], deque[str]] = {}
+        self.polls = 0
+
+    def apply(self, snap: FleetSnapshot) -> None:
+        """Take one poll in: hosts seen now replace their previous snapshot."""
+        self.snapshot = snap
+        self.polls += 1
+        for h in snap.hosts:
+            if h.name not in self.host_names:
+                self.host_names.append(h.name)
+            self.hosts[h.name] = h
+            if h.reachable:
+                self.last_good[h.name] = h
+                self.down_since.pop(h.name, None)
+                for g in h.gpus:
+                    frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
+                    self.history.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(frac)
+                    self.spark.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(spark_char(frac))
+            else:
+                self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
+
+    def age(self, name: str) -> float | None:
+        """Seconds since `name` last answered, by the dashboard's clock."""
+        good = self.last_good.get(name)
+        return None if good is None else max(0.0, self.clock() - good.time)
+
+    def is_stale(self, name: str) -> bool:
+        """True when the newest figures for `name` are older than two poll intervals."""
+        age = self.age(name)
+        return age is not None and age > 2 * self.poll_interval
+
+    def shown(self, name: str) -> HostSnapshot | None:
+        """The snapshot whose figures to show: the live one, else the last good one."""
+        h = self.hosts.get(name)
+        if h is not None and h.reachable:
+            return h
+        return self.last_good.get(name)
+
+    @property
+    def runs(self) -> list[Run]:
+        """Every run known, from the live or last good snapshot of each host."""
+        return [r for n in self.host_names if (h := self.shown(n)) for r in h.runs]
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        """Every schedule known, from the live or last good snapshot of each host."""
+        return [s for n in self.host_names if (h := self.shown(n)) for s in h.schedules]
+
+    def run(self, key: str) -> Run | None:
+        """The run whose `key` (host:path) is given."""
+        return next((r for r in self.runs if r.key == key), None)
+
+    def schedule(self, host: str, sid: str) -> Schedule | None:
+        """The schedule `sid` on `host`."""
+        return next((s for s in self.schedules if s.host == host and s.id == sid), None)
