@@ -7,3 +7,42 @@ from __future__ import annotations
 
 class ConfigError(Exception):
     """A fleet file (or RUN.toml) that cannot be used; the message names file, host and key."""
+
+
+class HostError(Exception):
+    """A host could not be asked: unreachable, refused, timed out, or a helper failed. `code`
+    says which: timeout, unreachable, auth, key-file, host-key-unknown, host-key-changed,
+    disconnected, shell-output, helper, probe..."""
+
+    def __init__(self, host: str, message: str, code: str = "error") -> None:
+        super().__init__(f"{host}: {message}")
+        self.host = host
+        self.message = message
+        self.code = code
+
+
+
+class HelperError(HostError):
+    """A helper ran and answered with the host library's error shape (`{"ok": false, "error":
+    {"code", "message"}}`), or with what is not an answer object: `code` and `message` are the
+    helper's own (`helper` and `unexpected answer ...` for a malformed answer); `answer` is the
+    whole answer as it came."""
+
+    def __init__(self, host: str, message: str, code: str = "helper", answer: object = None) -> None:
+        super().__init__(host, message, code)
+        self.answer = answer
+
+    @classmethod
+    def of(cls, host: str, answer: object) -> HelperError:
+        """The error an answer that is not `ok` stands for."""
+        err = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(err, dict):
+            return cls(host, str(err.get("message") or "failed"), str(err.get("code") or "helper"), answer)
+        return cls(host, f"unexpected answer {str(answer)[:200]}", "helper", answer)
+
+
+def answer_or_raise(host: str, answer: object) -> dict:
+    """`answer` when it is a dict that says `"ok": true`; HelperError otherwise."""
+    if isinstance(answer, dict) and answer.get("ok") is True:
+        return answer
+    raise HelperError.of(host, answer)

@@ -8,7 +8,6 @@ ever pasted into a shell command.
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import os
 import shlex
@@ -18,7 +17,6 @@ from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.fleet import known_hosts
 from fleetdeck.backend.fleet.bundle import payload_for
 from fleetdeck.backend.fleet.channel import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
     ANSWER_LIMIT,
@@ -43,6 +41,13 @@ from fleetdeck.backend.fleet.channel import (  # noqa: F401 - BOOT, HelperProces
     sudo_refused,
 )
 from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.connect import (  # noqa: F401 - re-exported: imported from here elsewhere
+    AUTH_BACKOFF,
+    AUTH_CODES,
+    Connector,
+    hostport,
+)
+from fleetdeck.backend.fleet.errors import HelperError, HostError, answer_or_raise  # noqa: F401
 from fleetdeck.backend.host.lib.text import shown
 
 SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
@@ -56,26 +61,9 @@ def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
         return None
     return HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password")
 
-# Authentication refused (or a key file missing) is not retried until the key files, the
-# ssh config or the fleet file change, or this long has passed: a retry would be refused the
-# same way, and sshd logs (and fail2ban counts) every attempt.
-AUTH_BACKOFF = 600.0
-AUTH_CODES = ("auth", "key-file")
 # After a host's payload cache failed to keep a payload, it is sent whole for this long before
 # the cache is tried again (it may have been a full disk).
 CACHE_RETRY = 600.0
-
-
-class HostError(Exception):
-    """A host could not be asked: unreachable, refused, timed out, or a helper failed. `code`
-    says which: timeout, unreachable, auth, key-file, host-key-unknown, host-key-changed,
-    disconnected, shell-output, helper, probe..."""
-
-    def __init__(self, host: str, message: str, code: str = "error") -> None:
-        super().__init__(f"{host}: {message}")
-        self.host = host
-        self.message = message
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -87,34 +75,7 @@ class CommandResult:
     stderr: bytes
 
 
-def _expand(p: str) -> str:
-    return os.path.expanduser(p)
-
-
-def hostport(host: str, port: int) -> str:
-    """`host:port` as an address is written (`[::1]:22` for IPv6)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _file_stamp(path: str) -> tuple[str, int, int, int] | tuple[str]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (path,)
-    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _os_reason(e: OSError) -> str:
-    """An OSError as words: asyncio's 'Connect call failed (...)' is a refused connection."""
-    text = str(e)
-    if e.errno == errno.ECONNREFUSED or "Connect call failed" in text:
-        return "connection refused"
-    if e.errno == errno.ENOENT and e.filename:
-        return f"{e.filename} does not exist"
-    return (e.strerror or text or type(e).__name__).rstrip(".")
-
-
-class HostLink:
+class HostLink(Connector):
     """How to reach one host: persistent, reconnecting, with host keys always checked.
 
     An async context manager: `async with HostLink(cfg) as link:` closes the connection at
@@ -124,222 +85,12 @@ class HostLink:
     """
 
     def __init__(self, host: HostConfig) -> None:
-        self.host = host
-        self._conn: asyncssh.SSHClientConnection | None = None
-        self._lock = asyncio.Lock()
-        self._failures = 0
-        self._retry_at = 0.0
-        self._last_error: HostError | None = None
-        self._auth_stamp: tuple[Any, ...] | None = None
-        self._target: tuple[str, int] | None = None
-        self._user: str | None = None
+        super().__init__(host)
         # the host's payload cache (`_boot`): payloads this link sent to be kept, and until
         # when the cache is not asked after it failed to keep one
         self._kept: set[str] = set()
         self._cache_broken_until = 0.0
 
-    async def __aenter__(self) -> HostLink:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def name(self) -> str:
-        return self.host.name
-
-    @property
-    def is_local(self) -> bool:
-        return self.host.local
-
-    @property
-    def where(self) -> str:
-        """The address as errors name it: `host:port`; an ssh-config alias with what it
-        resolved to, `alias (hostname:port)`."""
-        h = self.host
-        if self._target is None:
-            return hostport(h.address, h.port or 22)
-        real, port = self._target
-        return hostport(real, port) if real == h.address else f"{h.address} ({hostport(real, port)})"
-
-    @property
-    def state(self) -> str:
-        """`up` (connected), `auth` (authentication refused: waiting for a change), `down`
-        (the last attempt failed otherwise) or `idle` (not connected yet)."""
-        if self._conn is not None and not self._conn.is_closed():
-            return "up"
-        if self._last_error is None:
-            return "idle"
-        return "auth" if self._last_error.code in AUTH_CODES else "down"
-
-    def retry_in(self) -> float:
-        """Seconds until the next connection attempt is allowed (0: now)."""
-        return max(0.0, self._retry_at - time.monotonic()) if self._last_error else 0.0
-
-    # -- connection --------------------------------------------------------------------------
-    def connect_options(self) -> dict[str, Any]:
-        """asyncssh.connect() options for this host (known_hosts, keys, timeouts, keepalive);
-        actions that open a connection of their own (bulk copies) start from these."""
-        h = self.host
-        kh = _expand(h.known_hosts)
-        opts: dict[str, Any] = {
-            # a fresh controller has no known_hosts yet: nothing is trusted, nothing fails
-            "known_hosts": kh if os.path.exists(kh) else asyncssh.import_known_hosts(""),
-            "connect_timeout": h.connect_timeout,
-            "keepalive_interval": max(5.0, min(30.0, h.poll_interval * 3)),
-            "keepalive_count_max": 3,
-        }
-        if h.port is not None:
-            opts["port"] = h.port
-        if h.user is not None:
-            opts["username"] = h.user
-        if h.client_keys is not None:
-            opts["client_keys"] = [_expand(k) for k in h.client_keys]
-            opts["agent_path"] = None
-        return opts
-
-    def _auth_inputs(self) -> tuple[Any, ...]:
-        """What a refused login could be fixed by: the fleet-file entry, the key files, the
-        ssh config and the agent."""
-        keys = self.host.client_keys or ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
-        files = [_expand(k) for k in keys] + [_expand("~/.ssh/config")]
-        return (self.host, os.environ.get("SSH_AUTH_SOCK"),
-                *(_file_stamp(p) for p in files), *(_file_stamp(p + ".pub") for p in files))
-
-    async def connection(self) -> asyncssh.SSHClientConnection:
-        """The live connection, made (or remade, with backoff after failures) when needed."""
-        assert not self.is_local
-        async with self._lock:
-            if self._conn is not None and not self._conn.is_closed():
-                return self._conn
-            self._conn = None
-            now = time.monotonic()
-            last = self._last_error
-            if last is not None and last.code in AUTH_CODES:
-                if self._auth_inputs() == self._auth_stamp and now < self._retry_at:
-                    raise HostError(self.name, f"{last.message} (not retried until the key files, "
-                                    "~/.ssh/config or the fleet file change, or in "
-                                    f"{self._retry_at - now:.0f}s)", last.code)
-            elif last is not None and now < self._retry_at:
-                raise HostError(self.name, f"{last.message} (next retry in {self._retry_at - now:.0f}s)",
-                                last.code)
-            try:
-                self._conn = await self._connect()
-            except HostError as e:
-                self._failures += 1
-                self._last_error = e
-                if e.code in AUTH_CODES:
-                    self._auth_stamp = self._auth_inputs()
-                    self._retry_at = time.monotonic() + AUTH_BACKOFF
-                else:
-                    self._retry_at = time.monotonic() + min(60.0, 2 ** (self._failures - 1))
-                raise
-            self._failures = 0
-            self._last_error = None
-            return self._conn
-
-    async def _resolve(self) -> tuple[str, int]:
-        """(hostname, port) that `address` stands for, ~/.ssh/config aliases resolved the way
-        asyncssh will resolve them when connecting."""
-        h = self.host
-        kw: dict[str, Any] = {"config": (), "host": h.address, "known_hosts": None}
-        if h.port is not None:
-            kw["port"] = h.port
-        try:
-            o = await asyncssh.SSHClientConnectionOptions.construct(None, **kw)
-            self._target = (str(o.host), int(o.port))
-            self._user = h.user or getattr(o, "username", None)
-        except (asyncssh.Error, OSError, ValueError):
-            self._target = (h.address, h.port or 22)
-        return self._target
-
-    async def _connect(self) -> asyncssh.SSHClientConnection:
-        h = self.host
-        opts = self.connect_options()
-        await self._resolve()
-        for k in h.client_keys or ():
-            if not os.path.exists(_expand(k)):
-                raise HostError(self.name, f"key file {k} does not exist (client_keys in the fleet file)",
-                                "key-file")
-        try:
-            return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
-        except asyncssh.HostKeyNotVerifiable:
-            return await self._unverified_key(opts)
-        except TimeoutError:
-            raise HostError(self.name, f"connection to {self.where} timed out after {h.connect_timeout:g}s",
-                            "timeout") from None
-        except asyncssh.PermissionDenied as e:
-            user = h.user or self._user or "the default user"
-            raise HostError(self.name, f"authentication refused by {self.where} for {user}: {e.reason}",
-                            "auth") from None
-        except (asyncssh.KeyImportError, ValueError) as e:
-            # asyncssh reads the key files before connecting: "Public key mismatch" means
-            # id_x.pub is not the public half of id_x
-            if isinstance(e, ValueError) and "key" not in str(e).lower():
-                raise HostError(self.name, f"cannot connect to {self.where}: {e}", "unreachable") from None
-            raise HostError(self.name, f"{self._bad_key()} cannot be used: {e}", "key-file") from None
-        except asyncssh.DisconnectError as e:
-            raise HostError(self.name, f"{self.where} disconnected: {e.reason}", "disconnected") from None
-        except OSError as e:
-            raise HostError(self.name, f"cannot connect to {self.where}: {_os_reason(e)}", "unreachable") from None
-
-    def _bad_key(self) -> str:
-        """Which configured key file asyncssh could not load, as the fleet file names it."""
-        for k in self.host.client_keys or ():
-            try:
-                asyncssh.load_keypairs([_expand(k)])
-            except (asyncssh.KeyImportError, ValueError, OSError):
-                return f"key file {k}"
-        return "a key file"
-
-    async def _unverified_key(self, opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
-        """Unknown or changed host key: name it; trust a new one only if the fleet file says so."""
-        h = self.host
-        real, port = self._target or (h.address, h.port or 22)
-        try:
-            key = await asyncio.wait_for(asyncssh.get_server_host_key(real, port), h.connect_timeout + 1)
-        except (TimeoutError, OSError, asyncssh.Error) as e:
-            raise HostError(self.name, f"host key of {self.where} not verifiable and not readable: {e}",
-                            "host-key") from None
-        if key is None:
-            raise HostError(self.name, f"host key of {self.where} could not be read", "host-key")
-        fp = key.get_fingerprint("sha256")
-        kh_path = _expand(h.known_hosts)
-        if known_hosts.keys_for(kh_path, real, port):
-            raise HostError(self.name, f"host key of {self.where} CHANGED: it now presents {key.get_algorithm()} "
-                            f"{fp}, which does not match {h.known_hosts}; refusing (remove the old entry only if "
-                            "you know why it changed)", "host-key-changed")
-        if not h.accept_new_host_keys:
-            raise HostError(self.name, f"host key of {self.where} is unknown: {key.get_algorithm()} {fp} "
-                            f"is not in {h.known_hosts}; refusing (verify it, then add it, or set "
-                            "accept_new_host_keys = true)", "host-key-unknown")
-        known_hosts.append_entry(kh_path, f"{known_hosts.entry_name(real, port)} "
-                           f"{key.export_public_key('openssh').decode().strip()}\n")
-        opts = dict(opts, known_hosts=kh_path)
-        try:
-            return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
-        except asyncssh.PermissionDenied as e:
-            raise HostError(self.name, f"trusted the new host key {fp} of {self.where}, then authentication "
-                            f"was refused: {e.reason}", "auth") from None
-        except (TimeoutError, asyncssh.Error, OSError) as e:
-            raise HostError(self.name, f"connection to {self.where} failed after trusting new key {fp}: {e}",
-                            "unreachable") from None
-
-    async def close(self) -> None:
-        """Close the connection (if any)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-            try:
-                await asyncio.wait_for(conn.wait_closed(), 2)
-            except (TimeoutError, Exception):
-                pass
-
-    def drop(self) -> None:
-        """Forget the connection after a failure so the next call reconnects."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.abort()
 
     # -- running things ----------------------------------------------------------------------
     def _remote_command(self, argv: list[str]) -> str:
@@ -435,6 +186,16 @@ class HostLink:
             out = shown(res.stdout.decode("utf-8", "replace").strip()[:300])
             err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")
         raise HostError(self.name, f"{what} failed: {err}", "helper")
+
+    async def call(self, helper: str, op: str, timeout: float | None = None, what: str = "helper",
+                   **fields: Any) -> dict[str, Any]:
+        """Ask `helper` (a bundled helper's module, or source text) for `op` with `fields` as
+        the request, in one run (`run_helper`): its answer when it says `"ok": true`.
+        HelperError (a HostError) with the helper's own code and message when it answered
+        with its error shape, or with what is not an answer object; HostError as from
+        `run_helper` when the host could not be asked."""
+        return answer_or_raise(self.name, await self.run_helper(helper, {"op": op, **fields},
+                                                                timeout=timeout, what=what))
 
     async def start_helper(self, source: str, args: list[str] | None = None,
                            what: str = "helper") -> HelperProcess:
