@@ -36,8 +36,9 @@ from fleetdeck.backend.monitor.seats import (
 )
 from fleetdeck.backend.monitor.service import Monitor, running_watch
 from fleetdeck.tui.cells import spark_char
+from fleetdeck.tui.fleet_state import HISTORY
 from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
-from fleetdeck.tui.screens.base import HISTORY, ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
