@@ -7,7 +7,8 @@ import time
 
 from fleetdeck.backend.fleet.bundle import bundle
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
-from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, host_from_probe
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.ssh import (

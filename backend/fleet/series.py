@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.fleet.models import _series
+from fleetdeck.backend.fleet.validate import checked_series
 from fleetdeck.backend.fleet.ssh import HostError, HostLink
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
@@ -25,7 +25,7 @@ async def fetch_series(link: HostLink, path: str, timeout: float | None = None) 
         raise HostError(link.name, str(err.get("message") or "the series could not be read"),
                         str(err.get("code") or "helper"))
     marks: list[str] = []
-    losses = _series(answer.get("losses"), "losses", marks)
-    evals = _series(answer.get("eval_losses"), "eval_losses", marks)
+    losses = checked_series(answer.get("losses"), "losses", marks)
+    evals = checked_series(answer.get("eval_losses"), "eval_losses", marks)
     return {"host": link.name, "path": path, "losses": [list(p) for p in losses],
             "eval_losses": [list(p) for p in evals], "warnings": marks}
