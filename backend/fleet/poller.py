@@ -8,7 +8,6 @@ import time
 from fleetdeck.backend.fleet.bundle import bundle
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.ssh import (
@@ -19,6 +18,7 @@ from fleetdeck.backend.fleet.ssh import (
     ShellOutputError,
     sudo_error,
 )
+from fleetdeck.backend.fleet.validate import host_from_probe
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.fleet.validate import checked_series
 from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.validate import checked_series
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
 
