@@ -187,15 +187,16 @@ class HostLink(Connector):
             err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")
         raise HostError(self.name, f"{what} failed: {err}", "helper")
 
-    async def call(self, helper: str, op: str, timeout: float | None = None, what: str = "helper",
+    async def call(self, helper: str, op: str, /, *, within: float | None = None, what: str = "helper",
                    **fields: Any) -> dict[str, Any]:
         """Ask `helper` (a bundled helper's module, or source text) for `op` with `fields` as
-        the request, in one run (`run_helper`): its answer when it says `"ok": true`.
+        the rest of the request, in one run (`run_helper`, bounded by `within` seconds, the
+        host's command_timeout by default): its answer when it says `"ok": true`.
         HelperError (a HostError) with the helper's own code and message when it answered
-        with its error shape, or with what is not an answer object; HostError as from
-        `run_helper` when the host could not be asked."""
-        return answer_or_raise(self.name, await self.run_helper(helper, {"op": op, **fields},
-                                                                timeout=timeout, what=what))
+        with its error shape, or with what is not an answer object (code `helper`); any other
+        HostError as from `run_helper` when the host could not be asked or gave no answer."""
+        answer = await self.run_helper(helper, {"op": op, **fields}, timeout=within, what=what)
+        return answer_or_raise(self.name, answer)
 
     async def start_helper(self, source: str, args: list[str] | None = None,
                            what: str = "helper") -> HelperProcess:
