@@ -84,9 +84,9 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
     link = HostLink(host)
     try:
         if args.keep_newest is not None:
-            plan = await gather_keep_newest(link, host, args.paths[0], args.keep_newest)
+            plan = await gather_keep_newest(link, args.paths[0], args.keep_newest)
         else:
-            plan = await gather_purge(link, host, list(args.paths))
+            plan = await gather_purge(link, list(args.paths))
         if args.dry_run:
             audit_error = audit_dry_run(plan)
             _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
@@ -115,7 +115,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
             typed, via = _prompt(plan), "prompt"
         else:
             typed, via = {}, "none"
-        report = await execute_purge(link, host, plan, typed, via=via)
+        report = await execute_purge(link, plan, typed, via=via)
     finally:
         await link.close()
     _emit(args, report.to_json(), lambda c: show_report(c, plan, report))

@@ -179,7 +179,7 @@ def test_parent_that_is_a_symlink_is_refused(h1, capsys):
 async def _gather(fleet: Path, paths: list[str]):
     host_cfg = load_fleet(str(fleet)).host(HOST)
     link = HostLink(host_cfg)
-    return link, host_cfg, await gather_purge(link, host_cfg, paths)
+    return link, host_cfg, await gather_purge(link, paths)
 
 
 @pytest.mark.parametrize("swap", ["symlink", "new-directory"])
@@ -199,7 +199,7 @@ async def test_swap_between_check_and_execute_deletes_nothing(h1, swap):
             (Path(p25) / "decoy").write_bytes(b"x")
         typed = {p25: p25, p50: p50}
         assert confirmations_match(plan, typed)
-        report = await execute_purge(link, host_cfg, plan, typed, via="test")
+        report = await execute_purge(link, plan, typed, via="test")
     finally:
         await link.close()
     doc = report.to_json()

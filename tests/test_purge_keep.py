@@ -130,13 +130,13 @@ def test_a_live_run_keeps_what_is_in_use_and_what_is_being_written(h1, capsys):
         cfg = load_fleet(str(fleet)).host(HOST)
         link = HostLink(cfg)
         try:
-            plan = await gather_keep_newest(link, cfg, str(run), 1)
+            plan = await gather_keep_newest(link, str(run), 1)
             assert plan.ok and len(plan.keepers) == 2
             # the trainer saves into the newest checkpoint after the plan was made
             time.sleep(0.01)
             with open(run / "checkpoints" / "checkpoint-75" / "optimizer.pt", "ab") as f:
                 f.write(b"more state")
-            return await execute_purge(link, cfg, plan, {str(run): str(run)}, via="test")
+            return await execute_purge(link, plan, {str(run): str(run)}, via="test")
         finally:
             await link.close()
 

@@ -38,7 +38,7 @@ def local_host(tmp_path: Path):
 async def plan_for(host_cfg, paths):
     link = HostLink(host_cfg)
     try:
-        return await gather_purge(link, host_cfg, [str(p) for p in paths])
+        return await gather_purge(link, [str(p) for p in paths])
     finally:
         await link.close()
 
@@ -46,7 +46,7 @@ async def plan_for(host_cfg, paths):
 async def purge(host_cfg, plan):
     link = HostLink(host_cfg)
     try:
-        return await execute_purge(link, host_cfg, plan, {p.path: p.path for p in plan.paths}, via="test")
+        return await execute_purge(link, plan, {p.path: p.path for p in plan.paths}, via="test")
     finally:
         await link.close()
 

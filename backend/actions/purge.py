@@ -11,12 +11,21 @@ before the helper deletes, the result after.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.fleet.config import HostConfig
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.actions.purge_plan import (
+    Keeper,
+    KeeperResult,
+    KeepRule,
+    PathPlan,
+    PathResult,
+    PurgePlan,
+    PurgeReport,
+    Refusal,
+)
+from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge import evaluate
 
@@ -26,216 +35,6 @@ CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 __all__ = ["Refusal", "PathPlan", "Keeper", "KeepRule", "PurgePlan", "PathResult", "KeeperResult",
            "PurgeReport", "plan_purge", "gather_purge", "gather_keep_newest", "confirmations_match",
            "execute_purge", "shown", "HostError"]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a path will not be deleted: a stable code and a sentence naming what and why."""
-
-    code: str
-    message: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-
-@dataclass(frozen=True)
-class PathPlan:
-    """One path as checked: what it resolves to, its size, its pins and its refusals."""
-
-    path: str
-    resolved: str | None
-    bytes: int
-    expected_bytes: int
-    refusals: tuple[Refusal, ...]
-    #: (check code, "pass" | "fail" | "skipped"), every check in a fixed order
-    checks: tuple[tuple[str, str], ...]
-    #: (st_dev, st_ino) of "/" and of each component down to the path itself
-    pins: tuple[tuple[int, int], ...]
-    free_bytes: int | None
-    fstype: str | None
-    #: runs that lose a checkpoint with this path
-    runs: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when this path passed every check."""
-        return not self.refusals
-
-    @property
-    def refused(self) -> list[str]:
-        """The refusal codes, in check order."""
-        return [r.code for r in self.refusals]
-
-
-@dataclass(frozen=True)
-class Keeper:
-    """One file of a final adapter that must survive the purge, as it was before."""
-
-    path: str
-    run: str
-    bytes: int
-    sha256_before: str | None
-    #: identity the execute step checks again: (st_dev, st_ino, size, mtime_ns)
-    signature: tuple[int, int, int, int]
-
-
-@dataclass(frozen=True)
-class KeepRule:
-    """A run purged by the keep rule (`--keep-newest N`): it has no final adapter, so its newest
-    `n` checkpoints are the keepers and the older ones are the paths. The confirmation is the
-    run's path typed back exactly."""
-
-    #: the run as given (what is typed back)
-    run: str
-    n: int
-    #: every checkpoint found, oldest first: (step, path)
-    checkpoints: tuple[tuple[int, str], ...]
-    kept: tuple[str, ...]
-    #: why the rule frees nothing (no checkpoints, no more than n, a bad run path): a refusal
-    refusal: Refusal | None = None
-    #: the run's absolute path on the host (`~` expanded)
-    resolved: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"run": self.run, "resolved": self.resolved, "n": self.n, "kept": list(self.kept),
-                "checkpoints": [[s, p] for s, p in self.checkpoints],
-                "refusal": self.refusal.to_json() if self.refusal else None}
-
-
-@dataclass(frozen=True)
-class PurgePlan:
-    """Everything checked before a purge on one host; `ok` means every path passed."""
-
-    host: str
-    paths: tuple[PathPlan, ...]
-    keepers: tuple[Keeper, ...]
-    roots: tuple[tuple[str, str], ...]
-    free_bytes_before: int | None
-    expected_bytes: int
-    warnings: tuple[str, ...]
-    #: set for `--keep-newest N`: the run, the rule and what it keeps
-    keep: KeepRule | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when there is at least one path and every path passed every check."""
-        if self.keep is not None and self.keep.refusal is not None:
-            return False
-        return bool(self.paths) and all(p.ok for p in self.paths)
-
-    def confirm_texts(self) -> tuple[str, ...]:
-        """What must be typed back: each path, or the run's path under the keep rule."""
-        return (self.keep.run,) if self.keep is not None else tuple(p.path for p in self.paths)
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's purge document for a dry run (nothing deleted, nothing after)."""
-        return {
-            "host": self.host, "dry_run": True, "deleted": False, "ok": self.ok,
-            "paths": [_path_json(p, p.refusals, deleted=False) for p in self.paths],
-            "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
-                         "sha256_after": None} for k in self.keepers],
-            "free_bytes_before": self.free_bytes_before, "free_bytes_after": None,
-            "expected_bytes": self.expected_bytes, "reclaimed_bytes": None,
-            "warnings": list(self.warnings), "keep_newest": self.keep.to_json() if self.keep else None,
-        }
-
-
-@dataclass(frozen=True)
-class PathResult:
-    """One path after execution: deleted or not, and why not."""
-
-    path: str
-    resolved: str | None
-    bytes: int
-    deleted: bool
-    refusals: tuple[Refusal, ...]
-    checks: tuple[tuple[str, str], ...]
-    error: str | None = None
-    #: what was typed to confirm it (None: nothing was)
-    typed: str | None = None
-
-    @property
-    def refused(self) -> list[str]:
-        """The refusal codes, in check order."""
-        return [r.code for r in self.refusals]
-
-
-@dataclass(frozen=True)
-class KeeperResult:
-    """A kept adapter file, hashed before and after."""
-
-    path: str
-    run: str
-    sha256_before: str | None
-    sha256_after: str | None
-
-    @property
-    def verified(self) -> bool:
-        """True when the file is still there with the same sha256."""
-        return self.sha256_before is not None and self.sha256_before == self.sha256_after
-
-
-@dataclass(frozen=True)
-class PurgeReport:
-    """What a purge did: `deleted` when every path was deleted, `verified` when every keeper
-    still hashes as before. Exit 0 only when both."""
-
-    host: str
-    deleted: bool
-    paths: tuple[PathResult, ...]
-    keepers: tuple[KeeperResult, ...]
-    free_bytes_before: int | None
-    free_bytes_after: int | None
-    expected_bytes: int
-    warnings: tuple[str, ...]
-    confirmed: bool
-    #: why the audit record of this purge could not be written (the command then exits 1)
-    audit_error: str | None = None
-    keep: KeepRule | None = None
-
-    @property
-    def verified(self) -> bool:
-        """True when every keeper hashed the same after the purge as before."""
-        return all(k.verified for k in self.keepers)
-
-    @property
-    def ok(self) -> bool:
-        """Deleted and verified: the only outcome that exits 0."""
-        return self.deleted and self.verified
-
-    @property
-    def reclaimed_bytes(self) -> int | None:
-        """Free space gained, as the filesystem reports it (snapshots may hold some back)."""
-        if self.free_bytes_before is None or self.free_bytes_after is None:
-            return None
-        return self.free_bytes_after - self.free_bytes_before
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's purge document."""
-        return {
-            "host": self.host, "dry_run": False, "deleted": self.deleted, "verified": self.verified,
-            "confirmed": self.confirmed,
-            "paths": [_path_json(p, p.refusals, deleted=p.deleted, error=p.error) for p in self.paths],
-            "keepers": [{"path": k.path, "run": k.run, "sha256_before": k.sha256_before,
-                         "sha256_after": k.sha256_after, "verified": k.verified} for k in self.keepers],
-            "free_bytes_before": self.free_bytes_before, "free_bytes_after": self.free_bytes_after,
-            "expected_bytes": self.expected_bytes, "reclaimed_bytes": self.reclaimed_bytes,
-            "warnings": list(self.warnings), "audit_error": self.audit_error,
-            "keep_newest": self.keep.to_json() if self.keep else None,
-        }
-
-
-def _path_json(p: PathPlan | PathResult, refusals: tuple[Refusal, ...], deleted: bool,
-               error: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": p.path, "resolved": p.resolved, "bytes": p.bytes, "deleted": deleted,
-                           "refused": [r.code for r in refusals],
-                           "refusals": [r.to_json() for r in refusals], "checks": dict(p.checks)}
-    if isinstance(p, PathPlan):
-        out["expected_bytes"] = p.expected_bytes
-    if error:
-        out["error"] = error
-    return out
 
 
 def _free_total(paths: list[dict[str, Any]]) -> int | None:
@@ -286,42 +85,36 @@ def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
         warnings=tuple(dict.fromkeys(verdict["warnings"])), keep=_keep_rule(facts.get("keep")))
 
 
-def _timeout(host_cfg: HostConfig, at_least: float) -> float:
-    return max(host_cfg.command_timeout, at_least)
+async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[str, Any]:
+    """One request to the purge helper (bounded by the host's command_timeout, or `at_least`
+    seconds if longer); its answer, or HostError naming the helper's refusal."""
+    try:
+        return await link.call(HELPER, op, within=max(link.host.command_timeout, at_least), **fields)
+    except HelperError as e:
+        if not isinstance(e.answer, dict):
+            raise HostError(link.name, "the purge helper gave an answer that is not a JSON object",
+                            "helper") from None
+        raise HostError(link.name, f"the purge helper refused: {e.message} [{e.code}]", "helper") from None
 
 
-async def _ask(link: HostLink, host_cfg: HostConfig, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """One request to the purge helper; its answer, or HostError naming the helper's refusal."""
-    out = await link.run_helper(HELPER, payload, timeout=_timeout(host_cfg, timeout))
-    if not isinstance(out, dict):
-        raise HostError(host_cfg.name, "the purge helper gave an answer that is not a JSON object", "helper")
-    if out.get("ok") is False:
-        err = out.get("error") if isinstance(out.get("error"), dict) else {}
-        raise HostError(host_cfg.name, f"the purge helper refused: {err.get('message', 'no reason given')} "
-                        f"[{err.get('code', '?')}]", "helper")
-    return out
-
-
-async def gather_purge(link: HostLink, host_cfg: HostConfig, paths: list[str]) -> PurgePlan:
-    """Gather every fact on the host in one helper call and judge it; HostError if the host
-    cannot be asked. Paths travel as JSON on stdin, never in a command line."""
-    payload = {"op": "check", "paths": list(paths), "roots": list(host_cfg.roots_for_purge)}
-    facts = await _ask(link, host_cfg, payload, 900)
+async def gather_purge(link: HostLink, paths: list[str]) -> PurgePlan:
+    """Gather every fact on the link's host in one helper call and judge it; HostError if the
+    host cannot be asked. Paths travel as JSON on stdin, never in a command line."""
+    facts = await _ask(link, "check", 900, paths=list(paths), roots=list(link.host.roots_for_purge))
     if "paths" not in facts:
-        raise HostError(host_cfg.name, "the purge helper gave an answer without facts", "helper")
-    return plan_purge(host_cfg.name, facts)
+        raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
+    return plan_purge(link.name, facts)
 
 
-async def gather_keep_newest(link: HostLink, host_cfg: HostConfig, run: str, n: int) -> PurgePlan:
+async def gather_keep_newest(link: HostLink, run: str, n: int) -> PurgePlan:
     """The plan of the keep rule: RUN (taken literally) keeps its newest `n` checkpoints (by
     step) as keepers, every file of them hashed now and again after; each older checkpoint is
     a path checked as any purged path is. For a run that has no final adapter (a live or an
     abandoned one). HostError if the host cannot be asked."""
-    payload = {"op": "check", "keep": {"run": run, "n": n}, "roots": list(host_cfg.roots_for_purge)}
-    facts = await _ask(link, host_cfg, payload, 900)
+    facts = await _ask(link, "check", 900, keep={"run": run, "n": n}, roots=list(link.host.roots_for_purge))
     if "paths" not in facts or not isinstance(facts.get("keep"), dict):
-        raise HostError(host_cfg.name, "the purge helper gave an answer without facts", "helper")
-    return plan_purge(host_cfg.name, facts)
+        raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
+    return plan_purge(link.name, facts)
 
 
 def confirmations_match(plan: PurgePlan, typed: dict[str, str]) -> bool:
@@ -422,7 +215,7 @@ def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str,
     return report
 
 
-async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
+async def execute_purge(link: HostLink, plan: PurgePlan,
                         confirmations: dict[str, str], *, via: str = "dashboard") -> PurgeReport:
     """Delete the plan's paths if, and only if, every path passed, every confirmation matched,
     the `started` record is on disk, and on the host every check still passes with the same
@@ -439,14 +232,14 @@ async def execute_purge(link: HostLink, host_cfg: HostConfig, plan: PurgePlan,
         audit.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
     except audit.AuditError as e:
         return _refused_report(plan, typed, audit_error=e.message)
-    payload = {"op": "execute", "paths": [p.path for p in plan.paths], "roots": list(host_cfg.roots_for_purge),
+    payload = {"paths": [p.path for p in plan.paths], "roots": list(link.host.roots_for_purge),
                "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
                         "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
     if plan.keep is not None:
         payload["keep"] = {"run": plan.keep.resolved, "kept": list(plan.keep.kept)}
     try:
-        out = await _ask(link, host_cfg, payload, 3600)
+        out = await _ask(link, "execute", 3600, **payload)
         report = _report_from(plan, out, typed)
     except HostError as e:
         _failed(plan, typed, via, e.message)

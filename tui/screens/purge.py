@@ -171,11 +171,11 @@ class PurgeModal(TypedConfirmModal):
         verdict = self.query_one("#purge-verdict", Static)
         try:
             from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
-            link, cfg = self.app.link(self.host), self.app.fleet.host(self.host)
+            link = self.app.link(self.host)
             if self.keep is not None:
-                plan = await gather_keep_newest(link, cfg, self.paths[0], self.keep)
+                plan = await gather_keep_newest(link, self.paths[0], self.keep)
             else:
-                plan = await gather_purge(link, cfg, self.paths)
+                plan = await gather_purge(link, self.paths)
         except Exception as e:
             verdict.update(Text(f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
                                 style="bold red"))
@@ -258,8 +258,7 @@ class PurgeModal(TypedConfirmModal):
         result.update(Text("deleting…", style="dim"))
         try:
             from fleetdeck.backend.actions.purge import execute_purge
-            rep = await execute_purge(self.app.link(self.host), self.app.fleet.host(self.host),
-                                      self.plan, self.typed())
+            rep = await execute_purge(self.app.link(self.host), self.plan, self.typed())
         except Exception as e:
             result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             self.app.report_error(f"Purge on {self.host}", e)
