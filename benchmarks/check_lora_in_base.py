@@ -3,7 +3,7 @@
 For the q/k/v and gate/up groups of the Qwen3 0.6B and 1.7B shapes (8 x 4096 tokens, r = 32 per
 projection), one compiled forward and backward (RMSNorm before, the group, SiLU-and-multiply or
 a sum after, as in a decoder layer) runs two ways in one process: the LoRA product apart from
-the base matmul (the baseline, `fused.LORA_IN_BASE = False`) and joined to it; each is compared
+the base matmul (the baseline, RUN.toml's `lora_in_base = false`) and joined to it; each is compared
 with float64 arithmetic on the same bf16 inputs.
 
     python benchmarks/check_lora_in_base.py

@@ -7,7 +7,7 @@ trained for N steps by `fleetdeck train` twice, and both loss curves and eval lo
   plain: per-document SDPA, no torch.compile, projections apart, the eager cross-entropy chunk
 
 Each run is its own process (`python benchmarks/check_parity.py --child ...`, which runs
-`train_main` with the plain path's switches set) and writes its run folder; the parent reads
+`train_main` on a RUN.toml with the plain path's keys, PLAIN_KEYS) and writes its run folder; the parent reads
 both progress.jsonl files and prints, per step, both losses and their relative gap, then the
 eval losses, and the largest relative gap of each. Each child also records, per step, the
 wall time, how many graphs torch.compile had built so far, the allocator's reserved memory,
@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 PATHS = ("fast", "plain")
-PLAIN_KEYS = {"attention": "sdpa", "compile": False, "fused_projections": False, "liger": False}
+PLAIN_KEYS = {"attention": "sdpa", "compile": False, "fused_projections": False, "liger": False,
+              "cross_entropy": "eager"}
 
 
 def write_toml(path: Path, values: dict) -> None:
@@ -47,12 +48,9 @@ def child(kind: str, toml: str, diag: str) -> int:
 
     import torch
 
-    from fleetdeck.backend.train import batching, loop
+    from fleetdeck.backend.train import loop
     from fleetdeck.backend.train.main import train_main
 
-    if kind == "plain":
-        batching.CE_KERNEL = False
-        batching.COMPILE_CE = False
     counters = None
     try:
         from torch._dynamo.utils import counters

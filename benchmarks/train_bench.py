@@ -1,12 +1,14 @@
 """Speed figures for the trainer: the reference recipe vs fleetdeck's, and each lever's effect.
 
-    python benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b,qwen3-4b --baseline --levers
-        [--steps 10] [--warmup 3] [--seq-len 4096] [--json OUT.json]
+    python benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b,qwen3-4b [--baseline]
+        [--levers cuda-graphs,compile-max-autotune,compile_mode="reduce-overhead"] [--steps 10]
+        [--warmup 3] [--seq-len 4096] [--json OUT.json]
 
 Writes a synthetic corpus (long documents of random words; bytes are tokens with the built-in
 tokenizer) and one RUN.toml per model into a temporary folder, then runs, in one process:
 the reference recipe (with --baseline), fleetdeck's default recipe for this card, and (with
---levers) that recipe with one lever changed at a time. Step time depends on shapes, dtype and
+--levers) that recipe with one lever changed at a time: a lever is a name in LEVERS or RUN.toml keys
+as KEY=VALUE, so every variant the bench measures is a recipe a RUN.toml can ask for. Step time depends on shapes, dtype and
 kernels, not on weight values or text, so random weights and random words measure the real thing.
 Prints a table; the last column is tokens/s over fleetdeck's default measured in the same run
 (each lever alone against the default; with --baseline, the two references too).
@@ -23,38 +25,49 @@ import time
 import traceback
 from pathlib import Path
 
-from fleetdeck.backend.train import batching, fused
+from fleetdeck.backend.train import batching
 from fleetdeck.backend.train.bench import (
+    _parse_set,
     datasheet_tflops,
     matmul_peak_tflops,
     measure_fleetdeck,
     summarize,
 )
-from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
+from fleetdeck.backend.train.runconfig import FA4_BACKWARD_TILES, load_run_config, with_overrides
 
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "
          "but have an they you were her she there been one all we their has would when if so no will "
          "gradient tensor kernel adapter checkpoint memory throughput sequence attention").split()
 
-# lever name -> RUN.toml overrides (or a special switch)
-LEVERS = [
-    ("no torch.compile", {"compile": False}),
-    ("no liger", {"liger": False}),
-    ("no compile, no liger", {"compile": False, "liger": False}),
-    ("full logits CE (no chunked fused CE)", "full_ce"),
-    ("lora_dropout 0.05", {"lora_dropout": 0.05}),
-    ("1 row per forward", {"micro_batch": 1}),
-    ("2 rows per forward", {"micro_batch": 2}),
-    ("gradient checkpointing, all layers", {"gradient_checkpointing": True}),
-    ("attention: cuDNN varlen instead of flash", {"attention": "cudnn"}),
-    ("4 rows per forward", {"micro_batch": 4}),
-    ("attention: torch's bundled flash varlen (FA2), not FlashAttention-4", {"attention": "varlen"}),
-    ("projections apart (q/k/v, gate/up as separate matmuls)", {"fused_projections": False}),
-    ("cross-entropy: compiled chunk function, not the Triton kernel", "compiled_ce"),
-    ("inductor coordinate-descent tuning of the compiled kernels", "cdt"),
-    ("fused groups' LoRA product apart from the base matmul", "lora_apart"),
-    ("joined LoRA backward: x A^T's gradient share added inside a matmul (copied slice)", "add_in_matmul"),
-]
+#: named levers: each is RUN.toml keys changed against the default recipe (`--levers` also takes
+#: KEY=VALUE pairs joined by '+', e.g. compile_mode="reduce-overhead")
+LEVERS: dict[str, dict] = {
+    "no-compile": {"compile": False},
+    "liger": {"liger": True},
+    "lora-dropout": {"lora_dropout": 0.05},
+    "micro-batch-1": {"micro_batch": 1},
+    "micro-batch-2": {"micro_batch": 2},
+    "micro-batch-4": {"micro_batch": 4},
+    "checkpointing": {"gradient_checkpointing": True},
+    "attention-fa2": {"attention": "varlen"},
+    "attention-cudnn": {"attention": "cudnn"},
+    "projections-apart": {"fused_projections": False},
+    "lora-apart": {"lora_in_base": False},
+    "ce-compiled": {"cross_entropy": "compiled"},
+    "ce-eager": {"cross_entropy": "eager"},
+    "compile-max-autotune": {"compile_mode": "max-autotune-no-cudagraphs"},
+    "cuda-graphs": {"compile_mode": "reduce-overhead"},
+    **{f"fa4-bwd-{t}": {"fa4_backward_tile": t} for t in FA4_BACKWARD_TILES},
+}
+
+
+def lever(spec: str) -> tuple[str, dict]:
+    """(label, RUN.toml overrides) of one `--levers` item: a name in LEVERS, or KEY=VALUE[+KEY=VALUE]."""
+    if spec in LEVERS:
+        return spec, LEVERS[spec]
+    if "=" not in spec:
+        raise SystemExit(f"train_bench.py: unknown lever {spec!r} (named: {', '.join(LEVERS)}; or KEY=VALUE)")
+    return spec, _parse_set(spec.split("+"), "--levers")
 
 
 def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> None:
@@ -99,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--baseline", action="store_true")
-    p.add_argument("--levers", default="", help="comma list of lever numbers (1-based), or 'all'")
+    p.add_argument("--levers", default="", help="comma list of lever names (LEVERS) or KEY=VALUE[+KEY=VALUE], or 'all'")
     p.add_argument("--json", default=None)
     p.add_argument("--profile", action="store_true",
                    help="profile 2 steps of the default recipe (after warm-up) and print where GPU time goes")
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         for arch in args.models.split(","):
             profile(load_run_config(write_run(folder, arch, args.seq_len)), args.warmup)
         return 0
-    chosen = LEVERS if args.levers == "all" else [LEVERS[int(i) - 1] for i in args.levers.split(",") if i]
+    chosen = list(LEVERS.items()) if args.levers == "all" else [lever(x) for x in args.levers.split(",") if x]
     rows = []
     for arch in args.models.split(","):
         cfg = load_run_config(write_run(folder, arch, args.seq_len))
@@ -150,13 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     r = measure_reference(cfg, args.steps, args.warmup, lambda m: None, kind=change)
                     r["flops"] = [t * terms[0] + terms[1] * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
                 else:
-                    batching.FUSED_CE = change != "full_ce"
-                    batching.CE_KERNEL = change != "compiled_ce"
-                    torch._inductor.config.coordinate_descent_tuning = change == "cdt"
-                    fused.LORA_IN_BASE = change != "lora_apart"
-                    fused.ADD_IN_MATMUL = change == "add_in_matmul"
-                    vc = with_overrides(cfg, **change) if isinstance(change, dict) else cfg
-                    r = measure_fleetdeck(vc, args.steps, args.warmup, lambda m: None)
+                    r = measure_fleetdeck(with_overrides(cfg, **change), args.steps, args.warmup, lambda m: None)
                     terms = terms or r["flops_terms"]
                 s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
                 if label == "fleetdeck default":
@@ -167,9 +174,6 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc(file=sys.stderr)
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
-                batching.FUSED_CE = batching.CE_KERNEL = fused.LORA_IN_BASE = True
-                fused.ADD_IN_MATMUL = False
-                torch._inductor.config.coordinate_descent_tuning = False
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             rows.append(row)
             _print(row)
@@ -239,14 +243,14 @@ def idle_gaps(prof) -> None:
 
 def _print(r: dict) -> None:
     if "error" in r:
-        print(f"{r['model']:<11} {r['variant']:<38} ERROR {r['error']}", flush=True)
+        print(f"{r['model']:<11} {r['variant']:<24} ERROR {r['error']}", flush=True)
         return
     ratio = f"{r['vs_default']:.3f}x" if r.get("vs_default") else "-"
     mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"  # of the datasheet rate
     if r.get("mfu_measured"):
         mfu += f" ({100 * r['mfu_measured']:.1f}% measured)"
     mem = f"{r['peak_memory_gib']:.1f}" if r.get("peak_memory_gib") is not None else "-"
-    print(f"{r['model']:<11} {r['variant']:<38} {r['median_s_per_step']:7.3f} s/step "
+    print(f"{r['model']:<11} {r['variant']:<24} {r['median_s_per_step']:7.3f} s/step "
           f"(spread {r['spread_pct']:4.1f}%) {r['tokens_per_second']:9,.0f} tok/s  MFU {mfu:>6}  "
           f"peak {mem:>6} GiB  {ratio:>6}  [{r['description']}]", flush=True)
 

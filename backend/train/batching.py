@@ -16,13 +16,11 @@ from . import ce_kernel
 from .corpus import Split
 
 IGNORE = -100
-#: the bench's switch for measuring the chunked fused cross-entropy against full logits
-FUSED_CE = True
-#: torch.compile the chunk function on CUDA (fewer passes over the float32 logits)
-COMPILE_CE = True
-#: on CUDA, the Triton kernel that writes the gradient over the logits (ce_kernel.py) where it
-#: imports and passes its check; else the compiled chunk function
-CE_KERNEL = True
+#: how the cross-entropy chunks run (RUN.toml's `cross_entropy`): "auto" is, on CUDA, the Triton
+#: kernel that writes the gradient over the logits (ce_kernel.py) where it imports and passes its
+#: check, else the torch.compile'd chunk function, else eager; "compiled" skips the kernel;
+#: "eager" runs the chunk eagerly in place (the CPU's way, and the parity check's plain path)
+CE_MODES = ("auto", "compiled", "eager")
 
 
 @dataclass
@@ -53,7 +51,8 @@ class Batch:
 
 
 def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
-               max_len: int, padded: bool = False, pad_to: int | None = None) -> Batch:
+               max_len: int, padded: bool = False, pad_to: int | None = None,
+               ranges_pow2: bool = False) -> Batch:
     """Flatten `rows` into one packed sequence on `device`; with `padded`, one row per batch
     entry instead (each row one range, right-padded to the longest), for models whose recurrent
     layers would carry state from one range into the next in a flat sequence.
@@ -62,7 +61,10 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
     eval micro-batch of fewer rows) gets filler ranges of at most `max_len` tokens up to it, with
     nothing to predict, so compiled layers see one sequence length and never recompile for a new
     one in the middle of training (on an H200 such a recompile stalled a 0.3 s step for 17 s).
-    The filler is neither counted as tokens nor in the attention work."""
+    The filler is neither counted as tokens nor in the attention work.
+
+    `ranges_pow2`: empty ranges appended until the range count is a power of two (CUDA graphs are
+    recorded once per shape; the attention kernel skips an empty range)."""
     if padded:
         return _padded_batch(split, rows, device, max_len)
     flat = torch.frombuffer(split.tokens, dtype=torch.int32)
@@ -82,6 +84,8 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
         pos.append(torch.arange(n))
         lab.append(torch.full((n,), IGNORE, dtype=torch.long))
         cu.append(cu[-1] + n)
+    while ranges_pow2 and (len(cu) - 1) & (len(cu) - 2):
+        cu.append(cu[-1])
     input_ids = torch.cat(ids)
     labels = torch.cat(lab)
     targets = int((labels != IGNORE).sum())
@@ -205,22 +209,21 @@ def report_fallback(what: str, error: BaseException, instead: str = "running it 
         print(line, file=sys.stderr)
 
 
-def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype):
-    """The chunk function for this device: the Triton kernel where it imports and passed its
-    trial at this vocabulary and dtype, else the compiled chunk function, else eager."""
-    if device.type != "cuda":
+def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto"):
+    """The chunk function for this device and `mode` (CE_MODES): with "auto", the Triton kernel
+    where it imports and passed its trial at this vocabulary and dtype, else the compiled chunk
+    function, else eager."""
+    if device.type != "cuda" or mode == "eager":
         return _ce_chunk_inplace
-    if CE_KERNEL and ce_kernel.available():
+    if mode == "auto" and ce_kernel.available():
         key = _kernel_key(device, vocab, dtype)
         if key not in _COMPILED:
             why = ce_kernel.works(device, dtype, _ce_chunk_inplace, IGNORE, vocab)
             if why:
-                return _give_up(_ce_chunk_kernel, RuntimeError(why), device, vocab, dtype)
+                return _give_up(_ce_chunk_kernel, RuntimeError(why), device, vocab, dtype, mode)
             _COMPILED[key] = None
         if _COMPILED[key] is None:
             return _ce_chunk_kernel
-    if not COMPILE_CE:
-        return _ce_chunk_inplace
     if "fn" not in _COMPILED:
         _COMPILED["fn"] = torch.compile(_ce_chunk, dynamic=None)
     return _COMPILED["fn"]
@@ -230,13 +233,13 @@ def _kernel_key(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
     return f"kernel:{device}:{vocab}:{dtype}"
 
 
-def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: torch.dtype):
+def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto"):
     """After `fn` failed (the kernel its trial, or any of them on a chunk): remember not to use
     it again, say so once, and return what runs instead (the compiled chunk function after the
     kernel, eager after that)."""
     if fn is _ce_chunk_kernel:
         _COMPILED[_kernel_key(device, vocab, dtype)] = str(error) or type(error).__name__
-        nxt = _chunk_fn(device, vocab, dtype)
+        nxt = _chunk_fn(device, vocab, dtype, mode)
         report_fallback("the Triton cross-entropy kernel", error,
                         "running the chunks eagerly" if nxt is _ce_chunk_inplace else "using the compiled chunk function")
         return nxt
@@ -245,11 +248,9 @@ def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: 
     return _ce_chunk_inplace
 
 
-def ce_kind(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
-    """How the cross-entropy runs on `device` (for the recipe line)."""
-    if not FUSED_CE:
-        return "over whole logits"
-    fn = _chunk_fn(device, vocab, dtype)
+def ce_kind(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto") -> str:
+    """How the cross-entropy runs on `device` in `mode` (for the recipe line)."""
+    fn = _chunk_fn(device, vocab, dtype, mode)
     return ("Triton kernel" if fn is _ce_chunk_kernel else "eager" if fn is _ce_chunk_inplace else "compiled")
 
 
@@ -265,12 +266,12 @@ class LinearCrossEntropy(torch.autograd.Function):
     151,936-token vocabulary makes a 4k row's logits 1.2 GB in bf16). `weight` is frozen."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, labels, scale, chunk):  # type: ignore[override]
+    def forward(ctx, hidden, weight, labels, scale, chunk, mode="auto"):  # type: ignore[override]
         want_grad = hidden.requires_grad
         grad = torch.empty_like(hidden) if want_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         vocab = weight.shape[0]
-        fn = _chunk_fn(hidden.device, vocab, hidden.dtype)
+        fn = _chunk_fn(hidden.device, vocab, hidden.dtype, mode)
         for s in range(0, hidden.shape[0], chunk):
             h, y = hidden[s:s + chunk], labels[s:s + chunk]
             while True:
@@ -283,7 +284,7 @@ class LinearCrossEntropy(torch.autograd.Function):
                 except Exception as e:  # noqa: BLE001 - a compiler failure must not stop training
                     if fn is _ce_chunk_inplace or "OutOfMemory" in type(e).__name__:
                         raise
-                    fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype)
+                    fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype, mode)
             total += loss
             if want_grad:
                 grad[s:s + chunk] = g
@@ -293,17 +294,15 @@ class LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        return grad * grad_out.to(grad.dtype), None, None, None, None
+        return grad * grad_out.to(grad.dtype), None, None, None, None, None
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
-                         scale: float, chunk: int = 8192) -> torch.Tensor:
-    """Scaled summed cross-entropy of a (T, H) hidden state against the output head."""
-    if not FUSED_CE:
-        logits = (hidden @ weight.detach().t()).float()
-        return torch.nn.functional.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="sum") * scale
-    return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk)
+                         scale: float, chunk: int = 8192, mode: str = "auto") -> torch.Tensor:
+    """Scaled summed cross-entropy of a (T, H) hidden state against the output head, its chunks
+    run as `mode` says (CE_MODES)."""
+    return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk, mode)
 
 
-__all__ = ["Batch", "FALLBACK_LOG", "ce_kind", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
+__all__ = ["Batch", "CE_MODES", "FALLBACK_LOG", "ce_kind", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
            "make_batch", "report_fallback"]

@@ -17,7 +17,7 @@ known class (its forward is replaced on that instance only, for training without
 Anything else keeps transformers' own forward.
 
 Where the group's output is wider than its input (q/k/v, gate/up), its LoRA product also joins
-the base matmul (`LORA_IN_BASE`): out = [x, x A^T] @ [W, s B]^T, one product over K = in + R
+the base matmul (RUN.toml's `lora_in_base`, on by default): out = [x, x A^T] @ [W, s B]^T, one product over K = in + R
 (R the group's rank total), so the low-rank product is never written and read back as a full-width
 tensor, and in backward one product of the output's gradient with [W, s B] gives both the input's
 and x A^T's gradients (the output's gradient is read once for them instead of twice).
@@ -57,13 +57,6 @@ def _lora_parts(mod: nn.Module):
     return base.weight, a.weight, b.weight, float(scale)
 
 
-#: join the LoRA product to the base matmul (see the module's text); False keeps them apart
-LORA_IN_BASE = True
-#: in that backward, add x A^T's share of the input's gradient inside a matmul (beta = 1) on a
-#: copy of the strided slice, instead of as a separate add
-ADD_IN_MATMUL = False
-
-
 class _LoraInBase(torch.autograd.Function):
     """x W^T + (x A^T) B^T as one matmul over [x, x A^T] and [W, B] (B already scaled).
 
@@ -87,19 +80,17 @@ class _LoraInBase(torch.autograd.Function):
         x2 = xc.reshape(-1, xc.shape[-1])
         dxc = d2 @ torch.cat([w, b], 1)          # [dL/dx through W, dL/d(x A^T)] in one product
         dxa = dxc[:, n:]
-        if ADD_IN_MATMUL:
-            dx = torch.addmm(dxc[:, :n], dxa, a)     # + dL/d(x A^T) A, the slice copied first
-        else:
-            dx = dxc[:, :n] + dxa @ a                # an add the compiler can join to its consumer
+        dx = dxc[:, :n] + dxa @ a                    # an add the compiler joins to its consumer
         da = dxa.t() @ x2[:, :n]
         db = d2.t() @ x2[:, n:]
         return dx.reshape(*dout.shape[:-1], n), None, da, db
 
 
 class Group:
-    """Projections sharing an input, computed as one base matmul and one LoRA pair."""
+    """Projections sharing an input, computed as one base matmul and one LoRA pair (joined to the
+    base matmul with `lora_in_base`, where that saves traffic)."""
 
-    def __init__(self, mods: list[nn.Module]):
+    def __init__(self, mods: list[nn.Module], lora_in_base: bool = True):
         parts = [_lora_parts(m) for m in mods]
         if any(p is None for p in parts):
             raise ValueError("not fusable")
@@ -118,7 +109,7 @@ class Group:
         self.mods = mods
         rank = sum(p[1].shape[0] for p in parts)
         # only where it saves traffic (output wider than input) and rows stay 16-byte aligned
-        self.lora_in_base = LORA_IN_BASE and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
+        self.lora_in_base = lora_in_base and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         parts = [_lora_parts(m) for m in self.mods]
@@ -163,9 +154,10 @@ def _mlp_forward(self, x):
     return self.down_proj(self.act_fn(g) * u)
 
 
-def fuse_projections(model: nn.Module) -> dict[str, int]:
+def fuse_projections(model: nn.Module, lora_in_base: bool = True) -> dict[str, int]:
     """Fuse q/k/v and gate/up in every decoder layer where it is certainly exact; returns how
-    many attention and MLP modules were fused."""
+    many attention and MLP modules were fused. `lora_in_base`: join each group's LoRA product to
+    its base matmul (see the module's text)."""
     import importlib
 
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -179,7 +171,7 @@ def fuse_projections(model: nn.Module) -> dict[str, int]:
             if rope is None or getattr(m, "sliding_window", None):
                 continue
             try:
-                m._fd_qkv = Group([m.q_proj, m.k_proj, m.v_proj])
+                m._fd_qkv = Group([m.q_proj, m.k_proj, m.v_proj], lora_in_base)
             except (ValueError, AttributeError):
                 continue
             m._fd_rope, m._fd_attention = rope, ALL_ATTENTION_FUNCTIONS
@@ -187,7 +179,7 @@ def fuse_projections(model: nn.Module) -> dict[str, int]:
             counts["attention"] += 1
         elif cls in MLP_CLASSES:
             try:
-                m._fd_gate_up = Group([m.gate_proj, m.up_proj])
+                m._fd_gate_up = Group([m.gate_proj, m.up_proj], lora_in_base)
             except (ValueError, AttributeError):
                 continue
             m.forward = types.MethodType(_mlp_forward, m)

@@ -54,6 +54,12 @@ class Recipe:
     fused_layers: int = 0
     #: how the cross-entropy chunks run ("Triton kernel", "compiled", "eager")
     ce: str = "eager"
+    #: torch.compile's mode for the decoder layers ("default": none given)
+    compile_mode: str = "default"
+    #: FlashAttention-4's Hopper backward tile at head_dim 128 ("auto": FA4's own)
+    fa4_backward_tile: str = "auto"
+    #: in the fused groups, the LoRA product inside the base matmul
+    lora_in_base: bool = True
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
@@ -64,10 +70,16 @@ class Recipe:
         else:
             attn = f"{self.kernel} varlen" if self.flash else "per-document SDPA"
             pack = "packing on" if self.packing else "packing off"
+        if self.flash and self.kernel == "fa4" and self.fa4_backward_tile != "auto":
+            attn += f" (backward tile {self.fa4_backward_tile})"
+        fused = ""
+        if self.fused_layers:
+            fused = (f"q/k/v and gate/up fused in {self.fused_layers} layers"
+                     + ("" if self.lora_in_base else " (LoRA product apart)") + ", ")
+        mode = f" ({self.compile_mode})" if self.compile and self.compile_mode != "default" else ""
         return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
-                f"attention {attn}, "
-                + (f"q/k/v and gate/up fused in {self.fused_layers} layers, " if self.fused_layers else "")
-                + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
+                f"attention {attn}, " + fused
+                + f"torch.compile {'on' if self.compile else 'off'}{mode}, liger {'on' if self.liger else 'off'}, "
                 f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}")
 
 
@@ -107,6 +119,8 @@ class Engine:
             elif torch.cuda.get_device_capability(device)[0] >= 9:
                 log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
                     "(pip install flash-attn-4, or fleetdeck[fa4])")
+        # the backward tile is chosen before FA4's trial, so the trial runs the tile training will
+        attention.set_fa4_backward_tile(cfg.fa4_backward_tile)
         if want and flash and attention.kernel_works(want, device, self.dtype, log):
             kernel = want
         name = attention.register(force_flash=flash, kernel=kernel)
@@ -156,8 +170,9 @@ class Engine:
         # processes, +0.0% and +0.4% on 0.6B, for 1.8 GiB more at peak (benchmarks/results/SUMMARY.md);
         # on the CPU it stays off (nothing measured there)
         want_fused = cfg.fused_projections is True or (cfg.fused_projections == "auto" and device.type == "cuda")
+        lora_in_base = cfg.lora_in_base is not False
         if want_fused and not self.padded:
-            counts = fuse_projections(self.model)
+            counts = fuse_projections(self.model, lora_in_base=lora_in_base)
             fused_layers = max(counts["attention"], counts["mlp"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         causal = self.model.get_base_model()
@@ -176,7 +191,9 @@ class Engine:
                              flash=flash, dtype=self.dtype, packing_off=packing_off,
                              packing=cfg.packing and not self.padded, kernel=kernel,
                              fused_layers=fused_layers,
-                             ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype))
+                             ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype, cfg.cross_entropy),
+                             compile_mode=cfg.compile_mode, fa4_backward_tile=cfg.fa4_backward_tile,
+                             lora_in_base=lora_in_base)
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         #: (split, rows, micro rows) -> batches built during the previous step
@@ -218,8 +235,9 @@ class Engine:
             import torch._dynamo
 
             torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+            mode = None if self.recipe.compile_mode == "default" else self.recipe.compile_mode
             for layer in self.layers:
-                layer.compile(dynamic=None)
+                layer.compile(dynamic=None, mode=mode)
             self.compiled = True
 
     def autocast(self):
@@ -239,7 +257,10 @@ class Engine:
         # compiled layers: every packed micro-batch as long as a full one (no recompile for a
         # partial last row or a short eval micro-batch)
         full = self.recipe.micro_rows * self.cfg.seq_len if self.recipe.compile and not self.padded else None
-        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full)
+        # CUDA graphs are recorded per shape: the range count rounded up to a power of two
+        graphs = self.recipe.compile and self.recipe.compile_mode == "reduce-overhead"
+        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full,
+                          ranges_pow2=graphs)
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         """The last hidden state, (tokens, hidden) with padding rows flattened in."""
@@ -250,7 +271,8 @@ class Engine:
         """Scaled summed token cross-entropy of one micro-batch (graph kept for backward)."""
         with self.autocast():
             hidden = self.hidden(batch)
-            return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale)
+            return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale,
+                                        mode=self.cfg.cross_entropy)
 
     def _batch_key(self, split: Split, row_ids: list[int]) -> tuple:
         """What a prefetch was built for: the split, the rows and the rows per forward."""
