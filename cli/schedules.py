@@ -275,7 +275,7 @@ def _fail(args: argparse.Namespace, doc: dict[str, Any]) -> int:
 async def _remove(host_cfg, sched: Schedule, confirmation: str | None, grace: float):
     link = HostLink(host_cfg)
     try:
-        return await remove_schedule(link, host_cfg, sched, confirmation, grace=grace)
+        return await remove_schedule(link, sched, confirmation, grace=grace)
     finally:
         await link.close()
 

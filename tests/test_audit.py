@@ -35,10 +35,10 @@ async def test_refused_and_done_removals_are_listed_newest_first(capsys):
     try:
         s = Schedule(id="loop $(x)", host="local", kind="loop", user="root", spec="while true",
                      command="bash -c loop", source="process", pid=p.pid, start_time=start_time(p.pid))
-        refused = await remove_schedule(HostLink(LOCAL), LOCAL, s, "loop")
+        refused = await remove_schedule(HostLink(LOCAL), s, "loop")
         assert refused.reason_code == "not-confirmed"
         assert p.poll() is None
-        done = await remove_schedule(HostLink(LOCAL), LOCAL, s, "loop $(x)")
+        done = await remove_schedule(HostLink(LOCAL), s, "loop $(x)")
         assert done.ok, done
     finally:
         if p.poll() is None:

@@ -135,7 +135,7 @@ def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
     ):
         sched = Schedule(id=f"cf-{n}", host="local", kind="cron-file", user="root", spec="x", command="x",
                          source=str(f), raw=fsdec(raw), line=n)
-        rep = asyncio.run(remove_schedule(HostLink(local), local, sched, sched.id,
+        rep = asyncio.run(remove_schedule(HostLink(local), sched, sched.id,
                                           host_backup_dir=str(tmp_path / "hb")))
         assert rep.ok, rep
         assert f.read_bytes() == expect

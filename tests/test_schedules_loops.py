@@ -76,7 +76,7 @@ async def test_sleep_child_does_not_outlive_the_stopped_loop(started, own_group,
     s = loop(p)
     check = await check_removal(HostLink(LOCAL), s)
     assert check.ok and [c["pid"] for c in check.children] == [sleeper[0]]  # named before confirming
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id, grace=0.5)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
     assert rep.signals == signals
     assert str(sleeper[0]) in rep.message and "none is left" in rep.message
@@ -94,7 +94,7 @@ async def test_orphan_left_in_the_loops_group_is_stopped_too(started):
                                  if procfs.comm(m[0]) == "sleep" and procfs.ppid(m[0]) != p.pid
                                  and m[0] not in procfs.descendants(p.pid)], "the orphaned sleep")[0]
     s = loop(p)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id, grace=0.5)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
     p.wait(timeout=10)
     assert not procfs.same_process(*orphan)
@@ -108,7 +108,7 @@ async def test_a_loop_that_respawns_faster_than_it_dies_leaves_nothing(started):
     started.append(p)
     wait_until(lambda: len(kids_named(p.pid, "sleep")) >= 3, "a few background sleeps")
     s = loop(p)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id, grace=0.3)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.3)
     assert rep.ok, rep
     p.wait(timeout=10)
     assert group_members(p.pid) == []
@@ -118,7 +118,7 @@ async def test_a_loop_that_respawns_faster_than_it_dies_leaves_nothing(started):
 async def test_helper_never_stops_its_own_parents():
     s = Schedule(id="me", host="local", kind="loop", user="root", spec="x", command="x", source="x",
                  pid=os.getpid(), start_time=procfs.start_ticks(os.getpid()))
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, "me")
+    rep = await remove_schedule(HostLink(LOCAL), s, "me")
     assert not rep.ok and rep.reason_code == "unsupported" and "parents" in rep.message
     assert Path(f"/proc/{os.getpid()}").exists()
 

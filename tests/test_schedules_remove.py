@@ -131,7 +131,7 @@ async def test_crontab_entry_removed_others_untouched_backups_written(root_cront
     install_crontab(CRONTAB, tmp_path)
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)
     hb = tmp_path / "host backups"
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, "cron-1", host_backup_dir=str(hb))
+    rep = await remove_schedule(HostLink(LOCAL), sched, "cron-1", host_backup_dir=str(hb))
     assert rep.ok, rep
     after = read_crontab()
     assert after == CRONTAB.replace(f"37 * * * * {HOSTILE}\n", "").encode()
@@ -153,7 +153,7 @@ async def test_crontab_changed_between_listing_and_removal_is_refused_untouched(
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)  # as listed from CRONTAB
     changed = CRONTAB.replace("MAILTO", "# someone ran crontab -e\nMAILTO")
     install_crontab(changed, tmp_path)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, "cron-1", host_backup_dir=str(tmp_path / "hb"))
+    rep = await remove_schedule(HostLink(LOCAL), sched, "cron-1", host_backup_dir=str(tmp_path / "hb"))
     assert not rep.ok and rep.reason_code == "changed-since-listing" and rep.result == "refused"
     assert "line 4" in rep.message
     assert read_crontab() == changed.encode()
@@ -165,7 +165,7 @@ async def test_crontab_changed_between_listing_and_removal_is_refused_untouched(
 @pytest.mark.root
 async def test_no_crontab_at_all_is_an_empty_crontab_and_refuses(root_crontab):
     subprocess.run([CRONTAB_BIN, "-r"], capture_output=True)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched("* * * * * /usr/bin/true", 1), "cron-1")
+    rep = await remove_schedule(HostLink(LOCAL), cron_sched("* * * * * /usr/bin/true", 1), "cron-1")
     assert rep.reason_code == "changed-since-listing" and "0 lines" in rep.message
     assert read_crontab() is None
 
@@ -183,7 +183,7 @@ async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_cronta
                     f'echo "$@" >> "{log}"\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, cron_sched(f"37 * * * * {HOSTILE}", 4), "cron-1")
+    rep = await remove_schedule(HostLink(LOCAL), cron_sched(f"37 * * * * {HOSTILE}", 4), "cron-1")
     assert rep.reason_code == "crontab-unreadable" and "Input/output error" in rep.message
     assert not log.exists()
     assert read_crontab() == CRONTAB.encode()
@@ -195,7 +195,7 @@ async def test_crontab_that_cannot_be_read_is_never_treated_as_empty(root_cronta
 async def test_wrong_confirmation_changes_nothing(root_crontab, tmp_path, typed):
     install_crontab(CRONTAB, tmp_path)
     sched = cron_sched(f"37 * * * * {HOSTILE}", 4)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, typed)
+    rep = await remove_schedule(HostLink(LOCAL), sched, typed)
     assert not rep.ok and rep.reason_code == "not-confirmed"
     assert read_crontab() == CRONTAB.encode() and backups("local") == []
     (rec,) = audit.read_audit()
@@ -213,7 +213,7 @@ async def test_cron_file_line_removed_atomically_mode_kept(tmp_path):
     raw = "37 * * * * root /bin/echo 'check on the run'"
     sched = Schedule(id="cf-1", host="local", kind="cron-file", user="root", spec="37 * * * *",
                      command="/bin/echo 'check on the run'", source=str(f), raw=raw, line=3)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, "cf-1", host_backup_dir=str(tmp_path / "hb"))
+    rep = await remove_schedule(HostLink(LOCAL), sched, "cf-1", host_backup_dir=str(tmp_path / "hb"))
     assert rep.ok, rep
     assert f.read_text() == "SHELL=/bin/sh\n0 * * * * root /usr/bin/true keep\n"
     assert stat.S_IMODE(f.stat().st_mode) == 0o640 and f.stat().st_ino != ino  # replaced by rename
@@ -228,7 +228,7 @@ async def test_cron_file_that_is_a_symlink_is_refused(tmp_path):
     link.symlink_to(real)
     sched = Schedule(id="cf-2", host="local", kind="cron-file", user="root", spec="37 * * * *",
                      command="/bin/true", source=str(link), raw="37 * * * * root /bin/true", line=1)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, sched, "cf-2")
+    rep = await remove_schedule(HostLink(LOCAL), sched, "cf-2")
     assert not rep.ok and rep.reason_code == "unsupported"
     assert real.read_text() == "37 * * * * root /bin/true\n" and link.is_symlink()
 
@@ -271,7 +271,7 @@ async def test_loop_stopped_with_sigterm(procs):
     s = loop_sched(p)
     check = await check_removal(HostLink(LOCAL), s)
     assert check.ok and not check.interactive
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id)
     assert rep.ok, rep
     assert rep.signals == ("SIGTERM",)
     assert p.wait(timeout=10) == -signal.SIGTERM
@@ -281,7 +281,7 @@ async def test_loop_ignoring_sigterm_is_killed_after_grace(procs):
     p = spawn_loop("trap '' TERM; while true; do sleep 0.2; done")
     procs.append(p)
     s = loop_sched(p)
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id, grace=0.5)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
     assert rep.signals == ("SIGTERM", "SIGKILL")
     assert p.wait(timeout=10) == -signal.SIGKILL
@@ -293,7 +293,7 @@ async def test_loop_whose_start_time_changed_is_refused_and_left_running(procs):
     p = spawn_loop("while true; do sleep 0.2; done")
     procs.append(p)
     s = loop_sched(p, start=start_time(p.pid) + 1)  # the pid now names a different process
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id)
     assert not rep.ok and rep.reason_code == "changed-since-listing"
     assert p.poll() is None
     assert audit_results() == ["started", "refused"]
@@ -304,7 +304,7 @@ async def test_loop_already_gone_is_refused_not_found(procs):
     s = loop_sched(p)
     p.kill()
     p.wait()
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, s.id)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id)
     assert rep.reason_code == "not-found"
 
 
@@ -322,7 +322,7 @@ async def test_interactive_shell_is_named_before_and_after(procs):
         check = await check_removal(HostLink(LOCAL), s)
         assert check.ok and check.interactive and check.tty and check.tty.startswith("/dev/pts/")
         assert "interactive shell" in check.warning
-        rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, "sh-1", grace=0.5)
+        rep = await remove_schedule(HostLink(LOCAL), s, "sh-1", grace=0.5)
         assert rep.ok and rep.interactive and "interactive shell" in rep.message
         # an interactive bash ignores SIGTERM: it took SIGKILL
         assert rep.signals == ("SIGTERM", "SIGKILL")
@@ -354,12 +354,12 @@ async def test_at_job_removed_only_while_it_still_matches():
     try:
         wrong = Schedule(id="at-x", host="local", kind="at", user="root", spec="later", command="/bin/other",
                          source="atq", job=job)
-        rep = await remove_schedule(HostLink(LOCAL), LOCAL, wrong, "at-x")
+        rep = await remove_schedule(HostLink(LOCAL), wrong, "at-x")
         assert rep.reason_code == "changed-since-listing"
         assert subprocess.run(["at", "-c", job], capture_output=True).returncode == 0
         s = Schedule(id="at-1", host="local", kind="at", user="root", spec="later", command=cmd,
                      source="atq", job=job)
-        rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, "at-1")
+        rep = await remove_schedule(HostLink(LOCAL), s, "at-1")
         assert rep.ok, rep
         assert subprocess.run(["at", "-c", job], capture_output=True).returncode != 0
     finally:
@@ -369,10 +369,10 @@ async def test_at_job_removed_only_while_it_still_matches():
 async def test_unknown_kind_and_bad_timer_unit_are_refused():
     s = Schedule(id="t-1", host="local", kind="systemd-timer", user="root", spec="daily", command="x",
                  source="systemd", unit="--now; reboot", scope="system")
-    rep = await remove_schedule(HostLink(LOCAL), LOCAL, s, "t-1")
+    rep = await remove_schedule(HostLink(LOCAL), s, "t-1")
     assert rep.reason_code == "unsupported"
     odd = Schedule(id="o", host="local", kind="anacron", user="root", spec="", command="", source="")
-    assert (await remove_schedule(HostLink(LOCAL), LOCAL, odd, "o")).reason_code == "unsupported"
+    assert (await remove_schedule(HostLink(LOCAL), odd, "o")).reason_code == "unsupported"
 
 
 # -- over a real sshd host ---------------------------------------------------------------------
@@ -387,7 +387,7 @@ async def test_crontab_entry_removed_over_ssh(root_crontab, sshd_fleet, tmp_path
     try:
         sched = cron_sched("*/5 * * * * /usr/bin/true keep-1", 3, host="h1", sid="c-ssh")
         hb = sshd_fleet.hosts["h1"].root / "backups"
-        rep = await remove_schedule(link, h1, sched, "c-ssh", host_backup_dir=str(hb))
+        rep = await remove_schedule(link, sched, "c-ssh", host_backup_dir=str(hb))
     finally:
         await link.close()
     assert rep.ok, rep

@@ -1,7 +1,7 @@
 """Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
 
 The host side is `host/schedules.py` (stdlib + the host library), run by module name through
-`HostLink.run_helper`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
+`HostLink.call`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
 the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
 helper refuses with `changed-since-listing` when the host no longer matches it.
 """
@@ -15,9 +15,8 @@ from typing import Any
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import statedir
-from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.models import Schedule, schedule_json
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 ACTION = "schedule-remove"
@@ -28,7 +27,7 @@ REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "un
                       "crontab-unreadable", "crontab-ambiguous", "orphaned", "permission-denied"})
 
 
-#: the host-side helper, bundled with the host library by `HostLink.run_helper`
+#: the host-side helper, bundled with the host library by `HostLink.call`
 REMOTE = "fleetdeck.backend.host.schedules"
 
 
@@ -101,24 +100,24 @@ class RemoveReport:
                 "interactive": self.interactive}
 
 
-def _request(op: str, schedule: Schedule, **extra: Any) -> dict[str, Any]:
+def _listed(schedule: Schedule) -> dict[str, Any]:
+    """The entry as it was listed: what the helper checks it against."""
     s = schedule
-    return {"op": op, "schedule": {
-        "id": s.id, "kind": s.kind, "user": s.user, "command": s.command, "source": s.source,
-        "raw": s.raw, "line": s.line, "unit": s.unit, "job": s.job, "scope": s.scope,
-        "pid": s.pid, "start_time": s.start_time}, **extra}
+    return {"id": s.id, "kind": s.kind, "user": s.user, "command": s.command, "source": s.source,
+            "raw": s.raw, "line": s.line, "unit": s.unit, "job": s.job, "scope": s.scope,
+            "pid": s.pid, "start_time": s.start_time}
 
 
 async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
     base = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
     try:
-        ans = await link.run_helper(REMOTE, _request("inspect", schedule))
+        ans = await link.call(REMOTE, "inspect", schedule=_listed(schedule))
+    except HelperError as e:
+        code, message, _ = _error(e.answer)
+        return RemovalCheck(**base, ok=False, reason_code=code, message=message)
     except HostError as e:
         return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
-    if not isinstance(ans, dict) or ans.get("ok") is not True:
-        code, message, _ = _error(ans)
-        return RemovalCheck(**base, ok=False, reason_code=code, message=message)
     original = base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
     return RemovalCheck(**base, ok=True, reason_code=None, message=f"{ans.get('what', schedule.id)} matches the listing",
                         interactive=bool(ans.get("interactive")), tty=ans.get("tty"), original=original,
@@ -184,7 +183,7 @@ def _audit(report: RemoveReport, schedule: Schedule, confirmation: str | None, r
     audit.audit(ACTION, report.host, result or report.result, **_recordable(fields))
 
 
-async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedule, confirmation: str | None,
+async def remove_schedule(link: HostLink, schedule: Schedule, confirmation: str | None,
                           *, grace: float = DEFAULT_GRACE, host_backup_dir: str | None = None) -> RemoveReport:
     """Remove `schedule` from its host when `confirmation` equals its id byte for byte.
 
@@ -196,7 +195,7 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
     Every outcome is appended to the audit log: the intent before the host is touched and
     the result after. Never raises for an expected failure.
     """
-    host = host_cfg.name
+    host = link.name
     base = RemoveReport(host=host, schedule_id=schedule.id, kind=schedule.kind, ok=False,
                         reason_code=None, message="")
     if confirmation is None or confirmation != schedule.id:
@@ -230,23 +229,22 @@ async def remove_schedule(link: HostLink, host_cfg: HostConfig, schedule: Schedu
         extra["backup_name"] = check.backup_name
     if host_backup_dir:
         extra["backup_dir"] = host_backup_dir
-    timeout = host_cfg.command_timeout + grace + 15
+    timeout = link.host.command_timeout + grace + 15
     try:
-        ans = await link.run_helper(REMOTE, _request("apply", schedule, **extra), timeout=timeout)
+        ans = await link.call(REMOTE, "apply", schedule=_listed(schedule), **extra, within=timeout)
+    except HelperError as e:
+        code, message, more = _error(e.answer)
+        rep = replace(base, backup=backup, host_backup=more.get("host_backup"), reason_code=code,
+                      message=message)
     except HostError as e:
         rep = replace(base, backup=backup, reason_code="host-unreachable",
                       message=f"{e}; the removal may or may not have happened, list the host again")
         _audit(rep, schedule, confirmation, checks=checks)
         return rep
-    ans = ans if isinstance(ans, dict) else {}
-    if ans.get("ok") is True:
+    else:
         rep = replace(base, ok=True, backup=backup, host_backup=ans.get("host_backup"),
                       message=str(ans.get("message") or "done"), signals=tuple(ans.get("signals") or ()),
                       interactive=bool(ans.get("interactive")))
-    else:
-        code, message, more = _error(ans)
-        rep = replace(base, backup=backup, host_backup=more.get("host_backup"), reason_code=code,
-                      message=message)
     if rep.reason_code in REFUSALS:
         rep = replace(rep, message=f"{rep.message}; nothing was changed")
     _audit(rep, schedule, confirmation, checks=checks)

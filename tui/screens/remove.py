@@ -118,7 +118,7 @@ class RemoveScheduleModal(TypedConfirmModal):
         result = self.query_one("#remove-result", Static)
         result.update(Text("removing…", style="dim"))
         try:
-            rep = await remove_schedule(self.app.link(s.host), self.app.fleet.host(s.host), s, typed)
+            rep = await remove_schedule(self.app.link(s.host), s, typed)
         except Exception as e:
             self.app.report_error(f"Remove {shown(s.id)}", e)
             result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
