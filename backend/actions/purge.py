@@ -94,7 +94,8 @@ async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[
         if not isinstance(e.answer, dict):
             raise HostError(link.name, "the purge helper gave an answer that is not a JSON object",
                             "helper") from None
-        raise HostError(link.name, f"the purge helper refused: {e.message} [{e.code}]", "helper") from None
+        raise HostError(link.name, f"the purge helper refused: {e.error.get('message', 'no reason given')} "
+                        f"[{e.error.get('code', '?')}]", "helper") from None
 
 
 async def gather_purge(link: HostLink, paths: list[str]) -> PurgePlan:

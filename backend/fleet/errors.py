@@ -24,13 +24,16 @@ class HostError(Exception):
 
 class HelperError(HostError):
     """A helper ran and answered with the host library's error shape (`{"ok": false, "error":
-    {"code", "message"}}`), or with what is not an answer object: `code` and `message` are the
-    helper's own (`helper` and `unexpected answer ...` for a malformed answer); `answer` is the
-    whole answer as it came."""
+    {"code", "message", ...}}`), or with what is not an answer object. `code` and `message`
+    are the helper's own (`helper` and `unexpected answer ...` for a malformed answer);
+    `error` is the answer's error object as it came (empty when there is none), `answer` the
+    whole answer, so a caller can word the refusal its own way."""
 
     def __init__(self, host: str, message: str, code: str = "helper", answer: object = None) -> None:
         super().__init__(host, message, code)
         self.answer = answer
+        err = answer.get("error") if isinstance(answer, dict) else None
+        self.error: dict = err if isinstance(err, dict) else {}
 
     @classmethod
     def of(cls, host: str, answer: object) -> HelperError:
