@@ -1,0 +1,225 @@
+"""What the mirror helper's ends share: the frame and partial-folder constants, answers,
+the no-progress watchdog, host paths, a folder listed (`walk`) and a file opened and hashed
+without following a link (`open_rel`, `hash_rel`, through the host library's one walker)."""
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import struct
+import sys
+import threading
+import time
+
+from fleetdeck.backend.host.lib import flags, fsinfo, hashing, serve
+from fleetdeck.backend.host.lib import walk as fdwalk
+from fleetdeck.backend.host.lib.text import fsdec, fsenc
+
+CHUNK = 1 << 20
+# Bytes written between two fdatasync calls: the final fsync of a file then flushes at most
+# this much, so a disk doing 2 MB/s still answers within a 30 s command_timeout.
+SYNC_EVERY = 64 << 20
+HDR = struct.Struct(">I")
+PARTIAL = b".fleetdeck-partial-"
+# what follows PARTIAL in a name a writer made: PID-START-RANDOM (PID-RANDOM from older ones)
+PARTIAL_TAG = re.compile(rb"^[0-9]+-(?:[0-9]+-)?[0-9a-f]{8}$")
+RDFLAGS = flags.READ
+DIRFLAGS = flags.DIR
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def is_partial(name):
+    """True for the name of a partial folder a writer made inside a destination."""
+    return name.startswith(PARTIAL) and PARTIAL_TAG.match(name[len(PARTIAL):]) is not None
+
+
+def say(out, obj):
+    """Write one answer line (the host library's JSON; undecodable names kept)."""
+    out.write(serve.dumps(obj).encode("utf-8", "surrogateescape") + b"\n")
+    out.flush()
+
+
+def ok(**fields):
+    fields["ok"] = True
+    return fields
+
+
+class Watchdog:
+    """The helper's own no-progress timeout: a thread that ends the process when the
+    controller has neither sent nor taken anything for `limit` seconds (the controller was
+    stopped, or its connection hangs without closing), after running `on_fire` (the writer
+    removes its partial folder). Armed and disarmed by the main thread; `hold()` keeps it
+    from firing during a commit."""
+
+    def __init__(self, on_fire=None):
+        self.deadline = None
+        self.lock = threading.Lock()
+        self.held = False
+        self.on_fire = on_fire
+        t = threading.Thread(target=self._watch, daemon=True)
+        t.start()
+
+    def arm(self, limit):
+        self.deadline = None if not limit else time.monotonic() + float(limit)
+
+    def disarm(self):
+        self.deadline = None
+
+    def hold(self):
+        with self.lock:
+            self.held = True
+
+    def _watch(self):
+        while True:
+            d = self.deadline
+            time_left = 1.0 if d is None else d - time.monotonic()
+            if time_left <= 0:
+                with self.lock:
+                    if self.held or self.deadline is None or self.deadline > time.monotonic():
+                        continue
+                    try:
+                        sys.stderr.write("mirror helper: nothing moved for too long; stopping\n")
+                        sys.stderr.flush()
+                        if self.on_fire is not None:
+                            self.on_fire()
+                    finally:
+                        os._exit(3)
+            time.sleep(min(1.0, max(0.05, time_left)))
+
+
+def host_path(p):
+    """`~` expands on this host; a relative path is relative to where the session starts."""
+    b = os.path.expanduser(fsenc(p))
+    if not b.startswith(b"/"):
+        b = os.path.join(os.getcwdb(), b)
+    while len(b) > 1 and b.endswith(b"/"):
+        b = b[:-1]
+    return b
+
+
+def kind_of(st):
+    if st is None:
+        return None
+    m = st.st_mode
+    if stat.S_ISLNK(m):
+        return "symlink"
+    if stat.S_ISDIR(m):
+        return "dir"
+    if stat.S_ISREG(m):
+        return "file"
+    return "other"
+
+
+def lstat_or_none(path):
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def open_rel(root, rel, follow):
+    """Open root/rel for reading; without `follow`, a symlink at any component (root
+    included) is refused with ELOOP."""
+    if follow:
+        return os.open(os.path.join(root, rel), RDFLAGS)
+    parts = rel.split(b"/")
+    _, fd = fdwalk.open_below(root, parts[:-1], keep_parent=False)
+    try:
+        return os.open(parts[-1], flags.READ_NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def file_facts(st):
+    """What says a file is unchanged: size, mtime, ctime (no user can set it), inode."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def walk(root, follow, skip_partials):
+    """Everything under root, as relative paths, sorted by kind. With `follow`, symlinks are
+    followed and each one whose target lies outside root is named in `outside`."""
+    out = {"files": [], "dirs": [], "symlinks": [], "special": [], "errors": [], "partials": [],
+           "outside": []}
+    seen = set()
+    real_root = os.path.realpath(root)
+    stack = [b""]
+    while stack:
+        rel = stack.pop()
+        full = os.path.join(root, rel) if rel else root
+        try:
+            with os.scandir(full) as it:
+                entries = list(it)
+        except OSError as e:
+            out["errors"].append([fsdec(rel), e.strerror or str(e)])
+            continue
+        for ent in entries:
+            r = os.path.join(rel, ent.name) if rel else ent.name
+            if skip_partials and not rel and is_partial(ent.name) and ent.is_dir(follow_symlinks=False):
+                out["partials"].append(fsdec(r))
+                continue
+            try:
+                st = os.lstat(ent.path)
+                if stat.S_ISLNK(st.st_mode):
+                    if not follow:
+                        out["symlinks"].append(fsdec(r))
+                        continue
+                    st = os.stat(ent.path)
+                    target = os.path.realpath(ent.path)
+                    if target != real_root and not target.startswith(real_root.rstrip(b"/") + b"/"):
+                        out["outside"].append([fsdec(r), fsdec(target)])
+            except OSError as e:
+                out["errors"].append([fsdec(r), e.strerror or str(e)])
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if follow and key in seen:
+                    out["errors"].append([fsdec(r), "directory loop through a symlink"])
+                    continue
+                seen.add(key)
+                out["dirs"].append([fsdec(r), stat.S_IMODE(st.st_mode)])
+                stack.append(r)
+            elif stat.S_ISREG(st.st_mode):
+                out["files"].append({"path": fsdec(r), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                     "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+                                     "mode": stat.S_IMODE(st.st_mode)})
+            else:
+                out["special"].append(fsdec(r))
+    out["files"].sort(key=lambda f: f["path"])
+    out["dirs"].sort()
+    return out
+
+
+def hash_rel(root, rel, follow):
+    """sha256 of root/rel read from this disk, or an error sentence."""
+    try:
+        fd = open_rel(root, fsenc(rel), follow)
+    except OSError as e:
+        return {"sha256": None, "error": e.strerror or str(e)}
+    try:
+        st = os.fstat(fd)
+        digest, n = hashing.sha256_fd(fd)
+        if n != st.st_size:
+            return {"sha256": None, "error": "changed while it was hashed"}
+        return {"sha256": digest, "bytes": n}
+    except OSError as e:
+        return {"sha256": None, "error": e.strerror or str(e)}
+    finally:
+        os.close(fd)
+
+
+def free_bytes(path):
+    """Free bytes on the file system holding `path` (or the nearest folder above it that
+    exists); None when it cannot be told."""
+    while True:
+        try:
+            return fsinfo.free_bytes(path)
+        except (FileNotFoundError, NotADirectoryError):
+            if path in (b"/", b""):
+                return None
+            path = os.path.dirname(path)
+        except OSError:
+            return None
