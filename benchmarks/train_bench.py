@@ -1,7 +1,7 @@
 """Speed figures for the trainer: the reference recipe vs fleetdeck's, and each lever's effect.
 
     python benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b,qwen3-4b [--baseline]
-        [--levers cuda-graphs,compile-max-autotune,compile_mode="reduce-overhead"] [--steps 10]
+        [--levers projections-apart,lora-apart,cross_entropy="compiled"] [--steps 10]
         [--warmup 3] [--seq-len 4096] [--json OUT.json]
 
 Writes a synthetic corpus (long documents of random words; bytes are tokens with the built-in
@@ -33,14 +33,14 @@ from fleetdeck.backend.train.bench import (
     measure_fleetdeck,
     summarize,
 )
-from fleetdeck.backend.train.runconfig import FA4_BACKWARD_TILES, load_run_config, with_overrides
+from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
 
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "
          "but have an they you were her she there been one all we their has would when if so no will "
          "gradient tensor kernel adapter checkpoint memory throughput sequence attention").split()
 
 #: named levers: each is RUN.toml keys changed against the default recipe (`--levers` also takes
-#: KEY=VALUE pairs joined by '+', e.g. compile_mode="reduce-overhead")
+#: KEY=VALUE pairs joined by '+', e.g. micro_batch=4+gradient_checkpointing=true)
 LEVERS: dict[str, dict] = {
     "no-compile": {"compile": False},
     "liger": {"liger": True},
@@ -55,9 +55,6 @@ LEVERS: dict[str, dict] = {
     "lora-apart": {"lora_in_base": False},
     "ce-compiled": {"cross_entropy": "compiled"},
     "ce-eager": {"cross_entropy": "eager"},
-    "compile-max-autotune": {"compile_mode": "max-autotune-no-cudagraphs"},
-    "cuda-graphs": {"compile_mode": "reduce-overhead"},
-    **{f"fa4-bwd-{t}": {"fa4_backward_tile": t} for t in FA4_BACKWARD_TILES},
 }
 
 

@@ -74,9 +74,7 @@ if hasattr(torch.library, "custom_op"):
     def _fa4_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                  lse: torch.Tensor, cu: torch.Tensor, max_len: int,
                  scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        interface = _fa4_interface()
-        _use_backward_tile(interface)
-        dq, dk, dv = interface._flash_attn_bwd(
+        dq, dk, dv = _fa4_interface()._flash_attn_bwd(
             q, k, v, out, dout, lse, scale, True, 0.0, cu_seqlens_q=cu, cu_seqlens_k=cu,
             max_seqlen_q=max_len, max_seqlen_k=max_len)[:3]
         return dq, dk, dv
@@ -97,50 +95,6 @@ if hasattr(torch.library, "custom_op"):
         return dq, dk, dv, None, None, None
 
     _fa4_fwd.register_autograd(_fa4_backward, setup_context=_fa4_setup)
-
-
-#: FlashAttention-4's backward tile on Hopper (sm90) for head_dim 128 (RUN.toml's
-#: `fa4_backward_tile`): name -> the fields of its BwdConfig that differ from FA4's own choice
-#: for causal attention (64 x 128, 2-stage Q, dO and P/dS, S and dP computed transposed)
-FA4_SM90_BACKWARD_TILES: dict[str, dict] = {
-    "80x128": dict(m_block_size=80, dQ_swapAB=True),           # FA4's own pick for non-causal
-    "64x128-dkv-swap": dict(dKV_swapAB=True),                   # dK, dV computed transposed
-    "64x128-sdp-noswap": dict(SdP_swapAB=False, AtomLayoutMSdP=1),
-    "128x64": dict(m_block_size=128, n_block_size=64, num_stages_Q=1, num_stages_dO=1, num_stages_PdS=1,
-                   SdP_swapAB=False, AtomLayoutMSdP=2, AtomLayoutNdKV=1, AtomLayoutMdQ=2),
-}
-_BACKWARD_TILE: dict[str, object] = {"name": "auto", "original": None}
-
-
-def set_fa4_backward_tile(name: str) -> None:
-    """Pick FlashAttention-4's Hopper backward tile for head_dim 128 ("auto": FA4's own)."""
-    if name != "auto" and name not in FA4_SM90_BACKWARD_TILES:
-        raise ValueError(f"unknown FlashAttention-4 backward tile {name!r}")
-    _BACKWARD_TILE["name"] = name
-
-
-def _use_backward_tile(interface) -> None:
-    """Point FA4's sm90 backward tile table at the chosen tile (FA4 reads it on every backward and
-    compiles one kernel per tile); "auto" restores FA4's own table."""
-    original = _BACKWARD_TILE["original"] or getattr(interface, "_tile_size_bwd_sm90", None)
-    if original is None:
-        return
-    _BACKWARD_TILE["original"] = original
-    name = _BACKWARD_TILE["name"]
-    if name == "auto":
-        interface._tile_size_bwd_sm90 = original
-        return
-    change = FA4_SM90_BACKWARD_TILES[name]
-
-    def tile(head_dim, head_dim_v, causal, local, sparse_block_size_q=None):
-        cfg = original(head_dim, head_dim_v, causal, local, sparse_block_size_q=sparse_block_size_q)
-        if 96 < head_dim <= 128 and head_dim_v <= 128 and sparse_block_size_q is None:
-            import dataclasses
-
-            cfg = dataclasses.replace(cfg, **change)
-        return cfg
-
-    interface._tile_size_bwd_sm90 = tile
 
 
 def _fa4_varlen(q, k, v, cu, max_len, scale):
@@ -292,5 +246,5 @@ def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     return NAME
 
 
-__all__ = ["FA4_SM90_BACKWARD_TILES", "KERNELS", "NAME", "fa4_installed", "set_fa4_backward_tile", "kernel_works", "register", "run_varlen", "varlen_attention", "varlen_reference", "flash_varlen_available",
+__all__ = ["KERNELS", "NAME", "fa4_installed", "kernel_works", "register", "run_varlen", "varlen_attention", "varlen_reference", "flash_varlen_available",
            "flash_varlen_works"]

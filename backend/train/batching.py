@@ -51,8 +51,7 @@ class Batch:
 
 
 def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
-               max_len: int, padded: bool = False, pad_to: int | None = None,
-               ranges_pow2: bool = False) -> Batch:
+               max_len: int, padded: bool = False, pad_to: int | None = None) -> Batch:
     """Flatten `rows` into one packed sequence on `device`; with `padded`, one row per batch
     entry instead (each row one range, right-padded to the longest), for models whose recurrent
     layers would carry state from one range into the next in a flat sequence.
@@ -61,10 +60,7 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
     eval micro-batch of fewer rows) gets filler ranges of at most `max_len` tokens up to it, with
     nothing to predict, so compiled layers see one sequence length and never recompile for a new
     one in the middle of training (on an H200 such a recompile stalled a 0.3 s step for 17 s).
-    The filler is neither counted as tokens nor in the attention work.
-
-    `ranges_pow2`: empty ranges appended until the range count is a power of two (CUDA graphs are
-    recorded once per shape; the attention kernel skips an empty range)."""
+    The filler is neither counted as tokens nor in the attention work."""
     if padded:
         return _padded_batch(split, rows, device, max_len)
     flat = torch.frombuffer(split.tokens, dtype=torch.int32)
@@ -84,8 +80,6 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
         pos.append(torch.arange(n))
         lab.append(torch.full((n,), IGNORE, dtype=torch.long))
         cu.append(cu[-1] + n)
-    while ranges_pow2 and (len(cu) - 1) & (len(cu) - 2):
-        cu.append(cu[-1])
     input_ids = torch.cat(ids)
     labels = torch.cat(lab)
     targets = int((labels != IGNORE).sum())

@@ -54,10 +54,6 @@ class Recipe:
     fused_layers: int = 0
     #: how the cross-entropy chunks run ("Triton kernel", "compiled", "eager")
     ce: str = "eager"
-    #: torch.compile's mode for the decoder layers ("default": none given)
-    compile_mode: str = "default"
-    #: FlashAttention-4's Hopper backward tile at head_dim 128 ("auto": FA4's own)
-    fa4_backward_tile: str = "auto"
     #: in the fused groups, the LoRA product inside the base matmul
     lora_in_base: bool = True
 
@@ -70,16 +66,13 @@ class Recipe:
         else:
             attn = f"{self.kernel} varlen" if self.flash else "per-document SDPA"
             pack = "packing on" if self.packing else "packing off"
-        if self.flash and self.kernel == "fa4" and self.fa4_backward_tile != "auto":
-            attn += f" (backward tile {self.fa4_backward_tile})"
         fused = ""
         if self.fused_layers:
             fused = (f"q/k/v and gate/up fused in {self.fused_layers} layers"
                      + ("" if self.lora_in_base else " (LoRA product apart)") + ", ")
-        mode = f" ({self.compile_mode})" if self.compile and self.compile_mode != "default" else ""
         return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
                 f"attention {attn}, " + fused
-                + f"torch.compile {'on' if self.compile else 'off'}{mode}, liger {'on' if self.liger else 'off'}, "
+                + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
                 f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}")
 
 
@@ -119,8 +112,6 @@ class Engine:
             elif torch.cuda.get_device_capability(device)[0] >= 9:
                 log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
                     "(pip install flash-attn-4, or fleetdeck[fa4])")
-        # the backward tile is chosen before FA4's trial, so the trial runs the tile training will
-        attention.set_fa4_backward_tile(cfg.fa4_backward_tile)
         if want and flash and attention.kernel_works(want, device, self.dtype, log):
             kernel = want
         name = attention.register(force_flash=flash, kernel=kernel)
@@ -192,7 +183,6 @@ class Engine:
                              packing=cfg.packing and not self.padded, kernel=kernel,
                              fused_layers=fused_layers,
                              ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype, cfg.cross_entropy),
-                             compile_mode=cfg.compile_mode, fa4_backward_tile=cfg.fa4_backward_tile,
                              lora_in_base=lora_in_base)
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
@@ -235,9 +225,8 @@ class Engine:
             import torch._dynamo
 
             torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
-            mode = None if self.recipe.compile_mode == "default" else self.recipe.compile_mode
             for layer in self.layers:
-                layer.compile(dynamic=None, mode=mode)
+                layer.compile(dynamic=None)
             self.compiled = True
 
     def autocast(self):
@@ -257,10 +246,7 @@ class Engine:
         # compiled layers: every packed micro-batch as long as a full one (no recompile for a
         # partial last row or a short eval micro-batch)
         full = self.recipe.micro_rows * self.cfg.seq_len if self.recipe.compile and not self.padded else None
-        # CUDA graphs are recorded per shape: the range count rounded up to a power of two
-        graphs = self.recipe.compile and self.recipe.compile_mode == "reduce-overhead"
-        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full,
-                          ranges_pow2=graphs)
+        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full)
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         """The last hidden state, (tokens, hidden) with padding rows flattened in."""

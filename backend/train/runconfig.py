@@ -83,13 +83,6 @@ class RunConfig:
     #: the output head's cross-entropy chunks: "auto" (the Triton kernel on CUDA where it passes its
     #: check, else compiled), "compiled" (torch.compile'd chunk function) or "eager"
     cross_entropy: str = AUTO
-    #: torch.compile's mode for the decoder layers: "default", "max-autotune-no-cudagraphs" (Triton
-    #: matmul templates tried against cuBLAS, elementwise work fused into their epilogues) or
-    #: "reduce-overhead" (CUDA graphs; each micro-batch's range count rounded up to a power of two)
-    compile_mode: str = "default"
-    #: FlashAttention-4's backward tile on Hopper at head_dim 128: "auto" (FA4's own: 64 x 128) or a
-    #: name in FA4_BACKWARD_TILES
-    fa4_backward_tile: str = AUTO
     #: "auto" (bfloat16 on CUDA, float32 on CPU), "bfloat16", "float32"
     dtype: str = AUTO
     #: where this config came from (not a RUN.toml key)
@@ -137,9 +130,6 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "fused_projections": ((bool, str), 'true, false or "auto"'),
     "lora_in_base": ((bool, str), 'true, false or "auto"'),
     "cross_entropy": (_STR, '"auto", "compiled" or "eager"'),
-    "compile_mode": (_STR, '"default", "max-autotune-no-cudagraphs" or "reduce-overhead"'),
-    "fa4_backward_tile": (_STR, '"auto" or one of ' + ", ".join(f'"{t}"' for t in ("80x128", "64x128-dkv-swap",
-                                                                                   "64x128-sdp-noswap", "128x64"))),
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
 }
 _REQUIRED = ("name", "base_model", "corpus", "output")
@@ -170,11 +160,7 @@ RUN_NUMBERS: dict[str, Bounds] = {
 }
 _CHOICES = {"attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
             "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",), "fused_projections": ("auto",),
-            "micro_batch": ("auto",), "lora_in_base": ("auto",), "cross_entropy": ("auto", "compiled", "eager"),
-            "compile_mode": ("default", "max-autotune-no-cudagraphs", "reduce-overhead"),
-            "fa4_backward_tile": ("auto", "80x128", "64x128-dkv-swap", "64x128-sdp-noswap", "128x64")}
-#: FlashAttention-4 backward tiles a RUN.toml may name (attention.FA4_SM90_BACKWARD_TILES defines them)
-FA4_BACKWARD_TILES = _CHOICES["fa4_backward_tile"][1:]
+            "micro_batch": ("auto",), "lora_in_base": ("auto",), "cross_entropy": ("auto", "compiled", "eager"),}
 _PATHS = ("corpus", "output", "tokenizer")
 
 
@@ -264,5 +250,5 @@ def with_overrides(cfg: RunConfig, **changes: object) -> RunConfig:
     return replace(cfg, **changes)  # type: ignore[arg-type]
 
 
-__all__ = ["FA4_BACKWARD_TILES", "RunConfig", "parse_run_config", "load_run_config", "config_to_dict", "with_overrides",
+__all__ = ["RunConfig", "parse_run_config", "load_run_config", "config_to_dict", "with_overrides",
            "DEFAULT_TARGETS"]
