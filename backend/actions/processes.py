@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.models import Process
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
 
 HELPER = "fleetdeck.backend.host.process"
 
@@ -35,21 +35,17 @@ async def stop_process(link: HostLink, p: Process, typed: str, grace: float = 10
         rep = StopReport(False, "refused", f"typed {typed!r}, not {confirmation(p)!r}", "not-confirmed")
     else:
         try:
-            ans = await link.run_helper(HELPER, {"op": "stop", "pid": p.pid, "start": p.start,
-                                                 "command": p.command, "grace": grace},
-                                        timeout=grace + 30, what="process stop")
+            ans = await link.call(HELPER, "stop", pid=p.pid, start=p.start, command=p.command, grace=grace,
+                                  within=grace + 30, what="process stop")
+        except HelperError as e:
+            rep = StopReport(False, "refused", str(e.error.get("message") or "the host refused"),
+                             str(e.error.get("code") or "helper"))
         except HostError as e:
             rep = StopReport(False, "failed", e.message, e.code)
         else:
-            if not isinstance(ans, dict) or not ans.get("ok"):
-                err = ans.get("error") if isinstance(ans, dict) and isinstance(ans.get("error"), dict) else {}
-                rep = StopReport(False, "refused", str(err.get("message") or "the host refused"),
-                                 str(err.get("code") or "helper"))
-            else:
-                result = str(ans.get("result"))
-                signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"
-                rep = StopReport(result in ("stopped", "killed"), result,
-                                 f"process {p.pid} {result} ({signals})")
+            result = str(ans.get("result"))
+            signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"
+            rep = StopReport(result in ("stopped", "killed"), result, f"process {p.pid} {result} ({signals})")
     try:
         audit.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
                     command=p.command[:300], outcome=rep.result, reason=rep.reason_code, message=rep.message,

@@ -78,15 +78,13 @@ def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
 async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
         list[Seat], str | None]:
     """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
-    from fleetdeck.backend.fleet.ssh import HostError
+    from fleetdeck.backend.fleet.ssh import HelperError, HostError
 
-    req: dict[str, Any] = {"op": "seats"}
-    if docker:
-        req["docker"] = docker
-    ans = await link.run_helper(SEATS_HELPER, req, timeout=timeout or link.host.command_timeout)
-    if not isinstance(ans, dict) or not ans.get("ok"):
-        err = (ans or {}).get("error") if isinstance(ans, dict) else None
-        raise HostError(link.name, f"seat finder failed: {(err or {}).get('message', ans)}", "helper")
+    req: dict[str, Any] = {"docker": docker} if docker else {}
+    try:
+        ans = await link.call(SEATS_HELPER, "seats", **req, within=timeout or link.host.command_timeout)
+    except HelperError as e:
+        raise HostError(link.name, f"seat finder failed: {e.error.get('message', e.answer)}", "helper") from None
     return [seat_from_json(link.name, s) for s in ans.get("seats") or ()], ans.get("docker")
 
 
@@ -209,13 +207,14 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                      max_tokens: int = 8) -> SeatCheck:
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
-    from fleetdeck.backend.fleet.ssh import HostError
+    from fleetdeck.backend.fleet.ssh import HelperError, HostError
 
-    req = {"op": "check", "port": port, "model": model, "timeout": timeout, "max_tokens": max_tokens}
-    ans = await link.run_helper(CHECK_HELPER, req, timeout=3 * timeout + 15)
-    if not isinstance(ans, dict) or not ans.get("ok"):
-        err = (ans or {}).get("error") if isinstance(ans, dict) else None
-        raise HostError(link.name, f"seat check failed to run: {(err or {}).get('message', ans)}", "helper")
+    try:
+        ans = await link.call(CHECK_HELPER, "check", port=port, model=model, timeout=timeout,
+                              max_tokens=max_tokens, within=3 * timeout + 15)
+    except HelperError as e:
+        raise HostError(link.name, f"seat check failed to run: {e.error.get('message', e.answer)}",
+                        "helper") from None
     return SeatCheck(host=link.name, port=port, sound=bool(ans.get("sound")), signature=ans.get("signature"),
                      message=str(ans.get("message", "")), model=ans.get("model"),
                      endpoint=ans.get("endpoint"), requests=int(ans.get("requests") or 0),
