@@ -20,16 +20,15 @@ import base64
 import hashlib
 import os
 import re
-import signal
 import stat
 import sys
 import time
 
-from fleetdeck.backend.host.lib import crontab, files, procfs, runner
+from fleetdeck.backend.host.lib import crontab, files, flags, runner
 from fleetdeck.backend.host.lib.serve import Refused, serve
-from fleetdeck.backend.host.lib.text import fsenc, shown
+from fleetdeck.backend.host.lib.text import fsenc, shown_short
+from fleetdeck.backend.host.schedules_loops import SHELLS, apply_loop, inspect_loop, loop_family  # noqa: F401
 
-SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox")
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.timer$")
 ENV = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
 
@@ -50,12 +49,6 @@ def _stamp():
 
 def _safe(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80] or "_"
-
-
-def _short(b, limit=120):
-    """A crontab line, path or tool message as it may appear in a sentence: escaped, bounded."""
-    s = shown(b if isinstance(b, (bytes, str)) else str(b))
-    return s if len(s) <= limit else s[:limit] + "..."
 
 
 # -- crontab and cron files: one line out of a file, every other byte kept ---------------------
@@ -85,7 +78,7 @@ def without_line(data, line, raw, what):
         got = got[:-1]
     if got != want:
         raise Refused("changed-since-listing", "line %d of %s now reads %s, not the listed %s"
-                      % (line, what, _short(got), _short(want)))
+                      % (line, what, shown_short(got), shown_short(want)))
     return b"".join(lines[:line - 1] + lines[line:])
 
 
@@ -115,7 +108,7 @@ def _backup_dir(req):
 
 
 def _write_new(path, data, mode=0o600):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = os.open(path, flags.CREATE_NEW, mode)
     try:
         files.write_all(fd, data)
         os.fsync(fd)
@@ -127,13 +120,13 @@ def _read_file(path):
     try:
         return files.read_regular(path)
     except files.NotRegular:
-        raise Refused("unsupported", "%s is not a regular file" % _short(path)) from None
+        raise Refused("unsupported", "%s is not a regular file" % shown_short(path)) from None
 
 
 def _cron_file_path(sched):
     path = sched.get("source") or ""
     if not path.startswith("/") or "\n" in path:
-        raise Refused("unsupported", "cron file %s is not an absolute path" % _short(path))
+        raise Refused("unsupported", "cron file %s is not an absolute path" % shown_short(path))
     return path
 
 
@@ -141,16 +134,16 @@ def _current(s):
     """(bytes now, what, backup name) of a crontab or cron file entry's whole file."""
     if s["kind"] == "crontab":
         who = s.get("user") or crontab.me()
-        return (_read_crontab(s.get("user")), "the crontab of %s" % _short(who),
+        return (_read_crontab(s.get("user")), "the crontab of %s" % shown_short(who),
                 "crontab-%s-%s" % (_safe(who), _stamp()))
     path = _cron_file_path(s)
     try:
         data = _read_file(path)[0]
     except FileNotFoundError:
-        raise Refused("not-found", "cron file %s no longer exists" % _short(path)) from None
+        raise Refused("not-found", "cron file %s no longer exists" % shown_short(path)) from None
     except OSError as e:
-        raise Refused("unsupported", "cannot read cron file %s safely: %s" % (_short(path), e.strerror)) from None
-    return data, _short(path), "cron-file-%s-%s" % (_safe(os.path.basename(path)), _stamp())
+        raise Refused("unsupported", "cannot read cron file %s safely: %s" % (shown_short(path), e.strerror)) from None
+    return data, shown_short(path), "cron-file-%s-%s" % (_safe(os.path.basename(path)), _stamp())
 
 
 def inspect_lines(req):
@@ -185,9 +178,9 @@ def apply_lines(req):
         raise
     if after != new:
         raise Refused("verify-failed", "%s does not read back byte for byte as edited (backup kept at %s)"
-                      % (what, _short(backup)), host_backup=backup)
+                      % (what, shown_short(backup)), host_backup=backup)
     return {"host_backup": backup, "sha256_after": _sha(after),
-            "message": "removed line %d of %s; backup at %s" % (s["line"], what, _short(backup))}
+            "message": "removed line %d of %s; backup at %s" % (s["line"], what, shown_short(backup))}
 
 
 def _install_crontab(user, new, bdir, original):
@@ -201,7 +194,7 @@ def _install_crontab(user, new, bdir, original):
         # relative to cwd: vixie crontab truncates file names at 100 bytes (MAX_FNAME)
         rc, _, err = _run(_crontab_argv(user) + ["./" + name], cwd=bdir)
         if rc != 0:
-            raise Refused("install-failed", "crontab refused the edited file: %s" % (_short(err) or rc))
+            raise Refused("install-failed", "crontab refused the edited file: %s" % (shown_short(err) or rc))
     finally:
         try:
             os.unlink(tmp)
@@ -212,13 +205,13 @@ def _install_crontab(user, new, bdir, original):
 def _rewrite_file(path, new, original):
     data, st = _read_file(path)
     if data != original:
-        raise Refused("changed-since-listing", "%s changed while it was being edited" % _short(path))
+        raise Refused("changed-since-listing", "%s changed while it was being edited" % shown_short(path))
     d, base = os.path.split(path)
     # a dotted name: cron (run-parts rules) never runs a half-written temp file in /etc/cron.d
     tmp = os.path.join(d, ".%s.fleetdeck-%d.tmp" % (base, os.getpid()))
     made = False
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = os.open(tmp, flags.CREATE_NEW, 0o600)
         made = True
         try:
             files.write_all(fd, new)
@@ -230,10 +223,10 @@ def _rewrite_file(path, new, original):
             os.close(fd)
         cur = os.lstat(path)
         if (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino):
-            raise Refused("changed-since-listing", "%s was replaced while it was being edited" % _short(path))
+            raise Refused("changed-since-listing", "%s was replaced while it was being edited" % shown_short(path))
         os.replace(tmp, path)
     except PermissionError as e:
-        raise Refused("permission-denied", "cannot rewrite %s: %s" % (_short(path), e.strerror)) from None
+        raise Refused("permission-denied", "cannot rewrite %s: %s" % (shown_short(path), e.strerror)) from None
     finally:
         if made and os.path.lexists(tmp):
             os.unlink(tmp)
@@ -257,11 +250,11 @@ def _systemctl(s):
 def _timer_state(s):
     unit = s.get("unit") or ""
     if not UNIT_RE.match(unit) or unit.startswith("-"):
-        raise Refused("unsupported", "%s is not a timer unit name" % _short(unit))
+        raise Refused("unsupported", "%s is not a timer unit name" % shown_short(unit))
     rc, out, err = _run(_systemctl(s) + ["show", "-p", "LoadState", "-p", "ActiveState",
                                          "-p", "UnitFileState", "--", unit])
     if rc != 0:
-        raise Refused("command-failed", "systemctl show %s failed: %s" % (unit, _short(err) or rc))
+        raise Refused("command-failed", "systemctl show %s failed: %s" % (unit, shown_short(err) or rc))
     props = dict(x.split("=", 1) for x in out.decode("utf-8", "replace").splitlines() if "=" in x)
     if props.get("LoadState") != "loaded":
         raise Refused("not-found", "timer %s is no longer loaded (%s)" % (unit, props.get("LoadState", "?")))
@@ -286,7 +279,7 @@ def apply_timer(req):
         note = " (its unit file is %s: it cannot be disabled)" % props["UnitFileState"]
     rc, _, err = _run(_systemctl(s) + how + ["--", unit])
     if rc != 0:
-        raise Refused("command-failed", "systemctl %s %s failed: %s" % (" ".join(how), unit, _short(err) or rc))
+        raise Refused("command-failed", "systemctl %s %s failed: %s" % (" ".join(how), unit, shown_short(err) or rc))
     try:
         _, after = _timer_state(s)
     except Refused as e:
@@ -305,7 +298,7 @@ def apply_timer(req):
 def _at_job(s):
     job = str(s.get("job") or "")
     if not job.isdigit():
-        raise Refused("unsupported", "%s is not an at job number" % _short(job))
+        raise Refused("unsupported", "%s is not an at job number" % shown_short(job))
     rc, out, err = _run(["at", "-c", job])
     if rc != 0:
         raise Refused("not-found", "at job %s no longer exists" % job)
@@ -326,160 +319,10 @@ def apply_at(req):
         raise Refused("changed-since-listing", "at job %s changed after it was checked" % job)
     rc, _, err = _run(["atrm", job])
     if rc != 0:
-        raise Refused("command-failed", "atrm %s failed: %s" % (job, _short(err) or rc))
+        raise Refused("command-failed", "atrm %s failed: %s" % (job, shown_short(err) or rc))
     if _run(["at", "-c", job])[0] == 0:
         raise Refused("verify-failed", "at job %s still exists after atrm" % job)
     return {"message": "at job %s removed" % job}
-
-
-# -- loops: a process (and what it started) verified by start time ------------------------------
-def _loop_target(s):
-    pid, start = s.get("pid"), s.get("start_time")
-    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(start, int) or pid <= 1:
-        raise Refused("unsupported", "the listing gave no pid and start time for this loop")
-    st = procfs.stat(pid)
-    if st is None or st[0] in ("Z", "X"):
-        raise Refused("not-found", "process %d has already exited" % pid)
-    if not procfs.same_process(pid, start):
-        raise Refused("changed-since-listing", "pid %d now belongs to another process (start time %d, listed %d)"
-                      % (pid, st[3], start))
-    if pid == os.getpid() or pid in procfs.ancestors():
-        raise Refused("unsupported", "process %d is this helper or one of its parents" % pid)
-    return pid, start
-
-
-def _tty_nr(pid):
-    st = procfs.stat(pid)
-    return st[5] if st else 0
-
-
-def _interactive(pid):
-    argv = procfs.cmdline(pid)
-    try:
-        fd0 = os.readlink("/proc/%d/fd/0" % pid)
-    except OSError:
-        fd0 = ""
-    prog = os.path.basename(argv[0]).lstrip("-") if argv else ""
-    login = bool(argv) and argv[0].startswith("-")
-    on_tty = _tty_nr(pid) != 0 and (fd0.startswith("/dev/pts/") or fd0.startswith("/dev/tty"))
-    shell = prog in SHELLS and "-c" not in argv[1:]
-    return {"interactive": bool(login or (shell and on_tty)), "tty": fd0 if on_tty else None,
-            "argv": argv[:20]}
-
-
-def loop_family(pid, group=None):
-    """[(pid, start ticks)] of what stopping loop `pid` ends: its descendants, and the members
-    of process group `group` (the loop's own, when it leads one: a child orphaned by an
-    earlier iteration stays in it). Never this helper or its parents."""
-    mine = set(procfs.ancestors()) | {os.getpid()}
-    found = [p for p in procfs.descendants(pid) if p not in mine]
-    if group:
-        for p in procfs.pids():
-            if p != pid and p not in found and p not in mine:
-                ps = procfs.stat(p)
-                if ps is not None and ps[2] == group:
-                    found.append(p)
-    out = []
-    for p in found:
-        t = procfs.start_ticks(p)
-        if t is not None and procfs.alive(p):
-            out.append((p, t))
-    return out
-
-
-def _group_of(pid):
-    """The loop's process group when it leads one (and it is not this helper's), else None."""
-    st = procfs.stat(pid)
-    return pid if st is not None and st[2] == pid and os.getpgrp() != pid else None
-
-
-def _family_json(family):
-    return [{"pid": p, "start_time": t, "command": _short(" ".join(procfs.cmdline(p)) or procfs.comm(p), 200)}
-            for p, t in family]
-
-
-def inspect_loop(req):
-    pid, start = _loop_target(req["schedule"])
-    info = _interactive(pid)
-    info.update(what="process %d" % pid, children=_family_json(loop_family(pid, _group_of(pid))))
-    return info
-
-
-_signal = procfs.signal_process
-_wait_gone = procfs.wait_gone
-
-
-def _freeze(pid, start, group, frozen):
-    """SIGSTOP the loop, then everything below it (and in its group), until nothing new
-    appears: a stopped process starts no child, so the family cannot grow while it is
-    signalled. Adds to `frozen` ([(pid, start)], the loop first)."""
-    if (pid, start) not in frozen and _signal(pid, start, signal.SIGSTOP):
-        frozen.append((pid, start))
-    for _ in range(50):
-        new = [f for f in loop_family(pid, group) if f not in frozen]
-        if not new:
-            return frozen
-        for p, t in new:
-            if _signal(p, t, signal.SIGSTOP):
-                frozen.append((p, t))
-    return frozen
-
-
-def _send(procs, sig):
-    return any([_signal(p, t, sig) for p, t in procs])
-
-
-def apply_loop(req):
-    """Stop the loop and every process it started; done only when none of them is left."""
-    pid, start = _loop_target(req["schedule"])
-    info = _interactive(pid)
-    grace = req.get("grace", 5.0)
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
-        raise Refused("bad-request", "grace must be a number of seconds from 0 to 3600, not %s" % _short(str(grace)))
-    group = _group_of(pid)
-    sent = []
-    tried = []  # terminating signals attempted, even when one of them failed
-    everyone = []
-    try:
-        _freeze(pid, start, group, everyone)
-        if (pid, start) not in everyone:
-            everyone.insert(0, (pid, start))
-        tried.append("SIGTERM")
-        if _send(everyone, signal.SIGTERM):
-            sent.append("SIGTERM")
-        _send(everyone, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
-        if not _wait_gone(everyone, grace):
-            _freeze(pid, start, group, everyone)  # what it started since, then no more
-            tried.append("SIGKILL")
-            if _send(everyone, signal.SIGKILL):
-                sent.append("SIGKILL")
-        # an orphan left in the loop's group (its parent gone) is still the loop's
-        late = loop_family(pid, group) if group else []
-        if late:
-            everyone += [f for f in late if f not in everyone]
-            if _send(late, signal.SIGKILL) and "SIGKILL" not in sent:
-                sent.append("SIGKILL")
-        if not _wait_gone(everyone, 10.0):
-            left = [p for p, t in everyone if procfs.same_process(p, t)]
-            raise Refused("still-running", "process %s survived SIGKILL" % ", ".join(map(str, left)),
-                          survivors=left)
-    except PermissionError:
-        _send(everyone, signal.SIGCONT)
-        if tried:
-            # some of the family was already signalled: not a clean refusal
-            raise Refused("partly-stopped", "not allowed to signal every process of loop %d after %s; "
-                          "list the host again" % (pid, " then ".join(tried))) from None
-        raise Refused("permission-denied", "not allowed to signal process %d or one of its children" % pid) from None
-    family = [(p, t) for p, t in everyone if p != pid]
-    how = " then ".join(sent) or "no signal (it had already exited)"
-    msg = "process %d stopped with %s" % (pid, how)
-    if family:
-        msg += ", with the %d process%s it started (%s); none is left" % (
-            len(family), "" if len(family) == 1 else "es", ", ".join(str(p) for p, _ in family))
-    if info["interactive"]:
-        msg += "; it was an interactive shell on %s, whose session has closed" % (info["tty"] or "a terminal")
-    info.update(signals=sent, message=msg, children=[{"pid": p, "start_time": t} for p, t in family])
-    return info
 
 
 KINDS = {
@@ -496,11 +339,11 @@ def _by_kind(which):
         fns = KINDS.get(kind)
         if fns is None:
             raise Refused("unsupported", "cannot %s a schedule of kind %s" % (
-                ("inspect", "apply")[which], _short(str(kind))))
+                ("inspect", "apply")[which], shown_short(str(kind))))
         try:
             return fns[which](req)
         except OSError as e:
-            raise Refused("command-failed", "%s: %s" % (e.strerror or e, _short(e.filename or ""))) from None
+            raise Refused("command-failed", "%s: %s" % (e.strerror or e, shown_short(e.filename or ""))) from None
     return op
 
 

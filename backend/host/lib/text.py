@@ -46,3 +46,10 @@ def fsdec(b):
 def fsenc(s):
     """The exact bytes behind a str made by `fsdec`."""
     return s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
+
+
+def shown_short(b, limit=120):
+    """A line, path or tool message as it may appear in a sentence: `shown`, bounded to
+    `limit` characters (then "...")."""
+    s = shown(b if isinstance(b, (bytes, str)) else str(b))
+    return s if len(s) <= limit else s[:limit] + "..."
