@@ -31,33 +31,34 @@ ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")   # run-parts' rule; cron skips other names
 CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 
-_CACHE = {}   # (tag, path) -> (stat key, value); file parses survive between resident polls
-_STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
+CACHE = {}   # (tag, path) -> (stat key, value); file parses survive between resident polls
+STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
 _USERS = {}
+_CACHE = CACHE  # its name before the probe's names became public
 
 
 # -- small helpers ----------------------------------------------------------------------------
-def _read(path, limit=-1):
+def read_text(path, limit=-1):
     with open(path, "rb") as f:
         return f.read(limit).decode("utf-8", "surrogateescape")
 
 
-def _skey(st):
+def stat_key(st):
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _cached(tag, path, parse, st=None):
+def cached(tag, path, parse, st=None):
     """parse(path), re-run only when the file's (mtime, size, inode) changed."""
     st = st or os.stat(path)
-    hit = _CACHE.get((tag, path))
-    if hit is not None and hit[0] == _skey(st):
+    hit = CACHE.get((tag, path))
+    if hit is not None and hit[0] == stat_key(st):
         return hit[1]
     val = parse(path)
-    _CACHE[(tag, path)] = (_skey(st), val)
+    CACHE[(tag, path)] = (stat_key(st), val)
     return val
 
 
-def _user(uid):
+def user_name(uid):
     if uid not in _USERS:
         try:
             _USERS[uid] = pwd.getpwuid(uid).pw_name
@@ -66,11 +67,11 @@ def _user(uid):
     return _USERS[uid]
 
 
-def _me():
-    return _user(os.geteuid())
+def current_user():
+    return user_name(os.geteuid())
 
 
-def _run(argv, timeout=10):
+def run_text(argv, timeout=10):
     """(rc, stdout text, stderr text) of a fixed argv through the host library's runner, in
     the C locale; rc None when the program does not exist."""
     env = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
@@ -80,15 +81,19 @@ def _run(argv, timeout=10):
     return r.rc, r.out.decode("utf-8", "surrogateescape"), r.err.decode("utf-8", "replace").strip()
 
 
-def _sid(prefix, *parts):
+def legacy_sid(prefix, *parts):
+    """A schedule's id as fleetdeck gave it before ids were widened (10 hex digits of sha1)."""
     return prefix + hashlib.sha1("|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+
+
+_sid = legacy_sid  # its name before the probe's names became public
 
 
 # the largest magnitude a host figure may have (an int past it, 10**400 say, is no figure)
 MAX_FIGURE = 1e18
 
 
-def _finite(v):
+def finite(v):
     """A number the probe can use: int or float (not bool), finite and within MAX_FIGURE
     (math.isfinite of a huge int raises OverflowError; this never does)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -98,7 +103,7 @@ def _finite(v):
     return math.isfinite(v) and abs(v) <= MAX_FIGURE
 
 
-def _iso(ts):
+def iso(ts):
     return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
@@ -111,11 +116,16 @@ def _proc_read(path):
 class Procs:
     """One look at /proc: argv of every process, minus the probe and its parent chain."""
 
-    def __init__(self):
+    def __init__(self, scan=True):
+        """`scan=False`: no process at all (the probe's stand-in when /proc cannot be read),
+        the probe itself still skipped; see `empty`."""
         self.me = os.getpid()
         self.raw, self.prog, self._ours = {}, {}, {}
         self._argv = {}
         self._stat = {}
+        self.skip = {self.me}
+        if not scan:
+            return
         for name in os.listdir("/proc"):
             if name.isdigit():
                 try:
@@ -126,11 +136,15 @@ class Procs:
                     pid = int(name)
                     self.raw[pid] = raw
                     self.prog[pid] = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
-        self.skip = {self.me}
         pid = self.me
         while pid > 1:
             pid = self.ppid(pid) or 0
             self.skip.add(pid)
+
+    @classmethod
+    def empty(cls):
+        """A look at /proc that found no process (the snapshot goes on without one)."""
+        return cls(scan=False)
 
     def stat(self, pid):
         """(ppid, start ticks, state) from /proc/PID/stat, or None when gone."""
@@ -177,9 +191,9 @@ class Procs:
     def command(self, pid):
         return " ".join(self.argv(pid))[:300]
 
-def _meminfo():
+def meminfo():
     info = {}
-    for line in _read("/proc/meminfo").splitlines():
+    for line in read_text("/proc/meminfo").splitlines():
         k, _, v = line.partition(":")
         parts = v.split()
         if parts and parts[0].isdigit():
@@ -187,7 +201,7 @@ def _meminfo():
     return info
 
 
-def _guard(warnings, name, fn, default):
+def guard(warnings, name, fn, default):
     try:
         return fn()
     except Exception as e:   # noqa: BLE001 - a section that breaks becomes a warning, not a crash

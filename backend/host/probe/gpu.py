@@ -8,11 +8,11 @@ import shutil
 import time
 
 from fleetdeck.backend.host.probe.common import (
-    _STATE,
-    _meminfo,
-    _read,
-    _run,
-    _user,
+    STATE,
+    meminfo,
+    read_text,
+    run_text,
+    user_name,
 )
 
 
@@ -111,12 +111,12 @@ def _smi():
     if shutil.which("nvidia-smi") is None:
         return None
     q = "index,name,uuid,memory.total,memory.used,utilization.gpu"
-    rc, out, err = _run(["nvidia-smi", "--query-gpu=" + q, "--format=csv,noheader,nounits"])
+    rc, out, err = run_text(["nvidia-smi", "--query-gpu=" + q, "--format=csv,noheader,nounits"])
     if rc is None:
         return None
     if rc != 0:
         raise OSError("nvidia-smi failed: {}".format(((err or out).strip().splitlines() or [f"exit {rc}"])[-1]))
-    rc2, apps, err2 = _run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory",
+    rc2, apps, err2 = run_text(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory",
                             "--format=csv,noheader,nounits"])
     per = {}
     for row in csv.reader((apps if rc2 == 0 else "").splitlines(), skipinitialspace=True):
@@ -135,7 +135,7 @@ def _smi():
 
 def _rss(pid):
     try:
-        for line in _read(f"/proc/{pid}/status").splitlines():
+        for line in read_text(f"/proc/{pid}/status").splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
@@ -148,17 +148,17 @@ def gpus(mode, procs, warnings):
     raw, source, why = None, None, []
     if mode in ("auto", "nvml"):
         try:
-            if _STATE["nvml"] is None and time.time() >= _STATE["nvml_retry"]:
-                _STATE["nvml"] = Nvml()
-            if _STATE["nvml"] is not None:
-                raw, source = _STATE["nvml"].read(), "nvml"
-                warnings.extend(_STATE["nvml"].notes)
+            if STATE["nvml"] is None and time.time() >= STATE["nvml_retry"]:
+                STATE["nvml"] = Nvml()
+            if STATE["nvml"] is not None:
+                raw, source = STATE["nvml"].read(), "nvml"
+                warnings.extend(STATE["nvml"].notes)
             else:
-                why.append(_STATE["nvml_error"])
+                why.append(STATE["nvml_error"])
         except Exception as e:   # noqa: BLE001 - no library, no driver, an old driver: say which
-            _STATE["nvml"], _STATE["nvml_error"] = None, f"NVML: {e}"
-            _STATE["nvml_retry"] = time.time() + 60   # a host without the driver stays without it
-            why.append(_STATE["nvml_error"])
+            STATE["nvml"], STATE["nvml_error"] = None, f"NVML: {e}"
+            STATE["nvml_retry"] = time.time() + 60   # a host without the driver stays without it
+            why.append(STATE["nvml_error"])
     if raw is None and mode in ("auto", "nvidia-smi"):
         try:
             raw = _smi()
@@ -181,12 +181,12 @@ def gpus(mode, procs, warnings):
     for index, name, uuid, total, used, util, plist in raw:
         unified = total is None
         if unified:   # GB10-style: the driver has no memory figures; the system's are the GPU's
-            mem = mem or _meminfo()
+            mem = mem or meminfo()
             total, used = mem["MemTotal"], mem["MemTotal"] - mem.get("MemAvailable", 0)
         ps = []
         for pid, b in plist:
             uid = procs.uid(pid)
-            ps.append({"pid": pid, "user": "" if uid is None else _user(uid),
+            ps.append({"pid": pid, "user": "" if uid is None else user_name(uid),
                        "used_mib": round((b if b is not None else _rss(pid)) / 2 ** 20, 1),
                        "command": procs.command(pid)})
         out.append({"index": index, "name": name, "uuid": uuid, "unified_memory": unified,

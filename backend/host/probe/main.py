@@ -21,11 +21,11 @@ import time
 
 from fleetdeck.backend.host.lib import fsinfo, serve
 from fleetdeck.backend.host.probe.common import (
-    _CACHE,
+    CACHE,
     Procs,
-    _guard,
-    _meminfo,
-    _read,
+    guard,
+    meminfo,
+    read_text,
 )
 from fleetdeck.backend.host.probe.gpu import gpus
 from fleetdeck.backend.host.probe.procs import processes
@@ -38,7 +38,7 @@ from fleetdeck.backend.host.probe.seats import find_seats
 def memory():
     """System memory: total, and used as MemTotal - MemAvailable."""
     try:
-        m = _meminfo()
+        m = meminfo()
         return {"total_bytes": m["MemTotal"], "used_bytes": m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0))}
     except (OSError, KeyError):
         import psutil  # only off Linux; ImportError lands in warnings
@@ -49,7 +49,7 @@ def memory():
 def load1():
     """The 1-minute load average."""
     try:
-        return float(_read("/proc/loadavg").split()[0])
+        return float(read_text("/proc/loadavg").split()[0])
     except (OSError, IndexError, ValueError):
         return os.getloadavg()[0]
 
@@ -86,34 +86,32 @@ def disks(paths):
 def snapshot(request=None):
     """One snapshot of this host as the contract's probe reply (see the module docstring)."""
     req = request or {}
-    if len(_CACHE) > 20000:   # runs come and go over a long session; the cache only saves time
-        _CACHE.clear()
+    if len(CACHE) > 20000:   # runs come and go over a long session; the cache only saves time
+        CACHE.clear()
     now = time.time()
     warnings = []
-    procs = _guard(warnings, "processes", Procs, None)
+    procs = guard(warnings, "processes", Procs, None)
     if procs is None:
-        procs = Procs.__new__(Procs)
-        procs.me, procs.raw, procs.prog, procs._ours, procs.skip = os.getpid(), {}, {}, {}, {os.getpid()}
-        procs._stat, procs._argv = {}, {}
+        procs = Procs.empty()
     mode = req.get("gpu") or os.environ.get("FLEETDECK_PROBE_GPU") or "auto"
-    g, source = _guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
+    g, source = guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
     paths = req.get("disk_paths")
     reply = {
-        "memory": _guard(warnings, "memory", memory, {"total_bytes": 0, "used_bytes": 0}),
-        "load1": _guard(warnings, "load", load1, None),
+        "memory": guard(warnings, "memory", memory, {"total_bytes": 0, "used_bytes": 0}),
+        "load1": guard(warnings, "load", load1, None),
         "gpus": g,
         "gpu_source": source,
-        "disks": _guard(warnings, "disks", lambda: disks(paths if paths is not None else req.get("runs") or []), []),
-        "runs": _guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
-        "schedules": _guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
-        "seats": _guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
+        "disks": guard(warnings, "disks", lambda: disks(paths if paths is not None else req.get("runs") or []), []),
+        "runs": guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
+        "schedules": guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
+        "seats": guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
         "warnings": warnings,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
         "time": now,
     }
     t = os.times()
-    reply["processes"] = _guard(warnings, "processes", lambda: processes(
+    reply["processes"] = guard(warnings, "processes", lambda: processes(
         procs, reply["gpus"], reply["runs"], reply["seats"], reply["schedules"]), [])
     reply["probe_cpu_s"] = round(time.process_time(), 6)
     reply["probe_children_cpu_s"] = round(t[2] + t[3], 4)

@@ -15,7 +15,7 @@ import pwd
 import time
 
 from fleetdeck.backend.host.lib import procfs
-from fleetdeck.backend.host.probe.common import _STATE
+from fleetdeck.backend.host.probe.common import STATE
 
 MAX_PROCESSES = 40
 TOP = 5                  # the top users of CPU and of memory listed beside the tagged ones
@@ -68,7 +68,7 @@ def processes(procs, gpus, runs, seats, schedules):
         if s.get("kind") == "loop":
             tag(s.get("pid"), "loop")
     now = time.monotonic()
-    last = _STATE.get("cpu") or {}
+    last = STATE.get("cpu") or {}
     seen = {}
     rows = {}
     for pid in procs.others():
@@ -84,7 +84,7 @@ def processes(procs, gpus, runs, seats, schedules):
         if prev is not None and now > prev[1]:
             cpu = round(100.0 * (ticks - prev[0]) / _TICK / (now - prev[1]), 1)
         rows[pid] = (cpu, rss, start)
-    _STATE["cpu"] = seen
+    STATE["cpu"] = seen
     chosen = [p for p in why if p in rows]
     by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
     by_mem = sorted(rows, key=lambda p: -rows[p][1])[:TOP]

@@ -9,17 +9,17 @@ import re
 
 from fleetdeck.backend.host.lib import layout
 from fleetdeck.backend.host.probe.common import (
-    _CACHE,
-    _STATE,
     BYSTANDERS,
+    CACHE,
     FD_SCAN_EVERY,
     MAX_LOSS_POINTS,
     MIN_STALL_S,
     SERIES_POINTS,
-    _cached,
-    _finite,
-    _read,
-    _skey,
+    STATE,
+    cached,
+    finite,
+    read_text,
+    stat_key,
 )
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -34,8 +34,8 @@ IDLE_POINTS = 16
 def _progress(path):
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
     st = os.stat(path)
-    c = _CACHE.get(("progress", path))
-    if c is not None and c[0] == _skey(st):
+    c = CACHE.get(("progress", path))
+    if c is not None and c[0] == stat_key(st):
         return c[1]
     p = c[1] if c is not None and c[1]["ino"] == st.st_ino and st.st_size >= c[1]["offset"] else None
     if p is None:
@@ -70,7 +70,7 @@ def _progress(path):
         p["offset"] += len(raw) + 1
         _progress_line(p, obj)
     caught_up = p["offset"] + len(torn) >= st.st_size
-    _CACHE[("progress", path)] = (_skey(st) if caught_up else None, p)
+    CACHE[("progress", path)] = (stat_key(st) if caught_up else None, p)
     return p
 
 
@@ -127,24 +127,24 @@ def full_series(path):
 
 def _progress_line(p, obj, cap=True):
     step = obj.get("step")
-    step = int(step) if _finite(step) else None
+    step = int(step) if finite(step) else None
     if step is not None:
         p["step"] = step if p["step"] is None else max(p["step"], step)
-    if _finite(obj.get("max_steps")):
+    if finite(obj.get("max_steps")):
         p["max_steps"] = int(obj["max_steps"])
     for key, series in (("loss", "losses"), ("eval_loss", "eval_losses")):
         v = obj.get(key)
         if v is None or isinstance(v, bool):
             continue
-        if _finite(v):
+        if finite(v):
             p[key] = float(v)
             if step is not None:
                 p[series].append([step, float(v)])
         elif isinstance(v, float):
             p["nonfinite"] = f"{key} is {v} at step {step}"
-    if _finite(obj.get("seconds_per_step")) and obj["seconds_per_step"] > 0:
+    if finite(obj.get("seconds_per_step")) and obj["seconds_per_step"] > 0:
         p["sps"] = float(obj["seconds_per_step"])
-    if step is not None and _finite(obj.get("time")):
+    if step is not None and finite(obj.get("time")):
         p["times"] = (p["times"] + [[step, float(obj["time"])]])[-2:]
     for series in ("losses", "eval_losses"):
         if cap and len(p[series]) > 2 * MAX_LOSS_POINTS:
@@ -154,20 +154,20 @@ def _progress_line(p, obj, cap=True):
 def _trainer_state(path):
     """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series."""
     try:
-        d = json.loads(_read(path))
+        d = json.loads(read_text(path))
         if not isinstance(d, dict) or not isinstance(d.get("log_history", []), list):
             raise ValueError("not a trainer state object")
     except ValueError as e:
         return {"error": f"{path} is not valid JSON (truncated?): {str(e)[:80]}"}
     p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
          "sps": None, "error": None, "nonfinite": None,
-         "save_steps": d.get("save_steps") if _finite(d.get("save_steps")) else None}
+         "save_steps": d.get("save_steps") if finite(d.get("save_steps")) else None}
     for e in d.get("log_history") or []:
         if isinstance(e, dict):
             _progress_line(p, {k: e.get(k) for k in ("step", "loss", "eval_loss")})
-    if _finite(d.get("global_step")):
+    if finite(d.get("global_step")):
         p["step"] = int(d["global_step"])
-    if _finite(d.get("max_steps")):
+    if finite(d.get("max_steps")):
         p["max_steps"] = int(d["max_steps"])
     return p
 
@@ -190,12 +190,12 @@ def _dir_bytes(path):
 
 def _ckpt_bytes(path, now):
     st = os.lstat(path)
-    hit = _CACHE.get(("ckpt", path))
+    hit = CACHE.get(("ckpt", path))
     if hit is not None and hit[0] == st.st_mtime_ns:
         return hit[1]
     b = _dir_bytes(path)
     if now - st.st_mtime > 120:   # a checkpoint still being written is summed again next poll
-        _CACHE[("ckpt", path)] = (st.st_mtime_ns, b)
+        CACHE[("ckpt", path)] = (st.st_mtime_ns, b)
     return b
 
 
@@ -225,7 +225,7 @@ def _run_facts(path, names, now):
     rj, problems, interval = {}, [], 1
     if "run.json" in names:
         try:
-            rj = _cached("json", os.path.join(path, "run.json"), lambda p: json.loads(_read(p)))
+            rj = cached("json", os.path.join(path, "run.json"), lambda p: json.loads(read_text(p)))
             if not isinstance(rj, dict):
                 rj, _ = {}, problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
@@ -247,7 +247,7 @@ def _run_facts(path, names, now):
             states.append((None, top))
         if states:
             src = states[-1][1]
-            prog = _cached("trainer_state", src, _trainer_state)
+            prog = cached("trainer_state", src, _trainer_state)
             if len(states) >= 2 and states[-2][0] is not None and states[-1][0] is not None:
                 (s1, f1), (s2, f2) = states[-2], states[-1]
                 dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
@@ -365,14 +365,14 @@ def _evidence(procs, run_paths, wanted, fresh, now):
             if run and run in wanted:
                 found.setdefault(run, pid)
     missing = [r for r in wanted if r not in found]
-    holders = _STATE["holders"]
+    holders = STATE["holders"]
     for run in list(missing):   # last poll's holder, checked alone: cheap and usually still true
         h = holders.get(run)
         if h and procs.alive(h[0], h[1]) and run in _open_runs(h[0], run_of):
             found[run] = h[0]
             missing.remove(run)
-    if missing and (fresh or now - _STATE["fd_scan_at"] >= FD_SCAN_EVERY):
-        _STATE["fd_scan_at"] = now
+    if missing and (fresh or now - STATE["fd_scan_at"] >= FD_SCAN_EVERY):
+        STATE["fd_scan_at"] = now
         for pid in workers:
             for run in _open_runs(pid, run_of):
                 if run in missing and run not in found:

@@ -14,12 +14,12 @@ namespace) is still listed, from Docker's facts alone.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import time
 
+from fleetdeck.backend.host.lib import docker as docker_query
 from fleetdeck.backend.host.lib import procfs, runner
 from fleetdeck.backend.host.lib.serve import serve
 
@@ -182,23 +182,17 @@ def _container_of(pid):
 
 def docker_containers(docker=None, timeout=5):
     """(list of container facts, None) where Docker answers, else ([], the reason)."""
-    exe = docker or runner.which("docker")
-    if exe is None:
+    q = docker_query.query(exe=docker, timeout=timeout)
+    if not q["exe"]:
         return [], "docker not found"
-    r = runner.run([exe, "ps", "-q", "--no-trunc"], timeout=timeout)
-    if r.rc != 0:
+    r = q["result"]
+    if q["failed"] == "ps":
         return [], runner.first_line(r.err) or "docker ps exited %d" % r.rc
-    ids = r.out.decode("ascii", "replace").split()
-    if not ids:
-        return [], None
-    r = runner.run([exe, "inspect", *ids], timeout=timeout)
-    if r.rc != 0:
+    if q["failed"] == "inspect":
         return [], runner.first_line(r.err) or "docker inspect exited %d" % r.rc
-    try:
-        docs = json.loads(r.out.decode("utf-8", "replace"))
-    except ValueError:
+    if q["failed"] == "json":
         return [], "docker inspect did not answer JSON"
-    return [container_facts(d) for d in docs if isinstance(d, dict)], None
+    return [container_facts(d) for d in q["docs"] if isinstance(d, dict)], None
 
 
 def container_facts(d):

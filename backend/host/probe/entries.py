@@ -1,0 +1,116 @@
+"""A schedule as the probe lists it: its id, the entry's shape, when a cron spec fires next,
+and the paths its command names that do not exist here."""
+# Runs on the host's Python 3.8 or newer, bundled with the probe.
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+from datetime import datetime, timedelta
+
+#: hex digits of a schedule id after its kind letter and dash: 128 bits, so that nobody who can
+#: write a crontab line or start a process on a host can make one whose id is another's
+ID_HEX = 32
+#: the id fleetdeck gave before ids were widened: kind letter, dash, 10 hex digits (40 bits of
+#: sha1). A wide id starts with its legacy id, so an acknowledgement that holds the legacy form
+#: still names the same schedule (`fleet/schedule_verdict.py` decides when it may be trusted).
+LEGACY_HEX = 10
+
+
+def schedule_id(prefix, *parts):
+    """A schedule's id: `prefix` + the legacy 10 hex digits of sha1 + 22 of sha256 over `parts`."""
+    data = "|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")
+    return (prefix + hashlib.sha1(data).hexdigest()[:LEGACY_HEX]
+            + hashlib.sha256(data).hexdigest()[:ID_HEX - LEGACY_HEX])
+
+
+_CRON_ALIAS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+               "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+_CRON_NAMES = {n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+_CRON_NAMES.update({n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())})
+
+
+def _cron_field(text, lo, hi):
+    vals = set()
+    for part in text.lower().split(","):
+        rng, _, step = part.partition("/")
+        if rng == "*":
+            a, b = lo, hi
+        else:
+            a, _, b = rng.partition("-")
+            a = _CRON_NAMES.get(a) if a in _CRON_NAMES else int(a)
+            b = (_CRON_NAMES.get(b) if b in _CRON_NAMES else int(b)) if b else (hi if step else a)
+        vals.update(range(a, b + 1, int(step) if step else 1))
+    return vals
+
+
+def cron_next(spec, now=None):
+    """The next time (ISO, host-local) a cron spec fires after `now`; None for @reboot or junk."""
+    try:
+        f = _CRON_ALIAS.get(spec, spec).split()
+        if len(f) != 5:
+            return None
+        mins, hours, doms, mons = (_cron_field(f[0], 0, 59), _cron_field(f[1], 0, 23),
+                                   _cron_field(f[2], 1, 31), _cron_field(f[3], 1, 12))
+        dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
+    except (ValueError, TypeError):
+        return None
+    start = (now or datetime.now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for i in range(366 * 5):   # Feb 29 on a Monday can be years away
+        d = start.date() + timedelta(days=i)
+        if d.month not in mons:
+            continue
+        dm, dw = d.day in doms, d.isoweekday() % 7 in dows
+        # cron's rule: with both day fields restricted, either one matching is enough
+        if not ((dm or dw) if f[2][0] != "*" and f[4][0] != "*" else (dm and dw)):
+            continue
+        for h in sorted(hours):
+            for m in sorted(mins):
+                t = datetime(d.year, d.month, d.day, h, m)
+                if t >= start:
+                    return t.astimezone().isoformat(timespec="seconds")
+    return None
+
+
+def missing_paths(command, cron=False):
+    """Absolute paths a command names that do not exist here (redirect targets excepted)."""
+    if cron:   # cron turns the first unescaped % into a newline; what follows is stdin
+        command = re.split(r"(?<!\\)%", command, maxsplit=1)[0].replace("\\%", "%")
+    try:
+        lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        toks = list(lex)
+    except ValueError:
+        toks = command.split()
+    out, skip = [], False
+    for i, t in enumerate(toks):
+        if skip:
+            skip = False
+            continue
+        if t and not t.strip("<>&|;()"):
+            skip = ">" in t   # an output file need not exist before the job runs
+            continue
+        if i >= 2 and toks[i - 2] in ("test", "[", "[[") and re.match(r"^-[a-zA-Z]$", toks[i - 1]):
+            continue   # `test -x /path || ...` checks for the path; its absence is expected
+        if "=" in t and not t.startswith("/"):
+            t = t.partition("=")[2]
+        if (t.startswith("/") and not any(c in t for c in "*?[$`{~")
+                and not t.startswith(("/dev/", "/proc/", "/sys/")) and not os.path.lexists(t)):
+            out.append(t)
+    return out
+
+
+
+def schedule_entry(kind, user, spec, command, source, sid, **kw):
+    """One schedule in the probe's reply; a command naming missing paths is a dead target."""
+    s = {"id": sid, "kind": kind, "user": user, "spec": spec, "command": command, "source": source,
+         "next_run": None, "pid": None, "active": True, "start_time": None, "reasons": [], "raw": None,
+         "line": None}
+    s.update(kw)
+    miss = missing_paths(command, cron=kind in ("crontab", "cron-file"))
+    if miss:
+        s["reasons"].append("dead-target")
+        s["missing_paths"] = miss
+    return s
