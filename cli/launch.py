@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         async with Poller(fleet) as pool:
             (snap,) = (await pool.poll([host.name])).hosts
             # unreachable: launch asks again, and audits the failure with its reason
-            return await launch(pool.link(host.name), host, args.run_toml, after=args.after, force=args.force,
+            return await launch(pool.link(host.name), args.run_toml, after=args.after, force=args.force,
                                 resume=args.resume, live=snap.runs if snap.reachable else None)
 
     try:

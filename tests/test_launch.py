@@ -246,7 +246,7 @@ async def test_after_a_run_with_its_final_adapter_is_ready(h1, tmp_path, where):
     (prev / "run.json").write_text(json.dumps({"state": "finished"}))
     _adapter(prev / where)
     async with HostLink(host) as link:
-        pre = await preflight(link, host, base_values(runs, corpus, f"after-{prev.name}"), after=str(prev))
+        pre = await preflight(link, base_values(runs, corpus, f"after-{prev.name}"), after=str(prev))
     check = next(c for c in pre.checks if c.name == "after")
     assert check.ok and "finished with its final adapter" in check.message
 
@@ -306,7 +306,7 @@ async def test_live_run_on_a_cpu_host_is_a_note(h1, tmp_path):
     try:
         link = HostLink(host)
         try:
-            pre = await preflight(link, host, base_values(runs, corpus, "second"))
+            pre = await preflight(link, base_values(runs, corpus, "second"))
         finally:
             await link.close()
     finally:

@@ -85,7 +85,7 @@ def cleanup():
 async def do_launch(host, values, after=None):
     link = HostLink(host)
     try:
-        return await launch(link, host, values, after=None if after is None else str(after), poll_interval=0.1)
+        return await launch(link, values, after=None if after is None else str(after), poll_interval=0.1)
     finally:
         await link.close()
 
@@ -140,7 +140,7 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
     async def check_after():
         link = HostLink(host)
         try:
-            return await preflight(link, host, base_values(runs, corpus, "after-e2e"), after=str(out_dir))
+            return await preflight(link, base_values(runs, corpus, "after-e2e"), after=str(out_dir))
         finally:
             await link.close()
 

@@ -43,7 +43,7 @@ async def test_an_hf_trainer_run_the_probe_sees_is_named_by_live_run(sshd_fleet,
     host = fleet.host("h1")
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     async with HostLink(host) as link:
-        pre = await preflight(link, host, base_values(sshd_fleet.hosts["h1"].runs, corpus, "mine"))
+        pre = await preflight(link, base_values(sshd_fleet.hosts["h1"].runs, corpus, "mine"))
     check = next(c for c in pre.checks if c.name == "live-run")
     # this host has no GPU: a live run shares its CPU and is named, not refused
     assert f"{run} (pid {pid})" in check.message, check.message

@@ -42,7 +42,7 @@ def stopped_run(run, values, state="failed", checkpoint=4, **manifest):
 
 async def resume_check(host, values):
     async with HostLink(host) as link:
-        pre = await preflight(link, host, values, resume=True)
+        pre = await preflight(link, values, resume=True)
     return next(c for c in pre.checks if c.name == "resume")
 
 

@@ -210,12 +210,13 @@ def _preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
                      checks=checks, estimate=dict(answer.get("estimate") or {}))
 
 
-async def preflight(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
+async def preflight(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
                     after: str | None = None, force: bool = False, resume: bool = False,
                     live: Iterable[Run] | None = None) -> Preflight:
     """Every launch check on the host, nothing changed there. `live`: the host's runs from a
     poll just made (else the probe is asked now). ConfigError for a bad RUN.toml, HostError
     when the host cannot be asked."""
+    host_cfg = link.host
     values = run_values(run, host_cfg)
     seen = live_json(await runs_seen(link) if live is None else live)
     req = _request("preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0, resume, seen)
@@ -223,7 +224,7 @@ async def preflight(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike
     return _preflight_from(host_cfg.name, answer)
 
 
-async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[str] | dict[str, Any],
+async def launch(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
                  after: str | None = None, force: bool = False, poll_interval: float = 2.0,
                  resume: bool = False, live: Iterable[Run] | None = None) -> LaunchResult:
     """Pre-flight, then start the run detached on the host (or queue it after `after`); returns
@@ -231,6 +232,7 @@ async def launch(link: HostLink, host_cfg: HostConfig, run: str | os.PathLike[st
     the output folder from its newest checkpoint. `live` as for `preflight`. Audited whatever
     happens. ConfigError for a bad RUN.toml (not audited: nothing was asked of the host),
     HostError when the host fails."""
+    host_cfg = link.host
     values = run_values(run, host_cfg)
     after_path = _after_path(after, host_cfg)
     asked = False

@@ -154,7 +154,7 @@ class LaunchModal(Modal):
             return
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
         try:
-            pre = await preflight(self.app.link(host), self.app.fleet.host(host), self.run_arg(toml),
+            pre = await preflight(self.app.link(host), self.run_arg(toml),
                                   after=after, **self.resume_kw())
         except Exception as e:
             self.query_one("#launch-verdict", Static).update(
@@ -178,7 +178,7 @@ class LaunchModal(Modal):
         out = self.query_one("#launch-result", Static)
         out.update(Text("starting…", style="dim"))
         try:
-            res = await launch(self.app.link(host), self.app.fleet.host(host), self.run_arg(toml),
+            res = await launch(self.app.link(host), self.run_arg(toml),
                                after=after, **self.resume_kw())
         except Exception as e:
             out.update(Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
