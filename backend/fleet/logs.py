@@ -14,6 +14,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet.channel import AnswerTooLarge, ShellOutputError
 from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.errors import HelperError, answer_or_raise
 from fleetdeck.backend.fleet.ssh import HostError, HostLink
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
 
@@ -39,11 +40,11 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
                                     link.host.connect_timeout + timeout)
     try:
         await helper.send_json(_request(link.host, run, lines, follow))
-        first = await _next(helper, link, timeout)
-        if not first.get("ok"):
-            err = first.get("error") if isinstance(first.get("error"), dict) else {}
-            raise HostError(link.name, str(err.get("message") or "train.log could not be read"),
-                            str(err.get("code") or "helper"))
+        try:
+            first = answer_or_raise(link.name, await _next(helper, link, timeout))
+        except HelperError as e:
+            raise HostError(link.name, str(e.error.get("message") or "train.log could not be read"),
+                            str(e.error.get("code") or "helper")) from None
         pending = b""
         for line in _split(fsenc(str(first.get("text") or "")) + b"\n"):
             yield line

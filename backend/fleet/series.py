@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
 from fleetdeck.backend.fleet.validate import checked_series
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
@@ -16,14 +16,13 @@ async def fetch_series(link: HostLink, path: str, timeout: float | None = None) 
     """{"host", "path", "losses": [[step, value]...], "eval_losses": [...], "warnings": [...]}
     for the run folder `path` on `link`'s host. HostError when the host cannot be asked or the
     run has no series (code `no-series`)."""
-    answer = await link.run_helper(PROBE_MODULE, {"op": "series", "path": path}, timeout=timeout,
-                                   what="series")
-    if not isinstance(answer, dict):
-        raise HostError(link.name, "the series answer is not an object", "helper")
-    if not answer.get("ok", True):
-        err = answer.get("error") if isinstance(answer.get("error"), dict) else {}
-        raise HostError(link.name, str(err.get("message") or "the series could not be read"),
-                        str(err.get("code") or "helper"))
+    try:
+        answer = await link.call(PROBE_MODULE, "series", path=path, within=timeout, what="series")
+    except HelperError as e:
+        if not isinstance(e.answer, dict):
+            raise HostError(link.name, "the series answer is not an object", "helper") from None
+        raise HostError(link.name, str(e.error.get("message") or "the series could not be read"),
+                        str(e.error.get("code") or "helper")) from None
     marks: list[str] = []
     losses = checked_series(answer.get("losses"), "losses", marks)
     evals = checked_series(answer.get("eval_losses"), "eval_losses", marks)
