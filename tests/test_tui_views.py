@@ -11,8 +11,8 @@ from rich.text import Text
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.config import parse_fleet
-from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.backend.fleet.ssh import HostError
+from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource
