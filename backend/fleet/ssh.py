@@ -76,12 +76,13 @@ class CommandResult:
 
 
 class HostLink(Connector):
-    """How to reach one host: persistent, reconnecting, with host keys always checked.
+    """One host and what runs there: commands (`run`), one-shot helpers (`call`, `run_helper`),
+    resident and bulk-stream helpers (`start_helper`, `transfer_helper`). `host` is its
+    fleet-file entry, so an action needs the link alone.
 
-    An async context manager: `async with HostLink(cfg) as link:` closes the connection at
-    the end. After a failure the next use reconnects, backing off 1, 2, 4 ... 60 s; after
-    authentication was refused it waits for a key file, the ssh config or the fleet file to
-    change (or AUTH_BACKOFF) instead, so `state` stays `auth` rather than `down`.
+    Connecting (persistent, reconnecting with backoff, host keys always checked) is
+    `Connector`'s, in connect.py. An async context manager: `async with HostLink(cfg) as
+    link:` closes the connection at the end.
     """
 
     def __init__(self, host: HostConfig) -> None:
@@ -90,7 +91,6 @@ class HostLink(Connector):
         # when the cache is not asked after it failed to keep one
         self._kept: set[str] = set()
         self._cache_broken_until = 0.0
-
 
     # -- running things ----------------------------------------------------------------------
     def _remote_command(self, argv: list[str]) -> str:
