@@ -37,7 +37,7 @@ from fleetdeck.backend.host.launch_runfiles import (
     write_manifest,
 )
 from fleetdeck.backend.host.launch_supervise import supervise
-from fleetdeck.backend.host.lib import layout, procfs
+from fleetdeck.backend.host.lib import flags, layout, procfs
 from fleetdeck.backend.host.lib.serve import serve
 
 TRAINER_MODULE = est.TRAINER_MODULE
@@ -226,7 +226,7 @@ def claim(output, config, after, answer, resume):
         except FileExistsError:
             return f"output {output} was claimed by another launch just now"
         return None
-    fd = os.open(os.path.join(output, LOCK), os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(os.path.join(output, LOCK), os.O_WRONLY | os.O_CREAT | flags.CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         manifest, why = resumable(output)

@@ -28,6 +28,7 @@ import stat
 import sys
 import time
 
+from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.serve import dumps
 
 LOG = "train.log"
@@ -63,7 +64,7 @@ def resolve(req):
 def _open(path):
     """train.log opened without following a symlink; a regular file or an error."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags.READ_NOFOLLOW)
     except OSError as e:
         if e.errno == errno.ENOENT:
             raise LookupError("no-log", "no %s in %s yet" % (LOG, os.path.dirname(path))) from None

@@ -8,7 +8,9 @@ import errno
 import os
 import stat
 
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+from fleetdeck.backend.host.lib import flags
+
+READ_FLAGS = flags.READ_NOFOLLOW
 
 
 class NotRegular(OSError):

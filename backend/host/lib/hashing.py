@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import os
 
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+from fleetdeck.backend.host.lib import flags
+
+FILE_FLAGS = flags.READ_NOFOLLOW
 CHUNK = 1 << 20
 
 

@@ -22,6 +22,8 @@ import os
 import re
 import stat
 
+from fleetdeck.backend.host.lib import flags
+
 RUN_MARKERS = ("run.json", "progress.jsonl", "trainer_state.json", "checkpoints", "adapter",
                "adapter_model.safetensors")
 CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]+)$")
@@ -31,7 +33,7 @@ ADAPTER_DIR = "adapter"
 # What the trainer and launch accept in an output folder that has not trained yet.
 FRESH_OK = ("RUN.toml", "run.json", "train.log", ".fleetdeck-launch.lock")
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+DIR_FLAGS = flags.DIR
 
 
 def checkpoint_step(name):

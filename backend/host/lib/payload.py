@@ -53,6 +53,7 @@ MAX_SIZE = 64 << 20
 #: the cache keeps at most this many files (payloads and bytecode); the oldest go first
 KEEP_FILES = 64
 _CODE_MAGIC = b"FDC1"
+# the loader runs as plain source before any module imports: lib/flags' DIR and READ_NOFOLLOW
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 

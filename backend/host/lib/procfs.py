@@ -14,6 +14,8 @@ import os
 import signal
 import time
 
+from fleetdeck.backend.host.lib import flags
+
 # Set in the environment of every helper fleetdeck starts on a host (the boot line sets it);
 # the probe recognises fleetdeck's own processes by it and by its own parent chain, never by
 # a name or a substring of a command line.
@@ -23,7 +25,7 @@ PF_KTHREAD = 0x00200000
 
 def read_bytes(path, limit=1 << 20):
     """A /proc file's bytes with raw os calls (a process scan opens hundreds a poll)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags.READ)
     try:
         chunks = []
         total = 0
