@@ -84,10 +84,6 @@ class LaunchModal(Modal):
         """What the backend is given as the run: the host's RUN.toml values when resuming."""
         return self.values if self.resume is not None else toml
 
-    def resume_kw(self) -> dict[str, Any]:
-        """`resume=True` when resuming (only then: an older backend has no such argument)."""
-        return {"resume": True} if self.resume is not None else {}
-
     def inputs(self) -> tuple[str, str, str | None]:
         """(host, RUN.toml path, after or None) as entered."""
         after = self.query_one("#launch-after", Input).value.strip()
@@ -155,7 +151,7 @@ class LaunchModal(Modal):
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
         try:
             pre = await preflight(self.app.link(host), self.run_arg(toml),
-                                  after=after, **self.resume_kw())
+                                  after=after, resume=self.resume is not None)
         except Exception as e:
             self.query_one("#launch-verdict", Static).update(
                 Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
@@ -179,7 +175,7 @@ class LaunchModal(Modal):
         out.update(Text("starting…", style="dim"))
         try:
             res = await launch(self.app.link(host), self.run_arg(toml),
-                               after=after, **self.resume_kw())
+                               after=after, resume=self.resume is not None)
         except Exception as e:
             out.update(Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
             self.app.report_error("Launch", e)
