@@ -13,7 +13,7 @@ from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown_short
 
-SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox")
+SHELLS = procfs.SHELLS
 
 
 def _loop_target(s):

@@ -21,6 +21,8 @@ from fleetdeck.backend.host.lib import flags
 # a name or a substring of a command line.
 HELPER_ENV = "FLEETDECK_HELPER"
 PF_KTHREAD = 0x00200000
+#: the shells, by program name: a loop is one of them repeating; one at a prompt is interactive
+SHELLS = frozenset(("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"))
 
 
 def read_bytes(path, limit=1 << 20):

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from fleetdeck.backend.host.lib import procfs, runner
 
-SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"}
+SHELLS = set(procfs.SHELLS)
 # A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
 BYSTANDERS = SHELLS | {"less", "more", "tail", "head", "cat", "vi", "vim", "nvim", "nano", "emacs",
                        "du", "ls", "watch", "rsync", "scp", "sftp-server", "sha256sum", "md5sum",

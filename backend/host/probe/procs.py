@@ -11,11 +11,10 @@ listed. The command line is cut to COMMAND_CHARS; the controller escapes it for 
 from __future__ import annotations
 
 import os
-import pwd
 import time
 
 from fleetdeck.backend.host.lib import procfs
-from fleetdeck.backend.host.probe.common import STATE
+from fleetdeck.backend.host.probe.common import STATE, user_name
 
 MAX_PROCESSES = 40
 TOP = 5                  # the top users of CPU and of memory listed beside the tagged ones
@@ -32,15 +31,6 @@ def _usage(pid):
         return int(rest[11]) + int(rest[12]), int(rest[21]) * _PAGE, int(rest[19])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _user(uid, cache={}):   # noqa: B006 - a per-probe cache of uid -> name
-    if uid not in cache:
-        try:
-            cache[uid] = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            cache[uid] = str(uid)
-    return cache[uid]
 
 
 def processes(procs, gpus, runs, seats, schedules):
@@ -99,7 +89,7 @@ def processes(procs, gpus, runs, seats, schedules):
     for pid in chosen[:MAX_PROCESSES]:
         cpu, rss, start = rows[pid]
         uid = procs.uid(pid)   # looked up for the listed few only, not every process
-        out.append({"pid": pid, "start": start, "user": "?" if uid is None else _user(uid),
+        out.append({"pid": pid, "start": start, "user": "?" if uid is None else user_name(uid),
                     "cpu_pct": cpu, "rss_bytes": rss,
                     "gpu_mib": gpu_mib.get(pid), "why": why[pid],
                     "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})
