@@ -17,7 +17,7 @@ import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from fleetdeck.backend.host.lib import flags, procfs
+from fleetdeck.backend.host.lib import files, flags, procfs
 from fleetdeck.backend.host.lib.files import write_all
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
@@ -333,26 +333,15 @@ def fsync_fd(fd):
         pass
 
 
-RENAME_NOREPLACE = 1
+RENAME_NOREPLACE = files.RENAME_NOREPLACE
 
 
 def rename_noreplace(src_fd, src, dst_fd, dst):
     """Rename that never replaces what is at `dst` (renameat2 RENAME_NOREPLACE through libc).
     Where the kernel, the file system or the libc has no such call, the name is looked up
     first and a plain rename follows: a small window, on those systems only."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError, ImportError):
-        fn = None
-    if fn is not None:
-        if fn(src_fd, src, dst_fd, dst, RENAME_NOREPLACE) == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err), dst)
+    if files.renameat2(src_fd, src, dst_fd, dst, RENAME_NOREPLACE):
+        return
     try:
         os.stat(dst, dir_fd=dst_fd, follow_symlinks=False)
         raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst)

@@ -9,40 +9,23 @@ import errno
 import os
 import stat
 
-from fleetdeck.backend.host.lib import fsinfo
-from fleetdeck.backend.host.lib.text import fsenc, shown
+from fleetdeck.backend.host.lib import files, fsinfo
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge_paths import DIR_FLAGS, WalkError, close_fds, open_chain
 
 PRIVATE_PREFIX = ".fleetdeck-purge-"
-RENAME_NOREPLACE = 1
+RENAME_NOREPLACE = files.RENAME_NOREPLACE
 
 
 class _Moved(Exception):
     """The entry being removed is not (or no longer holds only) what was checked."""
 
 
-def _renameat2(src_fd, src, dst_fd, dst, flags):
-    """renameat2(2) through libc; None where this libc or kernel has no such call."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError, ImportError):
-        return None
-    if fn(src_fd, fsenc(src), dst_fd, fsenc(dst), flags) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL):
-        return None
-    raise OSError(err, os.strerror(err), dst)
-
-
 def put_back(pfd, private, name):
     """Rename `private` back to `name` without ever replacing something now at `name`; a
     sentence saying where the entry is when it cannot go back."""
     try:
-        done = _renameat2(pfd, private, pfd, name, RENAME_NOREPLACE)
+        done = files.renameat2(pfd, private, pfd, name, RENAME_NOREPLACE)
         if done is None:
             try:
                 os.stat(name, dir_fd=pfd, follow_symlinks=False)

@@ -9,6 +9,7 @@ import os
 import stat
 
 from fleetdeck.backend.host.lib import flags
+from fleetdeck.backend.host.lib.text import fsenc
 
 READ_FLAGS = flags.READ_NOFOLLOW
 
@@ -41,3 +42,24 @@ def write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+RENAME_NOREPLACE = 1
+
+
+def renameat2(src_fd, src, dst_fd, dst, how):
+    """renameat2(2) through libc (`how`: RENAME_NOREPLACE...): True when renamed; None where
+    this libc, kernel or file system has no such call; OSError for any other failure."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError, ImportError):
+        return None
+    if fn(src_fd, fsenc(src), dst_fd, fsenc(dst), how) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL):
+        return None
+    raise OSError(err, os.strerror(err), dst)
