@@ -13,6 +13,10 @@ Requests (JSON on stdin, answered through `serve`):
 
 The controller imports this module for `evaluate`, so both sides judge with the same code.
 Keepers are judged by the host library's one final-adapter rule (`layout`).
+
+This module answers the requests; the rest lives beside it: `purge_paths` (a path walked by fd
+and pinned, with purge's refusal codes), `purge_facts` (`gather`), `purge_verdict` (`evaluate`,
+`CHECKS`) and `purge_remove` (`remove_pinned`). Their names stay importable from here.
 """
 # It runs on the host's Python 3.8 or newer: %-formatting stays.
 # ruff: noqa: UP031
