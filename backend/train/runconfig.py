@@ -74,9 +74,9 @@ class RunConfig:
     attention: str = AUTO
     #: torch.compile each decoder layer: true, false or "auto" (on for CUDA)
     compile: bool | str = AUTO
-    #: q/k/v and gate/up as one matmul each (base and LoRA): true, or false / "auto" (off: no gain measured)
+    #: q/k/v and gate/up as one matmul each (base and LoRA): true, false or "auto" (on for CUDA)
     fused_projections: bool | str = AUTO
-    #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, or false / "auto" (off: no gain measured next to torch.compile)
+    #: liger-kernel's RMSNorm / SwiGLU / RoPE kernels: true, or false / "auto" (off: no gain next to torch.compile)
     liger: bool | str = AUTO
     #: in fused q/k/v and gate/up, the LoRA product inside the base matmul: true, false, or "auto" (on)
     lora_in_base: bool | str = AUTO
