@@ -157,9 +157,8 @@ class Engine:
         self.model = apply_lora(self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout)
         self.n_lora = lora_parameter_count(self.model)
         fused_layers = 0
-        # "auto" fuses on CUDA: on an H200 it gained 1.0% and 2.0% on the 1.7B shape in two
-        # processes, +0.0% and +0.4% on 0.6B, for 1.8 GiB more at peak (benchmarks/results/SUMMARY.md);
-        # on the CPU it stays off (nothing measured there)
+        # "auto" fuses on CUDA: on an H200 it gained 2.0% on the 1.7B shape and 0.4% on 0.6B, for
+        # 1.8 GiB more at peak (docs/trainer.md); on the CPU it stays off (nothing measured there)
         want_fused = cfg.fused_projections is True or (cfg.fused_projections == "auto" and device.type == "cuda")
         lora_in_base = cfg.lora_in_base is not False
         if want_fused and not self.padded:

@@ -12,7 +12,7 @@ peft on the run's model shapes, targets, rank and corpus:
   per-device batch searched by timing the Trainer itself at each size (any size, not only
   divisors of the rows per step) until it runs out of memory or stops gaining. The headline
   ratio is against this one.
-- `reference-plain`: the second round's "strong" reference, kept for comparison: rows padded to
+- `reference-plain`: a plain Trainer + peft on padded rows, kept for comparison: rows padded to
   the longest row of the batch (which moves SDPA off its flash kernel), no Liger, the batch
   picked by a bare-model memory probe among divisors of the rows per step.
 - `reference`: the operator's old recipe: lora_dropout 0.05, gradient checkpointing, batch 1
