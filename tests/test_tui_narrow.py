@@ -112,9 +112,9 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     from fleetdeck.tui.screens.launch import LaunchModal
     asked = []
 
-    async def fake_preflight(link, host_cfg, run, after=None, **kw):
-        asked.append((host_cfg.name, run, after, kw))
-        raise backend_launch.HostError(host_cfg.name, "stop here", "test")
+    async def fake_preflight(link, run, after=None, **kw):
+        asked.append((link.host.name, run, after, kw))
+        raise backend_launch.HostError(link.host.name, "stop here", "test")
     monkeypatch.setattr(backend_launch, "preflight", fake_preflight)
     failed = tmp_path / "runs" / "r1"
     failed.mkdir(parents=True)
