@@ -143,3 +143,19 @@ def test_the_3_8_lint_catches_newer_python(tmp_path):
     (tmp_path / "newer.py").write_text("def f(x):\n    match x:\n        case 1:\n            return 'a'.removeprefix('b')\n")
     p = _vermin(str(tmp_path / "newer.py"))
     assert p.returncode != 0, p.stdout
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject's `packages` works in an editable install and
+    is absent from a built one: every folder with an `__init__.py` is listed, and nothing else."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = {name: REPO / folder for name, folder in cfg["package-dir"].items()}
+    found = set()
+    for name, root in dirs.items():
+        for init in root.rglob("__init__.py"):
+            rel = init.parent.relative_to(root).parts
+            found.add(".".join((name, *rel)))
+    assert found == set(cfg["packages"]), (sorted(found - set(cfg["packages"])),
+                                           sorted(set(cfg["packages"]) - found))
