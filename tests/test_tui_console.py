@@ -304,3 +304,28 @@ async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():
         for b in app.screen.query(Button):
             for t in toasts:
                 assert not b.region.overlaps(t), (str(b.label), b.region, t)
+
+
+async def test_the_history_view_shows_the_dashboards_own_first_polls_at_once(tmp_path, monkeypatch):
+    """The dashboard records history as it polls; its History view reads through that recorder,
+    so the minute in progress is there on the first visit, not a minute later."""
+    from rich.table import Table
+
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.tui.app import FleetdeckApp
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "runs").mkdir()
+    fleet = parse_fleet(f'[hosts.here]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
+    app = FleetdeckApp(fleet)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.state.polls:
+                break
+        assert app.state.polls, "the first poll did not come"
+        await pilot.press("6")
+        await pilot.pause()
+        chart = app.screen.query_one("#history-chart").content
+        assert isinstance(chart, Table), chart
+        assert "here: the last 1d00h" in str(chart.title)

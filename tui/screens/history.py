@@ -75,17 +75,23 @@ class HistoryScreen(ViewScreen):
             return
         from fleetdeck.backend.monitor.history import History, history_path
 
-        path = history_path()
-        if not path.exists():
-            chart.update(Text(f"No history yet: it is recorded while the dashboard or `fleetdeck watch` "
-                              f"polls ({path}).", style="dim"))
-            return
-        hist = History(path)
-        try:
-            since = now - window
-            data = collect(hist, host, since)
-        finally:
-            hist.close()
+        since = now - window
+        live = self.app.alert_watch.history if self.app.alert_watch.enabled else None
+        if live is not None:
+            # the dashboard's own recorder: its reads include the minute in progress, so the
+            # first polls show at once rather than when their minute is written
+            data = collect(live, host, since)
+        else:
+            path = history_path()
+            if not path.exists():
+                chart.update(Text(f"No history yet: it is recorded while the dashboard or `fleetdeck watch` "
+                                  f"polls ({path}).", style="dim"))
+                return
+            hist = History(path)
+            try:
+                data = collect(hist, host, since)
+            finally:
+                hist.close()
         if not any(data.values()):
             chart.update(Text(f"Nothing recorded for {host} in the last {human_duration(window)}.", style="dim"))
             return
