@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -140,7 +140,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             console.print(Text("no stray schedule" + (f" shows {args.filter!r}" if args.filter else "")
                                if args.stray_only else f"no schedule's row shows {args.filter!r}"))
         else:
-            console.print(schedules_table(rows, every))
+            console.print(schedules_table(rows, every, width=console.width))
         for host, n in folded.items():
             console.print(Text(f"{host}: {n} entr{'y' if n == 1 else 'ies'} the distribution installed, "
                                "folded (--all lists them)", style="dim"))
@@ -149,12 +149,52 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 1 if down else 0
 
 
-def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = None) -> Table | Text:
+#: below this many columns a table of nine columns beside a 34-character id is shreds: each
+#: schedule is printed as a short record instead
+RECORDS_BELOW = 120
+
+
+def _flag(s: Schedule) -> Text:
+    if s.system:
+        return Text("system", style="dim")
+    if s.stray:
+        return Text("STRAY " + ", ".join(s.reasons), style="bold red")
+    return Text(", ".join(s.reasons) or "ok", style="green" if not s.reasons else "yellow")
+
+
+def schedules_records(schedules: list[Schedule], every: list[Schedule]) -> Group:
+    """One record per schedule for a narrow terminal: the id alone on its first line (whole, so
+    it can be copied for `remove` and `ack`), then host, kind, user and verdict, when it runs,
+    the command, and why it is stray."""
+    out: list[Text] = []
+    for s in schedules:
+        spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
+        dim = "" if s.active else "dim"
+        out.append(Text(shown(s.id), style=f"bold {dim}".strip(), no_wrap=True, overflow="fold"))
+        head = Text("  ", style=dim)
+        head.append(" · ".join(shown(x) for x in (s.host, s.kind + ("" if s.active else " (inactive)"), s.user)))
+        head.append(" · ")
+        head.append_text(_flag(s))
+        out.append(head)
+        when = shown(spec) + (f" · next run {shown(s.next_run)}" if s.next_run else "")
+        out.append(Text("  " + when, style=dim, overflow="fold"))
+        out.append(Text("  " + shown(s.command), style=dim, overflow="fold"))
+        if s.stray:
+            out.append(Text("  why: " + shown(schedule_verdict.why(s, every)), style="red", overflow="fold"))
+        out.append(Text(""))
+    return Group(*out[:-1])
+
+
+def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = None,
+                    width: int | None = None) -> Table | Text | Group:
     """A rich table: one row per schedule, in the order given; a stray one says why in one line
-    (`fleet`: every schedule of the fleet, for naming duplicates)."""
+    (`fleet`: every schedule of the fleet, for naming duplicates). Narrower than
+    `RECORDS_BELOW` columns (`width`), one record per schedule instead."""
     if not schedules:
         return Text("no schedules or loops found")
     every = schedules if fleet is None else fleet
+    if width is not None and width < RECORDS_BELOW:
+        return schedules_records(schedules, every)
     t = Table(show_lines=False, header_style="bold")
     # an id is what `schedules remove` and `--ack` take: never folded or cut, so it can be copied
     # whole at any width (the long free-text columns fold instead)
@@ -167,12 +207,7 @@ def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = No
     for s in schedules:
         spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
         row_style = "" if s.active else "dim"
-        if s.system:
-            flag = Text("system", style="dim")
-        elif s.stray:
-            flag = Text("STRAY " + ", ".join(s.reasons), style="bold red")
-        else:
-            flag = Text(", ".join(s.reasons) or "ok", style="green" if not s.reasons else "yellow")
+        flag = _flag(s)
         cells = [Text(shown(x)) for x in (s.host, s.id, s.kind + ("" if s.active else " (inactive)"),
                                           s.user, spec, s.command, s.next_run or "")]
         t.add_row(*cells, flag, Text(shown(schedule_verdict.why(s, every)) if s.stray else ""), style=row_style)

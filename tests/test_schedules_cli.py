@@ -202,11 +202,17 @@ def test_the_table_never_folds_an_id_at_80_columns():
             for name in ("nightly-eval-of-every-adapter", "cleanup", "夜間評価-of-every-adapter")]
     for width in (80, 40):  # 40: the id's column keeps its full width even then
         buf = io.StringIO()
-        Console(file=buf, width=width, soft_wrap=False, color_system=None).print(schedules_table(rows))
+        Console(file=buf, width=width, soft_wrap=False, color_system=None).print(schedules_table(rows, width=width))
         text = buf.getvalue()
         assert max(cell_len(line) for line in text.splitlines()) <= width
         for s in rows:
             assert any(s.id in line for line in text.splitlines()), (width, s.id)
+        if width == 80:  # a record per schedule: the command reads whole, not in 4-cell shreds
+            assert any("/usr/bin/python3 /opt/jobs/nightly_eval.py --all --upload" in line
+                       for line in text.splitlines()), text
+    wide = io.StringIO()
+    Console(file=wide, width=160, soft_wrap=False, color_system=None).print(schedules_table(rows, width=160))
+    assert "┃ host" in wide.getvalue() or " host " in wide.getvalue().splitlines()[1], wide.getvalue()
 
 
 def test_every_listing_names_an_unreachable_host_the_same_way(tmp_path, capsys):
