@@ -119,3 +119,14 @@ def bystander(tmp_path_factory):
 
 def pytest_configure(config):
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+
+@pytest.fixture
+def children():
+    """Processes a test starts (`test_probe.sleeper` appends to it); killed at the end."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
