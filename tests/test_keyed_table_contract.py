@@ -30,6 +30,7 @@ METHODS = {
     "_render_line_in_row": ["self", "row_key", "line_no", "base_style", "cursor_location", "hover_location"],
     "_should_highlight": ["self", "cursor", "target_cell", "type_of_cursor"],
     "_get_row_style": ["self", "row_index", "base_style"],
+    "_highlight_cursor": ["self"],
     "_get_styles_to_render_cell": ["self", "is_header_cell", "is_row_label_cell", "is_fixed_style_cell", "hover",
                                    "cursor", "show_cursor", "show_hover_cursor", "has_css_foreground_priority",
                                    "has_css_background_priority"],
@@ -100,6 +101,16 @@ def test_each_private_method_keeps_its_parameters():
         mine = KeyedTable.__dict__.get(name)
         if mine is not None:   # an override keeps the parameters of what it overrides
             assert list(inspect.signature(mine).parameters) == params, name
+
+
+def test_the_layout_properties_it_replaces_are_still_properties():
+    """KeyedTable caches the line offsets and the ordered rows by its own layout version: the
+    DataTable members it replaces must still be the properties the rest of DataTable reads."""
+    for name in ("_y_offsets", "ordered_rows"):
+        assert isinstance(inspect.getattr_static(DataTable, name), property), name
+        assert isinstance(inspect.getattr_static(KeyedTable, name), property), name
+    assert {"key", "height", "label", "auto_height"} <= set(inspect.signature(
+        __import__("textual.widgets.data_table", fromlist=["Row"]).Row).parameters)
 
 
 def test_the_private_helpers_it_imports_keep_their_shape():

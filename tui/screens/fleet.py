@@ -111,6 +111,22 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
     return tuple(cells[k] for k in COLUMNS if k in w), height
 
 
+def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
+    """How many lines host `name`'s row takes (what `host_cells` makes), without making its
+    cells: the table is laid out with every row's height, and fills only the rows it draws."""
+    live = state.hosts.get(name)
+    snap = state.shown(name)
+    down = live is not None and not live.reachable
+    status = 1 if live is None else 2 if down else 1
+    if not down and state.is_stale(name):
+        status += 1
+    if snap is None:
+        return status
+    disks = len(snap.disks) if "disks" in w else 0
+    runs = sum(1 for r in snap.runs if r.state in LIVE)
+    return max(1, len(snap.gpus), disks, runs, status)
+
+
 def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
     if h is None or not h.gpus:
         return Text("-", style="dim"), 0
@@ -232,12 +248,18 @@ class FleetScreen(ViewScreen):
                 self.refresh_view()
 
     def refresh_view(self) -> None:
-        rows, heights = {}, {}
-        labels = shorten_unique(self.state.host_names, self._widths["host"])
-        for name in self.state.host_names:
-            rows[name], heights[name] = host_cells(self.state, name, self._widths, labels[name])
+        # a host's cells are made when its row is drawn (or filtered, sorted, read): on a big
+        # fleet most rows are off screen, and making them was most of a poll's cost
+        state, widths = self.state, self._widths
+        names = list(state.host_names)
+        labels = shorten_unique(names, widths["host"])
+        heights = {name: host_height(state, name, widths) for name in names}
+
+        def make(name: str) -> tuple:
+            return host_cells(state, name, widths, labels[name])[0]
+
         with self.app.batch_update():
-            self.table.sync(rows, heights)
+            self.table.sync_lazy(names, make, heights)
         self.show_detail()
 
     def show_detail(self) -> None:

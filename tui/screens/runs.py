@@ -156,15 +156,22 @@ class RunsScreen(ViewScreen):
     def selected(self) -> Run | None:
         """The run under the cursor."""
         key = self.table.current_key
-        return self.state.run(key) if key else None
+        if not key:
+            return None
+        r = getattr(self, "_by_key", {}).get(key)
+        return r if r is not None else self.state.run(key)
 
     def refresh_view(self) -> None:
-        rows = {}
+        # every run's key, in order; a row's cells are made when it is drawn (or filtered,
+        # sorted, read): 3,000 runs, a screenful on screen
         runs = self.state.runs
         w = self._widths
         hosts = shorten_unique([r.host for r in runs], w["host"])
         names = shorten_unique([shown(r.name) for r in runs], w["name"])
-        for r in runs:
+        by_key = {r.key: r for r in runs}
+
+        def make(key: str) -> tuple:
+            r = by_key[key]
             cells = {"host": hosts[r.host], "name": names[shown(r.name)],
                      "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
                                    style=_state_style(r.state)),
@@ -173,9 +180,11 @@ class RunsScreen(ViewScreen):
                      "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
                      "loss": "-" if r.loss is None else f"{r.loss:.4f}",
                      "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}"}
-            rows[r.key] = tuple(cells[k] for k in w)
+            return tuple(cells[k] for k in w)
+
+        self._by_key = by_key
         with self.app.batch_update():
-            self.table.sync(rows)
+            self.table.sync_lazy(list(by_key), make)
             self.show_run()
 
     def on_data_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:

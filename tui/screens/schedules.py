@@ -97,6 +97,9 @@ class SchedulesScreen(ViewScreen):
         key = self.table.current_key
         if key is None or key.startswith(FOLDED):
             return None
+        s = getattr(self, "_by_key", {}).get(key)
+        if s is not None:
+            return s
         host, sid = key.split("/", 1)
         return self.state.schedule(host, sid)
 
@@ -114,20 +117,42 @@ class SchedulesScreen(ViewScreen):
         self.refresh_view()
 
     def refresh_view(self) -> None:
-        rows = {}
+        # the order and the keys cover every schedule; a row's cells are made when it is drawn
+        # (or filtered, sorted, read): 10,000 schedules, a screenful on screen
         every = self.state.schedules
-        index = schedule_verdict.twins_index(every)
-        hosts = shorten_unique([x.host for x in every], self._widths["host"])
+        index: list[dict] = []   # twins_index(every), built by the first row that needs it
+        hosts = shorten_unique(list(dict.fromkeys(x.host for x in every)), self._widths["host"])
         widths = tuple(self._widths)
         cache, self._row_cache = getattr(self, "_row_cache", {}), {}
         # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
         narrow = "kind" not in self._widths
         folded: dict[str, int] = {}
+        by_key: dict[str, Schedule] = {}
         for s in schedule_verdict.stray_first(every):
             if s.system and not self.show_system:
                 folded[s.host] = folded.get(s.host, 0) + 1
                 continue
-            why = short_why(s) if narrow else schedule_verdict.why(s, every, index)
+            by_key[schedule_key(s)] = s
+        keys = list(by_key)
+        keys += [FOLDED + host for host in folded]
+
+        def make(key: str) -> tuple:
+            s = by_key.get(key)
+            if s is None:
+                host = key[len(FOLDED):]
+                n = folded[host]
+                dim = Text(f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)",
+                           style="dim")
+                cells = {"flag": Text("·", style="dim"), "host": hosts[host], "kind": Text("system", style="dim"),
+                         "why": Text("installed by the distribution", style="dim"), "user": "", "spec": "",
+                         "cmd": dim}
+                return tuple(cells[k] for k in self._widths)
+            if narrow:
+                why = short_why(s)
+            else:
+                if not index:
+                    index.append(schedule_verdict.twins_index(every))
+                why = schedule_verdict.why(s, every, index[0])
             # a schedule that did not change keeps its very cell objects: nothing to build, and
             # the table compares them by identity
             ck = (s, why, hosts[s.host], widths)
@@ -142,15 +167,11 @@ class SchedulesScreen(ViewScreen):
                          "cmd": Text(shown(s.command), style=style)}
                 row = tuple(cells[k] for k in self._widths)
             self._row_cache[ck] = row
-            rows[schedule_key(s)] = row
-        for host, n in folded.items():
-            dim = Text(f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)", style="dim")
-            cells = {"flag": Text("·", style="dim"), "host": hosts[host], "kind": Text("system", style="dim"),
-                     "why": Text("installed by the distribution", style="dim"), "user": "", "spec": "",
-                     "cmd": dim}
-            rows[FOLDED + host] = tuple(cells[k] for k in self._widths)
+            return row
+
+        self._by_key, self._every, self._index = by_key, every, index
         with self.app.batch_update():
-            self.table.sync(rows)
+            self.table.sync_lazy(keys, make)
             self.show_detail()
 
     def show_detail(self) -> None:
@@ -177,11 +198,21 @@ class SchedulesScreen(ViewScreen):
         t.append("\n")
         t.append(shown(s.command))
         if s.stray:
-            t.append(f"\nstray: {shown(schedule_verdict.why(s, self.state.schedules))}  —  a: acknowledge   x: remove",
+            t.append(f"\nstray: {shown(self._why(s))}  —  a: acknowledge   x: remove",
                      style="bold red")
         elif s.system:
             t.append("\ninstalled by the distribution: not stray", style="dim")
         d.update(t)
+
+    def _why(self, s: Schedule) -> str:
+        """`schedule_verdict.why` for the detail line, with the listing's twins index (built
+        once per poll, not once per key press)."""
+        every, index = getattr(self, "_every", None), getattr(self, "_index", None)
+        if every is None or index is None:
+            return schedule_verdict.why(s, self.state.schedules)
+        if not index:
+            index.append(schedule_verdict.twins_index(every))
+        return schedule_verdict.why(s, every, index[0])
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()

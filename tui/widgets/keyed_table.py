@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.segment import Segment
@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, ColumnKey, RowKey
+from textual.widgets.data_table import CellKey, ColumnKey, Row, RowKey
 
 
 class NavTable(DataTable):
@@ -52,6 +52,22 @@ class KeyedTable(NavTable):
     def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], **kw: Any) -> None:
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
+        #: row keys in display order (DataTable keeps only key -> index)
+        self._order: list[str] = []
+        #: bumped whenever rows come, go, move or change height: the line offsets and the
+        #: ordered rows are cached by it, not by DataTable's update count (which every changed
+        #: cell bumps, and which made each poll walk every row of a 10,000-row table again)
+        self._layout_version = 0
+        self._offsets: tuple[tuple, list] = ((), [])
+        self._ordered: tuple[tuple, list] = ((), [])
+        #: `sync_lazy`: what makes a row's cells, the keys, heights; the rows filled since
+        self._lazy: tuple[list[str], Callable[[str], Sequence[Any]], dict[str, int]] | None = None
+        self._make: Callable[[str], Sequence[Any]] | None = None
+        self._fresh: set[str] = set()
+        #: how many rows' cells `make` computed (what a lazy table saves is rows not computed)
+        self.rows_made = 0
+        #: how many cells sync or a lazy row's filling replaced, in all
+        self.cells_changed = 0
         super().__init__(**kw)
         #: the filter (any case, over each row's shown text) and the sort (column index, downward)
         self.filter_text = ""
@@ -66,6 +82,8 @@ class KeyedTable(NavTable):
         self._spec = list(columns)
         self._cells: dict[str, tuple] = {}
         self._heights: dict[str, int] = {}
+        #: how many rows are taller than one line
+        self._tall = 0
         self._restore_key: str | None = None
         #: rendered cells keyed by the cell object itself (see `_render_cell`)
         self._content_cache: LRUCache[tuple, tuple[Any, Any]] = LRUCache(4096)
@@ -103,9 +121,6 @@ class KeyedTable(NavTable):
         self._restore_key = self.current_key
         self.clear(columns=True)
         self._spec = new
-        self._cells.clear()
-        self._heights.clear()
-        self._given.clear()
         self._add_columns()
         return True
 
@@ -118,7 +133,7 @@ class KeyedTable(NavTable):
     @property
     def keys(self) -> list[str]:
         """Row keys in display order."""
-        return [r.key.value for r in self.ordered_rows]
+        return list(self._order)
 
     @property
     def current_key(self) -> str | None:
@@ -177,6 +192,9 @@ class KeyedTable(NavTable):
         self._reapply()
 
     def _reapply(self) -> None:
+        if self._lazy is not None:
+            self._apply_lazy()
+            return
         self._sync(self._view(self._all_rows), self._all_heights)
         self._show_in_title()
 
@@ -202,6 +220,7 @@ class KeyedTable(NavTable):
     def sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
         """Make the table show `rows` (key -> cells, in order), through the filter and the sort
         the operator chose; returns how many cells changed."""
+        self._lazy = self._make = None
         self._all_rows = dict(rows)
         self._all_heights = dict(heights or {})
         if not self.filter_text and self.sort_by is None:
@@ -222,7 +241,7 @@ class KeyedTable(NavTable):
         for key in [k for k in self._cells if k not in rows]:
             self.remove_row(key)
             del self._cells[key]
-            self._heights.pop(key, None)
+            self._tall -= self._heights.pop(key, 1) != 1
             self._given.pop(key, None)
             changed += 1
         col_keys = [ColumnKey(spec[0]) for spec in self._spec]
@@ -237,6 +256,7 @@ class KeyedTable(NavTable):
             if old is None:
                 self.add_row(*cells, key=key, height=h)
                 self._heights[key] = h
+                self._tall += h != 1
                 changed += len(cells)
             else:
                 if self._heights.get(key) != h:
@@ -263,17 +283,213 @@ class KeyedTable(NavTable):
             key, self._restore_key = self._restore_key, None
             if key in rows:
                 self.move_cursor(row=wanted.index(key), animate=False)
-        if self.keys != wanted:
-            order = {k: i for i, k in enumerate(wanted)}
-            current = self.current_key
-            # DataTable.sort() hands the key function cell values only; order by key instead
-            self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(wanted)})
-            self._update_count += 1
-            self.refresh()
-            # sorting moves rows, not the cursor: keep it on the same row
-            if current in order:
-                self.move_cursor(row=self.get_row_index(current), animate=False)
+        if self._order != wanted:
+            self._reorder(wanted)
+        self.cells_changed += changed
         return changed
+
+    def _reorder(self, wanted: list[str]) -> None:
+        current = self.current_key
+        # DataTable.sort() hands the key function cell values only; order by key instead
+        self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(wanted)})
+        self._order = list(wanted)
+        self._layout_version += 1
+        self._update_count += 1
+        self.refresh()
+        # sorting moves rows, not the cursor: keep it on the same row
+        if current is not None and current in self._row_locations:
+            self.move_cursor(row=self._row_locations.get(RowKey(current)), animate=False)
+
+    # -- lazy rows: cells made only for the rows drawn -------------------------------------------
+    def sync_lazy(self, keys: Sequence[str], make: Callable[[str], Sequence[Any]],
+                  heights: Mapping[str, int] | None = None) -> None:
+        """Make the table show one row per key of `keys` (in order), whose cells `make(key)`
+        computes only when the row is drawn, or when the filter, the sort or a reader
+        (`get_row`, `get_cell`) needs them. Every row is stale after this call; a row on
+        screen is made again at the next frame, one off screen when it scrolls into view.
+        `heights` (key -> lines, default 1) must be known up front: they lay the table out.
+        For tables whose columns all have a fixed width (a lazy row is never measured).
+        """
+        self._lazy = (list(keys), make, dict(heights or {}))
+        self._apply_lazy()
+
+    def _apply_lazy(self) -> None:
+        assert self._lazy is not None
+        keys, make, heights = self._lazy
+        if self.filter_text or self.sort_by is not None:
+            # both need every row's text: made now, then synced as given rows
+            self._make = None
+            self._fresh.clear()
+            rows = {}
+            for k in keys:
+                rows[k] = make(k)
+            self.rows_made += len(keys)
+            self._all_rows, self._all_heights = rows, heights
+            self._sync(self._view(rows), heights)
+            self._show_in_title()
+            return
+        self._view_keys = keys
+        if self._order != keys:
+            self._add_and_remove(keys, heights)
+        if heights or self._tall:
+            for k in self._order:
+                h = heights.get(k, 1)
+                if self._heights.get(k, 1) != h:
+                    self.rows[RowKey(k)].height = h
+                    self._heights[k] = h
+                    self._tall += 1 if h != 1 else -1
+                    self._layout_version += 1
+                    self._require_update_dimensions = True
+        self._make = make
+        self._fresh = set()
+        self._given.clear()
+        self._update_count += 1
+        self.refresh()
+        if self._require_update_dimensions:
+            self.check_idle()
+        self._show_in_title()
+
+    def _add_and_remove(self, keys: list[str], heights: Mapping[str, int]) -> None:
+        """Rows added and removed in bulk (DataTable's `add_row` measures each new row and its
+        `remove_row` renumbers every row: quadratic for 10,000 schedules)."""
+        current = self.current_key
+        was_empty = not self._order
+        wanted = set(keys)
+        gone = [k for k in self._order if k not in wanted]
+        for key in gone:
+            rk = RowKey(key)
+            del self._data[rk]
+            del self.rows[rk]
+            del self._cells[key]
+            self._tall -= self._heights.pop(key, 1) != 1
+            self._given.pop(key, None)
+        col_keys = [ColumnKey(spec[0]) for spec in self._spec]
+        blank = tuple(_BLANK for _ in col_keys)
+        for key in keys:
+            if key not in self._cells:
+                rk = RowKey(key)
+                h = heights.get(key, 1)
+                self._data[rk] = dict(zip(col_keys, blank))
+                self.rows[rk] = Row(rk, h, None, False)
+                self._cells[key] = blank
+                self._heights[key] = h
+                self._tall += h != 1
+        self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(keys)})
+        self._order = list(keys)
+        self._layout_version += 1
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate   # clamped into the rows there are
+        self.hover_coordinate = self.hover_coordinate
+        if self._restore_key is not None:
+            current, self._restore_key = self._restore_key, None
+        if current is not None and current in wanted:
+            self.move_cursor(row=self._row_locations.get(RowKey(current)), animate=False)
+        elif was_empty and keys and self.show_cursor and self.cursor_type != "none":
+            self._highlight_cursor()   # as add_row does for a table's first row
+        self.refresh(layout=True)
+
+    def _fill(self, key: str) -> None:
+        """Make the cells of lazy row `key` now; cells equal to those shown keep their object
+        (the render cache is keyed by it)."""
+        self._fresh.add(key)
+        assert self._make is not None
+        cells = tuple(_one_line_each(c) for c in self._make(key))
+        self.rows_made += 1
+        old = self._cells.get(key)
+        if old is not None and len(old) == len(cells):
+            cells = tuple(a if a is b or a == b else b for a, b in zip(old, cells))
+            self.cells_changed += sum(1 for a, b in zip(old, cells) if a is not b)
+        row = self._data[RowKey(key)]
+        for spec, cell in zip(self._spec, cells):
+            row[ColumnKey(spec[0])] = cell
+        self._cells[key] = cells
+
+    def _fill_key(self, row_key: Any) -> None:
+        if self._make is not None:
+            key = row_key.value if isinstance(row_key, RowKey) else row_key
+            if key not in self._fresh and key in self._cells:
+                self._fill(key)
+
+    def get_row(self, row_key: RowKey | str) -> list[Any]:
+        self._fill_key(row_key)
+        return super().get_row(row_key)
+
+    def get_row_at(self, row_index: int) -> list[Any]:
+        if self._make is not None and 0 <= row_index < len(self._order):
+            self._fill_key(self._order[row_index])
+        return super().get_row_at(row_index)
+
+    def get_cell(self, row_key: RowKey | str, column_key: ColumnKey | str) -> Any:
+        self._fill_key(row_key)
+        return super().get_cell(row_key, column_key)
+
+    def get_cell_at(self, coordinate: Coordinate) -> Any:
+        if self._make is not None and 0 <= coordinate.row < len(self._order):
+            self._fill_key(self._order[coordinate.row])
+        return super().get_cell_at(coordinate)
+
+    # -- the row order, kept as a list, and the layout caches keyed by it -----------------------
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None,
+                label: Any = None) -> RowKey:
+        # the order first: add_row's cursor watchers already read the rows in order
+        if key is not None:
+            self._order.append(key)
+            self._layout_version += 1
+        try:
+            row_key = super().add_row(*cells, height=height, key=key, label=label)
+        except Exception:
+            if key is not None:
+                self._order.pop()
+            raise
+        if key is None:
+            self._order.append(row_key.value)
+            self._layout_version += 1
+        return row_key
+
+    def remove_row(self, row_key: RowKey | str) -> None:
+        key = row_key.value if isinstance(row_key, RowKey) else row_key
+        self._order.remove(key)   # before remove_row's cursor watchers read the rows in order
+        self._layout_version += 1
+        super().remove_row(row_key)
+
+    def clear(self, columns: bool = False) -> KeyedTable:
+        super().clear(columns)
+        self._order = []
+        self._cells.clear()
+        self._heights.clear()
+        self._tall = 0
+        self._given.clear()
+        self._fresh.clear()
+        self._layout_version += 1
+        return self
+
+    def sort(self, *columns: Any, key: Any = None, reverse: bool = False) -> KeyedTable:
+        super().sort(*columns, key=key, reverse=reverse)
+        self._order = [self._row_locations.get_key(i).value for i in range(len(self._row_locations))]
+        self._layout_version += 1
+        return self
+
+    @property
+    def ordered_rows(self) -> list[Row]:
+        """The rows in display order (cached until rows come, go, move or change height)."""
+        key = (self._layout_version, len(self._order))
+        if self._ordered[0] != key:
+            rows = self.rows
+            self._ordered = (key, [rows[RowKey(k)] for k in self._order])
+        return self._ordered[1]
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        key = (self._layout_version, len(self._order))
+        if self._offsets[0] != key:
+            out: list[tuple[RowKey, int]] = []
+            for row in self.ordered_rows:
+                if row.height == 1:
+                    out.append((row.key, 0))
+                else:
+                    out += [(row.key, y) for y in range(row.height)]
+            self._offsets = (key, out)
+        return self._offsets[1]
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Any, width: int,
                      cursor: bool = False, hover: bool = False) -> Any:
@@ -284,6 +500,8 @@ class KeyedTable(NavTable):
         if row_index < 0 or column_index < 0:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
+        if self._make is not None and row_key is not None:
+            self._fill_key(row_key)
         column_key = self._column_locations.get_key(column_index)
         row = self._data.get(row_key)
         if row is None or column_key not in row:
@@ -305,6 +523,8 @@ class KeyedTable(NavTable):
         # each line; a host with 8 GPUs is an 8-line row. Here the styles are worked out once
         # per row and every line of it is built in one go (the same segments: the snapshot
         # tests compare them). Header, row labels and fixed columns keep DataTable's path.
+        if self._make is not None and row_key is not self._header_row_key:
+            self._fill_key(row_key)   # a lazy row drawn: its cells are made now
         if row_key is self._header_row_key or self.fixed_columns or (
                 self._labelled_row_exists and self.show_row_labels):
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
@@ -353,10 +573,15 @@ class KeyedTable(NavTable):
         # DataTable has no API to change a row's height; its layout caches are keyed by the
         # update count, so bumping that (via a no-op cell write) makes it re-measure.
         self.rows[RowKey(key)].height = h
+        self._tall += (h != 1) - (self._heights.get(key, 1) != 1)
         self._heights[key] = h
+        self._layout_version += 1
         self._require_update_dimensions = True
         first = self._spec[0][0]
         self.update_cell(key, first, self.get_cell(key, first))
+
+
+_BLANK = Text("")
 
 
 def _one_line_each(cell: Any) -> Any:
