@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     """Launch; 0 running or queued, 1 refused, cancelled or failed, 2 bad fleet file or RUN.toml."""
     from fleetdeck.backend.actions.launch import launch, run_values
     from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.errors import HostError
     from fleetdeck.backend.fleet.poller import Poller
-    from fleetdeck.backend.fleet.ssh import HostError
 
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)

@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from fleetdeck.backend.fleet.errors import HostError
     from fleetdeck.backend.fleet.logs import log_lines
-    from fleetdeck.backend.fleet.ssh import HostError, HostLink
+    from fleetdeck.backend.fleet.ssh import HostLink
 
     fleet = load_fleet(args.hosts)
     cfg = fleet.host(args.host)

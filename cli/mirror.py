@@ -20,13 +20,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend.actions.mirror import (
-    MirrorFile,
-    MirrorReport,
-    mirror,
-    parse_endpoint,
-    verify,
-)
+from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, verify
+from fleetdeck.backend.actions.mirror_copy import MirrorFile
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown

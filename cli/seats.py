@@ -90,8 +90,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check one seat; exit 0 only when it is sound."""
+    from fleetdeck.backend.fleet.errors import HostError
     from fleetdeck.backend.fleet.poller import Poller
-    from fleetdeck.backend.fleet.ssh import HostError
 
     fleet = load_fleet(args.hosts)
     fleet.host(args.target_host)

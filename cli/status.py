@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.connect import AUTH_CODES
 from fleetdeck.backend.fleet.models import (
     FleetSnapshot,
     HostSnapshot,
@@ -23,7 +24,6 @@ from fleetdeck.backend.fleet.models import (
     unreachable_json,
 )
 from fleetdeck.backend.fleet.poller import poll_fleet
-from fleetdeck.backend.fleet.ssh import AUTH_CODES
 from fleetdeck.cli.main import add_hosts_option
 from fleetdeck.tui.fmt import (
     escape_path,
@@ -115,8 +115,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_series(args: argparse.Namespace) -> int:
     """`runs --series HOST:PATH`: one run's whole series, as step / loss / eval-loss lines."""
+    from fleetdeck.backend.fleet.errors import HostError
     from fleetdeck.backend.fleet.series import fetch_series
-    from fleetdeck.backend.fleet.ssh import HostError, HostLink
+    from fleetdeck.backend.fleet.ssh import HostLink
 
     host, sep, path = args.series.partition(":")
     if not sep or not path:

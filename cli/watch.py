@@ -25,7 +25,8 @@ from typing import Any, TextIO
 
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
 from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.service import AlreadyRunning, Monitor, StateLock
+from fleetdeck.backend.monitor.service import Monitor
+from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
 from fleetdeck.tui.fmt import said
 
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing

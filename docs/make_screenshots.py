@@ -52,7 +52,8 @@ def purge_plan():
 
 def mirror_dry_run():
     """What a dry run of run-6's adapter to ana-ml2 reports."""
-    from fleetdeck.backend.actions.mirror import MirrorFile, MirrorReport
+    from fleetdeck.backend.actions.mirror import MirrorReport
+    from fleetdeck.backend.actions.mirror_copy import MirrorFile
     files = (MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, None, "missing"),
              MirrorFile("adapter_config.json", 812, "cd" * 32, None, "missing"))
     return MirrorReport(src="gx10:/home/ops/runs/run-6/adapter", dst="ana-ml2:/home/ops/runs/run-6/adapter",

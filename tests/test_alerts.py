@@ -20,6 +20,7 @@ from fleetdeck.backend.fleet.models import (
     Run,
     Schedule,
 )
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import (
     Alert,
     AlertConfig,
@@ -27,7 +28,7 @@ from fleetdeck.backend.monitor.alerts import (
     parse_alerts,
 )
 from fleetdeck.backend.monitor.deliver import Notifier, hook_argv
-from fleetdeck.backend.monitor.seats import Seat, SeatCheck
+from fleetdeck.backend.monitor.seats import SeatCheck
 
 T0 = 1_800_000_000.0
 

@@ -8,7 +8,7 @@ import time
 from test_tui_views import feed, fixture_app
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess
-from fleetdeck.backend.monitor.seats import Seat
+from fleetdeck.backend.fleet.seat_model import Seat
 
 
 def with_seats(snap: FleetSnapshot) -> FleetSnapshot:

@@ -53,7 +53,8 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
 
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess, HostSnapshot
-    from fleetdeck.backend.monitor.seats import Seat, recorded_checks
+    from fleetdeck.backend.fleet.seat_model import Seat
+    from fleetdeck.backend.monitor.seats import recorded_checks
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.screens.base import RecordedSource
 

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from fleetdeck.backend.actions.mirror import HELPER, mirror
+from fleetdeck.backend.actions.mirror import mirror
+from fleetdeck.backend.actions.mirror_copy import HELPER
 from fleetdeck.backend.fleet.bundle import modules_for
 from fleetdeck.backend.host.lib import procfs
 

@@ -13,8 +13,9 @@ import time
 import pytest
 
 from fleetdeck.backend.fleet.models import Gpu, GpuProcess, HostSnapshot
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.probe import seats as probe_seats
-from fleetdeck.backend.monitor.seats import Seat, attribute_memory, headroom
+from fleetdeck.backend.monitor.seats import attribute_memory, headroom
 
 LISTENER = """#!/usr/bin/env python3
 import os, socket, subprocess, sys, time

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.ssh import HostLink
 
 from sshfleet import keygen
 

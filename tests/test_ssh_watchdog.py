@@ -75,7 +75,7 @@ async def test_closing_a_resident_helper_kills_it_and_its_children_on_the_host(s
 
 
 async def test_a_one_shot_helper_cut_off_by_its_timeout_dies_on_the_host(sshd_fleet, fleet_file):
-    from fleetdeck.backend.fleet.ssh import HostError
+    from fleetdeck.backend.fleet.errors import HostError
 
     token = f"fleetdeck-test-{uuid.uuid4().hex}"
     spin = f"import sys\nsys.stdin.read()\ntoken = {token!r}\nwhile True:\n    pass\n"

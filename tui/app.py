@@ -14,8 +14,9 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
+from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.fleet.ssh import HostError, HostLink
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import said
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed

@@ -21,7 +21,7 @@ from dataclasses import replace as evolve
 from typing import Any
 
 from fleetdeck.backend.actions.audit import audit
-from fleetdeck.backend.actions.mirror_copy import (  # noqa: F401 - HELPER, MirrorFile... are imported from here
+from fleetdeck.backend.actions.mirror_copy import (
     FAILED_DURING_COPY,
     HASH_RATE,
     HELPER,
@@ -32,7 +32,8 @@ from fleetdeck.backend.actions.mirror_copy import (  # noqa: F401 - HELPER, Mirr
     gib,
     overlaps,
 )
-from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
+from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)

@@ -14,13 +14,9 @@ from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.fleet.ssh import (
-    HelperError,
-    HelperProcess,
-    HostError,
-    HostLink,
-    ShellOutputError,
-)
+from fleetdeck.backend.fleet.channel import HelperProcess, ShellOutputError
+from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 # the host side, bundled with the host library by HostLink

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.models import Process
-from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
+from fleetdeck.backend.fleet.ssh import HostLink
 
 HELPER = "fleetdeck.backend.host.process"
 

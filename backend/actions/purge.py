@@ -25,7 +25,8 @@ from fleetdeck.backend.actions.purge_plan import (
     PurgeReport,
     Refusal,
 )
-from fleetdeck.backend.fleet.ssh import HelperError, HostError, HostLink
+from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge import evaluate
 

@@ -18,18 +18,12 @@ from typing import Any
 import asyncssh
 
 from fleetdeck.backend.fleet.bundle import payload_for
-from fleetdeck.backend.fleet.channel import (  # noqa: F401 - BOOT, HelperProcess... are imported from here by actions
+from fleetdeck.backend.fleet.channel import (
     ANSWER_LIMIT,
-    BOOT,
-    BOOT_MARKER,
     OUTPUT_LIMIT,
-    SHELL_NOISE,
     STDERR_KEEP,
-    STDERR_LIMIT,
-    WATCHDOG,
     AnswerTooLarge,
     HelperProcess,
-    ShellOutputError,
     bounded_text,
     helper_argv,
     helper_stdin,
@@ -41,13 +35,10 @@ from fleetdeck.backend.fleet.channel import (  # noqa: F401 - BOOT, HelperProces
     sudo_refused,
 )
 from fleetdeck.backend.fleet.config import HostConfig
-from fleetdeck.backend.fleet.connect import (  # noqa: F401 - re-exported: imported from here elsewhere
-    AUTH_BACKOFF,
-    AUTH_CODES,
+from fleetdeck.backend.fleet.connect import (
     Connector,
-    hostport,
 )
-from fleetdeck.backend.fleet.errors import HelperError, HostError, answer_or_raise  # noqa: F401
+from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.host.lib.text import shown
 
 SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json  # noqa: F401 - the seats service's own names too
+from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json
 
 if TYPE_CHECKING:
     from fleetdeck.backend.fleet.config import Fleet
@@ -78,7 +78,7 @@ def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
 async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
         list[Seat], str | None]:
     """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
-    from fleetdeck.backend.fleet.ssh import HelperError, HostError
+    from fleetdeck.backend.fleet.errors import HelperError, HostError
 
     req: dict[str, Any] = {"docker": docker} if docker else {}
     try:
@@ -93,9 +93,9 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
+    from fleetdeck.backend.fleet.errors import HostError
     from fleetdeck.backend.fleet.models import unreachable_json
     from fleetdeck.backend.fleet.poller import Poller
-    from fleetdeck.backend.fleet.ssh import HostError
 
     async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
         return list(h.seats or ()), None
@@ -207,7 +207,7 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                      max_tokens: int = 8) -> SeatCheck:
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
-    from fleetdeck.backend.fleet.ssh import HelperError, HostError
+    from fleetdeck.backend.fleet.errors import HelperError, HostError
 
     try:
         ans = await link.call(CHECK_HELPER, "check", port=port, model=model, timeout=timeout,

@@ -36,19 +36,19 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import Fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.seats import (
-    Seat,
     SeatCheck,
     check_seat,
     fetch_seats,
     record_check,
     recorded_checks,
 )
-from fleetdeck.backend.monitor.watch_lock import (  # noqa: F401 - imported from here elsewhere
+from fleetdeck.backend.monitor.watch_lock import (
     AlreadyRunning,
     StateLock,
     lock_path,

@@ -26,15 +26,12 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.seats import (
-    Seat,
-    headroom,
-    host_seats,
-    recorded_checks,
-)
-from fleetdeck.backend.monitor.service import Monitor, running_watch
+from fleetdeck.backend.monitor.seats import headroom, host_seats, recorded_checks
+from fleetdeck.backend.monitor.service import Monitor
+from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.tui.cells import spark_char
 from fleetdeck.tui.fleet_state import HISTORY
 from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
