@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
@@ -43,6 +44,12 @@ class ViewScreen(GuardedPump, Screen):
         # a poll can arrive between compose and mount: redraw only once the widgets exist
         self.ready = True
         self.refresh_view()
+        if type(self) in getattr(self.app, "MODES", {}).values():
+            # a top-level view lives as long as the app: its widgets and rows (10,000 schedules)
+            # leave the cycle collector's generations, whose full passes over them were the
+            # longest pauses of a big fleet's dashboard; what they drop is still freed by
+            # reference counting
+            gc.freeze()
 
     def on_screen_resume(self) -> None:
         if self.ready:
