@@ -118,11 +118,12 @@ def _checkpoint_of(run: Path) -> Path:
 
 def test_purge_agrees(runs, tmp_path):
     """Purging the run's checkpoint needs a keeper: exactly the runs with a final adapter have one."""
-    from fleetdeck.backend.host import purge as purge_remote
+    from fleetdeck.backend.host.purge_facts import gather
+    from fleetdeck.backend.host.purge_verdict import evaluate
 
     for name, (run, expected) in runs.items():
-        facts = purge_remote.gather([str(_checkpoint_of(run))], [str(tmp_path / "runs")], hashing=False)
-        (verdict,) = purge_remote.evaluate(facts)["paths"]
+        facts = gather([str(_checkpoint_of(run))], [str(tmp_path / "runs")], hashing=False)
+        (verdict,) = evaluate(facts)["paths"]
         assert (verdict["checks"]["no-keeper"] == "pass") == (expected is not None), (name, verdict)
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from fleetdeck.backend.host.probe import runs as probe_runs
-from fleetdeck.backend.host.probe.common import _CACHE
+from fleetdeck.backend.host.probe.common import CACHE
 
 
 def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path: Path):
@@ -20,7 +20,7 @@ def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path:
             f.write(line % (s, 1_700_000_000 + s))
     size = path.stat().st_size
     assert size > 4 * probe_runs.PROGRESS_TAIL
-    _CACHE.clear()
+    CACHE.clear()
     p = probe_runs._progress(str(path))
     assert p["step"] == 400_000 and p["max_steps"] == 1_000_000
     assert p["skipped_bytes"] >= size - probe_runs.PROGRESS_TAIL   # the head was never parsed

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_probe import PROBE, children, probe  # noqa: F401 - fixture re-used
+from test_probe import PROBE, probe
 from test_schedules_remove import root_crontab  # noqa: F401 - fixture re-used
 
 CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"   # shared with the other crontab tests

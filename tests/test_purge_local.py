@@ -17,7 +17,10 @@ from test_purge import make_run
 from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.backend.host import purge as purge_remote
+from fleetdeck.backend.host.purge_facts import gather
+from fleetdeck.backend.host.purge_paths import open_chain
+from fleetdeck.backend.host.purge_remove import remove_pinned
+from fleetdeck.backend.host.purge_verdict import evaluate
 
 
 @pytest.fixture
@@ -323,7 +326,7 @@ async def test_docker_engine_that_cannot_be_asked(local, tmp_path, monkeypatch):
 
 def _facts(runs: Path, paths: list[Path]) -> dict:
     """Facts gathered in this process (the helper's own code, run here)."""
-    return purge_remote.gather([str(p) for p in paths], [str(runs)], hashing=True)
+    return gather([str(p) for p in paths], [str(runs)], hashing=True)
 
 
 def test_plan_is_pure_over_facts(local):
@@ -377,7 +380,7 @@ def test_every_refusal_code_has_a_sentence(local):
                          scan_error="x: denied", adapters=[str(run / "adapter")])
     f["holders"] = [{"index": 0, "pid": 1, "how": "fd", "file": "/f", "comm": "c"}]
     f["docker"] = {"state": "denied", "error": "permission denied", "mounts": []}
-    v = purge_remote.evaluate(f)["paths"][0]
+    v = evaluate(f)["paths"][0]
     codes = {c for c, _ in v["refusals"]}
     assert codes == {"unreadable", "holds-final-adapter", "in-use", "container-mount", "container-unknown",
                      "mounted", "no-keeper"}
@@ -403,10 +406,10 @@ def test_pinned_remove_deletes_links_without_following(tmp_path):
     (victim / "dirlink").symlink_to(outside)
     (victim / "sub" / "filelink").symlink_to(outside / "keep")
     comps = [c for c in str(victim).split("/") if c]
-    parent, fd, pins = purge_remote.open_chain(comps)
+    parent, fd, pins = open_chain(comps)
     os.close(parent)
     os.close(fd)
-    purge_remote.remove_pinned(comps, pins)
+    remove_pinned(comps, pins)
     assert not victim.exists() and (outside / "keep").read_bytes() == b"keep"
     assert os.listdir(tmp_path) == ["outside"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.host import purge as purge_remote
-from fleetdeck.backend.host.purge import WalkError, open_chain, remove_pinned
+from fleetdeck.backend.host.purge_paths import WalkError, open_chain
+from fleetdeck.backend.host.purge_remove import PRIVATE_PREFIX, put_back, remove_pinned
 
 SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
 AT_FDCWD = -100
@@ -132,7 +132,7 @@ def test_racing_renames_and_exchanges_never_touch_the_final_adapter(tmp_path):
             # everything is back in place: the adapter is the same folder with the same bytes
             assert (adapter.stat().st_dev, adapter.stat().st_ino) == adapter_id, f"iteration {i}"
             assert tree_sha(adapter) == before, f"iteration {i}: the final adapter changed"
-            assert not [n for n in os.listdir(ck.parent) if n.startswith(purge_remote.PRIVATE_PREFIX)]
+            assert not [n for n in os.listdir(ck.parent) if n.startswith(PRIVATE_PREFIX)]
             if ck.exists():  # refused before anything inside was touched: left whole
                 assert inodes(ck) == allowed, f"iteration {i}"
     finally:
@@ -188,7 +188,7 @@ def test_putting_back_never_replaces_what_took_the_name(tmp_path):
     (d / "name").write_bytes(b"newcomer")
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        why = purge_remote._put_back(fd, "private", "name")
+        why = put_back(fd, "private", "name")
     finally:
         os.close(fd)
     assert "could not be put back" in why and "private" in why

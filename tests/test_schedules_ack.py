@@ -135,15 +135,15 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(root_crontab, sshd_
 
 
 def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_full_id():
-    from fleetdeck.backend.host.probe.common import _sid as legacy_sid
-    from fleetdeck.backend.host.probe.schedules import _sid
+    from fleetdeck.backend.host.probe.common import legacy_sid
+    from fleetdeck.backend.host.probe.entries import schedule_id
 
     def sched(sid: str, cmd: str) -> Schedule:
         return Schedule(id=sid, host="a", kind="crontab", user="u", spec="37 * * * *", command=cmd,
                         source="crontab -l")
 
     key = ("crontab", "u", "crontab -l", "37 * * * *", "check on the run")
-    wide, old = _sid("c-", *key), legacy_sid("c-", *key)
+    wide, old = schedule_id("c-", *key), legacy_sid("c-", *key)
     assert len(wide) == 34 and wide.startswith(old) and schedule_verdict.LEGACY_ID.match(old)
     schedule_verdict.acks_path().write_text(json.dumps({"ids": [], "hosts": {"a": [old]}}))   # a file from before
     host = HostSnapshot(name="a", reachable=True, schedules=(sched(wide, "check on the run"),))

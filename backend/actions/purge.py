@@ -28,7 +28,7 @@ from fleetdeck.backend.actions.purge_plan import (
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge import evaluate
+from fleetdeck.backend.host.purge_verdict import evaluate
 
 HELPER = "fleetdeck.backend.host.purge"
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")

@@ -33,51 +33,16 @@ import signal
 import sys
 
 from fleetdeck.backend.host.lib import serve
-from fleetdeck.backend.host.mirror_common import (  # noqa: F401 - the helper's names, as before the split
-    CHUNK,
-    DIRFLAGS,
-    HDR,
-    PARTIAL,
-    PARTIAL_TAG,
-    RDFLAGS,
-    SYNC_EVERY,
-    UNWRITABLE,
-    Watchdog,
-    file_facts,
-    free_bytes,
-    hash_rel,
-    host_path,
-    is_partial,
-    kind_of,
-    lstat_or_none,
-    ok,
-    open_rel,
+from fleetdeck.backend.host.mirror_common import (
     say,
-    walk,
 )
-from fleetdeck.backend.host.mirror_read import (  # noqa: F401
-    boot_id,
-    disk_identity,
-    listed_facts,
+from fleetdeck.backend.host.mirror_read import (
     op_list,
     op_read,
-    recheck,
-    source_error,
 )
-from fleetdeck.backend.host.mirror_write import (  # noqa: F401
-    RENAME_NOREPLACE,
-    Writer,
-    clean_stale,
-    fsync_dir,
-    fsync_fd,
-    fsync_tree,
+from fleetdeck.backend.host.mirror_write import (
     op_abandon,
     op_write,
-    partial_in_use,
-    read_exact,
-    remove_tree,
-    rename_noreplace,
-    write_refusal,
 )
 
 

@@ -27,36 +27,19 @@ import sys
 
 from fleetdeck.backend.host.lib.serve import Refused, serve
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_facts import (  # noqa: F401 - the helper's names, as before the split
-    GONE,
-    checkpoint_keeper_facts,
-    docker_facts,
+from fleetdeck.backend.host.purge_facts import (
     gather,
     gather_with_inodes,
     keep_newest,
-    keeper_facts,
-    runs_losing_checkpoints,
-    scan_proc,
-    zfs_facts,
 )
-from fleetdeck.backend.host.purge_paths import (  # noqa: F401
-    DIR_FLAGS,
-    WALK_CODES,
+from fleetdeck.backend.host.purge_paths import (
     WalkError,
-    open_chain,
-    scan,
     sha256_file,
-    split_path,
 )
-from fleetdeck.backend.host.purge_remove import (  # noqa: F401
-    PRIVATE_PREFIX,
-    RENAME_NOREPLACE,
-    put_back,
+from fleetdeck.backend.host.purge_remove import (
     remove_pinned,
 )
-from fleetdeck.backend.host.purge_verdict import CHECKS, evaluate  # noqa: F401
-
-_put_back = put_back  # its name before the split
+from fleetdeck.backend.host.purge_verdict import evaluate
 
 
 def execute(req):

@@ -27,7 +27,7 @@ import time
 from fleetdeck.backend.host.lib import crontab, files, flags, runner
 from fleetdeck.backend.host.lib.serve import Refused, serve
 from fleetdeck.backend.host.lib.text import fsenc, shown_short
-from fleetdeck.backend.host.schedules_loops import SHELLS, apply_loop, inspect_loop, loop_family  # noqa: F401
+from fleetdeck.backend.host.schedules_loops import apply_loop, inspect_loop
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.timer$")
 ENV = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")

@@ -34,7 +34,6 @@ CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 CACHE = {}   # (tag, path) -> (stat key, value); file parses survive between resident polls
 STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
 _USERS = {}
-_CACHE = CACHE  # its name before the probe's names became public
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -86,7 +85,6 @@ def legacy_sid(prefix, *parts):
     return prefix + hashlib.sha1("|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")).hexdigest()[:10]
 
 
-_sid = legacy_sid  # its name before the probe's names became public
 
 
 # the largest magnitude a host figure may have (an int past it, 10**400 say, is no figure)

@@ -28,18 +28,12 @@ from fleetdeck.backend.host.probe.common import (
     run_text,
     stat_key,
 )
-from fleetdeck.backend.host.probe.entries import (  # noqa: F401 - its names before the split
-    ID_HEX,
-    LEGACY_HEX,
+from fleetdeck.backend.host.probe.entries import (
     cron_next,
-    missing_paths,
     schedule_entry,
     schedule_id,
 )
-from fleetdeck.backend.host.probe.loops import RESPAWNS, loop_construct, loops  # noqa: F401
-
-_sid = schedule_id  # its name before the split
-
+from fleetdeck.backend.host.probe.loops import loops
 
 
 def _cron_lines(text, kind, source, user, system, active=True, package=None):
