@@ -6,6 +6,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import os
+
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
@@ -14,6 +17,7 @@ from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, ColumnKey, Row, RowKey
 
@@ -513,9 +517,105 @@ class KeyedTable(NavTable):
         hit = self._content_cache.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
-        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        lines = None
+        if isinstance(value, Text) and row_index >= self.fixed_rows and column_index >= self.fixed_columns:
+            lines = self._render_text_cell(value, row_index, column_index, base_style, width, cursor, hover,
+                                           self.rows[row_key].height)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        elif _CHECK_FAST_CELLS:
+            slow = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            assert [list(Strip(x).simplify()) for x in slow] == [list(Strip(x).simplify()) for x in lines], (
+                value, slow, lines)
         self._content_cache[key] = (value, lines)
         return lines
+
+    def _render_text_cell(self, value: Text, row_index: int, column_index: int, base_style: Any, width: int,
+                          cursor: bool, hover: bool, height: int) -> list[list[Segment]] | None:
+        """The segments DataTable renders for a Text cell (padding, the cell's styles under the
+        row's and the cursor's), built directly: Rich's `Text.render` works the style stack out
+        again at every span, which made an 8-line GPU cell about 1.4 ms. Only the plain case
+        (one line of text per row line that fits, spans in order and apart); anything else
+        returns None and takes DataTable's path."""
+        plain = value.plain
+        pad = self.cell_padding
+        inner = width - 2 * pad
+        if (height < 1 or inner < 1 or value.justify not in (None, "default", "left") or "\t" in plain
+                or plain.endswith("\n")):
+            return None
+        spans = value.spans
+        end = 0
+        for span in spans:
+            if span.start < end or span.end < span.start:
+                return None   # overlapping or out of order: the style stack matters
+            end = span.end
+        lines_text = plain.split("\n")
+        if any(cell_len(t) > inner for t in lines_text):
+            return None       # cut with an ellipsis: DataTable's path
+        console = self.app.console
+        component_style, post_style = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
+            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
+        pre = console.get_style(base_style + RichStyle.from_meta({"row": row_index, "column": column_index})
+                                + component_style)
+        post = console.get_style(post_style) if post_style is not None else None
+        null = RichStyle.null()
+        base = console.get_style(value.style, default=null) if value.style else null
+        styles: dict[Any, RichStyle] = {}
+
+        def final(style: Any) -> RichStyle:
+            got = styles.get(style)
+            if got is None:
+                s = base if style is None else base + console.get_style(style, default=null)
+                s = pre + s if pre else s
+                if post:
+                    s = s + post if s else post
+                styles[style] = got = s
+            return got
+
+        # the padding and the room right of the text carry no style of the cell's own
+        s_pad = pre if pre else null
+        if post:
+            s_pad = s_pad + post if s_pad else post
+        out: list[list[Segment]] = []
+        offset = 0
+        k = 0
+        n_spans = len(spans)
+        for line_no, text in enumerate(lines_text):
+            if line_no >= height:
+                break
+            start, stop = offset, offset + len(text)
+            segs = [Segment(" " * pad, s_pad)] if pad else []
+            pos = start
+            while k < n_spans and spans[k].end <= start:
+                k += 1
+            j = k
+            while pos < stop:
+                if j < n_spans and spans[j].start < stop:
+                    sp = spans[j]
+                    a, b = max(sp.start, start), min(sp.end, stop)
+                    if a > pos:
+                        segs.append(Segment(plain[pos:a], final(None)))
+                    if b > a:
+                        segs.append(Segment(plain[a:b], final(sp.style)))
+                    pos = max(pos, b)
+                    if sp.end <= stop:
+                        j += 1
+                    else:
+                        break
+                else:
+                    segs.append(Segment(plain[pos:stop], final(None)))
+                    pos = stop
+            if pos < stop:
+                segs.append(Segment(plain[pos:stop], final(None)))
+            room = inner - cell_len(text) + pad
+            if room:
+                segs.append(Segment(" " * room, s_pad))
+            out.append(segs)
+            offset = stop + 1
+        while len(out) < height:
+            out.append([Segment(" " * width, s_pad)])
+        return out
 
     def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any,
                             hover_location: Any) -> tuple[list, list]:
@@ -582,6 +682,8 @@ class KeyedTable(NavTable):
 
 
 _BLANK = Text("")
+#: render each Text cell both ways and compare (tests/test_keyed_table_fast_cells.py sets it)
+_CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
 
 
 def _one_line_each(cell: Any) -> Any:
