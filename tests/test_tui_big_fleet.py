@@ -9,6 +9,7 @@ must not walk every schedule or run.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from rich.text import Text
@@ -141,8 +142,16 @@ async def test_a_switch_and_a_poll_make_only_the_schedules_and_runs_on_screen(mo
         assert table.row_count == SCHEDULES
         # the rows on screen, and the detail line of the highlighted one
         assert 0 < why.take() <= SCREENFUL["rows"], "the switch made every schedule's row"
+        # a poll with the same schedules (new objects, equal) redoes nothing
         app.post_message(FleetPolled(snaps[1]))
         await pilot.pause()
+        assert why.take() == 0, "a poll with the same schedules made rows again"
+        # one host's schedules changed: the rows on screen are made again, not every row
+        h0 = snaps[1].hosts[0]
+        changed = replace(snaps[1], hosts=(replace(h0, schedules=h0.schedules[1:]), *snaps[1].hosts[1:]))
+        app.post_message(FleetPolled(changed))
+        await pilot.pause()
+        assert table.row_count == SCHEDULES - 1
         assert 0 < why.take() <= SCREENFUL["rows"], "a poll made every schedule's row"
         # an off-screen row read is made then, with its reason
         last_stray = table.keys[HOSTS * len([k for k in range(SCHEDULES // HOSTS) if k % 3]) - 1]
@@ -191,7 +200,6 @@ async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
     app, snaps = big_app(8)
     app.show_unexpected = lambda what, e: errors.append(e)
     hostile = snaps[1].hosts[0]
-    from dataclasses import replace
     snaps[1] = replace(snaps[1], hosts=(replace(hostile, disks=(Disk("/mnt/[red]x\x1b[31m\n", "/", "ext4", 10, 5, 0),)),
                                         replace(snaps[1].hosts[1], reachable=False, error="cannot connect"),
                                         *snaps[1].hosts[2:]))
@@ -215,7 +223,6 @@ def test_a_hosts_height_is_known_without_making_its_cells(case):
     rng = random.Random(3)
     snap = snapshot(0, rng, 2)
     h = snap.hosts[0]
-    from dataclasses import replace
     state = FleetState(["gpu-000", "gpu-001"], 5.0, clock=lambda: 1000.0 + (100 if case == "stale" else 0))
     if case == "down":
         state.apply(snap)

@@ -117,6 +117,15 @@ class SchedulesScreen(ViewScreen):
         self.refresh_view()
 
     def refresh_view(self) -> None:
+        # what the view is made from: each host's schedules (a poll brings new but mostly equal
+        # ones), the columns and the fold. The same as last time: nothing to redo (comparing
+        # 10,000 schedules costs less than ordering them, and leaves the table untouched)
+        state = self.state
+        made_from = (tuple(self._widths.items()), self.show_system,
+                     tuple((n, h.schedules) for n in state.host_names if (h := state.shown(n)) is not None))
+        if made_from == getattr(self, "_made_from", None):
+            return
+        self._made_from = made_from
         # the order and the keys cover every schedule; a row's cells are made when it is drawn
         # (or filtered, sorted, read): 10,000 schedules, a screenful on screen
         every = self.state.schedules
