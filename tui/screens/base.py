@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from rich.text import Text
+from textual.widgets import Footer, Header, Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.fleet_state import FleetState
@@ -62,6 +63,18 @@ class ViewScreen(GuardedPump, Screen):
     def state(self) -> FleetState:
         """The app's fleet state."""
         return self.app.state
+
+
+def show_text(widget: Static, content: Text | str) -> None:
+    """`widget.update(content)` unless it already shows that very text: an update lays the
+    whole screen out again, and a poll or a clock tick mostly leaves a detail line as it was."""
+    # Text's == compares the characters and spans only: the text's own style counts too
+    key = (content.plain, tuple(content.spans), str(content.style), content.justify, content.overflow,
+           content.no_wrap) if isinstance(content, Text) else content
+    if getattr(widget, "_fleetdeck_shown", None) == key:
+        return
+    widget._fleetdeck_shown = key   # type: ignore[attr-defined]
+    widget.update(content)
 
 
 class RecordedSource:

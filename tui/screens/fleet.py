@@ -14,7 +14,7 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import TextBuilder, tail
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 LIVE = ("running", "stalled")
@@ -264,7 +264,7 @@ class FleetScreen(ViewScreen):
 
     def show_detail(self) -> None:
         """Update the line under the table for the highlighted host."""
-        self.query_one("#fleet-detail", Static).update(host_detail(self.state, self.table.current_key))
+        show_text(self.query_one("#fleet-detail", Static), host_detail(self.state, self.table.current_key))
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()

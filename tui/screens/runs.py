@@ -16,7 +16,7 @@ from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import eval_trend, loss_chart, progress
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.screens.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -204,8 +204,8 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            title.update(self.no_runs_text())
-            self.query_one("#run-trend", Static).update("")
+            show_text(title, self.no_runs_text())
+            show_text(self.query_one("#run-trend", Static), "")
             self.query_one("#run-chart", LossChart).show((), ())
             self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
@@ -226,8 +226,8 @@ class RunsScreen(ViewScreen):
             t.append("   r: resume from its newest checkpoint", style="dim")
         elif r.state in RESUMABLE:
             t.append("   no checkpoint to resume from (n launches it again)", style="dim")
-        title.update(t)
-        self.query_one("#run-trend", Static).update(eval_trend(r.eval_losses))
+        show_text(title, t)
+        show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}

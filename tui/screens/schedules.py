@@ -13,7 +13,7 @@ from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import shorten_unique
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 SCHED_COLUMNS = {"flag": " ", "host": "Host", "kind": "Kind", "why": "Stray because", "user": "User",
@@ -189,11 +189,11 @@ class SchedulesScreen(ViewScreen):
         d = self.query_one("#sched-detail", Static)
         key = self.table.current_key
         if s is None and key is not None and key.startswith(FOLDED):
-            d.update(Text(f"The entries the distribution installed on {key[len(FOLDED):]} (package-owned cron "
+            show_text(d, Text(f"The entries the distribution installed on {key[len(FOLDED):]} (package-owned cron "
                           "files): never stray. s lists them one by one.", style="dim"))
             return
         if s is None:
-            d.update(Text("No schedules found on any reachable host.", style="dim"))
+            show_text(d, Text("No schedules found on any reachable host.", style="dim"))
             return
         t = Text()
         t.append(shown(s.id), style="bold")
@@ -211,7 +211,7 @@ class SchedulesScreen(ViewScreen):
                      style="bold red")
         elif s.system:
             t.append("\ninstalled by the distribution: not stray", style="dim")
-        d.update(t)
+        show_text(d, t)
 
     def _why(self, s: Schedule) -> str:
         """`schedule_verdict.why` for the detail line, with the listing's twins index (built
