@@ -45,10 +45,15 @@ class FleetState:
             if h.reachable:
                 self.last_good[h.name] = h
                 self.down_since.pop(h.name, None)
+                history, spark = self.history, self.spark
                 for g in h.gpus:
                     frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
-                    self.history.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(frac)
-                    self.spark.setdefault((h.name, g.index), deque(maxlen=HISTORY)).append(spark_char(frac))
+                    key = (h.name, g.index)
+                    # (setdefault would build two throwaway deques per GPU per poll)
+                    if key not in history:
+                        history[key], spark[key] = deque(maxlen=HISTORY), deque(maxlen=HISTORY)
+                    history[key].append(frac)
+                    spark[key].append(spark_char(frac))
             else:
                 self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
 
