@@ -54,11 +54,11 @@ def snapshot(i: int, rng: random.Random, n_hosts: int = HOSTS) -> FleetSnapshot:
     return FleetSnapshot(hosts=tuple(hosts), time=1000.0 + i)
 
 
-def big_app(n_hosts: int = HOSTS) -> tuple[FleetdeckApp, list[FleetSnapshot]]:
+def big_app(n_hosts: int = HOSTS, clock=lambda: 1000.0) -> tuple[FleetdeckApp, list[FleetSnapshot]]:
     rng = random.Random(7)
     snaps = [snapshot(i, rng, n_hosts) for i in range(3)]
     fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "big")
-    return FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0), snaps
+    return FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=clock), snaps
 
 
 class Counter:
@@ -101,6 +101,32 @@ async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
         await pilot.press("end")
         await pilot.pause()
         assert table.current_key == last and 0 < made.take() <= SCREENFUL["hosts"]
+
+
+async def test_the_clock_redraws_the_fleet_only_while_a_host_counts_time(monkeypatch):
+    made = Counter(monkeypatch, fleet_screen, "host_cells")
+    now = [1000.0]
+    app, snaps = big_app(8, clock=lambda: now[0])
+    async with app.run_test(size=(200, 60)) as pilot:
+        app.post_message(FleetPolled(snaps[0]))
+        await pilot.pause()
+        made.take()
+        now[0] += 1
+        app.refresh_views(tick=True)
+        await pilot.pause()
+        assert made.take() == 0, "the clock's tick made every host's cells again"
+        # a down host counts its time: each tick makes the rows on screen again
+        h0 = snaps[1].hosts[0]
+        down = replace(snaps[1], hosts=(replace(h0, reachable=False, error="timed out"), *snaps[1].hosts[1:]))
+        app.post_message(FleetPolled(down))
+        await pilot.pause()
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        before = table.get_cell("gpu-000", "status").plain
+        made.take()
+        now[0] += 61
+        app.refresh_views(tick=True)
+        await pilot.pause()
+        assert made.take() > 0 and table.get_cell("gpu-000", "status").plain != before
 
 
 async def test_the_filter_and_the_sort_still_see_every_host(monkeypatch):

@@ -248,10 +248,20 @@ class FleetScreen(ViewScreen):
                 self.refresh_view()
 
     def refresh_view(self) -> None:
-        # a host's cells are made when its row is drawn (or filtered, sorted, read): on a big
-        # fleet most rows are off screen, and making them was most of a poll's cost
         state, widths = self.state, self._widths
         names = list(state.host_names)
+        # what the rows are made from: the polls taken, the columns, and the clock only while a
+        # host is down or stale (their cells count the time); the clock's tick every second
+        # otherwise redoes nothing
+        ages = any(state.is_stale(n) or (h is not None and not h.reachable)
+                   for n in names for h in (state.hosts.get(n),))
+        made_from = (state.polls, tuple(widths.items()), len(names), state.clock() if ages else None)
+        if made_from == getattr(self, "_made_from", None):
+            self.show_detail()
+            return
+        self._made_from = made_from
+        # a host's cells are made when its row is drawn (or filtered, sorted, read): on a big
+        # fleet most rows are off screen, and making them was most of a poll's cost
         labels = shorten_unique(names, widths["host"])
         heights = {name: host_height(state, name, widths) for name in names}
 
