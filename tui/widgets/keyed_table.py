@@ -369,16 +369,22 @@ class KeyedTable(NavTable):
             self._given.pop(key, None)
         col_keys = [ColumnKey(spec[0]) for spec in self._spec]
         blank = tuple(_BLANK for _ in col_keys)
-        for key in keys:
-            if key not in self._cells:
-                rk = RowKey(key)
+        # a copied dict keeps its keys' hashes: a column key hashes in Python, 7 per row
+        template = dict(zip(col_keys, blank))
+        data, rows, cells, all_heights = self._data, self.rows, self._cells, self._heights
+        locations = {}
+        for i, key in enumerate(keys):
+            rk = RowKey(key)
+            locations[rk] = i
+            if key not in cells:
                 h = heights.get(key, 1)
-                self._data[rk] = dict(zip(col_keys, blank))
-                self.rows[rk] = Row(rk, h, None, False)
-                self._cells[key] = blank
-                self._heights[key] = h
-                self._tall += h != 1
-        self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(keys)})
+                data[rk] = template.copy()
+                rows[rk] = Row(rk, h, None, False)
+                cells[key] = blank
+                all_heights[key] = h
+                if h != 1:
+                    self._tall += 1
+        self._row_locations = TwoWayDict(locations)
         self._order = list(keys)
         self._layout_version += 1
         self._require_update_dimensions = True
