@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fleetdeck.backend.fleet.config import parse_fleet
-from fleetdeck.backend.fleet.models import fleet_from_json
+from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource
