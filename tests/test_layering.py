@@ -159,3 +159,36 @@ def test_every_package_folder_is_installed():
             found.add(".".join((name, *rel)))
     assert found == set(cfg["packages"]), (sorted(found - set(cfg["packages"])),
                                            sorted(set(cfg["packages"]) - found))
+
+
+def test_every_fleetdeck_name_the_scripts_import_exists():
+    """The benchmarks and the screenshot script are not imported by the suite: a module moved
+    under them fails here, not when someone next runs them."""
+    import ast
+    import importlib
+
+    scripts = sorted((REPO / "benchmarks").glob("*.py")) + sorted((REPO / "docs").glob("*.py"))
+    assert scripts
+    missing = []
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fleetdeck"):
+                try:
+                    mod = importlib.import_module(node.module)
+                except ImportError as e:
+                    missing.append(f"{path.name}: {node.module} ({e})")
+                    continue
+                for a in node.names:
+                    if not hasattr(mod, a.name):
+                        try:
+                            importlib.import_module(f"{node.module}.{a.name}")
+                        except ImportError:
+                            missing.append(f"{path.name}: {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("fleetdeck"):
+                        try:
+                            importlib.import_module(a.name)
+                        except ImportError as e:
+                            missing.append(f"{path.name}: {a.name} ({e})")
+    assert not missing, missing
