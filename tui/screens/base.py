@@ -5,9 +5,9 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
-from rich.text import Text
 from textual.widgets import Footer, Header, Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot

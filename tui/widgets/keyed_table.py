@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import os
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -370,7 +369,7 @@ class KeyedTable(NavTable):
         col_keys = [ColumnKey(spec[0]) for spec in self._spec]
         blank = tuple(_BLANK for _ in col_keys)
         # a copied dict keeps its keys' hashes: a column key hashes in Python, 7 per row
-        template = dict(zip(col_keys, blank))
+        template = dict(zip(col_keys, blank, strict=True))
         data, rows, cells, all_heights = self._data, self.rows, self._cells, self._heights
         locations = {}
         for i, key in enumerate(keys):
@@ -407,10 +406,10 @@ class KeyedTable(NavTable):
         self.rows_made += 1
         old = self._cells.get(key)
         if old is not None and len(old) == len(cells):
-            cells = tuple(a if a is b or a == b else b for a, b in zip(old, cells))
-            self.cells_changed += sum(1 for a, b in zip(old, cells) if a is not b)
+            cells = tuple(a if a is b or a == b else b for a, b in zip(old, cells, strict=True))
+            self.cells_changed += sum(1 for a, b in zip(old, cells, strict=True) if a is not b)
         row = self._data[RowKey(key)]
-        for spec, cell in zip(self._spec, cells):
+        for spec, cell in zip(self._spec, cells, strict=False):
             row[ColumnKey(spec[0])] = cell
         self._cells[key] = cells
 
