@@ -261,3 +261,14 @@ def test_a_hosts_height_is_known_without_making_its_cells(case):
     for width in (80, 200):
         w = fleet_screen.layout_widths(width)
         assert fleet_screen.host_cells(state, "gpu-000", w)[1] == fleet_screen.host_height(state, "gpu-000", w)
+
+
+async def test_the_views_freeze_their_rows_for_the_collector_and_the_app_hands_them_back():
+    import gc
+
+    app, snaps = big_app(8)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(FleetPolled(snaps[0]))
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0   # the Fleet view, mounted, is out of the collector's way
+    assert gc.get_freeze_count() == 0      # and back in it once the app has ended

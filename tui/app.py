@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -156,6 +157,9 @@ class FleetdeckApp(GuardedPump, App):
             self.refresh_views(tick=True)
 
     async def on_unmount(self) -> None:
+        # the views froze what they hold (ViewScreen.on_mount): hand it back to the collector,
+        # so that an app ended in a longer-lived process (the tests) leaves no cycles behind
+        gc.unfreeze()
         self.alert_watch.close()
         if self._owns_source and hasattr(self.source, "close"):
             await self.source.close()

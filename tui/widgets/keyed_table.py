@@ -687,7 +687,7 @@ class KeyedTable(NavTable):
 
 
 _BLANK = Text("")
-#: render each Text cell both ways and compare (tests/test_keyed_table_fast_cells.py sets it)
+#: render each Text cell both ways and compare (tests/test_tui_big_fleet.py sets it)
 _CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
 
 
