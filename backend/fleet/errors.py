@@ -21,7 +21,6 @@ class HostError(Exception):
         self.code = code
 
 
-
 class HelperError(HostError):
     """A helper ran and answered with the host library's error shape (`{"ok": false, "error":
     {"code", "message", ...}}`), or with what is not an answer object. `code` and `message`
