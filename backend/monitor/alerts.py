@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.alert_rules import FOR_DEFAULTS, RULES, AlertConfig, parse_alerts
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.host.lib import units
@@ -334,8 +335,6 @@ class AlertEngine:
 
 def engine_path() -> Path:
     """Where `watch` keeps the engine's state between polls and restarts."""
-    from fleetdeck.backend.fleet import statedir
-
     return statedir.state_dir() / "alerts.json"
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json
 
 if TYPE_CHECKING:
@@ -177,8 +178,6 @@ def check_from_json(d: dict[str, Any]) -> SeatCheck:
 
 def checks_path() -> Path:
     """Where the last verdict of each seat is kept (`seats check` and `watch` write it)."""
-    from fleetdeck.backend.fleet import statedir
-
     return statedir.state_dir() / "seat_checks.json"
 
 

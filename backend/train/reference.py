@@ -69,9 +69,8 @@ class _PaddedRows(torch.utils.data.Dataset):
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-class _DenseRows(torch.utils.data.Dataset):
-    """Full `seq_len`-token rows cut from the packed token stream: no padding, no mask, attention
-    runs across the whole row (documents separated only by their end-of-text tokens)."""
+class _FullRows(torch.utils.data.Dataset):
+    """The packed rows that hold exactly `seq_len` tokens, over the split's token stream."""
 
     def __init__(self, split, seq_len: int):
         self.flat = torch.frombuffer(split.tokens, dtype=torch.int32)
@@ -79,22 +78,20 @@ class _DenseRows(torch.utils.data.Dataset):
 
     def __len__(self) -> int:
         return len(self.rows)
+
+
+class _DenseRows(_FullRows):
+    """Full `seq_len`-token rows cut from the packed token stream: no padding, no mask, attention
+    runs across the whole row (documents separated only by their end-of-text tokens)."""
 
     def __getitem__(self, i: int) -> dict:
         ids = torch.cat([self.flat[s:e] for s, e in self.rows[i]]).long()
         return {"input_ids": ids, "labels": ids.clone()}
 
 
-class _DocumentRows(torch.utils.data.Dataset):
+class _DocumentRows(_FullRows):
     """The packed rows' document pieces, for `DataCollatorWithFlattening`: a micro-batch of b
     rows is flattened into one sequence of their pieces (b x seq_len tokens, as fleetdeck's)."""
-
-    def __init__(self, split, seq_len: int):
-        self.flat = torch.frombuffer(split.tokens, dtype=torch.int32)
-        self.rows = [r for r in split.rows if sum(e - s for s, e in r) == seq_len]
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     def __getitem__(self, i: int) -> dict:
         return {"pieces": [self.flat[s:e].tolist() for s, e in self.rows[i]]}
