@@ -5,14 +5,16 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.widgets.guard import GuardedPump
+from fleetdeck.tui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:
     from fleetdeck.tui.app import FleetdeckApp
@@ -28,7 +30,7 @@ class ViewScreen(GuardedPump, Screen):
         yield from self.compose_body()
         # the palette hint and the less used keys live in the help screen (?), so that q Quit
         # still shows at 100 columns
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter(compact=True, show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         """The view's own widgets."""
@@ -74,7 +76,14 @@ def show_text(widget: Static, content: Text | str) -> None:
     if getattr(widget, "_fleetdeck_shown", None) == key:
         return
     widget._fleetdeck_shown = key   # type: ignore[attr-defined]
-    widget.update(content)
+    # a text of as many lines as before, none of them wrapped, takes the same height: the
+    # widget alone is redrawn (a run's title as the cursor moves through 3,000 runs)
+    lines = (content.plain if isinstance(content, Text) else content).split("\n")
+    width = widget.content_size.width
+    shape = (len(lines), width) if width and all(cell_len(line) < width for line in lines) else None
+    same = shape is not None and getattr(widget, "_fleetdeck_shape", None) == shape
+    widget._fleetdeck_shape = shape   # type: ignore[attr-defined]
+    widget.update(content, layout=not same)
 
 
 class RecordedSource:

@@ -10,6 +10,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.timer import Timer
 from textual.widgets import Label, Log, Static
 
 from fleetdeck.backend.fleet.models import Run
@@ -21,6 +22,8 @@ from fleetdeck.tui.screens.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 LOG_LINES = 50
+#: how long the cursor rests on a run before its log is read from the host
+LOG_REST_S = 0.25
 LOG_LABEL = "train.log (last lines; l reloads, f follows)"
 
 
@@ -121,6 +124,8 @@ class RunsScreen(ViewScreen):
         self._log_text: str | None = None
         #: the run whose train.log is being followed (`f`), if any
         self._following: str | None = None
+        #: the read of a log waiting for the cursor to rest (`_read_log_soon`)
+        self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table")
@@ -189,7 +194,7 @@ class RunsScreen(ViewScreen):
 
     def on_data_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         if event.data_table.id == "runs-table":
-            self.show_run()
+            self.show_run(browsing=True)
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         if event.data_table.id == "runs-table":
@@ -199,8 +204,9 @@ class RunsScreen(ViewScreen):
         """Move the focus to the selected run's checkpoints."""
         self.query_one("#ckpt-table").focus()
 
-    def show_run(self) -> None:
-        """Fill the detail pane for the selected run."""
+    def show_run(self, browsing: bool = False) -> None:
+        """Fill the detail pane for the selected run; `browsing`: the cursor moved onto it, so
+        its log is read once the cursor rests there (see `_read_log_soon`)."""
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
@@ -238,7 +244,26 @@ class RunsScreen(ViewScreen):
         if self._following is not None and self._following != r.key:
             self.stop_following()
         if self._following is None and (self._log_for != r.key or r.state in ("running", "stalled")):
-            self.load_log(r)
+            if browsing and self._log_for != r.key:
+                self._read_log_soon(r)
+            else:
+                self.load_log(r)
+
+    def _read_log_soon(self, run: Run) -> None:
+        """Say the log is coming, and read it once the cursor has rested on the run for
+        `LOG_REST_S`: a held `j` through 3,000 runs starts one read on the host, not one a row,
+        and each row it passes costs only the detail pane's redraw."""
+        self.show_log("reading train.log…")
+        self._log_for = run.key
+        if self._log_soon is not None:
+            self._log_soon.stop()
+
+        def read() -> None:
+            self._log_soon = None
+            r = self.selected
+            if r is not None and r.key == run.key and self._following is None:
+                self.load_log(r)
+        self._log_soon = self.set_timer(LOG_REST_S, read)
 
     def no_runs_text(self) -> Text:
         """Where runs are looked for, so a first look at an empty view says what to do."""
