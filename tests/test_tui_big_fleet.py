@@ -218,10 +218,12 @@ async def test_a_key_press_does_not_walk_every_schedule_or_run(monkeypatch):
 
 
 async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
-    """The direct rendering of Text cells gives DataTable's own segments: every cell drawn is
-    rendered both ways and compared (hostile names, cursor and zebra rows, down hosts)."""
+    """The direct rendering of Text cells and of lines gives DataTable's own segments: every
+    cell and line drawn is rendered both ways and compared (hostile names, cursor and zebra
+    rows, down hosts)."""
     monkeypatch.setattr(keyed_table, "_CHECK_FAST_CELLS", True)
     fast = Counter(monkeypatch, KeyedTable, "_render_text_cell")
+    lines = Counter(monkeypatch, KeyedTable, "_render_line")
     errors = []
     app, snaps = big_app(8)
     app.show_unexpected = lambda what, e: errors.append(e)
@@ -241,7 +243,7 @@ async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
         disk = app.screen.query_one("#fleet-table", KeyedTable).get_cell("gpu-000", "status")
         assert isinstance(disk, Text)
     assert not errors
-    assert fast.n > 50
+    assert fast.n > 50 and lines.n > 500
 
 
 @pytest.mark.parametrize("case", ["up", "down", "down-never-up", "stale", "waiting", "no-gpus"])

@@ -622,6 +622,52 @@ class KeyedTable(NavTable):
             out.append([Segment(" " * width, s_pad)])
         return out
 
+    _frame_style: Any = None
+
+    def render_lines(self, crop: Any) -> list[Strip]:
+        # DataTable.render_line asks the DOM for the widget's style at every line; it is the same
+        # for the whole frame
+        self._frame_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
+    def render_line(self, y: int) -> Strip:
+        style = self._frame_style
+        if style is None or self.fixed_rows:
+            return super().render_line(y)
+        scroll_x, scroll_y = self.scroll_offset
+        if y >= (self.header_height if self.show_header else 0):
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + self.size.width, style)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Any) -> Strip:
+        # DataTable's, less two passes over every segment of a line that needs neither: the crop
+        # (the line starts at column 0 and is cut to the width below) and the merge of
+        # neighbouring segments of one style (the compositor draws them the same)
+        if x1 or self.fixed_columns or (self._labelled_row_exists and self.show_row_labels):
+            return super()._render_line(y, x1, x2, base_style)
+        width = self.size.width
+        try:
+            row_key, y_in_row = self._get_offsets(y)
+        except LookupError:
+            return Strip.blank(width, base_style)
+        cache_key = (y, x1, x2, width, self.cursor_coordinate, self.hover_coordinate, base_style,
+                     self.cursor_type, self._show_hover_cursor, self._update_count, self._pseudo_class_state)
+        hit = self._line_cache.get(cache_key)
+        if hit is not None:
+            return hit
+        _, scrollable = self._render_line_in_row(row_key, y_in_row, base_style,
+                                                 cursor_location=self.cursor_coordinate,
+                                                 hover_location=self.hover_coordinate)
+        strip = Strip([seg for cell in scrollable for seg in cell]).adjust_cell_length(width, base_style)
+        if _CHECK_FAST_CELLS:
+            slow = super()._render_line(y, x1, x2, base_style)
+            assert list(strip.simplify()) == list(slow), (strip, slow)
+        self._line_cache[cache_key] = strip
+        return strip
+
     def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any,
                             hover_location: Any) -> tuple[list, list]:
         # DataTable renders a row one line at a time and works out the row's styles again for
@@ -687,7 +733,7 @@ class KeyedTable(NavTable):
 
 
 _BLANK = Text("")
-#: render each Text cell both ways and compare (tests/test_tui_big_fleet.py sets it)
+#: render each Text cell and each line both ways and compare (tests/test_tui_big_fleet.py sets it)
 _CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
 
 
