@@ -1,6 +1,7 @@
 """The private DataTable members KeyedTable relies on keep the shape it was written against.
 
-`tui/widgets/keyed_table.py` overrides and calls private members of Textual's DataTable (its
+`tui/widgets/keyed_table.py` and its rendering mixin `tui/widgets/table_lines.py` override and
+call private members of Textual's DataTable (its
 render caches, row locations, cell store). Those may change in any release, so the runtime
 requirement pins textual exactly, and this test fails loudly, naming the member, when a bumped
 pin brings a different shape; it also fails when the table starts to use a private member this
@@ -20,14 +21,17 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import Column, ColumnKey, RowKey
 
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.table_lines import TableLines
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "tui" / "widgets" / "keyed_table.py"
+SOURCES = [ROOT / "tui" / "widgets" / "keyed_table.py", ROOT / "tui" / "widgets" / "table_lines.py"]
 
 #: private DataTable methods KeyedTable overrides or calls, with their parameters
 METHODS = {
     "_render_cell": ["self", "row_index", "column_index", "base_style", "width", "cursor", "hover"],
     "_render_line_in_row": ["self", "row_key", "line_no", "base_style", "cursor_location", "hover_location"],
+    "_render_line": ["self", "y", "x1", "x2", "base_style"],
+    "_get_offsets": ["self", "y"],
     "_should_highlight": ["self", "cursor", "target_cell", "type_of_cursor"],
     "_get_row_style": ["self", "row_index", "base_style"],
     "_highlight_cursor": ["self"],
@@ -48,6 +52,7 @@ STATE = {
     "_show_hover_cursor": bool,
     "_row_label_column_width": int,
     "_pseudo_class_state": object,
+    "_line_cache": "LRUCache",
 }
 
 
@@ -66,11 +71,11 @@ def test_textual_is_pinned_to_the_version_the_tests_run():
 
 
 def test_the_contract_lists_every_private_member_the_table_uses():
-    """Each `self._x` / `super()._x` in keyed_table.py that DataTable (not KeyedTable) defines
+    """Each `self._x` / `super()._x` in keyed_table.py or table_lines.py that DataTable (not KeyedTable) defines
     is in METHODS or STATE: a new dependency on a private member is added here with its shape."""
     own = set()
     used = set()
-    tree = ast.parse(SOURCE.read_text())
+    tree = ast.parse("\n".join(p.read_text() for p in SOURCES))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             own.add(node.name)
@@ -98,7 +103,7 @@ def test_each_private_method_keeps_its_parameters():
         assert hasattr(DataTable, name), f"DataTable.{name} is gone"
         got = list(inspect.signature(getattr(DataTable, name)).parameters)
         assert got == params, f"DataTable.{name} changed its parameters: {got}, expected {params}"
-        mine = KeyedTable.__dict__.get(name)
+        mine = KeyedTable.__dict__.get(name) or TableLines.__dict__.get(name)
         if mine is not None:   # an override keeps the parameters of what it overrides
             assert list(inspect.signature(mine).parameters) == params, name
 
@@ -129,6 +134,7 @@ class _Host(App):
 
 async def test_each_private_attribute_exists_with_the_type_the_table_expects():
     from textual._two_way_dict import TwoWayDict
+    from textual.cache import LRUCache
 
     app = _Host()
     async with app.run_test(size=(60, 12)) as pilot:
@@ -137,7 +143,7 @@ async def test_each_private_attribute_exists_with_the_type_the_table_expects():
         await pilot.pause()
         for name, kind in STATE.items():
             assert hasattr(table, name), f"DataTable no longer has {name}"
-            expect = TwoWayDict if kind == "TwoWayDict" else kind
+            expect = {"TwoWayDict": TwoWayDict, "LRUCache": LRUCache}.get(kind, kind)
             assert isinstance(getattr(table, name), expect), (name, type(getattr(table, name)))
         # the cell store and the row order are keyed as sync() writes them
         assert table._data[RowKey("h1")][ColumnKey("gpu")].plain == "0/80"

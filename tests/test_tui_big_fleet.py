@@ -23,7 +23,7 @@ from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens import fleet as fleet_screen
 from fleetdeck.tui.screens import runs as runs_screen
 from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.widgets import keyed_table
+from fleetdeck.tui.widgets import table_lines
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 G = 1024 ** 3
@@ -221,7 +221,7 @@ async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
     """The direct rendering of Text cells and of lines gives DataTable's own segments: every
     cell and line drawn is rendered both ways and compared (hostile names, cursor and zebra
     rows, down hosts)."""
-    monkeypatch.setattr(keyed_table, "_CHECK_FAST_CELLS", True)
+    monkeypatch.setattr(table_lines, "_CHECK_FAST_CELLS", True)
     fast = Counter(monkeypatch, KeyedTable, "_render_text_cell")
     lines = Counter(monkeypatch, KeyedTable, "_render_line")
     errors = []

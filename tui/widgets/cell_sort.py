@@ -1,0 +1,26 @@
+"""The sort order of a table column: numbers (sizes with their unit, percentages) before text."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.text import Text
+
+
+def plain(cell: Any) -> str:
+    """A cell's text, without styles."""
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "%": 1}
+_NUM = re.compile(r"^\s*([-+]?[0-9]+(?:\.[0-9]+)?)\s*([BKMGTP%]?)\b")
+
+
+def sort_key(cell: Any) -> tuple[int, float, str]:
+    """Numbers (sizes with their unit, percentages) before text, each in its natural order."""
+    text = plain(cell).strip()
+    m = _NUM.match(text)
+    if m:
+        return (0, float(m.group(1)) * _UNITS.get(m.group(2), 1), text.casefold())
+    return (1, 0.0, text.casefold())
