@@ -154,3 +154,13 @@ async def test_each_private_attribute_exists_with_the_type_the_table_expects():
         await pilot.pause()
         assert table.keys == ["h2", "h1"] and table.get_cell("h2", "gpu").plain == "9/80"
         assert table.rows[RowKey("h2")].height == 1
+
+
+def test_the_footer_it_extends_keeps_its_shape():
+    """`KeyFooter` (tui/widgets/key_footer.py) overrides `Footer.bindings_changed(screen)` and
+    reads `_bindings_ready`, which Footer sets there and reads in `compose`."""
+    from textual.widgets import Footer
+
+    assert list(inspect.signature(Footer.bindings_changed).parameters) == ["self", "screen"]
+    source = inspect.getsource(Footer)
+    assert "self._bindings_ready = True" in source and "if not self._bindings_ready" in source
