@@ -17,6 +17,7 @@ stalls shows its cause.
     python benchmarks/check_parity.py --prepare /tmp/bench          # corpus (train_bench's)
     python benchmarks/check_parity.py --model random:qwen3-0.6b --corpus /tmp/bench/corpus.jsonl \\
         --steps 12 --out /tmp/parity --json parity.json
+    python benchmarks/check_parity.py ... --fast-set base_fp8=true --plain-from parity.json   # a lever's parity
     python benchmarks/check_parity.py --model random:tiny --seq-len 64 --steps 12 ...   # on a CPU
 """
 
@@ -97,6 +98,8 @@ def run_path(kind: str, args, out: Path) -> dict:
               "eval_fraction": args.eval_fraction, "lr": args.lr, "seed": args.seed}
     if kind == "plain":
         values.update(PLAIN_KEYS)
+    else:
+        values.update(args.fast_keys)
     toml = out / f"{kind}.toml"
     write_toml(toml, values)
     diag = out / f"diag-{kind}.jsonl"
@@ -157,9 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-recompiles", action="store_true", help="TORCH_LOGS=recompiles for the fast run")
     ap.add_argument("--plain-from", metavar="JSON",
                     help="take the plain run from an earlier --json file (its code path did not change)")
+    ap.add_argument("--fast-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a RUN.toml key for the fast run only (e.g. base_fp8=true); repeatable")
     ap.add_argument("--keep", action="store_true",
                     help="reuse a path's finished run in --out (its progress.jsonl holds every step)")
     args = ap.parse_args(argv)
+    from fleetdeck.backend.train.bench import _parse_set
+
+    args.fast_keys = _parse_set(args.fast_set, "--fast-set")
     if args.child:
         return child(*args.child)
     if args.prepare:
@@ -215,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
               f"eval {cmp['max_rel_gap_eval']:.2e} over {len(cmp['evals'])} evals"
               if cmp["evals"] else f"largest relative gap: loss {cmp['max_rel_gap_loss']}; no eval")
         if args.json:
-            Path(args.json).write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "child"},
+            Path(args.json).write_text(json.dumps({"args": {k: v for k, v in vars(args).items()
+                                                            if k not in ("child", "fast_keys")},
                                                    "runs": runs, "comparison": cmp}, indent=1) + "\n")
         return 0 if all(r["exit"] == 0 for r in runs.values()) else 1
     return 0 if all(r["exit"] == 0 for r in runs.values()) else 1

@@ -55,6 +55,7 @@ LEVERS: dict[str, dict] = {
     "lora-apart": {"lora_in_base": False},
     "ce-compiled": {"cross_entropy": "compiled"},
     "ce-eager": {"cross_entropy": "eager"},
+    "base-fp8": {"base_fp8": True},
 }
 
 

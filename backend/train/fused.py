@@ -110,6 +110,8 @@ class Group:
         rank = sum(p[1].shape[0] for p in parts)
         # only where it saves traffic (output wider than input) and rows stay 16-byte aligned
         self.lora_in_base = lora_in_base and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
+        #: the base weight in float8 (`fp8.apply_fp8`, RUN.toml's `base_fp8`), else None
+        self.fp8 = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         parts = [_lora_parts(m) for m in self.mods]
@@ -123,7 +125,11 @@ class Group:
             dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
             with torch.autocast(x.device.type, enabled=False):
                 return _LoraInBase.apply(x.to(dt), self.weight.to(dt), a.to(dt), b.to(dt))
-        base = torch.nn.functional.linear(x, self.weight)
+        if self.fp8 is not None:
+            from .fp8 import fp8_linear
+            base = fp8_linear(x, self.fp8)
+        else:
+            base = torch.nn.functional.linear(x, self.weight)
         xa = x if x.dtype == a.dtype or torch.is_autocast_enabled(x.device.type) else x.to(a.dtype)
         low = torch.nn.functional.linear(torch.nn.functional.linear(xa, a), b)
         return base + low.to(base.dtype)

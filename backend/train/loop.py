@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from . import attention, batching
+from . import attention, batching, fp8
 from .batching import Batch, StepSchedule, linear_cross_entropy, make_batch
 from .corpus import Split
 from .fused import fuse_projections
@@ -56,6 +56,8 @@ class Recipe:
     ce: str = "eager"
     #: in the fused groups, the LoRA product inside the base matmul
     lora_in_base: bool = True
+    #: frozen base weights whose products run in float8 (RUN.toml's `base_fp8`; 0: none)
+    fp8_weights: int = 0
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
@@ -70,8 +72,9 @@ class Recipe:
         if self.fused_layers:
             fused = (f"q/k/v and gate/up fused in {self.fused_layers} layers"
                      + ("" if self.lora_in_base else " (LoRA product apart)") + ", ")
+        fp8 = f"base products in float8 ({self.fp8_weights} weights), " if self.fp8_weights else ""
         return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
-                f"attention {attn}, " + fused
+                f"attention {attn}, " + fused + fp8
                 + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
                 f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}")
 
@@ -164,6 +167,14 @@ class Engine:
         if want_fused and not self.padded:
             counts = fuse_projections(self.model, lora_in_base=lora_in_base)
             fused_layers = max(counts["attention"], counts["mlp"])
+        fp8_weights = 0
+        if cfg.base_fp8:
+            why = fp8.unsupported(device)
+            if why:
+                raise ModelError(why)
+            fp8_weights = fp8.apply_fp8(self.model)
+            if fused_layers:
+                lora_in_base = False   # a fused group's LoRA product runs apart from its float8 base
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         causal = self.model.get_base_model()
         self.backbone = causal.model
@@ -182,7 +193,7 @@ class Engine:
                              packing=cfg.packing and not self.padded, kernel=kernel,
                              fused_layers=fused_layers,
                              ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype, cfg.cross_entropy),
-                             lora_in_base=lora_in_base)
+                             lora_in_base=lora_in_base, fp8_weights=fp8_weights)
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         #: (split, rows, micro rows) -> batches built during the previous step

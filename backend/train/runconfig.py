@@ -80,6 +80,8 @@ class RunConfig:
     liger: bool | str = AUTO
     #: in fused q/k/v and gate/up, the LoRA product inside the base matmul: true, false, or "auto" (on)
     lora_in_base: bool | str = AUTO
+    #: the frozen base products in float8 with row-wise scales (backend/train/fp8.py): true or false
+    base_fp8: bool = False
     #: the output head's cross-entropy chunks: "auto" (the Triton kernel on CUDA where it passes its
     #: check, else compiled), "compiled" (torch.compile'd chunk function) or "eager"
     cross_entropy: str = AUTO
@@ -129,6 +131,7 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "liger": ((bool, str), 'true, false or "auto"'),
     "fused_projections": ((bool, str), 'true, false or "auto"'),
     "lora_in_base": ((bool, str), 'true, false or "auto"'),
+    "base_fp8": (_BOOL, "true or false"),
     "cross_entropy": (_STR, '"auto", "compiled" or "eager"'),
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
 }

@@ -1,0 +1,99 @@
+"""RUN.toml's `base_fp8`: the frozen base products in float8 (backend/train/fp8.py). On the CPU,
+where torch runs float8 matmuls too: the product and the input's gradient stay near float32
+arithmetic, no gradient reaches a frozen weight, the LoRA parameters still learn, and the
+engine refuses the key on a device without float8 matmuls. The speed is measured on an H200
+(`benchmarks/train_bench.py --levers base-fp8`, benchmarks/results/SUMMARY.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from fleetdeck.backend.train import fp8  # noqa: E402
+from fleetdeck.backend.train.runconfig import RunConfig, parse_run_config  # noqa: E402
+
+pytestmark = pytest.mark.train
+
+HEAD = 'name = "r"\nbase_model = "random:tiny"\ncorpus = "c.jsonl"\noutput = "runs/r"\n'
+
+
+def rel(a, b) -> float:
+    return float((a.detach().float() - b.detach().float()).norm() / b.detach().float().norm())
+
+
+def test_the_key_parses_strictly():
+    assert parse_run_config(HEAD + "base_fp8 = true\n", "RUN.toml").base_fp8 is True
+    assert parse_run_config(HEAD, "RUN.toml").base_fp8 is False
+    with pytest.raises(Exception) as e:
+        parse_run_config(HEAD + 'base_fp8 = "auto"\n', "RUN.toml")
+    assert type(e.value).__name__ == "ConfigError" and "base_fp8" in str(e.value)
+
+
+def test_the_product_and_the_input_gradient_stay_near_float32():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 96, generator=g, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(48, 96, generator=g, dtype=torch.bfloat16) * 96 ** -0.5
+    dy = torch.randn(64, 48, generator=g, dtype=torch.bfloat16)
+    out = fp8.fp8_linear(x, fp8.Fp8Weight(w))
+    out.backward(dy)
+    want = x.detach().float() @ w.float().t()
+    assert out.dtype == torch.bfloat16 and out.shape == (64, 48)
+    # e4m3 keeps 3 mantissa bits: a product a few percent from float32, never more
+    assert 1e-3 < rel(out, want) < 0.08
+    assert 1e-3 < rel(x.grad, dy.float() @ w.float()) < 0.08
+    # a row of zeros is no division by zero
+    z = fp8.fp8_linear(torch.zeros(16, 96, dtype=torch.bfloat16), fp8.Fp8Weight(w))
+    assert torch.isfinite(z).all() and not z.any()
+
+
+def _engine(tmp, **kw):
+    from fleetdeck.backend.train.session import prepare
+
+    corpus = tmp / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i} " * (i + 3)}) + "\n" for i in range(12)))
+    cfg = RunConfig(name="r", base_model="random:tiny", corpus=str(corpus), output=str(tmp / "r"),
+                    seq_len=128, batch_size=4, grad_accum=1, eval_fraction=0.0, packing=True, seed=5,
+                    fused_projections=True, **kw)
+    return prepare(cfg, 0, 1, lambda m: None)
+
+
+def test_a_cpu_run_refuses_the_key_with_the_reason(tmp_path):
+    with pytest.raises(Exception) as e:
+        _engine(tmp_path, base_fp8=True)
+    assert type(e.value).__name__ == "ModelError" and "float8" in str(e.value) and "cpu" in str(e.value)
+
+
+def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path):
+    engine, train, _, _ = _engine(tmp_path)
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():  # LoRA B starts at zero; make every adapter matter
+        for n, p in sorted(engine.model.named_parameters()):
+            if "lora_B" in n:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    b = engine.batch(train, train.rows[:4])
+    loss = engine.loss_sum(b, 1.0)
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in engine.model.named_parameters() if p.requires_grad}
+    engine.model.zero_grad(set_to_none=True)
+
+    n = fp8.apply_fp8(engine.model)
+    layers = engine.shapes.layers
+    # per layer: the q/k/v and gate/up groups, o and down
+    assert n == 4 * layers
+    groups = [g for m in engine.model.modules() for g in (getattr(m, "_fd_qkv", None), getattr(m, "_fd_gate_up", None))
+              if g is not None]
+    assert groups and all(g.fp8 is not None and not g.lora_in_base for g in groups)
+    loss8 = engine.loss_sum(b, 1.0)
+    loss8.backward()
+    assert float(loss8) == pytest.approx(float(loss), rel=0.02)
+    for name, p in engine.model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and torch.isfinite(p.grad).all(), name
+            assert rel(p.grad, grads[name]) < 0.25, name   # the same direction, float8's noise on top
+        else:
+            assert p.grad is None, f"a frozen weight got a gradient: {name}"
