@@ -93,14 +93,12 @@ def apply_fp8(model: nn.Module) -> int:
     """Run every frozen base product of the LoRA-wrapped projections in float8: the fused
     groups' (`fused.Group`, their LoRA product then apart from the base matmul) and each other
     LoRA Linear's base layer. Returns how many base weights now run in float8."""
-    from .fused import Group
-
     n = 0
     grouped: set[int] = set()
     for m in model.modules():
         for name in ("_fd_qkv", "_fd_gate_up"):
-            g = getattr(m, name, None)
-            if isinstance(g, Group):
+            g = getattr(m, name, None)   # a fused.Group (fused.py imports this module)
+            if g is not None and hasattr(g, "fp8"):
                 g.fp8 = Fp8Weight(g.weight)
                 g.lora_in_base = False
                 grouped.update(id(p.base_layer) for p in g.mods)

@@ -30,6 +30,8 @@ import types
 import torch
 from torch import nn
 
+from .fp8 import fp8_linear
+
 #: attention classes whose forward the fused one reproduces (q/k/v, optional q/k norms, RoPE, o)
 ATTENTION_CLASSES = {"Qwen3Attention", "Qwen2Attention", "LlamaAttention", "MistralAttention"}
 #: MLP classes computing down(act(gate(x)) * up(x))
@@ -126,7 +128,6 @@ class Group:
             with torch.autocast(x.device.type, enabled=False):
                 return _LoraInBase.apply(x.to(dt), self.weight.to(dt), a.to(dt), b.to(dt))
         if self.fp8 is not None:
-            from .fp8 import fp8_linear
             base = fp8_linear(x, self.fp8)
         else:
             base = torch.nn.functional.linear(x, self.weight)
