@@ -97,3 +97,52 @@ def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path
             assert rel(p.grad, grads[name]) < 0.25, name   # the same direction, float8's noise on top
         else:
             assert p.grad is None, f"a frozen weight got a gradient: {name}"
+
+
+def _peft_linear(out_features: int = 48, in_features: int = 32):
+    from peft import LoraConfig, get_peft_model
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(in_features, out_features, bias=False)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    torch.manual_seed(0)
+    pm = get_peft_model(M().to(torch.bfloat16), LoraConfig(r=4, target_modules=["proj"], lora_alpha=8))
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    return pm
+
+
+def test_columns_in_memory_and_a_merged_adapter_are_handled(tmp_path):
+    w = torch.randn(48, 96, dtype=torch.bfloat16) * 96 ** -0.5
+    x = torch.randn(96, 64, dtype=torch.bfloat16).t()          # 64 rows, column-major
+    assert not x.is_contiguous()
+    assert rel(fp8.fp8_linear(x, fp8.Fp8Weight(w)), x.float() @ w.float().t()) < 0.08
+
+    pm = _peft_linear()
+    x = torch.randn(8, 32, dtype=torch.bfloat16)
+    with_lora = pm(x).detach()
+    assert fp8.apply_fp8(pm) == 1
+    assert rel(pm(x), with_lora) < 0.08
+    # merged into the weight after its float8 copies were made: the merged weight runs, as bf16
+    pm.merge_adapter()
+    assert rel(pm(x), with_lora) < 0.02
+    pm.unmerge_adapter()
+    pm.save_pretrained(tmp_path / "a")
+    from safetensors.torch import load_file
+    saved = load_file(tmp_path / "a" / "adapter_model.safetensors")
+    assert saved and all("lora_" in k for k in saved), sorted(saved)
+    merged = pm.merge_and_unload()
+    assert rel(merged(x), with_lora) < 0.02
+
+
+def test_a_weight_whose_sides_are_not_multiples_of_16_stays_bf16():
+    pm = _peft_linear(out_features=40)
+    assert fp8.apply_fp8(pm) == 0

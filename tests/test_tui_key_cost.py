@@ -118,3 +118,44 @@ async def test_a_detail_line_of_the_same_shape_does_not_lay_the_screen_out(tmp_p
         app.screen.selected.__dict__["state"] = "failed"
         app.screen.show_run()
         assert layouts[-1] is True
+
+
+def shown_footer(screen) -> list:
+    return sorted((k.key, k.disabled) for k in screen.query(FooterKey))
+
+
+def wanted_footer(screen) -> list:
+    return sorted((b.key, not on) for (_, b, on, _t) in screen.active_bindings.values() if b.show)
+
+
+async def test_a_footer_change_announced_just_before_a_switch_is_not_lost(tmp_path):
+    """A view's footer is composed after a refresh, from the bindings as they are then: when a
+    view key is handled between the announcement and the recompose, the footer must still come
+    right once the view is back on screen."""
+    from fleetdeck.tui.widgets.key_footer import KeyFooter
+
+    app, _ = run_fleet(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.post_message(FleetPolled(app.source.snapshots[0]))
+        await pilot.pause()
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        runs = app.screen
+        footer = runs.query_one(KeyFooter)
+
+        def announce_then_switch() -> None:
+            runs.set_focus(runs.query_one("#ckpt-table"))
+            with footer._context():
+                footer.bindings_changed(runs)   # the change announced, the recompose queued
+            app.action_view("fleet")            # a view key handled before that recompose
+
+        app.call_later(announce_then_switch)
+        await pilot.pause(0.3)
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        assert app.screen is runs
+        assert shown_footer(runs) == wanted_footer(runs)
+        for view in "1232132":
+            await pilot.press(view)
+            await pilot.pause(0.05)
+            assert shown_footer(app.screen) == wanted_footer(app.screen), view

@@ -62,7 +62,7 @@ class _Fp8Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, wf, sf, wg, sg):
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()   # float8 matmuls take row-major rows
         xq, xs = quant_rows(x2)
         out = torch._scaled_mm(xq, wf.t(), scale_a=xs, scale_b=sf, out_dtype=x.dtype)
         ctx.save_for_backward(wg, sg)
@@ -71,7 +71,7 @@ class _Fp8Linear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         wg, sg = ctx.saved_tensors
-        d2 = dout.reshape(-1, dout.shape[-1])
+        d2 = dout.reshape(-1, dout.shape[-1]).contiguous()
         dq, ds = quant_rows(d2)
         dx = torch._scaled_mm(dq, wg.t(), scale_a=ds, scale_b=sg, out_dtype=dout.dtype)
         return dx.reshape(*dout.shape[:-1], wg.shape[0]), None, None, None, None
@@ -86,6 +86,11 @@ def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
 
 
 def _fp8_base_forward(self, x, *args, **kwargs):
+    (owner,) = self._fd_fp8_owner
+    if getattr(owner, "merged", False):
+        # the adapter was merged into this weight since its float8 copies were made: those
+        # copies are the old weight, so the merged one runs as it is
+        return nn.functional.linear(x, self.weight, self.bias)
     return fp8_linear(x, self._fd_fp8)
 
 
@@ -98,7 +103,7 @@ def apply_fp8(model: nn.Module) -> int:
     for m in model.modules():
         for name in ("_fd_qkv", "_fd_gate_up"):
             g = getattr(m, name, None)   # a fused.Group (fused.py imports this module)
-            if g is not None and hasattr(g, "fp8"):
+            if g is not None and hasattr(g, "fp8") and not (g.weight.shape[0] % 16 or g.weight.shape[1] % 16):
                 g.fp8 = Fp8Weight(g.weight)
                 g.lora_in_base = False
                 grouped.update(id(p.base_layer) for p in g.mods)
@@ -113,6 +118,8 @@ def apply_fp8(model: nn.Module) -> int:
         if k % 16 or o % 16:
             continue   # float8 matmuls need both sides in multiples of 16
         base._fd_fp8 = Fp8Weight(base.weight)
+        # the LoRA layer that owns it (in a tuple: a module attribute would register it as a child)
+        base._fd_fp8_owner = (m,)
         base.forward = types.MethodType(_fp8_base_forward, base)
         n += 1
     return n

@@ -263,6 +263,11 @@ class RunsScreen(ViewScreen):
             r = self.selected
             if r is not None and r.key == run.key and self._following is None:
                 self.load_log(r)
+            elif self._log_for == run.key and self._following is None:
+                # the cursor is elsewhere now without having said so (a filter, a poll): show
+                # what it is on, rather than leave "reading train.log…" standing
+                self._log_for = None
+                self.show_run()
         self._log_soon = self.set_timer(LOG_REST_S, read)
 
     def no_runs_text(self) -> Text:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.app import ComposeResult
 from textual.widgets import Footer
 
 if TYPE_CHECKING:
@@ -27,14 +28,18 @@ def shown_keys(screen: Screen) -> tuple:
 class KeyFooter(Footer):
     """A `Footer` that skips a recompose that would show the same keys."""
 
+    #: the keys the footer's children were composed from (set in `compose`, which reads the
+    #: screen's bindings when it runs, after a refresh: not when the change was announced)
     _shown: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        self._shown = shown_keys(self.screen) if self._bindings_ready else None
+        yield from super().compose()
 
     def bindings_changed(self, screen: Screen) -> None:
         if self._bindings_ready and screen is not screen.app.screen:
             return  # a view behind another: looked at again when it is back on screen
-        if screen.app.app_focus and self.is_attached and screen is self.screen:
-            keys = shown_keys(screen)
-            if keys == self._shown and self.children:
-                return  # the same keys are on screen already
-            self._shown = keys
+        if screen.app.app_focus and self.is_attached and screen is self.screen and self.children \
+                and shown_keys(screen) == self._shown:
+            return  # the same keys are on screen already
         super().bindings_changed(screen)
