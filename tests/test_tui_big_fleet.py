@@ -186,9 +186,33 @@ async def test_a_switch_and_a_poll_make_only_the_schedules_and_runs_on_screen(mo
         await pilot.pause()
         runs = app.screen.query_one("#runs-table", KeyedTable)
         assert runs.row_count == RUNS and 0 < prog.take() <= SCREENFUL["rows"]
+        escaped = Counter(monkeypatch, runs_screen, "shown")
         app.post_message(FleetPolled(snaps[2]))
         await pilot.pause()
         assert 0 < prog.take() <= SCREENFUL["rows"], "a poll made every run's row"
+        # the same runs by name: their short labels are not worked out again
+        assert escaped.take() <= SCREENFUL["rows"], "a poll escaped every run's name"
+
+
+@pytest.mark.parametrize("view", ["1", "2", "3"])
+async def test_a_poll_renders_no_cell_through_rich(monkeypatch, view):
+    """After a poll, the changed cells are drawn by the table's direct path: no cell of a row
+    (a run's progress bar was one) and no header cell (DataTable draws the header again after
+    every update) goes through Rich's renderer."""
+    from textual.widgets import DataTable
+
+    slow = Counter(monkeypatch, DataTable, "_render_cell")
+    app, snaps = big_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        app.post_message(FleetPolled(snaps[0]))
+        await pilot.pause()
+        await pilot.press(view)
+        await pilot.pause()
+        slow.take()
+        for snap in snaps[1:]:
+            app.post_message(FleetPolled(snap))
+            await pilot.pause()
+        assert slow.take() == 0
 
 
 async def test_a_key_press_does_not_walk_every_schedule_or_run(monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from rich.style import Style
 from rich.text import Span, Text
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -67,7 +68,17 @@ def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
     if not max_steps:
         return Text(f"step {step}")
     t = bar(step / max_steps, width)
-    t.stylize("blue", 0, len(t))
+    # the bar in blue: each of its spans with blue over it, as `stylize("blue")` gives, but as
+    # spans side by side (the table draws those directly, overlapping ones through Rich)
+    spans, pos = [], 0
+    for sp in t.spans:
+        if sp.start > pos:
+            spans.append(Span(pos, sp.start, "blue"))
+        spans.append(Span(sp.start, sp.end, f"{sp.style} blue" if isinstance(sp.style, str) else sp.style + Style.parse("blue")))
+        pos = sp.end
+    if pos < len(t):
+        spans.append(Span(pos, len(t), "blue"))
+    t.spans = spans
     t.append(f" {step}/{max_steps}")
     return t
 

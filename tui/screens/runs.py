@@ -171,13 +171,20 @@ class RunsScreen(ViewScreen):
         # sorted, read): 3,000 runs, a screenful on screen
         runs = self.state.runs
         w = self._widths
-        hosts = shorten_unique([r.host for r in runs], w["host"])
-        names = shorten_unique([shown(r.name) for r in runs], w["name"])
+        # the columns' short labels change only when the hosts, the names or the widths do (a
+        # poll mostly moves steps and losses): escaping and shortening 3,000 names each poll was
+        # a third of a Runs repaint
+        label_key = (w["host"], w["name"], tuple((r.host, r.name) for r in runs))
+        if getattr(self, "_labels", (None,))[0] != label_key:
+            self._labels = (label_key, shorten_unique([r.host for r in runs], w["host"]),
+                            shorten_unique([shown(r.name) for r in runs], w["name"]),
+                            {r.name: shown(r.name) for r in runs})
+        _, hosts, names, escaped = self._labels
         by_key = {r.key: r for r in runs}
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            cells = {"host": hosts[r.host], "name": names[shown(r.name)],
+            cells = {"host": hosts[r.host], "name": names[escaped[r.name]],
                      "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
                                    style=_state_style(r.state)),
                      "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),

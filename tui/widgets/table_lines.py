@@ -60,6 +60,21 @@ class TableLines:
         # changed one cell it renders every visible cell again. `sync()` keeps the very
         # object of a cell that did not change, so that object is a sound cache key: only
         # changed cells are rendered (measured in benchmarks/tui.py).
+        if row_index == -1 and column_index >= 0:
+            # the header: DataTable renders it again after every update; its labels rarely change
+            label = self.ordered_columns[column_index].label
+            key = ("header", column_index, id(label), base_style, width, cursor, hover, self._show_hover_cursor,
+                   self._pseudo_class_state, self.cursor_type, self.show_cursor, self.header_height,
+                   self.fixed_columns)
+            hit = self._content_cache.get(key)
+            if hit is not None and hit[0] is label:
+                if _CHECK_FAST_CELLS:
+                    slow = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+                    assert [list(Strip(x).simplify()) for x in slow] == [list(Strip(x).simplify()) for x in hit[1]]
+                return hit[1]
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._content_cache[key] = (label, lines)
+            return lines
         if row_index < 0 or column_index < 0:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
