@@ -14,13 +14,18 @@ once its cursor rests, is not counted in the next action), and prints p50 and p9
 milliseconds, beside the goals (key 50 ms, switch 150 ms,
 repaint one 16.7 ms frame at p90). The baseline named in each line is the same action on a
 small fleet (4 hosts, 40 schedules, 12 runs) in the same process: the ratio says what the
-fleet's size costs.
+fleet's size costs. `--calls` counts the Python function calls each action makes instead
+(cProfile; no times): the work itself, which a busy machine does not move, so two builds can be
+compared on it (`PYTHONPATH` pointing at an export of the other build's tree as `fleetdeck`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
+import pstats
 import random
 import statistics
 import time
@@ -73,7 +78,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int) -> dict[str, list[float]]:
+async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int, calls: bool = False) -> dict[str, list[float]]:
     rng = random.Random(4919)
     snaps = [snapshot(n_hosts, n_sched, n_runs, i, rng) for i in range(repeat + 2)]
     fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
@@ -81,6 +86,15 @@ async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int) -> dict[
     out: dict[str, list[float]] = {}
 
     async def timed(key: str, action) -> None:
+        if calls:
+            prof = cProfile.Profile()
+            prof.enable()
+            await action()
+            await pilot.pause()
+            prof.disable()
+            out.setdefault(key, []).append(pstats.Stats(prof, stream=io.StringIO()).total_calls)
+            await pilot.pause(SETTLE_S)
+            return
         t0, c0 = time.perf_counter(), time.process_time()
         await action()
         await pilot.pause()
@@ -106,6 +120,18 @@ async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int) -> dict[
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.calls:
+        # Python function calls per action (cProfile): the work itself, the same on a busy or a
+        # quiet machine, where the times above move by half between runs
+        small = await measure(4, 40, 12, args.repeat, calls=True)
+        big = await measure(args.hosts, args.schedules, args.runs, args.repeat, calls=True)
+        print(f"fleet: {args.hosts} hosts x 8 GPUs, {args.schedules} schedules, {args.runs} runs; "
+              f"baseline: 4 hosts, 40 schedules, 12 runs; {args.repeat} repeats; Python function calls")
+        print(f"{'action':<24}{'median':>9}{'max':>9}{'baseline median':>17}{'ratio':>8}")
+        for key in big:
+            b50, s50 = statistics.median(big[key]), statistics.median(small[key])
+            print(f"{key:<24}{b50:>9.0f}{max(big[key]):>9.0f}{s50:>17.0f}{b50 / s50:>7.1f}x")
+        return
     small = await measure(4, 40, 12, args.repeat)
     big = await measure(args.hosts, args.schedules, args.runs, args.repeat)
     goals = {"key": 50.0, "switch": 150.0, "repaint": 16.7, "cpu key": 50.0, "cpu switch": 150.0,
@@ -125,4 +151,6 @@ if __name__ == "__main__":
     ap.add_argument("--schedules", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--calls", action="store_true",
+                    help="count Python function calls per action instead of timing (load-independent)")
     asyncio.run(main(ap.parse_args()))
