@@ -4,7 +4,7 @@ A LoRA run never trains the base weights, so each decoder projection costs two b
 micro-batch: the forward (x W^T) and the input's gradient (dy W). With `base_fp8` both run as
 float8_e4m3 matmuls (`torch._scaled_mm`, float32 accumulation) with row-wise scales: x and dy
 are cast by row on every call, each frozen weight once, by output row for the forward and by
-input column for the gradient (two float8 copies beside the bf16 weight: one byte a parameter).
+input column for the gradient (two float8 copies beside the bf16 weight: two bytes a parameter).
 The LoRA products, the attention, the norms and the optimizer stay as they are, in bf16 and
 float32.
 
