@@ -255,19 +255,9 @@ def loop_sched(p: subprocess.Popen, start: int | None = None) -> Schedule:
                     start_time=start_time(p.pid) if start is None else start)
 
 
-@pytest.fixture
-def procs():
-    started: list[subprocess.Popen] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-async def test_loop_stopped_with_sigterm(procs):
+async def test_loop_stopped_with_sigterm(children):
     p = spawn_loop("while true; do sleep 0.2; done")
-    procs.append(p)
+    children.append(p)
     s = loop_sched(p)
     check = await check_removal(HostLink(LOCAL), s)
     assert check.ok and not check.interactive
@@ -277,9 +267,9 @@ async def test_loop_stopped_with_sigterm(procs):
     assert p.wait(timeout=10) == -signal.SIGTERM
 
 
-async def test_loop_ignoring_sigterm_is_killed_after_grace(procs):
+async def test_loop_ignoring_sigterm_is_killed_after_grace(children):
     p = spawn_loop("trap '' TERM; while true; do sleep 0.2; done")
-    procs.append(p)
+    children.append(p)
     s = loop_sched(p)
     rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
@@ -289,9 +279,9 @@ async def test_loop_ignoring_sigterm_is_killed_after_grace(procs):
     assert audit.read_audit()[-1]["signals"] == ["SIGTERM", "SIGKILL"]
 
 
-async def test_loop_whose_start_time_changed_is_refused_and_left_running(procs):
+async def test_loop_whose_start_time_changed_is_refused_and_left_running(children):
     p = spawn_loop("while true; do sleep 0.2; done")
-    procs.append(p)
+    children.append(p)
     s = loop_sched(p, start=start_time(p.pid) + 1)  # the pid now names a different process
     rep = await remove_schedule(HostLink(LOCAL), s, s.id)
     assert not rep.ok and rep.reason_code == "changed-since-listing"
@@ -299,7 +289,7 @@ async def test_loop_whose_start_time_changed_is_refused_and_left_running(procs):
     assert audit_results() == ["started", "refused"]
 
 
-async def test_loop_already_gone_is_refused_not_found(procs):
+async def test_loop_already_gone_is_refused_not_found(children):
     p = spawn_loop("while true; do sleep 0.2; done")
     s = loop_sched(p)
     p.kill()
@@ -308,7 +298,7 @@ async def test_loop_already_gone_is_refused_not_found(procs):
     assert rep.reason_code == "not-found"
 
 
-async def test_interactive_shell_is_named_before_and_after(procs):
+async def test_interactive_shell_is_named_before_and_after(children):
     # an interactive bash on a real pseudo-terminal, running a loop typed at its prompt
     import pty
 
@@ -425,10 +415,10 @@ PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
 
 
 @pytest.mark.skipif(not os.path.exists(PY38), reason="pyenv's Python 3.8 is not installed here")
-def test_bundled_helper_stops_a_loop_under_python_3_8(procs):
+def test_bundled_helper_stops_a_loop_under_python_3_8(children):
     # the host's Python may be 3.8: the helper and the host library it carries must run there
     p = spawn_loop("while true; do sleep 300; done")
-    procs.append(p)
+    children.append(p)
     s = loop_sched(p)
     req = {"op": "apply", "grace": 1.0, "schedule": {"kind": "loop", "pid": s.pid, "start_time": s.start_time}}
     ans = run_bundled(req, python=PY38)

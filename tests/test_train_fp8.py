@@ -6,20 +6,19 @@ engine refuses the key on a device without float8 matmuls. The speed is measured
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
+from tiny_engine import HEAD, tiny_engine  # noqa: E402
+
 from fleetdeck.backend.train import fp8  # noqa: E402
-from fleetdeck.backend.train.runconfig import RunConfig, parse_run_config  # noqa: E402
+from fleetdeck.backend.train.runconfig import parse_run_config  # noqa: E402
 
 pytestmark = pytest.mark.train
 
-HEAD = 'name = "r"\nbase_model = "random:tiny"\ncorpus = "c.jsonl"\noutput = "runs/r"\n'
 
 
 def rel(a, b) -> float:
@@ -51,30 +50,14 @@ def test_the_product_and_the_input_gradient_stay_near_float32():
     assert torch.isfinite(z).all() and not z.any()
 
 
-def _engine(tmp, **kw):
-    from fleetdeck.backend.train.session import prepare
-
-    corpus = tmp / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"document {i} " * (i + 3)}) + "\n" for i in range(12)))
-    cfg = RunConfig(name="r", base_model="random:tiny", corpus=str(corpus), output=str(tmp / "r"),
-                    seq_len=128, batch_size=4, grad_accum=1, eval_fraction=0.0, packing=True, seed=5,
-                    fused_projections=True, **kw)
-    return prepare(cfg, 0, 1, lambda m: None)
-
-
 def test_a_cpu_run_refuses_the_key_with_the_reason(tmp_path):
     with pytest.raises(Exception) as e:
-        _engine(tmp_path, base_fp8=True)
+        tiny_engine(tmp_path, "r", base_fp8=True)
     assert type(e.value).__name__ == "ModelError" and "float8" in str(e.value) and "cpu" in str(e.value)
 
 
 def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path):
-    engine, train, _, _ = _engine(tmp_path)
-    gen = torch.Generator().manual_seed(11)
-    with torch.no_grad():  # LoRA B starts at zero; make every adapter matter
-        for n, p in sorted(engine.model.named_parameters()):
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    engine, train = tiny_engine(tmp_path, "r")
     b = engine.batch(train, train.rows[:4])
     loss = engine.loss_sum(b, 1.0)
     loss.backward()

@@ -3,12 +3,12 @@ parse strictly, and each changes only how the arithmetic runs, never the loss. C
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from tiny_engine import HEAD, tiny_engine
 
-from fleetdeck.backend.train.runconfig import RunConfig, parse_run_config
+from fleetdeck.backend.train.runconfig import parse_run_config
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -16,7 +16,6 @@ pytest.importorskip("peft")
 
 pytestmark = pytest.mark.train
 
-HEAD = 'name = "r"\nbase_model = "random:tiny"\ncorpus = "c.jsonl"\noutput = "runs/r"\n'
 
 
 def test_lever_keys_parse_strictly():
@@ -31,19 +30,7 @@ def test_lever_keys_parse_strictly():
 
 
 def _engine(tmp: Path, name: str, **kw):
-    from fleetdeck.backend.train.session import prepare
-
-    corpus = tmp / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"document {i} " * (i + 3)}) + "\n" for i in range(12)))
-    cfg = RunConfig(name=name, base_model="random:tiny", corpus=str(corpus), output=str(tmp / name),
-                    seq_len=128, batch_size=4, grad_accum=1, eval_fraction=0.0, packing=True, seed=5,
-                    fused_projections=True, **kw)
-    engine, train, _, _ = prepare(cfg, 0, 1, lambda m: None)
-    gen = torch.Generator().manual_seed(11)
-    with torch.no_grad():  # LoRA B starts at zero; make every adapter matter
-        for n, p in sorted(engine.model.named_parameters()):
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    engine, train = tiny_engine(tmp, name, **kw)
     b = engine.batch(train, train.rows[:4])
     return engine, float(engine.loss_sum(b, 1.0).detach())
 
