@@ -28,20 +28,12 @@ import statistics
 import torch
 
 from fleetdeck.backend.host.lib.architectures import shape
+from fleetdeck.backend.train.fp8 import Fp8Weight, quant_rows
 
-E4M3 = torch.float8_e4m3fn
-FMAX = torch.finfo(E4M3).max
 #: the bench recipe: rows of 4096 tokens per forward, forwards per optimizer step, and the
 #: step time of the trainer's final build (SUMMARY.md), tokens per step 8 x 4096
 RECIPE = {"qwen3-0.6b": (8, 1, 0.3106), "qwen3-1.7b": (8, 1, 0.5744), "qwen3-4b": (4, 2, 1.3126)}
 SEQ = 4096
-
-
-def quant_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """float8_e4m3 with one scale per row: (values, scales of shape rows x 1)."""
-    amax = t.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12)
-    scale = amax / FMAX
-    return (t.float() / scale).to(E4M3), scale
 
 
 # one compiled cast per shape (12 shapes over the three models)
@@ -75,20 +67,20 @@ def one_shape(tokens: int, k: int, n: int) -> dict:
     x = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16, generator=g)
     dy = torch.randn(tokens, n, device="cuda", dtype=torch.bfloat16, generator=g) * 1e-3
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g) * k ** -0.5
-    # the weight quantized once for each product: by output row (forward), by input column (gradient)
-    wq_f, ws_f = quant_rows(w)                      # n x k, scales n x 1
-    wq_g, ws_g = quant_rows(w.t().contiguous())     # k x n, scales k x 1
+    # the weight quantized once for each product, as the trainer does: by output row (forward),
+    # by input column (gradient)
+    fw = Fp8Weight(w)
     bf_f, bf_g = lambda: x @ w.t(), lambda: dy @ w
 
     def fp8_f(xq=None, xs=None):
         if xq is None:
             xq, xs = quant_rows_compiled(x)
-        return torch._scaled_mm(xq, wq_f.t(), scale_a=xs, scale_b=ws_f.t(), out_dtype=torch.bfloat16)
+        return torch._scaled_mm(xq, fw.fwd.t(), scale_a=xs, scale_b=fw.fwd_scale, out_dtype=torch.bfloat16)
 
     def fp8_g(dq=None, ds=None):
         if dq is None:
             dq, ds = quant_rows_compiled(dy)
-        return torch._scaled_mm(dq, wq_g.t(), scale_a=ds, scale_b=ws_g.t(), out_dtype=torch.bfloat16)
+        return torch._scaled_mm(dq, fw.grad.t(), scale_a=ds, scale_b=fw.grad_scale, out_dtype=torch.bfloat16)
 
     xq, xs = quant_rows_compiled(x)
     dq, ds = quant_rows_compiled(dy)

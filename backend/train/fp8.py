@@ -54,7 +54,11 @@ class Fp8Weight:
         self.fwd_scale = s.reshape(1, -1).contiguous()
         self.grad, s = quant_rows(w.t().contiguous())  # in x out, scales in x 1
         self.grad_scale = s.reshape(1, -1).contiguous()
-        self.shape = tuple(w.shape)
+
+
+def _fits(w: torch.Tensor) -> bool:
+    """Whether float8 matmuls take this weight: both sides in multiples of 16."""
+    return w.shape[0] % 16 == 0 and w.shape[1] % 16 == 0
 
 
 class _Fp8Linear(torch.autograd.Function):
@@ -103,7 +107,7 @@ def apply_fp8(model: nn.Module) -> int:
     for m in model.modules():
         for name in ("_fd_qkv", "_fd_gate_up"):
             g = getattr(m, name, None)   # a fused.Group (fused.py imports this module)
-            if g is not None and hasattr(g, "fp8") and not (g.weight.shape[0] % 16 or g.weight.shape[1] % 16):
+            if g is not None and hasattr(g, "fp8") and _fits(g.weight):
                 g.fp8 = Fp8Weight(g.weight)
                 g.lora_in_base = False
                 grouped.update(id(p.base_layer) for p in g.mods)
@@ -114,9 +118,8 @@ def apply_fp8(model: nn.Module) -> int:
             continue
         if base.weight.requires_grad or getattr(m, "merged", False):
             continue
-        k, o = base.weight.shape[1], base.weight.shape[0]
-        if k % 16 or o % 16:
-            continue   # float8 matmuls need both sides in multiples of 16
+        if not _fits(base.weight):
+            continue
         base._fd_fp8 = Fp8Weight(base.weight)
         # the LoRA layer that owns it (in a tuple: a module attribute would register it as a child)
         base._fd_fp8_owner = (m,)
