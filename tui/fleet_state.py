@@ -23,7 +23,6 @@ class FleetState:
     def __init__(self, host_names: list[str], poll_interval: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.host_names = list(host_names)
-        self._known: set[str] = set(self.host_names)
         self.poll_interval = poll_interval
         self.clock = clock
         self.snapshot: FleetSnapshot | None = None
@@ -39,12 +38,9 @@ class FleetState:
         """Take one poll in: hosts seen now replace their previous snapshot."""
         self.snapshot = snap
         self.polls += 1
-        known = self._known
-        if len(known) != len(self.host_names):
-            known.clear()
-            known.update(self.host_names)
+        known = set(self.host_names)   # a set: 200 hosts were 20,000 list comparisons a poll
         for h in snap.hosts:
-            if h.name not in known:   # a set: 200 hosts were 20,000 list comparisons a poll
+            if h.name not in known:
                 known.add(h.name)
                 self.host_names.append(h.name)
             self.hosts[h.name] = h

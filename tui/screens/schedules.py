@@ -159,9 +159,7 @@ class SchedulesScreen(ViewScreen):
             if narrow:
                 why = short_why(s)
             else:
-                if not index:
-                    index.append(schedule_verdict.twins_index(every))
-                why = schedule_verdict.why(s, every, index[0])
+                why = self._why(s)   # with this listing's twins index (set below, before any row is made)
             # a schedule that did not change keeps its very cell objects: nothing to build, and
             # the table compares them by identity
             ck = (s, why, hosts[s.host], widths)
@@ -214,7 +212,7 @@ class SchedulesScreen(ViewScreen):
         show_text(d, t)
 
     def _why(self, s: Schedule) -> str:
-        """`schedule_verdict.why` for the detail line, with the listing's twins index (built
+        """`schedule_verdict.why` for a row or the detail line, with the listing's twins index (built
         once per poll, not once per key press)."""
         every, index = getattr(self, "_every", None), getattr(self, "_index", None)
         if every is None or index is None:
