@@ -8,11 +8,17 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from test_probe import PROBE, probe
 from test_schedules_remove import root_crontab  # noqa: F401 - fixture re-used
+
+from fleetdeck.backend.host.probe import common as probe_common
+from fleetdeck.backend.host.probe import entries as probe_entries
+from fleetdeck.backend.host.probe import schedules as probe_schedules
+from fleetdeck.backend.host.probe.common import CACHE, Procs
 
 CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"   # shared with the other crontab tests
 
@@ -166,3 +172,69 @@ def test_at_job_is_listed_with_its_command(tmp_path):
     (s,) = [s for s in rep["schedules"] if s["kind"] == "at" and s["job"] == job]
     assert s["command"] == cmd and s["reasons"] == ["dead-target"] and s["next_run"]
     assert s["user"] and s["id"].startswith("a-")
+
+
+class _HostClock(datetime):
+    """The host's clock as the probe reads it, set by the test (`at`)."""
+
+    at = datetime(2031, 3, 5, 5, 50, 30)
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls.at
+
+
+@pytest.mark.root
+def test_a_cached_crontab_and_cron_file_give_the_next_run_of_each_polls_clock(saved_crontab, tmp_path, monkeypatch):
+    """The resident probe keeps what it parsed between polls; at 05:51:16 an entry for minute
+    51 next runs at 06:51, never at the 05:51 that the 05:50 poll worked out."""
+    line = "51 * * * * /usr/bin/true fleetdeck-next-run-test"
+    (tmp_path / "tab").write_text(line + "\n")
+    subprocess.run(["crontab", str(tmp_path / "tab")], check=True)
+    cron_d = Path("/etc/cron.d") / f"fleetdeck-next-run-test-{os.getpid()}"
+    system = "51 * * * * root /usr/bin/true fleetdeck-next-run-test"
+    writable = os.access("/etc/cron.d", os.W_OK)
+    monkeypatch.setattr(probe_entries, "datetime", _HostClock)
+    polls = []
+    try:
+        if writable:
+            cron_d.write_text(system + "\n")
+        for at in (datetime(2031, 3, 5, 5, 50, 30), datetime(2031, 3, 5, 5, 51, 16), datetime(2031, 3, 5, 7, 2, 0)):
+            _HostClock.at = at
+            polls.append(probe_schedules.schedules({}, Procs(), []))
+    finally:
+        cron_d.unlink(missing_ok=True)
+    assert CACHE.get(("crontab", "root")) is not None, "the crontab's parse is cached between polls"
+    for kind, raw in (("crontab", line), ("cron-file", system)) if writable else (("crontab", line),):
+        got = [[s["next_run"] for s in poll if s["kind"] == kind and s["raw"] == raw] for poll in polls]
+        assert [n[:19] for (n,) in got] == ["2031-03-05T05:51:00", "2031-03-05T06:51:00", "2031-03-05T07:51:00"], kind
+
+
+def test_a_cached_timer_listing_is_asked_again_once_a_next_run_it_holds_has_passed(tmp_path, monkeypatch):
+    """systemd's listing is kept a while between polls, never past the first next run in it."""
+    booted = tmp_path / "booted"
+    booted.mkdir()
+    monkeypatch.setattr(probe_schedules, "SYSTEMD_BOOTED", str(booted))
+    bin_dir, nxt = tmp_path / "bin", tmp_path / "next"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"   # what systemd answers, read from the `next` file
+    fake.write_text(f"""#!/bin/sh
+case " $* " in *" --user "*) exit 1;; esac
+case "$1" in
+list-timers) printf '[{{"unit": "fd-test.timer", "activates": "fd-test.service", "next": %s}}]' "$(cat {nxt})";;
+show) printf 'Id=fd-test.timer\\nActiveState=active\\nTimersCalendar={{ OnCalendar=hourly ; next_elapse=x }}\\nUnit=fd-test.service\\n\\nId=fd-test.service\\nExecStart={{ path=/usr/bin/true ; argv[]=/usr/bin/true fd-test ; }}\\nUser=root\\n';;
+esac
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    CACHE.pop(("timers", ""), None)
+    soon, later = time.time() + 2, time.time() + 3600
+    nxt.write_text(str(int(soon * 1e6)))
+    (first,) = probe_schedules._timers(False)
+    assert first["unit"] == "fd-test.timer" and first["next_run"] == probe_common.iso(soon)
+    nxt.write_text(str(int(later * 1e6)))   # the timer fired; systemd now says an hour on
+    assert probe_schedules._timers(False) == [first], "within its next run the listing is kept"
+    time.sleep(max(0.0, soon - time.time()) + 0.2)
+    (second,) = probe_schedules._timers(False)
+    assert second["next_run"] == probe_common.iso(later)
+    CACHE.pop(("timers", ""), None)

@@ -46,8 +46,14 @@ def _cron_field(text, lo, hi):
     return vals
 
 
+def host_now():
+    """The host's clock, as cron reads it (local time, naive)."""
+    return datetime.now()
+
+
 def cron_next(spec, now=None):
-    """The next time (ISO, host-local) a cron spec fires after `now`; None for @reboot or junk."""
+    """The next time (ISO, host-local) a cron spec fires after `now` (default: the host's clock
+    now); None for @reboot or junk."""
     try:
         f = _CRON_ALIAS.get(spec, spec).split()
         if len(f) != 5:
@@ -57,7 +63,7 @@ def cron_next(spec, now=None):
         dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
     except (ValueError, TypeError):
         return None
-    start = (now or datetime.now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = (now or host_now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
     for i in range(366 * 5):   # Feb 29 on a Monday can be years away
         d = start.date() + timedelta(days=i)
         if d.month not in mons:

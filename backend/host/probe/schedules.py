@@ -30,6 +30,7 @@ from fleetdeck.backend.host.probe.common import (
 )
 from fleetdeck.backend.host.probe.entries import (
     cron_next,
+    host_now,
     schedule_entry,
     schedule_id,
 )
@@ -39,7 +40,9 @@ from fleetdeck.backend.host.probe.loops import loops
 def _cron_lines(text, kind, source, user, system, active=True, package=None):
     """Entries of a crontab or cron file. `text` holds the file's exact bytes (surrogateescape):
     only "\n" ends a line, so `raw` is the line byte for byte and a carriage return stays
-    part of the command, as cron runs it. `package`: the file is the distribution's."""
+    part of the command, as cron runs it. `package`: the file is the distribution's.
+    What is parsed is cached between polls, so no entry holds a time: `next_run` stays None
+    here and `_due` works it out at each poll."""
     out, seen, bad = [], {}, []
     for n, raw in enumerate(text.split("\n"), 1):
         s = raw.strip(" \t")
@@ -65,14 +68,20 @@ def _cron_lines(text, kind, source, user, system, active=True, package=None):
         seen[key] = seen.get(key, 0) + 1   # the same line twice in one file: two entries, two ids
         sid = schedule_id("c-", *key) if seen[key] == 1 else schedule_id("c-", *(key + (seen[key],)))
         e = schedule_entry(kind, u, spec, rest, source, sid, raw=raw, line=n, active=active)
-        e["next_run"] = cron_next(spec) if active else None
         if package:
             e.update(system=True, package=package)
         out.append(e)
     return out, bad
 
 
-def _crontabs(fresh, warnings):
+def _due(entries, now):
+    """Cron entries as parsed (perhaps cached for many polls), each copied with the `next_run`
+    that `now`, the host's clock at this poll, gives its spec: a cache holds what was parsed,
+    never a time, so a next run is never one that has already passed."""
+    return [dict(e, next_run=cron_next(e["spec"], now) if e["active"] else None) for e in entries]
+
+
+def _crontabs(fresh, warnings, now):
     """Every user's crontab, byte for byte (the host library's `crontab.read`): this user's, and
     when root can list the spool, everyone's. One user's crontab that cannot be read, or that
     belongs to no user any more, is a warning naming that user; the others are still listed."""
@@ -90,7 +99,7 @@ def _crontabs(fresh, warnings):
         key = crontab.stat_key(u)   # changes whenever the crontab does
         hit = CACHE.get(("crontab", u))
         if hit is not None and key is not None and hit[0] == key and not fresh:
-            out += hit[1]
+            out += _due(hit[1], now)
             continue
         try:
             data, problem = crontab.read_checked(u)
@@ -102,11 +111,11 @@ def _crontabs(fresh, warnings):
             warnings.append(f"crontab of {shown(u)}: {problem.message}")
         entries = _cron_lines(fsdec(data), "crontab", "crontab -l", u, False)[0]
         CACHE[("crontab", u)] = (key, entries)
-        out += entries
+        out += _due(entries, now)
     return out
 
 
-def _cron_files(warnings):
+def _cron_files(warnings, now):
     files = [("/etc/crontab", True)]
     try:
         files += [(os.path.join("/etc/cron.d", n), bool(CRON_D_NAME.match(n)))
@@ -120,7 +129,7 @@ def _cron_files(warnings):
                 continue
             entries, bad = cached("cron-file", path, lambda p, a=active: _cron_lines(
                 read_text(p), "cron-file", p, "", True, a, packages.installed_by(p)))
-            out += entries
+            out += _due(entries, now)
             if bad and active:
                 warnings.append("{}: lines {} are not cron entries".format(path, ", ".join(map(str, bad[:5]))))
         except OSError as e:
@@ -165,10 +174,13 @@ def _timer_names(base, scope):
 def _timers(fresh):
     if not os.path.isdir(SYSTEMD_BOOTED):
         return []   # systemd is not PID 1 here: no timers can fire
+    now = time.time()
     hit = CACHE.get(("timers", ""))
-    if hit is not None and not fresh and time.time() - hit[0] < TIMER_TTL:
+    if hit is not None and not fresh and now < hit[0]:
         return hit[1]
-    out = []
+    # the listing is kept TIMER_TTL seconds, and never past the first next run it holds: once a
+    # timer has fired it is asked about again, so a next run shown has not passed yet
+    out, until = [], now + TIMER_TTL
     for scope in ("system", "user"):
         base = ["systemctl"] + (["--user"] if scope == "user" else [])
         listed = _timer_names(base, scope)
@@ -186,7 +198,11 @@ def _timers(fresh):
             cmd = m.group(1) if m else (ti.get("Unit") or row.get("activates") or "")
             user = (svc.get("User") or "root") if scope == "system" else current_user()
             nxt = row.get("next")
-            nxt = iso(nxt / 1e6) if finite(nxt) and nxt > 0 else (ti.get("NextElapseUSecRealtime") or None)
+            if finite(nxt) and nxt > 0:
+                until = min(until, nxt / 1e6)
+                nxt = iso(nxt / 1e6)
+            else:
+                nxt = ti.get("NextElapseUSecRealtime") or None
             frag = ti.get("FragmentPath") or ""
             e = schedule_entry("systemd-timer", user, spec, cmd, frag or "systemd",
                        schedule_id("t-", "systemd-timer", user, scope, t, spec, cmd), unit=t, scope=scope,
@@ -195,7 +211,7 @@ def _timers(fresh):
             if pkg:
                 e.update(system=True, package=pkg)
             out.append(e)
-    CACHE[("timers", "")] = (time.time(), out)
+    CACHE[("timers", "")] = (until, out)
     return out
 
 
@@ -254,8 +270,10 @@ def _at_command(job):
 def schedules(req, procs, warnings):
     """Every schedule and loop on the host; each source guarded on its own."""
     fresh = bool(req.get("fresh"))
+    now = host_now()   # the host's clock at this poll: every cron entry's next run is worked out from it
     out = []
-    for name, fn in (("crontab", lambda: _crontabs(fresh, warnings)), ("cron files", lambda: _cron_files(warnings)),
+    for name, fn in (("crontab", lambda: _crontabs(fresh, warnings, now)),
+                     ("cron files", lambda: _cron_files(warnings, now)),
                      ("systemd timers", lambda: _timers(fresh)), ("at jobs", lambda: _at_jobs(fresh)),
                      ("loops", lambda: loops(procs))):
         out += guard(warnings, name, fn, [])
