@@ -6,6 +6,11 @@ series is one line: a sparkline over the window, the same time buckets for every
 fixed scale (GPU memory from 0 to its peak, utilisation 0-100%, disk use against the filesystem,
 a loss against its own range), with its first, last and peak figures, so "memory crept up all
 night" reads at a glance. A bucket with no sample is blank (the host did not answer).
+
+`first` is the oldest value recorded in the window, `last` the newest, `peak` the largest, read
+from the rows themselves; a cell folds its rows by the figure's kind (a loss or disk use by its
+newest value, GPU memory by its peak, utilisation and answers by their mean):
+`backend/monitor/history_figures.py`, the same rule the database folds its rows by.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import time
 
 from rich.console import Console
 
+from fleetdeck.backend.monitor.history_figures import figures
 from fleetdeck.tui.charts import collect, history_table
 from fleetdeck.tui.fmt import human_duration
 
@@ -64,6 +70,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"host": args.host, "since": since, "until": now,
                           "series": {k: {n: [list(p) for p in pts] for n, pts in v.items()} for k, v in data.items()},
+                          "figures": {k: {n: figures(k, pts) for n, pts in v.items()} for k, v in data.items()},
                           "warnings": warnings}, indent=1))
         return 0
     if not any(data.values()):

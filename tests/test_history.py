@@ -3,10 +3,15 @@ corrupt or locked database as a warning rather than a crash."""
 
 from __future__ import annotations
 
+import io
+import re
 import sqlite3
+
+from rich.console import Console
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
 from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.tui.charts import collect, history_table
 
 T0 = 1_800_000_000
 
@@ -106,3 +111,72 @@ def test_reads_since_any_number_answer(tmp_path):
         assert h.events(since) == []
     assert h.warnings == []
     assert h.gpu_memory("h1", float("inf")) == {} and h.gpu_memory("h1", 10**400) == {}
+
+
+def h3(t: float, loss: float, disk_used: float, used: float = 1000, util: float = 50) -> FleetSnapshot:
+    """One poll of h3: run-9's loss and eval loss, a disk, one GPU."""
+    g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
+            memory_used_mib=used, utilization_pct=util)
+    d = Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=2**30, used_bytes=int(disk_used),
+             free_bytes=2**30 - int(disk_used))
+    r = Run(host="h3", path="/runs/run-9", name="run-9", state="running", step=int(t - T0), loss=loss,
+            eval_losses=((int(t - T0), loss),))
+    return FleetSnapshot(hosts=(HostSnapshot(name="h3", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,)),),
+                         time=t)
+
+
+def lines(h: History, since: float, window: float, width: int) -> dict[str, list[str]]:
+    """`history_table` of h3 as printed, {series label: [sparkline (its drawn cells), first, last, peak]}."""
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None, soft_wrap=False).print(
+        history_table(collect(h, "h3", since), "h3", since, window, width))
+    rows = (re.fullmatch(r"(.*?) +([▁▂▃▄▅▆▇█ ]*[▁▂▃▄▅▆▇█]) +(\S+) +(\S+) +(\S+) *", line)
+            for line in buf.getvalue().splitlines())
+    return {m[1].strip(): [m[2].strip(), m[3], m[4], m[5]] for m in rows if m}
+
+
+def test_first_and_last_are_the_windows_oldest_and_newest_values_not_a_cells_peak(tmp_path):
+    # twenty minutes at the end of a one-day window of twenty cells: all in the last cell
+    h = History(tmp_path / "h.sqlite3")
+    for i in range(21):
+        h.record(h3(T0 + 60 * i, loss=3.007 - (3.007 - 2.435) * i / 20,
+                    disk_used=(464 - 64 * i / 20) * 2**20))
+    now = T0 + 20 * 60
+    rows = lines(h, now - 86400, 86400, 20)
+    assert rows["run-9 eval loss"][1:] == ["3.007", "2.435", "3.007"]
+    assert rows["run-9 loss"][1:] == ["3.007", "2.435", "3.007"]
+    assert rows["disk /tank"][1:] == ["464M", "400M", "464M"]
+
+
+def test_a_chart_cell_folds_by_kind_a_loss_by_its_newest_value_memory_by_its_peak(tmp_path):
+    # two ten-minute cells. In the first the loss spikes to 4.0 and is back at 2.0 by its end,
+    # memory peaks at 8000 MiB and falls to 2000, and the GPU is busy one minute of ten; in the
+    # second the loss holds at 2.5, memory at 4000 and utilisation at 50%
+    h = History(tmp_path / "h.sqlite3")
+    for i in range(20):
+        first = i < 10
+        loss = (4.0 if i == 3 else 2.0) if first else 2.5
+        used = (8000 if i == 5 else 2000) if first else 4000
+        util = (100 if i == 0 else 0) if first else 50
+        h.record(h3(T0 + 60 * i, loss=loss, disk_used=2**29, used=used, util=util))
+    rows = lines(h, T0, 1200, 2)
+    # the loss stands at 2.0 then 2.5 (its range: low, high); read by the peak it would stand at 4.0 first
+    assert rows["run-9 loss"] == ["▁█", "2", "2.5", "4"]
+    # memory: the peak (8000 MiB, the top of its scale), then 4000 of 8000; read by the newest it would be 2000
+    assert rows["GPU0 memory"][0] == "█▅"
+    # utilisation: the mean, 10% then 50%, not one busy minute's 100%
+    assert rows["GPU0 utilisation"] == ["▂▅", "100%", "50%", "100%"]
+
+
+def test_ten_minute_rows_keep_the_newest_loss_and_disk_figure_and_the_peak_memory(tmp_path):
+    h = History(tmp_path / "h.sqlite3", raw_hours=1)
+    for i in range(20):
+        h.record(h3(T0 + 60 * i, loss=3.0 - i / 10, disk_used=(500 - i) * 2**20, used=1000 + (i % 10 == 2) * 5000))
+    h.flush()
+    h.maintain(T0 + 3 * 3600)
+    with sqlite3.connect(h.path) as db:
+        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "run", 0)["/runs/run-9"]] == [(0, 2.1), (600, 1.1)]
+    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "eval", 0)["/runs/run-9"]] == [(0, 2.1), (600, 1.1)]
+    assert [a / 2**20 for _, a, _ in h.series("h3", "disk", 0)["/tank"]] == [491, 481]
+    assert [a for _, a, _ in h.series("h3", "gpu", 0)["0:GPU-a"]] == [6000, 6000]

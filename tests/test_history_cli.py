@@ -69,3 +69,34 @@ def test_history_says_what_is_missing_and_refuses_a_bad_duration():
     for bad in ("0h", "-5m", "tomorrow", "1e400s", "100000d"):
         out = _cli("gx10", f"--since={bad}")
         assert out.returncode == 2 and "is not a duration" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_first_last_and_peak_are_the_windows_own_values_in_the_default_day():
+    """A loss falling 3.007 -> 2.435 and a disk a purge took from 464M to 400M within the last
+    half hour: one cell of the default day, whose peak is not the series' first or last."""
+    now = time.time()
+    h = History(history_path())
+    for i in range(31):
+        t = now - 30 * 60 + i * 60
+        used = (464 if i < 20 else 400) * 2**20
+        loss = 3.007 - (3.007 - 2.435) * i / 30
+        host = HostSnapshot(
+            name="h3", reachable=True, time=t,
+            disks=(Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=2**30, used_bytes=used,
+                        free_bytes=2**30 - used),),
+            runs=(Run(host="h3", path="/runs/run-9", name="run-9", state="running", step=i, loss=loss + 0.1,
+                      eval_losses=((i, loss),)),))
+        h.record(FleetSnapshot(hosts=(host,), time=t))
+    h.close()
+    out = _cli("h3")
+    assert out.returncode == 0, out.stderr
+    figures = {line.split("  ")[0].strip(): line.split()[-3:] for line in out.stdout.splitlines()}
+    assert figures["run-9 eval loss"] == ["3.007", "2.435", "3.007"]
+    assert figures["run-9 loss"] == ["3.107", "2.535", "3.107"]
+    assert figures["disk /tank"] == ["464M", "400M", "464M"]
+    doc = json.loads(_cli("h3", "--json").stdout)
+    ev = doc["figures"]["eval"]["/runs/run-9"]["loss"]
+    assert (ev["first"], ev["last"], ev["peak"], ev["fold"]) == (3.007, 2.435, 3.007, "last")
+    assert ev["first_t"] < ev["last_t"] and ev["rows"] == len(doc["series"]["eval"]["/runs/run-9"])
+    disk = doc["figures"]["disk"]["/tank"]["used_bytes"]
+    assert (disk["first"], disk["last"], disk["peak"]) == (464 * 2**20, 400 * 2**20, 464 * 2**20)

@@ -9,9 +9,10 @@ what the dashboard draws. Rows are `(time, series, a, b)` in a WITHOUT ROWID tab
 time first, so writes append and pages stay full (keyed by series first, the same week took
 half as much room again).
 
-Bounded: minute rows older than `raw_hours` (24) are folded into ten-minute rows (means, and
-the peak for GPU memory), and everything past the retention is dropped; both run at most once an
-hour. The size of a week at 5 s polls of 50 hosts is measured by `benchmarks/alerts.py --size`
+Bounded: minute rows older than `raw_hours` (24) are folded into ten-minute rows by the same
+rule as a minute's polls (`history_figures.FIGURES`: the newest loss and disk figure, the peak
+GPU memory, the mean utilisation), and everything past the retention is dropped; both run at most
+once an hour. The size of a week at 5 s polls of 50 hosts is measured by `benchmarks/alerts.py --size`
 (docs/seats-alerts.md). A database that is corrupt, locked or unwritable is a warning
 (`History.warnings`), never an exception: the poller goes on without history and tries to
 reopen it ten minutes later.
@@ -33,6 +34,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.monitor.history_figures import FIGURES, fold_in, fold_of, fold_out
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, host TEXT NOT NULL, kind TEXT NOT NULL,
@@ -50,8 +52,23 @@ MAINTAIN_EVERY = 3600.0
 REOPEN_AFTER = 600.0
 BUCKET = 60
 FOLD = 600
-# how a minute's polls fold into one row, per kind: (a, b)
-FOLDS = {"gpu": ("max", "mean"), "host": ("mean", "mean"), "seat": ("max", "max")}
+
+
+def _fold_sql(i: int) -> str:
+    """Figure `i` of a ten-minute row, from the per-block aggregates of `maintain`'s `g`: by
+    kind, as `FIGURES` says (a kind not named keeps its newest value)."""
+    c = "ab"[i]
+    whens = "".join(f" WHEN '{kind}' THEN {c}{figs[i][1]}" for kind, figs in FIGURES.items()
+                    if figs[i][1] != "last")
+    return f"CASE kind{whens} ELSE (SELECT {c} FROM samples y WHERE y.t = g.t{c} AND y.sid = g.sid) END"
+
+
+# the newest value of a block is read back by its row's key (t, sid): a lookup, not a scan
+_FOLD_10M = ("WITH g AS (SELECT x.t / ?1 * ?1 AS t, x.sid AS sid, s.kind AS kind,"
+             " max(x.a) AS amax, avg(x.a) AS amean, max(CASE WHEN x.a IS NOT NULL THEN x.t END) AS ta,"
+             " max(x.b) AS bmax, avg(x.b) AS bmean, max(CASE WHEN x.b IS NOT NULL THEN x.t END) AS tb"
+             " FROM samples x JOIN series s ON s.id = x.sid WHERE x.t < ?2 GROUP BY x.t / ?1, x.sid)"
+             f" INSERT OR REPLACE INTO samples_10m SELECT t, sid, {_fold_sql(0)}, {_fold_sql(1)} FROM g")
 
 
 def history_path() -> Path:
@@ -243,24 +260,15 @@ class History:
         if cur is None:
             self._pending[key] = [kind, a, b, int(a is not None), int(b is not None)]
             return
-        how = FOLDS.get(kind, ("last", "last"))
-        for i, mode, v in ((1, how[0], a), (2, how[1], b)):
-            if v is None:
-                continue
-            cur[i + 2] += 1
-            if cur[i] is None or mode == "last":
-                cur[i] = v
-            elif mode == "max":
-                cur[i] = max(cur[i], v)
-            else:
-                cur[i] += v
+        for i, v in ((1, a), (2, b)):
+            if v is not None:
+                cur[i], cur[i + 2] = fold_in(cur[i], v, fold_of(kind, i - 1)), cur[i + 2] + 1
 
     @staticmethod
     def _value(v: list[Any], i: int) -> float | None:
-        mode = FOLDS.get(v[0], ("last", "last"))[i - 1]
-        if v[i] is None:
-            return None
-        return sql_number(round(v[i] / v[i + 2], 6) if mode == "mean" and v[i + 2] else v[i])
+        how = fold_of(v[0], i - 1)
+        out = fold_out(v[i], v[i + 2], how)
+        return None if out is None else sql_number(round(out, 6) if how == "mean" else out)
 
     def flush(self) -> bool:
         """Write the folded rows now (the minute in progress too: its row is replaced when the
@@ -298,8 +306,8 @@ class History:
         return True
 
     def maintain(self, now: float | None = None) -> None:
-        """Fold minute rows older than `raw_hours` into ten-minute rows; drop what is past the
-        retention."""
+        """Fold minute rows older than `raw_hours` into ten-minute rows, each figure as a minute
+        folds its polls (`FIGURES`); drop what is past the retention."""
         db = self._conn()
         if db is None:
             return
@@ -307,13 +315,9 @@ class History:
         # through `_when`: a retention of 1e308 days (finite, and allowed) is "keep everything"
         raw_cut = _when(now - self.raw_hours * 3600) // FOLD * FOLD
         old_cut = _when(now - self.retention_days * 86400)
-        peak = ",".join(str(i) for k, i in self._ids.items() if k[1] == "gpu") or "-1"
         try:
             db.execute("BEGIN")
-            # GPU memory keeps its peak (incidents are read from peaks); everything else its mean
-            db.execute("INSERT OR REPLACE INTO samples_10m SELECT t / ?1 * ?1, sid, "
-                       f"CASE WHEN sid IN ({peak}) THEN max(a) ELSE avg(a) END, avg(b) "
-                       "FROM samples WHERE t < ?2 GROUP BY t / ?1, sid", (FOLD, raw_cut))
+            db.execute(_FOLD_10M, (FOLD, raw_cut))
             db.execute("DELETE FROM samples WHERE t < ?", (raw_cut,))
             db.execute("DELETE FROM samples_10m WHERE t < ?", (old_cut,))
             db.execute("DELETE FROM events WHERE t < ?", (old_cut,))
