@@ -97,3 +97,62 @@ def test_a_stalled_run_shows_no_eta(tmp_path: Path):
     finally:
         trainer.kill()
         trainer.wait()
+
+
+def test_every_layout_the_run_listing_reads_has_a_series(tmp_path: Path, capsys):
+    """`runs --series` reads a run where the listing does (fleetdeck's `checkpoints/checkpoint-N/`,
+    Hugging Face's `checkpoint-N/` beside the run, a trainer_state.json at the run's root,
+    progress.jsonl); a run without any of them is refused in the listing's words."""
+    from test_probe import checkpoint, hf_state, write_progress
+    from test_schedules_cli import local_fleet, run_cli
+
+    hosts = local_fleet(tmp_path)
+    root = tmp_path / "runs"
+    nested, beside, top, prog, bare = (root / n for n in ("run-nested", "run-hf", "run-root", "run-prog", "run-bare"))
+    for s in (25, 50):
+        checkpoint(nested, s)
+        checkpoint(beside, s, nested=False)
+    top.mkdir()
+    (top / "trainer_state.json").write_text(json.dumps(hf_state(75)))
+    prog.mkdir()
+    write_progress(prog, range(1, 31))
+    (bare / "adapter").mkdir(parents=True)   # a finished run's adapter only: no series anywhere
+    (bare / "adapter" / "adapter_config.json").write_text("{}")
+    (bare / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    rc, out, err = run_cli(["--hosts", hosts, "runs", "--json"], capsys)
+    assert rc == 0, err
+    listed = {r["path"]: r for r in json.loads(out)["runs"]}
+    assert set(listed) == {str(p) for p in (nested, beside, top, prog, bare)}
+    for run in (nested, beside, top, prog):
+        r = listed[str(run)]
+        assert r["losses"], run
+        rc, out, err = run_cli(["--hosts", hosts, "runs", "--series", f"local:{run}", "--json"], capsys)
+        assert rc == 0, (run, err)
+        doc = json.loads(out)
+        assert (doc["losses"], doc["eval_losses"]) == (r["losses"], r["eval_losses"]), run
+    assert listed[str(nested)]["eval_losses"] == [[25, 3.176], [50, 3.173]]
+    assert listed[str(beside)]["losses"][-1] == [50, 3.35]
+    assert listed[str(bare)]["losses"] == []
+    rc, out, err = run_cli(["--hosts", hosts, "runs", "--series", f"local:{bare}"], capsys)
+    assert rc == 1 and "holds neither progress.jsonl nor trainer_state.json" in err and "(no-series)" in err
+
+
+def test_the_series_op_reads_the_newest_trainer_state_as_the_listing_does(tmp_path: Path):
+    """Checkpoints in both places and a run-root trainer_state.json older than the newest
+    checkpoint's: the listing and the `series` op read the same, newest file."""
+    from test_probe import checkpoint, hf_state
+
+    run = tmp_path / "runs" / "run-mixed"
+    checkpoint(run, 25)
+    (run / "trainer_state.json").write_text(json.dumps(hf_state(25)))
+    old = os.stat(run / "trainer_state.json").st_mtime - 60
+    os.utime(run / "trainer_state.json", (old, old))
+    checkpoint(run, 100, nested=False)
+    names = set(os.listdir(run))
+    kind, src, states = probe_runs.series_source(str(run), names)
+    assert (kind, src) == ("trainer_state", str(run / "checkpoint-100" / "trainer_state.json"))
+    assert [s for s, _ in states] == [25, 100]
+    CACHE.clear()
+    facts = probe_runs._run_facts(str(run), names, 0.0)[0]
+    series = probe_runs.full_series(str(run))
+    assert facts["step"] == 100 and (series["losses"], series["eval_losses"]) == (facts["losses"], facts["eval_losses"])

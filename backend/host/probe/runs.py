@@ -91,15 +91,44 @@ FULL_SERIES_POINTS = 100000   # a `series` answer: at most this many points per 
 FULL_SERIES_READ = 256 << 20  # and at most this much of progress.jsonl read for it
 
 
+def series_source(path, names, cks=None):
+    """Where a run's progress and series are read from, one rule for the listing and the
+    `series` op: (kind, path, states). ("progress", `<run>/progress.jsonl`) when the run has
+    one; else ("trainer_state", the newest `trainer_state.json`): that of the newest checkpoint,
+    in `<run>/checkpoints/` or in `<run>/` as Hugging Face's Trainer saves them, or the run
+    root's when it is at least as new; else (None, None, []). `states`: [(step, path)] of every
+    checkpoint's trainer_state.json, oldest first, and the run root's last (step None) when it
+    is the one read. `names`: the run folder's listing; `cks`: its checkpoints
+    (`layout.checkpoints`), looked up when not given."""
+    if "progress.jsonl" in names:
+        return "progress", os.path.join(path, "progress.jsonl"), []
+    if cks is None:
+        cks = layout.checkpoints(path, names)
+    states = [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
+    states = [x for x in states if os.path.isfile(x[1])]
+    top = os.path.join(path, "trainer_state.json")
+    if "trainer_state.json" in names and (not states or os.stat(top).st_mtime >= os.stat(states[-1][1]).st_mtime):
+        states.append((None, top))
+    if not states:
+        return None, None, []
+    return "trainer_state", states[-1][1], states
+
+
 def full_series(path):
-    """A run's whole series from progress.jsonl (else trainer_state.json), thinned only past
-    FULL_SERIES_POINTS; bad lines and non-finite values are skipped, as in a snapshot."""
+    """A run's whole series, read where the listing reads it (`series_source`): progress.jsonl,
+    else the newest trainer_state.json; thinned only past FULL_SERIES_POINTS; bad lines and
+    non-finite values are skipped, as in a snapshot."""
     from fleetdeck.backend.host.lib.serve import Refused
 
-    prog = os.path.join(path, "progress.jsonl")
+    try:
+        names = set(os.listdir(path))
+    except OSError:
+        names = set()
+    kind, src, _states = series_source(path, names)
     p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [],
          "eval_losses": [], "sps": None, "times": [], "nonfinite": None}
-    if os.path.isfile(prog):
+    if kind == "progress":
+        prog = src
         read = 0
         with open(prog, "rb") as f:
             for raw in f:
@@ -115,12 +144,13 @@ def full_series(path):
                     for s in ("losses", "eval_losses"):
                         if len(p[s]) > 4 * FULL_SERIES_POINTS:
                             p[s] = thin(p[s], 2 * FULL_SERIES_POINTS)
-    elif os.path.isfile(os.path.join(path, "trainer_state.json")):
-        p = _trainer_state(os.path.join(path, "trainer_state.json"))
+    elif kind == "trainer_state":
+        p = _trainer_state(src, cap=False)
         if p.get("error"):
             raise Refused("unreadable", p["error"])
     else:
-        raise Refused("no-series", f"{path} holds neither progress.jsonl nor trainer_state.json")
+        raise Refused("no-series", f"{path} holds neither progress.jsonl nor trainer_state.json (at its "
+                      "root, or in a checkpoint-N folder under it or under its checkpoints/)")
     return {"path": path, "losses": thin(p["losses"], FULL_SERIES_POINTS),
             "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS)}
 
@@ -151,8 +181,9 @@ def _progress_line(p, obj, cap=True):
             p[series] = p[series][-MAX_LOSS_POINTS:]
 
 
-def _trainer_state(path):
-    """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series."""
+def _trainer_state(path, cap=True):
+    """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series (`cap`:
+    its newest MAX_LOSS_POINTS, as a snapshot keeps them)."""
     try:
         d = json.loads(read_text(path))
         if not isinstance(d, dict) or not isinstance(d.get("log_history", []), list):
@@ -164,7 +195,7 @@ def _trainer_state(path):
          "save_steps": d.get("save_steps") if finite(d.get("save_steps")) else None}
     for e in d.get("log_history") or []:
         if isinstance(e, dict):
-            _progress_line(p, {k: e.get(k) for k in ("step", "loss", "eval_loss")})
+            _progress_line(p, {k: e.get(k) for k in ("step", "loss", "eval_loss")}, cap=cap)
     if finite(d.get("global_step")):
         p["step"] = int(d["global_step"])
     if finite(d.get("max_steps")):
@@ -235,27 +266,20 @@ def _run_facts(path, names, now):
     r["adapter"] = layout.final_adapter(path)
     if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
         problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
-    prog, src = None, None
-    if "progress.jsonl" in names:
-        src = os.path.join(path, "progress.jsonl")
+    prog = None
+    kind, src, states = series_source(path, names, cks)
+    if kind == "progress":
         prog = _progress(src)
-    else:
-        states = [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
-        states = [x for x in states if os.path.isfile(x[1])]
-        top = os.path.join(path, "trainer_state.json")
-        if "trainer_state.json" in names and (not states or os.stat(top).st_mtime >= os.stat(states[-1][1]).st_mtime):
-            states.append((None, top))
-        if states:
-            src = states[-1][1]
-            prog = cached("trainer_state", src, _trainer_state)
-            if len(states) >= 2 and states[-2][0] is not None and states[-1][0] is not None:
-                (s1, f1), (s2, f2) = states[-2], states[-1]
-                dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
-                interval = s2 - s1
-                if dt > 0 and interval > 0 and not prog.get("sps"):
-                    prog = dict(prog, sps=dt / interval)   # HF logs no step time: saves are the clock
-            if prog.get("save_steps"):
-                interval = int(prog["save_steps"])
+    elif kind == "trainer_state":
+        prog = cached("trainer_state", src, _trainer_state)
+        if len(states) >= 2 and states[-2][0] is not None and states[-1][0] is not None:
+            (s1, f1), (s2, f2) = states[-2], states[-1]
+            dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
+            interval = s2 - s1
+            if dt > 0 and interval > 0 and not prog.get("sps"):
+                prog = dict(prog, sps=dt / interval)   # HF logs no step time: saves are the clock
+        if prog.get("save_steps"):
+            interval = int(prog["save_steps"])
     if prog is not None:
         r["last_update"] = os.stat(src).st_mtime
         if prog.get("error"):
