@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-newest", type=int, default=None, metavar="N",
                    help="PATH is a run without a final adapter: delete its checkpoints but the newest N "
                    "(by step), which are hashed before and after like an adapter; confirm the run's path")
+    p.add_argument("--allow-best", action="append", default=[], metavar="CHECKPOINT",
+                   help="delete this checkpoint although it holds its run's best eval loss and nothing kept "
+                   "holds the same weights: its path, typed exactly as the plan shows it")
     p.add_argument("--dry-run", action="store_true", help="check and print the plan, delete nothing")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run_purge)
@@ -84,9 +87,15 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
     link = HostLink(host)
     try:
         if args.keep_newest is not None:
-            plan = await gather_keep_newest(link, args.paths[0], args.keep_newest)
+            plan = await gather_keep_newest(link, args.paths[0], args.keep_newest, tuple(args.allow_best))
         else:
-            plan = await gather_purge(link, list(args.paths))
+            plan = await gather_purge(link, list(args.paths), tuple(args.allow_best))
+        stray = [b for b in args.allow_best if b not in {e.best for e in plan.evals}]
+        if stray:
+            # an allowance for a checkpoint that is not a run's best is a mistake, never ignored
+            print(f"fleetdeck: --allow-best {said(shown(stray[0]))} is not the best-eval checkpoint of a run "
+                  "this purge touches; nothing was deleted", file=sys.stderr)
+            return 2
         if args.dry_run:
             audit_error = audit_dry_run(plan)
             _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
@@ -157,6 +166,8 @@ def _failure(report: PurgeReport) -> str:
         why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
         return f"purge on {report.host} stopped at {shown(failed[0].path)}: {why}"
     bad = [k for k in report.keepers if not k.verified]
+    if not bad:
+        return f"purge on {report.host} deleted the paths but {report.verified_by}"
     return (f"purge on {report.host} deleted the paths but {len(bad)} kept adapter file(s) did not verify, "
             f"first {shown(bad[0].path)}")
 
@@ -218,12 +229,13 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
     size and sha256), free space now and expected back, warnings."""
     title = f"purge plan on {plan.host}" + (" (dry run: nothing deleted)" if dry_run else "")
     console.print(Text(title, style="bold"))
-    console.print(_path_table([(p.path, p.bytes, "all checks passed" if p.ok else "refused: " + ", ".join(p.refused),
+    console.print(_path_table([(p.path, p.bytes, f"passed {sum(1 for _, v in p.checks if v == 'pass')} checks" if p.ok else "refused: " + ", ".join(p.refused),
                                 "green" if p.ok else "red") for p in plan.paths]))
     for p in plan.paths:
         console.print(Text.assemble("  ", shown(p.path)))
         console.print(_check_line(p.checks))
     _refusal_lines(console, plan.paths)
+    _eval_lines(console, plan)
     if plan.keep is not None:
         _keep_lines(console, plan)
     elif plan.keepers:
@@ -238,18 +250,36 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
         console.print(Text(f"warning: {said(w)}", style="yellow"))
 
 
+def _eval_lines(console: Console, plan: PurgePlan) -> None:
+    """Each run's checkpoints with the eval loss each recorded, the best marked, and whether
+    what the run keeps holds it."""
+    for e in plan.evals:
+        if e.best is None:
+            continue
+        kept = "kept" if e.best_kept else "NOT kept: deleting it needs --allow-best"
+        console.print(Text(f"eval loss of {shown(e.run)} (best {e.best_loss:.4g}, {kept}):", style="bold"))
+        for step, path, loss in e.checkpoints:
+            mark = "  <- best" if path == e.best else ""
+            console.print(Text(f"  {shown(path.rsplit('/', 1)[-1])}  step {step}  "
+                               f"{'-' if loss is None else f'{loss:.4f}'}{mark}",
+                               style="yellow" if mark and not e.best_kept else "dim"))
+
+
 def _keep_lines(console: Console, plan: PurgePlan) -> None:
     k = plan.keep
     assert k is not None
     if k.refusal is not None:
         console.print(Text.assemble((f"  {k.refusal.code}", "red"), ": ", said(k.refusal.message)))
         return
-    console.print(Text(f"keep rule: {shown(k.run)} keeps its newest {k.n} of {len(k.checkpoints)} "
+    complete = len(k.checkpoints) - len(k.incomplete)
+    console.print(Text(f"keep rule: {shown(k.run)} keeps its newest {k.n} of {complete} complete "
                        "checkpoints (hashed now, re-hashed afterwards):", style="bold"))
     for path in k.kept:
         files = [x for x in plan.keepers if x.path.startswith(path.rstrip("/") + "/")]
         console.print(Text(f"  keeps {shown(path)}  {len(files)} files, "
                            f"{human_bytes(sum(x.bytes for x in files))}", style="dim"))
+    for _step, path, why in k.incomplete:
+        console.print(Text(f"  leaves {shown(path)}  {why}", style="yellow"))
 
 
 def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
@@ -267,6 +297,9 @@ def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
             continue
         style, word = ("green", "verified") if k.verified else ("red", "NOT verified")
         console.print(Text(f"  kept {shown(k.path)}  sha256 {k.sha256_after or '-'}  {word}", style=style))
+    if touched:
+        console.print(Text(f"verified: {report.verified_by}" if report.verified else
+                           f"NOT verified: {report.verified_by}", style="green" if report.verified else "red"))
     console.print(f"free before: {human_bytes(report.free_bytes_before)}, after: "
                   f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
                   f"of {human_bytes(report.expected_bytes)} expected")

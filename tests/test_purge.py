@@ -24,6 +24,9 @@ from fleetdeck.cli.main import main
 pytestmark = pytest.mark.sshd
 
 
+CKPT_BYTES = 2048 + 9 + 8192   # weights, adapter_config.json, optimizer.pt
+
+
 def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Path:
     """A run folder as `fleetdeck train` lays it out, with random bytes in every file."""
     run = base / name
@@ -31,6 +34,7 @@ def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Pat
         c = run / "checkpoints" / f"checkpoint-{s}"
         c.mkdir(parents=True)
         (c / "adapter_model.safetensors").write_bytes(os.urandom(2048))
+        (c / "adapter_config.json").write_text('{"r": 32}')
         (c / "optimizer.pt").write_bytes(os.urandom(8192))
     if adapter:
         a = run / "adapter"
@@ -85,16 +89,16 @@ def test_purge_deletes_and_verifies_keepers(h1, capsys):
     assert rc == 0, err
     assert doc["deleted"] is True and doc["dry_run"] is False and doc["host"] == HOST
     assert [p["path"] for p in doc["paths"]] == [p25, p50]
-    assert all(p["deleted"] and p["refused"] == [] and p["bytes"] == 10240 for p in doc["paths"])
+    assert all(p["deleted"] and p["refused"] == [] and p["bytes"] == CKPT_BYTES for p in doc["paths"])
     assert not Path(p25).exists() and not Path(p50).exists()
     k = {x["path"]: x for x in doc["keepers"]}[str(kept)]
     assert k["sha256_before"] == k["sha256_after"] == before == sha(kept)
     assert isinstance(doc["free_bytes_before"], int) and isinstance(doc["free_bytes_after"], int)
-    assert doc["expected_bytes"] >= 20480
+    assert doc["expected_bytes"] >= 2 * CKPT_BYTES
     results = [r["result"] for r in purge_audit()]
     assert results == ["started", "done"]
     done = purge_audit()[-1]
-    assert done["host"] == HOST and done["bytes"] == 20480
+    assert done["host"] == HOST and done["bytes"] == 2 * CKPT_BYTES
     assert done["confirmation"]["via"] == "--confirm"
     assert all(c["matched"] for c in done["confirmation"]["paths"])
     assert done["free_bytes_before"] is not None and done["free_bytes_after"] is not None
@@ -251,7 +255,7 @@ def test_dry_run_and_exit_codes(h1, capsys):
     rc, out, _ = cli(capsys, "--hosts", str(fleet), "purge", HOST, p, "--dry-run", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["dry_run"] is True and doc["deleted"] is False
-    assert doc["paths"][0]["refused"] == [] and doc["paths"][0]["bytes"] == 10240
+    assert doc["paths"][0]["refused"] == [] and doc["paths"][0]["bytes"] == CKPT_BYTES
     assert doc["keepers"][0]["sha256_before"] and doc["keepers"][0]["sha256_after"] is None
     assert Path(p).is_dir()
     rc, out, _ = cli(capsys, "--hosts", str(fleet), "purge", HOST, str(run), "--dry-run", "--json")

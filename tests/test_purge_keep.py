@@ -95,7 +95,7 @@ def test_a_rule_that_frees_nothing_is_refused_with_a_sentence(h1, capsys):
                        "--confirm", str(run), "--json")
     doc = json.loads(out)
     assert rc == 1 and not doc["deleted"] and doc["keep_newest"]["refusal"]["code"] == "nothing-to-free"
-    assert "nothing-to-free" in err and "2 checkpoint(s)" in err and ckpts(run) == [25, 50]
+    assert "nothing-to-free" in err and "2 complete checkpoint(s)" in err and ckpts(run) == [25, 50]
     rc, _, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "0")
     assert rc == 2 and "1 or more" in err
     empty = host.runs / uniq()
@@ -131,7 +131,7 @@ def test_a_live_run_keeps_what_is_in_use_and_what_is_being_written(h1, capsys):
         link = HostLink(cfg)
         try:
             plan = await gather_keep_newest(link, str(run), 1)
-            assert plan.ok and len(plan.keepers) == 2
+            assert plan.ok and len(plan.keepers) == 3   # weights, config, optimizer
             # the trainer saves into the newest checkpoint after the plan was made
             time.sleep(0.01)
             with open(run / "checkpoints" / "checkpoint-75" / "optimizer.pt", "ab") as f:

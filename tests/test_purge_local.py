@@ -239,7 +239,7 @@ async def test_roots_adapters_and_literal_paths(local, tmp_path):
         str(elsewhere): ["outside-roots"],
         str(runs): ["is-root", "holds-final-adapter", "no-keeper"],
         str(runs) + "/": ["is-root", "holds-final-adapter", "no-keeper"],
-        str(run / "adapter"): ["holds-final-adapter"],
+        str(run / "adapter"): ["holds-final-adapter", "no-witness"],
         str(run): ["holds-final-adapter", "no-keeper"],
         "relative/checkpoint-25": ["not-absolute"],
         f"{run}/../{run.name}/checkpoints/checkpoint-25": ["not-normalized"],

@@ -30,6 +30,7 @@ def make_run(root: Path, name: str = HOSTILE) -> tuple[Path, Path]:
         ck = run / "checkpoints" / f"checkpoint-{step}"
         ck.mkdir(parents=True)
         (ck / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+        (ck / "adapter_config.json").write_text("{}")
     (run / "adapter").mkdir()
     (run / "adapter" / "adapter_model.safetensors").write_bytes(os.urandom(8192))
     (run / "adapter" / "adapter_config.json").write_text("{}")
@@ -91,7 +92,7 @@ async def test_purge_wrong_typed_path_deletes_nothing(tmp_path):
         await pilot.click("#act")
         await app.workers.wait_for_complete()
         assert modal.report is None
-    assert ck.is_dir() and len(list(ck.iterdir())) == 1
+    assert ck.is_dir() and len(list(ck.iterdir())) == 2
 
 
 async def test_purge_refused_check_keeps_confirm_disabled(tmp_path):

@@ -61,6 +61,7 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
         c = run / "checkpoints" / f"checkpoint-{step}"
         c.mkdir()
         (c / "adapter_model.safetensors").write_bytes(os.urandom(1024))
+        (c / "adapter_config.json").write_text("{}")
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         modal = await open_purge(app, pilot, [ck])

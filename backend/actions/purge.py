@@ -24,6 +24,7 @@ from fleetdeck.backend.actions.purge_plan import (
     PurgePlan,
     PurgeReport,
     Refusal,
+    RunEvals,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.ssh import HostLink
@@ -61,11 +62,25 @@ def _keep_rule(rule: dict[str, Any] | None) -> KeepRule | None:
     return KeepRule(run=given if isinstance(given, str) else rule.get("run") or "", n=rule["n"],
                     resolved=rule.get("run"),
                     checkpoints=tuple((int(s), str(p)) for s, p in rule.get("checkpoints") or []),
-                    kept=tuple(rule.get("kept") or ()), refusal=Refusal(err[0], err[1]) if err else None)
+                    kept=tuple(rule.get("kept") or ()), refusal=Refusal(err[0], err[1]) if err else None,
+                    incomplete=tuple((int(s), str(p), str(w)) for s, p, w in rule.get("incomplete") or []),
+                    ignored=tuple((str(p), str(w)) for p, w in rule.get("ignored") or []))
 
 
-def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
-    """Judge the facts the helper gathered (pure: same facts, same plan)."""
+def _loss(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _evals(facts: dict[str, Any]) -> tuple[RunEvals, ...]:
+    return tuple(RunEvals(run=str(e["run"]), checkpoints=tuple((int(s), str(p), _loss(v)) for s, p, v in e["checkpoints"]),
+                          best=e.get("best"), best_loss=_loss(e.get("best_loss")), best_kept=e.get("best_kept"))
+                 for e in facts.get("evals") or [])
+
+
+def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = ()) -> PurgePlan:
+    """Judge the facts the helper gathered (pure: same facts, same plan). `allow_best`: the
+    best-eval checkpoints the operator typed back to delete anyway."""
+    facts = dict(facts, allow_best=list(allow_best))
     verdict = evaluate(facts)
     paths = []
     for p, v in zip(facts["paths"], verdict["paths"], strict=True):
@@ -83,7 +98,8 @@ def plan_purge(host: str, facts: dict[str, Any]) -> PurgePlan:
         roots=tuple((r["given"], r["resolved"]) for r in facts["roots"]),
         free_bytes_before=_free_total(facts["paths"]),
         expected_bytes=sum(p.expected_bytes for p in paths),
-        warnings=tuple(dict.fromkeys(verdict["warnings"])), keep=_keep_rule(facts.get("keep")))
+        warnings=tuple(dict.fromkeys(verdict["warnings"])), keep=_keep_rule(facts.get("keep")),
+        evals=_evals(facts), allow_best=tuple(allow_best))
 
 
 async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[str, Any]:
@@ -99,16 +115,16 @@ async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[
                         f"[{e.error.get('code', '?')}]", "helper") from None
 
 
-async def gather_purge(link: HostLink, paths: list[str]) -> PurgePlan:
+async def gather_purge(link: HostLink, paths: list[str], allow_best: tuple[str, ...] = ()) -> PurgePlan:
     """Gather every fact on the link's host in one helper call and judge it; HostError if the
     host cannot be asked. Paths travel as JSON on stdin, never in a command line."""
     facts = await _ask(link, "check", 900, paths=list(paths), roots=list(link.host.roots_for_purge))
     if "paths" not in facts:
         raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
-    return plan_purge(link.name, facts)
+    return plan_purge(link.name, facts, allow_best)
 
 
-async def gather_keep_newest(link: HostLink, run: str, n: int) -> PurgePlan:
+async def gather_keep_newest(link: HostLink, run: str, n: int, allow_best: tuple[str, ...] = ()) -> PurgePlan:
     """The plan of the keep rule: RUN (taken literally) keeps its newest `n` checkpoints (by
     step) as keepers, every file of them hashed now and again after; each older checkpoint is
     a path checked as any purged path is. For a run that has no final adapter (a live or an
@@ -116,7 +132,7 @@ async def gather_keep_newest(link: HostLink, run: str, n: int) -> PurgePlan:
     facts = await _ask(link, "check", 900, keep={"run": run, "n": n}, roots=list(link.host.roots_for_purge))
     if "paths" not in facts or not isinstance(facts.get("keep"), dict):
         raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
-    return plan_purge(link.name, facts)
+    return plan_purge(link.name, facts, allow_best)
 
 
 def confirmations_match(plan: PurgePlan, typed: dict[str, str]) -> bool:
@@ -169,6 +185,8 @@ def _record(plan: PurgePlan, report: PurgeReport | None = None, typed: dict[str,
             "via": via, "paths": [{"path": t, "typed": _typed(t, typed),
                                    "matched": _confirmed(t, typed)} for t in plan.confirm_texts()]},
         "keep_newest": plan.keep.to_json() if plan.keep is not None else None,
+        "witnesses": plan.witnesses, "allow_best": list(plan.allow_best),
+        "evals": [e.to_json() for e in plan.evals],
         "bytes": sum(p.bytes for p in plan.paths), "expected_bytes": plan.expected_bytes,
         "free_bytes_before": report.free_bytes_before if report else plan.free_bytes_before,
         "free_bytes_after": report.free_bytes_after if report else None,
@@ -240,6 +258,8 @@ async def execute_purge(link: HostLink, plan: PurgePlan,
                                      "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
     if plan.keep is not None:
         payload["keep"] = {"run": plan.keep.resolved, "kept": list(plan.keep.kept)}
+    if plan.allow_best:
+        payload["allow_best"] = list(plan.allow_best)
     try:
         out = await _ask(link, "execute", 3600, **payload)
         report = _report_from(plan, out, typed)

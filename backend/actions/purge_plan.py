@@ -76,11 +76,36 @@ class KeepRule:
     refusal: Refusal | None = None
     #: the run's absolute path on the host (`~` expanded)
     resolved: str | None = None
+    #: checkpoints that are not complete (a save killed half-way): (step, path, why); neither
+    #: kept nor deleted
+    incomplete: tuple[tuple[int, str, str], ...] = ()
+    #: names that look like checkpoints but are not (a trailing newline, a step past 2**63 - 1)
+    ignored: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "resolved": self.resolved, "n": self.n, "kept": list(self.kept),
                 "checkpoints": [[s, p] for s, p in self.checkpoints],
+                "incomplete": [{"step": s, "path": p, "why": w} for s, p, w in self.incomplete],
+                "ignored": [{"path": p, "why": w} for p, w in self.ignored],
                 "refusal": self.refusal.to_json() if self.refusal else None}
+
+
+@dataclass(frozen=True)
+class RunEvals:
+    """A run that loses a checkpoint, with the eval loss each of its checkpoints recorded (from
+    its own trainer_state.json) and its best one: `best_kept` says whether what the run keeps
+    holds the best (a kept checkpoint, or a final adapter with the same weights' sha256)."""
+
+    run: str
+    #: (step, path, eval loss or None), oldest first
+    checkpoints: tuple[tuple[int, str, float | None], ...]
+    best: str | None
+    best_loss: float | None
+    best_kept: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "best": self.best, "best_eval_loss": self.best_loss, "best_kept": self.best_kept,
+                "checkpoints": [{"step": s, "path": p, "eval_loss": v} for s, p, v in self.checkpoints]}
 
 
 @dataclass(frozen=True)
@@ -96,13 +121,23 @@ class PurgePlan:
     warnings: tuple[str, ...]
     #: set for `--keep-newest N`: the run, the rule and what it keeps
     keep: KeepRule | None = None
+    #: per run that loses a checkpoint: its checkpoints' eval losses and its best
+    evals: tuple[RunEvals, ...] = ()
+    #: best-eval checkpoints the operator typed back to delete anyway (`--allow-best`)
+    allow_best: tuple[str, ...] = ()
+
+    @property
+    def witnesses(self) -> int:
+        """How many kept files are hashed before and after: what a "verified" rests on."""
+        return len(self.keepers)
 
     @property
     def ok(self) -> bool:
-        """True when there is at least one path and every path passed every check."""
+        """True when there is at least one path, every path passed every check, and at least one
+        kept file witnesses the purge."""
         if self.keep is not None and self.keep.refusal is not None:
             return False
-        return bool(self.paths) and all(p.ok for p in self.paths)
+        return bool(self.paths) and all(p.ok for p in self.paths) and bool(self.keepers)
 
     def confirm_texts(self) -> tuple[str, ...]:
         """What must be typed back: each path, or the run's path under the keep rule."""
@@ -118,6 +153,8 @@ class PurgePlan:
             "free_bytes_before": self.free_bytes_before, "free_bytes_after": None,
             "expected_bytes": self.expected_bytes, "reclaimed_bytes": None,
             "warnings": list(self.warnings), "keep_newest": self.keep.to_json() if self.keep else None,
+            "witnesses": self.witnesses, "evals": [e.to_json() for e in self.evals],
+            "allow_best": list(self.allow_best),
         }
 
 
@@ -176,8 +213,17 @@ class PurgeReport:
 
     @property
     def verified(self) -> bool:
-        """True when every keeper hashed the same after the purge as before."""
-        return all(k.verified for k in self.keepers)
+        """True when there was at least one keeper and every keeper hashed the same after the
+        purge as before (no keeper: nothing witnessed it, so never verified)."""
+        return bool(self.keepers) and all(k.verified for k in self.keepers)
+
+    @property
+    def verified_by(self) -> str:
+        """The witnesses of `verified`, in words ("3 kept files re-verified by sha256")."""
+        good = sum(1 for k in self.keepers if k.verified)
+        if not self.keepers:
+            return "no kept file witnessed this purge"
+        return f"{good} of {len(self.keepers)} kept file(s) re-verified by sha256"
 
     @property
     def ok(self) -> bool:
@@ -195,7 +241,7 @@ class PurgeReport:
         """The contract's purge document."""
         return {
             "host": self.host, "dry_run": False, "deleted": self.deleted, "verified": self.verified,
-            "confirmed": self.confirmed,
+            "witnesses": len(self.keepers), "verified_by": self.verified_by, "confirmed": self.confirmed,
             "paths": [path_json(p, p.refusals, deleted=p.deleted, error=p.error) for p in self.paths],
             "keepers": [{"path": k.path, "run": k.run, "sha256_before": k.sha256_before,
                          "sha256_after": k.sha256_after, "verified": k.verified} for k in self.keepers],

@@ -46,6 +46,7 @@ def execute(req):
     """Check everything again, compare with the plan, remove one path at a time, verify."""
     paths, plan = req["paths"], req["plan"]
     facts, inodes = gather_with_inodes(paths, req["roots"], hashing=False, keep=req.get("keep"))
+    facts["allow_best"] = req.get("allow_best") or []
     verdict = evaluate(facts)
     changed = [None] * len(paths)
     for n, p in enumerate(facts["paths"]):
@@ -105,6 +106,9 @@ def _check(req):
 def _execute(req):
     if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(req.get("paths") or []):
         raise Refused("bad-request", "an execute request needs the plan's pins for every path")
+    allow = req.get("allow_best")
+    if allow is not None and not (isinstance(allow, list) and all(isinstance(x, str) for x in allow)):
+        raise Refused("bad-request", "allow_best is a list of checkpoint paths")
     keep = req.get("keep")
     if keep is not None and not (isinstance(keep, dict) and isinstance(keep.get("run"), str)
                                  and isinstance(keep.get("kept"), list) and keep["kept"]):

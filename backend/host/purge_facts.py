@@ -8,6 +8,8 @@ judges them."""
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import stat
 
@@ -200,9 +202,12 @@ def keeper_facts(run, index, hashing):
 
 def keep_newest(run_given, n):
     """The keep rule of a run without a final adapter: its checkpoints (layout's one rule),
-    the newest `n` by step kept, the others to purge as literal paths. {"run", "n",
-    "checkpoints": [[step, path]], "kept": [...], "purge": [...], "error": [code, sentence]}."""
-    out = {"given": run_given, "run": None, "n": n, "checkpoints": [], "kept": [], "purge": [], "error": None}
+    the newest `n` complete ones kept, the complete ones older than those to purge as literal
+    paths; incomplete ones (a save killed half-way) are named and left where they are.
+    {"run", "n", "checkpoints": [[step, path]], "incomplete": [[step, path, why]], "kept",
+    "purge", "ignored": [[name, why]], "error": [code, sentence]}."""
+    out = {"given": run_given, "run": None, "n": n, "checkpoints": [], "incomplete": [], "ignored": [],
+           "kept": [], "purge": [], "error": None}
     if not isinstance(run_given, str) or not run_given:
         out["error"] = ["bad-keep", "a keep rule names the run folder"]
         return out
@@ -218,16 +223,43 @@ def keep_newest(run_given, n):
         return out
     found = sorted(layout.checkpoints(out["run"]), key=lambda c: (c[0], c[1]))
     out["checkpoints"] = [[step, path] for step, path in found]
+    for base in (out["run"], out["run"].rstrip("/") + "/checkpoints"):
+        try:
+            out["ignored"] += [[base.rstrip("/") + "/" + name, why]
+                               for name, why in layout.odd_checkpoint_names(os.listdir(base))]
+        except OSError:
+            pass
+    complete = []
+    for step, path in found:
+        why = layout.checkpoint_problem(path)
+        if why:
+            out["incomplete"].append([step, path, why])
+        else:
+            complete.append((step, path))
     if not found:
         out["error"] = ["no-checkpoints", "%s holds no checkpoint-<step> folder (in it or in its "
                         "checkpoints/)" % shown(out["run"])]
-    elif len(found) <= n:
-        out["error"] = ["nothing-to-free", "%s has %d checkpoint(s) and the newest %d are kept: nothing "
-                        "would be deleted" % (shown(out["run"]), len(found), n)]
+    elif len(complete) < n:
+        out["error"] = ["no-keeper", "%s has %d complete checkpoint(s), fewer than the %d to keep%s; "
+                        "nothing is deleted" % (shown(out["run"]), len(complete), n, _incomplete_list(out))]
+    elif len(complete) == n:
+        out["error"] = ["nothing-to-free", "%s has %d complete checkpoint(s) and the newest %d are kept: "
+                        "nothing would be deleted%s" % (shown(out["run"]), len(complete), n,
+                                                        _incomplete_list(out))]
     else:
-        out["kept"] = [path for _, path in found[-n:]]
-        out["purge"] = [path for _, path in found[:-n]]
+        out["kept"] = [path for _, path in complete[-n:]]
+        out["purge"] = [path for _, path in complete[:-n]]
     return out
+
+
+def _incomplete_list(rule):
+    """"; incomplete (left alone): checkpoint-400 (trainer_state.json only), ..." or ""."""
+    if not rule["incomplete"]:
+        return ""
+    return "; incomplete, left where they are: %s" % ", ".join(
+        "%s (%s)" % (shown(path.rsplit("/", 1)[-1]), why[len("incomplete: "):] if why.startswith("incomplete: ")
+                     else why) for _, path, why in rule["incomplete"][:5]) + (
+        " and %d more" % (len(rule["incomplete"]) - 5) if len(rule["incomplete"]) > 5 else "")
 
 
 def checkpoint_keeper_facts(run, kept, index, hashing):
@@ -246,6 +278,10 @@ def checkpoint_keeper_facts(run, kept, index, hashing):
             k["dirs"].append(pins[-1])
             if any(tuple(p) in index for p in pins):
                 k["in_purge"] = True
+            why = layout.checkpoint_problem_at(fd)  # judged again on the folder that is walked
+            if why:
+                k["error"] = "%s is not a complete checkpoint (%s)" % (shown(where), why)
+                return k
             scan(fd, where, keeper_visitor(k, index))
         except (OSError, WalkError) as e:
             k["error"] = "%s cannot be read: %s" % (shown(where), e)
@@ -257,6 +293,71 @@ def checkpoint_keeper_facts(run, kept, index, hashing):
         for f in k["files"]:
             f["sha256"] = sha256_file(f["path"])
     return k
+
+
+STATE_LIMIT = 1 << 26
+
+
+def _eval_at(path, step):
+    """The finite eval loss a checkpoint's own trainer_state.json records at its step, or None
+    (no file, unreadable, larger than STATE_LIMIT, no such entry)."""
+    try:
+        fd = os.open(path.rstrip("/") + "/trainer_state.json", os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, total = [], 0
+            while total <= STATE_LIMIT:
+                b = os.read(fd, 1 << 20)
+                if not b:
+                    break
+                chunks.append(b)
+                total += len(b)
+        finally:
+            os.close(fd)
+        if total > STATE_LIMIT:
+            return None
+        state = json.loads(b"".join(chunks).decode("utf-8"))
+        best = None
+        for e in state.get("log_history") or []:
+            if isinstance(e, dict) and e.get("step") == step and "eval_loss" in e:
+                v = e["eval_loss"]
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    best = float(v)
+        return best
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+        return None
+
+
+def _weights_sha(folder):
+    try:
+        return sha256_file(folder.rstrip("/") + "/" + layout.WEIGHTS)
+    except (OSError, WalkError):
+        return None
+
+
+def eval_facts(run, keep, tops):
+    """The eval loss of each of the run's checkpoints (from its own trainer_state.json), its
+    best one, and whether that best survives the purge: kept by the keep rule, or the final
+    adapter holds the same weights (sha256). {"run", "checkpoints": [[step, path, loss]],
+    "best": path|None, "best_loss", "best_kept": bool|None, "best_in": [path number...]}"""
+    rows = [[step, path, _eval_at(path, step)] for step, path in layout.checkpoints(run)]
+    scored = [r for r in rows if r[2] is not None]
+    out = {"run": run, "checkpoints": rows, "best": None, "best_loss": None, "best_kept": None, "best_in": []}
+    if not scored:
+        return out
+    step, best, loss = min(scored, key=lambda r: (r[2], -r[0]))
+    out["best"], out["best_loss"] = best, loss
+    out["best_in"] = [n for n, t in enumerate(tops) if t and fsinfo.under(best, t)]
+    if not out["best_in"]:
+        out["best_kept"] = True
+    elif keep and best in keep.get("kept", []):
+        out["best_kept"] = True
+    else:
+        adapter = layout.final_adapter(run)
+        mine = _weights_sha(best) if adapter else None
+        out["best_kept"] = bool(mine and _weights_sha(adapter) == mine)
+    return out
 
 
 def gather(paths, roots, hashing=True, keep=None):
@@ -319,7 +420,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
                     pf["disk_bytes"] += st.st_blocks * 512
                     if name == layout.ADAPTER_DIR:
                         pf["adapters"].append(path)
-                    if name == "checkpoints" or layout.checkpoint_step(name) is not None:
+                    if name == "checkpoints" or layout.looks_like_checkpoint(name):
                         ckpts.append(path)
 
             scan(fd, pf["abs"].rstrip("/"), visit)
@@ -351,4 +452,5 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
     runs = sorted({r for p in facts["paths"] for r in p["runs"]})
     facts["keepers"] = [checkpoint_keeper_facts(r, keep["kept"], index, hashing)
                         if keep and r == keep["run"] else keeper_facts(r, index, hashing) for r in runs]
+    facts["evals"] = [eval_facts(r, keep if keep and r == keep["run"] else None, tops) for r in runs]
     return facts, inodes

@@ -10,7 +10,8 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge_paths import WALK_CODES
 
 CHECKS = WALK_CODES + ("overlapping", "outside-roots", "is-root", "holds-final-adapter", "in-use",
-                       "container-mount", "container-unknown", "mounted", "no-keeper")
+                       "container-mount", "container-unknown", "mounted", "no-keeper", "no-witness",
+                                                    "best-eval")
 
 
 def _below_root(abs_path, roots):
@@ -40,6 +41,12 @@ def evaluate(facts):
     if docker["state"] == "down":
         warnings.append("docker is installed but its engine is not running (%s): no container runs "
                         "now, stopped containers could not be inspected" % shown(docker.get("error")))
+    rule = facts.get("keep") if isinstance(facts.get("keep"), dict) else {}
+    for _step, path, why in rule.get("incomplete") or []:
+        warnings.append("%s is %s; it is neither kept nor deleted" % (shown(path), why))
+    for path, why in rule.get("ignored") or []:
+        warnings.append("%s is not counted as a checkpoint (%s); it is neither kept nor deleted" % (
+            shown(path), why))
     for u in facts["proc_unreadable"]:
         if u["ancestor"]:
             # it started this check and waits on it (init, sshd, the controller): reported, not counted
@@ -100,6 +107,8 @@ def evaluate(facts):
             elif k["in_purge"]:
                 why = "%s is, or shares a file or folder (hard link, bind mount) with, what is purged" % \
                     shown(k["adapter"])
+            elif not k["files"]:
+                why = "%s holds no file to hash before and after, so nothing would witness it" % shown(k["adapter"])
             if why and k is not None and k.get("kind") == "checkpoints":
                 ref.append(["no-keeper", "run %s keeps its newest checkpoints (%s), but they cannot be "
                             "kept safely: %s" % (shown(run), k["adapter"], why)])
@@ -108,6 +117,18 @@ def evaluate(facts):
                 ref.append(["no-keeper", "run %s loses a checkpoint but has no final adapter that survives "
                             "it (a real folder with non-empty %s and %s): %s; --keep-newest N keeps its "
                             "newest checkpoints instead" % (shown(run), layout.WEIGHTS, layout.CONFIG, why)])
+                break
+        if not p["runs"] and not p.get("scan_error"):
+            ref.append(["no-witness", "it holds no checkpoint of a run (no checkpoint-<step> folder in it or "
+                        "above it), so no kept adapter or checkpoint would be hashed before and after to "
+                        "witness this purge; purge deletes checkpoints"])
+        allowed = facts.get("allow_best") or []
+        for e in facts.get("evals") or []:
+            if e["best_kept"] is False and n in e["best_in"] and e["best"] not in allowed:
+                ref.append(["best-eval", "it holds %s, the best eval loss of run %s (%.4g), and what the run keeps "
+                            "is not that checkpoint (no kept checkpoint or final adapter holds the same weights); "
+                            "to delete it anyway, type its path with --allow-best" % (
+                                shown(e["best"]), shown(e["run"]), e["best_loss"])])
                 break
         if p["symlinks"]:
             warnings.append("%s holds %d symlink(s); they are removed, never followed" % (shown(a), p["symlinks"]))

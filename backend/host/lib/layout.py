@@ -5,7 +5,13 @@ One rule each, used by the probe, purge, launch and the trainer:
 - a **run** is a folder (directly under a `runs` root) holding one of RUN_MARKERS or a
   `checkpoint-<step>` folder;
 - its **checkpoints** are real `checkpoint-<step>` folders in `<run>/checkpoints/` (fleetdeck)
-  or in `<run>/` itself (Hugging Face's Trainer);
+  or in `<run>/` itself (Hugging Face's Trainer). The whole name must match (a trailing newline
+  does not), and a step past 2**63 - 1 is not a step (`odd_checkpoint_names` names both kinds);
+- a checkpoint is **complete** when it holds what it is for: a real (not a symlink) folder with
+  a non-empty regular `adapter_model.safetensors` and a regular `adapter_config.json` (a LoRA
+  checkpoint), or a full model's non-empty weights (`model.safetensors`, `pytorch_model.bin`, or
+  every shard an index names) with its `config.json`. A save killed half-way (say
+  `trainer_state.json` only) is **incomplete** (`checkpoint_problem` says what it lacks);
 - its **final adapter** is a real directory (not a symlink) holding a non-empty regular
   `adapter_model.safetensors` and a regular `adapter_config.json`: `<run>/adapter/`, or the run
   folder itself when `Trainer.save_model(output_dir)` wrote them there. A crashed save (config
@@ -18,15 +24,23 @@ One rule each, used by the probe, purge, launch and the trainer:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
 
-from fleetdeck.backend.host.lib import flags
+from fleetdeck.backend.host.lib import flags, text
 
 RUN_MARKERS = ("run.json", "progress.jsonl", "trainer_state.json", "checkpoints", "adapter",
                "adapter_model.safetensors")
-CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]+)$")
+# \Z, not $: "$" also matches before a trailing newline
+CHECKPOINT_RE = re.compile(r"checkpoint-([0-9]+)\Z")
+LOOKS_LIKE_CHECKPOINT = re.compile(r"checkpoint-[0-9]")
+MAX_STEP = (1 << 63) - 1
+FULL_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+FULL_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+MODEL_CONFIG = "config.json"
+INDEX_LIMIT = 1 << 24
 WEIGHTS = "adapter_model.safetensors"
 CONFIG = "adapter_config.json"
 ADAPTER_DIR = "adapter"
@@ -37,15 +51,36 @@ DIR_FLAGS = flags.DIR
 
 
 def checkpoint_step(name):
-    """The step of a `checkpoint-<step>` name, or None."""
+    """The step of a `checkpoint-<step>` name (the whole name, a step of at most 2**63 - 1), or
+    None."""
     m = CHECKPOINT_RE.match(name)
-    return int(m.group(1)) if m else None
+    if not m or len(m.group(1)) > 19:
+        return None
+    step = int(m.group(1))
+    return step if step <= MAX_STEP else None
+
+
+def looks_like_checkpoint(name):
+    """True for any name a reader could take for a checkpoint (`checkpoint-<digits>...`), a
+    real step or not: what purge treats as a checkpoint component, to be safe."""
+    return bool(LOOKS_LIKE_CHECKPOINT.match(name))
+
+
+def odd_checkpoint_names(names):
+    """The names that look like `checkpoint-<step>` but are not checkpoints (trailing bytes
+    after the digits, a step past 2**63 - 1), each with why: [(name, why)]."""
+    out = []
+    for n in sorted(names):
+        if looks_like_checkpoint(n) and checkpoint_step(n) is None:
+            out.append((n, "its step is past 2**63 - 1" if CHECKPOINT_RE.match(n) else
+                        "it is not a whole checkpoint-<step> name"))
+    return out
 
 
 def is_run(names):
     """True when a folder listing `names` is a run."""
     names = set(names)
-    return bool(names.intersection(RUN_MARKERS)) or any(CHECKPOINT_RE.match(n) for n in names)
+    return bool(names.intersection(RUN_MARKERS)) or any(checkpoint_step(n) is not None for n in names)
 
 
 def _file_problem(dir_fd, name, need_bytes):
@@ -87,6 +122,86 @@ def adapter_problem(path):
         return adapter_problem_at(fd)
     finally:
         os.close(fd)
+
+
+def _index_problem(dir_fd, name):
+    """Why the sharded weights an index names are not all there (non-empty regular files), or
+    None."""
+    why = _file_problem(dir_fd, name, True)
+    if why:
+        return why
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
+        try:
+            raw = os.read(fd, INDEX_LIMIT + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > INDEX_LIMIT:
+            return "%s is larger than %d bytes" % (name, INDEX_LIMIT)
+        shards = sorted(set(json.loads(raw.decode("utf-8"))["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return "%s cannot be read as a weight index" % name
+    if not shards or not all(isinstance(x, str) and x and "/" not in x for x in shards):
+        return "%s names no shard files" % name
+    for shard in shards:
+        why = _file_problem(dir_fd, shard, True)
+        if why:
+            return why
+    return None
+
+
+def full_model_problem_at(dir_fd, names):
+    """Why the open folder holds no full model (non-empty weights plus config.json), or None."""
+    why = None
+    for w in FULL_WEIGHTS:
+        if w in names:
+            why = _file_problem(dir_fd, w, True)
+            if why is None:
+                break
+    else:
+        idx = next((i for i in FULL_INDEXES if i in names), None)
+        why = _index_problem(dir_fd, idx) if idx else "it holds no model weights"
+    return why or _file_problem(dir_fd, MODEL_CONFIG, False)
+
+
+def checkpoint_problem_at(dir_fd):
+    """Why the open checkpoint folder is not complete ("incomplete: trainer_state.json only"),
+    or None when it holds a LoRA adapter's weights and config, or a full model's."""
+    try:
+        names = os.listdir(dir_fd)
+    except OSError as e:
+        return "it cannot be listed: %s" % e.strerror
+    if adapter_problem_at(dir_fd) is None or full_model_problem_at(dir_fd, names) is None:
+        return None
+    if not names:
+        return "incomplete: empty"
+    if WEIGHTS in names:
+        return "incomplete: %s" % adapter_problem_at(dir_fd)
+    if any(n in names for n in FULL_WEIGHTS + FULL_INDEXES):
+        return "incomplete: %s" % full_model_problem_at(dir_fd, names)
+    if len(names) <= 3:
+        return "incomplete: %s only" % ", ".join(text.shown(n) for n in sorted(names))
+    return "incomplete: no %s or model weights among its %d entries" % (WEIGHTS, len(names))
+
+
+def checkpoint_problem(path):
+    """Why the checkpoint folder at `path` is not complete, or None (a symlinked folder is not
+    one)."""
+    try:
+        fd = os.open(path, DIR_FLAGS)
+    except OSError as e:
+        if e.errno == errno.ELOOP or e.errno == errno.ENOTDIR and os.path.islink(path):
+            return "it is a symlink"
+        return "it cannot be opened: %s" % e.strerror
+    try:
+        return checkpoint_problem_at(fd)
+    finally:
+        os.close(fd)
+
+
+def complete_checkpoints(run, names=None):
+    """[(step, path)] of the run's complete checkpoints, oldest first."""
+    return [(s, p) for s, p in checkpoints(run, names) if checkpoint_problem(p) is None]
 
 
 def final_adapter(run):
@@ -144,7 +259,7 @@ def run_of(comps):
     for i, c in enumerate(comps):
         if c == "checkpoints":
             return comps[:i]
-        if CHECKPOINT_RE.match(c):
+        if looks_like_checkpoint(c):
             return comps[:i - 1] if i > 0 and comps[i - 1] == "checkpoints" else comps[:i]
     return None
 
