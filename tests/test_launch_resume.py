@@ -33,6 +33,8 @@ def stopped_run(run, values, state="failed", checkpoint=4, **manifest):
     if checkpoint is not None:
         ck = run / "checkpoints" / f"checkpoint-{checkpoint}"
         ck.mkdir(parents=True)
+        (ck / "adapter_model.safetensors").write_bytes(os.urandom(64))
+        (ck / "adapter_config.json").write_text("{}")
         (ck / "trainer_state.json").write_text(json.dumps({"global_step": checkpoint}))
     m = {"state": state, "config": dict(values), "error": "stopped by SIGTERM"}
     m.update(manifest)
@@ -54,6 +56,21 @@ async def test_a_failed_run_with_a_checkpoint_may_resume(h1):
     assert c.ok, c.message
     assert c.message == (f"resumes run {runs / 'failed-ok'} (failed: stopped by SIGTERM) from checkpoint-4 "
                          "(step 4)")
+
+
+async def test_resume_skips_a_checkpoint_whose_save_was_killed(h1):
+    """checkpoint-8 holds only trainer_state.json (killed mid-save): the run resumes from
+    checkpoint-4, the newest complete one; with no complete one it is refused."""
+    _, host, runs, corpus = h1
+    values = base_values(runs, corpus, "crashed-save")
+    run = stopped_run(runs / "crashed-save", values)
+    (run / "checkpoints" / "checkpoint-8").mkdir()
+    (run / "checkpoints" / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8}')
+    c = await resume_check(host, values)
+    assert c.ok and "from checkpoint-4 (step 4)" in c.message, c.message
+    (run / "checkpoints" / "checkpoint-4" / "adapter_model.safetensors").write_bytes(b"")
+    c = await resume_check(host, values)
+    assert not c.ok and "has no complete checkpoint" in c.message, c.message
 
 
 @pytest.mark.parametrize("case", ["missing", "finished", "no-checkpoint", "live", "other-config",

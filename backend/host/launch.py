@@ -171,10 +171,11 @@ def resumable(output):
 
 
 def newest_checkpoint(output):
-    """(step, path) of the newest checkpoint the trainer can resume from (a `checkpoint-N`
-    in `<run>/checkpoints/` with its trainer_state.json), or None."""
+    """(step, path) of the newest checkpoint the trainer can resume from (a complete
+    `checkpoint-N` by the layout's rule in `<run>/checkpoints/`, with its trainer_state.json),
+    or None."""
     inside = os.path.join(output, "checkpoints")
-    done = [(step, path) for step, path in layout.checkpoints(output)
+    done = [(step, path) for step, path in layout.complete_checkpoints(output)
             if os.path.dirname(path) == inside and os.path.isfile(os.path.join(path, "trainer_state.json"))]
     return done[-1] if done else None
 
@@ -188,7 +189,8 @@ def check_resume(checks, output, config):
     newest = newest_checkpoint(output)
     if newest is None:
         return check(checks, "resume", False, f"run {output} has no complete checkpoint (checkpoints/"
-                     "checkpoint-N with trainer_state.json) to resume from; launch it into a new folder")
+                     "checkpoint-N with its adapter weights, config and trainer_state.json) to resume from; launch it "
+                     "into a new folder")
     before = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     differ = sorted(k for k in config if k in before and k not in ("output", "source")
                     and not _same_setting(k, config[k], before[k]))

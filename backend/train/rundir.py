@@ -9,16 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from fleetdeck.backend.host.lib import hashing, procfs
-from fleetdeck.backend.host.lib.layout import final_adapter, not_fresh
+from fleetdeck.backend.host.lib.layout import complete_checkpoints, final_adapter, not_fresh
 
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 LIVE_STATES = ("running",)
 
 
@@ -125,14 +123,11 @@ class RunDir:
         return manifest
 
     def checkpoints(self) -> list[tuple[int, Path]]:
-        """Complete checkpoints (those with trainer_state.json), oldest first."""
-        out = []
-        if self.checkpoints_dir.is_dir():
-            for p in self.checkpoints_dir.iterdir():
-                m = CHECKPOINT.match(p.name)
-                if m and p.is_dir() and (p / "trainer_state.json").is_file():
-                    out.append((int(m.group(1)), p))
-        return sorted(out)
+        """Checkpoints a run resumes from, oldest first: complete by the layout's one rule
+        (weights and config) and holding trainer_state.json; a save killed half-way is not one."""
+        inside = str(self.checkpoints_dir)
+        return [(step, Path(p)) for step, p in complete_checkpoints(str(self.path))
+                if os.path.dirname(p) == inside and os.path.isfile(os.path.join(p, "trainer_state.json"))]
 
     def newest_checkpoint(self) -> tuple[int, Path] | None:
         """The newest complete checkpoint, or None."""
