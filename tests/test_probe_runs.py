@@ -156,3 +156,27 @@ def test_the_series_op_reads_the_newest_trainer_state_as_the_listing_does(tmp_pa
     facts = probe_runs._run_facts(str(run), names, 0.0)[0]
     series = probe_runs.full_series(str(run))
     assert facts["step"] == 100 and (series["losses"], series["eval_losses"]) == (facts["losses"], facts["eval_losses"])
+
+
+def test_each_checkpoint_says_whether_it_is_complete(tmp_path: Path):
+    """The listing judges checkpoints by the host library's one rule: a save killed half-way,
+    an empty folder and zero-byte weights are incomplete, with what they lack; a name with a
+    trailing newline or a step past 2**63 - 1 is no checkpoint at all."""
+    from test_probe import probe
+
+    run = tmp_path / "runs" / "hf"
+    for step in (100, 200, 300, 400):
+        (run / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
+    for step in (100, 300):
+        (run / "checkpoints" / f"checkpoint-{step}" / "adapter_model.safetensors").write_bytes(b"w" * 8)
+        (run / "checkpoints" / f"checkpoint-{step}" / "adapter_config.json").write_text("{}")
+    (run / "checkpoints" / "checkpoint-300" / "adapter_model.safetensors").write_bytes(b"")
+    (run / "checkpoints" / "checkpoint-400" / "trainer_state.json").write_text('{"global_step": 400}')
+    (run / "checkpoints" / "checkpoint-500\n").mkdir()
+    (run / "checkpoints" / "checkpoint-99999999999999999999").mkdir()
+    CACHE.clear()
+    (r,) = probe({"runs": [str(tmp_path / "runs")]})["runs"]
+    got = {c["step"]: (c["complete"], c["problem"]) for c in r["checkpoints"]}
+    assert got == {100: (True, None), 200: (False, "incomplete: empty"),
+                   300: (False, "incomplete: adapter_model.safetensors is empty (0 bytes)"),
+                   400: (False, "incomplete: trainer_state.json only")}

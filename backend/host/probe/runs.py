@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 from fleetdeck.backend.host.lib import layout
 from fleetdeck.backend.host.probe.common import (
@@ -230,6 +231,18 @@ def _ckpt_bytes(path, now):
     return b
 
 
+def _ckpt_problem(path):
+    """The layout's one rule for a complete checkpoint, asked again when the folder changes."""
+    st = os.lstat(path)
+    hit = CACHE.get(("ckpt-complete", path))
+    if hit is not None and hit[0] == st.st_mtime_ns:
+        return hit[1]
+    why = layout.checkpoint_problem(path)
+    if time.time() - st.st_mtime > 120:   # a save in progress is judged again next poll
+        CACHE[("ckpt-complete", path)] = (st.st_mtime_ns, why)
+    return why
+
+
 def _recorded_alive(procs, rj, pid_key="pid", start_key=None):
     """The pid run.json records, when that very process still runs (pid and start time); a pid
     recorded without its start time is never taken as alive: the number may be reused."""
@@ -262,7 +275,10 @@ def _run_facts(path, names, now):
         except (ValueError, OSError) as e:
             problems.append(f"run.json unreadable: {str(e)[:80]}")
     cks = layout.checkpoints(path, names)
-    r["checkpoints"] = [{"path": p, "step": s, "bytes": _ckpt_bytes(p, now)} for s, p in cks]
+    r["checkpoints"] = [dict(path=p, step=s, bytes=_ckpt_bytes(p, now), problem=_ckpt_problem(p))
+                        for s, p in cks]
+    for c in r["checkpoints"]:
+        c["complete"] = c["problem"] is None
     r["adapter"] = layout.final_adapter(path)
     if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
         problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
