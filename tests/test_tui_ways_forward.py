@@ -93,3 +93,42 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint-100", "checkpoint-75"]
     rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
     assert rec["result"] == "done" and rec["keep_newest"]["n"] == 2
+
+
+async def test_purge_modal_needs_the_best_eval_checkpoint_typed_back(tmp_path):
+    """checkpoint-25 holds the run's best eval loss and the final adapter has other weights: the
+    plan shows each checkpoint's eval loss with the best marked, refuses `best-eval`, and only
+    the best checkpoint's path typed back judges it again with the allowance."""
+    import json
+
+    run, ck = make_run(tmp_path, HOSTILE + " best")
+    (ck / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 25, "eval_loss": 1.25}]}))
+    c50 = run / "checkpoints" / "checkpoint-50"
+    (c50 / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 25, "eval_loss": 1.25},
+                                                                         {"step": 50, "eval_loss": 1.5}]}))
+    (c50 / "adapter_config.json").write_text("{}")
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 50)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        assert modal.plan.paths[0].refused == ["best-eval"]
+        evals = str(modal.query_one("#purge-evals").render())
+        assert "checkpoint-25  step 25  1.2500  ← best" in evals and "checkpoint-50  step 50  1.5000" in evals
+        act = modal.query_one("#act", Button)
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
+        assert act.disabled
+        await type_into(pilot, modal.query_one("#allow-best", Input), str(ck) + " ")
+        assert modal.plan.paths[0].refused == ["best-eval"]   # near is not the path
+        await type_into(pilot, modal.query_one("#allow-best", Input), str(ck))
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert modal.plan.ok and modal.plan.allow_best == (str(ck),)
+        assert not act.disabled
+        await pilot.click("#act")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert modal.report.ok
+        assert "re-verified by sha256" in str(modal.query_one("#purge-result").render())
+    assert not ck.exists() and c50.exists()
+    rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
+    assert rec["result"] == "done" and rec["allow_best"] == [str(ck)]

@@ -65,6 +65,8 @@ class PurgeModal(TypedConfirmModal):
         self.paths = list(paths)
         self.plan: Any = plan
         self.keep = keep
+        #: best-eval checkpoints typed back to delete anyway (the CLI's --allow-best)
+        self.allow_best: tuple[str, ...] = ()
 
     @property
     def report(self) -> Any:
@@ -81,6 +83,7 @@ class PurgeModal(TypedConfirmModal):
                      id="purge-verdict")
         yield DataTable(id="purge-plan", cursor_type="none", zebra_stripes=True)
         yield Static(id="purge-keepers")
+        yield Static(id="purge-evals")
         yield Static(id="purge-space")
         if self.keep is not None:
             yield Label(Text.assemble("Type the run ", (shown(self.paths[0]), "bold"), " exactly to confirm:"))
@@ -135,6 +138,12 @@ class PurgeModal(TypedConfirmModal):
         super().on_input_changed(event)
         if event.input.id == "keep-n":
             self.refresh_keep()
+        if event.input.id == "allow-best" and (best := self.unkept_best()) is not None \
+                and event.value == best:
+            self.allow_best = (*self.allow_best, best)   # judged again on the host, with the allowance
+            self.plan = None
+            self.refresh_act()
+            self.gather()
 
     def refresh_keep(self) -> None:
         if self.keep is not None or not self.query("#keep-n") or not self.query("#keep"):
@@ -173,9 +182,9 @@ class PurgeModal(TypedConfirmModal):
             from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
             link = self.app.link(self.host)
             if self.keep is not None:
-                plan = await gather_keep_newest(link, self.paths[0], self.keep)
+                plan = await gather_keep_newest(link, self.paths[0], self.keep, self.allow_best)
             else:
-                plan = await gather_purge(link, self.paths)
+                plan = await gather_purge(link, self.paths, self.allow_best)
         except Exception as e:
             verdict.update(Text(f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
                                 style="bold red"))
@@ -207,6 +216,7 @@ class PurgeModal(TypedConfirmModal):
         if not plan.keepers:
             keepers.append("  none\n", style="dim")
         self.query_one("#purge-keepers", Static).update(keepers)
+        self.query_one("#purge-evals", Static).update(evals_text(plan))
         free, gain = plan.free_bytes_before, plan.expected_bytes
         # the table's bytes are the files' sizes; what is freed is counted in disk blocks
         # (sparse or hard-linked files and block rounding make the two differ)
@@ -218,8 +228,8 @@ class PurgeModal(TypedConfirmModal):
         self.query_one("#purge-space", Static).update(space)
         verdict = self.query_one("#purge-verdict", Static)
         if plan.ok:
-            verdict.update(Text("✔ every check passed. Type each path below to enable Delete.",
-                                style="bold green"))
+            verdict.update(Text(f"✔ every check passed ({len(plan.paths)} path(s); {plan.witnesses} kept file(s) "
+                                "to re-hash). Type each path to enable Delete.", style="bold green"))
         else:
             why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
             if plan.keep is not None and plan.keep.refusal is not None:
@@ -231,8 +241,30 @@ class PurgeModal(TypedConfirmModal):
                 why.append(f"\n{shown(run)} has no final adapter: type N below and press "
                            "Keep newest N to keep its newest N checkpoints instead.", style="yellow")
                 self.offer_keep()
+            if (best := self.unkept_best()) is not None:
+                why.append(f"\n{shown(best)} holds its run's best eval loss and nothing kept holds the same "
+                           "weights: type its path in the field below to delete it anyway.", style="yellow")
+                self.offer_allow_best()
             verdict.update(why)
         self.refresh_act()
+
+    def unkept_best(self) -> str | None:
+        """The best-eval checkpoint this plan refuses to delete (`best-eval`), or None."""
+        if self.plan is None or not any("best-eval" in e.refused for e in self.plan.paths):
+            return None
+        return next((e.best for e in self.plan.evals if e.best and e.best_kept is False
+                     and e.best not in self.allow_best), None)
+
+    def offer_allow_best(self) -> None:
+        """The field in which the best-eval checkpoint's path is typed back (mounted only then)."""
+        if self.query("#allow-best"):
+            return
+        result = self.query_one("#purge-result", Static)
+        self.query_one(f"#{self.DIALOG_ID}").mount_all(
+            [Label(Text("To delete the best-eval checkpoint anyway, type its path exactly:", style="yellow"),
+                   id="allow-best-label"),
+             Input(placeholder="the best checkpoint's path, character for character", id="allow-best",
+                   compact=True)], before=result)
 
     def path_width(self) -> int:
         """Room for a path in the plan table, so that its size and checks stay on screen at 80
@@ -271,11 +303,27 @@ class PurgeModal(TypedConfirmModal):
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
         summary = (f"{self.host}: deleted {len(rep.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
-                   f"keepers verified; free {human_bytes(before)} → {human_bytes(after)}." if ok else
+                   f"{rep.verified_by}; free {human_bytes(before)} → {human_bytes(after)}." if ok else
                    f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
                    if not rep.deleted else f"{self.host}: deleted, but a keeper changed."
                    if not rep.verified else f"{self.host}: deleted, but NOT audited: {said(rep.audit_error)}")
         self.app.post_message(ActionFinished("purge", self.host, ok, summary))
+
+
+def evals_text(plan: Any) -> Text:
+    """Each run's checkpoints with the eval loss each recorded, the best marked and whether
+    what the run keeps holds it."""
+    t = Text()
+    for e in getattr(plan, "evals", ()):
+        if e.best is None:
+            continue
+        t.append(f"Eval loss of {shown(e.run)} (best {e.best_loss:.4g}, "
+                 f"{'kept' if e.best_kept else 'NOT kept'}):\n", style="bold")
+        for step, path, loss in e.checkpoints:
+            best = path == e.best
+            t.append(f"  {shown(path.rsplit('/', 1)[-1])}  step {step}  {'-' if loss is None else f'{loss:.4f}'}"
+                     f"{'  ← best' if best else ''}\n", style="yellow" if best and not e.best_kept else "dim")
+    return t
 
 
 def report_text(rep: Any) -> Text:
@@ -288,7 +336,7 @@ def report_text(rep: Any) -> Text:
         if rep.deleted and not rep.verified:
             t.append("✖ and a keeper did NOT verify\n", style="bold red")
     elif rep.ok:
-        t.append("✔ deleted and verified\n", style="bold green")
+        t.append(f"✔ deleted and verified: {rep.verified_by}\n", style="bold green")
     elif rep.deleted:
         t.append("✖ deleted, but a keeper did NOT verify\n", style="bold red")
     else:
