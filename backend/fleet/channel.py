@@ -14,11 +14,14 @@ import asyncio
 import functools
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fleetdeck.backend.fleet.bundle import Payload, bundle
+from fleetdeck.backend.host.lib import jsondepth
 from fleetdeck.backend.host.lib import payload as host_payload
+from fleetdeck.backend.host.lib.jsondepth import TooDeep
 from fleetdeck.backend.host.lib.procfs import HELPER_ENV
 from fleetdeck.backend.host.lib.text import shown
 
@@ -197,8 +200,9 @@ class HelperProcess:
     async def recv_json(self, limit: int = ANSWER_LIMIT) -> Any:
         """Read one JSON line from the helper, at most `limit` bytes (`AnswerTooLarge` past it).
         EOFError when it exited; ShellOutputError when text that is not JSON came before its
-        first answer (a login shell that prints). NaN and Infinity tokens are not JSON: a line
-        holding one is refused like any other malformed line."""
+        first answer (a login shell that prints); `jsondepth.TooDeep` (a ValueError, code
+        `answer-too-deep`) for a line nested past `jsondepth.MAX_DEPTH` levels. NaN and Infinity
+        tokens are not JSON: a line holding one is refused like any other malformed line."""
         if self._resend is not None:
             line = await self._first_line(limit)
         else:
@@ -206,7 +210,9 @@ class HelperProcess:
         if not line:
             raise EOFError("helper exited")
         try:
-            answer = loads(line)
+            answer = loads(line, what=f"the {self.what}'s answer")
+        except TooDeep:
+            raise
         except ValueError:
             if self._answered:
                 raise
@@ -284,9 +290,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(data: bytes | str) -> Any:
-    """JSON from a host: strict JSON, so `NaN`, `Infinity` and `-Infinity` are refused."""
-    return json.loads(data, parse_constant=_no_constant)
+def loads(data: bytes | str, what: str = "the answer") -> Any:
+    """JSON from a host: strict JSON, so `NaN`, `Infinity` and `-Infinity` are refused, and
+    nested at most `jsondepth.MAX_DEPTH` levels: deeper is `TooDeep` (code `answer-too-deep`,
+    a ValueError whose sentence starts with `what`), found without recursion before parsing."""
+    return json.loads(jsondepth.check(data, what=what), parse_constant=_no_constant)
 
 
 def helper_stdin(source: str) -> bytes:
@@ -355,3 +363,18 @@ def sudo_refused(stderr: str) -> bool:
     """True when a helper's stderr is sudo refusing to run it without a password."""
     low = stderr.lower()
     return "sudo" in low and any(s in low for s in SUDO_PASSWORD)
+
+
+# what a login shell says when it finds no `sudo` to run (bash, dash, zsh, env): sudo's own
+# "sudo: python3: command not found" (sudo ran, the helper's python is missing) is not one
+_NO_SUDO = re.compile(r"(?:^|[\s:'])sudo'?: (?:command )?not found|command not found: sudo\b|"
+                      r"(?:^|[\s:'])sudo'?: no such file or directory", re.I | re.M)
+
+
+def sudo_missing(stderr: str) -> str | None:
+    """The line of a helper's stderr that says the host's shell found no sudo to run it with
+    (`bash: line 1: sudo: command not found`), or None."""
+    for line in stderr.splitlines():
+        if _NO_SUDO.search(line):
+            return line.strip()
+    return None

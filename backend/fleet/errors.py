@@ -24,7 +24,7 @@ class HostError(Exception):
 class HelperError(HostError):
     """A helper ran and answered with the host library's error shape (`{"ok": false, "error":
     {"code", "message", ...}}`), or with what is not an answer object. `code` and `message`
-    are the helper's own (`helper` and `unexpected answer ...` for a malformed answer);
+    are the helper's own (`bad-answer` and a sentence for a malformed answer);
     `error` is the answer's error object as it came (empty when there is none), `answer` the
     whole answer, so a caller can word the refusal its own way."""
 
@@ -40,7 +40,10 @@ class HelperError(HostError):
         err = answer.get("error") if isinstance(answer, dict) else None
         if isinstance(err, dict):
             return cls(host, str(err.get("message") or "failed"), str(err.get("code") or "helper"), answer)
-        return cls(host, f"unexpected answer {str(answer)[:200]}", "helper", answer)
+        what = ("an object with neither ok: true nor an error object" if isinstance(answer, dict)
+                else f"a {type(answer).__name__}")
+        return cls(host, f"the helper's answer is malformed ({what}, not an answer object with ok): "
+                   f"{str(answer)[:200]}", "bad-answer", answer)
 
 
 def answer_or_raise(host: str, answer: object) -> dict:

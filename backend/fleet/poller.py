@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from fleetdeck.backend.fleet.bundle import bundle
-from fleetdeck.backend.fleet.channel import AnswerTooLarge, HelperProcess, ShellOutputError
+from fleetdeck.backend.fleet.channel import AnswerTooLarge, HelperProcess, ShellOutputError, TooDeep
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
@@ -14,8 +14,15 @@ from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.ssh import HostLink, sudo_error
 from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.host.lib.text import shown
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
+
+
+def _kind(v: object) -> str:
+    """A JSON value's kind in words (`a list`, `a number`)."""
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false",
+            type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def probe_source() -> str:
@@ -164,12 +171,19 @@ class Poller:
             # the shell's startup files print: every new probe would meet the same text
             self._forget(host.name, drop_link=False)
             raise HostError(host.name, str(e), "shell-output") from None
-        except (EOFError, ConnectionError, OSError, ValueError, BrokenPipeError) as e:
-            why = await probe.read_stderr() if isinstance(e, EOFError) else str(e)
+        except TooDeep as e:
+            # refused before parsing; the probe stays (its next answer may be fine)
+            raise HostError(host.name, str(e), TooDeep.code) from None
+        except (EOFError, ConnectionError, OSError, ValueError) as e:
+            # a channel that closed under the probe (end of file, "Channel not open for
+            # sending"): what it said on stderr as it ended is the cause, not the pipe
+            ended = isinstance(e, (EOFError, BrokenPipeError))
+            why = await probe.read_stderr() if ended else str(e)
             refused = sudo_error(host, why)
             if refused is not None:
                 self._forget(host.name, drop_link=False)
                 raise refused from None
+            why = why or ("" if isinstance(e, EOFError) else str(e))
             self._forget(host.name, drop_link=True)
             # A resident probe that died with its connection is normal after a host restart:
             # try once more on a fresh one, which also tells "down" from "probe broke".
@@ -183,9 +197,11 @@ class Poller:
                 return await self._ask(host, retry=False)
             raise HostError(host.name, f"connection lost: {e}", "disconnected") from None
         latency_ms = (time.perf_counter() - t0) * 1000
-        if not isinstance(answer, dict) or "error" in answer and "gpus" not in answer:
-            raise HostError(host.name, f"probe error: {answer.get('error') if isinstance(answer, dict) else answer}",
-                            "probe")
+        if not isinstance(answer, dict):
+            raise HostError(host.name, f"the probe answered {_kind(answer)}, not a JSON object: "
+                            f"{shown(str(answer))[:200]}", "bad-answer")
+        if "error" in answer and "gpus" not in answer:
+            raise HostError(host.name, f"probe error: {answer.get('error')}", "probe")
         return host_from_probe(host.name, answer, latency_ms, time.time())
 
     def _forget(self, name: str, drop_link: bool) -> None:

@@ -24,6 +24,7 @@ from fleetdeck.backend.fleet.channel import (
     STDERR_KEEP,
     AnswerTooLarge,
     HelperProcess,
+    TooDeep,
     bounded_text,
     helper_argv,
     helper_stdin,
@@ -32,6 +33,7 @@ from fleetdeck.backend.fleet.channel import (
     noise_text,
     payload_stdin,
     read_bounded,
+    sudo_missing,
     sudo_refused,
 )
 from fleetdeck.backend.fleet.config import HostConfig
@@ -45,12 +47,34 @@ SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with 
                  "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")
 
 
+SUDO_MISSING = ("sudo is not installed on the host, or not on the login's PATH (become = \"sudo\" runs "
+                "every helper through sudo -n): install sudo there, or remove become for this host "
+                "(the host's shell said: {line})")
+
+
 def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
-    """The error for a helper that sudo would not run without a password (None otherwise):
-    the one sentence and code every caller reports it with."""
+    """The error for a helper that sudo did not run (None otherwise): `sudo-missing` when
+    the host's shell found no sudo, `sudo-password` when sudo would need a password; the one
+    sentence and code every caller reports it with."""
+    if host.become == "sudo":
+        line = sudo_missing(stderr)
+        if line is not None:
+            return HostError(host.name, SUDO_MISSING.format(line=shown(line)[:200]), "sudo-missing")
     if not sudo_refused(stderr):
         return None
     return HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password")
+
+
+async def ended_error(host: HostConfig, helper: HelperProcess, e: BaseException, what: str) -> HostError:
+    """The error for a helper whose channel closed under it (`Channel not open for sending`,
+    a broken pipe, end of file): what it said on stderr as it ended names the cause (no sudo,
+    a password prompt, a traceback); the bare exception only when it said nothing."""
+    err = await helper.read_stderr()
+    refused = sudo_error(host, err)
+    if refused is not None:
+        return refused
+    why = err or (str(e) if not isinstance(e, EOFError) else "") or "its channel closed without a word"
+    return HostError(host.name, f"the {what} ended before it answered: {why}", "helper")
 
 # After a host's payload cache failed to keep a payload, it is sent whole for this long before
 # the cache is tried again (it may have been a full disk).
@@ -158,7 +182,9 @@ class HostLink(Connector):
         if resend is not None and is_missing(res.stdout.rstrip(b"\n").rpartition(b"\n")[2], sha):
             res = await self.run(argv, input=resend() + request, timeout=timeout)
         try:
-            return loads(res.stdout)
+            return loads(res.stdout, what=f"the {what}'s answer")
+        except TooDeep as e:
+            raise HostError(self.name, str(e), TooDeep.code) from None
         except ValueError:
             pass
         lines = res.stdout.rstrip(b"\n").split(b"\n")
@@ -209,10 +235,16 @@ class HostLink(Connector):
         proc = await spawn()
         try:
             return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
-        except BaseException:
+        except BaseException as e:
             # cancelled (or failed) while its source was being sent: nobody holds the process
             # yet, so it is stopped here rather than left running unwatched
-            HelperProcess(proc, not self.is_local, what).close()
+            helper = HelperProcess(proc, not self.is_local, what)
+            if isinstance(e, (BrokenPipeError, ConnectionError)):
+                # it ended before its source was sent (no sudo, no python): its stderr says why
+                why = await ended_error(self.host, helper, e, what)
+                helper.close()
+                raise why from None
+            helper.close()
             raise
 
     async def _started(self, cls: Any, proc: Any, remote: bool, what: str, source: str,

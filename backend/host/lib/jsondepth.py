@@ -1,0 +1,79 @@
+"""JSON nesting, bounded: how deep a JSON text nests, found without recursion before it is parsed.
+
+`json.loads` recurses once per level of arrays and objects, so an answer nested some thousands
+of levels deep ends in "maximum recursion depth exceeded" (a RecursionError, which no caller
+expects from a parser). Every answer from a host (on the controller) and from a seat (on the
+host) is measured here first: past `MAX_DEPTH` levels it is refused with `TooDeep`, reason code
+`answer-too-deep`, before the parser sees it.
+
+The measure is one left-to-right pass of the standard library's regular expressions and
+iterators (no recursion, no Python loop per character): strings are cut out (an unterminated
+one runs to the end of the text), what is left is reduced to its brackets, and the deepest
+running count of openers over closers is the depth.
+"""
+# Runs on the host's Python 3.8 or newer.
+# ruff: noqa: UP031
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+
+#: the deepest nesting of arrays and objects an answer may have: a probe snapshot nests about
+#: six levels, a completion with logprobs five
+MAX_DEPTH = 64
+CODE = "answer-too-deep"
+
+# a string, or the rest of an unterminated one: every match attempt that starts at a quote
+# succeeds, so the pass stays linear whatever the text holds
+_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.S)
+#: every byte but the four brackets
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+class TooDeep(ValueError):
+    """A JSON text nested past the limit: refused before parsing."""
+
+    code = CODE
+
+    def __init__(self, depth, limit, what="the answer"):
+        ValueError.__init__(self, "%s nests %d levels of arrays and objects, more than the %d "
+                            "a JSON answer may have; refused before parsing" % (what, depth, limit))
+        self.depth = depth
+        self.limit = limit
+
+
+def depth(text):
+    """The deepest nesting of arrays and objects in JSON `text` (str or bytes), outside strings."""
+    data = _bytes(text)
+    if data.count(b"[") + data.count(b"{") == 0:
+        return 0
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(0, max(accumulate(map(_STEP.__getitem__, brackets)), default=0))
+
+
+def _bytes(text):
+    # the brackets and quotes are ASCII: any text's UTF-8 bytes nest as the text does
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    return bytes(text)
+
+
+def check(text, limit=MAX_DEPTH, what="the answer"):
+    """Raise TooDeep when `text` nests deeper than `limit`; `text` otherwise."""
+    # no more openers than the limit: it cannot nest deeper (the common case, no scan)
+    opener = ("[", "{") if isinstance(text, str) else (b"[", b"{")
+    if text.count(opener[0]) + text.count(opener[1]) > limit:
+        d = depth(text)
+        if d > limit:
+            raise TooDeep(d, limit, what)
+    return text
+
+
+def loads(text, limit=MAX_DEPTH, what="the answer", **kw):
+    """`json.loads(text, **kw)` after `check`: TooDeep past the limit, ValueError when not JSON."""
+    return json.loads(check(text, limit, what), **kw)
