@@ -1,7 +1,7 @@
 """A small OpenAI-compatible server for tests: `random:tiny` through transformers, on loopback.
 
     python tests/seat_server.py --port 0 [--nan] [--lenient-json] [--ignore-logprobs]
-        [--empty] [--logprob VALUE] [--drip SECONDS] [--endless]
+        [--empty] [--logprob VALUE] [--drip SECONDS] [--endless] [--shape SHAPE]
 
 It prints `listening on PORT` once it serves. Routes: GET /v1/models, POST /v1/chat/completions
 and /v1/completions (greedy, `max_tokens`, optional logprobs). Every token comes from a real
@@ -19,6 +19,11 @@ zero tokens, `logprobs.content: []`); `--logprob VALUE` writes VALUE for every l
 0.5); `--drip SECONDS` sends the completion's body one byte every SECONDS (each read of the
 client gets a byte in time, the whole answer never does); `--endless` streams a completion body
 that never ends, as fast as the client takes it, and counts what it sent in `--sent-file`.
+
+`--shape` bends the completion's JSON the way a broken proxy or server does: `choices-object`
+(choices an object keyed by name instead of a list), `deep` (the content an array nested
+100,000 levels deep), `no-choices` (an empty list of choices, zero tokens), `no-usage` (no
+`usage` field: the token count is only in the logprobs).
 """
 
 from __future__ import annotations
@@ -104,6 +109,13 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
+    def _send_raw(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def _drip(self, doc: object) -> None:
         body = json.dumps(doc).encode()
         self.send_response(200)
@@ -185,6 +197,20 @@ class Handler(BaseHTTPRequestHandler):
         doc = {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion",
                "model": MODEL_ID, "choices": [choice],
                "usage": {"prompt_tokens": len(prompt.encode()), "completion_tokens": len(tokens)}}
+        shape = self.server.shape  # type: ignore[attr-defined]
+        if shape == "choices-object":
+            doc["choices"] = {"first": choice}
+        elif shape == "no-choices":
+            doc["choices"], doc["usage"]["completion_tokens"] = [], 0
+        elif shape == "no-usage":
+            del doc["usage"]
+        elif shape == "deep":
+            # written by hand: json.dumps would recurse once per level itself
+            depth = 100_000
+            self._send_raw(200, b'{"id": "cmpl-test", "choices": [{"index": 0, "finish_reason": "stop", '
+                           b'"message": {"role": "assistant", "content": ' + b"[" * depth + b"]" * depth
+                           + b"}}]}")
+            return
         if self.server.drip:  # type: ignore[attr-defined]
             self._drip(doc)
         else:
@@ -203,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drip", type=float, default=0.0, help="send the completion one byte every N seconds")
     p.add_argument("--endless", action="store_true", help="stream a completion body that never ends")
     p.add_argument("--sent-file", default=None, help="with --endless: where to write the bytes sent")
+    p.add_argument("--shape", choices=("choices-object", "deep", "no-choices", "no-usage"), default=None,
+                   help="answer completions in this broken shape")
     args = p.parse_args(argv)
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.model = Model(args.nan)  # type: ignore[attr-defined]
@@ -214,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     srv.drip = args.drip  # type: ignore[attr-defined]
     srv.endless = args.endless  # type: ignore[attr-defined]
     srv.sent_file = args.sent_file  # type: ignore[attr-defined]
+    srv.shape = args.shape  # type: ignore[attr-defined]
     print(f"listening on {srv.server_address[1]}", flush=True)
     try:
         srv.serve_forever()

@@ -125,7 +125,8 @@ def test_no_answer_in_time_and_nothing_listening(fleet_file, capsys):
      "logprob-nonfinite"),
     ({"choices": [{"text": "ok", "finish_reason": "stop",
                    "logprobs": {"token_logprobs": [-0.5, None], "top_logprobs": []}}]}, "logprob-nonfinite"),
-    ({"choices": []}, "server-error"),
+    # no choices at all is an empty answer, never a server error nor a pass
+    ({"choices": []}, "empty-completion"),
 ])
 def test_signatures_of_completion_bodies(doc, signature):
     with pytest.raises(remote._Bad) as e:
@@ -213,3 +214,91 @@ def test_a_dripping_answer_is_a_recorded_timeout_that_fires_the_alert(fleet_file
     assert rc == 0, err
     fired = [a for a in alerts["alerts"] if a["rule"] == "seat-check" and a["subject"] == f"port {port}"]
     assert fired and fired[0]["state"] == "firing" and "timeout" in fired[0]["text"]
+
+
+# -- a sound verdict names its witness; an answer that shows nothing, or is malformed, is not one --
+def test_a_sound_verdict_names_the_tokens_and_logprobs_it_judged(sound_seat):
+    ans = remote.check({"port": sound_seat, "max_tokens": 8})
+    assert ans["sound"] is True, ans
+    assert ans["completion_tokens"] == 8 and ans["tokens_with_logprobs"] == 8
+    assert ans["logprobs"] == 16   # a logprob and its top-1 alternative for each token
+    assert "answered 8 completion tokens" in ans["message"]
+    assert "all 16 logprobs of its 8 tokens are finite" in ans["message"]
+
+
+def test_without_a_usage_count_the_witness_is_the_tokens_that_carry_a_logprob():
+    # before, "answered 0 tokens with finite logprobs" was called sound
+    p, port = start_server("--shape", "no-usage")
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["sound"] is True and ans["completion_tokens"] == 4, ans
+    assert "answered 4 completion tokens" in ans["message"] and "0 tokens" not in ans["message"]
+
+
+@pytest.mark.parametrize("flags,signature,said", [
+    (("--shape", "no-choices"), "empty-completion", "no choices"),
+    (("--empty",), "empty-completion", "content is empty"),
+])
+def test_an_empty_answer_is_unsound_with_its_own_code(flags, signature, said):
+    p, port = start_server(*flags)
+    try:
+        ans = remote.check({"port": port, "max_tokens": 4})
+    finally:
+        p.kill()
+        p.wait()
+    assert ans["sound"] is False and ans["signature"] == signature and said in ans["message"], ans
+
+
+@pytest.mark.parametrize("shape,signature,said", [
+    # before: "seat check failed to run: KeyError: 0"
+    ("choices-object", "bad-answer", "the completion's choices is an object, not a list"),
+    # before: a RecursionError ("maximum recursion depth exceeded") from the helper's parser
+    ("deep", "answer-too-deep", "nests 100004 levels"),
+])
+def test_a_malformed_or_over_nested_seat_answer_is_named_from_the_host(fleet_file, capsys, shape, signature, said):
+    p, port = start_server("--shape", shape)
+    try:
+        rc, doc, err = cli(capsys, "--hosts", fleet_file, "seats", "check", "h1", port, "--json")
+    finally:
+        p.kill()
+        p.wait()
+    assert rc == 1 and doc is not None, err
+    assert doc["sound"] is False and doc["signature"] == signature, doc
+    assert said in doc["message"] and "recursion" not in doc["message"] and "KeyError" not in doc["message"]
+
+
+@pytest.mark.parametrize("doc,said", [
+    ([1, 2], "is a list, not a JSON object"),
+    ({"object": "chat.completion"}, "has no choices (its fields: object)"),
+    ({"choices": ["Paris"]}, "choices[0] is a string (\"Paris\"), not an object"),
+    ({"choices": [{"message": "Paris"}]}, "choices[0].message is a string"),
+    ({"choices": [{"message": {"content": 7}}]}, "content is a number (7), not text"),
+    ({"choices": [{"message": {"content": "ok"}, "logprobs": {"content": [{"logprob": -0.1, "top_logprobs": 5}]}}]},
+     "logprobs.content[0].top_logprobs is a number (5), not a list"),
+    ({"choices": [{"message": {"content": "ok"}, "logprobs": {"content": [{"logprob": -0.1}]}}],
+      "usage": {"completion_tokens": "1"}}, "usage.completion_tokens is a string"),
+])
+def test_bodies_of_another_shape_are_bad_answers_naming_the_field(doc, said):
+    with pytest.raises(remote._Bad) as e:
+        remote.judge_completion(doc, 8)
+    assert e.value.signature == "bad-answer" and said in e.value.message, e.value.message
+
+
+async def test_a_sound_answer_without_its_witness_is_not_a_pass(fleet_file, monkeypatch):
+    """The controller's side: a host whose check says sound but names no token and no logprob
+    (a stand-in helper on a real sshd host) is `no-witness`, never sound."""
+    from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.monitor import seats
+
+    vacuous = ("import json, sys\nsys.stdin.read()\n"
+               "print(json.dumps({'ok': True, 'sound': True, 'signature': None, 'message': 'fine',"
+               " 'completion_tokens': 0, 'logprobs': 0}))\n")
+    monkeypatch.setattr(seats, "CHECK_HELPER", vacuous)
+    async with HostLink(load_fleet(str(fleet_file)).host("h1")) as link:
+        c = await seats.check_seat(link, 8000)
+    assert c.sound is False and c.signature == "no-witness", c
+    assert "named no witness (0 completion tokens, 0 logprobs judged)" in c.message

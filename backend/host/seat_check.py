@@ -21,8 +21,18 @@ not, the `signature` of what is wrong:
 - `logprobs-missing`: the server ignored the logprobs request, so soundness cannot be shown;
 - `empty-at-length`: the content is empty or null although the full token budget was used
   (`finish_reason == "length"`), the signature of a seat generating garbage;
-- `empty-completion`: no content, zero completion tokens, or no logprob for any token: an
-  answer that shows nothing cannot show the seat is sound.
+- `empty-completion`: no choices, no content, zero completion tokens, or no logprob for any
+  token: an answer that shows nothing cannot show the seat is sound;
+- `bad-answer`: JSON of another shape than an OpenAI-compatible answer (choices that are not a
+  list, a choice that is not an object, a token count that is not a count...): the sentence
+  names the field and what it held;
+- `answer-too-deep`: JSON nested more than `jsondepth.MAX_DEPTH` (64) levels, refused before
+  parsing (the parser would recurse once per level).
+
+A sound verdict names its witness: the completion tokens the seat sent back (its `usage`
+count, else the tokens that carry a logprob), how many logprobs were judged, and that every
+one of them was a finite log-probability. The answer carries them as `completion_tokens`,
+`logprobs` and `tokens_with_logprobs`; with any of them zero the verdict is not sound.
 """
 # Runs on the host's Python 3.8 or newer (socket.timeout is not TimeoutError before 3.10).
 # ruff: noqa: UP031, UP041
@@ -37,6 +47,7 @@ import sys
 import threading
 import time
 
+from fleetdeck.backend.host.lib import jsondepth
 from fleetdeck.backend.host.lib.serve import Refused, serve
 
 PROMPT = "The capital of France is"
@@ -139,47 +150,95 @@ def _judge_status(url, status, payload):
 
 def _json(url, payload):
     try:
+        jsondepth.check(payload, what="the answer from %s" % url)
+    except jsondepth.TooDeep as e:
+        raise _Bad(jsondepth.CODE, str(e)) from None
+    try:
         return json.loads(payload.decode("utf-8", "replace"), parse_constant=_nonfinite)
     except ValueError:
         raise _Bad("server-error", "%s did not answer JSON: %s" % (url, _text(payload, 120))) from None
 
 
+def _kind(v):
+    """A JSON value's kind in words, for a `bad-answer` sentence."""
+    if isinstance(v, bool):
+        return "true or false"
+    if isinstance(v, (int, float)):
+        return "a number (%r)" % v
+    if isinstance(v, str):
+        return "a string (%s)" % json.dumps(v[:40])
+    return {dict: "an object", list: "a list", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _shape(ok, field, v, want):
+    """`_Bad("bad-answer")` naming `field`, what it holds and what it should be, unless `ok`."""
+    if not ok:
+        raise _Bad("bad-answer", "the completion's %s is %s, not %s" % (field, _kind(v), want))
+
+
 def _logprobs(choice):
-    """Every logprob number in a chat or completions choice, with None for a missing one."""
+    """(every logprob number in a chat or completions choice, with None for a missing one, and
+    how many tokens carry one), or None when the choice has no logprobs; `bad-answer` when they
+    are there in another shape."""
     lp = choice.get("logprobs")
-    if not isinstance(lp, dict):
+    if lp is None:
         return None
+    _shape(isinstance(lp, dict), "logprobs", lp, "an object")
     out = []
-    if isinstance(lp.get("content"), list):       # chat: [{"token", "logprob", "top_logprobs"}]
-        for item in lp["content"]:
-            if not isinstance(item, dict):
-                continue
+    if lp.get("content") is not None:       # chat: [{"token", "logprob", "top_logprobs"}]
+        items = lp["content"]
+        _shape(isinstance(items, list), "logprobs.content", items, "a list")
+        for i, item in enumerate(items):
+            _shape(isinstance(item, dict), "logprobs.content[%d]" % i, item, "an object")
             out.append(item.get("logprob"))
-            for top in item.get("top_logprobs") or ():
-                if isinstance(top, dict):
-                    out.append(top.get("logprob"))
-    elif isinstance(lp.get("token_logprobs"), list):   # completions: parallel lists
-        out.extend(lp["token_logprobs"])
-        for top in lp.get("top_logprobs") or ():
-            if isinstance(top, dict):
-                out.extend(top.values())
-    else:
-        return None
-    return out
+            tops = item.get("top_logprobs")
+            _shape(tops is None or isinstance(tops, list), "logprobs.content[%d].top_logprobs" % i,
+                   tops, "a list")
+            for j, top in enumerate(tops or ()):
+                _shape(isinstance(top, dict), "logprobs.content[%d].top_logprobs[%d]" % (i, j), top,
+                       "an object")
+                out.append(top.get("logprob"))
+        return out, len(items)
+    if lp.get("token_logprobs") is not None:    # completions: parallel lists
+        tokens = lp["token_logprobs"]
+        _shape(isinstance(tokens, list), "logprobs.token_logprobs", tokens, "a list")
+        out.extend(tokens)
+        tops = lp.get("top_logprobs")
+        _shape(tops is None or isinstance(tops, list), "logprobs.top_logprobs", tops, "a list")
+        for j, top in enumerate(tops or ()):
+            # null where a token has no alternatives (an echoed first prompt token)
+            _shape(top is None or isinstance(top, dict), "logprobs.top_logprobs[%d]" % j, top, "an object")
+            out.extend((top or {}).values())
+        return out, len(tokens)
+    return None
 
 
 def judge_completion(doc, max_tokens):
-    """Raise _Bad when a completion answer carries a failure signature; the facts when sound."""
-    choices = doc.get("choices") if isinstance(doc, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise _Bad("server-error", "the completion has no choices")
+    """Raise _Bad when a completion answer carries a failure signature; the facts when sound,
+    its witness among them (`completion_tokens`, `logprobs`, `tokens_with_logprobs`)."""
+    if not isinstance(doc, dict):
+        raise _Bad("bad-answer", "the completion answer is %s, not a JSON object" % _kind(doc))
+    if "choices" not in doc:
+        raise _Bad("bad-answer", "the completion answer has no choices (its fields: %s)"
+                   % (", ".join(sorted(str(k) for k in doc)[:10]) or "none"))
+    choices = doc["choices"]
+    _shape(isinstance(choices, list), "choices", choices, "a list")
+    if not choices:
+        raise _Bad("empty-completion", "the completion shows nothing to judge: it has no choices")
     choice = choices[0]
+    _shape(isinstance(choice, dict), "choices[0]", choice, "an object")
     msg = choice.get("message")
+    _shape(msg is None or isinstance(msg, dict), "choices[0].message", msg, "an object")
     content = msg.get("content") if isinstance(msg, dict) else choice.get("text")
+    _shape(content is None or isinstance(content, (str, list)), "content", content, "text")
     finish = choice.get("finish_reason")
-    usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-    tokens = usage.get("completion_tokens")
-    lps = _logprobs(choice)
+    usage = doc.get("usage")
+    _shape(usage is None or isinstance(usage, dict), "usage", usage, "an object")
+    tokens = (usage or {}).get("completion_tokens")
+    _shape(tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0),
+           "usage.completion_tokens", tokens, "a count")
+    found = _logprobs(choice)
+    lps = found[0] if found is not None else None
     if lps is not None:
         bad = [v for v in lps if not isinstance(v, (int, float)) or isinstance(v, bool)
                or not math.isfinite(v)]
@@ -197,16 +256,27 @@ def judge_completion(doc, max_tokens):
                    "finish_reason=length) but its content is %s"
                    % (tokens if tokens is not None else max_tokens,
                       "null" if content is None else "empty"))
-    if lps is None:
+    if found is None:
         raise _Bad("logprobs-missing", "the server answered without the logprobs it was asked for")
-    if empty or tokens == 0 or not lps:
+    with_lp = found[1]
+    if tokens is None:   # no usage: the tokens are those that carry a logprob
+        tokens = with_lp
+    if empty or tokens == 0 or not lps or with_lp == 0:
         what = ("content is %s" % ("null" if content is None else "empty") if empty else
                 "it counts 0 completion tokens" if tokens == 0 else "it carries no logprob for any token")
         raise _Bad("empty-completion", "the completion shows nothing to judge: %s" % what)
     if isinstance(content, list):
         content = json.dumps(content)[:300]
     return {"content": content, "finish_reason": finish, "completion_tokens": tokens,
-            "logprobs": len(lps)}
+            "logprobs": len(lps), "tokens_with_logprobs": with_lp}
+
+
+def witness_sentence(model, port, facts):
+    """The sentence of a sound verdict: what it got back and what it judged."""
+    return ("%s on port %d answered %d completion tokens (%s); all %d logprobs of its %d tokens "
+            "are finite log-probabilities (at most 0, above %g)"
+            % (model, port, facts["completion_tokens"], json.dumps(facts["content"])[:60],
+               facts["logprobs"], facts["tokens_with_logprobs"], LOGPROB_FLOOR))
 
 
 def check(req):
@@ -233,8 +303,11 @@ def check(req):
         status, payload = ask("/v1/models", None)
         _judge_status(base + "/v1/models", status, payload)
         listing = _json(base + "/v1/models", payload)
-        ids = [m.get("id") for m in (listing.get("data") or []) if isinstance(m, dict)] \
-            if isinstance(listing, dict) else []
+        data = listing.get("data") if isinstance(listing, dict) else listing
+        if not isinstance(data, list):
+            raise _Bad("bad-answer", "%s/v1/models answered %s where a list of models belongs"
+                       % (base, _kind(data)))
+        ids = [m.get("id") for m in data if isinstance(m, dict)]
         out["models"] = [i for i in ids if isinstance(i, str)]
         model = req.get("model") or (out["models"][0] if out["models"] else None)
         if model is None:
@@ -250,10 +323,16 @@ def check(req):
                      "temperature": 0, "logprobs": 1}
             status, payload = ask("/v1/completions", plain)
         _judge_status(url, status, payload)
-        out.update(judge_completion(_json(url, payload), max_tokens))
+        doc = _json(url, payload)
+        try:
+            facts = judge_completion(doc, max_tokens)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            # a shape the checks above did not foresee: still the seat's answer, named as such
+            raise _Bad("bad-answer", "the answer from %s has a shape the check cannot read (%s: %s)"
+                       % (url, type(e).__name__, _text(str(e).encode(), 120))) from None
+        out.update(facts)
         out["sound"] = True
-        out["message"] = "%s on port %d answered %d tokens with finite logprobs" % (
-            model, port, out.get("completion_tokens") or 0)
+        out["message"] = witness_sentence(model, port, facts)
     except _Bad as e:
         out["signature"] = e.signature
         out["message"] = e.message

@@ -139,7 +139,9 @@ def _headroom_of(host: HostSnapshot, seats: tuple[Seat, ...]) -> list[Headroom]:
 
 @dataclass(frozen=True)
 class SeatCheck:
-    """The verdict of one seat check; `sound` only when the completion and logprobs were."""
+    """The verdict of one seat check; `sound` only when the completion and logprobs were, and
+    only with its witness: the completion tokens it got back and the logprobs it judged finite
+    (`completion_tokens`, `logprobs`, both above zero)."""
 
     host: str
     port: int
@@ -153,18 +155,25 @@ class SeatCheck:
     completion_tokens: int | None = None
     seconds: float | None = None
     checked_at: float = 0.0
+    #: how many logprobs were judged finite log-probabilities
+    logprobs: int | None = None
 
     @property
     def key(self) -> str:
         """`host:port`: the seat it judged."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def witness(self) -> str:
+        """What a sound verdict rests on, in a few words (`8 tokens, 16 logprobs finite`)."""
+        return f"{self.completion_tokens or 0} tokens, {self.logprobs or 0} logprobs finite"
+
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "sound": self.sound, "signature": self.signature,
                 "message": self.message, "model": self.model, "endpoint": self.endpoint,
                 "requests": self.requests, "content": self.content,
-                "completion_tokens": self.completion_tokens, "seconds": self.seconds,
-                "checked_at": self.checked_at}
+                "completion_tokens": self.completion_tokens, "logprobs": self.logprobs,
+                "seconds": self.seconds, "checked_at": self.checked_at}
 
 
 def check_from_json(d: dict[str, Any]) -> SeatCheck:
@@ -173,7 +182,8 @@ def check_from_json(d: dict[str, Any]) -> SeatCheck:
                      signature=d.get("signature"), message=str(d.get("message", "")), model=d.get("model"),
                      endpoint=d.get("endpoint"), requests=int(d.get("requests") or 0),
                      content=d.get("content"), completion_tokens=d.get("completion_tokens"),
-                     seconds=d.get("seconds"), checked_at=float(d.get("checked_at") or 0))
+                     seconds=d.get("seconds"), checked_at=float(d.get("checked_at") or 0),
+                     logprobs=d.get("logprobs"))
 
 
 def checks_path() -> Path:
@@ -213,14 +223,42 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                               max_tokens=max_tokens, within=3 * timeout + 15)
     except HelperError as e:
         raise HostError(link.name, f"seat check failed to run: {e.error.get('message', e.answer)}",
-                        "helper") from None
-    return SeatCheck(host=link.name, port=port, sound=bool(ans.get("sound")), signature=ans.get("signature"),
-                     message=str(ans.get("message", "")), model=ans.get("model"),
-                     endpoint=ans.get("endpoint"), requests=int(ans.get("requests") or 0),
-                     content=ans.get("content"), completion_tokens=ans.get("completion_tokens"),
-                     seconds=ans.get("seconds"), checked_at=time.time())
+                        e.code if e.code == "bad-answer" else "helper") from None
+    return check_from_answer(link.name, port, ans)
 
 
-__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_from_json", "check_seat",
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _str(v: Any, limit: int = 2000) -> str | None:
+    return v[:limit] if isinstance(v, str) else None
+
+
+def check_from_answer(host: str, port: int, ans: dict[str, Any], now: float | None = None) -> SeatCheck:
+    """The verdict of the seat-check helper's answer, each field typed (a field of another type
+    is left out). `sound` stands only with its witness: an answer that says sound but names no
+    completion token or no logprob it judged is `no-witness`, never a pass; one that is neither
+    sound nor names what failed is `bad-answer`."""
+    tokens, logprobs = _count(ans.get("completion_tokens")), _count(ans.get("logprobs"))
+    sound = ans.get("sound") is True
+    signature, message = _str(ans.get("signature"), 80), _str(ans.get("message")) or ""
+    if sound and not (tokens and logprobs):
+        sound, signature = False, "no-witness"
+        message = (f"the host called the seat sound but named no witness ({tokens or 0} completion tokens, "
+                   f"{logprobs or 0} logprobs judged): a check over nothing is not a pass")
+    elif not sound and signature is None:
+        signature = "bad-answer"
+        message = f"the seat check answered neither sound nor a failure signature: {message or 'no message'}"
+    seconds = ans.get("seconds")
+    return SeatCheck(host=host, port=port, sound=sound, signature=signature, message=message,
+                     model=_str(ans.get("model"), 300), endpoint=_str(ans.get("endpoint"), 100),
+                     requests=_count(ans.get("requests")) or 0, content=_str(ans.get("content"), 300),
+                     completion_tokens=tokens, logprobs=logprobs,
+                     seconds=float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool)
+                     else None, checked_at=time.time() if now is None else now)
+
+
+__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_from_answer", "check_from_json", "check_seat",
            "fetch_seats", "headroom", "host_seats", "record_check", "recorded_checks", "seat_from_json",
            "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]
