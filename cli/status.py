@@ -24,6 +24,7 @@ from fleetdeck.backend.fleet.models import (
     unreachable_json,
 )
 from fleetdeck.backend.fleet.poller import poll_fleet
+from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.cli.main import add_hosts_option
 from fleetdeck.tui.fmt import (
     escape_path,
@@ -159,7 +160,7 @@ def run_runs(args: argparse.Namespace) -> int:
         snap = replace(snap, hosts=tuple(replace(h, runs=tuple(r for r in h.runs if _run_shows(r, args.filter)))
                                          for h in snap.hosts))
     if args.json:
-        doc = {"runs": [run_json(r) for r in snap.runs],
+        doc = {"runs": [run_json(r) for r in ordered_runs(snap.runs, [h.name for h in snap.hosts])],
                "unreachable": [unreachable_json(h.name, h.error, h.error_code)
                                for h in snap.hosts if not h.reachable]}
         print(json.dumps(doc, indent=1))
@@ -226,7 +227,7 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
             # runs and stray are unknown, never 0
             t.add_row(h.name, state, *blanks, message_text(h.error or "", "red"), "", "-", "-")
             continue
-        live = [r for r in h.runs if r.state in ("running", "stalled")]
+        live = ordered_runs(r for r in h.runs if r.state in ("running", "stalled"))
         failed = sum(1 for r in h.runs if r.state == "failed")
         lines = [Text.assemble(host_text(r.name, STATE_STYLE[r.state]), f" {progress_text(r.step, r.max_steps)}")
                  for r in live]
@@ -244,14 +245,15 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
 
 
 def runs_table(snap: FleetSnapshot) -> Table:
-    """Every run in the fleet with state, progress, speed, ETA and the last eval losses."""
+    """Every run in the fleet with state, progress, speed, ETA and the last eval losses: live
+    runs first, then by host and by name in natural order (`run_order`)."""
     t = Table(title="runs", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("host", no_wrap=True)
     t.add_column("run", min_width=10)
     for col in ("state", "step", "s/step", "ETA", "loss"):
         t.add_column(col, no_wrap=True)
     t.add_column("eval (last 3)")
-    for r in snap.runs:
+    for r in ordered_runs(snap.runs, [h.name for h in snap.hosts]):
         evals = " ".join(f"{v:.3f}" for _, v in r.eval_losses[-3:]) or "-"
         state = Text(r.state, style=STATE_STYLE.get(r.state, ""))
         if r.state == "finished" and not r.adapter:

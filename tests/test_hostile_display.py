@@ -22,6 +22,7 @@ from test_seats import LISTENER
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.screens.runs import LOG_REST_S
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 from sshfleet import SshdFleet, free_port, have_sshd
@@ -221,7 +222,7 @@ async def test_dashboard_views_panes_and_toasts_show_host_text_escaped(hostile):
         await pilot.pause()
         runs = app.screen.query_one("#runs-table", KeyedTable)
         runs.move_cursor(row=runs.get_row_index(f"h1:{hostile.failed_run}"))
-        await pilot.pause()
+        await pilot.pause(LOG_REST_S * 4)   # the live run is listed first: its log is read once the cursor rests
         await app.workers.wait_for_complete()
         await pilot.pause()
         text = screen_text(app)

@@ -129,11 +129,11 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         await feed(app, pilot, 1)
-        await pilot.press("2", "j")  # the finished run: nothing to resume
+        await pilot.press("2")  # the finished run, r0, is listed first: nothing to resume
         await pilot.press("r")
         await pilot.pause()
         assert any("only a failed" in n.message for n in app._notifications)
-        await pilot.press("k", "r")
+        await pilot.press("j", "r")
         await app.workers.wait_for_complete()
         await pilot.pause()
         modal = app.screen

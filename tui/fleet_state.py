@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
+from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.tui.cells import spark_char
 
 HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
@@ -33,6 +34,8 @@ class FleetState:
         #: the same history as sparkline characters, computed once per sample, not per redraw
         self.spark: dict[tuple[str, int], deque[str]] = {}
         self.polls = 0
+        #: (the host snapshots shown, their runs in order): `runs` sorts once per change
+        self._runs_sorted: tuple[list[HostSnapshot | None], list[Run]] | None = None
 
     def apply(self, snap: FleetSnapshot) -> None:
         """Take one poll in: hosts seen now replace their previous snapshot."""
@@ -78,8 +81,16 @@ class FleetState:
 
     @property
     def runs(self) -> list[Run]:
-        """Every run known, from the live or last good snapshot of each host."""
-        return [r for n in self.host_names if (h := self.shown(n)) for r in h.runs]
+        """Every run known, from the live or last good snapshot of each host, in the listing's
+        order (`run_order`: live first, then by host and by name in natural order); sorted again
+        only when a host's snapshot changed."""
+        shown = [self.shown(n) for n in self.host_names]
+        hit = self._runs_sorted
+        if hit is not None and len(hit[0]) == len(shown) and all(a is b for a, b in zip(hit[0], shown, strict=True)):
+            return list(hit[1])
+        runs = ordered_runs((r for h in shown if h for r in h.runs), self.host_names)
+        self._runs_sorted = (shown, runs)
+        return list(runs)
 
     @property
     def schedules(self) -> list[Schedule]:
