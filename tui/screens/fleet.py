@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import TextBuilder, tail
 from fleetdeck.tui.fleet_state import FleetState
@@ -160,7 +161,7 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
 
 
 def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
-    live = [r for r in h.runs if r.state in LIVE] if h else []
+    live = ordered_runs(r for r in h.runs if r.state in LIVE) if h else []
     if not live:
         return Text("-", style="dim"), 0
     t = TextBuilder()
