@@ -120,3 +120,113 @@ async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history
         assert len(series) == 60   # 59 minutes of history (the sparkline holds 60), then now
         assert series[0] == 0.59 and series[-2] == 0.01 and series[-1] == 0.5
         assert len(app.state.spark[("local", 0)]) == len(series)
+
+
+# -- the seats under the alerts: every line names its cause --------------------------------------
+def _seats_app(hosts, clock: float = 2.0):
+    import sys
+
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.models import FleetSnapshot
+    from fleetdeck.tui.app import FleetdeckApp
+    from fleetdeck.tui.screens.base import RecordedSource
+
+    snap = FleetSnapshot(hosts=tuple(hosts), time=1.0)
+    fleet = parse_fleet("".join(f'[hosts.{h.name}]\nlocal = true\npython = "{sys.executable}"\n' for h in hosts),
+                        "fixture")
+    return FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: clock)
+
+
+def _host(name, gpus, seats):
+    from fleetdeck.backend.fleet.models import HostSnapshot
+
+    return HostSnapshot(name=name, reachable=True, time=1.0, gpus=gpus, seats=seats)
+
+
+def _seat(host, port, pid):
+    from fleetdeck.backend.fleet.seat_model import Seat
+
+    return Seat(host=host, kind="vllm", port=port, model="m", pid=pid, pids=(pid,))
+
+
+async def test_seats_whose_memory_no_card_lists_are_named_not_called_unseen():
+    """Eight seats on a unified-memory box and two in containers on a discrete card: before,
+    "No serving seats seen." under the table of ten."""
+    from fleetdeck.backend.fleet.models import Gpu, GpuProcess
+
+    spark = Gpu(index=0, name="GB10", uuid="GPU-0", unified_memory=True, memory_total_mib=120000,
+                memory_used_mib=90000, utilization_pct=40)
+    card = Gpu(index=0, name="H100", uuid="GPU-1", unified_memory=False, memory_total_mib=81559,
+               memory_used_mib=60000, utilization_pct=30,
+               processes=(GpuProcess(pid=4242, user="root", used_mib=59000, command="python3 other"),))
+    hosts = [_host("spark", (spark,), tuple(_seat("spark", 8000 + i, 100 + i) for i in range(8))),
+             _host("box", (card,), (_seat("box", 9000, 700), _seat("box", 9001, 701)))]
+    app = _seats_app(hosts)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("5")
+        await pilot.pause()
+        assert len(app.screen.query_one("#seats-table", KeyedTable).keys) == 10
+        said = str(app.screen.query_one("#seats-headroom").render()).replace("\n", " ")
+        assert "No serving seats seen" not in said
+        assert "8 seats on spark hold no memory the cards list, so no headroom bar: its memory is unified" in said
+        assert "2 seats on box hold no memory the cards list" in said and "pid namespace" in said
+    app = _seats_app([_host("bare", (card,), ())])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("5")
+        await pilot.pause()
+        said = str(app.screen.query_one("#seats-headroom").render())
+        assert said.strip() == "No serving seats seen: no host's probe reported one."
+
+
+async def test_c_shows_checking_then_the_verdict_even_when_it_cannot_be_kept():
+    """`c` on a seat where nothing listens (the `local` host's helper asks for real): its row
+    reads `checking…` at once, then the signature, and the line under the table says it in
+    full, though the verdict file cannot be written (before, the row stayed `-`)."""
+    from fleetdeck.backend.monitor.seats import checks_path
+
+    from sshfleet import free_port
+
+    checks_path().mkdir()   # the verdict file cannot be replaced: record_check fails
+    port = free_port()
+    app = _seats_app([_host("local", (), (_seat("local", port, 11),))])
+    app.alert_watch.enabled = True
+    async with app.run_test(size=(140, 40)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("5")
+        table = app.screen.query_one("#seats-table", KeyedTable)
+        await pilot.press("c")
+        assert cell_text(table, table.keys[0], "check") == "checking…"
+        assert "checking vllm:" in str(app.screen.query_one("#seats-check").render())
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert cell_text(table, table.keys[0], "check") == "unreachable"
+        line = str(app.screen.query_one("#seats-check").render())
+        assert line.startswith(f"local:{port} FAILED unreachable: nothing listens on http://127.0.0.1:{port}")
+        assert any("not saved" in n.message for n in app._notifications), "the unsaved verdict is a warning"
+
+
+async def test_c_on_a_sound_seat_shows_the_witness_it_rests_on():
+    import pytest
+    from test_seats_check import start_server
+
+    pytest.importorskip("transformers")
+    server, port = start_server()
+    try:
+        app = _seats_app([_host("local", (), (_seat("local", port, 11),))])
+        app.alert_watch.enabled = True
+        async with app.run_test(size=(160, 40)) as pilot:
+            await feed(app, pilot, 1)
+            await pilot.press("5")
+            await pilot.press("c")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            table = app.screen.query_one("#seats-table", KeyedTable)
+            assert cell_text(table, table.keys[0], "check") == "sound · 8 tok"
+            line = str(app.screen.query_one("#seats-check").render()).replace("\n", " ")
+            assert line.startswith(f"local:{port} sound (8 tokens, 16 logprobs finite): ")
+            assert "answered 8 completion tokens" in line
+    finally:
+        server.kill()
+        server.wait()

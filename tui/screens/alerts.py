@@ -3,7 +3,11 @@ live poll by the same service `fleetdeck watch` runs (`backend/monitor/service.p
 the terminal bell and a toast when one starts firing, a badge in the header while any fire.
 
 Below the alerts, the fleet's serving seats and each card's headroom as a bar with every
-seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1).
+seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1):
+its row reads `checking…` at once, then the verdict (a sound one with its witness, the tokens
+and logprobs it judged), and the line under the table says it in full, kept in the view even
+when the verdict file cannot be written. With seats but no bar, the line says why no card
+lists their memory.
 
 The dashboard carries on from the alert state `watch` saves (so `since` agrees) but delivers
 no hook and saves no alert state: the one deliverer is the `watch` holding the state folder's
@@ -29,7 +33,7 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.seats import headroom, host_seats, recorded_checks
+from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.tui.cells import spark_char
@@ -171,6 +175,11 @@ class AlertsScreen(ViewScreen):
         super().__init__()
         self.shown: dict[str, Alert] = {}
         self.seats: dict[str, Seat] = {}
+        #: the seats (`host:port`) being checked now, and the verdicts this view got, by seat
+        self.checking: set[str] = set()
+        self.verdicts: dict[str, SeatCheck] = {}
+        #: the line under the seats table: what the last `c` found, in full
+        self.last_said: Text | None = None
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable([("state", "State"), ("rule", "Rule"), ("host", "Host"), ("subject", "Subject"),
@@ -180,6 +189,7 @@ class AlertsScreen(ViewScreen):
         yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
                           ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
                          id="seats-table", classes="auto")
+        yield Static(id="seats-check", classes="detail")
         yield Static(id="seats-headroom", classes="detail")
 
     def refresh_view(self) -> None:
@@ -195,19 +205,21 @@ class AlertsScreen(ViewScreen):
         self.show_seats()
 
     def show_seats(self) -> None:
-        """The seats table and one headroom bar per card that holds a seat."""
-        checks = recorded_checks()
+        """The seats table, the last check's line, and one headroom bar per card that holds a
+        seat (or why there is none)."""
+        checks = {**recorded_checks(), **self.verdicts}
         hosts = [h for n in self.state.host_names if (h := self.state.shown(n)) is not None]
         self.seats = {s.key: s for h in hosts for s in host_seats(h)}
         rows = {}
         for key, s in self.seats.items():
             c = checks.get(f"{s.host}:{s.port}")
-            verdict = (Text("-", style="dim") if c is None else Text("sound", style="green") if c.sound
-                       else host_text(str(c.signature), "bold red"))
             rows[key] = (s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
                          ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
-                         verdict)
+                         verdict_text(c, f"{s.host}:{s.port}" in self.checking))
         self.query_one("#seats-table", KeyedTable).sync(rows)
+        said_box = self.query_one("#seats-check", Static)
+        said_box.display = self.last_said is not None
+        said_box.update(self.last_said or "")
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         floor = (watch.config if watch is not None else AlertConfig()).gpu_headroom_floor_gib * 1024
         bars = Text()
@@ -216,8 +228,10 @@ class AlertsScreen(ViewScreen):
                 if room.shares:
                     bars.append_text(headroom_bar(h, room.gpu, floor))
                     bars.append("\n")
-        self.query_one("#seats-headroom", Static).update(
-            bars if bars.plain else Text("No serving seats seen.", style="dim"))
+        why = no_bar_text(hosts)
+        if why:
+            bars.append(why, style="dim")
+        self.query_one("#seats-headroom", Static).update(bars)
 
     def show_detail(self) -> None:
         """The highlighted alert in full."""
@@ -238,34 +252,98 @@ class AlertsScreen(ViewScreen):
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
 
+    def _say(self, text: Text) -> None:
+        self.last_said = text
+        if self.ready:
+            self.show_seats()
+
     def action_check_seat(self) -> None:
         key = self.query_one("#seats-table", KeyedTable).current_key
         seat = self.seats.get(key) if key is not None else None
-        if seat is None or not seat.port:
-            self.app.notify("No seat highlighted (the seats table is below the alerts).", title="Seat check",
-                            severity="warning")
+        if seat is None:
+            why = ("No seat to check: no host's probe reported a serving seat." if not self.seats else
+                   "No seat highlighted: tab to the seats table and move to one.")
+            self.app.notify(why, title="Seat check", severity="warning")
+            self._say(Text(why, style="yellow"))
             return
-        self.app.notify(f"{seat.host}:{seat.port}: asking for one completion with logprobs...",
-                        title="Seat check")
+        if not seat.port:
+            why = (f"Seat {shown(seat.name)} on {seat.host} has no port: the probe found none it listens on, "
+                   "so there is nothing to ask for a completion.")
+            self.app.notify(why, title="Seat check", severity="warning", markup=False)
+            self._say(Text(why, style="yellow"))
+            return
+        where = f"{seat.host}:{seat.port}"
+        if where in self.checking:
+            self.app.notify(f"{where} is being checked already.", title="Seat check")
+            return
+        self.checking.add(where)
+        self.app.notify(f"{where}: asking for one completion with logprobs...", title="Seat check")
+        self._say(Text(f"checking {shown(seat.name)} on {seat.host} ({where}): one completion with "
+                       "logprobs, asked from its host...", style="dim"))
         self.check(seat.host, seat.port)
 
     @work(group="seat-check", exit_on_error=False)
     async def check(self, host: str, port: int) -> None:
-        """Check one seat from its host; the verdict is kept for the seat-check rule."""
+        """Check one seat from its host; the verdict is kept for the seat-check rule and shown
+        in its row and the line under the table."""
+        where = f"{host}:{port}"
         watch: AlertWatch = self.app.alert_watch
         try:
             c = await watch.monitor.check_seat(host, port)
         except Exception as e:
-            self.app.report_error(f"seat check {host}:{port}", e)
+            self.checking.discard(where)
+            why = getattr(e, "message", None) or str(e) or type(e).__name__
+            self._say(message_text(f"seat check {where} could not run: {why}", "bold red"))
+            self.app.report_error(f"seat check {where}", e)
             return
+        self.checking.discard(where)
+        self.verdicts[where] = c
         if c.sound:
-            self.app.notify(said(c.message), title=f"Seat {host}:{port} is sound", markup=False)
+            self.app.notify(said(c.message), title=f"Seat {where} is sound", markup=False)
+            self._say(message_text(f"{where} sound ({c.witness}): {c.message}", "green"))
         else:
             self.app.bell()
-            self.app.notify(said(f"{shown(str(c.signature))}: {c.message}"), title=f"Seat {host}:{port} FAILED",
+            self.app.notify(said(f"{shown(str(c.signature))}: {c.message}"), title=f"Seat {where} FAILED",
                             severity="error", timeout=15, markup=False)
-        if self.ready:
-            self.show_seats()
+            self._say(message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red"))
+
+
+def verdict_text(c: SeatCheck | None, checking: bool = False) -> Text:
+    """A seat's Last check cell: `checking…`, `-` (never checked), `sound · 8 tok` (with the
+    tokens it rests on) or the failure signature."""
+    if checking:
+        return Text("checking…", style="yellow")
+    if c is None:
+        return Text("-", style="dim")
+    if c.sound:
+        return Text(f"sound · {c.completion_tokens or 0} tok", style="green")
+    return host_text(str(c.signature), "bold red")
+
+
+def no_bar_text(hosts: list[HostSnapshot]) -> str:
+    """Why a host's seats have no headroom bar, one sentence per host ("" when every seat has
+    one); "No serving seats seen." only when no host reported a seat."""
+    seated = [(h, host_seats(h)) for h in hosts]
+    seated = [(h, seats) for h, seats in seated if seats]
+    if not seated:
+        return "No serving seats seen: no host's probe reported one."
+    out = []
+    for h, seats in seated:
+        bare = [s for s in seats if not s.memory_by_gpu]
+        if not bare:
+            continue
+        n = f"{len(bare)} seat{'' if len(bare) == 1 else 's'} on {h.name}"
+        if not h.gpus:
+            why = "the host reports no GPU"
+        elif all(g.unified_memory for g in h.gpus):
+            why = "its memory is unified, so the driver lists no per-process figures"
+        elif not any(g.processes for g in h.gpus):
+            why = "the driver lists no process on any card (a seat in a container's pid namespace is not listed)"
+        else:
+            why = ("no process the driver lists on a card belongs to a seat's process tree (a seat in a "
+                   "container's pid namespace is counted in the card's used memory, not listed)")
+        out.append(f"{n} hold no memory the cards list, so no headroom bar: {why}.")
+    return "\n".join(out)
 
 
 def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> Text:
