@@ -72,14 +72,33 @@ class Preflight:
     estimate: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def missing(self) -> tuple[str, ...]:
+        """The checks every launch is judged on that the host's answer lacks: the base model,
+        the corpus, the trainer, the output (or the resume), and the chain's run when there is
+        one. A verdict over fewer witnesses than these is no pass."""
+        names = {c.name for c in self.checks}
+        need = ["base-model", "corpus", "trainer"]
+        if "resume" not in names:
+            need.append("output")
+        if self.after:
+            need.append("after")
+        return tuple(n for n in need if n not in names)
+
+    @property
     def ok(self) -> bool:
-        """True when every check passed."""
-        return all(c.ok for c in self.checks)
+        """True when the host answered every check a launch is judged on and each one passed."""
+        return bool(self.checks) and not self.missing and all(c.ok for c in self.checks)
 
     @property
     def refusal(self) -> Check | None:
-        """The first failing check (its name is the reason code), or None."""
-        return next((c for c in self.checks if not c.ok), None)
+        """The first failing check (its name is the reason code); `missing-checks` when the
+        answer lacks one a launch is judged on; or None."""
+        bad = next((c for c in self.checks if not c.ok), None)
+        if bad is None and self.missing:
+            return Check("missing-checks", False, "the host's pre-flight answer holds no {} check{}, so "
+                         "the launch cannot be judged; nothing was started by this check".format(
+                             ", ".join(self.missing), "s" if len(self.missing) > 1 else ""))
+        return bad
 
     def checks_json(self) -> list[dict[str, Any]]:
         """The checks as JSON objects."""
