@@ -80,3 +80,47 @@ def test_pid_1_and_a_bad_request_are_refused_by_the_helper():
     assert ans["ok"] is False and ans["error"]["code"] == "init"
     ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": "1; rm -rf /", "start": 1})
     assert ans["ok"] is False and ans["error"]["code"] == "bad-request"
+
+
+def _start(pid: int) -> int:
+    from pathlib import Path
+
+    return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+
+
+def test_the_helper_names_its_witness_the_pid_with_its_start_time_gone(looping):
+    from fleetdeck.backend.host import process as process_remote
+    from fleetdeck.backend.host.lib.serve import dispatch
+
+    start = _start(looping.pid)
+    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": looping.pid, "start": start,
+                                                   "command": "bash -c while true", "grace": 5})
+    assert ans["ok"] and ans["result"] == "stopped", ans
+    assert ans["witness"] == {"pid": looping.pid, "start": start, "gone": True,
+                              "checked": f"/proc/{looping.pid}/stat"}
+    assert looping.wait(10) is not None
+
+
+@pytest.mark.parametrize("witness", [None, {}, "gone", {"pid": 0, "start": 0, "gone": True}, "other-start"])
+async def test_stopped_without_its_witness_is_not_taken_as_stopped(spare_fleet, tmp_path, looping, monkeypatch,
+                                                                   witness):
+    """A host whose helper says "stopped" but names no witness, or another process's (a
+    stand-in helper on a real sshd host): refused as `no-witness`, never reported stopped."""
+    from fleetdeck.backend.actions import processes
+    from fleetdeck.backend.fleet.ssh import HostLink
+
+    spare_fleet.add("pw")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    proc = Process(pid=looping.pid, start=_start(looping.pid), user="root",
+                   command="bash -c while true; do sleep 0.2; done")
+    if witness == "other-start":
+        witness = {"pid": proc.pid, "start": proc.start + 1, "gone": True}
+    ans = {"ok": True, "result": "stopped", "signals": ["SIGTERM"], **({} if witness is None else {"witness": witness})}
+    monkeypatch.setattr(processes, "HELPER", f"import json, sys\nsys.stdin.read()\nprint(json.dumps({ans!r}))\n")
+    async with HostLink(fleet.host("pw")) as link:
+        rep = await stop_process(link, proc, confirmation(proc))
+    assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
+    assert f"named no witness (pid {proc.pid} with start time {proc.start} gone)" in rep.message
+    assert looping.poll() is None
+    (rec,) = [r for r in audit.read_audit() if r["action"] == "process-stop"]
+    assert rec["result"] == "failed" and rec["reason"] == "no-witness"

@@ -6,7 +6,10 @@ still be the one listed: the same pid, the same start time (`procfs.same_process
 command line as the listing showed; otherwise the answer is a refusal (`gone`, `changed`) and
 no signal is sent. Then SIGTERM, and SIGKILL if it is still there after `grace` seconds; every
 signal goes through a pidfd where the kernel has them, so a reused pid is never signalled.
-Answer: `{"ok": true, "result": "stopped" | "killed" | "still-running", "signals": [...]}`.
+Answer: `{"ok": true, "result": "stopped" | "killed" | "still-running", "signals": [...],
+"witness": {"pid": N, "start": TICKS, "gone": true}}`: "stopped" and "killed" carry their
+witness, /proc re-read after the signal no longer holding that pid with that start time. A
+process that ended before any signal reached it is refused (`gone`): nothing was stopped.
 fleetdeck's own processes (the helper marker) and pid 1 are refused (`ours`, `init`).
 """
 # Runs on the host's Python 3.8 or newer.
@@ -41,17 +44,26 @@ def stop(req):
     grace = min(MAX_GRACE, max(0.0, float(grace))) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else 10.0
     sent = []
     try:
-        if procfs.signal_process(pid, start, signal.SIGTERM):
-            sent.append("SIGTERM")
+        if not procfs.signal_process(pid, start, signal.SIGTERM):
+            raise Refused("gone", "process %d ended before any signal reached it: nothing was stopped" % pid)
+        sent.append("SIGTERM")
         if procfs.wait_gone([(pid, start)], grace):
-            return {"result": "stopped", "signals": sent, "pid": pid}
+            return _gone("stopped", pid, start, sent)
         if procfs.signal_process(pid, start, signal.SIGKILL):
             sent.append("SIGKILL")
         if procfs.wait_gone([(pid, start)], 5.0):
-            return {"result": "killed", "signals": sent, "pid": pid}
+            return _gone("killed", pid, start, sent)
     except PermissionError:
         raise Refused("permission", "process %d belongs to another user; this login may not signal it" % pid) from None
     return {"result": "still-running", "signals": sent, "pid": pid}
+
+
+def _gone(result, pid, start, sent):
+    """The answer for a process that is gone, with its witness: /proc read once more."""
+    if procfs.same_process(pid, start):   # never reached: wait_gone just said so
+        return {"result": "still-running", "signals": sent, "pid": pid}
+    return {"result": result, "signals": sent, "pid": pid,
+            "witness": {"pid": pid, "start": start, "gone": True, "checked": "/proc/%d/stat" % pid}}
 
 
 if __name__ == "__main__":

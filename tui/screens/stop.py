@@ -1,5 +1,7 @@
-"""The Stop process modal: the pid and program typed back, then a checked TERM (KILL after a
-grace) by the host's helper, which refuses a process that is not the one listed any more."""
+"""The Stop process modal: the pid and program typed back exactly as shown (a program name
+with control characters is shown escaped and typed escaped), then a checked TERM (KILL after a
+grace) by the host's helper, which refuses a process that is not the one listed any more;
+"stopped" only with its witness, the pid with its start time gone."""
 
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ class StopProcessModal(TypedConfirmModal):
         t.append("\nSIGTERM first; SIGKILL if it is still there after 10 s. The host checks it is "
                  "still this process (pid, start time, command) before any signal.", style="dim")
         yield Static(t)
-        yield Label(Text.assemble("Type ", (shown(confirmation(p)), "bold"), " to confirm:"))
-        yield Input(placeholder="the pid and the program, as shown above", id="stop-confirm",
+        # confirmation() is the text as shown (escaped already): typed back as it reads here
+        yield Label(Text.assemble("Type ", (confirmation(p), "bold"), " to confirm:"))
+        yield Input(placeholder="the pid and the program, exactly as shown", id="stop-confirm",
                     classes="confirm", compact=True)
         yield Static(id="stop-result")
 
