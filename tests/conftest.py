@@ -119,6 +119,41 @@ def bystander(tmp_path_factory):
 
 def pytest_configure(config):
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+    _load_from_env()   # a bad FLEETDECK_TEST_LOAD stops the session before any test
+
+
+def _load_from_env() -> int:
+    """FLEETDECK_TEST_LOAD=N: how many busy processes run beside the whole session (0: none)."""
+    raw = os.environ.get("FLEETDECK_TEST_LOAD", "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or not 0 <= int(raw) <= 64:
+        raise pytest.UsageError(f"FLEETDECK_TEST_LOAD must be a whole number from 0 to 64, not {raw!r}")
+    return int(raw)
+
+
+#: a busy loop that also allocates and frees, so the scheduler and the allocator are both loaded
+HOG = "import os\nwhile True:\n    sum(i * i for i in range(20000)); bytearray(1 << 20)\n"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_load():
+    """Under FLEETDECK_TEST_LOAD=N, N CPU hogs run for the whole session (the suite must pass on
+    a busy machine); they are killed at the end, also when the session fails. Yields their pids."""
+    procs = [subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+             for _ in range(_load_from_env())]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def pytest_report_header(config):
+    n = _load_from_env()
+    return f"machine load: {n} busy process(es) beside the session (FLEETDECK_TEST_LOAD)" if n else None
 
 
 @pytest.fixture
