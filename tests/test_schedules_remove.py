@@ -426,3 +426,70 @@ def test_bundled_helper_stops_a_loop_under_python_3_8(children):
     assert p.wait(timeout=10) == -signal.SIGTERM
     bad = run_bundled({"op": "inspect", "schedule": {"kind": "crontab", "user": "root", "line": 1}}, python=PY38)
     assert bad["error"]["code"] == "unsupported"
+
+
+# -- witnesses: "removed" names what was re-read and found gone; nothing to remove is a refusal ----
+def _cron_file(tmp_path: Path, body: str) -> Path:
+    f = tmp_path / "cron.d" / "fleetdeck-witness"
+    f.parent.mkdir(exist_ok=True)
+    f.write_text(body)
+    return f
+
+
+def _cron_file_sched(f: Path, raw: str, line: int, sid: str = "cf-w") -> Schedule:
+    return Schedule(id=sid, host="local", kind="cron-file", user="root", spec="", command=raw, source=str(f),
+                    raw=raw, line=line)
+
+
+async def test_a_removed_cron_line_names_its_witness_the_file_re_read_one_line_shorter(tmp_path):
+    body = "SHELL=/bin/sh\n0 * * * * root /usr/bin/true keep\n37 * * * * root /bin/echo 'check on the run'\n"
+    f = _cron_file(tmp_path, body)
+    sched = _cron_file_sched(f, "37 * * * * root /bin/echo 'check on the run'", 3)
+    rep = await remove_schedule(HostLink(LOCAL), sched, "cf-w", host_backup_dir=str(tmp_path / "hb"))
+    assert rep.ok, rep
+    assert (f"(re-read, {f} holds 2 lines, one fewer than the 3 before, byte for byte the file without "
+            "line 3)") in rep.message
+    assert audit.read_audit()[-1]["message"] == rep.message
+
+
+@pytest.mark.parametrize("line,why", [(2, "it is blank"), (3, "it reads # a comment"),
+                                      (1, "it reads MAILTO=ops")])
+async def test_a_listed_line_that_holds_no_schedule_is_refused_nothing_to_remove(tmp_path, line, why):
+    body = "MAILTO=ops\n\n# a comment\n0 * * * * root /usr/bin/true keep\n"
+    f = _cron_file(tmp_path, body)
+    raw = body.split("\n")[line - 1]
+    rep = await remove_schedule(HostLink(LOCAL), _cron_file_sched(f, raw, line), "cf-w",
+                                host_backup_dir=str(tmp_path / "hb"))
+    assert not rep.ok and rep.reason_code == "nothing-to-remove" and rep.result == "refused", rep
+    assert f"line {line} of {f} holds no schedule ({why}): nothing to remove; nothing was changed" in rep.message
+    assert f.read_text() == body and backups("local") == []
+    assert audit_results() == ["started", "refused"]
+
+
+async def test_a_stopped_loop_names_its_witness_none_of_its_processes_left(children):
+    p = spawn_loop("while true; do sleep 0.2; done")
+    children.append(p)
+    s = loop_sched(p)
+    rep = await remove_schedule(HostLink(LOCAL), s, s.id)
+    assert rep.ok, rep
+    assert "re-read, /proc holds none of the" in rep.message and "(pid with its start time) it stopped" in rep.message
+    assert p.wait(timeout=10) == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("witness", [None, {}, {"gone": True}, {"gone": True, "said": " "},
+                                     {"gone": False, "said": "still there"}])
+async def test_removed_without_a_witness_is_not_taken_as_removed(tmp_path, monkeypatch, witness):
+    """A helper that says it removed the entry but names nothing it re-read (a stand-in for the
+    host's helper, run as the `local` host runs it): `no-witness`, a failure, never done."""
+    from fleetdeck.backend.actions import schedules as actions
+
+    applied = {"ok": True, "message": "removed line 1", **({} if witness is None else {"witness": witness})}
+    monkeypatch.setattr(actions, "REMOTE", (
+        "import json, sys\nreq = json.load(sys.stdin)\n"
+        f"ans = {{'ok': True, 'what': 'the file'}} if req['op'] == 'inspect' else {applied!r}\n"
+        "print(json.dumps(ans))\n"))
+    f = _cron_file(tmp_path, "37 * * * * root /bin/true\n")
+    rep = await remove_schedule(HostLink(LOCAL), _cron_file_sched(f, "37 * * * * root /bin/true", 1), "cf-w")
+    assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
+    assert "named no witness (what it re-read and found gone): not taken as removed" in rep.message
+    assert audit_results() == ["started", "failed"]

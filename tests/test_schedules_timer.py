@@ -177,6 +177,9 @@ def test_transient_and_enabled_timers_listed_and_removed(ns_systemd, ns_host, ca
         assert ns_systemd.props("fdt1.timer").get("ActiveState") != "active"
         rep = remove(hosts, t2["id"], capsys)
         assert rep["removed"] and "stopped and disabled" in rep["message"]
+        # its witness: the state re-read after the change
+        assert ("re-read, systemd says timer fdt2.timer is LoadState=loaded, ActiveState=inactive, "
+                "UnitFileState=disabled") in rep["message"]
         after = ns_systemd.props("fdt2.timer")
         assert (after["ActiveState"], after["UnitFileState"]) == ("inactive", "disabled")
 
@@ -196,3 +199,27 @@ def test_timer_that_changed_since_listing_is_refused(ns_systemd, ns_host, capsys
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "remove", "ns1", listed["id"], "--confirm", listed["id"]],
                          capsys)
     assert rc == 1 and "not-found" in err
+
+
+async def test_a_timer_already_inactive_and_disabled_is_refused_nothing_to_remove(ns_systemd, ns_host):
+    """Loaded but neither active nor enabled: `disable --now` would change nothing, so the
+    removal is a refusal, never "stopped and disabled" over nothing."""
+    from fleetdeck.backend.actions.schedules import remove_schedule
+    from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.models import Schedule
+    from fleetdeck.backend.fleet.ssh import HostLink
+
+    _, hosts = ns_host
+    ns_systemd.run(["sh", "-c",
+                    "printf '[Service]\\nType=oneshot\\nExecStart=/bin/true fdt4\\n' > /etc/systemd/system/fdt4.service"
+                    " && printf '[Timer]\\nOnCalendar=hourly\\n[Install]\\nWantedBy=timers.target\\n'"
+                    " > /etc/systemd/system/fdt4.timer && systemctl daemon-reload"], check=True)
+    before = ns_systemd.props("fdt4.timer")
+    assert (before["ActiveState"], before["UnitFileState"]) == ("inactive", "disabled")
+    sched = Schedule(id="timer-fdt4", host="ns1", kind="systemd-timer", user="root", spec="OnCalendar=hourly",
+                     command="/bin/true fdt4", source="/etc/systemd/system/fdt4.timer", unit="fdt4.timer",
+                     scope="system")
+    async with HostLink(load_fleet(hosts).host("ns1")) as link:
+        rep = await remove_schedule(link, sched, "timer-fdt4")
+    assert not rep.ok and rep.reason_code == "nothing-to-remove" and rep.result == "refused", rep
+    assert "timer fdt4.timer is already inactive and disabled: nothing to stop or disable" in rep.message

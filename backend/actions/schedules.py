@@ -1,5 +1,9 @@
 """Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
 
+"removed" stands only with the host's witness, what it re-read after the change and found gone
+(`host/schedules.py` says what each kind re-reads); an answer without one is `no-witness`,
+never done, and an entry with nothing to remove is refused `nothing-to-remove`.
+
 The host side is `host/schedules.py` (stdlib + the host library), run by module name through
 `HostLink.call`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
 the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
@@ -25,7 +29,8 @@ DEFAULT_GRACE = 5.0
 # a failed check means the host was left as it was: "refused"; anything else after a change
 # may have started is "failed"
 REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "unsupported",
-                      "crontab-unreadable", "crontab-ambiguous", "orphaned", "permission-denied"})
+                      "crontab-unreadable", "crontab-ambiguous", "orphaned", "permission-denied",
+                      "nothing-to-remove"})
 
 
 #: the host-side helper, bundled with the host library by `HostLink.call`
@@ -243,9 +248,15 @@ async def remove_schedule(link: HostLink, schedule: Schedule, confirmation: str 
         _audit(rep, schedule, confirmation, checks=checks)
         return rep
     else:
-        rep = replace(base, ok=True, backup=backup, host_backup=ans.get("host_backup"),
-                      message=str(ans.get("message") or "done"), signals=tuple(ans.get("signals") or ()),
-                      interactive=bool(ans.get("interactive")))
+        witness = ans.get("witness")
+        seen = isinstance(witness, dict) and witness.get("gone") is True and isinstance(witness.get("said"), str) \
+            and witness["said"].strip()
+        rep = replace(base, ok=bool(seen), backup=backup, host_backup=ans.get("host_backup"),
+                      message=str(ans.get("message") or "done") if seen else (
+                          f"the host said {str(ans.get('message') or 'done')!r} but named no witness (what it "
+                          "re-read and found gone): not taken as removed; list the host again"),
+                      reason_code=None if seen else "no-witness",
+                      signals=tuple(ans.get("signals") or ()), interactive=bool(ans.get("interactive")))
     if rep.reason_code in REFUSALS:
         rep = replace(rep, message=f"{rep.message}; nothing was changed")
     _audit(rep, schedule, confirmation, checks=checks)

@@ -10,6 +10,13 @@ before anything changes (the whole crontab / cron file for its backup, and its s
 processes a loop stop will end); `apply` re-checks, writes the host-side backup, changes
 exactly one thing, and verifies the result. Nothing here goes through a shell: every command
 is an argv list, every string arrives as JSON on stdin.
+
+Every `apply` that succeeds names its witness, what it re-read after the change and found
+gone: `{"witness": {"gone": true, "checked": ..., "said": SENTENCE, ...}}` (the crontab or
+file re-read one line shorter and byte for byte the edited text; the timer's state re-read
+inactive and not enabled; `at -c` finding no job; none of the loop's processes left in /proc).
+An entry with nothing to remove is refused `nothing-to-remove`: a listed line that is blank, a
+comment or a variable assignment, a timer already inactive and not enabled.
 """
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
@@ -30,6 +37,8 @@ from fleetdeck.backend.host.lib.text import fsenc, shown_short
 from fleetdeck.backend.host.schedules_loops import apply_loop, inspect_loop
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.timer$")
+# a crontab line that is no schedule: a comment, or an environment setting (`MAILTO=""`)
+NOT_AN_ENTRY = re.compile(rb"^\s*(?:#|[A-Za-z_][A-Za-z0-9_]*\s*=)")
 ENV = dict(os.environ, LC_ALL="C", LANG="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
 
 
@@ -79,6 +88,9 @@ def without_line(data, line, raw, what):
     if got != want:
         raise Refused("changed-since-listing", "line %d of %s now reads %s, not the listed %s"
                       % (line, what, shown_short(got), shown_short(want)))
+    if not want.strip() or NOT_AN_ENTRY.match(want):
+        raise Refused("nothing-to-remove", "line %d of %s holds no schedule (%s): nothing to remove"
+                      % (line, what, "it is blank" if not want.strip() else "it reads %s" % shown_short(want)))
     return b"".join(lines[:line - 1] + lines[line:])
 
 
@@ -176,11 +188,16 @@ def apply_lines(req):
     except Refused as e:
         e.extra["host_backup"] = backup
         raise
-    if after != new:
+    before_n, after_n = len(split_lines(data)), len(split_lines(after))
+    if after != new or after_n != before_n - 1:
         raise Refused("verify-failed", "%s does not read back byte for byte as edited (backup kept at %s)"
                       % (what, shown_short(backup)), host_backup=backup)
+    said = ("re-read, %s holds %d line%s, one fewer than the %d before, byte for byte the file "
+            "without line %d" % (what, after_n, "" if after_n == 1 else "s", before_n, s["line"]))
     return {"host_backup": backup, "sha256_after": _sha(after),
-            "message": "removed line %d of %s; backup at %s" % (s["line"], what, shown_short(backup))}
+            "witness": {"gone": True, "checked": what, "lines_before": before_n, "lines_after": after_n,
+                        "sha256_after": _sha(after), "said": said},
+            "message": "removed line %d of %s (%s); backup at %s" % (s["line"], what, said, shown_short(backup))}
 
 
 def _install_crontab(user, new, bdir, original):
@@ -269,6 +286,9 @@ def inspect_timer(req):
 def apply_timer(req):
     s = req["schedule"]
     unit, props = _timer_state(s)
+    if props.get("ActiveState") != "active" and not (props.get("UnitFileState") or "").startswith("enabled"):
+        raise Refused("nothing-to-remove", "timer %s is already %s and %s: nothing to stop or disable"
+                      % (unit, props.get("ActiveState") or "inactive", props.get("UnitFileState") or "not enabled"))
     how = ["disable", "--now"]
     if props.get("UnitFileState") == "enabled-runtime":
         how = ["disable", "--runtime", "--now"]
@@ -291,7 +311,11 @@ def apply_timer(req):
         raise Refused("verify-failed", "timer %s is still %s/%s after %s" % (
             unit, after.get("ActiveState"), after.get("UnitFileState"), " ".join(how)))
     done = "stopped" if how == ["stop"] else "stopped and disabled"
-    return {"state": after, "message": "timer %s %s%s" % (unit, done, note)}
+    said = ("re-read, systemd says timer %s is %s" % (unit, ", ".join(
+        "%s=%s" % (k, after[k]) for k in ("LoadState", "ActiveState", "UnitFileState") if after.get(k))))
+    return {"state": after, "witness": {"gone": True, "checked": "systemctl show %s" % unit, "state": after,
+                                        "said": said},
+            "message": "timer %s %s%s (%s)" % (unit, done, note, said)}
 
 
 # -- at jobs --------------------------------------------------------------------------------
@@ -322,7 +346,9 @@ def apply_at(req):
         raise Refused("command-failed", "atrm %s failed: %s" % (job, shown_short(err) or rc))
     if _run(["at", "-c", job])[0] == 0:
         raise Refused("verify-failed", "at job %s still exists after atrm" % job)
-    return {"message": "at job %s removed" % job}
+    said = "re-read, at -c %s finds no such job" % job
+    return {"witness": {"gone": True, "checked": "at -c %s" % job, "said": said},
+            "message": "at job %s removed (%s)" % (job, said)}
 
 
 KINDS = {

@@ -161,5 +161,13 @@ def apply_loop(req):
             len(family), "" if len(family) == 1 else "es", ", ".join(str(p) for p, _ in family))
     if info["interactive"]:
         msg += "; it was an interactive shell on %s, whose session has closed" % (info["tty"] or "a terminal")
-    info.update(signals=sent, message=msg, children=[{"pid": p, "start_time": t} for p, t in family])
+    left = [p for p, t in everyone if procfs.same_process(p, t)]
+    if left:   # never reached: wait_gone just said none is left
+        raise Refused("still-running", "process %s survived SIGKILL" % ", ".join(map(str, left)), survivors=left)
+    said = "re-read, /proc holds none of the %d process%s (pid with its start time) it stopped" % (
+        len(everyone), "" if len(everyone) == 1 else "es")
+    info.update(signals=sent, message="%s (%s)" % (msg, said),
+                children=[{"pid": p, "start_time": t} for p, t in family],
+                witness={"gone": True, "checked": "/proc", "said": said,
+                         "processes": [{"pid": p, "start_time": t} for p, t in everyone]})
     return info
