@@ -208,25 +208,22 @@ def _print(r: MirrorReport) -> None:
         _table(console, r)
     for path, target in r.outside_links:
         console.print(f"[yellow]followed outside SRC[/]: {escape(shown(path))} -> {escape(shown(target))}")
-    n = sum(1 for f in r.files if f.kind == "file")
     where = f"{escape(shown(r.src))} -> {escape(shown(r.dst))}"
-    if r.result == "copied":
-        rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
-        console.print(f"[green]copied and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
-                      f"sha256 of every file matched on both hosts ({where})")
-    elif r.result == "replaced":
-        rate = f" at {human_bytes(r.rate)}/s" if r.rate else ""
-        console.print(f"[green]replaced and verified[/]: {n} files, {human_bytes(r.bytes_src)}{rate}, "
-                      f"sha256 of every file matched on both hosts, before and after the swap ({where})")
+    rate = f", copied at {human_bytes(r.rate)}/s" if r.rate else ""
+    if r.result == "copied" and r.verified_by:
+        console.print(f"[green]copied and verified[/]: {r.verified_by}{rate} ({where})")
+    elif r.result == "replaced" and r.verified_by:
+        console.print(f"[green]replaced and verified[/]: {r.verified_by}, before and after the swap{rate} "
+                      f"({where})")
         console.print(f"the old destination is kept as {escape(shown(r.kept_as or '?'))} on "
                       f"{escape(shown(r.dst.split(':', 1)[0]))}; remove it by hand once it is no longer needed")
     elif r.result == "would-replace" and r.plan is not None:
         console.print(f"[cyan]dry run[/]: would copy {len(r.plan.files)} files, "
                       f"{human_bytes(r.plan.bytes)} beside the destination, prove them, then put them "
                       f"in its place, keeping the old one as <DST>.replaced-<UTC time> ({where})")
-    elif r.result == "identical":
-        console.print(f"[green]verified identical[/]: {n} files, {human_bytes(r.bytes_src)} on both "
-                      f"sides ({where}){'; nothing to copy' if r.action == 'mirror' else ''}")
+    elif r.result == "identical" and r.verified_by:
+        console.print(f"[green]verified identical[/]: {r.verified_by} ({where})"
+                      f"{'; nothing to copy' if r.action == 'mirror' else ''}")
     elif r.result == "would-copy" and r.plan is not None:
         p = r.plan
         free = f"; {human_bytes(p.free_bytes)} free there" if p.free_bytes is not None else ""

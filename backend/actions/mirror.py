@@ -34,6 +34,7 @@ from fleetdeck.backend.actions.mirror_copy import (
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
 
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
@@ -121,8 +122,26 @@ class MirrorReport:
 
     @property
     def ok(self) -> bool:
-        """True when the command succeeded: verified identical, or a dry run that would proceed."""
-        return self.verified or (self.dry_run and self.result in ("would-copy", "would-replace"))
+        """True when the command succeeded: verified identical by at least one witness, or a dry
+        run that would proceed."""
+        return (self.verified and self.witnesses > 0) or \
+            (self.dry_run and self.result in ("would-copy", "would-replace"))
+
+    @property
+    def witnesses(self) -> int:
+        """The witnesses of the verdict: regular files whose size and sha256, each computed on
+        its own host from its own disk, matched on both sides (0 when nothing was verified)."""
+        return count_witnesses(self.files) if self.verified else 0
+
+    @property
+    def verified_by(self) -> str | None:
+        """What a verified verdict stands on, in words ("3 files, 1.2 MiB, each hashed by sha256
+        on both hosts and matched"); None when nothing was verified."""
+        n = self.witnesses
+        if not n:
+            return None
+        return (f"{n} file{'' if n == 1 else 's'}, {units.size(self.bytes_src)}, each hashed by sha256 on "
+                "both hosts and matched")
 
     def to_json(self) -> dict[str, Any]:
         """The contract's JSON document (plus result, reason, error, seconds, rate...)."""
@@ -132,7 +151,15 @@ class MirrorReport:
         d["outside_links"] = [list(x) for x in self.outside_links]
         d["seconds"] = round(self.seconds, 3)
         d["plan"] = self.plan.to_json() if self.plan is not None else None
+        d["witnesses"] = self.witnesses
+        d["verified_by"] = self.verified_by
         return d
+
+
+def count_witnesses(files: tuple[MirrorFile, ...]) -> int:
+    """Files whose size and sha256 were computed on both hosts and matched."""
+    return sum(1 for f in files if f.kind == "file" and f.status in ("copied", "identical")
+               and f.bytes_dst is None and f.sha256_src is not None and f.sha256_src == f.sha256_dst)
 
 
 def _label(link: HostLink, path: str) -> str:
@@ -257,6 +284,10 @@ def _report(src_label: str, dst_label: str, files: tuple[MirrorFile, ...], *, ac
             dry_run: bool, result: str, t0: float, reason: str | None = None,
             error: str | None = None, copied: int = 0, copy_seconds: float = 0.0,
             outside: tuple[tuple[str, str], ...] = ()) -> MirrorReport:
+    if result in ("copied", "identical", "replaced") and not count_witnesses(files):
+        # a verdict over nothing is no pass: the one rule (mirror and verify refuse such a source
+        # before this, in their own words; this holds whatever path gets here)
+        result, reason, error = "refused", NOTHING, _nothing(src_label, dst_label, action)
     verified = result in ("copied", "identical", "replaced")
     bsrc = sum(f.bytes for f in files if f.status != "extra")
     bdst = sum((f.bytes if f.bytes_dst is None else f.bytes_dst) for f in files
@@ -265,6 +296,24 @@ def _report(src_label: str, dst_label: str, files: tuple[MirrorFile, ...], *, ac
                         reason, error, time.monotonic() - t0, copied,
                         copied / copy_seconds if copied and copy_seconds > 0 else None, action,
                         outside_links=outside)
+
+
+NOTHING = "no-witness"
+
+
+def _nothing(sl: str, dl: str, action: str, dirs: int | None = None) -> str:
+    """The sentence of a `no-witness` refusal: a verdict needs at least one file (`dirs`: how
+    many folders SRC holds, all empty; None when not known)."""
+    if dirs is None:
+        return (f"{shown(sl)} -> {shown(dl)}: no file's size and sha256 matched on both hosts, so "
+                "nothing is verified")
+    held = f"no file, only {dirs} empty folder{'' if dirs == 1 else 's'}" if dirs else "no file at all"
+    if action == "verify":
+        return (f"{shown(sl)} holds {held}, and so does {shown(dl)}: identical over nothing proves "
+                "nothing (a verdict needs at least one file whose size and sha256 match on both "
+                "hosts); nothing was verified")
+    return (f"{shown(sl)} holds {held}: a copy of it could be proven by no file's size and sha256, "
+            "so none is made; nothing was changed")
 
 
 def _outside(src: dict) -> tuple[tuple[str, str], ...]:
@@ -298,6 +347,8 @@ async def verify(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
                                     allow_outside_links, src, dst)
         files = compare(src, dst)
         if all(f.status == "identical" for f in files):
+            if not src["files"]:
+                raise MirrorFail(NOTHING, _nothing(sl, dl, "verify", len(src["dirs"])), files)
             return _report(sl, dl, files, action="verify", dry_run=False, result="identical", t0=t0,
                            outside=outside)
         return _report(sl, dl, files, action="verify", dry_run=False, result="differs", t0=t0,
@@ -395,6 +446,13 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
             raise MirrorFail("overlap", f"{shown(sl)} and {shown(dl)} are the same folder or one holds "
                         "the other")
         _check_same_disk(src, dst, sl, dl)
+        if dst.get("parent_link"):
+            raise MirrorFail("symlink", f"{shown(dl)}: the destination's folder is reached through a "
+                        f"symlink: {dst['parent_link']}; mirror writes only through real folders, each "
+                        "opened without following a link (give the path the link leads to); nothing "
+                        "was changed")
+        if not src["files"]:
+            raise MirrorFail(NOTHING, _nothing(sl, dl, "mirror", len(src["dirs"])))
         total = sum(f["bytes"] for f in src["files"])
         plan = MirrorPlan(sl, dl, tuple(f for f in files if f.kind == "file"),
                           tuple(d[0] for d in src["dirs"]), total, dst["kind"] == "dir",
@@ -459,7 +517,8 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
               **base, bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,
-              files=len(rep.files), verified=rep.verified, reason=rep.reason, error=rep.error,
+              files=len(rep.files), verified=rep.verified, witnesses=rep.witnesses,
+              reason=rep.reason, error=rep.error,
               seconds=round(rep.seconds, 3), outside_links=[list(x) for x in outside], **free,
               replace=swap is not None, kept_as=kept["kept_as"], confirmation=confirmation)
     return rep

@@ -131,6 +131,16 @@ class _Copy:
         self.partial: str | None = None
         self.committed = False
         self.cleaned: str | None = None
+        #: the writer said it removed its partial folder (with its refusal)
+        self.writer_removed = False
+
+    def _writer_fail(self, answer: dict) -> MirrorFail:
+        """The writer's refusal; whether it removed its partial folder itself is kept for the
+        cleanup (once the destination's parent is a link, only the writer can tell)."""
+        err = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(err, dict) and err.get("partial_removed"):
+            self.writer_removed = True
+        return _fail_from(self.dst_link, answer)
 
     # -- bounded steps ----------------------------------------------------------------------
     def _stalled(self, side: str, what: str, secs: float) -> HostError:
@@ -187,7 +197,7 @@ class _Copy:
             ready = await self._answer(writer, "destination", "its writer did not get ready",
                                        self.d_idle)
             if not ready.get("ok"):
-                e = _fail_from(dl, ready)
+                e = self._writer_fail(ready)
                 e.before_copy = True  # nothing was created: a refusal
                 raise e
             self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
@@ -209,7 +219,7 @@ class _Copy:
             hashed = await self._bounded(asyncio.shield(self.writer_said), "destination",
                                          "its writer reported no hashes", self.d_idle + self.settle)
             if not hashed.get("ok"):
-                raise _fail_from(dl, hashed)
+                raise self._writer_fail(hashed)
             # the source is walked again, and any file whose facts moved is hashed again there
             recheck = await self._answer(reader, "source", "it did not finish its re-check",
                                          self.s_idle + self.settle)
@@ -221,12 +231,12 @@ class _Copy:
                                       self.d_idle)
             self.committed = bool(done.get("committed"))
             if not self.committed:
-                raise _fail_from(dl, done)
+                raise self._writer_fail(done)
             return result, done.get("free_bytes"), done.get("kept_as")
         except (asyncssh.Error, OSError, EOFError, asyncio.IncompleteReadError) as e:
             said = await _last_word(self.writer_said)
             if said is not None and not said.get("ok"):
-                raise _fail_from(dl, said) from None
+                raise self._writer_fail(said) from None
             raise HostError(await _which_died(sl, dl), f"connection lost during the copy "
                             f"({type(e).__name__}: {e})", "disconnected") from None
 
@@ -271,7 +281,7 @@ class _Copy:
         except (ConnectionError, asyncssh.Error) as e:
             said = await _last_word(self.writer_said)
             if said is not None and not said.get("ok"):
-                raise _fail_from(self.dst_link, said) from None
+                raise self._writer_fail(said) from None
             raise HostError(self.dst_link.name, f"the destination's stream ended during the copy "
                             f"({type(e).__name__})", "disconnected") from None
 
@@ -292,7 +302,7 @@ class _Copy:
                 dst_in.write(await self._pull(src_out.readexactly(n)))
                 await self._push()
                 if self.writer_said.done():
-                    raise _fail_from(self.dst_link, self.writer_said.result())
+                    raise self._writer_fail(self.writer_said.result())
                 self.seen["bytes"] += n
                 if self.progress is not None:
                     self.progress(self.seen["bytes"], self.total)
@@ -346,6 +356,12 @@ class _Copy:
                     "did not answer); the next mirror there removes it")
         elif ans.get("exists"):
             gone = f"the partial folder {shown(self.partial)} could NOT be removed"
+        elif ans.get("exists") is None and self.writer_removed:
+            gone = (f"the partial folder was removed by its writer (its path on {self.dst_link.name} "
+                    f"no longer leads to it: {ans.get('blocked')})")
+        elif ans.get("exists") is None:
+            gone = (f"the partial folder {shown(self.partial)} could not be checked: its path no longer "
+                    f"leads to it ({ans.get('blocked')})")
         else:
             gone = "the partial folder was removed"
         self.cleaned = "; ".join(["nothing was put in place", gone, *self._original(ans)])
@@ -358,6 +374,9 @@ class _Copy:
         back = shown(self.swap["backup"])
         if ans is None:
             return [f"the destination being replaced is under its name or kept as {back}"]
+        if ans.get("dst_exists") is None and ans.get("backup_exists") is None and ans.get("blocked"):
+            return [f"where the destination being replaced is now cannot be checked by its path "
+                    f"({ans['blocked']})"]
         if ans.get("dst_exists") and not ans.get("backup_exists"):
             return ["the destination being replaced is unchanged under its name"]
         if ans.get("backup_exists"):

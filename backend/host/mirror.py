@@ -13,7 +13,9 @@ answer has the host library's one shape (`{..., "ok": true}` or `{"ok": false, "
   one answer line: the sha256 of the bytes read from this disk), then re-check the folder on
   request.
 - `write`: receive those frames into a hidden partial folder beside the destination, fsync each
-  file, hash it again from this disk, and rename into place only when told to commit. Any
+  file, hash it again from this disk, and rename into place only when told to commit. The
+  destination's parent is opened once, from / without following a link, and all of this is
+  done relative to that descriptor; a parent that became a symlink refuses (`symlink`). Any
   error, an abort, or stdin closing (the controller or its connection died) removes the
   partial folder; a partial left by a writer that is gone is removed by the next writer.
 

@@ -1,6 +1,8 @@
 """What the mirror helper's ends share: the frame and partial-folder constants, answers,
-the no-progress watchdog, host paths, a folder listed (`walk`) and a file opened and hashed
-without following a link (`open_rel`, `hash_rel`, through the host library's one walker)."""
+the no-progress watchdog, host paths, a folder listed (`walk`, or by descriptor `walk_at`), a
+file opened and hashed without following a link (`open_rel`, `open_at`, `hash_rel`), and a
+folder opened from / without following any link on the way (`open_dir_chain`), all through
+the host library's one walker."""
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
 
@@ -17,7 +19,7 @@ import time
 
 from fleetdeck.backend.host.lib import flags, fsinfo, hashing, serve
 from fleetdeck.backend.host.lib import walk as fdwalk
-from fleetdeck.backend.host.lib.text import fsdec, fsenc
+from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
 
 CHUNK = 1 << 20
 # Bytes written between two fdatasync calls: the final fsync of a file then flushes at most
@@ -134,6 +136,95 @@ def open_rel(root, rel, follow):
         os.close(fd)
 
 
+def open_at(dir_fd, rel):
+    """Open `rel` (bytes, may hold '/') below the open folder `dir_fd` for reading, no link
+    followed at any component (ELOOP or ENOTDIR otherwise)."""
+    parts = rel.split(b"/")
+    _, fd = fdwalk.descend(os.open(".", DIRFLAGS, dir_fd=dir_fd), parts[:-1], keep_parent=False)
+    try:
+        return os.open(parts[-1], flags.READ_NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+class ChainError(Exception):
+    """A folder's path that cannot be walked from / without following a link. `code`:
+    `symlink`, `not-found`, `not-a-directory`, `unwritable` or `unreadable`; `detail` a
+    sentence naming the component that stopped the walk."""
+
+    def __init__(self, code, detail):
+        Exception.__init__(self, detail)
+        self.code = code
+        self.detail = detail
+
+
+def open_dir_chain(path, create=False):
+    """The folder at the absolute path `path` (bytes), opened from / one component at a time
+    with O_DIRECTORY|O_NOFOLLOW (the host library's walker), so no symlink anywhere on the way
+    is followed and none can be swapped in between a check and a use: every later step works
+    relative to the descriptor returned. With `create`, a missing component is made (mode
+    0o777 less the umask) as the walk reaches it. ChainError names what stopped it."""
+    comps = [c for c in path.split(b"/") if c]
+    failed = {}
+
+    def make(fd, i):
+        if create and i < len(comps):
+            try:
+                os.mkdir(comps[i], 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                failed[i] = e
+
+    def refuse(fd, i, name, err):
+        where = shown(b"/" + b"/".join(comps[:i + 1]))
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError as e:
+            if i in failed:
+                raise ChainError("unwritable", "cannot create %s: %s" % (where, failed[i].strerror)) \
+                    from None
+            if e.errno == errno.ENOENT:
+                raise ChainError("not-found", "%s does not exist" % where) from None
+            raise ChainError("unreadable", "%s cannot be read: %s" % (where, e.strerror)) from None
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = " (to %s)" % shown(os.readlink(name, dir_fd=fd))
+            except OSError:
+                target = ""
+            raise ChainError("symlink", "%s is a symlink%s" % (where, target)) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise ChainError("not-a-directory", "%s is not a folder" % where) from None
+        raise ChainError("unreadable", "%s cannot be opened: %s" % (where, err.strerror)) from None
+
+    root = os.open(b"/", DIRFLAGS)
+    try:
+        make(root, 0)
+    except BaseException:
+        os.close(root)
+        raise
+    _, fd = fdwalk.descend(root, comps, on_error=refuse, on_step=lambda i, _n, nfd: make(nfd, i + 1),
+                           keep_parent=False)
+    return fd
+
+
+def same_folder(fd, path):
+    """None when `path`, walked again from / without following a link, is still the folder open
+    as `fd`; otherwise (code, sentence): `symlink` when a component of it is now a link,
+    `dst-changed` when it is another folder or gone."""
+    try:
+        now = open_dir_chain(path)
+    except ChainError as e:
+        return ("symlink" if e.code == "symlink" else "dst-changed"), e.detail
+    try:
+        a, b = os.fstat(fd), os.fstat(now)
+    finally:
+        os.close(now)
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+        return "dst-changed", "%s is now another folder" % shown(path)
+    return None
+
+
 def file_facts(st):
     """What says a file is unchanged: size, mtime, ctime (no user can set it), inode."""
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -193,10 +284,51 @@ def walk(root, follow, skip_partials):
     return out
 
 
-def hash_rel(root, rel, follow):
-    """sha256 of root/rel read from this disk, or an error sentence."""
+def walk_at(fd, each_dir=None):
+    """What the open folder `fd` holds, by descriptor and never following a link: relative
+    paths of its files, folders and anything else (links, special files), and the folders
+    that could not be read. `each_dir(dir_fd)` is called for every folder, the top one
+    included, after what it holds (a folder's entries fsynced after its sub-folders')."""
+    out = {"files": [], "dirs": [], "other": [], "errors": []}
+
+    def visit(dfd, rel):
+        try:
+            with os.scandir(dfd) as it:
+                entries = [(os.fsencode(e.name), e) for e in it]
+        except OSError as e:
+            out["errors"].append([fsdec(rel), e.strerror or str(e)])
+            entries = []
+        for name, ent in entries:
+            r = rel + b"/" + name if rel else name
+            try:
+                st = ent.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    out["dirs"].append(fsdec(r))
+                    sub = os.open(name, DIRFLAGS, dir_fd=dfd)
+                    try:
+                        visit(sub, r)
+                    finally:
+                        os.close(sub)
+                elif stat.S_ISREG(st.st_mode):
+                    out["files"].append(fsdec(r))
+                else:
+                    out["other"].append(fsdec(r))
+            except OSError as e:
+                out["errors"].append([fsdec(r), e.strerror or str(e)])
+        if each_dir is not None:
+            each_dir(dfd)
+
+    visit(fd, b"")
+    out["files"].sort()
+    out["dirs"].sort()
+    return out
+
+
+def hash_rel(root, rel, follow, dir_fd=None):
+    """sha256 of root/rel read from this disk (rel below the open folder `dir_fd` instead,
+    when given), or an error sentence."""
     try:
-        fd = open_rel(root, fsenc(rel), follow)
+        fd = open_at(dir_fd, fsenc(rel)) if dir_fd is not None else open_rel(root, fsenc(rel), follow)
     except OSError as e:
         return {"sha256": None, "error": e.strerror or str(e)}
     try:

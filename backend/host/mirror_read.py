@@ -20,6 +20,7 @@ from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
 from fleetdeck.backend.host.mirror_common import (
     CHUNK,
     HDR,
+    ChainError,
     Watchdog,
     file_facts,
     free_bytes,
@@ -28,6 +29,7 @@ from fleetdeck.backend.host.mirror_common import (
     kind_of,
     lstat_or_none,
     ok,
+    open_dir_chain,
     open_rel,
     say,
     walk,
@@ -66,6 +68,17 @@ def disk_identity(path):
     return {"boot": boot_id(), "chain": chain, "self": here}
 
 
+def parent_link(folder):
+    """A sentence naming the first symlink met walking `folder` from / without following
+    one (a mirror writes only through real folders), or None (no link; a component missing
+    is no link: the writer creates it)."""
+    try:
+        os.close(open_dir_chain(folder))
+    except ChainError as e:
+        return e.detail if e.code == "symlink" else None
+    return None
+
+
 def op_list(req):
     """Describe (and with `hash`, hash) the folder at req["path"] on this host."""
     root = host_path(req["path"])
@@ -83,6 +96,7 @@ def op_list(req):
            "mode": stat.S_IMODE(st.st_mode) if st else None, "free_bytes": free_bytes(root)}
     pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
+    res["parent_link"] = parent_link(os.path.dirname(root))
     if kind != "dir":
         return res
     res.update(walk(root, follow, bool(req.get("skip_partials"))))

@@ -227,7 +227,7 @@ class MirrorModal(TypedConfirmModal):
         self.finished()
         self.app.post_message(ActionFinished(
             "mirror", dst_host, rep.verified, f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
-            + ("verified" if rep.verified else f"NOT verified ({said(rep.reason or rep.result)})")))
+            + (f"verified ({rep.verified_by})" if rep.verified else f"NOT verified ({said(rep.reason or rep.result)})")))
 
     def focus_replace(self) -> None:
         if self.query("#replace-confirm"):
@@ -258,6 +258,8 @@ class MirrorModal(TypedConfirmModal):
         else:
             t.append("✔ verified: " if rep.verified else "✖ NOT verified: ",
                      style="bold green" if rep.verified else "bold red")
+            if getattr(rep, "verified_by", None):  # what the verdict stands on: files and their count
+                t.append(f"{rep.verified_by}; ")
             t.append(f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {self.src_host}, "
                      f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}")
         if rep.rate:
