@@ -46,11 +46,13 @@ def layout_widths(width: int) -> dict[str, int]:
 #: the status cell's headline for a host that did not answer, by the backend's error code: a
 #: refused login or a bad key is something to fix here, not an outage to wait out
 HEADLINES = {"auth": "LOGIN REFUSED", "key-file": "KEY FILE", "host-key-unknown": "UNKNOWN KEY",
-             "host-key-changed": "KEY CHANGED", "host-key": "HOST KEY"}
+             "host-key-changed": "KEY CHANGED", "host-key": "HOST KEY", "sudo-missing": "NO SUDO"}
 #: the few words under it (the line under the table has the whole sentence)
 REASONS = {"timeout": "timed out", "disconnected": "disconnected", "auth": "fix the login",
            "key-file": "fix client_keys", "host-key-unknown": "not in known_hosts",
-           "host-key-changed": "refused", "host-key": "unreadable"}
+           "host-key-changed": "refused", "host-key": "unreadable", "sudo-missing": "install sudo",
+           "sudo-password": "sudo asks a password", "answer-too-deep": "answer too deep",
+           "bad-answer": "malformed answer"}
 
 
 def down_words(live: HostSnapshot) -> tuple[str, str]:
@@ -124,7 +126,7 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     if snap is None:
         return status
     disks = len(snap.disks) if "disks" in w else 0
-    runs = sum(1 for r in snap.runs if r.state in LIVE)
+    runs = sum(1 for r in snap.runs if r.state in LIVE) + any(r.state == "failed" for r in snap.runs)
     return max(1, len(snap.gpus), disks, runs, status)
 
 
@@ -161,23 +163,40 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
 
 
 def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    """One line per live run (`▶run-7  45% ████`, a stalled one `‖run-9 stalled`), then the
+    count of failed runs (`✖ 2 failed`, as `status` says it); `-` when there is neither."""
     live = ordered_runs(r for r in h.runs if r.state in LIVE) if h else []
-    if not live:
+    failed = sum(1 for r in h.runs if r.state == "failed") if h else 0
+    if not live and not failed:
         return Text("-", style="dim"), 0
     t = TextBuilder()
-    name_w = max(3, width - 6 - (10 if width >= 30 else 0))
+    wide = width >= 30
+    name_w = max(3, width - 6 - (10 if wide else 0))
+    # a stalled run's line says so in words where the others have their progress bar
+    stalled_w = max(3, width - 9 - (5 if wide else 0))
     names = shorten_unique([shown(r.name) for r in live], name_w)
+    stalled_names = shorten_unique([shown(r.name) for r in live if r.state == "stalled"], stalled_w)
     for i, r in enumerate(live):
         if i:
             t.add("\n")
-        stalled = r.state == "stalled"
-        t.add("S" if stalled else "▶", "dim" if dim else ("bold yellow" if stalled else "green"))
         pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
+        if r.state == "stalled":
+            t.add("‖", "dim" if dim else "bold yellow")
+            t.add(stalled_names[shown(r.name)], "dim" if dim else None)
+            t.add(" stalled", "dim" if dim else "bold yellow")
+            if wide:
+                t.add(f" {pct:>4}", "dim" if dim else None)
+            continue
+        t.add("▶", "dim" if dim else "green")
         t.add(f"{names[shown(r.name)]:<{name_w}} {pct:>4}", "dim" if dim else None)
-        if width >= 30 and r.step is not None and r.max_steps:
+        if wide and r.step is not None and r.max_steps:
             t.add(" ")
             t.bar(r.step / r.max_steps, 8, dim)
-    return t.build(), len(live)
+    if failed:
+        if live:
+            t.add("\n")
+        t.add(f"✖ {failed} failed", "dim" if dim else "red")
+    return t.build(), len(live) + 1 if failed else len(live)
 
 
 def host_detail(state: FleetState, name: str | None) -> Text:
