@@ -14,7 +14,7 @@ from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.tui.fmt import host_text, human_duration, message_text
+from fleetdeck.tui.fmt import host_text, message_text, since_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("alerts", help="alerts firing now and recently resolved",
                        description="Poll the fleet once and judge every alert rule, carrying on from "
-                       "the state `fleetdeck watch` keeps (so `since` and durations hold). Nothing is "
+                       "the state `fleetdeck watch` keeps and the alert starts the history records (so "
+                       "`since` is the dashboard's and watch's, and durations hold). Nothing is "
                        "delivered and nothing is saved: hooks are `watch`'s job. Exits 0 whether or not "
                        "alerts fire.")
     add_hosts_option(p)
@@ -61,6 +62,6 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
         # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
         t.add_row(Text(a.state, style=style), Text(a.rule), Text(a.host), host_text(a.subject),
-                  human_duration(now - a.since) + " ago", message_text(a.text))
+                  since_text(a.since, now), message_text(a.text))
     Console(soft_wrap=False).print(t)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from test_tui_views import cell_text, feed, fixture_app
 
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -192,13 +194,24 @@ async def test_c_shows_checking_then_the_verdict_even_when_it_cannot_be_kept():
     port = free_port()
     app = _seats_app([_host("local", (), (_seat("local", port, 11),))])
     app.alert_watch.enabled = True
+    # the real check, held until the row has been read while it runs
+    go = asyncio.Event()
+    real = app.alert_watch.monitor.check_seat
+
+    async def held(host, port):
+        await go.wait()
+        return await real(host, port)
+
+    app.alert_watch.monitor.check_seat = held
     async with app.run_test(size=(140, 40)) as pilot:
         await feed(app, pilot, 1)
         await pilot.press("5")
         table = app.screen.query_one("#seats-table", KeyedTable)
         await pilot.press("c")
+        await pilot.pause()
         assert cell_text(table, table.keys[0], "check") == "checking…"
         assert "checking vllm:" in str(app.screen.query_one("#seats-check").render())
+        go.set()
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert cell_text(table, table.keys[0], "check") == "unreachable"

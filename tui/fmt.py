@@ -42,6 +42,12 @@ human_bytes = units.size_short
 human_duration = units.duration_short
 
 
+def since_text(since: float, now: float) -> str:
+    """How long ago `since` was, as the Alerts view and `fleetdeck alerts` both say it
+    (`9m00s ago`; a `since` ahead of `now`, another clock's, reads `0s ago`)."""
+    return human_duration(max(0.0, now - since)) + " ago"
+
+
 def human_mib(mib: float | None) -> str:
     """MiB figure as a human size."""
     return human_bytes(None if mib is None else mib * 1024 * 1024, "-")

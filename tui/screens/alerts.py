@@ -38,7 +38,7 @@ from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.tui.cells import spark_char
 from fleetdeck.tui.fleet_state import HISTORY
-from fleetdeck.tui.fmt import host_text, human_duration, human_mib, message_text, said, shown
+from fleetdeck.tui.fmt import host_text, human_mib, message_text, said, shown, since_text
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -198,7 +198,7 @@ class AlertsScreen(ViewScreen):
         now = self.app.clock()
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
         rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")), a.rule, a.host, host_text(a.subject),
-                    human_duration(max(0.0, now - a.since)) + " ago", message_text(a.text[:120]))
+                    since_text(a.since, now), message_text(a.text[:120]))
                 for k, a in self.shown.items()}
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         self.show_detail()
