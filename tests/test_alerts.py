@@ -248,7 +248,7 @@ def test_alerts_table_is_parsed_into_the_fleet():
 @pytest.mark.parametrize("table,message", [
     ("hostdown_after = 3", "hosts.toml: [alerts]: unknown key 'hostdown_after'"),
     ("host_down_after = \"5m\"", "key 'host_down_after' must be a number"),
-    ("host_down_after = 0", "must be greater than 0"),
+    ("host_down_after = 0", "host_down_after = 0 is out of range: key 'host_down_after' must be between 1 and 604800"),
     ("loss_spike_factor = 1", "must be greater than 1"),
     ("disabled = [\"disk\"]", "unknown rule 'disk'"),
     ("on_alert = \"notify-send {title}\"", "key 'on_alert' must be a list of strings"),

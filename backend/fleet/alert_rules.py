@@ -9,10 +9,19 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from fleetdeck.backend.fleet.bounds import (
+    DAY,
+    WEEK,
+    Bounds,
+    control_problem,
+    number_problem,
+    toml_shown,
+)
 from fleetdeck.backend.fleet.errors import ConfigError
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
-         "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart")
+         "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart",
+         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid")
 #: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
 #: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
 #: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
@@ -20,6 +29,9 @@ RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfittin
 #: twice, a failed check, a restart), so they fire on the poll that sees them.
 FOR_DEFAULTS = {rule: 0.0 for rule in RULES}
 FOR_DEFAULTS["disk-full-eta"] = 600.0
+#: a slowdown or a hot card for a few seconds is a burst of load; a minute of it is the card's state
+FOR_DEFAULTS["gpu-throttled"] = 60.0
+FOR_DEFAULTS["gpu-hot"] = 60.0
 @dataclass(frozen=True)
 class AlertConfig:
     """The `[alerts]` table of the fleet file, every key optional."""
@@ -35,6 +47,8 @@ class AlertConfig:
     disk_rate_min_span: float = 300.0
     #: gpu-headroom fires when a card with a seat has less free than this (GiB)
     gpu_headroom_floor_gib: float = 6.0
+    #: gpu-hot fires when a card is within this many degrees C of its slowdown threshold
+    gpu_hot_margin_c: float = 5.0
     #: idle-holder: more than this much GPU memory (GiB) on a card at or below idle_util_pct
     idle_holder_gib: float = 1.0
     idle_holder_minutes: float = 30.0
@@ -62,8 +76,27 @@ class AlertConfig:
         return dict(self.for_).get(rule, FOR_DEFAULTS.get(rule, 0.0))
 
 
-_NUMBERS = {f.name for f in fields(AlertConfig) if f.type == "float"}
-_MAY_BE_ZERO = {"seat_check_interval", "gpu_headroom_floor_gib", "idle_util_pct"}
+#: every number key of `[alerts]` and its range (docs/fleet-file.md, in one table with the host
+#: keys' `config.FLEET_NUMBERS`): durations from the least that means something to the most that
+#: does not mean "never", in the unit the key's name says
+ALERT_NUMBERS: dict[str, Bounds] = {
+    "host_down_after": Bounds(1, WEEK),                  # s
+    "loss_spike_factor": Bounds(1, 1e6, above=True),     # times the median
+    "disk_full_hours": Bounds(0.1, 24 * 365),            # h: up to a year ahead
+    "disk_rate_window": Bounds(60, WEEK),                # s
+    "disk_rate_min_span": Bounds(1, DAY),                # s, at most disk_rate_window
+    "gpu_headroom_floor_gib": Bounds(0, 4096),           # GiB
+    "idle_holder_gib": Bounds(0, 4096, above=True),      # GiB
+    "idle_holder_minutes": Bounds(1, WEEK // 60),        # min
+    "idle_util_pct": Bounds(0, 100),                     # %
+    "gpu_hot_margin_c": Bounds(0, 100),                  # degrees C below the slowdown threshold
+    "event_hold_minutes": Bounds(1, WEEK // 60),         # min
+    "seat_check_interval": Bounds(1, DAY, zero="off"),   # s
+    "history_retention_days": Bounds(1, 3650),           # days
+    "webhook_timeout": Bounds(0.1, 300),                 # s for one delivery
+}
+#: `for = {rule = seconds}`: 0 (fire on the poll that sees it) up to a week
+FOR_BOUNDS = Bounds(0, WEEK)
 
 
 def parse_alerts(table: Any, source: str) -> AlertConfig:
@@ -79,13 +112,10 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
             continue
         if k not in known or k == "for_":
             raise ConfigError(f"{source}: [alerts]: unknown key {k!r}")
-        if k in _NUMBERS:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ConfigError(f"{where} must be a number, not {v!r}")
-            if v < 0 or (v == 0 and k not in _MAY_BE_ZERO):
-                raise ConfigError(f"{where} must be greater than 0")
-            if k == "loss_spike_factor" and v <= 1:
-                raise ConfigError(f"{where} must be greater than 1")
+        if k in ALERT_NUMBERS:
+            problem = number_problem(k, v, ALERT_NUMBERS[k])
+            if problem:
+                raise ConfigError(f"{source}: [alerts]: {problem}")
             values[k] = float(v)
         elif k in ("disabled", "on_alert"):
             if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
@@ -96,9 +126,20 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
                 raise ConfigError(f"{where} must name a command")
             values[k] = tuple(v)
         elif k == "webhook":
+            if isinstance(v, str) and (problem := control_problem(k, v)):
+                raise ConfigError(f"{source}: [alerts]: {problem}")
             if not isinstance(v, str) or not re.match(r"^https?://[^\s]+$", v):
                 raise ConfigError(f"{where} must be an http:// or https:// URL")
             values[k] = v
+    window = values.get("disk_rate_window", AlertConfig.disk_rate_window)
+    span = values.get("disk_rate_min_span", AlertConfig.disk_rate_min_span)
+    if span > window:   # the samples could never span more than the window they are taken from
+        if "disk_rate_min_span" in values:
+            raise ConfigError(f"{source}: [alerts]: disk_rate_min_span = {span:g} is out of range: key "
+                              f"'disk_rate_min_span' must be at most disk_rate_window ({window:g}"
+                              f"{'' if 'disk_rate_window' in values else ', its default'})")
+        raise ConfigError(f"{source}: [alerts]: disk_rate_window = {window:g} is out of range: key "
+                          f"'disk_rate_window' must be at least disk_rate_min_span ({span:g}, its default)")
     return AlertConfig(**values)
 
 
@@ -109,7 +150,9 @@ def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
     for rule, secs in v.items():
         if rule not in RULES:
             raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
-        if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not math.isfinite(secs) or secs < 0:
-            raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more, not {secs!r}")
+        if (isinstance(secs, bool) or not isinstance(secs, (int, float)) or not math.isfinite(secs)
+                or not FOR_BOUNDS.takes(secs)):
+            raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more and at most "
+                              f"{WEEK} (a week), not {toml_shown(secs)}")
         out.append((rule, float(secs)))
     return tuple(sorted(out))

@@ -2,80 +2,62 @@
 
 from __future__ import annotations
 
-import math
 import os
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetdeck.backend.fleet.bounds import (
+    DAY,
+    HOUR,
+    WEEK,
+    Bounds,
+    control_problem,
+    number_problem,
+    toml_shown,
+)
 from fleetdeck.backend.fleet.errors import ConfigError
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """The documented range of one number key: an integer or any finite number, between `low`
-    and `high` (inclusive unless `above` / `below`; None: no bound on that side)."""
-
-    low: float | None = None
-    high: float | None = None
-    integer: bool = False
-    #: `low` itself is out of range
-    above: bool = False
-    #: `high` itself is out of range
-    below: bool = False
-
-    @property
-    def kind(self) -> str:
-        """What the key holds, in words: "an integer" or "a number"."""
-        return "an integer" if self.integer else "a number"
-
-    @property
-    def words(self) -> str:
-        """The range in words: "greater than 0 and below 1", "between 1 and 65535"..."""
-        lo = None if self.low is None else f"{'greater than' if self.above else 'at least'} {_plain(self.low)}"
-        hi = None if self.high is None else f"{'below' if self.below else 'at most'} {_plain(self.high)}"
-        if lo and hi and not self.above and not self.below:
-            return f"between {_plain(self.low)} and {_plain(self.high)}"
-        return " and ".join(w for w in (lo, hi) if w) or "finite"
+#: folders that are never a purge root, nor anything inside them: the system's programs,
+#: libraries and configuration, and the kernel's own filesystems (no run lives there)
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
+                "/sys", "/usr")
+#: folders that are never a purge root themselves (a folder inside one may be): the root, the
+#: folder of every user's home, and the system's runtime and variable data
+SYSTEM_FOLDERS = ("/", "/home", "/run", "/var")
 
 
-def _plain(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-def toml_shown(value: object) -> str:
-    """A value as TOML writes it, for a message: `true`, `inf`, `nan`, `"text"`; an integer too
-    long to print whole is named by its size."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if value != value else ("inf" if value > 0 else "-inf")
-    if isinstance(value, int) and value.bit_length() > 64:
-        try:
-            digits = str(len(str(abs(value))))
-        except ValueError:  # past Python's limit for printing an integer
-            digits = "thousands of"
-        return f"{'-' if value < 0 else ''}(an integer of {digits} digits)"
-    return repr(value)
-
-
-def number_problem(key: str, value: object, bounds: Bounds) -> str | None:
-    """None when `value` is a number `bounds` allows; else the sentence saying why not, naming
-    the key and the value (the caller puts the file and table in front). A boolean is never a
-    number, NaN and the infinities (TOML's `nan`, `inf`, and `1e400` which TOML reads as inf)
-    are never finite, and a float is never an integer."""
-    shown_v = toml_shown(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            bounds.integer and not isinstance(value, int)):
-        return f"key {key!r} must be {bounds.kind}, not {shown_v}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{key} = {shown_v} is not a finite number"
-    if ((bounds.low is not None and (value < bounds.low or (bounds.above and value == bounds.low)))
-            or (bounds.high is not None and (value > bounds.high or (bounds.below and value == bounds.high)))):
-        return f"{key} = {shown_v} is out of range: key {key!r} must be {bounds.words}"
+def purge_root_problem(key: str, given: str, home: str | None = None) -> str | None:
+    """None when purge may delete inside `given`; else why not, naming the key. `~` is judged
+    only where the controller knows what it expands to (`home`: a `local` host, this machine);
+    on a remote host it is the login's home there, and only `..`, refused everywhere, could
+    climb out of it. A home itself (`~`, `/root`, `/home/NAME`) is taken: on a machine one logs
+    into as root, /root is where runs live."""
+    if ".." in given.split("/"):
+        return (f"key {key!r}: {given!r} holds '..': write the folder itself (a purge root is "
+                "compared as written, and '..' can climb to /)")
+    path = given
+    if given == "~" or given.startswith("~/"):
+        if home is None:
+            return None   # the login's home on the host, or a folder inside it
+        path = home + given[1:]
+    elif given.startswith("~"):
+        return None       # ~user: that user's home on the host
+    if not path.startswith("/"):
+        return None       # relative: inside the login's folder on the host
+    norm = "/" + posixpath.normpath(path).lstrip("/")
+    norm = "/" if norm == "/." else norm
+    named = norm if norm == given else f"{given!r} ({norm}{f', as ~ is {home} on this machine' if path != given else ''})"
+    if norm in SYSTEM_FOLDERS or norm in SYSTEM_TREES:
+        return f"key {key!r}: {named} is the system's own folder"
+    top = next((t for t in SYSTEM_TREES if norm.startswith(t + "/")), None)
+    if top:
+        return f"key {key!r}: {named} lies inside {top}, the system's own folder, where no run lives"
     return None
 
 
@@ -144,12 +126,15 @@ class Fleet:
         return min((h.poll_interval for h in self.hosts), default=5.0)
 
 
-#: the fleet file's number keys and their documented ranges (docs/fleet-file.md)
-WEEK = 7 * 86400
+#: the fleet file's number keys and their documented ranges (docs/fleet-file.md, one table with
+#: the `[alerts]` ones of `alert_rules.ALERT_NUMBERS`). Each duration has a floor below which it
+#: means nothing a host can do (a poll every nanosecond, a timeout that has passed before the
+#: command is sent) and a ceiling past which it means "never" (a host that takes an hour to
+#: answer is down).
 FLEET_NUMBERS: dict[str, Bounds] = {
-    "poll_interval": Bounds(0, WEEK, above=True),
-    "connect_timeout": Bounds(0, WEEK, above=True),
-    "command_timeout": Bounds(0, WEEK, above=True),
+    "poll_interval": Bounds(0.1, HOUR),
+    "connect_timeout": Bounds(0.1, HOUR),
+    "command_timeout": Bounds(0.1, HOUR),
     "port": Bounds(1, 65535, integer=True),
 }
 
@@ -192,10 +177,34 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
     if key in _LIST_KEYS:
         if not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
             raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}")
+    for text in value if key in _LIST_KEYS else (value,):  # type: ignore[union-attr]
+        problem = control_problem(key, text) if isinstance(text, str) else None
+        if problem:
+            raise ConfigError(f"{source}: {where}: {problem}")
+    if key in _LIST_KEYS:
         return tuple(value)  # type: ignore[arg-type]
     if key == "become" and value != "sudo":
         raise ConfigError(f"{source}: {where}: key 'become' must be {wanted}, not {value!r}")
     return value
+
+
+def _check_purge_roots(source: str, where: str, table: dict[str, object], values: dict[str, object]) -> None:
+    """The folders purge may delete inside (`purge_roots`, else `runs`) are none of the
+    system's own; the error names the table the key was written in."""
+    key = "purge_roots" if "purge_roots" in values else "runs"
+    roots = values.get(key, HostConfig.runs)
+    home = os.path.expanduser("~") if values.get("local") else None
+    for root in roots:  # type: ignore[union-attr]
+        problem = purge_root_problem(key, root, home)
+        if problem and ".." not in root.split("/"):
+            problem += ("; purge deletes inside its roots, so name the folders that hold runs (such as ~/runs)"
+                        if key == "purge_roots" else
+                        "; purge deletes inside runs when purge_roots is not set, so name the folders that "
+                        "hold runs (such as ~/runs), or set purge_roots")
+        if problem:
+            # a value of [defaults] is named there, unless only this host's `~` makes it wrong
+            named = where if key in table or purge_root_problem(key, root) is None else "[defaults]"
+            raise ConfigError(f"{source}: {named}: {problem}")
 
 
 def parse_fleet(text: str, source: str) -> Fleet:
@@ -232,6 +241,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
                 raise ConfigError(f"{source}: {where}: key 'address' cannot be combined with local = true")
         elif not values.get("address"):
             raise ConfigError(f"{source}: {where}: missing key 'address' (or set local = true)")
+        _check_purge_roots(source, where, table, values)
         hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
     alerts = None
     if "alerts" in doc:
@@ -278,5 +288,5 @@ def load_fleet(explicit: str | None = None) -> Fleet:
     return parse_fleet(read_config_text(path, "fleet file"), str(path))
 
 
-__all__ = ["Bounds", "ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "load_fleet", "parse_fleet",
-           "find_fleet_file", "number_problem", "toml_shown"]
+__all__ = ["Bounds", "ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "DAY", "HOUR", "WEEK", "load_fleet",
+           "parse_fleet", "find_fleet_file", "number_problem", "control_problem", "purge_root_problem", "toml_shown"]
