@@ -417,3 +417,49 @@ def test_after_a_run_recorded_with_a_bare_pid_is_refused(h1, tmp_path, capsys):
     assert rc == 1
     assert f"run {prev} records pid {os.getpid()} without its start time" in err
     assert not (runs / "after-bare-pid").exists()
+
+
+def test_gpus_check_holds_the_run_to_the_hosts_gpus(monkeypatch):
+    """`gpus = N` past the GPUs the host has is refused at pre-flight with its own check,
+    before the trainer would find out (and fail the run) on the host."""
+    def check(cfg, gpus):
+        checks = []
+        est.check_gpus(checks, cfg, gpus)
+        (c,) = checks
+        assert c["name"] == "gpus"
+        return c["ok"], c["message"]
+
+    monkeypatch.delenv("FLEETDECK_TRAIN_CPU_PROCESSES", raising=False)
+    two = fake_gpus()
+    assert check({"gpus": 1000}, two) == (False, "RUN.toml asks for gpus = 1000 and this host has 2 GPUs; set gpus "
+                                                 "to 2 or fewer")
+    assert check({"gpus": 3}, two)[0] is False
+    assert check({"gpus": 2}, two) == (True, "the run takes 2 of this host's 2 GPUs (GPU 0, 1)")
+    assert check({}, two) == (True, "the run takes 1 of this host's 2 GPUs (GPU 0)")
+    one = {"gpus": two["gpus"][:1], "apps": [], "error": None}
+    assert check({"gpus": 2}, one) == (False, "RUN.toml asks for gpus = 2 and this host has 1 GPU; set gpus to 1 "
+                                              "or fewer")
+    cpu = {"gpus": [], "apps": [], "error": None}
+    assert check({"gpus": 1}, cpu) == (True, "no GPU on this host: the run trains in one process on the CPU")
+    assert check({"gpus": 1000}, cpu) == (False, "RUN.toml asks for gpus = 1000 and this host has no GPU; set "
+                                                 "gpus = 1 to train on its CPU")
+    broken = {"gpus": [], "apps": [], "error": "nvidia-smi failed: NVML mismatch"}
+    assert check({"gpus": 4}, broken) == (False, "RUN.toml asks for gpus = 4 and this host has no GPU (nvidia-smi "
+                                                 "failed: NVML mismatch); set gpus = 1 to train on its CPU")
+    monkeypatch.setenv("FLEETDECK_TRAIN_CPU_PROCESSES", "1")   # what the trainer's own tests ask for
+    assert check({"gpus": 2}, cpu)[0] is True
+
+
+def test_gpus_past_the_hosts_count_refused_at_preflight(h1, tmp_path, capsys):
+    fleet, runs, corpus = h1
+    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "many", gpus=1000))
+    rc, out, err = launch_cli(capsys, fleet, "h1", toml, "--json")
+    assert rc == 1, err
+    doc = json.loads(out)
+    assert doc["state"] == "refused" and doc["reason"] == "gpus" and doc["pid"] is None
+    (gpus,) = [c for c in doc["preflight"] if c["name"] == "gpus"]
+    assert gpus["ok"] is False and gpus["message"].startswith("RUN.toml asks for gpus = 1000 and this host has ")
+    assert doc["error"] == gpus["message"] and gpus["message"] in err
+    assert not (runs / "many").exists()
+    rec = read_audit()[-1]
+    assert (rec["action"], rec["result"], rec["reason"]) == ("launch", "refused", "gpus")

@@ -118,6 +118,7 @@ def preflight(req):
 
     gpus = est.gpu_table()
     estimate = est.estimate(config, gpus, size)
+    est.check_gpus(checks, config, gpus)
     est.check_memory(checks, config, gpus, estimate, after)
     est.check_disk(checks, output, estimate)
     seen = [r for r in req.get("live") or () if isinstance(r, dict) and r.get("path") != output]

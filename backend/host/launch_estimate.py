@@ -250,6 +250,29 @@ def _add(checks, name, ok, message):
     checks.append({"name": name, "ok": bool(ok), "message": message})
 
 
+def check_gpus(checks, config, gpus):
+    """`gpus = N` against the GPUs this host has: N of them (GPUs 0..N-1), or, without a GPU,
+    one process on the CPU (several only where FLEETDECK_TRAIN_CPU_PROCESSES=1 asks the
+    trainer for CPU processes, as the tests do)."""
+    want = int(config.get("gpus", 1))
+    have = len(gpus["gpus"])
+    if have:
+        return _add(checks, "gpus", want <= have,
+                    "the run takes {} of this host's {} GPU{} (GPU {})".format(
+                        want, have, "" if have == 1 else "s", ", ".join(str(g["index"]) for g in gpus["gpus"][:want]))
+                    if want <= have else
+                    "RUN.toml asks for gpus = {} and this host has {} GPU{}; set gpus to {} or fewer".format(
+                        want, have, "" if have == 1 else "s", have))
+    why = " ({})".format(gpus["error"]) if gpus["error"] else ""
+    if want == 1:
+        return _add(checks, "gpus", True, f"no GPU on this host{why}: the run trains in one process on the CPU")
+    if os.environ.get("FLEETDECK_TRAIN_CPU_PROCESSES") == "1":
+        return _add(checks, "gpus", True, f"no GPU on this host{why}: the run trains in {want} processes on the "
+                    "CPU (FLEETDECK_TRAIN_CPU_PROCESSES=1)")
+    return _add(checks, "gpus", False, f"RUN.toml asks for gpus = {want} and this host has no GPU{why}; "
+                "set gpus = 1 to train on its CPU")
+
+
 def check_memory(checks, config, gpus, est, after):
     """GPU memory (or, without a GPU, system memory) against the estimate."""
     need, why = est["memory_bytes"], parts_text(est["memory_parts"])
