@@ -29,6 +29,9 @@ BAD = [
     ("batch_size = 0", "batch_size = 0 is out of range: key 'batch_size' must be greater than 0"),
     ("epochs = inf", "epochs = inf is not a finite number"),
     ("warmup_steps = 99999999999999999999999", "warmup_steps = (an integer of 23 digits) is out of range"),
+    ("eval_fraction = -0.0", "eval_fraction = -0.0 is out of range: key 'eval_fraction' must be between 0 and 0.5 "
+                             "(a signed zero is not taken: write 0)"),
+    ("eval_fraction = 0.9", "eval_fraction = 0.9 is out of range: key 'eval_fraction' must be between 0 and 0.5"),
 ]
 
 
@@ -162,3 +165,38 @@ def test_a_launch_whose_answer_is_lost_reports_what_the_host_does(sshd_fleet, tm
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.parametrize("value, taken", [("0", True), ("0.0", True), ("-0.0", False), ("1e-9", True),
+                                          ("0.5", True), ("0.5000001", False), ("0.99", False), ("-0.1", False)])
+def test_eval_fraction_is_none_or_a_share_up_to_half(value, taken):
+    """0 keeps its documented meaning (no eval split); a share is at most half the documents."""
+    text = REQUIRED + f"eval_fraction = {value}\n"
+    if taken:
+        assert parse_run_config(text, "RUN.toml").eval_fraction == abs(float(value))
+    else:
+        with pytest.raises(ConfigError, match=r"^RUN.toml: eval_fraction = .* is out of range: key 'eval_fraction' "
+                                              r"must be between 0 and 0.5"):
+            parse_run_config(text, "RUN.toml")
+
+
+@pytest.mark.parametrize("key", ["name", "base_model", "corpus", "output", "tokenizer"])
+@pytest.mark.parametrize("ch", ["\x1b", "\x00", "\n", "\x9b", "\u202e"])
+def test_run_toml_names_and_paths_with_control_characters_are_refused(key, ch):
+    lines = [x for x in REQUIRED.splitlines() if not x.startswith(f"{key} =")]
+    text = "\n".join([*lines, f'{key} = "/x\\u{ord(ch):04x}[2J"']) + "\n"
+    with pytest.raises(ConfigError) as e:
+        parse_run_config(text, "RUN.toml")
+    msg = str(e.value)
+    assert msg.startswith(f"RUN.toml: key {key!r} must not hold control characters: \"/x")
+    assert ch not in msg and msg.isprintable()
+
+
+def test_train_exits_2_on_an_escape_in_the_output_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "runs" / "r1"
+    toml = run_toml(tmp_path, out, "seed = 1")
+    toml.write_text(toml.read_text().replace(f'output = "{out}"', f'output = "{out}\\u001b[2J"'))
+    assert main(["train", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert f"{toml}: key 'output' must not hold control characters" in err and "\x1b" not in err
+    assert not (tmp_path / "runs").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 from fleetdeck.backend.fleet.config import (
     Bounds,
     ConfigError,
+    control_problem,
     number_problem,
     read_config_text,
     toml_shown,
@@ -55,7 +56,8 @@ class RunConfig:
     lora_dropout: float = 0.0
     #: module names (last path component) to adapt; each must match at least one Linear
     target_modules: tuple[str, ...] = DEFAULT_TARGETS
-    #: share of documents held out for eval (at least one document when > 0)
+    #: share of documents held out for eval (at least one document when > 0), at most half;
+    #: 0: no eval split, every document trains
     eval_fraction: float = 0.05
     eval_steps: int = 25
     save_steps: int = 25
@@ -154,7 +156,7 @@ RUN_NUMBERS: dict[str, Bounds] = {
     "lora_rank": Bounds(0, _ROWS, integer=True, above=True),
     "lora_alpha": Bounds(0, 1e6, above=True),
     "lora_dropout": Bounds(0, 1, below=True),
-    "eval_fraction": Bounds(0, 1, below=True),
+    "eval_fraction": Bounds(0, 0.5),   # 0: no eval; past half, the eval split outweighs the training one
     "eval_steps": Bounds(0, _STEPS, integer=True, above=True),
     "save_steps": Bounds(0, _STEPS, integer=True, above=True),
     "logging_steps": Bounds(0, _STEPS, integer=True, above=True),
@@ -175,6 +177,8 @@ def _value(source: str, key: str, value: object) -> object:
     bad = (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
     if bad:
         raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {toml_shown(value)}")
+    if isinstance(value, str) and (problem := control_problem(key, value)):
+        raise ConfigError(f"{source}: {problem}")
     if isinstance(value, str) and key in _CHOICES and value not in _CHOICES[key]:
         raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {value!r}")
     if key in RUN_NUMBERS and not isinstance(value, str):   # micro_batch may also be "auto"
