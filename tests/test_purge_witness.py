@@ -244,3 +244,20 @@ def test_the_layout_rule_for_a_complete_checkpoint(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(full)
     assert layout.checkpoint_problem(str(link)) == "it is a symlink"
+
+
+async def test_a_root_that_resolves_to_a_system_folder_on_the_host_is_no_root(tmp_path):
+    """The fleet file cannot know what a link or a remote `~` resolves to; the helper judges the
+    root it resolves: a runs root that is a link to /etc purges nothing under it."""
+    from test_purge_local import plan_for
+
+    from fleetdeck.backend.fleet.config import load_fleet
+
+    link = tmp_path / "runs"
+    link.symlink_to("/etc")
+    fleet = tmp_path / "hosts.toml"
+    fleet.write_text(f'[hosts.local]\nlocal = true\nruns = ["{link}"]\npython = "{os.sys.executable}"\n')
+    plan = await plan_for(load_fleet(str(fleet)).host("local"), ["/etc/ssh"])
+    assert not plan.ok and plan.paths[0].refused == ["outside-roots"]
+    assert "(a system folder: not used)" in plan.paths[0].refusals[0].message
+    assert any("purge root" in w and "a system folder" in w for w in plan.warnings)

@@ -19,17 +19,14 @@ from fleetdeck.backend.fleet.bounds import (
     toml_shown,
 )
 from fleetdeck.backend.fleet.errors import ConfigError
+from fleetdeck.backend.host.lib import fsinfo
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-#: folders that are never a purge root, nor anything inside them: the system's programs,
-#: libraries and configuration, and the kernel's own filesystems (no run lives there)
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
-                "/sys", "/usr")
-#: folders that are never a purge root themselves (a folder inside one may be): the root, the
-#: folder of every user's home, and the system's runtime and variable data
-SYSTEM_FOLDERS = ("/", "/home", "/run", "/var")
+# the system folders no purge root may be (the host library's one list: the purge helper
+# judges the roots it resolves on the host by it too)
+SYSTEM_TREES, SYSTEM_FOLDERS = fsinfo.SYSTEM_TREES, fsinfo.SYSTEM_FOLDERS
 
 
 def purge_root_problem(key: str, given: str, home: str | None = None) -> str | None:

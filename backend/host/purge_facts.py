@@ -370,8 +370,13 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
     remove (anything else appeared after the check)."""
     facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}
     for r in roots:
-        facts["roots"].append({"given": r, "resolved": os.path.realpath(os.path.expanduser(r))})
-    resolved = [r["resolved"] for r in facts["roots"]]
+        real = os.path.realpath(os.path.expanduser(r))
+        sysdir = fsinfo.system_folder(real)
+        facts["roots"].append({"given": r, "resolved": real, "refused": None if sysdir is None else
+                               "it resolves on this host to %s, a system folder, so nothing under it is "
+                               "purged" % shown(real)})
+    # a root that resolves to a system folder (`~` of a user whose home is /, a link) is no root
+    resolved = [r["resolved"] for r in facts["roots"] if not r.get("refused")]
     index, seen_links, inodes = {}, {}, []
     mounts = fsinfo.read_mounts()
     for n, given in enumerate(paths):

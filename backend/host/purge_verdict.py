@@ -34,8 +34,11 @@ def _is_final_adapter(abs_path, roots, holds_weights=False):
 def evaluate(facts):
     """Judge gathered facts (pure): per path, the refusals [[code, sentence]] and checks
     {code: pass|fail|skipped}; plus warnings for the whole purge."""
-    roots = [r["resolved"] for r in facts["roots"]]
+    roots = [r["resolved"] for r in facts["roots"] if not r.get("refused")]
     warnings, out = [], []
+    for r in facts["roots"]:
+        if r.get("refused"):
+            warnings.append("purge root %s is not used: %s" % (shown(r["given"]), r["refused"]))
     keepers = {k["run"]: k for k in facts["keepers"]}
     docker = facts.get("docker") or {"state": "absent"}
     if docker["state"] == "down":
@@ -70,7 +73,8 @@ def evaluate(facts):
             ref.append(["is-root", "it is the purge root itself; only folders inside a root can be purged"])
         elif not any(fsinfo.under(a, r) for r in roots):
             ref.append(["outside-roots", "it is outside every purge root (%s)" % (", ".join(
-                "%s -> %s" % (shown(r["given"]), shown(r["resolved"])) for r in facts["roots"]) or "none set")])
+                "%s -> %s%s" % (shown(r["given"]), shown(r["resolved"]), " (a system folder: not used)"
+                                if r.get("refused") else "") for r in facts["roots"]) or "none set")])
         if p.get("outside"):
             # never walked: the checks that read its contents were not made
             out.append({"refusals": ref, "checks": _checks(ref, skipped=True)})

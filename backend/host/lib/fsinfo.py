@@ -30,6 +30,22 @@ def read_mounts():
     return out
 
 
+#: folders that are never a purge root, nor anything inside them: the system's programs,
+#: libraries and configuration, and the kernel's own filesystems (no run lives there)
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
+                "/sys", "/usr")
+#: folders that are never a purge root themselves (a folder inside one may be): the root, the
+#: folder of every user's home, and the system's runtime and variable data
+SYSTEM_FOLDERS = ("/", "/home", "/run", "/var")
+
+
+def system_folder(resolved):
+    """The system folder an absolute, resolved path is (or lies in, for SYSTEM_TREES), or None."""
+    if resolved in SYSTEM_FOLDERS or resolved in SYSTEM_TREES:
+        return resolved
+    return next((t for t in SYSTEM_TREES if resolved.startswith(t + "/")), None)
+
+
 def under(p, top):
     """True when p is top or lies below it (clean absolute paths, compared as strings)."""
     return p == top or p.startswith(top.rstrip("/") + "/")
