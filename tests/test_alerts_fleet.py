@@ -154,9 +154,13 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
     # the webhook got the same transitions, except what SIGTERM left in the outbox for the next
     # start (the machine's own cron entries may turn stray while the test runs); deliveries run
     # side by side, so only each alert's own transitions keep their order
-    state = json.loads((Path(os.environ["XDG_STATE_HOME"]) / "fleetdeck" / "alerts.json").read_text())
-    queued = {sink: Counter((p["alert"]["state"], p["alert"]["rule"], p["alert"]["subject"])
-                            for p in state["outbox"] if p["sink"] == sink) for sink in ("command", "webhook")}
+    from fleetdeck.backend.monitor.outbox import Journal
+
+    folder = Path(os.environ["XDG_STATE_HOME"]) / "fleetdeck"
+    state = json.loads((folder / "alerts.json").read_text())
+    left, _, _ = Journal(folder / "outbox.jsonl").load(state["outbox_seq"], move=False)
+    queued = {sink: Counter((p.alert["state"], p.alert["rule"], p.alert["subject"])
+                            for p in left if p.sink == sink) for sink in ("command", "webhook")}
     at_hook = Counter(x[:3] for x in lines)
     at_web = Counter((x["state"], x["rule"], x["subject"]) for x in Received.got)
     assert at_web - at_hook <= queued["command"] and at_hook - at_web <= queued["webhook"]

@@ -128,8 +128,11 @@ def test_sigterm_mid_delivery_ends_within_2s_and_the_next_start_delivers_each_tr
         w.kill()
     assert rc == 0 and took < 2.0, (rc, took)
     assert not procfs.alive(hook_pid) and not procfs.alive(child_pid)    # its group went with it
+    from fleetdeck.backend.monitor.outbox import Journal
+
     saved = json.loads((state_dir() / "alerts.json").read_text())
-    queued = [(p["id"], p["alert"]["rule"]) for p in saved["outbox"]]
+    live, _, _ = Journal(state_dir() / "outbox.jsonl").load(saved["outbox_seq"], move=False)
+    queued = [(p.id, p.alert["rule"]) for p in live]
     assert ("overfitting" in {r for _, r in queued}) and not log.exists()
     assert any(a["rule"] == "overfitting" for a in saved["firing"])
     first_lines = [x for x in w.lines if " ALERT " in x]

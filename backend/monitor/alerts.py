@@ -36,6 +36,8 @@ from fleetdeck.backend.fleet.alert_rules import FOR_DEFAULTS, RULES, AlertConfig
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor import alert_state as st
+from fleetdeck.backend.monitor.alert_state import Bad, Reject
 
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 KEEP_RESOLVED = 100
@@ -75,9 +77,12 @@ class Alert:
                 "since": self.since, "text": self.text}
 
 
-def alert_from_json(d: dict[str, Any]) -> Alert:
-    return Alert(rule=str(d["rule"]), host=str(d["host"]), subject=str(d["subject"]),
-                 state=str(d["state"]), since=float(d["since"]), text=str(d.get("text", "")))
+def alert_from_json(d: Any) -> Alert:
+    """A saved alert, strictly (Bad names the field that is wrong)."""
+    d = st.table(d, "the alert")
+    return Alert(rule=st.text(d.get("rule"), "rule"), host=st.text(d.get("host"), "host"),
+                 subject=st.text(d.get("subject"), "subject"), state=st.text(d.get("state"), "state"),
+                 since=st.finite(d.get("since"), "since"), text=st.text(d.get("text", ""), "text"))
 
 
 @dataclass
@@ -318,19 +323,52 @@ class AlertEngine:
                 "events": {k: list(v) for k, v in self.m.events.items()},
                 "pending": self.m.pending}
 
-    def load_state(self, d: dict[str, Any]) -> None:
-        """Carry on from `to_state()`'s output; anything unreadable starts fresh."""
-        try:
-            firing = {a.key: a for a in map(alert_from_json, d.get("firing") or ())}
-            resolved = deque(map(alert_from_json, d.get("resolved") or ()), maxlen=KEEP_RESOLVED)
-            self.m.firing, self.m.resolved = firing, resolved
-            self.m.down_since = {str(k): float(v) for k, v in (d.get("down_since") or {}).items()}
-            self.m.idle_since = {str(k): float(v) for k, v in (d.get("idle_since") or {}).items()}
-            self.m.restarts = {k: (v[0], bool(v[1])) for k, v in (d.get("restarts") or {}).items()}
-            self.m.events = {k: (float(v[0]), str(v[1])) for k, v in (d.get("events") or {}).items()}
-            self.m.pending = {str(k): float(v) for k, v in (d.get("pending") or {}).items()}
-        except (KeyError, TypeError, ValueError, IndexError):
-            self.m = _Memory()
+    def load_state(self, d: Any) -> list[Reject]:
+        """Carry on from `to_state()`'s output, strictly per entry: an entry that does not hold
+        what it must (a wrong type, a non-finite time) is left out and returned, the others load."""
+        self.m = m = _Memory()
+        rejects: list[Reject] = []
+        if not isinstance(d, dict):
+            return [Reject("the state", f"is not an object ({type(d).__name__})", d)] if d else []
+
+        def each(name: str, kind: type, load) -> None:
+            v = d.get(name)
+            if v is None:
+                return
+            if not isinstance(v, kind):
+                rejects.append(Reject(name, f"is not a{'n object' if kind is dict else ' list'}", v))
+                return
+            for k, x in (v.items() if kind is dict else enumerate(v)):
+                try:
+                    load(k, x)
+                except Bad as e:
+                    rejects.append(Reject(f"{name}[{k!r}]" if kind is dict else f"{name}[{k}]", str(e),
+                                          {k: x} if kind is dict else x))
+
+        def alert(_k, x) -> Alert:
+            return alert_from_json(x)
+
+        each("firing", list, lambda k, x: m.firing.__setitem__((a := alert(k, x)).key, a))
+        each("resolved", list, lambda k, x: m.resolved.append(alert(k, x)))
+        each("down_since", dict, lambda k, x: m.down_since.__setitem__(str(k), st.finite(x, "the time")))
+        each("idle_since", dict, lambda k, x: m.idle_since.__setitem__(str(k), st.finite(x, "the time")))
+        each("pending", dict, lambda k, x: m.pending.__setitem__(str(k), st.finite(x, "the time")))
+
+        def restart(k, x) -> None:
+            x = st.items(x, "the entry")
+            if len(x) != 2 or not isinstance(x[1], bool) or (x[0] is not None and st.count(x[0], "the count") < 0):
+                raise Bad("is not [restart count or null, OOM-killed]")
+            m.restarts[str(k)] = (x[0], x[1])
+
+        def event(k, x) -> None:
+            x = st.items(x, "the entry")
+            if len(x) != 2:
+                raise Bad("is not [time, text]")
+            m.events[str(k)] = (st.finite(x[0], "the time"), st.text(x[1], "the text"))
+
+        each("restarts", dict, restart)
+        each("events", dict, event)
+        return rejects
 
 
 def engine_path() -> Path:
@@ -339,12 +377,11 @@ def engine_path() -> Path:
 
 
 def load_engine(config: AlertConfig | None = None) -> AlertEngine:
-    """An engine carrying on from the saved state (a fresh one when there is none)."""
+    """An engine carrying on from the saved state (a fresh one when there is none; entries that
+    do not load are skipped, the file is left as it is)."""
     e = AlertEngine(config)
-    try:
-        e.load_state(json.loads(engine_path().read_text(encoding="utf-8")))
-    except (OSError, ValueError, AttributeError):
-        pass
+    doc, _warnings = st.read_doc(engine_path(), move=False)
+    e.load_state(doc)
     return e
 
 

@@ -1,5 +1,6 @@
 """Hook delivery: each alert transition reaches the `[alerts]` command and webhook once, from a
-persisted outbox, without ever holding up the poll loop.
+persisted outbox (`outbox.Journal`: each entry, delivery and retry one append, so an attempt
+costs the same however full the outbox is), without ever holding up the poll loop.
 
 - **Ids.** A transition's id is a hash of rule, host, subject, state and transition time
   (`transition_id`). The webhook gets it in the body (`id`) and in the `Idempotency-Key` and
@@ -28,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
+import itertools
 import json
 import math
 import os
@@ -37,11 +40,14 @@ import ssl
 import tempfile
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
 
 HOOK_TIMEOUT = 30.0
 CONCURRENCY = 8
@@ -266,27 +272,6 @@ async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[in
 
 
 # -- the outbox ---------------------------------------------------------------------------------
-@dataclass
-class Pending:
-    """One transition still to be delivered to one sink (`command` or `webhook`)."""
-
-    id: str
-    sink: str
-    alert: dict[str, Any]
-    created: float
-    attempts: int = 0
-    next_at: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "sink": self.sink, "alert": self.alert, "created": self.created,
-                "attempts": self.attempts, "next_at": self.next_at}
-
-
-def pending_from_json(d: dict[str, Any]) -> Pending:
-    return Pending(id=str(d["id"]), sink=str(d["sink"]), alert=dict(d["alert"]), created=float(d["created"]),
-                   attempts=int(d.get("attempts", 0)), next_at=float(d.get("next_at", 0.0)))
-
-
 def _record(alert: Any) -> dict[str, Any]:
     # the values as the host sent them: each sink applies its own rule when it sends (JSON
     # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
@@ -306,13 +291,17 @@ class _Shown:
 class Deliverer:
     """The outbox and the task that empties it (see the module docstring).
 
-    `enqueue(alerts)` adds one entry per transition and sink; `save` (given by the owner) is
-    called whenever the outbox changes, so the caller persists it together with the alert state
-    it belongs to; `warn` receives one sentence per failed attempt."""
+    `enqueue(alerts)` adds one entry per transition and sink; with a `journal` (`outbox.Journal`)
+    each entry, each delivery and each retry is one append to it (the owner commits the journal
+    with the alert state it belongs to); `warn` receives one sentence per failed attempt.
+
+    Each attempt costs the same however full the outbox is: the entries of one alert at one sink
+    form a queue (a resolved never overtakes its firing), and the heads of those queues wait in
+    a heap by when they are due, so starting an attempt and ending one touch only its own entry."""
 
     def __init__(self, on_alert: tuple[str, ...] | None, webhook: str | None, *,
                  webhook_timeout: float = 5.0, hook_timeout: float = HOOK_TIMEOUT,
-                 concurrency: int = CONCURRENCY, save: Callable[[], None] | None = None,
+                 concurrency: int = CONCURRENCY, journal: Journal | None = None,
                  warn: Callable[[str], None] | None = None, retry_first: float = RETRY_FIRST,
                  retry_cap: float = RETRY_CAP, max_age: float = RETRY_MAX_AGE) -> None:
         self.on_alert = tuple(on_alert or ())
@@ -320,52 +309,125 @@ class Deliverer:
         self.webhook_timeout = webhook_timeout
         self.hook_timeout = hook_timeout
         self.concurrency = max(1, concurrency)
-        self.save = save or (lambda: None)
+        self.journal = journal
         self.warn = warn or (lambda _w: None)
         self.retry_first, self.retry_cap, self.max_age = retry_first, retry_cap, max_age
+        #: every entry, in the order queued
         self.pending: dict[tuple[str, str], Pending] = {}
         self.delivered = 0
+        #: each alert's entries at each sink, oldest first; only the first may be attempted
+        self._queues: dict[tuple[str, str, str, str], deque[tuple[str, str]]] = {}
+        #: (due, tie-break, key) of queue heads; a record is stale when its entry is gone, busy,
+        #: no longer a head or due at another time (skipped when popped)
+        self._due: list[tuple[float, int, tuple[str, str]]] = []
+        self._order = itertools.count()
         self._busy: set[tuple[str, str]] = set()
         self._wake = asyncio.Event()
-        self._sem = asyncio.Semaphore(self.concurrency)
         self._tasks: set[asyncio.Task] = set()
+        #: attempts started and not yet ended (a task's own end comes a moment after)
+        self._running = 0
 
     @property
     def sinks(self) -> tuple[str, ...]:
         return (("command",) if self.on_alert else ()) + (("webhook",) if self.webhook else ())
 
+    # -- the queues -----------------------------------------------------------------------------
+    @staticmethod
+    def _queue_of(p: Pending) -> tuple[str, str, str, str]:
+        return (p.sink, str(p.alert.get("rule")), str(p.alert.get("host")), str(p.alert.get("subject")))
+
+    def _add(self, p: Pending) -> None:
+        self.pending[p.key] = p
+        q = self._queues.setdefault(self._queue_of(p), deque())
+        q.append(p.key)
+        if len(q) == 1:
+            self._push(p)
+
+    def _push(self, p: Pending) -> None:
+        heapq.heappush(self._due, (p.next_at, next(self._order), p.key))
+
+    def _remove(self, p: Pending) -> None:
+        self.pending.pop(p.key, None)
+        qk = self._queue_of(p)
+        q = self._queues.get(qk)
+        if q is None:
+            return
+        if q and q[0] == p.key:
+            q.popleft()
+            if q:
+                self._push(self.pending[q[0]])   # the next transition of that alert is due now
+        else:
+            with contextlib.suppress(ValueError):
+                q.remove(p.key)
+        if not q:
+            del self._queues[qk]
+
+    def _is_head(self, p: Pending) -> bool:
+        q = self._queues.get(self._queue_of(p))
+        return bool(q) and q[0] == p.key
+
     def enqueue(self, alerts: list[Any], now: float | None = None) -> None:
         """Add each transition for each configured sink (an id already queued is not added twice)."""
         now = time.time() if now is None else now
+        new = []
         for a in alerts:
             tid = transition_id(a)
             for sink in self.sinks:
-                self.pending.setdefault((tid, sink), Pending(tid, sink, _record(a), now))
-        if alerts and self.sinks:
+                if (tid, sink) not in self.pending:
+                    p = Pending(tid, sink, _record(a), now, next_at=now)
+                    self._add(p)
+                    new.append(p)
+        if new and self.journal is not None:
+            self.journal.add(new)
+        if new:
             self._wake.set()
 
     def to_state(self) -> list[dict[str, Any]]:
         return [p.to_json() for p in self.pending.values()]
 
-    def load_state(self, items: Any) -> None:
-        """Carry on with what a previous run left undelivered (unreadable entries are dropped)."""
-        for d in items or ():
+    def load_state(self, items: Any, where: str = "outbox") -> list[Reject]:
+        """Carry on with entries saved as a list (`to_state`, and the outbox of an `alerts.json`
+        written before the journal); each entry is checked on its own, and the ones that do not
+        load are returned. Entries for a sink no longer configured are dropped."""
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            return [Reject(where, f"is not a list ({type(items).__name__})", items)]
+        rejects, new = [], []
+        for i, d in enumerate(items):
             try:
                 p = pending_from_json(d)
-            except (KeyError, TypeError, ValueError):
+            except Bad as e:
+                rejects.append(Reject(f"{where}[{i}]", str(e), d))
                 continue
-            if p.sink in self.sinks:
-                self.pending[(p.id, p.sink)] = p
+            if p.sink in self.sinks and p.key not in self.pending:
+                self._add(p)
+                new.append(p)
+        if new and self.journal is not None:
+            self.journal.add(new)
         self._wake.set()
+        return rejects
 
+    def load_journal(self, committed: int | None, *, move: bool = True) -> tuple[list[Reject], list[str]]:
+        """Carry on with what the journal holds (see `outbox.Journal.load`)."""
+        assert self.journal is not None
+        live, rejects, warnings = self.journal.load(committed, move=move)
+        for p in live:
+            if p.sink in self.sinks and p.key not in self.pending:
+                self._add(p)
+        self._wake.set()
+        return rejects, warnings
+
+    # -- delivering -----------------------------------------------------------------------------
     async def run(self) -> None:
         """Deliver what is due, forever (cancel to stop; attempts in flight are cancelled with it
         and stay in the outbox)."""
         try:
             while True:
                 self._start_due(time.time())
-                nxt = min((p.next_at for k, p in self._heads() if k not in self._busy), default=None)
-                wait = None if nxt is None else max(0.05, nxt - time.time())
+                wait = None
+                if self._due and self._running < self.concurrency:
+                    wait = max(0.05, self._due[0][0] - time.time())
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
@@ -376,60 +438,85 @@ class Deliverer:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Attempt everything due, once each and in order, and wait for those attempts (what
+        """Attempt everything queued, once each and in order, and wait for those attempts (what
         `watch --count` does before it ends); a failure's retry is left in the outbox."""
         tried: set[tuple[str, str]] = set()
+        now = time.time()
         while True:
-            tried |= self._start_due(time.time(), skip=tried)
+            free = self.concurrency - self._running
+            todo = []
+            for q in self._queues.values():
+                if len(todo) >= free:
+                    break
+                p = self.pending[q[0]]
+                if p.key not in self._busy and p.key not in tried and (p.attempts == 0 or p.next_at <= now):
+                    todo.append(p)
+            for p in todo:
+                tried.add(p.key)
+                self._start([p])
             if not self._tasks:
                 return
             await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
 
-    def _heads(self) -> list[tuple[tuple[str, str], Pending]]:
-        """The oldest entry of each alert at each sink: a resolved never overtakes its firing
-        (the next transition of an alert waits until the one before it is done with)."""
-        seen: set[tuple[str, ...]] = set()
-        out = []
-        for key, p in self.pending.items():   # in the order they were queued
-            alert = (p.sink, str(p.alert.get("rule")), str(p.alert.get("host")), str(p.alert.get("subject")))
-            if alert not in seen:
-                seen.add(alert)
-                out.append((key, p))
-        return out
+    def _start_due(self, now: float) -> None:
+        """Start the attempts that are due, as many as there are free places."""
+        while self._due and self._due[0][0] <= now and self._running < self.concurrency:
+            at, _n, key = heapq.heappop(self._due)
+            p = self.pending.get(key)
+            if p is None or key in self._busy or p.next_at != at or not self._is_head(p):
+                continue   # stale: delivered, in flight, retried at another time or not first
+            self._start([p])
 
-    def _start_due(self, now: float, skip: set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
-        started = set()
-        for key, p in self._heads():
-            if key not in self._busy and p.next_at <= now and key not in (skip or ()):
-                self._busy.add(key)
-                started.add(key)
-                t = asyncio.ensure_future(self._attempt(key, p))
-                self._tasks.add(t)
-                t.add_done_callback(self._tasks.discard)
-        return started
+    def _start(self, group: list[Pending]) -> None:
+        for p in group:
+            self._busy.add(p.key)
+        self._running += 1
+        t = asyncio.ensure_future(self._attempt(group))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
 
-    async def _attempt(self, key: tuple[str, str], p: Pending) -> None:
+    async def _attempt(self, group: list[Pending]) -> None:
         try:
-            async with self._sem:
-                out = await self.send(p)
+            out = await self.send(group[0])
+        except asyncio.CancelledError:   # it stays in the outbox, due again as it was
+            for p in group:
+                self._busy.discard(p.key)
+                if self._is_head(p):
+                    self._push(p)
+            raise
         finally:
-            self._busy.discard(key)
-        p.attempts += 1
-        if out.ok:
-            self.pending.pop(key, None)
-            self.delivered += 1
-        else:
-            age = time.time() - p.created
-            if not out.retry or age > self.max_age:
-                self.pending.pop(key, None)
+            self._running -= 1
+            for p in group:
+                self._busy.discard(p.key)
+        now = time.time()
+        for p in group:
+            p.attempts += 1
+            if out.ok:
+                self._remove(p)
+                self.delivered += 1
+                self._journal("done", p)
+            elif not out.retry or now - p.created > self.max_age:
+                self._remove(p)
                 why = "not retried" if not out.retry else f"given up after {p.attempts} attempts"
                 self.warn(f"{out.warning} ({why}; delivery {p.id})")
+                self._journal("done", p)
             else:
                 delay = min(self.retry_cap, self.retry_first * 2 ** (p.attempts - 1))
-                p.next_at = time.time() + delay
+                p.next_at = now + delay
                 self.warn(f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {p.id})")
-        self.save()
+                self._journal("tried", p)
+                if self._is_head(p):
+                    self._push(p)
         self._wake.set()
+
+    def _journal(self, op: str, p: Pending) -> None:
+        """One record for one attempt's outcome; the journal rewritten when it has grown past its
+        live entries (a fixed share of the appends, so each attempt costs the same)."""
+        if self.journal is None:
+            return
+        getattr(self.journal, op)(p)
+        if self.journal.wants_compaction(len(self.pending)):
+            self.journal.compact(self.pending.values())
 
     async def send(self, p: Pending) -> Outcome:
         """One attempt of one entry."""

@@ -44,9 +44,11 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.history import History, history_path, sql_text
+from fleetdeck.backend.monitor.outbox import Journal, outbox_path
 from fleetdeck.backend.monitor.seats import (
     SeatCheck,
     check_seat,
@@ -134,21 +136,43 @@ class Monitor:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._saved: bytes | None = None
+        #: bytes written to alerts.json by this monitor (benchmarks)
+        self.bytes_saved = 0
         #: launches the audit log holds and the outcomes already recorded, by (host, run path):
         #: the time of the newest of each (re-read when the log changes)
         self._audit_key: tuple[int, int] | None = None
         self._launched: dict[tuple[str, str], tuple[int, float]] = {}
         self._outcome: dict[tuple[str, str], float] = {}
-        saved = self._read_saved()
+        deliver = role == "deliver"
+        saved, said = st.read_doc(engine_path(), move=deliver)
         self.engine = engine if engine is not None else AlertEngine(self.config)
+        rejects: list[st.Reject] = []
         if engine is None:
-            self.engine.load_state(saved)
+            rejects += self.engine.load_state({k: v for k, v in saved.items() if k not in ("outbox", "outbox_seq")})
         self.deliverer: Deliverer | None = None
-        if role == "deliver" and (self.config.on_alert or self.config.webhook):
+        self.journal: Journal | None = None
+        migrate = False
+        if deliver and (self.config.on_alert or self.config.webhook):
             opts = {"webhook_timeout": self.config.webhook_timeout, **deliver_opts}
-            self.deliverer = Deliverer(self.config.on_alert, self.config.webhook, save=self.save,
+            self.journal = Journal(outbox_path(), warn=self.warn)
+            self.deliverer = Deliverer(self.config.on_alert, self.config.webhook, journal=self.journal,
                                        warn=self.warn, **opts)
-            self.deliverer.load_state(saved.get("outbox"))
+            committed = saved.get("outbox_seq")
+            if committed is not None and (isinstance(committed, bool) or not isinstance(committed, int)
+                                          or committed < 0):
+                rejects.append(st.Reject("outbox_seq", "is not a whole number", committed))
+                committed = None
+            bad, more = self.deliverer.load_journal(committed)
+            said += more
+            said += st.report_rejects(outbox_path().name, bad, move=True)
+            # an alerts.json written before the journal holds its outbox as a list: carried over
+            migrate = "outbox" in saved
+            rejects += self.deliverer.load_state(saved.get("outbox"))
+        if role != "observe":   # the dashboard reads what watch saves; watch is the one to say so
+            for line in said + st.report_rejects(engine_path().name, rejects, move=deliver):
+                self.warn(line)
+        if migrate or (deliver and rejects):
+            self.save()   # the file is rewritten without what was quarantined
         self._preload()
 
     # -- saying things --------------------------------------------------------------------------
@@ -163,21 +187,19 @@ class Monitor:
         self.report("warning", line)
 
     # -- state -----------------------------------------------------------------------------------
-    @staticmethod
-    def _read_saved() -> dict[str, Any]:
-        try:
-            d = json.loads(engine_path().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return d if isinstance(d, dict) else {}
-
     def save(self) -> bool:
-        """Write the alert state and the outbox together, atomically (deliver role only); a
-        failure is a warning."""
+        """Write the alert state, atomically, naming the outbox journal's last entry it covers
+        (deliver role only); a failure is a warning. When the journal cannot be written the
+        state is not either, so the two never disagree: a transition is saved with its entry."""
         if self.role != "deliver":
             return False
         doc = self.engine.to_state()
-        doc["outbox"] = self.deliverer.to_state() if self.deliverer is not None else []
+        if self.journal is not None:
+            if not self.journal.flush():
+                self.warn("alert state not saved: its outbox entries could not be written first "
+                          f"({self.journal.error}); alerts and the outbox live in memory until they can be")
+                return False
+            doc["outbox_seq"] = self.journal.seq
         try:
             # ensure_ascii keeps a host's undecodable bytes (lone surrogates) through the file
             data = json.dumps(doc, ensure_ascii=True).encode()
@@ -192,6 +214,7 @@ class Monitor:
                 f.write(data)
             os.replace(tmp, path)
             self._saved = data
+            self.bytes_saved += len(data)
         except (OSError, ValueError, TypeError) as e:
             self.warn(f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
                       "live in memory until it can be")
@@ -471,6 +494,8 @@ class Monitor:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await delivery
             self.save()
+            if self.journal is not None:
+                self.journal.close()
             await self.close()
 
     async def _cycle_then_rest(self, count: int | None, interval: float) -> bool:
