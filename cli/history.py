@@ -1,4 +1,4 @@
-"""`fleetdeck history HOST [--since DURATION] [--json]`: what the poll history holds for one host.
+"""`fleetdeck history HOST [--since DURATION] [--json] [--width N]`: what the poll history holds for one host.
 
 GPU memory and utilisation per GPU, disk use per root, each live run's loss and eval loss, and
 the host's answers, read from the history database that `watch` (and the dashboard) write. Each
@@ -11,6 +11,10 @@ night" reads at a glance. A bucket with no sample is blank (the host did not ans
 from the rows themselves; a cell folds its rows by the figure's kind (a loss or disk use by its
 newest value, GPU memory by its peak, utilisation and answers by their mean):
 `backend/monitor/history_figures.py`, the same rule the database folds its rows by.
+
+Memory does not grow with the window: the cells and figures are worked out by SQLite
+(`History.chart`), and `--json` is written as its rows are read (`History.stream`). `--width` is
+10 to 1000 cells; a corrupt or unreadable database is one sentence naming it and exit 1.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import json
 import re
 import sys
 import time
+from typing import TextIO
 
 from rich.console import Console
 
-from fleetdeck.backend.monitor.history_figures import figures
-from fleetdeck.tui.charts import collect, history_table
+from fleetdeck.backend.monitor.history_figures import Tally
+from fleetdeck.tui.charts import KINDS, collect, history_table
 from fleetdeck.tui.fmt import human_duration
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -39,6 +44,23 @@ def duration(text: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
+#: `--width`: a sparkline narrower than ten cells says nothing, one wider than a thousand is wider
+#: than any terminal (and each cell is a figure worked out per series)
+WIDTH_MIN, WIDTH_MAX = 10, 1000
+
+
+def width(text: str) -> int:
+    """A sparkline width from WIDTH_MIN to WIDTH_MAX cells; argparse's type."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or not WIDTH_MIN <= n <= WIDTH_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sparkline width: a whole number of cells from "
+                                         f"{WIDTH_MIN} to {WIDTH_MAX}")
+    return n
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("history", help="one host's recorded GPU memory, utilisation, disks and losses",
                        description="What the poll history (written by `fleetdeck watch` and the dashboard) "
@@ -46,9 +68,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("host", metavar="HOST")
     p.add_argument("--since", type=duration, default=86400.0, metavar="DURATION",
                    help="how far back: 90s, 30m, 24h (default), 7d, 2w")
-    p.add_argument("--json", action="store_true", help="print the series as one JSON document")
-    p.add_argument("--width", type=int, default=None, metavar="N", help="sparkline width (default: fits)")
+    p.add_argument("--json", action="store_true", help="print the series as one JSON document, written as it is read")
+    p.add_argument("--width", type=width, default=None, metavar="N",
+                   help=f"sparkline width in cells, {WIDTH_MIN} to {WIDTH_MAX} (default: fits the terminal)")
     p.set_defaults(func=cmd_history)
+
+
+def _unreadable(hist) -> int:
+    """One sentence naming the database and what SQLite said of it; exit 1."""
+    print(f"fleetdeck: the history database {hist.path} cannot be read ({hist.error}): it is corrupt or not "
+          "readable here; nothing is shown from it", file=sys.stderr)
+    return 1
+
+
+def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool:
+    """The `--json` document of `host` since `since`, written to `out` as its rows are read
+    (`History.stream`, a chunk at a time): each series' rows, one a line, then each series'
+    first, last and peak, tallied as the rows went past (`Tally`), then the warnings. What is held
+    is one chunk of rows and a tally a series. False when the database could not be read (the
+    document, written to its end, names why in its warnings)."""
+    w = out.write
+    w("{" + f'"host": {json.dumps(host)}, "since": {json.dumps(since)}, "until": {json.dumps(until)},\n "series": {{')
+    tallies: dict[str, dict[str, Tally]] = {}
+    for k, kind in enumerate(KINDS):
+        w(("," if k else "") + f"\n  {json.dumps(kind)}: {{")
+        seen = tallies.setdefault(kind, {})
+        current = None
+        for name, pts in hist.stream(host, kind, since):
+            if name != current:
+                w(("\n   ]," if current is not None else "") + f"\n   {json.dumps(name)}: [\n    ")
+                current = name
+                seen[name] = Tally()
+            else:
+                w(",\n    ")
+            # one row a line: the encoder does the chunk at once, the lines are split after
+            w(json.dumps(pts)[1:-1].replace("], [", "],\n    ["))
+            seen[name].add(pts)
+        w("\n   ]\n  }" if current is not None else "}")
+    figures = {kind: {name: t.figures(kind) for name, t in v.items()} for kind, v in tallies.items()}
+    w("\n },\n " + '"figures": ' + json.dumps(figures, indent=1).replace("\n", "\n ") + ",\n "
+      + '"warnings": ' + json.dumps(list(hist.warnings)) + "\n}\n")
+    return not hist.warnings
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -63,23 +123,21 @@ def cmd_history(args: argparse.Namespace) -> int:
     since = now - args.since
     hist = History(path)
     try:
-        data = collect(hist, args.host, since)
-        warnings = list(getattr(hist, "warnings", []) or [])
+        hist.names(args.host)   # opens and reads the database: a corrupt one is said so before any output
+        if hist.warnings:
+            return _unreadable(hist)
+        if args.json:
+            ok = write_json(hist, args.host, since, now, sys.stdout)
+            return 0 if ok else _unreadable(hist)
+        console = Console(soft_wrap=False, highlight=False)
+        cells = args.width or max(WIDTH_MIN, min(120, console.width - 60))
+        data = collect(hist, args.host, since, args.since, cells)
     finally:
         hist.close()
-    if args.json:
-        print(json.dumps({"host": args.host, "since": since, "until": now,
-                          "series": {k: {n: [list(p) for p in pts] for n, pts in v.items()} for k, v in data.items()},
-                          "figures": {k: {n: figures(k, pts) for n, pts in v.items()} for k, v in data.items()},
-                          "warnings": warnings}, indent=1))
-        return 0
+    if hist.warnings:
+        return _unreadable(hist)
     if not any(data.values()):
         print(f"nothing recorded for {args.host} in the last {human_duration(args.since)}")
         return 0
-    console = Console(soft_wrap=False, highlight=False)
-    width = args.width or max(10, min(120, console.width - 60))
-    t = history_table(data, args.host, since, args.since, width)
-    console.print(t)
-    for w in warnings:
-        print(f"fleetdeck: history: {w}", file=sys.stderr)
+    console.print(history_table(data, args.host, args.since, cells))
     return 0

@@ -129,7 +129,7 @@ def lines(h: History, since: float, window: float, width: int) -> dict[str, list
     """`history_table` of h3 as printed, {series label: [sparkline (its drawn cells), first, last, peak]}."""
     buf = io.StringIO()
     Console(file=buf, width=200, color_system=None, soft_wrap=False).print(
-        history_table(collect(h, "h3", since), "h3", since, window, width))
+        history_table(collect(h, "h3", since, window, width), "h3", window, width))
     rows = (re.fullmatch(r"(.*?) +([▁▂▃▄▅▆▇█ ]*[▁▂▃▄▅▆▇█]) +(\S+) +(\S+) +(\S+) *", line)
             for line in buf.getvalue().splitlines())
     return {m[1].strip(): [m[2].strip(), m[3], m[4], m[5]] for m in rows if m}

@@ -9,13 +9,13 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend.monitor.history_figures import fold, fold_in, fold_of, fold_out, summarise
+from fleetdeck.backend.monitor.history_figures import Line, fold
 from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, human_mib
 
 SPARK = "▁▂▃▄▅▆▇█"
 KINDS = ("gpu", "disk", "run", "eval", "host", "seat")
-Points = list[tuple[int, float | None, float | None]]
-Series = dict[str, dict[str, Points]]
+#: {kind: {series name: (figure a, figure b)}}, as `History.chart` gives it
+Chart = dict[str, dict[str, tuple[Line | None, Line | None]]]
 
 
 def spark(values: list[float | None], width: int, lo: float, hi: float, how: str = "max") -> str:
@@ -37,59 +37,55 @@ def spark(values: list[float | None], width: int, lo: float, hi: float, how: str
     return "".join(out)
 
 
-def collect(hist: Any, host: str, since: float) -> Series:
-    """{kind: {series name: [(t, a, b)...]}} of `host` since `since`, for the kinds shown."""
-    return {kind: hist.series(host, kind, since) for kind in KINDS}
+def cell_seconds(window: float, width: int) -> int:
+    """How long one chart cell of a `window` drawn `width` cells wide is, in seconds: a minute at
+    least, the shortest row."""
+    return max(60, int(window // width) or 60)
 
 
-def history_table(data: Series, host: str, since: float, window: float, width: int) -> Table:
-    """One row per series: its sparkline over the window on shared time buckets, on a fixed
-    scale (GPU memory 0..its peak, utilisation 0..100%, disk use against the filesystem, a loss
-    against its own range), each cell folding its rows as the figure's kind says (`FIGURES`: a
-    loss or disk use by its newest value, GPU memory by its peak, utilisation and answers by
-    their mean); then the figure's first (oldest recorded value of the window), last (newest) and
-    peak (largest), read from the rows, never from the cells."""
+def collect(hist: Any, host: str, since: float, window: float, width: int) -> Chart:
+    """{kind: {series name: (figure a, figure b)}} of `host` since `since`, for the kinds shown,
+    as `width` cells over `window`: worked out by the database (`History.chart`), so what this
+    holds is `width` values a figure, however many rows the window has."""
+    data = hist.chart(host, since, cell_seconds(window, width), width)
+    return {kind: data.get(kind, {}) for kind in KINDS}
+
+
+def history_table(data: Chart, host: str, window: float, width: int) -> Table:
+    """One row per series (`collect`'s, drawn `width` cells wide): its sparkline over the window
+    on shared time buckets, on a fixed scale (GPU memory 0..its peak, utilisation 0..100%, disk
+    use against the filesystem, a loss against its own range), each cell folding its rows as the
+    figure's kind says (`FIGURES`: a loss or disk use by its newest value, GPU memory by its peak,
+    utilisation and answers by their mean); then the figure's first (oldest recorded value of the
+    window), last (newest) and peak (largest), read from the rows, never from the cells."""
     t = Table(title=Text(f"{host}: the last {human_duration(window)}"), box=None, pad_edge=False)
     for col in ("series", "over time", "first", "last", "peak"):
         t.add_column(col, no_wrap=True, overflow="ellipsis")
-    step = max(60, int(window // width) or 60)
 
-    def grid(kind: str, pts: Points, i: int) -> list[float | None]:
-        how = fold_of(kind, i)
-        cells: list[float | None] = [None] * width
-        counts = [0] * width
-        for ts, a, b in pts:
-            v = (a, b)[i]
-            if v is not None:
-                k = min(width - 1, max(0, int((ts - since) // step)))
-                cells[k], counts[k] = fold_in(cells[k], v, how), counts[k] + 1
-        return [fold_out(c, n, how) for c, n in zip(cells, counts, strict=True)]
+    def drawn(cells: list[float | None]) -> list[float]:
+        return [v for v in cells if v is not None]
 
-    def row(label: Text | str, kind: str, pts: Points, i: int, lo: float, hi: float, fmt: Any,
-            cells: list[float | None] | None = None) -> None:
-        s = summarise(pts, i)
-        if s is None:
+    def row(label: Text | str, line: Line | None, lo: float, hi: float, fmt: Any) -> None:
+        if line is None:
             return
-        cells = grid(kind, pts, i) if cells is None else cells
-        t.add_row(label, Text(spark(cells, width, lo, hi), style="cyan"), fmt(s.first), fmt(s.last), fmt(s.peak))
+        t.add_row(label, Text(spark(line.cells, width, lo, hi), style="cyan"), fmt(line.first), fmt(line.last),
+                  fmt(line.peak))
 
-    for name, pts in sorted(data.get("gpu", {}).items()):
+    for name, (mem, util) in data.get("gpu", {}).items():
         idx = name.partition(":")[0]
-        mem = grid("gpu", pts, 0)
-        peak = max((v for v in mem if v is not None), default=0.0)
-        row(Text(f"GPU{idx} memory"), "gpu", pts, 0, 0.0, max(peak, 1.0), human_mib, mem)
-        row(Text(f"GPU{idx} utilisation"), "gpu", pts, 1, 0.0, 100.0, lambda v: f"{v:.0f}%")
-    for name, pts in sorted(data.get("disk", {}).items()):
-        used, free = grid("disk", pts, 0), grid("disk", pts, 1)
-        total = max((u + f for u, f in zip(used, free, strict=True) if u is not None and f is not None), default=0.0)
-        row(Text.assemble("disk ", host_text(name)), "disk", pts, 0, 0.0, total or 1.0, human_bytes, used)
+        peak = max(drawn(mem.cells), default=0.0) if mem else 0.0
+        row(Text(f"GPU{idx} memory"), mem, 0.0, max(peak, 1.0), human_mib)
+        row(Text(f"GPU{idx} utilisation"), util, 0.0, 100.0, lambda v: f"{v:.0f}%")
+    for name, (used, free) in data.get("disk", {}).items():
+        total = max((u + f for u, f in zip(used.cells, free.cells, strict=True) if u is not None and f is not None),
+                    default=0.0) if used and free else 0.0
+        row(Text.assemble("disk ", host_text(name)), used, 0.0, total or 1.0, human_bytes)
     for kind, label in (("run", "loss"), ("eval", "eval loss")):
-        for name, pts in sorted(data.get(kind, {}).items()):
-            cells = grid(kind, pts, 1)
-            vals = [v for v in cells if v is not None]
+        for name, (_, loss) in data.get(kind, {}).items():
+            vals = drawn(loss.cells) if loss else []
             if vals:
-                row(Text.assemble(host_text(name.rsplit("/", 1)[-1]), f" {label}"), kind, pts, 1, min(vals),
-                    max(vals), lambda v: f"{v:.4g}", cells)
-    for _name, pts in data.get("host", {}).items():
-        row(Text("answered"), "host", pts, 0, 0.0, 1.0, lambda v: f"{100 * v:.0f}%")
+                row(Text.assemble(host_text(name.rsplit("/", 1)[-1]), f" {label}"), loss, min(vals), max(vals),
+                    lambda v: f"{v:.4g}")
+    for _name, (answered, _) in data.get("host", {}).items():
+        row(Text("answered"), answered, 0.0, 1.0, lambda v: f"{100 * v:.0f}%")
     return t

@@ -24,17 +24,27 @@ numbers (`sql_number`), applied to every value written; docs/probe.md ("Sinks") 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.history_figures import FIGURES, fold_in, fold_of, fold_out
+from fleetdeck.backend.monitor.history_figures import (
+    FIGURES,
+    Line,
+    cell,
+    fold_in,
+    fold_of,
+    fold_out,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, host TEXT NOT NULL, kind TEXT NOT NULL,
@@ -69,6 +79,38 @@ _FOLD_10M = ("WITH g AS (SELECT x.t / ?1 * ?1 AS t, x.sid AS sid, s.kind AS kind
              " max(x.b) AS bmax, avg(x.b) AS bmean, max(CASE WHEN x.b IS NOT NULL THEN x.t END) AS tb"
              " FROM samples x JOIN series s ON s.id = x.sid WHERE x.t < ?2 GROUP BY x.t / ?1, x.sid)"
              f" INSERT OR REPLACE INTO samples_10m SELECT t, sid, {_fold_sql(0)}, {_fold_sql(1)} FROM g")
+
+
+# -- reading a window without holding its rows ---------------------------------------------------
+#: a figure as a finite number, else NULL, whatever a writer other than this one left there (text,
+#: a blob, an infinity): text and blobs sort above every number, 9e999 reads as infinity
+_NUM = "CASE WHEN {c} > -9e999 AND {c} < 9e999 THEN {c} END"
+# the rows of one host since ?1, ten-minute and minute rows together
+_WINDOW = ("SELECT sid, t, {a} AS a, {b} AS b FROM {table} WHERE t >= ?1"
+           " AND sid IN (SELECT id FROM series WHERE host = ?2)")
+
+
+def _at(c: str, when: str) -> str:
+    """Figure `c` of the row of `g`'s series at time `g.<when>`: a lookup by the row's key (t,
+    sid), a minute row first."""
+    return " coalesce(" + ", ".join(f"(SELECT {_NUM.format(c='y.' + c)} FROM {table} y WHERE y.t = g.{when}"
+                                   " AND y.sid = g.sid)" for table in ("samples", "samples_10m")) + ")"
+
+
+# One row per series and chart cell (?3 seconds from ?4, ?5 cells; a row before the first cell
+# falls in it, one past the last in the last): each figure's count, sum, largest value, the times
+# of its oldest and newest rows and their values. SQLite groups the window's rows by sorting them
+# (its sorter spills to a temporary file past the page cache), so what reaches Python is a row a
+# cell, never a row a sample.
+_CHART = ("WITH x AS (" + " UNION ALL ".join(
+    _WINDOW.format(table=table, a=_NUM.format(c="a"), b=_NUM.format(c="b")) for table in ("samples_10m", "samples"))
+    + "), g AS (SELECT sid, max(0, min(?5 - 1, CAST((t - ?4) / ?3 AS INTEGER))) AS k,"
+    + ",".join(f" count({c}) AS n{c}, sum({c}) AS s{c}, max({c}) AS m{c},"
+               f" min(CASE WHEN {c} IS NOT NULL THEN t END) AS f{c}, max(CASE WHEN {c} IS NOT NULL THEN t END) AS l{c}"
+               for c in "ab")
+    + " FROM x GROUP BY sid, k) SELECT sid, k,"
+    + ",".join(f" n{c}, s{c}, m{c}, f{c}, {_at(c, 'f' + c)}, l{c}, {_at(c, 'l' + c)}" for c in "ab")
+    + " FROM g ORDER BY sid, k")
 
 
 def history_path() -> Path:
@@ -139,6 +181,8 @@ class History:
         self.retention_days = retention_days
         self.busy_ms = busy_ms
         self.warnings: list[str] = []
+        #: what the last warning was about, in SQLite's or the system's words
+        self.error: str | None = None
         self._db: sqlite3.Connection | None = None
         self._ids: dict[tuple[str, str, str], int] = {}
         self._pending: dict[tuple[int, int], list[Any]] = {}
@@ -149,6 +193,7 @@ class History:
     # -- the connection ------------------------------------------------------------------------
     def _warn(self, what: str, e: BaseException) -> None:
         msg = f"history {self.path}: {what}: {e}"
+        self.error = str(e)
         if msg not in self.warnings:
             self.warnings.append(msg)
         del self.warnings[:-20]
@@ -360,6 +405,107 @@ class History:
         for name, t, a, b in rows:
             out.setdefault(name, []).append((t, a, b))
         return out
+
+    def names(self, host: str) -> dict[str, list[str]]:
+        """{kind: [series name...]} of `host`, names sorted; {} (and a warning) when the database
+        cannot be opened or read."""
+        db = self._conn()
+        if db is None:
+            return {}
+        try:
+            rows = db.execute("SELECT kind, name FROM series WHERE host = ? ORDER BY kind, name", (host,)).fetchall()
+        except (sqlite3.Error, OSError) as e:
+            self._fail("cannot be read", e)
+            return {}
+        out: dict[str, list[str]] = {}
+        for kind, name in rows:
+            out.setdefault(kind, []).append(name)
+        return out
+
+    def chart(self, host: str, since: float, step: int, width: int) -> dict[str, dict[str, tuple[Line | None, Line | None]]]:
+        """{kind: {series name: (figure a, figure b)}} of `host` since `since`, as `width` cells of
+        `step` seconds from `since` (the minute in progress included): each cell folds its rows by
+        the figure's kind (`history_figures.cell`), and each figure's first, last and peak are the
+        window's own, both worked out by SQLite (`_CHART`), so what is held here is `width` values
+        a figure, however many rows the window has. A figure no row holds is None; a series with
+        no row in the window is left out."""
+        db = self._conn()
+        if db is None:
+            return {}
+        self.flush()
+        width, step = max(1, int(width)), max(1, int(step))
+        lo = _since(since)
+        origin = float(since) if isinstance(since, (int, float)) and math.isfinite(since) and since >= lo else float(lo)
+        out: dict[str, dict[str, tuple[Line | None, Line | None]]] = {}
+        try:
+            named = {sid: (kind, name) for sid, kind, name in
+                     db.execute("SELECT id, kind, name FROM series WHERE host = ?", (host,))}
+            for sid, cells in itertools.groupby(db.execute(_CHART, (lo, host, step, origin, width)), key=itemgetter(0)):
+                kind, name = named.get(sid, ("", ""))
+                lines = self._lines(kind, list(cells), width)
+                if lines != (None, None) and kind:
+                    out.setdefault(kind, {})[name] = lines
+        except (sqlite3.Error, OSError) as e:
+            self._fail("cannot be read", e)
+            return {}
+        return {kind: dict(sorted(v.items())) for kind, v in out.items()}
+
+    @staticmethod
+    def _lines(kind: str, rows: list[tuple], width: int) -> tuple[Line | None, Line | None]:
+        """The two `Line`s of one series from its `_CHART` rows (one a cell, oldest first)."""
+        lines: list[Line | None] = []
+        for i in (0, 1):
+            how = fold_of(kind, i)
+            cells: list[float | None] = [None] * width
+            first = last = None
+            peak: float | None = None
+            n_rows = 0
+            for r in rows:
+                n, total, top, first_t, oldest, last_t, newest = r[2 + 7 * i:9 + 7 * i]
+                if not n:
+                    continue
+                cells[r[1]] = cell(how, n, total, top, newest)
+                if first is None:
+                    first = (first_t, oldest)
+                last = (last_t, newest)
+                peak = top if peak is None or top > peak else peak
+                n_rows += n
+            ok = first is not None and last is not None and peak is not None and None not in (first[1], last[1])
+            lines.append(Line(cells=cells, first=first[1], first_t=first[0], last=last[1], last_t=last[0], peak=peak,
+                              rows=n_rows) if ok else None)
+        return lines[0], lines[1]
+
+    def stream(self, host: str, kind: str, since: float, chunk: int = 4096) -> Iterator[tuple[str, list[tuple[int, float | None, float | None]]]]:
+        """Every row of one host and kind since `since` as `(series name, [(t, a, b)...])` chunks of
+        at most `chunk` rows: the series in name order, each series' rows oldest first (one series
+        may span several chunks, one after the other). What is held is one chunk; SQLite sorts the
+        window's rows in its sorter, which spills to a temporary file past the page cache. A
+        database that cannot be read ends the rows early, with a warning."""
+        db = self._conn()
+        if db is None:
+            return
+        self.flush()
+        try:
+            ids = db.execute("SELECT id, name FROM series WHERE host = ? AND kind = ? ORDER BY name",
+                             (host, kind)).fetchall()
+            if not ids:
+                return
+            name_of = {int(sid): name for sid, name in ids}
+            # the sids are this database's own integers, so the rank is written into the query
+            rank = "CASE sid" + "".join(f" WHEN {int(sid)} THEN {k}" for k, (sid, _) in enumerate(ids)) + " END"
+            q = ("SELECT sid, t, a, b FROM (" + " UNION ALL ".join(
+                f"SELECT sid, t, {_NUM.format(c='a')} AS a, {_NUM.format(c='b')} AS b FROM {table} WHERE t >= ?1"
+                f" AND sid IN ({','.join(str(s) for s in name_of)})" for table in ("samples_10m", "samples"))
+                + f") ORDER BY {rank}, t")
+            cur = db.execute(q, (_since(since),))
+            while True:
+                rows = cur.fetchmany(chunk)
+                if not rows:
+                    return
+                for sid, pts in itertools.groupby(rows, key=itemgetter(0)):
+                    yield name_of[sid], [p[1:] for p in pts]
+        except (sqlite3.Error, OSError) as e:
+            self._fail("cannot be read", e)
 
     def gpu_memory(self, host: str, since: float) -> dict[int, list[float]]:
         """Used MiB per GPU index since `since` (the dashboard's sparklines)."""

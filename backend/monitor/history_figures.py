@@ -13,13 +13,18 @@ one past `raw_hours`, and the rows under one chart cell into that cell. One rule
   one busy minute in an idle hour is not a busy hour, and one answer is not an hour answered.
 
 A series' `first`, `last` and `peak` over a window are never folded: the oldest recorded value,
-the newest and the largest (`summarise`).
+the newest and the largest (`summarise`, `Tally` for rows that stream past, `Line` for the chart).
+
+What is held is never the window's rows: the chart's cells and figures are worked out by SQLite
+(`History.chart`, each cell from its rows' count, sum, largest and newest value: `cell`), and
+`--json`'s figures are tallied chunk by chunk as the rows are written out (`Tally`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 
 #: per kind, its two figures `(a, b)`: (name in `--json`, how it folds)
 FIGURES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
@@ -52,6 +57,15 @@ def fold_out(acc: float | None, n: int, how: str) -> float | None:
     return None if acc is None else acc / n if how == "mean" and n else acc
 
 
+def cell(how: str, n: int, total: float | None, peak: float | None, newest: float | None) -> float | None:
+    """The fold of `n` values (oldest first) from their aggregates, as SQLite gives them for a
+    chart cell: their sum, their largest and the newest; None when there are none. The same
+    value `fold` gives over the values themselves."""
+    if not n:
+        return None
+    return newest if how == "last" else peak if how == "max" else fold_out(total, n, how)
+
+
 def fold(values: Iterable[float], how: str) -> float | None:
     """`values` (oldest first, no None) folded into one: the newest, the largest or the mean;
     None when there are none."""
@@ -76,37 +90,84 @@ class Summary:
     rows: int
 
 
+@dataclass(frozen=True)
+class Line:
+    """One figure of one series over a window as the chart draws it (`History.chart`): `cells`,
+    each the fold of the rows under it by the figure's kind (`cell`; None where no row holds the
+    figure), and the window's `first` (the oldest value), `last` (the newest) and `peak` (the
+    largest), with the times of the first and last, read from the rows, never from the cells;
+    `rows` is how many rows held the figure."""
+
+    cells: list[float | None]
+    first: float
+    first_t: int
+    last: float
+    last_t: int
+    peak: float
+    rows: int
+
+
+class Tally:
+    """The `Summary` of each figure of one series, built from its rows a chunk at a time (oldest
+    first, as `History.stream` yields them): what is held is three (time, value) pairs and a
+    count a figure, however many rows go past."""
+
+    def __init__(self) -> None:
+        # per figure: [(first_t, first), (last_t, last), (peak_t, peak), rows] or None
+        self._s: list[list | None] = [None, None]
+
+    def add(self, points: Iterable[tuple[int, float | None, float | None]]) -> None:
+        """Count the next `points` (`(t, a, b)`, oldest first, each after those already counted)."""
+        pts = points if isinstance(points, list) else list(points)
+        for i in (0, 1):
+            held = [(p[0], p[1 + i]) for p in pts if p[1 + i] is not None]
+            if not held:
+                continue
+            top = max(held, key=itemgetter(1))   # the first of equal largest values: the oldest
+            s = self._s[i]
+            if s is None:
+                self._s[i] = [held[0], held[-1], top, len(held)]
+                continue
+            s[1] = held[-1]
+            s[3] += len(held)
+            if top[1] > s[2][1]:
+                s[2] = top
+
+    def summary(self, i: int) -> Summary | None:
+        """The `Summary` of figure `i` (0: a, 1: b) so far; None when no row held it."""
+        s = self._s[i]
+        if s is None:
+            return None
+        (first_t, first), (last_t, last), (peak_t, peak), n = s
+        return Summary(first=first, first_t=first_t, last=last, last_t=last_t, peak=peak, peak_t=peak_t, rows=n)
+
+    def figures(self, kind: str) -> dict[str, dict[str, object]]:
+        """{figure name: {first, first_t, last, last_t, peak, peak_t, rows, fold}} for `--json`; a
+        figure no row held is left out."""
+        out: dict[str, dict[str, object]] = {}
+        for i, (name, how) in enumerate(FIGURES.get(kind, DEFAULT)):
+            s = self.summary(i)
+            if s is not None:
+                out[name] = {"first": s.first, "first_t": s.first_t, "last": s.last, "last_t": s.last_t,
+                             "peak": s.peak, "peak_t": s.peak_t, "rows": s.rows, "fold": how}
+        return out
+
+
 def summarise(points: Iterable[tuple[int, float | None, float | None]], i: int) -> Summary | None:
     """The `Summary` of figure `i` (0: a, 1: b) over `points` (`(t, a, b)`, oldest first, as
-    `History.series` returns them), in one pass; None when no row holds that figure."""
-    first = last = peak = None
-    n = 0
-    for p in points:
-        v = p[1 + i]
-        if v is None:
-            continue
-        n += 1
-        if first is None:
-            first = (p[0], v)
-        last = (p[0], v)
-        if peak is None or v > peak[1]:
-            peak = (p[0], v)
-    if first is None or last is None or peak is None:
-        return None
-    return Summary(first=first[1], first_t=first[0], last=last[1], last_t=last[0], peak=peak[1],
-                   peak_t=peak[0], rows=n)
+    `History.series` returns them); None when no row holds that figure."""
+    t = Tally()
+    t.add(points)
+    return t.summary(i)
 
 
-def figures(kind: str, points: Sequence[tuple[int, float | None, float | None]]) -> dict[str, dict[str, object]]:
+def figures(kind: str, points: Iterable[tuple[int, float | None, float | None]]) -> dict[str, dict[str, object]]:
     """{figure name: {first, first_t, last, last_t, peak, peak_t, rows, fold}} of one series, for
     `--json`; a figure no row holds is left out."""
-    out: dict[str, dict[str, object]] = {}
-    for i, (name, how) in enumerate(FIGURES.get(kind, DEFAULT)):
-        s = summarise(points, i)
-        if s is not None:
-            out[name] = {"first": s.first, "first_t": s.first_t, "last": s.last, "last_t": s.last_t,
-                         "peak": s.peak, "peak_t": s.peak_t, "rows": s.rows, "fold": how}
-    return out
+    t = Tally()
+    t.add(points)
+    return t.figures(kind)
 
 
-__all__ = ["DEFAULT", "FIGURES", "Summary", "figures", "fold", "fold_in", "fold_of", "fold_out", "summarise"]
+__all__ = ["DEFAULT", "FIGURES", "Line", "Summary", "Tally", "cell", "figures", "fold", "fold_in", "fold_of", "fold_out",
+           "summarise"]

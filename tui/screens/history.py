@@ -76,11 +76,12 @@ class HistoryScreen(ViewScreen):
         from fleetdeck.backend.monitor.history import History, history_path
 
         since = now - window
+        width = max(10, min(160, self.size.width - 60))
         live = self.app.alert_watch.history if self.app.alert_watch.enabled else None
         if live is not None:
             # the dashboard's own recorder: its reads include the minute in progress, so the
             # first polls show at once rather than when their minute is written
-            data = collect(live, host, since)
+            data = collect(live, host, since, window, width)
         else:
             path = history_path()
             if not path.exists():
@@ -89,11 +90,13 @@ class HistoryScreen(ViewScreen):
                 return
             hist = History(path)
             try:
-                data = collect(hist, host, since)
+                data = collect(hist, host, since, window, width)
             finally:
                 hist.close()
+            if hist.warnings:   # corrupt or unreadable: said so, never "Nothing recorded"
+                chart.update(Text(f"The history database {path} cannot be read ({hist.error}).", style="red"))
+                return
         if not any(data.values()):
             chart.update(Text(f"Nothing recorded for {host} in the last {human_duration(window)}.", style="dim"))
             return
-        width = max(10, min(160, self.size.width - 60))
-        chart.update(history_table(data, host, since, window, width))
+        chart.update(history_table(data, host, window, width))
