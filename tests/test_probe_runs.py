@@ -180,3 +180,25 @@ def test_each_checkpoint_says_whether_it_is_complete(tmp_path: Path):
     assert got == {100: (True, None), 200: (False, "incomplete: empty"),
                    300: (False, "incomplete: adapter_model.safetensors is empty (0 bytes)"),
                    400: (False, "incomplete: trainer_state.json only")}
+
+
+def test_a_deeply_nested_run_file_is_an_error_on_the_run_not_a_crash(tmp_path: Path):
+    """A trainer_state.json or run.json nested 100,000 deep (any user on the host can write one)
+    reads as that run's error; the probe answers, and the other runs are listed as usual."""
+    from test_probe import probe
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for name, fname in (("deep-state", "trainer_state.json"), ("deep-manifest", "run.json")):
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        (run / fname).write_text(deep)
+    ok = tmp_path / "runs" / "fine"
+    ok.mkdir()
+    (ok / "progress.jsonl").write_text('{"step": 3, "max_steps": 9, "loss": 2.0}\n' + deep + "\n")
+    CACHE.clear()
+    got = {r["name"]: r for r in probe({"runs": [str(tmp_path / "runs")]})["runs"]}
+    assert set(got) == {"deep-state", "deep-manifest", "fine"}
+    assert got["fine"]["step"] == 3
+    for name in ("deep-state", "deep-manifest"):
+        text = json.dumps(got[name])
+        assert "it nests 100000 levels" in text, text[:500]

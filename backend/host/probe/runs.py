@@ -8,7 +8,7 @@ import os
 import re
 import time
 
-from fleetdeck.backend.host.lib import layout
+from fleetdeck.backend.host.lib import jsondepth, layout
 from fleetdeck.backend.host.probe.common import (
     BYSTANDERS,
     CACHE,
@@ -59,7 +59,7 @@ def _progress(path):
     torn = lines.pop()   # bytes after the last newline: a line still being written
     for i, raw in enumerate(lines):
         try:
-            obj = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+            obj = jsondepth.loads(raw.decode("utf-8"), what="the line") if raw.strip() else {}
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
         except ValueError:
@@ -137,7 +137,7 @@ def full_series(path):
                 if read > FULL_SERIES_READ:
                     break
                 try:
-                    obj = json.loads(raw.decode("utf-8"))
+                    obj = jsondepth.loads(raw.decode("utf-8"))
                 except ValueError:
                     continue
                 if isinstance(obj, dict):
@@ -186,7 +186,7 @@ def _trainer_state(path, cap=True):
     """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series (`cap`:
     its newest MAX_LOSS_POINTS, as a snapshot keeps them)."""
     try:
-        d = json.loads(read_text(path))
+        d = jsondepth.loads(read_text(path), what="it")
         if not isinstance(d, dict) or not isinstance(d.get("log_history", []), list):
             raise ValueError("not a trainer state object")
     except ValueError as e:
@@ -269,7 +269,7 @@ def _run_facts(path, names, now):
     rj, problems, interval = {}, [], 1
     if "run.json" in names:
         try:
-            rj = cached("json", os.path.join(path, "run.json"), lambda p: json.loads(read_text(p)))
+            rj = cached("json", os.path.join(path, "run.json"), lambda p: jsondepth.loads(read_text(p), what="it"))
             if not isinstance(rj, dict):
                 rj, _ = {}, problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
