@@ -7,6 +7,7 @@ import io
 import re
 import sqlite3
 
+import pytest
 from rich.console import Console
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
@@ -180,3 +181,116 @@ def test_ten_minute_rows_keep_the_newest_loss_and_disk_figure_and_the_peak_memor
     assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "eval", 0)["/runs/run-9"]] == [(0, 2.1), (600, 1.1)]
     assert [a / 2**20 for _, a, _ in h.series("h3", "disk", 0)["/tank"]] == [491, 481]
     assert [a for _, a, _ in h.series("h3", "gpu", 0)["0:GPU-a"]] == [6000, 6000]
+
+
+def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten_minute_rows_alike(tmp_path):
+    """What SQLite works out for the chart (`History.chart`) is what the rule gives over the rows
+    themselves (`fold` a cell, `summarise` a figure), over a window of ten-minute rows and
+    minute rows, polls that miss, figures that are sometimes absent, and several widths."""
+    import random
+
+    from fleetdeck.backend.monitor.history_figures import fold, fold_of, summarise
+    from fleetdeck.tui.charts import KINDS, cell_seconds
+
+    rng = random.Random(31)
+    h = History(tmp_path / "h.sqlite3", raw_hours=2, retention_days=30)
+    for i in range(8 * 60):
+        t = T0 + 60 * i + rng.randint(0, 50)
+        g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
+                memory_used_mib=rng.choice([1000, 8000, rng.randint(0, 80000)]), utilization_pct=rng.choice([0, 100, None]))
+        d = Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=10**12, used_bytes=rng.randint(0, 10**12),
+                 free_bytes=rng.choice([None, rng.randint(0, 10**11)]))
+        r = Run(host="h1", path="/r/run-1", name="run-1", state="running", step=i, loss=rng.choice([None, rng.random()]),
+                eval_losses=((i, rng.random()),) if i % 7 == 0 else ())
+        host = HostSnapshot(name="h1", reachable=rng.random() > 0.1, time=t, gpus=(g,), disks=(d,), runs=(r,),
+                            latency_ms=rng.random() * 30)
+        h.record(FleetSnapshot(hosts=(host,), time=t))
+    with sqlite3.connect(h.path) as db:
+        assert db.execute("SELECT count(*) FROM samples_10m").fetchone()[0] > 0
+    now = T0 + 8 * 3600
+    checked = 0
+    for window, width in ((3600, 10), (6 * 3600, 37), (9 * 3600, 120), (86400, 1000)):
+        since = now - window + 0.5
+        step = cell_seconds(window, width)
+        chart = h.chart("h1", since, step, width)
+        for kind in KINDS:
+            rows = h.series("h1", kind, since)
+            assert sorted(chart.get(kind, {})) == sorted(rows)
+            for name, pts in rows.items():
+                for i in (0, 1):
+                    line, s = chart[kind][name][i], summarise(pts, i)
+                    if s is None:
+                        assert line is None
+                        continue
+                    buckets: list[list[float]] = [[] for _ in range(width)]
+                    for p in pts:
+                        if p[1 + i] is not None:
+                            buckets[min(width - 1, max(0, int((p[0] - since) // step)))].append(p[1 + i])
+                    want = [fold(b, fold_of(kind, i)) for b in buckets]
+                    assert line.cells == pytest.approx(want, rel=1e-12, abs=1e-9), (kind, name, i, width)
+                    assert (line.first, line.first_t, line.last, line.last_t, line.peak, line.rows) == (
+                        s.first, s.first_t, s.last, s.last_t, s.peak, s.rows)
+                    checked += 1
+    assert checked >= 4 * 9
+
+
+def _big(path, minutes: int, n_series: int = 20) -> int:
+    """A history database of `n_series` series of host h1, a minute row each for `minutes`
+    minutes up to T0, written straight into SQLite (the recorder's schema); returns its rows."""
+    from fleetdeck.backend.monitor.history import SCHEMA
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(SCHEMA)
+    kinds = ["gpu", "disk", "run", "eval", "host"]
+    db.executemany("INSERT INTO series VALUES (?, 'h1', ?, ?)",
+                   [(s + 1, kinds[s % 5], f"{s}:GPU-{s}" if s % 5 == 0 else f"/s/{s}") for s in range(n_series)])
+    start = T0 - 60 * minutes
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?)",
+                   ((start + 60 * m, s, float((m * 7 + s) % 5000), (m % 97) / 97) for m in range(minutes)
+                    for s in range(1, n_series + 1)))
+    db.execute("COMMIT")
+    db.close()
+    return minutes * n_series
+
+
+def test_a_300k_row_window_is_drawn_and_written_as_json_holding_cells_and_chunks_never_its_rows(tmp_path):
+    """300,000 rows (20 series x 15,000 minutes) in the window: the chart holds `width` values
+    a figure and `--json` one chunk of rows at a time, measured by tracemalloc as the peak of
+    what Python allocates while each runs. Holding the rows, as a list of (t, a, b) tuples, is
+    about 150 bytes a row: 45 MB here (54 MB at its peak, measured), against a bound of 8 MiB."""
+    import tracemalloc
+
+    from fleetdeck.cli.history import write_json
+
+    path = tmp_path / "big.sqlite3"
+    assert _big(path, 15_000) == 300_000
+    since = T0 - 15_000 * 60
+    h = History(path)
+    h.names("h1")   # opened outside the measure
+
+    class Sink:
+        """Counts what is written and keeps nothing."""
+
+        n = 0
+
+        def write(self, s: str) -> None:
+            self.n += len(s)
+
+    tracemalloc.start()
+    try:
+        chart = collect(h, "h1", since, 15_000 * 60, 100)
+        _, chart_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        sink = Sink()
+        assert write_json(h, "h1", since, T0, sink)
+        _, json_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sum(len(v) for v in chart.values()) == 20
+    assert all(len(line.cells) == 100 for v in chart.values() for a, b in v.values() for line in (a, b))
+    assert chart["gpu"]["0:GPU-0"][0].rows == 15_000
+    assert sink.n > 300_000 * 20   # every row was written
+    assert chart_peak < 8 * 2**20, chart_peak
+    assert json_peak < 8 * 2**20, json_peak
+    assert h.warnings == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import sqlite3
 import subprocess
 import sys
 import time
@@ -100,3 +102,66 @@ def test_first_last_and_peak_are_the_windows_own_values_in_the_default_day():
     assert ev["first_t"] < ev["last_t"] and ev["rows"] == len(doc["series"]["eval"]["/runs/run-9"])
     disk = doc["figures"]["disk"]["/tank"]["used_bytes"]
     assert (disk["first"], disk["last"], disk["peak"]) == (464 * 2**20, 400 * 2**20, 464 * 2**20)
+
+
+def test_a_width_outside_10_to_1000_cells_is_refused_in_one_sentence():
+    _night(time.time())
+    for bad in ("-5", "0", "9", "1001", "100000000", "wide", "1e3"):
+        out = _cli("gx10", f"--width={bad}")
+        assert out.returncode == 2, (bad, out.stdout[-300:])
+        assert "is not a sparkline width: a whole number of cells from 10 to 1000" in out.stderr
+        assert "Traceback" not in out.stderr and out.stdout == ""
+    for good in ("10", "1000"):
+        out = _cli("gx10", "--width", good)
+        assert out.returncode == 0 and "GPU0 memory" in out.stdout, out.stderr
+
+
+def test_a_corrupt_database_is_one_sentence_naming_it_and_exit_1_never_nothing_recorded():
+    path = history_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(random.Random(5).randbytes(64 * 1024))
+    for args in (("gx10",), ("gx10", "--json"), ("nobody",)):
+        out = _cli(*args)
+        assert out.returncode == 1, (args, out.stdout[-300:])
+        assert f"the history database {path} cannot be read (file is not a database)" in out.stderr
+        assert "nothing recorded" not in out.stdout and out.stdout == "" and "Traceback" not in out.stderr
+
+
+def test_a_database_whose_rows_are_damaged_is_exit_1_and_the_json_says_why_in_its_warnings():
+    """The series list reads, the rows' pages do not: the table is refused, and `--json`, already
+    streaming, ends its document with the warning."""
+    _night(time.time())
+    path = history_path()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        roots = [r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE name IN ('samples', 'samples_10m')")]
+    with open(path, "r+b") as f:
+        for root in roots:
+            f.seek((root - 1) * page)
+            f.write(b"\xee" * page)
+    out = _cli("gx10", "--since", "7h")
+    assert out.returncode == 1 and "nothing recorded" not in out.stdout
+    assert f"the history database {path} cannot be read (database disk image is malformed)" in out.stderr
+    out = _cli("gx10", "--since", "7h", "--json")
+    assert out.returncode == 1 and "cannot be read (database disk image is malformed)" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["series"]["gpu"] == {} and doc["figures"]["gpu"] == {}
+    assert any(str(path) in w and "malformed" in w for w in doc["warnings"])
+
+
+def test_the_json_document_is_the_recorded_rows_written_as_they_are_read():
+    """The streamed document holds what `History.series` reads, row for row, and each figure as
+    `summarise` gives it over them."""
+    from fleetdeck.backend.monitor.history_figures import figures
+
+    now = time.time()
+    _night(now)
+    doc = json.loads(_cli("gx10", "--since", "7h", "--json").stdout)
+    h = History(history_path())
+    for kind in ("gpu", "disk", "run", "eval", "host", "seat"):
+        rows = h.series("gx10", kind, doc["since"])
+        assert doc["series"][kind] == {n: [list(p) for p in pts] for n, pts in rows.items()}
+        assert doc["figures"][kind] == {n: figures(kind, pts) for n, pts in rows.items()}
+    h.close()
+    assert doc["warnings"] == [] and len(doc["series"]["gpu"]["0:GPU-0"]) == 360
