@@ -111,10 +111,15 @@ def preflight(req):
             check(checks, "after", True, why + ("; the new run starts now" if verdict == "ready"
                                                else "; the new run waits for it"))
 
+    if any(c["name"] == "base-model" and c["ok"] for c in checks):
+        est.check_targets(checks, config)
+
     trainer = est.missing_modules([TRAINER_MODULE, "torch", "transformers", "peft"])
     check(checks, "trainer", not trainer,
           f"{sys.executable} can import the trainer" if not trainer else
-          "{} cannot import {} on {} (install fleetdeck[train] there)".format(sys.executable, ", ".join(trainer), host))
+          "{} cannot import {} on {}: make a venv there with fleetdeck[train] installed and set this host's "
+          "python to its interpreter in the fleet file (docs/launch.md, \"A host ready to train\"; the probe "
+          "and helpers then use it too)".format(sys.executable, ", ".join(trainer), host))
 
     gpus = est.gpu_table()
     estimate = est.estimate(config, gpus, size)
