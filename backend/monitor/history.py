@@ -17,6 +17,12 @@ once an hour. The size of a week at 5 s polls of 50 hosts is measured by `benchm
 (`History.warnings`), never an exception: the poller goes on without history and tries to
 reopen it ten minutes later.
 
+Reading a window never holds its rows: the chart's cells and each figure's first, last and peak
+are one GROUP BY in SQLite (`chart`, `_CHART`), and `--json`'s rows come a chunk at a time
+(`stream`), so `fleetdeck history --since 2w` over 3 M rows stays at about 56 MiB
+(`benchmarks/history_big.py`). `series` (every row, in lists) is for short windows: the alert
+rules' disk rate and the dashboard's last hour.
+
 What a host says reaches the database through two rules, one for text (`sql_text`) and one for
 numbers (`sql_number`), applied to every value written; docs/probe.md ("Sinks") says why.
 """
