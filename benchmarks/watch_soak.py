@@ -81,6 +81,129 @@ def hostile(root: Path) -> None:
         f.write(b"\n".join(lines) + b"\n")
 
 
+#: the hostile host's `python`: one start in four is the real interpreter, the others answer
+#: whatever is asked with garbage bytes, one 4 MiB line, or JSON nested 100 000 levels deep
+FAKE_PYTHON = """\
+import os, sys, time
+count = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "starts")
+try:
+    n = int(open(count).read() or 0)
+except (OSError, ValueError):
+    n = 1
+open(count, "w").write(str(n + 1))
+mode = n % 4
+if mode == 0:
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+answer = {1: b"\\xff\\xfe\\x1b[2J garbage {{{ not json \\x00\\n",
+          2: b'{"gpus": "' + b"A" * (4 << 20) + b'"}\\n',
+          3: b'{"gpus": ' + b"[" * 100000 + b"]" * 100000 + b"}\\n"}[mode]
+out = sys.stdout.buffer
+try:
+    out.write(answer)
+    out.flush()
+    while sys.stdin.buffer.read(65536):
+        out.write(answer)
+        out.flush()
+except (BrokenPipeError, OSError):
+    pass
+"""
+
+
+def fake_python(where: Path) -> Path:
+    """A `python` for the hostile host (see FAKE_PYTHON)."""
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / "python3"
+    path.write_text(f"#!{sys.executable}\nREAL = {sys.executable!r}\n" + FAKE_PYTHON)
+    path.chmod(0o755)
+    return path
+
+
+def state_figures(state: Path) -> dict[str, int]:
+    """Sizes in bytes of the watch's state files, and the history's row counts."""
+    d = state / "fleetdeck"
+    out: dict[str, int] = {}
+    for key, name in (("alerts_json", "alerts.json"), ("outbox", "outbox.jsonl"), ("history_db", "history.sqlite3"),
+                      ("history_wal", "history.sqlite3-wal")):
+        try:
+            out[key] = (d / name).stat().st_size
+        except OSError:
+            out[key] = 0
+    q = d / "quarantine"
+    out["quarantine"] = sum(p.stat().st_size for p in q.rglob("*") if p.is_file()) if q.exists() else 0
+    out["state_folder"] = sum(p.stat().st_size for p in state.rglob("*") if p.is_file()) if state.exists() else 0
+    db = d / "history.sqlite3"
+    if db.exists():
+        import sqlite3
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
+            try:
+                for t in ("samples", "samples_10m", "events"):
+                    out[f"rows_{t}"] = con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            finally:
+                con.close()
+        except sqlite3.Error:
+            pass
+    return out
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (x, y) points; 0 for fewer than two."""
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+
+
+#: what each sample measures, and how much growth after the warm-up still counts as flat over
+#: the rest of the run: RSS 8 MiB, 2 descriptors, 64 KiB of alerts.json, 1 MiB of outbox (the
+#: journal is compacted as it goes), the history's files and rows (bounded by design: minute rows
+#: for raw_hours, ten-minute rows for the retention; flat only once both windows are full)
+FLAT = {"rss": 8 << 20, "fds": 2, "alerts_json": 64 << 10, "outbox": 1 << 20, "quarantine": 0,
+        "history_db": 4 << 20, "rows_samples": 2000, "rows_samples_10m": 500, "rows_events": 500}
+
+
+def verdict(rows: list[dict], warmup: float, unit: float, unit_name: str) -> dict:
+    """First `unit` of the run after `warmup` against the last `unit`, and the least-squares
+    slope per `unit` of each figure over everything after `warmup`; flat when that slope over
+    the span after the warm-up stays within FLAT."""
+    if not rows:
+        return {}
+    end = rows[-1]["t"]
+    after = [r for r in rows if r["t"] >= warmup] or rows[-1:]
+    first = [r for r in after if r["t"] < after[0]["t"] + unit] or after[:1]
+    last = [r for r in rows if r["t"] > end - unit] or rows[-1:]
+    span = (end - after[0]["t"]) / unit
+    out: dict = {"span": round(end / unit, 2), "unit": unit_name, "warmup": round(warmup / unit, 2), "figures": {}}
+    flat = True
+    for key, tol in FLAT.items():
+        pts = [(r["t"] / unit, r[key]) for r in after if key in r]
+        if not pts:
+            continue
+        k = slope(pts)
+        ok = k * span <= tol
+        flat = flat and ok
+        out["figures"][key] = {
+            "first": max(r.get(key, 0) for r in first), "last": max(r.get(key, 0) for r in last),
+            "max": max(v for _, v in pts), f"slope_per_{unit_name}": round(k, 2), "flat": ok}
+    out["flat"] = flat
+    return out
+
+
+def print_verdict(v: dict) -> None:
+    if not v:
+        print("soak: no samples")
+        return
+    u = v["unit"]
+    print(f"soak: {v['span']} {u}s; after the first {v['warmup']} {u}(s): first {u} (max) / last {u} (max) / "
+          f"slope per {u} over the rest / flat")
+    for key, f in v["figures"].items():
+        print(f"  {key:18} {f['first']:>12} {f['last']:>12} {f[f'slope_per_{u}']:>12} {'flat' if f['flat'] else 'GROWS'}")
+    print(f"soak: verdict: {'flat' if v['flat'] else 'NOT FLAT'} after the first {v['warmup']} {u}(s)", flush=True)
+
+
 def proc_figures(pid: int) -> tuple[int, int, float]:
     """(RSS bytes, open fds, CPU seconds) of `pid`."""
     rss = 0
@@ -135,7 +258,10 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
     ap.add_argument("--flap", type=float, default=20.0, help="seconds between one host going down and the next")
     ap.add_argument("--webhook-delay", type=float, default=1.5)
+    ap.add_argument("--webhook-timeout", type=float, default=5.0)
     ap.add_argument("--no-restart", action="store_true", help="do not kill and restart watch half way")
+    ap.add_argument("--sample-every", type=float, default=30.0, help="seconds between two samples")
+    ap.add_argument("--samples", help="append each sample here as one JSON line, as it is taken")
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args()
 
@@ -149,6 +275,7 @@ def main() -> None:
         (h.runs / "run-1").mkdir(exist_ok=True)
         rising_evals(h.runs / "run-1" / "progress.jsonl")
     hostile(fleet.hosts["hostile"].runs)
+    bad_python = fake_python(base / "hostile-bin")
 
     SlowHook.delay = args.webhook_delay
     web = ThreadingHTTPServer(("127.0.0.1", 0), SlowHook)
@@ -156,7 +283,8 @@ def main() -> None:
     hook, hook_log = base / "hook.py", base / "hook.log"
     hook.write_text(HOOK)
     fleet_file = base / "hosts.toml"
-    fleet_file.write_text(fleet.fleet_toml(defaults={"connect_timeout": 2, "command_timeout": 5}) + "\n".join([
+    fleet_file.write_text(fleet.fleet_toml(defaults={"connect_timeout": 2, "command_timeout": 5},
+                                                   per_host={"hostile": {"python": str(bad_python)}}) + "\n".join([
         "[alerts]", "host_down_after = 2",
         # the disk-rate window keeps every sample of its span in memory (3600 a root at a 0.5 s
         # poll and the default 1800 s): a short one fills within the warm-up, so what RSS does
@@ -165,7 +293,7 @@ def main() -> None:
         # the loopback hosts are this one machine: its crontab and loops are not the soak's
         'disabled = ["new-stray"]',
         f"on_alert = {json.dumps([sys.executable, str(hook), str(hook_log), '{id}', '{state}'])}",
-        f'webhook = "http://127.0.0.1:{web.server_address[1]}/hook"', "webhook_timeout = 5", ""]))
+        f'webhook = "http://127.0.0.1:{web.server_address[1]}/hook"', f"webhook_timeout = {args.webhook_timeout}", ""]))
 
     print(f"soak: {args.hosts} hosts + 1 hostile, poll every {args.interval}s, {args.minutes} min, in {base}",
           flush=True)
@@ -173,6 +301,8 @@ def main() -> None:
     t0 = time.monotonic()
     end = t0 + args.minutes * 60
     samples: list[tuple[float, int, int, float, float]] = []   # (t, rss, fds, cpu, polls)
+    states: list[dict[str, int]] = []
+    rows: list[dict] = []
     gaps: list[float] = []
     longest_at = 0.0
     last_poll: float | None = None
@@ -182,10 +312,12 @@ def main() -> None:
     restarted = args.no_restart
     cpu_before_restart = polls_before_restart = 0.0
     next_sample = t0
+    sample_file = open(args.samples, "a") if args.samples else None
+    scrape_every = max(0.2, min(1.0, args.interval / 10))
     while time.monotonic() < end:
         now = time.monotonic()
         if down is None and now >= next_flap:
-            victim = names[flaps % len(names)]
+            victim = [*names, "hostile"][flaps % (len(names) + 1)]   # its helper starts again
             fleet.kill(victim)
             down = (victim, now + args.flap / 2)
             flaps += 1
@@ -219,11 +351,21 @@ def main() -> None:
             rss, fds, cpu = proc_figures(watch.proc.pid)
             samples.append((now - t0, rss, fds, cpu + cpu_before_restart,
                             m.get("fleetdeck_watch_polls", 0) + polls_before_restart))
+            files = state_figures(base / "state")
+            states.append(files)
+            n_trans = sum(1 for x in watch.lines if ' ALERT ' in x or ' RESOLVED ' in x)
             print(f"soak: {now - t0:6.0f}s rss {rss / 2**20:.1f} MiB fds {fds} polls "
-                  f"{samples[-1][4]:.0f} transitions {sum(1 for x in watch.lines if ' ALERT ' in x or ' RESOLVED ' in x)}",
+                  f"{samples[-1][4]:.0f} transitions {n_trans} alerts.json {files['alerts_json']} "
+                  f"outbox {files['outbox']} history {files['history_db'] + files['history_wal']} B "
+                  f"rows {files.get('rows_samples', 0)}+{files.get('rows_samples_10m', 0)}",
                   flush=True)
-            next_sample = now + 30
-        time.sleep(0.2)
+            rows.append({"t": round(now - t0, 1), "wall": round(time.time()), "rss": rss, "fds": fds,
+                         "cpu_s": round(samples[-1][3], 2), "polls": samples[-1][4], "transitions": n_trans, **files})
+            if sample_file is not None:
+                sample_file.write(json.dumps(rows[-1]) + "\n")
+                sample_file.flush()
+            next_sample = now + args.sample_every
+        time.sleep(scrape_every)
     if down is not None:
         fleet.start(down[0])
     time.sleep(args.webhook_delay + 6)   # the last deliveries land
@@ -262,7 +404,10 @@ def main() -> None:
         "sigterm_exit": rc, "sigterm_stop_s": round(stop_s, 2),
         "samples": [{"t": round(s[0]), "rss_mib": round(s[1] / 2**20, 1), "fds": s[2], "polls": s[4]} for s in samples],
     }
-    print(json.dumps({k: v for k, v in fig.items() if k != "samples"}, indent=1))
+    unit = min(3600.0, max(60.0, args.minutes * 60 / 4))
+    fig["verdict"] = verdict(rows, unit, unit, "hour" if unit == 3600 else f"{unit:.0f}s")
+    print(json.dumps({k: v for k, v in fig.items() if k not in ("samples", "verdict")}, indent=1))
+    print_verdict(fig["verdict"])
     if args.json:
         Path(args.json).write_text(json.dumps(fig, indent=1) + "\n")
 
