@@ -13,7 +13,6 @@ import ast
 import asyncio
 import functools
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -220,7 +219,8 @@ class HelperProcess:
             # the rest of the chatter, up to the answer (bounded: a few lines)
             for _ in range(20):
                 try:
-                    more = await asyncio.wait_for(read_line(self.stdout, 1 << 16, self.what), 1)
+                    async with asyncio.timeout(1):
+                        more = await read_line(self.stdout, 1 << 16, self.what)
                 except (TimeoutError, AnswerTooLarge):
                     break
                 if not more or more.lstrip().startswith(b"{"):
@@ -249,8 +249,9 @@ class HelperProcess:
                     total -= len(chunks.pop(0))
 
         try:
-            await asyncio.wait_for(drain(), 2)
-        except (TimeoutError, Exception):
+            async with asyncio.timeout(2):
+                await drain()
+        except Exception:   # TimeoutError among them; a cancellation goes on
             pass
         return bounded_text(b"".join(chunks), limit)
 
@@ -263,27 +264,27 @@ class HelperProcess:
         try:
             if self._remote:
                 proc.close()
-            elif proc.returncode is None:
-                # its own session (start_new_session): the group holds its children too
-                os.killpg(proc.pid, 9)
+            else:
+                # its own session (localproc.spawn): the group holds its children too
+                proc.kill()
         except (ProcessLookupError, OSError):
             pass
 
     async def _reap(self, proc: Any) -> None:
         try:
-            if self._remote:
-                await asyncio.wait_for(proc.wait_closed(), 2)
-            else:
-                await asyncio.wait_for(proc.wait(), 2)
-        except (TimeoutError, Exception):
+            async with asyncio.timeout(2):
+                await (proc.wait_closed() if self._remote else proc.wait())
+        except Exception:
             pass
 
     async def wait(self, timeout: float | None = None) -> int | None:
-        """Wait for the helper to exit; its exit status."""
-        if self._remote:
-            await asyncio.wait_for(self._proc.wait_closed(), timeout)
-            return self._proc.exit_status
-        return await asyncio.wait_for(self._proc.wait(), timeout)
+        """Wait for the helper to exit (at most `timeout` seconds: TimeoutError past them);
+        its exit status."""
+        async with asyncio.timeout(timeout):
+            if self._remote:
+                await self._proc.wait_closed()
+                return self._proc.exit_status
+            return await self._proc.wait()
 
 
 def _no_constant(name: str) -> Any:

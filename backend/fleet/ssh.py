@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 import asyncssh
 
+from fleetdeck.backend.fleet import localproc
 from fleetdeck.backend.fleet.bundle import payload_for
 from fleetdeck.backend.fleet.channel import (
     ANSWER_LIMIT,
@@ -121,36 +121,37 @@ class HostLink(Connector):
         timeout = self.host.command_timeout if timeout is None else timeout
         what = argv[2] if argv[:1] == ["env"] and len(argv) > 2 else argv[0]
         if self.is_local:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            proc = await localproc.spawn(argv, stdin=input is not None)
             try:
-                out, err = await asyncio.wait_for(_exchange(proc, input, limit, what), timeout)
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    out, err = await _exchange(proc, input, limit, what)
+                    await proc.wait()
             except BaseException as e:
                 # timed out, too much output, or cancelled (a sibling failed first, the loop is
-                # closing): the process group is killed and reaped here, never left unwatched
-                if proc.returncode is None:
-                    try:
-                        os.killpg(proc.pid, 9)
-                    except OSError:
-                        proc.kill()
-                    await proc.wait()
+                # closing): the process group is killed and reaped here (bounded), never left
+                # unwatched
+                await proc.reap()
+                proc.close()
                 if isinstance(e, TimeoutError):
                     raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
                 if isinstance(e, AnswerTooLarge):
                     raise HostError(self.name, str(e), "answer-too-large") from None
                 raise
             return CommandResult(proc.returncode or 0, out, err)
-        conn = await self.connection()
+        conn = await self.connection()   # bounded by the connect timeout
         proc = None
         try:
-            proc = await conn.create_process(self._remote_command(argv), encoding=None)
-            out, err = await asyncio.wait_for(_exchange(proc, input, limit, what), timeout)
-            await asyncio.wait_for(proc.wait_closed(), timeout)
+            # the whole command, its start included: a host that accepted the connection and
+            # went silent does not confirm the channel either
+            async with asyncio.timeout(timeout):
+                proc = await conn.create_process(self._remote_command(argv), encoding=None)
+                out, err = await _exchange(proc, input, limit, what)
+                await proc.wait_closed()
         except TimeoutError:
             if proc is not None:
                 proc.close()  # the channel goes, and a tied helper with it (WATCHDOG)
+            else:
+                self.drop()   # not even a channel in that time: the connection is dead
             raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
         except AnswerTooLarge as e:
             if proc is not None:
@@ -161,7 +162,8 @@ class HostLink(Connector):
             raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
         except BaseException:
             # cancelled (a sibling failed first, or the loop is closing): the channel goes, and a
-            # tied helper with it, as after a timeout; the connection itself lives on
+            # tied helper with it, as after a timeout; the connection itself lives on. Nothing
+            # of the host is awaited after a cancellation.
             if proc is not None:
                 proc.close()
             raise
@@ -216,15 +218,20 @@ class HostLink(Connector):
         return answer_or_raise(self.name, answer)
 
     async def start_helper(self, source: str, args: list[str] | None = None,
-                           what: str = "helper") -> HelperProcess:
-        """Start a resident helper; its source is already sent, the streams are yours."""
+                           what: str = "helper", within: float | None = None) -> HelperProcess:
+        """Start a resident helper; its source is already sent, the streams are yours.
+
+        Bounded: connecting, opening its channel and sending its source take at most `within`
+        seconds (the host's connect and command timeouts together by default); past them
+        HostError `timeout`, and the connection is dropped (a host that accepted it and went
+        silent answers on it no more). Cancelled at any point, it stops what it started and
+        awaits nothing of the host."""
         argv = helper_argv(self.host.python, args, self.host.become)
+        within = self.host.connect_timeout + self.host.command_timeout if within is None else within
 
         async def spawn() -> Any:
             if self.is_local:
-                return await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=ANSWER_LIMIT)
+                return await localproc.spawn(argv, limit=ANSWER_LIMIT)
             conn = await self.connection()
             try:
                 return await conn.create_process(self._remote_command(argv), encoding=None)
@@ -232,19 +239,32 @@ class HostLink(Connector):
                 self.drop()
                 raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
 
-        proc = await spawn()
+        proc = None
         try:
-            return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
+            async with asyncio.timeout(within):
+                proc = await spawn()
+                return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
         except BaseException as e:
-            # cancelled (or failed) while its source was being sent: nobody holds the process
-            # yet, so it is stopped here rather than left running unwatched
-            helper = HelperProcess(proc, not self.is_local, what)
-            if isinstance(e, (BrokenPipeError, ConnectionError)):
+            # cancelled, timed out or failed while it started: nobody holds the process yet, so
+            # it is stopped here rather than left running unwatched
+            helper = HelperProcess(proc, not self.is_local, what) if proc is not None else None
+            if isinstance(e, TimeoutError):
+                if helper is not None:
+                    helper.close()
+                if not self.is_local:
+                    self.drop()
+                raise HostError(self.name, f"no answer: the {what} could not be started within "
+                                f"{within:g}s", "timeout") from None
+            if helper is not None and isinstance(e, (BrokenPipeError, ConnectionError)):
                 # it ended before its source was sent (no sudo, no python): its stderr says why
-                why = await ended_error(self.host, helper, e, what)
-                helper.close()
+                # (read for at most 2 s)
+                try:
+                    why = await ended_error(self.host, helper, e, what)
+                finally:
+                    helper.close()
                 raise why from None
-            helper.close()
+            if helper is not None:
+                helper.close()
             raise
 
     async def _started(self, cls: Any, proc: Any, remote: bool, what: str, source: str,
@@ -312,8 +332,8 @@ class HostLink(Connector):
         opts = {**self.connect_options(), "encryption_algs": TRANSFER_CIPHERS}
         own: asyncssh.SSHClientConnection | None
         try:
-            own = await asyncio.wait_for(asyncssh.connect(self.host.address, **opts),
-                                         self.host.connect_timeout + 1)
+            async with asyncio.timeout(self.host.connect_timeout + 1):
+                own = await asyncssh.connect(self.host.address, **opts)
         except (asyncssh.Error, OSError, TimeoutError):
             own = None
         conn = own if own is not None else await self.connection()
@@ -330,8 +350,24 @@ class HostLink(Connector):
                     self.drop()
                 raise HostError(self.name, f"connection lost: {e}", "disconnected") from None
 
-        proc = await spawn()
-        return await self._started(_TransferHelper, proc, True, what, source, spawn, own)
+        within = self.host.connect_timeout + self.host.command_timeout
+        proc = None
+        try:
+            async with asyncio.timeout(within):
+                proc = await spawn()
+                return await self._started(_TransferHelper, proc, True, what, source, spawn, own)
+        except BaseException as e:
+            # as in start_helper: what was started is stopped, nothing of the host awaited
+            if proc is not None:
+                proc.close()
+            if own is not None:
+                own.close()
+            if isinstance(e, TimeoutError):
+                if own is None:
+                    self.drop()
+                raise HostError(self.name, f"no answer: the {what} could not be started within "
+                                f"{within:g}s", "timeout") from None
+            raise
 
 
 async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tuple[bytes, bytes]:
