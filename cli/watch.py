@@ -31,6 +31,8 @@ from fleetdeck.tui.fmt import said
 
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
 STOP_WITHIN = 2.0
+#: what watch says when its stop did not finish in time and it ended the process itself
+FORCED_STOP = "the stop did not finish within {s:g}s; ending the process now"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,6 +130,10 @@ def stop_on_signal(loop: asyncio.AbstractEventLoop, stop: Any) -> None:
         with contextlib.suppress(RuntimeError):   # the loop already closed: we are ending anyway
             loop.call_soon_threadsafe(stop)
         time.sleep(STOP_WITHIN - 0.4)   # the state is saved by every cycle and on the way out
+        # still here: something did not finish stopping (a bug: every await on a host is
+        # bounded and cancellable); said, so that it is seen, then ended all the same
+        with contextlib.suppress(Exception):
+            print(f"warning: {FORCED_STOP.format(s=STOP_WITHIN - 0.4)}", file=sys.stderr, flush=True)
         _exit_now()
 
     threading.Thread(target=watchdog, name="stop-on-signal", daemon=True).start()

@@ -151,6 +151,30 @@ class SshdFleet:
                 pass
         h.proc.wait()
 
+    def pause(self, name: str) -> list[int]:
+        """The host goes silent with its connections open: its sshd and every session and
+        process below it SIGSTOPped (the kernel still accepts and acknowledges, nobody reads
+        or answers). The pids stopped; `resume` or `kill` ends it."""
+        h = self.hosts[name]
+        assert h.proc is not None and h.proc.poll() is None
+        victims = [h.proc.pid, *_descendants(h.proc.pid)]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        return victims
+
+    def resume(self, name: str) -> None:
+        h = self.hosts[name]
+        if h.proc is None or h.proc.poll() is not None:
+            return
+        for pid in [h.proc.pid, *_descendants(h.proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
     def stop_all(self) -> None:
         for name in list(self.hosts):
             self.kill(name)

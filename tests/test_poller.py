@@ -212,3 +212,56 @@ async def test_a_refused_login_is_reported_as_auth_not_down(spare_fleet, tmp_pat
     assert first.error_code == second.error_code == "auth"
     assert "not retried until" in second.error
     assert second.to_json()["error_code"] == "auth"
+
+
+def _mute_host(tmp_path: Path) -> tuple[object, str]:
+    """A TCP listener that accepts connections and never speaks (no SSH banner), and its
+    [hosts.mute] table: a connect there waits for its whole connect timeout (60 s)."""
+    import socket
+
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(8)
+    return mute, (f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
+                  f'command_timeout = 60\nknown_hosts = "{tmp_path / "kh"}"\n')
+
+
+async def test_close_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_hogs(spare_fleet, tmp_path):
+    """A host that answered and then went silent with its connection open (its sshd and all
+    below it SIGSTOPped), a listener that accepts and never speaks, and a local host, a poll
+    in flight on each, the machine loaded: close() ends within 10 s (it takes well under 2 s)
+    where a wait on either peer would never end. A poll after it is refused."""
+    from busy import hogs
+
+    from fleetdeck.backend.fleet.poller import PollerClosed
+
+    spare_fleet.add("quiet")
+    mute, mute_toml = _mute_host(tmp_path)
+    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 60})
+    path.write_text(path.read_text() + mute_toml +
+                    f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n')
+    poller = Poller(load_fleet(str(path)))
+    try:
+        first = await poller.poll(["quiet", "local"])
+        assert all(h.reachable for h in first.hosts), [h.error for h in first.hosts]
+        spare_fleet.pause("quiet")
+        with hogs():
+            polling = asyncio.ensure_future(poller.poll())
+            await asyncio.sleep(1.0)   # the question is on its way to "quiet"; "mute" is connecting
+            assert not polling.done()
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(10):
+                    await poller.close()
+            except TimeoutError:
+                raise AssertionError(f"close() still waiting after {time.monotonic() - t0:.1f}s") from None
+            took = time.monotonic() - t0
+        print(f"Poller.close with a silent host, a mute one and CPU hogs: {took:.2f}s")
+        await asyncio.wait([polling], timeout=5)
+        assert polling.done(), f"the poll in flight still runs after close() ({took:.2f}s)"
+        with pytest.raises(PollerClosed):
+            await poller.poll()
+    finally:
+        await poller.close()
+        spare_fleet.resume("quiet")
+        mute.close()

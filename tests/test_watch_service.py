@@ -325,3 +325,51 @@ def test_sigterm_mid_seat_check_ends_within_2s(tmp_path):
         seat.kill()
         seat.wait()
     assert rc == 0 and took < 2.0, (rc, took)
+
+
+def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spare_fleet, tmp_path):
+    """watch polling a host that answered and then went silent with its connection open (its
+    sshd and all below it SIGSTOPped), a listener that accepts and never speaks, and the local
+    host, the machine loaded: SIGTERM ends it cleanly within 10 s (it takes well under 2 s),
+    its own stop finishing rather than the watchdog that ends a stop that did not finish."""
+    import urllib.request
+
+    from busy import hogs
+
+    from fleetdeck.cli.watch import FORCED_STOP
+
+    spare_fleet.add("quiet")
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))   # refused until it listens: the first cycle is not held by it
+    extra = (f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
+             f'known_hosts = "{tmp_path / "kh"}"\n')
+    fleet = local_fleet(tmp_path, tmp_path / "runs", extra_hosts=extra)
+    # the loopback fleet's [defaults] (its keys, known_hosts) and "quiet", ahead of local and mute
+    fleet.write_text(spare_fleet.fleet_toml(defaults={"command_timeout": 60}) + "\n" + fleet.read_text())
+    w = Proc(fleet, "--interval", "0.5", "--prometheus", "127.0.0.1:0")
+    try:
+        url = w.wait_for(lambda: next((x.split()[-1] for x in w.lines if x.startswith("metrics on ")), None))
+
+        def quiet_up() -> bool:
+            try:
+                body = urllib.request.urlopen(url, timeout=5).read().decode()
+            except OSError:
+                return False
+            return 'fleetdeck_host_up{host="quiet"} 1.0' in body
+
+        w.wait_for(quiet_up)
+        mute.listen(8)                        # its next attempt (backoff: 1, 2, 4 s) waits on silence
+        spare_fleet.pause("quiet")
+        with hogs():
+            time.sleep(4.0)                   # cycles go on: "quiet" is asked and never answers
+            assert w.p.poll() is None
+            rc, took = w.stop_timed()
+    finally:
+        w.kill()
+        spare_fleet.resume("quiet")
+        mute.close()
+    err = w.p.stderr.read()
+    print(f"watch stop (SIGTERM) with a silent host, a mute one and CPU hogs: {took:.2f}s")
+    assert rc == 0 and took < 10, (rc, took, err[-2000:])
+    assert FORCED_STOP.split("{")[0] not in err, f"the stop did not finish by itself ({took:.2f}s): {err[-2000:]}"
+    assert "Traceback" not in err, err[-2000:]

@@ -13,6 +13,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.worker import Worker
 
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError
@@ -93,6 +94,8 @@ class FleetdeckApp(GuardedPump, App):
         self.alert_watch = AlertWatch(self, enabled=self._owns_source)
         self.autopoll = autopoll
         self._poll_timer: Timer | None = None
+        #: set when the dashboard starts closing: no poll starts from then on
+        self._quitting = False
         self._links: dict[str, HostLink] = {}
         #: set once mounted: from then on an error in a handler opens the error window
         self.guard_errors = False
@@ -106,9 +109,17 @@ class FleetdeckApp(GuardedPump, App):
             self.poll_fleet()
         self.guard_errors = True
 
+    def poll_fleet(self) -> Worker | None:
+        """Ask every host once (a worker) and post `FleetPolled`; then schedule the next poll.
+        Nothing once the dashboard is closing: a poll queued before the quit (a timer, a
+        callback flushed by the unmount) would start after the poller closed, with nobody to
+        end it."""
+        if self._quitting or not self.is_running:
+            return None
+        return self._poll_worker()
+
     @work(exclusive=True, group="poll", exit_on_error=False)
-    async def poll_fleet(self) -> None:
-        """Ask every host once and post `FleetPolled`; then schedule the next poll."""
+    async def _poll_worker(self) -> None:
         try:
             snap = await self.source.poll()
         except Exception as e:  # a poller bug must not stop polling
@@ -157,14 +168,19 @@ class FleetdeckApp(GuardedPump, App):
             self.refresh_views(tick=True)
 
     async def on_unmount(self) -> None:
-        # the views froze what they hold (ViewScreen.on_mount): hand it back to the collector,
-        # so that an app ended in a longer-lived process (the tests) leaves no cycles behind
-        gc.unfreeze()
-        self.alert_watch.close()
-        if self._owns_source and hasattr(self.source, "close"):
-            await self.source.close()
-        for link in self._links.values():
-            await link.close()
+        self._quitting = True
+        try:
+            # the views froze what they hold (ViewScreen.on_mount): hand it back to the
+            # collector, so that an app ended in a longer-lived process (the tests) leaves no
+            # cycles behind
+            gc.unfreeze()
+            self.alert_watch.close()
+        finally:
+            # bounded (Poller.close): a silent host does not hold the quit
+            if self._owns_source and hasattr(self.source, "close"):
+                await self.source.close()
+            for link in self._links.values():
+                await link.close()
 
     # -- links and errors -------------------------------------------------------------------
     def link(self, host: str) -> HostLink:

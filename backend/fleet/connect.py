@@ -21,6 +21,8 @@ from fleetdeck.backend.fleet.errors import HostError
 # same way, and sshd logs (and fail2ban counts) every attempt.
 AUTH_BACKOFF = 600.0
 AUTH_CODES = ("auth", "key-file")
+#: closing a connection waits at most this long for it to be closed (then it is aborted)
+CLOSE_WITHIN = 1.0
 
 
 def _expand(p: str) -> str:
@@ -197,7 +199,10 @@ class Connector:
                 raise HostError(self.name, f"key file {k} does not exist (client_keys in the fleet file)",
                                 "key-file")
         try:
-            return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for loses a cancellation that
+            # comes as the connection is made, and waits for the attempt it cancels
+            async with asyncio.timeout(h.connect_timeout + 1):
+                return await asyncssh.connect(h.address, **opts)
         except asyncssh.HostKeyNotVerifiable:
             return await self._unverified_key(opts)
         except TimeoutError:
@@ -232,7 +237,8 @@ class Connector:
         h = self.host
         real, port = self._target or (h.address, h.port or 22)
         try:
-            key = await asyncio.wait_for(asyncssh.get_server_host_key(real, port), h.connect_timeout + 1)
+            async with asyncio.timeout(h.connect_timeout + 1):
+                key = await asyncssh.get_server_host_key(real, port)
         except (TimeoutError, OSError, asyncssh.Error) as e:
             raise HostError(self.name, f"host key of {self.where} not verifiable and not readable: {e}",
                             "host-key") from None
@@ -252,7 +258,8 @@ class Connector:
                            f"{key.export_public_key('openssh').decode().strip()}\n")
         opts = dict(opts, known_hosts=kh_path)
         try:
-            return await asyncio.wait_for(asyncssh.connect(h.address, **opts), h.connect_timeout + 1)
+            async with asyncio.timeout(h.connect_timeout + 1):
+                return await asyncssh.connect(h.address, **opts)
         except asyncssh.PermissionDenied as e:
             raise HostError(self.name, f"trusted the new host key {fp} of {self.where}, then authentication "
                             f"was refused: {e.reason}", "auth") from None
@@ -261,14 +268,21 @@ class Connector:
                             "unreachable") from None
 
     async def close(self) -> None:
-        """Close the connection (if any)."""
+        """Close the connection (if any): the host is told, and the connection is closed here
+        whether it answers or not (aborted after at most CLOSE_WITHIN seconds, or at once when
+        the close is cancelled)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-            try:
-                await asyncio.wait_for(conn.wait_closed(), 2)
-            except (TimeoutError, Exception):
-                pass
+        if conn is None:
+            return
+        conn.close()
+        try:
+            async with asyncio.timeout(CLOSE_WITHIN):
+                await conn.wait_closed()
+        except Exception:
+            conn.abort()
+        except BaseException:
+            conn.abort()
+            raise
 
     def drop(self) -> None:
         """Forget the connection after a failure so the next call reconnects."""

@@ -17,6 +17,12 @@ from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib.text import shown
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
+#: `Poller.close` waits at most about this long for requests, probes and connections to end
+CLOSE_WITHIN = 1.5
+
+
+class PollerClosed(RuntimeError):
+    """A poll asked of a poller that was closed."""
 
 
 def _kind(v: object) -> str:
@@ -59,6 +65,7 @@ class Poller:
         self._last_shown: dict[str, HostSnapshot] = {}
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
+        self._closed = False
 
     async def __aenter__(self) -> Poller:
         return self
@@ -85,6 +92,8 @@ class Poller:
         seen yet as not answered, code `pending`), and its answer or its `timeout` is taken by
         a later poll. So one silent host never holds back the refresh of the others.
         """
+        if self._closed:
+            raise PollerClosed("the poller is closed: nothing is asked of the hosts any more")
         deadline = self.deadline if deadline is None else deadline
         targets = [self.fleet.host(n) for n in hosts] if hosts else list(self.fleet.hosts)
         tasks: dict[str, asyncio.Task[HostSnapshot]] = {}
@@ -145,20 +154,18 @@ class Poller:
         probe = self._probes.get(host.name)
         fresh = probe is None
         if probe is None:
-            try:
-                probe = await asyncio.wait_for(link.start_helper(self._source, ["--resident"], what="probe"),
-                                               host.connect_timeout + host.command_timeout)
-            except TimeoutError:
-                # the connection is open but the host does not answer on it (a stopped sshd,
-                # a dead link the keepalive has not noticed yet): start over on a new one
-                self._forget(host.name, drop_link=True)
-                raise HostError(host.name, "no answer: the probe could not be started within "
-                                f"{host.connect_timeout + host.command_timeout:g}s", "timeout") from None
+            # bounded (connect, channel, source sent): past it HostError `timeout`, and the link
+            # is dropped (the connection is open but the host does not answer on it: a
+            # stopped sshd, a dead link the keepalive has not noticed yet)
+            probe = await link.start_helper(self._source, ["--resident"], what="probe")
             self._probes[host.name] = probe
         t0 = time.perf_counter()
         try:
-            await probe.send_json(probe_request(host))
-            answer = await asyncio.wait_for(probe.recv_json(), host.command_timeout)
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for loses a cancellation that
+            # comes as the answer does, and this task would go on after the poller closed
+            async with asyncio.timeout(host.command_timeout):
+                await probe.send_json(probe_request(host))
+                answer = await probe.recv_json()
         except TimeoutError:
             self._forget(host.name, drop_link=False)
             raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
@@ -212,18 +219,37 @@ class Poller:
             self._links[name].drop()
 
     async def close(self) -> None:
-        """Stop every probe and close every connection."""
+        """Stop every probe and close every connection, within about CLOSE_WITHIN seconds
+        whatever the hosts do; for good (a poll after it raises PollerClosed).
+
+        What ends them is done first, without waiting: each request in flight cancelled, each
+        probe stopped (killed locally, its channel closed), each connection closed. Only then
+        is their end awaited, bounded: a host that accepted the connection and went silent
+        never answers a close, and is not waited for."""
+        self._closed = True
         inflight = list(self._inflight.values())
         self._inflight.clear()
         for t in inflight:
             t.cancel()
-        await asyncio.gather(*inflight, return_exceptions=True)
         probes = list(self._probes.values())
         for name in list(self._probes):
             self._forget(name, drop_link=False)
+        closing = [asyncio.ensure_future(link.close()) for link in self._links.values()]
         # reap them while the loop still runs, so no transport is torn down after it closed
-        await asyncio.gather(*(p.wait(2) for p in probes), return_exceptions=True)
-        await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
+        reaping = [asyncio.ensure_future(p.wait(CLOSE_WITHIN)) for p in probes]
+        waited = [*inflight, *closing, *reaping]
+        try:
+            if waited:
+                await asyncio.wait(waited, timeout=CLOSE_WITHIN)
+        finally:
+            # also when this close is itself cancelled (its caller's own bound)
+            for t in waited:
+                if not t.done():
+                    t.cancel()
+                elif not t.cancelled():
+                    t.exception()   # retrieved: an error while closing is no news
+            for link in self._links.values():
+                link.drop()   # whatever is still open now is aborted
 
 
 async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnapshot:
