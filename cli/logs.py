@@ -44,5 +44,5 @@ def cmd_logs(args: argparse.Namespace) -> int:
         asyncio.run(go())
     except HostError as e:
         print(f"fleetdeck: {args.host}: {shown(e.message)} ({e.code})", file=sys.stderr)
-        return 2 if e.code in ("no-run", "no-log", "not-a-file") else 1
+        return 2 if e.code in ("no-run", "no-log", "not-a-file", "symlink") else 1
     return 0

@@ -36,8 +36,8 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
     HostError when the host cannot be asked or has no such log (codes `no-run`, `no-log`,
     `not-a-file`, `unreadable`, `answer-too-large`, `timeout`)."""
     timeout = link.host.command_timeout if timeout is None else timeout
-    helper = await asyncio.wait_for(link.start_helper(HELPER, ["--tied"], what="log reader"),
-                                    link.host.connect_timeout + timeout)
+    helper = await link.start_helper(HELPER, ["--tied"], what="log reader",
+                                     within=link.host.connect_timeout + timeout)
     try:
         await helper.send_json(_request(link.host, run, lines, follow))
         try:
@@ -46,10 +46,20 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
             raise HostError(link.name, str(e.error.get("message") or "train.log could not be read"),
                             str(e.error.get("code") or "helper")) from None
         pending = b""
+        cut = first.get("cut")
+        if isinstance(cut, dict):
+            yield cut_line(cut)
         for line in _split(fsenc(str(first.get("text") or "")) + b"\n"):
             yield line
         while follow:
             msg = await _next(helper, link, None)
+            if msg.get("ok") is False:
+                # the follow ended on the host (train.log replaced by a symlink): its sentence
+                if pending:
+                    yield fsdec(pending)
+                error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+                raise HostError(link.name, str(error.get("message") or "the log reader stopped"),
+                                str(error.get("code") or "helper"))
             if msg.get("event") == "truncated":
                 if pending:
                     yield fsdec(pending)
@@ -67,6 +77,19 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
         helper.close()
 
 
+def cut_line(cut: dict[str, Any]) -> str:
+    """The marker line for what the host left out of the tail (its `cut`)."""
+    lines, size = cut.get("lines"), cut.get("bytes")
+    lines = lines if isinstance(lines, int) and lines >= 0 else 0
+    size = size if isinstance(size, int) and size >= 0 else 0
+    parts = [f"{lines} earlier line{'' if lines == 1 else 's'}"] if lines else []
+    if cut.get("partial") is True:
+        parts.append("the start of the line below")
+    what = " and ".join(parts) or "earlier lines"
+    return (f"-- {what} ({size} bytes of train.log) not shown: sent as escaped text they would pass "
+            f"the {LINE_LIMIT >> 20} MiB a host may send in one answer --")
+
+
 def _split(data: bytes) -> list[str]:
     parts = data.split(b"\n")
     if parts and parts[-1] == b"":
@@ -78,7 +101,8 @@ async def _next(helper: Any, link: HostLink, timeout: float | None) -> dict[str,
     """The reader's next message (the helper's own reading: bounded, and a payload missing from
     the host's cache is sent again before the first answer)."""
     try:
-        msg = await asyncio.wait_for(helper.recv_json(LINE_LIMIT), timeout)
+        async with asyncio.timeout(timeout):
+            msg = await helper.recv_json(LINE_LIMIT)
     except TimeoutError:
         raise HostError(link.name, f"the log reader did not answer within {timeout:g}s", "timeout") from None
     except AnswerTooLarge as e:

@@ -7,14 +7,23 @@ with `--tied`, so it dies with its channel. Request, one JSON line on stdin:
 or a folder name looked for directly under each root. Answer: JSON lines on stdout, each at most
 CHUNK bytes of text:
 
-- `{"ok": true, "path": LOG, "text": LAST_LINES, "offset": N}`, then, with `follow`,
+- `{"ok": true, "path": LOG, "text": LAST_LINES, "offset": N}`, with `"cut": {"lines": K,
+  "bytes": B}` when the lines asked for would not fit in ANSWER_BUDGET as they travel
+  (escaped JSON: an undecodable byte is six characters, `\udcff`): the K earlier lines, B
+  bytes of the log, are left out (`"partial": true`: the last line alone did not fit, and
+  only its end is sent); then, with `follow`,
 - `{"text": APPENDED, "offset": N}` as the file grows (polled every POLL_S seconds), and
-  `{"event": "truncated"}` when it shrinks or is replaced (it is then read from its start);
+  `{"event": "truncated"}` when it shrinks or is replaced by another regular file (it is then
+  read from its start);
 - or one `{"ok": false, "error": {"code", "message"}}`: `no-run`, `no-log`, `not-a-file`
-  (train.log is a symlink or not a regular file: never followed), `unreadable`.
+  (train.log is a symlink or not a regular file: never followed), `unreadable`; while
+  following, `symlink` (train.log was replaced by a symlink: the follow ends, nothing of its
+  target read) or `not-a-file` (replaced by what is not a regular file), and the helper exits.
 
-The text is the file's bytes decoded as UTF-8 with surrogateescape: the controller escapes it
-for display. The tail reads at most TAIL_BYTES; nothing here reads a file whole.
+The run folder is opened once and train.log is looked at and opened through it, never through
+a symlink (O_NOFOLLOW), and without waiting on a FIFO (O_NONBLOCK). The text is the file's
+bytes decoded as UTF-8 with surrogateescape: the controller escapes it for display. The tail
+reads at most TAIL_BYTES; nothing here reads a file whole.
 """
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
@@ -61,10 +70,11 @@ def resolve(req):
     raise LookupError("no run folder %r under %s" % (run, ", ".join(str(r) for r in req.get("roots") or []) or "any runs root"))
 
 
-def _open(path):
-    """train.log opened without following a symlink; a regular file or an error."""
+def _open(dfd, path):
+    """train.log in the run folder open as `dfd`, opened without following a symlink and
+    without waiting on a FIFO: (fd, stat) of a regular file, else LookupError(code, sentence)."""
     try:
-        fd = os.open(path, flags.READ_NOFOLLOW)
+        fd = os.open(LOG, flags.READ_NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dfd)
     except OSError as e:
         if e.errno == errno.ENOENT:
             raise LookupError("no-log", "no %s in %s yet" % (LOG, os.path.dirname(path))) from None
@@ -78,8 +88,58 @@ def _open(path):
     return fd, st
 
 
-def tail_text(fd, size, lines):
-    """The last `lines` lines of the first `size` bytes (reading at most TAIL_BYTES)."""
+#: what one answer line's text may take as it travels: the controller takes lines of at most
+#: 1 MiB (fleet/logs.LINE_LIMIT), and the rest of the line has room in what is left
+ANSWER_BUDGET = 960 << 10
+
+
+def _travel(text):
+    """How many characters `text` takes as it travels in an answer (escaped JSON)."""
+    return len(dumps(text)) - 2
+
+
+def _char_cost(ch):
+    """`_travel` of one character (JSON with ensure_ascii)."""
+    o = ord(ch)
+    if o < 0x20:
+        return 2 if ch in "\b\f\n\r\t" else 6
+    if o < 0x80:
+        return 2 if ch in "\"\\" else 1
+    return 6 if o < 0x10000 else 12
+
+
+def fit(parts, budget=ANSWER_BUDGET):
+    """The last of the lines `parts` (bytes, without newlines) that fit in `budget` as they
+    travel, joined: (text, what was cut or None). When not even the last one fits, its end
+    (`"partial": true`)."""
+    kept = []
+    used = 0
+    for p in reversed(parts):
+        cost = _travel(p.decode("utf-8", "surrogateescape")) + (2 if kept else 0)   # "\n" is 2
+        if used + cost > budget:
+            break
+        kept.append(p)
+        used += cost
+    kept.reverse()
+    cut = len(parts) - len(kept)
+    cut_bytes = sum(len(p) + 1 for p in parts[:cut])
+    text = "\n".join(p.decode("utf-8", "surrogateescape") for p in kept)
+    if not kept and parts:
+        # one line longer than the budget: its end, as much of it as fits
+        last = parts[-1].decode("utf-8", "surrogateescape")
+        n, used = len(last), 0
+        while n > 0 and used + _char_cost(last[n - 1]) <= budget:
+            n -= 1
+            used += _char_cost(last[n])
+        text = last[n:]
+        cut_bytes = sum(len(p) + 1 for p in parts[:-1]) + len(last[:n].encode("utf-8", "surrogateescape"))
+        return text, {"lines": cut - 1, "bytes": cut_bytes, "partial": True}
+    return text, ({"lines": cut, "bytes": cut_bytes} if cut else None)
+
+
+def tail_text(fd, size, lines, budget=ANSWER_BUDGET):
+    """The last `lines` lines of the first `size` bytes (reading at most TAIL_BYTES), as many
+    of them as fit in `budget` as they travel: (text, offset after it, what was cut or None)."""
     start = max(0, size - TAIL_BYTES)
     os.lseek(fd, start, os.SEEK_SET)
     data = b""
@@ -94,7 +154,8 @@ def tail_text(fd, size, lines):
     if parts and parts[-1] == b"":
         parts.pop()
     keep = parts[-lines:] if lines > 0 else []
-    return b"\n".join(keep).decode("utf-8", "surrogateescape"), start + len(data)
+    text, cut = fit(keep, budget)
+    return text, start + len(data), cut
 
 
 def _send(obj):
@@ -122,28 +183,57 @@ def main():
         return 0
     path = os.path.join(run, LOG)
     try:
-        fd, st = _open(path)
+        # the run folder, pinned: train.log is looked at through it from here on
+        dfd = os.open(run, os.O_RDONLY | os.O_DIRECTORY | flags.CLOEXEC)
+    except OSError as e:
+        _send(_fail("no-run", "%s: %s" % (run, e.strerror)))
+        return 0
+    try:
+        fd, st = _open(dfd, path)
     except LookupError as e:
         code, message = e.args if len(e.args) == 2 else ("unreadable", str(e))
         _send(_fail(code, message))
         return 0
-    text, offset = tail_text(fd, st.st_size, lines)
-    _send({"ok": True, "path": path, "text": text, "offset": offset})
+    text, offset, cut = tail_text(fd, st.st_size, lines)
+    first = {"ok": True, "path": path, "text": text, "offset": offset}
+    if cut is not None:
+        first["cut"] = cut
+    _send(first)
     if not req.get("follow"):
         return 0
-    ino = st.st_ino
+    return follow(dfd, path, fd, st.st_ino, offset)
+
+
+def follow(dfd, path, fd, ino, offset):
+    """Send what is appended to train.log until the controller goes (the helper is tied to its
+    channel). `fd` is the open log (None while it is away: rotated, not made again yet); a log
+    replaced by a symlink or by what is not a regular file ends the follow with one error."""
     while True:
         time.sleep(POLL_S)
         try:
-            now = os.stat(path, follow_symlinks=False)
+            now = os.stat(LOG, dir_fd=dfd, follow_symlinks=False)
         except OSError:
             continue   # rotated away for a moment: wait for the new one
-        if now.st_ino != ino or now.st_size < offset:
-            os.close(fd)
+        if stat.S_ISLNK(now.st_mode):
+            _send(_fail("symlink", "%s was replaced by a symlink while it was followed; a symlink is "
+                        "never followed, so the follow ends here" % path))
+            return 0
+        if fd is None or now.st_ino != ino or now.st_size < offset:
+            if fd is not None:
+                os.close(fd)
+                fd = None
             try:
-                fd, st = _open(path)
-            except LookupError:
-                continue
+                fd, st = _open(dfd, path)
+            except LookupError as e:
+                code, message = e.args if len(e.args) == 2 else ("unreadable", str(e))
+                if code == "not-a-file":
+                    if "symlink" in message:   # swapped in between the look and the open
+                        code, message = "symlink", ("%s was replaced by a symlink while it was "
+                                                    "followed; a symlink is never followed, so the "
+                                                    "follow ends here" % path)
+                    _send(_fail(code, message + ("" if code == "symlink" else "; the follow ends here")))
+                    return 0
+                continue   # gone again: wait for the next one
             ino, offset = st.st_ino, 0
             _send({"event": "truncated"})
         os.lseek(fd, offset, os.SEEK_SET)
