@@ -13,6 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from busy import hogs  # noqa: E402
+
 from sshfleet import SshdFleet, have_sshd  # noqa: E402
 
 
@@ -132,23 +134,17 @@ def _load_from_env() -> int:
     return int(raw)
 
 
-#: a busy loop that also allocates and frees, so the scheduler and the allocator are both loaded
-HOG = "import os\nwhile True:\n    sum(i * i for i in range(20000)); bytearray(1 << 20)\n"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def machine_load():
-    """Under FLEETDECK_TEST_LOAD=N, N CPU hogs run for the whole session (the suite must pass on
-    a busy machine); they are killed at the end, also when the session fails. Yields their pids."""
-    procs = [subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-             for _ in range(_load_from_env())]
-    try:
-        yield [p.pid for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    """Under FLEETDECK_TEST_LOAD=N, N CPU hogs (`busy.hogs`) run for the whole session (the suite
+    must pass on a busy machine); they are killed at the end, also when the session fails.
+    Yields their pids."""
+    n = _load_from_env()
+    if not n:
+        yield []
+        return
+    with hogs(n) as pids:
+        yield pids
 
 
 def pytest_report_header(config):

@@ -143,12 +143,7 @@ class SshdFleet:
         h = self.hosts[name]
         if h.proc is None or h.proc.poll() is not None:
             return
-        victims = [h.proc.pid, *_descendants(h.proc.pid)]
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _signal_tree(h.proc.pid, signal.SIGKILL)
         h.proc.wait()
 
     def pause(self, name: str) -> list[int]:
@@ -157,23 +152,13 @@ class SshdFleet:
         or answers). The pids stopped; `resume` or `kill` ends it."""
         h = self.hosts[name]
         assert h.proc is not None and h.proc.poll() is None
-        victims = [h.proc.pid, *_descendants(h.proc.pid)]
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        return victims
+        return _signal_tree(h.proc.pid, signal.SIGSTOP)
 
     def resume(self, name: str) -> None:
         h = self.hosts[name]
         if h.proc is None or h.proc.poll() is not None:
             return
-        for pid in [h.proc.pid, *_descendants(h.proc.pid)]:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        _signal_tree(h.proc.pid, signal.SIGCONT)
 
     def stop_all(self) -> None:
         for name in list(self.hosts):
@@ -202,6 +187,17 @@ class SshdFleet:
     def write_fleet(self, path: Path, names: list[str] | None = None, **kw: object) -> Path:
         path.write_text(self.fleet_toml(names, **kw))  # type: ignore[arg-type]
         return path
+
+
+def _signal_tree(root: int, sig: int) -> list[int]:
+    """Send `sig` to `root` and every process below it (one that is gone is skipped); the pids."""
+    victims = [root, *_descendants(root)]
+    for pid in victims:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return victims
 
 
 def _descendants(root: int) -> list[int]:

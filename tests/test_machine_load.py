@@ -27,7 +27,8 @@ def test_hogs_run(machine_load):
 def run_session(tmp_path: Path, load: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_probe_load.py").write_text(PROBE)
     (tmp_path / "conftest.py").write_text((HERE / "conftest.py").read_text())
-    (tmp_path / "sshfleet.py").write_text((HERE / "sshfleet.py").read_text())
+    for helper in ("sshfleet.py", "busy.py"):
+        (tmp_path / helper).write_text((HERE / helper).read_text())
     env = dict(os.environ, FLEETDECK_TEST_LOAD=load, PIDS_OUT=str(tmp_path / "pids"))
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
