@@ -202,3 +202,27 @@ def test_a_deeply_nested_run_file_is_an_error_on_the_run_not_a_crash(tmp_path: P
     for name in ("deep-state", "deep-manifest"):
         text = json.dumps(got[name])
         assert "it nests 100000 levels" in text, text[:500]
+
+
+def test_a_fifo_where_a_run_file_was_expected_never_holds_the_probe(tmp_path: Path):
+    """Any user who can write in a runs root can put a FIFO where run.json, progress.jsonl or a
+    trainer_state.json belongs; the probe must answer (the run's error names it), not wait for a
+    writer that never comes. Run in a child with a deadline, so a hang fails instead of holding
+    the suite."""
+    import subprocess
+    import sys
+
+    for name, fname in (("m", "run.json"), ("p", "progress.jsonl"), ("t", "trainer_state.json")):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        os.mkfifo(tmp_path / "runs" / name / fname)
+    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from test_probe import probe; "
+            "rep = probe({'runs': [sys.argv[1]]}); "
+            "print(json.dumps([{r['name']: r.get('reason') for r in rep['runs']}, rep['warnings']]))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "runs"), str(Path(__file__).parent)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    runs, warnings = json.loads(r.stdout)
+    assert "not a regular file" in runs["m"]   # run.json: the run's own reason
+    for name, fname in (("p", "progress.jsonl"), ("t", "trainer_state.json")):   # the run is named in warnings
+        assert any(w.startswith(f"run {tmp_path / 'runs' / name}: ") and f"{fname}" in w and "not a regular file" in w
+                   for w in warnings), warnings

@@ -261,3 +261,34 @@ async def test_a_root_that_resolves_to_a_system_folder_on_the_host_is_no_root(tm
     assert not plan.ok and plan.paths[0].refused == ["outside-roots"]
     assert "(a system folder: not used)" in plan.paths[0].refusals[0].message
     assert any("purge root" in w and "a system folder" in w for w in plan.warnings)
+
+
+def test_a_fifo_named_trainer_state_or_weight_index_never_holds_the_check(tmp_path):
+    """A checkpoint's trainer_state.json (read for its eval loss) or a full model's weight index
+    that is a FIFO: the check answers at once (no eval loss; the index is no index)."""
+    import subprocess
+    import sys
+
+    ck = tmp_path / "checkpoint-5"
+    ck.mkdir()
+    os.mkfifo(ck / "trainer_state.json")
+    os.mkfifo(ck / "model.safetensors.index.json")
+    (ck / "config.json").write_text("{}")
+    code = ("import sys; from fleetdeck.backend.host.purge_facts import _eval_at; "
+            "from fleetdeck.backend.host.lib import files, layout; import os; "
+            "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
+            "print(_eval_at(sys.argv[1], 5)); print(layout._index_problem(fd, 'model.safetensors.index.json')); "
+            "print(layout.checkpoint_problem(sys.argv[1]))")
+    r = subprocess.run([sys.executable, "-c", code, str(ck)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["None", "model.safetensors.index.json is not a regular file",
+                                     "incomplete: model.safetensors.index.json is not a regular file"]
+
+
+def test_a_weight_index_past_its_limit_is_not_read_whole(tmp_path, monkeypatch):
+    ck = tmp_path / "checkpoint-5"
+    ck.mkdir()
+    (ck / "config.json").write_text("{}")
+    monkeypatch.setattr(layout, "INDEX_LIMIT", 64)
+    (ck / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "x" * 100}}))
+    assert layout.checkpoint_problem(str(ck)) == "incomplete: model.safetensors.index.json is larger than 64 bytes"

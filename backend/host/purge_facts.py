@@ -8,12 +8,11 @@ judges them."""
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import stat
 
-from fleetdeck.backend.host.lib import docker, fsinfo, layout, procfs, runner
+from fleetdeck.backend.host.lib import docker, files, fsinfo, jsondepth, layout, procfs, runner
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge_paths import (
     WalkError,
@@ -302,22 +301,8 @@ def _eval_at(path, step):
     """The finite eval loss a checkpoint's own trainer_state.json records at its step, or None
     (no file, unreadable, larger than STATE_LIMIT, no such entry)."""
     try:
-        fd = os.open(path.rstrip("/") + "/trainer_state.json", os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            chunks, total = [], 0
-            while total <= STATE_LIMIT:
-                b = os.read(fd, 1 << 20)
-                if not b:
-                    break
-                chunks.append(b)
-                total += len(b)
-        finally:
-            os.close(fd)
-        if total > STATE_LIMIT:
-            return None
-        state = json.loads(b"".join(chunks).decode("utf-8"))
+        raw = files.read_regular(path.rstrip("/") + "/trainer_state.json", STATE_LIMIT)[0]
+        state = jsondepth.loads(raw.decode("utf-8"), what="it")
         best = None
         for e in state.get("log_history") or []:
             if isinstance(e, dict) and e.get("step") == step and "eval_loss" in e:
@@ -325,7 +310,7 @@ def _eval_at(path, step):
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                     best = float(v)
         return best
-    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+    except (OSError, ValueError, AttributeError, TypeError):
         return None
 
 

@@ -18,20 +18,40 @@ class NotRegular(OSError):
     """The path names something other than a regular file (a folder, a FIFO, a device)."""
 
 
-def read_regular(path):
+def open_regular(path, follow=False, dir_fd=None):
+    """A descriptor of the regular file at `path` (relative to `dir_fd` when given), opened
+    without blocking (a FIFO put where a file was expected answers at once instead of holding
+    the reader until a writer comes), its last component never followed unless `follow`;
+    anything that is not a regular file raises NotRegular."""
+    how = (flags.READ if follow else READ_FLAGS) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, how, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path, limit=None, dir_fd=None):
     """(bytes, os.stat_result) of the regular file at `path`, its last component never followed
-    (a symlink raises ELOOP); anything that is not a regular file raises NotRegular."""
-    fd = os.open(path, READ_FLAGS)
+    (a symlink raises ELOOP); anything that is not a regular file raises NotRegular, and one
+    larger than `limit` bytes (when given) raises OSError EFBIG without being read whole."""
+    fd = open_regular(path, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegular(errno.EINVAL, "not a regular file", path)
         chunks = []
-        while True:
+        total = 0
+        while limit is None or total <= limit:
             b = os.read(fd, 1 << 20)
             if not b:
                 break
             chunks.append(b)
+            total += len(b)
+        if limit is not None and total > limit:
+            raise OSError(errno.EFBIG, "larger than %d bytes" % limit, path)
         return b"".join(chunks), st
     finally:
         os.close(fd)

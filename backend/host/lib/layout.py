@@ -29,7 +29,7 @@ import os
 import re
 import stat
 
-from fleetdeck.backend.host.lib import flags, text
+from fleetdeck.backend.host.lib import files, flags, text
 
 RUN_MARKERS = ("run.json", "progress.jsonl", "trainer_state.json", "checkpoints", "adapter",
                "adapter_model.safetensors")
@@ -131,13 +131,12 @@ def _index_problem(dir_fd, name):
     if why:
         return why
     try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
-        try:
-            raw = os.read(fd, INDEX_LIMIT + 1)
-        finally:
-            os.close(fd)
-        if len(raw) > INDEX_LIMIT:
+        raw = files.read_regular(name, INDEX_LIMIT, dir_fd=dir_fd)[0]
+    except OSError as e:
+        if e.errno == errno.EFBIG:
             return "%s is larger than %d bytes" % (name, INDEX_LIMIT)
+        return "%s cannot be read as a weight index" % name
+    try:
         shards = sorted(set(json.loads(raw.decode("utf-8"))["weight_map"].values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return "%s cannot be read as a weight index" % name

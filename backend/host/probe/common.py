@@ -10,7 +10,7 @@ import pwd
 import re
 from datetime import datetime
 
-from fleetdeck.backend.host.lib import procfs, runner
+from fleetdeck.backend.host.lib import files, procfs, runner
 
 SHELLS = set(procfs.SHELLS)
 # A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
@@ -37,8 +37,14 @@ _USERS = {}
 
 
 # -- small helpers ----------------------------------------------------------------------------
+def open_file(path):
+    """`open(path, "rb")` for a regular file only: a FIFO or device under a watched path (any
+    user may make one) raises NotRegular at once instead of holding the resident probe."""
+    return os.fdopen(files.open_regular(path, follow=True), "rb")
+
+
 def read_text(path, limit=-1):
-    with open(path, "rb") as f:
+    with open_file(path) as f:
         return f.read(limit).decode("utf-8", "surrogateescape")
 
 

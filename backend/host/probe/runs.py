@@ -19,6 +19,7 @@ from fleetdeck.backend.host.probe.common import (
     STATE,
     cached,
     finite,
+    open_file,
     read_text,
     stat_key,
 )
@@ -45,7 +46,7 @@ def _progress(path):
              "nonfinite": None}
     else:
         p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]))
-    with open(path, "rb") as f:
+    with open_file(path) as f:
         if p["offset"] == 0 and st.st_size > PROGRESS_TAIL:
             # first sight of a large file: its tail is enough for the state and the recent series;
             # the offset is remembered, so later polls read only what was appended
@@ -131,7 +132,7 @@ def full_series(path):
     if kind == "progress":
         prog = src
         read = 0
-        with open(prog, "rb") as f:
+        with open_file(prog) as f:
             for raw in f:
                 read += len(raw)
                 if read > FULL_SERIES_READ:
