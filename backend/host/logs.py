@@ -37,7 +37,7 @@ import stat
 import sys
 import time
 
-from fleetdeck.backend.host.lib import flags
+from fleetdeck.backend.host.lib import files, flags
 from fleetdeck.backend.host.lib.serve import dumps
 
 LOG = "train.log"
@@ -74,18 +74,16 @@ def _open(dfd, path):
     """train.log in the run folder open as `dfd`, opened without following a symlink and
     without waiting on a FIFO: (fd, stat) of a regular file, else LookupError(code, sentence)."""
     try:
-        fd = os.open(LOG, flags.READ_NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dfd)
+        fd = files.open_regular(LOG, dir_fd=dfd)
+    except files.NotRegular:
+        raise LookupError("not-a-file", "%s is not a regular file" % path) from None
     except OSError as e:
         if e.errno == errno.ENOENT:
             raise LookupError("no-log", "no %s in %s yet" % (LOG, os.path.dirname(path))) from None
         if e.errno == errno.ELOOP:
             raise LookupError("not-a-file", "%s is a symlink; not followed" % path) from None
         raise LookupError("unreadable", "%s: %s" % (path, e.strerror)) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise LookupError("not-a-file", "%s is not a regular file" % path)
-    return fd, st
+    return fd, os.fstat(fd)
 
 
 #: what one answer line's text may take as it travels: the controller takes lines of at most
