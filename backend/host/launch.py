@@ -180,9 +180,7 @@ def newest_checkpoint(output):
     """(step, path) of the newest checkpoint the trainer can resume from (a complete
     `checkpoint-N` by the layout's rule in `<run>/checkpoints/`, with its trainer_state.json),
     or None."""
-    inside = os.path.join(output, "checkpoints")
-    done = [(step, path) for step, path in layout.complete_checkpoints(output)
-            if os.path.dirname(path) == inside and os.path.isfile(os.path.join(path, "trainer_state.json"))]
+    done = layout.resumable_checkpoints(output)
     return done[-1] if done else None
 
 

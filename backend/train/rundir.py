@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetdeck.backend.host.lib import hashing, procfs
-from fleetdeck.backend.host.lib.layout import complete_checkpoints, final_adapter, not_fresh
+from fleetdeck.backend.host.lib.layout import final_adapter, not_fresh, resumable_checkpoints
 
 LIVE_STATES = ("running",)
 
@@ -125,9 +125,7 @@ class RunDir:
     def checkpoints(self) -> list[tuple[int, Path]]:
         """Checkpoints a run resumes from, oldest first: complete by the layout's one rule
         (weights and config) and holding trainer_state.json; a save killed half-way is not one."""
-        inside = str(self.checkpoints_dir)
-        return [(step, Path(p)) for step, p in complete_checkpoints(str(self.path))
-                if os.path.dirname(p) == inside and os.path.isfile(os.path.join(p, "trainer_state.json"))]
+        return [(step, Path(p)) for step, p in resumable_checkpoints(str(self.path))]
 
     def newest_checkpoint(self) -> tuple[int, Path] | None:
         """The newest complete checkpoint, or None."""

@@ -203,6 +203,14 @@ def complete_checkpoints(run, names=None):
     return [(s, p) for s, p in checkpoints(run, names) if checkpoint_problem(p) is None]
 
 
+def resumable_checkpoints(run):
+    """[(step, path)] of the checkpoints a run resumes from, oldest first: complete ones in
+    `<run>/checkpoints/` (where the trainer saves) that hold their trainer_state.json."""
+    inside = os.path.join(run, "checkpoints")
+    return [(s, p) for s, p in complete_checkpoints(run) if os.path.dirname(p) == inside
+            and os.path.isfile(os.path.join(p, "trainer_state.json"))]
+
+
 def final_adapter(run):
     """The run's final adapter folder (`<run>/adapter`, else `<run>` itself), or None."""
     sub = os.path.join(run, ADAPTER_DIR)
