@@ -314,14 +314,18 @@ def _eval_at(path, step):
         return None
 
 
-def _weights_sha(folder):
+def _weights_sha(folder, known):
+    """sha256 of the folder's adapter weights: the keeper's hash when the plan already took it."""
+    path = folder.rstrip("/") + "/" + layout.WEIGHTS
+    if known.get(path):
+        return known[path]
     try:
-        return sha256_file(folder.rstrip("/") + "/" + layout.WEIGHTS)
+        return sha256_file(path)
     except (OSError, WalkError):
         return None
 
 
-def eval_facts(run, keep, tops):
+def eval_facts(run, keep, tops, known):
     """The eval loss of each of the run's checkpoints (from its own trainer_state.json), its
     best one, and whether that best survives the purge: kept by the keep rule, or the final
     adapter holds the same weights (sha256). {"run", "checkpoints": [[step, path, loss]],
@@ -340,8 +344,8 @@ def eval_facts(run, keep, tops):
         out["best_kept"] = True
     else:
         adapter = layout.final_adapter(run)
-        mine = _weights_sha(best) if adapter else None
-        out["best_kept"] = bool(mine and _weights_sha(adapter) == mine)
+        mine = _weights_sha(best, known) if adapter else None
+        out["best_kept"] = bool(mine and _weights_sha(adapter, known) == mine)
     return out
 
 
@@ -442,5 +446,6 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
     runs = sorted({r for p in facts["paths"] for r in p["runs"]})
     facts["keepers"] = [checkpoint_keeper_facts(r, keep["kept"], index, hashing)
                         if keep and r == keep["run"] else keeper_facts(r, index, hashing) for r in runs]
-    facts["evals"] = [eval_facts(r, keep if keep and r == keep["run"] else None, tops) for r in runs]
+    facts["evals"] = [eval_facts(k["run"], keep if keep and k["run"] == keep["run"] else None, tops,
+                                 {f["path"]: f["sha256"] for f in k["files"]}) for k in facts["keepers"]]
     return facts, inodes
