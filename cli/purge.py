@@ -258,11 +258,9 @@ def _eval_lines(console: Console, plan: PurgePlan) -> None:
             continue
         kept = "kept" if e.best_kept else "NOT kept: deleting it needs --allow-best"
         console.print(Text(f"eval loss of {shown(e.run)} (best {e.best_loss:.4g}, {kept}):", style="bold"))
-        for step, path, loss in e.checkpoints:
-            mark = "  <- best" if path == e.best else ""
-            console.print(Text(f"  {shown(path.rsplit('/', 1)[-1])}  step {step}  "
-                               f"{'-' if loss is None else f'{loss:.4f}'}{mark}",
-                               style="yellow" if mark and not e.best_kept else "dim"))
+        for name, step, loss, best in e.rows():
+            console.print(Text(f"  {shown(name)}  step {step}  {loss}{'  <- best' if best else ''}",
+                               style="yellow" if best and not e.best_kept else "dim"))
 
 
 def _keep_lines(console: Console, plan: PurgePlan) -> None:

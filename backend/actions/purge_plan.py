@@ -103,6 +103,12 @@ class RunEvals:
     best_loss: float | None
     best_kept: bool | None
 
+    def rows(self) -> list[tuple[str, int, str, bool]]:
+        """(checkpoint folder name, step, eval loss as shown ("-" when none), is the best), oldest
+        first: what the CLI and the dashboard print of each checkpoint."""
+        return [(path.rsplit("/", 1)[-1], step, "-" if loss is None else f"{loss:.4f}", path == self.best)
+                for step, path, loss in self.checkpoints]
+
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "best": self.best, "best_eval_loss": self.best_loss, "best_kept": self.best_kept,
                 "checkpoints": [{"step": s, "path": p, "eval_loss": v} for s, p, v in self.checkpoints]}

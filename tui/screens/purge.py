@@ -319,10 +319,9 @@ def evals_text(plan: Any) -> Text:
             continue
         t.append(f"Eval loss of {shown(e.run)} (best {e.best_loss:.4g}, "
                  f"{'kept' if e.best_kept else 'NOT kept'}):\n", style="bold")
-        for step, path, loss in e.checkpoints:
-            best = path == e.best
-            t.append(f"  {shown(path.rsplit('/', 1)[-1])}  step {step}  {'-' if loss is None else f'{loss:.4f}'}"
-                     f"{'  ← best' if best else ''}\n", style="yellow" if best and not e.best_kept else "dim")
+        for name, step, loss, best in e.rows():
+            t.append(f"  {shown(name)}  step {step}  {loss}{'  ← best' if best else ''}\n",
+                     style="yellow" if best and not e.best_kept else "dim")
     return t
 
 
