@@ -14,7 +14,7 @@ from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.tui.fmt import host_text, message_text, since_text
+from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_text, since_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,15 +53,15 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     if not alerts:
         print("no alerts")
         return 0
-    t = Table(title="alerts")
-    for col in ("state", "rule", "host", "subject", "since", "text"):
+    t = Table(title=alerts_title(alerts))
+    for col in ("state", "severity", "rule", "host", "subject", "since", "text"):
         t.add_column(col, overflow="fold")
     now = time.time()
-    for a in alerts:
+    for a in alerts:   # firing by severity, then newest first; then the resolved, newest first
         style = "bold red" if a.state == "firing" else "green"
         # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
         # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
-        t.add_row(Text(a.state, style=style), Text(a.rule), Text(a.host), host_text(a.subject),
-                  since_text(a.since, now), message_text(a.text))
+        t.add_row(Text(a.state, style=style), severity_text(a.severity if a.state == "firing" else ""),
+                  Text(a.rule), Text(a.host), host_text(a.subject), since_text(a.since, now), message_text(a.text))
     Console(soft_wrap=False).print(t)
     return 0

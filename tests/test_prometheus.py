@@ -69,7 +69,7 @@ def test_the_scrape_parses_and_labels_every_series(served):
     assert [s.value for s in m["fleetdeck_seat_restarts"]] == [3]
     assert [(s.labels["signature"], s.value) for s in m["fleetdeck_seat_check_ok"]] == [("logprob-unserialisable", 0)]
     assert [s.labels for s in m["fleetdeck_alert_firing"]] == [
-        {"rule": "seat-check", "host": "ana-ml2", "subject": "port 8052"}]
+        {"rule": "seat-check", "host": "ana-ml2", "subject": "port 8052", "severity": "critical"}]
     assert every_host_series_has_a_host_label(m)
     # the next poll drops what went away: no stale series
     c.update(FleetSnapshot(hosts=(HostSnapshot(name="ana-ml2", reachable=True, time=2.0),), time=2.0), [], {})
@@ -93,3 +93,54 @@ def test_listen_addresses(text, want):
 def test_bad_listen_addresses(text):
     with pytest.raises(ValueError):
         parse_listen(text)
+
+
+def test_gpu_health_families_one_per_figure_in_base_units_and_none_is_no_sample(served):
+    """Each health figure is its own family (in base units: hertz, watts, celsius, bytes per
+    second); what the driver does not report is no sample, never 0; a card that reports
+    nothing leaves every health family empty."""
+    from fleetdeck.backend.fleet.models import GpuEcc, GpuPcie, Xid
+    from fleetdeck.backend.monitor.export import GPU_FIGURES, GPU_LABELLED
+
+    c, url = served
+    g = Gpu(index=0, name="H200", uuid="GPU-a", unified_memory=False, memory_total_mib=143771, memory_used_mib=10859,
+            utilization_pct=97, memory_util_pct=31, temperature_c=61, temperature_slowdown_c=89,
+            temperature_shutdown_c=95, power_w=612.4, power_limit_w=700.0, sm_clock_mhz=1755, sm_clock_max_mhz=1980,
+            mem_clock_mhz=3201, mem_clock_max_mhz=3201, throttle_reasons=("sw-power-cap", "hw-thermal-slowdown"),
+            fan_pct=None, pcie=GpuPcie(gen=5, width=16, tx_bytes_s=1.5e9, rx_bytes_s=None),
+            ecc=GpuEcc(mode="enabled", corrected=3, uncorrected=1, corrected_aggregate=7, uncorrected_aggregate=None,
+                       pending_retirement=True, remapped_correctable=2, remapped_uncorrectable=1, remap_failure=False),
+            persistence_mode=True, compute_mode="default", mig_mode=False,
+            xid=(Xid(1.0, 79), Xid(2.0, 79), Xid(3.0, 13)))
+    silent = Gpu(index=1, name="GB10", uuid="GPU-b", unified_memory=True, memory_total_mib=1, memory_used_mib=1,
+                 utilization_pct=None)
+    h = HostSnapshot(name="h", reachable=True, time=1.0, gpus=(g, silent))
+    c.update(FleetSnapshot(hosts=(h,), time=1.0), [], {})
+    m = scrape(url)
+
+    def one(name: str) -> dict:
+        return {tuple(v for k, v in sorted(s.labels.items()) if k not in ("host", "uuid")): s.value for s in m[name]}
+
+    assert one("fleetdeck_gpu_temperature_celsius") == {("0",): 61}
+    assert one("fleetdeck_gpu_slowdown_temperature_celsius") == {("0",): 89}
+    assert one("fleetdeck_gpu_shutdown_temperature_celsius") == {("0",): 95}
+    assert one("fleetdeck_gpu_power_watts") == {("0",): 612.4} and one("fleetdeck_gpu_power_limit_watts") == {("0",): 700}
+    assert one("fleetdeck_gpu_sm_clock_hertz") == {("0",): 1755e6} and one("fleetdeck_gpu_sm_clock_max_hertz") == {("0",): 1980e6}
+    assert one("fleetdeck_gpu_memory_clock_hertz") == {("0",): 3201e6}
+    assert one("fleetdeck_gpu_memory_utilization_percent") == {("0",): 31}
+    assert one("fleetdeck_gpu_fan_percent") == {}   # not reported: no sample, not 0
+    assert one("fleetdeck_gpu_pcie_link_generation") == {("0",): 5} and one("fleetdeck_gpu_pcie_link_width") == {("0",): 16}
+    assert one("fleetdeck_gpu_pcie_tx_bytes_per_second") == {("0",): 1.5e9}
+    assert one("fleetdeck_gpu_pcie_rx_bytes_per_second") == {}
+    assert one("fleetdeck_gpu_throttle_reason") == {("0", "hw-thermal-slowdown"): 1, ("0", "sw-power-cap"): 1}
+    assert one("fleetdeck_gpu_ecc_corrected_errors") == {("volatile", "0"): 3, ("aggregate", "0"): 7}
+    assert one("fleetdeck_gpu_ecc_uncorrected_errors") == {("volatile", "0"): 1}
+    assert one("fleetdeck_gpu_remapped_rows") == {("correctable", "0"): 2, ("uncorrectable", "0"): 1}
+    assert one("fleetdeck_gpu_ecc_pending_retirement") == {("0",): 1} and one("fleetdeck_gpu_row_remap_failure") == {("0",): 0}
+    assert one("fleetdeck_gpu_ecc_mode") == {("0",): 1} and one("fleetdeck_gpu_persistence_mode") == {("0",): 1}
+    assert one("fleetdeck_gpu_mig_mode") == {("0",): 0}
+    assert one("fleetdeck_gpu_compute_mode") == {("0", "default"): 1}
+    assert one("fleetdeck_gpu_xid_errors") == {("13", "0"): 1, ("79", "0"): 2}
+    names = [f"fleetdeck_{n}" for _k, n, *_ in GPU_FIGURES] + [f"fleetdeck_{v[0]}" for v in GPU_LABELLED.values()]
+    assert len(set(names)) == len(names) and all(n in m for n in names)
+    assert all(s.labels["gpu"] == "0" for n in names for s in m[n])   # the silent card: no sample anywhere

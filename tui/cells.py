@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from rich.style import Style
 from rich.text import Span, Text
 
+from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, hot_margin, throttle_mark
+from fleetdeck.backend.fleet.models import Gpu
+
 SPARK = "▁▂▃▄▅▆▇█"
 FULL, EMPTY = "█", "░"
 
@@ -177,6 +180,50 @@ def eval_trend(evals: Sequence[tuple[int, float]], last: int = 6) -> Text:
         else:
             t.append(f"→ rising ({change:+.2%} over last 3)", style="bold red")
     return t
+
+
+#: the Fleet row's word for each marked throttle reason (gpu_health.MARKED)
+MARK_WORDS = {"hw-thermal-slowdown": "thermal", "sw-thermal-slowdown": "thermal",
+              "hw-power-brake-slowdown": "power brake", "hw-slowdown": "hw slowdown", "sw-power-cap": "power cap"}
+
+
+def temp_style(g: Gpu) -> str | None:
+    """Red within 5 °C of the slowdown threshold, yellow within 15, else plain."""
+    margin = hot_margin(g)
+    return None if margin is None else "bold red" if margin <= 5 else "yellow" if margin <= 15 else None
+
+
+def gpu_health_parts(g: Gpu, room: int) -> tuple[list[tuple[str, str | None]], int]:
+    """What the Fleet row shows of a card's health in `room` characters, as (text, style)
+    pieces, and the room left for the sparkline: temperature and power (`61° 350W`, or the
+    temperature alone when narrow; nothing the driver does not report), then a throttle mark
+    `▼thermal` with its reason in words while throttled (only `▼` when there is no room)."""
+    parts: list[tuple[str, str | None]] = []
+    temp = None if g.temperature_c is None else f"{g.temperature_c}°"
+    power = None if g.power_w is None else f"{g.power_w:.0f}W"
+    both = " ".join(x for x in (temp, power) if x)
+    if both and room - len(both) - 1 >= 4:
+        if temp:
+            parts.append((temp, temp_style(g)))
+        if power:
+            parts.append((" " + power if temp else power, None))
+        parts.append((" ", None))
+        room -= len(both) + 1
+    elif temp and room - len(temp) - 1 >= 4:
+        parts += [(temp, temp_style(g)), (" ", None)]
+        room -= len(temp) + 1
+    reason = throttle_mark(g)
+    if reason is not None:
+        style = "bold red" if reason in SLOWDOWN else "yellow"
+        mark = "▼" + MARK_WORDS.get(reason, reason)
+        if len(mark) > room:
+            mark = "▼"
+        parts.append((mark, style))
+        room -= len(mark)
+        if room > 0:
+            parts.append((" ", None))
+            room -= 1
+    return parts, max(0, room)
 
 
 class TextBuilder:

@@ -48,6 +48,27 @@ def since_text(since: float, now: float) -> str:
     return human_duration(max(0.0, now - since)) + " ago"
 
 
+#: how each alert severity is drawn, in the Alerts view and `fleetdeck alerts`
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def severity_text(severity: str) -> Text:
+    """An alert's severity as a cell: its word in its colour."""
+    return Text(severity, style=SEVERITY_STYLE.get(severity, ""))
+
+
+def alerts_title(alerts: list) -> str:
+    """`Alerts: 1 critical · 2 warning · 3 info firing, 4 resolved` (the counts by severity of
+    the firing ones first), the title of the Alerts view and of `fleetdeck alerts`."""
+    from fleetdeck.backend.monitor.alerts import severity_counts
+
+    firing = [a for a in alerts if a.state == "firing"]
+    counts = severity_counts(firing)
+    head = " · ".join(f"{n} {sev}" for sev, n in counts.items()) + " firing" if firing else "none firing"
+    resolved = len(alerts) - len(firing)
+    return f"Alerts: {head}" + (f", {resolved} resolved" if resolved else "")
+
+
 def human_mib(mib: float | None) -> str:
     """MiB figure as a human size."""
     return human_bytes(None if mib is None else mib * 1024 * 1024, "-")

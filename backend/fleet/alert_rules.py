@@ -32,6 +32,25 @@ FOR_DEFAULTS["disk-full-eta"] = 600.0
 #: a slowdown or a hot card for a few seconds is a burst of load; a minute of it is the card's state
 FOR_DEFAULTS["gpu-throttled"] = 60.0
 FOR_DEFAULTS["gpu-hot"] = 60.0
+#: how urgent an alert is, most urgent first: the Alerts view and `fleetdeck alerts` list firing
+#: alerts in this order, and the dashboard toasts only critical ones
+SEVERITIES = ("critical", "warning", "info")
+#: each rule's severity (`severity = {rule = "..."}` in `[alerts]` changes it): critical when
+#: something is lost or about to be (a host, a run, a seat's answers, the disk, a card),
+#: warning when it needs a look soon, info when it is news. new-stray is info, and warning for
+#: a schedule naming a path that does not exist (`alerts.AlertEngine`)
+SEVERITY_DEFAULTS = {
+    "host-down": "critical", "loss-nonfinite": "critical", "seat-check": "critical", "disk-full-eta": "critical",
+    "run-failed": "critical", "gpu-ecc": "critical", "gpu-xid": "critical",
+    "run-stalled": "warning", "overfitting": "warning", "loss-spike": "warning", "gpu-headroom": "warning",
+    "idle-holder": "warning", "seat-restart": "warning", "gpu-throttled": "warning", "gpu-hot": "warning",
+    "new-stray": "info", "run-finished": "info",
+}
+
+
+def severity_rank(severity: str) -> int:
+    """0 for critical, 1 for warning, 2 for info (anything else after them)."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 @dataclass(frozen=True)
 class AlertConfig:
     """The `[alerts]` table of the fleet file, every key optional."""
@@ -70,6 +89,17 @@ class AlertConfig:
     #: `for = {rule = seconds}`: how long a rule's condition must hold before it fires, for
     #: the rules named (the others keep FOR_DEFAULTS)
     for_: tuple[tuple[str, float], ...] = ()
+    #: `severity = {rule = "critical" | "warning" | "info"}`: the rules named get that severity
+    #: (the others keep SEVERITY_DEFAULTS)
+    severity: tuple[tuple[str, str], ...] = ()
+
+    def severity_set(self, rule: str) -> str | None:
+        """The severity the fleet file gives `rule`, or None."""
+        return dict(self.severity).get(rule)
+
+    def severity_of(self, rule: str) -> str:
+        """`rule`'s severity: the fleet file's, else its default."""
+        return self.severity_set(rule) or SEVERITY_DEFAULTS.get(rule, "warning")
 
     def for_seconds(self, rule: str) -> float:
         """How long `rule`'s condition must hold before it fires."""
@@ -109,6 +139,9 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
         where = f"{source}: [alerts]: key {k!r}"
         if k == "for":
             values["for_"] = _parse_for(v, where)
+            continue
+        if k == "severity":
+            values[k] = _parse_severity(v, where)
             continue
         if k not in known or k == "for_":
             raise ConfigError(f"{source}: [alerts]: unknown key {k!r}")
@@ -155,4 +188,17 @@ def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
             raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more and at most "
                               f"{WEEK} (a week), not {toml_shown(secs)}")
         out.append((rule, float(secs)))
+    return tuple(sorted(out))
+
+
+def _parse_severity(v: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where} must be a table of rule = severity")
+    out = []
+    for rule, sev in v.items():
+        if rule not in RULES:
+            raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
+        if sev not in SEVERITIES:
+            raise ConfigError(f"{where}: {rule} must be one of {', '.join(SEVERITIES)}, not {toml_shown(sev)}")
+        out.append((rule, sev))
     return tuple(sorted(out))

@@ -12,17 +12,58 @@ SCHEDULE_KINDS = ("crontab", "cron-file", "systemd-timer", "at", "loop")
 
 @dataclass(frozen=True)
 class GpuProcess:
-    """A process holding memory on a GPU."""
+    """A process holding memory on a GPU; its SM and memory utilisation where NVML sampled them."""
 
     pid: int
     user: str
     used_mib: float
     command: str
+    sm_pct: float | None = None
+    memory_util_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuPcie:
+    """A GPU's PCIe link now and at best, and its throughput at `sampled_at` (a rare sample)."""
+
+    gen: int | None = None
+    gen_max: int | None = None
+    width: int | None = None
+    width_max: int | None = None
+    tx_bytes_s: float | None = None
+    rx_bytes_s: float | None = None
+    sampled_at: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuEcc:
+    """ECC mode and error counts (volatile: since the driver loaded; aggregate: the card's
+    life), and rows waiting to be remapped or pages to be retired at the next reset."""
+
+    mode: str | None = None
+    corrected: int | None = None
+    uncorrected: int | None = None
+    corrected_aggregate: int | None = None
+    uncorrected_aggregate: int | None = None
+    pending_retirement: bool | None = None
+    remapped_correctable: int | None = None
+    remapped_uncorrectable: int | None = None
+    remap_failure: bool | None = None
+
+
+@dataclass(frozen=True)
+class Xid:
+    """One Xid error: when the probe read it (host clock) and its code."""
+
+    time: float
+    code: int
 
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU; on unified-memory parts (GB10) the memory figures are the system's."""
+    """One GPU; on unified-memory parts (GB10) the memory figures are the system's. Every
+    health figure is None where the driver does not report it (docs/probe.md, "GPU health");
+    `xid` is None where no Xid events are watched, () where none were seen."""
 
     index: int
     name: str
@@ -32,6 +73,24 @@ class Gpu:
     memory_used_mib: float
     utilization_pct: float | None
     processes: tuple[GpuProcess, ...] = ()
+    memory_util_pct: float | None = None
+    temperature_c: int | None = None
+    temperature_slowdown_c: int | None = None
+    temperature_shutdown_c: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+    fan_pct: int | None = None
+    pcie: GpuPcie = GpuPcie()
+    ecc: GpuEcc = GpuEcc()
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None
+    mig_mode: bool | None = None
+    xid: tuple[Xid, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +262,8 @@ class FleetSnapshot:
 def _gpu_json(g: Gpu) -> dict[str, Any]:
     d = asdict(g)
     d["processes"] = [asdict(p) for p in g.processes]
+    d["throttle_reasons"] = None if g.throttle_reasons is None else list(g.throttle_reasons)
+    d["xid"] = None if g.xid is None else [asdict(x) for x in g.xid]
     return d
 
 
@@ -236,6 +297,6 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
 
 
 __all__ = [
-    "Checkpoint", "Disk", "FleetSnapshot", "Gpu", "GpuProcess", "HostSnapshot", "Process", "Run", "Schedule",
+    "Checkpoint", "Disk", "FleetSnapshot", "Gpu", "GpuEcc", "GpuPcie", "GpuProcess", "HostSnapshot", "Process", "Run", "Schedule", "Xid",
     "run_json", "schedule_json", "unreachable_json",
 ]

@@ -15,11 +15,14 @@ from fleetdeck.backend.fleet.models import (
     Disk,
     FleetSnapshot,
     Gpu,
+    GpuEcc,
+    GpuPcie,
     GpuProcess,
     HostSnapshot,
     Process,
     Run,
     Schedule,
+    Xid,
 )
 from fleetdeck.backend.fleet.seat_model import seat_from_json
 from fleetdeck.backend.host.lib.text import shown
@@ -215,6 +218,67 @@ def schedule_from_json(host: str, d: dict[str, Any]) -> Schedule:
     return _schedule(host, d, [])
 
 
+def _whole(v: Any, field: str, lo: int, hi: int) -> int | None:
+    return _number(v, field, lo, hi, True)  # type: ignore[return-value]
+
+
+def _flag(v: Any, field: str) -> bool | None:
+    if v is None or isinstance(v, bool):
+        return v
+    raise BadField(field, f"not true, false or null ({_desc(v)})")
+
+
+def _words(v: Any, field: str) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) > 32:
+        raise BadField(field, f"not a list of up to 32 words ({_desc(v)})")
+    return tuple(_text(w, field, limit=64) for w in v)  # type: ignore[misc]
+
+
+def _part(d: Any, key: str, fields: dict[str, tuple], marks: list[str]) -> dict[str, Any]:
+    """The checked fields of the object at `key` (pcie, ecc); a field that fails is None."""
+    sub = d.get(key)
+    if sub is None:
+        return {}
+    if not isinstance(sub, dict):
+        marks.append(f"{key}: not an object ({_desc(sub)})")
+        return {}
+    it = _Item(sub, key)
+    out = {k: it.soft(fn, k, *args) for k, (fn, *args) in fields.items()}
+    marks.extend(f"{key}.{m}" for m in it.marks)
+    return out
+
+
+PCIE_FIELDS = {"gen": (_whole, 0, 64), "gen_max": (_whole, 0, 64), "width": (_whole, 0, 1024),
+               "width_max": (_whole, 0, 1024), "tx_bytes_s": (_figure, 0.0), "rx_bytes_s": (_figure, 0.0),
+               "sampled_at": (_figure, 0.0)}
+ECC_FIELDS = {"mode": (_text, True, 32), "corrected": (_count,), "uncorrected": (_count,),
+              "corrected_aggregate": (_count,), "uncorrected_aggregate": (_count,),
+              "pending_retirement": (_flag,), "remapped_correctable": (_count,),
+              "remapped_uncorrectable": (_count,), "remap_failure": (_flag,)}
+
+
+def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list):
+        marks.append(f"xid: not a list ({_desc(v)})")
+        return None
+    out = []
+    for x in v[:64]:
+        try:
+            if not isinstance(x, dict):
+                raise BadField("xid", f"not an object ({_desc(x)})")
+            t, code = _figure(x.get("time"), "xid.time", 0.0), _count(x.get("code"), "xid.code", 1_000_000)
+            if t is None or code is None:
+                raise BadField("xid", "no time or code")
+            out.append(Xid(time=t, code=code))
+        except BadField as e:
+            marks.append(str(e))
+    return tuple(out)
+
+
 def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
     it = _Item(d, "gpu")
     procs = []
@@ -225,7 +289,9 @@ def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
             procs.append(GpuProcess(pid=_count(p.get("pid", 0), "processes.pid", 2**31) or 0,
                                     user=_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
                                     used_mib=pi.soft(_figure, "used_mib", 0.0) or 0.0,
-                                    command=_text(p.get("command", ""), "processes.command", limit=4 * MAX_TEXT)))  # type: ignore[arg-type]
+                                    command=_text(p.get("command", ""), "processes.command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
+                                    sm_pct=pi.soft(_figure, "sm_pct", 0.0, 100.0),
+                                    memory_util_pct=pi.soft(_figure, "memory_util_pct", 0.0, 100.0)))
             marks.extend(f"processes.{m}" for m in pi.marks)
         except BadField as e:
             marks.append(f"a process left out: {e}")
@@ -239,6 +305,24 @@ def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
         memory_used_mib=it.soft(_figure, "memory_used_mib", 0.0) or 0.0,
         utilization_pct=util,
         processes=tuple(procs),
+        memory_util_pct=it.soft(_figure, "memory_util_pct", 0.0, 100.0),
+        temperature_c=it.soft(_whole, "temperature_c", -100, 300),
+        temperature_slowdown_c=it.soft(_whole, "temperature_slowdown_c", -100, 300),
+        temperature_shutdown_c=it.soft(_whole, "temperature_shutdown_c", -100, 300),
+        power_w=it.soft(_figure, "power_w", 0.0, 1e5),
+        power_limit_w=it.soft(_figure, "power_limit_w", 0.0, 1e5),
+        sm_clock_mhz=it.soft(_whole, "sm_clock_mhz", 0, 10**6),
+        sm_clock_max_mhz=it.soft(_whole, "sm_clock_max_mhz", 0, 10**6),
+        mem_clock_mhz=it.soft(_whole, "mem_clock_mhz", 0, 10**6),
+        mem_clock_max_mhz=it.soft(_whole, "mem_clock_max_mhz", 0, 10**6),
+        throttle_reasons=it.soft(_words, "throttle_reasons"),
+        fan_pct=it.soft(_whole, "fan_pct", 0, 1000),
+        pcie=GpuPcie(**_part(d, "pcie", PCIE_FIELDS, it.marks)),
+        ecc=GpuEcc(**_part(d, "ecc", ECC_FIELDS, it.marks)),
+        persistence_mode=it.soft(_flag, "persistence_mode"),
+        compute_mode=it.soft(_text, "compute_mode", True, 32),
+        mig_mode=it.soft(_flag, "mig_mode"),
+        xid=_xids(d.get("xid"), it.marks),
     )
     marks.extend(it.marks)
     return gpu
@@ -314,6 +398,17 @@ def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, .
     return tuple(out)
 
 
+def _on_our_clock(gpus: tuple[Gpu, ...], host_time: Any, now: float) -> tuple[Gpu, ...]:
+    """The GPUs with their Xid times moved from the host's clock to ours (the answer's `time`
+    is the host's clock at the poll, `now` ours), so a rule compares them with the poll's time."""
+    if not now or isinstance(host_time, bool) or not isinstance(host_time, (int, float)) \
+            or not math.isfinite(host_time) or not any(g.xid for g in gpus):
+        return gpus
+    shift = now - host_time
+    return tuple(replace(g, xid=tuple(replace(x, time=x.time + shift) for x in g.xid)) if g.xid else g
+                 for g in gpus)
+
+
 def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now: float) -> HostSnapshot:
     """A reachable HostSnapshot from one probe answer, each item checked on its own (see the
     boundary above): what is wrong is named in `warnings`, the rest of the host stays."""
@@ -327,7 +422,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
     top = _Item(d, "answer")
     mem = d.get("memory") if isinstance(d.get("memory"), dict) else {}
     mi = _Item(mem, "memory")
-    gpus = _items("gpus", d.get("gpus"), _gpu, warnings)
+    gpus = _on_our_clock(_items("gpus", d.get("gpus"), _gpu, warnings), d.get("time"), now)
     disks = _items("disks", d.get("disks"), _disk, warnings)
     runs = _items("runs", d.get("runs"), lambda r, i, m: _run(name, r, m), warnings)
     schedules = _items("schedules", d.get("schedules"), lambda s, i, m: _schedule(name, s, m), warnings)

@@ -11,6 +11,7 @@ seen over `disk_rate_window`, from history), gpu-headroom (a card holding a seat
 free than the floor), idle-holder (a process that is neither a seat nor a run holding more
 than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
 seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
+The GPU health rules (gpu-throttled, gpu-hot, gpu-ecc, gpu-xid) are in `gpu_alerts.py`.
 Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
 
 Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
@@ -32,12 +33,21 @@ from pathlib import Path
 from typing import Any
 
 from fleetdeck.backend.fleet import statedir
-from fleetdeck.backend.fleet.alert_rules import FOR_DEFAULTS, RULES, AlertConfig, parse_alerts
+from fleetdeck.backend.fleet.alert_rules import (
+    FOR_DEFAULTS,
+    RULES,
+    SEVERITIES,
+    SEVERITY_DEFAULTS,
+    AlertConfig,
+    parse_alerts,
+    severity_rank,
+)
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.gpu_alerts import judge_gpus
 
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 KEEP_RESOLVED = 100
@@ -61,6 +71,13 @@ class Alert:
     state: str
     since: float
     text: str
+    #: critical, warning or info (`alert_rules.SEVERITY_DEFAULTS`, `severity` in `[alerts]`;
+    #: left out, the rule's default)
+    severity: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", SEVERITY_DEFAULTS.get(self.rule, "warning"))
 
     @property
     def key(self) -> str:
@@ -74,15 +91,18 @@ class Alert:
     def to_json(self) -> dict[str, Any]:
         """The contract's alert object."""
         return {"rule": self.rule, "host": self.host, "subject": self.subject, "state": self.state,
-                "since": self.since, "text": self.text}
+                "since": self.since, "text": self.text, "severity": self.severity}
 
 
 def alert_from_json(d: Any) -> Alert:
     """A saved alert, strictly (Bad names the field that is wrong)."""
     d = st.table(d, "the alert")
-    return Alert(rule=st.text(d.get("rule"), "rule"), host=st.text(d.get("host"), "host"),
+    rule = st.text(d.get("rule"), "rule")
+    sev = d.get("severity")
+    return Alert(rule=rule, host=st.text(d.get("host"), "host"),
                  subject=st.text(d.get("subject"), "subject"), state=st.text(d.get("state"), "state"),
-                 since=st.finite(d.get("since"), "since"), text=st.text(d.get("text", ""), "text"))
+                 since=st.finite(d.get("since"), "since"), text=st.text(d.get("text", ""), "text"),
+                 severity=sev if sev in SEVERITIES else SEVERITY_DEFAULTS.get(rule, "warning"))
 
 
 @dataclass
@@ -115,8 +135,9 @@ class AlertEngine:
         return sorted(self.m.firing.values(), key=lambda a: a.since)
 
     def alerts(self) -> list[Alert]:
-        """Firing alerts, then the recently resolved ones, newest first."""
-        return self.firing() + sorted(self.m.resolved, key=lambda a: -a.since)
+        """Firing alerts by severity (critical first), then newest first; then the recently
+        resolved ones, newest first."""
+        return by_severity(self.m.firing.values()) + sorted(self.m.resolved, key=lambda a: -a.since)
 
     def add_disk_sample(self, host: str, path: str, t: float, used: int, free: int) -> None:
         """Feed one disk sample (history preloads the window this way)."""
@@ -130,14 +151,15 @@ class AlertEngine:
         """Judge every rule on `snap`; the transitions (fired or resolved) of this poll.
         `checks` maps a seat key (`host:port:kind`) to its last `SeatCheck`."""
         now = (snap.time or time.time()) if now is None else now
-        conds: dict[str, tuple[str, str, str, float, str]] = {}
+        conds: dict[str, tuple[str, str, str, float, str, str]] = {}
         self._settle = {}
         blind: set[str] = set()
         off = set(self.config.disabled)
 
-        def hold(rule: str, host: str, subject: str, since: float, text: str) -> None:
+        def hold(rule: str, host: str, subject: str, since: float, text: str, severity: str | None = None) -> None:
             if rule not in off:
-                conds[f"{rule}|{host}|{subject}"] = (rule, host, subject, since, text)
+                conds[f"{rule}|{host}|{subject}"] = (rule, host, subject, since, text,
+                                                     severity or self.config.severity_of(rule))
 
         for h in snap.hosts:
             if not h.reachable:
@@ -151,11 +173,15 @@ class AlertEngine:
             self._runs(h, hold)
             self._disks(h, now, hold)
             self._gpus(h, now, hold)
+            judge_gpus(h, now, hold, self.config)
             self._seats(h, now, checks or {}, hold)
             for s in h.schedules:
                 if s.stray:
+                    # a schedule naming a path that does not exist is wrong, not only news
+                    sev = self.config.severity_set("new-stray") or (
+                        "warning" if "dead-target" in s.reasons else "info")
                     hold("new-stray", h.name, s.id, now,
-                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}")
+                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}", sev)
                     if s.kind == "loop" and "dead-target" not in s.reasons:
                         # a loop that ends within a minute (a script's short `for`) never pages;
                         # one naming a path that does not exist is wrong however long it runs
@@ -164,18 +190,19 @@ class AlertEngine:
 
     def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
         out = []
-        for key, (rule, host, subject, since, text) in conds.items():
+        for key, (rule, host, subject, since, words, severity) in conds.items():
             cur = self.m.firing.get(key)
             if cur is None:
                 held = now - self.m.pending.setdefault(key, now)
                 if held < max(self.config.for_seconds(rule), self._settle.get(key, 0.0)):
                     continue   # not for long enough yet
                 self.m.pending.pop(key, None)
-                a = Alert(rule, host, subject, "firing", since, text)
+                a = Alert(rule, host, subject, "firing", since, words, severity)
                 self.m.firing[key] = a
                 out.append(a)
-            elif cur.text != text:
-                self.m.firing[key] = replace(cur, text=text)   # new figures, not a new alert
+            elif cur.text != words or cur.severity != severity:
+                # new figures (or a severity the fleet file changed), not a new alert
+                self.m.firing[key] = replace(cur, text=words, severity=severity)
         for key in [k for k in self.m.pending if k not in conds]:
             if key.split("|", 2)[1] not in blind:   # lapsed: it starts over if it comes back
                 del self.m.pending[key]
@@ -371,6 +398,19 @@ class AlertEngine:
         return rejects
 
 
+def by_severity(alerts) -> list[Alert]:
+    """`alerts` most urgent first (critical, warning, info), each severity newest first."""
+    return sorted(alerts, key=lambda a: (severity_rank(a.severity), -a.since))
+
+
+def severity_counts(alerts) -> dict[str, int]:
+    """{severity: how many of `alerts`} for every severity, in order."""
+    out = dict.fromkeys(SEVERITIES, 0)
+    for a in alerts:
+        out[a.severity] = out.get(a.severity, 0) + 1
+    return out
+
+
 def engine_path() -> Path:
     """Where `watch` keeps the engine's state between polls and restarts."""
     return statedir.state_dir() / "alerts.json"
@@ -394,5 +434,6 @@ def save_engine(engine: AlertEngine) -> None:
 
 
 # delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
-__all__ = ["Alert", "AlertConfig", "AlertEngine", "FOR_DEFAULTS", "RULES", "alert_from_json", "engine_path",
+__all__ = ["Alert", "AlertConfig", "AlertEngine", "FOR_DEFAULTS", "RULES", "SEVERITIES", "SEVERITY_DEFAULTS",
+           "alert_from_json", "by_severity", "engine_path", "severity_counts",
            "load_engine", "parse_alerts", "save_engine"]

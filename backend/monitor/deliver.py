@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fleetdeck.backend.fleet.alert_rules import SEVERITY_DEFAULTS
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
@@ -56,7 +57,7 @@ RETRY_CAP = 300.0
 RETRY_MAX_AGE = 86400.0
 MAX_REDIRECTS = 5
 HEAD_LIMIT = 64 * 1024
-PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since", "id")
+PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since", "id", "severity")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT_LIMIT = 2**53
@@ -106,12 +107,17 @@ def _since_text(since: Any) -> str:
         return ""
 
 
+def _severity(alert: Any) -> str:
+    # an entry queued before severities (an outbox carried over) gets its rule's default
+    return getattr(alert, "severity", "") or SEVERITY_DEFAULTS.get(str(getattr(alert, "rule", "")), "warning")
+
+
 def payload(alert: Any, tid: str | None = None) -> dict[str, Any]:
     """The JSON document of one transition (webhook body, hook stdin): the contract's alert
     object, its title and its id, made safe by `json_safe`."""
     d = {"id": tid or transition_id(alert), "rule": alert.rule, "host": alert.host,
          "subject": alert.subject, "state": alert.state, "since": alert.since, "text": alert.text,
-         "title": alert.title}
+         "title": alert.title, "severity": _severity(alert)}
     return json_safe(d)
 
 
@@ -124,7 +130,8 @@ def hook_values(alert: Any, tid: str | None = None) -> dict[str, str]:
     """Each placeholder's text, by the argv rule."""
     return {"title": arg_text(alert.title), "text": arg_text(alert.text), "rule": arg_text(alert.rule),
             "host": arg_text(alert.host), "subject": arg_text(alert.subject), "state": arg_text(alert.state),
-            "since": _since_text(alert.since), "id": tid or transition_id(alert)}
+            "since": _since_text(alert.since), "id": tid or transition_id(alert),
+            "severity": arg_text(_severity(alert))}
 
 
 def hook_argv(argv: tuple[str, ...] | list[str], alert: Any, tid: str | None = None) -> list[str]:
@@ -276,7 +283,7 @@ def _record(alert: Any) -> dict[str, Any]:
     # the values as the host sent them: each sink applies its own rule when it sends (JSON
     # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
     return {"rule": alert.rule, "host": alert.host, "subject": alert.subject, "state": alert.state,
-            "since": alert.since, "text": alert.text, "title": alert.title}
+            "since": alert.since, "text": alert.text, "title": alert.title, "severity": _severity(alert)}
 
 
 class _Shown:
@@ -286,6 +293,7 @@ class _Shown:
         self.rule, self.host, self.subject = d.get("rule", ""), d.get("host", ""), d.get("subject", "")
         self.state, self.since, self.text = d.get("state", ""), d.get("since"), d.get("text", "")
         self.title = d.get("title", "")
+        self.severity = d.get("severity") or ""
 
 
 class Deliverer:

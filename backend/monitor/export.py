@@ -97,6 +97,90 @@ def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return _Family(f"fleetdeck_{name}", doc, labels=labels)
 
 
+#: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
+#: nested one; our name; help; the scale to base units; dcgm-exporter's field for the same
+#: figure, docs/seats-alerts.md lists them side by side)
+GPU_FIGURES = (
+    ("memory_util_pct", "gpu_memory_utilization_percent", "memory controller busy", 1, "DCGM_FI_DEV_MEM_COPY_UTIL"),
+    ("temperature_c", "gpu_temperature_celsius", "GPU temperature", 1, "DCGM_FI_DEV_GPU_TEMP"),
+    ("temperature_slowdown_c", "gpu_slowdown_temperature_celsius", "temperature at which the GPU slows down", 1,
+     "DCGM_FI_DEV_SLOWDOWN_TEMP"),
+    ("temperature_shutdown_c", "gpu_shutdown_temperature_celsius", "temperature at which the GPU shuts down", 1,
+     "DCGM_FI_DEV_SHUTDOWN_TEMP"),
+    ("power_w", "gpu_power_watts", "power draw", 1, "DCGM_FI_DEV_POWER_USAGE"),
+    ("power_limit_w", "gpu_power_limit_watts", "enforced power limit", 1, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"),
+    ("sm_clock_mhz", "gpu_sm_clock_hertz", "SM clock", 1e6, "DCGM_FI_DEV_SM_CLOCK"),
+    ("sm_clock_max_mhz", "gpu_sm_clock_max_hertz", "SM clock's maximum", 1e6, "DCGM_FI_DEV_MAX_SM_CLOCK"),
+    ("mem_clock_mhz", "gpu_memory_clock_hertz", "memory clock", 1e6, "DCGM_FI_DEV_MEM_CLOCK"),
+    ("mem_clock_max_mhz", "gpu_memory_clock_max_hertz", "memory clock's maximum", 1e6, "DCGM_FI_DEV_MAX_MEM_CLOCK"),
+    ("fan_pct", "gpu_fan_percent", "fan speed", 1, "DCGM_FI_DEV_FAN_SPEED"),
+    ("pcie.gen", "gpu_pcie_link_generation", "PCIe link generation", 1, "DCGM_FI_DEV_PCIE_LINK_GEN"),
+    ("pcie.width", "gpu_pcie_link_width", "PCIe link width (lanes)", 1, "DCGM_FI_DEV_PCIE_LINK_WIDTH"),
+    ("pcie.tx_bytes_s", "gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (a sample)", 1,
+     "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"),
+    ("pcie.rx_bytes_s", "gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (a sample)", 1,
+     "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"),
+    ("ecc.pending_retirement", "gpu_ecc_pending_retirement", "1 when rows or pages wait for a reset", 1,
+     "DCGM_FI_DEV_ROW_REMAP_PENDING"),
+    ("ecc.remap_failure", "gpu_row_remap_failure", "1 when a row remap failed", 1, "DCGM_FI_DEV_ROW_REMAP_FAILURE"),
+    ("ecc.mode", "gpu_ecc_mode", "1 when ECC is enabled", 1, "DCGM_FI_DEV_ECC_CURRENT"),
+    ("persistence_mode", "gpu_persistence_mode", "1 when persistence mode is on", 1, "DCGM_FI_DEV_PERSISTENCE_MODE"),
+    ("mig_mode", "gpu_mig_mode", "1 when MIG is on", 1, "DCGM_FI_DEV_MIG_MODE"),
+)
+GPU = ["host", "gpu", "uuid"]
+#: the families with a label of their own: key -> (our name, help, extra label, dcgm-exporter's)
+GPU_LABELLED = {
+    "throttle": ("gpu_throttle_reason", "1 for each clock event (throttle) reason active", "reason",
+                 "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
+    "ecc_corrected": ("gpu_ecc_corrected_errors", "corrected ECC errors", "counter",
+                      "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
+    "ecc_uncorrected": ("gpu_ecc_uncorrected_errors", "uncorrected ECC errors", "counter",
+                        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
+    "remapped": ("gpu_remapped_rows", "rows remapped", "cause",
+                 "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"),
+    "xid": ("gpu_xid_errors", "Xid errors the probe read in the last hour", "code", "DCGM_FI_DEV_XID_ERRORS"),
+    "compute": ("gpu_compute_mode", "1 for the GPU's compute mode", "mode", "DCGM_FI_DEV_COMPUTE_MODE"),
+}
+
+
+def _gpu_families() -> dict[str, GaugeMetricFamily]:
+    fams = {key: _g(name, doc, GPU) for key, name, doc, _scale, _dcgm in GPU_FIGURES}
+    fams.update({key: _g(name, doc, [*GPU, extra]) for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()})
+    return fams
+
+
+def _figure(g: Any, key: str) -> Any:
+    part, _, field = key.partition(".")
+    v = getattr(getattr(g, part), field) if field else getattr(g, part)
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if key == "ecc.mode":
+        return None if v is None else 1.0 if v == "enabled" else 0.0
+    return v
+
+
+def _gpu_health(m: dict[str, GaugeMetricFamily], lab: list[str], g: Any) -> None:
+    for key, _name, _doc, scale, _dcgm in GPU_FIGURES:
+        v = sample(_figure(g, key))
+        m[key].add_metric(lab, None if v is None else v * scale)
+    for r in g.throttle_reasons or ():
+        m["throttle"].add_metric([*lab, r], 1.0)
+    e = g.ecc
+    for counter, cor, unc in (("volatile", e.corrected, e.uncorrected),
+                              ("aggregate", e.corrected_aggregate, e.uncorrected_aggregate)):
+        m["ecc_corrected"].add_metric([*lab, counter], cor)
+        m["ecc_uncorrected"].add_metric([*lab, counter], unc)
+    m["remapped"].add_metric([*lab, "correctable"], e.remapped_correctable)
+    m["remapped"].add_metric([*lab, "uncorrectable"], e.remapped_uncorrectable)
+    codes: dict[int, int] = {}
+    for x in g.xid or ():
+        codes[x.code] = codes.get(x.code, 0) + 1
+    for code, n in sorted(codes.items()):
+        m["xid"].add_metric([*lab, str(code)], n)
+    if g.compute_mode is not None:
+        m["compute"].add_metric([*lab, g.compute_mode], 1.0)
+
+
 def fleet_metrics(latest: Latest) -> list[Metric]:
     """Every metric family for one poll (families are present even when empty)."""
     m = {
@@ -108,6 +192,7 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "gpu_total": _g("gpu_memory_total_bytes", "GPU memory", ["host", "gpu", "uuid"]),
         "gpu_util": _g("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
         "gpu_room": _g("gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]),
+        **_gpu_families(),
         "disk_free": _g("disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]),
         "disk_size": _g("disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]),
         "run_state": _g("run_state", "1 for the run's current state", ["host", "run", "path", "state"]),
@@ -121,7 +206,7 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "seat_mem": _g("seat_memory_bytes", "GPU memory the seat holds", ["host", "port", "kind"]),
         "seat_restarts": _g("seat_restarts", "container restart count", ["host", "port", "kind"]),
         "seat_check": _g("seat_check_ok", "1 when the last seat check was sound", ["host", "port", "signature"]),
-        "alert": _g("alert_firing", "1 for each firing alert", ["rule", "host", "subject"]),
+        "alert": _g("alert_firing", "1 for each firing alert", ["rule", "host", "subject", "severity"]),
         "alerts": _g("alerts_firing", "firing alerts in the fleet", []),
         "polls": _g("watch_polls", "polls since the watcher started", []),
         "last": _g("last_poll_timestamp_seconds", "when the last poll ended", []),
@@ -135,7 +220,7 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
     for _key, c in sorted(latest.checks.items()):
         m["seat_check"].add_metric([c.host, str(c.port), c.signature or ""], 1.0 if c.sound else 0.0)
     for a in latest.firing:
-        m["alert"].add_metric([a.rule, a.host, a.subject], 1.0)
+        m["alert"].add_metric([a.rule, a.host, a.subject, getattr(a, "severity", "")], 1.0)
     m["alerts"].add_metric([], len(latest.firing))
     return list(m.values())
 
@@ -164,6 +249,7 @@ def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
         m["gpu_util"].add_metric(lab, g.utilization_pct)
         held = max(used, _total(p.used_mib for p in g.processes))
         m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
+        _gpu_health(m, lab, g)
     seen = set()
     for d in h.disks:
         if d.error or d.path in seen:

@@ -27,6 +27,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
@@ -38,8 +39,17 @@ from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.tui.cells import spark_char
 from fleetdeck.tui.fleet_state import HISTORY
-from fleetdeck.tui.fmt import host_text, human_mib, message_text, said, shown, since_text
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.fmt import (
+    alerts_title,
+    host_text,
+    human_mib,
+    message_text,
+    said,
+    severity_text,
+    shown,
+    since_text,
+)
+from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
@@ -47,6 +57,8 @@ if TYPE_CHECKING:
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}
 SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
+#: toasts held while a pop-up is open, at most (the newest)
+HELD_TOASTS = 5
 BAR = 40
 
 
@@ -71,6 +83,8 @@ class AlertWatch:
         self.history: History | None = self.monitor.history
         self._first = True
         self._base_subtitle: str | None = None
+        #: toasts waiting for a pop-up to close (the newest HELD_TOASTS)
+        self.held: list[tuple[str, dict]] = []
 
     @property
     def engine(self):
@@ -97,7 +111,28 @@ class AlertWatch:
 
     def _said(self, kind: str, line: str) -> None:
         if kind == "warning":
-            self.app.notify(said(line), title="Monitor", severity="warning", markup=False)
+            self.toast(said(line), title="Monitor", severity="warning", markup=False)
+
+    # -- toasts: never over a pop-up ---------------------------------------------------------
+    def _popup_open(self) -> bool:
+        return any(isinstance(s, ModalScreen) for s in self.app.screen_stack)
+
+    def toast(self, message: str, **kw) -> None:
+        """A toast now, or, while a pop-up is open, once it closes (it would cover the fields
+        the operator is typing in)."""
+        if self._popup_open():
+            self.held.append((message, kw))
+            del self.held[:-HELD_TOASTS]
+            return
+        self.app.notify(message, **kw)
+
+    def flush_toasts(self) -> None:
+        """Show the toasts held while a pop-up was open, once none is."""
+        if not self.held or self._popup_open():
+            return
+        held, self.held = self.held, []
+        for message, kw in held:
+            self.app.notify(message, **kw)
 
     def close(self) -> None:
         """Write the history rows folded so far."""
@@ -112,20 +147,22 @@ class AlertWatch:
         if first:
             self._prefill(snap)
         transitions = self.monitor.after_poll(snap, recorded_checks())
-        fired = [a for a in transitions if a.state == "firing"]
+        # only a critical alert rings and pops up; the others are in the view and the badge
+        fired = [a for a in transitions if a.state == "firing" and a.severity == "critical"]
         if fired:
             self.app.bell()
             if first and len(fired) > 1:
                 # at start everything already wrong "starts firing": one toast, not a wall of them
                 # covering the screen the operator has just opened (at 80x24, all of it)
                 rules = sorted({a.rule for a in fired})
-                self.app.notify(f"{len(fired)} alerts firing ({', '.join(rules)}): press 5 to see them.",
-                                title="Alerts", severity="warning", timeout=10)
+                self.toast(f"{len(fired)} critical alerts firing ({', '.join(rules)}): press 5 to see them.",
+                           title="Alerts", severity="error", timeout=10)
             else:
                 for a in fired[:2]:
-                    self.app.notify(said(a.text), title=said(a.title), severity="warning", timeout=10, markup=False)
+                    self.toast(said(a.text), title=said(a.title), severity="error", timeout=10, markup=False)
                 if len(fired) > 2:
-                    self.app.notify(f"and {len(fired) - 2} more: press 5", title="Alerts", severity="warning")
+                    self.toast(f"and {len(fired) - 2} more critical: press 5", title="Alerts", severity="error")
+        self.flush_toasts()
         self.show_badge()
         return transitions
 
@@ -182,8 +219,9 @@ class AlertsScreen(ViewScreen):
         self.last_said: Text | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable([("state", "State"), ("rule", "Rule"), ("host", "Host"), ("subject", "Subject"),
-                          ("since", "Since"), ("text", "What")], id="alerts-table")
+        yield Static(id="alerts-title", classes="section")
+        yield KeyedTable([("state", "State"), ("severity", "Severity"), ("rule", "Rule"), ("host", "Host"),
+                          ("subject", "Subject"), ("since", "Since"), ("text", "What")], id="alerts-table")
         yield Static(id="alerts-detail", classes="detail")
         yield Static("Seats and card headroom (c: check the highlighted seat)", classes="section")
         yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
@@ -196,10 +234,13 @@ class AlertsScreen(ViewScreen):
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         alerts = watch.alerts() if watch is not None else []
         now = self.app.clock()
+        # firing by severity (critical first), then newest first; then the resolved, newest first
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
-        rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")), a.rule, a.host, host_text(a.subject),
-                    since_text(a.since, now), message_text(a.text[:120]))
+        rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")),
+                    severity_text(a.severity if a.state == "firing" else ""), a.rule, a.host,
+                    host_text(a.subject), since_text(a.since, now), message_text(a.text[:120]))
                 for k, a in self.shown.items()}
+        show_text(self.query_one("#alerts-title", Static), alerts_title(alerts))
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         self.show_detail()
         self.show_seats()
@@ -244,7 +285,8 @@ class AlertsScreen(ViewScreen):
             text = Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.", style="dim")
         else:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
-            text = message_text(f"{a.title}\n{a.state} since {when}\n\n{a.text}")
+            text = message_text(f"{a.title}\n{a.state} since {when}"
+                                + (f", {a.severity}" if a.state == "firing" else "") + f"\n\n{a.text}")
         if who:
             text.append(f"\n{who}", style="dim")
         detail.update(text)

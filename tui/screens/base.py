@@ -60,6 +60,7 @@ class ViewScreen(GuardedPump, Screen):
         watch = getattr(self.app, "alert_watch", None)
         if watch is not None:
             watch.show_badge()  # the badge names its key everywhere but on the Alerts view
+            watch.flush_toasts()   # a pop-up just closed: the toasts it held back
 
     @property
     def state(self) -> FleetState:

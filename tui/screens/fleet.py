@@ -9,10 +9,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark, xid_meaning
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import TextBuilder, tail
+from fleetdeck.tui.cells import TextBuilder, gpu_health_parts, tail
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.screens.base import ViewScreen, show_text
@@ -133,7 +134,6 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
 def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
     if h is None or not h.gpus:
         return Text("-", style="dim"), 0
-    spark_w = max(4, width - 19)
     t = TextBuilder()
     for i, g in enumerate(h.gpus):
         if i:
@@ -142,8 +142,28 @@ def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool)
         t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
         t.bar(frac, 6, dim)
         t.add(f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ", "dim" if dim else None)
-        t.spark(state.spark.get((h.name, g.index), ()), spark_w, dim)
+        # temperature, power and a throttle mark take the room the sparkline leaves (cells.py)
+        health, spark_w = gpu_health_parts(g, max(4, width - 19))
+        for text, style in health:
+            t.add(text, "dim" if dim else style)
+        if spark_w:
+            t.spark(state.spark.get((h.name, g.index), ()), spark_w, dim)
     return t.build(), len(h.gpus)
+
+
+def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
+    """The sentences under the table for a host's throttled cards and recent Xid errors: the
+    Fleet row has room for a mark, this line for the reason in words."""
+    out = []
+    for g in h.gpus:
+        mark = throttle_mark(g)
+        if mark is not None:
+            out.append((f"▼ GPU{g.index} throttled: {reason_words(g.throttle_reasons)}",
+                        "bold red" if mark in SLOWDOWN else "yellow"))
+        for x in (g.xid or ())[-2:]:
+            out.append((f"✖ GPU{g.index} Xid {x.code} at {time.strftime('%H:%M:%S', time.localtime(x.time))}: "
+                        f"{xid_meaning(x.code)}", "bold red"))
+    return out
 
 
 def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
@@ -233,6 +253,8 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         t.append(" STALE: older than two poll intervals.", style="bold yellow")
     for w in live.warnings[:2]:
         t.append(f"\n⚠ {said(w)}", style="yellow")
+    for line, style in gpu_health_lines(live):
+        t.append("\n" + line, style=style)
     for d in live.disks:
         if d.error or not d.total_bytes:
             t.append(f"\n? {shown(d.path)}: {shown(d.error) if d.error else 'no size reported'}", style="yellow")

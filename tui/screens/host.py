@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,8 +11,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark
+from fleetdeck.backend.fleet.models import Gpu
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import bar, progress
+from fleetdeck.tui.cells import bar, progress, temp_style
 from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.fleet import host_detail
@@ -35,6 +39,8 @@ class HostScreen(ViewScreen):
             yield Label("GPUs and their processes", classes="section")
             yield KeyedTable([("what", "GPU / pid"), ("name", "Name / user"), ("mem", "Memory"),
                               ("util", "Util"), ("cmd", "Command")], id="host-gpus", classes="auto")
+            yield Label("GPU health (null figures: the driver does not report them)", classes="section")
+            yield KeyedTable(HEALTH_COLUMNS, id="host-gpu-health", classes="auto")
             yield Label("Runs", classes="section")
             yield KeyedTable([("name", "Run"), ("state", "State"), ("prog", "Progress"),
                               ("loss", "Loss"), ("path", "Path")], id="host-runs", classes="auto")
@@ -65,6 +71,7 @@ class HostScreen(ViewScreen):
         h = st.shown(self.host_name)
         dim = "dim" if (live := st.hosts.get(self.host_name)) is not None and not live.reachable else ""
         gpus: dict[str, tuple] = {}
+        health: dict[str, tuple] = {}
         runs: dict[str, tuple] = {}
         scheds: dict[str, tuple] = {}
         disks: dict[str, tuple] = {}
@@ -75,9 +82,11 @@ class HostScreen(ViewScreen):
             gpus[f"gpu{g.index}"] = (Text(f"GPU {g.index}", style=dim or "bold"),
                                      Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),
                                      mem, "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%", "")
+            health[f"gpu{g.index}"] = gpu_health_row(g, dim)
             for p in g.processes:
                 gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(shown(p.user), style=dim),
-                                                 Text(f"{p.used_mib:,.0f} MiB", style=dim), "",
+                                                 Text(f"{p.used_mib:,.0f} MiB", style=dim),
+                                                 Text("" if p.sm_pct is None else f"sm {p.sm_pct:.0f}%", style=dim),
                                                  Text(shown(p.command), style=dim))
         for r in h.runs if h else ():
             runs[r.key] = (Text(shown(r.name), style=dim), Text(r.state, style=dim or _state_style(r.state)),
@@ -103,7 +112,7 @@ class HostScreen(ViewScreen):
                 "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB", Text(", ".join(p.why), style="dim"),
                 Text(shown(p.command), style=dim))
         with self.app.batch_update():
-            for tid, rows in (("#host-gpus", gpus), ("#host-runs", runs), ("#host-schedules", scheds),
+            for tid, rows in (("#host-gpus", gpus), ("#host-gpu-health", health), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks), ("#host-procs", procs)):
                 self.query_one(tid, KeyedTable).sync(rows)
 
@@ -120,6 +129,56 @@ class HostScreen(ViewScreen):
         from fleetdeck.tui.screens.stop import StopProcessModal
 
         self.app.push_screen(StopProcessModal(self.host_name, proc))
+
+
+HEALTH_COLUMNS = [("gpu", "GPU"), ("temp", "Temp/slow"), ("power", "Power/limit"), ("throttle", "Throttle"),
+                  ("clocks", "SM/max · mem MHz"), ("ecc", "ECC"), ("xid", "Xid"), ("pcie", "PCIe"),
+                  ("fan", "Fan"), ("modes", "Modes")]
+
+
+def _or(v: object, fmt: str = "{}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _rate(b: float | None) -> str:
+    return "-" if b is None else f"{human_bytes(int(b))}/s"
+
+
+def gpu_health_row(g: Gpu, dim: str = "") -> tuple:
+    """The Host view's health row of one card (HEALTH_COLUMNS): `-` where the driver does not
+    report a figure; the throttle reasons in words; the Xid errors the probe read, `none` when
+    it watches and saw none, `-` when it cannot watch."""
+    temp = Text(f"{_or(g.temperature_c, '{}°')}/{_or(g.temperature_slowdown_c, '{}°')}",
+                style=dim or temp_style(g) or "")
+    power = f"{_or(g.power_w, '{:.0f}')}/{_or(g.power_limit_w, '{:.0f}')}W"
+    clocks = f"{_or(g.sm_clock_mhz)}/{_or(g.sm_clock_max_mhz)} · {_or(g.mem_clock_mhz)}"
+    mark = throttle_mark(g)
+    throttle = Text(reason_words(g.throttle_reasons),
+                    style=dim or ("" if mark is None else "bold red" if mark in SLOWDOWN else "yellow"))
+    p = g.pcie
+    link = "-" if p.gen is None and p.width is None else f"gen{_or(p.gen)} x{_or(p.width)}"
+    if p.width is not None and p.width_max and p.width < p.width_max:
+        link += f" (of x{p.width_max})"
+    if p.sampled_at is not None:
+        link += f" · tx {_rate(p.tx_bytes_s)} rx {_rate(p.rx_bytes_s)}"
+    e = g.ecc
+    ecc = "-" if e.mode is None else "on" if e.mode == "enabled" else e.mode
+    if e.corrected is not None or e.uncorrected is not None:
+        ecc += f" · {_or(e.corrected)} corr / {_or(e.uncorrected)} unc"
+    bad = bool(e.uncorrected) or bool(e.pending_retirement) or bool(e.remap_failure)
+    if e.pending_retirement:
+        ecc += " · remap pending"
+    if e.remap_failure:
+        ecc += " · remap FAILED"
+    modes = " · ".join(x for x in (
+        None if g.persistence_mode is None else f"persist {'on' if g.persistence_mode else 'off'}",
+        None if g.mig_mode is None else f"MIG {'on' if g.mig_mode else 'off'}", g.compute_mode) if x) or "-"
+    xid = "-" if g.xid is None else "none" if not g.xid else ", ".join(
+        f"{x.code} at {time.strftime('%H:%M', time.localtime(x.time))}" for x in g.xid[-3:])
+    return (Text(f"GPU {g.index}", style=dim or "bold"), temp, Text(power, style=dim), throttle,
+            Text(clocks, style=dim), Text(ecc, style=dim or ("bold red" if bad else "")),
+            Text(xid, style=dim or ("bold red" if g.xid else "")), Text(link, style=dim),
+            Text(_or(g.fan_pct, "{}%"), style=dim), Text(modes, style=dim))
 
 
 def host_schedule_columns(width: int) -> list[tuple[str, str, int]]:

@@ -22,6 +22,7 @@ import time
 from fleetdeck.backend.host.lib import fsinfo, serve
 from fleetdeck.backend.host.probe.common import (
     CACHE,
+    STATE,
     Procs,
     guard,
     meminfo,
@@ -144,6 +145,7 @@ def main(argv):
     """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot (the
     request as the first argument, or as JSON on stdin; none asks for a snapshot)."""
     if "--resident" in argv[1:]:
+        STATE["resident"] = True   # NVML's Xid watch and sampler only pay off in a long-lived probe
         return serve.serve(_Defaulted(), resident=True)
     if len(argv) > 1 and not argv[1].startswith("-"):
         req = json.loads(argv[1])
