@@ -86,6 +86,9 @@ class AlertConfig:
     #: a URL that receives each transition as JSON (POST)
     webhook: str | None = None
     webhook_timeout: float = 5.0
+    #: Alertmanager base URLs (`backend/monitor/alertmanager.py`): `watch` posts every firing
+    #: alert to each one's v2 API, again while it fires, and its end when it resolves
+    alertmanager: tuple[str, ...] = ()
     #: `for = {rule = seconds}`: how long a rule's condition must hold before it fires, for
     #: the rules named (the others keep FOR_DEFAULTS)
     for_: tuple[tuple[str, float], ...] = ()
@@ -164,6 +167,8 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
             if not isinstance(v, str) or not re.match(r"^https?://[^\s]+$", v):
                 raise ConfigError(f"{where} must be an http:// or https:// URL")
             values[k] = v
+        elif k == "alertmanager":
+            values[k] = _parse_alertmanager(v, where, source)
     window = values.get("disk_rate_window", AlertConfig.disk_rate_window)
     span = values.get("disk_rate_min_span", AlertConfig.disk_rate_min_span)
     if span > window:   # the samples could never span more than the window they are taken from
@@ -174,6 +179,25 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
         raise ConfigError(f"{source}: [alerts]: disk_rate_window = {window:g} is out of range: key "
                           f"'disk_rate_window' must be at least disk_rate_min_span ({span:g}, its default)")
     return AlertConfig(**values)
+
+
+#: at most this many Alertmanagers (an HA cluster is three or so; each gets every alert)
+ALERTMANAGER_MAX = 8
+
+
+def _parse_alertmanager(v: Any, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not v or len(v) > ALERTMANAGER_MAX:
+        raise ConfigError(f"{where} must be a list of 1 to {ALERTMANAGER_MAX} http:// or https:// URLs")
+    for url in v:
+        if isinstance(url, str) and (problem := control_problem("alertmanager", url)):
+            raise ConfigError(f"{source}: [alerts]: {problem}")
+        if not isinstance(url, str) or len(url) > 2048 or not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", url):
+            raise ConfigError(f"{where}: {toml_shown(url)} is not an http:// or https:// URL "
+                              "(scheme, host, optional port and path; no query)")
+    urls = [u.rstrip("/") for u in v]
+    if len(set(urls)) != len(urls):
+        raise ConfigError(f"{where}: {toml_shown(next(u for u in urls if urls.count(u) > 1))} is named twice")
+    return tuple(urls)
 
 
 def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
