@@ -9,6 +9,7 @@ joined again before it is decoded. Display escapes each line (`host/lib/text.sho
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,24 +23,41 @@ HELPER = "fleetdeck.backend.host.logs"
 LINE_LIMIT = 1 << 20   # one answer line of the helper (its chunks are 64 KiB of text)
 
 
-def _request(host: HostConfig, run: str, lines: int, follow: bool) -> dict[str, Any]:
-    return {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
+def _request(host: HostConfig, run: str, lines: int, follow: bool, grep: str | None = None) -> dict[str, Any]:
+    req = {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
+    if grep is not None:
+        req["grep"] = grep
+    return req
+
+
+def grep_pattern(grep: str) -> re.Pattern[str]:
+    """`grep` compiled, or ValueError with a sentence naming it (checked before any host is
+    asked)."""
+    try:
+        return re.compile(grep)
+    except re.error as e:
+        raise ValueError(f"--grep {grep!r} is not a regular expression: {e}") from None
 
 
 async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = False,
-                    timeout: float | None = None) -> AsyncIterator[str]:
+                    timeout: float | None = None, grep: str | None = None) -> AsyncIterator[str]:
     """The last `lines` lines of `run`'s train.log (a run folder's name under one of the host's
     runs roots, or its path), then, with `follow`, each line appended to it, until the caller
     stops iterating. A line is the host's text (undecodable bytes kept as surrogates), without
     its newline; a file that was truncated or replaced yields the marker line
     `-- train.log was truncated or replaced; reading it from its start --`.
     HostError when the host cannot be asked or has no such log (codes `no-run`, `no-log`,
-    `not-a-file`, `unreadable`, `answer-too-large`, `timeout`)."""
+    `not-a-file`, `unreadable`, `answer-too-large`, `timeout`).
+
+    `grep` (a regular expression): only the lines that match it, the last `lines` of them
+    found on the host in the end of the log it reads (`host/logs.GREP_BYTES`; a line says when
+    the log is longer), then the appended lines that match, matched here."""
     timeout = link.host.command_timeout if timeout is None else timeout
+    pattern = grep_pattern(grep) if grep is not None else None
     helper = await link.start_helper(HELPER, ["--tied"], what="log reader",
                                      within=link.host.connect_timeout + timeout)
     try:
-        await helper.send_json(_request(link.host, run, lines, follow))
+        await helper.send_json(_request(link.host, run, lines, follow, grep))
         try:
             first = answer_or_raise(link.name, await _next(helper, link, timeout))
         except HelperError as e:
@@ -47,31 +65,42 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
                             str(e.error.get("code") or "helper")) from None
         pending = b""
         cut = first.get("cut")
+        searched = first.get("searched")
+        if pattern is not None and isinstance(searched, dict):
+            read, size = searched.get("bytes"), searched.get("size")
+            if isinstance(read, int) and isinstance(size, int) and 0 <= read < size:
+                yield (f"-- matches in the last {read} bytes of train.log only ({size} bytes in all): "
+                       "a longer log is not searched whole --")
         if isinstance(cut, dict):
             yield cut_line(cut)
-        for line in _split(fsenc(str(first.get("text") or "")) + b"\n"):
+        text = str(first.get("text") or "")
+        for line in _split(fsenc(text) + b"\n") if text else ():
             yield line
         while follow:
             msg = await _next(helper, link, None)
             if msg.get("ok") is False:
                 # the follow ended on the host (train.log replaced by a symlink): its sentence
-                if pending:
+                if pending and (pattern is None or pattern.search(fsdec(pending))):
                     yield fsdec(pending)
                 error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
                 raise HostError(link.name, str(error.get("message") or "the log reader stopped"),
                                 str(error.get("code") or "helper"))
             if msg.get("event") == "truncated":
-                if pending:
+                if pending and (pattern is None or pattern.search(fsdec(pending))):
                     yield fsdec(pending)
-                    pending = b""
+                pending = b""
                 yield "-- train.log was truncated or replaced; reading it from its start --"
                 continue
             pending += fsenc(str(msg.get("text") or ""))
             *whole, pending = pending.split(b"\n")
             for b in whole:
-                yield fsdec(b)
+                line = fsdec(b)
+                if pattern is None or pattern.search(line):
+                    yield line
             if len(pending) > LINE_LIMIT:   # a line without end: shown in pieces
-                yield fsdec(pending)
+                line = fsdec(pending)
+                if pattern is None or pattern.search(line):
+                    yield line
                 pending = b""
     finally:
         helper.close()

@@ -2,7 +2,9 @@
 
 Runs on the host (stdlib + host library, Python 3.8+), started through `HostLink.start_helper`
 with `--tied`, so it dies with its channel. Request, one JSON line on stdin:
-`{"op": "tail", "run": NAME_OR_PATH, "roots": [RUN_ROOT...], "lines": 40, "follow": false}`
+`{"op": "tail", "run": NAME_OR_PATH, "roots": [RUN_ROOT...], "lines": 40, "follow": false}`,
+with `"grep": PATTERN` (a regular expression) for the last lines that match it, looked for in
+the last GREP_BYTES of the log (`"searched": {"bytes": B, "size": S}` says how much was read)
 (another `op` is a `bad-request`, in the one error shape of every helper). The run is a path,
 or a folder name looked for directly under each root. Answer: JSON lines on stdout, each at most
 CHUNK bytes of text:
@@ -45,6 +47,9 @@ TAIL_BYTES = 256 << 10
 CHUNK = 64 << 10
 POLL_S = 0.5
 MAX_LINES = 10000
+#: how much of the end of train.log a `grep` reads, at most, and its longest line
+GREP_BYTES = 64 << 20
+GREP_LINE = 1 << 20
 
 
 def _fail(code, message):
@@ -156,6 +161,45 @@ def tail_text(fd, size, lines, budget=ANSWER_BUDGET):
     return text, start + len(data), cut
 
 
+def grep_tail(fd, size, lines, pattern, budget=ANSWER_BUDGET):
+    """The last `lines` lines matching `pattern` (compiled) in the last GREP_BYTES of the
+    first `size` bytes, read in chunks (a line longer than GREP_LINE is matched in pieces):
+    (text, offset after it, what was cut or None, bytes read)."""
+    from collections import deque
+
+    start = max(0, size - GREP_BYTES)
+    os.lseek(fd, start, os.SEEK_SET)
+    kept = deque(maxlen=max(1, lines))
+    carry = b""
+    read = 0
+    skip_first = start > 0
+
+    def match(line):
+        if pattern.search(line.decode("utf-8", "surrogateescape")):
+            kept.append(line)
+
+    while read < size - start:
+        chunk = os.read(fd, min(CHUNK * 16, size - start - read))
+        if not chunk:
+            break
+        read += len(chunk)
+        carry += chunk
+        parts = carry.split(b"\n")
+        carry = parts.pop()
+        if skip_first and parts:
+            parts.pop(0)   # a partial first line
+            skip_first = False
+        for p in parts:
+            match(p)
+        while len(carry) > GREP_LINE:
+            match(carry[:GREP_LINE])
+            carry = carry[GREP_LINE:]
+    if carry and not skip_first:
+        match(carry)
+    text, cut = fit(list(kept) if lines > 0 else [], budget)
+    return text, start + read, cut, read
+
+
 def _send(obj):
     sys.stdout.buffer.write(dumps(obj).encode("utf-8", "surrogateescape") + b"\n")
     sys.stdout.flush()
@@ -192,8 +236,21 @@ def main():
         code, message = e.args if len(e.args) == 2 else ("unreadable", str(e))
         _send(_fail(code, message))
         return 0
-    text, offset, cut = tail_text(fd, st.st_size, lines)
+    grep = req.get("grep")
+    if grep is not None:
+        import re
+
+        try:
+            pattern = re.compile(str(grep))
+        except re.error as e:
+            _send(_fail("bad-pattern", "--grep %r is not a regular expression: %s" % (grep, e)))
+            return 0
+        text, offset, cut, read = grep_tail(fd, st.st_size, lines, pattern)
+    else:
+        text, offset, cut = tail_text(fd, st.st_size, lines)
     first = {"ok": True, "path": path, "text": text, "offset": offset}
+    if grep is not None:
+        first["searched"] = {"bytes": read, "size": st.st_size}
     if cut is not None:
         first["cut"] = cut
     _send(first)

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
-from textual.widgets import Label, Log, Static
+from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
@@ -20,11 +20,14 @@ from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.screens.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.log_pane import LogPane
 
-LOG_LINES = 50
+#: lines of train.log the pane holds (and searches)
+LOG_LINES = 200
 #: how long the cursor rests on a run before its log is read from the host
 LOG_REST_S = 0.25
-LOG_LABEL = "train.log (last lines; l reloads, f follows)"
+LOG_LABEL = "train.log (last lines; l reloads, f follows; tab into it: / n N e w)"
+FOLLOW_LABEL = "train.log (following; f stops; tab into it: / n N e w)"
 
 
 def _log_problem(run: Run, e: BaseException) -> str:
@@ -139,7 +142,7 @@ class RunsScreen(ViewScreen):
                     yield CheckpointTable([("mark", " ", 1), ("step", "Step"), ("size", "Size"),
                                            ("path", "Path")], id="ckpt-table", classes="auto")
         yield Label(LOG_LABEL, classes="section", id="run-log-label")
-        yield Log(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
+        yield LogPane(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
         self._widths = w
@@ -321,10 +324,11 @@ class RunsScreen(ViewScreen):
         """Follow the run's train.log: its last lines, then each appended line as it comes."""
         from fleetdeck.backend.fleet.logs import log_lines
 
-        log = self.query_one("#run-log", Log)
+        log = self.query_one("#run-log", LogPane)
         self._following = self._log_for = run.key
         self._log_text = None
-        self.query_one("#run-log-label", Label).update("train.log (following; f stops)")
+        self._log_label = FOLLOW_LABEL
+        self._show_log_label()
         log.clear()
         try:
             async for line in log_lines(self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10):
@@ -334,13 +338,29 @@ class RunsScreen(ViewScreen):
         finally:
             if self._following == run.key:
                 self._following = None
-                self.query_one("#run-log-label", Label).update(LOG_LABEL)
+                self._log_label = LOG_LABEL
+                self._show_log_label()
 
     def stop_following(self) -> None:
         """End `f`: the reader on the host ends with its channel."""
         self._following = None
         self.workers.cancel_group(self, "log")
-        self.query_one("#run-log-label", Label).update(LOG_LABEL)
+        self._log_label = LOG_LABEL
+        self._show_log_label()
+
+    _log_label = LOG_LABEL
+    _log_status = ""
+
+    def on_log_pane_status_changed(self, event: LogPane.StatusChanged) -> None:
+        self._log_status = event.text
+        self._show_log_label()
+
+    def _show_log_label(self) -> None:
+        """The pane's label: what l and f do, then the search and wrap as the pane says them."""
+        label = self._log_label if not self._log_status else self._log_label.split(" (")[0] + " · " + self._log_status
+        if getattr(self, "_label_shown", None) != label:
+            self._label_shown = label
+            self.query_one("#run-log-label", Label).update(Text(label))
 
     def action_follow_log(self) -> None:
         """Start following the selected run's train.log, or stop."""
@@ -355,12 +375,15 @@ class RunsScreen(ViewScreen):
     def show_log(self, text: str) -> None:
         """Replace the log pane's lines, scrolled to the newest; `text` is already escaped
         (see `load_log`)."""
-        log = self.query_one("#run-log", Log)
+        log = self.query_one("#run-log", LogPane)
         if getattr(self, "_log_text", None) == text:
             return  # unchanged: keep the operator's scroll position
         self._log_text = text
-        log.clear()
-        log.write_lines(text.splitlines())
+        # the same run's log read again (a poll of a running run): the operator's place in it,
+        # a search's match or a problem line, stays where it was
+        same = getattr(self, "_log_shown_for", None) == self._log_for
+        self._log_shown_for = self._log_for
+        log.set_lines(text.splitlines(), keep_place=same)
 
     def action_reload_log(self) -> None:
         """Read the log again."""

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
-if TYPE_CHECKING:
-    from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+class Filterable(Protocol):
+    """What the prompt narrows: a table's filter, a log's search."""
+
+    filter_text: str
+
+    def set_filter(self, text: str) -> None:
+        """Show what `text` lets through ('' for everything)."""
 
 
 class FilterPrompt(ModalScreen[None]):
-    """One line at the bottom: typing filters the table behind it; enter keeps the filter,
-    esc clears it."""
+    """One line at the bottom: typing filters the table behind it (or searches the log); enter
+    keeps the filter, esc clears it."""
 
     DEFAULT_CSS = """
     FilterPrompt { align: left bottom; background: $background 0%; }
@@ -25,17 +31,19 @@ class FilterPrompt(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape", "clear", "Clear", tooltip="clear the filter and close")]
 
-    def __init__(self, table: KeyedTable) -> None:
+    def __init__(self, table: Filterable, label: str = "filter /",
+                 placeholder: str = "any case; enter keeps it, esc clears it") -> None:
         super().__init__()
         self.table = table
+        self.label = label
+        self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
         from textual.containers import Horizontal
 
         with Horizontal(id="filter-line"):
-            yield Label("filter /")
-            yield Input(value=self.table.filter_text, placeholder="any case; enter keeps it, esc clears it",
-                        id="filter-input")
+            yield Label(self.label)
+            yield Input(value=self.table.filter_text, placeholder=self.placeholder, id="filter-input")
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.table.set_filter(event.value)
