@@ -23,7 +23,7 @@ from fleetdeck.backend.fleet.ssh import HostLink
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = [
     "fleetdeck.backend.host.probe.main",
-    "fleetdeck.backend.host.purge",
+    "fleetdeck.backend.host.purge.main",
     "fleetdeck.backend.host.mirror",
     "fleetdeck.backend.host.schedules",
     "fleetdeck.backend.host.launch",

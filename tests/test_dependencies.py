@@ -175,10 +175,12 @@ def scanned_files() -> dict[Path, str]:
 def helper_entry_points() -> set[str]:
     """Every helper the controller sends to a host: the module-level string constants naming a
     `fleetdeck.backend` module (`HELPER`, `REMOTE`, `PROBE_MODULE`, ...), plus every module of
-    the host wing (`backend/host/`). The trainer (`fleetdeck.backend.train`) is not sent: it runs from the
-    package installed on the host, with its `train` extra."""
-    names = {f"fleetdeck.backend.host.{p.stem}" for p in (ROOT / "backend" / "host").glob("*.py")
-             if p.stem != "__init__"}
+    the host wing (`backend/host/`) and the `main` of each of its packages (a helper the controller
+    names by its module's `__name__`). The trainer (`fleetdeck.backend.train`) is not sent: it runs
+    from the package installed on the host, with its `train` extra."""
+    wing = ROOT / "backend" / "host"
+    names = {f"fleetdeck.backend.host.{p.stem}" for p in wing.glob("*.py") if p.stem != "__init__"}
+    names |= {f"fleetdeck.backend.host.{p.parent.name}.main" for p in wing.glob("*/main.py")}
     for path in (ROOT / "backend").rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -246,7 +248,7 @@ def test_what_runs_on_a_host_imports_only_the_standard_library_and_what_its_payl
     host = host_modules()
     for must in ("fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.lib.serve",
                  "fleetdeck.backend.host.launch_runfiles", "fleetdeck.backend.host.launch_supervise",
-                 "fleetdeck.backend.host.purge", "fleetdeck.backend.host.probe.seats"):
+                 "fleetdeck.backend.host.purge.main", "fleetdeck.backend.host.probe.seats"):
         assert must in host, sorted(host)
     assert not any(n.startswith("fleetdeck.backend.train") or n.startswith("fleetdeck.tui") for n in host)
     bad = []
@@ -280,4 +282,4 @@ def test_every_helper_payload_is_made_of_the_host_wing_alone():
                 continue
             outside.setdefault(entry, []).append(name)
     assert not outside, outside
-    assert helper_entry_points() >= {"fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.purge"}
+    assert helper_entry_points() >= {"fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.purge.main"}

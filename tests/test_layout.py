@@ -118,8 +118,8 @@ def _checkpoint_of(run: Path) -> Path:
 
 def test_purge_agrees(runs, tmp_path):
     """Purging the run's checkpoint needs a keeper: exactly the runs with a final adapter have one."""
-    from fleetdeck.backend.host.purge_facts import gather
-    from fleetdeck.backend.host.purge_verdict import evaluate
+    from fleetdeck.backend.host.purge.facts import gather
+    from fleetdeck.backend.host.purge.verdict import evaluate
 
     for name, (run, expected) in runs.items():
         facts = gather([str(_checkpoint_of(run))], [str(tmp_path / "runs")], hashing=False)

@@ -18,7 +18,7 @@ from test_purge_local import ckpt
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_verdict import CHECKS
+from fleetdeck.backend.host.purge.verdict import CHECKS
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from test_purge import make_run
 from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.backend.host.purge_facts import gather
-from fleetdeck.backend.host.purge_paths import open_chain
-from fleetdeck.backend.host.purge_remove import remove_pinned
-from fleetdeck.backend.host.purge_verdict import evaluate
+from fleetdeck.backend.host.purge.facts import gather
+from fleetdeck.backend.host.purge.paths import open_chain
+from fleetdeck.backend.host.purge.remove import remove_pinned
+from fleetdeck.backend.host.purge.verdict import evaluate
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.host.purge_paths import WalkError, open_chain
-from fleetdeck.backend.host.purge_remove import PRIVATE_PREFIX, put_back, remove_pinned
+from fleetdeck.backend.host.purge.paths import WalkError, open_chain
+from fleetdeck.backend.host.purge.remove import PRIVATE_PREFIX, put_back, remove_pinned
 
 SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
 AT_FDCWD = -100

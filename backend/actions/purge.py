@@ -1,7 +1,7 @@
 """Purge checkpoint folders: plan (facts gathered on the host, judged purely), confirm, execute,
 verify, audit.
 
-`gather_purge` runs the stdlib helper in `host/purge.py` once on the host for every path and
+`gather_purge` runs the stdlib helper in `host/purge/main.py` once on the host for every path and
 returns a frozen `PurgePlan`; `confirmations_match` says whether each path was typed back byte
 for byte; `execute_purge` runs the helper again, which re-checks everything and the pins of
 the plan before deleting anything, and returns a frozen `PurgeReport` whose `to_json()` is the
@@ -29,9 +29,10 @@ from fleetdeck.backend.actions.purge_plan import (
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_verdict import evaluate
+from fleetdeck.backend.host.purge import main as purge_helper
+from fleetdeck.backend.host.purge.verdict import evaluate
 
-HELPER = "fleetdeck.backend.host.purge"
+HELPER = purge_helper.__name__
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
 __all__ = ["Refusal", "PathPlan", "Keeper", "KeepRule", "PurgePlan", "PathResult", "KeeperResult",

@@ -11,12 +11,13 @@ Requests (JSON on stdin, answered through `serve`):
   component, keeper files), and otherwise removes one path at a time with `remove_pinned`,
   then hashes the keepers again.
 
-The controller imports this module for `evaluate`, so both sides judge with the same code.
+The controller imports `verdict.evaluate` from beside it, so both sides judge with the same
+code, and names this module (its `__name__`) as the helper it sends.
 Keepers are judged by the host library's one final-adapter rule (`layout`).
 
-This module answers the requests; the rest lives beside it: `purge_paths` (a path walked by fd
-and pinned, with purge's refusal codes), `purge_facts` (`gather`), `purge_verdict` (`evaluate`,
-`CHECKS`) and `purge_remove` (`remove_pinned`). Their names stay importable from here.
+This module answers the requests; the rest lives beside it in this package: `paths` (a path
+walked by fd and pinned, with purge's refusal codes), `facts` (`gather`), `verdict` (`evaluate`,
+`CHECKS`) and `remove` (`remove_pinned`).
 """
 # It runs on the host's Python 3.8 or newer: %-formatting stays.
 # ruff: noqa: UP031
@@ -27,19 +28,19 @@ import sys
 
 from fleetdeck.backend.host.lib.serve import Refused, serve
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_facts import (
+from fleetdeck.backend.host.purge.facts import (
     gather,
     gather_with_inodes,
     keep_newest,
 )
-from fleetdeck.backend.host.purge_paths import (
+from fleetdeck.backend.host.purge.paths import (
     WalkError,
     sha256_file,
 )
-from fleetdeck.backend.host.purge_remove import (
+from fleetdeck.backend.host.purge.remove import (
     remove_pinned,
 )
-from fleetdeck.backend.host.purge_verdict import evaluate
+from fleetdeck.backend.host.purge.verdict import evaluate
 
 
 def execute(req):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fleetdeck.backend.host.lib import fsinfo, layout
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_paths import WALK_CODES
+from fleetdeck.backend.host.purge.paths import WALK_CODES
 
 CHECKS = WALK_CODES + ("overlapping", "outside-roots", "is-root", "holds-final-adapter", "in-use",
                        "container-mount", "container-unknown", "mounted", "no-keeper", "no-witness",

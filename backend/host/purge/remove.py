@@ -11,7 +11,7 @@ import stat
 
 from fleetdeck.backend.host.lib import files, fsinfo
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_paths import DIR_FLAGS, WalkError, close_fds, open_chain
+from fleetdeck.backend.host.purge.paths import DIR_FLAGS, WalkError, close_fds, open_chain
 
 PRIVATE_PREFIX = ".fleetdeck-purge-"
 RENAME_NOREPLACE = files.RENAME_NOREPLACE

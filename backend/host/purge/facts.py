@@ -1,6 +1,6 @@
 """Purge's facts: everything a purge is judged on, gathered on the host (the paths walked by
 fd and scanned, what they free, the runs that lose a checkpoint and their keepers, the
-processes and containers that use them, mounts and ZFS snapshots). `purge_verdict.evaluate`
+processes and containers that use them, mounts and ZFS snapshots). `verdict.evaluate`
 judges them."""
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
@@ -14,7 +14,7 @@ import stat
 
 from fleetdeck.backend.host.lib import docker, files, fsinfo, jsondepth, layout, procfs, runner
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.purge_paths import (
+from fleetdeck.backend.host.purge.paths import (
     WalkError,
     close_fds,
     open_chain,
