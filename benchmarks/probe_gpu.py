@@ -23,6 +23,11 @@ Then the cost, against nvidia-smi in the same run:
 - the sampler's questions (PCIe throughput, per-process utilisation), each one's CPU, and what
   its spacing (SAMPLER_SHARE) makes of them per poll at the fleet's default 5 s interval.
 
+`--pcie-direction` instead checks which way the PCIe throughput figures point: a torch process
+copies 512 MiB from GPU to host over and over (the GPU transmits), then host to GPU (it
+receives), and during each the probe's own sampler question (TX and RX) is asked beside
+`nvidia-smi -q`'s Tx and Rx Throughput lines, three times.
+
 Exits 1 with one sentence when there is no GPU, no torch with CUDA, or no nvidia-smi.
 """
 
@@ -73,6 +78,17 @@ while time.time() < end:
     torch.cuda.synchronize()
 """
 DEFAULT_POLL_S = 5.0
+ONE_WAY = """
+import sys, time, torch
+h = torch.empty(512 << 20, dtype=torch.uint8).pin_memory()
+d = torch.empty(512 << 20, dtype=torch.uint8, device="cuda:0")
+torch.cuda.synchronize()
+print("ready", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    (h.copy_(d) if sys.argv[1] == "gpu-to-host" else d.copy_(h))
+    torch.cuda.synchronize()
+"""
 
 
 def fail(msg: str) -> None:
@@ -267,14 +283,43 @@ def eight_gpus(polls: int) -> dict | None:
             "pcie": s.pcie.get(0), "procs": s.procs.get(0)}
 
 
+def pcie_direction() -> None:
+    from fleetdeck.backend.host.probe import nvml as probe_nvml
+
+    n = probe_nvml.Nvml(resident=False)
+    s = probe_nvml.Sampler.__new__(probe_nvml.Sampler)   # its questions, without its thread
+    s.nvml, s.pcie, s.procs, s.busy, s._last_seen, s._turn = n, {}, {}, {}, {}, 0
+    print("copy direction   probe tx_bytes_s   probe rx_bytes_s   nvidia-smi -q")
+    for way in ("gpu-to-host", "host-to-gpu"):
+        p = subprocess.Popen([sys.executable, "-c", ONE_WAY, way], stdout=subprocess.PIPE, text=True)
+        try:
+            if not p.stdout.readline().startswith("ready"):
+                fail(f"the copying process failed (exit {p.wait()})")
+            time.sleep(1.0)
+            for _ in range(3):
+                s._turn = 0
+                s._one()
+                tx, rx, _at = s.pcie[0]
+                q = smi_q()
+                print(f"{way:<16} {tx:>18,.0f} {rx:>18,.0f}   Tx {q.get('PCI/Tx Throughput')}, "
+                      f"Rx {q.get('PCI/Rx Throughput')}")
+        finally:
+            p.kill()
+            p.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=10.0, help="GiB the torch process holds on GPU 0")
     ap.add_argument("--polls", type=int, default=20)
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
     ap.add_argument("--probe-file", help="the bundled probe, where fleetdeck is not installed")
+    ap.add_argument("--pcie-direction", action="store_true", help="check which way TX and RX point")
     args = ap.parse_args()
     preflight()
+    if args.pcie_direction:
+        pcie_direction()
+        return
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(args.gib)], stdout=subprocess.PIPE, text=True)
     try:
         ready = holder.stdout.readline()
