@@ -144,3 +144,22 @@ def test_gpu_health_families_one_per_figure_in_base_units_and_none_is_no_sample(
     names = [f"fleetdeck_{n}" for _k, n, *_ in GPU_FIGURES] + [f"fleetdeck_{v[0]}" for v in GPU_LABELLED.values()]
     assert len(set(names)) == len(names) and all(n in m for n in names)
     assert all(s.labels["gpu"] == "0" for n in names for s in m[n])   # the silent card: no sample anywhere
+
+
+def test_docs_name_every_gpu_family_beside_dcgm_exporters_field():
+    """docs/probe.md ("In /metrics") has a row for each GPU health family, naming on the same
+    row the dcgm-exporter field(s) export.py says measure the same figure."""
+    from pathlib import Path
+
+    from fleetdeck.backend.monitor.export import GPU_FIGURES, GPU_LABELLED
+
+    doc = (Path(__file__).parent.parent / "docs" / "probe.md").read_text()
+    section = doc[doc.index("### In /metrics"):doc.index("### The rules on them")]
+    rows = [r for r in section.splitlines() if r.startswith("| `fleetdeck_")]
+    pairs = [(name, dcgm) for _k, name, _d, _s, dcgm in GPU_FIGURES]
+    pairs += [(name, dcgm) for name, _d, _x, dcgm in GPU_LABELLED.values()]
+    for name, dcgm in pairs:
+        row = next((r for r in rows if f"`fleetdeck_{name}`" in r), None)
+        assert row is not None, f"fleetdeck_{name} is not in docs/probe.md"
+        for field in dcgm.split(", "):
+            assert f"`{field}`" in row, (name, field)

@@ -99,7 +99,7 @@ def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
 
 #: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
 #: nested one; our name; help; the scale to base units; dcgm-exporter's field for the same
-#: figure, docs/seats-alerts.md lists them side by side)
+#: figure, docs/probe.md ("In /metrics") lists them side by side)
 GPU_FIGURES = (
     ("memory_util_pct", "gpu_memory_utilization_percent", "memory controller busy", 1, "DCGM_FI_DEV_MEM_COPY_UTIL"),
     ("temperature_c", "gpu_temperature_celsius", "GPU temperature", 1, "DCGM_FI_DEV_GPU_TEMP"),
