@@ -183,6 +183,36 @@ def test_ten_minute_rows_keep_the_newest_loss_and_disk_figure_and_the_peak_memor
     assert [a for _, a, _ in h.series("h3", "gpu", 0)["0:GPU-a"]] == [6000, 6000]
 
 
+def test_a_cards_temperature_and_power_are_kept_by_their_peak_and_mean_and_a_silent_card_has_none(tmp_path):
+    """Kind `gpuh`: a minute, a ten-minute row and a chart cell keep the card's hottest reading
+    and its mean power; a card whose driver reports neither (GB10's power, nvidia-smi without
+    the fields) writes no row, and the chart has no line for it."""
+    from dataclasses import replace
+
+    def poll(t: float, temp: int | None, watts: float | None) -> FleetSnapshot:
+        s = h3(t, loss=2.0, disk_used=2**29)
+        host = s.hosts[0]
+        g = replace(host.gpus[0], temperature_c=temp, power_w=watts)
+        silent = replace(host.gpus[0], index=1, uuid="GPU-b")
+        return replace(s, hosts=(replace(host, gpus=(g, silent)),))
+
+    h = History(tmp_path / "h.sqlite3", raw_hours=1)
+    for i in range(20):   # ten minutes at 60 °C and 300 W with one at 88 °C and 700 W, then ten at 70 °C, 500 W
+        first = i < 10
+        h.record(poll(T0 + 60 * i, (88 if i == 4 else 60) if first else 70, (700.0 if i == 4 else 300.0) if first else 500.0))
+    h.record(poll(T0 + 1200, None, None))   # the minute after: the card said nothing
+    rows = lines(h, T0, 1200, 2)
+    assert rows["GPU0 temperature"] == ["▇▆", "60°C", "70°C", "88°C"]   # peaks 88 and 70 on 0..100 °C
+    assert rows["GPU0 power"] == ["▆█", "300W", "500W", "700W"]   # means 340 and 500 on 0..500 W
+    assert "GPU1 temperature" not in rows and "GPU1 power" not in rows and "GPU1 memory" in rows
+    assert set(h.series("h3", "gpuh", 0)) == {"0:GPU-a"}
+    h.flush()
+    h.maintain(T0 + 3 * 3600)   # past raw_hours: folded into ten-minute rows by the same rule
+    assert [(t - T0, a, round(b, 6)) for t, a, b in h.series("h3", "gpuh", 0)["0:GPU-a"]] == [
+        (0, 88, 340.0), (600, 70, 500.0)]
+    h.close()
+
+
 def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten_minute_rows_alike(tmp_path):
     """What SQLite works out for the chart (`History.chart`) is what the rule gives over the rows
     themselves (`fold` a cell, `summarise` a figure), over a window of ten-minute rows and

@@ -159,7 +159,7 @@ def test_the_json_document_is_the_recorded_rows_written_as_they_are_read():
     _night(now)
     doc = json.loads(_cli("gx10", "--since", "7h", "--json").stdout)
     h = History(history_path())
-    for kind in ("gpu", "disk", "run", "eval", "host", "seat"):
+    for kind in ("gpu", "gpuh", "disk", "run", "eval", "host", "seat"):
         rows = h.series("gx10", kind, doc["since"])
         assert doc["series"][kind] == {n: [list(p) for p in pts] for n, pts in rows.items()}
         assert doc["figures"][kind] == {n: figures(kind, pts) for n, pts in rows.items()}

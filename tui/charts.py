@@ -13,7 +13,7 @@ from fleetdeck.backend.monitor.history_figures import Line, fold
 from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, human_mib
 
 SPARK = "▁▂▃▄▅▆▇█"
-KINDS = ("gpu", "disk", "run", "eval", "host", "seat")
+KINDS = ("gpu", "gpuh", "disk", "run", "eval", "host", "seat")
 #: {kind: {series name: (figure a, figure b)}}, as `History.chart` gives it
 Chart = dict[str, dict[str, tuple[Line | None, Line | None]]]
 
@@ -53,8 +53,8 @@ def collect(hist: Any, host: str, since: float, window: float, width: int) -> Ch
 
 def history_table(data: Chart, host: str, window: float, width: int) -> Table:
     """One row per series (`collect`'s, drawn `width` cells wide): its sparkline over the window
-    on shared time buckets, on a fixed scale (GPU memory 0..its peak, utilisation 0..100%, disk
-    use against the filesystem, a loss against its own range), each cell folding its rows as the
+    on shared time buckets, on a fixed scale (GPU memory 0..its peak, utilisation 0..100%, a
+    card's temperature 0..its peak or 100 °C, its power 0..its peak, disk use against the filesystem, a loss against its own range), each cell folding its rows as the
     figure's kind says (`FIGURES`: a loss or disk use by its newest value, GPU memory by its peak,
     utilisation and answers by their mean); then the figure's first (oldest recorded value of the
     window), last (newest) and peak (largest), read from the rows, never from the cells."""
@@ -76,6 +76,13 @@ def history_table(data: Chart, host: str, window: float, width: int) -> Table:
         peak = max(drawn(mem.cells), default=0.0) if mem else 0.0
         row(Text(f"GPU{idx} memory"), mem, 0.0, max(peak, 1.0), human_mib)
         row(Text(f"GPU{idx} utilisation"), util, 0.0, 100.0, lambda v: f"{v:.0f}%")
+        # the card's health where the driver reports it: temperature on 0..its peak (at least
+        # 100 °C), power on 0..its peak
+        temp, power = data.get("gpuh", {}).get(name, (None, None))
+        hot = max(drawn(temp.cells), default=0.0) if temp else 0.0
+        row(Text(f"GPU{idx} temperature"), temp, 0.0, max(hot, 100.0), lambda v: f"{v:.0f}°C")
+        watts = max(drawn(power.cells), default=0.0) if power else 0.0
+        row(Text(f"GPU{idx} power"), power, 0.0, max(watts, 1.0), lambda v: f"{v:.0f}W")
     for name, (used, free) in data.get("disk", {}).items():
         total = max((u + f for u, f in zip(used.cells, free.cells, strict=True) if u is not None and f is not None),
                     default=0.0) if used and free else 0.0

@@ -1,7 +1,7 @@
 """Poll history in SQLite (stdlib `sqlite3`, WAL) under the state folder: bounded, never fatal.
 
 What is kept, per series: GPU memory (the minute's peak) and utilisation (its mean) per card,
-disk use per configured root, run step and loss, each new eval loss, seat restarts and memory,
+its temperature (peak) and power (mean) where the driver reports them (kind `gpuh`), disk use per configured root, run step and loss, each new eval loss, seat restarts and memory,
 host up (the share of polls answered) and latency; seat checks and alert transitions as events.
 Polls are folded into one row per series per minute in memory and written when the minute
 ends: a 5 s poll costs no disk write, and a sparkline of the last hour is 60 points, which is
@@ -271,9 +271,10 @@ class History:
                 if not h.reachable:
                     continue
                 for g in h.gpus:
-                    used = sql_number(g.memory_used_mib)
-                    self._add(db, t, h.name, "gpu", f"{g.index}:{g.uuid}", None if used is None else round(used),
-                              g.utilization_pct)
+                    used, card = sql_number(g.memory_used_mib), f"{g.index}:{g.uuid}"
+                    self._add(db, t, h.name, "gpu", card, None if used is None else round(used), g.utilization_pct)
+                    if g.temperature_c is not None or g.power_w is not None:   # a card that says neither: no row
+                        self._add(db, t, h.name, "gpuh", card, g.temperature_c, g.power_w)
                 for d in h.disks:
                     if not d.error and d.total_bytes:
                         self._add(db, t, h.name, "disk", d.path, d.used_bytes, d.free_bytes)

@@ -7,9 +7,9 @@ one past `raw_hours`, and the rows under one chart cell into that cell. One rule
 
 - `last`: where it stands now. A loss, a step, disk use: read by its peak, a loss that fell
   from 3.007 to 2.435 within a fold reads 3.007, as if it had not moved.
-- `max`: how high it got. GPU memory (an out-of-memory is a peak, not a mean), a seat's
-  restarts and memory.
-- `mean`: a share of the time. GPU utilisation, the share of polls a host answered, latency:
+- `max`: how high it got. GPU memory (an out-of-memory is a peak, not a mean), a card's
+  temperature, a seat's restarts and memory.
+- `mean`: a share of the time. GPU utilisation and power, the share of polls a host answered, latency:
   one busy minute in an idle hour is not a busy hour, and one answer is not an hour answered.
 
 A series' `first`, `last` and `peak` over a window are never folded: the oldest recorded value,
@@ -29,6 +29,8 @@ from operator import itemgetter
 #: per kind, its two figures `(a, b)`: (name in `--json`, how it folds)
 FIGURES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "gpu": (("memory_mib", "max"), ("utilisation_pct", "mean")),
+    # a card's health: how hot it got (a slowdown is a peak), the power it drew on average
+    "gpuh": (("temperature_c", "max"), ("power_w", "mean")),
     "disk": (("used_bytes", "last"), ("free_bytes", "last")),
     "run": (("step", "last"), ("loss", "last")),
     "eval": (("step", "last"), ("loss", "last")),
