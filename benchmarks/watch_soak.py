@@ -23,10 +23,16 @@ deliveries per transition: each transition's id (in the webhook body and the hoo
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
+import importlib
 import json
+import math
 import os
 import re
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -36,6 +42,25 @@ import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from fleetdeck.backend.fleet.channel import loads
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import (
+    Disk,
+    FleetSnapshot,
+    Gpu,
+    GpuProcess,
+    HostSnapshot,
+    Run,
+    Schedule,
+)
+from fleetdeck.backend.fleet.seat_model import Seat
+from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.monitor.deliver import Outcome, transition_id
+from fleetdeck.backend.monitor.export import FleetCollector
+from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
+from fleetdeck.backend.monitor.service import Monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -137,7 +162,7 @@ def state_figures(state: Path) -> dict[str, int]:
         try:
             con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
             try:
-                for t in ("samples", "samples_10m", "events"):
+                for t in ("samples", "samples_10m", "events", "series"):
                     out[f"rows_{t}"] = con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             finally:
                 con.close()
@@ -250,12 +275,432 @@ class Watch:
             self.log.write(line)
             self.log.flush()
 
+# -- the accelerated soak: the monitor in this process, days on a clock the soak drives ---------------
+DAY = 86400.0
+
+
+class SimClock:
+    """The time the accelerated soak's monitor lives by: it moves only when the soak moves it."""
+
+    def __init__(self, start: float) -> None:
+        self.now = float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+#: what the hostile host answers that gets through the channel's strict JSON: undecodable bytes
+#: (lone surrogates), escape sequences and NUL in every name, figures past a float (1e999 reads
+#: as infinity), 400-digit counts, malformed items beside good ones, a 200-escape command
+HOSTILE_ANSWER = (
+    b'{"time": 1, "load1": 1e999, "memory": {"total_bytes": -5, "used_bytes": 1e999},'
+    b' "gpus": [{"index": 0, "name": "\\udcff\\udcfe\\u001b[2J", "uuid": "GPU-\\u001b]0;owned\\u0007",'
+    b' "unified_memory": false, "memory_total_mib": 1e999, "memory_used_mib": -1e999, "utilization_pct": 1e999,'
+    b' "processes": [{"pid": -1, "user": "\\u0000", "used_mib": 1e308, "command": "\\u001b[31mred\\u0007"}]},'
+    b' {"index": "1", "name": 7}],'
+    b' "disks": [{"path": "~/runs\\n\\u001b[1m", "mount": "/\\udcff", "fstype": "ext4", "total_bytes": '
+    + b"9" * 400 + b', "used_bytes": 1, "free_bytes": -1}],'
+    b' "runs": [{"path": "/root/runs/run-\\udcff\\udcfe\\u001b[31mred\\u0007", "name": "run-\\udcff\\u001b[31m",'
+    b' "state": "running", "step": ' + b"7" * 400 + b', "max_steps": 1e999, "loss": 1e999, "eval_loss": -1e999,'
+    b' "losses": [[1, 1e999], [2, -1e999], [3, 1e308], ["x", 1]], "eval_losses": [[25, 3.2], [50, 3.3], [75, 3.4]],'
+    b' "reason": "loss is nan \\u001b[2J"}],'
+    b' "schedules": [{"id": "loop-\\u001b", "kind": "loop", "user": "\\u0000", "spec": "", "command": "'
+    + b"\\u001b[31m" * 200 + b'", "source": "ps", "stray": true, "reasons": ["unacknowledged"]}]}'
+)
+#: and what it answers one poll in ten (each of them one in thirty), which the channel refuses (bad-answer): NaN,
+#: nesting 100 000 levels deep, a 5000-digit number
+HOSTILE_REFUSED = (b'{"gpus": [], "load1": NaN}', b'{"gpus": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+                   b'{"gpus": ' + b"9" * 5000 + b"}")
+
+
+class SimFleet:
+    """Snapshots of `n` plain hosts and one hostile host as functions of the time `t` (seconds
+    since the start), so the same day always looks the same. Each plain host trains one run
+    after another (`run_hours` each: one in three overfits, one in three goes NaN after a loss
+    spike), its disk filling with the run and emptied after it (disk-full-eta), goes down for
+    five minutes every three hours and blips for one poll now and then, has an idle holder on a
+    card for 40 minutes every six hours and a stray cron line for two hours twice a day; the
+    first host has a seat that restarts once a day. The hostile host answers HOSTILE_ANSWER
+    through the probe's own checks, and one poll in ten an answer that is not JSON."""
+
+    def __init__(self, n: int, run_hours: float, start: float) -> None:
+        self.names = [f"h{i}" for i in range(1, n + 1)]
+        self.run_s = run_hours * 3600
+        self.start = start
+        self.polls = 0
+        self.runs_started: set[str] = set()
+
+    def snapshot(self, now: float) -> FleetSnapshot:
+        t = now - self.start
+        self.polls += 1
+        hosts = [self._plain(i, name, t, now) for i, name in enumerate(self.names)]
+        hosts.append(self._hostile(t, now))
+        return FleetSnapshot(hosts=tuple(hosts), time=now)
+
+    def _plain(self, i: int, name: str, t: float, now: float) -> HostSnapshot:
+        minute = t / 60 + i * 37
+        if minute % 180 < 5 or (self.polls + i) % 97 == 0:
+            return HostSnapshot(name=name, reachable=False, error="timeout: no answer within 2s",
+                                error_code="timeout", time=now)
+        shift = t + i * self.run_s / max(1, len(self.names))
+        k, frac = int(shift // self.run_s), (shift % self.run_s) / self.run_s
+        runs = [self._run(name, k, frac, now)]
+        self.runs_started.add(f"{name}:{runs[0].path}")
+        runs += [Run(host=name, path=f"/root/runs/run-{j}", name=f"run-{j}", state="finished", step=1000,
+                     max_steps=1000, adapter=f"/root/runs/run-{j}/adapter") for j in range(max(0, k - 4), k)]
+        pid = 1000 + k
+        hour = t / 3600 + i
+        idle = hour % 6 < 40 / 60
+        procs1 = (GpuProcess(pid, "ops", 30000.0, "fleetdeck train RUN.toml"),)
+        if idle:
+            procs1 += (GpuProcess(7777, "ops", 12000.0, "python notebook.py"),)
+        gpus = (Gpu(0, "H200", "GPU-a", False, 143771.0, 60000.0 + 5000 * math.sin(t / 600), 95.0,
+                    (GpuProcess(pid, "ops", 58000.0, "fleetdeck train RUN.toml"),)),
+                Gpu(1, "H200", "GPU-b", False, 143771.0, 42000.0, 0.0 if idle else 90.0, procs1))
+        total = 10**12
+        used = int(3e11 + 5e11 * frac)
+        disks = (Disk("~/runs", "/", "ext4", total, used, total - used),)
+        scheds = [Schedule(id=f"cron-{name}-sys", host=name, kind="cron-file", user="root", spec="17 * * * *",
+                           command="run-parts /etc/cron.hourly", source="/etc/crontab", system=True)]
+        if hour % 12 < 2:
+            scheds.append(Schedule(id=f"cron-{name}-37", host=name, kind="crontab", user="ops", spec="37 * * * *",
+                                   command="claude -p 'check on the run ... inform when ready'", source="crontab",
+                                   stray=True, reasons=("unacknowledged",)))
+        seats: tuple = ()
+        if i == 0:
+            seats = (Seat(host=name, kind="vllm", port=8000, model="qwen", pid=4242, restarts=int(t // DAY)
+                          + (1 if t % DAY >= 13 * 3600 else 0), memory_by_gpu={0: 30000.0}),)
+        return HostSnapshot(name=name, reachable=True, latency_ms=40.0 + (t % 7), memory_total_bytes=2**39,
+                            memory_used_bytes=2**38, load1=3.0, gpus=gpus, disks=disks, runs=tuple(runs),
+                            schedules=tuple(scheds), time=now, seats=seats)
+
+    @staticmethod
+    def _run(host: str, k: int, frac: float, now: float) -> Run:
+        step = max(1, int(frac * 1000))
+        kind = k % 3
+        losses = tuple((s, 3.0 - s / 1000) for s in range(max(5, step - 100), step + 1, 5))
+        evals = tuple((s, 3.2 - s / 2000 + (max(0.0, s - 500) / 500 if kind == 1 else 0.0))
+                      for s in range(25, step + 1, 25))
+        reason = None
+        if kind == 2 and frac > 0.6:
+            losses = losses[:-1] + ((step, 30.0),)   # a spike, then NaN
+            if frac > 0.7:
+                reason, losses = f"loss is nan at step {step}", losses[:-1]
+        return Run(host=host, path=f"/root/runs/run-{k}", name=f"run-{k}", state="running", pid=1000 + k,
+                   step=step, max_steps=1000, loss=losses[-1][1] if losses and not reason else None,
+                   eval_loss=evals[-1][1] if evals else None, losses=losses, eval_losses=evals,
+                   seconds_per_step=20.0, reason=reason, last_update=now)
+
+    def _hostile(self, t: float, now: float) -> HostSnapshot:
+        k = self.polls % 30
+        raw = HOSTILE_REFUSED[k // 10] if k % 10 == 7 else HOSTILE_ANSWER
+        try:   # through the channel's own parse, as every answer
+            answer = loads(raw, what="the probe's answer")
+        except ValueError as e:
+            return HostSnapshot(name="hostile", reachable=False, error=f"bad-answer: {str(e)[:200]}",
+                                error_code="bad-answer", time=now)
+        return host_from_probe("hostile", answer, 12.5, now)
+
+
+class SimSource:
+    """The monitor's poller: the fleet's snapshot at the clock's time."""
+
+    def __init__(self, fleet: SimFleet, clock: SimClock) -> None:
+        self.fleet, self.clock = fleet, clock
+
+    async def poll(self) -> FleetSnapshot:
+        return self.fleet.snapshot(self.clock())
+
+
+class SimWebhook:
+    """The webhook, as the deliverer sees it: down for the first hour of every day (each attempt
+    fails, retried with the deliverer's backoff), otherwise answered; each id it acknowledged."""
+
+    def __init__(self, clock: SimClock, start: float) -> None:
+        self.clock, self.start = clock, start
+        self.got: Counter = Counter()
+
+    async def __call__(self, *entries: Pending) -> Outcome:
+        if (self.clock() - self.start) % DAY < 3600:
+            return Outcome(False, "alert webhook http://127.0.0.1:9/hook did not answer within 5s")
+        self.got.update(p.id for p in entries)
+        return Outcome(True)
+
+
+class SimTime:
+    """The `time` module as the monitor's delivery modules see it during the accelerated soak:
+    `time()` is the soak's clock, everything else the real module."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self._clock = clock
+
+    def time(self) -> float:
+        return self._clock()
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+#: the modules whose `time.time()` is the outbox's clock: when an entry is queued, retried, given
+#: up, grouped or silenced (they take no clock of their own)
+CLOCKED = ("deliver", "silences", "grouping")
+
+
+def use_clock(clock: SimClock) -> list[str]:
+    """Give each of CLOCKED that this tree has the soak's clock; the names it was given to."""
+    out = []
+    for name in CLOCKED:
+        try:
+            mod = importlib.import_module(f"fleetdeck.backend.monitor.{name}")
+        except ImportError:
+            continue
+        if getattr(mod, "time", None) is time:
+            mod.time = SimTime(clock)   # type: ignore[attr-defined]
+            out.append(name)
+    return out
+
+
+def self_figures() -> dict[str, int]:
+    """This process: RSS, open descriptors, and Python's allocated blocks after a collection."""
+    gc.collect()
+    rss = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    return {"rss": rss, "fds": len(os.listdir("/proc/self/fd")), "py_blocks": sys.getallocatedblocks()}
+
+
+def live_series(state: Path) -> int:
+    """Series written in the last hour's minute rows (what the retention's bound is a multiple of)."""
+    db = state / "fleetdeck" / "history.sqlite3"
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
+        try:
+            return con.execute("SELECT count(DISTINCT sid) FROM samples WHERE t >= (SELECT max(t) FROM samples) - 3600").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+#: how much a figure may still grow after its warm-up over the accelerated run and stay flat:
+#: (absolute, share of its value at the start of the flat span). RSS and Python's blocks are the
+#: process; alerts.json holds at most 100 resolved alerts; the outbox journal is compacted past
+#: four records a live entry (256 at least, some 150 KiB); the history's rows and files are bounded by the
+#: retention once it is full. `rows_series` is left out: a series row is kept for every run ever
+#: seen (see the verdict's note)
+ACCEL_FLAT = {"rss": (6 << 20, 0.0), "py_blocks": (20000, 0.0), "fds": (1, 0.0), "alerts_json": (32 << 10, 0.0),
+              "outbox": (192 << 10, 0.0), "quarantine": (0, 0.0), "history_files": (256 << 10, 0.10),
+              "rows_samples": (200, 0.03), "rows_samples_10m": (200, 0.03), "rows_events": (200, 0.10)}
+HISTORY_FIGURES = {"history_files", "rows_samples", "rows_samples_10m", "rows_events"}
+#: figures held at every sample to a bound the design gives (`bound_<figure>` in each sample)
+BOUNDED = ("rows_samples", "rows_samples_10m", "outbox_records")
+
+
+def accel_verdict(rows: list[dict], retention_days: float) -> dict:
+    """Each figure after its warm-up (a day; the history's, the retention: until then its
+    windows are still filling), the first day of that span against the last (their largest
+    values) and the least-squares slope per day over all of it; flat when both the growth and
+    the slope times the span stay within ACCEL_FLAT. Also, at every sample, each of BOUNDED
+    within its bound: the history's rows within what the retention allows for the series it
+    holds, the outbox journal's records within what its compaction allows."""
+    end = rows[-1]["t"]
+    out: dict = {"days": round(end / DAY, 2), "retention_days": retention_days, "figures": {}}
+    flat = True
+    for key, (tol_abs, tol_share) in ACCEL_FLAT.items():
+        warm = max(1.0, retention_days) * DAY if key in HISTORY_FIGURES else DAY
+        after = [r for r in rows if r["t"] >= warm and key in r]
+        if end - warm < DAY / 2 or len(after) < 2:
+            out["figures"][key] = {"flat": None, "why": "the run ends before a flat span of half a day"}
+            continue
+        window = min(DAY, (end - warm) / 2)
+        first = max(r[key] for r in after if r["t"] < after[0]["t"] + window)
+        last = max(r[key] for r in after if r["t"] > end - window)
+        k = slope([(r["t"] / DAY, r[key]) for r in after])
+        span = (end - after[0]["t"]) / DAY
+        tol = tol_abs + tol_share * first
+        ok = last - first <= tol and k * span <= tol
+        flat = flat and ok
+        out["figures"][key] = {"from_day": round(warm / DAY, 2), "first": first, "last": last,
+                               "max": max(r[key] for r in after), "slope_per_day": round(k, 1), "tolerance": int(tol),
+                               "flat": ok}
+    over = {key: next((r for r in rows if r[key] > r[f"bound_{key}"]), None) for key in BOUNDED}
+    out["bounds"] = {key: {"max": max(r[key] for r in rows), "bound_at_max": max(rows, key=lambda r: r[key])[f"bound_{key}"],
+                           "held": r is None, "first_over": None if r is None else {"t": r["t"], key: r[key],
+                                                                                     "bound": r[f"bound_{key}"]}}
+                     for key, r in over.items()}
+    series = [r for r in rows if r["t"] >= DAY]
+    if len(series) >= 2:
+        out["series_rows_per_day"] = round(slope([(r["t"] / DAY, r["rows_series"]) for r in series]), 1)
+    out["flat"] = flat and all(b["held"] for b in out["bounds"].values())
+    return out
+
+
+def leaks(text: str) -> tuple[str, ...]:
+    """`--leak`'s value: leak names, comma-separated."""
+    out = tuple(x for x in text.split(",") if x)
+    bad = [x for x in out if x not in ("history", "outbox", "memory")]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not a leak: {', '.join(bad)} (history, outbox, memory)")
+    return out
+
+
+async def accelerated(args: argparse.Namespace) -> int:
+    """The accelerated soak (see `--accelerated`); exit status 0 when flat, 1 when not."""
+    base = Path(tempfile.mkdtemp(prefix="watch-accel-", dir="/var/tmp"))
+    state = base / "state"
+    os.environ.update(XDG_STATE_HOME=str(state), XDG_CONFIG_HOME=str(base / "config"))
+    os.environ.pop("FLEETDECK_HOSTS", None)
+    hook_log = base / "hook.log"
+    names = [f"h{i}" for i in range(1, args.hosts + 1)]
+    # each transition's id, one a line (a delivery of several lists them in $FLEETDECK_IDS)
+    hook = ["/bin/sh", "-c", 'for i in ${FLEETDECK_IDS:-$1}; do printf "%s\\n" "$i"; done >> "$2"', "sh", "{id}",
+            str(hook_log)]
+    fleet_text = "".join(f'[hosts.{n}]\naddress = "127.0.0.1"\n' for n in [*names, "hostile"]) + "\n".join([
+        "[alerts]", f"history_retention_days = {args.retention_days}",
+        f"on_alert = {json.dumps(hook)}",
+        'webhook = "http://127.0.0.1:9/hook"', ""])
+    (base / "hosts.toml").write_text(fleet_text)
+    fleet = parse_fleet(fleet_text, str(base / "hosts.toml"))
+    start = float(int(time.time()))
+    clock = SimClock(start)
+    clocked = use_clock(clock)
+    sim = SimFleet(args.hosts, args.run_hours, start)
+    webhook = SimWebhook(clock, start)
+    printed: list[str] = []
+    queued: set[str] = set()
+    warnings: list[str] = []
+    kept: list[FleetSnapshot] = []   # --leak memory
+    if "history" in args.leak:
+        History.maintain = lambda self, now=None: None   # type: ignore[method-assign]
+    if "outbox" in args.leak:
+        Journal.wants_compaction = lambda self, live: False   # type: ignore[method-assign]
+
+    def report(kind: str, line: str) -> None:
+        (printed if kind == "transition" else warnings).append(line)
+
+    def monitor() -> Monitor:
+        m = Monitor(fleet, role="deliver", source=SimSource(sim, clock), collector=FleetCollector(),
+                    report=report)
+        d = m.deliverer
+        assert d is not None
+        real_send, real_group, real_enqueue = d.send, getattr(d, "send_group", None), d.enqueue
+
+        async def send(p: Pending) -> Outcome:
+            return await (webhook(p) if p.sink == "webhook" else real_send(p))
+
+        async def send_group(group: list[Pending]) -> Outcome:   # a tree that groups deliveries
+            return await (webhook(*group) if group[0].sink == "webhook" else real_group(group))
+
+        def enqueue(alerts: list, now: float | None = None) -> None:
+            queued.update(transition_id(a) for a in alerts)
+            real_enqueue(alerts, now)
+        d.send = send   # type: ignore[method-assign]
+        if real_group is not None:
+            d.send_group = send_group   # type: ignore[attr-defined]
+        d.enqueue = enqueue   # type: ignore[method-assign]
+        return m
+
+    mon = monitor()
+    steps = int(args.days * DAY / args.interval)
+    restart_at = steps // 2 if not args.no_restart else -1
+    rows: list[dict] = []
+    sample_every = max(1, int(3600 / args.interval))
+    print(f"soak: accelerated, {args.hosts} hosts + 1 hostile, a poll every {args.interval:g} simulated s, "
+          f"{args.days:g} simulated days, retention {args.retention_days:g} days, in {base}", flush=True)
+    t_real = time.monotonic()
+    cpu0 = time.process_time()
+    for i in range(1, steps + 1):
+        clock.now = start + i * args.interval
+        snap = await mon.cycle()
+        if "memory" in args.leak:
+            kept.append(snap)
+        assert mon.deliverer is not None
+        await mon.deliverer.drain()
+        if i == restart_at:   # as a restart of the service: state saved, everything closed, loaded again
+            mon.save()
+            if mon.journal is not None:
+                mon.journal.close()
+            await mon.close()
+            mon = monitor()
+        if i % sample_every == 0 or i == steps:
+            files = state_figures(state)
+            files["history_files"] = files["history_db"] + files["history_wal"]
+            series = live_series(state)
+            # a day of minute rows (and up to an hour and ten minutes more before the hourly fold);
+            # ten-minute rows from the retention's start to a day ago (and two hours more); 10% slack
+            # for series that come and go (a run between two, a host down)
+            raw_rows = int(1.1 * series * 3600 / max(60.0, args.interval) * (24 + 70 / 60))
+            rows_10m = int(1.1 * series * 6 * (24 * max(0.0, args.retention_days - 1) + 2))
+            row = {"t": round(clock.now - start), **self_figures(), **files, "polls": i,
+                   "transitions": len(printed), "warnings": len(warnings), "outbox_live": len(mon.deliverer.pending),
+                   "live_series": series, "bound_rows_samples": raw_rows,
+                   "bound_rows_samples_10m": rows_10m, "outbox_records": mon.journal.records if mon.journal else 0,
+                   # compaction comes after a delivery: the adds of a cycle may wait for one
+                   "bound_outbox_records": max(COMPACT_MIN, COMPACT_FACTOR * len(mon.deliverer.pending)) + 64,
+                   "real_s": round(time.monotonic() - t_real, 1)}
+            rows.append(row)
+            if args.samples:
+                with open(args.samples, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+            if row["t"] % DAY < args.interval * sample_every or i == steps:
+                print(f"soak: day {row['t'] / DAY:5.2f} rss {row['rss'] / 2**20:.1f} MiB blocks {row['py_blocks']} "
+                      f"fds {row['fds']} transitions {row['transitions']} alerts.json {row['alerts_json']} "
+                      f"outbox {row['outbox']} ({row['outbox_live']} live) history {row['history_files']} B rows "
+                      f"{row['rows_samples']}+{row['rows_samples_10m']} events {row['rows_events']} series "
+                      f"{row['rows_series']} ({row['real_s']}s)", flush=True)
+    mon.save()
+    if mon.journal is not None:
+        mon.journal.close()
+    await mon.close()
+    hook_ids = Counter(hook_log.read_text().split()) if hook_log.exists() else Counter()
+    pending = {p.id for p in mon.deliverer.pending.values()} if mon.deliverer is not None else set()
+    fig = {"accelerated": True, "days": args.days, "interval_s": args.interval, "hosts": args.hosts + 1,
+           "retention_days": args.retention_days, "polls": steps, "clocked": clocked, "leak": list(args.leak),
+           "restarted": restart_at > 0, "transitions_printed": len(printed), "warnings": len(warnings),
+           "distinct_warnings": sorted({re.sub(r"[0-9a-f]{24}|\d+", "#", w) for w in warnings})[:20],
+           "transition_ids_command": len(hook_ids), "transition_ids_webhook": len(webhook.got),
+           "deliveries_per_transition_command": sorted(set(hook_ids.values())),
+           "deliveries_per_transition_webhook": sorted(set(webhook.got.values())),
+           "ids_only_one_sink": len(set(hook_ids) ^ set(webhook.got)),
+           "transition_ids_queued": len(queued), "pending_at_end": len(pending),
+           "never_delivered_command": len(queued - set(hook_ids) - pending),
+           "never_delivered_webhook": len(queued - set(webhook.got) - pending),
+           "runs_started": len(sim.runs_started), "real_s": round(time.monotonic() - t_real, 1),
+           "cpu_ms_per_poll": round(1000 * (time.process_time() - cpu0) / steps, 2),
+           "samples": rows}
+    fig["verdict"] = accel_verdict(rows, args.retention_days)
+    print(json.dumps({k: v for k, v in fig.items() if k not in ("samples", "verdict")}, indent=1))
+    print_accel_verdict(fig["verdict"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n")
+    shutil.rmtree(base, ignore_errors=True)
+    return 0 if fig["verdict"]["flat"] else 1
+
+
+def print_accel_verdict(v: dict) -> None:
+    print(f"soak: {v['days']} simulated days, retention {v['retention_days']:g} days: first day of the flat span "
+          "(max) / last day (max) / slope per day / tolerance")
+    for key, f in v["figures"].items():
+        if f["flat"] is None:
+            print(f"  {key:18} {f['why']}")
+            continue
+        print(f"  {key:18} {f['first']:>12} {f['last']:>12} {f['slope_per_day']:>12} {f['tolerance']:>10} "
+              f"{'flat' if f['flat'] else 'GROWS'} (from day {f['from_day']:g})")
+    for key, b in v["bounds"].items():
+        print(f"  {key:18} at most {b['max']} (bound there {b['bound_at_max']}): "
+              + ("within its bound at every sample" if b["held"] else f"PAST its bound: {b['first_over']}"))
+    if "series_rows_per_day" in v:
+        print(f"  series rows (never dropped; one per run and figure ever seen): {v['series_rows_per_day']:+} a day")
+    print(f"soak: verdict: {'flat' if v['flat'] else 'NOT FLAT'}", flush=True)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--hosts", type=int, default=4, help="plain hosts (plus one hostile host)")
-    ap.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
+    ap.add_argument("--interval", type=float, help="seconds between polls (default 0.5; accelerated: 30 "
+                    "simulated seconds)")
     ap.add_argument("--flap", type=float, default=20.0, help="seconds between one host going down and the next")
     ap.add_argument("--webhook-delay", type=float, default=1.5)
     ap.add_argument("--webhook-timeout", type=float, default=5.0)
@@ -263,7 +708,20 @@ def main() -> None:
     ap.add_argument("--sample-every", type=float, default=30.0, help="seconds between two samples")
     ap.add_argument("--samples", help="append each sample here as one JSON line, as it is taken")
     ap.add_argument("--json", help="write the figures here too")
+    acc = ap.add_argument_group("accelerated", "the monitor in this process on a clock the soak drives: "
+                                "synthetic snapshots, days in minutes")
+    acc.add_argument("--accelerated", action="store_true")
+    acc.add_argument("--days", type=float, default=7.0, help="simulated days")
+    acc.add_argument("--retention-days", type=float, default=2.0, help="history_retention_days (1 at least)")
+    acc.add_argument("--run-hours", type=float, default=8.0, help="simulated hours a training run lasts")
+    acc.add_argument("--leak", type=leaks, default=(),
+                     help="deliberate leaks, to see the verdict catch them (comma-separated): history (no "
+                     "retention), outbox (no compaction), memory (every snapshot kept)")
     args = ap.parse_args()
+    if args.accelerated:
+        args.interval = args.interval or 30.0
+        raise SystemExit(asyncio.run(accelerated(args)))
+    args.interval = args.interval or 0.5
 
     base = Path(tempfile.mkdtemp(prefix="watch-soak-", dir="/var/tmp"))
     env = {**os.environ, "XDG_STATE_HOME": str(base / "state"), "XDG_CONFIG_HOME": str(base / "config")}
