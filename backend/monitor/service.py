@@ -45,6 +45,7 @@ from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
+from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.history import History, history_path, sql_text
@@ -168,6 +169,9 @@ class Monitor:
             # an alerts.json written before the journal holds its outbox as a list: carried over
             migrate = "outbox" in saved
             rejects += self.deliverer.load_state(saved.get("outbox"))
+        #: every firing alert to each Alertmanager of `[alerts] alertmanager` (deliver role only)
+        self.alertmanager = AlertmanagerSink(self.config.alertmanager, warn=self.warn) \
+            if deliver and self.config.alertmanager else None
         if role != "observe":   # the dashboard reads what watch saves; watch is the one to say so
             for line in said + st.report_rejects(engine_path().name, rejects, move=deliver):
                 self.warn(line)
@@ -278,6 +282,8 @@ class Monitor:
         transitions = self.judge(snap, checks)
         if self.deliverer is not None:
             self.deliverer.enqueue(transitions)
+        if self.alertmanager is not None:
+            self.alertmanager.update(self.engine.firing(), transitions)
         self.save()   # every cycle: a transition is saved with its outbox entry before anything else
         if self.collector is not None:   # a scrape agrees with the hooks from the moment they run
             try:
@@ -474,7 +480,7 @@ class Monitor:
         if count is None and self._owns_source and hasattr(self.poller, "deadline"):
             # a service: a silent host never holds back the next cycle (it answers into a later one)
             self.poller.deadline = max(1.0, interval / 2)
-        delivery = asyncio.ensure_future(self.deliverer.run()) if self.deliverer is not None else None
+        delivery = [asyncio.ensure_future(d.run()) for d in (self.deliverer, self.alertmanager) if d is not None]
         try:
             while not self._stopping:
                 self._task = asyncio.ensure_future(self._cycle_then_rest(count, interval))
@@ -486,13 +492,13 @@ class Monitor:
                         raise
                 finally:
                     self._task = None
-            if count is not None and self.deliverer is not None and not self._stopping:
-                await self.deliverer.drain()   # `--count`: what this run queued is attempted before it ends
+            if count is not None and not self._stopping:   # `--count`: what this run queued is attempted
+                await asyncio.gather(*(d.drain() for d in (self.deliverer, self.alertmanager) if d is not None))
         finally:
-            if delivery is not None:
-                delivery.cancel()
+            for task in delivery:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await delivery
+                    await task
             self.save()
             if self.journal is not None:
                 self.journal.close()

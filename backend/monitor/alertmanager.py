@@ -1,0 +1,363 @@
+"""The Alertmanager sink: `watch` hands its alerts to each Alertmanager named in `[alerts]
+alertmanager`, through Alertmanager's v2 API (`POST /api/v2/alerts`), the way Prometheus does,
+so Alertmanager's grouping, silences, inhibition and receivers take over from there.
+
+- **What is sent.** Each alert with the labels `alertname` (the rule), `host`, `subject` and
+  `severity`, and the annotations `summary` (its title) and `description` (its text).
+  `startsAt` is when it started firing. A firing alert's `endsAt` is `ENDS_AFTER` ahead and it
+  is posted again every `RESEND_S` while it fires, so Alertmanager keeps it firing whatever its
+  `resolve_timeout`; a resolved one is posted with `endsAt` at its resolve time. If `watch`
+  stops for good, Alertmanager resolves what it last sent at that `endsAt`, as it does for a
+  Prometheus that went away.
+- **Never lost.** Every Alertmanager gets every alert. The whole firing set is posted on each
+  change and every `RESEND_S`; a resolve is kept for each Alertmanager until that one took it,
+  saved in `alertmanager.json` in the state folder (so one that could not be sent before a
+  restart is sent after it). An Alertmanager that does not answer is one warning when it
+  stops and one when it takes alerts again, never one per attempt; it is retried after
+  `RETRY_FIRST` seconds, doubling up to `RETRY_CAP`.
+- **Bounded.** One deadline covers each request (connect, send, the answer's head and at most
+  `BODY_LIMIT` bytes of its body); at most `BATCH` alerts go in one request; at most
+  `MAX_RESOLVES` resolves wait per Alertmanager (past that the oldest is left to Alertmanager's
+  own `endsAt`, with a warning).
+- **Hostile text.** Label values pass through `export.label`, the rule `/metrics` labels
+  follow (printable, at most 512 characters, a longer one cut with a hash of the whole), so a
+  silence matches what a scrape shows; annotations are made printable as `shown` writes them
+  (backslashes and line breaks kept), valid UTF-8 and cut at `TEXT_MAX` characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fleetdeck.backend.fleet import statedir
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.deliver import json_safe
+from fleetdeck.backend.monitor.export import label
+
+RESEND_S = 60.0
+ENDS_AFTER = 4 * RESEND_S
+RETRY_FIRST = 2.0
+RETRY_CAP = 30.0
+TIMEOUT = 10.0
+BATCH = 64
+TEXT_MAX = 2048
+HEAD_LIMIT = 64 * 1024
+BODY_LIMIT = 4096
+MAX_RESOLVES = 10_000
+#: the saved resolves are read only up to this size (a larger file is set aside, with a warning)
+STATE_LIMIT = 64 * 2**20
+
+
+def state_path() -> Path:
+    """Where the resolves not yet taken by every Alertmanager are kept between runs."""
+    return statedir.state_dir() / "alertmanager.json"
+
+
+def stamp(t: float) -> str:
+    """A time as Alertmanager's API writes it (RFC 3339, UTC, milliseconds)."""
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _sentence(v: Any, limit: int) -> str:
+    # what `shown` escapes, except backslashes and line breaks (a sentence fleetdeck composed
+    # already holds its host parts as `shown` wrote them; the dashboard's `said` is this rule)
+    text = str(json_safe("" if v is None else v))
+    if not text.isprintable():
+        text = "".join(ch if ch in "\\\n" else shown(ch) for ch in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def am_alert(a: Any, start: float | None, end: float | None, now: float) -> dict[str, Any]:
+    """One alert as Alertmanager's v2 API takes it. `start`: when it started firing (a time
+    that is not a finite one in the past is left to Alertmanager); `end`: when it resolved,
+    None while it fires."""
+    labels = {"alertname": label(a.rule), "host": label(a.host), "subject": label(a.subject),
+              "severity": label(getattr(a, "severity", "") or "warning")}
+    out: dict[str, Any] = {
+        "labels": {k: v for k, v in labels.items() if v},   # an empty value is no label
+        "annotations": {"summary": _sentence(a.title, 1024), "description": _sentence(a.text, TEXT_MAX)},
+        "endsAt": stamp(now + ENDS_AFTER if end is None else end)}
+    ok = isinstance(start, (int, float)) and math.isfinite(start) and 0 < start <= (end or now)
+    if ok:
+        out["startsAt"] = stamp(start)
+    return out
+
+
+@dataclass
+class Target:
+    """One Alertmanager: its resolves not yet taken, when to post next, whether it is down."""
+
+    url: str
+    resolves: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: something changed since the last post it took
+    dirty: bool = True
+    last_ok: float = 0.0
+    retry_at: float = 0.0
+    failures: int = 0
+    down: str | None = None
+    #: held while a round of requests to it is in flight (the loop's and a drain's never overlap)
+    busy: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def endpoint(self) -> str:
+        return self.url.rstrip("/") + "/api/v2/alerts"
+
+
+class AlertmanagerSink:
+    """The firing set and the resolves, posted to every Alertmanager (the module docstring
+    says how). `update(firing, transitions)` after each judged poll; `run()` is the task that
+    posts; `warn` receives one sentence per Alertmanager going down and coming back."""
+
+    def __init__(self, urls: tuple[str, ...] | list[str], *, warn: Callable[[str], None] | None = None,
+                 timeout: float = TIMEOUT, resend: float = RESEND_S, retry_first: float = RETRY_FIRST,
+                 retry_cap: float = RETRY_CAP, path: Path | None = None) -> None:
+        self.targets = [Target(u) for u in dict.fromkeys(urls)]
+        self.warn = warn or (lambda _w: None)
+        self.timeout, self.resend = timeout, resend
+        self.retry_first, self.retry_cap = retry_first, retry_cap
+        self.path = path or state_path()
+        #: alert key -> the firing alert, as the engine said on the last poll
+        self.firing: dict[str, Any] = {}
+        #: requests that Alertmanagers took (tests, benchmarks)
+        self.posted = 0
+        self._wake = asyncio.Event()
+        self._saved: bytes | None = None
+        self._load()
+
+    # -- what is to be sent -----------------------------------------------------------------------
+    def update(self, firing: list[Any], transitions: list[Any], now: float | None = None) -> None:
+        """The firing set after one poll and its transitions: a new firing set is posted at once,
+        each resolve is kept for every Alertmanager until it took it."""
+        now = time.time() if now is None else now
+        new = {a.key: a for a in firing}
+        changed = set(new) != set(self.firing) or any(
+            (a.text, a.severity, a.since) != (self.firing[k].text, self.firing[k].severity, self.firing[k].since)
+            for k, a in new.items() if k in self.firing)
+        resolved = [a for a in transitions if a.state == "resolved"]
+        for a in resolved:
+            before = self.firing.get(a.key)
+            start = before.since if before is not None else None
+            doc = am_alert(a, start, a.since if math.isfinite(a.since) else now, now)
+            for t in self.targets:
+                t.resolves.pop(a.key, None)   # the newest resolve of a key is the one kept
+                t.resolves[a.key] = doc
+                while len(t.resolves) > MAX_RESOLVES:
+                    old = next(iter(t.resolves))
+                    del t.resolves[old]
+                    self.warn(f"Alertmanager {shown(t.url)}: more than {MAX_RESOLVES} resolves wait for it; the "
+                              f"oldest ({shown(old)[:200]}) is left to the endsAt it was last sent with")
+        self.firing = new
+        if changed or resolved:
+            for t in self.targets:
+                t.dirty = True
+            self._wake.set()
+        if resolved:
+            self.save()
+
+    def batch(self, t: Target, now: float) -> list[tuple[list[str], list[dict[str, Any]]]]:
+        """What `t` is to be sent, in requests of at most BATCH alerts: (the resolve keys in
+        it, the alerts). Resolves go first, so an alert that resolved and fired again ends
+        in the firing state."""
+        docs: list[tuple[str | None, dict[str, Any]]] = [(k, d) for k, d in t.resolves.items()]
+        docs += [(None, am_alert(a, a.since, None, now)) for a in self.firing.values()]
+        return [([k for k, _ in docs[i:i + BATCH] if k is not None], [d for _, d in docs[i:i + BATCH]])
+                for i in range(0, len(docs), BATCH)]
+
+    def due(self, t: Target, now: float) -> float | None:
+        """When `t` is to be posted next (None: nothing to send)."""
+        if not t.resolves and not self.firing and not t.dirty:
+            return None
+        if t.failures:
+            return t.retry_at
+        if t.dirty or t.resolves:
+            return now
+        return t.last_ok + self.resend
+
+    # -- posting ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Post to each Alertmanager when it is due, forever (cancel to stop); each has a loop
+        of its own, so one that does not answer never delays another."""
+        await asyncio.gather(*(self._run_target(t) for t in self.targets))
+
+    async def _run_target(self, t: Target) -> None:
+        while True:
+            now = time.time()
+            at = self.due(t, now)
+            if at is not None and at <= now:
+                await self.post(t)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), None if at is None else max(0.05, at - now))
+
+    async def drain(self) -> None:
+        """Post once to every Alertmanager that has something to send (`watch --count`)."""
+        await asyncio.gather(*(self._drain(t) for t in self.targets))
+
+    async def _drain(self, t: Target) -> None:
+        async with t.busy:   # after a round in flight, only what it left to send
+            if self.due(t, time.time()) is not None and (t.dirty or t.resolves or t.failures):
+                await self._post(t)
+
+    async def post(self, t: Target) -> bool:
+        """One round of requests to `t`; True when it took them all."""
+        async with t.busy:
+            return await self._post(t)
+
+    async def _post(self, t: Target) -> bool:
+        now = time.time()
+        t.dirty = False
+        taken: list[str] = []
+        problem = None
+        for keys, docs in self.batch(t, now) or [([], [])]:
+            body = json.dumps(docs, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            status, said = await post_json(t.endpoint, body, self.timeout)
+            if status == 400:   # it kept the valid ones (its API does): sending them again changes nothing
+                self.warn(f"Alertmanager {shown(t.url)} refused some alerts: {said}")
+            elif not 200 <= status < 300:
+                problem = said
+                break
+            taken += keys
+        for k in taken:
+            t.resolves.pop(k, None)
+        if taken:
+            self.save()
+        if problem is not None:
+            t.dirty = True
+            t.failures += 1
+            delay = min(self.retry_cap, self.retry_first * 2 ** (t.failures - 1))
+            t.retry_at = time.time() + delay
+            if t.down is None:
+                self.warn(f"Alertmanager {shown(t.url)} does not take alerts ({problem}); retrying every "
+                          f"{self.retry_first:g}s to {self.retry_cap:g}s until it does, nothing is dropped")
+            t.down = problem
+            return False
+        if t.down is not None:
+            self.warn(f"Alertmanager {shown(t.url)} takes alerts again ({len(self.firing)} firing sent, "
+                      f"{len(taken)} resolved)")
+        t.down, t.failures, t.last_ok = None, 0, now
+        self.posted += 1
+        return True
+
+    # -- the saved resolves ----------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the resolves that wait (atomically); a failure is a warning."""
+        doc = {"resolves": {t.url: list(t.resolves.values()) for t in self.targets if t.resolves}}
+        data = json.dumps(doc, ensure_ascii=True).encode()
+        if data == self._saved:
+            return
+        try:
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+            self._saved = data
+        except OSError as e:
+            self.warn(f"Alertmanager resolves not saved ({shown(str(e))}); they are kept in memory until they are sent")
+
+    def _load(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        try:
+            if size > STATE_LIMIT:
+                raise ValueError(f"it is {size} bytes, past the {STATE_LIMIT} it may be")
+            doc = json.loads(self.path.read_bytes())
+            saved = doc.get("resolves") if isinstance(doc, dict) else None
+            if not isinstance(saved, dict):
+                raise ValueError("it holds no resolves table")
+        except (OSError, ValueError, RecursionError) as e:
+            aside = self.path.with_name(f"{self.path.name}.bad")
+            with contextlib.suppress(OSError):
+                os.replace(self.path, aside)
+            self.warn(f"{shown(str(self.path))} could not be read ({shown(str(e))[:200]}); set aside as "
+                      f"{shown(aside.name)}")
+            return
+        bad = 0
+        for t in self.targets:
+            items = saved.get(t.url)
+            for d in items if isinstance(items, list) else ():
+                key = saved_key(d)
+                if key is None:
+                    bad += 1
+                elif len(t.resolves) < MAX_RESOLVES:
+                    t.resolves[key] = d
+        if bad:
+            self.warn(f"{shown(str(self.path))}: {bad} saved resolve(s) were not alerts and were left out")
+
+
+def saved_key(d: Any) -> str | None:
+    """The alert key of a saved resolve, or None when it is not one `am_alert` wrote."""
+    if not isinstance(d, dict) or set(d) - {"labels", "annotations", "startsAt", "endsAt"}:
+        return None
+    labels, notes = d.get("labels"), d.get("annotations")
+    for table in (labels, notes):
+        if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) <= 4 * TEXT_MAX
+                                                  for k, v in table.items()):
+            return None
+    if not all(isinstance(d.get(k, ""), str) and len(d.get(k, "")) <= 40 for k in ("startsAt", "endsAt")):
+        return None
+    if "alertname" not in labels or "host" not in labels or "endsAt" not in d:
+        return None
+    return f"{labels['alertname']}|{labels['host']}|{labels.get('subject', '')}"
+
+
+async def post_json(url: str, body: bytes, deadline: float) -> tuple[int, str]:
+    """POST `body` to `url` within `deadline` seconds: (HTTP status, a sentence saying what
+    came back); status 0 when no answer came (the sentence says why)."""
+    try:
+        async with asyncio.timeout(deadline):
+            return await _post(url, body)
+    except TimeoutError:
+        return 0, f"no answer within {deadline:g}s"
+    except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError) as e:
+        return 0, shown(str(e) or type(e).__name__)[:300]
+
+
+async def _post(url: str, body: bytes) -> tuple[int, str]:
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"not an http(s) URL: {url}")
+    port = u.port or (443 if u.scheme == "https" else 80)
+    ctx = ssl.create_default_context() if u.scheme == "https" else None
+    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
+    try:
+        host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+        host += f":{u.port}" if u.port else ""
+        head = [f"POST {u.path or '/'} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
+                f"Content-Length: {len(body)}", "Connection: close", "User-Agent: fleetdeck-watch"]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        await writer.drain()
+        parts = (await reader.readuntil(b"\r\n")).decode("latin-1").split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise ValueError("the answer is not HTTP")
+        size, length = 0, BODY_LIMIT
+        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+            size += len(line)
+            if size > HEAD_LIMIT:
+                raise ValueError("the answer's head is too large")
+            k, _, v = line.decode("latin-1").partition(":")
+            if k.strip().lower() == "content-length" and v.strip().isdigit():
+                length = min(BODY_LIMIT, int(v.strip()))
+        status = int(parts[1])
+        text = "" if 200 <= status < 300 else (await reader.read(length)).decode("utf-8", "replace")
+        return status, f"HTTP {status}" + (f": {_sentence(text.strip(), 300)}" if text.strip() else "")
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), 0.5)
+
+
+__all__ = ["AlertmanagerSink", "Target", "am_alert", "post_json", "saved_key", "stamp", "state_path"]
