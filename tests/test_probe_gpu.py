@@ -385,3 +385,31 @@ def test_resident_nvml_samples_off_the_poll_path_reads_xids_and_asks_constants_o
     assert calls.count("ecc_mode 0") == 1 and calls.count("register_events 0") == 1
     assert calls.count("pcie_tx 1") == 1   # Not Supported, not asked again
     assert "proc_util 1" not in calls   # an idle card is not asked: NVML would have nothing
+
+
+def test_status_json_carries_every_health_field_through_the_controller(tmp_path, children):
+    """`fleetdeck status --json` over a local host whose probe reads the stand-in: the health
+    fields arrive through the poller and the controller's checks as docs/probe.md lists them,
+    the GB10's unreported ones null (never 0), and the text table still prints."""
+    build_stub(tmp_path)
+    holder = sleeper(children)
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.a]\nlocal = true\n")
+    env = stub_env(tmp_path, holder.pid)
+    base = [sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(hosts)]
+    p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    (host,) = json.loads(p.stdout)["hosts"]
+    h200, gb10 = host["gpus"]
+    documented = {"memory_util_pct", "temperature_c", "temperature_slowdown_c", "temperature_shutdown_c", "power_w",
+                  "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "mem_clock_max_mhz",
+                  "throttle_reasons", "fan_pct", "pcie", "ecc", "persistence_mode", "compute_mode", "mig_mode", "xid"}
+    assert documented <= set(h200) and documented <= set(gb10)
+    assert (h200["temperature_c"], h200["power_w"], h200["throttle_reasons"]) == (61, 350.1, ["sw-power-cap", "hw-thermal-slowdown"])
+    assert h200["ecc"]["uncorrected"] == 1 and h200["pcie"]["width"] == 16 and h200["xid"] == []
+    assert {"sm_pct", "memory_util_pct"} <= set(h200["processes"][0])
+    assert gb10["power_w"] is None and gb10["temperature_slowdown_c"] is None and gb10["xid"] is None
+    assert set(gb10["ecc"].values()) == {None} and gb10["unified_memory"] is True
+    text = subprocess.run(base, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "100"})
+    assert text.returncode == 0, text.stderr
+    assert any(line.strip().startswith("a ") for line in text.stdout.splitlines()), text.stdout
