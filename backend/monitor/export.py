@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.prom_rules import run_figures
 from fleetdeck.backend.monitor.seats import attribute_memory
 
 MIB = 2**20
@@ -192,6 +193,7 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "gpu_total": _g("gpu_memory_total_bytes", "GPU memory", ["host", "gpu", "uuid"]),
         "gpu_util": _g("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
         "gpu_room": _g("gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]),
+        "gpu_unified": _g("gpu_unified_memory", "1 when the GPU has no memory of its own (system memory)", GPU),
         **_gpu_families(),
         "disk_free": _g("disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]),
         "disk_size": _g("disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]),
@@ -201,9 +203,17 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "run_loss": _g("run_loss", "last training loss", ["host", "run", "path"]),
         "run_eval": _g("run_eval_loss", "last eval loss", ["host", "run", "path"]),
         "run_eta": _g("run_eta_seconds", "time left at the current step time", ["host", "run", "path"]),
+        # the verdicts' figures `fleetdeck rules --prometheus` reads (prom_rules.run_figures)
+        "run_nonfinite": _g("run_loss_nonfinite", "1 when the run logged a NaN or infinite loss", ["host", "run", "path"]),
+        "run_rises": _g("run_eval_loss_rises", "consecutive evals, newest back, at which eval loss rose",
+                        ["host", "run", "path"]),
+        "run_spike": _g("run_loss_spike_ratio", "last loss over the median of the (up to 20) before it",
+                        ["host", "run", "path"]),
         "stray": _g("schedules_stray", "stray schedules on the host", ["host"]),
         "seat_up": _g("seat_up", "1 when the seat's process is seen", ["host", "port", "kind", "model"]),
         "seat_mem": _g("seat_memory_bytes", "GPU memory the seat holds", ["host", "port", "kind"]),
+        "seat_gpu_mem": _g("seat_gpu_memory_bytes", "GPU memory the seat holds on one GPU",
+                           ["host", "port", "kind", "gpu"]),
         "seat_restarts": _g("seat_restarts", "container restart count", ["host", "port", "kind"]),
         "seat_check": _g("seat_check_ok", "1 when the last seat check was sound", ["host", "port", "signature"]),
         "alert": _g("alert_firing", "1 for each firing alert", ["rule", "host", "subject", "severity"]),
@@ -249,6 +259,7 @@ def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
         m["gpu_util"].add_metric(lab, g.utilization_pct)
         held = max(used, _total(p.used_mib for p in g.processes))
         m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
+        m["gpu_unified"].add_metric(lab, 1.0 if g.unified_memory else 0.0)
         _gpu_health(m, lab, g)
     seen = set()
     for d in h.disks:
@@ -263,12 +274,16 @@ def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
         for key, v in (("run_step", r.step), ("run_max", r.max_steps), ("run_loss", r.loss),
                        ("run_eval", r.eval_loss), ("run_eta", r.eta_seconds)):
             m[key].add_metric(lab, v)
+        for key, v in zip(("run_nonfinite", "run_rises", "run_spike"), run_figures(r), strict=True):
+            m[key].add_metric(lab, v)
     m["stray"].add_metric([n], sum(1 for s in h.schedules if s.stray))
     for s in attribute_memory(h.seats, gpus) if h.seats else ():
         port = str(s.port or "")
         m["seat_up"].add_metric([n, port, s.kind, s.model or ""], 1.0 if s.pid else 0.0)
         m["seat_mem"].add_metric([n, port, s.kind], round(_total(s.memory_by_gpu.values()), 1) * MIB)
         m["seat_restarts"].add_metric([n, port, s.kind], s.restarts)
+        for gpu, mib in sorted(s.memory_by_gpu.items()):
+            m["seat_gpu_mem"].add_metric([n, port, s.kind, str(gpu)], (sample(mib) or 0.0) * MIB)
 
 
 def serve_metrics(addr: str, port: int, collector: FleetCollector) -> tuple[Any, int]:
