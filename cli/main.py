@@ -27,6 +27,7 @@ COMMANDS = {
     "watch": "watch",
     "logs": "logs",
     "history": "history",
+    "rules": "rules",
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import NONFINITE
 
 GIB = 2**30
@@ -150,12 +151,17 @@ NOT_SAID = {
 }
 
 
+def wait_seconds(rule: str, c: AlertConfig) -> float:
+    """How long `rule`'s condition holds before it fires (host-down's `host_down_after` with it)."""
+    return c.for_seconds(rule) + (c.host_down_after if rule == "host-down" else 0.0)
+
+
 def rules_file(config: AlertConfig | None = None, source: str = "") -> str:
     """The alerting-rules file (YAML) for `config`'s thresholds, severities and `for` durations."""
     c = config or AlertConfig()
     out = ["# Prometheus alerting rules equivalent to fleetdeck's built-in alert rules, over the",
            "# families `fleetdeck watch --prometheus ADDR:PORT` serves at /metrics.",
-           f"# Written by `fleetdeck rules --prometheus`{f' from {source}' if source else ''}; check it with",
+           f"# Written by `fleetdeck rules --prometheus`{f' from {shown(source)}' if source else ''}; check it with",
            "# `promtool check rules FILE`. Each alert is labelled alertname, host, subject and severity",
            "# as `[alerts] alertmanager` labels it (Prometheus adds its own job and instance).",
            "groups:", "  - name: fleetdeck", "    rules:"]
@@ -168,7 +174,7 @@ def rules_file(config: AlertConfig | None = None, source: str = "") -> str:
             out.append(f"      # {rule}: {note or 'not expressed over /metrics'}")
             continue
         expr, summary, description = EXPRESSED[rule]
-        wait = c.for_seconds(rule) + (c.host_down_after if rule == "host-down" else 0.0)
+        wait = wait_seconds(rule, c)
         severity = c.severity_of(rule)
         if note:
             out.append(f"      # {rule}: {note}")
@@ -188,4 +194,4 @@ def expressed(config: AlertConfig | None = None) -> list[str]:
     return [r for r in RULES if r in EXPRESSED and r not in c.disabled]
 
 
-__all__ = ["EXPRESSED", "NOT_SAID", "expressed", "rules_file", "run_figures"]
+__all__ = ["EXPRESSED", "NOT_SAID", "expressed", "rules_file", "run_figures", "wait_seconds"]
