@@ -25,6 +25,7 @@ from fleetdeck.backend.fleet.config import Fleet, load_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.cli.tables import WHOLE, listing_console
 from fleetdeck.tui.fmt import matches
 
 
@@ -135,7 +136,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 if s.system:
                     folded[s.host] = folded.get(s.host, 0) + 1
             rows = [s for s in rows if not s.system]
-        console = Console(soft_wrap=False)
+        console = listing_console(soft_wrap=False)
         if not rows and (args.filter or args.stray_only):
             console.print(Text("no stray schedule" + (f" shows {args.filter!r}" if args.filter else "")
                                if args.stray_only else f"no schedule's row shows {args.filter!r}"))
@@ -195,15 +196,21 @@ def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = No
     every = schedules if fleet is None else fleet
     if width is not None and width < RECORDS_BELOW:
         return schedules_records(schedules, every)
-    t = Table(show_lines=False, header_style="bold")
+    # in a terminal the table takes its width, the free text sharing what the short columns
+    # leave (spec 1 : command 3 : why 2); piped (a width no row reaches) each column its own
+    t = Table(show_lines=False, header_style="bold", expand=width is not None and width < WHOLE)
     # an id is what `schedules remove` and `--ack` take: never folded or cut, so it can be copied
     # whole at any width (the long free-text columns fold instead)
     id_width = max(cell_len(shown(s.id)) for s in schedules)  # in terminal cells
     for col in ("host", "id", "kind", "user", "spec", "command", "next run", "stray", "why"):
         if col == "id":
             t.add_column(col, no_wrap=True, min_width=id_width)
+        elif col in ("host", "kind", "user", "next run", "stray"):
+            # short values: whole on one line; the free text (when, command, why) takes the
+            # width that is left and folds in it, rather than nine equal columns
+            t.add_column(col, no_wrap=True)
         else:
-            t.add_column(col, overflow="fold")
+            t.add_column(col, overflow="fold", ratio={"spec": 1, "command": 3, "why": 2}[col])
     for s in schedules:
         spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
         row_style = "" if s.active else "dim"

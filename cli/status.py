@@ -9,7 +9,6 @@ import sys
 from dataclasses import replace
 
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -26,6 +25,7 @@ from fleetdeck.backend.fleet.models import (
 from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.cli.main import add_hosts_option
+from fleetdeck.cli.tables import listing_console
 from fleetdeck.tui.fmt import (
     escape_path,
     host_text,
@@ -98,7 +98,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**snap.to_json(), "fleet": source}, indent=1))
     else:
-        console = Console()
+        console = listing_console()
         head = "fleet from "
         if len(head) + len(source) > console.width:  # one line: the file's tail tells it apart
             source = "…" + source[-(console.width - len(head) - 1):]
@@ -166,9 +166,9 @@ def run_runs(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
     else:
         if args.filter and not snap.runs:
-            Console().print(Text(f"no run's row shows {args.filter!r}"))
+            listing_console().print(Text(f"no run's row shows {args.filter!r}"))
         else:
-            Console().print(runs_table(snap))
+            listing_console().print(runs_table(snap))
     _report_down(snap)
     return 0 if all(h.reachable for h in snap.hosts) else 1
 
