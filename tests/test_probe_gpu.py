@@ -130,7 +130,7 @@ typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; u
 typedef struct evset { int registered[2]; } *nvmlEventSet_t;
 static struct dev devs[2] = {{0}, {1}};
 static struct evset the_set;
-enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10 };
+enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, GPU_IS_LOST = 15 };
 /* device 0 stands for an H200 that answers everything but the fan; device 1 for a GB10 that
    answers "Not Supported" to most health queries. Some calls are logged, to count them. */
 static void logged(const char *what, nvmlDevice_t d) {
@@ -141,13 +141,18 @@ static void logged(const char *what, nvmlDevice_t d) {
 int nvmlInitWithFlags(unsigned int f) { return 0; }
 int nvmlInit_v2(void) { return 0; }
 int nvmlShutdown(void) { return 0; }
-const char *nvmlErrorString(int r) { return r == 3 ? "Not Supported" : r == 6 ? "Not Found" : r == 10 ? "Timeout" : "Unknown Error"; }
+const char *nvmlErrorString(int r) {
+    return r == 3 ? "Not Supported" : r == 6 ? "Not Found" : r == 10 ? "Timeout" : r == 15 ? "GPU is lost" : "Unknown Error";
+}
+/* device 0 has fallen off the bus while the file NVML_STUB_LOST names exists */
+static int lost(nvmlDevice_t d) { const char *p = getenv("NVML_STUB_LOST"); return !d->idx && p && access(p, F_OK) == 0; }
 int nvmlDeviceGetCount_v2(unsigned int *n) { *n = 2; return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h) { *h = &devs[i]; return 0; }
 int nvmlDeviceGetName(nvmlDevice_t d, char *b, unsigned int n) { snprintf(b, n, d->idx ? "NVIDIA GB10" : "NVIDIA H200"); return 0; }
 int nvmlDeviceGetUUID(nvmlDevice_t d, char *b, unsigned int n) { snprintf(b, n, "GPU-stub-%d", d->idx); return 0; }
 /* v1 counts the driver's reservation as used; v2 does not, as nvidia-smi reports it */
 int nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    if (lost(d)) return GPU_IS_LOST;
     if (d->idx == 1) return 3;  /* GB10: Not Supported */
     m->total = 143771ULL << 20; m->used = 10322ULL << 20; m->free = m->total - m->used; return 0;
 }
@@ -178,6 +183,7 @@ static unsigned long long reasons(nvmlDevice_t d) {
 #ifdef WITH_V2
 int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     if (m->version != ((unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24))) return 25;  /* ARGUMENT_VERSION_MISMATCH */
+    if (lost(d)) return GPU_IS_LOST;
     if (d->idx == 1) return 3;
     m->total = 143771ULL << 20; m->reserved = 530ULL << 20; m->used = 9792ULL << 20;
     m->free = m->total - m->used - m->reserved; return 0;
@@ -262,7 +268,8 @@ def build_stub(tmp_path: Path, v2: bool = True) -> Path:
 
 def stub_env(tmp_path: Path, pid: int) -> dict:
     return dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FLEETDECK_PROBE_GPU="nvml", NVML_STUB_PID=str(pid),
-                NVML_STUB_LOG=str(tmp_path / "calls.log"), NVML_STUB_XID=str(tmp_path / "xid"))
+                NVML_STUB_LOG=str(tmp_path / "calls.log"), NVML_STUB_XID=str(tmp_path / "xid"),
+                NVML_STUB_LOST=str(tmp_path / "lost"))
 
 
 @pytest.mark.parametrize("v2", [True, False], ids=["driver-with-v2-memory", "driver-with-v1-only"])
@@ -413,3 +420,24 @@ def test_status_json_carries_every_health_field_through_the_controller(tmp_path,
     text = subprocess.run(base, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "100"})
     assert text.returncode == 0, text.stderr
     assert any(line.strip().startswith("a ") for line in text.stdout.splitlines()), text.stdout
+
+
+def test_a_card_the_driver_lost_is_left_out_with_its_xid_and_the_others_stay(tmp_path, children):
+    """Xid 79: the driver answers "GPU is lost" for the card. The resident probe keeps its NVML
+    session: the lost card is left out of that poll with a warning naming it, its Xid and the
+    driver's words, the other card is still reported, and the card is back, its Xid kept, once
+    the driver answers again."""
+    build_stub(tmp_path)
+    holder = sleeper(children)
+    r = Resident(stub_env(tmp_path, holder.pid), children)
+    first = r.poll()
+    assert [g["name"] for g in first["gpus"]] == ["NVIDIA H200", "NVIDIA GB10"], first["warnings"]
+    (tmp_path / "xid").write_text("")
+    (tmp_path / "lost").write_text("")
+    gone = r.poll()
+    assert gone["gpu_source"] == "nvml" and [g["name"] for g in gone["gpus"]] == ["NVIDIA GB10"]
+    assert "GPU0 NVIDIA H200 left out of this poll: NVML says GPU is lost (Xid 79 read in the last hour)" in gone["warnings"]
+    (tmp_path / "lost").unlink()
+    back = r.poll()
+    assert [g["name"] for g in back["gpus"]] == ["NVIDIA H200", "NVIDIA GB10"]
+    assert [x["code"] for x in back["gpus"][0]["xid"]] == [79]

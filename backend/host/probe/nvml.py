@@ -163,25 +163,36 @@ class Nvml:
         if self._events is not None:
             self._read_xids(now)
         for i, h, name, uuid in self.devices:
-            m = self._memory(h)
-            known = m is not None and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
-            rates = self.ask(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
-            util = None if rates is None else rates.gpu
             try:
-                plist = self._procs(h)
-            except nv.NVMLError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
-                plist = []
-                self.notes.append(f"GPU{i} processes: {e}")
-            health = self._health(i, h, now)
-            health["memory_util_pct"] = None if rates is None else rates.memory
-            per = self._proc_util(i, rates, now)
-            procs = [(pid, used, per(pid)) for pid, used in plist]
-            out.append((i, name, uuid, m.total if known else None, m.used if known else None, util, procs, health))
-            if self.sampler is not None:
-                self.sampler.busy[i] = bool(plist) and bool(util)
+                out.append(self._device(i, h, name, uuid, now))
+            except nv.NVMLError as e:   # a card the driver lost (Xid 79): the others are still reported
+                if self.sampler is not None:
+                    self.sampler.busy[i] = False
+                seen = sorted({c for _t, c in self.xids.get(i, ())})
+                self.notes.append(f"GPU{i} {name} left out of this poll: NVML says {e}"
+                                  + (f" (Xid {', '.join(map(str, seen))} read in the last hour)" if seen else ""))
         if self.sampler is not None:
             self.sampler.poke()
         return out
+
+    def _device(self, i, h, name, uuid, now):
+        nv = self.nv
+        m = self._memory(h)
+        known = m is not None and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
+        rates = self.ask(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
+        util = None if rates is None else rates.gpu
+        try:
+            plist = self._procs(h)
+        except nv.NVMLError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
+            plist = []
+            self.notes.append(f"GPU{i} processes: {e}")
+        health = self._health(i, h, now)
+        health["memory_util_pct"] = None if rates is None else rates.memory
+        per = self._proc_util(i, rates, now)
+        procs = [(pid, used, per(pid)) for pid, used in plist]
+        if self.sampler is not None:
+            self.sampler.busy[i] = bool(plist) and bool(util)
+        return (i, name, uuid, m.total if known else None, m.used if known else None, util, procs, health)
 
     def _procs(self, h):
         nv = self.nv
