@@ -18,8 +18,7 @@ for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manyl
 done
 # shellcheck disable=SC2086
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat -d "$dl" $WHEELS
-for d in .whl1 .whl2; do
-  grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude
+for d in .whl1 .whl2; do  # both git-ignored (.gitignore), so they travel only when carried
   rm -rf "$d"; mkdir -p "$d"
 done
 big=$(ls "$dl"/nvidia_cutlass_dsl_libs_cu13-*.whl)

@@ -26,9 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="store_true",
                    help="also time the references in the same process (reference-strong: HF Trainer + peft "
                         "with Liger, unpadded rows, the batch searched in the Trainer; reference-plain: padded "
-                        "rows; reference: the old recipe) and print the ratio against reference-strong")
+                        "rows; reference: the old recipe; unsloth, when asked for: Unsloth in its own process) "
+                        "and print the ratio against reference-strong")
     p.add_argument("--references", default="strong,plain,old", metavar="LIST",
-                   help="with --baseline: which references (strong, plain, old), comma-separated")
+                   help="with --baseline: which references (strong, plain, old, unsloth), comma-separated")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a RUN.toml key for this measurement (repeatable)")

@@ -9,7 +9,10 @@ bf16 matmul rate measured on this card in the same run beside it (`mfu_measured`
 also runs three references in the same process (reference.py: `reference-strong`, the strongest
 plain Trainer + peft a practitioner would configure, with Liger and no padding; `reference-plain`,
 rows padded to the longest of the batch; `reference`, the operator's old recipe); `ratio` is
-against reference-strong. Nothing is written to the run folder.
+against reference-strong. `--references unsloth` adds Unsloth, run in its own process on a
+checkpoint of the same random weights (unsloth_reference.py), with `ratio_vs_unsloth`; it is
+refused up front, naming what is missing, when Unsloth is not importable. Nothing is written to
+the run folder.
 """
 
 from __future__ import annotations
@@ -172,7 +175,7 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--baseline", action="store_true")
     p.add_argument("--references", default="strong,plain,old", metavar="LIST",
-                   help="with --baseline: which references (strong, plain, old), comma-separated")
+                   help="with --baseline: which references (strong, plain, old, unsloth), comma-separated")
     p.add_argument("--json", action="store_true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
@@ -193,6 +196,13 @@ def run_bench(args) -> int:
               f"{getattr(args, 'references', '')!r}", file=sys.stderr)
         return 2
     args.references = [k for k in RECIPES if k in chosen]
+    if args.baseline and "unsloth" in args.references:
+        from .unsloth_reference import missing, refusal
+
+        lost = missing()
+        if lost:
+            print(f"fleetdeck bench: {refusal(lost)}", file=sys.stderr)
+            return 1
     try:
         cfg = load_run_config(args.run_toml)
         cfg = with_overrides(cfg, **_parse_set(args.set, cfg.source))
@@ -248,7 +258,12 @@ def _bench(cfg: RunConfig, args, log) -> dict:
 
         for kind in reversed(args.references):
             try:
-                refs.append(measure_reference(cfg, args.steps, args.warmup, log, kind=kind))
+                if kind == "unsloth":
+                    from .unsloth_reference import measure_unsloth
+
+                    refs.append(measure_unsloth(cfg, args.steps, args.warmup, log))
+                else:
+                    refs.append(measure_reference(cfg, args.steps, args.warmup, log, kind=kind))
             except Exception as e:  # noqa: BLE001 - one reference failing leaves the others measured
                 import traceback
 
@@ -272,7 +287,7 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
         entry = {"recipe": r["recipe"], "description": r["description"], **s}
         for k in ("per_step", "batch", "rows_per_step", "gradient_checkpointing", "lora_dropout", "liger", "attention",
-                  "expandable_segments", "batch_search"):
+                  "expandable_segments", "batch_search", "adapted_modules", "unsloth_version"):
             if k in r:
                 entry[k] = r[k]
         report["results"].append(entry)
@@ -281,7 +296,7 @@ def _bench(cfg: RunConfig, args, log) -> dict:
     by = {r["recipe"]: r for r in report["results"]}
     ft = by["fleetdeck"]["tokens_per_second"]
     for key, recipe in (("ratio", "reference-strong"), ("ratio_vs_plain", "reference-plain"),
-                        ("ratio_vs_reference", "reference")):
+                        ("ratio_vs_reference", "reference"), ("ratio_vs_unsloth", "unsloth")):
         if recipe in by:
             report[key] = round(ft / by[recipe]["tokens_per_second"], 2)
     if not args.json:
@@ -296,7 +311,8 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         said = [f"{report[k]:.2f}x {what}" for k, what in (
             ("ratio", "the strongest plain Trainer + peft configuration (reference-strong)"),
             ("ratio_vs_plain", "padded rows (reference-plain)"),
-            ("ratio_vs_reference", "the operator's old recipe (reference)")) if k in report]
+            ("ratio_vs_reference", "the operator's old recipe (reference)"),
+            ("ratio_vs_unsloth", "Unsloth in its own process (unsloth)")) if k in report]
         if said:
             print("ratio            " + "; ".join(said))
     return report

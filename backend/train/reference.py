@@ -42,8 +42,9 @@ REFERENCE_DROPOUT = 0.05
 #: a probe's peak may use at most this share of the card's memory (reference-plain's bare-model
 #: probe; a timed run that still runs out of memory retries one size down)
 FIT_SHARE = 0.97
-#: the recipes, in the order the bench runs them, by the `--references` name that selects each
-RECIPES = {"strong": "reference-strong", "plain": "reference-plain", "old": "reference"}
+#: the recipes, in the order the bench reports them (it runs them in reverse), by the
+#: `--references` name that selects each; `unsloth` runs in its own process (unsloth_reference.py)
+RECIPES = {"strong": "reference-strong", "plain": "reference-plain", "old": "reference", "unsloth": "unsloth"}
 #: the largest per-device batch reference-strong's search tries
 MAX_SEARCH_BATCH = 128
 
