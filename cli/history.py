@@ -1,4 +1,7 @@
 """`fleetdeck history HOST [--since DURATION] [--json] [--width N]`: what the poll history holds for one host.
+`fleetdeck history HOST --gpu N --plot [--figure F] [--height R]`: one card's incident, a full-height
+plot of its memory (or utilisation, temperature, power) with the host's events on the same time
+axis (`backend/monitor/incident.py`, drawn by `tui/incident_plot.py`).
 
 GPU memory and utilisation per GPU, disk use per root, each live run's loss and eval loss, and
 the host's answers, read from the history database that `watch` (and the dashboard) write. Each
@@ -29,6 +32,7 @@ from typing import TextIO
 from rich.console import Console
 
 from fleetdeck.backend.monitor.history_figures import Tally
+from fleetdeck.backend.monitor.incident import FIGURES as INCIDENT_FIGURES
 from fleetdeck.tui.charts import KINDS, collect, history_table
 from fleetdeck.tui.fmt import human_duration
 
@@ -71,7 +75,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the series as one JSON document, written as it is read")
     p.add_argument("--width", type=width, default=None, metavar="N",
                    help=f"sparkline width in cells, {WIDTH_MIN} to {WIDTH_MAX} (default: fits the terminal)")
+    p.add_argument("--gpu", type=gpu_index, default=None, metavar="N", help="with --plot: the card, by its index")
+    p.add_argument("--plot", action="store_true",
+                   help="draw one card's figure as a full-height plot with the host's events on the same time axis")
+    p.add_argument("--figure", choices=tuple(INCIDENT_FIGURES), default="memory",
+                   help="with --plot: memory (default), utilisation, temperature or power")
+    p.add_argument("--height", type=plot_height, default=16, metavar="ROWS", help="with --plot: rows, 4 to 200 (16)")
     p.set_defaults(func=cmd_history)
+
+
+def gpu_index(text: str) -> int:
+    """A card's index, 0 to 1023; argparse's type."""
+    if not text.strip().isdigit() or int(text) > 1023:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU index (a whole number from 0 to 1023)")
+    return int(text)
+
+
+def plot_height(text: str) -> int:
+    """The plot's height in rows, 4 to 200; argparse's type."""
+    if not text.strip().isdigit() or not 4 <= int(text) <= 200:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a plot height (a whole number of rows from 4 to 200)")
+    return int(text)
 
 
 def _unreadable(hist) -> int:
@@ -119,6 +143,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"fleetdeck: no history yet ({path} does not exist): `fleetdeck watch` or the dashboard "
               "records it while it polls", file=sys.stderr)
         return 1
+    if args.plot != (args.gpu is not None):
+        print("fleetdeck: --plot and --gpu N go together: `fleetdeck history HOST --gpu N --plot`", file=sys.stderr)
+        return 2
     now = time.time()
     since = now - args.since
     hist = History(path)
@@ -126,6 +153,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         hist.names(args.host)   # opens and reads the database: a corrupt one is said so before any output
         if hist.warnings:
             return _unreadable(hist)
+        if args.plot:
+            return _plot(hist, args, since, now)
         if args.json:
             ok = write_json(hist, args.host, since, now, sys.stdout)
             return 0 if ok else _unreadable(hist)
@@ -140,4 +169,26 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"nothing recorded for {args.host} in the last {human_duration(args.since)}")
         return 0
     console.print(history_table(data, args.host, args.since, cells))
+    return 0
+
+
+def _plot(hist, args: argparse.Namespace, since: float, now: float) -> int:
+    from fleetdeck.backend.actions.audit import read_audit
+    from fleetdeck.backend.monitor.incident import incident
+    from fleetdeck.tui.incident_plot import incident_plot
+
+    console = Console(soft_wrap=False, highlight=False)
+    cells = args.width or max(WIDTH_MIN, min(WIDTH_MAX, console.width - 12))
+    try:
+        audit = read_audit()
+    except OSError as e:
+        print(f"fleetdeck: the audit log cannot be read ({e}): its events are left out", file=sys.stderr)
+        audit = []
+    inc = incident(hist, args.host, args.gpu, args.figure, since, now, cells, audit)
+    if hist.warnings:
+        return _unreadable(hist)
+    if inc is None:
+        print(f"nothing recorded for GPU{args.gpu} of {args.host} in the last {human_duration(args.since)}")
+        return 0
+    console.print(incident_plot(inc, args.height), soft_wrap=True)   # --width wider than the terminal: not wrapped
     return 0
