@@ -19,7 +19,7 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=120, env={**os.environ, "TZ": "UTC"})
 
 
-def _incident(now: float) -> dict[str, float]:
+def _incident(now: float, name: str = "gx") -> dict[str, float]:
     """Six hours of one poll a minute on host gx: GPU0 holds 93,257 MiB for a seat that is
     OOM-killed three hours in (its memory falls to 600 MiB for three minutes and comes back),
     the host does not answer for ten minutes at four hours, and GPU0 reports an Xid 79 at five.
@@ -30,19 +30,19 @@ def _incident(now: float) -> dict[str, float]:
     for i in range(6 * 60):
         t = start + i * 60
         if when["down"] <= t < when["down"] + 600:
-            host = HostSnapshot(name="gx", reachable=False, error="timeout", time=t)
+            host = HostSnapshot(name=name, reachable=False, error="timeout", time=t)
         else:
             dip = when["restart"] <= t < when["restart"] + 180
             cards = tuple(Gpu(index=k, name="NVIDIA H200", uuid=f"GPU-{k}", unified_memory=False,
                               memory_total_mib=143771.0, memory_used_mib=600.0 if dip and k == 0 else 93257.0,
                               utilization_pct=90.0, temperature_c=61, power_w=600.0) for k in (0, 1))
-            host = HostSnapshot(name="gx", reachable=True, time=t, latency_ms=20.0, gpus=cards)
+            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards)
         h.record(FleetSnapshot(hosts=(host,), time=t))
-    h.event(when["restart"] + 5, "gx", "alert-firing", "seat-restart vllm:8000",
+    h.event(when["restart"] + 5, name, "alert-firing", "seat-restart vllm:8000",
             "seat vllm:8000 was OOM-killed and restarted (restarts 3)")
-    h.event(when["xid"], "gx", "alert-firing", "gpu-xid GPU0 Xid 79",
+    h.event(when["xid"], name, "alert-firing", "gpu-xid GPU0 Xid 79",
             "GPU0 on gx reported Xid 79 (at 05:00:00): GPU has fallen off the bus (reboot the host)")
-    h.event(when["xid"], "gx", "alert-firing", "gpu-xid GPU1 Xid 13", "GPU1 on gx reported Xid 13")
+    h.event(when["xid"], name, "alert-firing", "gpu-xid GPU1 Xid 13", "GPU1 on gx reported Xid 13")
     h.event(when["xid"] + 60, "other", "alert-firing", "host-down other", "another host's event")
     h.close()
     return when
@@ -90,3 +90,39 @@ def test_the_other_figures_and_what_is_refused():
         assert out.returncode == 2 and "--plot and --gpu N go together" in out.stderr
     out = _cli("gx", "--gpu", "x", "--plot")
     assert out.returncode == 2 and "is not a GPU index" in out.stderr
+
+
+async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other_figures():
+    """In the dashboard: `6`, then `c` picks the host's first card and the view is its incident
+    plot with the events listed; `f` its temperature; `c` again the next card, then back to
+    the sparklines."""
+    from test_tui_views import feed, fixture_app
+
+    _incident(time.time(), name="gx10")
+    app = fixture_app()
+    async with app.run_test(size=(140, 44)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("6")
+        await pilot.pause()
+
+        def shown_text() -> str:
+            return str(app.screen.query_one("#history-chart").content)
+
+        await pilot.press("c")
+        await pilot.pause()
+        text = shown_text()
+        assert text.startswith("gx10 GPU0 memory, the last 1d00h"), text[:200]
+        rows = [line for line in text.splitlines() if "┤" in line or "│" in line]
+        assert len(rows) >= 44 - 16 - 1   # full height: the screen less its header, axis and events
+        assert "seat restart" in text and "Xid 79" in text and "Xid 13" not in text
+        await pilot.press("f")   # utilisation
+        await pilot.press("f")   # temperature
+        await pilot.pause()
+        assert shown_text().startswith("gx10 GPU0 temperature") and "peak 61°C" in shown_text()
+        await pilot.press("c")
+        await pilot.pause()
+        assert shown_text().startswith("gx10 GPU1 temperature") and "Xid 79" not in shown_text()
+        await pilot.press("c")
+        await pilot.pause()
+        table = app.screen.query_one("#history-chart").content
+        assert "gx10: the last 1d00h" in str(table.title)   # the sparklines again

@@ -51,7 +51,7 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
     height = max(4, height)
     fmt = UNITS[inc.figure]
     width = inc.width or 1
-    window = inc.step * width
+    window = inc.until - inc.since
     top = _top(inc)
     out = Text()
     head = title or f"{inc.host} GPU{inc.gpu} {inc.figure}, the last {human_duration(window)}"
@@ -77,8 +77,9 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
         out.append("".join(row), style="cyan")
         out.append("\n")
     out.append(" " * AXIS_W + " └" + "─" * width + "\n", style="dim")
-    start, end = _clock(inc.since, window), _clock(inc.since + window, window)
-    mid = _clock(inc.since + window / 2, window)
+    drawn = inc.step * width   # the columns' own span: a column is `step` seconds from `since`
+    start, end = _clock(inc.since, window), _clock(inc.since + drawn, window)
+    mid = _clock(inc.since + drawn / 2, window)
     ticks = [" "] * width
     for pos, s in ((0, start), (max(0, width // 2 - len(mid) // 2), mid), (max(0, width - len(end)), end)):
         if all(c == " " for c in ticks[pos:pos + len(s)]) and pos + len(s) <= width:

@@ -56,6 +56,7 @@ class Incident:
     series: str          # the history's series name, "<index>:<uuid>"
     figure: str
     since: float
+    until: float
     step: int            # seconds a cell
     line: Line | None    # None: nothing recorded of this figure in the window
     events: tuple[Event, ...] = ()
@@ -118,7 +119,7 @@ def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: f
     events += [ev for ev in (_audit_event(r, host, since, until) for r in audit if isinstance(r, dict)) if ev]
     answered = data.get("host", {}).get("", (None, None))[0]
     down = tuple(i for i, v in enumerate(answered.cells) if v is not None and v == 0) if answered else ()
-    return Incident(host=host, gpu=gpu, series=name, figure=figure, since=since, step=step, line=line,
+    return Incident(host=host, gpu=gpu, series=name, figure=figure, since=since, until=until, step=step, line=line,
                     events=tuple(sorted(events, key=lambda ev: ev.t)), down=down)
 
 
