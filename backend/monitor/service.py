@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import Fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
@@ -49,6 +48,7 @@ from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.history import History, history_path, sql_text
+from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.outbox import Journal, outbox_path
 from fleetdeck.backend.monitor.seats import (
     SeatCheck,
@@ -139,11 +139,8 @@ class Monitor:
         self._saved: bytes | None = None
         #: bytes written to alerts.json by this monitor (benchmarks)
         self.bytes_saved = 0
-        #: launches the audit log holds and the outcomes already recorded, by (host, run path):
-        #: the time of the newest of each (re-read when the log changes)
-        self._audit_key: tuple[int, int] | None = None
-        self._launched: dict[tuple[str, str], tuple[int, float]] = {}
-        self._outcome: dict[tuple[str, str], float] = {}
+        #: each launched run's end, audited once (deliver role only)
+        self.outcomes = LaunchOutcomes()
         deliver = role == "deliver"
         saved, said = st.read_doc(engine_path(), move=deliver)
         self.engine = engine if engine is not None else AlertEngine(self.config)
@@ -278,7 +275,7 @@ class Monitor:
             return self.judge(snap, checks)
         self._history("record", snap)
         if self.role == "deliver":
-            self._launch_outcomes(snap)
+            self.outcomes.record(snap, self.warn)
         transitions = self.judge(snap, checks)
         if self.deliverer is not None:
             self.deliverer.enqueue(transitions)
@@ -299,49 +296,6 @@ class Monitor:
             self.history.warnings.clear()
         self.polls += 1
         return transitions
-
-    def _launch_outcomes(self, snap: FleetSnapshot) -> None:
-        """The audit log gets each launched run's end once: `launch-outcome` with the state the
-        host shows (finished, failed, cancelled) and its reason, for every run a `launch` record
-        names that ended after its newest launch. Only the deliverer writes it (one per state
-        folder), so the dashboard beside a `watch` never records it twice."""
-
-        try:
-            st = audit.audit_path().stat()
-        except OSError:
-            return
-        if (st.st_mtime_ns, st.st_size) != self._audit_key:
-            self._audit_key = (st.st_mtime_ns, st.st_size)
-            launched: dict[tuple[str, str], tuple[int, float]] = {}
-            outcome: dict[tuple[str, str], float] = {}
-            # by their order in the log (a clock can step back); the launch's time for its grace
-            for i, r in enumerate(audit.read_audit()):
-                key = (str(r.get("host")), str(r.get("run")))
-                if r.get("action") == "launch" and r.get("result") in ("started", "queued"):
-                    ts = r.get("ts") if isinstance(r.get("ts"), int | float) else 0.0
-                    launched[key] = (i, float(ts))
-                elif r.get("action") == "launch-outcome":
-                    outcome[key] = float(i)
-            self._launched, self._outcome = launched, outcome
-        for h in snap.hosts:
-            if not h.reachable:
-                continue
-            for r in h.runs:
-                key = (h.name, r.path)
-                if r.state not in ("finished", "failed", "cancelled") or key not in self._launched:
-                    continue
-                at, ts = self._launched[key]
-                if self._outcome.get(key, -1.0) > at:
-                    continue
-                if (r.last_update or 0.0) < ts and (h.time or time.time()) - ts < 60:
-                    continue   # a run just launched again (a resume) still shows how it ended before
-                try:
-                    audit.audit("launch-outcome", h.name, r.state, run=r.path, name=r.name, reason=r.reason,
-                                step=r.step, max_steps=r.max_steps, adapter=r.adapter)
-                except OSError as e:
-                    self.warn(f"a launch's outcome could not be audited: {shown(str(e))}")
-                    return
-                self._outcome[key] = float("inf")   # recorded: its place in the log is read next time
 
     def judge(self, snap: FleetSnapshot, checks: dict[str, SeatCheck]) -> list[Alert]:
         """The rules on `snap`. A host whose data makes a rule fail is judged on its last good
