@@ -166,13 +166,13 @@ class AlertmanagerSink:
         if resolved:
             self.save()
 
-    def batch(self, t: Target, now: float) -> list[tuple[list[str], list[dict[str, Any]]]]:
-        """What `t` is to be sent, in requests of at most BATCH alerts: (the resolve keys in
-        it, the alerts). Resolves go first, so an alert that resolved and fired again ends
+    def batch(self, t: Target, now: float) -> list[tuple[list[tuple[str, Any]], list[dict[str, Any]]]]:
+        """What `t` is to be sent, in requests of at most BATCH alerts: (the resolves in it, by
+        key, the alerts). Resolves go first, so an alert that resolved and fired again ends
         in the firing state."""
         docs: list[tuple[str | None, dict[str, Any]]] = [(k, d) for k, d in t.resolves.items()]
         docs += [(None, am_alert(a, a.since, None, now)) for a in self.firing.values()]
-        return [([k for k, _ in docs[i:i + BATCH] if k is not None], [d for _, d in docs[i:i + BATCH]])
+        return [([(k, d) for k, d in docs[i:i + BATCH] if k is not None], [d for _, d in docs[i:i + BATCH]])
                 for i in range(0, len(docs), BATCH)]
 
     def due(self, t: Target, now: float) -> float | None:
@@ -219,9 +219,9 @@ class AlertmanagerSink:
     async def _post(self, t: Target) -> bool:
         now = time.time()
         t.dirty = False
-        taken: list[str] = []
+        taken: list[tuple[str, Any]] = []
         problem = None
-        for keys, docs in self.batch(t, now) or [([], [])]:
+        for sent, docs in self.batch(t, now) or [([], [])]:
             body = json.dumps(docs, ensure_ascii=False, allow_nan=False).encode("utf-8")
             status, said = await post_json(t.endpoint, body, self.timeout)
             if status == 400:   # it kept the valid ones (its API does): sending them again changes nothing
@@ -229,9 +229,10 @@ class AlertmanagerSink:
             elif not 200 <= status < 300:
                 problem = said
                 break
-            taken += keys
-        for k in taken:
-            t.resolves.pop(k, None)
+            taken += sent
+        for k, doc in taken:
+            if t.resolves.get(k) is doc:   # not one that resolved again while this was in flight
+                del t.resolves[k]
         if taken:
             self.save()
         if problem is not None:
