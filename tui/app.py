@@ -33,6 +33,9 @@ from fleetdeck.tui.screens.runs import RunsScreen
 from fleetdeck.tui.screens.schedules import SchedulesScreen
 from fleetdeck.tui.widgets.guard import GuardedPump
 
+#: how many views `esc` can go back through
+HISTORY = 50
+
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
 
@@ -72,7 +75,9 @@ class FleetdeckApp(GuardedPump, App):
         Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("q", "quit", "Quit", tooltip="quit"),
         Binding("escape", "back", "Back", show=False,
-                tooltip="back: close the Host view, else go to the Fleet view"),
+                tooltip="back the way you came: the view before this one (at the first: Fleet)"),
+        Binding("colon", "command_line", "Command", show=False,
+                tooltip="command line: a view and a host by name (:runs h2, :host gx10, :q); tab completes"),
     ]
 
     def __init__(self, fleet: Fleet, source: Source | None = None, *, autopoll: bool = True,
@@ -99,11 +104,25 @@ class FleetdeckApp(GuardedPump, App):
         self._links: dict[str, HostLink] = {}
         #: set once mounted: from then on an error in a handler opens the error window
         self.guard_errors = False
+        from fleetdeck.tui import settings
+        #: the remembered sort, filter and theme ($XDG_CONFIG_HOME/fleetdeck/settings.toml)
+        self.settings = settings.load()
+        #: the views `esc` goes back through, the latest last
+        self._history: list[str] = []
         n = len(fleet.hosts)
         self.sub_title = f"{n} host{'' if n == 1 else 's'} from {fleet.source}"
 
     # -- polling: one exclusive worker, the next poll scheduled when one ends ---------------
     def on_mount(self) -> None:
+        if self.settings.problem is not None:
+            self.notify(said(f"{self.settings.problem}. Using the defaults; choices are not saved until the file is "
+                             "fixed or removed."), title="Settings", severity="warning", timeout=12, markup=False)
+        elif self.settings.theme is not None:
+            if self.settings.theme in self.available_themes:
+                self.theme = self.settings.theme
+            else:
+                self.notify(said(f"{self.settings.path}: no theme named {self.settings.theme!r}; using the default."),
+                            title="Settings", severity="warning", markup=False)
         self.set_interval(1.0, self._tick)
         if self.autopoll:
             self.poll_fleet()
@@ -226,10 +245,18 @@ class FleetdeckApp(GuardedPump, App):
     def action_view(self, mode: str) -> None:
         """Switch to one of the top-level views (from the Host view, its own key closes it)."""
         if self.current_mode != mode:
+            self._history = (self._history + [self.current_mode])[-HISTORY:]
             self.switch_mode(mode)
         elif isinstance(self.screen, HostScreen):
             self.pop_screen()
         self.refresh_bindings()
+
+    def view_name(self, screen: Screen) -> str:
+        """The name a view's remembered choices are saved under (its mode, or `host`)."""
+        for name, cls in self.MODES.items():
+            if type(screen) is cls:
+                return name
+        return type(screen).__name__.removesuffix("Screen").casefold()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The view on screen leaves its own key out of the footer (pressing it does nothing),
@@ -244,20 +271,70 @@ class FleetdeckApp(GuardedPump, App):
         self.push_screen(HostScreen(name))
 
     def action_back(self) -> None:
-        """Esc: close the Host view or go home to the Fleet view."""
+        """Esc: close the Host view, else go back to the view before this one (Runs -> Alerts
+        -> esc is Runs again), at the first one to the Fleet view."""
         if isinstance(self.screen, HostScreen):
             self.pop_screen()
-        elif self.current_mode != "fleet" and isinstance(self.screen, ViewScreen):
-            self.switch_mode("fleet")
+        elif isinstance(self.screen, ViewScreen):
+            while self._history and self._history[-1] == self.current_mode:
+                self._history.pop()
+            if self._history:
+                self.switch_mode(self._history.pop())
+            elif self.current_mode != "fleet":
+                self.switch_mode("fleet")
         self.refresh_bindings()
+
+    def action_command_line(self) -> None:
+        """Open the `:` command line."""
+        from fleetdeck.tui.widgets.command_line import CommandLine
+
+        if not isinstance(self.screen, CommandLine):
+            self.push_screen(CommandLine(self.state.host_names), self.run_command)
+
+    def run_command(self, cmd: Any) -> None:
+        """Go where a command line named: a view (for one host, where the view takes one), a
+        Host view, help or quit."""
+        if cmd is None:
+            return
+        if cmd.view == "quit":
+            self.exit()
+            return
+        if cmd.view == "help":
+            self.action_help()
+            return
+        if cmd.view == "host" or (cmd.view == "fleet" and cmd.host):
+            if isinstance(self.screen, HostScreen):
+                self.pop_screen()
+            self.open_host(cmd.host)
+            return
+        if isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        self.action_view(cmd.view)
+
+        def scope() -> None:
+            screen = self.screen
+            if hasattr(screen, "scope_host"):
+                screen.scope_host(cmd.host)
+            elif cmd.host:
+                self.notify(f"The {cmd.view.capitalize()} view shows every host; :host {cmd.host} opens one.",
+                            title="Command", severity="warning", markup=False)
+        self.call_after_refresh(scope)
 
     def action_poll_now(self) -> None:
         """Poll at once instead of waiting for the interval."""
         self.poll_fleet()
 
     def action_toggle_theme(self) -> None:
-        """Switch between the light and dark themes."""
+        """Switch between the light and dark themes (remembered in settings.toml)."""
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def watch_theme(self, theme: str) -> None:
+        # the palette's theme picker too: whichever way it changed, it is remembered
+        if getattr(self, "guard_errors", False):
+            try:
+                self.settings.set_theme(theme)
+            except OSError as e:
+                self.notify(f"Settings not saved: {e}", title="Settings", severity="warning", markup=False)
 
     def action_help(self) -> None:
         """Show every key."""

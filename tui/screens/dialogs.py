@@ -35,8 +35,12 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     focus = [Binding(b.key, b.action, b.description, tooltip={
         "tab": "next table or field", "shift+tab": "previous table or field"}.get(b.key, b.description))
         for b in own(Screen.BINDINGS) if b.key in ("tab", "shift+tab")]
+    from fleetdeck.tui.widgets.log_pane import LogPane
+
     table_keys = own(NavTable.BINDINGS) + own(KeyedTable.BINDINGS) + [
-        b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")]
+        b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")] + [
+        Binding("shift+letter", "sort_on", "Sort by", tooltip="Runs, Schedules: sort by the column whose letter is "
+                "underlined in its header (again: the other way); a click on a header does the same")]
     modal_keys = own(TypedConfirmModal.BINDINGS) + [
         Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
     return [
@@ -45,6 +49,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
         ("Fleet view", own(FleetScreen.BINDINGS)),
         ("Host view", own(HostScreen.BINDINGS)),
         ("Runs view", own(RunsScreen.BINDINGS) + own(CheckpointTable.BINDINGS)),
+        ("train.log pane (Runs view; tab moves into it)", own(LogPane.BINDINGS)),
         ("Schedules view", own(SchedulesScreen.BINDINGS)),
         ("History view", own(HistoryScreen.BINDINGS)),
         ("Alerts view", own(AlertsScreen.BINDINGS)),
@@ -55,7 +60,8 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
 def key_label(key: str) -> str:
     """A binding's key as printed on the keyboard ('question_mark' -> '?')."""
     names = {"question_mark": "?", "escape": "esc", "pageup": "PgUp", "pagedown": "PgDn",
-             "home": "Home", "end": "End", "up": "↑", "down": "↓"}
+             "home": "Home", "end": "End", "up": "↑", "down": "↓", "slash": "/", "colon": ":",
+             "space": "space", "N": "N (shift+n)", "E": "E (shift+e)", "G": "G (shift+g)"}
     return " ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
@@ -74,17 +80,24 @@ def help_text() -> Text:
 class HelpScreen(Modal):
     """Every key of the dashboard."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
+                Binding("j", "scroll('down')", "Down", show=False),
+                Binding("k", "scroll('up')", "Up", show=False)]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help"):
-            yield Label("Keys  (↑ ↓ PgUp PgDn scroll, esc closes)", classes="title")
+            yield Label("Keys  (j k ↑ ↓ PgUp PgDn scroll, esc closes)", classes="title")
             with VerticalScroll(id="help-body"):
                 yield Static(help_text())
             yield Button("Close", id="close", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()
+
+    def action_scroll(self, way: str) -> None:
+        """j / k: one line down or up, as the arrows do."""
+        body = self.query_one("#help-body", VerticalScroll)
+        (body.scroll_down if way == "down" else body.scroll_up)(animate=False)
 
     def on_button_pressed(self) -> None:
         self.dismiss()

@@ -118,6 +118,8 @@ class RunsScreen(ViewScreen):
                 tooltip="follow train.log live, as tail -f (f again stops)"),
         Binding("r", "resume", "Resume", show=False,
                 tooltip="resume a failed, cancelled or stalled run from its newest checkpoint"),
+        Binding("d", "describe", "Describe", show=False,
+                tooltip="describe: the run's row, its run.json and newest trainer_state.json, escaped (y copies)"),
     ]
 
     def __init__(self) -> None:
@@ -131,7 +133,7 @@ class RunsScreen(ViewScreen):
         self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table")
+        yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table", column_sort=True)
         with VerticalScroll(id="run-detail", can_focus=False):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
@@ -173,6 +175,8 @@ class RunsScreen(ViewScreen):
         # every run's key, in order; a row's cells are made when it is drawn (or filtered,
         # sorted, read): 3,000 runs, a screenful on screen
         runs = self.state.runs
+        if self.host_scope is not None:
+            runs = [r for r in runs if r.host == self.host_scope]
         w = self._widths
         # the columns' short labels change only when the hosts, the names or the widths do (a
         # poll mostly moves steps and losses): escaping and shortening 3,000 names each poll was
@@ -202,9 +206,22 @@ class RunsScreen(ViewScreen):
             self.table.sync_lazy(list(by_key), make)
             self.show_run()
 
+    #: the one host shown (`:runs HOST`), or None for every host
+    host_scope: str | None = None
+
+    def scope_host(self, host: str | None) -> None:
+        """Show the runs of `host` alone (None: every host's)."""
+        self.host_scope = host
+        self.sub_title = f"runs on {host} only (:runs shows every host)" if host else None
+        self.refresh_view()
+
     def on_data_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         if event.data_table.id == "runs-table":
             self.show_run(browsing=True)
+
+    def on_keyed_table_choice_changed(self, event: KeyedTable.ChoiceChanged) -> None:
+        if event.table.id == "runs-table":
+            self.show_run()   # a filter that lets no row through moves no cursor
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         if event.data_table.id == "runs-table":
@@ -220,7 +237,15 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            show_text(title, self.no_runs_text())
+            table = self.table
+            if table.filter_text and table.total_rows:
+                n = table.total_rows
+                show_text(title, Text(f"The filter {table.filter_text!r} matched 0 of {n} run{'' if n == 1 else 's'} "
+                                      "(/ changes it, esc clears it).", style="dim"))
+            elif self.host_scope is not None:
+                show_text(title, Text(f"No runs on {self.host_scope} (:runs shows every host).", style="dim"))
+            else:
+                show_text(title, self.no_runs_text())
             show_text(self.query_one("#run-trend", Static), "")
             self.query_one("#run-chart", LossChart).show((), ())
             self.show_log("")
@@ -389,6 +414,14 @@ class RunsScreen(ViewScreen):
         """Read the log again."""
         if (r := self.selected) is not None:
             self.load_log(r)
+
+    def action_describe(self) -> None:
+        """The raw source behind the highlighted run."""
+        if (r := self.selected) is None:
+            self.notify("No run selected.", severity="warning", markup=False)
+            return
+        from fleetdeck.tui.screens.describe import describe_run
+        self.app.push_screen(describe_run(self.app, r))
 
     def action_purge(self) -> None:
         """Purge the marked checkpoints of the selected run (or the highlighted one)."""

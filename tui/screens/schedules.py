@@ -24,9 +24,10 @@ def sched_layout(width: int) -> dict[str, int]:
     """The Schedules table's columns for a terminal `width` wide. The command gets what is
     left, so it is always on screen; below 100 columns kind and user go first (the line
     under the table has both)."""
-    # wider terminals: a quarter of the extra room to the reason, the rest to the command
-    w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + max(0, min(width, 200) - 100) // 4, "user": 8,
-         "spec": 12}
+    # wider terminals, up to 250 columns and past: a third of the extra room to the reason, an
+    # eighth to when it runs (a loop's spec is its own command line), the rest to the command
+    extra = max(0, width - 100)
+    w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + extra // 3, "user": 8, "spec": 12 + extra // 8}
     if width < 100:
         w = {"flag": 1, "host": 8, "why": 18, "spec": 12}
     n = len(w) + 1
@@ -63,6 +64,9 @@ class SchedulesScreen(ViewScreen):
         Binding("a", "acknowledge", "Ack",
                 tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)"),
         Binding("x", "remove", "Remove", tooltip="remove it: type its id back to confirm"),
+        Binding("d", "describe", "Describe", show=False,
+                tooltip="describe: the line behind it with its file and line number, a timer's unit, a loop's "
+                "command line, escaped (y copies)"),
         Binding("s", "toggle_system", "System", show=False,
                 tooltip="show the distribution's own entries one by one (folded into one row per host)"),
     ]
@@ -72,7 +76,7 @@ class SchedulesScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible
-        yield KeyedTable(self._columns(sched_layout(self.app.size.width)), id="sched-table")
+        yield KeyedTable(self._columns(sched_layout(self.app.size.width)), id="sched-table", column_sort=True)
         yield Static(id="sched-detail", classes="detail")
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
@@ -111,6 +115,15 @@ class SchedulesScreen(ViewScreen):
             return "This row folds the entries the distribution installed (never stray): s lists them one by one."
         return "No schedule selected."
 
+    #: the one host shown (`:schedules HOST`), or None for every host
+    host_scope: str | None = None
+
+    def scope_host(self, host: str | None) -> None:
+        """Show the schedules of `host` alone (None: every host's)."""
+        self.host_scope = host
+        self.sub_title = f"schedules on {host} only (:schedules shows every host)" if host else None
+        self.refresh_view()
+
     def action_toggle_system(self) -> None:
         """Fold the distribution's entries into one row per host, or list them one by one."""
         self.show_system = not self.show_system
@@ -121,14 +134,16 @@ class SchedulesScreen(ViewScreen):
         # ones), the columns and the fold. The same as last time: nothing to redo (comparing
         # 10,000 schedules costs less than ordering them, and leaves the table untouched)
         state = self.state
-        made_from = (tuple(self._widths.items()), self.show_system,
+        made_from = (tuple(self._widths.items()), self.show_system, self.host_scope,
                      tuple((n, h.schedules) for n in state.host_names if (h := state.shown(n)) is not None))
         if made_from == getattr(self, "_made_from", None):
             return
         self._made_from = made_from
         # the order and the keys cover every schedule; a row's cells are made when it is drawn
         # (or filtered, sorted, read): 10,000 schedules, a screenful on screen
-        every = self.state.schedules
+        every = fleet = self.state.schedules
+        if self.host_scope is not None:
+            every = [x for x in every if x.host == self.host_scope]
         index: list[dict] = []   # twins_index(every), built by the first row that needs it
         hosts = shorten_unique(list(dict.fromkeys(x.host for x in every)), self._widths["host"])
         widths = tuple(self._widths)
@@ -176,7 +191,8 @@ class SchedulesScreen(ViewScreen):
             self._row_cache[ck] = row
             return row
 
-        self._by_key, self._every, self._index = by_key, every, index
+        # the reasons are the fleet's (a duplicate on another host is still one)
+        self._by_key, self._every, self._index = by_key, fleet, index
         with self.app.batch_update():
             self.table.sync_lazy(keys, make)
             self.show_detail()
@@ -191,7 +207,16 @@ class SchedulesScreen(ViewScreen):
                           "files): never stray. s lists them one by one.", style="dim"))
             return
         if s is None:
-            show_text(d, Text("No schedules found on any reachable host.", style="dim"))
+            table = self.table
+            if table.filter_text and table.total_rows:
+                n = table.total_rows
+                show_text(d, Text(f"The filter {table.filter_text!r} matched 0 of {n} row{'' if n == 1 else 's'} "
+                                  "(/ changes it, esc clears it).", style="dim"))
+            elif self.host_scope is not None:
+                show_text(d, Text(f"No schedules found on {self.host_scope} (:schedules shows every host).",
+                                  style="dim"))
+            else:
+                show_text(d, Text("No schedules found on any reachable host.", style="dim"))
             return
         t = Text()
         t.append(shown(s.id), style="bold")
@@ -223,6 +248,18 @@ class SchedulesScreen(ViewScreen):
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
+
+    def on_keyed_table_choice_changed(self) -> None:
+        self.show_detail()   # a filter that lets no row through moves no cursor
+
+    def action_describe(self) -> None:
+        """The raw source behind the highlighted schedule."""
+        s = self.selected
+        if s is None:
+            self.notify(self.nothing_selected(), severity="warning", markup=False)
+            return
+        from fleetdeck.tui.screens.describe import describe_schedule
+        self.app.push_screen(describe_schedule(self.app, s))
 
     def action_acknowledge(self) -> None:
         """Mark the highlighted schedule as known to the operator."""

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
-from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, ColumnKey, Row, RowKey
 
 from fleetdeck.tui.widgets.cell_sort import plain, sort_key
+from fleetdeck.tui.widgets.column_sort import ColumnSort
 from fleetdeck.tui.widgets.table_lines import TableLines, one_line_each
 
 
@@ -31,14 +31,24 @@ class NavTable(DataTable):
     ]
 
 
-class KeyedTable(TableLines, NavTable):
+class KeyedTable(ColumnSort, TableLines, NavTable):
     """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
 
     Rows are added or removed only when the set of keys changes, so the cursor and the scroll
     position survive every refresh. Every such table can be filtered (`/`: the rows whose shown
     text holds the filter, in any case; `esc` clears it) and sorted (`o`: the next column up,
-    then down, then the view's own order); both are named in the screen's title.
+    then down, then the view's own order); both are named in the screen's title. Made with
+    `column_sort=True`, shift and a column's letter (underlined in its header) or a click on the
+    header sorts by that column at once (`column_sort.py`). The filter and the sort are saved
+    per view and table (`tui/settings.py`) when the app keeps settings.
     """
+
+    class ChoiceChanged(Message):
+        """The operator changed the table's filter or sort (the app saves it)."""
+
+        def __init__(self, table: KeyedTable) -> None:
+            super().__init__()
+            self.table = table
 
     BINDINGS = [
         # in the help screen (?), not the footer: the footer keeps q Quit in 80 columns
@@ -50,7 +60,9 @@ class KeyedTable(TableLines, NavTable):
                 tooltip="clear the table's filter (without one: back)"),
     ]
 
-    def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], **kw: Any) -> None:
+    def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], *,
+                 column_sort: bool = False, **kw: Any) -> None:
+        self.column_sort = column_sort
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         #: row keys in display order (DataTable keeps only key -> index)
@@ -92,6 +104,7 @@ class KeyedTable(TableLines, NavTable):
         self._row_lines_cache: LRUCache[tuple, list] = LRUCache(512)
 
     def on_mount(self) -> None:
+        self._restore_choice()
         self._add_columns()
 
     def set_columns(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]]) -> bool:
@@ -106,10 +119,16 @@ class KeyedTable(TableLines, NavTable):
         new = list(columns)
         if new == self._spec:
             return False
+        if self.sort_by is not None:
+            # the sort follows its column's key, not its place (a narrow terminal drops some)
+            old = self._spec[self.sort_by[0]][0] if self.sort_by[0] < len(self._spec) else None
+            keys = [c[0] for c in new]
+            self.sort_by = (keys.index(old), self.sort_by[1]) if old in keys else None
         if [c[0] for c in new] == [c[0] for c in self._spec]:
-            for spec in new:
+            self._spec = new
+            for spec, label in zip(new, self.column_labels(), strict=True):
                 col = self.columns[ColumnKey(spec[0])]
-                col.label = Text.from_markup(spec[1]) if isinstance(spec[1], str) else spec[1]
+                col.label = Text.from_markup(label) if isinstance(label, str) else label
                 if len(spec) > 2 and spec[2] is not None:
                     col.width, col.auto_width = spec[2], False
                 else:
@@ -126,8 +145,8 @@ class KeyedTable(TableLines, NavTable):
         return True
 
     def _add_columns(self) -> None:
-        for spec in self._spec:
-            key, label = spec[0], spec[1]
+        for spec, label in zip(self._spec, self.column_labels(), strict=True):
+            key = spec[0]
             width = spec[2] if len(spec) > 2 else None
             self.add_column(label, key=key, width=width)
 
@@ -135,6 +154,11 @@ class KeyedTable(TableLines, NavTable):
     def keys(self) -> list[str]:
         """Row keys in display order."""
         return list(self._order)
+
+    @property
+    def total_rows(self) -> int:
+        """How many rows the table was given, before its filter."""
+        return len(self._lazy[0]) if self._lazy is not None else len(self._all_rows)
 
     @property
     def current_key(self) -> str | None:
@@ -145,52 +169,6 @@ class KeyedTable(TableLines, NavTable):
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         except Exception:
             return None
-
-    # -- filter and sort -----------------------------------------------------------------------
-    def describe(self) -> str:
-        """The filter and sort in words, for the title ('' when neither is set)."""
-        parts = []
-        if self.filter_text:
-            parts.append(f"filter {self.filter_text!r} ({len(self._view_keys)} of {len(self._all_rows)})")
-        if self.sort_by is not None and self.sort_by[0] < len(self._spec):
-            label = self._spec[self.sort_by[0]][1]
-            label = label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
-            parts.append(f"sorted by {label} {'↓' if self.sort_by[1] else '↑'}")
-        return " · ".join(parts)
-
-    def set_filter(self, text: str) -> None:
-        """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
-        self.filter_text = text
-        self._reapply()
-
-    def action_filter(self) -> None:
-        from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
-
-        self.app.push_screen(FilterPrompt(self))
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # without a filter, esc is not this table's: the screen's esc (back, close) shows in
-        # the footer and runs, as before
-        if action == "clear_filter" and not self.filter_text:
-            return False
-        return super().check_action(action, parameters)
-
-    def action_clear_filter(self) -> None:
-        if not self.filter_text:
-            raise SkipAction()
-        self.set_filter("")
-
-    def action_cycle_sort(self) -> None:
-        n = len(self._spec)
-        if self.sort_by is None:
-            self.sort_by = (0, False)
-        elif not self.sort_by[1]:
-            self.sort_by = (self.sort_by[0], True)
-        elif self.sort_by[0] + 1 < n:
-            self.sort_by = (self.sort_by[0] + 1, False)
-        else:
-            self.sort_by = None
-        self._reapply()
 
     def _reapply(self) -> None:
         if self._lazy is not None:

@@ -1,0 +1,68 @@
+"""Sort in one key: shift and a column's letter (underlined in its header), or a click on the
+header, sorts the Runs and Schedules tables by that column; again turns the direction."""
+
+from __future__ import annotations
+
+from test_tui_views import cell_text, feed, fixture_app
+
+from fleetdeck.tui.widgets.column_sort import sort_letters
+
+
+def test_every_column_gets_its_own_letter_from_its_label():
+    assert sort_letters(["Host", "Run", "State", "Progress", "s/step", "ETA", "Loss", "Eval"]) == \
+        ["H", "R", "S", "P", "T", "E", "L", "V"]
+    assert sort_letters([" ", "Host", "Kind"]) == [None, "H", "K"]
+
+
+async def test_shift_letter_and_a_header_click_sort_by_that_column_and_the_header_shows_it():
+    app = fixture_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("3")
+        table = app.screen.table
+        table.focus()
+        keys = list(table._spec)
+        header = table.columns[next(c for c in table.columns if c.value == "host")].label
+        assert header.plain == "Host" and any("underline" in str(s.style) for s in header.spans)
+        await pilot.press("H")
+        await pilot.pause()
+        hosts = [cell_text(table, k, "host") for k in table.keys]
+        assert hosts == sorted(hosts) and table.sort_by == ([k[0] for k in keys].index("host"), False)
+        assert "sorted by Host ↑" in app.screen.title
+        assert table.columns[next(c for c in table.columns if c.value == "host")].label.plain == "Host▲"
+        await pilot.press("H")
+        await pilot.pause()
+        assert [cell_text(table, k, "host") for k in table.keys] == sorted(hosts, reverse=True)
+        assert "sorted by Host ↓" in app.screen.title
+        # a click on the Kind header
+        kind = [k[0] for k in keys].index("kind")
+        x = sum(table.columns[c].get_render_width(table) for c in list(table.columns)[:kind]) + 2
+        await pilot.click(table, offset=(x, 0))
+        await pilot.pause()
+        assert table.sort_by == (kind, False), table.sort_by
+        assert "sorted by Kind ↑" in app.screen.title
+        # the Runs view too
+        await pilot.press("2")
+        runs = app.screen.table
+        runs.focus()
+        await pilot.press("E")
+        await pilot.pause()
+        assert "sorted by ETA ↑" in app.screen.title
+
+
+def test_the_free_columns_take_the_width_left_at_every_size_from_80_to_250():
+    from fleetdeck.tui.screens.runs import run_layout
+    from fleetdeck.tui.screens.schedules import sched_layout
+
+    last = None
+    for width in range(80, 251):
+        w = sched_layout(width)
+        # two cells of padding per column and the scrollbar: what is left is the command's
+        assert sum(w.values()) + 2 * len(w) + 2 == width, (width, w)
+        if last is not None and "kind" in w and "kind" in last:
+            assert w["cmd"] >= last["cmd"] - 1 and w["why"] >= last["why"]
+        last = w
+        assert sum(run_layout(width).values()) + 2 * len(run_layout(width)) + 4 <= width
+    assert sched_layout(250)["why"] > sched_layout(200)["why"] > sched_layout(120)["why"]
+    assert sched_layout(250)["spec"] > sched_layout(120)["spec"]
+    assert sched_layout(250)["cmd"] > sched_layout(200)["cmd"] > sched_layout(120)["cmd"]
