@@ -214,3 +214,19 @@ def test_the_key_is_strict():
                 ["http://a"] * 9):
         with pytest.raises(ConfigError, match="alertmanager"):
             parse_alerts({"alertmanager": bad}, "f")
+
+
+def test_saved_resolves_are_read_strictly(tmp_path):
+    said: list[str] = []
+    path = tmp_path / "alertmanager.json"
+    path.write_text('{"resolves": ' * 100_000)   # nested past any parser's patience
+    AlertmanagerSink(["http://127.0.0.1:9"], warn=said.append, path=path)
+    assert len(said) == 1 and "could not be read" in said[0] and "set aside" in said[0]
+    assert not path.exists() and (tmp_path / "alertmanager.json.bad").exists()
+    good = am_alert(Alert("overfitting", "h", "/r/run-1", "resolved", time.time(), "ok"), time.time() - 60,
+                    time.time(), time.time())
+    path.write_text(json.dumps({"resolves": {"http://127.0.0.1:9": [good, {"labels": 5}, "x", {**good, "more": 1}]}}))
+    said.clear()
+    sink = AlertmanagerSink(["http://127.0.0.1:9"], warn=said.append, path=path)
+    assert list(sink.targets[0].resolves) == ["overfitting|h|/r/run-1"]
+    assert said == [f"{path}: 3 saved resolve(s) were not alerts and were left out"]

@@ -323,7 +323,9 @@ async def post_json(url: str, body: bytes, deadline: float) -> tuple[int, str]:
             return await _post(url, body)
     except TimeoutError:
         return 0, f"no answer within {deadline:g}s"
-    except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError) as e:
+    except asyncio.IncompleteReadError:
+        return 0, "the connection closed before a whole answer came"
+    except (OSError, ValueError, asyncio.LimitOverrunError, ssl.SSLError) as e:
         return 0, shown(str(e) or type(e).__name__)[:300]
 
 
