@@ -11,6 +11,14 @@ four scales). Both renderers draw it at 80x24 and 140x40, and the script prints,
   - how many of the six series are on screen at once, each with its own scale and figures;
   - what a run name holding an escape sequence and Rich markup becomes.
 textual-plotext draws one plot per widget: a series per plot (their scales differ), stacked.
+
+`--incident` compares the incident plot instead (`history HOST --gpu N --plot`, the History
+view's `c`): one card's memory over six hours, full height, with five events on the same time
+axis (a seat OOM-killed, a purge, the host down, an Xid, a run finishing), drawn by today's
+`tui/incident_plot.py` and by plotext itself (`pip install 'plotext>=5.2.8,<6'`: a line plot
+with a vertical line and a text label at each event), at 80x24 and 130x40: the CPU of one
+render (median of --repeat), and what an event text holding an escape sequence becomes (the
+history's sink rule stores it escaped, so neither renderer is handed the raw bytes).
 """
 
 from __future__ import annotations
@@ -121,6 +129,100 @@ async def plotext(data, size: tuple[int, int], repeat: int) -> tuple[float, int,
     return statistics.median(times) * 1000, shown, hostile
 
 
+EVENT_TEXT = "seat vllm:8000 \x1b]52;c;SGVsbG8=\x07[bold]OOM-killed"
+
+
+def incident_night(now: float) -> None:
+    """Six hours of one card at 93,257 MiB with a six-minute dip, and five events."""
+    from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
+    from fleetdeck.backend.monitor.history import History, history_path
+
+    h = History(history_path())
+    start = now - 6 * 3600
+    for i in range(6 * 60):
+        t = start + i * 60
+        used = 600.0 if 120 <= i < 126 else 93257.0
+        h.record(FleetSnapshot(hosts=(HostSnapshot(name="gx10", reachable=True, time=t, gpus=(
+            Gpu(index=0, name="H200", uuid="GPU-0", unified_memory=False, memory_total_mib=143771.0,
+                memory_used_mib=used, utilization_pct=90.0),)),), time=t))
+    for k, (rule, text) in enumerate((("seat-restart vllm:8000", EVENT_TEXT), ("run-finished /r/run-6", "run-6 finished"),
+                                      ("host-down gx10", "gx10 down"), ("gpu-xid GPU0 Xid 79", "Xid 79"),
+                                      ("run-failed /r/run-7", "run-7 failed"))):
+        h.event(start + (2 + k * 0.8) * 3600, "gx10", "alert-firing", rule, text)
+    h.close()
+
+
+def incident_ours(size: tuple[int, int], repeat: int) -> tuple[float, str]:
+    from rich.console import Console
+
+    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.incident import incident
+    from fleetdeck.tui.incident_plot import incident_plot
+
+    now = time.time()
+    h = History(history_path())
+    try:   # the timeline is the database's work, read once: what is timed is the render
+        inc = incident(h, "gx10", 0, "memory", now - 6 * 3600, now, size[0] - 12)
+    finally:
+        h.close()
+    rows = max(4, size[1] - 4 - 2 - len(inc.events) - 1)   # the title, axis, ticks, lane and legend below it
+    times, text = [], ""
+    for _ in range(repeat):
+        c0 = time.process_time()
+        buf = io.StringIO()
+        Console(file=buf, width=size[0], color_system="truecolor", soft_wrap=True).print(incident_plot(inc, rows))
+        times.append(time.process_time() - c0)
+        text = buf.getvalue()
+    return statistics.median(times) * 1000, text
+
+
+def incident_plotext(size: tuple[int, int], repeat: int) -> tuple[float, str]:
+    import plotext as plt
+
+    from fleetdeck.backend.monitor.history import History, history_path
+
+    now = time.time()
+    h = History(history_path())
+    try:
+        pts = h.series("gx10", "gpu", now - 6 * 3600)["0:GPU-0"]
+        events = [e for e in h.events(now - 6 * 3600) if e["host"] == "gx10"]
+    finally:
+        h.close()
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    times, text = [], ""
+    for _ in range(repeat):
+        c0 = time.process_time()
+        plt.clear_figure()
+        plt.plotsize(size[0], size[1])
+        plt.title("gx10 GPU0 memory MiB, the last 6h")
+        plt.plot(xs, ys)
+        for e in events:
+            plt.vline(e["t"], "red")
+            plt.text(e["text"], e["t"], max(ys) * 0.9)
+        text = plt.build()
+        times.append(time.process_time() - c0)
+    return statistics.median(times) * 1000, text
+
+
+def incident_main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["XDG_STATE_HOME"] = d
+        incident_night(time.time())
+        for size in ((80, 24), (130, 40)):
+            ms, text = incident_ours(size, args.repeat)
+            print(f"{size[0]}x{size[1]} today's incident plot: {ms:.2f} ms CPU a render")
+            try:
+                pms, ptext = incident_plotext(size, args.repeat)
+            except ImportError:
+                print("  plotext is not installed: pip install 'plotext>=5.2.8,<6'")
+                return
+            print(f"{size[0]}x{size[1]} plotext: {pms:.2f} ms CPU a render ({pms / ms:.1f}x today's)")
+        # the history stores an event's text through its sink rule (sql_text): both are handed it escaped
+        line = next((x for x in text.splitlines() if "seat restart" in x), "")
+        print("event text in today's plot:", repr(line.split("seat restart", 1)[-1].strip()[:60]),
+              "| raw ESC in today's:", "\x1b]52" in text, "| in plotext's:", "\x1b]52" in ptext)
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as d:
         os.environ["XDG_STATE_HOME"] = d
@@ -148,4 +250,9 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
-    asyncio.run(main(ap.parse_args()))
+    ap.add_argument("--incident", action="store_true", help="compare the incident plot instead")
+    a = ap.parse_args()
+    if a.incident:
+        incident_main(a)
+    else:
+        asyncio.run(main(a))
