@@ -10,7 +10,7 @@ import sys
 import time
 
 from fleetdeck.backend.actions.audit import audit
-from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
+from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot, Run
 from fleetdeck.backend.monitor.history import History, history_path
 
 
@@ -36,7 +36,9 @@ def _incident(now: float, name: str = "gx") -> dict[str, float]:
             cards = tuple(Gpu(index=k, name="NVIDIA H200", uuid=f"GPU-{k}", unified_memory=False,
                               memory_total_mib=143771.0, memory_used_mib=600.0 if dip and k == 0 else 93257.0,
                               utilization_pct=90.0, temperature_c=61, power_w=600.0) for k in (0, 1))
-            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards)
+            runs = (Run(host=name, path="/runs/run-8", name="run-8", state="running", step=i, loss=2.0),) \
+                if t >= when["xid"] + 1800 else ()   # a run starts half an hour after the Xid
+            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards, runs=runs)
         h.record(FleetSnapshot(hosts=(host,), time=t))
     h.event(when["restart"] + 5, name, "alert-firing", "seat-restart vllm:8000",
             "seat vllm:8000 was OOM-killed and restarted (restarts 3)")
@@ -65,12 +67,14 @@ def test_the_plot_draws_the_card_and_its_events_on_one_axis():
     assert top.count("█") >= 60 and top.count(" ") >= 1, top
     lane = next(line for line in lines if line.lstrip().startswith("events"))
     marks = lane.split("events", 1)[1].strip()
-    assert "×" in marks and "1" in marks and "2" in marks and "3" in marks
-    # the lane's marks come in time order: the restart, the host down, the Xid, then the purge now
-    assert marks.index("1") < marks.index("×") < marks.index("2") < marks.index("3")
+    assert "×" in marks and all(m in marks for m in "1234")
+    # the lane's marks come in time order: the restart, the host down, the Xid, the run starting,
+    # then the purge now
+    assert marks.index("1") < marks.index("×") < marks.index("2") < marks.index("3") < marks.index("4")
     legend = "\n".join(lines)
     assert "seat restart  seat vllm:8000 was OOM-killed and restarted (restarts 3)" in legend
     assert "Xid 79  GPU0 on gx reported Xid 79" in legend and "GPU has fallen off the bus" in legend
+    assert "run started  /runs/run-8" in legend
     assert "purge  purge done: /runs/old-\\x1b[2J" in legend and "\x1b" not in out.stdout
     assert "Xid 13" not in legend and "another host" not in legend
     assert "× the host answered none of its polls" in legend

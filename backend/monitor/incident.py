@@ -11,6 +11,7 @@ history folds them (memory and temperature by their peak, utilisation and power 
   and of this card's (`GPU<n>` subjects: Xid errors, throttling, heat, ECC, headroom);
 - seat checks that failed (`seat-check` events);
 - the audit log's records for the host (purges, mirrors, launches, stops), by `ts`;
+- runs starting: a run's series (recorded while it runs) that begins inside the window;
 - the cells in which the host answered none of its polls (`down`): a gap in the figure is the
   host not answering, not the card at zero.
 
@@ -117,6 +118,11 @@ def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: f
     events = [ev for ev in (_alert_event(e, gpu) for e in hist.events(since) if e.get("host") == host
                             and since <= e.get("t", 0) <= until) if ev]
     events += [ev for ev in (_audit_event(r, host, since, until) for r in audit if isinstance(r, dict)) if ev]
+    # a run is recorded while it runs: a series that begins inside the window is a run starting
+    for path, pair in data.get("run", {}).items():
+        first = min((x.first_t for x in pair if x is not None), default=None)
+        if first is not None and first >= since + step:
+            events.append(Event(float(first), "run started", path))
     answered = data.get("host", {}).get("", (None, None))[0]
     down = tuple(i for i, v in enumerate(answered.cells) if v is not None and v == 0) if answered else ()
     return Incident(host=host, gpu=gpu, series=name, figure=figure, since=since, until=until, step=step, line=line,
