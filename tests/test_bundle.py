@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HELPERS = [
     "fleetdeck.backend.host.probe.main",
     "fleetdeck.backend.host.purge.main",
-    "fleetdeck.backend.host.mirror",
+    "fleetdeck.backend.host.mirror.main",
     "fleetdeck.backend.host.schedules",
-    "fleetdeck.backend.host.launch",
+    "fleetdeck.backend.host.launch.main",
 ]
 # every other helper: each module of the host wing that answers requests (`serve(...)`)
 HELPERS += [f"fleetdeck.backend.host.{p.stem}" for p in sorted((ROOT / "backend" / "host").glob("*.py"))

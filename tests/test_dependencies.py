@@ -247,7 +247,7 @@ def test_an_undeclared_import_fails_and_each_kind_of_import_is_judged_by_its_ext
 def test_what_runs_on_a_host_imports_only_the_standard_library_and_what_its_payload_carries():
     host = host_modules()
     for must in ("fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.lib.serve",
-                 "fleetdeck.backend.host.launch_runfiles", "fleetdeck.backend.host.launch_supervise",
+                 "fleetdeck.backend.host.launch.runfiles", "fleetdeck.backend.host.launch.supervise",
                  "fleetdeck.backend.host.purge.main", "fleetdeck.backend.host.probe.seats"):
         assert must in host, sorted(host)
     assert not any(n.startswith("fleetdeck.backend.train") or n.startswith("fleetdeck.tui") for n in host)

@@ -17,7 +17,7 @@ from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import preflight, run_values
 from fleetdeck.backend.fleet.config import ConfigError, load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.backend.host import launch_estimate as est
+from fleetdeck.backend.host.launch import estimate as est
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
@@ -390,7 +390,7 @@ def test_host_helper_is_stdlib_python_3_8():
     from fleetdeck.backend.actions.launch import helper_source
 
     sources = [helper_source()]
-    for name in ("launch_estimate.py", "launch.py"):
+    for name in ("estimate.py", "main.py"):
         sources.append((Path(est.__file__).parent / name).read_text())
     for src in sources:
         tree = ast.parse(src, feature_version=(3, 8))

@@ -21,7 +21,7 @@ from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import launch, preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.backend.host import launch_estimate as est
+from fleetdeck.backend.host.launch import estimate as est
 from fleetdeck.cli.main import main
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]

@@ -129,7 +129,7 @@ def test_purge_agrees(runs, tmp_path):
 
 def test_launch_chaining_agrees(runs):
     """A chain waiting on a finished run fires only when the run has a final adapter."""
-    from fleetdeck.backend.host.launch_runfiles import after_status
+    from fleetdeck.backend.host.launch.runfiles import after_status
 
     for name, (run, expected) in runs.items():
         (run / "run.json").write_text(json.dumps({"state": "finished"}))

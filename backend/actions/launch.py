@@ -1,8 +1,8 @@
 """Launch a training run on a host: pre-flight there, then the trainer detached there.
 
 The controller parses RUN.toml (strictly, with the trainer's own parser) and sends its values to
-the launch helper on the host (`host/launch.py`, bundled with `launch_estimate`,
-`launch_runfiles`, `launch_supervise` and the host library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
+the launch helper on the host (`host/launch/main.py`, bundled with `estimate`, `runfiles`,
+`supervise` beside it and the host library), which checks, writes the host's own copy `<output>/RUN.toml`, claims
 `<output>/run.json` (state `queued`) and starts a supervisor in a new session. The supervisor
 starts `<python> -m fleetdeck.backend.train <output>/RUN.toml` (python: the host's `python` from
 the fleet file) at once, or, with `after`, only when that run finished with a final adapter
@@ -38,9 +38,10 @@ from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.fleet.poller import probe_request, probe_source
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.host.launch import main as launch_helper
 from fleetdeck.backend.train.runconfig import config_to_dict, read_run_doc, run_config_from_doc
 
-HELPER = "fleetdeck.backend.host.launch"
+HELPER = launch_helper.__name__
 PATH_KEYS = ("corpus", "output", "tokenizer", "base_model")
 #: after a lost answer: how long a run still `queued` in its run.json (its trainer starting) is
 #: asked about again before it is reported queued

@@ -18,9 +18,10 @@ from fleetdeck.backend.fleet.channel import HelperProcess, ShellOutputError
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.mirror import main as mirror_helper
 
 # the host side, bundled with the host library by HostLink
-HELPER = "fleetdeck.backend.host.mirror"
+HELPER = mirror_helper.__name__
 HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
 # A whole copy may take command_timeout x 2 + its bytes at MIN_RATE + PER_FILE a file (open,
 # fsync, hash); no-progress timeouts catch a stall long before that.
@@ -105,7 +106,7 @@ class _Copy:
     move bytes within the host's `command_timeout` (a stopped reader or writer, a stuck disk
     and a silent connection all end there), and the copy as a whole has a deadline that grows
     with its bytes and its file count. The helpers carry their own no-progress timeout too
-    (`Watchdog` in host/mirror.py), for a controller that stops without closing anything."""
+    (`Watchdog` in host/mirror/common.py), for a controller that stops without closing anything."""
 
     def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None) -> None:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path

@@ -3,7 +3,7 @@
 Each entry is the keyword set of its transformers config (`Qwen3Config` for `ARCHS`, a Qwen3.5
 text config for `HYBRID_ARCHS`). The trainer builds models from it (`backend/train/models.py`);
 the launch helper sizes a run's memory from it on the host, where torch may be missing
-(`backend/host/launch_estimate.py`). Standard library only, Python 3.8.
+(`backend/host/launch/estimate.py`). Standard library only, Python 3.8.
 """
 
 _QWEN3 = dict(vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fleetdeck.backend.host.lib import hashing, procfs
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
-from fleetdeck.backend.host.mirror_common import (
+from fleetdeck.backend.host.mirror.common import (
     CHUNK,
     HDR,
     ChainError,

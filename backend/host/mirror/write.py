@@ -23,7 +23,7 @@ from fleetdeck.backend.host.lib import walk as fdwalk
 from fleetdeck.backend.host.lib.files import write_all
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
-from fleetdeck.backend.host.mirror_common import (
+from fleetdeck.backend.host.mirror.common import (
     DIRFLAGS,
     HDR,
     PARTIAL,

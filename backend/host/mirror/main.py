@@ -22,8 +22,9 @@ answer has the host library's one shape (`{..., "ok": true}` or `{"ok": false, "
 Paths travel as str decoded from the file system's bytes with utf-8/surrogateescape, so any
 name (non-UTF-8 bytes included) goes back to the same bytes.
 
-This module answers the request; `mirror_read` holds `list` and `read`, `mirror_write` holds
-`write` and `abandon`, `mirror_common` what both ends share.
+This module answers the request; beside it in this package, `read` holds `list` and `read`,
+`write` holds `write` and `abandon`, `common` what both ends share. The controller names this
+module (its `__name__`) as the helper it sends.
 """
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
@@ -35,14 +36,14 @@ import signal
 import sys
 
 from fleetdeck.backend.host.lib import serve
-from fleetdeck.backend.host.mirror_common import (
+from fleetdeck.backend.host.mirror.common import (
     say,
 )
-from fleetdeck.backend.host.mirror_read import (
+from fleetdeck.backend.host.mirror.read import (
     op_list,
     op_read,
 )
-from fleetdeck.backend.host.mirror_write import (
+from fleetdeck.backend.host.mirror.write import (
     op_abandon,
     op_write,
 )

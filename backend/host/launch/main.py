@@ -1,6 +1,6 @@
 """The launch helper, run on the training host (stdlib + the host library, Python 3.8+).
 
-Called as `HostLink.run_helper("fleetdeck.backend.host.launch", request)`: one JSON
+Called as `HostLink.run_helper("fleetdeck.backend.host.launch.main", request)`: one JSON
 request with `op` on stdin, one answer on stdout (`host/lib/serve`). Operations:
 
 - `preflight`: every check, nothing changed on the host. The answer is `ok` (the helper
@@ -18,7 +18,8 @@ request with `op` on stdin, one answer on stdout (`host/lib/serve`). Operations:
 
 What a run, a checkpoint and a final adapter are comes from `host/lib/layout`; whether a
 recorded process still runs from `host/lib/procfs.same_process` (pid and start time). The
-estimates (params, LoRA params, GPU memory, disk) live in `launch_estimate`.
+estimates (params, LoRA params, GPU memory, disk) live beside it in `estimate`, the run files in
+`runfiles` and the detached supervisor in `supervise`.
 """
 
 import fcntl
@@ -28,15 +29,15 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.host import launch_estimate as est
-from fleetdeck.backend.host.launch_runfiles import (
+from fleetdeck.backend.host.launch import estimate as est
+from fleetdeck.backend.host.launch.runfiles import (
     after_status,
     read_manifest,
     record_state,
     toml_text,
     write_manifest,
 )
-from fleetdeck.backend.host.launch_supervise import supervise
+from fleetdeck.backend.host.launch.supervise import supervise
 from fleetdeck.backend.host.lib import flags, layout, procfs
 from fleetdeck.backend.host.lib.serve import serve
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.host.launch_estimate import TRAINER_MODULE
-from fleetdeck.backend.host.launch_runfiles import (
+from fleetdeck.backend.host.launch.estimate import TRAINER_MODULE
+from fleetdeck.backend.host.launch.runfiles import (
     after_status,
     log_line,
     read_manifest,
