@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +57,7 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.monitor.alerts import KEEP_RESOLVED
 from fleetdeck.backend.monitor.deliver import Outcome, transition_id
 from fleetdeck.backend.monitor.export import FleetCollector
 from fleetdeck.backend.monitor.history import History
@@ -485,16 +487,17 @@ def live_series(state: Path) -> int:
 
 #: how much a figure may still grow after its warm-up over the accelerated run and stay flat:
 #: (absolute, share of its value at the start of the flat span). RSS and Python's blocks are the
-#: process; alerts.json holds at most 100 resolved alerts; the outbox journal is compacted past
+#: process; alerts.json holds the firing alerts and at most KEEP_RESOLVED resolved ones; the outbox journal is compacted past
 #: four records a live entry (256 at least, some 150 KiB); the history's rows and files are bounded by the
 #: retention once it is full. `rows_series` is left out: a series row is kept for every run ever
 #: seen (see the verdict's note)
 ACCEL_FLAT = {"rss": (6 << 20, 0.0), "py_blocks": (20000, 0.0), "fds": (1, 0.0), "alerts_json": (32 << 10, 0.0),
+              "alerts_firing": (10, 0.0),
               "outbox": (192 << 10, 0.0), "quarantine": (0, 0.0), "history_files": (256 << 10, 0.10),
               "rows_samples": (200, 0.03), "rows_samples_10m": (200, 0.03), "rows_events": (200, 0.10)}
 HISTORY_FIGURES = {"history_files", "rows_samples", "rows_samples_10m", "rows_events"}
 #: figures held at every sample to a bound the design gives (`bound_<figure>` in each sample)
-BOUNDED = ("rows_samples", "rows_samples_10m", "outbox_records")
+BOUNDED = ("rows_samples", "rows_samples_10m", "outbox_records", "alerts_resolved")
 
 
 def accel_verdict(rows: list[dict], retention_days: float) -> dict:
@@ -503,7 +506,8 @@ def accel_verdict(rows: list[dict], retention_days: float) -> dict:
     values) and the least-squares slope per day over all of it; flat when both the growth and
     the slope times the span stay within ACCEL_FLAT. Also, at every sample, each of BOUNDED
     within its bound: the history's rows within what the retention allows for the series it
-    holds, the outbox journal's records within what its compaction allows."""
+    holds, the outbox journal's records within what its compaction allows, the resolved alerts
+    alerts.json keeps within KEEP_RESOLVED."""
     end = rows[-1]["t"]
     out: dict = {"days": round(end / DAY, 2), "retention_days": retention_days, "figures": {}}
     flat = True
@@ -610,6 +614,9 @@ async def accelerated(args: argparse.Namespace) -> int:
           f"{args.days:g} simulated days, retention {args.retention_days:g} days, in {base}", flush=True)
     t_real = time.monotonic()
     cpu0 = time.process_time()
+    traced = None
+    if args.tracemalloc:
+        tracemalloc.start(8)
     for i in range(1, steps + 1):
         clock.now = start + i * args.interval
         snap = await mon.cycle()
@@ -626,6 +633,8 @@ async def accelerated(args: argparse.Namespace) -> int:
         if i % sample_every == 0 or i == steps:
             files = state_figures(state)
             files["history_files"] = files["history_db"] + files["history_wal"]
+            saved = json.loads((state / "fleetdeck" / "alerts.json").read_text() or "{}")
+            files["alerts_firing"], files["alerts_resolved"] = len(saved.get("firing", ())), len(saved.get("resolved", ()))
             series = live_series(state)
             # a day of minute rows (and up to an hour and ten minutes more before the hourly fold);
             # ten-minute rows from the retention's start to a day ago (and two hours more); 10% slack
@@ -635,11 +644,13 @@ async def accelerated(args: argparse.Namespace) -> int:
             row = {"t": round(clock.now - start), **self_figures(), **files, "polls": i,
                    "transitions": len(printed), "warnings": len(warnings), "outbox_live": len(mon.deliverer.pending),
                    "live_series": series, "bound_rows_samples": raw_rows,
-                   "bound_rows_samples_10m": rows_10m, "outbox_records": mon.journal.records if mon.journal else 0,
+                   "bound_rows_samples_10m": rows_10m, "bound_alerts_resolved": KEEP_RESOLVED, "outbox_records": mon.journal.records if mon.journal else 0,
                    # compaction comes after a delivery: the adds of a cycle may wait for one
                    "bound_outbox_records": max(COMPACT_MIN, COMPACT_FACTOR * len(mon.deliverer.pending)) + 64,
                    "real_s": round(time.monotonic() - t_real, 1)}
             rows.append(row)
+            if args.tracemalloc and traced is None and row["t"] >= DAY:
+                traced = tracemalloc.take_snapshot()
             if args.samples:
                 with open(args.samples, "a") as f:
                     f.write(json.dumps(row) + "\n")
@@ -653,6 +664,13 @@ async def accelerated(args: argparse.Namespace) -> int:
     if mon.journal is not None:
         mon.journal.close()
     await mon.close()
+    if traced is not None:
+        gc.collect()
+        grown = tracemalloc.take_snapshot().compare_to(traced, "traceback")
+        print("soak: where Python's allocations grew after the first simulated day (KiB, blocks):")
+        for s in grown[:12]:
+            frames = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(s.traceback) if "asyncio" not in f.filename][:4]
+            print(f"  {s.size_diff / 1024:+9.1f} {s.count_diff:+7d}  {' < '.join(frames)}")
     hook_ids = Counter(hook_log.read_text().split()) if hook_log.exists() else Counter()
     pending = {p.id for p in mon.deliverer.pending.values()} if mon.deliverer is not None else set()
     fig = {"accelerated": True, "days": args.days, "interval_s": args.interval, "hosts": args.hosts + 1,
@@ -714,6 +732,8 @@ def main() -> None:
     acc.add_argument("--days", type=float, default=7.0, help="simulated days")
     acc.add_argument("--retention-days", type=float, default=2.0, help="history_retention_days (1 at least)")
     acc.add_argument("--run-hours", type=float, default=8.0, help="simulated hours a training run lasts")
+    acc.add_argument("--tracemalloc", action="store_true", help="trace Python's allocations and print where "
+                     "they grew from the end of the first simulated day to the end (slower)")
     acc.add_argument("--leak", type=leaks, default=(),
                      help="deliberate leaks, to see the verdict catch them (comma-separated): history (no "
                      "retention), outbox (no compaction), memory (every snapshot kept)")

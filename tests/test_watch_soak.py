@@ -6,8 +6,9 @@ stray cron lines, a webhook down an hour a day, and a restart half way.
 
 What it holds: after the first simulated day (the retention here is one day) nothing grows
 (RSS, Python's allocated blocks, open descriptors, alerts.json, the outbox journal, the history
-database and its rows), the history's rows stay within what the retention allows and the
-journal's records within what its compaction allows, and every transition reaches each sink
+database and its rows), the history's rows stay within what the retention allows, the
+journal's records within what its compaction allows and the resolved alerts alerts.json keeps
+within KEEP_RESOLVED, and every transition reaches each sink
 exactly once, across the restart. The same run with deliberate leaks (no history retention,
 no outbox compaction, every snapshot kept) must be called NOT FLAT, naming each: a verdict
 that cannot say "grows" proves nothing.
