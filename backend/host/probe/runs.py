@@ -1,4 +1,5 @@
-"""The probe's runs section: every run folder under the configured roots, its state decided."""
+"""The probe's runs section: every run folder under the configured roots, its facts read here
+and its state decided by `run_state`."""
 # Runs on the host's Python 3.8 or newer, bundled with the probe.
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ import re
 import time
 
 from fleetdeck.backend.host.lib import jsondepth, layout
+from fleetdeck.backend.host.probe import run_state
 from fleetdeck.backend.host.probe.common import (
     BYSTANDERS,
     CACHE,
     FD_SCAN_EVERY,
     MAX_LOSS_POINTS,
-    MIN_STALL_S,
     SERIES_POINTS,
     STATE,
     cached,
@@ -244,23 +245,6 @@ def _ckpt_problem(path):
     return why
 
 
-def _recorded_alive(procs, rj, pid_key="pid", start_key=None):
-    """The pid run.json records, when that very process still runs (pid and start time); a pid
-    recorded without its start time is never taken as alive: the number may be reused."""
-    pid = rj.get(pid_key)
-    start = rj.get(start_key) if start_key else _start_ticks(rj)
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid == procs.me or not isinstance(start, int):
-        return None
-    return pid if procs.alive(pid, start) else None
-
-
-def _start_ticks(rj):
-    for k in ("start_ticks", "pid_start_time"):
-        if isinstance(rj.get(k), int) and not isinstance(rj.get(k), bool):
-            return rj[k]
-    return None
-
-
 def _run_facts(path, names, now):
     """Everything about one run that its files say (the processes come later)."""
     r = {"path": path, "name": os.path.basename(path), "state": "unknown", "pid": None, "step": None,
@@ -318,56 +302,6 @@ def _run_facts(path, names, now):
         if len(r["losses"]) >= 2 and "progress.jsonl" in names:
             interval = max(1, r["losses"][-1][0] - r["losses"][-2][0])
     return r, rj, problems, interval
-
-
-def _decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
-    """The state rules, in order: the trainer's own word, the final adapter, a live process."""
-    said = rj.get("state")
-    rpid = rj.get("pid") if isinstance(rj.get("pid"), int) and rj.get("pid") != procs.me else None
-    done = r["adapter"] is not None or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
-    if said in ("queued", "cancelled", "finished", "failed"):
-        r["state"] = said
-        told = rj.get("error") or rj.get("cancel_reason")
-        if said in ("failed", "cancelled") and isinstance(told, str) and told.strip():
-            problems.insert(0, told.strip()[:500])   # the trainer's or the launcher's own words
-        if said == "queued" and _recorded_alive(procs, rj):
-            r["pid"] = rpid
-        wpid = rj.get("waiter_pid")
-        if said == "queued" and isinstance(wpid, int) and not _recorded_alive(procs, rj, "waiter_pid",
-                                                                             "waiter_start_ticks"):
-            # the launch waiter is what would start it: without it the run never starts
-            r["state"] = "cancelled"
-            problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
-    elif done:
-        r["state"] = "finished"
-    elif said == "running" and rpid and _start_ticks(rj) is not None and live_pid != rpid:
-        # the trainer run.json names (pid and start time: its identity) is gone, which is
-        # certain: another process found in the folder (a stranger's python, a reused pid) is
-        # not it, and makes the run neither running nor stalled
-        r["state"] = "failed"
-        problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
-    elif live_pid is not None:
-        r["state"], r["pid"] = "running", live_pid
-        silent = now - r["last_update"] if r["last_update"] else None
-        sps = r["seconds_per_step"]
-        if silent is not None and sps:
-            limit = max(MIN_STALL_S, stall_factor * sps, 2 * sps * interval)
-            if silent > limit:
-                r["state"] = "stalled"
-                problems.insert(0, f"no progress for {silent:.0f}s (step time {sps:.1f}s)")
-    elif said == "running" and rpid and _start_ticks(rj) is None:
-        problems.insert(0, f"run.json records pid {rpid} without its start time, so it cannot be told "
-                           "from a reused pid; no live process was seen working in the run")
-    elif said == "running" and rpid:
-        r["state"] = "failed"
-        problems.insert(0, f"run.json says running but pid {rpid} is gone (or now another process)")
-    elif not problems:
-        problems.append("no live process, no final adapter")
-    # a stalled run has no ETA: its step time says nothing about when it will move again
-    if r["state"] == "running" and r["step"] is not None and r["max_steps"] and r["seconds_per_step"]:
-        r["eta_seconds"] = round(max(0, r["max_steps"] - r["step"]) * r["seconds_per_step"], 1)
-    if r["state"] in ("unknown", "failed", "stalled") or problems:
-        r["reason"] = "; ".join(problems) or None
 
 
 def _evidence(procs, run_paths, wanted, fresh, now):
@@ -467,17 +401,17 @@ def runs(req, procs, warnings, now):
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
     wanted = set()
     for path, _names, r, rj, _problems, _interval in facts:
-        undecided = rj.get("state") not in ("queued", "cancelled", "finished", "failed") and not (
+        undecided = rj.get("state") not in run_state.OWN_WORD and not (
             r["adapter"] or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]))
-        if undecided and not _recorded_alive(procs, rj):
+        if undecided and not run_state.recorded_alive(procs, rj):
             wanted.add(path)
     live = _evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now) if wanted else {}
     out = []
     for path, _names, r, rj, problems, interval in facts:
         pid = live.get(path)
         if pid is None:
-            pid = _recorded_alive(procs, rj)
-        _decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
+            pid = run_state.recorded_alive(procs, rj)
+        run_state.decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
         out.append(r)
     return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)
 
