@@ -42,14 +42,38 @@ def read_bytes(path, limit=1 << 20):
     return b"".join(chunks)
 
 
+# /proc/PID/stat, by index into `stat_fields` (field N of proc(5) is index N - 3)
+_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS, _UTIME, _STIME, _STARTTIME, _RSS = 0, 1, 2, 4, 6, 11, 12, 19, 21
+
+
+def stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (`state` first), as bytes, or None
+    when `pid` is gone. The name is skipped up to its last ')': it may hold spaces and ')'."""
+    try:
+        data = read_bytes("/proc/%d/stat" % pid)
+        return data[data.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+
+
 def stat(pid):
     """(state, ppid, pgid, start ticks, flags, tty_nr) of `pid` from /proc/PID/stat, or None
     if gone."""
+    f = stat_fields(pid)
     try:
-        data = read_bytes("/proc/%d/stat" % pid)
-        rest = data[data.rindex(b")") + 2:].split()
-        return (rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]), int(rest[6]), int(rest[4]))
-    except (OSError, ValueError, IndexError):
+        return (f[_STATE].decode(), int(f[_PPID]), int(f[_PGRP]), int(f[_STARTTIME]), int(f[_FLAGS]),
+                int(f[_TTY_NR]))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def usage(pid):
+    """(CPU ticks spent in user and system mode, resident pages, start ticks) of `pid` from
+    /proc/PID/stat, or None if gone."""
+    f = stat_fields(pid)
+    try:
+        return int(f[_UTIME]) + int(f[_STIME]), int(f[_RSS]), int(f[_STARTTIME])
+    except (TypeError, ValueError, IndexError):
         return None
 
 

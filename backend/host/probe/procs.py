@@ -24,13 +24,10 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _usage(pid):
-    """(cpu ticks, rss bytes, start ticks) of `pid`, or None when it is gone."""
-    try:
-        data = procfs.read_bytes("/proc/%d/stat" % pid)
-        rest = data[data.rindex(b")") + 2:].split()
-        return int(rest[11]) + int(rest[12]), int(rest[21]) * _PAGE, int(rest[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    """(cpu ticks, rss bytes, start ticks) of `pid`, or None when it is gone: /proc/PID/stat
+    read by the host library's one reader (`procfs.usage`)."""
+    u = procfs.usage(pid)
+    return None if u is None else (u[0], u[1] * _PAGE, u[2])
 
 
 def processes(procs, gpus, runs, seats, schedules):
