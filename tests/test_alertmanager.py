@@ -230,3 +230,17 @@ def test_saved_resolves_are_read_strictly(tmp_path):
     sink = AlertmanagerSink(["http://127.0.0.1:9"], warn=said.append, path=path)
     assert list(sink.targets[0].resolves) == ["overfitting|h|/r/run-1"]
     assert said == [f"{path}: 3 saved resolve(s) were not alerts and were left out"]
+
+
+def test_watch_count_posts_what_it_judged_before_it_ends(tmp_path, receiver, stack):
+    am = Alertmanager(tmp_path / "am", receiver.url)
+    stack.append(am)
+    run = tmp_path / "runs" / "run-1"
+    evals(run, RISING)
+    done = subprocess.run([*WATCH, "--hosts", str(fleet_file(tmp_path, run.parent, am.url)), "watch", "--count", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stdout, done.stdout
+    # the process has ended: what Alertmanager holds, it was given before the end
+    assert [a["labels"]["alertname"] for a in am.alerts()] == ["overfitting"]
+    wait_for(lambda: receiver.alerts("firing", alertname="overfitting"), why="the notification")
