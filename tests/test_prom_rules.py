@@ -141,7 +141,7 @@ def test_every_rule_is_either_expressed_or_said_not_to_be():
     text = rules_file()
     for rule in RULES:
         assert f"- alert: {rule}\n" in text or f"# {rule}: not expressed" in text, rule
-    assert set(CASES) == set(expressed()), "a case for every rule the file expresses"
+    assert set(expressed()) <= set(CASES) <= set(EXPRESSED), "a case for every rule the file expresses"
 
 
 def test_promtool_checks_the_file_and_each_rule_fires_on_its_series(tmp_path):
