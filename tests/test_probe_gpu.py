@@ -420,13 +420,21 @@ def test_status_json_carries_every_health_field_through_the_controller(tmp_path,
     text = subprocess.run(base, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "100"})
     assert text.returncode == 0, text.stderr
     assert any(line.strip().startswith("a ") for line in text.stdout.splitlines()), text.stdout
+    # a card the driver lost: still listed, by name, its figures unknown, the warning saying why
+    (tmp_path / "lost").write_text("")
+    p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    (host,) = json.loads(p.stdout)["hosts"]
+    lost = host["gpus"][0]
+    assert (lost["name"], lost["utilization_pct"], lost["temperature_c"], lost["processes"]) == ("NVIDIA H200", None, None, [])
+    assert "GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll" in host["warnings"]
 
 
-def test_a_card_the_driver_lost_is_left_out_with_its_xid_and_the_others_stay(tmp_path, children):
+def test_a_card_the_driver_lost_keeps_its_xid_and_the_others_stay(tmp_path, children):
     """Xid 79: the driver answers "GPU is lost" for the card. The resident probe keeps its NVML
-    session: the lost card is left out of that poll with a warning naming it, its Xid and the
-    driver's words, the other card is still reported, and the card is back, its Xid kept, once
-    the driver answers again."""
+    session: the lost card is reported by its identity, the driver's words (`lost`) and its Xid
+    errors, every figure null, with a warning naming it; the other card is still reported in
+    full, and the card is back, its Xid kept, once the driver answers again. The controller
+    fires gpu-xid on it."""
     build_stub(tmp_path)
     holder = sleeper(children)
     r = Resident(stub_env(tmp_path, holder.pid), children)
@@ -435,8 +443,15 @@ def test_a_card_the_driver_lost_is_left_out_with_its_xid_and_the_others_stay(tmp
     (tmp_path / "xid").write_text("")
     (tmp_path / "lost").write_text("")
     gone = r.poll()
-    assert gone["gpu_source"] == "nvml" and [g["name"] for g in gone["gpus"]] == ["NVIDIA GB10"]
-    assert "GPU0 NVIDIA H200 left out of this poll: NVML says GPU is lost (Xid 79 read in the last hour)" in gone["warnings"]
+    assert gone["gpu_source"] == "nvml" and [g["name"] for g in gone["gpus"]] == ["NVIDIA H200", "NVIDIA GB10"]
+    assert ("GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll (Xid 79 read in the last hour)"
+            in gone["warnings"])
+    lost, gb10 = gone["gpus"]
+    assert lost["lost"] == "GPU is lost" and [x["code"] for x in lost["xid"]] == [79]
+    assert (lost["memory_total_mib"], lost["memory_used_mib"], lost["utilization_pct"], lost["processes"]) == (
+        None, None, None, [])
+    assert lost["unified_memory"] is False and lost["temperature_c"] is None and set(lost["ecc"].values()) == {None}
+    assert gb10["unified_memory"] is True and gb10["temperature_c"] == 48
     (tmp_path / "lost").unlink()
     back = r.poll()
     assert [g["name"] for g in back["gpus"]] == ["NVIDIA H200", "NVIDIA GB10"]

@@ -200,6 +200,13 @@ def gpus(mode, procs, warnings):
     mem = None
     out = []
     for index, name, uuid, total, used, util, plist, health in raw:
+        if "lost" in health:   # the driver lost the card: who it is and its Xids, every figure unknown
+            d = {"index": index, "name": name, "uuid": uuid, "unified_memory": False, "memory_total_mib": None,
+                 "memory_used_mib": None, "utilization_pct": None, "processes": []}
+            d.update(_blank_health())
+            d.update(lost=health["lost"], xid=health["xid"])
+            out.append(d)
+            continue
         unified = total is None
         if unified:   # GB10-style: the driver has no memory figures; the system's are the GPU's
             mem = mem or meminfo()

@@ -169,8 +169,10 @@ class Nvml:
                 if self.sampler is not None:
                     self.sampler.busy[i] = False
                 seen = sorted({c for _t, c in self.xids.get(i, ())})
-                self.notes.append(f"GPU{i} {name} left out of this poll: NVML says {e}"
+                self.notes.append(f"GPU{i} {name}: NVML says {e}; its figures are unknown this poll"
                                   + (f" (Xid {', '.join(map(str, seen))} read in the last hour)" if seen else ""))
+                # its identity and its Xid errors, so that gpu-xid can say what happened to it
+                out.append((i, name, uuid, None, None, None, [], {"lost": str(e), "xid": self._xid_list(i)}))
         if self.sampler is not None:
             self.sampler.poke()
         return out
@@ -259,8 +261,11 @@ class Nvml:
             "persistence_mode": rare["persistence_mode"],
             "compute_mode": rare["compute_mode"],
             "mig_mode": rare["mig_mode"],
-            "xid": None if i not in self._watched else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]],
+            "xid": self._xid_list(i),
         }
+
+    def _xid_list(self, i):
+        return None if i not in self._watched else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]]
 
     def _rare_fields(self, i, h, now):
         got = self._rare.get(i)
