@@ -126,3 +126,13 @@ def test_the_gpu_rules_take_for_and_disabled_and_the_margin_is_bounded():
     assert e.evaluate(at(T0, card(xid=(Xid(T0, 79),)))) == []
     with pytest.raises(ConfigError, match="gpu_hot_margin_c"):
         parse_fleet(base + "[alerts]\ngpu_hot_margin_c = 200\n", "f.toml")
+
+
+def test_a_card_the_driver_lost_fires_gpu_xid_and_nothing_else():
+    """The probe lists a lost card by name with its Xids and every figure unknown (0 of 0 MiB in
+    the model): its Xid 79 pages with its meaning; no rule reads its empty memory as a card full."""
+    lost = Gpu(index=0, name="NVIDIA H200", uuid="GPU-0", unified_memory=False, memory_total_mib=0.0,
+               memory_used_mib=0.0, utilization_pct=None, xid=(Xid(T0, 79),))
+    out = AlertEngine().evaluate(at(T0 + 1, lost))
+    assert seen(out) == [("gpu-xid", "GPU0 Xid 79", "firing")]
+    assert out[0].text.endswith("GPU has fallen off the bus (reboot the host)")
