@@ -130,3 +130,18 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
         await pilot.pause()
         table = app.screen.query_one("#history-chart").content
         assert "gx10: the last 1d00h" in str(table.title)   # the sparklines again
+
+
+def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
+    from fleetdeck.backend.monitor.history_figures import Line
+    from fleetdeck.backend.monitor.incident import Event, Incident
+    from fleetdeck.tui.incident_plot import incident_plot
+
+    line = Line(cells=[1000.0] * 40, first=1000, first_t=0, last=1000, last_t=1, peak=1000, rows=40)
+    inc = Incident(host="h", gpu=0, series="0:u", figure="memory", since=0, until=2400, step=60, line=line,
+                   events=tuple(Event(60 * k + 1, "seat restart", f"restart {k}") for k in range(40)))
+    text = incident_plot(inc, 4).plain
+    lane = next(x for x in text.splitlines() if x.lstrip().startswith("events")).split("events", 1)[1].strip()
+    assert lane == "123456789abcdefghijklmnopqrstuvwxyz+++++"
+    assert "restart 34" in text and "restart 35" not in text
+    assert text.rstrip().endswith("… 5 more, marked + on the lane (a shorter window lists them)")

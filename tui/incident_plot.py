@@ -6,7 +6,8 @@ with its time. `fleetdeck history HOST --gpu N --plot` prints it; what it draws 
 Each column is one cell of the window (the history's fold: memory and temperature by their peak,
 utilisation and power by their mean), drawn in eighths of a row. A column with no row is blank;
 one where the host answered none of its polls is marked `×` on the event lane. An event is
-marked by its number (1-9, then a-z) in the column of its time; two in one column show `+`.
+marked by its number (1-9, then a-z) in the column of its time; two in one column show `+`, and
+so does each past the 35th, which the list below names only by count.
 """
 
 from __future__ import annotations
@@ -96,12 +97,15 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
     out.append(" " * (AXIS_W - 6) + "events  " + "".join(lane) + "\n", style="bold yellow")
     if inc.down:
         out.append(f"  × the host answered none of its polls ({len(inc.down)} of {width} columns)\n", style="dim")
-    for n, ev in enumerate(inc.events):
-        mark = MARKS[n] if n < len(MARKS) else "+"
+    for n, ev in enumerate(inc.events[:len(MARKS)]):
+        mark = MARKS[n]
         out.append(f"  {mark} ", style="bold yellow")
         out.append(time.strftime("%m-%d %H:%M:%S", time.localtime(ev.t)) + "  ", style="dim")
         out.append(shown(ev.label), style="bold")
         out.append(f"  {shown(ev.text)}\n")
+    if len(inc.events) > len(MARKS):
+        out.append(f"  … {len(inc.events) - len(MARKS)} more, marked + on the lane (a shorter window lists them)\n",
+                   style="dim")
     if not inc.events:
         out.append("  no events recorded in the window\n", style="dim")
     return out
