@@ -17,6 +17,7 @@ Importing this module loads neither torch nor Unsloth.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.machinery
 import importlib.util
 import json
@@ -134,13 +135,21 @@ def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off
            "--checkpointing", checkpointing, "--out", str(result)]
     log(f"{NAME}: its own process: {' '.join(cmd[1:])} (cwd {work})")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, env=env, stdout=sys.stderr, stderr=subprocess.PIPE, text=True,
-                          errors="replace", check=False)
-    sys.stderr.write(proc.stderr)
-    if proc.returncode != 0 or not result.is_file():
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        last = lines[-1][:300] if lines else "no output"
-        raise RuntimeError(f"the Unsloth process exited {proc.returncode}: {last}")
+    # its lines pass through as they come (a run stopped from outside still leaves its batch
+    # search in the log); the last ones are kept to say why it failed
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=sys.stderr, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        if line.strip():
+            tail.append(line.strip())
+    code = proc.wait()
+    if code != 0 or not result.is_file():
+        last = tail[-1][:300] if tail else "no output"
+        raise RuntimeError(f"the Unsloth process exited {code}: {last}")
     out = json.loads(result.read_text())
     log(f"{NAME}: its process took {time.perf_counter() - t0:.1f} s")
     return out
