@@ -28,6 +28,12 @@ copies 512 MiB from GPU to host over and over (the GPU transmits), then host to 
 receives), and during each the probe's own sampler question (TX and RX) is asked beside
 `nvidia-smi -q`'s Tx and Rx Throughput lines, three times.
 
+`--controller` needs no GPU: the controller's side of one host-poll of an 8-GPU host, the probe's
+answer checked into a HostSnapshot (`validate.host_from_probe`), judged by the GPU rules, and
+exported to /metrics, with the health fields (the H200's figures above, two processes a card)
+against the same answer without them (memory and utilisation only, as before), CPU per
+host-poll (median).
+
 Exits 1 with one sentence when there is no GPU, no torch with CUDA, or no nvidia-smi.
 """
 
@@ -308,6 +314,59 @@ def pcie_direction() -> None:
             p.wait()
 
 
+def controller(repeat: int) -> None:
+    from fleetdeck.backend.fleet.models import FleetSnapshot
+    from fleetdeck.backend.fleet.validate import host_from_probe
+    from fleetdeck.backend.monitor.alerts import AlertEngine
+    from fleetdeck.backend.monitor.export import Latest, fleet_metrics
+
+    now = time.time()
+    health = {"memory_util_pct": 20, "temperature_c": 59, "temperature_slowdown_c": 89, "temperature_shutdown_c": 95,
+              "power_w": 653.0, "power_limit_w": 700.0, "sm_clock_mhz": 1680, "sm_clock_max_mhz": 1980,
+              "mem_clock_mhz": 3201, "mem_clock_max_mhz": 3201, "throttle_reasons": ["sw-power-cap"], "fan_pct": None,
+              "pcie": {"gen": 5, "gen_max": 5, "width": 16, "width_max": 16, "tx_bytes_s": 1.6e10,
+                       "rx_bytes_s": 2.5e7, "sampled_at": now - 3},
+              "ecc": {"mode": "enabled", "corrected": 0, "uncorrected": 0, "corrected_aggregate": 0,
+                      "uncorrected_aggregate": 0, "pending_retirement": False, "remapped_correctable": 0,
+                      "remapped_uncorrectable": 0, "remap_failure": False},
+              "persistence_mode": True, "compute_mode": "default", "mig_mode": False, "xid": []}
+
+    def answer(with_health: bool) -> dict:
+        gpus = []
+        for i in range(8):
+            procs = [{"pid": 1000 + 10 * i + k, "user": "ops", "used_mib": 40000.0, "command": "python3 serve.py",
+                      **({"sm_pct": 99, "memory_util_pct": 18} if with_health else {})} for k in range(2)]
+            g = {"index": i, "name": "NVIDIA H200", "uuid": f"GPU-{i}", "unified_memory": False,
+                 "memory_total_mib": 143771.0, "memory_used_mib": 80000.0, "utilization_pct": 99, "processes": procs}
+            gpus.append({**g, **(json.loads(json.dumps(health)) if with_health else {})})
+        return {"time": now, "memory": {"total_bytes": 2 << 40, "used_bytes": 1 << 40}, "load1": 3.0,
+                "gpu_source": "nvml", "gpus": gpus, "disks": [], "runs": [], "schedules": [], "warnings": []}
+
+    print(f"controller, one host-poll of an 8-GPU host, median of {repeat} (CPU ms):")
+    base = None
+    for label, with_health in (("memory and utilisation only", False), ("with the health fields", True)):
+        d = answer(with_health)
+        engine = AlertEngine()
+        check, judge, export = [], [], []
+        for _ in range(repeat):
+            c0 = time.process_time()
+            h = host_from_probe("h200", d, 20.0, now)
+            c1 = time.process_time()
+            snap = FleetSnapshot(hosts=(h,), time=now)
+            engine.evaluate(snap)
+            c2 = time.process_time()
+            fleet_metrics(Latest(snap=snap, polls=1))
+            c3 = time.process_time()
+            check.append(c1 - c0)
+            judge.append(c2 - c1)
+            export.append(c3 - c2)
+        m = [statistics.median(x) * 1e3 for x in (check, judge, export)]
+        total = sum(m)
+        print(f"  {label:<28}: check {m[0]:.3f}, rules {m[1]:.3f}, /metrics {m[2]:.3f} = {total:.3f} ms"
+              + (f" ({total / base:.2f}x)" if base else ""))
+        base = base or total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=10.0, help="GiB the torch process holds on GPU 0")
@@ -315,7 +374,11 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
     ap.add_argument("--probe-file", help="the bundled probe, where fleetdeck is not installed")
     ap.add_argument("--pcie-direction", action="store_true", help="check which way TX and RX point")
+    ap.add_argument("--controller", action="store_true", help="the controller's cost of the health fields (no GPU)")
     args = ap.parse_args()
+    if args.controller:
+        controller(args.polls * 10)
+        return
     preflight()
     if args.pcie_direction:
         pcie_direction()

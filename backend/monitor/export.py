@@ -93,6 +93,13 @@ class _Family(GaugeMetricFamily):
         if v is not None:
             super().add_metric([label(x) for x in labels], v, timestamp)
 
+    def add_labelled(self, labels: list[str], value: Any) -> None:
+        """As `add_metric`, the labels already passed through `label` (a card's, once for all
+        its families)."""
+        v = sample(value)
+        if v is not None:
+            GaugeMetricFamily.add_metric(self, labels, v)
+
 
 def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return _Family(f"fleetdeck_{name}", doc, labels=labels)
@@ -160,26 +167,27 @@ def _figure(g: Any, key: str) -> Any:
     return v
 
 
-def _gpu_health(m: dict[str, GaugeMetricFamily], lab: list[str], g: Any) -> None:
+def _gpu_health(m: dict[str, Any], lab: list[str], g: Any) -> None:
+    ready = [label(x) for x in lab]   # the card's labels, made once for its thirty-odd series
     for key, _name, _doc, scale, _dcgm in GPU_FIGURES:
         v = sample(_figure(g, key))
-        m[key].add_metric(lab, None if v is None else v * scale)
+        m[key].add_labelled(ready, None if v is None else v * scale)
     for r in g.throttle_reasons or ():
-        m["throttle"].add_metric([*lab, r], 1.0)
+        m["throttle"].add_labelled([*ready, label(r)], 1.0)
     e = g.ecc
     for counter, cor, unc in (("volatile", e.corrected, e.uncorrected),
                               ("aggregate", e.corrected_aggregate, e.uncorrected_aggregate)):
-        m["ecc_corrected"].add_metric([*lab, counter], cor)
-        m["ecc_uncorrected"].add_metric([*lab, counter], unc)
-    m["remapped"].add_metric([*lab, "correctable"], e.remapped_correctable)
-    m["remapped"].add_metric([*lab, "uncorrectable"], e.remapped_uncorrectable)
+        m["ecc_corrected"].add_labelled([*ready, counter], cor)
+        m["ecc_uncorrected"].add_labelled([*ready, counter], unc)
+    m["remapped"].add_labelled([*ready, "correctable"], e.remapped_correctable)
+    m["remapped"].add_labelled([*ready, "uncorrectable"], e.remapped_uncorrectable)
     codes: dict[int, int] = {}
     for x in g.xid or ():
         codes[x.code] = codes.get(x.code, 0) + 1
     for code, n in sorted(codes.items()):
-        m["xid"].add_metric([*lab, str(code)], n)
+        m["xid"].add_labelled([*ready, str(code)], n)
     if g.compute_mode is not None:
-        m["compute"].add_metric([*lab, g.compute_mode], 1.0)
+        m["compute"].add_labelled([*ready, label(g.compute_mode)], 1.0)
 
 
 def fleet_metrics(latest: Latest) -> list[Metric]:
