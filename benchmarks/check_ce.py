@@ -8,14 +8,40 @@ and the eager in-place one.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-import torch
+NEEDS = "a CUDA GPU, torch and triton (the train extra)"
 
-from fleetdeck.backend.train import batching, ce_kernel
+try:
+    import torch
+
+    from fleetdeck.backend.train import batching, ce_kernel
+except ImportError as e:  # --help still works; main() refuses, naming what is missing
+    torch = None
+    MISSING = str(e)
 
 
-def main() -> int:
+def unmet() -> str | None:
+    """What this machine lacks for the check, or None."""
+    if torch is None:
+        return f"torch and the trainer cannot be imported ({MISSING}): pip install -e '.[train]'"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU on this machine"
+    try:
+        import triton.testing  # noqa: F401
+    except ImportError as e:
+        return f"triton cannot be imported ({e})"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    why = unmet()
+    if why:
+        print(f"check_ce.py: {why}; it needs {NEEDS}", file=sys.stderr)
+        return 2
     import triton.testing
 
     dev = torch.device("cuda", 0)

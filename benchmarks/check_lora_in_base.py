@@ -11,11 +11,18 @@ with float64 arithmetic on the same bf16 inputs.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-import torch
+NEEDS = "a CUDA GPU, torch and triton (the train extra)"
 
-from fleetdeck.backend.train import fused
+try:
+    import torch
+
+    from fleetdeck.backend.train import fused
+except ImportError as e:  # --help still works; main() refuses, naming what is missing
+    torch = None
+    MISSING = str(e)
 
 SHAPES = {  # name -> (hidden, group output widths)
     "0.6B q/k/v": (1024, (2048, 1024, 1024)),
@@ -52,7 +59,26 @@ def run(x, norm, w, a, b, g, widths, joined):
     return triton.testing.do_bench(step, warmup=10, rep=200, return_mode="median"), grads
 
 
-def main() -> int:
+def unmet() -> str | None:
+    """What this machine lacks for the check, or None."""
+    if torch is None:
+        return f"torch and the trainer cannot be imported ({MISSING}): pip install -e '.[train]'"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU on this machine"
+    try:
+        import triton.testing  # noqa: F401
+    except ImportError as e:
+        return f"triton cannot be imported ({e})"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    why = unmet()
+    if why:
+        print(f"check_lora_in_base.py: {why}; it needs {NEEDS}", file=sys.stderr)
+        return 2
     dev = torch.device("cuda", 0)
     gen = torch.Generator(device=dev).manual_seed(3)
     ok = True

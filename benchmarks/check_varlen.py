@@ -7,18 +7,41 @@ and time each kernel's forward + backward on 8 rows of 4096 tokens (Qwen3-0.6B h
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-import torch
+NEEDS = ("a CUDA GPU and the train extra; it passes only where flash-attn's varlen kernel runs "
+         "(FlashAttention-4 and cuDNN are tried where present)")
 
-from fleetdeck.backend.train import attention, models
+try:
+    import torch
+
+    from fleetdeck.backend.train import attention, models
+except ImportError as e:  # --help still works; main() refuses, naming what is missing
+    torch = None
+    MISSING = str(e)
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
-def main() -> int:
+def unmet() -> str | None:
+    """What this machine lacks for the check, or None."""
+    if torch is None:
+        return f"torch and the trainer cannot be imported ({MISSING}): pip install -e '.[train]'"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU on this machine"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    why = unmet()
+    if why:
+        print(f"check_varlen.py: {why}; it needs {NEEDS}", file=sys.stderr)
+        return 2
     dev = torch.device("cuda", 0)
     ok = True
     for lens in ([4096], [1000, 3000, 96], [17, 2048, 1, 2030]):
