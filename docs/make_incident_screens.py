@@ -64,7 +64,9 @@ def record() -> None:
     h.event(start + 5 * 3600, "gx10", "alert-firing", "run-finished /home/ops/runs/run-6",
             "run-6 finished at step 3000 (eval loss 1.912)")
     h.close()
-    rec = audit("purge", "gx10", "done", path="/home/ops/runs/run-2/checkpoints")
+    rec = audit("purge", "gx10", "done", paths=[{"path": f"/home/ops/runs/run-2/checkpoints/checkpoint-{n}",
+                                                  "deleted": True, "bytes": 3 << 30} for n in (400, 800)],
+                reclaimed_bytes=6 << 30)
     # the audit writer stamps the record now: move it into the recorded night
     log = STATE / "state" / "fleetdeck" / "audit.jsonl"
     rec["ts"] = start + 3 * 3600

@@ -53,7 +53,7 @@ def _incident(now: float, name: str = "gx") -> dict[str, float]:
 def test_the_plot_draws_the_card_and_its_events_on_one_axis():
     now = time.time()
     _incident(now)
-    audit("purge", "gx", "done", path="/runs/old-\x1b[2J")
+    audit("purge", "gx", "done", paths=[{"path": "/runs/old-\x1b[2J", "deleted": True, "bytes": 10}])
     out = _cli("gx", "--gpu", "0", "--plot", "--since", "6h", "--width", "72", "--height", "8")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -75,7 +75,7 @@ def test_the_plot_draws_the_card_and_its_events_on_one_axis():
     assert "seat restart  seat vllm:8000 was OOM-killed and restarted (restarts 3)" in legend
     assert "Xid 79  GPU0 on gx reported Xid 79" in legend and "GPU has fallen off the bus" in legend
     assert "run started  /runs/run-8" in legend
-    assert "purge  purge done: /runs/old-\\x1b[2J" in legend and "\x1b" not in out.stdout
+    assert "purge  done: /runs/old-\\x1b[2J; 1 of 1 deleted" in legend and "\x1b" not in out.stdout
     assert "Xid 13" not in legend and "another host" not in legend
     assert "× the host answered none of its polls" in legend
 

@@ -102,7 +102,7 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
         out.append(f"  {mark} ", style="bold yellow")
         out.append(time.strftime("%m-%d %H:%M:%S", time.localtime(ev.t)) + "  ", style="dim")
         out.append(shown(ev.label), style="bold")
-        out.append(f"  {shown(ev.text)}\n")
+        out.append(f"  {ev.text if ev.escaped else shown(ev.text)}\n")
     if len(inc.events) > len(MARKS):
         out.append(f"  … {len(inc.events) - len(MARKS)} more, marked + on the lane (a shorter window lists them)\n",
                    style="dim")

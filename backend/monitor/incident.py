@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetdeck.backend.actions.audit import describe
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.history_figures import Line
 
 #: figure -> (history kind, which of its two figures)
@@ -41,11 +43,13 @@ AUDIT_ACTIONS = {"purge": "purge", "mirror": "mirror", "launch": "launch", "stop
 
 @dataclass(frozen=True)
 class Event:
-    """One thing that happened: when (epoch seconds), a short label, and its text."""
+    """One thing that happened: when (epoch seconds), a short label, and its text (as the host or
+    the log gave it, unless `escaped`: then already through `shown`, as the audit log's summary)."""
 
     t: float
     label: str
     text: str
+    escaped: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,13 @@ class Incident:
     until: float
     step: int            # seconds a cell
     line: Line | None    # None: nothing recorded of this figure in the window
+    columns: int = 1     # cells across the window
     events: tuple[Event, ...] = ()
     down: tuple[int, ...] = field(default_factory=tuple)   # cells where the host answered no poll
 
     @property
     def width(self) -> int:
-        return len(self.line.cells) if self.line else 0
+        return len(self.line.cells) if self.line else self.columns
 
 
 def _card_subject(subject: str, gpu: int) -> bool:
@@ -96,8 +101,8 @@ def _audit_event(r: dict[str, Any], host: str, since: float, until: float) -> Ev
     action = str(r.get("action", ""))
     if action not in AUDIT_ACTIONS:
         return None
-    what = r.get("path") or r.get("src") or r.get("run") or ""
-    return Event(float(t), AUDIT_ACTIONS[action], f"{action} {r.get('result', '')}" + (f": {what}" if what else ""))
+    # the Audit view's own summary line, escaped there
+    return Event(float(t), AUDIT_ACTIONS[action], f"{shown(str(r.get('result', '')))}: {describe(r)[0]}", escaped=True)
 
 
 def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: float, width: int,
@@ -126,7 +131,7 @@ def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: f
     answered = data.get("host", {}).get("", (None, None))[0]
     down = tuple(i for i, v in enumerate(answered.cells) if v is not None and v == 0) if answered else ()
     return Incident(host=host, gpu=gpu, series=name, figure=figure, since=since, until=until, step=step, line=line,
-                    events=tuple(sorted(events, key=lambda ev: ev.t)), down=down)
+                    columns=max(1, int(width)), events=tuple(sorted(events, key=lambda ev: ev.t)), down=down)
 
 
 __all__ = ["AUDIT_ACTIONS", "FIGURES", "GPU_RULES", "HOST_RULES", "Event", "Incident", "incident"]
