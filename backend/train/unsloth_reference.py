@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import importlib.machinery
 import importlib.util
 import json
@@ -104,15 +105,22 @@ def write_checkpoint(cfg, folder: Path, log) -> Path:
 
 def byte_tokenizer():
     """A transformers tokenizer with the ByteTokenizer's ids (bytes 0-255, 256 end of text, 257
-    padding): the trainer is fed token ids, so it only has to name those two."""
-    from tokenizers import Tokenizer, models
+    padding): the trainer is fed token ids, so it only has to name those two. Written as the
+    tokenizer.json a word-level `tokenizers` model saves, so nothing beyond transformers is needed."""
     from transformers import PreTrainedTokenizerFast
 
     vocab = {f"<0x{i:02X}>": i for i in range(256)}
     vocab["<|endoftext|>"], vocab["<|pad|>"] = 256, 257
-    inner = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
-    return PreTrainedTokenizerFast(tokenizer_object=inner, eos_token="<|endoftext|>", pad_token="<|pad|>",
-                                   unk_token="<|endoftext|>", model_max_length=1 << 20)
+    special = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True} for t, i in (("<|endoftext|>", 256), ("<|pad|>", 257))]
+    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
+            "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+            "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<|endoftext|>"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tokenizer.json"
+        path.write_text(json.dumps(spec))
+        return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<|endoftext|>", pad_token="<|pad|>",
+                                       unk_token="<|endoftext|>", model_max_length=1 << 20)
 
 
 def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off") -> dict:
@@ -190,7 +198,7 @@ def _pieces(cfg) -> list[list[int]]:
 def _attention_backend() -> str:
     """Which attention Unsloth's packed path can use here (its own flags, read after import)."""
     try:
-        from unsloth.utils import attention_dispatch as ad
+        ad = importlib.import_module("unsloth.utils.attention_dispatch")
 
         flash = bool(getattr(ad, "HAS_FLASH_ATTENTION", False))
         xformers = bool(getattr(ad, "HAS_XFORMERS", False))
@@ -214,13 +222,18 @@ def child_main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for k, v in OFFLINE_ENV.items():
         os.environ.setdefault(k, v)
-    # Unsloth before transformers, trl and peft: it patches them as it loads
-    import unsloth  # noqa: I001 - the order is the point
-    from unsloth import FastLanguageModel
+    # Unsloth before transformers, trl and peft: it patches them as it loads. Unsloth, its trl and
+    # datasets are the peer being measured, not fleetdeck's dependencies: no extra installs them,
+    # they sit on their own path (PATH_VAR), and NEEDS names each one the bench checks for before
+    # this process starts, so they are imported by name here
+    unsloth = importlib.import_module("unsloth")
+    FastLanguageModel = unsloth.FastLanguageModel
+    trl = importlib.import_module("trl")
+    SFTConfig, SFTTrainer = trl.SFTConfig, trl.SFTTrainer
+    Dataset = importlib.import_module("datasets").Dataset
 
     import torch
     from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
 
     from .reference import search_batch
     from .runconfig import load_run_config
@@ -230,8 +243,6 @@ def child_main(argv: list[str] | None = None) -> int:
 
     cfg = load_run_config(args.run_toml)
     pieces = _pieces(cfg)
-    from datasets import Dataset
-
     dataset = Dataset.from_dict({"input_ids": pieces})
     mode = {"off": False, "unsloth": "unsloth", "true": True}[args.checkpointing]
 
