@@ -1,6 +1,6 @@
 """Mirror a folder from one host to another and prove it, or only prove two folders identical.
 
-Each host lists and hashes its own files from its own disk (the helper `host/mirror.py`,
+Each host lists and hashes its own files from its own disk (the helper `host/mirror/main.py`,
 bundled with the host library, fed JSON on stdin). The destination is never read through a
 symlink; `follow_symlinks` applies to the source only. A copy streams through the controller
 (no temporary copy here) into a hidden partial folder beside the destination, where every file

@@ -11,9 +11,10 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.host import process as process_helper
 from fleetdeck.backend.host.lib.text import shown
 
-HELPER = "fleetdeck.backend.host.process"
+HELPER = process_helper.__name__
 
 
 def confirmation(p: Process) -> str:

@@ -6,7 +6,7 @@ payload registers every module it carries in `sys.modules` under its real name (
 probe), then runs the action module as `__main__`. The controller, the trainer and the tests
 import the very same modules, so no rule exists in two places.
 
-    python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.purge > purge.py
+    python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.purge.main > purge.py
 
 writes a helper out as one file, for running by hand on a host (`python3 purge.py < req.json`).
 
@@ -152,10 +152,17 @@ def modules_for(main: str) -> tuple[tuple[str, str, bool], ...]:
     return tuple(order)
 
 
+def _not_a_package(main: str) -> None:
+    if _source(main)[1]:
+        raise ImportError(f"{main} is a package: name its helper module ({main}.main)")
+
+
 @functools.cache
 def bundle(main: str) -> str:
     """The one-file source of helper `main` (a module name such as
-    `fleetdeck.backend.host.purge`): cached, built once per controller process."""
+    `fleetdeck.backend.host.purge.main`; the controller takes it from the module object's
+    `__name__`): cached, built once per controller process."""
+    _not_a_package(main)
     parts = [f"# fleetdeck helper payload: {main} (generated; edit the modules, not this file)",
              _LOADER]
     mods = modules_for(main)
@@ -195,6 +202,7 @@ class Payload:
 @functools.cache
 def payload(main: str) -> Payload:
     """The payload of helper `main` (a module name), built once per controller process."""
+    _not_a_package(main)
     doc = {"format": 1, "main": main,
            "modules": [[name, pkg, src] for name, src, pkg in modules_for(main)]}
     data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -216,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m fleetdeck.backend.fleet.bundle MODULE > helper.py", file=sys.stderr)
         return 2
-    sys.stdout.write(bundle(args[0]))
+    try:
+        sys.stdout.write(bundle(args[0]))
+    except ImportError as e:
+        print(f"bundle: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
