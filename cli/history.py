@@ -1,7 +1,8 @@
 """`fleetdeck history HOST [--since DURATION] [--json] [--width N]`: what the poll history holds for one host.
 `fleetdeck history HOST --gpu N --plot [--figure F] [--height R]`: one card's incident, a full-height
 plot of its memory (or utilisation, temperature, power) with the host's events on the same time
-axis (`backend/monitor/incident.py`, drawn by `tui/incident_plot.py`).
+axis (`backend/monitor/incident.py`, drawn by `tui/incident_plot.py`); `--seat PORT` instead of
+`--gpu N` plots a seat's own memory.
 
 GPU memory and utilisation per GPU, disk use per root, each live run's loss and eval loss, and
 the host's answers, read from the history database that `watch` (and the dashboard) write. Each
@@ -76,6 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=width, default=None, metavar="N",
                    help=f"sparkline width in cells, {WIDTH_MIN} to {WIDTH_MAX} (default: fits the terminal)")
     p.add_argument("--gpu", type=gpu_index, default=None, metavar="N", help="with --plot: the card, by its index")
+    p.add_argument("--seat", default=None, metavar="PORT", help="with --plot: a seat's memory instead (its port, or "
+                   "its host:port:kind)")
     p.add_argument("--plot", action="store_true",
                    help="draw one card's figure as a full-height plot with the host's events on the same time axis")
     p.add_argument("--figure", choices=tuple(INCIDENT_FIGURES), default="memory",
@@ -143,8 +146,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"fleetdeck: no history yet ({path} does not exist): `fleetdeck watch` or the dashboard "
               "records it while it polls", file=sys.stderr)
         return 1
-    if args.plot != (args.gpu is not None):
-        print("fleetdeck: --plot and --gpu N go together: `fleetdeck history HOST --gpu N --plot`", file=sys.stderr)
+    if args.plot != (args.gpu is not None or args.seat is not None) or (args.gpu is not None and args.seat is not None):
+        print("fleetdeck: --plot goes with one of --gpu N or --seat PORT: `fleetdeck history HOST --gpu N --plot`",
+              file=sys.stderr)
         return 2
     now = time.time()
     since = now - args.since
@@ -184,11 +188,13 @@ def _plot(hist, args: argparse.Namespace, since: float, now: float) -> int:
     except OSError as e:
         print(f"fleetdeck: the audit log cannot be read ({e}): its events are left out", file=sys.stderr)
         audit = []
-    inc = incident(hist, args.host, args.gpu, args.figure, since, now, cells, audit)
+    inc = incident(hist, args.host, -1 if args.gpu is None else args.gpu, args.figure, since, now, cells, audit,
+                   seat=args.seat)
     if hist.warnings:
         return _unreadable(hist)
     if inc is None:
-        print(f"nothing recorded for GPU{args.gpu} of {args.host} in the last {human_duration(args.since)}")
+        what = f"GPU{args.gpu}" if args.seat is None else f"seat {args.seat}"
+        print(f"nothing recorded for {what} of {args.host} in the last {human_duration(args.since)}")
         return 0
     console.print(incident_plot(inc, args.height), soft_wrap=True)   # --width wider than the terminal: not wrapped
     return 0

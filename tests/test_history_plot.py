@@ -11,6 +11,7 @@ import time
 
 from fleetdeck.backend.actions.audit import audit
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.history import History, history_path
 
 
@@ -38,7 +39,10 @@ def _incident(now: float, name: str = "gx") -> dict[str, float]:
                               utilization_pct=90.0, temperature_c=61, power_w=600.0) for k in (0, 1))
             runs = (Run(host=name, path="/runs/run-8", name="run-8", state="running", step=i, loss=2.0),) \
                 if t >= when["xid"] + 1800 else ()   # a run starts half an hour after the Xid
-            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards, runs=runs)
+            seat = Seat(host=name, kind="vllm", port=8000, restarts=3 if t >= when["restart"] else 2,
+                        memory_by_gpu={0: 600.0 if dip else 92000.0})
+            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards, runs=runs,
+                                seats=(seat,))
         h.record(FleetSnapshot(hosts=(host,), time=t))
     h.event(when["restart"] + 5, name, "alert-firing", "seat-restart vllm:8000",
             "seat vllm:8000 was OOM-killed and restarted (restarts 3)")
@@ -89,9 +93,16 @@ def test_the_other_figures_and_what_is_refused():
     assert "100°C ┤" in out.stdout   # temperature's scale is at least 100 °C
     out = _cli("gx", "--gpu", "7", "--plot")
     assert out.returncode == 0 and out.stdout.strip() == "nothing recorded for GPU7 of gx in the last 1d00h"
-    for bad in (["--plot"], ["--gpu", "0"]):
+    for bad in (["--plot"], ["--gpu", "0"], ["--gpu", "0", "--seat", "8000", "--plot"]):
         out = _cli("gx", *bad)
-        assert out.returncode == 2 and "--plot and --gpu N go together" in out.stderr
+        assert out.returncode == 2 and "--plot goes with one of --gpu N or --seat PORT" in out.stderr
+    # a seat's own memory, by its port, with the host's events
+    out = _cli("gx", "--seat", "8000", "--plot", "--since", "6h", "--width", "72", "--height", "6")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("gx seat 8000:vllm memory, the last 6h00m") and "peak 89.8G" in out.stdout
+    assert "seat restart" in out.stdout and "Xid 13" not in out.stdout
+    out = _cli("gx", "--seat", "9999", "--plot")
+    assert out.returncode == 0 and out.stdout.strip() == "nothing recorded for seat 9999 of gx in the last 1d00h"
     out = _cli("gx", "--gpu", "x", "--plot")
     assert out.returncode == 2 and "is not a GPU index" in out.stderr
 

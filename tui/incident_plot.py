@@ -55,7 +55,8 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
     window = inc.until - inc.since
     top = _top(inc)
     out = Text()
-    head = title or f"{inc.host} GPU{inc.gpu} {inc.figure}, the last {human_duration(window)}"
+    what = f"seat {inc.series.split(':', 1)[1]}" if inc.gpu < 0 else f"GPU{inc.gpu}"
+    head = title or f"{inc.host} {what} {inc.figure}, the last {human_duration(window)}"
     out.append(shown(head), style="bold")
     if inc.line:
         out.append(f"   first {fmt(inc.line.first)}  last {fmt(inc.line.last)}  peak {fmt(inc.line.peak)}")

@@ -57,8 +57,8 @@ class Incident:
     """A card's figure over a window, cell by cell, and the events of the window, oldest first."""
 
     host: str
-    gpu: int
-    series: str          # the history's series name, "<index>:<uuid>"
+    gpu: int             # the card, or -1 for a seat's incident
+    series: str          # the history's series name: "<index>:<uuid>", or a seat's "<host>:<port>:<kind>"
     figure: str
     since: float
     until: float
@@ -105,19 +105,31 @@ def _audit_event(r: dict[str, Any], host: str, since: float, until: float) -> Ev
     return Event(float(t), AUDIT_ACTIONS[action], f"{shown(str(r.get('result', '')))}: {describe(r)[0]}", escaped=True)
 
 
+def _newest(series: dict[str, tuple[Line | None, Line | None]]) -> str:
+    """Of several series (a card replaced under the same index, a seat redeployed), the one
+    recorded last."""
+    return max(series, key=lambda n: max((x.last_t for x in series[n] if x is not None), default=0))
+
+
 def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: float, width: int,
-             audit: list[dict[str, Any]] = ()) -> Incident | None:  # type: ignore[assignment]
+             audit: list[dict[str, Any]] = (), seat: str | None = None) -> Incident | None:  # type: ignore[assignment]
     """The incident of card `gpu` of `host` from `since` to `until` in `width` cells, or None
     when the history has no such card in the window. `audit`: the audit log's records
-    (`actions.audit.read_audit()`), filtered here by host and window."""
-    kind, which = FIGURES[figure]
+    (`actions.audit.read_audit()`), filtered here by host and window. With `seat` (its port, or
+    its `host:port:kind` key), the seat's own memory instead of a card's figure."""
+    kind, which = ("seat", 1) if seat is not None else FIGURES[figure]
     step = max(60, int((until - since) // max(1, width)) or 60)
     data = hist.chart(host, since, step, width)
-    cards = {n: pair for n, pair in data.get("gpu", {}).items() if n.partition(":")[0] == str(gpu)}
-    if not cards:
-        return None
-    # a card replaced under the same index has two series: the one recorded last is shown
-    name = max(cards, key=lambda n: max((x.last_t for x in cards[n] if x is not None), default=0))
+    if seat is not None:
+        found = {n: pair for n, pair in data.get("seat", {}).items() if seat in (n, (n.rsplit(":", 2) + [""])[1])}
+        if not found:
+            return None
+        name, gpu, figure = _newest(found), -1, "memory"
+    else:
+        cards = {n: pair for n, pair in data.get("gpu", {}).items() if n.partition(":")[0] == str(gpu)}
+        if not cards:
+            return None
+        name = _newest(cards)
     pair = data.get(kind, {}).get(name)
     line = pair[which] if pair else None
     events = [ev for ev in (_alert_event(e, gpu) for e in hist.events(since) if e.get("host") == host
