@@ -416,16 +416,17 @@ class SimSource:
 
 class SimWebhook:
     """The webhook, as the deliverer sees it: down for the first hour of every day (each attempt
-    fails, retried with the deliverer's backoff), otherwise answered; each id it acknowledged."""
+    fails, retried with the deliverer's backoff), otherwise answered; each id it acknowledged
+    goes to `log`, one a line."""
 
-    def __init__(self, clock: SimClock, start: float) -> None:
-        self.clock, self.start = clock, start
-        self.got: Counter = Counter()
+    def __init__(self, clock: SimClock, start: float, log: Path) -> None:
+        self.clock, self.start, self.log = clock, start, log
 
     async def __call__(self, *entries: Pending) -> Outcome:
         if (self.clock() - self.start) % DAY < 3600:
             return Outcome(False, "alert webhook http://127.0.0.1:9/hook did not answer within 5s")
-        self.got.update(p.id for p in entries)
+        with open(self.log, "a") as f:   # on disk: the soak's own bookkeeping holds no memory
+            f.write("".join(p.id + "\n" for p in entries))
         return Outcome(True)
 
 
@@ -570,10 +571,12 @@ async def accelerated(args: argparse.Namespace) -> int:
     clock = SimClock(start)
     clocked = use_clock(clock)
     sim = SimFleet(args.hosts, args.run_hours, start)
-    webhook = SimWebhook(clock, start)
-    printed: list[str] = []
-    queued: set[str] = set()
-    warnings: list[str] = []
+    webhook = SimWebhook(clock, start, base / "webhook.log")
+    # what the soak keeps while it runs is counts and files, so that Python's allocated blocks
+    # are the monitor's: transitions and warnings counted, ids and samples written out
+    said = Counter()
+    warned: Counter = Counter()
+    queued_log = base / "queued.log"
     kept: list[FleetSnapshot] = []   # --leak memory
     if "history" in args.leak:
         History.maintain = lambda self, now=None: None   # type: ignore[method-assign]
@@ -581,7 +584,9 @@ async def accelerated(args: argparse.Namespace) -> int:
         Journal.wants_compaction = lambda self, live: False   # type: ignore[method-assign]
 
     def report(kind: str, line: str) -> None:
-        (printed if kind == "transition" else warnings).append(line)
+        said[kind] += 1
+        if kind != "transition" and len(warned) < 100:
+            warned[re.sub(r"[0-9a-f]{24}|\d+", "#", line)] += 1
 
     def monitor() -> Monitor:
         m = Monitor(fleet, role="deliver", source=SimSource(sim, clock), collector=FleetCollector(),
@@ -597,7 +602,8 @@ async def accelerated(args: argparse.Namespace) -> int:
             return await (webhook(*group) if group[0].sink == "webhook" else real_group(group))
 
         def enqueue(alerts: list, now: float | None = None) -> None:
-            queued.update(transition_id(a) for a in alerts)
+            with open(queued_log, "a") as f:
+                f.write("".join(transition_id(a) + "\n" for a in alerts))
             real_enqueue(alerts, now)
         d.send = send   # type: ignore[method-assign]
         if real_group is not None:
@@ -608,7 +614,7 @@ async def accelerated(args: argparse.Namespace) -> int:
     mon = monitor()
     steps = int(args.days * DAY / args.interval)
     restart_at = steps // 2 if not args.no_restart else -1
-    rows: list[dict] = []
+    rows: list[str] = []   # each sample as its JSON line
     sample_every = max(1, int(3600 / args.interval))
     print(f"soak: accelerated, {args.hosts} hosts + 1 hostile, a poll every {args.interval:g} simulated s, "
           f"{args.days:g} simulated days, retention {args.retention_days:g} days, in {base}", flush=True)
@@ -624,7 +630,13 @@ async def accelerated(args: argparse.Namespace) -> int:
             kept.append(snap)
         assert mon.deliverer is not None
         await mon.deliverer.drain()
+        # drain (what `watch --count` does) leaves the due heap as it is; `watch`'s own delivery
+        # task (`run`) pops it as its records come due, stale ones included: done here as run does
+        start_due = getattr(mon.deliverer, "_start_due", None)
+        if start_due is not None:
+            start_due(clock())
         if i == restart_at:   # as a restart of the service: state saved, everything closed, loaded again
+            await mon.deliverer.drain()   # what _start_due began
             mon.save()
             if mon.journal is not None:
                 mon.journal.close()
@@ -642,13 +654,13 @@ async def accelerated(args: argparse.Namespace) -> int:
             raw_rows = int(1.1 * series * 3600 / max(60.0, args.interval) * (24 + 70 / 60))
             rows_10m = int(1.1 * series * 6 * (24 * max(0.0, args.retention_days - 1) + 2))
             row = {"t": round(clock.now - start), **self_figures(), **files, "polls": i,
-                   "transitions": len(printed), "warnings": len(warnings), "outbox_live": len(mon.deliverer.pending),
+                   "transitions": said["transition"], "warnings": said["warning"], "outbox_live": len(mon.deliverer.pending),
                    "live_series": series, "bound_rows_samples": raw_rows,
                    "bound_rows_samples_10m": rows_10m, "bound_alerts_resolved": KEEP_RESOLVED, "outbox_records": mon.journal.records if mon.journal else 0,
                    # compaction comes after a delivery: the adds of a cycle may wait for one
                    "bound_outbox_records": max(COMPACT_MIN, COMPACT_FACTOR * len(mon.deliverer.pending)) + 64,
                    "real_s": round(time.monotonic() - t_real, 1)}
-            rows.append(row)
+            rows.append(json.dumps(row))
             if args.tracemalloc and traced is None and row["t"] >= DAY:
                 traced = tracemalloc.take_snapshot()
             if args.samples:
@@ -660,6 +672,7 @@ async def accelerated(args: argparse.Namespace) -> int:
                       f"outbox {row['outbox']} ({row['outbox_live']} live) history {row['history_files']} B rows "
                       f"{row['rows_samples']}+{row['rows_samples_10m']} events {row['rows_events']} series "
                       f"{row['rows_series']} ({row['real_s']}s)", flush=True)
+    await mon.deliverer.drain()
     mon.save()
     if mon.journal is not None:
         mon.journal.close()
@@ -672,22 +685,25 @@ async def accelerated(args: argparse.Namespace) -> int:
             frames = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(s.traceback) if "asyncio" not in f.filename][:4]
             print(f"  {s.size_diff / 1024:+9.1f} {s.count_diff:+7d}  {' < '.join(frames)}")
     hook_ids = Counter(hook_log.read_text().split()) if hook_log.exists() else Counter()
+    samples = [json.loads(r) for r in rows]
+    queued = set(queued_log.read_text().split()) if queued_log.exists() else set()
+    web_ids = Counter(webhook.log.read_text().split()) if webhook.log.exists() else Counter()
     pending = {p.id for p in mon.deliverer.pending.values()} if mon.deliverer is not None else set()
     fig = {"accelerated": True, "days": args.days, "interval_s": args.interval, "hosts": args.hosts + 1,
            "retention_days": args.retention_days, "polls": steps, "clocked": clocked, "leak": list(args.leak),
-           "restarted": restart_at > 0, "transitions_printed": len(printed), "warnings": len(warnings),
-           "distinct_warnings": sorted({re.sub(r"[0-9a-f]{24}|\d+", "#", w) for w in warnings})[:20],
-           "transition_ids_command": len(hook_ids), "transition_ids_webhook": len(webhook.got),
+           "restarted": restart_at > 0, "transitions_printed": said["transition"], "warnings": said["warning"],
+           "distinct_warnings": sorted(warned)[:20],
+           "transition_ids_command": len(hook_ids), "transition_ids_webhook": len(web_ids),
            "deliveries_per_transition_command": sorted(set(hook_ids.values())),
-           "deliveries_per_transition_webhook": sorted(set(webhook.got.values())),
-           "ids_only_one_sink": len(set(hook_ids) ^ set(webhook.got)),
+           "deliveries_per_transition_webhook": sorted(set(web_ids.values())),
+           "ids_only_one_sink": len(set(hook_ids) ^ set(web_ids)),
            "transition_ids_queued": len(queued), "pending_at_end": len(pending),
            "never_delivered_command": len(queued - set(hook_ids) - pending),
-           "never_delivered_webhook": len(queued - set(webhook.got) - pending),
+           "never_delivered_webhook": len(queued - set(web_ids) - pending),
            "runs_started": len(sim.runs_started), "real_s": round(time.monotonic() - t_real, 1),
            "cpu_ms_per_poll": round(1000 * (time.process_time() - cpu0) / steps, 2),
-           "samples": rows}
-    fig["verdict"] = accel_verdict(rows, args.retention_days)
+           "samples": samples}
+    fig["verdict"] = accel_verdict(samples, args.retention_days)
     print(json.dumps({k: v for k, v in fig.items() if k not in ("samples", "verdict")}, indent=1))
     print_accel_verdict(fig["verdict"])
     if args.json:
