@@ -274,7 +274,7 @@ def test_a_fifo_named_trainer_state_or_weight_index_never_holds_the_check(tmp_pa
     os.mkfifo(ck / "trainer_state.json")
     os.mkfifo(ck / "model.safetensors.index.json")
     (ck / "config.json").write_text("{}")
-    code = ("import sys; from fleetdeck.backend.host.purge.facts import _eval_at; "
+    code = ("import sys; from fleetdeck.backend.host.purge.evals import _eval_at; "
             "from fleetdeck.backend.host.lib import files, layout; import os; "
             "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
             "print(_eval_at(sys.argv[1], 5)); print(layout._index_problem(fd, 'model.safetensors.index.json')); "

@@ -1,19 +1,19 @@
 """Purge's facts: everything a purge is judged on, gathered on the host (the paths walked by
 fd and scanned, what they free, the runs that lose a checkpoint and their keepers, the
-processes and containers that use them, mounts and ZFS snapshots). `verdict.evaluate`
-judges them."""
+processes and containers that use them, mounts and ZFS snapshots; each run's eval losses from
+`evals`). `verdict.evaluate` judges them."""
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
 
 from __future__ import annotations
 
 import errno
-import math
 import os
 import stat
 
-from fleetdeck.backend.host.lib import docker, files, fsinfo, jsondepth, layout, procfs, runner
+from fleetdeck.backend.host.lib import docker, fsinfo, layout, procfs, runner
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.purge.evals import eval_facts
 from fleetdeck.backend.host.purge.paths import (
     WalkError,
     close_fds,
@@ -292,61 +292,6 @@ def checkpoint_keeper_facts(run, kept, index, hashing):
         for f in k["files"]:
             f["sha256"] = sha256_file(f["path"])
     return k
-
-
-STATE_LIMIT = 1 << 26
-
-
-def _eval_at(path, step):
-    """The finite eval loss a checkpoint's own trainer_state.json records at its step, or None
-    (no file, unreadable, larger than STATE_LIMIT, no such entry)."""
-    try:
-        raw = files.read_regular(path.rstrip("/") + "/trainer_state.json", STATE_LIMIT)[0]
-        state = jsondepth.loads(raw.decode("utf-8"), what="it")
-        best = None
-        for e in state.get("log_history") or []:
-            if isinstance(e, dict) and e.get("step") == step and "eval_loss" in e:
-                v = e["eval_loss"]
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    best = float(v)
-        return best
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-
-
-def _weights_sha(folder, known):
-    """sha256 of the folder's adapter weights: the keeper's hash when the plan already took it."""
-    path = folder.rstrip("/") + "/" + layout.WEIGHTS
-    if known.get(path):
-        return known[path]
-    try:
-        return sha256_file(path)
-    except (OSError, WalkError):
-        return None
-
-
-def eval_facts(run, keep, tops, known):
-    """The eval loss of each of the run's checkpoints (from its own trainer_state.json), its
-    best one, and whether that best survives the purge: kept by the keep rule, or the final
-    adapter holds the same weights (sha256). {"run", "checkpoints": [[step, path, loss]],
-    "best": path|None, "best_loss", "best_kept": bool|None, "best_in": [path number...]}"""
-    rows = [[step, path, _eval_at(path, step)] for step, path in layout.checkpoints(run)]
-    scored = [r for r in rows if r[2] is not None]
-    out = {"run": run, "checkpoints": rows, "best": None, "best_loss": None, "best_kept": None, "best_in": []}
-    if not scored:
-        return out
-    step, best, loss = min(scored, key=lambda r: (r[2], -r[0]))
-    out["best"], out["best_loss"] = best, loss
-    out["best_in"] = [n for n, t in enumerate(tops) if t and fsinfo.under(best, t)]
-    if not out["best_in"]:
-        out["best_kept"] = True
-    elif keep and best in keep.get("kept", []):
-        out["best_kept"] = True
-    else:
-        adapter = layout.final_adapter(run)
-        mine = _weights_sha(best, known) if adapter else None
-        out["best_kept"] = bool(mine and _weights_sha(adapter, known) == mine)
-    return out
 
 
 def gather(paths, roots, hashing=True, keep=None):
