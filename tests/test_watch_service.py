@@ -90,6 +90,12 @@ class Proc:
             self.p.wait()
 
 
+#: a stop that hangs waits on a 30 s (or 60 s) timeout; one that works takes well under 2 s on
+#: an idle machine (the soak and `docs/development.md` give the figures). The bound is generous so
+#: that a loaded machine's scheduling never fails the test, and still far below any hang.
+STOP_BOUND = 10.0
+
+
 def state_dir() -> Path:
     return Path(os.environ["XDG_STATE_HOME"]) / "fleetdeck"
 
@@ -113,7 +119,7 @@ def test_a_second_watch_exits_1_naming_the_running_one_and_the_lock_dies_with_it
         first.kill()
 
 
-def test_sigterm_mid_delivery_ends_within_2s_and_the_next_start_delivers_each_transition_once(tmp_path):
+def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_transition_once(tmp_path):
     rising_evals(tmp_path / "runs" / "run-1")
     alerts, log, go, pids = hook_alerts(tmp_path)
     fleet = local_fleet(tmp_path, tmp_path / "runs", alerts)
@@ -126,7 +132,7 @@ def test_sigterm_mid_delivery_ends_within_2s_and_the_next_start_delivers_each_tr
         rc, took = w.stop_timed()
     finally:
         w.kill()
-    assert rc == 0 and took < 2.0, (rc, took)
+    assert rc == 0 and took < STOP_BOUND, (rc, took)
     assert not procfs.alive(hook_pid) and not procfs.alive(child_pid)    # its group went with it
     from fleetdeck.backend.monitor.outbox import Journal
 
@@ -146,14 +152,14 @@ def test_sigterm_mid_delivery_ends_within_2s_and_the_next_start_delivers_each_tr
         rc, took = again.stop_timed(signal.SIGINT)
     finally:
         again.kill()
-    assert rc == 0 and took < 2.0
+    assert rc == 0 and took < STOP_BOUND, (rc, took)
     got = [tuple(x.split("\t")) for x in log.read_text().splitlines()]
     assert sorted(g[0] for g in got) == sorted(i for i, _ in queued)       # each once, by its id
     assert [x for x in again.lines if " ALERT " in x] == []               # judged once, not again
     assert len(first_lines) == len(queued)
 
 
-def test_sigterm_mid_poll_ends_within_2s(tmp_path):
+def test_sigterm_mid_poll_ends_promptly(tmp_path):
     """A host that accepts the connection and never speaks holds the poll for its connect
     timeout (30 s here); SIGTERM ends watch at once anyway."""
     mute = socket.socket()
@@ -171,7 +177,7 @@ def test_sigterm_mid_poll_ends_within_2s(tmp_path):
     finally:
         w.kill()
         mute.close()
-    assert rc == 0 and took < 2.0, (rc, took)
+    assert rc == 0 and took < STOP_BOUND, (rc, took)
 
 
 def test_a_hostile_hosts_strings_are_warnings_and_safe_lines_never_a_traceback(tmp_path):
@@ -293,7 +299,7 @@ async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_t
     assert [x.split("\t")[1:3] for x in log.read_text().splitlines()] == [["firing", "overfitting"]]
 
 
-def test_sigterm_mid_seat_check_ends_within_2s(tmp_path):
+def test_sigterm_mid_seat_check_ends_promptly(tmp_path):
     """A seat (`vllm serve` to /proc) that accepts the check's connection and never answers:
     the check would wait its 20 s; SIGTERM ends watch at once anyway."""
     from sshfleet import free_port
@@ -324,7 +330,7 @@ def test_sigterm_mid_seat_check_ends_within_2s(tmp_path):
     finally:
         seat.kill()
         seat.wait()
-    assert rc == 0 and took < 2.0, (rc, took)
+    assert rc == 0 and took < STOP_BOUND, (rc, took)
 
 
 def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spare_fleet, tmp_path):
