@@ -52,7 +52,9 @@ async def test_host_killed_mid_session_reports_why_and_others_answer(spare_fleet
         by = {h.name: h for h in snap.hosts}
         assert by["a"].reachable and by["c"].reachable
         assert not by["b"].reachable and by["b"].error
-        assert elapsed < 2 + 3  # within the connect timeout (plus margin), not the command timeout
+        # the connect timeout (2 s) ends it, not the command timeout (30 s): a bound between the two,
+        # generous so that a loaded machine's scheduling never fails it
+        assert elapsed < 20, elapsed
         assert poller.last_good("b") is not None   # its last good figures are kept
         spare_fleet.start("b")
         for _ in range(10):  # reconnect backoff is 1, 2, 4 s
