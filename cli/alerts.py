@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import io
 import json
+import sys
 import time
 
 from rich.console import Console
@@ -13,7 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.silences import Silence, SilenceStore
 from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_text, since_text
 
 
@@ -28,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "delivered and nothing is saved: hooks are `watch`'s job. Exits 0 whether or not "
                        "alerts fire.")
     add_hosts_option(p)
-    p.add_argument("--json", action="store_true", help='print {"alerts": [...]}')
+    p.add_argument("--json", action="store_true", help='print {"alerts": [...]}; a silenced alert has '
+                   '"silenced": {"id", "by", "until", "comment"} (null otherwise)')
     p.set_defaults(func=cmd_alerts)
 
 
@@ -44,24 +48,41 @@ def current_alerts(fleet) -> list[Alert]:
     return asyncio.run(go())
 
 
+def silenced_json(s: Silence | None) -> dict | None:
+    """What `alerts --json` says of the silence over an alert."""
+    return None if s is None else {"id": s.id, "by": s.by, "until": s.ends, "comment": s.comment}
+
+
 def cmd_alerts(args: argparse.Namespace) -> int:
-    """Print the alerts as a table or JSON; exit 0 either way."""
+    """Print the alerts as a table or JSON; exit 0 either way. A firing alert a silence holds
+    is listed all the same, marked with who made the silence and until when."""
     alerts = current_alerts(load_fleet(args.hosts))
+    store = SilenceStore(warn=lambda w: print(f"fleetdeck: warning: {w}", file=sys.stderr))
+    store.refresh()
+    now = time.time()
+    held = {a.key: s for a in alerts if a.state == "firing" and (s := store.of(a, now)) is not None}
     if args.json:
-        print(json.dumps({"alerts": [a.to_json() for a in alerts]}, indent=1))
+        print(json.dumps({"alerts": [dict(a.to_json(), silenced=silenced_json(held.get(a.key) if a.state == "firing"
+                                                                               else None)) for a in alerts]},
+                         indent=1))
         return 0
     if not alerts:
         print("no alerts")
         return 0
-    t = Table(title=alerts_title(alerts))
+    t = Table(title=alerts_title(alerts) + (f" ({len(held)} silenced)" if held else ""))
     for col in ("state", "severity", "rule", "host", "subject", "since", "text"):
         t.add_column(col, overflow="fold")
-    now = time.time()
     for a in alerts:   # firing by severity, then newest first; then the resolved, newest first
-        style = "bold red" if a.state == "firing" else "green"
+        s = held.get(a.key) if a.state == "firing" else None
+        state = Text("silenced", style="yellow") if s else Text(a.state, style="bold red" if a.state == "firing"
+                                                                else "green")
         # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
         # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
-        t.add_row(Text(a.state, style=style), severity_text(a.severity if a.state == "firing" else ""),
-                  Text(a.rule), Text(a.host), host_text(a.subject), since_text(a.since, now), message_text(a.text))
+        text = message_text(a.text)
+        if s is not None:
+            text = message_text(f"silenced by {shown(s.by)} until "
+                                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} ({s.id}): {a.text}")
+        t.add_row(state, severity_text(a.severity if a.state == "firing" else ""),
+                  Text(a.rule), Text(a.host), host_text(a.subject), since_text(a.since, now), text)
     Console(soft_wrap=False).print(t)
     return 0

@@ -24,6 +24,7 @@ COMMANDS = {
     "audit": "audit",
     "seats": "seats",
     "alerts": "alerts",
+    "silence": "silence",
     "watch": "watch",
     "logs": "logs",
     "history": "history",

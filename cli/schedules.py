@@ -61,10 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "entry on every host (now and later). Acknowledging clears the "
                         "'unacknowledged' and 'duplicate' reasons.")
     add_hosts_option(a)
-    a.add_argument("ids", nargs="+", metavar="ID")
+    a.add_argument("ids", nargs="*", metavar="ID")
     a.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
                    help="acknowledge the id on this host (repeatable)")
     a.add_argument("--all-hosts", action="store_true", help="acknowledge the id on every host")
+    a.add_argument("--all", action="store_true", dest="ack_all",
+                   help="with --host NAME and no ids: acknowledge every unacknowledged schedule the host "
+                   "lists now (a baseline; what turns up later is news)")
     a.set_defaults(func=cmd_ack)
 
     r = acts.add_parser("remove", help="remove one schedule or stop one loop",
@@ -232,6 +235,8 @@ def cmd_ack(args: argparse.Namespace) -> int:
     """Acknowledge ids seen in a fresh poll, on the host listing each (or, with --all-hosts, on
     every host); refuse (exit 1, nothing stored) if any id is unknown or, on several hosts,
     ambiguous."""
+    if args.ack_all or not args.ids:
+        return _ack_all(args)
     fleet = load_fleet(args.hosts)
     wanted = _names(fleet, args.host_filter)
     snap = poll(fleet, None)
@@ -262,6 +267,32 @@ def cmd_ack(args: argparse.Namespace) -> int:
                 all_hosts=bool(args.all_hosts), hosts={i: where[i] for i in ids})
     scope = "on every host" if args.all_hosts else "on " + ", ".join(sorted({h for i in ids for h in where[i]}))
     Console().print(Text(f"acknowledged {len(ids)} schedule(s) {scope}: {', '.join(shown(i) for i in ids)}"))
+    return 0
+
+
+def _ack_all(args: argparse.Namespace) -> int:
+    """`ack --host H --all`: acknowledge, on each named host, every schedule a fresh poll lists
+    there as unacknowledged (exit 1 when a named host cannot be asked; nothing is stored then)."""
+    if not args.ack_all or args.ids or not args.host_filter or args.all_hosts:
+        print("fleetdeck: schedules ack: give ids, or --host NAME --all (without ids) to acknowledge every "
+              "unacknowledged schedule of that host", file=sys.stderr)
+        return 2
+    fleet = load_fleet(args.hosts)
+    wanted = _names(fleet, args.host_filter) or []
+    snap = poll(fleet, None)
+    down = [d for d in _unreachable(snap) if d[0] in wanted]
+    if down:
+        return _ack_refused([], "host-unreachable", f"{down[0][0]} is unreachable ({sentence(down[0][1])}); "
+                            "nothing was acknowledged", hosts=wanted)
+    pairs = sorted({(s.host, s.id) for s in snap.schedules if s.host in wanted and "unacknowledged" in s.reasons})
+    if pairs:
+        schedule_verdict.acknowledge(on_host=pairs)
+    audit.audit("schedule-ack", ", ".join(wanted), "done", ids=[i for _, i in pairs], all=True,
+                hosts={h: [i for hh, i in pairs if hh == h] for h in wanted})
+    for h in wanted:
+        n = sum(1 for hh, _ in pairs if hh == h)
+        Console().print(Text(f"{h}: acknowledged {n} schedule{'' if n == 1 else 's'}" if n else
+                             f"{h}: no unacknowledged schedule to acknowledge"))
     return 0
 
 

@@ -336,6 +336,7 @@ def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry
         return FleetSnapshot(hosts=(HostSnapshot(name="h", reachable=True, time=t, schedules=scheds),), time=t)
 
     e = AlertEngine()
+    assert e.evaluate(snap(990.0)) == []   # the first look (nothing stray then): what comes later is news
     fired = e.evaluate(snap(1000.0, loop, cron))
     assert [(a.rule, a.subject) for a in fired] == [("new-stray", cron.id)]
     # a loop that ended within the minute never paged

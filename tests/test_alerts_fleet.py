@@ -22,14 +22,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.sshd, pytest.mark.root]
 SERVER = Path(__file__).with_name("seat_server.py")
-HOOK = "import sys\nopen(sys.argv[1], 'a').write('\\t'.join(sys.argv[2:]) + '\\n')\n"
+#: logs each transition a delivery carries (one, or the members of a group, listed on stdin):
+#: state, rule, subject, text
+HOOK = ("import json, sys\ndoc = json.loads(sys.stdin.read())\n"
+        "with open(sys.argv[1], 'a') as f:\n"
+        "    for a in doc.get('alerts') or [doc]:\n"
+        "        f.write('\\t'.join(' '.join(str(a[k]).split()) for k in ('state', 'rule', 'subject', 'text'))"
+        " + '\\n')\n")
 
 
 class Received(BaseHTTPRequestHandler):
     got: list = []
 
     def do_POST(self) -> None:
-        Received.got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Received.got.extend(doc.get("alerts") or [doc])   # one transition, or a group's members
         self.send_response(204)
         self.end_headers()
 
@@ -98,8 +105,10 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
                                   "--interval", "0.5", "--prometheus", "127.0.0.1:0"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         metrics_url = wait_for(lambda: re.search(r"metrics on (\S+)", watch.stdout.readline() or "x"), 60).group(1)
-        for i in range(20):   # ~40 MB into a 64 MB tmpfs, a little at a time
-            (tank / f"chunk-{i}").write_bytes(os.urandom(2 * 2**20))
+        # up to ~48 MB into a 64 MB tmpfs, a little at a time, until the hook has heard of it (the
+        # hook's first delivery waits out group_wait, 10 s: the disk keeps filling meanwhile)
+        for i in range(48):
+            (tank / f"chunk-{i}").write_bytes(os.urandom(2**20))
             time.sleep(0.3)
             if ("firing", "disk-full-eta", str(tank)) in {x[:3] for x in hook_lines(log)}:
                 break

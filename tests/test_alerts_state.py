@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 from test_watch_service import WATCH, local_fleet, rising_evals, state_dir
 
-LOGGER = "import sys\nopen(sys.argv[1], 'a').write('\\t'.join(sys.argv[2:]) + '\\n')\n"
+#: a hook that logs each transition a delivery carries (one, or a group's members: stdin lists
+#: them), one line each: id, state, rule, host, subject
+LOGGER = ("import json, sys\ndoc = json.loads(sys.stdin.read())\n"
+          "with open(sys.argv[1], 'a') as f:\n"
+          "    for a in doc.get('alerts') or [doc]:\n"
+          "        f.write('\\t'.join(str(a[k]) for k in ('id', 'state', 'rule', 'host', 'subject')) + '\\n')\n")
 T0 = 1_800_000_000.0
 
 
@@ -89,7 +94,7 @@ async def bytes_to_deliver(n: int, url: str) -> int:
     from fleetdeck.backend.monitor.service import Monitor
 
     fleet = parse_fleet(f'[hosts.h1]\naddress = "h1"\n[alerts]\nwebhook = "{url}"\n', "hosts.toml")
-    m = Monitor(fleet, role="deliver", source=object())
+    m = Monitor(fleet, role="deliver", source=object(), group_max=1)   # one transition an attempt
     before = written()
     m.deliverer.enqueue([Alert("run-failed", "h1", f"/runs/run-{i}", "firing", T0 + i, "failed") for i in range(n)])
     m.save()

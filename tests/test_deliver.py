@@ -136,7 +136,7 @@ async def test_a_dripping_webhook_is_cut_at_the_whole_delivery_deadline():
 async def test_a_blackholed_endpoint_costs_its_deadline_side_by_side_not_one_after_another():
     srv = Stalling(drip=None)
     warnings: list[str] = []
-    d = Deliverer(None, srv.url, webhook_timeout=1.0, concurrency=4, warn=warnings.append)
+    d = Deliverer(None, srv.url, webhook_timeout=1.0, concurrency=4, warn=warnings.append, group_wait=0)
     try:
         d.enqueue([alert(i) for i in range(12)])
         await d.drain()
@@ -205,7 +205,7 @@ async def test_a_retry_carries_the_same_id_in_body_and_headers(receiver):
     base, r = receiver
     r.plan = staticmethod(lambda path, n: (503, {}) if n == 1 else (204, {}))
     warnings: list[str] = []
-    d = Deliverer(None, f"{base}/hook", retry_first=0.1, warn=warnings.append)
+    d = Deliverer(None, f"{base}/hook", retry_first=0.1, warn=warnings.append, group_wait=0)
     a = alert()
     d.enqueue([a])
     task = asyncio.ensure_future(d.run())
@@ -250,7 +250,7 @@ async def test_hostile_strings_and_numbers_reach_every_sink_by_one_rule(tmp_path
     bad = [alert(0, since=float("nan"), **HOSTILE), alert(1, since=float("inf"), **{**HOSTILE, "state": "resolved"})]
     warnings: list[str] = []
     d = Deliverer((sys.executable, str(script), "{subject}", "{text}", "{since}", "{id}"), f"{base}/hook",
-                  warn=warnings.append)
+                  warn=warnings.append, group_wait=0)
     d.enqueue(bad)
     await d.drain()
     assert warnings == [] and not d.pending and len(r.got) == 2
@@ -284,7 +284,7 @@ async def test_one_alerts_transitions_reach_a_sink_in_order_while_others_go_side
     behind it, h2's firing does not."""
     base, r = receiver
     r.plan = staticmethod(lambda path, n: (503, {}) if n == 1 else (204, {}))
-    d = Deliverer(None, f"{base}/hook", retry_first=0.3, concurrency=1)
+    d = Deliverer(None, f"{base}/hook", retry_first=0.3, concurrency=1, group_wait=0)
     fired = alert(1)
     d.enqueue([fired])
     d.enqueue([alert(1, state="resolved", since=T0 + 99), alert(2)])

@@ -21,7 +21,7 @@ from fleetdeck.backend.fleet.errors import ConfigError
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart",
-         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid")
+         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid", "run-finished", "run-failed")
 #: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
 #: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
 #: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
@@ -86,6 +86,10 @@ class AlertConfig:
     #: a URL that receives each transition as JSON (POST)
     webhook: str | None = None
     webhook_timeout: float = 5.0
+    #: seconds a sink's first new transition waits for others, so that what happens together
+    #: (a host's runs failing at once) goes out as one delivery listing them, as Alertmanager's
+    #: `group_wait` does; 0 sends each transition on its own at once (`deliver.Deliverer`)
+    group_wait: float = 10.0
     #: Alertmanager base URLs (`backend/monitor/alertmanager.py`): `watch` posts every firing
     #: alert to each one's v2 API, again while it fires, and its end when it resolves
     alertmanager: tuple[str, ...] = ()
@@ -127,6 +131,7 @@ ALERT_NUMBERS: dict[str, Bounds] = {
     "seat_check_interval": Bounds(1, DAY, zero="off"),   # s
     "history_retention_days": Bounds(1, 3650),           # days
     "webhook_timeout": Bounds(0.1, 300),                 # s for one delivery
+    "group_wait": Bounds(1, 600, zero="off"),            # s; past ten minutes it delays pages, not groups them
 }
 #: `for = {rule = seconds}`: 0 (fire on the poll that sees it) up to a week
 FOR_BOUNDS = Bounds(0, WEEK)

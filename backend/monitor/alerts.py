@@ -11,7 +11,9 @@ seen over `disk_rate_window`, from history), gpu-headroom (a card holding a seat
 free than the floor), idle-holder (a process that is neither a seat nor a run holding more
 than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
 seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
-The GPU health rules (gpu-throttled, gpu-hot, gpu-ecc, gpu-xid) are in `gpu_alerts.py`.
+The GPU health rules (gpu-throttled, gpu-hot, gpu-ecc, gpu-xid) are in `gpu_alerts.py`; new-stray
+and the first look at a host (one alert for all the stray schedules it holds then) in
+`stray_alerts.py`; run-finished and run-failed (a run's end, seen live) in `run_alerts.py`.
 Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
 
 Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
@@ -44,10 +46,11 @@ from fleetdeck.backend.fleet.alert_rules import (
 )
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.host.lib import units
-from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.gpu_alerts import judge_gpus
+from fleetdeck.backend.monitor.run_alerts import judge_runs
+from fleetdeck.backend.monitor.stray_alerts import judge_strays
 
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 KEEP_RESOLVED = 100
@@ -118,6 +121,14 @@ class _Memory:
     disk: dict[str, deque] = field(default_factory=dict)
     #: alert key -> when its condition was first seen holding, while it waits out its `for`
     pending: dict[str, float] = field(default_factory=dict)
+    #: hosts looked at (answered) before, and the stray schedule ids each one's first look
+    #: folded into one alert (`stray_alerts.py`)
+    looked: set = field(default_factory=set)
+    first_look: dict[str, list[str]] = field(default_factory=dict)
+    #: "host|run path" -> the run's state at the last poll, and run-finished / run-failed
+    #: events by alert key -> (time, text) (`run_alerts.py`)
+    runs: dict[str, str] = field(default_factory=dict)
+    run_events: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 class AlertEngine:
@@ -171,21 +182,12 @@ class AlertEngine:
                 continue
             self.m.down_since.pop(h.name, None)
             self._runs(h, hold)
+            judge_runs(self.m, self.config, h, now, hold)
             self._disks(h, now, hold)
             self._gpus(h, now, hold)
             judge_gpus(h, now, hold, self.config)
             self._seats(h, now, checks or {}, hold)
-            for s in h.schedules:
-                if s.stray:
-                    # a schedule naming a path that does not exist is wrong, not only news
-                    sev = self.config.severity_set("new-stray") or (
-                        "warning" if "dead-target" in s.reasons else "info")
-                    hold("new-stray", h.name, s.id, now,
-                         f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}", sev)
-                    if s.kind == "loop" and "dead-target" not in s.reasons:
-                        # a loop that ends within a minute (a script's short `for`) never pages;
-                        # one naming a path that does not exist is wrong however long it runs
-                        self._settle[f"new-stray|{h.name}|{s.id}"] = LOOP_SETTLE_S
+            judge_strays(self.m, self.config, h, now, hold, self._settle, LOOP_SETTLE_S)
         return self._transitions(conds, blind, now)
 
     def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
@@ -348,7 +350,8 @@ class AlertEngine:
                 "down_since": self.m.down_since, "idle_since": self.m.idle_since,
                 "restarts": {k: list(v) for k, v in self.m.restarts.items()},
                 "events": {k: list(v) for k, v in self.m.events.items()},
-                "pending": self.m.pending}
+                "pending": self.m.pending, "looked": sorted(self.m.looked), "first_look": self.m.first_look,
+                "runs": self.m.runs, "run_events": {k: list(v) for k, v in self.m.run_events.items()}}
 
     def load_state(self, d: Any) -> list[Reject]:
         """Carry on from `to_state()`'s output, strictly per entry: an entry that does not hold
@@ -395,6 +398,21 @@ class AlertEngine:
 
         each("restarts", dict, restart)
         each("events", dict, event)
+
+        def run_event(k, x) -> None:
+            if str(k).split("|", 1)[0] not in ("run-finished", "run-failed") or str(k).count("|") < 2:
+                raise Bad("is not a run-finished or run-failed alert key")
+            event(k, x)
+            m.run_events[str(k)] = m.events.pop(str(k))
+
+        def first_look(k, x) -> None:
+            ids = st.items(x, "the entry")
+            m.first_look[str(k)] = [st.text(i, "a schedule id") for i in ids]
+
+        each("looked", list, lambda _k, x: m.looked.add(st.text(x, "the host")))
+        each("first_look", dict, first_look)
+        each("runs", dict, lambda k, x: m.runs.__setitem__(str(k), st.text(x, "the state")))
+        each("run_events", dict, run_event)
         return rejects
 
 

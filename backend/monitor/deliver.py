@@ -13,6 +13,10 @@ costs the same however full the outbox is), without ever holding up the poll loo
 - **Beside polling.** `Deliverer.run()` is a task of its own; at most `concurrency` attempts run
   at once, so a blackholed endpoint costs each delivery its deadline, side by side. One
   alert's transitions reach each sink in order (its resolved never before its firing).
+- **Groups.** What a sink gets within `group_wait` of its first new transition goes out as one
+  delivery listing them (`grouping.py`); each keeps its own id and outbox entry.
+- **Silences.** A transition an active silence matches waits in the outbox until the silence
+  ends (`silences.py`); one that fired and resolved within it is never delivered.
 - **Retries.** A failed attempt is retried after 5 s, doubling up to 5 min, for a day
   (`RETRY_*`); a permanent failure (a redirect other than 307/308, a 4xx other than 408/429,
   a hook that cannot start) is given up at once with a warning. 307 and 308 are followed as
@@ -48,7 +52,9 @@ from typing import Any
 from fleetdeck.backend.fleet.alert_rules import SEVERITY_DEFAULTS
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.grouping import GROUP_MAX, Group, group_id, group_payload
 from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
+from fleetdeck.backend.monitor.silences import SilenceStore
 
 HOOK_TIMEOUT = 30.0
 CONCURRENCY = 8
@@ -57,6 +63,10 @@ RETRY_CAP = 300.0
 RETRY_MAX_AGE = 86400.0
 MAX_REDIRECTS = 5
 HEAD_LIMIT = 64 * 1024
+#: seconds a sink's first new transition waits for others to go with it (`[alerts] group_wait`)
+GROUP_WAIT = 10.0
+#: how often the deliverer looks at silences.json while a silence holds an entry
+SILENCE_RECHECK = 2.0
 PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since", "id", "severity")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -305,17 +315,26 @@ class Deliverer:
 
     Each attempt costs the same however full the outbox is: the entries of one alert at one sink
     form a queue (a resolved never overtakes its firing), and the heads of those queues wait in
-    a heap by when they are due, so starting an attempt and ending one touch only its own entry."""
+    one heap per sink by when they are due, so starting an attempt and ending one touch only its
+    own entries.
+
+    **Groups** (`grouping.py`): a sink's first new transition waits `group_wait` seconds, and
+    what the sink gets meanwhile goes with it as one delivery of at most `group_max`
+    (`group_wait = 0` or `group_max = 1`: each transition alone, at once).
+
+    **Silences** (`silences.py`, read again when the file changes): an entry an active silence
+    matches is held in the outbox until the silence ends (its due time is the silence's end,
+    journaled), then delivered; a firing and its resolved both held by a silence are dropped
+    together, never delivered."""
 
     def __init__(self, on_alert: tuple[str, ...] | None, webhook: str | None, *,
                  webhook_timeout: float = 5.0, hook_timeout: float = HOOK_TIMEOUT,
                  concurrency: int = CONCURRENCY, journal: Journal | None = None,
                  warn: Callable[[str], None] | None = None, retry_first: float = RETRY_FIRST,
                  retry_cap: float = RETRY_CAP, max_age: float = RETRY_MAX_AGE,
-                 clock: Callable[[], float] = time.time) -> None:
+                 group_wait: float = GROUP_WAIT, group_max: int = GROUP_MAX,
+                 silences: SilenceStore | None = None) -> None:
         self.on_alert = tuple(on_alert or ())
-        #: the time an entry is queued, retried and given up by (a benchmark drives its own)
-        self.clock = clock
         self.webhook = webhook
         self.webhook_timeout = webhook_timeout
         self.hook_timeout = hook_timeout
@@ -323,16 +342,27 @@ class Deliverer:
         self.journal = journal
         self.warn = warn or (lambda _w: None)
         self.retry_first, self.retry_cap, self.max_age = retry_first, retry_cap, max_age
+        self.group_wait = max(0.0, group_wait)
+        self.group_max = max(1, int(group_max))
+        self.silences = silences if silences is not None else SilenceStore(move=True, warn=self.warn)
         #: every entry, in the order queued
         self.pending: dict[tuple[str, str], Pending] = {}
         self.delivered = 0
+        #: deliveries made (a group of several transitions is one)
+        self.deliveries = 0
+        #: transitions a silence dropped (a firing and its resolved, both within it)
+        self.silenced = 0
         #: each alert's entries at each sink, oldest first; only the first may be attempted
         self._queues: dict[tuple[str, str, str, str], deque[tuple[str, str]]] = {}
-        #: (due, tie-break, key) of queue heads; a record is stale when its entry is gone, busy,
-        #: no longer a head or due at another time (skipped when popped)
-        self._due: list[tuple[float, int, tuple[str, str]]] = []
+        #: per sink, (due, tie-break, key) of queue heads; a record is stale when its entry is
+        #: gone, busy, no longer a head or due at another time (skipped when popped)
+        self._due: dict[str, list[tuple[float, int, tuple[str, str]]]] = {}
         self._order = itertools.count()
         self._busy: set[tuple[str, str]] = set()
+        #: entries a silence holds, and until when
+        self._parked: dict[tuple[str, str], float] = {}
+        #: per sink, when its open group goes out
+        self._window: dict[str, float] = {}
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         #: attempts started and not yet ended (a task's own end comes a moment after)
@@ -341,6 +371,10 @@ class Deliverer:
     @property
     def sinks(self) -> tuple[str, ...]:
         return (("command",) if self.on_alert else ()) + (("webhook",) if self.webhook else ())
+
+    @property
+    def grouping(self) -> bool:
+        return self.group_wait > 0 and self.group_max > 1
 
     # -- the queues -----------------------------------------------------------------------------
     @staticmethod
@@ -353,12 +387,16 @@ class Deliverer:
         q.append(p.key)
         if len(q) == 1:
             self._push(p)
+        elif q[0] in self._parked:
+            # what comes after a held entry may end it (a resolved within the silence): look again now
+            self._unpark(self.pending[q[0]], time.time())
 
     def _push(self, p: Pending) -> None:
-        heapq.heappush(self._due, (p.next_at, next(self._order), p.key))
+        heapq.heappush(self._due.setdefault(p.sink, []), (p.next_at, next(self._order), p.key))
 
     def _remove(self, p: Pending) -> None:
         self.pending.pop(p.key, None)
+        self._parked.pop(p.key, None)
         qk = self._queue_of(p)
         q = self._queues.get(qk)
         if q is None:
@@ -377,15 +415,26 @@ class Deliverer:
         q = self._queues.get(self._queue_of(p))
         return bool(q) and q[0] == p.key
 
+    def _due_at(self, sink: str, now: float) -> float:
+        """When an entry queued now for `sink` goes out: with the sink's open group, or in a new
+        one `group_wait` from now."""
+        if not self.grouping:
+            return now
+        w = self._window.get(sink)
+        if w is None or w <= now:
+            w = self._window[sink] = now + self.group_wait
+        return w
+
     def enqueue(self, alerts: list[Any], now: float | None = None) -> None:
         """Add each transition for each configured sink (an id already queued is not added twice)."""
-        now = self.clock() if now is None else now
+        now = time.time() if now is None else now
+        self._look_at_silences(now)
         new = []
         for a in alerts:
             tid = transition_id(a)
             for sink in self.sinks:
                 if (tid, sink) not in self.pending:
-                    p = Pending(tid, sink, _record(a), now, next_at=now)
+                    p = Pending(tid, sink, _record(a), now, next_at=self._due_at(sink, now))
                     self._add(p)
                     new.append(p)
         if new and self.journal is not None:
@@ -396,6 +445,12 @@ class Deliverer:
     def to_state(self) -> list[dict[str, Any]]:
         return [p.to_json() for p in self.pending.values()]
 
+    def _carry(self, p: Pending, now: float) -> None:
+        # what a silence held (or a group waited for) when the last watch ended is looked at
+        # again soon: that silence may have been expired meanwhile
+        p.next_at = min(p.next_at, now + self.retry_cap)
+        self._add(p)
+
     def load_state(self, items: Any, where: str = "outbox") -> list[Reject]:
         """Carry on with entries saved as a list (`to_state`, and the outbox of an `alerts.json`
         written before the journal); each entry is checked on its own, and the ones that do not
@@ -405,6 +460,7 @@ class Deliverer:
         if not isinstance(items, list):
             return [Reject(where, f"is not a list ({type(items).__name__})", items)]
         rejects, new = [], []
+        now = time.time()
         for i, d in enumerate(items):
             try:
                 p = pending_from_json(d)
@@ -412,7 +468,7 @@ class Deliverer:
                 rejects.append(Reject(f"{where}[{i}]", str(e), d))
                 continue
             if p.sink in self.sinks and p.key not in self.pending:
-                self._add(p)
+                self._carry(p, now)
                 new.append(p)
         if new and self.journal is not None:
             self.journal.add(new)
@@ -423,11 +479,49 @@ class Deliverer:
         """Carry on with what the journal holds (see `outbox.Journal.load`)."""
         assert self.journal is not None
         live, rejects, warnings = self.journal.load(committed, move=move)
+        now = time.time()
         for p in live:
             if p.sink in self.sinks and p.key not in self.pending:
-                self._add(p)
+                self._carry(p, now)
         self._wake.set()
         return rejects, warnings
+
+    # -- silences -------------------------------------------------------------------------------
+    def _look_at_silences(self, now: float) -> None:
+        """Read silences.json again if it changed; then every held entry is looked at again."""
+        if self.silences.refresh():
+            for key in list(self._parked):
+                p = self.pending.get(key)
+                if p is not None:
+                    self._unpark(p, now)
+
+    def _unpark(self, p: Pending, now: float) -> None:
+        if p.next_at > now and self._is_head(p) and p.key not in self._busy:
+            p.next_at = now
+            self._push(p)
+            self._wake.set()
+
+    def _clear(self, p: Pending, now: float) -> bool:
+        """True when queue head `p` may be attempted now; otherwise a silence holds it (until the
+        silence ends, journaled), or drops it with the resolved that follows it."""
+        a = p.alert
+        s = self.silences.matching(str(a.get("rule")), str(a.get("host")), str(a.get("subject")), now)
+        if s is None:
+            return True
+        q = self._queues[self._queue_of(p)]
+        nxt = self.pending[q[1]] if len(q) > 1 else None
+        if a.get("state") == "firing" and nxt is not None and nxt.alert.get("state") == "resolved":
+            # it fired and resolved within the silence: the operator hears of neither
+            self._remove(p)
+            self._remove(nxt)
+            self.silenced += 2
+            self._journal([p, nxt], [])
+            return False
+        p.next_at = s.ends
+        self._parked[p.key] = s.ends
+        self._journal([], [p])
+        self._push(p)
+        return False
 
     # -- delivering -----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -435,10 +529,15 @@ class Deliverer:
         and stay in the outbox)."""
         try:
             while True:
-                self._start_due(self.clock())
+                now = time.time()
+                self._look_at_silences(now)
+                self._start_due(now)
                 wait = None
-                if self._due and self._running < self.concurrency:
-                    wait = max(0.05, self._due[0][0] - self.clock())
+                heads = [h[0][0] for h in self._due.values() if h]
+                if heads and self._running < self.concurrency:
+                    wait = max(0.05, min(heads) - time.time())
+                if self._parked:   # a silence expired early ends the hold within SILENCE_RECHECK
+                    wait = SILENCE_RECHECK if wait is None else min(wait, SILENCE_RECHECK)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
@@ -449,34 +548,68 @@ class Deliverer:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Attempt everything queued, once each and in order, and wait for those attempts (what
-        `watch --count` does before it ends); a failure's retry is left in the outbox."""
+        """Attempt everything queued, once each and in order, without waiting for a group's
+        window, and wait for those attempts (what `watch --count` does before it ends); a
+        failure's retry, and what a silence holds, are left in the outbox."""
         tried: set[tuple[str, str]] = set()
-        now = self.clock()
+        now = time.time()
+        self._look_at_silences(now)
         while True:
-            free = self.concurrency - self._running
-            todo = []
-            for q in self._queues.values():
-                if len(todo) >= free:
-                    break
+            groups: dict[str, list[list[Pending]]] = {}
+            for qk in list(self._queues):
+                q = self._queues.get(qk)
+                if not q:
+                    continue
                 p = self.pending[q[0]]
-                if p.key not in self._busy and p.key not in tried and (p.attempts == 0 or p.next_at <= now):
-                    todo.append(p)
-            for p in todo:
-                tried.add(p.key)
-                self._start([p])
+                if p.key in self._busy or p.key in tried or (p.attempts and p.next_at > now):
+                    continue
+                if not self._clear(p, now):
+                    tried.add(p.key)
+                    continue
+                bucket = groups.setdefault(p.sink, [[]])
+                if len(bucket[-1]) >= self.group_max or (bucket[-1] and not self.grouping):
+                    bucket.append([])
+                bucket[-1].extend(self._run_of(p, math.inf, self.group_max - len(bucket[-1])))
+            free = self.concurrency - self._running
+            for group in [g for gs in groups.values() for g in gs if g][:max(0, free)]:
+                tried.update(p.key for p in group)
+                self._start(group)
             if not self._tasks:
                 return
             await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
 
+    def _run_of(self, p: Pending, now: float, room: int) -> list[Pending]:
+        """Queue head `p` and, when grouping, the entries behind it that are due too (one alert's
+        transitions in order, in one delivery), at most `room`."""
+        out = [p]
+        if not self.grouping:
+            return out
+        for key in itertools.islice(self._queues[self._queue_of(p)], 1, None):
+            if len(out) >= room:
+                break
+            x = self.pending[key]
+            if x.next_at > now or key in self._busy:
+                break
+            out.append(x)
+        return out
+
     def _start_due(self, now: float) -> None:
-        """Start the attempts that are due, as many as there are free places."""
-        while self._due and self._due[0][0] <= now and self._running < self.concurrency:
-            at, _n, key = heapq.heappop(self._due)
-            p = self.pending.get(key)
-            if p is None or key in self._busy or p.next_at != at or not self._is_head(p):
-                continue   # stale: delivered, in flight, retried at another time or not first
-            self._start([p])
+        """Start the attempts that are due, as many as there are free places: per sink, the due
+        heads (and what follows each of them, due too) as groups of at most `group_max`."""
+        limit = self.group_max if self.grouping else 1
+        for heap in list(self._due.values()):
+            while heap and heap[0][0] <= now and self._running < self.concurrency:
+                group: list[Pending] = []
+                while heap and heap[0][0] <= now and len(group) < limit:
+                    at, _n, key = heapq.heappop(heap)
+                    p = self.pending.get(key)
+                    if p is None or key in self._busy or p.next_at != at or not self._is_head(p):
+                        continue   # stale: delivered, in flight, retried at another time or not first
+                    if not self._clear(p, now):
+                        continue   # a silence holds it
+                    group += self._run_of(p, now, limit - len(group))
+                if group:
+                    self._start(group)
 
     def _start(self, group: list[Pending]) -> None:
         for p in group:
@@ -488,7 +621,7 @@ class Deliverer:
 
     async def _attempt(self, group: list[Pending]) -> None:
         try:
-            out = await self.send(group[0])
+            out = await (self.send(group[0]) if len(group) == 1 else self.send_group(group))
         except asyncio.CancelledError:   # it stays in the outbox, due again as it was
             for p in group:
                 self._busy.discard(p.key)
@@ -499,33 +632,42 @@ class Deliverer:
             self._running -= 1
             for p in group:
                 self._busy.discard(p.key)
-        now = self.clock()
+        now = time.time()
+        done, tried = [], []
+        what = group[0].id if len(group) == 1 else f"{group_id([p.id for p in group])} of {len(group)} transitions"
+        said = None
         for p in group:
             p.attempts += 1
             if out.ok:
                 self._remove(p)
                 self.delivered += 1
-                self._journal("done", p)
-            elif not out.retry or now - p.created > self.max_age:
+                done.append(p)
+            elif not out.retry or now - max(p.created, self._parked.get(p.key, 0.0)) > self.max_age:
                 self._remove(p)
-                why = "not retried" if not out.retry else f"given up after {p.attempts} attempts"
-                self.warn(f"{out.warning} ({why}; delivery {p.id})")
-                self._journal("done", p)
+                said = f"{out.warning} ({'not retried' if not out.retry else f'given up after {p.attempts} attempts'}; " \
+                       f"delivery {what})"
+                done.append(p)
             else:
                 delay = min(self.retry_cap, self.retry_first * 2 ** (p.attempts - 1))
                 p.next_at = now + delay
-                self.warn(f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {p.id})")
-                self._journal("tried", p)
+                said = f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {what})"
+                tried.append(p)
                 if self._is_head(p):
                     self._push(p)
+        if out.ok:
+            self.deliveries += 1
+        if said:
+            self.warn(said)
+        self._journal(done, tried)
         self._wake.set()
 
-    def _journal(self, op: str, p: Pending) -> None:
-        """One record for one attempt's outcome; the journal rewritten when it has grown past its
-        live entries (a fixed share of the appends, so each attempt costs the same)."""
-        if self.journal is None:
+    def _journal(self, done: list[Pending], tried: list[Pending]) -> None:
+        """The records of one attempt's outcome, in one append (a group's entries are marked
+        done together, or none of them); the journal rewritten when it has grown past its live
+        entries (a fixed share of the appends, so each attempt costs the same)."""
+        if self.journal is None or not (done or tried):
             return
-        getattr(self.journal, op)(p)
+        self.journal.record(done, tried)
         if self.journal.wants_compaction(len(self.pending)):
             self.journal.compact(self.pending.values())
 
@@ -537,6 +679,22 @@ class Deliverer:
             return await run_hook(hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout)
         headers = {"Idempotency-Key": p.id, "X-Fleetdeck-Delivery": p.id}
         return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
+
+    async def send_group(self, group: list[Pending]) -> Outcome:
+        """One attempt of several entries of one sink, as one delivery listing them."""
+        g = Group([(_Shown(p.alert), p.id) for p in group])
+        body = json.dumps(json_safe(group_payload(g, payload)), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        if group[0].sink == "command":
+            env = hook_env(g, g.id)
+            env.update(FLEETDECK_IDS=" ".join(g.ids), FLEETDECK_COUNT=str(len(g.ids)))
+            return await run_hook(hook_argv(self.on_alert, g, g.id), env, body, self.hook_timeout)
+        headers = {"Idempotency-Key": g.id, "X-Fleetdeck-Delivery": g.id}
+        return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
+
+
+def options(config: Any) -> dict[str, Any]:
+    """The `Deliverer` keywords the fleet file's `[alerts]` sets (what `watch`'s monitor passes)."""
+    return {"webhook_timeout": config.webhook_timeout, "group_wait": config.group_wait}
 
 
 class Notifier:
@@ -561,5 +719,5 @@ class Notifier:
         return warnings
 
 
-__all__ = ["Deliverer", "Notifier", "Outcome", "Pending", "arg_text", "hook_argv", "hook_env", "json_safe",
-           "payload", "post_json", "run_hook", "transition_id", "webhook_body"]
+__all__ = ["Deliverer", "GROUP_WAIT", "Notifier", "Outcome", "Pending", "arg_text", "hook_argv", "hook_env",
+           "json_safe", "options", "payload", "post_json", "run_hook", "transition_id", "webhook_body"]

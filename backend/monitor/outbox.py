@@ -6,7 +6,11 @@ Records (`$XDG_STATE_HOME/fleetdeck/outbox.jsonl`):
 - `{"op": "add", "seq": N, "id", "sink", "alert", "created", "attempts", "next_at"}`: an entry
   queued, numbered in order;
 - `{"op": "done", "id", "sink"}`: delivered, or given up;
-- `{"op": "try", "id", "sink", "attempts", "next_at"}`: an attempt failed, retried at `next_at`.
+- `{"op": "try", "id", "sink", "attempts", "next_at"}`: an attempt failed, retried at `next_at`
+  (or a silence holds it until `next_at`, its end).
+
+One delivery may carry several entries of one sink (`grouping.py`): its outcome is one write of
+one record per entry (`Journal.record`), so the journal stays exactly-once per transition id.
 
 **With the alert state, atomically.** The cycle that judges a transition appends its `add`
 records first, then writes `alerts.json` naming the last sequence number it covers
@@ -206,7 +210,17 @@ class Journal:
 
     def tried(self, p: Pending) -> None:
         """An attempt of `p` failed; it is retried at `p.next_at`."""
-        self._append({"op": "try", "id": p.id, "sink": p.sink, "attempts": p.attempts, "next_at": p.next_at})
+        self.record([], [p])
+
+    def record(self, done: Iterable[Pending], tried: Iterable[Pending]) -> None:
+        """One attempt's outcome in one write: `done` delivered or given up, `tried` due again at
+        their `next_at` (a failed attempt, or held by a silence until it ends). A group's entries
+        are written together, so a crash leaves every one of them done or none (a write torn by
+        a power cut is a malformed last line: those entries stay queued, sent again, same ids)."""
+        for p in done:
+            self._append({"op": "done", "id": p.id, "sink": p.sink})
+        for p in tried:
+            self._append({"op": "try", "id": p.id, "sink": p.sink, "attempts": p.attempts, "next_at": p.next_at})
         self.flush()
 
     def _append(self, rec: dict[str, Any]) -> None:

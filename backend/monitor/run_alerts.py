@@ -1,0 +1,81 @@
+"""`run-finished` and `run-failed`: a run's end, seen live, through the same hooks as every alert.
+
+The operator's ":37 check on the run ... inform when ready" cron job existed because they wanted
+to be told when a run was ready; with these two rules that is the `[alerts]` hook
+(docs/schedules.md, "Told when a run is ready").
+
+- **run-finished** (info): a run the engine saw live (running, stalled or queued) now shows
+  `finished` *with* a final adapter, by the layout's one rule (`host/lib/layout.final_adapter`:
+  a real folder with non-empty `adapter_model.safetensors` and `adapter_config.json`; the probe
+  puts its path in `Run.adapter`). A run that reached its last step but has no complete adapter
+  yet waits (`FINISHING`) and fires when the adapter is there.
+- **run-failed** (critical): a run seen live now shows `failed`; the text carries the reason the
+  runs listing shows (`Run.reason`: the trainer's own words, or why the probe judged it failed).
+
+Only a change seen live pages: the first look at a run (a new engine, a new host, a run folder
+that appears already finished, as a mirrored adapter does) records its state and fires nothing.
+Each is an event: it fires on the poll that sees the change and stays firing for
+`event_hold_minutes`, as `seat-restart` does, then resolves. The runs' last states and the
+events are saved with the engine's state, so a restart of `watch` between two polls neither
+misses an end nor pages it twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.models import HostSnapshot, Run
+
+#: a run that showed `finished` before its final adapter was complete, after being seen live
+FINISHING = "finishing"
+#: the states a run is seen live in, from which its end pages
+LIVE = ("running", "stalled", "queued", FINISHING)
+
+
+def finished_text(h: HostSnapshot, r: Run) -> str:
+    """The sentence of a run-finished alert."""
+    at = f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "") if r.step is not None else ""
+    best = min(r.eval_losses, key=lambda x: x[1]) if r.eval_losses else None
+    ev = f"; best eval loss {best[1]:.4g} at step {best[0]}" if best else ""
+    return f"run {r.name} on {h.name} finished{at}: its final adapter is ready at {r.adapter}{ev}"
+
+
+def failed_text(h: HostSnapshot, r: Run) -> str:
+    """The sentence of a run-failed alert: the reason the runs listing shows."""
+    at = f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "") if r.step is not None else ""
+    return f"run {r.name} on {h.name} failed{at}: {r.reason or 'no reason given'}"
+
+
+def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold) -> None:
+    """Record each run's state on reachable host `h` and hold the ends seen live (see the module
+    docstring). `m` is the engine's memory (`runs`, `run_events`)."""
+    mine = h.name + "|"
+    seen: dict[str, str] = {}
+    for r in h.runs:
+        key = mine + r.path
+        prev = m.runs.get(key)
+        state = r.state
+        if prev in LIVE:
+            if r.state == "finished" and r.adapter:
+                m.run_events[f"run-finished|{key}"] = (now, finished_text(h, r))
+            elif r.state == "finished":
+                state = FINISHING   # the last step, not yet the adapter: it pages when that is there
+            elif r.state == "failed":
+                m.run_events[f"run-failed|{key}"] = (now, failed_text(h, r))
+        seen[key] = state
+    for key in [k for k in m.runs if k.startswith(mine) and k not in seen]:
+        del m.runs[key]   # gone from the listing: if it comes back, that is a first look
+    m.runs.update(seen)
+    hold_s = config.event_hold_minutes * 60
+    for key, (t, text) in list(m.run_events.items()):
+        rule, host, path = key.split("|", 2)
+        if host != h.name:
+            continue
+        if now - t < hold_s:
+            hold(rule, host, path, t, text)
+        else:
+            del m.run_events[key]
+
+
+__all__ = ["FINISHING", "LIVE", "failed_text", "finished_text", "judge_runs"]

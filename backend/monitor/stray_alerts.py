@@ -1,0 +1,87 @@
+"""`new-stray`: a stray schedule, and the first look at a host.
+
+A host seen for the first time (its first answered poll in this state folder) holds what it has
+always held: on the operator's four hosts that was 49 unacknowledged crontab lines, each its own
+`new-stray` at first paint, burying the one alert that mattered. So the first look raises one
+`new-stray` for all of them (subject `FIRST_LOOK`), naming how many there are and how to
+baseline them (`fleetdeck schedules ack --host H --all`); it stays firing, its count falling,
+while any of them is still stray, and resolves when none is. A schedule that turns up after the
+first look is news and fires on its own, as before. A first look with one stray schedule fires
+that one on its own (one alert either way).
+
+What the engine keeps (`alerts._Memory`): the hosts it has looked at (`looked`) and, per host,
+the ids the first look folded into one (`first_look`), both saved with its state. A state saved
+before this existed has no `looked`: each host's next poll is its first look, and a schedule
+already firing on its own stays on its own, so an upgrade neither resolves nor repeats it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
+from fleetdeck.backend.fleet.schedule_verdict import action_rank
+from fleetdeck.backend.host.lib.text import shown
+
+#: the subject of the first look's one alert (a schedule id is a kind letter, a dash and hex)
+FIRST_LOOK = "unacknowledged schedules"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def one_text(h: HostSnapshot, s: Schedule) -> str:
+    """The sentence of one stray schedule's alert."""
+    return f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}"
+
+
+def first_look_text(h: HostSnapshot, members: list[Schedule]) -> str:
+    """The sentence of the first look's alert: how many, what to do, and the most urgent one."""
+    n = len(members)
+    unacked = sum("unacknowledged" in s.reasons for s in members)
+    dead = sum("dead-target" in s.reasons for s in members)
+    parts = [f"{unacked} unacknowledged"] + ([f"{dead} naming a missing path"] if dead else [])
+    top = min(members, key=lambda s: (action_rank(s), s.kind, s.id))
+    return (f"{h.name} holds {_plural(n, 'stray schedule')} seen at the first look ({', '.join(parts)}): "
+            f"`fleetdeck schedules --host {h.name} --stray-only` lists them, `fleetdeck schedules ack "
+            f"--host {h.name} --all` baselines them; the most urgent: {one_text(h, top)}")
+
+
+def judge_strays(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold, settle: dict[str, float],
+                 loop_settle: float) -> None:
+    """Hold `new-stray` for the stray schedules of reachable host `h` (see the module docstring).
+    `m` is the engine's memory; `settle` gets the extra wait of a loop that must last
+    `loop_settle` seconds before it pages."""
+    strays = [s for s in h.schedules if s.stray]
+    if h.name not in m.looked:
+        m.looked.add(h.name)
+        mine = f"new-stray|{h.name}|"
+        known = {k[len(mine):] for k in (*m.firing, *m.pending) if k.startswith(mine)}
+        first = [s.id for s in strays if s.id not in known]
+        if len(first) >= 2:
+            m.first_look[h.name] = sorted(set(first))
+    base = set(m.first_look.get(h.name, ()))
+    members = [s for s in strays if s.id in base]
+    if base and not members:
+        del m.first_look[h.name]   # every one acknowledged or removed: it resolves
+    elif members:
+        sev = config.severity_set("new-stray") or (
+            "warning" if any("dead-target" in s.reasons for s in members) else "info")
+        hold("new-stray", h.name, FIRST_LOOK, now, first_look_text(h, members), sev)
+        if all(s.kind == "loop" and "dead-target" not in s.reasons for s in members) and loop_settle:
+            settle[f"new-stray|{h.name}|{FIRST_LOOK}"] = loop_settle
+    for s in strays:
+        if s.id in base:
+            continue
+        # a schedule naming a path that does not exist is wrong, not only news
+        sev = config.severity_set("new-stray") or ("warning" if "dead-target" in s.reasons else "info")
+        hold("new-stray", h.name, s.id, now, one_text(h, s), sev)
+        if s.kind == "loop" and "dead-target" not in s.reasons and loop_settle:
+            # a loop that ends within a minute (a script's short `for`) never pages; one naming
+            # a path that does not exist is wrong however long it runs
+            settle[f"new-stray|{h.name}|{s.id}"] = loop_settle
+
+
+__all__ = ["FIRST_LOOK", "first_look_text", "judge_strays", "one_text"]
