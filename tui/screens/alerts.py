@@ -9,6 +9,12 @@ and logprobs it judged), and the line under the table says it in full, kept in t
 when the verdict file cannot be written. With seats but no bar, the line says why no card
 lists their memory.
 
+Silences (`backend/monitor/silences.py`): `s` opens a pop-up prefilled from the highlighted
+alert (`tui/screens/silence.py`), `e` expires the highlighted silence (of the silences table,
+else the one over the highlighted alert). A silenced alert stays in the table, its state
+`silenced` and its text saying by whom and until when; it neither rings nor toasts, and the
+header's badge does not count it.
+
 The dashboard carries on from the alert state `watch` saves (so `since` agrees) but delivers
 no hook and saves no alert state: the one deliverer is the `watch` holding the state folder's
 lock, and the view says whether one is running. It does write history (a minute's row is keyed
@@ -30,12 +36,14 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.actions.audit import AuditError
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
+from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, SilenceStore, expire_silence
 from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.tui.cells import spark_char
 from fleetdeck.tui.fleet_state import HISTORY
@@ -50,16 +58,15 @@ from fleetdeck.tui.fmt import (
     since_text,
 )
 from fleetdeck.tui.screens.base import ViewScreen, show_text
+from fleetdeck.tui.screens.seats_panel import headroom_bar, no_bar_text, verdict_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
     from fleetdeck.tui.app import FleetdeckApp
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}
-SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
 #: toasts held while a pop-up is open, at most (the newest)
 HELD_TOASTS = 5
-BAR = 40
 
 
 def badge_text(firing: int, on_alerts_view: bool = False) -> str:
@@ -85,6 +92,9 @@ class AlertWatch:
         self._base_subtitle: str | None = None
         #: toasts waiting for a pop-up to close (the newest HELD_TOASTS)
         self.held: list[tuple[str, dict]] = []
+        #: the silences as saved (read again when the file changes)
+        self.silences = SilenceStore(warn=lambda w: self.toast(said(w), title="Silences", severity="warning",
+                                                                markup=False))
 
     @property
     def engine(self):
@@ -97,6 +107,17 @@ class AlertWatch:
     def alerts(self) -> list[Alert]:
         """Firing first, then the recently resolved, newest first."""
         return self.monitor.alerts()
+
+    def silence_of(self, a: Alert) -> Silence | None:
+        """The silence in force over firing alert `a` (None for a resolved one)."""
+        if a.state != "firing":
+            return None
+        self.silences.refresh()
+        return self.silences.of(a)   # silences are kept in real time, whatever clock the view shows
+
+    def unsilenced(self) -> list[Alert]:
+        """The firing alerts no silence holds (what the badge counts)."""
+        return [a for a in self.firing if self.silence_of(a) is None]
 
     def delivery(self) -> str | None:
         """Who delivers the `[alerts]` hooks, in one sentence (None when none are configured)."""
@@ -148,7 +169,9 @@ class AlertWatch:
             self._prefill(snap)
         transitions = self.monitor.after_poll(snap, recorded_checks())
         # only a critical alert rings and pops up; the others are in the view and the badge
-        fired = [a for a in transitions if a.state == "firing" and a.severity == "critical"]
+        # (a silenced one is not delivered: neither rung nor toasted)
+        fired = [a for a in transitions if a.state == "firing" and a.severity == "critical"
+                 and self.silence_of(a) is None]
         if fired:
             self.app.bell()
             if first and len(fired) > 1:
@@ -194,7 +217,7 @@ class AlertWatch:
         terminal cuts the fleet's description, not the badge)."""
         if self._base_subtitle is None:
             self._base_subtitle = self.app.sub_title
-        n = len(self.monitor.engine.m.firing)
+        n = len(self.unsilenced())
         badge = badge_text(n, isinstance(self.app.screen, AlertsScreen))
         self.app.sub_title = f"{badge} · {self._base_subtitle}" if badge else self._base_subtitle
 
@@ -206,7 +229,14 @@ class AlertsScreen(ViewScreen):
     SHOWS_AGES = True
     BINDINGS = [Binding("c", "check_seat", "Check seat",
                         tooltip="seats check on the highlighted seat: one completion with logprobs, "
-                        "sent from its host")]
+                        "sent from its host"),
+                Binding("s", "silence", "Silence",
+                        tooltip="silence alerts like the highlighted one for a while (host, rule, subject, "
+                        "how long, why): they still show, marked, but no hook hears of them"),
+                # in the help screen (?) and the silences line, not the footer: 80 columns hold no more
+                Binding("e", "expire_silence", "Expire", show=False,
+                        tooltip="end the highlighted silence now (the silences table's, else the one over "
+                        "the highlighted alert): what it held is delivered")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -223,6 +253,9 @@ class AlertsScreen(ViewScreen):
         yield KeyedTable([("state", "State"), ("severity", "Severity"), ("rule", "Rule"), ("host", "Host"),
                           ("subject", "Subject"), ("since", "Since"), ("text", "What")], id="alerts-table")
         yield Static(id="alerts-detail", classes="detail")
+        yield Static(id="silences-title", classes="section")
+        yield KeyedTable([("id", "Silence"), ("scope", "Silences"), ("until", "Until"), ("by", "By"),
+                          ("comment", "Why")], id="silences-table", classes="auto")
         yield Static("Seats and card headroom (c: check the highlighted seat)", classes="section")
         yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
                           ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
@@ -236,14 +269,39 @@ class AlertsScreen(ViewScreen):
         now = self.app.clock()
         # firing by severity (critical first), then newest first; then the resolved, newest first
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
-        rows = {k: (Text(a.state, style=STATE_STYLE.get(a.state, "")),
-                    severity_text(a.severity if a.state == "firing" else ""), a.rule, a.host,
-                    host_text(a.subject), since_text(a.since, now), message_text(a.text[:120]))
-                for k, a in self.shown.items()}
-        show_text(self.query_one("#alerts-title", Static), alerts_title(alerts))
+        rows = {}
+        held = 0
+        for k, a in self.shown.items():
+            s = watch.silence_of(a) if watch is not None else None
+            held += s is not None
+            state = Text("silenced", style="yellow") if s else Text(a.state, style=STATE_STYLE.get(a.state, ""))
+            what = (f"silenced by {shown(s.by)} until {_hhmm(s.ends)}: " if s else "") + a.text
+            rows[k] = (state, severity_text(a.severity if a.state == "firing" else ""), a.rule, a.host,
+                       host_text(a.subject), since_text(a.since, now), message_text(what[:120]))
+        show_text(self.query_one("#alerts-title", Static),
+                  alerts_title(alerts) + (f" ({held} silenced)" if held else ""))
         self.query_one("#alerts-table", KeyedTable).sync(rows)
+        if watch is not None:
+            watch.show_badge()   # a silence added or expired here changes what it counts
         self.show_detail()
+        self.show_silences()
         self.show_seats()
+
+    def show_silences(self) -> None:
+        """The silences in force, ending soonest first (hidden when there is none)."""
+        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
+        active: list[Silence] = []
+        if watch is not None:
+            watch.silences.refresh()
+            active = watch.silences.active()
+        rows = {s.id: (s.id, host_text(s.scope), _hhmm(s.ends), host_text(s.by), message_text(s.comment[:80]))
+                for s in active}
+        table = self.query_one("#silences-table", KeyedTable)
+        table.sync(rows)
+        table.display = bool(rows)
+        show_text(self.query_one("#silences-title", Static),
+                  f"Silences: {len(rows)} in force (s: silence alerts like the highlighted one, e: expire the "
+                  "highlighted silence)" if rows else "No silences (s: silence alerts like the highlighted one)")
 
     def show_seats(self) -> None:
         """The seats table, the last check's line, and one headroom bar per card that holds a
@@ -287,12 +345,58 @@ class AlertsScreen(ViewScreen):
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
             text = message_text(f"{a.title}\n{a.state} since {when}"
                                 + (f", {a.severity}" if a.state == "firing" else "") + f"\n\n{a.text}")
+            s = watch.silence_of(a) if watch is not None else None
+            if s is not None:
+                text.append_text(message_text(
+                    f"\nSilenced by {shown(s.by)} until {time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} "
+                    f"({s.id}, {s.scope}): {s.comment}. No hook hears of it until then (e ends it now).", "yellow"))
         if who:
             text.append(f"\n{who}", style="dim")
         detail.update(text)
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
+
+    # -- silences ---------------------------------------------------------------------------------
+    def highlighted(self) -> Alert | None:
+        key = self.query_one("#alerts-table", KeyedTable).current_key
+        return self.shown.get(key) if key is not None else None
+
+    def action_silence(self) -> None:
+        """`s`: the silence pop-up, prefilled from the highlighted alert."""
+        from fleetdeck.tui.screens.silence import SilenceModal
+
+        a = self.highlighted()
+        modal = SilenceModal(a.host, a.rule, a.subject) if a is not None else SilenceModal()
+        self.app.push_screen(modal, callback=self._silenced)
+
+    def _silenced(self, s: Silence | None) -> None:
+        if s is None:
+            return
+        self.app.notify(said(f"{s.scope} until {_hhmm(s.ends)}: {s.comment}"), title=f"Silenced ({s.id})",
+                        markup=False)
+        self.refresh_view()
+
+    def action_expire_silence(self) -> None:
+        """`e`: end the highlighted silence now (the silences table's when it has the focus, else
+        the one over the highlighted alert, else the silences table's highlighted row)."""
+        table = self.query_one("#silences-table", KeyedTable)
+        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
+        a = self.highlighted()
+        over = watch.silence_of(a) if watch is not None and a is not None else None
+        sid = table.current_key if self.focused is table or over is None else over.id
+        if sid is None:
+            self.app.notify("No silence to expire: none is in force.", title="Silences", severity="warning")
+            return
+        try:
+            s = expire_silence(sid)
+        except (SilenceRefused, AuditError) as e:
+            self.app.notify(said(getattr(e, "message", None) or str(e)), title="Not expired", severity="warning",
+                            markup=False)
+            return
+        self.app.notify(said(f"{s.scope}: what it held is delivered by the running watch."),
+                        title=f"Expired {s.id}", markup=False)
+        self.refresh_view()
 
     def _say(self, text: Text) -> None:
         self.last_said = text
@@ -350,63 +454,5 @@ class AlertsScreen(ViewScreen):
             self._say(message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red"))
 
 
-def verdict_text(c: SeatCheck | None, checking: bool = False) -> Text:
-    """A seat's Last check cell: `checking…`, `-` (never checked), `sound · 8 tok` (with the
-    tokens it rests on) or the failure signature."""
-    if checking:
-        return Text("checking…", style="yellow")
-    if c is None:
-        return Text("-", style="dim")
-    if c.sound:
-        return Text(f"sound · {c.completion_tokens or 0} tok", style="green")
-    return host_text(str(c.signature), "bold red")
-
-
-def no_bar_text(hosts: list[HostSnapshot]) -> str:
-    """Why a host's seats have no headroom bar, one sentence per host ("" when every seat has
-    one); "No serving seats seen." only when no host reported a seat."""
-    seated = [(h, host_seats(h)) for h in hosts]
-    seated = [(h, seats) for h, seats in seated if seats]
-    if not seated:
-        return "No serving seats seen: no host's probe reported one."
-    out = []
-    for h, seats in seated:
-        bare = [s for s in seats if not s.memory_by_gpu]
-        if not bare:
-            continue
-        n = f"{len(bare)} seat{'' if len(bare) == 1 else 's'} on {h.name}"
-        if not h.gpus:
-            why = "the host reports no GPU"
-        elif all(g.unified_memory for g in h.gpus):
-            why = "its memory is unified, so the driver lists no per-process figures"
-        elif not any(g.processes for g in h.gpus):
-            why = "the driver lists no process on any card (a seat in a container's pid namespace is not listed)"
-        else:
-            why = ("no process the driver lists on a card belongs to a seat's process tree (a seat in a "
-                   "container's pid namespace is counted in the card's used memory, not listed)")
-        out.append(f"{n} hold no memory the cards list, so no headroom bar: {why}.")
-    return "\n".join(out)
-
-
-def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> Text:
-    """`host GPUn ███▓▓▓░░ free` with each seat's share in its own colour, other holders grey,
-    the free part empty, and the free figure red under the `[alerts]` floor."""
-    room = next(r for r in headroom(host) if r.gpu == gpu)
-    total = room.total_mib or 1.0
-    t = Text(f"{host.name} GPU{gpu} ")
-    used_cells = 0
-    legend = []
-    for i, (name, mib) in enumerate(room.shares):
-        cells = round(BAR * mib / total)
-        style = SHARE_STYLES[i % len(SHARE_STYLES)]
-        t.append("█" * cells, style=style)
-        used_cells += cells
-        legend.append(Text(f" {shown(name)} {human_mib(mib)}", style=style))
-    other = max(0, round(BAR * room.held_mib / total) - used_cells)
-    t.append("█" * min(other, BAR - used_cells), style="grey50")
-    t.append("░" * max(0, BAR - used_cells - other), style="dim")
-    t.append(f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
-             style="bold red" if room.free_mib < floor_mib else "")
-    for part in legend:
-        t.append_text(part)
-    return t
+def _hhmm(t: float) -> str:
+    return time.strftime("%H:%M" if abs(time.time() - t) < 20 * 3600 else "%Y-%m-%d %H:%M", time.localtime(t))

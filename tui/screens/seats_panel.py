@@ -1,0 +1,75 @@
+"""The seats part of the Alerts view: a seat's Last check cell, why a host's seats have no
+headroom bar, and a card's headroom bar with every seat's share."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats
+from fleetdeck.tui.fmt import host_text, human_mib, shown
+
+SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
+BAR = 40
+
+
+def verdict_text(c: SeatCheck | None, checking: bool = False) -> Text:
+    """A seat's Last check cell: `checking…`, `-` (never checked), `sound · 8 tok` (with the
+    tokens it rests on) or the failure signature."""
+    if checking:
+        return Text("checking…", style="yellow")
+    if c is None:
+        return Text("-", style="dim")
+    if c.sound:
+        return Text(f"sound · {c.completion_tokens or 0} tok", style="green")
+    return host_text(str(c.signature), "bold red")
+
+
+def no_bar_text(hosts: list[HostSnapshot]) -> str:
+    """Why a host's seats have no headroom bar, one sentence per host ("" when every seat has
+    one); "No serving seats seen." only when no host reported a seat."""
+    seated = [(h, host_seats(h)) for h in hosts]
+    seated = [(h, seats) for h, seats in seated if seats]
+    if not seated:
+        return "No serving seats seen: no host's probe reported one."
+    out = []
+    for h, seats in seated:
+        bare = [s for s in seats if not s.memory_by_gpu]
+        if not bare:
+            continue
+        n = f"{len(bare)} seat{'' if len(bare) == 1 else 's'} on {h.name}"
+        if not h.gpus:
+            why = "the host reports no GPU"
+        elif all(g.unified_memory for g in h.gpus):
+            why = "its memory is unified, so the driver lists no per-process figures"
+        elif not any(g.processes for g in h.gpus):
+            why = "the driver lists no process on any card (a seat in a container's pid namespace is not listed)"
+        else:
+            why = ("no process the driver lists on a card belongs to a seat's process tree (a seat in a "
+                   "container's pid namespace is counted in the card's used memory, not listed)")
+        out.append(f"{n} hold no memory the cards list, so no headroom bar: {why}.")
+    return "\n".join(out)
+
+
+def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> Text:
+    """`host GPUn ███▓▓▓░░ free` with each seat's share in its own colour, other holders grey,
+    the free part empty, and the free figure red under the `[alerts]` floor."""
+    room = next(r for r in headroom(host) if r.gpu == gpu)
+    total = room.total_mib or 1.0
+    t = Text(f"{host.name} GPU{gpu} ")
+    used_cells = 0
+    legend = []
+    for i, (name, mib) in enumerate(room.shares):
+        cells = round(BAR * mib / total)
+        style = SHARE_STYLES[i % len(SHARE_STYLES)]
+        t.append("█" * cells, style=style)
+        used_cells += cells
+        legend.append(Text(f" {shown(name)} {human_mib(mib)}", style=style))
+    other = max(0, round(BAR * room.held_mib / total) - used_cells)
+    t.append("█" * min(other, BAR - used_cells), style="grey50")
+    t.append("░" * max(0, BAR - used_cells - other), style="dim")
+    t.append(f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
+             style="bold red" if room.free_mib < floor_mib else "")
+    for part in legend:
+        t.append_text(part)
+    return t
