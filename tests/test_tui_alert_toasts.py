@@ -104,3 +104,34 @@ async def test_a_toast_waits_while_a_popup_is_open_and_shows_when_it_closes():
         await pilot.pause()
         assert not isinstance(app.screen, ModalScreen)
         assert [k["title"] for _, k in alert_toasts(notes)] == ["ALERT loss-nonfinite on h1: /runs/run-7"]
+
+
+async def test_a_toast_waits_behind_any_pop_up_the_silence_form_and_a_filter_prompt_included():
+    """Not only the confirmations: the silence form (typed into) and a table's filter prompt (a
+    plain ModalScreen) hold an alert's toast too, until they close."""
+    from textual.screen import ModalScreen
+
+    app = app_over((up("h1"),), (up("h1", t=1005.0, runs=(nan_run("h1"),)),),
+                   (up("h1", t=1010.0, runs=(nan_run("h1"), nan_run("h1", "run-8"))),))
+    notes: list[tuple[str, dict]] = []
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.notify = lambda msg, **kw: notes.append((msg, kw))  # type: ignore[method-assign]
+        await feed(app, pilot, n=1)
+        await pilot.press("5")
+        await pilot.pause()
+        await pilot.press("s")                       # the silence form
+        await pilot.pause()
+        assert isinstance(app.screen, ModalScreen)
+        await feed(app, pilot, n=1)
+        assert alert_toasts(notes) == []
+        await pilot.press("escape")
+        await pilot.pause()
+        assert [k["title"] for _, k in alert_toasts(notes)] == ["ALERT loss-nonfinite on h1: /runs/run-7"]
+        await pilot.press("slash")                   # the filter prompt
+        await pilot.pause()
+        assert isinstance(app.screen, ModalScreen)
+        await feed(app, pilot, n=1)
+        assert len(alert_toasts(notes)) == 1
+        await pilot.press("escape")
+        await pilot.pause()
+        assert [k["title"] for _, k in alert_toasts(notes)][-1] == "ALERT loss-nonfinite on h1: /runs/run-8"
