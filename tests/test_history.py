@@ -63,6 +63,28 @@ def test_old_minutes_fold_into_ten_minutes_and_the_retention_drops_the_oldest(tm
     assert h.series("h1", "gpu", 0) == {} and h.events() == []
 
 
+def test_a_series_whose_rows_all_passed_the_retention_is_dropped_and_made_again_when_seen(tmp_path):
+    """The series table holds one row per (host, kind, name) ever seen: every run a fleet
+    started. Once all of a series' rows are past the retention, its row goes too."""
+    h = History(tmp_path / "h.sqlite3", raw_hours=1, retention_days=1)
+    for i in range(3):
+        h.record(snap(T0 + 60 * i))
+    h.flush()
+
+    def names():
+        with sqlite3.connect(h.path) as db:
+            return sorted(k for (k,) in db.execute("SELECT kind FROM series"))
+
+    assert "gpu" in names()
+    h.maintain(T0 + 3600 * 3)          # folded into ten-minute rows, still inside the retention
+    assert "gpu" in names()
+    h.maintain(T0 + 2 * 86400)         # every row past the retention: the series row goes
+    assert names() == []
+    h.record(snap(T0 + 2 * 86400 + 10))   # seen again: written under a new row, read back
+    h.flush()
+    assert "gpu" in names() and h.series("h1", "gpu", T0 + 86400)["0:GPU-a"]
+
+
 def test_a_corrupt_database_is_a_warning_never_a_crash(tmp_path):
     path = tmp_path / "history.sqlite3"
     path.write_bytes(b"this is not a database at all" * 100)

@@ -373,8 +373,12 @@ class History:
             db.execute("DELETE FROM samples WHERE t < ?", (raw_cut,))
             db.execute("DELETE FROM samples_10m WHERE t < ?", (old_cut,))
             db.execute("DELETE FROM events WHERE t < ?", (old_cut,))
+            gone = self._unused_series(db)
+            db.executemany("DELETE FROM series WHERE id = ?", [(i,) for i in gone])
             db.execute("INSERT OR REPLACE INTO meta VALUES ('maintained_at', ?)", (now,))
             db.execute("COMMIT")
+            # a series seen again (a host back, a run resumed) gets a new row when it is written
+            self._ids = {k: i for k, i in self._ids.items() if i not in gone}
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._maintained_at = now
             # a minute already folded is not written again as a minute
@@ -382,6 +386,13 @@ class History:
         except (sqlite3.Error, OSError) as e:
             self._rollback(db)
             self._fail("downsampling failed", e)
+
+    def _unused_series(self, db: sqlite3.Connection) -> set[int]:
+        # a series whose rows all passed the retention (a run started weeks ago, a host gone):
+        # without this the table grows with every run a fleet ever started
+        used = {sid for (sid,) in db.execute("SELECT DISTINCT sid FROM samples UNION SELECT DISTINCT sid FROM samples_10m")}
+        used.update(sid for _t, sid in self._pending)
+        return {i for (i,) in db.execute("SELECT id FROM series")} - used
 
     @staticmethod
     def _rollback(db: sqlite3.Connection) -> None:
