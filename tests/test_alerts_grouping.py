@@ -237,7 +237,6 @@ def test_group_wait_is_an_alerts_key_bounded_like_the_others():
         parse_fleet(host + "[alerts]\ngroup_wait = 601\n", "f.toml")
 
 
-@pytest.mark.xfail(strict=True, reason="service.py does not pass deliver.options(config) to the Deliverer yet")
 def test_watch_takes_group_wait_from_the_fleet_file():
     from fleetdeck.backend.monitor.service import Monitor
 

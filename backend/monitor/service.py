@@ -47,6 +47,7 @@ from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
+from fleetdeck.backend.monitor.deliver import options as deliver_options
 from fleetdeck.backend.monitor.history import History, history_path, sql_text
 from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.outbox import Journal, outbox_path
@@ -151,7 +152,7 @@ class Monitor:
         self.journal: Journal | None = None
         migrate = False
         if deliver and (self.config.on_alert or self.config.webhook):
-            opts = {"webhook_timeout": self.config.webhook_timeout, **deliver_opts}
+            opts = {**deliver_options(self.config), **deliver_opts}
             self.journal = Journal(outbox_path(), warn=self.warn)
             self.deliverer = Deliverer(self.config.on_alert, self.config.webhook, journal=self.journal,
                                        warn=self.warn, **opts)
