@@ -34,7 +34,7 @@ def _plural(n: int, word: str) -> str:
 
 def one_text(h: HostSnapshot, s: Schedule) -> str:
     """The sentence of one stray schedule's alert."""
-    return f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command)[:120]}"
+    return f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command[:120])[:120]}"
 
 
 def first_look_text(h: HostSnapshot, members: list[Schedule]) -> str:
