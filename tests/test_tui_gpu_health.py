@@ -86,7 +86,7 @@ def test_the_health_row_says_each_figure_and_a_dash_for_what_the_driver_does_not
                    "fan": "40%", "xid": "none"}
     silent = Gpu(index=1, name="GB10", uuid="u", unified_memory=True, memory_total_mib=1, memory_used_mib=1,
                  utilization_pct=None)
-    assert [c.plain for c in gpu_health_row(silent)] == ["GPU 1", "-/-", "-/-W", "?", "-/- · -", "-", "-", "-",
+    assert [c.plain for c in gpu_health_row(silent)] == ["GPU 1", "-/-", "-/-W", "?", "-", "-", "-/- · -", "-",
                                                         "-", "-"]
 
 

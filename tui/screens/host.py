@@ -131,8 +131,10 @@ class HostScreen(ViewScreen):
         self.app.push_screen(StopProcessModal(self.host_name, proc))
 
 
+#: what can lose a card first (heat, power, throttling, memory errors, Xids), then the figures
+#: a reader looks up (clocks, link, fan, modes): at 120 columns the first six are on screen
 HEALTH_COLUMNS = [("gpu", "GPU"), ("temp", "Temp/slow"), ("power", "Power/limit"), ("throttle", "Throttle"),
-                  ("clocks", "SM/max · mem MHz"), ("ecc", "ECC"), ("xid", "Xid"), ("pcie", "PCIe"),
+                  ("ecc", "ECC"), ("xid", "Xid"), ("clocks", "SM/max · mem MHz"), ("pcie", "PCIe"),
                   ("fan", "Fan"), ("modes", "Modes")]
 
 
@@ -176,8 +178,8 @@ def gpu_health_row(g: Gpu, dim: str = "") -> tuple:
     xid = "-" if g.xid is None else "none" if not g.xid else ", ".join(
         f"{x.code} at {time.strftime('%H:%M', time.localtime(x.time))}" for x in g.xid[-3:])
     return (Text(f"GPU {g.index}", style=dim or "bold"), temp, Text(power, style=dim), throttle,
-            Text(clocks, style=dim), Text(ecc, style=dim or ("bold red" if bad else "")),
-            Text(xid, style=dim or ("bold red" if g.xid else "")), Text(link, style=dim),
+            Text(ecc, style=dim or ("bold red" if bad else "")),
+            Text(xid, style=dim or ("bold red" if g.xid else "")), Text(clocks, style=dim), Text(link, style=dim),
             Text(_or(g.fan_pct, "{}%"), style=dim), Text(modes, style=dim))
 
 
