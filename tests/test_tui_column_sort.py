@@ -66,3 +66,36 @@ def test_the_free_columns_take_the_width_left_at_every_size_from_80_to_250():
     assert sched_layout(250)["why"] > sched_layout(200)["why"] > sched_layout(120)["why"]
     assert sched_layout(250)["spec"] > sched_layout(120)["spec"]
     assert sched_layout(250)["cmd"] > sched_layout(200)["cmd"] > sched_layout(120)["cmd"]
+
+
+def test_the_free_columns_get_what_their_text_needs_first_and_the_command_the_rest():
+    from fleetdeck.tui.screens.schedules import sched_layout
+
+    need = {"why": 58, "spec": 30, "cmd": 60}
+    for width in range(100, 251):
+        w = sched_layout(width, need)
+        assert sum(w.values()) + 2 * len(w) + 2 == width, (width, w)
+        assert w["why"] >= 22 and w["spec"] >= 12 and w["cmd"] >= 12
+    wide = sched_layout(250, need)
+    assert wide["why"] == 58 and wide["spec"] == 30 and wide["cmd"] > 60   # whole, the rest to the command
+    mid = sched_layout(160, need)
+    assert 22 < mid["why"] < 58 and 12 < mid["spec"] < 30
+
+
+async def test_the_schedules_view_shows_whole_reasons_and_commands_at_250_columns():
+    from test_tui_views import cell_text
+
+    app = fixture_app()
+    async with app.run_test(size=(250, 40)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        screen = app.screen
+        for key in screen.table.keys:
+            s = screen._by_key.get(key)
+            if s is None:
+                continue
+            assert len(cell_text(screen.table, key, "cmd")) <= screen._widths["cmd"]
+            assert screen._widths["cmd"] >= len(s.command) and screen._widths["spec"] >= len(s.spec)
+            if s.stray:
+                assert screen._widths["why"] >= len(screen._why(s))

@@ -32,6 +32,14 @@ HISTORY_KEPT = 5
 Section = tuple[str, str]
 
 
+def row_json(doc: dict[str, Any]) -> str:
+    """A row's JSON one key a line, each value compact (a loss series stays one line)."""
+    lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=True)}," for k, v in doc.items()]
+    if lines:
+        lines[-1] = lines[-1][:-1]
+    return "\n".join(["{", *lines, "}"])
+
+
 async def _head(link: Any, argv: list[str]) -> str:
     """The first READ_LIMIT bytes a read-only command prints on the host, escaped; or why not."""
     try:
@@ -60,7 +68,7 @@ def trainer_excerpt(text: str) -> str:
         return text
     history = doc.get("log_history")
     if isinstance(history, list) and len(history) > HISTORY_KEPT:
-        doc = dict(doc, log_history=[f"… {len(history) - HISTORY_KEPT} earlier entries", *history[-HISTORY_KEPT:]])
+        doc = dict(doc, log_history=[f"... {len(history) - HISTORY_KEPT} earlier entries", *history[-HISTORY_KEPT:]])
     return json.dumps(doc, indent=1, ensure_ascii=True)
 
 
@@ -138,7 +146,7 @@ class DescribeModal(Modal):
     def on_mount(self) -> None:
         self.query_one("#describe-body").focus()
         if self.fetch is not None:
-            self.sections.append(("from the host", "reading…"))
+            self.sections.insert(0, ("from the host", "reading…"))
             self.query_one("#describe-body", TextArea).text = self.text()
             self.read_sources()
 
@@ -149,8 +157,9 @@ class DescribeModal(Modal):
             more = await self.fetch()
         except Exception as e:   # a down host must not break the pop-up
             more = [("from the host", f"(could not be read: {shown(str(e))})")]
-        self.sections = [s for s in self.sections if s[0] != "from the host"] + (
-            more or [("from the host", "(nothing more behind this row)")])
+        # what the host holds first: it is what was asked for; the row the dashboard has after
+        self.sections = (more or [("from the host", "(nothing more behind this row)")]) + [
+            s for s in self.sections if s[0] != "from the host"]
         self.query_one("#describe-body", TextArea).text = self.text()
 
     def action_copy(self) -> None:
@@ -163,14 +172,14 @@ class DescribeModal(Modal):
 
 def describe_run(app: Any, r: Run) -> DescribeModal:
     """The Describe pop-up of a run."""
-    known = [("the row, as the probe saw it", json.dumps(run_json(r), indent=1, ensure_ascii=True))]
+    known = [("the row, as the probe saw it", row_json(run_json(r)))]
     return DescribeModal(f"Describe run {shown(r.name)} on {r.host}", known,
                          lambda: run_sources(app.link(r.host), r))
 
 
 def describe_schedule(app: Any, s: Schedule) -> DescribeModal:
     """The Describe pop-up of a schedule."""
-    known = [("the row, as listed", json.dumps(schedule_json(s), indent=1, ensure_ascii=True))]
+    known = [("the row, as listed", row_json(schedule_json(s)))]
     return DescribeModal(f"Describe {shown(s.kind)} {shown(s.id)} on {s.host}", known,
                          lambda: schedule_sources(app.link(s.host), s))
 

@@ -39,8 +39,8 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
 
     table_keys = own(NavTable.BINDINGS) + own(KeyedTable.BINDINGS) + [
         b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")] + [
-        Binding("shift+letter", "sort_on", "Sort by", tooltip="Runs, Schedules: sort by the column whose letter is "
-                "underlined in its header (again: the other way); a click on a header does the same")]
+        Binding("shift+X", "sort_on", "Sort by", tooltip="Runs, Schedules: sort by the column whose letter X is "
+                "underlined in its header (shift+letter; again: the other way); a click on a header does the same")]
     modal_keys = own(TypedConfirmModal.BINDINGS) + [
         Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
     return [

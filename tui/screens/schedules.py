@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,19 +21,41 @@ SCHED_COLUMNS = {"flag": " ", "host": "Host", "kind": "Kind", "why": "Stray beca
                  "spec": "When", "cmd": "Command"}
 
 
-def sched_layout(width: int) -> dict[str, int]:
-    """The Schedules table's columns for a terminal `width` wide. The command gets what is
-    left, so it is always on screen; below 100 columns kind and user go first (the line
-    under the table has both)."""
-    # wider terminals, up to 250 columns and past: a third of the extra room to the reason, an
-    # eighth to when it runs (a loop's spec is its own command line), the rest to the command
-    extra = max(0, width - 100)
-    w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + extra // 3, "user": 8, "spec": 12 + extra // 8}
+def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]:
+    """The Schedules table's columns for a terminal `width` wide. The free columns (why it is
+    stray, when it runs, the command) share what the others leave, so the table always takes
+    the whole width; with `need` (the longest text each free column holds now) each gets what
+    it needs first, and what is left goes to the command; below 100 columns kind and user go
+    first (the line under the table has both)."""
     if width < 100:
         w = {"flag": 1, "host": 8, "why": 18, "spec": 12}
+    else:
+        # without `need`: a third of the room past 100 columns to the reason, an eighth to when
+        # it runs (a loop's spec is its own command line), the rest to the command
+        extra = width - 100
+        w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + extra // 3, "user": 8, "spec": 12 + extra // 8}
     n = len(w) + 1
+    if need and width >= 100:
+        fixed = sum(v for k, v in w.items() if k not in ("why", "spec"))
+        room = width - fixed - 2 * n - 2
+        mins = {"why": 22, "spec": 12, "cmd": 12}
+        wants = {k: max(mins[k], need.get(k, 0)) for k in mins}
+        if sum(wants.values()) <= room:
+            got = dict(wants, cmd=room - wants["why"] - wants["spec"])
+        else:
+            # not everything fits: each its minimum, the rest shared as each falls short
+            short = {k: wants[k] - mins[k] for k in mins}
+            spare = room - sum(mins.values())
+            total = sum(short.values()) or 1
+            got = {k: mins[k] + spare * short[k] // total for k in mins}
+            got["cmd"] = room - got["why"] - got["spec"]
+        w["why"], w["spec"] = got["why"], got["spec"]
     w["cmd"] = max(12, width - sum(w.values()) - 2 * n - 2)
     return {k: w[k] for k in SCHED_COLUMNS if k in w}
+
+
+#: how many schedules (what needs action first) the free columns' widths are measured on
+NEED_SAMPLE = 300
 
 
 #: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
@@ -83,8 +106,10 @@ class SchedulesScreen(ViewScreen):
         self._widths = w
         return [(k, SCHED_COLUMNS[k], w[k]) for k in w]
 
+    _need: dict[str, int] | None = None
+
     def on_resize(self) -> None:
-        w = sched_layout(self.size.width)
+        w = sched_layout(self.size.width, self._need)
         if w != self._widths:
             self.table.set_columns(self._columns(w))
             if self.ready:
@@ -138,6 +163,8 @@ class SchedulesScreen(ViewScreen):
                      tuple((n, h.schedules) for n in state.host_names if (h := state.shown(n)) is not None))
         if made_from == getattr(self, "_made_from", None):
             return
+        self._fit_columns()
+        made_from = (tuple(self._widths.items()), *made_from[1:])
         self._made_from = made_from
         # the order and the keys cover every schedule; a row's cells are made when it is drawn
         # (or filtered, sorted, read): 10,000 schedules, a screenful on screen
@@ -196,6 +223,26 @@ class SchedulesScreen(ViewScreen):
         with self.app.batch_update():
             self.table.sync_lazy(keys, make)
             self.show_detail()
+
+    def _fit_columns(self) -> None:
+        """Measure the free columns on what needs action first, and lay the table out for it."""
+        every = self.state.schedules
+        shown_ones = [x for x in schedule_verdict.stray_first(every)
+                      if (self.host_scope is None or x.host == self.host_scope) and (self.show_system or not x.system)]
+        sample = shown_ones[:NEED_SAMPLE]
+        twins = schedule_verdict.twins_index(every) if any(x.stray for x in sample) else None
+        need = {"why": max((cell_len(shown(schedule_verdict.why(x, every, twins))) if x.stray else 12
+                            for x in sample), default=0),
+                "spec": max((cell_len(shown(x.spec)) for x in sample), default=0),
+                "cmd": max((cell_len(shown(x.command)) for x in sample), default=0)}
+        if not self.show_system and any(x.system for x in every):
+            # the folded rows' own words
+            need["why"] = max(need["why"], len("installed by the distribution"))
+            need["cmd"] = max(need["cmd"], len("99 entries the distribution installed (s lists them)"))
+        self._need = need
+        w = sched_layout(self.size.width or self.app.size.width, need)
+        if w != self._widths:
+            self.table.set_columns(self._columns(w))
 
     def show_detail(self) -> None:
         """Everything about the highlighted schedule, including where it is defined."""

@@ -93,11 +93,11 @@ class CommandLine(ModalScreen[Command | None]):
 
     DEFAULT_CSS = """
     CommandLine { align: left bottom; background: $background 0%; }
-    CommandLine > Vertical { height: auto; width: 100%; background: $panel; }
+    CommandLine > Vertical { dock: bottom; height: auto; width: 100%; background: $panel; }
     CommandLine #cmd-line { height: 3; layout: horizontal; }
     CommandLine #cmd-line Label { padding: 1 0 0 1; width: auto; }
     CommandLine Input { width: 1fr; }
-    CommandLine #cmd-why { padding: 0 1; color: $warning; height: auto; }
+    CommandLine #cmd-why { padding: 0 1; color: $warning; height: auto; width: 100%; }
     """
     BINDINGS = [Binding("escape", "close", "Close", tooltip="close the command line"),
                 Binding("tab", "complete", "Complete", tooltip="complete a view's or a host's name")]
@@ -123,8 +123,13 @@ class CommandLine(ModalScreen[Command | None]):
             field.value = done + (" " if done.casefold() in VIEWS else "")
             field.cursor_position = len(field.value)
 
+    def on_mount(self) -> None:
+        self.query_one("#cmd-why", Label).display = False
+
     def on_input_changed(self) -> None:
-        self.query_one("#cmd-why", Label).update("")
+        why = self.query_one("#cmd-why", Label)
+        why.update("")
+        why.display = False
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
@@ -132,7 +137,9 @@ class CommandLine(ModalScreen[Command | None]):
         except ValueError as e:
             from rich.text import Text
 
-            self.query_one("#cmd-why", Label).update(Text(str(e)))
+            why = self.query_one("#cmd-why", Label)
+            why.update(Text(str(e)))
+            why.display = True
             return
         self.dismiss(cmd)
 
