@@ -1,9 +1,11 @@
 """The console a listing prints its table on: the terminal's width in a terminal; when stdout
 is a pipe or a file, wide enough that no value is ever cut (`2.1G/23.4G`, never `2.1G/23.…`):
-a script or a pager gets every value whole, one row per line."""
+a script or a pager gets every value whole, one row per line. A width asked for in `COLUMNS`
+is kept either way (`COLUMNS=80 fleetdeck status | less`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -19,7 +21,7 @@ def listing_console(**kw: Any) -> Console:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
         tty = False
-    if not tty:
+    if not tty and not os.environ.get("COLUMNS", "").strip().isdigit():
         kw.setdefault("width", WHOLE)
     return Console(**kw)
 

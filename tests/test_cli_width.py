@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
 import subprocess
 import sys
@@ -38,8 +39,11 @@ def test_the_schedules_table_uses_a_wide_terminal_and_keeps_short_columns_on_one
     assert len(first[at:].split("  ")[0]) > 40, first
 
 
-def test_piped_listings_print_every_value_whole():
+def test_piped_listings_print_every_value_whole(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
     assert listing_console(file=io.StringIO()).width == WHOLE   # pytest's stdout is no terminal
+    monkeypatch.setenv("COLUMNS", "80")
+    assert listing_console(file=io.StringIO()).width == 80      # a width asked for is kept
     snap = recorded("fleet.json")
     host = snap.hosts[0]
     big = dataclasses.replace(host, memory_used_bytes=int(2.1 * 2**30), memory_total_bytes=int(23.4 * 2**30))
@@ -53,8 +57,9 @@ def test_piped_listings_print_every_value_whole():
 def test_fleetdeck_status_piped_prints_memory_whole(tmp_path):
     fleet = tmp_path / "hosts.toml"
     fleet.write_text('[hosts.here]\nlocal = true\nruns = []\n')
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     out = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "status"],
-                         capture_output=True, text=True, timeout=180)
+                         capture_output=True, text=True, timeout=180, env=env)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if re.match(r"\s*here\s+up", line))
     assert "…" not in row and re.search(r"\d[\d.]*[KMGT]?i?B?/\d[\d.]*[KMGT]", row), row
