@@ -70,3 +70,29 @@ async def test_a_silenced_critical_alert_neither_rings_nor_toasts():
         await feed(app, pilot, n=2)
         assert [a.rule for a in app.alert_watch.firing] == ["loss-nonfinite"]
         assert alert_toasts(notes) == [] and rang == []
+
+
+async def test_at_80x24_every_field_of_the_silence_form_shows_above_its_buttons():
+    """The comment is required and the form starts in it: at 80x24 the whole form shows at once
+    (a form scrolled to its focused field hid it under the docked buttons on a real terminal),
+    every field above the buttons."""
+    from fleetdeck.tui.screens.silence import SilenceModal
+
+    app = app_over((up("h1", runs=(nan_run("h1"),)),), (up("h1", t=1005.0, runs=(nan_run("h1"),)),))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, n=1)
+        await pilot.press("5")
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, SilenceModal)
+        dialog = modal.query_one("#silence-dialog")
+        assert dialog.max_scroll_y == 0, "the form is taller than the screen: part of it is scrolled away"
+        buttons = modal.query_one("#silence-dialog .buttons").region
+        for fid in ("silence-host", "silence-rule", "silence-subject", "silence-for", "silence-comment"):
+            r = modal.query_one(f"#{fid}").region
+            assert r.height >= 1 and r.bottom <= buttons.y and r.bottom <= 24, (fid, r, buttons)
+        await pilot.press(*"disk swap")
+        await pilot.pause()
+        assert modal.fields()["comment"] == "disk swap"
