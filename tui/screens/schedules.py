@@ -54,8 +54,9 @@ def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, in
     return {k: w[k] for k in SCHED_COLUMNS if k in w}
 
 
-#: how many schedules (what needs action first) the free columns' widths are measured on
-NEED_SAMPLE = 300
+#: how many schedules (what needs action first: about a screenful) the free columns' widths are
+#: measured on; their reasons are kept for the rows, so measuring costs no second `why`
+NEED_SAMPLE = 50
 
 
 #: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
@@ -231,8 +232,12 @@ class SchedulesScreen(ViewScreen):
                       if (self.host_scope is None or x.host == self.host_scope) and (self.show_system or not x.system)]
         sample = shown_ones[:NEED_SAMPLE]
         twins = schedule_verdict.twins_index(every) if any(x.stray for x in sample) else None
-        need = {"why": max((cell_len(shown(schedule_verdict.why(x, every, twins))) if x.stray else 12
-                            for x in sample), default=0),
+        # the reasons measured here are the rows' own (same listing, same twins) when no host
+        # scope narrows the listing: `_why` takes them from here
+        # (each kept with its schedule: an id alone could be a later object's)
+        memo = {id(x): (x, schedule_verdict.why(x, every, twins)) for x in sample if x.stray}
+        self._why_memo = memo if self.host_scope is None else {}
+        need = {"why": max((cell_len(shown(memo[id(x)][1])) if x.stray else 12 for x in sample), default=0),
                 "spec": max((cell_len(shown(x.spec)) for x in sample), default=0),
                 "cmd": max((cell_len(shown(x.command)) for x in sample), default=0)}
         if not self.show_system and any(x.system for x in every):
@@ -286,6 +291,9 @@ class SchedulesScreen(ViewScreen):
     def _why(self, s: Schedule) -> str:
         """`schedule_verdict.why` for a row or the detail line, with the listing's twins index (built
         once per poll, not once per key press)."""
+        known = getattr(self, "_why_memo", {}).get(id(s))
+        if known is not None and known[0] is s:
+            return known[1]
         every, index = getattr(self, "_every", None), getattr(self, "_index", None)
         if every is None or index is None:
             return schedule_verdict.why(s, self.state.schedules)
