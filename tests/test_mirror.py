@@ -302,9 +302,11 @@ async def test_connection_killed_mid_copy(spare_fleet, tmp_path):
         assert rep.result == "failed" and not rep.verified
         assert rep.reason in ("disconnected", "unreachable", "timeout"), rep
         assert not dst.exists()
-        # the writer was killed with its host, so its partial folder is still there...
-        assert len(leftovers(dst.parent)) == 1
-        # ...the host comes back; the next run removes the partial a dead writer left, and copies
+        # the writer killed with its host leaves its partial folder; on a busy machine it can also
+        # see its input end before the kill reaches it, and remove the partial itself (as when the
+        # source host dies): one partial at most, never the final name
+        assert len(leftovers(dst.parent)) <= 1
+        # the host comes back; the next run removes any partial a dead writer left, and copies
         spare_fleet.start("mirror-dst")
         dl2 = HostLink(fleet.host("mirror-dst"))
         try:
