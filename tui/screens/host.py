@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,7 +13,7 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark
-from fleetdeck.backend.fleet.models import Gpu
+from fleetdeck.backend.fleet.models import Gpu, HostSnapshot, Process
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import bar, progress, temp_style
 from fleetdeck.tui.fmt import human_bytes, human_duration
@@ -32,6 +33,9 @@ class HostScreen(ViewScreen):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.host_name = name
+        #: the processes the table shows, by row key (a process that left the listing while
+        #: the cursor was on it stays here, and on screen, until the cursor leaves it)
+        self._procs_shown: dict[str, Process] = {}
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="host-body", can_focus=False):
@@ -104,24 +108,26 @@ class HostScreen(ViewScreen):
             used = bar(frac, 10, bool(dim))
             used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
             disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), shown(d.mount), shown(d.fstype))
-        procs: dict[str, tuple] = {}
-        for p in h.processes if h else ():
-            procs[f"{p.pid}:{p.start}"] = (
-                Text(str(p.pid), style=dim), Text(shown(p.user), style=dim),
-                "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%", human_bytes(p.rss_bytes, "-"),
-                "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB", Text(", ".join(p.why), style="dim"),
-                Text(shown(p.command), style=dim))
+        table = self.query_one("#host-procs", KeyedTable)
+        cursor = table.current_key
+        listed = held_in_place(h.processes if h else (), self._procs_shown, table.keys, cursor)
+        self._procs_shown = listed
+        now = keys_of(h)
+        procs = {k: process_cells(p, dim, left=k not in now) for k, p in listed.items()}
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-gpu-health", health), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks), ("#host-procs", procs)):
                 self.query_one(tid, KeyedTable).sync(rows)
+            if cursor in procs and table.current_key != cursor:
+                # rows above it came or went: the cursor stays on its process, not on its place
+                table.move_cursor(row=table.get_row_index(cursor), animate=False, scroll=False)
 
 
     def action_stop_process(self) -> None:
         """Stop the process highlighted in the processes table, once typed back."""
         h = self.state.hosts.get(self.host_name)
         key = self.query_one("#host-procs", KeyedTable).current_key
-        proc = next((p for p in (h.processes if h and h.reachable else ()) if f"{p.pid}:{p.start}" == key), None)
+        proc = self._procs_shown.get(key) if key is not None and h is not None and h.reachable else None
         if proc is None:
             self.notify("Highlight a process in the processes table first (the host must be up).",
                         severity="warning", markup=False)
@@ -129,6 +135,41 @@ class HostScreen(ViewScreen):
         from fleetdeck.tui.screens.stop import StopProcessModal
 
         self.app.push_screen(StopProcessModal(self.host_name, proc))
+
+
+def process_key(p: Process) -> str:
+    """A process's row key: its pid with its start time, so a reused pid is another row."""
+    return f"{p.pid}:{p.start}"
+
+
+def keys_of(h: HostSnapshot | None) -> set[str]:
+    """The row keys of the processes `h` lists."""
+    return {process_key(p) for p in h.processes} if h else set()
+
+
+def held_in_place(listed: Iterable[Process], shown: Mapping[str, Process], order: Sequence[str],
+                  cursor: str | None) -> dict[str, Process]:
+    """The process rows to show, by key, in the probe's order; the process under the cursor
+    stays, at its place, when it left the listing (it ended, or fell out of the top few), so
+    the cursor never lands on a neighbour that moved into its place: it leaves that row only
+    when the operator moves it."""
+    rows = {process_key(p): p for p in listed}
+    if cursor is None or cursor in rows or cursor not in shown:
+        return rows
+    keys = list(rows)
+    at = order.index(cursor) if cursor in order else len(keys)
+    keys.insert(min(at, len(keys)), cursor)
+    return {k: rows.get(k) or shown[k] for k in keys}
+
+
+def process_cells(p: Process, dim: str = "", left: bool = False) -> tuple:
+    """The cells of one row of the processes table; `left`: the process is not in the latest
+    listing (the row is held under the cursor)."""
+    return (Text(str(p.pid), style=dim), Text(shown(p.user), style=dim),
+            "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%", human_bytes(p.rss_bytes, "-"),
+            "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB",
+            Text("not listed now", style="yellow") if left else Text(", ".join(p.why), style="dim"),
+            Text(shown(p.command), style=dim))
 
 
 #: what can lose a card first (heat, power, throttling, memory errors, Xids), then the figures

@@ -1,0 +1,113 @@
+"""The Host view's process table under the cursor: the row the operator highlighted is the row
+the Stop pop-up names, whatever the probe's order did between two polls."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from textual.widgets import Label
+
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.screens.stop import StopProcessModal
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+HOG = Process(pid=4100, start=10, user="ops", command="python hog.py", cpu_pct=90.0, rss_bytes=900 << 20,
+              why=("cpu", "memory"))
+PYTEST = Process(pid=4678, start=20, user="someone", command="python -m pytest", cpu_pct=40.0,
+                 rss_bytes=100 << 20, why=("cpu",))
+SHELL = Process(pid=4000, start=5, user="ops", command="bash", cpu_pct=1.0, rss_bytes=10 << 20, why=("memory",))
+
+
+def _snap(*procs: Process, t: float = 1.0) -> FleetSnapshot:
+    return FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=t, processes=procs),), time=t)
+
+
+def _app() -> FleetdeckApp:
+    fleet = parse_fleet("[hosts.h1]\nlocal = true\n", "fixture")
+    return FleetdeckApp(fleet, RecordedSource([_snap()]), autopoll=False, clock=lambda: 2.0)
+
+
+async def _host_view(app, pilot, snap):
+    app.post_message(FleetPolled(snap))
+    await pilot.pause()
+    app.open_host("h1")
+    await pilot.pause()
+    table = app.screen.query_one("#host-procs", KeyedTable)
+    table.focus()
+    await pilot.pause()
+    return table
+
+
+async def _poll(app, pilot, snap):
+    app.post_message(FleetPolled(snap))
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def _stop_names(app, pilot) -> str:
+    await pilot.press("K")
+    await pilot.pause()
+    assert isinstance(app.screen, StopProcessModal)
+    return str(app.screen.query_one(".title", Label).render())
+
+
+TOPPER = Process(pid=3900, start=4, user="ops", command="make -j", cpu_pct=99.0, why=("cpu",))
+
+
+@pytest.mark.parametrize("churn", [(), (TOPPER,)], ids=["swap", "swap-and-a-row-above-leaves"])
+async def test_two_processes_swap_cpu_order_and_the_stop_pop_up_names_the_highlighted_one(churn):
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _host_view(app, pilot, _snap(*churn, PYTEST, HOG, SHELL))
+        for _ in churn:
+            await pilot.press("j")
+        await pilot.press("j")
+        assert table.current_key == "4100:10"       # the operator is on the 900 MB hog
+        # the next poll: pytest now uses more CPU than the hog; the probe lists it first
+        await _poll(app, pilot, _snap(dataclasses.replace(HOG, cpu_pct=95.0),
+                                      dataclasses.replace(PYTEST, cpu_pct=5.0), SHELL, t=2.0))
+        assert table.keys[:2] == ["4100:10", "4678:20"]
+        assert table.current_key == "4100:10"       # the cursor stayed on the hog
+        assert await _stop_names(app, pilot) == "Stop process 4100 on h1"
+        assert app.screen.process.command == "python hog.py"
+
+
+async def test_the_cursor_follows_its_pid_when_a_row_above_it_goes_and_another_comes():
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _host_view(app, pilot, _snap(HOG, PYTEST, SHELL))
+        await pilot.press("j")
+        assert table.current_key == "4678:20"       # the operator moved to pytest
+        # the hog above it ended and a newcomer took the top: the rows under the cursor moved
+        new = Process(pid=5000, start=30, user="ops", command="python new.py", cpu_pct=99.0, why=("cpu",))
+        await _poll(app, pilot, _snap(new, SHELL, PYTEST, t=2.0))
+        assert table.current_key == "4678:20"
+        assert await _stop_names(app, pilot) == "Stop process 4678 on h1"
+
+
+async def test_the_row_under_the_cursor_stays_when_its_process_leaves_the_listing_until_the_cursor_leaves():
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _host_view(app, pilot, _snap(HOG, PYTEST, SHELL))
+        await pilot.press("j")
+        assert table.current_key == "4678:20"
+        # pytest ended and its pid came back as another process (another start time), listed
+        # first; the hog fell out of the listing
+        reused = dataclasses.replace(PYTEST, start=99, command="python evil.py", user="ops", cpu_pct=99.0)
+        await _poll(app, pilot, _snap(reused, SHELL, t=2.0))
+        assert table.keys == ["4678:99", "4678:20", "4000:5"]
+        assert table.current_key == "4678:20"       # held in place, never the pid's new owner
+        assert table.get_cell("4678:20", "why").plain == "not listed now"
+        assert await _stop_names(app, pilot) == "Stop process 4678 on h1"
+        assert app.screen.process.start == 20 and app.screen.process.command == "python -m pytest"
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("j")                       # the operator moves on: the held row goes
+        assert table.current_key == "4000:5"
+        await _poll(app, pilot, _snap(reused, SHELL, t=3.0))
+        assert table.keys == ["4678:99", "4000:5"] and table.current_key == "4000:5"
