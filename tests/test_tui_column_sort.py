@@ -99,3 +99,96 @@ async def test_the_schedules_view_shows_whole_reasons_and_commands_at_250_column
             assert screen._widths["cmd"] >= len(s.command) and screen._widths["spec"] >= len(s.spec)
             if s.stray:
                 assert screen._widths["why"] >= len(screen._why(s))
+
+
+def _header_x(table, key):
+    """The x offset, in the table, of the middle of column `key`'s header."""
+    cols = list(table.columns)
+    at = next(i for i, c in enumerate(cols) if c.value == key)
+    return sum(table.columns[c].get_render_width(table) for c in cols[:at]) + 2
+
+
+async def test_the_fleet_view_sorts_by_a_named_column_in_one_key_and_remembers_it():
+    from fleetdeck.tui.settings import load
+
+    app = fixture_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table")
+        table.focus()
+        assert table.column_sort
+        label = table.columns[next(c for c in table.columns if c.value == "host")].label
+        assert label.plain == "Host" and any("underline" in str(s.style) for s in label.spans)
+        before = list(table.keys)
+        await pilot.press("H")
+        await pilot.pause()
+        assert table.keys == sorted(before) and "sorted by Host ↑" in app.screen.title
+        await pilot.press("H")
+        await pilot.pause()
+        assert table.keys == sorted(before, reverse=True) and "sorted by Host ↓" in app.screen.title
+        # a click on the Status header sorts by it
+        await pilot.click(table, offset=(_header_x(table, "status"), 0))
+        await pilot.pause()
+        assert table.sort_by == ([s[0] for s in table._spec].index("status"), False)
+        assert "sorted by Status ↑" in app.screen.title
+        await pilot.press("H")
+        await pilot.pause()
+    choice = load().table("fleet", "fleet-table")
+    assert (choice.sort, choice.descending) == ("host", False)
+    app = fixture_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table")
+        assert table.keys == sorted(before) and "sorted by Host ↑" in app.screen.title
+
+
+async def test_the_alerts_and_seats_tables_sort_by_a_named_column_in_one_key_and_remember_it():
+    from test_alerts_tui import _host, _seat
+
+    from fleetdeck.tui.settings import load
+
+    app = fixture_app()
+    app.alert_watch.enabled = True
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#alerts-table")
+        table.focus()
+        subjects = [cell_text(table, k, "subject") for k in table.keys]
+        assert len(set(subjects)) > 1
+        await pilot.press("U")   # Subject: S and the rest of its letters before U are taken
+        await pilot.pause()
+        assert [cell_text(table, k, "subject") for k in table.keys] == sorted(subjects)
+        assert "sorted by Subject ↑" in app.screen.title
+        assert table.columns[next(c for c in table.columns if c.value == "subject")].label.plain == "Subject▲"
+        await pilot.press("U")
+        await pilot.pause()
+        assert [cell_text(table, k, "subject") for k in table.keys] == sorted(subjects, reverse=True)
+        await pilot.click(table, offset=(_header_x(table, "host"), 0))
+        await pilot.pause()
+        assert "sorted by Host ↑" in app.screen.title
+    choice = load().table("alerts", "alerts-table")
+    assert (choice.sort, choice.descending) == ("host", False)
+
+    app = _seats_app([_host("box", (), (_seat("box", 9002, 10), _seat("box", 9000, 11), _seat("box", 9001, 12)))])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("5")
+        await pilot.pause()
+        seats = app.screen.query_one("#seats-table")
+        seats.focus()
+        await pilot.press("P")
+        await pilot.pause()
+        assert [cell_text(seats, k, "port") for k in seats.keys] == ["9000", "9001", "9002"]
+        await pilot.press("P")
+        await pilot.pause()
+        assert [cell_text(seats, k, "port") for k in seats.keys] == ["9002", "9001", "9000"]
+    choice = load().table("alerts", "seats-table")
+    assert (choice.sort, choice.descending) == ("port", True)
+
+
+def _seats_app(hosts):
+    from test_alerts_tui import _seats_app as make
+
+    return make(hosts)

@@ -251,15 +251,16 @@ class AlertsScreen(ViewScreen):
     def compose_body(self) -> ComposeResult:
         yield Static(id="alerts-title", classes="section")
         yield KeyedTable([("state", "State"), ("severity", "Severity"), ("rule", "Rule"), ("host", "Host"),
-                          ("subject", "Subject"), ("since", "Since"), ("text", "What")], id="alerts-table")
+                          ("subject", "Subject"), ("since", "Since"), ("text", "What")], id="alerts-table",
+                         column_sort=True)
         yield Static(id="alerts-detail", classes="detail")
         yield Static(id="silences-title", classes="section")
         yield KeyedTable([("id", "Silence"), ("scope", "Silences"), ("until", "Until"), ("by", "By"),
-                          ("comment", "Why")], id="silences-table", classes="auto")
+                          ("comment", "Why")], id="silences-table", classes="auto", column_sort=True)
         yield Static("Seats and card headroom (c: check the highlighted seat)", classes="section")
         yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
                           ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
-                         id="seats-table", classes="auto")
+                         id="seats-table", classes="auto", column_sort=True)
         yield Static(id="seats-check", classes="detail")
         yield Static(id="seats-headroom", classes="detail")
 

@@ -269,7 +269,7 @@ class FleetScreen(ViewScreen):
     BINDINGS = [Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")]
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(self._columns(layout_widths(self.app.size.width)), id="fleet-table")
+        yield KeyedTable(self._columns(layout_widths(self.app.size.width)), id="fleet-table", column_sort=True)
         yield Static(id="fleet-detail", classes="detail")
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
