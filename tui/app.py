@@ -10,7 +10,6 @@ from typing import Any, Protocol
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker
@@ -21,6 +20,7 @@ from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import said
+from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.screens.alerts import AlertsScreen, AlertWatch
 from fleetdeck.tui.screens.audit import AuditScreen
@@ -60,25 +60,7 @@ class FleetdeckApp(GuardedPump, App):
     MODES = {"fleet": FleetScreen, "runs": RunsScreen, "schedules": SchedulesScreen,
              "audit": AuditScreen, "alerts": AlertsScreen, "history": HistoryScreen}
     DEFAULT_MODE = "fleet"
-    BINDINGS = [
-        Binding("1", "view('fleet')", "Fleet", tooltip="Fleet view: every host"),
-        Binding("2", "view('runs')", "Runs", tooltip="Runs view: every training run"),
-        Binding("3", "view('schedules')", "Schedules",
-                tooltip="Schedules view: cron entries, timers, at jobs, loops"),
-        Binding("4", "view('audit')", "Audit", tooltip="Audit view: every action taken"),
-        Binding("5", "view('alerts')", "Alerts", tooltip="Alerts view: firing and resolved alerts"),
-        Binding("6", "view('history')", "History", show=False,
-                tooltip="History view: a host's GPU memory, disks and losses over hours and days"),
-        Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
-        Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
-        Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),
-        Binding("question_mark", "help", "Help", tooltip="this help"),
-        Binding("q", "quit", "Quit", tooltip="quit"),
-        Binding("escape", "back", "Back", show=False,
-                tooltip="back the way you came: the view before this one (at the first: Fleet)"),
-        Binding("colon", "command_line", "Command", show=False,
-                tooltip="command line: a view and a host by name (:runs h2, :host gx10, :q); tab completes"),
-    ]
+    BINDINGS = APP_BINDINGS
 
     def __init__(self, fleet: Fleet, source: Source | None = None, *, autopoll: bool = True,
                  clock: Callable[[], float] = time.time, poll_interval: float | None = None) -> None:
@@ -339,7 +321,7 @@ class FleetdeckApp(GuardedPump, App):
     def action_help(self) -> None:
         """Show every key."""
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.BINDINGS))
 
     def action_launch(self, host: str | None = None) -> None:
         """Open the Launch modal."""

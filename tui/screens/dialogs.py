@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
 from textual.widgets import Button, DataTable, Label, Static
 
 from fleetdeck.tui.fmt import said
-from fleetdeck.tui.screens.modal import Modal
+from fleetdeck.tui.keys import APP_BINDINGS
+from fleetdeck.tui.screens.alerts import AlertsScreen
+from fleetdeck.tui.screens.fleet import FleetScreen
+from fleetdeck.tui.screens.history import HistoryScreen
+from fleetdeck.tui.screens.host import HostScreen
+from fleetdeck.tui.screens.modal import Modal, TypedConfirmModal
+from fleetdeck.tui.screens.runs import CheckpointTable, RunsScreen
+from fleetdeck.tui.screens.schedules import SchedulesScreen
+from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
+from fleetdeck.tui.widgets.log_pane import LogPane
 
 
-def help_sections() -> list[tuple[str, list[Binding]]]:
-    """Every key, by where it works, read from the bindings themselves so help cannot drift."""
-    from textual.app import App
-    from textual.screen import Screen
+def help_sections(app_bindings: Sequence[Binding] = APP_BINDINGS) -> list[tuple[str, list[Binding]]]:
+    """Every key, by where it works, read from the bindings themselves so help cannot drift.
+    `app_bindings` are the keys that work everywhere: the running app passes its own."""
 
-    from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.screens.alerts import AlertsScreen
-    from fleetdeck.tui.screens.fleet import FleetScreen
-    from fleetdeck.tui.screens.history import HistoryScreen
-    from fleetdeck.tui.screens.host import HostScreen
-    from fleetdeck.tui.screens.modal import TypedConfirmModal
-    from fleetdeck.tui.screens.runs import CheckpointTable, RunsScreen
-    from fleetdeck.tui.screens.schedules import SchedulesScreen
-    from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
-
-    def own(bindings: list) -> list[Binding]:
+    def own(bindings: Sequence) -> list[Binding]:
         return [b for b in bindings if isinstance(b, Binding) and not b.system]
 
     palette = Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "Palette",
@@ -35,8 +36,6 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     focus = [Binding(b.key, b.action, b.description, tooltip={
         "tab": "next table or field", "shift+tab": "previous table or field"}.get(b.key, b.description))
         for b in own(Screen.BINDINGS) if b.key in ("tab", "shift+tab")]
-    from fleetdeck.tui.widgets.log_pane import LogPane
-
     table_keys = own(NavTable.BINDINGS) + own(KeyedTable.BINDINGS) + [
         b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")] + [
         Binding("shift+X", "sort_on", "Sort by", tooltip="Runs, Schedules: sort by the column whose letter X is "
@@ -44,7 +43,7 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
     modal_keys = own(TypedConfirmModal.BINDINGS) + [
         Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
     return [
-        ("Everywhere", own(FleetdeckApp.BINDINGS) + [palette] + focus),
+        ("Everywhere", own(app_bindings) + [palette] + focus),
         ("Tables", table_keys),
         ("Fleet view", own(FleetScreen.BINDINGS)),
         ("Host view", own(HostScreen.BINDINGS)),
@@ -65,10 +64,10 @@ def key_label(key: str) -> str:
     return " ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
-def help_text() -> Text:
+def help_text(app_bindings: Sequence[Binding] = APP_BINDINGS) -> Text:
     """Every key as a formatted block, from `help_sections()`."""
     t = Text()
-    for section, bindings in help_sections():
+    for section, bindings in help_sections(app_bindings):
         t.append(f"{section}\n", style="bold underline")
         for b in bindings:
             t.append(f"  {key_label(b.key):<12}", style="bold")
@@ -78,17 +77,22 @@ def help_text() -> Text:
 
 
 class HelpScreen(Modal):
-    """Every key of the dashboard."""
+    """Every key of the dashboard; `app_bindings`, the app's own keys, come from the app that
+    opens it."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
                 Binding("j", "scroll('down')", "Down", show=False),
                 Binding("k", "scroll('up')", "Up", show=False)]
 
+    def __init__(self, app_bindings: Sequence[Binding] = APP_BINDINGS) -> None:
+        super().__init__()
+        self.app_bindings = app_bindings
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help"):
             yield Label("Keys  (j k ↑ ↓ PgUp PgDn scroll, esc closes)", classes="title")
             with VerticalScroll(id="help-body"):
-                yield Static(help_text())
+                yield Static(help_text(self.app_bindings))
             yield Button("Close", id="close", variant="primary")
 
     def on_mount(self) -> None:
