@@ -68,3 +68,60 @@ async def test_a_cron_files_line_is_found_with_its_number(tmp_path):
     async with HostLink(fleet.host("here")) as link:
         sections = await schedule_sources(link, gone)
     assert "could not be read" in sections[0][1]
+
+
+async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_check_escaped():
+    """A serving seat's Describe: the row's command line (the probe keeps 300 characters) and
+    the whole one read from the process, the memory flags, the endpoint, the last check."""
+    import subprocess
+    import sys
+    import time
+
+    from test_alerts_tui import _host, _seats_app
+
+    from fleetdeck.backend.fleet.seat_model import Seat
+    from fleetdeck.backend.monitor.seats import SeatCheck, record_check
+
+    long_arg = "x" * 400
+    argv = [sys.executable, "-c", "import time; time.sleep(120)", "--gpu-memory-utilization", "0.85",
+            "--served-model-name", "m\x1b]52;c;SGVsbG8=\x07", long_arg, "--end-mark"]
+    proc = subprocess.Popen(argv)
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])
+        seat = Seat(host="local", kind="vllm", port=8123, model="m\x1b[31m", pid=proc.pid, start_ticks=ticks,
+                    pids=(proc.pid,), flags={"--gpu-memory-utilization": "0.85", "--max-model-len": "4096\x1b[2J"},
+                    command=" ".join(argv)[:300])
+        record_check(SeatCheck(host="local", port=8123, sound=False, signature="nonfinite-logprobs",
+                               message="logprob of token 3 is nan \x1b[2J", endpoint="http://127.0.0.1:8123/v1",
+                               requests=2, completion_tokens=8, logprobs=7, seconds=0.5, checked_at=time.time()))
+        app = _seats_app([_host("local", (), (seat,))])
+        async with app.run_test(size=(120, 40)) as pilot:
+            from test_tui_views import feed
+
+            await feed(app, pilot, 1)
+            await pilot.press("5")
+            await pilot.pause()
+            app.screen.query_one("#seats-table").focus()
+            await pilot.press("d")
+            await pilot.pause()
+            assert isinstance(app.screen, DescribeModal)
+            body = app.screen.query_one("#describe-body", TextArea)
+            for _ in range(100):
+                await pilot.pause(0.1)
+                if "reading…" not in body.text:
+                    break
+            text = body.text
+            assert "\x1b" not in text and "\x07" not in text
+            # the whole command line, from the process: the long argument whole, one a line
+            assert f"\n{long_arg}\n--end-mark" in text and "m\\x1b]52;c;SGVsbG8=\\x07" in text
+            assert "--gpu-memory-utilization 0.85" in text and "--max-model-len 4096\\x1b[2J" in text
+            assert "http://127.0.0.1:8123 (asked from local itself" in text
+            assert "FAILED nonfinite-logprobs" in text and "logprob of token 3 is nan \\x1b[2J" in text
+            assert "endpoint: http://127.0.0.1:8123/v1" in text and "8 tokens, 7 logprobs finite" in text
+            assert body.read_only
+            await pilot.press("escape")
+            assert not isinstance(app.screen, DescribeModal)
+    finally:
+        proc.kill()
+        proc.wait()

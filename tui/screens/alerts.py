@@ -234,6 +234,9 @@ class AlertsScreen(ViewScreen):
                         tooltip="silence alerts like the highlighted one for a while (host, rule, subject, "
                         "how long, why): they still show, marked, but no hook hears of them"),
                 # in the help screen (?) and the silences line, not the footer: 80 columns hold no more
+                Binding("d", "describe_seat", "Describe", show=False,
+                        tooltip="describe the highlighted seat: its whole command line and flags, the endpoint, "
+                        "the last check, escaped (y copies)"),
                 Binding("e", "expire_silence", "Expire", show=False,
                         tooltip="end the highlighted silence now (the silences table's, else the one over "
                         "the highlighted alert): what it held is delivered")]
@@ -403,6 +406,21 @@ class AlertsScreen(ViewScreen):
         self.last_said = text
         if self.ready:
             self.show_seats()
+
+    def action_describe_seat(self) -> None:
+        """`d`: the raw facts behind the highlighted seat (tui/screens/describe.py)."""
+        from fleetdeck.tui.screens.describe import describe_seat
+
+        key = self.query_one("#seats-table", KeyedTable).current_key
+        seat = self.seats.get(key) if key is not None else None
+        if seat is None:
+            self.app.notify("No seat to describe: no host's probe reported a serving seat." if not self.seats
+                            else "No seat highlighted: tab to the seats table and move to one.",
+                            title="Describe", severity="warning", markup=False)
+            return
+        where = f"{seat.host}:{seat.port}"
+        check = self.verdicts.get(where) or recorded_checks().get(where)
+        self.app.push_screen(describe_seat(self.app, seat, check))
 
     def action_check_seat(self) -> None:
         key = self.query_one("#seats-table", KeyedTable).current_key

@@ -1,7 +1,8 @@
 """Describe (`d`), as k9s's: the raw source behind a row, escaped, scrollable and copyable.
 
 A run: the row as the probe saw it, its `run.json` and an excerpt of its newest
-`trainer_state.json`. A schedule: the row, and the line behind it with its file and line
+`trainer_state.json` (the row's `seconds_per_step` is the median of its last `step_times`
+step times, the figure its ETA is reckoned from). A schedule: the row, and the line behind it with its file and line
 number (a crontab, a cron file), a timer's unit file, an at job's script, a loop's command
 line. What the host holds is read with bounded, read-only commands (`head -c`), each byte of
 it escaped (`shown`) before it is shown; a file that cannot be read says why in its place.
@@ -112,6 +113,22 @@ async def schedule_sources(link: Any, s: Schedule) -> list[Section]:
     return []
 
 
+async def seat_sources(link: Any, seat: Any) -> list[Section]:
+    """A seat's whole command line, read from its process on the host (arguments one a line),
+    when the pid is still the seat's (its start time, as the probe saw it)."""
+    if not seat.pid:
+        return [("the whole command line", "(no process the probe could see: a container's is its image's)")]
+    if seat.start_ticks is not None:
+        stat = await _head(link, _file(f"/proc/{seat.pid}/stat"))
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) < 20 or fields[19] != str(seat.start_ticks):
+            return [("the whole command line", f"(pid {seat.pid} is not the seat's process now: it ended since "
+                     "the poll)" if not stat.startswith("(could not") else stat)]
+    raw = await _head(link, _file(f"/proc/{seat.pid}/cmdline"))
+    return [(f"the whole command line (/proc/{seat.pid}/cmdline, arguments one a line)",
+             raw.replace("\\x00", "\n").rstrip("\n"))]
+
+
 class DescribeModal(Modal):
     """The raw source behind a row: what the dashboard has, then what the host holds."""
 
@@ -184,4 +201,14 @@ def describe_schedule(app: Any, s: Schedule) -> DescribeModal:
                          lambda: schedule_sources(app.link(s.host), s))
 
 
-__all__ = ["DescribeModal", "describe_run", "describe_schedule", "find_line", "trainer_excerpt"]
+def describe_seat(app: Any, seat: Any, check: Any = None) -> DescribeModal:
+    """The Describe pop-up of a serving seat: its command line and flags, the endpoint, the
+    last check; then its whole command line read from the host."""
+    from fleetdeck.tui.screens.seats_panel import seat_sections
+
+    known = [*seat_sections(seat, check), ("the row, as the probe saw it", row_json(seat.to_json()))]
+    return DescribeModal(f"Describe seat {shown(seat.name)} on {seat.host}", known,
+                         lambda: seat_sources(app.link(seat.host), seat))
+
+
+__all__ = ["DescribeModal", "describe_run", "describe_seat", "describe_schedule", "find_line", "trainer_excerpt"]

@@ -3,9 +3,12 @@ headroom bar, and a card's headroom bar with every seat's share."""
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 
 from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats
 from fleetdeck.tui.fmt import host_text, human_mib, shown
 
@@ -23,6 +26,39 @@ def verdict_text(c: SeatCheck | None, checking: bool = False) -> Text:
     if c.sound:
         return Text(f"sound · {c.completion_tokens or 0} tok", style="green")
     return host_text(str(c.signature), "bold red")
+
+
+def seat_sections(seat: Seat, check: SeatCheck | None) -> list[tuple[str, str]]:
+    """What the dashboard holds of a seat, for its Describe pop-up (`d`): the command line and
+    its flags as the probe saw them, the endpoint a check asks, the last check's verdict in
+    full. Every byte the host sent is escaped (`shown`)."""
+    flags = "\n".join(f"{shown(k)} {shown(v)}" for k, v in sorted(seat.flags.items()))
+    where = f"http://127.0.0.1:{seat.port}" if seat.port else "none: the probe found no port it listens on"
+    endpoint = [f"{where} (asked from {seat.host} itself: seats check, c in the Alerts view)"]
+    if seat.container:
+        endpoint.append(f"container {shown(str(seat.container.get('name') or '?'))}, "
+                        f"image {shown(str(seat.container.get('image') or '?'))}")
+    out = [("the command line, as the probe saw it (its first 300 characters)", shown(seat.command) or "(none)"),
+           ("the flags that size its memory and context", flags or "(none of them set)"),
+           ("the endpoint", "\n".join(endpoint)),
+           ("the last check", check_words(check))]
+    return out
+
+
+def check_words(c: SeatCheck | None) -> str:
+    """A seat check's verdict in full, one fact a line (escaped)."""
+    if c is None:
+        return "never checked (c checks it)"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.checked_at)) if c.checked_at else "?"
+    lines = [f"{'sound' if c.sound else 'FAILED ' + shown(str(c.signature))} at {when}",
+             f"message: {shown(c.message)}",
+             f"endpoint: {shown(c.endpoint) if c.endpoint else '-'}",
+             f"model: {shown(c.model) if c.model else '-'}",
+             f"witness: {c.witness}; {c.requests} request{'' if c.requests == 1 else 's'}"
+             + (f" in {c.seconds:.2f}s" if c.seconds is not None else "")]
+    if c.content:
+        lines.append(f"completion: {shown(c.content)}")
+    return "\n".join(lines)
 
 
 def no_bar_text(hosts: list[HostSnapshot]) -> str:
