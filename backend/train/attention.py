@@ -9,12 +9,18 @@ restart at every document piece and `cu_seq_lens_q` (cumulative range lengths, i
 function registered here as `fleetdeck_varlen` attends causally inside each range only, and no
 attention mask is built (transformers skips mask creation for attention functions it does not
 know a mask for).
+
+Which kernel runs: `kernel_choice.choose` gives the prior for the card's compute capability and
+what is installed (with the reason the recipe line prints); `choose_kernel` runs the trials
+behind it, and a trial that fails has the last word, logged with its reason.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from . import kernel_choice
 
 NAME = "fleetdeck_varlen"
 
@@ -125,6 +131,7 @@ def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None
         return False
     fn, what = KERNELS[kernel]
     if kernel == "fa4" and not fa4_installed():
+        _FAILED[(kernel, str(device))] = "flash-attn-4 is not installed"
         if log is not None:
             log(f"{what} is not installed here (pip install flash-attn-4); using flash varlen")
         return False
@@ -149,17 +156,21 @@ def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None
                 break
     except Exception as e:  # noqa: BLE001
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
-    if why and log is not None:
-        log(f"{what} failed its trial here ({why}); using flash varlen")
+    if why:
+        _FAILED[(kernel, str(device))] = why
+        if log is not None:
+            log(f"{what} failed its trial here ({why}); using flash varlen")
+    else:
+        _FAILED.pop((kernel, str(device)), None)
     return why is None
 
 
 def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether the flash varlen kernel can run here (CUDA, sm80 or newer, half precision)."""
+    """Whether the flash varlen kernel can run here (CUDA, sm80 or newer, half precision): the
+    card's prior (`kernel_choice.choose`) is a flash kernel, not per-document SDPA."""
     if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
         return False
-    major, _ = torch.cuda.get_device_capability(device)
-    return major >= 8 and hasattr(torch.ops.aten, "_flash_attention_forward")
+    return prior(device, fa4=False).kernel != "sdpa"
 
 
 @torch.compiler.disable
@@ -177,12 +188,84 @@ def flash_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bo
         torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
         torch.cuda.synchronize(device)
     except Exception as e:  # noqa: BLE001
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        _FAILED[("flash", str(device))] = f"{type(e).__name__}: {first}"
         if log is not None:
-            first = (str(e).strip().splitlines() or [""])[0][:200]
             log(f"flash varlen attention failed its trial here ({type(e).__name__}: {first}); "
                 "using per-document SDPA")
         return False
+    _FAILED.pop(("flash", str(device)), None)
     return True
+
+
+#: (kernel, device) -> why that kernel failed its trial there (the recipe line names it)
+_FAILED: dict[tuple[str, str], str] = {}
+#: what each kernel is called in the recipe line's reason
+KERNEL_NAMES = {"fa4": "FlashAttention-4", "flash": "torch's bundled flash varlen", "cudnn": "cuDNN varlen",
+                "sdpa": "per-document SDPA"}
+
+
+def capability(device: torch.device) -> tuple[int, int] | None:
+    """The card's compute capability, or None off CUDA."""
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return int(major), int(minor)
+
+
+def float8_matmuls() -> bool:
+    """Whether this torch has float8 tensors and their scaled matmul."""
+    return hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm")
+
+
+def prior(device: torch.device, fa4: bool | None = None) -> kernel_choice.Choice:
+    """`kernel_choice.choose` for `device` with what this process has installed (`fa4`: whether
+    flash-attn-4 imports; None: try the import, only on CUDA)."""
+    cap = capability(device)
+    if fa4 is None:
+        fa4 = cap is not None and fa4_installed()
+    return kernel_choice.choose(cap, fa4=fa4, flash=hasattr(torch.ops.aten, "_flash_attention_forward"),
+                                float8=float8_matmuls())
+
+
+def choose_kernel(requested: str, device: torch.device, dtype: torch.dtype, log) -> tuple[bool, str, str]:
+    """(flash, kernel, reason) for RUN.toml's `attention` (`requested`): the card's prior for
+    "auto", each fused kernel behind its trial (a failure logged, and the next one down used),
+    and the sentence the recipe line gives for the outcome."""
+    flash = requested != "sdpa" and flash_varlen_works(device, dtype, log)
+    if (requested == "varlen" or requested in KERNELS) and not flash:
+        log(f"attention = \"{requested}\": no flash kernel here; using per-document SDPA (same result, slower)")
+    kernel = "flash"
+    want = requested if requested in KERNELS else None
+    if requested == "auto" and flash:
+        p = prior(device)
+        if p.kernel == "fa4":
+            want = "fa4"
+        elif (capability(device) or (0, 0))[0] in (9, 10, 11) and not fa4_installed():
+            log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
+                "(pip install flash-attn-4, or fleetdeck[fa4])")
+    if want and flash and kernel_works(want, device, dtype, log):
+        kernel = want
+    return flash, kernel, explain(requested, device, flash, kernel)
+
+
+def explain(requested: str, device: torch.device, flash: bool, kernel: str) -> str:
+    """Why the run attends with `kernel` (`flash` False: per-document SDPA), in one sentence:
+    the card's prior (`kernel_choice`), what RUN.toml asked for, and any trial that failed."""
+    p = prior(device)
+    used = kernel if flash else "sdpa"
+    where = kernel_choice.card(capability(device))
+    tried = {"sdpa": (), "varlen": ("flash",), "auto": (p.kernel, "flash")}.get(requested, (requested, "flash"))
+    failed = [(k, _FAILED[(k, str(device))]) for k in tried if (k, str(device)) in _FAILED]
+    trial = f", but {KERNEL_NAMES[failed[0][0]]} was ruled out here ({failed[0][1]})" if failed else ""
+    if requested != "auto":
+        return (f'{where}: attention = "{requested}" in RUN.toml{trial}, so {KERNEL_NAMES[used]}; '
+                f"{p.fp8_why}")
+    if used == p.kernel:
+        return p.reason
+    if failed:
+        return f"{where}: {p.kernel_why}{trial}, so {KERNEL_NAMES[used]}; {p.fp8_why}"
+    return f"{where}: {p.kernel_why}, yet {KERNEL_NAMES[used]} was chosen and passed its trial; {p.fp8_why}"
 
 
 def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor,
@@ -246,5 +329,6 @@ def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     return NAME
 
 
-__all__ = ["KERNELS", "NAME", "fa4_installed", "kernel_works", "register", "run_varlen", "varlen_attention", "varlen_reference", "flash_varlen_available",
-           "flash_varlen_works"]
+__all__ = ["KERNELS", "KERNEL_NAMES", "NAME", "capability", "choose_kernel", "explain", "fa4_installed",
+           "float8_matmuls", "kernel_works", "prior", "register", "run_varlen", "varlen_attention",
+           "varlen_reference", "flash_varlen_available", "flash_varlen_works"]

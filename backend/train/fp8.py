@@ -11,8 +11,13 @@ float32.
 The price is precision: a product moves about 3.7e-2 from float32 arithmetic on the same inputs
 (relative Frobenius error), against bf16's 1.7e-3 (`benchmarks/fp8_matmuls.py` on an H200).
 `benchmarks/check_parity.py` measures what that does to a run's loss; the bench measures the
-speed (`train_bench.py --levers base-fp8`). Needs a GPU with float8 matmuls (compute capability
-8.9 or newer); elsewhere `base_fp8 = true` is refused with the reason.
+speed (`train_bench.py --levers base-fp8`). Needs torch's row-wise float8 matmul, which has
+kernels for compute capability 8.9, 9.x and 10.x (`kernel_choice.choose` holds the table);
+elsewhere `base_fp8 = true` is refused with the reason.
+
+Memory: each float8 weight holds two float8 copies (out x in and in x out, one byte each) and two
+float32 scale vectors (out and in): 2 x out x in + 4 x (out + in) bytes beside the bf16 weight,
+for the LoRA-wrapped projections only (`apply_fp8`); the launch estimate counts the same.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import types
 
 import torch
 from torch import nn
+
+from . import kernel_choice
 
 E4M3 = torch.float8_e4m3fn
 #: the largest float8_e4m3 value: a row's largest magnitude is scaled to it
@@ -35,13 +42,16 @@ def quant_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def unsupported(device: torch.device) -> str | None:
-    """Why float8 base products cannot run on `device`, or None when they can."""
+    """Why float8 base products cannot run on `device`, or None when they can (the verdict of
+    `kernel_choice.choose` for its compute capability)."""
     if device.type != "cuda":
         return f"base_fp8 needs a CUDA GPU with float8 matmuls; this run is on {device.type}"
     cap = torch.cuda.get_device_capability(device)
-    if cap < (8, 9):
-        return (f"base_fp8 needs float8 matmuls (compute capability 8.9 or newer); "
-                f"{torch.cuda.get_device_name(device)} is {cap[0]}.{cap[1]}")
+    verdict = kernel_choice.choose((cap[0], cap[1]), fa4=False, flash=True,
+                                   float8=hasattr(torch, "_scaled_mm"))
+    if not verdict.base_fp8:
+        return (f"{torch.cuda.get_device_name(device)} is compute capability {cap[0]}.{cap[1]}: "
+                f"{verdict.fp8_why}")
     return None
 
 

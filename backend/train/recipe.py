@@ -9,6 +9,7 @@ import math
 import torch
 import torch.distributed as dist
 
+from . import attention, kernel_choice
 from .corpus import Split
 
 #: share of free memory a step may plan to use (fragmentation, the optimizer's first step)
@@ -52,6 +53,22 @@ def probe_row_bytes(engine, split: Split, row_ids: list[int]) -> tuple[int, int]
     return per_row, fixed
 
 
+def why(engine) -> str:
+    """Why the run attends as it does and may or may not run base_fp8, in one sentence: the
+    card's prior (`kernel_choice.choose`), RUN.toml's `attention`, and any trial that failed."""
+    r = engine.recipe
+    if r.packing_off:
+        p = attention.prior(engine.device)
+        return (f"{kernel_choice.card(attention.capability(engine.device))}: SDPA on padded rows, since "
+                f"packing is off; {p.fp8_why}")
+    return attention.explain(engine.cfg.attention, engine.device, r.flash, r.kernel)
+
+
+def line(engine) -> str:
+    """The recipe line the run prints and writes to run.json: the recipe, then why."""
+    return f"{engine.recipe.describe(len(engine.layers))}; why: {why(engine)}"
+
+
 def choose(engine, split: Split, row_ids: list[int], log) -> None:
     """Set engine.recipe from RUN.toml where it is explicit, and from free memory where "auto"."""
     cfg = engine.cfg
@@ -64,7 +81,7 @@ def choose(engine, split: Split, row_ids: list[int], log) -> None:
     if engine.device.type != "cuda":
         micro = fixed_micro or per_step
         engine.set_recipe(micro, fixed_ck or 0)
-        log(f"recipe (CPU): {engine.recipe.describe(layers)}")
+        log(f"recipe (CPU): {line(engine)}")
         return
     compile_wanted = engine.recipe.compile
     engine.recipe.compile = False  # probe eagerly: compiled steps use no more memory than eager ones
@@ -96,7 +113,7 @@ def choose(engine, split: Split, row_ids: list[int], log) -> None:
     engine.set_recipe(micro, min(ck, layers))
     name = torch.cuda.get_device_name(engine.device)
     log(f"recipe for {name} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free, "
-        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row + {fixed / 2**30:.2f} GiB measured): {engine.recipe.describe(layers)}")
+        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row + {fixed / 2**30:.2f} GiB measured): {line(engine)}")
 
 
-__all__ = ["RecipeError", "choose", "probe_row_bytes"]
+__all__ = ["RecipeError", "choose", "line", "probe_row_bytes", "why"]

@@ -89,7 +89,7 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
                               "per_layer_type": engine.plan.per_layer_type,
                               "skipped_tower_modules": len(engine.plan.skipped_tower),
                               "trainable_parameters": engine.n_lora},
-                        recipe=engine.recipe.describe(len(engine.layers)), max_steps=engine.max_steps,
+                        recipe=recipe.line(engine), max_steps=engine.max_steps,
                         packing={"requested": cfg.packing, "used": engine.packing,
                                  "reason": engine.recipe.packing_off},
                         corpus=engine.corpus_facts,
