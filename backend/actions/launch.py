@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,8 +190,6 @@ async def read_run_toml(link: HostLink, run_path: str) -> dict[str, Any] | None:
     """The RUN.toml a run was launched with, read from its folder on the host (bounded, as
     any command's output), parsed; None when the folder holds none (not started by `launch`).
     HostError when the host cannot be asked; ValueError naming the file when it is not TOML."""
-    import tomllib
-
     res = await link.run(["cat", "--", f"{run_path}/RUN.toml"], timeout=10, limit=RUN_TOML_LIMIT)
     if res.returncode != 0:
         return None
