@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetdeck.backend.fleet.alert_rules import parse_alerts
 from fleetdeck.backend.fleet.bounds import (
     DAY,
     HOUR,
@@ -242,8 +243,6 @@ def parse_fleet(text: str, source: str) -> Fleet:
         hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
     alerts = None
     if "alerts" in doc:
-        from fleetdeck.backend.fleet.alert_rules import parse_alerts
-
         alerts = parse_alerts(doc["alerts"], source)
     return Fleet(hosts=tuple(hosts), source=source, alerts=alerts)
 
