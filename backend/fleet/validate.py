@@ -363,8 +363,6 @@ def _process(d: Any, i: int, marks: list[str]) -> Process:
 
 def _label(d: Any, i: int) -> str:
     """How a warning names one item: its name or path where it has a readable one."""
-    from fleetdeck.backend.host.lib.text import shown
-
     if isinstance(d, dict):
         for k in ("name", "path", "id", "index", "uuid"):
             v = d.get(k)
