@@ -35,9 +35,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import sys
 import time
+from collections import deque
 
 from fleetdeck.backend.host.lib import files, flags
 from fleetdeck.backend.host.lib.serve import dumps
@@ -165,8 +167,6 @@ def grep_tail(fd, size, lines, pattern, budget=ANSWER_BUDGET):
     """The last `lines` lines matching `pattern` (compiled) in the last GREP_BYTES of the
     first `size` bytes, read in chunks (a line longer than GREP_LINE is matched in pieces):
     (text, offset after it, what was cut or None, bytes read)."""
-    from collections import deque
-
     start = max(0, size - GREP_BYTES)
     os.lseek(fd, start, os.SEEK_SET)
     kept = deque(maxlen=max(1, lines))
@@ -238,8 +238,6 @@ def main():
         return 0
     grep = req.get("grep")
     if grep is not None:
-        import re
-
         try:
             pattern = re.compile(str(grep))
         except re.error as e:
