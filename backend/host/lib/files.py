@@ -71,6 +71,7 @@ def renameat2(src_fd, src, dst_fd, dst, how):
     """renameat2(2) through libc (`how`: RENAME_NOREPLACE...): True when renamed; None where
     this libc, kernel or file system has no such call; OSError for any other failure."""
     try:
+        # deferred: ctypes (a few ms on the host, and the probe carries this module on every poll)
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)

@@ -73,6 +73,7 @@ def cache_base():
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if xdg.startswith("/"):
         return xdg
+    # deferred: pwd, only read without an absolute XDG_CACHE_HOME (this loader runs before every helper)
     import pwd
 
     return os.path.join(pwd.getpwuid(os.geteuid()).pw_dir, ".cache")
