@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetdeck.backend.fleet import statedir
+from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.models import unreachable_json
+from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json
 
 if TYPE_CHECKING:
@@ -79,8 +82,6 @@ def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
 async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
         list[Seat], str | None]:
     """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
-    from fleetdeck.backend.fleet.errors import HelperError, HostError
-
     req: dict[str, Any] = {"docker": docker} if docker else {}
     try:
         ans = await link.call(SEATS_HELPER, "seats", **req, within=timeout or link.host.command_timeout)
@@ -94,10 +95,6 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
-    from fleetdeck.backend.fleet.errors import HostError
-    from fleetdeck.backend.fleet.models import unreachable_json
-    from fleetdeck.backend.fleet.poller import Poller
-
     async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
         return list(h.seats or ()), None
 
@@ -216,8 +213,6 @@ async def check_seat(link: HostLink, port: int, model: str | None = None, timeou
                      max_tokens: int = 8) -> SeatCheck:
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
-    from fleetdeck.backend.fleet.errors import HelperError, HostError
-
     try:
         ans = await link.call(CHECK_HELPER, "check", port=port, model=model, timeout=timeout,
                               max_tokens=max_tokens, within=3 * timeout + 15)
