@@ -226,3 +226,50 @@ def test_a_fifo_where_a_run_file_was_expected_never_holds_the_probe(tmp_path: Pa
     for name, fname in (("p", "progress.jsonl"), ("t", "trainer_state.json")):   # the run is named in warnings
         assert any(w.startswith(f"run {tmp_path / 'runs' / name}: ") and f"{fname}" in w and "not a regular file" in w
                    for w in warnings), warnings
+
+
+def test_s_per_step_is_the_median_of_the_recent_steps_and_the_eta_is_reckoned_from_it(tmp_path: Path):
+    """One slow step (a save, an eval) at the end: the run's s/step stays the median of its
+    last MEDIAN_STEPS logged step times, the ETA with it; the last step's own figure is beside it."""
+    import subprocess
+    import sys
+    import time
+
+    from test_probe import probe
+
+    run = tmp_path / "runs" / "run-m"
+    run.mkdir(parents=True)
+    now = time.time()
+    lines = [{"step": s, "max_steps": 1000, "loss": 2.0, "seconds_per_step": 0.5 if s % 7 else 0.7,
+              "time": now - 100 + s} for s in range(1, 40)]
+    lines.append({"step": 40, "max_steps": 1000, "loss": 2.0, "seconds_per_step": 30.0, "time": now})
+    (run / "progress.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    # a run logging no per-step time: the time between its lines, over the steps between them
+    timed = tmp_path / "runs" / "run-t"
+    timed.mkdir()
+    stamps = [now - 200 + 2 * s for s in range(1, 31)] + [now]
+    (timed / "progress.jsonl").write_text("".join(
+        json.dumps({"step": s, "max_steps": 100, "loss": 2.0, "time": t}) + "\n" for s, t in enumerate(stamps, 1)))
+    trainers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(d)], cwd=d)
+                for d in (run, timed)]
+    try:
+        time.sleep(0.3)
+        got = {r["name"]: r for r in probe({"runs": [str(tmp_path / "runs")], "fresh": True})["runs"]}
+        r = got["run-m"]
+        assert r["state"] == "running", r
+        assert r["seconds_per_step"] == 0.5 and r["last_seconds_per_step"] == 30.0
+        assert r["step_times"] == probe_runs.MEDIAN_STEPS == 20
+        assert r["eta_seconds"] == (1000 - 40) * 0.5
+        t = got["run-t"]
+        assert t["seconds_per_step"] == 2.0 and t["last_seconds_per_step"] > 50 and t["step_times"] == 20
+        assert t["eta_seconds"] == (100 - 31) * 2.0
+    finally:
+        for p in trainers:
+            p.kill()
+            p.wait()
+    # appended lines move the median, read incrementally
+    with open(run / "progress.jsonl", "a") as f:
+        for s in range(41, 61):
+            f.write(json.dumps({"step": s, "max_steps": 1000, "loss": 2.0, "seconds_per_step": 0.25}) + "\n")
+    (r,) = [x for x in probe({"runs": [str(tmp_path / "runs")]})["runs"] if x["name"] == "run-m"]
+    assert r["seconds_per_step"] == 0.25 and r["step_times"] == 20

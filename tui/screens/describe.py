@@ -1,11 +1,13 @@
 """Describe (`d`), as k9s's: the raw source behind a row, escaped, scrollable and copyable.
 
 A run: the row as the probe saw it, its `run.json` and an excerpt of its newest
-`trainer_state.json` (the row's `seconds_per_step` is the median of its last `step_times`
-step times, the figure its ETA is reckoned from). A schedule: the row, and the line behind it with its file and line
-number (a crontab, a cron file), a timer's unit file, an at job's script, a loop's command
-line. What the host holds is read with bounded, read-only commands (`head -c`), each byte of
-it escaped (`shown`) before it is shown; a file that cannot be read says why in its place.
+`trainer_state.json`, and how its s/step and ETA are reckoned (the median of the last
+`MEDIAN_STEPS` logged step times). A schedule: the row, and the line behind it with its file
+and line number (a crontab, a cron file), a timer's unit file, an at job's script, a loop's
+command line. A serving seat: its command line and flags, its endpoint and last check, then
+its whole command line read from its process. What the host holds is read with bounded,
+read-only commands (`head -c`), each byte of it escaped (`shown`) before it is shown; a file
+that cannot be read says why in its place.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from textual.widgets import Button, Label, TextArea
 
 from fleetdeck.backend.fleet.models import Run, Schedule, run_json, schedule_json
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.probe.runs import MEDIAN_STEPS
 from fleetdeck.tui.screens.modal import Modal
 
 #: how much of one file is read from the host
@@ -187,9 +190,18 @@ class DescribeModal(Modal):
         self.dismiss()
 
 
+#: how the Runs view's s/step and ETA are reckoned (backend/host/probe/runs.py)
+STEP_TIME = "\n".join([
+    f"s/step (seconds_per_step) is the median of the last {MEDIAN_STEPS} steps' times (one slow step,",
+    "a save or an eval, does not move it): each line of progress.jsonl gives its own step's time, else",
+    "the time between two lines over the steps between them. Hugging Face's Trainer logs no step time:",
+    "its runs' s/step is the time between the last two saves over the steps between them.",
+    "The ETA is the steps left times that s/step; a stalled run has none."])
+
+
 def describe_run(app: Any, r: Run) -> DescribeModal:
     """The Describe pop-up of a run."""
-    known = [("the row, as the probe saw it", row_json(run_json(r)))]
+    known = [("the row, as the probe saw it", row_json(run_json(r))), ("s/step and the ETA", STEP_TIME)]
     return DescribeModal(f"Describe run {shown(r.name)} on {r.host}", known,
                          lambda: run_sources(app.link(r.host), r))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from statistics import median
 
 from fleetdeck.backend.host.lib import jsondepth, layout
 from fleetdeck.backend.host.probe import run_evidence, run_state
@@ -29,6 +30,9 @@ PROGRESS_CHUNK = 16 << 20
 # not live keeps this many points of each series once it is over it
 RUNS_BUDGET = 3 << 20
 IDLE_POINTS = 16
+# a run's s/step is the median of its last this many logged step times (one slow step, a save
+# or an eval, does not move it, nor the ETA reckoned from it)
+MEDIAN_STEPS = 20
 
 def _progress(path):
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
@@ -42,7 +46,8 @@ def _progress(path):
              "eval_loss": None, "losses": [], "eval_losses": [], "sps": None, "times": [], "error": None,
              "nonfinite": None}
     else:
-        p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]))
+        p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]),
+                 sps_recent=list(p.get("sps_recent") or []))
     with open_file(path) as f:
         if p["offset"] == 0 and st.st_size > PROGRESS_TAIL:
             # first sight of a large file: its tail is enough for the state and the recent series;
@@ -173,8 +178,9 @@ def _progress_line(p, obj, cap=True):
             p["nonfinite"] = f"{key} is {v} at step {step}"
     if finite(obj.get("seconds_per_step")) and obj["seconds_per_step"] > 0:
         p["sps"] = float(obj["seconds_per_step"])
+        p["sps_recent"] = (p.get("sps_recent") or [])[-(MEDIAN_STEPS - 1):] + [p["sps"]]
     if step is not None and finite(obj.get("time")):
-        p["times"] = (p["times"] + [[step, float(obj["time"])]])[-2:]
+        p["times"] = (p["times"] + [[step, float(obj["time"])]])[-(MEDIAN_STEPS + 1):]
     for series in ("losses", "eval_losses"):
         if cap and len(p[series]) > 2 * MAX_LOSS_POINTS:
             p[series] = p[series][-MAX_LOSS_POINTS:]
@@ -245,7 +251,8 @@ def _run_facts(path, names, now):
     """Everything about one run that its files say (the processes come later)."""
     r = {"path": path, "name": os.path.basename(path), "state": "unknown", "pid": None, "step": None,
          "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
-         "seconds_per_step": None, "eta_seconds": None, "adapter": None, "checkpoints": [], "reason": None,
+         "seconds_per_step": None, "last_seconds_per_step": None, "step_times": None,
+         "eta_seconds": None, "adapter": None, "checkpoints": [], "reason": None,
          "last_update": None}
     rj, problems, interval = {}, [], 1
     if "run.json" in names:
@@ -288,16 +295,39 @@ def _run_facts(path, names, now):
             r[series] = thin(full, SERIES_POINTS)
             if len(r[series]) < len(full):
                 r.setdefault("series_thinned", {})[series] = len(full)
-        sps = prog.get("sps")
-        t = prog.get("times") or []
-        if sps is None and len(t) == 2 and t[1][0] > t[0][0]:
-            sps = (t[1][1] - t[0][1]) / (t[1][0] - t[0][0])
-        r["seconds_per_step"] = round(sps, 4) if sps else None
+        _step_time(r, prog)
         if prog.get("nonfinite"):
             problems.append(prog["nonfinite"])
         if len(r["losses"]) >= 2 and "progress.jsonl" in names:
             interval = max(1, r["losses"][-1][0] - r["losses"][-2][0])
     return r, rj, problems, interval
+
+
+def step_times(prog):
+    """(the last step's time, the recent step times) of a run's progress: the trainer's own
+    per-line `seconds_per_step`, else the time between logged lines over the steps between
+    them, else the one figure Hugging Face's saves give."""
+    recent = list(prog.get("sps_recent") or [])
+    if recent:
+        return recent[-1], recent
+    t = prog.get("times") or []
+    pairs = [(t[i - 1], t[i]) for i in range(1, len(t))]   # (zip's strict= is not in 3.8)
+    rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in pairs if b[0] > a[0] and b[1] >= a[1]]
+    rates = [x for x in rates if x > 0][-MEDIAN_STEPS:]
+    if rates:
+        return rates[-1], rates
+    sps = prog.get("sps")
+    return (sps, []) if sps else (None, [])
+
+
+def _step_time(r, prog):
+    """The run's s/step: the median of its last MEDIAN_STEPS step times (`step_times` says how
+    many), the last one's beside it; the ETA is reckoned from the median."""
+    last, recent = step_times(prog)
+    sps = median(recent) if recent else last
+    r["seconds_per_step"] = round(sps, 4) if sps else None
+    r["last_seconds_per_step"] = round(last, 4) if last else None
+    r["step_times"] = len(recent) or None
 
 
 def runs(req, procs, warnings, now):
