@@ -17,7 +17,9 @@ from textual.worker import Worker
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.tui import settings
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.fmt import said
 from fleetdeck.tui.keys import APP_BINDINGS
@@ -29,8 +31,10 @@ from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.screens.fleet import FleetScreen
 from fleetdeck.tui.screens.history import HistoryScreen
 from fleetdeck.tui.screens.host import HostScreen
+from fleetdeck.tui.screens.launch import LaunchModal
 from fleetdeck.tui.screens.runs import RunsScreen
 from fleetdeck.tui.screens.schedules import SchedulesScreen
+from fleetdeck.tui.widgets.command_line import CommandLine
 from fleetdeck.tui.widgets.guard import GuardedPump
 
 #: how many views `esc` can go back through
@@ -71,7 +75,6 @@ class FleetdeckApp(GuardedPump, App):
         self.state = FleetState([h.name for h in fleet.hosts], self.interval, clock)
         self._owns_source = source is None
         if source is None:
-            from fleetdeck.backend.fleet.poller import Poller
             # a silent host must not hold back the others' refresh: a poll returns within half
             # an interval, and a host still asking answers into a later poll (see Poller.poll)
             source = Poller(fleet, deadline=max(1.0, self.interval / 2))
@@ -86,7 +89,6 @@ class FleetdeckApp(GuardedPump, App):
         self._links: dict[str, HostLink] = {}
         #: set once mounted: from then on an error in a handler opens the error window
         self.guard_errors = False
-        from fleetdeck.tui import settings
         #: the remembered sort, filter and theme ($XDG_CONFIG_HOME/fleetdeck/settings.toml)
         self.settings = settings.load()
         #: the views `esc` goes back through, the latest last
@@ -268,8 +270,6 @@ class FleetdeckApp(GuardedPump, App):
 
     def action_command_line(self) -> None:
         """Open the `:` command line."""
-        from fleetdeck.tui.widgets.command_line import CommandLine
-
         if not isinstance(self.screen, CommandLine):
             self.push_screen(CommandLine(self.state.host_names), self.run_command)
 
@@ -325,7 +325,6 @@ class FleetdeckApp(GuardedPump, App):
 
     def action_launch(self, host: str | None = None) -> None:
         """Open the Launch modal."""
-        from fleetdeck.tui.screens.launch import LaunchModal
         self.push_screen(LaunchModal(host))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
