@@ -12,6 +12,7 @@ from rich.text import Text
 
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.alerts import severity_counts
 
 
 def host_text(value: object, style: str = "") -> Text:
@@ -60,8 +61,6 @@ def severity_text(severity: str) -> Text:
 def alerts_title(alerts: list) -> str:
     """`Alerts: 1 critical · 2 warning · 3 info firing, 4 resolved` (the counts by severity of
     the firing ones first), the title of the Alerts view and of `fleetdeck alerts`."""
-    from fleetdeck.backend.monitor.alerts import severity_counts
-
     firing = [a for a in alerts if a.state == "firing"]
     counts = severity_counts(firing)
     head = " · ".join(f"{n} {sev}" for sev, n in counts.items()) + " firing" if firing else "none firing"
