@@ -12,6 +12,12 @@ upper-side estimates, stated in every check message so the operator can judge th
   checkpointing (true or "auto", the trainer's minimum) layers x rows x seq x hidden x b + A,
   without it layers x A; logits = rows x seq x vocab x (2b + 12) (logits, fp32 upcast, softmax
   and gradients); rows = micro_batch (1 if "auto");
+- base_fp8 = true adds each LoRA-wrapped projection's float8 copies (train/fp8.py): 2 x out x in
+  + 4 x (out + in) bytes a weight (two float8 copies and their float32 scales), for the target
+  linears whose sides are multiples of 16 and that have no bias (embeddings and norms have none);
+- where the run's memory is the host's (the CPU, or unified memory where the driver reports no
+  total, GB10) the corpus the trainer holds counts too: its text (corpus bytes) and its tokens as
+  int32 (4 x tokens); the weights are counted once, host and GPU being one memory;
 - disk = saves x (L x 12 + 1 MiB) + L x 4 (the adapter) + 1 MiB + steps x 300 B of logs, with
   saves = steps // save_steps and steps = max_steps, else epochs x corpus tokens / (seq_len x
   batch_size x grad_accum x gpus), where tokens = corpus bytes (byte tokenizer of random models)
@@ -24,14 +30,19 @@ import shutil
 import struct
 import sys
 
-from fleetdeck.backend.host.lib import architectures, procfs, runner, units
+from fleetdeck.backend.host.launch.shapes import (
+    ARCHS,
+    arch_shapes,
+    checkpoint_shapes,
+    fp8_copy_bytes,
+    safetensors_header,
+)
+from fleetdeck.backend.host.lib import procfs, runner, units
 
 GIB = 1 << 30
 MIB = 1 << 20
-#: the trainer's built-in architectures (one table: host/lib/architectures.py), in short names
-ARCHS = {name: architectures.shape(name) for name in architectures.ARCHS}
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+#: the model-shape readers live in shapes.py; these names stay here for the helper and the tests
+__all__ = ["ARCHS", "arch_shapes", "checkpoint_shapes", "fp8_copy_bytes", "safetensors_header"]
 
 
 _FIND = """import importlib.util, json, sys
@@ -74,58 +85,6 @@ def corpus_bytes(path):
 
 
 start_ticks = procfs.start_ticks
-
-
-# -- model shapes ----------------------------------------------------------------------------
-def arch_shapes(arch, targets, rank):
-    """(P, L, dims) for a built-in architecture."""
-    a = ARCHS[arch]
-    h, i, hd = a["hidden"], a["inter"], a["head_dim"]
-    mods = {"q_proj": (h, a["heads"] * hd), "k_proj": (h, a["kv"] * hd), "v_proj": (h, a["kv"] * hd),
-            "o_proj": (a["heads"] * hd, h), "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
-    per_layer = sum(x * y for x, y in mods.values()) + 2 * h + 2 * hd
-    params = a["vocab"] * h + a["layers"] * per_layer + h  # embeddings tied with the LM head
-    lora = a["layers"] * sum(rank * (x + y) for m, (x, y) in mods.items() if m in targets)
-    return params, lora, a
-
-
-def safetensors_header(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        if n > 100 * MIB:
-            raise ValueError("header too large")
-        return json.loads(f.read(n))
-
-
-def checkpoint_shapes(base, targets, rank):
-    """(P, L, dims) for a local checkpoint, from safetensors headers and config.json."""
-    params = lora = 0
-    files = sorted(f for f in os.listdir(base) if f.endswith(".safetensors"))
-    for name in files:
-        for tensor, meta in safetensors_header(os.path.join(base, name)).items():
-            if tensor == "__metadata__":
-                continue
-            shape = meta.get("shape") or []
-            numel = 1
-            for d in shape:
-                numel *= d
-            params += numel
-            parts = tensor.split(".")
-            if len(shape) == 2 and len(parts) >= 2 and parts[-1] == "weight" and parts[-2] in targets:
-                lora += rank * (shape[0] + shape[1])
-    if not files:  # .bin or other weights: assume 2 bytes per parameter
-        params = sum(os.path.getsize(os.path.join(base, f)) for f in os.listdir(base)
-                     if f.endswith((".bin", ".pt", ".pth"))) // 2
-    dims = {}
-    try:
-        with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
-            cfg = json.load(f)
-        cfg = cfg.get("text_config") or cfg
-        dims = dict(vocab=cfg["vocab_size"], hidden=cfg["hidden_size"], inter=cfg["intermediate_size"],
-                    layers=cfg["num_hidden_layers"])
-    except (OSError, ValueError, KeyError, AttributeError):
-        pass
-    return params, lora, dims
 
 
 # -- the modules LoRA adapts -----------------------------------------------------------------
@@ -194,6 +153,8 @@ def estimate(config, gpus, corpus_size):
     except (OSError, ValueError, KeyError, struct.error):
         params, lora, dims = 0, 0, {}
     on_gpu = bool(gpus["gpus"])
+    # the run's memory is the host's: no GPU, or GPUs the driver gives no memory of their own
+    shared = not on_gpu or any(g["unified"] for g in gpus["gpus"][:int(config.get("gpus", 1))])
     dtype = config.get("dtype", "auto")
     b = 4 if dtype == "float32" or (dtype == "auto" and not on_gpu) else 2
     seq = int(config.get("seq_len", 4096))
@@ -209,11 +170,17 @@ def estimate(config, gpus, corpus_size):
         # logits, their fp32 upcast, softmax and gradients: 16 B per entry at bf16 matches the
         # trainer's own measurement on an H200 (qwen3-0.6b: 10.09 GiB per 4096-token row)
         parts["logits"] = rows * seq * dims["vocab"] * (2 * b + 12)
-    parts["overhead"] = GIB if on_gpu else 512 * MIB
-    need = sum(parts.values())
-
+    if config.get("base_fp8") is True and on_gpu:
+        try:
+            parts["base_fp8"] = fp8_copy_bytes(base, targets)
+        except (OSError, ValueError, KeyError, struct.error):
+            parts["base_fp8"] = 0
     byte_tok = base.startswith("random:") and not config.get("tokenizer")
     tokens = corpus_size if byte_tok else corpus_size // 3
+    if shared:
+        parts["corpus"] = corpus_size + 4 * tokens
+    parts["overhead"] = GIB if on_gpu else 512 * MIB
+    need = sum(parts.values())
     rows_per_step = (int(config.get("batch_size", 1)) * int(config.get("grad_accum", 8))
                      * int(config.get("gpus", 1)))
     steps = int(config.get("max_steps") or 0)
@@ -225,6 +192,7 @@ def estimate(config, gpus, corpus_size):
     adapter = lora * 4
     disk = saves * ckpt + adapter + MIB + steps * 300
     return {"params": params, "lora_params": lora, "bytes_per_param": b, "device": "cuda" if on_gpu else "cpu",
+            "unified_memory": on_gpu and shared,
             "memory_bytes": need, "memory_parts": parts, "shapes_known": bool(dims),
             "steps": steps, "saves": saves, "checkpoint_bytes": ckpt, "adapter_bytes": adapter,
             "disk_bytes": disk}
@@ -266,6 +234,7 @@ def gpu_table():
     if r.rc in (124, 126, 127):
         out["error"] = "nvidia-smi failed: " + runner.first_line(r.err)
         return out
+    host_free = mem_available()
     for line in r.out.decode("utf-8", "replace").splitlines():
         f = [x.strip() for x in line.split(",")]
         if len(f) < 6 or not f[0].isdigit():
@@ -273,7 +242,7 @@ def gpu_table():
         total, used, free = _num(f[3]), _num(f[4]), _num(f[5])
         unified = total is None  # unified memory (GB10): the driver reports no total
         if unified:
-            free = mem_available()
+            free = host_free
         else:
             free = free * MIB if free is not None else None
         out["gpus"].append({"index": int(f[0]), "uuid": f[1], "name": f[2], "unified": unified, "free": free})
@@ -340,7 +309,12 @@ def check_memory(checks, config, gpus, est, after):
         return _add(checks, "memory", False,
                     f"the run asks for {want} GPUs and this host has {len(gpus['gpus'])}")
     prev = after_pid(after)
+    shared = [g for g in gpus["gpus"][:want] if g["unified"]]
+    if shared:
+        check_unified_memory(checks, shared, gpus["apps"], prev, need, why)
     for g in gpus["gpus"][:want]:
+        if g["unified"]:
+            continue
         free = g["free"]
         if free is None:
             _add(checks, "memory", True, f"GPU {g['index']} reports no free memory figure; not checked")
@@ -348,9 +322,27 @@ def check_memory(checks, config, gpus, est, after):
         freed = sum(p["used"] for p in gpus["apps"] if p["pid"] == prev and p["uuid"] == g["uuid"])
         total = free + freed
         extra = f" ({units.size(freed)} of it held now by the run it waits for)" if freed else ""
-        unified = " (unified memory)" if g["unified"] else ""
-        _add(checks, "memory", total >= need, f"GPU {g['index']}{unified} has {units.size(total)} free{extra}; "
+        _add(checks, "memory", total >= need, f"GPU {g['index']} has {units.size(total)} free{extra}; "
              f"the run needs about {units.size(need)} ({why})")
+
+
+def check_unified_memory(checks, shared, apps, prev, need, why):
+    """GPUs with no memory of their own (unified memory, GB10) share the host's: one check of
+    every process the run starts on them against MemAvailable, read once, each process's weights
+    counted once (its host side and its GPU side are the same memory)."""
+    names = "GPU{} {}".format("s" if len(shared) > 1 else "", ", ".join(str(g["index"]) for g in shared))
+    avail = shared[0]["free"]
+    if avail is None:
+        return _add(checks, "memory", True, f"{names} (unified memory): the host reports no MemAvailable; not checked")
+    uuids = {g["uuid"] for g in shared}
+    freed = sum(p["used"] for p in apps if p["pid"] == prev and p["uuid"] in uuids)
+    extra = f", {units.size(freed)} of it held now by the run it waits for" if freed else ""
+    total = need * len(shared)
+    each = f"{len(shared)} processes x " if len(shared) > 1 else ""
+    _add(checks, "memory", avail + freed >= total,
+         f"{names} {'share' if len(shared) > 1 else 'shares'} the host's memory (unified memory): "
+         f"{units.size(avail + freed)} available (MemAvailable{extra}); the run needs about {units.size(total)} "
+         f"({each}{why}; weights counted once, host and GPU being one memory)")
 
 
 def check_disk(checks, output, est):
