@@ -101,7 +101,8 @@ def test_the_helper_names_its_witness_the_pid_with_its_start_time_gone(looping):
     assert looping.wait(10) is not None
 
 
-@pytest.mark.parametrize("witness", [None, {}, "gone", {"pid": 0, "start": 0, "gone": True}, "other-start"])
+@pytest.mark.parametrize("witness", [None, {}, "gone", {"pid": 0, "start": 0, "gone": True}, "other-start",
+                                     "paused-but-running"])
 async def test_stopped_without_its_witness_is_not_taken_as_stopped(spare_fleet, tmp_path, looping, monkeypatch,
                                                                    witness):
     """A host whose helper says "stopped" but names no witness, or another process's (a
@@ -113,14 +114,90 @@ async def test_stopped_without_its_witness_is_not_taken_as_stopped(spare_fleet, 
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
     proc = Process(pid=looping.pid, start=_start(looping.pid), user="root",
                    command="bash -c while true; do sleep 0.2; done")
+    result, signal, gone = "stopped", "TERM", "gone"
     if witness == "other-start":
         witness = {"pid": proc.pid, "start": proc.start + 1, "gone": True}
-    ans = {"ok": True, "result": "stopped", "signals": ["SIGTERM"], **({} if witness is None else {"witness": witness})}
+    elif witness == "paused-but-running":   # "paused", with /proc saying it runs (state S)
+        result, signal, gone = "paused", "STOP", "there, in its new state"
+        witness = {"pid": proc.pid, "start": proc.start, "gone": False, "state": "S"}
+    ans = {"ok": True, "result": result, "signals": [f"SIG{signal}"], **({} if witness is None else {"witness": witness})}
     monkeypatch.setattr(processes, "HELPER", f"import json, sys\nsys.stdin.read()\nprint(json.dumps({ans!r}))\n")
     async with HostLink(fleet.host("pw")) as link:
-        rep = await stop_process(link, proc, confirmation(proc))
+        rep = await stop_process(link, proc, confirmation(proc), signal=signal)
     assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
-    assert f"named no witness (pid {proc.pid} with start time {proc.start} gone)" in rep.message
+    assert f"named no witness (pid {proc.pid} with start time {proc.start} {gone})" in rep.message
     assert looping.poll() is None
     (rec,) = [r for r in audit.read_audit() if r["action"] == "process-stop"]
     assert rec["result"] == "failed" and rec["reason"] == "no-witness"
+
+
+SAVER = """
+import signal, sys, time
+def save(*_):
+    open(sys.argv[1], "w").write("saved")
+    sys.exit(0)
+signal.signal(signal.SIGINT, save)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+open(sys.argv[1] + ".ready", "w").write("1")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _state(pid: int) -> str:
+    from pathlib import Path
+
+    return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0].decode()
+
+
+async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(spare_fleet, tmp_path, looping):
+    """STOP pauses a real loop (state T read back by the host), CONT resumes it, HUP reaches a
+    process that ignores it (still running), INT makes a trainer-like process save and end;
+    each audited with its signal's name."""
+    import sys
+
+    spare_fleet.add("ps")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    marker = tmp_path / "saved"
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(marker)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "saved.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loop = Process(pid=looping.pid, start=_start(looping.pid), user="root",
+                       command="bash -c while true; do sleep 0.2; done")
+        trainer = Process(pid=saver.pid, start=_start(saver.pid), user="root",
+                          command=" ".join([sys.executable, "-c", SAVER, str(marker)]))
+        async with Poller(fleet) as poller:
+            link = poller.link("ps")
+            rep = await stop_process(link, loop, confirmation(loop), signal="USR1")
+            assert not rep.ok and rep.reason_code == "bad-signal"
+            rep = await stop_process(link, loop, confirmation(loop), signal="STOP")
+            assert rep.ok and rep.result == "paused", rep
+            assert _state(looping.pid) == "T" and "state T" in rep.message
+            rep = await stop_process(link, loop, confirmation(loop), signal="CONT")
+            assert rep.ok and rep.result == "resumed", rep
+            assert _state(looping.pid) != "T" and looping.poll() is None
+            rep = await stop_process(link, trainer, confirmation(trainer), signal="HUP")
+            assert rep.ok and rep.result == "signalled" and saver.poll() is None, rep
+            assert rep.message.startswith(f"SIGHUP delivered to process {saver.pid}; it is still running")
+            rep = await stop_process(link, trainer, confirmation(trainer), signal="INT")
+            assert rep.ok and rep.result == "stopped", rep
+            assert saver.wait(10) == 0 and marker.read_text() == "saved"
+    finally:
+        if saver.poll() is None:
+            saver.kill()
+        saver.wait()
+    stops = [r for r in audit.read_audit() if r["action"] == "process-stop"]
+    assert [(r["signal"], r["result"]) for r in stops] == [
+        ("USR1", "refused"), ("STOP", "done"), ("CONT", "done"), ("HUP", "done"), ("INT", "done")]
+
+
+def test_the_helper_refuses_a_signal_it_does_not_offer_before_sending_anything(looping):
+    from fleetdeck.backend.host import process as process_remote
+    from fleetdeck.backend.host.lib.serve import dispatch
+
+    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": looping.pid, "start": _start(looping.pid),
+                                                   "command": "bash -c while true", "signal": "SEGV"})
+    assert ans["ok"] is False and ans["error"]["code"] == "bad-signal"
+    assert looping.poll() is None and _state(looping.pid) != "T"

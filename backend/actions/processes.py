@@ -1,7 +1,9 @@
-"""Stop one process of a host, as the Host view lists it: its pid and program typed back as the
-pop-up shows them, the host's helper re-checks that it is still that process, and the outcome
-is audited. "stopped" stands only with its witness: the host re-read /proc after the signal
-and the pid with the listed start time is gone."""
+"""Signal one process of a host, as the Host view lists it: its pid and program typed back as
+the pop-up shows them, the host's helper re-checks that it is still that process, sends the
+chosen signal (TERM by default: `SIGNALS`), and the outcome is audited with the signal's name.
+"stopped" stands only with its witness: the host re-read /proc after the signal and the pid
+with the listed start time is gone; "paused" and "resumed" only with the state the host read
+after the signal (stopped, or not)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ from fleetdeck.backend.host import process as process_helper
 from fleetdeck.backend.host.lib.text import shown
 
 HELPER = process_helper.__name__
+#: the signals offered, in the order the pop-up lists them, with what each does
+SIGNALS = {
+    "TERM": "ask it to end; SIGKILL if it is still there after the grace",
+    "INT": "as ctrl-c does (a trainer saves and ends)",
+    "HUP": "hang up (a daemon reloads, a shell job ends)",
+    "STOP": "pause it where it is (CONT resumes it)",
+    "CONT": "resume a paused process",
+    "KILL": "end it at once, with no chance to save",
+}
 
 
 def confirmation(p: Process) -> str:
@@ -26,16 +37,40 @@ def confirmation(p: Process) -> str:
     return f"{p.pid} {shown(prog)}"
 
 
-def _witnessed(ans: dict, p: Process) -> bool:
-    """True when the helper's answer names the stopped process's witness: this pid with this
-    start time, gone."""
+#: what each result needs its witness to say: gone (True), there (False) with a state in the set
+_WITNESS = {"stopped": (True, None), "killed": (True, None), "signalled": (False, None),
+            "paused": (False, {"T", "t"}), "resumed": (False, None)}
+
+
+def _witnessed(ans: dict, p: Process, result: str) -> bool:
+    """True when the helper's answer names the witness `result` needs: this pid with this start
+    time, gone (stopped, killed) or there (signalled, paused in state T, resumed not in T)."""
     w = ans.get("witness")
-    return isinstance(w, dict) and w.get("pid") == p.pid and w.get("start") == p.start and w.get("gone") is True
+    gone, states = _WITNESS[result]
+    if not (isinstance(w, dict) and w.get("pid") == p.pid and w.get("start") == p.start and w.get("gone") is gone):
+        return False
+    state = w.get("state")
+    if gone:
+        return True
+    if not isinstance(state, str):
+        return False
+    return state in states if states else (result != "resumed" or state not in {"T", "t"})
+
+
+def _said(ans: dict, p: Process, result: str, signals: str) -> str:
+    """The sentence for a witnessed outcome."""
+    if _WITNESS[result][0]:
+        return f"process {p.pid} {result} ({signals}): pid {p.pid} with start time {p.start} is gone from the host's /proc"
+    state = ans["witness"]["state"]
+    if result == "signalled":
+        return f"{signals} delivered to process {p.pid}; it is still running (state {state} in the host's /proc)"
+    return f"process {p.pid} {result} ({signals}): the host's /proc says state {state}"
 
 
 @dataclass(frozen=True)
 class StopReport:
-    """What became of one stop: `ok` when the process is gone."""
+    """What became of one signal: `ok` when its outcome is witnessed (gone, paused, resumed, or
+    delivered and still running for INT and HUP)."""
 
     ok: bool
     result: str
@@ -44,35 +79,41 @@ class StopReport:
 
 
 async def stop_process(link: HostLink, p: Process, typed: str, grace: float = 10.0,
-                       via: str = "dashboard") -> StopReport:
-    """Stop `p` on `link`'s host once `typed` is exactly `confirmation(p)`; audited."""
-    if typed != confirmation(p):
+                       via: str = "dashboard", signal: str = "TERM") -> StopReport:
+    """Send `signal` (a key of SIGNALS) to `p` on `link`'s host once `typed` is exactly
+    `confirmation(p)`; audited."""
+    if signal not in SIGNALS:
+        rep = StopReport(False, "refused", f"signal {signal!r} is not one of {', '.join(SIGNALS)}", "bad-signal")
+    elif typed != confirmation(p):
         rep = StopReport(False, "refused", f"typed {typed!r}, not {confirmation(p)!r}", "not-confirmed")
     else:
         try:
             ans = await link.call(HELPER, "stop", pid=p.pid, start=p.start, command=p.command, grace=grace,
-                                  within=grace + 30, what="process stop")
+                                  signal=signal, within=grace + 30, what="process stop")
         except HelperError as e:
             rep = StopReport(False, "refused", str(e.error.get("message") or "the host refused"),
                              str(e.error.get("code") or "helper"))
         except HostError as e:
             rep = StopReport(False, "failed", e.message, e.code)
         else:
-            result = str(ans.get("result"))
-            signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"
-            if result not in ("stopped", "killed"):
-                rep = StopReport(False, result, f"process {p.pid} {result} ({signals})")
-            elif not _witnessed(ans, p):
-                rep = StopReport(False, "failed", f"the host said process {p.pid} {result} ({signals}) but named "
-                                 f"no witness (pid {p.pid} with start time {p.start} gone): not taken as stopped; "
-                                 "look at the host again", "no-witness")
-            else:
-                rep = StopReport(True, result, f"process {p.pid} {result} ({signals}): pid {p.pid} with start "
-                                 f"time {p.start} is gone from the host's /proc")
+            rep = _outcome(ans, p)
     try:
         audit.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
-                    command=p.command[:300], outcome=rep.result, reason=rep.reason_code, message=rep.message,
-                    via=via)
+                    command=p.command[:300], signal=signal, outcome=rep.result, reason=rep.reason_code,
+                    message=rep.message, via=via)
     except OSError:
         pass
     return rep
+
+
+def _outcome(ans: dict, p: Process) -> StopReport:
+    """The report of the helper's answer: ok only for a result with its witness."""
+    result = str(ans.get("result"))
+    signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"
+    if result not in _WITNESS:
+        return StopReport(False, result, f"process {p.pid} {result} ({signals})")
+    if not _witnessed(ans, p, result):
+        return StopReport(False, "failed", f"the host said process {p.pid} {result} ({signals}) but named "
+                          f"no witness (pid {p.pid} with start time {p.start} {'gone' if _WITNESS[result][0] else 'there, in its new state'}): "
+                          f"not taken as {result}; look at the host again", "no-witness")
+    return StopReport(True, result, _said(ans, p, result, signals))

@@ -28,7 +28,8 @@ class HostScreen(ViewScreen):
     SHOWS_AGES = True
     BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view"),
                 Binding("K", "stop_process", "Stop process", show=False,
-                        tooltip="stop the highlighted process (its pid and program typed back; audited)")]
+                        tooltip="stop or signal the highlighted process: TERM, INT, HUP, STOP, CONT or KILL "
+                                "(its pid and program typed back; audited)")]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -134,7 +135,7 @@ class HostScreen(ViewScreen):
             return
         from fleetdeck.tui.screens.stop import StopProcessModal
 
-        self.app.push_screen(StopProcessModal(self.host_name, proc))
+        self.app.push_screen(StopProcessModal(self.host_name, proc, listed=key in keys_of(h)))
 
 
 def process_key(p: Process) -> str:

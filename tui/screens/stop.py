@@ -1,16 +1,17 @@
-"""The Stop process modal: the pid and program typed back exactly as shown (a program name
-with control characters is shown escaped and typed escaped), then a checked TERM (KILL after a
-grace) by the host's helper, which refuses a process that is not the one listed any more;
-"stopped" only with its witness, the pid with its start time gone."""
+"""The Stop process modal: a signal chosen (TERM unless the operator picks INT, HUP, STOP, CONT or
+KILL), the pid and program typed back exactly as shown (a program name with control characters
+is shown escaped and typed escaped), then the checked signal by the host's helper, which refuses
+a process that is not the one listed any more; "stopped" only with its witness, the pid with its
+start time gone, "paused" / "resumed" only with the state the host read after the signal."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Label, Select, Static
 
-from fleetdeck.backend.actions.processes import confirmation, stop_process
+from fleetdeck.backend.actions.processes import SIGNALS, confirmation, stop_process
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.fmt import human_bytes, said
@@ -19,14 +20,20 @@ from fleetdeck.tui.screens.modal import TypedConfirmModal
 
 
 class StopProcessModal(TypedConfirmModal):
-    """Stop one process of `host`; the button stays disabled until `PID PROGRAM` is typed."""
+    """Signal one process of `host` (TERM unless another signal is chosen); the button stays
+    disabled until `PID PROGRAM` is typed."""
 
     DIALOG_ID = "stop-dialog"
 
-    def __init__(self, host: str, process: Process) -> None:
+    def __init__(self, host: str, process: Process, listed: bool = True) -> None:
         super().__init__()
         self.host = host
         self.process = process
+        #: False: the process is not in the latest listing (the Host view held its row)
+        self.listed = listed
+
+        #: the chosen signal's name (a key of SIGNALS), as the chooser last said
+        self.signal = "TERM"
 
     def title_text(self) -> str:
         return f"Stop process {self.process.pid} on {self.host}"
@@ -47,9 +54,13 @@ class StopProcessModal(TypedConfirmModal):
             t.append(f"{p.gpu_mib:,.0f} MiB")
         t.append("\nListed as: ", style="bold")
         t.append(", ".join(p.why) or "-")
-        t.append("\nSIGTERM first; SIGKILL if it is still there after 10 s. The host checks it is "
-                 "still this process (pid, start time, command) before any signal.", style="dim")
+        if not self.listed:
+            t.append("\nNot in the latest listing: it may have ended (the host checks).", style="yellow")
+        t.append("\nThe host checks it is still this process (pid, start time, command) before "
+                 "any signal.", style="dim")
         yield Static(t)
+        yield Select([(f"SIG{n}: {what}", n) for n, what in SIGNALS.items()], value="TERM",
+                     allow_blank=False, id="stop-signal", compact=True)
         # confirmation() is the text as shown (escaped already): typed back as it reads here
         yield Label(Text.assemble("Type ", (confirmation(p), "bold"), " to confirm:"))
         yield Input(placeholder="the pid and the program, exactly as shown", id="stop-confirm",
@@ -60,7 +71,13 @@ class StopProcessModal(TypedConfirmModal):
         return confirmation(self.process)
 
     def act_label(self) -> str:
-        return f"Stop process {self.process.pid}"
+        return act_label(self.signal, self.process.pid)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if isinstance(event.value, str) and event.value in SIGNALS and not self.done:
+            self.signal = event.value
+        self.refresh_act()
 
     def act(self) -> None:
         self.do_stop()
@@ -68,16 +85,27 @@ class StopProcessModal(TypedConfirmModal):
     @work(exclusive=True, group="stop", exit_on_error=False)
     async def do_stop(self) -> None:
         typed = self.query_one("#stop-confirm", Input).value
+        sig = self.signal
+        self.query_one("#stop-signal", Select).disabled = True
         self.done = True
         self.refresh_act()
         box = self.query_one("#stop-result", Static)
-        box.update(Text("stopping…", style="dim"))
-        rep = await stop_process(self.app.link(self.host), self.process, typed)
+        box.update(Text(f"sending SIG{sig}…", style="dim"))
+        rep = await stop_process(self.app.link(self.host), self.process, typed, signal=sig)
         self.result = rep
         if rep.ok:
             box.update(Text(f"✔ {said(rep.message)}", style="bold green"))
         else:
             box.update(Text(f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
                             style="bold red"))
-        self.app.post_message(ActionFinished("stop process", self.host, rep.ok, said(rep.message)))
+        self.app.post_message(ActionFinished(f"stop process (SIG{sig})", self.host, rep.ok, said(rep.message)))
         self.finished()
+
+
+def act_label(signal: str, pid: int) -> str:
+    """What the action button says it will do with `signal` to `pid`."""
+    if signal == "TERM":
+        return f"Stop process {pid} (SIGTERM)"
+    if signal == "KILL":
+        return f"Kill process {pid} (SIGKILL)"
+    return f"Send SIG{signal} to process {pid}"
