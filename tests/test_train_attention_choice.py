@@ -68,3 +68,21 @@ def test_choose_kernel_on_the_cpu_is_per_document_sdpa_with_the_reason():
     assert not flash and lines == ['attention = "varlen": no flash kernel here; using per-document SDPA '
                                    "(same result, slower)"]
     assert why.startswith('no CUDA GPU: attention = "varlen" in RUN.toml, so per-document SDPA')
+
+
+def test_run_json_records_the_recipe_line_with_its_why(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i} " * 6}) + "\n" for i in range(12)))
+    toml = tmp_path / "r.toml"
+    toml.write_text(f'name = "r"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\noutput = "{tmp_path / "r"}"\n'
+                    "seq_len = 64\nbatch_size = 2\ngrad_accum = 1\nmax_steps = 1\neval_fraction = 0.0\n")
+    r = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "train", str(toml)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "r" / "run.json").read_text())
+    why = "; why: no CUDA GPU: per-document SDPA; base_fp8 needs a CUDA GPU with float8 matmuls"
+    assert manifest["recipe"].endswith(why)
+    assert f"recipe (CPU): {manifest['recipe']}" in (tmp_path / "r" / "train.log").read_text()
