@@ -28,6 +28,20 @@ def typeable(path: str) -> str:
     return path if path.isprintable() else ""
 
 
+def digest_width(table_width: int, fixed: int) -> int:
+    """How many characters of a sha256 one line of the files table holds: the two digest
+    columns share what the other columns (`fixed` cells, with their padding) leave of a table
+    `table_width` wide: the whole 64, else 32, 16 or 8 a line (the digest is never cut)."""
+    room = (table_width - fixed - 4) // 2
+    return next((n for n in (64, 32, 16) if n <= room), 8)
+
+
+def digest_text(digest: object, chunk: int) -> Text:
+    """A host's sha256, whole and escaped, `chunk` characters a line; `-` when there is none."""
+    text = shown(str(digest)) if digest else "-"
+    return Text("\n".join(text[i:i + chunk] for i in range(0, len(text), chunk)) or "-")
+
+
 class MirrorModal(TypedConfirmModal):
     """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies.
 
@@ -243,13 +257,19 @@ class MirrorModal(TypedConfirmModal):
             self.query_one("#mirror-rate", Static).update(line)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
+        # the status, file and size columns, each with its two cells of padding, and the scrollbar
+        fixed = sum(2 + max([len(h), *(len(c) for c in col)]) for h, col in (
+            ("Status", ["would copy", *(str(f.status) for f in rep.files)]),
+            ("File", [shown(str(f.path)) for f in rep.files]),
+            ("Bytes", [human_bytes(f.bytes) for f in rep.files]))) + 2 + 4
+        chunk = digest_width(table.size.width or self.app.size.width - 10, fixed)
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
             # Text cells: a str cell of a DataTable is read as markup
             table.add_row(Text(said(st), style=STATUS_STYLE.get(f.status, "")), host_text(f.path),
-                          human_bytes(f.bytes), host_text(str(f.sha256_src or "-")[:12]),
-                          host_text(str(f.sha256_dst or "-")[:12]))
+                          human_bytes(f.bytes), digest_text(f.sha256_src, chunk),
+                          digest_text(f.sha256_dst, chunk), height=None)
         t = Text()
         if dry_run:
             what = {"would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",

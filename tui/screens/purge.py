@@ -211,8 +211,9 @@ class PurgeModal(TypedConfirmModal):
             for path in plan.keep.kept:
                 keepers.append(f"  {shown(path)}\n")
         for k in plan.keepers if plan.keep is None else ():
-            keepers.append(f"  {shown(k.path)}  ")
-            keepers.append(f"sha256 {shown(str(k.sha256_before or '?')[:16])}…\n", style="dim")
+            # the whole digest, as the CLI prints it: the line wraps where the dialog is narrow
+            keepers.append(f"  {shown(k.path)}\n")
+            keepers.append(f"    sha256 {shown(str(k.sha256_before or '?'))}\n", style="dim")
         if not plan.keepers:
             keepers.append("  none\n", style="dim")
         self.query_one("#purge-keepers", Static).update(keepers)
@@ -351,7 +352,7 @@ def report_text(rep: Any) -> Text:
              if before is not None and after is not None else "")
     t.append(f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n", style="bold")
     for k in rep.keepers:
-        t.append(f"  keeper {shown(k.path)}: sha256 {shown(str(k.sha256_after)[:16])}… ")
+        t.append(f"  keeper {shown(k.path)}: sha256 {shown(str(k.sha256_after))} ")
         t.append("re-verified ✔\n" if k.verified else "CHANGED ✖\n",
                  style="green" if k.verified else "bold red")
     return t
