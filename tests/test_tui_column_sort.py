@@ -192,3 +192,39 @@ def _seats_app(hosts):
     from test_alerts_tui import _seats_app as make
 
     return make(hosts)
+
+
+def test_the_runs_name_column_is_as_wide_as_the_widest_name_and_the_rest_goes_to_progress():
+    from fleetdeck.tui.screens.runs import NAME_MAX, run_layout
+
+    for width in range(80, 251):
+        w = run_layout(width, {"name": 6, "host": 7})
+        assert w["name"] == 8 and w["host"] == 10
+        assert sum(w.values()) + 2 * len(w) + 4 <= width
+        long = run_layout(width, {"name": 70, "host": 30})
+        assert long["name"] <= NAME_MAX and sum(long.values()) + 2 * len(long) + 4 <= width
+    wide = run_layout(200, {"name": 6, "host": 7})
+    assert wide["prog"] > run_layout(200)["prog"]
+    assert run_layout(200, {"name": 30, "host": 18})["name"] == 30
+    assert run_layout(200, {"name": 30, "host": 18})["host"] == 18
+
+
+async def test_the_runs_view_gives_short_names_a_narrow_column_and_the_bar_the_rest():
+    app = fixture_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        screen = app.screen
+        table = screen.table
+        widest = max(len(r.name) for r in app.state.runs)
+        assert widest < 20
+        name_w = table.columns[next(c for c in table.columns if c.value == "name")].width
+        assert name_w == max(8, widest), (name_w, widest)
+        prog_w = table.columns[next(c for c in table.columns if c.value == "prog")].width
+        assert prog_w > 18
+        for key in table.keys:
+            r = screen._by_key[key]
+            assert cell_text(table, key, "name") == r.name   # whole
+            if r.max_steps:
+                assert len(cell_text(table, key, "prog")) > 18   # the bar took the room

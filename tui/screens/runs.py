@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -48,23 +49,42 @@ RUN_COLUMNS = {"host": "Host", "name": "Run", "state": "State", "prog": "Progres
 RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
 
 
-def run_layout(width: int) -> dict[str, int]:
+#: the name column's widest (a longer name is shortened, its end kept unique)
+NAME_MAX = 40
+#: the host column's widest, and the progress column's (its bar grows to fill it)
+HOST_MAX = 24
+PROG_MAX = 60
+
+
+def run_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]:
     """The Runs table's columns for a terminal `width` wide: below 100 columns s/step and eval
-    loss go first (the detail pane shows both); host, name, state and progress always stay."""
+    loss go first (the detail pane shows both); host, name, state and progress always stay.
+    With `need` (the widest run name and host name shown), the name column is as wide as the
+    widest name (8 to NAME_MAX) and the host column as the widest host (up to HOST_MAX), and
+    what they leave goes to the progress column, whose bar grows with it (up to PROG_MAX)."""
     keys = [k for k in RUN_COLUMNS if width >= 100 or k not in ("sps", "eval")]
     w = {k: RUN_WIDTHS[k] for k in keys if k != "name"}
     # two cells of padding per column, the table's scrollbar, and the view's own: on a short
     # terminal the view scrolls too, and without room for both the table scrolled sideways,
     # hiding the last digit of the loss
-    w["name"] = max(8, min(40, width - sum(w.values()) - 2 * len(keys) - 4))
+    room = width - sum(w.values()) - 2 * len(keys) - 4
+    if not need:
+        w["name"] = max(8, min(NAME_MAX, room))
+        return {k: w[k] for k in keys}
+    w["name"] = max(8, min(NAME_MAX, need.get("name", 0), room))
+    left = room - w["name"]
+    grow = max(0, min(HOST_MAX, need.get("host", 0)) - w["host"])
+    w["host"] += min(grow, max(0, left))
+    left = room - w["name"] - (w["host"] - RUN_WIDTHS["host"])
+    w["prog"] += max(0, min(PROG_MAX - w["prog"], left))
     return {k: w[k] for k in keys}
 
 
 def _bar_width(r: Run, width: int) -> int:
     """The progress bar's width in a cell `width` wide: the figures (`131/1000`) always fit, the
-    bar gets what is left (3 to 10)."""
+    bar gets what is left (3 up)."""
     figures = len(f" {r.step}/{r.max_steps}")
-    return max(3, min(10, width - figures))
+    return max(3, width - figures)
 
 
 class LossChart(Static):
@@ -150,12 +170,26 @@ class RunsScreen(ViewScreen):
         self._widths = w
         return [(k, RUN_COLUMNS[k], w[k]) for k in w]
 
+    #: the widest run name and host name shown (`_fit_columns`)
+    _need: dict[str, int] | None = None
+
     def on_resize(self) -> None:
-        w = run_layout(self.size.width)
+        w = run_layout(self.size.width, self._need)
         if w != self._widths:
             self.table.set_columns(self._columns(w))
             if self.ready:
                 self.refresh_view()
+
+    def _fit_columns(self, runs: Sequence[Run]) -> None:
+        """Lay the table out for the names shown: the name column as wide as the widest."""
+        names = tuple((r.host, r.name) for r in runs)
+        if getattr(self, "_need_for", None) != names:
+            self._need_for = names
+            self._need = {"name": max((cell_len(shown(r.name)) for r in runs), default=0),
+                          "host": max((cell_len(r.host) for r in runs), default=0)}
+        w = run_layout(self.size.width or self.app.size.width, self._need)
+        if w != self._widths:
+            self.table.set_columns(self._columns(w))
 
     @property
     def table(self) -> KeyedTable:
@@ -177,6 +211,7 @@ class RunsScreen(ViewScreen):
         runs = self.state.runs
         if self.host_scope is not None:
             runs = [r for r in runs if r.host == self.host_scope]
+        self._fit_columns(runs)
         w = self._widths
         # the columns' short labels change only when the hosts, the names or the widths do (a
         # poll mostly moves steps and losses): escaping and shortening 3,000 names each poll was
