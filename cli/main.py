@@ -29,6 +29,7 @@ COMMANDS = {
     "logs": "logs",
     "history": "history",
     "rules": "rules",
+    "holders": "holders",
 }
 
 
