@@ -303,7 +303,9 @@ class AlertsScreen(ViewScreen):
         table = self.query_one("#silences-table", KeyedTable)
         table.sync(rows)
         table.display = bool(rows)
+        none = table.none_matched("silence")
         show_text(self.query_one("#silences-title", Static),
+                  none if none else
                   f"Silences: {len(rows)} in force (s: silence alerts like the highlighted one, e: expire the "
                   "highlighted silence)" if rows else "No silences (s: silence alerts like the highlighted one)")
 
@@ -319,10 +321,13 @@ class AlertsScreen(ViewScreen):
             rows[key] = (s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
                          ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
                          verdict_text(c, f"{s.host}:{s.port}" in self.checking))
-        self.query_one("#seats-table", KeyedTable).sync(rows)
+        seats_table = self.query_one("#seats-table", KeyedTable)
+        seats_table.sync(rows)
         said_box = self.query_one("#seats-check", Static)
-        said_box.display = self.last_said is not None
-        said_box.update(self.last_said or "")
+        none = seats_table.none_matched("seat")
+        said = Text(none, style="dim") if none else self.last_said
+        said_box.display = said is not None
+        said_box.update(said or "")
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         floor = (watch.config if watch is not None else AlertConfig()).gpu_headroom_floor_gib * 1024
         bars = Text()
@@ -343,7 +348,10 @@ class AlertsScreen(ViewScreen):
         a = self.shown.get(key) if key is not None else None
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         who = watch.delivery() if watch is not None else None
-        if a is None:
+        none = self.query_one("#alerts-table", KeyedTable).none_matched("alert")
+        if a is None and none:
+            text = Text(none, style="dim")
+        elif a is None:
             text = Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.", style="dim")
         else:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
@@ -360,6 +368,15 @@ class AlertsScreen(ViewScreen):
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
+
+    def on_keyed_table_choice_changed(self, event: KeyedTable.ChoiceChanged) -> None:
+        # a filter that lets no row through moves no cursor: the lines under the tables say it
+        if event.table.id == "alerts-table":
+            self.show_detail()
+        elif event.table.id == "silences-table":
+            self.show_silences()
+        elif event.table.id == "seats-table":
+            self.show_seats()
 
     # -- silences ---------------------------------------------------------------------------------
     def highlighted(self) -> Alert | None:

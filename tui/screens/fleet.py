@@ -315,11 +315,18 @@ class FleetScreen(ViewScreen):
         self.show_detail()
 
     def show_detail(self) -> None:
-        """Update the line under the table for the highlighted host."""
-        show_text(self.query_one("#fleet-detail", Static), host_detail(self.state, self.table.current_key))
+        """Update the line under the table for the highlighted host (or say the filter let
+        none through)."""
+        table = self.table
+        none = table.none_matched("host") if table.current_key is None else None
+        show_text(self.query_one("#fleet-detail", Static),
+                  Text(none, style="dim") if none else host_detail(self.state, table.current_key))
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
+
+    def on_keyed_table_choice_changed(self) -> None:
+        self.show_detail()   # a filter that lets no row through moves no cursor
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         self.app.open_host(event.row_key.value)

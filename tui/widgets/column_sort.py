@@ -68,6 +68,8 @@ class ColumnSort:
     _spec: list
     sort_by: tuple[int, bool] | None
     filter_text: str
+    total_rows: int
+    _view_keys: list
     app: Any
     id: str | None
 
@@ -175,6 +177,15 @@ class ColumnSort:
             label = label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
             parts.append(f"sorted by {label} {'↓' if self.sort_by[1] else '↑'}")
         return " · ".join(parts)
+
+    def none_matched(self, noun: str) -> str | None:
+        """`The filter 'x' matched 0 of 68 hosts (...)` while the filter lets no row of a table
+        that has rows through (a view says it where it would say it has none); else None."""
+        n = self.total_rows
+        if not self.filter_text or not n or self._view_keys:
+            return None
+        return (f"The filter {self.filter_text!r} matched 0 of {n} {noun}{'' if n == 1 else 's'} "
+                "(/ changes it, esc clears it).")
 
     def set_filter(self, text: str) -> None:
         """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
