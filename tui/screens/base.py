@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -12,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.widgets.guard import GuardedPump
 from fleetdeck.tui.widgets.key_footer import KeyFooter
@@ -103,9 +105,6 @@ class RecordedSource:
     @classmethod
     def from_files(cls, *paths: str) -> RecordedSource:
         """Load each file as one poll, in order."""
-        import json
-
-        from fleetdeck.backend.fleet.validate import fleet_from_json
         return cls([fleet_from_json(json.loads(open(p, encoding="utf-8").read())) for p in paths])
 
     async def poll(self) -> FleetSnapshot:

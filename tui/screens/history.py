@@ -17,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import read_audit
+from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.incident import FIGURES, Incident, incident
 from fleetdeck.tui.charts import collect, history_table
 from fleetdeck.tui.fmt import human_duration
@@ -103,7 +104,6 @@ class HistoryScreen(ViewScreen):
         if host is None:
             chart.update(Text("No hosts.", style="dim"))
             return
-        from fleetdeck.backend.monitor.history import History, history_path
 
         since = now - window
         width = max(10, min(160, self.size.width - 60))
