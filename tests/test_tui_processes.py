@@ -111,3 +111,59 @@ async def test_the_row_under_the_cursor_stays_when_its_process_leaves_the_listin
         assert table.current_key == "4000:5"
         await _poll(app, pilot, _snap(reused, SHELL, t=3.0))
         assert table.keys == ["4678:99", "4000:5"] and table.current_key == "4000:5"
+
+
+async def test_w_asks_the_host_who_holds_the_highlighted_runs_folder_and_shows_it_escaped(tmp_path, children):
+    """A real process holding a file with a hostile name under a run folder; the `local` host's
+    helper answers; the pop-up starts at the highlighted run's folder."""
+    import subprocess
+    import sys
+    import time
+
+    from textual.widgets import Input, Static
+
+    from fleetdeck.backend.fleet.models import Run
+    from fleetdeck.tui.screens.holders import HoldersModal
+
+    run = tmp_path / "run-5"
+    run.mkdir()
+    (run / "ckpt\x1b[2J\nx").write_bytes(b"x")
+    p = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1])\nprint('ok', flush=True)\n"
+                          "time.sleep(600)", str(run / "ckpt\x1b[2J\nx")], stdout=subprocess.PIPE,
+                         start_new_session=True)
+    children.append(p)
+    assert p.stdout.readline() == b"ok\n"
+    fleet = parse_fleet(f'[hosts.h1]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
+    r = Run(host="h1", path=str(run), name="run-5", state="running")
+    snap = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, runs=(r,)),), time=1.0)
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(FleetPolled(snap))
+        await pilot.pause()
+        app.open_host("h1")
+        await pilot.pause()
+        app.screen.query_one("#host-runs", KeyedTable).focus()
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, HoldersModal)
+        assert app.screen.query_one("#holders-path", Input).value == str(run)
+        await pilot.press("enter")
+        deadline = time.monotonic() + 120
+        while app.screen.report is None and time.monotonic() < deadline:
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.05)
+        table = app.screen.query_one("#holders-table", KeyedTable)
+        key = next(k for k in table.keys if k.startswith(f"{p.pid}:"))
+        assert table.get_cell(key, "file").plain == str(run) + "/ckpt\\x1b[2J\\nx"
+        assert table.get_cell(key, "how").plain == "fd"
+        said = str(app.screen.query_one("#holders-summary", Static).render())
+        assert f"a file under {run}" in said and "processes read" in said
+        # a path that is not there: said, nothing listed
+        field = app.screen.query_one("#holders-path", Input)
+        field.value = str(tmp_path / "absent")
+        field.focus()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.report is None and table.keys == []
+        assert "(not-found)" in str(app.screen.query_one("#holders-summary", Static).render())

@@ -19,6 +19,8 @@ from fleetdeck.tui.cells import bar, progress, temp_style
 from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.fleet import host_detail
+from fleetdeck.tui.screens.holders import HoldersModal
+from fleetdeck.tui.screens.stop import StopProcessModal
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -29,7 +31,10 @@ class HostScreen(ViewScreen):
     BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view"),
                 Binding("K", "stop_process", "Stop process", show=False,
                         tooltip="stop or signal the highlighted process: TERM, INT, HUP, STOP, CONT or KILL "
-                                "(its pid and program typed back; audited)")]
+                                "(its pid and program typed back; audited)"),
+                Binding("w", "who_holds", "Who holds", show=False,
+                        tooltip="who holds a path: the processes with a file under it open, mapped or as cwd "
+                                "(starts at the highlighted run's folder)")]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -123,7 +128,6 @@ class HostScreen(ViewScreen):
                 # rows above it came or went: the cursor stays on its process, not on its place
                 table.move_cursor(row=table.get_row_index(cursor), animate=False, scroll=False)
 
-
     def action_stop_process(self) -> None:
         """Stop the process highlighted in the processes table, once typed back."""
         h = self.state.hosts.get(self.host_name)
@@ -133,9 +137,14 @@ class HostScreen(ViewScreen):
             self.notify("Highlight a process in the processes table first (the host must be up).",
                         severity="warning", markup=False)
             return
-        from fleetdeck.tui.screens.stop import StopProcessModal
-
         self.app.push_screen(StopProcessModal(self.host_name, proc, listed=key in keys_of(h)))
+
+    def action_who_holds(self) -> None:
+        """Ask the host which processes hold a file under a path (the highlighted run's, to start)."""
+        h = self.state.shown(self.host_name)
+        key = self.query_one("#host-runs", KeyedTable).current_key
+        run = next((r for r in (h.runs if h else ()) if r.key == key), None)
+        self.app.push_screen(HoldersModal(self.host_name, run.path if run else ""))
 
 
 def process_key(p: Process) -> str:
