@@ -141,6 +141,7 @@ class LaunchModal(Modal):
     @work(exclusive=True, group="launch", exit_on_error=False)
     async def run_preflight(self) -> None:
         """Ask the host every launch check; nothing is started."""
+        # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
         from fleetdeck.backend.actions.launch import preflight
         host, toml, after = self.inputs()
         self.checked = None
@@ -168,6 +169,7 @@ class LaunchModal(Modal):
     @work(exclusive=True, group="launch", exit_on_error=False)
     async def run_launch(self) -> None:
         """Start (or queue) the run through the backend, which checks again and audits."""
+        # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
         from fleetdeck.backend.actions.launch import launch
         host, toml, after = self.inputs()
         self.query_one("#launch", Button).disabled = True
