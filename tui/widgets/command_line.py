@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Input, Label
@@ -107,8 +108,6 @@ class CommandLine(ModalScreen[Command | None]):
         self.hosts = list(hosts)
 
     def compose(self) -> ComposeResult:
-        from textual.containers import Horizontal
-
         with Vertical():
             yield Label("", id="cmd-why")
             with Horizontal(id="cmd-line"):
@@ -135,8 +134,6 @@ class CommandLine(ModalScreen[Command | None]):
         try:
             cmd = parse(event.value, self.hosts)
         except ValueError as e:
-            from rich.text import Text
-
             why = self.query_one("#cmd-why", Label)
             why.update(Text(str(e)))
             why.display = True

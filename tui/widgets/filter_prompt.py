@@ -6,6 +6,7 @@ from typing import Protocol
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
@@ -39,8 +40,6 @@ class FilterPrompt(ModalScreen[None]):
         self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
-        from textual.containers import Horizontal
-
         with Horizontal(id="filter-line"):
             yield Label(self.label)
             yield Input(value=self.table.filter_text, placeholder=self.placeholder, id="filter-input")

@@ -22,6 +22,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Log
 
+from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
+
 #: a line worth jumping to: a Python traceback's first line, a nan figure, an error of any kind
 PROBLEM = re.compile(r"Traceback|\bnan\b|error", re.IGNORECASE)
 MATCH_STYLE = Style(color="black", bgcolor="yellow")
@@ -207,8 +209,6 @@ class LogPane(Log):
         self._say()
 
     def action_filter(self) -> None:
-        from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
-
         self.app.push_screen(FilterPrompt(self, label="search /", placeholder="any case; enter keeps it, esc clears it"))
 
     def _go_match(self, n: int) -> None:
