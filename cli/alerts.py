@@ -17,6 +17,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.silences import Silence, SilenceStore
+from fleetdeck.cli.watch import Watcher
 from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_text, since_text
 
 
@@ -38,8 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def current_alerts(fleet) -> list[Alert]:
     """Firing alerts, then recently resolved ones, after one fresh poll (read-only)."""
-    from fleetdeck.cli.watch import Watcher
-
     async def go() -> list[Alert]:
         w = Watcher(fleet, out=io.StringIO(), readonly=True)
         await w.run(count=1)

@@ -32,10 +32,14 @@ from typing import TextIO
 
 from rich.console import Console
 
+from fleetdeck.backend.actions.audit import read_audit
+from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.history_figures import Tally
 from fleetdeck.backend.monitor.incident import FIGURES as INCIDENT_FIGURES
+from fleetdeck.backend.monitor.incident import incident
 from fleetdeck.tui.charts import KINDS, collect, history_table
 from fleetdeck.tui.fmt import human_duration
+from fleetdeck.tui.incident_plot import incident_plot
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -139,8 +143,6 @@ def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from fleetdeck.backend.monitor.history import History, history_path
-
     path = history_path()
     if not path.exists():
         print(f"fleetdeck: no history yet ({path} does not exist): `fleetdeck watch` or the dashboard "
@@ -177,10 +179,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _plot(hist, args: argparse.Namespace, since: float, now: float) -> int:
-    from fleetdeck.backend.actions.audit import read_audit
-    from fleetdeck.backend.monitor.incident import incident
-    from fleetdeck.tui.incident_plot import incident_plot
-
     console = Console(soft_wrap=False, highlight=False)
     cells = args.width or max(WIDTH_MIN, min(WIDTH_MAX, console.width - 12))
     try:

@@ -7,6 +7,13 @@ import asyncio
 import json
 import sys
 
+from rich.console import Console
+from rich.markup import escape
+
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.poller import Poller
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `launch` subcommand."""
@@ -30,10 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Launch; 0 running or queued, 1 refused, cancelled or failed, 2 bad fleet file or RUN.toml."""
+    # deferred: actions.launch (its helper modules and the run config, ~50 ms at every start of the CLI)
     from fleetdeck.backend.actions.launch import launch, run_values
-    from fleetdeck.backend.fleet.config import load_fleet
-    from fleetdeck.backend.fleet.errors import HostError
-    from fleetdeck.backend.fleet.poller import Poller
 
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)
@@ -69,9 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show(result) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
     out = Console()
     for c in result.preflight.checks:
         mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"

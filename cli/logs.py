@@ -7,6 +7,9 @@ import asyncio
 import sys
 
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.logs import grep_pattern, log_lines
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 
@@ -32,10 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from fleetdeck.backend.fleet.errors import HostError
-    from fleetdeck.backend.fleet.logs import grep_pattern, log_lines
-    from fleetdeck.backend.fleet.ssh import HostLink
-
     if args.grep is not None:
         try:
             grep_pattern(args.grep)

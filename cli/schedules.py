@@ -23,6 +23,7 @@ from fleetdeck.backend.actions.schedules import (
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
+from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.tables import WHOLE, listing_console
@@ -87,8 +88,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- polling ------------------------------------------------------------------------------
 def poll(fleet: Fleet, names: list[str] | None) -> FleetSnapshot:
     """One fresh poll of these hosts (all when None); stray and reasons already decided."""
-    from fleetdeck.backend.fleet.poller import poll_fleet
-
     return asyncio.run(poll_fleet(fleet, hosts=names))
 
 

@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.monitor.seats import SeatCheck, check_seat, record_check, seats_for
 from fleetdeck.tui.fmt import host_text, human_mib, matches, said, shown
 
@@ -90,9 +92,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check one seat; exit 0 only when it is sound."""
-    from fleetdeck.backend.fleet.errors import HostError
-    from fleetdeck.backend.fleet.poller import Poller
-
     fleet = load_fleet(args.hosts)
     fleet.host(args.target_host)
     if not 0 < args.port < 65536:

@@ -33,14 +33,13 @@ from fleetdeck.backend.monitor.silences import (
     expire_silence,
     load_silences,
 )
+from fleetdeck.cli.history import duration
 from fleetdeck.tui.fmt import host_text, message_text
 
 
 def for_duration(text: str) -> float:
     """`--for`: the duration parser of `history --since` (90s, 30m, 2h, 7d), within a silence's
     bounds; argparse's type."""
-    from fleetdeck.cli.history import duration
-
     v = duration(text)
     if not FOR_MIN <= v <= FOR_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a silence's length: from {FOR_MIN / 60:g} minute to "

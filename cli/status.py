@@ -15,6 +15,7 @@ from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.connect import AUTH_CODES
+from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import (
     FleetSnapshot,
     HostSnapshot,
@@ -24,6 +25,8 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
+from fleetdeck.backend.fleet.series import fetch_series
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.cli.main import add_hosts_option
 from fleetdeck.cli.tables import listing_console
 from fleetdeck.tui.fmt import (
@@ -116,10 +119,6 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_series(args: argparse.Namespace) -> int:
     """`runs --series HOST:PATH`: one run's whole series, as step / loss / eval-loss lines."""
-    from fleetdeck.backend.fleet.errors import HostError
-    from fleetdeck.backend.fleet.series import fetch_series
-    from fleetdeck.backend.fleet.ssh import HostLink
-
     host, sep, path = args.series.partition(":")
     if not sep or not path:
         print("fleetdeck: --series takes HOST:PATH (a run's folder, as `runs` lists it)", file=sys.stderr)

@@ -24,6 +24,7 @@ import time
 from typing import Any, TextIO
 
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
+from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
@@ -149,8 +150,6 @@ def _exit_now(*_: object) -> None:
 def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
     collector = None
     if args.prometheus:
-        from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
-
         try:
             addr, port = parse_listen(args.prometheus)
         except ValueError as e:
