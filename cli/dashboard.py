@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the fleet file and run the dashboard until `q`."""
     fleet = load_fleet(getattr(args, "hosts", None))
+    # deferred: tui.app and textual (the CLI never loads textual; only this command starts the app)
     from fleetdeck.tui.app import FleetdeckApp
 
     app = FleetdeckApp(fleet)

@@ -45,6 +45,7 @@ def _missing_extra(e: ImportError) -> int:
 def run_train(args: argparse.Namespace) -> int:
     """Run the trainer in this process; its exit status (0 finished, 1 failed or refused, 2 bad RUN.toml)."""
     try:
+        # deferred: train.main and torch (seconds at start-up; the train extra may be absent)
         from fleetdeck.backend.train.main import train_main
     except ImportError as e:
         return _missing_extra(e)
@@ -54,6 +55,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     """Run the step-time probe; 0 measured, 1 failed, 2 bad RUN.toml or arguments."""
     try:
+        # deferred: train.bench and torch (seconds at start-up; the train extra may be absent)
         from fleetdeck.backend.train.bench import run_bench as bench
     except ImportError as e:
         return _missing_extra(e)
