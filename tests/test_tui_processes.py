@@ -167,3 +167,57 @@ async def test_w_asks_the_host_who_holds_the_highlighted_runs_folder_and_shows_i
         await pilot.pause()
         assert app.screen.report is None and table.keys == []
         assert "(not-found)" in str(app.screen.query_one("#holders-summary", Static).render())
+
+
+def _with_parent(p: Process, ppid: int | None) -> Process:
+    """`p` as the probe lists it, with its parent pid."""
+    if "ppid" in Process.__dataclass_fields__:
+        return dataclasses.replace(p, ppid=ppid)
+
+    @dataclasses.dataclass(frozen=True)
+    class Listed(Process):
+        ppid: int | None = None
+
+    return Listed(**{f: getattr(p, f) for f in Process.__dataclass_fields__}, ppid=ppid)
+
+
+async def test_e_shows_a_trainers_workers_under_it_and_the_cursor_stays_on_its_process():
+    trainer = _with_parent(Process(pid=700, start=1, user="ops", command="python train.py", cpu_pct=50.0,
+                                   why=("gpu", "run")), 1)
+    w1 = _with_parent(Process(pid=701, start=2, user="ops", command="python -c worker", cpu_pct=90.0,
+                              why=("run",)), 700)
+    w2 = _with_parent(Process(pid=702, start=3, user="ops", command="python -c worker", cpu_pct=1.0,
+                              why=("run",)), 700)
+    other = _with_parent(Process(pid=800, start=4, user="x", command="make", cpu_pct=95.0, why=("cpu",)), 1)
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _host_view(app, pilot, _snap(other, w1, trainer, w2))
+        await pilot.press("j")
+        assert table.current_key == "701:2"
+        await pilot.press("e")
+        await pilot.pause()
+        assert table.keys == ["800:4", "700:1", "701:2", "702:3"]
+        assert [table.get_cell(k, "cmd").plain for k in table.keys] == [
+            "make", "python train.py", "├─ python -c worker", "└─ python -c worker"]
+        assert table.current_key == "701:2"          # the cursor moved with its process
+        # a poll that changes the probe's order keeps the tree and the cursor
+        await _poll(app, pilot, _snap(w2, trainer, other, w1, t=2.0))
+        assert table.keys == ["700:1", "702:3", "701:2", "800:4"] and table.current_key == "701:2"
+        assert await _stop_names(app, pilot) == "Stop process 701 on h1"
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("e")                       # back to the probe's order
+        await pilot.pause()
+        assert table.keys == ["702:3", "700:1", "800:4", "701:2"] and table.current_key == "701:2"
+        assert table.get_cell("701:2", "cmd").plain == "python -c worker"
+
+
+def test_the_tree_keeps_every_process_once_when_a_host_says_parents_loop():
+    from fleetdeck.tui.screens.proc_tree import tree_order
+
+    a = _with_parent(Process(pid=20, start=1, user="u", command="a"), 21)
+    b = _with_parent(Process(pid=21, start=1, user="u", command="b"), 20)
+    c = _with_parent(Process(pid=22, start=1, user="u", command="c"), 22)   # its own parent
+    d = _with_parent(Process(pid=23, start=1, user="u", command="d"), None)
+    got = tree_order([a, b, c, d])
+    assert [(p.pid, g) for p, g in got] == [(22, ""), (23, ""), (20, ""), (21, "└─ ")]

@@ -20,6 +20,7 @@ from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.screens.fleet import host_detail
 from fleetdeck.tui.screens.holders import HoldersModal
+from fleetdeck.tui.screens.proc_tree import tree_order
 from fleetdeck.tui.screens.stop import StopProcessModal
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -32,6 +33,9 @@ class HostScreen(ViewScreen):
                 Binding("K", "stop_process", "Stop process", show=False,
                         tooltip="stop or signal the highlighted process: TERM, INT, HUP, STOP, CONT or KILL "
                                 "(its pid and program typed back; audited)"),
+                Binding("e,f5", "toggle_tree", "Tree", show=False,
+                        tooltip="processes as a tree (each under its parent, a trainer's workers under it), "
+                                "or by the probe's order again"),
                 Binding("w", "who_holds", "Who holds", show=False,
                         tooltip="who holds a path: the processes with a file under it open, mapped or as cwd "
                                 "(starts at the highlighted run's folder)")]
@@ -42,6 +46,8 @@ class HostScreen(ViewScreen):
         #: the processes the table shows, by row key (a process that left the listing while
         #: the cursor was on it stays here, and on screen, until the cursor leaves it)
         self._procs_shown: dict[str, Process] = {}
+        #: the processes table as a tree (each under its parent) rather than in the probe's order
+        self.process_tree = False
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="host-body", can_focus=False):
@@ -60,7 +66,7 @@ class HostScreen(ViewScreen):
             yield Label("Disks", classes="section")
             yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
                               ("fs", "Type")], id="host-disks", classes="auto")
-            yield Label("Processes that matter (K stops the highlighted one)", classes="section")
+            yield Label(PROCS_LABEL, classes="section", id="host-procs-label")
             yield KeyedTable([("pid", "Pid"), ("user", "User"), ("cpu", "CPU"), ("rss", "RSS"), ("gpu", "GPU"),
                               ("why", "Why"), ("cmd", "Command")], id="host-procs", classes="auto")
 
@@ -116,10 +122,16 @@ class HostScreen(ViewScreen):
             disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), shown(d.mount), shown(d.fstype))
         table = self.query_one("#host-procs", KeyedTable)
         cursor = table.current_key
-        listed = held_in_place(h.processes if h else (), self._procs_shown, table.keys, cursor)
+        order: Sequence[Process] = h.processes if h else ()
+        glyphs: dict[str, str] = {}
+        if self.process_tree:
+            ordered = tree_order(order)
+            order = [p for p, _ in ordered]
+            glyphs = {process_key(p): g for p, g in ordered}
+        listed = held_in_place(order, self._procs_shown, table.keys, cursor)
         self._procs_shown = listed
         now = keys_of(h)
-        procs = {k: process_cells(p, dim, left=k not in now) for k, p in listed.items()}
+        procs = {k: process_cells(p, dim, left=k not in now, glyphs=glyphs.get(k, "")) for k, p in listed.items()}
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-gpu-health", health), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks), ("#host-procs", procs)):
@@ -139,12 +151,23 @@ class HostScreen(ViewScreen):
             return
         self.app.push_screen(StopProcessModal(self.host_name, proc, listed=key in keys_of(h)))
 
+    def action_toggle_tree(self) -> None:
+        """Show the processes as a tree, or in the probe's order again; the cursor stays on its
+        process."""
+        self.process_tree = not self.process_tree
+        self.query_one("#host-procs-label", Label).update(PROCS_TREE_LABEL if self.process_tree else PROCS_LABEL)
+        self.refresh_view()
+
     def action_who_holds(self) -> None:
         """Ask the host which processes hold a file under a path (the highlighted run's, to start)."""
         h = self.state.shown(self.host_name)
         key = self.query_one("#host-runs", KeyedTable).current_key
         run = next((r for r in (h.runs if h else ()) if r.key == key), None)
         self.app.push_screen(HoldersModal(self.host_name, run.path if run else ""))
+
+
+PROCS_LABEL = "Processes that matter (K stop or signal · e tree · w who holds a path)"
+PROCS_TREE_LABEL = "Processes that matter, as a tree (K stop or signal · e flat · w who holds)"
 
 
 def process_key(p: Process) -> str:
@@ -172,14 +195,15 @@ def held_in_place(listed: Iterable[Process], shown: Mapping[str, Process], order
     return {k: rows.get(k) or shown[k] for k in keys}
 
 
-def process_cells(p: Process, dim: str = "", left: bool = False) -> tuple:
+def process_cells(p: Process, dim: str = "", left: bool = False, glyphs: str = "") -> tuple:
     """The cells of one row of the processes table; `left`: the process is not in the latest
-    listing (the row is held under the cursor)."""
+    listing (the row is held under the cursor); `glyphs`: its place in the tree, drawn before
+    the command."""
     return (Text(str(p.pid), style=dim), Text(shown(p.user), style=dim),
             "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%", human_bytes(p.rss_bytes, "-"),
             "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB",
             Text("not listed now", style="yellow") if left else Text(", ".join(p.why), style="dim"),
-            Text(shown(p.command), style=dim))
+            Text.assemble((glyphs, "dim"), (shown(p.command), dim)))
 
 
 #: what can lose a card first (heat, power, throttling, memory errors, Xids), then the figures

@@ -2,8 +2,10 @@
 
 Runs on the host's Python 3.8 or newer, bundled with the probe. Listed: every process holding
 GPU memory, every live run's trainer, every serving seat, every loop, and the top few by CPU and
-by resident memory; at most MAX_PROCESSES, each with its pid and start time (its identity, for a
-checked stop), user, CPU share since the previous poll, resident bytes, GPU memory and why it is
+by resident memory, and the workers of each trainer and seat (its descendants, up to WORKERS,
+listed with its tag: a dataloader worker is part of its run); at most MAX_PROCESSES, each with
+its pid and start time (its identity, for a checked stop), parent pid (`ppid`, for the Host
+view's tree), user, CPU share since the previous poll, resident bytes, GPU memory and why it is
 listed. The command line is cut to COMMAND_CHARS; the controller escapes it for display.
 """
 # ruff: noqa: UP031
@@ -18,6 +20,7 @@ from fleetdeck.backend.host.probe.common import STATE, user_name
 
 MAX_PROCESSES = 40
 TOP = 5                  # the top users of CPU and of memory listed beside the tagged ones
+WORKERS = 8              # a trainer's or a seat's descendants listed under it
 COMMAND_CHARS = 512
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -72,6 +75,11 @@ def processes(procs, gpus, runs, seats, schedules):
             cpu = round(100.0 * (ticks - prev[0]) / _TICK / (now - prev[1]), 1)
         rows[pid] = (cpu, rss, start)
     STATE["cpu"] = seen
+    for pid in [p for p in why if p in rows and ("run" in why[p] or "seat" in why[p])]:
+        for kid in [k for k in procfs.descendants(pid) if k in rows][:WORKERS]:
+            for t in why[pid]:
+                if t in ("run", "seat"):
+                    tag(kid, t)
     chosen = [p for p in why if p in rows]
     by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
     by_mem = sorted(rows, key=lambda p: -rows[p][1])[:TOP]
@@ -86,7 +94,7 @@ def processes(procs, gpus, runs, seats, schedules):
     for pid in chosen[:MAX_PROCESSES]:
         cpu, rss, start = rows[pid]
         uid = procs.uid(pid)   # looked up for the listed few only, not every process
-        out.append({"pid": pid, "start": start, "user": "?" if uid is None else user_name(uid),
+        out.append({"pid": pid, "start": start, "ppid": procfs.ppid(pid), "user": "?" if uid is None else user_name(uid),
                     "cpu_pct": cpu, "rss_bytes": rss,
                     "gpu_mib": gpu_mib.get(pid), "why": why[pid],
                     "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})

@@ -1,0 +1,49 @@
+"""The probe's processes section for the Host view's tree: each process with its parent pid, and a
+trainer's workers listed under it (a real trainer-like process in a real run folder, with real
+children that use no CPU and little memory, so only being its workers lists them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from test_probe import probe, run_of, write_progress
+
+TRAINER = """
+import os, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import os, time; os.chdir('/'); time.sleep(120)"])
+        for _ in range(2)]
+open(sys.argv[1], "w").write(" ".join(str(k.pid) for k in kids))
+time.sleep(120)
+"""
+
+
+def test_a_trainers_workers_are_listed_under_it_with_their_parent_pid(tmp_path, children):
+    run = tmp_path / "runs" / "run-1"
+    (run / "checkpoints").mkdir(parents=True)
+    write_progress(run, range(1, 11))
+    ready = tmp_path / "kids"
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, str(ready)], cwd=run, start_new_session=True)
+    children.append(trainer)
+    deadline = time.monotonic() + 60
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kids = [int(k) for k in ready.read_text().split()]
+    try:
+        rep = probe({"runs": [str(tmp_path / "runs")]})
+        assert run_of(rep, run)["pid"] == trainer.pid
+        listed = {p["pid"]: p for p in rep["processes"]}
+        assert "run" in listed[trainer.pid]["why"]
+        for k in kids:
+            assert k in listed, f"worker {k} is not listed: {sorted(listed)}"
+            assert listed[k]["ppid"] == trainer.pid and "run" in listed[k]["why"]
+        assert all(isinstance(p["ppid"], int) for p in rep["processes"])
+    finally:
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
