@@ -47,3 +47,20 @@ def test_a_trainers_workers_are_listed_under_it_with_their_parent_pid(tmp_path, 
                 os.kill(k, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_process_on_two_cards_is_listed_with_its_gpu_memory_summed(children):
+    """The processes section's GPU memory per process is what the cards' own process lists say
+    (NVML's used memory per pid, here as the GPU section hands it over), summed over cards."""
+    from fleetdeck.backend.host.probe.common import Procs
+    from fleetdeck.backend.host.probe.procs import processes
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
+                         stdout=subprocess.PIPE)
+    children.append(p)
+    assert p.stdout.readline() == b"ok\n"
+    gpus = [{"index": 0, "processes": [{"pid": p.pid, "used_mib": 1500.0}]},
+            {"index": 1, "processes": [{"pid": p.pid, "used_mib": 500.0}]}]
+    listed = {x["pid"]: x for x in processes(Procs(), gpus, [], [], [])}
+    assert listed[p.pid]["gpu_mib"] == 2000.0 and listed[p.pid]["why"][0] == "gpu"
+    assert listed[p.pid]["ppid"] == os.getpid() and listed[p.pid]["rss_bytes"] > 0

@@ -221,3 +221,15 @@ def test_the_tree_keeps_every_process_once_when_a_host_says_parents_loop():
     d = _with_parent(Process(pid=23, start=1, user="u", command="d"), None)
     got = tree_order([a, b, c, d])
     assert [(p.pid, g) for p, g in got] == [(22, ""), (23, ""), (20, ""), (21, "└─ ")]
+
+
+async def test_a_processes_gpu_memory_is_shown_beside_its_cpu_and_rss():
+    holder = Process(pid=900, start=9, user="ops", command="python serve.py", cpu_pct=12.0, rss_bytes=3 << 30,
+                     gpu_mib=20_480.0, why=("gpu",))
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _host_view(app, pilot, _snap(holder, SHELL))
+        cells = [table.get_cell("900:9", c) for c in ("cpu", "rss", "gpu")]
+        assert [c.plain if hasattr(c, "plain") else str(c) for c in cells] == ["12%", "3.0G", "20,480 MiB"]
+        assert [str(c.label) for c in table.ordered_columns][2:5] == ["CPU", "RSS", "GPU"]
+        assert str(table.get_cell("4000:5", "gpu")) == ""      # no GPU memory: blank, not 0

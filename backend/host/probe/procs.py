@@ -94,7 +94,7 @@ def processes(procs, gpus, runs, seats, schedules):
     for pid in chosen[:MAX_PROCESSES]:
         cpu, rss, start = rows[pid]
         uid = procs.uid(pid)   # looked up for the listed few only, not every process
-        out.append({"pid": pid, "start": start, "ppid": procfs.ppid(pid), "user": "?" if uid is None else user_name(uid),
+        out.append({"pid": pid, "start": start, "ppid": procs.ppid(pid), "user": "?" if uid is None else user_name(uid),
                     "cpu_pct": cpu, "rss_bytes": rss,
                     "gpu_mib": gpu_mib.get(pid), "why": why[pid],
                     "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})
