@@ -19,12 +19,12 @@ from fleetdeck.backend.host.lib.text import shown
 HELPER = process_helper.__name__
 #: the signals offered, in the order the pop-up lists them, with what each does
 SIGNALS = {
-    "TERM": "ask it to end; SIGKILL if it is still there after the grace",
-    "INT": "as ctrl-c does (a trainer saves and ends)",
-    "HUP": "hang up (a daemon reloads, a shell job ends)",
-    "STOP": "pause it where it is (CONT resumes it)",
+    "TERM": "ask it to end; KILL after the grace",
+    "INT": "as ctrl-c: a trainer saves and ends",
+    "HUP": "hang up: a daemon reloads",
+    "STOP": "pause it where it is (CONT resumes)",
     "CONT": "resume a paused process",
-    "KILL": "end it at once, with no chance to save",
+    "KILL": "end it now, no chance to save",
 }
 
 
