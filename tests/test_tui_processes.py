@@ -186,7 +186,7 @@ async def test_e_shows_a_trainers_workers_under_it_and_the_cursor_stays_on_its_p
                                    why=("gpu", "run")), 1)
     w1 = _with_parent(Process(pid=701, start=2, user="ops", command="python -c worker", cpu_pct=90.0,
                               why=("run",)), 700)
-    w2 = _with_parent(Process(pid=702, start=3, user="ops", command="python -c worker", cpu_pct=1.0,
+    w2 = _with_parent(Process(pid=702, start=3, user="ops", command="python -c $(rm -rf ~)\x1b[2J\nw", cpu_pct=1.0,
                               why=("run",)), 700)
     other = _with_parent(Process(pid=800, start=4, user="x", command="make", cpu_pct=95.0, why=("cpu",)), 1)
     app = _app()
@@ -198,7 +198,7 @@ async def test_e_shows_a_trainers_workers_under_it_and_the_cursor_stays_on_its_p
         await pilot.pause()
         assert table.keys == ["800:4", "700:1", "701:2", "702:3"]
         assert [table.get_cell(k, "cmd").plain for k in table.keys] == [
-            "make", "python train.py", "├─ python -c worker", "└─ python -c worker"]
+            "make", "python train.py", "├─ python -c worker", "└─ python -c $(rm -rf ~)\\x1b[2J\\nw"]
         assert table.current_key == "701:2"          # the cursor moved with its process
         # a poll that changes the probe's order keeps the tree and the cursor
         await _poll(app, pilot, _snap(w2, trainer, other, w1, t=2.0))
