@@ -102,21 +102,9 @@ class Engine:
                  log=print):
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
-        flash = cfg.attention != "sdpa" and attention.flash_varlen_works(device, self.dtype, log)
-        if (cfg.attention == "varlen" or cfg.attention in attention.KERNELS) and not flash:
-            log(f"attention = \"{cfg.attention}\": no flash kernel here; using per-document SDPA (same result, slower)")
-        kernel = "flash"
-        want = cfg.attention if cfg.attention in attention.KERNELS else None
-        if cfg.attention == "auto" and flash:
-            # FlashAttention-4 where it is installed and passes its trial: 1.78x torch's bundled
-            # flash kernel, forward and backward, at Qwen3's heads on an H200
-            if attention.fa4_installed():
-                want = "fa4"
-            elif torch.cuda.get_device_capability(device)[0] >= 9:
-                log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
-                    "(pip install flash-attn-4, or fleetdeck[fa4])")
-        if want and flash and attention.kernel_works(want, device, self.dtype, log):
-            kernel = want
+        # the card's prior (kernel_choice: FlashAttention-4 on sm_90/sm_10x where installed, 1.78x
+        # torch's bundled flash kernel on an H200), each kernel behind its trial
+        flash, kernel, _why = attention.choose_kernel(cfg.attention, device, self.dtype, log)
         name = attention.register(force_flash=flash, kernel=kernel)
         self.kernel = kernel
         batching.FALLBACK_LOG["log"] = log
