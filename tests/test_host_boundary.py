@@ -260,3 +260,15 @@ def test_runs_series_prints_a_runs_whole_series_and_stops_quietly_when_the_reade
     # a folder without a series: a sentence and exit 1
     bad = subprocess.run([*cli[:-1], f"ser:{h.runs}/nope"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "holds neither progress.jsonl" in bad.stderr
+
+
+def test_a_process_parent_pid_reaches_the_model_and_a_hostile_one_is_dropped():
+    from fleetdeck.backend.fleet.validate import host_from_probe
+
+    def proc(ppid):
+        d = {"processes": [{"pid": 70, "start": 5, "user": "u", "command": "python x", "ppid": ppid}]}
+        return host_from_probe("h", d, 1.0, 0.0).processes[0]
+
+    assert proc(1).ppid == 1
+    for bad in (-1, 2**40, "1; rm -rf /", 1.5, None, [1]):
+        assert proc(bad).ppid is None and proc(bad).pid == 70

@@ -171,14 +171,7 @@ async def test_w_asks_the_host_who_holds_the_highlighted_runs_folder_and_shows_i
 
 def _with_parent(p: Process, ppid: int | None) -> Process:
     """`p` as the probe lists it, with its parent pid."""
-    if "ppid" in Process.__dataclass_fields__:
-        return dataclasses.replace(p, ppid=ppid)
-
-    @dataclasses.dataclass(frozen=True)
-    class Listed(Process):
-        ppid: int | None = None
-
-    return Listed(**{f: getattr(p, f) for f in Process.__dataclass_fields__}, ppid=ppid)
+    return dataclasses.replace(p, ppid=ppid)
 
 
 async def test_e_shows_a_trainers_workers_under_it_and_the_cursor_stays_on_its_process():

@@ -186,6 +186,8 @@ class Process:
     rss_bytes: int | None = None
     gpu_mib: float | None = None
     why: tuple[str, ...] = ()
+    #: the parent's pid as the probe read it (the Host view's tree); None when not sent
+    ppid: int | None = None
 
 
 @dataclass(frozen=True)

@@ -354,7 +354,8 @@ def _process(d: Any, i: int, marks: list[str]) -> Process:
                    cpu_pct=it.soft(_figure, "cpu_pct", 0.0, 1e5),
                    rss_bytes=it.soft(_count, "rss_bytes", MAX_BYTES),
                    gpu_mib=it.soft(_figure, "gpu_mib", 0.0),
-                   why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else ())
+                   why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (),
+                   ppid=it.soft(_count, "ppid", 2**31))
     if not proc.pid or proc.start is None:
         raise BadField("pid", "no pid and start time: no identity")
     marks.extend(it.marks)
