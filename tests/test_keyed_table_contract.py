@@ -165,3 +165,24 @@ def test_the_footer_it_extends_keeps_its_shape():
     assert list(inspect.signature(Footer.bindings_changed).parameters) == ["self", "screen"]
     source = inspect.getsource(Footer)
     assert "self._bindings_ready = True" in source and "if not self._bindings_ready" in source
+
+
+async def test_the_cursor_stays_on_its_row_when_rows_above_it_go_or_come():
+    """A row above the cursor leaving the list used to slide the cursor onto its neighbour
+    (rows were removed before the cursor's key was read), so a key press named another row."""
+    app = _Host()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one("#t", KeyedTable)
+        table.sync({k: (k, "0") for k in ("a", "b", "c", "d")})
+        await pilot.pause()
+        table.move_cursor(row=2)
+        assert table.current_key == "c"
+        table.sync({k: (k, "0") for k in ("b", "c", "d")})        # a row above goes
+        await pilot.pause()
+        assert table.current_key == "c"
+        table.sync({k: (k, "0") for k in ("x", "d", "c")})        # one goes, one comes, order moves
+        await pilot.pause()
+        assert table.current_key == "c"
+        table.sync({k: (k, "0") for k in ("y", "z", "c")})        # two above replaced, same order
+        await pilot.pause()
+        assert table.current_key == "c"

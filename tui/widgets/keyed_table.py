@@ -217,6 +217,8 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         """
         heights = heights or {}
         changed = 0
+        # read before any row goes: removing a row above the cursor shifts the rows under it
+        held = self.current_key
         for key in [k for k in self._cells if k not in rows]:
             self.remove_row(key)
             del self._cells[key]
@@ -259,16 +261,17 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         wanted = list(rows)
         if self._restore_key is not None:
             # the rows came back after a change of columns: the cursor goes where it was
-            key, self._restore_key = self._restore_key, None
-            if key in rows:
-                self.move_cursor(row=wanted.index(key), animate=False)
+            held, self._restore_key = self._restore_key, None
         if self._order != wanted:
-            self._reorder(wanted)
+            self._reorder(wanted, held)
+        elif held is not None and held in rows and self.current_key != held:
+            self.move_cursor(row=wanted.index(held), animate=False)
         self.cells_changed += changed
         return changed
 
-    def _reorder(self, wanted: list[str]) -> None:
-        current = self.current_key
+    def _reorder(self, wanted: list[str], held: str | None = None) -> None:
+        """Show the rows in `wanted` order, the cursor on `held` (default: the row under it)."""
+        current = held if held is not None and held in wanted else self.current_key
         # DataTable.sort() hands the key function cell values only; order by key instead
         self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(wanted)})
         self._order = list(wanted)
