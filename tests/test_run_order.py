@@ -78,3 +78,17 @@ async def test_dashboard_runs_view_and_live_runs_cell_in_natural_order():
         table = app.screen.query_one("#runs-table", KeyedTable)
         assert [k.rsplit("/", 1)[1] for k in table.keys if k.startswith("gx10:")] == [
             "run-2", "run-9", "run-10", "run-1", "run-3"]
+
+
+def test_spans_of_time_sort_by_the_time_they_stand_for():
+    from fleetdeck.backend.host.lib import units
+
+    cells = ["2.3 days", "41ms", "11.5s", "9m00s ago", "2h01m", "5s", "10 min", "1d01h", "in 1m05s",
+             "2.5 h", "999ms"]
+    want = ["41ms", "999ms", "5s", "11.5s", "in 1m05s", "9m00s ago", "10 min", "2h01m", "2.5 h", "1d01h",
+            "2.3 days"]
+    assert sorted(cells, key=sort_key) == want
+    spans = [units.duration_short(s) for s in (3, 59, 61, 3599, 3601, 86399, 86401, 10**6)]
+    assert sorted(reversed(spans), key=sort_key) == spans
+    # sizes keep their order and are not read as spans: 5M is five mebibytes, not five minutes
+    assert sorted(["5M", "900K", "1.5G"], key=sort_key) == ["900K", "5M", "1.5G"]
