@@ -272,3 +272,17 @@ def test_a_process_parent_pid_reaches_the_model_and_a_hostile_one_is_dropped():
     assert proc(1).ppid == 1
     for bad in (-1, 2**40, "1; rm -rf /", 1.5, None, [1]):
         assert proc(bad).ppid is None and proc(bad).pid == 70
+
+
+def test_a_runs_step_time_fields_reach_the_json_and_absurd_ones_are_dropped():
+    from fleetdeck.backend.fleet.models import run_json
+    from fleetdeck.backend.fleet.validate import host_from_probe
+
+    def run(**kw):
+        d = {"runs": [{"path": "/r/a", "name": "a", "state": "running", "seconds_per_step": 0.5, **kw}]}
+        return run_json(host_from_probe("h", d, 1.0, 0.0).runs[0])
+
+    good = run(last_seconds_per_step=30.0, step_times=20)
+    assert (good["seconds_per_step"], good["last_seconds_per_step"], good["step_times"]) == (0.5, 30.0, 20)
+    bad = run(last_seconds_per_step=-1, step_times="20; rm")
+    assert bad["last_seconds_per_step"] is None and bad["step_times"] is None and bad["seconds_per_step"] == 0.5

@@ -130,12 +130,16 @@ class Run:
     eval_loss: float | None = None
     losses: tuple[tuple[int, float], ...] = ()
     eval_losses: tuple[tuple[int, float], ...] = ()
+    #: the median of the last `step_times` step times (the ETA and the stall limit use it)
     seconds_per_step: float | None = None
     eta_seconds: float | None = None
     adapter: str | None = None
     checkpoints: tuple[Checkpoint, ...] = ()
     reason: str | None = None
     last_update: float | None = None
+    #: the newest step's own time, and how many step times the median is of
+    last_seconds_per_step: float | None = None
+    step_times: int | None = None
 
     @property
     def key(self) -> str:

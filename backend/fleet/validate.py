@@ -167,6 +167,8 @@ def _run(host: str, d: Any, marks: list[str]) -> Run:
         checkpoints=tuple(ckpts),
         reason=it.soft(_text, "reason", True),
         last_update=it.soft(_figure, "last_update"),
+        last_seconds_per_step=it.soft(_figure, "last_seconds_per_step", 0.0),
+        step_times=it.soft(_count, "step_times", 10**6),
     )
     marks.extend(it.marks)
     return run
