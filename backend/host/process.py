@@ -18,14 +18,17 @@ re-read after the signal no longer holding that pid with that start time; one th
 is still there carries `{"pid", "start", "gone": false, "state": S}`, S read from /proc after
 the signal. `still-running` (TERM, KILL) and `unchanged` (STOP, CONT) are the outcomes not
 reached. A process that ended before any signal reached it is refused (`gone`): nothing was
-signalled. fleetdeck's own processes (the helper marker) and pid 1 are refused (`ours`,
-`init`), an unknown signal is `bad-signal`.
+signalled. fleetdeck's own processes (the helper marker, and the login, shell or dashboard this
+helper runs under) and pid 1 are refused (`ours`, `init`), an unknown signal is `bad-signal`.
+The command line is compared joined as the probe lists it (one trailing NUL dropped, the other
+NULs spaces).
 """
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -56,12 +59,30 @@ def _checked(req):
     if not procfs.same_process(pid, start):
         raise Refused("gone", "process %d is not the one listed any more (it ended, or its pid was reused)" % pid)
     listed = str(req.get("command") or "")
-    argv = procfs.cmdline(pid)   # [] when gone or unreadable
-    if not argv or (listed and not " ".join(argv).startswith(listed)):
+    now = _command_line(pid)   # "" when gone or unreadable
+    if not now or (listed and not now.startswith(listed)):
         raise Refused("changed", "process %d now runs another command than the one listed" % pid)
     if procfs.has_helper_marker(pid):
         raise Refused("ours", "process %d is one of fleetdeck's own helpers" % pid)
+    if pid == os.getpid() or pid in procfs.ancestors():
+        # this helper's own chain: the login, shell or dashboard it runs under (the probe leaves
+        # them out of its listing; a request naming one is refused, its answer would be lost)
+        raise Refused("ours", "process %d is what this fleetdeck helper runs under" % pid)
     return pid, start, name
+
+
+def _command_line(pid):
+    """The command line of `pid` joined as the probe's listing joins it (`probe.common.Procs`):
+    /proc/PID/cmdline with one trailing NUL dropped and every other NUL a space, so that an
+    empty last argument or a title padded with NULs (setproctitle) compares as it was listed.
+    "" when gone or unreadable."""
+    try:
+        raw = procfs.read_bytes("/proc/%d/cmdline" % pid)
+    except OSError:
+        return ""
+    if raw.endswith(b"\0"):
+        raw = raw[:-1]
+    return raw.decode("utf-8", "surrogateescape").replace("\0", " ")
 
 
 def stop(req):
