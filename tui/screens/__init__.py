@@ -1,1 +1,4 @@
-"""The dashboard's screens (views) and modals."""
+"""The dashboard's screens: its views and its modals.
+
+Imports the widgets, the app's state and the backend; the app module only for type checking.
+"""
