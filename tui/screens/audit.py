@@ -70,10 +70,11 @@ class AuditScreen(ViewScreen):
 
     def show_detail(self) -> None:
         """The highlighted record in full."""
-        key = self.query_one("#audit-table", KeyedTable).current_key
+        table = self.query_one("#audit-table", KeyedTable)
+        key = table.current_key
         detail = self.query_one("#audit-detail", Static)
         if key is None:
-            detail.update(Text("No actions recorded yet.", style="dim"))
+            detail.update(Text(table.none_matched("action") or "No actions recorded yet.", style="dim"))
             return
         rec = self.records[int(key)]
         summary, lines = describe(rec, human_bytes)
