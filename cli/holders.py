@@ -63,8 +63,9 @@ def cmd_holders(args: argparse.Namespace) -> int:
         print(f"fleetdeck: {rep.host}: process {pid} ({shown(comm)}) could not be read: {shown(error)}",
               file=sys.stderr)
     if not rep.complete:
-        print(f"fleetdeck: {rep.host}: {shown(rep.resolved)} has more than {rep.entries:,} entries: files "
-              "past them are matched by name only (a cwd below them is not seen)", file=sys.stderr)
+        print(f"fleetdeck: {rep.host}: {shown(rep.resolved)} was not indexed whole ({rep.entries:,} entries: "
+              "too many to walk, or a folder deeper than the walk goes, unreadable or gone while walked): "
+              "files not indexed are matched by name only (a cwd among them is not seen)", file=sys.stderr)
     return 0
 
 
