@@ -113,6 +113,10 @@ class Checkpoint:
     path: str
     step: int | None
     bytes: int
+    #: complete by the layout's one rule (weights and config); None when the host did not say
+    complete: bool | None = None
+    #: what an incomplete one lacks (a save killed half-way), as the host's rule words it
+    problem: str | None = None
 
 
 @dataclass(frozen=True)

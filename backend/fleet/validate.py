@@ -139,9 +139,13 @@ def _run(host: str, d: Any, marks: list[str]) -> Run:
         try:
             if not isinstance(c, dict):
                 raise BadField("checkpoints", f"not an object ({_desc(c)})")
+            ci = _Item(c, "checkpoint")
             ckpts.append(Checkpoint(path=_text(c.get("path"), "checkpoints.path"),  # type: ignore[arg-type]
                                     step=_count(c.get("step"), "checkpoints.step"),
-                                    bytes=_count(c.get("bytes") or 0, "checkpoints.bytes", MAX_BYTES) or 0))
+                                    bytes=_count(c.get("bytes") or 0, "checkpoints.bytes", MAX_BYTES) or 0,
+                                    complete=ci.soft(_flag, "complete"),
+                                    problem=ci.soft(_text, "problem", True, 300)))
+            it.marks.extend(f"checkpoints.{m}" for m in ci.marks)
         except BadField as e:
             it.marks.append(str(e))
     state = d.get("state")

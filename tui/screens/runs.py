@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Label, Static
 
-from fleetdeck.backend.fleet.models import Run
+from fleetdeck.backend.fleet.models import Checkpoint, Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import eval_trend, loss_chart, progress
 from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
@@ -41,12 +41,28 @@ def _log_problem(run: Run, e: BaseException) -> str:
     if code == "not-a-file":
         return "train.log is a symlink or not a regular file: not followed"
     return f"could not read train.log: {said(getattr(e, 'message', e))}"
+
+
 #: states a run can be resumed from (the trainer continues from the newest checkpoint)
 RESUMABLE = ("failed", "cancelled", "stalled")
 RUN_COLUMNS = {"host": "Host", "name": "Run", "state": "State", "prog": "Progress", "sps": "s/step",
                "eta": "ETA", "loss": "Loss", "eval": "Eval"}
 #: widths of the columns other than the run's name (its width is what is left)
 RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
+
+
+def resumable(r: Run) -> list[Checkpoint]:
+    """The run's checkpoints the trainer can continue from: all but those the host found
+    incomplete (a save killed half-way), oldest first."""
+    return [c for c in r.checkpoints if c.complete is not False]
+
+
+def checkpoint_cell(c: Checkpoint) -> Text:
+    """A checkpoint's name, and what it lacks when the host found it incomplete."""
+    t = Text(shown(c.path.rsplit("/", 1)[-1]))
+    if c.complete is False:
+        t.append(f"  incomplete: {shown(c.problem or 'the host says so')}", style="bold red")
+    return t
 
 
 #: the name column's widest (a longer name is shortened, its end kept unique)
@@ -298,17 +314,20 @@ class RunsScreen(ViewScreen):
             # say so rather than leave the operator looking for a line that is not there
             t.append(f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
                      style="bold yellow")
-        if r.state in RESUMABLE and r.checkpoints:
-            t.append("   r: resume from its newest checkpoint", style="dim")
+        usable = resumable(r)
+        if r.state in RESUMABLE and usable:
+            t.append(f"   r: resume from {shown(usable[-1].path.rsplit('/', 1)[-1])}"
+                     + (" (the newest complete one)" if usable[-1] is not r.checkpoints[-1] else ""), style="dim")
         elif r.state in RESUMABLE:
-            t.append("   no checkpoint to resume from (n launches it again)", style="dim")
+            t.append("   no complete checkpoint to resume from (n launches it again)" if r.checkpoints
+                     else "   no checkpoint to resume from (n launches it again)", style="dim")
         show_text(title, t)
         show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
         rows = {c.path: (Text("✓" if c.path in marks else " ", style="bold red"),
-                         "?" if c.step is None else str(c.step), human_bytes(c.bytes), shown(c.path.rsplit("/", 1)[-1]))
+                         "?" if c.step is None else str(c.step), human_bytes(c.bytes), checkpoint_cell(c))
                 for c in r.checkpoints}
         self.query_one("#ckpt-table", KeyedTable).sync(rows)
         if self._following is not None and self._following != r.key:
@@ -494,8 +513,8 @@ class RunsScreen(ViewScreen):
             self.notify(f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
                         title="Resume", severity="warning", markup=False)
             return
-        if not r.checkpoints:
-            self.notify(f"{shown(r.name)} has no checkpoint to resume from: it would start from step 0. "
+        if not resumable(r):
+            self.notify(f"{shown(r.name)} has no complete checkpoint to resume from: it would start from step 0. "
                         "Launch it again (n) instead.", title="Resume", severity="warning", markup=False)
             return
         self.open_resume(r)
