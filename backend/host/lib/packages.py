@@ -21,7 +21,7 @@ DPKG_INFO = "/var/lib/dpkg/info"
 DPKG_STATUS = "/var/lib/dpkg/status"
 # only these paths are ever asked about: the index keeps nothing else
 PREFIXES = ("/etc/cron", "/etc/anacrontab", "/etc/systemd/", "/lib/systemd/", "/usr/lib/systemd/")
-_STATE = {}
+_STATE: dict = {}
 
 
 def _mtime(path):

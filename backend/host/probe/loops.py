@@ -30,7 +30,7 @@ REMEMBERED = 16
 SCRIPT_LIMIT = 256 * 1024
 # (shell pid, start ticks) -> {child argv: [(pid, start ticks), ...]}, kept across the polls of
 # a resident probe (a one-shot probe sees one moment, so only the script text can say "loop")
-_SPAWNED = {}
+_SPAWNED: dict = {}
 _OPT_ARG = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
 
 

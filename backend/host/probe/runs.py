@@ -198,9 +198,9 @@ def _trainer_state(path, cap=True):
     p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
          "sps": None, "error": None, "nonfinite": None,
          "save_steps": d.get("save_steps") if finite(d.get("save_steps")) else None}
-    for e in d.get("log_history") or []:
-        if isinstance(e, dict):
-            _progress_line(p, {k: e.get(k) for k in ("step", "loss", "eval_loss")}, cap=cap)
+    for entry in d.get("log_history") or []:
+        if isinstance(entry, dict):
+            _progress_line(p, {k: entry.get(k) for k in ("step", "loss", "eval_loss")}, cap=cap)
     if finite(d.get("global_step")):
         p["step"] = int(d["global_step"])
     if finite(d.get("max_steps")):

@@ -250,7 +250,7 @@ def _image_kind(c):
     return classify(c["argv"])
 
 
-_DOCKER = {"at": None, "value": ([], None)}
+_DOCKER: dict = {"at": None, "value": ([], None)}
 
 
 def _docker_cached(docker, ttl):
