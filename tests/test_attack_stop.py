@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,3 +60,45 @@ async def test_the_dashboard_the_helper_runs_under_is_refused_as_ours(tmp_path):
         rep = await stop_process(link, proc, confirmation(proc), signal="CONT")
     assert not rep.ok and rep.reason_code == "ours", rep
     assert "runs under" in rep.message
+
+
+SAVER = """
+import signal, sys, time
+def save(*_):
+    open(sys.argv[1], "w").write("saved")
+    sys.exit(0)
+signal.signal(signal.SIGINT, save)
+signal.signal(signal.SIGTERM, save)
+open(sys.argv[1] + ".ready", "w").write("1")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0].decode()
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("signal", ["INT", "TERM"])
+async def test_a_paused_trainer_asked_to_end_runs_again_and_saves(spare_fleet, tmp_path, children, signal):
+    """STOP, then INT or TERM: the paused process gets CONT after it, so it saves and ends
+    (`stopped`, its witness), rather than staying paused (INT) or being killed after the grace
+    without saving (TERM)."""
+    marker = tmp_path / "saved"
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(marker)], start_new_session=True)
+    children.append(saver)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "saved.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spare_fleet.add("pz")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    trainer = Process(pid=saver.pid, start=_start(saver.pid), user="root",
+                      command=" ".join([sys.executable, "-c", SAVER, str(marker)]))
+    async with HostLink(fleet.host("pz")) as link:
+        rep = await stop_process(link, trainer, confirmation(trainer), signal="STOP")
+        assert rep.ok and rep.result == "paused" and _state(saver.pid) == "T", rep
+        rep = await stop_process(link, trainer, confirmation(trainer), signal=signal, grace=60)
+    assert rep.ok and rep.result == "stopped", rep
+    assert f"SIG{signal}, SIGCONT" in rep.message
+    assert saver.wait(30) == 0 and marker.read_text() == "saved"

@@ -13,6 +13,8 @@ What follows the signal, and the answer's `result`:
 - INT, HUP (a trainer saves on INT; a daemon reloads on HUP): a short look; `stopped` when
   it went, else `signalled` (delivered, still running).
 - STOP, CONT: `paused` once /proc says it is stopped (state T), `resumed` once it is not.
+TERM, INT or HUP sent to a paused process is followed by CONT (listed in `signals`), so that
+it can act on it: a paused trainer asked to end saves, as it would running.
 A result that says the process went carries `"witness": {"pid", "start", "gone": true}`, /proc
 re-read after the signal no longer holding that pid with that start time; one that says it
 is still there carries `{"pid", "start", "gone": false, "state": S}`, S read from /proc after
@@ -94,6 +96,12 @@ def stop(req):
         if not procfs.signal_process(pid, start, SIGNALS[name]):
             raise Refused("gone", "process %d ended before any signal reached it: nothing was signalled" % pid)
         sent.append("SIG" + name)
+        if name in ("TERM", "INT", "HUP") and _state(pid, start) in _STOPPED:
+            # a paused process acts on no signal until it runs again (the shell's kill and
+            # systemd send CONT after TERM too): a paused trainer asked to end saves first,
+            # rather than being killed once the grace is over
+            if procfs.signal_process(pid, start, signal.SIGCONT):
+                sent.append("SIGCONT")
         if name in ("TERM", "KILL"):
             return _terminated(pid, start, name, grace, sent)
         if name in ("INT", "HUP"):
