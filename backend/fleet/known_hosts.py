@@ -42,7 +42,10 @@ def keys_for(path: str, address: str, port: int) -> list[Any]:
     except (OSError, ValueError, asyncssh.Error):
         return []
     try:
-        ip = address if is_ip(address) else None
+        # "" rather than None: asyncssh retries a miss on `[name]:port` without the port, and
+        # there a None address broke on the first hashed line of another host (so a known key
+        # read as unknown)
+        ip = address if is_ip(address) else ""
         trusted, ca, revoked, *_ = kh.match(address, ip, port)
     except Exception:
         return []
