@@ -41,7 +41,7 @@ class Bounds:
         "0 (off) or between 1 and 86400"..."""
         lo = None if self.low is None else f"{'greater than' if self.above else 'at least'} {_plain(self.low)}"
         hi = None if self.high is None else f"{'below' if self.below else 'at most'} {_plain(self.high)}"
-        if lo and hi and not self.above and not self.below:
+        if self.low is not None and self.high is not None and not self.above and not self.below:
             text = f"between {_plain(self.low)} and {_plain(self.high)}"
         else:
             text = " and ".join(w for w in (lo, hi) if w) or "finite"

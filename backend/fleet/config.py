@@ -6,6 +6,7 @@ import os
 import posixpath
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,9 +174,9 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
     if not isinstance(value, types):
         raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}, not {value!r}")
     if key in _LIST_KEYS:
-        if not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
+        if not all(isinstance(v, str) and v for v in value):  # type: ignore[attr-defined]
             raise ConfigError(f"{source}: {where}: key {key!r} must be {wanted}")
-    for text in value if key in _LIST_KEYS else (value,):  # type: ignore[union-attr]
+    for text in value if key in _LIST_KEYS else (value,):  # type: ignore[attr-defined]
         problem = control_problem(key, text) if isinstance(text, str) else None
         if problem:
             raise ConfigError(f"{source}: {where}: {problem}")
@@ -192,7 +193,7 @@ def _check_purge_roots(source: str, where: str, table: dict[str, object], values
     key = "purge_roots" if "purge_roots" in values else "runs"
     roots = values.get(key, HostConfig.runs)
     home = os.path.expanduser("~") if values.get("local") else None
-    for root in roots:  # type: ignore[union-attr]
+    for root in roots:  # type: ignore[attr-defined]
         problem = purge_root_problem(key, root, home)
         if problem and ".." not in root.split("/"):
             problem += ("; purge deletes inside its roots, so name the folders that hold runs (such as ~/runs)"
@@ -240,7 +241,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
         elif not values.get("address"):
             raise ConfigError(f"{source}: {where}: missing key 'address' (or set local = true)")
         _check_purge_roots(source, where, table, values)
-        hosts.append(HostConfig(name=name, **values))  # type: ignore[arg-type]
+        hosts.append(HostConfig(name=name, **values))
     alerts = None
     if "alerts" in doc:
         alerts = parse_alerts(doc["alerts"], source)
@@ -250,7 +251,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
 BUILTIN_FLEET = Fleet(hosts=(HostConfig(name="local", local=True),), source="built-in fleet (this machine)")
 
 
-def find_fleet_file(explicit: str | None = None, env: dict[str, str] | None = None) -> Path | None:
+def find_fleet_file(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Path | None:
     """The fleet file by the contract's order; None means the built-in fleet."""
     env = os.environ if env is None else env
     if explicit:

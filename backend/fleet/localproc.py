@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -85,7 +86,12 @@ class LocalProcess:
             return rc
         loop = asyncio.get_running_loop()
         ended = loop.create_future()
-        loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))
+
+        def _readable() -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        loop.add_reader(fd, _readable)
         try:
             await ended
             while (rc := self._popen.poll()) is None:   # readable means it ended: at once
@@ -130,7 +136,7 @@ async def spawn(argv: list[str], *, stdin: bool = True, limit: int = 1 << 16,
         for pipe in (popen.stdout, popen.stderr):
             reader = asyncio.StreamReader(limit=limit, loop=loop)
             rt, _ = await loop.connect_read_pipe(
-                lambda r=reader: asyncio.StreamReaderProtocol(r, loop=loop), pipe)
+                functools.partial(asyncio.StreamReaderProtocol, reader, loop=loop), pipe)
             transports.append(rt)
             readers.append(reader)
     except BaseException:

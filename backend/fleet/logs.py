@@ -82,7 +82,9 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
                 # the follow ended on the host (train.log replaced by a symlink): its sentence
                 if pending and (pattern is None or pattern.search(fsdec(pending))):
                     yield fsdec(pending)
-                error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+                error = msg.get("error")
+                if not isinstance(error, dict):
+                    error = {}
                 raise HostError(link.name, str(error.get("message") or "the log reader stopped"),
                                 str(error.get("code") or "helper"))
             if msg.get("event") == "truncated":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from fleetdeck.backend.fleet.bundle import bundle
 from fleetdeck.backend.fleet.channel import AnswerTooLarge, HelperProcess, ShellOutputError, TooDeep
@@ -137,9 +138,9 @@ class Poller:
             if r.reachable:
                 self._last_good[h.name] = r
         judged = fleet_verdict(snaps, load_acks())
-        for h in judged:
-            if h.name in fresh:
-                self._last_shown[h.name] = h
+        for snap in judged:
+            if snap.name in fresh:
+                self._last_shown[snap.name] = snap
         return FleetSnapshot(hosts=tuple(judged), time=now)
 
     async def _poll_host(self, host: HostConfig) -> HostSnapshot:
@@ -237,17 +238,17 @@ class Poller:
         closing = [asyncio.ensure_future(link.close()) for link in self._links.values()]
         # reap them while the loop still runs, so no transport is torn down after it closed
         reaping = [asyncio.ensure_future(p.wait(CLOSE_WITHIN)) for p in probes]
-        waited = [*inflight, *closing, *reaping]
+        waited: list[asyncio.Future[Any]] = [*inflight, *closing, *reaping]
         try:
             if waited:
                 await asyncio.wait(waited, timeout=CLOSE_WITHIN)
         finally:
             # also when this close is itself cancelled (its caller's own bound)
-            for t in waited:
-                if not t.done():
-                    t.cancel()
-                elif not t.cancelled():
-                    t.exception()   # retrieved: an error while closing is no news
+            for fut in waited:
+                if not fut.done():
+                    fut.cancel()
+                elif not fut.cancelled():
+                    fut.exception()   # retrieved: an error while closing is no news
             for link in self._links.values():
                 link.drop()   # whatever is still open now is aborted
 

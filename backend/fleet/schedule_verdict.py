@@ -67,7 +67,9 @@ def _parse(data: object) -> Acks:
     if not isinstance(data, dict):
         return Acks()
     everywhere = frozenset(str(x) for x in data.get("ids") or () if isinstance(x, str))
-    hosts = data.get("hosts") if isinstance(data.get("hosts"), dict) else {}
+    hosts = data.get("hosts")
+    if not isinstance(hosts, dict):
+        hosts = {}
     on_host = frozenset((str(h), str(x)) for h, ids in hosts.items() if isinstance(ids, list)
                         for x in ids if isinstance(x, str))
     return Acks(everywhere, on_host, stored=True)

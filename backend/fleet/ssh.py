@@ -139,23 +139,23 @@ class HostLink(Connector):
                 raise
             return CommandResult(proc.returncode or 0, out, err)
         conn = await self.connection()   # bounded by the connect timeout
-        proc = None
+        chan = None
         try:
             # the whole command, its start included: a host that accepted the connection and
             # went silent does not confirm the channel either
             async with asyncio.timeout(timeout):
-                proc = await conn.create_process(self._remote_command(argv), encoding=None)
-                out, err = await _exchange(proc, input, limit, what)
-                await proc.wait_closed()
+                chan = await conn.create_process(self._remote_command(argv), encoding=None)
+                out, err = await _exchange(chan, input, limit, what)
+                await chan.wait_closed()
         except TimeoutError:
-            if proc is not None:
-                proc.close()  # the channel goes, and a tied helper with it (WATCHDOG)
+            if chan is not None:
+                chan.close()  # the channel goes, and a tied helper with it (WATCHDOG)
             else:
                 self.drop()   # not even a channel in that time: the connection is dead
             raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
         except AnswerTooLarge as e:
-            if proc is not None:
-                proc.close()
+            if chan is not None:
+                chan.close()
             raise HostError(self.name, str(e), "answer-too-large") from None
         except (asyncssh.Error, OSError) as e:
             self.drop()
@@ -164,10 +164,10 @@ class HostLink(Connector):
             # cancelled (a sibling failed first, or the loop is closing): the channel goes, and a
             # tied helper with it, as after a timeout; the connection itself lives on. Nothing
             # of the host is awaited after a cancellation.
-            if proc is not None:
-                proc.close()
+            if chan is not None:
+                chan.close()
             raise
-        rc = proc.exit_status if proc.exit_status is not None else 255
+        rc = chan.exit_status if chan.exit_status is not None else 255
         return CommandResult(rc, out or b"", err or b"")
 
     async def run_helper(self, source: str, payload: Any, timeout: float | None = None,
