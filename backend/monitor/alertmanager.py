@@ -89,8 +89,7 @@ def am_alert(a: Any, start: float | None, end: float | None, now: float) -> dict
         "labels": {k: v for k, v in labels.items() if v},   # an empty value is no label
         "annotations": {"summary": _sentence(a.title, 1024), "description": _sentence(a.text, TEXT_MAX)},
         "endsAt": stamp(now + ENDS_AFTER if end is None else end)}
-    ok = isinstance(start, (int, float)) and math.isfinite(start) and 0 < start <= (end or now)
-    if ok:
+    if isinstance(start, (int, float)) and math.isfinite(start) and 0 < start <= (end or now):
         out["startsAt"] = stamp(start)
     return out
 
@@ -310,7 +309,7 @@ def saved_key(d: Any) -> str | None:
             return None
     if not all(isinstance(d.get(k, ""), str) and len(d.get(k, "")) <= 40 for k in ("startsAt", "endsAt")):
         return None
-    if "alertname" not in labels or "host" not in labels or "endsAt" not in d:
+    if not isinstance(labels, dict) or "alertname" not in labels or "host" not in labels or "endsAt" not in d:
         return None
     return f"{labels['alertname']}|{labels['host']}|{labels.get('subject', '')}"
 

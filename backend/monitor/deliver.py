@@ -413,7 +413,7 @@ class Deliverer:
 
     def _is_head(self, p: Pending) -> bool:
         q = self._queues.get(self._queue_of(p))
-        return bool(q) and q[0] == p.key
+        return q is not None and bool(q) and q[0] == p.key
 
     def _due_at(self, sink: str, now: float) -> float:
         """When an entry queued now for `sink` goes out: with the sink's open group, or in a new

@@ -488,9 +488,11 @@ class History:
                 last = (last_t, newest)
                 peak = top if peak is None or top > peak else peak
                 n_rows += n
-            ok = first is not None and last is not None and peak is not None and None not in (first[1], last[1])
-            lines.append(Line(cells=cells, first=first[1], first_t=first[0], last=last[1], last_t=last[0], peak=peak,
-                              rows=n_rows) if ok else None)
+            if first is not None and last is not None and peak is not None and None not in (first[1], last[1]):
+                lines.append(Line(cells=cells, first=first[1], first_t=first[0], last=last[1], last_t=last[0],
+                                  peak=peak, rows=n_rows))
+            else:
+                lines.append(None)
         return lines[0], lines[1]
 
     def stream(self, host: str, kind: str, since: float, chunk: int = 4096) -> Iterator[tuple[str, list[tuple[int, float | None, float | None]]]]:

@@ -36,12 +36,12 @@ class LaunchOutcomes:
             launched: dict[tuple[str, str], tuple[int, float]] = {}
             outcome: dict[tuple[str, str], float] = {}
             # by their order in the log (a clock can step back); the launch's time for its grace
-            for i, r in enumerate(audit.read_audit()):
-                key = (str(r.get("host")), str(r.get("run")))
-                if r.get("action") == "launch" and r.get("result") in ("started", "queued"):
-                    ts = r.get("ts") if isinstance(r.get("ts"), int | float) else 0.0
-                    launched[key] = (i, float(ts))
-                elif r.get("action") == "launch-outcome":
+            for i, rec in enumerate(audit.read_audit()):
+                key = (str(rec.get("host")), str(rec.get("run")))
+                if rec.get("action") == "launch" and rec.get("result") in ("started", "queued"):
+                    ts = rec.get("ts")
+                    launched[key] = (i, float(ts) if isinstance(ts, int | float) else 0.0)
+                elif rec.get("action") == "launch-outcome":
                     outcome[key] = float(i)
             self._launched, self._outcome = launched, outcome
         for h in snap.hosts:

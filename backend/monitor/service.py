@@ -315,9 +315,9 @@ class Monitor:
             if not bad:
                 self.warn(f"the alert rules failed on this poll: {type(first).__name__}: {shown(str(first))}")
                 return []
-            for name, e in bad.items():
-                self.warn(f"{name}: what the host sent could not be judged ({type(e).__name__}: "
-                          f"{shown(str(e))[:200]}); its alerts stay as they were")
+            for name, err in bad.items():
+                self.warn(f"{name}: what the host sent could not be judged ({type(err).__name__}: "
+                          f"{shown(str(err))[:200]}); its alerts stay as they were")
             hosts = tuple(self._stand_in(h) if h.name in bad else h for h in snap.hosts)
             try:
                 out = self.engine.evaluate(replace(snap, hosts=hosts), checks)
