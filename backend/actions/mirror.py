@@ -512,8 +512,9 @@ async def mirror(src_link: HostLink, src_path: str, dst_link: HostLink, dst_path
         rep = _report(sl, dl, files, action="mirror", dry_run=dry_run, result="failed", t0=t0,
                       reason=e.code, error=str(e), copied=seen["bytes"],
                       copy_seconds=time.monotonic() - t1)
-    kept["kept_as"] = kept["kept_as"] or seen.get("kept_as")  # type: ignore[assignment]
-    rep = evolve(rep, **free, outside_links=outside, plan=plan, kept_as=kept["kept_as"])
+    kept["kept_as"] = kept["kept_as"] or seen.get("kept_as")
+    rep = evolve(rep, free_bytes_before=free["free_bytes_before"], free_bytes_after=free["free_bytes_after"],
+                 outside_links=outside, plan=plan, kept_as=kept["kept_as"])
     if not dry_run:
         audit("mirror", dst_link.name, {"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
               **base, bytes=rep.bytes_copied, bytes_src=rep.bytes_src, bytes_dst=rep.bytes_dst,

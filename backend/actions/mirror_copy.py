@@ -127,8 +127,8 @@ class _Copy:
         self.reader: HelperProcess | None = None
         self.writer: HelperProcess | None = None
         self.writer_said: asyncio.Future | None = None
-        self.r_id: tuple[int, int] | None = None
-        self.w_id: tuple[int, int] | None = None
+        self.r_id: tuple[Any, Any] | None = None   # (pid, start) as the helper said them
+        self.w_id: tuple[Any, Any] | None = None
         self.partial: str | None = None
         self.committed = False
         self.cleaned: str | None = None
@@ -180,7 +180,7 @@ class _Copy:
             raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
 
     # -- the copy ---------------------------------------------------------------------------
-    async def go(self) -> tuple[tuple[MirrorFile, ...], int | None]:
+    async def go(self) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
         sl, dl = self.src_link, self.dst_link
         try:
             started = await asyncio.gather(self._start(sl, "source"), self._start(dl, "destination"),

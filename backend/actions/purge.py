@@ -88,7 +88,7 @@ def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = (
         paths.append(PathPlan(
             path=p["path"], resolved=p["abs"], bytes=p["bytes"], expected_bytes=p["disk_bytes"],
             refusals=tuple(Refusal(c, m) for c, m in v["refusals"]),
-            checks=_checks(v["checks"]), pins=tuple(tuple(x) for x in p["pins"]),  # type: ignore[misc]
+            checks=_checks(v["checks"]), pins=tuple(tuple(x) for x in p["pins"]),
             free_bytes=p["free_bytes"], fstype=p["fstype"], runs=tuple(p["runs"])))
     keepers = tuple(
         Keeper(path=f["path"], run=k["run"], bytes=f["bytes"], sha256_before=f["sha256"],
@@ -308,7 +308,7 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
                                 _checks(v["checks"], extra), r.get("error"), _typed(plan.keep.run if plan.keep else p.path, typed)))
     before = _free_total(facts["paths"])
     if before is not None:
-        per_dev = {}
+        per_dev: dict[Any, Any] = {}
         for fp in facts["paths"]:
             if fp.get("free_bytes") is not None and fp.get("pins"):
                 per_dev.setdefault(fp["pins"][-1][0], fp["free_bytes"])

@@ -116,7 +116,7 @@ def _listed(schedule: Schedule) -> dict[str, Any]:
 
 async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
-    base = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
+    base: dict[str, Any] = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
     try:
         ans = await link.call(REMOTE, "inspect", schedule=_listed(schedule))
     except HelperError as e:
