@@ -29,7 +29,7 @@ class _FlashVarlen(torch.autograd.Function):
     """Causal flash attention over packed ranges (torch's bundled FlashAttention-2 kernels)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu, max_len, scale):  # type: ignore[override]
+    def forward(ctx, q, k, v, cu, max_len, scale):
         out, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
             q, k, v, cu, cu, max_len, max_len, 0.0, True, False, scale=scale)
         ctx.save_for_backward(q, k, v, out, lse, cu, rng, unused)
@@ -37,7 +37,7 @@ class _FlashVarlen(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
+    def backward(ctx, grad_out):
         q, k, v, out, lse, cu, rng, unused = ctx.saved_tensors
         dq, dk, dv = torch.ops.aten._flash_attention_backward(
             grad_out.contiguous(), q, k, v, out, lse, cu, cu, ctx.max_len, ctx.max_len, 0.0, True,
@@ -147,7 +147,7 @@ def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None
         out = fn(q, k, v, cu, max(lens), 128 ** -0.5)
         grads = torch.autograd.grad(out, (q, k, v), g)
         ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
-        ref = varlen_reference(*ref_in, cu, 128 ** -0.5)
+        ref = varlen_reference(ref_in[0], ref_in[1], ref_in[2], cu, 128 ** -0.5)
         ref_grads = torch.autograd.grad(ref, ref_in, g.double())
         for a, b in zip((out, *grads), (ref, *ref_grads), strict=True):
             err = float((a.detach().double() - b.detach()).norm() / b.detach().norm())

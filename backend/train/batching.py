@@ -260,7 +260,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     151,936-token vocabulary makes a 4k row's logits 1.2 GB in bf16). `weight` is frozen."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, labels, scale, chunk, mode="auto"):  # type: ignore[override]
+    def forward(ctx, hidden, weight, labels, scale, chunk, mode="auto"):
         want_grad = hidden.requires_grad
         grad = torch.empty_like(hidden) if want_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -286,7 +286,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         return total * scale
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
+    def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
         return grad * grad_out.to(grad.dtype), None, None, None, None, None
 

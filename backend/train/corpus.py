@@ -86,8 +86,8 @@ def read_documents(path: Path) -> list[str]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                line = raw[: e.start].count(b"\n") + 1
-                raise CorpusError(f"corpus {f} line {line}: not valid UTF-8 text") from None
+                lineno = raw[: e.start].count(b"\n") + 1
+                raise CorpusError(f"corpus {f} line {lineno}: not valid UTF-8 text") from None
             if text.strip():
                 docs.append(text)
     if not docs:

@@ -50,7 +50,7 @@ class Shapes:
 def _hybrid_config(arch: str):
     """A Qwen3.5 text config (gated delta-net + attention layers), or Qwen3-Next's where this
     transformers has no Qwen3.5."""
-    kw = dict(HYBRID_ARCHS[arch])
+    kw: dict = dict(HYBRID_ARCHS[arch])
     try:
         from transformers import Qwen3_5TextConfig as Config
     except ImportError:

@@ -218,7 +218,7 @@ def search_batch(trial, log, limit: int = MAX_SEARCH_BATCH) -> tuple[int | None,
         v = run(b)
         if v is None:
             break
-        flat = flat + 1 if before is not None and v < 1.02 * seen[before] else 0
+        flat = flat + 1 if before is not None and v < 1.02 * seen[before] else 0  # type: ignore[operator]
         if flat >= 2:
             break
         b *= 2
@@ -226,7 +226,7 @@ def search_batch(trial, log, limit: int = MAX_SEARCH_BATCH) -> tuple[int | None,
     if top is not None:
         up = top * 2
         above = (top + up) // 2
-        if above <= limit and (up not in seen or seen[up] is None or seen[up] < seen[top]):
+        if above <= limit and (up not in seen or seen[up] is None or seen[up] < seen[top]):  # type: ignore[operator]
             run(above)
         below = (top // 2 + top) // 2
         if top > 2 and below != top and below not in seen:
@@ -368,7 +368,9 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
         checkpointing = False
         if cuda:
             def trial(b: int, model=model) -> float | None:
-                times.clear(), step_tokens.clear(), step_sq.clear()
+                times.clear()
+                step_tokens.clear()
+                step_sq.clear()
                 Timer.skip = 1
                 try:
                     _run_trainer(Counting, model, dataset, cfg, b, 1, False, 1, 2, cuda, collator, Timer,
@@ -385,7 +387,9 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
                 return sum(step_tokens) / sum(times) if times else None
 
             batch, search = search_batch(trial, log)
-            times.clear(), step_tokens.clear(), step_sq.clear()
+            times.clear()
+            step_tokens.clear()
+            step_sq.clear()
             Timer.skip = warmup
             if batch is None:
                 log("reference-strong: batch 1 runs out of memory without gradient checkpointing; with it")

@@ -186,7 +186,7 @@ def _value(source: str, key: str, value: object) -> object:
         if problem:
             raise ConfigError(f"{source}: {problem}")
     if key == "target_modules":
-        if not value or not all(isinstance(v, str) and v for v in value):  # type: ignore[union-attr]
+        if not value or not all(isinstance(v, str) and v for v in value):  # type: ignore[attr-defined]
             raise ConfigError(f"{source}: key 'target_modules' must be a non-empty list of module names")
         if "all-linear" in value:  # type: ignore[operator]
             raise ConfigError(f"{source}: key 'target_modules': name the modules to adapt "

@@ -156,7 +156,7 @@ RECOMPUTED = ("lora", "recipe", "packing", "corpus", "max_steps", "train_rows", 
               "final_eval_loss", "finished_time", "failed_time")
 
 
-def new_manifest(previous: dict, config: dict, corpus_sha: str, world_size: int) -> dict:
+def new_manifest(previous: dict, config: dict, corpus_sha: str | None, world_size: int) -> dict:
     """run.json for a starting (or resuming) process, keeping keys others wrote (e.g. launch)."""
     ticks, started = process_start_time()
     # what this process measures again (and writes while it runs) must not be overwritten at the

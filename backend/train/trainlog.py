@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 
 def _same_file(stream, path: Path) -> bool:
@@ -40,7 +41,7 @@ class TrainLog:
 
     def __init__(self, path: Path | None, rank: int = 0):
         self.rank = rank
-        self.file = None
+        self.file: TextIO | None = None
         if path is not None:
             path.touch(exist_ok=True)
             if not _same_file(sys.stdout, path):
@@ -63,7 +64,7 @@ class TrainLog:
         if self.file is not None:
             self.file.write(text)
 
-    _stderr = None
+    _stderr: TextIO | None = None
 
     def close(self) -> None:
         """Stop copying stderr and close train.log."""

@@ -267,7 +267,7 @@ def child_main(argv: list[str] | None = None) -> int:
     step_sq: list[int] = []
     fed = {"tokens": 0, "sq": 0}
 
-    class Counting(SFTTrainer):
+    class Counting(SFTTrainer):  # type: ignore[valid-type, misc]  # a base class loaded at run time
         def training_step(self, model, inputs, *a, **kw):
             lengths = piece_lengths(inputs)
             fed["tokens"] += sum(lengths)
@@ -310,7 +310,9 @@ def child_main(argv: list[str] | None = None) -> int:
                 del trainer
 
     def trial(b: int) -> float | None:
-        times.clear(), step_tokens.clear(), step_sq.clear()
+        times.clear()
+        step_tokens.clear()
+        step_sq.clear()
         Timer.skip = 1
         try:
             run(b, 1, 3)
@@ -343,7 +345,9 @@ def child_main(argv: list[str] | None = None) -> int:
             batch, search = search_batch(trial, log)
         if batch is None:
             raise SystemExit(f"{NAME}: batch 1 does not fit")
-    times.clear(), step_tokens.clear(), step_sq.clear()
+    times.clear()
+    step_tokens.clear()
+    step_sq.clear()
     Timer.skip = args.warmup
     accum = max(1, math.ceil(cfg.rows_per_step / batch))
     run(batch, accum, args.warmup + args.steps, announce=True)
