@@ -177,11 +177,14 @@ def _gpu_cell(h: HostSnapshot) -> Text:
         return Text("no GPU", style="dim")
     parts = []
     for g in h.gpus:
+        if g.lost is not None:
+            parts.append(Text.assemble(f"{g.index}: ", host_text(f"LOST ({g.lost})", "bold red")))
+            continue
         mark = " (unified)" if g.unified_memory else ""
         pct = 100 * g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0
-        parts.append(f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
-                     f"{pct:.0f}%{mark}")
-    return Text("\n".join(parts))
+        parts.append(Text(f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
+                          f"{pct:.0f}%{mark}"))
+    return Text("\n").join(parts)
 
 
 def _disk_cell(h: HostSnapshot) -> Text:

@@ -128,11 +128,32 @@ def test_the_gpu_rules_take_for_and_disabled_and_the_margin_is_bounded():
         parse_fleet(base + "[alerts]\ngpu_hot_margin_c = 200\n", "f.toml")
 
 
-def test_a_card_the_driver_lost_fires_gpu_xid_and_nothing_else():
-    """The probe lists a lost card by name with its Xids and every figure unknown (0 of 0 MiB in
-    the model): its Xid 79 pages with its meaning; no rule reads its empty memory as a card full."""
+def test_a_card_the_driver_lost_fires_gpu_lost_and_its_xid_and_nothing_else():
+    """The probe lists a lost card by name with the driver's words, its Xids and every figure
+    unknown: gpu-lost pages at once, even with no Xid read, its Xid 79 pages with its meaning,
+    and no rule reads its empty memory (0 of 0 MiB in the model) as a card full."""
+    from fleetdeck.backend.fleet.models import GpuProcess
+
     lost = Gpu(index=0, name="NVIDIA H200", uuid="GPU-0", unified_memory=False, memory_total_mib=0.0,
-               memory_used_mib=0.0, utilization_pct=None, xid=(Xid(T0, 79),))
+               memory_used_mib=0.0, utilization_pct=None, xid=(Xid(T0, 79),), lost="GPU is lost")
     out = AlertEngine().evaluate(at(T0 + 1, lost))
-    assert seen(out) == [("gpu-xid", "GPU0 Xid 79", "firing")]
-    assert out[0].text.endswith("GPU has fallen off the bus (reboot the host)")
+    assert sorted(seen(out)) == [("gpu-lost", "GPU0", "firing"), ("gpu-xid", "GPU0 Xid 79", "firing")]
+    by = {a.rule: a for a in out}
+    assert by["gpu-lost"].severity == "critical" and "the driver says: GPU is lost" in by["gpu-lost"].text
+    assert by["gpu-xid"].text.endswith("GPU has fallen off the bus (reboot the host)")
+    # no Xid read (the event fell out of the window, or the driver never logged one): still paged
+    quiet = AlertEngine().evaluate(at(T0 + 1, Gpu(**{**lost.__dict__, "xid": ()})))
+    assert seen(quiet) == [("gpu-lost", "GPU0", "firing")]
+    # a seat's card lost: no gpu-headroom read off its 0 of 0 MiB
+    from fleetdeck.backend.fleet.seat_model import Seat
+
+    seat = Seat(host="h1", kind="vllm", port=8000, pid=77, pids=(77,))
+    snap = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=T0 + 1, seats=(seat,),
+                                             gpus=(Gpu(**{**lost.__dict__, "processes": (
+                                                 GpuProcess(pid=77, user="u", used_mib=0.0, command="vllm"),)}),)),),
+                         time=T0 + 1)
+    assert "gpu-headroom" not in {a.rule for a in AlertEngine().evaluate(snap)}
+    # back after a reset: resolved
+    e = AlertEngine()
+    e.evaluate(at(T0, lost))
+    assert ("gpu-lost", "GPU0", "resolved") in seen(e.evaluate(at(T0 + 30, card())))

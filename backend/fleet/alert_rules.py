@@ -21,7 +21,7 @@ from fleetdeck.backend.fleet.errors import ConfigError
 
 RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
          "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart",
-         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid", "run-finished", "run-failed")
+         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid", "gpu-lost", "run-finished", "run-failed")
 #: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
 #: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
 #: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
@@ -42,6 +42,7 @@ SEVERITIES = ("critical", "warning", "info")
 SEVERITY_DEFAULTS = {
     "host-down": "critical", "loss-nonfinite": "critical", "seat-check": "critical", "disk-full-eta": "critical",
     "run-failed": "critical", "gpu-ecc": "critical", "gpu-xid": "critical",
+    "gpu-lost": "critical",
     "run-stalled": "warning", "overfitting": "warning", "loss-spike": "warning", "gpu-headroom": "warning",
     "idle-holder": "warning", "seat-restart": "warning", "gpu-throttled": "warning", "gpu-hot": "warning",
     "new-stray": "info", "run-finished": "info",

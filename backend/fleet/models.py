@@ -91,6 +91,9 @@ class Gpu:
     compute_mode: str | None = None
     mig_mode: bool | None = None
     xid: tuple[Xid, ...] | None = None
+    #: the driver's words when it lost the card (NVML "GPU is lost", as after an Xid 79):
+    #: every figure above is then unknown, not zero
+    lost: str | None = None
 
 
 @dataclass(frozen=True)

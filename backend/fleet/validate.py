@@ -329,6 +329,7 @@ def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
         compute_mode=it.soft(_text, "compute_mode", True, 32),
         mig_mode=it.soft(_flag, "mig_mode"),
         xid=_xids(d.get("xid"), it.marks),
+        lost=it.soft(_text, "lost", True, 200),
     )
     marks.extend(it.marks)
     return gpu

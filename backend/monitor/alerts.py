@@ -288,6 +288,8 @@ class AlertEngine:
         idle_floor = self.config.idle_holder_gib * 1024
         watched = self.m.idle_since
         for g in h.gpus:
+            if g.lost is not None:   # no figure of a lost card is known: gpu-lost says so
+                continue
             held = sum(p.used_mib for p in g.processes)
             free = g.memory_total_mib - max(g.memory_used_mib, held)
             if seats and not g.unified_memory and free < floor:

@@ -202,6 +202,8 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "gpu_util": _g("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
         "gpu_room": _g("gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]),
         "gpu_unified": _g("gpu_unified_memory", "1 when the GPU has no memory of its own (system memory)", GPU),
+        "gpu_lost": _g("gpu_lost", "1 when the driver lost the GPU (NVML: GPU is lost); its figures have no sample",
+                       GPU),
         **_gpu_families(),
         "disk_free": _g("disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]),
         "disk_size": _g("disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]),
@@ -261,6 +263,9 @@ def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
                  for g in h.gpus)
     for g in gpus:
         lab = [n, str(g.index), g.uuid]
+        m["gpu_lost"].add_metric(lab, 0.0 if g.lost is None else 1.0)
+        if g.lost is not None:   # every figure of it is unknown: no sample rather than a 0
+            continue
         used, total = sample(g.memory_used_mib) or 0.0, sample(g.memory_total_mib) or 0.0
         m["gpu_used"].add_metric(lab, used * MIB)
         m["gpu_total"].add_metric(lab, total * MIB)

@@ -6,7 +6,9 @@
 - gpu-ecc: an uncorrected ECC error since the driver loaded, a row remap or page retirement
   waiting for the next reset, or a remap that failed;
 - gpu-xid: an Xid error read in the last `event_hold_minutes`, one alert per card and code,
-  with what NVIDIA's catalogue says the code means.
+  with what NVIDIA's catalogue says the code means;
+- gpu-lost: the driver lost the card (NVML "GPU is lost"); its other rules are not judged,
+  since every figure of it is unknown, but its Xids still are.
 
 A figure the driver does not report (None) never fires a rule.
 """
@@ -26,6 +28,13 @@ def judge_gpus(h: HostSnapshot, now: float, hold: Any, config: AlertConfig) -> N
     for g in h.gpus:
         subject = f"GPU{g.index}"
         where = f"GPU{g.index} on {h.name}"
+        if g.lost is not None:
+            # every figure of a lost card is unknown: only its Xids can still say what happened
+            hold("gpu-lost", h.name, subject, now,
+                 f"{where} is lost (the driver says: {g.lost}); its memory, processes and health are "
+                 "unknown until the card is reset or the host rebooted")
+            _xids(h, g, now, hold, config)
+            continue
         slow = slowdowns(g)
         if slow:
             clocks = f" (SM at {g.sm_clock_mhz} of {g.sm_clock_max_mhz} MHz)" if g.sm_clock_mhz is not None \

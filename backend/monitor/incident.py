@@ -36,7 +36,7 @@ HOST_RULES = {"seat-restart": "seat restart", "run-failed": "run failed", "run-f
               "loss-nonfinite": "loss not finite"}
 #: the rules whose firing is an event of the card its subject names (`GPU<n>`, `GPU<n> Xid <code>`)
 GPU_RULES = {"gpu-xid": "Xid", "gpu-throttled": "throttled", "gpu-hot": "hot", "gpu-ecc": "ECC",
-             "gpu-headroom": "headroom"}
+             "gpu-headroom": "headroom", "gpu-lost": "lost"}
 #: the audit log's actions shown, by the word they are shown with
 AUDIT_ACTIONS = {"purge": "purge", "mirror": "mirror", "launch": "launch", "stop": "stop", "remove": "remove"}
 

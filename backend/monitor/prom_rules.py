@@ -128,6 +128,9 @@ EXPRESSED: dict[str, tuple[Callable[[AlertConfig], str], str, str]] = {
                 "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }}",
                 "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }} "
                 "({{ $value }} time(s) in the probe's last hour)"),
+    "gpu-lost": (lambda c: _subject("fleetdeck_gpu_lost == 1", "gpu", "GPU$1"),
+                 "GPU{{ $labels.gpu }} on {{ $labels.host }} is lost",
+                 "the driver lost GPU{{ $labels.gpu }} on {{ $labels.host }}: reset the card or reboot the host"),
     "run-failed": (lambda c: _subject('fleetdeck_run_state{state="failed"} == 1', "path"),
                    "run {{ $labels.run }} on {{ $labels.host }} failed",
                    "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) failed"),

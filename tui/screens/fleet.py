@@ -138,6 +138,10 @@ def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool)
     for i, g in enumerate(h.gpus):
         if i:
             t.add("\n")
+        if g.lost is not None:   # no figure of it is known: say what the driver said, not 0 of 0
+            t.add(f"{g.index} ", "dim" if dim else "bold")
+            t.add(f"LOST: {shown(g.lost)}"[:max(8, width - 2)], "dim" if dim else "bold red")
+            continue
         frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
         t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
         t.bar(frac, 6, dim)
