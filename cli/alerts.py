@@ -17,14 +17,13 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.silences import Silence, SilenceStore
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.watch import Watcher
 from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_text, since_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `alerts [--json]`."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("alerts", help="alerts firing now and recently resolved",
                        description="Poll the fleet once and judge every alert rule, carrying on from "
                        "the state `fleetdeck watch` keeps and the alert starts the history records (so "

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.cli.args import add_hosts_option, at_least_one
 from fleetdeck.tui.fmt import human_bytes
 
 RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "failed": "bold red",
@@ -20,8 +21,6 @@ RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "fai
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit [--json] [--limit N] [--details]` to the command line."""
-    from fleetdeck.cli.main import add_hosts_option, at_least_one
-
     p = sub.add_parser("audit", help="the log of every action taken, newest first",
                        description="Show the audit log kept under the state dir: one record per action "
                        "attempt (intent and result), refused or done.")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.cli.args import add_hosts_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `tui` subcommand."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("tui", help="the dashboard (also: fleetdeck with no command)")
     add_hosts_option(p)
     p.add_argument("--light", action="store_true", help="start in the light theme")

@@ -13,12 +13,11 @@ from rich.markup import escape
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.poller import Poller
+from fleetdeck.cli.args import add_hosts_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `launch` subcommand."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("launch", help="start training on a host (pre-flight checked, detached)",
                        description="Check a run on HOST (base model, corpus, empty output, GPU "
                        "memory, disk, no live run on its GPU), then start the trainer there "

@@ -11,11 +11,10 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.logs import grep_pattern, log_lines
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.cli.args import add_hosts_option, at_least_one
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from fleetdeck.cli.main import add_hosts_option, at_least_one
-
     p = sub.add_parser("logs", help="a run's train.log (-f: follow it, as tail -f)",
                        description="Print the last lines of a run's train.log on HOST; with -f keep printing "
                        "what is appended until interrupted. RUN is a run folder's name under one of the host's "

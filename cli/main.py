@@ -4,47 +4,42 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import sys
-from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 
-# subcommand -> module under fleetdeck.cli; each module has register(subparsers)
-COMMANDS = {
-    "tui": "dashboard",
-    "status": "status",
-    "runs": "status",
-    "schedules": "schedules",
-    "purge": "purge",
-    "mirror": "mirror",
-    "verify": "mirror",
-    "launch": "launch",
-    "train": "train",
-    "bench": "train",
-    "audit": "audit",
-    "seats": "seats",
-    "alerts": "alerts",
-    "silence": "silence",
-    "watch": "watch",
-    "logs": "logs",
-    "history": "history",
-    "rules": "rules",
-    "holders": "holders",
-}
+from fleetdeck.backend.fleet.config import ConfigError
+from fleetdeck.cli import (
+    alerts,
+    audit,
+    dashboard,
+    history,
+    launch,
+    logs,
+    mirror,
+    purge,
+    rules,
+    schedules,
+    seats,
+    silence,
+    status,
+    train,
+    watch,
+)
+from fleetdeck.cli.args import Parser, add_hosts_option
 
+#: each command module's register(subparsers) adds its subcommands, in this order in --help
+#: (status: status and runs; mirror: mirror and verify; train: train and bench)
+COMMANDS = (dashboard, status, schedules, purge, mirror, launch, train, audit, seats, alerts, silence,
+            watch, logs, history, rules)
+#: registered by name: cli/holders.py still imports add_hosts_option from this module inside its
+#: register(), so a static import here would close a cycle; it moves to cli.args, then up there
+BY_NAME = ("fleetdeck.cli.holders",)
 
-class Parser(argparse.ArgumentParser):
-    """Options are taken only as spelled: argparse's prefix matching would read a `--host`
-    typo, on a command without `--host`, as `--hosts` and replace the fleet file with it."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
+__all__ = ["COMMANDS", "add_hosts_option", "build_parser", "main"]
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("fleetdeck")
     except PackageNotFoundError:
@@ -61,26 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hosts", metavar="FILE", help="fleet file (default: $FLEETDECK_HOSTS, "
                         "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    seen: set[str] = set()
-    for module in COMMANDS.values():
-        if module in seen:
-            continue
-        seen.add(module)
-        name = f"fleetdeck.cli.{module}"
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue  # tests/test_cli.py proves every command in COMMANDS is registered
+    for mod in COMMANDS:
         mod.register(sub)
+    for name in BY_NAME:
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `fleetdeck` console script; returns the exit status."""
-    from fleetdeck.backend.fleet.config import ConfigError
-
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     # `--hosts` is accepted after the subcommand too ("every command takes it")
@@ -114,38 +98,6 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if not name or name not in subs[0].choices:
             return found
         found = subs[0].choices[name]
-
-
-def at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (argparse exits 2 otherwise)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return n
-
-
-def seconds_type(wanted: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
-    """An argparse type: a finite number of seconds for which `ok` holds; otherwise argparse
-    exits 2 saying it is not a number of seconds `wanted` ("above 0", "from 0 to 3600")."""
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            v = math.nan
-        if not (math.isfinite(v) and ok(v)):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds {wanted}")
-        return v
-
-    return parse
-
-
-def add_hosts_option(p: argparse.ArgumentParser) -> None:
-    """Every subcommand takes --hosts FILE after its name too."""
-    p.add_argument("--hosts", metavar="FILE", default=argparse.SUPPRESS,
-                   help="fleet file (see `fleetdeck --help`)")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from fleetdeck.backend.actions.purge import (
 )
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.cli.main import add_hosts_option
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.tui.fmt import human_bytes, said
 
 

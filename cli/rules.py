@@ -10,12 +10,11 @@ import json
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.monitor.prom_rules import EXPRESSED, NOT_SAID, rules_file, wait_seconds
+from fleetdeck.cli.args import add_hosts_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `rules [--prometheus] [--json]`."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("rules", help="the alert rules (--prometheus: as a Prometheus rules file)",
                        description="List the built-in alert rules with the severities, for durations and "
                        "thresholds of the fleet file's [alerts]; with --prometheus, print them as a "

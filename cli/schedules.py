@@ -26,14 +26,13 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, Schedule, schedule_jso
 from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.cli.args import add_hosts_option, seconds_type
 from fleetdeck.cli.tables import WHOLE, listing_console
 from fleetdeck.tui.fmt import matches
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `schedules`, `schedules ack` and `schedules remove` to the command line."""
-    from fleetdeck.cli.main import add_hosts_option, seconds_type
-
     p = sub.add_parser("schedules", help="cron entries, timers, at jobs and loops on every host",
                        description="List every crontab entry, cron file line, systemd timer, at job and "
                        "shell loop on the fleet; stray ones (unacknowledged, duplicated, or naming a "

@@ -15,13 +15,12 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.monitor.seats import SeatCheck, check_seat, record_check, seats_for
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.tui.fmt import host_text, human_mib, matches, said, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `seats [--host NAME]... [--json]` and `seats check HOST PORT [--json]`."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("seats", help="serving seats (vLLM, SGLang, TGI, llama.cpp, Ollama) on every host",
                        description="List every serving seat on the fleet with its port, model, GPUs, "
                        "memory held and memory flags, and each card's headroom.")

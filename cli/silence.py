@@ -33,6 +33,7 @@ from fleetdeck.backend.monitor.silences import (
     expire_silence,
     load_silences,
 )
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.history import duration
 from fleetdeck.tui.fmt import host_text, message_text
 
@@ -49,8 +50,6 @@ def for_duration(text: str) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `silence add`, `silence list` and `silence expire`."""
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("silence", help="hold back alerts of a host, a rule or a subject for a while",
                        description="A silence keeps matching alerts from the hooks for a while: they still "
                        "show (marked) in `fleetdeck alerts` and the dashboard, and what it held is delivered "

@@ -27,7 +27,7 @@ from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.fleet.series import fetch_series
 from fleetdeck.backend.fleet.ssh import HostLink
-from fleetdeck.cli.main import add_hosts_option
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
 from fleetdeck.tui.fmt import (
     escape_path,

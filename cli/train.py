@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleetdeck.cli.main import add_hosts_option
+from fleetdeck.cli.args import add_hosts_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -28,6 +28,7 @@ from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
+from fleetdeck.cli.args import add_hosts_option, at_least_one, seconds_type
 from fleetdeck.tui.fmt import said
 
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
@@ -38,8 +39,6 @@ FORCED_STOP = "the stop did not finish within {s:g}s; ending the process now"
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `watch [--prometheus ADDR:PORT] [--count N]`."""
-    from fleetdeck.cli.main import add_hosts_option, at_least_one, seconds_type
-
     p = sub.add_parser("watch", help="poll headless: history, alerts and hooks (and Prometheus)",
                        description="Poll the fleet every poll_interval without a screen, keep history, "
                        "judge the alert rules and deliver each transition once to the [alerts] hooks.")
