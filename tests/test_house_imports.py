@@ -50,18 +50,6 @@ TO_DO = {
     "tui/screens/schedules.py": {"fleetdeck.tui.screens.describe", "fleetdeck.tui.screens.remove"},
     "tui/widgets/column_sort.py": {"fleetdeck.tui.widgets.filter_prompt"},
     "cli/holders.py": {"fleetdeck.cli.main", "fleetdeck.backend.actions.holders"},
-    # the commands' helpers still live in cli/main.py, which names the commands by string
-    "cli/alerts.py": {"fleetdeck.cli.main"},
-    "cli/audit.py": {"fleetdeck.cli.main"},
-    "cli/dashboard.py": {"fleetdeck.cli.main"},
-    "cli/launch.py": {"fleetdeck.cli.main"},
-    "cli/logs.py": {"fleetdeck.cli.main"},
-    "cli/rules.py": {"fleetdeck.cli.main"},
-    "cli/schedules.py": {"fleetdeck.cli.main"},
-    "cli/seats.py": {"fleetdeck.cli.main"},
-    "cli/silence.py": {"fleetdeck.cli.main"},
-    "cli/watch.py": {"fleetdeck.cli.main"},
-    "cli/main.py": {"importlib.metadata", "fleetdeck.backend.fleet.config"},
 }
 
 

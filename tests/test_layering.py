@@ -63,11 +63,22 @@ def test_import_linter_contracts_hold():
 
 
 def test_every_command_is_registered():
+    """cli/main.py imports its command modules itself: every module under cli/ with a
+    register() is one of its COMMANDS (or, while it still imports cli.main, one it registers by
+    name), and each adds its subcommand, so a command module main forgot fails here and a
+    missing one fails at import."""
+    import ast
+
     from fleetdeck.cli import main as cli
 
+    commands = {p.stem for p in (REPO / "cli").glob("*.py")
+                if any(isinstance(n, ast.FunctionDef) and n.name == "register"
+                       for n in ast.parse(p.read_text(encoding="utf-8")).body)}
+    named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS} | {n.rsplit(".", 1)[1] for n in cli.BY_NAME}
+    assert commands == named, (sorted(commands - named), sorted(named - commands))
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    assert set(cli.COMMANDS) <= set(sub.choices)
+    assert {"tui", "runs", "verify", "bench", "holders"} | (commands - {"dashboard"}) <= set(sub.choices)
 
 
 def test_ruff_is_clean():
