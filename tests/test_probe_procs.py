@@ -64,3 +64,30 @@ def test_a_process_on_two_cards_is_listed_with_its_gpu_memory_summed(children):
     listed = {x["pid"]: x for x in processes(Procs(), gpus, [], [], [])}
     assert listed[p.pid]["gpu_mib"] == 2000.0 and listed[p.pid]["why"][0] == "gpu"
     assert listed[p.pid]["ppid"] == os.getpid() and listed[p.pid]["rss_bytes"] > 0
+
+
+def test_a_stopped_process_stays_listed_so_it_can_be_continued(children):
+    """SIGSTOP leaves a process no CPU to be listed by; the probe lists it as `stopped`, so the
+    operator who paused it from the Host view finds it again to send CONT."""
+    from fleetdeck.backend.host.probe.common import Procs
+    from fleetdeck.backend.host.probe.procs import processes
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
+                         stdout=subprocess.PIPE)
+    children.append(p)
+    assert p.stdout.readline() == b"ok\n"
+    os.kill(p.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(f"/proc/{p.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.02)
+        listed = {x["pid"]: x for x in processes(Procs(), [], [], [], [])}
+        assert p.pid in listed and "stopped" in listed[p.pid]["why"]
+        os.kill(p.pid, signal.SIGCONT)
+        listed = {x["pid"]: x for x in processes(Procs(), [], [], [], [])}
+        assert p.pid not in listed or "stopped" not in listed[p.pid]["why"]
+    finally:
+        os.kill(p.pid, signal.SIGCONT)

@@ -348,7 +348,7 @@ def _disk(d: Any, i: int, marks: list[str]) -> Disk:
     return disk
 
 
-PROCESS_TAGS = ("gpu", "run", "seat", "loop", "cpu", "memory")
+PROCESS_TAGS = ("gpu", "run", "seat", "loop", "stopped", "cpu", "memory")
 
 
 def _process(d: Any, i: int, marks: list[str]) -> Process:

@@ -68,11 +68,12 @@ def stat(pid):
 
 
 def usage(pid):
-    """(CPU ticks spent in user and system mode, resident pages, start ticks) of `pid` from
-    /proc/PID/stat, or None if gone."""
+    """(CPU ticks spent in user and system mode, resident pages, start ticks, state letter) of
+    `pid` from /proc/PID/stat, or None if gone."""
     f = stat_fields(pid)
     try:
-        return int(f[_UTIME]) + int(f[_STIME]), int(f[_RSS]), int(f[_STARTTIME])
+        return (int(f[_UTIME]) + int(f[_STIME]), int(f[_RSS]), int(f[_STARTTIME]),
+                f[_STATE].decode("ascii", "replace"))
     except (TypeError, ValueError, IndexError):
         return None
 

@@ -1,8 +1,8 @@
 """The probe's processes section: the processes on a host that matter to the operator.
 
 Runs on the host's Python 3.8 or newer, bundled with the probe. Listed: every process holding
-GPU memory, every live run's trainer, every serving seat, every loop, and the top few by CPU and
-by resident memory, and the workers of each trainer and seat (its descendants, up to WORKERS,
+GPU memory, every live run's trainer, every serving seat, every loop, every stopped (paused)
+process, the top few by CPU and by resident memory, and the workers of each trainer and seat (its descendants, up to WORKERS,
 listed with its tag: a dataloader worker is part of its run); at most MAX_PROCESSES, each with
 its pid and start time (its identity, for a checked stop), parent pid (`ppid`, for the Host
 view's tree), user, CPU share since the previous poll, resident bytes, GPU memory and why it is
@@ -27,10 +27,10 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _usage(pid):
-    """(cpu ticks, rss bytes, start ticks) of `pid`, or None when it is gone: /proc/PID/stat
-    read by the host library's one reader (`procfs.usage`)."""
+    """(cpu ticks, rss bytes, start ticks, state letter) of `pid`, or None when it is gone:
+    /proc/PID/stat read by the host library's one reader (`procfs.usage`)."""
     u = procfs.usage(pid)
-    return None if u is None else (u[0], u[1] * _PAGE, u[2])
+    return None if u is None else (u[0], u[1] * _PAGE, u[2], u[3])
 
 
 def processes(procs, gpus, runs, seats, schedules):
@@ -67,7 +67,9 @@ def processes(procs, gpus, runs, seats, schedules):
         u = _usage(pid)
         if u is None:
             continue
-        ticks, rss, start = u
+        ticks, rss, start, state = u
+        if state in ("T", "t"):   # stopped (SIGSTOP) or traced: no CPU to be listed by, and the
+            tag(pid, "stopped")   # operator who paused it must find it to send CONT
         seen[(pid, start)] = (ticks, now)
         prev = last.get((pid, start))
         cpu = None
@@ -87,7 +89,7 @@ def processes(procs, gpus, runs, seats, schedules):
         tag(p, "cpu")
     for p in by_mem:
         tag(p, "memory")
-    order = {"gpu": 0, "run": 1, "seat": 2, "loop": 3, "cpu": 4, "memory": 5}
+    order = {"gpu": 0, "run": 1, "seat": 2, "loop": 3, "stopped": 4, "cpu": 5, "memory": 6}
     chosen = sorted(set(chosen) | set(by_cpu) | set(by_mem),
                     key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]))
     out = []
