@@ -167,6 +167,13 @@ async def test_w_asks_the_host_who_holds_the_highlighted_runs_folder_and_shows_i
         await pilot.pause()
         assert app.screen.report is None and table.keys == []
         assert "(not-found)" in str(app.screen.query_one("#holders-summary", Static).render())
+        # asked as typed: `run-5 ` (a trailing space) is another folder, here one that is not there
+        field.value = str(run) + " "
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.report is None and table.keys == []
+        assert "(not-found)" in str(app.screen.query_one("#holders-summary", Static).render())
 
 
 def _with_parent(p: Process, ppid: int | None) -> Process:

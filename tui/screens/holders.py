@@ -45,7 +45,9 @@ def summary(rep: HoldersReport) -> Text:
         t.append(f"\n{len(rep.unreadable)} could not be read (another user's): their files are not seen.",
                  style="yellow")
     if not rep.complete:
-        t.append(f"\nMore than {rep.entries:,} entries: files past them are matched by name only.", style="yellow")
+        t.append(f"\nNot indexed whole ({rep.entries:,} entries: too many to walk, or a folder deeper than "
+                 "the walk goes, unreadable or gone while walked): files not indexed are matched by name only.",
+                 style="yellow")
     return t
 
 
@@ -75,8 +77,8 @@ class HoldersModal(Modal):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():
-            self.ask(event.value.strip())
+        if event.value.strip():   # asked as typed: `run-3 ` is not `run-3`
+            self.ask(event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
