@@ -122,3 +122,19 @@ def test_the_estimate_counts_what_the_trainer_holds_for_a_float8_weight():
     f = Fp8Weight(w)
     held = sum(t.numel() * t.element_size() for t in (f.fwd, f.fwd_scale, f.grad, f.grad_scale))
     assert held == shapes.fp8_weight_bytes(384, 128) == 2 * 384 * 128 + 4 * (384 + 128)
+
+
+@pytest.mark.parametrize("shape", [["a", "b"], [1.5, 2], "256x128", [True, 2], [-1, 4], [{"n": 1}], 7])
+def test_a_damaged_header_is_an_unknown_shape_not_a_crash(tmp_path, shape):
+    """A checkpoint whose safetensors header gives a shape that is not whole numbers: the
+    estimate says the shapes are unknown, as for an unreadable header, instead of a TypeError
+    the launch helper would answer as `internal`."""
+    header = {"model.layers.0.self_attn.q_proj.weight": {"dtype": "BF16", "shape": shape, "data_offsets": [0, 0]},
+              "model.layers.0.self_attn.k_proj.weight": "not an object"}
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 128, "num_hidden_layers": 1}))
+    with pytest.raises(ValueError, match="q_proj.weight"):
+        shapes.fp8_copy_bytes(str(tmp_path), {"q_proj"})
+    got = est.estimate({**CFG, "base_model": str(tmp_path), "base_fp8": True}, discrete(), 100)
+    assert got["shapes_known"] is False and got["memory_parts"]["base_fp8"] == 0

@@ -150,7 +150,7 @@ def estimate(config, gpus, corpus_size):
             params, lora, dims = arch_shapes(base.split(":", 1)[1], targets, rank)
         else:
             params, lora, dims = checkpoint_shapes(base, targets, rank)
-    except (OSError, ValueError, KeyError, struct.error):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
         params, lora, dims = 0, 0, {}
     on_gpu = bool(gpus["gpus"])
     # the run's memory is the host's: no GPU, or GPUs the driver gives no memory of their own
@@ -173,7 +173,7 @@ def estimate(config, gpus, corpus_size):
     if config.get("base_fp8") is True and on_gpu:
         try:
             parts["base_fp8"] = fp8_copy_bytes(base, targets)
-        except (OSError, ValueError, KeyError, struct.error):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
             parts["base_fp8"] = 0
     byte_tok = base.startswith("random:") and not config.get("tokenizer")
     tokens = corpus_size if byte_tok else corpus_size // 3

@@ -42,6 +42,18 @@ def safetensors_header(path):
         return json.loads(f.read(n))
 
 
+def shape_of(tensor, meta):
+    """A tensor's shape from its safetensors header entry: whole numbers, or ValueError naming
+    the tensor (a damaged or hostile header must be a sentence, not a TypeError)."""
+    shape = meta.get("shape") if isinstance(meta, dict) else None
+    if shape is None:
+        return []
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2 ** 40
+                                              for d in shape):
+        raise ValueError("tensor %r has a shape that is not a list of whole numbers" % str(tensor)[:80])
+    return shape
+
+
 def checkpoint_shapes(base, targets, rank):
     """(P, L, dims) for a local checkpoint, from safetensors headers and config.json."""
     params = lora = 0
@@ -50,7 +62,7 @@ def checkpoint_shapes(base, targets, rank):
         for tensor, meta in safetensors_header(os.path.join(base, name)).items():
             if tensor == "__metadata__":
                 continue
-            shape = meta.get("shape") or []
+            shape = shape_of(tensor, meta)
             numel = 1
             for d in shape:
                 numel *= d
@@ -88,7 +100,9 @@ def fp8_copy_bytes(base, targets):
     for name in sorted(f for f in os.listdir(base) if f.endswith(".safetensors")):
         header = safetensors_header(os.path.join(base, name))
         for tensor, meta in header.items():
-            shape = (meta.get("shape") or []) if isinstance(meta, dict) else []
+            if tensor == "__metadata__":
+                continue
+            shape = shape_of(tensor, meta)
             parts = tensor.split(".")
             # an embedding is no Linear (the trainer refuses it as a target); a biased Linear stays bf16
             if len(shape) == 2 and len(parts) >= 2 and parts[-1] == "weight" and parts[-2] in targets \
