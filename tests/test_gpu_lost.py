@@ -82,3 +82,26 @@ async def test_the_fleet_view_says_lost_not_zero_of_zero():
         cell = table.get_cell(hosts[i].name, "gpus")
         text = cell.plain if hasattr(cell, "plain") else str(cell)
         assert "LOST: GPU is lost" in text and "0/0G" not in text
+
+
+async def test_the_host_view_says_lost_not_zero_of_zero():
+    from dataclasses import replace
+
+    from test_tui_display import app_over
+    from test_tui_views import feed, recorded
+
+    snap = recorded("fleet.json")
+    hosts = list(snap.hosts)
+    i = next(n for n, h in enumerate(hosts) if h.gpus)
+    gpus = list(hosts[i].gpus)
+    gpus[0] = replace(gpus[0], lost="GPU is lost", memory_total_mib=0.0, memory_used_mib=0.0, processes=())
+    hosts[i] = replace(hosts[i], gpus=tuple(gpus))
+    app = app_over(replace(snap, hosts=tuple(hosts)))
+    async with app.run_test(size=(140, 50)) as pilot:
+        await feed(app, pilot)
+        app.open_host(hosts[i].name)
+        await pilot.pause()
+        table = app.screen.query_one("#host-gpus")
+        row = table.get_row(f"gpu{gpus[0].index}")
+        text = " ".join(c.plain if hasattr(c, "plain") else str(c) for c in row)
+        assert "LOST: GPU is lost" in text and "0/0 MiB" not in text

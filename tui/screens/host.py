@@ -92,9 +92,12 @@ class HostScreen(ViewScreen):
         scheds: dict[str, tuple] = {}
         disks: dict[str, tuple] = {}
         for g in h.gpus if h else ():
-            frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
-            mem = bar(frac, 10, bool(dim))
-            mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
+            if g.lost is not None:   # none of its figures is known: the driver's words, not 0 of 0
+                mem = Text(f"LOST: {shown(g.lost)}", style=dim or "bold red")
+            else:
+                frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
+                mem = bar(frac, 10, bool(dim))
+                mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
             gpus[f"gpu{g.index}"] = (Text(f"GPU {g.index}", style=dim or "bold"),
                                      Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),
                                      mem, "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%", "")
