@@ -10,8 +10,12 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
+from fleetdeck.backend.actions.holders import find_holders
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
 
 #: refusals about the PATH as given: a usage error (exit 2), not a host's failure
@@ -19,8 +23,6 @@ USAGE_CODES = ("not-absolute", "not-normalized", "bad-request")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from fleetdeck.cli.main import add_hosts_option
-
     p = sub.add_parser("holders", help="processes holding a file under a path (open, mapped or cwd)",
                        description="List the processes on HOST that hold a file under PATH open, mapped, "
                        "or as their working or root folder, as purge's in-use check reads them (every "
@@ -36,10 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_holders(args: argparse.Namespace) -> int:
-    from fleetdeck.backend.actions.holders import find_holders
-    from fleetdeck.backend.fleet.errors import HelperError, HostError
-    from fleetdeck.backend.fleet.ssh import HostLink
-
     fleet = load_fleet(args.hosts)
     cfg = fleet.host(args.host)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -14,6 +13,7 @@ from fleetdeck.cli import (
     audit,
     dashboard,
     history,
+    holders,
     launch,
     logs,
     mirror,
@@ -31,10 +31,7 @@ from fleetdeck.cli.args import Parser, add_hosts_option
 #: each command module's register(subparsers) adds its subcommands, in this order in --help
 #: (status: status and runs; mirror: mirror and verify; train: train and bench)
 COMMANDS = (dashboard, status, schedules, purge, mirror, launch, train, audit, seats, alerts, silence,
-            watch, logs, history, rules)
-#: registered by name: cli/holders.py still imports add_hosts_option from this module inside its
-#: register(), so a static import here would close a cycle; it moves to cli.args, then up there
-BY_NAME = ("fleetdeck.cli.holders",)
+            watch, logs, holders, history, rules)
 
 __all__ = ["COMMANDS", "add_hosts_option", "build_parser", "main"]
 
@@ -58,8 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for mod in COMMANDS:
         mod.register(sub)
-    for name in BY_NAME:
-        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -49,7 +49,6 @@ TO_DO = {
                             "fleetdeck.backend.actions.launch", "fleetdeck.tui.screens.launch"},
     "tui/screens/schedules.py": {"fleetdeck.tui.screens.describe", "fleetdeck.tui.screens.remove"},
     "tui/widgets/column_sort.py": {"fleetdeck.tui.widgets.filter_prompt"},
-    "cli/holders.py": {"fleetdeck.cli.main", "fleetdeck.backend.actions.holders"},
 }
 
 

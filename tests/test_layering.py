@@ -74,7 +74,7 @@ def test_every_command_is_registered():
     commands = {p.stem for p in (REPO / "cli").glob("*.py")
                 if any(isinstance(n, ast.FunctionDef) and n.name == "register"
                        for n in ast.parse(p.read_text(encoding="utf-8")).body)}
-    named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS} | {n.rsplit(".", 1)[1] for n in cli.BY_NAME}
+    named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS}
     assert commands == named, (sorted(commands - named), sorted(named - commands))
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
