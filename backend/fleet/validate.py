@@ -84,7 +84,7 @@ def _count(v: Any, field: str, hi: int = MAX_COUNT) -> int | None:
 
 
 def _figure(v: Any, field: str, lo: float = -MAX_FIGURE, hi: float = MAX_FIGURE) -> float | None:
-    return _number(v, field, lo, hi, False)  # type: ignore[return-value]
+    return _number(v, field, lo, hi, False)
 
 
 class _Item:
@@ -354,7 +354,7 @@ PROCESS_TAGS = ("gpu", "run", "seat", "loop", "stopped", "cpu", "memory")
 def _process(d: Any, i: int, marks: list[str]) -> Process:
     it = _Item(d, "process")
     why = d.get("why") or []
-    proc = Process(pid=_count(d.get("pid"), "pid", 2**31) or 0,  # type: ignore[arg-type]
+    proc = Process(pid=_count(d.get("pid"), "pid", 2**31) or 0,
                    start=_count(d.get("start"), "start", MAX_BYTES),  # type: ignore[arg-type]
                    user=_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
                    command=_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]

@@ -370,7 +370,7 @@ class AlertEngine:
             if not isinstance(v, kind):
                 rejects.append(Reject(name, f"is not a{'n object' if kind is dict else ' list'}", v))
                 return
-            for k, x in (v.items() if kind is dict else enumerate(v)):
+            for k, x in (v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()):
                 try:
                     load(k, x)
                 except Bad as e:

@@ -101,7 +101,7 @@ class _Family(GaugeMetricFamily):
             GaugeMetricFamily.add_metric(self, labels, v)
 
 
-def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+def _g(name: str, doc: str, labels: list[str]) -> _Family:
     return _Family(f"fleetdeck_{name}", doc, labels=labels)
 
 
@@ -151,7 +151,7 @@ GPU_LABELLED = {
 }
 
 
-def _gpu_families() -> dict[str, GaugeMetricFamily]:
+def _gpu_families() -> dict[str, _Family]:
     fams = {key: _g(name, doc, GPU) for key, name, doc, _scale, _dcgm in GPU_FIGURES}
     fams.update({key: _g(name, doc, [*GPU, extra]) for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()})
     return fams
@@ -249,7 +249,7 @@ def _total(vs: Any) -> float:
     return sum(x for x in map(sample, vs) if x is not None)
 
 
-def _host(m: dict[str, GaugeMetricFamily], h: Any) -> None:
+def _host(m: dict[str, _Family], h: Any) -> None:
     # arithmetic runs on `sample`d values only: a host's 10**400 would raise in float maths
     n = h.name
     m["up"].add_metric([n], 1.0 if h.reachable else 0.0)
