@@ -84,24 +84,50 @@ def open_chain(comps, pins=None):
     return parent, fd, got
 
 
+#: folders below the scanned one that a scan goes into; deeper is refused (ELOOP), not walked
+SCAN_DEPTH = 256
+
+
+def _names(fd):
+    with os.scandir(fd) as it:
+        return [e.name for e in it]
+
+
 def scan(fd, path, visit):
     """Call visit(path, name, lstat) for every entry under the open directory, depth first,
-    never following a link; a sub-folder swapped between lstat and open raises OSError."""
-    with os.scandir(fd) as it:
-        names = [e.name for e in it]
-    for name in names:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        child = path + "/" + name
-        visit(child, name, st)
-        if stat.S_ISDIR(st.st_mode):
-            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+    never following a link; a sub-folder swapped between lstat and open raises OSError, and so
+    does one nested deeper than SCAN_DEPTH (a loop of its own, not recursion: a hostile tree
+    thousands deep is a refusal with its reason, not a RecursionError)."""
+    stack = [(fd, path, iter(_names(fd)))]   # (open folder, its path, the names left in it)
+    try:
+        while stack:
+            dfd, dpath, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                if dfd != fd:
+                    os.close(dfd)
+                continue
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            child = dpath + "/" + name
+            visit(child, name, st)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if len(stack) > SCAN_DEPTH:
+                raise OSError(errno.ELOOP, "%s is nested more than %d folders deep" % (shown(child), SCAN_DEPTH))
+            sub = os.open(name, DIR_FLAGS, dir_fd=dfd)
             try:
                 sst = os.fstat(sub)
                 if (sst.st_dev, sst.st_ino) != (st.st_dev, st.st_ino):
                     raise OSError(errno.ESTALE, "%s changed while scanned" % shown(child))
-                scan(sub, child, visit)
-            finally:
+                stack.append((sub, child, iter(_names(sub))))
+            except BaseException:
                 os.close(sub)
+                raise
+    finally:
+        for dfd, _path, _names_left in stack:
+            if dfd != fd:
+                os.close(dfd)
 
 
 def sha256_file(path):
