@@ -125,3 +125,56 @@ async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_d_in_the_host_view_describes_a_process_with_its_whole_command_line(children):
+    """`d` on a row of the Host view's processes: its row as the probe saw it, then its whole
+    command line read from /proc on the host while the pid is still that process."""
+    import subprocess
+    import sys
+
+    from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
+    from fleetdeck.backend.host.lib import procfs
+    from fleetdeck.tui.app import FleetdeckApp
+    from fleetdeck.tui.messages import FleetPolled
+    from fleetdeck.tui.screens.base import RecordedSource
+    from fleetdeck.tui.screens.describe import DescribeModal
+    from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(600)",
+                          "--flag", "a b\x1b[2J"], stdout=subprocess.PIPE)
+    children.append(p)
+    assert p.stdout.readline() == b"ok\n"
+    proc = Process(pid=p.pid, start=procfs.start_ticks(p.pid), user="ops", command="python -c ...", cpu_pct=1.0,
+                   why=("cpu",))
+    gone = Process(pid=p.pid, start=(proc.start or 0) + 1, user="ops", command="python", cpu_pct=0.5, why=("cpu",))
+    fleet = parse_fleet(f'[hosts.h1]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
+    snap = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, processes=(proc,)),), time=1.0)
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(FleetPolled(snap))
+        await pilot.pause()
+        app.open_host("h1")
+        await pilot.pause()
+        app.screen.query_one("#host-procs", KeyedTable).focus()
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, DescribeModal)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = app.screen.text()
+        assert f'"pid": {p.pid}' in text and "--flag\na b\\x1b[2J" in text and "\x1b" not in text
+        await pilot.press("escape")
+        await pilot.pause()
+        # a pid whose start time is another's: not read
+        snap2 = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=3.0, processes=(gone,)),), time=3.0)
+        app.post_message(FleetPolled(snap2))
+        await pilot.pause()
+        table = app.screen.query_one("#host-procs", KeyedTable)
+        table.focus()
+        table.move_cursor(row=table.get_row_index(f"{gone.pid}:{gone.start}"))
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "is not that process now" in app.screen.text() and "--flag" not in app.screen.text()

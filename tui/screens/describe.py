@@ -5,7 +5,8 @@ A run: the row as the probe saw it, its `run.json` and an excerpt of its newest
 `MEDIAN_STEPS` logged step times). A schedule: the row, and the line behind it with its file
 and line number (a crontab, a cron file), a timer's unit file, an at job's script, a loop's
 command line. A serving seat: its command line and flags, its endpoint and last check, then
-its whole command line read from its process. What the host holds is read with bounded,
+its whole command line read from its process. A listed process (the Host view): its row, then
+its whole command line. What the host holds is read with bounded,
 read-only commands (`head -c`), each byte of it escaped (`shown`) before it is shown; a file
 that cannot be read says why in its place.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from rich.text import Text
@@ -116,20 +118,25 @@ async def schedule_sources(link: Any, s: Schedule) -> list[Section]:
     return []
 
 
+async def cmdline_sources(link: Any, pid: int, start: int | None, whose: str) -> list[Section]:
+    """A process's whole command line read on the host (arguments one a line), when the pid is
+    still that process (its start time, as the probe saw it)."""
+    if start is not None:
+        stat = await _head(link, _file(f"/proc/{pid}/stat"))
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) < 20 or fields[19] != str(start):
+            return [("the whole command line", f"(pid {pid} is not {whose} now: it ended since "
+                     "the poll)" if not stat.startswith("(could not") else stat)]
+    raw = await _head(link, _file(f"/proc/{pid}/cmdline"))
+    return [(f"the whole command line (/proc/{pid}/cmdline, arguments one a line)",
+             raw.replace("\\x00", "\n").rstrip("\n"))]
+
+
 async def seat_sources(link: Any, seat: Any) -> list[Section]:
-    """A seat's whole command line, read from its process on the host (arguments one a line),
-    when the pid is still the seat's (its start time, as the probe saw it)."""
+    """A seat's whole command line, read from its process on the host."""
     if not seat.pid:
         return [("the whole command line", "(no process the probe could see: a container's is its image's)")]
-    if seat.start_ticks is not None:
-        stat = await _head(link, _file(f"/proc/{seat.pid}/stat"))
-        fields = stat.rpartition(")")[2].split()
-        if len(fields) < 20 or fields[19] != str(seat.start_ticks):
-            return [("the whole command line", f"(pid {seat.pid} is not the seat's process now: it ended since "
-                     "the poll)" if not stat.startswith("(could not") else stat)]
-    raw = await _head(link, _file(f"/proc/{seat.pid}/cmdline"))
-    return [(f"the whole command line (/proc/{seat.pid}/cmdline, arguments one a line)",
-             raw.replace("\\x00", "\n").rstrip("\n"))]
+    return await cmdline_sources(link, seat.pid, seat.start_ticks, "the seat's process")
 
 
 class DescribeModal(Modal):
@@ -223,4 +230,13 @@ def describe_seat(app: Any, seat: Any, check: Any = None) -> DescribeModal:
                          lambda: seat_sources(app.link(seat.host), seat))
 
 
-__all__ = ["DescribeModal", "describe_run", "describe_seat", "describe_schedule", "find_line", "trainer_excerpt"]
+def describe_process(app: Any, host: str, p: Any) -> DescribeModal:
+    """The Describe pop-up of a listed process: its row, then its whole command line read from
+    the host while the pid is still that process (pid and start time)."""
+    doc = dict(asdict(p), why=list(p.why))
+    return DescribeModal(f"Describe process {p.pid} on {host}", [("the row, as the probe saw it", row_json(doc))],
+                         lambda: cmdline_sources(app.link(host), p.pid, p.start, "that process"))
+
+
+__all__ = ["DescribeModal", "cmdline_sources", "describe_process", "describe_run", "describe_seat",
+           "describe_schedule", "find_line", "trainer_excerpt"]

@@ -18,6 +18,7 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.cells import bar, progress, temp_style
 from fleetdeck.tui.fmt import human_bytes, human_duration
 from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.tui.screens.describe import describe_process, describe_run, describe_schedule
 from fleetdeck.tui.screens.fleet import host_detail
 from fleetdeck.tui.screens.holders import HoldersModal
 from fleetdeck.tui.screens.proc_tree import tree_order
@@ -38,7 +39,10 @@ class HostScreen(ViewScreen):
                                 "or by the probe's order again"),
                 Binding("w", "who_holds", "Who holds", show=False,
                         tooltip="who holds a path: the processes with a file under it open, mapped or as cwd "
-                                "(starts at the highlighted run's folder)")]
+                                "(starts at the highlighted run's folder)"),
+                Binding("d", "describe", "Describe", show=False,
+                        tooltip="describe the highlighted process, run or schedule: the raw source behind the "
+                                "row (a process's whole command line read from the host)")]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -160,6 +164,28 @@ class HostScreen(ViewScreen):
         self.process_tree = not self.process_tree
         self.query_one("#host-procs-label", Label).update(PROCS_TREE_LABEL if self.process_tree else PROCS_LABEL)
         self.refresh_view()
+
+    def action_describe(self) -> None:
+        """`d`: the raw source behind the highlighted row of the focused table (describe.py)."""
+        h = self.state.shown(self.host_name)
+        focused = self.app.focused
+        which = focused.id if isinstance(focused, KeyedTable) else None
+        key = focused.current_key if isinstance(focused, KeyedTable) else None
+        if which == "host-runs":
+            run = next((r for r in (h.runs if h else ()) if r.key == key), None)
+            if run is not None:
+                self.app.push_screen(describe_run(self.app, run))
+                return
+        elif which == "host-schedules":
+            sched = next((s for s in (h.schedules if h else ()) if s.id == key), None)
+            if sched is not None:
+                self.app.push_screen(describe_schedule(self.app, sched))
+                return
+        elif which == "host-procs" and key in self._procs_shown:
+            self.app.push_screen(describe_process(self.app, self.host_name, self._procs_shown[key]))
+            return
+        self.notify("Highlight a process, a run or a schedule first (tab moves between the tables).",
+                    severity="warning", markup=False)
 
     def action_who_holds(self) -> None:
         """Ask the host which processes hold a file under a path (the highlighted run's, to start)."""
