@@ -280,7 +280,7 @@ async def test_resume_is_offered_only_where_a_checkpoint_exists():
         assert any("no checkpoint to resume from" in n.message for n in app._notifications)
         table.move_cursor(row=table.keys.index(f"{host.name}:/runs/run-kept"))
         await pilot.pause()
-        assert "r: resume from its newest checkpoint" in str(app.screen.query_one("#run-title").content)
+        assert "r: resume from checkpoint-25" in str(app.screen.query_one("#run-title").content)
 
 
 async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():

@@ -514,7 +514,8 @@ class RunsScreen(ViewScreen):
                         title="Resume", severity="warning", markup=False)
             return
         if not resumable(r):
-            self.notify(f"{shown(r.name)} has no complete checkpoint to resume from: it would start from step 0. "
+            which = "complete checkpoint" if r.checkpoints else "checkpoint"
+            self.notify(f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
                         "Launch it again (n) instead.", title="Resume", severity="warning", markup=False)
             return
         self.open_resume(r)
