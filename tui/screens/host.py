@@ -142,10 +142,9 @@ class HostScreen(ViewScreen):
         with self.app.batch_update():
             for tid, rows in (("#host-gpus", gpus), ("#host-gpu-health", health), ("#host-runs", runs), ("#host-schedules", scheds),
                               ("#host-disks", disks), ("#host-procs", procs)):
+                # the table keeps the cursor on its row key (pid and start time) as rows above it
+                # come or go (KeyedTable._sync), so it stays on its process, not on its place
                 self.query_one(tid, KeyedTable).sync(rows)
-            if cursor in procs and table.current_key != cursor:
-                # rows above it came or went: the cursor stays on its process, not on its place
-                table.move_cursor(row=table.get_row_index(cursor), animate=False, scroll=False)
 
     def action_stop_process(self) -> None:
         """Stop the process highlighted in the processes table, once typed back."""
