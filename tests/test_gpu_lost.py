@@ -63,11 +63,13 @@ def test_status_says_lost_with_the_drivers_words_escaped():
     assert "1: 1.0G/2.0G 50%" in out.replace("GiB", "G")
 
 
-async def test_the_fleet_view_says_lost_not_zero_of_zero():
+def _lost_fleet_app():
+    """The dashboard over the recorded fleet with the first GPU host's card 0 lost:
+    (app, that host's name, the lost card's index)."""
     from dataclasses import replace
 
     from test_tui_display import app_over
-    from test_tui_views import feed, recorded
+    from test_tui_views import recorded
 
     snap = recorded("fleet.json")
     hosts = list(snap.hosts)
@@ -75,33 +77,30 @@ async def test_the_fleet_view_says_lost_not_zero_of_zero():
     gpus = list(hosts[i].gpus)
     gpus[0] = replace(gpus[0], lost="GPU is lost", memory_total_mib=0.0, memory_used_mib=0.0, processes=())
     hosts[i] = replace(hosts[i], gpus=tuple(gpus))
-    app = app_over(replace(snap, hosts=tuple(hosts)))
+    return app_over(replace(snap, hosts=tuple(hosts))), hosts[i].name, gpus[0].index
+
+
+async def test_the_fleet_view_says_lost_not_zero_of_zero():
+    from test_tui_views import feed
+
+    app, name, index = _lost_fleet_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(app, pilot)
         table = app.screen.query_one("#fleet-table")
-        cell = table.get_cell(hosts[i].name, "gpus")
+        cell = table.get_cell(name, "gpus")
         text = cell.plain if hasattr(cell, "plain") else str(cell)
         assert "LOST: GPU is lost" in text and "0/0G" not in text
 
 
 async def test_the_host_view_says_lost_not_zero_of_zero():
-    from dataclasses import replace
+    from test_tui_views import feed
 
-    from test_tui_display import app_over
-    from test_tui_views import feed, recorded
-
-    snap = recorded("fleet.json")
-    hosts = list(snap.hosts)
-    i = next(n for n, h in enumerate(hosts) if h.gpus)
-    gpus = list(hosts[i].gpus)
-    gpus[0] = replace(gpus[0], lost="GPU is lost", memory_total_mib=0.0, memory_used_mib=0.0, processes=())
-    hosts[i] = replace(hosts[i], gpus=tuple(gpus))
-    app = app_over(replace(snap, hosts=tuple(hosts)))
+    app, name, index = _lost_fleet_app()
     async with app.run_test(size=(140, 50)) as pilot:
         await feed(app, pilot)
-        app.open_host(hosts[i].name)
+        app.open_host(name)
         await pilot.pause()
         table = app.screen.query_one("#host-gpus")
-        row = table.get_row(f"gpu{gpus[0].index}")
+        row = table.get_row(f"gpu{index}")
         text = " ".join(c.plain if hasattr(c, "plain") else str(c) for c in row)
         assert "LOST: GPU is lost" in text and "0/0 MiB" not in text
