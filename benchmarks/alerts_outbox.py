@@ -80,17 +80,28 @@ async def deliver(n: int, state: Path, port: int) -> dict:
     from fleetdeck.backend.monitor.deliver import Deliverer
     from fleetdeck.backend.monitor.service import Monitor
 
-    fleet = parse_fleet(f'[hosts.h1]\naddress = "h1"\n[alerts]\nwebhook = "http://127.0.0.1:{port}/hook"\n',
-                        "hosts.toml")
+    fleet = parse_fleet(
+        f'[hosts.h1]\naddress = "h1"\n[alerts]\nwebhook = "http://127.0.0.1:{port}/hook"\n',
+        "hosts.toml",
+    )
     opts = {"group_max": 1} if "group_max" in inspect.signature(Deliverer).parameters else {}
     m = Monitor(fleet, role="deliver", source=object(), **opts)
     assert m.deliverer is not None
     t0 = 1_800_000_000.0
-    alerts = [Alert("run-failed", f"h{i % 4}", f"/runs/run-{i}", "firing", t0 + i,
-                    f"run run-{i} on h{i % 4} failed: exit status 1 (Traceback in train.log)") for i in range(n)]
+    alerts = [
+        Alert(
+            "run-failed",
+            f"h{i % 4}",
+            f"/runs/run-{i}",
+            "firing",
+            t0 + i,
+            f"run run-{i} on h{i % 4} failed: exit status 1 (Traceback in train.log)",
+        )
+        for i in range(n)
+    ]
     before_n, _ = received(port)
     w0, c0 = wchar(), time.perf_counter()
-    m.deliverer.enqueue(alerts)   # one cycle's transitions, saved with the state
+    m.deliverer.enqueue(alerts)  # one cycle's transitions, saved with the state
     m.save()
     task = asyncio.ensure_future(m.deliverer.run())
     while m.deliverer.pending:
@@ -105,19 +116,29 @@ async def deliver(n: int, state: Path, port: int) -> dict:
     files = {p.name: p.stat().st_size for p in (state / "fleetdeck").iterdir() if p.is_file()}
     journal = getattr(m, "journal", None)
     counted = getattr(m, "bytes_saved", 0) + (journal.bytes_written if journal is not None else 0)
-    return {"transitions": n, "seconds": round(took, 2), "bytes_written": written, "counted_by_monitor": counted,
-            "delivered": m.deliverer.delivered, "files": files}
+    return {
+        "transitions": n,
+        "seconds": round(took, 2),
+        "bytes_written": written,
+        "counted_by_monitor": counted,
+        "delivered": m.deliverer.delivered,
+        "files": files,
+    }
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", type=int, nargs=2, default=[1000, 4000], metavar=("SMALL", "LARGE"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rx = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
     try:
         port = int(rx.stdout.readline())
-        with tempfile.TemporaryDirectory() as d:   # a warm-up, not reported: imports, the receiver's threads
+        with (
+            tempfile.TemporaryDirectory() as d
+        ):  # a warm-up, not reported: imports, the receiver's threads
             asyncio.run(deliver(200, Path(d), port))
         out = []
         for n in args.sizes:
@@ -130,15 +151,24 @@ def main() -> int:
     ratio_t = large["seconds"] / max(small["seconds"], 1e-9)
     ratio_b = large["bytes_written"] / max(small["bytes_written"], 1)
     if args.json:
-        print(json.dumps({"runs": out, "time_ratio": round(ratio_t, 2), "bytes_ratio": round(ratio_b, 2)}, indent=1))
+        print(
+            json.dumps(
+                {"runs": out, "time_ratio": round(ratio_t, 2), "bytes_ratio": round(ratio_b, 2)},
+                indent=1,
+            )
+        )
         return 0
     for r in out:
-        print(f"{r['transitions']} transitions: delivered in {r['seconds']} s, {r['bytes_written']} bytes written "
-              f"({r['bytes_written'] / r['transitions']:.0f} a transition; the monitor counted "
-              f"{r['counted_by_monitor']}); files left: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(r["files"].items())))
-    print(f"{large['transitions']} against {small['transitions']}: time x{ratio_t:.2f}, bytes x{ratio_b:.2f} "
-          f"(x{large['transitions'] / small['transitions']:g} would be constant work a transition)")
+        print(
+            f"{r['transitions']} transitions: delivered in {r['seconds']} s, {r['bytes_written']} bytes written "
+            f"({r['bytes_written'] / r['transitions']:.0f} a transition; the monitor counted "
+            f"{r['counted_by_monitor']}); files left: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["files"].items()))
+        )
+    print(
+        f"{large['transitions']} against {small['transitions']}: time x{ratio_t:.2f}, bytes x{ratio_b:.2f} "
+        f"(x{large['transitions'] / small['transitions']:g} would be constant work a transition)"
+    )
     return 0
 
 

@@ -36,8 +36,11 @@ def unmet() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    argparse.ArgumentParser(
+        description=__doc__,
+        epilog=f"Needs {NEEDS}.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).parse_args(argv)
     why = unmet()
     if why:
         print(f"check_ce.py: {why}; it needs {NEEDS}", file=sys.stderr)
@@ -60,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     loss = ce_kernel.ce_rows(work, y, 0.01, batching.IGNORE)
     err_l = abs(float(loss) - float(ref)) / abs(float(ref))
     err_g = float((work.double() - ref64.grad).norm() / ref64.grad.norm())
-    print(f"vs float64 on 512 x 151936 bf16 logits: loss rel err {err_l:.2e}, gradient rel err {err_g:.2e} "
-          "(the gradient is stored in bf16)")
+    print(
+        f"vs float64 on 512 x 151936 bf16 logits: loss rel err {err_l:.2e}, gradient rel err {err_g:.2e} "
+        "(the gradient is stored in bf16)"
+    )
     ok &= err_l < 1e-4 and err_g < 1e-2
     ok &= edge_cases(dev)
     compiled = torch.compile(batching._ce_chunk, dynamic=None)
@@ -70,21 +75,34 @@ def main(argv: list[str] | None = None) -> int:
         w = (torch.randn(151936, hidden, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
         yy = torch.randint(0, 151936, (8192,), device=dev, generator=gen)
         yy[::9] = batching.IGNORE
-        ways = {"compiled chunk (baseline)": compiled, "Triton kernel": batching._ce_chunk_kernel,
-                "eager in-place": batching._ce_chunk_inplace}
+        ways = {
+            "compiled chunk (baseline)": compiled,
+            "Triton kernel": batching._ce_chunk_kernel,
+            "eager in-place": batching._ce_chunk_inplace,
+        }
         out = {name: fn(h, w, yy, 1e-4) for name, fn in ways.items()}
         base_l, base_g = out["compiled chunk (baseline)"]
         times = {}
         for name, fn in ways.items():
             l_, g_ = out[name]
             d = float((g_.float() - base_g.float()).norm() / base_g.float().norm())
-            times[name] = triton.testing.do_bench(lambda fn=fn, h=h, w=w, yy=yy: fn(h, w, yy, 1e-4), warmup=50, rep=300,
-                                                  return_mode="median")
-            print(f"hidden {hidden}: {name:<26} {times[name]:7.3f} ms per 8192-token chunk  "
-                  f"loss {float(l_):.6e}  gradient vs baseline {d:.1e}")
-        mm = triton.testing.do_bench(lambda h=h, w=w: (h @ w.t()) @ w, warmup=50, rep=300, return_mode="median")
-        print(f"hidden {hidden}: the two matmuls alone {mm:7.3f} ms; Triton kernel "
-              f"{times['compiled chunk (baseline)'] / times['Triton kernel']:.2f}x the compiled chunk")
+            times[name] = triton.testing.do_bench(
+                lambda fn=fn, h=h, w=w, yy=yy: fn(h, w, yy, 1e-4),
+                warmup=50,
+                rep=300,
+                return_mode="median",
+            )
+            print(
+                f"hidden {hidden}: {name:<26} {times[name]:7.3f} ms per 8192-token chunk  "
+                f"loss {float(l_):.6e}  gradient vs baseline {d:.1e}"
+            )
+        mm = triton.testing.do_bench(
+            lambda h=h, w=w: (h @ w.t()) @ w, warmup=50, rep=300, return_mode="median"
+        )
+        print(
+            f"hidden {hidden}: the two matmuls alone {mm:7.3f} ms; Triton kernel "
+            f"{times['compiled chunk (baseline)'] / times['Triton kernel']:.2f}x the compiled chunk"
+        )
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
 
@@ -108,8 +126,10 @@ def edge_cases(dev: torch.device) -> bool:
     y = torch.randint(0, 151936, (300,), device=dev, generator=gen)
     with_grad, _ = batching._ce_chunk_kernel(h, w, y, 0.5)
     loss_only, g = batching._ce_chunk_kernel(h, w, y, 0.5, want_grad=False)
-    print(f"evaluation's loss-only pass: {float(loss_only):.6e} vs {float(with_grad):.6e} with the gradient pass, "
-          f"gradient {g}")
+    print(
+        f"evaluation's loss-only pass: {float(loss_only):.6e} vs {float(with_grad):.6e} with the gradient pass, "
+        f"gradient {g}"
+    )
     ok &= g is None and float(loss_only) == float(with_grad)
     # the chain: the kernel fails on a chunk, then the compiled chunk does
     real_chunk, real_compile = ce_kernel.chunk, batching._COMPILED.get("fn")
@@ -133,9 +153,13 @@ def edge_cases(dev: torch.device) -> bool:
         if real_compile is not None:
             batching._COMPILED["fn"] = real_compile
     want = 0.5 * float(with_grad)
-    print(f"kernel failing, then the compiled chunk failing: ran {seen}, losses {float(ref):.6e} {float(ref2):.6e} "
-          f"(the kernel's: {want:.6e})")
-    ok &= seen == ["compiled", "eager"] and all(abs(float(x) - want) <= 1e-3 * abs(want) for x in (ref, ref2))
+    print(
+        f"kernel failing, then the compiled chunk failing: ran {seen}, losses {float(ref):.6e} {float(ref2):.6e} "
+        f"(the kernel's: {want:.6e})"
+    )
+    ok &= seen == ["compiled", "eager"] and all(
+        abs(float(x) - want) <= 1e-3 * abs(want) for x in (ref, ref2)
+    )
     return ok
 
 

@@ -37,7 +37,9 @@ def layer(x, norm, w, a, b, widths, joined):
     if joined:
         out = fused._LoraInBase.apply(h, w, a, b)
     else:
-        out = torch.nn.functional.linear(h, w) + torch.nn.functional.linear(torch.nn.functional.linear(h, a), b)
+        out = torch.nn.functional.linear(h, w) + torch.nn.functional.linear(
+            torch.nn.functional.linear(h, a), b
+        )
     parts = out.split(widths, -1)
     if len(parts) == 2:
         return torch.nn.functional.silu(parts[0]) * parts[1]
@@ -73,8 +75,11 @@ def unmet() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    argparse.ArgumentParser(
+        description=__doc__,
+        epilog=f"Needs {NEEDS}.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).parse_args(argv)
     why = unmet()
     if why:
         print(f"check_lora_in_base.py: {why}; it needs {NEEDS}", file=sys.stderr)
@@ -87,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         bf = torch.bfloat16
         x = torch.randn(8 * 4096, hidden, device=dev, generator=gen).to(bf)
         norm = (1 + 0.1 * torch.randn(hidden, device=dev, generator=gen)).to(bf)
-        w = (torch.randn(sum(widths), hidden, device=dev, generator=gen) * hidden ** -0.5).to(bf)
-        a = (torch.randn(rank, hidden, device=dev, generator=gen) * hidden ** -0.5).to(bf)
+        w = (torch.randn(sum(widths), hidden, device=dev, generator=gen) * hidden**-0.5).to(bf)
+        a = (torch.randn(rank, hidden, device=dev, generator=gen) * hidden**-0.5).to(bf)
         b = (torch.randn(sum(widths), rank, device=dev, generator=gen) * 0.05).to(bf)
         g = torch.randn(8 * 4096, widths[0], device=dev, generator=gen).to(bf)
         times, grads = {}, {}
@@ -97,11 +102,20 @@ def main(argv: list[str] | None = None) -> int:
         x64, a64, b64 = (t.detach().double().requires_grad_() for t in (x, a, b))
         layer(x64, norm.double(), w.double(), a64, b64, widths, False).backward(g.double())
         ref = (x64.grad, a64.grad, b64.grad)
-        errs = {j: [float((gr.double() - r).norm() / r.norm()) for gr, r in zip(grads[j], ref, strict=True)]
-                for j in grads}
-        print(f"{name:<13} apart {times[False]:7.3f} ms  joined {times[True]:7.3f} ms  "
-              f"({times[False] / times[True]:.3f}x)  grad x/A/B rel err vs float64: apart "
-              + "/".join(f"{e:.1e}" for e in errs[False]) + "  joined " + "/".join(f"{e:.1e}" for e in errs[True]))
+        errs = {
+            j: [
+                float((gr.double() - r).norm() / r.norm())
+                for gr, r in zip(grads[j], ref, strict=True)
+            ]
+            for j in grads
+        }
+        print(
+            f"{name:<13} apart {times[False]:7.3f} ms  joined {times[True]:7.3f} ms  "
+            f"({times[False] / times[True]:.3f}x)  grad x/A/B rel err vs float64: apart "
+            + "/".join(f"{e:.1e}" for e in errs[False])
+            + "  joined "
+            + "/".join(f"{e:.1e}" for e in errs[True])
+        )
         ok &= all(ej <= 2 * ea + 1e-3 for ej, ea in zip(errs[True], errs[False], strict=True))
     print("OK" if ok else "FAILED")
     return 0 if ok else 1

@@ -32,8 +32,13 @@ import time
 from pathlib import Path
 
 PATHS = ("fast", "plain")
-PLAIN_KEYS = {"attention": "sdpa", "compile": False, "fused_projections": False, "liger": False,
-              "cross_entropy": "eager"}
+PLAIN_KEYS = {
+    "attention": "sdpa",
+    "compile": False,
+    "fused_projections": False,
+    "liger": False,
+    "cross_entropy": "eager",
+}
 
 
 def write_toml(path: Path, values: dict) -> None:
@@ -58,8 +63,11 @@ def child(kind: str, toml: str, diag: str) -> int:
     except ImportError:
         pass
     collections = {"n": 0}
-    gc.callbacks.append(lambda phase, info: collections.__setitem__("n", collections["n"] + (phase == "start"
-                                                                                            and info["generation"] == 2)))
+    gc.callbacks.append(
+        lambda phase, info: collections.__setitem__(
+            "n", collections["n"] + (phase == "start" and info["generation"] == 2)
+        )
+    )
     original = loop.Engine.step
     state = {"i": 0}
 
@@ -74,14 +82,23 @@ def child(kind: str, toml: str, diag: str) -> int:
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t0
         state["i"] += 1
-        rec = {"step": state["i"], "seconds": round(dt, 4),
-               "new_graphs": (int(counters["stats"]["unique_graphs"]) - graphs) if graphs is not None else None,
-               "gc_gen2": collections["n"]}
+        rec = {
+            "step": state["i"],
+            "seconds": round(dt, 4),
+            "new_graphs": (int(counters["stats"]["unique_graphs"]) - graphs)
+            if graphs is not None
+            else None,
+            "gc_gen2": collections["n"],
+        }
         if cuda:
             stats = torch.cuda.memory_stats(self.device)
-            rec.update({"reserved_gib": round(torch.cuda.memory_reserved(self.device) / 2**30, 2),
-                        "alloc_retries": stats.get("num_alloc_retries", 0),
-                        "segments": stats.get("segment.all.current", 0)})
+            rec.update(
+                {
+                    "reserved_gib": round(torch.cuda.memory_reserved(self.device) / 2**30, 2),
+                    "alloc_retries": stats.get("num_alloc_retries", 0),
+                    "segments": stats.get("segment.all.current", 0),
+                }
+            )
         with open(diag, "a") as f:
             f.write(json.dumps(rec) + "\n")
         return out
@@ -92,10 +109,21 @@ def child(kind: str, toml: str, diag: str) -> int:
 
 def run_path(kind: str, args, out: Path) -> dict:
     folder = out / kind
-    values = {"name": f"parity-{kind}", "base_model": args.model, "corpus": str(Path(args.corpus).resolve()),
-              "output": str(folder), "seq_len": args.seq_len, "batch_size": 1, "grad_accum": args.rows,
-              "max_steps": args.steps, "eval_steps": args.eval_steps, "save_steps": 10**6,
-              "eval_fraction": args.eval_fraction, "lr": args.lr, "seed": args.seed}
+    values = {
+        "name": f"parity-{kind}",
+        "base_model": args.model,
+        "corpus": str(Path(args.corpus).resolve()),
+        "output": str(folder),
+        "seq_len": args.seq_len,
+        "batch_size": 1,
+        "grad_accum": args.rows,
+        "max_steps": args.steps,
+        "eval_steps": args.eval_steps,
+        "save_steps": 10**6,
+        "eval_fraction": args.eval_fraction,
+        "lr": args.lr,
+        "seed": args.seed,
+    }
     if kind == "plain":
         values.update(PLAIN_KEYS)
     else:
@@ -109,16 +137,32 @@ def run_path(kind: str, args, out: Path) -> dict:
         env["TORCH_LOGS"] = "recompiles"
     t0 = time.time()
     with open(out / f"{kind}.log", "w") as log:
-        rc = subprocess.call([sys.executable, __file__, "--child", kind, str(toml), str(diag)],
-                             stdout=log, stderr=subprocess.STDOUT, env=env)
-    progress = [json.loads(x) for x in (folder / "progress.jsonl").read_text().splitlines()] \
-        if (folder / "progress.jsonl").exists() else []
+        rc = subprocess.call(
+            [sys.executable, __file__, "--child", kind, str(toml), str(diag)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    progress = (
+        [json.loads(x) for x in (folder / "progress.jsonl").read_text().splitlines()]
+        if (folder / "progress.jsonl").exists()
+        else []
+    )
     diags = [json.loads(x) for x in diag.read_text().splitlines()] if diag.exists() else []
     text = (out / f"{kind}.log").read_text()
-    recipe = next((x.split(" recipe", 1)[1].lstrip() for x in text.splitlines() if " recipe " in x), None)
+    recipe = next(
+        (x.split(" recipe", 1)[1].lstrip() for x in text.splitlines() if " recipe " in x), None
+    )
     recompiles = sum("Recompiling function" in x for x in text.splitlines())
-    return {"path": kind, "exit": rc, "wall_s": round(time.time() - t0, 1), "progress": progress,
-            "diag": diags, "recipe": recipe, "recompile_lines": recompiles}
+    return {
+        "path": kind,
+        "exit": rc,
+        "wall_s": round(time.time() - t0, 1),
+        "progress": progress,
+        "diag": diags,
+        "recipe": recipe,
+        "recompile_lines": recompiles,
+    }
 
 
 def rel(a: float, b: float) -> float:
@@ -130,15 +174,33 @@ def compare(fast: dict, plain: dict) -> dict:
     f = {p["step"]: p for p in fast["progress"]}
     p = {q["step"]: q for q in plain["progress"]}
     steps = sorted(set(f) & set(p))
-    rows = [{"step": s, "fast": f[s]["loss"], "plain": p[s]["loss"], "rel_gap": rel(f[s]["loss"], p[s]["loss"]),
-             "fast_tok_s": f[s].get("tokens_per_second"), "plain_tok_s": p[s].get("tokens_per_second")}
-            for s in steps]
-    evals = [{"step": s, "fast": f[s]["eval_loss"], "plain": p[s]["eval_loss"],
-              "rel_gap": rel(f[s]["eval_loss"], p[s]["eval_loss"])}
-             for s in steps if f[s].get("eval_loss") is not None and p[s].get("eval_loss") is not None]
-    return {"steps": rows, "evals": evals,
-            "max_rel_gap_loss": max((r["rel_gap"] for r in rows), default=None),
-            "max_rel_gap_eval": max((r["rel_gap"] for r in evals), default=None)}
+    rows = [
+        {
+            "step": s,
+            "fast": f[s]["loss"],
+            "plain": p[s]["loss"],
+            "rel_gap": rel(f[s]["loss"], p[s]["loss"]),
+            "fast_tok_s": f[s].get("tokens_per_second"),
+            "plain_tok_s": p[s].get("tokens_per_second"),
+        }
+        for s in steps
+    ]
+    evals = [
+        {
+            "step": s,
+            "fast": f[s]["eval_loss"],
+            "plain": p[s]["eval_loss"],
+            "rel_gap": rel(f[s]["eval_loss"], p[s]["eval_loss"]),
+        }
+        for s in steps
+        if f[s].get("eval_loss") is not None and p[s].get("eval_loss") is not None
+    ]
+    return {
+        "steps": rows,
+        "evals": evals,
+        "max_rel_gap_loss": max((r["rel_gap"] for r in rows), default=None),
+        "max_rel_gap_eval": max((r["rel_gap"] for r in evals), default=None),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,13 +219,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="/tmp/parity")
     ap.add_argument("--json", help="also write the comparison as JSON here")
     ap.add_argument("--paths", default="fast,plain")
-    ap.add_argument("--log-recompiles", action="store_true", help="TORCH_LOGS=recompiles for the fast run")
-    ap.add_argument("--plain-from", metavar="JSON",
-                    help="take the plain run from an earlier --json file (its code path did not change)")
-    ap.add_argument("--fast-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a RUN.toml key for the fast run only (e.g. base_fp8=true); repeatable")
-    ap.add_argument("--keep", action="store_true",
-                    help="reuse a path's finished run in --out (its progress.jsonl holds every step)")
+    ap.add_argument(
+        "--log-recompiles", action="store_true", help="TORCH_LOGS=recompiles for the fast run"
+    )
+    ap.add_argument(
+        "--plain-from",
+        metavar="JSON",
+        help="take the plain run from an earlier --json file (its code path did not change)",
+    )
+    ap.add_argument(
+        "--fast-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a RUN.toml key for the fast run only (e.g. base_fp8=true); repeatable",
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="reuse a path's finished run in --out (its progress.jsonl holds every step)",
+    )
     args = ap.parse_args(argv)
     from fleetdeck.backend.train.bench import _parse_set
 
@@ -171,8 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(*args.child)
     if args.prepare:
-        return subprocess.call([sys.executable, str(Path(__file__).with_name("train_bench.py")), "--prepare",
-                                args.prepare, "--models", "qwen3-0.6b"])
+        return subprocess.call(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("train_bench.py")),
+                "--prepare",
+                args.prepare,
+                "--models",
+                "qwen3-0.6b",
+            ]
+        )
     if not args.corpus:
         ap.error("--corpus is required")
     if args.steps < 12:
@@ -201,31 +284,62 @@ def main(argv: list[str] | None = None) -> int:
             print((out / f"{kind}.log").read_text()[-3000:], flush=True)
         slow = [d for d in r["diag"] if d["step"] > 2]
         for d in r["diag"]:
-            print(f"   {kind} step {d['step']:>3}: {d['seconds']:.3f} s  new graphs {d['new_graphs']}  "
-                  f"gc2 {d['gc_gen2']}  reserved {d.get('reserved_gib', '-')} GiB  "
-                  f"alloc retries {d.get('alloc_retries', '-')}  segments {d.get('segments', '-')}", flush=True)
+            print(
+                f"   {kind} step {d['step']:>3}: {d['seconds']:.3f} s  new graphs {d['new_graphs']}  "
+                f"gc2 {d['gc_gen2']}  reserved {d.get('reserved_gib', '-')} GiB  "
+                f"alloc retries {d.get('alloc_retries', '-')}  segments {d.get('segments', '-')}",
+                flush=True,
+            )
         if slow:
             med = sorted(d["seconds"] for d in slow)[len(slow) // 2]
             stalls = [d for d in slow if d["seconds"] > 1.5 * med]
-            print(f"   {kind}: steps after the second: median {med:.3f} s; "
-                  + (", ".join(f"step {d['step']} {d['seconds']:.3f} s (new graphs {d['new_graphs']})"
-                               for d in stalls) if stalls else "no step over 1.5x the median")
-                  + f"; recompile log lines {r['recompile_lines']}", flush=True)
+            print(
+                f"   {kind}: steps after the second: median {med:.3f} s; "
+                + (
+                    ", ".join(
+                        f"step {d['step']} {d['seconds']:.3f} s (new graphs {d['new_graphs']})"
+                        for d in stalls
+                    )
+                    if stalls
+                    else "no step over 1.5x the median"
+                )
+                + f"; recompile log lines {r['recompile_lines']}",
+                flush=True,
+            )
     if set(PATHS) <= set(runs):
         cmp = compare(runs["fast"], runs["plain"])
-        print(f"{'step':>4} {'fast loss':>11} {'plain loss':>11} {'rel gap':>9} {'fast tok/s':>11} {'plain tok/s':>11}")
+        print(
+            f"{'step':>4} {'fast loss':>11} {'plain loss':>11} {'rel gap':>9} {'fast tok/s':>11} {'plain tok/s':>11}"
+        )
         for r in cmp["steps"]:
-            print(f"{r['step']:>4} {r['fast']:>11.5f} {r['plain']:>11.5f} {r['rel_gap']:>9.2e} "
-                  f"{r['fast_tok_s'] or 0:>11,.0f} {r['plain_tok_s'] or 0:>11,.0f}")
+            print(
+                f"{r['step']:>4} {r['fast']:>11.5f} {r['plain']:>11.5f} {r['rel_gap']:>9.2e} "
+                f"{r['fast_tok_s'] or 0:>11,.0f} {r['plain_tok_s'] or 0:>11,.0f}"
+            )
         for r in cmp["evals"]:
-            print(f"eval at step {r['step']}: fast {r['fast']:.5f}  plain {r['plain']:.5f}  rel gap {r['rel_gap']:.2e}")
-        print(f"largest relative gap: loss {cmp['max_rel_gap_loss']:.2e} over {len(cmp['steps'])} steps; "
-              f"eval {cmp['max_rel_gap_eval']:.2e} over {len(cmp['evals'])} evals"
-              if cmp["evals"] else f"largest relative gap: loss {cmp['max_rel_gap_loss']}; no eval")
+            print(
+                f"eval at step {r['step']}: fast {r['fast']:.5f}  plain {r['plain']:.5f}  rel gap {r['rel_gap']:.2e}"
+            )
+        print(
+            f"largest relative gap: loss {cmp['max_rel_gap_loss']:.2e} over {len(cmp['steps'])} steps; "
+            f"eval {cmp['max_rel_gap_eval']:.2e} over {len(cmp['evals'])} evals"
+            if cmp["evals"]
+            else f"largest relative gap: loss {cmp['max_rel_gap_loss']}; no eval"
+        )
         if args.json:
-            Path(args.json).write_text(json.dumps({"args": {k: v for k, v in vars(args).items()
-                                                            if k not in ("child", "fast_keys")},
-                                                   "runs": runs, "comparison": cmp}, indent=1) + "\n")
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "args": {
+                            k: v for k, v in vars(args).items() if k not in ("child", "fast_keys")
+                        },
+                        "runs": runs,
+                        "comparison": cmp,
+                    },
+                    indent=1,
+                )
+                + "\n"
+            )
         return 0 if all(r["exit"] == 0 for r in runs.values()) else 1
     return 0 if all(r["exit"] == 0 for r in runs.values()) else 1
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-NEEDS = ("a CUDA GPU and the train extra; it passes only where flash-attn's varlen kernel runs "
-         "(FlashAttention-4 and cuDNN are tried where present)")
+NEEDS = (
+    "a CUDA GPU and the train extra; it passes only where flash-attn's varlen kernel runs "
+    "(FlashAttention-4 and cuDNN are tried where present)"
+)
 
 try:
     import torch
@@ -36,8 +38,11 @@ def unmet() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__, epilog=f"Needs {NEEDS}.",
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    argparse.ArgumentParser(
+        description=__doc__,
+        epilog=f"Needs {NEEDS}.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).parse_args(argv)
     why = unmet()
     if why:
         print(f"check_varlen.py: {why}; it needs {NEEDS}", file=sys.stderr)
@@ -45,18 +50,20 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda", 0)
     ok = True
     for lens in ([4096], [1000, 3000, 96], [17, 2048, 1, 2030]):
-        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=dev)
+        cu = torch.tensor(
+            [0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=dev
+        )
         T = sum(lens)
         q = torch.randn(T, 16, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
         k = torch.randn(T, 8, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
         v = torch.randn(T, 8, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
         g = torch.randn(T, 16, 128, device=dev, dtype=torch.bfloat16)
         q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-        ref = attention.varlen_reference(q64, k64, v64, cu, 128 ** -0.5)
+        ref = attention.varlen_reference(q64, k64, v64, cu, 128**-0.5)
         rgrads = torch.autograd.grad(ref, (q64, k64, v64), g.double())
         for kernel in ("flash", "fa4", "cudnn"):
             try:
-                out = attention.run_varlen(kernel, q, k, v, cu, max(lens), 128 ** -0.5)
+                out = attention.run_varlen(kernel, q, k, v, cu, max(lens), 128**-0.5)
                 grads = torch.autograd.grad(out, (q, k, v), g)
             except Exception as e:  # noqa: BLE001
                 print(f"{kernel} ranges {lens}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -65,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             errs = [rel(out, ref)] + [rel(a, b) for a, b in zip(grads, rgrads, strict=True)]
             good = all(e < 2e-2 for e in errs)
             ok &= good or kernel != "flash"
-            print(f"{kernel} ranges {lens}: rel err out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} "
-                  f"dv {errs[3]:.1e} {'ok' if good else 'FAIL'}")
+            print(
+                f"{kernel} ranges {lens}: rel err out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} "
+                f"dv {errs[3]:.1e} {'ok' if good else 'FAIL'}"
+            )
     timing(dev)
     # whole model: packed vs alone
     name = attention.register(force_flash=True)
@@ -74,24 +83,34 @@ def main(argv: list[str] | None = None) -> int:
     from fleetdeck.backend.train.batching import linear_cross_entropy
 
     docs = [torch.randint(0, 256, (n,), device=dev) for n in (700, 1500, 1896)]
+
     def loss_of(ds):
         ids = torch.cat(ds)[None]
         pos = torch.cat([torch.arange(len(d), device=dev) for d in ds])[None]
-        cu = torch.tensor([0, *torch.tensor([len(d) for d in ds]).cumsum(0).tolist()], dtype=torch.int32, device=dev)
+        cu = torch.tensor(
+            [0, *torch.tensor([len(d) for d in ds]).cumsum(0).tolist()],
+            dtype=torch.int32,
+            device=dev,
+        )
         labels = torch.cat([torch.cat([d[1:], torch.tensor([-100], device=dev)]) for d in ds])
-        h = m.model(input_ids=ids, position_ids=pos, cu_seq_lens_q=cu, max_length_q=4096).last_hidden_state[0]
+        h = m.model(
+            input_ids=ids, position_ids=pos, cu_seq_lens_q=cu, max_length_q=4096
+        ).last_hidden_state[0]
         return h, labels
+
     with torch.no_grad():
         h_packed, _ = loss_of(docs)
         off = 0
         for d in docs:
             h_alone, lab = loss_of([d])
-            a = linear_cross_entropy(h_packed[off:off + len(d)], m.lm_head.weight, lab, 1.0)
+            a = linear_cross_entropy(h_packed[off : off + len(d)], m.lm_head.weight, lab, 1.0)
             b = linear_cross_entropy(h_alone, m.lm_head.weight, lab, 1.0)
             off += len(d)
             good = abs(float(a) - float(b)) / float(b) < 1e-2
             ok &= good
-            print(f"doc of {len(d)} tokens: loss packed {float(a):.4f} alone {float(b):.4f} {'ok' if good else 'FAIL'}")
+            print(
+                f"doc of {len(d)} tokens: loss packed {float(a):.4f} alone {float(b):.4f} {'ok' if good else 'FAIL'}"
+            )
     print("varlen check", "passed" if ok else "FAILED")
     return 0 if ok else 1
 
@@ -107,9 +126,11 @@ def timing(dev) -> None:
     g = torch.randn(t, 16, 128, device=dev, dtype=torch.bfloat16)
     flops = 8 * (4 * 4096 * 4096 * 16 * 128 / 2) * 3.5  # causal; backward 2.5x forward
     for kernel in ("flash", "fa4", "cudnn"):
+
         def run(kernel=kernel):
-            out = attention.run_varlen(kernel, q, k, v, cu, 4096, 128 ** -0.5)
+            out = attention.run_varlen(kernel, q, k, v, cu, 4096, 128**-0.5)
             torch.autograd.grad(out, (q, k, v), g)
+
         try:
             for _ in range(3):
                 run()
@@ -122,7 +143,9 @@ def timing(dev) -> None:
                 e.synchronize()
                 times.append(s.elapsed_time(e) / 1e3)
             med = sorted(times)[5]
-            print(f"timing {kernel}: forward+backward {med * 1e3:.2f} ms, {flops / med / 1e12:.0f} TFLOP/s")
+            print(
+                f"timing {kernel}: forward+backward {med * 1e3:.2f} ms, {flops / med / 1e12:.0f} TFLOP/s"
+            )
         except Exception as e:  # noqa: BLE001
             print(f"timing {kernel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
 

@@ -64,11 +64,30 @@ def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path | None, fl
         h, cfg = sf.hosts[n], fleet.host(n)
         req = json.dumps(probe_request(cfg))
         probe = [str(probe_file)] if probe_file is not None else ["-m", PROBE]
-        procs.append(subprocess.Popen(
-            ["ssh", "-q", "-p", str(h.port), "-i", str(sf.client_key), "-o", "IdentitiesOnly=yes",
-             "-o", f"UserKnownHostsFile={sf.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-             "-o", "BatchMode=yes", "127.0.0.1", shlex.join([cfg.python, *probe, req])],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.append(
+            subprocess.Popen(
+                [
+                    "ssh",
+                    "-q",
+                    "-p",
+                    str(h.port),
+                    "-i",
+                    str(sf.client_key),
+                    "-o",
+                    "IdentitiesOnly=yes",
+                    "-o",
+                    f"UserKnownHostsFile={sf.known_hosts}",
+                    "-o",
+                    "StrictHostKeyChecking=yes",
+                    "-o",
+                    "BatchMode=yes",
+                    "127.0.0.1",
+                    shlex.join([cfg.python, *probe, req]),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
     for p in procs:
         out, err = p.communicate(timeout=120)
         answer = json.loads(out)
@@ -77,10 +96,17 @@ def openssh_clients(sf: SshdFleet, names: list[str], probe_file: Path | None, fl
 
 def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
     """A new `fleetdeck status --json` process; every host must be up."""
-    cmd = [sys.executable, "-c", LEGACY + "from fleetdeck.cli.main import main; sys.exit(main())"] if legacy \
+    cmd = (
+        [sys.executable, "-c", LEGACY + "from fleetdeck.cli.main import main; sys.exit(main())"]
+        if legacy
         else FLEETDECK
-    res = subprocess.run([*cmd, "status", "--hosts", str(fleet_file), "--json"], env=env,
-                         capture_output=True, timeout=300)
+    )
+    res = subprocess.run(
+        [*cmd, "status", "--hosts", str(fleet_file), "--json"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
     doc = json.loads(res.stdout)
     down = [h["error"] for h in doc["hosts"] if not h["reachable"]]
     assert res.returncode == 0 and not down, (res.returncode, down, res.stderr[-500:])
@@ -100,8 +126,12 @@ def host_cpu(cache: Path, runs: int) -> dict[str, dict[str, float]]:
         ways["sent whole, not kept"] = helpers.payload_stdin(p, cached=False, keep=False)
         ways["sent whole, kept"] = helpers.payload_stdin(p, cached=False, keep=True)
         ways["from the cache"] = helpers.payload_stdin(p, cached=True)
-    requests = {"ping": b'{"op": "ping"}',
-                "snapshot": json.dumps({"op": "snapshot", "runs": [str(cache)], "disk_paths": [str(cache)]}).encode()}
+    requests = {
+        "ping": b'{"op": "ping"}',
+        "snapshot": json.dumps(
+            {"op": "snapshot", "runs": [str(cache)], "disk_paths": [str(cache)]}
+        ).encode(),
+    }
     out: dict[str, dict[str, float]] = {}
     for way, data in ways.items():
         for label, req in requests.items():
@@ -109,11 +139,19 @@ def host_cpu(cache: Path, runs: int) -> dict[str, dict[str, float]]:
             for _ in range(runs):
                 if way == "sent whole, kept":
                     shutil.rmtree(cache, ignore_errors=True)
-                argv = [python, "-c", "pass"] if data is None else [python, "-c", helpers.BOOT, "--tied"]
+                argv = (
+                    [python, "-c", "pass"]
+                    if data is None
+                    else [python, "-c", helpers.BOOT, "--tied"]
+                )
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                res = subprocess.run(argv, input=None if data is None else data + req, capture_output=True, env=env)
+                res = subprocess.run(
+                    argv, input=None if data is None else data + req, capture_output=True, env=env
+                )
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                assert res.returncode == 0 and (data is None or b'"ok": true' in res.stdout), res.stderr[-500:]
+                assert res.returncode == 0 and (data is None or b'"ok": true' in res.stdout), (
+                    res.stderr[-500:]
+                )
                 xs.append(1000 * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime))
             out.setdefault(way, {})[label] = statistics.median(xs)
     return out
@@ -127,7 +165,9 @@ async def _reconnect(fleet) -> float:
         t0 = time.perf_counter()
         snap = await poller.poll()
         took = time.perf_counter() - t0
-        assert all(h.reachable for h in snap.hosts), [h.error for h in snap.hosts if not h.reachable]
+        assert all(h.reachable for h in snap.hosts), [
+            h.error for h in snap.hosts if not h.reachable
+        ]
         return took
 
 
@@ -149,16 +189,30 @@ async def _paint(fleet) -> float:
 
 def in_process(arm: str, fleet_file: Path, env: dict, legacy: bool) -> float:
     """Seconds of one reconnect or paint, timed in a process of its own (this script, `--one`)."""
-    res = subprocess.run([sys.executable, __file__, "--one", arm, "--fleet", str(fleet_file),
-                          *(["--legacy"] if legacy else [])], env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--one",
+            arm,
+            "--fleet",
+            str(fleet_file),
+            *(["--legacy"] if legacy else []),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-1000:]
     return float(res.stdout.split()[-1])
 
 
 # The way before the cache, in this same tree: the payload path bypassed, so a bundled helper
 # goes through BOOT as its bundle's source (`helper_stdin`), compiled on every start.
-LEGACY = "import sys; import fleetdeck.backend.fleet.ssh as s; s.payload_for = lambda source: None; "
+LEGACY = (
+    "import sys; import fleetdeck.backend.fleet.ssh as s; s.payload_for = lambda source: None; "
+)
 
 
 def main() -> int:
@@ -166,10 +220,16 @@ def main() -> int:
     ap.add_argument("--hosts", default="1,12", help="fleet sizes, comma-separated")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip-paint", action="store_true")
-    ap.add_argument("--legacy", action="store_true",
-                    help="also measure the way before the cache (the bundle's source through BOOT)")
-    ap.add_argument("--installed", action="store_true",
-                    help="also time OpenSSH clients running the installed probe module (nothing to compile)")
+    ap.add_argument(
+        "--legacy",
+        action="store_true",
+        help="also measure the way before the cache (the bundle's source through BOOT)",
+    )
+    ap.add_argument(
+        "--installed",
+        action="store_true",
+        help="also time OpenSSH clients running the installed probe module (nothing to compile)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--one", choices=("reconnect", "paint"), help=argparse.SUPPRESS)
     ap.add_argument("--fleet", help=argparse.SUPPRESS)
@@ -191,14 +251,21 @@ def main() -> int:
                 sf.add(f"c{i:02d}", sshd_extra=(f"SetEnv XDG_CACHE_HOME={cache}",))
             probe_file = base / "probe.py"
             probe_file.write_text(bundle(PROBE))
-            env = {**os.environ, "XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(base / "state")}
+            env = {
+                **os.environ,
+                "XDG_CACHE_HOME": str(cache),
+                "XDG_STATE_HOME": str(base / "state"),
+            }
             codes = {"": False, "_before": True} if args.legacy else {"": False}
             for n in sizes:
                 names = list(sf.hosts)[:n]
                 defaults = {"command_timeout": 120, "connect_timeout": 60}
                 on = sf.write_fleet(base / f"hosts-{n}.toml", names, defaults=defaults)
-                off = sf.write_fleet(base / f"hosts-{n}-off.toml", names,
-                                     defaults={**defaults, "payload_cache": False})
+                off = sf.write_fleet(
+                    base / f"hosts-{n}-off.toml",
+                    names,
+                    defaults={**defaults, "payload_cache": False},
+                )
                 fleet = load_fleet(str(on))
                 arms: dict[str, list[float]] = {}
 
@@ -222,14 +289,19 @@ def main() -> int:
                         timed(f"status_cached{tag}_s", status, on, env, legacy)
                         if not legacy:
                             timed("status_no_cache_s", status, off, env)
-                        arms.setdefault(f"reconnect{tag}_s", []).append(in_process("reconnect", on, env, legacy))
+                        arms.setdefault(f"reconnect{tag}_s", []).append(
+                            in_process("reconnect", on, env, legacy)
+                        )
                         if not args.skip_paint:
-                            arms.setdefault(f"paint{tag}_s", []).append(in_process("paint", on, env, legacy))
+                            arms.setdefault(f"paint{tag}_s", []).append(
+                                in_process("paint", on, env, legacy)
+                            )
                 r = {"hosts": n, "runs": args.runs}
                 for key, xs in arms.items():
                     r[key] = statistics.median(xs)
                     r[key[:-2] + "_ratio"] = statistics.median(
-                        x / o for x, o in zip(xs, arms["openssh_s"], strict=True))
+                        x / o for x, o in zip(xs, arms["openssh_s"], strict=True)
+                    )
                     r[key + "_all"] = [round(x, 3) for x in xs]
                 results.append(r)
             cpu = host_cpu(base / "cpu-cache", max(5, args.runs))
@@ -238,18 +310,26 @@ def main() -> int:
     if args.json:
         print(json.dumps({"cold_start": results, "host_cpu_ms": cpu}, indent=1))
         return 0
-    print(f"loopback sshd hosts on this machine ({os.cpu_count()} CPUs), medians of {args.runs} rounds; "
-          "ratio: the median of each round's time / that round's OpenSSH clients")
+    print(
+        f"loopback sshd hosts on this machine ({os.cpu_count()} CPUs), medians of {args.runs} rounds; "
+        "ratio: the median of each round's time / that round's OpenSSH clients"
+    )
     for r in results:
-        print(f"{r['hosts']} host(s): {r['hosts']} parallel OpenSSH clients running probe.py "
-              f"{r['openssh_s']:.2f} s")
-        for key, label in (("openssh_installed_s", "OpenSSH clients, installed module"),
-                           ("status_first_s", "status, cache empty"), ("status_cached_s", "status, cache warm"),
-                           ("status_no_cache_s", "status, payload_cache = false"),
-                           ("status_cached_before_s", "status, before the cache"),
-                           ("reconnect_s", "reconnect poll"), ("reconnect_before_s", "reconnect poll, before"),
-                           ("paint_s", "dashboard: first paint, all up"),
-                           ("paint_before_s", "dashboard: first paint, before")):
+        print(
+            f"{r['hosts']} host(s): {r['hosts']} parallel OpenSSH clients running probe.py "
+            f"{r['openssh_s']:.2f} s"
+        )
+        for key, label in (
+            ("openssh_installed_s", "OpenSSH clients, installed module"),
+            ("status_first_s", "status, cache empty"),
+            ("status_cached_s", "status, cache warm"),
+            ("status_no_cache_s", "status, payload_cache = false"),
+            ("status_cached_before_s", "status, before the cache"),
+            ("reconnect_s", "reconnect poll"),
+            ("reconnect_before_s", "reconnect poll, before"),
+            ("paint_s", "dashboard: first paint, all up"),
+            ("paint_before_s", "dashboard: first paint, before"),
+        ):
             if key in r:
                 print(f"  {label:34} {r[key]:6.2f} s  {r[key[:-2] + '_ratio']:5.2f}x")
     print("host CPU of one probe start (user + system, median ms):")

@@ -47,7 +47,9 @@ def kinds(n: int) -> list[tuple[str, str]]:
     """(kind, name) of `n` series of one host, GPUs first, as the recorder names them."""
     out: list[tuple[str, str]] = [("gpu", f"{i}:GPU-{i:08x}") for i in range(96)]
     out += [("disk", f"/tank/d{i}") for i in range(24)]
-    out += [("run", f"/runs/run-{i}") for i in range(14)] + [("eval", f"/runs/run-{i}") for i in range(14)]
+    out += [("run", f"/runs/run-{i}") for i in range(14)] + [
+        ("eval", f"/runs/run-{i}") for i in range(14)
+    ]
     out += [("host", ""), ("seat", "port 8000")]
     return out[:n]
 
@@ -62,7 +64,10 @@ def build(path: Path, days: float, n_series: int, now: int) -> int:
     db.execute("PRAGMA synchronous = OFF")
     db.executescript(SCHEMA)
     series = kinds(n_series)
-    db.executemany("INSERT INTO series VALUES (?, ?, ?, ?)", [(i + 1, HOST, k, n) for i, (k, n) in enumerate(series)])
+    db.executemany(
+        "INSERT INTO series VALUES (?, ?, ?, ?)",
+        [(i + 1, HOST, k, n) for i, (k, n) in enumerate(series)],
+    )
     rng = random.Random(4919)
     minutes = int(days * 1440)
     start = now // 60 * 60 - (minutes - 1) * 60
@@ -102,8 +107,12 @@ def measure(state: Path, args: list[str], out: Path) -> tuple[float, float, int,
     env = dict(os.environ, XDG_STATE_HOME=str(state), COLUMNS="180")
     with open(out, "wb") as f:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "history", HOST, *args], stdout=f,
-                             stderr=subprocess.PIPE, env=env)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "fleetdeck.cli.main", "history", HOST, *args],
+            stdout=f,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -122,7 +131,7 @@ def size(days: float, interval: float, db: Path) -> None:
     from fleetdeck.backend.monitor.history import History
 
     rng = random.Random(4919)
-    t0 = 1_800_000_000.0   # after the database's creation: its first fold is due an hour in
+    t0 = 1_800_000_000.0  # after the database's creation: its first fold is due an hour in
     hist = History(db, retention_days=14)
 
     def on_disk() -> int:
@@ -130,47 +139,100 @@ def size(days: float, interval: float, db: Path) -> None:
 
     def rows() -> tuple[int, int]:
         with sqlite3.connect(db) as c:
-            return (c.execute("SELECT count(*) FROM samples").fetchone()[0],
-                    c.execute("SELECT count(*) FROM samples_10m").fetchone()[0])
+            return (
+                c.execute("SELECT count(*) FROM samples").fetchone()[0],
+                c.execute("SELECT count(*) FROM samples_10m").fetchone()[0],
+            )
 
     seat = SimpleNamespace(key="port 8000", restarts=0, memory_by_gpu={"0": 30_000.0})
     n = int(days * 86400 / interval)
     started = time.perf_counter()
     for p in range(n):
         t = t0 + p * interval
-        gpus = tuple(Gpu(index=g, name="H100", uuid=f"GPU-{g}", unified_memory=False, memory_total_mib=81_559.0,
-                         memory_used_mib=float(rng.randint(20_000, 80_000)), utilization_pct=float(rng.randint(0, 100)))
-                     for g in range(8))
-        disks = tuple(Disk(path=f"/tank/{d}", mount="/tank", fstype="zfs", total_bytes=10**13,
-                           used_bytes=4 * 10**12 + p * 4096, free_bytes=6 * 10**12 - p * 4096) for d in range(2))
-        runs = tuple(Run(host="h1", path=f"/runs/run-{r}", name=f"run-{r}", state="running", step=p // 12,
-                         loss=3.5 - p / n + rng.random() / 50, eval_losses=((p // 600, 3.6 - p / n),)) for r in range(3))
-        host = HostSnapshot(name="h1", reachable=rng.random() > 0.01, time=t, latency_ms=20 + rng.random() * 5,
-                            gpus=gpus, disks=disks, runs=runs, seats=(seat,))
+        gpus = tuple(
+            Gpu(
+                index=g,
+                name="H100",
+                uuid=f"GPU-{g}",
+                unified_memory=False,
+                memory_total_mib=81_559.0,
+                memory_used_mib=float(rng.randint(20_000, 80_000)),
+                utilization_pct=float(rng.randint(0, 100)),
+            )
+            for g in range(8)
+        )
+        disks = tuple(
+            Disk(
+                path=f"/tank/{d}",
+                mount="/tank",
+                fstype="zfs",
+                total_bytes=10**13,
+                used_bytes=4 * 10**12 + p * 4096,
+                free_bytes=6 * 10**12 - p * 4096,
+            )
+            for d in range(2)
+        )
+        runs = tuple(
+            Run(
+                host="h1",
+                path=f"/runs/run-{r}",
+                name=f"run-{r}",
+                state="running",
+                step=p // 12,
+                loss=3.5 - p / n + rng.random() / 50,
+                eval_losses=((p // 600, 3.6 - p / n),),
+            )
+            for r in range(3)
+        )
+        host = HostSnapshot(
+            name="h1",
+            reachable=rng.random() > 0.01,
+            time=t,
+            latency_ms=20 + rng.random() * 5,
+            gpus=gpus,
+            disks=disks,
+            runs=runs,
+            seats=(seat,),
+        )
         hist.record(FleetSnapshot(hosts=(host,), time=t))
         if (p + 1) % int(7 * 86400 / interval) == 0:
             hist.flush()
             raw, folded = rows()
-            print(f"  after {(p + 1) * interval / 86400:.0f} days: {on_disk() / 2**20:.2f} MiB on disk "
-                  f"({raw} minute rows, {folded} ten-minute rows)", flush=True)
+            print(
+                f"  after {(p + 1) * interval / 86400:.0f} days: {on_disk() / 2**20:.2f} MiB on disk "
+                f"({raw} minute rows, {folded} ten-minute rows)",
+                flush=True,
+            )
     hist.close()
     raw, folded = rows()
     with sqlite3.connect(db, isolation_level=None) as c:
         c.execute("VACUUM")
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    print(f"one host of 18 series, {n} polls every {interval:g} s over {days:g} days (retention 14 days): "
-          f"{on_disk() / 2**20:.2f} MiB after VACUUM ({raw} minute rows, {folded} ten-minute rows), "
-          f"simulated in {time.perf_counter() - started:.0f} s")
+    print(
+        f"one host of 18 series, {n} polls every {interval:g} s over {days:g} days (retention 14 days): "
+        f"{on_disk() / 2**20:.2f} MiB after VACUUM ({raw} minute rows, {folded} ten-minute rows), "
+        f"simulated in {time.perf_counter() - started:.0f} s"
+    )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--days", type=float, default=14.0)
     ap.add_argument("--series", type=int, default=150)
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is printed)")
-    ap.add_argument("--size", action="store_true", help="measure one host's history on disk over --size-days instead")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs of each command (the best is printed)"
+    )
+    ap.add_argument(
+        "--size",
+        action="store_true",
+        help="measure one host's history on disk over --size-days instead",
+    )
     ap.add_argument("--size-days", type=float, default=21.0)
-    ap.add_argument("--interval", type=float, default=5.0, help="seconds between simulated polls (--size)")
+    ap.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between simulated polls (--size)"
+    )
     a = ap.parse_args()
     if a.size:
         with tempfile.TemporaryDirectory() as d:
@@ -188,25 +250,33 @@ def main() -> int:
             t0 = time.perf_counter()
             rows = build(db, days, a.series, now)
             sizes[label] = (rows, db.stat().st_size)
-            print(f"{label}: {rows} rows ({a.series} series x {days:g} days of minute rows), "
-                  f"{db.stat().st_size / 2**20:.1f} MiB on disk, built in {time.perf_counter() - t0:.1f} s", flush=True)
+            print(
+                f"{label}: {rows} rows ({a.series} series x {days:g} days of minute rows), "
+                f"{db.stat().st_size / 2**20:.1f} MiB on disk, built in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
             for cmd in commands:
                 runs = [measure(state, cmd, Path(d) / "out") for _ in range(a.repeat)]
                 results[f"{label} {' '.join(cmd)}"] = runs
                 # the best wall time; the largest RSS
                 wall = min(r[0] for r in runs)
                 rss = max(r[1] for r in runs)
-                print(f"  history {HOST} {' '.join(cmd)}: {wall:.2f} s, peak RSS {rss:.1f} MiB, "
-                      f"exit {runs[-1][2]}, {runs[-1][3] / 2**20:.1f} MiB of output", flush=True)
+                print(
+                    f"  history {HOST} {' '.join(cmd)}: {wall:.2f} s, peak RSS {rss:.1f} MiB, "
+                    f"exit {runs[-1][2]}, {runs[-1][3] / 2**20:.1f} MiB of output",
+                    flush=True,
+                )
         print()
         for cmd in commands:
             key = " ".join(cmd)
             big, base = results[f"big {key}"], results[f"baseline {key}"]
             bw, brss = min(r[0] for r in big), max(r[1] for r in big)
             sw, srss = min(r[0] for r in base), max(r[1] for r in base)
-            print(f"history {HOST} {key}: {sizes['big'][0]} rows {bw:.2f} s / {brss:.1f} MiB against the baseline's "
-                  f"{sizes['baseline'][0]} rows {sw:.2f} s / {srss:.1f} MiB: time x{bw / sw:.2f}, RSS x{brss / srss:.2f} "
-                  f"for x{sizes['big'][0] / sizes['baseline'][0]:.1f} the rows")
+            print(
+                f"history {HOST} {key}: {sizes['big'][0]} rows {bw:.2f} s / {brss:.1f} MiB against the baseline's "
+                f"{sizes['baseline'][0]} rows {sw:.2f} s / {srss:.1f} MiB: time x{bw / sw:.2f}, RSS x{brss / srss:.2f} "
+                f"for x{sizes['big'][0] / sizes['baseline'][0]:.1f} the rows"
+            )
     return 0
 
 

@@ -43,13 +43,43 @@ def night(now: float) -> None:
     for i in range(6 * 60):
         t = start + i * 60
         host = HostSnapshot(
-            name="gx10", reachable=True, time=t, latency_ms=20.0,
-            gpus=(Gpu(index=0, name="GB10", uuid="GPU-0", unified_memory=True, memory_total_mib=120_000.0,
-                      memory_used_mib=10_000 + i * 150.0, utilization_pct=50.0 + (i % 7)),),
-            disks=(Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=10**12,
-                        used_bytes=4 * 10**11 + i * 10**8, free_bytes=6 * 10**11 - i * 10**8),),
-            runs=(Run(host="gx10", path=NIGHT_RUN, name=NIGHT_RUN.rsplit("/", 1)[1], state="running", step=i,
-                      loss=3.0 - i / 400, eval_losses=((i, 3.1 - i / 500),)),))
+            name="gx10",
+            reachable=True,
+            time=t,
+            latency_ms=20.0,
+            gpus=(
+                Gpu(
+                    index=0,
+                    name="GB10",
+                    uuid="GPU-0",
+                    unified_memory=True,
+                    memory_total_mib=120_000.0,
+                    memory_used_mib=10_000 + i * 150.0,
+                    utilization_pct=50.0 + (i % 7),
+                ),
+            ),
+            disks=(
+                Disk(
+                    path="/tank",
+                    mount="/tank",
+                    fstype="zfs",
+                    total_bytes=10**12,
+                    used_bytes=4 * 10**11 + i * 10**8,
+                    free_bytes=6 * 10**11 - i * 10**8,
+                ),
+            ),
+            runs=(
+                Run(
+                    host="gx10",
+                    path=NIGHT_RUN,
+                    name=NIGHT_RUN.rsplit("/", 1)[1],
+                    state="running",
+                    step=i,
+                    loss=3.0 - i / 400,
+                    eval_losses=((i, 3.1 - i / 500),),
+                ),
+            ),
+        )
         h.record(FleetSnapshot(hosts=(host,), time=t))
     h.close()
 
@@ -74,7 +104,7 @@ def ours(width: int, repeat: int) -> tuple[float, str]:
 
     cells = max(10, width - 60)
     h = History(history_path())
-    try:   # the cells are the database's work, read once: what is timed is the render
+    try:  # the cells are the database's work, read once: what is timed is the render
         data = collect(h, "gx10", time.time() - 7 * 3600, 7 * 3600, cells)
     finally:
         h.close()
@@ -83,7 +113,8 @@ def ours(width: int, repeat: int) -> tuple[float, str]:
         c0 = time.process_time()
         buf = io.StringIO()
         Console(file=buf, width=width, color_system=None, soft_wrap=False).print(
-            history_table(data, "gx10", 7 * 3600, cells))
+            history_table(data, "gx10", 7 * 3600, cells)
+        )
         times.append(time.process_time() - c0)
         text = buf.getvalue()
     return statistics.median(times) * 1000, text
@@ -109,7 +140,7 @@ async def plotext(data, size: tuple[int, int], repeat: int) -> tuple[float, int,
             with VerticalScroll():
                 for title, ys in lines:
                     p = PlotextPlot()
-                    p.styles.height = 10   # the least that shows axes, ticks and a title legibly
+                    p.styles.height = 10  # the least that shows axes, ticks and a title legibly
                     p.plt.title(title)
                     p.plt.plot([v for v in ys if v is not None])
                     yield p
@@ -142,12 +173,38 @@ def incident_night(now: float) -> None:
     for i in range(6 * 60):
         t = start + i * 60
         used = 600.0 if 120 <= i < 126 else 93257.0
-        h.record(FleetSnapshot(hosts=(HostSnapshot(name="gx10", reachable=True, time=t, gpus=(
-            Gpu(index=0, name="H200", uuid="GPU-0", unified_memory=False, memory_total_mib=143771.0,
-                memory_used_mib=used, utilization_pct=90.0),)),), time=t))
-    for k, (rule, text) in enumerate((("seat-restart vllm:8000", EVENT_TEXT), ("run-finished /r/run-6", "run-6 finished"),
-                                      ("host-down gx10", "gx10 down"), ("gpu-xid GPU0 Xid 79", "Xid 79"),
-                                      ("run-failed /r/run-7", "run-7 failed"))):
+        h.record(
+            FleetSnapshot(
+                hosts=(
+                    HostSnapshot(
+                        name="gx10",
+                        reachable=True,
+                        time=t,
+                        gpus=(
+                            Gpu(
+                                index=0,
+                                name="H200",
+                                uuid="GPU-0",
+                                unified_memory=False,
+                                memory_total_mib=143771.0,
+                                memory_used_mib=used,
+                                utilization_pct=90.0,
+                            ),
+                        ),
+                    ),
+                ),
+                time=t,
+            )
+        )
+    for k, (rule, text) in enumerate(
+        (
+            ("seat-restart vllm:8000", EVENT_TEXT),
+            ("run-finished /r/run-6", "run-6 finished"),
+            ("host-down gx10", "gx10 down"),
+            ("gpu-xid GPU0 Xid 79", "Xid 79"),
+            ("run-failed /r/run-7", "run-7 failed"),
+        )
+    ):
         h.event(start + (2 + k * 0.8) * 3600, "gx10", "alert-firing", rule, text)
     h.close()
 
@@ -161,16 +218,20 @@ def incident_ours(size: tuple[int, int], repeat: int) -> tuple[float, str]:
 
     now = time.time()
     h = History(history_path())
-    try:   # the timeline is the database's work, read once: what is timed is the render
+    try:  # the timeline is the database's work, read once: what is timed is the render
         inc = incident(h, "gx10", 0, "memory", now - 6 * 3600, now, size[0] - 12)
     finally:
         h.close()
-    rows = max(4, size[1] - 4 - 2 - len(inc.events) - 1)   # the title, axis, ticks, lane and legend below it
+    rows = max(
+        4, size[1] - 4 - 2 - len(inc.events) - 1
+    )  # the title, axis, ticks, lane and legend below it
     times, text = [], ""
     for _ in range(repeat):
         c0 = time.process_time()
         buf = io.StringIO()
-        Console(file=buf, width=size[0], color_system="truecolor", soft_wrap=True).print(incident_plot(inc, rows))
+        Console(file=buf, width=size[0], color_system="truecolor", soft_wrap=True).print(
+            incident_plot(inc, rows)
+        )
         times.append(time.process_time() - c0)
         text = buf.getvalue()
     return statistics.median(times) * 1000, text
@@ -216,11 +277,19 @@ def incident_main(args: argparse.Namespace) -> None:
             except ImportError:
                 print("  plotext is not installed: pip install 'plotext>=5.2.8,<6'")
                 return
-            print(f"{size[0]}x{size[1]} plotext: {pms:.2f} ms CPU a render ({pms / ms:.1f}x today's)")
+            print(
+                f"{size[0]}x{size[1]} plotext: {pms:.2f} ms CPU a render ({pms / ms:.1f}x today's)"
+            )
         # the history stores an event's text through its sink rule (sql_text): both are handed it escaped
         line = next((x for x in text.splitlines() if "seat restart" in x), "")
-        print("event text in today's plot:", repr(line.split("seat restart", 1)[-1].strip()[:60]),
-              "| raw ESC in today's:", "\x1b]52" in text, "| in plotext's:", "\x1b]52" in ptext)
+        print(
+            "event text in today's plot:",
+            repr(line.split("seat restart", 1)[-1].strip()[:60]),
+            "| raw ESC in today's:",
+            "\x1b]52" in text,
+            "| in plotext's:",
+            "\x1b]52" in ptext,
+        )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -231,20 +300,32 @@ async def main(args: argparse.Namespace) -> None:
         n = 6  # GPU0 memory, GPU0 utilisation, disk, loss, eval loss, answered
         for size in ((80, 24), (140, 40)):
             ms, text = ours(size[0], args.repeat)
-            body = [line for line in text.splitlines()[2:] if line.strip()]  # under the title and header
-            print(f"{size[0]}x{size[1]} today's chart: {ms:.2f} ms CPU a render; "
-                  f"{min(len(body), size[1] - 4)} of {n} series on screen, each with first/last/peak")
+            body = [
+                line for line in text.splitlines()[2:] if line.strip()
+            ]  # under the title and header
+            print(
+                f"{size[0]}x{size[1]} today's chart: {ms:.2f} ms CPU a render; "
+                f"{min(len(body), size[1] - 4)} of {n} series on screen, each with first/last/peak"
+            )
             try:
                 pms, shown, hostile = await plotext(data, size, args.repeat)
             except ImportError:
-                print("  textual-plotext is not installed: pip install 'textual-plotext==1.0.1' 'plotext>=5.2.8,<6'")
+                print(
+                    "  textual-plotext is not installed: pip install 'textual-plotext==1.0.1' 'plotext>=5.2.8,<6'"
+                )
                 return
-            print(f"{size[0]}x{size[1]} textual-plotext: {pms:.2f} ms CPU a render ({pms / ms:.1f}x today's); "
-                  f"{shown} of {n} series on screen at 10 rows a plot (it has no 'answered' series)")
+            print(
+                f"{size[0]}x{size[1]} textual-plotext: {pms:.2f} ms CPU a render ({pms / ms:.1f}x today's); "
+                f"{shown} of {n} series on screen at 10 rows a plot (it has no 'answered' series)"
+            )
         label = next(line for line in text.splitlines() if "loss" in line)
         print("run name in today's chart:", repr(label.split("  ")[0]))
-        print("run name as plotext builds it (before Text.from_ansi):",
-              "raw ESC present" if "\x1b]52" in hostile else "no raw ESC", "| '[bold]' kept as text:", "[bold]" in hostile)
+        print(
+            "run name as plotext builds it (before Text.from_ansi):",
+            "raw ESC present" if "\x1b]52" in hostile else "no raw ESC",
+            "| '[bold]' kept as text:",
+            "[bold]" in hostile,
+        )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,13 @@ SRC, DST = "bench-src", "bench-dst"  # names no test uses (SshdFleet.kill matche
 def make_adapter(root: Path, size: int) -> None:
     """An adapter folder: one big weights file and the small files that go with it."""
     root.mkdir(parents=True)
-    small = {"adapter_config.json": 2_000, "tokenizer.json": 11_000_000, "README.md": 5_000,
-             "training_args.bin": 6_000, "trainer_state.json": 40_000}
+    small = {
+        "adapter_config.json": 2_000,
+        "tokenizer.json": 11_000_000,
+        "README.md": 5_000,
+        "training_args.bin": 6_000,
+        "trainer_state.json": 40_000,
+    }
     for name, n in small.items():
         (root / name).write_bytes(os.urandom(n))
     big = size - sum(small.values())
@@ -65,8 +70,16 @@ class Ssh:
     def __init__(self, fleet: SshdFleet) -> None:
         self.fleet = fleet
         self.user = getpass.getuser()
-        self.opts = ["-o", f"UserKnownHostsFile={fleet.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                     "-o", "BatchMode=yes", "-i", str(fleet.client_key)]
+        self.opts = [
+            "-o",
+            f"UserKnownHostsFile={fleet.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-i",
+            str(fleet.client_key),
+        ]
 
     def port(self, host: str) -> int:
         return self.fleet.hosts[host].port
@@ -76,9 +89,16 @@ class Ssh:
 
     def scp3(self, src_host: str, src: Path, dst_host: str, dst: Path) -> list[str]:
         # -O: the loopback sshd offers no sftp subsystem, so scp speaks its classic protocol
-        return ["scp", "-O", "-3", "-r", "-q", *self.opts,
-                f"scp://{self.user}@127.0.0.1:{self.port(src_host)}/{src}",
-                f"scp://{self.user}@127.0.0.1:{self.port(dst_host)}/{dst}"]
+        return [
+            "scp",
+            "-O",
+            "-3",
+            "-r",
+            "-q",
+            *self.opts,
+            f"scp://{self.user}@127.0.0.1:{self.port(src_host)}/{src}",
+            f"scp://{self.user}@127.0.0.1:{self.port(dst_host)}/{dst}",
+        ]
 
     def rsync(self, src: Path, dst_host: str, dst: Path) -> list[str]:
         e = shlex.join(["ssh", *self.opts, "-p", str(self.port(dst_host))])
@@ -140,19 +160,25 @@ def hashing(fleet_file: Path, big_dir: Path, big: Path, repeat: int) -> dict[str
         try:
             await link.connection()
             t = time.perf_counter()
-            res = await link.run_helper(HELPER, {"op": "list", "path": str(big_dir), "hash": True},
-                                        timeout=600)
+            res = await link.run_helper(
+                HELPER, {"op": "list", "path": str(big_dir), "hash": True}, timeout=600
+            )
             out["fleetdeck helper (hashlib)"].append(time.perf_counter() - t)
             assert res["files"][0]["sha256"]
         finally:
             await link.close()
 
-    out: dict[str, list[float]] = {"fleetdeck helper (hashlib)": [], "openssl dgst -sha256": [],
-                                   "sha256sum": []}
+    out: dict[str, list[float]] = {
+        "fleetdeck helper (hashlib)": [],
+        "openssl dgst -sha256": [],
+        "sha256sum": [],
+    }
     for _ in range(repeat):
         asyncio.run(helper())
-        for name, argv in (("openssl dgst -sha256", ["openssl", "dgst", "-sha256", str(big)]),
-                           ("sha256sum", ["sha256sum", str(big)])):
+        for name, argv in (
+            ("openssl dgst -sha256", ["openssl", "dgst", "-sha256", str(big)]),
+            ("sha256sum", ["sha256sum", str(big)]),
+        ):
             out[name].append(timed(subprocess.run, argv, stdout=subprocess.DEVNULL, check=True))
     return {k: statistics.median(v) for k, v in out.items()}
 
@@ -181,8 +207,9 @@ def main() -> int:
         methods = {"manual: scp -3 + sha256sum both sides": lambda d: run_manual(s, src, d)}
         if shutil.which("rsync"):
             methods["rsync over ssh + sha256sum both sides"] = lambda d: run_rsync(s, src, d)
-        methods["fleetdeck mirror (copy + fsync + sha256 both sides)"] = \
-            lambda d: run_fleetdeck(fleet_file, src, d)
+        methods["fleetdeck mirror (copy + fsync + sha256 both sides)"] = lambda d: run_fleetdeck(
+            fleet_file, src, d
+        )
         times: dict[str, list[float]] = {m: [] for m in methods}
         for i in range(args.repeat):
             for m, fn in methods.items():
@@ -190,8 +217,10 @@ def main() -> int:
                 dst.parent.mkdir(parents=True)
                 times[m].append(timed(fn, dst))
                 shutil.rmtree(dst.parent)
-        print(f"mirror of {args.size_mib} MiB ({len(os.listdir(src))} files), median of "
-              f"{args.repeat}, {os.cpu_count()} CPU cores, loopback sshd (OpenSSH), page cache warm")
+        print(
+            f"mirror of {args.size_mib} MiB ({len(os.listdir(src))} files), median of "
+            f"{args.repeat}, {os.cpu_count()} CPU cores, loopback sshd (OpenSSH), page cache warm"
+        )
         if not shutil.which("rsync"):
             print("  rsync: not installed, skipped")
         base_t = statistics.median(next(iter(times.values())))

@@ -29,6 +29,7 @@ def ratios(name: str, rows: list[list[int]]) -> dict:
         def record(_mod, inp):
             a = inp[0].float().abs().flatten(0, -2).amax(0)
             stats[kind].append(float(a.max() / a.median()))
+
         return record
 
     for n, mod in model.named_modules():
@@ -37,20 +38,24 @@ def ratios(name: str, rows: list[list[int]]) -> dict:
             mod.register_forward_pre_hook(hook(kind))
     with torch.no_grad():
         model(input_ids=torch.tensor(rows, device=device))
-    return {k: {"median_over_layers": sorted(v)[len(v) // 2], "max": max(v)} for k, v in stats.items()}
+    return {
+        k: {"median_over_layers": sorted(v)[len(v) // 2], "max": max(v)} for k, v in stats.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", required=True, help="comma list: local checkpoint folders or random:<arch>")
-    ap.add_argument("--corpus", required=True, help="a .jsonl corpus of {\"text\": ...} lines")
+    ap.add_argument(
+        "--models", required=True, help="comma list: local checkpoint folders or random:<arch>"
+    )
+    ap.add_argument("--corpus", required=True, help='a .jsonl corpus of {"text": ...} lines')
     ap.add_argument("--rows", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=2048, help="bytes (tokens) per row")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     with open(args.corpus) as f:
-        texts = [json.loads(x)["text"] for x in f if x.strip()][:args.rows]
-    rows = [list(t.encode("utf-8")[:args.tokens]) for t in texts]
+        texts = [json.loads(x)["text"] for x in f if x.strip()][: args.rows]
+    rows = [list(t.encode("utf-8")[: args.tokens]) for t in texts]
     rows = [r for r in rows if len(r) == args.tokens]
     if not rows:
         ap.error(f"no document in {args.corpus} has {args.tokens} bytes")

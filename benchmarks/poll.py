@@ -37,13 +37,20 @@ async def resident(fleet, polls: int) -> dict:
             snap = await poller.poll()
             cycles.append(time.perf_counter() - t0)
             ctl_cpu.append(time.process_time() - c0)
-            assert all(h.reachable for h in snap.hosts), [h.error for h in snap.hosts if not h.reachable]
+            assert all(h.reachable for h in snap.hosts), [
+                h.error for h in snap.hosts if not h.reachable
+            ]
             snaps.append(snap)
         # each probe reports its cumulative CPU: the difference over the measured polls
-        probe_cpu = [(b.probe_cpu_s - a.probe_cpu_s) / (polls - 1)
-                     for a, b in zip(snaps[0].hosts, snaps[-1].hosts, strict=True)]
-        return {"cycle_ms": 1000 * statistics.median(cycles), "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
-                "probe_cpu_ms": 1000 * statistics.median(probe_cpu)}
+        probe_cpu = [
+            (b.probe_cpu_s - a.probe_cpu_s) / (polls - 1)
+            for a, b in zip(snaps[0].hosts, snaps[-1].hosts, strict=True)
+        ]
+        return {
+            "cycle_ms": 1000 * statistics.median(cycles),
+            "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
+            "probe_cpu_ms": 1000 * statistics.median(probe_cpu),
+        }
     finally:
         await poller.close()
 
@@ -52,8 +59,11 @@ async def fresh(fleet, polls: int) -> dict:
     links = {h.name: HostLink(h) for h in fleet.hosts}
     source = probe_source().encode()
     try:
+
         async def one(h):
-            res = await links[h.name].run([h.python, "-", json.dumps(probe_request(h))], input=source)
+            res = await links[h.name].run(
+                [h.python, "-", json.dumps(probe_request(h))], input=source
+            )
             return json.loads(res.stdout)
 
         await asyncio.gather(*(one(h) for h in fleet.hosts))  # warm-up: connections made
@@ -64,8 +74,11 @@ async def fresh(fleet, polls: int) -> dict:
             cycles.append(time.perf_counter() - t0)
             ctl_cpu.append(time.process_time() - c0)
             probe_cpu.extend(a["probe_cpu_s"] for a in answers)
-        return {"cycle_ms": 1000 * statistics.median(cycles), "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
-                "probe_cpu_ms": 1000 * statistics.median(probe_cpu)}
+        return {
+            "cycle_ms": 1000 * statistics.median(cycles),
+            "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
+            "probe_cpu_ms": 1000 * statistics.median(probe_cpu),
+        }
     finally:
         await asyncio.gather(*(link.close() for link in links.values()))
 
@@ -81,24 +94,35 @@ def main() -> int:
         try:
             for i in range(args.hosts):
                 sf.add(f"b{i:02d}")
-            path = sf.write_fleet(Path(d) / "hosts.toml", defaults={"command_timeout": 60, "connect_timeout": 20})
+            path = sf.write_fleet(
+                Path(d) / "hosts.toml", defaults={"command_timeout": 60, "connect_timeout": 20}
+            )
             fleet = load_fleet(str(path))
             base = asyncio.run(fresh(fleet, args.polls))
             res = asyncio.run(resident(fleet, args.polls))
         finally:
             sf.stop_all()
-    out = {"hosts": args.hosts, "polls": args.polls, "baseline_fresh_python_per_poll": base, "resident_probe": res,
-           "cycle_speedup": base["cycle_ms"] / res["cycle_ms"],
-           "probe_cpu_ratio": base["probe_cpu_ms"] / res["probe_cpu_ms"]}
+    out = {
+        "hosts": args.hosts,
+        "polls": args.polls,
+        "baseline_fresh_python_per_poll": base,
+        "resident_probe": res,
+        "cycle_speedup": base["cycle_ms"] / res["cycle_ms"],
+        "probe_cpu_ratio": base["probe_cpu_ms"] / res["probe_cpu_ms"],
+    }
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(f"{args.hosts} loopback sshd hosts, {args.polls} polls each way, medians")
         print(f"{'':34}{'cycle':>10}{'controller CPU':>16}{'probe CPU/poll':>16}")
         for label, r in (("baseline: fresh python3 - per poll", base), ("resident probe", res)):
-            print(f"{label:34}{r['cycle_ms']:>8.1f}ms{r['controller_cpu_ms']:>14.1f}ms{r['probe_cpu_ms']:>14.1f}ms")
-        print(f"resident vs baseline: cycle {out['cycle_speedup']:.1f}x faster, "
-              f"probe CPU {out['probe_cpu_ratio']:.1f}x less")
+            print(
+                f"{label:34}{r['cycle_ms']:>8.1f}ms{r['controller_cpu_ms']:>14.1f}ms{r['probe_cpu_ms']:>14.1f}ms"
+            )
+        print(
+            f"resident vs baseline: cycle {out['cycle_speedup']:.1f}x faster, "
+            f"probe CPU {out['probe_cpu_ratio']:.1f}x less"
+        )
     return 0
 
 

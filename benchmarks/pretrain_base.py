@@ -32,16 +32,20 @@ def byte_tokenizer(folder: Path) -> None:
     from transformers import PreTrainedTokenizerFast
 
     # the byte-level pre-tokenizer's alphabet: GPT-2's map of each byte to a printable character
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
-            *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("\u00a1"), ord("\u00ac") + 1),
+        *range(ord("\u00ae"), ord("\u00ff") + 1),
+    ]
     extra = iter(range(256, 512))
     vocab = {chr(b if b in keep else next(extra)): b for b in range(256)}
     vocab.update({"<|endoftext|>": 256, "<|pad|>": 257})
     tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tk.decoder = decoders.ByteLevel()
-    PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>",
-                            pad_token="<|pad|>").save_pretrained(str(folder))
+    PreTrainedTokenizerFast(
+        tokenizer_object=tk, eos_token="<|endoftext|>", pad_token="<|pad|>"
+    ).save_pretrained(str(folder))
 
 
 def rows_of(docs: list[str], seq_len: int) -> list[list[int]]:
@@ -51,7 +55,7 @@ def rows_of(docs: list[str], seq_len: int) -> list[list[int]]:
         flat.extend(d.encode("utf-8"))
         flat.append(256)
     n = (len(flat) - 1) // seq_len
-    return [flat[i * seq_len:(i + 1) * seq_len + 1] for i in range(n)]
+    return [flat[i * seq_len : (i + 1) * seq_len + 1] for i in range(n)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=8, help="rows per optimizer step")
     ap.add_argument("--micro", type=int, default=2, help="rows per forward")
     ap.add_argument("--lr", type=float, default=6e-4)
-    ap.add_argument("--seconds", type=float, default=0.0, help="train this long (after the first step)")
-    ap.add_argument("--steps", type=int, default=0, help="or this many steps (the smaller bound wins)")
+    ap.add_argument(
+        "--seconds", type=float, default=0.0, help="train this long (after the first step)"
+    )
+    ap.add_argument(
+        "--steps", type=int, default=0, help="or this many steps (the smaller bound wins)"
+    )
     ap.add_argument("--corpus-mib", type=float, default=24.0)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--seed", type=int, default=4919)
@@ -88,15 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     docs = [json.loads(x)["text"] for x in corpus.read_text().splitlines() if x.strip()]
     corpus.unlink()
     rows = rows_of(docs, args.seq_len)
-    held, rows = rows[:max(1, len(rows) // 50)][:16], rows[max(1, len(rows) // 50):]
+    held, rows = rows[: max(1, len(rows) // 50)][:16], rows[max(1, len(rows) // 50) :]
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     model = build_model(f"random:{args.arch}", torch.float32, device, "sdpa", args.seed)
     for p in model.parameters():
         p.requires_grad_(True)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                            fused=cuda)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=cuda
+    )
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda)
 
     def loss_of(batch: list[list[int]]) -> torch.Tensor:
@@ -108,17 +117,28 @@ def main(argv: list[str] | None = None) -> int:
     @torch.no_grad()
     def held_loss() -> float:
         model.eval()
-        v = sum(float(loss_of(held[i:i + args.micro])) * len(held[i:i + args.micro])
-                for i in range(0, len(held), args.micro)) / len(held)
+        v = sum(
+            float(loss_of(held[i : i + args.micro])) * len(held[i : i + args.micro])
+            for i in range(0, len(held), args.micro)
+        ) / len(held)
         model.train()
         return v
 
     warm = 30
     total = args.steps or 10**9
-    record = {"arch": args.arch, "seq_len": args.seq_len, "rows": args.rows, "lr": args.lr,
-              "held_loss_before": held_loss(), "losses": []}
-    print(f"pretrain {args.arch}: {len(rows)} rows of {args.seq_len}, held-out loss at the start "
-          f"{record['held_loss_before']:.4f} (ln 258 = {math.log(258):.4f})", flush=True)
+    record = {
+        "arch": args.arch,
+        "seq_len": args.seq_len,
+        "rows": args.rows,
+        "lr": args.lr,
+        "held_loss_before": held_loss(),
+        "losses": [],
+    }
+    print(
+        f"pretrain {args.arch}: {len(rows)} rows of {args.seq_len}, held-out loss at the start "
+        f"{record['held_loss_before']:.4f} (ln 258 = {math.log(258):.4f})",
+        flush=True,
+    )
     t0, step, cursor = None, 0, 0
     while step < total and (t0 is None or not args.seconds or time.time() - t0 < args.seconds):
         lr = args.lr * min(1.0, (step + 1) / warm)
@@ -144,9 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     record["seconds"] = round(time.time() - (t0 or time.time()), 1)
     record["tokens"] = step * args.rows * args.seq_len
     record["held_loss_after"] = held_loss()
-    print(f"pretrain {args.arch}: {step} steps, {record['tokens']:,} tokens in {record['seconds']} s; "
-          f"loss {record['losses'][0]:.4f} -> {record['losses'][-1]:.4f}; held-out "
-          f"{record['held_loss_before']:.4f} -> {record['held_loss_after']:.4f}", flush=True)
+    print(
+        f"pretrain {args.arch}: {step} steps, {record['tokens']:,} tokens in {record['seconds']} s; "
+        f"loss {record['losses'][0]:.4f} -> {record['losses'][-1]:.4f}; held-out "
+        f"{record['held_loss_before']:.4f} -> {record['held_loss_after']:.4f}",
+        flush=True,
+    )
     del opt
     model.to(torch.bfloat16).save_pretrained(str(out), safe_serialization=True)
     byte_tokenizer(out)

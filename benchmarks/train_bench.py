@@ -35,9 +35,11 @@ from fleetdeck.backend.train.bench import (
 )
 from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
 
-WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "
-         "but have an they you were her she there been one all we their has would when if so no will "
-         "gradient tensor kernel adapter checkpoint memory throughput sequence attention").split()
+WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "gradient tensor kernel adapter checkpoint memory throughput sequence attention"
+).split()
 
 #: named levers: each is RUN.toml keys changed against the default recipe (`--levers` also takes
 #: KEY=VALUE pairs joined by '+', e.g. micro_batch=4+gradient_checkpointing=true)
@@ -64,7 +66,9 @@ def lever(spec: str) -> tuple[str, dict]:
     if spec in LEVERS:
         return spec, LEVERS[spec]
     if "=" not in spec:
-        raise SystemExit(f"train_bench.py: unknown lever {spec!r} (named: {', '.join(LEVERS)}; or KEY=VALUE)")
+        raise SystemExit(
+            f"train_bench.py: unknown lever {spec!r} (named: {', '.join(LEVERS)}; or KEY=VALUE)"
+        )
     return spec, _parse_set(spec.split("+"), "--levers")
 
 
@@ -86,7 +90,7 @@ def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> None:
 
 def write_run(folder: Path, arch: str, seq_len: int) -> Path:
     toml = folder / f"{arch}.toml"
-    toml.write_text(f'''name = "bench-{arch}"
+    toml.write_text(f"""name = "bench-{arch}"
 base_model = "random:{arch}"
 corpus = "corpus.jsonl"
 output = "runs/{arch}"
@@ -99,7 +103,7 @@ lora_dropout = 0.0
 target_modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 eval_fraction = 0.01
 seed = 4919
-''')
+""")
     return toml
 
 
@@ -110,12 +114,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--baseline", action="store_true")
-    p.add_argument("--levers", default="", help="comma list of lever names (LEVERS) or KEY=VALUE[+KEY=VALUE], or 'all'")
+    p.add_argument(
+        "--levers",
+        default="",
+        help="comma list of lever names (LEVERS) or KEY=VALUE[+KEY=VALUE], or 'all'",
+    )
     p.add_argument("--json", default=None)
-    p.add_argument("--profile", action="store_true",
-                   help="profile 2 steps of the default recipe (after warm-up) and print where GPU time goes")
-    p.add_argument("--prepare", metavar="DIR", default=None,
-                   help="only write the corpus and one RUN.toml per model into DIR (for `fleetdeck bench`)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile 2 steps of the default recipe (after warm-up) and print where GPU time goes",
+    )
+    p.add_argument(
+        "--prepare",
+        metavar="DIR",
+        default=None,
+        help="only write the corpus and one RUN.toml per model into DIR (for `fleetdeck bench`)",
+    )
     args = p.parse_args(argv)
     folder = Path(args.prepare or tempfile.mkdtemp(prefix="fleetdeck-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,22 +146,35 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     peak = matmul_peak_tflops(device)
-    datasheet = datasheet_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    datasheet = (
+        datasheet_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    )
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"# {name}; bf16 matmul measured {peak or 0:.0f} TFLOP/s; seq_len {args.seq_len}; "
-          f"{args.warmup} warm-up + {args.steps} timed steps of 8 rows", flush=True)
+    print(
+        f"# {name}; bf16 matmul measured {peak or 0:.0f} TFLOP/s; seq_len {args.seq_len}; "
+        f"{args.warmup} warm-up + {args.steps} timed steps of 8 rows",
+        flush=True,
+    )
     if args.profile:
         for arch in args.models.split(","):
             profile(load_run_config(write_run(folder, arch, args.seq_len)), args.warmup)
         return 0
-    chosen = list(LEVERS.items()) if args.levers == "all" else [lever(x) for x in args.levers.split(",") if x]
+    chosen = (
+        list(LEVERS.items())
+        if args.levers == "all"
+        else [lever(x) for x in args.levers.split(",") if x]
+    )
     rows = []
     for arch in args.models.split(","):
         cfg = load_run_config(write_run(folder, arch, args.seq_len))
         variants = [("fleetdeck default", {})]
         variants += list(chosen)
         if args.baseline:
-            variants += [("reference-strong", "strong"), ("reference-plain", "plain"), ("reference", "old")]
+            variants += [
+                ("reference-strong", "strong"),
+                ("reference-plain", "plain"),
+                ("reference", "old"),
+            ]
         ref_tps = None
         terms = None
         for label, change in variants:
@@ -159,15 +187,25 @@ def main(argv: list[str] | None = None) -> int:
                     from fleetdeck.backend.train.reference import measure_reference
 
                     r = measure_reference(cfg, args.steps, args.warmup, lambda m: None, kind=change)
-                    r["flops"] = [t * terms[0] + terms[1] * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
+                    r["flops"] = [
+                        t * terms[0] + terms[1] * sq
+                        for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)
+                    ]
                 else:
-                    r = measure_fleetdeck(with_overrides(cfg, **change), args.steps, args.warmup, lambda m: None)
+                    r = measure_fleetdeck(
+                        with_overrides(cfg, **change), args.steps, args.warmup, lambda m: None
+                    )
                     terms = terms or r["flops_terms"]
                 s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
                 if label == "fleetdeck default":
                     ref_tps = s["tokens_per_second"]
-                row = {"model": arch, "variant": label, "description": r["description"], **s,
-                       "vs_default": round(s["tokens_per_second"] / ref_tps, 3) if ref_tps else None}
+                row = {
+                    "model": arch,
+                    "variant": label,
+                    "description": r["description"],
+                    **s,
+                    "vs_default": round(s["tokens_per_second"] / ref_tps, 3) if ref_tps else None,
+                }
             except Exception as e:  # noqa: BLE001 - one failing lever must not stop the others
                 traceback.print_exc(file=sys.stderr)
                 row = {"model": arch, "variant": label, "error": f"{type(e).__name__}: {e}"[:300]}
@@ -176,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             _print(row)
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": name, "peak_tflops": peak, "rows": rows}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"device": name, "peak_tflops": peak, "rows": rows}, indent=2)
+        )
     return 0
 
 
@@ -198,22 +238,48 @@ def profile(cfg, warmup: int) -> None:
             engine.step(train, schedule.rows(i, 0), schedule.rows(i + 1, 0))
         torch.cuda.synchronize()
     wall = (time.perf_counter() - start) / 2
-    print(f"# {engine.recipe.describe(engine.shapes.layers)}; {wall * 1e3:.1f} ms wall per step (profiled)")
+    print(
+        f"# {engine.recipe.describe(engine.shapes.layers)}; {wall * 1e3:.1f} ms wall per step (profiled)"
+    )
     idle_gaps(prof)
-    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0)]
-    rows = sorted(((getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0), e.key, e.count)
-                   for e in prof.key_averages()), reverse=True)
+    events = [
+        e
+        for e in prof.key_averages()
+        if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0)
+    ]
+    rows = sorted(
+        (
+            (
+                getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0),
+                e.key,
+                e.count,
+            )
+            for e in prof.key_averages()
+        ),
+        reverse=True,
+    )
     total = sum(t for t, _, _ in rows) or 1
     families = {}
     for t, key, _ in rows:
         k = key.lower()
-        fam = ("attention" if "flash" in k or "fmha" in k or "cudnn" in k or "attention" in k else
-               "matmul" if "gemm" in k or "sm90" in k or "cutlass" in k or "matmul" in k or "mm" == k[-2:] else
-               "triton (compiled elementwise)" if "triton" in k else
-               "copy/cast" if "copy" in k or "cast" in k or "memcpy" in k else
-               "optimizer" if "adam" in k or "foreach" in k else "other")
+        fam = (
+            "attention"
+            if "flash" in k or "fmha" in k or "cudnn" in k or "attention" in k
+            else "matmul"
+            if "gemm" in k or "sm90" in k or "cutlass" in k or "matmul" in k or "mm" == k[-2:]
+            else "triton (compiled elementwise)"
+            if "triton" in k
+            else "copy/cast"
+            if "copy" in k or "cast" in k or "memcpy" in k
+            else "optimizer"
+            if "adam" in k or "foreach" in k
+            else "other"
+        )
         families[fam] = families.get(fam, 0) + t
-    print(f"# profile {cfg.base_model}: {total / 2e3:.1f} ms GPU time per step; {len(events)} kernels", flush=True)
+    print(
+        f"# profile {cfg.base_model}: {total / 2e3:.1f} ms GPU time per step; {len(events)} kernels",
+        flush=True,
+    )
     for fam, t in sorted(families.items(), key=lambda x: -x[1]):
         print(f"  {fam:<32} {100 * t / total:5.1f}%  {t / 2e3:8.1f} ms/step")
     for t, key, n in rows[:25]:
@@ -223,8 +289,11 @@ def profile(cfg, warmup: int) -> None:
 def idle_gaps(prof) -> None:
     """Where the GPU waited: the idle time between kernels over the profiled steps, and the
     longest waits with the kernels either side."""
-    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                   if e.device_type.name == "CUDA")
+    spans = sorted(
+        (e.time_range.start, e.time_range.end, e.name)
+        for e in prof.events()
+        if e.device_type.name == "CUDA"
+    )
     gaps, reach, before = [], None, ""
     for s, e, name in spans:
         if reach is not None and s > reach:
@@ -233,8 +302,10 @@ def idle_gaps(prof) -> None:
             reach, before = e, name
     idle = sum(g for g, _, _ in gaps)
     big = [g for g in gaps if g[0] >= 20]
-    print(f"# GPU idle between kernels: {idle / 2e3:.1f} ms per step in {len(gaps) // 2} gaps; "
-          f"{sum(g for g, _, _ in big) / 2e3:.1f} ms in {len(big) // 2} gaps of 20 us or more")
+    print(
+        f"# GPU idle between kernels: {idle / 2e3:.1f} ms per step in {len(gaps) // 2} gaps; "
+        f"{sum(g for g, _, _ in big) / 2e3:.1f} ms in {len(big) // 2} gaps of 20 us or more"
+    )
     for g, a, b in sorted(gaps, reverse=True)[:12]:
         print(f"  idle {g / 1e3:7.2f} ms  after {a[:60]}  before {b[:60]}")
 
@@ -248,9 +319,12 @@ def _print(r: dict) -> None:
     if r.get("mfu_measured"):
         mfu += f" ({100 * r['mfu_measured']:.1f}% measured)"
     mem = f"{r['peak_memory_gib']:.1f}" if r.get("peak_memory_gib") is not None else "-"
-    print(f"{r['model']:<11} {r['variant']:<24} {r['median_s_per_step']:7.3f} s/step "
-          f"(spread {r['spread_pct']:4.1f}%) {r['tokens_per_second']:9,.0f} tok/s  MFU {mfu:>6}  "
-          f"peak {mem:>6} GiB  {ratio:>6}  [{r['description']}]", flush=True)
+    print(
+        f"{r['model']:<11} {r['variant']:<24} {r['median_s_per_step']:7.3f} s/step "
+        f"(spread {r['spread_pct']:4.1f}%) {r['tokens_per_second']:9,.0f} tok/s  MFU {mfu:>6}  "
+        f"peak {mem:>6} GiB  {ratio:>6}  [{r['description']}]",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

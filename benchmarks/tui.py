@@ -40,7 +40,7 @@ from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.screens.fleet import host_cells
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-G = 1024 ** 3
+G = 1024**3
 
 
 def snapshot(n_hosts: int, n_gpus: int, i: int, rng: random.Random) -> FleetSnapshot:
@@ -49,19 +49,50 @@ def snapshot(n_hosts: int, n_gpus: int, i: int, rng: random.Random) -> FleetSnap
     for h in range(n_hosts):
         name = f"gpu-{h:03d}"
         if h % 5 == 0 and i % 4 == 3:
-            hosts.append(HostSnapshot(name=name, reachable=False, error="connect timed out after 5s",
-                                      time=1000.0 + i))
+            hosts.append(
+                HostSnapshot(
+                    name=name, reachable=False, error="connect timed out after 5s", time=1000.0 + i
+                )
+            )
             continue
-        gpus = tuple(Gpu(index=g, name="NVIDIA H200", uuid=f"{name}-{g}", unified_memory=False,
-                         memory_total_mib=143771, memory_used_mib=rng.uniform(0, 143771),
-                         utilization_pct=rng.uniform(0, 100),
-                         processes=(GpuProcess(1000 + g, "ops", 1000.0, "python train.py"),))
-                     for g in range(n_gpus))
-        disks = (Disk("~/runs", "/", "ext4", 2000 * G, int(rng.uniform(0.2, 0.9) * 2000 * G), 0),
-                 Disk("/tank", "/tank", "zfs", 8000 * G, int(rng.uniform(0.2, 0.9) * 8000 * G), 0))
-        runs = (Run(host=name, path=f"/runs/run-{h}", name=f"run-{h}", state="running", step=i, max_steps=159),)
-        hosts.append(HostSnapshot(name=name, reachable=True, latency_ms=rng.uniform(5, 80), gpus=gpus,
-                                  disks=disks, runs=runs, time=1000.0 + i))
+        gpus = tuple(
+            Gpu(
+                index=g,
+                name="NVIDIA H200",
+                uuid=f"{name}-{g}",
+                unified_memory=False,
+                memory_total_mib=143771,
+                memory_used_mib=rng.uniform(0, 143771),
+                utilization_pct=rng.uniform(0, 100),
+                processes=(GpuProcess(1000 + g, "ops", 1000.0, "python train.py"),),
+            )
+            for g in range(n_gpus)
+        )
+        disks = (
+            Disk("~/runs", "/", "ext4", 2000 * G, int(rng.uniform(0.2, 0.9) * 2000 * G), 0),
+            Disk("/tank", "/tank", "zfs", 8000 * G, int(rng.uniform(0.2, 0.9) * 8000 * G), 0),
+        )
+        runs = (
+            Run(
+                host=name,
+                path=f"/runs/run-{h}",
+                name=f"run-{h}",
+                state="running",
+                step=i,
+                max_steps=159,
+            ),
+        )
+        hosts.append(
+            HostSnapshot(
+                name=name,
+                reachable=True,
+                latency_ms=rng.uniform(5, 80),
+                gpus=gpus,
+                disks=disks,
+                runs=runs,
+                time=1000.0 + i,
+            )
+        )
     return FleetSnapshot(hosts=tuple(hosts), time=1000.0 + i)
 
 
@@ -81,8 +112,12 @@ def clear_caches(table) -> None:
     KeyedTable's row lines; not KeyedTable's cells, keyed by the cell object) and the widget's
     line cache, so that the next `render_lines` paints every visible line as a frame after a
     poll does (`refresh()` marks the whole table dirty)."""
-    for cache in (table._cell_render_cache, table._row_render_cache, table._line_cache,
-                  table._row_lines_cache):
+    for cache in (
+        table._cell_render_cache,
+        table._row_render_cache,
+        table._line_cache,
+        table._row_lines_cache,
+    ):
         cache.clear()
     table._styles_cache.clear()
 
@@ -109,11 +144,25 @@ async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
     """Measure and print the medians and the ratio."""
     rng = random.Random(4919)
     snaps = [snapshot(n_hosts, n_gpus, i, rng) for i in range(polls + 1)]
-    fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
-    app = FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls)
-    results: dict[str, list[float]] = {k: [] for k in (
-        "in place", "rebuild", "in place + paint", "rebuild + paint", "in place + frame", "rebuild + frame",
-        "paint, DataTable", "paint, KeyedTable")}
+    fleet = parse_fleet(
+        "".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench"
+    )
+    app = FleetdeckApp(
+        fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls
+    )
+    results: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "in place",
+            "rebuild",
+            "in place + paint",
+            "rebuild + paint",
+            "in place + frame",
+            "rebuild + frame",
+            "paint, DataTable",
+            "paint, KeyedTable",
+        )
+    }
     async with app.run_test(size=(200, 60)) as pilot:
         app.poll_fleet()
         await app.workers.wait_for_complete()
@@ -150,25 +199,37 @@ async def main(n_hosts: int, n_gpus: int, polls: int) -> None:
             if mode == "rebuild":  # put the keyed rows back for the next in-place round
                 rebuild(screen, table)
                 screen.refresh_view()
-    print(f"{n_hosts} hosts x {n_gpus} GPUs, {len(results['in place'])} polls measured, 200x60 terminal")
+    print(
+        f"{n_hosts} hosts x {n_gpus} GPUs, {len(results['in place'])} polls measured, 200x60 terminal"
+    )
     for k, v in results.items():
-        print(f"  {k:<18} median {statistics.median(v):7.2f} ms   p90 {sorted(v)[int(len(v) * 0.9)]:7.2f} ms")
+        print(
+            f"  {k:<18} median {statistics.median(v):7.2f} ms   p90 {sorted(v)[int(len(v) * 0.9)]:7.2f} ms"
+        )
     ratio = statistics.median(results["rebuild"]) / statistics.median(results["in place"])
-    ratio_p = statistics.median(results["rebuild + paint"]) / statistics.median(results["in place + paint"])
+    ratio_p = statistics.median(results["rebuild + paint"]) / statistics.median(
+        results["in place + paint"]
+    )
     print(f"  rebuild / in place: {ratio:.2f}x (apply step), {ratio_p:.2f}x (apply + paint)")
     stock, ours = (statistics.median(results[k]) for k in ("paint, DataTable", "paint, KeyedTable"))
     print(f"  paint: DataTable (baseline) / KeyedTable: {stock / ours:.2f}x")
     try:
         fast_results = await fast(snaps, n_hosts, polls)
     except ImportError:
-        print("  textual-fastdatatable is not installed (pip install textual-fastdatatable): skipped")
+        print(
+            "  textual-fastdatatable is not installed (pip install textual-fastdatatable): skipped"
+        )
         return
     for k, v in fast_results.items():
-        print(f"  {k:<22} median {statistics.median(v):7.2f} ms   p90 {sorted(v)[int(len(v) * 0.9)]:7.2f} ms")
+        print(
+            f"  {k:<22} median {statistics.median(v):7.2f} ms   p90 {sorted(v)[int(len(v) * 0.9)]:7.2f} ms"
+        )
     base = statistics.median(results["in place + paint"])
     ratio_f = statistics.median(fast_results["fastdatatable + paint"]) / base
-    print(f"  fastdatatable / DataTable in place (apply + paint, baseline {base:.2f} ms): {ratio_f:.2f}x"
-          f" ({'faster' if ratio_f < 1 else 'slower'})")
+    print(
+        f"  fastdatatable / DataTable in place (apply + paint, baseline {base:.2f} ms): {ratio_f:.2f}x"
+        f" ({'faster' if ratio_f < 1 else 'slower'})"
+    )
 
 
 def fast_rows(state, widths) -> list[list[str]]:
@@ -187,18 +248,32 @@ async def fast(snaps, n_hosts: int, polls: int) -> dict[str, list[float]]:
     from textual_fastdatatable import ArrowBackend
     from textual_fastdatatable import DataTable as FastTable
 
-    fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
-    state_app = FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls)
+    fleet = parse_fleet(
+        "".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench"
+    )
+    state_app = FleetdeckApp(
+        fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls
+    )
     from fleetdeck.tui.screens.fleet import COLUMNS, layout_widths
+
     widths = layout_widths(200)
     labels = [COLUMNS[k] for k in COLUMNS if k in widths]
 
     class FastApp(App):
         def compose(self):
-            rows = fast_rows(state_app.state, widths) if state_app.state.polls else [[""] * len(labels)]
-            yield FastTable(backend=ArrowBackend.from_records(rows), column_labels=labels,
-                            column_widths=[widths[k] for k in COLUMNS if k in widths],
-                            cursor_type="row", zebra_stripes=True, show_row_labels=False)
+            rows = (
+                fast_rows(state_app.state, widths)
+                if state_app.state.polls
+                else [[""] * len(labels)]
+            )
+            yield FastTable(
+                backend=ArrowBackend.from_records(rows),
+                column_labels=labels,
+                column_widths=[widths[k] for k in COLUMNS if k in widths],
+                cursor_type="row",
+                zebra_stripes=True,
+                show_row_labels=False,
+            )
 
     out: dict[str, list[float]] = {"fastdatatable": [], "fastdatatable + paint": []}
     state_app.state.apply(snaps[0])

@@ -44,7 +44,7 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.screens.base import RecordedSource
 
-G = 1024 ** 3
+G = 1024**3
 #: untimed pause after each timed action (longer than the Runs view's LOG_REST_S)
 SETTLE_S = 0.5
 
@@ -54,22 +54,59 @@ def snapshot(n_hosts: int, n_sched: int, n_runs: int, i: int, rng: random.Random
     per_s, per_r = max(1, n_sched // n_hosts), max(1, n_runs // n_hosts)
     for h in range(n_hosts):
         name = f"gpu-{h:03d}"
-        gpus = tuple(Gpu(index=g, name="NVIDIA H200", uuid=f"{name}-{g}", unified_memory=False,
-                         memory_total_mib=143771, memory_used_mib=rng.uniform(0, 143771),
-                         utilization_pct=rng.uniform(0, 100),
-                         processes=(GpuProcess(1000 + g, "ops", 1000.0, "python train.py"),))
-                     for g in range(8))
+        gpus = tuple(
+            Gpu(
+                index=g,
+                name="NVIDIA H200",
+                uuid=f"{name}-{g}",
+                unified_memory=False,
+                memory_total_mib=143771,
+                memory_used_mib=rng.uniform(0, 143771),
+                utilization_pct=rng.uniform(0, 100),
+                processes=(GpuProcess(1000 + g, "ops", 1000.0, "python train.py"),),
+            )
+            for g in range(8)
+        )
         disks = (Disk("~/runs", "/", "ext4", 2000 * G, int(rng.uniform(0.2, 0.9) * 2000 * G), 0),)
-        runs = tuple(Run(host=name, path=f"/runs/run-{h}-{k}", name=f"run-{h}-{k}",
-                         state="running" if k == 0 else "finished", step=i + k, max_steps=159, loss=2.0 - k / 100,
-                         losses=tuple((s, 3.0 - s / 100) for s in range(0, 150, 5)))
-                     for k in range(per_r))
-        scheds = tuple(Schedule(id=f"c-{h:03d}{k:05d}" + "0" * 20, host=name, kind="crontab", user="ops",
-                                spec="*/5 * * * *", command=f"/usr/local/bin/job-{k % 97} --flag {k}",
-                                source="crontab", reasons=("unacknowledged",) if k % 3 else (), stray=bool(k % 3))
-                       for k in range(per_s))
-        hosts.append(HostSnapshot(name=name, reachable=True, latency_ms=rng.uniform(5, 80), gpus=gpus,
-                                  disks=disks, runs=runs, schedules=scheds, time=1000.0 + i))
+        runs = tuple(
+            Run(
+                host=name,
+                path=f"/runs/run-{h}-{k}",
+                name=f"run-{h}-{k}",
+                state="running" if k == 0 else "finished",
+                step=i + k,
+                max_steps=159,
+                loss=2.0 - k / 100,
+                losses=tuple((s, 3.0 - s / 100) for s in range(0, 150, 5)),
+            )
+            for k in range(per_r)
+        )
+        scheds = tuple(
+            Schedule(
+                id=f"c-{h:03d}{k:05d}" + "0" * 20,
+                host=name,
+                kind="crontab",
+                user="ops",
+                spec="*/5 * * * *",
+                command=f"/usr/local/bin/job-{k % 97} --flag {k}",
+                source="crontab",
+                reasons=("unacknowledged",) if k % 3 else (),
+                stray=bool(k % 3),
+            )
+            for k in range(per_s)
+        )
+        hosts.append(
+            HostSnapshot(
+                name=name,
+                reachable=True,
+                latency_ms=rng.uniform(5, 80),
+                gpus=gpus,
+                disks=disks,
+                runs=runs,
+                schedules=scheds,
+                time=1000.0 + i,
+            )
+        )
     return FleetSnapshot(hosts=tuple(hosts), time=1000.0 + i)
 
 
@@ -78,10 +115,14 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int, calls: bool = False) -> dict[str, list[float]]:
+async def measure(
+    n_hosts: int, n_sched: int, n_runs: int, repeat: int, calls: bool = False
+) -> dict[str, list[float]]:
     rng = random.Random(4919)
     snaps = [snapshot(n_hosts, n_sched, n_runs, i, rng) for i in range(repeat + 2)]
-    fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench")
+    fleet = parse_fleet(
+        "".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "bench"
+    )
     app = FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0)
     out: dict[str, list[float]] = {}
 
@@ -115,6 +156,7 @@ async def measure(n_hosts: int, n_sched: int, n_runs: int, repeat: int, calls: b
 
                 async def poll(s=snap) -> None:
                     app.post_message(FleetPolled(s))
+
                 await timed(f"repaint ({key})", poll)
     return out
 
@@ -125,8 +167,10 @@ async def main(args: argparse.Namespace) -> None:
         # quiet machine, where the times above move by half between runs
         small = await measure(4, 40, 12, args.repeat, calls=True)
         big = await measure(args.hosts, args.schedules, args.runs, args.repeat, calls=True)
-        print(f"fleet: {args.hosts} hosts x 8 GPUs, {args.schedules} schedules, {args.runs} runs; "
-              f"baseline: 4 hosts, 40 schedules, 12 runs; {args.repeat} repeats; Python function calls")
+        print(
+            f"fleet: {args.hosts} hosts x 8 GPUs, {args.schedules} schedules, {args.runs} runs; "
+            f"baseline: 4 hosts, 40 schedules, 12 runs; {args.repeat} repeats; Python function calls"
+        )
         print(f"{'action':<24}{'median':>9}{'max':>9}{'baseline median':>17}{'ratio':>8}")
         for key in big:
             b50, s50 = statistics.median(big[key]), statistics.median(small[key])
@@ -134,10 +178,18 @@ async def main(args: argparse.Namespace) -> None:
         return
     small = await measure(4, 40, 12, args.repeat)
     big = await measure(args.hosts, args.schedules, args.runs, args.repeat)
-    goals = {"key": 50.0, "switch": 150.0, "repaint": 16.7, "cpu key": 50.0, "cpu switch": 150.0,
-             "cpu repaint": 16.7}
-    print(f"fleet: {args.hosts} hosts x 8 GPUs, {args.schedules} schedules, {args.runs} runs; "
-          f"baseline: 4 hosts, 40 schedules, 12 runs; {args.repeat} repeats; ms")
+    goals = {
+        "key": 50.0,
+        "switch": 150.0,
+        "repaint": 16.7,
+        "cpu key": 50.0,
+        "cpu switch": 150.0,
+        "cpu repaint": 16.7,
+    }
+    print(
+        f"fleet: {args.hosts} hosts x 8 GPUs, {args.schedules} schedules, {args.runs} runs; "
+        f"baseline: 4 hosts, 40 schedules, 12 runs; {args.repeat} repeats; ms"
+    )
     print(f"{'action':<24}{'p50':>9}{'p90':>9}{'goal':>8}{'baseline p50':>14}{'ratio':>8}")
     for key in big:
         goal = next(v for k, v in goals.items() if key.startswith(k))
@@ -151,6 +203,9 @@ if __name__ == "__main__":
     ap.add_argument("--schedules", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--calls", action="store_true",
-                    help="count Python function calls per action instead of timing (load-independent)")
+    ap.add_argument(
+        "--calls",
+        action="store_true",
+        help="count Python function calls per action instead of timing (load-independent)",
+    )
     asyncio.run(main(ap.parse_args()))

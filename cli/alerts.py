@@ -24,20 +24,28 @@ from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_te
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `alerts [--json]`."""
-    p = sub.add_parser("alerts", help="alerts firing now and recently resolved",
-                       description="Poll the fleet once and judge every alert rule, carrying on from "
-                       "the state `fleetdeck watch` keeps and the alert starts the history records (so "
-                       "`since` is the dashboard's and watch's, and durations hold). Nothing is "
-                       "delivered and nothing is saved: hooks are `watch`'s job. Exits 0 whether or not "
-                       "alerts fire.")
+    p = sub.add_parser(
+        "alerts",
+        help="alerts firing now and recently resolved",
+        description="Poll the fleet once and judge every alert rule, carrying on from "
+        "the state `fleetdeck watch` keeps and the alert starts the history records (so "
+        "`since` is the dashboard's and watch's, and durations hold). Nothing is "
+        "delivered and nothing is saved: hooks are `watch`'s job. Exits 0 whether or not "
+        "alerts fire.",
+    )
     add_hosts_option(p)
-    p.add_argument("--json", action="store_true", help='print {"alerts": [...]}; a silenced alert has '
-                   '"silenced": {"id", "by", "until", "comment"} (null otherwise)')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"alerts": [...]}; a silenced alert has '
+        '"silenced": {"id", "by", "until", "comment"} (null otherwise)',
+    )
     p.set_defaults(func=cmd_alerts)
 
 
 def current_alerts(fleet) -> list[Alert]:
     """Firing alerts, then recently resolved ones, after one fresh poll (read-only)."""
+
     async def go() -> list[Alert]:
         w = Watcher(fleet, out=io.StringIO(), readonly=True)
         await w.run(count=1)
@@ -60,9 +68,22 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     now = time.time()
     held = {a.key: s for a in alerts if a.state == "firing" and (s := store.of(a, now)) is not None}
     if args.json:
-        print(json.dumps({"alerts": [dict(a.to_json(), silenced=silenced_json(held.get(a.key) if a.state == "firing"
-                                                                               else None)) for a in alerts]},
-                         indent=1))
+        print(
+            json.dumps(
+                {
+                    "alerts": [
+                        dict(
+                            a.to_json(),
+                            silenced=silenced_json(
+                                held.get(a.key) if a.state == "firing" else None
+                            ),
+                        )
+                        for a in alerts
+                    ]
+                },
+                indent=1,
+            )
+        )
         return 0
     if not alerts:
         print("no alerts")
@@ -70,17 +91,29 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     t = Table(title=alerts_title(alerts) + (f" ({len(held)} silenced)" if held else ""))
     for col in ("state", "severity", "rule", "host", "subject", "since", "text"):
         t.add_column(col, overflow="fold")
-    for a in alerts:   # firing by severity, then newest first; then the resolved, newest first
+    for a in alerts:  # firing by severity, then newest first; then the resolved, newest first
         s = held.get(a.key) if a.state == "firing" else None
-        state = Text("silenced", style="yellow") if s else Text(a.state, style="bold red" if a.state == "firing"
-                                                                else "green")
+        state = (
+            Text("silenced", style="yellow")
+            if s
+            else Text(a.state, style="bold red" if a.state == "firing" else "green")
+        )
         # the subject is a host's value (a run's path, a schedule's id); the text is a sentence
         # that quotes some host values raw and some already escaped, so it is `said`, not `shown`
         text = message_text(a.text)
         if s is not None:
-            text = message_text(f"silenced by {shown(s.by)} until "
-                                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} ({s.id}): {a.text}")
-        t.add_row(state, severity_text(a.severity if a.state == "firing" else ""),
-                  Text(a.rule), Text(a.host), host_text(a.subject), since_text(a.since, now), text)
+            text = message_text(
+                f"silenced by {shown(s.by)} until "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} ({s.id}): {a.text}"
+            )
+        t.add_row(
+            state,
+            severity_text(a.severity if a.state == "firing" else ""),
+            Text(a.rule),
+            Text(a.host),
+            host_text(a.subject),
+            since_text(a.since, now),
+            text,
+        )
     Console(soft_wrap=False).print(t)
     return 0

@@ -31,6 +31,7 @@ def at_least_one(text: str) -> int:
 def seconds_type(wanted: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
     """An argparse type: a finite number of seconds for which `ok` holds; otherwise argparse
     exits 2 saying it is not a number of seconds `wanted` ("above 0", "from 0 to 3600")."""
+
     def parse(text: str) -> float:
         try:
             v = float(text)
@@ -45,5 +46,9 @@ def seconds_type(wanted: str, ok: Callable[[float], bool]) -> Callable[[str], fl
 
 def add_hosts_option(p: argparse.ArgumentParser) -> None:
     """Every subcommand takes --hosts FILE after its name too."""
-    p.add_argument("--hosts", metavar="FILE", default=argparse.SUPPRESS,
-                   help="fleet file (see `fleetdeck --help`)")
+    p.add_argument(
+        "--hosts",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="fleet file (see `fleetdeck --help`)",
+    )

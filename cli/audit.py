@@ -15,19 +15,32 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option, at_least_one
 from fleetdeck.tui.fmt import human_bytes
 
-RESULT_STYLES = {"done": "green", "verified": "green", "refused": "yellow", "failed": "bold red",
-                 "unverified": "bold red", "started": "cyan"}
+RESULT_STYLES = {
+    "done": "green",
+    "verified": "green",
+    "refused": "yellow",
+    "failed": "bold red",
+    "unverified": "bold red",
+    "started": "cyan",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit [--json] [--limit N] [--details]` to the command line."""
-    p = sub.add_parser("audit", help="the log of every action taken, newest first",
-                       description="Show the audit log kept under the state dir: one record per action "
-                       "attempt (intent and result), refused or done.")
+    p = sub.add_parser(
+        "audit",
+        help="the log of every action taken, newest first",
+        description="Show the audit log kept under the state dir: one record per action "
+        "attempt (intent and result), refused or done.",
+    )
     add_hosts_option(p)
     p.add_argument("--json", action="store_true", help='print {"entries": [...]}, newest first')
-    p.add_argument("--limit", type=at_least_one, metavar="N", help="only the N newest entries (N >= 1)")
-    p.add_argument("--details", action="store_true", help="every field of each record, one per line")
+    p.add_argument(
+        "--limit", type=at_least_one, metavar="N", help="only the N newest entries (N >= 1)"
+    )
+    p.add_argument(
+        "--details", action="store_true", help="every field of each record, one per line"
+    )
     p.set_defaults(func=cmd_audit)
 
 
@@ -54,9 +67,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for r in recs:
             head, lines = audit.describe(r, human_bytes)
             result = str(r.get("result", ""))
-            console.print(Text.assemble((f"{_cell(r.get('time'))} {_cell(r.get('action'))} on "
-                                         f"{_cell(r.get('host'))} by {_cell(r.get('user'))}: ", "bold"),
-                                        (shown(result), RESULT_STYLES.get(result, ""))))
+            console.print(
+                Text.assemble(
+                    (
+                        f"{_cell(r.get('time'))} {_cell(r.get('action'))} on "
+                        f"{_cell(r.get('host'))} by {_cell(r.get('user'))}: ",
+                        "bold",
+                    ),
+                    (shown(result), RESULT_STYLES.get(result, "")),
+                )
+            )
             # whole lines: a path cut by a wrap would read as two
             console.print(Text(f"  {head}"), soft_wrap=True)
             for line in lines:
@@ -67,8 +87,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         t.add_column(col, overflow="fold")
     for r in recs:
         result = str(r.get("result", ""))
-        t.add_row(*(Text(_cell(r.get(k))) for k in ("time", "user", "host", "action")),
-                  Text(shown(result), style=RESULT_STYLES.get(result, "")), Text(summary(r)))
+        t.add_row(
+            *(Text(_cell(r.get(k))) for k in ("time", "user", "host", "action")),
+            Text(shown(result), style=RESULT_STYLES.get(result, "")),
+            Text(summary(r)),
+        )
     console.print(t)
     return 0
 

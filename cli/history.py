@@ -47,9 +47,14 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def duration(text: str) -> float:
     """'90s', '30m', '24h', '7d', '2w' (or plain seconds) as seconds; argparse's type."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw]?)\s*", text)
-    if not m or float(m.group(1)) <= 0 or float(m.group(1)) * UNITS[m.group(2) or "s"] > 10 * 366 * 86400:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 30m, 24h or 7d "
-                                         "(above 0, at most ten years)")
+    if (
+        not m
+        or float(m.group(1)) <= 0
+        or float(m.group(1)) * UNITS[m.group(2) or "s"] > 10 * 366 * 86400
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration such as 90s, 30m, 24h or 7d (above 0, at most ten years)"
+        )
     return float(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
@@ -65,50 +70,99 @@ def width(text: str) -> int:
     except ValueError:
         n = None
     if n is None or not WIDTH_MIN <= n <= WIDTH_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a sparkline width: a whole number of cells from "
-                                         f"{WIDTH_MIN} to {WIDTH_MAX}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a sparkline width: a whole number of cells from "
+            f"{WIDTH_MIN} to {WIDTH_MAX}"
+        )
     return n
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("history", help="one host's recorded GPU memory, utilisation, disks and losses",
-                       description="What the poll history (written by `fleetdeck watch` and the dashboard) "
-                       "holds for HOST over the window: one sparkline per GPU, disk, run and eval series.")
+    p = sub.add_parser(
+        "history",
+        help="one host's recorded GPU memory, utilisation, disks and losses",
+        description="What the poll history (written by `fleetdeck watch` and the dashboard) "
+        "holds for HOST over the window: one sparkline per GPU, disk, run and eval series.",
+    )
     p.add_argument("host", metavar="HOST")
-    p.add_argument("--since", type=duration, default=86400.0, metavar="DURATION",
-                   help="how far back: 90s, 30m, 24h (default), 7d, 2w")
-    p.add_argument("--json", action="store_true", help="print the series as one JSON document, written as it is read")
-    p.add_argument("--width", type=width, default=None, metavar="N",
-                   help=f"sparkline width in cells, {WIDTH_MIN} to {WIDTH_MAX} (default: fits the terminal)")
-    p.add_argument("--gpu", type=gpu_index, default=None, metavar="N", help="with --plot: the card, by its index")
-    p.add_argument("--seat", default=None, metavar="PORT", help="with --plot: a seat's memory instead (its port, or "
-                   "its host:port:kind)")
-    p.add_argument("--plot", action="store_true",
-                   help="draw one card's figure as a full-height plot with the host's events on the same time axis")
-    p.add_argument("--figure", choices=tuple(INCIDENT_FIGURES), default="memory",
-                   help="with --plot: memory (default), utilisation, temperature or power")
-    p.add_argument("--height", type=plot_height, default=16, metavar="ROWS", help="with --plot: rows, 4 to 200 (16)")
+    p.add_argument(
+        "--since",
+        type=duration,
+        default=86400.0,
+        metavar="DURATION",
+        help="how far back: 90s, 30m, 24h (default), 7d, 2w",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the series as one JSON document, written as it is read",
+    )
+    p.add_argument(
+        "--width",
+        type=width,
+        default=None,
+        metavar="N",
+        help=f"sparkline width in cells, {WIDTH_MIN} to {WIDTH_MAX} (default: fits the terminal)",
+    )
+    p.add_argument(
+        "--gpu",
+        type=gpu_index,
+        default=None,
+        metavar="N",
+        help="with --plot: the card, by its index",
+    )
+    p.add_argument(
+        "--seat",
+        default=None,
+        metavar="PORT",
+        help="with --plot: a seat's memory instead (its port, or its host:port:kind)",
+    )
+    p.add_argument(
+        "--plot",
+        action="store_true",
+        help="draw one card's figure as a full-height plot with the host's events on the same time axis",
+    )
+    p.add_argument(
+        "--figure",
+        choices=tuple(INCIDENT_FIGURES),
+        default="memory",
+        help="with --plot: memory (default), utilisation, temperature or power",
+    )
+    p.add_argument(
+        "--height",
+        type=plot_height,
+        default=16,
+        metavar="ROWS",
+        help="with --plot: rows, 4 to 200 (16)",
+    )
     p.set_defaults(func=cmd_history)
 
 
 def gpu_index(text: str) -> int:
     """A card's index, 0 to 1023; argparse's type."""
     if not text.strip().isdigit() or int(text) > 1023:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU index (a whole number from 0 to 1023)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a GPU index (a whole number from 0 to 1023)"
+        )
     return int(text)
 
 
 def plot_height(text: str) -> int:
     """The plot's height in rows, 4 to 200; argparse's type."""
     if not text.strip().isdigit() or not 4 <= int(text) <= 200:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a plot height (a whole number of rows from 4 to 200)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a plot height (a whole number of rows from 4 to 200)"
+        )
     return int(text)
 
 
 def _unreadable(hist) -> int:
     """One sentence naming the database and what SQLite said of it; exit 1."""
-    print(f"fleetdeck: the history database {hist.path} cannot be read ({hist.error}): it is corrupt or not "
-          "readable here; nothing is shown from it", file=sys.stderr)
+    print(
+        f"fleetdeck: the history database {hist.path} cannot be read ({hist.error}): it is corrupt or not "
+        "readable here; nothing is shown from it",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -119,7 +173,10 @@ def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool
     is one chunk of rows and a tally a series. False when the database could not be read (the
     document, written to its end, names why in its warnings)."""
     w = out.write
-    w("{" + f'"host": {json.dumps(host)}, "since": {json.dumps(since)}, "until": {json.dumps(until)},\n "series": {{')
+    w(
+        "{"
+        + f'"host": {json.dumps(host)}, "since": {json.dumps(since)}, "until": {json.dumps(until)},\n "series": {{'
+    )
     tallies: dict[str, dict[str, Tally]] = {}
     for k, kind in enumerate(KINDS):
         w(("," if k else "") + f"\n  {json.dumps(kind)}: {{")
@@ -136,27 +193,45 @@ def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool
             w(json.dumps(pts)[1:-1].replace("], [", "],\n    ["))
             seen[name].add(pts)
         w("\n   ]\n  }" if current is not None else "}")
-    figures = {kind: {name: t.figures(kind) for name, t in v.items()} for kind, v in tallies.items()}
-    w("\n },\n " + '"figures": ' + json.dumps(figures, indent=1).replace("\n", "\n ") + ",\n "
-      + '"warnings": ' + json.dumps(list(hist.warnings)) + "\n}\n")
+    figures = {
+        kind: {name: t.figures(kind) for name, t in v.items()} for kind, v in tallies.items()
+    }
+    w(
+        "\n },\n "
+        + '"figures": '
+        + json.dumps(figures, indent=1).replace("\n", "\n ")
+        + ",\n "
+        + '"warnings": '
+        + json.dumps(list(hist.warnings))
+        + "\n}\n"
+    )
     return not hist.warnings
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     path = history_path()
     if not path.exists():
-        print(f"fleetdeck: no history yet ({path} does not exist): `fleetdeck watch` or the dashboard "
-              "records it while it polls", file=sys.stderr)
+        print(
+            f"fleetdeck: no history yet ({path} does not exist): `fleetdeck watch` or the dashboard "
+            "records it while it polls",
+            file=sys.stderr,
+        )
         return 1
-    if args.plot != (args.gpu is not None or args.seat is not None) or (args.gpu is not None and args.seat is not None):
-        print("fleetdeck: --plot goes with one of --gpu N or --seat PORT: `fleetdeck history HOST --gpu N --plot`",
-              file=sys.stderr)
+    if args.plot != (args.gpu is not None or args.seat is not None) or (
+        args.gpu is not None and args.seat is not None
+    ):
+        print(
+            "fleetdeck: --plot goes with one of --gpu N or --seat PORT: `fleetdeck history HOST --gpu N --plot`",
+            file=sys.stderr,
+        )
         return 2
     now = time.time()
     since = now - args.since
     hist = History(path)
     try:
-        hist.names(args.host)   # opens and reads the database: a corrupt one is said so before any output
+        hist.names(
+            args.host
+        )  # opens and reads the database: a corrupt one is said so before any output
         if hist.warnings:
             return _unreadable(hist)
         if args.plot:
@@ -184,15 +259,31 @@ def _plot(hist, args: argparse.Namespace, since: float, now: float) -> int:
     try:
         audit = read_audit()
     except OSError as e:
-        print(f"fleetdeck: the audit log cannot be read ({e}): its events are left out", file=sys.stderr)
+        print(
+            f"fleetdeck: the audit log cannot be read ({e}): its events are left out",
+            file=sys.stderr,
+        )
         audit = []
-    inc = incident(hist, args.host, -1 if args.gpu is None else args.gpu, args.figure, since, now, cells, audit,
-                   seat=args.seat)
+    inc = incident(
+        hist,
+        args.host,
+        -1 if args.gpu is None else args.gpu,
+        args.figure,
+        since,
+        now,
+        cells,
+        audit,
+        seat=args.seat,
+    )
     if hist.warnings:
         return _unreadable(hist)
     if inc is None:
         what = f"GPU{args.gpu}" if args.seat is None else f"seat {args.seat}"
-        print(f"nothing recorded for {what} of {args.host} in the last {human_duration(args.since)}")
+        print(
+            f"nothing recorded for {what} of {args.host} in the last {human_duration(args.since)}"
+        )
         return 0
-    console.print(incident_plot(inc, args.height), soft_wrap=True)   # --width wider than the terminal: not wrapped
+    console.print(
+        incident_plot(inc, args.height), soft_wrap=True
+    )  # --width wider than the terminal: not wrapped
     return 0

@@ -23,13 +23,16 @@ USAGE_CODES = ("not-absolute", "not-normalized", "bad-request")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("holders", help="processes holding a file under a path (open, mapped or cwd)",
-                       description="List the processes on HOST that hold a file under PATH open, mapped, "
-                       "or as their working or root folder, as purge's in-use check reads them (every "
-                       "process's /proc fds, maps, cwd and root). PATH is absolute or starts with ~ "
-                       "(expanded on HOST); links in it are followed. Exit 0 when the host answered "
-                       "(whether or not anything holds it), 1 when it could not be asked or refused "
-                       "(PATH not found), 2 for a bad PATH or an unknown host.")
+    p = sub.add_parser(
+        "holders",
+        help="processes holding a file under a path (open, mapped or cwd)",
+        description="List the processes on HOST that hold a file under PATH open, mapped, "
+        "or as their working or root folder, as purge's in-use check reads them (every "
+        "process's /proc fds, maps, cwd and root). PATH is absolute or starts with ~ "
+        "(expanded on HOST); links in it are followed. Exit 0 when the host answered "
+        "(whether or not anything holds it), 1 when it could not be asked or refused "
+        "(PATH not found), 2 for a bad PATH or an unknown host.",
+    )
     add_hosts_option(p)
     p.add_argument("host", metavar="HOST")
     p.add_argument("path", metavar="PATH")
@@ -58,12 +61,17 @@ def cmd_holders(args: argparse.Namespace) -> int:
     else:
         print_report(rep)
     for pid, comm, error in rep.unreadable:
-        print(f"fleetdeck: {rep.host}: process {pid} ({shown(comm)}) could not be read: {shown(error)}",
-              file=sys.stderr)
+        print(
+            f"fleetdeck: {rep.host}: process {pid} ({shown(comm)}) could not be read: {shown(error)}",
+            file=sys.stderr,
+        )
     if not rep.complete:
-        print(f"fleetdeck: {rep.host}: {shown(rep.resolved)} was not indexed whole ({rep.entries:,} entries: "
-              "too many to walk, or a folder deeper than the walk goes, unreadable or gone while walked): "
-              "files not indexed are matched by name only (a cwd among them is not seen)", file=sys.stderr)
+        print(
+            f"fleetdeck: {rep.host}: {shown(rep.resolved)} was not indexed whole ({rep.entries:,} entries: "
+            "too many to walk, or a folder deeper than the walk goes, unreadable or gone while walked): "
+            "files not indexed are matched by name only (a cwd among them is not seen)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -83,5 +91,11 @@ def print_report(rep) -> None:
         file = shown(h.uses[0].file) if h.uses else "-"
         if more:
             file += f" (+{more} more)"
-        t.add_row(str(h.pid), Text(shown(h.user)), hows, Text(file), Text(shown(h.command or f"[{h.comm}]")))
+        t.add_row(
+            str(h.pid),
+            Text(shown(h.user)),
+            hows,
+            Text(file),
+            Text(shown(h.command or f"[{h.comm}]")),
+        )
     console.print(t)

@@ -15,21 +15,34 @@ from fleetdeck.cli.args import add_hosts_option, at_least_one
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("logs", help="a run's train.log (-f: follow it, as tail -f)",
-                       description="Print the last lines of a run's train.log on HOST; with -f keep printing "
-                       "what is appended until interrupted. RUN is a run folder's name under one of the host's "
-                       "runs roots, or its path. Each line is escaped for the terminal. --grep PATTERN keeps only "
-                       "the lines that match a regular expression (the last N matches, searched on the host "
-                       "in the last 64 MiB of the log; with -f, each appended line that matches).")
+    p = sub.add_parser(
+        "logs",
+        help="a run's train.log (-f: follow it, as tail -f)",
+        description="Print the last lines of a run's train.log on HOST; with -f keep printing "
+        "what is appended until interrupted. RUN is a run folder's name under one of the host's "
+        "runs roots, or its path. Each line is escaped for the terminal. --grep PATTERN keeps only "
+        "the lines that match a regular expression (the last N matches, searched on the host "
+        "in the last 64 MiB of the log; with -f, each appended line that matches).",
+    )
     add_hosts_option(p)
     p.add_argument("host", metavar="HOST")
     p.add_argument("run", metavar="RUN")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing appended lines")
-    p.add_argument("-n", "--lines", type=at_least_one, default=40, metavar="N",
-                   help="how many of the last lines to print first (default 40)")
-    p.add_argument("--grep", metavar="PATTERN", default=None,
-                   help="only the lines matching this regular expression (Python syntax, case sensitive; "
-                   "(?i) for any case)")
+    p.add_argument(
+        "-n",
+        "--lines",
+        type=at_least_one,
+        default=40,
+        metavar="N",
+        help="how many of the last lines to print first (default 40)",
+    )
+    p.add_argument(
+        "--grep",
+        metavar="PATTERN",
+        default=None,
+        help="only the lines matching this regular expression (Python syntax, case sensitive; "
+        "(?i) for any case)",
+    )
     p.set_defaults(func=cmd_logs)
 
 

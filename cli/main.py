@@ -30,8 +30,24 @@ from fleetdeck.cli.args import Parser, add_hosts_option
 
 #: each command module's register(subparsers) adds its subcommands, in this order in --help
 #: (status: status and runs; mirror: mirror and verify; train: train and bench)
-COMMANDS = (dashboard, status, schedules, purge, mirror, launch, train, audit, seats, alerts, silence,
-            watch, logs, holders, history, rules)
+COMMANDS = (
+    dashboard,
+    status,
+    schedules,
+    purge,
+    mirror,
+    launch,
+    train,
+    audit,
+    seats,
+    alerts,
+    silence,
+    watch,
+    logs,
+    holders,
+    history,
+    rules,
+)
 
 __all__ = ["COMMANDS", "add_hosts_option", "build_parser", "main"]
 
@@ -50,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch and act on a small fleet of GPU training hosts over SSH.",
     )
     parser.add_argument("--version", action="version", version=f"fleetdeck {_version()}")
-    parser.add_argument("--hosts", metavar="FILE", help="fleet file (default: $FLEETDECK_HOSTS, "
-                        "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)")
+    parser.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="fleet file (default: $FLEETDECK_HOSTS, "
+        "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for mod in COMMANDS:
         mod.register(sub)
@@ -83,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+def _command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
     """The parser of the (sub)command `args` came from, for its usage line in an error: down
     through each level's subcommands, by the name that level stored under its own `dest`."""
     found = parser

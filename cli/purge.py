@@ -31,22 +31,41 @@ from fleetdeck.tui.fmt import human_bytes, said
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `purge` to the command line."""
     p = sub.add_parser(
-        "purge", help="delete checkpoint folders after every safety check and a literal confirmation",
+        "purge",
+        help="delete checkpoint folders after every safety check and a literal confirmation",
         description="Delete checkpoint folders on HOST. Every PATH is taken literally; nothing is deleted "
-                    "unless every path passes every check and is confirmed byte for byte. A path that starts "
-                    "with '-' goes after '--'; confirm it as --confirm=PATH.")
+        "unless every path passes every check and is confirmed byte for byte. A path that starts "
+        "with '-' goes after '--'; confirm it as --confirm=PATH.",
+    )
     add_hosts_option(p)
     p.add_argument("host", metavar="HOST")
     p.add_argument("paths", nargs="+", metavar="PATH", help="folder to delete, taken literally")
-    p.add_argument("--confirm", action="append", default=[], metavar="PATH",
-                   help="confirm one PATH, typed exactly (once per path); without it a terminal prompts")
-    p.add_argument("--keep-newest", type=int, default=None, metavar="N",
-                   help="PATH is a run without a final adapter: delete its checkpoints but the newest N "
-                   "(by step), which are hashed before and after like an adapter; confirm the run's path")
-    p.add_argument("--allow-best", action="append", default=[], metavar="CHECKPOINT",
-                   help="delete this checkpoint although it holds its run's best eval loss and nothing kept "
-                   "holds the same weights: its path, typed exactly as the plan shows it")
-    p.add_argument("--dry-run", action="store_true", help="check and print the plan, delete nothing")
+    p.add_argument(
+        "--confirm",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="confirm one PATH, typed exactly (once per path); without it a terminal prompts",
+    )
+    p.add_argument(
+        "--keep-newest",
+        type=int,
+        default=None,
+        metavar="N",
+        help="PATH is a run without a final adapter: delete its checkpoints but the newest N "
+        "(by step), which are hashed before and after like an adapter; confirm the run's path",
+    )
+    p.add_argument(
+        "--allow-best",
+        action="append",
+        default=[],
+        metavar="CHECKPOINT",
+        help="delete this checkpoint although it holds its run's best eval loss and nothing kept "
+        "holds the same weights: its path, typed exactly as the plan shows it",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="check and print the plan, delete nothing"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run_purge)
 
@@ -63,8 +82,20 @@ def run_purge(args: argparse.Namespace) -> int:
         return asyncio.run(_purge(args, host))
     except HostError as e:
         if args.json:  # one JSON document whatever happened: nothing was deleted
-            print(json.dumps({"host": host.name, "dry_run": bool(args.dry_run), "deleted": False, "ok": False,
-                              "reason": e.code, "error": e.message, "paths": []}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "host": host.name,
+                        "dry_run": bool(args.dry_run),
+                        "deleted": False,
+                        "ok": False,
+                        "reason": e.code,
+                        "error": e.message,
+                        "paths": [],
+                    },
+                    indent=1,
+                )
+            )
         print(f"fleetdeck: purge on {host.name} failed: {said(e.message)}", file=sys.stderr)
         return 1
 
@@ -87,20 +118,32 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
     link = HostLink(host)
     try:
         if args.keep_newest is not None:
-            plan = await gather_keep_newest(link, args.paths[0], args.keep_newest, tuple(args.allow_best))
+            plan = await gather_keep_newest(
+                link, args.paths[0], args.keep_newest, tuple(args.allow_best)
+            )
         else:
             plan = await gather_purge(link, list(args.paths), tuple(args.allow_best))
         stray = [b for b in args.allow_best if b not in {e.best for e in plan.evals}]
         if stray:
             # an allowance for a checkpoint that is not a run's best is a mistake, never ignored
-            print(f"fleetdeck: --allow-best {said(shown(stray[0]))} is not the best-eval checkpoint of a run "
-                  "this purge touches; nothing was deleted", file=sys.stderr)
+            print(
+                f"fleetdeck: --allow-best {said(shown(stray[0]))} is not the best-eval checkpoint of a run "
+                "this purge touches; nothing was deleted",
+                file=sys.stderr,
+            )
             return 2
         if args.dry_run:
             audit_error = audit_dry_run(plan)
-            _emit(args, {**plan.to_json(), "audit_error": audit_error}, lambda c: show_plan(c, plan, dry_run=True))
+            _emit(
+                args,
+                {**plan.to_json(), "audit_error": audit_error},
+                lambda c: show_plan(c, plan, dry_run=True),
+            )
             if not plan.ok:
-                print(f"fleetdeck: purge on {host.name} would be refused: {said(_codes(plan))}", file=sys.stderr)
+                print(
+                    f"fleetdeck: purge on {host.name} would be refused: {said(_codes(plan))}",
+                    file=sys.stderr,
+                )
             if audit_error:
                 print(f"fleetdeck: {audit_error}", file=sys.stderr)
             return 0 if plan.ok and not audit_error else 1
@@ -111,14 +154,19 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
         elif prompting:
             show_plan(Console(stderr=True, highlight=False), plan)
         if args.confirm:
-            typed, via = pair_confirmations(list(plan.confirm_texts()), list(args.confirm)), "--confirm"
+            typed, via = (
+                pair_confirmations(list(plan.confirm_texts()), list(args.confirm)),
+                "--confirm",
+            )
             used = list(typed.values())
             extra = [c for c in args.confirm if c not in used or used.remove(c)]
             if extra:
                 # a confirmation for a path that is not in this purge is a mistake, never ignored
-                print(f"fleetdeck: --confirm {said(shown(extra[0]))} matches no path of this purge"
-                      f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}; nothing was deleted",
-                      file=sys.stderr)
+                print(
+                    f"fleetdeck: --confirm {said(shown(extra[0]))} matches no path of this purge"
+                    f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}; nothing was deleted",
+                    file=sys.stderr,
+                )
                 return 2
         elif prompting:
             typed, via = _prompt(plan), "prompt"
@@ -157,31 +205,46 @@ def _failure(report: PurgeReport) -> str:
         wrong = [p for p in report.paths if p.typed is not None and p.typed != p.path]
         if report.keep is not None:
             wrong = [p for p in report.paths if p.typed is not None and p.typed != report.keep.run]
-        mismatch = "".join(f": the confirmation '{shown(p.typed)}' did not match "
-                           f"'{shown(report.keep.run if report.keep else p.path)}'"
-                           for p in wrong[:1] if p.typed is not None)
+        mismatch = "".join(
+            f": the confirmation '{shown(p.typed)}' did not match "
+            f"'{shown(report.keep.run if report.keep else p.path)}'"
+            for p in wrong[:1]
+            if p.typed is not None
+        )
         return f"purge on {report.host} refused, nothing was deleted ({', '.join(codes)}){mismatch}"
     if not report.deleted:
         failed = [p for p in report.paths if not p.deleted]
-        why = failed[0].error or (failed[0].refusals[0].message if failed[0].refusals else "unknown")
+        why = failed[0].error or (
+            failed[0].refusals[0].message if failed[0].refusals else "unknown"
+        )
         return f"purge on {report.host} stopped at {shown(failed[0].path)}: {why}"
     bad = [k for k in report.keepers if not k.verified]
     if not bad:
         return f"purge on {report.host} deleted the paths but {report.verified_by}"
-    return (f"purge on {report.host} deleted the paths but {len(bad)} kept adapter file(s) did not verify, "
-            f"first {shown(bad[0].path)}")
+    return (
+        f"purge on {report.host} deleted the paths but {len(bad)} kept adapter file(s) did not verify, "
+        f"first {shown(bad[0].path)}"
+    )
 
 
 def _prompt(plan: PurgePlan) -> dict[str, str]:
     """Ask on the terminal for each path typed exactly; stops at the first mismatch."""
     typed: dict[str, str] = {}
     err = Console(stderr=True, highlight=False)
-    what = f"Type the run (it keeps its newest {plan.keep.n} checkpoints, the others are deleted) " \
-        if plan.keep is not None else "Type the path to delete "
+    what = (
+        f"Type the run (it keeps its newest {plan.keep.n} checkpoints, the others are deleted) "
+        if plan.keep is not None
+        else "Type the path to delete "
+    )
     for path in plan.confirm_texts():
         if not path.isprintable():
-            err.print(Text(f"{shown(path)} holds characters a prompt cannot take; "
-                           "confirm it with --confirm=PATH instead.", style="yellow"))
+            err.print(
+                Text(
+                    f"{shown(path)} holds characters a prompt cannot take; "
+                    "confirm it with --confirm=PATH instead.",
+                    style="yellow",
+                )
+            )
             return typed
         err.print(Text.assemble(what, (shown(path), "bold"), " exactly:"))
         sys.stderr.write("> ")
@@ -208,7 +271,9 @@ def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
 def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-def]
     for p in paths:
         for r in p.refusals:
-            console.print(Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", said(r.message)))
+            console.print(
+                Text.assemble((f"  {r.code}", "red"), ": ", shown(p.path), ": ", said(r.message))
+            )
 
 
 def _check_line(checks: tuple[tuple[str, str], ...]) -> Text:
@@ -229,8 +294,21 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
     size and sha256), free space now and expected back, warnings."""
     title = f"purge plan on {plan.host}" + (" (dry run: nothing deleted)" if dry_run else "")
     console.print(Text(title, style="bold"))
-    console.print(_path_table([(p.path, p.bytes, f"passed {sum(1 for _, v in p.checks if v == 'pass')} checks" if p.ok else "refused: " + ", ".join(p.refused),
-                                "green" if p.ok else "red") for p in plan.paths]))
+    console.print(
+        _path_table(
+            [
+                (
+                    p.path,
+                    p.bytes,
+                    f"passed {sum(1 for _, v in p.checks if v == 'pass')} checks"
+                    if p.ok
+                    else "refused: " + ", ".join(p.refused),
+                    "green" if p.ok else "red",
+                )
+                for p in plan.paths
+            ]
+        )
+    )
     for p in plan.paths:
         console.print(Text.assemble("  ", shown(p.path)))
         console.print(_check_line(p.checks))
@@ -239,13 +317,22 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
     if plan.keep is not None:
         _keep_lines(console, plan)
     elif plan.keepers:
-        console.print(Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold"))
+        console.print(
+            Text("keepers (final adapters that must survive, re-hashed afterwards):", style="bold")
+        )
     for k in plan.keepers:
-        console.print(Text(f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}", style="dim"))
+        console.print(
+            Text(
+                f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}",
+                style="dim",
+            )
+        )
     # the two differ: sparse or hard-linked files, and block rounding
-    console.print(f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
-                  f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
-                  f"{human_bytes(sum(p.bytes for p in plan.paths))})")
+    console.print(
+        f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
+        f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
+        f"{human_bytes(sum(p.bytes for p in plan.paths))})"
+    )
     for w in plan.warnings:
         console.print(Text(f"warning: {said(w)}", style="yellow"))
 
@@ -257,10 +344,16 @@ def _eval_lines(console: Console, plan: PurgePlan) -> None:
         if e.best is None:
             continue
         kept = "kept" if e.best_kept else "NOT kept: deleting it needs --allow-best"
-        console.print(Text(f"eval loss of {shown(e.run)} (best {e.best_loss:.4g}, {kept}):", style="bold"))
+        console.print(
+            Text(f"eval loss of {shown(e.run)} (best {e.best_loss:.4g}, {kept}):", style="bold")
+        )
         for name, step, loss, best in e.rows():
-            console.print(Text(f"  {shown(name)}  step {step}  {loss}{'  <- best' if best else ''}",
-                               style="yellow" if best and not e.best_kept else "dim"))
+            console.print(
+                Text(
+                    f"  {shown(name)}  step {step}  {loss}{'  <- best' if best else ''}",
+                    style="yellow" if best and not e.best_kept else "dim",
+                )
+            )
 
 
 def _keep_lines(console: Console, plan: PurgePlan) -> None:
@@ -270,12 +363,22 @@ def _keep_lines(console: Console, plan: PurgePlan) -> None:
         console.print(Text.assemble((f"  {k.refusal.code}", "red"), ": ", said(k.refusal.message)))
         return
     complete = len(k.checkpoints) - len(k.incomplete)
-    console.print(Text(f"keep rule: {shown(k.run)} keeps its newest {k.n} of {complete} complete "
-                       "checkpoints (hashed now, re-hashed afterwards):", style="bold"))
+    console.print(
+        Text(
+            f"keep rule: {shown(k.run)} keeps its newest {k.n} of {complete} complete "
+            "checkpoints (hashed now, re-hashed afterwards):",
+            style="bold",
+        )
+    )
     for path in k.kept:
         files = [x for x in plan.keepers if x.path.startswith(path.rstrip("/") + "/")]
-        console.print(Text(f"  keeps {shown(path)}  {len(files)} files, "
-                           f"{human_bytes(sum(x.bytes for x in files))}", style="dim"))
+        console.print(
+            Text(
+                f"  keeps {shown(path)}  {len(files)} files, "
+                f"{human_bytes(sum(x.bytes for x in files))}",
+                style="dim",
+            )
+        )
     for _step, path, why in k.incomplete:
         console.print(Text(f"  leaves {shown(path)}  {why}", style="yellow"))
 
@@ -283,23 +386,48 @@ def _keep_lines(console: Console, plan: PurgePlan) -> None:
 def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
     """The result on a terminal: what was deleted, keepers verified, space back vs expected."""
     console.print(Text(f"purge on {report.host}", style="bold"))
-    console.print(_path_table([(p.path, p.bytes, "deleted" if p.deleted else
-                                "refused: " + ", ".join(r.code for r in p.refusals) if p.refusals else
-                                f"not deleted: {p.error or ''}", "green" if p.deleted else "red")
-                               for p in report.paths]))
+    console.print(
+        _path_table(
+            [
+                (
+                    p.path,
+                    p.bytes,
+                    "deleted"
+                    if p.deleted
+                    else "refused: " + ", ".join(r.code for r in p.refusals)
+                    if p.refusals
+                    else f"not deleted: {p.error or ''}",
+                    "green" if p.deleted else "red",
+                )
+                for p in report.paths
+            ]
+        )
+    )
     _refusal_lines(console, report.paths)
     touched = any(p.deleted for p in report.paths)
     for k in report.keepers:
         if not touched:
-            console.print(Text(f"  keeps {shown(k.path)} (nothing deleted, not re-hashed)", style="dim"))
+            console.print(
+                Text(f"  keeps {shown(k.path)} (nothing deleted, not re-hashed)", style="dim")
+            )
             continue
         style, word = ("green", "verified") if k.verified else ("red", "NOT verified")
-        console.print(Text(f"  kept {shown(k.path)}  sha256 {k.sha256_after or '-'}  {word}", style=style))
+        console.print(
+            Text(f"  kept {shown(k.path)}  sha256 {k.sha256_after or '-'}  {word}", style=style)
+        )
     if touched:
-        console.print(Text(f"verified: {report.verified_by}" if report.verified else
-                           f"NOT verified: {report.verified_by}", style="green" if report.verified else "red"))
-    console.print(f"free before: {human_bytes(report.free_bytes_before)}, after: "
-                  f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
-                  f"of {human_bytes(report.expected_bytes)} expected")
+        console.print(
+            Text(
+                f"verified: {report.verified_by}"
+                if report.verified
+                else f"NOT verified: {report.verified_by}",
+                style="green" if report.verified else "red",
+            )
+        )
+    console.print(
+        f"free before: {human_bytes(report.free_bytes_before)}, after: "
+        f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
+        f"of {human_bytes(report.expected_bytes)} expected"
+    )
     for w in report.warnings:
         console.print(Text(f"warning: {said(w)}", style="yellow"))

@@ -15,13 +15,18 @@ from fleetdeck.cli.args import add_hosts_option
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `rules [--prometheus] [--json]`."""
-    p = sub.add_parser("rules", help="the alert rules (--prometheus: as a Prometheus rules file)",
-                       description="List the built-in alert rules with the severities, for durations and "
-                       "thresholds of the fleet file's [alerts]; with --prometheus, print them as a "
-                       "Prometheus alerting-rules file over the /metrics families of `watch --prometheus`.")
+    p = sub.add_parser(
+        "rules",
+        help="the alert rules (--prometheus: as a Prometheus rules file)",
+        description="List the built-in alert rules with the severities, for durations and "
+        "thresholds of the fleet file's [alerts]; with --prometheus, print them as a "
+        "Prometheus alerting-rules file over the /metrics families of `watch --prometheus`.",
+    )
     add_hosts_option(p)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--prometheus", action="store_true", help="print a Prometheus alerting-rules file (YAML)")
+    how.add_argument(
+        "--prometheus", action="store_true", help="print a Prometheus alerting-rules file (YAML)"
+    )
     how.add_argument("--json", action="store_true", help='print {"rules": [...]}')
     p.set_defaults(func=cmd_rules)
 
@@ -42,12 +47,22 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if args.prometheus:
         print(rules_file(config, fleet.source), end="")
         return 0
-    rows = [{"rule": r, "severity": config.severity_of(r), "for_seconds": wait_seconds(r, config),
-             "disabled": r in config.disabled, "prometheus": prometheus_word(r, config),
-             "prometheus_note": NOT_SAID.get(r)} for r in RULES]
+    rows = [
+        {
+            "rule": r,
+            "severity": config.severity_of(r),
+            "for_seconds": wait_seconds(r, config),
+            "disabled": r in config.disabled,
+            "prometheus": prometheus_word(r, config),
+            "prometheus_note": NOT_SAID.get(r),
+        }
+        for r in RULES
+    ]
     if args.json:
         print(json.dumps({"rules": rows}, indent=1))
         return 0
     for d in rows:
-        print(f"{d['rule']:<16} {d['severity']:<9} for {d['for_seconds']:>6g}s  prometheus: {d['prometheus']}")
+        print(
+            f"{d['rule']:<16} {d['severity']:<9} for {d['for_seconds']:>6g}s  prometheus: {d['prometheus']}"
+        )
     return 0

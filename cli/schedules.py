@@ -33,53 +33,93 @@ from fleetdeck.tui.fmt import matches
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `schedules`, `schedules ack` and `schedules remove` to the command line."""
-    p = sub.add_parser("schedules", help="cron entries, timers, at jobs and loops on every host",
-                       description="List every crontab entry, cron file line, systemd timer, at job and "
-                       "shell loop on the fleet; stray ones (unacknowledged, duplicated, or naming a "
-                       "missing path) are flagged.")
+    p = sub.add_parser(
+        "schedules",
+        help="cron entries, timers, at jobs and loops on every host",
+        description="List every crontab entry, cron file line, systemd timer, at job and "
+        "shell loop on the fleet; stray ones (unacknowledged, duplicated, or naming a "
+        "missing path) are flagged.",
+    )
 
     def listing(q: argparse.ArgumentParser) -> None:
         """The listing's options, on `schedules` and on `schedules list` alike."""
         add_hosts_option(q)
-        q.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
-                       help="only this host (repeatable)")
+        q.add_argument(
+            "--host",
+            action="append",
+            dest="host_filter",
+            metavar="NAME",
+            help="only this host (repeatable)",
+        )
         q.add_argument("--json", action="store_true", help='print {"schedules": [...]}')
-        q.add_argument("--filter", metavar="TEXT", help="only schedules whose row shows TEXT (any case)")
-        q.add_argument("--stray-only", action="store_true", help="only the stray ones (what needs a look)")
-        q.add_argument("--all", action="store_true", help="list the distribution's own cron entries one by one "
-                       "(the table folds them into one line per host)")
+        q.add_argument(
+            "--filter", metavar="TEXT", help="only schedules whose row shows TEXT (any case)"
+        )
+        q.add_argument(
+            "--stray-only", action="store_true", help="only the stray ones (what needs a look)"
+        )
+        q.add_argument(
+            "--all",
+            action="store_true",
+            help="list the distribution's own cron entries one by one "
+            "(the table folds them into one line per host)",
+        )
         q.set_defaults(func=cmd_list)
 
     listing(p)
     acts = p.add_subparsers(dest="schedules_action", metavar="ACTION")
-    listing(acts.add_parser("list", help="list them (the same as plain `schedules`)",
-                            description="The same listing as plain `fleetdeck schedules`."))
+    listing(
+        acts.add_parser(
+            "list",
+            help="list them (the same as plain `schedules`)",
+            description="The same listing as plain `fleetdeck schedules`.",
+        )
+    )
 
-    a = acts.add_parser("ack", help="mark schedules as known (ids from a fresh listing)",
-                        description="Acknowledge schedules by id, on the host that lists them. An id "
-                        "listed on several hosts needs --host NAME, or --all-hosts to cover the same "
-                        "entry on every host (now and later). Acknowledging clears the "
-                        "'unacknowledged' and 'duplicate' reasons.")
+    a = acts.add_parser(
+        "ack",
+        help="mark schedules as known (ids from a fresh listing)",
+        description="Acknowledge schedules by id, on the host that lists them. An id "
+        "listed on several hosts needs --host NAME, or --all-hosts to cover the same "
+        "entry on every host (now and later). Acknowledging clears the "
+        "'unacknowledged' and 'duplicate' reasons.",
+    )
     add_hosts_option(a)
     a.add_argument("ids", nargs="*", metavar="ID")
-    a.add_argument("--host", action="append", dest="host_filter", metavar="NAME",
-                   help="acknowledge the id on this host (repeatable)")
+    a.add_argument(
+        "--host",
+        action="append",
+        dest="host_filter",
+        metavar="NAME",
+        help="acknowledge the id on this host (repeatable)",
+    )
     a.add_argument("--all-hosts", action="store_true", help="acknowledge the id on every host")
-    a.add_argument("--all", action="store_true", dest="ack_all",
-                   help="with --host NAME and no ids: acknowledge every unacknowledged schedule the host "
-                   "lists now (a baseline; what turns up later is news)")
+    a.add_argument(
+        "--all",
+        action="store_true",
+        dest="ack_all",
+        help="with --host NAME and no ids: acknowledge every unacknowledged schedule the host "
+        "lists now (a baseline; what turns up later is news)",
+    )
     a.set_defaults(func=cmd_ack)
 
-    r = acts.add_parser("remove", help="remove one schedule or stop one loop",
-                        description="Remove one schedule by id. The id must be typed back exactly, "
-                        "with --confirm ID or at the terminal prompt.")
+    r = acts.add_parser(
+        "remove",
+        help="remove one schedule or stop one loop",
+        description="Remove one schedule by id. The id must be typed back exactly, "
+        "with --confirm ID or at the terminal prompt.",
+    )
     add_hosts_option(r)
     r.add_argument("target_host", metavar="HOST")
     r.add_argument("schedule_id", metavar="ID")
     r.add_argument("--confirm", metavar="ID", help="the id again, byte for byte")
-    r.add_argument("--grace", type=seconds_type("from 0 to 3600", lambda v: 0 <= v <= 3600),
-                   default=DEFAULT_GRACE, metavar="SECONDS",
-                   help=f"loops: wait this long after SIGTERM before SIGKILL (default {DEFAULT_GRACE:g})")
+    r.add_argument(
+        "--grace",
+        type=seconds_type("from 0 to 3600", lambda v: 0 <= v <= 3600),
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"loops: wait this long after SIGTERM before SIGKILL (default {DEFAULT_GRACE:g})",
+    )
     r.add_argument("--json", action="store_true", help="print the removal report as JSON")
     r.set_defaults(func=cmd_remove)
 
@@ -108,7 +148,9 @@ def sentence(msg: str | None) -> str:
 
 
 def _unreachable(snap: FleetSnapshot) -> list[tuple[str, str, str | None]]:
-    return [(h.name, h.error or "unknown error", h.error_code) for h in snap.hosts if not h.reachable]
+    return [
+        (h.name, h.error or "unknown error", h.error_code) for h in snap.hosts if not h.reachable
+    ]
 
 
 # -- schedules ------------------------------------------------------------------------------
@@ -121,15 +163,38 @@ def cmd_list(args: argparse.Namespace) -> int:
     snap = poll(fleet, None)
     shown_hosts = set(wanted) if wanted else {h.name for h in snap.hosts}
     every = list(snap.schedules)
-    rows = schedule_verdict.stray_first(s for s in every if s.host in shown_hosts
-                            and (s.stray or not args.stray_only)
-                            and matches(args.filter, s.host, s.id, s.kind, s.user, s.spec, s.command,
-                                        s.source, s.next_run, s.unit, " ".join(s.reasons),
-                                        schedule_verdict.why(s, every) if s.stray else None))
+    rows = schedule_verdict.stray_first(
+        s
+        for s in every
+        if s.host in shown_hosts
+        and (s.stray or not args.stray_only)
+        and matches(
+            args.filter,
+            s.host,
+            s.id,
+            s.kind,
+            s.user,
+            s.spec,
+            s.command,
+            s.source,
+            s.next_run,
+            s.unit,
+            " ".join(s.reasons),
+            schedule_verdict.why(s, every) if s.stray else None,
+        )
+    )
     down = [d for d in _unreachable(snap) if d[0] in shown_hosts]
     if args.json:
-        print(json.dumps({"schedules": [dict(schedule_json(s), why=schedule_verdict.why(s, every)) for s in rows],
-                          "unreachable": [unreachable_json(*d) for d in down]}))
+        print(
+            json.dumps(
+                {
+                    "schedules": [
+                        dict(schedule_json(s), why=schedule_verdict.why(s, every)) for s in rows
+                    ],
+                    "unreachable": [unreachable_json(*d) for d in down],
+                }
+            )
+        )
     else:
         folded: dict[str, int] = {}
         if not args.all:
@@ -139,13 +204,23 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows = [s for s in rows if not s.system]
         console = listing_console(soft_wrap=False)
         if not rows and (args.filter or args.stray_only):
-            console.print(Text("no stray schedule" + (f" shows {args.filter!r}" if args.filter else "")
-                               if args.stray_only else f"no schedule's row shows {args.filter!r}"))
+            console.print(
+                Text(
+                    "no stray schedule" + (f" shows {args.filter!r}" if args.filter else "")
+                    if args.stray_only
+                    else f"no schedule's row shows {args.filter!r}"
+                )
+            )
         else:
             console.print(schedules_table(rows, every, width=console.width))
         for host, n in folded.items():
-            console.print(Text(f"{host}: {n} entr{'y' if n == 1 else 'ies'} the distribution installed, "
-                               "folded (--all lists them)", style="dim"))
+            console.print(
+                Text(
+                    f"{host}: {n} entr{'y' if n == 1 else 'ies'} the distribution installed, "
+                    "folded (--all lists them)",
+                    style="dim",
+                )
+            )
     for name, err, _ in down:
         print(f"fleetdeck: {name} is unreachable: {sentence(err)}", file=sys.stderr)
     return 1 if down else 0
@@ -174,7 +249,11 @@ def schedules_records(schedules: list[Schedule], every: list[Schedule]) -> Group
         dim = "" if s.active else "dim"
         out.append(Text(shown(s.id), style=f"bold {dim}".strip(), no_wrap=True, overflow="fold"))
         head = Text("  ", style=dim)
-        head.append(" · ".join(shown(x) for x in (s.host, s.kind + ("" if s.active else " (inactive)"), s.user)))
+        head.append(
+            " · ".join(
+                shown(x) for x in (s.host, s.kind + ("" if s.active else " (inactive)"), s.user)
+            )
+        )
         head.append(" · ")
         head.append_text(_flag(s))
         out.append(head)
@@ -182,13 +261,18 @@ def schedules_records(schedules: list[Schedule], every: list[Schedule]) -> Group
         out.append(Text("  " + when, style=dim, overflow="fold"))
         out.append(Text("  " + shown(s.command), style=dim, overflow="fold"))
         if s.stray:
-            out.append(Text("  why: " + shown(schedule_verdict.why(s, every)), style="red", overflow="fold"))
+            out.append(
+                Text(
+                    "  why: " + shown(schedule_verdict.why(s, every)), style="red", overflow="fold"
+                )
+            )
         out.append(Text(""))
     return Group(*out[:-1])
 
 
-def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = None,
-                    width: int | None = None) -> Table | Text | Group:
+def schedules_table(
+    schedules: list[Schedule], fleet: list[Schedule] | None = None, width: int | None = None
+) -> Table | Text | Group:
     """A rich table: one row per schedule, in the order given; a stray one says why in one line
     (`fleet`: every schedule of the fleet, for naming duplicates). Narrower than
     `RECORDS_BELOW` columns (`width`), one record per schedule instead."""
@@ -216,15 +300,37 @@ def schedules_table(schedules: list[Schedule], fleet: list[Schedule] | None = No
         spec = s.spec if s.kind != "loop" else f"pid {s.pid}" if s.pid else s.spec
         row_style = "" if s.active else "dim"
         flag = _flag(s)
-        cells = [Text(shown(x)) for x in (s.host, s.id, s.kind + ("" if s.active else " (inactive)"),
-                                          s.user, spec, s.command, s.next_run or "")]
-        t.add_row(*cells, flag, Text(shown(schedule_verdict.why(s, every)) if s.stray else ""), style=row_style)
+        cells = [
+            Text(shown(x))
+            for x in (
+                s.host,
+                s.id,
+                s.kind + ("" if s.active else " (inactive)"),
+                s.user,
+                spec,
+                s.command,
+                s.next_run or "",
+            )
+        ]
+        t.add_row(
+            *cells,
+            flag,
+            Text(shown(schedule_verdict.why(s, every)) if s.stray else ""),
+            style=row_style,
+        )
     return t
 
 
 def _ack_refused(ids: list[str], code: str, msg: str, **extra: Any) -> int:
-    audit.audit("schedule-ack", None, "refused", ids=[shown(i) for i in ids], reason_code=code, message=msg,
-                **extra)
+    audit.audit(
+        "schedule-ack",
+        None,
+        "refused",
+        ids=[shown(i) for i in ids],
+        reason_code=code,
+        message=msg,
+        **extra,
+    )
     print(f"fleetdeck: {msg}", file=sys.stderr)
     return 1
 
@@ -248,23 +354,44 @@ def cmd_ack(args: argparse.Namespace) -> int:
         down = _unreachable(snap)
         on = f" on {', '.join(wanted)}" if wanted else ""
         why = f" (unreachable: {', '.join(d[0] for d in down)})" if down else ""
-        return _ack_refused(ids, "not-found", f"no schedule with id {', '.join(shown(i) for i in unknown)}{on} "
-                            f"in a fresh listing{why}; nothing was acknowledged", unknown=[shown(i) for i in unknown])
+        return _ack_refused(
+            ids,
+            "not-found",
+            f"no schedule with id {', '.join(shown(i) for i in unknown)}{on} "
+            f"in a fresh listing{why}; nothing was acknowledged",
+            unknown=[shown(i) for i in unknown],
+        )
     if not args.all_hosts and not wanted:
         many = {i: hs for i, hs in where.items() if len(hs) > 1}
         if many:
             i, hs = next(iter(many.items()))
-            return _ack_refused(ids, "ambiguous", f"{shown(i)} is listed on {', '.join(hs)}: name the host with "
-                                "--host NAME, or cover every host with --all-hosts; nothing was acknowledged")
+            return _ack_refused(
+                ids,
+                "ambiguous",
+                f"{shown(i)} is listed on {', '.join(hs)}: name the host with "
+                "--host NAME, or cover every host with --all-hosts; nothing was acknowledged",
+            )
     if args.all_hosts:
         schedule_verdict.acknowledge(everywhere=ids)
     else:
         schedule_verdict.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
     acked_on = sorted({h for i in ids for h in where[i]})
-    audit.audit("schedule-ack", "*" if args.all_hosts else ", ".join(acked_on), "done", ids=ids,
-                all_hosts=bool(args.all_hosts), hosts={i: where[i] for i in ids})
-    scope = "on every host" if args.all_hosts else "on " + ", ".join(sorted({h for i in ids for h in where[i]}))
-    Console().print(Text(f"acknowledged {len(ids)} schedule(s) {scope}: {', '.join(shown(i) for i in ids)}"))
+    audit.audit(
+        "schedule-ack",
+        "*" if args.all_hosts else ", ".join(acked_on),
+        "done",
+        ids=ids,
+        all_hosts=bool(args.all_hosts),
+        hosts={i: where[i] for i in ids},
+    )
+    scope = (
+        "on every host"
+        if args.all_hosts
+        else "on " + ", ".join(sorted({h for i in ids for h in where[i]}))
+    )
+    Console().print(
+        Text(f"acknowledged {len(ids)} schedule(s) {scope}: {', '.join(shown(i) for i in ids)}")
+    )
     return 0
 
 
@@ -272,25 +399,49 @@ def _ack_all(args: argparse.Namespace) -> int:
     """`ack --host H --all`: acknowledge, on each named host, every schedule a fresh poll lists
     there as unacknowledged (exit 1 when a named host cannot be asked; nothing is stored then)."""
     if not args.ack_all or args.ids or not args.host_filter or args.all_hosts:
-        print("fleetdeck: schedules ack: give ids, or --host NAME --all (without ids) to acknowledge every "
-              "unacknowledged schedule of that host", file=sys.stderr)
+        print(
+            "fleetdeck: schedules ack: give ids, or --host NAME --all (without ids) to acknowledge every "
+            "unacknowledged schedule of that host",
+            file=sys.stderr,
+        )
         return 2
     fleet = load_fleet(args.hosts)
     wanted = _names(fleet, args.host_filter) or []
     snap = poll(fleet, None)
     down = [d for d in _unreachable(snap) if d[0] in wanted]
     if down:
-        return _ack_refused([], "host-unreachable", f"{down[0][0]} is unreachable ({sentence(down[0][1])}); "
-                            "nothing was acknowledged", hosts=wanted)
-    pairs = sorted({(s.host, s.id) for s in snap.schedules if s.host in wanted and "unacknowledged" in s.reasons})
+        return _ack_refused(
+            [],
+            "host-unreachable",
+            f"{down[0][0]} is unreachable ({sentence(down[0][1])}); nothing was acknowledged",
+            hosts=wanted,
+        )
+    pairs = sorted(
+        {
+            (s.host, s.id)
+            for s in snap.schedules
+            if s.host in wanted and "unacknowledged" in s.reasons
+        }
+    )
     if pairs:
         schedule_verdict.acknowledge(on_host=pairs)
-    audit.audit("schedule-ack", ", ".join(wanted), "done", ids=[i for _, i in pairs], all=True,
-                hosts={h: [i for hh, i in pairs if hh == h] for h in wanted})
+    audit.audit(
+        "schedule-ack",
+        ", ".join(wanted),
+        "done",
+        ids=[i for _, i in pairs],
+        all=True,
+        hosts={h: [i for hh, i in pairs if hh == h] for h in wanted},
+    )
     for h in wanted:
         n = sum(1 for hh, _ in pairs if hh == h)
-        Console().print(Text(f"{h}: acknowledged {n} schedule{'' if n == 1 else 's'}" if n else
-                             f"{h}: no unacknowledged schedule to acknowledge"))
+        Console().print(
+            Text(
+                f"{h}: acknowledged {n} schedule{'' if n == 1 else 's'}"
+                if n
+                else f"{h}: no unacknowledged schedule to acknowledge"
+            )
+        )
     return 0
 
 
@@ -303,17 +454,49 @@ def cmd_remove(args: argparse.Namespace) -> int:
     hs = snap.hosts[0] if snap.hosts else None
     if hs is None or not hs.reachable:
         err = hs.error if hs else "no answer"
-        audit.audit("schedule-remove", host_cfg.name, "refused", schedule={"id": sid}, confirmation=args.confirm,
-                    reason_code="host-unreachable", message=err)
-        return _fail(args, {"host": host_cfg.name, "id": sid, "removed": False, "result": "refused",
-                            "reason_code": "host-unreachable", "message": f"{host_cfg.name} is unreachable: {err}"})
+        audit.audit(
+            "schedule-remove",
+            host_cfg.name,
+            "refused",
+            schedule={"id": sid},
+            confirmation=args.confirm,
+            reason_code="host-unreachable",
+            message=err,
+        )
+        return _fail(
+            args,
+            {
+                "host": host_cfg.name,
+                "id": sid,
+                "removed": False,
+                "result": "refused",
+                "reason_code": "host-unreachable",
+                "message": f"{host_cfg.name} is unreachable: {err}",
+            },
+        )
     sched = next((s for s in hs.schedules if s.id == sid), None)
     if sched is None:
         msg = f"no schedule with id {shown(sid)} on {host_cfg.name} in a fresh listing; nothing was changed"
-        audit.audit("schedule-remove", host_cfg.name, "refused", schedule={"id": sid}, confirmation=args.confirm,
-                    reason_code="not-found", message=msg)
-        return _fail(args, {"host": host_cfg.name, "id": sid, "removed": False, "result": "refused",
-                            "reason_code": "not-found", "message": msg})
+        audit.audit(
+            "schedule-remove",
+            host_cfg.name,
+            "refused",
+            schedule={"id": sid},
+            confirmation=args.confirm,
+            reason_code="not-found",
+            message=msg,
+        )
+        return _fail(
+            args,
+            {
+                "host": host_cfg.name,
+                "id": sid,
+                "removed": False,
+                "result": "refused",
+                "reason_code": "not-found",
+                "message": msg,
+            },
+        )
     confirmation = args.confirm
     if confirmation is None and sys.stdin.isatty():
         confirmation = _prompt(host_cfg, sched, args.grace)
@@ -322,8 +505,10 @@ def cmd_remove(args: argparse.Namespace) -> int:
         print(json.dumps(rep.to_json()))
     if not rep.ok:
         verb = "refused to remove" if rep.result == "refused" else "failed to remove"
-        print(f"fleetdeck: {verb} {shown(sid)} on {host_cfg.name} ({rep.reason_code}): {sentence(rep.message)}",
-              file=sys.stderr)
+        print(
+            f"fleetdeck: {verb} {shown(sid)} on {host_cfg.name} ({rep.reason_code}): {sentence(rep.message)}",
+            file=sys.stderr,
+        )
         return 1
     if not args.json:
         out = Console()
@@ -338,8 +523,11 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def _fail(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     if args.json:
         print(json.dumps(doc))
-    print(f"fleetdeck: refused to remove {shown(doc['id'])} on {doc['host']} ({doc['reason_code']}): "
-          f"{sentence(doc['message'])}", file=sys.stderr)
+    print(
+        f"fleetdeck: refused to remove {shown(doc['id'])} on {doc['host']} ({doc['reason_code']}): "
+        f"{sentence(doc['message'])}",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -363,8 +551,14 @@ def _prompt(host_cfg, sched: Schedule, grace: float) -> str | None:
     """Show what will be removed (and what the host says about it now); read the id typed back."""
     err = Console(stderr=True)
     err.print(Text(f"Remove from {host_cfg.name}: {sched.kind} {shown(sched.id)}", style="bold"))
-    for label, value in (("user", sched.user), ("spec", sched.spec), ("command", sched.command),
-                         ("source", sched.source), ("line", sched.raw), ("pid", sched.pid and str(sched.pid))):
+    for label, value in (
+        ("user", sched.user),
+        ("spec", sched.spec),
+        ("command", sched.command),
+        ("source", sched.source),
+        ("line", sched.raw),
+        ("pid", sched.pid and str(sched.pid)),
+    ):
         if value:
             err.print(Text(f"  {label}: {shown(str(value))}"))
     # the sentence names the entry's user, file, unit or job as the host gave them

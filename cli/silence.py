@@ -43,39 +43,72 @@ def for_duration(text: str) -> float:
     bounds; argparse's type."""
     v = duration(text)
     if not FOR_MIN <= v <= FOR_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a silence's length: from {FOR_MIN / 60:g} minute to "
-                                         f"{FOR_MAX / 86400:g} days")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a silence's length: from {FOR_MIN / 60:g} minute to "
+            f"{FOR_MAX / 86400:g} days"
+        )
     return v
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `silence add`, `silence list` and `silence expire`."""
-    p = sub.add_parser("silence", help="hold back alerts of a host, a rule or a subject for a while",
-                       description="A silence keeps matching alerts from the hooks for a while: they still "
-                       "show (marked) in `fleetdeck alerts` and the dashboard, and what it held is delivered "
-                       "when it ends unless it fired and resolved within it. A silence naming only a host is "
-                       "that host's maintenance window. Every change is audited.")
+    p = sub.add_parser(
+        "silence",
+        help="hold back alerts of a host, a rule or a subject for a while",
+        description="A silence keeps matching alerts from the hooks for a while: they still "
+        "show (marked) in `fleetdeck alerts` and the dashboard, and what it held is delivered "
+        "when it ends unless it fired and resolved within it. A silence naming only a host is "
+        "that host's maintenance window. Every change is audited.",
+    )
     acts = p.add_subparsers(dest="silence_action", metavar="ACTION", required=True)
-    a = acts.add_parser("add", help="silence alerts for a while",
-                        description="Silence the alerts that match every one of --host, --rule and --subject "
-                        "given (at least one), from now for --for.")
+    a = acts.add_parser(
+        "add",
+        help="silence alerts for a while",
+        description="Silence the alerts that match every one of --host, --rule and --subject "
+        "given (at least one), from now for --for.",
+    )
     add_hosts_option(a)
-    a.add_argument("--host", metavar="NAME", help="only this host's alerts (alone: a maintenance window)")
-    a.add_argument("--rule", metavar="RULE", choices=RULES, help=f"only this rule's alerts ({', '.join(RULES)})")
-    a.add_argument("--subject", metavar="TEXT", help="only alerts about this subject (a run path, a schedule id, "
-                   "a port...); exact, or a shell pattern with * ? [")
-    a.add_argument("--for", dest="duration", type=for_duration, required=True, metavar="DURATION",
-                   help="how long: 90s, 30m, 2h, 7d (1 minute to 30 days)")
-    a.add_argument("--comment", required=True, metavar="TEXT", help="why (shown beside every alert it holds)")
+    a.add_argument(
+        "--host", metavar="NAME", help="only this host's alerts (alone: a maintenance window)"
+    )
+    a.add_argument(
+        "--rule",
+        metavar="RULE",
+        choices=RULES,
+        help=f"only this rule's alerts ({', '.join(RULES)})",
+    )
+    a.add_argument(
+        "--subject",
+        metavar="TEXT",
+        help="only alerts about this subject (a run path, a schedule id, "
+        "a port...); exact, or a shell pattern with * ? [",
+    )
+    a.add_argument(
+        "--for",
+        dest="duration",
+        type=for_duration,
+        required=True,
+        metavar="DURATION",
+        help="how long: 90s, 30m, 2h, 7d (1 minute to 30 days)",
+    )
+    a.add_argument(
+        "--comment", required=True, metavar="TEXT", help="why (shown beside every alert it holds)"
+    )
     a.add_argument("--json", action="store_true", help="print the silence as JSON")
     a.set_defaults(func=cmd_add)
-    ls = acts.add_parser("list", help="silences in force and recently ended",
-                         description="Every silence in force, then those ended within the last week.")
+    ls = acts.add_parser(
+        "list",
+        help="silences in force and recently ended",
+        description="Every silence in force, then those ended within the last week.",
+    )
     add_hosts_option(ls)
     ls.add_argument("--json", action="store_true", help='print {"silences": [...]}')
     ls.set_defaults(func=cmd_list)
-    e = acts.add_parser("expire", help="end a silence now", description="End silence ID now: what it held "
-                        "back is delivered by the running watch.")
+    e = acts.add_parser(
+        "expire",
+        help="end a silence now",
+        description="End silence ID now: what it held back is delivered by the running watch.",
+    )
     add_hosts_option(e)
     e.add_argument("silence_id", metavar="ID")
     e.add_argument("--json", action="store_true", help="print the silence as JSON")
@@ -88,7 +121,7 @@ def _when(t: float) -> str:
 
 def said(s: Silence, verb: str) -> str:
     """One line for a silence added or expired."""
-    return (f"{verb} {s.id}: {s.scope} until {_when(s.ends)} by {shown(s.by)}: {shown(s.comment)}")
+    return f"{verb} {s.id}: {s.scope} until {_when(s.ends)} by {shown(s.by)}: {shown(s.comment)}"
 
 
 def _refused(e: Exception) -> int:
@@ -100,15 +133,26 @@ def _refused(e: Exception) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add one silence; exit 0 when it is saved and audited."""
     if not (args.host or args.rule or args.subject):
-        print("fleetdeck: silence add: name --host, --rule or --subject (or more); a silence of everything "
-              "would hide every alert of the fleet", file=sys.stderr)
+        print(
+            "fleetdeck: silence add: name --host, --rule or --subject (or more); a silence of everything "
+            "would hide every alert of the fleet",
+            file=sys.stderr,
+        )
         return 2
     if args.host:
-        load_fleet(getattr(args, "hosts", None)).host(args.host)   # ConfigError (exit 2) for a host it does not name
+        load_fleet(getattr(args, "hosts", None)).host(
+            args.host
+        )  # ConfigError (exit 2) for a host it does not name
     warn = lambda w: print(f"fleetdeck: warning: {w}", file=sys.stderr)  # noqa: E731
     try:
-        s = add_silence(host=args.host, rule=args.rule, subject=args.subject, duration=args.duration,
-                        comment=args.comment, warn=warn)
+        s = add_silence(
+            host=args.host,
+            rule=args.rule,
+            subject=args.subject,
+            duration=args.duration,
+            comment=args.comment,
+            warn=warn,
+        )
     except (SilenceRefused, AuditError) as e:
         return _refused(e)
     print(json.dumps(s.to_json(time.time())) if args.json else said(s, "silenced"))
@@ -133,8 +177,14 @@ def silences_table(silences: list[Silence], now: float) -> Table:
         t.add_column(col, overflow="fold", no_wrap=col == "id")
     for s in silences:
         state = s.state(now)
-        t.add_row(Text(s.id), Text(state, style="yellow" if state == "active" else "dim"), host_text(s.scope),
-                  Text(_when(s.ends)), host_text(s.by), message_text(s.comment))
+        t.add_row(
+            Text(s.id),
+            Text(state, style="yellow" if state == "active" else "dim"),
+            host_text(s.scope),
+            Text(_when(s.ends)),
+            host_text(s.by),
+            message_text(s.comment),
+        )
     return t
 
 
@@ -144,7 +194,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"fleetdeck: warning: {w}", file=sys.stderr)
     now = time.time()
-    silences = sorted(silences, key=lambda s: (not s.active(now), -s.ends if not s.active(now) else s.ends))
+    silences = sorted(
+        silences, key=lambda s: (not s.active(now), -s.ends if not s.active(now) else s.ends)
+    )
     if args.json:
         print(json.dumps({"silences": [s.to_json(now) for s in silences]}, indent=1))
         return 0

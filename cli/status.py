@@ -41,8 +41,15 @@ from fleetdeck.tui.fmt import (
     said,
 )
 
-STATE_STYLE = {"running": "green", "finished": "blue", "failed": "red", "stalled": "yellow",
-               "queued": "cyan", "cancelled": "magenta", "unknown": "dim"}
+STATE_STYLE = {
+    "running": "green",
+    "finished": "blue",
+    "failed": "red",
+    "stalled": "yellow",
+    "queued": "cyan",
+    "cancelled": "magenta",
+    "unknown": "dim",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,8 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--filter", metavar="TEXT", help="only runs whose row shows TEXT (any case)")
-    p.add_argument("--series", metavar="HOST:PATH", help="one run's whole loss and eval-loss series "
-                   "(a listing carries at most 256 points of each)")
+    p.add_argument(
+        "--series",
+        metavar="HOST:PATH",
+        help="one run's whole loss and eval-loss series "
+        "(a listing carries at most 256 points of each)",
+    )
     p.set_defaults(func=run_runs)
 
 
@@ -68,12 +79,18 @@ def _poll(args: argparse.Namespace) -> tuple[str, FleetSnapshot]:
     for name in args.host or ():
         fleet.host(name)
     # a host named twice is polled and listed once
-    return fleet.source, asyncio.run(poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None))
+    return fleet.source, asyncio.run(
+        poll_fleet(fleet, list(dict.fromkeys(args.host)) if args.host else None)
+    )
 
 
 #: what a host that could not be asked is called, by its error code (else "is unreachable")
-DOWN_WORDS = {"auth": "refused our login", "key-file": "cannot be logged into",
-              "host-key-unknown": "is not trusted yet", "host-key-changed": "is not trusted"}
+DOWN_WORDS = {
+    "auth": "refused our login",
+    "key-file": "cannot be logged into",
+    "host-key-unknown": "is not trusted yet",
+    "host-key-changed": "is not trusted",
+}
 
 
 def _report_down(snap: FleetSnapshot) -> None:
@@ -85,9 +102,16 @@ def _report_down(snap: FleetSnapshot) -> None:
 
 def _host_shows(h: HostSnapshot, needle: str | None) -> bool:
     """What a host's row shows: its name, state, GPUs, disks, live runs and error."""
-    return matches(needle, h.name, "up" if h.reachable else "down", h.error, h.error_code,
-                   *(g.name for g in h.gpus), *(d.path for d in h.disks),
-                   *(r.name for r in h.runs if r.state in ("running", "stalled")))
+    return matches(
+        needle,
+        h.name,
+        "up" if h.reachable else "down",
+        h.error,
+        h.error_code,
+        *(g.name for g in h.gpus),
+        *(d.path for d in h.disks),
+        *(r.name for r in h.runs if r.state in ("running", "stalled")),
+    )
 
 
 def _run_shows(r: Run, needle: str | None) -> bool:
@@ -104,7 +128,7 @@ def run_status(args: argparse.Namespace) -> int:
         console = listing_console()
         head = "fleet from "
         if len(head) + len(source) > console.width:  # one line: the file's tail tells it apart
-            source = "…" + source[-(console.width - len(head) - 1):]
+            source = "…" + source[-(console.width - len(head) - 1) :]
         console.print(head + escape(source), style="dim", no_wrap=True)
         if not snap.hosts and getattr(args, "filter", None):
             console.print(Text(f"no host's row shows {args.filter!r}"))
@@ -121,7 +145,10 @@ def run_series(args: argparse.Namespace) -> int:
     """`runs --series HOST:PATH`: one run's whole series, as step / loss / eval-loss lines."""
     host, sep, path = args.series.partition(":")
     if not sep or not path:
-        print("fleetdeck: --series takes HOST:PATH (a run's folder, as `runs` lists it)", file=sys.stderr)
+        print(
+            "fleetdeck: --series takes HOST:PATH (a run's folder, as `runs` lists it)",
+            file=sys.stderr,
+        )
         return 2
     fleet = load_fleet(args.hosts)
     cfg = fleet.host(host)
@@ -156,12 +183,22 @@ def run_runs(args: argparse.Namespace) -> int:
         return run_series(args)
     _, snap = _poll(args)
     if args.filter:
-        snap = replace(snap, hosts=tuple(replace(h, runs=tuple(r for r in h.runs if _run_shows(r, args.filter)))
-                                         for h in snap.hosts))
+        snap = replace(
+            snap,
+            hosts=tuple(
+                replace(h, runs=tuple(r for r in h.runs if _run_shows(r, args.filter)))
+                for h in snap.hosts
+            ),
+        )
     if args.json:
-        doc = {"runs": [run_json(r) for r in ordered_runs(snap.runs, [h.name for h in snap.hosts])],
-               "unreachable": [unreachable_json(h.name, h.error, h.error_code)
-                               for h in snap.hosts if not h.reachable]}
+        doc = {
+            "runs": [run_json(r) for r in ordered_runs(snap.runs, [h.name for h in snap.hosts])],
+            "unreachable": [
+                unreachable_json(h.name, h.error, h.error_code)
+                for h in snap.hosts
+                if not h.reachable
+            ],
+        }
         print(json.dumps(doc, indent=1))
     else:
         if args.filter and not snap.runs:
@@ -182,8 +219,12 @@ def _gpu_cell(h: HostSnapshot) -> Text:
             continue
         mark = " (unified)" if g.unified_memory else ""
         pct = 100 * g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0
-        parts.append(Text(f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
-                          f"{pct:.0f}%{mark}"))
+        parts.append(
+            Text(
+                f"{g.index}: {human_mib(g.memory_used_mib)}/{human_mib(g.memory_total_mib)} "
+                f"{pct:.0f}%{mark}"
+            )
+        )
     return Text("\n").join(parts)
 
 
@@ -211,7 +252,7 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
     wide = width >= 100
     t = Table(title="fleet", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
     short = ("host", "up", "latency", "load", "memory") if wide else ("host", "up", "memory")
-    host_w = max([4, *(len(h.name) for h in snap.hosts)])   # a host's name is never cut
+    host_w = max([4, *(len(h.name) for h in snap.hosts)])  # a host's name is never cut
     fixed = {"host": host_w, "up": 4, "latency": 7, "load": 5, "memory": 11}
     # what is left for the long columns, after the short ones, stray and the gaps between
     rest = max(24, width - 1 - sum(fixed[c] for c in short) - 5 - 2 * (len(short) + 3))
@@ -231,18 +272,34 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
             continue
         live = ordered_runs(r for r in h.runs if r.state in ("running", "stalled"))
         failed = sum(1 for r in h.runs if r.state == "failed")
-        lines = [Text.assemble(host_text(r.name, STATE_STYLE[r.state]), f" {progress_text(r.step, r.max_steps)}")
-                 for r in live]
+        lines = [
+            Text.assemble(
+                host_text(r.name, STATE_STYLE[r.state]), f" {progress_text(r.step, r.max_steps)}"
+            )
+            for r in live
+        ]
         if failed:  # never folded into "idle": `fleetdeck runs` says why
             lines.append(Text(f"{failed} failed", style=STATE_STYLE["failed"]))
         runs = Text("\n").join(lines) if lines else Text(f"{len(h.runs)} idle", style="dim")
         stray = sum(1 for s in h.schedules if s.stray)
-        minor = [f"{h.latency_ms:.0f}ms" if h.latency_ms is not None else "-",
-                 f"{h.load1:.2f}" if h.load1 is not None else "-"] if wide else []
-        t.add_row(h.name, Text("up", style="green"), *minor,
-                  f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
-                  _gpu_cell(h), _disk_cell(h), runs,
-                  Text(str(stray), style="yellow" if stray else ""))
+        minor = (
+            [
+                f"{h.latency_ms:.0f}ms" if h.latency_ms is not None else "-",
+                f"{h.load1:.2f}" if h.load1 is not None else "-",
+            ]
+            if wide
+            else []
+        )
+        t.add_row(
+            h.name,
+            Text("up", style="green"),
+            *minor,
+            f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
+            _gpu_cell(h),
+            _disk_cell(h),
+            runs,
+            Text(str(stray), style="yellow" if stray else ""),
+        )
     return t
 
 
@@ -261,9 +318,16 @@ def runs_table(snap: FleetSnapshot) -> Table:
         if r.state == "finished" and not r.adapter:
             state.append(" (no adapter)", style="red")
         step = "-" if r.step is None else f"{r.step}/{r.max_steps}" if r.max_steps else str(r.step)
-        t.add_row(r.host, host_text(r.name), state, step,
-                  f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
-                  human_duration(r.eta_seconds, "-"), f"{r.loss:.3f}" if r.loss is not None else "-", evals)
+        t.add_row(
+            r.host,
+            host_text(r.name),
+            state,
+            step,
+            f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
+            human_duration(r.eta_seconds, "-"),
+            f"{r.loss:.3f}" if r.loss is not None else "-",
+            evals,
+        )
         if r.reason and r.state not in ("running", "finished"):
             t.add_row("", host_text(r.reason, "dim"), "", "", "", "", "", "")
     return t

@@ -14,31 +14,50 @@ from fleetdeck.cli.args import add_hosts_option
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `train` and `bench` subcommands."""
-    p = sub.add_parser("train", help="run (or resume) the training run a RUN.toml describes, on this host")
+    p = sub.add_parser(
+        "train", help="run (or resume) the training run a RUN.toml describes, on this host"
+    )
     add_hosts_option(p)
     p.add_argument("run_toml", metavar="RUN.toml", help="the run's configuration")
     p.set_defaults(func=run_train)
     p = sub.add_parser("bench", help="step-time probe: median s/step, tokens/s, memory, MFU")
     add_hosts_option(p)
-    p.add_argument("run_toml", metavar="RUN.toml", help="the run's configuration (its folder is not touched)")
+    p.add_argument(
+        "run_toml", metavar="RUN.toml", help="the run's configuration (its folder is not touched)"
+    )
     p.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps, not timed (default 3)")
-    p.add_argument("--baseline", action="store_true",
-                   help="also time the references in the same process (reference-strong: HF Trainer + peft "
-                        "with Liger, unpadded rows, the batch searched in the Trainer; reference-plain: padded "
-                        "rows; reference: the old recipe; unsloth, when asked for: Unsloth in its own process) "
-                        "and print the ratio against reference-strong")
-    p.add_argument("--references", default="strong,plain,old", metavar="LIST",
-                   help="with --baseline: which references (strong, plain, old, unsloth), comma-separated")
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also time the references in the same process (reference-strong: HF Trainer + peft "
+        "with Liger, unpadded rows, the batch searched in the Trainer; reference-plain: padded "
+        "rows; reference: the old recipe; unsloth, when asked for: Unsloth in its own process) "
+        "and print the ratio against reference-strong",
+    )
+    p.add_argument(
+        "--references",
+        default="strong,plain,old",
+        metavar="LIST",
+        help="with --baseline: which references (strong, plain, old, unsloth), comma-separated",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a RUN.toml key for this measurement (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a RUN.toml key for this measurement (repeatable)",
+    )
     p.set_defaults(func=run_bench)
 
 
 def _missing_extra(e: ImportError) -> int:
-    print(f"fleetdeck: the trainer needs the train extra ({e.name or e}); "
-          "install it with: pip install 'fleetdeck[train]'", file=sys.stderr)
+    print(
+        f"fleetdeck: the trainer needs the train extra ({e.name or e}); "
+        "install it with: pip install 'fleetdeck[train]'",
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -39,14 +39,28 @@ FORCED_STOP = "the stop did not finish within {s:g}s; ending the process now"
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `watch [--prometheus ADDR:PORT] [--count N]`."""
-    p = sub.add_parser("watch", help="poll headless: history, alerts and hooks (and Prometheus)",
-                       description="Poll the fleet every poll_interval without a screen, keep history, "
-                       "judge the alert rules and deliver each transition once to the [alerts] hooks.")
+    p = sub.add_parser(
+        "watch",
+        help="poll headless: history, alerts and hooks (and Prometheus)",
+        description="Poll the fleet every poll_interval without a screen, keep history, "
+        "judge the alert rules and deliver each transition once to the [alerts] hooks.",
+    )
     add_hosts_option(p)
-    p.add_argument("--prometheus", metavar="ADDR:PORT", help="serve /metrics here (e.g. 127.0.0.1:9464)")
-    p.add_argument("--count", type=at_least_one, metavar="N", help="stop after N polls (default: run until stopped)")
-    p.add_argument("--interval", type=seconds_type("above 0", lambda v: v > 0), metavar="SECONDS", help="seconds between polls "
-                   "(default: the fleet file's poll_interval)")
+    p.add_argument(
+        "--prometheus", metavar="ADDR:PORT", help="serve /metrics here (e.g. 127.0.0.1:9464)"
+    )
+    p.add_argument(
+        "--count",
+        type=at_least_one,
+        metavar="N",
+        help="stop after N polls (default: run until stopped)",
+    )
+    p.add_argument(
+        "--interval",
+        type=seconds_type("above 0", lambda v: v > 0),
+        metavar="SECONDS",
+        help="seconds between polls (default: the fleet file's poll_interval)",
+    )
     p.set_defaults(func=cmd_watch)
 
 
@@ -54,12 +68,27 @@ class Watcher(Monitor):
     """The monitor printing to `out`: a transition as one line, a warning as `warning: ...`.
     `readonly` judges only (what `fleetdeck alerts` does): no history, hook or saved state."""
 
-    def __init__(self, fleet: Fleet, *, history: History | None = None, engine: Any = None,
-                 collector: Any = None, out: TextIO | None = None, readonly: bool = False,
-                 **kw: Any) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        history: History | None = None,
+        engine: Any = None,
+        collector: Any = None,
+        out: TextIO | None = None,
+        readonly: bool = False,
+        **kw: Any,
+    ) -> None:
         self.out = out or sys.stdout
-        super().__init__(fleet, role="judge" if readonly else "deliver", history=history, engine=engine,
-                         collector=collector, report=self._print, **kw)
+        super().__init__(
+            fleet,
+            role="judge" if readonly else "deliver",
+            history=history,
+            engine=engine,
+            collector=collector,
+            report=self._print,
+            **kw,
+        )
 
     def _print(self, kind: str, line: str) -> None:
         self.say(line if kind == "transition" else f"warning: {line}")
@@ -72,17 +101,23 @@ class Watcher(Monitor):
             # terminal or the journal (a transition's host parts were escaped when it was made)
             text = said(line).encode(enc, "backslashreplace").decode(enc)
             print(text, file=self.out, flush=True)
-        except (OSError, ValueError):   # a closed or full stdout must not stop the watch
+        except (OSError, ValueError):  # a closed or full stdout must not stop the watch
             pass
 
-    async def run(self, count: int | None = None, interval: float | None = None,  # type: ignore[override]
-                  stop: asyncio.Event | None = None) -> None:
+    async def run(
+        self,
+        count: int | None = None,
+        interval: float | None = None,  # type: ignore[override]
+        stop: asyncio.Event | None = None,
+    ) -> None:
         """Cycle until `count` cycles are done, or `stop` is set, or `stop()` is called."""
         waiter = None
         if stop is not None:
+
             async def watch_stop() -> None:
                 await stop.wait()
                 self.stop()
+
             waiter = asyncio.ensure_future(watch_stop())
         try:
             await super().run(count, interval)
@@ -103,7 +138,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print(f"fleetdeck: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"fleetdeck: cannot take the watch lock in the state folder: {e.strerror or e}", file=sys.stderr)
+        print(
+            f"fleetdeck: cannot take the watch lock in the state folder: {e.strerror or e}",
+            file=sys.stderr,
+        )
         return 1
     try:
         return _watch(args, fleet)
@@ -124,16 +162,18 @@ def stop_on_signal(loop: asyncio.AbstractEventLoop, stop: Any) -> None:
         signal.signal(sig, lambda *_: None)
 
     def watchdog() -> None:
-        assert w.fileno() >= 0   # `w` lives as long as this thread: the wakeup fd stays open
+        assert w.fileno() >= 0  # `w` lives as long as this thread: the wakeup fd stays open
         while r.recv(1)[:1] not in (bytes([signal.SIGTERM]), bytes([signal.SIGINT])):
             pass
-        with contextlib.suppress(RuntimeError):   # the loop already closed: we are ending anyway
+        with contextlib.suppress(RuntimeError):  # the loop already closed: we are ending anyway
             loop.call_soon_threadsafe(stop)
-        time.sleep(STOP_WITHIN - 0.4)   # the state is saved by every cycle and on the way out
+        time.sleep(STOP_WITHIN - 0.4)  # the state is saved by every cycle and on the way out
         # still here: something did not finish stopping (a bug: every await on a host is
         # bounded and cancellable); said, so that it is seen, then ended all the same
         with contextlib.suppress(Exception):
-            print(f"warning: {FORCED_STOP.format(s=STOP_WITHIN - 0.4)}", file=sys.stderr, flush=True)
+            print(
+                f"warning: {FORCED_STOP.format(s=STOP_WITHIN - 0.4)}", file=sys.stderr, flush=True
+            )
         _exit_now()
 
     threading.Thread(target=watchdog, name="stop-on-signal", daemon=True).start()
@@ -158,10 +198,12 @@ def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
         try:
             _server, bound = serve_metrics(addr, port, collector)
         except OSError as e:
-            print(f"fleetdeck: cannot serve metrics on {args.prometheus}: {e.strerror or e}", file=sys.stderr)
+            print(
+                f"fleetdeck: cannot serve metrics on {args.prometheus}: {e.strerror or e}",
+                file=sys.stderr,
+            )
             return 1
         print(f"metrics on http://{addr}:{bound}/metrics", flush=True)
-
 
     async def main() -> None:
         watcher = Watcher(fleet, collector=collector)

@@ -33,32 +33,73 @@ def load(name: str):
 def purge_plan():
     """A plan of two checkpoints of run-7, the second held open by a process."""
     from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
-    run, gib = "/home/ops/runs/run-7", 1024 ** 3
-    checks = ("not-found", "symlink", "outside-roots", "is-root", "holds-final-adapter", "in-use", "mounted")
+
+    run, gib = "/home/ops/runs/run-7", 1024**3
+    checks = (
+        "not-found",
+        "symlink",
+        "outside-roots",
+        "is-root",
+        "holds-final-adapter",
+        "in-use",
+        "mounted",
+    )
 
     def path(step, refusals=()):
         bad = {r.code for r in refusals}
         p = f"{run}/checkpoints/checkpoint-{step}"
-        return PathPlan(path=p, resolved=p, bytes=8 * gib, expected_bytes=8 * gib, refusals=tuple(refusals),
-                        checks=tuple((c, "fail" if c in bad else "pass") for c in checks), pins=(),
-                        free_bytes=3281 * gib, fstype="ext4", runs=(run,))
+        return PathPlan(
+            path=p,
+            resolved=p,
+            bytes=8 * gib,
+            expected_bytes=8 * gib,
+            refusals=tuple(refusals),
+            checks=tuple((c, "fail" if c in bad else "pass") for c in checks),
+            pins=(),
+            free_bytes=3281 * gib,
+            fstype="ext4",
+            runs=(run,),
+        )
+
     held = Refusal("in-use", "pid 41233 (python) has checkpoint-50/adapter_model.safetensors open")
-    return PurgePlan(host="gx10", paths=(path(25), path(50, (held,))),
-                     keepers=(Keeper(f"{run}/adapter/adapter_model.safetensors", run, 160 * 1024 ** 2,
-                                     "9f2c1e0a7b3d5e8f" * 4, (1, 2, 3, 4)),),
-                     roots=(("~/runs", "/home/ops/runs"),), free_bytes_before=3281 * gib,
-                     expected_bytes=16 * gib, warnings=())
+    return PurgePlan(
+        host="gx10",
+        paths=(path(25), path(50, (held,))),
+        keepers=(
+            Keeper(
+                f"{run}/adapter/adapter_model.safetensors",
+                run,
+                160 * 1024**2,
+                "9f2c1e0a7b3d5e8f" * 4,
+                (1, 2, 3, 4),
+            ),
+        ),
+        roots=(("~/runs", "/home/ops/runs"),),
+        free_bytes_before=3281 * gib,
+        expected_bytes=16 * gib,
+        warnings=(),
+    )
 
 
 def mirror_dry_run():
     """What a dry run of run-6's adapter to ana-ml2 reports."""
     from fleetdeck.backend.actions.mirror import MirrorReport
     from fleetdeck.backend.actions.mirror_copy import MirrorFile
-    files = (MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, None, "missing"),
-             MirrorFile("adapter_config.json", 812, "cd" * 32, None, "missing"))
-    return MirrorReport(src="gx10:/home/ops/runs/run-6/adapter", dst="ana-ml2:/home/ops/runs/run-6/adapter",
-                        dry_run=True, verified=False, bytes_src=167772972, bytes_dst=0, files=files,
-                        result="would-copy")
+
+    files = (
+        MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, None, "missing"),
+        MirrorFile("adapter_config.json", 812, "cd" * 32, None, "missing"),
+    )
+    return MirrorReport(
+        src="gx10:/home/ops/runs/run-6/adapter",
+        dst="ana-ml2:/home/ops/runs/run-6/adapter",
+        dry_run=True,
+        verified=False,
+        bytes_src=167772972,
+        bytes_dst=0,
+        files=files,
+        result="would-copy",
+    )
 
 
 async def main() -> None:
@@ -71,8 +112,19 @@ async def main() -> None:
             base = earlier if i < 12 else now
             hosts = []
             for h in base.hosts:
-                gpus = tuple(replace(g, memory_used_mib=max(0.0, min(g.memory_total_mib, g.memory_used_mib
-                                     * (0.75 + 0.25 * math.sin(i / 3 + g.index))))) for g in h.gpus)
+                gpus = tuple(
+                    replace(
+                        g,
+                        memory_used_mib=max(
+                            0.0,
+                            min(
+                                g.memory_total_mib,
+                                g.memory_used_mib * (0.75 + 0.25 * math.sin(i / 3 + g.index)),
+                            ),
+                        ),
+                    )
+                    for g in h.gpus
+                )
                 hosts.append(replace(h, gpus=gpus))
             app.post_message(FleetPolled(replace(base, hosts=tuple(hosts))))
             await pilot.pause()
@@ -92,6 +144,7 @@ async def shot(app, pilot, name: str, size: tuple[int, int]) -> None:
     await app.workers.wait_for_complete()
     await pilot.pause()
     from textual.widgets import Input
+
     for inp in app.screen.query(Input):
         inp.cursor_blink = False
     app.save_screenshot(name, path=str(HERE))
@@ -125,6 +178,7 @@ async def shots(app, pilot) -> None:
     modal.dry_for, modal.dry_report = modal.destination(), rep
     modal.refresh_act()
     from rich.text import Text
+
     modal.query_one("#mirror-rate").update(Text("dry run: nothing was copied", style="dim"))
     modal.query_one("#act").focus()
     await shot(app, pilot, "mirror.svg", (100, 30))

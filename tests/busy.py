@@ -18,8 +18,16 @@ def hogs(n: int | None = None) -> Iterator[list[int]]:
     """`n` busy processes (default: one per CPU, at least 2) for the `with` block, killed at
     its end, also when it fails; yields their pids."""
     n = n if n is not None else max(2, os.cpu_count() or 2)
-    procs = [subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOG],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for _ in range(n)
+    ]
     try:
         yield [p.pid for p in procs]
     finally:

@@ -70,11 +70,13 @@ async def links(fleet_file):
 
 
 CRON_SPOOL = Path("/var/spool/cron/crontabs")
-CRONTAB_BIN = shutil.which("crontab")   # resolved once: a test may put a fake one first on PATH
+CRONTAB_BIN = shutil.which("crontab")  # resolved once: a test may put a fake one first on PATH
 # another user's crontab: its line numbers overlap those of every crontab the tests install
-BYSTANDER_TAB = (b"# fleetdeck tests: a bystander's crontab, never to be touched\n"
-                 b"MAILTO=\"\"\n"
-                 + b"".join(b"%d 3 * * * /usr/bin/true fleetdeck-bystander-%d\n" % (n, n) for n in range(1, 11)))
+BYSTANDER_TAB = (
+    b"# fleetdeck tests: a bystander's crontab, never to be touched\n"
+    b'MAILTO=""\n'
+    + b"".join(b"%d 3 * * * /usr/bin/true fleetdeck-bystander-%d\n" % (n, n) for n in range(1, 11))
+)
 
 
 class Bystander:
@@ -103,12 +105,18 @@ def bystander(tmp_path_factory):
     """Another user (throwaway, `fdby...`) with a ten-line crontab, for the whole session; None
     where this machine cannot have one (not root, no useradd, no Debian cron spool). Removed at
     the end, crontab and user, also when tests failed."""
-    if os.geteuid() != 0 or not CRON_SPOOL.is_dir() or not CRONTAB_BIN or \
-            not all(map(shutil.which, ("useradd", "userdel"))):
+    if (
+        os.geteuid() != 0
+        or not CRON_SPOOL.is_dir()
+        or not CRONTAB_BIN
+        or not all(map(shutil.which, ("useradd", "userdel")))
+    ):
         yield None
         return
     name = f"fdby{uuid.uuid4().hex[:8]}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True
+    )
     try:
         tab = tmp_path_factory.mktemp("bystander") / "crontab"
         tab.write_bytes(BYSTANDER_TAB)
@@ -121,7 +129,7 @@ def bystander(tmp_path_factory):
 
 def pytest_configure(config):
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-    _load_from_env()   # a bad FLEETDECK_TEST_LOAD stops the session before any test
+    _load_from_env()  # a bad FLEETDECK_TEST_LOAD stops the session before any test
 
 
 def _load_from_env() -> int:
@@ -130,7 +138,9 @@ def _load_from_env() -> int:
     if not raw:
         return 0
     if not raw.isdigit() or not 0 <= int(raw) <= 64:
-        raise pytest.UsageError(f"FLEETDECK_TEST_LOAD must be a whole number from 0 to 64, not {raw!r}")
+        raise pytest.UsageError(
+            f"FLEETDECK_TEST_LOAD must be a whole number from 0 to 64, not {raw!r}"
+        )
     return int(raw)
 
 
@@ -149,7 +159,11 @@ def machine_load():
 
 def pytest_report_header(config):
     n = _load_from_env()
-    return f"machine load: {n} busy process(es) beside the session (FLEETDECK_TEST_LOAD)" if n else None
+    return (
+        f"machine load: {n} busy process(es) beside the session (FLEETDECK_TEST_LOAD)"
+        if n
+        else None
+    )
 
 
 @pytest.fixture

@@ -29,7 +29,9 @@ PROMTOOL = "/usr/bin/promtool"
 def need(binary: str) -> str:
     """The binary's path, or the test is skipped naming the package the README installs."""
     if not (os.path.exists(binary) and os.access(binary, os.X_OK)):
-        pytest.skip(f"{binary} is not installed (apt-get install prometheus prometheus-alertmanager)")
+        pytest.skip(
+            f"{binary} is not installed (apt-get install prometheus prometheus-alertmanager)"
+        )
     return binary
 
 
@@ -56,7 +58,9 @@ def get_json(url: str, timeout: float = 10) -> Any:
 
 
 def post_json(url: str, doc: Any, timeout: float = 10) -> Any:
-    req = urllib.request.Request(url, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, json.dumps(doc).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as r:
         body = r.read()
     return json.loads(body) if body else None
@@ -78,7 +82,7 @@ class Receiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:   # noqa: N802
+            def do_POST(self) -> None:  # noqa: N802
                 n = int(self.headers.get("Content-Length") or 0)
                 owner.posts.append(json.loads(self.rfile.read(n)))
                 self.send_response(200)
@@ -93,9 +97,13 @@ class Receiver:
 
     def alerts(self, status: str | None = None, **labels: str) -> list[dict]:
         """Every alert in every notification so far (with that status, whose labels hold `labels`)."""
-        return [a for p in list(self.posts) for a in p.get("alerts", ())
-                if (status is None or a.get("status") == status)
-                and all(a.get("labels", {}).get(k) == v for k, v in labels.items())]
+        return [
+            a
+            for p in list(self.posts)
+            for a in p.get("alerts", ())
+            if (status is None or a.get("status") == status)
+            and all(a.get("labels", {}).get(k) == v for k, v in labels.items())
+        ]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -126,25 +134,44 @@ class Alertmanager:
         self.url = f"http://127.0.0.1:{self.port}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "alertmanager.yml").write_text(AM_CONFIG.format(url=receiver_url))
-        self.log = open(folder / "alertmanager.log", "ab")   # noqa: SIM115
+        self.log = open(folder / "alertmanager.log", "ab")  # noqa: SIM115
         self.p = subprocess.Popen(
-            [ALERTMANAGER, f"--config.file={folder / 'alertmanager.yml'}", f"--storage.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                ALERTMANAGER,
+                f"--config.file={folder / 'alertmanager.yml'}",
+                f"--storage.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         self.folder = folder
-        wait_for(lambda: self.p.poll() is not None or answers(f"{self.url}/-/ready"), why="alertmanager ready")
+        wait_for(
+            lambda: self.p.poll() is not None or answers(f"{self.url}/-/ready"),
+            why="alertmanager ready",
+        )
         if self.p.poll() is not None:
-            raise AssertionError(f"alertmanager ended: {(folder / 'alertmanager.log').read_text()[-2000:]}")
+            raise AssertionError(
+                f"alertmanager ended: {(folder / 'alertmanager.log').read_text()[-2000:]}"
+            )
 
     def alerts(self) -> list[dict]:
         return get_json(f"{self.url}/api/v2/alerts")
 
     def silence(self, comment: str, **labels: str) -> str:
         now = time.time()
-        doc = {"matchers": [{"name": k, "value": v, "isRegex": False, "isEqual": True} for k, v in labels.items()],
-               "startsAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 60)),
-               "endsAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 7200)),
-               "createdBy": "tests", "comment": comment}
+        doc = {
+            "matchers": [
+                {"name": k, "value": v, "isRegex": False, "isEqual": True}
+                for k, v in labels.items()
+            ],
+            "startsAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 60)),
+            "endsAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 7200)),
+            "createdBy": "tests",
+            "comment": comment,
+        }
         return post_json(f"{self.url}/api/v2/silences", doc)["silenceID"]
 
     def stop(self) -> None:

@@ -57,7 +57,9 @@ class Model:
                 self.model.model.norm.weight[0] = float("nan")
         self.lock = threading.Lock()
 
-    def generate(self, prompt: str, max_tokens: int) -> tuple[list[int], list[float], list[dict], str]:
+    def generate(
+        self, prompt: str, max_tokens: int
+    ) -> tuple[list[int], list[float], list[dict], str]:
         """(tokens, their logprobs, top-1 alternatives, finish_reason)."""
         torch = self.torch
         ids = self.tok.encode(prompt)[-512:] or [self.tok.eos_id]
@@ -94,8 +96,17 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.dumps(doc, allow_nan=self.server.lenient).encode()  # type: ignore[attr-defined]
         except ValueError as e:
-            status, body = 500, json.dumps({"object": "error", "message": str(e) + ": nan",
-                                            "type": "InternalServerError", "code": 500}).encode()
+            status, body = (
+                500,
+                json.dumps(
+                    {
+                        "object": "error",
+                        "message": str(e) + ": nan",
+                        "type": "InternalServerError",
+                        "code": 500,
+                    }
+                ).encode(),
+            )
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -104,8 +115,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model",
-                                                         "owned_by": "tests"}]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL_ID, "object": "model", "owned_by": "tests"}],
+                },
+            )
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -124,11 +140,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             for i in range(len(body)):
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
                 time.sleep(self.server.drip)  # type: ignore[attr-defined]
         except OSError:
-            pass   # the client gave up
+            pass  # the client gave up
 
     def _endless(self) -> None:
         self.send_response(200)
@@ -147,7 +163,7 @@ class Handler(BaseHTTPRequestHandler):
                         f.write(str(sent))
                 block = b" " * 65536
         except OSError:
-            pass   # the client stopped reading and closed
+            pass  # the client stopped reading and closed
 
     def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
@@ -169,8 +185,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.delay:  # type: ignore[attr-defined]
             time.sleep(self.server.delay)  # type: ignore[attr-defined]
         model: Model = self.server.model  # type: ignore[attr-defined]
-        prompt = ("\n".join(str(m.get("content", "")) for m in req.get("messages") or ())
-                  if chat else str(req.get("prompt", "")))
+        prompt = (
+            "\n".join(str(m.get("content", "")) for m in req.get("messages") or ())
+            if chat
+            else str(req.get("prompt", ""))
+        )
         tokens, lps, tops, finish = model.generate(prompt, int(req.get("max_tokens") or 16))
         if self.server.logprob is not None:  # type: ignore[attr-defined]
             lps = [self.server.logprob] * len(lps)  # type: ignore[attr-defined]
@@ -182,21 +201,38 @@ class Handler(BaseHTTPRequestHandler):
             text = ""
         want = bool(req.get("logprobs")) and not self.server.ignore_logprobs  # type: ignore[attr-defined]
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "finish_reason": finish, "logprobs": None}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish,
+                "logprobs": None,
+            }
             if want:
-                choice["logprobs"] = {"content": [
-                    {"token": model.text([t]), "logprob": lp,
-                     "top_logprobs": [{"token": k, "logprob": v} for k, v in top.items()]}
-                    for t, lp, top in zip(tokens, lps, tops, strict=True)]}
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "token": model.text([t]),
+                            "logprob": lp,
+                            "top_logprobs": [{"token": k, "logprob": v} for k, v in top.items()],
+                        }
+                        for t, lp, top in zip(tokens, lps, tops, strict=True)
+                    ]
+                }
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
             if want:
-                choice["logprobs"] = {"tokens": [model.text([t]) for t in tokens],
-                                      "token_logprobs": lps, "top_logprobs": tops}
-        doc = {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion",
-               "model": MODEL_ID, "choices": [choice],
-               "usage": {"prompt_tokens": len(prompt.encode()), "completion_tokens": len(tokens)}}
+                choice["logprobs"] = {
+                    "tokens": [model.text([t]) for t in tokens],
+                    "token_logprobs": lps,
+                    "top_logprobs": tops,
+                }
+        doc = {
+            "id": "cmpl-test",
+            "object": "chat.completion" if chat else "text_completion",
+            "model": MODEL_ID,
+            "choices": [choice],
+            "usage": {"prompt_tokens": len(prompt.encode()), "completion_tokens": len(tokens)},
+        }
         shape = self.server.shape  # type: ignore[attr-defined]
         if shape == "choices-object":
             doc["choices"] = {"first": choice}
@@ -207,9 +243,14 @@ class Handler(BaseHTTPRequestHandler):
         elif shape == "deep":
             # written by hand: json.dumps would recurse once per level itself
             depth = 100_000
-            self._send_raw(200, b'{"id": "cmpl-test", "choices": [{"index": 0, "finish_reason": "stop", '
-                           b'"message": {"role": "assistant", "content": ' + b"[" * depth + b"]" * depth
-                           + b"}}]}")
+            self._send_raw(
+                200,
+                b'{"id": "cmpl-test", "choices": [{"index": 0, "finish_reason": "stop", '
+                b'"message": {"role": "assistant", "content": '
+                + b"[" * depth
+                + b"]" * depth
+                + b"}}]}",
+            )
             return
         if self.server.drip:  # type: ignore[attr-defined]
             self._drip(doc)
@@ -223,14 +264,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nan", action="store_true", help="set a weight to NaN before serving")
     p.add_argument("--lenient-json", action="store_true", help="write NaN literals")
     p.add_argument("--ignore-logprobs", action="store_true", help="never answer logprobs")
-    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each completion")
+    p.add_argument(
+        "--delay", type=float, default=0.0, help="seconds to wait before each completion"
+    )
     p.add_argument("--empty", action="store_true", help="answer an empty completion")
     p.add_argument("--logprob", type=float, default=None, help="write this value for every logprob")
-    p.add_argument("--drip", type=float, default=0.0, help="send the completion one byte every N seconds")
-    p.add_argument("--endless", action="store_true", help="stream a completion body that never ends")
-    p.add_argument("--sent-file", default=None, help="with --endless: where to write the bytes sent")
-    p.add_argument("--shape", choices=("choices-object", "deep", "no-choices", "no-usage"), default=None,
-                   help="answer completions in this broken shape")
+    p.add_argument(
+        "--drip", type=float, default=0.0, help="send the completion one byte every N seconds"
+    )
+    p.add_argument(
+        "--endless", action="store_true", help="stream a completion body that never ends"
+    )
+    p.add_argument(
+        "--sent-file", default=None, help="with --endless: where to write the bytes sent"
+    )
+    p.add_argument(
+        "--shape",
+        choices=("choices-object", "deep", "no-choices", "no-usage"),
+        default=None,
+        help="answer completions in this broken shape",
+    )
     args = p.parse_args(argv)
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.model = Model(args.nan)  # type: ignore[attr-defined]

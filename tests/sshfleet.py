@@ -34,7 +34,11 @@ def free_port() -> int:
 def keygen(path: Path) -> str:
     """Make an ed25519 key pair at `path`; the public key line."""
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-    return path.with_suffix(".pub").read_text().strip() if path.suffix else Path(str(path) + ".pub").read_text().strip()
+    return (
+        path.with_suffix(".pub").read_text().strip()
+        if path.suffix
+        else Path(str(path) + ".pub").read_text().strip()
+    )
 
 
 @dataclass
@@ -91,7 +95,14 @@ class SshdFleet:
         key = d / "host_ed25519"
         if not key.exists():
             keygen(key)
-        h = FakeHost(name=name, port=free_port(), root=root, dir=d, host_key=key, sshd_extra=tuple(sshd_extra))
+        h = FakeHost(
+            name=name,
+            port=free_port(),
+            root=root,
+            dir=d,
+            host_key=key,
+            sshd_extra=tuple(sshd_extra),
+        )
         self.hosts[name] = h
         self.start(name)
         if trust:
@@ -105,31 +116,41 @@ class SshdFleet:
     def start(self, name: str) -> None:
         h = self.hosts[name]
         cfg = h.dir / "sshd_config"
-        cfg.write_text("\n".join([
-            f"Port {h.port}",
-            "ListenAddress 127.0.0.1",
-            f"HostKey {h.host_key}",
-            f"AuthorizedKeysFile {self.authorized_keys}",
-            f"PidFile {h.dir / 'sshd.pid'}",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "PubkeyAuthentication yes",
-            "PermitRootLogin yes",
-            "StrictModes no",
-            "UsePAM no",
-            "MaxSessions 64",
-            "MaxStartups 200",
-            "LogLevel ERROR",
-            *h.sshd_extra,
-            "",
-        ]))
+        cfg.write_text(
+            "\n".join(
+                [
+                    f"Port {h.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {h.host_key}",
+                    f"AuthorizedKeysFile {self.authorized_keys}",
+                    f"PidFile {h.dir / 'sshd.pid'}",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PubkeyAuthentication yes",
+                    "PermitRootLogin yes",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "MaxSessions 64",
+                    "MaxStartups 200",
+                    "LogLevel ERROR",
+                    *h.sshd_extra,
+                    "",
+                ]
+            )
+        )
         with open(h.dir / "sshd.log", "ab") as log:
-            h.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=subprocess.DEVNULL,
-                                      stderr=log, start_new_session=True)
+            h.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(cfg)],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if h.proc.poll() is not None:
-                raise RuntimeError(f"sshd for {name} exited: {(h.dir / 'sshd.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"sshd for {name} exited: {(h.dir / 'sshd.log').read_text()[-2000:]}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", h.port), timeout=0.5) as s:
                     if s.recv(8).startswith(b"SSH-"):
@@ -167,17 +188,31 @@ class SshdFleet:
     def host_toml(self, name: str, **extra: object) -> str:
         """The [hosts.NAME] table for this fake host."""
         h = self.hosts[name]
-        lines = [f"[hosts.{name}]", 'address = "127.0.0.1"', f"port = {h.port}",
-                 f'user = "{getpass.getuser()}"', f'runs = ["{h.runs}"]']
+        lines = [
+            f"[hosts.{name}]",
+            'address = "127.0.0.1"',
+            f"port = {h.port}",
+            f'user = "{getpass.getuser()}"',
+            f'runs = ["{h.runs}"]',
+        ]
         for k, v in extra.items():
             lines.append(f"{k} = {_toml(v)}")
         return "\n".join(lines) + "\n"
 
-    def fleet_toml(self, names: list[str] | None = None, defaults: dict | None = None,
-                   per_host: dict[str, dict] | None = None) -> str:
+    def fleet_toml(
+        self,
+        names: list[str] | None = None,
+        defaults: dict | None = None,
+        per_host: dict[str, dict] | None = None,
+    ) -> str:
         """A whole fleet file for these hosts, with this fleet's keys and known_hosts."""
-        d = {"known_hosts": str(self.known_hosts), "client_keys": [str(self.client_key)],
-             "python": sys.executable, "connect_timeout": 3, "command_timeout": 20}
+        d = {
+            "known_hosts": str(self.known_hosts),
+            "client_keys": [str(self.client_key)],
+            "python": sys.executable,
+            "connect_timeout": 3,
+            "command_timeout": 20,
+        }
         d.update(defaults or {})
         out = ["[defaults]"] + [f"{k} = {_toml(v)}" for k, v in d.items()] + [""]
         for n in list(self.hosts) if names is None else names:
@@ -211,7 +246,7 @@ def _descendants(root: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     out, todo = [], [root]
     while todo:

@@ -52,12 +52,14 @@ def run(**kw) -> Run:
 def test_overfitting_fires_once_when_eval_loss_rises_twice_and_resolves_when_it_falls():
     e = AlertEngine()
     evals = [(25, 3.20), (50, 3.17), (75, 3.18)]
-    assert e.evaluate(fleet(host(runs=(run(eval_losses=tuple(evals)),)))) == []   # one rise: not yet
+    assert e.evaluate(fleet(host(runs=(run(eval_losses=tuple(evals)),)))) == []  # one rise: not yet
     evals.append((100, 3.19))
     out = e.evaluate(fleet(host(t=T0 + 5, runs=(run(eval_losses=tuple(evals)),))))
     assert rules(out) == [("overfitting", "firing")]
     assert "best so far is step 50" in out[0].text and out[0].subject == "/runs/run-7"
-    assert e.evaluate(fleet(host(t=T0 + 10, runs=(run(eval_losses=tuple(evals)),)))) == []  # no storm
+    assert (
+        e.evaluate(fleet(host(t=T0 + 10, runs=(run(eval_losses=tuple(evals)),)))) == []
+    )  # no storm
     evals.append((125, 3.10))
     out = e.evaluate(fleet(host(t=T0 + 15, runs=(run(eval_losses=tuple(evals)),))))
     assert rules(out) == [("overfitting", "resolved")] and out[0].since == T0 + 15
@@ -73,11 +75,20 @@ def test_stalled_nonfinite_and_spiking_runs():
     e = AlertEngine()
     losses = tuple((i, 2.0 - i * 0.01) for i in range(10)) + ((10, 9.5),)
     r1 = run(state="stalled", reason="no progress for 900s (step time 20.0s)")
-    r2 = Run(host="h1", path="/runs/run-8", name="run-8", state="running", reason="loss is nan at step 40")
+    r2 = Run(
+        host="h1",
+        path="/runs/run-8",
+        name="run-8",
+        state="running",
+        reason="loss is nan at step 40",
+    )
     r3 = Run(host="h1", path="/runs/run-9", name="run-9", state="running", losses=losses)
     out = e.evaluate(fleet(host(runs=(r1, r2, r3))))
-    assert sorted(rules(out)) == [("loss-nonfinite", "firing"), ("loss-spike", "firing"),
-                                  ("run-stalled", "firing")]
+    assert sorted(rules(out)) == [
+        ("loss-nonfinite", "firing"),
+        ("loss-spike", "firing"),
+        ("run-stalled", "firing"),
+    ]
     spike = [a for a in out if a.rule == "loss-spike"][0]
     assert "step 10" in spike.text and spike.subject == "/runs/run-9"
 
@@ -86,8 +97,10 @@ def test_host_down_fires_only_after_the_threshold_and_a_down_host_keeps_its_othe
     e = AlertEngine(AlertConfig(host_down_after=60))
     stalled = run(state="stalled", reason="no progress")
     assert rules(e.evaluate(fleet(host(runs=(stalled,))))) == [("run-stalled", "firing")]
-    down = HostSnapshot(name="h1", reachable=False, error="connection to h1 timed out after 5s", time=T0 + 10)
-    assert e.evaluate(fleet(down)) == []   # down 0 s, and the stalled run is not "recovered"
+    down = HostSnapshot(
+        name="h1", reachable=False, error="connection to h1 timed out after 5s", time=T0 + 10
+    )
+    assert e.evaluate(fleet(down)) == []  # down 0 s, and the stalled run is not "recovered"
     down = HostSnapshot(name="h1", reachable=False, error="timed out", time=T0 + 75)
     out = e.evaluate(fleet(down))
     assert rules(out) == [("host-down", "firing")] and out[0].since == T0 + 10
@@ -96,15 +109,25 @@ def test_host_down_fires_only_after_the_threshold_and_a_down_host_keeps_its_othe
 
 
 def disk(used: int, total: int = 100 * 2**30) -> Disk:
-    return Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=total, used_bytes=used,
-                free_bytes=total - used)
+    return Disk(
+        path="/tank",
+        mount="/tank",
+        fstype="zfs",
+        total_bytes=total,
+        used_bytes=used,
+        free_bytes=total - used,
+    )
 
 
 def test_disk_full_eta_from_a_sustained_rate_over_the_window():
-    e = AlertEngine(AlertConfig(disk_full_hours=24, disk_rate_min_span=300, for_=(("disk-full-eta", 0.0),)))
+    e = AlertEngine(
+        AlertConfig(disk_full_hours=24, disk_rate_min_span=300, for_=(("disk-full-eta", 0.0),))
+    )
     gib = 2**30
     assert e.evaluate(fleet(host(disks=(disk(50 * gib),)))) == []
-    assert e.evaluate(fleet(host(t=T0 + 60, disks=(disk(51 * gib),)))) == []   # too short a span to say
+    assert (
+        e.evaluate(fleet(host(t=T0 + 60, disks=(disk(51 * gib),)))) == []
+    )  # too short a span to say
     for minute in range(2, 11):
         e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk((50 + minute) * gib),))))
     # 1 GiB a minute, steadily; 40 GiB left at minute 10: 2400 s
@@ -118,7 +141,7 @@ def test_disk_full_eta_from_a_sustained_rate_over_the_window():
 
 def test_a_burst_of_writes_is_no_trend_and_a_trend_fires_only_after_its_for_duration():
     gib = 2**30
-    e = AlertEngine()   # the defaults: a 30-min window, and disk-full-eta must hold for 10 min
+    e = AlertEngine()  # the defaults: a 30-min window, and disk-full-eta must hold for 10 min
     # 25 quiet minutes, then 5 GiB a minute for five minutes (25 GiB left): a burst, not a trend
     used = [50] * 26 + [55, 60, 65, 70, 75]
     for minute, u in enumerate(used):
@@ -128,7 +151,9 @@ def test_a_burst_of_writes_is_no_trend_and_a_trend_fires_only_after_its_for_dura
     e = AlertEngine()
     fired = []
     for minute in range(31):
-        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int((50 + minute / 2) * gib)),))))
+        out = e.evaluate(
+            fleet(host(t=T0 + 60 * minute, disks=(disk(int((50 + minute / 2) * gib)),)))
+        )
         fired += [(minute, a.rule) for a in out]
     assert fired == [(15, "disk-full-eta")]
 
@@ -141,23 +166,36 @@ def test_a_rule_with_a_for_duration_ignores_a_flap_and_keeps_waiting_across_a_re
     roomy = gpu(40, [(10, 30000, "vllm")])
     e = AlertEngine(cfg)
     assert e.evaluate(fleet(host(gpus=(tight,), seats=seats))) == []
-    assert e.evaluate(fleet(host(t=T0 + 60, gpus=(roomy,), seats=seats))) == []   # a flap: starts over
+    assert (
+        e.evaluate(fleet(host(t=T0 + 60, gpus=(roomy,), seats=seats))) == []
+    )  # a flap: starts over
     assert e.evaluate(fleet(host(t=T0 + 90, gpus=(tight,), seats=seats))) == []
-    again = AlertEngine(cfg)   # the watcher restarts: the wait carries on
+    again = AlertEngine(cfg)  # the watcher restarts: the wait carries on
     again.load_state(json.loads(json.dumps(e.to_state())))
     assert again.evaluate(fleet(host(t=T0 + 180, gpus=(tight,), seats=seats))) == []
-    assert rules(again.evaluate(fleet(host(t=T0 + 210, gpus=(tight,), seats=seats)))) == [("gpu-headroom", "firing")]
+    assert rules(again.evaluate(fleet(host(t=T0 + 210, gpus=(tight,), seats=seats)))) == [
+        ("gpu-headroom", "firing")
+    ]
 
 
 def gpu(util: float, procs: list[tuple[int, float, str]], total: float = 81559) -> Gpu:
-    return Gpu(index=0, name="H100", uuid="GPU-0", unified_memory=False, memory_total_mib=total,
-               memory_used_mib=sum(p[1] for p in procs), utilization_pct=util,
-               processes=tuple(GpuProcess(pid=p, user="op", used_mib=m, command=c) for p, m, c in procs))
+    return Gpu(
+        index=0,
+        name="H100",
+        uuid="GPU-0",
+        unified_memory=False,
+        memory_total_mib=total,
+        memory_used_mib=sum(p[1] for p in procs),
+        utilization_pct=util,
+        processes=tuple(GpuProcess(pid=p, user="op", used_mib=m, command=c) for p, m, c in procs),
+    )
 
 
 def test_gpu_headroom_under_the_floor_on_a_card_with_seats():
-    seats = (Seat(host="h1", kind="vllm", port=8038, pid=10, pids=(10,), container={"name": "seat-38"}),
-             Seat(host="h1", kind="vllm", port=8052, pid=20, pids=(20,), container={"name": "seat-52"}))
+    seats = (
+        Seat(host="h1", kind="vllm", port=8038, pid=10, pids=(10,), container={"name": "seat-38"}),
+        Seat(host="h1", kind="vllm", port=8052, pid=20, pids=(20,), container={"name": "seat-52"}),
+    )
     g = gpu(40, [(10, 0.38 * 81559 + 5000, "vllm"), (20, 0.52 * 81559 + 2000, "vllm")])
     out = AlertEngine().evaluate(fleet(host(gpus=(g,), seats=seats)))
     assert rules(out) == [("gpu-headroom", "firing")]
@@ -168,11 +206,20 @@ def test_gpu_headroom_under_the_floor_on_a_card_with_seats():
 
 def test_an_idle_holder_fires_after_thirty_idle_minutes_and_never_for_seats_or_runs():
     e = AlertEngine()
-    procs = [(5, 3000, "python notebook.py"), (6, 9000, "vllm serve m"), (7, 9000, "fleetdeck train r.toml")]
+    procs = [
+        (5, 3000, "python notebook.py"),
+        (6, 9000, "vllm serve m"),
+        (7, 9000, "fleetdeck train r.toml"),
+    ]
     seats = (Seat(host="h1", kind="vllm", port=8000, pid=6, pids=(6,)),)
     runs = (run(pid=7),)
     for minute in (0, 10, 29):
-        assert e.evaluate(fleet(host(t=T0 + 60 * minute, gpus=(gpu(0, procs),), seats=seats, runs=runs))) == []
+        assert (
+            e.evaluate(
+                fleet(host(t=T0 + 60 * minute, gpus=(gpu(0, procs),), seats=seats, runs=runs))
+            )
+            == []
+        )
     out = e.evaluate(fleet(host(t=T0 + 60 * 31, gpus=(gpu(0, procs),), seats=seats, runs=runs)))
     assert rules(out) == [("idle-holder", "firing")] and out[0].subject == "pid 5"
     # the card gets busy: resolved
@@ -182,21 +229,52 @@ def test_an_idle_holder_fires_after_thirty_idle_minutes_and_never_for_seats_or_r
 
 def test_stray_schedules_seat_checks_and_seat_restarts():
     e = AlertEngine(AlertConfig(event_hold_minutes=10))
-    stray = Schedule(id="cron:abc", host="h1", kind="crontab", user="op", spec="37 * * * *",
-                     command="check-on-run.sh", source="crontab", stray=True, reasons=("unacknowledged",))
-    seat = Seat(host="h1", kind="vllm", port=8000, pid=6, restarts=2, oom_killed=False,
-                container={"name": "seat-52"})
-    bad = SeatCheck(host="h1", port=8000, sound=False, signature="logprob-unserialisable",
-                    message="Out of range float values are not JSON compliant: nan")
+    stray = Schedule(
+        id="cron:abc",
+        host="h1",
+        kind="crontab",
+        user="op",
+        spec="37 * * * *",
+        command="check-on-run.sh",
+        source="crontab",
+        stray=True,
+        reasons=("unacknowledged",),
+    )
+    seat = Seat(
+        host="h1",
+        kind="vllm",
+        port=8000,
+        pid=6,
+        restarts=2,
+        oom_killed=False,
+        container={"name": "seat-52"},
+    )
+    bad = SeatCheck(
+        host="h1",
+        port=8000,
+        sound=False,
+        signature="logprob-unserialisable",
+        message="Out of range float values are not JSON compliant: nan",
+    )
     out = e.evaluate(fleet(host(schedules=(stray,), seats=(seat,))), checks={seat.key: bad})
     assert sorted(rules(out)) == [("new-stray", "firing"), ("seat-check", "firing")]
     assert "logprob-unserialisable" in [a for a in out if a.rule == "seat-check"][0].text
-    restarted = Seat(host="h1", kind="vllm", port=8000, pid=9, restarts=3, oom_killed=True,
-                     container={"name": "seat-52"})
+    restarted = Seat(
+        host="h1",
+        kind="vllm",
+        port=8000,
+        pid=9,
+        restarts=3,
+        oom_killed=True,
+        container={"name": "seat-52"},
+    )
     ok = SeatCheck(host="h1", port=8000, sound=True, signature=None, message="fine")
     out = e.evaluate(fleet(host(t=T0 + 5, seats=(restarted,))), checks={seat.key: ok})
-    assert sorted(rules(out)) == [("new-stray", "resolved"), ("seat-check", "resolved"),
-                                  ("seat-restart", "firing")]
+    assert sorted(rules(out)) == [
+        ("new-stray", "resolved"),
+        ("seat-check", "resolved"),
+        ("seat-restart", "firing"),
+    ]
     text = [a for a in out if a.rule == "seat-restart"][0].text
     assert "RestartCount 3" in text and "OOM-killed" in text
     assert e.evaluate(fleet(host(t=T0 + 60, seats=(restarted,)))) == []
@@ -206,9 +284,18 @@ def test_stray_schedules_seat_checks_and_seat_restarts():
 
 def test_a_stray_command_with_hostile_bytes_is_escaped_in_the_alert_text():
     e = AlertEngine()
-    cmd = "printf 'caf\udce9'\n\x1b[2Jrm -rf ~"   # an undecodable byte, a newline, an escape
-    stray = Schedule(id="c-1", host="h1", kind="crontab", user="op", spec="* * * * *", command=cmd,
-                     source="crontab", stray=True, reasons=("unacknowledged",))
+    cmd = "printf 'caf\udce9'\n\x1b[2Jrm -rf ~"  # an undecodable byte, a newline, an escape
+    stray = Schedule(
+        id="c-1",
+        host="h1",
+        kind="crontab",
+        user="op",
+        spec="* * * * *",
+        command=cmd,
+        source="crontab",
+        stray=True,
+        reasons=("unacknowledged",),
+    )
     (a,) = e.evaluate(fleet(host(schedules=(stray,))))
     assert "\\xe9" in a.text and "\\n" in a.text and "\\x1b" in a.text
     assert "\n" not in a.text and "\x1b" not in a.text and "\udce9" not in a.text
@@ -236,30 +323,43 @@ BASE = '[hosts.h1]\naddress = "x"\n'
 
 
 def test_alerts_table_is_parsed_into_the_fleet():
-    f = parse_fleet(BASE + '[alerts]\nhost_down_after = 30\ngpu_headroom_floor_gib = 4.5\n'
-                    'on_alert = ["notify-send", "{title}", "{text}"]\nwebhook = "http://127.0.0.1:9/x"\n'
-                    'disabled = ["idle-holder"]\n', "hosts.toml")
-    assert f.alerts == AlertConfig(host_down_after=30.0, gpu_headroom_floor_gib=4.5,
-                                   on_alert=("notify-send", "{title}", "{text}"),
-                                   webhook="http://127.0.0.1:9/x", disabled=("idle-holder",))
+    f = parse_fleet(
+        BASE + "[alerts]\nhost_down_after = 30\ngpu_headroom_floor_gib = 4.5\n"
+        'on_alert = ["notify-send", "{title}", "{text}"]\nwebhook = "http://127.0.0.1:9/x"\n'
+        'disabled = ["idle-holder"]\n',
+        "hosts.toml",
+    )
+    assert f.alerts == AlertConfig(
+        host_down_after=30.0,
+        gpu_headroom_floor_gib=4.5,
+        on_alert=("notify-send", "{title}", "{text}"),
+        webhook="http://127.0.0.1:9/x",
+        disabled=("idle-holder",),
+    )
     assert parse_fleet(BASE, "hosts.toml").alerts is None
 
 
-@pytest.mark.parametrize("table,message", [
-    ("hostdown_after = 3", "hosts.toml: [alerts]: unknown key 'hostdown_after'"),
-    ("host_down_after = \"5m\"", "key 'host_down_after' must be a number"),
-    ("host_down_after = 0", "host_down_after = 0 is out of range: key 'host_down_after' must be between 1 and 604800"),
-    ("loss_spike_factor = 1", "must be greater than 1"),
-    ("disabled = [\"disk\"]", "unknown rule 'disk'"),
-    ("on_alert = \"notify-send {title}\"", "key 'on_alert' must be a list of strings"),
-    ("on_alert = []", "must name a command"),
-    ("webhook = \"file:///etc/passwd\"", "must be an http:// or https:// URL"),
-    ("seat_check_interval = true", "must be a number"),
-    ("for = 60", "key 'for' must be a table of rule = seconds"),
-    ("for = { disk = 60 }", "unknown rule 'disk'"),
-    ("for = { disk-full-eta = -1 }", "disk-full-eta must be a number of seconds, 0 or more"),
-    ("for_ = []", "unknown key 'for_'"),
-])
+@pytest.mark.parametrize(
+    "table,message",
+    [
+        ("hostdown_after = 3", "hosts.toml: [alerts]: unknown key 'hostdown_after'"),
+        ('host_down_after = "5m"', "key 'host_down_after' must be a number"),
+        (
+            "host_down_after = 0",
+            "host_down_after = 0 is out of range: key 'host_down_after' must be between 1 and 604800",
+        ),
+        ("loss_spike_factor = 1", "must be greater than 1"),
+        ('disabled = ["disk"]', "unknown rule 'disk'"),
+        ('on_alert = "notify-send {title}"', "key 'on_alert' must be a list of strings"),
+        ("on_alert = []", "must name a command"),
+        ('webhook = "file:///etc/passwd"', "must be an http:// or https:// URL"),
+        ("seat_check_interval = true", "must be a number"),
+        ("for = 60", "key 'for' must be a table of rule = seconds"),
+        ("for = { disk = 60 }", "unknown rule 'disk'"),
+        ("for = { disk-full-eta = -1 }", "disk-full-eta must be a number of seconds, 0 or more"),
+        ("for_ = []", "unknown key 'for_'"),
+    ],
+)
 def test_a_bad_alerts_table_names_the_key(table, message):
     with pytest.raises(ConfigError) as e:
         parse_alerts(__import__("tomllib").loads(table), "hosts.toml")
@@ -270,8 +370,11 @@ def test_a_bad_alerts_table_names_the_key(table, message):
 def test_placeholders_are_replaced_once_inside_each_argument():
     a = Alert("seat-check", "h1", "port 8000", "firing", T0, "text with {title} and $(rm -rf ~)")
     argv = hook_argv(("notify-send", "{title}", "[{state}] {text}"), a)
-    assert argv == ["notify-send", "ALERT seat-check on h1: port 8000",
-                    "[firing] text with {title} and $(rm -rf ~)"]
+    assert argv == [
+        "notify-send",
+        "ALERT seat-check on h1: port 8000",
+        "[firing] text with {title} and $(rm -rf ~)",
+    ]
 
 
 class Hook(BaseHTTPRequestHandler):
@@ -302,8 +405,10 @@ async def test_each_transition_is_delivered_exactly_once_to_command_and_webhook(
     log = tmp_path / "hook.log"
     script = tmp_path / "hook.py"
     script.write_text("import sys\nopen(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\n')\n")
-    cfg = AlertConfig(on_alert=(sys.executable, str(script), str(log), "{state}", "{title}", "{text}"),
-                      webhook=url)
+    cfg = AlertConfig(
+        on_alert=(sys.executable, str(script), str(log), "{state}", "{title}", "{text}"),
+        webhook=url,
+    )
     e, n = AlertEngine(cfg), Notifier(cfg)
     stalled = (run(state="stalled", reason="no progress for 900s"),)
     for i, runs in enumerate([stalled, stalled, stalled, (), ()]):
@@ -313,12 +418,17 @@ async def test_each_transition_is_delivered_exactly_once_to_command_and_webhook(
     assert len(lines) == 2
     assert lines[0].startswith("['firing', 'ALERT run-stalled on h1: /runs/run-7'")
     assert lines[1].startswith("['resolved', 'RESOLVED run-stalled on h1")
-    assert [(r["rule"], r["state"]) for r in received] == [("run-stalled", "firing"), ("run-stalled", "resolved")]
+    assert [(r["rule"], r["state"]) for r in received] == [
+        ("run-stalled", "firing"),
+        ("run-stalled", "resolved"),
+    ]
     assert received[0]["text"] == "run run-7 on h1 is stalled: no progress for 900s"
 
 
 async def test_a_failing_hook_is_a_warning_not_a_crash(tmp_path):
-    cfg = AlertConfig(on_alert=(str(tmp_path / "missing-notifier"), "{title}"), webhook="http://127.0.0.1:9/")
+    cfg = AlertConfig(
+        on_alert=(str(tmp_path / "missing-notifier"), "{title}"), webhook="http://127.0.0.1:9/"
+    )
     out = await Notifier(cfg).deliver([Alert("host-down", "h1", "h1", "firing", T0, "down")])
     assert len(out) == 2 and "could not start" in out[0] and "webhook" in out[1]
 
@@ -327,16 +437,39 @@ def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry
     from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
     from fleetdeck.backend.monitor.alerts import LOOP_SETTLE_S, AlertEngine
 
-    loop = Schedule(id="l-" + "a" * 32, host="h", kind="loop", user="ops", spec="loop", command="bash x.sh",
-                    source="process", stray=True, reasons=("unacknowledged",), pid=42)
-    cron = Schedule(id="c-" + "b" * 32, host="h", kind="crontab", user="ops", spec="* * * * *",
-                    command="/usr/bin/true", source="crontab", stray=True, reasons=("unacknowledged",))
+    loop = Schedule(
+        id="l-" + "a" * 32,
+        host="h",
+        kind="loop",
+        user="ops",
+        spec="loop",
+        command="bash x.sh",
+        source="process",
+        stray=True,
+        reasons=("unacknowledged",),
+        pid=42,
+    )
+    cron = Schedule(
+        id="c-" + "b" * 32,
+        host="h",
+        kind="crontab",
+        user="ops",
+        spec="* * * * *",
+        command="/usr/bin/true",
+        source="crontab",
+        stray=True,
+        reasons=("unacknowledged",),
+    )
 
     def snap(t, *scheds):
-        return FleetSnapshot(hosts=(HostSnapshot(name="h", reachable=True, time=t, schedules=scheds),), time=t)
+        return FleetSnapshot(
+            hosts=(HostSnapshot(name="h", reachable=True, time=t, schedules=scheds),), time=t
+        )
 
     e = AlertEngine()
-    assert e.evaluate(snap(990.0)) == []   # the first look (nothing stray then): what comes later is news
+    assert (
+        e.evaluate(snap(990.0)) == []
+    )  # the first look (nothing stray then): what comes later is news
     fired = e.evaluate(snap(1000.0, loop, cron))
     assert [(a.rule, a.subject) for a in fired] == [("new-stray", cron.id)]
     # a loop that ended within the minute never paged
@@ -345,7 +478,17 @@ def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry
     fired = e.evaluate(snap(1040.0 + LOOP_SETTLE_S, loop, cron))
     assert [(a.rule, a.subject) for a in fired] == [("new-stray", loop.id)]
     # a loop naming a path that does not exist is wrong at once
-    dead = Schedule(id="l-" + "d" * 32, host="h", kind="loop", user="ops", spec="loop", command="bash /gone/x.sh",
-                    source="process", stray=True, reasons=("dead-target", "unacknowledged"), pid=43)
+    dead = Schedule(
+        id="l-" + "d" * 32,
+        host="h",
+        kind="loop",
+        user="ops",
+        spec="loop",
+        command="bash /gone/x.sh",
+        source="process",
+        stray=True,
+        reasons=("dead-target", "unacknowledged"),
+        pid=43,
+    )
     fired = e.evaluate(snap(2000.0, loop, cron, dead))
     assert [(a.rule, a.subject) for a in fired] == [("new-stray", dead.id)]

@@ -30,27 +30,41 @@ from fleetdeck.backend.monitor.stray_alerts import FIRST_LOOK
 T0 = 1_800_000_000.0
 #: a hook that logs each transition a delivery carries, one line each (id, state, rule, subject),
 #: and each delivery's own id and size on a line of its own
-HOOK = ("import json, os, sys\ndoc = json.loads(sys.stdin.read())\n"
-        "with open(sys.argv[1], 'a') as f:\n"
-        "    f.write('delivery\\t%s\\t%s\\n' % (os.environ['FLEETDECK_ID'], os.environ.get('FLEETDECK_COUNT', '1')))\n"
-        "    for a in doc.get('alerts') or [doc]:\n"
-        "        f.write('\\t'.join(str(a[k]) for k in ('id', 'state', 'rule', 'subject')) + '\\n')\n")
+HOOK = (
+    "import json, os, sys\ndoc = json.loads(sys.stdin.read())\n"
+    "with open(sys.argv[1], 'a') as f:\n"
+    "    f.write('delivery\\t%s\\t%s\\n' % (os.environ['FLEETDECK_ID'], os.environ.get('FLEETDECK_COUNT', '1')))\n"
+    "    for a in doc.get('alerts') or [doc]:\n"
+    "        f.write('\\t'.join(str(a[k]) for k in ('id', 'state', 'rule', 'subject')) + '\\n')\n"
+)
 
 
 def sched(i: int, *reasons: str, host: str = "h1") -> Schedule:
-    return Schedule(id=f"c-{i:032x}", host=host, kind="crontab", user="op", spec="37 * * * *",
-                    command=f"/home/op/check-{i}.sh", source="crontab", stray=True,
-                    reasons=reasons or ("unacknowledged",))
+    return Schedule(
+        id=f"c-{i:032x}",
+        host=host,
+        kind="crontab",
+        user="op",
+        spec="37 * * * *",
+        command=f"/home/op/check-{i}.sh",
+        source="crontab",
+        stray=True,
+        reasons=reasons or ("unacknowledged",),
+    )
 
 
 def snap(t: float, *scheds: Schedule) -> FleetSnapshot:
-    return FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=t, schedules=scheds),), time=t)
+    return FleetSnapshot(
+        hosts=(HostSnapshot(name="h1", reachable=True, time=t, schedules=scheds),), time=t
+    )
 
 
 def hook_log(log: Path) -> tuple[list[tuple[str, str]], list[list[str]]]:
     """(deliveries as (id, count), transitions as [id, state, rule, subject]) the hook logged."""
     lines = [x.split("\t") for x in log.read_text().splitlines()] if log.exists() else []
-    return [(x[1], x[2]) for x in lines if x[0] == "delivery"], [x for x in lines if x[0] != "delivery"]
+    return [(x[1], x[2]) for x in lines if x[0] == "delivery"], [
+        x for x in lines if x[0] != "delivery"
+    ]
 
 
 # -- the first look -------------------------------------------------------------------------------
@@ -59,8 +73,10 @@ def test_the_first_look_is_one_alert_naming_how_many_and_later_strays_are_news_o
     first = [sched(i) for i in range(49)] + [sched(99, "dead-target", "unacknowledged")]
     out = e.evaluate(snap(T0, *first))
     assert [(a.rule, a.subject, a.severity) for a in out] == [("new-stray", FIRST_LOOK, "warning")]
-    assert out[0].text.startswith("h1 holds 50 stray schedules seen at the first look (50 unacknowledged, "
-                                  "1 naming a missing path)")
+    assert out[0].text.startswith(
+        "h1 holds 50 stray schedules seen at the first look (50 unacknowledged, "
+        "1 naming a missing path)"
+    )
     assert "schedules ack --host h1 --all" in out[0].text and "/home/op/check-99.sh" in out[0].text
     # a schedule that turns up after the first look is news: its own alert
     out = e.evaluate(snap(T0 + 5, *first, sched(200)))
@@ -97,8 +113,12 @@ def test_a_state_saved_before_the_first_look_existed_keeps_its_alerts_as_they_we
 @pytest.mark.sshd
 @pytest.mark.root
 @pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
-def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(sshd_fleet, root_crontab, tmp_path,  # noqa: F811
-                                                                       capsys):
+def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(
+    sshd_fleet,
+    root_crontab,  # noqa: F811
+    tmp_path,
+    capsys,
+):
     from fleetdeck.cli.main import main
 
     lines = [f"{i} 4 * * * /usr/bin/true first-look-{i}" for i in range(12)]
@@ -107,23 +127,39 @@ def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(sshd_flee
     log = tmp_path / "hook.log"
     argv = [sys.executable, str(tmp_path / "hook.py"), str(log)]
     fleet = tmp_path / "hosts.toml"
-    fleet.write_text(sshd_fleet.fleet_toml(["h1"]) + "\n[alerts]\n"
-                     f"on_alert = {json.dumps(argv)}\n")
-    watch = [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "watch", "--count", "1"]
+    fleet.write_text(sshd_fleet.fleet_toml(["h1"]) + f"\n[alerts]\non_alert = {json.dumps(argv)}\n")
+    watch = [
+        sys.executable,
+        "-m",
+        "fleetdeck.cli.main",
+        "--hosts",
+        str(fleet),
+        "watch",
+        "--count",
+        "1",
+    ]
     done = subprocess.run(watch, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     _, got = hook_log(log)
     strays = [g for g in got if g[2] == "new-stray"]
-    assert [(s[1], s[3]) for s in strays] == [("firing", FIRST_LOOK)], got   # one, not one per line
+    assert [(s[1], s[3]) for s in strays] == [("firing", FIRST_LOOK)], got  # one, not one per line
     assert main(["--hosts", str(fleet), "schedules", "--host", "h1", "--stray-only", "--json"]) == 0
-    listed = [s for s in json.loads(capsys.readouterr().out)["schedules"] if "unacknowledged" in s["reasons"]]
+    listed = [
+        s
+        for s in json.loads(capsys.readouterr().out)["schedules"]
+        if "unacknowledged" in s["reasons"]
+    ]
     assert len(listed) >= 12 and {x for x in lines} <= {s.get("raw") for s in listed}
     said = [x for x in done.stdout.splitlines() if f"new-stray on h1: {FIRST_LOOK}" in x]
     # (the count is what the host held then: other users' crontabs on this machine may change)
-    assert len(said) == 1 and int(re.search(r"h1 holds (\d+) stray schedules", said[0]).group(1)) >= 12, said
+    assert (
+        len(said) == 1 and int(re.search(r"h1 holds (\d+) stray schedules", said[0]).group(1)) >= 12
+    ), said
 
     # a line added after the first look is news of its own
-    install_crontab("".join(x + "\n" for x in [*lines, "5 5 * * * /usr/bin/true added-later"]), tmp_path)
+    install_crontab(
+        "".join(x + "\n" for x in [*lines, "5 5 * * * /usr/bin/true added-later"]), tmp_path
+    )
     log.unlink()
     done = subprocess.run(watch, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -140,8 +176,10 @@ def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(sshd_flee
     done = subprocess.run(watch, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     _, got = hook_log(log)
-    assert sorted((g[1], g[2], g[3] == FIRST_LOOK) for g in got) == [("resolved", "new-stray", False),
-                                                                     ("resolved", "new-stray", True)], got
+    assert sorted((g[1], g[2], g[3] == FIRST_LOOK) for g in got) == [
+        ("resolved", "new-stray", False),
+        ("resolved", "new-stray", True),
+    ], got
     from fleetdeck.backend.actions import audit
 
     rec = [r for r in audit.read_audit() if r["action"] == "schedule-ack"][-1]
@@ -173,7 +211,9 @@ class Got(BaseHTTPRequestHandler):
 
 
 def failed(i: int) -> Alert:
-    return Alert("run-failed", f"h{i % 2}", f"/runs/run-{i}", "firing", T0 + i, f"run run-{i} failed: exit 1")
+    return Alert(
+        "run-failed", f"h{i % 2}", f"/runs/run-{i}", "firing", T0 + i, f"run run-{i} failed: exit 1"
+    )
 
 
 async def test_transitions_within_group_wait_are_one_delivery_listing_them(tmp_path):
@@ -186,18 +226,22 @@ async def test_transitions_within_group_wait_are_one_delivery_listing_them(tmp_p
     (tmp_path / "hook.py").write_text(HOOK)
     log = tmp_path / "hook.log"
     journal = Journal(tmp_path / "outbox.jsonl")
-    d = Deliverer((sys.executable, str(tmp_path / "hook.py"), str(log)), f"http://127.0.0.1:{srv.server_address[1]}/",
-                  journal=journal, group_wait=0.6)
+    d = Deliverer(
+        (sys.executable, str(tmp_path / "hook.py"), str(log)),
+        f"http://127.0.0.1:{srv.server_address[1]}/",
+        journal=journal,
+        group_wait=0.6,
+    )
     task = asyncio.ensure_future(d.run())
     try:
         d.enqueue([failed(0), failed(1)])
         await asyncio.sleep(0.2)
-        d.enqueue([failed(2)])                                  # inside the window: it joins
+        d.enqueue([failed(2)])  # inside the window: it joins
         for _ in range(200):
             if not d.pending:
                 break
             await asyncio.sleep(0.05)
-        d.enqueue([failed(3)])                                  # after it: a delivery of its own
+        d.enqueue([failed(3)])  # after it: a delivery of its own
         for _ in range(200):
             if not d.pending:
                 break
@@ -232,16 +276,24 @@ def test_group_wait_is_an_alerts_key_bounded_like_the_others():
     assert AlertConfig().group_wait == 10.0
     f = parse_fleet(host + "[alerts]\ngroup_wait = 0\n", "f.toml")
     assert f.alerts.group_wait == 0.0 and options(f.alerts)["group_wait"] == 0.0
-    assert options(parse_fleet(host + "[alerts]\ngroup_wait = 30\n", "f.toml").alerts)["group_wait"] == 30.0
-    with pytest.raises(ConfigError, match=r"group_wait = 601 is out of range: key 'group_wait' must be 0 \(off\) "
-                                          "or between 1 and 600"):
+    assert (
+        options(parse_fleet(host + "[alerts]\ngroup_wait = 30\n", "f.toml").alerts)["group_wait"]
+        == 30.0
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"group_wait = 601 is out of range: key 'group_wait' must be 0 \(off\) "
+        "or between 1 and 600",
+    ):
         parse_fleet(host + "[alerts]\ngroup_wait = 601\n", "f.toml")
 
 
 def test_watch_takes_group_wait_from_the_fleet_file():
     from fleetdeck.backend.monitor.service import Monitor
 
-    fleet = parse_fleet('[hosts.a]\naddress = "x"\n[alerts]\non_alert = ["true"]\ngroup_wait = 30\n', "f.toml")
+    fleet = parse_fleet(
+        '[hosts.a]\naddress = "x"\n[alerts]\non_alert = ["true"]\ngroup_wait = 30\n', "f.toml"
+    )
     m = Monitor(fleet, role="deliver", source=object())
     assert m.deliverer is not None and m.deliverer.group_wait == 30.0
 
@@ -268,7 +320,9 @@ async def main():
 asyncio.run(main())
 """
 #: logs the delivery's members, then waits for `go` before it answers (the crash comes meanwhile)
-SLOW_HOOK = HOOK + ("import os, time\nwhile not os.path.exists(sys.argv[1] + '.go'):\n    time.sleep(0.05)\n")
+SLOW_HOOK = HOOK + (
+    "import os, time\nwhile not os.path.exists(sys.argv[1] + '.go'):\n    time.sleep(0.05)\n"
+)
 
 
 def test_a_crash_mid_group_loses_nothing_and_the_journal_keeps_each_transition_once(tmp_path):
@@ -278,13 +332,15 @@ def test_a_crash_mid_group_loses_nothing_and_the_journal_keeps_each_transition_o
     (tmp_path / "hook.py").write_text(SLOW_HOOK)
     log, journal = tmp_path / "hook.log", tmp_path / "outbox.jsonl"
     args = [sys.executable, "-c", DELIVERER, str(journal), str(tmp_path / "hook.py"), str(log)]
-    first = subprocess.Popen([*args, "1"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    first = subprocess.Popen(
+        [*args, "1"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         for _ in range(600):
             if len(hook_log(log)[1]) == 5:
                 break
             time.sleep(0.05)
-        os.killpg(first.pid, signal.SIGKILL)   # the deliverer and the hook in flight, mid-group
+        os.killpg(first.pid, signal.SIGKILL)  # the deliverer and the hook in flight, mid-group
         first.wait(30)
     finally:
         if first.poll() is None:
@@ -295,11 +351,12 @@ def test_a_crash_mid_group_loses_nothing_and_the_journal_keeps_each_transition_o
     again = subprocess.run([*args, "0"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     deliveries, got = hook_log(log)
-    assert [n for _, n in deliveries] == ["5", "5"] and deliveries[0][0] == deliveries[1][0]   # the same group
+    assert [n for _, n in deliveries] == ["5", "5"] and deliveries[0][0] == deliveries[1][
+        0
+    ]  # the same group
     ids = [g[0] for g in got]
-    assert sorted(set(ids)) == sorted(g[0] for g in before) and len(set(ids)) == 5   # none lost
+    assert sorted(set(ids)) == sorted(g[0] for g in before) and len(set(ids)) == 5  # none lost
     recs = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
     adds = [r["id"] for r in recs if r["op"] == "add"]
     dones = [r["id"] for r in recs if r["op"] == "done"]
-    assert sorted(adds) == sorted(dones) == sorted(set(ids))   # each once, whatever compaction left
-
+    assert sorted(adds) == sorted(dones) == sorted(set(ids))  # each once, whatever compaction left

@@ -18,18 +18,33 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 T = 1_800_000_000.0
 FLEET = "[hosts.gx10]\nlocal = true\n"
-STRAY = Schedule(id="cron-3f2a9c01", host="gx10", kind="crontab", user="ops", spec="*/5 * * * *",
-                 command="/home/ops/bin/check-run.sh", source="crontab", stray=True, reasons=("unacknowledged",))
+STRAY = Schedule(
+    id="cron-3f2a9c01",
+    host="gx10",
+    kind="crontab",
+    user="ops",
+    spec="*/5 * * * *",
+    command="/home/ops/bin/check-run.sh",
+    source="crontab",
+    stray=True,
+    reasons=("unacknowledged",),
+)
 
 
 def poll(at: float) -> FleetSnapshot:
-    return FleetSnapshot(hosts=(HostSnapshot(name="gx10", reachable=True, time=at, schedules=(STRAY,)),), time=at)
+    return FleetSnapshot(
+        hosts=(HostSnapshot(name="gx10", reachable=True, time=at, schedules=(STRAY,)),), time=at
+    )
 
 
 async def dashboard_watches(times: list[float], clock: list[float]) -> str:
     """Run the dashboard over polls at `times`; the Since cell of the stray's alert at the end."""
-    app = FleetdeckApp(parse_fleet(FLEET, "fixture"), RecordedSource([poll(t) for t in times]),
-                       autopoll=False, clock=lambda: clock[0])
+    app = FleetdeckApp(
+        parse_fleet(FLEET, "fixture"),
+        RecordedSource([poll(t) for t in times]),
+        autopoll=False,
+        clock=lambda: clock[0],
+    )
     app.alert_watch.enabled = True
     async with app.run_test(size=(120, 30)) as pilot:
         for t in times:
@@ -46,7 +61,12 @@ async def dashboard_watches(times: list[float], clock: list[float]) -> str:
 
 async def alerts_judges_at(now: float):
     """What `fleetdeck alerts` does (a read-only Watcher, one poll), on a poll at `now`."""
-    w = Watcher(parse_fleet(FLEET, "fixture"), out=io.StringIO(), readonly=True, source=RecordedSource([poll(now)]))
+    w = Watcher(
+        parse_fleet(FLEET, "fixture"),
+        out=io.StringIO(),
+        readonly=True,
+        source=RecordedSource([poll(now)]),
+    )
     await w.run(count=1)
     (a,) = [a for a in w.engine.alerts() if a.rule == "new-stray"]
     return a

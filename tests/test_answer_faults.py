@@ -20,10 +20,19 @@ DEEP = 100_000
 
 
 # -- the measure ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("text,depth", [
-    ("{}", 1), ("[[1], [[2]]]", 3), ('{"a": "[[[[{{{{"}', 1), ('["\\"[[[[", ["]]"]]', 2),
-    ('{"k": "unterminated [[[[[[', 1), ('[[[["x\\', 4), ('{"é": ["日本", {"ü": []}]}', 4), ("7", 0),
-])
+@pytest.mark.parametrize(
+    "text,depth",
+    [
+        ("{}", 1),
+        ("[[1], [[2]]]", 3),
+        ('{"a": "[[[[{{{{"}', 1),
+        ('["\\"[[[[", ["]]"]]', 2),
+        ('{"k": "unterminated [[[[[[', 1),
+        ('[[[["x\\', 4),
+        ('{"é": ["日本", {"ü": []}]}', 4),
+        ("7", 0),
+    ],
+)
 def test_nesting_is_counted_outside_strings_without_recursion(text, depth):
     assert jsondepth.depth(text) == depth
     assert jsondepth.depth(text.encode()) == depth
@@ -32,8 +41,11 @@ def test_nesting_is_counted_outside_strings_without_recursion(text, depth):
 def test_past_the_limit_is_refused_before_parsing_and_at_it_parses():
     at = "[" * jsondepth.MAX_DEPTH + "]" * jsondepth.MAX_DEPTH
     assert jsondepth.loads(at) is not None
-    for deep in ("[" * (jsondepth.MAX_DEPTH + 1) + "]" * (jsondepth.MAX_DEPTH + 1), '{"a":' * DEEP + "1" + "}" * DEEP,
-                 "[" * DEEP):   # not even valid JSON: refused for its depth first, never parsed
+    for deep in (
+        "[" * (jsondepth.MAX_DEPTH + 1) + "]" * (jsondepth.MAX_DEPTH + 1),
+        '{"a":' * DEEP + "1" + "}" * DEEP,
+        "[" * DEEP,
+    ):  # not even valid JSON: refused for its depth first, never parsed
         with pytest.raises(jsondepth.TooDeep) as e:
             jsondepth.loads(deep)
         assert e.value.code == "answer-too-deep" and "refused before parsing" in str(e.value)
@@ -44,14 +56,18 @@ def test_past_the_limit_is_refused_before_parsing_and_at_it_parses():
 
 # -- host answers --------------------------------------------------------------------------------
 DEEP_LINE = f"'{{\"gpus\": ' + '[' * {DEEP} + ']' * {DEEP} + '}}'"
-DEEP_PROBE = ("import sys\n"
-              "while sys.stdin.buffer.readline():\n"
-              f"    sys.stdout.write({DEEP_LINE} + '\\n')\n"
-              "    sys.stdout.flush()\n")
-LIST_PROBE = ("import sys\n"
-              "while sys.stdin.buffer.readline():\n"
-              "    sys.stdout.write('[1, 2, 3]\\n')\n"
-              "    sys.stdout.flush()\n")
+DEEP_PROBE = (
+    "import sys\n"
+    "while sys.stdin.buffer.readline():\n"
+    f"    sys.stdout.write({DEEP_LINE} + '\\n')\n"
+    "    sys.stdout.flush()\n"
+)
+LIST_PROBE = (
+    "import sys\n"
+    "while sys.stdin.buffer.readline():\n"
+    "    sys.stdout.write('[1, 2, 3]\\n')\n"
+    "    sys.stdout.flush()\n"
+)
 
 
 @pytest.fixture
@@ -65,8 +81,13 @@ async def test_an_over_nested_probe_answer_is_answer_too_deep_not_a_lost_connect
     # before: "connection lost: maximum recursion depth exceeded while decoding a JSON array"
     async with Poller(one_host, probe=DEEP_PROBE) as poller:
         snap = (await poller.poll()).hosts[0]
-    assert not snap.reachable and snap.error_code == "answer-too-deep", (snap.error_code, snap.error)
-    assert snap.error.startswith("the probe's answer nests 100001 levels of arrays and objects, more than the 64")
+    assert not snap.reachable and snap.error_code == "answer-too-deep", (
+        snap.error_code,
+        snap.error,
+    )
+    assert snap.error.startswith(
+        "the probe's answer nests 100001 levels of arrays and objects, more than the 64"
+    )
     assert "recursion" not in snap.error and "connection lost" not in snap.error
 
 
@@ -76,7 +97,10 @@ async def test_an_over_nested_or_malformed_helper_answer_is_named(one_host):
     async with HostLink(one_host.host("odd")) as link:
         with pytest.raises(HostError) as e:
             await link.run_helper(deep, {}, what="lister")
-        assert e.value.code == "answer-too-deep" and "the lister's answer nests 100001 levels" in e.value.message
+        assert (
+            e.value.code == "answer-too-deep"
+            and "the lister's answer nests 100001 levels" in e.value.message
+        )
         with pytest.raises(HostError) as e:
             await link.call("import sys\nsys.stdin.read()\nsys.stdout.write('[1, 2]')\n", "list")
         assert e.value.code == "bad-answer", (e.value.code, e.value.message)
@@ -102,7 +126,11 @@ def _path_without_sudo(where: Path) -> Path:
         except OSError:
             continue
         for name in names:
-            if name not in ("sudo", "sudoedit") and not (where / name).exists() and not (where / name).is_symlink():
+            if (
+                name not in ("sudo", "sudoedit")
+                and not (where / name).exists()
+                and not (where / name).is_symlink()
+            ):
                 (where / name).symlink_to(os.path.join(d, name))
     return where
 
@@ -116,9 +144,14 @@ async def test_become_sudo_on_a_host_without_sudo_says_sudo_is_missing(spare_fle
     fleet = load_fleet(str(path))
     async with Poller(fleet) as poller:
         snap = (await poller.poll()).hosts[0]
-        assert not snap.reachable and snap.error_code == "sudo-missing", (snap.error_code, snap.error)
-        assert snap.error.startswith("sudo is not installed on the host, or not on the login's PATH")
-        assert "sudo: " in snap.error and "not found" in snap.error   # the shell's own words
+        assert not snap.reachable and snap.error_code == "sudo-missing", (
+            snap.error_code,
+            snap.error,
+        )
+        assert snap.error.startswith(
+            "sudo is not installed on the host, or not on the login's PATH"
+        )
+        assert "sudo: " in snap.error and "not found" in snap.error  # the shell's own words
         assert "Channel not open" not in snap.error
         with pytest.raises(HostError) as e:
             await poller.link("nosudo").run_helper("import sys\nprint('{}')\n", {})

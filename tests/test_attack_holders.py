@@ -24,7 +24,9 @@ while True:
 
 
 def _holder(children, top, ready, n=0):
-    p = subprocess.Popen([sys.executable, "-c", HOLD, str(top), str(ready), str(n)], start_new_session=True, cwd="/")
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(top), str(ready), str(n)], start_new_session=True, cwd="/"
+    )
     children.append(p)
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline:
@@ -65,7 +67,9 @@ def _unnest(top):
 
 
 @pytest.mark.sshd
-def test_a_folder_nested_thousands_deep_is_walked_bounded_and_its_holder_found(spare_fleet, tmp_path, children):
+def test_a_folder_nested_thousands_deep_is_walked_bounded_and_its_holder_found(
+    spare_fleet, tmp_path, children
+):
     top = tmp_path / "run-deep"
     (top / "a").mkdir(parents=True)
     (top / "b").mkdir()
@@ -81,18 +85,35 @@ def _deep_walked(spare_fleet, tmp_path, children, top):
     pid = _holder(children, top / "b", tmp_path / "ready")
     spare_fleet.add("hdeep")
     fleet = spare_fleet.write_fleet(tmp_path / "hosts.toml")
-    out = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "holders", "hdeep",
-                          str(top), "--json"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetdeck.cli.main",
+            "--hosts",
+            str(fleet),
+            "holders",
+            "hdeep",
+            str(top),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "RecursionError" not in out.stderr
     doc = json.loads(out.stdout)
     assert doc["complete"] is False
-    assert {"how": "cwd", "file": str(top / "b")} in {h["pid"]: h for h in doc["holders"]}[pid]["uses"]
+    assert {"how": "cwd", "file": str(top / "b")} in {h["pid"]: h for h in doc["holders"]}[pid][
+        "uses"
+    ]
     assert "was not indexed whole" in out.stderr and "deeper than the walk goes" in out.stderr
 
 
-def test_holders_that_do_not_fit_one_answer_are_refused_or_cut_to_their_first_use(tmp_path, children,
-                                                                                  monkeypatch):
+def test_holders_that_do_not_fit_one_answer_are_refused_or_cut_to_their_first_use(
+    tmp_path, children, monkeypatch
+):
     from fleetdeck.backend.host import holders as holders_remote
     from fleetdeck.backend.host.lib.serve import dispatch
 

@@ -24,11 +24,15 @@ def _start(pid: int) -> int:
 
 
 @pytest.mark.sshd
-async def test_a_loop_whose_last_argument_is_empty_is_stopped_as_listed(spare_fleet, tmp_path, children):
+async def test_a_loop_whose_last_argument_is_empty_is_stopped_as_listed(
+    spare_fleet, tmp_path, children
+):
     """`bash -c LOOP x ""`: /proc/PID/cmdline ends in two NULs; the probe lists the command with
     a trailing space, and the helper's check must join it the same way, or the listed process
     could never be stopped (refused as `changed`)."""
-    loop = subprocess.Popen(["bash", "-c", "while true; do sleep 0.2; done", "x", ""], start_new_session=True)
+    loop = subprocess.Popen(
+        ["bash", "-c", "while true; do sleep 0.2; done", "x", ""], start_new_session=True
+    )
     children.append(loop)
     spare_fleet.add("pe")
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
@@ -54,8 +58,12 @@ async def test_the_dashboard_the_helper_runs_under_is_refused_as_ours(tmp_path):
     fleet = load_fleet(str(hosts))
     me = os.getpid()
     argv = Path(f"/proc/{me}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    proc = Process(pid=me, start=_start(me), user="root", command=" ".join(a.decode("utf-8", "surrogateescape")
-                                                                          for a in argv)[:512])
+    proc = Process(
+        pid=me,
+        start=_start(me),
+        user="root",
+        command=" ".join(a.decode("utf-8", "surrogateescape") for a in argv)[:512],
+    )
     async with HostLink(fleet.host("me")) as link:
         rep = await stop_process(link, proc, confirmation(proc), signal="CONT")
     assert not rep.ok and rep.reason_code == "ours", rep
@@ -81,7 +89,9 @@ def _state(pid: int) -> str:
 
 @pytest.mark.sshd
 @pytest.mark.parametrize("signal", ["INT", "TERM"])
-async def test_a_paused_trainer_asked_to_end_runs_again_and_saves(spare_fleet, tmp_path, children, signal):
+async def test_a_paused_trainer_asked_to_end_runs_again_and_saves(
+    spare_fleet, tmp_path, children, signal
+):
     """STOP, then INT or TERM: the paused process gets CONT after it, so it saves and ends
     (`stopped`, its witness), rather than staying paused (INT) or being killed after the grace
     without saving (TERM)."""
@@ -93,8 +103,12 @@ async def test_a_paused_trainer_asked_to_end_runs_again_and_saves(spare_fleet, t
         time.sleep(0.05)
     spare_fleet.add("pz")
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
-    trainer = Process(pid=saver.pid, start=_start(saver.pid), user="root",
-                      command=" ".join([sys.executable, "-c", SAVER, str(marker)]))
+    trainer = Process(
+        pid=saver.pid,
+        start=_start(saver.pid),
+        user="root",
+        command=" ".join([sys.executable, "-c", SAVER, str(marker)]),
+    )
     async with HostLink(fleet.host("pz")) as link:
         rep = await stop_process(link, trainer, confirmation(trainer), signal="STOP")
         assert rep.ok and rep.result == "paused" and _state(saver.pid) == "T", rep

@@ -13,8 +13,18 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
 def _chain(n: int) -> list[Process]:
-    return [Process(pid=1000 + i, start=i + 1, user="ops", command=f"level-{i}", cpu_pct=float(n - i),
-                    why=("cpu",), ppid=(1000 + i - 1) if i else 1) for i in range(n)]
+    return [
+        Process(
+            pid=1000 + i,
+            start=i + 1,
+            user="ops",
+            command=f"level-{i}",
+            cpu_pct=float(n - i),
+            why=("cpu",),
+            ppid=(1000 + i - 1) if i else 1,
+        )
+        for i in range(n)
+    ]
 
 
 def test_a_chain_of_100_parents_draws_bounded_glyphs_and_every_process_once():
@@ -23,13 +33,15 @@ def test_a_chain_of_100_parents_draws_bounded_glyphs_and_every_process_once():
     got = tree_order(_chain(100))
     assert [p.pid for p, _ in got] == [1000 + i for i in range(100)]
     assert max(len(g) for _, g in got) <= 3 * MAX_DRAWN + 2
-    assert got[MAX_DRAWN][1] == "   " * (MAX_DRAWN - 1) + "└─ "   # shallow levels drawn whole
+    assert got[MAX_DRAWN][1] == "   " * (MAX_DRAWN - 1) + "└─ "  # shallow levels drawn whole
     assert got[99][1] == "… " + "   " * (MAX_DRAWN - 1) + "└─ "
 
 
 async def test_40_processes_in_one_chain_keep_their_commands_on_an_80_column_screen():
-    snap = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, processes=tuple(_chain(40))),),
-                         time=1.0)
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, processes=tuple(_chain(40))),),
+        time=1.0,
+    )
     fleet = parse_fleet("[hosts.h1]\nlocal = true\n", "fixture")
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
     async with app.run_test(size=(80, 30)) as pilot:

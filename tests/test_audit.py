@@ -33,8 +33,17 @@ def start_time(pid: int) -> int:
 async def test_refused_and_done_removals_are_listed_newest_first(capsys):
     p = subprocess.Popen(["bash", "-c", "while true; do sleep 0.2; done"], start_new_session=True)
     try:
-        s = Schedule(id="loop $(x)", host="local", kind="loop", user="root", spec="while true",
-                     command="bash -c loop", source="process", pid=p.pid, start_time=start_time(p.pid))
+        s = Schedule(
+            id="loop $(x)",
+            host="local",
+            kind="loop",
+            user="root",
+            spec="while true",
+            command="bash -c loop",
+            source="process",
+            pid=p.pid,
+            start_time=start_time(p.pid),
+        )
         refused = await remove_schedule(HostLink(LOCAL), s, "loop")
         assert refused.reason_code == "not-confirmed"
         assert p.poll() is None
@@ -48,7 +57,10 @@ async def test_refused_and_done_removals_are_listed_newest_first(capsys):
     assert rc == 0
     entries = json.loads(out)["entries"]
     assert [(e["action"], e["result"]) for e in entries] == [
-        ("schedule-remove", "done"), ("schedule-remove", "started"), ("schedule-remove", "refused")]
+        ("schedule-remove", "done"),
+        ("schedule-remove", "started"),
+        ("schedule-remove", "refused"),
+    ]
     assert [e["confirmation"] for e in entries] == ["loop $(x)", "loop $(x)", "loop"]
     assert entries[0]["signals"] == ["SIGTERM"] and entries[2]["reason_code"] == "not-confirmed"
     assert all(e["host"] == "local" and e["user"] and e["time"] for e in entries)
@@ -57,8 +69,14 @@ async def test_refused_and_done_removals_are_listed_newest_first(capsys):
 
 def test_torn_last_line_is_skipped_and_table_shows_the_rest(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    audit.audit("purge", "gx10", "refused", paths=["/tank/run-1/checkpoints/checkpoint-25"],
-                reason_code="in-use", message="a process holds a file open")
+    audit.audit(
+        "purge",
+        "gx10",
+        "refused",
+        paths=["/tank/run-1/checkpoints/checkpoint-25"],
+        reason_code="in-use",
+        message="a process holds a file open",
+    )
     time.sleep(0.01)
     audit.audit("schedule-ack", None, "done", ids=["abc123"])
     with open(audit.audit_path(), "ab") as f:  # a crash in the middle of writing a record

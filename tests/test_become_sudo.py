@@ -29,7 +29,9 @@ def plain_user():
         pytest.fail("needs root, useradd and sudo (the README's test command installs them)")
     name = f"fdsu{uuid.uuid4().hex[:8]}"
     # password field "*": no password login, but not a locked account (sshd refuses those)
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", "--password", "*", name], check=True)
+    subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", "--password", "*", name], check=True
+    )
     sudoers = Path(f"/etc/sudoers.d/{name}")
     try:
         yield name, sudoers
@@ -65,7 +67,10 @@ async def test_helpers_run_as_root_through_sudo_and_a_password_prompt_is_a_clear
         # no sudoers line: sudo -n would need a password, so it refuses at once
         async with Poller(cfg) as poller:
             snap = (await poller.poll()).hosts[0]
-        assert not snap.reachable and snap.error_code == "sudo-password", (snap.error_code, snap.error)
+        assert not snap.reachable and snap.error_code == "sudo-password", (
+            snap.error_code,
+            snap.error,
+        )
         assert "NOPASSWD" in snap.error and name in snap.error
         # with a NOPASSWD line the probe answers, and a helper runs as root though the login is not
         sudoers.write_text(f"{name} ALL=(root) NOPASSWD: ALL\n")
@@ -77,7 +82,7 @@ async def test_helpers_run_as_root_through_sudo_and_a_password_prompt_is_a_clear
             ans = await link.run_helper(EUID, {})
             assert ans["euid"] == 0
             who = await link.run(["id", "-un"])
-            assert who.stdout.decode().strip() == name     # a plain command is the login itself
+            assert who.stdout.decode().strip() == name  # a plain command is the login itself
     finally:
         fleet.stop_all()
         shutil.rmtree(base, ignore_errors=True)
@@ -90,4 +95,7 @@ def test_become_takes_only_sudo(tmp_path):
         with pytest.raises(ConfigError) as e:
             parse_fleet(f'[hosts.a]\naddress = "x"\nbecome = {bad}\n', "t.toml")
         assert "become" in str(e.value)
-    assert parse_fleet('[defaults]\nbecome = "sudo"\n[hosts.a]\naddress = "x"\n', "t").hosts[0].become == "sudo"
+    assert (
+        parse_fleet('[defaults]\nbecome = "sudo"\n[hosts.a]\naddress = "x"\n', "t").hosts[0].become
+        == "sudo"
+    )

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("triton", reason="the kernel's test needs Triton (installed by the dev extra)")
 
-CHECK = textwrap.dedent('''
+CHECK = textwrap.dedent("""
     import json, sys
     import torch
     from fleetdeck.backend.train import ce_kernel
@@ -50,7 +50,7 @@ CHECK = textwrap.dedent('''
     out["works_wrong_ref"] = ce_kernel.works(torch.device("cpu"), torch.float32,
                                              lambda h, w, y, s: _ce_chunk_inplace(h, w, y, 2 * s), IGNORE)
     print(json.dumps(out))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,9 @@ def results():
     import json
 
     env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", CHECK, "3"], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, "3"], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -102,13 +103,23 @@ def test_a_kernel_that_fails_mid_run_gives_way_to_the_compiled_then_the_eager_ch
     monkeypatch.setattr(batching, "_COMPILED", {})
     monkeypatch.setitem(batching.FALLBACK_LOG, "log", lines.append)
     cuda = torch.device("cuda", 0)  # only named: nothing runs on it
-    nxt = batching._give_up(batching._ce_chunk_kernel, RuntimeError("boom"), cuda, 151936, torch.bfloat16)
+    nxt = batching._give_up(
+        batching._ce_chunk_kernel, RuntimeError("boom"), cuda, 151936, torch.bfloat16
+    )
     assert nxt is batching._COMPILED["fn"] and nxt is not batching._ce_chunk_inplace
-    assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is nxt, "the failed kernel is not tried again"
-    assert lines == ["the Triton cross-entropy kernel failed here (RuntimeError: boom); "
-                     "using the compiled chunk function"]
+    assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is nxt, (
+        "the failed kernel is not tried again"
+    )
+    assert lines == [
+        "the Triton cross-entropy kernel failed here (RuntimeError: boom); "
+        "using the compiled chunk function"
+    ]
     last = batching._give_up(nxt, ValueError("no compiler"), cuda, 151936, torch.bfloat16)
     assert last is batching._ce_chunk_inplace
     assert batching._chunk_fn(cuda, 151936, torch.bfloat16) is batching._ce_chunk_inplace
-    assert lines[-1].startswith("the compiled cross-entropy chunk failed here (ValueError: no compiler)")
-    assert batching.ce_kind(cuda, 151936, torch.bfloat16, "eager") == "eager", "RUN.toml's cross_entropy = \"eager\""
+    assert lines[-1].startswith(
+        "the compiled cross-entropy chunk failed here (ValueError: no compiler)"
+    )
+    assert batching.ce_kind(cuda, 151936, torch.bfloat16, "eager") == "eager", (
+        'RUN.toml\'s cross_entropy = "eager"'
+    )

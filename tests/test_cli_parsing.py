@@ -24,9 +24,19 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("argv", [["audit", "--host", "local"], ["alerts", "--host", "local"],
-                                  ["mirror", "local:/a", "local:/b", "--host", "local"]])
-def test_a_host_option_where_there_is_none_is_refused_not_read_as_the_fleet_file(capsys, fleet, argv):  # noqa: F811
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--host", "local"],
+        ["alerts", "--host", "local"],
+        ["mirror", "local:/a", "local:/b", "--host", "local"],
+    ],
+)
+def test_a_host_option_where_there_is_none_is_refused_not_read_as_the_fleet_file(
+    capsys,
+    fleet,  # noqa: F811
+    argv,
+):
     rc, out, err = run(capsys, "--hosts", str(fleet[0]), *argv)
     assert rc == 2 and out == ""
     assert "unrecognized arguments: --host local" in err
@@ -51,12 +61,17 @@ def test_schedules_list_is_plain_schedules(capsys, fleet):  # noqa: F811
     assert rc1 == rc2
     # the two polls see the same cron entries and timers; shell loops on this live machine
     # (any shell with a sleep child) may come and go between them
-    ids = [sorted(s["id"] for s in json.loads(o)["schedules"] if s["kind"] != "loop") for o in (out1, out2)]
+    ids = [
+        sorted(s["id"] for s in json.loads(o)["schedules"] if s["kind"] != "loop")
+        for o in (out1, out2)
+    ]
     assert ids[0] == ids[1] and ids[0], "the machine's own cron files are listed both ways"
 
 
 def test_a_host_named_twice_is_polled_and_listed_once(capsys, fleet):  # noqa: F811
-    rc, out, _ = run(capsys, "--hosts", str(fleet[0]), "status", "--host", "local", "--host", "local", "--json")
+    rc, out, _ = run(
+        capsys, "--hosts", str(fleet[0]), "status", "--host", "local", "--host", "local", "--json"
+    )
     assert rc == 0 and [h["name"] for h in json.loads(out)["hosts"]] == ["local"]
 
 
@@ -72,8 +87,10 @@ def test_purge_json_is_one_document_when_the_host_cannot_be_reached(capsys, tmp_
     assert doc["reason"] and "refused" in doc["error"] and "purge on gone failed" in err
 
 
-@pytest.mark.parametrize("argv", [["watch", "--count", "0"], ["watch", "--interval", "-5"],
-                                  ["watch", "--interval", "nan"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["watch", "--count", "0"], ["watch", "--interval", "-5"], ["watch", "--interval", "nan"]],
+)
 def test_watch_counts_and_intervals_must_be_positive(capsys, argv):
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == "" and ("at least 1" in err or "above 0" in err)
@@ -81,7 +98,9 @@ def test_watch_counts_and_intervals_must_be_positive(capsys, argv):
 
 def test_a_missing_key_file_is_not_called_a_refused_login(capsys, tmp_path):
     f = tmp_path / "hosts.toml"
-    f.write_text(f'[hosts.alpha]\naddress = "127.0.0.1"\nport = 9\nclient_keys = ["{tmp_path}/nokey"]\n')
+    f.write_text(
+        f'[hosts.alpha]\naddress = "127.0.0.1"\nport = 9\nclient_keys = ["{tmp_path}/nokey"]\n'
+    )
     rc, out, err = run(capsys, "--hosts", str(f), "status")
     assert rc == 1
     assert f"alpha cannot be logged into: key file {tmp_path}/nokey does not exist" in err
@@ -103,7 +122,9 @@ def test_a_mirror_to_a_host_that_cannot_be_reached_says_nothing_was_copied(capsy
     src.mkdir()
     (src / "adapter_model.safetensors").write_bytes(b"x" * 4096)
     f = tmp_path / "hosts.toml"
-    f.write_text(f'[hosts.here]\nlocal = true\npython = "{sys.executable}"\n'
-                 f'[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\nconnect_timeout = 3\n')
+    f.write_text(
+        f'[hosts.here]\nlocal = true\npython = "{sys.executable}"\n'
+        f'[hosts.gone]\naddress = "127.0.0.1"\nport = {port}\nconnect_timeout = 3\n'
+    )
     rc, out, _ = run(capsys, "--hosts", str(f), "mirror", f"here:{src}", "gone:/tmp/x")
     assert rc == 1 and "failed before any byte was copied" in out and "0B of 0B" not in out

@@ -30,8 +30,14 @@ T0 = 1_800_000_000.0
 
 
 def alert(i: int = 0, **kw) -> Alert:
-    d = {"rule": "host-down", "host": f"h{i}", "subject": f"h{i}", "state": "firing", "since": T0 + i,
-         "text": f"h{i} has not answered"}
+    d = {
+        "rule": "host-down",
+        "host": f"h{i}",
+        "subject": f"h{i}",
+        "state": "firing",
+        "since": T0 + i,
+        "text": f"h{i} has not answered",
+    }
     d.update(kw)
     return Alert(**d)
 
@@ -108,7 +114,7 @@ class Stalling:
                 else:
                     try:
                         if c.recv(65536, socket.MSG_DONTWAIT) == b"":
-                            break   # the client gave up
+                            break  # the client gave up
                     except BlockingIOError:
                         pass
         except OSError:
@@ -130,13 +136,15 @@ async def test_a_dripping_webhook_is_cut_at_the_whole_delivery_deadline():
     finally:
         srv.close()
     assert not out.ok and out.retry and "did not answer within 1s" in out.warning
-    assert took < 30   # per-read timeouts would never end: the drip resets them forever
+    assert took < 30  # per-read timeouts would never end: the drip resets them forever
 
 
 async def test_a_blackholed_endpoint_costs_its_deadline_side_by_side_not_one_after_another():
     srv = Stalling(drip=None)
     warnings: list[str] = []
-    d = Deliverer(None, srv.url, webhook_timeout=1.0, concurrency=4, warn=warnings.append, group_wait=0)
+    d = Deliverer(
+        None, srv.url, webhook_timeout=1.0, concurrency=4, warn=warnings.append, group_wait=0
+    )
     try:
         d.enqueue([alert(i) for i in range(12)])
         await d.drain()
@@ -146,7 +154,7 @@ async def test_a_blackholed_endpoint_costs_its_deadline_side_by_side_not_one_aft
     at = srv.accepted
     assert len(at) == 12 and max(sum(1 for t in at if s <= t < s + 0.5) for s in at) == 4
     assert len(warnings) == 12 and all("retried in" in w for w in warnings)
-    assert len(d.pending) == 12              # every one stays in the outbox for its retry
+    assert len(d.pending) == 12  # every one stays in the outbox for its retry
 
 
 async def test_a_hook_that_backgrounds_a_child_returns_and_leaves_nothing_behind(tmp_path):
@@ -154,7 +162,7 @@ async def test_a_hook_that_backgrounds_a_child_returns_and_leaves_nothing_behind
     script = f"sleep 300 & echo $! > {pidfile}; exit 0"
     t0 = time.monotonic()
     out = await run_hook(["sh", "-c", script], dict(os.environ), b"", deadline=20)
-    assert out.ok and time.monotonic() - t0 < 15   # the child's open stderr does not hold it
+    assert out.ok and time.monotonic() - t0 < 15  # the child's open stderr does not hold it
     child = int(pidfile.read_text())
     await asyncio.sleep(0.2)
     assert not procfs.alive(child)
@@ -164,7 +172,9 @@ async def test_at_the_deadline_a_hooks_whole_process_group_is_killed(tmp_path):
     pidfile = tmp_path / "pids"
     script = f"sleep 300 & echo $! > {pidfile}; echo $$ >> {pidfile}; sleep 300"
     out = await run_hook(["sh", "-c", script], dict(os.environ), b"", deadline=1.0)
-    assert not out.ok and "did not finish within 1s" in out.warning and "process group" in out.warning
+    assert (
+        not out.ok and "did not finish within 1s" in out.warning and "process group" in out.warning
+    )
     await asyncio.sleep(0.2)
     pids = [int(x) for x in pidfile.read_text().split()]
     assert len(pids) == 2 and not any(procfs.alive(p) for p in pids)
@@ -172,8 +182,14 @@ async def test_at_the_deadline_a_hooks_whole_process_group_is_killed(tmp_path):
 
 async def test_a_cancelled_delivery_kills_the_hooks_group(tmp_path):
     pidfile = tmp_path / "pids"
-    task = asyncio.ensure_future(run_hook(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"],
-                                          dict(os.environ), b"", deadline=60))
+    task = asyncio.ensure_future(
+        run_hook(
+            ["sh", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"],
+            dict(os.environ),
+            b"",
+            deadline=60,
+        )
+    )
     for _ in range(100):
         if pidfile.exists() and pidfile.read_text().strip():
             break
@@ -187,8 +203,13 @@ async def test_a_cancelled_delivery_kills_the_hooks_group(tmp_path):
 
 async def test_307_and_308_are_sent_again_as_post_and_302_is_a_failure_that_says_so(receiver):
     base, r = receiver
-    r.plan = staticmethod(lambda path, n: {"/a": (307, {"Location": "/b"}), "/b": (308, {"Location": f"{base}/c"}),
-                                           "/old": (302, {"Location": "/c"})}.get(path, (204, {})))
+    r.plan = staticmethod(
+        lambda path, n: {
+            "/a": (307, {"Location": "/b"}),
+            "/b": (308, {"Location": f"{base}/c"}),
+            "/old": (302, {"Location": "/c"}),
+        }.get(path, (204, {}))
+    )
     body = webhook_body(alert())
     out = await post_json(f"{base}/a", body, {"X-Fleetdeck-Delivery": "x1"}, deadline=10)
     assert out.ok
@@ -198,7 +219,7 @@ async def test_307_and_308_are_sent_again_as_post_and_302_is_a_failure_that_says
     out = await post_json(f"{base}/old", body, {}, deadline=10)
     assert not out.ok and not out.retry
     assert "302" in out.warning and "307 and 308" in out.warning and "not delivered" in out.warning
-    assert [(m, p) for m, p, _, _ in r.got] == [("POST", "/old")]   # never a body-less GET
+    assert [(m, p) for m, p, _, _ in r.got] == [("POST", "/old")]  # never a body-less GET
 
 
 async def test_a_retry_carries_the_same_id_in_body_and_headers(receiver):
@@ -222,35 +243,50 @@ async def test_a_retry_carries_the_same_id_in_body_and_headers(receiver):
     assert len(ids) == 2 and len({x for t in ids for x in t}) == 1 and ids[0][0] == transition_id(a)
 
 
-async def test_an_entry_survives_in_the_outbox_and_is_delivered_once_by_the_next_deliverer(receiver):
+async def test_an_entry_survives_in_the_outbox_and_is_delivered_once_by_the_next_deliverer(
+    receiver,
+):
     base, r = receiver
     first = Deliverer(("/nonexistent-before", "{id}"), f"{base}/hook")
-    first.enqueue([alert(1), alert(1)])           # the same transition twice: queued once per sink
+    first.enqueue([alert(1), alert(1)])  # the same transition twice: queued once per sink
     saved = json.loads(json.dumps(first.to_state()))
     assert len(saved) == 2
     second = Deliverer(None, f"{base}/hook")
-    second.load_state(saved)                       # the command sink is no longer configured
+    second.load_state(saved)  # the command sink is no longer configured
     await second.drain()
     assert len(r.got) == 1 and r.got[0][3]["id"] == transition_id(alert(1)) and not second.pending
 
 
-HOSTILE = {"rule": "run-stalled", "host": "h1", "state": "firing",
-           "subject": "/runs/run-\udcff\udcfe\x1b[31mred\x00nul\nline",
-           "text": "loss \udc80 is \x07 {title} $(rm -rf ~)"}
+HOSTILE = {
+    "rule": "run-stalled",
+    "host": "h1",
+    "state": "firing",
+    "subject": "/runs/run-\udcff\udcfe\x1b[31mred\x00nul\nline",
+    "text": "loss \udc80 is \x07 {title} $(rm -rf ~)",
+}
 
 
 async def test_hostile_strings_and_numbers_reach_every_sink_by_one_rule(tmp_path, receiver):
     base, r = receiver
     log = tmp_path / "hook.json"
     script = tmp_path / "hook.py"
-    script.write_text("import json, os, sys\n"
-                      "env = {k: v for k, v in os.environ.items() if k.startswith('FLEETDECK_')}\n"
-                      f"open({str(log)!r}, 'w').write(json.dumps({{'argv': sys.argv[1:], 'env': env, "
-                      "'stdin': sys.stdin.buffer.read().decode()}))\n")
-    bad = [alert(0, since=float("nan"), **HOSTILE), alert(1, since=float("inf"), **{**HOSTILE, "state": "resolved"})]
+    script.write_text(
+        "import json, os, sys\n"
+        "env = {k: v for k, v in os.environ.items() if k.startswith('FLEETDECK_')}\n"
+        f"open({str(log)!r}, 'w').write(json.dumps({{'argv': sys.argv[1:], 'env': env, "
+        "'stdin': sys.stdin.buffer.read().decode()}))\n"
+    )
+    bad = [
+        alert(0, since=float("nan"), **HOSTILE),
+        alert(1, since=float("inf"), **{**HOSTILE, "state": "resolved"}),
+    ]
     warnings: list[str] = []
-    d = Deliverer((sys.executable, str(script), "{subject}", "{text}", "{since}", "{id}"), f"{base}/hook",
-                  warn=warnings.append, group_wait=0)
+    d = Deliverer(
+        (sys.executable, str(script), "{subject}", "{text}", "{since}", "{id}"),
+        f"{base}/hook",
+        warn=warnings.append,
+        group_wait=0,
+    )
     d.enqueue(bad)
     await d.drain()
     assert warnings == [] and not d.pending and len(r.got) == 2
@@ -262,21 +298,45 @@ async def test_hostile_strings_and_numbers_reach_every_sink_by_one_rule(tmp_path
     assert got["argv"][2] == "" and got["argv"][3] == got["env"]["FLEETDECK_ID"]
     # JSON (webhook body, hook stdin): valid UTF-8, strict JSON, a non-finite number is null
     for doc in [json.loads(got["stdin"]), *(b for _, _, _, b in r.got)]:
-        assert doc["since"] is None and doc["subject"] == "/runs/run-\\xff\\xfe\x1b[31mred\x00nul\nline"
+        assert (
+            doc["since"] is None
+            and doc["subject"] == "/runs/run-\\xff\\xfe\x1b[31mred\x00nul\nline"
+        )
     raw = json.dumps([b for _, _, _, b in r.got], allow_nan=False)
-    raw.encode("utf-8")   # no lone surrogate left anywhere
+    raw.encode("utf-8")  # no lone surrogate left anywhere
 
 
 def test_the_json_rule_for_numbers_and_containers():
-    assert json_safe({"a": 10**5000, "b": -(2**53), "c": 2**53 + 1, "d": float("-inf"), "e": 1.5,
-                      "f": [True, None, "\udcff"], 3: "x"}) == {
-        "a": None, "b": -(2**53), "c": None, "d": None, "e": 1.5, "f": [True, None, "\\xff"], "3": "x"}
+    assert json_safe(
+        {
+            "a": 10**5000,
+            "b": -(2**53),
+            "c": 2**53 + 1,
+            "d": float("-inf"),
+            "e": 1.5,
+            "f": [True, None, "\udcff"],
+            3: "x",
+        }
+    ) == {
+        "a": None,
+        "b": -(2**53),
+        "c": None,
+        "d": None,
+        "e": 1.5,
+        "f": [True, None, "\\xff"],
+        "3": "x",
+    }
 
 
 def test_placeholders_are_replaced_once_and_id_is_one_of_them():
     a = alert(text="text with {title} and {id}")
     argv = hook_argv(("x", "{title}", "[{state}] {text}", "{id}"), a)
-    assert argv == ["x", "ALERT host-down on h0: h0", "[firing] text with {title} and {id}", transition_id(a)]
+    assert argv == [
+        "x",
+        "ALERT host-down on h0: h0",
+        "[firing] text with {title} and {id}",
+        transition_id(a),
+    ]
 
 
 async def test_one_alerts_transitions_reach_a_sink_in_order_while_others_go_side_by_side(receiver):

@@ -34,7 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 
 #: extras whose requirements a module of each group may import unconditionally
-ALLOWED = {"runtime": {"runtime"}, "train": {"runtime", "train"}, "dev": {"runtime", "train", "dev"}}
+ALLOWED = {
+    "runtime": {"runtime"},
+    "train": {"runtime", "train"},
+    "dev": {"runtime", "train", "dev"},
+}
 #: extras that extend another group: importable from that group inside a function or guarded
 ADDONS = {"fa4": "train", "liger": "train"}
 #: optional imports whose package the test environment does not install, by distribution
@@ -70,8 +74,8 @@ def declared(pyproject: dict) -> dict[str, set[str]]:
 class Import:
     module: str
     line: int
-    local: bool     # inside a function: runs only when that function does
-    guarded: bool   # inside a `try` whose handler catches ImportError
+    local: bool  # inside a function: runs only when that function does
+    guarded: bool  # inside a `try` whose handler catches ImportError
 
     @property
     def top(self) -> str:
@@ -82,7 +86,10 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    names = {
+        t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else ""
+        for t in types
+    }
     return bool(names & CATCHES_IMPORT_ERROR)
 
 
@@ -133,8 +140,12 @@ def distributions(top: str, installed: dict[str, list[str]]) -> set[str]:
     return found
 
 
-def problems(files: dict[Path, str], extras: dict[str, set[str]], installed: dict[str, list[str]],
-             on_hosts: frozenset[Path] = frozenset()) -> tuple[list[str], set[str]]:
+def problems(
+    files: dict[Path, str],
+    extras: dict[str, set[str]],
+    installed: dict[str, list[str]],
+    on_hosts: frozenset[Path] = frozenset(),
+) -> tuple[list[str], set[str]]:
     """(what is wrong, third-party top-level names seen) for `files` (path -> source). Modules
     in `on_hosts` run on hosts, where nothing is installed: the host test judges those."""
     bad: list[str] = []
@@ -147,28 +158,39 @@ def problems(files: dict[Path, str], extras: dict[str, set[str]], installed: dic
         rel = path.relative_to(ROOT)
         for imp in imports_of(src, str(path)):
             top = imp.top
-            if top in sys.stdlib_module_names or top in ("__future__", "fleetdeck") or is_local_module(top, path):
+            if (
+                top in sys.stdlib_module_names
+                or top in ("__future__", "fleetdeck")
+                or is_local_module(top, path)
+            ):
                 continue
             seen.add(top)
             dists = distributions(top, installed)
             where = f"{rel}:{imp.line} imports {imp.module}"
             if not dists:
-                bad.append(f"{where}: no installed distribution provides it (declare it, or map it in NOT_INSTALLED)")
+                bad.append(
+                    f"{where}: no installed distribution provides it (declare it, or map it in NOT_INSTALLED)"
+                )
                 continue
             if dists & set().union(*(extras.get(e, set()) for e in ALLOWED[group])):
                 continue
             if (imp.local or imp.guarded) and dists & set().union(
-                    *(extras.get(e, set()) for e, base in ADDONS.items() if base in ALLOWED[group])):
+                *(extras.get(e, set()) for e, base in ADDONS.items() if base in ALLOWED[group])
+            ):
                 continue
             if imp.guarded and dists & anywhere:
                 continue
-            bad.append(f"{where} ({', '.join(sorted(dists))}), which the {group} requirements "
-                       f"({' + '.join(sorted(ALLOWED[group]))}) do not declare")
+            bad.append(
+                f"{where} ({', '.join(sorted(dists))}), which the {group} requirements "
+                f"({' + '.join(sorted(ALLOWED[group]))}) do not declare"
+            )
     return bad, seen
 
 
 def scanned_files() -> dict[Path, str]:
-    paths = [p for d in ("backend", "cli", "tui", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    paths = [
+        p for d in ("backend", "cli", "tui", "tests") for p in sorted((ROOT / d).rglob("*.py"))
+    ]
     return {p: p.read_text(encoding="utf-8") for p in paths}
 
 
@@ -183,9 +205,15 @@ def helper_entry_points() -> set[str]:
     names |= {f"fleetdeck.backend.host.{p.parent.name}.main" for p in wing.glob("*/main.py")}
     for path in (ROOT / "backend").rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 v = node.value.value
-                if re.fullmatch(r"fleetdeck\.backend(\.\w+)+", v) and not v.startswith("fleetdeck.backend.train"):
+                if re.fullmatch(r"fleetdeck\.backend(\.\w+)+", v) and not v.startswith(
+                    "fleetdeck.backend.train"
+                ):
                     names.add(v)
     return names
 
@@ -193,11 +221,18 @@ def helper_entry_points() -> set[str]:
 def host_modules() -> dict[str, Path]:
     """Module name -> file of everything that runs on a host: each helper's payload as
     `bundle.modules_for` builds it, and the whole host library."""
-    mods = {name for entry in helper_entry_points() for name, _, _ in modules_for(entry)
-            if name.startswith("fleetdeck.")}
+    mods = {
+        name
+        for entry in helper_entry_points()
+        for name, _, _ in modules_for(entry)
+        if name.startswith("fleetdeck.")
+    }
     wing = ROOT / "backend" / "host"
-    mods |= {"fleetdeck.backend.host." + ".".join(p.relative_to(wing).with_suffix("").parts)
-             for p in wing.rglob("*.py") if p.stem != "__init__"}
+    mods |= {
+        "fleetdeck.backend.host." + ".".join(p.relative_to(wing).with_suffix("").parts)
+        for p in wing.rglob("*.py")
+        if p.stem != "__init__"
+    }
     out = {}
     for name in mods:
         parts = name.split(".")[2:]
@@ -220,49 +255,77 @@ def test_every_third_party_import_is_declared_in_its_extra(extras, installed):
     bad, seen = problems(scanned_files(), extras, installed, frozenset(host_modules().values()))
     assert not bad, "\n".join(bad)
     # the scan saw what it is meant to see (a walker that finds nothing passes everything)
-    assert {"asyncssh", "textual", "rich", "prometheus_client", "torch", "pytest", "flash_attn"} <= seen, seen
+    assert {
+        "asyncssh",
+        "textual",
+        "rich",
+        "prometheus_client",
+        "torch",
+        "pytest",
+        "flash_attn",
+    } <= seen, seen
 
 
 def test_an_undeclared_import_fails_and_each_kind_of_import_is_judged_by_its_extra(installed):
     """The checker itself, on made-up modules: what main held before `prometheus-client` was
     declared fails, and guarded / function-local / top-level imports are told apart."""
-    extras = {"runtime": {"textual"}, "train": {"torch"}, "fa4": {"flash-attn-4"}, "dev": {"pytest"}}
+    extras = {
+        "runtime": {"textual"},
+        "train": {"torch"},
+        "fa4": {"flash-attn-4"},
+        "dev": {"pytest"},
+    }
     files = {
-        ROOT / "backend" / "made_up.py": "from prometheus_client import start_http_server\nimport textual\n",
+        ROOT
+        / "backend"
+        / "made_up.py": "from prometheus_client import start_http_server\nimport textual\n",
         ROOT / "tui" / "made_up.py": "import torch\n",
         ROOT / "backend" / "train" / "made_up.py": (
             "import torch\nimport flash_attn\n"
             "def f():\n    from flash_attn.cute import interface\n"
-            "try:\n    import pytest\nexcept ImportError:\n    pytest = None\n"),
+            "try:\n    import pytest\nexcept ImportError:\n    pytest = None\n"
+        ),
         ROOT / "tests" / "made_up.py": "import torch\nimport pytest\n",
     }
     bad, _ = problems(files, extras, installed)
     assert [b.split(" (")[0] for b in bad] == [
         "backend/made_up.py:1 imports prometheus_client",
         "tui/made_up.py:1 imports torch",
-        "backend/train/made_up.py:2 imports flash_attn",   # an add-on at the top of a module
+        "backend/train/made_up.py:2 imports flash_attn",  # an add-on at the top of a module
     ], bad
 
 
 def test_what_runs_on_a_host_imports_only_the_standard_library_and_what_its_payload_carries():
     host = host_modules()
-    for must in ("fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.lib.serve",
-                 "fleetdeck.backend.host.launch.runfiles", "fleetdeck.backend.host.launch.supervise",
-                 "fleetdeck.backend.host.purge.main", "fleetdeck.backend.host.probe.seats"):
+    for must in (
+        "fleetdeck.backend.host.probe.main",
+        "fleetdeck.backend.host.lib.serve",
+        "fleetdeck.backend.host.launch.runfiles",
+        "fleetdeck.backend.host.launch.supervise",
+        "fleetdeck.backend.host.purge.main",
+        "fleetdeck.backend.host.probe.seats",
+    ):
         assert must in host, sorted(host)
-    assert not any(n.startswith("fleetdeck.backend.train") or n.startswith("fleetdeck.tui") for n in host)
+    assert not any(
+        n.startswith("fleetdeck.backend.train") or n.startswith("fleetdeck.tui") for n in host
+    )
     bad = []
     for path in sorted(host.values()):
         for imp in imports_of(path.read_text(encoding="utf-8"), str(path)):
             top = imp.top
             if top in sys.stdlib_module_names or top == "__future__" or imp.module in CARRIED:
                 continue
-            if top == "fleetdeck" and any(h == imp.module or h.startswith(imp.module + ".") for h in host):
+            if top == "fleetdeck" and any(
+                h == imp.module or h.startswith(imp.module + ".") for h in host
+            ):
                 continue
             if top in HOST_OPTIONAL and imp.local:
                 continue
             bad.append(f"{path.relative_to(ROOT)}:{imp.line} imports {imp.module}")
-    assert not bad, "what runs on a host imports more than the standard library and its payload:\n" + "\n".join(bad)
+    assert not bad, (
+        "what runs on a host imports more than the standard library and its payload:\n"
+        + "\n".join(bad)
+    )
 
 
 def test_the_carried_modules_come_from_the_runtime_requirements(extras, installed):
@@ -277,9 +340,16 @@ def test_every_helper_payload_is_made_of_the_host_wing_alone():
     outside = {}
     for entry in helper_entry_points():
         for name, _, _ in modules_for(entry):
-            if name in ("fleetdeck", "fleetdeck.backend", "fleetdeck.backend.host") or name.startswith(
-                    "fleetdeck.backend.host.") or name in CARRIED or name.split(".")[0] in CARRIED:
+            if (
+                name in ("fleetdeck", "fleetdeck.backend", "fleetdeck.backend.host")
+                or name.startswith("fleetdeck.backend.host.")
+                or name in CARRIED
+                or name.split(".")[0] in CARRIED
+            ):
                 continue
             outside.setdefault(entry, []).append(name)
     assert not outside, outside
-    assert helper_entry_points() >= {"fleetdeck.backend.host.probe.main", "fleetdeck.backend.host.purge.main"}
+    assert helper_entry_points() >= {
+        "fleetdeck.backend.host.probe.main",
+        "fleetdeck.backend.host.purge.main",
+    }

@@ -37,7 +37,7 @@ def test_every_relative_link_and_anchor_resolves():
     for doc in DOCS:
         for target in links(doc):
             if re.match(r"^[a-z]+:", target):
-                continue   # http(s), mailto: not checked here (no network)
+                continue  # http(s), mailto: not checked here (no network)
             file, _, anchor = target.partition("#")
             dest = (doc.parent / file).resolve() if file else doc
             if not dest.exists():
@@ -49,8 +49,12 @@ def test_every_relative_link_and_anchor_resolves():
 
 
 def test_every_doc_is_reachable_from_the_readme_or_another_doc():
-    linked = {(doc.parent / t.partition("#")[0]).resolve() for doc in DOCS for t in links(doc)
-              if not re.match(r"^[a-z]+:", t) and t.partition("#")[0]}
+    linked = {
+        (doc.parent / t.partition("#")[0]).resolve()
+        for doc in DOCS
+        for t in links(doc)
+        if not re.match(r"^[a-z]+:", t) and t.partition("#")[0]
+    }
     orphans = [d.name for d in DOCS[1:] if d.resolve() not in linked]
     assert not orphans, f"docs nobody links to: {orphans}"
 
@@ -66,8 +70,12 @@ def test_every_path_named_in_the_docs_and_the_fleet_file_exists():
         text = doc.read_text(encoding="utf-8")
         for m in PATHS.finditer(text):
             p = m.group(1).rstrip(".")
-            if text[m.end():m.end() + 1] in ("*", "{", "<") or any(c in p for c in "*<>{}") or p.endswith("/"):
-                continue   # a glob or a placeholder
+            if (
+                text[m.end() : m.end() + 1] in ("*", "{", "<")
+                or any(c in p for c in "*<>{}")
+                or p.endswith("/")
+            ):
+                continue  # a glob or a placeholder
             if not (REPO / p).exists():
                 bad.append(f"{doc.relative_to(REPO)}: {p}")
     assert not bad, "\n".join(sorted(set(bad)))
@@ -75,13 +83,19 @@ def test_every_path_named_in_the_docs_and_the_fleet_file_exists():
 
 def test_the_architecture_map_names_every_folder_and_only_folders_that_exist():
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
-    table = text[text.index("## Where everything lives"):text.index("\n\n", text.index("| --- |"))]
+    table = text[
+        text.index("## Where everything lives") : text.index("\n\n", text.index("| --- |"))
+    ]
     named = set(re.findall(r"^\| `([\w/.-]+)/` \|", table, flags=re.M))
     assert named, "the map's table has rows"
     missing = sorted(n for n in named if not (REPO / n).is_dir())
     assert not missing, f"the map names folders that do not exist: {missing}"
-    folders = {str(p.relative_to(REPO)) for top in ("backend", "tui", "tests", "benchmarks", "docs")
-               for p in [REPO / top, *(REPO / top).rglob("*")]
-               if p.is_dir() and not any(part.startswith(("__", ".")) for part in p.relative_to(REPO).parts)}
+    folders = {
+        str(p.relative_to(REPO))
+        for top in ("backend", "tui", "tests", "benchmarks", "docs")
+        for p in [REPO / top, *(REPO / top).rglob("*")]
+        if p.is_dir()
+        and not any(part.startswith(("__", ".")) for part in p.relative_to(REPO).parts)
+    }
     unnamed = sorted(f for f in folders if f not in named)
     assert not unnamed, f"folders the map does not name: {unnamed}"

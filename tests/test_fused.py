@@ -19,15 +19,31 @@ from fleetdeck.backend.train.session import prepare  # noqa: E402
 
 pytestmark = pytest.mark.train
 
-DOCS = ["first document, short", "the second one is a little longer than that",
-        "third", "a fourth document about nothing at all", "fifth and last"] * 3
+DOCS = [
+    "first document, short",
+    "the second one is a little longer than that",
+    "third",
+    "a fourth document about nothing at all",
+    "fifth and last",
+] * 3
 
 
 def _engine(tmp: Path, name: str, **kw):
     corpus = tmp / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCS))
-    cfg = RunConfig(name=name, base_model="random:tiny", corpus=str(corpus), output=str(tmp / name),
-                    seq_len=128, batch_size=4, grad_accum=1, eval_fraction=0.0, packing=True, seed=5, **kw)
+    cfg = RunConfig(
+        name=name,
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp / name),
+        seq_len=128,
+        batch_size=4,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        seed=5,
+        **kw,
+    )
     engine, train, _, _ = prepare(cfg, 0, 1, lambda m: None)
     gen = torch.Generator().manual_seed(11)
     with torch.no_grad():  # LoRA B starts at zero; make every adapter matter
@@ -70,7 +86,11 @@ def test_fused_weights_are_views_of_one_buffer(tmp_path):
     engine, _ = _engine(tmp_path, "views", fused_projections=True)
     attn = engine.layers[0].self_attn
     q, k, v = (getattr(attn, n).base_layer.weight for n in ("q_proj", "k_proj", "v_proj"))
-    assert q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+    assert (
+        q.untyped_storage().data_ptr()
+        == k.untyped_storage().data_ptr()
+        == v.untyped_storage().data_ptr()
+    )
     assert attn._fd_qkv.weight.shape[0] == q.shape[0] + k.shape[0] + v.shape[0]
 
 
@@ -104,7 +124,9 @@ def test_under_bfloat16_autocast_fused_matches_unfused_within_rounding(tmp_path)
         loss = (h.float() ** 2).mean()
         loss.backward()
         grads = {n: p.grad for n, p in engine.model.named_parameters() if p.requires_grad}
-        assert all(g.dtype == torch.float32 for g in grads.values())  # adapters and their grads stay float32
+        assert all(
+            g.dtype == torch.float32 for g in grads.values()
+        )  # adapters and their grads stay float32
         out.append((float(loss.detach()), grads))
     (lf, gf), (lp, gp) = out
     assert lf == pytest.approx(lp, rel=2e-2)

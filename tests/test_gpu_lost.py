@@ -16,12 +16,32 @@ T = 1_800_000_000.0
 
 
 def _probe(lost) -> dict:
-    return {"gpus": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-0", "unified_memory": False,
-                      "memory_total_mib": None, "memory_used_mib": None, "utilization_pct": None,
-                      "processes": [], "lost": lost, "xid": []},
-                     {"index": 1, "name": "NVIDIA H200", "uuid": "GPU-1", "unified_memory": False,
-                      "memory_total_mib": 143771.0, "memory_used_mib": 1000.0, "utilization_pct": 3.0,
-                      "processes": []}]}
+    return {
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "uuid": "GPU-0",
+                "unified_memory": False,
+                "memory_total_mib": None,
+                "memory_used_mib": None,
+                "utilization_pct": None,
+                "processes": [],
+                "lost": lost,
+                "xid": [],
+            },
+            {
+                "index": 1,
+                "name": "NVIDIA H200",
+                "uuid": "GPU-1",
+                "unified_memory": False,
+                "memory_total_mib": 143771.0,
+                "memory_used_mib": 1000.0,
+                "utilization_pct": 3.0,
+                "processes": [],
+            },
+        ]
+    }
 
 
 def test_lost_crosses_the_boundary_and_a_hostile_value_is_dropped_not_the_card():
@@ -43,7 +63,9 @@ def test_metrics_say_lost_and_give_no_memory_sample_for_it():
     text = generate_latest(reg).decode()
     assert 'fleetdeck_gpu_lost{gpu="0",host="h1",uuid="GPU-0"} 1.0' in text
     assert 'fleetdeck_gpu_lost{gpu="1",host="h1",uuid="GPU-1"} 0.0' in text
-    totals = [line for line in text.splitlines() if line.startswith("fleetdeck_gpu_memory_total_bytes{")]
+    totals = [
+        line for line in text.splitlines() if line.startswith("fleetdeck_gpu_memory_total_bytes{")
+    ]
     assert len(totals) == 1 and 'gpu="1"' in totals[0]
     assert "fleetdeck_gpu_lost == 1" in rules_file()
 
@@ -51,11 +73,32 @@ def test_metrics_say_lost_and_give_no_memory_sample_for_it():
 def test_status_says_lost_with_the_drivers_words_escaped():
     from fleetdeck.cli.status import _gpu_cell
 
-    h = HostSnapshot(name="h1", reachable=True, time=T, gpus=(
-        Gpu(index=0, name="H200", uuid="GPU-0", unified_memory=False, memory_total_mib=0.0, memory_used_mib=0.0,
-            utilization_pct=None, lost="GPU is lost\x1b[2J"),
-        Gpu(index=1, name="H200", uuid="GPU-1", unified_memory=False, memory_total_mib=2048.0,
-            memory_used_mib=1024.0, utilization_pct=1.0)))
+    h = HostSnapshot(
+        name="h1",
+        reachable=True,
+        time=T,
+        gpus=(
+            Gpu(
+                index=0,
+                name="H200",
+                uuid="GPU-0",
+                unified_memory=False,
+                memory_total_mib=0.0,
+                memory_used_mib=0.0,
+                utilization_pct=None,
+                lost="GPU is lost\x1b[2J",
+            ),
+            Gpu(
+                index=1,
+                name="H200",
+                uuid="GPU-1",
+                unified_memory=False,
+                memory_total_mib=2048.0,
+                memory_used_mib=1024.0,
+                utilization_pct=1.0,
+            ),
+        ),
+    )
     console = Console(width=120, record=True, color_system=None)
     console.print(_gpu_cell(h))
     out = console.export_text()
@@ -75,7 +118,9 @@ def _lost_fleet_app():
     hosts = list(snap.hosts)
     i = next(n for n, h in enumerate(hosts) if h.gpus)
     gpus = list(hosts[i].gpus)
-    gpus[0] = replace(gpus[0], lost="GPU is lost", memory_total_mib=0.0, memory_used_mib=0.0, processes=())
+    gpus[0] = replace(
+        gpus[0], lost="GPU is lost", memory_total_mib=0.0, memory_used_mib=0.0, processes=()
+    )
     hosts[i] = replace(hosts[i], gpus=tuple(gpus))
     return app_over(replace(snap, hosts=tuple(hosts))), hosts[i].name, gpus[0].index
 

@@ -18,25 +18,50 @@ T0 = 1_800_000_000
 
 
 def snap(t: float, used: float = 1000, up: bool = True, evals=((25, 3.2),)) -> FleetSnapshot:
-    g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
-            memory_used_mib=used, utilization_pct=50)
-    d = Disk(path="~/runs", mount="/", fstype="ext4", total_bytes=100, used_bytes=int(used), free_bytes=7)
-    r = Run(host="h1", path="/r/run-1", name="run-1", state="running", step=int(used), loss=2.5,
-            eval_losses=tuple(evals))
-    h1 = HostSnapshot(name="h1", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,), latency_ms=3.5)
-    h2 = (HostSnapshot(name="h2", reachable=True, time=t) if up
-          else HostSnapshot(name="h2", reachable=False, error="down", time=t))
+    g = Gpu(
+        index=0,
+        name="H100",
+        uuid="GPU-a",
+        unified_memory=False,
+        memory_total_mib=81559,
+        memory_used_mib=used,
+        utilization_pct=50,
+    )
+    d = Disk(
+        path="~/runs", mount="/", fstype="ext4", total_bytes=100, used_bytes=int(used), free_bytes=7
+    )
+    r = Run(
+        host="h1",
+        path="/r/run-1",
+        name="run-1",
+        state="running",
+        step=int(used),
+        loss=2.5,
+        eval_losses=tuple(evals),
+    )
+    h1 = HostSnapshot(
+        name="h1", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,), latency_ms=3.5
+    )
+    h2 = (
+        HostSnapshot(name="h2", reachable=True, time=t)
+        if up
+        else HostSnapshot(name="h2", reachable=False, error="down", time=t)
+    )
     return FleetSnapshot(hosts=(h1, h2), time=t)
 
 
 def test_polls_fold_into_minutes_in_wal_mode_under_the_state_folder():
     h = History()
     assert h.path == history_path() and "fleetdeck" in str(h.path)
-    for i in range(36):   # three minutes of 5 s polls; h2 stops answering halfway through
+    for i in range(36):  # three minutes of 5 s polls; h2 stops answering halfway through
         assert h.record(snap(T0 + 5 * i, used=1000 + 7 * (i % 12), up=i < 18))
     # a minute keeps its peak GPU memory (and its mean utilisation)
     assert h.gpu_memory("h1", T0) == {0: [1077, 1077, 1077]}
-    assert [(t - T0, b) for t, _, b in h.series("h1", "gpu", T0)["0:GPU-a"]] == [(0, 50), (60, 50), (120, 50)]
+    assert [(t - T0, b) for t, _, b in h.series("h1", "gpu", T0)["0:GPU-a"]] == [
+        (0, 50),
+        (60, 50),
+        (120, 50),
+    ]
     # a disk keeps its last figure of the minute
     assert [a for _, a, _ in h.series("h1", "disk", T0)["~/runs"]] == [1077, 1077, 1077]
     # up: the share of the minute's polls answered
@@ -45,18 +70,20 @@ def test_polls_fold_into_minutes_in_wal_mode_under_the_state_folder():
     h.close()
     with sqlite3.connect(h.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 3 * 6   # a row per series per minute: h1 host, gpu, disk, run, eval; h2 host
+        assert (
+            db.execute("SELECT count(*) FROM samples").fetchone()[0] == 3 * 6
+        )  # a row per series per minute: h1 host, gpu, disk, run, eval; h2 host
 
 
 def test_old_minutes_fold_into_ten_minutes_and_the_retention_drops_the_oldest(tmp_path):
     h = History(tmp_path / "h.sqlite3", raw_hours=1, retention_days=1)
-    for i in range(24):   # twenty minutes of one-minute polls; memory steps up halfway
+    for i in range(24):  # twenty minutes of one-minute polls; memory steps up halfway
         h.record(snap(T0 + 60 * i, used=1000 + 10 * (i // 10) + (i % 2)))
     h.event(T0, "h1", "seat-check", "port 8000", "logprob-unserialisable")
-    h.flush()   # the minute in progress too
+    h.flush()  # the minute in progress too
     h.maintain(T0 + 2 * 3600)
     pts = h.series("h1", "gpu", 0)["0:GPU-a"]
-    assert [(t - T0, a) for t, a, _ in pts] == [(0, 1001), (600, 1011), (1200, 1021)]   # the peaks
+    assert [(t - T0, a) for t, a, _ in pts] == [(0, 1001), (600, 1011), (1200, 1021)]  # the peaks
     with sqlite3.connect(h.path) as db:
         assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     h.maintain(T0 + 2 * 86400)
@@ -76,11 +103,11 @@ def test_a_series_whose_rows_all_passed_the_retention_is_dropped_and_made_again_
             return sorted(k for (k,) in db.execute("SELECT kind FROM series"))
 
     assert "gpu" in names()
-    h.maintain(T0 + 3600 * 3)          # folded into ten-minute rows, still inside the retention
+    h.maintain(T0 + 3600 * 3)  # folded into ten-minute rows, still inside the retention
     assert "gpu" in names()
-    h.maintain(T0 + 2 * 86400)         # every row past the retention: the series row goes
+    h.maintain(T0 + 2 * 86400)  # every row past the retention: the series row goes
     assert names() == []
-    h.record(snap(T0 + 2 * 86400 + 10))   # seen again: written under a new row, read back
+    h.record(snap(T0 + 2 * 86400 + 10))  # seen again: written under a new row, read back
     h.flush()
     assert "gpu" in names() and h.series("h1", "gpu", T0 + 86400)["0:GPU-a"]
 
@@ -101,11 +128,11 @@ def test_a_locked_database_is_a_warning_and_the_next_poll_is_written(tmp_path):
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
     other.execute("INSERT INTO meta VALUES ('lock', 1)")
-    assert h.record(snap(T0 + 60)) is False   # the first minute is due, and cannot be written
+    assert h.record(snap(T0 + 60)) is False  # the first minute is due, and cannot be written
     assert any("locked" in w for w in h.warnings)
     other.execute("ROLLBACK")
     other.close()
-    assert h.record(snap(T0 + 120))   # written now, nothing lost
+    assert h.record(snap(T0 + 120))  # written now, nothing lost
     assert [t for t, _, _ in h.series("h1", "gpu", 0)["0:GPU-a"]] == [T0, T0 + 60, T0 + 120]
 
 
@@ -136,25 +163,52 @@ def test_reads_since_any_number_answer(tmp_path):
     assert h.gpu_memory("h1", float("inf")) == {} and h.gpu_memory("h1", 10**400) == {}
 
 
-def h3(t: float, loss: float, disk_used: float, used: float = 1000, util: float = 50) -> FleetSnapshot:
+def h3(
+    t: float, loss: float, disk_used: float, used: float = 1000, util: float = 50
+) -> FleetSnapshot:
     """One poll of h3: run-9's loss and eval loss, a disk, one GPU."""
-    g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
-            memory_used_mib=used, utilization_pct=util)
-    d = Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=2**30, used_bytes=int(disk_used),
-             free_bytes=2**30 - int(disk_used))
-    r = Run(host="h3", path="/runs/run-9", name="run-9", state="running", step=int(t - T0), loss=loss,
-            eval_losses=((int(t - T0), loss),))
-    return FleetSnapshot(hosts=(HostSnapshot(name="h3", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,)),),
-                         time=t)
+    g = Gpu(
+        index=0,
+        name="H100",
+        uuid="GPU-a",
+        unified_memory=False,
+        memory_total_mib=81559,
+        memory_used_mib=used,
+        utilization_pct=util,
+    )
+    d = Disk(
+        path="/tank",
+        mount="/tank",
+        fstype="zfs",
+        total_bytes=2**30,
+        used_bytes=int(disk_used),
+        free_bytes=2**30 - int(disk_used),
+    )
+    r = Run(
+        host="h3",
+        path="/runs/run-9",
+        name="run-9",
+        state="running",
+        step=int(t - T0),
+        loss=loss,
+        eval_losses=((int(t - T0), loss),),
+    )
+    return FleetSnapshot(
+        hosts=(HostSnapshot(name="h3", reachable=True, time=t, gpus=(g,), disks=(d,), runs=(r,)),),
+        time=t,
+    )
 
 
 def lines(h: History, since: float, window: float, width: int) -> dict[str, list[str]]:
     """`history_table` of h3 as printed, {series label: [sparkline (its drawn cells), first, last, peak]}."""
     buf = io.StringIO()
     Console(file=buf, width=200, color_system=None, soft_wrap=False).print(
-        history_table(collect(h, "h3", since, window, width), "h3", window, width))
-    rows = (re.fullmatch(r"(.*?) +([▁▂▃▄▅▆▇█ ]*[▁▂▃▄▅▆▇█]) +(\S+) +(\S+) +(\S+) *", line)
-            for line in buf.getvalue().splitlines())
+        history_table(collect(h, "h3", since, window, width), "h3", window, width)
+    )
+    rows = (
+        re.fullmatch(r"(.*?) +([▁▂▃▄▅▆▇█ ]*[▁▂▃▄▅▆▇█]) +(\S+) +(\S+) +(\S+) *", line)
+        for line in buf.getvalue().splitlines()
+    )
     return {m[1].strip(): [m[2].strip(), m[3], m[4], m[5]] for m in rows if m}
 
 
@@ -162,8 +216,13 @@ def test_first_and_last_are_the_windows_oldest_and_newest_values_not_a_cells_pea
     # twenty minutes at the end of a one-day window of twenty cells: all in the last cell
     h = History(tmp_path / "h.sqlite3")
     for i in range(21):
-        h.record(h3(T0 + 60 * i, loss=3.007 - (3.007 - 2.435) * i / 20,
-                    disk_used=(464 - 64 * i / 20) * 2**20))
+        h.record(
+            h3(
+                T0 + 60 * i,
+                loss=3.007 - (3.007 - 2.435) * i / 20,
+                disk_used=(464 - 64 * i / 20) * 2**20,
+            )
+        )
     now = T0 + 20 * 60
     rows = lines(h, now - 86400, 86400, 20)
     assert rows["run-9 eval loss"][1:] == ["3.007", "2.435", "3.007"]
@@ -194,18 +253,33 @@ def test_a_chart_cell_folds_by_kind_a_loss_by_its_newest_value_memory_by_its_pea
 def test_ten_minute_rows_keep_the_newest_loss_and_disk_figure_and_the_peak_memory(tmp_path):
     h = History(tmp_path / "h.sqlite3", raw_hours=1)
     for i in range(20):
-        h.record(h3(T0 + 60 * i, loss=3.0 - i / 10, disk_used=(500 - i) * 2**20, used=1000 + (i % 10 == 2) * 5000))
+        h.record(
+            h3(
+                T0 + 60 * i,
+                loss=3.0 - i / 10,
+                disk_used=(500 - i) * 2**20,
+                used=1000 + (i % 10 == 2) * 5000,
+            )
+        )
     h.flush()
     h.maintain(T0 + 3 * 3600)
     with sqlite3.connect(h.path) as db:
         assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
-    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "run", 0)["/runs/run-9"]] == [(0, 2.1), (600, 1.1)]
-    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "eval", 0)["/runs/run-9"]] == [(0, 2.1), (600, 1.1)]
+    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "run", 0)["/runs/run-9"]] == [
+        (0, 2.1),
+        (600, 1.1),
+    ]
+    assert [(t - T0, round(b, 6)) for t, _, b in h.series("h3", "eval", 0)["/runs/run-9"]] == [
+        (0, 2.1),
+        (600, 1.1),
+    ]
     assert [a / 2**20 for _, a, _ in h.series("h3", "disk", 0)["/tank"]] == [491, 481]
     assert [a for _, a, _ in h.series("h3", "gpu", 0)["0:GPU-a"]] == [6000, 6000]
 
 
-def test_a_cards_temperature_and_power_are_kept_by_their_peak_and_mean_and_a_silent_card_has_none(tmp_path):
+def test_a_cards_temperature_and_power_are_kept_by_their_peak_and_mean_and_a_silent_card_has_none(
+    tmp_path,
+):
     """Kind `gpuh`: a minute, a ten-minute row and a chart cell keep the card's hottest reading
     and its mean power; a card whose driver reports neither (GB10's power, nvidia-smi without
     the fields) writes no row, and the chart has no line for it."""
@@ -219,23 +293,40 @@ def test_a_cards_temperature_and_power_are_kept_by_their_peak_and_mean_and_a_sil
         return replace(s, hosts=(replace(host, gpus=(g, silent)),))
 
     h = History(tmp_path / "h.sqlite3", raw_hours=1)
-    for i in range(20):   # ten minutes at 60 °C and 300 W with one at 88 °C and 700 W, then ten at 70 °C, 500 W
+    for i in range(
+        20
+    ):  # ten minutes at 60 °C and 300 W with one at 88 °C and 700 W, then ten at 70 °C, 500 W
         first = i < 10
-        h.record(poll(T0 + 60 * i, (88 if i == 4 else 60) if first else 70, (700.0 if i == 4 else 300.0) if first else 500.0))
-    h.record(poll(T0 + 1200, None, None))   # the minute after: the card said nothing
+        h.record(
+            poll(
+                T0 + 60 * i,
+                (88 if i == 4 else 60) if first else 70,
+                (700.0 if i == 4 else 300.0) if first else 500.0,
+            )
+        )
+    h.record(poll(T0 + 1200, None, None))  # the minute after: the card said nothing
     rows = lines(h, T0, 1200, 2)
-    assert rows["GPU0 temperature"] == ["▇▆", "60°C", "70°C", "88°C"]   # peaks 88 and 70 on 0..100 °C
-    assert rows["GPU0 power"] == ["▆█", "300W", "500W", "700W"]   # means 340 and 500 on 0..500 W
+    assert rows["GPU0 temperature"] == [
+        "▇▆",
+        "60°C",
+        "70°C",
+        "88°C",
+    ]  # peaks 88 and 70 on 0..100 °C
+    assert rows["GPU0 power"] == ["▆█", "300W", "500W", "700W"]  # means 340 and 500 on 0..500 W
     assert "GPU1 temperature" not in rows and "GPU1 power" not in rows and "GPU1 memory" in rows
     assert set(h.series("h3", "gpuh", 0)) == {"0:GPU-a"}
     h.flush()
-    h.maintain(T0 + 3 * 3600)   # past raw_hours: folded into ten-minute rows by the same rule
+    h.maintain(T0 + 3 * 3600)  # past raw_hours: folded into ten-minute rows by the same rule
     assert [(t - T0, a, round(b, 6)) for t, a, b in h.series("h3", "gpuh", 0)["0:GPU-a"]] == [
-        (0, 88, 340.0), (600, 70, 500.0)]
+        (0, 88, 340.0),
+        (600, 70, 500.0),
+    ]
     h.close()
 
 
-def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten_minute_rows_alike(tmp_path):
+def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten_minute_rows_alike(
+    tmp_path,
+):
     """What SQLite works out for the chart (`History.chart`) is what the rule gives over the rows
     themselves (`fold` a cell, `summarise` a figure), over a window of ten-minute rows and
     minute rows, polls that miss, figures that are sometimes absent, and several widths."""
@@ -248,14 +339,41 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
     h = History(tmp_path / "h.sqlite3", raw_hours=2, retention_days=30)
     for i in range(8 * 60):
         t = T0 + 60 * i + rng.randint(0, 50)
-        g = Gpu(index=0, name="H100", uuid="GPU-a", unified_memory=False, memory_total_mib=81559,
-                memory_used_mib=rng.choice([1000, 8000, rng.randint(0, 80000)]), utilization_pct=rng.choice([0, 100, None]))
-        d = Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=10**12, used_bytes=rng.randint(0, 10**12),
-                 free_bytes=rng.choice([None, rng.randint(0, 10**11)]))
-        r = Run(host="h1", path="/r/run-1", name="run-1", state="running", step=i, loss=rng.choice([None, rng.random()]),
-                eval_losses=((i, rng.random()),) if i % 7 == 0 else ())
-        host = HostSnapshot(name="h1", reachable=rng.random() > 0.1, time=t, gpus=(g,), disks=(d,), runs=(r,),
-                            latency_ms=rng.random() * 30)
+        g = Gpu(
+            index=0,
+            name="H100",
+            uuid="GPU-a",
+            unified_memory=False,
+            memory_total_mib=81559,
+            memory_used_mib=rng.choice([1000, 8000, rng.randint(0, 80000)]),
+            utilization_pct=rng.choice([0, 100, None]),
+        )
+        d = Disk(
+            path="/tank",
+            mount="/tank",
+            fstype="zfs",
+            total_bytes=10**12,
+            used_bytes=rng.randint(0, 10**12),
+            free_bytes=rng.choice([None, rng.randint(0, 10**11)]),
+        )
+        r = Run(
+            host="h1",
+            path="/r/run-1",
+            name="run-1",
+            state="running",
+            step=i,
+            loss=rng.choice([None, rng.random()]),
+            eval_losses=((i, rng.random()),) if i % 7 == 0 else (),
+        )
+        host = HostSnapshot(
+            name="h1",
+            reachable=rng.random() > 0.1,
+            time=t,
+            gpus=(g,),
+            disks=(d,),
+            runs=(r,),
+            latency_ms=rng.random() * 30,
+        )
         h.record(FleetSnapshot(hosts=(host,), time=t))
     with sqlite3.connect(h.path) as db:
         assert db.execute("SELECT count(*) FROM samples_10m").fetchone()[0] > 0
@@ -277,11 +395,24 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
                     buckets: list[list[float]] = [[] for _ in range(width)]
                     for p in pts:
                         if p[1 + i] is not None:
-                            buckets[min(width - 1, max(0, int((p[0] - since) // step)))].append(p[1 + i])
+                            buckets[min(width - 1, max(0, int((p[0] - since) // step)))].append(
+                                p[1 + i]
+                            )
                     want = [fold(b, fold_of(kind, i)) for b in buckets]
-                    assert line.cells == pytest.approx(want, rel=1e-12, abs=1e-9), (kind, name, i, width)
-                    assert (line.first, line.first_t, line.last, line.last_t, line.peak, line.rows) == (
-                        s.first, s.first_t, s.last, s.last_t, s.peak, s.rows)
+                    assert line.cells == pytest.approx(want, rel=1e-12, abs=1e-9), (
+                        kind,
+                        name,
+                        i,
+                        width,
+                    )
+                    assert (
+                        line.first,
+                        line.first_t,
+                        line.last,
+                        line.last_t,
+                        line.peak,
+                        line.rows,
+                    ) == (s.first, s.first_t, s.last, s.last_t, s.peak, s.rows)
                     checked += 1
     assert checked >= 4 * 9
 
@@ -294,19 +425,31 @@ def _big(path, minutes: int, n_series: int = 20) -> int:
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript(SCHEMA)
     kinds = ["gpu", "disk", "run", "eval", "host"]
-    db.executemany("INSERT INTO series VALUES (?, 'h1', ?, ?)",
-                   [(s + 1, kinds[s % 5], f"{s}:GPU-{s}" if s % 5 == 0 else f"/s/{s}") for s in range(n_series)])
+    db.executemany(
+        "INSERT INTO series VALUES (?, 'h1', ?, ?)",
+        [
+            (s + 1, kinds[s % 5], f"{s}:GPU-{s}" if s % 5 == 0 else f"/s/{s}")
+            for s in range(n_series)
+        ],
+    )
     start = T0 - 60 * minutes
     db.execute("BEGIN")
-    db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?)",
-                   ((start + 60 * m, s, float((m * 7 + s) % 5000), (m % 97) / 97) for m in range(minutes)
-                    for s in range(1, n_series + 1)))
+    db.executemany(
+        "INSERT INTO samples VALUES (?, ?, ?, ?)",
+        (
+            (start + 60 * m, s, float((m * 7 + s) % 5000), (m % 97) / 97)
+            for m in range(minutes)
+            for s in range(1, n_series + 1)
+        ),
+    )
     db.execute("COMMIT")
     db.close()
     return minutes * n_series
 
 
-def test_a_300k_row_window_is_drawn_and_written_as_json_holding_cells_and_chunks_never_its_rows(tmp_path):
+def test_a_300k_row_window_is_drawn_and_written_as_json_holding_cells_and_chunks_never_its_rows(
+    tmp_path,
+):
     """300,000 rows (20 series x 15,000 minutes) in the window: the chart holds `width` values
     a figure and `--json` one chunk of rows at a time, measured by tracemalloc as the peak of
     what Python allocates while each runs. Holding the rows, as a list of (t, a, b) tuples, is
@@ -319,7 +462,7 @@ def test_a_300k_row_window_is_drawn_and_written_as_json_holding_cells_and_chunks
     assert _big(path, 15_000) == 300_000
     since = T0 - 15_000 * 60
     h = History(path)
-    h.names("h1")   # opened outside the measure
+    h.names("h1")  # opened outside the measure
 
     class Sink:
         """Counts what is written and keeps nothing."""
@@ -340,9 +483,11 @@ def test_a_300k_row_window_is_drawn_and_written_as_json_holding_cells_and_chunks
     finally:
         tracemalloc.stop()
     assert sum(len(v) for v in chart.values()) == 20
-    assert all(len(line.cells) == 100 for v in chart.values() for a, b in v.values() for line in (a, b))
+    assert all(
+        len(line.cells) == 100 for v in chart.values() for a, b in v.values() for line in (a, b)
+    )
     assert chart["gpu"]["0:GPU-0"][0].rows == 15_000
-    assert sink.n > 300_000 * 20   # every row was written
+    assert sink.n > 300_000 * 20  # every row was written
     assert chart_peak < 8 * 2**20, chart_peak
     assert json_peak < 8 * 2**20, json_peak
     assert h.warnings == []

@@ -16,8 +16,13 @@ from fleetdeck.backend.monitor.history import History, history_path
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "history", *args],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", "history", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
 
 
 def _night(now: float) -> None:
@@ -29,13 +34,43 @@ def _night(now: float) -> None:
         t = start + i * 60
         used = 10_000 + i * 150.0
         host = HostSnapshot(
-            name="gx10", reachable=True, time=t, latency_ms=20.0,
-            gpus=(Gpu(index=0, name="GB10", uuid="GPU-0", unified_memory=True, memory_total_mib=120_000.0,
-                      memory_used_mib=used, utilization_pct=50.0),),
-            disks=(Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=10**12, used_bytes=4 * 10**11 + i * 10**8,
-                        free_bytes=6 * 10**11 - i * 10**8),),
-            runs=(Run(host="gx10", path="/runs/run-\x1b[2J7", name="run-\x1b[2J7", state="running", step=i,
-                      loss=3.0 - i / 400, eval_losses=((i, 3.1 - i / 500),)),))
+            name="gx10",
+            reachable=True,
+            time=t,
+            latency_ms=20.0,
+            gpus=(
+                Gpu(
+                    index=0,
+                    name="GB10",
+                    uuid="GPU-0",
+                    unified_memory=True,
+                    memory_total_mib=120_000.0,
+                    memory_used_mib=used,
+                    utilization_pct=50.0,
+                ),
+            ),
+            disks=(
+                Disk(
+                    path="/tank",
+                    mount="/tank",
+                    fstype="zfs",
+                    total_bytes=10**12,
+                    used_bytes=4 * 10**11 + i * 10**8,
+                    free_bytes=6 * 10**11 - i * 10**8,
+                ),
+            ),
+            runs=(
+                Run(
+                    host="gx10",
+                    path="/runs/run-\x1b[2J7",
+                    name="run-\x1b[2J7",
+                    state="running",
+                    step=i,
+                    loss=3.0 - i / 400,
+                    eval_losses=((i, 3.1 - i / 500),),
+                ),
+            ),
+        )
         h.record(FleetSnapshot(hosts=(host,), time=t))
     h.close()
 
@@ -51,7 +86,12 @@ def test_history_shows_memory_creeping_up_and_the_losses_over_the_window():
     assert "\x1b" not in text and "run-\\x1b[2J7 loss" in text
     mem = next(line for line in text.splitlines() if "GPU0 memory" in line)
     bars = [c for c in mem if c in "▁▂▃▄▅▆▇█"]
-    assert bars and bars[-1] == "█" and bars[0] in "▁▂▃▄▅" and bars == sorted(bars, key="▁▂▃▄▅▆▇█".index)
+    assert (
+        bars
+        and bars[-1] == "█"
+        and bars[0] in "▁▂▃▄▅"
+        and bars == sorted(bars, key="▁▂▃▄▅▆▇█".index)
+    )
     # JSON: every recorded point of the window, oldest first
     doc = json.loads(_cli("gx10", "--since", "7h", "--json").stdout)
     gpu = doc["series"]["gpu"]["0:GPU-0"]
@@ -70,7 +110,11 @@ def test_history_says_what_is_missing_and_refuses_a_bad_duration():
     assert out.returncode == 0 and "nothing recorded for nobody in the last 1d00h" in out.stdout
     for bad in ("0h", "-5m", "tomorrow", "1e400s", "100000d"):
         out = _cli("gx10", f"--since={bad}")
-        assert out.returncode == 2 and "is not a duration" in out.stderr and "Traceback" not in out.stderr
+        assert (
+            out.returncode == 2
+            and "is not a duration" in out.stderr
+            and "Traceback" not in out.stderr
+        )
 
 
 def test_first_last_and_peak_are_the_windows_own_values_in_the_default_day():
@@ -83,11 +127,31 @@ def test_first_last_and_peak_are_the_windows_own_values_in_the_default_day():
         used = (464 if i < 20 else 400) * 2**20
         loss = 3.007 - (3.007 - 2.435) * i / 30
         host = HostSnapshot(
-            name="h3", reachable=True, time=t,
-            disks=(Disk(path="/tank", mount="/tank", fstype="zfs", total_bytes=2**30, used_bytes=used,
-                        free_bytes=2**30 - used),),
-            runs=(Run(host="h3", path="/runs/run-9", name="run-9", state="running", step=i, loss=loss + 0.1,
-                      eval_losses=((i, loss),)),))
+            name="h3",
+            reachable=True,
+            time=t,
+            disks=(
+                Disk(
+                    path="/tank",
+                    mount="/tank",
+                    fstype="zfs",
+                    total_bytes=2**30,
+                    used_bytes=used,
+                    free_bytes=2**30 - used,
+                ),
+            ),
+            runs=(
+                Run(
+                    host="h3",
+                    path="/runs/run-9",
+                    name="run-9",
+                    state="running",
+                    step=i,
+                    loss=loss + 0.1,
+                    eval_losses=((i, loss),),
+                ),
+            ),
+        )
         h.record(FleetSnapshot(hosts=(host,), time=t))
     h.close()
     out = _cli("h3")
@@ -124,7 +188,11 @@ def test_a_corrupt_database_is_one_sentence_naming_it_and_exit_1_never_nothing_r
         out = _cli(*args)
         assert out.returncode == 1, (args, out.stdout[-300:])
         assert f"the history database {path} cannot be read (file is not a database)" in out.stderr
-        assert "nothing recorded" not in out.stdout and out.stdout == "" and "Traceback" not in out.stderr
+        assert (
+            "nothing recorded" not in out.stdout
+            and out.stdout == ""
+            and "Traceback" not in out.stderr
+        )
 
 
 def test_a_database_whose_rows_are_damaged_is_exit_1_and_the_json_says_why_in_its_warnings():
@@ -135,14 +203,22 @@ def test_a_database_whose_rows_are_damaged_is_exit_1_and_the_json_says_why_in_it
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         page = db.execute("PRAGMA page_size").fetchone()[0]
-        roots = [r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE name IN ('samples', 'samples_10m')")]
+        roots = [
+            r
+            for (r,) in db.execute(
+                "SELECT rootpage FROM sqlite_master WHERE name IN ('samples', 'samples_10m')"
+            )
+        ]
     with open(path, "r+b") as f:
         for root in roots:
             f.seek((root - 1) * page)
             f.write(b"\xee" * page)
     out = _cli("gx10", "--since", "7h")
     assert out.returncode == 1 and "nothing recorded" not in out.stdout
-    assert f"the history database {path} cannot be read (database disk image is malformed)" in out.stderr
+    assert (
+        f"the history database {path} cannot be read (database disk image is malformed)"
+        in out.stderr
+    )
     out = _cli("gx10", "--since", "7h", "--json")
     assert out.returncode == 1 and "cannot be read (database disk image is malformed)" in out.stderr
     doc = json.loads(out.stdout)

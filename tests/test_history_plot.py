@@ -16,8 +16,13 @@ from fleetdeck.backend.monitor.history import History, history_path
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "history", *args],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "TZ": "UTC"})
+    return subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", "history", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TZ": "UTC"},
+    )
 
 
 def _incident(now: float, name: str = "gx") -> dict[str, float]:
@@ -34,20 +39,65 @@ def _incident(now: float, name: str = "gx") -> dict[str, float]:
             host = HostSnapshot(name=name, reachable=False, error="timeout", time=t)
         else:
             dip = when["restart"] <= t < when["restart"] + 180
-            cards = tuple(Gpu(index=k, name="NVIDIA H200", uuid=f"GPU-{k}", unified_memory=False,
-                              memory_total_mib=143771.0, memory_used_mib=600.0 if dip and k == 0 else 93257.0,
-                              utilization_pct=90.0, temperature_c=61, power_w=600.0) for k in (0, 1))
-            runs = (Run(host=name, path="/runs/run-8", name="run-8", state="running", step=i, loss=2.0),) \
-                if t >= when["xid"] + 1800 else ()   # a run starts half an hour after the Xid
-            seat = Seat(host=name, kind="vllm", port=8000, restarts=3 if t >= when["restart"] else 2,
-                        memory_by_gpu={0: 600.0 if dip else 92000.0})
-            host = HostSnapshot(name=name, reachable=True, time=t, latency_ms=20.0, gpus=cards, runs=runs,
-                                seats=(seat,))
+            cards = tuple(
+                Gpu(
+                    index=k,
+                    name="NVIDIA H200",
+                    uuid=f"GPU-{k}",
+                    unified_memory=False,
+                    memory_total_mib=143771.0,
+                    memory_used_mib=600.0 if dip and k == 0 else 93257.0,
+                    utilization_pct=90.0,
+                    temperature_c=61,
+                    power_w=600.0,
+                )
+                for k in (0, 1)
+            )
+            runs = (
+                (
+                    Run(
+                        host=name,
+                        path="/runs/run-8",
+                        name="run-8",
+                        state="running",
+                        step=i,
+                        loss=2.0,
+                    ),
+                )
+                if t >= when["xid"] + 1800
+                else ()
+            )  # a run starts half an hour after the Xid
+            seat = Seat(
+                host=name,
+                kind="vllm",
+                port=8000,
+                restarts=3 if t >= when["restart"] else 2,
+                memory_by_gpu={0: 600.0 if dip else 92000.0},
+            )
+            host = HostSnapshot(
+                name=name,
+                reachable=True,
+                time=t,
+                latency_ms=20.0,
+                gpus=cards,
+                runs=runs,
+                seats=(seat,),
+            )
         h.record(FleetSnapshot(hosts=(host,), time=t))
-    h.event(when["restart"] + 5, name, "alert-firing", "seat-restart vllm:8000",
-            "seat vllm:8000 was OOM-killed and restarted (restarts 3)")
-    h.event(when["xid"], name, "alert-firing", "gpu-xid GPU0 Xid 79",
-            "GPU0 on gx reported Xid 79 (at 05:00:00): GPU has fallen off the bus (reboot the host)")
+    h.event(
+        when["restart"] + 5,
+        name,
+        "alert-firing",
+        "seat-restart vllm:8000",
+        "seat vllm:8000 was OOM-killed and restarted (restarts 3)",
+    )
+    h.event(
+        when["xid"],
+        name,
+        "alert-firing",
+        "gpu-xid GPU0 Xid 79",
+        "GPU0 on gx reported Xid 79 (at 05:00:00): GPU has fallen off the bus (reboot the host)",
+    )
     h.event(when["xid"], name, "alert-firing", "gpu-xid GPU1 Xid 13", "GPU1 on gx reported Xid 13")
     h.event(when["xid"] + 60, "other", "alert-firing", "host-down other", "another host's event")
     h.close()
@@ -57,7 +107,9 @@ def _incident(now: float, name: str = "gx") -> dict[str, float]:
 def test_the_plot_draws_the_card_and_its_events_on_one_axis():
     now = time.time()
     _incident(now)
-    audit("purge", "gx", "done", paths=[{"path": "/runs/old-\x1b[2J", "deleted": True, "bytes": 10}])
+    audit(
+        "purge", "gx", "done", paths=[{"path": "/runs/old-\x1b[2J", "deleted": True, "bytes": 10}]
+    )
     out = _cli("gx", "--gpu", "0", "--plot", "--since", "6h", "--width", "72", "--height", "8")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -74,7 +126,9 @@ def test_the_plot_draws_the_card_and_its_events_on_one_axis():
     assert "×" in marks and all(m in marks for m in "1234")
     # the lane's marks come in time order: the restart, the host down, the Xid, the run starting,
     # then the purge now
-    assert marks.index("1") < marks.index("×") < marks.index("2") < marks.index("3") < marks.index("4")
+    assert (
+        marks.index("1") < marks.index("×") < marks.index("2") < marks.index("3") < marks.index("4")
+    )
     legend = "\n".join(lines)
     assert "seat restart  seat vllm:8000 was OOM-killed and restarted (restarts 3)" in legend
     assert "Xid 79  GPU0 on gx reported Xid 79" in legend and "GPU has fallen off the bus" in legend
@@ -87,22 +141,35 @@ def test_the_plot_draws_the_card_and_its_events_on_one_axis():
 def test_the_other_figures_and_what_is_refused():
     now = time.time()
     _incident(now)
-    out = _cli("gx", "--gpu", "0", "--plot", "--figure", "temperature", "--width", "40", "--height", "6")
+    out = _cli(
+        "gx", "--gpu", "0", "--plot", "--figure", "temperature", "--width", "40", "--height", "6"
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("gx GPU0 temperature, the last 1d") and "peak 61°C" in out.stdout
-    assert "100°C ┤" in out.stdout   # temperature's scale is at least 100 °C
+    assert "100°C ┤" in out.stdout  # temperature's scale is at least 100 °C
     out = _cli("gx", "--gpu", "7", "--plot")
-    assert out.returncode == 0 and out.stdout.strip() == "nothing recorded for GPU7 of gx in the last 1d00h"
+    assert (
+        out.returncode == 0
+        and out.stdout.strip() == "nothing recorded for GPU7 of gx in the last 1d00h"
+    )
     for bad in (["--plot"], ["--gpu", "0"], ["--gpu", "0", "--seat", "8000", "--plot"]):
         out = _cli("gx", *bad)
-        assert out.returncode == 2 and "--plot goes with one of --gpu N or --seat PORT" in out.stderr
+        assert (
+            out.returncode == 2 and "--plot goes with one of --gpu N or --seat PORT" in out.stderr
+        )
     # a seat's own memory, by its port, with the host's events
     out = _cli("gx", "--seat", "8000", "--plot", "--since", "6h", "--width", "72", "--height", "6")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("gx seat 8000:vllm memory, the last 6h00m") and "peak 89.8G" in out.stdout
+    assert (
+        out.stdout.startswith("gx seat 8000:vllm memory, the last 6h00m")
+        and "peak 89.8G" in out.stdout
+    )
     assert "seat restart" in out.stdout and "Xid 13" not in out.stdout
     out = _cli("gx", "--seat", "9999", "--plot")
-    assert out.returncode == 0 and out.stdout.strip() == "nothing recorded for seat 9999 of gx in the last 1d00h"
+    assert (
+        out.returncode == 0
+        and out.stdout.strip() == "nothing recorded for seat 9999 of gx in the last 1d00h"
+    )
     out = _cli("gx", "--gpu", "x", "--plot")
     assert out.returncode == 2 and "is not a GPU index" in out.stderr
 
@@ -128,10 +195,10 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
         text = shown_text()
         assert text.startswith("gx10 GPU0 memory, the last 1d00h"), text[:200]
         rows = [line for line in text.splitlines() if "┤" in line or "│" in line]
-        assert len(rows) >= 44 - 16 - 1   # full height: the screen less its header, axis and events
+        assert len(rows) >= 44 - 16 - 1  # full height: the screen less its header, axis and events
         assert "seat restart" in text and "Xid 79" in text and "Xid 13" not in text
-        await pilot.press("f")   # utilisation
-        await pilot.press("f")   # temperature
+        await pilot.press("f")  # utilisation
+        await pilot.press("f")  # temperature
         await pilot.pause()
         assert shown_text().startswith("gx10 GPU0 temperature") and "peak 61°C" in shown_text()
         await pilot.press("c")
@@ -140,7 +207,7 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
         await pilot.press("c")
         await pilot.pause()
         table = app.screen.query_one("#history-chart").content
-        assert "gx10: the last 1d00h" in str(table.title)   # the sparklines again
+        assert "gx10: the last 1d00h" in str(table.title)  # the sparklines again
 
 
 def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
@@ -149,10 +216,23 @@ def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
     from fleetdeck.tui.incident_plot import incident_plot
 
     line = Line(cells=[1000.0] * 40, first=1000, first_t=0, last=1000, last_t=1, peak=1000, rows=40)
-    inc = Incident(host="h", gpu=0, series="0:u", figure="memory", since=0, until=2400, step=60, line=line,
-                   events=tuple(Event(60 * k + 1, "seat restart", f"restart {k}") for k in range(40)))
+    inc = Incident(
+        host="h",
+        gpu=0,
+        series="0:u",
+        figure="memory",
+        since=0,
+        until=2400,
+        step=60,
+        line=line,
+        events=tuple(Event(60 * k + 1, "seat restart", f"restart {k}") for k in range(40)),
+    )
     text = incident_plot(inc, 4).plain
-    lane = next(x for x in text.splitlines() if x.lstrip().startswith("events")).split("events", 1)[1].strip()
+    lane = (
+        next(x for x in text.splitlines() if x.lstrip().startswith("events"))
+        .split("events", 1)[1]
+        .strip()
+    )
     assert lane == "123456789abcdefghijklmnopqrstuvwxyz+++++"
     assert "restart 34" in text and "restart 35" not in text
     assert text.rstrip().endswith("… 5 more, marked + on the lane (a shorter window lists them)")

@@ -34,7 +34,15 @@ while True:
 
 
 def _cli(fleet_path, *args):
-    return [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_path), "holders", *args]
+    return [
+        sys.executable,
+        "-m",
+        "fleetdeck.cli.main",
+        "--hosts",
+        str(fleet_path),
+        "holders",
+        *args,
+    ]
 
 
 @pytest.fixture
@@ -48,8 +56,11 @@ def held(tmp_path, children):
     pids = {}
     for how in ("fd", "maps", "cwd"):
         ready = tmp_path / f"{how}.ready"
-        p = subprocess.Popen([sys.executable, "-c", HOLD, str(top), how, HOSTILE, str(ready)],
-                             start_new_session=True, cwd="/")
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(top), how, HOSTILE, str(ready)],
+            start_new_session=True,
+            cwd="/",
+        )
         children.append(p)
         pids[how] = p.pid
         deadline = time.monotonic() + 60
@@ -62,7 +73,9 @@ def test_holders_lists_the_fd_the_mapping_and_the_cwd_escaped(spare_fleet, tmp_p
     top, pids = held
     spare_fleet.add("hd")
     fleet = spare_fleet.write_fleet(tmp_path / "hosts.toml")
-    out = subprocess.run(_cli(fleet, "hd", str(top), "--json"), capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        _cli(fleet, "hd", str(top), "--json"), capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     by_pid = {h["pid"]: h for h in doc["holders"]}
@@ -75,20 +88,31 @@ def test_holders_lists_the_fd_the_mapping_and_the_cwd_escaped(spare_fleet, tmp_p
     # the query's own login and helper are not holders, whatever their cwd
     assert all("fleetdeck-helper" not in h["command"] for h in doc["holders"])
     # the table shows the hostile name escaped, never as raw control characters
-    out = subprocess.run(_cli(fleet, "hd", str(top)), capture_output=True, text=True, timeout=180,
-                         env={**os.environ, "COLUMNS": "250"})
+    out = subprocess.run(
+        _cli(fleet, "hd", str(top)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     assert out.returncode == 0, out.stderr
     assert "\\x1b[2J$(touch pwned)\\nshard" in out.stdout and "\x1b" not in out.stdout
     assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
     # one file alone: only its holder
-    out = subprocess.run(_cli(fleet, "hd", str(top / "weights.bin"), "--json"), capture_output=True, text=True,
-                         timeout=180)
+    out = subprocess.run(
+        _cli(fleet, "hd", str(top / "weights.bin"), "--json"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     doc = json.loads(out.stdout)
     assert doc["kind"] == "file" and pids["maps"] in {h["pid"] for h in doc["holders"]}
     assert not {pids["fd"], pids["cwd"]} & {h["pid"] for h in doc["holders"]}
 
 
-def test_holders_says_nobody_a_missing_path_and_a_relative_one_with_their_exit_codes(spare_fleet, tmp_path):
+def test_holders_says_nobody_a_missing_path_and_a_relative_one_with_their_exit_codes(
+    spare_fleet, tmp_path
+):
     spare_fleet.add("hn")
     fleet = spare_fleet.write_fleet(tmp_path / "hosts.toml")
     quiet = tmp_path / "quiet"
@@ -96,12 +120,19 @@ def test_holders_says_nobody_a_missing_path_and_a_relative_one_with_their_exit_c
     (quiet / "f").write_text("x")
     out = subprocess.run(_cli(fleet, "hn", str(quiet)), capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"no process holds a file under hn:{quiet} (") and "processes read)" in out.stdout
-    out = subprocess.run(_cli(fleet, "hn", str(tmp_path / "absent")), capture_output=True, text=True, timeout=180)
+    assert (
+        out.stdout.startswith(f"no process holds a file under hn:{quiet} (")
+        and "processes read)" in out.stdout
+    )
+    out = subprocess.run(
+        _cli(fleet, "hn", str(tmp_path / "absent")), capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 1 and "(not-found)" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run(_cli(fleet, "hn", "runs/x"), capture_output=True, text=True, timeout=180)
     assert out.returncode == 2 and "(not-absolute)" in out.stderr
-    out = subprocess.run(_cli(fleet, "nosuchhost", str(quiet)), capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        _cli(fleet, "nosuchhost", str(quiet)), capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "nosuchhost" in out.stderr
 
 

@@ -29,12 +29,12 @@ from sshfleet import SshdFleet, free_port, have_sshd
 
 pytestmark = pytest.mark.sshd
 
-OSC52 = "\x1b]52;c;SGVsbG8=\x07"     # writes "Hello" to the operator's clipboard
-CLEAR = "\x1b[2J"                    # clears the operator's screen
-RESET = "\x1bc\x07"                  # resets the operator's terminal
+OSC52 = "\x1b]52;c;SGVsbG8=\x07"  # writes "Hello" to the operator's clipboard
+CLEAR = "\x1b[2J"  # clears the operator's screen
+RESET = "\x1bc\x07"  # resets the operator's terminal
 NAME_OSC = "run-" + OSC52
-NAME_MARKUP = "run-[bold]x[blink]y"   # read as markup, it would vanish into styles
-NAME_BYTES = b"run-\xff"             # not UTF-8: `run-\udcff` once decoded
+NAME_MARKUP = "run-[bold]x[blink]y"  # read as markup, it would vanish into styles
+NAME_BYTES = b"run-\xff"  # not UTF-8: `run-\udcff` once decoded
 REASON = f"boom {CLEAR} [/oops] [bold red]x[/] loss is nan"
 MODEL = "/models/" + OSC52 + "[bold]m[/nope]"
 LOG_LINE = f"step 1 {CLEAR}{OSC52} [bold]log[/nope]"
@@ -61,12 +61,16 @@ class Hostile:
         failed = runs / NAME_OSC
         (failed / "checkpoints" / "checkpoint-10").mkdir(parents=True)
         (failed / "checkpoints" / "checkpoint-10" / "weights.bin").write_bytes(b"w" * 4096)
-        (failed / "progress.jsonl").write_text(json.dumps({"step": 10, "max_steps": 100, "loss": 2.5}) + "\n")
+        (failed / "progress.jsonl").write_text(
+            json.dumps({"step": 10, "max_steps": 100, "loss": 2.5}) + "\n"
+        )
         (failed / "run.json").write_text(json.dumps({"state": "failed", "error": REASON}))
         (failed / "train.log").write_text(f"starting\n{LOG_LINE}\n")
         live = runs / NAME_MARKUP
         live.mkdir()
-        (live / "progress.jsonl").write_text(json.dumps({"step": 3, "max_steps": 100, "loss": 2.9}) + "\n")
+        (live / "progress.jsonl").write_text(
+            json.dumps({"step": 3, "max_steps": 100, "loss": 2.9}) + "\n"
+        )
         odd = os.fsencode(runs) + b"/" + NAME_BYTES
         os.mkdir(odd)
         with open(odd + b"/run.json", "w") as f:
@@ -78,8 +82,10 @@ class Hostile:
         bin_dir.mkdir()
         (bin_dir / "vllm").write_text(LISTENER)
         (bin_dir / "vllm").chmod(0o755)
-        seat = self.start([str(bin_dir / "vllm"), "serve", MODEL, "--port", str(free_port())],
-                          stdout=subprocess.PIPE)
+        seat = self.start(
+            [str(bin_dir / "vllm"), "serve", MODEL, "--port", str(free_port())],
+            stdout=subprocess.PIPE,
+        )
         seat.stdout.readline()  # it listens
 
     def start(self, argv: list[str], **kw) -> subprocess.Popen:
@@ -117,13 +123,28 @@ LOCALES = {"strict": {"PYTHONIOENCODING": "utf-8:strict"}, "C": {"LANG": "C", "L
 def cli(h: Hostile, locale: str, *args: str) -> tuple[int, str, str]:
     """Run `fleetdeck ARGS` in a subprocess under `locale`; (status, stdout, stderr), after
     checking that no escape byte and no byte that is not UTF-8 came out, and no traceback."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONIOENCODING", "PYTHONUTF8", "LANG", "LC_ALL", "LC_CTYPE", "FORCE_COLOR",
-                        "COLUMNS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONIOENCODING",
+            "PYTHONUTF8",
+            "LANG",
+            "LC_ALL",
+            "LC_CTYPE",
+            "FORCE_COLOR",
+            "COLUMNS",
+        )
+    }
     env.update(LOCALES[locale], COLUMNS="400")
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", args[0], "--hosts", h.file, *args[1:]],
-                       capture_output=True, env=env, timeout=240)
-    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")   # strict: a raw \xff fails here
+    p = subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", args[0], "--hosts", h.file, *args[1:]],
+        capture_output=True,
+        env=env,
+        timeout=240,
+    )
+    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")  # strict: a raw \xff fails here
     for stream in (out, err):
         assert "Traceback" not in stream, err
         for raw in ("\x1b", "\x07", "\x9b"):
@@ -167,19 +188,30 @@ def test_schedules_seats_alerts_purge_and_audit_show_host_text_escaped(hostile, 
     rc, out, err = cli(hostile, locale, "schedules", "--json")
     assert rc == 0, err
     loop = [s for s in json.loads(out)["schedules"] if s["pid"] == hostile.loop.pid]
-    assert len(loop) == 1 and loop[0]["command"] == LOOP and "dead-target" in loop[0]["reasons"], out
+    assert len(loop) == 1 and loop[0]["command"] == LOOP and "dead-target" in loop[0]["reasons"], (
+        out
+    )
     rc, out, err = cli(hostile, locale, "seats", "--json")
     assert rc == 0, err
     assert MODEL in [s["model"] for s in json.loads(out)["seats"]], out
     rc, out, err = cli(hostile, locale, "alerts", "--json")
     assert rc == 0, err
-    assert any(REASON in a["text"] and a["subject"] == hostile.failed_run for a in json.loads(out)["alerts"]), out
+    assert any(
+        REASON in a["text"] and a["subject"] == hostile.failed_run
+        for a in json.loads(out)["alerts"]
+    ), out
     ckpt = f"{hostile.failed_run}/checkpoints/checkpoint-10"
     rc, out, err = cli(hostile, locale, "purge", "h1", ckpt, "--dry-run")
     assert rc in (0, 1), err
     assert f"run-{SEEN_OSC}/checkpoints/checkpoint-10" in out + err, out + err
-    rc, out, err = cli(hostile, locale, "mirror", f"h1:{hostile.failed_run}", "h1:/tmp/fd-hostile-mirror",
-                       "--dry-run")
+    rc, out, err = cli(
+        hostile,
+        locale,
+        "mirror",
+        f"h1:{hostile.failed_run}",
+        "h1:/tmp/fd-hostile-mirror",
+        "--dry-run",
+    )
     assert rc in (0, 1), err
     assert f"run-{SEEN_OSC}" in out + err, out + err
     rc, out, err = cli(hostile, locale, "audit")
@@ -222,15 +254,17 @@ async def test_dashboard_views_panes_and_toasts_show_host_text_escaped(hostile):
         await pilot.pause()
         runs = app.screen.query_one("#runs-table", KeyedTable)
         runs.move_cursor(row=runs.get_row_index(f"h1:{hostile.failed_run}"))
-        await pilot.pause(LOG_REST_S * 4)   # the live run is listed first: its log is read once the cursor rests
+        await pilot.pause(
+            LOG_REST_S * 4
+        )  # the live run is listed first: its log is read once the cursor rests
         await app.workers.wait_for_complete()
         await pilot.pause()
         text = screen_text(app)
         assert_clean(text)
         assert "run-" + SEEN_OSC in text and NAME_MARKUP in text and SEEN_BYTES in text, text
-        assert f"why failed: {SEEN_REASON}" in text, text                     # the run pane
+        assert f"why failed: {SEEN_REASON}" in text, text  # the run pane
         assert "step 1 \\x1b[2J" + SEEN_OSC + " [bold]log[/nope]" in text, text  # its train.log
-        await pilot.press("m")   # no adapter to mirror: a toast naming the run
+        await pilot.press("m")  # no adapter to mirror: a toast naming the run
         await pilot.pause()
         text = screen_text(app)
         assert_clean(text)
@@ -248,7 +282,7 @@ async def test_dashboard_views_panes_and_toasts_show_host_text_escaped(hostile):
         assert "[bold]loop[/nope]" in text, text
 
         await pilot.press("1")
-        await pilot.press("enter")   # the Host view of h1
+        await pilot.press("enter")  # the Host view of h1
         await pilot.pause()
         text = screen_text(app)
         assert_clean(text)
@@ -285,12 +319,21 @@ def test_a_real_terminal_receives_no_escape_from_the_host(hostile, tmp_path):
     sock = str(tmp_path / "tmux.sock")
     env = {**os.environ, "TERM": "xterm-256color"}
     cmd = f"{sys.executable} -m fleetdeck.cli.main tui --hosts {hostile.file}"
-    subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-s", "fd", "-x", "200", "-y", "50", cmd],
-                   check=True, env=env)
+    subprocess.run(
+        ["tmux", "-S", sock, "new-session", "-d", "-s", "fd", "-x", "200", "-y", "50", cmd],
+        check=True,
+        env=env,
+    )
     try:
+
         def capture() -> str:
-            return subprocess.run(["tmux", "-S", sock, "capture-pane", "-p", "-t", "fd"], capture_output=True,
-                                  text=True, errors="replace", check=True).stdout
+            return subprocess.run(
+                ["tmux", "-S", sock, "capture-pane", "-p", "-t", "fd"],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                check=True,
+            ).stdout
 
         deadline = time.monotonic() + 60
         while NAME_MARKUP not in capture() and time.monotonic() < deadline:
@@ -302,7 +345,9 @@ def test_a_real_terminal_receives_no_escape_from_the_host(hostile, tmp_path):
             while seen not in capture() and time.monotonic() < deadline:
                 time.sleep(0.3)
             assert seen in capture(), capture()
-        subprocess.run(["tmux", "-S", sock, "resize-window", "-t", "fd", "-x", "80", "-y", "24"], check=True)
+        subprocess.run(
+            ["tmux", "-S", sock, "resize-window", "-t", "fd", "-x", "80", "-y", "24"], check=True
+        )
         time.sleep(1.5)
         assert "fd-nope-\\x1bc" in capture(), capture()
     finally:

@@ -20,8 +20,14 @@ NO_GPU = dict(os.environ, CUDA_VISIBLE_DEVICES="")
 
 
 def _run(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(script), *args], cwd=REPO, env=NO_GPU,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=REPO,
+        env=NO_GPU,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_the_scripts_are_found():

@@ -20,9 +20,24 @@ def _complexity(*paths: str | Path) -> subprocess.CompletedProcess[str]:
     if ruff is None:
         pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
     # --ignore-noqa: a `# noqa: C901` does not make a function simpler
-    return subprocess.run([ruff, "check", "--select", "C901", "--ignore-noqa", "--output-format", "concise",
-                           "--config", f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}", *map(str, paths)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            ruff,
+            "check",
+            "--select",
+            "C901",
+            "--ignore-noqa",
+            "--output-format",
+            "concise",
+            "--config",
+            f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}",
+            *map(str, paths),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_no_function_under_the_host_wing_is_over_complexity_25():
@@ -40,10 +55,14 @@ def test_the_complexity_gate_catches_a_function_over_25(tmp_path: Path):
 def test_no_family_of_prefixed_modules_in_the_host_wing():
     """purge, mirror and launch are packages (`main` plus its parts), as the probe is: no
     `purge_*.py` beside them again."""
-    loose = sorted(p.name for p in HOST.glob("*_*.py") if p.stem.split("_")[0] in ("purge", "mirror", "launch"))
+    loose = sorted(
+        p.name for p in HOST.glob("*_*.py") if p.stem.split("_")[0] in ("purge", "mirror", "launch")
+    )
     assert not loose, loose
     for family in ("probe", "purge", "mirror", "launch"):
-        assert (HOST / family / "main.py").is_file() and (HOST / family / "__init__.py").is_file(), family
+        assert (HOST / family / "main.py").is_file() and (
+            HOST / family / "__init__.py"
+        ).is_file(), family
         assert not (HOST / f"{family}.py").exists(), family
 
 
@@ -54,7 +73,10 @@ def test_the_controller_names_the_packaged_helpers_by_their_modules():
     from fleetdeck.backend.host.purge import main as purge_main
 
     assert (purge.HELPER, mirror_copy.HELPER, launch.HELPER) == (
-        purge_main.__name__, mirror_main.__name__, launch_main.__name__)
+        purge_main.__name__,
+        mirror_main.__name__,
+        launch_main.__name__,
+    )
     for path in ("actions/purge.py", "actions/mirror_copy.py", "actions/launch.py"):
         text = (REPO / "backend" / path).read_text(encoding="utf-8")
         assert 'HELPER = "' not in text, path
@@ -69,8 +91,12 @@ def test_purge_verdict_is_one_check_per_refusal_code_in_checks_order():
 
     codes = [f.__name__.removeprefix("_refuse_").replace("_", "-") for f in verdict.PATH_CHECKS]
     assert codes[0] == "walk"
-    assert len(codes) == len(set(codes)) and set(codes[1:]) | set(WALK_CODES) == set(verdict.CHECKS), codes
-    assert [c for c in codes[1:] if c != "unreadable"] == [c for c in verdict.CHECKS if c not in WALK_CODES]
+    assert len(codes) == len(set(codes)) and set(codes[1:]) | set(WALK_CODES) == set(
+        verdict.CHECKS
+    ), codes
+    assert [c for c in codes[1:] if c != "unreadable"] == [
+        c for c in verdict.CHECKS if c not in WALK_CODES
+    ]
     assert codes.index("unreadable") == codes.index("overlapping") + 1
 
 
@@ -78,5 +104,10 @@ def test_the_run_state_is_one_rule_per_reason():
     from fleetdeck.backend.host.probe import run_state
 
     assert [r.__name__ for r in run_state.RULES] == [
-        "_by_own_word", "_by_final_adapter", "_by_trainer_gone", "_by_live_process",
-        "_by_pid_without_start_time", "_by_nothing"]
+        "_by_own_word",
+        "_by_final_adapter",
+        "_by_trainer_gone",
+        "_by_live_process",
+        "_by_pid_without_start_time",
+        "_by_nothing",
+    ]

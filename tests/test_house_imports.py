@@ -29,8 +29,17 @@ TO_DO = {
     "backend/host/probe/runs.py": {"fleetdeck.backend.host.lib.serve"},
     "backend/train/attention.py": {"flash_attn.cute", "transformers"},
     "backend/train/batching.py": {"sys"},
-    "backend/train/bench.py": {"torch", ".session", "torch._inductor.config", "torch._functorch.config",
-                               ".reference", ".unsloth_reference", "contextlib", ".main", "traceback"},
+    "backend/train/bench.py": {
+        "torch",
+        ".session",
+        "torch._inductor.config",
+        "torch._functorch.config",
+        ".reference",
+        ".unsloth_reference",
+        "contextlib",
+        ".main",
+        "traceback",
+    },
     "backend/train/corpus.py": {"numpy", "collections"},
     "backend/train/fused.py": {"importlib"},
     "backend/train/loop.py": {"liger_kernel.transformers", "functools", "torch._dynamo", "peft"},
@@ -44,9 +53,14 @@ TO_DO = {
     "tui/screens/describe.py": {"fleetdeck.tui.screens.seats_panel"},
     "tui/screens/mirror.py": {"fleetdeck.backend.actions.mirror"},
     "tui/screens/purge.py": {"fleetdeck.backend.actions.purge"},
-    "tui/screens/runs.py": {"fleetdeck.backend.fleet.logs", "fleetdeck.tui.screens.describe",
-                            "fleetdeck.tui.screens.purge", "fleetdeck.tui.screens.mirror",
-                            "fleetdeck.backend.actions.launch", "fleetdeck.tui.screens.launch"},
+    "tui/screens/runs.py": {
+        "fleetdeck.backend.fleet.logs",
+        "fleetdeck.tui.screens.describe",
+        "fleetdeck.tui.screens.purge",
+        "fleetdeck.tui.screens.mirror",
+        "fleetdeck.backend.actions.launch",
+        "fleetdeck.tui.screens.launch",
+    },
     "tui/screens/schedules.py": {"fleetdeck.tui.screens.describe", "fleetdeck.tui.screens.remove"},
     "tui/widgets/column_sort.py": {"fleetdeck.tui.widgets.filter_prompt"},
 }
@@ -75,7 +89,7 @@ def _said(comments: dict[int, str], first: int, last: int) -> str | None:
     for line in range(first - 1, last + 1):
         text = comments.get(line, "")
         if MARK in text:
-            return text[text.index(MARK) + len(MARK):].strip()
+            return text[text.index(MARK) + len(MARK) :].strip()
     return None
 
 
@@ -98,8 +112,15 @@ def deferrals(path: Path, rel: str) -> list[Deferral]:
         return found
 
     def module_names(run: list[ast.Import | ast.ImportFrom]) -> tuple[str, ...]:
-        return tuple(m for s in run for m in (
-            ["." * s.level + (s.module or "")] if isinstance(s, ast.ImportFrom) else [a.name for a in s.names]))
+        return tuple(
+            m
+            for s in run
+            for m in (
+                ["." * s.level + (s.module or "")]
+                if isinstance(s, ast.ImportFrom)
+                else [a.name for a in s.names]
+            )
+        )
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
@@ -109,10 +130,19 @@ def deferrals(path: Path, rel: str) -> list[Deferral]:
             if in_function and isinstance(block[0], ast.stmt):
                 for run in runs(block):
                     names = tuple((a.asname or a.name).split(".")[0] for s in run for a in s.names)
-                    out.append(Deferral(rel, run[0].lineno, module_names(run), names,
-                                        _said(comments, run[0].lineno, run[-1].end_lineno or run[-1].lineno)))
+                    out.append(
+                        Deferral(
+                            rel,
+                            run[0].lineno,
+                            module_names(run),
+                            names,
+                            _said(comments, run[0].lineno, run[-1].end_lineno or run[-1].lineno),
+                        )
+                    )
             for child in block:
-                visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                visit(
+                    child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                )
 
     visit(ast.parse(src), False)
     return out
@@ -133,8 +163,11 @@ def product_files() -> list[tuple[Path, str]]:
     import tomllib
 
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    return [(p, p.relative_to(REPO).as_posix()) for folder in sorted(cfg["package-dir"].values())
-            for p in sorted((REPO / folder).rglob("*.py"))]
+    return [
+        (p, p.relative_to(REPO).as_posix())
+        for folder in sorted(cfg["package-dir"].values())
+        for p in sorted((REPO / folder).rglob("*.py"))
+    ]
 
 
 def test_every_deferred_import_says_what_it_defers():
@@ -148,13 +181,17 @@ def test_every_deferred_import_says_what_it_defers():
             if todo:
                 seen.setdefault(rel, set()).update(todo)
                 continue
-            unsaid.append(f"{rel}:{d.line}: {', '.join(d.modules)}"
-                          + (f" (the comment names none of them: {d.comment!r})" if d.comment else ""))
+            unsaid.append(
+                f"{rel}:{d.line}: {', '.join(d.modules)}"
+                + (f" (the comment names none of them: {d.comment!r})" if d.comment else "")
+            )
     for rel, modules in TO_DO.items():
         for m in sorted(modules - seen.get(rel, set())):
             stale.append(f"{rel}: {m} (done: strike it from TO_DO)")
-    assert not unsaid, ("an import inside a function needs `# deferred: WHAT (why)` on its line or the "
-                        "one before, or a place at the top of its module:\n" + "\n".join(unsaid))
+    assert not unsaid, (
+        "an import inside a function needs `# deferred: WHAT (why)` on its line or the "
+        "one before, or a place at the top of its module:\n" + "\n".join(unsaid)
+    )
     assert not stale, "\n".join(stale)
 
 
@@ -169,6 +206,7 @@ def test_the_rule_catches_an_unsaid_deferral(tmp_path: Path):
         "def vague():\n    # deferred: for speed\n    from fleetdeck.backend.fleet.poller import Poller\n    return Poller\n\n\n"
         "def nested():\n    if True:\n        try:\n            import ctypes\n        except ImportError:\n"
         "            return None\n    return ctypes\n\n\n"
-        "def not_a_comment():\n    s = '# deferred: torch'\n    import torch\n    return s, torch\n")
+        "def not_a_comment():\n    s = '# deferred: torch'\n    import torch\n    return s, torch\n"
+    )
     found = {d.line: names_what_it_defers(d) for d in deferrals(tmp_path / "m.py", "m.py")}
     assert found == {6: True, 11: True, 17: True, 23: False, 29: False, 36: False, 44: False}, found

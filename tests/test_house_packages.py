@@ -26,6 +26,10 @@ def test_every_package_says_what_it_holds_and_may_import():
         rel = init.relative_to(REPO)
         if not doc or len(doc.split()) < 8:
             bare.append(f"{rel}: no docstring saying what the package holds")
-        elif "import" not in doc.lower() and "stdlib" not in doc.lower() and "standard library" not in doc.lower():
+        elif (
+            "import" not in doc.lower()
+            and "stdlib" not in doc.lower()
+            and "standard library" not in doc.lower()
+        ):
             bare.append(f"{rel}: the docstring does not say what the package may import")
     assert not bare, "\n".join(bare)

@@ -18,8 +18,17 @@ def test_backend_type_checks(tmp_path):
     root.mkdir()
     link = root / "fleetdeck"
     link.symlink_to(REPO, target_is_directory=True)
-    cmd = [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
-           "--cache-dir", str(tmp_path / "cache"), "-p", "fleetdeck.backend"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(REPO / "pyproject.toml"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "-p",
+        "fleetdeck.backend",
+    ]
     try:
         out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
     finally:

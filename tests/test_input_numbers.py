@@ -19,19 +19,31 @@ REQUIRED = 'name = "t"\nbase_model = "random:tiny"\ncorpus = "/c"\noutput = "/o"
 
 BAD = [
     ("lr = inf", "lr = inf is not a finite number"),
-    ("lr = 1e400", "lr = inf is not a finite number"),   # TOML reads the typo as inf
+    ("lr = 1e400", "lr = inf is not a finite number"),  # TOML reads the typo as inf
     ("lr = nan", "lr = nan is not a finite number"),
-    ("lr = 3e-4e", None),                                  # not TOML at all
+    ("lr = 3e-4e", None),  # not TOML at all
     ("lr = 2.0", "lr = 2.0 is out of range: key 'lr' must be greater than 0 and below 1"),
-    ("max_steps = -5", "max_steps = -5 is out of range: key 'max_steps' must be between 0 and 1000000000"),
+    (
+        "max_steps = -5",
+        "max_steps = -5 is out of range: key 'max_steps' must be between 0 and 1000000000",
+    ),
     ("max_steps = true", "key 'max_steps' must be an integer, not true"),
     ("max_steps = 2e3", "key 'max_steps' must be an integer, not 2000.0"),
     ("batch_size = 0", "batch_size = 0 is out of range: key 'batch_size' must be greater than 0"),
     ("epochs = inf", "epochs = inf is not a finite number"),
-    ("warmup_steps = 99999999999999999999999", "warmup_steps = (an integer of 23 digits) is out of range"),
-    ("eval_fraction = -0.0", "eval_fraction = -0.0 is out of range: key 'eval_fraction' must be between 0 and 0.5 "
-                             "(a signed zero is not taken: write 0)"),
-    ("eval_fraction = 0.9", "eval_fraction = 0.9 is out of range: key 'eval_fraction' must be between 0 and 0.5"),
+    (
+        "warmup_steps = 99999999999999999999999",
+        "warmup_steps = (an integer of 23 digits) is out of range",
+    ),
+    (
+        "eval_fraction = -0.0",
+        "eval_fraction = -0.0 is out of range: key 'eval_fraction' must be between 0 and 0.5 "
+        "(a signed zero is not taken: write 0)",
+    ),
+    (
+        "eval_fraction = 0.9",
+        "eval_fraction = 0.9 is out of range: key 'eval_fraction' must be between 0 and 0.5",
+    ),
 ]
 
 
@@ -52,9 +64,11 @@ def run_toml(tmp_path: Path, output: Path, line: str) -> Path:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": f"document {i} " * 8}) + "\n" for i in range(20)))
     toml = tmp_path / "RUN.toml"
-    toml.write_text(f'name = "t"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\noutput = "{output}"\n'
-                    f"seq_len = 32\nbatch_size = 2\ngrad_accum = 1\nmax_steps = 3\nsave_steps = 2\n"
-                    f"eval_steps = 2\n")
+    toml.write_text(
+        f'name = "t"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\noutput = "{output}"\n'
+        f"seq_len = 32\nbatch_size = 2\ngrad_accum = 1\nmax_steps = 3\nsave_steps = 2\n"
+        f"eval_steps = 2\n"
+    )
     key = line.split(" =")[0]
     kept = [x for x in toml.read_text().splitlines() if not x.startswith(f"{key} =")]
     toml.write_text("\n".join([*kept, line]) + "\n")
@@ -72,8 +86,10 @@ def test_train_and_bench_exit_2_and_start_nothing(tmp_path, capsys, line, said):
         assert not out.exists() and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("value, said", [("inf", "lr = inf is not a finite number"),
-                                         ("true", "key 'lr' must be a number, not true")])
+@pytest.mark.parametrize(
+    "value, said",
+    [("inf", "lr = inf is not a finite number"), ("true", "key 'lr' must be a number, not true")],
+)
 def test_bench_set_is_checked_the_same_way(tmp_path, capsys, value, said):
     toml = run_toml(tmp_path, tmp_path / "runs" / "r1", "lr = 1e-4")
     assert main(["bench", str(toml), "--set", f"lr={value}"]) == 2
@@ -91,7 +107,7 @@ def test_launch_exits_2_and_starts_nothing_on_the_host(sshd_fleet, tmp_path, cap
         got = capsys.readouterr()
         assert f"{toml}: {said}" in got.err and got.out == "" and "Traceback" not in got.err
     assert not out.exists() and process_naming(str(out)) == []
-    assert read_audit() == []   # nothing was asked of the host
+    assert read_audit() == []  # nothing was asked of the host
 
 
 @pytest.mark.parametrize("key", sorted(RUN_NUMBERS))
@@ -100,7 +116,11 @@ def test_every_number_key_refuses_non_finite_values_and_booleans(key, value):
     with pytest.raises(ConfigError) as e:
         parse_run_config(REQUIRED + f"{key} = {value}\n", "RUN.toml")
     msg = str(e.value)
-    assert msg.startswith("RUN.toml: ") and key in msg and ("not a finite number" in msg or "must be" in msg)
+    assert (
+        msg.startswith("RUN.toml: ")
+        and key in msg
+        and ("not a finite number" in msg or "must be" in msg)
+    )
 
 
 @pytest.mark.parametrize("key", sorted(RUN_NUMBERS))
@@ -144,39 +164,60 @@ def test_a_launch_whose_answer_is_lost_reports_what_the_host_does(sshd_fleet, tm
     wrapper = tmp_path / "python-eats-launch-answers"
     wrapper.write_text(EATS_LAUNCH_ANSWERS.format(py=sys.executable))
     wrapper.chmod(0o755)
-    fleet = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"], per_host={"h1": {"python": str(wrapper)}})
+    fleet = sshd_fleet.write_fleet(
+        tmp_path / "hosts.toml", names=["h1"], per_host={"h1": {"python": str(wrapper)}}
+    )
     out = sshd_fleet.hosts["h1"].runs / "lost-answer"
     toml = run_toml(tmp_path, out, "max_steps = 100000")
-    toml.write_text(toml.read_text().replace("save_steps = 2", "save_steps = 100000")
-                    .replace("eval_steps = 2", "eval_steps = 100000"))
+    toml.write_text(
+        toml.read_text()
+        .replace("save_steps = 2", "save_steps = 100000")
+        .replace("eval_steps = 2", "eval_steps = 100000")
+    )
     try:
         rc = main(["--hosts", str(fleet), "launch", "h1", str(toml), "--json"])
         got = capsys.readouterr()
         doc = json.loads(got.out)
         run = json.loads((out / "run.json").read_text())
         assert rc == 0, got.err
-        assert doc["state"] == "running" and doc["run_path"] == str(out) and doc["pid"] == run["pid"]
+        assert (
+            doc["state"] == "running" and doc["run_path"] == str(out) and doc["pid"] == run["pid"]
+        )
         assert "answer was lost" in doc["warning"] and "answer was lost" in got.err
         (rec,) = [r for r in read_audit() if r["action"] == "launch"]
         assert rec["result"] == "started" and rec["pid"] == run["pid"]
     finally:
-        for pid in process_naming(str(out)):   # the waiter and the trainer it started
+        for pid in process_naming(str(out)):  # the waiter and the trainer it started
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-@pytest.mark.parametrize("value, taken", [("0", True), ("0.0", True), ("-0.0", False), ("1e-9", True),
-                                          ("0.5", True), ("0.5000001", False), ("0.99", False), ("-0.1", False)])
+@pytest.mark.parametrize(
+    "value, taken",
+    [
+        ("0", True),
+        ("0.0", True),
+        ("-0.0", False),
+        ("1e-9", True),
+        ("0.5", True),
+        ("0.5000001", False),
+        ("0.99", False),
+        ("-0.1", False),
+    ],
+)
 def test_eval_fraction_is_none_or_a_share_up_to_half(value, taken):
     """0 keeps its documented meaning (no eval split); a share is at most half the documents."""
     text = REQUIRED + f"eval_fraction = {value}\n"
     if taken:
         assert parse_run_config(text, "RUN.toml").eval_fraction == abs(float(value))
     else:
-        with pytest.raises(ConfigError, match=r"^RUN.toml: eval_fraction = .* is out of range: key 'eval_fraction' "
-                                              r"must be between 0 and 0.5"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^RUN.toml: eval_fraction = .* is out of range: key 'eval_fraction' "
+            r"must be between 0 and 0.5",
+        ):
             parse_run_config(text, "RUN.toml")
 
 
@@ -188,7 +229,7 @@ def test_run_toml_names_and_paths_with_control_characters_are_refused(key, ch):
     with pytest.raises(ConfigError) as e:
         parse_run_config(text, "RUN.toml")
     msg = str(e.value)
-    assert msg.startswith(f"RUN.toml: key {key!r} must not hold control characters: \"/x")
+    assert msg.startswith(f'RUN.toml: key {key!r} must not hold control characters: "/x')
     assert ch not in msg and msg.isprintable()
 
 

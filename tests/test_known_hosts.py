@@ -21,7 +21,9 @@ def _hashed(name: str, key_line: str) -> str:
 
 
 def _key_line() -> str:
-    return asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
+    return (
+        asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
+    )
 
 
 def test_a_key_is_found_in_a_hashed_file_beside_other_hosts(tmp_path):

@@ -34,7 +34,12 @@ def write_run_toml(path, **values):
 def write_corpus(path, docs=40):
     with open(path, "w") as f:
         for i in range(docs):
-            f.write(json.dumps({"text": f"document {i}: the quick brown fox jumps over the lazy dog. " * 2}) + "\n")
+            f.write(
+                json.dumps(
+                    {"text": f"document {i}: the quick brown fox jumps over the lazy dog. " * 2}
+                )
+                + "\n"
+            )
     return path
 
 
@@ -74,8 +79,18 @@ def wait_for(pred, what: str, limit: float = 240.0, step: float = 0.1):
 
 
 def base_values(runs, corpus, name, **extra):
-    v = dict(name="t", base_model="random:tiny", corpus=str(corpus), output=str(runs / name),
-             seq_len=32, batch_size=2, grad_accum=1, max_steps=3, save_steps=2, eval_steps=2)
+    v = dict(
+        name="t",
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(runs / name),
+        seq_len=32,
+        batch_size=2,
+        grad_accum=1,
+        max_steps=3,
+        save_steps=2,
+        eval_steps=2,
+    )
     v.update(extra)
     return v
 
@@ -90,13 +105,20 @@ def test_missing_corpus_refused(h1, tmp_path, capsys):
     assert not (runs / f"{HOSTILE} a").exists()
     assert not (tmp_path / "pwned").exists()
     rec = read_audit()[-1]
-    assert (rec["action"], rec["host"], rec["result"], rec["reason"]) == ("launch", "h1", "refused", "corpus")
+    assert (rec["action"], rec["host"], rec["result"], rec["reason"]) == (
+        "launch",
+        "h1",
+        "refused",
+        "corpus",
+    )
 
 
 def test_missing_base_model_refused(h1, tmp_path, capsys):
     fleet, runs, corpus = h1
     base = tmp_path / "no such checkpoint"
-    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "b", base_model=str(base)))
+    toml = write_run_toml(
+        tmp_path / "RUN.toml", **base_values(runs, corpus, "b", base_model=str(base))
+    )
     rc, out, err = launch_cli(capsys, fleet, "h1", toml)
     assert rc == 1
     assert f"base model {base} does not exist on h1" in err
@@ -105,7 +127,9 @@ def test_missing_base_model_refused(h1, tmp_path, capsys):
 
 def test_unknown_architecture_refused(h1, tmp_path, capsys):
     fleet, runs, corpus = h1
-    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "c", base_model="random:gpt9"))
+    toml = write_run_toml(
+        tmp_path / "RUN.toml", **base_values(runs, corpus, "c", base_model="random:gpt9")
+    )
     rc, _, err = launch_cli(capsys, fleet, "h1", toml)
     assert rc == 1 and "random:gpt9 is not a built-in architecture" in err
 
@@ -146,7 +170,16 @@ def test_json_document_on_refusal(h1, tmp_path, capsys):
     rc, out, err = launch_cli(capsys, fleet, "h1", toml, "--json")
     assert rc == 1
     doc = json.loads(out)  # exactly one document
-    assert set(doc) >= {"host", "run_path", "pid", "state", "preflight", "error", "reason", "estimate"}
+    assert set(doc) >= {
+        "host",
+        "run_path",
+        "pid",
+        "state",
+        "preflight",
+        "error",
+        "reason",
+        "estimate",
+    }
     assert doc["host"] == "h1" and doc["run_path"] == str(runs / "j") and doc["state"] == "refused"
     names = [c["name"] for c in doc["preflight"]]
     assert names[:3] == ["base-model", "corpus", "output"]
@@ -173,8 +206,13 @@ def test_relative_path_resolved_for_the_local_host(tmp_path):
     from fleetdeck.backend.fleet.config import HostConfig
 
     local = HostConfig(name="local", local=True)
-    toml = write_run_toml(tmp_path / "RUN.toml", name="t", base_model="random:tiny",
-                          corpus="data/c.jsonl", output="~/runs/x")
+    toml = write_run_toml(
+        tmp_path / "RUN.toml",
+        name="t",
+        base_model="random:tiny",
+        corpus="data/c.jsonl",
+        output="~/runs/x",
+    )
     v = run_values(toml, local)
     assert v["corpus"] == str(tmp_path / "data" / "c.jsonl")
     assert v["output"] == "~/runs/x"  # `~` expands on the host, not here
@@ -184,7 +222,9 @@ def test_after_a_failed_run_refused(h1, tmp_path, capsys):
     fleet, runs, corpus = h1
     prev = runs / "prev failed"
     prev.mkdir()
-    (prev / "run.json").write_text(json.dumps({"state": "failed", "error": "corpus line 3 is not JSON"}))
+    (prev / "run.json").write_text(
+        json.dumps({"state": "failed", "error": "corpus line 3 is not JSON"})
+    )
     toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, "next"))
     rc, _, err = launch_cli(capsys, fleet, "h1", toml, "--after", prev)
     assert rc == 1
@@ -221,8 +261,11 @@ def _symlinked_adapter(prev):
     (prev / "adapter").symlink_to(prev.parent / (prev.name + "-elsewhere"))
 
 
-@pytest.mark.parametrize("layout", [_no_adapter, _crashed_save, _zero_byte_weights, _weights_without_config,
-                                    _symlinked_adapter], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "layout",
+    [_no_adapter, _crashed_save, _zero_byte_weights, _weights_without_config, _symlinked_adapter],
+    ids=lambda f: f.__name__.strip("_"),
+)
 def test_after_a_finished_run_without_a_final_adapter_refused(h1, tmp_path, capsys, layout):
     """The one final-adapter rule decides whether a chain may fire (a weightless save never)."""
     fleet, runs, corpus = h1
@@ -246,7 +289,9 @@ async def test_after_a_run_with_its_final_adapter_is_ready(h1, tmp_path, where):
     (prev / "run.json").write_text(json.dumps({"state": "finished"}))
     _adapter(prev / where)
     async with HostLink(host) as link:
-        pre = await preflight(link, base_values(runs, corpus, f"after-{prev.name}"), after=str(prev))
+        pre = await preflight(
+            link, base_values(runs, corpus, f"after-{prev.name}"), after=str(prev)
+        )
     check = next(c for c in pre.checks if c.name == "after")
     assert check.ok and "finished with its final adapter" in check.message
 
@@ -257,8 +302,15 @@ class LiveRun:
     def __init__(self, path):
         path.mkdir()
         self.proc = subprocess.Popen(["sleep", "300"])
-        (path / "run.json").write_text(json.dumps({"state": "running", "pid": self.proc.pid,
-                                                   "start_ticks": est.start_ticks(self.proc.pid)}))
+        (path / "run.json").write_text(
+            json.dumps(
+                {
+                    "state": "running",
+                    "pid": self.proc.pid,
+                    "start_ticks": est.start_ticks(self.proc.pid),
+                }
+            )
+        )
 
     def stop(self):
         self.proc.kill()
@@ -266,10 +318,15 @@ class LiveRun:
 
 
 def fake_gpus(*apps):
-    gpus = [{"index": i, "uuid": f"GPU-{i}", "name": "H200", "unified": False, "free": 100 * est.GIB}
-            for i in range(2)]
-    return {"gpus": gpus, "apps": [{"pid": pid, "uuid": uuid, "used": est.GIB} for pid, uuid in apps],
-            "error": None}
+    gpus = [
+        {"index": i, "uuid": f"GPU-{i}", "name": "H200", "unified": False, "free": 100 * est.GIB}
+        for i in range(2)
+    ]
+    return {
+        "gpus": gpus,
+        "apps": [{"pid": pid, "uuid": uuid, "used": est.GIB} for pid, uuid in apps],
+        "error": None,
+    }
 
 
 def test_live_run_on_the_gpu_refused_unless_forced(tmp_path):
@@ -277,6 +334,7 @@ def test_live_run_on_the_gpu_refused_unless_forced(tmp_path):
     live = LiveRun(live_dir)
     pid = live.proc.pid
     try:
+
         def check(gpus, force=False, after=None, cfg=None):
             checks = []
             est.check_live_runs(checks, cfg or {"gpus": 1}, gpus, [str(tmp_path)], after, force)
@@ -321,7 +379,16 @@ def test_run_values_rejects_what_the_trainer_rejects(tmp_path):
 
     h = HostConfig(name="x", address="x")
     with pytest.raises(ConfigError, match="'seq_len' must be greater than 0"):
-        run_values({"name": "t", "base_model": "random:tiny", "corpus": "/c", "output": "/o", "seq_len": 0}, h)
+        run_values(
+            {
+                "name": "t",
+                "base_model": "random:tiny",
+                "corpus": "/c",
+                "output": "/o",
+                "seq_len": 0,
+            },
+            h,
+        )
     with pytest.raises(ConfigError, match="missing key 'output'"):
         run_values({"name": "t", "base_model": "random:tiny", "corpus": "/c"}, h)
 
@@ -331,7 +398,9 @@ def test_tiny_lora_count_matches_the_trainer():
     # the trainer logs "trainable parameters 65,536" for random:tiny at rank 32 on all seven targets
     params, lora, _ = est.arch_shapes("tiny", set(est_targets()), 32)
     assert lora == 65536
-    assert est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)[0] == pytest.approx(596e6, rel=0.02)
+    assert est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)[0] == pytest.approx(
+        596e6, rel=0.02
+    )
 
 
 def est_targets():
@@ -339,15 +408,41 @@ def est_targets():
 
 
 def test_checkpoint_shapes_from_safetensors_headers(tmp_path):
-    header = {"model.layers.0.self_attn.q_proj.weight": {"dtype": "BF16", "shape": [256, 128], "data_offsets": [0, 0]},
-              "model.layers.0.mlp.down_proj.weight": {"dtype": "BF16", "shape": [128, 512], "data_offsets": [0, 0]},
-              "model.layers.0.mlp.down_proj.bias": {"dtype": "BF16", "shape": [128], "data_offsets": [0, 0]},
-              "model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 128], "data_offsets": [0, 0]},
-              "__metadata__": {"format": "pt"}}
+    header = {
+        "model.layers.0.self_attn.q_proj.weight": {
+            "dtype": "BF16",
+            "shape": [256, 128],
+            "data_offsets": [0, 0],
+        },
+        "model.layers.0.mlp.down_proj.weight": {
+            "dtype": "BF16",
+            "shape": [128, 512],
+            "data_offsets": [0, 0],
+        },
+        "model.layers.0.mlp.down_proj.bias": {
+            "dtype": "BF16",
+            "shape": [128],
+            "data_offsets": [0, 0],
+        },
+        "model.embed_tokens.weight": {
+            "dtype": "BF16",
+            "shape": [1000, 128],
+            "data_offsets": [0, 0],
+        },
+        "__metadata__": {"format": "pt"},
+    }
     raw = json.dumps(header).encode()
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
-    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 1000, "hidden_size": 128,
-                                                      "intermediate_size": 512, "num_hidden_layers": 1}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "vocab_size": 1000,
+                "hidden_size": 128,
+                "intermediate_size": 512,
+                "num_hidden_layers": 1,
+            }
+        )
+    )
     params, lora, dims = est.checkpoint_shapes(str(tmp_path), {"q_proj", "down_proj"}, 8)
     assert params == 256 * 128 + 128 * 512 + 128 + 1000 * 128
     assert lora == 8 * (256 + 128) + 8 * (128 + 512)
@@ -355,32 +450,58 @@ def test_checkpoint_shapes_from_safetensors_headers(tmp_path):
 
 
 def test_memory_estimate_follows_the_stated_formula():
-    cfg = dict(base_model="random:qwen3-0.6b", seq_len=4096, micro_batch="auto", gradient_checkpointing="auto",
-               max_steps=100, save_steps=25, target_modules=est_targets(), lora_rank=32)
-    gpu = {"gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 1 << 40}], "apps": [],
-           "error": None}
-    e = est.estimate(cfg, gpu, 10 ** 6)
+    cfg = dict(
+        base_model="random:qwen3-0.6b",
+        seq_len=4096,
+        micro_batch="auto",
+        gradient_checkpointing="auto",
+        max_steps=100,
+        save_steps=25,
+        target_modules=est_targets(),
+        lora_rank=32,
+    )
+    gpu = {
+        "gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 1 << 40}],
+        "apps": [],
+        "error": None,
+    }
+    e = est.estimate(cfg, gpu, 10**6)
     p, lora, a = est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)
     layer = 4096 * (12 * a["hidden"] + 4 * a["inter"]) * 2
-    want = p * 2 + lora * 16 + a["layers"] * 4096 * a["hidden"] * 2 + layer + 4096 * a["vocab"] * 16 + est.GIB
+    want = (
+        p * 2
+        + lora * 16
+        + a["layers"] * 4096 * a["hidden"] * 2
+        + layer
+        + 4096 * a["vocab"] * 16
+        + est.GIB
+    )
     assert e["memory_bytes"] == want and e["bytes_per_param"] == 2 and e["device"] == "cuda"
-    assert e["saves"] == 4 and e["disk_bytes"] == 4 * (lora * 12 + est.MIB) + lora * 4 + est.MIB + 100 * 300
-    off = est.estimate(dict(cfg, gradient_checkpointing=False), gpu, 10 ** 6)
+    assert (
+        e["saves"] == 4
+        and e["disk_bytes"] == 4 * (lora * 12 + est.MIB) + lora * 4 + est.MIB + 100 * 300
+    )
+    off = est.estimate(dict(cfg, gradient_checkpointing=False), gpu, 10**6)
     assert off["memory_parts"]["activations"] == a["layers"] * layer
 
 
 def test_memory_check_refuses_a_small_gpu():
     checks = []
-    gpu = {"gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 2 * est.GIB}],
-           "apps": [], "error": None}
+    gpu = {
+        "gpus": [{"index": 0, "uuid": "u", "name": "x", "unified": False, "free": 2 * est.GIB}],
+        "apps": [],
+        "error": None,
+    }
     cfg = dict(base_model="random:qwen3-4b", seq_len=4096, gpus=1)
-    e = est.estimate(cfg, gpu, 10 ** 6)
+    e = est.estimate(cfg, gpu, 10**6)
     est.check_memory(checks, cfg, gpu, e, None)
     assert checks[0]["ok"] is False
     assert checks[0]["message"].startswith("GPU 0 has 2.0 GiB free; the run needs about ")
     checks = []
     est.check_memory(checks, dict(cfg, gpus=2), gpu, e, None)
-    assert checks == [{"name": "memory", "ok": False, "message": "the run asks for 2 GPUs and this host has 1"}]
+    assert checks == [
+        {"name": "memory", "ok": False, "message": "the run asks for 2 GPUs and this host has 1"}
+    ]
 
 
 def test_host_helper_is_stdlib_python_3_8():
@@ -395,10 +516,17 @@ def test_host_helper_is_stdlib_python_3_8():
     for src in sources:
         tree = ast.parse(src, feature_version=(3, 8))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fleetdeck"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("fleetdeck")
+            ):
                 continue  # the controller-side fallback; never taken on a host (est is defined)
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            )
             for n in names:
                 assert n.split(".")[0] in sys.stdlib_module_names, n
 
@@ -422,6 +550,7 @@ def test_after_a_run_recorded_with_a_bare_pid_is_refused(h1, tmp_path, capsys):
 def test_gpus_check_holds_the_run_to_the_hosts_gpus(monkeypatch):
     """`gpus = N` past the GPUs the host has is refused at pre-flight with its own check,
     before the trainer would find out (and fail the run) on the host."""
+
     def check(cfg, gpus):
         checks = []
         est.check_gpus(checks, cfg, gpus)
@@ -431,22 +560,34 @@ def test_gpus_check_holds_the_run_to_the_hosts_gpus(monkeypatch):
 
     monkeypatch.delenv("FLEETDECK_TRAIN_CPU_PROCESSES", raising=False)
     two = fake_gpus()
-    assert check({"gpus": 1000}, two) == (False, "RUN.toml asks for gpus = 1000 and this host has 2 GPUs; set gpus "
-                                                 "to 2 or fewer")
+    assert check({"gpus": 1000}, two) == (
+        False,
+        "RUN.toml asks for gpus = 1000 and this host has 2 GPUs; set gpus to 2 or fewer",
+    )
     assert check({"gpus": 3}, two)[0] is False
     assert check({"gpus": 2}, two) == (True, "the run takes 2 of this host's 2 GPUs (GPU 0, 1)")
     assert check({}, two) == (True, "the run takes 1 of this host's 2 GPUs (GPU 0)")
     one = {"gpus": two["gpus"][:1], "apps": [], "error": None}
-    assert check({"gpus": 2}, one) == (False, "RUN.toml asks for gpus = 2 and this host has 1 GPU; set gpus to 1 "
-                                              "or fewer")
+    assert check({"gpus": 2}, one) == (
+        False,
+        "RUN.toml asks for gpus = 2 and this host has 1 GPU; set gpus to 1 or fewer",
+    )
     cpu = {"gpus": [], "apps": [], "error": None}
-    assert check({"gpus": 1}, cpu) == (True, "no GPU on this host: the run trains in one process on the CPU")
-    assert check({"gpus": 1000}, cpu) == (False, "RUN.toml asks for gpus = 1000 and this host has no GPU; set "
-                                                 "gpus = 1 to train on its CPU")
+    assert check({"gpus": 1}, cpu) == (
+        True,
+        "no GPU on this host: the run trains in one process on the CPU",
+    )
+    assert check({"gpus": 1000}, cpu) == (
+        False,
+        "RUN.toml asks for gpus = 1000 and this host has no GPU; set gpus = 1 to train on its CPU",
+    )
     broken = {"gpus": [], "apps": [], "error": "nvidia-smi failed: NVML mismatch"}
-    assert check({"gpus": 4}, broken) == (False, "RUN.toml asks for gpus = 4 and this host has no GPU (nvidia-smi "
-                                                 "failed: NVML mismatch); set gpus = 1 to train on its CPU")
-    monkeypatch.setenv("FLEETDECK_TRAIN_CPU_PROCESSES", "1")   # what the trainer's own tests ask for
+    assert check({"gpus": 4}, broken) == (
+        False,
+        "RUN.toml asks for gpus = 4 and this host has no GPU (nvidia-smi "
+        "failed: NVML mismatch); set gpus = 1 to train on its CPU",
+    )
+    monkeypatch.setenv("FLEETDECK_TRAIN_CPU_PROCESSES", "1")  # what the trainer's own tests ask for
     assert check({"gpus": 2}, cpu)[0] is True
 
 
@@ -458,7 +599,9 @@ def test_gpus_past_the_hosts_count_refused_at_preflight(h1, tmp_path, capsys):
     doc = json.loads(out)
     assert doc["state"] == "refused" and doc["reason"] == "gpus" and doc["pid"] is None
     (gpus,) = [c for c in doc["preflight"] if c["name"] == "gpus"]
-    assert gpus["ok"] is False and gpus["message"].startswith("RUN.toml asks for gpus = 1000 and this host has ")
+    assert gpus["ok"] is False and gpus["message"].startswith(
+        "RUN.toml asks for gpus = 1000 and this host has "
+    )
     assert doc["error"] == gpus["message"] and gpus["message"] in err
     assert not (runs / "many").exists()
     rec = read_audit()[-1]

@@ -85,7 +85,9 @@ def cleanup():
 async def do_launch(host, values, after=None):
     link = HostLink(host)
     try:
-        return await launch(link, values, after=None if after is None else str(after), poll_interval=0.1)
+        return await launch(
+            link, values, after=None if after is None else str(after), poll_interval=0.1
+        )
     finally:
         await link.close()
 
@@ -121,7 +123,11 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0, err
     doc = json.loads(out)
-    assert doc["state"] == "running" and doc["run_path"] == str(out_dir) and isinstance(doc["pid"], int)
+    assert (
+        doc["state"] == "running"
+        and doc["run_path"] == str(out_dir)
+        and isinstance(doc["pid"], int)
+    )
     assert all(c["ok"] for c in doc["preflight"])
     final = wait_for(ended(out_dir), "the launched run to end")
     assert final["state"] == "finished", (out_dir / "train.log").read_text()[-2000:]
@@ -136,6 +142,7 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
     assert not (tmp_path / "pwned").exists() and not (runs / "pwned").exists()
     rec = [r for r in read_audit() if r["action"] == "launch"][-1]
     assert (rec["result"], rec["run"], rec["pid"]) == ("started", str(out_dir), doc["pid"])
+
     # a chain after this finished run would start at once
     async def check_after():
         link = HostLink(host)
@@ -146,8 +153,10 @@ def test_launch_runs_detached_to_finished(h1, tmp_path, capsys):
 
     pre = asyncio.run(check_after())
     after = next(c for c in pre.checks if c.name == "after")
-    assert after.ok and after.message == (f"run {out_dir} finished with its final adapter ({out_dir / 'adapter'}); "
-                                          "the new run starts now")
+    assert after.ok and after.message == (
+        f"run {out_dir} finished with its final adapter ({out_dir / 'adapter'}); "
+        "the new run starts now"
+    )
 
 
 async def test_chain_after_a_failure_is_cancelled(h1, cleanup):
@@ -228,7 +237,9 @@ async def test_chain_fires_after_success_even_with_ssh_gone(spare_fleet, tmp_pat
     res = await do_launch(host, base_values(runs, corpus, nxt.name), after=prev.path)
     pids.append(res.waiter_pid)
     assert res.state == "queued"
-    spare_fleet.kill("launch-s1")  # the host's sshd and every SSH session are gone; the waiter is not
+    spare_fleet.kill(
+        "launch-s1"
+    )  # the host's sshd and every SSH session are gone; the waiter is not
     prev.finish()
     final = wait_for(ended(nxt), "the chained run to end")
     assert final["state"] == "finished", (nxt / "train.log").read_text()[-2000:]
@@ -265,8 +276,10 @@ async def test_two_launches_into_one_folder_one_wins(h1, cleanup):
     prev = FakeRun(runs / "prev-race")
     fakes.append(prev)
     values = base_values(runs, corpus, "raced")
-    results = await asyncio.gather(do_launch(host, values, after=prev.path),
-                                   do_launch(host, dict(values, seq_len=48), after=prev.path))
+    results = await asyncio.gather(
+        do_launch(host, values, after=prev.path),
+        do_launch(host, dict(values, seq_len=48), after=prev.path),
+    )
     pids += [r.waiter_pid for r in results]
     assert sorted(r.state for r in results) == ["queued", "refused"]
     winner = next(r for r in results if r.state == "queued")

@@ -27,10 +27,18 @@ def hf_run(sshd_fleet):
     run = sshd_fleet.hosts["h1"].runs / "hf-trainer run"
     ckpt = run / "checkpoint-10"
     ckpt.mkdir(parents=True)
-    (ckpt / "trainer_state.json").write_text(json.dumps({
-        "global_step": 10, "max_steps": 100,
-        "log_history": [{"step": 5, "loss": 2.5}, {"step": 10, "loss": 2.1}]}))
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], cwd=run)  # sleep(1) is a bystander
+    (ckpt / "trainer_state.json").write_text(
+        json.dumps(
+            {
+                "global_step": 10,
+                "max_steps": 100,
+                "log_history": [{"step": 5, "loss": 2.5}, {"step": 10, "loss": 2.1}],
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], cwd=run
+    )  # sleep(1) is a bystander
     yield run, proc.pid
     proc.kill()
     proc.wait()
@@ -68,14 +76,18 @@ def test_an_hf_run_on_the_gpu_refuses_unless_forced(tmp_path):
     assert "4242" not in check(fake_gpus((4242, "GPU-1")))["message"]  # on the other GPU: no clash
     # a running run whose process the probe could not name cannot be placed: it counts
     nameless = check(fake_gpus(), seen=[{"path": "/runs/hf-run", "pid": None}])
-    assert not nameless["ok"] and "/runs/hf-run (pid unknown) is live on GPU 0" in nameless["message"]
+    assert (
+        not nameless["ok"] and "/runs/hf-run (pid unknown) is live on GPU 0" in nameless["message"]
+    )
 
 
 def test_cli_launch_names_the_hf_run(sshd_fleet, tmp_path, hf_run, capsys):
     run, pid = hf_run
     fleet = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"])
     corpus = write_corpus(tmp_path / "corpus.jsonl")
-    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(sshd_fleet.hosts["h1"].runs, corpus, "cli-mine"))
+    toml = write_run_toml(
+        tmp_path / "RUN.toml", **base_values(sshd_fleet.hosts["h1"].runs, corpus, "cli-mine")
+    )
     # --json with a refusal of another check keeps the host untouched; the live-run line is there
     (sshd_fleet.hosts["h1"].runs / "cli-mine").mkdir(exist_ok=True)
     (sshd_fleet.hosts["h1"].runs / "cli-mine" / "stray.bin").write_bytes(b"x")

@@ -24,7 +24,12 @@ pytestmark = pytest.mark.sshd
 @pytest.fixture
 def h1(sshd_fleet, tmp_path):
     fleet = sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=["h1"])
-    return fleet, load_fleet(str(fleet)).host("h1"), sshd_fleet.hosts["h1"].runs, write_corpus(tmp_path / "c.jsonl")
+    return (
+        fleet,
+        load_fleet(str(fleet)).host("h1"),
+        sshd_fleet.hosts["h1"].runs,
+        write_corpus(tmp_path / "c.jsonl"),
+    )
 
 
 def stopped_run(run, values, state="failed", checkpoint=4, **manifest):
@@ -54,8 +59,9 @@ async def test_a_failed_run_with_a_checkpoint_may_resume(h1):
     stopped_run(runs / "failed-ok", values)
     c = await resume_check(host, values)
     assert c.ok, c.message
-    assert c.message == (f"resumes run {runs / 'failed-ok'} (failed: stopped by SIGTERM) from checkpoint-4 "
-                         "(step 4)")
+    assert c.message == (
+        f"resumes run {runs / 'failed-ok'} (failed: stopped by SIGTERM) from checkpoint-4 (step 4)"
+    )
 
 
 async def test_resume_skips_a_checkpoint_whose_save_was_killed(h1):
@@ -73,8 +79,9 @@ async def test_resume_skips_a_checkpoint_whose_save_was_killed(h1):
     assert not c.ok and "has no complete checkpoint" in c.message, c.message
 
 
-@pytest.mark.parametrize("case", ["missing", "finished", "no-checkpoint", "live", "other-config",
-                                  "final-adapter"])
+@pytest.mark.parametrize(
+    "case", ["missing", "finished", "no-checkpoint", "live", "other-config", "final-adapter"]
+)
 async def test_what_cannot_resume_is_refused_with_the_reason(h1, case):
     _, host, runs, corpus = h1
     name = f"refuse-{case}"
@@ -87,7 +94,9 @@ async def test_what_cannot_resume_is_refused_with_the_reason(h1, case):
         stopped_run(run, values, checkpoint=None)
     elif case == "live":
         live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        stopped_run(run, values, state="running", pid=live.pid, start_ticks=procfs.start_ticks(live.pid))
+        stopped_run(
+            run, values, state="running", pid=live.pid, start_ticks=procfs.start_ticks(live.pid)
+        )
     elif case == "other-config":
         stopped_run(run, dict(values, seq_len=64, lr=0.5))
     elif case == "final-adapter":
@@ -128,22 +137,38 @@ def test_a_stopped_real_run_resumes_from_its_newest_checkpoint_and_finishes(h1, 
     pytest.importorskip("peft")
     fleet, _, runs, corpus = h1
     run = runs / "stopped-then-resumed"
-    toml = write_run_toml(tmp_path / "RUN.toml", **base_values(runs, corpus, run.name, max_steps=200,
-                                                                save_steps=5, eval_steps=100))
+    toml = write_run_toml(
+        tmp_path / "RUN.toml",
+        **base_values(runs, corpus, run.name, max_steps=200, save_steps=5, eval_steps=100),
+    )
     assert main(["--hosts", str(fleet), "launch", "h1", str(toml)]) == 0, capsys.readouterr().err
     pid = None
     try:
-        pid = wait_for(lambda: manifest(run).get("state") == "running" and manifest(run).get("pid"), "the trainer", limit=300.0)
-        first = wait_for(lambda: (run / "checkpoints" / "checkpoint-5" / "trainer_state.json").is_file()
-                         or manifest(run).get("state") == "finished", "the first checkpoint", limit=300.0, step=0.02)
+        pid = wait_for(
+            lambda: manifest(run).get("state") == "running" and manifest(run).get("pid"),
+            "the trainer",
+            limit=300.0,
+        )
+        first = wait_for(
+            lambda: (
+                (run / "checkpoints" / "checkpoint-5" / "trainer_state.json").is_file()
+                or manifest(run).get("state") == "finished"
+            ),
+            "the first checkpoint",
+            limit=300.0,
+            step=0.02,
+        )
         if manifest(run).get("state") == "finished":
             pytest.skip("the run finished before it could be stopped")
         os.kill(pid, signal.SIGSTOP)  # hold it still while the stop is arranged
         os.kill(pid, signal.SIGTERM)
         os.kill(pid, signal.SIGCONT)
         assert first
-        stopped = wait_for(lambda: manifest(run).get("state") in ("failed", "finished") and manifest(run),
-                           "the stopped run to record its end", limit=300.0)
+        stopped = wait_for(
+            lambda: manifest(run).get("state") in ("failed", "finished") and manifest(run),
+            "the stopped run to record its end",
+            limit=300.0,
+        )
     finally:
         if pid and procfs.alive(pid):
             os.kill(pid, signal.SIGKILL)
@@ -157,10 +182,16 @@ def test_a_stopped_real_run_resumes_from_its_newest_checkpoint_and_finishes(h1, 
     assert main(["--hosts", str(fleet), "launch", "h1", str(toml), "--resume"]) == 0
     out = capsys.readouterr().out
     assert "resumed" in out and f"from checkpoint-{newest} (step {newest})" in out
-    final = wait_for(lambda: manifest(run).get("state") in ("finished", "failed") and manifest(run), "the end", limit=300.0)
+    final = wait_for(
+        lambda: manifest(run).get("state") in ("finished", "failed") and manifest(run),
+        "the end",
+        limit=300.0,
+    )
     log = (run / "train.log").read_text()
     assert final["state"] == "finished", log[-2000:]
     assert f"resuming from checkpoint-{newest}" in log
     assert layout.final_adapter(str(run)) == str(run / "adapter")
     states = [s["state"] for s in final["states"]]
-    assert "failed" in states and states[-1] == "finished" and states.index("failed") < len(states) - 1
+    assert (
+        "failed" in states and states[-1] == "finished" and states.index("failed") < len(states) - 1
+    )

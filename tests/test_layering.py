@@ -15,19 +15,25 @@ REPO = Path(__file__).resolve().parent.parent
 
 def loaded_after(stmt: str) -> set[str]:
     code = f"import sys\n{stmt}\nprint('\\n'.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     return set(out.stdout.split())
 
 
 def test_backend_loads_no_ui():
-    mods = loaded_after("import fleetdeck.backend, fleetdeck.backend.fleet.poller, fleetdeck.backend.fleet.config, "
-                        "fleetdeck.backend.fleet.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit")
+    mods = loaded_after(
+        "import fleetdeck.backend, fleetdeck.backend.fleet.poller, fleetdeck.backend.fleet.config, "
+        "fleetdeck.backend.fleet.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit"
+    )
     assert not {m for m in mods if m.split(".")[0] in ("textual", "rich")}
     assert not {m for m in mods if m.startswith("fleetdeck.tui")}
 
 
 def test_dashboard_and_cli_load_no_torch():
-    mods = loaded_after("import fleetdeck.tui, fleetdeck.cli.main; fleetdeck.cli.main.build_parser()")
+    mods = loaded_after(
+        "import fleetdeck.tui, fleetdeck.cli.main; fleetdeck.cli.main.build_parser()"
+    )
     assert not {m for m in mods if m.split(".")[0] in ("torch", "transformers", "peft")}
 
 
@@ -37,19 +43,23 @@ def test_probe_payload_needs_nothing_on_the_host():
     from fleetdeck.backend.fleet.bundle import bundle
 
     src = bundle("fleetdeck.backend.host.probe.main")
-    code = ("import sys, builtins\nreal = builtins.__import__\n"
-            "def guard(name, globals=None, locals=None, fromlist=(), level=0):\n"
-            "    top = name.split('.')[0]\n"
-            "    if top in ('asyncssh', 'rich', 'textual', 'torch', 'transformers', 'peft', 'psutil'):\n"
-            "        raise ImportError('probe imported ' + name)\n"
-            "    if top == 'fleetdeck' and name not in sys.modules:\n"
-            "        raise ImportError('probe imported a module it does not carry: ' + name)\n"
-            "    return real(name, globals, locals, fromlist, level)\n"
-            "builtins.__import__ = guard\n"
-            "sys.argv = ['probe', '{\"op\": \"snapshot\", \"runs\": []}']\n"
-            "src = sys.stdin.read()\n"
-            "exec(compile(src, 'probe', 'exec'), {'__name__': '__main__', '__builtins__': builtins})\n")
-    p = subprocess.run([sys.executable, "-c", code], input=src, capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, builtins\nreal = builtins.__import__\n"
+        "def guard(name, globals=None, locals=None, fromlist=(), level=0):\n"
+        "    top = name.split('.')[0]\n"
+        "    if top in ('asyncssh', 'rich', 'textual', 'torch', 'transformers', 'peft', 'psutil'):\n"
+        "        raise ImportError('probe imported ' + name)\n"
+        "    if top == 'fleetdeck' and name not in sys.modules:\n"
+        "        raise ImportError('probe imported a module it does not carry: ' + name)\n"
+        "    return real(name, globals, locals, fromlist, level)\n"
+        "builtins.__import__ = guard\n"
+        'sys.argv = [\'probe\', \'{"op": "snapshot", "runs": []}\']\n'
+        "src = sys.stdin.read()\n"
+        "exec(compile(src, 'probe', 'exec'), {'__name__': '__main__', '__builtins__': builtins})\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], input=src, capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     assert '"ok": true' in p.stdout and "probe imported" not in p.stdout + p.stderr
 
@@ -71,14 +81,21 @@ def test_every_command_is_registered():
 
     from fleetdeck.cli import main as cli
 
-    commands = {p.stem for p in (REPO / "cli").glob("*.py")
-                if any(isinstance(n, ast.FunctionDef) and n.name == "register"
-                       for n in ast.parse(p.read_text(encoding="utf-8")).body)}
+    commands = {
+        p.stem
+        for p in (REPO / "cli").glob("*.py")
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == "register"
+            for n in ast.parse(p.read_text(encoding="utf-8")).body
+        )
+    }
     named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS}
     assert commands == named, (sorted(commands - named), sorted(named - commands))
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    assert {"tui", "runs", "verify", "bench", "holders"} | (commands - {"dashboard"}) <= set(sub.choices)
+    assert {"tui", "runs", "verify", "bench", "holders"} | (commands - {"dashboard"}) <= set(
+        sub.choices
+    )
 
 
 def test_ruff_is_clean():
@@ -87,6 +104,18 @@ def test_ruff_is_clean():
         pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
     p = subprocess.run([ruff, "check", "."], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_tree_is_formatted():
+    """`ruff format` is the house's formatter (docs/development.md): a file it would change
+    fails here, with the diff."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
+    p = subprocess.run(
+        [ruff, "format", "--diff", "."], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-6000:]
 
 
 def _wings() -> list[str]:
@@ -104,10 +133,16 @@ def test_no_import_cycle_in_fleetdeck():
     (they never run), as harlequin's graph is built."""
     import grimp
 
-    g = grimp.build_graph(*_wings(), include_external_packages=False, exclude_type_checking_imports=True,
-                          cache_dir=None)
+    g = grimp.build_graph(
+        *_wings(),
+        include_external_packages=False,
+        exclude_type_checking_imports=True,
+        cache_dir=None,
+    )
     mods = sorted(g.modules)
-    assert any(m.startswith("fleetdeck.backend.train.") for m in mods) and "fleetdeck.cli.main" in mods
+    assert (
+        any(m.startswith("fleetdeck.backend.train.") for m in mods) and "fleetdeck.cli.main" in mods
+    )
     adj = {m: set(g.find_modules_directly_imported_by(m)) for m in mods}
     # Tarjan's strongly connected components: any component of two or more is a cycle
     index: dict[str, int] = {}
@@ -142,20 +177,28 @@ def test_no_import_cycle_in_fleetdeck():
             visit(m)
 
     def where(a: str, b: str) -> str:
-        lines = ", ".join(str(d["line_number"]) for d in g.get_import_details(importer=a, imported=b))
+        lines = ", ".join(
+            str(d["line_number"]) for d in g.get_import_details(importer=a, imported=b)
+        )
         return f"{a} -> {b} (line {lines})"
 
     assert not cycles, "\n".join(
         " <-> ".join(c) + ": " + "; ".join(where(a, b) for a in c for b in sorted(adj[a]) if b in c)
-        for c in cycles)
+        for c in cycles
+    )
 
 
 def _vermin(*paths: str) -> subprocess.CompletedProcess[str]:
     vermin = shutil.which("vermin")
     if vermin is None:
         pytest.fail("vermin is part of the dev extra: pip install -e '.[dev]'")
-    return subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations", *paths],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [vermin, "-t=3.8-", "--no-tips", "--violations", *paths],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_host_wing_is_python_3_8():
@@ -167,7 +210,9 @@ def test_the_host_wing_is_python_3_8():
 
 
 def test_the_3_8_lint_catches_newer_python(tmp_path):
-    (tmp_path / "newer.py").write_text("def f(x):\n    match x:\n        case 1:\n            return 'a'.removeprefix('b')\n")
+    (tmp_path / "newer.py").write_text(
+        "def f(x):\n    match x:\n        case 1:\n            return 'a'.removeprefix('b')\n"
+    )
     p = _vermin(str(tmp_path / "newer.py"))
     assert p.returncode != 0, p.stdout
 
@@ -184,8 +229,10 @@ def test_every_package_folder_is_installed():
         for init in root.rglob("__init__.py"):
             rel = init.parent.relative_to(root).parts
             found.add(".".join((name, *rel)))
-    assert found == set(cfg["packages"]), (sorted(found - set(cfg["packages"])),
-                                           sorted(set(cfg["packages"]) - found))
+    assert found == set(cfg["packages"]), (
+        sorted(found - set(cfg["packages"])),
+        sorted(set(cfg["packages"]) - found),
+    )
 
 
 def test_every_fleetdeck_name_the_scripts_import_exists():
@@ -199,7 +246,11 @@ def test_every_fleetdeck_name_the_scripts_import_exists():
     missing = []
     for path in scripts:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fleetdeck"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("fleetdeck")
+            ):
                 try:
                     mod = importlib.import_module(node.module)
                 except ImportError as e:

@@ -34,20 +34,22 @@ def fleetdeck_layout(run: Path) -> Path | None:
 
 
 def hf_checkpoints_only(run: Path) -> Path | None:
-    adapter(run / "checkpoint-10")           # a checkpoint holds an adapter too: not a final one
-    (run / "checkpoint-10" / "trainer_state.json").write_text('{"global_step": 10, "max_steps": 100}')
+    adapter(run / "checkpoint-10")  # a checkpoint holds an adapter too: not a final one
+    (run / "checkpoint-10" / "trainer_state.json").write_text(
+        '{"global_step": 10, "max_steps": 100}'
+    )
     return None
 
 
 def hf_root_adapter(run: Path) -> Path | None:
     adapter(run / "checkpoint-10")
-    adapter(run)                             # Trainer.save_model(output_dir)
+    adapter(run)  # Trainer.save_model(output_dir)
     return run
 
 
 def crashed_save(run: Path) -> Path | None:
     (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
-    adapter(run / "adapter", weights=None)   # config written, weights never were
+    adapter(run / "adapter", weights=None)  # config written, weights never were
     return None
 
 
@@ -78,8 +80,16 @@ def no_config(run: Path) -> Path | None:
     return None
 
 
-CASES = [fleetdeck_layout, hf_checkpoints_only, hf_root_adapter, crashed_save, zero_byte_weights,
-         symlinked_adapter, symlinked_weights, no_config]
+CASES = [
+    fleetdeck_layout,
+    hf_checkpoints_only,
+    hf_root_adapter,
+    crashed_save,
+    zero_byte_weights,
+    symlinked_adapter,
+    symlinked_weights,
+    no_config,
+]
 
 
 @pytest.fixture
@@ -113,7 +123,9 @@ def test_the_probe_agrees(runs, tmp_path):
 
 
 def _checkpoint_of(run: Path) -> Path:
-    return next(p for p in (run / "checkpoints" / "checkpoint-10", run / "checkpoint-10") if p.is_dir())
+    return next(
+        p for p in (run / "checkpoints" / "checkpoint-10", run / "checkpoint-10") if p.is_dir()
+    )
 
 
 def test_purge_agrees(runs, tmp_path):

@@ -14,8 +14,12 @@ pytestmark = pytest.mark.sshd
 
 
 def _cli(fleet_path, *args):
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_path), *args],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @pytest.fixture
@@ -25,7 +29,9 @@ def two_hosts(spare_fleet, tmp_path):
     for name, loss in (("run-alpha", 2.5), ("run-beta", 1.5)):
         d = a.runs / name
         d.mkdir()
-        (d / "progress.jsonl").write_text(json.dumps({"step": 3, "loss": loss, "max_steps": 10}) + "\n")
+        (d / "progress.jsonl").write_text(
+            json.dumps({"step": 3, "loss": loss, "max_steps": 10}) + "\n"
+        )
     return spare_fleet, spare_fleet.write_fleet(tmp_path / "hosts.toml")
 
 
@@ -60,7 +66,9 @@ def test_schedules_filter_stray_only_and_the_distributions_entries_folded(two_ho
     """A throwaway user's crontab (unacknowledged, so stray) is what the filters are checked on:
     other entries on this machine may come and go while the suite runs."""
     if bystander is None:
-        pytest.fail("needs root, useradd and a Debian cron spool (the README's test command installs them)")
+        pytest.fail(
+            "needs root, useradd and a Debian cron spool (the README's test command installs them)"
+        )
     _, path = two_hosts
     full = json.loads(_cli(path, "schedules", "--json").stdout)["schedules"]
     mine = [s for s in full if s["user"] == bystander.name]
@@ -69,7 +77,9 @@ def test_schedules_filter_stray_only_and_the_distributions_entries_folded(two_ho
     assert stray and all(s["stray"] for s in stray)
     assert {(s["host"], s["id"]) for s in mine} <= {(s["host"], s["id"]) for s in stray}
     # --filter: the user's name, in any case, finds exactly that user's entries
-    got = json.loads(_cli(path, "schedules", "--json", "--filter", bystander.name.upper()).stdout)["schedules"]
+    got = json.loads(_cli(path, "schedules", "--json", "--filter", bystander.name.upper()).stdout)[
+        "schedules"
+    ]
     assert sorted((s["host"], s["id"]) for s in got) == sorted((s["host"], s["id"]) for s in mine)
     one = mine[0]
     got = json.loads(_cli(path, "schedules", "--json", "--filter", one["id"]).stdout)["schedules"]

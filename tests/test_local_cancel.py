@@ -46,13 +46,29 @@ async def test_a_mirror_whose_one_side_fails_leaves_no_work_running_for_the_othe
     port_refused = refused.getsockname()[1]
     refused.close()  # nobody listens there: connection refused
     try:
-        src = HostLink(HostConfig(name="mute", address="127.0.0.1", port=silent.getsockname()[1],
-                                  connect_timeout=60, known_hosts=str(tmp_path / "kh")))
-        dst = HostLink(HostConfig(name="gone", address="127.0.0.1", port=port_refused, connect_timeout=60,
-                                  known_hosts=str(tmp_path / "kh")))
+        src = HostLink(
+            HostConfig(
+                name="mute",
+                address="127.0.0.1",
+                port=silent.getsockname()[1],
+                connect_timeout=60,
+                known_hosts=str(tmp_path / "kh"),
+            )
+        )
+        dst = HostLink(
+            HostConfig(
+                name="gone",
+                address="127.0.0.1",
+                port=port_refused,
+                connect_timeout=60,
+                known_hosts=str(tmp_path / "kh"),
+            )
+        )
         report = await mirror(src, "/srv/adapter", dst, "/srv/copy", dry_run=True)
         assert report.result == "failed" and "gone" in (report.error or "")
-        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+        others = [
+            t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()
+        ]
         assert others == [], others
     finally:
         silent.close()
@@ -72,8 +88,10 @@ async def test_every_task_cancelled_at_once_while_local_probes_start_always_fini
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.poller import Poller
 
-    fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["/nonexistent"]\n',
-                        "hosts.toml")
+    fleet = parse_fleet(
+        f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["/nonexistent"]\n',
+        "hosts.toml",
+    )
     me = asyncio.current_task()
     rng = random.Random(31)
     with hogs():
@@ -88,6 +106,8 @@ async def test_every_task_cancelled_at_once_while_local_probes_start_always_fini
             t0 = time.monotonic()
             _, pending = await asyncio.wait(mine, timeout=10) if mine else (set(), set())
             took = time.monotonic() - t0
-            assert not pending, (f"round {round_}: still cancelling after {took:.1f}s: "
-                                 f"{sorted(t.get_coro().__qualname__ for t in pending)}")
+            assert not pending, (
+                f"round {round_}: still cancelling after {took:.1f}s: "
+                f"{sorted(t.get_coro().__qualname__ for t in pending)}"
+            )
             await poller.close()

@@ -24,8 +24,12 @@ class Resident:
     """The probe as the poller runs it: one process, a JSON line in, a JSON line out."""
 
     def __init__(self) -> None:
-        self.p = subprocess.Popen([sys.executable, str(PROBE), "--resident"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, str(PROBE), "--resident"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def loops(self) -> dict[int, dict]:
         assert self.p.stdin and self.p.stdout
@@ -104,11 +108,19 @@ def test_one_shot_shells_are_not_loops_and_real_loops_keep_one_id(group, tmp_pat
     once.chmod(0o755)
     script = group(["bash", str(once)], stdout=subprocess.DEVNULL)
     # cron runs each job as `/bin/sh -c CMD`, a child of the cron daemon (not of a shell)
-    cron = group([sys.executable, "-c", "import subprocess, sys\n"
-                  "for _ in range(3):\n"
-                  "    subprocess.run(['/bin/sh', '-c', 'sleep 30; true'])\n"])
+    cron = group(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys\n"
+            "for _ in range(3):\n"
+            "    subprocess.run(['/bin/sh', '-c', 'sleep 30; true'])\n",
+        ]
+    )
     # a shell at a prompt that ran one command
-    prompt = group(["bash", "-i"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prompt = group(
+        ["bash", "-i"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     assert prompt.stdin
     prompt.stdin.write(b"sleep 30\n")
     prompt.stdin.flush()
@@ -135,7 +147,9 @@ def test_one_shot_shells_are_not_loops_and_real_loops_keep_one_id(group, tmp_pat
         assert found[loop.pid]["spec"] == "while-loop, sleep 0.2"
         assert found[plain.pid]["command"] == "while true; do sleep 0.2; done"
         # the subshells the loop forks are the loop's, never loops of their own
-        assert [s for s in found.values() if s["command"] == "while true; do (sleep 0.2); done"] == [found[loop.pid]]
+        assert [
+            s for s in found.values() if s["command"] == "while true; do (sleep 0.2); done"
+        ] == [found[loop.pid]]
     assert len({f[loop.pid]["id"] for f in polls}) == 1
     assert len({f[plain.pid]["id"] for f in polls}) == 1
     assert len(polls[0][loop.pid]["id"]) == 34
@@ -176,8 +190,8 @@ def test_a_script_read_from_a_fifo_is_never_opened_by_the_probe(group, tmp_path)
     group(["bash", "-c", f"(printf 'while true; do sleep 0.2; done\\n'; sleep 90) > {fifo}"])
     shell = group(["bash", str(fifo)])
     wait_until(lambda: kids(shell.pid, "sleep"), "the loop's first sleep")
-    rep = probe({"gpu": "none"})   # answers (it would time out reading the FIFO)
+    rep = probe({"gpu": "none"})  # answers (it would time out reading the FIFO)
     assert all(s["pid"] != shell.pid or s["spec"].startswith("repeats") for s in rep["schedules"])
-    with open(fifo, "rb", buffering=0) as f:   # and it took nothing the writer wrote
+    with open(fifo, "rb", buffering=0) as f:  # and it took nothing the writer wrote
         os.set_blocking(f.fileno(), False)
         assert f.read() is None

@@ -12,7 +12,7 @@ import pytest
 
 HERE = Path(__file__).parent
 
-PROBE = '''
+PROBE = """
 import os
 def test_hogs_run(machine_load):
     assert len(machine_load) == int(os.environ["FLEETDECK_TEST_LOAD"])
@@ -21,7 +21,7 @@ def test_hogs_run(machine_load):
             assert f.read().split(") ")[1][0] in "RSD"   # alive (running or runnable)
     with open(os.environ["PIDS_OUT"], "w") as f:
         f.write(" ".join(map(str, machine_load)))
-'''
+"""
 
 
 def run_session(tmp_path: Path, load: str) -> subprocess.CompletedProcess:
@@ -30,8 +30,14 @@ def run_session(tmp_path: Path, load: str) -> subprocess.CompletedProcess:
     for helper in ("sshfleet.py", "busy.py"):
         (tmp_path / helper).write_text((HERE / helper).read_text())
     env = dict(os.environ, FLEETDECK_TEST_LOAD=load, PIDS_OUT=str(tmp_path / "pids"))
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 def test_the_hogs_run_for_the_session_and_are_gone_after(tmp_path):
@@ -47,4 +53,6 @@ def test_the_hogs_run_for_the_session_and_are_gone_after(tmp_path):
 
 def test_a_bad_load_value_is_a_usage_error(tmp_path):
     r = run_session(tmp_path, "lots")
-    assert r.returncode == 4 and "FLEETDECK_TEST_LOAD must be a whole number from 0 to 64" in r.stderr
+    assert (
+        r.returncode == 4 and "FLEETDECK_TEST_LOAD must be a whole number from 0 to 64" in r.stderr
+    )

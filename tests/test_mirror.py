@@ -20,14 +20,24 @@ from fleetdeck.cli.main import main
 pytestmark = pytest.mark.sshd
 
 # names an operator's shell or a naive script would trip over
-HOSTILE = ["sp ace", "it's \"quoted\"", "-rf", "$(touch pwned)", "new\nline", "tab\there",
-           "caf\udce9"]  # a latin-1 byte that is not UTF-8, kept by surrogateescape
+HOSTILE = [
+    "sp ace",
+    'it\'s "quoted"',
+    "-rf",
+    "$(touch pwned)",
+    "new\nline",
+    "tab\there",
+    "caf\udce9",
+]  # a latin-1 byte that is not UTF-8, kept by surrogateescape
 
 
 def make_tree(root: Path, big: int = 300_000) -> dict[str, bytes]:
     """A small adapter-like folder with hostile names; {relative path: content}."""
-    files = {"adapter_model.safetensors": os.urandom(big), "adapter_config.json": b'{"r": 32}\n',
-             "empty": b""}
+    files = {
+        "adapter_model.safetensors": os.urandom(big),
+        "adapter_config.json": b'{"r": 32}\n',
+        "empty": b"",
+    }
     for i, name in enumerate(HOSTILE):
         files[f"odd/{name}"] = f"content {i}\n".encode()
     files["deep/a/b/c.txt"] = b"deep\n"
@@ -91,7 +101,9 @@ def test_parse_endpoint():
 async def test_clean_mirror_is_verified_and_rerun_is_a_noop(links, dirs):
     src, dst, files = dirs
     seen = []
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=lambda d, t: seen.append((d, t)))
+    rep = await mirror(
+        links["h1"], str(src), links["h2"], str(dst), progress=lambda d, t: seen.append((d, t))
+    )
     assert rep.result == "copied", rep.error
     assert rep.verified and rep.ok
     assert read_tree(dst) == files
@@ -162,8 +174,13 @@ async def test_dry_run_copies_nothing(links, dirs):
     rep = await mirror(links["h1"], str(src), links["h2"], str(dst), dry_run=True)
     assert rep.ok and rep.result == "would-copy" and not rep.verified
     assert {f.path for f in rep.files if f.kind == "file"} == set(files)
-    assert {f.path for f in rep.files if f.kind == "dir"} == \
-        {"deep", "deep/a", "deep/a/b", "odd", "empty-dir"}
+    assert {f.path for f in rep.files if f.kind == "dir"} == {
+        "deep",
+        "deep/a",
+        "deep/a/b",
+        "odd",
+        "empty-dir",
+    }
     assert not dst.exists() and not dst.parent.exists()
     assert [r for r in read_audit() if r["action"] == "mirror"] == []
     ver = await verify(links["h1"], str(src), links["h2"], str(dst))
@@ -181,8 +198,9 @@ async def test_symlink_in_source_refused_unless_followed(links, dirs):
     assert not dst.exists()
     rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
     assert rep.result == "refused" and rep.reason == "symlink-outside"
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
-                       allow_outside_links=True)
+    rep = await mirror(
+        links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True, allow_outside_links=True
+    )
     assert rep.verified, rep.error
     assert (dst / "odd" / "link").read_bytes() == b"target\n"
     assert not (dst / "odd" / "link").is_symlink()
@@ -245,8 +263,12 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
     path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.root
@@ -275,8 +297,11 @@ async def test_destination_fills_up_mid_copy(links, dirs):
         assert rep.result == "failed" and rep.reason == "disk-full", rep.error
         assert not dst.exists()
         assert os.listdir(parent) == ["filler"]
-        assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == \
-            ["refused", "started", "failed"]
+        assert [r["result"] for r in read_audit() if r["action"] == "mirror"] == [
+            "refused",
+            "started",
+            "failed",
+        ]
     finally:
         subprocess.run(["umount", str(parent)], check=False)
 
@@ -391,8 +416,9 @@ def _python38() -> str | None:
         if path is None:
             continue
         # a pyenv shim exists whether or not it can run that version: ask the interpreter
-        res = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        )
         if res.returncode == 0 and res.stdout.strip() == "(3, 8)":
             return path
     return None
@@ -405,8 +431,9 @@ def test_helper_runs_on_python38(tmp_path, dirs):
         pytest.skip("no Python 3.8 interpreter here")
     src, dst, files = dirs
     path = tmp_path / "hosts.toml"
-    path.write_text(f'[defaults]\npython = "{py38}"\n[hosts.old1]\nlocal = true\n'
-                    "[hosts.old2]\nlocal = true\n")
+    path.write_text(
+        f'[defaults]\npython = "{py38}"\n[hosts.old1]\nlocal = true\n[hosts.old2]\nlocal = true\n'
+    )
     assert main(["mirror", "--hosts", str(path), f"old1:{src}", f"old2:{dst}"]) == 0
     assert read_tree(dst) == files
     assert main(["verify", "--hosts", str(path), f"old1:{src}", f"old2:{dst}"]) == 0

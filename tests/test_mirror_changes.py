@@ -42,6 +42,7 @@ def once_past(nbytes, act):
         if not done and d > nbytes:
             done.append(d)
             act()
+
     return progress, done
 
 
@@ -63,8 +64,11 @@ async def test_rewrite_with_restored_mtime_is_caught(links, dirs):
             f.write(CONFIG.replace(b"32", b"64"))
         os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
         after = cfg.stat()
-        assert (after.st_size, after.st_mtime_ns, after.st_ino) == \
-            (st.st_size, st.st_mtime_ns, st.st_ino)
+        assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ino,
+        )
 
     progress, done = once_past(len(CONFIG), rewrite)
     rep, ver = await _mirror_then_verify(links, src, dst, progress)
@@ -126,8 +130,9 @@ async def test_a_folder_swapped_for_a_link_outside_is_caught(links, dirs):
 
     total = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
     progress, done = once_past(total - 1, swap)  # after the last byte: every file was read
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
-                       progress=progress)
+    rep = await mirror(
+        links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True, progress=progress
+    )
     assert done
     assert rep.result == "failed" and rep.reason == "source-changed", rep
     assert "outside" in rep.error and not dst.exists()

@@ -44,8 +44,9 @@ def helpers_under(root_pid: int) -> list[tuple[int, int]]:
 def pair(spare_fleet, tmp_path):
     """Two sshd hosts of their own, command_timeout 3 s; a 48 MiB source; links."""
     a, b = spare_fleet.add("st-src"), spare_fleet.add("st-dst")
-    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml",
-                                                   defaults={"command_timeout": IDLE})))
+    fleet = load_fleet(
+        str(spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": IDLE}))
+    )
     src = a.root / "run-1" / "adapter"
     src.mkdir(parents=True)
     (src / "adapter_config.json").write_bytes(b'{"r": 32}\n')
@@ -156,8 +157,9 @@ def nobody_python(tmp_path):
     base = Path(tempfile.mkdtemp(prefix="fd-mirror-perm-"))
     os.chmod(base, 0o755)  # nobody may walk in; only root may write
     wrapper = base / "py-as-nobody"
-    wrapper.write_text(f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups '
-                       f'{SYS_PY} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {SYS_PY} "$@"\n'
+    )
     wrapper.chmod(0o755)
     yield base, str(wrapper)
     shutil.rmtree(base, ignore_errors=True)
@@ -173,7 +175,9 @@ def _fleet(tmp_path, wrapper: str, as_nobody: str):
     return load_fleet(str(hosts))
 
 
-async def test_unreadable_source_file_is_src_unreadable_with_the_bytes_seen(tmp_path, nobody_python):
+async def test_unreadable_source_file_is_src_unreadable_with_the_bytes_seen(
+    tmp_path, nobody_python
+):
     base, wrapper = nobody_python
     src = base / "src" / "adapter"
     src.mkdir(parents=True, mode=0o755)
@@ -218,8 +222,10 @@ async def test_a_login_shell_that_starts_printing_mid_mirror_is_named(spare_flee
     line: a failed report naming it (`shell-output`), not an exception."""
     count = tmp_path / "logins"
     rc = tmp_path / "noisy-after-first"
-    rc.write_text(f'#!/bin/sh\nif [ -e "{count}" ]; then echo "Welcome back"; fi\ntouch "{count}"\n'
-                  'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+    rc.write_text(
+        f'#!/bin/sh\nif [ -e "{count}" ]; then echo "Welcome back"; fi\ntouch "{count}"\n'
+        'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
+    )
     rc.chmod(0o755)
     a = spare_fleet.add("noisy-src", sshd_extra=(f"ForceCommand {rc}",))
     spare_fleet.add("quiet-dst")

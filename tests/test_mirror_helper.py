@@ -26,8 +26,9 @@ def sleepers():
     env = {**os.environ, procfs.HELPER_ENV: "1"}
     env_clean = {k: v for k, v in os.environ.items() if k != procfs.HELPER_ENV}
     marked = subprocess.Popen(["sleep", "300"], env=env)
-    mimic = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
-                              "<fleetdeck-helper>"], env=env_clean)
+    mimic = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", "<fleetdeck-helper>"], env=env_clean
+    )
     yield marked, mimic
     for p in (marked, mimic):
         p.kill()
@@ -37,8 +38,12 @@ def sleepers():
 def test_helper_is_a_bundle_of_the_host_library():
     names = [m[0] for m in modules_for(HELPER)]
     assert names[-1] == HELPER
-    assert {"fleetdeck.backend.host.lib.serve", "fleetdeck.backend.host.lib.procfs",
-            "fleetdeck.backend.host.lib.hashing", "fleetdeck.backend.host.lib.text"} <= set(names)
+    assert {
+        "fleetdeck.backend.host.lib.serve",
+        "fleetdeck.backend.host.lib.procfs",
+        "fleetdeck.backend.host.lib.hashing",
+        "fleetdeck.backend.host.lib.text",
+    } <= set(names)
 
 
 async def test_list_answers_in_the_one_shape(links, sshd_fleet):
@@ -125,13 +130,22 @@ async def test_helpers_end_themselves_when_the_controller_goes_quiet(links, sshd
     src.mkdir()
     (src / "f").write_bytes(b"0123456789")
     st = (src / "f").stat()
-    files = [{"path": "f", "bytes": 10, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
-              "ino": st.st_ino, "mode": 0o644}]
+    files = [
+        {
+            "path": "f",
+            "bytes": 10,
+            "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns,
+            "ino": st.st_ino,
+            "mode": 0o644,
+        }
+    ]
     writer = await links["h2"].transfer_helper(HELPER)
     reader = await links["h1"].transfer_helper(HELPER)
     try:
-        await writer.send_json({"op": "write", "path": str(dst), "files": files, "dirs": [],
-                                "idle": 1, "wait": 1})
+        await writer.send_json(
+            {"op": "write", "path": str(dst), "files": files, "dirs": [], "idle": 1, "wait": 1}
+        )
         ready = await writer.recv_json()
         assert ready["ok"] and os.path.isdir(ready["partial"])
         writer.stdin.write(b"\0\0\0\x05hello")  # half a file, then nothing more
@@ -140,8 +154,9 @@ async def test_helpers_end_themselves_when_the_controller_goes_quiet(links, sshd
         assert not os.path.exists(ready["partial"]) and not dst.exists()
         assert "nothing moved" in await writer.read_stderr()
 
-        await reader.send_json({"op": "read", "path": str(src), "files": files, "dirs": [],
-                                "idle": 1, "wait": 1})
+        await reader.send_json(
+            {"op": "read", "path": str(src), "files": files, "dirs": [], "idle": 1, "wait": 1}
+        )
         hello = await reader.recv_json()
         assert hello["ok"] and procfs.same_process(hello["pid"], hello["start"])
         await reader.wait(60)  # streamed its file, then no recheck request ever came

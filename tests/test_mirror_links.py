@@ -116,8 +116,9 @@ async def test_links_outside_the_source_are_refused_unless_allowed(links, dirs):
     ver = await verify(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True)
     assert ver.reason == "symlink-outside"
 
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True,
-                       allow_outside_links=True)
+    rep = await mirror(
+        links["h1"], str(src), links["h2"], str(dst), follow_symlinks=True, allow_outside_links=True
+    )
     assert rep.verified, rep.error
     assert rep.outside_links == (("odd/out link", str(outside)),)
     assert (dst / "odd" / "out link").read_bytes() == b"outside\n"
@@ -139,8 +140,20 @@ def test_cli_names_links_followed_outside(dirs, fleet_file, capsys):
     assert main([*args, "--allow-outside-links", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["outside_links"] == [["out link", str(outside)]] and doc["verified"]
-    assert main(["verify", "--hosts", str(fleet_file), f"h1:{src}", f"h2:{dst}",
-                 "--follow-symlinks", "--allow-outside-links"]) == 0
+    assert (
+        main(
+            [
+                "verify",
+                "--hosts",
+                str(fleet_file),
+                f"h1:{src}",
+                f"h2:{dst}",
+                "--follow-symlinks",
+                "--allow-outside-links",
+            ]
+        )
+        == 0
+    )
     assert "followed outside SRC" in capsys.readouterr().out
 
 
@@ -176,12 +189,14 @@ def _swap_when_copying(parent, aside, target):
                 target.mkdir()
             os.symlink(target, parent)
             done_once.append(done)
+
     return progress, done_once
 
 
 @pytest.mark.parametrize("leads_to", ["the moved folder", "another folder"])
 async def test_a_parent_swapped_for_a_symlink_during_the_copy_is_never_written_through(
-        links, swap_dirs, leads_to):
+    links, swap_dirs, leads_to
+):
     """DST's parent is renamed away mid-copy and a symlink put at its name, leading back to
     the moved folder itself (so every path still resolves) or elsewhere. The writer opened the
     parent once, by descriptor and without following a link, and works below it only: the copy
@@ -196,7 +211,9 @@ async def test_a_parent_swapped_for_a_symlink_during_the_copy_is_never_written_t
     progress, swapped = _swap_when_copying(parent, aside, target)
     rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=progress)
     assert swapped, "the swap happened during the copy"
-    assert rep.result == "failed" and rep.reason == "symlink" and not rep.ok and not rep.verified, rep
+    assert rep.result == "failed" and rep.reason == "symlink" and not rep.ok and not rep.verified, (
+        rep
+    )
     assert "symlink" in rep.error and "nothing was written through it" in rep.error, rep.error
     assert "partial folder was removed" in rep.error, rep.error
     assert rep.verified_by is None and rep.to_json()["witnesses"] == 0
@@ -204,7 +221,9 @@ async def test_a_parent_swapped_for_a_symlink_during_the_copy_is_never_written_t
         assert not (folder / "adapter").exists() and _partials(folder) == [], os.listdir(folder)
     assert sorted(os.listdir(aside)) == ["neighbour.txt"]
     log = [r for r in read_audit() if r["action"] == "mirror"]
-    assert log[-1]["result"] == "failed" and log[-1]["reason"] == "symlink" and not log[-1]["verified"]
+    assert (
+        log[-1]["result"] == "failed" and log[-1]["reason"] == "symlink" and not log[-1]["verified"]
+    )
 
 
 async def test_a_parent_swapped_for_a_symlink_during_a_replace_keeps_the_original(links, swap_dirs):
@@ -218,7 +237,9 @@ async def test_a_parent_swapped_for_a_symlink_during_a_replace_keeps_the_origina
     parent = dst.parent
     aside = parent.with_name("parent-moved")
     progress, swapped = _swap_when_copying(parent, aside, aside)
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), progress=progress, replace=True)
+    rep = await mirror(
+        links["h1"], str(src), links["h2"], str(dst), progress=progress, replace=True
+    )
     assert swapped
     assert rep.result == "failed" and rep.reason == "symlink" and not rep.ok, rep
     assert read_tree(aside / "adapter") == before

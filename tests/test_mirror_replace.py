@@ -71,8 +71,11 @@ def dirs(sshd_fleet):
     files = make_tree(src)
     dst = sshd_fleet.hosts["h2"].root / f"r-{tag}" / HOSTILE_DST / "adapter"
     dst.mkdir(parents=True)
-    old = {"adapter_model.safetensors": os.urandom(1000), "adapter_config.json": b'{"r": 8}\n',
-           "old only/notes.txt": b"from the run before\n"}
+    old = {
+        "adapter_model.safetensors": os.urandom(1000),
+        "adapter_config.json": b'{"r": 8}\n',
+        "old only/notes.txt": b"from the run before\n",
+    }
     for rel, data in old.items():
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         (dst / rel).write_bytes(data)
@@ -86,7 +89,9 @@ def _mount_bind(src: Path, at: Path) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
     at.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "--bind", str(src), str(at)], capture_output=True).returncode == 0
+    return (
+        subprocess.run(["mount", "--bind", str(src), str(at)], capture_output=True).returncode == 0
+    )
 
 
 async def test_the_source_itself_reached_another_way_is_refused(links, dirs, sshd_fleet):
@@ -107,7 +112,11 @@ async def test_the_source_itself_reached_another_way_is_refused(links, dirs, ssh
         for way in ways:
             for replace in (False, True):
                 rep = await mirror(links["h1"], str(src), links["h2"], way, replace=replace)
-                assert rep.result == "refused" and rep.reason == "dst-is-src", (way, rep.reason, rep.error)
+                assert rep.result == "refused" and rep.reason == "dst-is-src", (
+                    way,
+                    rep.reason,
+                    rep.error,
+                )
                 assert not rep.verified and not rep.ok and "itself on disk" in rep.error
             ver = await verify(links["h1"], str(src), links["h2"], way)
             assert ver.reason == "dst-is-src" and not ver.ok
@@ -135,8 +144,14 @@ async def test_replace_puts_a_proven_copy_in_place_and_keeps_the_old_one(links, 
     assert dry.ok and dry.result == "would-replace" and dry.plan.replace
     assert read_tree(dst) == old and kept(dst.parent, "adapter") == []
 
-    rep = await mirror(links["h1"], str(src), links["h2"], str(dst), replace=True,
-                       confirmation={"via": "--confirm", "typed": str(dst)})
+    rep = await mirror(
+        links["h1"],
+        str(src),
+        links["h2"],
+        str(dst),
+        replace=True,
+        confirmation={"via": "--confirm", "typed": str(dst)},
+    )
     assert rep.result == "replaced" and rep.verified and rep.ok, rep.error
     assert read_tree(dst) == files and (dst / "empty-dir").is_dir()
     assert all(f.status == "copied" and f.sha256_src == f.sha256_dst for f in rep.files)
@@ -166,8 +181,12 @@ def test_replaced_name_stays_a_name():
 def test_cli_replace_confirmation(fleet_file, dirs, capsys):
     src, dst, files, old = dirs
     s, d = f"h1:{src}", f"h2:{dst}"
-    assert main(["mirror", "--hosts", str(fleet_file), s, d, "--replace", f"--confirm={dst}x",
-                 "--json"]) == 1
+    assert (
+        main(
+            ["mirror", "--hosts", str(fleet_file), s, d, "--replace", f"--confirm={dst}x", "--json"]
+        )
+        == 1
+    )
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert doc["result"] == "refused" and doc["reason"] == "not-confirmed"
@@ -175,8 +194,12 @@ def test_cli_replace_confirmation(fleet_file, dirs, capsys):
     assert read_tree(dst) == old and kept(dst.parent, "adapter") == []
     assert mirror_log()[-1]["result"] == "refused"
     assert mirror_log()[-1]["confirmation"]["typed"] == f"{dst}x"
-    assert main(["mirror", "--hosts", str(fleet_file), s, d, "--replace", f"--confirm={dst}",
-                 "--json"]) == 0
+    assert (
+        main(
+            ["mirror", "--hosts", str(fleet_file), s, d, "--replace", f"--confirm={dst}", "--json"]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["result"] == "replaced" and doc["verified"] is True
     assert doc["kept_as"] and read_tree(Path(doc["kept_as"])) == old
@@ -191,8 +214,9 @@ def _untouched(dst: Path, old: dict) -> None:
 
 async def test_a_writer_stopped_mid_replace_leaves_the_original(spare_fleet, tmp_path):
     a, b = spare_fleet.add("rp-src"), spare_fleet.add("rp-dst")
-    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml",
-                                                   defaults={"command_timeout": 3})))
+    fleet = load_fleet(
+        str(spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 3}))
+    )
     src = a.root / "run-1" / "adapter"
     src.mkdir(parents=True)
     (src / "adapter_model.safetensors").write_bytes(os.urandom(48 << 20))
@@ -234,7 +258,9 @@ async def test_a_disk_that_fills_mid_replace_leaves_the_original(links, dirs):
     moved = parent.parent / "moved-aside"
     parent.rename(moved)
     parent.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(parent)], capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(parent)], capture_output=True
+    )
     if os.geteuid() != 0 or r.returncode != 0:
         pytest.skip("needs root and tmpfs mounts")
     try:
@@ -247,7 +273,9 @@ async def test_a_disk_that_fills_mid_replace_leaves_the_original(links, dirs):
                 filled.append(done)
                 (parent / "filler").write_bytes(b"\0" * (2 << 20))
 
-        rep = await mirror(links["h1"], str(src), links["h2"], str(dst), replace=True, progress=progress)
+        rep = await mirror(
+            links["h1"], str(src), links["h2"], str(dst), replace=True, progress=progress
+        )
         assert filled
         assert rep.result == "failed" and rep.reason == "disk-full", rep.error
         # what DST's host said after the failure (a host too busy to answer in time is said so)
@@ -268,27 +296,44 @@ def faulty(tmp_path, dirs):
 
     def make(inject: str) -> Path:
         wrapper = base / f"py-{uuid.uuid4().hex[:6]}"
-        wrapper.write_text(f'#!/bin/sh\nexec strace -f -qq -o /dev/null -e trace=renameat2 '
-                           f'-e inject=renameat2:{inject} /usr/bin/python3 "$@"\n')
+        wrapper.write_text(
+            f"#!/bin/sh\nexec strace -f -qq -o /dev/null -e trace=renameat2 "
+            f'-e inject=renameat2:{inject} /usr/bin/python3 "$@"\n'
+        )
         wrapper.chmod(0o755)
         path = tmp_path / f"hosts-{wrapper.name}.toml"
-        path.write_text(f'[hosts.src]\nlocal = true\n[hosts.dst]\nlocal = true\npython = "{wrapper}"\n')
+        path.write_text(
+            f'[hosts.src]\nlocal = true\n[hosts.dst]\nlocal = true\npython = "{wrapper}"\n'
+        )
         return path
 
     yield make
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("inject,where", [
-    ("error=EIO:when=2", "put back"),      # the copy cannot take the name: the original goes back
-    ("error=EIO:when=2+", "kept"),         # ...and cannot go back either: it stays aside, named
-    ("signal=SIGKILL:when=2", "killed"),   # the writer dies between the two renames
-])
+@pytest.mark.parametrize(
+    "inject,where",
+    [
+        ("error=EIO:when=2", "put back"),  # the copy cannot take the name: the original goes back
+        ("error=EIO:when=2+", "kept"),  # ...and cannot go back either: it stays aside, named
+        ("signal=SIGKILL:when=2", "killed"),  # the writer dies between the two renames
+    ],
+)
 def test_a_fault_in_the_swap_never_loses_the_original(faulty, dirs, inject, where, capsys):
     src, dst, files, old = dirs
     hosts = faulty(inject)
-    rc = main(["mirror", "--hosts", str(hosts), f"src:{src}", f"dst:{dst}", "--replace",
-               f"--confirm={dst}", "--json"])
+    rc = main(
+        [
+            "mirror",
+            "--hosts",
+            str(hosts),
+            f"src:{src}",
+            f"dst:{dst}",
+            "--replace",
+            f"--confirm={dst}",
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert rc == 1 and doc["result"] == "failed" and not doc["verified"], doc
@@ -311,8 +356,12 @@ def test_a_fault_in_the_swap_never_loses_the_original(faulty, dirs, inject, wher
 def _prompted(hosts: Path, *argv: str, typed: bytes) -> tuple[int, str, str]:
     """The real CLI with its stdin and stderr on a pseudo-terminal, `typed` typed into it."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(hosts), *argv],
-                            stdin=slave, stdout=subprocess.PIPE, stderr=slave)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(hosts), *argv],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
     os.close(slave)
     os.write(master, typed)
     out, _ = proc.communicate(timeout=180)
@@ -341,14 +390,19 @@ def test_terminal_prompt_needs_the_destination_typed_exactly(fleet_file, dirs):
     assert rc == 0 and "replaced and verified" in out, (out, err)
     (backup,) = kept(dst.parent, "adapter")
     assert read_tree(dst) == files and read_tree(backup) == old
-    assert [r["confirmation"]["via"] for r in mirror_log() if r["result"] != "started"] == ["prompt", "prompt"]
+    assert [r["confirmation"]["via"] for r in mirror_log() if r["result"] != "started"] == [
+        "prompt",
+        "prompt",
+    ]
 
 
 @pytest.mark.root
 async def test_a_destination_that_is_a_mount_point_is_not_replaced(links, dirs):
     """A mount point cannot be renamed aside: refused `dst-mounted` before anything is copied."""
     src, dst, files, old = dirs
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(dst)], capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(dst)], capture_output=True
+    )
     if os.geteuid() != 0 or r.returncode != 0:
         pytest.skip("needs root and tmpfs mounts")
     try:

@@ -20,8 +20,15 @@ from fleetdeck.cli.main import main
 pytestmark = pytest.mark.sshd
 
 # bytes names: not UTF-8, a newline, a backslash-n spelled out, quotes, $(..), a leading dash
-NAMES = [b"caf\xe9.bin", b"new\nline", b"back\\nslash", b"it's \"q\"", b"$(touch pwned)", b"-rf",
-         b"\xff\xfe raw"]
+NAMES = [
+    b"caf\xe9.bin",
+    b"new\nline",
+    b"back\\nslash",
+    b'it\'s "q"',
+    b"$(touch pwned)",
+    b"-rf",
+    b"\xff\xfe raw",
+]
 
 
 @pytest.fixture
@@ -46,8 +53,10 @@ def test_plan_and_report_are_typed(fleet_file, tree):
     async def go():
         a, b = HostLink(fleet.host("h1")), HostLink(fleet.host("h2"))
         try:
-            return (await mirror(a, str(src), b, str(dst), dry_run=True),
-                    await mirror(a, str(src), b, str(dst)))
+            return (
+                await mirror(a, str(src), b, str(dst), dry_run=True),
+                await mirror(a, str(src), b, str(dst)),
+            )
         finally:
             await a.close()
             await b.close()
@@ -57,8 +66,9 @@ def test_plan_and_report_are_typed(fleet_file, tree):
     p = dry.plan
     assert p.bytes == 4096 + sum(range(1, len(NAMES) + 1))
     assert set(p.dirs) == {"sub dir", "sub dir/empty"} and not p.dst_exists
-    assert {os.fsencode(f.path) for f in p.files} == \
-        {b"adapter_model.safetensors"} | {b"sub dir/" + n for n in NAMES}
+    assert {os.fsencode(f.path) for f in p.files} == {b"adapter_model.safetensors"} | {
+        b"sub dir/" + n for n in NAMES
+    }
     assert done.verified and done.plan is not None
     assert replace(done.plan, free_bytes=None) == replace(p, free_bytes=None)
 

@@ -54,8 +54,10 @@ def host(spare_fleet, tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     spare_fleet.add("pc", sshd_extra=(f"SetEnv XDG_CACHE_HOME={cache}",))
-    return (spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 90}),
-            cache / "fleetdeck" / "payload")
+    return (
+        spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 90}),
+        cache / "fleetdeck" / "payload",
+    )
 
 
 @pytest.fixture
@@ -64,7 +66,9 @@ def stranger():
     if os.geteuid() != 0 or not shutil.which("useradd"):
         pytest.skip("needs root and useradd for a second user")
     name = f"fdpc{uuid.uuid4().hex[:8]}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True
+    )
     try:
         yield name
     finally:
@@ -93,14 +97,18 @@ def _evil_cache(folder: Path, marker: Path, name: str = PROBE_MODULE) -> None:
     doc = json.loads(p.data)
     codes = {m[0]: evil for m in doc["modules"]}
     # the fleet's hosts run this same Python (sshfleet), so this tag is theirs
-    (folder / f"{p.sha256}.{host_payload.code_tag()}.code").write_bytes(host_payload._code_bytes(p.sha256, codes))
+    (folder / f"{p.sha256}.{host_payload.code_tag()}.code").write_bytes(
+        host_payload._code_bytes(p.sha256, codes)
+    )
     for f in folder.iterdir():
         f.chmod(0o600)
 
 
 def _assert_kept(folder: Path, sha: str) -> None:
     st = folder.lstat()
-    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    assert (
+        stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    )
     data = (folder / f"{sha}.json").read_bytes()
     assert hashlib.sha256(data).hexdigest() == sha
     assert any(n.startswith(sha + ".") and n.endswith(".code") for n in _files(folder))
@@ -162,7 +170,9 @@ async def test_a_payload_whose_content_differs_from_its_name_is_not_run(host, se
     await _answers_and_replaces(fleet_file, folder, marker, sent)
 
 
-async def test_a_cache_folder_of_another_user_is_not_run_and_is_moved_aside(host, sent, tmp_path, stranger):
+async def test_a_cache_folder_of_another_user_is_not_run_and_is_moved_aside(
+    host, sent, tmp_path, stranger
+):
     fleet_file, folder = host
     marker = tmp_path / "ran"
     _evil_cache(folder, marker)
@@ -243,7 +253,9 @@ def login():
     from sshfleet import SshdFleet
 
     name = f"fdpc{uuid.uuid4().hex[:8]}"
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", "--password", "*", name], check=True)
+    subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", "--password", "*", name], check=True
+    )
     base = Path(tempfile.mkdtemp(prefix="fd-pc-", dir="/tmp"))
     fleet = None
     try:
@@ -283,8 +295,11 @@ async def test_payload_cache_false_sends_the_payload_and_keeps_nothing(spare_fle
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     spare_fleet.add("pc", sshd_extra=(f"SetEnv XDG_CACHE_HOME={cache}",))
-    fleet_file = spare_fleet.write_fleet(tmp_path / "hosts.toml", per_host={"pc": {"payload_cache": False}},
-                                           defaults={"command_timeout": 90})
+    fleet_file = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml",
+        per_host={"pc": {"payload_cache": False}},
+        defaults={"command_timeout": 90},
+    )
     async with Poller(load_fleet(str(fleet_file))) as poller:
         snap = await poller.poll()
     assert snap.hosts[0].reachable, snap.hosts[0].error

@@ -31,21 +31,38 @@ def _write_probe() -> Path:
 
 
 PROBE = _write_probe()
-HOSTILE = "-run 'q\"$(touch x) \nb"   # leading dash, quotes, $(..), a newline
+HOSTILE = "-run 'q\"$(touch x) \nb"  # leading dash, quotes, $(..), a newline
 
 
 def probe(req: dict, env: dict | None = None, cwd: Path | None = None) -> dict:
     """One-shot: `python probe.py REQUEST`, as a host would run it."""
-    p = subprocess.run([sys.executable, str(PROBE), json.dumps(req)], capture_output=True, text=True,
-                       env=env, cwd=cwd, timeout=60)
+    p = subprocess.run(
+        [sys.executable, str(PROBE), json.dumps(req)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
 
 def same_ids(a: dict, b: dict) -> None:
     """Every schedule seen in both replies (same entry: source, line, pid...) kept its id."""
+
     def ident(s):
-        return (s["kind"], s["source"], s["line"], s["pid"], s["start_time"], s.get("unit"), s.get("job"), s["command"])
+        return (
+            s["kind"],
+            s["source"],
+            s["line"],
+            s["pid"],
+            s["start_time"],
+            s.get("unit"),
+            s.get("job"),
+            s["command"],
+        )
+
     ids_a, ids_b = ({ident(s): s["id"] for s in r["schedules"]} for r in (a, b))
     common = set(ids_a) & set(ids_b)
     assert common and all(ids_a[k] == ids_b[k] for k in common)
@@ -57,17 +74,32 @@ def run_of(reply: dict, path: Path) -> dict:
     return found[0]
 
 
-def sleeper(children, cwd=None, args=(), env=None, code="import time; time.sleep(120)") -> subprocess.Popen:
+def sleeper(
+    children, cwd=None, args=(), env=None, code="import time; time.sleep(120)"
+) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env)
     children.append(p)
     return p
 
 
-def write_progress(run: Path, steps: range, max_steps: int = 159, sps: float = 2.0, extra: str = "") -> None:
+def write_progress(
+    run: Path, steps: range, max_steps: int = 159, sps: float = 2.0, extra: str = ""
+) -> None:
     now = time.time()
-    lines = [json.dumps({"step": s, "max_steps": max_steps, "loss": round(3.5 - s / 100, 4), "lr": 1e-4,
-                         "seconds_per_step": sps, "tokens_per_second": 2000.0, "time": now - (steps[-1] - s) * sps})
-             for s in steps]
+    lines = [
+        json.dumps(
+            {
+                "step": s,
+                "max_steps": max_steps,
+                "loss": round(3.5 - s / 100, 4),
+                "lr": 1e-4,
+                "seconds_per_step": sps,
+                "tokens_per_second": 2000.0,
+                "time": now - (steps[-1] - s) * sps,
+            }
+        )
+        for s in steps
+    ]
     (run / "progress.jsonl").write_text("\n".join(lines) + "\n" + extra)
 
 
@@ -76,20 +108,52 @@ def hf_state(global_step: int, max_steps: int = 159) -> dict:
     evals = {25: 3.176, 50: 3.173, 75: 3.172, 100: 3.172}
     hist = []
     for s in range(5, global_step + 1, 5):
-        hist.append({"epoch": s / max_steps, "grad_norm": 0.5, "learning_rate": 1e-4, "loss": round(3.6 - s / 200, 4),
-                     "step": s})
+        hist.append(
+            {
+                "epoch": s / max_steps,
+                "grad_norm": 0.5,
+                "learning_rate": 1e-4,
+                "loss": round(3.6 - s / 200, 4),
+                "step": s,
+            }
+        )
         if s in evals:
-            hist.append({"epoch": s / max_steps, "eval_loss": evals[s], "eval_runtime": 12.5,
-                         "eval_samples_per_second": 8.0, "eval_steps_per_second": 1.0, "step": s})
-    return {"best_metric": None, "best_model_checkpoint": None, "epoch": global_step / max_steps,
-            "eval_steps": 25, "global_step": global_step, "is_hyper_param_search": False,
-            "is_local_process_zero": True, "is_world_process_zero": True, "log_history": hist,
-            "logging_steps": 5, "max_steps": max_steps, "num_input_tokens_seen": 0, "num_train_epochs": 1,
-            "save_steps": 25, "stateful_callbacks": {}, "total_flos": 1.0e15, "train_batch_size": 1,
-            "trial_name": None, "trial_params": None}
+            hist.append(
+                {
+                    "epoch": s / max_steps,
+                    "eval_loss": evals[s],
+                    "eval_runtime": 12.5,
+                    "eval_samples_per_second": 8.0,
+                    "eval_steps_per_second": 1.0,
+                    "step": s,
+                }
+            )
+    return {
+        "best_metric": None,
+        "best_model_checkpoint": None,
+        "epoch": global_step / max_steps,
+        "eval_steps": 25,
+        "global_step": global_step,
+        "is_hyper_param_search": False,
+        "is_local_process_zero": True,
+        "is_world_process_zero": True,
+        "log_history": hist,
+        "logging_steps": 5,
+        "max_steps": max_steps,
+        "num_input_tokens_seen": 0,
+        "num_train_epochs": 1,
+        "save_steps": 25,
+        "stateful_callbacks": {},
+        "total_flos": 1.0e15,
+        "train_batch_size": 1,
+        "trial_name": None,
+        "trial_params": None,
+    }
 
 
-def checkpoint(run: Path, step: int, nested: bool = True, state: dict | None = None, size: int = 1000) -> Path:
+def checkpoint(
+    run: Path, step: int, nested: bool = True, state: dict | None = None, size: int = 1000
+) -> Path:
     d = run / ("checkpoints" if nested else "") / f"checkpoint-{step}"
     d.mkdir(parents=True)
     (d / "adapter_model.safetensors").write_bytes(b"\0" * size)
@@ -108,9 +172,12 @@ def test_a_process_working_in_a_run_makes_it_running_by_cwd_argv_or_open_file(tm
     by_argv = sleeper(children, args=[str(runs["argv"] / "train.log")])
     log = runs["fd"] / "train.log"
     # the path travels in the environment, so only the open file can tell
-    by_fd = sleeper(children, env=dict(os.environ, LOG=str(log)),
-                    code="import os,time; f=open(os.environ['LOG'],'a'); f.write('x'); f.flush(); "
-                         "open(os.environ['LOG'] + '.ready','w').close(); time.sleep(120)")
+    by_fd = sleeper(
+        children,
+        env=dict(os.environ, LOG=str(log)),
+        code="import os,time; f=open(os.environ['LOG'],'a'); f.write('x'); f.flush(); "
+        "open(os.environ['LOG'] + '.ready','w').close(); time.sleep(120)",
+    )
     while not Path(str(log) + ".ready").exists():
         time.sleep(0.02)
     bystander = subprocess.Popen(["bash", "-c", "read x"], cwd=runs["idle"], stdin=subprocess.PIPE)
@@ -152,8 +219,18 @@ def test_run_json_pid_decides_running_failed_queued_cancelled(tmp_path, children
         "said-failed": {"state": "failed", "pid": dead.pid},
         "queued": {"state": "queued", "pid": live.pid, "start_ticks": ticks},
         "no-start": {"state": "running", "pid": live.pid},
-        "waiting": {"state": "queued", "pid": None, "waiter_pid": live.pid, "waiter_start_ticks": ticks},
-        "orphaned": {"state": "queued", "pid": None, "waiter_pid": dead.pid, "waiter_start_ticks": 1},
+        "waiting": {
+            "state": "queued",
+            "pid": None,
+            "waiter_pid": live.pid,
+            "waiter_start_ticks": ticks,
+        },
+        "orphaned": {
+            "state": "queued",
+            "pid": None,
+            "waiter_pid": dead.pid,
+            "waiter_start_ticks": 1,
+        },
         "cancelled": {"state": "cancelled"},
         "finished": {"state": "finished"},
     }
@@ -197,8 +274,8 @@ def test_hugging_face_checkpoints_give_the_loss_and_eval_series(tmp_path):
     run = tmp_path / "runs" / "run-7"
     for s in (25, 50):
         checkpoint(run, s)
-    newest = checkpoint(run, 100, nested=False)   # HF's own layout: checkpoint-N beside the run
-    (newest / "big-link").symlink_to("/usr/bin/python3")   # counted as a link, not followed
+    newest = checkpoint(run, 100, nested=False)  # HF's own layout: checkpoint-N beside the run
+    (newest / "big-link").symlink_to("/usr/bin/python3")  # counted as a link, not followed
     (newest / "sub").mkdir()
     (newest / "sub" / "optimizer.pt").write_bytes(b"1" * 4096)
     r = run_of(probe({"runs": [str(tmp_path / "runs")]}), run)
@@ -207,10 +284,19 @@ def test_hugging_face_checkpoints_give_the_loss_and_eval_series(tmp_path):
     assert r["losses"][0] == [5, 3.575] and r["losses"][-1] == [100, 3.1] and len(r["losses"]) == 20
     assert (r["loss"], r["eval_loss"]) == (3.1, 3.172)
     assert [(c["step"], c["path"]) for c in r["checkpoints"]] == [
-        (25, str(run / "checkpoints" / "checkpoint-25")), (50, str(run / "checkpoints" / "checkpoint-50")),
-        (100, str(newest))]
-    files = [newest / "adapter_model.safetensors", newest / "trainer_state.json", newest / "sub" / "optimizer.pt"]
-    assert r["checkpoints"][-1]["bytes"] == sum(f.stat().st_size for f in files) + os.lstat(newest / "big-link").st_size
+        (25, str(run / "checkpoints" / "checkpoint-25")),
+        (50, str(run / "checkpoints" / "checkpoint-50")),
+        (100, str(newest)),
+    ]
+    files = [
+        newest / "adapter_model.safetensors",
+        newest / "trainer_state.json",
+        newest / "sub" / "optimizer.pt",
+    ]
+    assert (
+        r["checkpoints"][-1]["bytes"]
+        == sum(f.stat().st_size for f in files) + os.lstat(newest / "big-link").st_size
+    )
     assert r["state"] == "unknown" and r["adapter"] is None and r["reason"]
 
 
@@ -225,7 +311,11 @@ def test_a_truncated_trainer_state_is_unknown_with_a_reason_and_spares_the_other
     checkpoint(good, 25)
     rep = probe({"runs": [str(root)]})
     b = run_of(rep, bad)
-    assert b["state"] == "unknown" and "trainer_state.json" in b["reason"] and "truncated" in b["reason"]
+    assert (
+        b["state"] == "unknown"
+        and "trainer_state.json" in b["reason"]
+        and "truncated" in b["reason"]
+    )
     assert b["step"] is None and len(b["checkpoints"]) == 2
     assert run_of(rep, good)["step"] == 25 and run_of(rep, good)["eval_losses"] == [[25, 3.176]]
 
@@ -236,15 +326,23 @@ def test_progress_jsonl_with_a_torn_last_line_and_with_a_bad_line(tmp_path):
     torn.mkdir(parents=True)
     bad.mkdir()
     write_progress(torn, range(1, 11))
-    with (torn / "progress.jsonl").open("a") as f:   # an eval line carries only eval_loss
-        f.write(json.dumps({"step": 5, "eval_loss": 3.2}) + "\n" + '{"step": 11, "max_steps": 159, "lo')
+    with (torn / "progress.jsonl").open("a") as f:  # an eval line carries only eval_loss
+        f.write(
+            json.dumps({"step": 5, "eval_loss": 3.2}) + "\n" + '{"step": 11, "max_steps": 159, "lo'
+        )
     write_progress(bad, range(1, 6))
     with (bad / "progress.jsonl").open("a") as f:
         f.write("not json at all\n" + json.dumps({"step": 6, "loss": 3.0}) + "\n")
     rep = probe({"runs": [str(root)]})
     t = run_of(rep, torn)
-    assert (t["step"], t["state"], t["reason"]) == (10, "unknown", "no live process, no final adapter")
-    assert len(t["losses"]) == 10 and t["eval_losses"] == [[5, 3.2]] and t["seconds_per_step"] == 2.0
+    assert (t["step"], t["state"], t["reason"]) == (
+        10,
+        "unknown",
+        "no live process, no final adapter",
+    )
+    assert (
+        len(t["losses"]) == 10 and t["eval_losses"] == [[5, 3.2]] and t["seconds_per_step"] == 2.0
+    )
     b = run_of(rep, bad)
     assert b["state"] == "unknown" and "line 6" in b["reason"]
 
@@ -257,8 +355,11 @@ def test_finished_by_adapter_by_last_step_and_by_run_json(tmp_path, children):
     (a / "adapter" / "adapter_config.json").write_text("{}")
     write_progress(a, range(1, 50))
     # a server mapping the final adapter is using it, not training it
-    sleeper(children, env=dict(os.environ, F=str(a / "adapter" / "adapter_model.safetensors")),
-            code="import os,time; f=open(os.environ['F'],'rb'); time.sleep(120)")
+    sleeper(
+        children,
+        env=dict(os.environ, F=str(a / "adapter" / "adapter_model.safetensors")),
+        code="import os,time; f=open(os.environ['F'],'rb'); time.sleep(120)",
+    )
     empty_adapter = root / "empty-adapter"
     (empty_adapter / "adapter").mkdir(parents=True)
     last = root / "last-step"
@@ -267,7 +368,10 @@ def test_finished_by_adapter_by_last_step_and_by_run_json(tmp_path, children):
     rep = probe({"runs": [str(root)]})
     assert (run_of(rep, a)["state"], run_of(rep, a)["adapter"]) == ("finished", str(a / "adapter"))
     assert run_of(rep, a)["eta_seconds"] is None
-    assert run_of(rep, empty_adapter)["state"] == "unknown" and run_of(rep, empty_adapter)["adapter"] is None
+    assert (
+        run_of(rep, empty_adapter)["state"] == "unknown"
+        and run_of(rep, empty_adapter)["adapter"] is None
+    )
     assert run_of(rep, last)["state"] == "finished"
 
 
@@ -287,14 +391,20 @@ def test_disks_behind_configured_folders(tmp_path):
     rep = probe({"disk_paths": [str(d), str(tmp_path / "not there" / "deeper"), str(d)]})
     assert [x["path"] for x in rep["disks"]] == [str(d), str(tmp_path / "not there" / "deeper")]
     ok, missing = rep["disks"]
-    assert ok["error"] is None and ok["total_bytes"] >= ok["used_bytes"] > 0 and ok["free_bytes"] > 0
+    assert (
+        ok["error"] is None and ok["total_bytes"] >= ok["used_bytes"] > 0 and ok["free_bytes"] > 0
+    )
     assert ok["mount"].startswith("/") and ok["fstype"]
     assert "does not exist" in missing["error"] and missing["total_bytes"] == ok["total_bytes"]
 
 
 def test_bad_requests_get_an_error_not_a_crash(tmp_path):
     nope = probe({"op": "nope"})
-    assert nope["ok"] is False and nope["error"]["code"] == "bad-request" and "'nope'" in nope["error"]["message"]
+    assert (
+        nope["ok"] is False
+        and nope["error"]["code"] == "bad-request"
+        and "'nope'" in nope["error"]["message"]
+    )
     assert probe({"op": "ping"}) == {"ok": True}
     rep = probe({"runs": ["/proc/self/fd/0/nonsense", 5]})
     assert rep["runs"] == [] and any("runs" in w for w in rep["warnings"])
@@ -308,22 +418,33 @@ async def test_resident_probe_answers_many_polls_and_sees_appended_progress(tmp_
     link = HostLink(HostConfig(name="local", local=True, python=sys.executable))
     helper = await link.start_helper(PROBE.read_text(), ["--resident"])
     try:
-        req = {"op": "snapshot", "runs": [str(tmp_path / "runs")], "disk_paths": [str(tmp_path)], "stall_factor": 10}
+        req = {
+            "op": "snapshot",
+            "runs": [str(tmp_path / "runs")],
+            "disk_paths": [str(tmp_path)],
+            "stall_factor": 10,
+        }
         await helper.send_json({"op": "ping"})
         assert await helper.recv_json() == {"ok": True}
         await helper.send_json(req)
         first = await helper.recv_json()
         assert run_of(first, run)["step"] == 5
-        with (run / "progress.jsonl").open("a") as f:   # the torn line completes, two more follow
+        with (run / "progress.jsonl").open("a") as f:  # the torn line completes, two more follow
             f.write('ss": 2.9}\n' + json.dumps({"step": 7, "loss": 2.8}) + "\n")
             f.write(json.dumps({"step": 7, "eval_loss": 2.95}) + "\n")
         await helper.send_json(req)
         second = await helper.recv_json()
         r = run_of(second, run)
-        assert r["step"] == 7 and r["losses"][-2:] == [[6, 2.9], [7, 2.8]] and r["eval_losses"] == [[7, 2.95]]
+        assert (
+            r["step"] == 7
+            and r["losses"][-2:] == [[6, 2.9], [7, 2.8]]
+            and r["eval_losses"] == [[7, 2.95]]
+        )
         assert second["pid"] == first["pid"] and second["probe_cpu_s"] >= first["probe_cpu_s"]
         same_ids(first, second)
-        (run / "progress.jsonl").write_text(json.dumps({"step": 1, "loss": 4.0}) + "\n")   # rewritten
+        (run / "progress.jsonl").write_text(
+            json.dumps({"step": 1, "loss": 4.0}) + "\n"
+        )  # rewritten
         await helper.send_json(req)
         assert run_of(await helper.recv_json(), run)["losses"] == [[1, 4.0]]
     finally:
@@ -333,7 +454,9 @@ async def test_resident_probe_answers_many_polls_and_sees_appended_progress(tmp_
 
 
 @pytest.mark.sshd
-async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(sshd_fleet, tmp_path, children):
+async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(
+    sshd_fleet, tmp_path, children
+):
     from fleetdeck.backend.fleet.config import load_fleet
 
     h1 = sshd_fleet.hosts["h1"]
@@ -345,7 +468,12 @@ async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(sshd_fle
     link = HostLink(fleet.host("h1"))
     helper = await link.start_helper(PROBE.read_text(), ["--resident"])
     try:
-        req = {"op": "snapshot", "runs": [str(h1.runs)], "disk_paths": [str(h1.runs)], "stall_factor": 10}
+        req = {
+            "op": "snapshot",
+            "runs": [str(h1.runs)],
+            "disk_paths": [str(h1.runs)],
+            "stall_factor": 10,
+        }
         replies = []
         for _ in range(3):
             await helper.send_json(req)
@@ -356,7 +484,9 @@ async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(sshd_fle
             assert (r["state"], r["pid"]) == ("running", worker.pid)
             pids = {s["pid"] for s in rep["schedules"]} | {x["pid"] for x in rep["runs"]}
             assert rep["pid"] not in pids
-            assert not [s for s in rep["schedules"] if s["kind"] == "loop" and "fleetdeck" in s["command"]]
+            assert not [
+                s for s in rep["schedules"] if s["kind"] == "loop" and "fleetdeck" in s["command"]
+            ]
         same_ids(replies[0], replies[2])
         assert replies[0]["disks"][0]["path"] == str(h1.runs)
     finally:
@@ -369,16 +499,26 @@ async def test_one_shot_through_run_helper_reads_its_request_from_stdin(tmp_path
     (tmp_path / "runs" / "r1" / "checkpoints").mkdir(parents=True)
     link = HostLink(HostConfig(name="local", local=True, python=sys.executable))
     try:
-        rep = await link.run_helper(PROBE.read_text(), {"op": "snapshot", "runs": [str(tmp_path / "runs")]})
+        rep = await link.run_helper(
+            PROBE.read_text(), {"op": "snapshot", "runs": [str(tmp_path / "runs")]}
+        )
     finally:
         await link.close()
-    assert [r["name"] for r in rep["runs"]] == ["r1"] and rep["disks"][0]["path"] == str(tmp_path / "runs")
+    assert [r["name"] for r in rep["runs"]] == ["r1"] and rep["disks"][0]["path"] == str(
+        tmp_path / "runs"
+    )
 
 
 def python38() -> str | None:
     for cand in (shutil.which("python3.8"), *Path("/root/.pyenv/versions").glob("3.8*/bin/python")):
-        if cand and subprocess.run([str(cand), "-c", "import sys; assert sys.version_info[:2] == (3, 8)"],
-                                   capture_output=True).returncode == 0:
+        if (
+            cand
+            and subprocess.run(
+                [str(cand), "-c", "import sys; assert sys.version_info[:2] == (3, 8)"],
+                capture_output=True,
+            ).returncode
+            == 0
+        ):
             return str(cand)
     return None
 
@@ -389,8 +529,13 @@ def test_the_probe_runs_on_python_3_8(tmp_path):
         pytest.skip("no Python 3.8 here to check the hosts' oldest Python")
     run = tmp_path / "runs" / "run-1"
     checkpoint(run, 25)
-    p = subprocess.run([OLD_PYTHON, "-", json.dumps({"runs": [str(tmp_path / "runs")]})], input=PROBE.read_text(),
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [OLD_PYTHON, "-", json.dumps({"runs": [str(tmp_path / "runs")]})],
+        input=PROBE.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     assert run_of(rep, run)["eval_losses"] == [[25, 3.176]]

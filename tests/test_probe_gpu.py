@@ -28,45 +28,75 @@ def test_no_nvidia_smi_means_no_gpus_and_a_warning_not_a_crash(tmp_path):
     empty.mkdir()
     rep = probe({"runs": []}, env=dict(os.environ, PATH=str(empty), FLEETDECK_PROBE_GPU="auto"))
     assert rep["gpus"] == [] and rep["gpu_source"] is None
-    assert "no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs" in rep["warnings"]
-    assert rep["memory"]["total_bytes"] > rep["memory"]["used_bytes"] > 0 and rep["load1"] is not None
+    assert (
+        "no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs" in rep["warnings"]
+    )
+    assert (
+        rep["memory"]["total_bytes"] > rep["memory"]["used_bytes"] > 0 and rep["load1"] is not None
+    )
 
 
 def test_a_failing_nvidia_smi_is_a_warning(tmp_path):
-    env = stub_bin(tmp_path, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\nexit 9\n")
+    env = stub_bin(
+        tmp_path,
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\nexit 9\n',
+    )
     rep = probe({}, env=env)
     assert rep["gpus"] == [] and any("couldn't communicate" in w for w in rep["warnings"])
 
 
 def test_nvidia_smi_csv_with_unified_memory_takes_system_figures(tmp_path, children):
-    holder = sleeper(children, code="import time; b = bytearray(b'x' * (64 << 20)); time.sleep(120)")
+    holder = sleeper(
+        children, code="import time; b = bytearray(b'x' * (64 << 20)); time.sleep(120)"
+    )
     time.sleep(0.3)
-    env = stub_bin(tmp_path, f"""case "$1" in
+    env = stub_bin(
+        tmp_path,
+        f"""case "$1" in
 --query-gpu=*) echo "0, NVIDIA GB10, GPU-aaaa-bbbb, [N/A], [N/A], 37";;
 --query-compute-apps=*) echo "GPU-aaaa-bbbb, {holder.pid}, [N/A]";;
 esac
-""")
+""",
+    )
     rep = probe({}, env=env)
     assert rep["gpu_source"] == "nvidia-smi"
     (g,) = rep["gpus"]
-    assert (g["name"], g["uuid"], g["unified_memory"], g["utilization_pct"]) == ("NVIDIA GB10", "GPU-aaaa-bbbb", True, 37)
+    assert (g["name"], g["uuid"], g["unified_memory"], g["utilization_pct"]) == (
+        "NVIDIA GB10",
+        "GPU-aaaa-bbbb",
+        True,
+        37,
+    )
     assert g["memory_total_mib"] == pytest.approx(rep["memory"]["total_bytes"] / 2**20, rel=1e-3)
     (p,) = g["processes"]
     assert p["pid"] == holder.pid and p["user"]
-    assert "bytearray" in p["command"] and p["used_mib"] >= 64   # its RSS stands in for GPU memory
+    assert "bytearray" in p["command"] and p["used_mib"] >= 64  # its RSS stands in for GPU memory
 
 
 def test_nvidia_smi_csv_with_dedicated_memory(tmp_path):
-    env = stub_bin(tmp_path, """case "$1" in
+    env = stub_bin(
+        tmp_path,
+        """case "$1" in
 --query-gpu=*) echo "0, NVIDIA H200, GPU-1, 143771, 10322, 0"; echo "1, NVIDIA H200, GPU-2, 143771, 0, 5";;
 --query-compute-apps=*) echo "GPU-1, 999999, 10240";;
 esac
-""")
+""",
+    )
     rep = probe({}, env=env)
-    assert [(g["index"], g["memory_total_mib"], g["memory_used_mib"], g["unified_memory"]) for g in rep["gpus"]] == [
-        (0, 143771, 10322, False), (1, 143771, 0, False)]
-    assert rep["gpus"][0]["processes"] == [{"pid": 999999, "user": "", "used_mib": 10240, "command": "",
-                                            "sm_pct": None, "memory_util_pct": None}]
+    assert [
+        (g["index"], g["memory_total_mib"], g["memory_used_mib"], g["unified_memory"])
+        for g in rep["gpus"]
+    ] == [(0, 143771, 10322, False), (1, 143771, 0, False)]
+    assert rep["gpus"][0]["processes"] == [
+        {
+            "pid": 999999,
+            "user": "",
+            "used_mib": 10240,
+            "command": "",
+            "sm_pct": None,
+            "memory_util_pct": None,
+        }
+    ]
 
 
 def test_nvidia_smi_health_fields_by_the_names_this_nvidia_smi_lists(tmp_path):
@@ -100,20 +130,54 @@ elif arg.startswith("--query-gpu="):
     print(", ".join(values[k] for k in asked))
 """)
     (d / "nvidia-smi").chmod(0o755)
-    rep = probe({}, env=dict(os.environ, PATH=f"{d}:/usr/bin:/bin", FLEETDECK_PROBE_GPU="nvidia-smi"))
+    rep = probe(
+        {}, env=dict(os.environ, PATH=f"{d}:/usr/bin:/bin", FLEETDECK_PROBE_GPU="nvidia-smi")
+    )
     assert rep["gpu_source"] == "nvidia-smi", rep["warnings"]
     (g,) = rep["gpus"]
-    assert (g["utilization_pct"], g["memory_util_pct"], g["temperature_c"], g["power_w"], g["power_limit_w"]) == (
-        97, 31, 61, 612.35, 700.0)
-    assert (g["sm_clock_mhz"], g["sm_clock_max_mhz"], g["mem_clock_mhz"], g["mem_clock_max_mhz"]) == (1755, 1980, 3201, 3201)
-    assert g["throttle_reasons"] == ["sw-power-cap", "hw-thermal-slowdown"]   # the older name, 0x44 decoded
+    assert (
+        g["utilization_pct"],
+        g["memory_util_pct"],
+        g["temperature_c"],
+        g["power_w"],
+        g["power_limit_w"],
+    ) == (97, 31, 61, 612.35, 700.0)
+    assert (
+        g["sm_clock_mhz"],
+        g["sm_clock_max_mhz"],
+        g["mem_clock_mhz"],
+        g["mem_clock_max_mhz"],
+    ) == (1755, 1980, 3201, 3201)
+    assert g["throttle_reasons"] == [
+        "sw-power-cap",
+        "hw-thermal-slowdown",
+    ]  # the older name, 0x44 decoded
     assert g["fan_pct"] is None and g["temperature_slowdown_c"] is None and g["xid"] is None
-    assert g["pcie"] == {"gen": 5, "gen_max": 5, "width": 16, "width_max": 16, "tx_bytes_s": None,
-                         "rx_bytes_s": None, "sampled_at": None}
-    assert g["ecc"] == {"mode": "enabled", "corrected": 3, "uncorrected": 0, "corrected_aggregate": 7,
-                        "uncorrected_aggregate": None, "pending_retirement": None, "remapped_correctable": None,
-                        "remapped_uncorrectable": None, "remap_failure": None}
-    assert (g["persistence_mode"], g["compute_mode"], g["mig_mode"]) == (True, "exclusive-process", False)
+    assert g["pcie"] == {
+        "gen": 5,
+        "gen_max": 5,
+        "width": 16,
+        "width_max": 16,
+        "tx_bytes_s": None,
+        "rx_bytes_s": None,
+        "sampled_at": None,
+    }
+    assert g["ecc"] == {
+        "mode": "enabled",
+        "corrected": 3,
+        "uncorrected": 0,
+        "corrected_aggregate": 7,
+        "uncorrected_aggregate": None,
+        "pending_retirement": None,
+        "remapped_correctable": None,
+        "remapped_uncorrectable": None,
+        "remap_failure": None,
+    }
+    assert (g["persistence_mode"], g["compute_mode"], g["mig_mode"]) == (
+        True,
+        "exclusive-process",
+        False,
+    )
 
 
 NVML_STUB = r"""
@@ -261,15 +325,31 @@ def build_stub(tmp_path: Path, v2: bool = True) -> Path:
     if shutil.which("cc") is None:
         pytest.skip("no C compiler to build the stand-in NVML library")
     (tmp_path / "nvml.c").write_text(NVML_STUB)
-    subprocess.run(["cc", "-shared", "-fPIC", *(["-DWITH_V2"] if v2 else []), "-o",
-                    str(tmp_path / "libnvidia-ml.so.1"), str(tmp_path / "nvml.c")], check=True)
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            *(["-DWITH_V2"] if v2 else []),
+            "-o",
+            str(tmp_path / "libnvidia-ml.so.1"),
+            str(tmp_path / "nvml.c"),
+        ],
+        check=True,
+    )
     return tmp_path
 
 
 def stub_env(tmp_path: Path, pid: int) -> dict:
-    return dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FLEETDECK_PROBE_GPU="nvml", NVML_STUB_PID=str(pid),
-                NVML_STUB_LOG=str(tmp_path / "calls.log"), NVML_STUB_XID=str(tmp_path / "xid"),
-                NVML_STUB_LOST=str(tmp_path / "lost"))
+    return dict(
+        os.environ,
+        LD_LIBRARY_PATH=str(tmp_path),
+        FLEETDECK_PROBE_GPU="nvml",
+        NVML_STUB_PID=str(pid),
+        NVML_STUB_LOG=str(tmp_path / "calls.log"),
+        NVML_STUB_XID=str(tmp_path / "xid"),
+        NVML_STUB_LOST=str(tmp_path / "lost"),
+    )
 
 
 @pytest.mark.parametrize("v2", [True, False], ids=["driver-with-v2-memory", "driver-with-v1-only"])
@@ -279,19 +359,25 @@ def test_nvml_through_pynvml_with_a_unified_memory_device(tmp_path, children, v2
     GPU, one that answers Not Supported (GB10); a driver with the v2 memory query (used
     without the reservation) and one without it."""
     build_stub(tmp_path, v2)
-    holder = sleeper(children, code="import time; b = bytearray(b'x' * (48 << 20)); time.sleep(120)")
+    holder = sleeper(
+        children, code="import time; b = bytearray(b'x' * (48 << 20)); time.sleep(120)"
+    )
     time.sleep(0.3)
     rep = probe({}, env=stub_env(tmp_path, holder.pid))
     assert rep["gpu_source"] == "nvml", rep["warnings"]
     h200, gb10 = rep["gpus"]
     assert (h200["name"], h200["uuid"], h200["unified_memory"], h200["utilization_pct"]) == (
-        "NVIDIA H200", "GPU-stub-0", False, 42)
+        "NVIDIA H200",
+        "GPU-stub-0",
+        False,
+        42,
+    )
     assert (h200["memory_total_mib"], h200["memory_used_mib"]) == (143771, 9792 if v2 else 10322)
     assert [(p["pid"], p["used_mib"]) for p in h200["processes"]] == [(holder.pid, 10240)]
     assert "bytearray" in h200["processes"][0]["command"] and h200["processes"][0]["user"]
     assert gb10["unified_memory"] is True and gb10["name"] == "NVIDIA GB10"
     assert gb10["memory_total_mib"] == pytest.approx(rep["memory"]["total_bytes"] / 2**20, rel=1e-3)
-    assert gb10["processes"][0]["used_mib"] >= 48   # no driver figure: the process's RSS
+    assert gb10["processes"][0]["used_mib"] >= 48  # no driver figure: the process's RSS
 
 
 @pytest.mark.parametrize("v2", [True, False], ids=["driver-535-or-later", "older-driver"])
@@ -305,41 +391,89 @@ def test_nvml_health_fields_and_nulls_in_one_shot(tmp_path, children, v2):
     rep = probe({}, env=stub_env(tmp_path, holder.pid))
     assert rep["gpu_source"] == "nvml", rep["warnings"]
     h200, gb10 = rep["gpus"]
-    assert (h200["temperature_c"], h200["temperature_slowdown_c"], h200["temperature_shutdown_c"]) == (61, 89, 95)
+    assert (
+        h200["temperature_c"],
+        h200["temperature_slowdown_c"],
+        h200["temperature_shutdown_c"],
+    ) == (61, 89, 95)
     assert (h200["power_w"], h200["power_limit_w"], h200["memory_util_pct"]) == (350.1, 700.0, 7)
-    assert (h200["sm_clock_mhz"], h200["sm_clock_max_mhz"], h200["mem_clock_mhz"], h200["mem_clock_max_mhz"]) == (
-        1755, 1980, 3201, 3201)
-    assert h200["throttle_reasons"] == ["sw-power-cap", "hw-thermal-slowdown"]   # through either name of the call
-    assert h200["fan_pct"] is None   # passively cooled: Not Supported
-    assert h200["pcie"] == {"gen": 5, "gen_max": 5, "width": 16, "width_max": 16, "tx_bytes_s": None,
-                            "rx_bytes_s": None, "sampled_at": None}
-    assert h200["ecc"] == {"mode": "enabled", "corrected": 3, "uncorrected": 1, "corrected_aggregate": 7,
-                           "uncorrected_aggregate": 2,
-                           # the row remapper's pending flag; the older driver has no remapper to ask
-                           "pending_retirement": True if v2 else None,
-                           "remapped_correctable": 2 if v2 else None, "remapped_uncorrectable": 1 if v2 else None,
-                           "remap_failure": False if v2 else None}
+    assert (
+        h200["sm_clock_mhz"],
+        h200["sm_clock_max_mhz"],
+        h200["mem_clock_mhz"],
+        h200["mem_clock_max_mhz"],
+    ) == (1755, 1980, 3201, 3201)
+    assert h200["throttle_reasons"] == [
+        "sw-power-cap",
+        "hw-thermal-slowdown",
+    ]  # through either name of the call
+    assert h200["fan_pct"] is None  # passively cooled: Not Supported
+    assert h200["pcie"] == {
+        "gen": 5,
+        "gen_max": 5,
+        "width": 16,
+        "width_max": 16,
+        "tx_bytes_s": None,
+        "rx_bytes_s": None,
+        "sampled_at": None,
+    }
+    assert h200["ecc"] == {
+        "mode": "enabled",
+        "corrected": 3,
+        "uncorrected": 1,
+        "corrected_aggregate": 7,
+        "uncorrected_aggregate": 2,
+        # the row remapper's pending flag; the older driver has no remapper to ask
+        "pending_retirement": True if v2 else None,
+        "remapped_correctable": 2 if v2 else None,
+        "remapped_uncorrectable": 1 if v2 else None,
+        "remap_failure": False if v2 else None,
+    }
     assert (h200["persistence_mode"], h200["compute_mode"], h200["mig_mode"]) == (
-        True, "exclusive-process", False if v2 else None)
+        True,
+        "exclusive-process",
+        False if v2 else None,
+    )
     assert h200["xid"] is None
     assert (h200["processes"][0]["sm_pct"], h200["processes"][0]["memory_util_pct"]) == (None, None)
     # the GB10 answers its temperature, clocks, fan and compute mode, and Not Supported to the rest
-    assert (gb10["temperature_c"], gb10["sm_clock_mhz"], gb10["fan_pct"], gb10["compute_mode"]) == (48, 2418, 40, "default")
+    assert (gb10["temperature_c"], gb10["sm_clock_mhz"], gb10["fan_pct"], gb10["compute_mode"]) == (
+        48,
+        2418,
+        40,
+        "default",
+    )
     assert gb10["throttle_reasons"] == []
-    for key in ("temperature_slowdown_c", "temperature_shutdown_c", "power_w", "power_limit_w",
-                "persistence_mode", "mig_mode", "xid"):
+    for key in (
+        "temperature_slowdown_c",
+        "temperature_shutdown_c",
+        "power_w",
+        "power_limit_w",
+        "persistence_mode",
+        "mig_mode",
+        "xid",
+    ):
         assert gb10[key] is None, key
     assert set(gb10["pcie"].values()) == {None}
     assert set(gb10["ecc"].values()) == {None}
-    assert (gb10["utilization_pct"], gb10["processes"][0]["sm_pct"], gb10["processes"][0]["memory_util_pct"]) == (0, 0, 0)
+    assert (
+        gb10["utilization_pct"],
+        gb10["processes"][0]["sm_pct"],
+        gb10["processes"][0]["memory_util_pct"],
+    ) == (0, 0, 0)
 
 
 class Resident:
     """The probe as the poller runs it: one process, a JSON line in, a JSON line out."""
 
     def __init__(self, env: dict, children: list) -> None:
-        self.p = subprocess.Popen([sys.executable, str(PROBE), "--resident"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env=env)
+        self.p = subprocess.Popen(
+            [sys.executable, str(PROBE), "--resident"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         children.append(self.p)
 
     def poll(self) -> dict:
@@ -348,7 +482,9 @@ class Resident:
         return json.loads(self.p.stdout.readline())
 
 
-def test_resident_nvml_samples_off_the_poll_path_reads_xids_and_asks_constants_once(tmp_path, children):
+def test_resident_nvml_samples_off_the_poll_path_reads_xids_and_asks_constants_once(
+    tmp_path, children
+):
     """A resident probe registers the Xid event set once and reads it without blocking at each
     poll (the stand-in refuses a wait with a timeout): an Xid appears with its code and the time
     it was read. PCIe throughput and per-process utilisation come from the sampler, right after
@@ -364,34 +500,49 @@ def test_resident_nvml_samples_off_the_poll_path_reads_xids_and_asks_constants_o
     log = tmp_path / "calls.log"
     first = r.poll()
     assert first["gpu_source"] == "nvml", first["warnings"]
-    assert [g["xid"] for g in first["gpus"]] == [[], None]   # watched, none yet; the GB10 refuses the watch
+    assert [g["xid"] for g in first["gpus"]] == [
+        [],
+        None,
+    ]  # watched, none yet; the GB10 refuses the watch
     (tmp_path / "xid").write_text("")
     before = time.time()
     replies = [first]
     wanted = ("pcie_tx 0", "proc_util 0", "pcie_tx 1")
     deadline = time.monotonic() + 120
     while True:
-        time.sleep(2.2)   # the sampler asks one question a poll, at least SAMPLER_GAP_S apart
+        time.sleep(2.2)  # the sampler asks one question a poll, at least SAMPLER_GAP_S apart
         replies.append(r.poll())
         calls = log.read_text().splitlines()
         h200 = replies[-1]["gpus"][0]
         if all(w in calls for w in wanted) and h200["processes"][0]["sm_pct"] is not None:
             break
-        assert time.monotonic() < deadline, ("the sampler never asked", [w for w in wanted if w not in calls])
+        assert time.monotonic() < deadline, (
+            "the sampler never asked",
+            [w for w in wanted if w not in calls],
+        )
     h200, gb10 = replies[-1]["gpus"]
     (x,) = h200["xid"]
     assert x["code"] == 79 and before <= x["time"] <= replies[1]["time"] + 1
-    assert all(rep["gpus"][0]["xid"] == [x] for rep in replies[1:])   # read at the poll after the event, kept since
+    assert all(
+        rep["gpus"][0]["xid"] == [x] for rep in replies[1:]
+    )  # read at the poll after the event, kept since
     assert h200["pcie"]["tx_bytes_s"] == 1000 * 1024 and h200["pcie"]["rx_bytes_s"] == 2000 * 1024
     assert first["time"] <= h200["pcie"]["sampled_at"] <= replies[-1]["time"]
-    assert (h200["processes"][0]["sm_pct"], h200["processes"][0]["memory_util_pct"]) == (77, 16)   # mean of two samples
+    assert (h200["processes"][0]["sm_pct"], h200["processes"][0]["memory_util_pct"]) == (
+        77,
+        16,
+    )  # mean of two samples
     assert gb10["pcie"]["tx_bytes_s"] is None and gb10["xid"] is None
     polls = len(replies)
-    assert calls.count("max_clock 0") == 2 and calls.count("threshold 0") == 2   # SM and memory; slowdown and shutdown
-    assert calls.count("fan 0") == 1 and calls.count("fan 1") == polls   # Not Supported, remembered; answered each poll
+    assert (
+        calls.count("max_clock 0") == 2 and calls.count("threshold 0") == 2
+    )  # SM and memory; slowdown and shutdown
+    assert (
+        calls.count("fan 0") == 1 and calls.count("fan 1") == polls
+    )  # Not Supported, remembered; answered each poll
     assert calls.count("ecc_mode 0") == 1 and calls.count("register_events 0") == 1
-    assert calls.count("pcie_tx 1") == 1   # Not Supported, not asked again
-    assert "proc_util 1" not in calls   # an idle card is not asked: NVML would have nothing
+    assert calls.count("pcie_tx 1") == 1  # Not Supported, not asked again
+    assert "proc_util 1" not in calls  # an idle card is not asked: NVML would have nothing
 
 
 def test_status_json_carries_every_health_field_through_the_controller(tmp_path, children):
@@ -408,16 +559,41 @@ def test_status_json_carries_every_health_field_through_the_controller(tmp_path,
     assert p.returncode == 0, p.stderr
     (host,) = json.loads(p.stdout)["hosts"]
     h200, gb10 = host["gpus"]
-    documented = {"memory_util_pct", "temperature_c", "temperature_slowdown_c", "temperature_shutdown_c", "power_w",
-                  "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "mem_clock_max_mhz",
-                  "throttle_reasons", "fan_pct", "pcie", "ecc", "persistence_mode", "compute_mode", "mig_mode", "xid"}
+    documented = {
+        "memory_util_pct",
+        "temperature_c",
+        "temperature_slowdown_c",
+        "temperature_shutdown_c",
+        "power_w",
+        "power_limit_w",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "mem_clock_mhz",
+        "mem_clock_max_mhz",
+        "throttle_reasons",
+        "fan_pct",
+        "pcie",
+        "ecc",
+        "persistence_mode",
+        "compute_mode",
+        "mig_mode",
+        "xid",
+    }
     assert documented <= set(h200) and documented <= set(gb10)
-    assert (h200["temperature_c"], h200["power_w"], h200["throttle_reasons"]) == (61, 350.1, ["sw-power-cap", "hw-thermal-slowdown"])
+    assert (h200["temperature_c"], h200["power_w"], h200["throttle_reasons"]) == (
+        61,
+        350.1,
+        ["sw-power-cap", "hw-thermal-slowdown"],
+    )
     assert h200["ecc"]["uncorrected"] == 1 and h200["pcie"]["width"] == 16 and h200["xid"] == []
     assert {"sm_pct", "memory_util_pct"} <= set(h200["processes"][0])
-    assert gb10["power_w"] is None and gb10["temperature_slowdown_c"] is None and gb10["xid"] is None
+    assert (
+        gb10["power_w"] is None and gb10["temperature_slowdown_c"] is None and gb10["xid"] is None
+    )
     assert set(gb10["ecc"].values()) == {None} and gb10["unified_memory"] is True
-    text = subprocess.run(base, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "100"})
+    text = subprocess.run(
+        base, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "100"}
+    )
     assert text.returncode == 0, text.stderr
     assert any(line.strip().startswith("a ") for line in text.stdout.splitlines()), text.stdout
     # a card the driver lost: still listed, by name, its figures unknown, the warning saying why
@@ -425,8 +601,16 @@ def test_status_json_carries_every_health_field_through_the_controller(tmp_path,
     p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
     (host,) = json.loads(p.stdout)["hosts"]
     lost = host["gpus"][0]
-    assert (lost["name"], lost["utilization_pct"], lost["temperature_c"], lost["processes"]) == ("NVIDIA H200", None, None, [])
-    assert "GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll" in host["warnings"]
+    assert (lost["name"], lost["utilization_pct"], lost["temperature_c"], lost["processes"]) == (
+        "NVIDIA H200",
+        None,
+        None,
+        [],
+    )
+    assert (
+        "GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll"
+        in host["warnings"]
+    )
 
 
 def test_a_card_the_driver_lost_keeps_its_xid_and_the_others_stay(tmp_path, children):
@@ -443,14 +627,27 @@ def test_a_card_the_driver_lost_keeps_its_xid_and_the_others_stay(tmp_path, chil
     (tmp_path / "xid").write_text("")
     (tmp_path / "lost").write_text("")
     gone = r.poll()
-    assert gone["gpu_source"] == "nvml" and [g["name"] for g in gone["gpus"]] == ["NVIDIA H200", "NVIDIA GB10"]
-    assert ("GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll (Xid 79 read in the last hour)"
-            in gone["warnings"])
+    assert gone["gpu_source"] == "nvml" and [g["name"] for g in gone["gpus"]] == [
+        "NVIDIA H200",
+        "NVIDIA GB10",
+    ]
+    assert (
+        "GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll (Xid 79 read in the last hour)"
+        in gone["warnings"]
+    )
     lost, gb10 = gone["gpus"]
     assert lost["lost"] == "GPU is lost" and [x["code"] for x in lost["xid"]] == [79]
-    assert (lost["memory_total_mib"], lost["memory_used_mib"], lost["utilization_pct"], lost["processes"]) == (
-        None, None, None, [])
-    assert lost["unified_memory"] is False and lost["temperature_c"] is None and set(lost["ecc"].values()) == {None}
+    assert (
+        lost["memory_total_mib"],
+        lost["memory_used_mib"],
+        lost["utilization_pct"],
+        lost["processes"],
+    ) == (None, None, None, [])
+    assert (
+        lost["unified_memory"] is False
+        and lost["temperature_c"] is None
+        and set(lost["ecc"].values()) == {None}
+    )
     assert gb10["unified_memory"] is True and gb10["temperature_c"] == 48
     (tmp_path / "lost").unlink()
     back = r.poll()

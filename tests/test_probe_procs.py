@@ -26,7 +26,9 @@ def test_a_trainers_workers_are_listed_under_it_with_their_parent_pid(tmp_path, 
     (run / "checkpoints").mkdir(parents=True)
     write_progress(run, range(1, 11))
     ready = tmp_path / "kids"
-    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, str(ready)], cwd=run, start_new_session=True)
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", TRAINER, str(ready)], cwd=run, start_new_session=True
+    )
     children.append(trainer)
     deadline = time.monotonic() + 60
     while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
@@ -55,12 +57,16 @@ def test_a_process_on_two_cards_is_listed_with_its_gpu_memory_summed(children):
     from fleetdeck.backend.host.probe.common import Procs
     from fleetdeck.backend.host.probe.procs import processes
 
-    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
-                         stdout=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE,
+    )
     children.append(p)
     assert p.stdout.readline() == b"ok\n"
-    gpus = [{"index": 0, "processes": [{"pid": p.pid, "used_mib": 1500.0}]},
-            {"index": 1, "processes": [{"pid": p.pid, "used_mib": 500.0}]}]
+    gpus = [
+        {"index": 0, "processes": [{"pid": p.pid, "used_mib": 1500.0}]},
+        {"index": 1, "processes": [{"pid": p.pid, "used_mib": 500.0}]},
+    ]
     listed = {x["pid"]: x for x in processes(Procs(), gpus, [], [], [])}
     assert listed[p.pid]["gpu_mib"] == 2000.0 and listed[p.pid]["why"][0] == "gpu"
     assert listed[p.pid]["ppid"] == os.getpid() and listed[p.pid]["rss_bytes"] > 0
@@ -72,8 +78,10 @@ def test_a_stopped_process_stays_listed_so_it_can_be_continued(children):
     from fleetdeck.backend.host.probe.common import Procs
     from fleetdeck.backend.host.probe.procs import processes
 
-    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
-                         stdout=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE,
+    )
     children.append(p)
     assert p.stdout.readline() == b"ok\n"
     os.kill(p.pid, signal.SIGSTOP)

@@ -20,7 +20,7 @@ from fleetdeck.backend.host.probe import entries as probe_entries
 from fleetdeck.backend.host.probe import schedules as probe_schedules
 from fleetdeck.backend.host.probe.common import CACHE, Procs
 
-CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"   # shared with the other crontab tests
+CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"  # shared with the other crontab tests
 
 
 def loops_by_pid(rep: dict) -> dict[int, dict]:
@@ -57,11 +57,13 @@ def saved_crontab(root_crontab):  # noqa: F811 - the fixture of that name
 
 
 @pytest.mark.root
-def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(saved_crontab, tmp_path):
+def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(
+    saved_crontab, tmp_path
+):
     missing = tmp_path / "gone dir" / "check-run.sh"
     lines = [
         "# fleetdeck probe test",
-        "MAILTO=\"\"",
+        'MAILTO=""',
         f"37 * * * * '{missing}' --inform 'when ready $(date)' >> /var/log/never-created.log 2>&1",
         "*/5 9-17 * * mon-fri /usr/bin/true probe-test-ok",
         "@reboot test -x /nonexistent/daemon && /usr/bin/true probe-test-guarded",
@@ -70,8 +72,13 @@ def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(s
     (tmp_path / "tab").write_text("\n".join(lines) + "\n")
     subprocess.run(["crontab", str(tmp_path / "tab")], check=True)
     first, second = probe({}), probe({})
-    mine = [s for s in first["schedules"] if s["kind"] == "crontab" and s["source"] == "crontab -l"
-            and s["user"] == (os.environ.get("USER") or "root")]
+    mine = [
+        s
+        for s in first["schedules"]
+        if s["kind"] == "crontab"
+        and s["source"] == "crontab -l"
+        and s["user"] == (os.environ.get("USER") or "root")
+    ]
     by_line = {s["line"]: s for s in mine}
     assert set(by_line) == {3, 4, 5, 6}
     dead = by_line[3]
@@ -80,11 +87,19 @@ def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(s
     assert dead["reasons"] == ["dead-target"] and dead["missing_paths"] == [str(missing)]
     assert dead["next_run"] and dead["next_run"][14:16] == "37"
     assert by_line[4]["reasons"] == [] and by_line[4]["spec"] == "*/5 9-17 * * mon-fri"
-    assert by_line[5]["reasons"] == [] and by_line[5]["spec"] == "@reboot" and by_line[5]["next_run"] is None
-    assert by_line[6]["missing_paths"] == [f"{tmp_path}/gone"], "what follows % is stdin, not a command"
+    assert (
+        by_line[5]["reasons"] == []
+        and by_line[5]["spec"] == "@reboot"
+        and by_line[5]["next_run"] is None
+    )
+    assert by_line[6]["missing_paths"] == [f"{tmp_path}/gone"], (
+        "what follows % is stdin, not a command"
+    )
     ids = {s["line"]: s["id"] for s in mine}
     assert ids == {s["line"]: s["id"] for s in second["schedules"] if s["id"] in ids.values()}
-    assert len(set(ids.values())) == 4 and all(i.startswith("c-") and len(i) == 34 for i in ids.values())
+    assert len(set(ids.values())) == 4 and all(
+        i.startswith("c-") and len(i) == 34 for i in ids.values()
+    )
 
 
 @pytest.mark.root
@@ -93,7 +108,7 @@ def test_cron_d_files_that_cron_ignores_are_listed_inactive(tmp_path):
         pytest.skip("/etc/cron.d is not writable here")
     tag = f"fleetdeck-probe-test-{os.getpid()}"
     active, ignored = Path("/etc/cron.d") / tag, Path("/etc/cron.d") / f"{tag}.dpkg-old"
-    line = "0 0 31 2 * root /nonexistent/never-fires"   # 31 February: present but never due
+    line = "0 0 31 2 * root /nonexistent/never-fires"  # 31 February: present but never due
     try:
         active.write_text(f"SHELL=/bin/sh\n{line}\n")
         ignored.write_text(f"{line}\n")
@@ -114,23 +129,42 @@ def test_shell_loops_and_watch_are_found_and_a_shell_that_sleeps_once_is_not(chi
     loop = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done"])
     colon = subprocess.Popen(["sh", "-c", "while :; do sleep 1; done"])
     sleepy = subprocess.Popen(["bash", "-c", "sleep 60; echo done"])
-    watch = subprocess.Popen(["watch", "-n", "30", "true"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env=dict(os.environ, TERM="dumb")) if shutil.which("watch") else None
+    watch = (
+        subprocess.Popen(
+            ["watch", "-n", "30", "true"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ, TERM="dumb"),
+        )
+        if shutil.which("watch")
+        else None
+    )
     # a user's loop that mentions fleetdeck is the user's; only the helper marker makes one ours
-    mentions = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done # cp -r ~/.local/state/fleetdeck"])
-    ours = subprocess.Popen(["bash", "-c", "while true; do sleep 1; done"],
-                            env=dict(os.environ, FLEETDECK_HELPER="1"))
+    mentions = subprocess.Popen(
+        ["bash", "-c", "while true; do sleep 1; done # cp -r ~/.local/state/fleetdeck"]
+    )
+    ours = subprocess.Popen(
+        ["bash", "-c", "while true; do sleep 1; done"], env=dict(os.environ, FLEETDECK_HELPER="1")
+    )
     not_a_loop = subprocess.Popen(["bash", "-c", "read line"], stdin=subprocess.PIPE)
-    children.extend(p for p in (loop, colon, sleepy, watch, mentions, ours, not_a_loop) if p is not None)
+    children.extend(
+        p for p in (loop, colon, sleepy, watch, mentions, ours, not_a_loop) if p is not None
+    )
     wait_for_child(sleepy.pid, "sleep")
     first, second = probe({}), probe({})
     found = loops_by_pid(first)
     assert found[loop.pid]["command"] == "while true; do sleep 1; done"
-    assert found[loop.pid]["start_time"] == start_ticks(loop.pid) and found[loop.pid]["source"] == f"/proc/{loop.pid}"
+    assert (
+        found[loop.pid]["start_time"] == start_ticks(loop.pid)
+        and found[loop.pid]["source"] == f"/proc/{loop.pid}"
+    )
     assert colon.pid in found and "while-loop" in found[colon.pid]["spec"]
     assert sleepy.pid not in found, "one sleep on the way is not a loop"
-    if watch is not None and watch.poll() is None:   # watch may refuse a terminal-less start
-        assert found[watch.pid]["spec"] == "watch every 30s" and found[watch.pid]["command"] == "-n 30 true"
+    if watch is not None and watch.poll() is None:  # watch may refuse a terminal-less start
+        assert (
+            found[watch.pid]["spec"] == "watch every 30s"
+            and found[watch.pid]["command"] == "-n 30 true"
+        )
     assert ours.pid not in found, "a loop started as a fleetdeck helper is ours"
     assert mentions.pid in found, "a user's loop that names fleetdeck is still the user's"
     assert not_a_loop.pid not in found
@@ -143,8 +177,17 @@ def test_the_probe_never_lists_itself_or_the_loop_that_started_it(tmp_path, chil
     out = tmp_path / "reply.json"
     req = json.dumps({"op": "snapshot"})
     # a loop that is the probe's own parent: listed by every other probe, never by its child
-    parent = subprocess.Popen(["bash", "-c", 'while true; do "$0" "$1" "$2" > "$3.tmp"; mv "$3.tmp" "$3"; sleep 60; done',
-                               sys.executable, str(PROBE), req, str(out)])
+    parent = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            'while true; do "$0" "$1" "$2" > "$3.tmp"; mv "$3.tmp" "$3"; sleep 60; done',
+            sys.executable,
+            str(PROBE),
+            req,
+            str(out),
+        ]
+    )
     children.append(parent)
     for _ in range(1000):
         if out.exists():
@@ -185,7 +228,9 @@ class _HostClock(datetime):
 
 
 @pytest.mark.root
-def test_a_cached_crontab_and_cron_file_give_the_next_run_of_each_polls_clock(saved_crontab, tmp_path, monkeypatch):
+def test_a_cached_crontab_and_cron_file_give_the_next_run_of_each_polls_clock(
+    saved_crontab, tmp_path, monkeypatch
+):
     """The resident probe keeps what it parsed between polls; at 05:51:16 an entry for minute
     51 next runs at 06:51, never at the 05:51 that the 05:50 poll worked out."""
     line = "51 * * * * /usr/bin/true fleetdeck-next-run-test"
@@ -199,25 +244,39 @@ def test_a_cached_crontab_and_cron_file_give_the_next_run_of_each_polls_clock(sa
     try:
         if writable:
             cron_d.write_text(system + "\n")
-        for at in (datetime(2031, 3, 5, 5, 50, 30), datetime(2031, 3, 5, 5, 51, 16), datetime(2031, 3, 5, 7, 2, 0)):
+        for at in (
+            datetime(2031, 3, 5, 5, 50, 30),
+            datetime(2031, 3, 5, 5, 51, 16),
+            datetime(2031, 3, 5, 7, 2, 0),
+        ):
             _HostClock.at = at
             polls.append(probe_schedules.schedules({}, Procs(), []))
     finally:
         cron_d.unlink(missing_ok=True)
     assert CACHE.get(("crontab", "root")) is not None, "the crontab's parse is cached between polls"
-    for kind, raw in (("crontab", line), ("cron-file", system)) if writable else (("crontab", line),):
-        got = [[s["next_run"] for s in poll if s["kind"] == kind and s["raw"] == raw] for poll in polls]
-        assert [n[:19] for (n,) in got] == ["2031-03-05T05:51:00", "2031-03-05T06:51:00", "2031-03-05T07:51:00"], kind
+    for kind, raw in (
+        (("crontab", line), ("cron-file", system)) if writable else (("crontab", line),)
+    ):
+        got = [
+            [s["next_run"] for s in poll if s["kind"] == kind and s["raw"] == raw] for poll in polls
+        ]
+        assert [n[:19] for (n,) in got] == [
+            "2031-03-05T05:51:00",
+            "2031-03-05T06:51:00",
+            "2031-03-05T07:51:00",
+        ], kind
 
 
-def test_a_cached_timer_listing_is_asked_again_once_a_next_run_it_holds_has_passed(tmp_path, monkeypatch):
+def test_a_cached_timer_listing_is_asked_again_once_a_next_run_it_holds_has_passed(
+    tmp_path, monkeypatch
+):
     """systemd's listing is kept a while between polls, never past the first next run in it."""
     booted = tmp_path / "booted"
     booted.mkdir()
     monkeypatch.setattr(probe_schedules, "SYSTEMD_BOOTED", str(booted))
     bin_dir, nxt = tmp_path / "bin", tmp_path / "next"
     bin_dir.mkdir()
-    fake = bin_dir / "systemctl"   # what systemd answers, read from the `next` file
+    fake = bin_dir / "systemctl"  # what systemd answers, read from the `next` file
     fake.write_text(f"""#!/bin/sh
 case " $* " in *" --user "*) exit 1;; esac
 case "$1" in
@@ -232,7 +291,7 @@ esac
     nxt.write_text(str(int(soon * 1e6)))
     (first,) = probe_schedules._timers(False)
     assert first["unit"] == "fd-test.timer" and first["next_run"] == probe_common.iso(soon)
-    nxt.write_text(str(int(later * 1e6)))   # the timer fired; systemd now says an hour on
+    nxt.write_text(str(int(later * 1e6)))  # the timer fired; systemd now says an hour on
     assert probe_schedules._timers(False) == [first], "within its next run the listing is kept"
     time.sleep(max(0.0, soon - time.time()) + 0.2)
     (second,) = probe_schedules._timers(False)

@@ -40,7 +40,9 @@ async def _listed(poller, host: str, pid: int) -> Process | None:
     return None
 
 
-async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(spare_fleet, tmp_path, looping):
+async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(
+    spare_fleet, tmp_path, looping
+):
     spare_fleet.add("pr")
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
     async with Poller(fleet) as poller:
@@ -57,7 +59,9 @@ async def test_a_loop_is_listed_and_stopped_only_once_typed_back_and_audited(spa
         rep = await stop_process(link, ghost, confirmation(ghost))
         assert not rep.ok and rep.reason_code == "gone" and looping.poll() is None
         # the command changed under the same pid and start: refused
-        other = Process(pid=proc.pid, start=proc.start, user=proc.user, command="python3 something-else")
+        other = Process(
+            pid=proc.pid, start=proc.start, user=proc.user, command="python3 something-else"
+        )
         rep = await stop_process(link, other, confirmation(other))
         assert not rep.ok and rep.reason_code == "changed" and looping.poll() is None
         # typed back exactly: SIGTERM, and it is gone
@@ -93,18 +97,33 @@ def test_the_helper_names_its_witness_the_pid_with_its_start_time_gone(looping):
     from fleetdeck.backend.host.lib.serve import dispatch
 
     start = _start(looping.pid)
-    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": looping.pid, "start": start,
-                                                   "command": "bash -c while true", "grace": 5})
+    ans = dispatch(
+        {"stop": process_remote.stop},
+        {
+            "op": "stop",
+            "pid": looping.pid,
+            "start": start,
+            "command": "bash -c while true",
+            "grace": 5,
+        },
+    )
     assert ans["ok"] and ans["result"] == "stopped", ans
-    assert ans["witness"] == {"pid": looping.pid, "start": start, "gone": True,
-                              "checked": f"/proc/{looping.pid}/stat"}
+    assert ans["witness"] == {
+        "pid": looping.pid,
+        "start": start,
+        "gone": True,
+        "checked": f"/proc/{looping.pid}/stat",
+    }
     assert looping.wait(10) is not None
 
 
-@pytest.mark.parametrize("witness", [None, {}, "gone", {"pid": 0, "start": 0, "gone": True}, "other-start",
-                                     "paused-but-running"])
-async def test_stopped_without_its_witness_is_not_taken_as_stopped(spare_fleet, tmp_path, looping, monkeypatch,
-                                                                   witness):
+@pytest.mark.parametrize(
+    "witness",
+    [None, {}, "gone", {"pid": 0, "start": 0, "gone": True}, "other-start", "paused-but-running"],
+)
+async def test_stopped_without_its_witness_is_not_taken_as_stopped(
+    spare_fleet, tmp_path, looping, monkeypatch, witness
+):
     """A host whose helper says "stopped" but names no witness, or another process's (a
     stand-in helper on a real sshd host): refused as `no-witness`, never reported stopped."""
     from fleetdeck.backend.actions import processes
@@ -112,16 +131,27 @@ async def test_stopped_without_its_witness_is_not_taken_as_stopped(spare_fleet, 
 
     spare_fleet.add("pw")
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
-    proc = Process(pid=looping.pid, start=_start(looping.pid), user="root",
-                   command="bash -c while true; do sleep 0.2; done")
+    proc = Process(
+        pid=looping.pid,
+        start=_start(looping.pid),
+        user="root",
+        command="bash -c while true; do sleep 0.2; done",
+    )
     result, signal, gone = "stopped", "TERM", "gone"
     if witness == "other-start":
         witness = {"pid": proc.pid, "start": proc.start + 1, "gone": True}
-    elif witness == "paused-but-running":   # "paused", with /proc saying it runs (state S)
+    elif witness == "paused-but-running":  # "paused", with /proc saying it runs (state S)
         result, signal, gone = "paused", "STOP", "there, in its new state"
         witness = {"pid": proc.pid, "start": proc.start, "gone": False, "state": "S"}
-    ans = {"ok": True, "result": result, "signals": [f"SIG{signal}"], **({} if witness is None else {"witness": witness})}
-    monkeypatch.setattr(processes, "HELPER", f"import json, sys\nsys.stdin.read()\nprint(json.dumps({ans!r}))\n")
+    ans = {
+        "ok": True,
+        "result": result,
+        "signals": [f"SIG{signal}"],
+        **({} if witness is None else {"witness": witness}),
+    }
+    monkeypatch.setattr(
+        processes, "HELPER", f"import json, sys\nsys.stdin.read()\nprint(json.dumps({ans!r}))\n"
+    )
     async with HostLink(fleet.host("pw")) as link:
         rep = await stop_process(link, proc, confirmation(proc), signal=signal)
     assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
@@ -150,7 +180,9 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0].decode()
 
 
-async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(spare_fleet, tmp_path, looping):
+async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(
+    spare_fleet, tmp_path, looping
+):
     """STOP pauses a real loop (state T read back by the host), CONT resumes it, HUP reaches a
     process that ignores it (still running), INT makes a trainer-like process save and end;
     each audited with its signal's name."""
@@ -164,10 +196,18 @@ async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(s
         deadline = time.monotonic() + 60
         while not (tmp_path / "saved.ready").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        loop = Process(pid=looping.pid, start=_start(looping.pid), user="root",
-                       command="bash -c while true; do sleep 0.2; done")
-        trainer = Process(pid=saver.pid, start=_start(saver.pid), user="root",
-                          command=" ".join([sys.executable, "-c", SAVER, str(marker)]))
+        loop = Process(
+            pid=looping.pid,
+            start=_start(looping.pid),
+            user="root",
+            command="bash -c while true; do sleep 0.2; done",
+        )
+        trainer = Process(
+            pid=saver.pid,
+            start=_start(saver.pid),
+            user="root",
+            command=" ".join([sys.executable, "-c", SAVER, str(marker)]),
+        )
         async with Poller(fleet) as poller:
             link = poller.link("ps")
             rep = await stop_process(link, loop, confirmation(loop), signal="USR1")
@@ -180,7 +220,9 @@ async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(s
             assert _state(looping.pid) != "T" and looping.poll() is None
             rep = await stop_process(link, trainer, confirmation(trainer), signal="HUP")
             assert rep.ok and rep.result == "signalled" and saver.poll() is None, rep
-            assert rep.message.startswith(f"SIGHUP delivered to process {saver.pid}; it is still running")
+            assert rep.message.startswith(
+                f"SIGHUP delivered to process {saver.pid}; it is still running"
+            )
             rep = await stop_process(link, trainer, confirmation(trainer), signal="INT")
             assert rep.ok and rep.result == "stopped", rep
             assert saver.wait(10) == 0 and marker.read_text() == "saved"
@@ -190,14 +232,27 @@ async def test_the_chosen_signal_is_sent_checked_witnessed_and_audited_by_name(s
         saver.wait()
     stops = [r for r in audit.read_audit() if r["action"] == "process-stop"]
     assert [(r["signal"], r["result"]) for r in stops] == [
-        ("USR1", "refused"), ("STOP", "done"), ("CONT", "done"), ("HUP", "done"), ("INT", "done")]
+        ("USR1", "refused"),
+        ("STOP", "done"),
+        ("CONT", "done"),
+        ("HUP", "done"),
+        ("INT", "done"),
+    ]
 
 
 def test_the_helper_refuses_a_signal_it_does_not_offer_before_sending_anything(looping):
     from fleetdeck.backend.host import process as process_remote
     from fleetdeck.backend.host.lib.serve import dispatch
 
-    ans = dispatch({"stop": process_remote.stop}, {"op": "stop", "pid": looping.pid, "start": _start(looping.pid),
-                                                   "command": "bash -c while true", "signal": "SEGV"})
+    ans = dispatch(
+        {"stop": process_remote.stop},
+        {
+            "op": "stop",
+            "pid": looping.pid,
+            "start": _start(looping.pid),
+            "command": "bash -c while true",
+            "signal": "SEGV",
+        },
+    )
     assert ans["ok"] is False and ans["error"]["code"] == "bad-signal"
     assert looping.poll() is None and _state(looping.pid) != "T"

@@ -24,7 +24,7 @@ from fleetdeck.cli.main import main
 pytestmark = pytest.mark.sshd
 
 
-CKPT_BYTES = 2048 + 9 + 8192   # weights, adapter_config.json, optimizer.pt
+CKPT_BYTES = 2048 + 9 + 8192  # weights, adapter_config.json, optimizer.pt
 
 
 def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Path:
@@ -83,13 +83,27 @@ def test_purge_deletes_and_verifies_keepers(h1, capsys):
     p25, p50 = (str(run / "checkpoints" / f"checkpoint-{s}") for s in (25, 50))
     kept = run / "adapter" / "adapter_model.safetensors"
     before = sha(kept)
-    rc, out, err = cli(capsys, "--hosts", str(fleet), "purge", HOST, p25, p50, "--confirm", p25,
-                       "--confirm", p50, "--json")
+    rc, out, err = cli(
+        capsys,
+        "--hosts",
+        str(fleet),
+        "purge",
+        HOST,
+        p25,
+        p50,
+        "--confirm",
+        p25,
+        "--confirm",
+        p50,
+        "--json",
+    )
     doc = json.loads(out)
     assert rc == 0, err
     assert doc["deleted"] is True and doc["dry_run"] is False and doc["host"] == HOST
     assert [p["path"] for p in doc["paths"]] == [p25, p50]
-    assert all(p["deleted"] and p["refused"] == [] and p["bytes"] == CKPT_BYTES for p in doc["paths"])
+    assert all(
+        p["deleted"] and p["refused"] == [] and p["bytes"] == CKPT_BYTES for p in doc["paths"]
+    )
     assert not Path(p25).exists() and not Path(p50).exists()
     k = {x["path"]: x for x in doc["keepers"]}[str(kept)]
     assert k["sha256_before"] == k["sha256_after"] == before == sha(kept)
@@ -105,9 +119,16 @@ def test_purge_deletes_and_verifies_keepers(h1, capsys):
     assert [x["sha256_after"] for x in done["keepers"] if x["path"] == str(kept)] == [before]
 
 
-HOSTILE = ["sp ace 'single' \"double\"", "x$(touch pwned-purge)y`touch pwned-purge2`", "-leading-dash",
-           "new\nline", "semi;colon|pipe&amp *star ?q [b]", "tab\tand\x1bescape",
-           os.fsdecode(b"not-utf8-\xff\xfe"), "back\\slash-n\\n"]
+HOSTILE = [
+    "sp ace 'single' \"double\"",
+    "x$(touch pwned-purge)y`touch pwned-purge2`",
+    "-leading-dash",
+    "new\nline",
+    "semi;colon|pipe&amp *star ?q [b]",
+    "tab\tand\x1bescape",
+    os.fsdecode(b"not-utf8-\xff\xfe"),
+    "back\\slash-n\\n",
+]
 
 
 def test_hostile_names_over_ssh(h1, capsys, tmp_path):
@@ -138,7 +159,9 @@ def test_hostile_names_over_ssh(h1, capsys, tmp_path):
     assert rc == 0 and "Traceback" not in err
     assert "not-utf8-\\xff\\xfe" in out and "new\\nline" in out and "back\\\\slash-n\\\\n" in out
     # a path argument that itself starts with '-' is taken literally, and refused as relative
-    rc, out, err = cli(capsys, "--hosts", str(fleet), "purge", HOST, "--json", "--confirm=-rf", "--", "-rf")
+    rc, out, err = cli(
+        capsys, "--hosts", str(fleet), "purge", HOST, "--json", "--confirm=-rf", "--", "-rf"
+    )
     doc = json.loads(out)
     assert rc == 1 and doc["paths"][0]["refused"] == ["not-absolute"]
 
@@ -160,7 +183,9 @@ def test_path_that_is_a_symlink_is_refused(h1, capsys):
     target = run / "checkpoints" / "checkpoint-25"
     link = run / "checkpoints" / "checkpoint-99"
     link.symlink_to(target)
-    rc, out, _ = cli(capsys, "--hosts", str(fleet), "purge", HOST, str(link), "--confirm", str(link), "--json")
+    rc, out, _ = cli(
+        capsys, "--hosts", str(fleet), "purge", HOST, str(link), "--confirm", str(link), "--json"
+    )
     doc = json.loads(out)
     assert rc == 1 and doc["deleted"] is False
     assert doc["paths"][0]["refused"] == ["symlink"]
@@ -237,7 +262,9 @@ def test_wrong_or_missing_confirmation_deletes_nothing(h1, capsys):
     run = make_run(host.runs, uniq())
     p = str(run / "checkpoints" / "checkpoint-25")
     for confirm in ([p + "/"], [p.upper()], []):
-        argv = ["--hosts", str(fleet), "purge", HOST, p, "--json"] + [f"--confirm={c}" for c in confirm]
+        argv = ["--hosts", str(fleet), "purge", HOST, p, "--json"] + [
+            f"--confirm={c}" for c in confirm
+        ]
         rc, out, _ = cli(capsys, *argv)
         doc = json.loads(out)
         assert rc == 1 and doc["paths"][0]["refused"] == ["not-confirmed"]
@@ -270,9 +297,22 @@ def test_dry_run_and_exit_codes(h1, capsys):
 def _prompted_purge(fleet: Path, path: str, typed: bytes, *extra: str) -> tuple[int, str]:
     """Run the real CLI with its stdin on a pseudo-terminal and type `typed` into it."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "purge", HOST, path,
-                             *extra],
-                            stdin=slave, stdout=subprocess.PIPE, stderr=slave)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetdeck.cli.main",
+            "--hosts",
+            str(fleet),
+            "purge",
+            HOST,
+            path,
+            *extra,
+        ],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
     os.close(slave)
     os.write(master, typed)
     out, _ = proc.communicate(timeout=120)
@@ -309,5 +349,6 @@ async def test_plan_pins_every_component_and_lists_keepers(h1):
     await link.close()
     assert plan.ok and [p.path for p in plan.paths] == paths
     assert all(len(p.pins) == len(Path(p.path).parts) for p in plan.paths)
-    assert {k.path for k in plan.keepers} == {str(run / "adapter" / n) for n in
-                                             ("adapter_model.safetensors", "adapter_config.json")}
+    assert {k.path for k in plan.keepers} == {
+        str(run / "adapter" / n) for n in ("adapter_model.safetensors", "adapter_config.json")
+    }

@@ -38,8 +38,10 @@ def full_state_dir(tmp_path, monkeypatch):
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "state-fs"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "fleetdeck-audit-test", str(mnt)],
-                       capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "fleetdeck-audit-test", str(mnt)],
+        capture_output=True,
+    )
     if r.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
     try:
@@ -74,11 +76,15 @@ async def test_full_disk_refuses_the_purge_before_anything_is_touched(local, ful
 
 
 @pytest.mark.root
-def test_full_disk_makes_cli_purge_and_dry_run_exit_1_with_a_sentence(local, full_state_dir, tmp_path, capsys):
+def test_full_disk_makes_cli_purge_and_dry_run_exit_1_with_a_sentence(
+    local, full_state_dir, tmp_path, capsys
+):
     host_cfg, runs = local
     p = str(ckpt(make_run(runs, "run cli-full")))
     fleet = tmp_path / "runs-fleet.toml"
-    fleet.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
+    fleet.write_text(
+        f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n'
+    )
     for extra in (["--dry-run"], [f"--confirm={p}"]):
         rc = main(["--hosts", str(fleet), "purge", "local", p, "--json", *extra])
         out = capsys.readouterr()
@@ -91,27 +97,41 @@ def test_full_disk_makes_cli_purge_and_dry_run_exit_1_with_a_sentence(local, ful
 
 def _in_child(code: str, limit: int | None, env: dict[str, str]) -> subprocess.CompletedProcess:
     """Run Python `code` in a child whose files may not grow past `limit` bytes."""
+
     def cap() -> None:
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          preexec_fn=cap, timeout=120)
+
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=cap,
+        timeout=120,
+    )
 
 
 def test_a_short_write_then_efbig_is_an_error_and_leaves_no_torn_record(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "st")}
-    first = _in_child("from fleetdeck.backend.actions import audit; audit.audit('mirror', 'h', 'done', n=1)", None, env)
+    first = _in_child(
+        "from fleetdeck.backend.actions import audit; audit.audit('mirror', 'h', 'done', n=1)",
+        None,
+        env,
+    )
     assert first.returncode == 0, first.stderr
     log = tmp_path / "st" / "fleetdeck" / "audit.jsonl"
     size = log.stat().st_size
     # room for 10 more bytes: the first write of the record is cut short, the next one fails
-    code = ("from fleetdeck.backend.actions import audit\n"
-            "try:\n"
-            "    audit.audit('purge', 'h', 'started', note='x' * 300)\n"
-            "except audit.AuditError as e:\n"
-            "    print('refused:', e.message)\n"
-            "else:\n"
-            "    print('written')\n")
+    code = (
+        "from fleetdeck.backend.actions import audit\n"
+        "try:\n"
+        "    audit.audit('purge', 'h', 'started', note='x' * 300)\n"
+        "except audit.AuditError as e:\n"
+        "    print('refused:', e.message)\n"
+        "else:\n"
+        "    print('written')\n"
+    )
     out = _in_child(code, size + 10, env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("refused:") and "largest size this process may write" in out.stdout
@@ -132,11 +152,28 @@ def test_a_result_record_that_cannot_be_written_exits_1_with_the_result_printed(
     env.pop("FLEETDECK_HOSTS", None)
 
     def cli(path: Path, limit: int | None) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(fleet), "purge", "local", str(path),
-                f"--confirm={path}", "--json"]
-        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300,
-                              preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
-                              if limit else None)
+        argv = [
+            sys.executable,
+            "-m",
+            "fleetdeck.cli.main",
+            "--hosts",
+            str(fleet),
+            "purge",
+            "local",
+            str(path),
+            f"--confirm={path}",
+            "--json",
+        ]
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+            if limit
+            else None,
+        )
 
     # a first purge of a run shaped the same way measures how long a `started` record is
     a, b = make_run(runs, "run-a"), make_run(runs, "run-b")

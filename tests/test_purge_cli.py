@@ -38,7 +38,9 @@ def test_wrong_confirm_says_did_not_match_shows_both_and_is_audited(fleet, capsy
     rc, out, err = cli(capsys, "--hosts", str(f), "purge", "local", p, f"--confirm={wrong}")
     assert rc == 1 and Path(p).is_dir()
     assert err.count("\n") == 1 and "did not match" in err
-    assert f"'{shown(wrong)}' did not match '{shown(p)}'" in err and "\\t" in err and "run\\nnl" in err
+    assert (
+        f"'{shown(wrong)}' did not match '{shown(p)}'" in err and "\\t" in err and "run\\nnl" in err
+    )
     rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
     assert rec["result"] == "refused"
     assert rec["confirmation"]["paths"] == [{"path": p, "typed": wrong, "matched": False}]
@@ -75,8 +77,22 @@ def test_terminal_prompt_comes_after_the_plan(fleet):
     f, runs = fleet
     p = str(ckpt(make_run(runs, "run-prompt")))
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "--hosts", str(f), "purge", "local", p,
-                             "--json"], stdin=slave, stdout=subprocess.PIPE, stderr=slave)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetdeck.cli.main",
+            "--hosts",
+            str(f),
+            "purge",
+            "local",
+            p,
+            "--json",
+        ],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
     os.close(slave)
     seen: list[bytes] = []
     reader = threading.Thread(target=_read_all, args=(master, seen), daemon=True)
@@ -120,7 +136,9 @@ def test_an_extra_confirm_that_matches_no_path_is_refused_and_nothing_is_deleted
     f, runs = fleet
     p = str(ckpt(make_run(runs, "run-extra")))
     other = str(runs / "run-elsewhere" / "checkpoints" / "checkpoint-9")
-    rc, out, err = cli(capsys, "--hosts", str(f), "purge", "local", p, f"--confirm={p}", f"--confirm={other}")
+    rc, out, err = cli(
+        capsys, "--hosts", str(f), "purge", "local", p, f"--confirm={p}", f"--confirm={other}"
+    )
     assert rc == 2 and Path(p).is_dir()
     assert f"--confirm {shown(other)} matches no path of this purge; nothing was deleted" in err
     assert not [r for r in audit.read_audit() if r["action"] == "purge" and r["result"] == "done"]

@@ -37,7 +37,7 @@ def test_a_tree_within_the_bound_is_walked_whole_depth_first(tmp_path):
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
         seen = []
-        paths.scan(fd, str(top), lambda p, name, st: seen.append(p[len(str(top)):]))
+        paths.scan(fd, str(top), lambda p, name, st: seen.append(p[len(str(top)) :]))
     finally:
         os.close(fd)
     assert sorted(seen) == ["/a", "/a/b", "/a/b/f", "/a/g", "/z"]

@@ -49,20 +49,47 @@ def test_keep_newest_frees_a_run_without_an_adapter(h1, capsys):
     before = tree_hashes(run, (75, 100))
     # a plain purge is refused: no final adapter; the sentence names the way forward
     p25 = str(run / "checkpoints" / "checkpoint-25")
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, p25, "--confirm", p25, "--json")
+    rc, out, err = cli(
+        capsys, "purge", "--hosts", str(fleet), HOST, p25, "--confirm", p25, "--json"
+    )
     assert rc == 1 and json.loads(out)["paths"][0]["refused"] == ["no-keeper"]
     assert "--keep-newest" in json.loads(out)["paths"][0]["refusals"][0]["message"]
 
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "2",
-                       "--dry-run", "--json")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "2",
+        "--dry-run",
+        "--json",
+    )
     doc = json.loads(out)
     assert rc == 0 and doc["ok"] and ckpts(run) == [25, 50, 75, 100]
-    assert [p["path"] for p in doc["paths"]] == [str(run / "checkpoints" / f"checkpoint-{s}") for s in (25, 50)]
-    assert doc["keep_newest"]["kept"] == [str(run / "checkpoints" / f"checkpoint-{s}") for s in (75, 100)]
+    assert [p["path"] for p in doc["paths"]] == [
+        str(run / "checkpoints" / f"checkpoint-{s}") for s in (25, 50)
+    ]
+    assert doc["keep_newest"]["kept"] == [
+        str(run / "checkpoints" / f"checkpoint-{s}") for s in (75, 100)
+    ]
     assert {k["path"] for k in doc["keepers"]} == set(before)
 
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "2",
-                       "--confirm", str(run), "--json")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "2",
+        "--confirm",
+        str(run),
+        "--json",
+    )
     doc = json.loads(out)
     assert rc == 0, err
     assert doc["deleted"] and doc["verified"] and ckpts(run) == [75, 100]
@@ -80,8 +107,18 @@ def test_keep_newest_needs_the_run_typed_back(h1, capsys):
     run = make_run(host.runs, uniq(HOSTILE), steps=(25, 50, 75), adapter=False)
     newest = str(run / "checkpoints" / "checkpoint-75")
     for confirm in ([], ["--confirm", newest], ["--confirm", str(run) + "/"], ["--confirm", "yes"]):
-        rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "1",
-                           *confirm, "--json")
+        rc, out, err = cli(
+            capsys,
+            "purge",
+            "--hosts",
+            str(fleet),
+            HOST,
+            str(run),
+            "--keep-newest",
+            "1",
+            *confirm,
+            "--json",
+        )
         assert rc == 1 and ckpts(run) == [25, 50, 75], confirm
         assert {c for p in json.loads(out)["paths"] for c in p["refused"]} == {"not-confirmed"}
     assert [r["result"] for r in purge_audit()] == ["refused"] * 4
@@ -91,17 +128,42 @@ def test_keep_newest_needs_the_run_typed_back(h1, capsys):
 def test_a_rule_that_frees_nothing_is_refused_with_a_sentence(h1, capsys):
     fleet, host = h1
     run = make_run(host.runs, uniq(), steps=(25, 50), adapter=False)
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "2",
-                       "--confirm", str(run), "--json")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "2",
+        "--confirm",
+        str(run),
+        "--json",
+    )
     doc = json.loads(out)
-    assert rc == 1 and not doc["deleted"] and doc["keep_newest"]["refusal"]["code"] == "nothing-to-free"
+    assert (
+        rc == 1
+        and not doc["deleted"]
+        and doc["keep_newest"]["refusal"]["code"] == "nothing-to-free"
+    )
     assert "nothing-to-free" in err and "2 complete checkpoint(s)" in err and ckpts(run) == [25, 50]
     rc, _, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "0")
     assert rc == 2 and "1 or more" in err
     empty = host.runs / uniq()
     empty.mkdir()
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(empty), "--keep-newest", "1",
-                       "--dry-run", "--json")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(empty),
+        "--keep-newest",
+        "1",
+        "--dry-run",
+        "--json",
+    )
     assert rc == 1 and json.loads(out)["keep_newest"]["refusal"]["code"] == "no-checkpoints"
 
 
@@ -112,13 +174,30 @@ def test_a_live_run_keeps_what_is_in_use_and_what_is_being_written(h1, capsys):
     fleet, host = h1
     run = make_run(host.runs, uniq(HOSTILE), steps=(25, 50, 75), adapter=False)
     held = run / "checkpoints" / "checkpoint-25" / "optimizer.pt"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys,time; f=open(sys.argv[1],'rb'); "
-                             "print('ready', flush=True); time.sleep(60)", str(held)],
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; f=open(sys.argv[1],'rb'); print('ready', flush=True); time.sleep(60)",
+            str(held),
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert proc.stdout.readline().strip() == b"ready"
-        rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "1",
-                           "--confirm", str(run), "--json")
+        rc, out, err = cli(
+            capsys,
+            "purge",
+            "--hosts",
+            str(fleet),
+            HOST,
+            str(run),
+            "--keep-newest",
+            "1",
+            "--confirm",
+            str(run),
+            "--json",
+        )
         doc = json.loads(out)
         assert rc == 1 and ckpts(run) == [25, 50, 75]
         assert doc["paths"][0]["refused"] == ["in-use"] and doc["paths"][1]["refused"] == []
@@ -131,7 +210,7 @@ def test_a_live_run_keeps_what_is_in_use_and_what_is_being_written(h1, capsys):
         link = HostLink(cfg)
         try:
             plan = await gather_keep_newest(link, str(run), 1)
-            assert plan.ok and len(plan.keepers) == 3   # weights, config, optimizer
+            assert plan.ok and len(plan.keepers) == 3  # weights, config, optimizer
             # the trainer saves into the newest checkpoint after the plan was made
             time.sleep(0.01)
             with open(run / "checkpoints" / "checkpoint-75" / "optimizer.pt", "ab") as f:
@@ -150,10 +229,23 @@ def test_a_live_run_keeps_what_is_in_use_and_what_is_being_written(h1, capsys):
 def test_a_kept_file_hard_linked_into_a_purged_checkpoint_is_no_keeper(h1, capsys):
     fleet, host = h1
     run = make_run(host.runs, uniq(), steps=(25, 50), adapter=False)
-    os.link(run / "checkpoints" / "checkpoint-50" / "adapter_model.safetensors",
-            run / "checkpoints" / "checkpoint-25" / "shared.safetensors")
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, str(run), "--keep-newest", "1",
-                       "--confirm", str(run), "--json")
+    os.link(
+        run / "checkpoints" / "checkpoint-50" / "adapter_model.safetensors",
+        run / "checkpoints" / "checkpoint-25" / "shared.safetensors",
+    )
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "1",
+        "--confirm",
+        str(run),
+        "--json",
+    )
     doc = json.loads(out)
     assert rc == 1 and doc["paths"][0]["refused"] == ["no-keeper"] and ckpts(run) == [25, 50]
     assert "keeps its newest checkpoints" in doc["paths"][0]["refusals"][0]["message"]
@@ -177,8 +269,19 @@ def test_the_run_is_typed_back_as_it_was_given(h1, capsys):
     fleet, host = h1
     run = make_run(host.runs, uniq(HOSTILE), steps=(25, 50), adapter=False)
     given = str(run) + "/"
-    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, given, "--keep-newest", "1",
-                       "--confirm", given, "--json")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        given,
+        "--keep-newest",
+        "1",
+        "--confirm",
+        given,
+        "--json",
+    )
     doc = json.loads(out)
     assert rc == 0 and ckpts(run) == [50], err
     assert doc["keep_newest"]["run"] == given and doc["keep_newest"]["resolved"] == str(run)

@@ -95,8 +95,10 @@ async def test_hf_root_level_adapter_is_a_keeper(local):
     weights = (run / "adapter_model.safetensors").read_bytes()
     plan = await plan_for(host_cfg, [run / "checkpoint-10"])
     assert plan.ok, [r.message for p in plan.paths for r in p.refusals]
-    assert {k.path for k in plan.keepers} == {str(run / "adapter_model.safetensors"),
-                                             str(run / "adapter_config.json")}
+    assert {k.path for k in plan.keepers} == {
+        str(run / "adapter_model.safetensors"),
+        str(run / "adapter_config.json"),
+    }
     report = await purge(host_cfg, plan)
     assert report.ok and not (run / "checkpoint-10").exists() and (run / "checkpoint-20").is_dir()
     assert all(k.verified for k in report.keepers)
@@ -108,7 +110,9 @@ async def test_hf_run_root_holding_the_adapter_is_not_purged(local):
     run = _hf_run(runs, "hf-root")
     plan = await plan_for(host_cfg, [run])
     assert "holds-final-adapter" in plan.paths[0].refused
-    assert str(run) in next(r.message for r in plan.paths[0].refusals if r.code == "holds-final-adapter")
+    assert str(run) in next(
+        r.message for r in plan.paths[0].refusals if r.code == "holds-final-adapter"
+    )
 
 
 async def test_hf_root_level_adapter_with_zero_byte_weights_is_no_keeper(local):

@@ -34,7 +34,9 @@ def local_host(tmp_path: Path):
     runs = tmp_path / "runs"
     runs.mkdir()
     fleet = tmp_path / "hosts.toml"
-    fleet.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
+    fleet.write_text(
+        f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n'
+    )
     return load_fleet(str(fleet)).host("local"), runs
 
 
@@ -57,8 +59,9 @@ async def purge(host_cfg, plan):
 @contextmanager
 def child(code: str, *args: str, cwd: Path | None = None):
     """A real Python process running `code`; it prints 'ready' and lives until its stdin closes."""
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, cwd=cwd)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd
+    )
     try:
         assert proc.stdout.readline().strip() == b"ready"
         yield proc
@@ -192,7 +195,9 @@ async def test_adapter_hard_linked_into_the_checkpoint(local):
     host_cfg, runs = local
     run = make_run(runs, "run hardlink", adapter=False)
     (run / "adapter").mkdir()
-    os.link(ckpt(run, 50) / "adapter_model.safetensors", run / "adapter" / "adapter_model.safetensors")
+    os.link(
+        ckpt(run, 50) / "adapter_model.safetensors", run / "adapter" / "adapter_model.safetensors"
+    )
     (run / "adapter" / "adapter_config.json").write_text("{}")
     plan = await plan_for(host_cfg, [ckpt(run, 50)])
     assert plan.paths[0].refused == ["no-keeper"]
@@ -277,12 +282,16 @@ async def test_purge_root_given_through_a_symlink_is_resolved(tmp_path):
     real.mkdir()
     (tmp_path / "runs-link").symlink_to(real)
     fleet = tmp_path / "hosts.toml"
-    fleet.write_text(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path / "runs-link"}"]\n'
-                     f'python = "{sys.executable}"\n')
+    fleet.write_text(
+        f'[hosts.local]\nlocal = true\nruns = ["{tmp_path / "runs-link"}"]\n'
+        f'python = "{sys.executable}"\n'
+    )
     host_cfg = load_fleet(str(fleet)).host("local")
     run = make_run(real, "run")
     assert (await plan_for(host_cfg, [ckpt(run)])).ok
-    plan = await plan_for(host_cfg, [tmp_path / "runs-link" / "run" / "checkpoints" / "checkpoint-25"])
+    plan = await plan_for(
+        host_cfg, [tmp_path / "runs-link" / "run" / "checkpoints" / "checkpoint-25"]
+    )
     assert plan.paths[0].refused[0] == "symlink"
 
 
@@ -297,29 +306,41 @@ def _fake_docker(bin_dir: Path, body: str) -> None:
 async def test_container_mounting_a_folder_above(local, tmp_path, monkeypatch):
     host_cfg, runs = local
     run = make_run(runs, "run docker")
-    _fake_docker(tmp_path / "bin", f"""
+    _fake_docker(
+        tmp_path / "bin",
+        f"""
 if sys.argv[1] == "ps":
     print("c0ffee" * 4)
 elif sys.argv[1] == "inspect":
     print(json.dumps([{{"Id": "c0ffee" * 4, "Name": "/vllm", "State": {{"Running": True}},
                        "Mounts": [{{"Source": {str(run)!r}, "Destination": "/models"}}]}}]))
-""")
+""",
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     plan = await plan_for(host_cfg, [ckpt(run)])
     assert plan.paths[0].refused == ["container-mount"]
-    assert "vllm" in plan.paths[0].refusals[0].message and "running" in plan.paths[0].refusals[0].message
+    assert (
+        "vllm" in plan.paths[0].refusals[0].message
+        and "running" in plan.paths[0].refusals[0].message
+    )
 
 
 async def test_docker_engine_that_cannot_be_asked(local, tmp_path, monkeypatch):
     host_cfg, runs = local
     run = make_run(runs, "run docker denied")
-    _fake_docker(tmp_path / "bin", 'sys.stderr.write("permission denied while trying to connect to the Docker '
-                 'daemon socket at unix:///var/run/docker.sock\\n"); sys.exit(1)')
+    _fake_docker(
+        tmp_path / "bin",
+        'sys.stderr.write("permission denied while trying to connect to the Docker '
+        'daemon socket at unix:///var/run/docker.sock\\n"); sys.exit(1)',
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     plan = await plan_for(host_cfg, [ckpt(run)])
     assert plan.paths[0].refused == ["container-unknown"]
-    _fake_docker(tmp_path / "bin", 'sys.stderr.write("Cannot connect to the Docker daemon at '
-                 'unix:///var/run/docker.sock. Is the docker daemon running?\\n"); sys.exit(1)')
+    _fake_docker(
+        tmp_path / "bin",
+        'sys.stderr.write("Cannot connect to the Docker daemon at '
+        'unix:///var/run/docker.sock. Is the docker daemon running?\\n"); sys.exit(1)',
+    )
     plan = await plan_for(host_cfg, [ckpt(run)])
     assert plan.ok and any("engine is not running" in w for w in plan.warnings)
 
@@ -337,7 +358,9 @@ def test_plan_is_pure_over_facts(local):
     assert plan_purge("h", facts).ok
 
     f = copy.deepcopy(facts)
-    f["proc_unreadable"] = [{"pid": 4242, "comm": "x", "ancestor": False, "error": "/proc/4242/fd: Permission denied"}]
+    f["proc_unreadable"] = [
+        {"pid": 4242, "comm": "x", "ancestor": False, "error": "/proc/4242/fd: Permission denied"}
+    ]
     plan = plan_purge("h", f)
     assert [p.refused for p in plan.paths] == [["in-use"], ["in-use"]]
     assert "cannot tell" in plan.paths[0].refusals[0].message
@@ -375,15 +398,25 @@ def test_every_refusal_code_has_a_sentence(local):
     _, runs = local
     run = make_run(runs, "run codes", adapter=False)
     f = _facts(runs, [ckpt(run)])
-    f["paths"][0].update(mounts_inside=["/m"], containers=[{"id": "1", "name": "c", "running": False,
-                                                            "source": "/", "destination": "/d"}],
-                         scan_error="x: denied", adapters=[str(run / "adapter")])
+    f["paths"][0].update(
+        mounts_inside=["/m"],
+        containers=[{"id": "1", "name": "c", "running": False, "source": "/", "destination": "/d"}],
+        scan_error="x: denied",
+        adapters=[str(run / "adapter")],
+    )
     f["holders"] = [{"index": 0, "pid": 1, "how": "fd", "file": "/f", "comm": "c"}]
     f["docker"] = {"state": "denied", "error": "permission denied", "mounts": []}
     v = evaluate(f)["paths"][0]
     codes = {c for c, _ in v["refusals"]}
-    assert codes == {"unreadable", "holds-final-adapter", "in-use", "container-mount", "container-unknown",
-                     "mounted", "no-keeper"}
+    assert codes == {
+        "unreadable",
+        "holds-final-adapter",
+        "in-use",
+        "container-mount",
+        "container-unknown",
+        "mounted",
+        "no-keeper",
+    }
     assert all(len(m) > 20 for _, m in v["refusals"])
 
 
@@ -465,10 +498,20 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
             os.chown(p, 65534, 65534)
         with child(IDLE):  # a root process that nobody may not inspect
             payload = {"op": "check", "paths": [str(ckpt(run))], "roots": [str(base / "runs")]}
-            out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                  "/usr/bin/python3", "-c", BOOT],
-                                 input=helper_stdin(HELPER) + json.dumps(payload).encode(),
-                                 capture_output=True, check=True).stdout
+            out = subprocess.run(
+                [
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    "/usr/bin/python3",
+                    "-c",
+                    BOOT,
+                ],
+                input=helper_stdin(HELPER) + json.dumps(payload).encode(),
+                capture_output=True,
+                check=True,
+            ).stdout
         plan = plan_purge("local", json.loads(out))
         assert plan.paths[0].refused == ["in-use"]
         assert "cannot tell" in plan.paths[0].refusals[0].message

@@ -23,7 +23,9 @@ AT_FDCWD = -100
 RENAME_EXCHANGE = 2
 ITERATIONS = 300
 
-pytestmark = pytest.mark.skipif(SYS_RENAMEAT2 is None, reason="renameat2 syscall number unknown here")
+pytestmark = pytest.mark.skipif(
+    SYS_RENAMEAT2 is None, reason="renameat2 syscall number unknown here"
+)
 
 
 def exchange(libc, a: bytes, b: bytes) -> bool:
@@ -160,7 +162,9 @@ def test_a_pin_mismatch_puts_the_entry_back_and_refuses(tmp_path):
     with pytest.raises(WalkError) as e:
         remove_pinned(comps, pins)
     assert e.value.code == "changed-since-check" and "exchanged" in e.value.detail
-    assert (ck / "adapter_model.safetensors").read_bytes() == b"weights"  # the adapter, back at its name
+    assert (
+        ck / "adapter_model.safetensors"
+    ).read_bytes() == b"weights"  # the adapter, back at its name
     assert sorted(os.listdir(ck.parent)) == ["checkpoint-25"]
 
 
@@ -192,4 +196,6 @@ def test_putting_back_never_replaces_what_took_the_name(tmp_path):
     finally:
         os.close(fd)
     assert "could not be put back" in why and "private" in why
-    assert (d / "name").read_bytes() == b"newcomer" and (d / "private").read_bytes() == b"renamed entry"
+    assert (d / "name").read_bytes() == b"newcomer" and (
+        d / "private"
+    ).read_bytes() == b"renamed entry"

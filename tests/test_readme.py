@@ -35,12 +35,20 @@ def test_ci_runs_it_in_a_new_virtual_environment_of_its_own():
     lines = [ln for ln in ci_lines() if ln and not ln.startswith("#")]
     text = "\n".join(lines)
     assert "system-site-packages" not in text and "PYTHONPATH" not in text and "PIP_" not in text
-    make = [i for i, ln in enumerate(lines) if re.fullmatch(r"python3 -m venv (--clear )?\.venv", ln)]
-    activate = [i for i, ln in enumerate(lines) if ln in (". .venv/bin/activate", "source .venv/bin/activate")]
+    make = [
+        i for i, ln in enumerate(lines) if re.fullmatch(r"python3 -m venv (--clear )?\.venv", ln)
+    ]
+    activate = [
+        i
+        for i, ln in enumerate(lines)
+        if ln in (". .venv/bin/activate", "source .venv/bin/activate")
+    ]
     run = lines.index(readme_test_command())
     assert make and activate and make[0] < activate[0] < run, lines
-    assert not any("deactivate" in ln for ln in lines[activate[0]:run])
-    assert [ln for ln in lines if "pip install" in ln or "apt-get install" in ln] == [readme_test_command()]
+    assert not any("deactivate" in ln for ln in lines[activate[0] : run])
+    assert [ln for ln in lines if "pip install" in ln or "apt-get install" in ln] == [
+        readme_test_command()
+    ]
     assert ".venv/" in (ROOT / ".gitignore").read_text().splitlines()
 
 

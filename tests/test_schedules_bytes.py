@@ -12,9 +12,13 @@ from test_schedules_remove import backups, root_crontab  # noqa: F401
 
 from fleetdeck.backend.actions import audit
 
-pytestmark = [pytest.mark.root,
-              pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed"),
-              pytest.mark.skipif(not Path("/var/spool/cron/crontabs").is_dir(), reason="no Debian cron spool")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed"),
+    pytest.mark.skipif(
+        not Path("/var/spool/cron/crontabs").is_dir(), reason="no Debian cron spool"
+    ),
+]
 
 # every line a different way to be "not plain UTF-8"; removal of any one must leave the others
 LINES = [
@@ -66,8 +70,9 @@ def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys
     # ids are stable across polls even for undecodable bytes
     assert [s["id"] for s in first] == [s["id"] for s in listing(hosts, capsys)]
     sid = by_line(first, n)["id"]
-    rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
-                           capsys)
+    rc, out, err = run_cli(
+        ["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"], capsys
+    )
     assert rc == 0, err
     assert read_crontab() == b"".join(x + b"\n" for i, x in enumerate(LINES, 1) if i != n)
     rep = json.loads(out)
@@ -75,10 +80,18 @@ def test_removing_one_line_changes_only_that_line(root_crontab, tmp_path, capsys
     assert Path(rep["host_backup"]).read_bytes() == CRONTAB
     assert [p.read_bytes() for p in backups("local")] == [CRONTAB]
     # the audit log holds the record, whatever bytes the line had
-    assert [r["result"] for r in audit.read_audit() if r["action"] == "schedule-remove"] == ["started", "done"]
+    assert [r["result"] for r in audit.read_audit() if r["action"] == "schedule-remove"] == [
+        "started",
+        "done",
+    ]
 
 
-def test_removing_a_line_leaves_another_users_crontab_alone(root_crontab, bystander, tmp_path, capsys):  # noqa: F811
+def test_removing_a_line_leaves_another_users_crontab_alone(
+    root_crontab,  # noqa: F811
+    bystander,
+    tmp_path,
+    capsys,
+):
     """Another user's crontab has a line 3 too: removing root's line 3 changes root's crontab
     only, and the other user's entries are listed with the same ids before and after."""
     if bystander is None:
@@ -88,21 +101,31 @@ def test_removing_a_line_leaves_another_users_crontab_alone(root_crontab, bystan
 
     def theirs() -> list[tuple]:
         # by line: the listing's order is the CLI's (stray first, ...), not the file's
-        return sorted((s["line"], s["raw"], s["id"]) for s in listing(hosts, capsys, bystander.name))
+        return sorted(
+            (s["line"], s["raw"], s["id"]) for s in listing(hosts, capsys, bystander.name)
+        )
 
     before = theirs()
-    assert len(before) == 10 and before[0][:2] == (3, "1 3 * * * /usr/bin/true fleetdeck-bystander-1"), before
+    assert len(before) == 10 and before[0][:2] == (
+        3,
+        "1 3 * * * /usr/bin/true fleetdeck-bystander-1",
+    ), before
     sid = by_line(listing(hosts, capsys), 3)["id"]
-    rc, out, err = run_cli(["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"],
-                           capsys)
+    rc, out, err = run_cli(
+        ["--hosts", hosts, "schedules", "remove", "local", sid, "--confirm", sid, "--json"], capsys
+    )
     assert rc == 0, err
     assert read_crontab() == b"".join(x + b"\n" for i, x in enumerate(LINES, 1) if i != 3)
     assert theirs() == before
     bystander.check()
 
 
-def test_listing_shows_undecodable_bytes_escaped_and_never_crashes(root_crontab, tmp_path, capsys,  # noqa: F811
-                                                                   monkeypatch):
+def test_listing_shows_undecodable_bytes_escaped_and_never_crashes(
+    root_crontab,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
     install(CRONTAB, tmp_path)
     hosts = local_fleet(tmp_path)
     monkeypatch.setenv("COLUMNS", "250")
@@ -123,20 +146,38 @@ def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
     from fleetdeck.backend.host.lib.text import fsdec
 
     f = tmp_path / "cron.d-chain"
-    body = (b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"
-            b"37 * * * * root /bin/echo \xff check\n1 2 * * * root /usr/bin/true last-no-newline")
+    body = (
+        b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"
+        b"37 * * * * root /bin/echo \xff check\n1 2 * * * root /usr/bin/true last-no-newline"
+    )
     f.write_bytes(body)
     local = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
     for n, raw, expect in (
-        (3, b"37 * * * * root /bin/echo \xff check",
-         b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n1 2 * * * root /usr/bin/true last-no-newline"),
-        (3, b"1 2 * * * root /usr/bin/true last-no-newline",
-         b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n"),
+        (
+            3,
+            b"37 * * * * root /bin/echo \xff check",
+            b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n1 2 * * * root /usr/bin/true last-no-newline",
+        ),
+        (
+            3,
+            b"1 2 * * * root /usr/bin/true last-no-newline",
+            b"SHELL=/bin/sh\r\n0 * * * * root /usr/bin/true caf\xe9\n",
+        ),
     ):
-        sched = Schedule(id=f"cf-{n}", host="local", kind="cron-file", user="root", spec="x", command="x",
-                         source=str(f), raw=fsdec(raw), line=n)
-        rep = asyncio.run(remove_schedule(HostLink(local), sched, sched.id,
-                                          host_backup_dir=str(tmp_path / "hb")))
+        sched = Schedule(
+            id=f"cf-{n}",
+            host="local",
+            kind="cron-file",
+            user="root",
+            spec="x",
+            command="x",
+            source=str(f),
+            raw=fsdec(raw),
+            line=n,
+        )
+        rep = asyncio.run(
+            remove_schedule(HostLink(local), sched, sched.id, host_backup_dir=str(tmp_path / "hb"))
+        )
         assert rep.ok, rep
         assert f.read_bytes() == expect
         assert Path(rep.backup).read_bytes() == body

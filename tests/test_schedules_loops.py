@@ -60,22 +60,36 @@ def started():
 
 
 def loop(p: subprocess.Popen) -> Schedule:
-    return Schedule(id=f"loop-{p.pid}", host="local", kind="loop", user="root", spec="while-loop",
-                    command="loop", source=f"/proc/{p.pid}", pid=p.pid, start_time=procfs.start_ticks(p.pid))
+    return Schedule(
+        id=f"loop-{p.pid}",
+        host="local",
+        kind="loop",
+        user="root",
+        spec="while-loop",
+        command="loop",
+        source=f"/proc/{p.pid}",
+        pid=p.pid,
+        start_time=procfs.start_ticks(p.pid),
+    )
 
 
 @pytest.mark.parametrize("own_group", [True, False])
-@pytest.mark.parametrize("script, signals", [
-    ("while true; do sleep 300; done", ("SIGTERM",)),
-    ("trap '' TERM; while true; do sleep 300; done", ("SIGTERM", "SIGKILL")),
-])
+@pytest.mark.parametrize(
+    "script, signals",
+    [
+        ("while true; do sleep 300; done", ("SIGTERM",)),
+        ("trap '' TERM; while true; do sleep 300; done", ("SIGTERM", "SIGKILL")),
+    ],
+)
 async def test_sleep_child_does_not_outlive_the_stopped_loop(started, own_group, script, signals):
     p = subprocess.Popen(["bash", "-c", script], start_new_session=own_group)
     started.append(p)
     (sleeper,) = wait_until(lambda: kids_named(p.pid, "sleep"), "the loop's first sleep")
     s = loop(p)
     check = await check_removal(HostLink(LOCAL), s)
-    assert check.ok and [c["pid"] for c in check.children] == [sleeper[0]]  # named before confirming
+    assert check.ok and [c["pid"] for c in check.children] == [
+        sleeper[0]
+    ]  # named before confirming
     rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
     assert rep.signals == signals
@@ -88,11 +102,20 @@ async def test_sleep_child_does_not_outlive_the_stopped_loop(started, own_group,
 async def test_orphan_left_in_the_loops_group_is_stopped_too(started):
     # `(sleep 300 &)`: the sleep's parent subshell exits at once, so it is no descendant any more,
     # but it stays in the loop's process group
-    p = subprocess.Popen(["bash", "-c", "(sleep 300 &); while true; do sleep 0.2; done"], start_new_session=True)
+    p = subprocess.Popen(
+        ["bash", "-c", "(sleep 300 &); while true; do sleep 0.2; done"], start_new_session=True
+    )
     started.append(p)
-    orphan = wait_until(lambda: [m for m in group_members(p.pid)
-                                 if procfs.comm(m[0]) == "sleep" and procfs.ppid(m[0]) != p.pid
-                                 and m[0] not in procfs.descendants(p.pid)], "the orphaned sleep")[0]
+    orphan = wait_until(
+        lambda: [
+            m
+            for m in group_members(p.pid)
+            if procfs.comm(m[0]) == "sleep"
+            and procfs.ppid(m[0]) != p.pid
+            and m[0] not in procfs.descendants(p.pid)
+        ],
+        "the orphaned sleep",
+    )[0]
     s = loop(p)
     rep = await remove_schedule(HostLink(LOCAL), s, s.id, grace=0.5)
     assert rep.ok, rep
@@ -103,8 +126,10 @@ async def test_orphan_left_in_the_loops_group_is_stopped_too(started):
 
 async def test_a_loop_that_respawns_faster_than_it_dies_leaves_nothing(started):
     # SIGTERM ignored and a new child every few ms: whatever it started before SIGKILL must go
-    p = subprocess.Popen(["bash", "-c", "trap '' TERM; while true; do sleep 300 & sleep 0.01; done"],
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["bash", "-c", "trap '' TERM; while true; do sleep 300 & sleep 0.01; done"],
+        start_new_session=True,
+    )
     started.append(p)
     wait_until(lambda: len(kids_named(p.pid, "sleep")) >= 3, "a few background sleeps")
     s = loop(p)
@@ -116,15 +141,28 @@ async def test_a_loop_that_respawns_faster_than_it_dies_leaves_nothing(started):
 
 
 async def test_helper_never_stops_its_own_parents():
-    s = Schedule(id="me", host="local", kind="loop", user="root", spec="x", command="x", source="x",
-                 pid=os.getpid(), start_time=procfs.start_ticks(os.getpid()))
+    s = Schedule(
+        id="me",
+        host="local",
+        kind="loop",
+        user="root",
+        spec="x",
+        command="x",
+        source="x",
+        pid=os.getpid(),
+        start_time=procfs.start_ticks(os.getpid()),
+    )
     rep = await remove_schedule(HostLink(LOCAL), s, "me")
     assert not rep.ok and rep.reason_code == "unsupported" and "parents" in rep.message
     assert Path(f"/proc/{os.getpid()}").exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv") or not os.path.exists("/usr/bin/python3"),
-                    reason="needs root, setpriv and /usr/bin/python3 to run the helper as another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0
+    or not os.path.exists("/usr/bin/setpriv")
+    or not os.path.exists("/usr/bin/python3"),
+    reason="needs root, setpriv and /usr/bin/python3 to run the helper as another user",
+)
 def test_a_loop_the_helper_may_not_signal_is_refused_and_left_running(started):
     import json
 
@@ -134,12 +172,27 @@ def test_a_loop_the_helper_may_not_signal_is_refused_and_left_running(started):
     p = subprocess.Popen(["bash", "-c", "while true; do sleep 300; done"], start_new_session=True)
     started.append(p)
     (sleeper,) = wait_until(lambda: kids_named(p.pid, "sleep"), "the loop's first sleep")
-    req = {"op": "apply", "grace": 0.5, "schedule": {"kind": "loop", "pid": p.pid,
-                                                     "start_time": procfs.start_ticks(p.pid)}}
+    req = {
+        "op": "apply",
+        "grace": 0.5,
+        "schedule": {"kind": "loop", "pid": p.pid, "start_time": procfs.start_ticks(p.pid)},
+    }
     # the helper as `nobody`: it may read /proc but signal nothing of root's
-    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
-                          bundle(REMOTE)], input=json.dumps(req).encode(), capture_output=True, timeout=60,
-                         cwd="/")
+    out = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            bundle(REMOTE),
+        ],
+        input=json.dumps(req).encode(),
+        capture_output=True,
+        timeout=60,
+        cwd="/",
+    )
     ans = json.loads(out.stdout)
     assert ans["ok"] is False and ans["error"]["code"] == "permission-denied", ans
     assert procfs.same_process(p.pid, procfs.start_ticks(p.pid)) and procfs.same_process(*sleeper)

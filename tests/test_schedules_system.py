@@ -27,8 +27,10 @@ def listed(hosts: str, capsys) -> list[dict]:
     return json.loads(out)["schedules"]
 
 
-@pytest.mark.skipif(packages.installed_by("/etc/crontab") is None,
-                    reason="/etc/crontab is not a package's unmodified file here")
+@pytest.mark.skipif(
+    packages.installed_by("/etc/crontab") is None,
+    reason="/etc/crontab is not a package's unmodified file here",
+)
 def test_stock_distribution_entries_are_system_and_never_stray(tmp_path, capsys):
     every = listed(local_fleet(tmp_path), capsys)
     stock = [s for s in every if s["source"] == "/etc/crontab"]
@@ -58,11 +60,13 @@ def test_a_cron_file_written_by_hand_is_not_the_distributions(tmp_path, capsys):
 
 
 @pytest.mark.root
-@pytest.mark.skipif(shutil.which("crontab") is None or not SPOOL.is_dir(), reason="no Debian cron spool here")
+@pytest.mark.skipif(
+    shutil.which("crontab") is None or not SPOOL.is_dir(), reason="no Debian cron spool here"
+)
 def test_orphaned_crontab_is_a_warning_on_that_user_only(root_crontab, tmp_path):  # noqa: F811
     line = "13 1 * * * /usr/bin/true still-listed-9d2"
     install_crontab(line + "\n", tmp_path)
-    ghost = SPOOL / f"fdghost{uuid.uuid4().hex[:8]}"   # a spool file whose user was deleted
+    ghost = SPOOL / f"fdghost{uuid.uuid4().hex[:8]}"  # a spool file whose user was deleted
     try:
         ghost.write_bytes(b"1 1 * * * /usr/bin/true ghost\n")
         os.chmod(ghost, 0o600)
@@ -78,7 +82,9 @@ def test_orphaned_crontab_is_a_warning_on_that_user_only(root_crontab, tmp_path)
 
 
 @pytest.mark.root
-@pytest.mark.skipif(shutil.which("useradd") is None or shutil.which("crontab") is None, reason="no useradd/crontab")
+@pytest.mark.skipif(
+    shutil.which("useradd") is None or shutil.which("crontab") is None, reason="no useradd/crontab"
+)
 def test_another_users_crontab_is_listed_as_theirs(root_crontab, tmp_path):  # noqa: F811
     name = f"fdt{uuid.uuid4().hex[:8]}"
     subprocess.run(["useradd", "--no-create-home", name], check=True)
@@ -89,7 +95,7 @@ def test_another_users_crontab_is_listed_as_theirs(root_crontab, tmp_path):  # n
         got = schedules({"fresh": True}, Procs(), [])
         (s,) = [s for s in got if s["kind"] == "crontab" and s["user"] == name]
         assert os.fsencode(s["raw"]) == b"2 2 * * * /usr/bin/true theirs-\xe9\r"
-        assert s["command"].endswith("\r")   # what cron runs, carriage return included
+        assert s["command"].endswith("\r")  # what cron runs, carriage return included
     finally:
         subprocess.run(["crontab", "-u", name, "-r"], capture_output=True)
         subprocess.run(["userdel", name], check=True)

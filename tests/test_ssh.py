@@ -15,7 +15,15 @@ from sshfleet import keygen
 
 pytestmark = pytest.mark.sshd
 
-HOSTILE = ["a b", "it's", 'say "hi"', "$(touch /tmp/fleetdeck-pwned)", "-rf", "line\nbreak", "`id`;"]
+HOSTILE = [
+    "a b",
+    "it's",
+    'say "hi"',
+    "$(touch /tmp/fleetdeck-pwned)",
+    "-rf",
+    "line\nbreak",
+    "`id`;",
+]
 
 
 async def test_argv_and_helper_payload_cross_the_shell_untouched(sshd_fleet, fleet_file):
@@ -73,7 +81,9 @@ async def test_changed_host_key_always_refused(spare_fleet, tmp_path, accept_new
     (h.host_key.parent / (h.host_key.name + ".pub")).unlink()
     keygen(h.host_key)
     spare_fleet.start("shifty")
-    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"accept_new_host_keys": accept_new})
+    path = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml", defaults={"accept_new_host_keys": accept_new}
+    )
     before = spare_fleet.known_hosts.read_text()
     link = HostLink(load_fleet(str(path)).host("shifty"))
     with pytest.raises(HostError) as e:
@@ -112,8 +122,12 @@ async def test_local_host_runs_without_ssh():
     link = HostLink(HostConfig(name="local", local=True))
     res = await link.run(["printf", "%s", "$(x) y"])
     assert res.stdout == b"$(x) y"
-    assert await link.run_helper("import json,sys;print(json.dumps(json.load(sys.stdin)+1))", 41) == 42
-    h = await link.start_helper("import sys\nfor l in sys.stdin: print(l.strip()[::-1], flush=True)\n")
+    assert (
+        await link.run_helper("import json,sys;print(json.dumps(json.load(sys.stdin)+1))", 41) == 42
+    )
+    h = await link.start_helper(
+        "import sys\nfor l in sys.stdin: print(l.strip()[::-1], flush=True)\n"
+    )
     h.stdin.write(b"abc\n")
     await h.stdin.drain()
     assert (await asyncio.wait_for(h.stdout.readline(), 10)) == b"cba\n"
@@ -129,10 +143,13 @@ async def test_ssh_config_alias_is_honoured(sshd_fleet, tmp_path, monkeypatch):
     (home / ".ssh").mkdir(parents=True)
     h = sshd_fleet.hosts["h2"]
     (home / ".ssh" / "config").write_text(
-        f"Host gpu-box-alias\n  HostName 127.0.0.1\n  Port {h.port}\n  User {getpass.getuser()}\n")
+        f"Host gpu-box-alias\n  HostName 127.0.0.1\n  Port {h.port}\n  User {getpass.getuser()}\n"
+    )
     monkeypatch.setenv("HOME", str(home))
     fleet_file = tmp_path / "hosts.toml"
-    fleet_file.write_text(sshd_fleet.fleet_toml(names=[]) + '\n[hosts.alias]\naddress = "gpu-box-alias"\n')
+    fleet_file.write_text(
+        sshd_fleet.fleet_toml(names=[]) + '\n[hosts.alias]\naddress = "gpu-box-alias"\n'
+    )
     link = HostLink(load_fleet(str(fleet_file)).host("alias"))
     try:
         res = await link.run(["printf", "%s", "via alias"])

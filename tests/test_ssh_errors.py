@@ -28,11 +28,15 @@ async def test_link_is_an_async_context_manager_that_closes(sshd_fleet, fleet_fi
     assert link.state == "idle"
 
 
-async def test_refused_login_is_its_own_state_and_is_not_retried_until_the_key_changes(spare_fleet, tmp_path):
+async def test_refused_login_is_its_own_state_and_is_not_retried_until_the_key_changes(
+    spare_fleet, tmp_path
+):
     h = spare_fleet.add("locked")
     stranger = tmp_path / "stranger_ed25519"
     keygen(stranger)
-    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"client_keys": [str(stranger)]})
+    path = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml", defaults={"client_keys": [str(stranger)]}
+    )
     link = HostLink(load_fleet(str(path)).host("locked"))
     with pytest.raises(HostError) as e:
         await link.run(["true"])
@@ -61,7 +65,9 @@ async def test_refused_login_is_its_own_state_and_is_not_retried_until_the_key_c
 async def test_missing_key_file_is_named(spare_fleet, tmp_path):
     spare_fleet.add("keyless")
     missing = tmp_path / "id_missing"
-    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"client_keys": [str(missing)]})
+    path = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml", defaults={"client_keys": [str(missing)]}
+    )
     link = HostLink(load_fleet(str(path)).host("keyless"))
     with pytest.raises(HostError) as e:
         await link.run(["true"])
@@ -87,8 +93,10 @@ def chatty_host(spare_fleet, tmp_path):
     """A host whose login shell prints a banner on stdout before any command runs (as a
     ~/.bashrc that echoes does; here sshd's ForceCommand prints it, then runs the command)."""
     rc = tmp_path / "noisy-login"
-    rc.write_text('#!/bin/sh\necho "Welcome to chatty, $USER"\necho "Last login: yesterday"\n'
-                  'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+    rc.write_text(
+        '#!/bin/sh\necho "Welcome to chatty, $USER"\necho "Last login: yesterday"\n'
+        'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
+    )
     rc.chmod(0o755)
     spare_fleet.add("chatty", sshd_extra=(f"ForceCommand {rc}",))
     path = spare_fleet.write_fleet(tmp_path / "hosts.toml")
@@ -106,8 +114,10 @@ async def test_login_shell_text_before_a_helper_answer_is_named(chatty_host):
 
 
 async def test_a_failed_helper_reports_its_whole_stderr(sshd_fleet, fleet_file):
-    src = ("import sys\nsys.stderr.write('first: the cause\\nsecond line\\nthird: the symptom\\n')\n"
-           "sys.exit(3)\n")
+    src = (
+        "import sys\nsys.stderr.write('first: the cause\\nsecond line\\nthird: the symptom\\n')\n"
+        "sys.exit(3)\n"
+    )
     async with HostLink(load_fleet(str(fleet_file)).host("h1")) as link:
         with pytest.raises(HostError) as e:
             await link.run_helper(src, {})
@@ -124,8 +134,9 @@ async def test_a_failed_helper_reports_its_whole_stderr(sshd_fleet, fleet_file):
 async def test_trust_on_first_use_on_a_fresh_controller(spare_fleet, tmp_path):
     h = spare_fleet.add("first", trust=False)
     kh = tmp_path / "fresh-home" / ".ssh" / "known_hosts"
-    path = spare_fleet.write_fleet(tmp_path / "hosts.toml",
-                                   defaults={"accept_new_host_keys": True, "known_hosts": str(kh)})
+    path = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml", defaults={"accept_new_host_keys": True, "known_hosts": str(kh)}
+    )
     old = os.umask(0o022)
     try:
         async with HostLink(load_fleet(str(path)).host("first")) as link:
@@ -140,17 +151,24 @@ async def test_trust_on_first_use_on_a_fresh_controller(spare_fleet, tmp_path):
         assert (await link.run(["true"])).returncode == 0
 
 
-async def test_trust_on_first_use_asks_the_port_an_ssh_config_alias_names(spare_fleet, tmp_path, monkeypatch):
+async def test_trust_on_first_use_asks_the_port_an_ssh_config_alias_names(
+    spare_fleet, tmp_path, monkeypatch
+):
     h = spare_fleet.add("aliased", trust=False)
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "config").write_text(
-        f"Host box-alias\n  HostName 127.0.0.1\n  Port {h.port}\n  User {getpass.getuser()}\n")
+        f"Host box-alias\n  HostName 127.0.0.1\n  Port {h.port}\n  User {getpass.getuser()}\n"
+    )
     monkeypatch.setenv("HOME", str(home))
     kh = tmp_path / "kh" / "known_hosts"
     fleet_file = tmp_path / "hosts.toml"
-    fleet_file.write_text(spare_fleet.fleet_toml(names=[], defaults={
-        "accept_new_host_keys": True, "known_hosts": str(kh)}) + '\n[hosts.alias]\naddress = "box-alias"\n')
+    fleet_file.write_text(
+        spare_fleet.fleet_toml(
+            names=[], defaults={"accept_new_host_keys": True, "known_hosts": str(kh)}
+        )
+        + '\n[hosts.alias]\naddress = "box-alias"\n'
+    )
     async with HostLink(load_fleet(str(fleet_file)).host("alias")) as link:
         assert (await link.run(["printf", "%s", "ok"])).stdout == b"ok"
         assert link.where == f"box-alias (127.0.0.1:{h.port})"
@@ -166,9 +184,15 @@ def test_status_cli_tells_a_refused_login_from_a_down_host(spare_fleet, tmp_path
     spare_fleet.kill("gone")
     stranger = tmp_path / "stranger"
     keygen(stranger)
-    path = spare_fleet.write_fleet(tmp_path / "hosts.toml", per_host={"locked": {"client_keys": [str(stranger)]}})
-    p = subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(path)],
-                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    path = spare_fleet.write_fleet(
+        tmp_path / "hosts.toml", per_host={"locked": {"client_keys": [str(stranger)]}}
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", "status", "--hosts", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert p.returncode == 1
     rows = {line.split()[0]: line for line in p.stdout.splitlines() if line.split()}
     assert "AUTH" in rows["locked"] and "DOWN" in rows["gone"]

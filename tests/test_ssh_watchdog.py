@@ -51,7 +51,9 @@ async def _gone(token: str, rounds: int = 100) -> list[int]:
     return _with_token(token)
 
 
-async def test_closing_a_resident_helper_kills_it_and_its_children_on_the_host(sshd_fleet, fleet_file):
+async def test_closing_a_resident_helper_kills_it_and_its_children_on_the_host(
+    sshd_fleet, fleet_file
+):
     token = f"fleetdeck-test-{uuid.uuid4().hex}"
     link = HostLink(load_fleet(str(fleet_file)).host("h3"))
     try:

@@ -35,21 +35,39 @@ def write_corpus(path: Path, n_docs: int = 30, seed: int = 1) -> Path:
 
 def write_run(tmp: Path, name: str = "r", **keys) -> Path:
     corpus = keys.pop("corpus", None) or write_corpus(tmp / "corpus.jsonl")
-    values = {"name": name, "base_model": "random:tiny", "corpus": str(corpus),
-              "output": str(tmp / "runs" / name), "seq_len": 64, "batch_size": 2, "grad_accum": 2,
-              "max_steps": 4, "eval_steps": 2, "save_steps": 2, "eval_fraction": 0.1, "lr": 1e-3}
+    values = {
+        "name": name,
+        "base_model": "random:tiny",
+        "corpus": str(corpus),
+        "output": str(tmp / "runs" / name),
+        "seq_len": 64,
+        "batch_size": 2,
+        "grad_accum": 2,
+        "max_steps": 4,
+        "eval_steps": 2,
+        "save_steps": 2,
+        "eval_fraction": 0.1,
+        "lr": 1e-3,
+    }
     values.update(keys)
     lines = []
     for k, v in values.items():
-        lines.append(f"{k} = {json.dumps(v)}" if not isinstance(v, bool) else f"{k} = {str(v).lower()}")
+        lines.append(
+            f"{k} = {json.dumps(v)}" if not isinstance(v, bool) else f"{k} = {str(v).lower()}"
+        )
     toml = tmp / f"{name}.toml"
     toml.write_text("\n".join(lines) + "\n")
     return toml
 
 
 def fleetdeck(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleetdeck.cli.main", *args], capture_output=True,
-                          text=True, timeout=240, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetdeck.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        **kw,
+    )
 
 
 def progress(run: Path) -> list[dict]:
@@ -66,7 +84,10 @@ def test_train_end_to_end_writes_the_contract_layout(tmp_path):
     assert [s["state"] for s in manifest["states"]] == ["running", "finished"]
     import hashlib
 
-    assert manifest["corpus_sha256"] == hashlib.sha256((tmp_path / "corpus.jsonl").read_bytes()).hexdigest()
+    assert (
+        manifest["corpus_sha256"]
+        == hashlib.sha256((tmp_path / "corpus.jsonl").read_bytes()).hexdigest()
+    )
     assert manifest["pid"] > 0 and manifest["host"] and manifest["start_time"] > 0
     assert manifest["config"]["base_model"] == "random:tiny"
     assert manifest["lora"]["adapted_modules"] == 14 and manifest["max_steps"] == 4
@@ -78,8 +99,16 @@ def test_train_end_to_end_writes_the_contract_layout(tmp_path):
     lines = progress(run)
     assert [p["step"] for p in lines] == [1, 2, 3, 4]
     for p in lines:
-        assert set(p) >= {"step", "max_steps", "loss", "lr", "eval_loss", "seconds_per_step",
-                          "tokens_per_second", "time"}
+        assert set(p) >= {
+            "step",
+            "max_steps",
+            "loss",
+            "lr",
+            "eval_loss",
+            "seconds_per_step",
+            "tokens_per_second",
+            "time",
+        }
         assert p["max_steps"] == 4
     import math
 
@@ -130,8 +159,12 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=80)
     keys = dict(corpus=str(corpus), max_steps=120, save_steps=5, eval_steps=40)
     killed = write_run(tmp_path, "killed", **keys)
-    proc = subprocess.Popen([sys.executable, "-m", "fleetdeck.cli.main", "train", str(killed)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetdeck.cli.main", "train", str(killed)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run = tmp_path / "runs" / "killed"
     _wait_for(run / "checkpoints" / "checkpoint-10" / "trainer_state.json", proc)
     os.kill(proc.pid, signal.SIGKILL)
@@ -187,8 +220,12 @@ def test_local_checkpoint_with_its_own_tokenizer(tmp_path):
     vocab = {"<eos>": 0, "<unk>": 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>", unk_token="<unk>").save_pretrained(str(ckpt))
-    toml = write_run(tmp_path, base_model="ckpt", seq_len=32, max_steps=2, save_steps=2, eval_steps=2)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tk, eos_token="<eos>", unk_token="<unk>"
+    ).save_pretrained(str(ckpt))
+    toml = write_run(
+        tmp_path, base_model="ckpt", seq_len=32, max_steps=2, save_steps=2, eval_steps=2
+    )
     r = fleetdeck("train", str(toml), env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "runs" / "r" / "run.json").read_text())
@@ -196,7 +233,11 @@ def test_local_checkpoint_with_its_own_tokenizer(tmp_path):
 
     missing = write_run(tmp_path, "missing", base_model="no-such-folder")
     r = fleetdeck("train", str(missing))
-    assert r.returncode == 1 and "not a local checkpoint folder" in r.stderr and "Traceback" not in r.stderr
+    assert (
+        r.returncode == 1
+        and "not a local checkpoint folder" in r.stderr
+        and "Traceback" not in r.stderr
+    )
 
 
 def test_target_matching_nothing_is_refused(tmp_path):
@@ -233,12 +274,15 @@ def test_corpus_line_without_text_and_plain_text_corpus(tmp_path):
     assert read_documents(folder) == ["first document\n", "second document\n"]
 
 
-@pytest.mark.parametrize("line, words", [
-    ("learning_rate = 0.1", "unknown key 'learning_rate'"),
-    ('seq_len = "4096"', "key 'seq_len' must be an integer"),
-    ("packing = 1", "key 'packing' must be true or false"),
-    ('target_modules = "q_proj"', "key 'target_modules' must be a list"),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("learning_rate = 0.1", "unknown key 'learning_rate'"),
+        ('seq_len = "4096"', "key 'seq_len' must be an integer"),
+        ("packing = 1", "key 'packing' must be true or false"),
+        ('target_modules = "q_proj"', "key 'target_modules' must be a list"),
+    ],
+)
 def test_run_toml_is_strict(tmp_path, line, words):
     toml = write_run(tmp_path)
     key = line.split(" =")[0]
@@ -275,17 +319,31 @@ def test_bench_baseline_runs_the_reference_recipe(tmp_path):
     by = {x["recipe"]: x for x in report["results"]}
     assert list(by) == ["fleetdeck", "reference-strong", "reference-plain", "reference"]
     ft = by["fleetdeck"]["tokens_per_second"]
-    for key, recipe in (("ratio", "reference-strong"), ("ratio_vs_plain", "reference-plain"),
-                        ("ratio_vs_reference", "reference")):
+    for key, recipe in (
+        ("ratio", "reference-strong"),
+        ("ratio_vs_plain", "reference-plain"),
+        ("ratio_vs_reference", "reference"),
+    ):
         assert report[key] == round(ft / by[recipe]["tokens_per_second"], 2)
     strong, plain, old = by["reference-strong"], by["reference-plain"], by["reference"]
     # reference-strong: dense full rows cut from the token stream (no padding: SDPA on the CPU),
     # the run's dropout, no checkpointing; on the CPU no batch search and no Liger
-    assert (strong["lora_dropout"], strong["gradient_checkpointing"], strong["batch"]) == (0.0, False, 4)
+    assert (strong["lora_dropout"], strong["gradient_checkpointing"], strong["batch"]) == (
+        0.0,
+        False,
+        4,
+    )
     assert strong["attention"] == "sdpa" and strong["liger"] is False
     assert strong["tokens_per_step"] == 4 * 32, "dense rows: every token real, none padding"
-    assert "dense 32-token rows" in strong["description"] and "peft input cast off" in strong["description"]
-    assert (plain["lora_dropout"], plain["gradient_checkpointing"], plain["batch"]) == (0.0, False, 4)
+    assert (
+        "dense 32-token rows" in strong["description"]
+        and "peft input cast off" in strong["description"]
+    )
+    assert (plain["lora_dropout"], plain["gradient_checkpointing"], plain["batch"]) == (
+        0.0,
+        False,
+        4,
+    )
     assert "padded to the longest row" in plain["description"]
     assert (old["lora_dropout"], old["gradient_checkpointing"], old["batch"]) == (0.05, True, 1)
     # every recipe fed the same corpus's real tokens, never padding
@@ -305,7 +363,9 @@ def test_reference_strong_batch_search_is_not_limited_to_divisors():
 
     def curve(limit_fit, best_at):
         # tokens/s rises to best_at, then falls; out of memory past limit_fit
-        return lambda b: None if b > limit_fit else 1000.0 * min(b, best_at) - 10.0 * max(0, b - best_at)
+        return lambda b: (
+            None if b > limit_fit else 1000.0 * min(b, best_at) - 10.0 * max(0, b - best_at)
+        )
 
     said = []
     best, seen = search_batch(curve(20, 24), said.append)
@@ -326,7 +386,9 @@ def test_fed_lengths_counts_real_tokens_of_each_feed():
 
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     assert fed_lengths({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == [3, 2]
-    assert fed_lengths({"input_ids": torch.zeros(1, 9), "cu_seq_lens_q": torch.tensor([0, 4, 9])}) == [4, 5]
+    assert fed_lengths(
+        {"input_ids": torch.zeros(1, 9), "cu_seq_lens_q": torch.tensor([0, 4, 9])}
+    ) == [4, 5]
     assert fed_lengths({"input_ids": torch.zeros(3, 8)}) == [8, 8, 8]
 
 
@@ -344,8 +406,10 @@ def test_datasheet_table_matches_gpu_names():
 
 
 def test_dashboard_side_never_imports_torch():
-    code = ("import sys, fleetdeck.cli.train, fleetdeck.backend.train.runconfig, "
-            "fleetdeck.backend.train.rundir, fleetdeck.backend.train.corpus; "
-            "bad = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, fleetdeck.cli.train, fleetdeck.backend.train.runconfig, "
+        "fleetdeck.backend.train.rundir, fleetdeck.backend.train.corpus; "
+        "bad = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -14,13 +14,17 @@ from fleetdeck.backend.train.corpus import ByteTokenizer, corpus_facts, describe
 
 pytestmark = pytest.mark.train
 
-WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which "
-         "but have an they you were her she there been one all we their has would when if so").split()
+WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so"
+).split()
 
 
 def _paragraphs(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 120))) + "." for _ in range(n)]
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 120))) + "." for _ in range(n)
+    ]
 
 
 def _encode(docs: list[str], tok: ByteTokenizer) -> array:
@@ -33,8 +37,8 @@ def _encode(docs: list[str], tok: ByteTokenizer) -> array:
 
 def test_hard_wrapped_text_is_flagged_and_reflowed_text_is_not():
     paras = _paragraphs(30)
-    wrapped = ["\n\n".join(textwrap.fill(p, 70) for p in paras[i:i + 5]) for i in range(0, 30, 5)]
-    reflowed = ["\n\n".join(paras[i:i + 5]) for i in range(0, 30, 5)]
+    wrapped = ["\n\n".join(textwrap.fill(p, 70) for p in paras[i : i + 5]) for i in range(0, 30, 5)]
+    reflowed = ["\n\n".join(paras[i : i + 5]) for i in range(0, 30, 5)]
     wrap = hard_wrap(wrapped)
     assert wrap is not None and 60 <= wrap["width"] <= 70 and wrap["share"] >= 0.8
     assert hard_wrap(reflowed) is None

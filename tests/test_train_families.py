@@ -25,8 +25,15 @@ from fleetdeck.backend.train.models import (  # noqa: E402
 
 pytestmark = pytest.mark.train
 
-SMALL = dict(vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-             num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+SMALL = dict(
+    vocab_size=16,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+)
 
 
 def _model(cls_name: str, cfg_name: str, **keys):
@@ -50,8 +57,13 @@ def test_sliding_window_below_seq_len_turns_packing_off():
 
 
 def test_soft_capping_turns_packing_off_and_a_final_cap_is_refused():
-    model = _model("Gemma2ForCausalLM", "Gemma2Config", sliding_window=8, attn_logit_softcapping=50.0,
-                   final_logit_softcapping=30.0)
+    model = _model(
+        "Gemma2ForCausalLM",
+        "Gemma2Config",
+        sliding_window=8,
+        attn_logit_softcapping=50.0,
+        final_logit_softcapping=30.0,
+    )
     reason, eager = packing_refusal(model, 64)
     assert "attention logit soft-capping (50)" in reason and "sliding-window" in reason and eager
     assert "eager attention" in reason
@@ -59,8 +71,14 @@ def test_soft_capping_turns_packing_off_and_a_final_cap_is_refused():
 
 
 def test_attention_sinks_turn_packing_off():
-    model = _model("GptOssForCausalLM", "GptOssConfig", num_local_experts=2, num_experts_per_tok=1,
-                   sliding_window=128, layer_types=["sliding_attention", "full_attention"])
+    model = _model(
+        "GptOssForCausalLM",
+        "GptOssConfig",
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"],
+    )
     reason, eager = packing_refusal(model, 64)
     assert "learned attention sinks (2 layers)" in reason and eager
     assert "sliding-window" not in reason  # the window is longer than the rows
@@ -74,9 +92,12 @@ def _bos_tokenizer(folder, with_bos: bool):
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     if with_bos:
-        tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
-    PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                            unk_token="<unk>").save_pretrained(str(folder))
+        tk.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 0)]
+        )
+    PreTrainedTokenizerFast(
+        tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    ).save_pretrained(str(folder))
     return folder
 
 
@@ -89,7 +110,9 @@ def test_bos_per_document_when_the_template_adds_it(tmp_path):
     flat = list(train.tokens)
     starts = [i for i, t in enumerate(flat) if t == 0]
     assert len(starts) == 3 and flat[0] == 0, "every document starts with BOS"
-    assert flat.count(1) == 3 and all(flat[i - 1] == 1 for i in starts[1:]), "BOS follows the previous EOS"
+    assert flat.count(1) == 3 and all(flat[i - 1] == 1 for i in starts[1:]), (
+        "BOS follows the previous EOS"
+    )
     plain = load_tokenizer("random:tiny", str(_bos_tokenizer(tmp_path / "qwen-like", False)))
     assert plain.bos_id is None
     train, _ = build_splits(["a b"], plain, 64, True, 0.0, 1)
@@ -106,10 +129,24 @@ def test_a_sliding_window_checkpoint_trains_unpacked(tmp_path):
     _model("MistralForCausalLM", "MistralConfig", sliding_window=16).save_pretrained(str(folder))
     _bos_tokenizer(folder, True)
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(json.dumps({"text": " ".join("abc"[(i + j) % 3] for j in range(5 + i % 20))}) + "\n"
-                              for i in range(30)))
-    cfg = RunConfig(name="m", base_model=str(folder), corpus=str(corpus), output=str(tmp_path / "run"),
-                    seq_len=64, batch_size=2, grad_accum=1, eval_fraction=0.0, packing=True, compile=False)
+    corpus.write_text(
+        "".join(
+            json.dumps({"text": " ".join("abc"[(i + j) % 3] for j in range(5 + i % 20))}) + "\n"
+            for i in range(30)
+        )
+    )
+    cfg = RunConfig(
+        name="m",
+        base_model=str(folder),
+        corpus=str(corpus),
+        output=str(tmp_path / "run"),
+        seq_len=64,
+        batch_size=2,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        compile=False,
+    )
     said = []
     engine, train, _, _ = prepare(cfg, 0, 1, said.append)
     assert not engine.packing and engine.padded

@@ -20,7 +20,6 @@ from fleetdeck.backend.train.runconfig import parse_run_config  # noqa: E402
 pytestmark = pytest.mark.train
 
 
-
 def rel(a, b) -> float:
     return float((a.detach().float() - b.detach().float()).norm() / b.detach().float().norm())
 
@@ -36,7 +35,7 @@ def test_the_key_parses_strictly():
 def test_the_product_and_the_input_gradient_stay_near_float32():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(64, 96, generator=g, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(48, 96, generator=g, dtype=torch.bfloat16) * 96 ** -0.5
+    w = torch.randn(48, 96, generator=g, dtype=torch.bfloat16) * 96**-0.5
     dy = torch.randn(64, 48, generator=g, dtype=torch.bfloat16)
     out = fp8.fp8_linear(x, fp8.Fp8Weight(w))
     out.backward(dy)
@@ -53,7 +52,11 @@ def test_the_product_and_the_input_gradient_stay_near_float32():
 def test_a_cpu_run_refuses_the_key_with_the_reason(tmp_path):
     with pytest.raises(Exception) as e:
         tiny_engine(tmp_path, "r", base_fp8=True)
-    assert type(e.value).__name__ == "ModelError" and "float8" in str(e.value) and "cpu" in str(e.value)
+    assert (
+        type(e.value).__name__ == "ModelError"
+        and "float8" in str(e.value)
+        and "cpu" in str(e.value)
+    )
 
 
 def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path):
@@ -68,8 +71,12 @@ def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path
     layers = engine.shapes.layers
     # per layer: the q/k/v and gate/up groups, o and down
     assert n == 4 * layers
-    groups = [g for m in engine.model.modules() for g in (getattr(m, "_fd_qkv", None), getattr(m, "_fd_gate_up", None))
-              if g is not None]
+    groups = [
+        g
+        for m in engine.model.modules()
+        for g in (getattr(m, "_fd_qkv", None), getattr(m, "_fd_gate_up", None))
+        if g is not None
+    ]
     assert groups and all(g.fp8 is not None and not g.lora_in_base for g in groups)
     loss8 = engine.loss_sum(b, 1.0)
     loss8.backward()
@@ -77,7 +84,9 @@ def test_every_base_product_runs_in_float8_and_the_adapters_still_learn(tmp_path
     for name, p in engine.model.named_parameters():
         if p.requires_grad:
             assert p.grad is not None and torch.isfinite(p.grad).all(), name
-            assert rel(p.grad, grads[name]) < 0.25, name   # the same direction, float8's noise on top
+            assert rel(p.grad, grads[name]) < 0.25, (
+                name
+            )  # the same direction, float8's noise on top
         else:
             assert p.grad is None, f"a frozen weight got a gradient: {name}"
 
@@ -95,7 +104,9 @@ def _peft_linear(out_features: int = 48, in_features: int = 32):
             return self.proj(x)
 
     torch.manual_seed(0)
-    pm = get_peft_model(M().to(torch.bfloat16), LoraConfig(r=4, target_modules=["proj"], lora_alpha=8))
+    pm = get_peft_model(
+        M().to(torch.bfloat16), LoraConfig(r=4, target_modules=["proj"], lora_alpha=8)
+    )
     with torch.no_grad():
         for n, p in pm.named_parameters():
             if "lora_B" in n:
@@ -104,8 +115,8 @@ def _peft_linear(out_features: int = 48, in_features: int = 32):
 
 
 def test_columns_in_memory_and_a_merged_adapter_are_handled(tmp_path):
-    w = torch.randn(48, 96, dtype=torch.bfloat16) * 96 ** -0.5
-    x = torch.randn(96, 64, dtype=torch.bfloat16).t()          # 64 rows, column-major
+    w = torch.randn(48, 96, dtype=torch.bfloat16) * 96**-0.5
+    x = torch.randn(96, 64, dtype=torch.bfloat16).t()  # 64 rows, column-major
     assert not x.is_contiguous()
     assert rel(fp8.fp8_linear(x, fp8.Fp8Weight(w)), x.float() @ w.float().t()) < 0.08
 
@@ -120,6 +131,7 @@ def test_columns_in_memory_and_a_merged_adapter_are_handled(tmp_path):
     pm.unmerge_adapter()
     pm.save_pretrained(tmp_path / "a")
     from safetensors.torch import load_file
+
     saved = load_file(tmp_path / "a" / "adapter_model.safetensors")
     assert saved and all("lora_" in k for k in saved), sorted(saved)
     merged = pm.merge_and_unload()

@@ -10,17 +10,60 @@ from fleetdeck.backend.train import kernel_choice
 
 #: capability -> (kernel with flash-attn-4 installed, kernel without it, base_fp8, words the reason holds)
 CARDS = {
-    None: ("sdpa", "sdpa", False, ["no CUDA GPU", "per-document SDPA", "base_fp8 needs a CUDA GPU"]),
-    (7, 5): ("sdpa", "sdpa", False, ["sm_75", "needs sm_80 or newer", "no float8 matmuls before sm_89"]),
-    (8, 0): ("flash", "flash", False, ["sm_80 (Ampere)", "bundled flash varlen", "no float8 matmuls before sm_89"]),
-    (8, 6): ("flash", "flash", False, ["sm_86 (Ampere)", "bundled flash varlen", "base_fp8 is refused"]),
+    None: (
+        "sdpa",
+        "sdpa",
+        False,
+        ["no CUDA GPU", "per-document SDPA", "base_fp8 needs a CUDA GPU"],
+    ),
+    (7, 5): (
+        "sdpa",
+        "sdpa",
+        False,
+        ["sm_75", "needs sm_80 or newer", "no float8 matmuls before sm_89"],
+    ),
+    (8, 0): (
+        "flash",
+        "flash",
+        False,
+        ["sm_80 (Ampere)", "bundled flash varlen", "no float8 matmuls before sm_89"],
+    ),
+    (8, 6): (
+        "flash",
+        "flash",
+        False,
+        ["sm_86 (Ampere)", "bundled flash varlen", "base_fp8 is refused"],
+    ),
     (8, 9): ("flash", "flash", True, ["sm_89 (Ada)", "bundled flash varlen", "base_fp8 may run"]),
     (9, 0): ("fa4", "flash", True, ["sm_90 (Hopper)", "FlashAttention-4", "base_fp8 may run"]),
-    (10, 0): ("fa4", "flash", True, ["sm_100 (datacenter Blackwell)", "FlashAttention-4", "base_fp8 may run"]),
-    (12, 0): ("flash", "flash", False, ["sm_120 (Blackwell: RTX 50xx", "Hopper and datacenter-Blackwell kernels "
-                                        "do not run here", "row-wise float8 matmul", "base_fp8 is refused"]),
-    (12, 1): ("flash", "flash", False, ["sm_121 (Blackwell: GB10", "Hopper and datacenter-Blackwell kernels "
-                                        "do not run here", "row-wise float8 matmul", "base_fp8 is refused"]),
+    (10, 0): (
+        "fa4",
+        "flash",
+        True,
+        ["sm_100 (datacenter Blackwell)", "FlashAttention-4", "base_fp8 may run"],
+    ),
+    (12, 0): (
+        "flash",
+        "flash",
+        False,
+        [
+            "sm_120 (Blackwell: RTX 50xx",
+            "Hopper and datacenter-Blackwell kernels do not run here",
+            "row-wise float8 matmul",
+            "base_fp8 is refused",
+        ],
+    ),
+    (12, 1): (
+        "flash",
+        "flash",
+        False,
+        [
+            "sm_121 (Blackwell: GB10",
+            "Hopper and datacenter-Blackwell kernels do not run here",
+            "row-wise float8 matmul",
+            "base_fp8 is refused",
+        ],
+    ),
 }
 
 
@@ -31,7 +74,7 @@ def test_each_compute_capability_gets_its_kernel_and_base_fp8_verdict_with_the_r
     assert (got.kernel, got.base_fp8) == (with_fa4, fp8)
     for w in words:
         assert w in got.reason
-    assert got.reason.count(". ") == 0 and "\n" not in got.reason   # one sentence
+    assert got.reason.count(". ") == 0 and "\n" not in got.reason  # one sentence
     assert got.reason.endswith(got.fp8_why) and got.kernel_why in got.reason
     bare = kernel_choice.choose(cap, fa4=False, flash=True, float8=True)
     assert (bare.kernel, bare.base_fp8) == (without_fa4, fp8)

@@ -37,8 +37,19 @@ def _random_docs(n: int, seed: int = 1) -> list[str]:
 
 
 def _cfg(tmp: Path, corpus: Path, **kw) -> RunConfig:
-    values = dict(name="n", base_model="random:tiny", corpus=str(corpus), output=str(tmp / "run"), seq_len=64,
-                  batch_size=4, grad_accum=1, max_steps=8, lr=1e-3, eval_fraction=0.0, seed=7)
+    values = dict(
+        name="n",
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp / "run"),
+        seq_len=64,
+        batch_size=4,
+        grad_accum=1,
+        max_steps=8,
+        lr=1e-3,
+        eval_fraction=0.0,
+        seed=7,
+    )
     values.update(kw)
     return RunConfig(**values)
 
@@ -125,17 +136,40 @@ def test_loss_curve_and_learning_rate_match_hf_trainer_and_peft(tmp_path):
             return loss
 
     model = models.build_model("random:tiny", torch.float32, torch.device("cpu"), "sdpa", cfg.seed)
-    model = apply_lora(model, plan_targets(model, cfg.target_modules), cfg.lora_rank, cfg.lora_alpha, 0.0)
-    args = TrainingArguments(output_dir=str(tmp_path / "hf"), per_device_train_batch_size=cfg.rows_per_step,
-                             gradient_accumulation_steps=1, max_steps=cfg.max_steps, learning_rate=cfg.lr,
-                             lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-                             adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, optim="adamw_torch",
-                             save_strategy="no", report_to=[], use_cpu=True, seed=cfg.seed, logging_steps=1,
-                             remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0)
+    model = apply_lora(
+        model, plan_targets(model, cfg.target_modules), cfg.lora_rank, cfg.lora_alpha, 0.0
+    )
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "hf"),
+        per_device_train_batch_size=cfg.rows_per_step,
+        gradient_accumulation_steps=1,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        optim="adamw_torch",
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=cfg.seed,
+        logging_steps=1,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     Recording(model=model, args=args, train_dataset=Ordered()).train()
     theirs = [x for x, _ in seen]
     assert len(theirs) == len(ours) == cfg.max_steps
     for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        assert a == pytest.approx(b, rel=2e-4), f"step {step + 1}: fleetdeck {a:.6f} vs Trainer {b:.6f}"
-    assert our_lrs == pytest.approx([lr for _, lr in seen], rel=1e-9), "the lr logged is the lr the step used"
+        assert a == pytest.approx(b, rel=2e-4), (
+            f"step {step + 1}: fleetdeck {a:.6f} vs Trainer {b:.6f}"
+        )
+    assert our_lrs == pytest.approx([lr for _, lr in seen], rel=1e-9), (
+        "the lr logged is the lr the step used"
+    )
     assert our_lrs[0] == pytest.approx(cfg.lr) and ours[-1] < ours[0]

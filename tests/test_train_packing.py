@@ -61,10 +61,18 @@ def tiny():
 def _hidden(model, docs):
     ids = torch.cat(docs)[None]
     pos = torch.cat([torch.arange(len(d)) for d in docs])[None]
-    cu = torch.tensor([0, *torch.tensor([len(d) for d in docs]).cumsum(0).tolist()], dtype=torch.int32)
+    cu = torch.tensor(
+        [0, *torch.tensor([len(d) for d in docs]).cumsum(0).tolist()], dtype=torch.int32
+    )
     with torch.no_grad():
-        return model.model(input_ids=ids, position_ids=pos, cu_seq_lens_q=cu, cu_seq_lens_k=cu,
-                           max_length_q=64, max_length_k=64).last_hidden_state[0]
+        return model.model(
+            input_ids=ids,
+            position_ids=pos,
+            cu_seq_lens_q=cu,
+            cu_seq_lens_k=cu,
+            max_length_q=64,
+            max_length_k=64,
+        ).last_hidden_state[0]
 
 
 def test_packed_documents_see_only_themselves(tiny):
@@ -74,7 +82,7 @@ def test_packed_documents_see_only_themselves(tiny):
     offset = 0
     for d in docs:
         alone = _hidden(tiny, [d])
-        torch.testing.assert_close(packed[offset:offset + len(d)], alone, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(packed[offset : offset + len(d)], alone, rtol=1e-5, atol=1e-5)
         offset += len(d)
     # the control: one causal sequence over the same row does let later documents see earlier ones
     models.set_attention(tiny, "sdpa")
@@ -112,7 +120,9 @@ def test_chunked_cross_entropy_matches_plain_cross_entropy():
     ours = linear_cross_entropy(h, w, y, scale=0.1, chunk=7)
     (g_ours,) = torch.autograd.grad(ours, h)
     h2 = h.detach().clone().requires_grad_()
-    ref = torch.nn.functional.cross_entropy(h2 @ w.t(), y, ignore_index=IGNORE, reduction="sum") * 0.1
+    ref = (
+        torch.nn.functional.cross_entropy(h2 @ w.t(), y, ignore_index=IGNORE, reduction="sum") * 0.1
+    )
     (g_ref,) = torch.autograd.grad(ref, h2)
     torch.testing.assert_close(ours, ref)
     torch.testing.assert_close(g_ours, g_ref)

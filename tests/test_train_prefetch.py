@@ -20,9 +20,24 @@ pytestmark = pytest.mark.train
 
 def _engine(tmp, name):
     corpus = tmp / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"document number {i} " * (1 + i % 5)}) + "\n" for i in range(60)))
-    cfg = RunConfig(name=name, base_model="random:tiny", corpus=str(corpus), output=str(tmp / name),
-                    seq_len=64, batch_size=2, grad_accum=1, eval_fraction=0.0, packing=True, seed=3, max_steps=4)
+    corpus.write_text(
+        "".join(
+            json.dumps({"text": f"document number {i} " * (1 + i % 5)}) + "\n" for i in range(60)
+        )
+    )
+    cfg = RunConfig(
+        name=name,
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp / name),
+        seq_len=64,
+        batch_size=2,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        seed=3,
+        max_steps=4,
+    )
     engine, train, _, schedule = prepare(cfg, 0, 1, lambda m: None)
     return engine, train, schedule
 
@@ -31,7 +46,10 @@ def test_prefetched_steps_give_the_same_losses(tmp_path):
     a, split_a, sched_a = _engine(tmp_path, "a")
     b, split_b, sched_b = _engine(tmp_path, "b")
     plain = [a.step(split_a, sched_a.rows(i, 0))[0] for i in range(4)]
-    ahead = [b.step(split_b, sched_b.rows(i, 0), sched_b.rows(i + 1, 0) if i < 3 else None)[0] for i in range(4)]
+    ahead = [
+        b.step(split_b, sched_b.rows(i, 0), sched_b.rows(i + 1, 0) if i < 3 else None)[0]
+        for i in range(4)
+    ]
     assert plain == ahead
     assert len(set(plain)) == 4
 

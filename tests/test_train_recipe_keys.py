@@ -17,7 +17,6 @@ pytest.importorskip("peft")
 pytestmark = pytest.mark.train
 
 
-
 def test_lever_keys_parse_strictly():
     cfg = parse_run_config(HEAD + 'lora_in_base = false\ncross_entropy = "compiled"\n', "RUN.toml")
     assert cfg.lora_in_base is False and cfg.cross_entropy == "compiled"
@@ -42,6 +41,8 @@ def test_lora_in_base_and_cross_entropy_keys_change_no_loss(tmp_path):
     groups_apart = [m._fd_gate_up for m in apart.model.modules() if hasattr(m, "_fd_gate_up")]
     assert groups and all(g.lora_in_base for g in groups)
     assert groups_apart and not any(g.lora_in_base for g in groups_apart)
-    assert "LoRA product apart" in apart.recipe.describe(2) and "apart" not in joined.recipe.describe(2)
+    assert "LoRA product apart" in apart.recipe.describe(
+        2
+    ) and "apart" not in joined.recipe.describe(2)
     assert apart.recipe.ce == "eager"
     assert loss_apart == pytest.approx(loss, rel=1e-5)

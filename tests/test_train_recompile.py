@@ -21,10 +21,23 @@ pytestmark = pytest.mark.train
 def test_a_batch_with_another_number_of_documents_does_not_recompile(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     # documents of very different lengths, so rows hold different numbers of them
-    corpus.write_text("".join(json.dumps({"text": "word " * (2 + (i * 7) % 40)}) + "\n" for i in range(80)))
-    cfg = RunConfig(name="r", base_model="random:tiny", corpus=str(corpus), output=str(tmp_path / "r"),
-                    seq_len=64, batch_size=1, grad_accum=1, eval_fraction=0.0, packing=True, seed=3,
-                    compile=True, fused_projections=True)
+    corpus.write_text(
+        "".join(json.dumps({"text": "word " * (2 + (i * 7) % 40)}) + "\n" for i in range(80))
+    )
+    cfg = RunConfig(
+        name="r",
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp_path / "r"),
+        seq_len=64,
+        batch_size=1,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        seed=3,
+        compile=True,
+        fused_projections=True,
+    )
     torch._dynamo.reset()
     engine, split, _, _ = prepare(cfg, 0, 1, lambda m: None)
     engine.set_recipe(1, 0)
@@ -51,10 +64,23 @@ def test_a_partial_row_or_short_micro_batch_does_not_recompile(tmp_path):
     nothing, so the layers never compile again for a new sequence length mid-training (on an
     H200 that recompile stalled step 7 of a 12-step run for 17 s)."""
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": "word " * (3 + (i * 5) % 30)}) + "\n" for i in range(60)))
-    cfg = RunConfig(name="r", base_model="random:tiny", corpus=str(corpus), output=str(tmp_path / "r"),
-                    seq_len=64, batch_size=1, grad_accum=1, eval_fraction=0.0, packing=True, seed=3,
-                    compile=True, fused_projections=True)
+    corpus.write_text(
+        "".join(json.dumps({"text": "word " * (3 + (i * 5) % 30)}) + "\n" for i in range(60))
+    )
+    cfg = RunConfig(
+        name="r",
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp_path / "r"),
+        seq_len=64,
+        batch_size=1,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        seed=3,
+        compile=True,
+        fused_projections=True,
+    )
     torch._dynamo.reset()
     engine, split, _, _ = prepare(cfg, 0, 1, lambda m: None)
     engine.set_recipe(1, 0)
@@ -90,4 +116,6 @@ def test_filler_ranges_change_no_loss():
     assert plain.input_ids.shape[1] == 50 and filled.input_ids.shape[1] == 100
     assert filled.cu_seqlens.tolist() == [0, 20, 50, 82, 100]  # filler ranges of at most max_len
     assert (filled.labels[0, 50:] == IGNORE).all() and filled.targets == plain.targets
-    assert (filled.tokens, filled.attn_sq) == (plain.tokens, plain.attn_sq) == (50, 20 * 20 + 30 * 30)
+    assert (
+        (filled.tokens, filled.attn_sq) == (plain.tokens, plain.attn_sq) == (50, 20 * 20 + 30 * 30)
+    )

@@ -46,4 +46,6 @@ def test_a_folder_with_a_final_adapter_is_never_trained_over(tmp_path):
     (empty / "adapter" / "adapter_model.safetensors").write_bytes(b"")
     (empty / "adapter" / "adapter_config.json").write_text("{}")
     (empty / "run.json").write_text('{"state": "failed"}')
-    assert RunDir(empty).check_reusable()["state"] == "failed", "an empty adapter file is no final adapter"
+    assert RunDir(empty).check_reusable()["state"] == "failed", (
+        "an empty adapter file is no final adapter"
+    )

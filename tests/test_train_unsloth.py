@@ -22,8 +22,10 @@ def _run_toml(tmp: Path) -> Path:
     corpus = tmp / "corpus.jsonl"
     corpus.write_text('{"text": "alpha beta gamma delta"}\n' * 20)
     toml = tmp / "r.toml"
-    toml.write_text(f'name = "r"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\noutput = "{tmp / "runs"}"\n'
-                    "seq_len = 32\nbatch_size = 1\ngrad_accum = 2\n")
+    toml.write_text(
+        f'name = "r"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\noutput = "{tmp / "runs"}"\n'
+        "seq_len = 32\nbatch_size = 1\ngrad_accum = 2\n"
+    )
     return toml
 
 
@@ -38,7 +40,9 @@ def test_references_unsloth_is_accepted_and_refused_naming_its_needs(tmp_path, m
     lost = unsloth_reference.missing()
     assert lost[:2] == ["unsloth", "unsloth_zoo"], lost
     toml = _run_toml(tmp_path)
-    assert bench_main([str(toml), "--baseline", "--references", "unsloth,strong", "--steps", "1"]) == 1
+    assert (
+        bench_main([str(toml), "--baseline", "--references", "unsloth,strong", "--steps", "1"]) == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err  # one sentence, no traceback, before any model is built
     assert err[0].startswith("fleetdeck bench: --references unsloth needs Unsloth importable")
@@ -69,12 +73,19 @@ def test_packed_pieces_are_counted_from_what_the_trainer_feeds():
 
     from fleetdeck.backend.train.unsloth_reference import piece_lengths
 
-    assert piece_lengths({"input_ids": torch.zeros(1, 9), "packed_seq_lengths": torch.tensor([4, 5])}) == [4, 5]
+    assert piece_lengths(
+        {"input_ids": torch.zeros(1, 9), "packed_seq_lengths": torch.tensor([4, 5])}
+    ) == [4, 5]
     pos = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
     assert piece_lengths({"input_ids": torch.zeros(1, 9), "position_ids": pos}) == [3, 2, 4]
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    assert piece_lengths({"input_ids": torch.zeros(2, 3), "attention_mask": mask,
-                          "position_ids": torch.zeros(2, 3, dtype=torch.long)}) == [2, 1]
+    assert piece_lengths(
+        {
+            "input_ids": torch.zeros(2, 3),
+            "attention_mask": mask,
+            "position_ids": torch.zeros(2, 3, dtype=torch.long),
+        }
+    ) == [2, 1]
 
 
 def test_the_byte_tokenizer_checkpoint_names_the_bench_ids(tmp_path):
@@ -85,18 +96,29 @@ def test_the_byte_tokenizer_checkpoint_names_the_bench_ids(tmp_path):
 
     byte_tokenizer().save_pretrained(str(tmp_path))
     tok = AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
-    assert (tok.eos_token_id, tok.pad_token_id, len(tok)) == (ByteTokenizer.eos_id, ByteTokenizer.pad_id,
-                                                               ByteTokenizer.vocab_size)
+    assert (tok.eos_token_id, tok.pad_token_id, len(tok)) == (
+        ByteTokenizer.eos_id,
+        ByteTokenizer.pad_id,
+        ByteTokenizer.vocab_size,
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    [sys.executable, "-m", "fleetdeck.backend.train.unsloth_reference", "--help"],
-    [sys.executable, str(ROOT / "benchmarks" / "train_bench.py"), "--help"],
-    [sys.executable, "-m", "fleetdeck.cli.main", "bench", "--help"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [sys.executable, "-m", "fleetdeck.backend.train.unsloth_reference", "--help"],
+        [sys.executable, str(ROOT / "benchmarks" / "train_bench.py"), "--help"],
+        [sys.executable, "-m", "fleetdeck.cli.main", "bench", "--help"],
+    ],
+)
 def test_entry_points_help_without_a_gpu(argv):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={
-        **__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    r = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert r.returncode == 0, r.stderr
     assert "usage:" in r.stdout
     if "bench" in argv:
@@ -104,7 +126,16 @@ def test_entry_points_help_without_a_gpu(argv):
 
 
 def test_benchmark_scripts_parse():
-    for script in ("unsloth_wheels.sh", "unsloth_setup.sh", "bench_unsloth.sh", "device_env.sh",
-                   "bench_figures.sh", "fa4_wheels.sh", "fa4_setup.sh"):
-        r = subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / script)], capture_output=True, text=True)
+    for script in (
+        "unsloth_wheels.sh",
+        "unsloth_setup.sh",
+        "bench_unsloth.sh",
+        "device_env.sh",
+        "bench_figures.sh",
+        "fa4_wheels.sh",
+        "fa4_setup.sh",
+    ):
+        r = subprocess.run(
+            ["bash", "-n", str(ROOT / "benchmarks" / script)], capture_output=True, text=True
+        )
         assert r.returncode == 0, (script, r.stderr)

@@ -41,7 +41,9 @@ def make_run(root: Path, name: str = HOSTILE) -> tuple[Path, Path]:
 def local_app(tmp_path: Path, names=("local",)) -> FleetdeckApp:
     toml = "".join(f'[hosts.{n}]\nlocal = true\nruns = ["{tmp_path}/runs"]\n' for n in names)
     fleet = parse_fleet(toml, "test")
-    empty = FleetSnapshot(hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0)
+    empty = FleetSnapshot(
+        hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0
+    )
     return FleetdeckApp(fleet, RecordedSource([empty]), autopoll=False, clock=lambda: 1.0)
 
 
@@ -138,7 +140,9 @@ async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
         assert modal.report.ok
     assert not ck.exists() and not ck50.exists()
     assert (run / "adapter" / "adapter_model.safetensors").is_file()
-    assert any(r["action"].startswith("purge") and r["result"] == "done" for r in audit.read_audit())
+    assert any(
+        r["action"].startswith("purge") and r["result"] == "done" for r in audit.read_audit()
+    )
 
 
 async def dry_run(app, pilot, modal):
@@ -181,20 +185,29 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         await pilot.pause()
         assert seen and seen[-1][0] == seen[-1][1] == 8192 + 2  # bytes and total reached the bar
         table = modal.query_one("#mirror-files", DataTable)
-        statuses = {table.get_row_at(i)[1].plain: table.get_row_at(i)[0].plain for i in range(table.row_count)}
+        statuses = {
+            table.get_row_at(i)[1].plain: table.get_row_at(i)[0].plain
+            for i in range(table.row_count)
+        }
         assert statuses == {"adapter_model.safetensors": "copied", "adapter_config.json": "copied"}
         assert "verified" in str(modal.query_one("#mirror-result").render())
         assert "100%" in str(modal.query_one("#mirror-rate").render())
         assert modal.report.verified
-    assert (dst / "adapter_model.safetensors").read_bytes() == (run / "adapter" / "adapter_model.safetensors").read_bytes()
+    assert (dst / "adapter_model.safetensors").read_bytes() == (
+        run / "adapter" / "adapter_model.safetensors"
+    ).read_bytes()
 
 
 async def test_mirror_destination_follows_the_chosen_hosts_runs_root(tmp_path):
     run, _ = make_run(tmp_path)
-    toml = "".join(f'[hosts.{n}]\nlocal = true\nruns = ["{tmp_path}/{n}-runs"]\n' for n in ("b", "c"))
+    toml = "".join(
+        f'[hosts.{n}]\nlocal = true\nruns = ["{tmp_path}/{n}-runs"]\n' for n in ("b", "c")
+    )
     toml += f'[hosts.a]\nlocal = true\nruns = ["{tmp_path}/runs"]\n'
     fleet = parse_fleet(toml, "test")
-    app = FleetdeckApp(fleet, RecordedSource([FleetSnapshot(hosts=())]), autopoll=False, clock=lambda: 1.0)
+    app = FleetdeckApp(
+        fleet, RecordedSource([FleetSnapshot(hosts=())]), autopoll=False, clock=lambda: 1.0
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(run / "adapter")))
         await pilot.pause()
@@ -205,7 +218,9 @@ async def test_mirror_destination_follows_the_chosen_hosts_runs_root(tmp_path):
         assert modal.report is None and modal.query_one("#act", Button).disabled
         modal.query_one("#mirror-host", Select).value = "c"
         await pilot.pause()
-        assert modal.query_one("#mirror-path", Input).value == f"{tmp_path}/c-runs/{HOSTILE}/adapter"
+        assert (
+            modal.query_one("#mirror-path", Input).value == f"{tmp_path}/c-runs/{HOSTILE}/adapter"
+        )
 
 
 async def test_mirror_refuses_a_differing_destination(tmp_path):
@@ -283,15 +298,21 @@ async def test_remove_loop_needs_the_id_typed_back(tmp_path, loop_process):
 
 async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
     import json
+
     (tmp_path / "runs").mkdir()
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"doc {i} the quick brown fox"}) + "\n" for i in range(20)))
+    corpus.write_text(
+        "".join(json.dumps({"text": f"doc {i} the quick brown fox"}) + "\n" for i in range(20))
+    )
     good = tmp_path / "good.toml"
-    good.write_text(f'name = "t"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\n'
-                    f'output = "{tmp_path}/runs/t1"\nseq_len = 16\nmax_steps = 2\n')
+    good.write_text(
+        f'name = "t"\nbase_model = "random:tiny"\ncorpus = "{corpus}"\n'
+        f'output = "{tmp_path}/runs/t1"\nseq_len = 16\nmax_steps = 2\n'
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text(good.read_text().replace(str(corpus), str(tmp_path / "missing.jsonl")))
     from fleetdeck.tui.screens.launch import LaunchModal
+
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(LaunchModal("local"))
@@ -340,6 +361,7 @@ async def test_polls_are_applied_while_a_mirror_copies(tmp_path):
 
         def copying():  # the report so far is the dry run's
             return modal.report is None or modal.report.dry_run
+
         polls_during_copy = 0
         for _ in range(200):
             await pilot.pause(0.05)
@@ -360,12 +382,15 @@ async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, mo
     """The paths are deleted and the keepers verify, but the result record cannot be written:
     the modal and the notification say so in red, never "deleted and verified"."""
     import errno
+
     run, ck = make_run(tmp_path)
     real = audit.audit
 
     def failing(action, host, result, **fields):
         if result != "started":
-            raise audit.AuditError(audit.audit_path(), OSError(errno.ENOSPC, "No space left on device"))
+            raise audit.AuditError(
+                audit.audit_path(), OSError(errno.ENOSPC, "No space left on device")
+            )
         return real(action, host, result, **fields)
 
     monkeypatch.setattr(audit, "audit", failing)
@@ -384,8 +409,12 @@ async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, mo
         result = modal.query_one("#purge-result").render()
         assert "deleted and verified" not in result.plain
         first = result.plain.splitlines()[0]
-        assert first.startswith("✖ deleted, but the audit log was NOT written") and "disk is full" in first
+        assert (
+            first.startswith("✖ deleted, but the audit log was NOT written")
+            and "disk is full" in first
+        )
         from fleetdeck.tui.screens.purge import report_text
+
         assert report_text(rep).get_style_at_offset(app.console, 0).color.name == "red"
         msg, kw = next((m, k) for m, k in notes if k.get("title") == "Purge")
         assert "NOT audited" in msg and kw["severity"] == "warning"

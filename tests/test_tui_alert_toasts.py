@@ -17,12 +17,23 @@ def alert_toasts(notes: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
 
 
 def nan_run(host: str, name: str = "run-7") -> Run:
-    return Run(host=host, path=f"/runs/{name}", name=name, state="running", reason="loss is nan at step 40")
+    return Run(
+        host=host, path=f"/runs/{name}", name=name, state="running", reason="loss is nan at step 40"
+    )
 
 
 def stray(host: str, n: int) -> Schedule:
-    return Schedule(id=f"c-{n:032x}", host=host, kind="crontab", user="op", spec="37 * * * *",
-                    command=f"/home/op/check-{n}.sh", source="crontab", stray=True, reasons=("unacknowledged",))
+    return Schedule(
+        id=f"c-{n:032x}",
+        host=host,
+        kind="crontab",
+        user="op",
+        spec="37 * * * *",
+        command=f"/home/op/check-{n}.sh",
+        source="crontab",
+        stray=True,
+        reasons=("unacknowledged",),
+    )
 
 
 def app_over(*polls: tuple[HostSnapshot, ...]):
@@ -31,10 +42,13 @@ def app_over(*polls: tuple[HostSnapshot, ...]):
     from fleetdeck.tui.screens.base import RecordedSource
 
     names = sorted({h.name for hosts in polls for h in hosts})
-    fleet = parse_fleet("".join(f'[hosts.{n}]\nlocal = true\npython = "{sys.executable}"\n' for n in names), "fixture")
+    fleet = parse_fleet(
+        "".join(f'[hosts.{n}]\nlocal = true\npython = "{sys.executable}"\n' for n in names),
+        "fixture",
+    )
     snaps = [FleetSnapshot(hosts=hosts, time=1000.0 + 5 * i) for i, hosts in enumerate(polls)]
     app = FleetdeckApp(fleet, RecordedSource(snaps), autopoll=False, clock=lambda: 2000.0)
-    app.alert_watch.enabled = True   # a replay is not judged unless asked
+    app.alert_watch.enabled = True  # a replay is not judged unless asked
     return app
 
 
@@ -55,11 +69,13 @@ async def test_alerts_that_are_not_critical_never_toast(monkeypatch):
         firing = app.alert_watch.firing
         assert firing and {a.severity for a in firing} <= {"warning", "info"}, firing
         assert alert_toasts(notes) == []
-        assert app.sub_title.startswith(f"⚠ {len(firing)} alert")   # the badge still counts them
+        assert app.sub_title.startswith(f"⚠ {len(firing)} alert")  # the badge still counts them
 
 
 async def test_critical_alerts_firing_at_start_are_one_toast():
-    hosts = tuple(up(f"h{i}", runs=(nan_run(f"h{i}"),), schedules=(stray(f"h{i}", i),)) for i in range(3))
+    hosts = tuple(
+        up(f"h{i}", runs=(nan_run(f"h{i}"),), schedules=(stray(f"h{i}", i),)) for i in range(3)
+    )
     app = app_over(hosts)
     notes: list[tuple[str, dict]] = []
     async with app.run_test(size=(80, 24)) as pilot:
@@ -74,14 +90,30 @@ async def test_critical_alerts_firing_at_start_are_one_toast():
 
 async def test_a_critical_alert_toasts_once_and_a_warning_beside_it_does_not():
     first = (up("h1"),)
-    later = (up("h1", t=1005.0, runs=(nan_run("h1"), Run(host="h1", path="/runs/run-8", name="run-8",
-                                                          state="stalled", reason="no progress for 900s"))),)
+    later = (
+        up(
+            "h1",
+            t=1005.0,
+            runs=(
+                nan_run("h1"),
+                Run(
+                    host="h1",
+                    path="/runs/run-8",
+                    name="run-8",
+                    state="stalled",
+                    reason="no progress for 900s",
+                ),
+            ),
+        ),
+    )
     app = app_over(first, later, later)
     notes: list[tuple[str, dict]] = []
     async with app.run_test(size=(100, 30)) as pilot:
         app.notify = lambda msg, **kw: notes.append((msg, kw))  # type: ignore[method-assign]
         await feed(app, pilot, n=3)
-        assert [k["title"] for _, k in alert_toasts(notes)] == ["ALERT loss-nonfinite on h1: /runs/run-7"]
+        assert [k["title"] for _, k in alert_toasts(notes)] == [
+            "ALERT loss-nonfinite on h1: /runs/run-7"
+        ]
 
 
 async def test_a_toast_waits_while_a_popup_is_open_and_shows_when_it_closes():
@@ -94,16 +126,18 @@ async def test_a_toast_waits_while_a_popup_is_open_and_shows_when_it_closes():
     async with app.run_test(size=(100, 30)) as pilot:
         app.notify = lambda msg, **kw: notes.append((msg, kw))  # type: ignore[method-assign]
         await feed(app, pilot, n=1)
-        await pilot.press("question_mark")           # the help pop-up
+        await pilot.press("question_mark")  # the help pop-up
         await pilot.pause()
         assert isinstance(app.screen, ModalScreen)
-        await feed(app, pilot, n=1)                  # the run's loss turns NaN meanwhile
+        await feed(app, pilot, n=1)  # the run's loss turns NaN meanwhile
         assert [a.rule for a in app.alert_watch.firing] == ["loss-nonfinite"]
-        assert alert_toasts(notes) == []             # nothing over the pop-up
+        assert alert_toasts(notes) == []  # nothing over the pop-up
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ModalScreen)
-        assert [k["title"] for _, k in alert_toasts(notes)] == ["ALERT loss-nonfinite on h1: /runs/run-7"]
+        assert [k["title"] for _, k in alert_toasts(notes)] == [
+            "ALERT loss-nonfinite on h1: /runs/run-7"
+        ]
 
 
 async def test_a_toast_waits_behind_any_pop_up_the_silence_form_and_a_filter_prompt_included():
@@ -111,27 +145,34 @@ async def test_a_toast_waits_behind_any_pop_up_the_silence_form_and_a_filter_pro
     plain ModalScreen) hold an alert's toast too, until they close."""
     from textual.screen import ModalScreen
 
-    app = app_over((up("h1"),), (up("h1", t=1005.0, runs=(nan_run("h1"),)),),
-                   (up("h1", t=1010.0, runs=(nan_run("h1"), nan_run("h1", "run-8"))),))
+    app = app_over(
+        (up("h1"),),
+        (up("h1", t=1005.0, runs=(nan_run("h1"),)),),
+        (up("h1", t=1010.0, runs=(nan_run("h1"), nan_run("h1", "run-8"))),),
+    )
     notes: list[tuple[str, dict]] = []
     async with app.run_test(size=(100, 30)) as pilot:
         app.notify = lambda msg, **kw: notes.append((msg, kw))  # type: ignore[method-assign]
         await feed(app, pilot, n=1)
         await pilot.press("5")
         await pilot.pause()
-        await pilot.press("s")                       # the silence form
+        await pilot.press("s")  # the silence form
         await pilot.pause()
         assert isinstance(app.screen, ModalScreen)
         await feed(app, pilot, n=1)
         assert alert_toasts(notes) == []
         await pilot.press("escape")
         await pilot.pause()
-        assert [k["title"] for _, k in alert_toasts(notes)] == ["ALERT loss-nonfinite on h1: /runs/run-7"]
-        await pilot.press("slash")                   # the filter prompt
+        assert [k["title"] for _, k in alert_toasts(notes)] == [
+            "ALERT loss-nonfinite on h1: /runs/run-7"
+        ]
+        await pilot.press("slash")  # the filter prompt
         await pilot.pause()
         assert isinstance(app.screen, ModalScreen)
         await feed(app, pilot, n=1)
         assert len(alert_toasts(notes)) == 1
         await pilot.press("escape")
         await pilot.pause()
-        assert [k["title"] for _, k in alert_toasts(notes)][-1] == "ALERT loss-nonfinite on h1: /runs/run-8"
+        assert [k["title"] for _, k in alert_toasts(notes)][
+            -1
+        ] == "ALERT loss-nonfinite on h1: /runs/run-8"

@@ -26,7 +26,7 @@ from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.widgets import table_lines
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-G = 1024 ** 3
+G = 1024**3
 HOSTS, SCHEDULES, RUNS = 60, 3000, 600
 #: a screenful of rows at 200x60 is 6 hosts of 8 GPUs, or about 45 schedules or runs; what a
 #: view may make per poll or switch leaves room for a second frame's worth
@@ -38,26 +38,66 @@ def snapshot(i: int, rng: random.Random, n_hosts: int = HOSTS) -> FleetSnapshot:
     per_s, per_r = SCHEDULES // n_hosts, RUNS // n_hosts
     for h in range(n_hosts):
         name = f"gpu-{h:03d}"
-        gpus = tuple(Gpu(index=g, name="NVIDIA H200", uuid=f"{name}-{g}", unified_memory=False,
-                         memory_total_mib=143771, memory_used_mib=rng.uniform(0, 143771),
-                         utilization_pct=rng.uniform(0, 100)) for g in range(8))
+        gpus = tuple(
+            Gpu(
+                index=g,
+                name="NVIDIA H200",
+                uuid=f"{name}-{g}",
+                unified_memory=False,
+                memory_total_mib=143771,
+                memory_used_mib=rng.uniform(0, 143771),
+                utilization_pct=rng.uniform(0, 100),
+            )
+            for g in range(8)
+        )
         disks = (Disk("~/runs", "/", "ext4", 2000 * G, int(rng.uniform(0.2, 0.9) * 2000 * G), 0),)
-        runs = tuple(Run(host=name, path=f"/runs/run-{h}-{k}", name=f"run-{h}-{k}",
-                         state="running" if k == 0 else "finished", step=i + k, max_steps=159, loss=2.0)
-                     for k in range(per_r))
-        scheds = tuple(Schedule(id=f"c-{h:03d}{k:05d}", host=name, kind="crontab", user="ops",
-                                spec="*/5 * * * *", command=f"/usr/local/bin/job-{k % 7} --flag {k}",
-                                source="crontab", reasons=("duplicate",) if k % 3 else (), stray=bool(k % 3))
-                       for k in range(per_s))
-        hosts.append(HostSnapshot(name=name, reachable=True, latency_ms=10.0, gpus=gpus, disks=disks,
-                                  runs=runs, schedules=scheds, time=1000.0 + i))
+        runs = tuple(
+            Run(
+                host=name,
+                path=f"/runs/run-{h}-{k}",
+                name=f"run-{h}-{k}",
+                state="running" if k == 0 else "finished",
+                step=i + k,
+                max_steps=159,
+                loss=2.0,
+            )
+            for k in range(per_r)
+        )
+        scheds = tuple(
+            Schedule(
+                id=f"c-{h:03d}{k:05d}",
+                host=name,
+                kind="crontab",
+                user="ops",
+                spec="*/5 * * * *",
+                command=f"/usr/local/bin/job-{k % 7} --flag {k}",
+                source="crontab",
+                reasons=("duplicate",) if k % 3 else (),
+                stray=bool(k % 3),
+            )
+            for k in range(per_s)
+        )
+        hosts.append(
+            HostSnapshot(
+                name=name,
+                reachable=True,
+                latency_ms=10.0,
+                gpus=gpus,
+                disks=disks,
+                runs=runs,
+                schedules=scheds,
+                time=1000.0 + i,
+            )
+        )
     return FleetSnapshot(hosts=tuple(hosts), time=1000.0 + i)
 
 
 def big_app(n_hosts: int = HOSTS, clock=lambda: 1000.0) -> tuple[FleetdeckApp, list[FleetSnapshot]]:
     rng = random.Random(7)
     snaps = [snapshot(i, rng, n_hosts) for i in range(3)]
-    fleet = parse_fleet("".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "big")
+    fleet = parse_fleet(
+        "".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "big"
+    )
     return FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=clock), snaps
 
 
@@ -84,7 +124,7 @@ async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
     app, snaps = big_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
-        made.take()   # before any poll every row is one line: a screenful is 45 waiting hosts
+        made.take()  # before any poll every row is one line: a screenful is 45 waiting hosts
         app.post_message(FleetPolled(snaps[0]))
         await pilot.pause()
         assert 0 < made.take() <= SCREENFUL["hosts"]
@@ -95,7 +135,9 @@ async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
         table = app.screen.query_one("#fleet-table", KeyedTable)
         # a host off screen is made when it is read, from the newest poll
         last = table.keys[-1]
-        assert last == f"gpu-{HOSTS - 1:03d}" and "STALE" not in table.get_cell(last, "status").plain
+        assert (
+            last == f"gpu-{HOSTS - 1:03d}" and "STALE" not in table.get_cell(last, "status").plain
+        )
         assert made.take() == 1
         # and when it scrolls into view
         await pilot.press("end")
@@ -117,7 +159,9 @@ async def test_the_clock_redraws_the_fleet_only_while_a_host_counts_time(monkeyp
         assert made.take() == 0, "the clock's tick made every host's cells again"
         # a down host counts its time: each tick makes the rows on screen again
         h0 = snaps[1].hosts[0]
-        down = replace(snaps[1], hosts=(replace(h0, reachable=False, error="timed out"), *snaps[1].hosts[1:]))
+        down = replace(
+            snaps[1], hosts=(replace(h0, reachable=False, error="timed out"), *snaps[1].hosts[1:])
+        )
         app.post_message(FleetPolled(down))
         await pilot.pause()
         table = app.screen.query_one("#fleet-table", KeyedTable)
@@ -143,7 +187,7 @@ async def test_the_filter_and_the_sort_still_see_every_host(monkeypatch):
         assert table.keys == [f"gpu-{h:03d}" for h in range(50, 60)]
         table.set_filter("")
         table.action_cycle_sort()
-        table.action_cycle_sort()   # host, downward
+        table.action_cycle_sort()  # host, downward
         await pilot.pause()
         assert table.keys[0] == f"gpu-{HOSTS - 1:03d}" and len(table.keys) == HOSTS
         table.action_cycle_sort()
@@ -174,7 +218,9 @@ async def test_a_switch_and_a_poll_make_only_the_schedules_and_runs_on_screen(mo
         assert why.take() == 0, "a poll with the same schedules made rows again"
         # one host's schedules changed: the rows on screen are made again, not every row
         h0 = snaps[1].hosts[0]
-        changed = replace(snaps[1], hosts=(replace(h0, schedules=h0.schedules[1:]), *snaps[1].hosts[1:]))
+        changed = replace(
+            snaps[1], hosts=(replace(h0, schedules=h0.schedules[1:]), *snaps[1].hosts[1:])
+        )
         app.post_message(FleetPolled(changed))
         await pilot.pause()
         assert table.row_count == SCHEDULES - 1
@@ -252,9 +298,14 @@ async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
     app, snaps = big_app(8)
     app.show_unexpected = lambda what, e: errors.append(e)
     hostile = snaps[1].hosts[0]
-    snaps[1] = replace(snaps[1], hosts=(replace(hostile, disks=(Disk("/mnt/[red]x\x1b[31m\n", "/", "ext4", 10, 5, 0),)),
-                                        replace(snaps[1].hosts[1], reachable=False, error="cannot connect"),
-                                        *snaps[1].hosts[2:]))
+    snaps[1] = replace(
+        snaps[1],
+        hosts=(
+            replace(hostile, disks=(Disk("/mnt/[red]x\x1b[31m\n", "/", "ext4", 10, 5, 0),)),
+            replace(snaps[1].hosts[1], reachable=False, error="cannot connect"),
+            *snaps[1].hosts[2:],
+        ),
+    )
     async with app.run_test(size=(200, 60)) as pilot:
         for snap in snaps:
             app.post_message(FleetPolled(snap))
@@ -275,7 +326,9 @@ def test_a_hosts_height_is_known_without_making_its_cells(case):
     rng = random.Random(3)
     snap = snapshot(0, rng, 2)
     h = snap.hosts[0]
-    state = FleetState(["gpu-000", "gpu-001"], 5.0, clock=lambda: 1000.0 + (100 if case == "stale" else 0))
+    state = FleetState(
+        ["gpu-000", "gpu-001"], 5.0, clock=lambda: 1000.0 + (100 if case == "stale" else 0)
+    )
     if case == "down":
         state.apply(snap)
     if case in ("down", "down-never-up"):
@@ -286,7 +339,9 @@ def test_a_hosts_height_is_known_without_making_its_cells(case):
         state.apply(replace(snap, hosts=(h,)))
     for width in (80, 200):
         w = fleet_screen.layout_widths(width)
-        assert fleet_screen.host_cells(state, "gpu-000", w)[1] == fleet_screen.host_height(state, "gpu-000", w)
+        assert fleet_screen.host_cells(state, "gpu-000", w)[1] == fleet_screen.host_height(
+            state, "gpu-000", w
+        )
 
 
 async def test_the_views_freeze_their_rows_for_the_collector_and_the_app_hands_them_back():
@@ -296,5 +351,5 @@ async def test_the_views_freeze_their_rows_for_the_collector_and_the_app_hands_t
     async with app.run_test(size=(120, 40)) as pilot:
         app.post_message(FleetPolled(snaps[0]))
         await pilot.pause()
-        assert gc.get_freeze_count() > 0   # the Fleet view, mounted, is out of the collector's way
-    assert gc.get_freeze_count() == 0      # and back in it once the app has ended
+        assert gc.get_freeze_count() > 0  # the Fleet view, mounted, is out of the collector's way
+    assert gc.get_freeze_count() == 0  # and back in it once the app has ended

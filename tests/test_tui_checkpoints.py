@@ -42,8 +42,11 @@ async def _shown(snap):
 
 
 async def test_an_incomplete_newest_checkpoint_is_marked_and_resume_names_the_one_before():
-    cells, title = await _shown(_fleet({"complete": False,
-                                        "problem": "no adapter weights (adapter_model.safetensors)\x1b[2J"}))
+    cells, title = await _shown(
+        _fleet(
+            {"complete": False, "problem": "no adapter weights (adapter_model.safetensors)\x1b[2J"}
+        )
+    )
     assert "incomplete: no adapter weights (adapter_model.safetensors)" in cells["checkpoint-125"]
     assert "\x1b" not in cells["checkpoint-125"] and "\\x1b" in cells["checkpoint-125"]
     assert all("incomplete" not in v for k, v in cells.items() if k != "checkpoint-125")

@@ -9,8 +9,16 @@ from fleetdeck.tui.widgets.column_sort import sort_letters
 
 
 def test_every_column_gets_its_own_letter_from_its_label():
-    assert sort_letters(["Host", "Run", "State", "Progress", "s/step", "ETA", "Loss", "Eval"]) == \
-        ["H", "R", "S", "P", "T", "E", "L", "V"]
+    assert sort_letters(["Host", "Run", "State", "Progress", "s/step", "ETA", "Loss", "Eval"]) == [
+        "H",
+        "R",
+        "S",
+        "P",
+        "T",
+        "E",
+        "L",
+        "V",
+    ]
     assert sort_letters([" ", "Host", "Kind"]) == [None, "H", "K"]
 
 
@@ -27,9 +35,15 @@ async def test_shift_letter_and_a_header_click_sort_by_that_column_and_the_heade
         await pilot.press("H")
         await pilot.pause()
         hosts = [cell_text(table, k, "host") for k in table.keys]
-        assert hosts == sorted(hosts) and table.sort_by == ([k[0] for k in keys].index("host"), False)
+        assert hosts == sorted(hosts) and table.sort_by == (
+            [k[0] for k in keys].index("host"),
+            False,
+        )
         assert "sorted by Host ↑" in app.screen.title
-        assert table.columns[next(c for c in table.columns if c.value == "host")].label.plain == "Host▲"
+        assert (
+            table.columns[next(c for c in table.columns if c.value == "host")].label.plain
+            == "Host▲"
+        )
         await pilot.press("H")
         await pilot.pause()
         assert [cell_text(table, k, "host") for k in table.keys] == sorted(hosts, reverse=True)
@@ -77,7 +91,9 @@ def test_the_free_columns_get_what_their_text_needs_first_and_the_command_the_re
         assert sum(w.values()) + 2 * len(w) + 2 == width, (width, w)
         assert w["why"] >= 22 and w["spec"] >= 12 and w["cmd"] >= 12
     wide = sched_layout(250, need)
-    assert wide["why"] == 58 and wide["spec"] == 30 and wide["cmd"] > 60   # whole, the rest to the command
+    assert (
+        wide["why"] == 58 and wide["spec"] == 30 and wide["cmd"] > 60
+    )  # whole, the rest to the command
     mid = sched_layout(160, need)
     assert 22 < mid["why"] < 58 and 12 < mid["spec"] < 30
 
@@ -157,21 +173,28 @@ async def test_the_alerts_and_seats_tables_sort_by_a_named_column_in_one_key_and
         table.focus()
         subjects = [cell_text(table, k, "subject") for k in table.keys]
         assert len(set(subjects)) > 1
-        await pilot.press("U")   # Subject: S and the rest of its letters before U are taken
+        await pilot.press("U")  # Subject: S and the rest of its letters before U are taken
         await pilot.pause()
         assert [cell_text(table, k, "subject") for k in table.keys] == sorted(subjects)
         assert "sorted by Subject ↑" in app.screen.title
-        assert table.columns[next(c for c in table.columns if c.value == "subject")].label.plain == "Subject▲"
+        assert (
+            table.columns[next(c for c in table.columns if c.value == "subject")].label.plain
+            == "Subject▲"
+        )
         await pilot.press("U")
         await pilot.pause()
-        assert [cell_text(table, k, "subject") for k in table.keys] == sorted(subjects, reverse=True)
+        assert [cell_text(table, k, "subject") for k in table.keys] == sorted(
+            subjects, reverse=True
+        )
         await pilot.click(table, offset=(_header_x(table, "host"), 0))
         await pilot.pause()
         assert "sorted by Host ↑" in app.screen.title
     choice = load().table("alerts", "alerts-table")
     assert (choice.sort, choice.descending) == ("host", False)
 
-    app = _seats_app([_host("box", (), (_seat("box", 9002, 10), _seat("box", 9000, 11), _seat("box", 9001, 12)))])
+    app = _seats_app(
+        [_host("box", (), (_seat("box", 9002, 10), _seat("box", 9000, 11), _seat("box", 9001, 12)))]
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(app, pilot, 1)
         await pilot.press("5")
@@ -225,6 +248,6 @@ async def test_the_runs_view_gives_short_names_a_narrow_column_and_the_bar_the_r
         assert prog_w > 18
         for key in table.keys:
             r = screen._by_key[key]
-            assert cell_text(table, key, "name") == r.name   # whole
+            assert cell_text(table, key, "name") == r.name  # whole
             if r.max_steps:
-                assert len(cell_text(table, key, "prog")) > 18   # the bar took the room
+                assert len(cell_text(table, key, "prog")) > 18  # the bar took the room

@@ -91,10 +91,14 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
     root = tmp_path / "runs"
     run = root / "run-1"
     run.mkdir(parents=True)
-    (run / "progress.jsonl").write_text(json.dumps({"step": 1, "loss": 2.0, "max_steps": 10}) + "\n")
+    (run / "progress.jsonl").write_text(
+        json.dumps({"step": 1, "loss": 2.0, "max_steps": 10}) + "\n"
+    )
     log = run / "train.log"
     log.write_text("step 1\n")
-    fleet = parse_fleet(f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 2\n', "test")
+    fleet = parse_fleet(
+        f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 2\n', "test"
+    )
     app = FleetdeckApp(fleet)
 
     def helpers() -> list[int]:
@@ -106,7 +110,7 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
                     stat = open(f"/proc/{pid}/stat", "rb").read()
                 except OSError:
                     continue
-                ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+                ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
                 # this dashboard's own readers: local helpers are its children
                 if ppid == os.getpid() and b"fleetdeck-helper" in cmd and b"--tied" in cmd:
                     out.append(int(pid))
@@ -123,7 +127,9 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
             if app.screen.selected is not None:
                 break
         await pilot.pause(0.5)
-        others = set(helpers())   # the dashboard's own (seats, the probe's...), and the tail's reader
+        others = set(
+            helpers()
+        )  # the dashboard's own (seats, the probe's...), and the tail's reader
         await pilot.press("f")
         pane = app.screen.query_one("#run-log", Log)
         for _ in range(100):
@@ -162,11 +168,22 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
-    system = tuple(Schedule(id=f"c-sys{i}", host=host.name, kind="cron-file", user="root", spec="@daily",
-                            command=f"/usr/lib/pkg/job{i}", source="/etc/cron.d/pkg", system=True)
-                   for i in range(3))
-    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, schedules=host.schedules + system),
-                                            *snap.hosts[1:]))
+    system = tuple(
+        Schedule(
+            id=f"c-sys{i}",
+            host=host.name,
+            kind="cron-file",
+            user="root",
+            spec="@daily",
+            command=f"/usr/lib/pkg/job{i}",
+            source="/etc/cron.d/pkg",
+            system=True,
+        )
+        for i in range(3)
+    )
+    snap = dataclasses.replace(
+        snap, hosts=(dataclasses.replace(host, schedules=host.schedules + system), *snap.hosts[1:])
+    )
     app = fixture_app()
     async with app.run_test(size=(120, 34)) as pilot:
         app.post_message(FleetPolled(snap))
@@ -199,14 +216,26 @@ async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program(
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
-    procs = (Process(pid=4242, start=99, user="ops", command="/usr/bin/python3 train.py \x1b[2J", cpu_pct=97.0,
-                     rss_bytes=3 << 30, gpu_mib=20_000.0, why=("gpu", "run")),)
-    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, processes=procs), *snap.hosts[1:]))
+    procs = (
+        Process(
+            pid=4242,
+            start=99,
+            user="ops",
+            command="/usr/bin/python3 train.py \x1b[2J",
+            cpu_pct=97.0,
+            rss_bytes=3 << 30,
+            gpu_mib=20_000.0,
+            why=("gpu", "run"),
+        ),
+    )
+    snap = dataclasses.replace(
+        snap, hosts=(dataclasses.replace(host, processes=procs), *snap.hosts[1:])
+    )
     app = fixture_app()
     async with app.run_test(size=(120, 40)) as pilot:
         app.post_message(FleetPolled(snap))
         await pilot.pause()
-        await pilot.press("enter")          # the Host view of the highlighted (first) host
+        await pilot.press("enter")  # the Host view of the highlighted (first) host
         await pilot.pause()
         table = app.screen.query_one("#host-procs", KeyedTable)
         assert table.keys == ["4242:99"]
@@ -259,11 +288,20 @@ async def test_resume_is_offered_only_where_a_checkpoint_exists():
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
-    bare = Run(host=host.name, path="/runs/run-bare", name="run-bare", state="failed", reason="CUDA OOM")
-    kept = dataclasses.replace(bare, path="/runs/run-kept", name="run-kept",
-                               checkpoints=(Checkpoint(path="/runs/run-kept/checkpoints/checkpoint-25", step=25,
-                                                       bytes=1 << 30),))
-    snap = dataclasses.replace(snap, hosts=(dataclasses.replace(host, runs=(bare, kept)), *snap.hosts[1:]))
+    bare = Run(
+        host=host.name, path="/runs/run-bare", name="run-bare", state="failed", reason="CUDA OOM"
+    )
+    kept = dataclasses.replace(
+        bare,
+        path="/runs/run-kept",
+        name="run-kept",
+        checkpoints=(
+            Checkpoint(path="/runs/run-kept/checkpoints/checkpoint-25", step=25, bytes=1 << 30),
+        ),
+    )
+    snap = dataclasses.replace(
+        snap, hosts=(dataclasses.replace(host, runs=(bare, kept)), *snap.hosts[1:])
+    )
     app = fixture_app()
     async with app.run_test(size=(140, 40), notifications=True) as pilot:
         app.post_message(FleetPolled(snap))
@@ -292,10 +330,14 @@ async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():
     app = fixture_app()
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await feed(app, pilot)
-        app.push_screen(StopProcessModal("gx10", Process(pid=7, start=1, user="ops", command="python3 x")))
+        app.push_screen(
+            StopProcessModal("gx10", Process(pid=7, start=1, user="ops", command="python3 x"))
+        )
         await pilot.pause()
         for i in range(3):
-            app.notify(f"a long warning number {i} " * 4, title="Alerts", severity="warning", timeout=30)
+            app.notify(
+                f"a long warning number {i} " * 4, title="Alerts", severity="warning", timeout=30
+            )
         await pilot.pause(0.5)
         # what of each toast is on screen (the rack clips and scrolls what does not fit)
         geometry = [app.screen.find_widget(t) for t in app.screen.query("Toast")]

@@ -20,10 +20,15 @@ async def test_d_on_a_run_shows_its_run_json_and_newest_trainer_state_escaped(tm
         ck = run / "checkpoints" / f"checkpoint-{step}"
         ck.mkdir(parents=True)
         history = [{"step": i, "loss": 3.0 - i / 100} for i in range(1, step + 1)]
-        (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": 40,
-                                                           "log_history": history}))
-    (run / "run.json").write_bytes(b'{"name": "run-4", "note": "\x1b]52;c;SGVsbG8=\x07 evil", "seed": 4919}\n')
-    fleet = parse_fleet(f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 30\n', "test")
+        (ck / "trainer_state.json").write_text(
+            json.dumps({"global_step": step, "max_steps": 40, "log_history": history})
+        )
+    (run / "run.json").write_bytes(
+        b'{"name": "run-4", "note": "\x1b]52;c;SGVsbG8=\x07 evil", "seed": 4919}\n'
+    )
+    fleet = parse_fleet(
+        f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 30\n', "test"
+    )
     app = FleetdeckApp(fleet)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(150):
@@ -56,15 +61,34 @@ async def test_a_cron_files_line_is_found_with_its_number(tmp_path):
     from fleetdeck.backend.fleet.ssh import HostLink
 
     cron = tmp_path / "fleetdeck-test"
-    cron.write_text("# a comment\nSHELL=/bin/sh\n37 * * * * ops /home/ops/bin/check-run.sh inform\n")
-    fleet = parse_fleet('[hosts.here]\nlocal = true\n', "test")
-    s = Schedule(id="cron-1", host="here", kind="cron-file", user="ops", spec="37 * * * *",
-                 command="/home/ops/bin/check-run.sh inform", source=str(cron))
+    cron.write_text(
+        "# a comment\nSHELL=/bin/sh\n37 * * * * ops /home/ops/bin/check-run.sh inform\n"
+    )
+    fleet = parse_fleet("[hosts.here]\nlocal = true\n", "test")
+    s = Schedule(
+        id="cron-1",
+        host="here",
+        kind="cron-file",
+        user="ops",
+        spec="37 * * * *",
+        command="/home/ops/bin/check-run.sh inform",
+        source=str(cron),
+    )
     async with HostLink(fleet.host("here")) as link:
         sections = await schedule_sources(link, s)
-    assert sections[0] == (f"{cron}: the line", "3: 37 * * * * ops /home/ops/bin/check-run.sh inform")
-    gone = Schedule(id="cron-2", host="here", kind="cron-file", user="ops", spec="", command="x",
-                    source=str(tmp_path / "missing"))
+    assert sections[0] == (
+        f"{cron}: the line",
+        "3: 37 * * * * ops /home/ops/bin/check-run.sh inform",
+    )
+    gone = Schedule(
+        id="cron-2",
+        host="here",
+        kind="cron-file",
+        user="ops",
+        spec="",
+        command="x",
+        source=str(tmp_path / "missing"),
+    )
     async with HostLink(fleet.host("here")) as link:
         sections = await schedule_sources(link, gone)
     assert "could not be read" in sections[0][1]
@@ -83,18 +107,47 @@ async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_
     from fleetdeck.backend.monitor.seats import SeatCheck, record_check
 
     long_arg = "x" * 400
-    argv = [sys.executable, "-c", "import time; time.sleep(120)", "--gpu-memory-utilization", "0.85",
-            "--served-model-name", "m\x1b]52;c;SGVsbG8=\x07", long_arg, "--end-mark"]
+    argv = [
+        sys.executable,
+        "-c",
+        "import time; time.sleep(120)",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--served-model-name",
+        "m\x1b]52;c;SGVsbG8=\x07",
+        long_arg,
+        "--end-mark",
+    ]
     proc = subprocess.Popen(argv)
     try:
         with open(f"/proc/{proc.pid}/stat") as f:
             ticks = int(f.read().rpartition(")")[2].split()[19])
-        seat = Seat(host="local", kind="vllm", port=8123, model="m\x1b[31m", pid=proc.pid, start_ticks=ticks,
-                    pids=(proc.pid,), flags={"--gpu-memory-utilization": "0.85", "--max-model-len": "4096\x1b[2J"},
-                    command=" ".join(argv)[:300])
-        record_check(SeatCheck(host="local", port=8123, sound=False, signature="nonfinite-logprobs",
-                               message="logprob of token 3 is nan \x1b[2J", endpoint="http://127.0.0.1:8123/v1",
-                               requests=2, completion_tokens=8, logprobs=7, seconds=0.5, checked_at=time.time()))
+        seat = Seat(
+            host="local",
+            kind="vllm",
+            port=8123,
+            model="m\x1b[31m",
+            pid=proc.pid,
+            start_ticks=ticks,
+            pids=(proc.pid,),
+            flags={"--gpu-memory-utilization": "0.85", "--max-model-len": "4096\x1b[2J"},
+            command=" ".join(argv)[:300],
+        )
+        record_check(
+            SeatCheck(
+                host="local",
+                port=8123,
+                sound=False,
+                signature="nonfinite-logprobs",
+                message="logprob of token 3 is nan \x1b[2J",
+                endpoint="http://127.0.0.1:8123/v1",
+                requests=2,
+                completion_tokens=8,
+                logprobs=7,
+                seconds=0.5,
+                checked_at=time.time(),
+            )
+        )
         app = _seats_app([_host("local", (), (seat,))])
         async with app.run_test(size=(120, 40)) as pilot:
             from test_tui_views import feed
@@ -115,10 +168,17 @@ async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_
             assert "\x1b" not in text and "\x07" not in text
             # the whole command line, from the process: the long argument whole, one a line
             assert f"\n{long_arg}\n--end-mark" in text and "m\\x1b]52;c;SGVsbG8=\\x07" in text
-            assert "--gpu-memory-utilization 0.85" in text and "--max-model-len 4096\\x1b[2J" in text
+            assert (
+                "--gpu-memory-utilization 0.85" in text and "--max-model-len 4096\\x1b[2J" in text
+            )
             assert "http://127.0.0.1:8123 (asked from local itself" in text
-            assert "FAILED nonfinite-logprobs" in text and "logprob of token 3 is nan \\x1b[2J" in text
-            assert "endpoint: http://127.0.0.1:8123/v1" in text and "8 tokens, 7 logprobs finite" in text
+            assert (
+                "FAILED nonfinite-logprobs" in text and "logprob of token 3 is nan \\x1b[2J" in text
+            )
+            assert (
+                "endpoint: http://127.0.0.1:8123/v1" in text
+                and "8 tokens, 7 logprobs finite" in text
+            )
             assert body.read_only
             await pilot.press("escape")
             assert not isinstance(app.screen, DescribeModal)
@@ -142,15 +202,38 @@ async def test_d_in_the_host_view_describes_a_process_with_its_whole_command_lin
     from fleetdeck.tui.screens.describe import DescribeModal
     from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-    p = subprocess.Popen([sys.executable, "-c", "import time; print('ok', flush=True); time.sleep(600)",
-                          "--flag", "a b\x1b[2J"], stdout=subprocess.PIPE)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; print('ok', flush=True); time.sleep(600)",
+            "--flag",
+            "a b\x1b[2J",
+        ],
+        stdout=subprocess.PIPE,
+    )
     children.append(p)
     assert p.stdout.readline() == b"ok\n"
-    proc = Process(pid=p.pid, start=procfs.start_ticks(p.pid), user="ops", command="python -c ...", cpu_pct=1.0,
-                   why=("cpu",))
-    gone = Process(pid=p.pid, start=(proc.start or 0) + 1, user="ops", command="python", cpu_pct=0.5, why=("cpu",))
+    proc = Process(
+        pid=p.pid,
+        start=procfs.start_ticks(p.pid),
+        user="ops",
+        command="python -c ...",
+        cpu_pct=1.0,
+        why=("cpu",),
+    )
+    gone = Process(
+        pid=p.pid,
+        start=(proc.start or 0) + 1,
+        user="ops",
+        command="python",
+        cpu_pct=0.5,
+        why=("cpu",),
+    )
     fleet = parse_fleet(f'[hosts.h1]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
-    snap = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, processes=(proc,)),), time=1.0)
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="h1", reachable=True, time=1.0, processes=(proc,)),), time=1.0
+    )
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
     async with app.run_test(size=(120, 40)) as pilot:
         app.post_message(FleetPolled(snap))
@@ -168,7 +251,9 @@ async def test_d_in_the_host_view_describes_a_process_with_its_whole_command_lin
         await pilot.press("escape")
         await pilot.pause()
         # a pid whose start time is another's: not read
-        snap2 = FleetSnapshot(hosts=(HostSnapshot(name="h1", reachable=True, time=3.0, processes=(gone,)),), time=3.0)
+        snap2 = FleetSnapshot(
+            hosts=(HostSnapshot(name="h1", reachable=True, time=3.0, processes=(gone,)),), time=3.0
+        )
         app.post_message(FleetPolled(snap2))
         await pilot.pause()
         table = app.screen.query_one("#host-procs", KeyedTable)

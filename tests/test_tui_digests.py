@@ -38,10 +38,20 @@ async def test_the_purge_pop_up_shows_each_keepers_whole_sha256(size):
 
 
 def test_the_purge_report_shows_each_keepers_whole_sha256_escaped():
-    rep = PurgeReport(host="gx10", deleted=True, paths=(), free_bytes_before=1, free_bytes_after=2,
-                      expected_bytes=1, warnings=(), confirmed=True,
-                      keepers=(KeeperResult("/r/adapter/a.safetensors", "/r", DIGEST, DIGEST),
-                               KeeperResult("/r/adapter/b.safetensors", "/r", DIGEST, "\x1b[2Jab" + "0" * 60)))
+    rep = PurgeReport(
+        host="gx10",
+        deleted=True,
+        paths=(),
+        free_bytes_before=1,
+        free_bytes_after=2,
+        expected_bytes=1,
+        warnings=(),
+        confirmed=True,
+        keepers=(
+            KeeperResult("/r/adapter/a.safetensors", "/r", DIGEST, DIGEST),
+            KeeperResult("/r/adapter/b.safetensors", "/r", DIGEST, "\x1b[2Jab" + "0" * 60),
+        ),
+    )
     text = report_text(rep).plain
     assert f"sha256 {DIGEST} re-verified" in text
     assert "sha256 \\x1b[2Jab" + "0" * 60 + " CHANGED" in text and "\x1b" not in text
@@ -51,11 +61,23 @@ def test_the_purge_report_shows_each_keepers_whole_sha256_escaped():
 async def test_the_mirror_pop_up_shows_both_hosts_whole_sha256(size):
     other = "ab" * 32
     hostile = "\x1b]52;c;SGVsbG8=\x07" + "c" * 40
-    files = (MirrorFile("adapter_model.safetensors", 167772160, DIGEST, DIGEST, "copied"),
-             MirrorFile("adapter_config.json", 812, other, hostile, "mismatch"))
-    rep = MirrorReport(src="gx10:/home/ops/runs/run-6/adapter", dst="ana-ml2:/home/ops/runs/run-6/adapter",
-                       dry_run=False, verified=False, bytes_src=167772972, bytes_dst=167772972, files=files,
-                       result="mismatch", seconds=2.5, bytes_copied=167772972, rate=67109188.8)
+    files = (
+        MirrorFile("adapter_model.safetensors", 167772160, DIGEST, DIGEST, "copied"),
+        MirrorFile("adapter_config.json", 812, other, hostile, "mismatch"),
+    )
+    rep = MirrorReport(
+        src="gx10:/home/ops/runs/run-6/adapter",
+        dst="ana-ml2:/home/ops/runs/run-6/adapter",
+        dry_run=False,
+        verified=False,
+        bytes_src=167772972,
+        bytes_dst=167772972,
+        files=files,
+        result="mismatch",
+        seconds=2.5,
+        bytes_copied=167772972,
+        rate=67109188.8,
+    )
     app = fixture_app()
     async with app.run_test(size=size) as pilot:
         await feed(app, pilot)
@@ -65,12 +87,15 @@ async def test_the_mirror_pop_up_shows_both_hosts_whole_sha256(size):
         modal.show_report(rep, "ana-ml2", False)
         await pilot.pause()
         table = modal.query_one("#mirror-files")
-        rows = [[c.plain if hasattr(c, "plain") else str(c) for c in table.get_row_at(i)] for i in range(2)]
+        rows = [
+            [c.plain if hasattr(c, "plain") else str(c) for c in table.get_row_at(i)]
+            for i in range(2)
+        ]
         assert rows[0][3].replace("\n", "") == DIGEST and rows[0][4].replace("\n", "") == DIGEST
         lines = rows[0][3].split("\n")
         assert len({len(line) for line in lines}) == 1 and len(lines[0]) % 8 == 0
         if size[0] >= 140:
-            assert len(lines) <= 2   # the wider the dialog, the fewer lines
+            assert len(lines) <= 2  # the wider the dialog, the fewer lines
         assert rows[1][3].replace("\n", "") == other
         assert rows[1][4].replace("\n", "") == "\\x1b]52;c;SGVsbG8=\\x07" + "c" * 40
         assert "\x1b" not in rows[1][4]

@@ -17,7 +17,7 @@ from fleetdeck.tui.screens.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 BACKSLASH_N = "run-a\\nb"  # a name holding a backslash and an n
-NEWLINE = "run-a\nb"       # a name holding a newline
+NEWLINE = "run-a\nb"  # a name holding a newline
 
 
 def twin_fleet() -> FleetSnapshot:
@@ -27,9 +27,14 @@ def twin_fleet() -> FleetSnapshot:
     hosts = []
     for h in snap.hosts:
         if h.name == "gx10":
-            runs = tuple(dataclasses.replace(r, name=n, path=f"/home/ops/runs/{n}")
-                         for r, n in zip(h.runs, (BACKSLASH_N, NEWLINE), strict=True))
-            scheds = (dataclasses.replace(h.schedules[0], command="echo a\\nb\necho c"), *h.schedules[1:])
+            runs = tuple(
+                dataclasses.replace(r, name=n, path=f"/home/ops/runs/{n}")
+                for r, n in zip(h.runs, (BACKSLASH_N, NEWLINE), strict=True)
+            )
+            scheds = (
+                dataclasses.replace(h.schedules[0], command="echo a\\nb\necho c"),
+                *h.schedules[1:],
+            )
             h = dataclasses.replace(h, runs=runs, schedules=scheds)
         hosts.append(h)
     return dataclasses.replace(snap, hosts=tuple(hosts))
@@ -55,7 +60,7 @@ async def test_backslash_n_and_newline_names_look_different():
         lit = names["gx10:/home/ops/runs/" + BACKSLASH_N]
         nl = names["gx10:/home/ops/runs/" + NEWLINE]
         assert lit == "run-a\\\\nb"  # the backslash doubled
-        assert nl == "run-a\\nb"     # the newline as an escape, on one line
+        assert nl == "run-a\\nb"  # the newline as an escape, on one line
         assert lit != nl and "\n" not in nl
         # the detail pane's path: the highlighted run's, escaped the same way
         table.move_cursor(row=table.get_row_index("gx10:/home/ops/runs/" + NEWLINE))
@@ -71,13 +76,31 @@ async def test_backslash_n_and_newline_names_look_different():
 
 
 async def test_audit_view_reads_records_as_text_not_json():
-    audit.audit("purge", "gx10", "refused", paths=[
-        {"path": "/home/ops/runs/r\n1/checkpoints/checkpoint-25", "bytes": 2048, "deleted": False,
-         "refusals": [{"code": "in-use", "message": "pid 4242 has its cwd there"}]}],
-        keepers=[], free_bytes_before=4096, free_bytes_after=4096, expected_bytes=2048)
-    audit.audit("schedule-remove", "ana-ml2", "done",
-                schedule={"kind": "loop", "id": "loop-9c1e55aa", "command": "bash -c 'sleep 5'"},
-                reason_code=None, message="stopped pid 77")
+    audit.audit(
+        "purge",
+        "gx10",
+        "refused",
+        paths=[
+            {
+                "path": "/home/ops/runs/r\n1/checkpoints/checkpoint-25",
+                "bytes": 2048,
+                "deleted": False,
+                "refusals": [{"code": "in-use", "message": "pid 4242 has its cwd there"}],
+            }
+        ],
+        keepers=[],
+        free_bytes_before=4096,
+        free_bytes_after=4096,
+        expected_bytes=2048,
+    )
+    audit.audit(
+        "schedule-remove",
+        "ana-ml2",
+        "done",
+        schedule={"kind": "loop", "id": "loop-9c1e55aa", "command": "bash -c 'sleep 5'"},
+        reason_code=None,
+        message="stopped pid 77",
+    )
     app = app_over(recorded("fleet.json"))
     async with app.run_test(size=(160, 50)) as pilot:
         await feed(app, pilot)
@@ -116,8 +139,11 @@ async def test_cursor_row_visible_without_colour(monkeypatch, no_color):
 
         def reversed_lines() -> list[int]:
             # the whole line, from its first cell on (a STALE badge alone is reverse too)
-            return [y for y in range(table.size.height)
-                    if (segs := list(table.render_line(y))) and segs[0].style and segs[0].style.reverse]
+            return [
+                y
+                for y in range(table.size.height)
+                if (segs := list(table.render_line(y))) and segs[0].style and segs[0].style.reverse
+            ]
 
         assert reversed_lines() == ([1] if no_color else [])  # line 0 is the header
         await pilot.press("j")

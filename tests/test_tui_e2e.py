@@ -28,17 +28,30 @@ async def test_poll_shows_rows_then_a_killed_host_shows_down(spare_fleet, tmp_pa
     spare_fleet.add("e2")
     run = h1.runs / "run 1 $(x)"
     (run / "checkpoints" / "checkpoint-2").mkdir(parents=True)
-    (run / "progress.jsonl").write_text("".join(
-        json.dumps({"step": s, "max_steps": 10, "loss": 3.0 - s / 10, "eval_loss": (3.1 - s / 20) if s % 2 == 0 else None,
-                    "time": 1000.0 + s}) + "\n" for s in range(1, 5)))
+    (run / "progress.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": s,
+                    "max_steps": 10,
+                    "loss": 3.0 - s / 10,
+                    "eval_loss": (3.1 - s / 20) if s % 2 == 0 else None,
+                    "time": 1000.0 + s,
+                }
+            )
+            + "\n"
+            for s in range(1, 5)
+        )
+    )
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
     app = FleetdeckApp(fleet, autopoll=False)
     async with app.run_test(size=(120, 35)) as pilot:
         await poll(app, pilot)
         table = app.screen.query_one("#fleet-table", KeyedTable)
         assert table.keys == ["e1", "e2"]
-        assert all("up" in plain(table, n, "status") for n in ("e1", "e2")), \
-            [plain(table, n, "status") for n in ("e1", "e2")]
+        assert all("up" in plain(table, n, "status") for n in ("e1", "e2")), [
+            plain(table, n, "status") for n in ("e1", "e2")
+        ]
         await pilot.press("2")
         runs = app.screen.query_one("#runs-table", KeyedTable)
         assert runs.keys == [f"e1:{run}"]
@@ -55,7 +68,9 @@ async def test_poll_shows_rows_then_a_killed_host_shows_down(spare_fleet, tmp_pa
         assert "e2 is DOWN" in detail
 
 
-async def test_quit_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_hogs(spare_fleet, tmp_path):
+async def test_quit_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_hogs(
+    spare_fleet, tmp_path
+):
     """The dashboard polling a host that answered and then went silent with its connection
     open (its sshd and all below it SIGSTOPped), a listener that accepts and never speaks, and
     a local host, the machine loaded: q ends it within 10 s (it takes well under 2 s) where a
@@ -70,12 +85,14 @@ async def test_quit_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_
 
     spare_fleet.add("quiet")
     mute = socket.socket()
-    mute.bind(("127.0.0.1", 0))   # refused until it listens: the first poll is not held by it
+    mute.bind(("127.0.0.1", 0))  # refused until it listens: the first poll is not held by it
     path = spare_fleet.write_fleet(tmp_path / "hosts.toml", defaults={"command_timeout": 60})
-    path.write_text(path.read_text() +
-                    f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
-                    f'known_hosts = "{tmp_path / "kh"}"\n'
-                    f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n')
+    path.write_text(
+        path.read_text()
+        + f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
+        f'known_hosts = "{tmp_path / "kh"}"\n'
+        f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n'
+    )
     app = FleetdeckApp(load_fleet(str(path)), poll_interval=0.5)
     t0 = None
     try:
@@ -84,17 +101,21 @@ async def test_quit_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_
                 async with app.run_test(size=(120, 35)) as pilot:
                     for _ in range(1200):
                         h = app.state.hosts.get("quiet")
-                        if h is not None and h.reachable and app.state.hosts.get("local") is not None:
+                        if (
+                            h is not None
+                            and h.reachable
+                            and app.state.hosts.get("local") is not None
+                        ):
                             break
                         await pilot.pause(0.05)
                     assert app.state.hosts["quiet"].reachable, app.state.hosts["quiet"].error
                     mute.listen(8)
                     spare_fleet.pause("quiet")
-                    for _ in range(600):   # the next attempt on "mute" waits on its silence
+                    for _ in range(600):  # the next attempt on "mute" waits on its silence
                         if "mute" in app.source._inflight:
                             break
                         await pilot.pause(0.05)
-                    await pilot.pause(1.0)   # polls go on: "quiet" is asked and never answers
+                    await pilot.pause(1.0)  # polls go on: "quiet" is asked and never answers
                     bound.reschedule(asyncio.get_running_loop().time() + 10)
                     t0 = time.monotonic()
                     await pilot.press("q")
@@ -122,12 +143,14 @@ async def test_a_poll_asked_for_once_the_dashboard_closed_never_starts(tmp_path)
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.poller import PollerClosed
 
-    fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n',
-                        "hosts.toml")
+    fleet = parse_fleet(
+        f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n',
+        "hosts.toml",
+    )
     app = FleetdeckApp(fleet, autopoll=False)
     async with app.run_test(size=(120, 35)):
         pass
-    assert app.poll_fleet() is None          # what the flushed callback did
+    assert app.poll_fleet() is None  # what the flushed callback did
     await asyncio.sleep(0.2)
     left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
     assert left == [], left

@@ -33,6 +33,7 @@ async def test_error_in_a_views_event_handler(monkeypatch):
 
         def broken(self):
             raise RuntimeError("detail pane bug")
+
         monkeypatch.setattr(FleetScreen, "show_detail", broken)
         await pilot.press("j")  # row highlighted -> show_detail raises in the screen's handler
         await pilot.pause()
@@ -53,6 +54,7 @@ async def test_error_in_an_action(monkeypatch):
 
         def broken(self):
             raise KeyError("no such checkpoint")
+
         monkeypatch.setattr(RunsScreen, "action_purge", broken)
         await pilot.press("p")
         await pilot.pause()
@@ -70,6 +72,7 @@ async def test_error_in_a_modal_handler(monkeypatch):
 
         def broken(self, *a):
             raise AttributeError("'NoneType' object has no attribute 'checks'")
+
         monkeypatch.setattr(LaunchModal, "on_input_changed", broken)
         await pilot.press("x")
         await pilot.pause()
@@ -90,6 +93,7 @@ async def test_error_in_a_timer_callback_and_only_one_window():
 
         def broken():
             raise ZeroDivisionError("timer bug")
+
         timer = app.set_interval(0.05, broken)
         await pilot.pause(0.4)  # several ticks: one error window, not a stack of them
         timer.stop()
@@ -105,6 +109,7 @@ async def test_package_changed_on_disk_says_restart(monkeypatch):
 
         def gone(self):
             raise ModuleNotFoundError("No module named 'fleetdeck.tui.screens.purge'")
+
         monkeypatch.setattr(RunsScreen, "action_purge", gone)
         await pilot.press("p")
         await pilot.pause()
@@ -119,6 +124,7 @@ async def test_error_escaping_a_worker(monkeypatch):
 
         def broken(self, text):
             raise TypeError("log pane bug")
+
         monkeypatch.setattr(RunsScreen, "show_log", broken)
         await pilot.press("2")  # the Runs view reads train.log in a worker, which raises
         await app.workers.wait_for_complete()

@@ -18,7 +18,10 @@ async def test_a_filter_matching_no_host_says_it_matched_none_of_how_many():
         await pilot.press("slash", *"zebra", "enter")
         await pilot.pause()
         said = _said(app, "#fleet-detail")
-        assert "The filter 'zebra' matched 0 of 4 hosts" in said and "no hosts in the fleet file" not in said
+        assert (
+            "The filter 'zebra' matched 0 of 4 hosts" in said
+            and "no hosts in the fleet file" not in said
+        )
         await pilot.press("escape")
         await pilot.pause()
         assert "zebra" not in _said(app, "#fleet-detail")
@@ -51,7 +54,7 @@ async def test_a_filter_matching_no_alert_or_seat_says_it_matched_none_of_how_ma
         await pilot.press("slash", *"zebra", "enter")
         await pilot.pause()
         assert "The filter 'zebra' matched 0 of 2 seats" in _said(app, "#seats-check")
-        await pilot.press("d")   # no seat to describe: says why, opens nothing
+        await pilot.press("d")  # no seat to describe: says why, opens nothing
         await pilot.pause()
         assert app.screen.query("#seats-table")
 
@@ -59,9 +62,14 @@ async def test_a_filter_matching_no_alert_or_seat_says_it_matched_none_of_how_ma
 async def test_a_filter_matching_no_audit_record_says_so_not_that_none_were_recorded():
     from fleetdeck.backend.actions import audit
 
-    audit.audit("schedule-remove", "ana-ml2", "done",
-                schedule={"kind": "loop", "id": "loop-9c1e55aa", "command": "bash -c 'sleep 5'"},
-                reason_code=None, message="stopped pid 77")
+    audit.audit(
+        "schedule-remove",
+        "ana-ml2",
+        "done",
+        schedule={"kind": "loop", "id": "loop-9c1e55aa", "command": "bash -c 'sleep 5'"},
+        reason_code=None,
+        message="stopped pid 77",
+    )
     app = fixture_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(app, pilot)
@@ -71,4 +79,6 @@ async def test_a_filter_matching_no_audit_record_says_so_not_that_none_were_reco
         await pilot.press("slash", *"zebra", "enter")
         await pilot.pause()
         said = _said(app, "#audit-detail")
-        assert "The filter 'zebra' matched 0 of 1 action" in said and "No actions recorded" not in said
+        assert (
+            "The filter 'zebra' matched 0 of 1 action" in said and "No actions recorded" not in said
+        )

@@ -32,7 +32,9 @@ def with_runs(**changes) -> FleetSnapshot:
     hosts = []
     for h in snap.hosts:
         if h.name == "gx10":
-            h = dataclasses.replace(h, runs=(dataclasses.replace(h.runs[0], **changes), *h.runs[1:]))
+            h = dataclasses.replace(
+                h, runs=(dataclasses.replace(h.runs[0], **changes), *h.runs[1:])
+            )
         hosts.append(h)
     return dataclasses.replace(snap, hosts=tuple(hosts))
 
@@ -63,7 +65,9 @@ async def test_purge_plan_keeps_size_and_checks_on_screen_at_80_columns(tmp_path
         assert len(wide) > len(path) and wide.endswith(f"{deep}/checkpoints/checkpoint-25")
         await pilot.resize_terminal(80, 24)  # and back: the path column shrinks again
         await pilot.pause()
-        assert table.virtual_size.width <= table.size.width, "the plan scrolls sideways after a resize"
+        assert table.virtual_size.width <= table.size.width, (
+            "the plan scrolls sideways after a resize"
+        )
         assert plain(table.get_row_at(0)[0]) == path
 
 
@@ -112,7 +116,9 @@ async def test_progress_figures_always_fit_their_cell():
         table = app.screen.query_one("#runs-table", KeyedTable)
         key = next(k for k in table.keys if k.startswith("gx10:"))
         cell = plain(table.get_cell(key, "prog"))
-        width = table.columns[next(c.key for c in table.ordered_columns if c.key.value == "prog")].width
+        width = table.columns[
+            next(c.key for c in table.ordered_columns if c.key.value == "prog")
+        ].width
         assert cell.endswith(" 131/1000") and len(cell) <= width
 
 
@@ -123,7 +129,7 @@ async def test_failed_run_without_a_reason_says_so():
         await pilot.press("2")
         await pilot.pause()
         table = app.screen.query_one("#runs-table", KeyedTable)
-        failed = with_runs().hosts[0].runs[0]   # the run made failed: listed after the finished one
+        failed = with_runs().hosts[0].runs[0]  # the run made failed: listed after the finished one
         table.move_cursor(row=table.get_row_index(failed.key))
         await pilot.pause()
         title = plain(app.screen.query_one("#run-title").render())
@@ -151,6 +157,7 @@ async def test_a_refused_plan_stays_at_its_top_at_80x24(tmp_path):
     """A refused plan has no field worth typing into: its refusal, at the top, stays in view."""
     run, ck = make_run(tmp_path)
     import shutil
+
     shutil.rmtree(run / "adapter")  # no keeper: every checkpoint of the run is refused
     app = local_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -168,8 +175,13 @@ async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
     hosts = []
     for h in snap.hosts:
         if h.name == "gx10":
-            h = dataclasses.replace(h, runs=tuple(dataclasses.replace(h.runs[0], name=f"run-{i}", path=f"/r/run-{i}",
-                                                                      loss=0.4553) for i in range(14)))
+            h = dataclasses.replace(
+                h,
+                runs=tuple(
+                    dataclasses.replace(h.runs[0], name=f"run-{i}", path=f"/r/run-{i}", loss=0.4553)
+                    for i in range(14)
+                ),
+            )
         hosts.append(h)
     app = app_over(dataclasses.replace(snap, hosts=tuple(hosts)))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -184,6 +196,7 @@ async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
 
 def test_chart_axis_labels_have_the_same_decimals():
     from fleetdeck.tui.cells import axis_labels, loss_chart
+
     assert axis_labels(1.95, 1.0) == ("1.95", "1.00")
     assert axis_labels(3.412, 3.16) == ("3.412", "3.160")
     assert axis_labels(2.0, 1.0) == ("2", "1")
@@ -198,14 +211,28 @@ def test_a_host_that_did_not_answer_says_why_in_a_few_words():
     def host(error, code):
         return HostSnapshot(name="h", reachable=False, error=error, error_code=code)
 
-    assert down_words(host("cannot connect to 127.0.0.1:2222: connection refused", "unreachable")) == \
-        ("DOWN", "conn. refused")
-    assert down_words(host("authentication refused by 127.0.0.1:22 for ops: no key", "auth")) == \
-        ("LOGIN REFUSED", "fix the login")
-    assert down_words(host("connection to 10.0.0.9:22 timed out after 5s", "timeout")) == ("DOWN", "timed out")
+    assert down_words(
+        host("cannot connect to 127.0.0.1:2222: connection refused", "unreachable")
+    ) == ("DOWN", "conn. refused")
+    assert down_words(host("authentication refused by 127.0.0.1:22 for ops: no key", "auth")) == (
+        "LOGIN REFUSED",
+        "fix the login",
+    )
+    assert down_words(host("connection to 10.0.0.9:22 timed out after 5s", "timeout")) == (
+        "DOWN",
+        "timed out",
+    )
     assert down_words(host("host key of x:22 CHANGED: ...", "host-key-changed"))[0] == "KEY CHANGED"
-    assert down_words(host("probe did not answer within 30s", None)) == ("DOWN", "probe did not answer within 30s")
-    assert [latency_text(x) for x in (41.2, 999, 11512, 250_000)] == ["41ms", "999ms", "11.5s", "250s"]
+    assert down_words(host("probe did not answer within 30s", None)) == (
+        "DOWN",
+        "probe did not answer within 30s",
+    )
+    assert [latency_text(x) for x in (41.2, 999, 11512, 250_000)] == [
+        "41ms",
+        "999ms",
+        "11.5s",
+        "250s",
+    ]
 
 
 async def test_loss_chart_fits_its_pane_at_80x24_when_the_detail_scrolls():
@@ -213,8 +240,15 @@ async def test_loss_chart_fits_its_pane_at_80x24_when_the_detail_scrolls():
     columns: the chart is drawn for the room it has, never wrapped."""
     evals = [(s, 3.5 - s / 1000) for s in range(10, 200, 10)]
     losses = [(s, 3.6 - s / 900) for s in range(1, 200)]
-    app = app_over(with_runs(path="/home/ops/runs/" + "a-very-long-run-folder-name-" * 3, losses=losses,
-                             eval_losses=evals, step=199, max_steps=400))
+    app = app_over(
+        with_runs(
+            path="/home/ops/runs/" + "a-very-long-run-folder-name-" * 3,
+            losses=losses,
+            eval_losses=evals,
+            step=199,
+            max_steps=400,
+        )
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(app, pilot)
         await pilot.press("2")
@@ -236,7 +270,9 @@ async def test_schedules_at_80_columns_say_why_in_words_that_fit():
         await pilot.press("3")
         await pilot.pause()
         table = app.screen.query_one("#sched-table", KeyedTable)
-        width = table.columns[next(c.key for c in table.ordered_columns if c.key.value == "why")].width
+        width = table.columns[
+            next(c.key for c in table.ordered_columns if c.key.value == "why")
+        ].width
         whys = [plain(table.get_cell(k, "why")) for k in table.keys]
         assert all(len(w) <= width for w in whys), whys
         assert any(w in ("duplicate", "path missing", "not acked") or "," in w for w in whys), whys
@@ -260,15 +296,23 @@ async def test_the_footer_names_every_other_view_and_quit_within_80_columns():
             await pilot.pause()
             keys = [k for k in app.screen.query(FooterKey) if k.display]
             shown = {k.description for k in keys}
-            assert shown >= {v for k, v in views.items() if k != key} | {"Quit", "Help"}, (name, shown)
+            assert shown >= {v for k, v in views.items() if k != key} | {"Quit", "Help"}, (
+                name,
+                shown,
+            )
             assert name not in shown, f"the {name} view's own key is in its footer"
-            assert max(k.region.right for k in keys) <= 80, (name, [(k.description, k.region) for k in keys])
+            assert max(k.region.right for k in keys) <= 80, (
+                name,
+                [(k.description, k.region) for k in keys],
+            )
         await pilot.press("1")
         await pilot.pause()
         app.open_host(NAMES[0])
         await pilot.pause()
         shown = {k.description for k in app.screen.query(FooterKey) if k.display}
-        assert {"Fleet", "Alerts", "Quit"} <= shown, "from the Host view, 1 goes back to the Fleet view"
+        assert {"Fleet", "Alerts", "Quit"} <= shown, (
+            "from the Host view, 1 goes back to the Fleet view"
+        )
         await pilot.press("1")
         await pilot.pause()
         assert type(app.screen).__name__ == "FleetScreen"

@@ -15,19 +15,47 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
 def _run(host: str, name: str, state: str, step: int | None = None) -> Run:
-    return Run(host=host, path=f"/runs/{name}", name=name, state=state, step=step, max_steps=100,
-               reason="no progress for 40m" if state == "stalled" else None)
+    return Run(
+        host=host,
+        path=f"/runs/{name}",
+        name=name,
+        state=state,
+        step=step,
+        max_steps=100,
+        reason="no progress for 40m" if state == "stalled" else None,
+    )
 
 
 def _app() -> FleetdeckApp:
-    busy = HostSnapshot(name="busy", reachable=True, time=1.0, runs=(
-        _run("busy", "run-3", "running", 45), _run("busy", "run-9", "stalled", 12),
-        _run("busy", "run-1", "failed"), _run("busy", "run-2", "failed"), _run("busy", "run-0", "finished")))
-    broke = HostSnapshot(name="broke", reachable=True, time=1.0, runs=(
-        _run("broke", "run-5", "failed"), _run("broke", "run-6", "failed"), _run("broke", "run-4", "finished")))
-    idle = HostSnapshot(name="idle", reachable=True, time=1.0, runs=(_run("idle", "run-8", "finished"),))
+    busy = HostSnapshot(
+        name="busy",
+        reachable=True,
+        time=1.0,
+        runs=(
+            _run("busy", "run-3", "running", 45),
+            _run("busy", "run-9", "stalled", 12),
+            _run("busy", "run-1", "failed"),
+            _run("busy", "run-2", "failed"),
+            _run("busy", "run-0", "finished"),
+        ),
+    )
+    broke = HostSnapshot(
+        name="broke",
+        reachable=True,
+        time=1.0,
+        runs=(
+            _run("broke", "run-5", "failed"),
+            _run("broke", "run-6", "failed"),
+            _run("broke", "run-4", "finished"),
+        ),
+    )
+    idle = HostSnapshot(
+        name="idle", reachable=True, time=1.0, runs=(_run("idle", "run-8", "finished"),)
+    )
     snap = FleetSnapshot(hosts=(busy, broke, idle), time=1.0)
-    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in ("busy", "broke", "idle")), "fixture")
+    fleet = parse_fleet(
+        "".join(f"[hosts.{n}]\nlocal = true\n" for n in ("busy", "broke", "idle")), "fixture"
+    )
     return FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
 
 

@@ -32,7 +32,9 @@ def health_fleet():
 
 def health_app() -> FleetdeckApp:
     fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in NAMES), "fixture")
-    return FleetdeckApp(fleet, RecordedSource([health_fleet(), health_fleet()]), autopoll=False, clock=lambda: T)
+    return FleetdeckApp(
+        fleet, RecordedSource([health_fleet(), health_fleet()]), autopoll=False, clock=lambda: T
+    )
 
 
 def gpu_cell(width: int, host: str) -> list[str]:
@@ -46,8 +48,10 @@ def gpu_cell(width: int, host: str) -> list[str]:
 def test_the_fleet_row_shows_temperature_power_and_the_throttle_reason_as_room_allows():
     # 160 columns: temperature, power, and the mark with its reason in words; a card that is
     # not throttled has no mark; a card that reports no power shows its temperature alone
-    assert gpu_cell(160, "ana-ml2") == ["0 ██████  75/80G 84° 689W ▼thermal     █",
-                                        "1 █░░░░░  20/80G 52° 181W              ▃"]
+    assert gpu_cell(160, "ana-ml2") == [
+        "0 ██████  75/80G 84° 689W ▼thermal     █",
+        "1 █░░░░░  20/80G 52° 181W              ▃",
+    ]
     assert gpu_cell(160, "gx10") == ["0U███░░░  65/120G 48°                   ▅"]
     # 120 columns: the temperature, and the mark alone
     assert gpu_cell(120, "ana-ml2")[0] == "0 ██████  75/80G 84° ▼     █"
@@ -59,35 +63,110 @@ def test_the_line_under_the_table_names_the_reason_and_each_recent_xid(monkeypat
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     try:
-        g = Gpu(index=3, name="H200", uuid="u", unified_memory=False, memory_total_mib=1, memory_used_mib=1,
-                utilization_pct=0, throttle_reasons=("sw-power-cap",), xid=(Xid(T, 79),))
+        g = Gpu(
+            index=3,
+            name="H200",
+            uuid="u",
+            unified_memory=False,
+            memory_total_mib=1,
+            memory_used_mib=1,
+            utilization_pct=0,
+            throttle_reasons=("sw-power-cap",),
+            xid=(Xid(T, 79),),
+        )
         lines = gpu_health_lines(HostSnapshot(name="h", reachable=True, gpus=(g,)))
-        assert lines == [("▼ GPU3 throttled: power cap", "yellow"),
-                         ("✖ GPU3 Xid 79 at 13:00:00: GPU has fallen off the bus (reboot the host)", "bold red")]
-        assert gpu_health_lines(HostSnapshot(name="h", reachable=True, gpus=(Gpu(
-            index=0, name="x", uuid="u", unified_memory=False, memory_total_mib=1, memory_used_mib=1,
-            utilization_pct=None),))) == []
+        assert lines == [
+            ("▼ GPU3 throttled: power cap", "yellow"),
+            ("✖ GPU3 Xid 79 at 13:00:00: GPU has fallen off the bus (reboot the host)", "bold red"),
+        ]
+        assert (
+            gpu_health_lines(
+                HostSnapshot(
+                    name="h",
+                    reachable=True,
+                    gpus=(
+                        Gpu(
+                            index=0,
+                            name="x",
+                            uuid="u",
+                            unified_memory=False,
+                            memory_total_mib=1,
+                            memory_used_mib=1,
+                            utilization_pct=None,
+                        ),
+                    ),
+                )
+            )
+            == []
+        )
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
 
 
 def test_the_health_row_says_each_figure_and_a_dash_for_what_the_driver_does_not_report():
-    full = Gpu(index=0, name="H200", uuid="u", unified_memory=False, memory_total_mib=1, memory_used_mib=1,
-               utilization_pct=97, temperature_c=61, temperature_slowdown_c=89, power_w=612.4, power_limit_w=700.0,
-               sm_clock_mhz=1755, sm_clock_max_mhz=1980, mem_clock_mhz=3201, throttle_reasons=("sw-power-cap",),
-               pcie=GpuPcie(gen=4, width=8, width_max=16, tx_bytes_s=1.5e9, rx_bytes_s=2 * 2**20, sampled_at=T),
-               ecc=GpuEcc(mode="enabled", corrected=3, uncorrected=1, pending_retirement=True),
-               persistence_mode=True, mig_mode=False, compute_mode="default", fan_pct=40, xid=())
-    row = dict(zip([c for c, _ in HEALTH_COLUMNS], (c.plain for c in gpu_health_row(full)), strict=True))
-    assert row == {"gpu": "GPU 0", "temp": "61°/89°", "power": "612/700W", "clocks": "1755/1980 · 3201",
-                   "throttle": "power cap", "pcie": "gen4 x8 (of x16) · tx 1.4G/s rx 2.0M/s",
-                   "ecc": "on · 3 corr / 1 unc · remap pending", "modes": "persist on · MIG off · default",
-                   "fan": "40%", "xid": "none"}
-    silent = Gpu(index=1, name="GB10", uuid="u", unified_memory=True, memory_total_mib=1, memory_used_mib=1,
-                 utilization_pct=None)
-    assert [c.plain for c in gpu_health_row(silent)] == ["GPU 1", "-/-", "-/-W", "?", "-", "-", "-/- · -", "-",
-                                                        "-", "-"]
+    full = Gpu(
+        index=0,
+        name="H200",
+        uuid="u",
+        unified_memory=False,
+        memory_total_mib=1,
+        memory_used_mib=1,
+        utilization_pct=97,
+        temperature_c=61,
+        temperature_slowdown_c=89,
+        power_w=612.4,
+        power_limit_w=700.0,
+        sm_clock_mhz=1755,
+        sm_clock_max_mhz=1980,
+        mem_clock_mhz=3201,
+        throttle_reasons=("sw-power-cap",),
+        pcie=GpuPcie(
+            gen=4, width=8, width_max=16, tx_bytes_s=1.5e9, rx_bytes_s=2 * 2**20, sampled_at=T
+        ),
+        ecc=GpuEcc(mode="enabled", corrected=3, uncorrected=1, pending_retirement=True),
+        persistence_mode=True,
+        mig_mode=False,
+        compute_mode="default",
+        fan_pct=40,
+        xid=(),
+    )
+    row = dict(
+        zip([c for c, _ in HEALTH_COLUMNS], (c.plain for c in gpu_health_row(full)), strict=True)
+    )
+    assert row == {
+        "gpu": "GPU 0",
+        "temp": "61°/89°",
+        "power": "612/700W",
+        "clocks": "1755/1980 · 3201",
+        "throttle": "power cap",
+        "pcie": "gen4 x8 (of x16) · tx 1.4G/s rx 2.0M/s",
+        "ecc": "on · 3 corr / 1 unc · remap pending",
+        "modes": "persist on · MIG off · default",
+        "fan": "40%",
+        "xid": "none",
+    }
+    silent = Gpu(
+        index=1,
+        name="GB10",
+        uuid="u",
+        unified_memory=True,
+        memory_total_mib=1,
+        memory_used_mib=1,
+        utilization_pct=None,
+    )
+    assert [c.plain for c in gpu_health_row(silent)] == [
+        "GPU 1",
+        "-/-",
+        "-/-W",
+        "?",
+        "-",
+        "-",
+        "-/- · -",
+        "-",
+        "-",
+        "-",
+    ]
 
 
 async def test_the_host_view_has_a_health_panel_and_each_process_its_sm_share():

@@ -13,7 +13,13 @@ def test_help_spells_slash_and_colon_and_names_the_new_keys():
     lines = text.splitlines()
     assert any(line.strip().startswith("/ ") and "filter" in line for line in lines)
     assert any(line.strip().startswith(": ") and "command line" in line for line in lines)
-    for words in ("shift+X  ", "shift+letter", "Traceback, a nan or an error", "wrap long lines", "the next match"):
+    for words in (
+        "shift+X  ",
+        "shift+letter",
+        "Traceback, a nan or an error",
+        "wrap long lines",
+        "the next match",
+    ):
         assert words in text, words
 
 

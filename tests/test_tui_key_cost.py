@@ -29,9 +29,13 @@ def run_fleet(tmp_path, n: int = 6) -> tuple[FleetdeckApp, list[Run]]:
         d = root / f"run-{k}"
         d.mkdir(parents=True)
         (d / "train.log").write_text(f"log of run {k}\n")
-        runs.append(Run(host="local", path=str(d), name=f"run-{k}", state="finished", step=10, max_steps=10))
+        runs.append(
+            Run(host="local", path=str(d), name=f"run-{k}", state="finished", step=10, max_steps=10)
+        )
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{root}"]\n', "x")
-    snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=tuple(runs)),), time=1.0)
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=tuple(runs)),), time=1.0
+    )
     return FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0), runs
 
 
@@ -41,7 +45,9 @@ async def test_a_view_switch_keeps_the_footer_it_already_shows(tmp_path):
         app.post_message(FleetPolled(app.source.snapshots[0]))
         await pilot.pause()
         fleet_keys = footer_keys(app)
-        assert {k.key for k in fleet_keys} >= {"2", "3", "q"} and "1" not in {k.key for k in fleet_keys}
+        assert {k.key for k in fleet_keys} >= {"2", "3", "q"} and "1" not in {
+            k.key for k in fleet_keys
+        }
         for view in "321":
             await pilot.press(view)
             await pilot.pause()
@@ -51,7 +57,7 @@ async def test_a_view_switch_keeps_the_footer_it_already_shows(tmp_path):
         await pilot.press("2")
         await pilot.pause()
         assert "space" not in {k.key for k in footer_keys(app)}
-        await pilot.press("enter")   # the focus moves to the run's checkpoints
+        await pilot.press("enter")  # the focus moves to the run's checkpoints
         await pilot.pause()
         assert "space" in {k.key for k in footer_keys(app)}
         await pilot.press("shift+tab")
@@ -77,7 +83,9 @@ async def test_the_cursor_reads_the_log_of_the_run_it_rests_on_only(tmp_path, mo
         await pilot.pause()
         first = app.screen.selected.name
         assert reads == [first]
-        assert f"log of {first.replace('-', ' ')}" in "\n".join(app.screen.query_one("#run-log").lines)
+        assert f"log of {first.replace('-', ' ')}" in "\n".join(
+            app.screen.query_one("#run-log").lines
+        )
         for _ in range(4):
             await pilot.press("j")
         rest = app.screen.selected.name
@@ -88,7 +96,9 @@ async def test_the_cursor_reads_the_log_of_the_run_it_rests_on_only(tmp_path, mo
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert reads == [first, rest], "the rows passed over are not read"
-        assert f"log of {rest.replace('-', ' ')}" in "\n".join(app.screen.query_one("#run-log").lines)
+        assert f"log of {rest.replace('-', ' ')}" in "\n".join(
+            app.screen.query_one("#run-log").lines
+        )
 
 
 async def test_a_detail_line_of_the_same_shape_does_not_lay_the_screen_out(tmp_path):
@@ -96,7 +106,7 @@ async def test_a_detail_line_of_the_same_shape_does_not_lay_the_screen_out(tmp_p
     async with app.run_test(size=(120, 30)) as pilot:
         app.post_message(FleetPolled(app.source.snapshots[0]))
         await pilot.pause()
-        await pilot.press("2", "j")   # the first title is drawn before the pane has a width
+        await pilot.press("2", "j")  # the first title is drawn before the pane has a width
         await pilot.pause()
         title = app.screen.query_one("#run-title")
         layouts: list[bool] = []
@@ -111,7 +121,7 @@ async def test_a_detail_line_of_the_same_shape_does_not_lay_the_screen_out(tmp_p
         await pilot.pause()
         await pilot.press("j")
         await pilot.pause()
-        assert layouts and not any(layouts), layouts   # one line before and after: no layout
+        assert layouts and not any(layouts), layouts  # one line before and after: no layout
         assert "run-3" in str(title.render())
         # a title that gains a line is laid out again
         app.screen.selected.__dict__["reason"] = "stopped by hand"
@@ -146,8 +156,8 @@ async def test_a_footer_change_announced_just_before_a_switch_is_not_lost(tmp_pa
         def announce_then_switch() -> None:
             runs.set_focus(runs.query_one("#ckpt-table"))
             with footer._context():
-                footer.bindings_changed(runs)   # the change announced, the recompose queued
-            app.action_view("fleet")            # a view key handled before that recompose
+                footer.bindings_changed(runs)  # the change announced, the recompose queued
+            app.action_view("fleet")  # a view key handled before that recompose
 
         app.call_later(announce_then_switch)
         await pilot.pause(0.3)

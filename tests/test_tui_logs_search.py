@@ -14,14 +14,25 @@ def _fleet(tmp_path, lines):
     root = tmp_path / "runs"
     run = root / "run-1"
     run.mkdir(parents=True)
-    (run / "progress.jsonl").write_text(json.dumps({"step": 1, "loss": 2.0, "max_steps": 10}) + "\n")
+    (run / "progress.jsonl").write_text(
+        json.dumps({"step": 1, "loss": 2.0, "max_steps": 10}) + "\n"
+    )
     (run / "train.log").write_text("".join(line + "\n" for line in lines))
-    return parse_fleet(f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 30\n', "test")
+    return parse_fleet(
+        f'[hosts.here]\nlocal = true\nruns = ["{root}"]\npoll_interval = 30\n', "test"
+    )
 
 
-LINES = ["step 1 loss 2.1", "step 2 loss 1.9", "Traceback (most recent call last):",
-         '  File "train.py", line 3', "RuntimeError: CUDA error: out of memory", "step 3 loss nan",
-         "x" * 300 + " the end of a long line", "step 4 loss 1.7 \x1b[31mred\x1b[0m"]
+LINES = [
+    "step 1 loss 2.1",
+    "step 2 loss 1.9",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3',
+    "RuntimeError: CUDA error: out of memory",
+    "step 3 loss nan",
+    "x" * 300 + " the end of a long line",
+    "step 4 loss 1.7 \x1b[31mred\x1b[0m",
+]
 
 
 async def _open_log(app, pilot) -> LogPane:
@@ -91,7 +102,7 @@ async def test_e_jumps_to_the_first_then_the_next_traceback_nan_or_error_and_w_w
         for _ in range(4):
             await pilot.press("e")
             seen.append(pane.at_line)
-        assert seen == [2, 4, 5, 2], seen   # Traceback, the error, the nan, round again
+        assert seen == [2, 4, 5, 2], seen  # Traceback, the error, the nan, round again
         assert "problem 1 of 3" in label(app)
         await pilot.press("E")
         assert pane.at_line == 5
@@ -99,7 +110,7 @@ async def test_e_jumps_to_the_first_then_the_next_traceback_nan_or_error_and_w_w
         assert rows == len(LINES)
         await pilot.press("w")
         await pilot.pause()
-        assert pane.wrap and len(pane.lines) > rows   # the long line takes several rows
+        assert pane.wrap and len(pane.lines) > rows  # the long line takes several rows
         assert max(len(line) for line in pane.lines) <= pane.size.width
         assert "wrapped" in label(app)
         await pilot.press("w")

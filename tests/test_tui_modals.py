@@ -28,8 +28,15 @@ async def opened(name, size=(100, 30)):
     return app, pilot, ctx
 
 
-@pytest.mark.parametrize("name,field", [("purge", "confirm-0"), ("remove", "remove-confirm"),
-                                        ("launch", "launch-toml"), ("mirror", "mirror-host")])
+@pytest.mark.parametrize(
+    "name,field",
+    [
+        ("purge", "confirm-0"),
+        ("remove", "remove-confirm"),
+        ("launch", "launch-toml"),
+        ("mirror", "mirror-host"),
+    ],
+)
 async def test_focus_starts_in_the_field_to_fill(name, field):
     app, pilot, ctx = await opened(name)
     try:
@@ -89,6 +96,7 @@ async def test_enter_acts_only_when_the_typed_text_matches(monkeypatch):
         # a refused plan: typing the path exactly still does not act
         await modal.dismiss()
         from test_tui_snapshots import purge_plan
+
         plan = purge_plan(refused=True)
         app.push_screen(PurgeModal("gx10", [p.path for p in plan.paths], plan=plan))
         await pilot.pause()
@@ -120,10 +128,13 @@ async def test_buttons_stay_on_screen_at_80x24(name):
         await ctx.__aexit__(None, None, None)
 
 
-@pytest.mark.parametrize("view,table_id", [("1", "fleet-table"), ("2", "runs-table"),
-                                           ("3", "sched-table"), ("4", "audit-table")])
+@pytest.mark.parametrize(
+    "view,table_id",
+    [("1", "fleet-table"), ("2", "runs-table"), ("3", "sched-table"), ("4", "audit-table")],
+)
 async def test_home_end_pgup_pgdn_in_every_table(view, table_id):
     from fleetdeck.backend.actions import audit
+
     for i in range(40):
         audit.audit("schedule-ack", "gx10", "done", ids=[f"x{i}"])
     app = fixture_app()
@@ -149,12 +160,16 @@ async def test_help_is_generated_from_the_bindings(monkeypatch):
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.screens.runs import RunsScreen
     from fleetdeck.tui.screens.schedules import SchedulesScreen
+
     for cls in (FleetdeckApp, RunsScreen, SchedulesScreen, KeyedTable):
         for b in cls.BINDINGS:
             assert f"{key_label(b.key):<12}{b.tooltip or b.description}" in help_text().plain, b
     # a key added to a view appears in help with no other change
-    monkeypatch.setattr(RunsScreen, "BINDINGS",
-                        RunsScreen.BINDINGS + [Binding("z", "zap", "Zap", tooltip="zap the run")])
+    monkeypatch.setattr(
+        RunsScreen,
+        "BINDINGS",
+        RunsScreen.BINDINGS + [Binding("z", "zap", "Zap", tooltip="zap the run")],
+    )
     text = help_text().plain
-    runs = text[text.index("Runs view\n"):text.index("Schedules view\n")]
+    runs = text[text.index("Runs view\n") : text.index("Schedules view\n")]
     assert f"{'z':<12}zap the run" in runs

@@ -27,11 +27,14 @@ def visible_columns(table: KeyedTable, width: int) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("view,table_id,must,minor", [
-    ("1", "fleet-table", ["host", "status", "gpus", "runs", "stray"], ["lat", "disks"]),
-    ("2", "runs-table", ["host", "name", "state", "prog"], ["sps", "eval"]),
-    ("3", "sched-table", ["flag", "host", "why", "cmd"], ["user", "kind"]),
-])
+@pytest.mark.parametrize(
+    "view,table_id,must,minor",
+    [
+        ("1", "fleet-table", ["host", "status", "gpus", "runs", "stray"], ["lat", "disks"]),
+        ("2", "runs-table", ["host", "name", "state", "prog"], ["sps", "eval"]),
+        ("3", "sched-table", ["flag", "host", "why", "cmd"], ["user", "kind"]),
+    ],
+)
 async def test_important_columns_stay_at_80x24(view, table_id, must, minor):
     app = fixture_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -53,20 +56,27 @@ async def test_important_columns_stay_at_80x24(view, table_id, must, minor):
 def test_shortened_names_never_look_the_same():
     rng = random.Random(7)
     for _ in range(2000):
-        names = {"".join(rng.choice("ab-1") for _ in range(rng.randint(1, 16))) for _ in range(rng.randint(1, 10))}
+        names = {
+            "".join(rng.choice("ab-1") for _ in range(rng.randint(1, 16)))
+            for _ in range(rng.randint(1, 10))
+        }
         width = rng.randint(2, 10)
         short = shorten_unique(names, width)
         assert len(set(short.values())) == len(names), (names, width, short)
         assert all(len(v) <= width for v in short.values())
         assert all(short[n] == n for n in names if len(n) <= width)
-    assert shorten_unique(["gpu-node-017", "gpu-node-018"], 8) == {"gpu-node-017": "gpu-no…7",
-                                                                   "gpu-node-018": "gpu-no…8"}
+    assert shorten_unique(["gpu-node-017", "gpu-node-018"], 8) == {
+        "gpu-node-017": "gpu-no…7",
+        "gpu-node-018": "gpu-no…8",
+    }
 
 
 async def test_long_host_names_stay_distinct_in_the_fleet_table():
     names = ["train-node-a-01", "train-node-a-02", "train-node-b-01"]
     fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in names), "x")
-    snap = FleetSnapshot(hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0)
+    snap = FleetSnapshot(
+        hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0
+    )
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(app, pilot, 1)
@@ -76,10 +86,17 @@ async def test_long_host_names_stay_distinct_in_the_fleet_table():
 
 
 async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):
-    run = Run(host="local", path=str(tmp_path / "runs" / "r1"), name="r1", state="failed",
-              reason="CUDA out of memory at step 40")
+    run = Run(
+        host="local",
+        path=str(tmp_path / "runs" / "r1"),
+        name="r1",
+        state="failed",
+        reason="CUDA out of memory at step 40",
+    )
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
-    snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=(run,)),), time=1.0)
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=(run,)),), time=1.0
+    )
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(app, pilot, 1)
@@ -90,7 +107,11 @@ async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):
         assert "why failed: CUDA out of memory at step 40" in title
         log = "\n".join(app.screen.query_one("#run-log").lines)
         # the run's folder is not on the host: one plain sentence, never a tool's stderr
-        assert "is not on local now (moved or removed?)" in log and "tail:" not in log and "cannot open" not in log
+        assert (
+            "is not on local now (moved or removed?)" in log
+            and "tail:" not in log
+            and "cannot open" not in log
+        )
 
 
 async def test_no_markdown_backticks_on_any_view():
@@ -110,22 +131,37 @@ async def test_no_markdown_backticks_on_any_view():
 async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     from fleetdeck.backend.actions import launch as backend_launch
     from fleetdeck.tui.screens.launch import LaunchModal
+
     asked = []
 
     async def fake_preflight(link, run, after=None, **kw):
         asked.append((link.host.name, run, after, kw))
         raise backend_launch.HostError(link.host.name, "stop here", "test")
+
     monkeypatch.setattr(backend_launch, "preflight", fake_preflight)
     failed = tmp_path / "runs" / "r1"
     failed.mkdir(parents=True)
-    (failed / "RUN.toml").write_text(f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n')
+    (failed / "RUN.toml").write_text(
+        f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n'
+    )
     from fleetdeck.backend.fleet.models import Checkpoint
+
     ckpt = Checkpoint(path=str(failed / "checkpoints" / "checkpoint-25"), step=25, bytes=1 << 20)
-    runs = (Run(host="local", path=str(failed), name="r1", state="failed", reason="killed by SIGKILL",
-                checkpoints=(ckpt,)),
-            Run(host="local", path=str(tmp_path / "runs" / "r0"), name="r0", state="finished"))
+    runs = (
+        Run(
+            host="local",
+            path=str(failed),
+            name="r1",
+            state="failed",
+            reason="killed by SIGKILL",
+            checkpoints=(ckpt,),
+        ),
+        Run(host="local", path=str(tmp_path / "runs" / "r0"), name="r0", state="finished"),
+    )
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
-    snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=runs),), time=1.0)
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=runs),), time=1.0
+    )
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         await feed(app, pilot, 1)

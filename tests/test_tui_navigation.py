@@ -25,7 +25,7 @@ async def test_esc_goes_back_through_the_views_the_way_you_came():
         assert app.current_mode == "runs"
         await pilot.press("escape")
         assert app.current_mode == "fleet"
-        await pilot.press("escape")   # at the first view: stays
+        await pilot.press("escape")  # at the first view: stays
         assert app.current_mode == "fleet"
 
 
@@ -64,7 +64,9 @@ async def test_colon_opens_a_view_for_one_host_a_host_view_and_says_what_names_n
         await pilot.press(*"an", "tab", "enter")
         await pilot.pause()
         assert app.current_mode == "schedules" and app.screen.host_scope == "ana-ml2"
-        assert {cell_text(app.screen.table, k, "host") for k in app.screen.table.keys} == {"ana-ml2"}
+        assert {cell_text(app.screen.table, k, "host") for k in app.screen.table.keys} == {
+            "ana-ml2"
+        }
 
 
 def test_the_command_line_parses_views_hosts_and_refuses_with_a_sentence():
@@ -72,7 +74,11 @@ def test_the_command_line_parses_views_hosts_and_refuses_with_a_sentence():
     assert parse(":runs GX10", hosts).host == "gx10"
     assert parse("gx10", hosts).view == "host"
     assert parse("q", hosts).view == "quit"
-    for bad, words in (("runs nope", "no such host: 'nope'"), ("host", "which host?"), ("a b c", "one view")):
+    for bad, words in (
+        ("runs nope", "no such host: 'nope'"),
+        ("host", "which host?"),
+        ("a b c", "one view"),
+    ):
         try:
             parse(bad, hosts)
         except ValueError as e:
@@ -89,7 +95,7 @@ async def test_sort_filter_and_theme_are_remembered_and_a_bad_file_is_a_warning_
         await feed(app, pilot)
         await pilot.press("2")
         app.screen.table.focus()
-        await pilot.press("E", "E")   # ETA, then downward
+        await pilot.press("E", "E")  # ETA, then downward
         await pilot.press("slash", *"gx", "enter", "t")
         await pilot.pause()
     saved = load()
@@ -102,7 +108,10 @@ async def test_sort_filter_and_theme_are_remembered_and_a_bad_file_is_a_warning_
         await pilot.press("2")
         await pilot.pause()
         table = app.screen.table
-        assert table.sort_by == (list(app.screen._widths).index("eta"), True) and table.filter_text == "gx"
+        assert (
+            table.sort_by == (list(app.screen._widths).index("eta"), True)
+            and table.filter_text == "gx"
+        )
         assert "sorted by ETA ↓" in app.screen.title and app.theme == "textual-light"
     path = settings_path()
     bad = '[views.runs.runs-table]\nsort = "eta"\ncolour = "red"\n'
@@ -113,12 +122,14 @@ async def test_sort_filter_and_theme_are_remembered_and_a_bad_file_is_a_warning_
         await pilot.press("2")
         await pilot.pause()
         said = [n.message for n in app._notifications]
-        assert any("unknown key 'colour' in [views.runs.runs-table]" in m and "defaults" in m for m in said), said
+        assert any(
+            "unknown key 'colour' in [views.runs.runs-table]" in m and "defaults" in m for m in said
+        ), said
         assert app.screen.table.sort_by is None
         app.screen.table.focus()
         await pilot.press("o")
         await pilot.pause()
-    assert path.read_text() == bad   # never written over
+    assert path.read_text() == bad  # never written over
     assert not [f for f in os.listdir(path.parent) if f.startswith(".settings.")]
 
 

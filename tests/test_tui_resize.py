@@ -54,15 +54,32 @@ def open_purge(app):
 
 def open_remove(app):
     s = app.state.schedule("ana-ml2", "loop-9c1e55aa")
-    app.push_screen(RemoveScheduleModal(s, check=RemovalCheck(
-        host="ana-ml2", schedule_id=s.id, kind=s.kind, ok=True, reason_code=None, message="still there")))
+    app.push_screen(
+        RemoveScheduleModal(
+            s,
+            check=RemovalCheck(
+                host="ana-ml2",
+                schedule_id=s.id,
+                kind=s.kind,
+                ok=True,
+                reason_code=None,
+                message="still there",
+            ),
+        )
+    )
 
 
 MODALS = {
     "help": (lambda app: app.push_screen(HelpScreen()), HelpScreen),
-    "error": (lambda app: app.push_screen(ErrorModal("drawing", "Traceback ...\nKeyError: 'x'")), ErrorModal),
+    "error": (
+        lambda app: app.push_screen(ErrorModal("drawing", "Traceback ...\nKeyError: 'x'")),
+        ErrorModal,
+    ),
     "purge": (open_purge, PurgeModal),
-    "mirror": (lambda app: app.push_screen(MirrorModal("gx10", "/home/ops/runs/run-6/adapter")), MirrorModal),
+    "mirror": (
+        lambda app: app.push_screen(MirrorModal("gx10", "/home/ops/runs/run-6/adapter")),
+        MirrorModal,
+    ),
     "remove": (open_remove, RemoveScheduleModal),
     "launch": (lambda app: app.push_screen(LaunchModal("gx10", "runs/run-8.toml")), LaunchModal),
 }

@@ -32,26 +32,40 @@ async def test_s_silences_the_highlighted_alert_which_stays_listed_and_marked_an
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, SilenceModal)
-        assert modal.fields() == {"host": "h1", "rule": "loss-nonfinite", "subject": "/runs/run-7",
-                                  "duration": 7200.0, "comment": ""}
-        await pilot.press("enter")                      # no comment yet: refused in place
+        assert modal.fields() == {
+            "host": "h1",
+            "rule": "loss-nonfinite",
+            "subject": "/runs/run-7",
+            "duration": 7200.0,
+            "comment": "",
+        }
+        await pilot.press("enter")  # no comment yet: refused in place
         await pilot.pause()
-        assert app.screen is modal and "needs a comment" in str(modal.query_one("#silence-said").render())
+        assert app.screen is modal and "needs a comment" in str(
+            modal.query_one("#silence-said").render()
+        )
         await pilot.press(*"known: bad lr", "enter")
         await pilot.pause()
         assert not isinstance(app.screen, SilenceModal)
         (s,) = sil.load_silences()[0]
-        assert (s.host, s.rule, s.subject, s.comment) == ("h1", "loss-nonfinite", "/runs/run-7", "known: bad lr")
+        assert (s.host, s.rule, s.subject, s.comment) == (
+            "h1",
+            "loss-nonfinite",
+            "/runs/run-7",
+            "known: bad lr",
+        )
         assert [r["id"] for r in audit.read_audit() if r["action"] == "silence-add"] == [s.id]
         table = app.screen.query_one("#alerts-table", KeyedTable)
         (key,) = table.keys
         assert cell(table, key, "state") == "silenced"
         assert cell(table, key, "text").startswith(f"silenced by {s.by} until ")
         detail = str(app.screen.query_one("#alerts-detail").render())
-        assert f"Silenced by {s.by} until" in detail and s.id in detail and "known: bad lr" in detail
+        assert (
+            f"Silenced by {s.by} until" in detail and s.id in detail and "known: bad lr" in detail
+        )
         assert "(1 silenced)" in str(app.screen.query_one("#alerts-title").render())
         assert s.id in app.screen.query_one("#silences-table", KeyedTable).keys
-        assert not app.sub_title.startswith("⚠")        # the badge counts what is not silenced
+        assert not app.sub_title.startswith("⚠")  # the badge counts what is not silenced
         await pilot.press("e")
         await pilot.pause()
         assert sil.load_silences()[0][0].state(s.ends) == "expired"
@@ -88,9 +102,17 @@ async def test_at_80x24_every_field_of_the_silence_form_shows_above_its_buttons(
         modal = app.screen
         assert isinstance(modal, SilenceModal)
         dialog = modal.query_one("#silence-dialog")
-        assert dialog.max_scroll_y == 0, "the form is taller than the screen: part of it is scrolled away"
+        assert dialog.max_scroll_y == 0, (
+            "the form is taller than the screen: part of it is scrolled away"
+        )
         buttons = modal.query_one("#silence-dialog .buttons").region
-        for fid in ("silence-host", "silence-rule", "silence-subject", "silence-for", "silence-comment"):
+        for fid in (
+            "silence-host",
+            "silence-rule",
+            "silence-subject",
+            "silence-for",
+            "silence-comment",
+        ):
             r = modal.query_one(f"#{fid}").region
             assert r.height >= 1 and r.bottom <= buttons.y and r.bottom <= 24, (fid, r, buttons)
         await pilot.press(*"disk swap")

@@ -25,9 +25,18 @@ from fleetdeck.tui.screens.purge import PurgeModal
 from fleetdeck.tui.screens.remove import RemoveScheduleModal
 
 RUN = "/home/ops/runs/run-7"
-CHECKS = ("not-found", "symlink", "outside-roots", "is-root", "holds-final-adapter", "in-use",
-          "container-mount", "mounted", "no-keeper")
-GIB = 1024 ** 3
+CHECKS = (
+    "not-found",
+    "symlink",
+    "outside-roots",
+    "is-root",
+    "holds-final-adapter",
+    "in-use",
+    "container-mount",
+    "mounted",
+    "no-keeper",
+)
+GIB = 1024**3
 
 
 def no_blink(app):
@@ -37,6 +46,7 @@ def no_blink(app):
 
 def fed(then=None):
     """run_before: two recorded polls, then `then(app)`."""
+
     async def run_before(pilot):
         app = pilot.app
         await feed(app, pilot)
@@ -46,24 +56,49 @@ def fed(then=None):
             await app.workers.wait_for_complete()
             await pilot.pause()
             no_blink(app)
+
     return run_before
 
 
 def path_plan(step, refusals=()):
     failed = {r.code for r in refusals}
-    return PathPlan(path=f"{RUN}/checkpoints/checkpoint-{step}", resolved=f"{RUN}/checkpoints/checkpoint-{step}",
-                    bytes=8 * GIB, expected_bytes=8 * GIB, refusals=tuple(refusals),
-                    checks=tuple((c, "fail" if c in failed else "pass") for c in CHECKS), pins=(),
-                    free_bytes=3281 * GIB, fstype="ext4", runs=(RUN,))
+    return PathPlan(
+        path=f"{RUN}/checkpoints/checkpoint-{step}",
+        resolved=f"{RUN}/checkpoints/checkpoint-{step}",
+        bytes=8 * GIB,
+        expected_bytes=8 * GIB,
+        refusals=tuple(refusals),
+        checks=tuple((c, "fail" if c in failed else "pass") for c in CHECKS),
+        pins=(),
+        free_bytes=3281 * GIB,
+        fstype="ext4",
+        runs=(RUN,),
+    )
 
 
 def purge_plan(refused=False):
-    bad = (Refusal("in-use", "pid 41233 (python) has checkpoint-50/adapter_model.safetensors open"),) if refused else ()
-    return PurgePlan(host="gx10", paths=(path_plan(25), path_plan(50, bad)),
-                     keepers=(Keeper(f"{RUN}/adapter/adapter_model.safetensors", RUN, 160 * 1024 ** 2,
-                                     "9f2c1e0a7b3d5e8f" * 4, (1, 2, 3, 4)),),
-                     roots=(("~/runs", "/home/ops/runs"),), free_bytes_before=3281 * GIB,
-                     expected_bytes=16 * GIB, warnings=())
+    bad = (
+        (Refusal("in-use", "pid 41233 (python) has checkpoint-50/adapter_model.safetensors open"),)
+        if refused
+        else ()
+    )
+    return PurgePlan(
+        host="gx10",
+        paths=(path_plan(25), path_plan(50, bad)),
+        keepers=(
+            Keeper(
+                f"{RUN}/adapter/adapter_model.safetensors",
+                RUN,
+                160 * 1024**2,
+                "9f2c1e0a7b3d5e8f" * 4,
+                (1, 2, 3, 4),
+            ),
+        ),
+        roots=(("~/runs", "/home/ops/runs"),),
+        free_bytes_before=3281 * GIB,
+        expected_bytes=16 * GIB,
+        warnings=(),
+    )
 
 
 @pytest.mark.parametrize("size", [(100, 30), (200, 60)])
@@ -74,11 +109,14 @@ def test_fleet_view(snap_compare, size):
 def test_fleet_view_light_theme(snap_compare):
     def light(app):
         app.theme = "textual-light"
+
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(light))
 
 
 def test_host_view(snap_compare):
-    assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["j", "enter"])
+    assert snap_compare(
+        fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["j", "enter"]
+    )
 
 
 def test_runs_view(snap_compare):
@@ -94,17 +132,38 @@ def test_schedules_view(snap_compare):
 
 
 def test_audit_view(snap_compare):
-    rec = {"time": "2025-11-29T12:00:00+0000", "ts": 1764417600.0, "user": "ops", "controller": "desk",
-           "host": "gx10", "action": "purge", "result": "done", "paths": [f"{RUN}/checkpoints/checkpoint-25"],
-           "free_bytes_before": 100, "free_bytes_after": 200}
-    lines = [rec, {**rec, "time": "2025-11-29T12:05:00+0000", "action": "mirror", "result": "verified",
-                   "host": "ana-ml2", "paths": None, "src": "gx10:/home/ops/runs/run-6/adapter"}]
+    rec = {
+        "time": "2025-11-29T12:00:00+0000",
+        "ts": 1764417600.0,
+        "user": "ops",
+        "controller": "desk",
+        "host": "gx10",
+        "action": "purge",
+        "result": "done",
+        "paths": [f"{RUN}/checkpoints/checkpoint-25"],
+        "free_bytes_before": 100,
+        "free_bytes_after": 200,
+    }
+    lines = [
+        rec,
+        {
+            **rec,
+            "time": "2025-11-29T12:05:00+0000",
+            "action": "mirror",
+            "result": "verified",
+            "host": "ana-ml2",
+            "paths": None,
+            "src": "gx10:/home/ops/runs/run-6/adapter",
+        },
+    ]
     audit.audit_path().write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["4"])
 
 
 def test_help_screen(snap_compare):
-    assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["question_mark"])
+    assert snap_compare(
+        fixture_app(), terminal_size=(100, 30), run_before=fed(), press=["question_mark"]
+    )
 
 
 @pytest.mark.parametrize("refused", [False, True])
@@ -114,47 +173,78 @@ def test_purge_modal(snap_compare, refused):
 
     def open_modal(app):
         app.push_screen(PurgeModal("gx10", paths, plan=plan))
+
     assert snap_compare(fixture_app(), terminal_size=(120, 40), run_before=fed(open_modal))
 
 
 def test_mirror_modal_verified(snap_compare):
-    files = (MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, "ab" * 32, "copied"),
-             MirrorFile("adapter_config.json", 812, "cd" * 32, "cd" * 32, "copied"))
-    rep = MirrorReport(src="gx10:/home/ops/runs/run-6/adapter", dst="ana-ml2:/home/ops/runs/run-6/adapter",
-                       dry_run=False, verified=True, bytes_src=167772972, bytes_dst=167772972, files=files,
-                       result="copied", seconds=2.5, bytes_copied=167772972, rate=67109188.8)
+    files = (
+        MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, "ab" * 32, "copied"),
+        MirrorFile("adapter_config.json", 812, "cd" * 32, "cd" * 32, "copied"),
+    )
+    rep = MirrorReport(
+        src="gx10:/home/ops/runs/run-6/adapter",
+        dst="ana-ml2:/home/ops/runs/run-6/adapter",
+        dry_run=False,
+        verified=True,
+        bytes_src=167772972,
+        bytes_dst=167772972,
+        files=files,
+        result="copied",
+        seconds=2.5,
+        bytes_copied=167772972,
+        rate=67109188.8,
+    )
 
     def open_modal(app):
         modal = MirrorModal("gx10", "/home/ops/runs/run-6/adapter")
         app.push_screen(modal)
         app.call_after_refresh(lambda: modal.show_report(rep, "ana-ml2", False))
+
     assert snap_compare(fixture_app(), terminal_size=(120, 40), run_before=fed(open_modal))
 
 
 def test_remove_schedule_modal(snap_compare):
     def open_modal(app):
         s = app.state.schedule("ana-ml2", "loop-9c1e55aa")
-        check = RemovalCheck(host="ana-ml2", schedule_id=s.id, kind=s.kind, ok=True, reason_code=None,
-                             message="loop pid 5120 still running with the same start time")
+        check = RemovalCheck(
+            host="ana-ml2",
+            schedule_id=s.id,
+            kind=s.kind,
+            ok=True,
+            reason_code=None,
+            message="loop pid 5120 still running with the same start time",
+        )
         app.push_screen(RemoveScheduleModal(s, check=check))
+
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(open_modal))
 
 
 def test_launch_modal_preflight(snap_compare):
-    pre = Preflight(host="gx10", run_path="/home/ops/runs/run-8", after=f"{RUN}",
-                    checks=(Check("run-toml", True, "RUN.toml parsed: 17 keys"),
-                            Check("output-free", True, "/home/ops/runs/run-8 does not exist yet"),
-                            Check("gpu-memory", False, "needs ~21.4 GiB, GPU 0 has 9.3 GiB free")),
-                    estimate={"params": "0.6B", "memory_gib": 21.4})
+    pre = Preflight(
+        host="gx10",
+        run_path="/home/ops/runs/run-8",
+        after=f"{RUN}",
+        checks=(
+            Check("run-toml", True, "RUN.toml parsed: 17 keys"),
+            Check("output-free", True, "/home/ops/runs/run-8 does not exist yet"),
+            Check("gpu-memory", False, "needs ~21.4 GiB, GPU 0 has 9.3 GiB free"),
+        ),
+        estimate={"params": "0.6B", "memory_gib": 21.4},
+    )
 
     def open_modal(app):
         modal = LaunchModal("gx10", "runs/run-8.toml", RUN)
         app.push_screen(modal)
         app.call_after_refresh(lambda: modal.show_checks(pre))
+
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(open_modal))
 
 
 def test_error_modal(snap_compare):
     def open_modal(app):
-        app.push_screen(ErrorModal("mirror", "Traceback (most recent call last):\n  ...\nKeyError: 'boom'"))
+        app.push_screen(
+            ErrorModal("mirror", "Traceback (most recent call last):\n  ...\nKeyError: 'boom'")
+        )
+
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(open_modal))

@@ -28,13 +28,21 @@ def _start(pid: int) -> int:
 
 async def test_the_stop_pop_up_asks_for_the_name_as_shown_and_names_the_witness(children):
     # a shell loop whose argv[0] clears the screen and starts a new line
-    p = subprocess.Popen([EVIL, "-c", "while true; do sleep 0.2; done"], executable="/bin/bash",
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [EVIL, "-c", "while true; do sleep 0.2; done"],
+        executable="/bin/bash",
+        start_new_session=True,
+    )
     children.append(p)
     time.sleep(0.3)
     argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    proc = Process(pid=p.pid, start=_start(p.pid), user="root",
-                   command=" ".join(a.decode() for a in argv), why=("loop",))
+    proc = Process(
+        pid=p.pid,
+        start=_start(p.pid),
+        user="root",
+        command=" ".join(a.decode() for a in argv),
+        why=("loop",),
+    )
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
     snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0),), time=1.0)
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
@@ -42,15 +50,17 @@ async def test_the_stop_pop_up_asks_for_the_name_as_shown_and_names_the_witness(
         await feed(app, pilot, 1)
         app.push_screen(StopProcessModal("local", proc))
         await pilot.pause()
-        asks = [str(lb.render()) for lb in app.screen.query(Label) if "to confirm" in str(lb.render())]
-        shown = f"{p.pid} \\x1b[2J\\nevil"        # what the pop-up shows, escaped
+        asks = [
+            str(lb.render()) for lb in app.screen.query(Label) if "to confirm" in str(lb.render())
+        ]
+        shown = f"{p.pid} \\x1b[2J\\nevil"  # what the pop-up shows, escaped
         assert asks == [f"Type {shown} to confirm:"]
         act = app.screen.query_one("#act", Button)
         field = app.screen.query_one("#stop-confirm", Input)
-        field.value = f"{p.pid} {EVIL}"           # the raw bytes no one can type: not what it asks
+        field.value = f"{p.pid} {EVIL}"  # the raw bytes no one can type: not what it asks
         await pilot.pause()
         assert act.disabled
-        field.value = shown                       # typed back exactly as shown
+        field.value = shown  # typed back exactly as shown
         await pilot.pause()
         assert not act.disabled
         await pilot.click("#act")
@@ -58,8 +68,10 @@ async def test_the_stop_pop_up_asks_for_the_name_as_shown_and_names_the_witness(
         await pilot.pause()
         rep = app.screen.result
         assert rep.ok and rep.result == "stopped", rep
-        assert rep.message == (f"process {p.pid} stopped (SIGTERM): pid {p.pid} with start time {proc.start} "
-                               "is gone from the host's /proc")
+        assert rep.message == (
+            f"process {p.pid} stopped (SIGTERM): pid {p.pid} with start time {proc.start} "
+            "is gone from the host's /proc"
+        )
     assert p.wait(10) is not None
 
 
@@ -71,8 +83,13 @@ async def test_the_signal_chooser_pauses_a_real_process_with_the_state_the_host_
     p = subprocess.Popen(["bash", "-c", "while true; do sleep 0.2; done"], start_new_session=True)
     children.append(p)
     time.sleep(0.3)
-    proc = Process(pid=p.pid, start=_start(p.pid), user="root", command="bash -c while true; do sleep 0.2; done",
-                   why=("loop",))
+    proc = Process(
+        pid=p.pid,
+        start=_start(p.pid),
+        user="root",
+        command="bash -c while true; do sleep 0.2; done",
+        why=("loop",),
+    )
     fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\n', "fixture")
     snap = FleetSnapshot(hosts=(HostSnapshot(name="local", reachable=True, time=1.0),), time=1.0)
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 2.0)
@@ -83,14 +100,21 @@ async def test_the_signal_chooser_pauses_a_real_process_with_the_state_the_host_
         act = app.screen.query_one("#act", Button)
         chooser = app.screen.query_one("#stop-signal", Select)
         assert chooser.value == "TERM" and str(act.label) == f"Stop process {p.pid} (SIGTERM)"
-        assert list(SIGNALS) == ["TERM", "INT", "HUP", "STOP", "CONT", "KILL"]   # the chooser's order
+        assert list(SIGNALS) == [
+            "TERM",
+            "INT",
+            "HUP",
+            "STOP",
+            "CONT",
+            "KILL",
+        ]  # the chooser's order
         chooser.focus()
         await pilot.press("enter", "down", "down", "down", "enter")
         await pilot.pause()
         assert chooser.value == "STOP" and str(act.label) == f"Send SIGSTOP to process {p.pid}"
-        assert act.disabled                       # still nothing until the pid and program are typed
+        assert act.disabled  # still nothing until the pid and program are typed
         region = app.screen.query_one("#act").region
-        assert region.area and region.bottom <= 24 and region.right <= 80   # on screen at 80x24
+        assert region.area and region.bottom <= 24 and region.right <= 80  # on screen at 80x24
         app.screen.query_one("#stop-confirm", Input).value = f"{p.pid} bash"
         await pilot.pause()
         await pilot.click("#act")

@@ -113,7 +113,9 @@ async def test_host_view_shows_processes_and_esc_goes_back():
         await pilot.press("j", "enter")
         assert isinstance(app.screen, HostScreen) and app.screen.host_name == "ana-ml2"
         gpus = app.screen.query_one("#host-gpus", KeyedTable)
-        assert "gpu0:2211" in gpus.keys and "vllm serve qwen3-32b" in cell_text(gpus, "gpu0:2211", "cmd")
+        assert "gpu0:2211" in gpus.keys and "vllm serve qwen3-32b" in cell_text(
+            gpus, "gpu0:2211", "cmd"
+        )
         scheds = app.screen.query_one("#host-schedules", KeyedTable)
         assert "nobody has acknowledged it" in cell_text(scheds, "loop-9c1e55aa", "stray")
         assert len(app.screen.query_one("#host-disks", KeyedTable).keys) == 2
@@ -127,7 +129,9 @@ async def test_runs_view_shows_series_plateau_checkpoints():
         await feed(app, pilot)
         await pilot.press("2")
         screen = app.screen
-        assert screen.query_one("#runs-table", KeyedTable).current_key == "gx10:/home/ops/runs/run-7"
+        assert (
+            screen.query_one("#runs-table", KeyedTable).current_key == "gx10:/home/ops/runs/run-7"
+        )
         trend = str(screen.query_one("#run-trend").render())
         assert "3.1760" in trend and "3.1730" in trend and "3.1720" in trend and "plateau" in trend
         chart = str(screen.query_one("#run-chart").render())
@@ -183,8 +187,16 @@ async def test_help_opens_and_palette_lists_every_action():
         assert "mirror the run's adapter" in str(app.screen.query_one("#help-body Static").render())
         await pilot.press("escape")
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        for want in ("Purge checkpoints", "Mirror adapter", "Acknowledge schedule", "Remove schedule",
-                     "Launch a run", "Poll now", "Runs view", "Host gx10"):
+        for want in (
+            "Purge checkpoints",
+            "Mirror adapter",
+            "Acknowledge schedule",
+            "Remove schedule",
+            "Launch a run",
+            "Poll now",
+            "Runs view",
+            "Host gx10",
+        ):
             assert want in titles
 
 
@@ -274,6 +286,7 @@ async def test_painted_table_shows_a_changed_cell_not_a_cached_one():
 
         def painted() -> str:
             return "\n".join(strip.text for strip in table.render_lines(Region(0, 0, *table.size)))
+
         assert "DOWN" in painted()
         app.post_message(FleetPolled(recorded("fleet-earlier.json")))  # nh3-dev is back up
         await pilot.pause()

@@ -45,11 +45,15 @@ async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_pat
         rep = modal.report
         assert rep.result == "replaced" and rep.verified, rep.error
         assert f"kept as {rep.kept_as}" in str(modal.query_one("#mirror-result").render())
-    assert (dst / "adapter_model.safetensors").read_bytes() == \
-        (run / "adapter" / "adapter_model.safetensors").read_bytes()
+    assert (dst / "adapter_model.safetensors").read_bytes() == (
+        run / "adapter" / "adapter_model.safetensors"
+    ).read_bytes()
     assert (Path(rep.kept_as) / "adapter_model.safetensors").read_bytes() == b"something else"
     done = [r for r in audit.read_audit() if r["action"] == "mirror"][-1]
-    assert done["result"] == "done" and done["confirmation"] == {"via": "dashboard", "typed": str(dst)}
+    assert done["result"] == "done" and done["confirmation"] == {
+        "via": "dashboard",
+        "typed": str(dst),
+    }
 
 
 async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp_path):
@@ -77,7 +81,8 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
         modal = app.screen
         assert isinstance(modal, PurgeModal) and modal.keep == 2
         assert modal.plan.ok and modal.plan.keep.kept == tuple(
-            str(run / "checkpoints" / f"checkpoint-{s}") for s in (75, 100))
+            str(run / "checkpoints" / f"checkpoint-{s}") for s in (75, 100)
+        )
         act = modal.query_one("#act", Button)
         await type_into(pilot, modal.query_one("#confirm-0", Input), str(run))
         assert act.disabled  # N is typed back too
@@ -90,7 +95,10 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert modal.report.ok
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint-100", "checkpoint-75"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "checkpoint-100",
+        "checkpoint-75",
+    ]
     rec = [r for r in audit.read_audit() if r["action"] == "purge"][-1]
     assert rec["result"] == "done" and rec["keep_newest"]["n"] == 2
 
@@ -102,22 +110,30 @@ async def test_purge_modal_needs_the_best_eval_checkpoint_typed_back(tmp_path):
     import json
 
     run, ck = make_run(tmp_path, HOSTILE + " best")
-    (ck / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 25, "eval_loss": 1.25}]}))
+    (ck / "trainer_state.json").write_text(
+        json.dumps({"log_history": [{"step": 25, "eval_loss": 1.25}]})
+    )
     c50 = run / "checkpoints" / "checkpoint-50"
-    (c50 / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 25, "eval_loss": 1.25},
-                                                                         {"step": 50, "eval_loss": 1.5}]}))
+    (c50 / "trainer_state.json").write_text(
+        json.dumps(
+            {"log_history": [{"step": 25, "eval_loss": 1.25}, {"step": 50, "eval_loss": 1.5}]}
+        )
+    )
     (c50 / "adapter_config.json").write_text("{}")
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 50)) as pilot:
         modal = await open_purge(app, pilot, [ck])
         assert modal.plan.paths[0].refused == ["best-eval"]
         evals = str(modal.query_one("#purge-evals").render())
-        assert "checkpoint-25  step 25  1.2500  ← best" in evals and "checkpoint-50  step 50  1.5000" in evals
+        assert (
+            "checkpoint-25  step 25  1.2500  ← best" in evals
+            and "checkpoint-50  step 50  1.5000" in evals
+        )
         act = modal.query_one("#act", Button)
         await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
         assert act.disabled
         await type_into(pilot, modal.query_one("#allow-best", Input), str(ck) + " ")
-        assert modal.plan.paths[0].refused == ["best-eval"]   # near is not the path
+        assert modal.plan.paths[0].refused == ["best-eval"]  # near is not the path
         await type_into(pilot, modal.query_one("#allow-best", Input), str(ck))
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -35,22 +35,41 @@ time.sleep(300)
 
 def rising_evals(run: Path) -> None:
     run.mkdir(parents=True, exist_ok=True)
-    rows = [{"step": s, "max_steps": 200, "loss": 3.0, "eval_loss": v, "time": time.time()}
-            for s, v in ((25, 3.20), (50, 3.17), (75, 3.18), (100, 3.19))]
+    rows = [
+        {"step": s, "max_steps": 200, "loss": 3.0, "eval_loss": v, "time": time.time()}
+        for s, v in ((25, 3.20), (50, 3.17), (75, 3.18), (100, 3.19))
+    ]
     (run / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def local_fleet(tmp_path: Path, runs: Path, alerts: str = "", extra_hosts: str = "") -> Path:
     f = tmp_path / "hosts.toml"
-    f.write_text(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{runs}"]\n{extra_hosts}\n'
-                 f'[alerts]\ndisabled = ["new-stray", "disk-full-eta", "idle-holder", "gpu-headroom"]\n{alerts}')
+    f.write_text(
+        f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{runs}"]\n{extra_hosts}\n'
+        f'[alerts]\ndisabled = ["new-stray", "disk-full-eta", "idle-holder", "gpu-headroom"]\n{alerts}'
+    )
     return f
 
 
 def hook_alerts(tmp_path: Path) -> tuple[str, Path, Path, Path]:
-    script, log, go, pids = tmp_path / "hook.py", tmp_path / "hook.log", tmp_path / "go", tmp_path / "hook.pids"
+    script, log, go, pids = (
+        tmp_path / "hook.py",
+        tmp_path / "hook.log",
+        tmp_path / "go",
+        tmp_path / "hook.pids",
+    )
     script.write_text(HOOK)
-    argv = [sys.executable, str(script), str(log), str(go), str(pids), "{id}", "{state}", "{rule}", "{subject}"]
+    argv = [
+        sys.executable,
+        str(script),
+        str(log),
+        str(go),
+        str(pids),
+        "{id}",
+        "{state}",
+        "{rule}",
+        "{subject}",
+    ]
     return f"on_alert = {json.dumps(argv)}\n", log, go, pids
 
 
@@ -58,10 +77,17 @@ class Proc:
     """A `fleetdeck watch` process and the lines it prints."""
 
     def __init__(self, fleet: Path, *args: str, env: dict | None = None) -> None:
-        self.p = subprocess.Popen([*WATCH, "--hosts", str(fleet), "watch", *args], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env)
+        self.p = subprocess.Popen(
+            [*WATCH, "--hosts", str(fleet), "watch", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
-        self.t = threading.Thread(target=lambda: self.lines.extend(iter(self.p.stdout.readline, "")), daemon=True)
+        self.t = threading.Thread(
+            target=lambda: self.lines.extend(iter(self.p.stdout.readline, "")), daemon=True
+        )
         self.t.start()
 
     def wait_for(self, what, deadline_s: float = 120):
@@ -71,7 +97,9 @@ class Proc:
             if v:
                 return v
             if self.p.poll() is not None and not what():
-                raise AssertionError(f"watch ended ({self.p.returncode}): {self.p.stderr.read()[-2000:]}")
+                raise AssertionError(
+                    f"watch ended ({self.p.returncode}): {self.p.stderr.read()[-2000:]}"
+                )
             time.sleep(0.05)
         raise AssertionError(f"timed out; watch printed {self.lines[-20:]}")
 
@@ -105,35 +133,45 @@ def test_a_second_watch_exits_1_naming_the_running_one_and_the_lock_dies_with_it
     first = Proc(fleet, "--interval", "1")
     try:
         first.started()
-        second = subprocess.run([*WATCH, "--hosts", str(fleet), "watch", "--count", "1"], capture_output=True,
-                                text=True, timeout=120)
+        second = subprocess.run(
+            [*WATCH, "--hosts", str(fleet), "watch", "--count", "1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert second.returncode == 1, second.stderr
         assert f"already running for {state_dir()} (pid {first.p.pid}" in second.stderr
         assert "Traceback" not in second.stderr
-        first.p.kill()                       # a crash: no clean-up ran
+        first.p.kill()  # a crash: no clean-up ran
         first.p.wait()
-        third = subprocess.run([*WATCH, "--hosts", str(fleet), "watch", "--count", "1"], capture_output=True,
-                               text=True, timeout=120)
+        third = subprocess.run(
+            [*WATCH, "--hosts", str(fleet), "watch", "--count", "1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert third.returncode == 0, third.stderr
     finally:
         first.kill()
 
 
-def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_transition_once(tmp_path):
+def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_transition_once(
+    tmp_path,
+):
     rising_evals(tmp_path / "runs" / "run-1")
     alerts, log, go, pids = hook_alerts(tmp_path)
     fleet = local_fleet(tmp_path, tmp_path / "runs", alerts)
     w = Proc(fleet, "--interval", "0.5")
     try:
         w.started()
-        w.wait_for(lambda: pids.exists() and pids.read_text().strip())   # the hook is in flight
+        w.wait_for(lambda: pids.exists() and pids.read_text().strip())  # the hook is in flight
         hook_pid, child_pid = map(int, pids.read_text().split())
-        time.sleep(1.0)                                                   # polls go on meanwhile
+        time.sleep(1.0)  # polls go on meanwhile
         rc, took = w.stop_timed()
     finally:
         w.kill()
     assert rc == 0 and took < STOP_BOUND, (rc, took)
-    assert not procfs.alive(hook_pid) and not procfs.alive(child_pid)    # its group went with it
+    assert not procfs.alive(hook_pid) and not procfs.alive(child_pid)  # its group went with it
     from fleetdeck.backend.monitor.outbox import Journal
 
     saved = json.loads((state_dir() / "alerts.json").read_text())
@@ -148,14 +186,14 @@ def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_tra
     try:
         again.started()
         again.wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= len(queued))
-        time.sleep(2.0)                                                   # more polls: nothing more
+        time.sleep(2.0)  # more polls: nothing more
         rc, took = again.stop_timed(signal.SIGINT)
     finally:
         again.kill()
     assert rc == 0 and took < STOP_BOUND, (rc, took)
     got = [tuple(x.split("\t")) for x in log.read_text().splitlines()]
-    assert sorted(g[0] for g in got) == sorted(i for i, _ in queued)       # each once, by its id
-    assert [x for x in again.lines if " ALERT " in x] == []               # judged once, not again
+    assert sorted(g[0] for g in got) == sorted(i for i, _ in queued)  # each once, by its id
+    assert [x for x in again.lines if " ALERT " in x] == []  # judged once, not again
     assert len(first_lines) == len(queued)
 
 
@@ -165,13 +203,15 @@ def test_sigterm_mid_poll_ends_promptly(tmp_path):
     mute = socket.socket()
     mute.bind(("127.0.0.1", 0))
     mute.listen(8)
-    host = (f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 30\n'
-            f'known_hosts = "{tmp_path / "kh"}"\n')
+    host = (
+        f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 30\n'
+        f'known_hosts = "{tmp_path / "kh"}"\n'
+    )
     fleet = local_fleet(tmp_path, tmp_path / "runs", extra_hosts=host)
     w = Proc(fleet, "--interval", "0.5")
     try:
         w.started()
-        time.sleep(2.0)                      # inside the first poll, waiting on the mute host
+        time.sleep(2.0)  # inside the first poll, waiting on the mute host
         assert w.p.poll() is None
         rc, took = w.stop_timed()
     finally:
@@ -193,8 +233,14 @@ def test_a_hostile_hosts_strings_are_warnings_and_safe_lines_never_a_traceback(t
     fleet = local_fleet(tmp_path, runs, alerts)
     env = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONUTF8": "0"}
     env.pop("PYTHONIOENCODING", None)
-    done = subprocess.run([*WATCH, "--hosts", str(fleet), "watch", "--count", "2", "--interval", "0.2"],
-                          capture_output=True, text=True, env=env, timeout=180, errors="surrogateescape")
+    done = subprocess.run(
+        [*WATCH, "--hosts", str(fleet), "watch", "--count", "2", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        errors="surrogateescape",
+    )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     shown_subject = f"{runs}/run-\\xff\\x1b[31mred\\x07"
     assert f"ALERT overfitting on local: {shown_subject}" in done.stdout
@@ -211,10 +257,20 @@ async def test_one_hosts_data_that_breaks_a_rule_is_that_hosts_warning(tmp_path)
 
     def snap(t: float) -> FleetSnapshot:
         stalled = Run(host="h1", path="/runs/a", name="a", state="stalled", reason="no progress")
-        spike = Run(host="h2", path="/runs/b", name="b", state="running",
-                    losses=tuple((i, 1.0) for i in range(1, 8)) + ((8, 10**400),))
-        return FleetSnapshot(hosts=(HostSnapshot("h1", True, time=t, runs=(stalled,)),
-                                    HostSnapshot("h2", True, time=t, runs=(spike,))), time=t)
+        spike = Run(
+            host="h2",
+            path="/runs/b",
+            name="b",
+            state="running",
+            losses=tuple((i, 1.0) for i in range(1, 8)) + ((8, 10**400),),
+        )
+        return FleetSnapshot(
+            hosts=(
+                HostSnapshot("h1", True, time=t, runs=(stalled,)),
+                HostSnapshot("h2", True, time=t, runs=(spike,)),
+            ),
+            time=t,
+        )
 
     class Source:
         async def poll(self) -> FleetSnapshot:
@@ -226,7 +282,9 @@ async def test_one_hosts_data_that_breaks_a_rule_is_that_hosts_warning(tmp_path)
     await m.run(count=2, interval=0.01)
     assert [(a.rule, a.host) for a in m.firing()] == [("run-stalled", "h1")]
     warnings = [line for k, line in said if k == "warning"]
-    assert len(warnings) == 1 and warnings[0].startswith("h2: what the host sent could not be judged")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "h2: what the host sent could not be judged"
+    )
 
 
 async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
@@ -242,19 +300,28 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
 
     server = Path(__file__).with_name("seat_server.py")
     wrapper = tmp_path / "vllm"
-    wrapper.write_text(f"#!{sys.executable}\nimport runpy, sys\n"
-                       f"sys.argv = [{str(server)!r}, '--port', sys.argv[sys.argv.index('--port') + 1], '--nan']\n"
-                       f"runpy.run_path({str(server)!r}, run_name='__main__')\n")
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\n"
+        f"sys.argv = [{str(server)!r}, '--port', sys.argv[sys.argv.index('--port') + 1], '--nan']\n"
+        f"runpy.run_path({str(server)!r}, run_name='__main__')\n"
+    )
     wrapper.chmod(0o755)
     port = free_port()
-    seat = subprocess.Popen([str(wrapper), "serve", "random:tiny", "--port", str(port)], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    seat = subprocess.Popen(
+        [str(wrapper), "serve", "random:tiny", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert seat.stdout.readline().startswith("listening on")
         (state_dir() / "seat_checks.json").mkdir(parents=True)
         (state_dir() / "alerts.json").mkdir()
-        fleet = parse_fleet(f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n'
-                            "[alerts]\nseat_check_interval = 1\n", "hosts.toml")
+        fleet = parse_fleet(
+            f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{tmp_path}"]\n'
+            "[alerts]\nseat_check_interval = 1\n",
+            "hosts.toml",
+        )
         out = io.StringIO()
         w = Watcher(fleet, out=out)
         await w.run(count=2, interval=0.1)
@@ -267,7 +334,9 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
     assert text.count("warning: alert state not saved") == 1
 
 
-async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_the_deliverer(tmp_path):
+async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_the_deliverer(
+    tmp_path,
+):
     import asyncio
 
     from fleetdeck.backend.fleet.config import load_fleet
@@ -287,7 +356,7 @@ async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_t
                 if app.state.polls >= 3:
                     break
                 await pilot.pause(0.1)
-            assert [a.rule for a in app.alert_watch.firing] == ["overfitting"]   # the same verdict
+            assert [a.rule for a in app.alert_watch.firing] == ["overfitting"]  # the same verdict
             await pilot.press("5")
             await pilot.pause(0.2)
             detail = str(app.screen.query_one("#alerts-detail").render())
@@ -306,23 +375,29 @@ def test_sigterm_mid_seat_check_ends_promptly(tmp_path):
 
     accepted = tmp_path / "accepted"
     wrapper = tmp_path / "vllm"
-    wrapper.write_text(f"#!{sys.executable}\nimport socket, sys\n"
-                       "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
-                       "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-                       "s.bind(('127.0.0.1', port))\ns.listen(8)\nprint('listening', flush=True)\nheld = []\n"
-                       "while True:\n    c, _ = s.accept()\n    held.append(c)\n"
-                       f"    open({str(accepted)!r}, 'a').write('x')\n")
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport socket, sys\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', port))\ns.listen(8)\nprint('listening', flush=True)\nheld = []\n"
+        "while True:\n    c, _ = s.accept()\n    held.append(c)\n"
+        f"    open({str(accepted)!r}, 'a').write('x')\n"
+    )
     wrapper.chmod(0o755)
     port = free_port()
-    seat = subprocess.Popen([str(wrapper), "serve", "random:tiny", "--port", str(port)], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    seat = subprocess.Popen(
+        [str(wrapper), "serve", "random:tiny", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert seat.stdout.readline().startswith("listening")
         fleet = local_fleet(tmp_path, tmp_path / "runs", "seat_check_interval = 1\n")
         w = Proc(fleet, "--interval", "0.5")
         try:
             w.started()
-            w.wait_for(lambda: accepted.exists())          # the check is waiting on the seat
+            w.wait_for(lambda: accepted.exists())  # the check is waiting on the seat
             time.sleep(0.5)
             rc, took = w.stop_timed()
         finally:
@@ -346,15 +421,21 @@ def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spar
 
     spare_fleet.add("quiet")
     mute = socket.socket()
-    mute.bind(("127.0.0.1", 0))   # refused until it listens: the first cycle is not held by it
-    extra = (f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
-             f'known_hosts = "{tmp_path / "kh"}"\n')
+    mute.bind(("127.0.0.1", 0))  # refused until it listens: the first cycle is not held by it
+    extra = (
+        f'[hosts.mute]\naddress = "127.0.0.1"\nport = {mute.getsockname()[1]}\nconnect_timeout = 60\n'
+        f'known_hosts = "{tmp_path / "kh"}"\n'
+    )
     fleet = local_fleet(tmp_path, tmp_path / "runs", extra_hosts=extra)
     # the loopback fleet's [defaults] (its keys, known_hosts) and "quiet", ahead of local and mute
-    fleet.write_text(spare_fleet.fleet_toml(defaults={"command_timeout": 60}) + "\n" + fleet.read_text())
+    fleet.write_text(
+        spare_fleet.fleet_toml(defaults={"command_timeout": 60}) + "\n" + fleet.read_text()
+    )
     w = Proc(fleet, "--interval", "0.5", "--prometheus", "127.0.0.1:0")
     try:
-        url = w.wait_for(lambda: next((x.split()[-1] for x in w.lines if x.startswith("metrics on ")), None))
+        url = w.wait_for(
+            lambda: next((x.split()[-1] for x in w.lines if x.startswith("metrics on ")), None)
+        )
 
         def quiet_up() -> bool:
             try:
@@ -364,10 +445,10 @@ def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spar
             return 'fleetdeck_host_up{host="quiet"} 1.0' in body
 
         w.wait_for(quiet_up)
-        mute.listen(8)                        # its next attempt (backoff: 1, 2, 4 s) waits on silence
+        mute.listen(8)  # its next attempt (backoff: 1, 2, 4 s) waits on silence
         spare_fleet.pause("quiet")
         with hogs():
-            time.sleep(4.0)                   # cycles go on: "quiet" is asked and never answers
+            time.sleep(4.0)  # cycles go on: "quiet" is asked and never answers
             assert w.p.poll() is None
             rc, took = w.stop_timed()
     finally:
@@ -377,5 +458,7 @@ def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spar
     err = w.p.stderr.read()
     print(f"watch stop (SIGTERM) with a silent host, a mute one and CPU hogs: {took:.2f}s")
     assert rc == 0 and took < 10, (rc, took, err[-2000:])
-    assert FORCED_STOP.split("{")[0] not in err, f"the stop did not finish by itself ({took:.2f}s): {err[-2000:]}"
+    assert FORCED_STOP.split("{")[0] not in err, (
+        f"the stop did not finish by itself ({took:.2f}s): {err[-2000:]}"
+    )
     assert "Traceback" not in err, err[-2000:]

@@ -33,8 +33,13 @@ ARGS = ["--accelerated", "--days", "2", "--interval", "120", "--retention-days",
 
 def soak(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "soak.json"
-    r = subprocess.run([sys.executable, str(SOAK), *ARGS, *extra, "--json", str(out)], capture_output=True,
-                       text=True, timeout=280, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(SOAK), *ARGS, *extra, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=tmp_path,
+    )
     assert out.exists(), r.stdout[-2000:] + r.stderr[-4000:]
     return r, json.loads(out.read_text())
 

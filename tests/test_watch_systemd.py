@@ -30,8 +30,10 @@ HOOK = "import sys\nopen(sys.argv[1], 'a').write('\\t'.join(sys.argv[2:]) + '\\n
 
 def evals(run: Path, values: list[float]) -> None:
     run.mkdir(parents=True, exist_ok=True)
-    rows = [{"step": 25 * (i + 1), "max_steps": 400, "loss": 3.0, "eval_loss": v, "time": time.time()}
-            for i, v in enumerate(values)]
+    rows = [
+        {"step": 25 * (i + 1), "max_steps": 400, "loss": 3.0, "eval_loss": v, "time": time.time()}
+        for i, v in enumerate(values)
+    ]
     (run / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -55,9 +57,13 @@ def _keep(base: Path) -> dict[str, str]:
     before, after = [], []
     for i, t in enumerate(tops):
         (aside / str(i)).mkdir(parents=True, exist_ok=True)
-        before.append(f"mount --bind {shlex.quote(str(t))} {shlex.quote(str(aside / str(i)))} || exit 1")
-        after.append(f"mkdir -p {shlex.quote(str(t))} && mount --bind {shlex.quote(str(aside / str(i)))} "
-                     f"{shlex.quote(str(t))} || exit 1")
+        before.append(
+            f"mount --bind {shlex.quote(str(t))} {shlex.quote(str(aside / str(i)))} || exit 1"
+        )
+        after.append(
+            f"mkdir -p {shlex.quote(str(t))} && mount --bind {shlex.quote(str(aside / str(i)))} "
+            f"{shlex.quote(str(t))} || exit 1"
+        )
     return {"keep_before": "\n".join(before) + "\n", "keep_after": "\n".join(after) + "\n"}
 
 
@@ -66,8 +72,10 @@ class Namespace:
 
     def __init__(self, base: Path) -> None:
         (base / "init.sh").write_text(INIT.format(**_keep(base)))
-        self.unshare = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh",
-                                         str(base / "init.sh")], start_new_session=True)
+        self.unshare = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", str(base / "init.sh")],
+            start_new_session=True,
+        )
         self.pid = 0
         end = time.monotonic() + 30
         while time.monotonic() < end and not self.pid:
@@ -83,9 +91,17 @@ class Namespace:
             time.sleep(0.2)
         raise AssertionError(f"systemd did not come up: {state}")
 
-    def run(self, *argv: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["nsenter", "-t", str(self.pid), "-m", "-p", *argv], capture_output=True, text=True,
-                              check=check, input=input, timeout=60)
+    def run(
+        self, *argv: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["nsenter", "-t", str(self.pid), "-m", "-p", *argv],
+            capture_output=True,
+            text=True,
+            check=check,
+            input=input,
+            timeout=60,
+        )
 
     def ctl(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run("systemctl", *argv, check=check)
@@ -125,43 +141,81 @@ def test_the_documented_unit_starts_restarts_after_a_crash_without_a_repeat_and_
     ns = None
     try:
         run = base / "runs" / "run-1"
-        evals(run, [3.20, 3.17, 3.18, 3.19])            # overfitting fires at once
+        evals(run, [3.20, 3.17, 3.18, 3.19])  # overfitting fires at once
         (base / "hook.py").write_text(HOOK)
         log = base / "hook.log"
         argv = [sys.executable, str(base / "hook.py"), str(log), "{id}", "{state}", "{rule}"]
         (base / "hosts.toml").write_text(
             f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{base / "runs"}"]\n'
             '[alerts]\ndisabled = ["new-stray", "disk-full-eta", "idle-holder", "gpu-headroom"]\n'
-            f"on_alert = {json.dumps(argv)}\n")
+            f"on_alert = {json.dumps(argv)}\n"
+        )
         out = base / "watch.out"
         # the unit as documented, with a drop-in for this machine's paths and a short RestartSec
-        dropin = "\n".join([
-            "[Service]", "ExecStart=", f"ExecStart={fleetdeck} --hosts {base / 'hosts.toml'} watch --interval 0.5",
-            f"Environment=XDG_STATE_HOME={base / 'state'}", f"StandardOutput=append:{out}",
-            f"StandardError=append:{out}", "RestartSec=1",
-            # a clone and its virtual environment under /tmp (as CI may place them) would be
-            # hidden by the unit's own /tmp; anywhere else the unit keeps PrivateTmp as written
-            *(["PrivateTmp=no"] if _keep(base)["keep_before"] else []), ""])
+        dropin = "\n".join(
+            [
+                "[Service]",
+                "ExecStart=",
+                f"ExecStart={fleetdeck} --hosts {base / 'hosts.toml'} watch --interval 0.5",
+                f"Environment=XDG_STATE_HOME={base / 'state'}",
+                f"StandardOutput=append:{out}",
+                f"StandardError=append:{out}",
+                "RestartSec=1",
+                # a clone and its virtual environment under /tmp (as CI may place them) would be
+                # hidden by the unit's own /tmp; anywhere else the unit keeps PrivateTmp as written
+                *(["PrivateTmp=no"] if _keep(base)["keep_before"] else []),
+                "",
+            ]
+        )
         ns = Namespace(base)
-        ns.run("sh", "-c", "mkdir -p /run/systemd/system/fleetdeck-watch.service.d && "
-               "cat > /run/systemd/system/fleetdeck-watch.service", input=UNIT.read_text())
-        ns.run("sh", "-c", "cat > /run/systemd/system/fleetdeck-watch.service.d/test.conf", input=dropin)
+        ns.run(
+            "sh",
+            "-c",
+            "mkdir -p /run/systemd/system/fleetdeck-watch.service.d && "
+            "cat > /run/systemd/system/fleetdeck-watch.service",
+            input=UNIT.read_text(),
+        )
+        ns.run(
+            "sh",
+            "-c",
+            "cat > /run/systemd/system/fleetdeck-watch.service.d/test.conf",
+            input=dropin,
+        )
         ns.ctl("daemon-reload")
         ns.ctl("start", "fleetdeck-watch")
-        lines = lambda: [x.split("\t") for x in log.read_text().splitlines()] if log.exists() else []  # noqa: E731
+
+        def lines():
+            return [x.split("\t") for x in log.read_text().splitlines()] if log.exists() else []
+
         wait_for(lambda: lines())
         first_pid = ns.show("MainPID")
-        time.sleep(1.5)                                      # a few more polls: nothing more
+        time.sleep(1.5)  # a few more polls: nothing more
 
-        ns.ctl("kill", "-s", "SIGKILL", "fleetdeck-watch")   # a crash; Restart=on-failure
-        wait_for(lambda: ns.show("MainPID") not in ("0", first_pid) and ns.show("ActiveState") == "active")
+        ns.ctl("kill", "-s", "SIGKILL", "fleetdeck-watch")  # a crash; Restart=on-failure
+        wait_for(
+            lambda: (
+                ns.show("MainPID") not in ("0", first_pid) and ns.show("ActiveState") == "active"
+            )
+        )
         wait_for(lambda: out.read_text().count("watching ") >= 2)
         time.sleep(2.0)
-        assert [x[1:] for x in lines()] == [["firing", "overfitting"]]   # not again after the restart
+        assert [x[1:] for x in lines()] == [
+            ["firing", "overfitting"]
+        ]  # not again after the restart
 
-        with (run / "progress.jsonl").open("a") as f:        # it turns down: resolved, once
-            f.write(json.dumps({"step": 125, "max_steps": 400, "loss": 3.0, "eval_loss": 3.10,
-                                "time": time.time()}) + "\n")
+        with (run / "progress.jsonl").open("a") as f:  # it turns down: resolved, once
+            f.write(
+                json.dumps(
+                    {
+                        "step": 125,
+                        "max_steps": 400,
+                        "loss": 3.0,
+                        "eval_loss": 3.10,
+                        "time": time.time(),
+                    }
+                )
+                + "\n"
+            )
         wait_for(lambda: len(lines()) >= 2)
         time.sleep(1.5)
         t0 = time.monotonic()

@@ -18,10 +18,23 @@ def tiny_engine(tmp: Path, name: str, **kw):
     from fleetdeck.backend.train.session import prepare
 
     corpus = tmp / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"document {i} " * (i + 3)}) + "\n" for i in range(12)))
-    cfg = RunConfig(name=name, base_model="random:tiny", corpus=str(corpus), output=str(tmp / name),
-                    seq_len=128, batch_size=4, grad_accum=1, eval_fraction=0.0, packing=True, seed=5,
-                    fused_projections=True, **kw)
+    corpus.write_text(
+        "".join(json.dumps({"text": f"document {i} " * (i + 3)}) + "\n" for i in range(12))
+    )
+    cfg = RunConfig(
+        name=name,
+        base_model="random:tiny",
+        corpus=str(corpus),
+        output=str(tmp / name),
+        seq_len=128,
+        batch_size=4,
+        grad_accum=1,
+        eval_fraction=0.0,
+        packing=True,
+        seed=5,
+        fused_projections=True,
+        **kw,
+    )
     engine, train, _, _ = prepare(cfg, 0, 1, lambda m: None)
     gen = torch.Generator().manual_seed(11)
     with torch.no_grad():

@@ -43,9 +43,11 @@ HISTORY = 50
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
 
-RESTART = ("fleetdeck's own files changed on disk while the dashboard was running (reinstalled or "
-           "upgraded?), so part of it can no longer be loaded. Quit with q and start fleetdeck "
-           "again; polling and the views already open keep working until then.\n\n")
+RESTART = (
+    "fleetdeck's own files changed on disk while the dashboard was running (reinstalled or "
+    "upgraded?), so part of it can no longer be loaded. Quit with q and start fleetdeck "
+    "again; polling and the views already open keep working until then.\n\n"
+)
 
 
 class Source(Protocol):
@@ -61,13 +63,26 @@ class FleetdeckApp(GuardedPump, App):
 
     CSS_PATH = "fleetdeck.tcss"
     TITLE = "fleetdeck"
-    MODES = {"fleet": FleetScreen, "runs": RunsScreen, "schedules": SchedulesScreen,
-             "audit": AuditScreen, "alerts": AlertsScreen, "history": HistoryScreen}
+    MODES = {
+        "fleet": FleetScreen,
+        "runs": RunsScreen,
+        "schedules": SchedulesScreen,
+        "audit": AuditScreen,
+        "alerts": AlertsScreen,
+        "history": HistoryScreen,
+    }
     DEFAULT_MODE = "fleet"
     BINDINGS = APP_BINDINGS
 
-    def __init__(self, fleet: Fleet, source: Source | None = None, *, autopoll: bool = True,
-                 clock: Callable[[], float] = time.time, poll_interval: float | None = None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        source: Source | None = None,
+        *,
+        autopoll: bool = True,
+        clock: Callable[[], float] = time.time,
+        poll_interval: float | None = None,
+    ) -> None:
         super().__init__()
         self.fleet = fleet
         self.clock = clock
@@ -99,14 +114,28 @@ class FleetdeckApp(GuardedPump, App):
     # -- polling: one exclusive worker, the next poll scheduled when one ends ---------------
     def on_mount(self) -> None:
         if self.settings.problem is not None:
-            self.notify(said(f"{self.settings.problem}. Using the defaults; choices are not saved until the file is "
-                             "fixed or removed."), title="Settings", severity="warning", timeout=12, markup=False)
+            self.notify(
+                said(
+                    f"{self.settings.problem}. Using the defaults; choices are not saved until the file is "
+                    "fixed or removed."
+                ),
+                title="Settings",
+                severity="warning",
+                timeout=12,
+                markup=False,
+            )
         elif self.settings.theme is not None:
             if self.settings.theme in self.available_themes:
                 self.theme = self.settings.theme
             else:
-                self.notify(said(f"{self.settings.path}: no theme named {self.settings.theme!r}; using the default."),
-                            title="Settings", severity="warning", markup=False)
+                self.notify(
+                    said(
+                        f"{self.settings.path}: no theme named {self.settings.theme!r}; using the default."
+                    ),
+                    title="Settings",
+                    severity="warning",
+                    markup=False,
+                )
         self.set_interval(1.0, self._tick)
         if self.autopoll:
             self.poll_fleet()
@@ -136,7 +165,7 @@ class FleetdeckApp(GuardedPump, App):
                 self._poll_timer = self.set_timer(self.interval, self.poll_fleet)
 
     def on_fleet_polled(self, message: FleetPolled) -> None:
-        if self.alert_watch.enabled:   # one down-since record: the monitor's, saved with its alerts
+        if self.alert_watch.enabled:  # one down-since record: the monitor's, saved with its alerts
             self.state.down_since = self.alert_watch.monitor.down_since_table
         self.state.apply(message.snapshot)
         self.alert_watch.observe(message.snapshot)
@@ -146,8 +175,13 @@ class FleetdeckApp(GuardedPump, App):
         self.notify(said(message.error), title="Poll failed", severity="error", markup=False)
 
     def on_action_finished(self, message: ActionFinished) -> None:
-        self.notify(said(message.summary), title=said(message.action.capitalize()), markup=False,
-                    severity="information" if message.ok else "warning", timeout=8)
+        self.notify(
+            said(message.summary),
+            title=said(message.action.capitalize()),
+            markup=False,
+            severity="information" if message.ok else "warning",
+            timeout=8,
+        )
         self.refresh_views()
         self.action_poll_now()
 
@@ -198,8 +232,13 @@ class FleetdeckApp(GuardedPump, App):
         """Expected failures become a toast naming what and why; others an error modal."""
         if isinstance(error, EXPECTED):
             why = getattr(error, "message", None) or str(error) or type(error).__name__
-            self.notify(said(f"{what}: {why}"), title=said(f"{what} failed"), severity="error", timeout=10,
-                        markup=False)
+            self.notify(
+                said(f"{what}: {why}"),
+                title=said(f"{what} failed"),
+                severity="error",
+                timeout=10,
+                markup=False,
+            )
         else:
             self.show_unexpected(what, error)
 
@@ -245,8 +284,12 @@ class FleetdeckApp(GuardedPump, App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The view on screen leaves its own key out of the footer (pressing it does nothing),
         so the footer keeps every other view and `q Quit` within 80 columns."""
-        if action == "view" and parameters and parameters[0] == self.current_mode \
-                and not isinstance(self.screen, HostScreen):
+        if (
+            action == "view"
+            and parameters
+            and parameters[0] == self.current_mode
+            and not isinstance(self.screen, HostScreen)
+        ):
             return False
         return True
 
@@ -298,8 +341,13 @@ class FleetdeckApp(GuardedPump, App):
             if hasattr(screen, "scope_host"):
                 screen.scope_host(cmd.host)
             elif cmd.host:
-                self.notify(f"The {cmd.view.capitalize()} view shows every host; :host {cmd.host} opens one.",
-                            title="Command", severity="warning", markup=False)
+                self.notify(
+                    f"The {cmd.view.capitalize()} view shows every host; :host {cmd.host} opens one.",
+                    title="Command",
+                    severity="warning",
+                    markup=False,
+                )
+
         self.call_after_refresh(scope)
 
     def action_poll_now(self) -> None:
@@ -316,7 +364,9 @@ class FleetdeckApp(GuardedPump, App):
             try:
                 self.settings.set_theme(theme)
             except OSError as e:
-                self.notify(f"Settings not saved: {e}", title="Settings", severity="warning", markup=False)
+                self.notify(
+                    f"Settings not saved: {e}", title="Settings", severity="warning", markup=False
+                )
 
     def action_help(self) -> None:
         """Show every key."""
@@ -330,24 +380,44 @@ class FleetdeckApp(GuardedPump, App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette offers every action of every view."""
         yield from super().get_system_commands(screen)
-        views = [("Fleet view", "fleet"), ("Runs view", "runs"), ("Schedules view", "schedules"),
-                 ("Audit view", "audit"), ("Alerts view", "alerts")]
+        views = [
+            ("Fleet view", "fleet"),
+            ("Runs view", "runs"),
+            ("Schedules view", "schedules"),
+            ("Audit view", "audit"),
+            ("Alerts view", "alerts"),
+        ]
         for title, mode in views:
             yield SystemCommand(title, f"Show the {title}", lambda m=mode: self.action_view(m))
         for name in self.state.host_names:
-            yield SystemCommand(f"Host {name}", f"Open the Host view of {name}",
-                                lambda n=name: self.open_host(n))
+            yield SystemCommand(
+                f"Host {name}", f"Open the Host view of {name}", lambda n=name: self.open_host(n)
+            )
         yield SystemCommand("Poll now", "Ask every host at once", self.action_poll_now)
         yield SystemCommand("Toggle light/dark theme", "Switch theme", self.action_toggle_theme)
-        yield SystemCommand("Launch a run", "Pre-flight and start a RUN.toml on a host", self.action_launch)
-        yield SystemCommand("Purge checkpoints", "Runs view: purge the marked checkpoints",
-                            lambda: self._on_view("runs", "purge"))
-        yield SystemCommand("Mirror adapter", "Runs view: copy the selected run's adapter and verify",
-                            lambda: self._on_view("runs", "mirror"))
-        yield SystemCommand("Acknowledge schedule", "Schedules view: mark the selected schedule known",
-                            lambda: self._on_view("schedules", "acknowledge"))
-        yield SystemCommand("Remove schedule", "Schedules view: remove the selected schedule",
-                            lambda: self._on_view("schedules", "remove"))
+        yield SystemCommand(
+            "Launch a run", "Pre-flight and start a RUN.toml on a host", self.action_launch
+        )
+        yield SystemCommand(
+            "Purge checkpoints",
+            "Runs view: purge the marked checkpoints",
+            lambda: self._on_view("runs", "purge"),
+        )
+        yield SystemCommand(
+            "Mirror adapter",
+            "Runs view: copy the selected run's adapter and verify",
+            lambda: self._on_view("runs", "mirror"),
+        )
+        yield SystemCommand(
+            "Acknowledge schedule",
+            "Schedules view: mark the selected schedule known",
+            lambda: self._on_view("schedules", "acknowledge"),
+        )
+        yield SystemCommand(
+            "Remove schedule",
+            "Schedules view: remove the selected schedule",
+            lambda: self._on_view("schedules", "remove"),
+        )
         yield SystemCommand("Help", "Every key", self.action_help)
 
     def _on_view(self, mode: str, action: str) -> None:

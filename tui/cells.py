@@ -40,16 +40,19 @@ def bar(frac: float | None, width: int = 10, dim: bool = False) -> Text:
     return t
 
 
-def sparkline(values: Sequence[float], width: int = 12, lo: float = 0.0, hi: float = 1.0,
-              dim: bool = False) -> Text:
+def sparkline(
+    values: Sequence[float], width: int = 12, lo: float = 0.0, hi: float = 1.0, dim: bool = False
+) -> Text:
     """The last `width` values as block characters on a fixed lo..hi scale (blank-padded).
 
     A fixed scale is deliberate: an autoscaled sparkline turns a 1 MiB wobble into a cliff.
     """
     vals = list(values)[-width:]
     span = (hi - lo) or 1.0
-    chars = "".join(SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))]
-                    for v in vals)
+    chars = "".join(
+        SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))]
+        for v in vals
+    )
     return Text(" " * (width - len(vals)) + chars, style="dim" if dim else "cyan")
 
 
@@ -61,7 +64,7 @@ def spark_char(frac: float) -> str:
 
 def tail(path: str, width: int) -> str:
     """`path` cut from the left when too long: the end of a path is the part that differs."""
-    return path if len(path) <= width else "…" + path[-max(1, width - 1):]
+    return path if len(path) <= width else "…" + path[-max(1, width - 1) :]
 
 
 def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
@@ -77,7 +80,13 @@ def progress(step: int | None, max_steps: int | None, width: int = 10) -> Text:
     for sp in t.spans:
         if sp.start > pos:
             spans.append(Span(pos, sp.start, "blue"))
-        spans.append(Span(sp.start, sp.end, f"{sp.style} blue" if isinstance(sp.style, str) else sp.style + Style.parse("blue")))
+        spans.append(
+            Span(
+                sp.start,
+                sp.end,
+                f"{sp.style} blue" if isinstance(sp.style, str) else sp.style + Style.parse("blue"),
+            )
+        )
         pos = sp.end
     if pos < len(t):
         spans.append(Span(pos, len(t), "blue"))
@@ -96,8 +105,12 @@ def axis_labels(hi: float, lo: float) -> tuple[str, str]:
     return f"{hi:.{d}f}", f"{lo:.{d}f}"
 
 
-def loss_chart(losses: Sequence[tuple[int, float]], evals: Sequence[tuple[int, float]],
-               width: int = 60, height: int = 8) -> Text:
+def loss_chart(
+    losses: Sequence[tuple[int, float]],
+    evals: Sequence[tuple[int, float]],
+    width: int = 60,
+    height: int = 8,
+) -> Text:
     """A plot of training loss (·) and eval loss (●) against step, y-axis labelled.
 
     Both series share one y scale so the eval points sit on the curve they belong to, and the
@@ -183,14 +196,27 @@ def eval_trend(evals: Sequence[tuple[int, float]], last: int = 6) -> Text:
 
 
 #: the Fleet row's word for each marked throttle reason (gpu_health.MARKED)
-MARK_WORDS = {"hw-thermal-slowdown": "thermal", "sw-thermal-slowdown": "thermal",
-              "hw-power-brake-slowdown": "power brake", "hw-slowdown": "hw slowdown", "sw-power-cap": "power cap"}
+MARK_WORDS = {
+    "hw-thermal-slowdown": "thermal",
+    "sw-thermal-slowdown": "thermal",
+    "hw-power-brake-slowdown": "power brake",
+    "hw-slowdown": "hw slowdown",
+    "sw-power-cap": "power cap",
+}
 
 
 def temp_style(g: Gpu) -> str | None:
     """Red within 5 °C of the slowdown threshold, yellow within 15, else plain."""
     margin = hot_margin(g)
-    return None if margin is None else "bold red" if margin <= 5 else "yellow" if margin <= 15 else None
+    return (
+        None
+        if margin is None
+        else "bold red"
+        if margin <= 5
+        else "yellow"
+        if margin <= 15
+        else None
+    )
 
 
 def gpu_health_parts(g: Gpu, room: int) -> tuple[list[tuple[str, str | None]], int]:

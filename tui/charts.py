@@ -68,8 +68,13 @@ def history_table(data: Chart, host: str, window: float, width: int) -> Table:
     def row(label: Text | str, line: Line | None, lo: float, hi: float, fmt: Any) -> None:
         if line is None:
             return
-        t.add_row(label, Text(spark(line.cells, width, lo, hi), style="cyan"), fmt(line.first), fmt(line.last),
-                  fmt(line.peak))
+        t.add_row(
+            label,
+            Text(spark(line.cells, width, lo, hi), style="cyan"),
+            fmt(line.first),
+            fmt(line.last),
+            fmt(line.peak),
+        )
 
     for name, (mem, util) in data.get("gpu", {}).items():
         idx = name.partition(":")[0]
@@ -84,15 +89,30 @@ def history_table(data: Chart, host: str, window: float, width: int) -> Table:
         watts = max(drawn(power.cells), default=0.0) if power else 0.0
         row(Text(f"GPU{idx} power"), power, 0.0, max(watts, 1.0), lambda v: f"{v:.0f}W")
     for name, (used, free) in data.get("disk", {}).items():
-        total = max((u + f for u, f in zip(used.cells, free.cells, strict=True) if u is not None and f is not None),
-                    default=0.0) if used and free else 0.0
+        total = (
+            max(
+                (
+                    u + f
+                    for u, f in zip(used.cells, free.cells, strict=True)
+                    if u is not None and f is not None
+                ),
+                default=0.0,
+            )
+            if used and free
+            else 0.0
+        )
         row(Text.assemble("disk ", host_text(name)), used, 0.0, total or 1.0, human_bytes)
     for kind, label in (("run", "loss"), ("eval", "eval loss")):
         for name, (_, loss) in data.get(kind, {}).items():
             vals = drawn(loss.cells) if loss else []
             if vals:
-                row(Text.assemble(host_text(name.rsplit("/", 1)[-1]), f" {label}"), loss, min(vals), max(vals),
-                    lambda v: f"{v:.4g}")
+                row(
+                    Text.assemble(host_text(name.rsplit("/", 1)[-1]), f" {label}"),
+                    loss,
+                    min(vals),
+                    max(vals),
+                    lambda v: f"{v:.4g}",
+                )
     for _name, (answered, _) in data.get("host", {}).items():
         row(Text("answered"), answered, 0.0, 1.0, lambda v: f"{100 * v:.0f}%")
     return t

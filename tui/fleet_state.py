@@ -21,8 +21,9 @@ class FleetState:
     Fed only by `apply(snapshot)`; screens read it and never talk to hosts.
     """
 
-    def __init__(self, host_names: list[str], poll_interval: float,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, host_names: list[str], poll_interval: float, clock: Callable[[], float] = time.time
+    ) -> None:
         self.host_names = list(host_names)
         self.poll_interval = poll_interval
         self.clock = clock
@@ -41,7 +42,7 @@ class FleetState:
         """Take one poll in: hosts seen now replace their previous snapshot."""
         self.snapshot = snap
         self.polls += 1
-        known = set(self.host_names)   # a set: 200 hosts were 20,000 list comparisons a poll
+        known = set(self.host_names)  # a set: 200 hosts were 20,000 list comparisons a poll
         for h in snap.hosts:
             if h.name not in known:
                 known.add(h.name)
@@ -86,7 +87,11 @@ class FleetState:
         only when a host's snapshot changed."""
         shown = [self.shown(n) for n in self.host_names]
         hit = self._runs_sorted
-        if hit is not None and len(hit[0]) == len(shown) and all(a is b for a, b in zip(hit[0], shown, strict=True)):
+        if (
+            hit is not None
+            and len(hit[0]) == len(shown)
+            and all(a is b for a, b in zip(hit[0], shown, strict=True))
+        ):
             return list(hit[1])
         runs = ordered_runs((r for h in shown if h for r in h.runs), self.host_names)
         self._runs_sorted = (shown, runs)

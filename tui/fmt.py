@@ -63,7 +63,11 @@ def alerts_title(alerts: list) -> str:
     the firing ones first), the title of the Alerts view and of `fleetdeck alerts`."""
     firing = [a for a in alerts if a.state == "firing"]
     counts = severity_counts(firing)
-    head = " · ".join(f"{n} {sev}" for sev, n in counts.items()) + " firing" if firing else "none firing"
+    head = (
+        " · ".join(f"{n} {sev}" for sev, n in counts.items()) + " firing"
+        if firing
+        else "none firing"
+    )
     resolved = len(alerts) - len(firing)
     return f"Alerts: {head}" + (f", {resolved} resolved" if resolved else "")
 
@@ -118,14 +122,19 @@ def shorten_unique(names: list[str] | tuple[str, ...] | set[str], width: int) ->
     # they differ only somewhere in the middle: show a window around where each one differs
     for n in long:
         others = [m for m in long if m != n]
-        first = min((next((i for i, (a, b) in enumerate(zip(n, m, strict=False)) if a != b), len(n)) for m in others),
-                    default=0)
+        first = min(
+            (
+                next((i for i, (a, b) in enumerate(zip(n, m, strict=False)) if a != b), len(n))
+                for m in others
+            ),
+            default=0,
+        )
         start = max(1, min(first - (width - 2) // 2, len(n) - (width - 1)))
-        s = base = "…" + n[start:start + width - 1]
+        s = base = "…" + n[start : start + width - 1]
         k = 0
         while s in taken or s in out.values():
             k += 1
-            s = base[:width - len(str(k)) - 1] + "~" + str(k)
+            s = base[: width - len(str(k)) - 1] + "~" + str(k)
         out[n] = s
     return out
 

@@ -59,15 +59,27 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
     head = title or f"{inc.host} {what} {inc.figure}, the last {human_duration(window)}"
     out.append(shown(head), style="bold")
     if inc.line:
-        out.append(f"   first {fmt(inc.line.first)}  last {fmt(inc.line.last)}  peak {fmt(inc.line.peak)}")
+        out.append(
+            f"   first {fmt(inc.line.first)}  last {fmt(inc.line.last)}  peak {fmt(inc.line.peak)}"
+        )
     else:
         out.append(f"   no {inc.figure} recorded in the window", style="dim")
     out.append("\n")
     cells = inc.line.cells if inc.line else [None] * width
-    eighths = [None if v is None else max(0, min(height * 8, round(v / top * height * 8))) for v in cells]
+    eighths = [
+        None if v is None else max(0, min(height * 8, round(v / top * height * 8))) for v in cells
+    ]
     for r in range(height):
         level = height - 1 - r
-        label = fmt(top) if r == 0 else fmt(top / 2) if r == height // 2 else fmt(0.0) if r == height - 1 else ""
+        label = (
+            fmt(top)
+            if r == 0
+            else fmt(top / 2)
+            if r == height // 2
+            else fmt(0.0)
+            if r == height - 1
+            else ""
+        )
         out.append(f"{label:>{AXIS_W}} ┤" if label else " " * AXIS_W + " │", style="dim")
         row = []
         for e in eighths:
@@ -79,13 +91,17 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
         out.append("".join(row), style="cyan")
         out.append("\n")
     out.append(" " * AXIS_W + " └" + "─" * width + "\n", style="dim")
-    drawn = inc.step * width   # the columns' own span: a column is `step` seconds from `since`
+    drawn = inc.step * width  # the columns' own span: a column is `step` seconds from `since`
     start, end = _clock(inc.since, window), _clock(inc.since + drawn, window)
     mid = _clock(inc.since + drawn / 2, window)
     ticks = [" "] * width
-    for pos, s in ((0, start), (max(0, width // 2 - len(mid) // 2), mid), (max(0, width - len(end)), end)):
-        if all(c == " " for c in ticks[pos:pos + len(s)]) and pos + len(s) <= width:
-            ticks[pos:pos + len(s)] = list(s)
+    for pos, s in (
+        (0, start),
+        (max(0, width // 2 - len(mid) // 2), mid),
+        (max(0, width - len(end)), end),
+    ):
+        if all(c == " " for c in ticks[pos : pos + len(s)]) and pos + len(s) <= width:
+            ticks[pos : pos + len(s)] = list(s)
     out.append(" " * (AXIS_W + 2) + "".join(ticks) + "\n", style="dim")
     lane = [" "] * width
     for i in inc.down:
@@ -97,16 +113,21 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
         lane[col] = mark if lane[col] in (" ", "×") else "+"
     out.append(" " * (AXIS_W - 6) + "events  " + "".join(lane) + "\n", style="bold yellow")
     if inc.down:
-        out.append(f"  × the host answered none of its polls ({len(inc.down)} of {width} columns)\n", style="dim")
-    for n, ev in enumerate(inc.events[:len(MARKS)]):
+        out.append(
+            f"  × the host answered none of its polls ({len(inc.down)} of {width} columns)\n",
+            style="dim",
+        )
+    for n, ev in enumerate(inc.events[: len(MARKS)]):
         mark = MARKS[n]
         out.append(f"  {mark} ", style="bold yellow")
         out.append(time.strftime("%m-%d %H:%M:%S", time.localtime(ev.t)) + "  ", style="dim")
         out.append(shown(ev.label), style="bold")
         out.append(f"  {ev.text if ev.escaped else shown(ev.text)}\n")
     if len(inc.events) > len(MARKS):
-        out.append(f"  … {len(inc.events) - len(MARKS)} more, marked + on the lane (a shorter window lists them)\n",
-                   style="dim")
+        out.append(
+            f"  … {len(inc.events) - len(MARKS)} more, marked + on the lane (a shorter window lists them)\n",
+            style="dim",
+        )
     if not inc.events:
         out.append("  no events recorded in the window\n", style="dim")
     return out

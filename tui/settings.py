@@ -57,7 +57,7 @@ class Settings:
     def set_table(self, view: str, table: str, **choice: object) -> bool:
         """Remember a table's choices; True when they changed (and were saved)."""
         key = f"{view}.{table}"
-        new = replace(self.tables.get(key, TableChoice()), **choice)   # type: ignore[arg-type]
+        new = replace(self.tables.get(key, TableChoice()), **choice)  # type: ignore[arg-type]
         if self.tables.get(key, TableChoice()) == new:
             return False
         self.tables[key] = new
@@ -82,7 +82,10 @@ class Settings:
             view, table = key.split(".", 1)
             out += ["", f"[views.{json.dumps(view)}.{json.dumps(table)}]"]
             if c.sort is not None:
-                out += [f"sort = {json.dumps(c.sort)}", f"descending = {'true' if c.descending else 'false'}"]
+                out += [
+                    f"sort = {json.dumps(c.sort)}",
+                    f"descending = {'true' if c.descending else 'false'}",
+                ]
             if c.filter:
                 out.append(f"filter = {json.dumps(c.filter)}")
         return "\n".join(out) + "\n"
@@ -138,16 +141,24 @@ def parse(text: str, path: Path) -> Settings:
                 for table, choice in tables.items():
                     where = f"[views.{view}.{table}]"
                     if not isinstance(choice, dict):
-                        raise SettingsError(f"{path}: {where} must be a table (sort, descending, filter)")
+                        raise SettingsError(
+                            f"{path}: {where} must be a table (sort, descending, filter)"
+                        )
                     for k, v in choice.items():
                         if k not in TABLE_KEYS:
-                            raise SettingsError(f"{path}: unknown key {k!r} in {where} "
-                                                f"(known: {', '.join(TABLE_KEYS)})")
+                            raise SettingsError(
+                                f"{path}: unknown key {k!r} in {where} "
+                                f"(known: {', '.join(TABLE_KEYS)})"
+                            )
                         if not isinstance(v, TABLE_KEYS[k]):
-                            raise SettingsError(f"{path}: {where} {k} must be a "
-                                                f"{TABLE_KEYS[k].__name__}, not {v!r}")
-                    s.tables[f"{view}.{table}"] = TableChoice(choice.get("sort"), choice.get("descending", False),
-                                                              choice.get("filter", ""))
+                            raise SettingsError(
+                                f"{path}: {where} {k} must be a {TABLE_KEYS[k].__name__}, not {v!r}"
+                            )
+                    s.tables[f"{view}.{table}"] = TableChoice(
+                        choice.get("sort"),
+                        choice.get("descending", False),
+                        choice.get("filter", ""),
+                    )
         else:
             raise SettingsError(f"{path}: unknown key {key!r} (known: theme, views)")
     return s

@@ -38,8 +38,10 @@ class AuditError(OSError):
 
     def __init__(self, path: Path, err: OSError) -> None:
         why = _WHY.get(err.errno or 0, err.strerror or str(err))
-        super().__init__(err.errno, f"the audit log {shown(str(path))} could not be written: {why}"
-                         f" ({err.strerror or err})")
+        super().__init__(
+            err.errno,
+            f"the audit log {shown(str(path))} could not be written: {why} ({err.strerror or err})",
+        )
         self.message = self.strerror
 
 
@@ -70,7 +72,9 @@ def audit(action: str, host: str | None, result: str, **fields: Any) -> dict[str
     try:
         path = audit_path()
     except OSError as e:
-        raise AuditError(Path(os.environ.get("XDG_STATE_HOME") or "~/.local/state") / "fleetdeck", e) from None
+        raise AuditError(
+            Path(os.environ.get("XDG_STATE_HOME") or "~/.local/state") / "fleetdeck", e
+        ) from None
     append_whole(path, line)
     return record
 
@@ -147,7 +151,9 @@ def _purge_summary(r: dict[str, Any], size: Callable[[Any], str]) -> str:
     paths = [p for p in r.get("paths") or [] if isinstance(p, dict)]
     first = shown(str(paths[0].get("path"))) if paths else "no paths"
     parts = [first + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")]
-    codes = sorted({c.get("code", "?") for p in paths for c in p.get("refusals") or [] if isinstance(c, dict)})
+    codes = sorted(
+        {c.get("code", "?") for p in paths for c in p.get("refusals") or [] if isinstance(c, dict)}
+    )
     if codes:
         parts.append("refused: " + ", ".join(codes))
     if r.get("result") in ("done", "unverified", "failed"):
@@ -158,7 +164,9 @@ def _purge_summary(r: dict[str, Any], size: Callable[[Any], str]) -> str:
     keepers = [k for k in r.get("keepers") or [] if isinstance(k, dict)]
     if keepers and r.get("result") in ("done", "unverified"):
         bad = [k for k in keepers if k.get("sha256_after") != k.get("sha256_before")]
-        parts.append(f"{len(bad)} keeper(s) NOT verified" if bad else f"{len(keepers)} keeper(s) verified")
+        parts.append(
+            f"{len(bad)} keeper(s) NOT verified" if bad else f"{len(keepers)} keeper(s) verified"
+        )
     if r.get("error"):
         parts.append(shown(str(r["error"])))
     return "; ".join(parts)
@@ -179,15 +187,25 @@ def _purge_details(r: dict[str, Any], size: Callable[[Any], str]) -> list[str]:
         for c in conf.get("paths") or []:
             if isinstance(c, dict):
                 typed = "nothing" if c.get("typed") is None else shown(str(c["typed"]))
-                lines.append(f"confirmation ({shown(str(conf.get('via')))}): typed {typed} for "
-                             f"{shown(str(c.get('path')))}: {'matched' if c.get('matched') else 'did not match'}")
+                lines.append(
+                    f"confirmation ({shown(str(conf.get('via')))}): typed {typed} for "
+                    f"{shown(str(c.get('path')))}: {'matched' if c.get('matched') else 'did not match'}"
+                )
     for k in r.get("keepers") or []:
         if isinstance(k, dict):
             after = k.get("sha256_after")
-            verdict = "" if after is None else (" verified" if after == k.get("sha256_before") else " CHANGED")
-            lines.append(f"keeper {shown(str(k.get('path')))}  sha256 {k.get('sha256_before') or '?'}{verdict}")
-    lines.append(f"free before {size(r.get('free_bytes_before'))}, after {size(r.get('free_bytes_after'))}, "
-                 f"expected back {size(r.get('expected_bytes'))}")
+            verdict = (
+                ""
+                if after is None
+                else (" verified" if after == k.get("sha256_before") else " CHANGED")
+            )
+            lines.append(
+                f"keeper {shown(str(k.get('path')))}  sha256 {k.get('sha256_before') or '?'}{verdict}"
+            )
+    lines.append(
+        f"free before {size(r.get('free_bytes_before'))}, after {size(r.get('free_bytes_after'))}, "
+        f"expected back {size(r.get('expected_bytes'))}"
+    )
     lines += [f"warning: {shown(str(w))}" for w in r.get("warnings") or []]
     if r.get("error"):
         lines.append(f"error: {shown(str(r['error']))}")
@@ -205,8 +223,10 @@ def _generic_summary(r: dict[str, Any]) -> str:
         v = r.get(key)
         if isinstance(v, list) and v:
             items = [x.get("path", x) if isinstance(x, dict) else x for x in v]
-            parts.append(", ".join(shown(str(x)) for x in items[:3]) +
-                         (f" (+{len(items) - 3})" if len(items) > 3 else ""))
+            parts.append(
+                ", ".join(shown(str(x)) for x in items[:3])
+                + (f" (+{len(items) - 3})" if len(items) > 3 else "")
+            )
     for key in ("src", "dst", "run", "path"):
         if isinstance(r.get(key), str):
             parts.append(f"{key} {shown(r[key])}")
@@ -228,21 +248,34 @@ def describe(r: dict[str, Any], size: Callable[[Any], str] = units.size) -> tupl
     no JSON; `size` formats byte counts (purge records' sizes, and any field named `bytes`,
     `bytes_*` or `*_bytes`). Purge records get their own reading; any other record its fields
     one per line."""
-    if r.get("action") == "purge" and isinstance(r.get("paths"), list) and \
-            all(isinstance(p, dict) for p in r["paths"]):
+    if (
+        r.get("action") == "purge"
+        and isinstance(r.get("paths"), list)
+        and all(isinstance(p, dict) for p in r["paths"])
+    ):
         return _purge_summary(r, size), _purge_details(r, size)
-    details = [f"{shown(str(k))}: {size(v) if _is_size(k, v) else _text(v)}"
-               for k, v in r.items() if k not in COMMON]
+    details = [
+        f"{shown(str(k))}: {size(v) if _is_size(k, v) else _text(v)}"
+        for k, v in r.items()
+        if k not in COMMON
+    ]
     summary = _generic_summary(r)
-    if _is_size("bytes", r.get("bytes")) and any(isinstance(r.get(k), str) for k in ("src", "dst", "path")):
+    if _is_size("bytes", r.get("bytes")) and any(
+        isinstance(r.get(k), str) for k in ("src", "dst", "path")
+    ):
         summary += f"; {size(r['bytes'])}"
     return summary, details
 
 
 def _is_size(key: Any, value: Any) -> bool:
     """Whether a record field is a byte count (`bytes`, `bytes_src`, `free_bytes_after`...)."""
-    return (isinstance(key, str) and "bytes" in key.split("_") and isinstance(value, int)
-            and not isinstance(value, bool) and abs(value) < 1 << 63)
+    return (
+        isinstance(key, str)
+        and "bytes" in key.split("_")
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and abs(value) < 1 << 63
+    )
 
 
 def _user() -> str:

@@ -47,9 +47,15 @@ class Holder:
 
     def to_json(self) -> dict[str, Any]:
         """The holder as JSON (text as the host gave it)."""
-        return {"pid": self.pid, "start": self.start, "user": self.user, "command": self.command,
-                "comm": self.comm, "uses": [{"how": u.how, "file": u.file} for u in self.uses],
-                "more_uses": self.more_uses}
+        return {
+            "pid": self.pid,
+            "start": self.start,
+            "user": self.user,
+            "command": self.command,
+            "comm": self.comm,
+            "uses": [{"how": u.how, "file": u.file} for u in self.uses],
+            "more_uses": self.more_uses,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,17 @@ class HoldersReport:
 
     def to_json(self) -> dict[str, Any]:
         """`fleetdeck holders --json`."""
-        return {"host": self.host, "path": self.path, "resolved": self.resolved, "kind": self.kind,
-                "entries": self.entries, "complete": self.complete, "processes_read": self.processes,
-                "holders": [h.to_json() for h in self.holders],
-                "unreadable": [{"pid": p, "comm": c, "error": e} for p, c, e in self.unreadable]}
+        return {
+            "host": self.host,
+            "path": self.path,
+            "resolved": self.resolved,
+            "kind": self.kind,
+            "entries": self.entries,
+            "complete": self.complete,
+            "processes_read": self.processes,
+            "holders": [h.to_json() for h in self.holders],
+            "unreadable": [{"pid": p, "comm": c, "error": e} for p, c, e in self.unreadable],
+        }
 
 
 def _int(d: dict[str, Any], key: str, hi: int = 2**63 - 1) -> int:
@@ -102,9 +115,15 @@ def _holder(d: Any) -> Holder:
         if not isinstance(u, dict) or u.get("how") not in USES:
             raise ValueError("uses.how")
         checked.append(Use(u["how"], _str(u, "file")))
-    return Holder(pid=_int(d, "pid", 2**31), start=_int(d, "start"), user=_str(d, "user"),
-                  command=_str(d, "command"), comm=_str(d, "comm"), uses=tuple(checked),
-                  more_uses=_int(d, "more_uses") if "more_uses" in d else 0)
+    return Holder(
+        pid=_int(d, "pid", 2**31),
+        start=_int(d, "start"),
+        user=_str(d, "user"),
+        command=_str(d, "command"),
+        comm=_str(d, "comm"),
+        uses=tuple(checked),
+        more_uses=_int(d, "more_uses") if "more_uses" in d else 0,
+    )
 
 
 def report_from_answer(host: str, ans: dict[str, Any]) -> HoldersReport:
@@ -121,10 +140,17 @@ def report_from_answer(host: str, ans: dict[str, Any]) -> HoldersReport:
     kind = ans.get("kind")
     if kind not in ("directory", "file") or not isinstance(ans.get("complete"), bool):
         raise ValueError("kind")
-    return HoldersReport(host=host, path=_str(ans, "path"), resolved=_str(ans, "resolved"), kind=kind,
-                         entries=_int(ans, "entries"), complete=ans["complete"],
-                         processes=_int(ans, "processes"), holders=tuple(_holder(h) for h in items),
-                         unreadable=tuple(unreadable))
+    return HoldersReport(
+        host=host,
+        path=_str(ans, "path"),
+        resolved=_str(ans, "resolved"),
+        kind=kind,
+        entries=_int(ans, "entries"),
+        complete=ans["complete"],
+        processes=_int(ans, "processes"),
+        holders=tuple(_holder(h) for h in items),
+        unreadable=tuple(unreadable),
+    )
 
 
 async def find_holders(link: HostLink, path: str) -> HoldersReport:
@@ -135,4 +161,6 @@ async def find_holders(link: HostLink, path: str) -> HoldersReport:
     try:
         return report_from_answer(link.name, ans)
     except ValueError as e:
-        raise HelperError(link.name, f"the holders answer has a bad field: {e}", "bad-answer", ans) from None
+        raise HelperError(
+            link.name, f"the holders answer has a bad field: {e}", "bad-answer", ans
+        ) from None

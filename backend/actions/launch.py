@@ -97,9 +97,14 @@ class Preflight:
         answer lacks one a launch is judged on; or None."""
         bad = next((c for c in self.checks if not c.ok), None)
         if bad is None and self.missing:
-            return Check("missing-checks", False, "the host's pre-flight answer holds no {} check{}, so "
-                         "the launch cannot be judged; nothing was started by this check".format(
-                             ", ".join(self.missing), "s" if len(self.missing) > 1 else ""))
+            return Check(
+                "missing-checks",
+                False,
+                "the host's pre-flight answer holds no {} check{}, so "
+                "the launch cannot be judged; nothing was started by this check".format(
+                    ", ".join(self.missing), "s" if len(self.missing) > 1 else ""
+                ),
+            )
         return bad
 
     def checks_json(self) -> list[dict[str, Any]]:
@@ -132,10 +137,20 @@ class LaunchResult:
 
     def to_json(self) -> dict[str, Any]:
         """The `launch --json` document."""
-        return {"host": self.host, "run_path": self.run_path, "state": self.state, "pid": self.pid,
-                "after": self.after, "waiter_pid": self.waiter_pid, "run_toml": self.run_toml,
-                "error": self.error, "reason": self.reason, "preflight": self.preflight.checks_json(),
-                "estimate": self.preflight.estimate, "warning": self.warning}
+        return {
+            "host": self.host,
+            "run_path": self.run_path,
+            "state": self.state,
+            "pid": self.pid,
+            "after": self.after,
+            "waiter_pid": self.waiter_pid,
+            "run_toml": self.run_toml,
+            "error": self.error,
+            "reason": self.reason,
+            "preflight": self.preflight.checks_json(),
+            "estimate": self.preflight.estimate,
+            "warning": self.warning,
+        }
 
 
 def _host_path(value: str, key: str, host: HostConfig, base: Path, source: str) -> str:
@@ -144,8 +159,10 @@ def _host_path(value: str, key: str, host: HostConfig, base: Path, source: str) 
         return value
     if host.local:
         return str((base / value).absolute())
-    raise ConfigError(f"{source}: key {key!r} is a relative path ({value!r}); for remote host "
-                      f"{host.name} write it absolute or starting with ~/")
+    raise ConfigError(
+        f"{source}: key {key!r} is a relative path ({value!r}); for remote host "
+        f"{host.name} write it absolute or starting with ~/"
+    )
 
 
 def run_values(run: str | os.PathLike[str] | dict[str, Any], host: HostConfig) -> dict[str, Any]:
@@ -176,11 +193,29 @@ def _after_path(after: str | None, host: HostConfig) -> str | None:
     return _host_path(after, "--after", host, Path.cwd(), "--after")
 
 
-def _request(op: str, host: HostConfig, values: dict[str, Any], after: str | None, force: bool,
-             poll_interval: float, resume: bool, live: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"op": op, "host": host.name, "config": values, "after": after, "force": force,
-            "resume": resume, "live": live, "runs": list(host.runs), "interval": poll_interval,
-            "boot": BOOT, "source": helper_source()}
+def _request(
+    op: str,
+    host: HostConfig,
+    values: dict[str, Any],
+    after: str | None,
+    force: bool,
+    poll_interval: float,
+    resume: bool,
+    live: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "op": op,
+        "host": host.name,
+        "config": values,
+        "after": after,
+        "force": force,
+        "resume": resume,
+        "live": live,
+        "runs": list(host.runs),
+        "interval": poll_interval,
+        "boot": BOOT,
+        "source": helper_source(),
+    }
 
 
 RUN_TOML_LIMIT = 1 << 20
@@ -226,28 +261,48 @@ def _preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
     if not isinstance(answer, dict) or "checks" not in answer:
         what = _error_text(answer) if isinstance(answer, dict) else repr(answer)
         raise HostError(host, f"launch helper answered without checks: {what}", "helper")
-    checks = tuple(Check(str(c["name"]), bool(c["ok"]), str(c["message"])) for c in answer["checks"])
-    return Preflight(host=host, run_path=str(answer.get("run_path") or ""), after=answer.get("after"),
-                     checks=checks, estimate=dict(answer.get("estimate") or {}))
+    checks = tuple(
+        Check(str(c["name"]), bool(c["ok"]), str(c["message"])) for c in answer["checks"]
+    )
+    return Preflight(
+        host=host,
+        run_path=str(answer.get("run_path") or ""),
+        after=answer.get("after"),
+        checks=checks,
+        estimate=dict(answer.get("estimate") or {}),
+    )
 
 
-async def preflight(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
-                    after: str | None = None, force: bool = False, resume: bool = False,
-                    live: Iterable[Run] | None = None) -> Preflight:
+async def preflight(
+    link: HostLink,
+    run: str | os.PathLike[str] | dict[str, Any],
+    after: str | None = None,
+    force: bool = False,
+    resume: bool = False,
+    live: Iterable[Run] | None = None,
+) -> Preflight:
     """Every launch check on the host, nothing changed there. `live`: the host's runs from a
     poll just made (else the probe is asked now). ConfigError for a bad RUN.toml, HostError
     when the host cannot be asked."""
     host_cfg = link.host
     values = run_values(run, host_cfg)
     seen = live_json(await runs_seen(link) if live is None else live)
-    req = _request("preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0, resume, seen)
+    req = _request(
+        "preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0, resume, seen
+    )
     answer = await link.run_helper(helper_source(), req)
     return _preflight_from(host_cfg.name, answer)
 
 
-async def launch(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
-                 after: str | None = None, force: bool = False, poll_interval: float = 2.0,
-                 resume: bool = False, live: Iterable[Run] | None = None) -> LaunchResult:
+async def launch(
+    link: HostLink,
+    run: str | os.PathLike[str] | dict[str, Any],
+    after: str | None = None,
+    force: bool = False,
+    poll_interval: float = 2.0,
+    resume: bool = False,
+    live: Iterable[Run] | None = None,
+) -> LaunchResult:
     """Pre-flight, then start the run detached on the host (or queue it after `after`); returns
     as soon as the trainer (or the waiter) runs. `resume`: continue the failed or stopped run in
     the output folder from its newest checkpoint. `live` as for `preflight`. Audited whatever
@@ -259,7 +314,9 @@ async def launch(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
     asked = False
     try:
         before = tuple(await runs_seen(link) if live is None else live)
-        req = _request("launch", host_cfg, values, after_path, force, poll_interval, resume, live_json(before))
+        req = _request(
+            "launch", host_cfg, values, after_path, force, poll_interval, resume, live_json(before)
+        )
         asked = True
         answer = await link.run_helper(helper_source(), req)
         pre = _preflight_from(host_cfg.name, answer)
@@ -267,8 +324,16 @@ async def launch(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
         found = await started_anyway(link, str(values["output"]), before) if asked else None
         if found is not None:
             return _lost_answer_result(host_cfg, found, after_path, e, force, resume)
-        audit("launch", host_cfg.name, "failed", run=values.get("output"), after=after_path,
-              error=e.message, force=force, resume=resume)
+        audit(
+            "launch",
+            host_cfg.name,
+            "failed",
+            run=values.get("output"),
+            after=after_path,
+            error=e.message,
+            force=force,
+            resume=resume,
+        )
         raise
     bad = pre.refusal
     state = str(answer.get("state") or ("refused" if bad else "failed"))
@@ -276,14 +341,33 @@ async def launch(link: HostLink, run: str | os.PathLike[str] | dict[str, Any],
         error: str | None = bad.message
     else:
         error = _error_text(answer)
-    result = LaunchResult(host=host_cfg.name, run_path=pre.run_path, state=state, pid=answer.get("pid"),
-                          preflight=pre, after=pre.after, waiter_pid=answer.get("waiter_pid"),
-                          run_toml=answer.get("run_toml"), error=error,
-                          reason=bad.name if (state == "refused" and bad) else None)
-    audit("launch", host_cfg.name, {"running": "started"}.get(state, state), run=result.run_path,
-          pid=result.pid, state=state, after=result.after, force=force, resume=resume,
-          waiter_pid=result.waiter_pid,
-          preflight=pre.checks_json(), error=error, reason=result.reason)
+    result = LaunchResult(
+        host=host_cfg.name,
+        run_path=pre.run_path,
+        state=state,
+        pid=answer.get("pid"),
+        preflight=pre,
+        after=pre.after,
+        waiter_pid=answer.get("waiter_pid"),
+        run_toml=answer.get("run_toml"),
+        error=error,
+        reason=bad.name if (state == "refused" and bad) else None,
+    )
+    audit(
+        "launch",
+        host_cfg.name,
+        {"running": "started"}.get(state, state),
+        run=result.run_path,
+        pid=result.pid,
+        state=state,
+        after=result.after,
+        force=force,
+        resume=resume,
+        waiter_pid=result.waiter_pid,
+        preflight=pre.checks_json(),
+        error=error,
+        reason=result.reason,
+    )
     return result
 
 
@@ -314,20 +398,49 @@ async def started_anyway(link: HostLink, output: str, before: Iterable[Run]) -> 
         await asyncio.sleep(1.0)
 
 
-def _lost_answer_result(host_cfg: HostConfig, run: Run, after: str | None, e: HostError, force: bool,
-                        resume: bool) -> LaunchResult:
-    warning = (f"the launch helper's answer was lost ({e.message}); the host shows the run "
-               f"{run.state}" + (f" ({run.reason})" if run.reason else ""))
+def _lost_answer_result(
+    host_cfg: HostConfig, run: Run, after: str | None, e: HostError, force: bool, resume: bool
+) -> LaunchResult:
+    warning = (
+        f"the launch helper's answer was lost ({e.message}); the host shows the run "
+        f"{run.state}" + (f" ({run.reason})" if run.reason else "")
+    )
     ok = run.state in ("running", "queued", "finished")
-    result = LaunchResult(host=host_cfg.name, run_path=run.path, state=run.state, pid=run.pid,
-                          preflight=Preflight(host=host_cfg.name, run_path=run.path, after=after, checks=()),
-                          after=after, error=None if ok else (run.reason or f"the run is {run.state}"),
-                          warning=warning)
-    audit("launch", host_cfg.name, {"running": "started"}.get(run.state, run.state), run=run.path,
-          pid=run.pid, state=run.state, after=after, force=force, resume=resume, error=result.error,
-          warning=warning)
+    result = LaunchResult(
+        host=host_cfg.name,
+        run_path=run.path,
+        state=run.state,
+        pid=run.pid,
+        preflight=Preflight(host=host_cfg.name, run_path=run.path, after=after, checks=()),
+        after=after,
+        error=None if ok else (run.reason or f"the run is {run.state}"),
+        warning=warning,
+    )
+    audit(
+        "launch",
+        host_cfg.name,
+        {"running": "started"}.get(run.state, run.state),
+        run=run.path,
+        pid=run.pid,
+        state=run.state,
+        after=after,
+        force=force,
+        resume=resume,
+        error=result.error,
+        warning=warning,
+    )
     return result
 
 
-__all__ = ["Check", "Preflight", "LaunchResult", "preflight", "launch", "run_values", "helper_source",
-           "runs_seen", "live_json", "started_anyway"]
+__all__ = [
+    "Check",
+    "Preflight",
+    "LaunchResult",
+    "preflight",
+    "launch",
+    "run_values",
+    "helper_source",
+    "runs_seen",
+    "live_json",
+    "started_anyway",
+]

@@ -30,8 +30,6 @@ PER_FILE = 0.05
 Progress = Callable[[int, int], None]
 
 
-
-
 @dataclass(frozen=True)
 class MirrorFile:
     """One file of the comparison: sizes and sha256 as each host computed them from its disk."""
@@ -50,8 +48,9 @@ class MirrorFile:
 class MirrorFail(Exception):
     """A refusal or failure with its reason code; `before_copy`: nothing was created yet."""
 
-    def __init__(self, reason: str, error: str, files: tuple[MirrorFile, ...] = (),
-                 before_copy: bool = False) -> None:
+    def __init__(
+        self, reason: str, error: str, files: tuple[MirrorFile, ...] = (), before_copy: bool = False
+    ) -> None:
         super().__init__(error)
         self.reason, self.error, self.files = reason, error, files
         self.before_copy = before_copy
@@ -62,8 +61,18 @@ def gib(n: int) -> str:
 
 
 # failures that happen during a copy (as opposed to refusals decided before it)
-FAILED_DURING_COPY = {"disk-full", "write-failed", "source-changed", "read-failed", "mismatch",
-           "disconnected", "dst-changed", "helper", "swap-failed", "unverified"}
+FAILED_DURING_COPY = {
+    "disk-full",
+    "write-failed",
+    "source-changed",
+    "read-failed",
+    "mismatch",
+    "disconnected",
+    "dst-changed",
+    "helper",
+    "swap-failed",
+    "unverified",
+}
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -76,9 +85,16 @@ def _fail_from(link: HostLink, answer: dict, tail: str = "") -> MirrorFail:
     return MirrorFail(e.code, f"{link.name}: {shown(e.message)}{tail}")
 
 
-async def copy_tree(src_link: HostLink, src: dict, dst_link: HostLink, dst_path: str, follow: bool,
-                progress: Progress | None, seen: dict[str, Any], swap: dict[str, Any] | None = None
-                ) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
+async def copy_tree(
+    src_link: HostLink,
+    src: dict,
+    dst_link: HostLink,
+    dst_path: str,
+    follow: bool,
+    progress: Progress | None,
+    seen: dict[str, Any],
+    swap: dict[str, Any] | None = None,
+) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
     """Stream every file through here into DST's partial folder; commit only if all matched.
 
     On any failure both helpers are stopped and the partial folder is removed (checked on
@@ -90,7 +106,9 @@ async def copy_tree(src_link: HostLink, src: dict, dst_link: HostLink, dst_path:
     except MirrorFail as e:
         note = await run.cleanup()
         seen["kept_as"] = run.kept_as
-        raise MirrorFail(e.reason, f"{e.error}; {note}", e.files, before_copy=e.before_copy) from None
+        raise MirrorFail(
+            e.reason, f"{e.error}; {note}", e.files, before_copy=e.before_copy
+        ) from None
     except HostError as e:
         note = await run.cleanup()
         seen["kept_as"] = run.kept_as
@@ -108,7 +126,9 @@ class _Copy:
     with its bytes and its file count. The helpers carry their own no-progress timeout too
     (`Watchdog` in host/mirror/common.py), for a controller that stops without closing anything."""
 
-    def __init__(self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None) -> None:
+    def __init__(
+        self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None
+    ) -> None:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
         self.swap = swap
         self.dst_abs: str | None = None
@@ -127,7 +147,7 @@ class _Copy:
         self.reader: HelperProcess | None = None
         self.writer: HelperProcess | None = None
         self.writer_said: asyncio.Future | None = None
-        self.r_id: tuple[Any, Any] | None = None   # (pid, start) as the helper said them
+        self.r_id: tuple[Any, Any] | None = None  # (pid, start) as the helper said them
         self.w_id: tuple[Any, Any] | None = None
         self.partial: str | None = None
         self.committed = False
@@ -147,12 +167,18 @@ class _Copy:
     def _stalled(self, side: str, what: str, secs: float) -> HostError:
         link = self.src_link if side == "source" else self.dst_link
         if time.monotonic() >= self.deadline:
-            return HostError(link.name, f"the copy took longer than its limit of {self.limit:.0f}s "
-                             f"({gib(self.total)} in {len(self.files)} files); it was stopped",
-                             "timeout")
-        return HostError(link.name, f"the {side} stalled: {what} for {secs:g}s (a stopped "
-                         "process, a stuck disk or a silent connection); the copy was stopped",
-                         "timeout")
+            return HostError(
+                link.name,
+                f"the copy took longer than its limit of {self.limit:.0f}s "
+                f"({gib(self.total)} in {len(self.files)} files); it was stopped",
+                "timeout",
+            )
+        return HostError(
+            link.name,
+            f"the {side} stalled: {what} for {secs:g}s (a stopped "
+            "process, a stuck disk or a silent connection); the copy was stopped",
+            "timeout",
+        )
 
     def _budget(self, idle: float) -> float:
         return max(0.0, min(idle, self.deadline - time.monotonic()))
@@ -174,8 +200,12 @@ class _Copy:
 
     async def _start(self, link: HostLink, side: str) -> HelperProcess:
         try:
-            return await self._bounded(link.transfer_helper(HELPER), side, "starting its helper",
-                                       link.host.connect_timeout + link.host.command_timeout)
+            return await self._bounded(
+                link.transfer_helper(HELPER),
+                side,
+                "starting its helper",
+                link.host.connect_timeout + link.host.command_timeout,
+            )
         except (asyncssh.Error, OSError) as e:
             raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
 
@@ -183,31 +213,54 @@ class _Copy:
     async def go(self) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
         sl, dl = self.src_link, self.dst_link
         try:
-            started = await asyncio.gather(self._start(sl, "source"), self._start(dl, "destination"),
-                                           return_exceptions=True)
-            self.reader, self.writer = (h if isinstance(h, HelperProcess) else None for h in started)
+            started = await asyncio.gather(
+                self._start(sl, "source"), self._start(dl, "destination"), return_exceptions=True
+            )
+            self.reader, self.writer = (
+                h if isinstance(h, HelperProcess) else None for h in started
+            )
             for h in started:
                 if isinstance(h, BaseException):
                     raise h
             reader, writer = self.reader, self.writer
             assert reader is not None and writer is not None
-            await self._send(writer, {"op": "write", "path": self.dst_path, "files": self.files,
-                                      "dirs": self.src["dirs"], "mode": self.src.get("mode"),
-                                      "idle": self.helper_idle, "replace": self.swap,
-                                      "wait": self.helper_idle + self.settle}, "destination")
-            ready = await self._answer(writer, "destination", "its writer did not get ready",
-                                       self.d_idle)
+            await self._send(
+                writer,
+                {
+                    "op": "write",
+                    "path": self.dst_path,
+                    "files": self.files,
+                    "dirs": self.src["dirs"],
+                    "mode": self.src.get("mode"),
+                    "idle": self.helper_idle,
+                    "replace": self.swap,
+                    "wait": self.helper_idle + self.settle,
+                },
+                "destination",
+            )
+            ready = await self._answer(
+                writer, "destination", "its writer did not get ready", self.d_idle
+            )
             if not ready.get("ok"):
                 e = self._writer_fail(ready)
                 e.before_copy = True  # nothing was created: a refusal
                 raise e
             self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
             self.dst_abs = ready.get("dst")
-            await self._send(reader, {"op": "read", "path": self.src["path"], "files": self.files,
-                                      "dirs": self.src["dirs"], "follow": self.follow,
-                                      "outside": self.src.get("outside") or [],
-                                      "idle": self.helper_idle,
-                                      "wait": self.helper_idle + self.settle}, "source")
+            await self._send(
+                reader,
+                {
+                    "op": "read",
+                    "path": self.src["path"],
+                    "files": self.files,
+                    "dirs": self.src["dirs"],
+                    "follow": self.follow,
+                    "outside": self.src.get("outside") or [],
+                    "idle": self.helper_idle,
+                    "wait": self.helper_idle + self.settle,
+                },
+                "source",
+            )
             hello = await self._answer(reader, "source", "its reader did not start", self.s_idle)
             if not hello.get("ok"):
                 raise _fail_from(sl, hello)
@@ -217,19 +270,25 @@ class _Copy:
             trailers = await self._relay()
             await self._send(writer, {"op": "finish"}, "destination")
             await self._send(reader, {"op": "recheck"}, "source")
-            hashed = await self._bounded(asyncio.shield(self.writer_said), "destination",
-                                         "its writer reported no hashes", self.d_idle + self.settle)
+            hashed = await self._bounded(
+                asyncio.shield(self.writer_said),
+                "destination",
+                "its writer reported no hashes",
+                self.d_idle + self.settle,
+            )
             if not hashed.get("ok"):
                 raise self._writer_fail(hashed)
             # the source is walked again, and any file whose facts moved is hashed again there
-            recheck = await self._answer(reader, "source", "it did not finish its re-check",
-                                         self.s_idle + self.settle)
+            recheck = await self._answer(
+                reader, "source", "it did not finish its re-check", self.s_idle + self.settle
+            )
             if not recheck.get("ok"):
                 raise _fail_from(sl, recheck)
             result = self._judge(trailers, hashed, recheck)
             await self._send(writer, {"op": "commit"}, "destination")
-            done = await self._answer(writer, "destination", "its writer did not commit",
-                                      self.d_idle)
+            done = await self._answer(
+                writer, "destination", "its writer did not commit", self.d_idle
+            )
             self.committed = bool(done.get("committed"))
             if not self.committed:
                 raise self._writer_fail(done)
@@ -238,29 +297,52 @@ class _Copy:
             said = await _last_word(self.writer_said)
             if said is not None and not said.get("ok"):
                 raise self._writer_fail(said) from None
-            raise HostError(await _which_died(sl, dl), f"connection lost during the copy "
-                            f"({type(e).__name__}: {e})", "disconnected") from None
+            raise HostError(
+                await _which_died(sl, dl),
+                f"connection lost during the copy ({type(e).__name__}: {e})",
+                "disconnected",
+            ) from None
 
     def _judge(self, trailers: list[dict], hashed: dict, recheck: dict) -> tuple[MirrorFile, ...]:
         result = []
         for f, t, h in zip(self.files, trailers, hashed["files"], strict=True):
             ok = t["bytes"] == f["bytes"] == h.get("bytes") and t["sha256"] == h["sha256"]
-            result.append(MirrorFile(f["path"], f["bytes"], t["sha256"], h["sha256"],
-                                     "copied" if ok else "mismatch",
-                                     None if h.get("bytes") == f["bytes"] else h.get("bytes")))
+            result.append(
+                MirrorFile(
+                    f["path"],
+                    f["bytes"],
+                    t["sha256"],
+                    h["sha256"],
+                    "copied" if ok else "mismatch",
+                    None if h.get("bytes") == f["bytes"] else h.get("bytes"),
+                )
+            )
         found = hashed.get("found") or {}
-        if (set(found.get("files", [])) != {f["path"] for f in self.files} or found.get("other")
-                or set(found.get("dirs", [])) != {d[0] for d in self.src["dirs"]}):
-            raise MirrorFail("mismatch", f"{self.dst_link.name}: the partial folder does not hold "
-                        "exactly the source's files and folders", tuple(result))
+        if (
+            set(found.get("files", [])) != {f["path"] for f in self.files}
+            or found.get("other")
+            or set(found.get("dirs", [])) != {d[0] for d in self.src["dirs"]}
+        ):
+            raise MirrorFail(
+                "mismatch",
+                f"{self.dst_link.name}: the partial folder does not hold "
+                "exactly the source's files and folders",
+                tuple(result),
+            )
         if recheck.get("changed"):
             path, why = recheck["changed"][0]
             more = len(recheck["changed"]) - 1
-            raise MirrorFail("source-changed", f"{self.src_link.name}: {shown(path)} changed while it "
-                        f"was copied ({why})" + (f", and {more} more" if more else ""), tuple(result))
+            raise MirrorFail(
+                "source-changed",
+                f"{self.src_link.name}: {shown(path)} changed while it "
+                f"was copied ({why})" + (f", and {more} more" if more else ""),
+                tuple(result),
+            )
         bad = [m for m in result if m.status != "copied"]
         if bad:
-            raise MirrorFail("mismatch", f"{shown(bad[0].path)} differs after the copy", tuple(result))
+            raise MirrorFail(
+                "mismatch", f"{shown(bad[0].path)} differs after the copy", tuple(result)
+            )
         return tuple(result)
 
     async def _pull(self, aw: Any) -> Any:
@@ -269,22 +351,29 @@ class _Copy:
         try:
             return await self._bounded(aw, "source", "its reader sent nothing", self.s_idle)
         except (asyncio.IncompleteReadError, ConnectionError, asyncssh.Error) as e:
-            raise HostError(self.src_link.name, f"the source's stream ended during the copy "
-                            f"({type(e).__name__})", "disconnected") from None
+            raise HostError(
+                self.src_link.name,
+                f"the source's stream ended during the copy ({type(e).__name__})",
+                "disconnected",
+            ) from None
 
     async def _push(self) -> None:
         """Wait until the writer took what was written, within the no-progress limit; a
         stream that broke is the destination's, with the writer's last word if it said one."""
         assert self.writer is not None
         try:
-            await self._bounded(self.writer.stdin.drain(), "destination", "its writer took nothing",
-                                self.d_idle)
+            await self._bounded(
+                self.writer.stdin.drain(), "destination", "its writer took nothing", self.d_idle
+            )
         except (ConnectionError, asyncssh.Error) as e:
             said = await _last_word(self.writer_said)
             if said is not None and not said.get("ok"):
                 raise self._writer_fail(said) from None
-            raise HostError(self.dst_link.name, f"the destination's stream ended during the copy "
-                            f"({type(e).__name__})", "disconnected") from None
+            raise HostError(
+                self.dst_link.name,
+                f"the destination's stream ended during the copy ({type(e).__name__})",
+                "disconnected",
+            ) from None
 
     async def _relay(self) -> list[dict]:
         """Forward frames from the reader to the writer; the source's trailer of each file."""
@@ -309,12 +398,17 @@ class _Copy:
                     self.progress(self.seen["bytes"], self.total)
             line = await self._pull(src_out.readline())
             if not line:
-                raise HostError(self.src_link.name, "the source's reader ended early", "disconnected")
+                raise HostError(
+                    self.src_link.name, "the source's reader ended early", "disconnected"
+                )
             try:
                 t = json.loads(line)
             except ValueError:
-                raise HostError(self.src_link.name, "the source's reader sent what is not a "
-                                "trailer; the stream is out of step", "helper") from None
+                raise HostError(
+                    self.src_link.name,
+                    "the source's reader sent what is not a trailer; the stream is out of step",
+                    "helper",
+                ) from None
             if not t.get("ok"):
                 raise _fail_from(self.src_link, t)
             trailers.append(t)
@@ -350,19 +444,29 @@ class _Copy:
         if self.committed or self.partial is None:
             self.cleaned = "; ".join(["nothing was put in place", *notes])
             return self.cleaned
-        ans = await _abandon(self.dst_link, self.w_id, self.partial,
-                             {"dst": self.dst_abs, "backup": self.swap["backup"]} if self.swap else None)
+        ans = await _abandon(
+            self.dst_link,
+            self.w_id,
+            self.partial,
+            {"dst": self.dst_abs, "backup": self.swap["backup"]} if self.swap else None,
+        )
         if ans is None:
-            gone = (f"the partial folder on {self.dst_link.name} could not be checked (the host "
-                    "did not answer); the next mirror there removes it")
+            gone = (
+                f"the partial folder on {self.dst_link.name} could not be checked (the host "
+                "did not answer); the next mirror there removes it"
+            )
         elif ans.get("exists"):
             gone = f"the partial folder {shown(self.partial)} could NOT be removed"
         elif ans.get("exists") is None and self.writer_removed:
-            gone = (f"the partial folder was removed by its writer (its path on {self.dst_link.name} "
-                    f"no longer leads to it: {ans.get('blocked')})")
+            gone = (
+                f"the partial folder was removed by its writer (its path on {self.dst_link.name} "
+                f"no longer leads to it: {ans.get('blocked')})"
+            )
         elif ans.get("exists") is None:
-            gone = (f"the partial folder {shown(self.partial)} could not be checked: its path no longer "
-                    f"leads to it ({ans.get('blocked')})")
+            gone = (
+                f"the partial folder {shown(self.partial)} could not be checked: its path no longer "
+                f"leads to it ({ans.get('blocked')})"
+            )
         else:
             gone = "the partial folder was removed"
         self.cleaned = "; ".join(["nothing was put in place", gone, *self._original(ans)])
@@ -375,9 +479,15 @@ class _Copy:
         back = shown(self.swap["backup"])
         if ans is None:
             return [f"the destination being replaced is under its name or kept as {back}"]
-        if ans.get("dst_exists") is None and ans.get("backup_exists") is None and ans.get("blocked"):
-            return [f"where the destination being replaced is now cannot be checked by its path "
-                    f"({ans['blocked']})"]
+        if (
+            ans.get("dst_exists") is None
+            and ans.get("backup_exists") is None
+            and ans.get("blocked")
+        ):
+            return [
+                f"where the destination being replaced is now cannot be checked by its path "
+                f"({ans['blocked']})"
+            ]
         if ans.get("dst_exists") and not ans.get("backup_exists"):
             return ["the destination being replaced is unchanged under its name"]
         if ans.get("backup_exists"):
@@ -394,14 +504,25 @@ async def _exited(h: HelperProcess, timeout: float) -> bool:
         return False
 
 
-async def _abandon(link: HostLink, ident: tuple[Any, Any] | None, partial: str | None,
-                   places: dict[str, Any] | None = None) -> dict | None:
+async def _abandon(
+    link: HostLink,
+    ident: tuple[Any, Any] | None,
+    partial: str | None,
+    places: dict[str, Any] | None = None,
+) -> dict | None:
     """Kill a helper that no longer answers (pid + start time) and remove its partial folder,
     on its host, over the link's own connection; the answer, or None when the host is gone."""
     pid, start = ident if ident else (None, None)
     try:
-        return await link.call(HELPER, "abandon", pid=pid, start=start, partial=partial, **(places or {}),
-                               within=link.host.command_timeout + 10)
+        return await link.call(
+            HELPER,
+            "abandon",
+            pid=pid,
+            start=start,
+            partial=partial,
+            **(places or {}),
+            within=link.host.command_timeout + 10,
+        )
     except HostError:  # a HelperError too: the helper could not
         return None
 
@@ -433,11 +554,16 @@ async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict
     except ShellOutputError as e:  # a login shell that prints before the helper's answer
         raise HostError(link.name, str(e), "shell-output") from None
     except ValueError as e:
-        raise HostError(link.name, f"mirror helper answered what is not JSON ({e})", "helper") \
-            from None
+        raise HostError(
+            link.name, f"mirror helper answered what is not JSON ({e})", "helper"
+        ) from None
     except EOFError:
         err = (await h.read_stderr()).strip().splitlines()
-        raise HostError(link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""),
-                        "disconnected") from None
-    return msg if isinstance(msg, dict) else {"ok": False, "error": {"code": "helper",
-                                                                      "message": str(msg)[:200]}}
+        raise HostError(
+            link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""), "disconnected"
+        ) from None
+    return (
+        msg
+        if isinstance(msg, dict)
+        else {"ok": False, "error": {"code": "helper", "message": str(msg)[:200]}}
+    )

@@ -38,8 +38,13 @@ def confirmation(p: Process) -> str:
 
 
 #: what each result needs its witness to say: gone (True), there (False) with a state in the set
-_WITNESS = {"stopped": (True, None), "killed": (True, None), "signalled": (False, None),
-            "paused": (False, {"T", "t"}), "resumed": (False, None)}
+_WITNESS = {
+    "stopped": (True, None),
+    "killed": (True, None),
+    "signalled": (False, None),
+    "paused": (False, {"T", "t"}),
+    "resumed": (False, None),
+}
 
 
 def _witnessed(ans: dict, p: Process, result: str) -> bool:
@@ -47,7 +52,12 @@ def _witnessed(ans: dict, p: Process, result: str) -> bool:
     time, gone (stopped, killed) or there (signalled, paused in state T, resumed not in T)."""
     w = ans.get("witness")
     gone, states = _WITNESS[result]
-    if not (isinstance(w, dict) and w.get("pid") == p.pid and w.get("start") == p.start and w.get("gone") is gone):
+    if not (
+        isinstance(w, dict)
+        and w.get("pid") == p.pid
+        and w.get("start") == p.start
+        and w.get("gone") is gone
+    ):
         return False
     state = w.get("state")
     if gone:
@@ -78,29 +88,62 @@ class StopReport:
     reason_code: str | None = None
 
 
-async def stop_process(link: HostLink, p: Process, typed: str, grace: float = 10.0,
-                       via: str = "dashboard", signal: str = "TERM") -> StopReport:
+async def stop_process(
+    link: HostLink,
+    p: Process,
+    typed: str,
+    grace: float = 10.0,
+    via: str = "dashboard",
+    signal: str = "TERM",
+) -> StopReport:
     """Send `signal` (a key of SIGNALS) to `p` on `link`'s host once `typed` is exactly
     `confirmation(p)`; audited."""
     if signal not in SIGNALS:
-        rep = StopReport(False, "refused", f"signal {signal!r} is not one of {', '.join(SIGNALS)}", "bad-signal")
+        rep = StopReport(
+            False, "refused", f"signal {signal!r} is not one of {', '.join(SIGNALS)}", "bad-signal"
+        )
     elif typed != confirmation(p):
-        rep = StopReport(False, "refused", f"typed {typed!r}, not {confirmation(p)!r}", "not-confirmed")
+        rep = StopReport(
+            False, "refused", f"typed {typed!r}, not {confirmation(p)!r}", "not-confirmed"
+        )
     else:
         try:
-            ans = await link.call(HELPER, "stop", pid=p.pid, start=p.start, command=p.command, grace=grace,
-                                  signal=signal, within=grace + 30, what="process stop")
+            ans = await link.call(
+                HELPER,
+                "stop",
+                pid=p.pid,
+                start=p.start,
+                command=p.command,
+                grace=grace,
+                signal=signal,
+                within=grace + 30,
+                what="process stop",
+            )
         except HelperError as e:
-            rep = StopReport(False, "refused", str(e.error.get("message") or "the host refused"),
-                             str(e.error.get("code") or "helper"))
+            rep = StopReport(
+                False,
+                "refused",
+                str(e.error.get("message") or "the host refused"),
+                str(e.error.get("code") or "helper"),
+            )
         except HostError as e:
             rep = StopReport(False, "failed", e.message, e.code)
         else:
             rep = _outcome(ans, p)
     try:
-        audit.audit("process-stop", link.name, "done" if rep.ok else rep.result, pid=p.pid, start=p.start,
-                    command=p.command[:300], signal=signal, outcome=rep.result, reason=rep.reason_code,
-                    message=rep.message, via=via)
+        audit.audit(
+            "process-stop",
+            link.name,
+            "done" if rep.ok else rep.result,
+            pid=p.pid,
+            start=p.start,
+            command=p.command[:300],
+            signal=signal,
+            outcome=rep.result,
+            reason=rep.reason_code,
+            message=rep.message,
+            via=via,
+        )
     except OSError:
         pass
     return rep
@@ -113,7 +156,12 @@ def _outcome(ans: dict, p: Process) -> StopReport:
     if result not in _WITNESS:
         return StopReport(False, result, f"process {p.pid} {result} ({signals})")
     if not _witnessed(ans, p, result):
-        return StopReport(False, "failed", f"the host said process {p.pid} {result} ({signals}) but named "
-                          f"no witness (pid {p.pid} with start time {p.start} {'gone' if _WITNESS[result][0] else 'there, in its new state'}): "
-                          f"not taken as {result}; look at the host again", "no-witness")
+        return StopReport(
+            False,
+            "failed",
+            f"the host said process {p.pid} {result} ({signals}) but named "
+            f"no witness (pid {p.pid} with start time {p.start} {'gone' if _WITNESS[result][0] else 'there, in its new state'}): "
+            f"not taken as {result}; look at the host again",
+            "no-witness",
+        )
     return StopReport(True, result, _said(ans, p, result, signals))

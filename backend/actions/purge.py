@@ -35,9 +35,23 @@ from fleetdeck.backend.host.purge.verdict import evaluate
 HELPER = purge_helper.__name__
 CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
-__all__ = ["Refusal", "PathPlan", "Keeper", "KeepRule", "PurgePlan", "PathResult", "KeeperResult",
-           "PurgeReport", "plan_purge", "gather_purge", "gather_keep_newest", "confirmations_match",
-           "execute_purge", "shown", "HostError"]
+__all__ = [
+    "Refusal",
+    "PathPlan",
+    "Keeper",
+    "KeepRule",
+    "PurgePlan",
+    "PathResult",
+    "KeeperResult",
+    "PurgeReport",
+    "plan_purge",
+    "gather_purge",
+    "gather_keep_newest",
+    "confirmations_match",
+    "execute_purge",
+    "shown",
+    "HostError",
+]
 
 
 def _free_total(paths: list[dict[str, Any]]) -> int | None:
@@ -49,7 +63,9 @@ def _free_total(paths: list[dict[str, Any]]) -> int | None:
     return sum(per_dev.values()) if per_dev else None
 
 
-def _checks(checks: dict[str, str], extra: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+def _checks(
+    checks: dict[str, str], extra: dict[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
     merged = dict(checks)
     merged.update(extra or {})
     return tuple(merged.items())
@@ -60,12 +76,16 @@ def _keep_rule(rule: dict[str, Any] | None) -> KeepRule | None:
         return None
     err = rule.get("error")
     given = rule.get("given")
-    return KeepRule(run=given if isinstance(given, str) else rule.get("run") or "", n=rule["n"],
-                    resolved=rule.get("run"),
-                    checkpoints=tuple((int(s), str(p)) for s, p in rule.get("checkpoints") or []),
-                    kept=tuple(rule.get("kept") or ()), refusal=Refusal(err[0], err[1]) if err else None,
-                    incomplete=tuple((int(s), str(p), str(w)) for s, p, w in rule.get("incomplete") or []),
-                    ignored=tuple((str(p), str(w)) for p, w in rule.get("ignored") or []))
+    return KeepRule(
+        run=given if isinstance(given, str) else rule.get("run") or "",
+        n=rule["n"],
+        resolved=rule.get("run"),
+        checkpoints=tuple((int(s), str(p)) for s, p in rule.get("checkpoints") or []),
+        kept=tuple(rule.get("kept") or ()),
+        refusal=Refusal(err[0], err[1]) if err else None,
+        incomplete=tuple((int(s), str(p), str(w)) for s, p, w in rule.get("incomplete") or []),
+        ignored=tuple((str(p), str(w)) for p, w in rule.get("ignored") or []),
+    )
 
 
 def _loss(v: Any) -> float | None:
@@ -73,9 +93,16 @@ def _loss(v: Any) -> float | None:
 
 
 def _evals(facts: dict[str, Any]) -> tuple[RunEvals, ...]:
-    return tuple(RunEvals(run=str(e["run"]), checkpoints=tuple((int(s), str(p), _loss(v)) for s, p, v in e["checkpoints"]),
-                          best=e.get("best"), best_loss=_loss(e.get("best_loss")), best_kept=e.get("best_kept"))
-                 for e in facts.get("evals") or [])
+    return tuple(
+        RunEvals(
+            run=str(e["run"]),
+            checkpoints=tuple((int(s), str(p), _loss(v)) for s, p, v in e["checkpoints"]),
+            best=e.get("best"),
+            best_loss=_loss(e.get("best_loss")),
+            best_kept=e.get("best_kept"),
+        )
+        for e in facts.get("evals") or []
+    )
 
 
 def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = ()) -> PurgePlan:
@@ -85,38 +112,69 @@ def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = (
     verdict = evaluate(facts)
     paths = []
     for p, v in zip(facts["paths"], verdict["paths"], strict=True):
-        paths.append(PathPlan(
-            path=p["path"], resolved=p["abs"], bytes=p["bytes"], expected_bytes=p["disk_bytes"],
-            refusals=tuple(Refusal(c, m) for c, m in v["refusals"]),
-            checks=_checks(v["checks"]), pins=tuple(tuple(x) for x in p["pins"]),
-            free_bytes=p["free_bytes"], fstype=p["fstype"], runs=tuple(p["runs"])))
+        paths.append(
+            PathPlan(
+                path=p["path"],
+                resolved=p["abs"],
+                bytes=p["bytes"],
+                expected_bytes=p["disk_bytes"],
+                refusals=tuple(Refusal(c, m) for c, m in v["refusals"]),
+                checks=_checks(v["checks"]),
+                pins=tuple(tuple(x) for x in p["pins"]),
+                free_bytes=p["free_bytes"],
+                fstype=p["fstype"],
+                runs=tuple(p["runs"]),
+            )
+        )
     keepers = tuple(
-        Keeper(path=f["path"], run=k["run"], bytes=f["bytes"], sha256_before=f["sha256"],
-               signature=(f["dev"], f["ino"], f["bytes"], f["mtime_ns"]))
-        for k in facts["keepers"] if not k["error"] for f in k["files"])
+        Keeper(
+            path=f["path"],
+            run=k["run"],
+            bytes=f["bytes"],
+            sha256_before=f["sha256"],
+            signature=(f["dev"], f["ino"], f["bytes"], f["mtime_ns"]),
+        )
+        for k in facts["keepers"]
+        if not k["error"]
+        for f in k["files"]
+    )
     return PurgePlan(
-        host=host, paths=tuple(paths), keepers=keepers,
+        host=host,
+        paths=tuple(paths),
+        keepers=keepers,
         roots=tuple((r["given"], r["resolved"]) for r in facts["roots"]),
         free_bytes_before=_free_total(facts["paths"]),
         expected_bytes=sum(p.expected_bytes for p in paths),
-        warnings=tuple(dict.fromkeys(verdict["warnings"])), keep=_keep_rule(facts.get("keep")),
-        evals=_evals(facts), allow_best=tuple(allow_best))
+        warnings=tuple(dict.fromkeys(verdict["warnings"])),
+        keep=_keep_rule(facts.get("keep")),
+        evals=_evals(facts),
+        allow_best=tuple(allow_best),
+    )
 
 
 async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[str, Any]:
     """One request to the purge helper (bounded by the host's command_timeout, or `at_least`
     seconds if longer); its answer, or HostError naming the helper's refusal."""
     try:
-        return await link.call(HELPER, op, within=max(link.host.command_timeout, at_least), **fields)
+        return await link.call(
+            HELPER, op, within=max(link.host.command_timeout, at_least), **fields
+        )
     except HelperError as e:
         if not isinstance(e.answer, dict):
-            raise HostError(link.name, "the purge helper gave an answer that is not a JSON object",
-                            "helper") from None
-        raise HostError(link.name, f"the purge helper refused: {e.error.get('message', 'no reason given')} "
-                        f"[{e.error.get('code', '?')}]", "helper") from None
+            raise HostError(
+                link.name, "the purge helper gave an answer that is not a JSON object", "helper"
+            ) from None
+        raise HostError(
+            link.name,
+            f"the purge helper refused: {e.error.get('message', 'no reason given')} "
+            f"[{e.error.get('code', '?')}]",
+            "helper",
+        ) from None
 
 
-async def gather_purge(link: HostLink, paths: list[str], allow_best: tuple[str, ...] = ()) -> PurgePlan:
+async def gather_purge(
+    link: HostLink, paths: list[str], allow_best: tuple[str, ...] = ()
+) -> PurgePlan:
     """Gather every fact on the link's host in one helper call and judge it; HostError if the
     host cannot be asked. Paths travel as JSON on stdin, never in a command line."""
     facts = await _ask(link, "check", 900, paths=list(paths), roots=list(link.host.roots_for_purge))
@@ -125,12 +183,16 @@ async def gather_purge(link: HostLink, paths: list[str], allow_best: tuple[str, 
     return plan_purge(link.name, facts, allow_best)
 
 
-async def gather_keep_newest(link: HostLink, run: str, n: int, allow_best: tuple[str, ...] = ()) -> PurgePlan:
+async def gather_keep_newest(
+    link: HostLink, run: str, n: int, allow_best: tuple[str, ...] = ()
+) -> PurgePlan:
     """The plan of the keep rule: RUN (taken literally) keeps its newest `n` checkpoints (by
     step) as keepers, every file of them hashed now and again after; each older checkpoint is
     a path checked as any purged path is. For a run that has no final adapter (a live or an
     abandoned one). HostError if the host cannot be asked."""
-    facts = await _ask(link, "check", 900, keep={"run": run, "n": n}, roots=list(link.host.roots_for_purge))
+    facts = await _ask(
+        link, "check", 900, keep={"run": run, "n": n}, roots=list(link.host.roots_for_purge)
+    )
     if "paths" not in facts or not isinstance(facts.get("keep"), dict):
         raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
     return plan_purge(link.name, facts, allow_best)
@@ -148,16 +210,21 @@ def _path_confirmed(plan: PurgePlan, path: str, typed: dict[str, str]) -> bool:
 
 def _confirmed(path: str, typed: dict[str, str]) -> bool:
     given = typed.get(path)
-    return isinstance(given, str) and given.encode("utf-8", "surrogateescape") == \
-        path.encode("utf-8", "surrogateescape")
+    return isinstance(given, str) and given.encode("utf-8", "surrogateescape") == path.encode(
+        "utf-8", "surrogateescape"
+    )
 
 
 def _not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
     if typed.get(path) is None:
-        return Refusal("not-confirmed", "no confirmation was given for it (type the path exactly, "
-                       "or pass --confirm PATH)")
-    return Refusal("not-confirmed", f"the confirmation did not match: typed {shown(typed[path])}, "
-                   f"the path is {shown(path)}")
+        return Refusal(
+            "not-confirmed",
+            "no confirmation was given for it (type the path exactly, or pass --confirm PATH)",
+        )
+    return Refusal(
+        "not-confirmed",
+        f"the confirmation did not match: typed {shown(typed[path])}, the path is {shown(path)}",
+    )
 
 
 def _typed(path: str, typed: dict[str, str]) -> str | None:
@@ -165,8 +232,13 @@ def _typed(path: str, typed: dict[str, str]) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _record(plan: PurgePlan, report: PurgeReport | None = None, typed: dict[str, str] | None = None,
-            via: str | None = None, error: str | None = None) -> dict[str, Any]:
+def _record(
+    plan: PurgePlan,
+    report: PurgeReport | None = None,
+    typed: dict[str, str] | None = None,
+    via: str | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
     """The one audit record shape of a purge, whatever its result: every path with its size,
     checks, refusals and fate; the keepers with their hashes; what was typed; free space.
     Paths are kept exact (the log is ASCII JSON); readers escape them with `shown`."""
@@ -174,25 +246,50 @@ def _record(plan: PurgePlan, report: PurgeReport | None = None, typed: dict[str,
     after = {k.path: k.sha256_after for k in report.keepers} if report is not None else {}
     paths = []
     for p, r in zip(plan.paths, results, strict=True):
-        paths.append({"path": p.path, "resolved": p.resolved, "bytes": p.bytes,
-                      "expected_bytes": p.expected_bytes, "deleted": bool(r and r.deleted),
-                      "refusals": [x.to_json() for x in (r.refusals if r else p.refusals)],
-                      "checks": dict(r.checks if r else p.checks), "error": r.error if r else None})
+        paths.append(
+            {
+                "path": p.path,
+                "resolved": p.resolved,
+                "bytes": p.bytes,
+                "expected_bytes": p.expected_bytes,
+                "deleted": bool(r and r.deleted),
+                "refusals": [x.to_json() for x in (r.refusals if r else p.refusals)],
+                "checks": dict(r.checks if r else p.checks),
+                "error": r.error if r else None,
+            }
+        )
     return {
         "paths": paths,
-        "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
-                     "sha256_after": after.get(k.path)} for k in plan.keepers],
-        "confirmation": None if typed is None else {
-            "via": via, "paths": [{"path": t, "typed": _typed(t, typed),
-                                   "matched": _confirmed(t, typed)} for t in plan.confirm_texts()]},
+        "keepers": [
+            {
+                "path": k.path,
+                "run": k.run,
+                "bytes": k.bytes,
+                "sha256_before": k.sha256_before,
+                "sha256_after": after.get(k.path),
+            }
+            for k in plan.keepers
+        ],
+        "confirmation": None
+        if typed is None
+        else {
+            "via": via,
+            "paths": [
+                {"path": t, "typed": _typed(t, typed), "matched": _confirmed(t, typed)}
+                for t in plan.confirm_texts()
+            ],
+        },
         "keep_newest": plan.keep.to_json() if plan.keep is not None else None,
-        "witnesses": plan.witnesses, "allow_best": list(plan.allow_best),
+        "witnesses": plan.witnesses,
+        "allow_best": list(plan.allow_best),
         "evals": [e.to_json() for e in plan.evals],
-        "bytes": sum(p.bytes for p in plan.paths), "expected_bytes": plan.expected_bytes,
+        "bytes": sum(p.bytes for p in plan.paths),
+        "expected_bytes": plan.expected_bytes,
         "free_bytes_before": report.free_bytes_before if report else plan.free_bytes_before,
         "free_bytes_after": report.free_bytes_after if report else None,
         "reclaimed_bytes": report.reclaimed_bytes if report else None,
-        "warnings": list(report.warnings if report else plan.warnings), "error": error,
+        "warnings": list(report.warnings if report else plan.warnings),
+        "error": error,
     }
 
 
@@ -206,7 +303,9 @@ def audit_dry_run(plan: PurgePlan) -> str | None:
     return None
 
 
-def _refused_report(plan: PurgePlan, typed: dict[str, str], audit_error: str | None = None) -> PurgeReport:
+def _refused_report(
+    plan: PurgePlan, typed: dict[str, str], audit_error: str | None = None
+) -> PurgeReport:
     results = []
     for p in plan.paths:
         refusals = p.refusals
@@ -214,20 +313,49 @@ def _refused_report(plan: PurgePlan, typed: dict[str, str], audit_error: str | N
         if extra["not-confirmed"] == "fail":
             refusals = (*refusals, _not_confirmed(plan.keep.run if plan.keep else p.path, typed))
         if audit_error:
-            refusals = (*refusals, Refusal("not-audited", f"{audit_error}; nothing was touched, because no "
-                                           "purge goes ahead without its audit record"))
+            refusals = (
+                *refusals,
+                Refusal(
+                    "not-audited",
+                    f"{audit_error}; nothing was touched, because no "
+                    "purge goes ahead without its audit record",
+                ),
+            )
             extra["not-audited"] = "fail"
-        results.append(PathResult(p.path, p.resolved, p.bytes, False, refusals, _checks(dict(p.checks), extra),
-                                  typed=_typed(plan.keep.run if plan.keep else p.path, typed)))
-    return PurgeReport(host=plan.host, deleted=False, paths=tuple(results),
-                       keepers=tuple(KeeperResult(k.path, k.run, k.sha256_before, None) for k in plan.keepers),
-                       free_bytes_before=plan.free_bytes_before, free_bytes_after=plan.free_bytes_before,
-                       expected_bytes=plan.expected_bytes, warnings=plan.warnings,
-                       confirmed=confirmations_match(plan, typed), audit_error=audit_error, keep=plan.keep)
+        results.append(
+            PathResult(
+                p.path,
+                p.resolved,
+                p.bytes,
+                False,
+                refusals,
+                _checks(dict(p.checks), extra),
+                typed=_typed(plan.keep.run if plan.keep else p.path, typed),
+            )
+        )
+    return PurgeReport(
+        host=plan.host,
+        deleted=False,
+        paths=tuple(results),
+        keepers=tuple(KeeperResult(k.path, k.run, k.sha256_before, None) for k in plan.keepers),
+        free_bytes_before=plan.free_bytes_before,
+        free_bytes_after=plan.free_bytes_before,
+        expected_bytes=plan.expected_bytes,
+        warnings=plan.warnings,
+        confirmed=confirmations_match(plan, typed),
+        audit_error=audit_error,
+        keep=plan.keep,
+    )
 
 
-def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str, str], via: str,
-             error: str | None = None) -> PurgeReport:
+def _audited(
+    report: PurgeReport,
+    plan: PurgePlan,
+    result: str,
+    typed: dict[str, str],
+    via: str,
+    error: str | None = None,
+) -> PurgeReport:
     """Write the result record; a record that cannot be written is carried on the report."""
     try:
         audit.audit("purge", plan.host, result, **_record(plan, report, typed, via, error))
@@ -236,8 +364,9 @@ def _audited(report: PurgeReport, plan: PurgePlan, result: str, typed: dict[str,
     return report
 
 
-async def execute_purge(link: HostLink, plan: PurgePlan,
-                        confirmations: dict[str, str], *, via: str = "dashboard") -> PurgeReport:
+async def execute_purge(
+    link: HostLink, plan: PurgePlan, confirmations: dict[str, str], *, via: str = "dashboard"
+) -> PurgeReport:
     """Delete the plan's paths if, and only if, every path passed, every confirmation matched,
     the `started` record is on disk, and on the host every check still passes with the same
     pins; then verify the keepers.
@@ -253,10 +382,23 @@ async def execute_purge(link: HostLink, plan: PurgePlan,
         audit.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
     except audit.AuditError as e:
         return _refused_report(plan, typed, audit_error=e.message)
-    payload = {"paths": [p.path for p in plan.paths], "roots": list(link.host.roots_for_purge),
-               "plan": {"pins": [[list(x) for x in p.pins] for p in plan.paths],
-                        "keepers": [{"path": k.path, "dev": k.signature[0], "ino": k.signature[1],
-                                     "bytes": k.signature[2], "mtime_ns": k.signature[3]} for k in plan.keepers]}}
+    payload = {
+        "paths": [p.path for p in plan.paths],
+        "roots": list(link.host.roots_for_purge),
+        "plan": {
+            "pins": [[list(x) for x in p.pins] for p in plan.paths],
+            "keepers": [
+                {
+                    "path": k.path,
+                    "dev": k.signature[0],
+                    "ino": k.signature[1],
+                    "bytes": k.signature[2],
+                    "mtime_ns": k.signature[3],
+                }
+                for k in plan.keepers
+            ],
+        },
+    }
     if plan.keep is not None:
         payload["keep"] = {"run": plan.keep.resolved, "kept": list(plan.keep.kept)}
     if plan.allow_best:
@@ -271,8 +413,15 @@ async def execute_purge(link: HostLink, plan: PurgePlan,
         msg = f"the purge helper gave an unreadable answer ({e}); check the host by hand"
         _failed(plan, typed, via, msg)
         raise HostError(plan.host, msg, "helper") from None
-    result = ("done" if report.ok else "unverified" if report.deleted else
-              "failed" if out.get("attempted") else "refused")
+    result = (
+        "done"
+        if report.ok
+        else "unverified"
+        if report.deleted
+        else "failed"
+        if out.get("attempted")
+        else "refused"
+    )
     return _audited(report, plan, result, typed, via)
 
 
@@ -300,12 +449,27 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
             moved = r["changed"]
         extra = {"not-confirmed": "pass", "changed-since-check": "fail" if moved else "pass"}
         if moved:
-            refusals.insert(0, Refusal("changed-since-check", f"it changed since it was checked: {moved}; "
-                                       "nothing further was deleted"))
+            refusals.insert(
+                0,
+                Refusal(
+                    "changed-since-check",
+                    f"it changed since it was checked: {moved}; nothing further was deleted",
+                ),
+            )
         if r.get("free_bytes_after") is not None and p.pins:
             free_after[p.pins[-1][0]] = r["free_bytes_after"]
-        paths.append(PathResult(p.path, p.resolved, p.bytes, bool(r.get("deleted")), tuple(refusals),
-                                _checks(v["checks"], extra), r.get("error"), _typed(plan.keep.run if plan.keep else p.path, typed)))
+        paths.append(
+            PathResult(
+                p.path,
+                p.resolved,
+                p.bytes,
+                bool(r.get("deleted")),
+                tuple(refusals),
+                _checks(v["checks"], extra),
+                r.get("error"),
+                _typed(plan.keep.run if plan.keep else p.path, typed),
+            )
+        )
     before = _free_total(facts["paths"])
     if before is not None:
         per_dev: dict[Any, Any] = {}
@@ -316,9 +480,18 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
         free_bytes_after: int | None = sum(per_dev.values())
     else:
         free_bytes_after = None
-    keepers = tuple(KeeperResult(k.path, k.run, k.sha256_before, after.get(k.path)) for k in plan.keepers)
-    return PurgeReport(host=plan.host, deleted=bool(results) and all(p.deleted for p in paths),
-                       paths=tuple(paths), keepers=keepers, free_bytes_before=before,
-                       free_bytes_after=free_bytes_after, expected_bytes=plan.expected_bytes,
-                       warnings=tuple(dict.fromkeys((*plan.warnings, *verdict["warnings"]))), confirmed=True,
-                       keep=plan.keep)
+    keepers = tuple(
+        KeeperResult(k.path, k.run, k.sha256_before, after.get(k.path)) for k in plan.keepers
+    )
+    return PurgeReport(
+        host=plan.host,
+        deleted=bool(results) and all(p.deleted for p in paths),
+        paths=tuple(paths),
+        keepers=keepers,
+        free_bytes_before=before,
+        free_bytes_after=free_bytes_after,
+        expected_bytes=plan.expected_bytes,
+        warnings=tuple(dict.fromkeys((*plan.warnings, *verdict["warnings"]))),
+        confirmed=True,
+        keep=plan.keep,
+    )

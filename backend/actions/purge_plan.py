@@ -83,11 +83,16 @@ class KeepRule:
     ignored: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"run": self.run, "resolved": self.resolved, "n": self.n, "kept": list(self.kept),
-                "checkpoints": [[s, p] for s, p in self.checkpoints],
-                "incomplete": [{"step": s, "path": p, "why": w} for s, p, w in self.incomplete],
-                "ignored": [{"path": p, "why": w} for p, w in self.ignored],
-                "refusal": self.refusal.to_json() if self.refusal else None}
+        return {
+            "run": self.run,
+            "resolved": self.resolved,
+            "n": self.n,
+            "kept": list(self.kept),
+            "checkpoints": [[s, p] for s, p in self.checkpoints],
+            "incomplete": [{"step": s, "path": p, "why": w} for s, p, w in self.incomplete],
+            "ignored": [{"path": p, "why": w} for p, w in self.ignored],
+            "refusal": self.refusal.to_json() if self.refusal else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,24 @@ class RunEvals:
     def rows(self) -> list[tuple[str, int, str, bool]]:
         """(checkpoint folder name, step, eval loss as shown ("-" when none), is the best), oldest
         first: what the CLI and the dashboard print of each checkpoint."""
-        return [(path.rsplit("/", 1)[-1], step, "-" if loss is None else f"{loss:.4f}", path == self.best)
-                for step, path, loss in self.checkpoints]
+        return [
+            (
+                path.rsplit("/", 1)[-1],
+                step,
+                "-" if loss is None else f"{loss:.4f}",
+                path == self.best,
+            )
+            for step, path, loss in self.checkpoints
+        ]
 
     def to_json(self) -> dict[str, Any]:
-        return {"run": self.run, "best": self.best, "best_eval_loss": self.best_loss, "best_kept": self.best_kept,
-                "checkpoints": [{"step": s, "path": p, "eval_loss": v} for s, p, v in self.checkpoints]}
+        return {
+            "run": self.run,
+            "best": self.best,
+            "best_eval_loss": self.best_loss,
+            "best_kept": self.best_kept,
+            "checkpoints": [{"step": s, "path": p, "eval_loss": v} for s, p, v in self.checkpoints],
+        }
 
 
 @dataclass(frozen=True)
@@ -152,14 +169,29 @@ class PurgePlan:
     def to_json(self) -> dict[str, Any]:
         """The contract's purge document for a dry run (nothing deleted, nothing after)."""
         return {
-            "host": self.host, "dry_run": True, "deleted": False, "ok": self.ok,
+            "host": self.host,
+            "dry_run": True,
+            "deleted": False,
+            "ok": self.ok,
             "paths": [path_json(p, p.refusals, deleted=False) for p in self.paths],
-            "keepers": [{"path": k.path, "run": k.run, "bytes": k.bytes, "sha256_before": k.sha256_before,
-                         "sha256_after": None} for k in self.keepers],
-            "free_bytes_before": self.free_bytes_before, "free_bytes_after": None,
-            "expected_bytes": self.expected_bytes, "reclaimed_bytes": None,
-            "warnings": list(self.warnings), "keep_newest": self.keep.to_json() if self.keep else None,
-            "witnesses": self.witnesses, "evals": [e.to_json() for e in self.evals],
+            "keepers": [
+                {
+                    "path": k.path,
+                    "run": k.run,
+                    "bytes": k.bytes,
+                    "sha256_before": k.sha256_before,
+                    "sha256_after": None,
+                }
+                for k in self.keepers
+            ],
+            "free_bytes_before": self.free_bytes_before,
+            "free_bytes_after": None,
+            "expected_bytes": self.expected_bytes,
+            "reclaimed_bytes": None,
+            "warnings": list(self.warnings),
+            "keep_newest": self.keep.to_json() if self.keep else None,
+            "witnesses": self.witnesses,
+            "evals": [e.to_json() for e in self.evals],
             "allow_best": list(self.allow_best),
         }
 
@@ -246,23 +278,48 @@ class PurgeReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's purge document."""
         return {
-            "host": self.host, "dry_run": False, "deleted": self.deleted, "verified": self.verified,
-            "witnesses": len(self.keepers), "verified_by": self.verified_by, "confirmed": self.confirmed,
-            "paths": [path_json(p, p.refusals, deleted=p.deleted, error=p.error) for p in self.paths],
-            "keepers": [{"path": k.path, "run": k.run, "sha256_before": k.sha256_before,
-                         "sha256_after": k.sha256_after, "verified": k.verified} for k in self.keepers],
-            "free_bytes_before": self.free_bytes_before, "free_bytes_after": self.free_bytes_after,
-            "expected_bytes": self.expected_bytes, "reclaimed_bytes": self.reclaimed_bytes,
-            "warnings": list(self.warnings), "audit_error": self.audit_error,
+            "host": self.host,
+            "dry_run": False,
+            "deleted": self.deleted,
+            "verified": self.verified,
+            "witnesses": len(self.keepers),
+            "verified_by": self.verified_by,
+            "confirmed": self.confirmed,
+            "paths": [
+                path_json(p, p.refusals, deleted=p.deleted, error=p.error) for p in self.paths
+            ],
+            "keepers": [
+                {
+                    "path": k.path,
+                    "run": k.run,
+                    "sha256_before": k.sha256_before,
+                    "sha256_after": k.sha256_after,
+                    "verified": k.verified,
+                }
+                for k in self.keepers
+            ],
+            "free_bytes_before": self.free_bytes_before,
+            "free_bytes_after": self.free_bytes_after,
+            "expected_bytes": self.expected_bytes,
+            "reclaimed_bytes": self.reclaimed_bytes,
+            "warnings": list(self.warnings),
+            "audit_error": self.audit_error,
             "keep_newest": self.keep.to_json() if self.keep else None,
         }
 
 
-def path_json(p: PathPlan | PathResult, refusals: tuple[Refusal, ...], deleted: bool,
-               error: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": p.path, "resolved": p.resolved, "bytes": p.bytes, "deleted": deleted,
-                           "refused": [r.code for r in refusals],
-                           "refusals": [r.to_json() for r in refusals], "checks": dict(p.checks)}
+def path_json(
+    p: PathPlan | PathResult, refusals: tuple[Refusal, ...], deleted: bool, error: str | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": p.path,
+        "resolved": p.resolved,
+        "bytes": p.bytes,
+        "deleted": deleted,
+        "refused": [r.code for r in refusals],
+        "refusals": [r.to_json() for r in refusals],
+        "checks": dict(p.checks),
+    }
     if isinstance(p, PathPlan):
         out["expected_bytes"] = p.expected_bytes
     if error:

@@ -28,9 +28,19 @@ ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0
 # a failed check means the host was left as it was: "refused"; anything else after a change
 # may have started is "failed"
-REFUSALS = frozenset({"not-confirmed", "not-found", "changed-since-listing", "unsupported",
-                      "crontab-unreadable", "crontab-ambiguous", "orphaned", "permission-denied",
-                      "nothing-to-remove"})
+REFUSALS = frozenset(
+    {
+        "not-confirmed",
+        "not-found",
+        "changed-since-listing",
+        "unsupported",
+        "crontab-unreadable",
+        "crontab-ambiguous",
+        "orphaned",
+        "permission-denied",
+        "nothing-to-remove",
+    }
+)
 
 
 #: the host-side helper, bundled with the host library by `HostLink.call`
@@ -43,7 +53,11 @@ def _error(ans: Any) -> tuple[str, str, dict[str, Any]]:
     if not isinstance(err, dict):
         return "helper-error", "the host's helper gave no answer", {}
     extra = {k: v for k, v in err.items() if k not in ("code", "message")}
-    return str(err.get("code") or "helper-error"), str(err.get("message") or "no reason given"), extra
+    return (
+        str(err.get("code") or "helper-error"),
+        str(err.get("message") or "no reason given"),
+        extra,
+    )
 
 
 @dataclass(frozen=True)
@@ -70,8 +84,10 @@ class RemovalCheck:
     def warning(self) -> str | None:
         """A sentence the operator must see before confirming, or None."""
         if self.interactive:
-            return (f"process {self.schedule_id} is an interactive shell on {self.tty or 'a terminal'}: "
-                    "stopping it closes that terminal session")
+            return (
+                f"process {self.schedule_id} is an interactive shell on {self.tty or 'a terminal'}: "
+                "stopping it closes that terminal session"
+            )
         return None
 
 
@@ -100,18 +116,38 @@ class RemoveReport:
 
     def to_json(self) -> dict[str, Any]:
         """The report as `schedules remove --json` prints it."""
-        return {"host": self.host, "id": self.schedule_id, "kind": self.kind, "removed": self.ok,
-                "result": self.result, "reason_code": self.reason_code, "message": self.message,
-                "backup": self.backup, "host_backup": self.host_backup, "signals": list(self.signals),
-                "interactive": self.interactive}
+        return {
+            "host": self.host,
+            "id": self.schedule_id,
+            "kind": self.kind,
+            "removed": self.ok,
+            "result": self.result,
+            "reason_code": self.reason_code,
+            "message": self.message,
+            "backup": self.backup,
+            "host_backup": self.host_backup,
+            "signals": list(self.signals),
+            "interactive": self.interactive,
+        }
 
 
 def _listed(schedule: Schedule) -> dict[str, Any]:
     """The entry as it was listed: what the helper checks it against."""
     s = schedule
-    return {"id": s.id, "kind": s.kind, "user": s.user, "command": s.command, "source": s.source,
-            "raw": s.raw, "line": s.line, "unit": s.unit, "job": s.job, "scope": s.scope,
-            "pid": s.pid, "start_time": s.start_time}
+    return {
+        "id": s.id,
+        "kind": s.kind,
+        "user": s.user,
+        "command": s.command,
+        "source": s.source,
+        "raw": s.raw,
+        "line": s.line,
+        "unit": s.unit,
+        "job": s.job,
+        "scope": s.scope,
+        "pid": s.pid,
+        "start_time": s.start_time,
+    }
 
 
 async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
@@ -124,29 +160,45 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
         return RemovalCheck(**base, ok=False, reason_code=code, message=message)
     except HostError as e:
         return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
-    original = base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
-    return RemovalCheck(**base, ok=True, reason_code=None, message=f"{ans.get('what', schedule.id)} matches the listing",
-                        interactive=bool(ans.get("interactive")), tty=ans.get("tty"), original=original,
-                        sha256=ans.get("sha256"), backup_name=ans.get("backup_name"),
-                        children=tuple(c for c in ans.get("children") or () if isinstance(c, dict)))
+    original = (
+        base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
+    )
+    return RemovalCheck(
+        **base,
+        ok=True,
+        reason_code=None,
+        message=f"{ans.get('what', schedule.id)} matches the listing",
+        interactive=bool(ans.get("interactive")),
+        tty=ans.get("tty"),
+        original=original,
+        sha256=ans.get("sha256"),
+        backup_name=ans.get("backup_name"),
+        children=tuple(c for c in ans.get("children") or () if isinstance(c, dict)),
+    )
 
 
 def describe_removal(schedule: Schedule, grace: float = DEFAULT_GRACE) -> str:
     """What a removal of `schedule` will do, in one sentence (pure; for the plan and the modal)."""
     s = schedule
     if s.kind == "crontab":
-        return (f"re-read the crontab of {s.user}, check line {s.line} still reads as listed, back it up "
-                "here and on the host, install it without that line")
+        return (
+            f"re-read the crontab of {s.user}, check line {s.line} still reads as listed, back it up "
+            "here and on the host, install it without that line"
+        )
     if s.kind == "cron-file":
-        return (f"re-read {s.source}, check line {s.line} still reads as listed, back it up here and on "
-                "the host, rewrite it atomically without that line (mode and owner kept)")
+        return (
+            f"re-read {s.source}, check line {s.line} still reads as listed, back it up here and on "
+            "the host, rewrite it atomically without that line (mode and owner kept)"
+        )
     if s.kind == "systemd-timer":
         return f"systemctl{' --user' if s.scope == 'user' else ''} disable --now {s.unit}"
     if s.kind == "at":
         return f"check `at -c {s.job}` still runs the listed command, then atrm {s.job}"
     if s.kind == "loop":
-        return (f"check pid {s.pid} still has start time {s.start_time}, send SIGTERM to it and to every "
-                f"process it started, SIGKILL to any still alive after {grace:g} s, and check none is left")
+        return (
+            f"check pid {s.pid} still has start time {s.start_time}, send SIGTERM to it and to every "
+            f"process it started, SIGKILL to any still alive after {grace:g} s, and check none is left"
+        )
     return f"no way to remove a schedule of kind {s.kind!r}"
 
 
@@ -158,7 +210,7 @@ def _write_backup(host: str, name: str, data: bytes) -> str:
     try:
         view = memoryview(data)
         while view:  # os.write may write less than asked
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -181,16 +233,34 @@ def _recordable(v: Any) -> Any:
     return v
 
 
-def _audit(report: RemoveReport, schedule: Schedule, confirmation: str | None, result: str | None = None,
-           **extra: Any) -> None:
-    fields = dict(schedule=schedule_json(schedule), confirmation=confirmation, reason_code=report.reason_code,
-                  message=report.message, backup=report.backup, host_backup=report.host_backup,
-                  signals=list(report.signals), **extra)
+def _audit(
+    report: RemoveReport,
+    schedule: Schedule,
+    confirmation: str | None,
+    result: str | None = None,
+    **extra: Any,
+) -> None:
+    fields = dict(
+        schedule=schedule_json(schedule),
+        confirmation=confirmation,
+        reason_code=report.reason_code,
+        message=report.message,
+        backup=report.backup,
+        host_backup=report.host_backup,
+        signals=list(report.signals),
+        **extra,
+    )
     audit.audit(ACTION, report.host, result or report.result, **_recordable(fields))
 
 
-async def remove_schedule(link: HostLink, schedule: Schedule, confirmation: str | None,
-                          *, grace: float = DEFAULT_GRACE, host_backup_dir: str | None = None) -> RemoveReport:
+async def remove_schedule(
+    link: HostLink,
+    schedule: Schedule,
+    confirmation: str | None,
+    *,
+    grace: float = DEFAULT_GRACE,
+    host_backup_dir: str | None = None,
+) -> RemoveReport:
     """Remove `schedule` from its host when `confirmation` equals its id byte for byte.
 
     Crontab and cron-file entries are re-read and must still hold `raw` at `line`; the whole
@@ -202,30 +272,58 @@ async def remove_schedule(link: HostLink, schedule: Schedule, confirmation: str 
     the result after. Never raises for an expected failure.
     """
     host = link.name
-    base = RemoveReport(host=host, schedule_id=schedule.id, kind=schedule.kind, ok=False,
-                        reason_code=None, message="")
+    base = RemoveReport(
+        host=host,
+        schedule_id=schedule.id,
+        kind=schedule.kind,
+        ok=False,
+        reason_code=None,
+        message="",
+    )
     if confirmation is None or confirmation != schedule.id:
-        said = "no confirmation was given" if confirmation is None else "the confirmation did not match"
-        rep = replace(base, reason_code="not-confirmed",
-                      message=f"{said} (type the id {schedule.id!r} back exactly); nothing was changed")
+        said = (
+            "no confirmation was given"
+            if confirmation is None
+            else "the confirmation did not match"
+        )
+        rep = replace(
+            base,
+            reason_code="not-confirmed",
+            message=f"{said} (type the id {schedule.id!r} back exactly); nothing was changed",
+        )
         _audit(rep, schedule, confirmation)
         return rep
     _audit(base, schedule, confirmation, result="started", plan=describe_removal(schedule, grace))
     check = await check_removal(link, schedule)
-    checks = {"matches_listing": check.ok, "reason_code": check.reason_code, "sha256": check.sha256,
-              "interactive": check.interactive, "tty": check.tty}
+    checks = {
+        "matches_listing": check.ok,
+        "reason_code": check.reason_code,
+        "sha256": check.sha256,
+        "interactive": check.interactive,
+        "tty": check.tty,
+    }
     if not check.ok:
-        rep = replace(base, reason_code=check.reason_code, message=f"{check.message}; nothing was changed"
-                      if check.reason_code in REFUSALS else check.message)
+        rep = replace(
+            base,
+            reason_code=check.reason_code,
+            message=f"{check.message}; nothing was changed"
+            if check.reason_code in REFUSALS
+            else check.message,
+        )
         _audit(rep, schedule, confirmation, checks=checks)
         return rep
     backup = None
     if check.original is not None:
         try:
-            backup = _write_backup(host, check.backup_name or f"{schedule.kind}-{schedule.id}", check.original)
+            backup = _write_backup(
+                host, check.backup_name or f"{schedule.kind}-{schedule.id}", check.original
+            )
         except OSError as e:
-            rep = replace(base, reason_code="backup-failed",
-                          message=f"cannot write the controller's backup: {e.strerror or e}; nothing was changed")
+            rep = replace(
+                base,
+                reason_code="backup-failed",
+                message=f"cannot write the controller's backup: {e.strerror or e}; nothing was changed",
+            )
             _audit(rep, schedule, confirmation, checks=checks)
             return rep
     extra: dict[str, Any] = {"grace": grace}
@@ -240,27 +338,56 @@ async def remove_schedule(link: HostLink, schedule: Schedule, confirmation: str 
         ans = await link.call(REMOTE, "apply", schedule=_listed(schedule), **extra, within=timeout)
     except HelperError as e:
         code, message, more = _error(e.answer)
-        rep = replace(base, backup=backup, host_backup=more.get("host_backup"), reason_code=code,
-                      message=message)
+        rep = replace(
+            base,
+            backup=backup,
+            host_backup=more.get("host_backup"),
+            reason_code=code,
+            message=message,
+        )
     except HostError as e:
-        rep = replace(base, backup=backup, reason_code="host-unreachable",
-                      message=f"{e}; the removal may or may not have happened, list the host again")
+        rep = replace(
+            base,
+            backup=backup,
+            reason_code="host-unreachable",
+            message=f"{e}; the removal may or may not have happened, list the host again",
+        )
         _audit(rep, schedule, confirmation, checks=checks)
         return rep
     else:
         witness = ans.get("witness")
-        seen = isinstance(witness, dict) and witness.get("gone") is True and isinstance(witness.get("said"), str) \
+        seen = (
+            isinstance(witness, dict)
+            and witness.get("gone") is True
+            and isinstance(witness.get("said"), str)
             and witness["said"].strip()
-        rep = replace(base, ok=bool(seen), backup=backup, host_backup=ans.get("host_backup"),
-                      message=str(ans.get("message") or "done") if seen else (
-                          f"the host said {str(ans.get('message') or 'done')!r} but named no witness (what it "
-                          "re-read and found gone): not taken as removed; list the host again"),
-                      reason_code=None if seen else "no-witness",
-                      signals=tuple(ans.get("signals") or ()), interactive=bool(ans.get("interactive")))
+        )
+        rep = replace(
+            base,
+            ok=bool(seen),
+            backup=backup,
+            host_backup=ans.get("host_backup"),
+            message=str(ans.get("message") or "done")
+            if seen
+            else (
+                f"the host said {str(ans.get('message') or 'done')!r} but named no witness (what it "
+                "re-read and found gone): not taken as removed; list the host again"
+            ),
+            reason_code=None if seen else "no-witness",
+            signals=tuple(ans.get("signals") or ()),
+            interactive=bool(ans.get("interactive")),
+        )
     if rep.reason_code in REFUSALS:
         rep = replace(rep, message=f"{rep.message}; nothing was changed")
     _audit(rep, schedule, confirmation, checks=checks)
     return rep
 
 
-__all__ = ["REMOTE", "RemovalCheck", "RemoveReport", "check_removal", "describe_removal", "remove_schedule"]
+__all__ = [
+    "REMOTE",
+    "RemovalCheck",
+    "RemoveReport",
+    "check_removal",
+    "describe_removal",
+    "remove_schedule",
+]

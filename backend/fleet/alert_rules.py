@@ -19,9 +19,26 @@ from fleetdeck.backend.fleet.bounds import (
 )
 from fleetdeck.backend.fleet.errors import ConfigError
 
-RULES = ("host-down", "run-stalled", "loss-nonfinite", "loss-spike", "overfitting", "disk-full-eta",
-         "gpu-headroom", "idle-holder", "new-stray", "seat-check", "seat-restart",
-         "gpu-throttled", "gpu-hot", "gpu-ecc", "gpu-xid", "gpu-lost", "run-finished", "run-failed")
+RULES = (
+    "host-down",
+    "run-stalled",
+    "loss-nonfinite",
+    "loss-spike",
+    "overfitting",
+    "disk-full-eta",
+    "gpu-headroom",
+    "idle-holder",
+    "new-stray",
+    "seat-check",
+    "seat-restart",
+    "gpu-throttled",
+    "gpu-hot",
+    "gpu-ecc",
+    "gpu-xid",
+    "gpu-lost",
+    "run-finished",
+    "run-failed",
+)
 #: seconds a rule's condition must hold before it fires. disk-full-eta waits ten minutes: an
 #: ETA taken from one burst of writes said "fills in about 10.8 h" for a disk that never filled.
 #: The others already carry a duration of their own (host_down_after, idle_holder_minutes, the
@@ -40,18 +57,32 @@ SEVERITIES = ("critical", "warning", "info")
 #: warning when it needs a look soon, info when it is news. new-stray is info, and warning for
 #: a schedule naming a path that does not exist (`alerts.AlertEngine`)
 SEVERITY_DEFAULTS = {
-    "host-down": "critical", "loss-nonfinite": "critical", "seat-check": "critical", "disk-full-eta": "critical",
-    "run-failed": "critical", "gpu-ecc": "critical", "gpu-xid": "critical",
+    "host-down": "critical",
+    "loss-nonfinite": "critical",
+    "seat-check": "critical",
+    "disk-full-eta": "critical",
+    "run-failed": "critical",
+    "gpu-ecc": "critical",
+    "gpu-xid": "critical",
     "gpu-lost": "critical",
-    "run-stalled": "warning", "overfitting": "warning", "loss-spike": "warning", "gpu-headroom": "warning",
-    "idle-holder": "warning", "seat-restart": "warning", "gpu-throttled": "warning", "gpu-hot": "warning",
-    "new-stray": "info", "run-finished": "info",
+    "run-stalled": "warning",
+    "overfitting": "warning",
+    "loss-spike": "warning",
+    "gpu-headroom": "warning",
+    "idle-holder": "warning",
+    "seat-restart": "warning",
+    "gpu-throttled": "warning",
+    "gpu-hot": "warning",
+    "new-stray": "info",
+    "run-finished": "info",
 }
 
 
 def severity_rank(severity: str) -> int:
     """0 for critical, 1 for warning, 2 for info (anything else after them)."""
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
 @dataclass(frozen=True)
 class AlertConfig:
     """The `[alerts]` table of the fleet file, every key optional."""
@@ -118,21 +149,23 @@ class AlertConfig:
 #: keys' `config.FLEET_NUMBERS`): durations from the least that means something to the most that
 #: does not mean "never", in the unit the key's name says
 ALERT_NUMBERS: dict[str, Bounds] = {
-    "host_down_after": Bounds(1, WEEK),                  # s
-    "loss_spike_factor": Bounds(1, 1e6, above=True),     # times the median
-    "disk_full_hours": Bounds(0.1, 24 * 365),            # h: up to a year ahead
-    "disk_rate_window": Bounds(60, WEEK),                # s
-    "disk_rate_min_span": Bounds(1, DAY),                # s, at most disk_rate_window
-    "gpu_headroom_floor_gib": Bounds(0, 4096),           # GiB
-    "idle_holder_gib": Bounds(0, 4096, above=True),      # GiB
-    "idle_holder_minutes": Bounds(1, WEEK // 60),        # min
-    "idle_util_pct": Bounds(0, 100),                     # %
-    "gpu_hot_margin_c": Bounds(0, 100),                  # degrees C below the slowdown threshold
-    "event_hold_minutes": Bounds(1, WEEK // 60),         # min
-    "seat_check_interval": Bounds(1, DAY, zero="off"),   # s
-    "history_retention_days": Bounds(1, 3650),           # days
-    "webhook_timeout": Bounds(0.1, 300),                 # s for one delivery
-    "group_wait": Bounds(1, 600, zero="off"),            # s; past ten minutes it delays pages, not groups them
+    "host_down_after": Bounds(1, WEEK),  # s
+    "loss_spike_factor": Bounds(1, 1e6, above=True),  # times the median
+    "disk_full_hours": Bounds(0.1, 24 * 365),  # h: up to a year ahead
+    "disk_rate_window": Bounds(60, WEEK),  # s
+    "disk_rate_min_span": Bounds(1, DAY),  # s, at most disk_rate_window
+    "gpu_headroom_floor_gib": Bounds(0, 4096),  # GiB
+    "idle_holder_gib": Bounds(0, 4096, above=True),  # GiB
+    "idle_holder_minutes": Bounds(1, WEEK // 60),  # min
+    "idle_util_pct": Bounds(0, 100),  # %
+    "gpu_hot_margin_c": Bounds(0, 100),  # degrees C below the slowdown threshold
+    "event_hold_minutes": Bounds(1, WEEK // 60),  # min
+    "seat_check_interval": Bounds(1, DAY, zero="off"),  # s
+    "history_retention_days": Bounds(1, 3650),  # days
+    "webhook_timeout": Bounds(0.1, 300),  # s for one delivery
+    "group_wait": Bounds(
+        1, 600, zero="off"
+    ),  # s; past ten minutes it delays pages, not groups them
 }
 #: `for = {rule = seconds}`: 0 (fire on the poll that sees it) up to a week
 FOR_BOUNDS = Bounds(0, WEEK)
@@ -177,13 +210,17 @@ def parse_alerts(table: Any, source: str) -> AlertConfig:
             values[k] = _parse_alertmanager(v, where, source)
     window = values.get("disk_rate_window", AlertConfig.disk_rate_window)
     span = values.get("disk_rate_min_span", AlertConfig.disk_rate_min_span)
-    if span > window:   # the samples could never span more than the window they are taken from
+    if span > window:  # the samples could never span more than the window they are taken from
         if "disk_rate_min_span" in values:
-            raise ConfigError(f"{source}: [alerts]: disk_rate_min_span = {span:g} is out of range: key "
-                              f"'disk_rate_min_span' must be at most disk_rate_window ({window:g}"
-                              f"{'' if 'disk_rate_window' in values else ', its default'})")
-        raise ConfigError(f"{source}: [alerts]: disk_rate_window = {window:g} is out of range: key "
-                          f"'disk_rate_window' must be at least disk_rate_min_span ({span:g}, its default)")
+            raise ConfigError(
+                f"{source}: [alerts]: disk_rate_min_span = {span:g} is out of range: key "
+                f"'disk_rate_min_span' must be at most disk_rate_window ({window:g}"
+                f"{'' if 'disk_rate_window' in values else ', its default'})"
+            )
+        raise ConfigError(
+            f"{source}: [alerts]: disk_rate_window = {window:g} is out of range: key "
+            f"'disk_rate_window' must be at least disk_rate_min_span ({span:g}, its default)"
+        )
     return AlertConfig(**values)
 
 
@@ -193,16 +230,26 @@ ALERTMANAGER_MAX = 8
 
 def _parse_alertmanager(v: Any, where: str, source: str) -> tuple[str, ...]:
     if not isinstance(v, list) or not v or len(v) > ALERTMANAGER_MAX:
-        raise ConfigError(f"{where} must be a list of 1 to {ALERTMANAGER_MAX} http:// or https:// URLs")
+        raise ConfigError(
+            f"{where} must be a list of 1 to {ALERTMANAGER_MAX} http:// or https:// URLs"
+        )
     for url in v:
         if isinstance(url, str) and (problem := control_problem("alertmanager", url)):
             raise ConfigError(f"{source}: [alerts]: {problem}")
-        if not isinstance(url, str) or len(url) > 2048 or not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", url):
-            raise ConfigError(f"{where}: {toml_shown(url)} is not an http:// or https:// URL "
-                              "(scheme, host, optional port and path; no query)")
+        if (
+            not isinstance(url, str)
+            or len(url) > 2048
+            or not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", url)
+        ):
+            raise ConfigError(
+                f"{where}: {toml_shown(url)} is not an http:// or https:// URL "
+                "(scheme, host, optional port and path; no query)"
+            )
     urls = [u.rstrip("/") for u in v]
     if len(set(urls)) != len(urls):
-        raise ConfigError(f"{where}: {toml_shown(next(u for u in urls if urls.count(u) > 1))} is named twice")
+        raise ConfigError(
+            f"{where}: {toml_shown(next(u for u in urls if urls.count(u) > 1))} is named twice"
+        )
     return tuple(urls)
 
 
@@ -213,10 +260,16 @@ def _parse_for(v: Any, where: str) -> tuple[tuple[str, float], ...]:
     for rule, secs in v.items():
         if rule not in RULES:
             raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
-        if (isinstance(secs, bool) or not isinstance(secs, (int, float)) or not math.isfinite(secs)
-                or not FOR_BOUNDS.takes(secs)):
-            raise ConfigError(f"{where}: {rule} must be a number of seconds, 0 or more and at most "
-                              f"{WEEK} (a week), not {toml_shown(secs)}")
+        if (
+            isinstance(secs, bool)
+            or not isinstance(secs, (int, float))
+            or not math.isfinite(secs)
+            or not FOR_BOUNDS.takes(secs)
+        ):
+            raise ConfigError(
+                f"{where}: {rule} must be a number of seconds, 0 or more and at most "
+                f"{WEEK} (a week), not {toml_shown(secs)}"
+            )
         out.append((rule, float(secs)))
     return tuple(sorted(out))
 
@@ -229,6 +282,8 @@ def _parse_severity(v: Any, where: str) -> tuple[tuple[str, str], ...]:
         if rule not in RULES:
             raise ConfigError(f"{where}: unknown rule {rule!r} (rules: {', '.join(RULES)})")
         if sev not in SEVERITIES:
-            raise ConfigError(f"{where}: {rule} must be one of {', '.join(SEVERITIES)}, not {toml_shown(sev)}")
+            raise ConfigError(
+                f"{where}: {rule} must be one of {', '.join(SEVERITIES)}, not {toml_shown(sev)}"
+            )
         out.append((rule, sev))
     return tuple(sorted(out))

@@ -39,8 +39,16 @@ class Bounds:
     def words(self) -> str:
         """The range in words: "greater than 0 and below 1", "between 1 and 65535",
         "0 (off) or between 1 and 86400"..."""
-        lo = None if self.low is None else f"{'greater than' if self.above else 'at least'} {_plain(self.low)}"
-        hi = None if self.high is None else f"{'below' if self.below else 'at most'} {_plain(self.high)}"
+        lo = (
+            None
+            if self.low is None
+            else f"{'greater than' if self.above else 'at least'} {_plain(self.low)}"
+        )
+        hi = (
+            None
+            if self.high is None
+            else f"{'below' if self.below else 'at most'} {_plain(self.high)}"
+        )
         if self.low is not None and self.high is not None and not self.above and not self.below:
             text = f"between {_plain(self.low)} and {_plain(self.high)}"
         else:
@@ -50,13 +58,19 @@ class Bounds:
     def takes(self, value: float) -> bool:
         """True when the finite number `value` is in range. A negative zero (`-0.0`) is taken
         only where negative numbers are: no one writes it for a count, a share or a duration."""
-        if value == 0 and math.copysign(1.0, value) < 0 and (self.zero or (self.low is not None and self.low >= 0)):
+        if (
+            value == 0
+            and math.copysign(1.0, value) < 0
+            and (self.zero or (self.low is not None and self.low >= 0))
+        ):
             return False
         if value == 0 and self.zero:
             return True
         if self.low is not None and (value < self.low or (self.above and value == self.low)):
             return False
-        return not (self.high is not None and (value > self.high or (self.below and value == self.high)))
+        return not (
+            self.high is not None and (value > self.high or (self.below and value == self.high))
+        )
 
 
 def _plain(x: float) -> str:
@@ -85,13 +99,18 @@ def number_problem(key: str, value: object, bounds: Bounds) -> str | None:
     number, NaN and the infinities (TOML's `nan`, `inf`, and `1e400` which TOML reads as inf)
     are never finite, and a float is never an integer."""
     shown_v = toml_shown(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            bounds.integer and not isinstance(value, int)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (bounds.integer and not isinstance(value, int))
+    ):
         return f"key {key!r} must be {bounds.kind}, not {shown_v}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{key} = {shown_v} is not a finite number"
     if not bounds.takes(value):
-        signed = " (a signed zero is not taken: write 0)" if value == 0 and bounds.takes(0.0) else ""
+        signed = (
+            " (a signed zero is not taken: write 0)" if value == 0 and bounds.takes(0.0) else ""
+        )
         return f"{key} = {shown_v} is out of range: key {key!r} must be {bounds.words}{signed}"
     return None
 
@@ -110,8 +129,10 @@ def control_problem(key: str, value: str) -> str | None:
         return None
     text = shown(value)
     text = text if len(text) <= 120 else text[:120] + "..."
-    return (f"key {key!r} must not hold control characters: \"{text}\" holds "
-            f"{shown(bad) if bad.isascii() else f'U+{ord(bad):04X}'}")
+    return (
+        f'key {key!r} must not hold control characters: "{text}" holds '
+        f"{shown(bad) if bad.isascii() else f'U+{ord(bad):04X}'}"
+    )
 
 
 __all__ = ["DAY", "HOUR", "WEEK", "Bounds", "control_problem", "number_problem", "toml_shown"]

@@ -32,7 +32,7 @@ PREFIX = "fleetdeck."
 # Third-party modules a helper may carry: pure Python, stdlib-only themselves.
 CARRIED = ("pynvml",)
 
-_LOADER = '''\
+_LOADER = """\
 import sys as _s, types as _t
 def _fleetdeck_register(name, src, pkg):
     parent, _, child = name.rpartition(".")
@@ -52,7 +52,7 @@ def _fleetdeck_register(name, src, pkg):
     exec(compile(src, m.__file__, "exec"), m.__dict__)
     if parent:
         setattr(_s.modules[parent], child, m)
-'''
+"""
 
 
 def _source(name: str) -> tuple[str, bool]:
@@ -163,8 +163,10 @@ def bundle(main: str) -> str:
     `fleetdeck.backend.host.purge.main`; the controller takes it from the module object's
     `__name__`): cached, built once per controller process."""
     _not_a_package(main)
-    parts = [f"# fleetdeck helper payload: {main} (generated; edit the modules, not this file)",
-             _LOADER]
+    parts = [
+        f"# fleetdeck helper payload: {main} (generated; edit the modules, not this file)",
+        _LOADER,
+    ]
     mods = modules_for(main)
     for name, src, pkg in mods[:-1]:
         parts.append(f"_fleetdeck_register({name!r}, {src!r}, {pkg!r})")
@@ -172,7 +174,9 @@ def bundle(main: str) -> str:
     parts.append(f"_fleetdeck_register({name!r}, None, False)")
     parts.append("del _fleetdeck_register, _s, _t")
     # the action runs as __main__, compiled on its own so its `from __future__` line is first
-    parts.append("exec(compile({!r}, {!r}, 'exec'), globals())".format(src, f"<fleetdeck-helper:{name}>"))
+    parts.append(
+        "exec(compile({!r}, {!r}, 'exec'), globals())".format(src, f"<fleetdeck-helper:{name}>")
+    )
     text = "\n".join(parts) + "\n"
     _MAINS[text] = main
     return text
@@ -203,8 +207,11 @@ class Payload:
 def payload(main: str) -> Payload:
     """The payload of helper `main` (a module name), built once per controller process."""
     _not_a_package(main)
-    doc = {"format": 1, "main": main,
-           "modules": [[name, pkg, src] for name, src, pkg in modules_for(main)]}
+    doc = {
+        "format": 1,
+        "main": main,
+        "modules": [[name, pkg, src] for name, src, pkg in modules_for(main)],
+    }
     data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return Payload(main, hashlib.sha256(data).hexdigest(), data)
 

@@ -83,8 +83,10 @@ class AnswerTooLarge(ValueError):
     """A host sent more than a channel's bound (`ANSWER_LIMIT`, `OUTPUT_LIMIT`)."""
 
     def __init__(self, what: str, limit: int) -> None:
-        super().__init__(f"the {what}'s answer passed {limit >> 20} MiB; refused (a host never "
-                         "needs to send this much on this channel)")
+        super().__init__(
+            f"the {what}'s answer passed {limit >> 20} MiB; refused (a host never "
+            "needs to send this much on this channel)"
+        )
         self.what = what
         self.limit = limit
 
@@ -156,8 +158,14 @@ def noise_text(data: bytes, what: str) -> str:
 class HelperProcess:
     """A long-lived helper on a host, with byte streams both ways (ssh channel or subprocess)."""
 
-    def __init__(self, proc: Any, remote: bool, what: str = "helper",
-                 resend: Callable[[], Awaitable[Any]] | None = None, sha256: str | None = None) -> None:
+    def __init__(
+        self,
+        proc: Any,
+        remote: bool,
+        what: str = "helper",
+        resend: Callable[[], Awaitable[Any]] | None = None,
+        sha256: str | None = None,
+    ) -> None:
         self._proc = proc
         self._remote = remote
         self._answered = False
@@ -187,7 +195,12 @@ class HelperProcess:
             old = self._proc
             self._stop(old)
             proc = await resend()
-            self._proc, self.stdin, self.stdout, self.stderr = proc, proc.stdin, proc.stdout, proc.stderr
+            self._proc, self.stdin, self.stdout, self.stderr = (
+                proc,
+                proc.stdin,
+                proc.stdout,
+                proc.stderr,
+            )
             for data in self._sent:
                 self.stdin.write(data)
             await self.stdin.drain()
@@ -251,7 +264,7 @@ class HelperProcess:
         try:
             async with asyncio.timeout(2):
                 await drain()
-        except Exception:   # TimeoutError among them; a cancellation goes on
+        except Exception:  # TimeoutError among them; a cancellation goes on
             pass
         return bounded_text(b"".join(chunks), limit)
 
@@ -312,8 +325,13 @@ def _compact(source: str) -> str:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return ast.unparse(tree) + "\n"
 
@@ -333,8 +351,11 @@ def is_missing(line: bytes, sha256: str | None) -> bool:
         doc = loads(line)
     except ValueError:
         return False
-    return isinstance(doc, dict) and doc.get("fleetdeck_payload") == host_payload.MISSING and \
-        doc.get("sha256") == sha256
+    return (
+        isinstance(doc, dict)
+        and doc.get("fleetdeck_payload") == host_payload.MISSING
+        and doc.get("sha256") == sha256
+    )
 
 
 def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
@@ -344,7 +365,11 @@ def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
     head = helper_stdin(loader_source())
     if cached:
         return head + b"c %s\n" % p.sha256.encode()
-    return head + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep)) + p.packed
+    return (
+        head
+        + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep))
+        + p.packed
+    )
 
 
 #: what a host's sudo says when `sudo -n` would need a password
@@ -368,8 +393,11 @@ def sudo_refused(stderr: str) -> bool:
 
 # what a login shell says when it finds no `sudo` to run (bash, dash, zsh, env): sudo's own
 # "sudo: python3: command not found" (sudo ran, the helper's python is missing) is not one
-_NO_SUDO = re.compile(r"(?:^|[\s:'])sudo'?: (?:command )?not found|command not found: sudo\b|"
-                      r"(?:^|[\s:'])sudo'?: no such file or directory", re.I | re.M)
+_NO_SUDO = re.compile(
+    r"(?:^|[\s:'])sudo'?: (?:command )?not found|command not found: sudo\b|"
+    r"(?:^|[\s:'])sudo'?: no such file or directory",
+    re.I | re.M,
+)
 
 
 def sudo_missing(stderr: str) -> str | None:

@@ -38,25 +38,33 @@ def purge_root_problem(key: str, given: str, home: str | None = None) -> str | N
     climb out of it. A home itself (`~`, `/root`, `/home/NAME`) is taken: on a machine one logs
     into as root, /root is where runs live."""
     if ".." in given.split("/"):
-        return (f"key {key!r}: {given!r} holds '..': write the folder itself (a purge root is "
-                "compared as written, and '..' can climb to /)")
+        return (
+            f"key {key!r}: {given!r} holds '..': write the folder itself (a purge root is "
+            "compared as written, and '..' can climb to /)"
+        )
     path = given
     if given == "~" or given.startswith("~/"):
         if home is None:
-            return None   # the login's home on the host, or a folder inside it
+            return None  # the login's home on the host, or a folder inside it
         path = home + given[1:]
     elif given.startswith("~"):
-        return None       # ~user: that user's home on the host
+        return None  # ~user: that user's home on the host
     if not path.startswith("/"):
-        return None       # relative: inside the login's folder on the host
+        return None  # relative: inside the login's folder on the host
     norm = "/" + posixpath.normpath(path).lstrip("/")
     norm = "/" if norm == "/." else norm
-    named = norm if norm == given else f"{given!r} ({norm}{f', as ~ is {home} on this machine' if path != given else ''})"
+    named = (
+        norm
+        if norm == given
+        else f"{given!r} ({norm}{f', as ~ is {home} on this machine' if path != given else ''})"
+    )
     if norm in SYSTEM_FOLDERS or norm in SYSTEM_TREES:
         return f"key {key!r}: {named} is the system's own folder"
     top = next((t for t in SYSTEM_TREES if norm.startswith(t + "/")), None)
     if top:
-        return f"key {key!r}: {named} lies inside {top}, the system's own folder, where no run lives"
+        return (
+            f"key {key!r}: {named} lies inside {top}, the system's own folder, where no run lives"
+        )
     return None
 
 
@@ -187,7 +195,9 @@ def _check(source: str, where: str, key: str, value: object, allowed: set[str]) 
     return value
 
 
-def _check_purge_roots(source: str, where: str, table: dict[str, object], values: dict[str, object]) -> None:
+def _check_purge_roots(
+    source: str, where: str, table: dict[str, object], values: dict[str, object]
+) -> None:
     """The folders purge may delete inside (`purge_roots`, else `runs`) are none of the
     system's own; the error names the table the key was written in."""
     key = "purge_roots" if "purge_roots" in values else "runs"
@@ -196,10 +206,12 @@ def _check_purge_roots(source: str, where: str, table: dict[str, object], values
     for root in roots:  # type: ignore[attr-defined]
         problem = purge_root_problem(key, root, home)
         if problem and ".." not in root.split("/"):
-            problem += ("; purge deletes inside its roots, so name the folders that hold runs (such as ~/runs)"
-                        if key == "purge_roots" else
-                        "; purge deletes inside runs when purge_roots is not set, so name the folders that "
-                        "hold runs (such as ~/runs), or set purge_roots")
+            problem += (
+                "; purge deletes inside its roots, so name the folders that hold runs (such as ~/runs)"
+                if key == "purge_roots"
+                else "; purge deletes inside runs when purge_roots is not set, so name the folders that "
+                "hold runs (such as ~/runs), or set purge_roots"
+            )
         if problem:
             # a value of [defaults] is named there, unless only this host's `~` makes it wrong
             named = where if key in table or purge_root_problem(key, root) is None else "[defaults]"
@@ -214,12 +226,16 @@ def parse_fleet(text: str, source: str) -> Fleet:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     for key in doc:
         if key not in ("defaults", "hosts", "alerts"):
-            raise ConfigError(f"{source}: unknown top-level key {key!r} (expected [defaults], [hosts.NAME] "
-                              "and [alerts])")
+            raise ConfigError(
+                f"{source}: unknown top-level key {key!r} (expected [defaults], [hosts.NAME] "
+                "and [alerts])"
+            )
     defaults_raw = doc.get("defaults", {})
     if not isinstance(defaults_raw, dict):
         raise ConfigError(f"{source}: 'defaults' must be a table")
-    defaults = {k: _check(source, "[defaults]", k, v, _DEFAULT_KEYS) for k, v in defaults_raw.items()}
+    defaults = {
+        k: _check(source, "[defaults]", k, v, _DEFAULT_KEYS) for k, v in defaults_raw.items()
+    }
     hosts_raw = doc.get("hosts", {})
     if not isinstance(hosts_raw, dict):
         raise ConfigError(f"{source}: 'hosts' must be a table of [hosts.NAME] tables")
@@ -229,7 +245,9 @@ def parse_fleet(text: str, source: str) -> Fleet:
     for name, table in hosts_raw.items():
         where = f"host {name!r}"
         if not HOST_NAME.match(name):
-            raise ConfigError(f"{source}: {where}: a host name may only hold letters, digits, '.', '_' and '-'")
+            raise ConfigError(
+                f"{source}: {where}: a host name may only hold letters, digits, '.', '_' and '-'"
+            )
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {where}: must be a table")
         values = dict(defaults)
@@ -237,7 +255,9 @@ def parse_fleet(text: str, source: str) -> Fleet:
             values[k] = _check(source, where, k, v, set(_TYPES))
         if values.get("local"):
             if "address" in values:
-                raise ConfigError(f"{source}: {where}: key 'address' cannot be combined with local = true")
+                raise ConfigError(
+                    f"{source}: {where}: key 'address' cannot be combined with local = true"
+                )
         elif not values.get("address"):
             raise ConfigError(f"{source}: {where}: missing key 'address' (or set local = true)")
         _check_purge_roots(source, where, table, values)
@@ -248,10 +268,14 @@ def parse_fleet(text: str, source: str) -> Fleet:
     return Fleet(hosts=tuple(hosts), source=source, alerts=alerts)
 
 
-BUILTIN_FLEET = Fleet(hosts=(HostConfig(name="local", local=True),), source="built-in fleet (this machine)")
+BUILTIN_FLEET = Fleet(
+    hosts=(HostConfig(name="local", local=True),), source="built-in fleet (this machine)"
+)
 
 
-def find_fleet_file(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+def find_fleet_file(
+    explicit: str | None = None, env: Mapping[str, str] | None = None
+) -> Path | None:
     """The fleet file by the contract's order; None means the built-in fleet."""
     env = os.environ if env is None else env
     if explicit:
@@ -285,5 +309,20 @@ def load_fleet(explicit: str | None = None) -> Fleet:
     return parse_fleet(read_config_text(path, "fleet file"), str(path))
 
 
-__all__ = ["Bounds", "ConfigError", "Fleet", "HostConfig", "BUILTIN_FLEET", "DAY", "HOUR", "WEEK", "load_fleet",
-           "parse_fleet", "find_fleet_file", "number_problem", "control_problem", "purge_root_problem", "toml_shown"]
+__all__ = [
+    "Bounds",
+    "ConfigError",
+    "Fleet",
+    "HostConfig",
+    "BUILTIN_FLEET",
+    "DAY",
+    "HOUR",
+    "WEEK",
+    "load_fleet",
+    "parse_fleet",
+    "find_fleet_file",
+    "number_problem",
+    "control_problem",
+    "purge_root_problem",
+    "toml_shown",
+]

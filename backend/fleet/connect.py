@@ -75,6 +75,7 @@ class Connector:
         self._auth_stamp: tuple[Any, ...] | None = None
         self._target: tuple[str, int] | None = None
         self._user: str | None = None
+
     async def __aenter__(self: _C) -> _C:
         return self
 
@@ -97,7 +98,9 @@ class Connector:
         if self._target is None:
             return hostport(h.address, h.port or 22)
         real, port = self._target
-        return hostport(real, port) if real == h.address else f"{h.address} ({hostport(real, port)})"
+        return (
+            hostport(real, port) if real == h.address else f"{h.address} ({hostport(real, port)})"
+        )
 
     @property
     def state(self) -> str:
@@ -140,8 +143,12 @@ class Connector:
         ssh config and the agent."""
         keys = self.host.client_keys or ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
         files = [_expand(k) for k in keys] + [_expand("~/.ssh/config")]
-        return (self.host, os.environ.get("SSH_AUTH_SOCK"),
-                *(_file_stamp(p) for p in files), *(_file_stamp(p + ".pub") for p in files))
+        return (
+            self.host,
+            os.environ.get("SSH_AUTH_SOCK"),
+            *(_file_stamp(p) for p in files),
+            *(_file_stamp(p + ".pub") for p in files),
+        )
 
     async def connection(self) -> asyncssh.SSHClientConnection:
         """The live connection, made (or remade, with backoff after failures) when needed."""
@@ -154,12 +161,19 @@ class Connector:
             last = self._last_error
             if last is not None and last.code in AUTH_CODES:
                 if self._auth_inputs() == self._auth_stamp and now < self._retry_at:
-                    raise HostError(self.name, f"{last.message} (not retried until the key files, "
-                                    "~/.ssh/config or the fleet file change, or in "
-                                    f"{self._retry_at - now:.0f}s)", last.code)
+                    raise HostError(
+                        self.name,
+                        f"{last.message} (not retried until the key files, "
+                        "~/.ssh/config or the fleet file change, or in "
+                        f"{self._retry_at - now:.0f}s)",
+                        last.code,
+                    )
             elif last is not None and now < self._retry_at:
-                raise HostError(self.name, f"{last.message} (next retry in {self._retry_at - now:.0f}s)",
-                                last.code)
+                raise HostError(
+                    self.name,
+                    f"{last.message} (next retry in {self._retry_at - now:.0f}s)",
+                    last.code,
+                )
             try:
                 self._conn = await self._connect()
             except HostError as e:
@@ -196,8 +210,11 @@ class Connector:
         await self._resolve()
         for k in h.client_keys or ():
             if not os.path.exists(_expand(k)):
-                raise HostError(self.name, f"key file {k} does not exist (client_keys in the fleet file)",
-                                "key-file")
+                raise HostError(
+                    self.name,
+                    f"key file {k} does not exist (client_keys in the fleet file)",
+                    "key-file",
+                )
         try:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for loses a cancellation that
             # comes as the connection is made, and waits for the attempt it cancels
@@ -206,22 +223,34 @@ class Connector:
         except asyncssh.HostKeyNotVerifiable:
             return await self._unverified_key(opts)
         except TimeoutError:
-            raise HostError(self.name, f"connection to {self.where} timed out after {h.connect_timeout:g}s",
-                            "timeout") from None
+            raise HostError(
+                self.name,
+                f"connection to {self.where} timed out after {h.connect_timeout:g}s",
+                "timeout",
+            ) from None
         except asyncssh.PermissionDenied as e:
             user = h.user or self._user or "the default user"
-            raise HostError(self.name, f"authentication refused by {self.where} for {user}: {e.reason}",
-                            "auth") from None
+            raise HostError(
+                self.name, f"authentication refused by {self.where} for {user}: {e.reason}", "auth"
+            ) from None
         except (asyncssh.KeyImportError, ValueError) as e:
             # asyncssh reads the key files before connecting: "Public key mismatch" means
             # id_x.pub is not the public half of id_x
             if isinstance(e, ValueError) and "key" not in str(e).lower():
-                raise HostError(self.name, f"cannot connect to {self.where}: {e}", "unreachable") from None
-            raise HostError(self.name, f"{self._bad_key()} cannot be used: {e}", "key-file") from None
+                raise HostError(
+                    self.name, f"cannot connect to {self.where}: {e}", "unreachable"
+                ) from None
+            raise HostError(
+                self.name, f"{self._bad_key()} cannot be used: {e}", "key-file"
+            ) from None
         except asyncssh.DisconnectError as e:
-            raise HostError(self.name, f"{self.where} disconnected: {e.reason}", "disconnected") from None
+            raise HostError(
+                self.name, f"{self.where} disconnected: {e.reason}", "disconnected"
+            ) from None
         except OSError as e:
-            raise HostError(self.name, f"cannot connect to {self.where}: {_os_reason(e)}", "unreachable") from None
+            raise HostError(
+                self.name, f"cannot connect to {self.where}: {_os_reason(e)}", "unreachable"
+            ) from None
 
     def _bad_key(self) -> str:
         """Which configured key file asyncssh could not load, as the fleet file names it."""
@@ -240,32 +269,53 @@ class Connector:
             async with asyncio.timeout(h.connect_timeout + 1):
                 key = await asyncssh.get_server_host_key(real, port)
         except (TimeoutError, OSError, asyncssh.Error) as e:
-            raise HostError(self.name, f"host key of {self.where} not verifiable and not readable: {e}",
-                            "host-key") from None
+            raise HostError(
+                self.name,
+                f"host key of {self.where} not verifiable and not readable: {e}",
+                "host-key",
+            ) from None
         if key is None:
             raise HostError(self.name, f"host key of {self.where} could not be read", "host-key")
         fp = key.get_fingerprint("sha256")
         kh_path = _expand(h.known_hosts)
         if known_hosts.keys_for(kh_path, real, port):
-            raise HostError(self.name, f"host key of {self.where} CHANGED: it now presents {key.get_algorithm()} "
-                            f"{fp}, which does not match {h.known_hosts}; refusing (remove the old entry only if "
-                            "you know why it changed)", "host-key-changed")
+            raise HostError(
+                self.name,
+                f"host key of {self.where} CHANGED: it now presents {key.get_algorithm()} "
+                f"{fp}, which does not match {h.known_hosts}; refusing (remove the old entry only if "
+                "you know why it changed)",
+                "host-key-changed",
+            )
         if not h.accept_new_host_keys:
-            raise HostError(self.name, f"host key of {self.where} is unknown: {key.get_algorithm()} {fp} "
-                            f"is not in {h.known_hosts}; refusing (verify it, then add it, or set "
-                            "accept_new_host_keys = true)", "host-key-unknown")
-        known_hosts.append_entry(kh_path, f"{known_hosts.entry_name(real, port)} "
-                           f"{key.export_public_key('openssh').decode().strip()}\n")
+            raise HostError(
+                self.name,
+                f"host key of {self.where} is unknown: {key.get_algorithm()} {fp} "
+                f"is not in {h.known_hosts}; refusing (verify it, then add it, or set "
+                "accept_new_host_keys = true)",
+                "host-key-unknown",
+            )
+        known_hosts.append_entry(
+            kh_path,
+            f"{known_hosts.entry_name(real, port)} "
+            f"{key.export_public_key('openssh').decode().strip()}\n",
+        )
         opts = dict(opts, known_hosts=kh_path)
         try:
             async with asyncio.timeout(h.connect_timeout + 1):
                 return await asyncssh.connect(h.address, **opts)
         except asyncssh.PermissionDenied as e:
-            raise HostError(self.name, f"trusted the new host key {fp} of {self.where}, then authentication "
-                            f"was refused: {e.reason}", "auth") from None
+            raise HostError(
+                self.name,
+                f"trusted the new host key {fp} of {self.where}, then authentication "
+                f"was refused: {e.reason}",
+                "auth",
+            ) from None
         except (TimeoutError, asyncssh.Error, OSError) as e:
-            raise HostError(self.name, f"connection to {self.where} failed after trusting new key {fp}: {e}",
-                            "unreachable") from None
+            raise HostError(
+                self.name,
+                f"connection to {self.where} failed after trusting new key {fp}: {e}",
+                "unreachable",
+            ) from None
 
     async def close(self) -> None:
         """Close the connection (if any): the host is told, and the connection is closed here

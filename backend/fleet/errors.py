@@ -28,7 +28,9 @@ class HelperError(HostError):
     `error` is the answer's error object as it came (empty when there is none), `answer` the
     whole answer, so a caller can word the refusal its own way."""
 
-    def __init__(self, host: str, message: str, code: str = "helper", answer: object = None) -> None:
+    def __init__(
+        self, host: str, message: str, code: str = "helper", answer: object = None
+    ) -> None:
         super().__init__(host, message, code)
         self.answer = answer
         err = answer.get("error") if isinstance(answer, dict) else None
@@ -39,11 +41,21 @@ class HelperError(HostError):
         """The error an answer that is not `ok` stands for."""
         err = answer.get("error") if isinstance(answer, dict) else None
         if isinstance(err, dict):
-            return cls(host, str(err.get("message") or "failed"), str(err.get("code") or "helper"), answer)
-        what = ("an object with neither ok: true nor an error object" if isinstance(answer, dict)
-                else f"a {type(answer).__name__}")
-        return cls(host, f"the helper's answer is malformed ({what}, not an answer object with ok): "
-                   f"{str(answer)[:200]}", "bad-answer", answer)
+            return cls(
+                host, str(err.get("message") or "failed"), str(err.get("code") or "helper"), answer
+            )
+        what = (
+            "an object with neither ok: true nor an error object"
+            if isinstance(answer, dict)
+            else f"a {type(answer).__name__}"
+        )
+        return cls(
+            host,
+            f"the helper's answer is malformed ({what}, not an answer object with ok): "
+            f"{str(answer)[:200]}",
+            "bad-answer",
+            answer,
+        )
 
 
 def answer_or_raise(host: str, answer: object) -> dict:

@@ -88,5 +88,14 @@ def hot_margin(g: Gpu) -> int | None:
     return g.temperature_slowdown_c - g.temperature_c
 
 
-__all__ = ["MARKED", "REASON_WORDS", "SLOWDOWN", "XID_MEANINGS", "hot_margin", "reason_words", "slowdowns",
-           "throttle_mark", "xid_meaning"]
+__all__ = [
+    "MARKED",
+    "REASON_WORDS",
+    "SLOWDOWN",
+    "XID_MEANINGS",
+    "hot_margin",
+    "reason_words",
+    "slowdowns",
+    "throttle_mark",
+    "xid_meaning",
+]

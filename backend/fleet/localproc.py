@@ -45,9 +45,14 @@ class LocalProcess:
     """A child in a session of its own, with asyncio streams for the pipes it was given:
     `stdin` (a StreamWriter, or None), `stdout` and `stderr` (StreamReaders)."""
 
-    def __init__(self, popen: subprocess.Popen, stdin: asyncio.StreamWriter | None,
-                 stdout: asyncio.StreamReader, stderr: asyncio.StreamReader,
-                 transports: list[asyncio.BaseTransport]) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        stdin: asyncio.StreamWriter | None,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+        transports: list[asyncio.BaseTransport],
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdin = stdin
@@ -80,7 +85,7 @@ class LocalProcess:
             fd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             fd = None
-        if fd is None:   # a kernel without pidfds: look again every 20 ms
+        if fd is None:  # a kernel without pidfds: look again every 20 ms
             while (rc := self._popen.poll()) is None:
                 await asyncio.sleep(0.02)
             return rc
@@ -94,7 +99,7 @@ class LocalProcess:
         loop.add_reader(fd, _readable)
         try:
             await ended
-            while (rc := self._popen.poll()) is None:   # readable means it ended: at once
+            while (rc := self._popen.poll()) is None:  # readable means it ended: at once
                 await asyncio.sleep(0.005)
             return rc
         finally:
@@ -115,16 +120,23 @@ class LocalProcess:
             t.close()
 
 
-async def spawn(argv: list[str], *, stdin: bool = True, limit: int = 1 << 16,
-                env: dict[str, str] | None = None) -> LocalProcess:
+async def spawn(
+    argv: list[str], *, stdin: bool = True, limit: int = 1 << 16, env: dict[str, str] | None = None
+) -> LocalProcess:
     """Start `argv` in a session of its own with pipes for stdout and stderr (and stdin when
     `stdin`, else /dev/null). OSError as from `subprocess.Popen` when it cannot start.
     Cancelled while its pipes are being connected, the child is killed and its pipes closed
     before the cancellation goes on; nothing is awaited then."""
     loop = asyncio.get_running_loop()
-    popen = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                             start_new_session=True, env=env)
+    popen = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        start_new_session=True,
+        env=env,
+    )
     transports: list[asyncio.BaseTransport] = []
     try:
         writer = None
@@ -136,7 +148,8 @@ async def spawn(argv: list[str], *, stdin: bool = True, limit: int = 1 << 16,
         for pipe in (popen.stdout, popen.stderr):
             reader = asyncio.StreamReader(limit=limit, loop=loop)
             rt, _ = await loop.connect_read_pipe(
-                functools.partial(asyncio.StreamReaderProtocol, reader, loop=loop), pipe)
+                functools.partial(asyncio.StreamReaderProtocol, reader, loop=loop), pipe
+            )
             transports.append(rt)
             readers.append(reader)
     except BaseException:

@@ -20,10 +20,12 @@ from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
 
 HELPER = "fleetdeck.backend.host.logs"
-LINE_LIMIT = 1 << 20   # one answer line of the helper (its chunks are 64 KiB of text)
+LINE_LIMIT = 1 << 20  # one answer line of the helper (its chunks are 64 KiB of text)
 
 
-def _request(host: HostConfig, run: str, lines: int, follow: bool, grep: str | None = None) -> dict[str, Any]:
+def _request(
+    host: HostConfig, run: str, lines: int, follow: bool, grep: str | None = None
+) -> dict[str, Any]:
     req = {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
     if grep is not None:
         req["grep"] = grep
@@ -39,8 +41,14 @@ def grep_pattern(grep: str) -> re.Pattern[str]:
         raise ValueError(f"--grep {grep!r} is not a regular expression: {e}") from None
 
 
-async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = False,
-                    timeout: float | None = None, grep: str | None = None) -> AsyncIterator[str]:
+async def log_lines(
+    link: HostLink,
+    run: str,
+    lines: int = 40,
+    follow: bool = False,
+    timeout: float | None = None,
+    grep: str | None = None,
+) -> AsyncIterator[str]:
     """The last `lines` lines of `run`'s train.log (a run folder's name under one of the host's
     runs roots, or its path), then, with `follow`, each line appended to it, until the caller
     stops iterating. A line is the host's text (undecodable bytes kept as surrogates), without
@@ -54,23 +62,29 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
     the log is longer), then the appended lines that match, matched here."""
     timeout = link.host.command_timeout if timeout is None else timeout
     pattern = grep_pattern(grep) if grep is not None else None
-    helper = await link.start_helper(HELPER, ["--tied"], what="log reader",
-                                     within=link.host.connect_timeout + timeout)
+    helper = await link.start_helper(
+        HELPER, ["--tied"], what="log reader", within=link.host.connect_timeout + timeout
+    )
     try:
         await helper.send_json(_request(link.host, run, lines, follow, grep))
         try:
             first = answer_or_raise(link.name, await _next(helper, link, timeout))
         except HelperError as e:
-            raise HostError(link.name, str(e.error.get("message") or "train.log could not be read"),
-                            str(e.error.get("code") or "helper")) from None
+            raise HostError(
+                link.name,
+                str(e.error.get("message") or "train.log could not be read"),
+                str(e.error.get("code") or "helper"),
+            ) from None
         pending = b""
         cut = first.get("cut")
         searched = first.get("searched")
         if pattern is not None and isinstance(searched, dict):
             read, size = searched.get("bytes"), searched.get("size")
             if isinstance(read, int) and isinstance(size, int) and 0 <= read < size:
-                yield (f"-- matches in the last {read} bytes of train.log only ({size} bytes in all): "
-                       "a longer log is not searched whole --")
+                yield (
+                    f"-- matches in the last {read} bytes of train.log only ({size} bytes in all): "
+                    "a longer log is not searched whole --"
+                )
         if isinstance(cut, dict):
             yield cut_line(cut)
         text = str(first.get("text") or "")
@@ -85,8 +99,11 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
                 error = msg.get("error")
                 if not isinstance(error, dict):
                     error = {}
-                raise HostError(link.name, str(error.get("message") or "the log reader stopped"),
-                                str(error.get("code") or "helper"))
+                raise HostError(
+                    link.name,
+                    str(error.get("message") or "the log reader stopped"),
+                    str(error.get("code") or "helper"),
+                )
             if msg.get("event") == "truncated":
                 if pending and (pattern is None or pattern.search(fsdec(pending))):
                     yield fsdec(pending)
@@ -99,7 +116,7 @@ async def log_lines(link: HostLink, run: str, lines: int = 40, follow: bool = Fa
                 line = fsdec(b)
                 if pattern is None or pattern.search(line):
                     yield line
-            if len(pending) > LINE_LIMIT:   # a line without end: shown in pieces
+            if len(pending) > LINE_LIMIT:  # a line without end: shown in pieces
                 line = fsdec(pending)
                 if pattern is None or pattern.search(line):
                     yield line
@@ -117,8 +134,10 @@ def cut_line(cut: dict[str, Any]) -> str:
     if cut.get("partial") is True:
         parts.append("the start of the line below")
     what = " and ".join(parts) or "earlier lines"
-    return (f"-- {what} ({size} bytes of train.log) not shown: sent as escaped text they would pass "
-            f"the {LINE_LIMIT >> 20} MiB a host may send in one answer --")
+    return (
+        f"-- {what} ({size} bytes of train.log) not shown: sent as escaped text they would pass "
+        f"the {LINE_LIMIT >> 20} MiB a host may send in one answer --"
+    )
 
 
 def _split(data: bytes) -> list[str]:
@@ -135,14 +154,18 @@ async def _next(helper: Any, link: HostLink, timeout: float | None) -> dict[str,
         async with asyncio.timeout(timeout):
             msg = await helper.recv_json(LINE_LIMIT)
     except TimeoutError:
-        raise HostError(link.name, f"the log reader did not answer within {timeout:g}s", "timeout") from None
+        raise HostError(
+            link.name, f"the log reader did not answer within {timeout:g}s", "timeout"
+        ) from None
     except AnswerTooLarge as e:
         raise HostError(link.name, str(e), "answer-too-large") from None
     except ShellOutputError as e:
         raise HostError(link.name, str(e), "shell-output") from None
     except EOFError:
         why = await helper.read_stderr()
-        raise HostError(link.name, f"the log reader ended: {why or 'connection closed'}", "helper") from None
+        raise HostError(
+            link.name, f"the log reader ended: {why or 'connection closed'}", "helper"
+        ) from None
     except ValueError:
         raise HostError(link.name, "the log reader sent what is not JSON", "helper") from None
     if not isinstance(msg, dict):

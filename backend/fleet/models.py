@@ -236,7 +236,10 @@ class HostSnapshot:
             "error": self.error,
             "error_code": self.error_code,
             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
-            "memory": {"total_bytes": self.memory_total_bytes, "used_bytes": self.memory_used_bytes},
+            "memory": {
+                "total_bytes": self.memory_total_bytes,
+                "used_bytes": self.memory_used_bytes,
+            },
             "load1": self.load1,
             "gpus": [_gpu_json(g) for g in self.gpus],
             "disks": [asdict(d) for d in self.disks],
@@ -310,6 +313,19 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
 
 
 __all__ = [
-    "Checkpoint", "Disk", "FleetSnapshot", "Gpu", "GpuEcc", "GpuPcie", "GpuProcess", "HostSnapshot", "Process", "Run", "Schedule", "Xid",
-    "run_json", "schedule_json", "unreachable_json",
+    "Checkpoint",
+    "Disk",
+    "FleetSnapshot",
+    "Gpu",
+    "GpuEcc",
+    "GpuPcie",
+    "GpuProcess",
+    "HostSnapshot",
+    "Process",
+    "Run",
+    "Schedule",
+    "Xid",
+    "run_json",
+    "schedule_json",
+    "unreachable_json",
 ]

@@ -28,8 +28,14 @@ class PollerClosed(RuntimeError):
 
 def _kind(v: object) -> str:
     """A JSON value's kind in words (`a list`, `a number`)."""
-    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false",
-            type(None): "null"}.get(type(v), type(v).__name__)
+    return {
+        list: "a list",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "true or false",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
 
 
 def probe_source() -> str:
@@ -39,7 +45,12 @@ def probe_source() -> str:
 
 def probe_request(host: HostConfig) -> dict:
     """What one poll asks a host's probe for."""
-    return {"op": "snapshot", "runs": list(host.runs), "disk_paths": host.all_roots, "stall_factor": 10}
+    return {
+        "op": "snapshot",
+        "runs": list(host.runs),
+        "disk_paths": host.all_roots,
+        "stall_factor": 10,
+    }
 
 
 class Poller:
@@ -54,7 +65,9 @@ class Poller:
     does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
     """
 
-    def __init__(self, fleet: Fleet, probe: str | None = None, deadline: float | None = None) -> None:
+    def __init__(
+        self, fleet: Fleet, probe: str | None = None, deadline: float | None = None
+    ) -> None:
         self.fleet = fleet
         #: `poll()` returns after this many seconds at most (None: when every host has answered
         #: or failed); a host still asking then is shown as it last was and answers later
@@ -84,7 +97,9 @@ class Poller:
         """The last snapshot in which `name` answered."""
         return self._last_good.get(name)
 
-    async def poll(self, hosts: list[str] | None = None, deadline: float | None = None) -> FleetSnapshot:
+    async def poll(
+        self, hosts: list[str] | None = None, deadline: float | None = None
+    ) -> FleetSnapshot:
         """One poll of the fleet (or of the named hosts), hosts in fleet-file order.
 
         Each host is asked on its own deadline (its connect and command timeouts). With a poll
@@ -114,25 +129,41 @@ class Poller:
                 await asyncio.wait(pending, timeout=deadline)
             # a host never heard from yet is waited for up to its connect timeout (a cold
             # start shows hosts as they answer, not a column of "still asking")
-            first = [h for h in targets if h.name not in self._last_shown and not tasks[h.name].done()]
+            first = [
+                h for h in targets if h.name not in self._last_shown and not tasks[h.name].done()
+            ]
             if first:
-                await asyncio.wait([tasks[h.name] for h in first],
-                                   timeout=max(0.0, min(h.connect_timeout for h in first) - deadline))
+                await asyncio.wait(
+                    [tasks[h.name] for h in first],
+                    timeout=max(0.0, min(h.connect_timeout for h in first) - deadline),
+                )
         snaps, fresh = [], []
         now = time.time()
         for h in targets:
             t = tasks[h.name]
             if not t.done():
-                snaps.append(self._last_shown.get(h.name) or HostSnapshot(
-                    name=h.name, reachable=False, error="no answer yet (still asking)", error_code="pending",
-                    time=now))
+                snaps.append(
+                    self._last_shown.get(h.name)
+                    or HostSnapshot(
+                        name=h.name,
+                        reachable=False,
+                        error="no answer yet (still asking)",
+                        error_code="pending",
+                        time=now,
+                    )
+                )
                 continue
             del self._inflight[h.name]
             if t.cancelled():
                 raise asyncio.CancelledError()
             e = t.exception()
-            r = t.result() if e is None else HostSnapshot(name=h.name, reachable=False,
-                                                           error=f"{type(e).__name__}: {e}", time=now)
+            r = (
+                t.result()
+                if e is None
+                else HostSnapshot(
+                    name=h.name, reachable=False, error=f"{type(e).__name__}: {e}", time=now
+                )
+            )
             snaps.append(r)
             fresh.append(h.name)
             if r.reachable:
@@ -147,8 +178,13 @@ class Poller:
         try:
             return await self._ask(host, retry=True)
         except HostError as e:
-            return HostSnapshot(name=host.name, reachable=False, error=e.message, error_code=e.code,
-                                time=time.time())
+            return HostSnapshot(
+                name=host.name,
+                reachable=False,
+                error=e.message,
+                error_code=e.code,
+                time=time.time(),
+            )
 
     async def _ask(self, host: HostConfig, retry: bool) -> HostSnapshot:
         link = self._links[host.name]
@@ -169,8 +205,9 @@ class Poller:
                 answer = await probe.recv_json()
         except TimeoutError:
             self._forget(host.name, drop_link=False)
-            raise HostError(host.name, f"probe did not answer within {host.command_timeout:g}s",
-                            "timeout") from None
+            raise HostError(
+                host.name, f"probe did not answer within {host.command_timeout:g}s", "timeout"
+            ) from None
         except AnswerTooLarge as e:
             # the rest of that line is still on its way: the probe goes, its channel with it
             self._forget(host.name, drop_link=False)
@@ -198,7 +235,9 @@ class Poller:
             if retry and not fresh:
                 return await self._ask(host, retry=False)
             # all of it (bounded): the cause of a traceback is at its top, not in its last line
-            raise HostError(host.name, f"probe failed: {why.strip() or 'connection closed'}", "probe") from None
+            raise HostError(
+                host.name, f"probe failed: {why.strip() or 'connection closed'}", "probe"
+            ) from None
         except Exception as e:  # asyncssh errors surface as their own types
             self._forget(host.name, drop_link=True)
             if retry and not fresh:
@@ -206,8 +245,12 @@ class Poller:
             raise HostError(host.name, f"connection lost: {e}", "disconnected") from None
         latency_ms = (time.perf_counter() - t0) * 1000
         if not isinstance(answer, dict):
-            raise HostError(host.name, f"the probe answered {_kind(answer)}, not a JSON object: "
-                            f"{shown(str(answer))[:200]}", "bad-answer")
+            raise HostError(
+                host.name,
+                f"the probe answered {_kind(answer)}, not a JSON object: "
+                f"{shown(str(answer))[:200]}",
+                "bad-answer",
+            )
         if "error" in answer and "gpus" not in answer:
             raise HostError(host.name, f"probe error: {answer.get('error')}", "probe")
         return host_from_probe(host.name, answer, latency_ms, time.time())
@@ -248,9 +291,9 @@ class Poller:
                 if not fut.done():
                     fut.cancel()
                 elif not fut.cancelled():
-                    fut.exception()   # retrieved: an error while closing is no news
+                    fut.exception()  # retrieved: an error while closing is no news
             for link in self._links.values():
-                link.drop()   # whatever is still open now is aborted
+                link.drop()  # whatever is still open now is aborted
 
 
 async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnapshot:
@@ -260,4 +303,3 @@ async def poll_fleet(fleet: Fleet, hosts: list[str] | None = None) -> FleetSnaps
         return await poller.poll(hosts)
     finally:
         await poller.close()
-

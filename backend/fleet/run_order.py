@@ -36,7 +36,12 @@ def ordered_runs(runs: Iterable[Run], hosts: Sequence[str] = ()) -> list[Run]:
     rank = {h: i for i, h in enumerate(hosts)}
 
     def key(r: Run) -> tuple:
-        return (r.state not in LIVE, rank.get(r.host, len(rank)), natural_key(r.host),
-                natural_key(r.name), natural_key(r.path))
+        return (
+            r.state not in LIVE,
+            rank.get(r.host, len(rank)),
+            natural_key(r.host),
+            natural_key(r.name),
+            natural_key(r.path),
+        )
 
     return sorted(runs, key=key)

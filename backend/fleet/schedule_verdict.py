@@ -70,8 +70,13 @@ def _parse(data: object) -> Acks:
     hosts = data.get("hosts")
     if not isinstance(hosts, dict):
         hosts = {}
-    on_host = frozenset((str(h), str(x)) for h, ids in hosts.items() if isinstance(ids, list)
-                        for x in ids if isinstance(x, str))
+    on_host = frozenset(
+        (str(h), str(x))
+        for h, ids in hosts.items()
+        if isinstance(ids, list)
+        for x in ids
+        if isinstance(x, str)
+    )
     return Acks(everywhere, on_host, stored=True)
 
 
@@ -121,19 +126,27 @@ def resolve_legacy(acks: Acks, hosts: list[HostSnapshot]) -> Acks:
     file, those legacy ids are rewritten there to the full ids, under the lock."""
     fleet = {s.id for h in hosts for s in h.schedules}
     per_host = {h.name: [s.id for s in h.schedules] for h in hosts}
-    every = {old: new for old in acks.everywhere if LEGACY_ID.match(old)
-             if (new := _widened(old, fleet))}
-    local = {(h, old): (h, new) for h, old in acks.on_host if LEGACY_ID.match(old) and h in per_host
-             if (new := _widened(old, per_host[h]))}
+    every = {
+        old: new for old in acks.everywhere if LEGACY_ID.match(old) if (new := _widened(old, fleet))
+    }
+    local = {
+        (h, old): (h, new)
+        for h, old in acks.on_host
+        if LEGACY_ID.match(old) and h in per_host
+        if (new := _widened(old, per_host[h]))
+    }
     if not every and not local:
         return acks
     if acks.stored:
         try:
             _migrate(every, local)
         except OSError:
-            pass   # a read-only state folder: the legacy ids keep working, resolved each poll
-    return Acks(acks.everywhere | frozenset(every.values()), acks.on_host | frozenset(local.values()),
-                stored=acks.stored)
+            pass  # a read-only state folder: the legacy ids keep working, resolved each poll
+    return Acks(
+        acks.everywhere | frozenset(every.values()),
+        acks.on_host | frozenset(local.values()),
+        stored=acks.stored,
+    )
 
 
 def _migrate(every: dict[str, str], local: dict[tuple[str, str], tuple[str, str]]) -> None:
@@ -143,8 +156,12 @@ def _migrate(every: dict[str, str], local: dict[tuple[str, str], tuple[str, str]
         gone_every = {o for o in every if o in cur.everywhere}
         gone_local = {o for o in local if o in cur.on_host}
         if gone_every or gone_local:
-            _save(Acks((cur.everywhere - gone_every) | {every[o] for o in gone_every},
-                       (cur.on_host - gone_local) | {local[o] for o in gone_local}))
+            _save(
+                Acks(
+                    (cur.everywhere - gone_every) | {every[o] for o in gone_every},
+                    (cur.on_host - gone_local) | {local[o] for o in gone_local},
+                )
+            )
 
 
 # -- the verdict -------------------------------------------------------------------------------
@@ -165,7 +182,9 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     `acks` count as `resolve_legacy` says.
     """
     acks = resolve_legacy(load_acks() if acks is None else acks, hosts)
-    counts = Counter(_norm(s.command) for h in hosts for s in h.schedules if s.active and not s.system)
+    counts = Counter(
+        _norm(s.command) for h in hosts for s in h.schedules if s.active and not s.system
+    )
     out = []
     for h in hosts:
         if not h.schedules:
@@ -210,7 +229,9 @@ def twins_index(fleet: Iterable[Schedule]) -> dict[str, list[Schedule]]:
     return index
 
 
-def why(s: Schedule, fleet: Iterable[Schedule], index: dict[str, list[Schedule]] | None = None) -> str:
+def why(
+    s: Schedule, fleet: Iterable[Schedule], index: dict[str, list[Schedule]] | None = None
+) -> str:
     """One line saying why `s` is stray (or why it is not), for the CLI and the dashboard
     (`index`: `twins_index(fleet)`, for a caller that asks for many rows)."""
     if s.system:
@@ -220,18 +241,26 @@ def why(s: Schedule, fleet: Iterable[Schedule], index: dict[str, list[Schedule]]
     parts = []
     if "dead-target" in s.reasons:
         miss = list(s.missing_paths)
-        parts.append(f"names {miss[0]}, which does not exist on {s.host}" + (
-            f" (and {len(miss) - 1} more)" if len(miss) > 1 else "") if miss else
-            f"names a path that does not exist on {s.host}")
+        parts.append(
+            f"names {miss[0]}, which does not exist on {s.host}"
+            + (f" (and {len(miss) - 1} more)" if len(miss) > 1 else "")
+            if miss
+            else f"names a path that does not exist on {s.host}"
+        )
     if "duplicate" in s.reasons:
         key = _norm(s.command)
-        pool = index.get(key, []) if index is not None else (
-            o for o in fleet if o.active and not o.system and _norm(o.command) == key)
+        pool = (
+            index.get(key, [])
+            if index is not None
+            else (o for o in fleet if o.active and not o.system and _norm(o.command) == key)
+        )
         twins = [o for o in pool if o is not s]
         where = sorted({o.host for o in twins})
         n = len(twins)
-        parts.append(f"the same command runs {n} more time{'s' if n != 1 else ''}"
-                     + (f" (on {', '.join(where)})" if where else ""))
+        parts.append(
+            f"the same command runs {n} more time{'s' if n != 1 else ''}"
+            + (f" (on {', '.join(where)})" if where else "")
+        )
     other = [r for r in s.reasons if r not in ("dead-target", "duplicate", "unacknowledged")]
     parts += other
     if "unacknowledged" in s.reasons and not parts:
@@ -244,5 +273,17 @@ def stray_first(schedules: Iterable[Schedule]) -> list[Schedule]:
     return sorted(schedules, key=lambda s: (action_rank(s), s.host, s.kind, s.id))
 
 
-__all__ = ["Acks", "JUDGED", "LEGACY_ID", "WIDE_ID", "acknowledge", "action_rank", "acks_path", "load_acks",
-           "mark_stray", "resolve_legacy", "stray_first", "why"]
+__all__ = [
+    "Acks",
+    "JUDGED",
+    "LEGACY_ID",
+    "WIDE_ID",
+    "acknowledge",
+    "action_rank",
+    "acks_path",
+    "load_acks",
+    "mark_stray",
+    "resolve_legacy",
+    "stray_first",
+    "why",
+]

@@ -53,12 +53,22 @@ class Seat:
 
     def to_json(self) -> dict[str, Any]:
         """The contract's seat object (plus pid, pids, per-card memory and the command)."""
-        return {"host": self.host, "port": self.port, "kind": self.kind, "model": self.model,
-                "gpus": self.gpus, "memory_mib": self.memory_mib,
-                "memory_by_gpu": {str(k): v for k, v in sorted(self.memory_by_gpu.items())},
-                "flags": dict(self.flags), "container": self.container, "restarts": self.restarts,
-                "oom_killed": self.oom_killed, "pid": self.pid, "pids": list(self.pids),
-                "command": self.command}
+        return {
+            "host": self.host,
+            "port": self.port,
+            "kind": self.kind,
+            "model": self.model,
+            "gpus": self.gpus,
+            "memory_mib": self.memory_mib,
+            "memory_by_gpu": {str(k): v for k, v in sorted(self.memory_by_gpu.items())},
+            "flags": dict(self.flags),
+            "container": self.container,
+            "restarts": self.restarts,
+            "oom_killed": self.oom_killed,
+            "pid": self.pid,
+            "pids": list(self.pids),
+            "command": self.command,
+        }
 
 
 def _int(v: Any) -> int | None:
@@ -69,8 +79,12 @@ def seat_from_json(host: str, d: dict[str, Any]) -> Seat:
     """A Seat from the host's dict (or from `seats --json`); unknown keys are ignored."""
     mem = d.get("memory_by_gpu") or {}
     return Seat(
-        host=host, kind=str(d.get("kind", "")), port=_int(d.get("port")), model=d.get("model"),
-        pid=_int(d.get("pid")), start_ticks=_int(d.get("start_ticks")),
+        host=host,
+        kind=str(d.get("kind", "")),
+        port=_int(d.get("port")),
+        model=d.get("model"),
+        pid=_int(d.get("pid")),
+        start_ticks=_int(d.get("start_ticks")),
         pids=tuple(p for p in d.get("pids") or () if isinstance(p, int)),
         flags={str(k): str(v) for k, v in (d.get("flags") or {}).items()},
         command=str(d.get("command") or ""),

@@ -22,10 +22,18 @@ async def fetch_series(link: HostLink, path: str, timeout: float | None = None) 
     except HelperError as e:
         if not isinstance(e.answer, dict):
             raise HostError(link.name, "the series answer is not an object", "helper") from None
-        raise HostError(link.name, str(e.error.get("message") or "the series could not be read"),
-                        str(e.error.get("code") or "helper")) from None
+        raise HostError(
+            link.name,
+            str(e.error.get("message") or "the series could not be read"),
+            str(e.error.get("code") or "helper"),
+        ) from None
     marks: list[str] = []
     losses = checked_series(answer.get("losses"), "losses", marks)
     evals = checked_series(answer.get("eval_losses"), "eval_losses", marks)
-    return {"host": link.name, "path": path, "losses": [list(p) for p in losses],
-            "eval_losses": [list(p) for p in evals], "warnings": marks}
+    return {
+        "host": link.name,
+        "path": path,
+        "losses": [list(p) for p in losses],
+        "eval_losses": [list(p) for p in evals],
+        "warnings": marks,
+    }

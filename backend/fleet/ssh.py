@@ -43,13 +43,17 @@ from fleetdeck.backend.fleet.connect import (
 from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.host.lib.text import shown
 
-SUDO_SENTENCE = ("sudo asks for a password (become = \"sudo\" runs helpers with sudo -n): give {user} a "
-                 "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)")
+SUDO_SENTENCE = (
+    'sudo asks for a password (become = "sudo" runs helpers with sudo -n): give {user} a '
+    "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)"
+)
 
 
-SUDO_MISSING = ("sudo is not installed on the host, or not on the login's PATH (become = \"sudo\" runs "
-                "every helper through sudo -n): install sudo there, or remove become for this host "
-                "(the host's shell said: {line})")
+SUDO_MISSING = (
+    'sudo is not installed on the host, or not on the login\'s PATH (become = "sudo" runs '
+    "every helper through sudo -n): install sudo there, or remove become for this host "
+    "(the host's shell said: {line})"
+)
 
 
 def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
@@ -62,10 +66,14 @@ def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
             return HostError(host.name, SUDO_MISSING.format(line=shown(line)[:200]), "sudo-missing")
     if not sudo_refused(stderr):
         return None
-    return HostError(host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password")
+    return HostError(
+        host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password"
+    )
 
 
-async def ended_error(host: HostConfig, helper: HelperProcess, e: BaseException, what: str) -> HostError:
+async def ended_error(
+    host: HostConfig, helper: HelperProcess, e: BaseException, what: str
+) -> HostError:
     """The error for a helper whose channel closed under it (`Channel not open for sending`,
     a broken pipe, end of file): what it said on stderr as it ended names the cause (no sudo,
     a password prompt, a traceback); the bare exception only when it said nothing."""
@@ -73,8 +81,13 @@ async def ended_error(host: HostConfig, helper: HelperProcess, e: BaseException,
     refused = sudo_error(host, err)
     if refused is not None:
         return refused
-    why = err or (str(e) if not isinstance(e, EOFError) else "") or "its channel closed without a word"
+    why = (
+        err
+        or (str(e) if not isinstance(e, EOFError) else "")
+        or "its channel closed without a word"
+    )
     return HostError(host.name, f"the {what} ended before it answered: {why}", "helper")
+
 
 # After a host's payload cache failed to keep a payload, it is sent whole for this long before
 # the cache is tried again (it may have been a full disk).
@@ -111,8 +124,13 @@ class HostLink(Connector):
     def _remote_command(self, argv: list[str]) -> str:
         return shlex.join(argv)
 
-    async def run(self, argv: list[str], input: bytes | None = None,
-                  timeout: float | None = None, limit: int = OUTPUT_LIMIT) -> CommandResult:
+    async def run(
+        self,
+        argv: list[str],
+        input: bytes | None = None,
+        timeout: float | None = None,
+        limit: int = OUTPUT_LIMIT,
+    ) -> CommandResult:
         """Run argv on the host (no shell interpretation of its items); bytes in and out.
 
         Bounded: `timeout` is for the whole command (start, input, output and exit together);
@@ -133,12 +151,14 @@ class HostLink(Connector):
                 await proc.reap()
                 proc.close()
                 if isinstance(e, TimeoutError):
-                    raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
+                    raise HostError(
+                        self.name, f"{what} timed out after {timeout:g}s", "timeout"
+                    ) from None
                 if isinstance(e, AnswerTooLarge):
                     raise HostError(self.name, str(e), "answer-too-large") from None
                 raise
             return CommandResult(proc.returncode or 0, out, err)
-        conn = await self.connection()   # bounded by the connect timeout
+        conn = await self.connection()  # bounded by the connect timeout
         chan = None
         try:
             # the whole command, its start included: a host that accepted the connection and
@@ -151,7 +171,7 @@ class HostLink(Connector):
             if chan is not None:
                 chan.close()  # the channel goes, and a tied helper with it (WATCHDOG)
             else:
-                self.drop()   # not even a channel in that time: the connection is dead
+                self.drop()  # not even a channel in that time: the connection is dead
             raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
         except AnswerTooLarge as e:
             if chan is not None:
@@ -170,8 +190,9 @@ class HostLink(Connector):
         rc = chan.exit_status if chan.exit_status is not None else 255
         return CommandResult(rc, out or b"", err or b"")
 
-    async def run_helper(self, source: str, payload: Any, timeout: float | None = None,
-                         what: str = "helper") -> Any:
+    async def run_helper(
+        self, source: str, payload: Any, timeout: float | None = None, what: str = "helper"
+    ) -> Any:
         """Run a stdlib helper with `payload` as JSON on stdin; its one JSON answer on stdout.
         HostError `shell-output` when the login shell printed text ahead of the answer,
         `helper` (with the helper's whole stderr, bounded) when there is no answer. A bundled
@@ -206,8 +227,16 @@ class HostLink(Connector):
             err = f"exit status {res.returncode}, " + (f"output: {out}" if out else "no output")
         raise HostError(self.name, f"{what} failed: {err}", "helper")
 
-    async def call(self, helper: str, op: str, /, *, within: float | None = None, what: str = "helper",
-                   **fields: Any) -> dict[str, Any]:
+    async def call(
+        self,
+        helper: str,
+        op: str,
+        /,
+        *,
+        within: float | None = None,
+        what: str = "helper",
+        **fields: Any,
+    ) -> dict[str, Any]:
         """Ask `helper` (a bundled helper's module, or source text) for `op` with `fields` as
         the rest of the request, in one run (`run_helper`, bounded by `within` seconds, the
         host's command_timeout by default): its answer when it says `"ok": true`.
@@ -217,8 +246,13 @@ class HostLink(Connector):
         answer = await self.run_helper(helper, {"op": op, **fields}, timeout=within, what=what)
         return answer_or_raise(self.name, answer)
 
-    async def start_helper(self, source: str, args: list[str] | None = None,
-                           what: str = "helper", within: float | None = None) -> HelperProcess:
+    async def start_helper(
+        self,
+        source: str,
+        args: list[str] | None = None,
+        what: str = "helper",
+        within: float | None = None,
+    ) -> HelperProcess:
         """Start a resident helper; its source is already sent, the streams are yours.
 
         Bounded: connecting, opening its channel and sending its source take at most `within`
@@ -243,7 +277,9 @@ class HostLink(Connector):
         try:
             async with asyncio.timeout(within):
                 proc = await spawn()
-                return await self._started(HelperProcess, proc, not self.is_local, what, source, spawn)
+                return await self._started(
+                    HelperProcess, proc, not self.is_local, what, source, spawn
+                )
         except BaseException as e:
             # cancelled, timed out or failed while it started: nobody holds the process yet, so
             # it is stopped here rather than left running unwatched
@@ -253,8 +289,11 @@ class HostLink(Connector):
                     helper.close()
                 if not self.is_local:
                     self.drop()
-                raise HostError(self.name, f"no answer: the {what} could not be started within "
-                                f"{within:g}s", "timeout") from None
+                raise HostError(
+                    self.name,
+                    f"no answer: the {what} could not be started within {within:g}s",
+                    "timeout",
+                ) from None
             if helper is not None and isinstance(e, (BrokenPipeError, ConnectionError)):
                 # it ended before its source was sent (no sudo, no python): its stderr says why
                 # (read for at most 2 s)
@@ -267,8 +306,9 @@ class HostLink(Connector):
                 helper.close()
             raise
 
-    async def _started(self, cls: Any, proc: Any, remote: bool, what: str, source: str,
-                       spawn: Any, *extra: Any) -> HelperProcess:
+    async def _started(
+        self, cls: Any, proc: Any, remote: bool, what: str, source: str, spawn: Any, *extra: Any
+    ) -> HelperProcess:
         """Send helper `source` to a started BOOT (by name when the host may have it cached,
         with `spawn` to start it again and send it whole when it has not)."""
         first, resend, sha = self._boot(source)
@@ -315,9 +355,9 @@ class HostLink(Connector):
 
         return payload_stdin(p, cached=True), resend, p.sha256
 
-
-    async def transfer_helper(self, source: str, args: list[str] | None = None,
-                              what: str = "helper") -> HelperProcess:
+    async def transfer_helper(
+        self, source: str, args: list[str] | None = None, what: str = "helper"
+    ) -> HelperProcess:
         """Start a helper for a bulk byte stream (mirror's reader and writer).
 
         Over SSH it runs on a connection of its own, so polls on the shared connection are
@@ -341,8 +381,12 @@ class HostLink(Connector):
 
         async def spawn() -> Any:
             try:
-                return await conn.create_process(self._remote_command(argv), encoding=None,
-                                                 window=TRANSFER_WINDOW, max_pktsize=TRANSFER_PKTSIZE)
+                return await conn.create_process(
+                    self._remote_command(argv),
+                    encoding=None,
+                    window=TRANSFER_WINDOW,
+                    max_pktsize=TRANSFER_PKTSIZE,
+                )
             except (asyncssh.Error, OSError) as e:
                 if own is not None:
                     own.close()
@@ -365,8 +409,11 @@ class HostLink(Connector):
             if isinstance(e, TimeoutError):
                 if own is None:
                     self.drop()
-                raise HostError(self.name, f"no answer: the {what} could not be started within "
-                                f"{within:g}s", "timeout") from None
+                raise HostError(
+                    self.name,
+                    f"no answer: the {what} could not be started within {within:g}s",
+                    "timeout",
+                ) from None
             raise
 
 
@@ -386,9 +433,11 @@ async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tu
         except (BrokenPipeError, ConnectionResetError):
             pass  # it stopped reading; what it said tells why
 
-    out, err, _ = await asyncio.gather(read_bounded(proc.stdout, limit, what),
-                                       read_bounded(proc.stderr, STDERR_KEEP, what, keep_tail=True),
-                                       feed())
+    out, err, _ = await asyncio.gather(
+        read_bounded(proc.stdout, limit, what),
+        read_bounded(proc.stderr, STDERR_KEEP, what, keep_tail=True),
+        feed(),
+    )
     return out, err
 
 
@@ -405,7 +454,12 @@ class _TransferHelper(HelperProcess):
             self._own.close()
 
 
-TRANSFER_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
-                    "chacha20-poly1305@openssh.com", "aes128-ctr", "aes256-ctr"]
+TRANSFER_CIPHERS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes256-ctr",
+]
 TRANSFER_WINDOW = 16 * 1024 * 1024
 TRANSFER_PKTSIZE = 256 * 1024

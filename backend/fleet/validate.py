@@ -28,13 +28,22 @@ from fleetdeck.backend.fleet.seat_model import seat_from_json
 from fleetdeck.backend.host.lib.text import shown
 
 #: what one answer may hold of each kind of item (the rest is left out, with a warning)
-MAX_ITEMS = {"gpus": 64, "processes": 1024, "disks": 256, "runs": 5000, "schedules": 5000,
-             "checkpoints": 1000, "warnings": 200, "seats": 256, "series": 100_000}
+MAX_ITEMS = {
+    "gpus": 64,
+    "processes": 1024,
+    "disks": 256,
+    "runs": 5000,
+    "schedules": 5000,
+    "checkpoints": 1000,
+    "warnings": 200,
+    "seats": 256,
+    "series": 100_000,
+}
 #: the longest text kept from a host in one field (longer is cut, ending in "…")
 MAX_TEXT = 4096
-MAX_COUNT = 10**15        # steps, pids, job numbers: any real one is far below
-MAX_BYTES = 2**63 - 1     # byte figures: what a signed 64-bit column holds
-MAX_FIGURE = 1e15         # losses, seconds, MiB: any real one is far below
+MAX_COUNT = 10**15  # steps, pids, job numbers: any real one is far below
+MAX_BYTES = 2**63 - 1  # byte figures: what a signed 64-bit column holds
+MAX_FIGURE = 1e15  # losses, seconds, MiB: any real one is far below
 
 
 class BadField(ValueError):
@@ -57,7 +66,7 @@ def _text(v: Any, field: str, optional: bool = False, limit: int = MAX_TEXT) -> 
         return None
     if not isinstance(v, str):
         raise BadField(field, f"not text ({_desc(v)})")
-    return v if len(v) <= limit else v[:limit - 1] + "…"
+    return v if len(v) <= limit else v[: limit - 1] + "…"
 
 
 def _number(v: Any, field: str, lo: float, hi: float, integer: bool) -> float | int | None:
@@ -113,7 +122,7 @@ def checked_series(v: Any, field: str, marks: list[str]) -> tuple[tuple[int, flo
         return ()
     out = []
     bad = 0
-    for pt in v[:MAX_ITEMS["series"]]:
+    for pt in v[: MAX_ITEMS["series"]]:
         try:
             if not isinstance(pt, (list, tuple)) or len(pt) != 2:
                 raise BadField(field, "not a [step, value] pair")
@@ -126,7 +135,9 @@ def checked_series(v: Any, field: str, marks: list[str]) -> tuple[tuple[int, flo
     if bad:
         marks.append(f"{field}: {bad} bad point{'s' if bad != 1 else ''} dropped")
     if len(v) > MAX_ITEMS["series"]:
-        marks.append(f"{field}: {len(v) - MAX_ITEMS['series']} points past {MAX_ITEMS['series']} left out")
+        marks.append(
+            f"{field}: {len(v) - MAX_ITEMS['series']} points past {MAX_ITEMS['series']} left out"
+        )
     return tuple(out)
 
 
@@ -135,16 +146,24 @@ def _run(host: str, d: Any, marks: list[str]) -> Run:
     path = _text(d.get("path"), "path")
     name = _text(d.get("name", ""), "name")
     ckpts = []
-    for c in (d.get("checkpoints") or ())[:MAX_ITEMS["checkpoints"]] if isinstance(d.get("checkpoints"), list) else ():
+    for c in (
+        (d.get("checkpoints") or ())[: MAX_ITEMS["checkpoints"]]
+        if isinstance(d.get("checkpoints"), list)
+        else ()
+    ):
         try:
             if not isinstance(c, dict):
                 raise BadField("checkpoints", f"not an object ({_desc(c)})")
             ci = _Item(c, "checkpoint")
-            ckpts.append(Checkpoint(path=_text(c.get("path"), "checkpoints.path"),  # type: ignore[arg-type]
-                                    step=_count(c.get("step"), "checkpoints.step"),
-                                    bytes=_count(c.get("bytes") or 0, "checkpoints.bytes", MAX_BYTES) or 0,
-                                    complete=ci.soft(_flag, "complete"),
-                                    problem=ci.soft(_text, "problem", True, 300)))
+            ckpts.append(
+                Checkpoint(
+                    path=_text(c.get("path"), "checkpoints.path"),  # type: ignore[arg-type]
+                    step=_count(c.get("step"), "checkpoints.step"),
+                    bytes=_count(c.get("bytes") or 0, "checkpoints.bytes", MAX_BYTES) or 0,
+                    complete=ci.soft(_flag, "complete"),
+                    problem=ci.soft(_text, "problem", True, 300),
+                )
+            )
             it.marks.extend(f"checkpoints.{m}" for m in ci.marks)
         except BadField as e:
             it.marks.append(str(e))
@@ -203,16 +222,30 @@ def _schedule(host: str, d: Any, marks: list[str]) -> Schedule:
         next_run=it.soft(_text, "next_run", True),
         pid=it.soft(_count, "pid", 2**31),
         stray=bool(d.get("stray", False)),
-        reasons=tuple(_text(r, "reasons", limit=200) for r in reasons[:32]) if isinstance(reasons, list) else (),  # type: ignore[misc]
+        reasons=tuple(
+            _text(r, "reasons", limit=200)  # type: ignore[misc]
+            for r in reasons[:32]
+        )
+        if isinstance(reasons, list)
+        else (),
         active=d.get("active", True) is not False,
         start_time=it.soft(_count, "start_time", MAX_BYTES),
         raw=it.soft(_text, "raw", True, 4 * MAX_TEXT),
         line=it.soft(_count, "line"),
         unit=it.soft(_text, "unit", True),
-        job=None if job is None else str(_count(job, "job")) if not isinstance(job, str) else _text(job, "job", limit=64),
+        job=None
+        if job is None
+        else str(_count(job, "job"))
+        if not isinstance(job, str)
+        else _text(job, "job", limit=64),
         scope=it.soft(_text, "scope", True),
         system=d.get("system", False) is True,
-        missing_paths=tuple(_text(p, "missing_paths") for p in missing[:64]) if isinstance(missing, list) else (),  # type: ignore[misc]
+        missing_paths=tuple(
+            _text(p, "missing_paths")  # type: ignore[misc]
+            for p in missing[:64]
+        )
+        if isinstance(missing, list)
+        else (),
     )
     marks.extend(it.marks)
     return sched
@@ -256,13 +289,26 @@ def _part(d: Any, key: str, fields: dict[str, tuple], marks: list[str]) -> dict[
     return out
 
 
-PCIE_FIELDS = {"gen": (_whole, 0, 64), "gen_max": (_whole, 0, 64), "width": (_whole, 0, 1024),
-               "width_max": (_whole, 0, 1024), "tx_bytes_s": (_figure, 0.0), "rx_bytes_s": (_figure, 0.0),
-               "sampled_at": (_figure, 0.0)}
-ECC_FIELDS = {"mode": (_text, True, 32), "corrected": (_count,), "uncorrected": (_count,),
-              "corrected_aggregate": (_count,), "uncorrected_aggregate": (_count,),
-              "pending_retirement": (_flag,), "remapped_correctable": (_count,),
-              "remapped_uncorrectable": (_count,), "remap_failure": (_flag,)}
+PCIE_FIELDS = {
+    "gen": (_whole, 0, 64),
+    "gen_max": (_whole, 0, 64),
+    "width": (_whole, 0, 1024),
+    "width_max": (_whole, 0, 1024),
+    "tx_bytes_s": (_figure, 0.0),
+    "rx_bytes_s": (_figure, 0.0),
+    "sampled_at": (_figure, 0.0),
+}
+ECC_FIELDS = {
+    "mode": (_text, True, 32),
+    "corrected": (_count,),
+    "uncorrected": (_count,),
+    "corrected_aggregate": (_count,),
+    "uncorrected_aggregate": (_count,),
+    "pending_retirement": (_flag,),
+    "remapped_correctable": (_count,),
+    "remapped_uncorrectable": (_count,),
+    "remap_failure": (_flag,),
+}
 
 
 def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
@@ -276,7 +322,10 @@ def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
         try:
             if not isinstance(x, dict):
                 raise BadField("xid", f"not an object ({_desc(x)})")
-            t, code = _figure(x.get("time"), "xid.time", 0.0), _count(x.get("code"), "xid.code", 1_000_000)
+            t, code = (
+                _figure(x.get("time"), "xid.time", 0.0),
+                _count(x.get("code"), "xid.code", 1_000_000),
+            )
             if t is None or code is None:
                 raise BadField("xid", "no time or code")
             out.append(Xid(time=t, code=code))
@@ -289,15 +338,19 @@ def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
     it = _Item(d, "gpu")
     procs = []
     items = d.get("processes") or ()
-    for p in items[:MAX_ITEMS["processes"]] if isinstance(items, list) else ():
+    for p in items[: MAX_ITEMS["processes"]] if isinstance(items, list) else ():
         try:
             pi = _Item(p, "process")
-            procs.append(GpuProcess(pid=_count(p.get("pid", 0), "processes.pid", 2**31) or 0,
-                                    user=_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
-                                    used_mib=pi.soft(_figure, "used_mib", 0.0) or 0.0,
-                                    command=_text(p.get("command", ""), "processes.command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
-                                    sm_pct=pi.soft(_figure, "sm_pct", 0.0, 100.0),
-                                    memory_util_pct=pi.soft(_figure, "memory_util_pct", 0.0, 100.0)))
+            procs.append(
+                GpuProcess(
+                    pid=_count(p.get("pid", 0), "processes.pid", 2**31) or 0,
+                    user=_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
+                    used_mib=pi.soft(_figure, "used_mib", 0.0) or 0.0,
+                    command=_text(p.get("command", ""), "processes.command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
+                    sm_pct=pi.soft(_figure, "sm_pct", 0.0, 100.0),
+                    memory_util_pct=pi.soft(_figure, "memory_util_pct", 0.0, 100.0),
+                )
+            )
             marks.extend(f"processes.{m}" for m in pi.marks)
         except BadField as e:
             marks.append(f"a process left out: {e}")
@@ -337,13 +390,15 @@ def _gpu(d: Any, i: int, marks: list[str]) -> Gpu:
 
 def _disk(d: Any, i: int, marks: list[str]) -> Disk:
     it = _Item(d, "disk")
-    disk = Disk(path=_text(d.get("path", ""), "path"),  # type: ignore[arg-type]
-                mount=_text(d.get("mount", ""), "mount"),  # type: ignore[arg-type]
-                fstype=_text(d.get("fstype", ""), "fstype", limit=64),  # type: ignore[arg-type]
-                total_bytes=it.soft(_count, "total_bytes", MAX_BYTES) or 0,
-                used_bytes=it.soft(_count, "used_bytes", MAX_BYTES) or 0,
-                free_bytes=it.soft(_count, "free_bytes", MAX_BYTES) or 0,
-                error=it.soft(_text, "error", True))
+    disk = Disk(
+        path=_text(d.get("path", ""), "path"),  # type: ignore[arg-type]
+        mount=_text(d.get("mount", ""), "mount"),  # type: ignore[arg-type]
+        fstype=_text(d.get("fstype", ""), "fstype", limit=64),  # type: ignore[arg-type]
+        total_bytes=it.soft(_count, "total_bytes", MAX_BYTES) or 0,
+        used_bytes=it.soft(_count, "used_bytes", MAX_BYTES) or 0,
+        free_bytes=it.soft(_count, "free_bytes", MAX_BYTES) or 0,
+        error=it.soft(_text, "error", True),
+    )
     marks.extend(it.marks)
     return disk
 
@@ -354,15 +409,17 @@ PROCESS_TAGS = ("gpu", "run", "seat", "loop", "stopped", "cpu", "memory")
 def _process(d: Any, i: int, marks: list[str]) -> Process:
     it = _Item(d, "process")
     why = d.get("why") or []
-    proc = Process(pid=_count(d.get("pid"), "pid", 2**31) or 0,
-                   start=_count(d.get("start"), "start", MAX_BYTES),  # type: ignore[arg-type]
-                   user=_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
-                   command=_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
-                   cpu_pct=it.soft(_figure, "cpu_pct", 0.0, 1e5),
-                   rss_bytes=it.soft(_count, "rss_bytes", MAX_BYTES),
-                   gpu_mib=it.soft(_figure, "gpu_mib", 0.0),
-                   why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (),
-                   ppid=it.soft(_count, "ppid", 2**31))
+    proc = Process(
+        pid=_count(d.get("pid"), "pid", 2**31) or 0,
+        start=_count(d.get("start"), "start", MAX_BYTES),  # type: ignore[arg-type]
+        user=_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
+        command=_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
+        cpu_pct=it.soft(_figure, "cpu_pct", 0.0, 1e5),
+        rss_bytes=it.soft(_count, "rss_bytes", MAX_BYTES),
+        gpu_mib=it.soft(_figure, "gpu_mib", 0.0),
+        why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (),
+        ppid=it.soft(_count, "ppid", 2**31),
+    )
     if not proc.pid or proc.start is None:
         raise BadField("pid", "no pid and start time: no identity")
     marks.extend(it.marks)
@@ -407,15 +464,24 @@ def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, .
 def _on_our_clock(gpus: tuple[Gpu, ...], host_time: Any, now: float) -> tuple[Gpu, ...]:
     """The GPUs with their Xid times moved from the host's clock to ours (the answer's `time`
     is the host's clock at the poll, `now` ours), so a rule compares them with the poll's time."""
-    if not now or isinstance(host_time, bool) or not isinstance(host_time, (int, float)) \
-            or not math.isfinite(host_time) or not any(g.xid for g in gpus):
+    if (
+        not now
+        or isinstance(host_time, bool)
+        or not isinstance(host_time, (int, float))
+        or not math.isfinite(host_time)
+        or not any(g.xid for g in gpus)
+    ):
         return gpus
     shift = now - host_time
-    return tuple(replace(g, xid=tuple(replace(x, time=x.time + shift) for x in g.xid)) if g.xid else g
-                 for g in gpus)
+    return tuple(
+        replace(g, xid=tuple(replace(x, time=x.time + shift) for x in g.xid)) if g.xid else g
+        for g in gpus
+    )
 
 
-def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now: float) -> HostSnapshot:
+def host_from_probe(
+    name: str, d: dict[str, Any], latency_ms: float | None, now: float
+) -> HostSnapshot:
     """A reachable HostSnapshot from one probe answer, each item checked on its own (see the
     boundary above): what is wrong is named in `warnings`, the rest of the host stays."""
     if not isinstance(d, dict):
@@ -423,7 +489,7 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
     warnings: list[str] = []
     raw_warn = d.get("warnings")
     if isinstance(raw_warn, list):
-        for w in raw_warn[:MAX_ITEMS["warnings"]]:
+        for w in raw_warn[: MAX_ITEMS["warnings"]]:
             warnings.append(w[:500] if isinstance(w, str) else _desc(w))
     top = _Item(d, "answer")
     mem = d.get("memory") if isinstance(d.get("memory"), dict) else {}
@@ -431,7 +497,9 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
     gpus = _on_our_clock(_items("gpus", d.get("gpus"), _gpu, warnings), d.get("time"), now)
     disks = _items("disks", d.get("disks"), _disk, warnings)
     runs = _items("runs", d.get("runs"), lambda r, i, m: _run(name, r, m), warnings)
-    schedules = _items("schedules", d.get("schedules"), lambda s, i, m: _schedule(name, s, m), warnings)
+    schedules = _items(
+        "schedules", d.get("schedules"), lambda s, i, m: _schedule(name, s, m), warnings
+    )
     processes = _items("processes", d.get("processes"), _process, warnings)
     snap = HostSnapshot(
         name=name,
@@ -459,21 +527,38 @@ def host_from_probe(name: str, d: dict[str, Any], latency_ms: float | None, now:
 def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
     if not isinstance(items, list):
         return None
-    return _items("seats", items, lambda s, i, m: seat_from_json(host, s), [] if warnings is None else warnings)
+    return _items(
+        "seats",
+        items,
+        lambda s, i, m: seat_from_json(host, s),
+        [] if warnings is None else warnings,
+    )
 
 
 def host_from_json(d: dict[str, Any]) -> HostSnapshot:
     """A HostSnapshot back from its `to_json()` form (recorded fleets, tests, snapshots)."""
     if not d.get("reachable"):
-        return HostSnapshot(name=d["name"], reachable=False, error=d.get("error"), time=d.get("time", 0.0))
+        return HostSnapshot(
+            name=d["name"], reachable=False, error=d.get("error"), time=d.get("time", 0.0)
+        )
     snap = host_from_probe(d["name"], d, d.get("latency_ms"), d.get("time", 0.0))
     return snap
 
 
 def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:
     """A FleetSnapshot back from `status --json` output."""
-    return FleetSnapshot(hosts=tuple(host_from_json(h) for h in d.get("hosts", ())), time=d.get("time", 0.0))
+    return FleetSnapshot(
+        hosts=tuple(host_from_json(h) for h in d.get("hosts", ())), time=d.get("time", 0.0)
+    )
 
 
-__all__ = ["MAX_ITEMS", "BadField", "checked_series", "fleet_from_json", "host_from_json", "host_from_probe",
-           "run_from_json", "schedule_from_json"]
+__all__ = [
+    "MAX_ITEMS",
+    "BadField",
+    "checked_series",
+    "fleet_from_json",
+    "host_from_json",
+    "host_from_probe",
+    "run_from_json",
+    "schedule_from_json",
+]

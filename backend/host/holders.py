@@ -66,7 +66,7 @@ def _index(real, st):
             try:
                 entry = next(entries, None)
             except OSError:
-                entry, complete = None, False   # its listing broke while read (it went)
+                entry, complete = None, False  # its listing broke while read (it went)
             if entry is None:
                 stack.pop()
                 _close(fd, entries)
@@ -74,7 +74,7 @@ def _index(real, st):
             try:
                 est = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
             except OSError:
-                complete = False   # gone between the listing and its stat
+                complete = False  # gone between the listing and its stat
                 continue
             if len(index) >= MAX_ENTRIES:
                 return index, False
@@ -128,8 +128,11 @@ def _bounded(listed, given):
     JSON (past it each holder keeps its first use, the rest counted in `more_uses`; still past
     it, refused as `too-big`)."""
     if len(listed) > MAX_HOLDERS:
-        raise Refused("too-many", "%d processes hold a file under %s, more than one answer lists (%d): "
-                      "name a narrower path" % (len(listed), given, MAX_HOLDERS))
+        raise Refused(
+            "too-many",
+            "%d processes hold a file under %s, more than one answer lists (%d): "
+            "name a narrower path" % (len(listed), given, MAX_HOLDERS),
+        )
     if len(json.dumps(listed)) <= ANSWER_BUDGET:
         return listed
     for r in listed:
@@ -137,8 +140,11 @@ def _bounded(listed, given):
         del r["uses"][1:]
     size = len(json.dumps(listed))
     if size > ANSWER_BUDGET:
-        raise Refused("too-big", "the holders of %s take %d MiB to list, more than one answer carries (%d MiB): "
-                      "name a narrower path" % (given, size >> 20, ANSWER_BUDGET >> 20))
+        raise Refused(
+            "too-big",
+            "the holders of %s take %d MiB to list, more than one answer carries (%d MiB): "
+            "name a narrower path" % (given, size >> 20, ANSWER_BUDGET >> 20),
+        )
     return listed
 
 
@@ -165,19 +171,34 @@ def holders(req):
             continue
         rec = by_pid.get(pid)
         if rec is None:
-            rec = by_pid[pid] = {"pid": pid, "start": procfs.start_ticks(pid), "user": _user(procfs.uid(pid)),
-                                 "command": " ".join(procfs.cmdline(pid))[:COMMAND_CHARS], "comm": h["comm"],
-                                 "uses": [], "more_uses": 0}
+            rec = by_pid[pid] = {
+                "pid": pid,
+                "start": procfs.start_ticks(pid),
+                "user": _user(procfs.uid(pid)),
+                "command": " ".join(procfs.cmdline(pid))[:COMMAND_CHARS],
+                "comm": h["comm"],
+                "uses": [],
+                "more_uses": 0,
+            }
         if len(rec["uses"]) < MAX_USES:
             rec["uses"].append({"how": h["how"], "file": h["file"]})
         else:
             rec["more_uses"] += 1
     listed = _bounded([r for r in by_pid.values() if r["start"] is not None], given)
-    return {"path": given, "resolved": real, "kind": "directory" if stat.S_ISDIR(st.st_mode) else "file",
-            "entries": len(index), "complete": complete, "processes": len(procfs.pids()),
-            "holders": listed,
-            "unreadable": [{"pid": u["pid"], "comm": u["comm"], "error": u["error"]}
-                           for u in unreadable if not u.get("ancestor")]}
+    return {
+        "path": given,
+        "resolved": real,
+        "kind": "directory" if stat.S_ISDIR(st.st_mode) else "file",
+        "entries": len(index),
+        "complete": complete,
+        "processes": len(procfs.pids()),
+        "holders": listed,
+        "unreadable": [
+            {"pid": u["pid"], "comm": u["comm"], "error": u["error"]}
+            for u in unreadable
+            if not u.get("ancestor")
+        ],
+    }
 
 
 if __name__ == "__main__":

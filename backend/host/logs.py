@@ -74,7 +74,10 @@ def resolve(req):
         path = os.path.join(os.path.expanduser(str(root)), run)
         if os.path.isdir(path):
             return path
-    raise LookupError("no run folder %r under %s" % (run, ", ".join(str(r) for r in req.get("roots") or []) or "any runs root"))
+    raise LookupError(
+        "no run folder %r under %s"
+        % (run, ", ".join(str(r) for r in req.get("roots") or []) or "any runs root")
+    )
 
 
 def _open(dfd, path):
@@ -109,7 +112,7 @@ def _char_cost(ch):
     if o < 0x20:
         return 2 if ch in "\b\f\n\r\t" else 6
     if o < 0x80:
-        return 2 if ch in "\"\\" else 1
+        return 2 if ch in '"\\' else 1
     return 6 if o < 0x10000 else 12
 
 
@@ -120,7 +123,7 @@ def fit(parts, budget=ANSWER_BUDGET):
     kept = []
     used = 0
     for p in reversed(parts):
-        cost = _travel(p.decode("utf-8", "surrogateescape")) + (2 if kept else 0)   # "\n" is 2
+        cost = _travel(p.decode("utf-8", "surrogateescape")) + (2 if kept else 0)  # "\n" is 2
         if used + cost > budget:
             break
         kept.append(p)
@@ -137,7 +140,9 @@ def fit(parts, budget=ANSWER_BUDGET):
             n -= 1
             used += _char_cost(last[n])
         text = last[n:]
-        cut_bytes = sum(len(p) + 1 for p in parts[:-1]) + len(last[:n].encode("utf-8", "surrogateescape"))
+        cut_bytes = sum(len(p) + 1 for p in parts[:-1]) + len(
+            last[:n].encode("utf-8", "surrogateescape")
+        )
         return text, {"lines": cut - 1, "bytes": cut_bytes, "partial": True}
     return text, ({"lines": cut, "bytes": cut_bytes} if cut else None)
 
@@ -154,7 +159,7 @@ def tail_text(fd, size, lines, budget=ANSWER_BUDGET):
             break
         data += chunk
     if start > 0 and b"\n" in data:
-        data = data[data.index(b"\n") + 1:]   # a partial first line
+        data = data[data.index(b"\n") + 1 :]  # a partial first line
     parts = data.split(b"\n")
     if parts and parts[-1] == b"":
         parts.pop()
@@ -187,7 +192,7 @@ def grep_tail(fd, size, lines, pattern, budget=ANSWER_BUDGET):
         parts = carry.split(b"\n")
         carry = parts.pop()
         if skip_first and parts:
-            parts.pop(0)   # a partial first line
+            parts.pop(0)  # a partial first line
             skip_first = False
         for p in parts:
             match(p)
@@ -266,10 +271,15 @@ def follow(dfd, path, fd, ino, offset):
         try:
             now = os.stat(LOG, dir_fd=dfd, follow_symlinks=False)
         except OSError:
-            continue   # rotated away for a moment: wait for the new one
+            continue  # rotated away for a moment: wait for the new one
         if stat.S_ISLNK(now.st_mode):
-            _send(_fail("symlink", "%s was replaced by a symlink while it was followed; a symlink is "
-                        "never followed, so the follow ends here" % path))
+            _send(
+                _fail(
+                    "symlink",
+                    "%s was replaced by a symlink while it was followed; a symlink is "
+                    "never followed, so the follow ends here" % path,
+                )
+            )
             return 0
         if fd is None or now.st_ino != ino or now.st_size < offset:
             if fd is not None:
@@ -280,13 +290,22 @@ def follow(dfd, path, fd, ino, offset):
             except LookupError as e:
                 code, message = e.args if len(e.args) == 2 else ("unreadable", str(e))
                 if code == "not-a-file":
-                    if "symlink" in message:   # swapped in between the look and the open
-                        code, message = "symlink", ("%s was replaced by a symlink while it was "
-                                                    "followed; a symlink is never followed, so the "
-                                                    "follow ends here" % path)
-                    _send(_fail(code, message + ("" if code == "symlink" else "; the follow ends here")))
+                    if "symlink" in message:  # swapped in between the look and the open
+                        code, message = (
+                            "symlink",
+                            (
+                                "%s was replaced by a symlink while it was "
+                                "followed; a symlink is never followed, so the "
+                                "follow ends here" % path
+                            ),
+                        )
+                    _send(
+                        _fail(
+                            code, message + ("" if code == "symlink" else "; the follow ends here")
+                        )
+                    )
                     return 0
-                continue   # gone again: wait for the next one
+                continue  # gone again: wait for the next one
             ino, offset = st.st_ino, 0
             _send({"event": "truncated"})
         os.lseek(fd, offset, os.SEEK_SET)

@@ -40,8 +40,14 @@ from fleetdeck.backend.host.lib.serve import Refused, serve
 
 MAX_GRACE = 300.0
 #: the signals the Host view offers, by the name it shows
-SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "HUP": signal.SIGHUP,
-           "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "KILL": signal.SIGKILL}
+SIGNALS = {
+    "TERM": signal.SIGTERM,
+    "INT": signal.SIGINT,
+    "HUP": signal.SIGHUP,
+    "STOP": signal.SIGSTOP,
+    "CONT": signal.SIGCONT,
+    "KILL": signal.SIGKILL,
+}
 #: how long a signal whose effect is not the end of the process is watched for it (seconds)
 SETTLE = 2.0
 _STOPPED = ("T", "t")
@@ -59,9 +65,12 @@ def _checked(req):
     if pid == 1:
         raise Refused("init", "pid 1 is the host's init: never signalled from here")
     if not procfs.same_process(pid, start):
-        raise Refused("gone", "process %d is not the one listed any more (it ended, or its pid was reused)" % pid)
+        raise Refused(
+            "gone",
+            "process %d is not the one listed any more (it ended, or its pid was reused)" % pid,
+        )
     listed = str(req.get("command") or "")
-    now = _command_line(pid)   # "" when gone or unreadable
+    now = _command_line(pid)  # "" when gone or unreadable
     if not now or (listed and not now.startswith(listed)):
         raise Refused("changed", "process %d now runs another command than the one listed" % pid)
     if procfs.has_helper_marker(pid):
@@ -90,11 +99,17 @@ def _command_line(pid):
 def stop(req):
     pid, start, name = _checked(req)
     grace = req.get("grace", 10)
-    grace = min(MAX_GRACE, max(0.0, float(grace))) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else 10.0
+    grace = (
+        min(MAX_GRACE, max(0.0, float(grace)))
+        if isinstance(grace, (int, float)) and not isinstance(grace, bool)
+        else 10.0
+    )
     sent = []
     try:
         if not procfs.signal_process(pid, start, SIGNALS[name]):
-            raise Refused("gone", "process %d ended before any signal reached it: nothing was signalled" % pid)
+            raise Refused(
+                "gone", "process %d ended before any signal reached it: nothing was signalled" % pid
+            )
         sent.append("SIG" + name)
         if name in ("TERM", "INT", "HUP") and _state(pid, start) in _STOPPED:
             # a paused process acts on no signal until it runs again (the shell's kill and
@@ -115,7 +130,9 @@ def stop(req):
             return _gone("stopped", pid, start, sent)
         return _alive("unchanged", pid, start, sent)
     except PermissionError:
-        raise Refused("permission", "process %d belongs to another user; this login may not signal it" % pid) from None
+        raise Refused(
+            "permission", "process %d belongs to another user; this login may not signal it" % pid
+        ) from None
 
 
 def _terminated(pid, start, name, grace, sent):
@@ -155,17 +172,30 @@ def _alive(result, pid, start, sent):
     state = _state(pid, start)
     if state is None:
         return _gone("stopped", pid, start, sent)
-    return {"result": result, "signals": sent, "pid": pid,
-            "witness": {"pid": pid, "start": start, "gone": False, "state": state,
-                        "checked": "/proc/%d/stat" % pid}}
+    return {
+        "result": result,
+        "signals": sent,
+        "pid": pid,
+        "witness": {
+            "pid": pid,
+            "start": start,
+            "gone": False,
+            "state": state,
+            "checked": "/proc/%d/stat" % pid,
+        },
+    }
 
 
 def _gone(result, pid, start, sent):
     """The answer for a process that is gone, with its witness: /proc read once more."""
-    if procfs.same_process(pid, start):   # never reached: wait_gone just said so
+    if procfs.same_process(pid, start):  # never reached: wait_gone just said so
         return {"result": "still-running", "signals": sent, "pid": pid}
-    return {"result": result, "signals": sent, "pid": pid,
-            "witness": {"pid": pid, "start": start, "gone": True, "checked": "/proc/%d/stat" % pid}}
+    return {
+        "result": result,
+        "signals": sent,
+        "pid": pid,
+        "witness": {"pid": pid, "start": start, "gone": True, "checked": "/proc/%d/stat" % pid},
+    }
 
 
 if __name__ == "__main__":

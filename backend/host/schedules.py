@@ -81,17 +81,30 @@ def without_line(data, line, raw, what):
     lines = split_lines(data)
     want = fsenc(raw)
     if not 1 <= line <= len(lines):
-        raise Refused("changed-since-listing", "%s now has %d lines, so line %d is gone" % (what, len(lines), line))
+        raise Refused(
+            "changed-since-listing",
+            "%s now has %d lines, so line %d is gone" % (what, len(lines), line),
+        )
     got = lines[line - 1]
     if got.endswith(b"\n"):
         got = got[:-1]
     if got != want:
-        raise Refused("changed-since-listing", "line %d of %s now reads %s, not the listed %s"
-                      % (line, what, shown_short(got), shown_short(want)))
+        raise Refused(
+            "changed-since-listing",
+            "line %d of %s now reads %s, not the listed %s"
+            % (line, what, shown_short(got), shown_short(want)),
+        )
     if not want.strip() or NOT_AN_ENTRY.match(want):
-        raise Refused("nothing-to-remove", "line %d of %s holds no schedule (%s): nothing to remove"
-                      % (line, what, "it is blank" if not want.strip() else "it reads %s" % shown_short(want)))
-    return b"".join(lines[:line - 1] + lines[line:])
+        raise Refused(
+            "nothing-to-remove",
+            "line %d of %s holds no schedule (%s): nothing to remove"
+            % (
+                line,
+                what,
+                "it is blank" if not want.strip() else "it reads %s" % shown_short(want),
+            ),
+        )
+    return b"".join(lines[: line - 1] + lines[line:])
 
 
 def _crontab_argv(user):
@@ -112,7 +125,9 @@ def _read_crontab(user):
 def _backup_dir(req):
     d = req.get("backup_dir")
     if not d:
-        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".local", "state"
+        )
         d = os.path.join(base, "fleetdeck", "backups")
     d = os.path.expanduser(d)
     os.makedirs(d, mode=0o700, exist_ok=True)
@@ -146,15 +161,20 @@ def _current(s):
     """(bytes now, what, backup name) of a crontab or cron file entry's whole file."""
     if s["kind"] == "crontab":
         who = s.get("user") or crontab.me()
-        return (_read_crontab(s.get("user")), "the crontab of %s" % shown_short(who),
-                "crontab-%s-%s" % (_safe(who), _stamp()))
+        return (
+            _read_crontab(s.get("user")),
+            "the crontab of %s" % shown_short(who),
+            "crontab-%s-%s" % (_safe(who), _stamp()),
+        )
     path = _cron_file_path(s)
     try:
         data = _read_file(path)[0]
     except FileNotFoundError:
         raise Refused("not-found", "cron file %s no longer exists" % shown_short(path)) from None
     except OSError as e:
-        raise Refused("unsupported", "cannot read cron file %s safely: %s" % (shown_short(path), e.strerror)) from None
+        raise Refused(
+            "unsupported", "cannot read cron file %s safely: %s" % (shown_short(path), e.strerror)
+        ) from None
     return data, shown_short(path), "cron-file-%s-%s" % (_safe(os.path.basename(path)), _stamp())
 
 
@@ -163,8 +183,13 @@ def inspect_lines(req):
     s = req["schedule"]
     data, what, name = _current(s)
     new = without_line(data, s.get("line"), s.get("raw"), what)
-    return {"original_b64": base64.b64encode(data).decode(), "sha256": _sha(data),
-            "new_sha256": _sha(new), "backup_name": name, "what": what}
+    return {
+        "original_b64": base64.b64encode(data).decode(),
+        "sha256": _sha(data),
+        "new_sha256": _sha(new),
+        "backup_name": name,
+        "what": what,
+    }
 
 
 def apply_lines(req):
@@ -172,7 +197,9 @@ def apply_lines(req):
     s = req["schedule"]
     data, what, name = _current(s)
     if _sha(data) != req.get("sha256"):
-        raise Refused("changed-since-listing", "%s changed after it was checked; nothing edited" % what)
+        raise Refused(
+            "changed-since-listing", "%s changed after it was checked; nothing edited" % what
+        )
     new = without_line(data, s.get("line"), s.get("raw"), what)
     bdir = _backup_dir(req)
     backup = os.path.join(bdir, os.path.basename(req.get("backup_name") or name))
@@ -190,14 +217,30 @@ def apply_lines(req):
         raise
     before_n, after_n = len(split_lines(data)), len(split_lines(after))
     if after != new or after_n != before_n - 1:
-        raise Refused("verify-failed", "%s does not read back byte for byte as edited (backup kept at %s)"
-                      % (what, shown_short(backup)), host_backup=backup)
-    said = ("re-read, %s holds %d line%s, one fewer than the %d before, byte for byte the file "
-            "without line %d" % (what, after_n, "" if after_n == 1 else "s", before_n, s["line"]))
-    return {"host_backup": backup, "sha256_after": _sha(after),
-            "witness": {"gone": True, "checked": what, "lines_before": before_n, "lines_after": after_n,
-                        "sha256_after": _sha(after), "said": said},
-            "message": "removed line %d of %s (%s); backup at %s" % (s["line"], what, said, shown_short(backup))}
+        raise Refused(
+            "verify-failed",
+            "%s does not read back byte for byte as edited (backup kept at %s)"
+            % (what, shown_short(backup)),
+            host_backup=backup,
+        )
+    said = (
+        "re-read, %s holds %d line%s, one fewer than the %d before, byte for byte the file "
+        "without line %d" % (what, after_n, "" if after_n == 1 else "s", before_n, s["line"])
+    )
+    return {
+        "host_backup": backup,
+        "sha256_after": _sha(after),
+        "witness": {
+            "gone": True,
+            "checked": what,
+            "lines_before": before_n,
+            "lines_after": after_n,
+            "sha256_after": _sha(after),
+            "said": said,
+        },
+        "message": "removed line %d of %s (%s); backup at %s"
+        % (s["line"], what, said, shown_short(backup)),
+    }
 
 
 def _install_crontab(user, new, bdir, original):
@@ -211,7 +254,9 @@ def _install_crontab(user, new, bdir, original):
         # relative to cwd: vixie crontab truncates file names at 100 bytes (MAX_FNAME)
         rc, _, err = _run(_crontab_argv(user) + ["./" + name], cwd=bdir)
         if rc != 0:
-            raise Refused("install-failed", "crontab refused the edited file: %s" % (shown_short(err) or rc))
+            raise Refused(
+                "install-failed", "crontab refused the edited file: %s" % (shown_short(err) or rc)
+            )
     finally:
         try:
             os.unlink(tmp)
@@ -222,7 +267,9 @@ def _install_crontab(user, new, bdir, original):
 def _rewrite_file(path, new, original):
     data, st = _read_file(path)
     if data != original:
-        raise Refused("changed-since-listing", "%s changed while it was being edited" % shown_short(path))
+        raise Refused(
+            "changed-since-listing", "%s changed while it was being edited" % shown_short(path)
+        )
     d, base = os.path.split(path)
     # a dotted name: cron (run-parts rules) never runs a half-written temp file in /etc/cron.d
     tmp = os.path.join(d, ".%s.fleetdeck-%d.tmp" % (base, os.getpid()))
@@ -240,10 +287,15 @@ def _rewrite_file(path, new, original):
             os.close(fd)
         cur = os.lstat(path)
         if (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino):
-            raise Refused("changed-since-listing", "%s was replaced while it was being edited" % shown_short(path))
+            raise Refused(
+                "changed-since-listing",
+                "%s was replaced while it was being edited" % shown_short(path),
+            )
         os.replace(tmp, path)
     except PermissionError as e:
-        raise Refused("permission-denied", "cannot rewrite %s: %s" % (shown_short(path), e.strerror)) from None
+        raise Refused(
+            "permission-denied", "cannot rewrite %s: %s" % (shown_short(path), e.strerror)
+        ) from None
     finally:
         if made and os.path.lexists(tmp):
             os.unlink(tmp)
@@ -268,13 +320,19 @@ def _timer_state(s):
     unit = s.get("unit") or ""
     if not UNIT_RE.match(unit) or unit.startswith("-"):
         raise Refused("unsupported", "%s is not a timer unit name" % shown_short(unit))
-    rc, out, err = _run(_systemctl(s) + ["show", "-p", "LoadState", "-p", "ActiveState",
-                                         "-p", "UnitFileState", "--", unit])
+    rc, out, err = _run(
+        _systemctl(s)
+        + ["show", "-p", "LoadState", "-p", "ActiveState", "-p", "UnitFileState", "--", unit]
+    )
     if rc != 0:
-        raise Refused("command-failed", "systemctl show %s failed: %s" % (unit, shown_short(err) or rc))
+        raise Refused(
+            "command-failed", "systemctl show %s failed: %s" % (unit, shown_short(err) or rc)
+        )
     props = dict(x.split("=", 1) for x in out.decode("utf-8", "replace").splitlines() if "=" in x)
     if props.get("LoadState") != "loaded":
-        raise Refused("not-found", "timer %s is no longer loaded (%s)" % (unit, props.get("LoadState", "?")))
+        raise Refused(
+            "not-found", "timer %s is no longer loaded (%s)" % (unit, props.get("LoadState", "?"))
+        )
     return unit, props
 
 
@@ -286,9 +344,18 @@ def inspect_timer(req):
 def apply_timer(req):
     s = req["schedule"]
     unit, props = _timer_state(s)
-    if props.get("ActiveState") != "active" and not (props.get("UnitFileState") or "").startswith("enabled"):
-        raise Refused("nothing-to-remove", "timer %s is already %s and %s: nothing to stop or disable"
-                      % (unit, props.get("ActiveState") or "inactive", props.get("UnitFileState") or "not enabled"))
+    if props.get("ActiveState") != "active" and not (props.get("UnitFileState") or "").startswith(
+        "enabled"
+    ):
+        raise Refused(
+            "nothing-to-remove",
+            "timer %s is already %s and %s: nothing to stop or disable"
+            % (
+                unit,
+                props.get("ActiveState") or "inactive",
+                props.get("UnitFileState") or "not enabled",
+            ),
+        )
     how = ["disable", "--now"]
     if props.get("UnitFileState") == "enabled-runtime":
         how = ["disable", "--runtime", "--now"]
@@ -299,7 +366,10 @@ def apply_timer(req):
         note = " (its unit file is %s: it cannot be disabled)" % props["UnitFileState"]
     rc, _, err = _run(_systemctl(s) + how + ["--", unit])
     if rc != 0:
-        raise Refused("command-failed", "systemctl %s %s failed: %s" % (" ".join(how), unit, shown_short(err) or rc))
+        raise Refused(
+            "command-failed",
+            "systemctl %s %s failed: %s" % (" ".join(how), unit, shown_short(err) or rc),
+        )
     try:
         _, after = _timer_state(s)
     except Refused as e:
@@ -307,15 +377,33 @@ def apply_timer(req):
             raise
         after = {"LoadState": "not-found"}  # a stopped transient timer is unloaded: gone is done
     # enabled-runtime counts: it starts again at the next boot of this manager just the same
-    if after.get("ActiveState") == "active" or (after.get("UnitFileState") or "").startswith("enabled"):
-        raise Refused("verify-failed", "timer %s is still %s/%s after %s" % (
-            unit, after.get("ActiveState"), after.get("UnitFileState"), " ".join(how)))
+    if after.get("ActiveState") == "active" or (after.get("UnitFileState") or "").startswith(
+        "enabled"
+    ):
+        raise Refused(
+            "verify-failed",
+            "timer %s is still %s/%s after %s"
+            % (unit, after.get("ActiveState"), after.get("UnitFileState"), " ".join(how)),
+        )
     done = "stopped" if how == ["stop"] else "stopped and disabled"
-    said = ("re-read, systemd says timer %s is %s" % (unit, ", ".join(
-        "%s=%s" % (k, after[k]) for k in ("LoadState", "ActiveState", "UnitFileState") if after.get(k))))
-    return {"state": after, "witness": {"gone": True, "checked": "systemctl show %s" % unit, "state": after,
-                                        "said": said},
-            "message": "timer %s %s%s (%s)" % (unit, done, note, said)}
+    said = "re-read, systemd says timer %s is %s" % (
+        unit,
+        ", ".join(
+            "%s=%s" % (k, after[k])
+            for k in ("LoadState", "ActiveState", "UnitFileState")
+            if after.get(k)
+        ),
+    )
+    return {
+        "state": after,
+        "witness": {
+            "gone": True,
+            "checked": "systemctl show %s" % unit,
+            "state": after,
+            "said": said,
+        },
+        "message": "timer %s %s%s (%s)" % (unit, done, note, said),
+    }
 
 
 # -- at jobs --------------------------------------------------------------------------------
@@ -347,13 +435,17 @@ def apply_at(req):
     if _run(["at", "-c", job])[0] == 0:
         raise Refused("verify-failed", "at job %s still exists after atrm" % job)
     said = "re-read, at -c %s finds no such job" % job
-    return {"witness": {"gone": True, "checked": "at -c %s" % job, "said": said},
-            "message": "at job %s removed (%s)" % (job, said)}
+    return {
+        "witness": {"gone": True, "checked": "at -c %s" % job, "said": said},
+        "message": "at job %s removed (%s)" % (job, said),
+    }
 
 
 KINDS = {
-    "crontab": (inspect_lines, apply_lines), "cron-file": (inspect_lines, apply_lines),
-    "systemd-timer": (inspect_timer, apply_timer), "at": (inspect_at, apply_at),
+    "crontab": (inspect_lines, apply_lines),
+    "cron-file": (inspect_lines, apply_lines),
+    "systemd-timer": (inspect_timer, apply_timer),
+    "at": (inspect_at, apply_at),
     "loop": (inspect_loop, apply_loop),
 }
 
@@ -364,12 +456,18 @@ def _by_kind(which):
         kind = s.get("kind") if isinstance(s, dict) else None
         fns = KINDS.get(kind)
         if fns is None:
-            raise Refused("unsupported", "cannot %s a schedule of kind %s" % (
-                ("inspect", "apply")[which], shown_short(str(kind))))
+            raise Refused(
+                "unsupported",
+                "cannot %s a schedule of kind %s"
+                % (("inspect", "apply")[which], shown_short(str(kind))),
+            )
         try:
             return fns[which](req)
         except OSError as e:
-            raise Refused("command-failed", "%s: %s" % (e.strerror or e, shown_short(e.filename or ""))) from None
+            raise Refused(
+                "command-failed", "%s: %s" % (e.strerror or e, shown_short(e.filename or ""))
+            ) from None
+
     return op
 
 

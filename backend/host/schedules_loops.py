@@ -24,8 +24,11 @@ def _loop_target(s):
     if st is None or st[0] in ("Z", "X"):
         raise Refused("not-found", "process %d has already exited" % pid)
     if not procfs.same_process(pid, start):
-        raise Refused("changed-since-listing", "pid %d now belongs to another process (start time %d, listed %d)"
-                      % (pid, st[3], start))
+        raise Refused(
+            "changed-since-listing",
+            "pid %d now belongs to another process (start time %d, listed %d)"
+            % (pid, st[3], start),
+        )
     if pid == os.getpid() or pid in procfs.ancestors():
         raise Refused("unsupported", "process %d is this helper or one of its parents" % pid)
     return pid, start
@@ -46,8 +49,11 @@ def _interactive(pid):
     login = bool(argv) and argv[0].startswith("-")
     on_tty = _tty_nr(pid) != 0 and (fd0.startswith("/dev/pts/") or fd0.startswith("/dev/tty"))
     shell = prog in SHELLS and "-c" not in argv[1:]
-    return {"interactive": bool(login or (shell and on_tty)), "tty": fd0 if on_tty else None,
-            "argv": argv[:20]}
+    return {
+        "interactive": bool(login or (shell and on_tty)),
+        "tty": fd0 if on_tty else None,
+        "argv": argv[:20],
+    }
 
 
 def loop_family(pid, group=None):
@@ -77,8 +83,14 @@ def _group_of(pid):
 
 
 def _family_json(family):
-    return [{"pid": p, "start_time": t, "command": shown_short(" ".join(procfs.cmdline(p)) or procfs.comm(p), 200)}
-            for p, t in family]
+    return [
+        {
+            "pid": p,
+            "start_time": t,
+            "command": shown_short(" ".join(procfs.cmdline(p)) or procfs.comm(p), 200),
+        }
+        for p, t in family
+    ]
 
 
 def inspect_loop(req):
@@ -118,7 +130,10 @@ def apply_loop(req):
     info = _interactive(pid)
     grace = req.get("grace", 5.0)
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
-        raise Refused("bad-request", "grace must be a number of seconds from 0 to 3600, not %s" % shown_short(str(grace)))
+        raise Refused(
+            "bad-request",
+            "grace must be a number of seconds from 0 to 3600, not %s" % shown_short(str(grace)),
+        )
     group = _group_of(pid)
     sent = []
     tried = []  # terminating signals attempted, even when one of them failed
@@ -144,30 +159,56 @@ def apply_loop(req):
                 sent.append("SIGKILL")
         if not _wait_gone(everyone, 10.0):
             left = [p for p, t in everyone if procfs.same_process(p, t)]
-            raise Refused("still-running", "process %s survived SIGKILL" % ", ".join(map(str, left)),
-                          survivors=left)
+            raise Refused(
+                "still-running",
+                "process %s survived SIGKILL" % ", ".join(map(str, left)),
+                survivors=left,
+            )
     except PermissionError:
         _send(everyone, signal.SIGCONT)
         if tried:
             # some of the family was already signalled: not a clean refusal
-            raise Refused("partly-stopped", "not allowed to signal every process of loop %d after %s; "
-                          "list the host again" % (pid, " then ".join(tried))) from None
-        raise Refused("permission-denied", "not allowed to signal process %d or one of its children" % pid) from None
+            raise Refused(
+                "partly-stopped",
+                "not allowed to signal every process of loop %d after %s; "
+                "list the host again" % (pid, " then ".join(tried)),
+            ) from None
+        raise Refused(
+            "permission-denied", "not allowed to signal process %d or one of its children" % pid
+        ) from None
     family = [(p, t) for p, t in everyone if p != pid]
     how = " then ".join(sent) or "no signal (it had already exited)"
     msg = "process %d stopped with %s" % (pid, how)
     if family:
         msg += ", with the %d process%s it started (%s); none is left" % (
-            len(family), "" if len(family) == 1 else "es", ", ".join(str(p) for p, _ in family))
+            len(family),
+            "" if len(family) == 1 else "es",
+            ", ".join(str(p) for p, _ in family),
+        )
     if info["interactive"]:
-        msg += "; it was an interactive shell on %s, whose session has closed" % (info["tty"] or "a terminal")
+        msg += "; it was an interactive shell on %s, whose session has closed" % (
+            info["tty"] or "a terminal"
+        )
     left = [p for p, t in everyone if procfs.same_process(p, t)]
-    if left:   # never reached: wait_gone just said none is left
-        raise Refused("still-running", "process %s survived SIGKILL" % ", ".join(map(str, left)), survivors=left)
+    if left:  # never reached: wait_gone just said none is left
+        raise Refused(
+            "still-running",
+            "process %s survived SIGKILL" % ", ".join(map(str, left)),
+            survivors=left,
+        )
     said = "re-read, /proc holds none of the %d process%s (pid with its start time) it stopped" % (
-        len(everyone), "" if len(everyone) == 1 else "es")
-    info.update(signals=sent, message="%s (%s)" % (msg, said),
-                children=[{"pid": p, "start_time": t} for p, t in family],
-                witness={"gone": True, "checked": "/proc", "said": said,
-                         "processes": [{"pid": p, "start_time": t} for p, t in everyone]})
+        len(everyone),
+        "" if len(everyone) == 1 else "es",
+    )
+    info.update(
+        signals=sent,
+        message="%s (%s)" % (msg, said),
+        children=[{"pid": p, "start_time": t} for p, t in family],
+        witness={
+            "gone": True,
+            "checked": "/proc",
+            "said": said,
+            "processes": [{"pid": p, "start_time": t} for p, t in everyone],
+        },
+    )
     return info

@@ -84,7 +84,7 @@ def _request(port, path, body, timeout, limit=ANSWER_LIMIT):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     late = []
 
-    def cut():   # the one deadline: whatever the helper is waiting for, it stops waiting
+    def cut():  # the one deadline: whatever the helper is waiting for, it stops waiting
         late.append(True)
         try:
             conn.sock.shutdown(socket.SHUT_RDWR)
@@ -100,13 +100,20 @@ def _request(port, path, body, timeout, limit=ANSWER_LIMIT):
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
         timer.daemon = True
         timer.start()
-        conn.request("GET" if body is None else "POST", path, body=data,
-                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        conn.request(
+            "GET" if body is None else "POST",
+            path,
+            body=data,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
         r = conn.getresponse()
         declared = r.getheader("Content-Length")
         if declared and declared.strip().isdigit() and int(declared) > limit:
-            raise _Bad("answer-too-large", "%s announced a %s-byte answer; the check reads at most %d"
-                       % (url, declared.strip(), limit))
+            raise _Bad(
+                "answer-too-large",
+                "%s announced a %s-byte answer; the check reads at most %d"
+                % (url, declared.strip(), limit),
+            )
         chunks, total = [], 0
         while True:
             b = r.read1(65536)
@@ -114,11 +121,15 @@ def _request(port, path, body, timeout, limit=ANSWER_LIMIT):
                 break
             total += len(b)
             if total > limit:
-                raise _Bad("answer-too-large", "%s sent more than %d bytes; the check stopped reading"
-                           % (url, limit))
+                raise _Bad(
+                    "answer-too-large",
+                    "%s sent more than %d bytes; the check stopped reading" % (url, limit),
+                )
             chunks.append(b)
         if late or time.monotonic() > deadline:
-            raise _Bad("timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout))
+            raise _Bad(
+                "timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout)
+            )
         return r.status, b"".join(chunks)
     except _Bad:
         raise
@@ -126,7 +137,9 @@ def _request(port, path, body, timeout, limit=ANSWER_LIMIT):
         raise _Bad("timeout", "no whole answer from %s within %gs" % (url, timeout)) from None
     except (http.client.HTTPException, ConnectionError, OSError) as e:
         if late or time.monotonic() >= deadline:
-            raise _Bad("timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout)) from None
+            raise _Bad(
+                "timeout", "the answer from %s did not arrive whole within %gs" % (url, timeout)
+            ) from None
         raise _Bad("unreachable", "cannot reach %s: %s" % (url, e)) from None
     finally:
         if timer is not None:
@@ -143,8 +156,10 @@ def _judge_status(url, status, payload):
         return
     body = _text(payload)
     if UNSERIALISABLE in body.lower():
-        raise _Bad("logprob-unserialisable",
-                   "the server cannot serialise its logprobs (HTTP %d: %s)" % (status, body))
+        raise _Bad(
+            "logprob-unserialisable",
+            "the server cannot serialise its logprobs (HTTP %d: %s)" % (status, body),
+        )
     raise _Bad("server-error", "%s answered HTTP %d: %s" % (url, status, body or "(empty body)"))
 
 
@@ -156,7 +171,9 @@ def _json(url, payload):
     try:
         return json.loads(payload.decode("utf-8", "replace"), parse_constant=_nonfinite)
     except ValueError:
-        raise _Bad("server-error", "%s did not answer JSON: %s" % (url, _text(payload, 120))) from None
+        raise _Bad(
+            "server-error", "%s did not answer JSON: %s" % (url, _text(payload, 120))
+        ) from None
 
 
 def _kind(v):
@@ -185,21 +202,29 @@ def _logprobs(choice):
         return None
     _shape(isinstance(lp, dict), "logprobs", lp, "an object")
     out = []
-    if lp.get("content") is not None:       # chat: [{"token", "logprob", "top_logprobs"}]
+    if lp.get("content") is not None:  # chat: [{"token", "logprob", "top_logprobs"}]
         items = lp["content"]
         _shape(isinstance(items, list), "logprobs.content", items, "a list")
         for i, item in enumerate(items):
             _shape(isinstance(item, dict), "logprobs.content[%d]" % i, item, "an object")
             out.append(item.get("logprob"))
             tops = item.get("top_logprobs")
-            _shape(tops is None or isinstance(tops, list), "logprobs.content[%d].top_logprobs" % i,
-                   tops, "a list")
+            _shape(
+                tops is None or isinstance(tops, list),
+                "logprobs.content[%d].top_logprobs" % i,
+                tops,
+                "a list",
+            )
             for j, top in enumerate(tops or ()):
-                _shape(isinstance(top, dict), "logprobs.content[%d].top_logprobs[%d]" % (i, j), top,
-                       "an object")
+                _shape(
+                    isinstance(top, dict),
+                    "logprobs.content[%d].top_logprobs[%d]" % (i, j),
+                    top,
+                    "an object",
+                )
                 out.append(top.get("logprob"))
         return out, len(items)
-    if lp.get("token_logprobs") is not None:    # completions: parallel lists
+    if lp.get("token_logprobs") is not None:  # completions: parallel lists
         tokens = lp["token_logprobs"]
         _shape(isinstance(tokens, list), "logprobs.token_logprobs", tokens, "a list")
         out.extend(tokens)
@@ -207,7 +232,12 @@ def _logprobs(choice):
         _shape(tops is None or isinstance(tops, list), "logprobs.top_logprobs", tops, "a list")
         for j, top in enumerate(tops or ()):
             # null where a token has no alternatives (an echoed first prompt token)
-            _shape(top is None or isinstance(top, dict), "logprobs.top_logprobs[%d]" % j, top, "an object")
+            _shape(
+                top is None or isinstance(top, dict),
+                "logprobs.top_logprobs[%d]" % j,
+                top,
+                "an object",
+            )
             out.extend((top or {}).values())
         return out, len(tokens)
     return None
@@ -219,8 +249,11 @@ def judge_completion(doc, max_tokens):
     if not isinstance(doc, dict):
         raise _Bad("bad-answer", "the completion answer is %s, not a JSON object" % _kind(doc))
     if "choices" not in doc:
-        raise _Bad("bad-answer", "the completion answer has no choices (its fields: %s)"
-                   % (", ".join(sorted(str(k) for k in doc)[:10]) or "none"))
+        raise _Bad(
+            "bad-answer",
+            "the completion answer has no choices (its fields: %s)"
+            % (", ".join(sorted(str(k) for k in doc)[:10]) or "none"),
+        )
     choices = doc["choices"]
     _shape(isinstance(choices, list), "choices", choices, "a list")
     if not choices:
@@ -235,48 +268,89 @@ def judge_completion(doc, max_tokens):
     usage = doc.get("usage")
     _shape(usage is None or isinstance(usage, dict), "usage", usage, "an object")
     tokens = (usage or {}).get("completion_tokens")
-    _shape(tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0),
-           "usage.completion_tokens", tokens, "a count")
+    _shape(
+        tokens is None
+        or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0),
+        "usage.completion_tokens",
+        tokens,
+        "a count",
+    )
     found = _logprobs(choice)
     lps = found[0] if found is not None else None
     if lps is not None:
-        bad = [v for v in lps if not isinstance(v, (int, float)) or isinstance(v, bool)
-               or not math.isfinite(v)]
+        bad = [
+            v
+            for v in lps
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
+        ]
         if bad:
-            raise _Bad("logprob-nonfinite", "%d of %d logprobs are not finite numbers (first: %r)"
-                       % (len(bad), len(lps), bad[0]))
+            raise _Bad(
+                "logprob-nonfinite",
+                "%d of %d logprobs are not finite numbers (first: %r)"
+                % (len(bad), len(lps), bad[0]),
+            )
         odd = [v for v in lps if v > LOGPROB_CEILING or v < LOGPROB_FLOOR]
         if odd:
-            raise _Bad("logprob-out-of-range", "%d of %d logprobs are not log-probabilities "
-                       "(positive, or below %g; first: %r)" % (len(odd), len(lps), LOGPROB_FLOOR, odd[0]))
-    empty = content is None or (isinstance(content, (str, list)) and not content) or (
-        isinstance(content, str) and not content.strip())
+            raise _Bad(
+                "logprob-out-of-range",
+                "%d of %d logprobs are not log-probabilities "
+                "(positive, or below %g; first: %r)" % (len(odd), len(lps), LOGPROB_FLOOR, odd[0]),
+            )
+    empty = (
+        content is None
+        or (isinstance(content, (str, list)) and not content)
+        or (isinstance(content, str) and not content.strip())
+    )
     if finish == "length" and empty:
-        raise _Bad("empty-at-length", "the completion used its full budget (%s tokens, "
-                   "finish_reason=length) but its content is %s"
-                   % (tokens if tokens is not None else max_tokens,
-                      "null" if content is None else "empty"))
+        raise _Bad(
+            "empty-at-length",
+            "the completion used its full budget (%s tokens, "
+            "finish_reason=length) but its content is %s"
+            % (
+                tokens if tokens is not None else max_tokens,
+                "null" if content is None else "empty",
+            ),
+        )
     if found is None:
         raise _Bad("logprobs-missing", "the server answered without the logprobs it was asked for")
     with_lp = found[1]
-    if tokens is None:   # no usage: the tokens are those that carry a logprob
+    if tokens is None:  # no usage: the tokens are those that carry a logprob
         tokens = with_lp
     if empty or tokens == 0 or not lps or with_lp == 0:
-        what = ("content is %s" % ("null" if content is None else "empty") if empty else
-                "it counts 0 completion tokens" if tokens == 0 else "it carries no logprob for any token")
+        what = (
+            "content is %s" % ("null" if content is None else "empty")
+            if empty
+            else "it counts 0 completion tokens"
+            if tokens == 0
+            else "it carries no logprob for any token"
+        )
         raise _Bad("empty-completion", "the completion shows nothing to judge: %s" % what)
     if isinstance(content, list):
         content = json.dumps(content)[:300]
-    return {"content": content, "finish_reason": finish, "completion_tokens": tokens,
-            "logprobs": len(lps), "tokens_with_logprobs": with_lp}
+    return {
+        "content": content,
+        "finish_reason": finish,
+        "completion_tokens": tokens,
+        "logprobs": len(lps),
+        "tokens_with_logprobs": with_lp,
+    }
 
 
 def witness_sentence(model, port, facts):
     """The sentence of a sound verdict: what it got back and what it judged."""
-    return ("%s on port %d answered %d completion tokens (%s); all %d logprobs of its %d tokens "
-            "are finite log-probabilities (at most 0, above %g)"
-            % (model, port, facts["completion_tokens"], json.dumps(facts["content"])[:60],
-               facts["logprobs"], facts["tokens_with_logprobs"], LOGPROB_FLOOR))
+    return (
+        "%s on port %d answered %d completion tokens (%s); all %d logprobs of its %d tokens "
+        "are finite log-probabilities (at most 0, above %g)"
+        % (
+            model,
+            port,
+            facts["completion_tokens"],
+            json.dumps(facts["content"])[:60],
+            facts["logprobs"],
+            facts["tokens_with_logprobs"],
+            LOGPROB_FLOOR,
+        )
+    )
 
 
 def check(req):
@@ -289,11 +363,19 @@ def check(req):
     base = "http://127.0.0.1:%d" % port
     if not 0 < timeout <= 3600:
         raise Refused("bad-request", "timeout must be between 0 and 3600 seconds")
-    out = {"port": port, "sound": False, "signature": None, "message": "", "model": None,
-           "models": [], "endpoint": None, "requests": 0}
+    out = {
+        "port": port,
+        "sound": False,
+        "signature": None,
+        "message": "",
+        "model": None,
+        "models": [],
+        "endpoint": None,
+        "requests": 0,
+    }
     t0 = time.monotonic()
 
-    def ask(path, body):   # counted when sent, so a late or huge answer still says what was asked
+    def ask(path, body):  # counted when sent, so a late or huge answer still says what was asked
         out["requests"] += 1
         if body is not None:
             out["endpoint"] = path
@@ -305,22 +387,35 @@ def check(req):
         listing = _json(base + "/v1/models", payload)
         data = listing.get("data") if isinstance(listing, dict) else listing
         if not isinstance(data, list):
-            raise _Bad("bad-answer", "%s/v1/models answered %s where a list of models belongs"
-                       % (base, _kind(data)))
+            raise _Bad(
+                "bad-answer",
+                "%s/v1/models answered %s where a list of models belongs" % (base, _kind(data)),
+            )
         ids = [m.get("id") for m in data if isinstance(m, dict)]
         out["models"] = [i for i in ids if isinstance(i, str)]
         model = req.get("model") or (out["models"][0] if out["models"] else None)
         if model is None:
             raise _Bad("server-error", "%s/v1/models lists no model" % base)
         out["model"] = model
-        chat = {"model": model, "messages": [{"role": "user", "content": req.get("prompt") or PROMPT}],
-                "max_tokens": max_tokens, "temperature": 0, "logprobs": True, "top_logprobs": 1}
+        chat = {
+            "model": model,
+            "messages": [{"role": "user", "content": req.get("prompt") or PROMPT}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "logprobs": True,
+            "top_logprobs": 1,
+        }
         url = base + "/v1/chat/completions"
         status, payload = ask("/v1/chat/completions", chat)
-        if status == 404:   # no chat route (no chat template): the plain completions route
+        if status == 404:  # no chat route (no chat template): the plain completions route
             url = base + "/v1/completions"
-            plain = {"model": model, "prompt": req.get("prompt") or PROMPT, "max_tokens": max_tokens,
-                     "temperature": 0, "logprobs": 1}
+            plain = {
+                "model": model,
+                "prompt": req.get("prompt") or PROMPT,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "logprobs": 1,
+            }
             status, payload = ask("/v1/completions", plain)
         _judge_status(url, status, payload)
         doc = _json(url, payload)
@@ -328,8 +423,11 @@ def check(req):
             facts = judge_completion(doc, max_tokens)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             # a shape the checks above did not foresee: still the seat's answer, named as such
-            raise _Bad("bad-answer", "the answer from %s has a shape the check cannot read (%s: %s)"
-                       % (url, type(e).__name__, _text(str(e).encode(), 120))) from None
+            raise _Bad(
+                "bad-answer",
+                "the answer from %s has a shape the check cannot read (%s: %s)"
+                % (url, type(e).__name__, _text(str(e).encode(), 120)),
+            ) from None
         out.update(facts)
         out["sound"] = True
         out["message"] = witness_sentence(model, port, facts)

@@ -72,7 +72,9 @@ def keep_rejects(name: str, rejects: list[Reject]) -> Path:
     return dest
 
 
-def read_doc(path: Path, *, move: bool, limit: int = STATE_LIMIT) -> tuple[dict[str, Any], list[str]]:
+def read_doc(
+    path: Path, *, move: bool, limit: int = STATE_LIMIT
+) -> tuple[dict[str, Any], list[str]]:
     """The JSON object saved at `path` ({} when there is none), and warnings. A file past
     `limit` is never read; it and a file that is not a JSON object are moved aside when `move`
     (the deliverer), left where they are otherwise."""
@@ -81,7 +83,9 @@ def read_doc(path: Path, *, move: bool, limit: int = STATE_LIMIT) -> tuple[dict[
     except FileNotFoundError:
         return {}, []
     except OSError as e:
-        return {}, [f"{shown(str(path))} could not be read ({e.strerror or e}); starting without it"]
+        return {}, [
+            f"{shown(str(path))} could not be read ({e.strerror or e}); starting without it"
+        ]
     why = None
     doc: Any = None
     if size > limit:
@@ -97,7 +101,9 @@ def read_doc(path: Path, *, move: bool, limit: int = STATE_LIMIT) -> tuple[dict[
                 if not isinstance(doc, dict):
                     why = f"it holds a JSON {type(doc).__name__}, not an object"
         except OSError as e:
-            return {}, [f"{shown(str(path))} could not be read ({e.strerror or e}); starting without it"]
+            return {}, [
+                f"{shown(str(path))} could not be read ({e.strerror or e}); starting without it"
+            ]
         except (ValueError, RecursionError) as e:
             why = f"it is not JSON ({shown(str(e))[:120]})"
     if why is None:
@@ -107,9 +113,13 @@ def read_doc(path: Path, *, move: bool, limit: int = STATE_LIMIT) -> tuple[dict[
     try:
         dest = move_aside(path)
     except OSError as e:
-        return {}, [f"{shown(str(path))} is not used ({why}) and could not be moved aside "
-                    f"({e.strerror or e}); starting without it"]
-    return {}, [f"{shown(str(path))} was quarantined ({why}): moved to {shown(str(dest))}; starting without it"]
+        return {}, [
+            f"{shown(str(path))} is not used ({why}) and could not be moved aside "
+            f"({e.strerror or e}); starting without it"
+        ]
+    return {}, [
+        f"{shown(str(path))} was quarantined ({why}): moved to {shown(str(dest))}; starting without it"
+    ]
 
 
 def report_rejects(name: str, rejects: list[Reject], *, move: bool) -> list[str]:
@@ -178,5 +188,19 @@ def _brief(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-__all__ = ["Bad", "COUNT_LIMIT", "Reject", "STATE_LIMIT", "count", "finite", "items", "keep_rejects",
-           "move_aside", "quarantine_dir", "read_doc", "report_rejects", "table", "text"]
+__all__ = [
+    "Bad",
+    "COUNT_LIMIT",
+    "Reject",
+    "STATE_LIMIT",
+    "count",
+    "finite",
+    "items",
+    "keep_rejects",
+    "move_aside",
+    "quarantine_dir",
+    "read_doc",
+    "report_rejects",
+    "table",
+    "text",
+]

@@ -76,19 +76,27 @@ def _sentence(v: Any, limit: int) -> str:
     text = str(json_safe("" if v is None else v))
     if not text.isprintable():
         text = "".join(ch if ch in "\\\n" else shown(ch) for ch in text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def am_alert(a: Any, start: float | None, end: float | None, now: float) -> dict[str, Any]:
     """One alert as Alertmanager's v2 API takes it. `start`: when it started firing (a time
     that is not a finite one in the past is left to Alertmanager); `end`: when it resolved,
     None while it fires."""
-    labels = {"alertname": label(a.rule), "host": label(a.host), "subject": label(a.subject),
-              "severity": label(getattr(a, "severity", "") or "warning")}
+    labels = {
+        "alertname": label(a.rule),
+        "host": label(a.host),
+        "subject": label(a.subject),
+        "severity": label(getattr(a, "severity", "") or "warning"),
+    }
     out: dict[str, Any] = {
-        "labels": {k: v for k, v in labels.items() if v},   # an empty value is no label
-        "annotations": {"summary": _sentence(a.title, 1024), "description": _sentence(a.text, TEXT_MAX)},
-        "endsAt": stamp(now + ENDS_AFTER if end is None else end)}
+        "labels": {k: v for k, v in labels.items() if v},  # an empty value is no label
+        "annotations": {
+            "summary": _sentence(a.title, 1024),
+            "description": _sentence(a.text, TEXT_MAX),
+        },
+        "endsAt": stamp(now + ENDS_AFTER if end is None else end),
+    }
     if isinstance(start, (int, float)) and math.isfinite(start) and 0 < start <= (end or now):
         out["startsAt"] = stamp(start)
     return out
@@ -119,9 +127,17 @@ class AlertmanagerSink:
     says how). `update(firing, transitions)` after each judged poll; `run()` is the task that
     posts; `warn` receives one sentence per Alertmanager going down and coming back."""
 
-    def __init__(self, urls: tuple[str, ...] | list[str], *, warn: Callable[[str], None] | None = None,
-                 timeout: float = TIMEOUT, resend: float = RESEND_S, retry_first: float = RETRY_FIRST,
-                 retry_cap: float = RETRY_CAP, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        urls: tuple[str, ...] | list[str],
+        *,
+        warn: Callable[[str], None] | None = None,
+        timeout: float = TIMEOUT,
+        resend: float = RESEND_S,
+        retry_first: float = RETRY_FIRST,
+        retry_cap: float = RETRY_CAP,
+        path: Path | None = None,
+    ) -> None:
         self.targets = [Target(u) for u in dict.fromkeys(urls)]
         self.warn = warn or (lambda _w: None)
         self.timeout, self.resend = timeout, resend
@@ -142,21 +158,26 @@ class AlertmanagerSink:
         now = time.time() if now is None else now
         new = {a.key: a for a in firing}
         changed = set(new) != set(self.firing) or any(
-            (a.text, a.severity, a.since) != (self.firing[k].text, self.firing[k].severity, self.firing[k].since)
-            for k, a in new.items() if k in self.firing)
+            (a.text, a.severity, a.since)
+            != (self.firing[k].text, self.firing[k].severity, self.firing[k].since)
+            for k, a in new.items()
+            if k in self.firing
+        )
         resolved = [a for a in transitions if a.state == "resolved"]
         for a in resolved:
             before = self.firing.get(a.key)
             start = before.since if before is not None else None
             doc = am_alert(a, start, a.since if math.isfinite(a.since) else now, now)
             for t in self.targets:
-                t.resolves.pop(a.key, None)   # the newest resolve of a key is the one kept
+                t.resolves.pop(a.key, None)  # the newest resolve of a key is the one kept
                 t.resolves[a.key] = doc
                 while len(t.resolves) > MAX_RESOLVES:
                     old = next(iter(t.resolves))
                     del t.resolves[old]
-                    self.warn(f"Alertmanager {shown(t.url)}: more than {MAX_RESOLVES} resolves wait for it; the "
-                              f"oldest ({shown(old)[:200]}) is left to the endsAt it was last sent with")
+                    self.warn(
+                        f"Alertmanager {shown(t.url)}: more than {MAX_RESOLVES} resolves wait for it; the "
+                        f"oldest ({shown(old)[:200]}) is left to the endsAt it was last sent with"
+                    )
         self.firing = new
         if changed or resolved:
             for t in self.targets:
@@ -165,14 +186,21 @@ class AlertmanagerSink:
         if resolved:
             self.save()
 
-    def batch(self, t: Target, now: float) -> list[tuple[list[tuple[str, Any]], list[dict[str, Any]]]]:
+    def batch(
+        self, t: Target, now: float
+    ) -> list[tuple[list[tuple[str, Any]], list[dict[str, Any]]]]:
         """What `t` is to be sent, in requests of at most BATCH alerts: (the resolves in it, by
         key, the alerts). Resolves go first, so an alert that resolved and fired again ends
         in the firing state."""
         docs: list[tuple[str | None, dict[str, Any]]] = [(k, d) for k, d in t.resolves.items()]
         docs += [(None, am_alert(a, a.since, None, now)) for a in self.firing.values()]
-        return [([(k, d) for k, d in docs[i:i + BATCH] if k is not None], [d for _, d in docs[i:i + BATCH]])
-                for i in range(0, len(docs), BATCH)]
+        return [
+            (
+                [(k, d) for k, d in docs[i : i + BATCH] if k is not None],
+                [d for _, d in docs[i : i + BATCH]],
+            )
+            for i in range(0, len(docs), BATCH)
+        ]
 
     def due(self, t: Target, now: float) -> float | None:
         """When `t` is to be posted next (None: nothing to send)."""
@@ -199,14 +227,16 @@ class AlertmanagerSink:
                 continue
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), None if at is None else max(0.05, at - now))
+                await asyncio.wait_for(
+                    self._wake.wait(), None if at is None else max(0.05, at - now)
+                )
 
     async def drain(self) -> None:
         """Post once to every Alertmanager that has something to send (`watch --count`)."""
         await asyncio.gather(*(self._drain(t) for t in self.targets))
 
     async def _drain(self, t: Target) -> None:
-        async with t.busy:   # after a round in flight, only what it left to send
+        async with t.busy:  # after a round in flight, only what it left to send
             if self.due(t, time.time()) is not None and (t.dirty or t.resolves or t.failures):
                 await self._post(t)
 
@@ -223,14 +253,16 @@ class AlertmanagerSink:
         for sent, docs in self.batch(t, now) or [([], [])]:
             body = json.dumps(docs, ensure_ascii=False, allow_nan=False).encode("utf-8")
             status, said = await post_json(t.endpoint, body, self.timeout)
-            if status == 400:   # it kept the valid ones (its API does): sending them again changes nothing
+            if (
+                status == 400
+            ):  # it kept the valid ones (its API does): sending them again changes nothing
                 self.warn(f"Alertmanager {shown(t.url)} refused some alerts: {said}")
             elif not 200 <= status < 300:
                 problem = said
                 break
             taken += sent
         for k, doc in taken:
-            if t.resolves.get(k) is doc:   # not one that resolved again while this was in flight
+            if t.resolves.get(k) is doc:  # not one that resolved again while this was in flight
                 del t.resolves[k]
         if taken:
             self.save()
@@ -240,13 +272,17 @@ class AlertmanagerSink:
             delay = min(self.retry_cap, self.retry_first * 2 ** (t.failures - 1))
             t.retry_at = time.time() + delay
             if t.down is None:
-                self.warn(f"Alertmanager {shown(t.url)} does not take alerts ({problem}); retrying every "
-                          f"{self.retry_first:g}s to {self.retry_cap:g}s until it does, nothing is dropped")
+                self.warn(
+                    f"Alertmanager {shown(t.url)} does not take alerts ({problem}); retrying every "
+                    f"{self.retry_first:g}s to {self.retry_cap:g}s until it does, nothing is dropped"
+                )
             t.down = problem
             return False
         if t.down is not None:
-            self.warn(f"Alertmanager {shown(t.url)} takes alerts again ({len(self.firing)} firing sent, "
-                      f"{len(taken)} resolved)")
+            self.warn(
+                f"Alertmanager {shown(t.url)} takes alerts again ({len(self.firing)} firing sent, "
+                f"{len(taken)} resolved)"
+            )
         t.down, t.failures, t.last_ok = None, 0, now
         self.posted += 1
         return True
@@ -264,7 +300,9 @@ class AlertmanagerSink:
             os.replace(tmp, self.path)
             self._saved = data
         except OSError as e:
-            self.warn(f"Alertmanager resolves not saved ({shown(str(e))}); they are kept in memory until they are sent")
+            self.warn(
+                f"Alertmanager resolves not saved ({shown(str(e))}); they are kept in memory until they are sent"
+            )
 
     def _load(self) -> None:
         try:
@@ -282,8 +320,10 @@ class AlertmanagerSink:
             aside = self.path.with_name(f"{self.path.name}.bad")
             with contextlib.suppress(OSError):
                 os.replace(self.path, aside)
-            self.warn(f"{shown(str(self.path))} could not be read ({shown(str(e))[:200]}); set aside as "
-                      f"{shown(aside.name)}")
+            self.warn(
+                f"{shown(str(self.path))} could not be read ({shown(str(e))[:200]}); set aside as "
+                f"{shown(aside.name)}"
+            )
             return
         bad = 0
         for t in self.targets:
@@ -295,7 +335,9 @@ class AlertmanagerSink:
                 elif len(t.resolves) < MAX_RESOLVES:
                     t.resolves[key] = d
         if bad:
-            self.warn(f"{shown(str(self.path))}: {bad} saved resolve(s) were not alerts and were left out")
+            self.warn(
+                f"{shown(str(self.path))}: {bad} saved resolve(s) were not alerts and were left out"
+            )
 
 
 def saved_key(d: Any) -> str | None:
@@ -304,12 +346,21 @@ def saved_key(d: Any) -> str | None:
         return None
     labels, notes = d.get("labels"), d.get("annotations")
     for table in (labels, notes):
-        if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) <= 4 * TEXT_MAX
-                                                  for k, v in table.items()):
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) <= 4 * TEXT_MAX
+            for k, v in table.items()
+        ):
             return None
-    if not all(isinstance(d.get(k, ""), str) and len(d.get(k, "")) <= 40 for k in ("startsAt", "endsAt")):
+    if not all(
+        isinstance(d.get(k, ""), str) and len(d.get(k, "")) <= 40 for k in ("startsAt", "endsAt")
+    ):
         return None
-    if not isinstance(labels, dict) or "alertname" not in labels or "host" not in labels or "endsAt" not in d:
+    if (
+        not isinstance(labels, dict)
+        or "alertname" not in labels
+        or "host" not in labels
+        or "endsAt" not in d
+    ):
         return None
     return f"{labels['alertname']}|{labels['host']}|{labels.get('subject', '')}"
 
@@ -338,8 +389,14 @@ async def _post(url: str, body: bytes) -> tuple[int, str]:
     try:
         host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
         host += f":{u.port}" if u.port else ""
-        head = [f"POST {u.path or '/'} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
-                f"Content-Length: {len(body)}", "Connection: close", "User-Agent: fleetdeck-watch"]
+        head = [
+            f"POST {u.path or '/'} HTTP/1.1",
+            f"Host: {host}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+            "User-Agent: fleetdeck-watch",
+        ]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
         parts = (await reader.readuntil(b"\r\n")).decode("latin-1").split(None, 2)
@@ -355,11 +412,21 @@ async def _post(url: str, body: bytes) -> tuple[int, str]:
                 length = min(BODY_LIMIT, int(v.strip()))
         status = int(parts[1])
         text = "" if 200 <= status < 300 else (await reader.read(length)).decode("utf-8", "replace")
-        return status, f"HTTP {status}" + (f": {_sentence(text.strip(), 300)}" if text.strip() else "")
+        return status, f"HTTP {status}" + (
+            f": {_sentence(text.strip(), 300)}" if text.strip() else ""
+        )
     finally:
         writer.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer.wait_closed(), 0.5)
 
 
-__all__ = ["AlertmanagerSink", "Target", "am_alert", "post_json", "saved_key", "stamp", "state_path"]
+__all__ = [
+    "AlertmanagerSink",
+    "Target",
+    "am_alert",
+    "post_json",
+    "saved_key",
+    "stamp",
+    "state_path",
+]

@@ -63,7 +63,6 @@ LOOP_SETTLE_S = 60.0
 DISK_TREND_PARTS = 3
 
 
-
 @dataclass(frozen=True)
 class Alert:
     """One alert: what, where, firing or resolved, since when, and one sentence."""
@@ -93,8 +92,15 @@ class Alert:
 
     def to_json(self) -> dict[str, Any]:
         """The contract's alert object."""
-        return {"rule": self.rule, "host": self.host, "subject": self.subject, "state": self.state,
-                "since": self.since, "text": self.text, "severity": self.severity}
+        return {
+            "rule": self.rule,
+            "host": self.host,
+            "subject": self.subject,
+            "state": self.state,
+            "since": self.since,
+            "text": self.text,
+            "severity": self.severity,
+        }
 
 
 def alert_from_json(d: Any) -> Alert:
@@ -102,10 +108,15 @@ def alert_from_json(d: Any) -> Alert:
     d = st.table(d, "the alert")
     rule = st.text(d.get("rule"), "rule")
     sev = d.get("severity")
-    return Alert(rule=rule, host=st.text(d.get("host"), "host"),
-                 subject=st.text(d.get("subject"), "subject"), state=st.text(d.get("state"), "state"),
-                 since=st.finite(d.get("since"), "since"), text=st.text(d.get("text", ""), "text"),
-                 severity=sev if sev in SEVERITIES else SEVERITY_DEFAULTS.get(rule, "warning"))
+    return Alert(
+        rule=rule,
+        host=st.text(d.get("host"), "host"),
+        subject=st.text(d.get("subject"), "subject"),
+        state=st.text(d.get("state"), "state"),
+        since=st.finite(d.get("since"), "since"),
+        text=st.text(d.get("text", ""), "text"),
+        severity=sev if sev in SEVERITIES else SEVERITY_DEFAULTS.get(rule, "warning"),
+    )
 
 
 @dataclass
@@ -157,8 +168,9 @@ class AlertEngine:
             q.append((t, used, free))
 
     # -- one poll ----------------------------------------------------------------------------
-    def evaluate(self, snap: FleetSnapshot, checks: Mapping[str, Any] | None = None,
-                 now: float | None = None) -> list[Alert]:
+    def evaluate(
+        self, snap: FleetSnapshot, checks: Mapping[str, Any] | None = None, now: float | None = None
+    ) -> list[Alert]:
         """Judge every rule on `snap`; the transitions (fired or resolved) of this poll.
         `checks` maps a seat key (`host:port:kind`) to its last `SeatCheck`."""
         now = (snap.time or time.time()) if now is None else now
@@ -167,18 +179,31 @@ class AlertEngine:
         blind: set[str] = set()
         off = set(self.config.disabled)
 
-        def hold(rule: str, host: str, subject: str, since: float, text: str, severity: str | None = None) -> None:
+        def hold(
+            rule: str, host: str, subject: str, since: float, text: str, severity: str | None = None
+        ) -> None:
             if rule not in off:
-                conds[f"{rule}|{host}|{subject}"] = (rule, host, subject, since, text,
-                                                     severity or self.config.severity_of(rule))
+                conds[f"{rule}|{host}|{subject}"] = (
+                    rule,
+                    host,
+                    subject,
+                    since,
+                    text,
+                    severity or self.config.severity_of(rule),
+                )
 
         for h in snap.hosts:
             if not h.reachable:
                 blind.add(h.name)
                 since = self.m.down_since.setdefault(h.name, h.time or now)
                 if now - since >= self.config.host_down_after:
-                    hold("host-down", h.name, h.name, since,
-                         f"{h.name} has not answered for {units.ago(now - since)}: {h.error}")
+                    hold(
+                        "host-down",
+                        h.name,
+                        h.name,
+                        since,
+                        f"{h.name} has not answered for {units.ago(now - since)}: {h.error}",
+                    )
                 continue
             self.m.down_since.pop(h.name, None)
             self._runs(h, hold)
@@ -197,7 +222,7 @@ class AlertEngine:
             if cur is None:
                 held = now - self.m.pending.setdefault(key, now)
                 if held < max(self.config.for_seconds(rule), self._settle.get(key, 0.0)):
-                    continue   # not for long enough yet
+                    continue  # not for long enough yet
                 self.m.pending.pop(key, None)
                 a = Alert(rule, host, subject, "firing", since, words, severity)
                 self.m.firing[key] = a
@@ -206,7 +231,7 @@ class AlertEngine:
                 # new figures (or a severity the fleet file changed), not a new alert
                 self.m.firing[key] = replace(cur, text=words, severity=severity)
         for key in [k for k in self.m.pending if k not in conds]:
-            if key.split("|", 2)[1] not in blind:   # lapsed: it starts over if it comes back
+            if key.split("|", 2)[1] not in blind:  # lapsed: it starts over if it comes back
                 del self.m.pending[key]
         for key, a in list(self.m.firing.items()):
             if key in conds or (a.host in blind and a.rule != "host-down"):
@@ -222,24 +247,41 @@ class AlertEngine:
         for r in h.runs:
             subj = r.path
             if r.state == "stalled":
-                hold("run-stalled", h.name, subj, r.last_update or h.time,
-                     f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}")
+                hold(
+                    "run-stalled",
+                    h.name,
+                    subj,
+                    r.last_update or h.time,
+                    f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}",
+                )
             if r.reason and NONFINITE.search(r.reason):
-                hold("loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}")
+                hold(
+                    "loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}"
+                )
             losses = [v for _, v in r.losses]
             if len(losses) >= 6:
                 base = statistics.median(losses[-21:-1])
                 if base > 0 and losses[-1] > self.config.loss_spike_factor * base:
-                    hold("loss-spike", h.name, subj, h.time,
-                         f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
-                         f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before")
+                    hold(
+                        "loss-spike",
+                        h.name,
+                        subj,
+                        h.time,
+                        f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
+                        f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before",
+                    )
             ev = r.eval_losses
             if len(ev) >= 3 and ev[-3][1] < ev[-2][1] < ev[-1][1]:
-                hold("overfitting", h.name, subj, h.time,
-                     f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
-                     f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
-                     f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
-                     f"{min(ev, key=lambda x: x[1])[0]}")
+                hold(
+                    "overfitting",
+                    h.name,
+                    subj,
+                    h.time,
+                    f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
+                    f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
+                    f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
+                    f"{min(ev, key=lambda x: x[1])[0]}",
+                )
 
     def _disks(self, h: HostSnapshot, now: float, hold) -> None:
         seen = set()
@@ -250,9 +292,14 @@ class AlertEngine:
             self.add_disk_sample(h.name, d.path, h.time or now, d.used_bytes, d.free_bytes)
             eta = self.disk_eta(h.name, d.path)
             if eta is not None and eta < self.config.disk_full_hours * 3600:
-                hold("disk-full-eta", h.name, d.path, now,
-                     f"{d.path} on {h.name} ({d.mount}) fills in about {units.ago(eta)} at the current rate "
-                     f"({units.size(d.free_bytes)} free)")
+                hold(
+                    "disk-full-eta",
+                    h.name,
+                    d.path,
+                    now,
+                    f"{d.path} on {h.name} ({d.mount}) fills in about {units.ago(eta)} at the current rate "
+                    f"({units.size(d.free_bytes)} free)",
+                )
 
     def disk_eta(self, host: str, path: str) -> float | None:
         """Seconds until the disk behind `path` is full at the rate over the window, or None
@@ -274,7 +321,7 @@ class AlertEngine:
             edge = t0 + span * part / DISK_TREND_PARTS
             while i + 1 < len(q) and q[i + 1][0] <= edge:
                 i += 1
-            marks.append(q[i][1])   # used at the last sample at or before the edge
+            marks.append(q[i][1])  # used at the last sample at or before the edge
         marks.append(u1)
         if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
             return None
@@ -288,32 +335,50 @@ class AlertEngine:
         idle_floor = self.config.idle_holder_gib * 1024
         watched = self.m.idle_since
         for g in h.gpus:
-            if g.lost is not None:   # no figure of a lost card is known: gpu-lost says so
+            if g.lost is not None:  # no figure of a lost card is known: gpu-lost says so
                 continue
             held = sum(p.used_mib for p in g.processes)
             free = g.memory_total_mib - max(g.memory_used_mib, held)
             if seats and not g.unified_memory and free < floor:
-                shares = [(s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats]
+                shares = [
+                    (s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats
+                ]
                 on_card = [(s, m) for s, m in shares if m]
                 if on_card:
-                    hold("gpu-headroom", h.name, f"GPU{g.index}", now,
-                         f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
-                         f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
-                         + ", ".join(f"{s.name} {m / 1024:.1f} GiB" for s, m in on_card) + ")")
+                    hold(
+                        "gpu-headroom",
+                        h.name,
+                        f"GPU{g.index}",
+                        now,
+                        f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
+                        f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
+                        + ", ".join(f"{s.name} {m / 1024:.1f} GiB" for s, m in on_card)
+                        + ")",
+                    )
             idle = g.utilization_pct is not None and g.utilization_pct <= self.config.idle_util_pct
             for p in g.processes:
-                if (not idle or p.used_mib <= idle_floor or p.pid in seat_pids or p.pid in run_pids
-                        or "fleetdeck train" in p.command):
+                if (
+                    not idle
+                    or p.used_mib <= idle_floor
+                    or p.pid in seat_pids
+                    or p.pid in run_pids
+                    or "fleetdeck train" in p.command
+                ):
                     if watched:
                         watched.pop(f"{h.name}|{g.index}|{p.pid}|{p.command}", None)
                     continue
                 key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
                 since = watched.setdefault(key, h.time or now)
                 if now - since >= self.config.idle_holder_minutes * 60:
-                    hold("idle-holder", h.name, f"pid {p.pid}", since,
-                         f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
-                         f"GPU{g.index} of {h.name}, idle for {units.ago(now - since)}; it is neither a seat nor a run")
-        if watched:   # a holder that went away starts from zero if it comes back
+                    hold(
+                        "idle-holder",
+                        h.name,
+                        f"pid {p.pid}",
+                        since,
+                        f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
+                        f"GPU{g.index} of {h.name}, idle for {units.ago(now - since)}; it is neither a seat nor a run",
+                    )
+        if watched:  # a holder that went away starts from zero if it comes back
             alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
             for key in [k for k in watched if k.startswith(h.name + "|") and k not in alive]:
                 del watched[key]
@@ -329,11 +394,17 @@ class AlertEngine:
                 if grew or oom:
                     what = []
                     if grew:
-                        what.append(f"restarted {s.restarts - prev[0]} time(s) (RestartCount {s.restarts})")
+                        what.append(
+                            f"restarted {s.restarts - prev[0]} time(s) (RestartCount {s.restarts})"
+                        )
                     if oom:
                         what.append("was OOM-killed")
-                    self.m.events[s.key] = (now, f"seat {s.name} on {h.name} " + " and ".join(what)
-                                            + f" at {time.strftime('%H:%M:%S', time.localtime(now))}")
+                    self.m.events[s.key] = (
+                        now,
+                        f"seat {s.name} on {h.name} "
+                        + " and ".join(what)
+                        + f" at {time.strftime('%H:%M:%S', time.localtime(now))}",
+                    )
             ev = self.m.events.get(s.key)
             if ev and now - ev[0] < self.config.event_hold_minutes * 60:
                 hold("seat-restart", h.name, s.name, ev[0], ev[1])
@@ -341,19 +412,30 @@ class AlertEngine:
                 del self.m.events[s.key]
         for key, c in checks.items():
             if key.startswith(h.name + ":") and c is not None and not c.sound:
-                hold("seat-check", h.name, f"port {c.port}", getattr(c, "checked_at", 0) or now,
-                     f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}")
+                hold(
+                    "seat-check",
+                    h.name,
+                    f"port {c.port}",
+                    getattr(c, "checked_at", 0) or now,
+                    f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}",
+                )
 
     # -- saving ------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """What `from_state` needs to carry on after a restart (JSON-able)."""
-        return {"firing": [a.to_json() for a in self.m.firing.values()],
-                "resolved": [a.to_json() for a in self.m.resolved],
-                "down_since": self.m.down_since, "idle_since": self.m.idle_since,
-                "restarts": {k: list(v) for k, v in self.m.restarts.items()},
-                "events": {k: list(v) for k, v in self.m.events.items()},
-                "pending": self.m.pending, "looked": sorted(self.m.looked), "first_look": self.m.first_look,
-                "runs": self.m.runs, "run_events": {k: list(v) for k, v in self.m.run_events.items()}}
+        return {
+            "firing": [a.to_json() for a in self.m.firing.values()],
+            "resolved": [a.to_json() for a in self.m.resolved],
+            "down_since": self.m.down_since,
+            "idle_since": self.m.idle_since,
+            "restarts": {k: list(v) for k, v in self.m.restarts.items()},
+            "events": {k: list(v) for k, v in self.m.events.items()},
+            "pending": self.m.pending,
+            "looked": sorted(self.m.looked),
+            "first_look": self.m.first_look,
+            "runs": self.m.runs,
+            "run_events": {k: list(v) for k, v in self.m.run_events.items()},
+        }
 
     def load_state(self, d: Any) -> list[Reject]:
         """Carry on from `to_state()`'s output, strictly per entry: an entry that does not hold
@@ -368,27 +450,48 @@ class AlertEngine:
             if v is None:
                 return
             if not isinstance(v, kind):
-                rejects.append(Reject(name, f"is not a{'n object' if kind is dict else ' list'}", v))
+                rejects.append(
+                    Reject(name, f"is not a{'n object' if kind is dict else ' list'}", v)
+                )
                 return
-            for k, x in (v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()):
+            for k, x in (
+                v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+            ):
                 try:
                     load(k, x)
                 except Bad as e:
-                    rejects.append(Reject(f"{name}[{k!r}]" if kind is dict else f"{name}[{k}]", str(e),
-                                          {k: x} if kind is dict else x))
+                    rejects.append(
+                        Reject(
+                            f"{name}[{k!r}]" if kind is dict else f"{name}[{k}]",
+                            str(e),
+                            {k: x} if kind is dict else x,
+                        )
+                    )
 
         def alert(_k, x) -> Alert:
             return alert_from_json(x)
 
         each("firing", list, lambda k, x: m.firing.__setitem__((a := alert(k, x)).key, a))
         each("resolved", list, lambda k, x: m.resolved.append(alert(k, x)))
-        each("down_since", dict, lambda k, x: m.down_since.__setitem__(str(k), st.finite(x, "the time")))
-        each("idle_since", dict, lambda k, x: m.idle_since.__setitem__(str(k), st.finite(x, "the time")))
+        each(
+            "down_since",
+            dict,
+            lambda k, x: m.down_since.__setitem__(str(k), st.finite(x, "the time")),
+        )
+        each(
+            "idle_since",
+            dict,
+            lambda k, x: m.idle_since.__setitem__(str(k), st.finite(x, "the time")),
+        )
         each("pending", dict, lambda k, x: m.pending.__setitem__(str(k), st.finite(x, "the time")))
 
         def restart(k, x) -> None:
             x = st.items(x, "the entry")
-            if len(x) != 2 or not isinstance(x[1], bool) or (x[0] is not None and st.count(x[0], "the count") < 0):
+            if (
+                len(x) != 2
+                or not isinstance(x[1], bool)
+                or (x[0] is not None and st.count(x[0], "the count") < 0)
+            ):
                 raise Bad("is not [restart count or null, OOM-killed]")
             m.restarts[str(k)] = (x[0], x[1])
 
@@ -402,7 +505,10 @@ class AlertEngine:
         each("events", dict, event)
 
         def run_event(k, x) -> None:
-            if str(k).split("|", 1)[0] not in ("run-finished", "run-failed") or str(k).count("|") < 2:
+            if (
+                str(k).split("|", 1)[0] not in ("run-finished", "run-failed")
+                or str(k).count("|") < 2
+            ):
                 raise Bad("is not a run-finished or run-failed alert key")
             event(k, x)
             m.run_events[str(k)] = m.events.pop(str(k))
@@ -454,6 +560,19 @@ def save_engine(engine: AlertEngine) -> None:
 
 
 # delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
-__all__ = ["Alert", "AlertConfig", "AlertEngine", "FOR_DEFAULTS", "RULES", "SEVERITIES", "SEVERITY_DEFAULTS",
-           "alert_from_json", "by_severity", "engine_path", "severity_counts",
-           "load_engine", "parse_alerts", "save_engine"]
+__all__ = [
+    "Alert",
+    "AlertConfig",
+    "AlertEngine",
+    "FOR_DEFAULTS",
+    "RULES",
+    "SEVERITIES",
+    "SEVERITY_DEFAULTS",
+    "alert_from_json",
+    "by_severity",
+    "engine_path",
+    "severity_counts",
+    "load_engine",
+    "parse_alerts",
+    "save_engine",
+]

@@ -104,9 +104,18 @@ def json_safe(v: Any) -> Any:
 
 def transition_id(alert: Any) -> str:
     """The id of one transition: the same for every retry and after a restart."""
-    since = alert.since if isinstance(alert.since, (int, float)) and math.isfinite(alert.since) else 0.0
-    key = "\0".join([shown(alert.rule), shown(alert.host), shown(alert.subject), shown(alert.state),
-                     f"{since:.3f}"])
+    since = (
+        alert.since if isinstance(alert.since, (int, float)) and math.isfinite(alert.since) else 0.0
+    )
+    key = "\0".join(
+        [
+            shown(alert.rule),
+            shown(alert.host),
+            shown(alert.subject),
+            shown(alert.state),
+            f"{since:.3f}",
+        ]
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -119,15 +128,25 @@ def _since_text(since: Any) -> str:
 
 def _severity(alert: Any) -> str:
     # an entry queued before severities (an outbox carried over) gets its rule's default
-    return getattr(alert, "severity", "") or SEVERITY_DEFAULTS.get(str(getattr(alert, "rule", "")), "warning")
+    return getattr(alert, "severity", "") or SEVERITY_DEFAULTS.get(
+        str(getattr(alert, "rule", "")), "warning"
+    )
 
 
 def payload(alert: Any, tid: str | None = None) -> dict[str, Any]:
     """The JSON document of one transition (webhook body, hook stdin): the contract's alert
     object, its title and its id, made safe by `json_safe`."""
-    d = {"id": tid or transition_id(alert), "rule": alert.rule, "host": alert.host,
-         "subject": alert.subject, "state": alert.state, "since": alert.since, "text": alert.text,
-         "title": alert.title, "severity": _severity(alert)}
+    d = {
+        "id": tid or transition_id(alert),
+        "rule": alert.rule,
+        "host": alert.host,
+        "subject": alert.subject,
+        "state": alert.state,
+        "since": alert.since,
+        "text": alert.text,
+        "title": alert.title,
+        "severity": _severity(alert),
+    }
     return json_safe(d)
 
 
@@ -138,10 +157,17 @@ def webhook_body(alert: Any, tid: str | None = None) -> bytes:
 
 def hook_values(alert: Any, tid: str | None = None) -> dict[str, str]:
     """Each placeholder's text, by the argv rule."""
-    return {"title": arg_text(alert.title), "text": arg_text(alert.text), "rule": arg_text(alert.rule),
-            "host": arg_text(alert.host), "subject": arg_text(alert.subject), "state": arg_text(alert.state),
-            "since": _since_text(alert.since), "id": tid or transition_id(alert),
-            "severity": arg_text(_severity(alert))}
+    return {
+        "title": arg_text(alert.title),
+        "text": arg_text(alert.text),
+        "rule": arg_text(alert.rule),
+        "host": arg_text(alert.host),
+        "subject": arg_text(alert.subject),
+        "state": arg_text(alert.state),
+        "since": _since_text(alert.since),
+        "id": tid or transition_id(alert),
+        "severity": arg_text(_severity(alert)),
+    }
 
 
 def hook_argv(argv: tuple[str, ...] | list[str], alert: Any, tid: str | None = None) -> list[str]:
@@ -175,14 +201,25 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
     # stderr goes to a file, not a pipe: a child the hook backgrounds keeps a pipe open, and the
     # hook's end would wait for it
     with tempfile.TemporaryFile() as err:
-        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            env=env, start_new_session=True))
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )
+        )
         try:
             proc = await asyncio.shield(spawn)
         except (OSError, ValueError) as e:
-            return Outcome(False, f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}", False)
-        except asyncio.CancelledError:   # cancelled while it started: it must not outlive us
+            return Outcome(
+                False,
+                f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}",
+                False,
+            )
+        except asyncio.CancelledError:  # cancelled while it started: it must not outlive us
             with contextlib.suppress(Exception):
                 started = await spawn
                 _kill_group(started.pid)
@@ -191,7 +228,7 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
 
         async def feed_and_wait() -> int:
             assert proc.stdin is not None
-            with contextlib.suppress(OSError):   # a hook that ignores stdin may close it
+            with contextlib.suppress(OSError):  # a hook that ignores stdin may close it
                 proc.stdin.write(stdin)
                 await proc.stdin.drain()
             with contextlib.suppress(OSError):
@@ -201,8 +238,11 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
         try:
             rc = await asyncio.wait_for(feed_and_wait(), deadline)
         except TimeoutError:
-            return Outcome(False, f"alert hook {name} did not finish within {deadline:g}s; its process group "
-                           "was killed")
+            return Outcome(
+                False,
+                f"alert hook {name} did not finish within {deadline:g}s; its process group "
+                "was killed",
+            )
         finally:
             _kill_group(proc.pid)
             if proc.returncode is None:
@@ -212,7 +252,10 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
         if rc:
             err.seek(max(0, err.seek(0, os.SEEK_END) - 2048))
             last = err.read().decode("utf-8", "surrogateescape").strip().splitlines()
-            return Outcome(False, f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""))
+            return Outcome(
+                False,
+                f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""),
+            )
     return Outcome(True)
 
 
@@ -235,18 +278,26 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         try:
             status, head = await _post_once(url, body, headers)
         except (OSError, ValueError, asyncio.IncompleteReadError, ssl.SSLError) as e:
-            return Outcome(False, f"alert webhook {shown(url)} failed: {shown(str(e) or type(e).__name__)}")
+            return Outcome(
+                False, f"alert webhook {shown(url)} failed: {shown(str(e) or type(e).__name__)}"
+            )
         if 200 <= status < 300:
             return Outcome(True)
         if status in (307, 308) and head.get("location"):
             url = urllib.parse.urljoin(url, head["location"])
             if not url.startswith(("http://", "https://")):
-                return Outcome(False, f"alert webhook redirected to {shown(url)}, which is not http(s)", False)
+                return Outcome(
+                    False, f"alert webhook redirected to {shown(url)}, which is not http(s)", False
+                )
             continue
         if 300 <= status < 400:
-            return Outcome(False, f"alert webhook {shown(url)} answered {status} (redirect to "
-                           f"{shown(head.get('location', '?'))}); only 307 and 308 keep a POST a POST, so the "
-                           "alert was not delivered: point `webhook` at the final URL", False)
+            return Outcome(
+                False,
+                f"alert webhook {shown(url)} answered {status} (redirect to "
+                f"{shown(head.get('location', '?'))}); only 307 and 308 keep a POST a POST, so the "
+                "alert was not delivered: point `webhook` at the final URL",
+                False,
+            )
         permanent = 400 <= status < 500 and status not in (408, 425, 429)
         return Outcome(False, f"alert webhook {shown(url)} answered HTTP {status}", not permanent)
     return Outcome(False, f"alert webhook {shown(url)}: more than {MAX_REDIRECTS} redirects", False)
@@ -264,9 +315,15 @@ async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[in
         host = u.hostname if u.port is None else f"{u.hostname}:{u.port}"
         if ":" in u.hostname:
             host = f"[{u.hostname}]" + (f":{u.port}" if u.port else "")
-        lines = [f"POST {target} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
-                 f"Content-Length: {len(body)}", "Connection: close", "User-Agent: fleetdeck-watch",
-                 *(f"{k}: {v}" for k, v in headers.items())]
+        lines = [
+            f"POST {target} HTTP/1.1",
+            f"Host: {host}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+            "User-Agent: fleetdeck-watch",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
         status_line = await reader.readuntil(b"\r\n")
@@ -292,15 +349,27 @@ async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[in
 def _record(alert: Any) -> dict[str, Any]:
     # the values as the host sent them: each sink applies its own rule when it sends (JSON
     # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
-    return {"rule": alert.rule, "host": alert.host, "subject": alert.subject, "state": alert.state,
-            "since": alert.since, "text": alert.text, "title": alert.title, "severity": _severity(alert)}
+    return {
+        "rule": alert.rule,
+        "host": alert.host,
+        "subject": alert.subject,
+        "state": alert.state,
+        "since": alert.since,
+        "text": alert.text,
+        "title": alert.title,
+        "severity": _severity(alert),
+    }
 
 
 class _Shown:
     """An alert rebuilt from its outbox record (the fields the sinks read)."""
 
     def __init__(self, d: dict[str, Any]) -> None:
-        self.rule, self.host, self.subject = d.get("rule", ""), d.get("host", ""), d.get("subject", "")
+        self.rule, self.host, self.subject = (
+            d.get("rule", ""),
+            d.get("host", ""),
+            d.get("subject", ""),
+        )
         self.state, self.since, self.text = d.get("state", ""), d.get("since"), d.get("text", "")
         self.title = d.get("title", "")
         self.severity = d.get("severity") or ""
@@ -327,13 +396,23 @@ class Deliverer:
     journaled), then delivered; a firing and its resolved both held by a silence are dropped
     together, never delivered."""
 
-    def __init__(self, on_alert: tuple[str, ...] | None, webhook: str | None, *,
-                 webhook_timeout: float = 5.0, hook_timeout: float = HOOK_TIMEOUT,
-                 concurrency: int = CONCURRENCY, journal: Journal | None = None,
-                 warn: Callable[[str], None] | None = None, retry_first: float = RETRY_FIRST,
-                 retry_cap: float = RETRY_CAP, max_age: float = RETRY_MAX_AGE,
-                 group_wait: float = GROUP_WAIT, group_max: int = GROUP_MAX,
-                 silences: SilenceStore | None = None) -> None:
+    def __init__(
+        self,
+        on_alert: tuple[str, ...] | None,
+        webhook: str | None,
+        *,
+        webhook_timeout: float = 5.0,
+        hook_timeout: float = HOOK_TIMEOUT,
+        concurrency: int = CONCURRENCY,
+        journal: Journal | None = None,
+        warn: Callable[[str], None] | None = None,
+        retry_first: float = RETRY_FIRST,
+        retry_cap: float = RETRY_CAP,
+        max_age: float = RETRY_MAX_AGE,
+        group_wait: float = GROUP_WAIT,
+        group_max: int = GROUP_MAX,
+        silences: SilenceStore | None = None,
+    ) -> None:
         self.on_alert = tuple(on_alert or ())
         self.webhook = webhook
         self.webhook_timeout = webhook_timeout
@@ -344,7 +423,9 @@ class Deliverer:
         self.retry_first, self.retry_cap, self.max_age = retry_first, retry_cap, max_age
         self.group_wait = max(0.0, group_wait)
         self.group_max = max(1, int(group_max))
-        self.silences = silences if silences is not None else SilenceStore(move=True, warn=self.warn)
+        self.silences = (
+            silences if silences is not None else SilenceStore(move=True, warn=self.warn)
+        )
         #: every entry, in the order queued
         self.pending: dict[tuple[str, str], Pending] = {}
         self.delivered = 0
@@ -379,7 +460,12 @@ class Deliverer:
     # -- the queues -----------------------------------------------------------------------------
     @staticmethod
     def _queue_of(p: Pending) -> tuple[str, str, str, str]:
-        return (p.sink, str(p.alert.get("rule")), str(p.alert.get("host")), str(p.alert.get("subject")))
+        return (
+            p.sink,
+            str(p.alert.get("rule")),
+            str(p.alert.get("host")),
+            str(p.alert.get("subject")),
+        )
 
     def _add(self, p: Pending) -> None:
         self.pending[p.key] = p
@@ -404,7 +490,7 @@ class Deliverer:
         if q and q[0] == p.key:
             q.popleft()
             if q:
-                self._push(self.pending[q[0]])   # the next transition of that alert is due now
+                self._push(self.pending[q[0]])  # the next transition of that alert is due now
         else:
             with contextlib.suppress(ValueError):
                 q.remove(p.key)
@@ -475,7 +561,9 @@ class Deliverer:
         self._wake.set()
         return rejects
 
-    def load_journal(self, committed: int | None, *, move: bool = True) -> tuple[list[Reject], list[str]]:
+    def load_journal(
+        self, committed: int | None, *, move: bool = True
+    ) -> tuple[list[Reject], list[str]]:
         """Carry on with what the journal holds (see `outbox.Journal.load`)."""
         assert self.journal is not None
         live, rejects, warnings = self.journal.load(committed, move=move)
@@ -505,7 +593,9 @@ class Deliverer:
         """True when queue head `p` may be attempted now; otherwise a silence holds it (until the
         silence ends, journaled), or drops it with the resolved that follows it."""
         a = p.alert
-        s = self.silences.matching(str(a.get("rule")), str(a.get("host")), str(a.get("subject")), now)
+        s = self.silences.matching(
+            str(a.get("rule")), str(a.get("host")), str(a.get("subject")), now
+        )
         if s is None:
             return True
         q = self._queues[self._queue_of(p)]
@@ -536,7 +626,7 @@ class Deliverer:
                 heads = [h[0][0] for h in self._due.values() if h]
                 if heads and self._running < self.concurrency:
                     wait = max(0.05, min(heads) - time.time())
-                if self._parked:   # a silence expired early ends the hold within SILENCE_RECHECK
+                if self._parked:  # a silence expired early ends the hold within SILENCE_RECHECK
                     wait = SILENCE_RECHECK if wait is None else min(wait, SILENCE_RECHECK)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -571,7 +661,7 @@ class Deliverer:
                     bucket.append([])
                 bucket[-1].extend(self._run_of(p, math.inf, self.group_max - len(bucket[-1])))
             free = self.concurrency - self._running
-            for group in [g for gs in groups.values() for g in gs if g][:max(0, free)]:
+            for group in [g for gs in groups.values() for g in gs if g][: max(0, free)]:
                 tried.update(p.key for p in group)
                 self._start(group)
             if not self._tasks:
@@ -604,9 +694,9 @@ class Deliverer:
                     at, _n, key = heapq.heappop(heap)
                     p = self.pending.get(key)
                     if p is None or key in self._busy or p.next_at != at or not self._is_head(p):
-                        continue   # stale: delivered, in flight, retried at another time or not first
+                        continue  # stale: delivered, in flight, retried at another time or not first
                     if not self._clear(p, now):
-                        continue   # a silence holds it
+                        continue  # a silence holds it
                     group += self._run_of(p, now, limit - len(group))
                 if group:
                     self._start(group)
@@ -622,7 +712,7 @@ class Deliverer:
     async def _attempt(self, group: list[Pending]) -> None:
         try:
             out = await (self.send(group[0]) if len(group) == 1 else self.send_group(group))
-        except asyncio.CancelledError:   # it stays in the outbox, due again as it was
+        except asyncio.CancelledError:  # it stays in the outbox, due again as it was
             for p in group:
                 self._busy.discard(p.key)
                 if self._is_head(p):
@@ -634,7 +724,11 @@ class Deliverer:
                 self._busy.discard(p.key)
         now = time.time()
         done, tried = [], []
-        what = group[0].id if len(group) == 1 else f"{group_id([p.id for p in group])} of {len(group)} transitions"
+        what = (
+            group[0].id
+            if len(group) == 1
+            else f"{group_id([p.id for p in group])} of {len(group)} transitions"
+        )
         said = None
         for p in group:
             p.attempts += 1
@@ -644,13 +738,17 @@ class Deliverer:
                 done.append(p)
             elif not out.retry or now - max(p.created, self._parked.get(p.key, 0.0)) > self.max_age:
                 self._remove(p)
-                said = f"{out.warning} ({'not retried' if not out.retry else f'given up after {p.attempts} attempts'}; " \
-                       f"delivery {what})"
+                said = (
+                    f"{out.warning} ({'not retried' if not out.retry else f'given up after {p.attempts} attempts'}; "
+                    f"delivery {what})"
+                )
                 done.append(p)
             else:
                 delay = min(self.retry_cap, self.retry_first * 2 ** (p.attempts - 1))
                 p.next_at = now + delay
-                said = f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {what})"
+                said = (
+                    f"{out.warning} (attempt {p.attempts}, retried in {delay:g}s; delivery {what})"
+                )
                 tried.append(p)
                 if self._is_head(p):
                     self._push(p)
@@ -676,14 +774,18 @@ class Deliverer:
         a = _Shown(p.alert)
         body = webhook_body(a, p.id)
         if p.sink == "command":
-            return await run_hook(hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout)
+            return await run_hook(
+                hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout
+            )
         headers = {"Idempotency-Key": p.id, "X-Fleetdeck-Delivery": p.id}
         return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
 
     async def send_group(self, group: list[Pending]) -> Outcome:
         """One attempt of several entries of one sink, as one delivery listing them."""
         g = Group([(_Shown(p.alert), p.id) for p in group])
-        body = json.dumps(json_safe(group_payload(g, payload)), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        body = json.dumps(
+            json_safe(group_payload(g, payload)), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
         if group[0].sink == "command":
             env = hook_env(g, g.id)
             env.update(FLEETDECK_IDS=" ".join(g.ids), FLEETDECK_COUNT=str(len(g.ids)))
@@ -708,8 +810,12 @@ class Notifier:
     async def deliver(self, alerts: list[Any]) -> list[str]:
         """Deliver every transition, in order; one warning sentence per failed delivery."""
         warnings: list[str] = []
-        d = Deliverer(self.config.on_alert, self.config.webhook, webhook_timeout=self.config.webhook_timeout,
-                      hook_timeout=self.timeout)
+        d = Deliverer(
+            self.config.on_alert,
+            self.config.webhook,
+            webhook_timeout=self.config.webhook_timeout,
+            hook_timeout=self.timeout,
+        )
         for a in alerts:
             tid = transition_id(a)
             for sink in d.sinks:
@@ -719,5 +825,20 @@ class Notifier:
         return warnings
 
 
-__all__ = ["Deliverer", "GROUP_WAIT", "Notifier", "Outcome", "Pending", "arg_text", "hook_argv", "hook_env",
-           "json_safe", "options", "payload", "post_json", "run_hook", "transition_id", "webhook_body"]
+__all__ = [
+    "Deliverer",
+    "GROUP_WAIT",
+    "Notifier",
+    "Outcome",
+    "Pending",
+    "arg_text",
+    "hook_argv",
+    "hook_env",
+    "json_safe",
+    "options",
+    "payload",
+    "post_json",
+    "run_hook",
+    "transition_id",
+    "webhook_body",
+]

@@ -68,7 +68,7 @@ def label(v: Any) -> str:
     longer one keeps its head and a hash of the whole, so two series stay two)."""
     s = shown("" if v is None else v if isinstance(v, str) else str(v))
     if len(s) > LABEL_MAX:
-        s = s[:LABEL_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
+        s = s[: LABEL_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
     return s
 
 
@@ -109,51 +109,155 @@ def _g(name: str, doc: str, labels: list[str]) -> _Family:
 #: nested one; our name; help; the scale to base units; dcgm-exporter's field for the same
 #: figure, docs/probe.md ("In /metrics") lists them side by side)
 GPU_FIGURES = (
-    ("memory_util_pct", "gpu_memory_utilization_percent", "memory controller busy", 1, "DCGM_FI_DEV_MEM_COPY_UTIL"),
+    (
+        "memory_util_pct",
+        "gpu_memory_utilization_percent",
+        "memory controller busy",
+        1,
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+    ),
     ("temperature_c", "gpu_temperature_celsius", "GPU temperature", 1, "DCGM_FI_DEV_GPU_TEMP"),
-    ("temperature_slowdown_c", "gpu_slowdown_temperature_celsius", "temperature at which the GPU slows down", 1,
-     "DCGM_FI_DEV_SLOWDOWN_TEMP"),
-    ("temperature_shutdown_c", "gpu_shutdown_temperature_celsius", "temperature at which the GPU shuts down", 1,
-     "DCGM_FI_DEV_SHUTDOWN_TEMP"),
+    (
+        "temperature_slowdown_c",
+        "gpu_slowdown_temperature_celsius",
+        "temperature at which the GPU slows down",
+        1,
+        "DCGM_FI_DEV_SLOWDOWN_TEMP",
+    ),
+    (
+        "temperature_shutdown_c",
+        "gpu_shutdown_temperature_celsius",
+        "temperature at which the GPU shuts down",
+        1,
+        "DCGM_FI_DEV_SHUTDOWN_TEMP",
+    ),
     ("power_w", "gpu_power_watts", "power draw", 1, "DCGM_FI_DEV_POWER_USAGE"),
-    ("power_limit_w", "gpu_power_limit_watts", "enforced power limit", 1, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"),
+    (
+        "power_limit_w",
+        "gpu_power_limit_watts",
+        "enforced power limit",
+        1,
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    ),
     ("sm_clock_mhz", "gpu_sm_clock_hertz", "SM clock", 1e6, "DCGM_FI_DEV_SM_CLOCK"),
-    ("sm_clock_max_mhz", "gpu_sm_clock_max_hertz", "SM clock's maximum", 1e6, "DCGM_FI_DEV_MAX_SM_CLOCK"),
+    (
+        "sm_clock_max_mhz",
+        "gpu_sm_clock_max_hertz",
+        "SM clock's maximum",
+        1e6,
+        "DCGM_FI_DEV_MAX_SM_CLOCK",
+    ),
     ("mem_clock_mhz", "gpu_memory_clock_hertz", "memory clock", 1e6, "DCGM_FI_DEV_MEM_CLOCK"),
-    ("mem_clock_max_mhz", "gpu_memory_clock_max_hertz", "memory clock's maximum", 1e6, "DCGM_FI_DEV_MAX_MEM_CLOCK"),
+    (
+        "mem_clock_max_mhz",
+        "gpu_memory_clock_max_hertz",
+        "memory clock's maximum",
+        1e6,
+        "DCGM_FI_DEV_MAX_MEM_CLOCK",
+    ),
     ("fan_pct", "gpu_fan_percent", "fan speed", 1, "DCGM_FI_DEV_FAN_SPEED"),
-    ("pcie.gen", "gpu_pcie_link_generation", "PCIe link generation", 1, "DCGM_FI_DEV_PCIE_LINK_GEN"),
-    ("pcie.width", "gpu_pcie_link_width", "PCIe link width (lanes)", 1, "DCGM_FI_DEV_PCIE_LINK_WIDTH"),
-    ("pcie.tx_bytes_s", "gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (a sample)", 1,
-     "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"),
-    ("pcie.rx_bytes_s", "gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (a sample)", 1,
-     "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"),
-    ("ecc.pending_retirement", "gpu_ecc_pending_retirement", "1 when rows or pages wait for a reset", 1,
-     "DCGM_FI_DEV_ROW_REMAP_PENDING"),
-    ("ecc.remap_failure", "gpu_row_remap_failure", "1 when a row remap failed", 1, "DCGM_FI_DEV_ROW_REMAP_FAILURE"),
+    (
+        "pcie.gen",
+        "gpu_pcie_link_generation",
+        "PCIe link generation",
+        1,
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+    ),
+    (
+        "pcie.width",
+        "gpu_pcie_link_width",
+        "PCIe link width (lanes)",
+        1,
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+    ),
+    (
+        "pcie.tx_bytes_s",
+        "gpu_pcie_tx_bytes_per_second",
+        "PCIe transmit throughput (a sample)",
+        1,
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+    ),
+    (
+        "pcie.rx_bytes_s",
+        "gpu_pcie_rx_bytes_per_second",
+        "PCIe receive throughput (a sample)",
+        1,
+        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+    ),
+    (
+        "ecc.pending_retirement",
+        "gpu_ecc_pending_retirement",
+        "1 when rows or pages wait for a reset",
+        1,
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+    ),
+    (
+        "ecc.remap_failure",
+        "gpu_row_remap_failure",
+        "1 when a row remap failed",
+        1,
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    ),
     ("ecc.mode", "gpu_ecc_mode", "1 when ECC is enabled", 1, "DCGM_FI_DEV_ECC_CURRENT"),
-    ("persistence_mode", "gpu_persistence_mode", "1 when persistence mode is on", 1, "DCGM_FI_DEV_PERSISTENCE_MODE"),
+    (
+        "persistence_mode",
+        "gpu_persistence_mode",
+        "1 when persistence mode is on",
+        1,
+        "DCGM_FI_DEV_PERSISTENCE_MODE",
+    ),
     ("mig_mode", "gpu_mig_mode", "1 when MIG is on", 1, "DCGM_FI_DEV_MIG_MODE"),
 )
 GPU = ["host", "gpu", "uuid"]
 #: the families with a label of their own: key -> (our name, help, extra label, dcgm-exporter's)
 GPU_LABELLED = {
-    "throttle": ("gpu_throttle_reason", "1 for each clock event (throttle) reason active", "reason",
-                 "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
-    "ecc_corrected": ("gpu_ecc_corrected_errors", "corrected ECC errors", "counter",
-                      "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
-    "ecc_uncorrected": ("gpu_ecc_uncorrected_errors", "uncorrected ECC errors", "counter",
-                        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
-    "remapped": ("gpu_remapped_rows", "rows remapped", "cause",
-                 "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"),
-    "xid": ("gpu_xid_errors", "Xid errors the probe read in the last hour", "code", "DCGM_FI_DEV_XID_ERRORS"),
-    "compute": ("gpu_compute_mode", "1 for the GPU's compute mode", "mode", "DCGM_FI_DEV_COMPUTE_MODE"),
+    "throttle": (
+        "gpu_throttle_reason",
+        "1 for each clock event (throttle) reason active",
+        "reason",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    ),
+    "ecc_corrected": (
+        "gpu_ecc_corrected_errors",
+        "corrected ECC errors",
+        "counter",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    ),
+    "ecc_uncorrected": (
+        "gpu_ecc_uncorrected_errors",
+        "uncorrected ECC errors",
+        "counter",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    ),
+    "remapped": (
+        "gpu_remapped_rows",
+        "rows remapped",
+        "cause",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    ),
+    "xid": (
+        "gpu_xid_errors",
+        "Xid errors the probe read in the last hour",
+        "code",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ),
+    "compute": (
+        "gpu_compute_mode",
+        "1 for the GPU's compute mode",
+        "mode",
+        "DCGM_FI_DEV_COMPUTE_MODE",
+    ),
 }
 
 
 def _gpu_families() -> dict[str, _Family]:
     fams = {key: _g(name, doc, GPU) for key, name, doc, _scale, _dcgm in GPU_FIGURES}
-    fams.update({key: _g(name, doc, [*GPU, extra]) for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()})
+    fams.update(
+        {
+            key: _g(name, doc, [*GPU, extra])
+            for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()
+        }
+    )
     return fams
 
 
@@ -168,15 +272,17 @@ def _figure(g: Any, key: str) -> Any:
 
 
 def _gpu_health(m: dict[str, Any], lab: list[str], g: Any) -> None:
-    ready = [label(x) for x in lab]   # the card's labels, made once for its thirty-odd series
+    ready = [label(x) for x in lab]  # the card's labels, made once for its thirty-odd series
     for key, _name, _doc, scale, _dcgm in GPU_FIGURES:
         v = sample(_figure(g, key))
         m[key].add_labelled(ready, None if v is None else v * scale)
     for r in g.throttle_reasons or ():
         m["throttle"].add_labelled([*ready, label(r)], 1.0)
     e = g.ecc
-    for counter, cor, unc in (("volatile", e.corrected, e.uncorrected),
-                              ("aggregate", e.corrected_aggregate, e.uncorrected_aggregate)):
+    for counter, cor, unc in (
+        ("volatile", e.corrected, e.uncorrected),
+        ("aggregate", e.corrected_aggregate, e.uncorrected_aggregate),
+    ):
         m["ecc_corrected"].add_labelled([*ready, counter], cor)
         m["ecc_uncorrected"].add_labelled([*ready, counter], unc)
     m["remapped"].add_labelled([*ready, "correctable"], e.remapped_correctable)
@@ -200,33 +306,67 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "gpu_used": _g("gpu_memory_used_bytes", "GPU memory in use", ["host", "gpu", "uuid"]),
         "gpu_total": _g("gpu_memory_total_bytes", "GPU memory", ["host", "gpu", "uuid"]),
         "gpu_util": _g("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
-        "gpu_room": _g("gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]),
-        "gpu_unified": _g("gpu_unified_memory", "1 when the GPU has no memory of its own (system memory)", GPU),
-        "gpu_lost": _g("gpu_lost", "1 when the driver lost the GPU (NVML: GPU is lost); its figures have no sample",
-                       GPU),
+        "gpu_room": _g(
+            "gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]
+        ),
+        "gpu_unified": _g(
+            "gpu_unified_memory", "1 when the GPU has no memory of its own (system memory)", GPU
+        ),
+        "gpu_lost": _g(
+            "gpu_lost",
+            "1 when the driver lost the GPU (NVML: GPU is lost); its figures have no sample",
+            GPU,
+        ),
         **_gpu_families(),
-        "disk_free": _g("disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]),
-        "disk_size": _g("disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]),
-        "run_state": _g("run_state", "1 for the run's current state", ["host", "run", "path", "state"]),
+        "disk_free": _g(
+            "disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]
+        ),
+        "disk_size": _g(
+            "disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]
+        ),
+        "run_state": _g(
+            "run_state", "1 for the run's current state", ["host", "run", "path", "state"]
+        ),
         "run_step": _g("run_step", "last logged step", ["host", "run", "path"]),
         "run_max": _g("run_max_steps", "steps the run will take", ["host", "run", "path"]),
         "run_loss": _g("run_loss", "last training loss", ["host", "run", "path"]),
         "run_eval": _g("run_eval_loss", "last eval loss", ["host", "run", "path"]),
-        "run_eta": _g("run_eta_seconds", "time left at the current step time", ["host", "run", "path"]),
+        "run_eta": _g(
+            "run_eta_seconds", "time left at the current step time", ["host", "run", "path"]
+        ),
         # the verdicts' figures `fleetdeck rules --prometheus` reads (prom_rules.run_figures)
-        "run_nonfinite": _g("run_loss_nonfinite", "1 when the run logged a NaN or infinite loss", ["host", "run", "path"]),
-        "run_rises": _g("run_eval_loss_rises", "consecutive evals, newest back, at which eval loss rose",
-                        ["host", "run", "path"]),
-        "run_spike": _g("run_loss_spike_ratio", "last loss over the median of the (up to 20) before it",
-                        ["host", "run", "path"]),
+        "run_nonfinite": _g(
+            "run_loss_nonfinite",
+            "1 when the run logged a NaN or infinite loss",
+            ["host", "run", "path"],
+        ),
+        "run_rises": _g(
+            "run_eval_loss_rises",
+            "consecutive evals, newest back, at which eval loss rose",
+            ["host", "run", "path"],
+        ),
+        "run_spike": _g(
+            "run_loss_spike_ratio",
+            "last loss over the median of the (up to 20) before it",
+            ["host", "run", "path"],
+        ),
         "stray": _g("schedules_stray", "stray schedules on the host", ["host"]),
-        "seat_up": _g("seat_up", "1 when the seat's process is seen", ["host", "port", "kind", "model"]),
+        "seat_up": _g(
+            "seat_up", "1 when the seat's process is seen", ["host", "port", "kind", "model"]
+        ),
         "seat_mem": _g("seat_memory_bytes", "GPU memory the seat holds", ["host", "port", "kind"]),
-        "seat_gpu_mem": _g("seat_gpu_memory_bytes", "GPU memory the seat holds on one GPU",
-                           ["host", "port", "kind", "gpu"]),
+        "seat_gpu_mem": _g(
+            "seat_gpu_memory_bytes",
+            "GPU memory the seat holds on one GPU",
+            ["host", "port", "kind", "gpu"],
+        ),
         "seat_restarts": _g("seat_restarts", "container restart count", ["host", "port", "kind"]),
-        "seat_check": _g("seat_check_ok", "1 when the last seat check was sound", ["host", "port", "signature"]),
-        "alert": _g("alert_firing", "1 for each firing alert", ["rule", "host", "subject", "severity"]),
+        "seat_check": _g(
+            "seat_check_ok", "1 when the last seat check was sound", ["host", "port", "signature"]
+        ),
+        "alert": _g(
+            "alert_firing", "1 for each firing alert", ["rule", "host", "subject", "severity"]
+        ),
         "alerts": _g("alerts_firing", "firing alerts in the fleet", []),
         "polls": _g("watch_polls", "polls since the watcher started", []),
         "last": _g("last_poll_timestamp_seconds", "when the last poll ended", []),
@@ -238,7 +378,9 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         for h in snap.hosts:
             _host(m, h)
     for _key, c in sorted(latest.checks.items()):
-        m["seat_check"].add_metric([c.host, str(c.port), c.signature or ""], 1.0 if c.sound else 0.0)
+        m["seat_check"].add_metric(
+            [c.host, str(c.port), c.signature or ""], 1.0 if c.sound else 0.0
+        )
     for a in latest.firing:
         m["alert"].add_metric([a.rule, a.host, a.subject, getattr(a, "severity", "")], 1.0)
     m["alerts"].add_metric([], len(latest.firing))
@@ -259,12 +401,16 @@ def _host(m: dict[str, _Family], h: Any) -> None:
     m["lat"].add_metric([n], None if lat is None else lat / 1000)
     m["mem_used"].add_metric([n], h.memory_used_bytes)
     m["mem_total"].add_metric([n], h.memory_total_bytes)
-    gpus = tuple(replace(g, processes=tuple(replace(p, used_mib=sample(p.used_mib) or 0.0) for p in g.processes))
-                 for g in h.gpus)
+    gpus = tuple(
+        replace(
+            g, processes=tuple(replace(p, used_mib=sample(p.used_mib) or 0.0) for p in g.processes)
+        )
+        for g in h.gpus
+    )
     for g in gpus:
         lab = [n, str(g.index), g.uuid]
         m["gpu_lost"].add_metric(lab, 0.0 if g.lost is None else 1.0)
-        if g.lost is not None:   # every figure of it is unknown: no sample rather than a 0
+        if g.lost is not None:  # every figure of it is unknown: no sample rather than a 0
             continue
         used, total = sample(g.memory_used_mib) or 0.0, sample(g.memory_total_mib) or 0.0
         m["gpu_used"].add_metric(lab, used * MIB)
@@ -284,8 +430,13 @@ def _host(m: dict[str, _Family], h: Any) -> None:
     for r in h.runs:
         lab = [n, r.name, r.path]
         m["run_state"].add_metric([*lab, r.state], 1.0)
-        for key, v in (("run_step", r.step), ("run_max", r.max_steps), ("run_loss", r.loss),
-                       ("run_eval", r.eval_loss), ("run_eta", r.eta_seconds)):
+        for key, v in (
+            ("run_step", r.step),
+            ("run_max", r.max_steps),
+            ("run_loss", r.loss),
+            ("run_eval", r.eval_loss),
+            ("run_eta", r.eta_seconds),
+        ):
             m[key].add_metric(lab, v)
         for key, v in zip(("run_nonfinite", "run_rises", "run_spike"), run_figures(r), strict=True):
             m[key].add_metric(lab, v)
@@ -293,7 +444,9 @@ def _host(m: dict[str, _Family], h: Any) -> None:
     for s in attribute_memory(h.seats, gpus) if h.seats else ():
         port = str(s.port or "")
         m["seat_up"].add_metric([n, port, s.kind, s.model or ""], 1.0 if s.pid else 0.0)
-        m["seat_mem"].add_metric([n, port, s.kind], round(_total(s.memory_by_gpu.values()), 1) * MIB)
+        m["seat_mem"].add_metric(
+            [n, port, s.kind], round(_total(s.memory_by_gpu.values()), 1) * MIB
+        )
         m["seat_restarts"].add_metric([n, port, s.kind], s.restarts)
         for gpu, mib in sorted(s.memory_by_gpu.items()):
             m["seat_gpu_mem"].add_metric([n, port, s.kind, str(gpu)], (sample(mib) or 0.0) * MIB)
@@ -316,4 +469,12 @@ def parse_listen(text: str) -> tuple[str, int]:
     return addr, int(port)
 
 
-__all__ = ["FleetCollector", "Latest", "fleet_metrics", "label", "parse_listen", "sample", "serve_metrics"]
+__all__ = [
+    "FleetCollector",
+    "Latest",
+    "fleet_metrics",
+    "label",
+    "parse_listen",
+    "sample",
+    "serve_metrics",
+]

@@ -30,23 +30,41 @@ def judge_gpus(h: HostSnapshot, now: float, hold: Any, config: AlertConfig) -> N
         where = f"GPU{g.index} on {h.name}"
         if g.lost is not None:
             # every figure of a lost card is unknown: only its Xids can still say what happened
-            hold("gpu-lost", h.name, subject, now,
-                 f"{where} is lost (the driver says: {g.lost}); its memory, processes and health are "
-                 "unknown until the card is reset or the host rebooted")
+            hold(
+                "gpu-lost",
+                h.name,
+                subject,
+                now,
+                f"{where} is lost (the driver says: {g.lost}); its memory, processes and health are "
+                "unknown until the card is reset or the host rebooted",
+            )
             _xids(h, g, now, hold, config)
             continue
         slow = slowdowns(g)
         if slow:
-            clocks = f" (SM at {g.sm_clock_mhz} of {g.sm_clock_max_mhz} MHz)" if g.sm_clock_mhz is not None \
-                and g.sm_clock_max_mhz else ""
-            hold("gpu-throttled", h.name, subject, now,
-                 f"{where} is slowed down: {', '.join(REASON_WORDS.get(r, r) for r in slow)}{clocks}"
-                 + _temp(g))
+            clocks = (
+                f" (SM at {g.sm_clock_mhz} of {g.sm_clock_max_mhz} MHz)"
+                if g.sm_clock_mhz is not None and g.sm_clock_max_mhz
+                else ""
+            )
+            hold(
+                "gpu-throttled",
+                h.name,
+                subject,
+                now,
+                f"{where} is slowed down: {', '.join(REASON_WORDS.get(r, r) for r in slow)}{clocks}"
+                + _temp(g),
+            )
         margin = hot_margin(g)
         if margin is not None and margin <= config.gpu_hot_margin_c:
-            hold("gpu-hot", h.name, subject, now,
-                 f"{where} is at {g.temperature_c} °C, {margin} °C from its slowdown threshold "
-                 f"({g.temperature_slowdown_c} °C)")
+            hold(
+                "gpu-hot",
+                h.name,
+                subject,
+                now,
+                f"{where} is at {g.temperature_c} °C, {margin} °C from its slowdown threshold "
+                f"({g.temperature_slowdown_c} °C)",
+            )
         ecc = _ecc_problems(g)
         if ecc:
             hold("gpu-ecc", h.name, subject, now, f"{where}: {'; '.join(ecc)}")
@@ -61,7 +79,9 @@ def _ecc_problems(g: Gpu) -> list[str]:
     e = g.ecc
     out = []
     if e.uncorrected:
-        out.append(f"{e.uncorrected} uncorrected ECC error{'s' if e.uncorrected != 1 else ''} since the driver loaded")
+        out.append(
+            f"{e.uncorrected} uncorrected ECC error{'s' if e.uncorrected != 1 else ''} since the driver loaded"
+        )
     if e.pending_retirement:
         out.append("memory rows or pages wait to be remapped or retired at the next GPU reset")
     if e.remap_failure:
@@ -78,8 +98,13 @@ def _xids(h: HostSnapshot, g: Gpu, now: float, hold: Any, config: AlertConfig) -
     for code, times in sorted(by_code.items()):
         last = time.strftime("%H:%M:%S", time.localtime(max(times)))
         n = f"{len(times)} times, last at {last}" if len(times) > 1 else f"at {last}"
-        hold("gpu-xid", h.name, f"GPU{g.index} Xid {code}", min(times),
-             f"GPU{g.index} on {h.name} reported Xid {code} ({n}): {xid_meaning(code)}")
+        hold(
+            "gpu-xid",
+            h.name,
+            f"GPU{g.index} Xid {code}",
+            min(times),
+            f"GPU{g.index} on {h.name} reported Xid {code} ({n}): {xid_meaning(code)}",
+        )
 
 
 __all__ = ["judge_gpus"]

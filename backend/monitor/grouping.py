@@ -61,16 +61,28 @@ class Group:
         subjects = list(dict.fromkeys(str(a.subject) for a in alerts))
         self.subject = subjects[0] if len(subjects) == 1 else f"{len(subjects)} subjects"
         self.state = "firing" if firing else "resolved"
-        times = [a.since for a in alerts if isinstance(a.since, (int, float)) and not isinstance(a.since, bool)
-                 and math.isfinite(a.since)]
+        times = [
+            a.since
+            for a in alerts
+            if isinstance(a.since, (int, float))
+            and not isinstance(a.since, bool)
+            and math.isfinite(a.since)
+        ]
         self.since = max(times) if times else None
         pool = firing or alerts
-        self.severity = min((str(getattr(a, "severity", "") or "") for a in pool), key=severity_rank)
+        self.severity = min(
+            (str(getattr(a, "severity", "") or "") for a in pool), key=severity_rank
+        )
         hosts = list(dict.fromkeys(str(a.host) for a in alerts))
         where = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
-        counts = ", ".join(f"{n} {s}" for s, n in (("firing", len(firing)), ("resolved", len(alerts) - len(firing)))
-                           if n)
-        self.title = f"{'ALERT' if firing else 'RESOLVED'} {len(alerts)} alerts on {where}: {counts}"
+        counts = ", ".join(
+            f"{n} {s}"
+            for s, n in (("firing", len(firing)), ("resolved", len(alerts) - len(firing)))
+            if n
+        )
+        self.title = (
+            f"{'ALERT' if firing else 'RESOLVED'} {len(alerts)} alerts on {where}: {counts}"
+        )
         text, left = [], TEXT_LIMIT
         for i, a in enumerate(alerts):
             line = f"{a.title}: {a.text}"
@@ -85,9 +97,20 @@ class Group:
 def group_payload(g: Group, one) -> dict[str, Any]:
     """The JSON document of a group (before the JSON rule): its fields and each member's own
     document, made by `one(alert, id)` (`deliver.payload`)."""
-    return {"id": g.id, "group": len(g.members), "ids": g.ids, "rule": g.rule, "host": g.host,
-            "subject": g.subject, "state": g.state, "since": g.since, "text": g.text, "title": g.title,
-            "severity": g.severity, "alerts": [one(a, tid) for a, tid in g.members]}
+    return {
+        "id": g.id,
+        "group": len(g.members),
+        "ids": g.ids,
+        "rule": g.rule,
+        "host": g.host,
+        "subject": g.subject,
+        "state": g.state,
+        "since": g.since,
+        "text": g.text,
+        "title": g.title,
+        "severity": g.severity,
+        "alerts": [one(a, tid) for a, tid in g.members],
+    }
 
 
 __all__ = ["GROUP_MAX", "Group", "TEXT_LIMIT", "group_id", "group_payload"]

@@ -74,17 +74,22 @@ def _fold_sql(i: int) -> str:
     """Figure `i` of a ten-minute row, from the per-block aggregates of `maintain`'s `g`: by
     kind, as `FIGURES` says (a kind not named keeps its newest value)."""
     c = "ab"[i]
-    whens = "".join(f" WHEN '{kind}' THEN {c}{figs[i][1]}" for kind, figs in FIGURES.items()
-                    if figs[i][1] != "last")
+    whens = "".join(
+        f" WHEN '{kind}' THEN {c}{figs[i][1]}"
+        for kind, figs in FIGURES.items()
+        if figs[i][1] != "last"
+    )
     return f"CASE kind{whens} ELSE (SELECT {c} FROM samples y WHERE y.t = g.t{c} AND y.sid = g.sid) END"
 
 
 # the newest value of a block is read back by its row's key (t, sid): a lookup, not a scan
-_FOLD_10M = ("WITH g AS (SELECT x.t / ?1 * ?1 AS t, x.sid AS sid, s.kind AS kind,"
-             " max(x.a) AS amax, avg(x.a) AS amean, max(CASE WHEN x.a IS NOT NULL THEN x.t END) AS ta,"
-             " max(x.b) AS bmax, avg(x.b) AS bmean, max(CASE WHEN x.b IS NOT NULL THEN x.t END) AS tb"
-             " FROM samples x JOIN series s ON s.id = x.sid WHERE x.t < ?2 GROUP BY x.t / ?1, x.sid)"
-             f" INSERT OR REPLACE INTO samples_10m SELECT t, sid, {_fold_sql(0)}, {_fold_sql(1)} FROM g")
+_FOLD_10M = (
+    "WITH g AS (SELECT x.t / ?1 * ?1 AS t, x.sid AS sid, s.kind AS kind,"
+    " max(x.a) AS amax, avg(x.a) AS amean, max(CASE WHEN x.a IS NOT NULL THEN x.t END) AS ta,"
+    " max(x.b) AS bmax, avg(x.b) AS bmean, max(CASE WHEN x.b IS NOT NULL THEN x.t END) AS tb"
+    " FROM samples x JOIN series s ON s.id = x.sid WHERE x.t < ?2 GROUP BY x.t / ?1, x.sid)"
+    f" INSERT OR REPLACE INTO samples_10m SELECT t, sid, {_fold_sql(0)}, {_fold_sql(1)} FROM g"
+)
 
 
 # -- reading a window without holding its rows ---------------------------------------------------
@@ -92,15 +97,24 @@ _FOLD_10M = ("WITH g AS (SELECT x.t / ?1 * ?1 AS t, x.sid AS sid, s.kind AS kind
 #: a blob, an infinity): text and blobs sort above every number, 9e999 reads as infinity
 _NUM = "CASE WHEN {c} > -9e999 AND {c} < 9e999 THEN {c} END"
 # the rows of one host since ?1, ten-minute and minute rows together
-_WINDOW = ("SELECT sid, t, {a} AS a, {b} AS b FROM {table} WHERE t >= ?1"
-           " AND sid IN (SELECT id FROM series WHERE host = ?2)")
+_WINDOW = (
+    "SELECT sid, t, {a} AS a, {b} AS b FROM {table} WHERE t >= ?1"
+    " AND sid IN (SELECT id FROM series WHERE host = ?2)"
+)
 
 
 def _at(c: str, when: str) -> str:
     """Figure `c` of the row of `g`'s series at time `g.<when>`: a lookup by the row's key (t,
     sid), a minute row first."""
-    return " coalesce(" + ", ".join(f"(SELECT {_NUM.format(c='y.' + c)} FROM {table} y WHERE y.t = g.{when}"
-                                   " AND y.sid = g.sid)" for table in ("samples", "samples_10m")) + ")"
+    return (
+        " coalesce("
+        + ", ".join(
+            f"(SELECT {_NUM.format(c='y.' + c)} FROM {table} y WHERE y.t = g.{when}"
+            " AND y.sid = g.sid)"
+            for table in ("samples", "samples_10m")
+        )
+        + ")"
+    )
 
 
 # One row per series and chart cell (?3 seconds from ?4, ?5 cells; a row before the first cell
@@ -108,15 +122,22 @@ def _at(c: str, when: str) -> str:
 # of its oldest and newest rows and their values. SQLite groups the window's rows by sorting them
 # (its sorter spills to a temporary file past the page cache), so what reaches Python is a row a
 # cell, never a row a sample.
-_CHART = ("WITH x AS (" + " UNION ALL ".join(
-    _WINDOW.format(table=table, a=_NUM.format(c="a"), b=_NUM.format(c="b")) for table in ("samples_10m", "samples"))
+_CHART = (
+    "WITH x AS ("
+    + " UNION ALL ".join(
+        _WINDOW.format(table=table, a=_NUM.format(c="a"), b=_NUM.format(c="b"))
+        for table in ("samples_10m", "samples")
+    )
     + "), g AS (SELECT sid, max(0, min(?5 - 1, CAST((t - ?4) / ?3 AS INTEGER))) AS k,"
-    + ",".join(f" count({c}) AS n{c}, sum({c}) AS s{c}, max({c}) AS m{c},"
-               f" min(CASE WHEN {c} IS NOT NULL THEN t END) AS f{c}, max(CASE WHEN {c} IS NOT NULL THEN t END) AS l{c}"
-               for c in "ab")
+    + ",".join(
+        f" count({c}) AS n{c}, sum({c}) AS s{c}, max({c}) AS m{c},"
+        f" min(CASE WHEN {c} IS NOT NULL THEN t END) AS f{c}, max(CASE WHEN {c} IS NOT NULL THEN t END) AS l{c}"
+        for c in "ab"
+    )
     + " FROM x GROUP BY sid, k) SELECT sid, k,"
     + ",".join(f" n{c}, s{c}, m{c}, f{c}, {_at(c, 'f' + c)}, l{c}, {_at(c, 'l' + c)}" for c in "ab")
-    + " FROM g ORDER BY sid, k")
+    + " FROM g ORDER BY sid, k"
+)
 
 
 def history_path() -> Path:
@@ -143,7 +164,7 @@ def sql_text(v: Any) -> str:
     s = "" if v is None else v if isinstance(v, str) else str(v)
     s = _UNSAFE.sub(_escape, s)
     if len(s) > TEXT_MAX:
-        s = s[:TEXT_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
+        s = s[: TEXT_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
     return s
 
 
@@ -180,8 +201,13 @@ def _since(v: Any) -> int:
 class History:
     """The history database; every method answers (empty when the database cannot be used)."""
 
-    def __init__(self, path: Path | str | None = None, raw_hours: float = 24.0,
-                 retention_days: float = 14.0, busy_ms: int = 250) -> None:
+    def __init__(
+        self,
+        path: Path | str | None = None,
+        raw_hours: float = 24.0,
+        retention_days: float = 14.0,
+        busy_ms: int = 250,
+    ) -> None:
         self.path = Path(path) if path is not None else history_path()
         self.raw_hours = raw_hours
         self.retention_days = retention_days
@@ -211,15 +237,21 @@ class History:
             return None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(self.path), timeout=self.busy_ms / 1000, isolation_level=None,
-                                 check_same_thread=False)
+            db = sqlite3.connect(
+                str(self.path),
+                timeout=self.busy_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(SCHEMA)
-            self._ids = {(h, k, n): i for i, h, k, n in db.execute("SELECT id, host, kind, name FROM series")}
+            self._ids = {
+                (h, k, n): i for i, h, k, n in db.execute("SELECT id, host, kind, name FROM series")
+            }
             row = db.execute("SELECT v FROM meta WHERE k = 'maintained_at'").fetchone()
-            self._maintained_at = float(row[0]) if row else time.time()   # new: nothing to fold yet
+            self._maintained_at = float(row[0]) if row else time.time()  # new: nothing to fold yet
         except (sqlite3.Error, OSError) as e:
             self._failed_at = time.monotonic()
             self._warn("cannot open it, polling goes on without history", e)
@@ -230,7 +262,7 @@ class History:
     def _fail(self, what: str, e: BaseException) -> None:
         self._warn(what, e)
         if isinstance(e, sqlite3.DatabaseError) and "locked" not in str(e) and "busy" not in str(e):
-            self._drop()   # corrupt or gone: reopen later rather than fail every poll
+            self._drop()  # corrupt or gone: reopen later rather than fail every poll
             self._failed_at = time.monotonic()
 
     def close(self) -> None:
@@ -253,7 +285,9 @@ class History:
         sid = self._ids.get(key)
         if sid is None:
             db.execute("INSERT OR IGNORE INTO series (host, kind, name) VALUES (?, ?, ?)", key)
-            sid = db.execute("SELECT id FROM series WHERE host = ? AND kind = ? AND name = ?", key).fetchone()[0]
+            sid = db.execute(
+                "SELECT id FROM series WHERE host = ? AND kind = ? AND name = ?", key
+            ).fetchone()[0]
             self._ids[key] = sid
         return sid
 
@@ -272,8 +306,18 @@ class History:
                     continue
                 for g in h.gpus:
                     used, card = sql_number(g.memory_used_mib), f"{g.index}:{g.uuid}"
-                    self._add(db, t, h.name, "gpu", card, None if used is None else round(used), g.utilization_pct)
-                    if g.temperature_c is not None or g.power_w is not None:   # a card that says neither: no row
+                    self._add(
+                        db,
+                        t,
+                        h.name,
+                        "gpu",
+                        card,
+                        None if used is None else round(used),
+                        g.utilization_pct,
+                    )
+                    if (
+                        g.temperature_c is not None or g.power_w is not None
+                    ):  # a card that says neither: no row
                         self._add(db, t, h.name, "gpuh", card, g.temperature_c, g.power_w)
                 for d in h.disks:
                     if not d.error and d.total_bytes:
@@ -284,8 +328,15 @@ class History:
                         if r.eval_losses:
                             self._add(db, t, h.name, "eval", r.path, *r.eval_losses[-1][:2])
                 for s in h.seats or ():
-                    self._add(db, t, h.name, "seat", s.key, s.restarts,
-                              sum(x for x in map(sql_number, s.memory_by_gpu.values()) if x is not None))
+                    self._add(
+                        db,
+                        t,
+                        h.name,
+                        "seat",
+                        s.key,
+                        s.restarts,
+                        sum(x for x in map(sql_number, s.memory_by_gpu.values()) if x is not None),
+                    )
         except (sqlite3.Error, OSError) as e:
             self._fail("a poll could not be recorded", e)
             return False
@@ -301,8 +352,16 @@ class History:
             self.maintain(now)
         return ok
 
-    def _add(self, db: sqlite3.Connection, t: int, host: str, kind: str, name: str, a: float | None,
-             b: float | None) -> None:
+    def _add(
+        self,
+        db: sqlite3.Connection,
+        t: int,
+        host: str,
+        kind: str,
+        name: str,
+        a: float | None,
+        b: float | None,
+    ) -> None:
         # the one place a host's values enter a row: each through its sink rule
         sid = self._sid(db, sql_text(host), kind, sql_text(name))
         a, b = sql_number(a), sql_number(b)
@@ -329,7 +388,9 @@ class History:
         db = self._conn()
         if db is None or not self._pending:
             return db is not None
-        rows = [(t, sid, self._value(v, 1), self._value(v, 2)) for (t, sid), v in self._pending.items()]
+        rows = [
+            (t, sid, self._value(v, 1), self._value(v, 2)) for (t, sid), v in self._pending.items()
+        ]
         try:
             db.execute("BEGIN")
             db.executemany("INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?)", rows)
@@ -341,7 +402,9 @@ class History:
                 self._pending.clear()
             return False
         current = self._bucket
-        self._pending = {k: v for k, v in self._pending.items() if current is not None and k[0] >= current}
+        self._pending = {
+            k: v for k, v in self._pending.items() if current is not None and k[0] >= current
+        }
         return True
 
     def event(self, t: float, host: str, kind: str, subject: str, text: str) -> bool:
@@ -350,8 +413,10 @@ class History:
         if db is None:
             return False
         try:
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-                       (_when(t), *map(sql_text, (host, kind, subject, text))))
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                (_when(t), *map(sql_text, (host, kind, subject, text))),
+            )
         except (sqlite3.Error, OSError) as e:
             self._fail("an event could not be written", e)
             return False
@@ -390,7 +455,12 @@ class History:
     def _unused_series(self, db: sqlite3.Connection) -> set[int]:
         # a series whose rows all passed the retention (a run started weeks ago, a host gone):
         # without this the table grows with every run a fleet ever started
-        used = {sid for (sid,) in db.execute("SELECT DISTINCT sid FROM samples UNION SELECT DISTINCT sid FROM samples_10m")}
+        used = {
+            sid
+            for (sid,) in db.execute(
+                "SELECT DISTINCT sid FROM samples UNION SELECT DISTINCT sid FROM samples_10m"
+            )
+        }
         used.update(sid for _t, sid in self._pending)
         return {i for (i,) in db.execute("SELECT id FROM series")} - used
 
@@ -403,7 +473,9 @@ class History:
             pass
 
     # -- reading -------------------------------------------------------------------------------
-    def series(self, host: str, kind: str, since: float) -> dict[str, list[tuple[int, float | None, float | None]]]:
+    def series(
+        self, host: str, kind: str, since: float
+    ) -> dict[str, list[tuple[int, float | None, float | None]]]:
         """{series name: [(t, a, b)...]} of one host and kind since `since`, oldest first,
         ten-minute and minute rows together (the minute in progress included)."""
         db = self._conn()
@@ -415,7 +487,9 @@ class History:
                 "SELECT s.name, x.t, x.a, x.b FROM series s JOIN ("
                 " SELECT sid, t, a, b FROM samples_10m WHERE t >= ?1 UNION ALL"
                 " SELECT sid, t, a, b FROM samples WHERE t >= ?1) x ON x.sid = s.id"
-                " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t", (_since(since), host, kind)).fetchall()
+                " WHERE s.host = ?2 AND s.kind = ?3 ORDER BY s.name, x.t",
+                (_since(since), host, kind),
+            ).fetchall()
         except (sqlite3.Error, OSError) as e:
             self._fail("cannot be read", e)
             return {}
@@ -431,7 +505,9 @@ class History:
         if db is None:
             return {}
         try:
-            rows = db.execute("SELECT kind, name FROM series WHERE host = ? ORDER BY kind, name", (host,)).fetchall()
+            rows = db.execute(
+                "SELECT kind, name FROM series WHERE host = ? ORDER BY kind, name", (host,)
+            ).fetchall()
         except (sqlite3.Error, OSError) as e:
             self._fail("cannot be read", e)
             return {}
@@ -440,7 +516,9 @@ class History:
             out.setdefault(kind, []).append(name)
         return out
 
-    def chart(self, host: str, since: float, step: int, width: int) -> dict[str, dict[str, tuple[Line | None, Line | None]]]:
+    def chart(
+        self, host: str, since: float, step: int, width: int
+    ) -> dict[str, dict[str, tuple[Line | None, Line | None]]]:
         """{kind: {series name: (figure a, figure b)}} of `host` since `since`, as `width` cells of
         `step` seconds from `since` (the minute in progress included): each cell folds its rows by
         the figure's kind (`history_figures.cell`), and each figure's first, last and peak are the
@@ -453,12 +531,22 @@ class History:
         self.flush()
         width, step = max(1, int(width)), max(1, int(step))
         lo = _since(since)
-        origin = float(since) if isinstance(since, (int, float)) and math.isfinite(since) and since >= lo else float(lo)
+        origin = (
+            float(since)
+            if isinstance(since, (int, float)) and math.isfinite(since) and since >= lo
+            else float(lo)
+        )
         out: dict[str, dict[str, tuple[Line | None, Line | None]]] = {}
         try:
-            named = {sid: (kind, name) for sid, kind, name in
-                     db.execute("SELECT id, kind, name FROM series WHERE host = ?", (host,))}
-            for sid, cells in itertools.groupby(db.execute(_CHART, (lo, host, step, origin, width)), key=itemgetter(0)):
+            named = {
+                sid: (kind, name)
+                for sid, kind, name in db.execute(
+                    "SELECT id, kind, name FROM series WHERE host = ?", (host,)
+                )
+            }
+            for sid, cells in itertools.groupby(
+                db.execute(_CHART, (lo, host, step, origin, width)), key=itemgetter(0)
+            ):
                 kind, name = named.get(sid, ("", ""))
                 lines = self._lines(kind, list(cells), width)
                 if lines != (None, None) and kind:
@@ -479,7 +567,7 @@ class History:
             peak: float | None = None
             n_rows = 0
             for r in rows:
-                n, total, top, first_t, oldest, last_t, newest = r[2 + 7 * i:9 + 7 * i]
+                n, total, top, first_t, oldest, last_t, newest = r[2 + 7 * i : 9 + 7 * i]
                 if not n:
                     continue
                 cells[r[1]] = cell(how, n, total, top, newest)
@@ -488,14 +576,30 @@ class History:
                 last = (last_t, newest)
                 peak = top if peak is None or top > peak else peak
                 n_rows += n
-            if first is not None and last is not None and peak is not None and None not in (first[1], last[1]):
-                lines.append(Line(cells=cells, first=first[1], first_t=first[0], last=last[1], last_t=last[0],
-                                  peak=peak, rows=n_rows))
+            if (
+                first is not None
+                and last is not None
+                and peak is not None
+                and None not in (first[1], last[1])
+            ):
+                lines.append(
+                    Line(
+                        cells=cells,
+                        first=first[1],
+                        first_t=first[0],
+                        last=last[1],
+                        last_t=last[0],
+                        peak=peak,
+                        rows=n_rows,
+                    )
+                )
             else:
                 lines.append(None)
         return lines[0], lines[1]
 
-    def stream(self, host: str, kind: str, since: float, chunk: int = 4096) -> Iterator[tuple[str, list[tuple[int, float | None, float | None]]]]:
+    def stream(
+        self, host: str, kind: str, since: float, chunk: int = 4096
+    ) -> Iterator[tuple[str, list[tuple[int, float | None, float | None]]]]:
         """Every row of one host and kind since `since` as `(series name, [(t, a, b)...])` chunks of
         at most `chunk` rows: the series in name order, each series' rows oldest first (one series
         may span several chunks, one after the other). What is held is one chunk; SQLite sorts the
@@ -506,17 +610,28 @@ class History:
             return
         self.flush()
         try:
-            ids = db.execute("SELECT id, name FROM series WHERE host = ? AND kind = ? ORDER BY name",
-                             (host, kind)).fetchall()
+            ids = db.execute(
+                "SELECT id, name FROM series WHERE host = ? AND kind = ? ORDER BY name",
+                (host, kind),
+            ).fetchall()
             if not ids:
                 return
             name_of = {int(sid): name for sid, name in ids}
             # the sids are this database's own integers, so the rank is written into the query
-            rank = "CASE sid" + "".join(f" WHEN {int(sid)} THEN {k}" for k, (sid, _) in enumerate(ids)) + " END"
-            q = ("SELECT sid, t, a, b FROM (" + " UNION ALL ".join(
-                f"SELECT sid, t, {_NUM.format(c='a')} AS a, {_NUM.format(c='b')} AS b FROM {table} WHERE t >= ?1"
-                f" AND sid IN ({','.join(str(s) for s in name_of)})" for table in ("samples_10m", "samples"))
-                + f") ORDER BY {rank}, t")
+            rank = (
+                "CASE sid"
+                + "".join(f" WHEN {int(sid)} THEN {k}" for k, (sid, _) in enumerate(ids))
+                + " END"
+            )
+            q = (
+                "SELECT sid, t, a, b FROM ("
+                + " UNION ALL ".join(
+                    f"SELECT sid, t, {_NUM.format(c='a')} AS a, {_NUM.format(c='b')} AS b FROM {table} WHERE t >= ?1"
+                    f" AND sid IN ({','.join(str(s) for s in name_of)})"
+                    for table in ("samples_10m", "samples")
+                )
+                + f") ORDER BY {rank}, t"
+            )
             cur = db.execute(q, (_since(since),))
             while True:
                 rows = cur.fetchmany(chunk)
@@ -529,8 +644,10 @@ class History:
 
     def gpu_memory(self, host: str, since: float) -> dict[int, list[float]]:
         """Used MiB per GPU index since `since` (the dashboard's sparklines)."""
-        return {int(name.partition(":")[0]): [a for _, a, _ in pts if a is not None]
-                for name, pts in self.series(host, "gpu", since).items()}
+        return {
+            int(name.partition(":")[0]): [a for _, a, _ in pts if a is not None]
+            for name, pts in self.series(host, "gpu", since).items()
+        }
 
     def last_up(self, host: str) -> float | None:
         """The last time `host` answered a poll, or None."""
@@ -556,7 +673,9 @@ class History:
 
     def size_bytes(self) -> int:
         """The database's size on disk, WAL included."""
-        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
+        return sum(
+            os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p)
+        )
 
 
 __all__ = ["History", "history_path", "sql_number", "sql_text"]

@@ -59,7 +59,9 @@ def fold_out(acc: float | None, n: int, how: str) -> float | None:
     return None if acc is None else acc / n if how == "mean" and n else acc
 
 
-def cell(how: str, n: int, total: float | None, peak: float | None, newest: float | None) -> float | None:
+def cell(
+    how: str, n: int, total: float | None, peak: float | None, newest: float | None
+) -> float | None:
     """The fold of `n` values (oldest first) from their aggregates, as SQLite gives them for a
     chart cell: their sum, their largest and the newest; None when there are none. The same
     value `fold` gives over the values themselves."""
@@ -125,7 +127,7 @@ class Tally:
             held = [(p[0], p[1 + i]) for p in pts if p[1 + i] is not None]
             if not held:
                 continue
-            top = max(held, key=itemgetter(1))   # the first of equal largest values: the oldest
+            top = max(held, key=itemgetter(1))  # the first of equal largest values: the oldest
             s = self._s[i]
             if s is None:
                 self._s[i] = [held[0], held[-1], top, len(held)]
@@ -141,7 +143,9 @@ class Tally:
         if s is None:
             return None
         (first_t, first), (last_t, last), (peak_t, peak), n = s
-        return Summary(first=first, first_t=first_t, last=last, last_t=last_t, peak=peak, peak_t=peak_t, rows=n)
+        return Summary(
+            first=first, first_t=first_t, last=last, last_t=last_t, peak=peak, peak_t=peak_t, rows=n
+        )
 
     def figures(self, kind: str) -> dict[str, dict[str, object]]:
         """{figure name: {first, first_t, last, last_t, peak, peak_t, rows, fold}} for `--json`; a
@@ -150,8 +154,16 @@ class Tally:
         for i, (name, how) in enumerate(FIGURES.get(kind, DEFAULT)):
             s = self.summary(i)
             if s is not None:
-                out[name] = {"first": s.first, "first_t": s.first_t, "last": s.last, "last_t": s.last_t,
-                             "peak": s.peak, "peak_t": s.peak_t, "rows": s.rows, "fold": how}
+                out[name] = {
+                    "first": s.first,
+                    "first_t": s.first_t,
+                    "last": s.last,
+                    "last_t": s.last_t,
+                    "peak": s.peak,
+                    "peak_t": s.peak_t,
+                    "rows": s.rows,
+                    "fold": how,
+                }
         return out
 
 
@@ -163,7 +175,9 @@ def summarise(points: Iterable[tuple[int, float | None, float | None]], i: int) 
     return t.summary(i)
 
 
-def figures(kind: str, points: Iterable[tuple[int, float | None, float | None]]) -> dict[str, dict[str, object]]:
+def figures(
+    kind: str, points: Iterable[tuple[int, float | None, float | None]]
+) -> dict[str, dict[str, object]]:
     """{figure name: {first, first_t, last, last_t, peak, peak_t, rows, fold}} of one series, for
     `--json`; a figure no row holds is left out."""
     t = Tally()
@@ -171,5 +185,17 @@ def figures(kind: str, points: Iterable[tuple[int, float | None, float | None]])
     return t.figures(kind)
 
 
-__all__ = ["DEFAULT", "FIGURES", "Line", "Summary", "Tally", "cell", "figures", "fold", "fold_in", "fold_of", "fold_out",
-           "summarise"]
+__all__ = [
+    "DEFAULT",
+    "FIGURES",
+    "Line",
+    "Summary",
+    "Tally",
+    "cell",
+    "figures",
+    "fold",
+    "fold_in",
+    "fold_of",
+    "fold_out",
+    "summarise",
+]

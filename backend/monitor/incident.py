@@ -29,16 +29,39 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.history_figures import Line
 
 #: figure -> (history kind, which of its two figures)
-FIGURES = {"memory": ("gpu", 0), "utilisation": ("gpu", 1), "temperature": ("gpuh", 0), "power": ("gpuh", 1)}
+FIGURES = {
+    "memory": ("gpu", 0),
+    "utilisation": ("gpu", 1),
+    "temperature": ("gpuh", 0),
+    "power": ("gpuh", 1),
+}
 #: the rules whose firing is an event of every card on the host
-HOST_RULES = {"seat-restart": "seat restart", "run-failed": "run failed", "run-finished": "run finished",
-              "run-stalled": "run stalled", "host-down": "host down", "seat-check": "seat check",
-              "loss-nonfinite": "loss not finite"}
+HOST_RULES = {
+    "seat-restart": "seat restart",
+    "run-failed": "run failed",
+    "run-finished": "run finished",
+    "run-stalled": "run stalled",
+    "host-down": "host down",
+    "seat-check": "seat check",
+    "loss-nonfinite": "loss not finite",
+}
 #: the rules whose firing is an event of the card its subject names (`GPU<n>`, `GPU<n> Xid <code>`)
-GPU_RULES = {"gpu-xid": "Xid", "gpu-throttled": "throttled", "gpu-hot": "hot", "gpu-ecc": "ECC",
-             "gpu-headroom": "headroom", "gpu-lost": "lost"}
+GPU_RULES = {
+    "gpu-xid": "Xid",
+    "gpu-throttled": "throttled",
+    "gpu-hot": "hot",
+    "gpu-ecc": "ECC",
+    "gpu-headroom": "headroom",
+    "gpu-lost": "lost",
+}
 #: the audit log's actions shown, by the word they are shown with
-AUDIT_ACTIONS = {"purge": "purge", "mirror": "mirror", "launch": "launch", "stop": "stop", "remove": "remove"}
+AUDIT_ACTIONS = {
+    "purge": "purge",
+    "mirror": "mirror",
+    "launch": "launch",
+    "stop": "stop",
+    "remove": "remove",
+}
 
 
 @dataclass(frozen=True)
@@ -57,16 +80,16 @@ class Incident:
     """A card's figure over a window, cell by cell, and the events of the window, oldest first."""
 
     host: str
-    gpu: int             # the card, or -1 for a seat's incident
-    series: str          # the history's series name: "<index>:<uuid>", or a seat's "<host>:<port>:<kind>"
+    gpu: int  # the card, or -1 for a seat's incident
+    series: str  # the history's series name: "<index>:<uuid>", or a seat's "<host>:<port>:<kind>"
     figure: str
     since: float
     until: float
-    step: int            # seconds a cell
-    line: Line | None    # None: nothing recorded of this figure in the window
-    columns: int = 1     # cells across the window
+    step: int  # seconds a cell
+    line: Line | None  # None: nothing recorded of this figure in the window
+    columns: int = 1  # cells across the window
     events: tuple[Event, ...] = ()
-    down: tuple[int, ...] = field(default_factory=tuple)   # cells where the host answered no poll
+    down: tuple[int, ...] = field(default_factory=tuple)  # cells where the host answered no poll
 
     @property
     def width(self) -> int:
@@ -89,20 +112,30 @@ def _alert_event(e: dict[str, Any], gpu: int) -> Event | None:
     if rule in GPU_RULES and _card_subject(subject, gpu):
         label = GPU_RULES[rule]
         if rule == "gpu-xid":
-            label = subject.split(" ", 1)[1] if " " in subject else label   # "Xid 79"
+            label = subject.split(" ", 1)[1] if " " in subject else label  # "Xid 79"
         return Event(float(e["t"]), label, str(e.get("text", "")))
     return None
 
 
 def _audit_event(r: dict[str, Any], host: str, since: float, until: float) -> Event | None:
     t = r.get("ts")
-    if r.get("host") != host or not isinstance(t, (int, float)) or not math.isfinite(t) or not since <= t <= until:
+    if (
+        r.get("host") != host
+        or not isinstance(t, (int, float))
+        or not math.isfinite(t)
+        or not since <= t <= until
+    ):
         return None
     action = str(r.get("action", ""))
     if action not in AUDIT_ACTIONS:
         return None
     # the Audit view's own summary line, escaped there
-    return Event(float(t), AUDIT_ACTIONS[action], f"{shown(str(r.get('result', '')))}: {describe(r)[0]}", escaped=True)
+    return Event(
+        float(t),
+        AUDIT_ACTIONS[action],
+        f"{shown(str(r.get('result', '')))}: {describe(r)[0]}",
+        escaped=True,
+    )
 
 
 def _newest(series: dict[str, tuple[Line | None, Line | None]]) -> str:
@@ -111,8 +144,17 @@ def _newest(series: dict[str, tuple[Line | None, Line | None]]) -> str:
     return max(series, key=lambda n: max((x.last_t for x in series[n] if x is not None), default=0))
 
 
-def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: float, width: int,
-             audit: list[dict[str, Any]] = (), seat: str | None = None) -> Incident | None:  # type: ignore[assignment]
+def incident(
+    hist: Any,
+    host: str,
+    gpu: int,
+    figure: str,
+    since: float,
+    until: float,
+    width: int,
+    audit: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    seat: str | None = None,
+) -> Incident | None:
     """The incident of card `gpu` of `host` from `since` to `until` in `width` cells, or None
     when the history has no such card in the window. `audit`: the audit log's records
     (`actions.audit.read_audit()`), filtered here by host and window. With `seat` (its port, or
@@ -121,29 +163,61 @@ def incident(hist: Any, host: str, gpu: int, figure: str, since: float, until: f
     step = max(60, int((until - since) // max(1, width)) or 60)
     data = hist.chart(host, since, step, width)
     if seat is not None:
-        found = {n: pair for n, pair in data.get("seat", {}).items() if seat in (n, (n.rsplit(":", 2) + [""])[1])}
+        found = {
+            n: pair
+            for n, pair in data.get("seat", {}).items()
+            if seat in (n, (n.rsplit(":", 2) + [""])[1])
+        }
         if not found:
             return None
         name, gpu, figure = _newest(found), -1, "memory"
     else:
-        cards = {n: pair for n, pair in data.get("gpu", {}).items() if n.partition(":")[0] == str(gpu)}
+        cards = {
+            n: pair for n, pair in data.get("gpu", {}).items() if n.partition(":")[0] == str(gpu)
+        }
         if not cards:
             return None
         name = _newest(cards)
     pair = data.get(kind, {}).get(name)
     line = pair[which] if pair else None
-    events = [ev for ev in (_alert_event(e, gpu) for e in hist.events(since) if e.get("host") == host
-                            and since <= e.get("t", 0) <= until) if ev]
-    events += [ev for ev in (_audit_event(r, host, since, until) for r in audit if isinstance(r, dict)) if ev]
+    events = [
+        ev
+        for ev in (
+            _alert_event(e, gpu)
+            for e in hist.events(since)
+            if e.get("host") == host and since <= e.get("t", 0) <= until
+        )
+        if ev
+    ]
+    events += [
+        ev
+        for ev in (_audit_event(r, host, since, until) for r in audit if isinstance(r, dict))
+        if ev
+    ]
     # a run is recorded while it runs: a series that begins inside the window is a run starting
     for path, pair in data.get("run", {}).items():
         first = min((x.first_t for x in pair if x is not None), default=None)
         if first is not None and first >= since + step:
             events.append(Event(float(first), "run started", path))
     answered = data.get("host", {}).get("", (None, None))[0]
-    down = tuple(i for i, v in enumerate(answered.cells) if v is not None and v == 0) if answered else ()
-    return Incident(host=host, gpu=gpu, series=name, figure=figure, since=since, until=until, step=step, line=line,
-                    columns=max(1, int(width)), events=tuple(sorted(events, key=lambda ev: ev.t)), down=down)
+    down = (
+        tuple(i for i, v in enumerate(answered.cells) if v is not None and v == 0)
+        if answered
+        else ()
+    )
+    return Incident(
+        host=host,
+        gpu=gpu,
+        series=name,
+        figure=figure,
+        since=since,
+        until=until,
+        step=step,
+        line=line,
+        columns=max(1, int(width)),
+        events=tuple(sorted(events, key=lambda ev: ev.t)),
+        down=down,
+    )
 
 
 __all__ = ["AUDIT_ACTIONS", "FIGURES", "GPU_RULES", "HOST_RULES", "Event", "Incident", "incident"]

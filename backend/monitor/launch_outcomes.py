@@ -55,14 +55,25 @@ class LaunchOutcomes:
                 if self._outcome.get(key, -1.0) > at:
                     continue
                 if (r.last_update or 0.0) < ts and (h.time or time.time()) - ts < 60:
-                    continue   # a run just launched again (a resume) still shows how it ended before
+                    continue  # a run just launched again (a resume) still shows how it ended before
                 try:
-                    audit.audit("launch-outcome", h.name, r.state, run=r.path, name=r.name, reason=r.reason,
-                                step=r.step, max_steps=r.max_steps, adapter=r.adapter)
+                    audit.audit(
+                        "launch-outcome",
+                        h.name,
+                        r.state,
+                        run=r.path,
+                        name=r.name,
+                        reason=r.reason,
+                        step=r.step,
+                        max_steps=r.max_steps,
+                        adapter=r.adapter,
+                    )
                 except OSError as e:
                     warn(f"a launch's outcome could not be audited: {shown(str(e))}")
                     return
-                self._outcome[key] = float("inf")   # recorded: its place in the log is read next time
+                self._outcome[key] = float(
+                    "inf"
+                )  # recorded: its place in the log is read next time
 
 
 __all__ = ["LaunchOutcomes"]

@@ -79,8 +79,14 @@ class Pending:
         return (self.id, self.sink)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "sink": self.sink, "alert": self.alert, "created": self.created,
-                "attempts": self.attempts, "next_at": self.next_at}
+        return {
+            "id": self.id,
+            "sink": self.sink,
+            "alert": self.alert,
+            "created": self.created,
+            "attempts": self.attempts,
+            "next_at": self.next_at,
+        }
 
 
 def pending_from_json(d: Any) -> Pending:
@@ -97,9 +103,15 @@ def pending_from_json(d: Any) -> Pending:
     since = alert.get("since")
     if since is not None and (isinstance(since, bool) or not isinstance(since, (int, float))):
         raise Bad(f"alert.since is not a number ({since!r:.60})")
-    return Pending(id=pid, sink=sink, alert=dict(alert), created=finite(d.get("created"), "created"),
-                   attempts=count(d.get("attempts", 0), "attempts"),
-                   next_at=finite(d.get("next_at", 0.0), "next_at"), seq=count(d.get("seq", 0), "seq"))
+    return Pending(
+        id=pid,
+        sink=sink,
+        alert=dict(alert),
+        created=finite(d.get("created"), "created"),
+        attempts=count(d.get("attempts", 0), "attempts"),
+        next_at=finite(d.get("next_at", 0.0), "next_at"),
+        seq=count(d.get("seq", 0), "seq"),
+    )
 
 
 def _key(d: dict[str, Any]) -> tuple[str, str]:
@@ -125,7 +137,9 @@ class Journal:
         self._fd: int | None = None
 
     # -- reading --------------------------------------------------------------------------------
-    def load(self, committed: int | None, *, move: bool = True) -> tuple[list[Pending], list[Reject], list[str]]:
+    def load(
+        self, committed: int | None, *, move: bool = True
+    ) -> tuple[list[Pending], list[Reject], list[str]]:
         """The live entries in queue order, the records that did not load, and warnings. `committed`
         is the `outbox_seq` the alert state was saved with (None when there is no saved state: then
         every `add` counts). A file past JOURNAL_LIMIT is moved aside whole when `move`."""
@@ -146,10 +160,22 @@ class Journal:
             try:
                 dest = move_aside(self.path)
             except OSError as e:
-                return [], [], [f"outbox {shown(str(self.path))} is not used ({why}) and could not be moved "
-                                f"aside ({e.strerror or e})"]
-            return [], [], [f"outbox {shown(str(self.path))} was quarantined ({why}): moved to "
-                            f"{shown(str(dest))}; what it held is not delivered"]
+                return (
+                    [],
+                    [],
+                    [
+                        f"outbox {shown(str(self.path))} is not used ({why}) and could not be moved "
+                        f"aside ({e.strerror or e})"
+                    ],
+                )
+            return (
+                [],
+                [],
+                [
+                    f"outbox {shown(str(self.path))} was quarantined ({why}): moved to "
+                    f"{shown(str(dest))}; what it held is not delivered"
+                ],
+            )
         n = 0
         try:
             with open(self.path, "rb") as f:
@@ -157,8 +183,14 @@ class Journal:
                     n += 1
                     where = f"{self.path.name} line {n}"
                     if len(raw) > LINE_LIMIT:
-                        rejects.append(Reject(where, f"longer than {LINE_LIMIT} bytes", raw[:200].decode("latin-1")))
-                        while raw and not raw.endswith(b"\n"):   # the rest of that line
+                        rejects.append(
+                            Reject(
+                                where,
+                                f"longer than {LINE_LIMIT} bytes",
+                                raw[:200].decode("latin-1"),
+                            )
+                        )
+                        while raw and not raw.endswith(b"\n"):  # the rest of that line
                             raw = f.readline(LINE_LIMIT + 1)
                         continue
                     if not raw.strip():
@@ -170,7 +202,7 @@ class Journal:
                             p = pending_from_json(rec)
                             self.seq = max(self.seq, p.seq)
                             if committed is not None and p.seq > committed:
-                                dropped += 1   # queued by a cycle whose state was never saved
+                                dropped += 1  # queued by a cycle whose state was never saved
                                 continue
                             entries[p.key] = p
                         elif op == "done":
@@ -184,14 +216,18 @@ class Journal:
                         else:
                             raise Bad(f"op is {op!r:.40}, not add, done or try")
                     except (Bad, ValueError, RecursionError) as e:
-                        rejects.append(Reject(where, str(e)[:200], raw.decode("utf-8", "replace").rstrip("\n")))
+                        rejects.append(
+                            Reject(where, str(e)[:200], raw.decode("utf-8", "replace").rstrip("\n"))
+                        )
                         continue
                     self.records += 1
         except OSError as e:
-            warnings.append(f"outbox {shown(str(self.path))} could not be read whole ({e.strerror or e})")
+            warnings.append(
+                f"outbox {shown(str(self.path))} could not be read whole ({e.strerror or e})"
+            )
         live = list(entries.values())
         if (rejects or dropped) and move:
-            self.compact(live)   # what was dropped or quarantined is gone from the file too
+            self.compact(live)  # what was dropped or quarantined is gone from the file too
         return live, rejects, warnings
 
     # -- writing ----------------------------------------------------------------------------------
@@ -220,7 +256,15 @@ class Journal:
         for p in done:
             self._append({"op": "done", "id": p.id, "sink": p.sink})
         for p in tried:
-            self._append({"op": "try", "id": p.id, "sink": p.sink, "attempts": p.attempts, "next_at": p.next_at})
+            self._append(
+                {
+                    "op": "try",
+                    "id": p.id,
+                    "sink": p.sink,
+                    "attempts": p.attempts,
+                    "next_at": p.next_at,
+                }
+            )
         self.flush()
 
     def _append(self, rec: dict[str, Any]) -> None:
@@ -260,8 +304,12 @@ class Journal:
 
     def compact(self, live: Iterable[Pending]) -> bool:
         """Rewrite the journal with one `add` record per live entry (in queue order, numbers kept)."""
-        lines = [(json.dumps({"op": "add", "seq": p.seq, **p.to_json()}, ensure_ascii=True) + "\n").encode("ascii")
-                 for p in live]
+        lines = [
+            (
+                json.dumps({"op": "add", "seq": p.seq, **p.to_json()}, ensure_ascii=True) + "\n"
+            ).encode("ascii")
+            for p in live
+        ]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as f:
@@ -285,7 +333,9 @@ class Journal:
                     with open(self.path, "rb") as f:
                         f.seek(size - 1)
                         if f.read(1) != b"\n":
-                            os.write(fd, b"\n")   # a crash left a torn line: never glue a record onto it
+                            os.write(
+                                fd, b"\n"
+                            )  # a crash left a torn line: never glue a record onto it
             except OSError:
                 os.close(fd)
                 raise
@@ -305,4 +355,12 @@ class Journal:
         self._close()
 
 
-__all__ = ["COMPACT_FACTOR", "COMPACT_MIN", "JOURNAL_LIMIT", "Journal", "Pending", "outbox_path", "pending_from_json"]
+__all__ = [
+    "COMPACT_FACTOR",
+    "COMPACT_MIN",
+    "JOURNAL_LIMIT",
+    "Journal",
+    "Pending",
+    "outbox_path",
+    "pending_from_json",
+]

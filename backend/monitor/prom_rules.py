@@ -65,92 +65,151 @@ def _disk(c: AlertConfig) -> str:
 
     def at(s: float) -> str:
         return f if not s else f"{f} offset {_secs(s)}"
+
     # seconds until full at the rate over the window, while free space fell in each third of it
     eta = f"{f} / (({at(w)} - {f}) / {_num(w)}) < {_num(h)}"
-    steady = " and ".join(f"{at(a)} < {at(b)}" for a, b in ((0, third), (third, 2 * third), (2 * third, w)))
+    steady = " and ".join(
+        f"{at(a)} < {at(b)}" for a, b in ((0, third), (third, 2 * third), (2 * third, w))
+    )
     return _subject(f"({eta} and {steady})", "path")
 
 
 #: rule -> (the expression over the families for a fleet file's [alerts], summary, description)
 EXPRESSED: dict[str, tuple[Callable[[AlertConfig], str], str, str]] = {
-    "host-down": (lambda c: _subject("fleetdeck_host_up == 0", "host"),
-                  "host {{ $labels.host }} is down",
-                  "{{ $labels.host }} has not answered fleetdeck's polls"),
-    "run-stalled": (lambda c: _subject('fleetdeck_run_state{state="stalled"} == 1', "path"),
-                    "run {{ $labels.run }} on {{ $labels.host }} is stalled",
-                    "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) makes no progress"),
-    "loss-nonfinite": (lambda c: _subject("fleetdeck_run_loss_nonfinite == 1", "path"),
-                       "run {{ $labels.run }} on {{ $labels.host }} logged a non-finite loss",
-                       "run {{ $labels.run }} on {{ $labels.host }} logged a NaN or infinite loss or eval loss"),
-    "loss-spike": (lambda c: _subject(f"fleetdeck_run_loss_spike_ratio > {_num(c.loss_spike_factor)}", "path"),
-                   "run {{ $labels.run }} on {{ $labels.host }}: loss spike",
-                   "run {{ $labels.run }} on {{ $labels.host }}: the last loss is {{ $value | printf \"%.1f\" }}x "
-                   "the median of the steps before"),
-    "overfitting": (lambda c: _subject("fleetdeck_run_eval_loss_rises >= 2", "path"),
-                    "run {{ $labels.run }} on {{ $labels.host }} is overfitting",
-                    "run {{ $labels.run }} on {{ $labels.host }}: eval loss rose at {{ $value }} consecutive evals"),
-    "disk-full-eta": (_disk, "{{ $labels.path }} on {{ $labels.host }} fills soon",
-                      "{{ $labels.path }} on {{ $labels.host }} ({{ $labels.mount }}) fills in about "
-                      "{{ $value | humanizeDuration }} at the current rate"),
-    "gpu-headroom": (lambda c: _subject(
-        f"(fleetdeck_gpu_headroom_bytes < {_num(c.gpu_headroom_floor_gib * GIB)}) "
-        "and on(host, gpu) (fleetdeck_gpu_unified_memory == 0) "
-        "and on(host, gpu) (sum by (host, gpu) (fleetdeck_seat_gpu_memory_bytes) > 0)", "gpu", "GPU$1"),
+    "host-down": (
+        lambda c: _subject("fleetdeck_host_up == 0", "host"),
+        "host {{ $labels.host }} is down",
+        "{{ $labels.host }} has not answered fleetdeck's polls",
+    ),
+    "run-stalled": (
+        lambda c: _subject('fleetdeck_run_state{state="stalled"} == 1', "path"),
+        "run {{ $labels.run }} on {{ $labels.host }} is stalled",
+        "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) makes no progress",
+    ),
+    "loss-nonfinite": (
+        lambda c: _subject("fleetdeck_run_loss_nonfinite == 1", "path"),
+        "run {{ $labels.run }} on {{ $labels.host }} logged a non-finite loss",
+        "run {{ $labels.run }} on {{ $labels.host }} logged a NaN or infinite loss or eval loss",
+    ),
+    "loss-spike": (
+        lambda c: _subject(f"fleetdeck_run_loss_spike_ratio > {_num(c.loss_spike_factor)}", "path"),
+        "run {{ $labels.run }} on {{ $labels.host }}: loss spike",
+        'run {{ $labels.run }} on {{ $labels.host }}: the last loss is {{ $value | printf "%.1f" }}x '
+        "the median of the steps before",
+    ),
+    "overfitting": (
+        lambda c: _subject("fleetdeck_run_eval_loss_rises >= 2", "path"),
+        "run {{ $labels.run }} on {{ $labels.host }} is overfitting",
+        "run {{ $labels.run }} on {{ $labels.host }}: eval loss rose at {{ $value }} consecutive evals",
+    ),
+    "disk-full-eta": (
+        _disk,
+        "{{ $labels.path }} on {{ $labels.host }} fills soon",
+        "{{ $labels.path }} on {{ $labels.host }} ({{ $labels.mount }}) fills in about "
+        "{{ $value | humanizeDuration }} at the current rate",
+    ),
+    "gpu-headroom": (
+        lambda c: _subject(
+            f"(fleetdeck_gpu_headroom_bytes < {_num(c.gpu_headroom_floor_gib * GIB)}) "
+            "and on(host, gpu) (fleetdeck_gpu_unified_memory == 0) "
+            "and on(host, gpu) (sum by (host, gpu) (fleetdeck_seat_gpu_memory_bytes) > 0)",
+            "gpu",
+            "GPU$1",
+        ),
         "GPU{{ $labels.gpu }} on {{ $labels.host }} is short of memory for its seats",
-        "GPU{{ $labels.gpu }} on {{ $labels.host }} has {{ $value | humanize1024 }}B free, under the floor"),
-    "new-stray": (lambda c: _subject("fleetdeck_schedules_stray > 0", "host"),
-                  "stray schedules on {{ $labels.host }}",
-                  "{{ $labels.host }} holds {{ $value }} stray schedule(s): `fleetdeck schedules --stray-only`"),
-    "seat-check": (lambda c: _subject("fleetdeck_seat_check_ok == 0", "port", "port $1"),
-                   "the seat on {{ $labels.host }}:{{ $labels.port }} failed its check",
-                   "the seat on {{ $labels.host }}:{{ $labels.port }} failed its check: {{ $labels.signature }}"),
-    "seat-restart": (lambda c: 'label_join(fleetdeck_seat_restarts > min_over_time(fleetdeck_seat_restarts'
-                     f'[{_secs(c.event_hold_minutes * 60)}]), "subject", ":", "kind", "port")',
-                     "seat {{ $labels.kind }}:{{ $labels.port }} on {{ $labels.host }} restarted",
-                     "seat {{ $labels.kind }}:{{ $labels.port }} on {{ $labels.host }} restarted "
-                     "(RestartCount {{ $value }})"),
-    "gpu-throttled": (lambda c: _subject('max by (host, gpu, uuid) (fleetdeck_gpu_throttle_reason{reason=~"'
-                                         + "|".join(SLOWDOWN) + '"}) == 1', "gpu", "GPU$1"),
-                      "GPU{{ $labels.gpu }} on {{ $labels.host }} is slowed down",
-                      "GPU{{ $labels.gpu }} on {{ $labels.host }} is held back by a hardware or thermal slowdown"),
-    "gpu-hot": (lambda c: _subject("fleetdeck_gpu_slowdown_temperature_celsius - fleetdeck_gpu_temperature_celsius"
-                                   f" <= {_num(c.gpu_hot_margin_c)}", "gpu", "GPU$1"),
-                "GPU{{ $labels.gpu }} on {{ $labels.host }} runs hot",
-                "GPU{{ $labels.gpu }} on {{ $labels.host }} is {{ $value }} °C from its slowdown threshold"),
-    "gpu-ecc": (lambda c: _subject('max by (host, gpu, uuid) (fleetdeck_gpu_ecc_uncorrected_errors{counter="volatile"}'
-                                   " > 0 or fleetdeck_gpu_ecc_pending_retirement == 1 "
-                                   "or fleetdeck_gpu_row_remap_failure == 1)", "gpu", "GPU$1"),
-                "GPU{{ $labels.gpu }} on {{ $labels.host }} has memory errors",
-                "GPU{{ $labels.gpu }} on {{ $labels.host }}: an uncorrected ECC error, a remap waiting for a "
-                "reset, or a failed remap"),
-    "gpu-xid": (lambda c: _subject('label_join(fleetdeck_gpu_xid_errors > 0, "subject", " Xid ", "gpu", "code")',
-                                   "subject", "GPU$1"),
-                "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }}",
-                "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }} "
-                "({{ $value }} time(s) in the probe's last hour)"),
-    "gpu-lost": (lambda c: _subject("fleetdeck_gpu_lost == 1", "gpu", "GPU$1"),
-                 "GPU{{ $labels.gpu }} on {{ $labels.host }} is lost",
-                 "the driver lost GPU{{ $labels.gpu }} on {{ $labels.host }}: reset the card or reboot the host"),
-    "run-failed": (lambda c: _subject('fleetdeck_run_state{state="failed"} == 1', "path"),
-                   "run {{ $labels.run }} on {{ $labels.host }} failed",
-                   "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) failed"),
-    "run-finished": (lambda c: _subject('fleetdeck_run_state{state="finished"} == 1', "path"),
-                     "run {{ $labels.run }} on {{ $labels.host }} finished",
-                     "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) finished"),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} has {{ $value | humanize1024 }}B free, under the floor",
+    ),
+    "new-stray": (
+        lambda c: _subject("fleetdeck_schedules_stray > 0", "host"),
+        "stray schedules on {{ $labels.host }}",
+        "{{ $labels.host }} holds {{ $value }} stray schedule(s): `fleetdeck schedules --stray-only`",
+    ),
+    "seat-check": (
+        lambda c: _subject("fleetdeck_seat_check_ok == 0", "port", "port $1"),
+        "the seat on {{ $labels.host }}:{{ $labels.port }} failed its check",
+        "the seat on {{ $labels.host }}:{{ $labels.port }} failed its check: {{ $labels.signature }}",
+    ),
+    "seat-restart": (
+        lambda c: (
+            "label_join(fleetdeck_seat_restarts > min_over_time(fleetdeck_seat_restarts"
+            f'[{_secs(c.event_hold_minutes * 60)}]), "subject", ":", "kind", "port")'
+        ),
+        "seat {{ $labels.kind }}:{{ $labels.port }} on {{ $labels.host }} restarted",
+        "seat {{ $labels.kind }}:{{ $labels.port }} on {{ $labels.host }} restarted "
+        "(RestartCount {{ $value }})",
+    ),
+    "gpu-throttled": (
+        lambda c: _subject(
+            'max by (host, gpu, uuid) (fleetdeck_gpu_throttle_reason{reason=~"'
+            + "|".join(SLOWDOWN)
+            + '"}) == 1',
+            "gpu",
+            "GPU$1",
+        ),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} is slowed down",
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} is held back by a hardware or thermal slowdown",
+    ),
+    "gpu-hot": (
+        lambda c: _subject(
+            "fleetdeck_gpu_slowdown_temperature_celsius - fleetdeck_gpu_temperature_celsius"
+            f" <= {_num(c.gpu_hot_margin_c)}",
+            "gpu",
+            "GPU$1",
+        ),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} runs hot",
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} is {{ $value }} °C from its slowdown threshold",
+    ),
+    "gpu-ecc": (
+        lambda c: _subject(
+            'max by (host, gpu, uuid) (fleetdeck_gpu_ecc_uncorrected_errors{counter="volatile"}'
+            " > 0 or fleetdeck_gpu_ecc_pending_retirement == 1 "
+            "or fleetdeck_gpu_row_remap_failure == 1)",
+            "gpu",
+            "GPU$1",
+        ),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} has memory errors",
+        "GPU{{ $labels.gpu }} on {{ $labels.host }}: an uncorrected ECC error, a remap waiting for a "
+        "reset, or a failed remap",
+    ),
+    "gpu-xid": (
+        lambda c: _subject(
+            'label_join(fleetdeck_gpu_xid_errors > 0, "subject", " Xid ", "gpu", "code")',
+            "subject",
+            "GPU$1",
+        ),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }}",
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} reported Xid {{ $labels.code }} "
+        "({{ $value }} time(s) in the probe's last hour)",
+    ),
+    "gpu-lost": (
+        lambda c: _subject("fleetdeck_gpu_lost == 1", "gpu", "GPU$1"),
+        "GPU{{ $labels.gpu }} on {{ $labels.host }} is lost",
+        "the driver lost GPU{{ $labels.gpu }} on {{ $labels.host }}: reset the card or reboot the host",
+    ),
+    "run-failed": (
+        lambda c: _subject('fleetdeck_run_state{state="failed"} == 1', "path"),
+        "run {{ $labels.run }} on {{ $labels.host }} failed",
+        "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) failed",
+    ),
+    "run-finished": (
+        lambda c: _subject('fleetdeck_run_state{state="finished"} == 1', "path"),
+        "run {{ $labels.run }} on {{ $labels.host }} finished",
+        "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) finished",
+    ),
 }
 
 #: what a rule cannot say over the families, or says otherwise than the engine (the file's
 #: comments; a rule named here without an expression is left out of the file)
 NOT_SAID = {
     "idle-holder": "not expressed: which process holds a card's memory (and whether it is a seat or a run) "
-                   "is not in /metrics",
+    "is not in /metrics",
     "new-stray": "per host (the count of stray schedules), not per schedule; severity is the rule's, never "
-                 "the engine's warning for a schedule naming a missing path; a loop's 60 s settling is not kept",
+    "the engine's warning for a schedule naming a missing path; a loop's 60 s settling is not kept",
     "seat-restart": "a restart count that grew within event_hold_minutes; an OOM kill is not in /metrics, and "
-                    "the subject is kind:port, not the container's name",
+    "the subject is kind:port, not the container's name",
     "gpu-xid": "holds while the probe's last hour of Xids holds the code, not event_hold_minutes from it",
     "disk-full-eta": "free space over the window and its thirds, for each configured path (the engine judges "
-                     "used space, once per mount)",
+    "used space, once per mount)",
 }
 
 
@@ -162,12 +221,16 @@ def wait_seconds(rule: str, c: AlertConfig) -> float:
 def rules_file(config: AlertConfig | None = None, source: str = "") -> str:
     """The alerting-rules file (YAML) for `config`'s thresholds, severities and `for` durations."""
     c = config or AlertConfig()
-    out = ["# Prometheus alerting rules equivalent to fleetdeck's built-in alert rules, over the",
-           "# families `fleetdeck watch --prometheus ADDR:PORT` serves at /metrics.",
-           f"# Written by `fleetdeck rules --prometheus`{f' from {shown(source)}' if source else ''}; check it with",
-           "# `promtool check rules FILE`. Each alert is labelled alertname, host, subject and severity",
-           "# as `[alerts] alertmanager` labels it (Prometheus adds its own job and instance).",
-           "groups:", "  - name: fleetdeck", "    rules:"]
+    out = [
+        "# Prometheus alerting rules equivalent to fleetdeck's built-in alert rules, over the",
+        "# families `fleetdeck watch --prometheus ADDR:PORT` serves at /metrics.",
+        f"# Written by `fleetdeck rules --prometheus`{f' from {shown(source)}' if source else ''}; check it with",
+        "# `promtool check rules FILE`. Each alert is labelled alertname, host, subject and severity",
+        "# as `[alerts] alertmanager` labels it (Prometheus adds its own job and instance).",
+        "groups:",
+        "  - name: fleetdeck",
+        "    rules:",
+    ]
     for rule in RULES:
         note = NOT_SAID.get(rule)
         if rule in c.disabled:
@@ -185,9 +248,13 @@ def rules_file(config: AlertConfig | None = None, source: str = "") -> str:
         out += [f"      - alert: {rule}", "        expr: |-", f"          {expr(c)}"]
         if wait:
             out.append(f"        for: {_secs(wait)}")
-        out += ["        labels:", f"          severity: {severity}",
-                "        annotations:", f"          summary: {json.dumps(summary)}",
-                f"          description: {json.dumps(description, ensure_ascii=False)}"]
+        out += [
+            "        labels:",
+            f"          severity: {severity}",
+            "        annotations:",
+            f"          summary: {json.dumps(summary)}",
+            f"          description: {json.dumps(description, ensure_ascii=False)}",
+        ]
     return "\n".join(out) + "\n"
 
 

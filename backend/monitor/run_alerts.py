@@ -35,7 +35,11 @@ LIVE = ("running", "stalled", "queued", FINISHING)
 
 def finished_text(h: HostSnapshot, r: Run) -> str:
     """The sentence of a run-finished alert."""
-    at = f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "") if r.step is not None else ""
+    at = (
+        f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "")
+        if r.step is not None
+        else ""
+    )
     best = min(r.eval_losses, key=lambda x: x[1]) if r.eval_losses else None
     ev = f"; best eval loss {best[1]:.4g} at step {best[0]}" if best else ""
     return f"run {r.name} on {h.name} finished{at}: its final adapter is ready at {r.adapter}{ev}"
@@ -43,7 +47,11 @@ def finished_text(h: HostSnapshot, r: Run) -> str:
 
 def failed_text(h: HostSnapshot, r: Run) -> str:
     """The sentence of a run-failed alert: the reason the runs listing shows."""
-    at = f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "") if r.step is not None else ""
+    at = (
+        f" at step {r.step}" + (f" of {r.max_steps}" if r.max_steps else "")
+        if r.step is not None
+        else ""
+    )
     return f"run {r.name} on {h.name} failed{at}: {r.reason or 'no reason given'}"
 
 
@@ -60,12 +68,12 @@ def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold) -
             if r.state == "finished" and r.adapter:
                 m.run_events[f"run-finished|{key}"] = (now, finished_text(h, r))
             elif r.state == "finished":
-                state = FINISHING   # the last step, not yet the adapter: it pages when that is there
+                state = FINISHING  # the last step, not yet the adapter: it pages when that is there
             elif r.state == "failed":
                 m.run_events[f"run-failed|{key}"] = (now, failed_text(h, r))
         seen[key] = state
     for key in [k for k in m.runs if k.startswith(mine) and k not in seen]:
-        del m.runs[key]   # gone from the listing: if it comes back, that is a first look
+        del m.runs[key]  # gone from the listing: if it comes back, that is a first look
     m.runs.update(seen)
     hold_s = config.event_hold_minutes * 60
     for key, (t, text) in list(m.run_events.items()):

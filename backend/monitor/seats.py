@@ -33,7 +33,9 @@ CHECK_HELPER = "fleetdeck.backend.host.seat_check"
 DEFAULT_HEADROOM_FLOOR_MIB = 6 * 1024
 
 
-def attribute_memory(seats: tuple[Seat, ...] | list[Seat], gpus: tuple[Gpu, ...]) -> tuple[Seat, ...]:
+def attribute_memory(
+    seats: tuple[Seat, ...] | list[Seat], gpus: tuple[Gpu, ...]
+) -> tuple[Seat, ...]:
     """Seats with `memory_by_gpu` filled from the GPU section's per-process figures."""
     out = []
     for s in seats:
@@ -63,9 +65,15 @@ class Headroom:
         return max(0.0, round(self.total_mib - self.held_mib, 1))
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "gpu": self.gpu, "uuid": self.uuid, "total_mib": self.total_mib,
-                "held_mib": self.held_mib, "headroom_mib": self.free_mib,
-                "seats": [{"seat": n, "memory_mib": m} for n, m in self.shares]}
+        return {
+            "host": self.host,
+            "gpu": self.gpu,
+            "uuid": self.uuid,
+            "total_mib": self.total_mib,
+            "held_mib": self.held_mib,
+            "headroom_mib": self.free_mib,
+            "seats": [{"seat": n, "memory_mib": m} for n, m in self.shares],
+        }
 
 
 def headroom(host: HostSnapshot) -> list[Headroom]:
@@ -79,22 +87,30 @@ def host_seats(host: HostSnapshot) -> tuple[Seat, ...]:
     return attribute_memory(seats, host.gpus) if seats else ()
 
 
-async def fetch_seats(link: HostLink, docker: str | None = None, timeout: float | None = None) -> tuple[
-        list[Seat], str | None]:
+async def fetch_seats(
+    link: HostLink, docker: str | None = None, timeout: float | None = None
+) -> tuple[list[Seat], str | None]:
     """Run the seat finder on the host as a helper: (seats, why Docker did not answer)."""
     req: dict[str, Any] = {"docker": docker} if docker else {}
     try:
-        ans = await link.call(SEATS_HELPER, "seats", **req, within=timeout or link.host.command_timeout)
+        ans = await link.call(
+            SEATS_HELPER, "seats", **req, within=timeout or link.host.command_timeout
+        )
     except HelperError as e:
-        raise HostError(link.name, f"seat finder failed: {e.error.get('message', e.answer)}", "helper") from None
+        raise HostError(
+            link.name, f"seat finder failed: {e.error.get('message', e.answer)}", "helper"
+        ) from None
     return [seat_from_json(link.name, s) for s in ans.get("seats") or ()], ans.get("docker")
 
 
-async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None) -> dict[str, Any]:
+async def seats_for(
+    fleet: Fleet, hosts: list[str] | None = None, docker: str | None = None
+) -> dict[str, Any]:
     """Every seat of the fleet (or of `hosts`) with memory attributed and card headroom:
     `{"seats": [Seat], "headroom": [Headroom], "unreachable": [{name, host, error, error_code}], "docker": {host: why}}`.
     The poll's own seats are used where the probe reported them; the seat finder runs as a
     helper where it did not (or when `docker` names another docker client)."""
+
     async def reported(h: HostSnapshot) -> tuple[list[Seat], str | None]:
         return list(h.seats or ()), None
 
@@ -102,13 +118,22 @@ async def seats_for(fleet: Fleet, hosts: list[str] | None = None, docker: str | 
     try:
         snap = await poller.poll(hosts)
         up = [h for h in snap.hosts if h.reachable]
-        found = await asyncio.gather(*(fetch_seats(poller.link(h.name), docker) if docker or h.seats is None
-                                       else reported(h) for h in up), return_exceptions=True)
+        found = await asyncio.gather(
+            *(
+                fetch_seats(poller.link(h.name), docker)
+                if docker or h.seats is None
+                else reported(h)
+                for h in up
+            ),
+            return_exceptions=True,
+        )
     finally:
         await poller.close()
     seats: list[Seat] = []
     rooms: list[Headroom] = []
-    unreachable = [unreachable_json(h.name, h.error, h.error_code) for h in snap.hosts if not h.reachable]
+    unreachable = [
+        unreachable_json(h.name, h.error, h.error_code) for h in snap.hosts if not h.reachable
+    ]
     docker_state: dict[str, str | None] = {}
     for h, res in zip(up, found, strict=True):
         if isinstance(res, HostError):
@@ -128,9 +153,19 @@ def _headroom_of(host: HostSnapshot, seats: tuple[Seat, ...]) -> list[Headroom]:
     out = []
     for g in host.gpus:
         held = max(sum(p.used_mib for p in g.processes), g.memory_used_mib)
-        shares = tuple((s.name, s.memory_by_gpu[g.index]) for s in seats if g.index in s.memory_by_gpu)
-        out.append(Headroom(host=host.name, gpu=g.index, uuid=g.uuid, total_mib=g.memory_total_mib,
-                            held_mib=round(held, 1), shares=shares))
+        shares = tuple(
+            (s.name, s.memory_by_gpu[g.index]) for s in seats if g.index in s.memory_by_gpu
+        )
+        out.append(
+            Headroom(
+                host=host.name,
+                gpu=g.index,
+                uuid=g.uuid,
+                total_mib=g.memory_total_mib,
+                held_mib=round(held, 1),
+                shares=shares,
+            )
+        )
     return out
 
 
@@ -166,21 +201,40 @@ class SeatCheck:
         return f"{self.completion_tokens or 0} tokens, {self.logprobs or 0} logprobs finite"
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "port": self.port, "sound": self.sound, "signature": self.signature,
-                "message": self.message, "model": self.model, "endpoint": self.endpoint,
-                "requests": self.requests, "content": self.content,
-                "completion_tokens": self.completion_tokens, "logprobs": self.logprobs,
-                "seconds": self.seconds, "checked_at": self.checked_at}
+        return {
+            "host": self.host,
+            "port": self.port,
+            "sound": self.sound,
+            "signature": self.signature,
+            "message": self.message,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "requests": self.requests,
+            "content": self.content,
+            "completion_tokens": self.completion_tokens,
+            "logprobs": self.logprobs,
+            "seconds": self.seconds,
+            "checked_at": self.checked_at,
+        }
 
 
 def check_from_json(d: dict[str, Any]) -> SeatCheck:
     """A SeatCheck back from `to_json()`."""
-    return SeatCheck(host=str(d["host"]), port=int(d["port"]), sound=bool(d["sound"]),
-                     signature=d.get("signature"), message=str(d.get("message", "")), model=d.get("model"),
-                     endpoint=d.get("endpoint"), requests=int(d.get("requests") or 0),
-                     content=d.get("content"), completion_tokens=d.get("completion_tokens"),
-                     seconds=d.get("seconds"), checked_at=float(d.get("checked_at") or 0),
-                     logprobs=d.get("logprobs"))
+    return SeatCheck(
+        host=str(d["host"]),
+        port=int(d["port"]),
+        sound=bool(d["sound"]),
+        signature=d.get("signature"),
+        message=str(d.get("message", "")),
+        model=d.get("model"),
+        endpoint=d.get("endpoint"),
+        requests=int(d.get("requests") or 0),
+        content=d.get("content"),
+        completion_tokens=d.get("completion_tokens"),
+        seconds=d.get("seconds"),
+        checked_at=float(d.get("checked_at") or 0),
+        logprobs=d.get("logprobs"),
+    )
 
 
 def checks_path() -> Path:
@@ -209,16 +263,27 @@ def record_check(check: SeatCheck) -> None:
     os.replace(tmp, path)
 
 
-async def check_seat(link: HostLink, port: int, model: str | None = None, timeout: float = 20.0,
-                     max_tokens: int = 8) -> SeatCheck:
+async def check_seat(
+    link: HostLink, port: int, model: str | None = None, timeout: float = 20.0, max_tokens: int = 8
+) -> SeatCheck:
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
     try:
-        ans = await link.call(CHECK_HELPER, "check", port=port, model=model, timeout=timeout,
-                              max_tokens=max_tokens, within=3 * timeout + 15)
+        ans = await link.call(
+            CHECK_HELPER,
+            "check",
+            port=port,
+            model=model,
+            timeout=timeout,
+            max_tokens=max_tokens,
+            within=3 * timeout + 15,
+        )
     except HelperError as e:
-        raise HostError(link.name, f"seat check failed to run: {e.error.get('message', e.answer)}",
-                        e.code if e.code == "bad-answer" else "helper") from None
+        raise HostError(
+            link.name,
+            f"seat check failed to run: {e.error.get('message', e.answer)}",
+            e.code if e.code == "bad-answer" else "helper",
+        ) from None
     return check_from_answer(link.name, port, ans)
 
 
@@ -230,7 +295,9 @@ def _str(v: Any, limit: int = 2000) -> str | None:
     return v[:limit] if isinstance(v, str) else None
 
 
-def check_from_answer(host: str, port: int, ans: dict[str, Any], now: float | None = None) -> SeatCheck:
+def check_from_answer(
+    host: str, port: int, ans: dict[str, Any], now: float | None = None
+) -> SeatCheck:
     """The verdict of the seat-check helper's answer, each field typed (a field of another type
     is left out). `sound` stands only with its witness: an answer that says sound but names no
     completion token or no logprob it judged is `no-witness`, never a pass; one that is neither
@@ -240,20 +307,47 @@ def check_from_answer(host: str, port: int, ans: dict[str, Any], now: float | No
     signature, message = _str(ans.get("signature"), 80), _str(ans.get("message")) or ""
     if sound and not (tokens and logprobs):
         sound, signature = False, "no-witness"
-        message = (f"the host called the seat sound but named no witness ({tokens or 0} completion tokens, "
-                   f"{logprobs or 0} logprobs judged): a check over nothing is not a pass")
+        message = (
+            f"the host called the seat sound but named no witness ({tokens or 0} completion tokens, "
+            f"{logprobs or 0} logprobs judged): a check over nothing is not a pass"
+        )
     elif not sound and signature is None:
         signature = "bad-answer"
         message = f"the seat check answered neither sound nor a failure signature: {message or 'no message'}"
     seconds = ans.get("seconds")
-    return SeatCheck(host=host, port=port, sound=sound, signature=signature, message=message,
-                     model=_str(ans.get("model"), 300), endpoint=_str(ans.get("endpoint"), 100),
-                     requests=_count(ans.get("requests")) or 0, content=_str(ans.get("content"), 300),
-                     completion_tokens=tokens, logprobs=logprobs,
-                     seconds=float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool)
-                     else None, checked_at=time.time() if now is None else now)
+    return SeatCheck(
+        host=host,
+        port=port,
+        sound=sound,
+        signature=signature,
+        message=message,
+        model=_str(ans.get("model"), 300),
+        endpoint=_str(ans.get("endpoint"), 100),
+        requests=_count(ans.get("requests")) or 0,
+        content=_str(ans.get("content"), 300),
+        completion_tokens=tokens,
+        logprobs=logprobs,
+        seconds=float(seconds)
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        else None,
+        checked_at=time.time() if now is None else now,
+    )
 
 
-__all__ = ["Headroom", "Seat", "SeatCheck", "attribute_memory", "check_from_answer", "check_from_json", "check_seat",
-           "fetch_seats", "headroom", "host_seats", "record_check", "recorded_checks", "seat_from_json",
-           "seats_for", "DEFAULT_HEADROOM_FLOOR_MIB"]
+__all__ = [
+    "Headroom",
+    "Seat",
+    "SeatCheck",
+    "attribute_memory",
+    "check_from_answer",
+    "check_from_json",
+    "check_seat",
+    "fetch_seats",
+    "headroom",
+    "host_seats",
+    "record_check",
+    "recorded_checks",
+    "seat_from_json",
+    "seats_for",
+    "DEFAULT_HEADROOM_FLOOR_MIB",
+]

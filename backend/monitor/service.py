@@ -77,7 +77,9 @@ ROLES = ("deliver", "observe", "judge")
 
 
 # -- the service ---------------------------------------------------------------------------------
-def open_starts(history: History, hosts: set[str], now: float, window: float) -> dict[tuple[str, str], int]:
+def open_starts(
+    history: History, hosts: set[str], now: float, window: float
+) -> dict[tuple[str, str], int]:
     """{(host, "rule subject"): when it started firing} for every alert of `hosts` whose newest
     transition in history is `alert-firing` (none resolved it since) and whose host's history
     was recorded without a gap from then to `now` (`watched`): what an observer said before it
@@ -86,12 +88,14 @@ def open_starts(history: History, hosts: set[str], now: float, window: float) ->
     newest: dict[tuple[str, str], tuple[int, str]] = {}
     for e in history.events(now - window):
         if e["kind"] in ("alert-firing", "alert-resolved") and e["host"] in names:
-            newest[(e["host"], e["subject"])] = (e["t"], e["kind"])   # oldest first: the last wins
+            newest[(e["host"], e["subject"])] = (e["t"], e["kind"])  # oldest first: the last wins
     opened = {k: t for k, (t, kind) in newest.items() if kind == "alert-firing"}
     out: dict[tuple[str, str], int] = {}
     for host in {h for h, _ in opened}:
         first = min(t for (h, _), t in opened.items() if h == host)
-        rows = [t for t, _, _ in history.series(names[host], "host", first - WATCH_GAP_S).get("", [])]
+        rows = [
+            t for t, _, _ in history.series(names[host], "host", first - WATCH_GAP_S).get("", [])
+        ]
         out.update({k: t for k, t in opened.items() if k[0] == host and watched(rows, t, now)})
     return out
 
@@ -114,10 +118,19 @@ class Monitor:
     (see the module docstring for the roles). `report(kind, line)` receives `transition` and
     `warning` lines; `source` replaces the fleet's Poller (tests, the dashboard's replays)."""
 
-    def __init__(self, fleet: Fleet, *, role: str = "deliver", history: History | None = None,
-                 engine: AlertEngine | None = None, collector: Any = None, source: Any = None,
-                 report: Callable[[str, str], None] | None = None, link: Callable[[str], Any] | None = None,
-                 **deliver_opts: Any) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        role: str = "deliver",
+        history: History | None = None,
+        engine: AlertEngine | None = None,
+        collector: Any = None,
+        source: Any = None,
+        report: Callable[[str, str], None] | None = None,
+        link: Callable[[str], Any] | None = None,
+        **deliver_opts: Any,
+    ) -> None:
         assert role in ROLES, role
         self.fleet = fleet
         self.role = role
@@ -126,8 +139,15 @@ class Monitor:
         self.poller = source if source is not None else Poller(fleet)
         #: the link to a host for seat checks (the poller's, unless the owner has its own)
         self.link = link or getattr(self.poller, "link", None)
-        self.history = history if history is not None else (
-            None if role == "judge" else History(retention_days=self.config.history_retention_days))
+        self.history = (
+            history
+            if history is not None
+            else (
+                None
+                if role == "judge"
+                else History(retention_days=self.config.history_retention_days)
+            )
+        )
         self.collector = collector
         self.report = report or (lambda _k, _l: None)
         self.polls = 0
@@ -147,18 +167,26 @@ class Monitor:
         self.engine = engine if engine is not None else AlertEngine(self.config)
         rejects: list[st.Reject] = []
         if engine is None:
-            rejects += self.engine.load_state({k: v for k, v in saved.items() if k not in ("outbox", "outbox_seq")})
+            rejects += self.engine.load_state(
+                {k: v for k, v in saved.items() if k not in ("outbox", "outbox_seq")}
+            )
         self.deliverer: Deliverer | None = None
         self.journal: Journal | None = None
         migrate = False
         if deliver and (self.config.on_alert or self.config.webhook):
             opts = {**deliver_options(self.config), **deliver_opts}
             self.journal = Journal(outbox_path(), warn=self.warn)
-            self.deliverer = Deliverer(self.config.on_alert, self.config.webhook, journal=self.journal,
-                                       warn=self.warn, **opts)
+            self.deliverer = Deliverer(
+                self.config.on_alert,
+                self.config.webhook,
+                journal=self.journal,
+                warn=self.warn,
+                **opts,
+            )
             committed = saved.get("outbox_seq")
-            if committed is not None and (isinstance(committed, bool) or not isinstance(committed, int)
-                                          or committed < 0):
+            if committed is not None and (
+                isinstance(committed, bool) or not isinstance(committed, int) or committed < 0
+            ):
                 rejects.append(st.Reject("outbox_seq", "is not a whole number", committed))
                 committed = None
             bad, more = self.deliverer.load_journal(committed)
@@ -168,13 +196,16 @@ class Monitor:
             migrate = "outbox" in saved
             rejects += self.deliverer.load_state(saved.get("outbox"))
         #: every firing alert to each Alertmanager of `[alerts] alertmanager` (deliver role only)
-        self.alertmanager = AlertmanagerSink(self.config.alertmanager, warn=self.warn) \
-            if deliver and self.config.alertmanager else None
-        if role != "observe":   # the dashboard reads what watch saves; watch is the one to say so
+        self.alertmanager = (
+            AlertmanagerSink(self.config.alertmanager, warn=self.warn)
+            if deliver and self.config.alertmanager
+            else None
+        )
+        if role != "observe":  # the dashboard reads what watch saves; watch is the one to say so
             for line in said + st.report_rejects(engine_path().name, rejects, move=deliver):
                 self.warn(line)
         if migrate or (deliver and rejects):
-            self.save()   # the file is rewritten without what was quarantined
+            self.save()  # the file is rewritten without what was quarantined
         self._preload()
 
     # -- saying things --------------------------------------------------------------------------
@@ -198,8 +229,10 @@ class Monitor:
         doc = self.engine.to_state()
         if self.journal is not None:
             if not self.journal.flush():
-                self.warn("alert state not saved: its outbox entries could not be written first "
-                          f"({self.journal.error}); alerts and the outbox live in memory until they can be")
+                self.warn(
+                    "alert state not saved: its outbox entries could not be written first "
+                    f"({self.journal.error}); alerts and the outbox live in memory until they can be"
+                )
                 return False
             doc["outbox_seq"] = self.journal.seq
         try:
@@ -218,8 +251,10 @@ class Monitor:
             self._saved = data
             self.bytes_saved += len(data)
         except (OSError, ValueError, TypeError) as e:
-            self.warn(f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
-                      "live in memory until it can be")
+            self.warn(
+                f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
+                "live in memory until it can be"
+            )
             return False
         return True
 
@@ -235,7 +270,7 @@ class Monitor:
                     for t, used, free in pts:
                         if used is not None and free is not None:
                             self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
-        except Exception as e:   # history is a help, never a reason not to start
+        except Exception as e:  # history is a help, never a reason not to start
             self.warn(f"history could not be read at start: {type(e).__name__}: {shown(str(e))}")
 
     def down_since(self, host: str) -> float | None:
@@ -282,15 +317,20 @@ class Monitor:
             self.deliverer.enqueue(transitions)
         if self.alertmanager is not None:
             self.alertmanager.update(self.engine.firing(), transitions)
-        self.save()   # every cycle: a transition is saved with its outbox entry before anything else
-        if self.collector is not None:   # a scrape agrees with the hooks from the moment they run
+        self.save()  # every cycle: a transition is saved with its outbox entry before anything else
+        if self.collector is not None:  # a scrape agrees with the hooks from the moment they run
             try:
                 self.collector.update(snap, self.engine.firing(), checks)
             except Exception as e:
                 self.warn(f"metrics not updated: {type(e).__name__}: {shown(str(e))}")
         for a in transitions:
-            self._history("event", a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text)
-            self.report("transition", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {shown(a.title)}: {shown(a.text)}")
+            self._history(
+                "event", a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text
+            )
+            self.report(
+                "transition",
+                f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {shown(a.title)}: {shown(a.text)}",
+            )
         if self.history is not None:
             for w in self.history.warnings:
                 self.warn(w)
@@ -313,16 +353,22 @@ class Monitor:
                 except Exception as e:
                     bad[h.name] = e
             if not bad:
-                self.warn(f"the alert rules failed on this poll: {type(first).__name__}: {shown(str(first))}")
+                self.warn(
+                    f"the alert rules failed on this poll: {type(first).__name__}: {shown(str(first))}"
+                )
                 return []
             for name, err in bad.items():
-                self.warn(f"{name}: what the host sent could not be judged ({type(err).__name__}: "
-                          f"{shown(str(err))[:200]}); its alerts stay as they were")
+                self.warn(
+                    f"{name}: what the host sent could not be judged ({type(err).__name__}: "
+                    f"{shown(str(err))[:200]}); its alerts stay as they were"
+                )
             hosts = tuple(self._stand_in(h) if h.name in bad else h for h in snap.hosts)
             try:
                 out = self.engine.evaluate(replace(snap, hosts=hosts), checks)
             except Exception as e:
-                self.warn(f"the alert rules failed on this poll: {type(e).__name__}: {shown(str(e))}")
+                self.warn(
+                    f"the alert rules failed on this poll: {type(e).__name__}: {shown(str(e))}"
+                )
                 return []
             snap = replace(snap, hosts=hosts)
         for h in snap.hosts:
@@ -339,14 +385,17 @@ class Monitor:
             return transitions
         history, own = self.history, False
         if history is None:
-            if not history_path().exists():   # judging never makes a database
+            if not history_path().exists():  # judging never makes a database
                 return transitions
             history, own = History(retention_days=self.config.history_retention_days), True
         try:
-            starts = open_starts(history, {a.host for a in firing}, now,
-                                 self.config.history_retention_days * 86400)
-        except Exception as e:   # history is a help, never a reason not to judge
-            self.warn(f"history could not be read for alert starts: {type(e).__name__}: {shown(str(e))[:200]}")
+            starts = open_starts(
+                history, {a.host for a in firing}, now, self.config.history_retention_days * 86400
+            )
+        except Exception as e:  # history is a help, never a reason not to judge
+            self.warn(
+                f"history could not be read for alert starts: {type(e).__name__}: {shown(str(e))[:200]}"
+            )
             starts = {}
         finally:
             if own:
@@ -354,11 +403,17 @@ class Monitor:
                     history.close()
         out = []
         for a in transitions:
-            t = starts.get((sql_text(a.host), sql_text(f"{a.rule} {a.subject}"))) if a.state == "firing" else None
+            t = (
+                starts.get((sql_text(a.host), sql_text(f"{a.rule} {a.subject}")))
+                if a.state == "firing"
+                else None
+            )
             if t is not None and t < a.since:
                 a = replace(a, since=float(t))
                 if self.engine.m.firing.get(a.key) is not None:
-                    self.engine.m.firing[a.key] = replace(self.engine.m.firing[a.key], since=a.since)
+                    self.engine.m.firing[a.key] = replace(
+                        self.engine.m.firing[a.key], since=a.since
+                    )
             out.append(a)
         return out
 
@@ -373,24 +428,36 @@ class Monitor:
             return
         try:
             getattr(self.history, op)(*args)
-        except Exception as e:   # history is a warning, never a crash
-            self.warn(f"history {self.history.path}: {op} failed: {type(e).__name__}: {shown(str(e))[:200]}")
+        except Exception as e:  # history is a warning, never a crash
+            self.warn(
+                f"history {self.history.path}: {op} failed: {type(e).__name__}: {shown(str(e))[:200]}"
+            )
 
     async def _with_seats(self, snap: FleetSnapshot) -> FleetSnapshot:
         """Hosts whose probe did not look for seats get them from the seat finder, at most
         once a minute each (the probe, when it reports seats, is used as it is)."""
         now = time.time()
-        due = [h for h in snap.hosts if h.reachable and h.seats is None
-               and now - self._seats.get(h.name, (0.0, ()))[0] >= SEAT_REFRESH_S]
-        found = await asyncio.gather(*(fetch_seats(self.poller.link(h.name)) for h in due),
-                                     return_exceptions=True)
+        due = [
+            h
+            for h in snap.hosts
+            if h.reachable
+            and h.seats is None
+            and now - self._seats.get(h.name, (0.0, ()))[0] >= SEAT_REFRESH_S
+        ]
+        found = await asyncio.gather(
+            *(fetch_seats(self.poller.link(h.name)) for h in due), return_exceptions=True
+        )
         for h, res in zip(due, found, strict=True):
             if isinstance(res, asyncio.CancelledError):
                 raise res
             if not isinstance(res, BaseException):
                 self._seats[h.name] = (now, tuple(res[0]))
-        hosts = tuple(replace(h, seats=self._seats[h.name][1])
-                      if h.reachable and h.seats is None and h.name in self._seats else h for h in snap.hosts)
+        hosts = tuple(
+            replace(h, seats=self._seats[h.name][1])
+            if h.reachable and h.seats is None and h.name in self._seats
+            else h
+            for h in snap.hosts
+        )
         return replace(snap, hosts=hosts)
 
     async def _due_checks(self, snap: FleetSnapshot) -> dict[str, SeatCheck]:
@@ -398,15 +465,24 @@ class Monitor:
         if not every or self.role != "deliver" or self.link is None:
             return {}
         now = time.time()
-        todo = [(h.name, s.port) for h in snap.hosts if h.reachable for s in h.seats or ()
-                if isinstance(s.port, int) and s.port and now - self._checked_at.get(f"{h.name}:{s.port}", 0.0) >= every]
+        todo = [
+            (h.name, s.port)
+            for h in snap.hosts
+            if h.reachable
+            for s in h.seats or ()
+            if isinstance(s.port, int)
+            and s.port
+            and now - self._checked_at.get(f"{h.name}:{s.port}", 0.0) >= every
+        ]
         out: dict[str, SeatCheck] = {}
         for host, port in dict.fromkeys(todo):
             self._checked_at[f"{host}:{port}"] = now
             try:
                 c = await self.check_seat(host, port)
             except Exception as e:  # the host went away between poll and check: next time
-                self.warn(f"seat check {host}:{port} did not run: {type(e).__name__}: {shown(str(e))[:200]}")
+                self.warn(
+                    f"seat check {host}:{port} did not run: {type(e).__name__}: {shown(str(e))[:200]}"
+                )
                 continue
             out[c.key] = c
         return out
@@ -421,10 +497,18 @@ class Monitor:
         try:
             record_check(c)
         except (OSError, ValueError, TypeError) as e:
-            self.warn(f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
-                      "its verdict counts for this run only")
-        self._history("event", c.checked_at, host, "seat-check", f"port {port}",
-                      "sound" if c.sound else f"{c.signature}: {c.message}")
+            self.warn(
+                f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
+                "its verdict counts for this run only"
+            )
+        self._history(
+            "event",
+            c.checked_at,
+            host,
+            "seat-check",
+            f"port {port}",
+            "sound" if c.sound else f"{c.signature}: {c.message}",
+        )
         return c
 
     # -- the loop --------------------------------------------------------------------------------------
@@ -435,7 +519,11 @@ class Monitor:
         if count is None and self._owns_source and hasattr(self.poller, "deadline"):
             # a service: a silent host never holds back the next cycle (it answers into a later one)
             self.poller.deadline = max(1.0, interval / 2)
-        delivery = [asyncio.ensure_future(d.run()) for d in (self.deliverer, self.alertmanager) if d is not None]
+        delivery = [
+            asyncio.ensure_future(d.run())
+            for d in (self.deliverer, self.alertmanager)
+            if d is not None
+        ]
         try:
             while not self._stopping:
                 self._task = asyncio.ensure_future(self._cycle_then_rest(count, interval))
@@ -447,8 +535,12 @@ class Monitor:
                         raise
                 finally:
                     self._task = None
-            if count is not None and not self._stopping:   # `--count`: what this run queued is attempted
-                await asyncio.gather(*(d.drain() for d in (self.deliverer, self.alertmanager) if d is not None))
+            if (
+                count is not None and not self._stopping
+            ):  # `--count`: what this run queued is attempted
+                await asyncio.gather(
+                    *(d.drain() for d in (self.deliverer, self.alertmanager) if d is not None)
+                )
         finally:
             for task in delivery:
                 task.cancel()
@@ -462,7 +554,7 @@ class Monitor:
     async def _cycle_then_rest(self, count: int | None, interval: float) -> bool:
         try:
             await self.cycle()
-        except Exception as e:   # a bug in one cycle is a warning; the next cycle comes
+        except Exception as e:  # a bug in one cycle is a warning; the next cycle comes
             self.warn(f"a poll cycle failed: {type(e).__name__}: {shown(str(e))[:300]}")
             self.polls += 1
         if count is not None and self.polls >= count:
@@ -491,4 +583,12 @@ class Monitor:
             self.history.warnings.clear()
 
 
-__all__ = ["AlreadyRunning", "Monitor", "ROLES", "StateLock", "lock_path", "read_holder", "running_watch"]
+__all__ = [
+    "AlreadyRunning",
+    "Monitor",
+    "ROLES",
+    "StateLock",
+    "lock_path",
+    "read_holder",
+    "running_watch",
+]

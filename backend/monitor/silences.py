@@ -145,7 +145,9 @@ def silence_from_json(d: Any) -> Silence:
     expired_by = d.get("expired_by")
     if expired_by is not None:
         st.text(expired_by, "expired_by")
-    return Silence(sid, host, rule, subject, starts, ends, comment[:COMMENT_MAX], by[:256], expired_by)
+    return Silence(
+        sid, host, rule, subject, starts, ends, comment[:COMMENT_MAX], by[:256], expired_by
+    )
 
 
 def silences_path() -> Path:
@@ -157,7 +159,9 @@ def _lock_path() -> Path:
     return statedir.state_dir() / "silences.lock"
 
 
-def load_silences(*, move: bool = False, path: Path | None = None) -> tuple[list[Silence], list[str]]:
+def load_silences(
+    *, move: bool = False, path: Path | None = None
+) -> tuple[list[Silence], list[str]]:
     """Every saved silence and the warnings its file gave (see the module docstring). With
     `move` (a writer holding the lock, or `watch`), what is bad is quarantined and the file
     rewritten without it."""
@@ -194,7 +198,10 @@ def _save(silences: list[Silence], path: Path | None = None) -> None:
 def _kept(silences: list[Silence], now: float) -> list[Silence]:
     """The silences in force, and the newest ended ones within KEEP_ENDED_S."""
     live = [s for s in silences if s.ends > now]
-    ended = sorted((s for s in silences if s.ends <= now and now - s.ends < KEEP_ENDED_S), key=lambda s: -s.ends)
+    ended = sorted(
+        (s for s in silences if s.ends <= now and now - s.ends < KEEP_ENDED_S),
+        key=lambda s: -s.ends,
+    )
     return live + ended[:KEEP_ENDED]
 
 
@@ -210,17 +217,26 @@ class _Locked:
         self._f.close()
 
 
-def add_silence(*, host: str | None = None, rule: str | None = None, subject: str | None = None,
-                duration: float, comment: str, now: float | None = None,
-                warn: Callable[[str], None] | None = None) -> Silence:
+def add_silence(
+    *,
+    host: str | None = None,
+    rule: str | None = None,
+    subject: str | None = None,
+    duration: float,
+    comment: str,
+    now: float | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Silence:
     """Add a silence from now for `duration` seconds, audited (`silence-add`) before it is saved.
     Raises SilenceRefused (a bound, nothing to match, an unknown rule) or `audit.AuditError`."""
     now = time.time() if now is None else now
     host, rule, subject = host or None, rule or None, subject or None
     comment = (comment or "").strip()
     if host is None and rule is None and subject is None:
-        raise SilenceRefused("a silence names a host, a rule or a subject (or more): one that matched "
-                             "everything would hide every alert of the fleet")
+        raise SilenceRefused(
+            "a silence names a host, a rule or a subject (or more): one that matched "
+            "everything would hide every alert of the fleet"
+        )
     if rule is not None and rule not in RULES:
         raise SilenceRefused(f"unknown rule {shown(rule)!r} (rules: {', '.join(RULES)})")
     if not comment:
@@ -230,25 +246,46 @@ def add_silence(*, host: str | None = None, rule: str | None = None, subject: st
     if subject is not None and len(subject) > SUBJECT_MAX:
         raise SilenceRefused(f"the subject is {len(subject)} characters; at most {SUBJECT_MAX}")
     if not FOR_MIN <= duration <= FOR_MAX:
-        raise SilenceRefused(f"a silence lasts from {FOR_MIN:g} s to {FOR_MAX / DAY:g} days, not {duration:g} s "
-                             "(longer than a month is a rule to disable in the fleet file's [alerts])")
+        raise SilenceRefused(
+            f"a silence lasts from {FOR_MIN:g} s to {FOR_MAX / DAY:g} days, not {duration:g} s "
+            "(longer than a month is a rule to disable in the fleet file's [alerts])"
+        )
     with _Locked() as (silences, said):
         for line in said:
             (warn or (lambda _w: None))(line)
         active = [s for s in silences if s.active(now)]
         if len(active) >= ACTIVE_MAX:
-            raise SilenceRefused(f"{len(active)} silences are in force, the most there may be ({ACTIVE_MAX}); "
-                                 "expire one first (fleetdeck silence list)")
-        s = Silence(f"s-{secrets.token_hex(6)}", host, rule, subject, now, now + duration, comment,
-                    audit._user())
-        fields = {"id": s.id, "rule": rule, "subject": subject, "for_s": duration, "ends": s.ends,
-                  "comment": comment, "scope": s.scope}
+            raise SilenceRefused(
+                f"{len(active)} silences are in force, the most there may be ({ACTIVE_MAX}); "
+                "expire one first (fleetdeck silence list)"
+            )
+        s = Silence(
+            f"s-{secrets.token_hex(6)}",
+            host,
+            rule,
+            subject,
+            now,
+            now + duration,
+            comment,
+            audit._user(),
+        )
+        fields = {
+            "id": s.id,
+            "rule": rule,
+            "subject": subject,
+            "for_s": duration,
+            "ends": s.ends,
+            "comment": comment,
+            "scope": s.scope,
+        }
         audit.audit("silence-add", host, "done", **fields)
         _save_or_say("silence-add", host, fields, _kept([*silences, s], now))
     return s
 
 
-def expire_silence(sid: str, now: float | None = None, warn: Callable[[str], None] | None = None) -> Silence:
+def expire_silence(
+    sid: str, now: float | None = None, warn: Callable[[str], None] | None = None
+) -> Silence:
     """End silence `sid` now, audited (`silence-expire`) before it is saved; the silence as it is
     now. Raises SilenceRefused for an unknown id or one that already ended, or `audit.AuditError`."""
     now = time.time() if now is None else now
@@ -257,19 +294,30 @@ def expire_silence(sid: str, now: float | None = None, warn: Callable[[str], Non
             (warn or (lambda _w: None))(line)
         found = next((s for s in silences if s.id == sid), None)
         if found is None:
-            raise SilenceRefused(f"no silence with id {shown(sid)} (fleetdeck silence list shows them)")
+            raise SilenceRefused(
+                f"no silence with id {shown(sid)} (fleetdeck silence list shows them)"
+            )
         if not found.active(now):
-            raise SilenceRefused(f"silence {found.id} ({found.scope}) already ended at "
-                                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(found.ends))}")
+            raise SilenceRefused(
+                f"silence {found.id} ({found.scope}) already ended at "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(found.ends))}"
+            )
         user = audit._user()
         fields = {"id": found.id, "scope": found.scope, "ends_was": found.ends}
         audit.audit("silence-expire", found.host, "done", **fields)
         ended = replace(found, ends=now, expired_by=user)
-        _save_or_say("silence-expire", found.host, fields, _kept([ended if s.id == sid else s for s in silences], now))
+        _save_or_say(
+            "silence-expire",
+            found.host,
+            fields,
+            _kept([ended if s.id == sid else s for s in silences], now),
+        )
     return ended
 
 
-def _save_or_say(action: str, host: str | None, fields: dict[str, Any], silences: list[Silence]) -> None:
+def _save_or_say(
+    action: str, host: str | None, fields: dict[str, Any], silences: list[Silence]
+) -> None:
     """Save the silences the audited change made; if that fails, the audit log says so too."""
     try:
         _save(silences)
@@ -278,8 +326,9 @@ def _save_or_say(action: str, host: str | None, fields: dict[str, Any], silences
             audit.audit(action, host, "failed", error=str(e), **fields)
         except OSError:
             pass
-        raise SilenceRefused(f"{silences_path()} could not be written ({e.strerror or e}); nothing "
-                             "changed") from None
+        raise SilenceRefused(
+            f"{silences_path()} could not be written ({e.strerror or e}); nothing changed"
+        ) from None
 
 
 class SilenceStore:
@@ -287,8 +336,13 @@ class SilenceStore:
     (`refresh`: one `stat`). `move` quarantines what is bad (`watch`); otherwise it is skipped
     with a warning to `warn`."""
 
-    def __init__(self, *, move: bool = False, warn: Callable[[str], None] | None = None,
-                 path: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        move: bool = False,
+        warn: Callable[[str], None] | None = None,
+        path: Path | None = None,
+    ) -> None:
         self.move = move
         self.warn = warn or (lambda _w: None)
         self.path = path
@@ -317,7 +371,7 @@ class SilenceStore:
         for line in said:
             self.warn(line)
         self.silences = silences
-        if self.move and said:   # the quarantine rewrote it: that is what we read
+        if self.move and said:  # the quarantine rewrote it: that is what we read
             self._key = None
         return True
 
@@ -326,7 +380,9 @@ class SilenceStore:
         now = time.time() if now is None else now
         return sorted((s for s in self.silences if s.active(now)), key=lambda s: s.ends)
 
-    def matching(self, rule: str, host: str, subject: str, now: float | None = None) -> Silence | None:
+    def matching(
+        self, rule: str, host: str, subject: str, now: float | None = None
+    ) -> Silence | None:
         """The silence in force that names this alert and ends last, or None."""
         now = time.time() if now is None else now
         hits = [s for s in self.silences if s.active(now) and s.matches(rule, host, subject)]
@@ -337,6 +393,20 @@ class SilenceStore:
         return self.matching(str(alert.rule), str(alert.host), str(alert.subject), now)
 
 
-__all__ = ["ACTIVE_MAX", "COMMENT_MAX", "FILE_LIMIT", "FOR_MAX", "FOR_MIN", "KEEP_ENDED", "KEEP_ENDED_S",
-           "Silence", "SilenceRefused", "SilenceStore", "add_silence", "expire_silence", "load_silences",
-           "silence_from_json", "silences_path"]
+__all__ = [
+    "ACTIVE_MAX",
+    "COMMENT_MAX",
+    "FILE_LIMIT",
+    "FOR_MAX",
+    "FOR_MIN",
+    "KEEP_ENDED",
+    "KEEP_ENDED_S",
+    "Silence",
+    "SilenceRefused",
+    "SilenceStore",
+    "add_silence",
+    "expire_silence",
+    "load_silences",
+    "silence_from_json",
+    "silences_path",
+]

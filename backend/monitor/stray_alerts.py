@@ -44,13 +44,22 @@ def first_look_text(h: HostSnapshot, members: list[Schedule]) -> str:
     dead = sum("dead-target" in s.reasons for s in members)
     parts = [f"{unacked} unacknowledged"] + ([f"{dead} naming a missing path"] if dead else [])
     top = min(members, key=lambda s: (action_rank(s), s.kind, s.id))
-    return (f"{h.name} holds {_plural(n, 'stray schedule')} seen at the first look ({', '.join(parts)}): "
-            f"`fleetdeck schedules --host {h.name} --stray-only` lists them, `fleetdeck schedules ack "
-            f"--host {h.name} --all` baselines them; the most urgent: {one_text(h, top)}")
+    return (
+        f"{h.name} holds {_plural(n, 'stray schedule')} seen at the first look ({', '.join(parts)}): "
+        f"`fleetdeck schedules --host {h.name} --stray-only` lists them, `fleetdeck schedules ack "
+        f"--host {h.name} --all` baselines them; the most urgent: {one_text(h, top)}"
+    )
 
 
-def judge_strays(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold, settle: dict[str, float],
-                 loop_settle: float) -> None:
+def judge_strays(
+    m: Any,
+    config: AlertConfig,
+    h: HostSnapshot,
+    now: float,
+    hold,
+    settle: dict[str, float],
+    loop_settle: float,
+) -> None:
     """Hold `new-stray` for the stray schedules of reachable host `h` (see the module docstring).
     `m` is the engine's memory; `settle` gets the extra wait of a loop that must last
     `loop_settle` seconds before it pages."""
@@ -58,25 +67,31 @@ def judge_strays(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold,
     if h.name not in m.looked:
         m.looked.add(h.name)
         mine = f"new-stray|{h.name}|"
-        known = {k[len(mine):] for k in (*m.firing, *m.pending) if k.startswith(mine)}
+        known = {k[len(mine) :] for k in (*m.firing, *m.pending) if k.startswith(mine)}
         first = [s.id for s in strays if s.id not in known]
         if len(first) >= 2:
             m.first_look[h.name] = sorted(set(first))
     base = set(m.first_look.get(h.name, ()))
     members = [s for s in strays if s.id in base]
     if base and not members:
-        del m.first_look[h.name]   # every one acknowledged or removed: it resolves
+        del m.first_look[h.name]  # every one acknowledged or removed: it resolves
     elif members:
         sev = config.severity_set("new-stray") or (
-            "warning" if any("dead-target" in s.reasons for s in members) else "info")
+            "warning" if any("dead-target" in s.reasons for s in members) else "info"
+        )
         hold("new-stray", h.name, FIRST_LOOK, now, first_look_text(h, members), sev)
-        if all(s.kind == "loop" and "dead-target" not in s.reasons for s in members) and loop_settle:
+        if (
+            all(s.kind == "loop" and "dead-target" not in s.reasons for s in members)
+            and loop_settle
+        ):
             settle[f"new-stray|{h.name}|{FIRST_LOOK}"] = loop_settle
     for s in strays:
         if s.id in base:
             continue
         # a schedule naming a path that does not exist is wrong, not only news
-        sev = config.severity_set("new-stray") or ("warning" if "dead-target" in s.reasons else "info")
+        sev = config.severity_set("new-stray") or (
+            "warning" if "dead-target" in s.reasons else "info"
+        )
         hold("new-stray", h.name, s.id, now, one_text(h, s), sev)
         if s.kind == "loop" and "dead-target" not in s.reasons and loop_settle:
             # a loop that ends within a minute (a script's short `for`) never pages; one naming

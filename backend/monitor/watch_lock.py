@@ -26,9 +26,15 @@ class AlreadyRunning(Exception):
         self.path, self.holder = path, holder
         who = f"pid {holder['pid']}" if holder.get("pid") else "another process"
         since = holder.get("started")
-        when = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else ""
-        super().__init__(f"fleetdeck watch is already running for {path.parent} ({who}{when}, "
-                         f"lock {path}); one watch per state folder, so no transition is delivered twice")
+        when = (
+            time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(since))
+            if isinstance(since, (int, float))
+            else ""
+        )
+        super().__init__(
+            f"fleetdeck watch is already running for {path.parent} ({who}{when}, "
+            f"lock {path}); one watch per state folder, so no transition is delivered twice"
+        )
 
 
 class StateLock:
@@ -47,7 +53,11 @@ class StateLock:
         except BlockingIOError:
             os.close(fd)
             raise AlreadyRunning(self.path, read_holder(self.path) or {}) from None
-        me = {"pid": os.getpid(), "start_ticks": procfs.start_ticks(os.getpid()), "started": time.time()}
+        me = {
+            "pid": os.getpid(),
+            "start_ticks": procfs.start_ticks(os.getpid()),
+            "started": time.time(),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode(), 0)
         self._fd = fd

@@ -31,7 +31,8 @@ class _FlashVarlen(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cu, max_len, scale):
         out, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
-            q, k, v, cu, cu, max_len, max_len, 0.0, True, False, scale=scale)
+            q, k, v, cu, cu, max_len, max_len, 0.0, True, False, scale=scale
+        )
         ctx.save_for_backward(q, k, v, out, lse, cu, rng, unused)
         ctx.max_len, ctx.scale = max_len, scale
         return out
@@ -40,8 +41,22 @@ class _FlashVarlen(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, lse, cu, rng, unused = ctx.saved_tensors
         dq, dk, dv = torch.ops.aten._flash_attention_backward(
-            grad_out.contiguous(), q, k, v, out, lse, cu, cu, ctx.max_len, ctx.max_len, 0.0, True,
-            rng, unused, scale=ctx.scale)
+            grad_out.contiguous(),
+            q,
+            k,
+            v,
+            out,
+            lse,
+            cu,
+            cu,
+            ctx.max_len,
+            ctx.max_len,
+            0.0,
+            True,
+            rng,
+            unused,
+            scale=ctx.scale,
+        )
         return dq, dk, dv, None, None, None
 
 
@@ -51,8 +66,9 @@ def _cudnn_varlen(q, k, v, cu, max_len, scale):
     if k.shape[1] != q.shape[1]:
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    return torch.ops.aten._cudnn_attention_forward(q, k, v, None, cu, cu, max_len, max_len, True, 0.0, True,
-                                                   False, scale=scale)[0]
+    return torch.ops.aten._cudnn_attention_forward(
+        q, k, v, None, cu, cu, max_len, max_len, True, 0.0, True, False, scale=scale
+    )[0]
 
 
 def _fa4_interface():
@@ -65,24 +81,61 @@ if hasattr(torch.library, "custom_op"):
     # FlashAttention-4 as two custom ops, so torch.compile keeps each decoder layer one graph
     # (its own autograd.Function would break the graph at every attention call)
     @torch.library.custom_op("fleetdeck::fa4_varlen_fwd", mutates_args=())
-    def _fa4_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int,
-                 scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _fa4_fwd(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu: torch.Tensor,
+        max_len: int,
+        scale: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         out, lse = _fa4_interface()._flash_attn_fwd(
-            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len, max_seqlen_k=max_len,
-            softmax_scale=scale, causal=True, return_lse=True)[:2]
+            q,
+            k,
+            v,
+            cu_seqlens_q=cu,
+            cu_seqlens_k=cu,
+            max_seqlen_q=max_len,
+            max_seqlen_k=max_len,
+            softmax_scale=scale,
+            causal=True,
+            return_lse=True,
+        )[:2]
         return out, lse
 
     @_fa4_fwd.register_fake
     def _(q, k, v, cu, max_len, scale):
-        return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+        return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty(
+            (q.shape[1], q.shape[0]), dtype=torch.float32
+        )
 
     @torch.library.custom_op("fleetdeck::fa4_varlen_bwd", mutates_args=())
-    def _fa4_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                 lse: torch.Tensor, cu: torch.Tensor, max_len: int,
-                 scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _fa4_bwd(
+        dout: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        out: torch.Tensor,
+        lse: torch.Tensor,
+        cu: torch.Tensor,
+        max_len: int,
+        scale: float,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dq, dk, dv = _fa4_interface()._flash_attn_bwd(
-            q, k, v, out, dout, lse, scale, True, 0.0, cu_seqlens_q=cu, cu_seqlens_k=cu,
-            max_seqlen_q=max_len, max_seqlen_k=max_len)[:3]
+            q,
+            k,
+            v,
+            out,
+            dout,
+            lse,
+            scale,
+            True,
+            0.0,
+            cu_seqlens_q=cu,
+            cu_seqlens_k=cu,
+            max_seqlen_q=max_len,
+            max_seqlen_k=max_len,
+        )[:3]
         return dq, dk, dv
 
     @_fa4_bwd.register_fake
@@ -118,8 +171,10 @@ def fa4_installed() -> bool:
 
 
 #: the fused varlen kernels other than torch's bundled flash: name -> (function, what it is)
-KERNELS = {"cudnn": (_cudnn_varlen, "cuDNN varlen attention"),
-           "fa4": (_fa4_varlen, "FlashAttention-4 varlen attention")}
+KERNELS = {
+    "cudnn": (_cudnn_varlen, "cuDNN varlen attention"),
+    "fa4": (_fa4_varlen, "FlashAttention-4 varlen attention"),
+}
 
 
 @torch.compiler.disable
@@ -139,15 +194,19 @@ def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None
     try:
         gen = torch.Generator(device=device).manual_seed(0)
         lens = [100, 37, 251, 124]
-        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+        cu = torch.tensor(
+            [0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device
+        )
         t = sum(lens)
-        q, k, v = (torch.randn(t, h, 128, device=device, dtype=dtype, generator=gen).requires_grad_()
-                   for h in (4, 2, 2))
+        q, k, v = (
+            torch.randn(t, h, 128, device=device, dtype=dtype, generator=gen).requires_grad_()
+            for h in (4, 2, 2)
+        )
         g = torch.randn(t, 4, 128, device=device, dtype=dtype, generator=gen)
-        out = fn(q, k, v, cu, max(lens), 128 ** -0.5)
+        out = fn(q, k, v, cu, max(lens), 128**-0.5)
         grads = torch.autograd.grad(out, (q, k, v), g)
         ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
-        ref = varlen_reference(ref_in[0], ref_in[1], ref_in[2], cu, 128 ** -0.5)
+        ref = varlen_reference(ref_in[0], ref_in[1], ref_in[2], cu, 128**-0.5)
         ref_grads = torch.autograd.grad(ref, ref_in, g.double())
         for a, b in zip((out, *grads), (ref, *ref_grads), strict=True):
             err = float((a.detach().double() - b.detach()).norm() / b.detach().norm())
@@ -184,15 +243,17 @@ def flash_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bo
         k = torch.randn(64, 2, 128, device=device, dtype=dtype, requires_grad=True)
         v = torch.randn(64, 2, 128, device=device, dtype=dtype, requires_grad=True)
         cu = torch.tensor([0, 20, 64], dtype=torch.int32, device=device)
-        out = _FlashVarlen.apply(q, k, v, cu, 64, 128 ** -0.5)
+        out = _FlashVarlen.apply(q, k, v, cu, 64, 128**-0.5)
         torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
         torch.cuda.synchronize(device)
     except Exception as e:  # noqa: BLE001
         first = (str(e).strip().splitlines() or [""])[0][:200]
         _FAILED[("flash", str(device))] = f"{type(e).__name__}: {first}"
         if log is not None:
-            log(f"flash varlen attention failed its trial here ({type(e).__name__}: {first}); "
-                "using per-document SDPA")
+            log(
+                f"flash varlen attention failed its trial here ({type(e).__name__}: {first}); "
+                "using per-document SDPA"
+            )
         return False
     _FAILED.pop(("flash", str(device)), None)
     return True
@@ -201,8 +262,12 @@ def flash_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bo
 #: (kernel, device) -> why that kernel failed its trial there (the recipe line names it)
 _FAILED: dict[tuple[str, str], str] = {}
 #: what each kernel is called in the recipe line's reason
-KERNEL_NAMES = {"fa4": "FlashAttention-4", "flash": "torch's bundled flash varlen", "cudnn": "cuDNN varlen",
-                "sdpa": "per-document SDPA"}
+KERNEL_NAMES = {
+    "fa4": "FlashAttention-4",
+    "flash": "torch's bundled flash varlen",
+    "cudnn": "cuDNN varlen",
+    "sdpa": "per-document SDPA",
+}
 
 
 def capability(device: torch.device) -> tuple[int, int] | None:
@@ -224,17 +289,25 @@ def prior(device: torch.device, fa4: bool | None = None) -> kernel_choice.Choice
     cap = capability(device)
     if fa4 is None:
         fa4 = cap is not None and fa4_installed()
-    return kernel_choice.choose(cap, fa4=fa4, flash=hasattr(torch.ops.aten, "_flash_attention_forward"),
-                                float8=float8_matmuls())
+    return kernel_choice.choose(
+        cap,
+        fa4=fa4,
+        flash=hasattr(torch.ops.aten, "_flash_attention_forward"),
+        float8=float8_matmuls(),
+    )
 
 
-def choose_kernel(requested: str, device: torch.device, dtype: torch.dtype, log) -> tuple[bool, str, str]:
+def choose_kernel(
+    requested: str, device: torch.device, dtype: torch.dtype, log
+) -> tuple[bool, str, str]:
     """(flash, kernel, reason) for RUN.toml's `attention` (`requested`): the card's prior for
     "auto", each fused kernel behind its trial (a failure logged, and the next one down used),
     and the sentence the recipe line gives for the outcome."""
     flash = requested != "sdpa" and flash_varlen_works(device, dtype, log)
     if (requested == "varlen" or requested in KERNELS) and not flash:
-        log(f"attention = \"{requested}\": no flash kernel here; using per-document SDPA (same result, slower)")
+        log(
+            f'attention = "{requested}": no flash kernel here; using per-document SDPA (same result, slower)'
+        )
     kernel = "flash"
     want = requested if requested in KERNELS else None
     if requested == "auto" and flash:
@@ -242,8 +315,10 @@ def choose_kernel(requested: str, device: torch.device, dtype: torch.dtype, log)
         if p.kernel == "fa4":
             want = "fa4"
         elif (capability(device) or (0, 0))[0] in (9, 10, 11) and not fa4_installed():
-            log("attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
-                "(pip install flash-attn-4, or fleetdeck[fa4])")
+            log(
+                "attention: torch's bundled flash varlen; FlashAttention-4 is faster on this GPU "
+                "(pip install flash-attn-4, or fleetdeck[fa4])"
+            )
     if want and flash and kernel_works(want, device, dtype, log):
         kernel = want
     return flash, kernel, explain(requested, device, flash, kernel)
@@ -255,12 +330,18 @@ def explain(requested: str, device: torch.device, flash: bool, kernel: str) -> s
     p = prior(device)
     used = kernel if flash else "sdpa"
     where = kernel_choice.card(capability(device))
-    tried = {"sdpa": (), "varlen": ("flash",), "auto": (p.kernel, "flash")}.get(requested, (requested, "flash"))
+    tried = {"sdpa": (), "varlen": ("flash",), "auto": (p.kernel, "flash")}.get(
+        requested, (requested, "flash")
+    )
     failed = [(k, _FAILED[(k, str(device))]) for k in tried if (k, str(device)) in _FAILED]
-    trial = f", but {KERNEL_NAMES[failed[0][0]]} was ruled out here ({failed[0][1]})" if failed else ""
+    trial = (
+        f", but {KERNEL_NAMES[failed[0][0]]} was ruled out here ({failed[0][1]})" if failed else ""
+    )
     if requested != "auto":
-        return (f'{where}: attention = "{requested}" in RUN.toml{trial}, so {KERNEL_NAMES[used]}; '
-                f"{p.fp8_why}")
+        return (
+            f'{where}: attention = "{requested}" in RUN.toml{trial}, so {KERNEL_NAMES[used]}; '
+            f"{p.fp8_why}"
+        )
     if used == p.kernel:
         return p.reason
     if failed:
@@ -268,8 +349,9 @@ def explain(requested: str, device: torch.device, flash: bool, kernel: str) -> s
     return f"{where}: {p.kernel_why}, yet {KERNEL_NAMES[used]} was chosen and passed its trial; {p.fp8_why}"
 
 
-def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor,
-                     scale: float | None) -> torch.Tensor:
+def varlen_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, scale: float | None
+) -> torch.Tensor:
     """Per-range causal SDPA on (T, H, D) tensors: slow, exact, for CPU and for checking."""
     bounds = cu.tolist()
     rep = q.shape[1] // k.shape[1]
@@ -280,7 +362,9 @@ def varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torc
         qs, ks, vs = (t[s:e].transpose(0, 1) for t in (q, k, v))
         if rep > 1:
             ks, vs = ks.repeat_interleave(rep, 0), vs.repeat_interleave(rep, 0)
-        outs.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale).transpose(0, 1))
+        outs.append(
+            F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale).transpose(0, 1)
+        )
     return torch.cat(outs, 0)
 
 
@@ -297,7 +381,9 @@ def run_varlen(kernel: str, q, k, v, cu, max_len, scale):
     return _FlashVarlen.apply(q, k, v, cu, max_len, scale)
 
 
-def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def varlen_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs
+):
     """transformers attention function: (B=1, H, T, D) in, (1, T, H, D) out, ranges from kwargs."""
     cu = kwargs.get("cu_seq_lens_q")
     if cu is None:
@@ -308,8 +394,15 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     if flash is None:
         flash = flash_varlen_available(q.device, q.dtype)
     if flash:
-        out = run_varlen(_KERNEL.get("name", "flash"), q.contiguous(), k.contiguous(), v.contiguous(), cu,
-                         max_len, scaling)
+        out = run_varlen(
+            _KERNEL.get("name", "flash"),
+            q.contiguous(),
+            k.contiguous(),
+            v.contiguous(),
+            cu,
+            max_len,
+            scaling,
+        )
     else:
         out = varlen_reference(q, k, v, cu, scaling)
     return out.unsqueeze(0), None
@@ -329,6 +422,21 @@ def register(force_flash: bool | None = None, kernel: str = "flash") -> str:
     return NAME
 
 
-__all__ = ["KERNELS", "KERNEL_NAMES", "NAME", "capability", "choose_kernel", "explain", "fa4_installed",
-           "float8_matmuls", "kernel_works", "prior", "register", "run_varlen", "varlen_attention",
-           "varlen_reference", "flash_varlen_available", "flash_varlen_works"]
+__all__ = [
+    "KERNELS",
+    "KERNEL_NAMES",
+    "NAME",
+    "capability",
+    "choose_kernel",
+    "explain",
+    "fa4_installed",
+    "float8_matmuls",
+    "kernel_works",
+    "prior",
+    "register",
+    "run_varlen",
+    "varlen_attention",
+    "varlen_reference",
+    "flash_varlen_available",
+    "flash_varlen_works",
+]

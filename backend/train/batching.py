@@ -27,13 +27,13 @@ CE_MODES = ("auto", "compiled", "eager")
 class Batch:
     """One micro-batch, ready for the model."""
 
-    input_ids: torch.Tensor      # (1, T) int64
-    position_ids: torch.Tensor   # (1, T) int64
-    labels: torch.Tensor         # (1, T) int64, IGNORE where nothing is predicted
-    cu_seqlens: torch.Tensor     # (ranges + 1,) int32
+    input_ids: torch.Tensor  # (1, T) int64
+    position_ids: torch.Tensor  # (1, T) int64
+    labels: torch.Tensor  # (1, T) int64, IGNORE where nothing is predicted
+    cu_seqlens: torch.Tensor  # (ranges + 1,) int32
     max_len: int
-    tokens: int                  # tokens fed
-    targets: int                 # labels that count
+    tokens: int  # tokens fed
+    targets: int  # labels that count
     #: sum of n^2 over the ranges (documents or document pieces): causal attention's work
     attn_sq: int = 0
     #: (B, T) 1/0 for padded batches (one range per row, right-padded); None for packed ones
@@ -43,15 +43,29 @@ class Batch:
         """Keyword arguments for a transformers decoder (varlen attention reads the cu_seq_lens;
         a padded batch gives its attention mask instead)."""
         if self.attention_mask is not None:
-            return dict(input_ids=self.input_ids, position_ids=self.position_ids,
-                        attention_mask=self.attention_mask)
-        return dict(input_ids=self.input_ids, position_ids=self.position_ids,
-                    cu_seq_lens_q=self.cu_seqlens, cu_seq_lens_k=self.cu_seqlens,
-                    max_length_q=self.max_len, max_length_k=self.max_len)
+            return dict(
+                input_ids=self.input_ids,
+                position_ids=self.position_ids,
+                attention_mask=self.attention_mask,
+            )
+        return dict(
+            input_ids=self.input_ids,
+            position_ids=self.position_ids,
+            cu_seq_lens_q=self.cu_seqlens,
+            cu_seq_lens_k=self.cu_seqlens,
+            max_length_q=self.max_len,
+            max_length_k=self.max_len,
+        )
 
 
-def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
-               max_len: int, padded: bool = False, pad_to: int | None = None) -> Batch:
+def make_batch(
+    split: Split,
+    rows: list[list[tuple[int, int]]],
+    device: torch.device,
+    max_len: int,
+    padded: bool = False,
+    pad_to: int | None = None,
+) -> Batch:
     """Flatten `rows` into one packed sequence on `device`; with `padded`, one row per batch
     entry instead (each row one range, right-padded to the longest), for models whose recurrent
     layers would carry state from one range into the next in a flat sequence.
@@ -93,13 +107,21 @@ def make_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.de
     # from the first batch, instead of recompiling when a later batch first differs (a recompile
     # of a timed step, or of a step deep into training, stalls it)
     torch._dynamo.maybe_mark_dynamic(cu_t, 0)
-    return Batch(put(input_ids[None]), put(torch.cat(pos)[None]), put(labels[None]),
-                 cu_t, max_len, real, targets,
-                 attn_sq=sum(n * n for n in real_lengths))
+    return Batch(
+        put(input_ids[None]),
+        put(torch.cat(pos)[None]),
+        put(labels[None]),
+        cu_t,
+        max_len,
+        real,
+        targets,
+        attn_sq=sum(n * n for n in real_lengths),
+    )
 
 
-def _padded_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch.device,
-                  max_len: int) -> Batch:
+def _padded_batch(
+    split: Split, rows: list[list[tuple[int, int]]], device: torch.device, max_len: int
+) -> Batch:
     flat = torch.frombuffer(split.tokens, dtype=torch.int32)
     ranges = []
     for row in rows:
@@ -123,8 +145,17 @@ def _padded_batch(split: Split, rows: list[list[tuple[int, int]]], device: torch
     def put(t: torch.Tensor) -> torch.Tensor:
         return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
-    return Batch(put(ids), put(pos), put(lab), put(cu), max_len, sum(lengths), int((lab != IGNORE).sum()),
-                 attn_sq=sum(n * n for n in lengths), attention_mask=put(mask))
+    return Batch(
+        put(ids),
+        put(pos),
+        put(lab),
+        put(cu),
+        max_len,
+        sum(lengths),
+        int((lab != IGNORE).sum()),
+        attn_sq=sum(n * n for n in lengths),
+        attention_mask=put(mask),
+    )
 
 
 class StepSchedule:
@@ -227,15 +258,27 @@ def _kernel_key(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
     return f"kernel:{device}:{vocab}:{dtype}"
 
 
-def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto"):
+def _give_up(
+    fn,
+    error: BaseException,
+    device: torch.device,
+    vocab: int,
+    dtype: torch.dtype,
+    mode: str = "auto",
+):
     """After `fn` failed (the kernel its trial, or any of them on a chunk): remember not to use
     it again, say so once, and return what runs instead (the compiled chunk function after the
     kernel, eager after that)."""
     if fn is _ce_chunk_kernel:
         _COMPILED[_kernel_key(device, vocab, dtype)] = str(error) or type(error).__name__
         nxt = _chunk_fn(device, vocab, dtype, mode)
-        report_fallback("the Triton cross-entropy kernel", error,
-                        "running the chunks eagerly" if nxt is _ce_chunk_inplace else "using the compiled chunk function")
+        report_fallback(
+            "the Triton cross-entropy kernel",
+            error,
+            "running the chunks eagerly"
+            if nxt is _ce_chunk_inplace
+            else "using the compiled chunk function",
+        )
         return nxt
     report_fallback("the compiled cross-entropy chunk", error)
     _COMPILED["fn"] = _ce_chunk_inplace
@@ -245,7 +288,13 @@ def _give_up(fn, error: BaseException, device: torch.device, vocab: int, dtype: 
 def ce_kind(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto") -> str:
     """How the cross-entropy runs on `device` in `mode` (for the recipe line)."""
     fn = _chunk_fn(device, vocab, dtype, mode)
-    return ("Triton kernel" if fn is _ce_chunk_kernel else "eager" if fn is _ce_chunk_inplace else "compiled")
+    return (
+        "Triton kernel"
+        if fn is _ce_chunk_kernel
+        else "eager"
+        if fn is _ce_chunk_inplace
+        else "compiled"
+    )
 
 
 def _ce_chunk_kernel(h, w, y, scale, want_grad=True):
@@ -267,7 +316,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         vocab = weight.shape[0]
         fn = _chunk_fn(hidden.device, vocab, hidden.dtype, mode)
         for s in range(0, hidden.shape[0], chunk):
-            h, y = hidden[s:s + chunk], labels[s:s + chunk]
+            h, y = hidden[s : s + chunk], labels[s : s + chunk]
             while True:
                 try:
                     if fn is _ce_chunk_kernel and not want_grad:
@@ -281,7 +330,7 @@ class LinearCrossEntropy(torch.autograd.Function):
                     fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype, mode)
             total += loss
             if want_grad:
-                grad[s:s + chunk] = g
+                grad[s : s + chunk] = g
         ctx.save_for_backward(grad if want_grad else torch.empty(0))
         return total * scale
 
@@ -291,12 +340,28 @@ class LinearCrossEntropy(torch.autograd.Function):
         return grad * grad_out.to(grad.dtype), None, None, None, None, None
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
-                         scale: float, chunk: int = 8192, mode: str = "auto") -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    scale: float,
+    chunk: int = 8192,
+    mode: str = "auto",
+) -> torch.Tensor:
     """Scaled summed cross-entropy of a (T, H) hidden state against the output head, its chunks
     run as `mode` says (CE_MODES)."""
     return LinearCrossEntropy.apply(hidden, weight.detach(), labels, scale, chunk, mode)
 
 
-__all__ = ["Batch", "CE_MODES", "FALLBACK_LOG", "ce_kind", "IGNORE", "LinearCrossEntropy", "StepSchedule", "linear_cross_entropy",
-           "make_batch", "report_fallback"]
+__all__ = [
+    "Batch",
+    "CE_MODES",
+    "FALLBACK_LOG",
+    "ce_kind",
+    "IGNORE",
+    "LinearCrossEntropy",
+    "StepSchedule",
+    "linear_cross_entropy",
+    "make_batch",
+    "report_fallback",
+]

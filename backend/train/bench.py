@@ -33,11 +33,26 @@ from .runconfig import RunConfig, _value, load_run_config, with_overrides
 #: against the name torch reports (the first pattern the name contains wins; None: no published
 #: figure, so no datasheet MFU)
 DATASHEET_BF16_TFLOPS: tuple[tuple[str, float | None], ...] = (
-    ("GB200", 2500.0), ("B200", 2250.0), ("B100", 1750.0),
-    ("GH200", 989.4), ("H200 NVL", 835.5), ("H200", 989.4),
-    ("H100 NVL", 835.5), ("H100 PCIe", 756.5), ("H100", 989.4), ("H800", 989.4), ("H20", 148.0),
-    ("A100", 312.0), ("A800", 312.0), ("A10G", None), ("A10", 125.0),
-    ("L40S", 362.05), ("L40", 181.05), ("L4", 121.0), ("RTX 4090", 165.2), ("GB10", 104.0),
+    ("GB200", 2500.0),
+    ("B200", 2250.0),
+    ("B100", 1750.0),
+    ("GH200", 989.4),
+    ("H200 NVL", 835.5),
+    ("H200", 989.4),
+    ("H100 NVL", 835.5),
+    ("H100 PCIe", 756.5),
+    ("H100", 989.4),
+    ("H800", 989.4),
+    ("H20", 148.0),
+    ("A100", 312.0),
+    ("A800", 312.0),
+    ("A10G", None),
+    ("A10", 125.0),
+    ("L40S", 362.05),
+    ("L40", 181.05),
+    ("L4", 121.0),
+    ("RTX 4090", 165.2),
+    ("GB10", 104.0),
 )
 
 
@@ -61,21 +76,32 @@ def _parse_set(items: list[str], source: str) -> dict:
     return out
 
 
-def summarize(times: list[float], tokens: list[int], flops: list[float], peak_tflops: float | None,
-              peak_bytes: int | None, datasheet: float | None) -> dict:
+def summarize(
+    times: list[float],
+    tokens: list[int],
+    flops: list[float],
+    peak_tflops: float | None,
+    peak_bytes: int | None,
+    datasheet: float | None,
+) -> dict:
     """Median s/step, spread, tokens/s, memory and MFU of timed steps (`flops`: each step's)."""
     med = statistics.median(times)
     tok_s = sum(tokens) / sum(times)
     achieved = sum(flops) / sum(times) / 1e12
-    return {"flops_per_token": round(sum(flops) / max(1, sum(tokens))),"median_s_per_step": round(med, 4), "min_s_per_step": round(min(times), 4),
-            "max_s_per_step": round(max(times), 4),
-            "spread_pct": round(100 * (max(times) - min(times)) / med, 2),
-            "tokens_per_step": round(sum(tokens) / len(tokens), 1),
-            "tokens_per_second": round(tok_s, 1), "achieved_tflops": round(achieved, 1),
-            "mfu": round(achieved / datasheet, 4) if datasheet else None,
-            "mfu_measured": round(achieved / peak_tflops, 4) if peak_tflops else None,
-            "peak_memory_gib": round(peak_bytes / 2**30, 2) if peak_bytes is not None else None,
-            "s_per_step": [round(t, 4) for t in times]}
+    return {
+        "flops_per_token": round(sum(flops) / max(1, sum(tokens))),
+        "median_s_per_step": round(med, 4),
+        "min_s_per_step": round(min(times), 4),
+        "max_s_per_step": round(max(times), 4),
+        "spread_pct": round(100 * (max(times) - min(times)) / med, 2),
+        "tokens_per_step": round(sum(tokens) / len(tokens), 1),
+        "tokens_per_second": round(tok_s, 1),
+        "achieved_tflops": round(achieved, 1),
+        "mfu": round(achieved / datasheet, 4) if datasheet else None,
+        "mfu_measured": round(achieved / peak_tflops, 4) if peak_tflops else None,
+        "peak_memory_gib": round(peak_bytes / 2**30, 2) if peak_bytes is not None else None,
+        "s_per_step": [round(t, 4) for t in times],
+    }
 
 
 def matmul_peak_tflops(device) -> float | None:
@@ -120,20 +146,37 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
         upcoming = schedule.rows(i + 1, 0) if i + 1 < warmup + steps else None
         _, tok, _ = engine.step(train, schedule.rows(i, 0), upcoming)
         dt = time.perf_counter() - t0
-        per_step.append({"step": i + 1, "seconds": round(dt, 4),
-                         "ranges": sum(len(train.rows[j]) for j in schedule.rows(i, 0))})
+        per_step.append(
+            {
+                "step": i + 1,
+                "seconds": round(dt, 4),
+                "ranges": sum(len(train.rows[j]) for j in schedule.rows(i, 0)),
+            }
+        )
         if i >= warmup:
             times.append(dt)
             tokens.append(tok)
             flops.append(engine.step_flops(tok, engine.last_attn_sq))
     peak = torch.cuda.max_memory_allocated(engine.device) if cuda else None
     s = engine.shapes
-    out = {"recipe": "fleetdeck", "description": engine.recipe.describe(len(engine.layers)),
-           "flops_per_token": engine.flops_per_token(), "times": times, "tokens": tokens, "flops": flops,
-           "peak": peak, "adapted_modules": len(engine.plan.modules), "device": engine.device,
-           "flops_terms": (4 * engine.n_matmul + 6 * engine.n_lora,
-                           6 * engine.attention_layers * s.heads * s.head_dim),
-           "packing": engine.packing, "packing_off": engine.recipe.packing_off, "per_step": per_step}
+    out = {
+        "recipe": "fleetdeck",
+        "description": engine.recipe.describe(len(engine.layers)),
+        "flops_per_token": engine.flops_per_token(),
+        "times": times,
+        "tokens": tokens,
+        "flops": flops,
+        "peak": peak,
+        "adapted_modules": len(engine.plan.modules),
+        "device": engine.device,
+        "flops_terms": (
+            4 * engine.n_matmul + 6 * engine.n_lora,
+            6 * engine.attention_layers * s.heads * s.head_dim,
+        ),
+        "packing": engine.packing,
+        "packing_off": engine.recipe.packing_off,
+        "per_step": per_step,
+    }
     del engine, train
     _free()
     return out
@@ -174,8 +217,12 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--baseline", action="store_true")
-    p.add_argument("--references", default="strong,plain,old", metavar="LIST",
-                   help="with --baseline: which references (strong, plain, old, unsloth), comma-separated")
+    p.add_argument(
+        "--references",
+        default="strong,plain,old",
+        metavar="LIST",
+        help="with --baseline: which references (strong, plain, old, unsloth), comma-separated",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
@@ -185,15 +232,22 @@ def bench_main(argv: list[str] | None = None) -> int:
 def run_bench(args) -> int:
     """`fleetdeck bench` with parsed arguments."""
     if args.steps < 1 or args.warmup < 0:
-        print("fleetdeck bench: --steps must be at least 1 and --warmup at least 0", file=sys.stderr)
+        print(
+            "fleetdeck bench: --steps must be at least 1 and --warmup at least 0", file=sys.stderr
+        )
         return 2
     from .reference import RECIPES
 
-    chosen = [x.strip() for x in getattr(args, "references", "strong,plain,old").split(",") if x.strip()]
+    chosen = [
+        x.strip() for x in getattr(args, "references", "strong,plain,old").split(",") if x.strip()
+    ]
     bad = [x for x in chosen if x not in RECIPES]
     if bad or not chosen:
-        print(f"fleetdeck bench: --references takes {', '.join(RECIPES)} (comma-separated), not "
-              f"{getattr(args, 'references', '')!r}", file=sys.stderr)
+        print(
+            f"fleetdeck bench: --references takes {', '.join(RECIPES)} (comma-separated), not "
+            f"{getattr(args, 'references', '')!r}",
+            file=sys.stderr,
+        )
         return 2
     args.references = [k for k in RECIPES if k in chosen]
     if args.baseline and "unsloth" in args.references:
@@ -242,10 +296,12 @@ def _bench(cfg: RunConfig, args, log) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     datasheet = datasheet_tflops(name) if device.type == "cuda" else None
     rows = cfg.rows_per_step
-    log(f"bench {cfg.base_model} seq_len {cfg.seq_len} on {name}: {rows} rows per step, "
+    log(
+        f"bench {cfg.base_model} seq_len {cfg.seq_len} on {name}: {rows} rows per step, "
         f"{args.warmup} warm-up + {args.steps} timed steps"
         + (f"; bf16 matmul peak measured {peak:.0f} TFLOP/s" if peak else "")
-        + (f", datasheet {datasheet:g} TFLOP/s (the MFU headline)" if datasheet else ""))
+        + (f", datasheet {datasheet:g} TFLOP/s (the MFU headline)" if datasheet else "")
+    )
     # fleetdeck first: reference-strong's `use_liger_kernel` patches transformers' model classes and
     # functions for the whole process (Liger's RMSNorm, RoPE, SwiGLU), which would then run inside
     # fleetdeck's compiled layers and in the other references; so the references follow, strong last
@@ -275,19 +331,41 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         refs.reverse()
     per_token, per_sq = ours["flops_terms"]
     for r in refs:
-        r["flops"] = [t * per_token + per_sq * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)]
+        r["flops"] = [
+            t * per_token + per_sq * sq for t, sq in zip(r["tokens"], r["attn_sq"], strict=True)
+        ]
     results = [ours, *refs]
-    report = {"run_toml": cfg.source, "base_model": cfg.base_model, "seq_len": cfg.seq_len,
-              "rows_per_step": rows, "device": name, "peak_tflops_measured": round(peak, 1) if peak else None,
-              "datasheet_tflops": datasheet, "flops_per_token_at_seq_len": ours["flops_per_token"],
-              "flops_formula": "tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*heads*head_dim*sum(n^2)",
-              "adapted_modules": ours["adapted_modules"],
-              "packing": ours["packing"], "packing_off_reason": ours["packing_off"], "results": []}
+    report = {
+        "run_toml": cfg.source,
+        "base_model": cfg.base_model,
+        "seq_len": cfg.seq_len,
+        "rows_per_step": rows,
+        "device": name,
+        "peak_tflops_measured": round(peak, 1) if peak else None,
+        "datasheet_tflops": datasheet,
+        "flops_per_token_at_seq_len": ours["flops_per_token"],
+        "flops_formula": "tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*heads*head_dim*sum(n^2)",
+        "adapted_modules": ours["adapted_modules"],
+        "packing": ours["packing"],
+        "packing_off_reason": ours["packing_off"],
+        "results": [],
+    }
     for r in results:
         s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
         entry = {"recipe": r["recipe"], "description": r["description"], **s}
-        for k in ("per_step", "batch", "rows_per_step", "gradient_checkpointing", "lora_dropout", "liger", "attention",
-                  "expandable_segments", "batch_search", "adapted_modules", "unsloth_version"):
+        for k in (
+            "per_step",
+            "batch",
+            "rows_per_step",
+            "gradient_checkpointing",
+            "lora_dropout",
+            "liger",
+            "attention",
+            "expandable_segments",
+            "batch_search",
+            "adapted_modules",
+            "unsloth_version",
+        ):
             if k in r:
                 entry[k] = r[k]
         report["results"].append(entry)
@@ -295,8 +373,12 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         report["failed"] = failed
     by = {r["recipe"]: r for r in report["results"]}
     ft = by["fleetdeck"]["tokens_per_second"]
-    for key, recipe in (("ratio", "reference-strong"), ("ratio_vs_plain", "reference-plain"),
-                        ("ratio_vs_reference", "reference"), ("ratio_vs_unsloth", "unsloth")):
+    for key, recipe in (
+        ("ratio", "reference-strong"),
+        ("ratio_vs_plain", "reference-plain"),
+        ("ratio_vs_reference", "reference"),
+        ("ratio_vs_unsloth", "unsloth"),
+    ):
         if recipe in by:
             report[key] = round(ft / by[recipe]["tokens_per_second"], 2)
     if not args.json:
@@ -304,18 +386,35 @@ def _bench(cfg: RunConfig, args, log) -> dict:
             mfu = f"  MFU {100 * r['mfu']:.1f}% of the datasheet" if r["mfu"] is not None else ""
             if r["mfu_measured"] is not None:
                 mfu += f" ({100 * r['mfu_measured']:.1f}% of the measured matmul rate)"
-            mem = f"  peak {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] is not None else ""
-            print(f"{r['recipe']:<16} {r['median_s_per_step']:.3f} s/step (min {r['min_s_per_step']:.3f}, "
-                  f"max {r['max_s_per_step']:.3f}, spread {r['spread_pct']:.1f}%)  "
-                  f"{r['tokens_per_second']:,.0f} tok/s{mem}{mfu}  [{r['description']}]")
-        said = [f"{report[k]:.2f}x {what}" for k, what in (
-            ("ratio", "the strongest plain Trainer + peft configuration (reference-strong)"),
-            ("ratio_vs_plain", "padded rows (reference-plain)"),
-            ("ratio_vs_reference", "the operator's old recipe (reference)"),
-            ("ratio_vs_unsloth", "Unsloth in its own process (unsloth)")) if k in report]
+            mem = (
+                f"  peak {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] is not None else ""
+            )
+            print(
+                f"{r['recipe']:<16} {r['median_s_per_step']:.3f} s/step (min {r['min_s_per_step']:.3f}, "
+                f"max {r['max_s_per_step']:.3f}, spread {r['spread_pct']:.1f}%)  "
+                f"{r['tokens_per_second']:,.0f} tok/s{mem}{mfu}  [{r['description']}]"
+            )
+        said = [
+            f"{report[k]:.2f}x {what}"
+            for k, what in (
+                ("ratio", "the strongest plain Trainer + peft configuration (reference-strong)"),
+                ("ratio_vs_plain", "padded rows (reference-plain)"),
+                ("ratio_vs_reference", "the operator's old recipe (reference)"),
+                ("ratio_vs_unsloth", "Unsloth in its own process (unsloth)"),
+            )
+            if k in report
+        ]
         if said:
             print("ratio            " + "; ".join(said))
     return report
 
 
-__all__ = ["DATASHEET_BF16_TFLOPS", "bench_main", "datasheet_tflops", "matmul_peak_tflops", "measure_fleetdeck", "run_bench", "summarize"]
+__all__ = [
+    "DATASHEET_BF16_TFLOPS",
+    "bench_main",
+    "datasheet_tflops",
+    "matmul_peak_tflops",
+    "measure_fleetdeck",
+    "run_bench",
+    "summarize",
+]

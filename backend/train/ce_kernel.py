@@ -27,8 +27,17 @@ MAX_BLOCK = 32768
 if triton is not None:
 
     @triton.jit
-    def _ce_rows(logits_ptr, stride, labels_ptr, loss_ptr, scale, ignore_index,
-                 n_cols: tl.constexpr, WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr):
+    def _ce_rows(
+        logits_ptr,
+        stride,
+        labels_ptr,
+        loss_ptr,
+        scale,
+        ignore_index,
+        n_cols: tl.constexpr,
+        WRITE_GRAD: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         # the vocabulary is a compile-time constant: one model per process, and a loop bound
         # Triton's interpreter can run
         row = tl.program_id(0).to(tl.int64)
@@ -46,8 +55,9 @@ if triton is not None:
         lse = m + tl.log(s)
         # a label outside the vocabulary is never read out of bounds: its row's loss is NaN
         inside = (y >= 0) & (y < n_cols)
-        picked = tl.load(base + tl.where(valid & inside, y, 0), mask=valid & inside,
-                         other=float("nan")).to(tl.float32)
+        picked = tl.load(
+            base + tl.where(valid & inside, y, 0), mask=valid & inside, other=float("nan")
+        ).to(tl.float32)
         tl.store(loss_ptr + row, tl.where(valid, lse - picked, 0.0))
         if WRITE_GRAD:
             weight = tl.where(valid, scale, 0.0)
@@ -65,8 +75,13 @@ def available() -> bool:
     return triton is not None
 
 
-def ce_rows(logits: torch.Tensor, labels: torch.Tensor, scale: float, ignore_index: int,
-            write_grad: bool = True) -> torch.Tensor:
+def ce_rows(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    scale: float,
+    ignore_index: int,
+    write_grad: bool = True,
+) -> torch.Tensor:
     """Summed cross-entropy of `logits` (rows, vocab) against `labels` (rows,), rows labelled
     `ignore_index` counting nothing; with `write_grad`, `logits` is overwritten by the gradient
     of scale * that sum. A label outside the vocabulary makes the sum NaN (never a read out of
@@ -81,13 +96,29 @@ def ce_rows(logits: torch.Tensor, labels: torch.Tensor, scale: float, ignore_ind
         return loss.sum()
     block = min(MAX_BLOCK, triton.next_power_of_2(vocab))
     warps = 32 if block >= 16384 else (8 if block >= 2048 else 4)
-    _ce_rows[(rows,)](logits, logits.stride(0), labels.contiguous(), loss, float(scale), ignore_index,
-                      n_cols=vocab, WRITE_GRAD=write_grad, BLOCK=block, num_warps=warps)
+    _ce_rows[(rows,)](
+        logits,
+        logits.stride(0),
+        labels.contiguous(),
+        loss,
+        float(scale),
+        ignore_index,
+        n_cols=vocab,
+        WRITE_GRAD=write_grad,
+        BLOCK=block,
+        num_warps=warps,
+    )
     return loss.sum()
 
 
-def chunk(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float, ignore_index: int,
-          want_grad: bool = True):
+def chunk(
+    h: torch.Tensor,
+    w: torch.Tensor,
+    y: torch.Tensor,
+    scale: float,
+    ignore_index: int,
+    want_grad: bool = True,
+):
     """(summed CE, its gradient for h) of one chunk, as `batching._ce_chunk` computes them;
     without `want_grad` (evaluation) the gradient pass and its matmul are skipped (None)."""
     logits = h @ w.t()
@@ -95,8 +126,13 @@ def chunk(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float, ignor
     return loss, (logits @ w if want_grad else None)
 
 
-def works(device: torch.device, dtype: torch.dtype, reference, ignore_index: int,
-          vocab: int = MAX_BLOCK + 1235) -> str | None:
+def works(
+    device: torch.device,
+    dtype: torch.dtype,
+    reference,
+    ignore_index: int,
+    vocab: int = MAX_BLOCK + 1235,
+) -> str | None:
     """None when the kernel gives `reference`'s loss and gradient on uneven random rows (some
     ignored) at the model's own `vocab` (the kernel is compiled per vocabulary, so the trial
     runs the very kernel training will) on `device`; else why not. The kernel and the
@@ -110,8 +146,12 @@ def works(device: torch.device, dtype: torch.dtype, reference, ignore_index: int
         loss, grad = chunk(h, w, y, 0.25, ignore_index)
         loss_only, _ = chunk(h, w, y, 0.25, ignore_index, want_grad=False)
         ref_loss, ref_grad = reference(h, w, y, 0.25)
-        err_loss = max(abs(float(x) - float(ref_loss)) for x in (loss, loss_only)) / max(1.0, abs(float(ref_loss)))
-        err_grad = float((grad.float() - ref_grad.float()).norm() / ref_grad.float().norm().clamp_min(1e-12))
+        err_loss = max(abs(float(x) - float(ref_loss)) for x in (loss, loss_only)) / max(
+            1.0, abs(float(ref_loss))
+        )
+        err_grad = float(
+            (grad.float() - ref_grad.float()).norm() / ref_grad.float().norm().clamp_min(1e-12)
+        )
     except Exception as e:  # noqa: BLE001 - any failure means: do not use it here
         first = (str(e).strip().splitlines() or [""])[0][:200]
         return f"{type(e).__name__}: {first}"

@@ -79,7 +79,9 @@ def read_documents(path: Path) -> list[str]:
                 except (ValueError, UnicodeDecodeError) as e:
                     raise CorpusError(f"corpus {f} line {n}: not valid JSON ({e})") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                    raise CorpusError(f"corpus {f} line {n}: expected an object with a \"text\" string")
+                    raise CorpusError(
+                        f'corpus {f} line {n}: expected an object with a "text" string'
+                    )
                 if obj["text"]:
                     docs.append(obj["text"])
         else:
@@ -148,8 +150,9 @@ def pack(bounds: list[tuple[int, int]], seq_len: int, packing: bool) -> list[lis
     return rows
 
 
-def build_splits(docs: list[str], tok: Tokenizer, seq_len: int, packing: bool, eval_fraction: float,
-                 seed: int) -> tuple[Split, Split | None]:
+def build_splits(
+    docs: list[str], tok: Tokenizer, seq_len: int, packing: bool, eval_fraction: float, seed: int
+) -> tuple[Split, Split | None]:
     """(train, eval): documents shuffled by `seed`, `eval_fraction` of them held out (at least
     one when the fraction is above 0; a lone document gives up its tail instead)."""
     order = list(range(len(docs)))
@@ -165,7 +168,9 @@ def build_splits(docs: list[str], tok: Tokenizer, seq_len: int, packing: bool, e
             s, e = bounds[0]
             cut = e - max(2, int((e - s) * eval_fraction))
             if cut - s < 2:
-                raise CorpusError("corpus: too small to hold out an eval split (set eval_fraction = 0)")
+                raise CorpusError(
+                    "corpus: too small to hold out an eval split (set eval_fraction = 0)"
+                )
             bounds, eval_bounds = [(s, cut)], [(cut, e)]
     train = Split(flat, pack(bounds, seq_len, packing))
     if not train.rows:
@@ -185,7 +190,9 @@ def hard_wrap(docs: list[str]) -> dict | None:
     lengths: list[int] = []
     for d in docs:
         lines = [line.rstrip() for line in d.split("\n")]
-        lengths.extend(len(a) for a, b in zip(lines, lines[1:], strict=False) if a.strip() and b.strip())
+        lengths.extend(
+            len(a) for a, b in zip(lines, lines[1:], strict=False) if a.strip() and b.strip()
+        )
     if len(lengths) < 20:
         return None
     lengths.sort()
@@ -226,25 +233,52 @@ def corpus_facts(docs: list[str], tokens: array, tok: Tokenizer, sha256: str | N
     wrap = hard_wrap(docs)
     warnings = []
     if wrap:
-        warnings.append(f"the corpus looks hard-wrapped: {100 * wrap['share']:.0f}% of {wrap['lines']} lines "
-                        f"inside paragraphs end near {wrap['width']} characters, and "
-                        f"{100 * newline / max(1, total):.1f}% of tokens are line breaks; the adapter will "
-                        "learn the wrapping (reflow paragraphs onto one line each to train on the text alone)")
-    return {"documents": len(docs), "tokens": total, "end_of_text_tokens": eos, "sha256": sha256,
-            "newline_tokens": newline if text_of is not None else None,
-            "newline_token_share": round(newline / max(1, total), 5) if text_of is not None else None,
-            "hard_wrap": wrap, "warnings": warnings}
+        warnings.append(
+            f"the corpus looks hard-wrapped: {100 * wrap['share']:.0f}% of {wrap['lines']} lines "
+            f"inside paragraphs end near {wrap['width']} characters, and "
+            f"{100 * newline / max(1, total):.1f}% of tokens are line breaks; the adapter will "
+            "learn the wrapping (reflow paragraphs onto one line each to train on the text alone)"
+        )
+    return {
+        "documents": len(docs),
+        "tokens": total,
+        "end_of_text_tokens": eos,
+        "sha256": sha256,
+        "newline_tokens": newline if text_of is not None else None,
+        "newline_token_share": round(newline / max(1, total), 5) if text_of is not None else None,
+        "hard_wrap": wrap,
+        "warnings": warnings,
+    }
 
 
 def describe_facts(facts: dict) -> str:
     """One log line of corpus facts."""
     share = facts["newline_token_share"]
     sha = facts["sha256"] or "unknown"
-    return (f"corpus facts: {facts['documents']:,} documents, {facts['tokens']:,} tokens, sha256 {sha}, "
-            + (f"newline tokens {facts['newline_tokens']:,} ({100 * share:.2f}%)" if share is not None
-               else "newline tokens unknown (the tokenizer cannot say what its tokens stand for)")
-            + (f", hard-wrapped near {facts['hard_wrap']['width']} characters" if facts["hard_wrap"] else ""))
+    return (
+        f"corpus facts: {facts['documents']:,} documents, {facts['tokens']:,} tokens, sha256 {sha}, "
+        + (
+            f"newline tokens {facts['newline_tokens']:,} ({100 * share:.2f}%)"
+            if share is not None
+            else "newline tokens unknown (the tokenizer cannot say what its tokens stand for)"
+        )
+        + (
+            f", hard-wrapped near {facts['hard_wrap']['width']} characters"
+            if facts["hard_wrap"]
+            else ""
+        )
+    )
 
 
-__all__ = ["ByteTokenizer", "CorpusError", "Split", "Tokenizer", "build_splits", "corpus_facts",
-           "describe_facts", "hard_wrap", "pack", "read_documents"]
+__all__ = [
+    "ByteTokenizer",
+    "CorpusError",
+    "Split",
+    "Tokenizer",
+    "build_splits",
+    "corpus_facts",
+    "describe_facts",
+    "hard_wrap",
+    "pack",
+    "read_documents",
+]

@@ -47,11 +47,14 @@ def unsupported(device: torch.device) -> str | None:
     if device.type != "cuda":
         return f"base_fp8 needs a CUDA GPU with float8 matmuls; this run is on {device.type}"
     cap = torch.cuda.get_device_capability(device)
-    verdict = kernel_choice.choose((cap[0], cap[1]), fa4=False, flash=True,
-                                   float8=hasattr(torch, "_scaled_mm"))
+    verdict = kernel_choice.choose(
+        (cap[0], cap[1]), fa4=False, flash=True, float8=hasattr(torch, "_scaled_mm")
+    )
     if not verdict.base_fp8:
-        return (f"{torch.cuda.get_device_name(device)} is compute capability {cap[0]}.{cap[1]}: "
-                f"{verdict.fp8_why}")
+        return (
+            f"{torch.cuda.get_device_name(device)} is compute capability {cap[0]}.{cap[1]}: "
+            f"{verdict.fp8_why}"
+        )
     return None
 
 
@@ -60,7 +63,7 @@ class Fp8Weight:
 
     def __init__(self, w: torch.Tensor):
         w = w.detach()
-        self.fwd, s = quant_rows(w)                  # out x in, scales out x 1
+        self.fwd, s = quant_rows(w)  # out x in, scales out x 1
         self.fwd_scale = s.reshape(1, -1).contiguous()
         self.grad, s = quant_rows(w.t().contiguous())  # in x out, scales in x 1
         self.grad_scale = s.reshape(1, -1).contiguous()
@@ -76,7 +79,7 @@ class _Fp8Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, wf, sf, wg, sg):
-        x2 = x.reshape(-1, x.shape[-1]).contiguous()   # float8 matmuls take row-major rows
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()  # float8 matmuls take row-major rows
         xq, xs = quant_rows(x2)
         out = torch._scaled_mm(xq, wf.t(), scale_a=xs, scale_b=sf, out_dtype=x.dtype)
         ctx.save_for_backward(wg, sg)
@@ -94,7 +97,11 @@ class _Fp8Linear(torch.autograd.Function):
 def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
     """x W^T through `w`'s float8 copies, in the dtype the bf16 product would have run in
     (autocast's, else the input's)."""
-    dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+    dt = (
+        torch.get_autocast_dtype(x.device.type)
+        if torch.is_autocast_enabled(x.device.type)
+        else x.dtype
+    )
     with torch.autocast(x.device.type, enabled=False):
         return _Fp8Linear.apply(x.to(dt), w.fwd, w.fwd_scale, w.grad, w.grad_scale)
 
@@ -116,7 +123,7 @@ def apply_fp8(model: nn.Module) -> int:
     grouped: set[int] = set()
     for m in model.modules():
         for name in ("_fd_qkv", "_fd_gate_up"):
-            g = getattr(m, name, None)   # a fused.Group (fused.py imports this module)
+            g = getattr(m, name, None)  # a fused.Group (fused.py imports this module)
             if g is not None and hasattr(g, "fp8") and _fits(g.weight):
                 g.fp8 = Fp8Weight(g.weight)
                 g.lora_in_base = False

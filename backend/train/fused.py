@@ -80,9 +80,9 @@ class _LoraInBase(torch.autograd.Function):
         n = w.shape[1]
         d2 = dout.reshape(-1, dout.shape[-1])
         x2 = xc.reshape(-1, xc.shape[-1])
-        dxc = d2 @ torch.cat([w, b], 1)          # [dL/dx through W, dL/d(x A^T)] in one product
+        dxc = d2 @ torch.cat([w, b], 1)  # [dL/dx through W, dL/d(x A^T)] in one product
         dxa = dxc[:, n:]
-        dx = dxc[:, :n] + dxa @ a                    # an add the compiler joins to its consumer
+        dx = dxc[:, :n] + dxa @ a  # an add the compiler joins to its consumer
         da = dxa.t() @ x2[:, :n]
         db = d2.t() @ x2[:, n:]
         return dx.reshape(*dout.shape[:-1], n), None, da, db
@@ -104,27 +104,36 @@ class Group:
         off = 0
         for m, w in zip(mods, weights, strict=True):
             n = w.shape[0]
-            m.base_layer.weight = nn.Parameter(fused[off:off + n], requires_grad=False)
+            m.base_layer.weight = nn.Parameter(fused[off : off + n], requires_grad=False)
             off += n
         self.weight = fused
         self.sizes = [w.shape[0] for w in weights]
         self.mods = mods
         rank = sum(p[1].shape[0] for p in parts)
         # only where it saves traffic (output wider than input) and rows stay 16-byte aligned
-        self.lora_in_base = lora_in_base and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
+        self.lora_in_base = (
+            lora_in_base and fused.shape[0] > fused.shape[1] and (fused.shape[1] + rank) % 8 == 0
+        )
         #: the base weight in float8 (`fp8.apply_fp8`, RUN.toml's `base_fp8`), else None
         self.fp8 = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         parts = [_lora_parts(m) for m in self.mods]
-        if any(p is None or getattr(m, "disable_adapters", False) for p, m in zip(parts, self.mods, strict=True)):
+        if any(
+            p is None or getattr(m, "disable_adapters", False)
+            for p, m in zip(parts, self.mods, strict=True)
+        ):
             # merged, disabled or changed since fusing: each projection's own forward
             return torch.cat([m(x) for m in self.mods], -1)
         a = torch.cat([p[1] for p in parts], 0)
         b = torch.block_diag(*[p[2] * p[3] for p in parts])
         if self.lora_in_base:
             # the dtype the separate products would run in: autocast's, else the input's
-            dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+            dt = (
+                torch.get_autocast_dtype(x.device.type)
+                if torch.is_autocast_enabled(x.device.type)
+                else x.dtype
+            )
             with torch.autocast(x.device.type, enabled=False):
                 return _LoraInBase.apply(x.to(dt), self.weight.to(dt), a.to(dt), b.to(dt))
         if self.fp8 is not None:
@@ -136,7 +145,9 @@ class Group:
         return base + low.to(base.dtype)
 
 
-def _attention_forward(self, hidden_states, position_embeddings, attention_mask=None, *args, **kwargs):
+def _attention_forward(
+    self, hidden_states, position_embeddings, attention_mask=None, *args, **kwargs
+):
     rope = self._fd_rope
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
@@ -150,8 +161,17 @@ def _attention_forward(self, hidden_states, position_embeddings, attention_mask=
     fn = self._fd_attention[self.config._attn_implementation]
     for key in ("past_key_values", "cache", "past_key_value", "use_cache", "cache_position"):
         kwargs.pop(key, None)
-    out, weights = fn(self, q, k, v, attention_mask, dropout=0.0, scaling=self.scaling,
-                      sliding_window=getattr(self, "sliding_window", None), **kwargs)
+    out, weights = fn(
+        self,
+        q,
+        k,
+        v,
+        attention_mask,
+        dropout=0.0,
+        scaling=self.scaling,
+        sliding_window=getattr(self, "sliding_window", None),
+        **kwargs,
+    )
     out = out.reshape(*input_shape, -1).contiguous()
     return self.o_proj(out), weights
 
@@ -172,7 +192,10 @@ def fuse_projections(model: nn.Module, lora_in_base: bool = True) -> dict[str, i
     counts = {"attention": 0, "mlp": 0}
     for m in model.modules():
         cls = type(m).__name__
-        if cls in ATTENTION_CLASSES and getattr(m.config, "_attn_implementation", "") in ("fleetdeck_varlen", "sdpa"):
+        if cls in ATTENTION_CLASSES and getattr(m.config, "_attn_implementation", "") in (
+            "fleetdeck_varlen",
+            "sdpa",
+        ):
             mod = importlib.import_module(type(m).__module__)
             rope = getattr(mod, "apply_rotary_pos_emb", None)
             if rope is None or getattr(m, "sliding_window", None):

@@ -24,8 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: compute capabilities' marketing names, for the reason sentence
-FAMILIES = {(8, 9): "Ada", (12, 0): "Blackwell: RTX 50xx, RTX PRO", (12, 1): "Blackwell: GB10, DGX Spark",
-            8: "Ampere", 9: "Hopper", 10: "datacenter Blackwell", 11: "Blackwell: Jetson Thor", 12: "Blackwell"}
+FAMILIES = {
+    (8, 9): "Ada",
+    (12, 0): "Blackwell: RTX 50xx, RTX PRO",
+    (12, 1): "Blackwell: GB10, DGX Spark",
+    8: "Ampere",
+    9: "Hopper",
+    10: "datacenter Blackwell",
+    11: "Blackwell: Jetson Thor",
+    12: "Blackwell",
+}
 #: the one FlashAttention-4 figure measured on this fleet (docs/trainer.md)
 FA4_GAIN = "1.78x torch's bundled flash kernel forward and backward on an H200"
 
@@ -49,8 +57,11 @@ def card(capability: tuple[int, int] | None) -> str:
     if capability is None:
         return "no CUDA GPU"
     major, minor = capability
-    family = FAMILIES.get((major, minor)) or FAMILIES.get(major) or (
-        "pre-Ampere" if major < 8 else "newer than this table")
+    family = (
+        FAMILIES.get((major, minor))
+        or FAMILIES.get(major)
+        or ("pre-Ampere" if major < 8 else "newer than this table")
+    )
     return f"sm_{major}{minor} ({family})"
 
 
@@ -61,8 +72,10 @@ def _fp8(capability: tuple[int, int], float8: bool) -> tuple[bool, str]:
         return False, "there are no float8 matmuls before sm_89, so base_fp8 is refused"
     if capability == (8, 9) or capability[0] in (9, 10):
         return True, "base_fp8 may run (float8 matmuls with torch's row-wise kernels)"
-    return False, ("base_fp8 is refused: torch's row-wise float8 matmul, which it uses, has kernels "
-                   "for sm_89, sm_9x and sm_10x only")
+    return False, (
+        "base_fp8 is refused: torch's row-wise float8 matmul, which it uses, has kernels "
+        "for sm_89, sm_9x and sm_10x only"
+    )
 
 
 def _kernel(capability: tuple[int, int], fa4: bool, flash: bool) -> tuple[str, str]:
@@ -75,12 +88,20 @@ def _kernel(capability: tuple[int, int], fa4: bool, flash: bool) -> tuple[str, s
         if fa4:
             gain = FA4_GAIN if major == 9 else "its Blackwell kernels, not measured on this fleet"
             return "fa4", f"FlashAttention-4 ({gain})"
-        return "flash", "torch's bundled flash varlen, since flash-attn-4 is not installed (FlashAttention-4 runs here)"
+        return (
+            "flash",
+            "torch's bundled flash varlen, since flash-attn-4 is not installed (FlashAttention-4 runs here)",
+        )
     if major == 12:
-        return "flash", ("torch's bundled flash varlen, since FlashAttention-4's Hopper and datacenter-Blackwell "
-                         "kernels do not run here and its sm_120 kernels are not measured")
+        return "flash", (
+            "torch's bundled flash varlen, since FlashAttention-4's Hopper and datacenter-Blackwell "
+            "kernels do not run here and its sm_120 kernels are not measured"
+        )
     if major == 8:
-        return "flash", "torch's bundled flash varlen, since FlashAttention-4 is measured on Hopper only"
+        return (
+            "flash",
+            "torch's bundled flash varlen, since FlashAttention-4 is measured on Hopper only",
+        )
     return "flash", "torch's bundled flash varlen, behind its trial (a card newer than this table)"
 
 

@@ -41,7 +41,7 @@ class Recipe:
     """How a step is run on this card (the levers the bench measures)."""
 
     micro_rows: int
-    checkpoint_layers: int        # decoder layers recomputed in backward (0: none)
+    checkpoint_layers: int  # decoder layers recomputed in backward (0: none)
     compile: bool
     liger: bool
     flash: bool
@@ -61,8 +61,15 @@ class Recipe:
 
     def describe(self, layers: int) -> str:
         """One line for the log and the bench."""
-        ck = "off" if self.checkpoint_layers == 0 else (
-            "all layers" if self.checkpoint_layers >= layers else f"{self.checkpoint_layers}/{layers} layers")
+        ck = (
+            "off"
+            if self.checkpoint_layers == 0
+            else (
+                "all layers"
+                if self.checkpoint_layers >= layers
+                else f"{self.checkpoint_layers}/{layers} layers"
+            )
+        )
         if self.packing_off:
             attn, pack = "SDPA on right-padded rows", f"packing off ({self.packing_off})"
         else:
@@ -70,13 +77,20 @@ class Recipe:
             pack = "packing on" if self.packing else "packing off"
         fused = ""
         if self.fused_layers:
-            fused = (f"q/k/v and gate/up fused in {self.fused_layers} layers"
-                     + ("" if self.lora_in_base else " (LoRA product apart)") + ", ")
+            fused = (
+                f"q/k/v and gate/up fused in {self.fused_layers} layers"
+                + ("" if self.lora_in_base else " (LoRA product apart)")
+                + ", "
+            )
         fp8 = f"base products in float8 ({self.fp8_weights} weights), " if self.fp8_weights else ""
-        return (f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
-                f"attention {attn}, " + fused + fp8
-                + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
-                f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}")
+        return (
+            f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
+            f"attention {attn}, "
+            + fused
+            + fp8
+            + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
+            f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}"
+        )
 
 
 def pick_dtype(cfg: RunConfig, device: torch.device) -> torch.dtype:
@@ -98,8 +112,9 @@ def liger_available() -> bool:
 class Engine:
     """A model with LoRA applied, its optimizer and schedule, stepping over a packed split."""
 
-    def __init__(self, cfg: RunConfig, device: torch.device, rank: int = 0, world: int = 1,
-                 log=print):
+    def __init__(
+        self, cfg: RunConfig, device: torch.device, rank: int = 0, world: int = 1, log=print
+    ):
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
         # the card's prior (kernel_choice: FlashAttention-4 on sm_90/sm_10x where installed, 1.78x
@@ -120,8 +135,10 @@ class Engine:
         packing_off = None
         if self.recurrent:
             n_rec = sum(k == "recurrent" for k in kinds)
-            packing_off = (f"{n_rec} of {len(kinds)} layers are recurrent (linear attention or SSM), whose "
-                           "state would flow from one packed document into the next; one document per row")
+            packing_off = (
+                f"{n_rec} of {len(kinds)} layers are recurrent (linear attention or SSM), whose "
+                "state would flow from one packed document into the next; one document per row"
+            )
             flash = False
             set_attention(self.model, "sdpa")
             log(f"packing off: {packing_off}")
@@ -145,12 +162,16 @@ class Engine:
             raise ImportError("liger = true but liger-kernel is not installed")
         if use_liger:
             self._apply_liger()
-        self.model = apply_lora(self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout)
+        self.model = apply_lora(
+            self.model, self.plan, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout
+        )
         self.n_lora = lora_parameter_count(self.model)
         fused_layers = 0
         # "auto" fuses on CUDA: on an H200 it gained 2.0% on the 1.7B shape and 0.4% on 0.6B, for
         # 1.8 GiB more at peak (docs/trainer.md); on the CPU it stays off (nothing measured there)
-        want_fused = cfg.fused_projections is True or (cfg.fused_projections == "auto" and device.type == "cuda")
+        want_fused = cfg.fused_projections is True or (
+            cfg.fused_projections == "auto" and device.type == "cuda"
+        )
         lora_in_base = cfg.lora_in_base is not False
         if want_fused and not self.padded:
             counts = fuse_projections(self.model, lora_in_base=lora_in_base)
@@ -162,7 +183,7 @@ class Engine:
                 raise ModelError(why)
             fp8_weights = fp8.apply_fp8(self.model)
             if fused_layers:
-                lora_in_base = False   # a fused group's LoRA product runs apart from its float8 base
+                lora_in_base = False  # a fused group's LoRA product runs apart from its float8 base
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         causal = self.model.get_base_model()
         self.backbone = causal.model
@@ -173,31 +194,54 @@ class Engine:
         # "auto" leaves a recurrent model eager: its rows come padded to each micro-batch's longest,
         # so every new width recompiled its layers (93 s for the first step of the tiny hybrid on an
         # H200), and transformers' reference linear-attention kernels gain little from compiling
-        want_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda" and not self.padded)
+        want_compile = cfg.compile is True or (
+            cfg.compile == "auto" and device.type == "cuda" and not self.padded
+        )
         if cfg.compile == "auto" and device.type == "cuda" and self.padded:
             log("torch.compile off: the padded rows change width from step to step")
-        self.recipe = Recipe(micro_rows=1, checkpoint_layers=0, compile=want_compile, liger=use_liger,
-                             flash=flash, dtype=self.dtype, packing_off=packing_off,
-                             packing=cfg.packing and not self.padded, kernel=kernel,
-                             fused_layers=fused_layers,
-                             ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype, cfg.cross_entropy),
-                             lora_in_base=lora_in_base, fp8_weights=fp8_weights)
+        self.recipe = Recipe(
+            micro_rows=1,
+            checkpoint_layers=0,
+            compile=want_compile,
+            liger=use_liger,
+            flash=flash,
+            dtype=self.dtype,
+            packing_off=packing_off,
+            packing=cfg.packing and not self.padded,
+            kernel=kernel,
+            fused_layers=fused_layers,
+            ce=batching.ce_kind(device, self.head.weight.shape[0], self.dtype, cfg.cross_entropy),
+            lora_in_base=lora_in_base,
+            fp8_weights=fp8_weights,
+        )
         self.last_lr = cfg.lr
         self.last_attn_sq = 0
         #: (split, rows, micro rows) -> batches built during the previous step
         self._prefetched: tuple | None = None
         self.corpus_facts: dict = {}
         fused = device.type == "cuda"
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                           betas=(0.9, 0.999), eps=1e-8, fused=fused)
+        self.optimizer = torch.optim.AdamW(
+            self.params,
+            lr=cfg.lr,
+            weight_decay=cfg.weight_decay,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            fused=fused,
+        )
         self.max_steps = 1
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
 
     def _apply_liger(self) -> None:
         from liger_kernel.transformers import apply_liger_kernel_to_qwen3
 
-        apply_liger_kernel_to_qwen3(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
-                                    fused_linear_cross_entropy=False, model=self.model)
+        apply_liger_kernel_to_qwen3(
+            rope=True,
+            rms_norm=True,
+            swiglu=True,
+            cross_entropy=False,
+            fused_linear_cross_entropy=False,
+            model=self.model,
+        )
 
     def _lr_factor(self, step: int) -> float:
         warm = self.cfg.warmup_steps
@@ -215,7 +259,11 @@ class Engine:
         from torch.utils.checkpoint import checkpoint
 
         n = len(self.layers)
-        chosen = set(round(i * n / checkpoint_layers) for i in range(checkpoint_layers)) if checkpoint_layers else set()
+        chosen = (
+            set(round(i * n / checkpoint_layers) for i in range(checkpoint_layers))
+            if checkpoint_layers
+            else set()
+        )
         for i, layer in enumerate(self.layers):
             layer.gradient_checkpointing = i in chosen
             layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
@@ -243,8 +291,14 @@ class Engine:
         """One micro-batch of `rows` as this model takes it (packed flat, or padded side by side)."""
         # compiled layers: every packed micro-batch as long as a full one (no recompile for a
         # partial last row or a short eval micro-batch)
-        full = self.recipe.micro_rows * self.cfg.seq_len if self.recipe.compile and not self.padded else None
-        return make_batch(split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full)
+        full = (
+            self.recipe.micro_rows * self.cfg.seq_len
+            if self.recipe.compile and not self.padded
+            else None
+        )
+        return make_batch(
+            split, rows, self.device, self.cfg.seq_len, padded=self.padded, pad_to=full
+        )
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         """The last hidden state, (tokens, hidden) with padding rows flattened in."""
@@ -255,8 +309,13 @@ class Engine:
         """Scaled summed token cross-entropy of one micro-batch (graph kept for backward)."""
         with self.autocast():
             hidden = self.hidden(batch)
-            return linear_cross_entropy(hidden, self.head.weight, batch.labels.reshape(-1), scale,
-                                        mode=self.cfg.cross_entropy)
+            return linear_cross_entropy(
+                hidden,
+                self.head.weight,
+                batch.labels.reshape(-1),
+                scale,
+                mode=self.cfg.cross_entropy,
+            )
 
     def _batch_key(self, split: Split, row_ids: list[int]) -> tuple:
         """What a prefetch was built for: the split, the rows and the rows per forward."""
@@ -265,9 +324,11 @@ class Engine:
     def _batches(self, split: Split, row_ids: list[int]) -> list[Batch]:
         rows = [split.rows[i] for i in row_ids]
         micro = self.recipe.micro_rows
-        return [self.batch(split, rows[i:i + micro]) for i in range(0, len(rows), micro)]
+        return [self.batch(split, rows[i : i + micro]) for i in range(0, len(rows), micro)]
 
-    def step(self, split: Split, row_ids: list[int], next_ids: list[int] | None = None) -> tuple[float, int, int]:
+    def step(
+        self, split: Split, row_ids: list[int], next_ids: list[int] | None = None
+    ) -> tuple[float, int, int]:
         """One optimizer step over `row_ids`: (mean loss over every process, tokens fed, targets).
         With `next_ids`, the next step's batches are built and copied to the GPU while this
         step's work runs there (the GPU never waits for the host between steps)."""
@@ -331,7 +392,7 @@ class Engine:
         dist.all_reduce(flat)  # each process scaled by 1/global targets: the sum is the mean
         offset = 0
         for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
 
     @torch.no_grad()
@@ -342,7 +403,7 @@ class Engine:
         micro = self.recipe.micro_rows
         mine = list(range(self.rank, len(split.rows), self.world))
         for i in range(0, len(mine), micro):
-            b = self.batch(split, [split.rows[j] for j in mine[i:i + micro]])
+            b = self.batch(split, [split.rows[j] for j in mine[i : i + micro]])
             total[0] += self.loss_sum(b, 1.0).double()
             total[1] += b.targets
         if self.world > 1:
@@ -379,7 +440,9 @@ class Engine:
             raise RuntimeError(f"checkpoint {folder} does not fit this model ({missing[0]})")
         for p in self.params:
             p.data = p.data.float()
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device))
+        self.optimizer.load_state_dict(
+            torch.load(folder / "optimizer.pt", map_location=self.device)
+        )
         self.scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
         rng = torch.load(folder / "rng_state.pt", weights_only=False)
         random.setstate(rng["python"])
@@ -393,14 +456,21 @@ class Engine:
         """4*N_matmul + 6*N_lora + 6*layers*(heads*head_dim)*seq_len: the formula's upper bound, as
         if every token sat in a seq_len-long document; `step_flops` counts the real documents."""
         s = self.shapes
-        return 4 * self.n_matmul + 6 * self.n_lora + 6 * self.attention_layers * s.heads * s.head_dim * self.cfg.seq_len
+        return (
+            4 * self.n_matmul
+            + 6 * self.n_lora
+            + 6 * self.attention_layers * s.heads * s.head_dim * self.cfg.seq_len
+        )
 
     def step_flops(self, tokens: int, attn_sq: int) -> float:
         """FLOPs of a step of `tokens` real tokens whose ranges' squared lengths sum to `attn_sq`:
         tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*(heads*head_dim)*sum(n^2) (causal
         attention over each document piece alone, forward and backward)."""
         s = self.shapes
-        return tokens * (4 * self.n_matmul + 6 * self.n_lora) + 6 * self.attention_layers * s.heads * s.head_dim * attn_sq
+        return (
+            tokens * (4 * self.n_matmul + 6 * self.n_lora)
+            + 6 * self.attention_layers * s.heads * s.head_dim * attn_sq
+        )
 
 
 def total_steps(cfg: RunConfig, n_rows: int, world: int) -> int:

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-TOWER = re.compile(r"^(visual|vision.*|.*_vision|.*vision_(tower|model|encoder)|image_.*|img_.*|audio.*|"
-                   r".*_audio|speech.*|whisper.*|.*_projector|mm_proj.*|embed_vision|embed_audio)$")
+TOWER = re.compile(
+    r"^(visual|vision.*|.*_vision|.*vision_(tower|model|encoder)|image_.*|img_.*|audio.*|"
+    r".*_audio|speech.*|whisper.*|.*_projector|mm_proj.*|embed_vision|embed_audio)$"
+)
 
 MTP = re.compile(r"^(mtp|mtp_.*|.*_mtp|multi_token_predict.*|nextn.*)$")
 LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -24,6 +26,7 @@ LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 class TargetError(Exception):
     """The target list cannot be applied (one sentence naming the target and why)."""
+
 
 @dataclass
 class TargetPlan:
@@ -42,10 +45,12 @@ class TargetPlan:
         if len(self.per_layer_type) > 1:
             line += "; per layer type: " + "; ".join(
                 f"{kind}: " + ", ".join(f"{t} x{n}" for t, n in counts.items())
-                for kind, counts in self.per_layer_type.items())
+                for kind, counts in self.per_layer_type.items()
+            )
         if self.skipped_tower:
             line += f"; left {len(self.skipped_tower)} vision/audio tower or MTP head modules alone"
         return line
+
 
 def in_tower(name: str) -> bool:
     """Whether a module path lies inside a vision or audio tower or an MTP head."""
@@ -58,6 +63,7 @@ def _layer_type(name: str, types: list[str]) -> str:
         return "outside decoder layers"
     i = int(m.group(1))
     return types[i] if i < len(types) else "decoder layer"
+
 
 def plan_targets(model: nn.Module, targets: tuple[str, ...] | list[str]) -> TargetPlan:
     """Match `targets` against the model's Linear modules; TargetError when one matches nothing."""
@@ -72,12 +78,16 @@ def plan_targets(model: nn.Module, targets: tuple[str, ...] | list[str]) -> Targ
         skipped.extend(tower)
         if not hits:
             names = sorted({n.split(".")[-1] for n in linears if not in_tower(n)})
-            raise TargetError(f"target module {t!r} matches no Linear module of the model "
-                              f"(its Linear names: {', '.join(names[:12])})")
+            raise TargetError(
+                f"target module {t!r} matches no Linear module of the model "
+                f"(its Linear names: {', '.join(names[:12])})"
+            )
         if not text:
-            raise TargetError(f"target module {t!r} matches only vision/audio tower or MTP head modules "
-                              f"({len(tower)}, e.g. {tower[0]}); refusing to adapt a tower or an MTP head "
-                              "when training on text")
+            raise TargetError(
+                f"target module {t!r} matches only vision/audio tower or MTP head modules "
+                f"({len(tower)}, e.g. {tower[0]}); refusing to adapt a tower or an MTP head "
+                "when training on text"
+            )
         per_target[t] = len(text)
         chosen.extend(text)
     types = _layer_types(model)
@@ -102,12 +112,19 @@ def _layer_types(model: nn.Module) -> list[str]:
     except Exception:  # noqa: BLE001 - a config without layer facts: count everything as one type
         return []
 
+
 def apply_lora(model: nn.Module, plan: TargetPlan, rank: int, alpha: float, dropout: float):
     """Wrap `model` with peft LoRA on exactly `plan.modules`; adapters in float32."""
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=plan.modules,
-                     bias="none", task_type="CAUSAL_LM")
+    cfg = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=plan.modules,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     peft_model = get_peft_model(model, cfg)
     for _, m in peft_model.named_modules():
         if hasattr(m, "cast_input_dtype_enabled"):
@@ -119,9 +136,11 @@ def apply_lora(model: nn.Module, plan: TargetPlan, rank: int, alpha: float, drop
             p.data = p.data.float()
     return peft_model
 
+
 def lora_parameter_count(model: nn.Module) -> int:
     """Trainable parameters (the adapters)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
 
 def matmul_parameter_count(model: nn.Module) -> int:
     """Frozen weights that take part in a matmul per token: every Linear, the output head included."""
@@ -131,6 +150,13 @@ def matmul_parameter_count(model: nn.Module) -> int:
             total += m.weight.numel()
     return total
 
-__all__ = ["TargetError", "TargetPlan", "apply_lora", "in_tower", "lora_parameter_count",
-           "matmul_parameter_count", "plan_targets"]
 
+__all__ = [
+    "TargetError",
+    "TargetPlan",
+    "apply_lora",
+    "in_tower",
+    "lora_parameter_count",
+    "matmul_parameter_count",
+    "plan_targets",
+]

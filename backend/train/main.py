@@ -38,12 +38,22 @@ def _torchrun(cfg_path: str, gpus: int) -> int:
     if have == 0 and os.environ.get("FLEETDECK_TRAIN_CPU_PROCESSES") == "1":
         have = gpus
     if have < gpus:
-        print(f"fleetdeck train: RUN.toml asks for gpus = {gpus} but this host has {have} CUDA GPU(s)",
-              file=sys.stderr)
+        print(
+            f"fleetdeck train: RUN.toml asks for gpus = {gpus} but this host has {have} CUDA GPU(s)",
+            file=sys.stderr,
+        )
         return 1
     env = dict(os.environ, NCCL_NVLS_ENABLE=os.environ.get("NCCL_NVLS_ENABLE", "0"))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-           "-m", "fleetdeck.backend.train.main", cfg_path]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={gpus}",
+        "-m",
+        "fleetdeck.backend.train.main",
+        cfg_path,
+    ]
     try:
         return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
@@ -60,10 +70,17 @@ def train_main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"fleetdeck train: {e}", file=sys.stderr)
         return 2
-    missing = [m for m in ("torch", "transformers", "peft", "safetensors") if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in ("torch", "transformers", "peft", "safetensors")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
-        print(f"fleetdeck train: the train extra is missing ({', '.join(missing)}); "
-              "install it with: pip install 'fleetdeck[train]'", file=sys.stderr)
+        print(
+            f"fleetdeck train: the train extra is missing ({', '.join(missing)}); "
+            "install it with: pip install 'fleetdeck[train]'",
+            file=sys.stderr,
+        )
         return 1
     run = RunDir(Path(cfg.output))
     rank = int(os.environ.get("RANK", "0"))
@@ -91,13 +108,21 @@ def _train(cfg, run: RunDir, previous: dict | None, rank: int, world: int) -> in
             sha = corpus_sha256(Path(cfg.corpus)) if Path(cfg.corpus).exists() else None
             manifest = new_manifest(previous or {}, config_to_dict(cfg), sha, world)
             set_state(run, manifest, "running")
-            log(f"fleetdeck train {cfg.source} -> {run.path} (pid {os.getpid()}, {world} process(es))")
+            log(
+                f"fleetdeck train {cfg.source} -> {run.path} (pid {os.getpid()}, {world} process(es))"
+            )
         from .session import run_training
 
         adapter, final_eval = run_training(cfg, run, rank, world, log)
         if rank == 0:
-            set_state(run, manifest, "finished", adapter=str(adapter), final_eval_loss=final_eval,
-                      finished_time=time.time())
+            set_state(
+                run,
+                manifest,
+                "finished",
+                adapter=str(adapter),
+                final_eval_loss=final_eval,
+                finished_time=time.time(),
+            )
             log(f"finished: adapter in {adapter}")
         return 0
     except BaseException as e:  # noqa: BLE001 - every way out is recorded in run.json
@@ -109,8 +134,11 @@ def _train(cfg, run: RunDir, previous: dict | None, rank: int, world: int) -> in
                 set_state(run, manifest, "failed", error=message, failed_time=time.time())
             except OSError:
                 pass
-            print(f"fleetdeck train: {message}" + ("" if expected else f" (traceback in {run.log_path})"),
-                  file=sys.__stderr__)
+            print(
+                f"fleetdeck train: {message}"
+                + ("" if expected else f" (traceback in {run.log_path})"),
+                file=sys.__stderr__,
+            )
         log.write(f"failed: {message}\n")
         return 1
     finally:
@@ -123,8 +151,13 @@ def _describe(e: BaseException) -> tuple[bool, str]:
     from .models import ModelError
     from .recipe import RecipeError
 
-    expected_types: tuple[type[BaseException], ...] = (CorpusError, ModelError, RecipeError, Stopped,
-                                                       RunRefused)
+    expected_types: tuple[type[BaseException], ...] = (
+        CorpusError,
+        ModelError,
+        RecipeError,
+        Stopped,
+        RunRefused,
+    )
     try:
         from .lora import TargetError
 

@@ -23,13 +23,43 @@ from fleetdeck.backend.host.lib.architectures import ARCHS, HYBRID_ARCHS
 from .corpus import ByteTokenizer, Tokenizer
 
 #: layer types (config.layer_types and the like) that attend through softmax attention
-ATTENTION_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention",
-                         "global_attention", "local_attention", "attn", "*"}
+ATTENTION_LAYER_TYPES = {
+    "full_attention",
+    "attention",
+    "sliding_attention",
+    "chunked_attention",
+    "global_attention",
+    "local_attention",
+    "attn",
+    "*",
+}
 #: model types whose layers (some or all) carry recurrent state along the sequence
-RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "bamba", "zamba", "zamba2",
-                         "falcon_h1", "nemotron_h", "granitemoehybrid", "lfm2", "lfm2_moe", "qwen3_next",
-                         "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "kimi_linear",
-                         "minimax", "recurrent_gemma", "rwkv", "xlstm", "plamo2", "hymba"}
+RECURRENT_MODEL_TYPES = {
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "jamba",
+    "bamba",
+    "zamba",
+    "zamba2",
+    "falcon_h1",
+    "nemotron_h",
+    "granitemoehybrid",
+    "lfm2",
+    "lfm2_moe",
+    "qwen3_next",
+    "qwen3_5",
+    "qwen3_5_text",
+    "qwen3_5_moe",
+    "qwen3_5_moe_text",
+    "kimi_linear",
+    "minimax",
+    "recurrent_gemma",
+    "rwkv",
+    "xlstm",
+    "plamo2",
+    "hymba",
+}
 
 
 class ModelError(Exception):
@@ -57,8 +87,14 @@ def _hybrid_config(arch: str):
         try:
             from transformers import Qwen3NextConfig as Config
         except ImportError:
-            raise ModelError(f"random:{arch} needs a transformers with Qwen3.5 or Qwen3-Next") from None
-        kw.update(num_experts=0, decoder_sparse_step=1, mlp_only_layers=list(range(kw["num_hidden_layers"])))
+            raise ModelError(
+                f"random:{arch} needs a transformers with Qwen3.5 or Qwen3-Next"
+            ) from None
+        kw.update(
+            num_experts=0,
+            decoder_sparse_step=1,
+            mlp_only_layers=list(range(kw["num_hidden_layers"])),
+        )
     cfg = Config(**kw)
     cfg.use_cache = False
     return cfg
@@ -112,7 +148,9 @@ def layer_kinds(config) -> list[str]:
     for attr in ("layer_types", "layers_block_type", "block_types"):
         types = getattr(c, attr, None)
         if isinstance(types, (list, tuple)) and types and all(isinstance(t, str) for t in types):
-            return ["attention" if t.lower() in ATTENTION_LAYER_TYPES else "recurrent" for t in types]
+            return [
+                "attention" if t.lower() in ATTENTION_LAYER_TYPES else "recurrent" for t in types
+            ]
     pattern = getattr(c, "hybrid_override_pattern", None)
     if isinstance(pattern, str) and pattern:  # nemotron_h: M = mamba, * = attention, - = MLP
         return ["attention" if ch == "*" else "recurrent" if ch == "M" else "mlp" for ch in pattern]
@@ -142,8 +180,12 @@ def packing_refusal(model, seq_len: int) -> tuple[str, bool] | None:
     window = getattr(c, "sliding_window", None)
     types = getattr(c, "layer_types", None) or []
     sliding = sum(1 for t in types if isinstance(t, str) and "sliding" in t)
-    if (isinstance(window, int) and 0 < window < seq_len and getattr(c, "use_sliding_window", True) is not False
-            and (sliding or not types)):
+    if (
+        isinstance(window, int)
+        and 0 < window < seq_len
+        and getattr(c, "use_sliding_window", True) is not False
+        and (sliding or not types)
+    ):
         where = f" in {sliding} of {len(types)} layers" if types else ""
         reasons.append(f"sliding-window attention (window {window} < seq_len {seq_len}{where})")
     cap = getattr(c, "attn_logit_softcapping", None)
@@ -156,16 +198,22 @@ def packing_refusal(model, seq_len: int) -> tuple[str, bool] | None:
         eager = True
     if not reasons:
         return None
-    return (" and ".join(reasons) + " not applied by the packed varlen attention; one document per row, "
-            + ("transformers' eager attention" if eager else "SDPA") + " with the padding mask"), eager
+    return (
+        " and ".join(reasons)
+        + " not applied by the packed varlen attention; one document per row, "
+        + ("transformers' eager attention" if eager else "SDPA")
+        + " with the padding mask"
+    ), eager
 
 
 def final_softcap_refusal(model) -> str | None:
     """Why the trainer's chunked cross-entropy cannot train this model, or None."""
     cap = getattr(_text_config(model.config), "final_logit_softcapping", None)
     if cap:
-        return (f"final_logit_softcapping ({cap:g}) is not applied by the trainer's chunked "
-                "cross-entropy, so its loss would not be the model's")
+        return (
+            f"final_logit_softcapping ({cap:g}) is not applied by the trainer's chunked "
+            "cross-entropy, so its loss would not be the model's"
+        )
     return None
 
 
@@ -196,8 +244,9 @@ def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn:
             raise ModelError(f"base_model {path} is not a local checkpoint folder (no config.json)")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
-                                                         attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path), dtype=dtype, local_files_only=True, attn_implementation="sdpa"
+            )
         except (OSError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ModelError(f"base_model {path} cannot be loaded: {first}") from None
@@ -260,9 +309,25 @@ def load_tokenizer(base_model: str, tokenizer: str | None) -> Tokenizer:
     if base_model.startswith("random:"):
         return ByteTokenizer()
     if not (Path(base_model) / "config.json").is_file():
-        raise ModelError(f"base_model {base_model} is not a local checkpoint folder (no config.json)")
+        raise ModelError(
+            f"base_model {base_model} is not a local checkpoint folder (no config.json)"
+        )
     return _HFTokenizer(base_model)
 
 
-__all__ = ["ARCHS", "HYBRID_ARCHS", "ModelError", "final_softcap_refusal", "is_recurrent", "packing_refusal", "layer_kinds", "layer_types_of", "Shapes", "build_model", "load_tokenizer", "qwen3_config", "shapes_of",
-           "set_attention"]
+__all__ = [
+    "ARCHS",
+    "HYBRID_ARCHS",
+    "ModelError",
+    "final_softcap_refusal",
+    "is_recurrent",
+    "packing_refusal",
+    "layer_kinds",
+    "layer_types_of",
+    "Shapes",
+    "build_model",
+    "load_tokenizer",
+    "qwen3_config",
+    "shapes_of",
+    "set_attention",
+]

@@ -59,8 +59,10 @@ def why(engine) -> str:
     r = engine.recipe
     if r.packing_off:
         p = attention.prior(engine.device)
-        return (f"{kernel_choice.card(attention.capability(engine.device))}: SDPA on padded rows, since "
-                f"packing is off; {p.fp8_why}")
+        return (
+            f"{kernel_choice.card(attention.capability(engine.device))}: SDPA on padded rows, since "
+            f"packing is off; {p.fp8_why}"
+        )
     return attention.explain(engine.cfg.attention, engine.device, r.flash, r.kernel)
 
 
@@ -76,15 +78,23 @@ def choose(engine, split: Split, row_ids: list[int], log) -> None:
     per_step = cfg.rows_per_step
     fixed_micro = cfg.micro_batch if isinstance(cfg.micro_batch, int) else None
     if fixed_micro is not None and per_step % fixed_micro:
-        raise RecipeError(f"micro_batch = {fixed_micro} does not divide batch_size * grad_accum = {per_step}")
-    fixed_ck = None if cfg.gradient_checkpointing == "auto" else (layers if cfg.gradient_checkpointing else 0)
+        raise RecipeError(
+            f"micro_batch = {fixed_micro} does not divide batch_size * grad_accum = {per_step}"
+        )
+    fixed_ck = (
+        None
+        if cfg.gradient_checkpointing == "auto"
+        else (layers if cfg.gradient_checkpointing else 0)
+    )
     if engine.device.type != "cuda":
         micro = fixed_micro or per_step
         engine.set_recipe(micro, fixed_ck or 0)
         log(f"recipe (CPU): {line(engine)}")
         return
     compile_wanted = engine.recipe.compile
-    engine.recipe.compile = False  # probe eagerly: compiled steps use no more memory than eager ones
+    engine.recipe.compile = (
+        False  # probe eagerly: compiled steps use no more memory than eager ones
+    )
     free, total = torch.cuda.mem_get_info(engine.device)
     per_row, fixed = probe_row_bytes(engine, split, row_ids)
     engine.recipe.compile = compile_wanted
@@ -112,8 +122,10 @@ def choose(engine, split: Split, row_ids: list[int], log) -> None:
         micro, ck = int(-t[0]), int(t[1])
     engine.set_recipe(micro, min(ck, layers))
     name = torch.cuda.get_device_name(engine.device)
-    log(f"recipe for {name} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free, "
-        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row + {fixed / 2**30:.2f} GiB measured): {line(engine)}")
+    log(
+        f"recipe for {name} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free, "
+        f"{per_row / 2**30:.2f} GiB per {cfg.seq_len}-token row + {fixed / 2**30:.2f} GiB measured): {line(engine)}"
+    )
 
 
 __all__ = ["RecipeError", "choose", "line", "probe_row_bytes", "why"]

@@ -44,7 +44,12 @@ REFERENCE_DROPOUT = 0.05
 FIT_SHARE = 0.97
 #: the recipes, in the order the bench reports them (it runs them in reverse), by the
 #: `--references` name that selects each; `unsloth` runs in its own process (unsloth_reference.py)
-RECIPES = {"strong": "reference-strong", "plain": "reference-plain", "old": "reference", "unsloth": "unsloth"}
+RECIPES = {
+    "strong": "reference-strong",
+    "plain": "reference-plain",
+    "old": "reference",
+    "unsloth": "unsloth",
+}
 #: the largest per-device batch reference-strong's search tries
 MAX_SEARCH_BATCH = 128
 
@@ -60,7 +65,7 @@ class _PaddedRows(torch.utils.data.Dataset):
         return len(self.split.rows)
 
     def __getitem__(self, i: int) -> dict:
-        (s, e), = self.split.rows[i]
+        ((s, e),) = self.split.rows[i]
         ids = torch.full((self.seq_len,), self.pad_id, dtype=torch.long)
         ids[: e - s] = self.flat[s:e].long()
         mask = torch.zeros(self.seq_len, dtype=torch.long)
@@ -129,7 +134,9 @@ def fed_lengths(inputs: dict) -> list[int]:
 
 def _build(cfg, device, dtype, dropout: float, cast_input: bool = True):
     model = build_model(cfg.base_model, dtype, device, "sdpa", cfg.seed)
-    model = apply_lora(model, plan_targets(model, cfg.target_modules), cfg.lora_rank, cfg.lora_alpha, dropout)
+    model = apply_lora(
+        model, plan_targets(model, cfg.target_modules), cfg.lora_rank, cfg.lora_alpha, dropout
+    )
     for m in model.modules():
         if hasattr(m, "cast_input_dtype_enabled"):
             # peft's default casts each adapter's input to the adapter's float32; under bf16 autocast
@@ -157,8 +164,10 @@ def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype, log) -
         peak = torch.cuda.max_memory_allocated(device)
     except torch.cuda.OutOfMemoryError:
         peak = None
-        log(f"reference-plain: batch {batch} {'with' if checkpointing else 'without'} gradient checkpointing "
-            "ran out of memory in its probe")
+        log(
+            f"reference-plain: batch {batch} {'with' if checkpointing else 'without'} gradient checkpointing "
+            "ran out of memory in its probe"
+        )
     finally:
         loss = None  # noqa: F841
         model.zero_grad(set_to_none=True)
@@ -166,13 +175,17 @@ def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype, log) -
         torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(device).total_memory
     if peak is not None and peak > FIT_SHARE * total:
-        log(f"reference-plain: batch {batch} peaked at {peak / 2**30:.1f} GiB of {total / 2**30:.1f}, "
-            f"over {100 * FIT_SHARE:.0f}%")
+        log(
+            f"reference-plain: batch {batch} peaked at {peak / 2**30:.1f} GiB of {total / 2**30:.1f}, "
+            f"over {100 * FIT_SHARE:.0f}%"
+        )
         return None
     return peak
 
 
-def strongest_fit(cfg, model, dataset, device, dtype, log, below: tuple[int, bool] | None = None) -> tuple[int, bool]:
+def strongest_fit(
+    cfg, model, dataset, device, dtype, log, below: tuple[int, bool] | None = None
+) -> tuple[int, bool]:
     """reference-plain's (per-device batch, gradient checkpointing): the largest divisor of the
     rows per step that fits without checkpointing in a bare-model probe, else the largest that
     fits with it; `below`: a choice that ran out of memory in the timed run, to start under."""
@@ -186,14 +199,20 @@ def strongest_fit(cfg, model, dataset, device, dtype, log, below: tuple[int, boo
                 continue
             peak = _fits(model, dataset, b, ck, device, dtype, log)
             if peak is not None:
-                log(f"reference-plain: batch {b} fits {'with' if ck else 'without'} gradient checkpointing "
-                    f"(probe peak {peak / 2**30:.1f} GiB)")
+                log(
+                    f"reference-plain: batch {b} fits {'with' if ck else 'without'} gradient checkpointing "
+                    f"(probe peak {peak / 2**30:.1f} GiB)"
+                )
                 return b, ck
-            log(f"reference-plain: batch {b} does not fit {'with' if ck else 'without'} gradient checkpointing")
+            log(
+                f"reference-plain: batch {b} does not fit {'with' if ck else 'without'} gradient checkpointing"
+            )
     return 1, True
 
 
-def search_batch(trial, log, limit: int = MAX_SEARCH_BATCH) -> tuple[int | None, dict[int, float | None]]:
+def search_batch(
+    trial, log, limit: int = MAX_SEARCH_BATCH
+) -> tuple[int | None, dict[int, float | None]]:
     """The per-device batch with the most tokens/s, `trial(b)` giving a batch's tokens/s or None
     when it runs out of memory: sizes double from 1 until one runs out of memory, passes
     `limit`, or two in a row gain under 2% on the best; then the sizes halfway to the next one
@@ -241,17 +260,24 @@ def _strong_attention(model, device, dtype, dataset_docs, log) -> str:
         return "sdpa"
     from transformers.utils import import_utils
 
-    cands = [name for name, check in (("flash_attention_4", "is_flash_attn_4_available"),
-                                      ("flash_attention_2", "is_flash_attn_2_available"))
-             if getattr(import_utils, check, lambda: False)()]
+    cands = [
+        name
+        for name, check in (
+            ("flash_attention_4", "is_flash_attn_4_available"),
+            ("flash_attention_2", "is_flash_attn_2_available"),
+        )
+        if getattr(import_utils, check, lambda: False)()
+    ]
     if not cands:
         log("reference-strong: no flash attention package transformers can use; dense rows on SDPA")
     collate = _flattening_collator()
     for name in cands:
         try:
             _set_attn(model, name)
-            inputs = {k: (v.to(device) if torch.is_tensor(v) else v)
-                      for k, v in collate([dataset_docs[0], dataset_docs[1 % len(dataset_docs)]]).items()}
+            inputs = {
+                k: (v.to(device) if torch.is_tensor(v) else v)
+                for k, v in collate([dataset_docs[0], dataset_docs[1 % len(dataset_docs)]]).items()
+            }
             with torch.autocast("cuda", dtype=dtype):
                 loss = model(**inputs).loss
             loss.backward()
@@ -261,7 +287,9 @@ def _strong_attention(model, device, dtype, dataset_docs, log) -> str:
             return name
         except Exception as e:  # noqa: BLE001 - any failure means the next candidate
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            log(f"reference-strong: attention {name} failed its trial ({type(e).__name__}: {first}); next")
+            log(
+                f"reference-strong: attention {name} failed its trial ({type(e).__name__}: {first}); next"
+            )
             model.zero_grad(set_to_none=True)
     _set_attn(model, "sdpa")
     return "sdpa"
@@ -279,7 +307,9 @@ def _set_attn(model, name: str) -> None:
 def _expandable_segments(on: bool) -> bool:
     """Switch the CUDA caching allocator's expandable segments; whether it could."""
     try:
-        torch.cuda.memory._set_allocator_settings(f"expandable_segments:{'True' if on else 'False'}")
+        torch.cuda.memory._set_allocator_settings(
+            f"expandable_segments:{'True' if on else 'False'}"
+        )
         return True
     except Exception:  # noqa: BLE001 - an older torch or no CUDA: the reference runs without
         return False
@@ -309,8 +339,9 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
     strong = kind == "strong"
     expandable = strong and cuda and _expandable_segments(True)
     dropout = REFERENCE_DROPOUT if kind == "old" else cfg.lora_dropout
-    train, _ = build_splits(read_documents(Path(cfg.corpus)), tok, cfg.seq_len, strong,
-                            cfg.eval_fraction, cfg.seed)
+    train, _ = build_splits(
+        read_documents(Path(cfg.corpus)), tok, cfg.seq_len, strong, cfg.eval_fraction, cfg.seed
+    )
     model = _build(cfg, device, dtype, dropout, cast_input=not strong)
     liger = strong and _liger_ready(cuda)
     collator = None
@@ -321,7 +352,9 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
         attn = _strong_attention(model, device, dtype, docs, log)
         if attn == "sdpa":
             dataset = _DenseRows(train, cfg.seq_len)
-            rows_how = f"dense {cfg.seq_len}-token rows cut from the token stream (no padding, no mask)"
+            rows_how = (
+                f"dense {cfg.seq_len}-token rows cut from the token stream (no padding, no mask)"
+            )
         else:
             dataset, collator = docs, _flattening_collator()
             rows_how = "documents flattened by DataCollatorWithFlattening (no padding)"
@@ -367,19 +400,36 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
     if strong:
         checkpointing = False
         if cuda:
+
             def trial(b: int, model=model) -> float | None:
                 times.clear()
                 step_tokens.clear()
                 step_sq.clear()
                 Timer.skip = 1
                 try:
-                    _run_trainer(Counting, model, dataset, cfg, b, 1, False, 1, 2, cuda, collator, Timer,
-                                 liger, None)
+                    _run_trainer(
+                        Counting,
+                        model,
+                        dataset,
+                        cfg,
+                        b,
+                        1,
+                        False,
+                        1,
+                        2,
+                        cuda,
+                        collator,
+                        Timer,
+                        liger,
+                        None,
+                    )
                 except torch.cuda.OutOfMemoryError:
                     return None
                 except Exception as e:  # noqa: BLE001 - said, and this size counts as not running
                     first = (str(e).strip().splitlines() or [""])[0][:200]
-                    log(f"reference-strong: batch {b} failed in the Trainer ({type(e).__name__}: {first})")
+                    log(
+                        f"reference-strong: batch {b} failed in the Trainer ({type(e).__name__}: {first})"
+                    )
                     return None
                 finally:
                     gc.collect()
@@ -392,13 +442,17 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
             step_sq.clear()
             Timer.skip = warmup
             if batch is None:
-                log("reference-strong: batch 1 runs out of memory without gradient checkpointing; with it")
+                log(
+                    "reference-strong: batch 1 runs out of memory without gradient checkpointing; with it"
+                )
                 batch, checkpointing = 1, True
                 model.enable_input_require_grads()
         else:
             batch = cfg.rows_per_step  # no memory to search on the CPU
     elif kind == "plain":
-        batch, checkpointing = strongest_fit(cfg, model, dataset, device, dtype, log, _BELOW.get("plain"))
+        batch, checkpointing = strongest_fit(
+            cfg, model, dataset, device, dtype, log, _BELOW.get("plain")
+        )
         if checkpointing:
             model.enable_input_require_grads()
     else:
@@ -408,22 +462,48 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
     if kind == "plain":
         accum = cfg.rows_per_step // batch
     if strong:
-        parts = [f"Liger {'on' if liger else 'off'}", f"attention {attn}", rows_how,
-                 f"lora_dropout {dropout:g}", f"gradient checkpointing {'on' if checkpointing else 'off'}",
-                 f"batch {batch} x {accum} accumulation"
-                 + (" (searched in the Trainer)" if search else ""),
-                 "peft input cast off", f"expandable_segments {'on' if expandable else 'off'}",
-                 "bf16" if cuda else "fp32"]
+        parts = [
+            f"Liger {'on' if liger else 'off'}",
+            f"attention {attn}",
+            rows_how,
+            f"lora_dropout {dropout:g}",
+            f"gradient checkpointing {'on' if checkpointing else 'off'}",
+            f"batch {batch} x {accum} accumulation"
+            + (" (searched in the Trainer)" if search else ""),
+            "peft input cast off",
+            f"expandable_segments {'on' if expandable else 'off'}",
+            "bf16" if cuda else "fp32",
+        ]
         description = "Trainer + peft, " + ", ".join(parts)
     else:
-        padding = "padded to the longest row of the batch" if kind == "plain" else f"padded to {cfg.seq_len}"
-        description = (f"Trainer + peft, lora_dropout {dropout:g}, SDPA, gradient checkpointing "
-                       f"{'on' if checkpointing else 'off'}, batch {batch} x {accum} accumulation, {padding}, "
-                       f"{'bf16' if cuda else 'fp32'}")
+        padding = (
+            "padded to the longest row of the batch"
+            if kind == "plain"
+            else f"padded to {cfg.seq_len}"
+        )
+        description = (
+            f"Trainer + peft, lora_dropout {dropout:g}, SDPA, gradient checkpointing "
+            f"{'on' if checkpointing else 'off'}, batch {batch} x {accum} accumulation, {padding}, "
+            f"{'bf16' if cuda else 'fp32'}"
+        )
     out_of_memory = False
     try:
-        _run_trainer(Counting, model, dataset, cfg, batch, accum, checkpointing, warmup, steps, cuda, collator, Timer,
-                     liger, (log, f"{name}: {description}, {batch * accum} rows per step"))
+        _run_trainer(
+            Counting,
+            model,
+            dataset,
+            cfg,
+            batch,
+            accum,
+            checkpointing,
+            warmup,
+            steps,
+            cuda,
+            collator,
+            Timer,
+            liger,
+            (log, f"{name}: {description}, {batch * accum} rows per step"),
+        )
     except torch.cuda.OutOfMemoryError:
         if kind != "plain" or (batch == 1 and checkpointing):
             raise
@@ -442,13 +522,30 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
-    out = {"recipe": name, "description": description, "times": times, "tokens": step_tokens,
-           "attn_sq": step_sq, "peak": peak, "batch": batch, "gradient_checkpointing": checkpointing,
-           "lora_dropout": dropout, "rows_per_step": batch * accum,
-           "median": statistics.median(times) if times else None}
+    out = {
+        "recipe": name,
+        "description": description,
+        "times": times,
+        "tokens": step_tokens,
+        "attn_sq": step_sq,
+        "peak": peak,
+        "batch": batch,
+        "gradient_checkpointing": checkpointing,
+        "lora_dropout": dropout,
+        "rows_per_step": batch * accum,
+        "median": statistics.median(times) if times else None,
+    }
     if strong:
-        out.update({"liger": liger, "attention": attn, "expandable_segments": expandable,
-                    "batch_search": {str(b): (round(v, 1) if v is not None else None) for b, v in search.items()}})
+        out.update(
+            {
+                "liger": liger,
+                "attention": attn,
+                "expandable_segments": expandable,
+                "batch_search": {
+                    str(b): (round(v, 1) if v is not None else None) for b, v in search.items()
+                },
+            }
+        )
     return out
 
 
@@ -463,20 +560,51 @@ def _retry(cfg, steps, warmup, log, failed: tuple[int, bool]) -> dict:
         _BELOW.pop("plain", None)
 
 
-def _run_trainer(trainer_cls, model, dataset, cfg, batch, accum, checkpointing, warmup, steps, cuda, collator,
-                 timer, liger, announce) -> None:
+def _run_trainer(
+    trainer_cls,
+    model,
+    dataset,
+    cfg,
+    batch,
+    accum,
+    checkpointing,
+    warmup,
+    steps,
+    cuda,
+    collator,
+    timer,
+    liger,
+    announce,
+) -> None:
     from transformers import TrainingArguments
 
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(
-            output_dir=tmp, per_device_train_batch_size=batch,
-            gradient_accumulation_steps=accum, max_steps=warmup + steps,
-            learning_rate=cfg.lr, bf16=cuda, gradient_checkpointing=checkpointing,
+            output_dir=tmp,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accum,
+            max_steps=warmup + steps,
+            learning_rate=cfg.lr,
+            bf16=cuda,
+            gradient_checkpointing=checkpointing,
             gradient_checkpointing_kwargs={"use_reentrant": False} if checkpointing else None,
-            logging_steps=1, save_strategy="no", report_to=[], dataloader_num_workers=0, seed=cfg.seed,
-            remove_unused_columns=False, disable_tqdm=True, use_cpu=not cuda, use_liger_kernel=liger)
-        trainer = trainer_cls(model=model, args=args, train_dataset=dataset, callbacks=[timer()],
-                              data_collator=collator)
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            dataloader_num_workers=0,
+            seed=cfg.seed,
+            remove_unused_columns=False,
+            disable_tqdm=True,
+            use_cpu=not cuda,
+            use_liger_kernel=liger,
+        )
+        trainer = trainer_cls(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            callbacks=[timer()],
+            data_collator=collator,
+        )
         if announce:
             announce[0](announce[1])
         try:
@@ -486,4 +614,11 @@ def _run_trainer(trainer_cls, model, dataset, cfg, batch, accum, checkpointing, 
             del trainer
 
 
-__all__ = ["RECIPES", "REFERENCE_DROPOUT", "fed_lengths", "measure_reference", "search_batch", "strongest_fit"]
+__all__ = [
+    "RECIPES",
+    "REFERENCE_DROPOUT",
+    "fed_lengths",
+    "measure_reference",
+    "search_batch",
+    "strongest_fit",
+]

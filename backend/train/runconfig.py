@@ -138,17 +138,19 @@ _SPEC: dict[str, tuple[tuple[type, ...], str]] = {
     "dtype": (_STR, '"auto", "bfloat16" or "float32"'),
 }
 _REQUIRED = ("name", "base_model", "corpus", "output")
-_STEPS = 10**9   # more optimizer steps than any run takes
+_STEPS = 10**9  # more optimizer steps than any run takes
 _ROWS = 65536
 #: every number key's documented range (docs/launch.md): `fleetdeck train`, `bench` and `launch`
 #: all check RUN.toml here, before anything starts
 RUN_NUMBERS: dict[str, Bounds] = {
-    "seed": Bounds(0, 2**32 - 1, integer=True),   # numpy's seed range (the reference recipe seeds it)
+    "seed": Bounds(
+        0, 2**32 - 1, integer=True
+    ),  # numpy's seed range (the reference recipe seeds it)
     "seq_len": Bounds(0, 2**20, integer=True, above=True),
     "batch_size": Bounds(0, _ROWS, integer=True, above=True),
     "grad_accum": Bounds(0, _ROWS, integer=True, above=True),
     "epochs": Bounds(0, 1e6),
-    "max_steps": Bounds(0, _STEPS, integer=True),   # 0: from epochs
+    "max_steps": Bounds(0, _STEPS, integer=True),  # 0: from epochs
     "lr": Bounds(0, 1, above=True, below=True),
     "warmup_steps": Bounds(0, _STEPS, integer=True),
     "weight_decay": Bounds(0, 1),
@@ -156,16 +158,26 @@ RUN_NUMBERS: dict[str, Bounds] = {
     "lora_rank": Bounds(0, _ROWS, integer=True, above=True),
     "lora_alpha": Bounds(0, 1e6, above=True),
     "lora_dropout": Bounds(0, 1, below=True),
-    "eval_fraction": Bounds(0, 0.5),   # 0: no eval; past half, the eval split outweighs the training one
+    "eval_fraction": Bounds(
+        0, 0.5
+    ),  # 0: no eval; past half, the eval split outweighs the training one
     "eval_steps": Bounds(0, _STEPS, integer=True, above=True),
     "save_steps": Bounds(0, _STEPS, integer=True, above=True),
     "logging_steps": Bounds(0, _STEPS, integer=True, above=True),
     "gpus": Bounds(0, 1024, integer=True, above=True),
     "micro_batch": Bounds(0, _ROWS, integer=True, above=True),
 }
-_CHOICES = {"attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"), "dtype": ("auto", "bfloat16", "float32"),
-            "gradient_checkpointing": ("auto",), "compile": ("auto",), "liger": ("auto",), "fused_projections": ("auto",),
-            "micro_batch": ("auto",), "lora_in_base": ("auto",), "cross_entropy": ("auto", "compiled", "eager"),}
+_CHOICES = {
+    "attention": ("auto", "varlen", "fa4", "cudnn", "sdpa"),
+    "dtype": ("auto", "bfloat16", "float32"),
+    "gradient_checkpointing": ("auto",),
+    "compile": ("auto",),
+    "liger": ("auto",),
+    "fused_projections": ("auto",),
+    "micro_batch": ("auto",),
+    "lora_in_base": ("auto",),
+    "cross_entropy": ("auto", "compiled", "eager"),
+}
 _PATHS = ("corpus", "output", "tokenizer")
 
 
@@ -181,16 +193,20 @@ def _value(source: str, key: str, value: object) -> object:
         raise ConfigError(f"{source}: {problem}")
     if isinstance(value, str) and key in _CHOICES and value not in _CHOICES[key]:
         raise ConfigError(f"{source}: key {key!r} must be {wanted}, not {value!r}")
-    if key in RUN_NUMBERS and not isinstance(value, str):   # micro_batch may also be "auto"
+    if key in RUN_NUMBERS and not isinstance(value, str):  # micro_batch may also be "auto"
         problem = number_problem(key, value, RUN_NUMBERS[key])
         if problem:
             raise ConfigError(f"{source}: {problem}")
     if key == "target_modules":
         if not value or not all(isinstance(v, str) and v for v in value):  # type: ignore[attr-defined]
-            raise ConfigError(f"{source}: key 'target_modules' must be a non-empty list of module names")
+            raise ConfigError(
+                f"{source}: key 'target_modules' must be a non-empty list of module names"
+            )
         if "all-linear" in value:  # type: ignore[operator]
-            raise ConfigError(f"{source}: key 'target_modules': name the modules to adapt "
-                              "(\"all-linear\" would also adapt vision or audio towers)")
+            raise ConfigError(
+                f"{source}: key 'target_modules': name the modules to adapt "
+                '("all-linear" would also adapt vision or audio towers)'
+            )
         return tuple(value)  # type: ignore[arg-type]
     if key in ("name", "base_model", "corpus", "output") and not value:
         raise ConfigError(f"{source}: key {key!r} must not be empty")
@@ -208,7 +224,9 @@ def parse_run_config(text: str, source: str, base_dir: Path | None = None) -> Ru
     return run_config_from_doc(doc, source, base_dir)
 
 
-def run_config_from_doc(doc: dict[str, object], source: str, base_dir: Path | None = None) -> RunConfig:
+def run_config_from_doc(
+    doc: dict[str, object], source: str, base_dir: Path | None = None
+) -> RunConfig:
     """RUN.toml's parsed table checked strictly; relative paths resolved against `base_dir`."""
     values = {k: _value(source, k, v) for k, v in doc.items()}
     for key in _REQUIRED:
@@ -257,5 +275,11 @@ def with_overrides(cfg: RunConfig, **changes: object) -> RunConfig:
     return replace(cfg, **changes)  # type: ignore[arg-type]
 
 
-__all__ = ["RunConfig", "parse_run_config", "load_run_config", "config_to_dict", "with_overrides",
-           "DEFAULT_TARGETS"]
+__all__ = [
+    "RunConfig",
+    "parse_run_config",
+    "load_run_config",
+    "config_to_dict",
+    "with_overrides",
+    "DEFAULT_TARGETS",
+]

@@ -98,7 +98,9 @@ class RunDir:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as e:
-            raise RunRefused(f"{self.manifest_path} cannot be read ({e}); refusing to touch the run") from None
+            raise RunRefused(
+                f"{self.manifest_path} cannot be read ({e}); refusing to touch the run"
+            ) from None
 
     def write_manifest(self, manifest: dict) -> None:
         """Write run.json atomically."""
@@ -110,16 +112,22 @@ class RunDir:
             raise RunRefused(f"output {self.path} exists and is not a folder")
         manifest = self.read_manifest() if self.path.is_dir() else {}
         if final_adapter(str(self.path)) is not None or manifest.get("state") == "finished":
-            raise RunRefused(f"run {self.path} already finished (it has its final adapter); "
-                             "refusing to overwrite it: choose another output folder")
+            raise RunRefused(
+                f"run {self.path} already finished (it has its final adapter); "
+                "refusing to overwrite it: choose another output folder"
+            )
         if manifest.get("state") in LIVE_STATES and manifest.get("pid") not in (None, os.getpid()):
             if pid_alive(int(manifest["pid"]), manifest.get("start_ticks")):
-                raise RunRefused(f"run {self.path} is live (pid {manifest['pid']}); refusing to start it twice")
+                raise RunRefused(
+                    f"run {self.path} is live (pid {manifest['pid']}); refusing to start it twice"
+                )
         if self.path.is_dir() and not manifest:
             foreign = not_fresh(os.listdir(self.path), resumable=True)
             if foreign:
-                raise RunRefused(f"output {self.path} holds files that are not a fleetdeck run "
-                                 f"({', '.join(sorted(foreign)[:3])}); choose an empty or new folder")
+                raise RunRefused(
+                    f"output {self.path} holds files that are not a fleetdeck run "
+                    f"({', '.join(sorted(foreign)[:3])}); choose an empty or new folder"
+                )
         return manifest
 
     def checkpoints(self) -> list[tuple[int, Path]]:
@@ -152,8 +160,19 @@ class RunDir:
 
 
 #: run.json keys each (re)starting trainer process writes afresh
-RECOMPUTED = ("lora", "recipe", "packing", "corpus", "max_steps", "train_rows", "eval_rows", "adapter",
-              "final_eval_loss", "finished_time", "failed_time")
+RECOMPUTED = (
+    "lora",
+    "recipe",
+    "packing",
+    "corpus",
+    "max_steps",
+    "train_rows",
+    "eval_rows",
+    "adapter",
+    "final_eval_loss",
+    "finished_time",
+    "failed_time",
+)
 
 
 def new_manifest(previous: dict, config: dict, corpus_sha: str | None, world_size: int) -> dict:
@@ -162,16 +181,18 @@ def new_manifest(previous: dict, config: dict, corpus_sha: str | None, world_siz
     # what this process measures again (and writes while it runs) must not be overwritten at the
     # end by an earlier attempt's values
     manifest = {k: v for k, v in previous.items() if k not in RECOMPUTED}
-    manifest.update({
-        "config": config,
-        "corpus_sha256": corpus_sha,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "start_ticks": ticks,
-        "start_time": started if started is not None else time.time(),
-        "world_size": world_size,
-        "error": None,
-    })
+    manifest.update(
+        {
+            "config": config,
+            "corpus_sha256": corpus_sha,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "start_ticks": ticks,
+            "start_time": started if started is not None else time.time(),
+            "world_size": world_size,
+            "error": None,
+        }
+    )
     manifest.setdefault("states", [])
     return manifest
 
@@ -187,11 +208,23 @@ def set_state(run: RunDir, manifest: dict, state: str, **extra: object) -> None:
     merged = {**on_disk, **{k: v for k, v in manifest.items() if k not in RECOMPUTED}}
     merged["state"] = state
     merged.update(extra)
-    merged["states"] = [*manifest.get("states", []), {"state": state, "time": time.time(), "pid": os.getpid()}]
+    merged["states"] = [
+        *manifest.get("states", []),
+        {"state": state, "time": time.time(), "pid": os.getpid()},
+    ]
     manifest.clear()
     manifest.update(merged)
     run.write_manifest(manifest)
 
 
-__all__ = ["RunDir", "RunRefused", "atomic_write_text", "corpus_sha256", "new_manifest", "set_state",
-           "process_start_time", "pid_alive", "sha256_file"]
+__all__ = [
+    "RunDir",
+    "RunRefused",
+    "atomic_write_text",
+    "corpus_sha256",
+    "new_manifest",
+    "set_state",
+    "process_start_time",
+    "pid_alive",
+    "sha256_file",
+]

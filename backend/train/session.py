@@ -41,20 +41,33 @@ def prepare(cfg, rank: int, world: int, log):
     docs = read_documents(Path(cfg.corpus))
     engine = Engine(cfg, device, rank, world, log)
     train, held = build_splits(docs, tok, cfg.seq_len, engine.packing, cfg.eval_fraction, cfg.seed)
-    engine.corpus_facts = corpus_facts(docs, train.tokens, tok, _sha256(cfg.corpus) if rank == 0 else None)
+    engine.corpus_facts = corpus_facts(
+        docs, train.tokens, tok, _sha256(cfg.corpus) if rank == 0 else None
+    )
     if rank == 0:
         log(describe_facts(engine.corpus_facts))
         for w in engine.corpus_facts["warnings"]:
             log(f"warning: {w}")
-    packing = "on" if engine.packing else (f"off ({engine.recipe.packing_off.split(';')[0]})"
-                                           if engine.recipe.packing_off else "off")
-    log(f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
-        f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {packing}")
+    packing = (
+        "on"
+        if engine.packing
+        else (
+            f"off ({engine.recipe.packing_off.split(';')[0]})"
+            if engine.recipe.packing_off
+            else "off"
+        )
+    )
+    log(
+        f"corpus: {len(docs)} documents, {len(train.rows)} train rows ({train.real_tokens} tokens), "
+        f"{len(held.rows) if held else 0} eval rows; seq_len {cfg.seq_len}, packing {packing}"
+    )
     if tok.vocab_size > engine.shapes.vocab:
         from .models import ModelError
 
-        raise ModelError(f"the tokenizer has {tok.vocab_size} tokens but the model's vocabulary only "
-                         f"{engine.shapes.vocab}; give a matching tokenizer")
+        raise ModelError(
+            f"the tokenizer has {tok.vocab_size} tokens but the model's vocabulary only "
+            f"{engine.shapes.vocab}; give a matching tokenizer"
+        )
     log(engine.plan.summary())
     log(f"trainable parameters {engine.n_lora:,}; frozen matmul parameters {engine.n_matmul:,}")
     schedule = StepSchedule(len(train.rows), cfg.rows_per_step, world, cfg.seed)
@@ -73,11 +86,18 @@ def _sha256(corpus: str) -> str | None:
 
 
 def _trainer_state(engine: Engine, step: int, history: list, best: tuple | None, schedule) -> dict:
-    return {"global_step": step, "max_steps": engine.max_steps, "epoch": schedule.epoch_at(step),
-            "eval_steps": engine.cfg.eval_steps, "save_steps": engine.cfg.save_steps,
-            "logging_steps": engine.cfg.logging_steps, "train_batch_size": engine.cfg.batch_size,
-            "best_metric": best[0] if best else None, "best_model_checkpoint": best[1] if best else None,
-            "log_history": history}
+    return {
+        "global_step": step,
+        "max_steps": engine.max_steps,
+        "epoch": schedule.epoch_at(step),
+        "eval_steps": engine.cfg.eval_steps,
+        "save_steps": engine.cfg.save_steps,
+        "logging_steps": engine.cfg.logging_steps,
+        "train_batch_size": engine.cfg.batch_size,
+        "best_metric": best[0] if best else None,
+        "best_model_checkpoint": best[1] if best else None,
+        "log_history": history,
+    }
 
 
 def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, float | None]:
@@ -85,15 +105,25 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
     engine, train, held, schedule = prepare(cfg, rank, world, log)
     if rank == 0:
         manifest = run.read_manifest()
-        manifest.update(lora={"adapted_modules": len(engine.plan.modules), "per_target": engine.plan.per_target,
-                              "per_layer_type": engine.plan.per_layer_type,
-                              "skipped_tower_modules": len(engine.plan.skipped_tower),
-                              "trainable_parameters": engine.n_lora},
-                        recipe=recipe.line(engine), max_steps=engine.max_steps,
-                        packing={"requested": cfg.packing, "used": engine.packing,
-                                 "reason": engine.recipe.packing_off},
-                        corpus=engine.corpus_facts,
-                        train_rows=len(train.rows), eval_rows=len(held.rows) if held else 0)
+        manifest.update(
+            lora={
+                "adapted_modules": len(engine.plan.modules),
+                "per_target": engine.plan.per_target,
+                "per_layer_type": engine.plan.per_layer_type,
+                "skipped_tower_modules": len(engine.plan.skipped_tower),
+                "trainable_parameters": engine.n_lora,
+            },
+            recipe=recipe.line(engine),
+            max_steps=engine.max_steps,
+            packing={
+                "requested": cfg.packing,
+                "used": engine.packing,
+                "reason": engine.recipe.packing_off,
+            },
+            corpus=engine.corpus_facts,
+            train_rows=len(train.rows),
+            eval_rows=len(held.rows) if held else 0,
+        )
         run.write_manifest(manifest)
     history: list[dict] = []
     best: tuple | None = None
@@ -108,8 +138,10 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
         log(f"resuming from {newest[1].name} (step {start} of {engine.max_steps})")
     if rank == 0:
         run.truncate_progress(start)
-    log(f"training {engine.max_steps} steps of {cfg.rows_per_step * world} rows "
-        f"({cfg.rows_per_step * world * cfg.seq_len} tokens at most)")
+    log(
+        f"training {engine.max_steps} steps of {cfg.rows_per_step * world} rows "
+        f"({cfg.rows_per_step * world * cfg.seq_len} tokens at most)"
+    )
     eval_loss = None
     for step in range(start, engine.max_steps):
         t0 = time.perf_counter()
@@ -122,22 +154,41 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
         last = done == engine.max_steps
         if held is not None and (done % cfg.eval_steps == 0 or last):
             eval_loss = engine.evaluate(held)
-        entry = {"step": done, "loss": round(loss, 6), "learning_rate": lr, "epoch": schedule.epoch_at(done)}
+        entry = {
+            "step": done,
+            "loss": round(loss, 6),
+            "learning_rate": lr,
+            "epoch": schedule.epoch_at(done),
+        }
         history.append(entry)
         if eval_loss is not None:
-            history.append({"step": done, "eval_loss": round(eval_loss, 6), "epoch": schedule.epoch_at(done)})
+            history.append(
+                {"step": done, "eval_loss": round(eval_loss, 6), "epoch": schedule.epoch_at(done)}
+            )
             if best is None or eval_loss < best[0]:
                 best = (eval_loss, str(run.checkpoints_dir / f"checkpoint-{done}"))
         if rank == 0 and (done % cfg.logging_steps == 0 or eval_loss is not None or last):
-            run.append_progress({"step": done, "max_steps": engine.max_steps, "loss": round(loss, 6),
-                                 "lr": lr, "eval_loss": None if eval_loss is None else round(eval_loss, 6),
-                                 "seconds_per_step": round(dt, 4),
-                                 "tokens_per_second": round(tokens * world / dt, 1), "time": time.time()})
-            log(f"step {done}/{engine.max_steps} loss {loss:.4f} lr {lr:.3g}"
+            run.append_progress(
+                {
+                    "step": done,
+                    "max_steps": engine.max_steps,
+                    "loss": round(loss, 6),
+                    "lr": lr,
+                    "eval_loss": None if eval_loss is None else round(eval_loss, 6),
+                    "seconds_per_step": round(dt, 4),
+                    "tokens_per_second": round(tokens * world / dt, 1),
+                    "time": time.time(),
+                }
+            )
+            log(
+                f"step {done}/{engine.max_steps} loss {loss:.4f} lr {lr:.3g}"
                 + (f" eval_loss {eval_loss:.4f}" if eval_loss is not None else "")
-                + f" {dt:.3f} s/step {tokens * world / dt:,.0f} tok/s")
+                + f" {dt:.3f} s/step {tokens * world / dt:,.0f} tok/s"
+            )
         if done % cfg.save_steps == 0 or last:
-            _save_checkpoint(engine, run, done, _trainer_state(engine, done, history, best, schedule), rank, log)
+            _save_checkpoint(
+                engine, run, done, _trainer_state(engine, done, history, best, schedule), rank, log
+            )
     adapter = run.adapter_dir
     if rank == 0:
         tmp = run.path / ".adapter.tmp"

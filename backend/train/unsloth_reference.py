@@ -32,14 +32,35 @@ from pathlib import Path
 
 #: what the Unsloth process imports (the modules, not the distributions' names), in the order a
 #: missing one is named; Unsloth 2026.10.9 and unsloth_zoo import each of these when they load
-NEEDS = ("unsloth", "unsloth_zoo", "trl", "datasets", "bitsandbytes", "torchao", "cut_cross_entropy",
-         "tyro", "msgspec", "structlog", "json5", "nest_asyncio", "pydantic", "dill", "multiprocess")
+NEEDS = (
+    "unsloth",
+    "unsloth_zoo",
+    "trl",
+    "datasets",
+    "bitsandbytes",
+    "torchao",
+    "cut_cross_entropy",
+    "tyro",
+    "msgspec",
+    "structlog",
+    "json5",
+    "nest_asyncio",
+    "pydantic",
+    "dill",
+    "multiprocess",
+)
 #: the recipe name the bench reports
 NAME = "unsloth"
 #: the environment the Unsloth process runs in: nothing is fetched, no usage statistics sent
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "UNSLOTH_DISABLE_STATISTICS": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "UNSLOTH_DISABLE_STATISTICS": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+}
 
 
 #: where the Unsloth process finds its packages, when they are kept off the bench's own path (the
@@ -56,8 +77,16 @@ def missing() -> list[str]:
     for name in NEEDS:
         try:
             if extra:
-                base = [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p
-                                                      or p.startswith(sys.base_prefix))]
+                base = [
+                    p
+                    for p in sys.path
+                    if p
+                    and (
+                        "site-packages" in p
+                        or "dist-packages" in p
+                        or p.startswith(sys.base_prefix)
+                    )
+                ]
                 found = importlib.machinery.PathFinder.find_spec(name, extra + base) is not None
             else:
                 found = importlib.util.find_spec(name) is not None
@@ -70,10 +99,12 @@ def missing() -> list[str]:
 
 def refusal(lost: list[str]) -> str:
     """The sentence `fleetdeck bench` prints when the Unsloth reference cannot run here."""
-    return (f"--references unsloth needs Unsloth importable by this Python ({sys.executable}); missing: "
-            f"{', '.join(lost)}. Install unsloth==2026.10.9 with its requirements (unsloth_zoo, trl<=1.15, "
-            "datasets<5, bitsandbytes, torchao, cut_cross_entropy, tyro, msgspec, structlog, json5, "
-            "nest_asyncio, pydantic), or on a lent H200 carry the wheels of benchmarks/unsloth_wheels.sh")
+    return (
+        f"--references unsloth needs Unsloth importable by this Python ({sys.executable}); missing: "
+        f"{', '.join(lost)}. Install unsloth==2026.10.9 with its requirements (unsloth_zoo, trl<=1.15, "
+        "datasets<5, bitsandbytes, torchao, cut_cross_entropy, tyro, msgspec, structlog, json5, "
+        "nest_asyncio, pydantic), or on a lent H200 carry the wheels of benchmarks/unsloth_wheels.sh"
+    )
 
 
 def write_checkpoint(cfg, folder: Path, log) -> Path:
@@ -98,8 +129,10 @@ def write_checkpoint(cfg, folder: Path, log) -> Path:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     byte_tokenizer().save_pretrained(str(out))
-    log(f"{NAME}: wrote {cfg.base_model} (seed {cfg.seed}) as a checkpoint in {out} "
-        f"({time.perf_counter() - t0:.1f} s)")
+    log(
+        f"{NAME}: wrote {cfg.base_model} (seed {cfg.seed}) as a checkpoint in {out} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     return out
 
 
@@ -111,16 +144,39 @@ def byte_tokenizer():
 
     vocab = {f"<0x{i:02X}>": i for i in range(256)}
     vocab["<|endoftext|>"], vocab["<|pad|>"] = 256, 257
-    special = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                "normalized": False, "special": True} for t, i in (("<|endoftext|>", 256), ("<|pad|>", 257))]
-    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
-            "normalizer": None, "pre_tokenizer": None, "post_processor": None,
-            "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<|endoftext|>"}}
+    special = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for t, i in (("<|endoftext|>", 256), ("<|pad|>", 257))
+    ]
+    spec = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": special,
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<|endoftext|>"},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tokenizer.json"
         path.write_text(json.dumps(spec))
-        return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<|endoftext|>", pad_token="<|pad|>",
-                                       unk_token="<|endoftext|>", model_max_length=1 << 20)
+        return PreTrainedTokenizerFast(
+            tokenizer_file=str(path),
+            eos_token="<|endoftext|>",
+            pad_token="<|pad|>",
+            unk_token="<|endoftext|>",
+            model_max_length=1 << 20,
+        )
 
 
 def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off") -> dict:
@@ -130,7 +186,9 @@ def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off
     lost = missing()
     if lost:
         raise RuntimeError(refusal(lost))
-    folder = Path(os.environ.get("FLEETDECK_UNSLOTH_DIR") or tempfile.gettempdir()) / "fleetdeck-unsloth"
+    folder = (
+        Path(os.environ.get("FLEETDECK_UNSLOTH_DIR") or tempfile.gettempdir()) / "fleetdeck-unsloth"
+    )
     folder.mkdir(parents=True, exist_ok=True)
     ckpt = write_checkpoint(cfg, folder, log)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=folder))
@@ -138,15 +196,35 @@ def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off
     env = {**os.environ, **OFFLINE_ENV}
     if os.environ.get(PATH_VAR):
         env["PYTHONPATH"] = os.environ[PATH_VAR]
-    cmd = [sys.executable, "-m", "fleetdeck.backend.train.unsloth_reference", cfg.source,
-           "--checkpoint", str(ckpt), "--steps", str(steps), "--warmup", str(warmup),
-           "--checkpointing", checkpointing, "--out", str(result)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fleetdeck.backend.train.unsloth_reference",
+        cfg.source,
+        "--checkpoint",
+        str(ckpt),
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--checkpointing",
+        checkpointing,
+        "--out",
+        str(result),
+    ]
     log(f"{NAME}: its own process: {' '.join(cmd[1:])} (cwd {work})")
     t0 = time.perf_counter()
     # its lines pass through as they come (a run stopped from outside still leaves its batch
     # search in the log); the last ones are kept to say why it failed
-    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=sys.stderr, stderr=subprocess.PIPE, text=True,
-                            errors="replace")
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        env=env,
+        stdout=sys.stderr,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    )
     tail: collections.deque[str] = collections.deque(maxlen=40)
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -171,7 +249,11 @@ def piece_lengths(inputs: dict) -> list[int]:
     Unsloth's `packed_seq_lengths`, else position ids restarting at 0, else reference.fed_lengths."""
     psl = inputs.get("packed_seq_lengths")
     if psl is not None:
-        return [int(n) for n in (psl.flatten().tolist() if hasattr(psl, "flatten") else psl) if int(n) > 0]
+        return [
+            int(n)
+            for n in (psl.flatten().tolist() if hasattr(psl, "flatten") else psl)
+            if int(n) > 0
+        ]
     pos = inputs.get("position_ids")
     if pos is not None and inputs.get("attention_mask") is None:
         out = []
@@ -189,8 +271,14 @@ def _pieces(cfg) -> list[list[int]]:
     row order: packing fits them back into `seq_len`-token rows."""
     from .corpus import ByteTokenizer, build_splits, read_documents
 
-    train, _ = build_splits(read_documents(Path(cfg.corpus)), ByteTokenizer(), cfg.seq_len, True,
-                            cfg.eval_fraction, cfg.seed)
+    train, _ = build_splits(
+        read_documents(Path(cfg.corpus)),
+        ByteTokenizer(),
+        cfg.seq_len,
+        True,
+        cfg.eval_fraction,
+        cfg.seed,
+    )
     full = [r for r in train.rows if sum(e - s for s, e in r) == cfg.seq_len]
     return [train.tokens[s:e].tolist() for r in full for s, e in r]
 
@@ -204,20 +292,36 @@ def _attention_backend() -> str:
         xformers = bool(getattr(ad, "HAS_XFORMERS", False))
     except Exception as e:  # noqa: BLE001 - a renamed module: say so rather than guess
         return f"unknown ({type(e).__name__})"
-    return "flash-attn 2 varlen" if flash else "xformers block-diagonal" if xformers else "PyTorch SDPA"
+    return (
+        "flash-attn 2 varlen"
+        if flash
+        else "xformers block-diagonal"
+        if xformers
+        else "PyTorch SDPA"
+    )
 
 
 def child_main(argv: list[str] | None = None) -> int:
     """The Unsloth process: load, patch, search the batch, time the steps, write the result."""
     p = argparse.ArgumentParser(prog="python -m fleetdeck.backend.train.unsloth_reference")
     p.add_argument("run_toml")
-    p.add_argument("--checkpoint", required=True, help="a local checkpoint folder (config, safetensors, tokenizer)")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a local checkpoint folder (config, safetensors, tokenizer)",
+    )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--checkpointing", choices=("off", "unsloth", "true"), default="off",
-                   help="gradient checkpointing: off (then 'unsloth' if batch 1 does not fit), Unsloth's "
-                        "offloaded mode, or plain")
-    p.add_argument("--batch", type=int, default=0, help="a fixed per-device batch instead of the search")
+    p.add_argument(
+        "--checkpointing",
+        choices=("off", "unsloth", "true"),
+        default="off",
+        help="gradient checkpointing: off (then 'unsloth' if batch 1 does not fit), Unsloth's "
+        "offloaded mode, or plain",
+    )
+    p.add_argument(
+        "--batch", type=int, default=0, help="a fixed per-device batch instead of the search"
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     for k, v in OFFLINE_ENV.items():
@@ -248,20 +352,37 @@ def child_main(argv: list[str] | None = None) -> int:
 
     def load(gc_mode):
         model, tokenizer = FastLanguageModel.from_pretrained(
-            model_name=args.checkpoint, max_seq_length=cfg.seq_len, dtype=torch.bfloat16, load_in_4bit=False,
-            load_in_8bit=False, load_in_16bit=True, full_finetuning=False, local_files_only=True,
-            use_gradient_checkpointing=gc_mode, random_state=cfg.seed)
+            model_name=args.checkpoint,
+            max_seq_length=cfg.seq_len,
+            dtype=torch.bfloat16,
+            load_in_4bit=False,
+            load_in_8bit=False,
+            load_in_16bit=True,
+            full_finetuning=False,
+            local_files_only=True,
+            use_gradient_checkpointing=gc_mode,
+            random_state=cfg.seed,
+        )
         model = FastLanguageModel.get_peft_model(
-            model, r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-            target_modules=list(cfg.target_modules), bias="none", use_gradient_checkpointing=gc_mode,
-            random_state=cfg.seed, max_seq_length=cfg.seq_len)
+            model,
+            r=cfg.lora_rank,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=list(cfg.target_modules),
+            bias="none",
+            use_gradient_checkpointing=gc_mode,
+            random_state=cfg.seed,
+            max_seq_length=cfg.seq_len,
+        )
         return model, tokenizer
 
     t0 = time.perf_counter()
     model, tokenizer = load(mode)
     adapted = sum(1 for n, _ in model.named_modules() if n.endswith(".lora_A"))
-    log(f"{NAME}: Unsloth {unsloth.__version__} loaded {args.checkpoint} in {time.perf_counter() - t0:.1f} s; "
-        f"{adapted} LoRA modules, attention for packed rows: {_attention_backend()}")
+    log(
+        f"{NAME}: Unsloth {unsloth.__version__} loaded {args.checkpoint} in {time.perf_counter() - t0:.1f} s; "
+        f"{adapted} LoRA modules, attention for packed rows: {_attention_backend()}"
+    )
     times: list[float] = []
     step_tokens: list[int] = []
     step_sq: list[int] = []
@@ -295,18 +416,37 @@ def child_main(argv: list[str] | None = None) -> int:
     def run(batch: int, accum: int, n: int, announce: bool = False) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             conf = SFTConfig(
-                output_dir=tmp, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
-                max_steps=n, learning_rate=cfg.lr, bf16=True, logging_steps=1, save_strategy="no",
-                report_to=[], dataloader_num_workers=0, seed=cfg.seed, packing=True,
-                max_length=cfg.seq_len, dataset_num_proc=1, disable_tqdm=True)
-            trainer = Counting(model=model, args=conf, train_dataset=dataset, processing_class=tokenizer,
-                               callbacks=[Timer()])
+                output_dir=tmp,
+                per_device_train_batch_size=batch,
+                gradient_accumulation_steps=accum,
+                max_steps=n,
+                learning_rate=cfg.lr,
+                bf16=True,
+                logging_steps=1,
+                save_strategy="no",
+                report_to=[],
+                dataloader_num_workers=0,
+                seed=cfg.seed,
+                packing=True,
+                max_length=cfg.seq_len,
+                dataset_num_proc=1,
+                disable_tqdm=True,
+            )
+            trainer = Counting(
+                model=model,
+                args=conf,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=[Timer()],
+            )
             if announce:
                 log(f"{NAME}: batch {batch} x {accum} accumulation, {batch * accum} rows per step")
             try:
                 trainer.train()
             finally:
-                trainer.model = trainer.model_wrapped = trainer.optimizer = trainer.lr_scheduler = None
+                trainer.model = trainer.model_wrapped = trainer.optimizer = trainer.lr_scheduler = (
+                    None
+                )
                 del trainer
 
     def trial(b: int) -> float | None:
@@ -337,7 +477,9 @@ def child_main(argv: list[str] | None = None) -> int:
     else:
         batch, search = search_batch(trial, lambda m: log(m.replace("reference-strong", NAME)))
         if batch is None and mode is False:
-            log(f"{NAME}: batch 1 does not fit without gradient checkpointing; Unsloth's offloaded mode")
+            log(
+                f"{NAME}: batch 1 does not fit without gradient checkpointing; Unsloth's offloaded mode"
+            )
             del model
             torch.cuda.empty_cache()
             mode = "unsloth"
@@ -354,21 +496,47 @@ def child_main(argv: list[str] | None = None) -> int:
     peak = torch.cuda.max_memory_allocated()
     attention = _attention_backend()
     gc_word = {False: "off", True: "on", "unsloth": "Unsloth's offloaded mode"}[mode]
-    description = (f"Unsloth {unsloth.__version__} FastLanguageModel (16-bit LoRA) + trl SFTTrainer, sample packing "
-                   f"(no padding), attention {attention}, lora_dropout {cfg.lora_dropout:g}, gradient "
-                   f"checkpointing {gc_word}, batch {batch} x {accum} accumulation"
-                   + (" (searched in the trainer)" if search else "") + ", bf16")
-    out = {"recipe": NAME, "description": description, "times": times, "tokens": step_tokens,
-           "attn_sq": step_sq, "peak": peak, "batch": batch, "gradient_checkpointing": gc_word,
-           "lora_dropout": cfg.lora_dropout, "rows_per_step": batch * accum, "attention": attention,
-           "adapted_modules": adapted, "unsloth_version": unsloth.__version__,
-           "batch_search": {str(b): (round(v, 1) if v is not None else None) for b, v in search.items()}}
+    description = (
+        f"Unsloth {unsloth.__version__} FastLanguageModel (16-bit LoRA) + trl SFTTrainer, sample packing "
+        f"(no padding), attention {attention}, lora_dropout {cfg.lora_dropout:g}, gradient "
+        f"checkpointing {gc_word}, batch {batch} x {accum} accumulation"
+        + (" (searched in the trainer)" if search else "")
+        + ", bf16"
+    )
+    out = {
+        "recipe": NAME,
+        "description": description,
+        "times": times,
+        "tokens": step_tokens,
+        "attn_sq": step_sq,
+        "peak": peak,
+        "batch": batch,
+        "gradient_checkpointing": gc_word,
+        "lora_dropout": cfg.lora_dropout,
+        "rows_per_step": batch * accum,
+        "attention": attention,
+        "adapted_modules": adapted,
+        "unsloth_version": unsloth.__version__,
+        "batch_search": {
+            str(b): (round(v, 1) if v is not None else None) for b, v in search.items()
+        },
+    }
     Path(args.out).write_text(json.dumps(out))
     return 0
 
 
-__all__ = ["NAME", "NEEDS", "OFFLINE_ENV", "byte_tokenizer", "child_main", "measure_unsloth", "missing",
-           "piece_lengths", "refusal", "write_checkpoint"]
+__all__ = [
+    "NAME",
+    "NEEDS",
+    "OFFLINE_ENV",
+    "byte_tokenizer",
+    "child_main",
+    "measure_unsloth",
+    "missing",
+    "piece_lengths",
+    "refusal",
+    "write_checkpoint",
+]
 
 
 if __name__ == "__main__":

@@ -74,7 +74,9 @@ def badge_text(firing: int, on_alerts_view: bool = False) -> str:
     ("" when none)."""
     if not firing:
         return ""
-    return f"⚠ {firing} alert{'' if firing == 1 else 's'}" + ("" if on_alerts_view else " (press 5)")
+    return f"⚠ {firing} alert{'' if firing == 1 else 's'}" + (
+        "" if on_alerts_view else " (press 5)"
+    )
 
 
 class AlertWatch:
@@ -85,16 +87,23 @@ class AlertWatch:
         self.app = app
         self.enabled = enabled
         self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
-        self.monitor = Monitor(app.fleet, role="observe", source=app.source, report=self._said, link=app.link,
-                               history=History(retention_days=self.config.history_retention_days))
+        self.monitor = Monitor(
+            app.fleet,
+            role="observe",
+            source=app.source,
+            report=self._said,
+            link=app.link,
+            history=History(retention_days=self.config.history_retention_days),
+        )
         self.history: History | None = self.monitor.history
         self._first = True
         self._base_subtitle: str | None = None
         #: toasts waiting for a pop-up to close (the newest HELD_TOASTS)
         self.held: list[tuple[str, dict]] = []
         #: the silences as saved (read again when the file changes)
-        self.silences = SilenceStore(warn=lambda w: self.toast(said(w), title="Silences", severity="warning",
-                                                                markup=False))
+        self.silences = SilenceStore(
+            warn=lambda w: self.toast(said(w), title="Silences", severity="warning", markup=False)
+        )
 
     @property
     def engine(self):
@@ -113,7 +122,7 @@ class AlertWatch:
         if a.state != "firing":
             return None
         self.silences.refresh()
-        return self.silences.of(a)   # silences are kept in real time, whatever clock the view shows
+        return self.silences.of(a)  # silences are kept in real time, whatever clock the view shows
 
     def unsilenced(self) -> list[Alert]:
         """The firing alerts no silence holds (what the badge counts)."""
@@ -125,8 +134,10 @@ class AlertWatch:
             return None
         w = running_watch()
         if w is None:
-            return ("Hooks: no fleetdeck watch runs on this state folder, so no hook is delivered "
-                    "(the dashboard never delivers; start watch, e.g. as the systemd unit).")
+            return (
+                "Hooks: no fleetdeck watch runs on this state folder, so no hook is delivered "
+                "(the dashboard never delivers; start watch, e.g. as the systemd unit)."
+            )
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(w.get("started") or 0))
         return f"Hooks: delivered by fleetdeck watch (pid {w.get('pid')}, since {when}), once per transition."
 
@@ -170,21 +181,38 @@ class AlertWatch:
         transitions = self.monitor.after_poll(snap, recorded_checks())
         # only a critical alert rings and pops up; the others are in the view and the badge
         # (a silenced one is not delivered: neither rung nor toasted)
-        fired = [a for a in transitions if a.state == "firing" and a.severity == "critical"
-                 and self.silence_of(a) is None]
+        fired = [
+            a
+            for a in transitions
+            if a.state == "firing" and a.severity == "critical" and self.silence_of(a) is None
+        ]
         if fired:
             self.app.bell()
             if first and len(fired) > 1:
                 # at start everything already wrong "starts firing": one toast, not a wall of them
                 # covering the screen the operator has just opened (at 80x24, all of it)
                 rules = sorted({a.rule for a in fired})
-                self.toast(f"{len(fired)} critical alerts firing ({', '.join(rules)}): press 5 to see them.",
-                           title="Alerts", severity="error", timeout=10)
+                self.toast(
+                    f"{len(fired)} critical alerts firing ({', '.join(rules)}): press 5 to see them.",
+                    title="Alerts",
+                    severity="error",
+                    timeout=10,
+                )
             else:
                 for a in fired[:2]:
-                    self.toast(said(a.text), title=said(a.title), severity="error", timeout=10, markup=False)
+                    self.toast(
+                        said(a.text),
+                        title=said(a.title),
+                        severity="error",
+                        timeout=10,
+                        markup=False,
+                    )
                 if len(fired) > 2:
-                    self.toast(f"and {len(fired) - 2} more critical: press 5", title="Alerts", severity="error")
+                    self.toast(
+                        f"and {len(fired) - 2} more critical: press 5",
+                        title="Alerts",
+                        severity="error",
+                    )
         self.flush_toasts()
         self.show_badge()
         return transitions
@@ -197,13 +225,15 @@ class AlertWatch:
         for h in snap.hosts:
             if not h.reachable:
                 continue
-            for path, pts in self.history.series(h.name, "disk", since - self.config.disk_rate_window).items():
+            for path, pts in self.history.series(
+                h.name, "disk", since - self.config.disk_rate_window
+            ).items():
                 for t, used, free in pts:
                     if used is not None and free is not None:
                         self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
             used_by_gpu = self.history.gpu_memory(h.name, since)
             for g in h.gpus:
-                pts = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1):]
+                pts = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1) :]
                 if not pts or not g.memory_total_mib:
                     continue
                 fracs = [min(1.0, p / g.memory_total_mib) for p in pts]
@@ -227,19 +257,39 @@ class AlertsScreen(ViewScreen):
     seats and each card's headroom under them."""
 
     SHOWS_AGES = True
-    BINDINGS = [Binding("c", "check_seat", "Check seat",
-                        tooltip="seats check on the highlighted seat: one completion with logprobs, "
-                        "sent from its host"),
-                Binding("s", "silence", "Silence",
-                        tooltip="silence alerts like the highlighted one for a while (host, rule, subject, "
-                        "how long, why): they still show, marked, but no hook hears of them"),
-                # in the help screen (?) and the silences line, not the footer: 80 columns hold no more
-                Binding("d", "describe_seat", "Describe", show=False,
-                        tooltip="describe the highlighted seat: its whole command line and flags, the endpoint, "
-                        "the last check, escaped (y copies)"),
-                Binding("e", "expire_silence", "Expire", show=False,
-                        tooltip="end the highlighted silence now (the silences table's, else the one over "
-                        "the highlighted alert): what it held is delivered")]
+    BINDINGS = [
+        Binding(
+            "c",
+            "check_seat",
+            "Check seat",
+            tooltip="seats check on the highlighted seat: one completion with logprobs, "
+            "sent from its host",
+        ),
+        Binding(
+            "s",
+            "silence",
+            "Silence",
+            tooltip="silence alerts like the highlighted one for a while (host, rule, subject, "
+            "how long, why): they still show, marked, but no hook hears of them",
+        ),
+        # in the help screen (?) and the silences line, not the footer: 80 columns hold no more
+        Binding(
+            "d",
+            "describe_seat",
+            "Describe",
+            show=False,
+            tooltip="describe the highlighted seat: its whole command line and flags, the endpoint, "
+            "the last check, escaped (y copies)",
+        ),
+        Binding(
+            "e",
+            "expire_silence",
+            "Expire",
+            show=False,
+            tooltip="end the highlighted silence now (the silences table's, else the one over "
+            "the highlighted alert): what it held is delivered",
+        ),
+    ]
 
     def __init__(self) -> None:
         super().__init__()
@@ -253,17 +303,49 @@ class AlertsScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="alerts-title", classes="section")
-        yield KeyedTable([("state", "State"), ("severity", "Severity"), ("rule", "Rule"), ("host", "Host"),
-                          ("subject", "Subject"), ("since", "Since"), ("text", "What")], id="alerts-table",
-                         column_sort=True)
+        yield KeyedTable(
+            [
+                ("state", "State"),
+                ("severity", "Severity"),
+                ("rule", "Rule"),
+                ("host", "Host"),
+                ("subject", "Subject"),
+                ("since", "Since"),
+                ("text", "What"),
+            ],
+            id="alerts-table",
+            column_sort=True,
+        )
         yield Static(id="alerts-detail", classes="detail")
         yield Static(id="silences-title", classes="section")
-        yield KeyedTable([("id", "Silence"), ("scope", "Silences"), ("until", "Until"), ("by", "By"),
-                          ("comment", "Why")], id="silences-table", classes="auto", column_sort=True)
+        yield KeyedTable(
+            [
+                ("id", "Silence"),
+                ("scope", "Silences"),
+                ("until", "Until"),
+                ("by", "By"),
+                ("comment", "Why"),
+            ],
+            id="silences-table",
+            classes="auto",
+            column_sort=True,
+        )
         yield Static("Seats and card headroom (c: check the highlighted seat)", classes="section")
-        yield KeyedTable([("host", "Host"), ("seat", "Seat"), ("kind", "Kind"), ("port", "Port"),
-                          ("model", "Model"), ("gpus", "GPUs"), ("memory", "Memory"), ("check", "Last check")],
-                         id="seats-table", classes="auto", column_sort=True)
+        yield KeyedTable(
+            [
+                ("host", "Host"),
+                ("seat", "Seat"),
+                ("kind", "Kind"),
+                ("port", "Port"),
+                ("model", "Model"),
+                ("gpus", "GPUs"),
+                ("memory", "Memory"),
+                ("check", "Last check"),
+            ],
+            id="seats-table",
+            classes="auto",
+            column_sort=True,
+        )
         yield Static(id="seats-check", classes="detail")
         yield Static(id="seats-headroom", classes="detail")
 
@@ -278,15 +360,28 @@ class AlertsScreen(ViewScreen):
         for k, a in self.shown.items():
             s = watch.silence_of(a) if watch is not None else None
             held += s is not None
-            state = Text("silenced", style="yellow") if s else Text(a.state, style=STATE_STYLE.get(a.state, ""))
+            state = (
+                Text("silenced", style="yellow")
+                if s
+                else Text(a.state, style=STATE_STYLE.get(a.state, ""))
+            )
             what = (f"silenced by {shown(s.by)} until {_hhmm(s.ends)}: " if s else "") + a.text
-            rows[k] = (state, severity_text(a.severity if a.state == "firing" else ""), a.rule, a.host,
-                       host_text(a.subject), since_text(a.since, now), message_text(what[:120]))
-        show_text(self.query_one("#alerts-title", Static),
-                  alerts_title(alerts) + (f" ({held} silenced)" if held else ""))
+            rows[k] = (
+                state,
+                severity_text(a.severity if a.state == "firing" else ""),
+                a.rule,
+                a.host,
+                host_text(a.subject),
+                since_text(a.since, now),
+                message_text(what[:120]),
+            )
+        show_text(
+            self.query_one("#alerts-title", Static),
+            alerts_title(alerts) + (f" ({held} silenced)" if held else ""),
+        )
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         if watch is not None:
-            watch.show_badge()   # a silence added or expired here changes what it counts
+            watch.show_badge()  # a silence added or expired here changes what it counts
         self.show_detail()
         self.show_silences()
         self.show_seats()
@@ -298,16 +393,29 @@ class AlertsScreen(ViewScreen):
         if watch is not None:
             watch.silences.refresh()
             active = watch.silences.active()
-        rows = {s.id: (s.id, host_text(s.scope), _hhmm(s.ends), host_text(s.by), message_text(s.comment[:80]))
-                for s in active}
+        rows = {
+            s.id: (
+                s.id,
+                host_text(s.scope),
+                _hhmm(s.ends),
+                host_text(s.by),
+                message_text(s.comment[:80]),
+            )
+            for s in active
+        }
         table = self.query_one("#silences-table", KeyedTable)
         table.sync(rows)
         table.display = bool(rows)
         none = table.none_matched("silence")
-        show_text(self.query_one("#silences-title", Static),
-                  none if none else
-                  f"Silences: {len(rows)} in force (s: silence alerts like the highlighted one, e: expire the "
-                  "highlighted silence)" if rows else "No silences (s: silence alerts like the highlighted one)")
+        show_text(
+            self.query_one("#silences-title", Static),
+            none
+            if none
+            else f"Silences: {len(rows)} in force (s: silence alerts like the highlighted one, e: expire the "
+            "highlighted silence)"
+            if rows
+            else "No silences (s: silence alerts like the highlighted one)",
+        )
 
     def show_seats(self) -> None:
         """The seats table, the last check's line, and one headroom bar per card that holds a
@@ -318,9 +426,16 @@ class AlertsScreen(ViewScreen):
         rows = {}
         for key, s in self.seats.items():
             c = checks.get(f"{s.host}:{s.port}")
-            rows[key] = (s.host, host_text(s.name), host_text(s.kind), str(s.port or "-"), host_text(s.model or "-"),
-                         ",".join(map(str, s.gpus)) or "-", human_mib(s.memory_mib) if s.memory_mib else "-",
-                         verdict_text(c, f"{s.host}:{s.port}" in self.checking))
+            rows[key] = (
+                s.host,
+                host_text(s.name),
+                host_text(s.kind),
+                str(s.port or "-"),
+                host_text(s.model or "-"),
+                ",".join(map(str, s.gpus)) or "-",
+                human_mib(s.memory_mib) if s.memory_mib else "-",
+                verdict_text(c, f"{s.host}:{s.port}" in self.checking),
+            )
         seats_table = self.query_one("#seats-table", KeyedTable)
         seats_table.sync(rows)
         said_box = self.query_one("#seats-check", Static)
@@ -352,16 +467,26 @@ class AlertsScreen(ViewScreen):
         if a is None and none:
             text = Text(none, style="dim")
         elif a is None:
-            text = Text("No alerts. Rules and thresholds: the [alerts] table of the fleet file.", style="dim")
+            text = Text(
+                "No alerts. Rules and thresholds: the [alerts] table of the fleet file.",
+                style="dim",
+            )
         else:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
-            text = message_text(f"{a.title}\n{a.state} since {when}"
-                                + (f", {a.severity}" if a.state == "firing" else "") + f"\n\n{a.text}")
+            text = message_text(
+                f"{a.title}\n{a.state} since {when}"
+                + (f", {a.severity}" if a.state == "firing" else "")
+                + f"\n\n{a.text}"
+            )
             s = watch.silence_of(a) if watch is not None else None
             if s is not None:
-                text.append_text(message_text(
-                    f"\nSilenced by {shown(s.by)} until {time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} "
-                    f"({s.id}, {s.scope}): {s.comment}. No hook hears of it until then (e ends it now).", "yellow"))
+                text.append_text(
+                    message_text(
+                        f"\nSilenced by {shown(s.by)} until {time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} "
+                        f"({s.id}, {s.scope}): {s.comment}. No hook hears of it until then (e ends it now).",
+                        "yellow",
+                    )
+                )
         if who:
             text.append(f"\n{who}", style="dim")
         detail.update(text)
@@ -394,8 +519,11 @@ class AlertsScreen(ViewScreen):
     def _silenced(self, s: Silence | None) -> None:
         if s is None:
             return
-        self.app.notify(said(f"{s.scope} until {_hhmm(s.ends)}: {s.comment}"), title=f"Silenced ({s.id})",
-                        markup=False)
+        self.app.notify(
+            said(f"{s.scope} until {_hhmm(s.ends)}: {s.comment}"),
+            title=f"Silenced ({s.id})",
+            markup=False,
+        )
         self.refresh_view()
 
     def action_expire_silence(self) -> None:
@@ -407,16 +535,25 @@ class AlertsScreen(ViewScreen):
         over = watch.silence_of(a) if watch is not None and a is not None else None
         sid = table.current_key if self.focused is table or over is None else over.id
         if sid is None:
-            self.app.notify("No silence to expire: none is in force.", title="Silences", severity="warning")
+            self.app.notify(
+                "No silence to expire: none is in force.", title="Silences", severity="warning"
+            )
             return
         try:
             s = expire_silence(sid)
         except (SilenceRefused, AuditError) as e:
-            self.app.notify(said(getattr(e, "message", None) or str(e)), title="Not expired", severity="warning",
-                            markup=False)
+            self.app.notify(
+                said(getattr(e, "message", None) or str(e)),
+                title="Not expired",
+                severity="warning",
+                markup=False,
+            )
             return
-        self.app.notify(said(f"{s.scope}: what it held is delivered by the running watch."),
-                        title=f"Expired {s.id}", markup=False)
+        self.app.notify(
+            said(f"{s.scope}: what it held is delivered by the running watch."),
+            title=f"Expired {s.id}",
+            markup=False,
+        )
         self.refresh_view()
 
     def _say(self, text: Text) -> None:
@@ -431,9 +568,14 @@ class AlertsScreen(ViewScreen):
         key = self.query_one("#seats-table", KeyedTable).current_key
         seat = self.seats.get(key) if key is not None else None
         if seat is None:
-            self.app.notify("No seat to describe: no host's probe reported a serving seat." if not self.seats
-                            else "No seat highlighted: tab to the seats table and move to one.",
-                            title="Describe", severity="warning", markup=False)
+            self.app.notify(
+                "No seat to describe: no host's probe reported a serving seat."
+                if not self.seats
+                else "No seat highlighted: tab to the seats table and move to one.",
+                title="Describe",
+                severity="warning",
+                markup=False,
+            )
             return
         where = f"{seat.host}:{seat.port}"
         check = self.verdicts.get(where) or recorded_checks().get(where)
@@ -443,14 +585,19 @@ class AlertsScreen(ViewScreen):
         key = self.query_one("#seats-table", KeyedTable).current_key
         seat = self.seats.get(key) if key is not None else None
         if seat is None:
-            why = ("No seat to check: no host's probe reported a serving seat." if not self.seats else
-                   "No seat highlighted: tab to the seats table and move to one.")
+            why = (
+                "No seat to check: no host's probe reported a serving seat."
+                if not self.seats
+                else "No seat highlighted: tab to the seats table and move to one."
+            )
             self.app.notify(why, title="Seat check", severity="warning")
             self._say(Text(why, style="yellow"))
             return
         if not seat.port:
-            why = (f"Seat {shown(seat.name)} on {seat.host} has no port: the probe found none it listens on, "
-                   "so there is nothing to ask for a completion.")
+            why = (
+                f"Seat {shown(seat.name)} on {seat.host} has no port: the probe found none it listens on, "
+                "so there is nothing to ask for a completion."
+            )
             self.app.notify(why, title="Seat check", severity="warning", markup=False)
             self._say(Text(why, style="yellow"))
             return
@@ -460,8 +607,13 @@ class AlertsScreen(ViewScreen):
             return
         self.checking.add(where)
         self.app.notify(f"{where}: asking for one completion with logprobs...", title="Seat check")
-        self._say(Text(f"checking {shown(seat.name)} on {seat.host} ({where}): one completion with "
-                       "logprobs, asked from its host...", style="dim"))
+        self._say(
+            Text(
+                f"checking {shown(seat.name)} on {seat.host} ({where}): one completion with "
+                "logprobs, asked from its host...",
+                style="dim",
+            )
+        )
         self.check(seat.host, seat.port)
 
     @work(group="seat-check", exit_on_error=False)
@@ -485,10 +637,19 @@ class AlertsScreen(ViewScreen):
             self._say(message_text(f"{where} sound ({c.witness}): {c.message}", "green"))
         else:
             self.app.bell()
-            self.app.notify(said(f"{shown(str(c.signature))}: {c.message}"), title=f"Seat {where} FAILED",
-                            severity="error", timeout=15, markup=False)
-            self._say(message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red"))
+            self.app.notify(
+                said(f"{shown(str(c.signature))}: {c.message}"),
+                title=f"Seat {where} FAILED",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            self._say(
+                message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red")
+            )
 
 
 def _hhmm(t: float) -> str:
-    return time.strftime("%H:%M" if abs(time.time() - t) < 20 * 3600 else "%Y-%m-%d %H:%M", time.localtime(t))
+    return time.strftime(
+        "%H:%M" if abs(time.time() - t) < 20 * 3600 else "%Y-%m-%d %H:%M", time.localtime(t)
+    )

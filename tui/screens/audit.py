@@ -12,8 +12,14 @@ from fleetdeck.tui.fmt import human_bytes
 from fleetdeck.tui.screens.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-AUDIT_COLUMNS = {"time": "Time", "action": "Action", "host": "Host", "result": "Result", "user": "User",
-                 "what": "Details"}
+AUDIT_COLUMNS = {
+    "time": "Time",
+    "action": "Action",
+    "host": "Host",
+    "result": "Result",
+    "user": "User",
+    "what": "Details",
+}
 
 
 def audit_columns(width: int) -> list[tuple[str, str]]:
@@ -58,11 +64,21 @@ class AuditScreen(ViewScreen):
             rec = self.records[i]
             result = str(rec.get("result", ""))
             stamp = str(rec.get("time", ""))
-            cells = {"time": shown(stamp if "user" in keys else short_time(stamp)),
-                     "action": shown(str(rec.get("action", ""))), "host": shown(str(rec.get("host") or "-")),
-                     "result": Text(shown(result), style="green" if result in ("done", "verified", "acknowledged")
-                                    else "bold red" if result in ("refused", "failed", "unverified") else ""),
-                     "user": shown(str(rec.get("user", ""))), "what": describe(rec, human_bytes)[0]}
+            cells = {
+                "time": shown(stamp if "user" in keys else short_time(stamp)),
+                "action": shown(str(rec.get("action", ""))),
+                "host": shown(str(rec.get("host") or "-")),
+                "result": Text(
+                    shown(result),
+                    style="green"
+                    if result in ("done", "verified", "acknowledged")
+                    else "bold red"
+                    if result in ("refused", "failed", "unverified")
+                    else "",
+                ),
+                "user": shown(str(rec.get("user", ""))),
+                "what": describe(rec, human_bytes)[0],
+            }
             rows[str(i)] = tuple(cells[k] for k in keys)
         table = self.query_one("#audit-table", KeyedTable)
         table.sync(rows)
@@ -74,13 +90,18 @@ class AuditScreen(ViewScreen):
         key = table.current_key
         detail = self.query_one("#audit-detail", Static)
         if key is None:
-            detail.update(Text(table.none_matched("action") or "No actions recorded yet.", style="dim"))
+            detail.update(
+                Text(table.none_matched("action") or "No actions recorded yet.", style="dim")
+            )
             return
         rec = self.records[int(key)]
         summary, lines = describe(rec, human_bytes)
         t = Text()
-        t.append(f"{shown(str(rec.get('time', '')))}  {shown(str(rec.get('action', '')))} on "
-                 f"{shown(str(rec.get('host') or '-'))}: {shown(str(rec.get('result', '')))}", style="bold")
+        t.append(
+            f"{shown(str(rec.get('time', '')))}  {shown(str(rec.get('action', '')))} on "
+            f"{shown(str(rec.get('host') or '-'))}: {shown(str(rec.get('result', '')))}",
+            style="bold",
+        )
         t.append(f"  by {shown(str(rec.get('user', '?')))}\n", style="dim")
         t.append(summary)
         for line in lines:
@@ -89,4 +110,3 @@ class AuditScreen(ViewScreen):
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
-

@@ -62,7 +62,7 @@ class ViewScreen(GuardedPump, Screen):
         watch = getattr(self.app, "alert_watch", None)
         if watch is not None:
             watch.show_badge()  # the badge names its key everywhere but on the Alerts view
-            watch.flush_toasts()   # a pop-up just closed: the toasts it held back
+            watch.flush_toasts()  # a pop-up just closed: the toasts it held back
 
     @property
     def state(self) -> FleetState:
@@ -74,18 +74,28 @@ def show_text(widget: Static, content: Text | str) -> None:
     """`widget.update(content)` unless it already shows that very text: an update lays the
     whole screen out again, and a poll or a clock tick mostly leaves a detail line as it was."""
     # Text's == compares the characters and spans only: the text's own style counts too
-    key = (content.plain, tuple(content.spans), str(content.style), content.justify, content.overflow,
-           content.no_wrap) if isinstance(content, Text) else content
+    key = (
+        (
+            content.plain,
+            tuple(content.spans),
+            str(content.style),
+            content.justify,
+            content.overflow,
+            content.no_wrap,
+        )
+        if isinstance(content, Text)
+        else content
+    )
     if getattr(widget, "_fleetdeck_shown", None) == key:
         return
-    widget._fleetdeck_shown = key   # type: ignore[attr-defined]
+    widget._fleetdeck_shown = key  # type: ignore[attr-defined]
     # a text of as many lines as before, none of them wrapped, takes the same height: the
     # widget alone is redrawn (a run's title as the cursor moves through 3,000 runs)
     lines = (content.plain if isinstance(content, Text) else content).split("\n")
     width = widget.content_size.width
     shape = (len(lines), width) if width and all(cell_len(line) < width for line in lines) else None
     same = shape is not None and getattr(widget, "_fleetdeck_shape", None) == shape
-    widget._fleetdeck_shape = shape   # type: ignore[attr-defined]
+    widget._fleetdeck_shape = shape  # type: ignore[attr-defined]
     widget.update(content, layout=not same)
 
 

@@ -53,11 +53,17 @@ async def _head(link: Any, argv: list[str]) -> str:
     except Exception as e:
         return f"(could not be read: {shown(str(getattr(e, 'message', e)))})"
     if res.returncode != 0:
-        why = res.stderr.decode("utf-8", "replace").strip() if isinstance(res.stderr, bytes) else str(res.stderr)
+        why = (
+            res.stderr.decode("utf-8", "replace").strip()
+            if isinstance(res.stderr, bytes)
+            else str(res.stderr)
+        )
         return f"(could not be read: {shown(why) or f'exit {res.returncode}'})"
     data = res.stdout[:READ_LIMIT]
     text = "\n".join(shown(line) for line in data.decode("utf-8", "surrogateescape").split("\n"))
-    return text + (f"\n… (the first {READ_LIMIT >> 10} KiB only)" if len(res.stdout) > READ_LIMIT else "")
+    return text + (
+        f"\n… (the first {READ_LIMIT >> 10} KiB only)" if len(res.stdout) > READ_LIMIT else ""
+    )
 
 
 def _file(path: str) -> list[str]:
@@ -74,15 +80,27 @@ def trainer_excerpt(text: str) -> str:
         return text
     history = doc.get("log_history")
     if isinstance(history, list) and len(history) > HISTORY_KEPT:
-        doc = dict(doc, log_history=[f"... {len(history) - HISTORY_KEPT} earlier entries", *history[-HISTORY_KEPT:]])
+        doc = dict(
+            doc,
+            log_history=[
+                f"... {len(history) - HISTORY_KEPT} earlier entries",
+                *history[-HISTORY_KEPT:],
+            ],
+        )
     return json.dumps(doc, indent=1, ensure_ascii=True)
 
 
 async def run_sources(link: Any, r: Run) -> list[Section]:
     """What is behind a run's row, read from its host."""
     out = [(f"{r.path}/run.json", await _head(link, _file(f"{r.path}/run.json")))]
-    newest = max((c for c in r.checkpoints if c.step is not None), key=lambda c: c.step or 0, default=None)
-    where = f"{newest.path}/trainer_state.json" if newest is not None else f"{r.path}/trainer_state.json"
+    newest = max(
+        (c for c in r.checkpoints if c.step is not None), key=lambda c: c.step or 0, default=None
+    )
+    where = (
+        f"{newest.path}/trainer_state.json"
+        if newest is not None
+        else f"{r.path}/trainer_state.json"
+    )
     raw = await _head(link, _file(where))
     out.append((f"{where} (log_history: the newest {HISTORY_KEPT})", trainer_excerpt(raw)))
     return out
@@ -92,15 +110,23 @@ def find_line(text: str, s: Schedule) -> str:
     """The lines of `text` that hold the schedule's command, each with its line number."""
     if text.startswith("(could not be read"):
         return text
-    found = [f"{n}: {line}" for n, line in enumerate(text.split("\n"), 1) if s.command and shown(s.command) in line]
+    found = [
+        f"{n}: {line}"
+        for n, line in enumerate(text.split("\n"), 1)
+        if s.command and shown(s.command) in line
+    ]
     return "\n".join(found) or "(no line holds the command now: changed since the poll?)"
 
 
 async def schedule_sources(link: Any, s: Schedule) -> list[Section]:
     """What is behind a schedule's row, read from its host."""
     if s.kind == "crontab":
-        text = await _head(link, ["crontab", "-l"] if s.user in ("", link.host.user, None)
-                           else ["crontab", "-l", "-u", s.user])
+        text = await _head(
+            link,
+            ["crontab", "-l"]
+            if s.user in ("", link.host.user, None)
+            else ["crontab", "-l", "-u", s.user],
+        )
         return [(f"{s.source}: the line", find_line(text, s)), (s.source, text)]
     if s.kind == "cron-file":
         text = await _head(link, _file(s.source))
@@ -114,7 +140,12 @@ async def schedule_sources(link: Any, s: Schedule) -> list[Section]:
         return [(f"at -c {s.unit}", await _head(link, ["at", "-c", s.unit]))]
     if s.kind == "loop" and s.pid:
         raw = await _head(link, _file(f"/proc/{s.pid}/cmdline"))
-        return [(f"/proc/{s.pid}/cmdline (arguments one a line)", raw.replace("\\x00", "\n").rstrip("\n"))]
+        return [
+            (
+                f"/proc/{s.pid}/cmdline (arguments one a line)",
+                raw.replace("\\x00", "\n").rstrip("\n"),
+            )
+        ]
     return []
 
 
@@ -125,28 +156,49 @@ async def cmdline_sources(link: Any, pid: int, start: int | None, whose: str) ->
         stat = await _head(link, _file(f"/proc/{pid}/stat"))
         fields = stat.rpartition(")")[2].split()
         if len(fields) < 20 or fields[19] != str(start):
-            return [("the whole command line", f"(pid {pid} is not {whose} now: it ended since "
-                     "the poll)" if not stat.startswith("(could not") else stat)]
+            return [
+                (
+                    "the whole command line",
+                    f"(pid {pid} is not {whose} now: it ended since the poll)"
+                    if not stat.startswith("(could not")
+                    else stat,
+                )
+            ]
     raw = await _head(link, _file(f"/proc/{pid}/cmdline"))
-    return [(f"the whole command line (/proc/{pid}/cmdline, arguments one a line)",
-             raw.replace("\\x00", "\n").rstrip("\n"))]
+    return [
+        (
+            f"the whole command line (/proc/{pid}/cmdline, arguments one a line)",
+            raw.replace("\\x00", "\n").rstrip("\n"),
+        )
+    ]
 
 
 async def seat_sources(link: Any, seat: Any) -> list[Section]:
     """A seat's whole command line, read from its process on the host."""
     if not seat.pid:
-        return [("the whole command line", "(no process the probe could see: a container's is its image's)")]
+        return [
+            (
+                "the whole command line",
+                "(no process the probe could see: a container's is its image's)",
+            )
+        ]
     return await cmdline_sources(link, seat.pid, seat.start_ticks, "the seat's process")
 
 
 class DescribeModal(Modal):
     """The raw source behind a row: what the dashboard has, then what the host holds."""
 
-    BINDINGS = [Binding("escape,q,d", "dismiss", "Close"),
-                Binding("y", "copy", "Copy", tooltip="copy every line to the clipboard (y, as k9s)")]
+    BINDINGS = [
+        Binding("escape,q,d", "dismiss", "Close"),
+        Binding("y", "copy", "Copy", tooltip="copy every line to the clipboard (y, as k9s)"),
+    ]
 
-    def __init__(self, title: str, known: list[Section],
-                 fetch: Callable[[], Awaitable[list[Section]]] | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        known: list[Section],
+        fetch: Callable[[], Awaitable[list[Section]]] | None = None,
+    ) -> None:
         super().__init__()
         self.heading = title
         self.sections = list(known)
@@ -155,10 +207,17 @@ class DescribeModal(Modal):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="describe"):
             yield Label(Text(self.heading), classes="title")
-            yield Label("↑ ↓ PgUp PgDn scroll; select with the mouse or y copies it all; esc closes",
-                        classes="detail")
-            yield TextArea(self.text(), read_only=True, show_line_numbers=False, id="describe-body",
-                           soft_wrap=False)
+            yield Label(
+                "↑ ↓ PgUp PgDn scroll; select with the mouse or y copies it all; esc closes",
+                classes="detail",
+            )
+            yield TextArea(
+                self.text(),
+                read_only=True,
+                show_line_numbers=False,
+                id="describe-body",
+                soft_wrap=False,
+            )
             yield Button("Close", id="close", variant="primary")
 
     def text(self) -> str:
@@ -182,42 +241,55 @@ class DescribeModal(Modal):
         assert self.fetch is not None
         try:
             more = await self.fetch()
-        except Exception as e:   # a down host must not break the pop-up
+        except Exception as e:  # a down host must not break the pop-up
             more = [("from the host", f"(could not be read: {shown(str(e))})")]
         # what the host holds first: it is what was asked for; the row the dashboard has after
         self.sections = (more or [("from the host", "(nothing more behind this row)")]) + [
-            s for s in self.sections if s[0] != "from the host"]
+            s for s in self.sections if s[0] != "from the host"
+        ]
         self.query_one("#describe-body", TextArea).text = self.text()
 
     def action_copy(self) -> None:
         self.app.copy_to_clipboard(self.text())
-        self.notify("Copied to the clipboard (through the terminal).", title="Describe", markup=False)
+        self.notify(
+            "Copied to the clipboard (through the terminal).", title="Describe", markup=False
+        )
 
     def on_button_pressed(self) -> None:
         self.dismiss()
 
 
 #: how the Runs view's s/step and ETA are reckoned (backend/host/probe/runs.py)
-STEP_TIME = "\n".join([
-    f"s/step (seconds_per_step) is the median of the last {MEDIAN_STEPS} steps' times (one slow step,",
-    "a save or an eval, does not move it): each line of progress.jsonl gives its own step's time, else",
-    "the time between two lines over the steps between them. Hugging Face's Trainer logs no step time:",
-    "its runs' s/step is the time between the last two saves over the steps between them.",
-    "The ETA is the steps left times that s/step; a stalled run has none."])
+STEP_TIME = "\n".join(
+    [
+        f"s/step (seconds_per_step) is the median of the last {MEDIAN_STEPS} steps' times (one slow step,",
+        "a save or an eval, does not move it): each line of progress.jsonl gives its own step's time, else",
+        "the time between two lines over the steps between them. Hugging Face's Trainer logs no step time:",
+        "its runs' s/step is the time between the last two saves over the steps between them.",
+        "The ETA is the steps left times that s/step; a stalled run has none.",
+    ]
+)
 
 
 def describe_run(app: Any, r: Run) -> DescribeModal:
     """The Describe pop-up of a run."""
-    known = [("the row, as the probe saw it", row_json(run_json(r))), ("s/step and the ETA", STEP_TIME)]
-    return DescribeModal(f"Describe run {shown(r.name)} on {r.host}", known,
-                         lambda: run_sources(app.link(r.host), r))
+    known = [
+        ("the row, as the probe saw it", row_json(run_json(r))),
+        ("s/step and the ETA", STEP_TIME),
+    ]
+    return DescribeModal(
+        f"Describe run {shown(r.name)} on {r.host}", known, lambda: run_sources(app.link(r.host), r)
+    )
 
 
 def describe_schedule(app: Any, s: Schedule) -> DescribeModal:
     """The Describe pop-up of a schedule."""
     known = [("the row, as listed", row_json(schedule_json(s)))]
-    return DescribeModal(f"Describe {shown(s.kind)} {shown(s.id)} on {s.host}", known,
-                         lambda: schedule_sources(app.link(s.host), s))
+    return DescribeModal(
+        f"Describe {shown(s.kind)} {shown(s.id)} on {s.host}",
+        known,
+        lambda: schedule_sources(app.link(s.host), s),
+    )
 
 
 def describe_seat(app: Any, seat: Any, check: Any = None) -> DescribeModal:
@@ -225,18 +297,35 @@ def describe_seat(app: Any, seat: Any, check: Any = None) -> DescribeModal:
     last check; then its whole command line read from the host."""
     from fleetdeck.tui.screens.seats_panel import seat_sections
 
-    known = [*seat_sections(seat, check), ("the row, as the probe saw it", row_json(seat.to_json()))]
-    return DescribeModal(f"Describe seat {shown(seat.name)} on {seat.host}", known,
-                         lambda: seat_sources(app.link(seat.host), seat))
+    known = [
+        *seat_sections(seat, check),
+        ("the row, as the probe saw it", row_json(seat.to_json())),
+    ]
+    return DescribeModal(
+        f"Describe seat {shown(seat.name)} on {seat.host}",
+        known,
+        lambda: seat_sources(app.link(seat.host), seat),
+    )
 
 
 def describe_process(app: Any, host: str, p: Any) -> DescribeModal:
     """The Describe pop-up of a listed process: its row, then its whole command line read from
     the host while the pid is still that process (pid and start time)."""
     doc = dict(asdict(p), why=list(p.why))
-    return DescribeModal(f"Describe process {p.pid} on {host}", [("the row, as the probe saw it", row_json(doc))],
-                         lambda: cmdline_sources(app.link(host), p.pid, p.start, "that process"))
+    return DescribeModal(
+        f"Describe process {p.pid} on {host}",
+        [("the row, as the probe saw it", row_json(doc))],
+        lambda: cmdline_sources(app.link(host), p.pid, p.start, "that process"),
+    )
 
 
-__all__ = ["DescribeModal", "cmdline_sources", "describe_process", "describe_run", "describe_seat",
-           "describe_schedule", "find_line", "trainer_excerpt"]
+__all__ = [
+    "DescribeModal",
+    "cmdline_sources",
+    "describe_process",
+    "describe_run",
+    "describe_seat",
+    "describe_schedule",
+    "find_line",
+    "trainer_excerpt",
+]

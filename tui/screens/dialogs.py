@@ -24,24 +24,55 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 
 
-def help_sections(app_bindings: Sequence[Binding] = APP_BINDINGS) -> list[tuple[str, list[Binding]]]:
+def help_sections(
+    app_bindings: Sequence[Binding] = APP_BINDINGS,
+) -> list[tuple[str, list[Binding]]]:
     """Every key, by where it works, read from the bindings themselves so help cannot drift.
     `app_bindings` are the keys that work everywhere: the running app passes its own."""
 
     def own(bindings: Sequence) -> list[Binding]:
         return [b for b in bindings if isinstance(b, Binding) and not b.system]
 
-    palette = Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "Palette",
-                      tooltip="command palette: every view, host and action by name")
-    focus = [Binding(b.key, b.action, b.description, tooltip={
-        "tab": "next table or field", "shift+tab": "previous table or field"}.get(b.key, b.description))
-        for b in own(Screen.BINDINGS) if b.key in ("tab", "shift+tab")]
-    table_keys = own(NavTable.BINDINGS) + own(KeyedTable.BINDINGS) + [
-        b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")] + [
-        Binding("shift+X", "sort_on", "Sort by", tooltip="Runs, Schedules: sort by the column whose letter X is "
-                "underlined in its header (shift+letter; again: the other way); a click on a header does the same")]
+    palette = Binding(
+        App.COMMAND_PALETTE_BINDING,
+        "command_palette",
+        "Palette",
+        tooltip="command palette: every view, host and action by name",
+    )
+    focus = [
+        Binding(
+            b.key,
+            b.action,
+            b.description,
+            tooltip={"tab": "next table or field", "shift+tab": "previous table or field"}.get(
+                b.key, b.description
+            ),
+        )
+        for b in own(Screen.BINDINGS)
+        if b.key in ("tab", "shift+tab")
+    ]
+    table_keys = (
+        own(NavTable.BINDINGS)
+        + own(KeyedTable.BINDINGS)
+        + [b for b in own(DataTable.BINDINGS) if b.key in ("up", "down", "pageup", "pagedown")]
+        + [
+            Binding(
+                "shift+X",
+                "sort_on",
+                "Sort by",
+                tooltip="Runs, Schedules: sort by the column whose letter X is "
+                "underlined in its header (shift+letter; again: the other way); a click on a header does the same",
+            )
+        ]
+    )
     modal_keys = own(TypedConfirmModal.BINDINGS) + [
-        Binding("enter", "press", "Press", tooltip="in a field: act once it matches; on a button: press it")]
+        Binding(
+            "enter",
+            "press",
+            "Press",
+            tooltip="in a field: act once it matches; on a button: press it",
+        )
+    ]
     return [
         ("Everywhere", own(app_bindings) + [palette] + focus),
         ("Tables", table_keys),
@@ -58,9 +89,22 @@ def help_sections(app_bindings: Sequence[Binding] = APP_BINDINGS) -> list[tuple[
 
 def key_label(key: str) -> str:
     """A binding's key as printed on the keyboard ('question_mark' -> '?')."""
-    names = {"question_mark": "?", "escape": "esc", "pageup": "PgUp", "pagedown": "PgDn",
-             "home": "Home", "end": "End", "up": "↑", "down": "↓", "slash": "/", "colon": ":",
-             "space": "space", "N": "N (shift+n)", "E": "E (shift+e)", "G": "G (shift+g)"}
+    names = {
+        "question_mark": "?",
+        "escape": "esc",
+        "pageup": "PgUp",
+        "pagedown": "PgDn",
+        "home": "Home",
+        "end": "End",
+        "up": "↑",
+        "down": "↓",
+        "slash": "/",
+        "colon": ":",
+        "space": "space",
+        "N": "N (shift+n)",
+        "E": "E (shift+e)",
+        "G": "G (shift+g)",
+    }
     return " ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
@@ -80,9 +124,11 @@ class HelpScreen(Modal):
     """Every key of the dashboard; `app_bindings`, the app's own keys, come from the app that
     opens it."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
-                Binding("j", "scroll('down')", "Down", show=False),
-                Binding("k", "scroll('up')", "Up", show=False)]
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "Close"),
+        Binding("j", "scroll('down')", "Down", show=False),
+        Binding("k", "scroll('up')", "Up", show=False),
+    ]
 
     def __init__(self, app_bindings: Sequence[Binding] = APP_BINDINGS) -> None:
         super().__init__()
@@ -120,8 +166,10 @@ class ErrorModal(Modal):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog error", id="error"):
             yield Label(Text(f"Unexpected error during {said(self.what)}"), classes="title")
-            yield Static("The dashboard is still running. The details below are for a bug report.",
-                         classes="detail")
+            yield Static(
+                "The dashboard is still running. The details below are for a bug report.",
+                classes="detail",
+            )
             with VerticalScroll(can_focus=False):
                 yield Static(Text(said(self.details)), id="error-details")
             yield Button("Close", id="close", variant="primary")

@@ -22,8 +22,15 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable
 LIVE = ("running", "stalled")
 
 
-COLUMNS = {"host": "Host", "status": "Status", "lat": "Lat", "gpus": "GPU memory · history",
-           "disks": "Disks", "runs": "Live runs", "stray": "Stray"}
+COLUMNS = {
+    "host": "Host",
+    "status": "Status",
+    "lat": "Lat",
+    "gpus": "GPU memory · history",
+    "disks": "Disks",
+    "runs": "Live runs",
+    "stray": "Stray",
+}
 
 
 def layout_widths(width: int) -> dict[str, int]:
@@ -39,21 +46,41 @@ def layout_widths(width: int) -> dict[str, int]:
     w = {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
     extra = max(0, min(width, 200) - 100)
     # the extra columns go where the detail is: history, disk paths, run names, reasons
-    for key, share in (("gpus", 0.3), ("disks", 0.25), ("runs", 0.25), ("status", 0.1), ("host", 0.1)):
+    for key, share in (
+        ("gpus", 0.3),
+        ("disks", 0.25),
+        ("runs", 0.25),
+        ("status", 0.1),
+        ("host", 0.1),
+    ):
         w[key] += int(extra * share)
     return w
 
 
 #: the status cell's headline for a host that did not answer, by the backend's error code: a
 #: refused login or a bad key is something to fix here, not an outage to wait out
-HEADLINES = {"auth": "LOGIN REFUSED", "key-file": "KEY FILE", "host-key-unknown": "UNKNOWN KEY",
-             "host-key-changed": "KEY CHANGED", "host-key": "HOST KEY", "sudo-missing": "NO SUDO"}
+HEADLINES = {
+    "auth": "LOGIN REFUSED",
+    "key-file": "KEY FILE",
+    "host-key-unknown": "UNKNOWN KEY",
+    "host-key-changed": "KEY CHANGED",
+    "host-key": "HOST KEY",
+    "sudo-missing": "NO SUDO",
+}
 #: the few words under it (the line under the table has the whole sentence)
-REASONS = {"timeout": "timed out", "disconnected": "disconnected", "auth": "fix the login",
-           "key-file": "fix client_keys", "host-key-unknown": "not in known_hosts",
-           "host-key-changed": "refused", "host-key": "unreadable", "sudo-missing": "install sudo",
-           "sudo-password": "sudo asks a password", "answer-too-deep": "answer too deep",
-           "bad-answer": "malformed answer"}
+REASONS = {
+    "timeout": "timed out",
+    "disconnected": "disconnected",
+    "auth": "fix the login",
+    "key-file": "fix client_keys",
+    "host-key-unknown": "not in known_hosts",
+    "host-key-changed": "refused",
+    "host-key": "unreadable",
+    "sudo-missing": "install sudo",
+    "sudo-password": "sudo asks a password",
+    "answer-too-deep": "answer too deep",
+    "bad-answer": "malformed answer",
+}
 
 
 def down_words(live: HostSnapshot) -> tuple[str, str]:
@@ -66,16 +93,22 @@ def down_words(live: HostSnapshot) -> tuple[str, str]:
         head, sep, tail = error.rpartition(": ")
         reason = tail if sep and head.startswith("cannot connect to") else error
         if reason.startswith("connection "):
-            reason = "conn. " + reason[len("connection "):]  # `conn. refused` fits the 80-column cell
+            reason = (
+                "conn. " + reason[len("connection ") :]
+            )  # `conn. refused` fits the 80-column cell
     return HEADLINES.get(code or "", "DOWN"), reason
 
 
 def latency_text(ms: float) -> str:
     """`41ms`, or `11.5s` from 10 s on: five characters, never cut to a smaller-looking number."""
-    return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s" if ms < 100_000 else f"{ms / 1000:.0f}s"
+    return (
+        f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s" if ms < 100_000 else f"{ms / 1000:.0f}s"
+    )
 
 
-def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | None = None) -> tuple[tuple, int]:
+def host_cells(
+    state: FleetState, name: str, w: dict[str, int], label: str | None = None
+) -> tuple[tuple, int]:
     """The fleet-table cells of host `name` for the columns in `w` (in `COLUMNS` order) and the
     row's height (one line per GPU/disk/run). `label`: the name as shown (shortened)."""
     live = state.hosts.get(name)
@@ -103,15 +136,22 @@ def host_cells(state: FleetState, name: str, w: dict[str, int], label: str | Non
     gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
     disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
     runs, n_runs = _run_lines(snap, w["runs"], dim)
-    if snap is None or down:   # unknown stays unknown: a host that does not answer has no count
+    if snap is None or down:  # unknown stays unknown: a host that does not answer has no count
         stray = Text("-", style="dim")
     else:
         stray_n = sum(1 for s in snap.schedules if s.stray)
         stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
     status_t = status.build()
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
-    cells = {"host": Text(label or name, style="bold" if not dim else "dim"), "status": status_t,
-             "lat": Text(lat), "gpus": gpus, "disks": disks, "runs": runs, "stray": stray}
+    cells = {
+        "host": Text(label or name, style="bold" if not dim else "dim"),
+        "status": status_t,
+        "lat": Text(lat),
+        "gpus": gpus,
+        "disks": disks,
+        "runs": runs,
+        "stray": stray,
+    }
     return tuple(cells[k] for k in COLUMNS if k in w), height
 
 
@@ -127,25 +167,32 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     if snap is None:
         return status
     disks = len(snap.disks) if "disks" in w else 0
-    runs = sum(1 for r in snap.runs if r.state in LIVE) + any(r.state == "failed" for r in snap.runs)
+    runs = sum(1 for r in snap.runs if r.state in LIVE) + any(
+        r.state == "failed" for r in snap.runs
+    )
     return max(1, len(snap.gpus), disks, runs, status)
 
 
-def _gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+def _gpu_lines(
+    state: FleetState, h: HostSnapshot | None, width: int, dim: bool
+) -> tuple[Text, int]:
     if h is None or not h.gpus:
         return Text("-", style="dim"), 0
     t = TextBuilder()
     for i, g in enumerate(h.gpus):
         if i:
             t.add("\n")
-        if g.lost is not None:   # no figure of it is known: say what the driver said, not 0 of 0
+        if g.lost is not None:  # no figure of it is known: say what the driver said, not 0 of 0
             t.add(f"{g.index} ", "dim" if dim else "bold")
-            t.add(f"LOST: {shown(g.lost)}"[:max(8, width - 2)], "dim" if dim else "bold red")
+            t.add(f"LOST: {shown(g.lost)}"[: max(8, width - 2)], "dim" if dim else "bold red")
             continue
         frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
         t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
         t.bar(frac, 6, dim)
-        t.add(f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ", "dim" if dim else None)
+        t.add(
+            f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ",
+            "dim" if dim else None,
+        )
         # temperature, power and a throttle mark take the room the sparkline leaves (cells.py)
         health, spark_w = gpu_health_parts(g, max(4, width - 19))
         for text, style in health:
@@ -162,11 +209,20 @@ def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
     for g in h.gpus:
         mark = throttle_mark(g)
         if mark is not None:
-            out.append((f"▼ GPU{g.index} throttled: {reason_words(g.throttle_reasons)}",
-                        "bold red" if mark in SLOWDOWN else "yellow"))
+            out.append(
+                (
+                    f"▼ GPU{g.index} throttled: {reason_words(g.throttle_reasons)}",
+                    "bold red" if mark in SLOWDOWN else "yellow",
+                )
+            )
         for x in (g.xid or ())[-2:]:
-            out.append((f"✖ GPU{g.index} Xid {x.code} at {time.strftime('%H:%M:%S', time.localtime(x.time))}: "
-                        f"{xid_meaning(x.code)}", "bold red"))
+            out.append(
+                (
+                    f"✖ GPU{g.index} Xid {x.code} at {time.strftime('%H:%M:%S', time.localtime(x.time))}: "
+                    f"{xid_meaning(x.code)}",
+                    "bold red",
+                )
+            )
     return out
 
 
@@ -182,7 +238,10 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
             continue
         frac = d.used_bytes / d.total_bytes
         t.bar(frac, 3 if width < 28 else 8, dim)
-        t.add(f"{frac:>4.0%} {tail(shown(d.path), width - (3 if width < 28 else 8) - 6)}", "dim" if dim else None)
+        t.add(
+            f"{frac:>4.0%} {tail(shown(d.path), width - (3 if width < 28 else 8) - 6)}",
+            "dim" if dim else None,
+        )
     return t.build(), len(h.disks)
 
 
@@ -235,20 +294,33 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         return t
     if not live.reachable:
         since = state.down_since.get(name)
-        t.append(" is DOWN" if down_words(live)[0] == "DOWN" else f" is DOWN ({down_words(live)[0].lower()})",
-                 style="bold red")
+        t.append(
+            " is DOWN"
+            if down_words(live)[0] == "DOWN"
+            else f" is DOWN ({down_words(live)[0].lower()})",
+            style="bold red",
+        )
         if since is not None and good:
-            t.append(f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
-                     f" ({human_duration(state.clock() - since)})")
+            t.append(
+                f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
+                f" ({human_duration(state.clock() - since)})"
+            )
         elif since is not None:
-            t.append(f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)")
+            t.append(
+                f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)"
+            )
         t.append(f": {said(live.error or 'no answer')}.")
         if good:
-            t.append(f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
-                     style="dim")
+            t.append(
+                f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
+                style="dim",
+            )
         return t
-    mem = (f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
-           if live.memory_total_bytes else "")
+    mem = (
+        f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
+        if live.memory_total_bytes
+        else ""
+    )
     load = f", load {live.load1:.2f}" if live.load1 is not None else ""
     t.append(f" up{load}{mem}, last answer {human_duration(state.age(name))} ago.")
     if any(g.unified_memory for g in live.gpus):
@@ -261,7 +333,10 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         t.append("\n" + line, style=style)
     for d in live.disks:
         if d.error or not d.total_bytes:
-            t.append(f"\n? {shown(d.path)}: {shown(d.error) if d.error else 'no size reported'}", style="yellow")
+            t.append(
+                f"\n? {shown(d.path)}: {shown(d.error) if d.error else 'no size reported'}",
+                style="yellow",
+            )
     return t
 
 
@@ -270,10 +345,14 @@ class FleetScreen(ViewScreen):
 
     SHOWS_AGES = True
 
-    BINDINGS = [Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")]
+    BINDINGS = [
+        Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")
+    ]
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(self._columns(layout_widths(self.app.size.width)), id="fleet-table", column_sort=True)
+        yield KeyedTable(
+            self._columns(layout_widths(self.app.size.width)), id="fleet-table", column_sort=True
+        )
         yield Static(id="fleet-detail", classes="detail")
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
@@ -299,9 +378,17 @@ class FleetScreen(ViewScreen):
         # what the rows are made from: the polls taken, the columns, and the clock only while a
         # host is down or stale (their cells count the time); the clock's tick every second
         # otherwise redoes nothing
-        ages = any(state.is_stale(n) or (h is not None and not h.reachable)
-                   for n in names for h in (state.hosts.get(n),))
-        made_from = (state.polls, tuple(widths.items()), len(names), state.clock() if ages else None)
+        ages = any(
+            state.is_stale(n) or (h is not None and not h.reachable)
+            for n in names
+            for h in (state.hosts.get(n),)
+        )
+        made_from = (
+            state.polls,
+            tuple(widths.items()),
+            len(names),
+            state.clock() if ages else None,
+        )
         if made_from == getattr(self, "_made_from", None):
             self.show_detail()
             return
@@ -323,14 +410,16 @@ class FleetScreen(ViewScreen):
         none through)."""
         table = self.table
         none = table.none_matched("host") if table.current_key is None else None
-        show_text(self.query_one("#fleet-detail", Static),
-                  Text(none, style="dim") if none else host_detail(self.state, table.current_key))
+        show_text(
+            self.query_one("#fleet-detail", Static),
+            Text(none, style="dim") if none else host_detail(self.state, table.current_key),
+        )
 
     def on_data_table_row_highlighted(self) -> None:
         self.show_detail()
 
     def on_keyed_table_choice_changed(self) -> None:
-        self.show_detail()   # a filter that lets no row through moves no cursor
+        self.show_detail()  # a filter that lets no row through moves no cursor
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         self.app.open_host(event.row_key.value)

@@ -35,13 +35,34 @@ class HistoryScreen(ViewScreen):
 
     BINDINGS = [
         # the view's own line names these keys: the footer keeps q Quit in 80 columns
-        Binding("left_square_bracket", "host(-1)", "Prev host", show=False, tooltip="the previous host"),
-        Binding("right_square_bracket", "host(1)", "Next host", show=False, tooltip="the next host"),
-        Binding("minus", "window(-1)", "Shorter", show=False, tooltip="a shorter window (1h, 6h, 24h, 7d)"),
+        Binding(
+            "left_square_bracket", "host(-1)", "Prev host", show=False, tooltip="the previous host"
+        ),
+        Binding(
+            "right_square_bracket", "host(1)", "Next host", show=False, tooltip="the next host"
+        ),
+        Binding(
+            "minus",
+            "window(-1)",
+            "Shorter",
+            show=False,
+            tooltip="a shorter window (1h, 6h, 24h, 7d)",
+        ),
         Binding("plus,equals_sign", "window(1)", "Longer", show=False, tooltip="a longer window"),
-        Binding("c", "card", "Card", show=False, tooltip="one card's incident plot (again: the next card)"),
-        Binding("f", "figure", "Figure", show=False, tooltip="the incident plot's figure: memory, utilisation, "
-                "temperature, power"),
+        Binding(
+            "c",
+            "card",
+            "Card",
+            show=False,
+            tooltip="one card's incident plot (again: the next card)",
+        ),
+        Binding(
+            "f",
+            "figure",
+            "Figure",
+            show=False,
+            tooltip="the incident plot's figure: memory, utilisation, temperature, power",
+        ),
     ]
 
     def __init__(self) -> None:
@@ -50,9 +71,9 @@ class HistoryScreen(ViewScreen):
         self.window_index = 2
         self._read_at = 0.0
         self._key: tuple | None = None
-        self.card: int | None = None       # the card whose incident is shown, or None: the sparklines
+        self.card: int | None = None  # the card whose incident is shown, or None: the sparklines
         self.figure_index = 0
-        self._cards: list[int] = []         # the host's cards in the last chart read
+        self._cards: list[int] = []  # the host's cards in the last chart read
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="history-body"):
@@ -98,9 +119,14 @@ class HistoryScreen(ViewScreen):
         self._key, self._read_at = key, now
         chart = self.query_one("#history-chart", Static)
         help_line = self.query_one("#history-help", Static)
-        help_line.update(Text(f"[ ] another host ({len(self.state.host_names)})   - + the window "
-                              f"({', '.join(human_duration(w) for w in WINDOWS)})   c a card's incident"
-                              + ("   f its figure" if self.card is not None else ""), style="dim"))
+        help_line.update(
+            Text(
+                f"[ ] another host ({len(self.state.host_names)})   - + the window "
+                f"({', '.join(human_duration(w) for w in WINDOWS)})   c a card's incident"
+                + ("   f its figure" if self.card is not None else ""),
+                style="dim",
+            )
+        )
         if host is None:
             chart.update(Text("No hosts.", style="dim"))
             return
@@ -115,22 +141,34 @@ class HistoryScreen(ViewScreen):
         else:
             path = history_path()
             if not path.exists():
-                chart.update(Text(f"No history yet: it is recorded while the dashboard or `fleetdeck watch` "
-                                  f"polls ({path}).", style="dim"))
+                chart.update(
+                    Text(
+                        f"No history yet: it is recorded while the dashboard or `fleetdeck watch` "
+                        f"polls ({path}).",
+                        style="dim",
+                    )
+                )
                 return
             hist = History(path)
             try:
                 data = self._read(hist, host, since, window, width, now)
             finally:
                 hist.close()
-            if hist.warnings:   # corrupt or unreadable: said so, never "Nothing recorded"
-                chart.update(Text(f"The history database {path} cannot be read ({hist.error}).", style="red"))
+            if hist.warnings:  # corrupt or unreadable: said so, never "Nothing recorded"
+                chart.update(
+                    Text(f"The history database {path} cannot be read ({hist.error}).", style="red")
+                )
                 return
         if isinstance(data, Incident):
             chart.update(incident_plot(data, max(6, self.size.height - 16)))
             return
         if not any(data.values()):
-            chart.update(Text(f"Nothing recorded for {host} in the last {human_duration(window)}.", style="dim"))
+            chart.update(
+                Text(
+                    f"Nothing recorded for {host} in the last {human_duration(window)}.",
+                    style="dim",
+                )
+            )
             return
         chart.update(history_table(data, host, window, width))
 
@@ -138,13 +176,23 @@ class HistoryScreen(ViewScreen):
         """The sparklines' chart, or the chosen card's `Incident` (its events from the history and
         the audit log) while one is chosen and recorded."""
         data = collect(hist, host, since, window, width)
-        self._cards = sorted({int(n.partition(":")[0]) for n in data.get("gpu", {}) if n.partition(":")[0].isdigit()})
+        self._cards = sorted(
+            {int(n.partition(":")[0]) for n in data.get("gpu", {}) if n.partition(":")[0].isdigit()}
+        )
         if self.card is None:
             return data
         try:
             audit = read_audit()
         except OSError:
-            audit = []   # an unreadable audit log: the plot without its records
-        inc = incident(hist, host, self.card, PLOT_FIGURES[self.figure_index], since, now,
-                       max(10, min(400, self.size.width - 14)), audit)
+            audit = []  # an unreadable audit log: the plot without its records
+        inc = incident(
+            hist,
+            host,
+            self.card,
+            PLOT_FIGURES[self.figure_index],
+            since,
+            now,
+            max(10, min(400, self.size.width - 14)),
+            audit,
+        )
         return data if inc is None else inc

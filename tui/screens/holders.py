@@ -27,8 +27,12 @@ def holder_rows(rep: HoldersReport) -> dict[str, tuple]:
         more = len(h.uses) - 1 + h.more_uses
         file = shown(h.uses[0].file) if h.uses else "-"
         rows[f"{h.pid}:{h.start}"] = (
-            Text(str(h.pid)), Text(shown(h.user)), Text(", ".join(dict.fromkeys(u.how for u in h.uses))),
-            Text(file + (f" (+{more} more)" if more else "")), Text(shown(h.command or f"[{h.comm}]")))
+            Text(str(h.pid)),
+            Text(shown(h.user)),
+            Text(", ".join(dict.fromkeys(u.how for u in h.uses))),
+            Text(file + (f" (+{more} more)" if more else "")),
+            Text(shown(h.command or f"[{h.comm}]")),
+        )
     return rows
 
 
@@ -36,18 +40,28 @@ def summary(rep: HoldersReport) -> Text:
     """One line: how many hold a file under the path, of how many processes read."""
     where = shown(rep.resolved)
     if not rep.holders:
-        t = Text(f"No process holds a file under {where} ({rep.processes:,} processes read).", style="bold green")
+        t = Text(
+            f"No process holds a file under {where} ({rep.processes:,} processes read).",
+            style="bold green",
+        )
     else:
         n = len(rep.holders)
-        t = Text(f"{n} process{'es' if n != 1 else ''} hold{'s' if n == 1 else ''} a file under {where} "
-                 f"({rep.processes:,} processes read).", style="bold")
+        t = Text(
+            f"{n} process{'es' if n != 1 else ''} hold{'s' if n == 1 else ''} a file under {where} "
+            f"({rep.processes:,} processes read).",
+            style="bold",
+        )
     if rep.unreadable:
-        t.append(f"\n{len(rep.unreadable)} could not be read (another user's): their files are not seen.",
-                 style="yellow")
+        t.append(
+            f"\n{len(rep.unreadable)} could not be read (another user's): their files are not seen.",
+            style="yellow",
+        )
     if not rep.complete:
-        t.append(f"\nNot indexed whole ({rep.entries:,} entries: too many to walk, or a folder deeper than "
-                 "the walk goes, unreadable or gone while walked): files not indexed are matched by name only.",
-                 style="yellow")
+        t.append(
+            f"\nNot indexed whole ({rep.entries:,} entries: too many to walk, or a folder deeper than "
+            "the walk goes, unreadable or gone while walked): files not indexed are matched by name only.",
+            style="yellow",
+        )
     return t
 
 
@@ -64,8 +78,10 @@ class HoldersModal(Modal):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="holders-dialog"):
             yield Label(Text(f"Who holds a path on {self.host}"), classes="title")
-            yield Label("A path on the host (absolute, or ~/...); enter asks. Open files, mappings and "
-                        "working folders under it count, as purge's in-use check reads them.")
+            yield Label(
+                "A path on the host (absolute, or ~/...); enter asks. Open files, mappings and "
+                "working folders under it count, as purge's in-use check reads them."
+            )
             yield Input(self.path, placeholder="/path/on/the/host", id="holders-path", compact=True)
             yield Static(id="holders-summary")
             yield KeyedTable(COLUMNS, id="holders-table", classes="auto")
@@ -77,7 +93,7 @@ class HoldersModal(Modal):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():   # asked as typed: `run-3 ` is not `run-3`
+        if event.value.strip():  # asked as typed: `run-3 ` is not `run-3`
             self.ask(event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

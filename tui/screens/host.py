@@ -30,19 +30,41 @@ class HostScreen(ViewScreen):
     """Everything one host holds; esc goes back to the fleet."""
 
     SHOWS_AGES = True
-    BINDINGS = [Binding("escape", "app.back", "Back", tooltip="back to the Fleet view"),
-                Binding("K", "stop_process", "Stop process", show=False,
-                        tooltip="stop or signal the highlighted process: TERM, INT, HUP, STOP, CONT or KILL "
-                                "(its pid and program typed back; audited)"),
-                Binding("e,f5", "toggle_tree", "Tree", show=False,
-                        tooltip="processes as a tree (each under its parent, a trainer's workers under it), "
-                                "or by the probe's order again"),
-                Binding("w", "who_holds", "Who holds", show=False,
-                        tooltip="who holds a path: the processes with a file under it open, mapped or as cwd "
-                                "(starts at the highlighted run's folder)"),
-                Binding("d", "describe", "Describe", show=False,
-                        tooltip="describe the highlighted process, run or schedule: the raw source behind the "
-                                "row (a process's whole command line read from the host)")]
+    BINDINGS = [
+        Binding("escape", "app.back", "Back", tooltip="back to the Fleet view"),
+        Binding(
+            "K",
+            "stop_process",
+            "Stop process",
+            show=False,
+            tooltip="stop or signal the highlighted process: TERM, INT, HUP, STOP, CONT or KILL "
+            "(its pid and program typed back; audited)",
+        ),
+        Binding(
+            "e,f5",
+            "toggle_tree",
+            "Tree",
+            show=False,
+            tooltip="processes as a tree (each under its parent, a trainer's workers under it), "
+            "or by the probe's order again",
+        ),
+        Binding(
+            "w",
+            "who_holds",
+            "Who holds",
+            show=False,
+            tooltip="who holds a path: the processes with a file under it open, mapped or as cwd "
+            "(starts at the highlighted run's folder)",
+        ),
+        Binding(
+            "d",
+            "describe",
+            "Describe",
+            show=False,
+            tooltip="describe the highlighted process, run or schedule: the raw source behind the "
+            "row (a process's whole command line read from the host)",
+        ),
+    ]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -57,22 +79,62 @@ class HostScreen(ViewScreen):
         with VerticalScroll(id="host-body", can_focus=False):
             yield Static(id="host-summary", classes="detail")
             yield Label("GPUs and their processes", classes="section")
-            yield KeyedTable([("what", "GPU / pid"), ("name", "Name / user"), ("mem", "Memory"),
-                              ("util", "Util"), ("cmd", "Command")], id="host-gpus", classes="auto")
-            yield Label("GPU health (null figures: the driver does not report them)", classes="section")
+            yield KeyedTable(
+                [
+                    ("what", "GPU / pid"),
+                    ("name", "Name / user"),
+                    ("mem", "Memory"),
+                    ("util", "Util"),
+                    ("cmd", "Command"),
+                ],
+                id="host-gpus",
+                classes="auto",
+            )
+            yield Label(
+                "GPU health (null figures: the driver does not report them)", classes="section"
+            )
             yield KeyedTable(HEALTH_COLUMNS, id="host-gpu-health", classes="auto")
             yield Label("Runs", classes="section")
-            yield KeyedTable([("name", "Run"), ("state", "State"), ("prog", "Progress"),
-                              ("loss", "Loss"), ("path", "Path")], id="host-runs", classes="auto")
+            yield KeyedTable(
+                [
+                    ("name", "Run"),
+                    ("state", "State"),
+                    ("prog", "Progress"),
+                    ("loss", "Loss"),
+                    ("path", "Path"),
+                ],
+                id="host-runs",
+                classes="auto",
+            )
             yield Label("Schedules", classes="section")
             self._sched_cols = host_schedule_columns(self.app.size.width)
             yield KeyedTable(self._sched_cols, id="host-schedules", classes="auto")
             yield Label("Disks", classes="section")
-            yield KeyedTable([("path", "Root"), ("bar", "Used"), ("free", "Free"), ("mount", "Mount"),
-                              ("fs", "Type")], id="host-disks", classes="auto")
+            yield KeyedTable(
+                [
+                    ("path", "Root"),
+                    ("bar", "Used"),
+                    ("free", "Free"),
+                    ("mount", "Mount"),
+                    ("fs", "Type"),
+                ],
+                id="host-disks",
+                classes="auto",
+            )
             yield Label(PROCS_LABEL, classes="section", id="host-procs-label")
-            yield KeyedTable([("pid", "Pid"), ("user", "User"), ("cpu", "CPU"), ("rss", "RSS"), ("gpu", "GPU"),
-                              ("why", "Why"), ("cmd", "Command")], id="host-procs", classes="auto")
+            yield KeyedTable(
+                [
+                    ("pid", "Pid"),
+                    ("user", "User"),
+                    ("cpu", "CPU"),
+                    ("rss", "RSS"),
+                    ("gpu", "GPU"),
+                    ("why", "Why"),
+                    ("cmd", "Command"),
+                ],
+                id="host-procs",
+                classes="auto",
+            )
 
     def on_resize(self) -> None:
         cols = host_schedule_columns(self.size.width)
@@ -89,44 +151,71 @@ class HostScreen(ViewScreen):
         st = self.state
         self.query_one("#host-summary", Static).update(host_detail(st, self.host_name))
         h = st.shown(self.host_name)
-        dim = "dim" if (live := st.hosts.get(self.host_name)) is not None and not live.reachable else ""
+        dim = (
+            "dim"
+            if (live := st.hosts.get(self.host_name)) is not None and not live.reachable
+            else ""
+        )
         gpus: dict[str, tuple] = {}
         health: dict[str, tuple] = {}
         runs: dict[str, tuple] = {}
         scheds: dict[str, tuple] = {}
         disks: dict[str, tuple] = {}
         for g in h.gpus if h else ():
-            if g.lost is not None:   # none of its figures is known: the driver's words, not 0 of 0
+            if g.lost is not None:  # none of its figures is known: the driver's words, not 0 of 0
                 mem = Text(f"LOST: {shown(g.lost)}", style=dim or "bold red")
             else:
                 frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
                 mem = bar(frac, 10, bool(dim))
                 mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
-            gpus[f"gpu{g.index}"] = (Text(f"GPU {g.index}", style=dim or "bold"),
-                                     Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),
-                                     mem, "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%", "")
+            gpus[f"gpu{g.index}"] = (
+                Text(f"GPU {g.index}", style=dim or "bold"),
+                Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),
+                mem,
+                "-" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%",
+                "",
+            )
             health[f"gpu{g.index}"] = gpu_health_row(g, dim)
             for p in g.processes:
-                gpus[f"gpu{g.index}:{p.pid}"] = (Text(f"  pid {p.pid}", style=dim), Text(shown(p.user), style=dim),
-                                                 Text(f"{p.used_mib:,.0f} MiB", style=dim),
-                                                 Text("" if p.sm_pct is None else f"sm {p.sm_pct:.0f}%", style=dim),
-                                                 Text(shown(p.command), style=dim))
+                gpus[f"gpu{g.index}:{p.pid}"] = (
+                    Text(f"  pid {p.pid}", style=dim),
+                    Text(shown(p.user), style=dim),
+                    Text(f"{p.used_mib:,.0f} MiB", style=dim),
+                    Text("" if p.sm_pct is None else f"sm {p.sm_pct:.0f}%", style=dim),
+                    Text(shown(p.command), style=dim),
+                )
         for r in h.runs if h else ():
-            runs[r.key] = (Text(shown(r.name), style=dim), Text(r.state, style=dim or _state_style(r.state)),
-                           progress(r.step, r.max_steps), "-" if r.loss is None else f"{r.loss:.4f}",
-                           Text(shown(r.path), style="dim"))
+            runs[r.key] = (
+                Text(shown(r.name), style=dim),
+                Text(r.state, style=dim or _state_style(r.state)),
+                progress(r.step, r.max_steps),
+                "-" if r.loss is None else f"{r.loss:.4f}",
+                Text(shown(r.path), style="dim"),
+            )
         every = st.schedules
         for s in schedule_verdict.stray_first(h.schedules) if h else ():
             # `why` names the missing path as the host's command gave it: escaped here
-            cells = {"kind": shown(s.kind), "stray": Text(shown(schedule_verdict.why(s, every)),
-                                                          style="bold red" if s.stray else "dim"),
-                     "user": shown(s.user), "spec": shown(s.spec), "cmd": shown(s.command)}
+            cells = {
+                "kind": shown(s.kind),
+                "stray": Text(
+                    shown(schedule_verdict.why(s, every)), style="bold red" if s.stray else "dim"
+                ),
+                "user": shown(s.user),
+                "spec": shown(s.spec),
+                "cmd": shown(s.command),
+            }
             scheds[s.id] = tuple(cells[c[0]] for c in self._sched_cols)
         for d in h.disks if h else ():
             frac = d.used_bytes / d.total_bytes if d.total_bytes else None
             used = bar(frac, 10, bool(dim))
             used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
-            disks[d.path] = (shown(d.path), used, human_bytes(d.free_bytes), shown(d.mount), shown(d.fstype))
+            disks[d.path] = (
+                shown(d.path),
+                used,
+                human_bytes(d.free_bytes),
+                shown(d.mount),
+                shown(d.fstype),
+            )
         table = self.query_one("#host-procs", KeyedTable)
         cursor = table.current_key
         order: Sequence[Process] = h.processes if h else ()
@@ -138,10 +227,19 @@ class HostScreen(ViewScreen):
         listed = held_in_place(order, self._procs_shown, table.keys, cursor)
         self._procs_shown = listed
         now = keys_of(h)
-        procs = {k: process_cells(p, dim, left=k not in now, glyphs=glyphs.get(k, "")) for k, p in listed.items()}
+        procs = {
+            k: process_cells(p, dim, left=k not in now, glyphs=glyphs.get(k, ""))
+            for k, p in listed.items()
+        }
         with self.app.batch_update():
-            for tid, rows in (("#host-gpus", gpus), ("#host-gpu-health", health), ("#host-runs", runs), ("#host-schedules", scheds),
-                              ("#host-disks", disks), ("#host-procs", procs)):
+            for tid, rows in (
+                ("#host-gpus", gpus),
+                ("#host-gpu-health", health),
+                ("#host-runs", runs),
+                ("#host-schedules", scheds),
+                ("#host-disks", disks),
+                ("#host-procs", procs),
+            ):
                 # the table keeps the cursor on its row key (pid and start time) as rows above it
                 # come or go (KeyedTable._sync), so it stays on its process, not on its place
                 self.query_one(tid, KeyedTable).sync(rows)
@@ -150,10 +248,17 @@ class HostScreen(ViewScreen):
         """Stop the process highlighted in the processes table, once typed back."""
         h = self.state.hosts.get(self.host_name)
         key = self.query_one("#host-procs", KeyedTable).current_key
-        proc = self._procs_shown.get(key) if key is not None and h is not None and h.reachable else None
+        proc = (
+            self._procs_shown.get(key)
+            if key is not None and h is not None and h.reachable
+            else None
+        )
         if proc is None:
-            self.notify("Highlight a process in the processes table first (the host must be up).",
-                        severity="warning", markup=False)
+            self.notify(
+                "Highlight a process in the processes table first (the host must be up).",
+                severity="warning",
+                markup=False,
+            )
             return
         self.app.push_screen(StopProcessModal(self.host_name, proc, listed=key in keys_of(h)))
 
@@ -161,7 +266,9 @@ class HostScreen(ViewScreen):
         """Show the processes as a tree, or in the probe's order again; the cursor stays on its
         process."""
         self.process_tree = not self.process_tree
-        self.query_one("#host-procs-label", Label).update(PROCS_TREE_LABEL if self.process_tree else PROCS_LABEL)
+        self.query_one("#host-procs-label", Label).update(
+            PROCS_TREE_LABEL if self.process_tree else PROCS_LABEL
+        )
         self.refresh_view()
 
     def action_describe(self) -> None:
@@ -183,8 +290,11 @@ class HostScreen(ViewScreen):
         elif which == "host-procs" and key in self._procs_shown:
             self.app.push_screen(describe_process(self.app, self.host_name, self._procs_shown[key]))
             return
-        self.notify("Highlight a process, a run or a schedule first (tab moves between the tables).",
-                    severity="warning", markup=False)
+        self.notify(
+            "Highlight a process, a run or a schedule first (tab moves between the tables).",
+            severity="warning",
+            markup=False,
+        )
 
     def action_who_holds(self) -> None:
         """Ask the host which processes hold a file under a path (the highlighted run's, to start)."""
@@ -208,8 +318,12 @@ def keys_of(h: HostSnapshot | None) -> set[str]:
     return {process_key(p) for p in h.processes} if h else set()
 
 
-def held_in_place(listed: Iterable[Process], shown: Mapping[str, Process], order: Sequence[str],
-                  cursor: str | None) -> dict[str, Process]:
+def held_in_place(
+    listed: Iterable[Process],
+    shown: Mapping[str, Process],
+    order: Sequence[str],
+    cursor: str | None,
+) -> dict[str, Process]:
     """The process rows to show, by key, in the probe's order; the process under the cursor
     stays, at its place, when it left the listing (it ended, or fell out of the top few), so
     the cursor never lands on a neighbour that moved into its place: it leaves that row only
@@ -227,18 +341,31 @@ def process_cells(p: Process, dim: str = "", left: bool = False, glyphs: str = "
     """The cells of one row of the processes table; `left`: the process is not in the latest
     listing (the row is held under the cursor); `glyphs`: its place in the tree, drawn before
     the command."""
-    return (Text(str(p.pid), style=dim), Text(shown(p.user), style=dim),
-            "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%", human_bytes(p.rss_bytes, "-"),
-            "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB",
-            Text("not listed now", style="yellow") if left else Text(", ".join(p.why), style="dim"),
-            Text.assemble((glyphs, "dim"), (shown(p.command), dim)))
+    return (
+        Text(str(p.pid), style=dim),
+        Text(shown(p.user), style=dim),
+        "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%",
+        human_bytes(p.rss_bytes, "-"),
+        "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB",
+        Text("not listed now", style="yellow") if left else Text(", ".join(p.why), style="dim"),
+        Text.assemble((glyphs, "dim"), (shown(p.command), dim)),
+    )
 
 
 #: what can lose a card first (heat, power, throttling, memory errors, Xids), then the figures
 #: a reader looks up (clocks, link, fan, modes): at 120 columns the first six are on screen
-HEALTH_COLUMNS = [("gpu", "GPU"), ("temp", "Temp/slow"), ("power", "Power/limit"), ("throttle", "Throttle"),
-                  ("ecc", "ECC"), ("xid", "Xid"), ("clocks", "SM/max · mem MHz"), ("pcie", "PCIe"),
-                  ("fan", "Fan"), ("modes", "Modes")]
+HEALTH_COLUMNS = [
+    ("gpu", "GPU"),
+    ("temp", "Temp/slow"),
+    ("power", "Power/limit"),
+    ("throttle", "Throttle"),
+    ("ecc", "ECC"),
+    ("xid", "Xid"),
+    ("clocks", "SM/max · mem MHz"),
+    ("pcie", "PCIe"),
+    ("fan", "Fan"),
+    ("modes", "Modes"),
+]
 
 
 def _or(v: object, fmt: str = "{}") -> str:
@@ -253,13 +380,17 @@ def gpu_health_row(g: Gpu, dim: str = "") -> tuple:
     """The Host view's health row of one card (HEALTH_COLUMNS): `-` where the driver does not
     report a figure; the throttle reasons in words; the Xid errors the probe read, `none` when
     it watches and saw none, `-` when it cannot watch."""
-    temp = Text(f"{_or(g.temperature_c, '{}°')}/{_or(g.temperature_slowdown_c, '{}°')}",
-                style=dim or temp_style(g) or "")
+    temp = Text(
+        f"{_or(g.temperature_c, '{}°')}/{_or(g.temperature_slowdown_c, '{}°')}",
+        style=dim or temp_style(g) or "",
+    )
     power = f"{_or(g.power_w, '{:.0f}')}/{_or(g.power_limit_w, '{:.0f}')}W"
     clocks = f"{_or(g.sm_clock_mhz)}/{_or(g.sm_clock_max_mhz)} · {_or(g.mem_clock_mhz)}"
     mark = throttle_mark(g)
-    throttle = Text(reason_words(g.throttle_reasons),
-                    style=dim or ("" if mark is None else "bold red" if mark in SLOWDOWN else "yellow"))
+    throttle = Text(
+        reason_words(g.throttle_reasons),
+        style=dim or ("" if mark is None else "bold red" if mark in SLOWDOWN else "yellow"),
+    )
     p = g.pcie
     link = "-" if p.gen is None and p.width is None else f"gen{_or(p.gen)} x{_or(p.width)}"
     if p.width is not None and p.width_max and p.width < p.width_max:
@@ -275,15 +406,41 @@ def gpu_health_row(g: Gpu, dim: str = "") -> tuple:
         ecc += " · remap pending"
     if e.remap_failure:
         ecc += " · remap FAILED"
-    modes = " · ".join(x for x in (
-        None if g.persistence_mode is None else f"persist {'on' if g.persistence_mode else 'off'}",
-        None if g.mig_mode is None else f"MIG {'on' if g.mig_mode else 'off'}", g.compute_mode) if x) or "-"
-    xid = "-" if g.xid is None else "none" if not g.xid else ", ".join(
-        f"{x.code} at {time.strftime('%H:%M', time.localtime(x.time))}" for x in g.xid[-3:])
-    return (Text(f"GPU {g.index}", style=dim or "bold"), temp, Text(power, style=dim), throttle,
-            Text(ecc, style=dim or ("bold red" if bad else "")),
-            Text(xid, style=dim or ("bold red" if g.xid else "")), Text(clocks, style=dim), Text(link, style=dim),
-            Text(_or(g.fan_pct, "{}%"), style=dim), Text(modes, style=dim))
+    modes = (
+        " · ".join(
+            x
+            for x in (
+                None
+                if g.persistence_mode is None
+                else f"persist {'on' if g.persistence_mode else 'off'}",
+                None if g.mig_mode is None else f"MIG {'on' if g.mig_mode else 'off'}",
+                g.compute_mode,
+            )
+            if x
+        )
+        or "-"
+    )
+    xid = (
+        "-"
+        if g.xid is None
+        else "none"
+        if not g.xid
+        else ", ".join(
+            f"{x.code} at {time.strftime('%H:%M', time.localtime(x.time))}" for x in g.xid[-3:]
+        )
+    )
+    return (
+        Text(f"GPU {g.index}", style=dim or "bold"),
+        temp,
+        Text(power, style=dim),
+        throttle,
+        Text(ecc, style=dim or ("bold red" if bad else "")),
+        Text(xid, style=dim or ("bold red" if g.xid else "")),
+        Text(clocks, style=dim),
+        Text(link, style=dim),
+        Text(_or(g.fan_pct, "{}%"), style=dim),
+        Text(modes, style=dim),
+    )
 
 
 def host_schedule_columns(width: int) -> list[tuple[str, str, int]]:
@@ -296,13 +453,23 @@ def host_schedule_columns(width: int) -> list[tuple[str, str, int]]:
     if width < 100:
         w["kind"], w["spec"] = 9, 12
     w["cmd"] = max(16, width - sum(w.values()) - 2 * (len(w) + 1) - 4)
-    labels = {"kind": "Kind", "stray": "Stray because", "user": "User", "spec": "When", "cmd": "Command"}
+    labels = {
+        "kind": "Kind",
+        "stray": "Stray because",
+        "user": "User",
+        "spec": "When",
+        "cmd": "Command",
+    }
     return [(k, labels[k], w[k]) for k in labels if k in w]
 
 
 def _state_style(state: str) -> str:
-    return {"running": "green", "stalled": "bold yellow", "failed": "bold red",
-            "finished": "blue"}.get(state, "")
+    return {
+        "running": "green",
+        "stalled": "bold yellow",
+        "failed": "bold red",
+        "finished": "blue",
+    }.get(state, "")
 
 
 def eta_text(seconds: float | None) -> str:

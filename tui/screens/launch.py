@@ -22,15 +22,23 @@ class LaunchModal(Modal):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, host: str | None = None, run_toml: str = "", after: str = "",
-                 resume: Any = None, values: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        host: str | None = None,
+        run_toml: str = "",
+        after: str = "",
+        resume: Any = None,
+        values: dict[str, Any] | None = None,
+    ) -> None:
         """`resume`: a failed or stopped run to continue from its newest checkpoint, with
         `values` its RUN.toml as the host keeps it (`<run>/RUN.toml`)."""
         super().__init__()
         self.host = resume.host if resume is not None else host
         self.resume = resume
         self.values = values
-        self.run_toml = f"{shown(resume.path)}/RUN.toml (on {resume.host})" if resume is not None else run_toml
+        self.run_toml = (
+            f"{shown(resume.path)}/RUN.toml (on {resume.host})" if resume is not None else run_toml
+        )
         self.after = after
         self.checked: tuple | None = None  # the inputs the last passing pre-flight was for
         self.preflight_result: Any = None
@@ -39,27 +47,55 @@ class LaunchModal(Modal):
     def compose(self) -> ComposeResult:
         hosts = [(h.name, h.name) for h in self.app.fleet.hosts]
         with Vertical(classes="dialog", id="launch-dialog"):
-            title = (f"Resume {shown(self.resume.name)} on {self.host} from its newest checkpoint" if self.resume
-                     else "Launch a training run")
+            title = (
+                f"Resume {shown(self.resume.name)} on {self.host} from its newest checkpoint"
+                if self.resume
+                else "Launch a training run"
+            )
             yield Label(Text(title), classes="title")
             yield Label("Host:")
-            yield Select(hosts, id="launch-host", allow_blank=False, compact=True,
-                         value=self.host if self.host else hosts[0][1], disabled=self.resume is not None)
-            yield Label("RUN.toml (the host's own copy):" if self.resume else "RUN.toml (a file on this machine):")
-            yield Input(self.run_toml, placeholder="path/to/RUN.toml", id="launch-toml", compact=True,
-                        disabled=self.resume is not None)
-            yield Label("After (optional): start only once this run on the host has finished with an adapter")
-            yield Input(self.after, placeholder="e.g. ~/runs/run-6 (empty: start now)",
-                        id="launch-after", compact=True)
+            yield Select(
+                hosts,
+                id="launch-host",
+                allow_blank=False,
+                compact=True,
+                value=self.host if self.host else hosts[0][1],
+                disabled=self.resume is not None,
+            )
+            yield Label(
+                "RUN.toml (the host's own copy):"
+                if self.resume
+                else "RUN.toml (a file on this machine):"
+            )
+            yield Input(
+                self.run_toml,
+                placeholder="path/to/RUN.toml",
+                id="launch-toml",
+                compact=True,
+                disabled=self.resume is not None,
+            )
+            yield Label(
+                "After (optional): start only once this run on the host has finished with an adapter"
+            )
+            yield Input(
+                self.after,
+                placeholder="e.g. ~/runs/run-6 (empty: start now)",
+                id="launch-after",
+                compact=True,
+            )
             with VerticalScroll(can_focus=False):
-                yield Static(Text("Pre-flight checks the host before anything starts.", style="dim"),
-                             id="launch-verdict")
+                yield Static(
+                    Text("Pre-flight checks the host before anything starts.", style="dim"),
+                    id="launch-verdict",
+                )
                 yield DataTable(id="launch-checks", cursor_type="none", zebra_stripes=True)
                 yield Static(id="launch-result")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Pre-flight", id="preflight", variant="primary")
-                yield Button(Text(self.launch_label()), id="launch", variant="success", disabled=True)
+                yield Button(
+                    Text(self.launch_label()), id="launch", variant="success", disabled=True
+                )
 
     def on_mount(self) -> None:
         table = self.query_one("#launch-checks", DataTable)
@@ -87,8 +123,11 @@ class LaunchModal(Modal):
     def inputs(self) -> tuple[str, str, str | None]:
         """(host, RUN.toml path, after or None) as entered."""
         after = self.query_one("#launch-after", Input).value.strip()
-        return (str(self.query_one("#launch-host", Select).value),
-                self.query_one("#launch-toml", Input).value.strip(), after or None)
+        return (
+            str(self.query_one("#launch-host", Select).value),
+            self.query_one("#launch-toml", Input).value.strip(),
+            after or None,
+        )
 
     def on_input_changed(self) -> None:
         self._update_button()
@@ -128,14 +167,27 @@ class LaunchModal(Modal):
         table.clear()
         table.display = True
         for c in pre.checks:
-            table.add_row(Text(said(c.name)), Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
-                          Text(said(c.message), style="" if c.ok else "red"), height=None)
+            table.add_row(
+                Text(said(c.name)),
+                Text("✔" if c.ok else "✖", style="bold green" if c.ok else "bold red"),
+                Text(said(c.message), style="" if c.ok else "red"),
+                height=None,
+            )
         est = pre.estimate or {}
-        verdict = Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green") if pre.ok \
-            else Text(f"✖ refused ({said(pre.refusal.name)}): {said(pre.refusal.message)}\n", style="bold red")
+        verdict = (
+            Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green")
+            if pre.ok
+            else Text(
+                f"✖ refused ({said(pre.refusal.name)}): {said(pre.refusal.message)}\n",
+                style="bold red",
+            )
+        )
         if est.get("memory_bytes"):
-            verdict.append(f"estimate: {human_bytes(est['memory_bytes'])} of memory on {said(est.get('device', '?'))}, "
-                           f"{est.get('lora_params', '?'):,} LoRA parameters", style="dim")
+            verdict.append(
+                f"estimate: {human_bytes(est['memory_bytes'])} of memory on {said(est.get('device', '?'))}, "
+                f"{est.get('lora_params', '?'):,} LoRA parameters",
+                style="dim",
+            )
         self.query_one("#launch-verdict", Static).update(verdict)
 
     @work(exclusive=True, group="launch", exit_on_error=False)
@@ -143,19 +195,27 @@ class LaunchModal(Modal):
         """Ask the host every launch check; nothing is started."""
         # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
         from fleetdeck.backend.actions.launch import preflight
+
         host, toml, after = self.inputs()
         self.checked = None
         self._update_button()
         if not toml:
-            self.notify("Type the path of a RUN.toml first.", title="Launch", severity="warning", markup=False)
+            self.notify(
+                "Type the path of a RUN.toml first.",
+                title="Launch",
+                severity="warning",
+                markup=False,
+            )
             return
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
         try:
-            pre = await preflight(self.app.link(host), self.run_arg(toml),
-                                  after=after, resume=self.resume is not None)
+            pre = await preflight(
+                self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
+            )
         except Exception as e:
             self.query_one("#launch-verdict", Static).update(
-                Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
+                Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red")
+            )
             self.app.report_error("Pre-flight", e)
             return
         self.show_checks(pre)
@@ -171,13 +231,15 @@ class LaunchModal(Modal):
         """Start (or queue) the run through the backend, which checks again and audits."""
         # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
         from fleetdeck.backend.actions.launch import launch
+
         host, toml, after = self.inputs()
         self.query_one("#launch", Button).disabled = True
         out = self.query_one("#launch-result", Static)
         out.update(Text("starting…", style="dim"))
         try:
-            res = await launch(self.app.link(host), self.run_arg(toml),
-                               after=after, resume=self.resume is not None)
+            res = await launch(
+                self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
+            )
         except Exception as e:
             out.update(Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
             self.app.report_error("Launch", e)
@@ -186,10 +248,23 @@ class LaunchModal(Modal):
         self.show_checks(res.preflight)
         if res.ok:
             pid = f"pid {res.pid}" if res.pid else f"waiter pid {res.waiter_pid}"
-            out.update(Text(f"✔ {said(res.state)}: {shown(res.run_path)} on {host} ({pid})", style="bold green"))
+            out.update(
+                Text(
+                    f"✔ {said(res.state)}: {shown(res.run_path)} on {host} ({pid})",
+                    style="bold green",
+                )
+            )
         else:
-            out.update(Text(f"✖ {said(res.state)} ({said(res.reason or '-')}): {said(res.error)}", style="bold red"))
+            out.update(
+                Text(
+                    f"✖ {said(res.state)} ({said(res.reason or '-')}): {said(res.error)}",
+                    style="bold red",
+                )
+            )
         self.query_one("#cancel", Button).label = "Close"
         self.query_one("#cancel", Button).focus()
-        self.app.post_message(ActionFinished("launch", host, res.ok,
-                                             f"{shown(res.run_path)} on {host}: {said(res.state)}"))
+        self.app.post_message(
+            ActionFinished(
+                "launch", host, res.ok, f"{shown(res.run_path)} on {host}: {said(res.state)}"
+            )
+        )

@@ -17,8 +17,13 @@ from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.modal import TypedConfirmModal
 from fleetdeck.tui.widgets.keyed_table import NavTable
 
-STATUS_STYLE = {"copied": "green", "identical": "green", "mismatch": "bold red", "missing": "bold red",
-                "extra": "yellow"}
+STATUS_STYLE = {
+    "copied": "green",
+    "identical": "green",
+    "mismatch": "bold red",
+    "missing": "bold red",
+    "extra": "yellow",
+}
 
 
 def typeable(path: str) -> str:
@@ -39,7 +44,7 @@ def digest_width(table_width: int, fixed: int) -> int:
 def digest_text(digest: object, chunk: int) -> Text:
     """A host's sha256, whole and escaped, `chunk` characters a line; `-` when there is none."""
     text = shown(str(digest)) if digest else "-"
-    return Text("\n".join(text[i:i + chunk] for i in range(0, len(text), chunk)) or "-")
+    return Text("\n".join(text[i : i + chunk] for i in range(0, len(text), chunk)) or "-")
 
 
 class MirrorModal(TypedConfirmModal):
@@ -77,14 +82,25 @@ class MirrorModal(TypedConfirmModal):
         first = others[0][1] if len(others) == 1 else None
         yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
         yield Label("To host:")
-        yield Select(others, prompt="pick the destination host", id="mirror-host", compact=True,
-                     value=first if first else Select.NULL)
+        yield Select(
+            others,
+            prompt="pick the destination host",
+            id="mirror-host",
+            compact=True,
+            value=first if first else Select.NULL,
+        )
         yield Label("To path (created if absent; refused if it holds different content):")
-        yield Input(self.default_path(first) if first else typeable(self.src_path), id="mirror-path",
-                    placeholder="type the destination path",
-                    classes="confirm", compact=True)
-        yield Static(Text("enter: dry run (shows what would be copied; nothing is written)", style="dim"),
-                     id="mirror-rate")
+        yield Input(
+            self.default_path(first) if first else typeable(self.src_path),
+            id="mirror-path",
+            placeholder="type the destination path",
+            classes="confirm",
+            compact=True,
+        )
+        yield Static(
+            Text("enter: dry run (shows what would be copied; nothing is written)", style="dim"),
+            id="mirror-rate",
+        )
         yield NavTable(id="mirror-files", cursor_type="row", zebra_stripes=True)
         yield Static(id="mirror-result")
 
@@ -93,8 +109,9 @@ class MirrorModal(TypedConfirmModal):
 
     def prepare(self) -> None:
         # the verdict first: at 80 columns a long file name pushes the last column off the dialog
-        self.query_one("#mirror-files", DataTable).add_columns("Status", "File", "Bytes", "sha256 here",
-                                                               "sha256 there")
+        self.query_one("#mirror-files", DataTable).add_columns(
+            "Status", "File", "Bytes", "sha256 here", "sha256 there"
+        )
 
     def focus_first_field(self) -> None:
         host = self.query_one("#mirror-host", Select)
@@ -105,14 +122,22 @@ class MirrorModal(TypedConfirmModal):
 
     def replacing(self) -> bool:
         """The last dry run, of exactly this destination, found it holding different content."""
-        return (self.dry_for is not None and self.dry_for == self.destination()
-                and self.dry_report is not None and self.dry_report.reason == "dst-differs")
+        return (
+            self.dry_for is not None
+            and self.dry_for == self.destination()
+            and self.dry_report is not None
+            and self.dry_report.reason == "dst-differs"
+        )
 
     def checks_passed(self) -> bool:
         if self.replacing():
             return bool(self.query("#replace-confirm"))
-        return (self.dry_for is not None and self.dry_for == self.destination()
-                and self.dry_report is not None and self.dry_report.result == "would-copy")
+        return (
+            self.dry_for is not None
+            and self.dry_for == self.destination()
+            and self.dry_report is not None
+            and self.dry_report.result == "would-copy"
+        )
 
     def expected(self, field: Input) -> str | None:
         if field.id == "replace-confirm":
@@ -127,20 +152,38 @@ class MirrorModal(TypedConfirmModal):
             return
         path = self.destination()[1]
         self.query_one(f"#{self.DIALOG_ID}").mount_all(
-            [Label(Text.assemble("It holds different content. To replace it (the copy is proven first; the "
-                                 "old one is kept beside it as ", (f"{shown(path)}.replaced-<UTC time>", "bold"),
-                                 "), type its path exactly:"), id="replace-label"),
-             Input(placeholder="the destination path, character for character", id="replace-confirm",
-                   classes="confirm", compact=True)],
-            before=self.query_one("#mirror-rate", Static))
+            [
+                Label(
+                    Text.assemble(
+                        "It holds different content. To replace it (the copy is proven first; the "
+                        "old one is kept beside it as ",
+                        (f"{shown(path)}.replaced-<UTC time>", "bold"),
+                        "), type its path exactly:",
+                    ),
+                    id="replace-label",
+                ),
+                Input(
+                    placeholder="the destination path, character for character",
+                    id="replace-confirm",
+                    classes="confirm",
+                    compact=True,
+                ),
+            ],
+            before=self.query_one("#mirror-rate", Static),
+        )
 
     def act_label(self) -> str:
         if self.dry_for is None or self.dry_report is None or self.dry_for != self.destination():
             return "Copy (dry run first)"
         rep = self.dry_report
-        if self.replacing() and self.query("#replace-confirm") and \
-                self.matches(self.query_one("#replace-confirm", Input)):
-            n = sum(1 for f in rep.files if getattr(f, "kind", "file") == "file" and f.status != "extra")
+        if (
+            self.replacing()
+            and self.query("#replace-confirm")
+            and self.matches(self.query_one("#replace-confirm", Input))
+        ):
+            n = sum(
+                1 for f in rep.files if getattr(f, "kind", "file") == "file" and f.status != "extra"
+            )
             return f"Replace: copy {n} file{'s' if n != 1 else ''}, {human_bytes(rep.bytes_src)} (old kept)"
         if rep.result == "identical":
             return "Nothing to copy: identical"
@@ -167,8 +210,12 @@ class MirrorModal(TypedConfirmModal):
         """Dry run of the destination as entered (a warning when it is incomplete)."""
         host, path = self.destination()
         if not host or not path:
-            self.notify("Pick a destination host and type a path first.", title="Mirror",
-                        severity="warning", markup=False)
+            self.notify(
+                "Pick a destination host and type a path first.",
+                title="Mirror",
+                severity="warning",
+                markup=False,
+            )
             return
         self.copy(host, path, True)
 
@@ -179,7 +226,7 @@ class MirrorModal(TypedConfirmModal):
         for root in src_cfg.runs:
             prefix = root.rstrip("/") + "/"
             if self.src_path.startswith(prefix) and dst_cfg.runs:
-                return typeable(dst_cfg.runs[0].rstrip("/") + "/" + self.src_path[len(prefix):])
+                return typeable(dst_cfg.runs[0].rstrip("/") + "/" + self.src_path[len(prefix) :])
         return typeable(self.src_path)
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -190,7 +237,9 @@ class MirrorModal(TypedConfirmModal):
     def destination(self) -> tuple[str | None, str]:
         """The chosen (host, path)."""
         host = self.query_one("#mirror-host", Select).value
-        return (None if host is Select.NULL else str(host)), self.query_one("#mirror-path", Input).value
+        return (None if host is Select.NULL else str(host)), self.query_one(
+            "#mirror-path", Input
+        ).value
 
     def pressed(self, button: Button) -> None:
         if button.id == "dry":
@@ -202,12 +251,16 @@ class MirrorModal(TypedConfirmModal):
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else None
         line = bar(done / total if total else 0.0, 30)
-        line.append(f" {done / total if total else 0:4.0%}  {human_bytes(done)} of {human_bytes(total)}  "
-                    f"at {human_bytes(rate)}/s  ETA {human_duration(eta)}")
+        line.append(
+            f" {done / total if total else 0:4.0%}  {human_bytes(done)} of {human_bytes(total)}  "
+            f"at {human_bytes(rate)}/s  ETA {human_duration(eta)}"
+        )
         self.query_one("#mirror-rate", Static).update(line)
 
     @work(exclusive=True, group="mirror", exit_on_error=False)
-    async def copy(self, dst_host: str, dst_path: str, dry_run: bool, replace_typed: str | None = None) -> None:
+    async def copy(
+        self, dst_host: str, dst_path: str, dry_run: bool, replace_typed: str | None = None
+    ) -> None:
         """Run the backend's mirror in a worker (polling and navigation go on) and show its proof."""
         buttons = [self.query_one(b, Button) for b in ("#act", "#dry")]
         for b in buttons:
@@ -217,10 +270,21 @@ class MirrorModal(TypedConfirmModal):
         result = self.query_one("#mirror-result", Static)
         try:
             from fleetdeck.backend.actions.mirror import mirror
-            replace = {} if replace_typed is None else {
-                "replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
-            rep = await mirror(self.app.link(self.src_host), self.src_path, self.app.link(dst_host), dst_path,
-                               dry_run=dry_run, progress=None if dry_run else self.on_progress, **replace)
+
+            replace = (
+                {}
+                if replace_typed is None
+                else {"replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
+            )
+            rep = await mirror(
+                self.app.link(self.src_host),
+                self.src_path,
+                self.app.link(dst_host),
+                dst_path,
+                dry_run=dry_run,
+                progress=None if dry_run else self.on_progress,
+                **replace,
+            )
         except Exception as e:
             result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
             self.app.report_error(f"Mirror to {dst_host}", e)
@@ -230,7 +294,9 @@ class MirrorModal(TypedConfirmModal):
         self.show_report(rep, dst_host, dry_run)
         if dry_run:
             self.dry_for, self.dry_report = (dst_host, dst_path), rep
-            self.query_one("#mirror-rate", Static).update(Text("dry run: nothing was copied", style="dim"))
+            self.query_one("#mirror-rate", Static).update(
+                Text("dry run: nothing was copied", style="dim")
+            )
             buttons[1].disabled = False
             if self.replacing():
                 self.offer_replace()
@@ -239,9 +305,19 @@ class MirrorModal(TypedConfirmModal):
             (buttons[0] if self.ready() else buttons[1]).focus()
             return
         self.finished()
-        self.app.post_message(ActionFinished(
-            "mirror", dst_host, rep.verified, f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
-            + (f"verified ({rep.verified_by})" if rep.verified else f"NOT verified ({said(rep.reason or rep.result)})")))
+        self.app.post_message(
+            ActionFinished(
+                "mirror",
+                dst_host,
+                rep.verified,
+                f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
+                + (
+                    f"verified ({rep.verified_by})"
+                    if rep.verified
+                    else f"NOT verified ({said(rep.reason or rep.result)})"
+                ),
+            )
+        )
 
     def focus_replace(self) -> None:
         if self.query("#replace-confirm"):
@@ -258,36 +334,65 @@ class MirrorModal(TypedConfirmModal):
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
         # the status, file and size columns, each with its two cells of padding, and the scrollbar
-        fixed = sum(2 + max([len(h), *(len(c) for c in col)]) for h, col in (
-            ("Status", ["would copy", *(str(f.status) for f in rep.files)]),
-            ("File", [shown(str(f.path)) for f in rep.files]),
-            ("Bytes", [human_bytes(f.bytes) for f in rep.files]))) + 2 + 4
+        fixed = (
+            sum(
+                2 + max([len(h), *(len(c) for c in col)])
+                for h, col in (
+                    ("Status", ["would copy", *(str(f.status) for f in rep.files)]),
+                    ("File", [shown(str(f.path)) for f in rep.files]),
+                    ("Bytes", [human_bytes(f.bytes) for f in rep.files]),
+                )
+            )
+            + 2
+            + 4
+        )
         chunk = digest_width(table.size.width or self.app.size.width - 10, fixed)
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
             # Text cells: a str cell of a DataTable is read as markup
-            table.add_row(Text(said(st), style=STATUS_STYLE.get(f.status, "")), host_text(f.path),
-                          human_bytes(f.bytes), digest_text(f.sha256_src, chunk),
-                          digest_text(f.sha256_dst, chunk), height=None)
+            table.add_row(
+                Text(said(st), style=STATUS_STYLE.get(f.status, "")),
+                host_text(f.path),
+                human_bytes(f.bytes),
+                digest_text(f.sha256_src, chunk),
+                digest_text(f.sha256_dst, chunk),
+                height=None,
+            )
         t = Text()
         if dry_run:
-            what = {"would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
-                    "identical": f"{dst_host} already holds identical content"}.get(rep.result, said(rep.result))
+            what = {
+                "would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
+                "identical": f"{dst_host} already holds identical content",
+            }.get(rep.result, said(rep.result))
             t.append(f"dry run, nothing copied: {what}. ", style="bold")
         else:
-            t.append("✔ verified: " if rep.verified else "✖ NOT verified: ",
-                     style="bold green" if rep.verified else "bold red")
-            if getattr(rep, "verified_by", None):  # what the verdict stands on: files and their count
+            t.append(
+                "✔ verified: " if rep.verified else "✖ NOT verified: ",
+                style="bold green" if rep.verified else "bold red",
+            )
+            if getattr(
+                rep, "verified_by", None
+            ):  # what the verdict stands on: files and their count
                 t.append(f"{rep.verified_by}; ")
-            t.append(f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {self.src_host}, "
-                     f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}")
+            t.append(
+                f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {self.src_host}, "
+                f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}"
+            )
         if rep.rate:
-            t.append(f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
-                     f"({human_bytes(rep.rate)}/s)")
+            t.append(
+                f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
+                f"({human_bytes(rep.rate)}/s)"
+            )
         if getattr(rep, "kept_as", None):
-            t.append(f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; remove it by hand once "
-                     "it is no longer needed", style="bold")
+            t.append(
+                f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; remove it by hand once "
+                "it is no longer needed",
+                style="bold",
+            )
         if rep.error or rep.reason:
-            t.append(f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}", style="bold red")
+            t.append(
+                f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}",
+                style="bold red",
+            )
         result.update(t)

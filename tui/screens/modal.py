@@ -39,8 +39,14 @@ class TypedConfirmModal(Modal):
     plain text, never markup: their host parts must already be escaped with `shown`.
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel",
-                        tooltip="cancel and close (nothing changes unless the action already ran)")]
+    BINDINGS = [
+        Binding(
+            "escape",
+            "cancel",
+            "Cancel",
+            tooltip="cancel and close (nothing changes unless the action already ran)",
+        )
+    ]
     DIALOG_ID = "confirm-dialog"
     ACT_VARIANT = "error"
 
@@ -87,13 +93,23 @@ class TypedConfirmModal(Modal):
             return
         if field.has_class("confirm") and not self.matches(field):
             want = self.expected(field)
-            self.notify("does not match: type it exactly, character for character" if want else
-                        "type a value first", title="Not confirmed", severity="warning", markup=False)
+            self.notify(
+                "does not match: type it exactly, character for character"
+                if want
+                else "type a value first",
+                title="Not confirmed",
+                severity="warning",
+                markup=False,
+            )
         elif self.done:
             self.query_one("#cancel", Button).focus()
         elif not self.checks_passed():
-            self.notify(f"{self.act_label()} is not possible: the checks above did not pass.",
-                        title="Refused", severity="warning", markup=False)
+            self.notify(
+                f"{self.act_label()} is not possible: the checks above did not pass.",
+                title="Refused",
+                severity="warning",
+                markup=False,
+            )
         else:
             self.focus_first_field()
 
@@ -108,7 +124,9 @@ class TypedConfirmModal(Modal):
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield from self.compose_buttons()
-                yield Button(Text(self.act_label()), id="act", variant=self.ACT_VARIANT, disabled=True)
+                yield Button(
+                    Text(self.act_label()), id="act", variant=self.ACT_VARIANT, disabled=True
+                )
 
     @property
     def fields(self) -> list[Input]:

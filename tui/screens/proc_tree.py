@@ -19,8 +19,9 @@ def parent_pid(p: Process) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def tree_order(procs: Sequence[Process],
-               parent_of: Callable[[Process], int | None] = parent_pid) -> list[tuple[Process, str]]:
+def tree_order(
+    procs: Sequence[Process], parent_of: Callable[[Process], int | None] = parent_pid
+) -> list[tuple[Process, str]]:
     """The processes in tree order, each with the glyphs drawn before its command (`├─ `,
     `│  └─ `; a root has none). A process whose parent is not listed is a root, in the listing's
     order; a parent chain that loops (a host's answer may say anything) is cut where it closes:
@@ -53,5 +54,7 @@ def tree_order(procs: Sequence[Process],
             below = [c for c in kids.get(p.pid, ()) if id(c) not in seen]
             for i in range(len(below) - 1, -1, -1):
                 last = i == len(below) - 1
-                stack.append((below[i], lead + ("└─ " if last else "├─ "), lead + ("   " if last else "│  ")))
+                stack.append(
+                    (below[i], lead + ("└─ " if last else "├─ "), lead + ("   " if last else "│  "))
+                )
     return out

@@ -25,8 +25,11 @@ def check_text(entry: Any) -> Text:
     skipped = [c for c, v in checks.items() if v not in ("pass", "fail")]
     # the names of passed checks would make the row wider than the dialog; failures are named
     if passed:
-        t.append(f"✔ {'all ' if not entry.refusals and not skipped else ''}{len(passed)} "
-                 f"{'other ' if entry.refusals else ''}checks passed", style="green")
+        t.append(
+            f"✔ {'all ' if not entry.refusals and not skipped else ''}{len(passed)} "
+            f"{'other ' if entry.refusals else ''}checks passed",
+            style="green",
+        )
     if skipped:
         t.append(f"\n· skipped: {said(', '.join(skipped))}", style="dim")
     if not t.plain:
@@ -41,7 +44,7 @@ PLAN_COLUMNS = ("Path", "File bytes", "Checks")
 def cut_paths(paths: list[str], width: int) -> dict[str, str]:
     """Each path cut to `width` keeping its tail (`…/checkpoints/checkpoint-25`: the part that
     tells checkpoints apart); when two tails look the same, head and tail around a `…`."""
-    cut = {p: p if len(p) <= width else "…" + p[-(width - 1):] for p in paths}
+    cut = {p: p if len(p) <= width else "…" + p[-(width - 1) :] for p in paths}
     if len(set(cut.values())) == len(cut):
         return cut
     return shorten_unique(paths, width)
@@ -57,7 +60,9 @@ class PurgeModal(TypedConfirmModal):
 
     DIALOG_ID = "purge-dialog"
 
-    def __init__(self, host: str, paths: list[str], plan: Any = None, keep: int | None = None) -> None:
+    def __init__(
+        self, host: str, paths: list[str], plan: Any = None, keep: int | None = None
+    ) -> None:
         """`plan`: one already gathered (shown as is; execution still re-checks on the host);
         `keep`: the keep rule's N, `paths` then holding the run alone."""
         super().__init__()
@@ -79,24 +84,43 @@ class PurgeModal(TypedConfirmModal):
         return f"Purge {len(self.paths)} path{'s' if len(self.paths) != 1 else ''} on {self.host}"
 
     def compose_body(self) -> ComposeResult:
-        yield Static(Text("gathering the plan: checking every path on the host…", style="dim"),
-                     id="purge-verdict")
+        yield Static(
+            Text("gathering the plan: checking every path on the host…", style="dim"),
+            id="purge-verdict",
+        )
         yield DataTable(id="purge-plan", cursor_type="none", zebra_stripes=True)
         yield Static(id="purge-keepers")
         yield Static(id="purge-evals")
         yield Static(id="purge-space")
         if self.keep is not None:
-            yield Label(Text.assemble("Type the run ", (shown(self.paths[0]), "bold"), " exactly to confirm:"))
-            yield Input(placeholder="the run's path, character for character",
-                        id="confirm-0", classes="confirm", compact=True)
-            yield Label(Text.assemble("Type the number of checkpoints it keeps (", (str(self.keep), "bold"),
-                                      "):"))
-            yield Input(placeholder="the number above", id="keep-confirm", classes="confirm", compact=True)
+            yield Label(
+                Text.assemble(
+                    "Type the run ", (shown(self.paths[0]), "bold"), " exactly to confirm:"
+                )
+            )
+            yield Input(
+                placeholder="the run's path, character for character",
+                id="confirm-0",
+                classes="confirm",
+                compact=True,
+            )
+            yield Label(
+                Text.assemble(
+                    "Type the number of checkpoints it keeps (", (str(self.keep), "bold"), "):"
+                )
+            )
+            yield Input(
+                placeholder="the number above", id="keep-confirm", classes="confirm", compact=True
+            )
         else:
             for i, p in enumerate(self.paths):
                 yield Label(Text.assemble("Type ", (shown(p), "bold"), " exactly to confirm:"))
-                yield Input(placeholder="the path above, character for character",
-                            id=f"confirm-{i}", classes="confirm", compact=True)
+                yield Input(
+                    placeholder="the path above, character for character",
+                    id=f"confirm-{i}",
+                    classes="confirm",
+                    compact=True,
+                )
         yield Static(id="purge-result")
 
     def offer_keep(self) -> None:
@@ -106,11 +130,22 @@ class PurgeModal(TypedConfirmModal):
             return
         result = self.query_one("#purge-result", Static)
         self.query_one(f"#{self.DIALOG_ID}").mount_all(
-            [Label(Text("This run has no final adapter; it can keep its newest N checkpoints instead "
-                        "(the others are deleted):", style="yellow"), id="keep-label"),
-             Input(placeholder="N (1 or more)", id="keep-n", type="integer", compact=True)], before=result)
-        self.query_one(".buttons").mount(Button("Keep newest N", id="keep", disabled=True),
-                                         before=self.query_one("#act", Button))
+            [
+                Label(
+                    Text(
+                        "This run has no final adapter; it can keep its newest N checkpoints instead "
+                        "(the others are deleted):",
+                        style="yellow",
+                    ),
+                    id="keep-label",
+                ),
+                Input(placeholder="N (1 or more)", id="keep-n", type="integer", compact=True),
+            ],
+            before=result,
+        )
+        self.query_one(".buttons").mount(
+            Button("Keep newest N", id="keep", disabled=True), before=self.query_one("#act", Button)
+        )
 
     def prepare(self) -> None:
         table = self.query_one("#purge-plan", DataTable)
@@ -138,9 +173,15 @@ class PurgeModal(TypedConfirmModal):
         super().on_input_changed(event)
         if event.input.id == "keep-n":
             self.refresh_keep()
-        if event.input.id == "allow-best" and (best := self.unkept_best()) is not None \
-                and event.value == best:
-            self.allow_best = (*self.allow_best, best)   # judged again on the host, with the allowance
+        if (
+            event.input.id == "allow-best"
+            and (best := self.unkept_best()) is not None
+            and event.value == best
+        ):
+            self.allow_best = (
+                *self.allow_best,
+                best,
+            )  # judged again on the host, with the allowance
             self.plan = None
             self.refresh_act()
             self.gather()
@@ -165,7 +206,13 @@ class PurgeModal(TypedConfirmModal):
         return self.plan is not None and bool(self.plan.ok)
 
     def act_label(self) -> str:
-        n = len(self.paths) if self.keep is None else len(self.plan.paths) if self.plan is not None else 0
+        n = (
+            len(self.paths)
+            if self.keep is None
+            else len(self.plan.paths)
+            if self.plan is not None
+            else 0
+        )
         what = f"Delete {n} path{'s' if n != 1 else ''}"
         if self.keep is not None:
             what = f"Delete {n} checkpoint{'s' if n != 1 else ''}, keep newest {self.keep}"
@@ -180,14 +227,19 @@ class PurgeModal(TypedConfirmModal):
         verdict = self.query_one("#purge-verdict", Static)
         try:
             from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
+
             link = self.app.link(self.host)
             if self.keep is not None:
                 plan = await gather_keep_newest(link, self.paths[0], self.keep, self.allow_best)
             else:
                 plan = await gather_purge(link, self.paths, self.allow_best)
         except Exception as e:
-            verdict.update(Text(f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
-                                style="bold red"))
+            verdict.update(
+                Text(
+                    f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
+                    style="bold red",
+                )
+            )
             self.app.report_error(f"Purge plan on {self.host}", e)
             return
         self.plan = plan
@@ -202,12 +254,20 @@ class PurgeModal(TypedConfirmModal):
         table.add_columns(*PLAN_COLUMNS)
         names = cut_paths([shown(e.path) for e in plan.paths], self.path_width())
         for entry in plan.paths:
-            table.add_row(Text(names[shown(entry.path)]), human_bytes(entry.bytes), check_text(entry),
-                          height=None)
-        keepers = Text("Keepers (final adapters that must survive, sha256 taken now):\n", style="bold")
+            table.add_row(
+                Text(names[shown(entry.path)]),
+                human_bytes(entry.bytes),
+                check_text(entry),
+                height=None,
+            )
+        keepers = Text(
+            "Keepers (final adapters that must survive, sha256 taken now):\n", style="bold"
+        )
         if plan.keep is not None:
-            keepers = Text(f"Keepers (its newest {plan.keep.n} checkpoints; sha256 of every file taken now):\n",
-                           style="bold")
+            keepers = Text(
+                f"Keepers (its newest {plan.keep.n} checkpoints; sha256 of every file taken now):\n",
+                style="bold",
+            )
             for path in plan.keep.kept:
                 keepers.append(f"  {shown(path)}\n")
         for k in plan.keepers if plan.keep is None else ():
@@ -221,30 +281,50 @@ class PurgeModal(TypedConfirmModal):
         free, gain = plan.free_bytes_before, plan.expected_bytes
         # the table's bytes are the files' sizes; what is freed is counted in disk blocks
         # (sparse or hard-linked files and block rounding make the two differ)
-        space = Text(f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)} of disk blocks "
-                     f"(files: {human_bytes(sum(e.bytes for e in plan.paths))})   "
-                     f"expected after: {human_bytes(free + gain) if free is not None else '?'}")
+        space = Text(
+            f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)} of disk blocks "
+            f"(files: {human_bytes(sum(e.bytes for e in plan.paths))})   "
+            f"expected after: {human_bytes(free + gain) if free is not None else '?'}"
+        )
         for w in plan.warnings:
             space.append(f"\n⚠ {said(w)}", style="yellow")
         self.query_one("#purge-space", Static).update(space)
         verdict = self.query_one("#purge-verdict", Static)
         if plan.ok:
-            verdict.update(Text(f"✔ every check passed ({len(plan.paths)} path(s); {plan.witnesses} kept file(s) "
-                                "to re-hash). Type each path to enable Delete.", style="bold green"))
+            verdict.update(
+                Text(
+                    f"✔ every check passed ({len(plan.paths)} path(s); {plan.witnesses} kept file(s) "
+                    "to re-hash). Type each path to enable Delete.",
+                    style="bold green",
+                )
+            )
         else:
-            why = Text("✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red")
+            why = Text(
+                "✖ refused, nothing can be deleted (Delete stays disabled):", style="bold red"
+            )
             if plan.keep is not None and plan.keep.refusal is not None:
-                why.append(f"\n  {said(plan.keep.refusal.code)}: {said(plan.keep.refusal.message)}", style="red")
+                why.append(
+                    f"\n  {said(plan.keep.refusal.code)}: {said(plan.keep.refusal.message)}",
+                    style="red",
+                )
             for entry in plan.paths:
                 for r in entry.refusals:
-                    why.append(f"\n  {shown(entry.path)}: {said(r.code)}: {said(r.message)}", style="red")
+                    why.append(
+                        f"\n  {shown(entry.path)}: {said(r.code)}: {said(r.message)}", style="red"
+                    )
             if (run := self.keep_run()) is not None:
-                why.append(f"\n{shown(run)} has no final adapter: type N below and press "
-                           "Keep newest N to keep its newest N checkpoints instead.", style="yellow")
+                why.append(
+                    f"\n{shown(run)} has no final adapter: type N below and press "
+                    "Keep newest N to keep its newest N checkpoints instead.",
+                    style="yellow",
+                )
                 self.offer_keep()
             if (best := self.unkept_best()) is not None:
-                why.append(f"\n{shown(best)} holds its run's best eval loss and nothing kept holds the same "
-                           "weights: type its path in the field below to delete it anyway.", style="yellow")
+                why.append(
+                    f"\n{shown(best)} holds its run's best eval loss and nothing kept holds the same "
+                    "weights: type its path in the field below to delete it anyway.",
+                    style="yellow",
+                )
                 self.offer_allow_best()
             verdict.update(why)
         self.refresh_act()
@@ -253,8 +333,14 @@ class PurgeModal(TypedConfirmModal):
         """The best-eval checkpoint this plan refuses to delete (`best-eval`), or None."""
         if self.plan is None or not any("best-eval" in e.refused for e in self.plan.paths):
             return None
-        return next((e.best for e in self.plan.evals if e.best and e.best_kept is False
-                     and e.best not in self.allow_best), None)
+        return next(
+            (
+                e.best
+                for e in self.plan.evals
+                if e.best and e.best_kept is False and e.best not in self.allow_best
+            ),
+            None,
+        )
 
     def offer_allow_best(self) -> None:
         """The field in which the best-eval checkpoint's path is typed back (mounted only then)."""
@@ -262,10 +348,22 @@ class PurgeModal(TypedConfirmModal):
             return
         result = self.query_one("#purge-result", Static)
         self.query_one(f"#{self.DIALOG_ID}").mount_all(
-            [Label(Text("To delete the best-eval checkpoint anyway, type its path exactly:", style="yellow"),
-                   id="allow-best-label"),
-             Input(placeholder="the best checkpoint's path, character for character", id="allow-best",
-                   compact=True)], before=result)
+            [
+                Label(
+                    Text(
+                        "To delete the best-eval checkpoint anyway, type its path exactly:",
+                        style="yellow",
+                    ),
+                    id="allow-best-label",
+                ),
+                Input(
+                    placeholder="the best checkpoint's path, character for character",
+                    id="allow-best",
+                    compact=True,
+                ),
+            ],
+            before=result,
+        )
 
     def path_width(self) -> int:
         """Room for a path in the plan table, so that its size and checks stay on screen at 80
@@ -291,6 +389,7 @@ class PurgeModal(TypedConfirmModal):
         result.update(Text("deleting…", style="dim"))
         try:
             from fleetdeck.backend.actions.purge import execute_purge
+
             rep = await execute_purge(self.app.link(self.host), self.plan, self.typed())
         except Exception as e:
             result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
@@ -303,11 +402,16 @@ class PurgeModal(TypedConfirmModal):
         ok = bool(rep.ok) and not rep.audit_error
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
-        summary = (f"{self.host}: deleted {len(rep.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
-                   f"{rep.verified_by}; free {human_bytes(before)} → {human_bytes(after)}." if ok else
-                   f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
-                   if not rep.deleted else f"{self.host}: deleted, but a keeper changed."
-                   if not rep.verified else f"{self.host}: deleted, but NOT audited: {said(rep.audit_error)}")
+        summary = (
+            f"{self.host}: deleted {len(rep.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
+            f"{rep.verified_by}; free {human_bytes(before)} → {human_bytes(after)}."
+            if ok
+            else f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
+            if not rep.deleted
+            else f"{self.host}: deleted, but a keeper changed."
+            if not rep.verified
+            else f"{self.host}: deleted, but NOT audited: {said(rep.audit_error)}"
+        )
         self.app.post_message(ActionFinished("purge", self.host, ok, summary))
 
 
@@ -318,11 +422,16 @@ def evals_text(plan: Any) -> Text:
     for e in getattr(plan, "evals", ()):
         if e.best is None:
             continue
-        t.append(f"Eval loss of {shown(e.run)} (best {e.best_loss:.4g}, "
-                 f"{'kept' if e.best_kept else 'NOT kept'}):\n", style="bold")
+        t.append(
+            f"Eval loss of {shown(e.run)} (best {e.best_loss:.4g}, "
+            f"{'kept' if e.best_kept else 'NOT kept'}):\n",
+            style="bold",
+        )
         for name, step, loss, best in e.rows():
-            t.append(f"  {shown(name)}  step {step}  {loss}{'  ← best' if best else ''}\n",
-                     style="yellow" if best and not e.best_kept else "dim")
+            t.append(
+                f"  {shown(name)}  step {step}  {loss}{'  ← best' if best else ''}\n",
+                style="yellow" if best and not e.best_kept else "dim",
+            )
     return t
 
 
@@ -331,8 +440,11 @@ def report_text(rep: Any) -> Text:
     t = Text()
     if rep.audit_error:
         # the purge is not done until its record is on disk: never shown as a success
-        t.append(f"✖ {'deleted' if rep.deleted else 'nothing deleted'}, but the audit log was NOT "
-                 f"written: {said(rep.audit_error)}\n", style="bold red")
+        t.append(
+            f"✖ {'deleted' if rep.deleted else 'nothing deleted'}, but the audit log was NOT "
+            f"written: {said(rep.audit_error)}\n",
+            style="bold red",
+        )
         if rep.deleted and not rep.verified:
             t.append("✖ and a keeper did NOT verify\n", style="bold red")
     elif rep.ok:
@@ -344,15 +456,25 @@ def report_text(rep: Any) -> Text:
     for p in rep.paths:
         t.append(f"  {shown(p.path)}: ")
         why = "; ".join(f"{r.code}: {r.message}" for r in p.refusals)
-        t.append("deleted" if p.deleted else f"kept ({said(why or p.error or 'not deleted')})",
-                 style="green" if p.deleted else "red")
+        t.append(
+            "deleted" if p.deleted else f"kept ({said(why or p.error or 'not deleted')})",
+            style="green" if p.deleted else "red",
+        )
         t.append("\n")
     before, after = rep.free_bytes_before, rep.free_bytes_after
-    delta = (f" ({'+' if after >= before else '-'}{human_bytes(abs(after - before))})"
-             if before is not None and after is not None else "")
-    t.append(f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n", style="bold")
+    delta = (
+        f" ({'+' if after >= before else '-'}{human_bytes(abs(after - before))})"
+        if before is not None and after is not None
+        else ""
+    )
+    t.append(
+        f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n",
+        style="bold",
+    )
     for k in rep.keepers:
         t.append(f"  keeper {shown(k.path)}: sha256 {shown(str(k.sha256_after))} ")
-        t.append("re-verified ✔\n" if k.verified else "CHANGED ✖\n",
-                 style="green" if k.verified else "bold red")
+        t.append(
+            "re-verified ✔\n" if k.verified else "CHANGED ✖\n",
+            style="green" if k.verified else "bold red",
+        )
     return t

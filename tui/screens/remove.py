@@ -54,8 +54,12 @@ class RemoveScheduleModal(TypedConfirmModal):
         yield Static(t)
         yield Static(Text("checking the host…", style="dim"), id="remove-check")
         yield Label(Text.assemble("Type the id ", (shown(s.id), "bold"), " to confirm:"))
-        yield Input(placeholder="type the id shown above", id="remove-confirm", classes="confirm",
-                    compact=True)
+        yield Input(
+            placeholder="type the id shown above",
+            id="remove-confirm",
+            classes="confirm",
+            compact=True,
+        )
         yield Static(id="remove-result")
 
     def prepare(self) -> None:
@@ -75,7 +79,11 @@ class RemoveScheduleModal(TypedConfirmModal):
         if s.kind == "loop":
             return f"Stop loop pid {s.pid}" if s.pid else "Stop loop"
         if s.kind in ("crontab", "cron-file"):
-            return f"Remove line {s.line} of {shown(s.source)}" if getattr(s, "line", None) else f"Remove {s.kind} entry"
+            return (
+                f"Remove line {s.line} of {shown(s.source)}"
+                if getattr(s, "line", None)
+                else f"Remove {s.kind} entry"
+            )
         if s.kind == "systemd-timer":
             return f"Stop and disable {shown(getattr(s, 'unit', None) or 'timer')}"
         if s.kind == "at":
@@ -103,9 +111,16 @@ class RemoveScheduleModal(TypedConfirmModal):
         box = self.query_one("#remove-check", Static)
         self.check_ok = bool(check.ok)
         if check.ok:
-            box.update(Text(f"✔ {said(check.message or 'still present as listed')}", style="bold green"))
+            box.update(
+                Text(f"✔ {said(check.message or 'still present as listed')}", style="bold green")
+            )
         else:
-            box.update(Text(f"✖ refused ({said(check.reason_code)}): {said(check.message)}", style="bold red"))
+            box.update(
+                Text(
+                    f"✖ refused ({said(check.reason_code)}): {said(check.message)}",
+                    style="bold red",
+                )
+            )
         self.refresh_act()
 
     @work(exclusive=True, group="remove", exit_on_error=False)
@@ -128,8 +143,15 @@ class RemoveScheduleModal(TypedConfirmModal):
             extra = f" Backup: {said(rep.backup)}." if rep.backup else ""
             result.update(Text(f"✔ removed: {said(rep.message)}.{extra}", style="bold green"))
         else:
-            result.update(Text(f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
-                               style="bold red"))
+            result.update(
+                Text(
+                    f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
+                    style="bold red",
+                )
+            )
         self.finished()
-        self.app.post_message(ActionFinished("remove", s.host, rep.ok,
-                                             f"{shown(s.id)} on {s.host}: {said(rep.message)}"))
+        self.app.post_message(
+            ActionFinished(
+                "remove", s.host, rep.ok, f"{shown(s.id)} on {s.host}: {said(rep.message)}"
+            )
+        )

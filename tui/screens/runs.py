@@ -45,8 +45,16 @@ def _log_problem(run: Run, e: BaseException) -> str:
 
 #: states a run can be resumed from (the trainer continues from the newest checkpoint)
 RESUMABLE = ("failed", "cancelled", "stalled")
-RUN_COLUMNS = {"host": "Host", "name": "Run", "state": "State", "prog": "Progress", "sps": "s/step",
-               "eta": "ETA", "loss": "Loss", "eval": "Eval"}
+RUN_COLUMNS = {
+    "host": "Host",
+    "name": "Run",
+    "state": "State",
+    "prog": "Progress",
+    "sps": "s/step",
+    "eta": "ETA",
+    "loss": "Loss",
+    "eval": "Eval",
+}
 #: widths of the columns other than the run's name (its width is what is left)
 RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
 
@@ -133,8 +141,14 @@ class LossChart(Static):
 class CheckpointTable(KeyedTable):
     """Checkpoints of the selected run; space marks one for purge."""
 
-    BINDINGS = [Binding("space", "toggle_mark", "Mark",
-                        tooltip="mark / unmark the highlighted checkpoint for purge")]
+    BINDINGS = [
+        Binding(
+            "space",
+            "toggle_mark",
+            "Mark",
+            tooltip="mark / unmark the highlighted checkpoint for purge",
+        )
+    ]
 
     def action_toggle_mark(self) -> None:
         """Mark or unmark the highlighted checkpoint."""
@@ -145,17 +159,44 @@ class RunsScreen(ViewScreen):
     """Runs across the fleet; p purge, m mirror, l reload log."""
 
     BINDINGS = [
-        Binding("enter", "open_checkpoints", "Checkpoints", show=False,
-                tooltip="move to the run's checkpoints"),
-        Binding("p", "purge", "Purge", tooltip="purge the marked checkpoints (or the highlighted one)"),
-        Binding("m", "mirror", "Mirror", tooltip="mirror the run's adapter to another host and verify it"),
+        Binding(
+            "enter",
+            "open_checkpoints",
+            "Checkpoints",
+            show=False,
+            tooltip="move to the run's checkpoints",
+        ),
+        Binding(
+            "p", "purge", "Purge", tooltip="purge the marked checkpoints (or the highlighted one)"
+        ),
+        Binding(
+            "m",
+            "mirror",
+            "Mirror",
+            tooltip="mirror the run's adapter to another host and verify it",
+        ),
         Binding("l", "reload_log", "Log", show=False, tooltip="reload the tail of train.log"),
-        Binding("f", "follow_log", "Follow", show=False,
-                tooltip="follow train.log live, as tail -f (f again stops)"),
-        Binding("r", "resume", "Resume", show=False,
-                tooltip="resume a failed, cancelled or stalled run from its newest checkpoint"),
-        Binding("d", "describe", "Describe", show=False,
-                tooltip="describe: the run's row, its run.json and newest trainer_state.json, escaped (y copies)"),
+        Binding(
+            "f",
+            "follow_log",
+            "Follow",
+            show=False,
+            tooltip="follow train.log live, as tail -f (f again stops)",
+        ),
+        Binding(
+            "r",
+            "resume",
+            "Resume",
+            show=False,
+            tooltip="resume a failed, cancelled or stalled run from its newest checkpoint",
+        ),
+        Binding(
+            "d",
+            "describe",
+            "Describe",
+            show=False,
+            tooltip="describe: the run's row, its run.json and newest trainer_state.json, escaped (y copies)",
+        ),
     ]
 
     def __init__(self) -> None:
@@ -169,7 +210,9 @@ class RunsScreen(ViewScreen):
         self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(self._columns(run_layout(self.app.size.width)), id="runs-table", column_sort=True)
+        yield KeyedTable(
+            self._columns(run_layout(self.app.size.width)), id="runs-table", column_sort=True
+        )
         with VerticalScroll(id="run-detail", can_focus=False):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
@@ -177,8 +220,11 @@ class RunsScreen(ViewScreen):
                 yield LossChart(id="run-chart")
                 with Vertical(id="run-ckpts"):
                     yield Label("Checkpoints (space marks, p purges)", classes="section")
-                    yield CheckpointTable([("mark", " ", 1), ("step", "Step"), ("size", "Size"),
-                                           ("path", "Path")], id="ckpt-table", classes="auto")
+                    yield CheckpointTable(
+                        [("mark", " ", 1), ("step", "Step"), ("size", "Size"), ("path", "Path")],
+                        id="ckpt-table",
+                        classes="auto",
+                    )
         yield Label(LOG_LABEL, classes="section", id="run-log-label")
         yield LogPane(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
@@ -201,8 +247,10 @@ class RunsScreen(ViewScreen):
         names = tuple((r.host, r.name) for r in runs)
         if getattr(self, "_need_for", None) != names:
             self._need_for = names
-            self._need = {"name": max((cell_len(shown(r.name)) for r in runs), default=0),
-                          "host": max((cell_len(r.host) for r in runs), default=0)}
+            self._need = {
+                "name": max((cell_len(shown(r.name)) for r in runs), default=0),
+                "host": max((cell_len(r.host) for r in runs), default=0),
+            }
         w = run_layout(self.size.width or self.app.size.width, self._need)
         if w != self._widths:
             self.table.set_columns(self._columns(w))
@@ -234,22 +282,30 @@ class RunsScreen(ViewScreen):
         # a third of a Runs repaint
         label_key = (w["host"], w["name"], tuple((r.host, r.name) for r in runs))
         if getattr(self, "_labels", (None,))[0] != label_key:
-            self._labels = (label_key, shorten_unique([r.host for r in runs], w["host"]),
-                            shorten_unique([shown(r.name) for r in runs], w["name"]),
-                            {r.name: shown(r.name) for r in runs})
+            self._labels = (
+                label_key,
+                shorten_unique([r.host for r in runs], w["host"]),
+                shorten_unique([shown(r.name) for r in runs], w["name"]),
+                {r.name: shown(r.name) for r in runs},
+            )
         _, hosts, names, escaped = self._labels
         by_key = {r.key: r for r in runs}
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            cells = {"host": hosts[r.host], "name": names[escaped[r.name]],
-                     "state": Text(r.state + (" ⚠" if r.reason and r.state != "running" else ""),
-                                   style=_state_style(r.state)),
-                     "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
-                     "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
-                     "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
-                     "loss": "-" if r.loss is None else f"{r.loss:.4f}",
-                     "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}"}
+            cells = {
+                "host": hosts[r.host],
+                "name": names[escaped[r.name]],
+                "state": Text(
+                    r.state + (" ⚠" if r.reason and r.state != "running" else ""),
+                    style=_state_style(r.state),
+                ),
+                "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
+                "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
+                "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
+                "loss": "-" if r.loss is None else f"{r.loss:.4f}",
+                "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
+            }
             return tuple(cells[k] for k in w)
 
         self._by_key = by_key
@@ -272,7 +328,7 @@ class RunsScreen(ViewScreen):
 
     def on_keyed_table_choice_changed(self, event: KeyedTable.ChoiceChanged) -> None:
         if event.table.id == "runs-table":
-            self.show_run()   # a filter that lets no row through moves no cursor
+            self.show_run()  # a filter that lets no row through moves no cursor
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         if event.data_table.id == "runs-table":
@@ -291,10 +347,19 @@ class RunsScreen(ViewScreen):
             table = self.table
             if table.filter_text and table.total_rows:
                 n = table.total_rows
-                show_text(title, Text(f"The filter {table.filter_text!r} matched 0 of {n} run{'' if n == 1 else 's'} "
-                                      "(/ changes it, esc clears it).", style="dim"))
+                show_text(
+                    title,
+                    Text(
+                        f"The filter {table.filter_text!r} matched 0 of {n} run{'' if n == 1 else 's'} "
+                        "(/ changes it, esc clears it).",
+                        style="dim",
+                    ),
+                )
             elif self.host_scope is not None:
-                show_text(title, Text(f"No runs on {self.host_scope} (:runs shows every host).", style="dim"))
+                show_text(
+                    title,
+                    Text(f"No runs on {self.host_scope} (:runs shows every host).", style="dim"),
+                )
             else:
                 show_text(title, self.no_runs_text())
             show_text(self.query_one("#run-trend", Static), "")
@@ -307,32 +372,55 @@ class RunsScreen(ViewScreen):
         t.append(f"  {r.state}", style=_state_style(r.state))
         if r.seconds_per_step is not None:
             t.append(f"  {r.seconds_per_step:.2f} s/step")
-        t.append(f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}", style="dim" if not r.adapter else "")
+        t.append(
+            f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}",
+            style="dim" if not r.adapter else "",
+        )
         if r.reason:  # the trainer's or the launcher's own words, read from the run's files
-            t.append(f"\nwhy {r.state}: {shown(r.reason)}", style="bold yellow" if r.state != "running" else "yellow")
+            t.append(
+                f"\nwhy {r.state}: {shown(r.reason)}",
+                style="bold yellow" if r.state != "running" else "yellow",
+            )
         elif r.state in RESUMABLE:
             # say so rather than leave the operator looking for a line that is not there
-            t.append(f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
-                     style="bold yellow")
+            t.append(
+                f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
+                style="bold yellow",
+            )
         usable = resumable(r)
         if r.state in RESUMABLE and usable:
-            t.append(f"   r: resume from {shown(usable[-1].path.rsplit('/', 1)[-1])}"
-                     + (" (the newest complete one)" if usable[-1] is not r.checkpoints[-1] else ""), style="dim")
+            t.append(
+                f"   r: resume from {shown(usable[-1].path.rsplit('/', 1)[-1])}"
+                + (" (the newest complete one)" if usable[-1] is not r.checkpoints[-1] else ""),
+                style="dim",
+            )
         elif r.state in RESUMABLE:
-            t.append("   no complete checkpoint to resume from (n launches it again)" if r.checkpoints
-                     else "   no checkpoint to resume from (n launches it again)", style="dim")
+            t.append(
+                "   no complete checkpoint to resume from (n launches it again)"
+                if r.checkpoints
+                else "   no checkpoint to resume from (n launches it again)",
+                style="dim",
+            )
         show_text(title, t)
         show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
-        rows = {c.path: (Text("✓" if c.path in marks else " ", style="bold red"),
-                         "?" if c.step is None else str(c.step), human_bytes(c.bytes), checkpoint_cell(c))
-                for c in r.checkpoints}
+        rows = {
+            c.path: (
+                Text("✓" if c.path in marks else " ", style="bold red"),
+                "?" if c.step is None else str(c.step),
+                human_bytes(c.bytes),
+                checkpoint_cell(c),
+            )
+            for c in r.checkpoints
+        }
         self.query_one("#ckpt-table", KeyedTable).sync(rows)
         if self._following is not None and self._following != r.key:
             self.stop_following()
-        if self._following is None and (self._log_for != r.key or r.state in ("running", "stalled")):
+        if self._following is None and (
+            self._log_for != r.key or r.state in ("running", "stalled")
+        ):
             if browsing and self._log_for != r.key:
                 self._read_log_soon(r)
             else:
@@ -357,12 +445,15 @@ class RunsScreen(ViewScreen):
                 # what it is on, rather than leave "reading train.log…" standing
                 self._log_for = None
                 self.show_run()
+
         self._log_soon = self.set_timer(LOG_REST_S, read)
 
     def no_runs_text(self) -> Text:
         """Where runs are looked for, so a first look at an empty view says what to do."""
         roots = "; ".join(f"{h.name}: {', '.join(h.runs) or 'none'}" for h in self.app.fleet.hosts)
-        t = Text("No runs yet. A run is a folder directly under a host's runs folders (", style="dim")
+        t = Text(
+            "No runs yet. A run is a folder directly under a host's runs folders (", style="dim"
+        )
         t.append(roots, style="bold")
         src = self.app.fleet.source
         where = "a fleet file, hosts.toml (see the README)" if src.startswith("built-in") else src
@@ -388,7 +479,12 @@ class RunsScreen(ViewScreen):
             self.show_log("reading train.log…")
         self._log_for = run.key
         try:
-            lines = [line async for line in log_lines(self.app.link(run.host), run.path, LOG_LINES, timeout=10)]
+            lines = [
+                line
+                async for line in log_lines(
+                    self.app.link(run.host), run.path, LOG_LINES, timeout=10
+                )
+            ]
         except Exception as e:  # a down host must not break the view
             text = _log_problem(run, e)
         else:
@@ -410,7 +506,9 @@ class RunsScreen(ViewScreen):
         self._show_log_label()
         log.clear()
         try:
-            async for line in log_lines(self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10):
+            async for line in log_lines(
+                self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10
+            ):
                 log.write_line(shown(line.expandtabs()))
         except Exception as e:  # the host went away, or the log did: say so in the pane
             log.write_line(f"-- stopped following: {_log_problem(run, e)} --")
@@ -436,7 +534,11 @@ class RunsScreen(ViewScreen):
 
     def _show_log_label(self) -> None:
         """The pane's label: what l and f do, then the search and wrap as the pane says them."""
-        label = self._log_label if not self._log_status else self._log_label.split(" (")[0] + " · " + self._log_status
+        label = (
+            self._log_label
+            if not self._log_status
+            else self._log_label.split(" (")[0] + " · " + self._log_status
+        )
         if getattr(self, "_label_shown", None) != label:
             self._label_shown = label
             self.query_one("#run-log-label", Label).update(Text(label))
@@ -475,6 +577,7 @@ class RunsScreen(ViewScreen):
             self.notify("No run selected.", severity="warning", markup=False)
             return
         from fleetdeck.tui.screens.describe import describe_run
+
         self.app.push_screen(describe_run(self.app, r))
 
     def action_purge(self) -> None:
@@ -488,19 +591,27 @@ class RunsScreen(ViewScreen):
             key = self.query_one("#ckpt-table", KeyedTable).current_key
             paths = [key] if key else []
         if not paths:
-            self.notify(f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False)
+            self.notify(
+                f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
+            )
             return
         from fleetdeck.tui.screens.purge import PurgeModal
+
         self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
 
     def action_mirror(self) -> None:
         """Mirror the selected run's adapter to another host."""
         r = self.selected
         if r is None or not r.adapter:
-            self.notify(f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
-                        title="Mirror", severity="warning", markup=False)
+            self.notify(
+                f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
+                title="Mirror",
+                severity="warning",
+                markup=False,
+            )
             return
         from fleetdeck.tui.screens.mirror import MirrorModal
+
         self.app.push_screen(MirrorModal(r.host, r.adapter))
 
     def action_resume(self) -> None:
@@ -510,13 +621,22 @@ class RunsScreen(ViewScreen):
             self.notify("No run selected.", severity="warning", markup=False)
             return
         if r.state not in RESUMABLE:
-            self.notify(f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
-                        title="Resume", severity="warning", markup=False)
+            self.notify(
+                f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
+                title="Resume",
+                severity="warning",
+                markup=False,
+            )
             return
         if not resumable(r):
             which = "complete checkpoint" if r.checkpoints else "checkpoint"
-            self.notify(f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
-                        "Launch it again (n) instead.", title="Resume", severity="warning", markup=False)
+            self.notify(
+                f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
+                "Launch it again (n) instead.",
+                title="Resume",
+                severity="warning",
+                markup=False,
+            )
             return
         self.open_resume(r)
 
@@ -531,9 +651,14 @@ class RunsScreen(ViewScreen):
             self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
             return
         if values is None:
-            self.notify(f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
-                        "fleetdeck launch and cannot be resumed from here.", title="Resume", severity="warning",
-                        markup=False)
+            self.notify(
+                f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
+                "fleetdeck launch and cannot be resumed from here.",
+                title="Resume",
+                severity="warning",
+                markup=False,
+            )
             return
         from fleetdeck.tui.screens.launch import LaunchModal
+
         self.app.push_screen(LaunchModal(resume=run, values=values))

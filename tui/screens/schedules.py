@@ -17,8 +17,15 @@ from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.screens.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-SCHED_COLUMNS = {"flag": " ", "host": "Host", "kind": "Kind", "why": "Stray because", "user": "User",
-                 "spec": "When", "cmd": "Command"}
+SCHED_COLUMNS = {
+    "flag": " ",
+    "host": "Host",
+    "kind": "Kind",
+    "why": "Stray because",
+    "user": "User",
+    "spec": "When",
+    "cmd": "Command",
+}
 
 
 def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]:
@@ -33,7 +40,14 @@ def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, in
         # without `need`: a third of the room past 100 columns to the reason, an eighth to when
         # it runs (a loop's spec is its own command line), the rest to the command
         extra = width - 100
-        w = {"flag": 1, "host": 10, "kind": 13, "why": 22 + extra // 3, "user": 8, "spec": 12 + extra // 8}
+        w = {
+            "flag": 1,
+            "host": 10,
+            "kind": 13,
+            "why": 22 + extra // 3,
+            "user": 8,
+            "spec": 12 + extra // 8,
+        }
     n = len(w) + 1
     if need and width >= 100:
         fixed = sum(v for k, v in w.items() if k not in ("why", "spec"))
@@ -63,7 +77,11 @@ NEED_SAMPLE = 50
 #: row key prefix of a host's folded distribution entries (never a schedule id: ids hold no "/")
 FOLDED = "\x00system/"
 
-SHORT_REASONS = {"dead-target": "path missing", "duplicate": "duplicate", "unacknowledged": "not acked"}
+SHORT_REASONS = {
+    "dead-target": "path missing",
+    "duplicate": "duplicate",
+    "unacknowledged": "not acked",
+}
 
 
 def short_why(s: Schedule) -> str:
@@ -85,14 +103,28 @@ class SchedulesScreen(ViewScreen):
     """Schedules across the fleet; a acknowledges, x removes (id typed back)."""
 
     BINDINGS = [
-        Binding("a", "acknowledge", "Ack",
-                tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)"),
+        Binding(
+            "a",
+            "acknowledge",
+            "Ack",
+            tooltip="acknowledge the highlighted schedule (no longer stray for being unknown)",
+        ),
         Binding("x", "remove", "Remove", tooltip="remove it: type its id back to confirm"),
-        Binding("d", "describe", "Describe", show=False,
-                tooltip="describe: the line behind it with its file and line number, a timer's unit, a loop's "
-                "command line, escaped (y copies)"),
-        Binding("s", "toggle_system", "System", show=False,
-                tooltip="show the distribution's own entries one by one (folded into one row per host)"),
+        Binding(
+            "d",
+            "describe",
+            "Describe",
+            show=False,
+            tooltip="describe: the line behind it with its file and line number, a timer's unit, a loop's "
+            "command line, escaped (y copies)",
+        ),
+        Binding(
+            "s",
+            "toggle_system",
+            "System",
+            show=False,
+            tooltip="show the distribution's own entries one by one (folded into one row per host)",
+        ),
     ]
 
     #: the distribution's own entries (package-owned cron files) shown one by one (`s`)
@@ -100,7 +132,9 @@ class SchedulesScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible
-        yield KeyedTable(self._columns(sched_layout(self.app.size.width)), id="sched-table", column_sort=True)
+        yield KeyedTable(
+            self._columns(sched_layout(self.app.size.width)), id="sched-table", column_sort=True
+        )
         yield Static(id="sched-detail", classes="detail")
 
     def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
@@ -160,8 +194,12 @@ class SchedulesScreen(ViewScreen):
         # ones), the columns and the fold. The same as last time: nothing to redo (comparing
         # 10,000 schedules costs less than ordering them, and leaves the table untouched)
         state = self.state
-        made_from = (tuple(self._widths.items()), self.show_system, self.host_scope,
-                     tuple((n, h.schedules) for n in state.host_names if (h := state.shown(n)) is not None))
+        made_from = (
+            tuple(self._widths.items()),
+            self.show_system,
+            self.host_scope,
+            tuple((n, h.schedules) for n in state.host_names if (h := state.shown(n)) is not None),
+        )
         if made_from == getattr(self, "_made_from", None):
             return
         self._fit_columns()
@@ -172,7 +210,7 @@ class SchedulesScreen(ViewScreen):
         every = fleet = self.state.schedules
         if self.host_scope is not None:
             every = [x for x in every if x.host == self.host_scope]
-        index: list[dict] = []   # twins_index(every), built by the first row that needs it
+        index: list[dict] = []  # twins_index(every), built by the first row that needs it
         hosts = shorten_unique(list(dict.fromkeys(x.host for x in every)), self._widths["host"])
         widths = tuple(self._widths)
         cache, self._row_cache = getattr(self, "_row_cache", {}), {}
@@ -191,18 +229,28 @@ class SchedulesScreen(ViewScreen):
         def make(key: str) -> tuple:
             s = by_key.get(key)
             if s is None:
-                host = key[len(FOLDED):]
+                host = key[len(FOLDED) :]
                 n = folded[host]
-                dim = Text(f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)",
-                           style="dim")
-                cells = {"flag": Text("·", style="dim"), "host": hosts[host], "kind": Text("system", style="dim"),
-                         "why": Text("installed by the distribution", style="dim"), "user": "", "spec": "",
-                         "cmd": dim}
+                dim = Text(
+                    f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)",
+                    style="dim",
+                )
+                cells = {
+                    "flag": Text("·", style="dim"),
+                    "host": hosts[host],
+                    "kind": Text("system", style="dim"),
+                    "why": Text("installed by the distribution", style="dim"),
+                    "user": "",
+                    "spec": "",
+                    "cmd": dim,
+                }
                 return tuple(cells[k] for k in self._widths)
             if narrow:
                 why = short_why(s)
             else:
-                why = self._why(s)   # with this listing's twins index (set below, before any row is made)
+                why = self._why(
+                    s
+                )  # with this listing's twins index (set below, before any row is made)
             # a schedule that did not change keeps its very cell objects: nothing to build, and
             # the table compares them by identity
             ck = (s, why, hosts[s.host], widths)
@@ -210,11 +258,16 @@ class SchedulesScreen(ViewScreen):
             if row is None:
                 style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
                 flag = "⚠" if s.stray else ("·" if s.system else " ")
-                cells = {"flag": Text(flag, style="bold red" if s.stray else "dim"), "host": hosts[s.host],
-                         # `why` names the missing path as the host's command gave it: escaped here
-                         "kind": shown(s.kind), "why": Text(shown(why), style=style or "green"),
-                         "user": shown(s.user), "spec": Text(shown(s.spec), style=style),
-                         "cmd": Text(shown(s.command), style=style)}
+                cells = {
+                    "flag": Text(flag, style="bold red" if s.stray else "dim"),
+                    "host": hosts[s.host],
+                    # `why` names the missing path as the host's command gave it: escaped here
+                    "kind": shown(s.kind),
+                    "why": Text(shown(why), style=style or "green"),
+                    "user": shown(s.user),
+                    "spec": Text(shown(s.spec), style=style),
+                    "cmd": Text(shown(s.command), style=style),
+                }
                 row = tuple(cells[k] for k in self._widths)
             self._row_cache[ck] = row
             return row
@@ -228,8 +281,12 @@ class SchedulesScreen(ViewScreen):
     def _fit_columns(self) -> None:
         """Measure the free columns on what needs action first, and lay the table out for it."""
         every = self.state.schedules
-        shown_ones = [x for x in schedule_verdict.stray_first(every)
-                      if (self.host_scope is None or x.host == self.host_scope) and (self.show_system or not x.system)]
+        shown_ones = [
+            x
+            for x in schedule_verdict.stray_first(every)
+            if (self.host_scope is None or x.host == self.host_scope)
+            and (self.show_system or not x.system)
+        ]
         sample = shown_ones[:NEED_SAMPLE]
         twins = schedule_verdict.twins_index(every) if any(x.stray for x in sample) else None
         # the reasons measured here are the rows' own (same listing, same twins) when no host
@@ -237,13 +294,19 @@ class SchedulesScreen(ViewScreen):
         # (each kept with its schedule: an id alone could be a later object's)
         memo = {id(x): (x, schedule_verdict.why(x, every, twins)) for x in sample if x.stray}
         self._why_memo = memo if self.host_scope is None else {}
-        need = {"why": max((cell_len(shown(memo[id(x)][1])) if x.stray else 12 for x in sample), default=0),
-                "spec": max((cell_len(shown(x.spec)) for x in sample), default=0),
-                "cmd": max((cell_len(shown(x.command)) for x in sample), default=0)}
+        need = {
+            "why": max(
+                (cell_len(shown(memo[id(x)][1])) if x.stray else 12 for x in sample), default=0
+            ),
+            "spec": max((cell_len(shown(x.spec)) for x in sample), default=0),
+            "cmd": max((cell_len(shown(x.command)) for x in sample), default=0),
+        }
         if not self.show_system and any(x.system for x in every):
             # the folded rows' own words
             need["why"] = max(need["why"], len("installed by the distribution"))
-            need["cmd"] = max(need["cmd"], len("99 entries the distribution installed (s lists them)"))
+            need["cmd"] = max(
+                need["cmd"], len("99 entries the distribution installed (s lists them)")
+            )
         self._need = need
         w = sched_layout(self.size.width or self.app.size.width, need)
         if w != self._widths:
@@ -255,18 +318,35 @@ class SchedulesScreen(ViewScreen):
         d = self.query_one("#sched-detail", Static)
         key = self.table.current_key
         if s is None and key is not None and key.startswith(FOLDED):
-            show_text(d, Text(f"The entries the distribution installed on {key[len(FOLDED):]} (package-owned cron "
-                          "files): never stray. s lists them one by one.", style="dim"))
+            show_text(
+                d,
+                Text(
+                    f"The entries the distribution installed on {key[len(FOLDED) :]} (package-owned cron "
+                    "files): never stray. s lists them one by one.",
+                    style="dim",
+                ),
+            )
             return
         if s is None:
             table = self.table
             if table.filter_text and table.total_rows:
                 n = table.total_rows
-                show_text(d, Text(f"The filter {table.filter_text!r} matched 0 of {n} row{'' if n == 1 else 's'} "
-                                  "(/ changes it, esc clears it).", style="dim"))
+                show_text(
+                    d,
+                    Text(
+                        f"The filter {table.filter_text!r} matched 0 of {n} row{'' if n == 1 else 's'} "
+                        "(/ changes it, esc clears it).",
+                        style="dim",
+                    ),
+                )
             elif self.host_scope is not None:
-                show_text(d, Text(f"No schedules found on {self.host_scope} (:schedules shows every host).",
-                                  style="dim"))
+                show_text(
+                    d,
+                    Text(
+                        f"No schedules found on {self.host_scope} (:schedules shows every host).",
+                        style="dim",
+                    ),
+                )
             else:
                 show_text(d, Text("No schedules found on any reachable host.", style="dim"))
             return
@@ -282,8 +362,9 @@ class SchedulesScreen(ViewScreen):
         t.append("\n")
         t.append(shown(s.command))
         if s.stray:
-            t.append(f"\nstray: {shown(self._why(s))}  —  a: acknowledge   x: remove",
-                     style="bold red")
+            t.append(
+                f"\nstray: {shown(self._why(s))}  —  a: acknowledge   x: remove", style="bold red"
+            )
         elif s.system:
             t.append("\ninstalled by the distribution: not stray", style="dim")
         show_text(d, t)
@@ -305,7 +386,7 @@ class SchedulesScreen(ViewScreen):
         self.show_detail()
 
     def on_keyed_table_choice_changed(self) -> None:
-        self.show_detail()   # a filter that lets no row through moves no cursor
+        self.show_detail()  # a filter that lets no row through moves no cursor
 
     def action_describe(self) -> None:
         """The raw source behind the highlighted schedule."""
@@ -314,6 +395,7 @@ class SchedulesScreen(ViewScreen):
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         from fleetdeck.tui.screens.describe import describe_schedule
+
         self.app.push_screen(describe_schedule(self.app, s))
 
     def action_acknowledge(self) -> None:
@@ -328,8 +410,9 @@ class SchedulesScreen(ViewScreen):
         except OSError as e:
             self.app.report_error("Acknowledge", e)
             return
-        self.app.post_message(ActionFinished("acknowledge", s.host, True,
-                                             f"{shown(s.id)} on {s.host} acknowledged."))
+        self.app.post_message(
+            ActionFinished("acknowledge", s.host, True, f"{shown(s.id)} on {s.host} acknowledged.")
+        )
 
     def action_remove(self) -> None:
         """Remove the highlighted schedule or stop the loop, after its id is typed back."""
@@ -338,4 +421,5 @@ class SchedulesScreen(ViewScreen):
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         from fleetdeck.tui.screens.remove import RemoveScheduleModal
+
         self.app.push_screen(RemoveScheduleModal(s))

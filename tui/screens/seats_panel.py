@@ -33,15 +33,26 @@ def seat_sections(seat: Seat, check: SeatCheck | None) -> list[tuple[str, str]]:
     its flags as the probe saw them, the endpoint a check asks, the last check's verdict in
     full. Every byte the host sent is escaped (`shown`)."""
     flags = "\n".join(f"{shown(k)} {shown(v)}" for k, v in sorted(seat.flags.items()))
-    where = f"http://127.0.0.1:{seat.port}" if seat.port else "none: the probe found no port it listens on"
+    where = (
+        f"http://127.0.0.1:{seat.port}"
+        if seat.port
+        else "none: the probe found no port it listens on"
+    )
     endpoint = [f"{where} (asked from {seat.host} itself: seats check, c in the Alerts view)"]
     if seat.container:
-        endpoint.append(f"container {shown(str(seat.container.get('name') or '?'))}, "
-                        f"image {shown(str(seat.container.get('image') or '?'))}")
-    out = [("the command line, as the probe saw it (its first 300 characters)", shown(seat.command) or "(none)"),
-           ("the flags that size its memory and context", flags or "(none of them set)"),
-           ("the endpoint", "\n".join(endpoint)),
-           ("the last check", check_words(check))]
+        endpoint.append(
+            f"container {shown(str(seat.container.get('name') or '?'))}, "
+            f"image {shown(str(seat.container.get('image') or '?'))}"
+        )
+    out = [
+        (
+            "the command line, as the probe saw it (its first 300 characters)",
+            shown(seat.command) or "(none)",
+        ),
+        ("the flags that size its memory and context", flags or "(none of them set)"),
+        ("the endpoint", "\n".join(endpoint)),
+        ("the last check", check_words(check)),
+    ]
     return out
 
 
@@ -50,12 +61,14 @@ def check_words(c: SeatCheck | None) -> str:
     if c is None:
         return "never checked (c checks it)"
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.checked_at)) if c.checked_at else "?"
-    lines = [f"{'sound' if c.sound else 'FAILED ' + shown(str(c.signature))} at {when}",
-             f"message: {shown(c.message)}",
-             f"endpoint: {shown(c.endpoint) if c.endpoint else '-'}",
-             f"model: {shown(c.model) if c.model else '-'}",
-             f"witness: {c.witness}; {c.requests} request{'' if c.requests == 1 else 's'}"
-             + (f" in {c.seconds:.2f}s" if c.seconds is not None else "")]
+    lines = [
+        f"{'sound' if c.sound else 'FAILED ' + shown(str(c.signature))} at {when}",
+        f"message: {shown(c.message)}",
+        f"endpoint: {shown(c.endpoint) if c.endpoint else '-'}",
+        f"model: {shown(c.model) if c.model else '-'}",
+        f"witness: {c.witness}; {c.requests} request{'' if c.requests == 1 else 's'}"
+        + (f" in {c.seconds:.2f}s" if c.seconds is not None else ""),
+    ]
     if c.content:
         lines.append(f"completion: {shown(c.content)}")
     return "\n".join(lines)
@@ -81,8 +94,10 @@ def no_bar_text(hosts: list[HostSnapshot]) -> str:
         elif not any(g.processes for g in h.gpus):
             why = "the driver lists no process on any card (a seat in a container's pid namespace is not listed)"
         else:
-            why = ("no process the driver lists on a card belongs to a seat's process tree (a seat in a "
-                   "container's pid namespace is counted in the card's used memory, not listed)")
+            why = (
+                "no process the driver lists on a card belongs to a seat's process tree (a seat in a "
+                "container's pid namespace is counted in the card's used memory, not listed)"
+            )
         out.append(f"{n} hold no memory the cards list, so no headroom bar: {why}.")
     return "\n".join(out)
 
@@ -104,8 +119,10 @@ def headroom_bar(host: HostSnapshot, gpu: int, floor_mib: float = 6 * 1024) -> T
     other = max(0, round(BAR * room.held_mib / total) - used_cells)
     t.append("█" * min(other, BAR - used_cells), style="grey50")
     t.append("░" * max(0, BAR - used_cells - other), style="dim")
-    t.append(f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
-             style="bold red" if room.free_mib < floor_mib else "")
+    t.append(
+        f" {human_mib(room.free_mib)} free of {human_mib(room.total_mib)}",
+        style="bold red" if room.free_mib < floor_mib else "",
+    )
     for part in legend:
         t.append_text(part)
     return t

@@ -20,8 +20,16 @@ from fleetdeck.tui.screens.modal import Modal
 #: "any" in the host and rule fields
 ANY = "*"
 #: the lengths offered (the CLI's --for takes any within silences.FOR_MIN and FOR_MAX)
-LENGTHS = (("30 minutes", 1800.0), ("1 hour", 3600.0), ("2 hours", 7200.0), ("4 hours", 14400.0),
-           ("8 hours", 28800.0), ("1 day", 86400.0), ("3 days", 3 * 86400.0), ("1 week", 7 * 86400.0))
+LENGTHS = (
+    ("30 minutes", 1800.0),
+    ("1 hour", 3600.0),
+    ("2 hours", 7200.0),
+    ("4 hours", 14400.0),
+    ("8 hours", 28800.0),
+    ("1 day", 86400.0),
+    ("3 days", 3 * 86400.0),
+    ("1 week", 7 * 86400.0),
+)
 
 
 class SilenceModal(Modal):
@@ -29,7 +37,9 @@ class SilenceModal(Modal):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, host: str | None = None, rule: str | None = None, subject: str | None = None) -> None:
+    def __init__(
+        self, host: str | None = None, rule: str | None = None, subject: str | None = None
+    ) -> None:
         super().__init__()
         self.host, self.rule, self.subject = host, rule, subject
         self.result: Silence | None = None
@@ -38,21 +48,40 @@ class SilenceModal(Modal):
         hosts = [("any host", ANY)] + [(h.name, h.name) for h in self.app.fleet.hosts]
         rules = [("any rule", ANY)] + [(r, r) for r in RULES]
         with Vertical(classes="dialog", id="silence-dialog"):
-            yield Label("Silence alerts: they still show here, marked, but no hook hears of them until it ends",
-                        classes="title")
+            yield Label(
+                "Silence alerts: they still show here, marked, but no hook hears of them until it ends",
+                classes="title",
+            )
             yield Label("Host (only a host: its maintenance window):")
-            yield Select(hosts, id="silence-host", allow_blank=False, compact=True,
-                         value=self.host if self.host in {v for _, v in hosts} else ANY)
+            yield Select(
+                hosts,
+                id="silence-host",
+                allow_blank=False,
+                compact=True,
+                value=self.host if self.host in {v for _, v in hosts} else ANY,
+            )
             yield Label("Rule:")
-            yield Select(rules, id="silence-rule", allow_blank=False, compact=True,
-                         value=self.rule if self.rule in RULES else ANY)
+            yield Select(
+                rules,
+                id="silence-rule",
+                allow_blank=False,
+                compact=True,
+                value=self.rule if self.rule in RULES else ANY,
+            )
             yield Label("Subject (exact, or a pattern with * ? [; empty: any subject):")
             yield Input(self.subject or "", id="silence-subject", compact=True)
             yield Label("For:")
-            yield Select([(n, v) for n, v in LENGTHS], id="silence-for", allow_blank=False, compact=True,
-                         value=7200.0)
+            yield Select(
+                [(n, v) for n, v in LENGTHS],
+                id="silence-for",
+                allow_blank=False,
+                compact=True,
+                value=7200.0,
+            )
             yield Label("Why (required: shown beside every alert it holds):")
-            yield Input("", placeholder="e.g. disk swap on gx10", id="silence-comment", compact=True)
+            yield Input(
+                "", placeholder="e.g. disk swap on gx10", id="silence-comment", compact=True
+            )
             yield Static(id="silence-said")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
@@ -65,10 +94,13 @@ class SilenceModal(Modal):
         """What the pop-up holds now, as `add_silence` takes it."""
         host = self.query_one("#silence-host", Select).value
         rule = self.query_one("#silence-rule", Select).value
-        return {"host": None if host == ANY else str(host), "rule": None if rule == ANY else str(rule),
-                "subject": self.query_one("#silence-subject", Input).value or None,
-                "duration": float(self.query_one("#silence-for", Select).value),  # type: ignore[arg-type]
-                "comment": self.query_one("#silence-comment", Input).value}
+        return {
+            "host": None if host == ANY else str(host),
+            "rule": None if rule == ANY else str(rule),
+            "subject": self.query_one("#silence-subject", Input).value or None,
+            "duration": float(self.query_one("#silence-for", Select).value),  # type: ignore[arg-type]
+            "comment": self.query_one("#silence-comment", Input).value,
+        }
 
     def act(self) -> None:
         """Add the silence; close with it, or say why not and stay open."""
@@ -76,7 +108,9 @@ class SilenceModal(Modal):
         try:
             self.result = add_silence(**self.fields())
         except (SilenceRefused, AuditError) as e:
-            said.update(message_text(f"Not silenced: {getattr(e, 'message', None) or e}", "bold red"))
+            said.update(
+                message_text(f"Not silenced: {getattr(e, 'message', None) or e}", "bold red")
+            )
             return
         self.dismiss(self.result)
 

@@ -55,16 +55,30 @@ class StopProcessModal(TypedConfirmModal):
         t.append("\nListed as: ", style="bold")
         t.append(", ".join(p.why) or "-")
         if not self.listed:
-            t.append("\nNot in the latest listing: it may have ended (the host checks).", style="yellow")
-        t.append("\nThe host checks it is still this process (pid, start time, command) before "
-                 "any signal.", style="dim")
+            t.append(
+                "\nNot in the latest listing: it may have ended (the host checks).", style="yellow"
+            )
+        t.append(
+            "\nThe host checks it is still this process (pid, start time, command) before "
+            "any signal.",
+            style="dim",
+        )
         yield Static(t)
-        yield Select([(f"SIG{n}: {what}", n) for n, what in SIGNALS.items()], value="TERM",
-                     allow_blank=False, id="stop-signal", compact=True)
+        yield Select(
+            [(f"SIG{n}: {what}", n) for n, what in SIGNALS.items()],
+            value="TERM",
+            allow_blank=False,
+            id="stop-signal",
+            compact=True,
+        )
         # confirmation() is the text as shown (escaped already): typed back as it reads here
         yield Label(Text.assemble("Type ", (confirmation(p), "bold"), " to confirm:"))
-        yield Input(placeholder="the pid and the program, exactly as shown", id="stop-confirm",
-                    classes="confirm", compact=True)
+        yield Input(
+            placeholder="the pid and the program, exactly as shown",
+            id="stop-confirm",
+            classes="confirm",
+            compact=True,
+        )
         yield Static(id="stop-result")
 
     def expected(self, field: Input) -> str | None:
@@ -96,9 +110,15 @@ class StopProcessModal(TypedConfirmModal):
         if rep.ok:
             box.update(Text(f"✔ {said(rep.message)}", style="bold green"))
         else:
-            box.update(Text(f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
-                            style="bold red"))
-        self.app.post_message(ActionFinished(f"stop process (SIG{sig})", self.host, rep.ok, said(rep.message)))
+            box.update(
+                Text(
+                    f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
+                    style="bold red",
+                )
+            )
+        self.app.post_message(
+            ActionFinished(f"stop process (SIG{sig})", self.host, rep.ok, said(rep.message))
+        )
         self.finished()
 
 

@@ -16,16 +16,35 @@ def plain(cell: Any) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "%": 1}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "M": 1 << 20,
+    "G": 1 << 30,
+    "T": 1 << 40,
+    "P": 1 << 50,
+    "%": 1,
+}
 _NUM = re.compile(r"^\s*([-+]?[0-9]+(?:\.[0-9]+)?)\s*([BKMGTP%]?)\b")
 
 
-_SPAN_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "days": 86400,
-               "day": 86400}
+_SPAN_UNITS = {
+    "ms": 0.001,
+    "s": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+    "days": 86400,
+    "day": 86400,
+}
 #: spans as the tables write them (`units.duration_short`, `units.ago`, the latency column):
 #: 41ms, 11.5s, 1m05s, 2h01m, 1d01h, 10 min, 2.5 h, 2.3 days, with or without `in ` / ` ago`
-_SPAN = re.compile(r"^(?:in )?([0-9]+(?:\.[0-9]+)?) ?(ms|s|min|m|h|days|day|d)"
-                   r"(?:([0-9]+)(s|m|h))?(?: ago)?$")
+_SPAN = re.compile(
+    r"^(?:in )?([0-9]+(?:\.[0-9]+)?) ?(ms|s|min|m|h|days|day|d)"
+    r"(?:([0-9]+)(s|m|h))?(?: ago)?$"
+)
 
 
 def span_seconds(text: str) -> float | None:

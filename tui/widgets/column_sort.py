@@ -141,12 +141,23 @@ class ColumnSort:
         saved = self._saved()
         if saved is not None:
             settings, view = saved
-            sort = self._spec[self.sort_by[0]][0] if self.sort_by is not None and self.sort_by[0] < len(self._spec) else None
+            sort = (
+                self._spec[self.sort_by[0]][0]
+                if self.sort_by is not None and self.sort_by[0] < len(self._spec)
+                else None
+            )
             try:
-                settings.set_table(view, self.id, sort=sort, descending=bool(self.sort_by and self.sort_by[1]),
-                                   filter=self.filter_text)
+                settings.set_table(
+                    view,
+                    self.id,
+                    sort=sort,
+                    descending=bool(self.sort_by and self.sort_by[1]),
+                    filter=self.filter_text,
+                )
             except OSError as e:
-                self.app.notify(f"Settings not saved: {e}", title="Settings", severity="warning", markup=False)
+                self.app.notify(
+                    f"Settings not saved: {e}", title="Settings", severity="warning", markup=False
+                )
         self.post_message(self.ChoiceChanged(self))
 
     def sort_changed(self) -> None:
@@ -171,10 +182,14 @@ class ColumnSort:
         """The filter and sort in words, for the title ('' when neither is set)."""
         parts = []
         if self.filter_text:
-            parts.append(f"filter {self.filter_text!r} ({len(self._view_keys)} of {len(self._all_rows)})")
+            parts.append(
+                f"filter {self.filter_text!r} ({len(self._view_keys)} of {len(self._all_rows)})"
+            )
         if self.sort_by is not None and self.sort_by[0] < len(self._spec):
             label = self._spec[self.sort_by[0]][1]
-            label = label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
+            label = (
+                label.plain if isinstance(label, Text) else re.sub(r"\[[^\]]*\]", "", str(label))
+            )
             parts.append(f"sorted by {label} {'↓' if self.sort_by[1] else '↑'}")
         return " · ".join(parts)
 
@@ -184,8 +199,10 @@ class ColumnSort:
         n = self.total_rows
         if not self.filter_text or not n or self._view_keys:
             return None
-        return (f"The filter {self.filter_text!r} matched 0 of {n} {noun}{'' if n == 1 else 's'} "
-                "(/ changes it, esc clears it).")
+        return (
+            f"The filter {self.filter_text!r} matched 0 of {n} {noun}{'' if n == 1 else 's'} "
+            "(/ changes it, esc clears it)."
+        )
 
     def set_filter(self, text: str) -> None:
         """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
@@ -221,7 +238,6 @@ class ColumnSort:
         else:
             self.sort_by = None
         self.sort_changed()
-
 
 
 __all__ = ["ColumnSort", "header", "plain_label", "sort_letters"]

@@ -19,10 +19,25 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Label
 
 #: the views by the names the command line takes (and the short forms k9s users type)
-VIEWS = {"fleet": "fleet", "runs": "runs", "schedules": "schedules", "audit": "audit", "alerts": "alerts",
-         "history": "history", "host": "host"}
-ALIASES = {"sched": "schedules", "schedule": "schedules", "run": "runs", "alert": "alerts", "hosts": "fleet",
-           "quit": "quit", "q": "quit", "help": "help"}
+VIEWS = {
+    "fleet": "fleet",
+    "runs": "runs",
+    "schedules": "schedules",
+    "audit": "audit",
+    "alerts": "alerts",
+    "history": "history",
+    "host": "host",
+}
+ALIASES = {
+    "sched": "schedules",
+    "schedule": "schedules",
+    "run": "runs",
+    "alert": "alerts",
+    "hosts": "fleet",
+    "quit": "quit",
+    "q": "quit",
+    "help": "help",
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,9 @@ def parse(line: str, hosts: Sequence[str]) -> Command:
     """The command `line` names, or ValueError with the sentence to show."""
     words = line.strip().lstrip(":").split()
     if not words:
-        raise ValueError("type a view (fleet, runs, schedules, audit, alerts, history) or a host's name")
+        raise ValueError(
+            "type a view (fleet, runs, schedules, audit, alerts, history) or a host's name"
+        )
     if len(words) > 2:
         raise ValueError(f"one view and one host at most, not {len(words)} words")
     first = words[0].casefold()
@@ -46,8 +63,10 @@ def parse(line: str, hosts: Sequence[str]) -> Command:
     if view is None:
         if first in by_case and len(words) == 1:
             return Command("host", by_case[first])
-        raise ValueError(f"no such view or host: {words[0]!r} (views: {', '.join(v for v in VIEWS if v != 'host')}; "
-                         f"hosts: {', '.join(hosts) or 'none'})")
+        raise ValueError(
+            f"no such view or host: {words[0]!r} (views: {', '.join(v for v in VIEWS if v != 'host')}; "
+            f"hosts: {', '.join(hosts) or 'none'})"
+        )
     if len(words) == 1:
         if view == "host":
             raise ValueError(f"which host? :host NAME (hosts: {', '.join(hosts) or 'none'})")
@@ -100,8 +119,10 @@ class CommandLine(ModalScreen[Command | None]):
     CommandLine Input { width: 1fr; }
     CommandLine #cmd-why { padding: 0 1; color: $warning; height: auto; width: 100%; }
     """
-    BINDINGS = [Binding("escape", "close", "Close", tooltip="close the command line"),
-                Binding("tab", "complete", "Complete", tooltip="complete a view's or a host's name")]
+    BINDINGS = [
+        Binding("escape", "close", "Close", tooltip="close the command line"),
+        Binding("tab", "complete", "Complete", tooltip="complete a view's or a host's name"),
+    ]
 
     def __init__(self, hosts: Sequence[str]) -> None:
         super().__init__()
@@ -112,8 +133,11 @@ class CommandLine(ModalScreen[Command | None]):
             yield Label("", id="cmd-why")
             with Horizontal(id="cmd-line"):
                 yield Label(":")
-                yield Input(placeholder="runs, runs HOST, host HOST, schedules, alerts… (tab completes)",
-                            suggester=_Suggest(self.hosts), id="cmd-input")
+                yield Input(
+                    placeholder="runs, runs HOST, host HOST, schedules, alerts… (tab completes)",
+                    suggester=_Suggest(self.hosts),
+                    id="cmd-input",
+                )
 
     def action_complete(self) -> None:
         field = self.query_one("#cmd-input", Input)

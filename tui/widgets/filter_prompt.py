@@ -32,8 +32,12 @@ class FilterPrompt(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape", "clear", "Clear", tooltip="clear the filter and close")]
 
-    def __init__(self, table: Filterable, label: str = "filter /",
-                 placeholder: str = "any case; enter keeps it, esc clears it") -> None:
+    def __init__(
+        self,
+        table: Filterable,
+        label: str = "filter /",
+        placeholder: str = "any case; enter keeps it, esc clears it",
+    ) -> None:
         super().__init__()
         self.table = table
         self.label = label
@@ -42,7 +46,9 @@ class FilterPrompt(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="filter-line"):
             yield Label(self.label)
-            yield Input(value=self.table.filter_text, placeholder=self.placeholder, id="filter-input")
+            yield Input(
+                value=self.table.filter_text, placeholder=self.placeholder, id="filter-input"
+            )
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.table.set_filter(event.value)

@@ -35,7 +35,11 @@ class GuardedPump:
         # a worker's own try/except reports what it expects; what escaped it is a bug, and
         # workers started with exit_on_error=False would otherwise fail without a word
         app = self.app  # type: ignore[attr-defined]
-        if event.state == WorkerState.ERROR and event.worker.error is not None and \
-                getattr(app, "guard_errors", False):
-            app.show_unexpected(f"the background task {event.worker.name or event.worker.group}",
-                                event.worker.error)
+        if (
+            event.state == WorkerState.ERROR
+            and event.worker.error is not None
+            and getattr(app, "guard_errors", False)
+        ):
+            app.show_unexpected(
+                f"the background task {event.worker.name or event.worker.group}", event.worker.error
+            )

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 def shown_keys(screen: Screen) -> tuple:
     """What a footer on `screen` shows: each shown binding's key, words, action and state."""
-    return tuple((b.key, b.key_display, b.description, b.action, b.group, enabled, tooltip)
-                 for (_, b, enabled, tooltip) in screen.active_bindings.values() if b.show)
+    return tuple(
+        (b.key, b.key_display, b.description, b.action, b.group, enabled, tooltip)
+        for (_, b, enabled, tooltip) in screen.active_bindings.values()
+        if b.show
+    )
 
 
 class KeyFooter(Footer):
@@ -39,7 +42,12 @@ class KeyFooter(Footer):
     def bindings_changed(self, screen: Screen) -> None:
         if self._bindings_ready and screen is not screen.app.screen:
             return  # a view behind another: looked at again when it is back on screen
-        if screen.app.app_focus and self.is_attached and screen is self.screen and self.children \
-                and shown_keys(screen) == self._shown:
+        if (
+            screen.app.app_focus
+            and self.is_attached
+            and screen is self.screen
+            and self.children
+            and shown_keys(screen) == self._shown
+        ):
             return  # the same keys are on screen already
         super().bindings_changed(screen)

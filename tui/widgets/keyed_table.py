@@ -52,16 +52,36 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
 
     BINDINGS = [
         # in the help screen (?), not the footer: the footer keeps q Quit in 80 columns
-        Binding("slash", "filter", "Filter", show=False,
-                tooltip="filter the rows: any case, over what they show (esc clears)"),
-        Binding("o", "cycle_sort", "Sort", show=False,
-                tooltip="sort by a column: each column up, then down, then as it was"),
-        Binding("escape", "clear_filter", "Clear filter", show=False,
-                tooltip="clear the table's filter (without one: back)"),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            show=False,
+            tooltip="filter the rows: any case, over what they show (esc clears)",
+        ),
+        Binding(
+            "o",
+            "cycle_sort",
+            "Sort",
+            show=False,
+            tooltip="sort by a column: each column up, then down, then as it was",
+        ),
+        Binding(
+            "escape",
+            "clear_filter",
+            "Clear filter",
+            show=False,
+            tooltip="clear the table's filter (without one: back)",
+        ),
     ]
 
-    def __init__(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]], *,
-                 column_sort: bool = False, **kw: Any) -> None:
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str] | tuple[str, str, int]],
+        *,
+        column_sort: bool = False,
+        **kw: Any,
+    ) -> None:
         self.column_sort = column_sort
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
@@ -196,7 +216,9 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         self._view_keys = keys
         return {k: rows[k] for k in keys}
 
-    def sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
+    def sync(
+        self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None
+    ) -> int:
         """Make the table show `rows` (key -> cells, in order), through the filter and the sort
         the operator chose; returns how many cells changed."""
         self._lazy = self._make = None
@@ -209,7 +231,9 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         self._show_in_title()
         return changed
 
-    def _sync(self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None) -> int:
+    def _sync(
+        self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None
+    ) -> int:
         """Make the table show `rows` (key -> cells, in order); returns how many cells changed.
 
         Cells equal to what is shown are left alone; rows whose key vanished are removed and new
@@ -230,7 +254,7 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         for key, given in rows.items():
             h = heights.get(key, 1)
             if self._given.get(key) is given and key in self._cells and self._heights.get(key) == h:
-                continue   # the caller handed the very row it handed last time: nothing changed
+                continue  # the caller handed the very row it handed last time: nothing changed
             self._given[key] = given
             cells = tuple(one_line_each(c) for c in given)
             old = self._cells.get(key)
@@ -250,7 +274,11 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
                         changed += 1
                         touched = True
                         column = self.columns[col_keys[i]]
-                        if column.auto_width and isinstance(b, Text) and b.cell_len > column.content_width:
+                        if (
+                            column.auto_width
+                            and isinstance(b, Text)
+                            and b.cell_len > column.content_width
+                        ):
                             # a wider value (159/159 after 9/159): let the column grow to show it
                             self._updated_cells.add(CellKey(RowKey(key), col_keys[i]))
                             self._require_update_dimensions = True
@@ -283,8 +311,12 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
             self.move_cursor(row=self._row_locations.get(RowKey(current)), animate=False)
 
     # -- lazy rows: cells made only for the rows drawn -------------------------------------------
-    def sync_lazy(self, keys: Sequence[str], make: Callable[[str], Sequence[Any]],
-                  heights: Mapping[str, int] | None = None) -> None:
+    def sync_lazy(
+        self,
+        keys: Sequence[str],
+        make: Callable[[str], Sequence[Any]],
+        heights: Mapping[str, int] | None = None,
+    ) -> None:
         """Make the table show one row per key of `keys` (in order), whose cells `make(key)`
         computes only when the row is drawn, or when the filter, the sort or a reader
         (`get_row`, `get_cell`) needs them. Every row is stale after this call; a row on
@@ -366,14 +398,14 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         self._order = list(keys)
         self._layout_version += 1
         self._require_update_dimensions = True
-        self.cursor_coordinate = self.cursor_coordinate   # clamped into the rows there are
+        self.cursor_coordinate = self.cursor_coordinate  # clamped into the rows there are
         self.hover_coordinate = self.hover_coordinate
         if self._restore_key is not None:
             current, self._restore_key = self._restore_key, None
         if current is not None and current in wanted:
             self.move_cursor(row=self._row_locations.get(RowKey(current)), animate=False)
         elif was_empty and keys and self.show_cursor and self.cursor_type != "none":
-            self._highlight_cursor()   # as add_row does for a table's first row
+            self._highlight_cursor()  # as add_row does for a table's first row
         self.refresh(layout=True)
 
     def _fill(self, key: str) -> None:
@@ -417,8 +449,9 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
         return super().get_cell_at(coordinate)
 
     # -- the row order, kept as a list, and the layout caches keyed by it -----------------------
-    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None,
-                label: Any = None) -> RowKey:
+    def add_row(
+        self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None
+    ) -> RowKey:
         # the order first: add_row's cursor watchers already read the rows in order
         if key is not None:
             self._order.append(key)
@@ -436,7 +469,7 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
 
     def remove_row(self, row_key: RowKey | str) -> None:
         key = row_key.value if isinstance(row_key, RowKey) else row_key
-        self._order.remove(key)   # before remove_row's cursor watchers read the rows in order
+        self._order.remove(key)  # before remove_row's cursor watchers read the rows in order
         self._layout_version += 1
         super().remove_row(row_key)
 
@@ -453,7 +486,9 @@ class KeyedTable(ColumnSort, TableLines, NavTable):
 
     def sort(self, *columns: Any, key: Any = None, reverse: bool = False) -> KeyedTable:
         super().sort(*columns, key=key, reverse=reverse)
-        self._order = [self._row_locations.get_key(i).value for i in range(len(self._row_locations))]
+        self._order = [
+            self._row_locations.get_key(i).value for i in range(len(self._row_locations))
+        ]
         self._layout_version += 1
         return self
 

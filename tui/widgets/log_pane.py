@@ -35,16 +35,40 @@ class LogPane(Log):
     """A `Log` whose lines can be searched, jumped through and wrapped."""
 
     BINDINGS = [
-        Binding("slash", "filter", "Search", show=False,
-                tooltip="in a log: search it (any case; enter keeps the search, esc clears it)"),
-        Binding("n", "next_match", "Next", show=False, tooltip="in a log: the next match of the search"),
-        Binding("N", "previous_match", "Previous", show=False,
-                tooltip="in a log: the previous match of the search"),
-        Binding("e", "next_problem", "Next problem", show=False,
-                tooltip="in a log: the first, then the next line with a Traceback, a nan or an error"),
-        Binding("E", "previous_problem", "Previous problem", show=False,
-                tooltip="in a log: the previous line with a Traceback, a nan or an error"),
-        Binding("w", "toggle_wrap", "Wrap", show=False, tooltip="in a log: wrap long lines, or cut them"),
+        Binding(
+            "slash",
+            "filter",
+            "Search",
+            show=False,
+            tooltip="in a log: search it (any case; enter keeps the search, esc clears it)",
+        ),
+        Binding(
+            "n", "next_match", "Next", show=False, tooltip="in a log: the next match of the search"
+        ),
+        Binding(
+            "N",
+            "previous_match",
+            "Previous",
+            show=False,
+            tooltip="in a log: the previous match of the search",
+        ),
+        Binding(
+            "e",
+            "next_problem",
+            "Next problem",
+            show=False,
+            tooltip="in a log: the first, then the next line with a Traceback, a nan or an error",
+        ),
+        Binding(
+            "E",
+            "previous_problem",
+            "Previous problem",
+            show=False,
+            tooltip="in a log: the previous line with a Traceback, a nan or an error",
+        ),
+        Binding(
+            "w", "toggle_wrap", "Wrap", show=False, tooltip="in a log: wrap long lines, or cut them"
+        ),
         Binding("g", "scroll_home", "Top", show=False, tooltip="in a log: its first line"),
         Binding("G", "scroll_end", "Bottom", show=False, tooltip="in a log: its last line"),
     ]
@@ -209,7 +233,11 @@ class LogPane(Log):
         self._say()
 
     def action_filter(self) -> None:
-        self.app.push_screen(FilterPrompt(self, label="search /", placeholder="any case; enter keeps it, esc clears it"))
+        self.app.push_screen(
+            FilterPrompt(
+                self, label="search /", placeholder="any case; enter keeps it, esc clears it"
+            )
+        )
 
     def _go_match(self, n: int) -> None:
         self.current = n
@@ -220,7 +248,11 @@ class LogPane(Log):
     def _show_line(self, line: int) -> None:
         row = self._first_row[line] if line < len(self._first_row) else 0
         # the line a third of the way down, so what led to it is on screen too
-        self.scroll_to(y=max(0, row - self.scrollable_content_region.height // 3), animate=False, immediate=True)
+        self.scroll_to(
+            y=max(0, row - self.scrollable_content_region.height // 3),
+            animate=False,
+            immediate=True,
+        )
         self._render_line_cache.clear()
         self.refresh()
 
@@ -237,7 +269,11 @@ class LogPane(Log):
         if not self.matches:
             self._say("no search: / starts one" if not self.filter_text else None)
             return
-        self._go_match(len(self.matches) - 1 if self.current is None else (self.current - 1) % len(self.matches))
+        self._go_match(
+            len(self.matches) - 1
+            if self.current is None
+            else (self.current - 1) % len(self.matches)
+        )
         self._say()
 
     def problems(self) -> list[int]:
@@ -270,7 +306,11 @@ class LogPane(Log):
 
     def action_toggle_wrap(self) -> None:
         """Wrap long lines at the pane's width, or cut them (and scroll sideways)."""
-        line = self._rows[self.scroll_offset.y][0] if self._rows and self.scroll_offset.y < len(self._rows) else None
+        line = (
+            self._rows[self.scroll_offset.y][0]
+            if self._rows and self.scroll_offset.y < len(self._rows)
+            else None
+        )
         self.wrap = not self.wrap
         self._rebuild()
         if line is not None:

@@ -54,8 +54,15 @@ class TableLines:
             self._offsets = (key, out)
         return self._offsets[1]
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Any, width: int,
-                     cursor: bool = False, hover: bool = False) -> Any:
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Any,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
         # DataTable keys its cell cache by a table-wide update count, so after a poll that
         # changed one cell it renders every visible cell again. `sync()` keeps the very
         # object of a cell that did not change, so that object is a sound cache key: only
@@ -63,14 +70,30 @@ class TableLines:
         if row_index == -1 and column_index >= 0:
             # the header: DataTable renders it again after every update; its labels rarely change
             label = self.ordered_columns[column_index].label
-            key = ("header", column_index, id(label), base_style, width, cursor, hover, self._show_hover_cursor,
-                   self._pseudo_class_state, self.cursor_type, self.show_cursor, self.header_height,
-                   self.fixed_columns)
+            key = (
+                "header",
+                column_index,
+                id(label),
+                base_style,
+                width,
+                cursor,
+                hover,
+                self._show_hover_cursor,
+                self._pseudo_class_state,
+                self.cursor_type,
+                self.show_cursor,
+                self.header_height,
+                self.fixed_columns,
+            )
             hit = self._content_cache.get(key)
             if hit is not None and hit[0] is label:
                 if _CHECK_FAST_CELLS:
-                    slow = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-                    assert [list(Strip(x).simplify()) for x in slow] == [list(Strip(x).simplify()) for x in hit[1]]
+                    slow = super()._render_cell(
+                        row_index, column_index, base_style, width, cursor, hover
+                    )
+                    assert [list(Strip(x).simplify()) for x in slow] == [
+                        list(Strip(x).simplify()) for x in hit[1]
+                    ]
                 return hit[1]
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
             self._content_cache[key] = (label, lines)
@@ -85,27 +108,61 @@ class TableLines:
         if row is None or column_key not in row:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         value = row[column_key]
-        key = (row_key, column_key, id(value), row_index, base_style, width, cursor, hover,
-               self._show_hover_cursor, self._pseudo_class_state, self.rows[row_key].height,
-               self.cursor_type, self.show_cursor)
+        key = (
+            row_key,
+            column_key,
+            id(value),
+            row_index,
+            base_style,
+            width,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+            self.rows[row_key].height,
+            self.cursor_type,
+            self.show_cursor,
+        )
         hit = self._content_cache.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
         lines = None
-        if isinstance(value, Text) and row_index >= self.fixed_rows and column_index >= self.fixed_columns:
-            lines = self._render_text_cell(value, row_index, column_index, base_style, width, cursor, hover,
-                                           self.rows[row_key].height)
+        if (
+            isinstance(value, Text)
+            and row_index >= self.fixed_rows
+            and column_index >= self.fixed_columns
+        ):
+            lines = self._render_text_cell(
+                value,
+                row_index,
+                column_index,
+                base_style,
+                width,
+                cursor,
+                hover,
+                self.rows[row_key].height,
+            )
         if lines is None:
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         elif _CHECK_FAST_CELLS:
             slow = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            assert [list(Strip(x).simplify()) for x in slow] == [list(Strip(x).simplify()) for x in lines], (
-                value, slow, lines)
+            assert [list(Strip(x).simplify()) for x in slow] == [
+                list(Strip(x).simplify()) for x in lines
+            ], (value, slow, lines)
         self._content_cache[key] = (value, lines)
         return lines
 
-    def _render_text_cell(self, value: Text, row_index: int, column_index: int, base_style: Any, width: int,
-                          cursor: bool, hover: bool, height: int) -> list[list[Segment]] | None:
+    def _render_text_cell(
+        self,
+        value: Text,
+        row_index: int,
+        column_index: int,
+        base_style: Any,
+        width: int,
+        cursor: bool,
+        hover: bool,
+        height: int,
+    ) -> list[list[Segment]] | None:
         """The segments DataTable renders for a Text cell (padding, the cell's styles under the
         row's and the cursor's), built directly: Rich's `Text.render` works the style stack out
         again at every span, which made an 8-line GPU cell about 1.4 ms. Only the plain case
@@ -114,24 +171,40 @@ class TableLines:
         plain = value.plain
         pad = self.cell_padding
         inner = width - 2 * pad
-        if (height < 1 or inner < 1 or value.justify not in (None, "default", "left") or "\t" in plain
-                or plain.endswith("\n")):
+        if (
+            height < 1
+            or inner < 1
+            or value.justify not in (None, "default", "left")
+            or "\t" in plain
+            or plain.endswith("\n")
+        ):
             return None
         spans = value.spans
         end = 0
         for span in spans:
             if span.start < end or span.end < span.start:
-                return None   # overlapping or out of order: the style stack matters
+                return None  # overlapping or out of order: the style stack matters
             end = span.end
         lines_text = plain.split("\n")
         if any(cell_len(t) > inner for t in lines_text):
-            return None       # cut with an ellipsis: DataTable's path
+            return None  # cut with an ellipsis: DataTable's path
         console = self.app.console
         component_style, post_style = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
-        pre = console.get_style(base_style + RichStyle.from_meta({"row": row_index, "column": column_index})
-                                + component_style)
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre = console.get_style(
+            base_style
+            + RichStyle.from_meta({"row": row_index, "column": column_index})
+            + component_style
+        )
         post = console.get_style(post_style) if post_style is not None else None
         null = RichStyle.null()
         base = console.get_style(value.style, default=null) if value.style else null
@@ -222,42 +295,76 @@ class TableLines:
             row_key, y_in_row = self._get_offsets(y)
         except LookupError:
             return Strip.blank(width, base_style)
-        cache_key = (y, x1, x2, width, self.cursor_coordinate, self.hover_coordinate, base_style,
-                     self.cursor_type, self._show_hover_cursor, self._update_count, self._pseudo_class_state)
+        cache_key = (
+            y,
+            x1,
+            x2,
+            width,
+            self.cursor_coordinate,
+            self.hover_coordinate,
+            base_style,
+            self.cursor_type,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
         hit = self._line_cache.get(cache_key)
         if hit is not None:
             return hit
-        _, scrollable = self._render_line_in_row(row_key, y_in_row, base_style,
-                                                 cursor_location=self.cursor_coordinate,
-                                                 hover_location=self.hover_coordinate)
-        strip = Strip([seg for cell in scrollable for seg in cell]).adjust_cell_length(width, base_style)
+        _, scrollable = self._render_line_in_row(
+            row_key,
+            y_in_row,
+            base_style,
+            cursor_location=self.cursor_coordinate,
+            hover_location=self.hover_coordinate,
+        )
+        strip = Strip([seg for cell in scrollable for seg in cell]).adjust_cell_length(
+            width, base_style
+        )
         if _CHECK_FAST_CELLS:
             slow = super()._render_line(y, x1, x2, base_style)
             assert list(strip.simplify()) == list(slow), (strip, slow)
         self._line_cache[cache_key] = strip
         return strip
 
-    def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any,
-                            hover_location: Any) -> tuple[list, list]:
+    def _render_line_in_row(
+        self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any, hover_location: Any
+    ) -> tuple[list, list]:
         # DataTable renders a row one line at a time and works out the row's styles again for
         # each line; a host with 8 GPUs is an 8-line row. Here the styles are worked out once
         # per row and every line of it is built in one go (the same segments: the snapshot
         # tests compare them). Header, row labels and fixed columns keep DataTable's path.
         if self._make is not None and row_key is not self._header_row_key:
-            self._fill_key(row_key)   # a lazy row drawn: its cells are made now
-        if row_key is self._header_row_key or self.fixed_columns or (
-                self._labelled_row_exists and self.show_row_labels):
-            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
-        key = (row_key, base_style, cursor_location, hover_location, self.cursor_type, self.show_cursor,
-               self._show_hover_cursor, self._update_count, self._pseudo_class_state, self.size.width)
+            self._fill_key(row_key)  # a lazy row drawn: its cells are made now
+        if (
+            row_key is self._header_row_key
+            or self.fixed_columns
+            or (self._labelled_row_exists and self.show_row_labels)
+        ):
+            return super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+        key = (
+            row_key,
+            base_style,
+            cursor_location,
+            hover_location,
+            self.cursor_type,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+            self.size.width,
+        )
         lines = self._row_lines_cache.get(key)
         if lines is None:
             lines = self._render_row_lines(row_key, base_style, cursor_location, hover_location)
             self._row_lines_cache[key] = lines
         return lines[line_no] if line_no < len(lines) else lines[-1]
 
-    def _render_row_lines(self, row_key: Any, base_style: Any, cursor_location: Any,
-                          hover_location: Any) -> list[tuple[list, list]]:
+    def _render_row_lines(
+        self, row_key: Any, base_style: Any, cursor_location: Any, hover_location: Any
+    ) -> list[tuple[list, list]]:
         cursor_type = self.cursor_type
         should_highlight = self._should_highlight
         row_index = self._row_locations.get(row_key)
@@ -270,20 +377,35 @@ class TableLines:
             location = Coordinate(row_index, column_index)
             width = column.get_render_width(self)
             widths += width
-            cells.append(self._render_cell(row_index, column_index, row_style, width,
-                                           cursor=should_highlight(cursor_location, location, cursor_type),
-                                           hover=should_highlight(hover_location, location, cursor_type)))
+            cells.append(
+                self._render_cell(
+                    row_index,
+                    column_index,
+                    row_style,
+                    width,
+                    cursor=should_highlight(cursor_location, location, cursor_type),
+                    hover=should_highlight(hover_location, location, cursor_type),
+                )
+            )
         remaining = max(0, self.size.width - widths - self._row_label_column_width)
         if cursor_type == "row":
             extend_style, _ = self._get_styles_to_render_cell(
-                row_index == -1, False, False,
+                row_index == -1,
+                False,
+                False,
                 should_highlight(hover_location, Coordinate(row_index or 0, 0), cursor_type),
-                row_index == cursor_location.row, self.show_cursor, self._show_hover_cursor, False, False)
+                row_index == cursor_location.row,
+                self.show_cursor,
+                self._show_hover_cursor,
+                False,
+                False,
+            )
             extend_style = row_style + extend_style
         else:
-            return [super()._render_line_in_row(row_key, i, base_style, cursor_location,
-                                                                hover_location)
-                    for i in range(max((len(c) for c in cells), default=1))]
+            return [
+                super()._render_line_in_row(row_key, i, base_style, cursor_location, hover_location)
+                for i in range(max((len(c) for c in cells), default=1))
+            ]
         extend_style += RichStyle.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
         fill = [Segment(" " * remaining, extend_style)]
         height = max((len(c) for c in cells), default=1)

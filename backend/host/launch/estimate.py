@@ -107,8 +107,12 @@ def linear_names(base):
     for name in files:
         for tensor, meta in safetensors_header(os.path.join(base, name)).items():
             parts = tensor.split(".")
-            if tensor != "__metadata__" and len(meta.get("shape") or []) == 2 and len(parts) >= 2 \
-                    and parts[-1] == "weight":
+            if (
+                tensor != "__metadata__"
+                and len(meta.get("shape") or []) == 2
+                and len(parts) >= 2
+                and parts[-1] == "weight"
+            ):
                 names.add(parts[-2])
     return names, "the safetensors headers of %s" % base
 
@@ -123,26 +127,50 @@ def check_targets(checks, config):
     except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
         names, where = None, "the base model's weights could not be read (%s)" % e
     if names is None:
-        return checks.append({"name": "target-modules", "ok": True,
-                              "message": "target_modules %s are matched when the model is built (%s)" % (
-                                  ", ".join(targets), where)})
+        return checks.append(
+            {
+                "name": "target-modules",
+                "ok": True,
+                "message": "target_modules %s are matched when the model is built (%s)"
+                % (", ".join(targets), where),
+            }
+        )
     # the trainer also takes a module's full dotted name; only a leaf name is judged here
     bad = [t for t in targets if "." not in t and t not in names]
     if bad:
-        return checks.append({"name": "target-modules", "ok": False, "message": (
-            "target_modules %s match%s no Linear module of the base model (%s has %s)" % (
-                ", ".join(repr(t) for t in bad), "es" if len(bad) == 1 else "", where,
-                ", ".join(sorted(names)[:12]) or "none"))})
-    checks.append({"name": "target-modules", "ok": True,
-                   "message": "target_modules %s each match Linear modules (%s)" % (", ".join(targets), where)})
+        return checks.append(
+            {
+                "name": "target-modules",
+                "ok": False,
+                "message": (
+                    "target_modules %s match%s no Linear module of the base model (%s has %s)"
+                    % (
+                        ", ".join(repr(t) for t in bad),
+                        "es" if len(bad) == 1 else "",
+                        where,
+                        ", ".join(sorted(names)[:12]) or "none",
+                    )
+                ),
+            }
+        )
+    checks.append(
+        {
+            "name": "target-modules",
+            "ok": True,
+            "message": "target_modules %s each match Linear modules (%s)"
+            % (", ".join(targets), where),
+        }
+    )
     return None
 
 
 # -- the estimate ----------------------------------------------------------------------------
 def estimate(config, gpus, corpus_size):
     """Memory and disk the run needs, with the parts that make them up (see the module doc)."""
-    targets = set(config.get("target_modules") or
-                  ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    targets = set(
+        config.get("target_modules")
+        or ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
     rank = int(config.get("lora_rank", 32))
     base = config["base_model"]
     try:
@@ -154,7 +182,7 @@ def estimate(config, gpus, corpus_size):
         params, lora, dims = 0, 0, {}
     on_gpu = bool(gpus["gpus"])
     # the run's memory is the host's: no GPU, or GPUs the driver gives no memory of their own
-    shared = not on_gpu or any(g["unified"] for g in gpus["gpus"][:int(config.get("gpus", 1))])
+    shared = not on_gpu or any(g["unified"] for g in gpus["gpus"][: int(config.get("gpus", 1))])
     dtype = config.get("dtype", "auto")
     b = 4 if dtype == "float32" or (dtype == "auto" and not on_gpu) else 2
     seq = int(config.get("seq_len", 4096))
@@ -181,21 +209,36 @@ def estimate(config, gpus, corpus_size):
         parts["corpus"] = corpus_size + 4 * tokens
     parts["overhead"] = GIB if on_gpu else 512 * MIB
     need = sum(parts.values())
-    rows_per_step = (int(config.get("batch_size", 1)) * int(config.get("grad_accum", 8))
-                     * int(config.get("gpus", 1)))
+    rows_per_step = (
+        int(config.get("batch_size", 1))
+        * int(config.get("grad_accum", 8))
+        * int(config.get("gpus", 1))
+    )
     steps = int(config.get("max_steps") or 0)
     if steps <= 0:
         share = 1.0 - float(config.get("eval_fraction", 0.05))
-        steps = max(1, int(float(config.get("epochs", 1.0)) * tokens * share // (seq * rows_per_step)) + 1)
+        steps = max(
+            1, int(float(config.get("epochs", 1.0)) * tokens * share // (seq * rows_per_step)) + 1
+        )
     saves = steps // max(1, int(config.get("save_steps", 25)))
     ckpt = lora * 12 + MIB
     adapter = lora * 4
     disk = saves * ckpt + adapter + MIB + steps * 300
-    return {"params": params, "lora_params": lora, "bytes_per_param": b, "device": "cuda" if on_gpu else "cpu",
-            "unified_memory": on_gpu and shared,
-            "memory_bytes": need, "memory_parts": parts, "shapes_known": bool(dims),
-            "steps": steps, "saves": saves, "checkpoint_bytes": ckpt, "adapter_bytes": adapter,
-            "disk_bytes": disk}
+    return {
+        "params": params,
+        "lora_params": lora,
+        "bytes_per_param": b,
+        "device": "cuda" if on_gpu else "cpu",
+        "unified_memory": on_gpu and shared,
+        "memory_bytes": need,
+        "memory_parts": parts,
+        "shapes_known": bool(dims),
+        "steps": steps,
+        "saves": saves,
+        "checkpoint_bytes": ckpt,
+        "adapter_bytes": adapter,
+        "disk_bytes": disk,
+    }
 
 
 def parts_text(parts):
@@ -227,10 +270,18 @@ def gpu_table():
     out = {"gpus": [], "apps": [], "error": None}
     if smi is None:
         return out
-    r = runner.run([smi, "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free",
-                    "--format=csv,noheader,nounits"], timeout=20)
-    a = runner.run([smi, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"],
-                   timeout=20)
+    r = runner.run(
+        [
+            smi,
+            "--query-gpu=index,uuid,name,memory.total,memory.used,memory.free",
+            "--format=csv,noheader,nounits",
+        ],
+        timeout=20,
+    )
+    a = runner.run(
+        [smi, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"],
+        timeout=20,
+    )
     if r.rc in (124, 126, 127):
         out["error"] = "nvidia-smi failed: " + runner.first_line(r.err)
         return out
@@ -245,7 +296,9 @@ def gpu_table():
             free = host_free
         else:
             free = free * MIB if free is not None else None
-        out["gpus"].append({"index": int(f[0]), "uuid": f[1], "name": f[2], "unified": unified, "free": free})
+        out["gpus"].append(
+            {"index": int(f[0]), "uuid": f[1], "name": f[2], "unified": unified, "free": free}
+        )
     for line in a.out.decode("utf-8", "replace").splitlines():
         f = [x.strip() for x in line.split(",")]
         if len(f) >= 3 and f[0].isdigit():
@@ -277,20 +330,44 @@ def check_gpus(checks, config, gpus):
     want = int(config.get("gpus", 1))
     have = len(gpus["gpus"])
     if have:
-        return _add(checks, "gpus", want <= have,
-                    "the run takes {} of this host's {} GPU{} (GPU {})".format(
-                        want, have, "" if have == 1 else "s", ", ".join(str(g["index"]) for g in gpus["gpus"][:want]))
-                    if want <= have else
-                    "RUN.toml asks for gpus = {} and this host has {} GPU{}; set gpus to {} or fewer".format(
-                        want, have, "" if have == 1 else "s", have))
+        return _add(
+            checks,
+            "gpus",
+            want <= have,
+            "the run takes {} of this host's {} GPU{} (GPU {})".format(
+                want,
+                have,
+                "" if have == 1 else "s",
+                ", ".join(str(g["index"]) for g in gpus["gpus"][:want]),
+            )
+            if want <= have
+            else "RUN.toml asks for gpus = {} and this host has {} GPU{}; set gpus to {} or fewer".format(
+                want, have, "" if have == 1 else "s", have
+            ),
+        )
     why = " ({})".format(gpus["error"]) if gpus["error"] else ""
     if want == 1:
-        return _add(checks, "gpus", True, f"no GPU on this host{why}: the run trains in one process on the CPU")
+        return _add(
+            checks,
+            "gpus",
+            True,
+            f"no GPU on this host{why}: the run trains in one process on the CPU",
+        )
     if os.environ.get("FLEETDECK_TRAIN_CPU_PROCESSES") == "1":
-        return _add(checks, "gpus", True, f"no GPU on this host{why}: the run trains in {want} processes on the "
-                    "CPU (FLEETDECK_TRAIN_CPU_PROCESSES=1)")
-    return _add(checks, "gpus", False, f"RUN.toml asks for gpus = {want} and this host has no GPU{why}; "
-                "set gpus = 1 to train on its CPU")
+        return _add(
+            checks,
+            "gpus",
+            True,
+            f"no GPU on this host{why}: the run trains in {want} processes on the "
+            "CPU (FLEETDECK_TRAIN_CPU_PROCESSES=1)",
+        )
+    return _add(
+        checks,
+        "gpus",
+        False,
+        f"RUN.toml asks for gpus = {want} and this host has no GPU{why}; "
+        "set gpus = 1 to train on its CPU",
+    )
 
 
 def check_memory(checks, config, gpus, est, after):
@@ -300,14 +377,25 @@ def check_memory(checks, config, gpus, est, after):
         why += " (model size unknown: weights not counted)"
     if not gpus["gpus"]:
         avail = mem_available()
-        note = "no GPU on this host%s: the run trains on CPU" % (" ({})".format(gpus["error"]) if gpus["error"] else "")
+        note = "no GPU on this host%s: the run trains on CPU" % (
+            " ({})".format(gpus["error"]) if gpus["error"] else ""
+        )
         if avail is None:
             return _add(checks, "memory", True, f"{note}; memory not checked (no /proc/meminfo)")
-        return _add(checks, "memory", avail >= need, f"{note} and needs about {units.size(need)} ({why}); {units.size(avail)} available")
+        return _add(
+            checks,
+            "memory",
+            avail >= need,
+            f"{note} and needs about {units.size(need)} ({why}); {units.size(avail)} available",
+        )
     want = int(config.get("gpus", 1))
     if len(gpus["gpus"]) < want:
-        return _add(checks, "memory", False,
-                    f"the run asks for {want} GPUs and this host has {len(gpus['gpus'])}")
+        return _add(
+            checks,
+            "memory",
+            False,
+            f"the run asks for {want} GPUs and this host has {len(gpus['gpus'])}",
+        )
     prev = after_pid(after)
     shared = [g for g in gpus["gpus"][:want] if g["unified"]]
     if shared:
@@ -317,32 +405,53 @@ def check_memory(checks, config, gpus, est, after):
             continue
         free = g["free"]
         if free is None:
-            _add(checks, "memory", True, f"GPU {g['index']} reports no free memory figure; not checked")
+            _add(
+                checks,
+                "memory",
+                True,
+                f"GPU {g['index']} reports no free memory figure; not checked",
+            )
             continue
         freed = sum(p["used"] for p in gpus["apps"] if p["pid"] == prev and p["uuid"] == g["uuid"])
         total = free + freed
         extra = f" ({units.size(freed)} of it held now by the run it waits for)" if freed else ""
-        _add(checks, "memory", total >= need, f"GPU {g['index']} has {units.size(total)} free{extra}; "
-             f"the run needs about {units.size(need)} ({why})")
+        _add(
+            checks,
+            "memory",
+            total >= need,
+            f"GPU {g['index']} has {units.size(total)} free{extra}; "
+            f"the run needs about {units.size(need)} ({why})",
+        )
 
 
 def check_unified_memory(checks, shared, apps, prev, need, why):
     """GPUs with no memory of their own (unified memory, GB10) share the host's: one check of
     every process the run starts on them against MemAvailable, read once, each process's weights
     counted once (its host side and its GPU side are the same memory)."""
-    names = "GPU{} {}".format("s" if len(shared) > 1 else "", ", ".join(str(g["index"]) for g in shared))
+    names = "GPU{} {}".format(
+        "s" if len(shared) > 1 else "", ", ".join(str(g["index"]) for g in shared)
+    )
     avail = shared[0]["free"]
     if avail is None:
-        return _add(checks, "memory", True, f"{names} (unified memory): the host reports no MemAvailable; not checked")
+        return _add(
+            checks,
+            "memory",
+            True,
+            f"{names} (unified memory): the host reports no MemAvailable; not checked",
+        )
     uuids = {g["uuid"] for g in shared}
     freed = sum(p["used"] for p in apps if p["pid"] == prev and p["uuid"] in uuids)
     extra = f", {units.size(freed)} of it held now by the run it waits for" if freed else ""
     total = need * len(shared)
     each = f"{len(shared)} processes x " if len(shared) > 1 else ""
-    _add(checks, "memory", avail + freed >= total,
-         f"{names} {'share' if len(shared) > 1 else 'shares'} the host's memory (unified memory): "
-         f"{units.size(avail + freed)} available (MemAvailable{extra}); the run needs about {units.size(total)} "
-         f"({each}{why}; weights counted once, host and GPU being one memory)")
+    _add(
+        checks,
+        "memory",
+        avail + freed >= total,
+        f"{names} {'share' if len(shared) > 1 else 'shares'} the host's memory (unified memory): "
+        f"{units.size(avail + freed)} available (MemAvailable{extra}); the run needs about {units.size(total)} "
+        f"({each}{why}; weights counted once, host and GPU being one memory)",
+    )
 
 
 def check_disk(checks, output, est):
@@ -356,10 +465,14 @@ def check_disk(checks, output, est):
         return _add(checks, "disk", False, f"cannot read free space at {probe}: {e}")
     free = st.f_bavail * st.f_frsize
     need = est["disk_bytes"]
-    _add(checks, "disk", free >= need,
-         f"the run writes about {units.size(need)} ({est['saves']} saves x {units.size(est['checkpoint_bytes'])} "
-         f"per checkpoint + {units.size(est['adapter_bytes'])} adapter + logs, for ~{est['steps']} steps); "
-         f"{units.size(free)} free at {probe}")
+    _add(
+        checks,
+        "disk",
+        free >= need,
+        f"the run writes about {units.size(need)} ({est['saves']} saves x {units.size(est['checkpoint_bytes'])} "
+        f"per checkpoint + {units.size(est['adapter_bytes'])} adapter + logs, for ~{est['steps']} steps); "
+        f"{units.size(free)} free at {probe}",
+    )
 
 
 TRAINER_MODULE = "fleetdeck.backend.train"
@@ -375,8 +488,10 @@ def trainer_processes():
             continue
         argv = procfs.cmdline(pid)
         hit = any(a == "-m" and argv[i + 1] == TRAINER_MODULE for i, a in enumerate(argv[:-1]))
-        hit = hit or any(os.path.basename(a) == "fleetdeck" and argv[i + 1] == "train"
-                         for i, a in enumerate(argv[:-1]))
+        hit = hit or any(
+            os.path.basename(a) == "fleetdeck" and argv[i + 1] == "train"
+            for i, a in enumerate(argv[:-1])
+        )
         if hit:
             try:
                 out[pid] = os.readlink(f"/proc/{pid}/cwd")
@@ -425,26 +540,47 @@ def check_live_runs(checks, config, gpus, roots, after, force, seen=()):
     """No other live run on the GPU(s) this run takes; on a CPU-only host, a note only."""
     runs = live_runs(roots, seen)
     prev = after_pid(after)
-    runs = {path: pid for path, pid in runs.items()
-            if not (after and path == after) and not (prev and pid == prev)}
+    runs = {
+        path: pid
+        for path, pid in runs.items()
+        if not (after and path == after) and not (prev and pid == prev)
+    }
     if gpus["gpus"]:
-        want = {g["uuid"] for g in gpus["gpus"][:int(config.get("gpus", 1))]}
+        want = {g["uuid"] for g in gpus["gpus"][: int(config.get("gpus", 1))]}
         on_any = {p["pid"] for p in gpus["apps"]}
         on_ours = {p["pid"] for p in gpus["apps"] if p["uuid"] in want}
         # a run not (yet) on any GPU may still be loading, and one without a pid cannot be
         # placed: count them against ours
-        clash = {path: pid for path, pid in runs.items() if pid is None or pid in on_ours or pid not in on_any}
-        where = "GPU {}".format(", ".join(str(g["index"]) for g in gpus["gpus"][:int(config.get("gpus", 1))]))
+        clash = {
+            path: pid
+            for path, pid in runs.items()
+            if pid is None or pid in on_ours or pid not in on_any
+        }
+        where = "GPU {}".format(
+            ", ".join(str(g["index"]) for g in gpus["gpus"][: int(config.get("gpus", 1))])
+        )
     else:
         # no GPU to share: CPU runs (tests, tiny models) only compete for cores, so say so and go on
         if not runs:
-            return _add(checks, "live-run", True, "no GPU on this host, and no other run is live on it")
+            return _add(
+                checks, "live-run", True, "no GPU on this host, and no other run is live on it"
+            )
         desc = ", ".join(_run_text(path, pid) for path, pid in sorted(runs.items())[:3])
-        return _add(checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU")
+        return _add(
+            checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU"
+        )
     if not clash:
         return _add(checks, "live-run", True, f"no other run is live on {where}")
     desc = ", ".join(_run_text(path, pid) for path, pid in sorted(clash.items())[:3])
     if force:
-        return _add(checks, "live-run", True, f"{desc} live on {where}; --force given, starting anyway")
-    _add(checks, "live-run", False, "{} {} live on {}; wait for it, or pass --force to share".format(
-        desc, "is" if len(clash) == 1 else "are", where))
+        return _add(
+            checks, "live-run", True, f"{desc} live on {where}; --force given, starting anyway"
+        )
+    _add(
+        checks,
+        "live-run",
+        False,
+        "{} {} live on {}; wait for it, or pass --force to share".format(
+            desc, "is" if len(clash) == 1 else "are", where
+        ),
+    )

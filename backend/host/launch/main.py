@@ -47,6 +47,7 @@ LOCK = ".fleetdeck-launch.lock"
 PATH_KEYS = ("corpus", "tokenizer", "base_model")
 RESUMABLE = ("failed", "cancelled", "stalled", "unknown", "running", "queued")
 
+
 # -- pre-flight ------------------------------------------------------------------------------
 def check(checks, name, ok, message):
     checks.append({"name": name, "ok": bool(ok), "message": message})
@@ -73,19 +74,37 @@ def preflight(req):
     base = config["base_model"]
     if base.startswith("random:"):
         arch = base.split(":", 1)[1]
-        check(checks, "base-model", arch in est.ARCHS,
-              f"base model {base} is a built-in architecture with random weights" if arch in est.ARCHS
-              else "base model {} is not a built-in architecture ({})".format(base, ", ".join(sorted(est.ARCHS))))
+        check(
+            checks,
+            "base-model",
+            arch in est.ARCHS,
+            f"base model {base} is a built-in architecture with random weights"
+            if arch in est.ARCHS
+            else "base model {} is not a built-in architecture ({})".format(
+                base, ", ".join(sorted(est.ARCHS))
+            ),
+        )
     elif not os.path.isdir(base):
         check(checks, "base-model", False, f"base model {base} does not exist on {host}")
     elif not os.path.isfile(os.path.join(base, "config.json")):
-        check(checks, "base-model", False, f"base model {base} holds no config.json, so it is not a checkpoint")
+        check(
+            checks,
+            "base-model",
+            False,
+            f"base model {base} holds no config.json, so it is not a checkpoint",
+        )
     else:
         check(checks, "base-model", True, f"base model {base} exists")
     tok = config.get("tokenizer")
     if tok:
-        check(checks, "tokenizer", os.path.isdir(tok) or os.path.isfile(tok),
-              "tokenizer {} {}".format(tok, "exists" if os.path.exists(tok) else f"does not exist on {host}"))
+        check(
+            checks,
+            "tokenizer",
+            os.path.isdir(tok) or os.path.isfile(tok),
+            "tokenizer {} {}".format(
+                tok, "exists" if os.path.exists(tok) else f"does not exist on {host}"
+            ),
+        )
 
     corpus = config["corpus"]
     size = est.corpus_bytes(corpus)
@@ -106,21 +125,39 @@ def preflight(req):
         if after == output:
             check(checks, "after", False, f"a run cannot wait for itself ({after})")
         elif verdict == "never":
-            check(checks, "after", False, f"{why}; a chain never starts after a run that did not "
-                  "finish with its adapter")
+            check(
+                checks,
+                "after",
+                False,
+                f"{why}; a chain never starts after a run that did not finish with its adapter",
+            )
         else:
-            check(checks, "after", True, why + ("; the new run starts now" if verdict == "ready"
-                                               else "; the new run waits for it"))
+            check(
+                checks,
+                "after",
+                True,
+                why
+                + (
+                    "; the new run starts now"
+                    if verdict == "ready"
+                    else "; the new run waits for it"
+                ),
+            )
 
     if any(c["name"] == "base-model" and c["ok"] for c in checks):
         est.check_targets(checks, config)
 
     trainer = est.missing_modules([TRAINER_MODULE, "torch", "transformers", "peft"])
-    check(checks, "trainer", not trainer,
-          f"{sys.executable} can import the trainer" if not trainer else
-          "{} cannot import {} on {}: make a venv there with fleetdeck[train] installed and set this host's "
-          "python to its interpreter in the fleet file (docs/launch.md, \"A host ready to train\"; the probe "
-          "and helpers then use it too)".format(sys.executable, ", ".join(trainer), host))
+    check(
+        checks,
+        "trainer",
+        not trainer,
+        f"{sys.executable} can import the trainer"
+        if not trainer
+        else "{} cannot import {} on {}: make a venv there with fleetdeck[train] installed and set this host's "
+        'python to its interpreter in the fleet file (docs/launch.md, "A host ready to train"; the probe '
+        "and helpers then use it too)".format(sys.executable, ", ".join(trainer), host),
+    )
 
     gpus = est.gpu_table()
     estimate = est.estimate(config, gpus, size)
@@ -128,9 +165,18 @@ def preflight(req):
     est.check_memory(checks, config, gpus, estimate, after)
     est.check_disk(checks, output, estimate)
     seen = [r for r in req.get("live") or () if isinstance(r, dict) and r.get("path") != output]
-    est.check_live_runs(checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")), seen)
-    return {"passed": all(c["ok"] for c in checks), "checks": checks, "estimate": estimate,
-            "config": config, "run_path": output, "after": after, "resume": resume}
+    est.check_live_runs(
+        checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")), seen
+    )
+    return {
+        "passed": all(c["ok"] for c in checks),
+        "checks": checks,
+        "estimate": estimate,
+        "config": config,
+        "run_path": output,
+        "after": after,
+        "resume": resume,
+    }
 
 
 def check_output(checks, output, after, roots):
@@ -140,19 +186,39 @@ def check_output(checks, output, after, roots):
         names = sorted(os.listdir(output))
         held = [n for n in names if layout.is_run([n])]
         if held:
-            return check(checks, "output", False, "output {} already holds a run ({}); choose a new "
-                         "folder".format(output, ", ".join(held[:3])))
+            return check(
+                checks,
+                "output",
+                False,
+                "output {} already holds a run ({}); choose a new folder".format(
+                    output, ", ".join(held[:3])
+                ),
+            )
         foreign = [n for n in layout.not_fresh(names) if not n.startswith(".")]
         if foreign:
-            return check(checks, "output", False, "output {} holds files that are not a run ({}); "
-                         "choose an empty or new folder".format(output, ", ".join(foreign[:3])))
+            return check(
+                checks,
+                "output",
+                False,
+                "output {} holds files that are not a run ({}); "
+                "choose an empty or new folder".format(output, ", ".join(foreign[:3])),
+            )
     where = [r for r in roots if os.path.dirname(output) == os.path.abspath(os.path.expanduser(r))]
-    note = "" if where else "; note: it is not directly under a runs root of this host, so status and runs will not list it"
+    note = (
+        ""
+        if where
+        else "; note: it is not directly under a runs root of this host, so status and runs will not list it"
+    )
     return check(checks, "output", True, f"output {output} holds no run{note}")
 
 
 def _same_setting(key, a, b):
-    if key in PATH_KEYS and isinstance(a, str) and isinstance(b, str) and not a.startswith("random:"):
+    if (
+        key in PATH_KEYS
+        and isinstance(a, str)
+        and isinstance(b, str)
+        and not a.startswith("random:")
+    ):
         return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
     return a == b
 
@@ -166,11 +232,17 @@ def resumable(output):
         return None, f"run {output} has an unreadable run.json; refusing to touch it"
     state = manifest.get("state")
     if state == "finished" or layout.final_adapter(output):
-        return manifest, f"run {output} already finished with its final adapter; there is nothing to resume"
+        return (
+            manifest,
+            f"run {output} already finished with its final adapter; there is nothing to resume",
+        )
     if state == "running" and procfs.same_process(manifest.get("pid"), manifest.get("start_ticks")):
         return manifest, "run {} is running (pid {}); it cannot be resumed while it runs".format(
-            output, manifest.get("pid"))
-    if state == "queued" and procfs.same_process(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
+            output, manifest.get("pid")
+        )
+    if state == "queued" and procfs.same_process(
+        manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")
+    ):
         return manifest, f"run {output} is queued; it starts by itself"
     if state not in RESUMABLE and state is not None:
         return manifest, f"run {output} is in state {state!r}, which cannot be resumed"
@@ -193,19 +265,42 @@ def check_resume(checks, output, config):
         return check(checks, "resume", False, why)
     newest = newest_checkpoint(output)
     if newest is None:
-        return check(checks, "resume", False, f"run {output} has no complete checkpoint (checkpoints/"
-                     "checkpoint-N with its adapter weights, config and trainer_state.json) to resume from; launch it "
-                     "into a new folder")
+        return check(
+            checks,
+            "resume",
+            False,
+            f"run {output} has no complete checkpoint (checkpoints/"
+            "checkpoint-N with its adapter weights, config and trainer_state.json) to resume from; launch it "
+            "into a new folder",
+        )
     before = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    differ = sorted(k for k in config if k in before and k not in ("output", "source")
-                    and not _same_setting(k, config[k], before[k]))
+    differ = sorted(
+        k
+        for k in config
+        if k in before
+        and k not in ("output", "source")
+        and not _same_setting(k, config[k], before[k])
+    )
     if differ:
-        return check(checks, "resume", False, "RUN.toml differs from the run's own config in {}; resume "
-                     "with the run's own settings ({})".format(", ".join(differ), os.path.join(output, "RUN.toml")))
+        return check(
+            checks,
+            "resume",
+            False,
+            "RUN.toml differs from the run's own config in {}; resume "
+            "with the run's own settings ({})".format(
+                ", ".join(differ), os.path.join(output, "RUN.toml")
+            ),
+        )
     state = manifest.get("state") or "without run.json"
     reason = manifest.get("error") or manifest.get("cancel_reason")
-    return check(checks, "resume", True, "resumes run {} ({}{}) from {} (step {})".format(
-        output, state, f": {reason}" if reason else "", os.path.basename(newest[1]), newest[0]))
+    return check(
+        checks,
+        "resume",
+        True,
+        "resumes run {} ({}{}) from {} (step {})".format(
+            output, state, f": {reason}" if reason else "", os.path.basename(newest[1]), newest[0]
+        ),
+    )
 
 
 # -- launch ----------------------------------------------------------------------------------
@@ -214,8 +309,12 @@ def refused(answer, name=None, message=None):
     if name is not None:
         check(answer["checks"], name, False, message)
     bad = next(c for c in answer["checks"] if not c["ok"])
-    answer.update(ok=False, passed=False, state="refused",
-                  error={"code": bad["name"], "message": bad["message"]})
+    answer.update(
+        ok=False,
+        passed=False,
+        state="refused",
+        error={"code": bad["name"], "message": bad["message"]},
+    )
     return answer
 
 
@@ -223,11 +322,24 @@ def claim(output, config, after, answer, resume):
     """Write run.json with state `queued`: exclusively for a new run; for `resume`, under the
     launch lock, after checking again that the run is still resumable. None, or why not."""
     run_toml = os.path.join(output, "RUN.toml")
-    launch_info = {"time": time.time(), "run_toml": run_toml, "estimate": answer["estimate"], "resume": resume}
+    launch_info = {
+        "time": time.time(),
+        "run_toml": run_toml,
+        "estimate": answer["estimate"],
+        "resume": resume,
+    }
     if not resume:
-        manifest = {"state": "queued", "pid": None, "after": after, "config": config, "error": None,
-                    "waiter_pid": None, "waiter_start_ticks": None, "launch": launch_info,
-                    "states": [{"state": "queued", "time": time.time(), "pid": os.getpid()}]}
+        manifest = {
+            "state": "queued",
+            "pid": None,
+            "after": after,
+            "config": config,
+            "error": None,
+            "waiter_pid": None,
+            "waiter_start_ticks": None,
+            "launch": launch_info,
+            "states": [{"state": "queued", "time": time.time(), "pid": os.getpid()}],
+        }
         try:
             write_manifest(output, manifest, exclusive=True)
         except FileExistsError:
@@ -240,8 +352,14 @@ def claim(output, config, after, answer, resume):
         if why:
             return why + " (it changed during the launch)"
         manifest = dict(manifest or {})
-        manifest.update(after=after, error=None, cancel_reason=None, waiter_pid=None, waiter_start_ticks=None,
-                        launch=launch_info)
+        manifest.update(
+            after=after,
+            error=None,
+            cancel_reason=None,
+            waiter_pid=None,
+            waiter_start_ticks=None,
+            launch=launch_info,
+        )
         record_state(output, manifest, "queued", resumed_from_state=manifest.get("state"))
         return None
     finally:
@@ -262,14 +380,28 @@ def launch(req):
     run_toml = os.path.join(output, "RUN.toml")
     with open(run_toml, "w", encoding="utf-8") as f:
         f.write(toml_text(config))
-    sup = {"op": "supervise", "run": output, "run_toml": run_toml, "after": after,
-           "interval": float(req.get("interval") or 2.0), "source": req["source"]}
-    logfd = os.open(os.path.join(output, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sup = {
+        "op": "supervise",
+        "run": output,
+        "run_toml": run_toml,
+        "after": after,
+        "interval": float(req.get("interval") or 2.0),
+        "source": req["source"],
+    }
+    logfd = os.open(
+        os.path.join(output, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+    )
     try:
         # own pipes, not the helper's: the SSH channel closes when the helper exits
-        proc = subprocess.Popen([sys.executable, "-c", req["boot"], "fleetdeck-waiter", output],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logfd,
-                                cwd=output, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", req["boot"], "fleetdeck-waiter", output],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=logfd,
+            cwd=output,
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         os.close(logfd)
     src = req["source"].encode("utf-8")
@@ -284,11 +416,21 @@ def launch(req):
     if not isinstance(started, dict) or "state" not in started:
         err = started.get("error") if isinstance(started, dict) else None
         detail = ": " + str(err.get("message")) if isinstance(err, dict) else ""
-        record_state(output, read_manifest(output) or {}, "failed",
-                     error=f"the launcher's supervisor exited before starting the run{detail}; see train.log")
+        record_state(
+            output,
+            read_manifest(output) or {},
+            "failed",
+            error=f"the launcher's supervisor exited before starting the run{detail}; see train.log",
+        )
         log = os.path.join(output, "train.log")
-        answer.update(ok=False, state="failed", error={
-            "code": "supervisor", "message": f"the supervisor on the host exited at once{detail}; see {log}"})
+        answer.update(
+            ok=False,
+            state="failed",
+            error={
+                "code": "supervisor",
+                "message": f"the supervisor on the host exited at once{detail}; see {log}",
+            },
+        )
         return answer
     answer.update(started)
     answer["run_toml"] = run_toml

@@ -49,7 +49,9 @@ def record_state(run, manifest, state, **extra):
     """Append a state transition to `manifest` and write it."""
     manifest["state"] = state
     manifest.update(extra)
-    manifest.setdefault("states", []).append({"state": state, "time": time.time(), "pid": os.getpid()})
+    manifest.setdefault("states", []).append(
+        {"state": state, "time": time.time(), "pid": os.getpid()}
+    )
     write_manifest(run, manifest)
 
 
@@ -110,7 +112,10 @@ def after_status(after):
     if state == "finished":
         if adapter:
             return "ready", f"run {after} finished with its final adapter ({adapter})"
-        return "never", f"run {after} finished without a final adapter ({layout.final_adapter_problem(after)})"
+        return (
+            "never",
+            f"run {after} finished without a final adapter ({layout.final_adapter_problem(after)})",
+        )
     if state in ("failed", "cancelled"):
         return "never", "run {} {}{}".format(after, state, f" ({why})" if why else "")
     if state == "running":
@@ -120,15 +125,20 @@ def after_status(after):
         if again.get("state") != "running":  # it ended between the two reads
             return after_status(after)
         if not isinstance(manifest.get("start_ticks"), int):
-            return "never", ("run {} records pid {} without its start time, so it cannot be told from a "
-                             "reused pid; it cannot be waited for".format(after, manifest.get("pid")))
+            return "never", (
+                "run {} records pid {} without its start time, so it cannot be told from a "
+                "reused pid; it cannot be waited for".format(after, manifest.get("pid"))
+            )
         return "never", "run {} died without finishing (pid {} with its start time is gone)".format(
-            after, manifest.get("pid"))
+            after, manifest.get("pid")
+        )
     if state == "queued":
         if procfs.same_process(manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")):
             return "wait", f"run {after} is queued"
         again = read_manifest(after) or {}
         if again.get("state") != "queued":
             return after_status(after)
-        return "never", "run {} is queued but its waiter (pid {}) is gone".format(after, manifest.get("waiter_pid"))
+        return "never", "run {} is queued but its waiter (pid {}) is gone".format(
+            after, manifest.get("waiter_pid")
+        )
     return "never", f"run {after} is in state {state!r}"

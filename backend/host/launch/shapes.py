@@ -12,15 +12,34 @@ from fleetdeck.backend.host.lib import architectures
 MIB = 1 << 20
 #: the trainer's built-in architectures (one table: host/lib/architectures.py), in short names
 ARCHS = {name: architectures.shape(name) for name in architectures.ARCHS}
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 
 
 def arch_modules(a):
     """{projection: (in, out)} of one decoder layer of a built-in architecture `a`."""
     h, i, hd = a["hidden"], a["inter"], a["head_dim"]
-    return {"q_proj": (h, a["heads"] * hd), "k_proj": (h, a["kv"] * hd), "v_proj": (h, a["kv"] * hd),
-            "o_proj": (a["heads"] * hd, h), "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+    return {
+        "q_proj": (h, a["heads"] * hd),
+        "k_proj": (h, a["kv"] * hd),
+        "v_proj": (h, a["kv"] * hd),
+        "o_proj": (a["heads"] * hd, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
 
 
 def arch_shapes(arch, targets, rank):
@@ -48,9 +67,12 @@ def shape_of(tensor, meta):
     shape = meta.get("shape") if isinstance(meta, dict) else None
     if shape is None:
         return []
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2 ** 40
-                                              for d in shape):
-        raise ValueError("tensor %r has a shape that is not a list of whole numbers" % str(tensor)[:80])
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**40 for d in shape
+    ):
+        raise ValueError(
+            "tensor %r has a shape that is not a list of whole numbers" % str(tensor)[:80]
+        )
     return shape
 
 
@@ -68,18 +90,33 @@ def checkpoint_shapes(base, targets, rank):
                 numel *= d
             params += numel
             parts = tensor.split(".")
-            if len(shape) == 2 and len(parts) >= 2 and parts[-1] == "weight" and parts[-2] in targets:
+            if (
+                len(shape) == 2
+                and len(parts) >= 2
+                and parts[-1] == "weight"
+                and parts[-2] in targets
+            ):
                 lora += rank * (shape[0] + shape[1])
     if not files:  # .bin or other weights: assume 2 bytes per parameter
-        params = sum(os.path.getsize(os.path.join(base, f)) for f in os.listdir(base)
-                     if f.endswith((".bin", ".pt", ".pth"))) // 2
+        params = (
+            sum(
+                os.path.getsize(os.path.join(base, f))
+                for f in os.listdir(base)
+                if f.endswith((".bin", ".pt", ".pth"))
+            )
+            // 2
+        )
     dims = {}
     try:
         with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
             cfg = json.load(f)
         cfg = cfg.get("text_config") or cfg
-        dims = dict(vocab=cfg["vocab_size"], hidden=cfg["hidden_size"], inter=cfg["intermediate_size"],
-                    layers=cfg["num_hidden_layers"])
+        dims = dict(
+            vocab=cfg["vocab_size"],
+            hidden=cfg["hidden_size"],
+            inter=cfg["intermediate_size"],
+            layers=cfg["num_hidden_layers"],
+        )
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     return params, lora, dims
@@ -95,7 +132,9 @@ def fp8_copy_bytes(base, targets):
     `fp8.apply_fp8` converts), from the architecture table or the checkpoint's safetensors headers."""
     if base.startswith("random:"):
         a = ARCHS[base.split(":", 1)[1]]
-        return a["layers"] * sum(fp8_weight_bytes(y, x) for m, (x, y) in arch_modules(a).items() if m in targets)
+        return a["layers"] * sum(
+            fp8_weight_bytes(y, x) for m, (x, y) in arch_modules(a).items() if m in targets
+        )
     total = 0
     for name in sorted(f for f in os.listdir(base) if f.endswith(".safetensors")):
         header = safetensors_header(os.path.join(base, name))
@@ -105,7 +144,13 @@ def fp8_copy_bytes(base, targets):
             shape = shape_of(tensor, meta)
             parts = tensor.split(".")
             # an embedding is no Linear (the trainer refuses it as a target); a biased Linear stays bf16
-            if len(shape) == 2 and len(parts) >= 2 and parts[-1] == "weight" and parts[-2] in targets \
-                    and "embed" not in parts[-2] and tensor[:-len("weight")] + "bias" not in header:
+            if (
+                len(shape) == 2
+                and len(parts) >= 2
+                and parts[-1] == "weight"
+                and parts[-2] in targets
+                and "embed" not in parts[-2]
+                and tensor[: -len("weight")] + "bias" not in header
+            ):
                 total += fp8_weight_bytes(shape[0], shape[1])
     return total

@@ -63,14 +63,32 @@ def supervise(req):
                     current = read_manifest(run) or manifest
                     record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
                     log_line(run, "cancelled: " + reason)
-                    report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
+                    report(
+                        {
+                            "state": "cancelled",
+                            "pid": None,
+                            "waiter_pid": os.getpid(),
+                            "error": reason,
+                        }
+                    )
                     return
                 report({"state": "queued", "pid": None, "waiter_pid": os.getpid()})
                 time.sleep(req.get("interval", 2.0))
         current = read_manifest(run) or {}
         if current.get("state") != "queued" or current.get("waiter_pid") != os.getpid():
-            log_line(run, "run.json changed while waiting (state {!r}); not starting".format(current.get("state")))
-            report({"state": current.get("state") or "unknown", "pid": current.get("pid"), "waiter_pid": os.getpid()})
+            log_line(
+                run,
+                "run.json changed while waiting (state {!r}); not starting".format(
+                    current.get("state")
+                ),
+            )
+            report(
+                {
+                    "state": current.get("state") or "unknown",
+                    "pid": current.get("pid"),
+                    "waiter_pid": os.getpid(),
+                }
+            )
             return
         child = start_trainer(run, req["run_toml"])
     except Stopped as e:
@@ -82,7 +100,9 @@ def supervise(req):
         report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
         return
     report({"state": "running", "pid": child.pid, "waiter_pid": os.getpid()})
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # once started, stopping the waiter leaves the run alone
+    signal.signal(
+        signal.SIGTERM, signal.SIG_DFL
+    )  # once started, stopping the waiter leaves the run alone
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     rc = child.wait()
     watch_end(run, child.pid, rc)
@@ -97,9 +117,16 @@ def start_trainer(run, run_toml):
     env.pop(procfs.HELPER_ENV, None)
     logfd = os.open(os.path.join(run, "train.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        return subprocess.Popen([sys.executable, "-m", TRAINER_MODULE, run_toml],
-                                stdin=subprocess.DEVNULL, stdout=logfd, stderr=subprocess.STDOUT,
-                                cwd=run, env=env, start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", TRAINER_MODULE, run_toml],
+            stdin=subprocess.DEVNULL,
+            stdout=logfd,
+            stderr=subprocess.STDOUT,
+            cwd=run,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         os.close(logfd)
 
@@ -113,7 +140,8 @@ def watch_end(run, pid, rc):
     recorded = manifest.get("pid")
     # a pid other than ours that is gone: a torchrun worker of this trainer, killed with it
     if state in ("queued", "running") and (
-            recorded in (None, pid) or not procfs.same_process(recorded, manifest.get("start_ticks"))):
+        recorded in (None, pid) or not procfs.same_process(recorded, manifest.get("start_ticks"))
+    ):
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
         reason = f"the trainer {how} without recording an end; see train.log"
         record_state(run, manifest, "failed", error=reason, exit_status=rc)

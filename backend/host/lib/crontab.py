@@ -30,7 +30,9 @@ ENV = dict(os.environ, LC_ALL="C", LANG="C")
 def spool_dir():
     """The folder holding one crontab file per user, or None."""
     for d in SPOOLS:
-        if os.path.isdir(d) and not (d == "/var/spool/cron" and os.path.isdir("/var/spool/cron/crontabs")):
+        if os.path.isdir(d) and not (
+            d == "/var/spool/cron" and os.path.isdir("/var/spool/cron/crontabs")
+        ):
             return d
     return None
 
@@ -58,7 +60,7 @@ def strip_header(data):
         if not data.startswith(mark):
             break
         nl = data.find(b"\n")
-        data = b"" if nl < 0 else data[nl + 1:]
+        data = b"" if nl < 0 else data[nl + 1 :]
     return data
 
 
@@ -78,7 +80,7 @@ def _agrees(exact, listed):
             if not cand.startswith(b"#"):
                 break
             nl = cand.find(b"\n")
-            cand = b"" if nl < 0 else cand[nl + 1:]
+            cand = b"" if nl < 0 else cand[nl + 1 :]
     return False
 
 
@@ -127,8 +129,11 @@ def read_checked(user=None):
         pwd.getpwnam(who)
     except KeyError:
         if not who.isdigit():
-            raise Refused("orphaned", "the crontab of %s belongs to no user on this host (an orphaned "
-                          "spool file)" % shown(who)) from None
+            raise Refused(
+                "orphaned",
+                "the crontab of %s belongs to no user on this host (an orphaned "
+                "spool file)" % shown(who),
+            ) from None
     # cron's own answer first: whether there is a crontab, and whether it can be read at all
     argv = ["crontab", "-l"] if who == me() else ["crontab", "-u", who, "-l"]
     r = runner.run(argv, env=ENV)
@@ -136,8 +141,10 @@ def read_checked(user=None):
         err = runner.first_line(r.err)
         if "no crontab for" in err.lower():
             return b"", None
-        raise Refused("crontab-unreadable", "crontab -l for %s failed (%s)" % (
-            shown(who), shown(err) or "exit status %d" % r.rc))
+        raise Refused(
+            "crontab-unreadable",
+            "crontab -l for %s failed (%s)" % (shown(who), shown(err) or "exit status %d" % r.rc),
+        )
     spool = spool_dir()
     if spool is not None and "/" not in who and who not in NOT_USERS:
         try:
@@ -147,11 +154,19 @@ def read_checked(user=None):
         if data is not None:
             if _agrees(data, r.out):
                 return data, None
-            return data, Refused("crontab-ambiguous", "the spool file of %s and crontab -l disagree "
-                                 "(it changed between the two reads, or this cron is unknown to "
-                                 "fleetdeck); its exact bytes are uncertain" % shown(who), source="spool")
+            return data, Refused(
+                "crontab-ambiguous",
+                "the spool file of %s and crontab -l disagree "
+                "(it changed between the two reads, or this cron is unknown to "
+                "fleetdeck); its exact bytes are uncertain" % shown(who),
+                source="spool",
+            )
     if b"\\r" in r.out or b"\\b" in r.out:
-        return r.out, Refused("crontab-ambiguous", "crontab -l of %s shows \\r or \\b, which may stand "
-                              "for a carriage return or a backspace, and the spool file cannot be "
-                              "read here; its exact bytes are unknown" % shown(who), source="crontab -l")
+        return r.out, Refused(
+            "crontab-ambiguous",
+            "crontab -l of %s shows \\r or \\b, which may stand "
+            "for a carriage return or a backspace, and the spool file cannot be "
+            "read here; its exact bytes are unknown" % shown(who),
+            source="crontab -l",
+        )
     return r.out, None

@@ -18,12 +18,20 @@ def query(all_containers=False, exe=None, timeout=30, errors="replace"):
     inspect documents, a list, when everything answered), and where it stopped: `failed` is
     None, "ps" or "inspect" (`result` is that command's runner result) or "json" (`error`,
     the parse error); inspect's output is decoded with `errors`."""
-    out = {"exe": exe or runner.which("docker"), "ids": [], "docs": None, "failed": None,
-           "result": None, "error": None}
+    out = {
+        "exe": exe or runner.which("docker"),
+        "ids": [],
+        "docs": None,
+        "failed": None,
+        "result": None,
+        "error": None,
+    }
     if not out["exe"]:
         return out
-    r = runner.run([out["exe"], "ps"] + (["-a"] if all_containers else []) + ["-q", "--no-trunc"],
-                   timeout=timeout)
+    r = runner.run(
+        [out["exe"], "ps"] + (["-a"] if all_containers else []) + ["-q", "--no-trunc"],
+        timeout=timeout,
+    )
     if r.rc != 0:
         out["failed"], out["result"] = "ps", r
         return out

@@ -61,7 +61,7 @@ def write_all(fd, data):
     """Write every byte of `data`: os.write may write fewer than asked (a short write)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 RENAME_NOREPLACE = 1

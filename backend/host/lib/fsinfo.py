@@ -32,8 +32,20 @@ def read_mounts():
 
 #: folders that are never a purge root, nor anything inside them: the system's programs,
 #: libraries and configuration, and the kernel's own filesystems (no run lives there)
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
-                "/sys", "/usr")
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
 #: folders that are never a purge root themselves (a folder inside one may be): the root, the
 #: folder of every user's home, and the system's runtime and variable data
 SYSTEM_FOLDERS = ("/", "/home", "/run", "/var")
@@ -62,8 +74,11 @@ def mount_of(path, mounts=None):
 
 def mounts_inside(path, mounts=None):
     """Mount points strictly below `path`."""
-    return [m for m in (mounts if mounts is not None else read_mounts())
-            if m[0] != path and under(m[0], path)]
+    return [
+        m
+        for m in (mounts if mounts is not None else read_mounts())
+        if m[0] != path and under(m[0], path)
+    ]
 
 
 def usage(path_or_fd):

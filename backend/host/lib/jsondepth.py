@@ -41,8 +41,11 @@ class TooDeep(ValueError):
     code = CODE
 
     def __init__(self, depth, limit, what="the answer"):
-        ValueError.__init__(self, "%s nests %d levels of arrays and objects, more than the %d "
-                            "a JSON answer may have; refused before parsing" % (what, depth, limit))
+        ValueError.__init__(
+            self,
+            "%s nests %d levels of arrays and objects, more than the %d "
+            "a JSON answer may have; refused before parsing" % (what, depth, limit),
+        )
         self.depth = depth
         self.limit = limit
 

@@ -31,8 +31,14 @@ import stat
 
 from fleetdeck.backend.host.lib import files, flags, text
 
-RUN_MARKERS = ("run.json", "progress.jsonl", "trainer_state.json", "checkpoints", "adapter",
-               "adapter_model.safetensors")
+RUN_MARKERS = (
+    "run.json",
+    "progress.jsonl",
+    "trainer_state.json",
+    "checkpoints",
+    "adapter",
+    "adapter_model.safetensors",
+)
 # \Z, not $: "$" also matches before a trailing newline
 CHECKPOINT_RE = re.compile(r"checkpoint-([0-9]+)\Z")
 LOOKS_LIKE_CHECKPOINT = re.compile(r"checkpoint-[0-9]")
@@ -72,15 +78,23 @@ def odd_checkpoint_names(names):
     out = []
     for n in sorted(names):
         if looks_like_checkpoint(n) and checkpoint_step(n) is None:
-            out.append((n, "its step is past 2**63 - 1" if CHECKPOINT_RE.match(n) else
-                        "it is not a whole checkpoint-<step> name"))
+            out.append(
+                (
+                    n,
+                    "its step is past 2**63 - 1"
+                    if CHECKPOINT_RE.match(n)
+                    else "it is not a whole checkpoint-<step> name",
+                )
+            )
     return out
 
 
 def is_run(names):
     """True when a folder listing `names` is a run."""
     names = set(names)
-    return bool(names.intersection(RUN_MARKERS)) or any(checkpoint_step(n) is not None for n in names)
+    return bool(names.intersection(RUN_MARKERS)) or any(
+        checkpoint_step(n) is not None for n in names
+    )
 
 
 def _file_problem(dir_fd, name, need_bytes):
@@ -207,8 +221,11 @@ def resumable_checkpoints(run):
     """[(step, path)] of the checkpoints a run resumes from, oldest first: complete ones in
     `<run>/checkpoints/` (where the trainer saves) that hold their trainer_state.json."""
     inside = os.path.join(run, "checkpoints")
-    return [(s, p) for s, p in complete_checkpoints(run) if os.path.dirname(p) == inside
-            and os.path.isfile(os.path.join(p, "trainer_state.json"))]
+    return [
+        (s, p)
+        for s, p in complete_checkpoints(run)
+        if os.path.dirname(p) == inside and os.path.isfile(os.path.join(p, "trainer_state.json"))
+    ]
 
 
 def final_adapter(run):
@@ -267,7 +284,7 @@ def run_of(comps):
         if c == "checkpoints":
             return comps[:i]
         if looks_like_checkpoint(c):
-            return comps[:i - 1] if i > 0 and comps[i - 1] == "checkpoints" else comps[:i]
+            return comps[: i - 1] if i > 0 and comps[i - 1] == "checkpoints" else comps[:i]
     return None
 
 

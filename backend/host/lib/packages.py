@@ -36,7 +36,7 @@ def _variants(path):
     out = [path]
     for a, b in (("/usr/lib/", "/lib/"), ("/lib/", "/usr/lib/")):
         if path.startswith(a):
-            out.append(b + path[len(a):])
+            out.append(b + path[len(a) :])
     return out
 
 
@@ -123,8 +123,11 @@ def _rpm_installed(path):
         if r.rc == 0 and r.out.strip():
             # `rpm -V` prints a line for each changed file; a 5 in its flags: the digest differs
             v = runner.run(["rpm", "-V", "--nodeps", "--noscripts", "-f", "--", path], timeout=30)
-            changed = any(line.split()[0][2:3] == b"5" and line.endswith(path.encode())
-                          for line in v.out.splitlines() if line.split())
+            changed = any(
+                line.split()[0][2:3] == b"5" and line.endswith(path.encode())
+                for line in v.out.splitlines()
+                if line.split()
+            )
             ans = "%s (rpm)" % r.out.decode("utf-8", "replace").strip() if not changed else None
     _STATE[key] = ans
     return ans

@@ -178,8 +178,12 @@ def _replace(parent, name):
             raise Untrusted("%s is not a folder" % name)
         if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
             return  # a sound folder another helper made a moment ago (only this user writes here)
-        os.rename(name, "%s.untrusted-%d-%d" % (name, os.getpid(), st.st_ino),
-                  src_dir_fd=parent, dst_dir_fd=parent)
+        os.rename(
+            name,
+            "%s.untrusted-%d-%d" % (name, os.getpid(), st.st_ino),
+            src_dir_fd=parent,
+            dst_dir_fd=parent,
+        )
     try:
         os.mkdir(name, 0o700, dir_fd=parent)
     except FileExistsError:
@@ -214,7 +218,7 @@ def _write(d, name, data):
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     except BaseException:
         os.close(fd)
         os.unlink(tmp, dir_fd=d)
@@ -225,7 +229,10 @@ def _write(d, name, data):
 
 def compile_all(doc):
     """{module name: code object} of every module the payload carries."""
-    return {name: compile(src, "<fleetdeck-helper:%s>" % name, "exec") for name, _pkg, src in doc["modules"]}
+    return {
+        name: compile(src, "<fleetdeck-helper:%s>" % name, "exec")
+        for name, _pkg, src in doc["modules"]
+    }
 
 
 def _code_bytes(sha, codes):
@@ -237,10 +244,10 @@ def _codes_from(sha, data):
     """The code objects in a bytecode file's bytes, or None when they are not for payload
     `sha` or do not match their own digest."""
     head = len(_CODE_MAGIC)
-    if data[:head] != _CODE_MAGIC or data[head:head + 32] != bytes.fromhex(sha):
+    if data[:head] != _CODE_MAGIC or data[head : head + 32] != bytes.fromhex(sha):
         return None
-    body = data[head + 64:]
-    if hashlib.sha256(body).digest() != data[head + 32:head + 64]:
+    body = data[head + 64 :]
+    if hashlib.sha256(body).digest() != data[head + 32 : head + 64]:
         return None
     try:
         codes = marshal.loads(body)
@@ -365,8 +372,14 @@ def run(doc, codes):
     if code is None:
         src = [m[2] for m in doc["modules"] if m[0] == main][0]
         code = compile(src, "<fleetdeck-helper:%s>" % main, "exec")
-    exec(code, {"__name__": "__main__", "__builtins__": __builtins__,
-                "__file__": "<fleetdeck-helper:%s>" % main})
+    exec(
+        code,
+        {
+            "__name__": "__main__",
+            "__builtins__": __builtins__,
+            "__file__": "<fleetdeck-helper:%s>" % main,
+        },
+    )
 
 
 def _fail(message):
@@ -397,7 +410,12 @@ def main(inp=None, out=None):
         return run(*found)
     if len(head) != 5 or head[0] != b"p" or not head[2].isdigit() or not head[3].isdigit():
         _fail("unknown header %r" % b" ".join(head)[:100])
-    sha, size, zsize, keep = head[1].decode("ascii", "replace"), int(head[2]), int(head[3]), head[4] == b"1"
+    sha, size, zsize, keep = (
+        head[1].decode("ascii", "replace"),
+        int(head[2]),
+        int(head[3]),
+        head[4] == b"1",
+    )
     if not _is_sha(sha) or size > MAX_SIZE or zsize > MAX_SIZE:
         _fail("bad payload header")
     packed = inp.read(zsize)

@@ -43,7 +43,17 @@ def read_bytes(path, limit=1 << 20):
 
 
 # /proc/PID/stat, by index into `stat_fields` (field N of proc(5) is index N - 3)
-_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS, _UTIME, _STIME, _STARTTIME, _RSS = 0, 1, 2, 4, 6, 11, 12, 19, 21
+_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS, _UTIME, _STIME, _STARTTIME, _RSS = (
+    0,
+    1,
+    2,
+    4,
+    6,
+    11,
+    12,
+    19,
+    21,
+)
 
 
 def stat_fields(pid):
@@ -51,7 +61,7 @@ def stat_fields(pid):
     when `pid` is gone. The name is skipped up to its last ')': it may hold spaces and ')'."""
     try:
         data = read_bytes("/proc/%d/stat" % pid)
-        return data[data.rindex(b")") + 2:].split()
+        return data[data.rindex(b")") + 2 :].split()
     except (OSError, ValueError):
         return None
 
@@ -61,8 +71,14 @@ def stat(pid):
     if gone."""
     f = stat_fields(pid)
     try:
-        return (f[_STATE].decode(), int(f[_PPID]), int(f[_PGRP]), int(f[_STARTTIME]), int(f[_FLAGS]),
-                int(f[_TTY_NR]))
+        return (
+            f[_STATE].decode(),
+            int(f[_PPID]),
+            int(f[_PGRP]),
+            int(f[_STARTTIME]),
+            int(f[_FLAGS]),
+            int(f[_TTY_NR]),
+        )
     except (TypeError, ValueError, IndexError):
         return None
 
@@ -72,8 +88,12 @@ def usage(pid):
     `pid` from /proc/PID/stat, or None if gone."""
     f = stat_fields(pid)
     try:
-        return (int(f[_UTIME]) + int(f[_STIME]), int(f[_RSS]), int(f[_STARTTIME]),
-                f[_STATE].decode("ascii", "replace"))
+        return (
+            int(f[_UTIME]) + int(f[_STIME]),
+            int(f[_RSS]),
+            int(f[_STARTTIME]),
+            f[_STATE].decode("ascii", "replace"),
+        )
     except (TypeError, ValueError, IndexError):
         return None
 

@@ -17,9 +17,16 @@ def run(argv, data=None, timeout=30, cwd=None, env=None):
     """Run argv (a list, no shell) and return a Result; a missing program or a timeout is a
     Result too (rc 127 / 124, the reason in `err`), so callers have one shape to judge."""
     try:
-        r = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           stdin=None if data is not None else subprocess.DEVNULL,
-                           timeout=timeout, cwd=cwd, env=env)
+        r = subprocess.run(
+            argv,
+            input=data,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=None if data is not None else subprocess.DEVNULL,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+        )
     except FileNotFoundError:
         return Result(127, b"", ("%s: not found" % argv[0]).encode())
     except subprocess.TimeoutExpired:

@@ -44,7 +44,9 @@ def dispatch(ops, req):
     op = req.get("op")
     fn = ops.get(op)
     if fn is None:
-        return error_answer("bad-request", "unknown op %r (known: %s)" % (op, ", ".join(sorted(ops))))
+        return error_answer(
+            "bad-request", "unknown op %r (known: %s)" % (op, ", ".join(sorted(ops)))
+        )
     try:
         out = fn(req)
     except Refused as e:
@@ -72,7 +74,9 @@ def scrub(obj, where="", found=None):
             return None
         return obj
     if isinstance(obj, dict):
-        return dict((k, scrub(v, "%s.%s" % (where, k) if where else str(k), found)) for k, v in obj.items())
+        return dict(
+            (k, scrub(v, "%s.%s" % (where, k) if where else str(k), found)) for k, v in obj.items()
+        )
     if isinstance(obj, (list, tuple)):
         return [scrub(v, "%s[%d]" % (where, i), found) for i, v in enumerate(obj)]
     return obj

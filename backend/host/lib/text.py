@@ -21,7 +21,7 @@ def shown(p):
         p = os.fsdecode(p)
     p = str(p)
     if p.isprintable() and "\\" not in p:
-        return p   # nothing to escape (a surrogate or a control character is not printable)
+        return p  # nothing to escape (a surrogate or a control character is not printable)
     out = []
     for ch in p:
         o = ord(ch)

@@ -36,7 +36,7 @@ UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 def is_partial(name):
     """True for the name of a partial folder a writer made inside a destination."""
-    return name.startswith(PARTIAL) and PARTIAL_TAG.match(name[len(PARTIAL):]) is not None
+    return name.startswith(PARTIAL) and PARTIAL_TAG.match(name[len(PARTIAL) :]) is not None
 
 
 def say(out, obj):
@@ -177,13 +177,14 @@ def open_dir_chain(path, create=False):
                 failed[i] = e
 
     def refuse(fd, i, name, err):
-        where = shown(b"/" + b"/".join(comps[:i + 1]))
+        where = shown(b"/" + b"/".join(comps[: i + 1]))
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError as e:
             if i in failed:
-                raise ChainError("unwritable", "cannot create %s: %s" % (where, failed[i].strerror)) \
-                    from None
+                raise ChainError(
+                    "unwritable", "cannot create %s: %s" % (where, failed[i].strerror)
+                ) from None
             if e.errno == errno.ENOENT:
                 raise ChainError("not-found", "%s does not exist" % where) from None
             raise ChainError("unreadable", "%s cannot be read: %s" % (where, e.strerror)) from None
@@ -203,8 +204,9 @@ def open_dir_chain(path, create=False):
     except BaseException:
         os.close(root)
         raise
-    _, fd = fdwalk.descend(root, comps, on_error=refuse, on_step=lambda i, _n, nfd: make(nfd, i + 1),
-                           keep_parent=False)
+    _, fd = fdwalk.descend(
+        root, comps, on_error=refuse, on_step=lambda i, _n, nfd: make(nfd, i + 1), keep_parent=False
+    )
     return fd
 
 
@@ -233,8 +235,15 @@ def file_facts(st):
 def walk(root, follow, skip_partials):
     """Everything under root, as relative paths, sorted by kind. With `follow`, symlinks are
     followed and each one whose target lies outside root is named in `outside`."""
-    out = {"files": [], "dirs": [], "symlinks": [], "special": [], "errors": [], "partials": [],
-           "outside": []}
+    out = {
+        "files": [],
+        "dirs": [],
+        "symlinks": [],
+        "special": [],
+        "errors": [],
+        "partials": [],
+        "outside": [],
+    }
     seen = set()
     real_root = os.path.realpath(root)
     stack = [b""]
@@ -249,7 +258,12 @@ def walk(root, follow, skip_partials):
             continue
         for ent in entries:
             r = os.path.join(rel, ent.name) if rel else ent.name
-            if skip_partials and not rel and is_partial(ent.name) and ent.is_dir(follow_symlinks=False):
+            if (
+                skip_partials
+                and not rel
+                and is_partial(ent.name)
+                and ent.is_dir(follow_symlinks=False)
+            ):
                 out["partials"].append(fsdec(r))
                 continue
             try:
@@ -274,9 +288,16 @@ def walk(root, follow, skip_partials):
                 out["dirs"].append([fsdec(r), stat.S_IMODE(st.st_mode)])
                 stack.append(r)
             elif stat.S_ISREG(st.st_mode):
-                out["files"].append({"path": fsdec(r), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                     "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
-                                     "mode": stat.S_IMODE(st.st_mode)})
+                out["files"].append(
+                    {
+                        "path": fsdec(r),
+                        "bytes": st.st_size,
+                        "mtime_ns": st.st_mtime_ns,
+                        "ctime_ns": st.st_ctime_ns,
+                        "ino": st.st_ino,
+                        "mode": stat.S_IMODE(st.st_mode),
+                    }
+                )
             else:
                 out["special"].append(fsdec(r))
     out["files"].sort(key=lambda f: f["path"])
@@ -328,7 +349,11 @@ def hash_rel(root, rel, follow, dir_fd=None):
     """sha256 of root/rel read from this disk (rel below the open folder `dir_fd` instead,
     when given), or an error sentence."""
     try:
-        fd = open_at(dir_fd, fsenc(rel)) if dir_fd is not None else open_rel(root, fsenc(rel), follow)
+        fd = (
+            open_at(dir_fd, fsenc(rel))
+            if dir_fd is not None
+            else open_rel(root, fsenc(rel), follow)
+        )
     except OSError as e:
         return {"sha256": None, "error": e.strerror or str(e)}
     try:

@@ -59,8 +59,12 @@ def main():
         signal.signal(sig, _hangup)
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
-    ops = {"list": op_list, "abandon": op_abandon, "read": lambda r: op_read(r, inp, out),
-           "write": lambda r: op_write(r, inp, out)}
+    ops = {
+        "list": op_list,
+        "abandon": op_abandon,
+        "read": lambda r: op_read(r, inp, out),
+        "write": lambda r: op_write(r, inp, out),
+    }
     try:
         line = inp.readline()
         try:

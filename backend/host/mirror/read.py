@@ -90,10 +90,16 @@ def op_list(req):
             kind = kind_of(os.stat(root))
         except OSError:
             kind = "dangling"
-    res = {"path": fsdec(root), "real": fsdec(os.path.realpath(root)), "kind": kind,
-           "dev": st.st_dev if st else None, "ino": st.st_ino if st else None,
-           "disk": disk_identity(root),
-           "mode": stat.S_IMODE(st.st_mode) if st else None, "free_bytes": free_bytes(root)}
+    res = {
+        "path": fsdec(root),
+        "real": fsdec(os.path.realpath(root)),
+        "kind": kind,
+        "dev": st.st_dev if st else None,
+        "ino": st.st_ino if st else None,
+        "disk": disk_identity(root),
+        "mode": stat.S_IMODE(st.st_mode) if st else None,
+        "free_bytes": free_bytes(root),
+    }
     pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
     res["parent_link"] = parent_link(os.path.dirname(root))
@@ -116,7 +122,9 @@ def source_error(e, rel):
     if e.errno in (errno.EACCES, errno.EPERM):
         return Refused("src-unreadable", "cannot read %s: %s" % (shown(rel), why))
     if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-        return Refused("source-changed", "%s: %s (it changed since it was listed)" % (shown(rel), why))
+        return Refused(
+            "source-changed", "%s: %s (it changed since it was listed)" % (shown(rel), why)
+        )
     return Refused("read-failed", "reading %s failed: %s" % (shown(rel), why))
 
 
@@ -147,13 +155,27 @@ def op_read(req, inp, out):
                 return
             try:
                 if file_facts(os.fstat(fd)) != listed_facts(f):
-                    q.put((None, Refused("source-changed", "%s changed since it was listed (size, "
-                                         "mtime, ctime or inode)" % shown(f["path"]))))
+                    q.put(
+                        (
+                            None,
+                            Refused(
+                                "source-changed",
+                                "%s changed since it was listed (size, "
+                                "mtime, ctime or inode)" % shown(f["path"]),
+                            ),
+                        )
+                    )
                     return
                 digest, n = hashing.sha256_fd(fd, CHUNK, lambda chunk: q.put((chunk, None)))
                 if file_facts(os.fstat(fd)) != listed_facts(f):
-                    q.put((None, Refused("source-changed", "%s changed while it was read"
-                                         % shown(f["path"]))))
+                    q.put(
+                        (
+                            None,
+                            Refused(
+                                "source-changed", "%s changed while it was read" % shown(f["path"])
+                            ),
+                        )
+                    )
                     return
                 q.put((None, ok(sha256=digest, bytes=n)))
             except OSError as e:
@@ -184,8 +206,16 @@ def op_read(req, inp, out):
     dog.disarm()
     if cmd.get("op") != "recheck":
         raise Refused("bad-request", "expected a recheck request")
-    return {"changed": recheck(root, follow, files, req.get("dirs") or [], sent,
-                               [o[0] for o in req.get("outside") or []])}
+    return {
+        "changed": recheck(
+            root,
+            follow,
+            files,
+            req.get("dirs") or [],
+            sent,
+            [o[0] for o in req.get("outside") or []],
+        )
+    }
 
 
 def recheck(root, follow, files, dirs, sent, outside=()):
@@ -196,10 +226,15 @@ def recheck(root, follow, files, dirs, sent, outside=()):
     does not hide a rewrite."""
     now = walk(root, follow, False)
     changed = [[p, why] for p, why in now["errors"]]
-    changed += [[p, "it now points outside the folder, to %s" % shown(t)]
-                for p, t in now["outside"] if p not in outside]
-    changed += [[p, "a symlink or special file appeared during the copy"]
-                for p in now["symlinks"] + now["special"]]
+    changed += [
+        [p, "it now points outside the folder, to %s" % shown(t)]
+        for p, t in now["outside"]
+        if p not in outside
+    ]
+    changed += [
+        [p, "a symlink or special file appeared during the copy"]
+        for p in now["symlinks"] + now["special"]
+    ]
     was_dirs, now_dirs = set(d[0] for d in dirs), set(d[0] for d in now["dirs"])
     changed += [[p, "this folder appeared during the copy"] for p in sorted(now_dirs - was_dirs)]
     changed += [[p, "this folder went away during the copy"] for p in sorted(was_dirs - now_dirs)]
@@ -210,7 +245,11 @@ def recheck(root, follow, files, dirs, sent, outside=()):
             changed.append([f["path"], "it went away during the copy"])
         elif listed_facts(g) != listed_facts(f):
             h = hash_rel(root, f["path"], follow)
-            if h.get("sha256") is None or h["sha256"] != sent.get(f["path"]) or h["bytes"] != f["bytes"]:
+            if (
+                h.get("sha256") is None
+                or h["sha256"] != sent.get(f["path"])
+                or h["bytes"] != f["bytes"]
+            ):
                 changed.append([f["path"], "its bytes changed during the copy"])
     changed += [[p, "it appeared during the copy"] for p in sorted(current)]
     return changed

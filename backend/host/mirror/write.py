@@ -76,7 +76,7 @@ def clean_stale(dir_fd, prefix, where):
         return removed
     for n in names:
         name = os.fsencode(n)
-        if not name.startswith(prefix) or partial_in_use(name[len(prefix):]):
+        if not name.startswith(prefix) or partial_in_use(name[len(prefix) :]):
             continue
         if kind_of(stat_at(dir_fd, name)) == "dir":
             remove_tree_at(dir_fd, name)
@@ -127,8 +127,12 @@ class Writer:
         self.backup = None
         if self.replace is not None:
             self.backup = fsenc(self.replace["backup"])
-            if (os.path.dirname(self.backup) != self.parent
-                    or os.path.basename(self.backup) in (b"", b".", b"..", self.name)):
+            if os.path.dirname(self.backup) != self.parent or os.path.basename(self.backup) in (
+                b"",
+                b".",
+                b"..",
+                self.name,
+            ):
                 raise Refused("bad-path", "the name for the replaced destination must be beside it")
         self.pfd = None  # DST's parent, opened once
         self.dfd = None  # DST itself, when it is a mount point the partial folder is made in
@@ -142,25 +146,33 @@ class Writer:
             self.pfd = open_dir_chain(self.parent, create=True)
         except ChainError as e:
             if e.code == "symlink":
-                raise Refused("symlink", "the destination's folder is reached through a symlink: %s; "
-                              "mirror writes only through real folders, each opened without "
-                              "following a link (give the path the link leads to); nothing was "
-                              "changed" % e.detail) from None
-            raise Refused("dst-unwritable", e.detail if e.code == "unwritable" else
-                          "cannot create %s: %s" % (shown(self.parent), e.detail)) from None
+                raise Refused(
+                    "symlink",
+                    "the destination's folder is reached through a symlink: %s; "
+                    "mirror writes only through real folders, each opened without "
+                    "following a link (give the path the link leads to); nothing was "
+                    "changed" % e.detail,
+                ) from None
+            raise Refused(
+                "dst-unwritable",
+                e.detail
+                if e.code == "unwritable"
+                else "cannot create %s: %s" % (shown(self.parent), e.detail),
+            ) from None
 
     def tag(self, prefix):
         me = os.getpid()
         tag = b"%d-%d-%08x" % (me, procfs.start_ticks(me) or 0, random.getrandbits(32))
-        return prefix[:255 - len(tag)] + tag if len(prefix) + len(tag) > 255 else prefix + tag
+        return prefix[: 255 - len(tag)] + tag if len(prefix) + len(tag) > 255 else prefix + tag
 
     def make_partial(self, home, base, where):
         try:
             os.mkdir(base, 0o700, dir_fd=home)
         except OSError as e:
             if e.errno in UNWRITABLE:
-                raise Refused("dst-unwritable", "cannot write in %s: %s" % (shown(where), e.strerror)) \
-                    from None
+                raise Refused(
+                    "dst-unwritable", "cannot write in %s: %s" % (shown(where), e.strerror)
+                ) from None
             raise
         self.home, self.part, self.partial = home, base, os.path.join(where, base)
         self.part_fd = os.open(base, DIRFLAGS, dir_fd=home)
@@ -185,8 +197,10 @@ class Writer:
             if dfd is None or not same_ids(os.fstat(dfd), st):
                 if dfd is not None:
                     os.close(dfd)
-                raise Refused("dst-changed", "the destination changed while it was opened; nothing "
-                              "was changed")
+                raise Refused(
+                    "dst-changed",
+                    "the destination changed while it was opened; nothing was changed",
+                )
             self.dfd = dfd
             stale += clean_stale(dfd, PARTIAL, self.dst)
             if [n for n in os.listdir(dfd) if not is_partial(os.fsencode(n))]:
@@ -203,13 +217,20 @@ class Writer:
         """A partial folder beside a destination that exists and will be replaced; the
         destination must still be the folder that was compared (its pin)."""
         if kind != "dir" or [st.st_dev, st.st_ino] != list(self.replace["pin"]):
-            raise Refused("dst-changed", "the destination is no longer the folder that was compared; "
-                          "nothing was changed")
+            raise Refused(
+                "dst-changed",
+                "the destination is no longer the folder that was compared; nothing was changed",
+            )
         if st.st_dev != os.fstat(self.pfd).st_dev:
-            raise Refused("dst-mounted", "the destination is a mount point, which cannot be renamed "
-                          "aside; replace what is inside it by hand")
+            raise Refused(
+                "dst-mounted",
+                "the destination is a mount point, which cannot be renamed "
+                "aside; replace what is inside it by hand",
+            )
         if stat_at(self.pfd, os.path.basename(self.backup)) is not None:
-            raise Refused("dst-changed", "%s already exists; nothing was changed" % shown(self.backup))
+            raise Refused(
+                "dst-changed", "%s already exists; nothing was changed" % shown(self.backup)
+            )
         prefix = b"." + self.name + PARTIAL
         stale = clean_stale(self.pfd, prefix, self.parent)
         self.make_partial(self.pfd, self.tag(prefix), self.parent)
@@ -219,7 +240,9 @@ class Writer:
         """The folder `rel_dir` (bytes, '' for the top) of the partial folder, opened by
         descriptor from it without following a link; the caller closes it."""
         parts = [p for p in rel_dir.split(b"/") if p]
-        return fdwalk.descend(os.open(".", DIRFLAGS, dir_fd=self.part_fd), parts, keep_parent=False)[1]
+        return fdwalk.descend(
+            os.open(".", DIRFLAGS, dir_fd=self.part_fd), parts, keep_parent=False
+        )[1]
 
     def at(self, rel, fn):
         """fn(dir_fd, name) for the entry `rel` of the partial folder, its folder opened by
@@ -236,7 +259,9 @@ class Writer:
             self.at(rel, lambda fd, name: os.mkdir(name, 0o700, dir_fd=fd))
         futures = []
         for f in files:
-            fd = self.at(f["path"], lambda d, name: os.open(name, flags.CREATE_NEW, 0o600, dir_fd=d))
+            fd = self.at(
+                f["path"], lambda d, name: os.open(name, flags.CREATE_NEW, 0o600, dir_fd=d)
+            )
             try:
                 dirty = 0
                 while True:
@@ -277,7 +302,10 @@ class Writer:
         if bad is None and self.inside:
             st = stat_at(self.pfd, self.name)
             if st is None or not same_ids(st, os.fstat(self.dfd)):
-                bad = ("dst-changed", "%s is no longer the folder the copy was written in" % shown(self.dst))
+                bad = (
+                    "dst-changed",
+                    "%s is no longer the folder the copy was written in" % shown(self.dst),
+                )
         return bad
 
     def check_place(self):
@@ -285,8 +313,11 @@ class Writer:
         destination's folder is still the one opened at the start."""
         bad = self.place_changed()
         if bad is not None:
-            raise Refused(bad[0], "the destination's folder changed during the copy (%s); nothing "
-                          "was written through it and nothing was put in place" % bad[1])
+            raise Refused(
+                bad[0],
+                "the destination's folder changed during the copy (%s); nothing "
+                "was written through it and nothing was put in place" % bad[1],
+            )
 
     def swap(self):
         """Put the verified partial folder in the destination's place, the destination kept
@@ -301,18 +332,25 @@ class Writer:
         part = self.part
         back = os.path.basename(self.backup)
         st = stat_at(pfd, self.name)
-        if st is None or not stat.S_ISDIR(st.st_mode) or \
-                [st.st_dev, st.st_ino] != list(self.replace["pin"]):
-            raise Refused("dst-changed", "the destination changed during the copy; it was not "
-                          "replaced")
+        if (
+            st is None
+            or not stat.S_ISDIR(st.st_mode)
+            or [st.st_dev, st.st_ino] != list(self.replace["pin"])
+        ):
+            raise Refused(
+                "dst-changed", "the destination changed during the copy; it was not replaced"
+            )
         self.check_place()
         if self.root_mode is not None:
             os.fchmod(self.part_fd, self.root_mode)
         try:
             rename_noreplace(pfd, self.name, pfd, back)
         except OSError as e:
-            raise Refused("swap-failed", "the destination could not be renamed aside to %s (%s); "
-                          "it is unchanged" % (shown(self.backup), e.strerror or e)) from None
+            raise Refused(
+                "swap-failed",
+                "the destination could not be renamed aside to %s (%s); "
+                "it is unchanged" % (shown(self.backup), e.strerror or e),
+            ) from None
         fsync_fd(pfd)
         try:
             rename_noreplace(pfd, part, pfd, self.name)
@@ -321,19 +359,28 @@ class Writer:
             try:
                 rename_noreplace(pfd, back, pfd, self.name)
             except OSError as e2:
-                raise Refused("swap-failed", "the new copy could not take the destination's name "
-                              "(%s), and the original could not be put back (%s): the original "
-                              "is kept as %s" % (why, e2.strerror or e2, shown(self.backup))) from None
+                raise Refused(
+                    "swap-failed",
+                    "the new copy could not take the destination's name "
+                    "(%s), and the original could not be put back (%s): the original "
+                    "is kept as %s" % (why, e2.strerror or e2, shown(self.backup)),
+                ) from None
             fsync_fd(pfd)
-            raise Refused("swap-failed", "the new copy could not take the destination's name (%s); "
-                          "the original was put back under its name" % why) from None
+            raise Refused(
+                "swap-failed",
+                "the new copy could not take the destination's name (%s); "
+                "the original was put back under its name" % why,
+            ) from None
         self.part = self.partial = None
         fsync_fd(pfd)
         bad = self.place_changed()
         if bad is not None:
-            raise Refused(bad[0], "the destination's folder changed while the copy took its place "
-                          "(%s): the copy and the original (as %s) are in the folder that was "
-                          "opened, which the path no longer reaches" % (bad[1], shown(back)))
+            raise Refused(
+                bad[0],
+                "the destination's folder changed while the copy took its place "
+                "(%s): the copy and the original (as %s) are in the folder that was "
+                "opened, which the path no longer reaches" % (bad[1], shown(back)),
+            )
 
     def commit(self):
         if self.replace is not None:
@@ -351,9 +398,12 @@ class Writer:
             fsync_fd(self.dfd)
             bad = self.place_changed()
             if bad is not None:
-                raise Refused(bad[0], "the destination's folder changed while the copy was put in "
-                              "place (%s): the copy is in the folder that was opened, which the "
-                              "path no longer reaches" % bad[1])
+                raise Refused(
+                    bad[0],
+                    "the destination's folder changed while the copy was put in "
+                    "place (%s): the copy is in the folder that was opened, which the "
+                    "path no longer reaches" % bad[1],
+                )
             return None
         if self.root_mode is not None:
             os.fchmod(self.part_fd, self.root_mode)
@@ -377,8 +427,11 @@ class Writer:
                     self.part = moved
                 except OSError:
                     pass
-            raise Refused(bad[0], "the destination's folder changed while the copy was put in place "
-                          "(%s); the copy was taken back out of the destination's name" % bad[1])
+            raise Refused(
+                bad[0],
+                "the destination's folder changed while the copy was put in place "
+                "(%s); the copy was taken back out of the destination's name" % bad[1],
+            )
         self.partial = None
         return None
 
@@ -497,8 +550,16 @@ def op_write(req, inp, out):
     try:
         stale = w.prepare()
         me = os.getpid()
-        say(out, ok(partial=fsdec(w.partial), dst=fsdec(w.dst), stale_removed=stale, pid=me,
-                    start=procfs.start_ticks(me)))
+        say(
+            out,
+            ok(
+                partial=fsdec(w.partial),
+                dst=fsdec(w.dst),
+                stale_removed=stale,
+                pid=me,
+                start=procfs.start_ticks(me),
+            ),
+        )
         dog.arm(idle)
         threads = max(1, int(req.get("threads") or 4))
         with ThreadPoolExecutor(threads) as pool:
@@ -513,12 +574,16 @@ def op_write(req, inp, out):
             return {"aborted": True}
         dog.hold()
         w.commit()
-        return {"committed": True, "free_bytes": w.free_bytes(),
-                "kept_as": fsdec(w.backup) if w.backup is not None else None}
+        return {
+            "committed": True,
+            "free_bytes": w.free_bytes(),
+            "kept_as": fsdec(w.backup) if w.backup is not None else None,
+        }
     except EOFError:
         w.remove()  # the controller went away: nothing may stay behind
-        raise Refused("disconnected", "the controller's stream ended; the partial folder was removed") \
-            from None
+        raise Refused(
+            "disconnected", "the controller's stream ended; the partial folder was removed"
+        ) from None
     except Refused as e:
         e.extra["partial_removed"] = w.remove()
         raise
@@ -573,9 +638,13 @@ def op_abandon(req):
         else:
             try:
                 rest = base.partition(PARTIAL)[2]
-                if (isinstance(pid, int) and isinstance(start, int)
-                        and rest.startswith(b"%d-%d-" % (pid, start)) and not partial_in_use(rest)
-                        and kind_of(stat_at(hfd, base)) == "dir"):
+                if (
+                    isinstance(pid, int)
+                    and isinstance(start, int)
+                    and rest.startswith(b"%d-%d-" % (pid, start))
+                    and not partial_in_use(rest)
+                    and kind_of(stat_at(hfd, base)) == "dir"
+                ):
                     remove_tree_at(hfd, base)
                     removed = fsdec(path)
                 exists = stat_at(hfd, base) is not None
@@ -587,6 +656,11 @@ def op_abandon(req):
             kind, why = kind_by_chain(fsenc(req[key]))
             places[key + "_exists"] = None if why else kind == "dir"
             blocked = blocked or why
-    return dict(places, killed=killed, removed=removed, blocked=blocked,
-                gone=not procfs.same_process(pid, start) if isinstance(pid, int) else True,
-                exists=exists)
+    return dict(
+        places,
+        killed=killed,
+        removed=removed,
+        blocked=blocked,
+        gone=not procfs.same_process(pid, start) if isinstance(pid, int) else True,
+        exists=exists,
+    )

@@ -14,24 +14,54 @@ from fleetdeck.backend.host.lib import files, procfs, runner
 
 SHELLS = set(procfs.SHELLS)
 # A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
-BYSTANDERS = SHELLS | {"less", "more", "tail", "head", "cat", "vi", "vim", "nvim", "nano", "emacs",
-                       "du", "ls", "watch", "rsync", "scp", "sftp-server", "sha256sum", "md5sum",
-                       "tar", "find", "sleep", "top", "htop", "nvtop", "tmux", "screen", "ssh", "sshd",
-                       "git", "cp", "mv", "rm"}
+BYSTANDERS = SHELLS | {
+    "less",
+    "more",
+    "tail",
+    "head",
+    "cat",
+    "vi",
+    "vim",
+    "nvim",
+    "nano",
+    "emacs",
+    "du",
+    "ls",
+    "watch",
+    "rsync",
+    "scp",
+    "sftp-server",
+    "sha256sum",
+    "md5sum",
+    "tar",
+    "find",
+    "sleep",
+    "top",
+    "htop",
+    "nvtop",
+    "tmux",
+    "screen",
+    "ssh",
+    "sshd",
+    "git",
+    "cp",
+    "mv",
+    "rm",
+}
 LOOPY = SHELLS | {"watch", "sleep"}
-FD_SCAN_EVERY = 20.0   # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
-TIMER_TTL = 30.0       # s; systemd timer listings are re-read at most this often
+FD_SCAN_EVERY = 20.0  # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
+TIMER_TTL = 30.0  # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
-SYSTEMD_BOOTED = "/run/systemd/system"   # sd_booted(3): present only when systemd is PID 1
+SYSTEMD_BOOTED = "/run/systemd/system"  # sd_booted(3): present only when systemd is PID 1
 MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
-SERIES_POINTS = 256      # and sends at most this many per series (probe_runs.thin)
+SERIES_POINTS = 256  # and sends at most this many per series (probe_runs.thin)
 LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
 CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
 ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
-CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")   # run-parts' rule; cron skips other names
+CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # run-parts' rule; cron skips other names
 CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 
-CACHE: dict = {}   # (tag, path) -> (stat key, value); file parses survive between resident polls
+CACHE: dict = {}  # (tag, path) -> (stat key, value); file parses survive between resident polls
 STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
 _USERS: dict = {}
 
@@ -88,9 +118,12 @@ def run_text(argv, timeout=10):
 
 def legacy_sid(prefix, *parts):
     """A schedule's id as fleetdeck gave it before ids were widened (10 hex digits of sha1)."""
-    return prefix + hashlib.sha1("|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")).hexdigest()[:10]
-
-
+    return (
+        prefix
+        + hashlib.sha1(
+            "|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")
+        ).hexdigest()[:10]
+    )
 
 
 # the largest magnitude a host figure may have (an int past it, 10**400 say, is no figure)
@@ -195,6 +228,7 @@ class Procs:
     def command(self, pid):
         return " ".join(self.argv(pid))[:300]
 
+
 def meminfo():
     info = {}
     for line in read_text("/proc/meminfo").splitlines():
@@ -208,6 +242,6 @@ def meminfo():
 def guard(warnings, name, fn, default):
     try:
         return fn()
-    except Exception as e:   # noqa: BLE001 - a section that breaks becomes a warning, not a crash
+    except Exception as e:  # noqa: BLE001 - a section that breaks becomes a warning, not a crash
         warnings.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
         return default

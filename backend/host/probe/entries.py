@@ -22,13 +22,25 @@ LEGACY_HEX = 10
 def schedule_id(prefix, *parts):
     """A schedule's id: `prefix` + the legacy 10 hex digits of sha1 + 22 of sha256 over `parts`."""
     data = "|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")
-    return (prefix + hashlib.sha1(data).hexdigest()[:LEGACY_HEX]
-            + hashlib.sha256(data).hexdigest()[:ID_HEX - LEGACY_HEX])
+    return (
+        prefix
+        + hashlib.sha1(data).hexdigest()[:LEGACY_HEX]
+        + hashlib.sha256(data).hexdigest()[: ID_HEX - LEGACY_HEX]
+    )
 
 
-_CRON_ALIAS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-               "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
-_CRON_NAMES = {n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+_CRON_ALIAS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_CRON_NAMES = {
+    n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)
+}
 _CRON_NAMES.update({n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())})
 
 
@@ -58,13 +70,17 @@ def cron_next(spec, now=None):
         f = _CRON_ALIAS.get(spec, spec).split()
         if len(f) != 5:
             return None
-        mins, hours, doms, mons = (_cron_field(f[0], 0, 59), _cron_field(f[1], 0, 23),
-                                   _cron_field(f[2], 1, 31), _cron_field(f[3], 1, 12))
+        mins, hours, doms, mons = (
+            _cron_field(f[0], 0, 59),
+            _cron_field(f[1], 0, 23),
+            _cron_field(f[2], 1, 31),
+            _cron_field(f[3], 1, 12),
+        )
         dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
     except (ValueError, TypeError):
         return None
     start = (now or host_now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
-    for i in range(366 * 5):   # Feb 29 on a Monday can be years away
+    for i in range(366 * 5):  # Feb 29 on a Monday can be years away
         d = start.date() + timedelta(days=i)
         if d.month not in mons:
             continue
@@ -82,7 +98,7 @@ def cron_next(spec, now=None):
 
 def missing_paths(command, cron=False):
     """Absolute paths a command names that do not exist here (redirect targets excepted)."""
-    if cron:   # cron turns the first unescaped % into a newline; what follows is stdin
+    if cron:  # cron turns the first unescaped % into a newline; what follows is stdin
         command = re.split(r"(?<!\\)%", command, maxsplit=1)[0].replace("\\%", "%")
     try:
         lex = shlex.shlex(command, posix=True, punctuation_chars=True)
@@ -96,24 +112,39 @@ def missing_paths(command, cron=False):
             skip = False
             continue
         if t and not t.strip("<>&|;()"):
-            skip = ">" in t   # an output file need not exist before the job runs
+            skip = ">" in t  # an output file need not exist before the job runs
             continue
         if i >= 2 and toks[i - 2] in ("test", "[", "[[") and re.match(r"^-[a-zA-Z]$", toks[i - 1]):
-            continue   # `test -x /path || ...` checks for the path; its absence is expected
+            continue  # `test -x /path || ...` checks for the path; its absence is expected
         if "=" in t and not t.startswith("/"):
             t = t.partition("=")[2]
-        if (t.startswith("/") and not any(c in t for c in "*?[$`{~")
-                and not t.startswith(("/dev/", "/proc/", "/sys/")) and not os.path.lexists(t)):
+        if (
+            t.startswith("/")
+            and not any(c in t for c in "*?[$`{~")
+            and not t.startswith(("/dev/", "/proc/", "/sys/"))
+            and not os.path.lexists(t)
+        ):
             out.append(t)
     return out
 
 
-
 def schedule_entry(kind, user, spec, command, source, sid, **kw):
     """One schedule in the probe's reply; a command naming missing paths is a dead target."""
-    s = {"id": sid, "kind": kind, "user": user, "spec": spec, "command": command, "source": source,
-         "next_run": None, "pid": None, "active": True, "start_time": None, "reasons": [], "raw": None,
-         "line": None}
+    s = {
+        "id": sid,
+        "kind": kind,
+        "user": user,
+        "spec": spec,
+        "command": command,
+        "source": source,
+        "next_run": None,
+        "pid": None,
+        "active": True,
+        "start_time": None,
+        "reasons": [],
+        "raw": None,
+        "line": None,
+    }
     s.update(kw)
     miss = missing_paths(command, cron=kind in ("crontab", "cron-file"))
     if miss:

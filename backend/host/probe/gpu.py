@@ -21,23 +21,51 @@ from fleetdeck.backend.host.probe.nvml import Nvml, throttle_words
 # -- GPUs ---------------------------------------------------------------------------------------
 def _blank_health():
     """The health fields when no source names them (all unknown)."""
-    return {"memory_util_pct": None, "temperature_c": None, "temperature_slowdown_c": None,
-            "temperature_shutdown_c": None, "power_w": None, "power_limit_w": None, "sm_clock_mhz": None,
-            "sm_clock_max_mhz": None, "mem_clock_mhz": None, "mem_clock_max_mhz": None,
-            "throttle_reasons": None, "fan_pct": None,
-            "pcie": {"gen": None, "gen_max": None, "width": None, "width_max": None,
-                     "tx_bytes_s": None, "rx_bytes_s": None, "sampled_at": None},
-            "ecc": {"mode": None, "corrected": None, "uncorrected": None, "corrected_aggregate": None,
-                    "uncorrected_aggregate": None, "pending_retirement": None, "remapped_correctable": None,
-                    "remapped_uncorrectable": None, "remap_failure": None},
-            "persistence_mode": None, "compute_mode": None, "mig_mode": None, "xid": None}
+    return {
+        "memory_util_pct": None,
+        "temperature_c": None,
+        "temperature_slowdown_c": None,
+        "temperature_shutdown_c": None,
+        "power_w": None,
+        "power_limit_w": None,
+        "sm_clock_mhz": None,
+        "sm_clock_max_mhz": None,
+        "mem_clock_mhz": None,
+        "mem_clock_max_mhz": None,
+        "throttle_reasons": None,
+        "fan_pct": None,
+        "pcie": {
+            "gen": None,
+            "gen_max": None,
+            "width": None,
+            "width_max": None,
+            "tx_bytes_s": None,
+            "rx_bytes_s": None,
+            "sampled_at": None,
+        },
+        "ecc": {
+            "mode": None,
+            "corrected": None,
+            "uncorrected": None,
+            "corrected_aggregate": None,
+            "uncorrected_aggregate": None,
+            "pending_retirement": None,
+            "remapped_correctable": None,
+            "remapped_uncorrectable": None,
+            "remap_failure": None,
+        },
+        "persistence_mode": None,
+        "compute_mode": None,
+        "mig_mode": None,
+        "xid": None,
+    }
 
 
 def _smi_num(s):
     try:
         return float(s)
     except ValueError:
-        return None   # "[N/A]", "[Not Supported]"
+        return None  # "[N/A]", "[Not Supported]"
 
 
 SMI_BASE = ("index", "name", "uuid", "memory.total", "memory.used", "utilization.gpu")
@@ -81,8 +109,11 @@ def _smi_fields():
     if STATE.get("smi_fields") is None:
         rc, out, _err = run_text(["nvidia-smi", "--help-query-gpu"])
         known = set(re.findall(r'"([A-Za-z0-9_.]+)"', out or "")) if rc == 0 else set()
-        STATE["smi_fields"] = [(k, next(n for n in names if n in known)) for k, names in SMI_HEALTH
-                               if any(n in known for n in names)]
+        STATE["smi_fields"] = [
+            (k, next(n for n in names if n in known))
+            for k, names in SMI_HEALTH
+            if any(n in known for n in names)
+        ]
     return STATE["smi_fields"]
 
 
@@ -97,15 +128,33 @@ def _smi_health(fields, cells):
             continue
         got[key] = v
     num = {k: _smi_num(v) for k, v in got.items()}
-    whole = {k: None if v is None else int(v) for k, v in num.items() if v is None or v.is_integer()}
-    for key in ("memory_util_pct", "temperature_c", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz",
-                "mem_clock_max_mhz", "fan_pct"):
+    whole = {
+        k: None if v is None else int(v) for k, v in num.items() if v is None or v.is_integer()
+    }
+    for key in (
+        "memory_util_pct",
+        "temperature_c",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "mem_clock_mhz",
+        "mem_clock_max_mhz",
+        "fan_pct",
+    ):
         h[key] = whole.get(key)
     for key in ("power_w", "power_limit_w"):
         h[key] = num.get(key)
-    for key in ("pcie.gen", "pcie.gen_max", "pcie.width", "pcie.width_max", "ecc.corrected", "ecc.uncorrected",
-                "ecc.corrected_aggregate", "ecc.uncorrected_aggregate", "ecc.remapped_correctable",
-                "ecc.remapped_uncorrectable"):
+    for key in (
+        "pcie.gen",
+        "pcie.gen_max",
+        "pcie.width",
+        "pcie.width_max",
+        "ecc.corrected",
+        "ecc.uncorrected",
+        "ecc.corrected_aggregate",
+        "ecc.uncorrected_aggregate",
+        "ecc.remapped_correctable",
+        "ecc.remapped_uncorrectable",
+    ):
         part, _, field = key.partition(".")
         h[part][field] = whole.get(key)
     if "throttle" in got:
@@ -134,23 +183,46 @@ def _smi():
     if rc is None:
         return None
     if rc != 0:
-        raise OSError("nvidia-smi failed: {}".format(((err or out).strip().splitlines() or [f"exit {rc}"])[-1]))
-    rc2, apps, err2 = run_text(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory",
-                            "--format=csv,noheader,nounits"])
+        raise OSError(
+            "nvidia-smi failed: {}".format(
+                ((err or out).strip().splitlines() or [f"exit {rc}"])[-1]
+            )
+        )
+    rc2, apps, err2 = run_text(
+        [
+            "nvidia-smi",
+            "--query-compute-apps=gpu_uuid,pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ]
+    )
     per = {}
-    unknown = {"sm_pct": None, "memory_util_pct": None}   # nvidia-smi's query has no per-process figure
+    unknown = {
+        "sm_pct": None,
+        "memory_util_pct": None,
+    }  # nvidia-smi's query has no per-process figure
     for row in csv.reader((apps if rc2 == 0 else "").splitlines(), skipinitialspace=True):
         if len(row) >= 3 and row[1].strip().isdigit():
             mib = _smi_num(row[2])
-            per.setdefault(row[0].strip(), []).append((int(row[1]), None if not mib else mib * 2 ** 20, unknown))
+            per.setdefault(row[0].strip(), []).append(
+                (int(row[1]), None if not mib else mib * 2**20, unknown)
+            )
     res = []
     for row in csv.reader(out.splitlines(), skipinitialspace=True):
         if len(row) < 6:
             continue
         tot, used, util = _smi_num(row[3]), _smi_num(row[4]), _smi_num(row[5])
-        res.append((int(row[0]), row[1].strip(), row[2].strip(), None if tot is None else tot * 2 ** 20,
-                    None if used is None else used * 2 ** 20, util, per.get(row[2].strip(), []),
-                    _smi_health(fields, row[6:])))
+        res.append(
+            (
+                int(row[0]),
+                row[1].strip(),
+                row[2].strip(),
+                None if tot is None else tot * 2**20,
+                None if used is None else used * 2**20,
+                util,
+                per.get(row[2].strip(), []),
+                _smi_health(fields, row[6:]),
+            )
+        )
     return res
 
 
@@ -176,9 +248,9 @@ def gpus(mode, procs, warnings):
                 warnings.extend(STATE["nvml"].notes)
             else:
                 why.append(STATE["nvml_error"])
-        except Exception as e:   # noqa: BLE001 - no library, no driver, an old driver: say which
+        except Exception as e:  # noqa: BLE001 - no library, no driver, an old driver: say which
             STATE["nvml"], STATE["nvml_error"] = None, f"NVML: {e}"
-            STATE["nvml_retry"] = time.time() + 60   # a host without the driver stays without it
+            STATE["nvml_retry"] = time.time() + 60  # a host without the driver stays without it
             why.append(STATE["nvml_error"])
     if raw is None and mode in ("auto", "nvidia-smi"):
         try:
@@ -191,36 +263,67 @@ def gpus(mode, procs, warnings):
             why.append(str(e))
     if raw is None:
         if mode != "none":
-            no_driver = "nvidia-smi not found" in why and all("cannot open shared object" in w or "Library Not Found" in w or
-                                                               w == "nvidia-smi not found" for w in why if w)
+            no_driver = "nvidia-smi not found" in why and all(
+                "cannot open shared object" in w
+                or "Library Not Found" in w
+                or w == "nvidia-smi not found"
+                for w in why
+                if w
+            )
             # a CPU-only host is normal: say so plainly; anything else keeps the driver's words
-            warnings.append("no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs"
-                            if no_driver else "no GPUs reported: " + "; ".join(w for w in why if w))
+            warnings.append(
+                "no NVIDIA driver on this host (no libnvidia-ml, no nvidia-smi): no GPUs"
+                if no_driver
+                else "no GPUs reported: " + "; ".join(w for w in why if w)
+            )
         return [], None
     mem = None
     out = []
     for index, name, uuid, total, used, util, plist, health in raw:
-        if "lost" in health:   # the driver lost the card: who it is and its Xids, every figure unknown
-            d = {"index": index, "name": name, "uuid": uuid, "unified_memory": False, "memory_total_mib": None,
-                 "memory_used_mib": None, "utilization_pct": None, "processes": []}
+        if (
+            "lost" in health
+        ):  # the driver lost the card: who it is and its Xids, every figure unknown
+            d = {
+                "index": index,
+                "name": name,
+                "uuid": uuid,
+                "unified_memory": False,
+                "memory_total_mib": None,
+                "memory_used_mib": None,
+                "utilization_pct": None,
+                "processes": [],
+            }
             d.update(_blank_health())
             d.update(lost=health["lost"], xid=health["xid"])
             out.append(d)
             continue
         unified = total is None
-        if unified:   # GB10-style: the driver has no memory figures; the system's are the GPU's
+        if unified:  # GB10-style: the driver has no memory figures; the system's are the GPU's
             mem = mem or meminfo()
             total, used = mem["MemTotal"], mem["MemTotal"] - mem.get("MemAvailable", 0)
         ps = []
         for pid, b, extra in plist:
             uid = procs.uid(pid)
-            ps.append({"pid": pid, "user": "" if uid is None else user_name(uid),
-                       "used_mib": round((b if b is not None else _rss(pid)) / 2 ** 20, 1),
-                       "command": procs.command(pid), "sm_pct": extra["sm_pct"],
-                       "memory_util_pct": extra["memory_util_pct"]})
-        d = {"index": index, "name": name, "uuid": uuid, "unified_memory": unified,
-             "memory_total_mib": round(total / 2 ** 20, 1), "memory_used_mib": round(used / 2 ** 20, 1),
-             "utilization_pct": util, "processes": ps}
+            ps.append(
+                {
+                    "pid": pid,
+                    "user": "" if uid is None else user_name(uid),
+                    "used_mib": round((b if b is not None else _rss(pid)) / 2**20, 1),
+                    "command": procs.command(pid),
+                    "sm_pct": extra["sm_pct"],
+                    "memory_util_pct": extra["memory_util_pct"],
+                }
+            )
+        d = {
+            "index": index,
+            "name": name,
+            "uuid": uuid,
+            "unified_memory": unified,
+            "memory_total_mib": round(total / 2**20, 1),
+            "memory_used_mib": round(used / 2**20, 1),
+            "utilization_pct": util,
+            "processes": ps,
+        }
         d.update(health)
         out.append(d)
     return out, source

@@ -18,7 +18,9 @@ from fleetdeck.backend.host.probe.entries import schedule_entry, schedule_id
 # script that sleeps once, a cron job's `sh -c 'sleep 30; cmd'` and a shell at a prompt merely
 # wait on a child; listing them as loops gave a new stray (and a new id) on every cron run.
 # the keyword where a command starts: line start, after ; & | ( { or after do / then / else
-_LOOP_WORD = re.compile(r"(?:^|[;&|(){}]|(?<![\w-])(?:do|then|else)\s)\s*(while|until|for|select)(?=[\s(])", re.M)
+_LOOP_WORD = re.compile(
+    r"(?:^|[;&|(){}]|(?<![\w-])(?:do|then|else)\s)\s*(while|until|for|select)(?=[\s(])", re.M
+)
 _DO = re.compile(r"(?:^|[\s;&|(){}])do(?=[\s;&|(){}]|$)")
 _COMMENT = re.compile(r"(?:^|(?<=\s))#.*$", re.M)
 #: distinct instances of one child command a shell must be seen starting before it repeats
@@ -51,7 +53,7 @@ def _shell_script(argv):
             if not a.startswith("--") and "c" in a[1:]:
                 want_c = True
             if not a.startswith("--") and "s" in a[1:]:
-                return None, None   # -s: commands come from stdin
+                return None, None  # -s: commands come from stdin
             i += 1
             continue
         break
@@ -78,7 +80,7 @@ def _read_script(pid, path):
     except (OSError, ValueError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):   # swapped for something else in between
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else in between
             return None
         return fsdec(os.read(fd, SCRIPT_LIMIT))
     except OSError:
@@ -99,8 +101,13 @@ def _unit(procs, pid):
     a script (the same argv) is part of that shell; a prompt's background job stands alone."""
     while True:
         parent = procs.ppid(pid)
-        if (not parent or parent in procs.skip or procs.prog.get(parent) not in SHELLS
-                or procs.argv(parent) != procs.argv(pid) or _shell_script(procs.argv(parent))[0] is None):
+        if (
+            not parent
+            or parent in procs.skip
+            or procs.prog.get(parent) not in SHELLS
+            or procs.argv(parent) != procs.argv(pid)
+            or _shell_script(procs.argv(parent))[0] is None
+        ):
             return pid
         pid = parent
 
@@ -118,7 +125,7 @@ def _respawned(procs, shells):
             continue
         seen = _SPAWNED.setdefault((unit, ust[1]), {})
         key = tuple(procs.argv(pid))
-        kids = seen.pop(key, [])   # re-inserted last: the oldest command is the one forgotten
+        kids = seen.pop(key, [])  # re-inserted last: the oldest command is the one forgotten
         if (pid, st[1]) not in kids:
             kids = (kids + [(pid, st[1])])[-RESPAWNS:]
         seen[key] = kids
@@ -156,7 +163,7 @@ def loops(procs):
             found[pid] = (f"watch every {n}s", " ".join(argv[1:]))
             continue
         if _unit(procs, pid) != pid:
-            continue   # a fork of a listed shell: its children count as that shell's
+            continue  # a fork of a listed shell: its children count as that shell's
         kind, arg = _shell_script(argv)
         text = arg if kind == "c" else _read_script(pid, arg) if kind == "file" else None
         command = arg if kind == "c" else " ".join(argv[1:])
@@ -175,6 +182,16 @@ def loops(procs):
         if st is None or uid is None:
             continue
         user, argv = user_name(uid), procs.argv(pid)
-        out.append(schedule_entry("loop", user, spec, command, f"/proc/{pid}",
-                          schedule_id("l-", "loop", user, "\0".join(argv), st[1]), pid=pid, start_time=st[1]))
+        out.append(
+            schedule_entry(
+                "loop",
+                user,
+                spec,
+                command,
+                f"/proc/{pid}",
+                schedule_id("l-", "loop", user, "\0".join(argv), st[1]),
+                pid=pid,
+                start_time=st[1],
+            )
+        )
     return out

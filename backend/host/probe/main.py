@@ -36,13 +36,18 @@ from fleetdeck.backend.host.probe.seats import find_seats
 
 # -- memory, load, disks ------------------------------------------------------------------------
 
+
 def memory():
     """System memory: total, and used as MemTotal - MemAvailable."""
     try:
         m = meminfo()
-        return {"total_bytes": m["MemTotal"], "used_bytes": m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0))}
+        return {
+            "total_bytes": m["MemTotal"],
+            "used_bytes": m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0)),
+        }
     except (OSError, KeyError):
         import psutil  # only off Linux; ImportError lands in warnings
+
         v = psutil.virtual_memory()
         return {"total_bytes": v.total, "used_bytes": v.total - v.available}
 
@@ -63,8 +68,15 @@ def disks(paths):
         if p in seen:
             continue
         seen.add(p)
-        d = {"path": p, "mount": "", "fstype": "", "total_bytes": 0, "used_bytes": 0, "free_bytes": 0,
-             "error": None}
+        d = {
+            "path": p,
+            "mount": "",
+            "fstype": "",
+            "total_bytes": 0,
+            "used_bytes": 0,
+            "free_bytes": 0,
+            "error": None,
+        }
         out.append(d)
         try:
             real = os.path.realpath(os.path.expanduser(p))
@@ -81,13 +93,13 @@ def disks(paths):
     return out
 
 
-
 # -- the snapshot and the two ways to be asked for it ---------------------------------------------
+
 
 def snapshot(request=None):
     """One snapshot of this host as the contract's probe reply (see the module docstring)."""
     req = request or {}
-    if len(CACHE) > 20000:   # runs come and go over a long session; the cache only saves time
+    if len(CACHE) > 20000:  # runs come and go over a long session; the cache only saves time
         CACHE.clear()
     now = time.time()
     warnings = []
@@ -102,7 +114,12 @@ def snapshot(request=None):
         "load1": guard(warnings, "load", load1, None),
         "gpus": g,
         "gpu_source": source,
-        "disks": guard(warnings, "disks", lambda: disks(paths if paths is not None else req.get("runs") or []), []),
+        "disks": guard(
+            warnings,
+            "disks",
+            lambda: disks(paths if paths is not None else req.get("runs") or []),
+            [],
+        ),
         "runs": guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
         "schedules": guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
         "seats": guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
@@ -112,8 +129,12 @@ def snapshot(request=None):
         "time": now,
     }
     t = os.times()
-    reply["processes"] = guard(warnings, "processes", lambda: processes(
-        procs, reply["gpus"], reply["runs"], reply["seats"], reply["schedules"]), [])
+    reply["processes"] = guard(
+        warnings,
+        "processes",
+        lambda: processes(procs, reply["gpus"], reply["runs"], reply["seats"], reply["schedules"]),
+        [],
+    )
     reply["probe_cpu_s"] = round(time.process_time(), 6)
     reply["probe_children_cpu_s"] = round(t[2] + t[3], 4)
     return reply
@@ -145,7 +166,7 @@ def main(argv):
     """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot (the
     request as the first argument, or as JSON on stdin; none asks for a snapshot)."""
     if "--resident" in argv[1:]:
-        STATE["resident"] = True   # NVML's Xid watch and sampler only pay off in a long-lived probe
+        STATE["resident"] = True  # NVML's Xid watch and sampler only pay off in a long-lived probe
         return serve.serve(_Defaulted(), resident=True)
     if len(argv) > 1 and not argv[1].startswith("-"):
         req = json.loads(argv[1])

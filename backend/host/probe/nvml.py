@@ -95,13 +95,15 @@ class Nvml:
         self.devices = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            self.devices.append((i, h, _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h))))
+            self.devices.append(
+                (i, h, _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h)))
+            )
         self._mem_v2 = True
         self.notes = []
         self.resident = resident
-        self._never = set()          # (index, query) the driver does not support
-        self._once = {}              # (index, query) -> value, asked once
-        self._rare = {}              # index -> (asked at, {field: value})
+        self._never = set()  # (index, query) the driver does not support
+        self._once = {}  # (index, query) -> value, asked once
+        self._rare = {}  # index -> (asked at, {field: value})
         self.xids = {i: [] for i, _, _, _ in self.devices}
         self._events, self._watched = None, set()
         self.sampler = None
@@ -130,7 +132,7 @@ class Nvml:
         if key not in self._once:
             v = self.ask(i, name, fn, *args)
             if v is None and key not in self._never:
-                return None   # a passing failure: ask again next time
+                return None  # a passing failure: ask again next time
             self._once[key] = v
         return self._once[key]
 
@@ -141,7 +143,7 @@ class Nvml:
             try:
                 return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
             except nv.NVMLError_FunctionNotFound:
-                self._mem_v2 = False   # an older driver without the v2 query: ask the v1 way
+                self._mem_v2 = False  # an older driver without the v2 query: ask the v1 way
             except nv.NVMLError_NotSupported:
                 return None
             except nv.NVMLError as e:
@@ -165,14 +167,29 @@ class Nvml:
         for i, h, name, uuid in self.devices:
             try:
                 out.append(self._device(i, h, name, uuid, now))
-            except nv.NVMLError as e:   # a card the driver lost (Xid 79): the others are still reported
+            except (
+                nv.NVMLError
+            ) as e:  # a card the driver lost (Xid 79): the others are still reported
                 if self.sampler is not None:
                     self.sampler.busy[i] = False
                 seen = sorted({c for _t, c in self.xids.get(i, ())})
-                self.notes.append(f"GPU{i} {name}: NVML says {e}; its figures are unknown this poll"
-                                  + (f" (Xid {', '.join(map(str, seen))} read in the last hour)" if seen else ""))
+                self.notes.append(
+                    f"GPU{i} {name}: NVML says {e}; its figures are unknown this poll"
+                    + (f" (Xid {', '.join(map(str, seen))} read in the last hour)" if seen else "")
+                )
                 # its identity and its Xid errors, so that gpu-xid can say what happened to it
-                out.append((i, name, uuid, None, None, None, [], {"lost": str(e), "xid": self._xid_list(i)}))
+                out.append(
+                    (
+                        i,
+                        name,
+                        uuid,
+                        None,
+                        None,
+                        None,
+                        [],
+                        {"lost": str(e), "xid": self._xid_list(i)},
+                    )
+                )
         if self.sampler is not None:
             self.sampler.poke()
         return out
@@ -180,12 +197,14 @@ class Nvml:
     def _device(self, i, h, name, uuid, now):
         nv = self.nv
         m = self._memory(h)
-        known = m is not None and m.total > 0   # GB10: "Not Supported", or zeros on some drivers
+        known = m is not None and m.total > 0  # GB10: "Not Supported", or zeros on some drivers
         rates = self.ask(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
         util = None if rates is None else rates.gpu
         try:
             plist = self._procs(h)
-        except nv.NVMLError as e:   # e.g. a MIG parent: the device still counts, its processes unknown
+        except (
+            nv.NVMLError
+        ) as e:  # e.g. a MIG parent: the device still counts, its processes unknown
             plist = []
             self.notes.append(f"GPU{i} processes: {e}")
         health = self._health(i, h, now)
@@ -194,12 +213,24 @@ class Nvml:
         procs = [(pid, used, per(pid)) for pid, used in plist]
         if self.sampler is not None:
             self.sampler.busy[i] = bool(plist) and bool(util)
-        return (i, name, uuid, m.total if known else None, m.used if known else None, util, procs, health)
+        return (
+            i,
+            name,
+            uuid,
+            m.total if known else None,
+            m.used if known else None,
+            util,
+            procs,
+            health,
+        )
 
     def _procs(self, h):
         nv = self.nv
-        for fn in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
-                   "nvmlDeviceGetComputeRunningProcesses"):
+        for fn in (
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlDeviceGetComputeRunningProcesses_v2",
+            "nvmlDeviceGetComputeRunningProcesses",
+        ):
             try:
                 procs = getattr(nv, fn)(h)
                 break
@@ -219,7 +250,7 @@ class Nvml:
         power = ask(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         limit = ask(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
         reasons = ask(i, "reasons", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
-        if reasons is None and (i, "reasons") in self._never:   # a driver before 535
+        if reasons is None and (i, "reasons") in self._never:  # a driver before 535
             reasons = ask(i, "reasons_old", nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)
         rare = self._rare_fields(i, h, now)
         vol, agg = nv.NVML_VOLATILE_ECC, nv.NVML_AGGREGATE_ECC
@@ -231,33 +262,55 @@ class Nvml:
         tx_rx = self.sampler.pcie.get(i) if self.sampler is not None else None
         fresh = tx_rx is not None and now - tx_rx[2] < SAMPLE_MAX_AGE_S
         return {
-            "temperature_c": ask(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
-            "temperature_slowdown_c": once(i, "slowdown", nv.nvmlDeviceGetTemperatureThreshold, h,
-                                           nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-            "temperature_shutdown_c": once(i, "shutdown", nv.nvmlDeviceGetTemperatureThreshold, h,
-                                           nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            "temperature_c": ask(
+                i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU
+            ),
+            "temperature_slowdown_c": once(
+                i,
+                "slowdown",
+                nv.nvmlDeviceGetTemperatureThreshold,
+                h,
+                nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+            ),
+            "temperature_shutdown_c": once(
+                i,
+                "shutdown",
+                nv.nvmlDeviceGetTemperatureThreshold,
+                h,
+                nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+            ),
             "power_w": None if power is None else round(power / 1000.0, 1),
             "power_limit_w": None if limit is None else round(limit / 1000.0, 1),
             "sm_clock_mhz": ask(i, "sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": once(i, "sm_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": once(
+                i, "sm_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM
+            ),
             "mem_clock_mhz": ask(i, "mem_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
-            "mem_clock_max_mhz": once(i, "mem_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM),
+            "mem_clock_max_mhz": once(
+                i, "mem_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM
+            ),
             "throttle_reasons": throttle_words(reasons),
             "fan_pct": ask(i, "fan", nv.nvmlDeviceGetFanSpeed, h),
-            "pcie": {"gen": ask(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                     "gen_max": rare["pcie_gen_max"], "width": rare["pcie_width"],
-                     "width_max": rare["pcie_width_max"],
-                     "tx_bytes_s": tx_rx[0] if fresh else None, "rx_bytes_s": tx_rx[1] if fresh else None,
-                     "sampled_at": round(tx_rx[2], 3) if fresh else None},
-            "ecc": {"mode": rare["ecc_mode"],
-                    "corrected": ask(i, "ecc_cv", ecc_count, h, cor, vol),
-                    "uncorrected": ask(i, "ecc_uv", ecc_count, h, unc, vol),
-                    "corrected_aggregate": ask(i, "ecc_ca", ecc_count, h, cor, agg),
-                    "uncorrected_aggregate": ask(i, "ecc_ua", ecc_count, h, unc, agg),
-                    "pending_retirement": any(flags) if flags else None,
-                    "remapped_correctable": remap[0] if remap else None,
-                    "remapped_uncorrectable": remap[1] if remap else None,
-                    "remap_failure": bool(remap[3]) if remap else None},
+            "pcie": {
+                "gen": ask(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                "gen_max": rare["pcie_gen_max"],
+                "width": rare["pcie_width"],
+                "width_max": rare["pcie_width_max"],
+                "tx_bytes_s": tx_rx[0] if fresh else None,
+                "rx_bytes_s": tx_rx[1] if fresh else None,
+                "sampled_at": round(tx_rx[2], 3) if fresh else None,
+            },
+            "ecc": {
+                "mode": rare["ecc_mode"],
+                "corrected": ask(i, "ecc_cv", ecc_count, h, cor, vol),
+                "uncorrected": ask(i, "ecc_uv", ecc_count, h, unc, vol),
+                "corrected_aggregate": ask(i, "ecc_ca", ecc_count, h, cor, agg),
+                "uncorrected_aggregate": ask(i, "ecc_ua", ecc_count, h, unc, agg),
+                "pending_retirement": any(flags) if flags else None,
+                "remapped_correctable": remap[0] if remap else None,
+                "remapped_uncorrectable": remap[1] if remap else None,
+                "remap_failure": bool(remap[3]) if remap else None,
+            },
             "persistence_mode": rare["persistence_mode"],
             "compute_mode": rare["compute_mode"],
             "mig_mode": rare["mig_mode"],
@@ -265,7 +318,11 @@ class Nvml:
         }
 
     def _xid_list(self, i):
-        return None if i not in self._watched else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]]
+        return (
+            None
+            if i not in self._watched
+            else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]]
+        )
 
     def _rare_fields(self, i, h, now):
         got = self._rare.get(i)
@@ -276,13 +333,15 @@ class Nvml:
         pers = ask(i, "persistence", nv.nvmlDeviceGetPersistenceMode, h)
         comp = ask(i, "compute_mode", nv.nvmlDeviceGetComputeMode, h)
         mig = ask(i, "mig_mode", nv.nvmlDeviceGetMigMode, h)
-        f = {"ecc_mode": None if ecc is None else ("enabled" if ecc[0] else "disabled"),
-             "persistence_mode": None if pers is None else bool(pers),
-             "compute_mode": None if comp is None else COMPUTE_MODES.get(comp, str(comp)),
-             "mig_mode": None if mig is None else bool(mig[0]),
-             "pcie_width": ask(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
-             "pcie_gen_max": ask(i, "pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
-             "pcie_width_max": ask(i, "pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth, h)}
+        f = {
+            "ecc_mode": None if ecc is None else ("enabled" if ecc[0] else "disabled"),
+            "persistence_mode": None if pers is None else bool(pers),
+            "compute_mode": None if comp is None else COMPUTE_MODES.get(comp, str(comp)),
+            "mig_mode": None if mig is None else bool(mig[0]),
+            "pcie_width": ask(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+            "pcie_gen_max": ask(i, "pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            "pcie_width_max": ask(i, "pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth, h),
+        }
         self._rare[i] = (now, f)
         return f
 
@@ -323,7 +382,7 @@ class Nvml:
             try:
                 ev = nv.nvmlEventSetWait_v2(self._events, 0)
             except nv.NVMLError:
-                break   # Timeout: nothing pending
+                break  # Timeout: nothing pending
             i = self._by_handle.get(_handle_key(ev.device))
             if i is not None and ev.eventType & nv.nvmlEventTypeXidCriticalError:
                 self.xids[i].append((now, int(ev.eventData)))
@@ -341,8 +400,8 @@ class Sampler(threading.Thread):
     def __init__(self, nvml):
         threading.Thread.__init__(self, name="fleetdeck-nvml-sampler", daemon=True)
         self.nvml = nvml
-        self.pcie = {}       # index -> (tx bytes/s, rx bytes/s, when)
-        self.procs = {}      # index -> ({pid: {sm_pct, memory_util_pct}}, when)
+        self.pcie = {}  # index -> (tx bytes/s, rx bytes/s, when)
+        self.procs = {}  # index -> ({pid: {sm_pct, memory_util_pct}}, when)
         self.busy = {}
         self.cpu_s = 0.0
         self._last_seen = {}
@@ -364,7 +423,7 @@ class Sampler(threading.Thread):
             t0 = time.thread_time()
             try:
                 self._one()
-            except Exception:   # noqa: BLE001 - a sampler that dies leaves the figures null, not the probe
+            except Exception:  # noqa: BLE001 - a sampler that dies leaves the figures null, not the probe
                 pass
             spent = time.thread_time() - t0
             self.cpu_s += spent
@@ -390,14 +449,14 @@ class Sampler(threading.Thread):
         if kind == "pcie":
             tx = n.ask(i, "pcie_tx", nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_TX_BYTES)
             rx = n.ask(i, "pcie_rx", nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_RX_BYTES)
-            if tx is not None and rx is not None:   # NVML's KB/s, 1 KB = 1024 bytes
+            if tx is not None and rx is not None:  # NVML's KB/s, 1 KB = 1024 bytes
                 self.pcie[i] = (tx * 1024, rx * 1024, time.time())
             return
         since = self._last_seen.get(i) or int((time.time() - 10) * 1e6)
         try:
             samples = nv.nvmlDeviceGetProcessUtilization(h, since)
         except nv.NVMLError_NotFound:
-            return   # nothing sampled since: no new figure
+            return  # nothing sampled since: no new figure
         except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, AttributeError):
             n._never.add((i, "proc_util"))
             return
@@ -405,6 +464,13 @@ class Sampler(threading.Thread):
         for s in samples:
             per.setdefault(int(s.pid), []).append((int(s.smUtil), int(s.memUtil)))
             self._last_seen[i] = max(self._last_seen.get(i) or 0, int(s.timeStamp))
-        self.procs[i] = ({pid: {"sm_pct": round(sum(a for a, _ in v) / len(v)),
-                                "memory_util_pct": round(sum(b for _, b in v) / len(v))}
-                          for pid, v in per.items()}, time.time())
+        self.procs[i] = (
+            {
+                pid: {
+                    "sm_pct": round(sum(a for a, _ in v) / len(v)),
+                    "memory_util_pct": round(sum(b for _, b in v) / len(v)),
+                }
+                for pid, v in per.items()
+            },
+            time.time(),
+        )

@@ -19,8 +19,8 @@ from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.probe.common import STATE, user_name
 
 MAX_PROCESSES = 40
-TOP = 5                  # the top users of CPU and of memory listed beside the tagged ones
-WORKERS = 8              # a trainer's or a seat's descendants listed under it
+TOP = 5  # the top users of CPU and of memory listed beside the tagged ones
+WORKERS = 8  # a trainer's or a seat's descendants listed under it
 COMMAND_CHARS = 512
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -68,8 +68,8 @@ def processes(procs, gpus, runs, seats, schedules):
         if u is None:
             continue
         ticks, rss, start, state = u
-        if state in ("T", "t"):   # stopped (SIGSTOP) or traced: no CPU to be listed by, and the
-            tag(pid, "stopped")   # operator who paused it must find it to send CONT
+        if state in ("T", "t"):  # stopped (SIGSTOP) or traced: no CPU to be listed by, and the
+            tag(pid, "stopped")  # operator who paused it must find it to send CONT
         seen[(pid, start)] = (ticks, now)
         prev = last.get((pid, start))
         cpu = None
@@ -90,14 +90,25 @@ def processes(procs, gpus, runs, seats, schedules):
     for p in by_mem:
         tag(p, "memory")
     order = {"gpu": 0, "run": 1, "seat": 2, "loop": 3, "stopped": 4, "cpu": 5, "memory": 6}
-    chosen = sorted(set(chosen) | set(by_cpu) | set(by_mem),
-                    key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]))
+    chosen = sorted(
+        set(chosen) | set(by_cpu) | set(by_mem),
+        key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]),
+    )
     out = []
     for pid in chosen[:MAX_PROCESSES]:
         cpu, rss, start = rows[pid]
-        uid = procs.uid(pid)   # looked up for the listed few only, not every process
-        out.append({"pid": pid, "start": start, "ppid": procs.ppid(pid), "user": "?" if uid is None else user_name(uid),
-                    "cpu_pct": cpu, "rss_bytes": rss,
-                    "gpu_mib": gpu_mib.get(pid), "why": why[pid],
-                    "command": " ".join(procs.argv(pid))[:COMMAND_CHARS]})
+        uid = procs.uid(pid)  # looked up for the listed few only, not every process
+        out.append(
+            {
+                "pid": pid,
+                "start": start,
+                "ppid": procs.ppid(pid),
+                "user": "?" if uid is None else user_name(uid),
+                "cpu_pct": cpu,
+                "rss_bytes": rss,
+                "gpu_mib": gpu_mib.get(pid),
+                "why": why[pid],
+                "command": " ".join(procs.argv(pid))[:COMMAND_CHARS],
+            }
+        )
     return out

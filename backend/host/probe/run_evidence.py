@@ -20,7 +20,7 @@ def evidence(procs, run_paths, wanted, fresh, now):
         if p.startswith(roots):
             for root in roots:
                 if p.startswith(root):
-                    cand = root + p[len(root):].split("/", 1)[0]
+                    cand = root + p[len(root) :].split("/", 1)[0]
                     if cand in run_set:
                         return cand
         return None
@@ -41,14 +41,16 @@ def evidence(procs, run_paths, wanted, fresh, now):
         for a in procs.argv(pid)[1:] if named.search(procs.raw[pid]) else ():
             for s in (a, a.partition("=")[2]):
                 if s and ("/" in s or s in (".", "..")):
-                    s = os.path.normpath(s if s.startswith("/") or not cwd else os.path.join(cwd, s))
+                    s = os.path.normpath(
+                        s if s.startswith("/") or not cwd else os.path.join(cwd, s)
+                    )
                     hits.add(run_of(s))
         for run in hits:
             if run and run in wanted:
                 found.setdefault(run, pid)
     missing = [r for r in wanted if r not in found]
     holders = STATE["holders"]
-    for run in list(missing):   # last poll's holder, checked alone: cheap and usually still true
+    for run in list(missing):  # last poll's holder, checked alone: cheap and usually still true
         h = holders.get(run)
         if h and procs.alive(h[0], h[1]) and run in _open_runs(h[0], run_of):
             found[run] = h[0]

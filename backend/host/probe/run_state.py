@@ -40,7 +40,12 @@ def recorded_alive(procs, rj, pid_key="pid", start_key=None):
     recorded without its start time is never taken as alive: the number may be reused."""
     pid = rj.get(pid_key)
     start = rj.get(start_key) if start_key else start_ticks(rj)
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid == procs.me or not isinstance(start, int):
+    if (
+        not isinstance(pid, int)
+        or isinstance(pid, bool)
+        or pid == procs.me
+        or not isinstance(start, int)
+    ):
         return None
     return pid if procs.alive(pid, start) else None
 
@@ -64,7 +69,7 @@ def _by_own_word(r, rj, problems, seen):
     r["state"] = said
     told = rj.get("error") or rj.get("cancel_reason")
     if said in ("failed", "cancelled") and isinstance(told, str) and told.strip():
-        problems.insert(0, told.strip()[:500])   # the trainer's or the launcher's own words
+        problems.insert(0, told.strip()[:500])  # the trainer's or the launcher's own words
     if said == "queued":
         _queued(r, rj, problems, seen.procs)
     return True
@@ -82,7 +87,9 @@ def _queued(r, rj, problems, procs):
 
 def _by_final_adapter(r, rj, problems, seen):
     """A final adapter, or the last step reached: finished."""
-    if r["adapter"] is not None or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]):
+    if r["adapter"] is not None or (
+        r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]
+    ):
         r["state"] = "finished"
         return True
     return False
@@ -119,8 +126,11 @@ def _by_pid_without_start_time(r, rj, problems, seen):
     """run.json says running with a bare pid: no identity, so the state stays unknown."""
     rpid = _said_running(rj, seen.procs)
     if rpid and start_ticks(rj) is None:
-        problems.insert(0, f"run.json records pid {rpid} without its start time, so it cannot be told "
-                           "from a reused pid; no live process was seen working in the run")
+        problems.insert(
+            0,
+            f"run.json records pid {rpid} without its start time, so it cannot be told "
+            "from a reused pid; no live process was seen working in the run",
+        )
         return True
     return False
 
@@ -132,8 +142,14 @@ def _by_nothing(r, rj, problems, seen):
     return True
 
 
-RULES = (_by_own_word, _by_final_adapter, _by_trainer_gone, _by_live_process,
-         _by_pid_without_start_time, _by_nothing)
+RULES = (
+    _by_own_word,
+    _by_final_adapter,
+    _by_trainer_gone,
+    _by_live_process,
+    _by_pid_without_start_time,
+    _by_nothing,
+)
 
 
 def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
@@ -143,7 +159,12 @@ def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
         if rule(r, rj, problems, seen):
             break
     # a stalled run has no ETA: its step time says nothing about when it will move again
-    if r["state"] == "running" and r["step"] is not None and r["max_steps"] and r["seconds_per_step"]:
+    if (
+        r["state"] == "running"
+        and r["step"] is not None
+        and r["max_steps"]
+        and r["seconds_per_step"]
+    ):
         r["eta_seconds"] = round(max(0, r["max_steps"] - r["step"]) * r["seconds_per_step"], 1)
     if r["state"] in ("unknown", "failed", "stalled") or problems:
         r["reason"] = "; ".join(problems) or None

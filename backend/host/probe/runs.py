@@ -34,32 +34,54 @@ IDLE_POINTS = 16
 # or an eval, does not move it, nor the ETA reckoned from it)
 MEDIAN_STEPS = 20
 
+
 def _progress(path):
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
     st = os.stat(path)
     c = CACHE.get(("progress", path))
     if c is not None and c[0] == stat_key(st):
         return c[1]
-    p = c[1] if c is not None and c[1]["ino"] == st.st_ino and st.st_size >= c[1]["offset"] else None
+    p = (
+        c[1]
+        if c is not None and c[1]["ino"] == st.st_ino and st.st_size >= c[1]["offset"]
+        else None
+    )
     if p is None:
-        p = {"ino": st.st_ino, "offset": 0, "lineno": 0, "step": None, "max_steps": None, "loss": None,
-             "eval_loss": None, "losses": [], "eval_losses": [], "sps": None, "times": [], "error": None,
-             "nonfinite": None}
+        p = {
+            "ino": st.st_ino,
+            "offset": 0,
+            "lineno": 0,
+            "step": None,
+            "max_steps": None,
+            "loss": None,
+            "eval_loss": None,
+            "losses": [],
+            "eval_losses": [],
+            "sps": None,
+            "times": [],
+            "error": None,
+            "nonfinite": None,
+        }
     else:
-        p = dict(p, losses=list(p["losses"]), eval_losses=list(p["eval_losses"]), times=list(p["times"]),
-                 sps_recent=list(p.get("sps_recent") or []))
+        p = dict(
+            p,
+            losses=list(p["losses"]),
+            eval_losses=list(p["eval_losses"]),
+            times=list(p["times"]),
+            sps_recent=list(p.get("sps_recent") or []),
+        )
     with open_file(path) as f:
         if p["offset"] == 0 and st.st_size > PROGRESS_TAIL:
             # first sight of a large file: its tail is enough for the state and the recent series;
             # the offset is remembered, so later polls read only what was appended
             f.seek(st.st_size - PROGRESS_TAIL)
-            f.readline()   # a partial line
+            f.readline()  # a partial line
             p["offset"] = f.tell()
             p["skipped_bytes"] = p["offset"]
         f.seek(p["offset"])
-        data = f.read(PROGRESS_CHUNK)   # a burst of appends is caught up over several polls
+        data = f.read(PROGRESS_CHUNK)  # a burst of appends is caught up over several polls
     lines = data.split(b"\n")
-    torn = lines.pop()   # bytes after the last newline: a line still being written
+    torn = lines.pop()  # bytes after the last newline: a line still being written
     for i, raw in enumerate(lines):
         try:
             obj = jsondepth.loads(raw.decode("utf-8"), what="the line") if raw.strip() else {}
@@ -67,7 +89,7 @@ def _progress(path):
                 raise ValueError("not an object")
         except ValueError:
             if i == len(lines) - 1 and not torn:
-                break   # a torn last line: read it again next poll, when more may follow it
+                break  # a torn last line: read it again next poll, when more may follow it
             p["error"] = p["error"] or f"progress.jsonl line {p['lineno'] + 1} is not a JSON object"
             obj = {}
         p["lineno"] += 1
@@ -91,7 +113,7 @@ def thin(series, n):
     return picked + list(new)
 
 
-FULL_SERIES_POINTS = 100000   # a `series` answer: at most this many points per series
+FULL_SERIES_POINTS = 100000  # a `series` answer: at most this many points per series
 FULL_SERIES_READ = 256 << 20  # and at most this much of progress.jsonl read for it
 
 
@@ -111,7 +133,9 @@ def series_source(path, names, cks=None):
     states = [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
     states = [x for x in states if os.path.isfile(x[1])]
     top = os.path.join(path, "trainer_state.json")
-    if "trainer_state.json" in names and (not states or os.stat(top).st_mtime >= os.stat(states[-1][1]).st_mtime):
+    if "trainer_state.json" in names and (
+        not states or os.stat(top).st_mtime >= os.stat(states[-1][1]).st_mtime
+    ):
         states.append((None, top))
     if not states:
         return None, None, []
@@ -129,8 +153,17 @@ def full_series(path):
     except OSError:
         names = set()
     kind, src, _states = series_source(path, names)
-    p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [],
-         "eval_losses": [], "sps": None, "times": [], "nonfinite": None}
+    p = {
+        "step": None,
+        "max_steps": None,
+        "loss": None,
+        "eval_loss": None,
+        "losses": [],
+        "eval_losses": [],
+        "sps": None,
+        "times": [],
+        "nonfinite": None,
+    }
     if kind == "progress":
         prog = src
         read = 0
@@ -153,10 +186,16 @@ def full_series(path):
         if p.get("error"):
             raise Refused("unreadable", p["error"])
     else:
-        raise Refused("no-series", f"{path} holds neither progress.jsonl nor trainer_state.json (at its "
-                      "root, or in a checkpoint-N folder under it or under its checkpoints/)")
-    return {"path": path, "losses": thin(p["losses"], FULL_SERIES_POINTS),
-            "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS)}
+        raise Refused(
+            "no-series",
+            f"{path} holds neither progress.jsonl nor trainer_state.json (at its "
+            "root, or in a checkpoint-N folder under it or under its checkpoints/)",
+        )
+    return {
+        "path": path,
+        "losses": thin(p["losses"], FULL_SERIES_POINTS),
+        "eval_losses": thin(p["eval_losses"], FULL_SERIES_POINTS),
+    }
 
 
 def _progress_line(p, obj, cap=True):
@@ -178,9 +217,9 @@ def _progress_line(p, obj, cap=True):
             p["nonfinite"] = f"{key} is {v} at step {step}"
     if finite(obj.get("seconds_per_step")) and obj["seconds_per_step"] > 0:
         p["sps"] = float(obj["seconds_per_step"])
-        p["sps_recent"] = (p.get("sps_recent") or [])[-(MEDIAN_STEPS - 1):] + [p["sps"]]
+        p["sps_recent"] = (p.get("sps_recent") or [])[-(MEDIAN_STEPS - 1) :] + [p["sps"]]
     if step is not None and finite(obj.get("time")):
-        p["times"] = (p["times"] + [[step, float(obj["time"])]])[-(MEDIAN_STEPS + 1):]
+        p["times"] = (p["times"] + [[step, float(obj["time"])]])[-(MEDIAN_STEPS + 1) :]
     for series in ("losses", "eval_losses"):
         if cap and len(p[series]) > 2 * MAX_LOSS_POINTS:
             p[series] = p[series][-MAX_LOSS_POINTS:]
@@ -195,9 +234,18 @@ def _trainer_state(path, cap=True):
             raise ValueError("not a trainer state object")
     except ValueError as e:
         return {"error": f"{path} is not valid JSON (truncated?): {str(e)[:80]}"}
-    p = {"step": None, "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
-         "sps": None, "error": None, "nonfinite": None,
-         "save_steps": d.get("save_steps") if finite(d.get("save_steps")) else None}
+    p = {
+        "step": None,
+        "max_steps": None,
+        "loss": None,
+        "eval_loss": None,
+        "losses": [],
+        "eval_losses": [],
+        "sps": None,
+        "error": None,
+        "nonfinite": None,
+        "save_steps": d.get("save_steps") if finite(d.get("save_steps")) else None,
+    }
     for entry in d.get("log_history") or []:
         if isinstance(entry, dict):
             _progress_line(p, {k: entry.get(k) for k in ("step", "loss", "eval_loss")}, cap=cap)
@@ -230,7 +278,7 @@ def _ckpt_bytes(path, now):
     if hit is not None and hit[0] == st.st_mtime_ns:
         return hit[1]
     b = _dir_bytes(path)
-    if now - st.st_mtime > 120:   # a checkpoint still being written is summed again next poll
+    if now - st.st_mtime > 120:  # a checkpoint still being written is summed again next poll
         CACHE[("ckpt", path)] = (st.st_mtime_ns, b)
     return b
 
@@ -242,29 +290,49 @@ def _ckpt_problem(path):
     if hit is not None and hit[0] == st.st_mtime_ns:
         return hit[1]
     why = layout.checkpoint_problem(path)
-    if time.time() - st.st_mtime > 120:   # a save in progress is judged again next poll
+    if time.time() - st.st_mtime > 120:  # a save in progress is judged again next poll
         CACHE[("ckpt-complete", path)] = (st.st_mtime_ns, why)
     return why
 
 
 def _run_facts(path, names, now):
     """Everything about one run that its files say (the processes come later)."""
-    r = {"path": path, "name": os.path.basename(path), "state": "unknown", "pid": None, "step": None,
-         "max_steps": None, "loss": None, "eval_loss": None, "losses": [], "eval_losses": [],
-         "seconds_per_step": None, "last_seconds_per_step": None, "step_times": None,
-         "eta_seconds": None, "adapter": None, "checkpoints": [], "reason": None,
-         "last_update": None}
+    r = {
+        "path": path,
+        "name": os.path.basename(path),
+        "state": "unknown",
+        "pid": None,
+        "step": None,
+        "max_steps": None,
+        "loss": None,
+        "eval_loss": None,
+        "losses": [],
+        "eval_losses": [],
+        "seconds_per_step": None,
+        "last_seconds_per_step": None,
+        "step_times": None,
+        "eta_seconds": None,
+        "adapter": None,
+        "checkpoints": [],
+        "reason": None,
+        "last_update": None,
+    }
     rj, problems, interval = {}, [], 1
     if "run.json" in names:
         try:
-            rj = cached("json", os.path.join(path, "run.json"), lambda p: jsondepth.loads(read_text(p), what="it"))
+            rj = cached(
+                "json",
+                os.path.join(path, "run.json"),
+                lambda p: jsondepth.loads(read_text(p), what="it"),
+            )
             if not isinstance(rj, dict):
                 rj, _ = {}, problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
             problems.append(f"run.json unreadable: {str(e)[:80]}")
     cks = layout.checkpoints(path, names)
-    r["checkpoints"] = [dict(path=p, step=s, bytes=_ckpt_bytes(p, now), problem=_ckpt_problem(p))
-                        for s, p in cks]
+    r["checkpoints"] = [
+        dict(path=p, step=s, bytes=_ckpt_bytes(p, now), problem=_ckpt_problem(p)) for s, p in cks
+    ]
     for c in r["checkpoints"]:
         c["complete"] = c["problem"] is None
     r["adapter"] = layout.final_adapter(path)
@@ -281,7 +349,7 @@ def _run_facts(path, names, now):
             dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
             interval = s2 - s1
             if dt > 0 and interval > 0 and not prog.get("sps"):
-                prog = dict(prog, sps=dt / interval)   # HF logs no step time: saves are the clock
+                prog = dict(prog, sps=dt / interval)  # HF logs no step time: saves are the clock
         if prog.get("save_steps"):
             interval = int(prog["save_steps"])
     if prog is not None:
@@ -311,7 +379,7 @@ def step_times(prog):
     if recent:
         return recent[-1], recent
     t = prog.get("times") or []
-    pairs = [(t[i - 1], t[i]) for i in range(1, len(t))]   # (zip's strict= is not in 3.8)
+    pairs = [(t[i - 1], t[i]) for i in range(1, len(t))]  # (zip's strict= is not in 3.8)
     rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in pairs if b[0] > a[0] and b[1] >= a[1]]
     rates = [x for x in rates if x > 0][-MEDIAN_STEPS:]
     if rates:
@@ -350,21 +418,29 @@ def runs(req, procs, warnings, now):
                 names = set(os.listdir(path))
                 if layout.is_run(names):
                     facts.append((path, names) + _run_facts(path, names, now))
-            except Exception as e:   # noqa: BLE001 - one broken run must not hide the others
+            except Exception as e:  # noqa: BLE001 - one broken run must not hide the others
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
     wanted = set()
     for path, _names, r, rj, _problems, _interval in facts:
         undecided = rj.get("state") not in run_state.OWN_WORD and not (
-            r["adapter"] or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]))
+            r["adapter"]
+            or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
+        )
         if undecided and not run_state.recorded_alive(procs, rj):
             wanted.add(path)
-    live = run_evidence.evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now) if wanted else {}
+    live = (
+        run_evidence.evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now)
+        if wanted
+        else {}
+    )
     out = []
     for path, _names, r, rj, problems, interval in facts:
         pid = live.get(path)
         if pid is None:
             pid = run_state.recorded_alive(procs, rj)
-        run_state.decide(r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now)
+        run_state.decide(
+            r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now
+        )
         out.append(r)
     return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)
 
@@ -386,9 +462,11 @@ def within_budget(out, budget, warnings):
             if len(r[series]) > IDLE_POINTS:
                 r.setdefault("series_thinned", {}).setdefault(series, len(r[series]))
                 r[series] = thin(r[series], IDLE_POINTS)
-    warnings.append(f"runs: the series of {len(idle)} runs that are not live were cut to {IDLE_POINTS} "
-                    f"points to keep the answer under {budget >> 10} KiB (a run's whole series: "
-                    "`fleetdeck runs --series HOST:PATH`)")
+    warnings.append(
+        f"runs: the series of {len(idle)} runs that are not live were cut to {IDLE_POINTS} "
+        f"points to keep the answer under {budget >> 10} KiB (a run's whole series: "
+        "`fleetdeck runs --series HOST:PATH`)"
+    )
     if _size(out) <= budget:
         return out
     for r in idle:
@@ -397,8 +475,14 @@ def within_budget(out, budget, warnings):
             r["checkpoints"] = []
     if _size(out) <= budget:
         return out
-    order = sorted(range(len(out)), key=lambda i: (out[i].get("state") in ("running", "stalled"),
-                                                     out[i].get("last_update") or 0), reverse=True)
+    order = sorted(
+        range(len(out)),
+        key=lambda i: (
+            out[i].get("state") in ("running", "stalled"),
+            out[i].get("last_update") or 0,
+        ),
+        reverse=True,
+    )
     kept, total = [], 2
     for i in order:
         n = _size(out[i]) + 2
@@ -407,6 +491,8 @@ def within_budget(out, budget, warnings):
         kept.append(i)
         total += n
     left = len(out) - len(kept)
-    warnings.append(f"runs: {left} runs updated longest ago were left out of this answer "
-                    f"({budget >> 10} KiB budget)")
+    warnings.append(
+        f"runs: {left} runs updated longest ago were left out of this answer "
+        f"({budget >> 10} KiB budget)"
+    )
     return [out[i] for i in sorted(kept)]

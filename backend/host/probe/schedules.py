@@ -65,8 +65,10 @@ def _cron_lines(text, kind, source, user, system, active=True, package=None):
             bad.append(n)
             continue
         key = (kind, u, source, spec, rest)
-        seen[key] = seen.get(key, 0) + 1   # the same line twice in one file: two entries, two ids
-        sid = schedule_id("c-", *key) if seen[key] == 1 else schedule_id("c-", *(key + (seen[key],)))
+        seen[key] = seen.get(key, 0) + 1  # the same line twice in one file: two entries, two ids
+        sid = (
+            schedule_id("c-", *key) if seen[key] == 1 else schedule_id("c-", *(key + (seen[key],)))
+        )
         e = schedule_entry(kind, u, spec, rest, source, sid, raw=raw, line=n, active=active)
         if package:
             e.update(system=True, package=package)
@@ -86,7 +88,7 @@ def _crontabs(fresh, warnings, now):
     when root can list the spool, everyone's. One user's crontab that cannot be read, or that
     belongs to no user any more, is a warning naming that user; the others are still listed."""
     if runner.which("crontab") is None:
-        return []   # no cron here: nothing can be scheduled through it
+        return []  # no cron here: nothing can be scheduled through it
     me = current_user()
     users = [me]
     if os.geteuid() == 0:
@@ -96,7 +98,7 @@ def _crontabs(fresh, warnings, now):
             warnings.append(f"crontab spool: {shown(e.strerror or str(e))}")
     out = []
     for u in users:
-        key = crontab.stat_key(u)   # changes whenever the crontab does
+        key = crontab.stat_key(u)  # changes whenever the crontab does
         hit = CACHE.get(("crontab", u))
         if hit is not None and key is not None and hit[0] == key and not fresh:
             out += _due(hit[1], now)
@@ -118,8 +120,10 @@ def _crontabs(fresh, warnings, now):
 def _cron_files(warnings, now):
     files = [("/etc/crontab", True)]
     try:
-        files += [(os.path.join("/etc/cron.d", n), bool(CRON_D_NAME.match(n)))
-                  for n in sorted(os.listdir("/etc/cron.d"))]
+        files += [
+            (os.path.join("/etc/cron.d", n), bool(CRON_D_NAME.match(n)))
+            for n in sorted(os.listdir("/etc/cron.d"))
+        ]
     except OSError:
         pass
     out = []
@@ -127,11 +131,18 @@ def _cron_files(warnings, now):
         try:
             if not os.path.isfile(path):
                 continue
-            entries, bad = cached("cron-file", path, lambda p, a=active: _cron_lines(
-                read_text(p), "cron-file", p, "", True, a, packages.installed_by(p)))
+            entries, bad = cached(
+                "cron-file",
+                path,
+                lambda p, a=active: _cron_lines(
+                    read_text(p), "cron-file", p, "", True, a, packages.installed_by(p)
+                ),
+            )
             out += _due(entries, now)
             if bad and active:
-                warnings.append("{}: lines {} are not cron entries".format(path, ", ".join(map(str, bad[:5]))))
+                warnings.append(
+                    "{}: lines {} are not cron entries".format(path, ", ".join(map(str, bad[:5])))
+                )
         except OSError as e:
             warnings.append(f"{path}: {e.strerror or e}")
     return out
@@ -151,21 +162,36 @@ def _show(base, units):
 
 def _timer_names(base, scope):
     rc, out, err = run_text(base + ["list-timers", "--all", "--output=json", "--no-pager"])
-    if rc != 0:   # no systemctl, or no manager to ask (a user without a running user manager)
+    if rc != 0:  # no systemctl, or no manager to ask (a user without a running user manager)
         return None
     try:
         rows = json.loads(out)
         return {r["unit"]: r for r in rows if isinstance(r, dict) and r.get("unit")}
     except ValueError:
-        pass   # systemd without JSON output: find the timer units on disk, ask `show` about them
-    dirs = (["/etc/systemd/system", "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"]
-            if scope == "system" else [os.path.expanduser("~/.config/systemd/user"), "/etc/systemd/user",
-                                       "/usr/lib/systemd/user"])
+        pass  # systemd without JSON output: find the timer units on disk, ask `show` about them
+    dirs = (
+        [
+            "/etc/systemd/system",
+            "/run/systemd/system",
+            "/usr/lib/systemd/system",
+            "/lib/systemd/system",
+        ]
+        if scope == "system"
+        else [
+            os.path.expanduser("~/.config/systemd/user"),
+            "/etc/systemd/user",
+            "/usr/lib/systemd/user",
+        ]
+    )
     names = set()
     for d in dirs:
         for sub in ("", "timers.target.wants"):
             try:
-                names |= {n for n in os.listdir(os.path.join(d, sub)) if n.endswith(".timer") and "@." not in n}
+                names |= {
+                    n
+                    for n in os.listdir(os.path.join(d, sub))
+                    if n.endswith(".timer") and "@." not in n
+                }
             except OSError:
                 pass
     return {n: {} for n in sorted(names)}
@@ -173,7 +199,7 @@ def _timer_names(base, scope):
 
 def _timers(fresh):
     if not os.path.isdir(SYSTEMD_BOOTED):
-        return []   # systemd is not PID 1 here: no timers can fire
+        return []  # systemd is not PID 1 here: no timers can fire
     now = time.time()
     hit = CACHE.get(("timers", ""))
     if hit is not None and not fresh and now < hit[0]:
@@ -192,7 +218,10 @@ def _timers(fresh):
         for t, row in listed.items():
             ti = info.get(t, {})
             svc = info.get(ti.get("Unit") or row.get("activates") or "", {})
-            specs = re.findall(r"(On\w+)=([^;]+?)\s*;", ti.get("TimersCalendar", "") + ti.get("TimersMonotonic", ""))
+            specs = re.findall(
+                r"(On\w+)=([^;]+?)\s*;",
+                ti.get("TimersCalendar", "") + ti.get("TimersMonotonic", ""),
+            )
             spec = ", ".join("{}={}".format(*kv) for kv in specs) or "?"
             m = re.search(r"argv\[\]=(.*?) ;", svc.get("ExecStart", ""))
             cmd = m.group(1) if m else (ti.get("Unit") or row.get("activates") or "")
@@ -204,9 +233,18 @@ def _timers(fresh):
             else:
                 nxt = ti.get("NextElapseUSecRealtime") or None
             frag = ti.get("FragmentPath") or ""
-            e = schedule_entry("systemd-timer", user, spec, cmd, frag or "systemd",
-                       schedule_id("t-", "systemd-timer", user, scope, t, spec, cmd), unit=t, scope=scope,
-                       next_run=nxt, active=ti.get("ActiveState", "active") == "active")
+            e = schedule_entry(
+                "systemd-timer",
+                user,
+                spec,
+                cmd,
+                frag or "systemd",
+                schedule_id("t-", "systemd-timer", user, scope, t, spec, cmd),
+                unit=t,
+                scope=scope,
+                next_run=nxt,
+                active=ti.get("ActiveState", "active") == "active",
+            )
             pkg = packages.installed_by(frag) if frag.startswith("/") else None
             if pkg:
                 e.update(system=True, package=pkg)
@@ -241,11 +279,26 @@ def _at_jobs(fresh):
             CACHE[ck] = (None, _at_command(job.strip()))
         cmd = CACHE[ck][1]
         try:
-            nxt = datetime.strptime(when, "%a %b %d %H:%M:%S %Y").astimezone().isoformat(timespec="seconds")
+            nxt = (
+                datetime.strptime(when, "%a %b %d %H:%M:%S %Y")
+                .astimezone()
+                .isoformat(timespec="seconds")
+            )
         except ValueError:
             nxt = when
-        jobs.append(schedule_entry("at", user, when, cmd, "atq", schedule_id("a-", "at", user, job.strip(), when, cmd),
-                           job=job.strip(), next_run=nxt, raw=line))
+        jobs.append(
+            schedule_entry(
+                "at",
+                user,
+                when,
+                cmd,
+                "atq",
+                schedule_id("a-", "at", user, job.strip(), when, cmd),
+                job=job.strip(),
+                next_run=nxt,
+                raw=line,
+            )
+        )
     CACHE[("atq", "")] = (key, jobs)
     return jobs
 
@@ -253,28 +306,31 @@ def _at_jobs(fresh):
 def _at_command(job):
     rc, out, err = run_text(["at", "-c", job])
     lines = out.split("\n")
-    for i, line in enumerate(lines):   # the job text sits in a here-document at the end
+    for i, line in enumerate(lines):  # the job text sits in a here-document at the end
         m = re.search(r"<<\s*'(\w+)'\s*$", line)
         if m:
-            body = lines[i + 1:]
+            body = lines[i + 1 :]
             end = body.index(m.group(1)) if m.group(1) in body else len(body)
             return "\n".join(body[:end]).strip()
-    for i, line in enumerate(lines):   # older at: the job text follows the `cd DIR || { ... }` block
+    for i, line in enumerate(lines):  # older at: the job text follows the `cd DIR || { ... }` block
         if line.startswith("cd ") and "}" in lines[i:]:
-            return "\n".join(lines[lines.index("}", i) + 1:]).strip()
+            return "\n".join(lines[lines.index("}", i) + 1 :]).strip()
     return lines[-1].strip() if lines else ""
-
-
 
 
 def schedules(req, procs, warnings):
     """Every schedule and loop on the host; each source guarded on its own."""
     fresh = bool(req.get("fresh"))
-    now = host_now()   # the host's clock at this poll: every cron entry's next run is worked out from it
+    now = (
+        host_now()
+    )  # the host's clock at this poll: every cron entry's next run is worked out from it
     out = []
-    for name, fn in (("crontab", lambda: _crontabs(fresh, warnings, now)),
-                     ("cron files", lambda: _cron_files(warnings, now)),
-                     ("systemd timers", lambda: _timers(fresh)), ("at jobs", lambda: _at_jobs(fresh)),
-                     ("loops", lambda: loops(procs))):
+    for name, fn in (
+        ("crontab", lambda: _crontabs(fresh, warnings, now)),
+        ("cron files", lambda: _cron_files(warnings, now)),
+        ("systemd timers", lambda: _timers(fresh)),
+        ("at jobs", lambda: _at_jobs(fresh)),
+        ("loops", lambda: loops(procs)),
+    ):
         out += guard(warnings, name, fn, [])
     return out

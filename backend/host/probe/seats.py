@@ -26,18 +26,49 @@ from fleetdeck.backend.host.lib.serve import serve
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llama.cpp": 8080, "ollama": 11434}
 # the flags that size a seat's memory and context, per engine (both `--f v` and `--f=v`)
 MEMORY_FLAGS = (
-    "--gpu-memory-utilization", "--kv-cache-memory", "--kv-cache-memory-bytes", "--max-model-len",
-    "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "--max-num-seqs",
-    "--max-num-batched-tokens", "--quantization", "--dtype", "--cpu-offload-gb",
-    "--mem-fraction-static", "--tp-size", "--tp", "--context-length", "--max-total-tokens",
-    "--num-shard", "--cuda-memory-fraction", "--max-input-tokens", "--max-batch-prefill-tokens",
-    "-c", "--ctx-size", "-ngl", "--n-gpu-layers", "-np", "--parallel",
+    "--gpu-memory-utilization",
+    "--kv-cache-memory",
+    "--kv-cache-memory-bytes",
+    "--max-model-len",
+    "--tensor-parallel-size",
+    "-tp",
+    "--pipeline-parallel-size",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--quantization",
+    "--dtype",
+    "--cpu-offload-gb",
+    "--mem-fraction-static",
+    "--tp-size",
+    "--tp",
+    "--context-length",
+    "--max-total-tokens",
+    "--num-shard",
+    "--cuda-memory-fraction",
+    "--max-input-tokens",
+    "--max-batch-prefill-tokens",
+    "-c",
+    "--ctx-size",
+    "-ngl",
+    "--n-gpu-layers",
+    "-np",
+    "--parallel",
 )
-MODEL_FLAGS = {"vllm": ("--model",), "sglang": ("--model-path", "--model"),
-               "tgi": ("--model-id",), "llama.cpp": ("-m", "--model", "-hf", "--hf-repo"),
-               "ollama": ()}
-IMAGE_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("text-generation-inference", "tgi"),
-               ("llama.cpp", "llama.cpp"), ("llama-cpp", "llama.cpp"), ("ollama", "ollama"))
+MODEL_FLAGS = {
+    "vllm": ("--model",),
+    "sglang": ("--model-path", "--model"),
+    "tgi": ("--model-id",),
+    "llama.cpp": ("-m", "--model", "-hf", "--hf-repo"),
+    "ollama": (),
+}
+IMAGE_KINDS = (
+    ("vllm", "vllm"),
+    ("sglang", "sglang"),
+    ("text-generation-inference", "tgi"),
+    ("llama.cpp", "llama.cpp"),
+    ("llama-cpp", "llama.cpp"),
+    ("ollama", "ollama"),
+)
 CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
 PYTHONS = re.compile(r"^python[0-9.]*$")
 LISTEN = "0A"
@@ -85,7 +116,7 @@ def flag_value(argv, names):
             if a == n and i + 1 < len(argv):
                 found = argv[i + 1]
             elif a.startswith(n + "="):
-                found = a[len(n) + 1:]
+                found = a[len(n) + 1 :]
     return found
 
 
@@ -216,8 +247,14 @@ def container_facts(d):
         num, _, proto = cport.partition("/")
         for b in binds or ():
             if isinstance(b, dict) and str(b.get("HostPort", "")).isdigit() and num.isdigit():
-                ports.append({"container_port": int(num), "host_port": int(b["HostPort"]),
-                              "host_ip": b.get("HostIp") or "", "proto": proto or "tcp"})
+                ports.append(
+                    {
+                        "container_port": int(num),
+                        "host_port": int(b["HostPort"]),
+                        "host_ip": b.get("HostIp") or "",
+                        "proto": proto or "tcp",
+                    }
+                )
     argv = list(cfg.get("Entrypoint") or []) + list(cfg.get("Cmd") or [])
     return {
         "id": str(d.get("Id", "")),
@@ -232,8 +269,11 @@ def container_facts(d):
         "restart_policy": ((hc.get("RestartPolicy") or {}).get("Name") or None),
         "gpus": gpus,
         "ports": ports,
-        "mounts": [{"source": m.get("Source"), "destination": m.get("Destination")}
-                   for m in d.get("Mounts") or () if isinstance(m, dict)],
+        "mounts": [
+            {"source": m.get("Source"), "destination": m.get("Destination")}
+            for m in d.get("Mounts") or ()
+            if isinstance(m, dict)
+        ],
     }
 
 
@@ -280,7 +320,9 @@ def find_seats(docker=None, use_docker=True, docker_ttl=0):
             argvs[pid], kinds[pid] = argv, kind
     # a seat is the top of its tree: workers and engine cores under it belong to it
     tops = [p for p in kinds if not any(a in kinds for a in procfs.ancestors(p))]
-    containers, docker_error = _docker_cached(docker, docker_ttl) if use_docker else ([], "not asked")
+    containers, docker_error = (
+        _docker_cached(docker, docker_ttl) if use_docker else ([], "not asked")
+    )
     by_init = {c["pid"]: c for c in containers if c["pid"]}
     by_id = {c["id"]: c for c in containers}
     seats, claimed = [], set()
@@ -314,8 +356,18 @@ def find_seats(docker=None, use_docker=True, docker_ttl=0):
         if kind and c["id"] not in claimed:
             cport = flag_value(c["argv"], ("--port",))
             port = int(cport) if cport and cport.isdigit() else DEFAULT_PORTS.get(kind)
-            seats.append(_seat(kind, served_model(kind, c["argv"]), port, memory_flags(c["argv"]),
-                               c["argv"], None, [], c))
+            seats.append(
+                _seat(
+                    kind,
+                    served_model(kind, c["argv"]),
+                    port,
+                    memory_flags(c["argv"]),
+                    c["argv"],
+                    None,
+                    [],
+                    c,
+                )
+            )
     return {"seats": seats, "docker": docker_error}
 
 
@@ -327,11 +379,31 @@ def _seat(kind, model, port, flags, argv, pid, tree, c):
                 port = p["host_port"]
                 break
     return {
-        "kind": kind, "model": model, "port": port, "listen_port": listen_port, "pid": pid,
+        "kind": kind,
+        "model": model,
+        "port": port,
+        "listen_port": listen_port,
+        "pid": pid,
         "start_ticks": procfs.start_ticks(pid) if pid else None,
-        "pids": tree, "flags": flags, "command": " ".join(argv)[:300],
-        "container": None if c is None else {k: c[k] for k in (
-            "id", "name", "image", "status", "started_at", "restart_policy", "gpus", "ports", "mounts")},
+        "pids": tree,
+        "flags": flags,
+        "command": " ".join(argv)[:300],
+        "container": None
+        if c is None
+        else {
+            k: c[k]
+            for k in (
+                "id",
+                "name",
+                "image",
+                "status",
+                "started_at",
+                "restart_policy",
+                "gpus",
+                "ports",
+                "mounts",
+            )
+        },
         "restarts": None if c is None else c["restarts"],
         "oom_killed": None if c is None else c["oom_killed"],
     }

@@ -48,7 +48,14 @@ def eval_facts(run, keep, tops, known):
     "best": path|None, "best_loss", "best_kept": bool|None, "best_in": [path number...]}"""
     rows = [[step, path, _eval_at(path, step)] for step, path in layout.checkpoints(run)]
     scored = [r for r in rows if r[2] is not None]
-    out = {"run": run, "checkpoints": rows, "best": None, "best_loss": None, "best_kept": None, "best_in": []}
+    out = {
+        "run": run,
+        "checkpoints": rows,
+        "best": None,
+        "best_loss": None,
+        "best_kept": None,
+        "best_in": [],
+    }
     if not scored:
         return out
     step, best, loss = min(scored, key=lambda r: (r[2], -r[0]))

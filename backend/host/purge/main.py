@@ -58,8 +58,16 @@ def execute(req):
     for f in plan["keepers"]:
         g = now.get(f["path"])
         if g is None or [g[x] for x in sig] != [f[x] for x in sig]:
-            changed = [c or "kept file %s changed since the check" % shown(f["path"]) for c in changed]
-    result = {"facts": facts, "verdict": verdict, "changed": changed, "results": [], "attempted": False}
+            changed = [
+                c or "kept file %s changed since the check" % shown(f["path"]) for c in changed
+            ]
+    result = {
+        "facts": facts,
+        "verdict": verdict,
+        "changed": changed,
+        "results": [],
+        "attempted": False,
+    }
     if any(changed) or any(v["refusals"] for v in verdict["paths"]):
         return result
     result["attempted"] = True
@@ -74,14 +82,18 @@ def execute(req):
             r["error"] = "not attempted: %s" % stop
             continue
         try:
-            r["free_bytes_after"] = remove_pinned([c for c in p["abs"].split("/") if c], plan["pins"][n],
-                                                  inodes[n], keep)
+            r["free_bytes_after"] = remove_pinned(
+                [c for c in p["abs"].split("/") if c], plan["pins"][n], inodes[n], keep
+            )
             r["deleted"] = True
         except WalkError as e:
             r["changed"] = e.detail
             stop = "an earlier path changed since the check"
         except OSError as e:
-            r["error"] = "%s: %s" % (shown(e.filename) if isinstance(e.filename, str) else "delete", e.strerror)
+            r["error"] = "%s: %s" % (
+                shown(e.filename) if isinstance(e.filename, str) else "delete",
+                e.strerror,
+            )
             stop = "an earlier path failed"
     result["sha256_after"] = {}
     for f in plan["keepers"]:
@@ -95,8 +107,12 @@ def execute(req):
 def _check(req):
     if isinstance(req.get("keep"), dict) and isinstance(req.get("roots"), list):
         rule = keep_newest(req["keep"].get("run"), req["keep"].get("n"))
-        facts = gather(rule["purge"], req["roots"], hashing=True,
-                       keep={"run": rule["run"], "kept": rule["kept"]} if rule["run"] else None)
+        facts = gather(
+            rule["purge"],
+            req["roots"],
+            hashing=True,
+            keep={"run": rule["run"], "kept": rule["kept"]} if rule["run"] else None,
+        )
         facts["keep"] = rule
         return facts
     if not isinstance(req.get("paths"), list) or not isinstance(req.get("roots"), list):
@@ -105,14 +121,22 @@ def _check(req):
 
 
 def _execute(req):
-    if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(req.get("paths") or []):
+    if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(
+        req.get("paths") or []
+    ):
         raise Refused("bad-request", "an execute request needs the plan's pins for every path")
     allow = req.get("allow_best")
-    if allow is not None and not (isinstance(allow, list) and all(isinstance(x, str) for x in allow)):
+    if allow is not None and not (
+        isinstance(allow, list) and all(isinstance(x, str) for x in allow)
+    ):
         raise Refused("bad-request", "allow_best is a list of checkpoint paths")
     keep = req.get("keep")
-    if keep is not None and not (isinstance(keep, dict) and isinstance(keep.get("run"), str)
-                                 and isinstance(keep.get("kept"), list) and keep["kept"]):
+    if keep is not None and not (
+        isinstance(keep, dict)
+        and isinstance(keep.get("run"), str)
+        and isinstance(keep.get("kept"), list)
+        and keep["kept"]
+    ):
         raise Refused("bad-request", "a keep rule needs its run and the checkpoints it keeps")
     return execute(req)
 

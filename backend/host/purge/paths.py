@@ -16,8 +16,24 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.walk import close_fds
 
 DIR_FLAGS = flags.DIR
-WALK_CODES = ("not-absolute", "not-normalized", "not-found", "symlink", "not-directory", "unreadable")
-__all__ = ["DIR_FLAGS", "WALK_CODES", "WalkError", "close_fds", "open_chain", "scan", "sha256_file", "split_path"]
+WALK_CODES = (
+    "not-absolute",
+    "not-normalized",
+    "not-found",
+    "symlink",
+    "not-directory",
+    "unreadable",
+)
+__all__ = [
+    "DIR_FLAGS",
+    "WALK_CODES",
+    "WalkError",
+    "close_fds",
+    "open_chain",
+    "scan",
+    "sha256_file",
+    "split_path",
+]
 
 
 class WalkError(Exception):
@@ -56,7 +72,6 @@ def _why(parent_fd, name, last, err):
     return "unreadable", "%s cannot be opened: %s" % (shown(name), err.strerror)
 
 
-
 def open_chain(comps, pins=None):
     """Open / then each component with O_NOFOLLOW; (parent_fd, fd, pins). `pins` given: any
     component whose (dev, ino) differs raises WalkError('changed-since-check')."""
@@ -78,7 +93,9 @@ def open_chain(comps, pins=None):
         st = os.fstat(nfd)
         got.append([st.st_dev, st.st_ino])
         if pins is not None and (len(pins) < len(got) or list(pins[len(got) - 1]) != got[-1]):
-            raise WalkError("changed-since-check", "component %s is not the folder checked" % shown(name))
+            raise WalkError(
+                "changed-since-check", "component %s is not the folder checked" % shown(name)
+            )
 
     parent, fd = walk.descend(fd, comps, on_error=refuse, on_step=pinned)
     return parent, fd, got
@@ -98,7 +115,7 @@ def scan(fd, path, visit):
     never following a link; a sub-folder swapped between lstat and open raises OSError, and so
     does one nested deeper than SCAN_DEPTH (a loop of its own, not recursion: a hostile tree
     thousands deep is a refusal with its reason, not a RecursionError)."""
-    stack = [(fd, path, iter(_names(fd)))]   # (open folder, its path, the names left in it)
+    stack = [(fd, path, iter(_names(fd)))]  # (open folder, its path, the names left in it)
     try:
         while stack:
             dfd, dpath, names = stack[-1]
@@ -114,7 +131,10 @@ def scan(fd, path, visit):
             if not stat.S_ISDIR(st.st_mode):
                 continue
             if len(stack) > SCAN_DEPTH:
-                raise OSError(errno.ELOOP, "%s is nested more than %d folders deep" % (shown(child), SCAN_DEPTH))
+                raise OSError(
+                    errno.ELOOP,
+                    "%s is nested more than %d folders deep" % (shown(child), SCAN_DEPTH),
+                )
             sub = os.open(name, DIR_FLAGS, dir_fd=dfd)
             try:
                 sst = os.fstat(sub)

@@ -35,7 +35,9 @@ def put_back(pfd, private, name):
         return ""
     except OSError as e:
         return "; it could not be put back (%s) and is now named %s in the same folder" % (
-            e.strerror, shown(private))
+            e.strerror,
+            shown(private),
+        )
 
 
 def _empty(fd, where, allowed, keep, removed):
@@ -56,7 +58,9 @@ def _empty(fd, where, allowed, keep, removed):
             try:
                 sst = os.fstat(sub)
                 if (sst.st_dev, sst.st_ino) != key:
-                    raise _Moved("%s/%s was replaced while it was removed" % (shown(where), shown(name)))
+                    raise _Moved(
+                        "%s/%s was replaced while it was removed" % (shown(where), shown(name))
+                    )
                 _empty(sub, where + "/" + name, allowed, keep, removed)
             finally:
                 os.close(sub)
@@ -93,7 +97,10 @@ def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
             fd = os.open(private, DIR_FLAGS, dir_fd=pfd)
             st = os.fstat(fd)
             if [st.st_dev, st.st_ino] != list(pins[-1]):
-                raise _Moved("%s is not the folder that was checked (it was replaced or exchanged)" % shown(where))
+                raise _Moved(
+                    "%s is not the folder that was checked (it was replaced or exchanged)"
+                    % shown(where)
+                )
             _empty(fd, where, allowed, keep, removed)
             os.close(fd)
             fd = None
@@ -104,8 +111,12 @@ def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
             done = " (%d entries inside it were already removed)" % removed[0] if removed[0] else ""
             back = put_back(pfd, private, name)
             if isinstance(e, _Moved) or e.errno in (errno.ELOOP, errno.ENOTDIR):
-                why = str(e) if isinstance(e, _Moved) else \
-                    "%s is not the folder that was checked (a link or file is in its place)" % shown(where)
+                why = (
+                    str(e)
+                    if isinstance(e, _Moved)
+                    else "%s is not the folder that was checked (a link or file is in its place)"
+                    % shown(where)
+                )
                 raise WalkError("changed-since-check", why + done + back) from None
             e.strerror = (e.strerror or str(e)) + done + back
             raise
