@@ -7,7 +7,7 @@ A night as the operator leaves it: six hours of polls, one a minute, of a host w
 creeps up, whose disk fills, whose run's loss falls and whose eval loss is taken (six series on
 four scales). Both renderers draw it at 80x24 and 140x40, and the script prints, for each:
   - the CPU time of one render (median of --repeat), the baseline being today's chart
-    (`fleetdeck.tui.charts.history_table`, sparklines on shared time buckets);
+    (`fleetdeck.show.charts.history_table`, sparklines on shared time buckets);
   - how many of the six series are on screen at once, each with its own scale and figures;
   - what a run name holding an escape sequence and Rich markup becomes.
 textual-plotext draws one plot per widget: a series per plot (their scales differ), stacked.
@@ -15,7 +15,7 @@ textual-plotext draws one plot per widget: a series per plot (their scales diffe
 `--incident` compares the incident plot instead (`history HOST --gpu N --plot`, the History
 view's `c`): one card's memory over six hours, full height, with five events on the same time
 axis (a seat OOM-killed, a purge, the host down, an Xid, a run finishing), drawn by today's
-`tui/incident_plot.py` and by plotext itself (`pip install 'plotext>=5.2.8,<6'`: a line plot
+`show/incident_plot.py` and by plotext itself (`pip install 'plotext>=5.2.8,<6'`: a line plot
 with a vertical line and a text label at each event), at 80x24 and 130x40: the CPU of one
 render (median of --repeat), and what an event text holding an escape sequence becomes (the
 history's sink rule stores it escaped, so neither renderer is handed the raw bytes).
@@ -87,7 +87,7 @@ def night(now: float) -> None:
 def series():
     """Every recorded row of the night, by kind and series (what plotext is given)."""
     from fleetdeck.backend.monitor.history import History, history_path
-    from fleetdeck.tui.charts import KINDS
+    from fleetdeck.show.charts import KINDS
 
     h = History(history_path())
     try:
@@ -100,7 +100,7 @@ def ours(width: int, repeat: int) -> tuple[float, str]:
     from rich.console import Console
 
     from fleetdeck.backend.monitor.history import History, history_path
-    from fleetdeck.tui.charts import collect, history_table
+    from fleetdeck.show.charts import collect, history_table
 
     cells = max(10, width - 60)
     h = History(history_path())
@@ -214,7 +214,7 @@ def incident_ours(size: tuple[int, int], repeat: int) -> tuple[float, str]:
 
     from fleetdeck.backend.monitor.history import History, history_path
     from fleetdeck.backend.monitor.incident import incident
-    from fleetdeck.tui.incident_plot import incident_plot
+    from fleetdeck.show.incident_plot import incident_plot
 
     now = time.time()
     h = History(history_path())

@@ -19,7 +19,7 @@ from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.silences import Silence, SilenceStore
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.watch import Watcher
-from fleetdeck.tui.fmt import alerts_title, host_text, message_text, severity_text, since_text
+from fleetdeck.show.fmt import alerts_title, host_text, message_text, severity_text, since_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

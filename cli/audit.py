@@ -13,7 +13,7 @@ from rich.text import Text
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option, at_least_one
-from fleetdeck.tui.fmt import human_bytes
+from fleetdeck.show.fmt import human_bytes
 
 RESULT_STYLES = {
     "done": "green",

@@ -1,7 +1,7 @@
 """`fleetdeck history HOST [--since DURATION] [--json] [--width N]`: what the poll history holds for one host.
 `fleetdeck history HOST --gpu N --plot [--figure F] [--height R]`: one card's incident, a full-height
 plot of its memory (or utilisation, temperature, power) with the host's events on the same time
-axis (`backend/monitor/incident.py`, drawn by `tui/incident_plot.py`); `--seat PORT` instead of
+axis (`backend/monitor/incident.py`, drawn by `show/incident_plot.py`); `--seat PORT` instead of
 `--gpu N` plots a seat's own memory.
 
 GPU memory and utilisation per GPU, disk use per root, each live run's loss and eval loss, and
@@ -37,9 +37,9 @@ from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.history_figures import Tally
 from fleetdeck.backend.monitor.incident import FIGURES as INCIDENT_FIGURES
 from fleetdeck.backend.monitor.incident import incident
-from fleetdeck.tui.charts import KINDS, collect, history_table
-from fleetdeck.tui.fmt import human_duration
-from fleetdeck.tui.incident_plot import incident_plot
+from fleetdeck.show.charts import KINDS, collect, history_table
+from fleetdeck.show.fmt import human_duration
+from fleetdeck.show.incident_plot import incident_plot
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

@@ -26,7 +26,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option
-from fleetdeck.tui.fmt import human_bytes
+from fleetdeck.show.fmt import human_bytes
 
 STATUS_STYLE = {
     "copied": "green",

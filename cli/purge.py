@@ -25,7 +25,7 @@ from fleetdeck.backend.actions.purge import (
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.cli.args import add_hosts_option
-from fleetdeck.tui.fmt import human_bytes, said
+from fleetdeck.show.fmt import human_bytes, said
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -28,7 +28,7 @@ from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option, seconds_type
 from fleetdeck.cli.tables import WHOLE, listing_console
-from fleetdeck.tui.fmt import matches
+from fleetdeck.show.fmt import matches
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.monitor.seats import SeatCheck, check_seat, record_check, seats_for
 from fleetdeck.cli.args import add_hosts_option
-from fleetdeck.tui.fmt import host_text, human_mib, matches, said, shown
+from fleetdeck.show.fmt import host_text, human_mib, matches, said, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -35,7 +35,7 @@ from fleetdeck.backend.monitor.silences import (
 )
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.history import duration
-from fleetdeck.tui.fmt import host_text, message_text
+from fleetdeck.show.fmt import host_text, message_text
 
 
 def for_duration(text: str) -> float:

@@ -29,7 +29,7 @@ from fleetdeck.backend.fleet.series import fetch_series
 from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
-from fleetdeck.tui.fmt import (
+from fleetdeck.show.fmt import (
     escape_path,
     host_text,
     human_bytes,

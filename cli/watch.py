@@ -29,7 +29,7 @@ from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
 from fleetdeck.cli.args import add_hosts_option, at_least_one, seconds_type
-from fleetdeck.tui.fmt import said
+from fleetdeck.show.fmt import said
 
 #: seconds from SIGTERM / SIGINT to the process's end, whatever it was doing
 STOP_WITHIN = 2.0

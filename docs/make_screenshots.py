@@ -20,7 +20,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.views.base import RecordedSource
 
 HERE = Path(__file__).parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
@@ -153,8 +153,8 @@ async def shot(app, pilot, name: str, size: tuple[int, int]) -> None:
 
 async def shots(app, pilot) -> None:
     """The other key screens, from the fleet already fed."""
-    from fleetdeck.tui.screens.mirror import MirrorModal
-    from fleetdeck.tui.screens.purge import PurgeModal
+    from fleetdeck.tui.modals.mirror import MirrorModal
+    from fleetdeck.tui.modals.purge import PurgeModal
 
     await shot(app, pilot, "fleet-80x24.svg", (80, 24))
     await pilot.press("2")

@@ -11,9 +11,9 @@ from test_tui_views import cell_text
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
 from fleetdeck.cli.watch import Watcher
+from fleetdeck.show.fmt import since_text
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.fmt import since_text
-from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 T = 1_800_000_000.0

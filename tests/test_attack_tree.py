@@ -8,7 +8,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -28,7 +28,7 @@ def _chain(n: int) -> list[Process]:
 
 
 def test_a_chain_of_100_parents_draws_bounded_glyphs_and_every_process_once():
-    from fleetdeck.tui.screens.proc_tree import MAX_DRAWN, tree_order
+    from fleetdeck.tui.views.proc_tree import MAX_DRAWN, tree_order
 
     got = tree_order(_chain(100))
     assert [p.pid for p, _ in got] == [1000 + i for i in range(100)]

@@ -49,7 +49,7 @@ def test_fields_that_only_look_like_sizes_are_left_alone():
 
 
 def test_a_corrupt_byte_count_reads_as_text_not_a_crash():
-    from fleetdeck.tui.fmt import human_bytes
+    from fleetdeck.show.fmt import human_bytes
 
     huge = int("9" * 400)
     summary, lines = describe(

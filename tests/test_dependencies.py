@@ -124,7 +124,7 @@ def group_of(path: Path) -> str:
         return "dev"
     if rel[:2] == ("backend", "train"):
         return "train"
-    assert rel[0] in ("backend", "cli", "tui"), path
+    assert rel[0] in ("backend", "cli", "show", "tui"), path
     return "runtime"
 
 
@@ -189,7 +189,9 @@ def problems(
 
 def scanned_files() -> dict[Path, str]:
     paths = [
-        p for d in ("backend", "cli", "tui", "tests") for p in sorted((ROOT / d).rglob("*.py"))
+        p
+        for d in ("backend", "cli", "show", "tui", "tests")
+        for p in sorted((ROOT / d).rglob("*.py"))
     ]
     return {p: p.read_text(encoding="utf-8") for p in paths}
 

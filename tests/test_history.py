@@ -12,7 +12,7 @@ from rich.console import Console
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
 from fleetdeck.backend.monitor.history import History, history_path
-from fleetdeck.tui.charts import collect, history_table
+from fleetdeck.show.charts import collect, history_table
 
 T0 = 1_800_000_000
 
@@ -333,7 +333,7 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
     import random
 
     from fleetdeck.backend.monitor.history_figures import fold, fold_of, summarise
-    from fleetdeck.tui.charts import KINDS, cell_seconds
+    from fleetdeck.show.charts import KINDS, cell_seconds
 
     rng = random.Random(31)
     h = History(tmp_path / "h.sqlite3", raw_hours=2, retention_days=30)

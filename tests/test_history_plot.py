@@ -213,7 +213,7 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
 def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
     from fleetdeck.backend.monitor.history_figures import Line
     from fleetdeck.backend.monitor.incident import Event, Incident
-    from fleetdeck.tui.incident_plot import incident_plot
+    from fleetdeck.show.incident_plot import incident_plot
 
     line = Line(cells=[1000.0] * 40, first=1000, first_t=0, last=1000, last_t=1, peak=1000, rows=40)
     inc = Incident(

@@ -22,7 +22,7 @@ from test_seats import LISTENER
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.screens.runs import LOG_REST_S
+from fleetdeck.tui.views.runs import LOG_REST_S
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 from sshfleet import SshdFleet, free_port, have_sshd
@@ -290,8 +290,8 @@ async def test_dashboard_views_panes_and_toasts_show_host_text_escaped(hostile):
 
 
 async def test_a_modal_shows_a_hostile_path_escaped_and_prefills_no_escape(hostile):
-    from fleetdeck.tui.screens.mirror import MirrorModal
-    from fleetdeck.tui.screens.purge import PurgeModal
+    from fleetdeck.tui.modals.mirror import MirrorModal
+    from fleetdeck.tui.modals.purge import PurgeModal
 
     app = FleetdeckApp(load_fleet(hostile.file), autopoll=False)
     async with app.run_test(size=(200, 50), notifications=True) as pilot:

@@ -49,20 +49,20 @@ TO_DO = {
     "backend/train/reference.py": {"transformers", "transformers.utils", ".models"},
     "backend/train/session.py": {".models", ".rundir"},
     "backend/train/unsloth_reference.py": {"torch", "transformers", ".reference", ".corpus", "gc"},
-    "tui/screens/alerts.py": {"fleetdeck.tui.screens.silence", "fleetdeck.tui.screens.describe"},
-    "tui/screens/describe.py": {"fleetdeck.tui.screens.seats_panel"},
-    "tui/screens/mirror.py": {"fleetdeck.backend.actions.mirror"},
-    "tui/screens/purge.py": {"fleetdeck.backend.actions.purge"},
-    "tui/screens/runs.py": {
+    "tui/views/alerts.py": {"fleetdeck.tui.modals.silence", "fleetdeck.tui.modals.describe"},
+    "tui/modals/describe.py": {"fleetdeck.tui.views.seats_panel"},
+    "tui/modals/mirror.py": {"fleetdeck.backend.actions.mirror"},
+    "tui/modals/purge.py": {"fleetdeck.backend.actions.purge"},
+    "tui/views/runs.py": {
         "fleetdeck.backend.fleet.logs",
-        "fleetdeck.tui.screens.describe",
-        "fleetdeck.tui.screens.purge",
-        "fleetdeck.tui.screens.mirror",
+        "fleetdeck.tui.modals.describe",
+        "fleetdeck.tui.modals.purge",
+        "fleetdeck.tui.modals.mirror",
         "fleetdeck.backend.actions.launch",
-        "fleetdeck.tui.screens.launch",
+        "fleetdeck.tui.modals.launch",
     },
-    "tui/screens/schedules.py": {"fleetdeck.tui.screens.describe", "fleetdeck.tui.screens.remove"},
-    "tui/widgets/column_sort.py": {"fleetdeck.tui.widgets.filter_prompt"},
+    "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},
+    "tui/widgets/column_sort.py": {"fleetdeck.tui.modals.filter_prompt"},
 }
 
 

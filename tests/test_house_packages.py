@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("backend", "cli", "tui")
+PRODUCT = ("backend", "cli", "show", "tui")
 
 
 def _packages() -> list[Path]:

@@ -15,10 +15,10 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.screens.mirror import MirrorModal
-from fleetdeck.tui.screens.purge import PurgeModal
-from fleetdeck.tui.screens.remove import RemoveScheduleModal
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.remove import RemoveScheduleModal
+from fleetdeck.tui.views.base import RecordedSource
 
 HOSTILE = "run 1 $(touch pwned) 'q'"
 
@@ -311,7 +311,7 @@ async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
     )
     bad = tmp_path / "bad.toml"
     bad.write_text(good.read_text().replace(str(corpus), str(tmp_path / "missing.jsonl")))
-    from fleetdeck.tui.screens.launch import LaunchModal
+    from fleetdeck.tui.modals.launch import LaunchModal
 
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -413,7 +413,7 @@ async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, mo
             first.startswith("✖ deleted, but the audit log was NOT written")
             and "disk is full" in first
         )
-        from fleetdeck.tui.screens.purge import report_text
+        from fleetdeck.tui.modals.purge import report_text
 
         assert report_text(rep).get_style_at_offset(app.console, 0).color.name == "red"
         msg, kw = next((m, k) for m, k in notes if k.get("title") == "Purge")

@@ -65,8 +65,8 @@ async def test_shift_letter_and_a_header_click_sort_by_that_column_and_the_heade
 
 
 def test_the_free_columns_take_the_width_left_at_every_size_from_80_to_250():
-    from fleetdeck.tui.screens.runs import run_layout
-    from fleetdeck.tui.screens.schedules import sched_layout
+    from fleetdeck.tui.views.runs import run_layout
+    from fleetdeck.tui.views.schedules import sched_layout
 
     last = None
     for width in range(80, 251):
@@ -83,7 +83,7 @@ def test_the_free_columns_take_the_width_left_at_every_size_from_80_to_250():
 
 
 def test_the_free_columns_get_what_their_text_needs_first_and_the_command_the_rest():
-    from fleetdeck.tui.screens.schedules import sched_layout
+    from fleetdeck.tui.views.schedules import sched_layout
 
     need = {"why": 58, "spec": 30, "cmd": 60}
     for width in range(100, 251):
@@ -218,7 +218,7 @@ def _seats_app(hosts):
 
 
 def test_the_runs_name_column_is_as_wide_as_the_widest_name_and_the_rest_goes_to_progress():
-    from fleetdeck.tui.screens.runs import NAME_MAX, run_layout
+    from fleetdeck.tui.views.runs import NAME_MAX, run_layout
 
     for width in range(80, 251):
         w = run_layout(width, {"name": 6, "host": 7})

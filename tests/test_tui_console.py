@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from test_tui_views import NAMES, cell_text, feed, fixture_app
 
-from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
+from fleetdeck.tui.modals.filter_prompt import FilterPrompt
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -164,7 +164,7 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
 
     from fleetdeck.backend.fleet.models import Schedule
     from fleetdeck.tui.messages import FleetPolled
-    from fleetdeck.tui.screens.schedules import FOLDED
+    from fleetdeck.tui.views.schedules import FOLDED
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
@@ -212,7 +212,7 @@ async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program(
 
     from fleetdeck.backend.fleet.models import Process
     from fleetdeck.tui.messages import FleetPolled
-    from fleetdeck.tui.screens.stop import StopProcessModal
+    from fleetdeck.tui.modals.stop import StopProcessModal
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
@@ -325,7 +325,7 @@ async def test_toasts_never_cover_a_pop_ups_buttons_at_80x24():
     from textual.widgets import Button
 
     from fleetdeck.backend.fleet.models import Process
-    from fleetdeck.tui.screens.stop import StopProcessModal
+    from fleetdeck.tui.modals.stop import StopProcessModal
 
     app = fixture_app()
     async with app.run_test(size=(80, 24), notifications=True) as pilot:

@@ -7,7 +7,7 @@ import json
 
 from textual.widgets import TextArea
 
-from fleetdeck.tui.screens.describe import DescribeModal, schedule_sources
+from fleetdeck.tui.modals.describe import DescribeModal, schedule_sources
 
 
 async def test_d_on_a_run_shows_its_run_json_and_newest_trainer_state_escaped(tmp_path):
@@ -198,8 +198,8 @@ async def test_d_in_the_host_view_describes_a_process_with_its_whole_command_lin
     from fleetdeck.backend.host.lib import procfs
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.messages import FleetPolled
-    from fleetdeck.tui.screens.base import RecordedSource
-    from fleetdeck.tui.screens.describe import DescribeModal
+    from fleetdeck.tui.modals.describe import DescribeModal
+    from fleetdeck.tui.views.base import RecordedSource
     from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
     p = subprocess.Popen(

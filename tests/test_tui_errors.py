@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from test_tui_views import feed, fixture_app
 
-from fleetdeck.tui.screens.dialogs import ErrorModal
-from fleetdeck.tui.screens.fleet import FleetScreen
-from fleetdeck.tui.screens.launch import LaunchModal
-from fleetdeck.tui.screens.runs import RunsScreen
+from fleetdeck.tui.modals.dialogs import ErrorModal
+from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.views.fleet import FleetScreen
+from fleetdeck.tui.views.runs import RunsScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -108,7 +108,7 @@ async def test_package_changed_on_disk_says_restart(monkeypatch):
         await pilot.press("2")
 
         def gone(self):
-            raise ModuleNotFoundError("No module named 'fleetdeck.tui.screens.purge'")
+            raise ModuleNotFoundError("No module named 'fleetdeck.tui.modals.purge'")
 
         monkeypatch.setattr(RunsScreen, "action_purge", gone)
         await pilot.press("p")

@@ -16,9 +16,9 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.screens.host import host_schedule_columns
-from fleetdeck.tui.screens.purge import cut_paths
+from fleetdeck.tui.modals.purge import cut_paths
+from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.views.host import host_schedule_columns
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -195,7 +195,7 @@ async def test_runs_table_never_scrolls_sideways_at_80x24_with_many_runs():
 
 
 def test_chart_axis_labels_have_the_same_decimals():
-    from fleetdeck.tui.cells import axis_labels, loss_chart
+    from fleetdeck.show.cells import axis_labels, loss_chart
 
     assert axis_labels(1.95, 1.0) == ("1.95", "1.00")
     assert axis_labels(3.412, 3.16) == ("3.412", "3.160")
@@ -206,7 +206,7 @@ def test_chart_axis_labels_have_the_same_decimals():
 
 def test_a_host_that_did_not_answer_says_why_in_a_few_words():
     from fleetdeck.backend.fleet.models import HostSnapshot
-    from fleetdeck.tui.screens.fleet import down_words, latency_text
+    from fleetdeck.tui.views.fleet import down_words, latency_text
 
     def host(error, code):
         return HostSnapshot(name="h", reachable=False, error=error, error_code=code)
@@ -319,7 +319,7 @@ async def test_the_footer_names_every_other_view_and_quit_within_80_columns():
 
 
 async def test_the_alert_badge_leads_the_subtitle_and_names_its_key():
-    from fleetdeck.tui.screens.alerts import badge_text
+    from fleetdeck.tui.views.alerts import badge_text
 
     assert badge_text(0) == ""
     assert badge_text(1) == "⚠ 1 alert (press 5)"

@@ -11,9 +11,9 @@ from textual.binding import Binding
 from textual.geometry import Region
 from textual.widgets import Button, Input
 
-from fleetdeck.tui.screens.dialogs import help_text, key_label
-from fleetdeck.tui.screens.purge import PurgeModal
-from fleetdeck.tui.screens.remove import RemoveScheduleModal
+from fleetdeck.tui.modals.dialogs import help_text, key_label
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.remove import RemoveScheduleModal
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -158,8 +158,8 @@ async def test_home_end_pgup_pgdn_in_every_table(view, table_id):
 
 async def test_help_is_generated_from_the_bindings(monkeypatch):
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.screens.runs import RunsScreen
-    from fleetdeck.tui.screens.schedules import SchedulesScreen
+    from fleetdeck.tui.views.runs import RunsScreen
+    from fleetdeck.tui.views.schedules import SchedulesScreen
 
     for cls in (FleetdeckApp, RunsScreen, SchedulesScreen, KeyedTable):
         for b in cls.BINDINGS:

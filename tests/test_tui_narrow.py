@@ -11,9 +11,9 @@ from test_tui_views import feed, fixture_app
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
+from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.fmt import shorten_unique
-from fleetdeck.tui.screens.base import RecordedSource
+from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -130,7 +130,7 @@ async def test_no_markdown_backticks_on_any_view():
 
 async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
     from fleetdeck.backend.actions import launch as backend_launch
-    from fleetdeck.tui.screens.launch import LaunchModal
+    from fleetdeck.tui.modals.launch import LaunchModal
 
     asked = []
 

@@ -8,8 +8,8 @@ import os
 from test_tui_views import cell_text, feed, fixture_app
 from textual.widgets import Input, Label
 
-from fleetdeck.tui.screens.host import HostScreen
 from fleetdeck.tui.settings import load, settings_path
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.command_line import CommandLine, complete, parse
 
 

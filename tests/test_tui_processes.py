@@ -12,8 +12,8 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.screens.stop import StopProcessModal
+from fleetdeck.tui.modals.stop import StopProcessModal
+from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 HOG = Process(
@@ -155,7 +155,7 @@ async def test_w_asks_the_host_who_holds_the_highlighted_runs_folder_and_shows_i
     from textual.widgets import Input, Static
 
     from fleetdeck.backend.fleet.models import Run
-    from fleetdeck.tui.screens.holders import HoldersModal
+    from fleetdeck.tui.modals.holders import HoldersModal
 
     run = tmp_path / "run-5"
     run.mkdir()
@@ -282,7 +282,7 @@ async def test_e_shows_a_trainers_workers_under_it_and_the_cursor_stays_on_its_p
 
 
 def test_the_tree_keeps_every_process_once_when_a_host_says_parents_loop():
-    from fleetdeck.tui.screens.proc_tree import tree_order
+    from fleetdeck.tui.views.proc_tree import tree_order
 
     a = _with_parent(Process(pid=20, start=1, user="u", command="a"), 21)
     b = _with_parent(Process(pid=21, start=1, user="u", command="b"), 20)

@@ -15,12 +15,12 @@ from textual.events import Resize
 from textual.geometry import Size
 
 from fleetdeck.backend.actions.schedules import RemovalCheck
-from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
-from fleetdeck.tui.screens.host import HostScreen
-from fleetdeck.tui.screens.launch import LaunchModal
-from fleetdeck.tui.screens.mirror import MirrorModal
-from fleetdeck.tui.screens.purge import PurgeModal
-from fleetdeck.tui.screens.remove import RemoveScheduleModal
+from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
+from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.remove import RemoveScheduleModal
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 SIZES = [(80, 24), (200, 60), (100, 30), (81, 25), (80, 24), (160, 48), (120, 40)]

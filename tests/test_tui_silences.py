@@ -20,7 +20,7 @@ def cell(table: KeyedTable, key: str, col: str) -> str:
 
 
 async def test_s_silences_the_highlighted_alert_which_stays_listed_and_marked_and_e_expires_it():
-    from fleetdeck.tui.screens.silence import SilenceModal
+    from fleetdeck.tui.modals.silence import SilenceModal
 
     app = app_over((up("h1", runs=(nan_run("h1"),)),), (up("h1", t=1005.0, runs=(nan_run("h1"),)),))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -90,7 +90,7 @@ async def test_at_80x24_every_field_of_the_silence_form_shows_above_its_buttons(
     """The comment is required and the form starts in it: at 80x24 the whole form shows at once
     (a form scrolled to its focused field hid it under the docked buttons on a real terminal),
     every field above the buttons."""
-    from fleetdeck.tui.screens.silence import SilenceModal
+    from fleetdeck.tui.modals.silence import SilenceModal
 
     app = app_over((up("h1", runs=(nan_run("h1"),)),), (up("h1", t=1005.0, runs=(nan_run("h1"),)),))
     async with app.run_test(size=(80, 24)) as pilot:

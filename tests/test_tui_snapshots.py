@@ -18,11 +18,11 @@ from fleetdeck.backend.actions.mirror import MirrorReport
 from fleetdeck.backend.actions.mirror_copy import MirrorFile
 from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
 from fleetdeck.backend.actions.schedules import RemovalCheck
-from fleetdeck.tui.screens.dialogs import ErrorModal
-from fleetdeck.tui.screens.launch import LaunchModal
-from fleetdeck.tui.screens.mirror import MirrorModal
-from fleetdeck.tui.screens.purge import PurgeModal
-from fleetdeck.tui.screens.remove import RemoveScheduleModal
+from fleetdeck.tui.modals.dialogs import ErrorModal
+from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.remove import RemoveScheduleModal
 
 RUN = "/home/ops/runs/run-7"
 CHECKS = (

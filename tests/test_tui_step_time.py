@@ -11,7 +11,7 @@ import time
 from test_tui_views import cell_text
 from textual.widgets import TextArea
 
-from fleetdeck.tui.screens.describe import DescribeModal
+from fleetdeck.tui.modals.describe import DescribeModal
 
 
 async def test_the_runs_view_shows_the_median_s_per_step_and_the_eta_from_it(tmp_path):

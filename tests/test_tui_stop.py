@@ -16,8 +16,8 @@ from fleetdeck.backend.actions.processes import SIGNALS
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.screens.stop import StopProcessModal
+from fleetdeck.tui.modals.stop import StopProcessModal
+from fleetdeck.tui.views.base import RecordedSource
 
 EVIL = "\x1b[2J\nevil"
 

@@ -15,9 +15,9 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.screens.base import RecordedSource
-from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
-from fleetdeck.tui.screens.host import HostScreen
+from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
+from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -243,9 +243,9 @@ async def test_fleet_layout_fits(size):
 
 
 async def test_palette_commands_reach_the_views_actions():
-    from fleetdeck.tui.screens.mirror import MirrorModal
-    from fleetdeck.tui.screens.purge import PurgeModal
-    from fleetdeck.tui.screens.remove import RemoveScheduleModal
+    from fleetdeck.tui.modals.mirror import MirrorModal
+    from fleetdeck.tui.modals.purge import PurgeModal
+    from fleetdeck.tui.modals.remove import RemoveScheduleModal
 
     app = fixture_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -11,8 +11,8 @@ from test_tui_actions import HOSTILE, dry_run, local_app, make_run, open_purge, 
 from textual.widgets import Button, Input
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.tui.screens.mirror import MirrorModal
-from fleetdeck.tui.screens.purge import PurgeModal
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
 
 
 async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_path):

@@ -19,21 +19,21 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
 from fleetdeck.tui.fleet_state import FleetState
-from fleetdeck.tui.fmt import said
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
-from fleetdeck.tui.screens.alerts import AlertsScreen, AlertWatch
-from fleetdeck.tui.screens.audit import AuditScreen
-from fleetdeck.tui.screens.base import ViewScreen
-from fleetdeck.tui.screens.dialogs import ErrorModal, HelpScreen
-from fleetdeck.tui.screens.fleet import FleetScreen
-from fleetdeck.tui.screens.history import HistoryScreen
-from fleetdeck.tui.screens.host import HostScreen
-from fleetdeck.tui.screens.launch import LaunchModal
-from fleetdeck.tui.screens.runs import RunsScreen
-from fleetdeck.tui.screens.schedules import SchedulesScreen
+from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
+from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.views.alerts import AlertsScreen, AlertWatch
+from fleetdeck.tui.views.audit import AuditScreen
+from fleetdeck.tui.views.base import ViewScreen
+from fleetdeck.tui.views.fleet import FleetScreen
+from fleetdeck.tui.views.history import HistoryScreen
+from fleetdeck.tui.views.host import HostScreen
+from fleetdeck.tui.views.runs import RunsScreen
+from fleetdeck.tui.views.schedules import SchedulesScreen
 from fleetdeck.tui.widgets.command_line import CommandLine
 from fleetdeck.tui.widgets.guard import GuardedPump
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
 from fleetdeck.backend.fleet.run_order import ordered_runs
-from fleetdeck.tui.cells import spark_char
+from fleetdeck.show.cells import spark_char
 
 HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
 

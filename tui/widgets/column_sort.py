@@ -211,7 +211,7 @@ class ColumnSort:
         self._choice_changed()
 
     def action_filter(self) -> None:
-        from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
+        from fleetdeck.tui.modals.filter_prompt import FilterPrompt
 
         self.app.push_screen(FilterPrompt(self))
 

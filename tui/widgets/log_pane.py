@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Log
 
-from fleetdeck.tui.widgets.filter_prompt import FilterPrompt
+from fleetdeck.tui.modals.filter_prompt import FilterPrompt
 
 #: a line worth jumping to: a Python traceback's first line, a nan figure, an error of any kind
 PROBLEM = re.compile(r"Traceback|\bnan\b|error", re.IGNORECASE)

@@ -19,10 +19,10 @@ from textual.widgets import Static
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.incident import FIGURES, Incident, incident
-from fleetdeck.tui.charts import collect, history_table
-from fleetdeck.tui.fmt import human_duration
-from fleetdeck.tui.incident_plot import incident_plot
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.show.charts import collect, history_table
+from fleetdeck.show.fmt import human_duration
+from fleetdeck.show.incident_plot import incident_plot
+from fleetdeck.tui.views.base import ViewScreen
 
 WINDOWS = (3600.0, 6 * 3600.0, 24 * 3600.0, 7 * 86400.0)
 #: the database is read again at most this often (a poll every few seconds needs no more)

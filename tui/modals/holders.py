@@ -13,8 +13,8 @@ from textual.widgets import Button, Input, Label, Static
 from fleetdeck.backend.actions.holders import HoldersReport, find_holders
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import said
-from fleetdeck.tui.screens.modal import Modal
+from fleetdeck.show.fmt import said
+from fleetdeck.tui.modals.modal import Modal
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = [("pid", "Pid"), ("user", "User"), ("how", "How"), ("file", "File"), ("cmd", "Command")]

@@ -14,9 +14,9 @@ from textual.widgets import Input, Label, Select, Static
 from fleetdeck.backend.actions.processes import SIGNALS, confirmation, stop_process
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import human_bytes, said
+from fleetdeck.show.fmt import human_bytes, said
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.modal import TypedConfirmModal
+from fleetdeck.tui.modals.modal import TypedConfirmModal
 
 
 class StopProcessModal(TypedConfirmModal):

@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import human_bytes, said
+from fleetdeck.show.fmt import human_bytes, said
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.modal import Modal
+from fleetdeck.tui.modals.modal import Modal
 
 
 class LaunchModal(Modal):

@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import describe, read_audit
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import human_bytes
-from fleetdeck.tui.screens.base import ViewScreen
+from fleetdeck.show.fmt import human_bytes
+from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 AUDIT_COLUMNS = {

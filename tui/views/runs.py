@@ -16,10 +16,10 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet.models import Checkpoint, Run
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import eval_trend, loss_chart, progress
-from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.screens.base import ViewScreen, show_text
-from fleetdeck.tui.screens.host import _state_style
+from fleetdeck.show.cells import eval_trend, loss_chart, progress
+from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
+from fleetdeck.tui.views.base import ViewScreen, show_text
+from fleetdeck.tui.views.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 
@@ -576,7 +576,7 @@ class RunsScreen(ViewScreen):
         if (r := self.selected) is None:
             self.notify("No run selected.", severity="warning", markup=False)
             return
-        from fleetdeck.tui.screens.describe import describe_run
+        from fleetdeck.tui.modals.describe import describe_run
 
         self.app.push_screen(describe_run(self.app, r))
 
@@ -595,7 +595,7 @@ class RunsScreen(ViewScreen):
                 f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
             )
             return
-        from fleetdeck.tui.screens.purge import PurgeModal
+        from fleetdeck.tui.modals.purge import PurgeModal
 
         self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
 
@@ -610,7 +610,7 @@ class RunsScreen(ViewScreen):
                 markup=False,
             )
             return
-        from fleetdeck.tui.screens.mirror import MirrorModal
+        from fleetdeck.tui.modals.mirror import MirrorModal
 
         self.app.push_screen(MirrorModal(r.host, r.adapter))
 
@@ -659,6 +659,6 @@ class RunsScreen(ViewScreen):
                 markup=False,
             )
             return
-        from fleetdeck.tui.screens.launch import LaunchModal
+        from fleetdeck.tui.modals.launch import LaunchModal
 
         self.app.push_screen(LaunchModal(resume=run, values=values))

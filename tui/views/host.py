@@ -15,14 +15,14 @@ from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark
 from fleetdeck.backend.fleet.models import Gpu, HostSnapshot, Process
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import bar, progress, temp_style
-from fleetdeck.tui.fmt import human_bytes, human_duration
-from fleetdeck.tui.screens.base import ViewScreen
-from fleetdeck.tui.screens.describe import describe_process, describe_run, describe_schedule
-from fleetdeck.tui.screens.fleet import host_detail
-from fleetdeck.tui.screens.holders import HoldersModal
-from fleetdeck.tui.screens.proc_tree import tree_order
-from fleetdeck.tui.screens.stop import StopProcessModal
+from fleetdeck.show.cells import bar, progress, temp_style
+from fleetdeck.show.fmt import human_bytes, human_duration
+from fleetdeck.tui.modals.describe import describe_process, describe_run, describe_schedule
+from fleetdeck.tui.modals.holders import HoldersModal
+from fleetdeck.tui.modals.stop import StopProcessModal
+from fleetdeck.tui.views.base import ViewScreen
+from fleetdeck.tui.views.fleet import host_detail
+from fleetdeck.tui.views.proc_tree import tree_order
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 

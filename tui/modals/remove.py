@@ -12,9 +12,9 @@ from textual.widgets import Input, Label, Static
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import said
+from fleetdeck.show.fmt import said
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.modal import TypedConfirmModal
+from fleetdeck.tui.modals.modal import TypedConfirmModal
 
 
 class RemoveScheduleModal(TypedConfirmModal):

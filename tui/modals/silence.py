@@ -14,8 +14,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.alert_rules import RULES
 from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, add_silence
-from fleetdeck.tui.fmt import message_text
-from fleetdeck.tui.screens.modal import Modal
+from fleetdeck.show.fmt import message_text
+from fleetdeck.tui.modals.modal import Modal
 
 #: "any" in the host and rule fields
 ANY = "*"

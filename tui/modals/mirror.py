@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import bar
-from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, said
+from fleetdeck.show.cells import bar
+from fleetdeck.show.fmt import host_text, human_bytes, human_duration, said
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.modal import TypedConfirmModal
+from fleetdeck.tui.modals.modal import TypedConfirmModal
 from fleetdeck.tui.widgets.keyed_table import NavTable
 
 STATUS_STYLE = {

@@ -12,9 +12,9 @@ from fleetdeck.backend.actions import audit as backend_state
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import shorten_unique
+from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.base import ViewScreen, show_text
+from fleetdeck.tui.views.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 SCHED_COLUMNS = {
@@ -394,7 +394,7 @@ class SchedulesScreen(ViewScreen):
         if s is None:
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
-        from fleetdeck.tui.screens.describe import describe_schedule
+        from fleetdeck.tui.modals.describe import describe_schedule
 
         self.app.push_screen(describe_schedule(self.app, s))
 
@@ -420,6 +420,6 @@ class SchedulesScreen(ViewScreen):
         if s is None:
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
-        from fleetdeck.tui.screens.remove import RemoveScheduleModal
+        from fleetdeck.tui.modals.remove import RemoveScheduleModal
 
         self.app.push_screen(RemoveScheduleModal(s))

@@ -28,7 +28,7 @@ from textual.widgets import Button, Label, TextArea
 from fleetdeck.backend.fleet.models import Run, Schedule, run_json, schedule_json
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.probe.runs import MEDIAN_STEPS
-from fleetdeck.tui.screens.modal import Modal
+from fleetdeck.tui.modals.modal import Modal
 
 #: how much of one file is read from the host
 READ_LIMIT = 64 << 10
@@ -295,7 +295,7 @@ def describe_schedule(app: Any, s: Schedule) -> DescribeModal:
 def describe_seat(app: Any, seat: Any, check: Any = None) -> DescribeModal:
     """The Describe pop-up of a serving seat: its command line and flags, the endpoint, the
     last check; then its whole command line read from the host."""
-    from fleetdeck.tui.screens.seats_panel import seat_sections
+    from fleetdeck.tui.views.seats_panel import seat_sections
 
     known = [
         *seat_sections(seat, check),

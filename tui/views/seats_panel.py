@@ -10,7 +10,7 @@ from rich.text import Text
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats
-from fleetdeck.tui.fmt import host_text, human_mib, shown
+from fleetdeck.show.fmt import host_text, human_mib, shown
 
 SHARE_STYLES = ("cyan", "magenta", "yellow", "blue", "green")
 BAR = 40

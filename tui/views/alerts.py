@@ -10,7 +10,7 @@ when the verdict file cannot be written. With seats but no bar, the line says wh
 lists their memory.
 
 Silences (`backend/monitor/silences.py`): `s` opens a pop-up prefilled from the highlighted
-alert (`tui/screens/silence.py`), `e` expires the highlighted silence (of the silences table,
+alert (`tui/modals/silence.py`), `e` expires the highlighted silence (of the silences table,
 else the one over the highlighted alert). A silenced alert stays in the table, its state
 `silenced` and its text saying by whom and until when; it neither rings nor toasts, and the
 header's badge does not count it.
@@ -45,9 +45,8 @@ from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, rec
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, SilenceStore, expire_silence
 from fleetdeck.backend.monitor.watch_lock import running_watch
-from fleetdeck.tui.cells import spark_char
-from fleetdeck.tui.fleet_state import HISTORY
-from fleetdeck.tui.fmt import (
+from fleetdeck.show.cells import spark_char
+from fleetdeck.show.fmt import (
     alerts_title,
     host_text,
     human_mib,
@@ -57,8 +56,9 @@ from fleetdeck.tui.fmt import (
     shown,
     since_text,
 )
-from fleetdeck.tui.screens.base import ViewScreen, show_text
-from fleetdeck.tui.screens.seats_panel import headroom_bar, no_bar_text, verdict_text
+from fleetdeck.tui.fleet_state import HISTORY
+from fleetdeck.tui.views.base import ViewScreen, show_text
+from fleetdeck.tui.views.seats_panel import headroom_bar, no_bar_text, verdict_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
@@ -510,7 +510,7 @@ class AlertsScreen(ViewScreen):
 
     def action_silence(self) -> None:
         """`s`: the silence pop-up, prefilled from the highlighted alert."""
-        from fleetdeck.tui.screens.silence import SilenceModal
+        from fleetdeck.tui.modals.silence import SilenceModal
 
         a = self.highlighted()
         modal = SilenceModal(a.host, a.rule, a.subject) if a is not None else SilenceModal()
@@ -562,8 +562,8 @@ class AlertsScreen(ViewScreen):
             self.show_seats()
 
     def action_describe_seat(self) -> None:
-        """`d`: the raw facts behind the highlighted seat (tui/screens/describe.py)."""
-        from fleetdeck.tui.screens.describe import describe_seat
+        """`d`: the raw facts behind the highlighted seat (tui/modals/describe.py)."""
+        from fleetdeck.tui.modals.describe import describe_seat
 
         key = self.query_one("#seats-table", KeyedTable).current_key
         seat = self.seats.get(key) if key is not None else None

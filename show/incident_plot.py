@@ -19,7 +19,7 @@ from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.incident import Incident
-from fleetdeck.tui.fmt import human_duration, human_mib
+from fleetdeck.show.fmt import human_duration, human_mib
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 MARKS = "123456789abcdefghijklmnopqrstuvwxyz"

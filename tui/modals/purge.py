@@ -10,9 +10,9 @@ from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.fmt import human_bytes, said, shorten_unique
+from fleetdeck.show.fmt import human_bytes, said, shorten_unique
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.screens.modal import TypedConfirmModal
+from fleetdeck.tui.modals.modal import TypedConfirmModal
 
 
 def check_text(entry: Any) -> Text:

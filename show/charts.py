@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.monitor.history_figures import Line, fold
-from fleetdeck.tui.fmt import host_text, human_bytes, human_duration, human_mib
+from fleetdeck.show.fmt import host_text, human_bytes, human_duration, human_mib
 
 SPARK = "▁▂▃▄▅▆▇█"
 KINDS = ("gpu", "gpuh", "disk", "run", "eval", "host", "seat")

@@ -11,15 +11,15 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Label, Static
 
-from fleetdeck.tui.fmt import said
+from fleetdeck.show.fmt import said
 from fleetdeck.tui.keys import APP_BINDINGS
-from fleetdeck.tui.screens.alerts import AlertsScreen
-from fleetdeck.tui.screens.fleet import FleetScreen
-from fleetdeck.tui.screens.history import HistoryScreen
-from fleetdeck.tui.screens.host import HostScreen
-from fleetdeck.tui.screens.modal import Modal, TypedConfirmModal
-from fleetdeck.tui.screens.runs import CheckpointTable, RunsScreen
-from fleetdeck.tui.screens.schedules import SchedulesScreen
+from fleetdeck.tui.modals.modal import Modal, TypedConfirmModal
+from fleetdeck.tui.views.alerts import AlertsScreen
+from fleetdeck.tui.views.fleet import FleetScreen
+from fleetdeck.tui.views.history import HistoryScreen
+from fleetdeck.tui.views.host import HostScreen
+from fleetdeck.tui.views.runs import CheckpointTable, RunsScreen
+from fleetdeck.tui.views.schedules import SchedulesScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 

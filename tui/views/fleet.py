@@ -13,10 +13,10 @@ from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.tui.cells import TextBuilder, gpu_health_parts, tail
+from fleetdeck.show.cells import TextBuilder, gpu_health_parts, tail
+from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
 from fleetdeck.tui.fleet_state import FleetState
-from fleetdeck.tui.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.screens.base import ViewScreen, show_text
+from fleetdeck.tui.views.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 LIVE = ("running", "stalled")
