@@ -1,7 +1,7 @@
 """Cold start: a fresh `fleetdeck status` against plain OpenSSH clients running the same probe.
 
 Starts loopback sshd hosts sharing this machine's CPU, writes the probe's payload to one file
-(`python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.probe.main`), and times, in the same run:
+(`python -m fleetdeck.backend.fleet.link.bundle fleetdeck.backend.host.probe.main`), and times, in the same run:
 
   baseline   N OpenSSH `ssh` clients in parallel, each running `python3 probe.py REQUEST` on its
              host (the file already there: no transfer, its bytecode compiled every time, as
@@ -46,8 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fleetdeck.backend.fleet.bundle import bundle  # noqa: E402
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.link.bundle import bundle  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller, probe_request  # noqa: E402
 
 from sshfleet import SshdFleet  # noqa: E402
@@ -114,13 +114,13 @@ def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
 
 def host_cpu(cache: Path, runs: int) -> dict[str, dict[str, float]]:
     """Median CPU (user + system, ms) of one probe start on this machine, per way of sending it."""
-    from fleetdeck.backend.fleet import channel as helpers
+    from fleetdeck.backend.fleet.link import channel as helpers
 
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     python = shutil.which("python3") or sys.executable
     ways = {"python3 -c pass": None, "bundle source (before)": helpers.helper_stdin(bundle(PROBE))}
     if hasattr(helpers, "payload_stdin"):
-        from fleetdeck.backend.fleet.bundle import payload
+        from fleetdeck.backend.fleet.link.bundle import payload
 
         p = payload(PROBE)
         ways["sent whole, not kept"] = helpers.payload_stdin(p, cached=False, keep=False)
@@ -210,9 +210,7 @@ def in_process(arm: str, fleet_file: Path, env: dict, legacy: bool) -> float:
 
 # The way before the cache, in this same tree: the payload path bypassed, so a bundled helper
 # goes through BOOT as its bundle's source (`helper_stdin`), compiled on every start.
-LEGACY = (
-    "import sys; import fleetdeck.backend.fleet.ssh as s; s.payload_for = lambda source: None; "
-)
+LEGACY = "import sys; import fleetdeck.backend.fleet.link.ssh as s; s.payload_for = lambda source: None; "
 
 
 def main() -> int:

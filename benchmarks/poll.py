@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller, probe_request, probe_source  # noqa: E402
-from fleetdeck.backend.fleet.ssh import HostLink  # noqa: E402
 
 from sshfleet import SshdFleet  # noqa: E402
 

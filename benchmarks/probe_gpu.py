@@ -53,12 +53,12 @@ from pathlib import Path
 
 def _probe_file() -> Path:
     """The probe as hosts receive it: its bundle (built here, or given as --probe-file where
-    fleetdeck is not installed, e.g. `python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.probe.main`)."""
+    fleetdeck is not installed, e.g. `python -m fleetdeck.backend.fleet.link.bundle fleetdeck.backend.host.probe.main`)."""
     if "--probe-file" in sys.argv:
         return Path(sys.argv[sys.argv.index("--probe-file") + 1])
     import tempfile
 
-    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.link.bundle import bundle
 
     f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
     f.write(bundle("fleetdeck.backend.host.probe.main"))

@@ -44,8 +44,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from fleetdeck.backend.fleet.channel import loads
 from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.link.channel import loads
 from fleetdeck.backend.fleet.models import (
     Disk,
     FleetSnapshot,

@@ -13,7 +13,7 @@ from rich.text import Text
 from fleetdeck.backend.actions.holders import find_holders
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console

@@ -8,8 +8,8 @@ import sys
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.logs import grep_pattern, log_lines
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option, at_least_one
 

@@ -23,7 +23,7 @@ from rich.text import Text
 from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, verify
 from fleetdeck.backend.actions.mirror_copy import MirrorFile
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.show.fmt import human_bytes

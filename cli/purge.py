@@ -23,7 +23,7 @@ from fleetdeck.backend.actions.purge import (
     shown,
 )
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.show.fmt import human_bytes, said
 

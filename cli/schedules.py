@@ -22,9 +22,9 @@ from fleetdeck.backend.actions.schedules import (
 )
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
 from fleetdeck.backend.fleet.poller import poll_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option, seconds_type
 from fleetdeck.cli.tables import WHOLE, listing_console

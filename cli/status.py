@@ -14,8 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.connect import AUTH_CODES
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.connect import AUTH_CODES
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import (
     FleetSnapshot,
     HostSnapshot,
@@ -26,7 +27,6 @@ from fleetdeck.backend.fleet.models import (
 from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.fleet.series import fetch_series
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
 from fleetdeck.show.fmt import (

@@ -60,7 +60,7 @@ def fleet_file(sshd_fleet, tmp_path):
 async def links(fleet_file):
     """Links to h1 and h2 of the shared sshd fleet, closed at the end."""
     from fleetdeck.backend.fleet.config import load_fleet
-    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.fleet.link.ssh import HostLink
 
     fleet = load_fleet(str(fleet_file))
     made = {n: HostLink(fleet.host(n)) for n in ("h1", "h2")}

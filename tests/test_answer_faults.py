@@ -12,8 +12,8 @@ import pytest
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib import jsondepth
 
 DEEP = 100_000

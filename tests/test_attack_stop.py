@@ -14,9 +14,9 @@ import pytest
 
 from fleetdeck.backend.actions.processes import confirmation, stop_process
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.ssh import HostLink
 
 
 def _start(pid: int) -> int:

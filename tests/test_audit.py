@@ -11,8 +11,8 @@ from pathlib import Path
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.schedules import remove_schedule
 from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule
-from fleetdeck.backend.fleet.ssh import HostLink
 
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.fleet import ssh
-from fleetdeck.backend.fleet.bundle import bundle, modules_for, payload
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link import ssh
+from fleetdeck.backend.fleet.link.bundle import bundle, modules_for, payload
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = [
@@ -105,7 +105,7 @@ def test_each_payload_carries_the_host_library_it_uses(helper):
 def test_the_import_scan_finds_what_a_full_parse_finds(helper):
     """The bundle reads import statements line by line (a full parse of every module cost the
     CLI most of the payload's build at each start); it must find every one a parse finds."""
-    from fleetdeck.backend.fleet.bundle import _import_statements
+    from fleetdeck.backend.fleet.link.bundle import _import_statements
 
     for name, src, _pkg in modules_for(helper):
         full = [
@@ -187,7 +187,7 @@ def test_a_helper_writes_out_as_one_file_that_runs_alone(tmp_path):
         [
             sys.executable,
             "-m",
-            "fleetdeck.backend.fleet.bundle",
+            "fleetdeck.backend.fleet.link.bundle",
             "fleetdeck.backend.host.probe.main",
         ],
         capture_output=True,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.fleet.bundle import CARRIED, modules_for
+from fleetdeck.backend.fleet.link.bundle import CARRIED, modules_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"

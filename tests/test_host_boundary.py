@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.fleet.channel import ANSWER_LIMIT
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.channel import ANSWER_LIMIT
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.fleet.validate import MAX_ITEMS, host_from_probe
 
 from sshfleet import _descendants

@@ -10,7 +10,7 @@ import os
 
 import asyncssh
 
-from fleetdeck.backend.fleet import known_hosts
+from fleetdeck.backend.fleet.link import known_hosts
 
 
 def _hashed(name: str, key_line: str) -> str:

@@ -16,7 +16,7 @@ import pytest
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import preflight, run_values
 from fleetdeck.backend.fleet.config import ConfigError, load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est
 from fleetdeck.cli.main import main
 

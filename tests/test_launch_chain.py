@@ -20,7 +20,7 @@ from test_launch import HOSTILE, base_values, manifest, wait_for, write_corpus, 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import launch, preflight
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est
 from fleetdeck.cli.main import main
 

@@ -24,7 +24,7 @@ def loaded_after(stmt: str) -> set[str]:
 def test_backend_loads_no_ui():
     mods = loaded_after(
         "import fleetdeck.backend, fleetdeck.backend.fleet.poller, fleetdeck.backend.fleet.config, "
-        "fleetdeck.backend.fleet.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit"
+        "fleetdeck.backend.fleet.link.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit"
     )
     assert not {m for m in mods if m.split(".")[0] in ("textual", "rich")}
     assert not {m for m in mods if m.startswith("fleetdeck.tui")}
@@ -40,7 +40,7 @@ def test_dashboard_and_cli_load_no_torch():
 def test_probe_payload_needs_nothing_on_the_host():
     """The probe's payload runs on a host with nothing installed: it imports only the standard
     library, the fleetdeck modules it carries, and the pynvml it carries."""
-    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.link.bundle import bundle
 
     src = bundle("fleetdeck.backend.host.probe.main")
     code = (

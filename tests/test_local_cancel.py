@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from fleetdeck.backend.fleet.config import HostConfig
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 
 async def test_a_cancelled_local_command_is_killed_and_reaped(tmp_path):

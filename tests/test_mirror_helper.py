@@ -13,7 +13,7 @@ import pytest
 
 from fleetdeck.backend.actions.mirror import mirror
 from fleetdeck.backend.actions.mirror_copy import HELPER
-from fleetdeck.backend.fleet.bundle import modules_for
+from fleetdeck.backend.fleet.link.bundle import modules_for
 from fleetdeck.backend.host.lib import procfs
 
 pytestmark = pytest.mark.sshd

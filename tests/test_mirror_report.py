@@ -14,7 +14,7 @@ import pytest
 
 from fleetdeck.backend.actions.mirror import MirrorPlan, MirrorReport, mirror
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd

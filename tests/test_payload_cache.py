@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.fleet import ssh
-from fleetdeck.backend.fleet.bundle import payload
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.link import ssh
+from fleetdeck.backend.fleet.link.bundle import payload
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import PROBE_MODULE, Poller
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib import payload as host_payload
 
 pytestmark = pytest.mark.sshd

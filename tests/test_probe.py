@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.fleet.config import HostConfig
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 
 def _write_probe() -> Path:
     """The probe as a host receives it (bundled with the host library), written to one file."""
     import tempfile
 
-    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.link.bundle import bundle
     from fleetdeck.backend.fleet.poller import PROBE_MODULE
 
     fd, name = tempfile.mkstemp(prefix="fleetdeck-probe-", suffix=".py")

@@ -127,7 +127,7 @@ async def test_stopped_without_its_witness_is_not_taken_as_stopped(
     """A host whose helper says "stopped" but names no witness, or another process's (a
     stand-in helper on a real sshd host): refused as `no-witness`, never reported stopped."""
     from fleetdeck.backend.actions import processes
-    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.fleet.link.ssh import HostLink
 
     spare_fleet.add("pw")
     fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))

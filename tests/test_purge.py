@@ -18,7 +18,7 @@ import pytest
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.purge import confirmations_match, execute_purge, gather_purge
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd

@@ -17,7 +17,7 @@ from test_purge import cli, make_run, purge_audit, sha, uniq
 
 from fleetdeck.backend.actions.purge import execute_purge, gather_keep_newest
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 pytestmark = pytest.mark.sshd
 

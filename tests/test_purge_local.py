@@ -16,7 +16,7 @@ from test_purge import make_run
 
 from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.purge.facts import gather
 from fleetdeck.backend.host.purge.paths import open_chain
 from fleetdeck.backend.host.purge.remove import remove_pinned
@@ -486,7 +486,7 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
     import tempfile
 
     from fleetdeck.backend.actions.purge import HELPER
-    from fleetdeck.backend.fleet.channel import BOOT, helper_stdin
+    from fleetdeck.backend.fleet.link.channel import BOOT, helper_stdin
 
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
         pytest.skip("needs root, setpriv and /usr/bin/python3")

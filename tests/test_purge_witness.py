@@ -154,7 +154,7 @@ def test_a_kept_checkpoint_emptied_after_the_plan_refuses(h1, capsys):
 
     from fleetdeck.backend.actions.purge import execute_purge, gather_keep_newest
     from fleetdeck.backend.fleet.config import load_fleet
-    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.fleet.link.ssh import HostLink
 
     fleet, host = h1
     run = make_run(host.runs, uniq(), steps=(100, 200), adapter=False)

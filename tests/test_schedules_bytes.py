@@ -141,8 +141,8 @@ def test_cron_file_without_final_newline_keeps_every_other_byte(tmp_path):
 
     from fleetdeck.backend.actions.schedules import remove_schedule
     from fleetdeck.backend.fleet.config import HostConfig
+    from fleetdeck.backend.fleet.link.ssh import HostLink
     from fleetdeck.backend.fleet.models import Schedule
-    from fleetdeck.backend.fleet.ssh import HostLink
     from fleetdeck.backend.host.lib.text import fsdec
 
     f = tmp_path / "cron.d-chain"

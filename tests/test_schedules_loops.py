@@ -12,8 +12,8 @@ import pytest
 
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs
 
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
@@ -167,7 +167,7 @@ def test_a_loop_the_helper_may_not_signal_is_refused_and_left_running(started):
     import json
 
     from fleetdeck.backend.actions.schedules import REMOTE
-    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.link.bundle import bundle
 
     p = subprocess.Popen(["bash", "-c", "while true; do sleep 300; done"], start_new_session=True)
     started.append(p)

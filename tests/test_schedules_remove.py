@@ -21,8 +21,8 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.config import HostConfig, load_fleet
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule
-from fleetdeck.backend.fleet.ssh import HostLink
 
 HOSTILE = "echo \"a b\" '$(touch /tmp/fleetdeck-pwned)' -rf --x; echo done\\%"
 LOCAL = HostConfig(name="local", local=True, python=sys.executable, command_timeout=20)
@@ -502,7 +502,7 @@ def run_bundled(req: dict, python: str = sys.executable) -> dict:
     import json
 
     from fleetdeck.backend.actions.schedules import REMOTE
-    from fleetdeck.backend.fleet.bundle import bundle
+    from fleetdeck.backend.fleet.link.bundle import bundle
 
     p = subprocess.run(
         [python, "-c", bundle(REMOTE)],

@@ -272,8 +272,8 @@ async def test_a_timer_already_inactive_and_disabled_is_refused_nothing_to_remov
     removal is a refusal, never "stopped and disabled" over nothing."""
     from fleetdeck.backend.actions.schedules import remove_schedule
     from fleetdeck.backend.fleet.config import load_fleet
+    from fleetdeck.backend.fleet.link.ssh import HostLink
     from fleetdeck.backend.fleet.models import Schedule
-    from fleetdeck.backend.fleet.ssh import HostLink
 
     _, hosts = ns_host
     ns_systemd.run(

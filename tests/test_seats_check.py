@@ -425,7 +425,7 @@ async def test_a_sound_answer_without_its_witness_is_not_a_pass(fleet_file, monk
     """The controller's side: a host whose check says sound but names no token and no logprob
     (a stand-in helper on a real sshd host) is `no-witness`, never sound."""
     from fleetdeck.backend.fleet.config import load_fleet
-    from fleetdeck.backend.fleet.ssh import HostLink
+    from fleetdeck.backend.fleet.link.ssh import HostLink
     from fleetdeck.backend.monitor import seats
 
     vacuous = (

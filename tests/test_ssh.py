@@ -9,7 +9,7 @@ import pytest
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 from sshfleet import keygen
 

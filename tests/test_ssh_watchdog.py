@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 
 from sshfleet import _descendants
 

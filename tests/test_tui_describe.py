@@ -57,8 +57,8 @@ async def test_d_on_a_run_shows_its_run_json_and_newest_trainer_state_escaped(tm
 
 async def test_a_cron_files_line_is_found_with_its_number(tmp_path):
     from fleetdeck.backend.fleet.config import parse_fleet
+    from fleetdeck.backend.fleet.link.ssh import HostLink
     from fleetdeck.backend.fleet.models import Schedule
-    from fleetdeck.backend.fleet.ssh import HostLink
 
     cron = tmp_path / "fleetdeck-test"
     cron.write_text(

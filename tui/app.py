@@ -16,9 +16,9 @@ from textual.worker import Worker
 
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
 from fleetdeck.tui.fleet_state import FleetState

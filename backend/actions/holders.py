@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetdeck.backend.fleet.errors import HelperError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host import holders as holders_helper
 
 HELPER = holders_helper.__name__

@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fleetdeck.backend.actions.audit import audit
-from fleetdeck.backend.fleet.bundle import bundle
-from fleetdeck.backend.fleet.channel import BOOT
 from fleetdeck.backend.fleet.config import ConfigError, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.bundle import bundle
+from fleetdeck.backend.fleet.link.channel import BOOT
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.fleet.poller import probe_request, probe_source
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.launch import main as launch_helper
 from fleetdeck.backend.train.runconfig import config_to_dict, read_run_doc, run_config_from_doc

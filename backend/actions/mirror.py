@@ -33,7 +33,7 @@ from fleetdeck.backend.actions.mirror_copy import (
     overlaps,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.fleet.channel import HelperProcess, ShellOutputError
 from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.channel import HelperProcess, ShellOutputError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.mirror import main as mirror_helper
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Process
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host import process as process_helper
 from fleetdeck.backend.host.lib.text import shown
 

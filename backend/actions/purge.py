@@ -27,7 +27,7 @@ from fleetdeck.backend.actions.purge_plan import (
     RunEvals,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge import main as purge_helper
 from fleetdeck.backend.host.purge.verdict import evaluate

@@ -20,8 +20,8 @@ from typing import Any
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.errors import HelperError, HostError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule, schedule_json
-from fleetdeck.backend.fleet.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 ACTION = "schedule-remove"

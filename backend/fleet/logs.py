@@ -13,10 +13,10 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fleetdeck.backend.fleet.channel import AnswerTooLarge, ShellOutputError
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HelperError, HostError, answer_or_raise
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.channel import AnswerTooLarge, ShellOutputError
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
 
 HELPER = "fleetdeck.backend.host.logs"

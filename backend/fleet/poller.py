@@ -6,14 +6,19 @@ import asyncio
 import time
 from typing import Any
 
-from fleetdeck.backend.fleet.bundle import bundle
-from fleetdeck.backend.fleet.channel import AnswerTooLarge, HelperProcess, ShellOutputError, TooDeep
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.bundle import bundle
+from fleetdeck.backend.fleet.link.channel import (
+    AnswerTooLarge,
+    HelperProcess,
+    ShellOutputError,
+    TooDeep,
+)
+from fleetdeck.backend.fleet.link.ssh import HostLink, sudo_error
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
-from fleetdeck.backend.fleet.ssh import HostLink, sudo_error
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib.text import shown
 

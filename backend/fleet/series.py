@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.ssh import HostLink
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.validate import checked_series
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"

@@ -25,8 +25,8 @@ from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json
 
 if TYPE_CHECKING:
     from fleetdeck.backend.fleet.config import Fleet
+    from fleetdeck.backend.fleet.link.ssh import HostLink
     from fleetdeck.backend.fleet.models import Gpu, HostSnapshot
-    from fleetdeck.backend.fleet.ssh import HostLink
 
 SEATS_HELPER = "fleetdeck.backend.host.probe.seats"
 CHECK_HELPER = "fleetdeck.backend.host.seat_check"

@@ -1,6 +1,6 @@
 """Launch pre-flight estimates, run on the training host (stdlib only, Python 3.8 or newer).
 
-Bundled with `host/launch/main.py` and the host library (`fleetdeck.backend.fleet.bundle`). Figures are rough
+Bundled with `host/launch/main.py` and the host library (`fleetdeck.backend.fleet.link.bundle`). Figures are rough
 upper-side estimates, stated in every check message so the operator can judge them:
 
 - parameters P and LoRA parameters L: from the built-in architecture table for `random:<arch>`,

@@ -12,7 +12,7 @@ then one header line:
                               (best effort: a cache that cannot be written costs nothing more).
 
 The payload is UTF-8 JSON, `{"format": 1, "main": NAME, "modules": [[NAME, IS_PACKAGE,
-SOURCE], ...]}` (`fleetdeck.backend.fleet.bundle.payload`). Its modules are imported on demand
+SOURCE], ...]}` (`fleetdeck.backend.fleet.link.bundle.payload`). Its modules are imported on demand
 through a finder placed first on `sys.meta_path` (a host with no NVIDIA driver never runs
 pynvml's module), and `main` runs as `__main__`; what follows on stdin is the helper's own.
 

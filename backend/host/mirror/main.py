@@ -1,6 +1,6 @@
 """The mirror helper that runs ON a host: stdlib and the host library only, Python 3.8+.
 
-It travels over SSH as a bundle (`fleetdeck.backend.fleet.bundle`) and its input is JSON on stdin, so
+It travels over SSH as a bundle (`fleetdeck.backend.fleet.link.bundle`) and its input is JSON on stdin, so
 no path is ever pasted into a shell string. The first line of stdin is the request; every
 answer has the host library's one shape (`{..., "ok": true}` or `{"ok": false, "error":
 {"code", "message"}}`):

@@ -16,9 +16,11 @@ from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.fleet import localproc
-from fleetdeck.backend.fleet.bundle import payload_for
-from fleetdeck.backend.fleet.channel import (
+from fleetdeck.backend.fleet.config import HostConfig
+from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
+from fleetdeck.backend.fleet.link import localproc
+from fleetdeck.backend.fleet.link.bundle import payload_for
+from fleetdeck.backend.fleet.link.channel import (
     ANSWER_LIMIT,
     OUTPUT_LIMIT,
     STDERR_KEEP,
@@ -36,11 +38,9 @@ from fleetdeck.backend.fleet.channel import (
     sudo_missing,
     sudo_refused,
 )
-from fleetdeck.backend.fleet.config import HostConfig
-from fleetdeck.backend.fleet.connect import (
+from fleetdeck.backend.fleet.link.connect import (
     Connector,
 )
-from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.host.lib.text import shown
 
 SUDO_SENTENCE = (

@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fleetdeck.backend.fleet.bundle import Payload, bundle
+from fleetdeck.backend.fleet.link.bundle import Payload, bundle
 from fleetdeck.backend.host.lib import jsondepth
 from fleetdeck.backend.host.lib import payload as host_payload
 from fleetdeck.backend.host.lib.jsondepth import TooDeep

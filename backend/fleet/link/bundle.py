@@ -6,7 +6,7 @@ payload registers every module it carries in `sys.modules` under its real name (
 probe), then runs the action module as `__main__`. The controller, the trainer and the tests
 import the very same modules, so no rule exists in two places.
 
-    python -m fleetdeck.backend.fleet.bundle fleetdeck.backend.host.purge.main > purge.py
+    python -m fleetdeck.backend.fleet.link.bundle fleetdeck.backend.host.purge.main > purge.py
 
 writes a helper out as one file, for running by hand on a host (`python3 purge.py < req.json`).
 
@@ -229,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     """Write the payload of the named helper module to stdout."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m fleetdeck.backend.fleet.bundle MODULE > helper.py", file=sys.stderr)
+        print(
+            "usage: python -m fleetdeck.backend.fleet.link.bundle MODULE > helper.py",
+            file=sys.stderr,
+        )
         return 2
     try:
         sys.stdout.write(bundle(args[0]))
