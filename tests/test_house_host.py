@@ -4,11 +4,10 @@ refusal code, folded in `CHECKS` order."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from ruff_gate import complexity
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = REPO / "backend" / "host"
@@ -16,28 +15,7 @@ MAX_COMPLEXITY = 25
 
 
 def _complexity(*paths: str | Path) -> subprocess.CompletedProcess[str]:
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
-    # --ignore-noqa: a `# noqa: C901` does not make a function simpler
-    return subprocess.run(
-        [
-            ruff,
-            "check",
-            "--select",
-            "C901",
-            "--ignore-noqa",
-            "--output-format",
-            "concise",
-            "--config",
-            f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}",
-            *map(str, paths),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return complexity(MAX_COMPLEXITY, *paths)
 
 
 def test_no_function_under_the_host_wing_is_over_complexity_25():

@@ -9,11 +9,10 @@ module split under the bound must leave the list, and nothing new may join it.""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from ruff_gate import complexity
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("backend", "cli", "show", "tui")
@@ -107,27 +106,7 @@ def test_the_debt_list_only_names_modules_still_over_the_bound():
 
 
 def _complexity(*paths: str | Path) -> subprocess.CompletedProcess[str]:
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
-    return subprocess.run(
-        [
-            ruff,
-            "check",
-            "--select",
-            "C901",
-            "--ignore-noqa",
-            "--output-format",
-            "concise",
-            "--config",
-            f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}",
-            *map(str, paths),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return complexity(MAX_COMPLEXITY, *paths)
 
 
 _C901 = re.compile(r"C901 `(?P<name>[^`]+)` is too complex \((?P<n>\d+) > \d+\)")
