@@ -58,10 +58,11 @@ from fleetdeck.backend.fleet.models import (
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.monitor.alerts import KEEP_RESOLVED
-from fleetdeck.backend.monitor.deliver import Outcome, transition_id
+from fleetdeck.backend.monitor.attempts import Outcome
 from fleetdeck.backend.monitor.export import FleetCollector
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
+from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.service import Monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -595,7 +596,7 @@ class SimTime:
 
 #: the modules whose `time.time()` is the outbox's clock: when an entry is queued, retried, given
 #: up, grouped or silenced (they take no clock of their own)
-CLOCKED = ("deliver", "silences", "grouping")
+CLOCKED = ("deliver", "delivery_queue", "silences", "grouping")
 
 
 def use_clock(clock: SimClock) -> list[str]:

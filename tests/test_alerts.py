@@ -27,7 +27,8 @@ from fleetdeck.backend.monitor.alerts import (
     AlertEngine,
     parse_alerts,
 )
-from fleetdeck.backend.monitor.deliver import Notifier, hook_argv
+from fleetdeck.backend.monitor.deliver import Notifier
+from fleetdeck.backend.monitor.payloads import hook_argv
 from fleetdeck.backend.monitor.seats import SeatCheck
 
 T0 = 1_800_000_000.0

@@ -16,15 +16,9 @@ import pytest
 
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.deliver import (
-    Deliverer,
-    hook_argv,
-    json_safe,
-    post_json,
-    run_hook,
-    transition_id,
-    webhook_body,
-)
+from fleetdeck.backend.monitor.attempts import post_json, run_hook
+from fleetdeck.backend.monitor.deliver import Deliverer
+from fleetdeck.backend.monitor.payloads import hook_argv, json_safe, transition_id, webhook_body
 
 T0 = 1_800_000_000.0
 

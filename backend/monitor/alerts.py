@@ -559,7 +559,7 @@ def save_engine(engine: AlertEngine) -> None:
     os.replace(tmp, path)
 
 
-# delivery (hook argv, webhook body, the outbox) lives in `deliver.py`
+# delivery lives in `deliver.py` (hook argv, webhook body: `payloads.py`; outbox: `delivery_queue.py`)
 __all__ = [
     "Alert",
     "AlertConfig",

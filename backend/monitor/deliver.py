@@ -26,34 +26,37 @@ costs the same however full the outbox is), without ever holding up the poll loo
   NUL, undecodable bytes as `\\xNN`); JSON gets valid UTF-8 (a lone surrogate as `shown()`
   writes it, control characters JSON-escaped) and numbers that are finite and within +-2**53,
   anything else null.
+
+The parts: what each sink receives (`payloads.py`), one attempt at a hook or webhook
+(`attempts.py`), the outbox's queues, groups and silences (`delivery_queue.py`); here, the task
+that attempts what is due and the retries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import heapq
-import itertools
 import json
 import math
-import os
-import re
-import signal
-import ssl
-import tempfile
 import time
-import urllib.parse
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import SEVERITY_DEFAULTS
-from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.attempts import Outcome, post_json, run_hook
+from fleetdeck.backend.monitor.delivery_queue import GROUP_WAIT, DeliveryQueue
 from fleetdeck.backend.monitor.grouping import GROUP_MAX, Group, group_id, group_payload
-from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
+from fleetdeck.backend.monitor.outbox import Journal, Pending
+from fleetdeck.backend.monitor.payloads import (
+    Recorded,
+    hook_argv,
+    hook_env,
+    json_safe,
+    payload,
+    record,
+    transition_id,
+    webhook_body,
+)
 from fleetdeck.backend.monitor.silences import SilenceStore
 
 HOOK_TIMEOUT = 30.0
@@ -61,340 +64,14 @@ CONCURRENCY = 8
 RETRY_FIRST = 5.0
 RETRY_CAP = 300.0
 RETRY_MAX_AGE = 86400.0
-MAX_REDIRECTS = 5
-HEAD_LIMIT = 64 * 1024
-#: seconds a sink's first new transition waits for others to go with it (`[alerts] group_wait`)
-GROUP_WAIT = 10.0
 #: how often the deliverer looks at silences.json while a silence holds an entry
 SILENCE_RECHECK = 2.0
-PLACEHOLDERS = ("title", "text", "rule", "host", "subject", "state", "since", "id", "severity")
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_INT_LIMIT = 2**53
 
 
-# -- one rule per sink --------------------------------------------------------------------------
-def arg_text(v: Any) -> str:
-    """What argv and the environment receive for a value: `shown()` text (printable, one line,
-    no NUL, undecodable bytes as `\\xNN`); a number as its JSON rule gives it."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        n = json_safe(v)
-        return "" if n is None else repr(n)
-    return shown(v if isinstance(v, (str, bytes)) else str(v))
-
-
-def json_safe(v: Any) -> Any:
-    """`v` made fit for JSON that any receiver parses: strings valid UTF-8 (a lone surrogate, an
-    undecodable byte, written `\\xNN` / `\\uNNNN` as `shown()` does); numbers finite and within
-    +-2**53 (a double's exact integers), anything else null; containers item by item."""
-    if v is None or isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return v if -_INT_LIMIT <= v <= _INT_LIMIT else None
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, str):
-        return _SURROGATE.sub(lambda m: shown(m.group(0)), v)
-    if isinstance(v, dict):
-        return {str(json_safe(str(k))): json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_safe(x) for x in v]
-    return json_safe(str(v))
-
-
-def transition_id(alert: Any) -> str:
-    """The id of one transition: the same for every retry and after a restart."""
-    since = (
-        alert.since if isinstance(alert.since, (int, float)) and math.isfinite(alert.since) else 0.0
-    )
-    key = "\0".join(
-        [
-            shown(alert.rule),
-            shown(alert.host),
-            shown(alert.subject),
-            shown(alert.state),
-            f"{since:.3f}",
-        ]
-    )
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def _since_text(since: Any) -> str:
-    try:
-        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(since))
-    except (TypeError, ValueError, OverflowError, OSError):
-        return ""
-
-
-def _severity(alert: Any) -> str:
-    # an entry queued before severities (an outbox carried over) gets its rule's default
-    return getattr(alert, "severity", "") or SEVERITY_DEFAULTS.get(
-        str(getattr(alert, "rule", "")), "warning"
-    )
-
-
-def payload(alert: Any, tid: str | None = None) -> dict[str, Any]:
-    """The JSON document of one transition (webhook body, hook stdin): the contract's alert
-    object, its title and its id, made safe by `json_safe`."""
-    d = {
-        "id": tid or transition_id(alert),
-        "rule": alert.rule,
-        "host": alert.host,
-        "subject": alert.subject,
-        "state": alert.state,
-        "since": alert.since,
-        "text": alert.text,
-        "title": alert.title,
-        "severity": _severity(alert),
-    }
-    return json_safe(d)
-
-
-def webhook_body(alert: Any, tid: str | None = None) -> bytes:
-    """What the webhook receives (and a command hook on stdin)."""
-    return json.dumps(payload(alert, tid), ensure_ascii=False, allow_nan=False).encode("utf-8")
-
-
-def hook_values(alert: Any, tid: str | None = None) -> dict[str, str]:
-    """Each placeholder's text, by the argv rule."""
-    return {
-        "title": arg_text(alert.title),
-        "text": arg_text(alert.text),
-        "rule": arg_text(alert.rule),
-        "host": arg_text(alert.host),
-        "subject": arg_text(alert.subject),
-        "state": arg_text(alert.state),
-        "since": _since_text(alert.since),
-        "id": tid or transition_id(alert),
-        "severity": arg_text(_severity(alert)),
-    }
-
-
-def hook_argv(argv: tuple[str, ...] | list[str], alert: Any, tid: str | None = None) -> list[str]:
-    """The hook's argv for one alert: each placeholder replaced inside each argument, once,
-    left to right, so text that itself holds `{title}` is never expanded again."""
-    values = hook_values(alert, tid)
-    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
-
-
-def hook_env(alert: Any, tid: str | None = None) -> dict[str, str]:
-    """The hook's environment: ours plus `FLEETDECK_<PLACEHOLDER>` for each value."""
-    env = dict(os.environ)
-    env.update({f"FLEETDECK_{k.upper()}": v for k, v in hook_values(alert, tid).items()})
-    return env
-
-
-# -- one attempt --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Outcome:
-    """How one attempt went: ok, or a warning and whether trying again can help."""
-
-    ok: bool
-    warning: str = ""
-    retry: bool = True
-
-
-async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline: float) -> Outcome:
-    """Run a command hook in a session of its own; its whole process group ends when it exits
-    or at `deadline` seconds, whichever comes first (and when the caller is cancelled)."""
-    name = arg_text(argv[0]) if argv else "?"
-    # stderr goes to a file, not a pipe: a child the hook backgrounds keeps a pipe open, and the
-    # hook's end would wait for it
-    with tempfile.TemporaryFile() as err:
-        spawn = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-            )
-        )
-        try:
-            proc = await asyncio.shield(spawn)
-        except (OSError, ValueError) as e:
-            return Outcome(
-                False,
-                f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}",
-                False,
-            )
-        except asyncio.CancelledError:  # cancelled while it started: it must not outlive us
-            with contextlib.suppress(Exception):
-                started = await spawn
-                _kill_group(started.pid)
-                await started.wait()
-            raise
-
-        async def feed_and_wait() -> int:
-            assert proc.stdin is not None
-            with contextlib.suppress(OSError):  # a hook that ignores stdin may close it
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-            return await proc.wait()
-
-        try:
-            rc = await asyncio.wait_for(feed_and_wait(), deadline)
-        except TimeoutError:
-            return Outcome(
-                False,
-                f"alert hook {name} did not finish within {deadline:g}s; its process group "
-                "was killed",
-            )
-        finally:
-            _kill_group(proc.pid)
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await asyncio.shield(proc.wait())
-        if rc:
-            err.seek(max(0, err.seek(0, os.SEEK_END) - 2048))
-            last = err.read().decode("utf-8", "surrogateescape").strip().splitlines()
-            return Outcome(
-                False,
-                f"alert hook {name} exited {rc}" + (f": {shown(last[-1])[:200]}" if last else ""),
-            )
-    return Outcome(True)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: float) -> Outcome:
-    """POST `body` to `url`, connect, send and the answer's head all within `deadline` seconds.
-    2xx is delivered; 307/308 are followed as POST; any other redirect fails for good."""
-    try:
-        return await asyncio.wait_for(_post(url, body, headers), deadline)
-    except TimeoutError:
-        return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
-
-
-async def _post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
-    for _hop in range(MAX_REDIRECTS + 1):
-        try:
-            status, head = await _post_once(url, body, headers)
-        except (OSError, ValueError, asyncio.IncompleteReadError, ssl.SSLError) as e:
-            return Outcome(
-                False, f"alert webhook {shown(url)} failed: {shown(str(e) or type(e).__name__)}"
-            )
-        if 200 <= status < 300:
-            return Outcome(True)
-        if status in (307, 308) and head.get("location"):
-            url = urllib.parse.urljoin(url, head["location"])
-            if not url.startswith(("http://", "https://")):
-                return Outcome(
-                    False, f"alert webhook redirected to {shown(url)}, which is not http(s)", False
-                )
-            continue
-        if 300 <= status < 400:
-            return Outcome(
-                False,
-                f"alert webhook {shown(url)} answered {status} (redirect to "
-                f"{shown(head.get('location', '?'))}); only 307 and 308 keep a POST a POST, so the "
-                "alert was not delivered: point `webhook` at the final URL",
-                False,
-            )
-        permanent = 400 <= status < 500 and status not in (408, 425, 429)
-        return Outcome(False, f"alert webhook {shown(url)} answered HTTP {status}", not permanent)
-    return Outcome(False, f"alert webhook {shown(url)}: more than {MAX_REDIRECTS} redirects", False)
-
-
-async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
-    u = urllib.parse.urlsplit(url)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"not an http(s) URL: {url}")
-    port = u.port or (443 if u.scheme == "https" else 80)
-    ctx = ssl.create_default_context() if u.scheme == "https" else None
-    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
-    try:
-        target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-        host = u.hostname if u.port is None else f"{u.hostname}:{u.port}"
-        if ":" in u.hostname:
-            host = f"[{u.hostname}]" + (f":{u.port}" if u.port else "")
-        lines = [
-            f"POST {target} HTTP/1.1",
-            f"Host: {host}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body)}",
-            "Connection: close",
-            "User-Agent: fleetdeck-watch",
-            *(f"{k}: {v}" for k, v in headers.items()),
-        ]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        await writer.drain()
-        status_line = await reader.readuntil(b"\r\n")
-        parts = status_line.decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
-        head: dict[str, str] = {}
-        size = len(status_line)
-        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-            size += len(line)
-            if size > HEAD_LIMIT:
-                raise ValueError("answer head too large")
-            k, _, v = line.decode("latin-1").partition(":")
-            head[k.strip().lower()] = v.strip()
-        return int(parts[1]), head
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 0.5)
-
-
-# -- the outbox ---------------------------------------------------------------------------------
-def _record(alert: Any) -> dict[str, Any]:
-    # the values as the host sent them: each sink applies its own rule when it sends (JSON
-    # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
-    return {
-        "rule": alert.rule,
-        "host": alert.host,
-        "subject": alert.subject,
-        "state": alert.state,
-        "since": alert.since,
-        "text": alert.text,
-        "title": alert.title,
-        "severity": _severity(alert),
-    }
-
-
-class _Shown:
-    """An alert rebuilt from its outbox record (the fields the sinks read)."""
-
-    def __init__(self, d: dict[str, Any]) -> None:
-        self.rule, self.host, self.subject = (
-            d.get("rule", ""),
-            d.get("host", ""),
-            d.get("subject", ""),
-        )
-        self.state, self.since, self.text = d.get("state", ""), d.get("since"), d.get("text", "")
-        self.title = d.get("title", "")
-        self.severity = d.get("severity") or ""
-
-
-class Deliverer:
-    """The outbox and the task that empties it (see the module docstring).
-
-    `enqueue(alerts)` adds one entry per transition and sink; with a `journal` (`outbox.Journal`)
-    each entry, each delivery and each retry is one append to it (the owner commits the journal
-    with the alert state it belongs to); `warn` receives one sentence per failed attempt.
-
-    Each attempt costs the same however full the outbox is: the entries of one alert at one sink
-    form a queue (a resolved never overtakes its firing), and the heads of those queues wait in
-    one heap per sink by when they are due, so starting an attempt and ending one touch only its
-    own entries.
-
-    **Groups** (`grouping.py`): a sink's first new transition waits `group_wait` seconds, and
-    what the sink gets meanwhile goes with it as one delivery of at most `group_max`
-    (`group_wait = 0` or `group_max = 1`: each transition alone, at once).
-
-    **Silences** (`silences.py`, read again when the file changes): an entry an active silence
-    matches is held in the outbox until the silence ends (its due time is the silence's end,
-    journaled), then delivered; a firing and its resolved both held by a silence are dropped
-    together, never delivered."""
+class Deliverer(DeliveryQueue):
+    """The outbox (`delivery_queue.DeliveryQueue`: its queues, groups and silences) and the task
+    that empties it (see the module docstring): at most `concurrency` attempts at once, each
+    failed one retried with backoff; `warn` receives one sentence per failed attempt."""
 
     def __init__(
         self,
@@ -413,205 +90,26 @@ class Deliverer:
         group_max: int = GROUP_MAX,
         silences: SilenceStore | None = None,
     ) -> None:
-        self.on_alert = tuple(on_alert or ())
-        self.webhook = webhook
+        super().__init__(
+            on_alert,
+            webhook,
+            journal=journal,
+            warn=warn or (lambda _w: None),
+            retry_cap=retry_cap,
+            group_wait=group_wait,
+            group_max=group_max,
+            silences=silences,
+        )
         self.webhook_timeout = webhook_timeout
         self.hook_timeout = hook_timeout
         self.concurrency = max(1, concurrency)
-        self.journal = journal
-        self.warn = warn or (lambda _w: None)
-        self.retry_first, self.retry_cap, self.max_age = retry_first, retry_cap, max_age
-        self.group_wait = max(0.0, group_wait)
-        self.group_max = max(1, int(group_max))
-        self.silences = (
-            silences if silences is not None else SilenceStore(move=True, warn=self.warn)
-        )
-        #: every entry, in the order queued
-        self.pending: dict[tuple[str, str], Pending] = {}
+        self.retry_first, self.max_age = retry_first, max_age
         self.delivered = 0
         #: deliveries made (a group of several transitions is one)
         self.deliveries = 0
-        #: transitions a silence dropped (a firing and its resolved, both within it)
-        self.silenced = 0
-        #: each alert's entries at each sink, oldest first; only the first may be attempted
-        self._queues: dict[tuple[str, str, str, str], deque[tuple[str, str]]] = {}
-        #: per sink, (due, tie-break, key) of queue heads; a record is stale when its entry is
-        #: gone, busy, no longer a head or due at another time (skipped when popped)
-        self._due: dict[str, list[tuple[float, int, tuple[str, str]]]] = {}
-        self._order = itertools.count()
-        self._busy: set[tuple[str, str]] = set()
-        #: entries a silence holds, and until when
-        self._parked: dict[tuple[str, str], float] = {}
-        #: per sink, when its open group goes out
-        self._window: dict[str, float] = {}
-        self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         #: attempts started and not yet ended (a task's own end comes a moment after)
         self._running = 0
-
-    @property
-    def sinks(self) -> tuple[str, ...]:
-        return (("command",) if self.on_alert else ()) + (("webhook",) if self.webhook else ())
-
-    @property
-    def grouping(self) -> bool:
-        return self.group_wait > 0 and self.group_max > 1
-
-    # -- the queues -----------------------------------------------------------------------------
-    @staticmethod
-    def _queue_of(p: Pending) -> tuple[str, str, str, str]:
-        return (
-            p.sink,
-            str(p.alert.get("rule")),
-            str(p.alert.get("host")),
-            str(p.alert.get("subject")),
-        )
-
-    def _add(self, p: Pending) -> None:
-        self.pending[p.key] = p
-        q = self._queues.setdefault(self._queue_of(p), deque())
-        q.append(p.key)
-        if len(q) == 1:
-            self._push(p)
-        elif q[0] in self._parked:
-            # what comes after a held entry may end it (a resolved within the silence): look again now
-            self._unpark(self.pending[q[0]], time.time())
-
-    def _push(self, p: Pending) -> None:
-        heapq.heappush(self._due.setdefault(p.sink, []), (p.next_at, next(self._order), p.key))
-
-    def _remove(self, p: Pending) -> None:
-        self.pending.pop(p.key, None)
-        self._parked.pop(p.key, None)
-        qk = self._queue_of(p)
-        q = self._queues.get(qk)
-        if q is None:
-            return
-        if q and q[0] == p.key:
-            q.popleft()
-            if q:
-                self._push(self.pending[q[0]])  # the next transition of that alert is due now
-        else:
-            with contextlib.suppress(ValueError):
-                q.remove(p.key)
-        if not q:
-            del self._queues[qk]
-
-    def _is_head(self, p: Pending) -> bool:
-        q = self._queues.get(self._queue_of(p))
-        return q is not None and bool(q) and q[0] == p.key
-
-    def _due_at(self, sink: str, now: float) -> float:
-        """When an entry queued now for `sink` goes out: with the sink's open group, or in a new
-        one `group_wait` from now."""
-        if not self.grouping:
-            return now
-        w = self._window.get(sink)
-        if w is None or w <= now:
-            w = self._window[sink] = now + self.group_wait
-        return w
-
-    def enqueue(self, alerts: list[Any], now: float | None = None) -> None:
-        """Add each transition for each configured sink (an id already queued is not added twice)."""
-        now = time.time() if now is None else now
-        self._look_at_silences(now)
-        new = []
-        for a in alerts:
-            tid = transition_id(a)
-            for sink in self.sinks:
-                if (tid, sink) not in self.pending:
-                    p = Pending(tid, sink, _record(a), now, next_at=self._due_at(sink, now))
-                    self._add(p)
-                    new.append(p)
-        if new and self.journal is not None:
-            self.journal.add(new)
-        if new:
-            self._wake.set()
-
-    def to_state(self) -> list[dict[str, Any]]:
-        return [p.to_json() for p in self.pending.values()]
-
-    def _carry(self, p: Pending, now: float) -> None:
-        # what a silence held (or a group waited for) when the last watch ended is looked at
-        # again soon: that silence may have been expired meanwhile
-        p.next_at = min(p.next_at, now + self.retry_cap)
-        self._add(p)
-
-    def load_state(self, items: Any, where: str = "outbox") -> list[Reject]:
-        """Carry on with entries saved as a list (`to_state`, and the outbox of an `alerts.json`
-        written before the journal); each entry is checked on its own, and the ones that do not
-        load are returned. Entries for a sink no longer configured are dropped."""
-        if items is None:
-            return []
-        if not isinstance(items, list):
-            return [Reject(where, f"is not a list ({type(items).__name__})", items)]
-        rejects, new = [], []
-        now = time.time()
-        for i, d in enumerate(items):
-            try:
-                p = pending_from_json(d)
-            except Bad as e:
-                rejects.append(Reject(f"{where}[{i}]", str(e), d))
-                continue
-            if p.sink in self.sinks and p.key not in self.pending:
-                self._carry(p, now)
-                new.append(p)
-        if new and self.journal is not None:
-            self.journal.add(new)
-        self._wake.set()
-        return rejects
-
-    def load_journal(
-        self, committed: int | None, *, move: bool = True
-    ) -> tuple[list[Reject], list[str]]:
-        """Carry on with what the journal holds (see `outbox.Journal.load`)."""
-        assert self.journal is not None
-        live, rejects, warnings = self.journal.load(committed, move=move)
-        now = time.time()
-        for p in live:
-            if p.sink in self.sinks and p.key not in self.pending:
-                self._carry(p, now)
-        self._wake.set()
-        return rejects, warnings
-
-    # -- silences -------------------------------------------------------------------------------
-    def _look_at_silences(self, now: float) -> None:
-        """Read silences.json again if it changed; then every held entry is looked at again."""
-        if self.silences.refresh():
-            for key in list(self._parked):
-                p = self.pending.get(key)
-                if p is not None:
-                    self._unpark(p, now)
-
-    def _unpark(self, p: Pending, now: float) -> None:
-        if p.next_at > now and self._is_head(p) and p.key not in self._busy:
-            p.next_at = now
-            self._push(p)
-            self._wake.set()
-
-    def _clear(self, p: Pending, now: float) -> bool:
-        """True when queue head `p` may be attempted now; otherwise a silence holds it (until the
-        silence ends, journaled), or drops it with the resolved that follows it."""
-        a = p.alert
-        s = self.silences.matching(
-            str(a.get("rule")), str(a.get("host")), str(a.get("subject")), now
-        )
-        if s is None:
-            return True
-        q = self._queues[self._queue_of(p)]
-        nxt = self.pending[q[1]] if len(q) > 1 else None
-        if a.get("state") == "firing" and nxt is not None and nxt.alert.get("state") == "resolved":
-            # it fired and resolved within the silence: the operator hears of neither
-            self._remove(p)
-            self._remove(nxt)
-            self.silenced += 2
-            self._journal([p, nxt], [])
-            return False
-        p.next_at = s.ends
-        self._parked[p.key] = s.ends
-        self._journal([], [p])
-        self._push(p)
-        return False
 
     # -- delivering -----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -667,21 +165,6 @@ class Deliverer:
             if not self._tasks:
                 return
             await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
-
-    def _run_of(self, p: Pending, now: float, room: int) -> list[Pending]:
-        """Queue head `p` and, when grouping, the entries behind it that are due too (one alert's
-        transitions in order, in one delivery), at most `room`."""
-        out = [p]
-        if not self.grouping:
-            return out
-        for key in itertools.islice(self._queues[self._queue_of(p)], 1, None):
-            if len(out) >= room:
-                break
-            x = self.pending[key]
-            if x.next_at > now or key in self._busy:
-                break
-            out.append(x)
-        return out
 
     def _start_due(self, now: float) -> None:
         """Start the attempts that are due, as many as there are free places: per sink, the due
@@ -759,19 +242,9 @@ class Deliverer:
         self._journal(done, tried)
         self._wake.set()
 
-    def _journal(self, done: list[Pending], tried: list[Pending]) -> None:
-        """The records of one attempt's outcome, in one append (a group's entries are marked
-        done together, or none of them); the journal rewritten when it has grown past its live
-        entries (a fixed share of the appends, so each attempt costs the same)."""
-        if self.journal is None or not (done or tried):
-            return
-        self.journal.record(done, tried)
-        if self.journal.wants_compaction(len(self.pending)):
-            self.journal.compact(self.pending.values())
-
     async def send(self, p: Pending) -> Outcome:
         """One attempt of one entry."""
-        a = _Shown(p.alert)
+        a = Recorded(p.alert)
         body = webhook_body(a, p.id)
         if p.sink == "command":
             return await run_hook(
@@ -782,7 +255,7 @@ class Deliverer:
 
     async def send_group(self, group: list[Pending]) -> Outcome:
         """One attempt of several entries of one sink, as one delivery listing them."""
-        g = Group([(_Shown(p.alert), p.id) for p in group])
+        g = Group([(Recorded(p.alert), p.id) for p in group])
         body = json.dumps(
             json_safe(group_payload(g, payload)), ensure_ascii=False, allow_nan=False
         ).encode("utf-8")
@@ -819,7 +292,7 @@ class Notifier:
         for a in alerts:
             tid = transition_id(a)
             for sink in d.sinks:
-                out = await d.send(Pending(tid, sink, _record(a), time.time()))
+                out = await d.send(Pending(tid, sink, record(a), time.time()))
                 if not out.ok:
                     warnings.append(out.warning)
         return warnings
@@ -827,18 +300,6 @@ class Notifier:
 
 __all__ = [
     "Deliverer",
-    "GROUP_WAIT",
     "Notifier",
-    "Outcome",
-    "Pending",
-    "arg_text",
-    "hook_argv",
-    "hook_env",
-    "json_safe",
     "options",
-    "payload",
-    "post_json",
-    "run_hook",
-    "transition_id",
-    "webhook_body",
 ]

@@ -96,7 +96,7 @@ class Group:
 
 def group_payload(g: Group, one) -> dict[str, Any]:
     """The JSON document of a group (before the JSON rule): its fields and each member's own
-    document, made by `one(alert, id)` (`deliver.payload`)."""
+    document, made by `one(alert, id)` (`payloads.payload`)."""
     return {
         "id": g.id,
         "group": len(g.members),
