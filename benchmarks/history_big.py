@@ -57,7 +57,7 @@ def kinds(n: int) -> list[tuple[str, str]]:
 def build(path: Path, days: float, n_series: int, now: int) -> int:
     """The database at `path`: a row per series per minute for `days` days up to `now`; returns
     how many rows it holds."""
-    from fleetdeck.backend.monitor.history import SCHEMA
+    from fleetdeck.backend.monitor.history_db import SCHEMA
 
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")

@@ -420,7 +420,7 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
 def _big(path, minutes: int, n_series: int = 20) -> int:
     """A history database of `n_series` series of host h1, a minute row each for `minutes`
     minutes up to T0, written straight into SQLite (the recorder's schema); returns its rows."""
-    from fleetdeck.backend.monitor.history import SCHEMA
+    from fleetdeck.backend.monitor.history_db import SCHEMA
 
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript(SCHEMA)

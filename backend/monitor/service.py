@@ -20,7 +20,7 @@ Nothing a host sends stops the monitor: a host whose data breaks a rule is judge
 good snapshot with a warning naming it; every file the monitor writes (alert state, history,
 seat checks) that cannot be written is a warning, repeated at most every `WARN_EVERY` seconds.
 
-`since` is computed one way in every role (`carry_since`): an alert that starts firing in this
+`since` is computed one way in every role (`alert_starts.carry_since`): an alert that starts firing in this
 engine takes the start of its firing as the history's events record it, when an observer (a
 `watch`, a dashboard) recorded it firing, none recorded it resolved since, and the host's
 history was written without a gap from then to now. So `fleetdeck alerts` beside a dashboard that has
@@ -44,11 +44,12 @@ from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
+from fleetdeck.backend.monitor.alert_starts import carry_since
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.deliver import options as deliver_options
-from fleetdeck.backend.monitor.history import History, history_path, sql_text
+from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.outbox import Journal, outbox_path
 from fleetdeck.backend.monitor.seats import (
@@ -67,50 +68,9 @@ from fleetdeck.backend.monitor.watch_lock import (
 )
 
 SEAT_REFRESH_S = 60.0
-#: an alert's start in history counts when the host's history has no gap longer than this from
-#: then to now: someone observed it all along (a minute's row is written when the next minute
-#: starts; rows older than a day are folded into ten-minute rows)
-WATCH_GAP_S = 660.0
 WARN_EVERY = 600.0
 CLOSE_WITHIN = 0.5
 ROLES = ("deliver", "observe", "judge")
-
-
-# -- the service ---------------------------------------------------------------------------------
-def open_starts(
-    history: History, hosts: set[str], now: float, window: float
-) -> dict[tuple[str, str], int]:
-    """{(host, "rule subject"): when it started firing} for every alert of `hosts` whose newest
-    transition in history is `alert-firing` (none resolved it since) and whose host's history
-    was recorded without a gap from then to `now` (`watched`): what an observer said before it
-    stopped recording says nothing of what happened after."""
-    names = {sql_text(h): h for h in hosts}
-    newest: dict[tuple[str, str], tuple[int, str]] = {}
-    for e in history.events(now - window):
-        if e["kind"] in ("alert-firing", "alert-resolved") and e["host"] in names:
-            newest[(e["host"], e["subject"])] = (e["t"], e["kind"])  # oldest first: the last wins
-    opened = {k: t for k, (t, kind) in newest.items() if kind == "alert-firing"}
-    out: dict[tuple[str, str], int] = {}
-    for host in {h for h, _ in opened}:
-        first = min(t for (h, _), t in opened.items() if h == host)
-        rows = [
-            t for t, _, _ in history.series(names[host], "host", first - WATCH_GAP_S).get("", [])
-        ]
-        out.update({k: t for k, t in opened.items() if k[0] == host and watched(rows, t, now)})
-    return out
-
-
-def watched(rows: list[int], start: float, now: float) -> bool:
-    """True when the row times `rows` (oldest first) cover `start` to `now` with no gap longer
-    than WATCH_GAP_S: the host was observed all along."""
-    prev = start
-    for t in rows:
-        if t <= prev:
-            continue
-        if t - prev > WATCH_GAP_S:
-            return False
-        prev = t
-    return now - prev <= WATCH_GAP_S
 
 
 class Monitor:
@@ -378,44 +338,15 @@ class Monitor:
 
     def carry_since(self, transitions: list[Alert], now: float) -> list[Alert]:
         """`transitions` with each alert that starts firing dated from the start the history
-        records for it (see the module docstring), in the engine's memory too; the rest as
-        they are. The one computation of `since`, whatever the role."""
-        firing = [a for a in transitions if a.state == "firing"]
-        if not firing:
-            return transitions
-        history, own = self.history, False
-        if history is None:
-            if not history_path().exists():  # judging never makes a database
-                return transitions
-            history, own = History(retention_days=self.config.history_retention_days), True
-        try:
-            starts = open_starts(
-                history, {a.host for a in firing}, now, self.config.history_retention_days * 86400
-            )
-        except Exception as e:  # history is a help, never a reason not to judge
-            self.warn(
-                f"history could not be read for alert starts: {type(e).__name__}: {shown(str(e))[:200]}"
-            )
-            starts = {}
-        finally:
-            if own:
-                with contextlib.suppress(Exception):
-                    history.close()
-        out = []
-        for a in transitions:
-            t = (
-                starts.get((sql_text(a.host), sql_text(f"{a.rule} {a.subject}")))
-                if a.state == "firing"
-                else None
-            )
-            if t is not None and t < a.since:
-                a = replace(a, since=float(t))
-                if self.engine.m.firing.get(a.key) is not None:
-                    self.engine.m.firing[a.key] = replace(
-                        self.engine.m.firing[a.key], since=a.since
-                    )
-            out.append(a)
-        return out
+        records for it (`alert_starts.carry_since`), in the engine's memory too."""
+        return carry_since(
+            transitions,
+            now,
+            history=self.history,
+            engine=self.engine,
+            retention_days=self.config.history_retention_days,
+            warn=self.warn,
+        )
 
     def _stand_in(self, h: HostSnapshot) -> HostSnapshot:
         last = self._judged.get(h.name)
