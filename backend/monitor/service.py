@@ -8,7 +8,7 @@ queued, or neither), and the metrics collector updated. Delivery runs beside the
 (`deliver.Deliverer`), so a slow hook never delays a poll.
 
 Roles:
-- `deliver` (`watch`): holds the state folder's lock (`StateLock`), delivers hooks, runs the
+- `deliver` (`watch`): holds the state folder's lock (`watch_lock.StateLock`), delivers hooks, runs the
   periodic seat checks and saves the alert state and outbox after every cycle and every
   delivery.
 - `observe` (the dashboard): judges the same rules carrying on from the saved state, writes
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,33 +39,17 @@ from typing import Any
 from fleetdeck.backend.fleet.config import Fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_starts import carry_since
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.deliver import options as deliver_options
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
-from fleetdeck.backend.monitor.outbox import Journal, outbox_path
-from fleetdeck.backend.monitor.seats import (
-    SeatCheck,
-    check_seat,
-    fetch_seats,
-    record_check,
-    recorded_checks,
-)
-from fleetdeck.backend.monitor.watch_lock import (
-    AlreadyRunning,
-    StateLock,
-    lock_path,
-    read_holder,
-    running_watch,
-)
+from fleetdeck.backend.monitor.saved_state import SavedState, open_outbox
+from fleetdeck.backend.monitor.seat_rounds import SeatRounds
+from fleetdeck.backend.monitor.seats import SeatCheck, recorded_checks
 
-SEAT_REFRESH_S = 60.0
 WARN_EVERY = 600.0
 CLOSE_WITHIN = 0.5
 ROLES = ("deliver", "observe", "judge")
@@ -112,14 +94,10 @@ class Monitor:
         self.report = report or (lambda _k, _l: None)
         self.polls = 0
         self.warned: dict[str, float] = {}
-        self._seats: dict[str, tuple[float, tuple[Seat, ...]]] = {}
-        self._checked_at: dict[str, float] = {}
+        self.seat_rounds = SeatRounds(self.warn, lambda *e: self._history("event", *e))
         self._judged: dict[str, HostSnapshot] = {}
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self._saved: bytes | None = None
-        #: bytes written to alerts.json by this monitor (benchmarks)
-        self.bytes_saved = 0
         #: each launched run's end, audited once (deliver role only)
         self.outcomes = LaunchOutcomes()
         deliver = role == "deliver"
@@ -130,31 +108,14 @@ class Monitor:
             rejects += self.engine.load_state(
                 {k: v for k, v in saved.items() if k not in ("outbox", "outbox_seq")}
             )
-        self.deliverer: Deliverer | None = None
-        self.journal: Journal | None = None
-        migrate = False
-        if deliver and (self.config.on_alert or self.config.webhook):
-            opts = {**deliver_options(self.config), **deliver_opts}
-            self.journal = Journal(outbox_path(), warn=self.warn)
-            self.deliverer = Deliverer(
-                self.config.on_alert,
-                self.config.webhook,
-                journal=self.journal,
-                warn=self.warn,
-                **opts,
-            )
-            committed = saved.get("outbox_seq")
-            if committed is not None and (
-                isinstance(committed, bool) or not isinstance(committed, int) or committed < 0
-            ):
-                rejects.append(st.Reject("outbox_seq", "is not a whole number", committed))
-                committed = None
-            bad, more = self.deliverer.load_journal(committed)
-            said += more
-            said += st.report_rejects(outbox_path().name, bad, move=True)
-            # an alerts.json written before the journal holds its outbox as a list: carried over
-            migrate = "outbox" in saved
-            rejects += self.deliverer.load_state(saved.get("outbox"))
+        self.deliverer, self.journal, more_rejects, more_said, migrate = (
+            open_outbox(self.config, saved, self.warn, deliver_opts)
+            if deliver
+            else (None, None, [], [], False)
+        )
+        rejects += more_rejects
+        said += more_said
+        self.saved_state = SavedState(self.journal, self.warn)
         #: every firing alert to each Alertmanager of `[alerts] alertmanager` (deliver role only)
         self.alertmanager = (
             AlertmanagerSink(self.config.alertmanager, warn=self.warn)
@@ -186,37 +147,12 @@ class Monitor:
         state is not either, so the two never disagree: a transition is saved with its entry."""
         if self.role != "deliver":
             return False
-        doc = self.engine.to_state()
-        if self.journal is not None:
-            if not self.journal.flush():
-                self.warn(
-                    "alert state not saved: its outbox entries could not be written first "
-                    f"({self.journal.error}); alerts and the outbox live in memory until they can be"
-                )
-                return False
-            doc["outbox_seq"] = self.journal.seq
-        try:
-            # ensure_ascii keeps a host's undecodable bytes (lone surrogates) through the file
-            data = json.dumps(doc, ensure_ascii=True).encode()
-            if data == self._saved:
-                return True
-            path = engine_path()
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            # written whole and renamed over the old one, so a crash leaves one or the other;
-            # not fsynced: on a busy disk an fsync per poll held the loop for seconds (a
-            # power cut may cost the last seconds of state, a crash of the process nothing)
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-            self._saved = data
-            self.bytes_saved += len(data)
-        except (OSError, ValueError, TypeError) as e:
-            self.warn(
-                f"alert state not saved ({type(e).__name__}: {shown(str(e))}); alerts and the outbox "
-                "live in memory until it can be"
-            )
-            return False
-        return True
+        return self.saved_state.save(self.engine.to_state())
+
+    @property
+    def bytes_saved(self) -> int:
+        """Bytes written to alerts.json by this monitor (benchmarks)."""
+        return self.saved_state.bytes_saved
 
     def _preload(self) -> None:
         # disk-full-eta judges a rate over a window: start with the window history already has
@@ -365,58 +301,13 @@ class Monitor:
             )
 
     async def _with_seats(self, snap: FleetSnapshot) -> FleetSnapshot:
-        """Hosts whose probe did not look for seats get them from the seat finder, at most
-        once a minute each (the probe, when it reports seats, is used as it is)."""
-        now = time.time()
-        due = [
-            h
-            for h in snap.hosts
-            if h.reachable
-            and h.seats is None
-            and now - self._seats.get(h.name, (0.0, ()))[0] >= SEAT_REFRESH_S
-        ]
-        found = await asyncio.gather(
-            *(fetch_seats(self.poller.link(h.name)) for h in due), return_exceptions=True
-        )
-        for h, res in zip(due, found, strict=True):
-            if isinstance(res, asyncio.CancelledError):
-                raise res
-            if not isinstance(res, BaseException):
-                self._seats[h.name] = (now, tuple(res[0]))
-        hosts = tuple(
-            replace(h, seats=self._seats[h.name][1])
-            if h.reachable and h.seats is None and h.name in self._seats
-            else h
-            for h in snap.hosts
-        )
-        return replace(snap, hosts=hosts)
+        return await self.seat_rounds.with_seats(snap, self.poller.link)
 
     async def _due_checks(self, snap: FleetSnapshot) -> dict[str, SeatCheck]:
         every = self.config.seat_check_interval
         if not every or self.role != "deliver" or self.link is None:
             return {}
-        now = time.time()
-        todo = [
-            (h.name, s.port)
-            for h in snap.hosts
-            if h.reachable
-            for s in h.seats or ()
-            if isinstance(s.port, int)
-            and s.port
-            and now - self._checked_at.get(f"{h.name}:{s.port}", 0.0) >= every
-        ]
-        out: dict[str, SeatCheck] = {}
-        for host, port in dict.fromkeys(todo):
-            self._checked_at[f"{host}:{port}"] = now
-            try:
-                c = await self.check_seat(host, port)
-            except Exception as e:  # the host went away between poll and check: next time
-                self.warn(
-                    f"seat check {host}:{port} did not run: {type(e).__name__}: {shown(str(e))[:200]}"
-                )
-                continue
-            out[c.key] = c
-        return out
+        return await self.seat_rounds.due_checks(snap, every, self.check_seat)
 
     async def check_seat(self, host: str, port: int) -> SeatCheck:
         """Check one seat from its host now (`seats check`); the verdict is kept for the
@@ -424,23 +315,7 @@ class Monitor:
         what `seats.check_seat` raises when the check cannot run."""
         if self.link is None:
             raise OSError(f"no link to {host} to check a seat from")
-        c = await check_seat(self.link(host), port)
-        try:
-            record_check(c)
-        except (OSError, ValueError, TypeError) as e:
-            self.warn(
-                f"seat check {host}:{port} not saved ({type(e).__name__}: {shown(str(e))}); "
-                "its verdict counts for this run only"
-            )
-        self._history(
-            "event",
-            c.checked_at,
-            host,
-            "seat-check",
-            f"port {port}",
-            "sound" if c.sound else f"{c.signature}: {c.message}",
-        )
-        return c
+        return await self.seat_rounds.check(self.link(host), host, port)
 
     # -- the loop --------------------------------------------------------------------------------------
     async def run(self, count: int | None = None, interval: float | None = None) -> None:
@@ -514,12 +389,4 @@ class Monitor:
             self.history.warnings.clear()
 
 
-__all__ = [
-    "AlreadyRunning",
-    "Monitor",
-    "ROLES",
-    "StateLock",
-    "lock_path",
-    "read_holder",
-    "running_watch",
-]
+__all__ = ["Monitor", "ROLES"]
