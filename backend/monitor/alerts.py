@@ -11,9 +11,12 @@ seen over `disk_rate_window`, from history), gpu-headroom (a card holding a seat
 free than the floor), idle-holder (a process that is neither a seat nor a run holding more
 than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
 seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
-The GPU health rules (gpu-throttled, gpu-hot, gpu-ecc, gpu-xid) are in `gpu_alerts.py`; new-stray
-and the first look at a host (one alert for all the stray schedules it holds then) in
-`stray_alerts.py`; run-finished and run-failed (a run's end, seen live) in `run_alerts.py`.
+Each rule is judged in a module of its kind: run-stalled, loss-nonfinite, loss-spike and
+overfitting in `training_alerts.py`; disk-full-eta in `disk_alerts.py`; gpu-headroom, idle-holder,
+seat-restart and seat-check in `seat_alerts.py`; the GPU health rules (gpu-throttled, gpu-hot,
+gpu-ecc, gpu-xid) in `gpu_alerts.py`; new-stray and the first look at a host (one alert for all
+the stray schedules it holds then) in `stray_alerts.py`; run-finished and run-failed (a run's
+end, seen live) in `run_alerts.py`. Host-down is judged here.
 Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
 
 Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
@@ -23,18 +26,12 @@ flap does not page. `FOR_DEFAULTS` gives them; `for = {rule = seconds}` in `[ale
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import statistics
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.alert_rules import (
     FOR_DEFAULTS,
     RULES,
@@ -44,23 +41,22 @@ from fleetdeck.backend.fleet.alert_rules import (
     parse_alerts,
     severity_rank,
 )
-from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.disk_alerts import add_disk_sample, disk_eta, judge_disks
 from fleetdeck.backend.monitor.gpu_alerts import judge_gpus
 from fleetdeck.backend.monitor.run_alerts import judge_runs
+from fleetdeck.backend.monitor.seat_alerts import judge_holders, judge_seats
 from fleetdeck.backend.monitor.stray_alerts import judge_strays
+from fleetdeck.backend.monitor.training_alerts import judge_training
 
-NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 KEEP_RESOLVED = 100
 #: a stray loop must be seen this long before new-stray fires for it, whatever `for` says: a
 #: shell that loops for a few seconds (a script's `for` over files) is not a stray schedule
 #: (a loop naming a missing path, `dead-target`, fires at once)
 LOOP_SETTLE_S = 60.0
-#: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
-#: parts of the samples' span, not in one burst
-DISK_TREND_PARTS = 3
 
 
 @dataclass(frozen=True)
@@ -163,9 +159,12 @@ class AlertEngine:
 
     def add_disk_sample(self, host: str, path: str, t: float, used: int, free: int) -> None:
         """Feed one disk sample (history preloads the window this way)."""
-        q = self.m.disk.setdefault(f"{host}|{path}", deque(maxlen=4096))
-        if not q or t > q[-1][0]:
-            q.append((t, used, free))
+        add_disk_sample(self.m, host, path, t, used, free)
+
+    def disk_eta(self, host: str, path: str) -> float | None:
+        """Seconds until the disk behind `path` is full at the rate over the window, or None
+        (`disk_alerts.disk_eta`)."""
+        return disk_eta(self.m, self.config, host, path)
 
     # -- one poll ----------------------------------------------------------------------------
     def evaluate(
@@ -206,12 +205,12 @@ class AlertEngine:
                     )
                 continue
             self.m.down_since.pop(h.name, None)
-            self._runs(h, hold)
+            judge_training(h, hold, self.config)
             judge_runs(self.m, self.config, h, now, hold)
-            self._disks(h, now, hold)
-            self._gpus(h, now, hold)
+            judge_disks(self.m, self.config, h, now, hold)
+            judge_holders(self.m, self.config, h, now, hold)
             judge_gpus(h, now, hold, self.config)
-            self._seats(h, now, checks or {}, hold)
+            judge_seats(self.m, self.config, h, now, checks or {}, hold)
             judge_strays(self.m, self.config, h, now, hold, self._settle, LOOP_SETTLE_S)
         return self._transitions(conds, blind, now)
 
@@ -241,184 +240,6 @@ class AlertEngine:
             self.m.resolved.append(r)
             out.append(r)
         return out
-
-    # -- the rules -----------------------------------------------------------------------------
-    def _runs(self, h: HostSnapshot, hold) -> None:
-        for r in h.runs:
-            subj = r.path
-            if r.state == "stalled":
-                hold(
-                    "run-stalled",
-                    h.name,
-                    subj,
-                    r.last_update or h.time,
-                    f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}",
-                )
-            if r.reason and NONFINITE.search(r.reason):
-                hold(
-                    "loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}"
-                )
-            losses = [v for _, v in r.losses]
-            if len(losses) >= 6:
-                base = statistics.median(losses[-21:-1])
-                if base > 0 and losses[-1] > self.config.loss_spike_factor * base:
-                    hold(
-                        "loss-spike",
-                        h.name,
-                        subj,
-                        h.time,
-                        f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
-                        f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before",
-                    )
-            ev = r.eval_losses
-            if len(ev) >= 3 and ev[-3][1] < ev[-2][1] < ev[-1][1]:
-                hold(
-                    "overfitting",
-                    h.name,
-                    subj,
-                    h.time,
-                    f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
-                    f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
-                    f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
-                    f"{min(ev, key=lambda x: x[1])[0]}",
-                )
-
-    def _disks(self, h: HostSnapshot, now: float, hold) -> None:
-        seen = set()
-        for d in h.disks:
-            if d.error or not d.total_bytes or d.mount in seen:
-                continue
-            seen.add(d.mount)
-            self.add_disk_sample(h.name, d.path, h.time or now, d.used_bytes, d.free_bytes)
-            eta = self.disk_eta(h.name, d.path)
-            if eta is not None and eta < self.config.disk_full_hours * 3600:
-                hold(
-                    "disk-full-eta",
-                    h.name,
-                    d.path,
-                    now,
-                    f"{d.path} on {h.name} ({d.mount}) fills in about {units.ago(eta)} at the current rate "
-                    f"({units.size(d.free_bytes)} free)",
-                )
-
-    def disk_eta(self, host: str, path: str) -> float | None:
-        """Seconds until the disk behind `path` is full at the rate over the window, or None
-        when it is not filling steadily: the samples must span `disk_rate_min_span` and used
-        space must have grown in each of DISK_TREND_PARTS equal parts of their span (a burst of
-        writes in one part, then quiet, is no trend)."""
-        q = self.m.disk.get(f"{host}|{path}")
-        if not q or len(q) < 2:
-            return None
-        t_last = q[-1][0]
-        while len(q) > 2 and q[0][0] < t_last - self.config.disk_rate_window:
-            q.popleft()
-        (t0, u0, _), (t1, u1, free) = q[0], q[-1]
-        span = t1 - t0
-        if span < self.config.disk_rate_min_span or u1 <= u0:
-            return None
-        marks, i = [u0], 0
-        for part in range(1, DISK_TREND_PARTS):
-            edge = t0 + span * part / DISK_TREND_PARTS
-            while i + 1 < len(q) and q[i + 1][0] <= edge:
-                i += 1
-            marks.append(q[i][1])  # used at the last sample at or before the edge
-        marks.append(u1)
-        if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
-            return None
-        return free / ((u1 - u0) / span)
-
-    def _gpus(self, h: HostSnapshot, now: float, hold) -> None:
-        seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
-        seat_pids = set().union(*(p for _, p in seats)) if seats else set()
-        run_pids = {r.pid for r in h.runs if r.pid}
-        floor = self.config.gpu_headroom_floor_gib * 1024
-        idle_floor = self.config.idle_holder_gib * 1024
-        watched = self.m.idle_since
-        for g in h.gpus:
-            if g.lost is not None:  # no figure of a lost card is known: gpu-lost says so
-                continue
-            held = sum(p.used_mib for p in g.processes)
-            free = g.memory_total_mib - max(g.memory_used_mib, held)
-            if seats and not g.unified_memory and free < floor:
-                shares = [
-                    (s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats
-                ]
-                on_card = [(s, m) for s, m in shares if m]
-                if on_card:
-                    hold(
-                        "gpu-headroom",
-                        h.name,
-                        f"GPU{g.index}",
-                        now,
-                        f"GPU{g.index} on {h.name} has {free / 1024:.1f} GiB free, under the "
-                        f"{self.config.gpu_headroom_floor_gib:g} GiB floor (seats: "
-                        + ", ".join(f"{s.name} {m / 1024:.1f} GiB" for s, m in on_card)
-                        + ")",
-                    )
-            idle = g.utilization_pct is not None and g.utilization_pct <= self.config.idle_util_pct
-            for p in g.processes:
-                if (
-                    not idle
-                    or p.used_mib <= idle_floor
-                    or p.pid in seat_pids
-                    or p.pid in run_pids
-                    or "fleetdeck train" in p.command
-                ):
-                    if watched:
-                        watched.pop(f"{h.name}|{g.index}|{p.pid}|{p.command}", None)
-                    continue
-                key = f"{h.name}|{g.index}|{p.pid}|{p.command}"
-                since = watched.setdefault(key, h.time or now)
-                if now - since >= self.config.idle_holder_minutes * 60:
-                    hold(
-                        "idle-holder",
-                        h.name,
-                        f"pid {p.pid}",
-                        since,
-                        f"pid {p.pid} ({p.user}: {p.command[:80]}) holds {p.used_mib / 1024:.1f} GiB on "
-                        f"GPU{g.index} of {h.name}, idle for {units.ago(now - since)}; it is neither a seat nor a run",
-                    )
-        if watched:  # a holder that went away starts from zero if it comes back
-            alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
-            for key in [k for k in watched if k.startswith(h.name + "|") and k not in alive]:
-                del watched[key]
-
-    def _seats(self, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold) -> None:
-        for s in h.seats or ():
-            prev = self.m.restarts.get(s.key)
-            cur = (s.restarts, bool(s.oom_killed))
-            self.m.restarts[s.key] = cur
-            if prev is not None:
-                grew = s.restarts is not None and prev[0] is not None and s.restarts > prev[0]
-                oom = cur[1] and not prev[1]
-                if grew or oom:
-                    what = []
-                    if grew:
-                        what.append(
-                            f"restarted {s.restarts - prev[0]} time(s) (RestartCount {s.restarts})"
-                        )
-                    if oom:
-                        what.append("was OOM-killed")
-                    self.m.events[s.key] = (
-                        now,
-                        f"seat {s.name} on {h.name} "
-                        + " and ".join(what)
-                        + f" at {time.strftime('%H:%M:%S', time.localtime(now))}",
-                    )
-            ev = self.m.events.get(s.key)
-            if ev and now - ev[0] < self.config.event_hold_minutes * 60:
-                hold("seat-restart", h.name, s.name, ev[0], ev[1])
-            elif ev:
-                del self.m.events[s.key]
-        for key, c in checks.items():
-            if key.startswith(h.name + ":") and c is not None and not c.sound:
-                hold(
-                    "seat-check",
-                    h.name,
-                    f"port {c.port}",
-                    getattr(c, "checked_at", 0) or now,
-                    f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}",
-                )
 
     # -- saving ------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -537,28 +358,6 @@ def severity_counts(alerts) -> dict[str, int]:
     return out
 
 
-def engine_path() -> Path:
-    """Where `watch` keeps the engine's state between polls and restarts."""
-    return statedir.state_dir() / "alerts.json"
-
-
-def load_engine(config: AlertConfig | None = None) -> AlertEngine:
-    """An engine carrying on from the saved state (a fresh one when there is none; entries that
-    do not load are skipped, the file is left as it is)."""
-    e = AlertEngine(config)
-    doc, _warnings = st.read_doc(engine_path(), move=False)
-    e.load_state(doc)
-    return e
-
-
-def save_engine(engine: AlertEngine) -> None:
-    """Save the engine's state atomically (write, then rename)."""
-    path = engine_path()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(engine.to_state()), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # delivery lives in `deliver.py` (hook argv, webhook body: `payloads.py`; outbox: `delivery_queue.py`)
 __all__ = [
     "Alert",
@@ -570,9 +369,6 @@ __all__ = [
     "SEVERITY_DEFAULTS",
     "alert_from_json",
     "by_severity",
-    "engine_path",
     "severity_counts",
-    "load_engine",
     "parse_alerts",
-    "save_engine",
 ]

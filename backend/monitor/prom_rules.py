@@ -21,14 +21,14 @@ from typing import Any
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.alerts import NONFINITE
+from fleetdeck.backend.monitor.training_alerts import NONFINITE
 
 GIB = 2**30
 
 
 def run_figures(r: Any) -> tuple[float, float, float | None]:
     """The figures of one run that loss-nonfinite, overfitting and loss-spike read, as the
-    engine judges them (`alerts.AlertEngine._runs`): 1.0 when its reason names a NaN or infinite
+    engine judges them (`training_alerts.judge_training`): 1.0 when its reason names a NaN or infinite
     loss; how many consecutive evals, newest back, the eval loss rose at (two is overfitting);
     the last loss over the median of the up to 20 before it (None under 6 losses or a median
     that is not above 0)."""

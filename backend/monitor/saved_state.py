@@ -1,6 +1,7 @@
 """The monitor's saved state: `alerts.json` (the alert engine's state, naming the last outbox
-journal entry it covers) written atomically after every cycle and delivery (`SavedState`), and
-the outbox read back from the journal and that file when `watch` starts (`open_outbox`).
+journal entry it covers; `engine_path`) written atomically after every cycle and delivery
+(`SavedState`), and the outbox read back from the journal and that file when `watch` starts
+(`open_outbox`). `load_engine` and `save_engine` read and write the engine's state alone.
 """
 
 from __future__ import annotations
@@ -8,14 +9,38 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
-from fleetdeck.backend.monitor.alerts import AlertConfig, engine_path
+from fleetdeck.backend.monitor.alerts import AlertConfig, AlertEngine
 from fleetdeck.backend.monitor.deliver import Deliverer
 from fleetdeck.backend.monitor.deliver import options as deliver_options
 from fleetdeck.backend.monitor.outbox import Journal, outbox_path
+
+
+def engine_path() -> Path:
+    """Where `watch` keeps the engine's state between polls and restarts."""
+    return statedir.state_dir() / "alerts.json"
+
+
+def load_engine(config: AlertConfig | None = None) -> AlertEngine:
+    """An engine carrying on from the saved state (a fresh one when there is none; entries that
+    do not load are skipped, the file is left as it is)."""
+    e = AlertEngine(config)
+    doc, _warnings = st.read_doc(engine_path(), move=False)
+    e.load_state(doc)
+    return e
+
+
+def save_engine(engine: AlertEngine) -> None:
+    """Save the engine's state atomically (write, then rename)."""
+    path = engine_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(engine.to_state()), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def open_outbox(
@@ -95,4 +120,4 @@ class SavedState:
         return True
 
 
-__all__ = ["SavedState", "open_outbox"]
+__all__ = ["SavedState", "engine_path", "load_engine", "open_outbox", "save_engine"]

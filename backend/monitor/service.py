@@ -43,10 +43,10 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_starts import carry_since
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, engine_path
+from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
-from fleetdeck.backend.monitor.saved_state import SavedState, open_outbox
+from fleetdeck.backend.monitor.saved_state import SavedState, engine_path, open_outbox
 from fleetdeck.backend.monitor.seat_rounds import SeatRounds
 from fleetdeck.backend.monitor.seats import SeatCheck, recorded_checks
 
