@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from fleetdeck.backend.fleet.acks import load_acks
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.bundle import bundle
@@ -17,7 +18,6 @@ from fleetdeck.backend.fleet.link.channel import (
 )
 from fleetdeck.backend.fleet.link.ssh import HostLink, sudo_error
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib.text import shown
