@@ -44,7 +44,7 @@ from typing import Any
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.deliver import json_safe
-from fleetdeck.backend.monitor.export import label
+from fleetdeck.backend.monitor.prom_values import label
 
 RESEND_S = 60.0
 ENDS_AFTER = 4 * RESEND_S
