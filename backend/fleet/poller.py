@@ -16,7 +16,8 @@ from fleetdeck.backend.fleet.link.channel import (
     ShellOutputError,
     TooDeep,
 )
-from fleetdeck.backend.fleet.link.ssh import HostLink, sudo_error
+from fleetdeck.backend.fleet.link.helper_errors import sudo_error
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.validate import host_from_probe
