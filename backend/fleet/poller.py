@@ -68,7 +68,7 @@ class Poller:
 
     A host that fails becomes `HostSnapshot(reachable=False, error=..., error_code=...)`; it
     never delays or breaks the others beyond its own connect / command timeout. A probe that
-    does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
+    does not answer in time is closed, and with its channel it dies on the host (boot.WATCHDOG).
     """
 
     def __init__(

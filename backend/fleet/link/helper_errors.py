@@ -3,10 +3,40 @@ reports them with: no sudo on the host, sudo asking for a password, a channel cl
 
 from __future__ import annotations
 
+import re
+
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
-from fleetdeck.backend.fleet.link.channel import HelperProcess, sudo_missing, sudo_refused
+from fleetdeck.backend.fleet.link.channel import HelperProcess
 from fleetdeck.backend.host.lib.text import shown
+
+#: what a host's sudo says when `sudo -n` would need a password
+SUDO_PASSWORD = ("a password is required", "a terminal is required")
+
+
+def sudo_refused(stderr: str) -> bool:
+    """True when a helper's stderr is sudo refusing to run it without a password."""
+    low = stderr.lower()
+    return "sudo" in low and any(s in low for s in SUDO_PASSWORD)
+
+
+# what a login shell says when it finds no `sudo` to run (bash, dash, zsh, env): sudo's own
+# "sudo: python3: command not found" (sudo ran, the helper's python is missing) is not one
+_NO_SUDO = re.compile(
+    r"(?:^|[\s:'])sudo'?: (?:command )?not found|command not found: sudo\b|"
+    r"(?:^|[\s:'])sudo'?: no such file or directory",
+    re.I | re.M,
+)
+
+
+def sudo_missing(stderr: str) -> str | None:
+    """The line of a helper's stderr that says the host's shell found no sudo to run it with
+    (`bash: line 1: sudo: command not found`), or None."""
+    for line in stderr.splitlines():
+        if _NO_SUDO.search(line):
+            return line.strip()
+    return None
+
 
 SUDO_SENTENCE = (
     'sudo asks for a password (become = "sudo" runs helpers with sudo -n): give {user} a '
@@ -54,4 +84,12 @@ async def ended_error(
     return HostError(host.name, f"the {what} ended before it answered: {why}", "helper")
 
 
-__all__ = ["SUDO_MISSING", "SUDO_SENTENCE", "ended_error", "sudo_error"]
+__all__ = [
+    "SUDO_MISSING",
+    "SUDO_PASSWORD",
+    "SUDO_SENTENCE",
+    "ended_error",
+    "sudo_error",
+    "sudo_missing",
+    "sudo_refused",
+]

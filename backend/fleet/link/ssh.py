@@ -19,6 +19,7 @@ import asyncssh
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.fleet.link import localproc
+from fleetdeck.backend.fleet.link.boot import helper_argv, helper_stdin, payload_stdin
 from fleetdeck.backend.fleet.link.bundle import payload_for
 from fleetdeck.backend.fleet.link.channel import (
     ANSWER_LIMIT,
@@ -27,12 +28,9 @@ from fleetdeck.backend.fleet.link.channel import (
     HelperProcess,
     TooDeep,
     bounded_text,
-    helper_argv,
-    helper_stdin,
     is_missing,
     loads,
     noise_text,
-    payload_stdin,
 )
 from fleetdeck.backend.fleet.link.command import CommandResult, exchange, run_local
 from fleetdeck.backend.fleet.link.connect import (
@@ -94,7 +92,7 @@ class HostLink(Connector):
                 await chan.wait_closed()
         except TimeoutError:
             if chan is not None:
-                chan.close()  # the channel goes, and a tied helper with it (WATCHDOG)
+                chan.close()  # the channel goes, and a tied helper with it (boot.WATCHDOG)
             else:
                 self.drop()  # not even a channel in that time: the connection is dead
             raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
