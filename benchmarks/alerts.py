@@ -26,8 +26,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.fleet.schedule_verdict import Acks, mark_stray
+from fleetdeck.backend.fleet.schedule_verdict import mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.monitor.alerts import AlertEngine
 from fleetdeck.backend.monitor.history import History

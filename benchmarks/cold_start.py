@@ -114,7 +114,7 @@ def status(fleet_file: Path, env: dict, legacy: bool = False) -> None:
 
 def host_cpu(cache: Path, runs: int) -> dict[str, dict[str, float]]:
     """Median CPU (user + system, ms) of one probe start on this machine, per way of sending it."""
-    from fleetdeck.backend.fleet.link import channel as helpers
+    from fleetdeck.backend.fleet.link import boot as helpers
 
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     python = shutil.which("python3") or sys.executable

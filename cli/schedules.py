@@ -20,7 +20,7 @@ from fleetdeck.backend.actions.schedules import (
     describe_removal,
     remove_schedule,
 )
-from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet import acks, schedule_verdict
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, Schedule, schedule_json, unreachable_json
@@ -372,9 +372,9 @@ def cmd_ack(args: argparse.Namespace) -> int:
                 "--host NAME, or cover every host with --all-hosts; nothing was acknowledged",
             )
     if args.all_hosts:
-        schedule_verdict.acknowledge(everywhere=ids)
+        acks.acknowledge(everywhere=ids)
     else:
-        schedule_verdict.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
+        acks.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
     acked_on = sorted({h for i in ids for h in where[i]})
     audit.audit(
         "schedule-ack",
@@ -424,7 +424,7 @@ def _ack_all(args: argparse.Namespace) -> int:
         }
     )
     if pairs:
-        schedule_verdict.acknowledge(on_host=pairs)
+        acks.acknowledge(on_host=pairs)
     audit.audit(
         "schedule-ack",
         ", ".join(wanted),

@@ -17,7 +17,8 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.channel import ANSWER_LIMIT
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.validate import MAX_ITEMS, host_from_probe
+from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.fleet.validate_fields import MAX_ITEMS
 
 from sshfleet import _descendants
 

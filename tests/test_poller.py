@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.config import load_fleet, parse_fleet
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 from fleetdeck.backend.fleet.poller import Poller, poll_fleet
-from fleetdeck.backend.fleet.schedule_verdict import Acks, mark_stray
+from fleetdeck.backend.fleet.schedule_verdict import mark_stray
 
 pytestmark = pytest.mark.sshd
 

@@ -168,7 +168,7 @@ def test_gpu_health_families_one_per_figure_in_base_units_and_none_is_no_sample(
     second); what the driver does not report is no sample, never 0; a card that reports
     nothing leaves every health family empty."""
     from fleetdeck.backend.fleet.models import GpuEcc, GpuPcie, Xid
-    from fleetdeck.backend.monitor.export import GPU_FIGURES, GPU_LABELLED
+    from fleetdeck.backend.monitor.prom_gpu import GPU_FIGURES, GPU_LABELLED
 
     c, url = served
     g = Gpu(
@@ -277,10 +277,10 @@ def test_gpu_health_families_one_per_figure_in_base_units_and_none_is_no_sample(
 
 def test_docs_name_every_gpu_family_beside_dcgm_exporters_field():
     """docs/probe.md ("In /metrics") has a row for each GPU health family, naming on the same
-    row the dcgm-exporter field(s) export.py says measure the same figure."""
+    row the dcgm-exporter field(s) prom_gpu.py says measure the same figure."""
     from pathlib import Path
 
-    from fleetdeck.backend.monitor.export import GPU_FIGURES, GPU_LABELLED
+    from fleetdeck.backend.monitor.prom_gpu import GPU_FIGURES, GPU_LABELLED
 
     doc = (Path(__file__).parent.parent / "docs" / "probe.md").read_text()
     section = doc[doc.index("### In /metrics") : doc.index("### The rules on them")]

@@ -486,7 +486,7 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
     import tempfile
 
     from fleetdeck.backend.actions.purge import HELPER
-    from fleetdeck.backend.fleet.link.channel import BOOT, helper_stdin
+    from fleetdeck.backend.fleet.link.boot import BOOT, helper_stdin
 
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
         pytest.skip("needs root, setpriv and /usr/bin/python3")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_schedules_cli import install_crontab, local_fleet, root_crontab, run_cli  # noqa: F401
 
-from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet import acks, schedule_verdict
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 
 needs_crontab = pytest.mark.skipif(
@@ -44,13 +44,13 @@ def test_ten_parallel_ack_processes_keep_all_ten(root_crontab, tmp_path, capsys)
     for p in procs:
         o, e = p.communicate(timeout=300)
         assert p.returncode == 0, e.decode()
-    stored = schedule_verdict.load_acks()
+    stored = acks.load_acks()
     assert all(stored.covers("local", i) for i in ids), stored
 
 
 def _ack_many(base: str, n: int) -> None:
     for k in range(n):
-        schedule_verdict.acknowledge(on_host=[("h", f"{base}-{k}")])
+        acks.acknowledge(on_host=[("h", f"{base}-{k}")])
 
 
 def test_concurrent_acknowledge_calls_lose_nothing():
@@ -64,19 +64,17 @@ def test_concurrent_acknowledge_calls_lose_nothing():
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    stored = schedule_verdict.load_acks()
+    stored = acks.load_acks()
     assert len(stored.on_host) == 300
-    assert not list(Path(schedule_verdict.acks_path()).parent.glob(".acknowledged.json.*.tmp"))
+    assert not list(Path(acks.acks_path()).parent.glob(".acknowledged.json.*.tmp"))
 
 
 def test_old_acknowledgement_files_still_count_on_every_host():
-    schedule_verdict.acks_path().write_text(json.dumps({"ids": ["c-1"]}))
-    got = schedule_verdict.load_acks()
+    acks.acks_path().write_text(json.dumps({"ids": ["c-1"]}))
+    got = acks.load_acks()
     assert got.covers("any-host", "c-1") and not got.covers("any-host", "c-2")
-    schedule_verdict.acknowledge(on_host=[("h2", "c-2")])
-    assert schedule_verdict.load_acks().covers("x", "c-1") and schedule_verdict.load_acks().covers(
-        "h2", "c-2"
-    )
+    acks.acknowledge(on_host=[("h2", "c-2")])
+    assert acks.load_acks().covers("x", "c-1") and acks.load_acks().covers("h2", "c-2")
 
 
 def test_verdict_acknowledged_clears_duplicate_and_system_is_never_stray():
@@ -109,7 +107,7 @@ def test_verdict_acknowledged_clears_duplicate_and_system_is_never_stray():
             sched("c-4", "b", "run-parts /etc/cron.daily"),
         ),
     )
-    got = schedule_verdict.Acks(on_host=frozenset({("a", "c-1"), ("a", "c-2")}))
+    got = acks.Acks(on_host=frozenset({("a", "c-1"), ("a", "c-2")}))
     out = {(s.host, s.id): s for h in schedule_verdict.mark_stray([a, b], got) for s in h.schedules}
     assert (
         out["a", "c-1"].reasons == () and not out["a", "c-1"].stray
@@ -128,9 +126,7 @@ def test_verdict_acknowledged_clears_duplicate_and_system_is_never_stray():
     )
     everywhere = {
         (s.host, s.id): s
-        for h in schedule_verdict.mark_stray(
-            [a, b], schedule_verdict.Acks(everywhere=frozenset({"c-1"}))
-        )
+        for h in schedule_verdict.mark_stray([a, b], acks.Acks(everywhere=frozenset({"c-1"})))
         for s in h.schedules
     }
     assert not everywhere["a", "c-1"].stray and not everywhere["b", "c-1"].stray
@@ -166,7 +162,7 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(
 
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid], capsys)
     assert rc == 1 and "h1, h2" in err and "--all-hosts" in err and "Traceback" not in err
-    assert schedule_verdict.load_acks() == schedule_verdict.Acks()
+    assert acks.load_acks() == acks.Acks()
 
     rc, _, err = run_cli(["--hosts", hosts, "schedules", "ack", sid, "--host", "h1"], capsys)
     assert rc == 0, err
@@ -178,7 +174,7 @@ def test_verdict_is_fleet_wide_and_ack_per_host_or_all_hosts(
     assert rc == 0, err
     now = entries()
     assert not now["h1"]["stray"] and not now["h2"]["stray"]
-    assert schedule_verdict.load_acks().covers("h3", sid)  # a host added later is covered too
+    assert acks.load_acks().covers("h3", sid)  # a host added later is covered too
 
 
 def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_full_id():
@@ -198,14 +194,14 @@ def test_a_legacy_id_covers_the_one_schedule_it_starts_and_is_rewritten_to_the_f
 
     key = ("crontab", "u", "crontab -l", "37 * * * *", "check on the run")
     wide, old = schedule_id("c-", *key), legacy_sid("c-", *key)
-    assert len(wide) == 34 and wide.startswith(old) and schedule_verdict.LEGACY_ID.match(old)
-    schedule_verdict.acks_path().write_text(
+    assert len(wide) == 34 and wide.startswith(old) and acks.LEGACY_ID.match(old)
+    acks.acks_path().write_text(
         json.dumps({"ids": [], "hosts": {"a": [old]}})
     )  # a file from before
     host = HostSnapshot(name="a", reachable=True, schedules=(sched(wide, "check on the run"),))
     (got,) = schedule_verdict.mark_stray([host])
     assert not got.schedules[0].stray
-    assert json.loads(schedule_verdict.acks_path().read_text())["hosts"] == {"a": [wide]}, (
+    assert json.loads(acks.acks_path().read_text())["hosts"] == {"a": [wide]}, (
         "migrated on first use"
     )
     # from now on only the full id silences it: a schedule made to share the 40-bit start does not
@@ -231,7 +227,7 @@ def test_a_legacy_id_covers_one_schedule_it_starts_and_neither_of_two():
         )
         for i in (wide, twin)
     )
-    legacy = schedule_verdict.Acks(everywhere=frozenset({"c-0123456789"}))
+    legacy = acks.Acks(everywhere=frozenset({"c-0123456789"}))
     (one,) = schedule_verdict.mark_stray(
         [HostSnapshot(name="a", reachable=True, schedules=scheds[:1])], legacy
     )
@@ -240,9 +236,7 @@ def test_a_legacy_id_covers_one_schedule_it_starts_and_neither_of_two():
         [HostSnapshot(name="a", reachable=True, schedules=scheds)], legacy
     )
     assert all(s.stray and "unacknowledged" in s.reasons for s in got.schedules)
-    assert not schedule_verdict.acks_path().exists(), (
-        "an Acks given by the caller is never written back"
-    )
+    assert not acks.acks_path().exists(), "an Acks given by the caller is never written back"
 
 
 @needs_crontab
@@ -265,11 +259,9 @@ def test_an_acknowledgement_file_from_before_wide_ids_still_silences_its_crontab
     first = entry()
     sid = first["id"]
     assert first["stray"] and len(sid) == 34
-    schedule_verdict.acks_path().write_text(
-        json.dumps({"ids": [sid[:12]]})
-    )  # what an older fleetdeck stored
+    acks.acks_path().write_text(json.dumps({"ids": [sid[:12]]}))  # what an older fleetdeck stored
     assert not entry()["stray"]
-    assert json.loads(schedule_verdict.acks_path().read_text())["ids"] == [sid]
+    assert json.loads(acks.acks_path().read_text())["ids"] == [sid]
     rc, _, err = run_cli(
         ["--hosts", hosts, "schedules", "ack", sid], capsys
     )  # the wide id is taken

@@ -11,7 +11,7 @@ import pytest
 from test_schedules_remove import install_crontab, read_crontab, root_crontab  # noqa: F401
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet import acks
 
 from sshfleet import free_port
 
@@ -80,7 +80,7 @@ def test_listing_ack_persists_and_clears_unacknowledged(crontab, tmp_path, capsy
 
     rc, out, err = run_cli(["--hosts", hosts, "schedules", "ack", s["id"]], capsys)
     assert rc == 0, err
-    assert schedule_verdict.load_acks().covers("local", s["id"])
+    assert acks.load_acks().covers("local", s["id"])
     # a separate invocation reads the acknowledgement back from the state dir
     rc, out, _ = run_cli(["--hosts", hosts, "schedules", "--json"], capsys)
     again = listed(out)
@@ -104,7 +104,7 @@ def test_ack_of_an_unknown_id_is_refused_and_nothing_stored(crontab, tmp_path, c
     )
     assert rc == 1
     assert "-no-such $(id)" in err and "nothing was acknowledged" in err and "Traceback" not in err
-    assert schedule_verdict.load_acks() == schedule_verdict.Acks()
+    assert acks.load_acks() == acks.Acks()
     assert audit.read_audit()[-1]["result"] == "refused"
 
 

@@ -9,7 +9,7 @@ import pytest
 from rich.text import Text
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet import acks
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.validate import fleet_from_json
@@ -161,7 +161,7 @@ async def test_schedules_view_stray_first_and_acknowledge():
         table.move_cursor(row=table.get_row_index("ana-ml2/loop-9c1e55aa"))
         await pilot.press("a")
         await pilot.pause()
-        assert schedule_verdict.load_acks().covers("ana-ml2", "loop-9c1e55aa")
+        assert acks.load_acks().covers("ana-ml2", "loop-9c1e55aa")
         rec = audit.read_audit()[-1]
         assert rec["action"] == "schedule-ack" and rec["ids"] == ["loop-9c1e55aa"]
 

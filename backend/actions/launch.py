@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 from fleetdeck.backend.actions.audit import audit
 from fleetdeck.backend.fleet.config import ConfigError, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.boot import BOOT
 from fleetdeck.backend.fleet.link.bundle import bundle
-from fleetdeck.backend.fleet.link.channel import BOOT
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.fleet.poller import probe_request, probe_source

@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from fleetdeck.backend.fleet.acks import load_acks
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.bundle import bundle
@@ -15,9 +16,9 @@ from fleetdeck.backend.fleet.link.channel import (
     ShellOutputError,
     TooDeep,
 )
-from fleetdeck.backend.fleet.link.ssh import HostLink, sudo_error
+from fleetdeck.backend.fleet.link.helper_errors import sudo_error
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.fleet.schedule_verdict import load_acks
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib.text import shown
@@ -67,7 +68,7 @@ class Poller:
 
     A host that fails becomes `HostSnapshot(reachable=False, error=..., error_code=...)`; it
     never delays or breaks the others beyond its own connect / command timeout. A probe that
-    does not answer in time is closed, and with its channel it dies on the host (helpers.WATCHDOG).
+    does not answer in time is closed, and with its channel it dies on the host (boot.WATCHDOG).
     """
 
     def __init__(

@@ -8,7 +8,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.fleet.validate import checked_series
+from fleetdeck.backend.fleet.validate_fields import checked_series
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
 

@@ -19,10 +19,12 @@ so Alertmanager's grouping, silences, inhibition and receivers take over from th
   `BODY_LIMIT` bytes of its body); at most `BATCH` alerts go in one request; at most
   `MAX_RESOLVES` resolves wait per Alertmanager (past that the oldest is left to Alertmanager's
   own `endsAt`, with a warning).
-- **Hostile text.** Label values pass through `export.label`, the rule `/metrics` labels
+- **Hostile text.** Label values pass through `prom_values.label`, the rule `/metrics` labels
   follow (printable, at most 512 characters, a longer one cut with a hash of the whole), so a
   silence matches what a scrape shows; annotations are made printable as `shown` writes them
   (backslashes and line breaks kept), valid UTF-8 and cut at `TEXT_MAX` characters.
+
+The alert's form is `am_format.py`; the bounded request, `am_post.py`.
 """
 
 from __future__ import annotations
@@ -32,29 +34,21 @@ import contextlib
 import json
 import math
 import os
-import ssl
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.export import label
-from fleetdeck.backend.monitor.payloads import json_safe
+from fleetdeck.backend.monitor.am_format import RESEND_S, am_alert, saved_key
+from fleetdeck.backend.monitor.am_post import post_json
 
-RESEND_S = 60.0
-ENDS_AFTER = 4 * RESEND_S
 RETRY_FIRST = 2.0
 RETRY_CAP = 30.0
 TIMEOUT = 10.0
 BATCH = 64
-TEXT_MAX = 2048
-HEAD_LIMIT = 64 * 1024
-BODY_LIMIT = 4096
 MAX_RESOLVES = 10_000
 #: the saved resolves are read only up to this size (a larger file is set aside, with a warning)
 STATE_LIMIT = 64 * 2**20
@@ -63,43 +57,6 @@ STATE_LIMIT = 64 * 2**20
 def state_path() -> Path:
     """Where the resolves not yet taken by every Alertmanager are kept between runs."""
     return statedir.state_dir() / "alertmanager.json"
-
-
-def stamp(t: float) -> str:
-    """A time as Alertmanager's API writes it (RFC 3339, UTC, milliseconds)."""
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _sentence(v: Any, limit: int) -> str:
-    # what `shown` escapes, except backslashes and line breaks (a sentence fleetdeck composed
-    # already holds its host parts as `shown` wrote them; the dashboard's `said` is this rule)
-    text = str(json_safe("" if v is None else v))
-    if not text.isprintable():
-        text = "".join(ch if ch in "\\\n" else shown(ch) for ch in text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def am_alert(a: Any, start: float | None, end: float | None, now: float) -> dict[str, Any]:
-    """One alert as Alertmanager's v2 API takes it. `start`: when it started firing (a time
-    that is not a finite one in the past is left to Alertmanager); `end`: when it resolved,
-    None while it fires."""
-    labels = {
-        "alertname": label(a.rule),
-        "host": label(a.host),
-        "subject": label(a.subject),
-        "severity": label(getattr(a, "severity", "") or "warning"),
-    }
-    out: dict[str, Any] = {
-        "labels": {k: v for k, v in labels.items() if v},  # an empty value is no label
-        "annotations": {
-            "summary": _sentence(a.title, 1024),
-            "description": _sentence(a.text, TEXT_MAX),
-        },
-        "endsAt": stamp(now + ENDS_AFTER if end is None else end),
-    }
-    if isinstance(start, (int, float)) and math.isfinite(start) and 0 < start <= (end or now):
-        out["startsAt"] = stamp(start)
-    return out
 
 
 @dataclass
@@ -340,93 +297,8 @@ class AlertmanagerSink:
             )
 
 
-def saved_key(d: Any) -> str | None:
-    """The alert key of a saved resolve, or None when it is not one `am_alert` wrote."""
-    if not isinstance(d, dict) or set(d) - {"labels", "annotations", "startsAt", "endsAt"}:
-        return None
-    labels, notes = d.get("labels"), d.get("annotations")
-    for table in (labels, notes):
-        if not isinstance(table, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and len(v) <= 4 * TEXT_MAX
-            for k, v in table.items()
-        ):
-            return None
-    if not all(
-        isinstance(d.get(k, ""), str) and len(d.get(k, "")) <= 40 for k in ("startsAt", "endsAt")
-    ):
-        return None
-    if (
-        not isinstance(labels, dict)
-        or "alertname" not in labels
-        or "host" not in labels
-        or "endsAt" not in d
-    ):
-        return None
-    return f"{labels['alertname']}|{labels['host']}|{labels.get('subject', '')}"
-
-
-async def post_json(url: str, body: bytes, deadline: float) -> tuple[int, str]:
-    """POST `body` to `url` within `deadline` seconds: (HTTP status, a sentence saying what
-    came back); status 0 when no answer came (the sentence says why)."""
-    try:
-        async with asyncio.timeout(deadline):
-            return await _post(url, body)
-    except TimeoutError:
-        return 0, f"no answer within {deadline:g}s"
-    except asyncio.IncompleteReadError:
-        return 0, "the connection closed before a whole answer came"
-    except (OSError, ValueError, asyncio.LimitOverrunError, ssl.SSLError) as e:
-        return 0, shown(str(e) or type(e).__name__)[:300]
-
-
-async def _post(url: str, body: bytes) -> tuple[int, str]:
-    u = urllib.parse.urlsplit(url)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"not an http(s) URL: {url}")
-    port = u.port or (443 if u.scheme == "https" else 80)
-    ctx = ssl.create_default_context() if u.scheme == "https" else None
-    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
-    try:
-        host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
-        host += f":{u.port}" if u.port else ""
-        head = [
-            f"POST {u.path or '/'} HTTP/1.1",
-            f"Host: {host}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body)}",
-            "Connection: close",
-            "User-Agent: fleetdeck-watch",
-        ]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-        await writer.drain()
-        parts = (await reader.readuntil(b"\r\n")).decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ValueError("the answer is not HTTP")
-        size, length = 0, BODY_LIMIT
-        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-            size += len(line)
-            if size > HEAD_LIMIT:
-                raise ValueError("the answer's head is too large")
-            k, _, v = line.decode("latin-1").partition(":")
-            if k.strip().lower() == "content-length" and v.strip().isdigit():
-                length = min(BODY_LIMIT, int(v.strip()))
-        status = int(parts[1])
-        text = "" if 200 <= status < 300 else (await reader.read(length)).decode("utf-8", "replace")
-        return status, f"HTTP {status}" + (
-            f": {_sentence(text.strip(), 300)}" if text.strip() else ""
-        )
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 0.5)
-
-
 __all__ = [
     "AlertmanagerSink",
     "Target",
-    "am_alert",
-    "post_json",
-    "saved_key",
-    "stamp",
     "state_path",
 ]

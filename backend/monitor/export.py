@@ -5,26 +5,26 @@ name (`_bytes`, `_seconds`), and a `host` label on every per-host series. The co
 the watcher's latest snapshot at scrape time, so a run, seat or alert that went away is simply
 absent from the next scrape (no stale label sets to clean up).
 
-What a host says reaches the exposition through two rules: every label value through `label`,
-every sample value through `sample` (docs/probe.md, "Sinks"). A family is built by `_Family`,
-which applies both, so no series can skip them.
+What a host says reaches the exposition through two rules, `label` and `sample`
+(`prom_values.py`); every family here is a `prom_values.Family`, which applies both. The
+per-GPU health families are built in `prom_gpu.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.prom_gpu import GPU, gpu_families, gpu_health
 from fleetdeck.backend.monitor.prom_rules import run_figures
+from fleetdeck.backend.monitor.prom_values import Family, gauge, sample
 from fleetdeck.backend.monitor.seats import attribute_memory
 
 MIB = 2**20
@@ -58,318 +58,84 @@ class FleetCollector(Collector):
         yield from fleet_metrics(latest)
 
 
-#: the longest label value, in characters
-LABEL_MAX = 512
-
-
-def label(v: Any) -> str:
-    """Any host string as a label value: `shown` (printable UTF-8: a non-UTF-8 byte as `\\xNN`,
-    a control character as `\\x1b`, a backslash doubled), at most `LABEL_MAX` characters (a
-    longer one keeps its head and a hash of the whole, so two series stay two)."""
-    s = shown("" if v is None else v if isinstance(v, str) else str(v))
-    if len(s) > LABEL_MAX:
-        s = s[: LABEL_MAX - 17] + "..." + hashlib.sha256(s.encode()).hexdigest()[:14]
-    return s
-
-
-def sample(v: Any) -> float | None:
-    """Any host number as a sample value, or None (no sample): a float, NaN and the infinities
-    included (Prometheus carries them as `NaN`, `+Inf`, `-Inf`: a loss that went NaN is shown as
-    NaN); an integer past a float's range as the infinity of its sign; a non-number (None, a
-    string, a boolean) is no sample."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        return float(v)
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-class _Family(GaugeMetricFamily):
-    """A gauge whose every label value and sample value pass through `label` and `sample`."""
-
-    def add_metric(self, labels: Any, value: Any, timestamp: Any = None) -> None:
-        v = sample(value)
-        if v is not None:
-            super().add_metric([label(x) for x in labels], v, timestamp)
-
-    def add_labelled(self, labels: list[str], value: Any) -> None:
-        """As `add_metric`, the labels already passed through `label` (a card's, once for all
-        its families)."""
-        v = sample(value)
-        if v is not None:
-            GaugeMetricFamily.add_metric(self, labels, v)
-
-
-def _g(name: str, doc: str, labels: list[str]) -> _Family:
-    return _Family(f"fleetdeck_{name}", doc, labels=labels)
-
-
-#: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
-#: nested one; our name; help; the scale to base units; dcgm-exporter's field for the same
-#: figure, docs/probe.md ("In /metrics") lists them side by side)
-GPU_FIGURES = (
-    (
-        "memory_util_pct",
-        "gpu_memory_utilization_percent",
-        "memory controller busy",
-        1,
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-    ),
-    ("temperature_c", "gpu_temperature_celsius", "GPU temperature", 1, "DCGM_FI_DEV_GPU_TEMP"),
-    (
-        "temperature_slowdown_c",
-        "gpu_slowdown_temperature_celsius",
-        "temperature at which the GPU slows down",
-        1,
-        "DCGM_FI_DEV_SLOWDOWN_TEMP",
-    ),
-    (
-        "temperature_shutdown_c",
-        "gpu_shutdown_temperature_celsius",
-        "temperature at which the GPU shuts down",
-        1,
-        "DCGM_FI_DEV_SHUTDOWN_TEMP",
-    ),
-    ("power_w", "gpu_power_watts", "power draw", 1, "DCGM_FI_DEV_POWER_USAGE"),
-    (
-        "power_limit_w",
-        "gpu_power_limit_watts",
-        "enforced power limit",
-        1,
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-    ),
-    ("sm_clock_mhz", "gpu_sm_clock_hertz", "SM clock", 1e6, "DCGM_FI_DEV_SM_CLOCK"),
-    (
-        "sm_clock_max_mhz",
-        "gpu_sm_clock_max_hertz",
-        "SM clock's maximum",
-        1e6,
-        "DCGM_FI_DEV_MAX_SM_CLOCK",
-    ),
-    ("mem_clock_mhz", "gpu_memory_clock_hertz", "memory clock", 1e6, "DCGM_FI_DEV_MEM_CLOCK"),
-    (
-        "mem_clock_max_mhz",
-        "gpu_memory_clock_max_hertz",
-        "memory clock's maximum",
-        1e6,
-        "DCGM_FI_DEV_MAX_MEM_CLOCK",
-    ),
-    ("fan_pct", "gpu_fan_percent", "fan speed", 1, "DCGM_FI_DEV_FAN_SPEED"),
-    (
-        "pcie.gen",
-        "gpu_pcie_link_generation",
-        "PCIe link generation",
-        1,
-        "DCGM_FI_DEV_PCIE_LINK_GEN",
-    ),
-    (
-        "pcie.width",
-        "gpu_pcie_link_width",
-        "PCIe link width (lanes)",
-        1,
-        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
-    ),
-    (
-        "pcie.tx_bytes_s",
-        "gpu_pcie_tx_bytes_per_second",
-        "PCIe transmit throughput (a sample)",
-        1,
-        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
-    ),
-    (
-        "pcie.rx_bytes_s",
-        "gpu_pcie_rx_bytes_per_second",
-        "PCIe receive throughput (a sample)",
-        1,
-        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
-    ),
-    (
-        "ecc.pending_retirement",
-        "gpu_ecc_pending_retirement",
-        "1 when rows or pages wait for a reset",
-        1,
-        "DCGM_FI_DEV_ROW_REMAP_PENDING",
-    ),
-    (
-        "ecc.remap_failure",
-        "gpu_row_remap_failure",
-        "1 when a row remap failed",
-        1,
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-    ),
-    ("ecc.mode", "gpu_ecc_mode", "1 when ECC is enabled", 1, "DCGM_FI_DEV_ECC_CURRENT"),
-    (
-        "persistence_mode",
-        "gpu_persistence_mode",
-        "1 when persistence mode is on",
-        1,
-        "DCGM_FI_DEV_PERSISTENCE_MODE",
-    ),
-    ("mig_mode", "gpu_mig_mode", "1 when MIG is on", 1, "DCGM_FI_DEV_MIG_MODE"),
-)
-GPU = ["host", "gpu", "uuid"]
-#: the families with a label of their own: key -> (our name, help, extra label, dcgm-exporter's)
-GPU_LABELLED = {
-    "throttle": (
-        "gpu_throttle_reason",
-        "1 for each clock event (throttle) reason active",
-        "reason",
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    ),
-    "ecc_corrected": (
-        "gpu_ecc_corrected_errors",
-        "corrected ECC errors",
-        "counter",
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-    ),
-    "ecc_uncorrected": (
-        "gpu_ecc_uncorrected_errors",
-        "uncorrected ECC errors",
-        "counter",
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-    ),
-    "remapped": (
-        "gpu_remapped_rows",
-        "rows remapped",
-        "cause",
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-    ),
-    "xid": (
-        "gpu_xid_errors",
-        "Xid errors the probe read in the last hour",
-        "code",
-        "DCGM_FI_DEV_XID_ERRORS",
-    ),
-    "compute": (
-        "gpu_compute_mode",
-        "1 for the GPU's compute mode",
-        "mode",
-        "DCGM_FI_DEV_COMPUTE_MODE",
-    ),
-}
-
-
-def _gpu_families() -> dict[str, _Family]:
-    fams = {key: _g(name, doc, GPU) for key, name, doc, _scale, _dcgm in GPU_FIGURES}
-    fams.update(
-        {
-            key: _g(name, doc, [*GPU, extra])
-            for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()
-        }
-    )
-    return fams
-
-
-def _figure(g: Any, key: str) -> Any:
-    part, _, field = key.partition(".")
-    v = getattr(getattr(g, part), field) if field else getattr(g, part)
-    if isinstance(v, bool):
-        return 1.0 if v else 0.0
-    if key == "ecc.mode":
-        return None if v is None else 1.0 if v == "enabled" else 0.0
-    return v
-
-
-def _gpu_health(m: dict[str, Any], lab: list[str], g: Any) -> None:
-    ready = [label(x) for x in lab]  # the card's labels, made once for its thirty-odd series
-    for key, _name, _doc, scale, _dcgm in GPU_FIGURES:
-        v = sample(_figure(g, key))
-        m[key].add_labelled(ready, None if v is None else v * scale)
-    for r in g.throttle_reasons or ():
-        m["throttle"].add_labelled([*ready, label(r)], 1.0)
-    e = g.ecc
-    for counter, cor, unc in (
-        ("volatile", e.corrected, e.uncorrected),
-        ("aggregate", e.corrected_aggregate, e.uncorrected_aggregate),
-    ):
-        m["ecc_corrected"].add_labelled([*ready, counter], cor)
-        m["ecc_uncorrected"].add_labelled([*ready, counter], unc)
-    m["remapped"].add_labelled([*ready, "correctable"], e.remapped_correctable)
-    m["remapped"].add_labelled([*ready, "uncorrectable"], e.remapped_uncorrectable)
-    codes: dict[int, int] = {}
-    for x in g.xid or ():
-        codes[x.code] = codes.get(x.code, 0) + 1
-    for code, n in sorted(codes.items()):
-        m["xid"].add_labelled([*ready, str(code)], n)
-    if g.compute_mode is not None:
-        m["compute"].add_labelled([*ready, label(g.compute_mode)], 1.0)
-
-
 def fleet_metrics(latest: Latest) -> list[Metric]:
     """Every metric family for one poll (families are present even when empty)."""
     m = {
-        "up": _g("host_up", "1 when the host answered the last poll", ["host"]),
-        "lat": _g("host_latency_seconds", "round trip of the last poll", ["host"]),
-        "mem_used": _g("host_memory_used_bytes", "system memory in use", ["host"]),
-        "mem_total": _g("host_memory_total_bytes", "system memory", ["host"]),
-        "gpu_used": _g("gpu_memory_used_bytes", "GPU memory in use", ["host", "gpu", "uuid"]),
-        "gpu_total": _g("gpu_memory_total_bytes", "GPU memory", ["host", "gpu", "uuid"]),
-        "gpu_util": _g("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
-        "gpu_room": _g(
+        "up": gauge("host_up", "1 when the host answered the last poll", ["host"]),
+        "lat": gauge("host_latency_seconds", "round trip of the last poll", ["host"]),
+        "mem_used": gauge("host_memory_used_bytes", "system memory in use", ["host"]),
+        "mem_total": gauge("host_memory_total_bytes", "system memory", ["host"]),
+        "gpu_used": gauge("gpu_memory_used_bytes", "GPU memory in use", ["host", "gpu", "uuid"]),
+        "gpu_total": gauge("gpu_memory_total_bytes", "GPU memory", ["host", "gpu", "uuid"]),
+        "gpu_util": gauge("gpu_utilization_percent", "GPU utilisation", ["host", "gpu", "uuid"]),
+        "gpu_room": gauge(
             "gpu_headroom_bytes", "GPU memory not held by any process", ["host", "gpu", "uuid"]
         ),
-        "gpu_unified": _g(
+        "gpu_unified": gauge(
             "gpu_unified_memory", "1 when the GPU has no memory of its own (system memory)", GPU
         ),
-        "gpu_lost": _g(
+        "gpu_lost": gauge(
             "gpu_lost",
             "1 when the driver lost the GPU (NVML: GPU is lost); its figures have no sample",
             GPU,
         ),
-        **_gpu_families(),
-        "disk_free": _g(
+        **gpu_families(),
+        "disk_free": gauge(
             "disk_free_bytes", "free space behind a configured root", ["host", "path", "mount"]
         ),
-        "disk_size": _g(
+        "disk_size": gauge(
             "disk_size_bytes", "size of the filesystem behind a root", ["host", "path", "mount"]
         ),
-        "run_state": _g(
+        "run_state": gauge(
             "run_state", "1 for the run's current state", ["host", "run", "path", "state"]
         ),
-        "run_step": _g("run_step", "last logged step", ["host", "run", "path"]),
-        "run_max": _g("run_max_steps", "steps the run will take", ["host", "run", "path"]),
-        "run_loss": _g("run_loss", "last training loss", ["host", "run", "path"]),
-        "run_eval": _g("run_eval_loss", "last eval loss", ["host", "run", "path"]),
-        "run_eta": _g(
+        "run_step": gauge("run_step", "last logged step", ["host", "run", "path"]),
+        "run_max": gauge("run_max_steps", "steps the run will take", ["host", "run", "path"]),
+        "run_loss": gauge("run_loss", "last training loss", ["host", "run", "path"]),
+        "run_eval": gauge("run_eval_loss", "last eval loss", ["host", "run", "path"]),
+        "run_eta": gauge(
             "run_eta_seconds", "time left at the current step time", ["host", "run", "path"]
         ),
         # the verdicts' figures `fleetdeck rules --prometheus` reads (prom_rules.run_figures)
-        "run_nonfinite": _g(
+        "run_nonfinite": gauge(
             "run_loss_nonfinite",
             "1 when the run logged a NaN or infinite loss",
             ["host", "run", "path"],
         ),
-        "run_rises": _g(
+        "run_rises": gauge(
             "run_eval_loss_rises",
             "consecutive evals, newest back, at which eval loss rose",
             ["host", "run", "path"],
         ),
-        "run_spike": _g(
+        "run_spike": gauge(
             "run_loss_spike_ratio",
             "last loss over the median of the (up to 20) before it",
             ["host", "run", "path"],
         ),
-        "stray": _g("schedules_stray", "stray schedules on the host", ["host"]),
-        "seat_up": _g(
+        "stray": gauge("schedules_stray", "stray schedules on the host", ["host"]),
+        "seat_up": gauge(
             "seat_up", "1 when the seat's process is seen", ["host", "port", "kind", "model"]
         ),
-        "seat_mem": _g("seat_memory_bytes", "GPU memory the seat holds", ["host", "port", "kind"]),
-        "seat_gpu_mem": _g(
+        "seat_mem": gauge(
+            "seat_memory_bytes", "GPU memory the seat holds", ["host", "port", "kind"]
+        ),
+        "seat_gpu_mem": gauge(
             "seat_gpu_memory_bytes",
             "GPU memory the seat holds on one GPU",
             ["host", "port", "kind", "gpu"],
         ),
-        "seat_restarts": _g("seat_restarts", "container restart count", ["host", "port", "kind"]),
-        "seat_check": _g(
+        "seat_restarts": gauge(
+            "seat_restarts", "container restart count", ["host", "port", "kind"]
+        ),
+        "seat_check": gauge(
             "seat_check_ok", "1 when the last seat check was sound", ["host", "port", "signature"]
         ),
-        "alert": _g(
+        "alert": gauge(
             "alert_firing", "1 for each firing alert", ["rule", "host", "subject", "severity"]
         ),
-        "alerts": _g("alerts_firing", "firing alerts in the fleet", []),
-        "polls": _g("watch_polls", "polls since the watcher started", []),
-        "last": _g("last_poll_timestamp_seconds", "when the last poll ended", []),
+        "alerts": gauge("alerts_firing", "firing alerts in the fleet", []),
+        "polls": gauge("watch_polls", "polls since the watcher started", []),
+        "last": gauge("last_poll_timestamp_seconds", "when the last poll ended", []),
     }
     snap = latest.snap
     if snap is not None:
@@ -391,7 +157,7 @@ def _total(vs: Any) -> float:
     return sum(x for x in map(sample, vs) if x is not None)
 
 
-def _host(m: dict[str, _Family], h: Any) -> None:
+def _host(m: dict[str, Family], h: Any) -> None:
     # arithmetic runs on `sample`d values only: a host's 10**400 would raise in float maths
     n = h.name
     m["up"].add_metric([n], 1.0 if h.reachable else 0.0)
@@ -419,7 +185,7 @@ def _host(m: dict[str, _Family], h: Any) -> None:
         held = max(used, _total(p.used_mib for p in g.processes))
         m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
         m["gpu_unified"].add_metric(lab, 1.0 if g.unified_memory else 0.0)
-        _gpu_health(m, lab, g)
+        gpu_health(m, lab, g)
     seen = set()
     for d in h.disks:
         if d.error or d.path in seen:
@@ -473,8 +239,6 @@ __all__ = [
     "FleetCollector",
     "Latest",
     "fleet_metrics",
-    "label",
     "parse_listen",
-    "sample",
     "serve_metrics",
 ]

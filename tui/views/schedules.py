@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.actions import audit as backend_state
-from fleetdeck.backend.fleet import schedule_verdict
+from fleetdeck.backend.fleet import acks, schedule_verdict
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import shorten_unique
@@ -405,7 +405,7 @@ class SchedulesScreen(ViewScreen):
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         try:
-            schedule_verdict.acknowledge(on_host=[(s.host, s.id)])
+            acks.acknowledge(on_host=[(s.host, s.id)])
             backend_state.audit("schedule-ack", s.host, "done", ids=[s.id], via="dashboard")
         except OSError as e:
             self.app.report_error("Acknowledge", e)

@@ -1,6 +1,6 @@
 """Helper payloads: the host library plus one action module, as one Python source.
 
-Hosts get nothing installed, so what runs there travels on stdin through `channel.BOOT`. A
+Hosts get nothing installed, so what runs there travels on stdin through `boot.BOOT`. A
 payload registers every module it carries in `sys.modules` under its real name (the
 `fleetdeck.backend.host.lib.*` modules, the action's own dependencies, and `pynvml` for the
 probe), then runs the action module as `__main__`. The controller, the trainer and the tests

@@ -1,68 +1,21 @@
-"""Helpers on a host: the boot line that runs a stdlib payload fed on stdin, its watchdog, and
-the streams of a long-lived helper.
-
-What runs on a host is a helper payload (`bundle.bundle`) sent through BOOT: the source never
-passes through a shell and the request is JSON on stdin. A bundled helper travels as its
-`bundle.Payload` behind the host's loader (`host/lib/payload`): named by its sha256 when the
-host may have it cached, compressed when it is sent (`payload_stdin`).
+"""A helper's channels from a host, bounded: one answer line (`read_line`), a whole output
+(`read_bounded`), strict JSON (`loads`), stderr for an error message (`bounded_text`), and the
+streams of a long-lived helper (`HelperProcess`), which starts again with its payload sent
+whole when the host's loader says it lacks it (`is_missing`). What starts a helper is boot.py.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import functools
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fleetdeck.backend.fleet.link.bundle import Payload, bundle
 from fleetdeck.backend.host.lib import jsondepth
 from fleetdeck.backend.host.lib import payload as host_payload
 from fleetdeck.backend.host.lib.jsondepth import TooDeep
-from fleetdeck.backend.host.lib.procfs import HELPER_ENV
 from fleetdeck.backend.host.lib.text import shown
 
-# A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
-# `run_helper`) must not outlive the controller that reads it: a thread blocks in poll() on
-# its stdout, which reports an error once the reading end is closed (the channel closed after
-# a timeout, the connection lost), and then kills the helper's descendants (read from
-# /proc/PID/task/*/children: a process group would miss those that started their own session,
-# and could hold the shell that started the helper) and the helper itself, however stuck.
-WATCHDOG = (
-    "import os,select,threading\n"
-    "def _fleetdeck_kids(q):\n"
-    " out=[]\n"
-    " try:ts=os.listdir('/proc/%d/task'%q)\n"
-    " except OSError:return out\n"
-    " for t in ts:\n"
-    "  try:\n"
-    "   with open('/proc/%d/task/%s/children'%(q,t)) as f:out+=[int(x) for x in f.read().split()]\n"
-    "  except (OSError,ValueError):pass\n"
-    " return out\n"
-    "def _fleetdeck_watch():\n"
-    " p=select.poll();p.register(1,0)\n"
-    " while not p.poll():pass\n"
-    " todo=[os.getpid()];seen=[]\n"
-    " while todo:\n"
-    "  for k in _fleetdeck_kids(todo.pop()):\n"
-    "   if k not in seen:seen.append(k);todo.append(k)\n"
-    " for k in seen:\n"
-    "  try:os.kill(k,9)\n"
-    "  except OSError:pass\n"
-    " os.kill(os.getpid(),9)\n"
-    "threading.Thread(target=_fleetdeck_watch,daemon=True).start()\n"
-)
-# Fixed bootstrap: read "<n>\n", then n bytes of Python source, and run it as __main__; what
-# follows on stdin is the helper's own input. The marker names the code object of helpers.
-BOOT_MARKER = "fleetdeck-helper"
-BOOT = (
-    "import sys;n=int(sys.stdin.buffer.readline());"
-    f"exec({WATCHDOG!r}) if {{'--resident','--tied'}}&set(sys.argv) else None;"
-    f"exec(compile(sys.stdin.buffer.read(n),'<{BOOT_MARKER}>','exec'),"
-    "{'__name__':'__main__','__builtins__':__builtins__})"
-)
 STDERR_LIMIT = 4096
 # The bounds of every channel from a host (docs/probe.md): past one the answer is refused with
 # `answer-too-large` naming the host and the channel, and the helper is stopped.
@@ -270,7 +223,7 @@ class HelperProcess:
 
     def close(self) -> None:
         """Stop the helper now: killed locally; remotely its channel is closed, which ends a
-        resident helper on the host (see WATCHDOG), however busy it is."""
+        resident helper on the host (see boot.WATCHDOG), however busy it is."""
         self._stop(self._proc)
 
     def _stop(self, proc: Any) -> None:
@@ -311,38 +264,6 @@ def loads(data: bytes | str, what: str = "the answer") -> Any:
     return json.loads(jsondepth.check(data, what=what), parse_constant=_no_constant)
 
 
-def helper_stdin(source: str) -> bytes:
-    """The bytes that make BOOT run `source`: helper source text, or the name of a helper
-    module (`fleetdeck.backend.host.purge`), bundled with the host library."""
-    if "\n" not in source and source.startswith("fleetdeck."):
-        source = bundle(source)
-    src = source.encode()
-    return str(len(src)).encode() + b"\n" + src
-
-
-def _compact(source: str) -> str:
-    """`source` without its docstrings and comments (the same code, a third of the bytes)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return ast.unparse(tree) + "\n"
-
-
-@functools.cache
-def loader_source() -> str:
-    """The host's loader (`host/lib/payload`), sent ahead of every payload frame and run by
-    BOOT as plain source: about 10 KB."""
-    return _compact(host_payload.__loader__.get_source(host_payload.__name__))  # type: ignore[union-attr]
-
-
 def is_missing(line: bytes, sha256: str | None) -> bool:
     """True when `line` is the loader's answer that payload `sha256` is not in its cache."""
     if not line.startswith(b'{"fleetdeck_payload"'):
@@ -356,54 +277,3 @@ def is_missing(line: bytes, sha256: str | None) -> bool:
         and doc.get("fleetdeck_payload") == host_payload.MISSING
         and doc.get("sha256") == sha256
     )
-
-
-def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
-    """The bytes that make BOOT run payload `p` through the host's loader: with `cached`, its
-    name alone (the loader answers `is_missing` when it does not have it); else the payload
-    compressed, kept in the host's cache when `keep`."""
-    head = helper_stdin(loader_source())
-    if cached:
-        return head + b"c %s\n" % p.sha256.encode()
-    return (
-        head
-        + b"p %s %d %d %d\n" % (p.sha256.encode(), len(p.data), len(p.packed), int(keep))
-        + p.packed
-    )
-
-
-#: what a host's sudo says when `sudo -n` would need a password
-SUDO_PASSWORD = ("a password is required", "a terminal is required")
-
-
-def helper_argv(python: str, args: list[str] | None = None, become: str | None = None) -> list[str]:
-    """argv of a helper on a host: `env` puts the helper marker in its environment, where the
-    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's. With
-    `become = "sudo"` it runs through `sudo -n` (never a password prompt: a sudo that asks for
-    one fails at once, and that failure is named `sudo-password`)."""
-    argv = ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
-    return ["sudo", "-n", "--", *argv] if become == "sudo" else argv
-
-
-def sudo_refused(stderr: str) -> bool:
-    """True when a helper's stderr is sudo refusing to run it without a password."""
-    low = stderr.lower()
-    return "sudo" in low and any(s in low for s in SUDO_PASSWORD)
-
-
-# what a login shell says when it finds no `sudo` to run (bash, dash, zsh, env): sudo's own
-# "sudo: python3: command not found" (sudo ran, the helper's python is missing) is not one
-_NO_SUDO = re.compile(
-    r"(?:^|[\s:'])sudo'?: (?:command )?not found|command not found: sudo\b|"
-    r"(?:^|[\s:'])sudo'?: no such file or directory",
-    re.I | re.M,
-)
-
-
-def sudo_missing(stderr: str) -> str | None:
-    """The line of a helper's stderr that says the host's shell found no sudo to run it with
-    (`bash: line 1: sudo: command not found`), or None."""
-    for line in stderr.splitlines():
-        if _NO_SUDO.search(line):
-            return line.strip()
-    return None

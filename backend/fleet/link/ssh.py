@@ -2,7 +2,8 @@
 
 Everything that runs on a host is either a fixed argv (quoted with shlex for the remote shell)
 or a stdlib Python helper whose source and JSON input travel on stdin: no untrusted string is
-ever pasted into a shell command.
+ever pasted into a shell command. What a command returned and how its output is read are in
+command.py; the errors a helper ends with, in helper_errors.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import json
 import shlex
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
@@ -19,88 +19,29 @@ import asyncssh
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.fleet.link import localproc
+from fleetdeck.backend.fleet.link.boot import helper_argv, helper_stdin, payload_stdin
 from fleetdeck.backend.fleet.link.bundle import payload_for
 from fleetdeck.backend.fleet.link.channel import (
     ANSWER_LIMIT,
     OUTPUT_LIMIT,
-    STDERR_KEEP,
     AnswerTooLarge,
     HelperProcess,
     TooDeep,
     bounded_text,
-    helper_argv,
-    helper_stdin,
     is_missing,
     loads,
     noise_text,
-    payload_stdin,
-    read_bounded,
-    sudo_missing,
-    sudo_refused,
 )
+from fleetdeck.backend.fleet.link.command import CommandResult, exchange, run_local
 from fleetdeck.backend.fleet.link.connect import (
     Connector,
 )
+from fleetdeck.backend.fleet.link.helper_errors import ended_error, sudo_error
 from fleetdeck.backend.host.lib.text import shown
-
-SUDO_SENTENCE = (
-    'sudo asks for a password (become = "sudo" runs helpers with sudo -n): give {user} a '
-    "NOPASSWD sudoers line for the host's python3 (docs/fleet-file.md shows it)"
-)
-
-
-SUDO_MISSING = (
-    'sudo is not installed on the host, or not on the login\'s PATH (become = "sudo" runs '
-    "every helper through sudo -n): install sudo there, or remove become for this host "
-    "(the host's shell said: {line})"
-)
-
-
-def sudo_error(host: HostConfig, stderr: str) -> HostError | None:
-    """The error for a helper that sudo did not run (None otherwise): `sudo-missing` when
-    the host's shell found no sudo, `sudo-password` when sudo would need a password; the one
-    sentence and code every caller reports it with."""
-    if host.become == "sudo":
-        line = sudo_missing(stderr)
-        if line is not None:
-            return HostError(host.name, SUDO_MISSING.format(line=shown(line)[:200]), "sudo-missing")
-    if not sudo_refused(stderr):
-        return None
-    return HostError(
-        host.name, SUDO_SENTENCE.format(user=host.user or "the login"), "sudo-password"
-    )
-
-
-async def ended_error(
-    host: HostConfig, helper: HelperProcess, e: BaseException, what: str
-) -> HostError:
-    """The error for a helper whose channel closed under it (`Channel not open for sending`,
-    a broken pipe, end of file): what it said on stderr as it ended names the cause (no sudo,
-    a password prompt, a traceback); the bare exception only when it said nothing."""
-    err = await helper.read_stderr()
-    refused = sudo_error(host, err)
-    if refused is not None:
-        return refused
-    why = (
-        err
-        or (str(e) if not isinstance(e, EOFError) else "")
-        or "its channel closed without a word"
-    )
-    return HostError(host.name, f"the {what} ended before it answered: {why}", "helper")
-
 
 # After a host's payload cache failed to keep a payload, it is sent whole for this long before
 # the cache is tried again (it may have been a full disk).
 CACHE_RETRY = 600.0
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command on a host returned."""
-
-    returncode: int
-    stdout: bytes
-    stderr: bytes
 
 
 class HostLink(Connector):
@@ -139,25 +80,7 @@ class HostLink(Connector):
         timeout = self.host.command_timeout if timeout is None else timeout
         what = argv[2] if argv[:1] == ["env"] and len(argv) > 2 else argv[0]
         if self.is_local:
-            proc = await localproc.spawn(argv, stdin=input is not None)
-            try:
-                async with asyncio.timeout(timeout):
-                    out, err = await _exchange(proc, input, limit, what)
-                    await proc.wait()
-            except BaseException as e:
-                # timed out, too much output, or cancelled (a sibling failed first, the loop is
-                # closing): the process group is killed and reaped here (bounded), never left
-                # unwatched
-                await proc.reap()
-                proc.close()
-                if isinstance(e, TimeoutError):
-                    raise HostError(
-                        self.name, f"{what} timed out after {timeout:g}s", "timeout"
-                    ) from None
-                if isinstance(e, AnswerTooLarge):
-                    raise HostError(self.name, str(e), "answer-too-large") from None
-                raise
-            return CommandResult(proc.returncode or 0, out, err)
+            return await run_local(self.name, argv, input, timeout, limit, what)
         conn = await self.connection()  # bounded by the connect timeout
         chan = None
         try:
@@ -165,11 +88,11 @@ class HostLink(Connector):
             # went silent does not confirm the channel either
             async with asyncio.timeout(timeout):
                 chan = await conn.create_process(self._remote_command(argv), encoding=None)
-                out, err = await _exchange(chan, input, limit, what)
+                out, err = await exchange(chan, input, limit, what)
                 await chan.wait_closed()
         except TimeoutError:
             if chan is not None:
-                chan.close()  # the channel goes, and a tied helper with it (WATCHDOG)
+                chan.close()  # the channel goes, and a tied helper with it (boot.WATCHDOG)
             else:
                 self.drop()  # not even a channel in that time: the connection is dead
             raise HostError(self.name, f"{what} timed out after {timeout:g}s", "timeout") from None
@@ -415,30 +338,6 @@ class HostLink(Connector):
                     "timeout",
                 ) from None
             raise
-
-
-async def _exchange(proc: Any, input: bytes | None, limit: int, what: str) -> tuple[bytes, bytes]:
-    """Send `input` (then end of file) and read stdout (at most `limit` bytes) and stderr (its
-    last STDERR_KEEP bytes) together: a command that writes much to one while the other is
-    read never blocks."""
-
-    async def feed() -> None:
-        if proc.stdin is None:
-            return
-        try:
-            if input:
-                proc.stdin.write(input)
-                await proc.stdin.drain()
-            proc.stdin.write_eof() if hasattr(proc.stdin, "write_eof") else proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # it stopped reading; what it said tells why
-
-    out, err, _ = await asyncio.gather(
-        read_bounded(proc.stdout, limit, what),
-        read_bounded(proc.stderr, STDERR_KEEP, what, keep_tail=True),
-        feed(),
-    )
-    return out, err
 
 
 class _TransferHelper(HelperProcess):
