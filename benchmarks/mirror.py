@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fleetdeck.backend.actions.mirror import mirror  # noqa: E402
+from fleetdeck.backend.actions.mirror.main import mirror  # noqa: E402
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
 from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 

@@ -83,7 +83,7 @@ def purge_plan():
 
 def mirror_dry_run():
     """What a dry run of run-6's adapter to ana-ml2 reports."""
-    from fleetdeck.backend.actions.mirror import MirrorReport
+    from fleetdeck.backend.actions.mirror.report import MirrorReport
     from fleetdeck.backend.actions.mirror_copy import MirrorFile
 
     files = (

@@ -1,5 +1,5 @@
 """Mirror's copy engine: the reader and the writer helpers, the relay between them, the
-budgets that bound every wait, and the cleanup after a failure (`mirror.py` decides whether
+budgets that bound every wait, and the cleanup after a failure (`mirror/main.py` decides whether
 and what to copy; this module moves the bytes and proves them)."""
 
 from __future__ import annotations
