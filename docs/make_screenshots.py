@@ -83,8 +83,8 @@ def purge_plan():
 
 def mirror_dry_run():
     """What a dry run of run-6's adapter to ana-ml2 reports."""
+    from fleetdeck.backend.actions.mirror.common import MirrorFile
     from fleetdeck.backend.actions.mirror.report import MirrorReport
-    from fleetdeck.backend.actions.mirror_copy import MirrorFile
 
     files = (
         MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, None, "missing"),

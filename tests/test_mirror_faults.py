@@ -116,11 +116,11 @@ async def test_a_copy_that_crawls_is_stopped_whole_at_its_copy_deadline(pair, mo
     import time
 
     verify_mod = importlib.import_module("fleetdeck.backend.actions.mirror.verify")
-    copy_mod = importlib.import_module("fleetdeck.backend.actions.mirror_copy")
-    monkeypatch.setattr(copy_mod, "MIN_RATE", (48 << 20) / 4)  # 4 s for the 48 MiB
-    monkeypatch.setattr(copy_mod, "HASH_RATE", 1e15)
+    relay_mod = importlib.import_module("fleetdeck.backend.actions.mirror.relay")
+    monkeypatch.setattr(relay_mod, "MIN_RATE", (48 << 20) / 4)  # 4 s for the 48 MiB
+    monkeypatch.setattr(relay_mod, "HASH_RATE", 1e15)
     monkeypatch.setattr(verify_mod, "HASH_RATE", 1e15)
-    monkeypatch.setattr(copy_mod, "PER_FILE", 0.0)
+    monkeypatch.setattr(relay_mod, "PER_FILE", 0.0)
     spare, fleet, src, dst = pair
     frames: list[int] = []
 

@@ -20,6 +20,15 @@ from dataclasses import replace as evolve
 from typing import Any
 
 from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.actions.mirror.common import (
+    FAILED_DURING_COPY,
+    MirrorFail,
+    MirrorFile,
+    Progress,
+    gib,
+    overlaps,
+)
+from fleetdeck.backend.actions.mirror.copy import copy_tree
 from fleetdeck.backend.actions.mirror.report import (
     NOTHING,
     MirrorPlan,
@@ -39,15 +48,6 @@ from fleetdeck.backend.actions.mirror.verify import (
     _outside,
     _verify_replaced,
     compare,
-)
-from fleetdeck.backend.actions.mirror_copy import (
-    FAILED_DURING_COPY,
-    MirrorFail,
-    MirrorFile,
-    Progress,
-    copy_tree,
-    gib,
-    overlaps,
 )
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fleetdeck.backend.actions.mirror_copy import MirrorFile
+from fleetdeck.backend.actions.mirror.common import MirrorFile
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
 

@@ -9,6 +9,7 @@ import asyncio
 import time
 from dataclasses import replace as evolve
 
+from fleetdeck.backend.actions.mirror.common import HASH_RATE, HELPER, MirrorFail, MirrorFile
 from fleetdeck.backend.actions.mirror.report import (
     NOTHING,
     MirrorReport,
@@ -16,7 +17,6 @@ from fleetdeck.backend.actions.mirror.report import (
     _nothing,
     _report,
 )
-from fleetdeck.backend.actions.mirror_copy import HASH_RATE, HELPER, MirrorFail, MirrorFile
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
