@@ -58,7 +58,7 @@ TO_DO = {
         "fleetdeck.tui.modals.describe",
         "fleetdeck.tui.modals.purge",
         "fleetdeck.tui.modals.mirror",
-        "fleetdeck.backend.actions.launch",
+        "fleetdeck.backend.actions.launch_values",
         "fleetdeck.tui.modals.launch",
     },
     "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},

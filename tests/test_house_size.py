@@ -21,7 +21,6 @@ MAX_COMPLEXITY = 25
 
 # path -> its line count when the rule came in: each may shrink, none may grow
 OVER_LINES: dict[str, int] = {
-    "backend/actions/launch.py": 446,
     "backend/fleet/link/channel.py": 409,
     "backend/fleet/link/ssh.py": 465,
     "backend/fleet/validate.py": 564,

@@ -13,7 +13,7 @@ from test_tui_views import feed, fixture_app
 from textual.widgets import Input
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.launch import Check, Preflight
+from fleetdeck.backend.actions.launch_result import Check, Preflight
 from fleetdeck.backend.actions.mirror.common import MirrorFile
 from fleetdeck.backend.actions.mirror.report import MirrorReport
 from fleetdeck.backend.actions.purge_plan import Keeper, PathPlan, PurgePlan, Refusal
