@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fleetdeck.backend.actions.mirror import mirror  # noqa: E402
+from fleetdeck.backend.actions.mirror.main import mirror  # noqa: E402
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
 from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 
@@ -153,7 +153,7 @@ def timed(fn, *args, **kw) -> float:
 def hashing(fleet_file: Path, big_dir: Path, big: Path, repeat: int) -> dict[str, float]:
     """Seconds to hash the big file: helper over SSH vs openssl vs sha256sum (medians)."""
     fleet = load_fleet(str(fleet_file))
-    from fleetdeck.backend.actions.mirror_copy import HELPER
+    from fleetdeck.backend.actions.mirror.common import HELPER
 
     async def helper() -> None:
         link = HostLink(fleet.host(SRC))

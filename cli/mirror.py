@@ -20,8 +20,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend.actions.mirror import MirrorReport, mirror, parse_endpoint, verify
-from fleetdeck.backend.actions.mirror_copy import MirrorFile
+from fleetdeck.backend.actions.mirror.common import MirrorFile
+from fleetdeck.backend.actions.mirror.main import mirror, parse_endpoint
+from fleetdeck.backend.actions.mirror.report import MirrorReport
+from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown

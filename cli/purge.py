@@ -13,17 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.actions.purge import (
-    HostError,
-    PurgePlan,
-    PurgeReport,
     audit_dry_run,
     execute_purge,
     gather_keep_newest,
     gather_purge,
-    shown,
 )
+from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.show.fmt import human_bytes, said
 

@@ -32,7 +32,7 @@ def load(name: str):
 
 def purge_plan():
     """A plan of two checkpoints of run-7, the second held open by a process."""
-    from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
+    from fleetdeck.backend.actions.purge_plan import Keeper, PathPlan, PurgePlan, Refusal
 
     run, gib = "/home/ops/runs/run-7", 1024**3
     checks = (
@@ -83,8 +83,8 @@ def purge_plan():
 
 def mirror_dry_run():
     """What a dry run of run-6's adapter to ana-ml2 reports."""
-    from fleetdeck.backend.actions.mirror import MirrorReport
-    from fleetdeck.backend.actions.mirror_copy import MirrorFile
+    from fleetdeck.backend.actions.mirror.common import MirrorFile
+    from fleetdeck.backend.actions.mirror.report import MirrorReport
 
     files = (
         MirrorFile("adapter_model.safetensors", 167772160, "ab" * 32, None, "missing"),

@@ -45,17 +45,18 @@ def test_no_family_of_prefixed_modules_in_the_host_wing():
 
 
 def test_the_controller_names_the_packaged_helpers_by_their_modules():
-    from fleetdeck.backend.actions import launch, mirror_copy, purge
+    from fleetdeck.backend.actions import launch, purge
+    from fleetdeck.backend.actions.mirror import common as mirror_common
     from fleetdeck.backend.host.launch import main as launch_main
     from fleetdeck.backend.host.mirror import main as mirror_main
     from fleetdeck.backend.host.purge import main as purge_main
 
-    assert (purge.HELPER, mirror_copy.HELPER, launch.HELPER) == (
+    assert (purge.HELPER, mirror_common.HELPER, launch.HELPER) == (
         purge_main.__name__,
         mirror_main.__name__,
         launch_main.__name__,
     )
-    for path in ("actions/purge.py", "actions/mirror_copy.py", "actions/launch.py"):
+    for path in ("actions/purge.py", "actions/mirror/common.py", "actions/launch.py"):
         text = (REPO / "backend" / path).read_text(encoding="utf-8")
         assert 'HELPER = "' not in text, path
 

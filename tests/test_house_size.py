@@ -21,10 +21,6 @@ MAX_COMPLEXITY = 25
 
 # path -> its line count when the rule came in: each may shrink, none may grow
 OVER_LINES: dict[str, int] = {
-    "backend/actions/launch.py": 446,
-    "backend/actions/mirror.py": 860,
-    "backend/actions/mirror_copy.py": 569,
-    "backend/actions/purge.py": 497,
     "backend/host/launch/estimate.py": 586,
     "backend/host/launch/main.py": 447,
     "backend/host/lib/payload.py": 439,

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.launch import preflight, run_values
+from fleetdeck.backend.actions.launch import preflight
+from fleetdeck.backend.actions.launch_values import run_values
 from fleetdeck.backend.fleet.config import ConfigError, load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est

@@ -36,7 +36,7 @@ async def test_a_mirror_whose_one_side_fails_leaves_no_work_running_for_the_othe
     cancelled, not still waiting in the background."""
     import socket
 
-    from fleetdeck.backend.actions.mirror import mirror
+    from fleetdeck.backend.actions.mirror.main import mirror
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.mirror import mirror, parse_endpoint, verify
+from fleetdeck.backend.actions.mirror.main import mirror, parse_endpoint
+from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main

@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from fleetdeck.backend.actions.mirror import mirror, verify
+from fleetdeck.backend.actions.mirror.main import mirror
+from fleetdeck.backend.actions.mirror.verify import verify
 
 pytestmark = pytest.mark.sshd
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.mirror import mirror, verify
+from fleetdeck.backend.actions.mirror.main import mirror
+from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs
@@ -114,12 +115,12 @@ async def test_a_copy_that_crawls_is_stopped_whole_at_its_copy_deadline(pair, mo
     import importlib
     import time
 
-    mirror_mod = importlib.import_module("fleetdeck.backend.actions.mirror")
-    copy_mod = importlib.import_module("fleetdeck.backend.actions.mirror_copy")
-    monkeypatch.setattr(copy_mod, "MIN_RATE", (48 << 20) / 4)  # 4 s for the 48 MiB
-    monkeypatch.setattr(copy_mod, "HASH_RATE", 1e15)
-    monkeypatch.setattr(mirror_mod, "HASH_RATE", 1e15)
-    monkeypatch.setattr(copy_mod, "PER_FILE", 0.0)
+    verify_mod = importlib.import_module("fleetdeck.backend.actions.mirror.verify")
+    relay_mod = importlib.import_module("fleetdeck.backend.actions.mirror.relay")
+    monkeypatch.setattr(relay_mod, "MIN_RATE", (48 << 20) / 4)  # 4 s for the 48 MiB
+    monkeypatch.setattr(relay_mod, "HASH_RATE", 1e15)
+    monkeypatch.setattr(verify_mod, "HASH_RATE", 1e15)
+    monkeypatch.setattr(relay_mod, "PER_FILE", 0.0)
     spare, fleet, src, dst = pair
     frames: list[int] = []
 

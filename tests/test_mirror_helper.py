@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from fleetdeck.backend.actions.mirror import mirror
-from fleetdeck.backend.actions.mirror_copy import HELPER
+from fleetdeck.backend.actions.mirror.common import HELPER
+from fleetdeck.backend.actions.mirror.main import mirror
 from fleetdeck.backend.fleet.link.bundle import modules_for
 from fleetdeck.backend.host.lib import procfs
 

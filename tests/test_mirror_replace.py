@@ -23,7 +23,8 @@ import pytest
 from test_mirror import make_tree, read_tree
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.mirror import mirror, replaced_name, verify
+from fleetdeck.backend.actions.mirror.main import mirror, replaced_name
+from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from fleetdeck.backend.actions.mirror import MirrorPlan, MirrorReport, mirror
+from fleetdeck.backend.actions.mirror.main import mirror
+from fleetdeck.backend.actions.mirror.report import MirrorPlan, MirrorReport
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main

@@ -14,7 +14,8 @@ import pytest
 from test_mirror import make_tree
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.mirror import mirror, verify
+from fleetdeck.backend.actions.mirror.main import mirror
+from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.purge import confirmations_match, execute_purge, gather_purge
+from fleetdeck.backend.actions.purge import execute_purge, gather_purge
+from fleetdeck.backend.actions.purge_confirm import confirmations_match
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from test_purge import make_run
 
-from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
+from fleetdeck.backend.actions.purge import execute_purge, gather_purge
+from fleetdeck.backend.actions.purge_judge import plan_purge
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge.facts import gather
 from fleetdeck.backend.host.purge.paths import open_chain
 from fleetdeck.backend.host.purge.remove import remove_pinned

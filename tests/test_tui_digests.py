@@ -7,10 +7,9 @@ import pytest
 from test_tui_snapshots import purge_plan
 from test_tui_views import feed, fixture_app
 
-from fleetdeck.backend.actions.mirror import MirrorReport
-from fleetdeck.backend.actions.mirror_copy import MirrorFile
-from fleetdeck.backend.actions.purge import PurgeReport
-from fleetdeck.backend.actions.purge_plan import KeeperResult
+from fleetdeck.backend.actions.mirror.common import MirrorFile
+from fleetdeck.backend.actions.mirror.report import MirrorReport
+from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal, report_text
 

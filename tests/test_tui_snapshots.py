@@ -13,10 +13,10 @@ from test_tui_views import feed, fixture_app
 from textual.widgets import Input
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.launch import Check, Preflight
-from fleetdeck.backend.actions.mirror import MirrorReport
-from fleetdeck.backend.actions.mirror_copy import MirrorFile
-from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
+from fleetdeck.backend.actions.launch_result import Check, Preflight
+from fleetdeck.backend.actions.mirror.common import MirrorFile
+from fleetdeck.backend.actions.mirror.report import MirrorReport
+from fleetdeck.backend.actions.purge_plan import Keeper, PathPlan, PurgePlan, Refusal
 from fleetdeck.backend.actions.schedules import RemovalCheck
 from fleetdeck.tui.modals.dialogs import ErrorModal
 from fleetdeck.tui.modals.launch import LaunchModal

@@ -269,7 +269,7 @@ class MirrorModal(TypedConfirmModal):
         self.query_one("#mirror-rate", Static).update(Text("listing both sides…", style="dim"))
         result = self.query_one("#mirror-result", Static)
         try:
-            from fleetdeck.backend.actions.mirror import mirror
+            from fleetdeck.backend.actions.mirror.main import mirror
 
             replace = (
                 {}

@@ -643,7 +643,7 @@ class RunsScreen(ViewScreen):
     @work(exclusive=True, group="resume", exit_on_error=False)
     async def open_resume(self, run: Run) -> None:
         """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
-        from fleetdeck.backend.actions.launch import read_run_toml
+        from fleetdeck.backend.actions.launch_values import read_run_toml
 
         try:
             values = await read_run_toml(self.app.link(run.host), run.path)

@@ -1,88 +1,21 @@
-"""Mirror's copy engine: the reader and the writer helpers, the relay between them, the
-budgets that bound every wait, and the cleanup after a failure (`mirror.py` decides whether
-and what to copy; this module moves the bytes and proves them)."""
+"""Mirror's copy engine: the reader and the writer helpers started, the copy judged from both
+hosts' hashes and committed, and the cleanup after a failure (`main.py` decides whether and
+what to copy; `relay.py` moves the bytes between the helpers; this module proves them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
 
-from fleetdeck.backend.fleet.errors import HelperError, HostError
-from fleetdeck.backend.fleet.link.channel import HelperProcess, ShellOutputError
+from fleetdeck.backend.actions.mirror.common import HELPER, MirrorFail, MirrorFile, Progress
+from fleetdeck.backend.actions.mirror.relay import _fail_from, _last_word, _recv, _Relay
+from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link.channel import HelperProcess
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.mirror import main as mirror_helper
-
-# the host side, bundled with the host library by HostLink
-HELPER = mirror_helper.__name__
-HASH_RATE = 50e6  # bytes/s assumed for timeouts only: slow disks still finish
-# A whole copy may take command_timeout x 2 + its bytes at MIN_RATE + PER_FILE a file (open,
-# fsync, hash); no-progress timeouts catch a stall long before that.
-MIN_RATE = 256 * 1024
-PER_FILE = 0.05
-Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class MirrorFile:
-    """One file of the comparison: sizes and sha256 as each host computed them from its disk."""
-
-    path: str
-    bytes: int
-    sha256_src: str | None
-    sha256_dst: str | None
-    #: copied | identical | mismatch | missing | extra
-    status: str
-    bytes_dst: int | None = None
-    #: file | dir | symlink | special (what stands at `path` on the side that has it)
-    kind: str = "file"
-
-
-class MirrorFail(Exception):
-    """A refusal or failure with its reason code; `before_copy`: nothing was created yet."""
-
-    def __init__(
-        self, reason: str, error: str, files: tuple[MirrorFile, ...] = (), before_copy: bool = False
-    ) -> None:
-        super().__init__(error)
-        self.reason, self.error, self.files = reason, error, files
-        self.before_copy = before_copy
-
-
-def gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
-
-
-# failures that happen during a copy (as opposed to refusals decided before it)
-FAILED_DURING_COPY = {
-    "disk-full",
-    "write-failed",
-    "source-changed",
-    "read-failed",
-    "mismatch",
-    "disconnected",
-    "dst-changed",
-    "helper",
-    "swap-failed",
-    "unverified",
-}
-
-
-def overlaps(a: str, b: str) -> bool:
-    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
-    return a.startswith(b) or b.startswith(a)
-
-
-def _fail_from(link: HostLink, answer: dict, tail: str = "") -> MirrorFail:
-    e = HelperError.of(link.name, answer)
-    return MirrorFail(e.code, f"{link.name}: {shown(e.message)}{tail}")
 
 
 async def copy_tree(
@@ -117,97 +50,8 @@ async def copy_tree(
         await run.cleanup()
 
 
-class _Copy:
-    """One copy: the two helpers, the relay between them, and the cleanup after a failure.
-
-    No wait is unbounded: every read from the reader and every drain towards the writer must
-    move bytes within the host's `command_timeout` (a stopped reader or writer, a stuck disk
-    and a silent connection all end there), and the copy as a whole has a deadline that grows
-    with its bytes and its file count. The helpers carry their own no-progress timeout too
-    (`Watchdog` in host/mirror/common.py), for a controller that stops without closing anything."""
-
-    def __init__(
-        self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None
-    ) -> None:
-        self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
-        self.swap = swap
-        self.dst_abs: str | None = None
-        #: after a failed replace: the kept name, when DST's host says the original is there
-        self.kept_as: str | None = None
-        self.follow, self.progress, self.seen = follow, progress, seen
-        self.files = src["files"]
-        self.total = sum(f["bytes"] for f in self.files)
-        self.s_idle = float(src_link.host.command_timeout)
-        self.d_idle = float(dst_link.host.command_timeout)
-        # the helpers give up later than this side notices, so the stalled side gets named
-        self.helper_idle = 2 * max(self.s_idle, self.d_idle) + 5
-        self.settle = self.total / HASH_RATE + len(self.files) * PER_FILE
-        self.limit = 2 * max(self.s_idle, self.d_idle) + self.total / MIN_RATE + self.settle
-        self.deadline = time.monotonic() + self.limit
-        self.reader: HelperProcess | None = None
-        self.writer: HelperProcess | None = None
-        self.writer_said: asyncio.Future | None = None
-        self.r_id: tuple[Any, Any] | None = None  # (pid, start) as the helper said them
-        self.w_id: tuple[Any, Any] | None = None
-        self.partial: str | None = None
-        self.committed = False
-        self.cleaned: str | None = None
-        #: the writer said it removed its partial folder (with its refusal)
-        self.writer_removed = False
-
-    def _writer_fail(self, answer: dict) -> MirrorFail:
-        """The writer's refusal; whether it removed its partial folder itself is kept for the
-        cleanup (once the destination's parent is a link, only the writer can tell)."""
-        err = answer.get("error") if isinstance(answer, dict) else None
-        if isinstance(err, dict) and err.get("partial_removed"):
-            self.writer_removed = True
-        return _fail_from(self.dst_link, answer)
-
-    # -- bounded steps ----------------------------------------------------------------------
-    def _stalled(self, side: str, what: str, secs: float) -> HostError:
-        link = self.src_link if side == "source" else self.dst_link
-        if time.monotonic() >= self.deadline:
-            return HostError(
-                link.name,
-                f"the copy took longer than its limit of {self.limit:.0f}s "
-                f"({gib(self.total)} in {len(self.files)} files); it was stopped",
-                "timeout",
-            )
-        return HostError(
-            link.name,
-            f"the {side} stalled: {what} for {secs:g}s (a stopped "
-            "process, a stuck disk or a silent connection); the copy was stopped",
-            "timeout",
-        )
-
-    def _budget(self, idle: float) -> float:
-        return max(0.0, min(idle, self.deadline - time.monotonic()))
-
-    async def _bounded(self, aw: Any, side: str, what: str, idle: float) -> Any:
-        t = self._budget(idle)
-        try:
-            return await asyncio.wait_for(aw, t)
-        except TimeoutError:
-            raise self._stalled(side, what, t) from None
-
-    async def _send(self, h: HelperProcess, obj: Any, side: str) -> None:
-        idle = self.s_idle if side == "source" else self.d_idle
-        await self._bounded(h.send_json(obj), side, "its helper took no input", idle)
-
-    async def _answer(self, h: HelperProcess, side: str, what: str, idle: float) -> dict:
-        link = self.src_link if side == "source" else self.dst_link
-        return await self._bounded(_recv(h, link, None), side, what, idle)
-
-    async def _start(self, link: HostLink, side: str) -> HelperProcess:
-        try:
-            return await self._bounded(
-                link.transfer_helper(HELPER),
-                side,
-                "starting its helper",
-                link.host.connect_timeout + link.host.command_timeout,
-            )
-        except (asyncssh.Error, OSError) as e:
-            raise HostError(link.name, f"connection lost: {e}", "disconnected") from None
+class _Copy(_Relay):
+    """One copy: the two helpers, the relay between them, and the cleanup after a failure."""
 
     # -- the copy ---------------------------------------------------------------------------
     async def go(self) -> tuple[tuple[MirrorFile, ...], int | None, str | None]:
@@ -345,76 +189,6 @@ class _Copy:
             )
         return tuple(result)
 
-    async def _pull(self, aw: Any) -> Any:
-        """Bytes from the reader, within the no-progress limit; a stream that ended is the
-        source's (its host or its connection went away)."""
-        try:
-            return await self._bounded(aw, "source", "its reader sent nothing", self.s_idle)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncssh.Error) as e:
-            raise HostError(
-                self.src_link.name,
-                f"the source's stream ended during the copy ({type(e).__name__})",
-                "disconnected",
-            ) from None
-
-    async def _push(self) -> None:
-        """Wait until the writer took what was written, within the no-progress limit; a
-        stream that broke is the destination's, with the writer's last word if it said one."""
-        assert self.writer is not None
-        try:
-            await self._bounded(
-                self.writer.stdin.drain(), "destination", "its writer took nothing", self.d_idle
-            )
-        except (ConnectionError, asyncssh.Error) as e:
-            said = await _last_word(self.writer_said)
-            if said is not None and not said.get("ok"):
-                raise self._writer_fail(said) from None
-            raise HostError(
-                self.dst_link.name,
-                f"the destination's stream ended during the copy ({type(e).__name__})",
-                "disconnected",
-            ) from None
-
-    async def _relay(self) -> list[dict]:
-        """Forward frames from the reader to the writer; the source's trailer of each file."""
-        assert self.reader is not None and self.writer is not None and self.writer_said is not None
-        trailers = []
-        src_out, dst_in = self.reader.stdout, self.writer.stdin
-        if self.progress is not None:
-            self.progress(0, self.total)
-        for _ in self.files:
-            while True:
-                hdr = await self._pull(src_out.readexactly(4))
-                dst_in.write(hdr)
-                n = int.from_bytes(hdr, "big")
-                if n == 0:
-                    break
-                dst_in.write(await self._pull(src_out.readexactly(n)))
-                await self._push()
-                if self.writer_said.done():
-                    raise self._writer_fail(self.writer_said.result())
-                self.seen["bytes"] += n
-                if self.progress is not None:
-                    self.progress(self.seen["bytes"], self.total)
-            line = await self._pull(src_out.readline())
-            if not line:
-                raise HostError(
-                    self.src_link.name, "the source's reader ended early", "disconnected"
-                )
-            try:
-                t = json.loads(line)
-            except ValueError:
-                raise HostError(
-                    self.src_link.name,
-                    "the source's reader sent what is not a trailer; the stream is out of step",
-                    "helper",
-                ) from None
-            if not t.get("ok"):
-                raise _fail_from(self.src_link, t)
-            trailers.append(t)
-            self.seen["files"] += 1
-        return trailers
-
     # -- after a failure --------------------------------------------------------------------
     async def cleanup(self) -> str:
         """Stop both helpers and make sure no partial folder stays; a sentence saying so."""
@@ -527,17 +301,6 @@ async def _abandon(
         return None
 
 
-async def _last_word(task: asyncio.Future | None) -> dict | None:
-    """What the writer said before its stream broke (a disk-full error, say), if anything."""
-    if task is None:
-        return None
-    try:
-        msg = await asyncio.wait_for(asyncio.shield(task), 2)
-    except (Exception, asyncio.CancelledError):
-        return None
-    return msg if isinstance(msg, dict) else None
-
-
 async def _which_died(src_link: HostLink, dst_link: HostLink) -> str:
     """The host that no longer answers, to name it in the error."""
     for link in (dst_link, src_link):
@@ -546,24 +309,3 @@ async def _which_died(src_link: HostLink, dst_link: HostLink) -> str:
         except HostError:
             return link.name
     return f"{src_link.name}->{dst_link.name}"
-
-
-async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
-    try:
-        msg = await asyncio.wait_for(h.recv_json(), timeout)
-    except ShellOutputError as e:  # a login shell that prints before the helper's answer
-        raise HostError(link.name, str(e), "shell-output") from None
-    except ValueError as e:
-        raise HostError(
-            link.name, f"mirror helper answered what is not JSON ({e})", "helper"
-        ) from None
-    except EOFError:
-        err = (await h.read_stderr()).strip().splitlines()
-        raise HostError(
-            link.name, "mirror helper ended early" + (f": {err[-1]}" if err else ""), "disconnected"
-        ) from None
-    return (
-        msg
-        if isinstance(msg, dict)
-        else {"ok": False, "error": {"code": "helper", "message": str(msg)[:200]}}
-    )
