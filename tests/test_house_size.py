@@ -28,8 +28,6 @@ OVER_LINES: dict[str, int] = {
     "backend/fleet/link/channel.py": 409,
     "backend/fleet/link/ssh.py": 465,
     "backend/fleet/validate.py": 564,
-    "backend/host/launch/estimate.py": 586,
-    "backend/host/launch/main.py": 447,
     "backend/host/lib/payload.py": 439,
     "backend/host/mirror/write.py": 666,
     "backend/host/probe/nvml.py": 476,
