@@ -29,7 +29,6 @@ OVER_LINES: dict[str, int] = {
     "backend/fleet/link/ssh.py": 465,
     "backend/fleet/validate.py": 564,
     "backend/host/lib/payload.py": 439,
-    "backend/host/mirror/write.py": 666,
     "backend/host/probe/nvml.py": 476,
     "backend/host/probe/runs.py": 498,
     "backend/host/probe/seats.py": 417,
