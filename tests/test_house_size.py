@@ -32,7 +32,6 @@ OVER_LINES: dict[str, int] = {
     "backend/host/probe/nvml.py": 476,
     "backend/host/probe/runs.py": 498,
     "backend/host/probe/seats.py": 417,
-    "backend/host/purge/facts.py": 529,
     "backend/host/schedules.py": 477,
     "backend/host/seat_check.py": 442,
     "backend/monitor/alertmanager.py": 432,
