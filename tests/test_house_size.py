@@ -21,14 +21,10 @@ MAX_COMPLEXITY = 25
 
 # path -> its line count when the rule came in: each may shrink, none may grow
 OVER_LINES: dict[str, int] = {
-    "backend/host/launch/estimate.py": 586,
-    "backend/host/launch/main.py": 447,
     "backend/host/lib/payload.py": 439,
-    "backend/host/mirror/write.py": 666,
     "backend/host/probe/nvml.py": 476,
     "backend/host/probe/runs.py": 498,
     "backend/host/probe/seats.py": 417,
-    "backend/host/purge/facts.py": 529,
     "backend/host/schedules.py": 477,
     "backend/host/seat_check.py": 442,
     "backend/monitor/silences.py": 412,

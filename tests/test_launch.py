@@ -19,6 +19,8 @@ from fleetdeck.backend.actions.launch_values import run_values
 from fleetdeck.backend.fleet.config import ConfigError, load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est
+from fleetdeck.backend.host.launch import liveruns, resources, shapes
+from fleetdeck.backend.host.lib import procfs
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
@@ -308,7 +310,7 @@ class LiveRun:
                 {
                     "state": "running",
                     "pid": self.proc.pid,
-                    "start_ticks": est.start_ticks(self.proc.pid),
+                    "start_ticks": procfs.start_ticks(self.proc.pid),
                 }
             )
         )
@@ -338,7 +340,9 @@ def test_live_run_on_the_gpu_refused_unless_forced(tmp_path):
 
         def check(gpus, force=False, after=None, cfg=None):
             checks = []
-            est.check_live_runs(checks, cfg or {"gpus": 1}, gpus, [str(tmp_path)], after, force)
+            liveruns.check_live_runs(
+                checks, cfg or {"gpus": 1}, gpus, [str(tmp_path)], after, force
+            )
             return checks[0]
 
         on0 = check(fake_gpus((pid, "GPU-0")))
@@ -397,9 +401,9 @@ def test_run_values_rejects_what_the_trainer_rejects(tmp_path):
 # -- estimates -------------------------------------------------------------------------------
 def test_tiny_lora_count_matches_the_trainer():
     # the trainer logs "trainable parameters 65,536" for random:tiny at rank 32 on all seven targets
-    params, lora, _ = est.arch_shapes("tiny", set(est_targets()), 32)
+    params, lora, _ = shapes.arch_shapes("tiny", set(est_targets()), 32)
     assert lora == 65536
-    assert est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)[0] == pytest.approx(
+    assert shapes.arch_shapes("qwen3-0.6b", set(est_targets()), 32)[0] == pytest.approx(
         596e6, rel=0.02
     )
 
@@ -444,7 +448,7 @@ def test_checkpoint_shapes_from_safetensors_headers(tmp_path):
             }
         )
     )
-    params, lora, dims = est.checkpoint_shapes(str(tmp_path), {"q_proj", "down_proj"}, 8)
+    params, lora, dims = shapes.checkpoint_shapes(str(tmp_path), {"q_proj", "down_proj"}, 8)
     assert params == 256 * 128 + 128 * 512 + 128 + 1000 * 128
     assert lora == 8 * (256 + 128) + 8 * (128 + 512)
     assert dims == {"vocab": 1000, "hidden": 128, "inter": 512, "layers": 1}
@@ -467,7 +471,7 @@ def test_memory_estimate_follows_the_stated_formula():
         "error": None,
     }
     e = est.estimate(cfg, gpu, 10**6)
-    p, lora, a = est.arch_shapes("qwen3-0.6b", set(est_targets()), 32)
+    p, lora, a = shapes.arch_shapes("qwen3-0.6b", set(est_targets()), 32)
     layer = 4096 * (12 * a["hidden"] + 4 * a["inter"]) * 2
     want = (
         p * 2
@@ -495,11 +499,11 @@ def test_memory_check_refuses_a_small_gpu():
     }
     cfg = dict(base_model="random:qwen3-4b", seq_len=4096, gpus=1)
     e = est.estimate(cfg, gpu, 10**6)
-    est.check_memory(checks, cfg, gpu, e, None)
+    resources.check_memory(checks, cfg, gpu, e, None)
     assert checks[0]["ok"] is False
     assert checks[0]["message"].startswith("GPU 0 has 2.0 GiB free; the run needs about ")
     checks = []
-    est.check_memory(checks, dict(cfg, gpus=2), gpu, e, None)
+    resources.check_memory(checks, dict(cfg, gpus=2), gpu, e, None)
     assert checks == [
         {"name": "memory", "ok": False, "message": "the run asks for 2 GPUs and this host has 1"}
     ]
@@ -512,7 +516,14 @@ def test_host_helper_is_stdlib_python_3_8():
     from fleetdeck.backend.actions.launch import helper_source
 
     sources = [helper_source()]
-    for name in ("estimate.py", "main.py"):
+    for name in (
+        "estimate.py",
+        "liveruns.py",
+        "main.py",
+        "preflight.py",
+        "resources.py",
+        "targets.py",
+    ):
         sources.append((Path(est.__file__).parent / name).read_text())
     for src in sources:
         tree = ast.parse(src, feature_version=(3, 8))
@@ -554,7 +565,7 @@ def test_gpus_check_holds_the_run_to_the_hosts_gpus(monkeypatch):
 
     def check(cfg, gpus):
         checks = []
-        est.check_gpus(checks, cfg, gpus)
+        resources.check_gpus(checks, cfg, gpus)
         (c,) = checks
         assert c["name"] == "gpus"
         return c["ok"], c["message"]

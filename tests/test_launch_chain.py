@@ -21,7 +21,7 @@ from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import launch, preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.host.launch import estimate as est
+from fleetdeck.backend.host.lib import procfs
 from fleetdeck.cli.main import main
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
@@ -40,7 +40,9 @@ class FakeRun:
         self.path = path
         path.mkdir(parents=True)
         self.proc = subprocess.Popen(["sleep", "600"])
-        self.write(state="running", pid=self.proc.pid, start_ticks=est.start_ticks(self.proc.pid))
+        self.write(
+            state="running", pid=self.proc.pid, start_ticks=procfs.start_ticks(self.proc.pid)
+        )
 
     def write(self, **m):
         tmp = self.path / ".run.json.tmp"

@@ -11,7 +11,8 @@ import struct
 import pytest
 
 from fleetdeck.backend.host.launch import estimate as est
-from fleetdeck.backend.host.launch import shapes
+from fleetdeck.backend.host.launch import resources, shapes
+from fleetdeck.backend.host.lib import units
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CFG = dict(
@@ -56,7 +57,7 @@ def test_unified_memory_is_one_check_against_memavailable_saying_so():
     assert e["memory_parts"]["weights"] == h200["memory_parts"]["weights"] == e["params"] * 2
     assert e["memory_bytes"] == h200["memory_bytes"] + 5 * 10**6
     checks: list[dict] = []
-    est.check_memory(checks, CFG, gb10(), e, None)
+    resources.check_memory(checks, CFG, gb10(), e, None)
     (c,) = checks
     assert c["ok"] is True
     assert c["message"].startswith(
@@ -65,7 +66,7 @@ def test_unified_memory_is_one_check_against_memavailable_saying_so():
     )
     assert "weights counted once, host and GPU being one memory" in c["message"]
     checks = []
-    est.check_memory(checks, CFG, gb10(free=e["memory_bytes"] - 1), e, None)
+    resources.check_memory(checks, CFG, gb10(free=e["memory_bytes"] - 1), e, None)
     assert [c["ok"] for c in checks] == [False]
 
 
@@ -74,14 +75,13 @@ def test_unified_gpus_share_one_memavailable_not_one_each():
     e = est.estimate(cfg, gb10(2), 10**6)
     table = gb10(2, free=e["memory_bytes"] * 3 // 2)  # room for one process, not for two
     checks: list[dict] = []
-    est.check_memory(checks, cfg, table, e, None)
+    resources.check_memory(checks, cfg, table, e, None)
     (c,) = checks
     assert c["ok"] is False and c["message"].startswith(
         "GPUs 0, 1 share the host's memory (unified memory)"
     )
     assert (
-        f"the run needs about {est.units.size(2 * e['memory_bytes'])} (2 processes x "
-        in c["message"]
+        f"the run needs about {units.size(2 * e['memory_bytes'])} (2 processes x " in c["message"]
     )
 
 
@@ -93,7 +93,7 @@ def test_what_the_awaited_run_holds_on_unified_memory_counts_as_free(tmp_path):
     table = gb10(free=e["memory_bytes"] - est.GIB)
     table["apps"] = [{"pid": 4242, "uuid": "GPU-0", "used": 2 * est.GIB}]
     checks: list[dict] = []
-    est.check_memory(checks, CFG, table, e, str(prev))
+    resources.check_memory(checks, CFG, table, e, str(prev))
     (c,) = checks
     assert c["ok"] is True and "2.0 GiB of it held now by the run it waits for" in c["message"]
 
@@ -128,7 +128,7 @@ def test_base_fp8_adds_its_float8_copies_of_the_target_linears_only():
         2 * o * n + 4 * (o + n) for o, n in (sides[0], sides[2])
     )
     checks: list[dict] = []
-    est.check_memory(checks, CFG, discrete(), on, None)
+    resources.check_memory(checks, CFG, discrete(), on, None)
     assert "base/fp8 " in checks[0]["message"]
 
 

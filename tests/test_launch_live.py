@@ -14,7 +14,7 @@ from test_launch import base_values, fake_gpus, write_corpus, write_run_toml
 from fleetdeck.backend.actions.launch import preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.host.launch import estimate as est
+from fleetdeck.backend.host.launch import liveruns
 from fleetdeck.cli.main import main
 
 pytestmark = pytest.mark.sshd
@@ -64,7 +64,7 @@ def test_an_hf_run_on_the_gpu_refuses_unless_forced(tmp_path):
 
     def check(gpus, force=False, seen=seen):
         checks = []
-        est.check_live_runs(checks, {"gpus": 1}, gpus, [str(tmp_path)], None, force, seen)
+        liveruns.check_live_runs(checks, {"gpus": 1}, gpus, [str(tmp_path)], None, force, seen)
         return checks[0]
 
     refused = check(fake_gpus((4242, "GPU-0")))

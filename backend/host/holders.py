@@ -1,5 +1,5 @@
 """Host side of "who holds this path": the processes that hold a file under a path open, mapped,
-or as their cwd or root, read by purge's own in-use reader (`purge.facts.scan_proc`), so the
+or as their cwd or root, read by purge's own in-use reader (`purge.inuse.scan_proc`), so the
 answer here and a purge's `in-use` refusal are one judgement.
 
 Runs on the host (stdlib + host library, Python 3.8+) through `HostLink.call`. Request:
@@ -30,7 +30,7 @@ import sys
 
 from fleetdeck.backend.host.lib import flags, procfs
 from fleetdeck.backend.host.lib.serve import Refused, serve
-from fleetdeck.backend.host.purge.facts import scan_proc
+from fleetdeck.backend.host.purge.inuse import scan_proc
 from fleetdeck.backend.host.purge.paths import WalkError, split_path
 
 MAX_ENTRIES = 200000

@@ -18,8 +18,10 @@ request with `op` on stdin, one answer on stdout (`host/lib/serve`). Operations:
 
 What a run, a checkpoint and a final adapter are comes from `host/lib/layout`; whether a
 recorded process still runs from `host/lib/procfs.same_process` (pid and start time). The
-estimates (params, LoRA params, GPU memory, disk) live beside it in `estimate`, the run files in
-`runfiles` and the detached supervisor in `supervise`.
+checks live beside it in `preflight` (with the estimates of params, LoRA params, GPU memory and
+disk in `estimate`, the targets in `targets`, the host's GPUs, memory and disk in `resources`,
+the runs live on it in `liveruns`), the run files in `runfiles` and the detached supervisor in
+`supervise`.
 """
 
 import fcntl
@@ -29,278 +31,18 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.host.launch import estimate as est
+from fleetdeck.backend.host.launch.preflight import check, preflight, resumable
 from fleetdeck.backend.host.launch.runfiles import (
-    after_status,
     read_manifest,
     record_state,
     toml_text,
     write_manifest,
 )
 from fleetdeck.backend.host.launch.supervise import supervise
-from fleetdeck.backend.host.lib import flags, layout, procfs
+from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.serve import serve
 
-TRAINER_MODULE = est.TRAINER_MODULE
 LOCK = ".fleetdeck-launch.lock"
-# keys that say where things are, not how the run trains: compared after expansion
-PATH_KEYS = ("corpus", "tokenizer", "base_model")
-RESUMABLE = ("failed", "cancelled", "stalled", "unknown", "running", "queued")
-
-
-# -- pre-flight ------------------------------------------------------------------------------
-def check(checks, name, ok, message):
-    checks.append({"name": name, "ok": bool(ok), "message": message})
-    return ok
-
-
-def expand(config, key):
-    value = config.get(key)
-    return os.path.abspath(os.path.expanduser(value)) if isinstance(value, str) and value else value
-
-
-def preflight(req):
-    """All launch checks; nothing is changed. The answer names every check and the estimate."""
-    host = req.get("host", "this host")
-    config = dict(req["config"])
-    for key in ("corpus", "output", "tokenizer"):
-        config[key] = expand(config, key)
-    if not str(config["base_model"]).startswith("random:"):
-        config["base_model"] = expand(config, "base_model")
-    after = os.path.abspath(os.path.expanduser(req["after"])) if req.get("after") else None
-    output = config["output"]
-    checks = []
-
-    base = config["base_model"]
-    if base.startswith("random:"):
-        arch = base.split(":", 1)[1]
-        check(
-            checks,
-            "base-model",
-            arch in est.ARCHS,
-            f"base model {base} is a built-in architecture with random weights"
-            if arch in est.ARCHS
-            else "base model {} is not a built-in architecture ({})".format(
-                base, ", ".join(sorted(est.ARCHS))
-            ),
-        )
-    elif not os.path.isdir(base):
-        check(checks, "base-model", False, f"base model {base} does not exist on {host}")
-    elif not os.path.isfile(os.path.join(base, "config.json")):
-        check(
-            checks,
-            "base-model",
-            False,
-            f"base model {base} holds no config.json, so it is not a checkpoint",
-        )
-    else:
-        check(checks, "base-model", True, f"base model {base} exists")
-    tok = config.get("tokenizer")
-    if tok:
-        check(
-            checks,
-            "tokenizer",
-            os.path.isdir(tok) or os.path.isfile(tok),
-            "tokenizer {} {}".format(
-                tok, "exists" if os.path.exists(tok) else f"does not exist on {host}"
-            ),
-        )
-
-    corpus = config["corpus"]
-    size = est.corpus_bytes(corpus)
-    if not os.path.exists(corpus):
-        check(checks, "corpus", False, f"corpus {corpus} does not exist on {host}")
-    elif size == 0:
-        check(checks, "corpus", False, f"corpus {corpus} is empty")
-    else:
-        check(checks, "corpus", True, f"corpus {corpus} exists ({size} bytes)")
-
-    resume = bool(req.get("resume"))
-    if resume:
-        check_resume(checks, output, config)
-    else:
-        check_output(checks, output, after, req.get("runs") or [])
-    if after is not None:
-        verdict, why = after_status(after)
-        if after == output:
-            check(checks, "after", False, f"a run cannot wait for itself ({after})")
-        elif verdict == "never":
-            check(
-                checks,
-                "after",
-                False,
-                f"{why}; a chain never starts after a run that did not finish with its adapter",
-            )
-        else:
-            check(
-                checks,
-                "after",
-                True,
-                why
-                + (
-                    "; the new run starts now"
-                    if verdict == "ready"
-                    else "; the new run waits for it"
-                ),
-            )
-
-    if any(c["name"] == "base-model" and c["ok"] for c in checks):
-        est.check_targets(checks, config)
-
-    trainer = est.missing_modules([TRAINER_MODULE, "torch", "transformers", "peft"])
-    check(
-        checks,
-        "trainer",
-        not trainer,
-        f"{sys.executable} can import the trainer"
-        if not trainer
-        else "{} cannot import {} on {}: make a venv there with fleetdeck[train] installed and set this host's "
-        'python to its interpreter in the fleet file (docs/launch.md, "A host ready to train"; the probe '
-        "and helpers then use it too)".format(sys.executable, ", ".join(trainer), host),
-    )
-
-    gpus = est.gpu_table()
-    estimate = est.estimate(config, gpus, size)
-    est.check_gpus(checks, config, gpus)
-    est.check_memory(checks, config, gpus, estimate, after)
-    est.check_disk(checks, output, estimate)
-    seen = [r for r in req.get("live") or () if isinstance(r, dict) and r.get("path") != output]
-    est.check_live_runs(
-        checks, config, gpus, req.get("runs") or [], after, bool(req.get("force")), seen
-    )
-    return {
-        "passed": all(c["ok"] for c in checks),
-        "checks": checks,
-        "estimate": estimate,
-        "config": config,
-        "run_path": output,
-        "after": after,
-        "resume": resume,
-    }
-
-
-def check_output(checks, output, after, roots):
-    if os.path.lexists(output) and not os.path.isdir(output):
-        return check(checks, "output", False, f"output {output} exists and is not a folder")
-    if os.path.isdir(output):
-        names = sorted(os.listdir(output))
-        held = [n for n in names if layout.is_run([n])]
-        if held:
-            return check(
-                checks,
-                "output",
-                False,
-                "output {} already holds a run ({}); choose a new folder".format(
-                    output, ", ".join(held[:3])
-                ),
-            )
-        foreign = [n for n in layout.not_fresh(names) if not n.startswith(".")]
-        if foreign:
-            return check(
-                checks,
-                "output",
-                False,
-                "output {} holds files that are not a run ({}); "
-                "choose an empty or new folder".format(output, ", ".join(foreign[:3])),
-            )
-    where = [r for r in roots if os.path.dirname(output) == os.path.abspath(os.path.expanduser(r))]
-    note = (
-        ""
-        if where
-        else "; note: it is not directly under a runs root of this host, so status and runs will not list it"
-    )
-    return check(checks, "output", True, f"output {output} holds no run{note}")
-
-
-def _same_setting(key, a, b):
-    if (
-        key in PATH_KEYS
-        and isinstance(a, str)
-        and isinstance(b, str)
-        and not a.startswith("random:")
-    ):
-        return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
-    return a == b
-
-
-def resumable(output):
-    """(manifest, None) when the run at `output` may be continued, else (manifest, why not)."""
-    if not os.path.isdir(output):
-        return None, f"run {output} does not exist on this host; there is nothing to resume"
-    manifest = read_manifest(output)
-    if manifest is None:
-        return None, f"run {output} has an unreadable run.json; refusing to touch it"
-    state = manifest.get("state")
-    if state == "finished" or layout.final_adapter(output):
-        return (
-            manifest,
-            f"run {output} already finished with its final adapter; there is nothing to resume",
-        )
-    if state == "running" and procfs.same_process(manifest.get("pid"), manifest.get("start_ticks")):
-        return manifest, "run {} is running (pid {}); it cannot be resumed while it runs".format(
-            output, manifest.get("pid")
-        )
-    if state == "queued" and procfs.same_process(
-        manifest.get("waiter_pid"), manifest.get("waiter_start_ticks")
-    ):
-        return manifest, f"run {output} is queued; it starts by itself"
-    if state not in RESUMABLE and state is not None:
-        return manifest, f"run {output} is in state {state!r}, which cannot be resumed"
-    return manifest, None
-
-
-def newest_checkpoint(output):
-    """(step, path) of the newest checkpoint the trainer can resume from (a complete
-    `checkpoint-N` by the layout's rule in `<run>/checkpoints/`, with its trainer_state.json),
-    or None."""
-    done = layout.resumable_checkpoints(output)
-    return done[-1] if done else None
-
-
-def check_resume(checks, output, config):
-    """`--resume`: the output is a stopped or failed run of this same config, with a
-    checkpoint to continue from."""
-    manifest, why = resumable(output)
-    if why:
-        return check(checks, "resume", False, why)
-    newest = newest_checkpoint(output)
-    if newest is None:
-        return check(
-            checks,
-            "resume",
-            False,
-            f"run {output} has no complete checkpoint (checkpoints/"
-            "checkpoint-N with its adapter weights, config and trainer_state.json) to resume from; launch it "
-            "into a new folder",
-        )
-    before = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    differ = sorted(
-        k
-        for k in config
-        if k in before
-        and k not in ("output", "source")
-        and not _same_setting(k, config[k], before[k])
-    )
-    if differ:
-        return check(
-            checks,
-            "resume",
-            False,
-            "RUN.toml differs from the run's own config in {}; resume "
-            "with the run's own settings ({})".format(
-                ", ".join(differ), os.path.join(output, "RUN.toml")
-            ),
-        )
-    state = manifest.get("state") or "without run.json"
-    reason = manifest.get("error") or manifest.get("cancel_reason")
-    return check(
-        checks,
-        "resume",
-        True,
-        "resumes run {} ({}{}) from {} (step {})".format(
-            output, state, f": {reason}" if reason else "", os.path.basename(newest[1]), newest[0]
-        ),
-    )
 
 
 # -- launch ----------------------------------------------------------------------------------

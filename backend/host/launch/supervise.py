@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.host.launch.estimate import TRAINER_MODULE
+from fleetdeck.backend.host.launch.liveruns import TRAINER_MODULE
 from fleetdeck.backend.host.launch.runfiles import (
     after_status,
     log_line,

@@ -23,7 +23,8 @@ Paths travel as str decoded from the file system's bytes with utf-8/surrogateesc
 name (non-UTF-8 bytes included) goes back to the same bytes.
 
 This module answers the request; beside it in this package, `read` holds `list` and `read`,
-`write` holds `write` and `abandon`, `common` what both ends share. The controller names this
+`write` holds `write` (its partial folder in `partial`, with `replace` and `fdops`),
+`abandon` holds `abandon`, `common` what both ends share. The controller names this
 module (its `__name__`) as the helper it sends.
 """
 # Runs on the host's Python 3.8 or newer.
@@ -36,6 +37,7 @@ import signal
 import sys
 
 from fleetdeck.backend.host.lib import serve
+from fleetdeck.backend.host.mirror.abandon import op_abandon
 from fleetdeck.backend.host.mirror.common import (
     say,
 )
@@ -43,10 +45,7 @@ from fleetdeck.backend.host.mirror.read import (
     op_list,
     op_read,
 )
-from fleetdeck.backend.host.mirror.write import (
-    op_abandon,
-    op_write,
-)
+from fleetdeck.backend.host.mirror.write import op_write
 
 
 def _hangup(signum, frame):

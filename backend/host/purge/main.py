@@ -31,8 +31,8 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge.facts import (
     gather,
     gather_with_inodes,
-    keep_newest,
 )
+from fleetdeck.backend.host.purge.keepers import keep_newest
 from fleetdeck.backend.host.purge.paths import (
     WalkError,
     sha256_file,
