@@ -55,7 +55,9 @@ class Nvml:
     """
 
     def __init__(self, resident=False):
-        import pynvml  # carried by the bundle; ImportError lands in the GPU section's reason
+        # its ImportError lands in the GPU section's reason; pynvml is carried by the bundle
+        # deferred: pynvml (330 KB, run only when the GPU section asks NVML)
+        import pynvml
 
         self.nv = pynvml
         pynvml.nvmlInit()
