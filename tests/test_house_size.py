@@ -34,7 +34,6 @@ OVER_LINES: dict[str, int] = {
     "backend/host/mirror/write.py": 666,
     "backend/host/probe/seats.py": 417,
     "backend/host/purge/facts.py": 529,
-    "backend/host/schedules.py": 477,
     "backend/host/seat_check.py": 442,
     "backend/monitor/alertmanager.py": 432,
     "backend/monitor/alerts.py": 578,
