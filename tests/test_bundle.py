@@ -26,6 +26,7 @@ HELPERS = [
     "fleetdeck.backend.host.purge.main",
     "fleetdeck.backend.host.mirror.main",
     "fleetdeck.backend.host.schedules.main",
+    "fleetdeck.backend.host.seat_check.main",
     "fleetdeck.backend.host.launch.main",
 ]
 # every other helper: each module of the host wing that answers requests (`serve(...)`)

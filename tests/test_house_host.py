@@ -39,7 +39,7 @@ def test_no_family_of_prefixed_modules_in_the_host_wing():
         if p.stem.split("_")[0] in ("purge", "mirror", "launch", "schedules")
     )
     assert not loose, loose
-    for family in ("probe", "purge", "mirror", "launch", "schedules"):
+    for family in ("probe", "purge", "mirror", "launch", "schedules", "seat_check"):
         assert (HOST / family / "main.py").is_file() and (
             HOST / family / "__init__.py"
         ).is_file(), family
