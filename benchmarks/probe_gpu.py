@@ -326,6 +326,7 @@ def beside(nvml: dict, smi: dict, q: dict[str, str], pmon: str, pid: int) -> Non
 def eight_gpus(polls: int) -> dict | None:
     try:
         from fleetdeck.backend.host.probe import nvml as probe_nvml
+        from fleetdeck.backend.host.probe import sampler as probe_sampler
     except ImportError as e:
         print(f"  (8-GPU estimate skipped: {e}; see the module docstring)")
         return None
@@ -338,7 +339,7 @@ def eight_gpus(polls: int) -> dict | None:
         t = time.thread_time()
         n.read()
         cpu.append(time.thread_time() - t)
-    s = probe_nvml.Sampler.__new__(probe_nvml.Sampler)  # its questions, without its thread
+    s = probe_sampler.Sampler.__new__(probe_sampler.Sampler)  # its questions, without its thread
     s.nvml, s.pcie, s.procs, s.busy, s._last_seen, s._turn = n, {}, {}, {0: True}, {}, 0
     asked = {}
     for kind in ("pcie", "procs"):
@@ -357,8 +358,8 @@ def eight_gpus(polls: int) -> dict | None:
         "cpu_ms": statistics.median(cpu) * 1e3,
         "cpu_max_ms": max(cpu) * 1e3,
         "questions_ms": asked,
-        "share": probe_nvml.SAMPLER_SHARE,
-        "gap_s": probe_nvml.SAMPLER_GAP_S,
+        "share": probe_sampler.SAMPLER_SHARE,
+        "gap_s": probe_sampler.SAMPLER_GAP_S,
         "pcie": s.pcie.get(0),
         "procs": s.procs.get(0),
     }
@@ -366,9 +367,10 @@ def eight_gpus(polls: int) -> dict | None:
 
 def pcie_direction() -> None:
     from fleetdeck.backend.host.probe import nvml as probe_nvml
+    from fleetdeck.backend.host.probe import sampler as probe_sampler
 
     n = probe_nvml.Nvml(resident=False)
-    s = probe_nvml.Sampler.__new__(probe_nvml.Sampler)  # its questions, without its thread
+    s = probe_sampler.Sampler.__new__(probe_sampler.Sampler)  # its questions, without its thread
     s.nvml, s.pcie, s.procs, s.busy, s._last_seen, s._turn = n, {}, {}, {}, {}, 0
     print("copy direction   probe tx_bytes_s   probe rx_bytes_s   nvidia-smi -q")
     for way in ("gpu-to-host", "host-to-gpu"):

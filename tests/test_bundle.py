@@ -25,7 +25,8 @@ HELPERS = [
     "fleetdeck.backend.host.probe.main",
     "fleetdeck.backend.host.purge.main",
     "fleetdeck.backend.host.mirror.main",
-    "fleetdeck.backend.host.schedules",
+    "fleetdeck.backend.host.schedules.main",
+    "fleetdeck.backend.host.seat_check.main",
     "fleetdeck.backend.host.launch.main",
 ]
 # every other helper: each module of the host wing that answers requests (`serve(...)`)

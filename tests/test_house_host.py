@@ -31,13 +31,15 @@ def test_the_complexity_gate_catches_a_function_over_25(tmp_path: Path):
 
 
 def test_no_family_of_prefixed_modules_in_the_host_wing():
-    """purge, mirror and launch are packages (`main` plus its parts), as the probe is: no
-    `purge_*.py` beside them again."""
+    """purge, mirror, launch and schedules are packages (`main` plus its parts), as the probe
+    is: no `purge_*.py` beside them again."""
     loose = sorted(
-        p.name for p in HOST.glob("*_*.py") if p.stem.split("_")[0] in ("purge", "mirror", "launch")
+        p.name
+        for p in HOST.glob("*_*.py")
+        if p.stem.split("_")[0] in ("purge", "mirror", "launch", "schedules")
     )
     assert not loose, loose
-    for family in ("probe", "purge", "mirror", "launch"):
+    for family in ("probe", "purge", "mirror", "launch", "schedules", "seat_check"):
         assert (HOST / family / "main.py").is_file() and (
             HOST / family / "__init__.py"
         ).is_file(), family
@@ -45,20 +47,27 @@ def test_no_family_of_prefixed_modules_in_the_host_wing():
 
 
 def test_the_controller_names_the_packaged_helpers_by_their_modules():
-    from fleetdeck.backend.actions import launch, purge
+    from fleetdeck.backend.actions import launch, purge, schedules
     from fleetdeck.backend.actions.mirror import common as mirror_common
     from fleetdeck.backend.host.launch import main as launch_main
     from fleetdeck.backend.host.mirror import main as mirror_main
     from fleetdeck.backend.host.purge import main as purge_main
+    from fleetdeck.backend.host.schedules import main as schedules_main
 
-    assert (purge.HELPER, mirror_common.HELPER, launch.HELPER) == (
+    assert (purge.HELPER, mirror_common.HELPER, launch.HELPER, schedules.REMOTE) == (
         purge_main.__name__,
         mirror_main.__name__,
         launch_main.__name__,
+        schedules_main.__name__,
     )
-    for path in ("actions/purge.py", "actions/mirror/common.py", "actions/launch.py"):
+    for path in (
+        "actions/purge.py",
+        "actions/mirror/common.py",
+        "actions/launch.py",
+        "actions/schedules.py",
+    ):
         text = (REPO / "backend" / path).read_text(encoding="utf-8")
-        assert 'HELPER = "' not in text, path
+        assert 'HELPER = "' not in text and 'REMOTE = "' not in text, path
 
 
 def test_purge_verdict_is_one_check_per_refusal_code_in_checks_order():

@@ -25,8 +25,6 @@ MARK = "deferred:"
 # list. An entry that no longer matches an uncommented import fails too, so the list only shrinks.
 TO_DO = {
     "backend/host/probe/main.py": {"psutil"},
-    "backend/host/probe/nvml.py": {"pynvml"},
-    "backend/host/probe/runs.py": {"fleetdeck.backend.host.lib.serve"},
     "backend/train/attention.py": {"flash_attn.cute", "transformers"},
     "backend/train/batching.py": {"sys"},
     "backend/train/bench.py": {

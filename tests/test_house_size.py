@@ -22,11 +22,6 @@ MAX_COMPLEXITY = 25
 # path -> its line count when the rule came in: each may shrink, none may grow
 OVER_LINES: dict[str, int] = {
     "backend/host/lib/payload.py": 439,
-    "backend/host/probe/nvml.py": 476,
-    "backend/host/probe/runs.py": 498,
-    "backend/host/probe/seats.py": 417,
-    "backend/host/schedules.py": 477,
-    "backend/host/seat_check.py": 442,
     "backend/monitor/silences.py": 412,
     "backend/train/attention.py": 442,
     "backend/train/bench.py": 420,

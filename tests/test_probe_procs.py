@@ -99,3 +99,41 @@ def test_a_stopped_process_stays_listed_so_it_can_be_continued(children):
         assert p.pid not in listed or "stopped" not in listed[p.pid]["why"]
     finally:
         os.kill(p.pid, signal.SIGCONT)
+
+
+def test_a_process_usage_is_read_by_the_host_librarys_stat_reader(children):
+    """`_usage` takes /proc/PID/stat from `procfs.usage`, the one reader: a command name holding
+    spaces and parentheses does not shift its fields, the resident size is the field's pages
+    in bytes, and the start time is the one `procfs` gives for the process's identity."""
+    from fleetdeck.backend.host.lib import procfs
+    from fleetdeck.backend.host.probe.procs import _usage
+
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; open('/proc/self/comm', 'w').write('a) 1 2 (b');"
+            " print('ok', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    children.append(p)
+    assert p.stdout.readline() == b"ok\n"
+    with open(f"/proc/{p.pid}/comm") as f:
+        assert f.read().strip() == "a) 1 2 (b"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # asleep, so that nothing below moves between reads
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # proc(5) field N is index N - 3
+        if fields[0] == "S":
+            break
+        time.sleep(0.02)
+    ticks, rss, start, state = _usage(p.pid)
+    assert ticks == int(fields[11]) + int(fields[12])
+    # the kernel's resident counters settle lazily: a few pages either way between two reads
+    assert abs(rss - int(fields[21]) * os.sysconf("SC_PAGE_SIZE")) <= 64 * 4096
+    assert start == procfs.start_ticks(p.pid) == int(fields[19])
+    assert state == "S"
+    p.kill()
+    p.wait()
+    assert _usage(p.pid) is None

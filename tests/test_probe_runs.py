@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from fleetdeck.backend.host.probe import run_progress
 from fleetdeck.backend.host.probe import runs as probe_runs
 from fleetdeck.backend.host.probe.common import CACHE
 
@@ -19,15 +20,15 @@ def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path:
         for s in range(1, 400_001):  # ~30 MB, well over the tail window
             f.write(line % (s, 1_700_000_000 + s))
     size = path.stat().st_size
-    assert size > 4 * probe_runs.PROGRESS_TAIL
+    assert size > 4 * run_progress.PROGRESS_TAIL
     CACHE.clear()
-    p = probe_runs._progress(str(path))
+    p = run_progress.progress(str(path))
     assert p["step"] == 400_000 and p["max_steps"] == 1_000_000
-    assert p["skipped_bytes"] >= size - probe_runs.PROGRESS_TAIL  # the head was never parsed
+    assert p["skipped_bytes"] >= size - run_progress.PROGRESS_TAIL  # the head was never parsed
     assert p["losses"][0][0] > 300_000 and p["losses"][-1] == [400_000, 2.5]
     with open(path, "a") as f:
         f.write(json.dumps({"step": 400_001, "max_steps": 1_000_000, "loss": 2.4}) + "\n")
-    p = probe_runs._progress(str(path))
+    p = run_progress.progress(str(path))
     assert p["step"] == 400_001 and p["losses"][-1] == [400_001, 2.4]
     assert p["offset"] == path.stat().st_size
 
@@ -171,12 +172,12 @@ def test_the_series_op_reads_the_newest_trainer_state_as_the_listing_does(tmp_pa
     os.utime(run / "trainer_state.json", (old, old))
     checkpoint(run, 100, nested=False)
     names = set(os.listdir(run))
-    kind, src, states = probe_runs.series_source(str(run), names)
+    kind, src, states = run_progress.series_source(str(run), names)
     assert (kind, src) == ("trainer_state", str(run / "checkpoint-100" / "trainer_state.json"))
     assert [s for s, _ in states] == [25, 100]
     CACHE.clear()
     facts = probe_runs._run_facts(str(run), names, 0.0)[0]
-    series = probe_runs.full_series(str(run))
+    series = run_progress.full_series(str(run))
     assert facts["step"] == 100 and (series["losses"], series["eval_losses"]) == (
         facts["losses"],
         facts["eval_losses"],
@@ -323,7 +324,7 @@ def test_s_per_step_is_the_median_of_the_recent_steps_and_the_eta_is_reckoned_fr
         r = got["run-m"]
         assert r["state"] == "running", r
         assert r["seconds_per_step"] == 0.5 and r["last_seconds_per_step"] == 30.0
-        assert r["step_times"] == probe_runs.MEDIAN_STEPS == 20
+        assert r["step_times"] == run_progress.MEDIAN_STEPS == 20
         assert r["eta_seconds"] == (1000 - 40) * 0.5
         t = got["run-t"]
         assert (

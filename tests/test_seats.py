@@ -14,6 +14,7 @@ import pytest
 
 from fleetdeck.backend.fleet.models import Gpu, GpuProcess, HostSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
+from fleetdeck.backend.host.probe import engines as probe_engines
 from fleetdeck.backend.host.probe import seats as probe_seats
 from fleetdeck.backend.monitor.seats import attribute_memory, headroom
 
@@ -271,7 +272,7 @@ def test_docker_that_does_not_answer_is_said_plainly(tmp_path):
     ],
 )
 def test_engines_are_told_by_program_not_by_substring(argv, kind):
-    assert probe_seats.classify(argv) == kind
+    assert probe_engines.classify(argv) == kind
 
 
 def gpu(index: int, total: float, used: float, procs: list[tuple[int, float]]) -> Gpu:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.host import seat_check as remote
+from fleetdeck.backend.host.seat_check import judge
+from fleetdeck.backend.host.seat_check import main as remote
+from fleetdeck.backend.host.seat_check import request as seat_request
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 SERVER = Path(__file__).with_name("seat_server.py")
@@ -165,8 +167,8 @@ def test_no_answer_in_time_and_nothing_listening(fleet_file, capsys):
     ],
 )
 def test_signatures_of_completion_bodies(doc, signature):
-    with pytest.raises(remote._Bad) as e:
-        remote.judge_completion(doc, 8)
+    with pytest.raises(judge.Bad) as e:
+        judge.judge_completion(doc, 8)
     assert e.value.signature == signature
 
 
@@ -181,7 +183,7 @@ def test_a_completions_body_with_finite_logprobs_is_sound():
         ],
         "usage": {"completion_tokens": 2},
     }
-    assert remote.judge_completion(doc, 2)["logprobs"] == 3
+    assert judge.judge_completion(doc, 2)["logprobs"] == 3
 
 
 @pytest.mark.parametrize(
@@ -259,8 +261,8 @@ def test_empty_answers_and_impossible_logprobs_are_unsound(flags, signature):
     ],
 )
 def test_signatures_of_bodies_that_show_nothing_or_impossible_numbers(doc, signature):
-    with pytest.raises(remote._Bad) as e:
-        remote.judge_completion(doc, 8)
+    with pytest.raises(judge.Bad) as e:
+        judge.judge_completion(doc, 8)
     assert e.value.signature == signature
 
 
@@ -270,7 +272,7 @@ def test_an_endless_answer_is_cut_at_the_limit_and_the_helper_stays_small(tmp_pa
     code = (
         "import json, resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-        "from fleetdeck.backend.host import seat_check as r\n"
+        "from fleetdeck.backend.host.seat_check import main as r\n"
         "ans = r.check({'port': int(sys.argv[1]), 'max_tokens': 2, 'timeout': 30})\n"
         # VmHWM: this process image's own peak (ru_maxrss carries the forking parent's
         # size across exec, and a pytest that loaded torch is large)
@@ -287,7 +289,7 @@ def test_an_endless_answer_is_cut_at_the_limit_and_the_helper_stays_small(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     ans, maxrss_kib = json.loads(out.stdout)
     assert ans["signature"] == "answer-too-large" and ans["sound"] is False, ans
-    assert int(sent.read_text()) > remote.ANSWER_LIMIT  # the server did send more than that
+    assert int(sent.read_text()) > seat_request.ANSWER_LIMIT  # the server did send more than that
     assert maxrss_kib < 200 * 1024
 
 
@@ -416,8 +418,8 @@ def test_a_malformed_or_over_nested_seat_answer_is_named_from_the_host(
     ],
 )
 def test_bodies_of_another_shape_are_bad_answers_naming_the_field(doc, said):
-    with pytest.raises(remote._Bad) as e:
-        remote.judge_completion(doc, 8)
+    with pytest.raises(judge.Bad) as e:
+        judge.judge_completion(doc, 8)
     assert e.value.signature == "bad-answer" and said in e.value.message, e.value.message
 
 

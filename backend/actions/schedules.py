@@ -1,10 +1,10 @@
 """Remove one schedule from a host: check -> confirm -> back up -> change one thing -> verify -> audit.
 
 "removed" stands only with the host's witness, what it re-read after the change and found gone
-(`host/schedules.py` says what each kind re-reads); an answer without one is `no-witness`,
+(`host/schedules/main.py` says what each kind re-reads); an answer without one is `no-witness`,
 never done, and an entry with nothing to remove is refused `nothing-to-remove`.
 
-The host side is `host/schedules.py` (stdlib + the host library), run by module name through
+The host side is `host/schedules/` (stdlib + the host library), run by module name through
 `HostLink.call`, so no crontab line, path or unit name is ever pasted into a shell. What a removal needs to know about
 the entry (`raw` + `line`, `unit`, `job`, `pid` + `start_time`) comes from the listing; the
 helper refuses with `changed-since-listing` when the host no longer matches it.
@@ -23,6 +23,7 @@ from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule, schedule_json
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.schedules import main as schedules_helper
 
 ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0
@@ -44,7 +45,7 @@ REFUSALS = frozenset(
 
 
 #: the host-side helper, bundled with the host library by `HostLink.call`
-REMOTE = "fleetdeck.backend.host.schedules"
+REMOTE = schedules_helper.__name__
 
 
 def _error(ans: Any) -> tuple[str, str, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """A run's whole loss and eval-loss series, on demand (a snapshot carries at most 256 points of
-each: `probe_runs.thin`). The probe's `series` op, asked once over the run's host link, its
+each: `run_progress.thin`). The probe's `series` op, asked once over the run's host link, its
 answer through the same per-point checks as a snapshot's."""
 
 from __future__ import annotations

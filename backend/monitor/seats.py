@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from fleetdeck.backend.fleet.models import Gpu, HostSnapshot
 
 SEATS_HELPER = "fleetdeck.backend.host.probe.seats"
-CHECK_HELPER = "fleetdeck.backend.host.seat_check"
+CHECK_HELPER = "fleetdeck.backend.host.seat_check.main"
 DEFAULT_HEADROOM_FLOOR_MIB = 6 * 1024
 
 

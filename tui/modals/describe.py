@@ -27,7 +27,7 @@ from textual.widgets import Button, Label, TextArea
 
 from fleetdeck.backend.fleet.models import Run, Schedule, run_json, schedule_json
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.probe.runs import MEDIAN_STEPS
+from fleetdeck.backend.host.probe.run_progress import MEDIAN_STEPS
 from fleetdeck.tui.modals.modal import Modal
 
 #: how much of one file is read from the host
@@ -259,7 +259,7 @@ class DescribeModal(Modal):
         self.dismiss()
 
 
-#: how the Runs view's s/step and ETA are reckoned (backend/host/probe/runs.py)
+#: how the Runs view's s/step and ETA are reckoned (backend/host/probe/run_progress.py)
 STEP_TIME = "\n".join(
     [
         f"s/step (seconds_per_step) is the median of the last {MEDIAN_STEPS} steps' times (one slow step,",

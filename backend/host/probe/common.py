@@ -54,7 +54,7 @@ TIMER_TTL = 30.0  # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
 SYSTEMD_BOOTED = "/run/systemd/system"  # sd_booted(3): present only when systemd is PID 1
 MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
-SERIES_POINTS = 256  # and sends at most this many per series (probe_runs.thin)
+SERIES_POINTS = 256  # and sends at most this many per series (run_progress.thin)
 LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
 CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
 ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")

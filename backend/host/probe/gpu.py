@@ -15,7 +15,8 @@ from fleetdeck.backend.host.probe.common import (
     run_text,
     user_name,
 )
-from fleetdeck.backend.host.probe.nvml import Nvml, throttle_words
+from fleetdeck.backend.host.probe.gpu_health import throttle_words
+from fleetdeck.backend.host.probe.nvml import Nvml
 
 
 # -- GPUs ---------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from fleetdeck.backend.host.probe.common import (
 )
 from fleetdeck.backend.host.probe.gpu import gpus
 from fleetdeck.backend.host.probe.procs import processes
-from fleetdeck.backend.host.probe.runs import full_series, runs
+from fleetdeck.backend.host.probe.run_progress import full_series
+from fleetdeck.backend.host.probe.runs import runs
 from fleetdeck.backend.host.probe.schedules import schedules
 from fleetdeck.backend.host.probe.seats import find_seats
 

@@ -16,58 +16,25 @@ docs/probe.md, "GPU health"):
   so that they take at most SAMPLER_SHARE of one core.
 
 A query the driver answers "Not Supported" (or lacks) is remembered and not asked again: the
-field is None (JSON null), never 0.
+field is None (JSON null), never 0. The health fields are read in `probe/gpu_health`, the
+sampler's questions in `probe/sampler`; this module holds the session, memory, utilisation,
+processes and Xid events.
 """
 # Runs on the host's Python 3.8 or newer, bundled with the probe.
 
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 
-RARE_S = 300.0
-#: the Sampler's questions use at most this share of one core (0.0002: 0.2 ms a second) and
-#: are at least SAMPLER_GAP_S apart
-SAMPLER_SHARE = 0.0002
-SAMPLER_GAP_S = 2.0
-#: a sampled figure older than this is no longer shown
-SAMPLE_MAX_AGE_S = 600.0
+from fleetdeck.backend.host.probe import gpu_health
+from fleetdeck.backend.host.probe.sampler import SAMPLE_MAX_AGE_S, Sampler
+
 #: Xid events are kept this long, at most XID_KEEP per GPU, and read at most XID_READ a poll
 XID_KEEP_S = 3600.0
 XID_KEEP = 16
 XID_READ = 64
 NVML_NA = 0xFFFFFFFFFFFFFFFF
-
-#: clock event ("throttle") reason bits, nvml.h's nvmlClocksEventReason*, as words
-THROTTLE_BITS = (
-    (0x1, "idle"),
-    (0x2, "applications-clocks-setting"),
-    (0x4, "sw-power-cap"),
-    (0x8, "hw-slowdown"),
-    (0x10, "sync-boost"),
-    (0x20, "sw-thermal-slowdown"),
-    (0x40, "hw-thermal-slowdown"),
-    (0x80, "hw-power-brake-slowdown"),
-    (0x100, "display-clock-setting"),
-)
-COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
-
-
-def throttle_words(mask):
-    """The reasons set in a clock-event bitmask, as words ([] for none, None for unknown);
-    a bit nvml.h does not name is given as its hex value."""
-    if mask is None:
-        return None
-    mask = int(mask)
-    out = [w for bit, w in THROTTLE_BITS if mask & bit]
-    rest = mask & ~sum(b for b, _ in THROTTLE_BITS)
-    bit = 1
-    while rest and bit <= rest:
-        if rest & bit:
-            out.append("0x%x" % bit)
-        bit <<= 1
-    return out
 
 
 def _text(v):
@@ -88,7 +55,9 @@ class Nvml:
     """
 
     def __init__(self, resident=False):
-        import pynvml  # carried by the bundle; ImportError lands in the GPU section's reason
+        # its ImportError lands in the GPU section's reason; pynvml is carried by the bundle
+        # deferred: pynvml (330 KB, run only when the GPU section asks NVML)
+        import pynvml
 
         self.nv = pynvml
         pynvml.nvmlInit()
@@ -187,7 +156,7 @@ class Nvml:
                         None,
                         None,
                         [],
-                        {"lost": str(e), "xid": self._xid_list(i)},
+                        {"lost": str(e), "xid": self.xid_list(i)},
                     )
                 )
         if self.sampler is not None:
@@ -207,7 +176,7 @@ class Nvml:
         ) as e:  # e.g. a MIG parent: the device still counts, its processes unknown
             plist = []
             self.notes.append(f"GPU{i} processes: {e}")
-        health = self._health(i, h, now)
+        health = gpu_health.health(self, i, h, now)
         health["memory_util_pct"] = None if rates is None else rates.memory
         per = self._proc_util(i, rates, now)
         procs = [(pid, used, per(pid)) for pid, used in plist]
@@ -244,106 +213,13 @@ class Nvml:
             out.append((int(p.pid), None if used in (None, 0, NVML_NA) else int(used)))
         return out
 
-    # -- health ----------------------------------------------------------------------------------
-    def _health(self, i, h, now):
-        nv, ask, once = self.nv, self.ask, self.once
-        power = ask(i, "power", nv.nvmlDeviceGetPowerUsage, h)
-        limit = ask(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
-        reasons = ask(i, "reasons", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
-        if reasons is None and (i, "reasons") in self._never:  # a driver before 535
-            reasons = ask(i, "reasons_old", nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-        rare = self._rare_fields(i, h, now)
-        vol, agg = nv.NVML_VOLATILE_ECC, nv.NVML_AGGREGATE_ECC
-        cor, unc = nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        ecc_count = nv.nvmlDeviceGetTotalEccErrors
-        remap = ask(i, "remapped_rows", nv.nvmlDeviceGetRemappedRows, h)
-        retired = ask(i, "retired_pending", nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
-        flags = [bool(x) for x in (remap[2] if remap else None, retired) if x is not None]
-        tx_rx = self.sampler.pcie.get(i) if self.sampler is not None else None
-        fresh = tx_rx is not None and now - tx_rx[2] < SAMPLE_MAX_AGE_S
-        return {
-            "temperature_c": ask(
-                i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU
-            ),
-            "temperature_slowdown_c": once(
-                i,
-                "slowdown",
-                nv.nvmlDeviceGetTemperatureThreshold,
-                h,
-                nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
-            ),
-            "temperature_shutdown_c": once(
-                i,
-                "shutdown",
-                nv.nvmlDeviceGetTemperatureThreshold,
-                h,
-                nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
-            ),
-            "power_w": None if power is None else round(power / 1000.0, 1),
-            "power_limit_w": None if limit is None else round(limit / 1000.0, 1),
-            "sm_clock_mhz": ask(i, "sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": once(
-                i, "sm_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM
-            ),
-            "mem_clock_mhz": ask(i, "mem_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
-            "mem_clock_max_mhz": once(
-                i, "mem_clock_max", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM
-            ),
-            "throttle_reasons": throttle_words(reasons),
-            "fan_pct": ask(i, "fan", nv.nvmlDeviceGetFanSpeed, h),
-            "pcie": {
-                "gen": ask(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                "gen_max": rare["pcie_gen_max"],
-                "width": rare["pcie_width"],
-                "width_max": rare["pcie_width_max"],
-                "tx_bytes_s": tx_rx[0] if fresh else None,
-                "rx_bytes_s": tx_rx[1] if fresh else None,
-                "sampled_at": round(tx_rx[2], 3) if fresh else None,
-            },
-            "ecc": {
-                "mode": rare["ecc_mode"],
-                "corrected": ask(i, "ecc_cv", ecc_count, h, cor, vol),
-                "uncorrected": ask(i, "ecc_uv", ecc_count, h, unc, vol),
-                "corrected_aggregate": ask(i, "ecc_ca", ecc_count, h, cor, agg),
-                "uncorrected_aggregate": ask(i, "ecc_ua", ecc_count, h, unc, agg),
-                "pending_retirement": any(flags) if flags else None,
-                "remapped_correctable": remap[0] if remap else None,
-                "remapped_uncorrectable": remap[1] if remap else None,
-                "remap_failure": bool(remap[3]) if remap else None,
-            },
-            "persistence_mode": rare["persistence_mode"],
-            "compute_mode": rare["compute_mode"],
-            "mig_mode": rare["mig_mode"],
-            "xid": self._xid_list(i),
-        }
-
-    def _xid_list(self, i):
+    def xid_list(self, i):
+        """The Xid events read for device `i` lately, None when it is not watched."""
         return (
             None
             if i not in self._watched
             else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]]
         )
-
-    def _rare_fields(self, i, h, now):
-        got = self._rare.get(i)
-        if got is not None and now - got[0] < RARE_S:
-            return got[1]
-        nv, ask = self.nv, self.ask
-        ecc = ask(i, "ecc_mode", nv.nvmlDeviceGetEccMode, h)
-        pers = ask(i, "persistence", nv.nvmlDeviceGetPersistenceMode, h)
-        comp = ask(i, "compute_mode", nv.nvmlDeviceGetComputeMode, h)
-        mig = ask(i, "mig_mode", nv.nvmlDeviceGetMigMode, h)
-        f = {
-            "ecc_mode": None if ecc is None else ("enabled" if ecc[0] else "disabled"),
-            "persistence_mode": None if pers is None else bool(pers),
-            "compute_mode": None if comp is None else COMPUTE_MODES.get(comp, str(comp)),
-            "mig_mode": None if mig is None else bool(mig[0]),
-            "pcie_width": ask(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
-            "pcie_gen_max": ask(i, "pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
-            "pcie_width_max": ask(i, "pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth, h),
-        }
-        self._rare[i] = (now, f)
-        return f
 
     def _proc_util(self, i, rates, now):
         """pid -> {sm_pct, memory_util_pct}: 0 when the card was idle over its last sample
@@ -389,88 +265,3 @@ class Nvml:
         for i, xs in self.xids.items():
             if xs:
                 self.xids[i] = [x for x in xs if now - x[0] < XID_KEEP_S][-XID_KEEP:]
-
-
-class Sampler(threading.Thread):
-    """The costly questions, off the poll's path: PCIe throughput (TX and RX, the driver samples
-    each for about 20 ms) and per-process utilisation, one question right after a poll, spaced
-    so that they take at most SAMPLER_SHARE of one core. Per-process utilisation is asked only
-    of a card that had processes and was busy at the last poll: else NVML has nothing to say."""
-
-    def __init__(self, nvml):
-        threading.Thread.__init__(self, name="fleetdeck-nvml-sampler", daemon=True)
-        self.nvml = nvml
-        self.pcie = {}  # index -> (tx bytes/s, rx bytes/s, when)
-        self.procs = {}  # index -> ({pid: {sm_pct, memory_util_pct}}, when)
-        self.busy = {}
-        self.cpu_s = 0.0
-        self._last_seen = {}
-        self._turn = 0
-        self._wake = threading.Event()
-        self._next = 0.0
-        self.start()
-
-    def poke(self):
-        """A poll just ended: the next question may be asked now."""
-        self._wake.set()
-
-    def run(self):
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if time.monotonic() < self._next:
-                continue
-            t0 = time.thread_time()
-            try:
-                self._one()
-            except Exception:  # noqa: BLE001 - a sampler that dies leaves the figures null, not the probe
-                pass
-            spent = time.thread_time() - t0
-            self.cpu_s += spent
-            self._next = time.monotonic() + max(SAMPLER_GAP_S, spent / SAMPLER_SHARE)
-
-    def _questions(self):
-        n = self.nvml
-        qs = []
-        for i, h, _, _ in n.devices:
-            if (i, "pcie_tx") not in n._never:
-                qs.append(("pcie", i, h))
-            if self.busy.get(i) and (i, "proc_util") not in n._never:
-                qs.append(("procs", i, h))
-        return qs
-
-    def _one(self):
-        qs = self._questions()
-        if not qs:
-            return
-        kind, i, h = qs[self._turn % len(qs)]
-        self._turn += 1
-        n, nv = self.nvml, self.nvml.nv
-        if kind == "pcie":
-            tx = n.ask(i, "pcie_tx", nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_TX_BYTES)
-            rx = n.ask(i, "pcie_rx", nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_RX_BYTES)
-            if tx is not None and rx is not None:  # NVML's KB/s, 1 KB = 1024 bytes
-                self.pcie[i] = (tx * 1024, rx * 1024, time.time())
-            return
-        since = self._last_seen.get(i) or int((time.time() - 10) * 1e6)
-        try:
-            samples = nv.nvmlDeviceGetProcessUtilization(h, since)
-        except nv.NVMLError_NotFound:
-            return  # nothing sampled since: no new figure
-        except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, AttributeError):
-            n._never.add((i, "proc_util"))
-            return
-        per = {}
-        for s in samples:
-            per.setdefault(int(s.pid), []).append((int(s.smUtil), int(s.memUtil)))
-            self._last_seen[i] = max(self._last_seen.get(i) or 0, int(s.timeStamp))
-        self.procs[i] = (
-            {
-                pid: {
-                    "sm_pct": round(sum(a for a, _ in v) / len(v)),
-                    "memory_util_pct": round(sum(b for _, b in v) / len(v)),
-                }
-                for pid, v in per.items()
-            },
-            time.time(),
-        )

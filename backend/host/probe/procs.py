@@ -22,7 +22,7 @@ MAX_PROCESSES = 40
 TOP = 5  # the top users of CPU and of memory listed beside the tagged ones
 WORKERS = 8  # a trainer's or a seat's descendants listed under it
 COMMAND_CHARS = 512
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_TICK = procfs.clock_ticks()
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
