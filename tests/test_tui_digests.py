@@ -12,7 +12,8 @@ from fleetdeck.backend.actions.mirror_copy import MirrorFile
 from fleetdeck.backend.actions.purge import PurgeReport
 from fleetdeck.backend.actions.purge_plan import KeeperResult
 from fleetdeck.tui.modals.mirror import MirrorModal
-from fleetdeck.tui.modals.purge import PurgeModal, report_text
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.purge_text import report_text
 
 DIGEST = "9f2c1e0a7b3d5e8f" * 4
 
