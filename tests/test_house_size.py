@@ -50,7 +50,6 @@ OVER_LINES: dict[str, int] = {
     "backend/train/loop.py": 488,
     "backend/train/reference.py": 624,
     "backend/train/unsloth_reference.py": 543,
-    "cli/schedules.py": 576,
     "tui/app.py": 438,
     "tui/views/alerts.py": 655,
     "tui/views/fleet.py": 431,
