@@ -318,7 +318,7 @@ async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
         app.push_screen(LaunchModal("local"))
         await pilot.pause()
         modal = app.screen
-        launch = modal.query_one("#launch", Button)
+        launch = modal.query_one("#act", Button)
         toml = modal.query_one("#launch-toml", Input)
         assert app.focused is toml and launch.disabled
         toml.value = str(bad)

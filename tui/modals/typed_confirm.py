@@ -1,6 +1,8 @@
 """The one template of the confirmations that change a host: gather, type back, run, say.
 
-`TypedConfirmModal`: purge, remove schedule, mirror and stop. It gathers the plan in a worker
+`TypedConfirmModal`: purge, remove schedule, mirror, stop, and launch (whose plan is the
+pre-flight and which has nothing to type back: the pre-flight holds only for the inputs it
+checked). It gathers the plan in a worker
 (`make_plan`, shown by `show_plan`), keeps the action button disabled until every check passed
 and every field (`Input.confirm`) holds exactly what it must, runs the action in a worker
 (`run`, shown by `show_result`), says a failure the same way everywhere, and posts the action's
