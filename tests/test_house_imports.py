@@ -49,8 +49,6 @@ TO_DO = {
     "backend/train/unsloth_reference.py": {"torch", "transformers", ".reference", ".corpus", "gc"},
     "tui/views/alerts.py": {"fleetdeck.tui.modals.silence", "fleetdeck.tui.modals.describe"},
     "tui/modals/describe.py": {"fleetdeck.tui.views.seats_panel"},
-    "tui/modals/mirror.py": {"fleetdeck.backend.actions.mirror.main"},
-    "tui/modals/purge.py": {"fleetdeck.backend.actions.purge"},
     "tui/views/runs.py": {
         "fleetdeck.backend.fleet.logs",
         "fleetdeck.tui.modals.describe",

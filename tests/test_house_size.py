@@ -28,17 +28,12 @@ OVER_LINES: dict[str, int] = {
     "backend/train/loop.py": 488,
     "backend/train/reference.py": 624,
     "backend/train/unsloth_reference.py": 543,
-    "cli/purge.py": 433,
-    "cli/schedules.py": 576,
     "tui/app.py": 438,
-    "tui/modals/purge.py": 480,
     "tui/views/alerts.py": 655,
     "tui/views/fleet.py": 431,
     "tui/views/host.py": 477,
     "tui/views/runs.py": 664,
     "tui/views/schedules.py": 425,
-    "tui/widgets/keyed_table.py": 507,
-    "tui/widgets/table_lines.py": 423,
 }
 # function -> its complexity when the rule came in
 OVER_COMPLEXITY: dict[str, int] = {"measure_reference": 28}

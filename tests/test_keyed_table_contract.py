@@ -1,7 +1,7 @@
 """The private DataTable members KeyedTable relies on keep the shape it was written against.
 
-`tui/widgets/keyed_table.py` and its mixins `tui/widgets/table_lines.py` (rendering) and
-`tui/widgets/column_sort.py` (filter and sort) override and
+`tui/widgets/keyed_table.py` and its mixins `tui/widgets/table_lines.py` (rendering),
+`tui/widgets/column_sort.py` (filter and sort) and `tui/widgets/lazy_rows.py` override and
 call private members of Textual's DataTable (its
 render caches, row locations, cell store). Those may change in any release, so the runtime
 requirement pins textual exactly, and this test fails loudly, naming the member, when a bumped
@@ -27,7 +27,7 @@ from fleetdeck.tui.widgets.table_lines import TableLines
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [
     ROOT / "tui" / "widgets" / name
-    for name in ("keyed_table.py", "table_lines.py", "column_sort.py")
+    for name in ("keyed_table.py", "table_lines.py", "column_sort.py", "lazy_rows.py")
 ]
 
 #: private DataTable methods KeyedTable overrides or calls, with their parameters

@@ -318,7 +318,7 @@ async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
         app.push_screen(LaunchModal("local"))
         await pilot.pause()
         modal = app.screen
-        launch = modal.query_one("#launch", Button)
+        launch = modal.query_one("#act", Button)
         toml = modal.query_one("#launch-toml", Input)
         assert app.focused is toml and launch.disabled
         toml.value = str(bad)
@@ -413,7 +413,7 @@ async def test_purge_whose_audit_record_fails_is_shown_as_a_failure(tmp_path, mo
             first.startswith("✖ deleted, but the audit log was NOT written")
             and "disk is full" in first
         )
-        from fleetdeck.tui.modals.purge import report_text
+        from fleetdeck.tui.modals.purge_text import report_text
 
         assert report_text(rep).get_style_at_offset(app.console, 0).color.name == "red"
         msg, kw = next((m, k) for m, k in notes if k.get("title") == "Purge")

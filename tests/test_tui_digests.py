@@ -11,7 +11,8 @@ from fleetdeck.backend.actions.mirror.common import MirrorFile
 from fleetdeck.backend.actions.mirror.report import MirrorReport
 from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
 from fleetdeck.tui.modals.mirror import MirrorModal
-from fleetdeck.tui.modals.purge import PurgeModal, report_text
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.purge_text import report_text
 
 DIGEST = "9f2c1e0a7b3d5e8f" * 4
 

@@ -13,7 +13,8 @@ from textual.widgets import Button, DataTable, Label, Static
 
 from fleetdeck.show.fmt import said
 from fleetdeck.tui.keys import APP_BINDINGS
-from fleetdeck.tui.modals.modal import Modal, TypedConfirmModal
+from fleetdeck.tui.modals.modal import Modal
+from fleetdeck.tui.modals.typed_confirm import TypedConfirmModal
 from fleetdeck.tui.views.alerts import AlertsScreen
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.history import HistoryScreen

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import human_bytes, said
-from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.modals.modal import Modal
+from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
+
+if TYPE_CHECKING:
+    from fleetdeck.backend.actions.launch import LaunchResult, Preflight
 
 
-class LaunchModal(Modal):
-    """Start a run: Launch is enabled only after a pre-flight of exactly these inputs passed."""
+class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
+    """Start a run: Launch is enabled only after a pre-flight of exactly these inputs passed.
+
+    Nothing is typed back: the pre-flight is the plan (`plan`), and it holds only for the
+    inputs it was run for (`checked`); enter never launches, it runs the pre-flight and then
+    moves to the button that says what will start."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DIALOG_ID = "launch-dialog"
+    ACT_VARIANT = "success"
+    PLAN_BOX = "launch-verdict"
+    PLAN_FAILED = ""
+    RESULT_BOX = "launch-result"
+    RUNNING = "starting…"
+    #: a launch that failed can be checked and tried again
+    RETRY = True
+    #: one worker at a time: the pre-flight, or the launch
+    PLAN_GROUP = RUN_GROUP = "launch"
 
     def __init__(
         self,
@@ -40,73 +55,74 @@ class LaunchModal(Modal):
             f"{shown(resume.path)}/RUN.toml (on {resume.host})" if resume is not None else run_toml
         )
         self.after = after
-        self.checked: tuple | None = None  # the inputs the last passing pre-flight was for
-        self.preflight_result: Any = None
-        self.result: Any = None
+        #: the inputs the last passing pre-flight was for
+        self.checked: tuple[str, str, str | None] | None = None
+        #: the inputs of the pre-flight or launch under way
+        self.target: tuple[str, str, str | None] = ("", "", None)
 
-    def compose(self) -> ComposeResult:
+    def title_text(self) -> str:
+        if self.resume:
+            return f"Resume {shown(self.resume.name)} on {self.host} from its newest checkpoint"
+        return "Launch a training run"
+
+    def compose_body(self) -> ComposeResult:
         hosts = [(h.name, h.name) for h in self.app.fleet.hosts]
-        with Vertical(classes="dialog", id="launch-dialog"):
-            title = (
-                f"Resume {shown(self.resume.name)} on {self.host} from its newest checkpoint"
-                if self.resume
-                else "Launch a training run"
+        yield Label("Host:")
+        yield Select(
+            hosts,
+            id="launch-host",
+            allow_blank=False,
+            compact=True,
+            value=self.host if self.host else hosts[0][1],
+            disabled=self.resume is not None,
+        )
+        yield Label(
+            "RUN.toml (the host's own copy):"
+            if self.resume
+            else "RUN.toml (a file on this machine):"
+        )
+        yield Input(
+            self.run_toml,
+            placeholder="path/to/RUN.toml",
+            id="launch-toml",
+            compact=True,
+            disabled=self.resume is not None,
+        )
+        yield Label(
+            "After (optional): start only once this run on the host has finished with an adapter"
+        )
+        yield Input(
+            self.after,
+            placeholder="e.g. ~/runs/run-6 (empty: start now)",
+            id="launch-after",
+            compact=True,
+        )
+        with VerticalScroll(can_focus=False):
+            yield Static(
+                Text("Pre-flight checks the host before anything starts.", style="dim"),
+                id="launch-verdict",
             )
-            yield Label(Text(title), classes="title")
-            yield Label("Host:")
-            yield Select(
-                hosts,
-                id="launch-host",
-                allow_blank=False,
-                compact=True,
-                value=self.host if self.host else hosts[0][1],
-                disabled=self.resume is not None,
-            )
-            yield Label(
-                "RUN.toml (the host's own copy):"
-                if self.resume
-                else "RUN.toml (a file on this machine):"
-            )
-            yield Input(
-                self.run_toml,
-                placeholder="path/to/RUN.toml",
-                id="launch-toml",
-                compact=True,
-                disabled=self.resume is not None,
-            )
-            yield Label(
-                "After (optional): start only once this run on the host has finished with an adapter"
-            )
-            yield Input(
-                self.after,
-                placeholder="e.g. ~/runs/run-6 (empty: start now)",
-                id="launch-after",
-                compact=True,
-            )
-            with VerticalScroll(can_focus=False):
-                yield Static(
-                    Text("Pre-flight checks the host before anything starts.", style="dim"),
-                    id="launch-verdict",
-                )
-                yield DataTable(id="launch-checks", cursor_type="none", zebra_stripes=True)
-                yield Static(id="launch-result")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Pre-flight", id="preflight", variant="primary")
-                yield Button(
-                    Text(self.launch_label()), id="launch", variant="success", disabled=True
-                )
+            yield DataTable(id="launch-checks", cursor_type="none", zebra_stripes=True)
+            yield Static(id="launch-result")
 
-    def on_mount(self) -> None:
+    def compose_buttons(self) -> ComposeResult:
+        yield Button("Pre-flight", id="preflight", variant="primary")
+
+    def prepare(self) -> None:
         table = self.query_one("#launch-checks", DataTable)
         table.add_columns("Check", "", "Why")
         table.can_focus = False
         table.display = False  # an empty table's header means nothing until a pre-flight ran
+
+    def focus_first_field(self) -> None:
         self.query_one("#launch-after" if self.resume else "#launch-toml", Input).focus()
 
-    def launch_label(self) -> str:
+    def checks_passed(self) -> bool:
+        return self.checked is not None and self.checked == self.inputs()
+
+    def act_label(self) -> str:
         """What the launch button does, exactly."""
-        pre = self.preflight_result
+        pre = self.plan
         if pre is None or self.checked is None or self.checked != self.inputs():
             return "Launch (pre-flight first)"
         name = shown(pre.run_path.rstrip("/").rsplit("/", 1)[-1])
@@ -129,39 +145,22 @@ class LaunchModal(Modal):
             after or None,
         )
 
-    def on_input_changed(self) -> None:
-        self._update_button()
-
-    def on_input_submitted(self) -> None:
+    def submitted(self, field: Input) -> None:
         # enter in a field runs the pre-flight; once it passed, focus moves to the button that
         # says what will start, so a second enter is a deliberate one
-        if not self.query_one("#launch", Button).disabled:
-            self.query_one("#launch", Button).focus()
+        if self.ready():
+            self.query_one("#act", Button).focus()
         else:
             self.run_preflight()
 
     def on_select_changed(self) -> None:
-        self._update_button()
+        self.refresh_act()
 
-    def _update_button(self) -> None:
-        ok = self.checked is not None and self.checked == self.inputs() and self.result is None
-        button = self.query_one("#launch", Button)
-        button.disabled = not ok
-        button.label = Text(self.launch_label())
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "preflight":
+    def pressed(self, button: Button) -> None:
+        if button.id == "preflight":
             self.run_preflight()
-        elif event.button.id == "launch":
-            self.run_launch()
-        else:
-            self.dismiss(self.result)
 
-    def action_cancel(self) -> None:
-        """Close without starting anything (unless Launch already ran)."""
-        self.dismiss(self.result)
-
-    def show_checks(self, pre: Any) -> None:
+    def show_checks(self, pre: Preflight) -> None:
         """Every pre-flight check with its verdict and reason."""
         table = self.query_one("#launch-checks", DataTable)
         table.clear()
@@ -190,15 +189,11 @@ class LaunchModal(Modal):
             )
         self.query_one("#launch-verdict", Static).update(verdict)
 
-    @work(exclusive=True, group="launch", exit_on_error=False)
-    async def run_preflight(self) -> None:
-        """Ask the host every launch check; nothing is started."""
-        # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
-        from fleetdeck.backend.actions.launch import preflight
-
+    def run_preflight(self) -> None:
+        """Ask the host every launch check of the inputs as entered; nothing is started."""
         host, toml, after = self.inputs()
         self.checked = None
-        self._update_button()
+        self.refresh_act()
         if not toml:
             self.notify(
                 "Type the path of a RUN.toml first.",
@@ -208,44 +203,46 @@ class LaunchModal(Modal):
             )
             return
         self.query_one("#launch-verdict", Static).update(Text("running pre-flight…", style="dim"))
-        try:
-            pre = await preflight(
-                self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
-            )
-        except Exception as e:
-            self.query_one("#launch-verdict", Static).update(
-                Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red")
-            )
-            self.app.report_error("Pre-flight", e)
-            return
-        self.show_checks(pre)
-        self.preflight_result = pre
-        if pre.ok:
-            self.checked = (host, toml, after)
-        self._update_button()
-        if pre.ok:
-            self.query_one("#launch", Button).focus()
+        self.target = (host, toml, after)
+        self.gather()
 
-    @work(exclusive=True, group="launch", exit_on_error=False)
-    async def run_launch(self) -> None:
+    async def make_plan(self) -> Preflight:
+        # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
+        from fleetdeck.backend.actions.launch import preflight
+
+        host, toml, after = self.target
+        return await preflight(
+            self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
+        )
+
+    def plan_failed(self, error: BaseException) -> None:
+        self.app.report_error("Pre-flight", error)
+
+    def show_plan(self, plan: Preflight) -> None:
+        self.show_checks(plan)
+        if plan.ok:
+            self.checked = self.target
+        self.refresh_act()
+        if plan.ok:
+            self.query_one("#act", Button).focus()
+
+    async def run(self) -> LaunchResult:
         """Start (or queue) the run through the backend, which checks again and audits."""
         # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
         from fleetdeck.backend.actions.launch import launch
 
-        host, toml, after = self.inputs()
-        self.query_one("#launch", Button).disabled = True
-        out = self.query_one("#launch-result", Static)
-        out.update(Text("starting…", style="dim"))
-        try:
-            res = await launch(
-                self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
-            )
-        except Exception as e:
-            out.update(Text(f"✖ {said(getattr(e, 'message', None) or e)}", style="bold red"))
-            self.app.report_error("Launch", e)
-            return
-        self.result = res
+        self.target = host, toml, after = self.inputs()
+        return await launch(
+            self.app.link(host), self.run_arg(toml), after=after, resume=self.resume is not None
+        )
+
+    def failed_what(self) -> str:
+        return "Launch"
+
+    def show_result(self, report: LaunchResult) -> None:
+        res, host = report, self.target[0]
         self.show_checks(res.preflight)
+        out = self.query_one("#launch-result", Static)
         if res.ok:
             pid = f"pid {res.pid}" if res.pid else f"waiter pid {res.waiter_pid}"
             out.update(
@@ -261,10 +258,9 @@ class LaunchModal(Modal):
                     style="bold red",
                 )
             )
-        self.query_one("#cancel", Button).label = "Close"
-        self.query_one("#cancel", Button).focus()
-        self.app.post_message(
-            ActionFinished(
-                "launch", host, res.ok, f"{shown(res.run_path)} on {host}: {said(res.state)}"
-            )
+
+    def summary(self, report: LaunchResult) -> Outcome:
+        host = self.target[0]
+        return Outcome(
+            "launch", host, report.ok, f"{shown(report.run_path)} on {host}: {said(report.state)}"
         )

@@ -3,51 +3,31 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.cells import bar
 from fleetdeck.show.fmt import host_text, human_bytes, human_duration, said
-from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.modals.modal import TypedConfirmModal
+from fleetdeck.tui.modals.mirror_text import (
+    STATUS_STYLE,
+    digest_text,
+    digest_width,
+    fixed_width,
+    typeable,
+    verdict_text,
+)
+from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 from fleetdeck.tui.widgets.keyed_table import NavTable
 
-STATUS_STYLE = {
-    "copied": "green",
-    "identical": "green",
-    "mismatch": "bold red",
-    "missing": "bold red",
-    "extra": "yellow",
-}
+if TYPE_CHECKING:
+    from fleetdeck.backend.actions.mirror.report import MirrorReport
 
 
-def typeable(path: str) -> str:
-    """`path` as a field's starting value, or "" when it holds a control character or a byte
-    that is not UTF-8: a field shows its value raw (an escape sequence in a run's name would
-    reach the terminal) and no one could type such a name back anyway."""
-    return path if path.isprintable() else ""
-
-
-def digest_width(table_width: int, fixed: int) -> int:
-    """How many characters of a sha256 one line of the files table holds: the two digest
-    columns share what the other columns (`fixed` cells, with their padding) leave of a table
-    `table_width` wide: the whole 64, else 32, 16 or 8 a line (the digest is never cut)."""
-    room = (table_width - fixed - 4) // 2
-    return next((n for n in (64, 32, 16) if n <= room), 8)
-
-
-def digest_text(digest: object, chunk: int) -> Text:
-    """A host's sha256, whole and escaped, `chunk` characters a line; `-` when there is none."""
-    text = shown(str(digest)) if digest else "-"
-    return Text("\n".join(text[i : i + chunk] for i in range(0, len(text), chunk)) or "-")
-
-
-class MirrorModal(TypedConfirmModal):
+class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
     """Copy `src_host:src_path` to a chosen host and path; polling goes on while it copies.
 
     A dry run comes first (enter in the path field runs it); the copy button is enabled only
@@ -59,20 +39,24 @@ class MirrorModal(TypedConfirmModal):
 
     DIALOG_ID = "mirror-dialog"
     ACT_VARIANT = "success"
+    PLAN_BOX = RESULT_BOX = "mirror-result"
+    PLAN_FAILED = ""
+    #: a copy that failed can be dry-run and tried again
+    RETRY = True
+    #: one worker at a time: a dry run, or the copy
+    PLAN_GROUP = RUN_GROUP = "mirror"
 
     def __init__(self, src_host: str, src_path: str) -> None:
+        """`plan` is the last dry run's report, `result` (`report`) the last report (the dry
+        run's or the copy's)."""
         super().__init__()
         self.src_host = src_host
         self.src_path = src_path
         self._started = 0.0
-        #: the destination the last dry run was for, and what it said
-        self.dry_for: tuple[str | None, str] | None = None
-        self.dry_report: Any = None
-
-    @property
-    def report(self) -> Any:
-        """The last report (dry run or copy)."""
-        return self.result
+        #: the destination the last dry run was for (`plan` is what it said)
+        self.dry_for: tuple[str, str] | None = None
+        #: the destination (and the replace's typed path) of the dry run or copy under way
+        self.target: tuple[str, str, str | None] = ("", "", None)
 
     def title_text(self) -> str:
         return "Mirror an adapter"
@@ -125,8 +109,8 @@ class MirrorModal(TypedConfirmModal):
         return (
             self.dry_for is not None
             and self.dry_for == self.destination()
-            and self.dry_report is not None
-            and self.dry_report.reason == "dst-differs"
+            and self.plan is not None
+            and self.plan.reason == "dst-differs"
         )
 
     def checks_passed(self) -> bool:
@@ -135,8 +119,8 @@ class MirrorModal(TypedConfirmModal):
         return (
             self.dry_for is not None
             and self.dry_for == self.destination()
-            and self.dry_report is not None
-            and self.dry_report.result == "would-copy"
+            and self.plan is not None
+            and self.plan.result == "would-copy"
         )
 
     def expected(self, field: Input) -> str | None:
@@ -173,9 +157,9 @@ class MirrorModal(TypedConfirmModal):
         )
 
     def act_label(self) -> str:
-        if self.dry_for is None or self.dry_report is None or self.dry_for != self.destination():
+        if self.dry_for is None or self.plan is None or self.dry_for != self.destination():
             return "Copy (dry run first)"
-        rep = self.dry_report
+        rep = self.plan
         if (
             self.replacing()
             and self.query("#replace-confirm")
@@ -196,7 +180,8 @@ class MirrorModal(TypedConfirmModal):
         host, path = self.destination()
         if host:
             typed = self.query_one("#replace-confirm", Input).value if self.replacing() else None
-            self.copy(host, path, False, typed)
+            self.target = (host, path, typed)
+            self.execute()
 
     def submitted(self, field: Input) -> None:
         # enter never copies: it runs the dry run, and once that passed it moves to the button
@@ -217,7 +202,8 @@ class MirrorModal(TypedConfirmModal):
                 markup=False,
             )
             return
-        self.copy(host, path, True)
+        self.target = (host, path, None)
+        self.gather()
 
     def default_path(self, dst_host: str) -> str:
         """The same place under the destination's runs root (`<root>/run-N/adapter`), else SRC's
@@ -257,73 +243,94 @@ class MirrorModal(TypedConfirmModal):
         )
         self.query_one("#mirror-rate", Static).update(line)
 
-    @work(exclusive=True, group="mirror", exit_on_error=False)
-    async def copy(
-        self, dst_host: str, dst_path: str, dry_run: bool, replace_typed: str | None = None
-    ) -> None:
-        """Run the backend's mirror in a worker (polling and navigation go on) and show its proof."""
-        buttons = [self.query_one(b, Button) for b in ("#act", "#dry")]
-        for b in buttons:
-            b.disabled = True
+    def busy(self, what: str) -> None:
+        """A dry run or the copy starts: no button starts another until it ends."""
+        for b in ("#act", "#dry"):
+            self.query_one(b, Button).disabled = True
         self._started = time.monotonic()
-        self.query_one("#mirror-rate", Static).update(Text("listing both sides…", style="dim"))
-        result = self.query_one("#mirror-result", Static)
-        try:
-            from fleetdeck.backend.actions.mirror.main import mirror
+        self.query_one("#mirror-rate", Static).update(Text(what, style="dim"))
 
-            replace = (
-                {}
-                if replace_typed is None
-                else {"replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
-            )
-            rep = await mirror(
-                self.app.link(self.src_host),
-                self.src_path,
-                self.app.link(dst_host),
-                dst_path,
-                dry_run=dry_run,
-                progress=None if dry_run else self.on_progress,
-                **replace,
-            )
-        except Exception as e:
-            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
-            self.app.report_error(f"Mirror to {dst_host}", e)
-            buttons[1].disabled = False
-            self.refresh_act()
-            return
-        self.show_report(rep, dst_host, dry_run)
-        if dry_run:
-            self.dry_for, self.dry_report = (dst_host, dst_path), rep
-            self.query_one("#mirror-rate", Static).update(
-                Text("dry run: nothing was copied", style="dim")
-            )
-            buttons[1].disabled = False
-            if self.replacing():
-                self.offer_replace()
-                self.call_after_refresh(self.focus_replace)
-            self.refresh_act()
-            (buttons[0] if self.ready() else buttons[1]).focus()
-            return
-        self.finished()
-        self.app.post_message(
-            ActionFinished(
-                "mirror",
-                dst_host,
-                rep.verified,
-                f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
-                + (
-                    f"verified ({rep.verified_by})"
-                    if rep.verified
-                    else f"NOT verified ({said(rep.reason or rep.result)})"
-                ),
-            )
+    async def make_plan(self) -> MirrorReport:
+        """The dry run: what the copy would do (nothing is written)."""
+        self.busy("listing both sides…")
+        return await self.mirror(dry_run=True)
+
+    async def run(self) -> MirrorReport:
+        """The copy, with progress (polling and navigation go on meanwhile)."""
+        return await self.mirror(dry_run=False)
+
+    async def mirror(self, dry_run: bool) -> MirrorReport:
+        """The backend's mirror to `target`, a dry run or the copy."""
+        # deferred: actions.mirror (the copy's backend, loaded when a mirror is first asked)
+        from fleetdeck.backend.actions.mirror.main import mirror
+
+        dst_host, dst_path, replace_typed = self.target
+        replace = (
+            {}
+            if replace_typed is None
+            else {"replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
+        )
+        return await mirror(
+            self.app.link(self.src_host),
+            self.src_path,
+            self.app.link(dst_host),
+            dst_path,
+            dry_run=dry_run,
+            progress=None if dry_run else self.on_progress,
+            **replace,
+        )
+
+    def failed_what(self) -> str:
+        return f"Mirror to {self.target[0]}"
+
+    def plan_failed(self, error: BaseException) -> None:
+        self.app.report_error(self.failed_what(), error)
+        self.run_failed()
+
+    def run_failed(self) -> None:
+        self.query_one("#dry", Button).disabled = False
+        self.refresh_act()
+
+    def starting(self) -> None:
+        self.busy("listing both sides…")
+
+    def show_plan(self, plan: MirrorReport) -> None:
+        """The dry run's table and verdict; the replace offered when the destination differs."""
+        dst_host, dst_path, _ = self.target
+        self.show_report(plan, dst_host, True)
+        self.dry_for = (dst_host, dst_path)
+        self.query_one("#mirror-rate", Static).update(
+            Text("dry run: nothing was copied", style="dim")
+        )
+        self.query_one("#dry", Button).disabled = False
+        if self.replacing():
+            self.offer_replace()
+            self.call_after_refresh(self.focus_replace)
+        self.refresh_act()
+        self.query_one("#act" if self.ready() else "#dry", Button).focus()
+
+    def show_result(self, report: MirrorReport) -> None:
+        self.show_report(report, self.target[0], False)
+
+    def summary(self, report: MirrorReport) -> Outcome:
+        dst_host, dst_path, _ = self.target
+        return Outcome(
+            "mirror",
+            dst_host,
+            report.verified,
+            f"{self.src_host}:{shown(self.src_path)} → {dst_host}:{shown(dst_path)} "
+            + (
+                f"verified ({report.verified_by})"
+                if report.verified
+                else f"NOT verified ({said(report.reason or report.result)})"
+            ),
         )
 
     def focus_replace(self) -> None:
         if self.query("#replace-confirm"):
             self.query_one("#replace-confirm", Input).focus()
 
-    def show_report(self, rep: Any, dst_host: str, dry_run: bool) -> None:
+    def show_report(self, rep: MirrorReport, dst_host: str, dry_run: bool) -> None:
         """The verification table: every file's size and both hosts' sha256, and the verdict."""
         self.result = rep
         result = self.query_one("#mirror-result", Static)
@@ -333,20 +340,7 @@ class MirrorModal(TypedConfirmModal):
             self.query_one("#mirror-rate", Static).update(line)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
-        # the status, file and size columns, each with its two cells of padding, and the scrollbar
-        fixed = (
-            sum(
-                2 + max([len(h), *(len(c) for c in col)])
-                for h, col in (
-                    ("Status", ["would copy", *(str(f.status) for f in rep.files)]),
-                    ("File", [shown(str(f.path)) for f in rep.files]),
-                    ("Bytes", [human_bytes(f.bytes) for f in rep.files]),
-                )
-            )
-            + 2
-            + 4
-        )
-        chunk = digest_width(table.size.width or self.app.size.width - 10, fixed)
+        chunk = digest_width(table.size.width or self.app.size.width - 10, fixed_width(rep))
         for f in rep.files:
             # a dry run lists what is not there yet as missing: that is what it would copy
             st = "would copy" if dry_run and f.status in ("copied", "missing") else str(f.status)
@@ -359,40 +353,4 @@ class MirrorModal(TypedConfirmModal):
                 digest_text(f.sha256_dst, chunk),
                 height=None,
             )
-        t = Text()
-        if dry_run:
-            what = {
-                "would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
-                "identical": f"{dst_host} already holds identical content",
-            }.get(rep.result, said(rep.result))
-            t.append(f"dry run, nothing copied: {what}. ", style="bold")
-        else:
-            t.append(
-                "✔ verified: " if rep.verified else "✖ NOT verified: ",
-                style="bold green" if rep.verified else "bold red",
-            )
-            if getattr(
-                rep, "verified_by", None
-            ):  # what the verdict stands on: files and their count
-                t.append(f"{rep.verified_by}; ")
-            t.append(
-                f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {self.src_host}, "
-                f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}"
-            )
-        if rep.rate:
-            t.append(
-                f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
-                f"({human_bytes(rep.rate)}/s)"
-            )
-        if getattr(rep, "kept_as", None):
-            t.append(
-                f"\nthe old destination is kept as {shown(rep.kept_as)} on {dst_host}; remove it by hand once "
-                "it is no longer needed",
-                style="bold",
-            )
-        if rep.error or rep.reason:
-            t.append(
-                f"\n{said(rep.result)} ({said(rep.reason)}): {said(rep.error or '')}",
-                style="bold red",
-            )
-        result.update(t)
+        result.update(verdict_text(rep, self.src_host, dst_host, dry_run))

@@ -2,55 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said, shorten_unique
-from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.modals.modal import TypedConfirmModal
+from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.tui.modals.purge_text import (
+    PLAN_COLUMNS,
+    check_text,
+    cut_paths,
+    evals_text,
+    report_text,
+)
+from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
+
+if TYPE_CHECKING:
+    from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
 
 
-def check_text(entry: Any) -> Text:
-    """Failed checks first, each with its sentence; then the passed ones, in one line."""
-    t = Text()
-    for r in entry.refusals:
-        t.append(f"✖ {said(r.code)}: {said(r.message or 'failed')}\n", style="bold red")
-    checks = dict(getattr(entry, "checks", ()) or ())
-    passed = [c for c, v in checks.items() if v == "pass"]
-    skipped = [c for c, v in checks.items() if v not in ("pass", "fail")]
-    # the names of passed checks would make the row wider than the dialog; failures are named
-    if passed:
-        t.append(
-            f"✔ {'all ' if not entry.refusals and not skipped else ''}{len(passed)} "
-            f"{'other ' if entry.refusals else ''}checks passed",
-            style="green",
-        )
-    if skipped:
-        t.append(f"\n· skipped: {said(', '.join(skipped))}", style="dim")
-    if not t.plain:
-        t.append("? no checks reported", style="yellow")
-    return t
-
-
-#: the plan table's columns (the bytes are the files' sizes, as `fleetdeck purge` prints them)
-PLAN_COLUMNS = ("Path", "File bytes", "Checks")
-
-
-def cut_paths(paths: list[str], width: int) -> dict[str, str]:
-    """Each path cut to `width` keeping its tail (`…/checkpoints/checkpoint-25`: the part that
-    tells checkpoints apart); when two tails look the same, head and tail around a `…`."""
-    cut = {p: p if len(p) <= width else "…" + p[-(width - 1) :] for p in paths}
-    if len(set(cut.values())) == len(cut):
-        return cut
-    return shorten_unique(paths, width)
-
-
-class PurgeModal(TypedConfirmModal):
+class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
     """Delete checkpoints on one host. Focus starts in the first path to type; Delete stays
     disabled until the plan passed every check and every path was typed exactly.
 
@@ -59,24 +32,24 @@ class PurgeModal(TypedConfirmModal):
     where the run's path and N are both typed back before Delete is enabled."""
 
     DIALOG_ID = "purge-dialog"
+    PLAN_BOX = "purge-verdict"
+    RESULT_BOX = "purge-result"
+    RUNNING = "deleting…"
+    PLAN_GROUP = "purge-plan"
+    RUN_GROUP = "purge"
 
     def __init__(
-        self, host: str, paths: list[str], plan: Any = None, keep: int | None = None
+        self, host: str, paths: list[str], plan: PurgePlan | None = None, keep: int | None = None
     ) -> None:
         """`plan`: one already gathered (shown as is; execution still re-checks on the host);
         `keep`: the keep rule's N, `paths` then holding the run alone."""
         super().__init__()
         self.host = host
         self.paths = list(paths)
-        self.plan: Any = plan
+        self.plan = plan
         self.keep = keep
         #: best-eval checkpoints typed back to delete anyway (the CLI's --allow-best)
         self.allow_best: tuple[str, ...] = ()
-
-    @property
-    def report(self) -> Any:
-        """The backend's report once Delete ran."""
-        return self.result
 
     def title_text(self) -> str:
         if self.keep is not None:
@@ -151,10 +124,7 @@ class PurgeModal(TypedConfirmModal):
         table = self.query_one("#purge-plan", DataTable)
         table.add_columns(*PLAN_COLUMNS)
         table.can_focus = False  # tab goes from path to path, not through the plan
-        if self.plan is None:
-            self.gather()
-        else:
-            self.show_plan(self.plan)
+        self.show_or_gather()
 
     def expected(self, field: Input) -> str | None:
         if field.id == "keep-confirm":
@@ -218,34 +188,20 @@ class PurgeModal(TypedConfirmModal):
             what = f"Delete {n} checkpoint{'s' if n != 1 else ''}, keep newest {self.keep}"
         return what if self.plan is None else f"{what}, {human_bytes(self.plan.expected_bytes)}"
 
-    def act(self) -> None:
-        self.execute()
-
-    @work(exclusive=True, group="purge-plan", exit_on_error=False)
-    async def gather(self) -> None:
+    async def make_plan(self) -> PurgePlan:
         """Ask the host for the plan: every check of every path, keepers, free space."""
-        verdict = self.query_one("#purge-verdict", Static)
-        try:
-            from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
+        # deferred: actions.purge (the purge's backend, loaded when a purge is first planned)
+        from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
 
-            link = self.app.link(self.host)
-            if self.keep is not None:
-                plan = await gather_keep_newest(link, self.paths[0], self.keep, self.allow_best)
-            else:
-                plan = await gather_purge(link, self.paths, self.allow_best)
-        except Exception as e:
-            verdict.update(
-                Text(
-                    f"✖ could not gather the plan: {said(getattr(e, 'message', e))}",
-                    style="bold red",
-                )
-            )
-            self.app.report_error(f"Purge plan on {self.host}", e)
-            return
-        self.plan = plan
-        self.show_plan(plan)
+        link = self.app.link(self.host)
+        if self.keep is not None:
+            return await gather_keep_newest(link, self.paths[0], self.keep, self.allow_best)
+        return await gather_purge(link, self.paths, self.allow_best)
 
-    def show_plan(self, plan: Any) -> None:
+    def plan_failed(self, error: BaseException) -> None:
+        self.app.report_error(f"Purge plan on {self.host}", error)
+
+    def show_plan(self, plan: PurgePlan) -> None:
         """Fill the plan table, keepers and free space from the backend's plan."""
         table = self.query_one("#purge-plan", DataTable)
         # columns too: an auto-width column keeps the width of the longest path it ever held,
@@ -380,25 +336,25 @@ class PurgeModal(TypedConfirmModal):
         """What the operator typed for each path (under the keep rule: for the run)."""
         return {p: self.query_one(f"#confirm-{i}", Input).value for i, p in enumerate(self.paths)}
 
-    @work(exclusive=True, group="purge", exit_on_error=False)
-    async def execute(self) -> None:
-        """Delete through the backend (it re-checks everything) and show what it verified."""
-        self.done = True
-        self.refresh_act()
-        result = self.query_one("#purge-result", Static)
-        result.update(Text("deleting…", style="dim"))
-        try:
-            from fleetdeck.backend.actions.purge import execute_purge
+    async def run(self) -> PurgeReport:
+        """Delete through the backend (it re-checks everything)."""
+        # deferred: actions.purge (the purge's backend, loaded when a purge is first planned)
+        from fleetdeck.backend.actions.purge import execute_purge
 
-            rep = await execute_purge(self.app.link(self.host), self.plan, self.typed())
-        except Exception as e:
-            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
-            self.app.report_error(f"Purge on {self.host}", e)
-            return
-        self.result = rep
-        result.update(report_text(rep))
-        self.query_one("#purge-result", Static).scroll_visible(animate=False)
-        self.finished()
+        assert self.plan is not None  # Delete is enabled only under a plan that passed
+        return await execute_purge(self.app.link(self.host), self.plan, self.typed())
+
+    def failed_what(self) -> str:
+        return f"Purge on {self.host}"
+
+    def show_result(self, report: PurgeReport) -> None:
+        """What it verified: each path, free space, each keeper re-hashed."""
+        result = self.query_one("#purge-result", Static)
+        result.update(report_text(report))
+        result.scroll_visible(animate=False)
+
+    def summary(self, report: PurgeReport) -> Outcome:
+        rep = report
         ok = bool(rep.ok) and not rep.audit_error
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
@@ -412,69 +368,4 @@ class PurgeModal(TypedConfirmModal):
             if not rep.verified
             else f"{self.host}: deleted, but NOT audited: {said(rep.audit_error)}"
         )
-        self.app.post_message(ActionFinished("purge", self.host, ok, summary))
-
-
-def evals_text(plan: Any) -> Text:
-    """Each run's checkpoints with the eval loss each recorded, the best marked and whether
-    what the run keeps holds it."""
-    t = Text()
-    for e in getattr(plan, "evals", ()):
-        if e.best is None:
-            continue
-        t.append(
-            f"Eval loss of {shown(e.run)} (best {e.best_loss:.4g}, "
-            f"{'kept' if e.best_kept else 'NOT kept'}):\n",
-            style="bold",
-        )
-        for name, step, loss, best in e.rows():
-            t.append(
-                f"  {shown(name)}  step {step}  {loss}{'  ← best' if best else ''}\n",
-                style="yellow" if best and not e.best_kept else "dim",
-            )
-    return t
-
-
-def report_text(rep: Any) -> Text:
-    """What the purge did: each path, free space before and after, each keeper re-verified."""
-    t = Text()
-    if rep.audit_error:
-        # the purge is not done until its record is on disk: never shown as a success
-        t.append(
-            f"✖ {'deleted' if rep.deleted else 'nothing deleted'}, but the audit log was NOT "
-            f"written: {said(rep.audit_error)}\n",
-            style="bold red",
-        )
-        if rep.deleted and not rep.verified:
-            t.append("✖ and a keeper did NOT verify\n", style="bold red")
-    elif rep.ok:
-        t.append(f"✔ deleted and verified: {rep.verified_by}\n", style="bold green")
-    elif rep.deleted:
-        t.append("✖ deleted, but a keeper did NOT verify\n", style="bold red")
-    else:
-        t.append("✖ nothing deleted\n", style="bold red")
-    for p in rep.paths:
-        t.append(f"  {shown(p.path)}: ")
-        why = "; ".join(f"{r.code}: {r.message}" for r in p.refusals)
-        t.append(
-            "deleted" if p.deleted else f"kept ({said(why or p.error or 'not deleted')})",
-            style="green" if p.deleted else "red",
-        )
-        t.append("\n")
-    before, after = rep.free_bytes_before, rep.free_bytes_after
-    delta = (
-        f" ({'+' if after >= before else '-'}{human_bytes(abs(after - before))})"
-        if before is not None and after is not None
-        else ""
-    )
-    t.append(
-        f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n",
-        style="bold",
-    )
-    for k in rep.keepers:
-        t.append(f"  keeper {shown(k.path)}: sha256 {shown(str(k.sha256_after))} ")
-        t.append(
-            "re-verified ✔\n" if k.verified else "CHANGED ✖\n",
-            style="green" if k.verified else "bold red",
-        )
-    return t
+        return Outcome("purge", self.host, ok, summary)

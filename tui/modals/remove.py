@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
-from fleetdeck.backend.actions.schedules import check_removal, remove_schedule
+from fleetdeck.backend.actions.schedules import (
+    RemovalCheck,
+    RemoveReport,
+    check_removal,
+    remove_schedule,
+)
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import said
-from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.modals.modal import TypedConfirmModal
+from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 
-class RemoveScheduleModal(TypedConfirmModal):
+class RemoveScheduleModal(TypedConfirmModal[RemovalCheck, RemoveReport]):
     """Remove one schedule; Remove stays disabled until the host confirmed the entry is there
     as listed and its id is typed exactly. Focus starts in the id field."""
 
     DIALOG_ID = "remove-dialog"
+    PLAN_BOX = "remove-check"
+    PLAN_FAILED = "cannot check"
+    RESULT_BOX = "remove-result"
+    RUNNING = "removing…"
 
-    def __init__(self, schedule: Schedule, check: Any = None) -> None:
+    def __init__(self, schedule: Schedule, check: RemovalCheck | None = None) -> None:
         """`check`: a removal check already made (shown as is; removal re-checks on the host)."""
         super().__init__()
         self.schedule = schedule
-        self.check = check
-        self.check_ok: bool | None = None
-
-    @property
-    def report(self) -> Any:
-        """The backend's report once Remove ran."""
-        return self.result
+        self.plan = check
 
     def title_text(self) -> str:
         s = self.schedule
@@ -63,16 +62,13 @@ class RemoveScheduleModal(TypedConfirmModal):
         yield Static(id="remove-result")
 
     def prepare(self) -> None:
-        if self.check is None:
-            self.run_check()
-        else:
-            self.show_check(self.check)
+        self.show_or_gather()
 
     def expected(self, field: Input) -> str | None:
         return self.schedule.id
 
     def checks_passed(self) -> bool:
-        return self.check_ok is True
+        return self.plan is not None and bool(self.plan.ok)
 
     def act_label(self) -> str:
         s = self.schedule
@@ -90,68 +86,50 @@ class RemoveScheduleModal(TypedConfirmModal):
             return f"Remove at job {shown(getattr(s, 'job', None) or s.id)}"
         return f"Remove {shown(s.kind)} {shown(s.id)}"
 
-    def act(self) -> None:
-        self.do_remove()
-
-    @work(exclusive=True, group="remove-check", exit_on_error=False)
-    async def run_check(self) -> None:
+    async def make_plan(self) -> RemovalCheck:
         """Ask the host whether the entry is still there exactly as listed."""
-        box = self.query_one("#remove-check", Static)
-        try:
-            check = await check_removal(self.app.link(self.schedule.host), self.schedule)
-        except Exception as e:
-            self.check_ok = False
-            box.update(Text(f"✖ cannot check: {said(getattr(e, 'message', e))}", style="bold red"))
-            self.refresh_act()
-            return
-        self.show_check(check)
+        return await check_removal(self.app.link(self.schedule.host), self.schedule)
 
-    def show_check(self, check: Any) -> None:
+    def show_plan(self, plan: RemovalCheck) -> None:
         """The host's answer: still there as listed, or why removal is refused."""
         box = self.query_one("#remove-check", Static)
-        self.check_ok = bool(check.ok)
-        if check.ok:
+        if plan.ok:
             box.update(
-                Text(f"✔ {said(check.message or 'still present as listed')}", style="bold green")
+                Text(f"✔ {said(plan.message or 'still present as listed')}", style="bold green")
             )
         else:
             box.update(
                 Text(
-                    f"✖ refused ({said(check.reason_code)}): {said(check.message)}",
+                    f"✖ refused ({said(plan.reason_code)}): {said(plan.message)}",
                     style="bold red",
                 )
             )
         self.refresh_act()
 
-    @work(exclusive=True, group="remove", exit_on_error=False)
-    async def do_remove(self) -> None:
-        """Remove through the backend (which re-checks and audits) and show the report."""
+    async def run(self) -> RemoveReport:
+        """Remove through the backend (which re-checks and audits)."""
         s = self.schedule
         typed = self.query_one("#remove-confirm", Input).value
-        self.done = True
-        self.refresh_act()
+        return await remove_schedule(self.app.link(s.host), s, typed)
+
+    def failed_what(self) -> str:
+        return f"Remove {shown(self.schedule.id)}"
+
+    def show_result(self, report: RemoveReport) -> None:
         result = self.query_one("#remove-result", Static)
-        result.update(Text("removing…", style="dim"))
-        try:
-            rep = await remove_schedule(self.app.link(s.host), s, typed)
-        except Exception as e:
-            self.app.report_error(f"Remove {shown(s.id)}", e)
-            result.update(Text(f"✖ {said(getattr(e, 'message', e))}", style="bold red"))
-            return
-        self.result = rep
-        if rep.ok:
-            extra = f" Backup: {said(rep.backup)}." if rep.backup else ""
-            result.update(Text(f"✔ removed: {said(rep.message)}.{extra}", style="bold green"))
+        if report.ok:
+            extra = f" Backup: {said(report.backup)}." if report.backup else ""
+            result.update(Text(f"✔ removed: {said(report.message)}.{extra}", style="bold green"))
         else:
             result.update(
                 Text(
-                    f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
+                    f"✖ {said(report.result)} ({said(report.reason_code)}): {said(report.message)}",
                     style="bold red",
                 )
             )
-        self.finished()
-        self.app.post_message(
-            ActionFinished(
-                "remove", s.host, rep.ok, f"{shown(s.id)} on {s.host}: {said(rep.message)}"
-            )
+
+    def summary(self, report: RemoveReport) -> Outcome:
+        s = self.schedule
+        return Outcome(
+            "remove", s.host, report.ok, f"{shown(s.id)} on {s.host}: {said(report.message)}"
         )

@@ -7,23 +7,22 @@ start time gone, "paused" / "resumed" only with the state the host read after th
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Input, Label, Select, Static
 
-from fleetdeck.backend.actions.processes import SIGNALS, confirmation, stop_process
+from fleetdeck.backend.actions.processes import SIGNALS, StopReport, confirmation, stop_process
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import human_bytes, said
-from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.modals.modal import TypedConfirmModal
+from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 
-class StopProcessModal(TypedConfirmModal):
+class StopProcessModal(TypedConfirmModal[None, StopReport]):
     """Signal one process of `host` (TERM unless another signal is chosen); the button stays
     disabled until `PID PROGRAM` is typed."""
 
     DIALOG_ID = "stop-dialog"
+    RESULT_BOX = "stop-result"
 
     def __init__(self, host: str, process: Process, listed: bool = True) -> None:
         super().__init__()
@@ -93,33 +92,36 @@ class StopProcessModal(TypedConfirmModal):
             self.signal = event.value
         self.refresh_act()
 
-    def act(self) -> None:
-        self.do_stop()
+    def running(self) -> str:
+        return f"sending SIG{self.signal}…"
 
-    @work(exclusive=True, group="stop", exit_on_error=False)
-    async def do_stop(self) -> None:
-        typed = self.query_one("#stop-confirm", Input).value
-        sig = self.signal
+    def starting(self) -> None:
         self.query_one("#stop-signal", Select).disabled = True
-        self.done = True
-        self.refresh_act()
+        super().starting()
+
+    async def run(self) -> StopReport:
+        typed = self.query_one("#stop-confirm", Input).value
+        return await stop_process(self.app.link(self.host), self.process, typed, signal=self.signal)
+
+    def failed_what(self) -> str:
+        return f"Stop process {self.process.pid} on {self.host}"
+
+    def show_result(self, report: StopReport) -> None:
         box = self.query_one("#stop-result", Static)
-        box.update(Text(f"sending SIG{sig}…", style="dim"))
-        rep = await stop_process(self.app.link(self.host), self.process, typed, signal=sig)
-        self.result = rep
-        if rep.ok:
-            box.update(Text(f"✔ {said(rep.message)}", style="bold green"))
+        if report.ok:
+            box.update(Text(f"✔ {said(report.message)}", style="bold green"))
         else:
             box.update(
                 Text(
-                    f"✖ {said(rep.result)} ({said(rep.reason_code)}): {said(rep.message)}",
+                    f"✖ {said(report.result)} ({said(report.reason_code)}): {said(report.message)}",
                     style="bold red",
                 )
             )
-        self.app.post_message(
-            ActionFinished(f"stop process (SIG{sig})", self.host, rep.ok, said(rep.message))
+
+    def summary(self, report: StopReport) -> Outcome:
+        return Outcome(
+            f"stop process (SIG{self.signal})", self.host, report.ok, said(report.message)
         )
-        self.finished()
 
 
 def act_label(signal: str, pid: int) -> str:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.strip import Strip
 from textual.widgets.data_table import Row, RowKey
+
+from fleetdeck.tui.widgets.text_cell import text_cell
 
 #: render each Text cell and each line both ways and compare (tests/test_tui_big_fleet.py sets it)
 _CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
@@ -163,106 +164,32 @@ class TableLines:
         hover: bool,
         height: int,
     ) -> list[list[Segment]] | None:
-        """The segments DataTable renders for a Text cell (padding, the cell's styles under the
-        row's and the cursor's), built directly: Rich's `Text.render` works the style stack out
-        again at every span, which made an 8-line GPU cell about 1.4 ms. Only the plain case
-        (one line of text per row line that fits, spans in order and apart); anything else
-        returns None and takes DataTable's path."""
-        plain = value.plain
-        pad = self.cell_padding
-        inner = width - 2 * pad
-        if (
-            height < 1
-            or inner < 1
-            or value.justify not in (None, "default", "left")
-            or "\t" in plain
-            or plain.endswith("\n")
-        ):
-            return None
-        spans = value.spans
-        end = 0
-        for span in spans:
-            if span.start < end or span.end < span.start:
-                return None  # overlapping or out of order: the style stack matters
-            end = span.end
-        lines_text = plain.split("\n")
-        if any(cell_len(t) > inner for t in lines_text):
-            return None  # cut with an ellipsis: DataTable's path
+        """The segments DataTable renders for a Text cell, built directly (`text_cell`);
+        None outside the plain case, which takes DataTable's path."""
         console = self.app.console
-        component_style, post_style = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        pre = console.get_style(
-            base_style
-            + RichStyle.from_meta({"row": row_index, "column": column_index})
-            + component_style
-        )
-        post = console.get_style(post_style) if post_style is not None else None
-        null = RichStyle.null()
-        base = console.get_style(value.style, default=null) if value.style else null
-        styles: dict[Any, RichStyle] = {}
 
-        def final(style: Any) -> RichStyle:
-            got = styles.get(style)
-            if got is None:
-                s = base if style is None else base + console.get_style(style, default=null)
-                s = pre + s if pre else s
-                if post:
-                    s = s + post if s else post
-                styles[style] = got = s
-            return got
+        def styles() -> tuple[RichStyle, RichStyle | None]:
+            # the cell's styles under the row's and the cursor's, as DataTable works them out
+            component_style, post_style = self._get_styles_to_render_cell(
+                False,
+                False,
+                False,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self.cursor_foreground_priority == "css",
+                self.cursor_background_priority == "css",
+            )
+            pre = console.get_style(
+                base_style
+                + RichStyle.from_meta({"row": row_index, "column": column_index})
+                + component_style
+            )
+            post = console.get_style(post_style) if post_style is not None else None
+            return pre, post
 
-        # the padding and the room right of the text carry no style of the cell's own
-        s_pad = pre if pre else null
-        if post:
-            s_pad = s_pad + post if s_pad else post
-        out: list[list[Segment]] = []
-        offset = 0
-        k = 0
-        n_spans = len(spans)
-        for line_no, text in enumerate(lines_text):
-            if line_no >= height:
-                break
-            start, stop = offset, offset + len(text)
-            segs = [Segment(" " * pad, s_pad)] if pad else []
-            pos = start
-            while k < n_spans and spans[k].end <= start:
-                k += 1
-            j = k
-            while pos < stop:
-                if j < n_spans and spans[j].start < stop:
-                    sp = spans[j]
-                    a, b = max(sp.start, start), min(sp.end, stop)
-                    if a > pos:
-                        segs.append(Segment(plain[pos:a], final(None)))
-                    if b > a:
-                        segs.append(Segment(plain[a:b], final(sp.style)))
-                    pos = max(pos, b)
-                    if sp.end <= stop:
-                        j += 1
-                    else:
-                        break
-                else:
-                    segs.append(Segment(plain[pos:stop], final(None)))
-                    pos = stop
-            if pos < stop:
-                segs.append(Segment(plain[pos:stop], final(None)))
-            room = inner - cell_len(text) + pad
-            if room:
-                segs.append(Segment(" " * room, s_pad))
-            out.append(segs)
-            offset = stop + 1
-        while len(out) < height:
-            out.append([Segment(" " * width, s_pad)])
-        return out
+        return text_cell(value, width, self.cell_padding, height, console, styles)
 
     _frame_style: Any = None
 
