@@ -36,7 +36,7 @@ from textual.widgets import DataTable
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views.fleet import host_cells
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 

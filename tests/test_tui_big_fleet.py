@@ -20,9 +20,9 @@ from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapsho
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views import fleet as fleet_screen
 from fleetdeck.tui.views import runs as runs_screen
-from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets import table_lines
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 

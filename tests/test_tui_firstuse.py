@@ -17,7 +17,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.purge import cut_paths
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views.host import host_schedule_columns
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 

@@ -14,8 +14,8 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views import runs as runs_screen
-from fleetdeck.tui.views.base import RecordedSource
 
 
 def footer_keys(app: FleetdeckApp) -> list[FooterKey]:

@@ -6,7 +6,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -17,7 +17,6 @@ from textual.worker import Worker
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
@@ -26,6 +25,7 @@ from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.sources import Source
 from fleetdeck.tui.views.alerts import AlertsScreen, AlertWatch
 from fleetdeck.tui.views.audit import AuditScreen
 from fleetdeck.tui.views.base import ViewScreen
@@ -48,14 +48,6 @@ RESTART = (
     "upgraded?), so part of it can no longer be loaded. Quit with q and start fleetdeck "
     "again; polling and the views already open keep working until then.\n\n"
 )
-
-
-class Source(Protocol):
-    """Where snapshots come from: the real `Poller`, or recorded snapshots in tests."""
-
-    async def poll(self) -> FleetSnapshot:
-        """One poll of the whole fleet; a down host is inside the snapshot, not an exception."""
-        ...
 
 
 class FleetdeckApp(GuardedPump, App):
@@ -435,4 +427,4 @@ def run_dashboard(fleet: Fleet, **kw: Any) -> int:
     return 0
 
 
-__all__ = ["FleetdeckApp", "Source", "run_dashboard"]
+__all__ = ["FleetdeckApp", "run_dashboard"]
