@@ -319,7 +319,7 @@ async def test_the_footer_names_every_other_view_and_quit_within_80_columns():
 
 
 async def test_the_alert_badge_leads_the_subtitle_and_names_its_key():
-    from fleetdeck.tui.views.alerts import badge_text
+    from fleetdeck.tui.alert_watch import badge_text
 
     assert badge_text(0) == ""
     assert badge_text(1) == "⚠ 1 alert (press 5)"

@@ -20,13 +20,14 @@ from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
+from fleetdeck.tui.alert_watch import AlertWatch
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.modals.launch import LaunchModal
 from fleetdeck.tui.sources import Source
-from fleetdeck.tui.views.alerts import AlertsScreen, AlertWatch
+from fleetdeck.tui.views.alerts import AlertsScreen
 from fleetdeck.tui.views.audit import AuditScreen
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.views.fleet import FleetScreen

@@ -38,6 +38,8 @@ class ViewScreen(GuardedPump, Screen):
     ready = False
     #: redrawn every second too (down-for and stale badges move with the clock)
     SHOWS_AGES = False
+    #: the Alerts view: the header's alert badge leaves out the key that shows it
+    SHOWS_ALERTS = False
 
     def refresh_view(self) -> None:
         """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""
