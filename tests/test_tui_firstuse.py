@@ -206,7 +206,7 @@ def test_chart_axis_labels_have_the_same_decimals():
 
 def test_a_host_that_did_not_answer_says_why_in_a_few_words():
     from fleetdeck.backend.fleet.models import HostSnapshot
-    from fleetdeck.tui.views.fleet import down_words, latency_text
+    from fleetdeck.tui.rows.fleet import down_words, latency_text
 
     def host(error, code):
         return HostSnapshot(name="h", reachable=False, error=error, error_code=code)

@@ -14,12 +14,18 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Label, Static
 
-from fleetdeck.backend.fleet.models import Checkpoint, Run
+from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.cells import eval_trend, loss_chart, progress
-from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
+from fleetdeck.show.cells import eval_trend, loss_chart
+from fleetdeck.show.fmt import said, shorten_unique
+from fleetdeck.tui.rows.runs import (
+    RESUMABLE,
+    checkpoint_rows,
+    resumable,
+    run_cells,
+    run_title,
+)
 from fleetdeck.tui.views.base import ViewScreen, show_text
-from fleetdeck.tui.views.host import _state_style
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 
@@ -43,8 +49,6 @@ def _log_problem(run: Run, e: BaseException) -> str:
     return f"could not read train.log: {said(getattr(e, 'message', e))}"
 
 
-#: states a run can be resumed from (the trainer continues from the newest checkpoint)
-RESUMABLE = ("failed", "cancelled", "stalled")
 RUN_COLUMNS = {
     "host": "Host",
     "name": "Run",
@@ -57,20 +61,6 @@ RUN_COLUMNS = {
 }
 #: widths of the columns other than the run's name (its width is what is left)
 RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
-
-
-def resumable(r: Run) -> list[Checkpoint]:
-    """The run's checkpoints the trainer can continue from: all but those the host found
-    incomplete (a save killed half-way), oldest first."""
-    return [c for c in r.checkpoints if c.complete is not False]
-
-
-def checkpoint_cell(c: Checkpoint) -> Text:
-    """A checkpoint's name, and what it lacks when the host found it incomplete."""
-    t = Text(shown(c.path.rsplit("/", 1)[-1]))
-    if c.complete is False:
-        t.append(f"  incomplete: {shown(c.problem or 'the host says so')}", style="bold red")
-    return t
 
 
 #: the name column's widest (a longer name is shortened, its end kept unique)
@@ -102,13 +92,6 @@ def run_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]
     left = room - w["name"] - (w["host"] - RUN_WIDTHS["host"])
     w["prog"] += max(0, min(PROG_MAX - w["prog"], left))
     return {k: w[k] for k in keys}
-
-
-def _bar_width(r: Run, width: int) -> int:
-    """The progress bar's width in a cell `width` wide: the figures (`131/1000`) always fit, the
-    bar gets what is left (3 up)."""
-    figures = len(f" {r.step}/{r.max_steps}")
-    return max(3, width - figures)
 
 
 class LossChart(Static):
@@ -293,20 +276,7 @@ class RunsScreen(ViewScreen):
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            cells = {
-                "host": hosts[r.host],
-                "name": names[escaped[r.name]],
-                "state": Text(
-                    r.state + (" ⚠" if r.reason and r.state != "running" else ""),
-                    style=_state_style(r.state),
-                ),
-                "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
-                "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
-                "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
-                "loss": "-" if r.loss is None else f"{r.loss:.4f}",
-                "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
-            }
-            return tuple(cells[k] for k in w)
+            return run_cells(r, w, hosts[r.host], names[escaped[r.name]])
 
         self._by_key = by_key
         with self.app.batch_update():
@@ -367,55 +337,12 @@ class RunsScreen(ViewScreen):
             self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
-        t = Text()
-        t.append(f"{r.host}:{shown(r.path)}", style="bold")
-        t.append(f"  {r.state}", style=_state_style(r.state))
-        if r.seconds_per_step is not None:
-            t.append(f"  {r.seconds_per_step:.2f} s/step")
-        t.append(
-            f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}",
-            style="dim" if not r.adapter else "",
-        )
-        if r.reason:  # the trainer's or the launcher's own words, read from the run's files
-            t.append(
-                f"\nwhy {r.state}: {shown(r.reason)}",
-                style="bold yellow" if r.state != "running" else "yellow",
-            )
-        elif r.state in RESUMABLE:
-            # say so rather than leave the operator looking for a line that is not there
-            t.append(
-                f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
-                style="bold yellow",
-            )
-        usable = resumable(r)
-        if r.state in RESUMABLE and usable:
-            t.append(
-                f"   r: resume from {shown(usable[-1].path.rsplit('/', 1)[-1])}"
-                + (" (the newest complete one)" if usable[-1] is not r.checkpoints[-1] else ""),
-                style="dim",
-            )
-        elif r.state in RESUMABLE:
-            t.append(
-                "   no complete checkpoint to resume from (n launches it again)"
-                if r.checkpoints
-                else "   no checkpoint to resume from (n launches it again)",
-                style="dim",
-            )
-        show_text(title, t)
+        show_text(title, run_title(r))
         show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
-        rows = {
-            c.path: (
-                Text("✓" if c.path in marks else " ", style="bold red"),
-                "?" if c.step is None else str(c.step),
-                human_bytes(c.bytes),
-                checkpoint_cell(c),
-            )
-            for c in r.checkpoints
-        }
-        self.query_one("#ckpt-table", KeyedTable).sync(rows)
+        self.query_one("#ckpt-table", KeyedTable).sync(checkpoint_rows(r, marks))
         if self._following is not None and self._following != r.key:
             self.stop_following()
         if self._following is None and (

@@ -14,6 +14,14 @@ from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.messages import ActionFinished
+from fleetdeck.tui.rows.schedules import (
+    FOLDED,
+    folded_cells,
+    schedule_cells,
+    schedule_detail,
+    schedule_key,
+    short_why,
+)
 from fleetdeck.tui.views.base import ViewScreen, show_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -71,32 +79,6 @@ def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, in
 #: how many schedules (what needs action first: about a screenful) the free columns' widths are
 #: measured on; their reasons are kept for the rows, so measuring costs no second `why`
 NEED_SAMPLE = 50
-
-
-#: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
-#: row key prefix of a host's folded distribution entries (never a schedule id: ids hold no "/")
-FOLDED = "\x00system/"
-
-SHORT_REASONS = {
-    "dead-target": "path missing",
-    "duplicate": "duplicate",
-    "unacknowledged": "not acked",
-}
-
-
-def short_why(s: Schedule) -> str:
-    """Why `s` is stray in a few words (`path missing, duplicate`), or `system` / `acked`."""
-    if s.system:
-        return "system"
-    if not s.stray:
-        return "acknowledged"
-    shown_reasons = [r for r in s.reasons if r != "unacknowledged"] or list(s.reasons)
-    return ", ".join(SHORT_REASONS.get(r, r) for r in shown_reasons)
-
-
-def schedule_key(s: Schedule) -> str:
-    """Fleet-wide row key: schedule ids are stable per host."""
-    return f"{s.host}/{s.id}"
 
 
 class SchedulesScreen(ViewScreen):
@@ -230,21 +212,7 @@ class SchedulesScreen(ViewScreen):
             s = by_key.get(key)
             if s is None:
                 host = key[len(FOLDED) :]
-                n = folded[host]
-                dim = Text(
-                    f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)",
-                    style="dim",
-                )
-                cells = {
-                    "flag": Text("·", style="dim"),
-                    "host": hosts[host],
-                    "kind": Text("system", style="dim"),
-                    "why": Text("installed by the distribution", style="dim"),
-                    "user": "",
-                    "spec": "",
-                    "cmd": dim,
-                }
-                return tuple(cells[k] for k in self._widths)
+                return folded_cells(folded[host], hosts[host], self._widths)
             if narrow:
                 why = short_why(s)
             else:
@@ -256,19 +224,7 @@ class SchedulesScreen(ViewScreen):
             ck = (s, why, hosts[s.host], widths)
             row = cache.get(ck)
             if row is None:
-                style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
-                flag = "⚠" if s.stray else ("·" if s.system else " ")
-                cells = {
-                    "flag": Text(flag, style="bold red" if s.stray else "dim"),
-                    "host": hosts[s.host],
-                    # `why` names the missing path as the host's command gave it: escaped here
-                    "kind": shown(s.kind),
-                    "why": Text(shown(why), style=style or "green"),
-                    "user": shown(s.user),
-                    "spec": Text(shown(s.spec), style=style),
-                    "cmd": Text(shown(s.command), style=style),
-                }
-                row = tuple(cells[k] for k in self._widths)
+                row = schedule_cells(s, why, hosts[s.host], self._widths)
             self._row_cache[ck] = row
             return row
 
@@ -350,24 +306,7 @@ class SchedulesScreen(ViewScreen):
             else:
                 show_text(d, Text("No schedules found on any reachable host.", style="dim"))
             return
-        t = Text()
-        t.append(shown(s.id), style="bold")
-        t.append(f"  {shown(s.kind)} on {s.host} as {shown(s.user)}, from {shown(s.source)}")
-        if s.pid:
-            t.append(f", pid {s.pid}")
-        if s.next_run:
-            t.append(f", next {shown(s.next_run)}")
-        if not s.active:
-            t.append(" (inactive)", style="dim")
-        t.append("\n")
-        t.append(shown(s.command))
-        if s.stray:
-            t.append(
-                f"\nstray: {shown(self._why(s))}  —  a: acknowledge   x: remove", style="bold red"
-            )
-        elif s.system:
-            t.append("\ninstalled by the distribution: not stray", style="dim")
-        show_text(d, t)
+        show_text(d, schedule_detail(s, self._why(s) if s.stray else None))
 
     def _why(self, s: Schedule) -> str:
         """`schedule_verdict.why` for a row or the detail line, with the listing's twins index (built
