@@ -10,7 +10,8 @@ from textual.widgets import Static
 
 from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.rows.fleet import COLUMNS, host_cells, host_detail, host_height
-from fleetdeck.tui.views.base import ViewScreen, show_text
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 
@@ -38,37 +39,23 @@ def layout_widths(width: int) -> dict[str, int]:
     return w
 
 
-class FleetScreen(ViewScreen):
+class FleetScreen(TableView):
     """Home: every host in one table; enter opens the host."""
 
     SHOWS_AGES = True
+    TABLE_ID = "fleet-table"
+    COLUMNS = COLUMNS
 
     BINDINGS = [
         Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")
     ]
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(
-            self._columns(layout_widths(self.app.size.width)), id="fleet-table", column_sort=True
-        )
+        yield self.make_table()
         yield Static(id="fleet-detail", classes="detail")
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, label, w[k]) for k, label in COLUMNS.items() if k in w]
-
-    @property
-    def table(self) -> KeyedTable:
-        """The fleet table."""
-        return self.query_one("#fleet-table", KeyedTable)
-
-    def on_resize(self) -> None:
-        # the same table, new widths: the cursor and the scroll position stay
-        w = layout_widths(self.size.width)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        return layout_widths(width)
 
     def refresh_view(self) -> None:
         state, widths = self.state, self._widths

@@ -25,7 +25,8 @@ from fleetdeck.tui.rows.runs import (
     run_cells,
     run_title,
 )
-from fleetdeck.tui.views.base import ViewScreen, show_text
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 
@@ -138,8 +139,11 @@ class CheckpointTable(KeyedTable):
         self.screen.toggle_mark(self.current_key)
 
 
-class RunsScreen(ViewScreen):
+class RunsScreen(TableView):
     """Runs across the fleet; p purge, m mirror, l reload log."""
+
+    TABLE_ID = "runs-table"
+    COLUMNS = RUN_COLUMNS
 
     BINDINGS = [
         Binding(
@@ -193,9 +197,7 @@ class RunsScreen(ViewScreen):
         self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(
-            self._columns(run_layout(self.app.size.width)), id="runs-table", column_sort=True
-        )
+        yield self.make_table()
         with VerticalScroll(id="run-detail", can_focus=False):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
@@ -211,19 +213,9 @@ class RunsScreen(ViewScreen):
         yield Label(LOG_LABEL, classes="section", id="run-log-label")
         yield LogPane(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, RUN_COLUMNS[k], w[k]) for k in w]
-
-    #: the widest run name and host name shown (`_fit_columns`)
-    _need: dict[str, int] | None = None
-
-    def on_resize(self) -> None:
-        w = run_layout(self.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        # `need`: the widest run name and host name shown (`_fit_columns`)
+        return run_layout(width, need)
 
     def _fit_columns(self, runs: Sequence[Run]) -> None:
         """Lay the table out for the names shown: the name column as wide as the widest."""
@@ -234,14 +226,7 @@ class RunsScreen(ViewScreen):
                 "name": max((cell_len(shown(r.name)) for r in runs), default=0),
                 "host": max((cell_len(r.host) for r in runs), default=0),
             }
-        w = run_layout(self.size.width or self.app.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-
-    @property
-    def table(self) -> KeyedTable:
-        """The runs table."""
-        return self.query_one("#runs-table", KeyedTable)
+        self.relayout(self.size.width or self.app.size.width)
 
     @property
     def selected(self) -> Run | None:
@@ -314,17 +299,8 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            table = self.table
-            if table.filter_text and table.total_rows:
-                n = table.total_rows
-                show_text(
-                    title,
-                    Text(
-                        f"The filter {table.filter_text!r} matched 0 of {n} run{'' if n == 1 else 's'} "
-                        "(/ changes it, esc clears it).",
-                        style="dim",
-                    ),
-                )
+            if (none := self.filtered_out("run")) is not None:
+                show_text(title, none)
             elif self.host_scope is not None:
                 show_text(
                     title,

@@ -22,8 +22,8 @@ from fleetdeck.tui.rows.schedules import (
     schedule_key,
     short_why,
 )
-from fleetdeck.tui.views.base import ViewScreen, show_text
-from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.table_view import TableView
 
 SCHED_COLUMNS = {
     "flag": " ",
@@ -81,8 +81,11 @@ def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, in
 NEED_SAMPLE = 50
 
 
-class SchedulesScreen(ViewScreen):
+class SchedulesScreen(TableView):
     """Schedules across the fleet; a acknowledges, x removes (id typed back)."""
+
+    TABLE_ID = "sched-table"
+    COLUMNS = SCHED_COLUMNS
 
     BINDINGS = [
         Binding(
@@ -114,28 +117,12 @@ class SchedulesScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible
-        yield KeyedTable(
-            self._columns(sched_layout(self.app.size.width)), id="sched-table", column_sort=True
-        )
+        yield self.make_table()
         yield Static(id="sched-detail", classes="detail")
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, SCHED_COLUMNS[k], w[k]) for k in w]
-
-    _need: dict[str, int] | None = None
-
-    def on_resize(self) -> None:
-        w = sched_layout(self.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
-
-    @property
-    def table(self) -> KeyedTable:
-        """The schedules table."""
-        return self.query_one("#sched-table", KeyedTable)
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        # `need`: the longest text of each free column (`_fit_columns`)
+        return sched_layout(width, need)
 
     @property
     def selected(self) -> Schedule | None:
@@ -264,9 +251,7 @@ class SchedulesScreen(ViewScreen):
                 need["cmd"], len("99 entries the distribution installed (s lists them)")
             )
         self._need = need
-        w = sched_layout(self.size.width or self.app.size.width, need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
+        self.relayout(self.size.width or self.app.size.width)
 
     def show_detail(self) -> None:
         """Everything about the highlighted schedule, including where it is defined."""
@@ -284,17 +269,8 @@ class SchedulesScreen(ViewScreen):
             )
             return
         if s is None:
-            table = self.table
-            if table.filter_text and table.total_rows:
-                n = table.total_rows
-                show_text(
-                    d,
-                    Text(
-                        f"The filter {table.filter_text!r} matched 0 of {n} row{'' if n == 1 else 's'} "
-                        "(/ changes it, esc clears it).",
-                        style="dim",
-                    ),
-                )
+            if (none := self.filtered_out("row")) is not None:
+                show_text(d, none)
             elif self.host_scope is not None:
                 show_text(
                     d,
