@@ -53,14 +53,14 @@ TO_DO = {
     "tui/modals/describe.py": {"fleetdeck.tui.views.seats_panel"},
     "tui/modals/mirror.py": {"fleetdeck.backend.actions.mirror"},
     "tui/modals/purge.py": {"fleetdeck.backend.actions.purge"},
-    "tui/views/runs.py": {
-        "fleetdeck.backend.fleet.logs",
+    "tui/views/run_actions.py": {
         "fleetdeck.tui.modals.describe",
         "fleetdeck.tui.modals.purge",
         "fleetdeck.tui.modals.mirror",
         "fleetdeck.backend.actions.launch",
         "fleetdeck.tui.modals.launch",
     },
+    "tui/views/run_log.py": {"fleetdeck.backend.fleet.logs"},
     "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},
     "tui/widgets/column_sort.py": {"fleetdeck.tui.modals.filter_prompt"},
 }

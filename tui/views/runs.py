@@ -7,48 +7,26 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.timer import Timer
 from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.cells import eval_trend, loss_chart
-from fleetdeck.show.fmt import said, shorten_unique
+from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.rows.runs import (
-    RESUMABLE,
     checkpoint_rows,
-    resumable,
     run_cells,
     run_title,
 )
 from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.run_actions import RunActions
+from fleetdeck.tui.views.run_log import LOG_LABEL, LOG_LINES, RunLog
 from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.log_pane import LogPane
-
-#: lines of train.log the pane holds (and searches)
-LOG_LINES = 200
-#: how long the cursor rests on a run before its log is read from the host
-LOG_REST_S = 0.25
-LOG_LABEL = "train.log (last lines; l reloads, f follows; tab into it: / n N e w)"
-FOLLOW_LABEL = "train.log (following; f stops; tab into it: / n N e w)"
-
-
-def _log_problem(run: Run, e: BaseException) -> str:
-    """One plain sentence for a train.log that could not be read (never the tool's stderr)."""
-    code = getattr(e, "code", None)
-    if code == "no-log":
-        return f"no train.log in {shown(run.path)} yet"
-    if code == "no-run":
-        return f"{shown(run.path)} is not on {shown(run.host)} now (moved or removed?)"
-    if code == "not-a-file":
-        return "train.log is a symlink or not a regular file: not followed"
-    return f"could not read train.log: {said(getattr(e, 'message', e))}"
-
 
 RUN_COLUMNS = {
     "host": "Host",
@@ -139,7 +117,7 @@ class CheckpointTable(KeyedTable):
         self.screen.toggle_mark(self.current_key)
 
 
-class RunsScreen(TableView):
+class RunsScreen(RunActions, RunLog, TableView):
     """Runs across the fleet; p purge, m mirror, l reload log."""
 
     TABLE_ID = "runs-table"
@@ -189,12 +167,6 @@ class RunsScreen(TableView):
     def __init__(self) -> None:
         super().__init__()
         self.marked: dict[str, set[str]] = {}
-        self._log_for: str | None = None
-        self._log_text: str | None = None
-        #: the run whose train.log is being followed (`f`), if any
-        self._following: str | None = None
-        #: the read of a log waiting for the cursor to rest (`_read_log_soon`)
-        self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
         yield self.make_table()
@@ -329,28 +301,6 @@ class RunsScreen(TableView):
             else:
                 self.load_log(r)
 
-    def _read_log_soon(self, run: Run) -> None:
-        """Say the log is coming, and read it once the cursor has rested on the run for
-        `LOG_REST_S`: a held `j` through 3,000 runs starts one read on the host, not one a row,
-        and each row it passes costs only the detail pane's redraw."""
-        self.show_log("reading train.log…")
-        self._log_for = run.key
-        if self._log_soon is not None:
-            self._log_soon.stop()
-
-        def read() -> None:
-            self._log_soon = None
-            r = self.selected
-            if r is not None and r.key == run.key and self._following is None:
-                self.load_log(r)
-            elif self._log_for == run.key and self._following is None:
-                # the cursor is elsewhere now without having said so (a filter, a poll): show
-                # what it is on, rather than leave "reading train.log…" standing
-                self._log_for = None
-                self.show_run()
-
-        self._log_soon = self.set_timer(LOG_REST_S, read)
-
     def no_runs_text(self) -> Text:
         """Where runs are looked for, so a first look at an empty view says what to do."""
         roots = "; ".join(f"{h.name}: {', '.join(h.runs) or 'none'}" for h in self.app.fleet.hosts)
@@ -371,197 +321,3 @@ class RunsScreen(TableView):
         marks = self.marked.setdefault(r.key, set())
         marks.symmetric_difference_update({path})
         self.show_run()
-
-    @work(exclusive=True, group="log", exit_on_error=False)
-    async def load_log(self, run: Run) -> None:
-        """Read the last lines of the run's train.log through the poller's link (a bounded,
-        tied reader on the host: backend/fleet/logs.py)."""
-        from fleetdeck.backend.fleet.logs import log_lines
-
-        if self._log_for != run.key:
-            self.show_log("reading train.log…")
-        self._log_for = run.key
-        try:
-            lines = [
-                line
-                async for line in log_lines(
-                    self.app.link(run.host), run.path, LOG_LINES, timeout=10
-                )
-            ]
-        except Exception as e:  # a down host must not break the view
-            text = _log_problem(run, e)
-        else:
-            # the host's text, each line escaped by `shown` (a colour code or a clipboard
-            # write in train.log is printed, not sent to the terminal); tabs become spaces
-            text = "\n".join(shown(line.expandtabs()) for line in lines) or "(train.log is empty)"
-        if self._log_for == run.key:
-            self.show_log(text)
-
-    @work(exclusive=True, group="log", exit_on_error=False)
-    async def follow_log(self, run: Run) -> None:
-        """Follow the run's train.log: its last lines, then each appended line as it comes."""
-        from fleetdeck.backend.fleet.logs import log_lines
-
-        log = self.query_one("#run-log", LogPane)
-        self._following = self._log_for = run.key
-        self._log_text = None
-        self._log_label = FOLLOW_LABEL
-        self._show_log_label()
-        log.clear()
-        try:
-            async for line in log_lines(
-                self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10
-            ):
-                log.write_line(shown(line.expandtabs()))
-        except Exception as e:  # the host went away, or the log did: say so in the pane
-            log.write_line(f"-- stopped following: {_log_problem(run, e)} --")
-        finally:
-            if self._following == run.key:
-                self._following = None
-                self._log_label = LOG_LABEL
-                self._show_log_label()
-
-    def stop_following(self) -> None:
-        """End `f`: the reader on the host ends with its channel."""
-        self._following = None
-        self.workers.cancel_group(self, "log")
-        self._log_label = LOG_LABEL
-        self._show_log_label()
-
-    _log_label = LOG_LABEL
-    _log_status = ""
-
-    def on_log_pane_status_changed(self, event: LogPane.StatusChanged) -> None:
-        self._log_status = event.text
-        self._show_log_label()
-
-    def _show_log_label(self) -> None:
-        """The pane's label: what l and f do, then the search and wrap as the pane says them."""
-        label = (
-            self._log_label
-            if not self._log_status
-            else self._log_label.split(" (")[0] + " · " + self._log_status
-        )
-        if getattr(self, "_label_shown", None) != label:
-            self._label_shown = label
-            self.query_one("#run-log-label", Label).update(Text(label))
-
-    def action_follow_log(self) -> None:
-        """Start following the selected run's train.log, or stop."""
-        if self._following is not None:
-            self.stop_following()
-            if (r := self.selected) is not None:
-                self.load_log(r)
-            return
-        if (r := self.selected) is not None:
-            self.follow_log(r)
-
-    def show_log(self, text: str) -> None:
-        """Replace the log pane's lines, scrolled to the newest; `text` is already escaped
-        (see `load_log`)."""
-        log = self.query_one("#run-log", LogPane)
-        if getattr(self, "_log_text", None) == text:
-            return  # unchanged: keep the operator's scroll position
-        self._log_text = text
-        # the same run's log read again (a poll of a running run): the operator's place in it,
-        # a search's match or a problem line, stays where it was
-        same = getattr(self, "_log_shown_for", None) == self._log_for
-        self._log_shown_for = self._log_for
-        log.set_lines(text.splitlines(), keep_place=same)
-
-    def action_reload_log(self) -> None:
-        """Read the log again."""
-        if (r := self.selected) is not None:
-            self.load_log(r)
-
-    def action_describe(self) -> None:
-        """The raw source behind the highlighted run."""
-        if (r := self.selected) is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        from fleetdeck.tui.modals.describe import describe_run
-
-        self.app.push_screen(describe_run(self.app, r))
-
-    def action_purge(self) -> None:
-        """Purge the marked checkpoints of the selected run (or the highlighted one)."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        paths = sorted(self.marked.get(r.key, set()))
-        if not paths:
-            key = self.query_one("#ckpt-table", KeyedTable).current_key
-            paths = [key] if key else []
-        if not paths:
-            self.notify(
-                f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
-            )
-            return
-        from fleetdeck.tui.modals.purge import PurgeModal
-
-        self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
-
-    def action_mirror(self) -> None:
-        """Mirror the selected run's adapter to another host."""
-        r = self.selected
-        if r is None or not r.adapter:
-            self.notify(
-                f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
-                title="Mirror",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.mirror import MirrorModal
-
-        self.app.push_screen(MirrorModal(r.host, r.adapter))
-
-    def action_resume(self) -> None:
-        """Offer to continue the selected failed or stopped run from its newest checkpoint."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        if r.state not in RESUMABLE:
-            self.notify(
-                f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        if not resumable(r):
-            which = "complete checkpoint" if r.checkpoints else "checkpoint"
-            self.notify(
-                f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
-                "Launch it again (n) instead.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        self.open_resume(r)
-
-    @work(exclusive=True, group="resume", exit_on_error=False)
-    async def open_resume(self, run: Run) -> None:
-        """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
-        from fleetdeck.backend.actions.launch import read_run_toml
-
-        try:
-            values = await read_run_toml(self.app.link(run.host), run.path)
-        except Exception as e:
-            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
-            return
-        if values is None:
-            self.notify(
-                f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
-                "fleetdeck launch and cannot be resumed from here.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.launch import LaunchModal
-
-        self.app.push_screen(LaunchModal(resume=run, values=values))
