@@ -17,7 +17,10 @@ from fleetdeck.backend.fleet.models import (
     Run,
     Schedule,
 )
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.silences import Silence
 from fleetdeck.tui.fleet_state import FleetState
+from fleetdeck.tui.rows import alerts as alert_rows
 from fleetdeck.tui.rows import fleet as fleet_rows
 from fleetdeck.tui.rows import host as host_rows
 from fleetdeck.tui.rows import runs as run_rows
@@ -164,11 +167,28 @@ def test_a_schedule_row_a_folded_row_and_the_detail_line():
     assert detail.endswith("stray: its target is gone  —  a: acknowledge   x: remove")
 
 
+def test_an_alert_row_silenced_or_not_and_its_detail():
+    a = Alert(rule="gpu-hot", host="a", subject="GPU0", state="firing", since=1000.0, text="hot")
+    cells = alert_rows.alert_cells(a, None, 1060.0)
+    assert cells[0].plain == "firing" and cells[0].style == "bold red"
+    assert cells[2:4] == ("gpu-hot", "a") and cells[-1].plain == "hot"
+    s = Silence("s1", "a", "gpu-hot", None, 900.0, 2000.0, "fan swap", "ops")
+    held = alert_rows.alert_cells(a, s, 1060.0)
+    assert held[0].plain == "silenced" and held[-1].plain.startswith("silenced by ops until ")
+    assert held[-1].plain.endswith(": hot")
+    row = alert_rows.silence_cells(s)
+    assert row[0] == "s1" and row[1].plain == "gpu-hot on a" and row[-1].plain == "fan swap"
+    detail = alert_rows.alert_detail(a, s).plain
+    assert detail.startswith("ALERT gpu-hot on a: GPU0\nfiring since ") and "\n\nhot" in detail
+    assert "Silenced by ops until " in detail and "(s1, gpu-hot on a): fan swap." in detail
+    assert "Silenced" not in alert_rows.alert_detail(a, None).plain
+
+
 def test_the_rows_load_no_textual():
     code = (
         "import sys\n"
         "import fleetdeck.tui.rows.fleet, fleetdeck.tui.rows.host\n"
-        "import fleetdeck.tui.rows.runs, fleetdeck.tui.rows.schedules\n"
+        "import fleetdeck.tui.rows.runs, fleetdeck.tui.rows.schedules, fleetdeck.tui.rows.alerts\n"
         "print('textual' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
