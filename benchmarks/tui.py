@@ -36,8 +36,8 @@ from textual.widgets import DataTable
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
-from fleetdeck.tui.views.fleet import host_cells
+from fleetdeck.tui.rows.fleet import host_cells
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 G = 1024**3
@@ -254,7 +254,8 @@ async def fast(snaps, n_hosts: int, polls: int) -> dict[str, list[float]]:
     state_app = FleetdeckApp(
         fleet, RecordedSource(snaps[:1]), autopoll=False, clock=lambda: 1000.0 + polls
     )
-    from fleetdeck.tui.views.fleet import COLUMNS, layout_widths
+    from fleetdeck.tui.rows.fleet import COLUMNS
+    from fleetdeck.tui.views.fleet import layout_widths
 
     widths = layout_widths(200)
     labels = [COLUMNS[k] for k in COLUMNS if k in widths]

@@ -42,7 +42,7 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 
 G = 1024**3
 #: untimed pause after each timed action (longer than the Runs view's LOG_REST_S)

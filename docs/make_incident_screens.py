@@ -147,7 +147,7 @@ def tmux_plot() -> None:
 async def svg() -> None:
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
 
     fleet = parse_fleet("[hosts.gx10]\nlocal = true\n", "hosts.toml")
     from fleetdeck.backend.fleet.validate import fleet_from_json

@@ -20,7 +20,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 
 HERE = Path(__file__).parent
 FIXTURES = HERE.parent / "tests" / "fixtures"

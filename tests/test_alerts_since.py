@@ -13,7 +13,7 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
 from fleetdeck.cli.watch import Watcher
 from fleetdeck.show.fmt import since_text
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 T = 1_800_000_000.0

@@ -61,7 +61,7 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
     from fleetdeck.backend.fleet.seat_model import Seat
     from fleetdeck.backend.monitor.seats import recorded_checks
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
 
     pytest.importorskip("transformers")
     server, port = start_server("--nan")
@@ -127,7 +127,7 @@ async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history
     from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
     from fleetdeck.backend.monitor.history import History
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
 
     t = 1_800_000_000.0
 
@@ -167,7 +167,7 @@ def _seats_app(hosts, clock: float = 2.0):
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.models import FleetSnapshot
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
 
     snap = FleetSnapshot(hosts=tuple(hosts), time=1.0)
     fleet = parse_fleet(

@@ -22,7 +22,7 @@ from test_seats import LISTENER
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.runs import LOG_REST_S
+from fleetdeck.tui.views.run_log import LOG_REST_S
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 from sshfleet import SshdFleet, free_port, have_sshd

@@ -47,16 +47,17 @@ TO_DO = {
     "backend/train/reference.py": {"transformers", "transformers.utils", ".models"},
     "backend/train/session.py": {".models", ".rundir"},
     "backend/train/unsloth_reference.py": {"torch", "transformers", ".reference", ".corpus", "gc"},
-    "tui/views/alerts.py": {"fleetdeck.tui.modals.silence", "fleetdeck.tui.modals.describe"},
+    "tui/views/alerts.py": {"fleetdeck.tui.modals.silence"},
+    "tui/views/seats_section.py": {"fleetdeck.tui.modals.describe"},
     "tui/modals/describe.py": {"fleetdeck.tui.views.seats_panel"},
-    "tui/views/runs.py": {
-        "fleetdeck.backend.fleet.logs",
+    "tui/views/run_actions.py": {
         "fleetdeck.tui.modals.describe",
         "fleetdeck.tui.modals.purge",
         "fleetdeck.tui.modals.mirror",
         "fleetdeck.backend.actions.launch_values",
         "fleetdeck.tui.modals.launch",
     },
+    "tui/views/run_log.py": {"fleetdeck.backend.fleet.logs"},
     "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},
     "tui/widgets/column_sort.py": {"fleetdeck.tui.modals.filter_prompt"},
 }

@@ -93,7 +93,8 @@ def test_a_down_host_shows_unknown_counts_not_zero(tmp_path):
 
     from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
     from fleetdeck.tui.fleet_state import FleetState
-    from fleetdeck.tui.views.fleet import COLUMNS, host_cells, layout_widths
+    from fleetdeck.tui.rows.fleet import COLUMNS, host_cells
+    from fleetdeck.tui.views.fleet import layout_widths
 
     with socket.socket() as s:  # a port nothing listens on: the host is DOWN at once
         s.bind(("127.0.0.1", 0))

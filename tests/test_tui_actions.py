@@ -18,7 +18,7 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.modals.remove import RemoveScheduleModal
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 
 HOSTILE = "run 1 $(touch pwned) 'q'"
 

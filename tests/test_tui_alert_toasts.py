@@ -39,7 +39,7 @@ def stray(host: str, n: int) -> Schedule:
 def app_over(*polls: tuple[HostSnapshot, ...]):
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
 
     names = sorted({h.name for hosts in polls for h in hosts})
     fleet = parse_fleet(

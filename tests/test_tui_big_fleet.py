@@ -20,9 +20,11 @@ from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapsho
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.rows import fleet as fleet_rows
+from fleetdeck.tui.rows import runs as runs_rows
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views import fleet as fleet_screen
 from fleetdeck.tui.views import runs as runs_screen
-from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets import table_lines
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -191,7 +193,7 @@ async def test_the_filter_and_the_sort_still_see_every_host(monkeypatch):
         await pilot.pause()
         assert table.keys[0] == f"gpu-{HOSTS - 1:03d}" and len(table.keys) == HOSTS
         table.action_cycle_sort()
-        for _ in range(2 * len(fleet_screen.COLUMNS)):
+        for _ in range(2 * len(fleet_rows.COLUMNS)):
             table.action_cycle_sort()
             if table.sort_by is None:
                 break
@@ -201,7 +203,7 @@ async def test_the_filter_and_the_sort_still_see_every_host(monkeypatch):
 
 async def test_a_switch_and_a_poll_make_only_the_schedules_and_runs_on_screen(monkeypatch):
     why = Counter(monkeypatch, schedule_verdict, "why")
-    prog = Counter(monkeypatch, runs_screen, "progress")
+    prog = Counter(monkeypatch, runs_rows, "progress")
     app, snaps = big_app()
     async with app.run_test(size=(200, 60)) as pilot:
         app.post_message(FleetPolled(snaps[0]))
@@ -339,7 +341,7 @@ def test_a_hosts_height_is_known_without_making_its_cells(case):
         state.apply(replace(snap, hosts=(h,)))
     for width in (80, 200):
         w = fleet_screen.layout_widths(width)
-        assert fleet_screen.host_cells(state, "gpu-000", w)[1] == fleet_screen.host_height(
+        assert fleet_rows.host_cells(state, "gpu-000", w)[1] == fleet_rows.host_height(
             state, "gpu-000", w
         )
 

@@ -164,7 +164,7 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
 
     from fleetdeck.backend.fleet.models import Schedule
     from fleetdeck.tui.messages import FleetPolled
-    from fleetdeck.tui.views.schedules import FOLDED
+    from fleetdeck.tui.rows.schedules import FOLDED
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]

@@ -199,7 +199,7 @@ async def test_d_in_the_host_view_describes_a_process_with_its_whole_command_lin
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.messages import FleetPolled
     from fleetdeck.tui.modals.describe import DescribeModal
-    from fleetdeck.tui.views.base import RecordedSource
+    from fleetdeck.tui.sources import RecordedSource
     from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
     p = subprocess.Popen(

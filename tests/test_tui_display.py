@@ -13,7 +13,7 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 BACKSLASH_N = "run-a\\nb"  # a name holding a backslash and an n

@@ -17,7 +17,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.purge_text import cut_paths
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views.host import host_schedule_columns
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -206,7 +206,7 @@ def test_chart_axis_labels_have_the_same_decimals():
 
 def test_a_host_that_did_not_answer_says_why_in_a_few_words():
     from fleetdeck.backend.fleet.models import HostSnapshot
-    from fleetdeck.tui.views.fleet import down_words, latency_text
+    from fleetdeck.tui.rows.fleet import down_words, latency_text
 
     def host(error, code):
         return HostSnapshot(name="h", reachable=False, error=error, error_code=code)
@@ -319,7 +319,7 @@ async def test_the_footer_names_every_other_view_and_quit_within_80_columns():
 
 
 async def test_the_alert_badge_leads_the_subtitle_and_names_its_key():
-    from fleetdeck.tui.views.alerts import badge_text
+    from fleetdeck.tui.alert_watch import badge_text
 
     assert badge_text(0) == ""
     assert badge_text(1) == "⚠ 1 alert (press 5)"

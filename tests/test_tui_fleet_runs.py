@@ -9,8 +9,8 @@ from test_tui_views import cell_text, feed
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
-from fleetdeck.tui.views.fleet import host_height
+from fleetdeck.tui.rows.fleet import host_height
+from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 

@@ -18,9 +18,11 @@ from fleetdeck.backend.fleet.models import Gpu, GpuEcc, GpuPcie, HostSnapshot, X
 from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import FleetState
-from fleetdeck.tui.views.base import RecordedSource
-from fleetdeck.tui.views.fleet import COLUMNS, gpu_health_lines, host_cells, layout_widths
-from fleetdeck.tui.views.host import HEALTH_COLUMNS, HostScreen, gpu_health_row
+from fleetdeck.tui.rows.fleet import COLUMNS, gpu_health_lines, host_cells
+from fleetdeck.tui.rows.host import HEALTH_COLUMNS, gpu_health_row
+from fleetdeck.tui.sources import RecordedSource
+from fleetdeck.tui.views.fleet import layout_widths
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fleet-health.json"

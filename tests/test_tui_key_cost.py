@@ -14,8 +14,8 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
-from fleetdeck.tui.views import runs as runs_screen
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
+from fleetdeck.tui.views import run_log
 
 
 def footer_keys(app: FleetdeckApp) -> list[FooterKey]:
@@ -92,7 +92,7 @@ async def test_the_cursor_reads_the_log_of_the_run_it_rests_on_only(tmp_path, mo
         assert rest != first
         # on its way the pane says the log is coming, never the last run's lines under a new title
         assert "reading train.log" in "\n".join(app.screen.query_one("#run-log").lines)
-        await pilot.pause(runs_screen.LOG_REST_S * 4)
+        await pilot.pause(run_log.LOG_REST_S * 4)
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert reads == [first, rest], "the rows passed over are not read"

@@ -17,7 +17,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.stop import StopProcessModal
-from fleetdeck.tui.views.base import RecordedSource
+from fleetdeck.tui.sources import RecordedSource
 
 EVIL = "\x1b[2J\nevil"
 

@@ -6,7 +6,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -17,28 +17,25 @@ from textual.worker import Worker
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
+from fleetdeck.tui.alert_watch import AlertWatch
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
 from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.modals.launch import LaunchModal
-from fleetdeck.tui.views.alerts import AlertsScreen, AlertWatch
+from fleetdeck.tui.navigation import Navigation
+from fleetdeck.tui.sources import Source
+from fleetdeck.tui.views.alerts import AlertsScreen
 from fleetdeck.tui.views.audit import AuditScreen
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.history import HistoryScreen
-from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.views.runs import RunsScreen
 from fleetdeck.tui.views.schedules import SchedulesScreen
-from fleetdeck.tui.widgets.command_line import CommandLine
 from fleetdeck.tui.widgets.guard import GuardedPump
-
-#: how many views `esc` can go back through
-HISTORY = 50
 
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
@@ -50,15 +47,7 @@ RESTART = (
 )
 
 
-class Source(Protocol):
-    """Where snapshots come from: the real `Poller`, or recorded snapshots in tests."""
-
-    async def poll(self) -> FleetSnapshot:
-        """One poll of the whole fleet; a down host is inside the snapshot, not an exception."""
-        ...
-
-
-class FleetdeckApp(GuardedPump, App):
+class FleetdeckApp(Navigation, GuardedPump, App):
     """The dashboard. `source` defaults to a `Poller` over `fleet`; `clock` is injectable."""
 
     CSS_PATH = "fleetdeck.tcss"
@@ -264,92 +253,7 @@ class FleetdeckApp(GuardedPump, App):
             return
         super()._handle_exception(error)
 
-    # -- navigation and actions -------------------------------------------------------------
-    def action_view(self, mode: str) -> None:
-        """Switch to one of the top-level views (from the Host view, its own key closes it)."""
-        if self.current_mode != mode:
-            self._history = (self._history + [self.current_mode])[-HISTORY:]
-            self.switch_mode(mode)
-        elif isinstance(self.screen, HostScreen):
-            self.pop_screen()
-        self.refresh_bindings()
-
-    def view_name(self, screen: Screen) -> str:
-        """The name a view's remembered choices are saved under (its mode, or `host`)."""
-        for name, cls in self.MODES.items():
-            if type(screen) is cls:
-                return name
-        return type(screen).__name__.removesuffix("Screen").casefold()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The view on screen leaves its own key out of the footer (pressing it does nothing),
-        so the footer keeps every other view and `q Quit` within 80 columns."""
-        if (
-            action == "view"
-            and parameters
-            and parameters[0] == self.current_mode
-            and not isinstance(self.screen, HostScreen)
-        ):
-            return False
-        return True
-
-    def open_host(self, name: str) -> None:
-        """Push the Host view for `name`."""
-        self.push_screen(HostScreen(name))
-
-    def action_back(self) -> None:
-        """Esc: close the Host view, else go back to the view before this one (Runs -> Alerts
-        -> esc is Runs again), at the first one to the Fleet view."""
-        if isinstance(self.screen, HostScreen):
-            self.pop_screen()
-        elif isinstance(self.screen, ViewScreen):
-            while self._history and self._history[-1] == self.current_mode:
-                self._history.pop()
-            if self._history:
-                self.switch_mode(self._history.pop())
-            elif self.current_mode != "fleet":
-                self.switch_mode("fleet")
-        self.refresh_bindings()
-
-    def action_command_line(self) -> None:
-        """Open the `:` command line."""
-        if not isinstance(self.screen, CommandLine):
-            self.push_screen(CommandLine(self.state.host_names), self.run_command)
-
-    def run_command(self, cmd: Any) -> None:
-        """Go where a command line named: a view (for one host, where the view takes one), a
-        Host view, help or quit."""
-        if cmd is None:
-            return
-        if cmd.view == "quit":
-            self.exit()
-            return
-        if cmd.view == "help":
-            self.action_help()
-            return
-        if cmd.view == "host" or (cmd.view == "fleet" and cmd.host):
-            if isinstance(self.screen, HostScreen):
-                self.pop_screen()
-            self.open_host(cmd.host)
-            return
-        if isinstance(self.screen, HostScreen):
-            self.pop_screen()
-        self.action_view(cmd.view)
-
-        def scope() -> None:
-            screen = self.screen
-            if hasattr(screen, "scope_host"):
-                screen.scope_host(cmd.host)
-            elif cmd.host:
-                self.notify(
-                    f"The {cmd.view.capitalize()} view shows every host; :host {cmd.host} opens one.",
-                    title="Command",
-                    severity="warning",
-                    markup=False,
-                )
-
-        self.call_after_refresh(scope)
-
+    # -- actions ---------------------------------------------------------------------------
     def action_poll_now(self) -> None:
         """Poll at once instead of waiting for the interval."""
         self.poll_fleet()
@@ -420,14 +324,6 @@ class FleetdeckApp(GuardedPump, App):
         )
         yield SystemCommand("Help", "Every key", self.action_help)
 
-    def _on_view(self, mode: str, action: str) -> None:
-        self.action_view(mode)
-        self.call_after_refresh(self._screen_action, action)
-
-    async def _screen_action(self, action: str) -> None:
-        # the view's own action, once the mode switch has put that view on screen
-        await self.screen.run_action(action)
-
 
 def run_dashboard(fleet: Fleet, **kw: Any) -> int:
     """Run the dashboard in this terminal until the operator quits; returns the exit status."""
@@ -435,4 +331,4 @@ def run_dashboard(fleet: Fleet, **kw: Any) -> int:
     return 0
 
 
-__all__ = ["FleetdeckApp", "Source", "run_dashboard"]
+__all__ = ["FleetdeckApp", "run_dashboard"]

@@ -1,262 +1,46 @@
-"""The Alerts view (`5`), and the dashboard's side of the monitor: the rules judged on every
-live poll by the same service `fleetdeck watch` runs (`backend/monitor/service.py`, role `observe`),
-the terminal bell and a toast when one starts firing, a badge in the header while any fire.
+"""The Alerts view (`5`): the alerts the dashboard's monitor judges (`tui/alert_watch.py`: the
+bell, the toasts and the header's badge), firing first, the highlighted one in full below.
 
-Below the alerts, the fleet's serving seats and each card's headroom as a bar with every
-seat's share; `c` runs `seats check` on the highlighted seat (on its host, against 127.0.0.1):
-its row reads `checking…` at once, then the verdict (a sound one with its witness, the tokens
-and logprobs it judged), and the line under the table says it in full, kept in the view even
-when the verdict file cannot be written. With seats but no bar, the line says why no card
-lists their memory.
+Below the alerts, the fleet's serving seats and each card's headroom, `c` checking the
+highlighted seat on its host (`tui/views/seats_section.py`).
 
 Silences (`backend/monitor/silences.py`): `s` opens a pop-up prefilled from the highlighted
 alert (`tui/modals/silence.py`), `e` expires the highlighted silence (of the silences table,
 else the one over the highlighted alert). A silenced alert stays in the table, its state
 `silenced` and its text saying by whom and until when; it neither rings nor toasts, and the
 header's badge does not count it.
-
-The dashboard carries on from the alert state `watch` saves (so `since` agrees) but delivers
-no hook and saves no alert state: the one deliverer is the `watch` holding the state folder's
-lock, and the view says whether one is running. It does write history (a minute's row is keyed
-by minute and series, so the dashboard and a watcher writing the same minute leave one row),
-and on its first poll it fills each GPU sparkline with the last hour from history, one point a
-minute. A recorded replay (tests, screenshots) is not judged and not recorded unless asked for
-(`AlertWatch.enabled`), since its times are not now.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import AuditError
-from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
-from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, recorded_checks
-from fleetdeck.backend.monitor.service import Monitor
-from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, SilenceStore, expire_silence
-from fleetdeck.backend.monitor.watch_lock import running_watch
-from fleetdeck.show.cells import spark_char
-from fleetdeck.show.fmt import (
-    alerts_title,
-    host_text,
-    human_mib,
-    message_text,
-    said,
-    severity_text,
-    shown,
-    since_text,
-)
-from fleetdeck.tui.fleet_state import HISTORY
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.seats import SeatCheck
+from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, expire_silence
+from fleetdeck.show.fmt import alerts_title, said
+from fleetdeck.tui.rows.alerts import alert_cells, alert_detail, hhmm, silence_cells
 from fleetdeck.tui.views.base import ViewScreen, show_text
-from fleetdeck.tui.views.seats_panel import headroom_bar, no_bar_text, verdict_text
+from fleetdeck.tui.views.seats_section import SeatsSection
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
-    from fleetdeck.tui.app import FleetdeckApp
-
-STATE_STYLE = {"firing": "bold red", "resolved": "green"}
-#: toasts held while a pop-up is open, at most (the newest)
-HELD_TOASTS = 5
+    from fleetdeck.tui.alert_watch import AlertWatch
 
 
-def badge_text(firing: int, on_alerts_view: bool = False) -> str:
-    """The header's alert badge: how many fire and, off the Alerts view, the key that shows them
-    ("" when none)."""
-    if not firing:
-        return ""
-    return f"⚠ {firing} alert{'' if firing == 1 else 's'}" + (
-        "" if on_alerts_view else " (press 5)"
-    )
-
-
-class AlertWatch:
-    """The dashboard's monitor (role `observe`): `observe(snapshot)` after each poll renders
-    its verdict as the bell, toasts and the header badge."""
-
-    def __init__(self, app: FleetdeckApp, enabled: bool = True) -> None:
-        self.app = app
-        self.enabled = enabled
-        self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
-        self.monitor = Monitor(
-            app.fleet,
-            role="observe",
-            source=app.source,
-            report=self._said,
-            link=app.link,
-            history=History(retention_days=self.config.history_retention_days),
-        )
-        self.history: History | None = self.monitor.history
-        self._first = True
-        self._base_subtitle: str | None = None
-        #: toasts waiting for a pop-up to close (the newest HELD_TOASTS)
-        self.held: list[tuple[str, dict]] = []
-        #: the silences as saved (read again when the file changes)
-        self.silences = SilenceStore(
-            warn=lambda w: self.toast(said(w), title="Silences", severity="warning", markup=False)
-        )
-
-    @property
-    def engine(self):
-        return self.monitor.engine
-
-    @property
-    def firing(self) -> list[Alert]:
-        return self.monitor.firing()
-
-    def alerts(self) -> list[Alert]:
-        """Firing first, then the recently resolved, newest first."""
-        return self.monitor.alerts()
-
-    def silence_of(self, a: Alert) -> Silence | None:
-        """The silence in force over firing alert `a` (None for a resolved one)."""
-        if a.state != "firing":
-            return None
-        self.silences.refresh()
-        return self.silences.of(a)  # silences are kept in real time, whatever clock the view shows
-
-    def unsilenced(self) -> list[Alert]:
-        """The firing alerts no silence holds (what the badge counts)."""
-        return [a for a in self.firing if self.silence_of(a) is None]
-
-    def delivery(self) -> str | None:
-        """Who delivers the `[alerts]` hooks, in one sentence (None when none are configured)."""
-        if not (self.config.on_alert or self.config.webhook):
-            return None
-        w = running_watch()
-        if w is None:
-            return (
-                "Hooks: no fleetdeck watch runs on this state folder, so no hook is delivered "
-                "(the dashboard never delivers; start watch, e.g. as the systemd unit)."
-            )
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(w.get("started") or 0))
-        return f"Hooks: delivered by fleetdeck watch (pid {w.get('pid')}, since {when}), once per transition."
-
-    def _said(self, kind: str, line: str) -> None:
-        if kind == "warning":
-            self.toast(said(line), title="Monitor", severity="warning", markup=False)
-
-    # -- toasts: never over a pop-up ---------------------------------------------------------
-    def _popup_open(self) -> bool:
-        return any(isinstance(s, ModalScreen) for s in self.app.screen_stack)
-
-    def toast(self, message: str, **kw) -> None:
-        """A toast now, or, while a pop-up is open, once it closes (it would cover the fields
-        the operator is typing in)."""
-        if self._popup_open():
-            self.held.append((message, kw))
-            del self.held[:-HELD_TOASTS]
-            return
-        self.app.notify(message, **kw)
-
-    def flush_toasts(self) -> None:
-        """Show the toasts held while a pop-up was open, once none is."""
-        if not self.held or self._popup_open():
-            return
-        held, self.held = self.held, []
-        for message, kw in held:
-            self.app.notify(message, **kw)
-
-    def close(self) -> None:
-        """Write the history rows folded so far."""
-        if self.history is not None:
-            self.history.close()
-
-    def observe(self, snap: FleetSnapshot) -> list[Alert]:
-        """Judge the rules on one poll; ring and toast for each alert that starts firing."""
-        if not self.enabled:
-            return []
-        first, self._first = self._first, False
-        if first:
-            self._prefill(snap)
-        transitions = self.monitor.after_poll(snap, recorded_checks())
-        # only a critical alert rings and pops up; the others are in the view and the badge
-        # (a silenced one is not delivered: neither rung nor toasted)
-        fired = [
-            a
-            for a in transitions
-            if a.state == "firing" and a.severity == "critical" and self.silence_of(a) is None
-        ]
-        if fired:
-            self.app.bell()
-            if first and len(fired) > 1:
-                # at start everything already wrong "starts firing": one toast, not a wall of them
-                # covering the screen the operator has just opened (at 80x24, all of it)
-                rules = sorted({a.rule for a in fired})
-                self.toast(
-                    f"{len(fired)} critical alerts firing ({', '.join(rules)}): press 5 to see them.",
-                    title="Alerts",
-                    severity="error",
-                    timeout=10,
-                )
-            else:
-                for a in fired[:2]:
-                    self.toast(
-                        said(a.text),
-                        title=said(a.title),
-                        severity="error",
-                        timeout=10,
-                        markup=False,
-                    )
-                if len(fired) > 2:
-                    self.toast(
-                        f"and {len(fired) - 2} more critical: press 5",
-                        title="Alerts",
-                        severity="error",
-                    )
-        self.flush_toasts()
-        self.show_badge()
-        return transitions
-
-    def _prefill(self, snap: FleetSnapshot) -> None:
-        """GPU sparklines and the disk-rate window from the last hour of history."""
-        assert self.history is not None
-        since = (snap.time or time.time()) - 3600
-        state = self.app.state
-        for h in snap.hosts:
-            if not h.reachable:
-                continue
-            for path, pts in self.history.series(
-                h.name, "disk", since - self.config.disk_rate_window
-            ).items():
-                for t, used, free in pts:
-                    if used is not None and free is not None:
-                        self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
-            used_by_gpu = self.history.gpu_memory(h.name, since)
-            for g in h.gpus:
-                pts = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1) :]
-                if not pts or not g.memory_total_mib:
-                    continue
-                fracs = [min(1.0, p / g.memory_total_mib) for p in pts]
-                key = (h.name, g.index)
-                if key in state.history and len(state.history[key]) + len(fracs) <= HISTORY:
-                    state.history[key].extendleft(reversed(fracs))
-                    state.spark[key].extendleft(reversed([spark_char(f) for f in fracs]))
-
-    def show_badge(self) -> None:
-        """`⚠ N alerts (press 5)` before the header's subtitle while any fire (first, so a narrow
-        terminal cuts the fleet's description, not the badge)."""
-        if self._base_subtitle is None:
-            self._base_subtitle = self.app.sub_title
-        n = len(self.unsilenced())
-        badge = badge_text(n, isinstance(self.app.screen, AlertsScreen))
-        self.app.sub_title = f"{badge} · {self._base_subtitle}" if badge else self._base_subtitle
-
-
-class AlertsScreen(ViewScreen):
+class AlertsScreen(SeatsSection, ViewScreen):
     """Every firing alert, then the recently resolved; the highlighted one in full below; the
     seats and each card's headroom under them."""
 
     SHOWS_AGES = True
+    SHOWS_ALERTS = True
     BINDINGS = [
         Binding(
             "c",
@@ -360,21 +144,7 @@ class AlertsScreen(ViewScreen):
         for k, a in self.shown.items():
             s = watch.silence_of(a) if watch is not None else None
             held += s is not None
-            state = (
-                Text("silenced", style="yellow")
-                if s
-                else Text(a.state, style=STATE_STYLE.get(a.state, ""))
-            )
-            what = (f"silenced by {shown(s.by)} until {_hhmm(s.ends)}: " if s else "") + a.text
-            rows[k] = (
-                state,
-                severity_text(a.severity if a.state == "firing" else ""),
-                a.rule,
-                a.host,
-                host_text(a.subject),
-                since_text(a.since, now),
-                message_text(what[:120]),
-            )
+            rows[k] = alert_cells(a, s, now)
         show_text(
             self.query_one("#alerts-title", Static),
             alerts_title(alerts) + (f" ({held} silenced)" if held else ""),
@@ -393,16 +163,7 @@ class AlertsScreen(ViewScreen):
         if watch is not None:
             watch.silences.refresh()
             active = watch.silences.active()
-        rows = {
-            s.id: (
-                s.id,
-                host_text(s.scope),
-                _hhmm(s.ends),
-                host_text(s.by),
-                message_text(s.comment[:80]),
-            )
-            for s in active
-        }
+        rows = {s.id: silence_cells(s) for s in active}
         table = self.query_one("#silences-table", KeyedTable)
         table.sync(rows)
         table.display = bool(rows)
@@ -416,45 +177,6 @@ class AlertsScreen(ViewScreen):
             if rows
             else "No silences (s: silence alerts like the highlighted one)",
         )
-
-    def show_seats(self) -> None:
-        """The seats table, the last check's line, and one headroom bar per card that holds a
-        seat (or why there is none)."""
-        checks = {**recorded_checks(), **self.verdicts}
-        hosts = [h for n in self.state.host_names if (h := self.state.shown(n)) is not None]
-        self.seats = {s.key: s for h in hosts for s in host_seats(h)}
-        rows = {}
-        for key, s in self.seats.items():
-            c = checks.get(f"{s.host}:{s.port}")
-            rows[key] = (
-                s.host,
-                host_text(s.name),
-                host_text(s.kind),
-                str(s.port or "-"),
-                host_text(s.model or "-"),
-                ",".join(map(str, s.gpus)) or "-",
-                human_mib(s.memory_mib) if s.memory_mib else "-",
-                verdict_text(c, f"{s.host}:{s.port}" in self.checking),
-            )
-        seats_table = self.query_one("#seats-table", KeyedTable)
-        seats_table.sync(rows)
-        said_box = self.query_one("#seats-check", Static)
-        none = seats_table.none_matched("seat")
-        said = Text(none, style="dim") if none else self.last_said
-        said_box.display = said is not None
-        said_box.update(said or "")
-        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
-        floor = (watch.config if watch is not None else AlertConfig()).gpu_headroom_floor_gib * 1024
-        bars = Text()
-        for h in hosts:
-            for room in headroom(h):
-                if room.shares:
-                    bars.append_text(headroom_bar(h, room.gpu, floor))
-                    bars.append("\n")
-        why = no_bar_text(hosts)
-        if why:
-            bars.append(why, style="dim")
-        self.query_one("#seats-headroom", Static).update(bars)
 
     def show_detail(self) -> None:
         """The highlighted alert in full."""
@@ -472,21 +194,7 @@ class AlertsScreen(ViewScreen):
                 style="dim",
             )
         else:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
-            text = message_text(
-                f"{a.title}\n{a.state} since {when}"
-                + (f", {a.severity}" if a.state == "firing" else "")
-                + f"\n\n{a.text}"
-            )
-            s = watch.silence_of(a) if watch is not None else None
-            if s is not None:
-                text.append_text(
-                    message_text(
-                        f"\nSilenced by {shown(s.by)} until {time.strftime('%Y-%m-%d %H:%M', time.localtime(s.ends))} "
-                        f"({s.id}, {s.scope}): {s.comment}. No hook hears of it until then (e ends it now).",
-                        "yellow",
-                    )
-                )
+            text = alert_detail(a, watch.silence_of(a) if watch is not None else None)
         if who:
             text.append(f"\n{who}", style="dim")
         detail.update(text)
@@ -520,7 +228,7 @@ class AlertsScreen(ViewScreen):
         if s is None:
             return
         self.app.notify(
-            said(f"{s.scope} until {_hhmm(s.ends)}: {s.comment}"),
+            said(f"{s.scope} until {hhmm(s.ends)}: {s.comment}"),
             title=f"Silenced ({s.id})",
             markup=False,
         )
@@ -555,101 +263,3 @@ class AlertsScreen(ViewScreen):
             markup=False,
         )
         self.refresh_view()
-
-    def _say(self, text: Text) -> None:
-        self.last_said = text
-        if self.ready:
-            self.show_seats()
-
-    def action_describe_seat(self) -> None:
-        """`d`: the raw facts behind the highlighted seat (tui/modals/describe.py)."""
-        from fleetdeck.tui.modals.describe import describe_seat
-
-        key = self.query_one("#seats-table", KeyedTable).current_key
-        seat = self.seats.get(key) if key is not None else None
-        if seat is None:
-            self.app.notify(
-                "No seat to describe: no host's probe reported a serving seat."
-                if not self.seats
-                else "No seat highlighted: tab to the seats table and move to one.",
-                title="Describe",
-                severity="warning",
-                markup=False,
-            )
-            return
-        where = f"{seat.host}:{seat.port}"
-        check = self.verdicts.get(where) or recorded_checks().get(where)
-        self.app.push_screen(describe_seat(self.app, seat, check))
-
-    def action_check_seat(self) -> None:
-        key = self.query_one("#seats-table", KeyedTable).current_key
-        seat = self.seats.get(key) if key is not None else None
-        if seat is None:
-            why = (
-                "No seat to check: no host's probe reported a serving seat."
-                if not self.seats
-                else "No seat highlighted: tab to the seats table and move to one."
-            )
-            self.app.notify(why, title="Seat check", severity="warning")
-            self._say(Text(why, style="yellow"))
-            return
-        if not seat.port:
-            why = (
-                f"Seat {shown(seat.name)} on {seat.host} has no port: the probe found none it listens on, "
-                "so there is nothing to ask for a completion."
-            )
-            self.app.notify(why, title="Seat check", severity="warning", markup=False)
-            self._say(Text(why, style="yellow"))
-            return
-        where = f"{seat.host}:{seat.port}"
-        if where in self.checking:
-            self.app.notify(f"{where} is being checked already.", title="Seat check")
-            return
-        self.checking.add(where)
-        self.app.notify(f"{where}: asking for one completion with logprobs...", title="Seat check")
-        self._say(
-            Text(
-                f"checking {shown(seat.name)} on {seat.host} ({where}): one completion with "
-                "logprobs, asked from its host...",
-                style="dim",
-            )
-        )
-        self.check(seat.host, seat.port)
-
-    @work(group="seat-check", exit_on_error=False)
-    async def check(self, host: str, port: int) -> None:
-        """Check one seat from its host; the verdict is kept for the seat-check rule and shown
-        in its row and the line under the table."""
-        where = f"{host}:{port}"
-        watch: AlertWatch = self.app.alert_watch
-        try:
-            c = await watch.monitor.check_seat(host, port)
-        except Exception as e:
-            self.checking.discard(where)
-            why = getattr(e, "message", None) or str(e) or type(e).__name__
-            self._say(message_text(f"seat check {where} could not run: {why}", "bold red"))
-            self.app.report_error(f"seat check {where}", e)
-            return
-        self.checking.discard(where)
-        self.verdicts[where] = c
-        if c.sound:
-            self.app.notify(said(c.message), title=f"Seat {where} is sound", markup=False)
-            self._say(message_text(f"{where} sound ({c.witness}): {c.message}", "green"))
-        else:
-            self.app.bell()
-            self.app.notify(
-                said(f"{shown(str(c.signature))}: {c.message}"),
-                title=f"Seat {where} FAILED",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
-            self._say(
-                message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red")
-            )
-
-
-def _hhmm(t: float) -> str:
-    return time.strftime(
-        "%H:%M" if abs(time.time() - t) < 20 * 3600 else "%Y-%m-%d %H:%M", time.localtime(t)
-    )

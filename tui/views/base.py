@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -12,8 +11,6 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Header, Static
 
-from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.widgets.guard import GuardedPump
 from fleetdeck.tui.widgets.key_footer import KeyFooter
@@ -41,6 +38,8 @@ class ViewScreen(GuardedPump, Screen):
     ready = False
     #: redrawn every second too (down-for and stale badges move with the clock)
     SHOWS_AGES = False
+    #: the Alerts view: the header's alert badge leaves out the key that shows it
+    SHOWS_ALERTS = False
 
     def refresh_view(self) -> None:
         """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""
@@ -97,28 +96,3 @@ def show_text(widget: Static, content: Text | str) -> None:
     same = shape is not None and getattr(widget, "_fleetdeck_shape", None) == shape
     widget._fleetdeck_shape = shape  # type: ignore[attr-defined]
     widget.update(content, layout=not same)
-
-
-class RecordedSource:
-    """Replays recorded `status --json` documents as polls (the last one repeats).
-
-    Used by `fleetdeck tui --replay FILE` and by the tests: the snapshots reach the screens
-    through the same `FleetPolled` path a live poll takes.
-    """
-
-    def __init__(self, snapshots: list[FleetSnapshot]) -> None:
-        if not snapshots:
-            raise ValueError("no recorded snapshots to replay")
-        self.snapshots = list(snapshots)
-        self._i = 0
-
-    @classmethod
-    def from_files(cls, *paths: str) -> RecordedSource:
-        """Load each file as one poll, in order."""
-        return cls([fleet_from_json(json.loads(open(p, encoding="utf-8").read())) for p in paths])
-
-    async def poll(self) -> FleetSnapshot:
-        """The next recorded snapshot."""
-        snap = self.snapshots[min(self._i, len(self.snapshots) - 1)]
-        self._i += 1
-        return snap

@@ -1,36 +1,18 @@
-"""The Fleet view (home): one row per host, live figures, down hosts greyed with why and since when."""
+"""The Fleet view (home): one row per host, live figures, down hosts greyed with why and since when
+(the rows: `tui/rows/fleet.py`)."""
 
 from __future__ import annotations
-
-import time
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark, xid_meaning
-from fleetdeck.backend.fleet.models import HostSnapshot
-from fleetdeck.backend.fleet.run_order import ordered_runs
-from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.cells import TextBuilder, gpu_health_parts, tail
-from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.fleet_state import FleetState
-from fleetdeck.tui.views.base import ViewScreen, show_text
+from fleetdeck.show.fmt import shorten_unique
+from fleetdeck.tui.rows.fleet import COLUMNS, host_cells, host_detail, host_height
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
-
-LIVE = ("running", "stalled")
-
-
-COLUMNS = {
-    "host": "Host",
-    "status": "Status",
-    "lat": "Lat",
-    "gpus": "GPU memory · history",
-    "disks": "Disks",
-    "runs": "Live runs",
-    "stray": "Stray",
-}
 
 
 def layout_widths(width: int) -> dict[str, int]:
@@ -57,320 +39,23 @@ def layout_widths(width: int) -> dict[str, int]:
     return w
 
 
-#: the status cell's headline for a host that did not answer, by the backend's error code: a
-#: refused login or a bad key is something to fix here, not an outage to wait out
-HEADLINES = {
-    "auth": "LOGIN REFUSED",
-    "key-file": "KEY FILE",
-    "host-key-unknown": "UNKNOWN KEY",
-    "host-key-changed": "KEY CHANGED",
-    "host-key": "HOST KEY",
-    "sudo-missing": "NO SUDO",
-}
-#: the few words under it (the line under the table has the whole sentence)
-REASONS = {
-    "timeout": "timed out",
-    "disconnected": "disconnected",
-    "auth": "fix the login",
-    "key-file": "fix client_keys",
-    "host-key-unknown": "not in known_hosts",
-    "host-key-changed": "refused",
-    "host-key": "unreadable",
-    "sudo-missing": "install sudo",
-    "sudo-password": "sudo asks a password",
-    "answer-too-deep": "answer too deep",
-    "bad-answer": "malformed answer",
-}
-
-
-def down_words(live: HostSnapshot) -> tuple[str, str]:
-    """(headline, a few words of why) for a host that did not answer. `cannot connect to
-    ADDR: connection refused` gives `connection refused`: the cause, not the address, is
-    what fits in the cell."""
-    code, error = live.error_code, said(live.error or "no answer")
-    reason = REASONS.get(code or "")
-    if reason is None:
-        head, sep, tail = error.rpartition(": ")
-        reason = tail if sep and head.startswith("cannot connect to") else error
-        if reason.startswith("connection "):
-            reason = (
-                "conn. " + reason[len("connection ") :]
-            )  # `conn. refused` fits the 80-column cell
-    return HEADLINES.get(code or "", "DOWN"), reason
-
-
-def latency_text(ms: float) -> str:
-    """`41ms`, or `11.5s` from 10 s on: five characters, never cut to a smaller-looking number."""
-    return (
-        f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s" if ms < 100_000 else f"{ms / 1000:.0f}s"
-    )
-
-
-def host_cells(
-    state: FleetState, name: str, w: dict[str, int], label: str | None = None
-) -> tuple[tuple, int]:
-    """The fleet-table cells of host `name` for the columns in `w` (in `COLUMNS` order) and the
-    row's height (one line per GPU/disk/run). `label`: the name as shown (shortened)."""
-    live = state.hosts.get(name)
-    snap = state.shown(name)
-    down = live is not None and not live.reachable
-    dim = down
-    status = TextBuilder()
-    if live is None:
-        status.add("… waiting", "dim")
-    elif down:
-        since = state.down_since.get(name)
-        headline, reason = down_words(live)
-        status.add(f"✖ {headline}", "bold red")
-        if since is not None:
-            # never seen up: the outage began before the dashboard did, so only a lower bound
-            bound = "" if name in state.last_good else "≥"
-            status.add(f" {bound}{human_duration(state.clock() - since)}", "red")
-        status.add("\n" + reason, "red")
-    else:
-        status.add("● up", "bold green")
-    if state.is_stale(name) and not down:  # a down host says how long already
-        status.add("\n")
-        status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
-    lat = "-" if not live or live.latency_ms is None or down else latency_text(live.latency_ms)
-    gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
-    disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
-    runs, n_runs = _run_lines(snap, w["runs"], dim)
-    if snap is None or down:  # unknown stays unknown: a host that does not answer has no count
-        stray = Text("-", style="dim")
-    else:
-        stray_n = sum(1 for s in snap.schedules if s.stray)
-        stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
-    status_t = status.build()
-    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
-    cells = {
-        "host": Text(label or name, style="bold" if not dim else "dim"),
-        "status": status_t,
-        "lat": Text(lat),
-        "gpus": gpus,
-        "disks": disks,
-        "runs": runs,
-        "stray": stray,
-    }
-    return tuple(cells[k] for k in COLUMNS if k in w), height
-
-
-def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
-    """How many lines host `name`'s row takes (what `host_cells` makes), without making its
-    cells: the table is laid out with every row's height, and fills only the rows it draws."""
-    live = state.hosts.get(name)
-    snap = state.shown(name)
-    down = live is not None and not live.reachable
-    status = 1 if live is None else 2 if down else 1
-    if not down and state.is_stale(name):
-        status += 1
-    if snap is None:
-        return status
-    disks = len(snap.disks) if "disks" in w else 0
-    runs = sum(1 for r in snap.runs if r.state in LIVE) + any(
-        r.state == "failed" for r in snap.runs
-    )
-    return max(1, len(snap.gpus), disks, runs, status)
-
-
-def _gpu_lines(
-    state: FleetState, h: HostSnapshot | None, width: int, dim: bool
-) -> tuple[Text, int]:
-    if h is None or not h.gpus:
-        return Text("-", style="dim"), 0
-    t = TextBuilder()
-    for i, g in enumerate(h.gpus):
-        if i:
-            t.add("\n")
-        if g.lost is not None:  # no figure of it is known: say what the driver said, not 0 of 0
-            t.add(f"{g.index} ", "dim" if dim else "bold")
-            t.add(f"LOST: {shown(g.lost)}"[: max(8, width - 2)], "dim" if dim else "bold red")
-            continue
-        frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
-        t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
-        t.bar(frac, 6, dim)
-        t.add(
-            f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ",
-            "dim" if dim else None,
-        )
-        # temperature, power and a throttle mark take the room the sparkline leaves (cells.py)
-        health, spark_w = gpu_health_parts(g, max(4, width - 19))
-        for text, style in health:
-            t.add(text, "dim" if dim else style)
-        if spark_w:
-            t.spark(state.spark.get((h.name, g.index), ()), spark_w, dim)
-    return t.build(), len(h.gpus)
-
-
-def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
-    """The sentences under the table for a host's throttled cards and recent Xid errors: the
-    Fleet row has room for a mark, this line for the reason in words."""
-    out = []
-    for g in h.gpus:
-        mark = throttle_mark(g)
-        if mark is not None:
-            out.append(
-                (
-                    f"▼ GPU{g.index} throttled: {reason_words(g.throttle_reasons)}",
-                    "bold red" if mark in SLOWDOWN else "yellow",
-                )
-            )
-        for x in (g.xid or ())[-2:]:
-            out.append(
-                (
-                    f"✖ GPU{g.index} Xid {x.code} at {time.strftime('%H:%M:%S', time.localtime(x.time))}: "
-                    f"{xid_meaning(x.code)}",
-                    "bold red",
-                )
-            )
-    return out
-
-
-def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
-    if h is None or not h.disks:
-        return Text("-", style="dim"), 0
-    t = TextBuilder()
-    for i, d in enumerate(h.disks):
-        if i:
-            t.add("\n")
-        if d.error or not d.total_bytes:
-            t.add(f"? {shown(d.path)}", "dim" if dim else "yellow")
-            continue
-        frac = d.used_bytes / d.total_bytes
-        t.bar(frac, 3 if width < 28 else 8, dim)
-        t.add(
-            f"{frac:>4.0%} {tail(shown(d.path), width - (3 if width < 28 else 8) - 6)}",
-            "dim" if dim else None,
-        )
-    return t.build(), len(h.disks)
-
-
-def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
-    """One line per live run (`▶run-7  45% ████`, a stalled one `‖run-9 stalled`), then the
-    count of failed runs (`✖ 2 failed`, as `status` says it); `-` when there is neither."""
-    live = ordered_runs(r for r in h.runs if r.state in LIVE) if h else []
-    failed = sum(1 for r in h.runs if r.state == "failed") if h else 0
-    if not live and not failed:
-        return Text("-", style="dim"), 0
-    t = TextBuilder()
-    wide = width >= 30
-    name_w = max(3, width - 6 - (10 if wide else 0))
-    # a stalled run's line says so in words where the others have their progress bar
-    stalled_w = max(3, width - 9 - (5 if wide else 0))
-    names = shorten_unique([shown(r.name) for r in live], name_w)
-    stalled_names = shorten_unique([shown(r.name) for r in live if r.state == "stalled"], stalled_w)
-    for i, r in enumerate(live):
-        if i:
-            t.add("\n")
-        pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
-        if r.state == "stalled":
-            t.add("‖", "dim" if dim else "bold yellow")
-            t.add(stalled_names[shown(r.name)], "dim" if dim else None)
-            t.add(" stalled", "dim" if dim else "bold yellow")
-            if wide:
-                t.add(f" {pct:>4}", "dim" if dim else None)
-            continue
-        t.add("▶", "dim" if dim else "green")
-        t.add(f"{names[shown(r.name)]:<{name_w}} {pct:>4}", "dim" if dim else None)
-        if wide and r.step is not None and r.max_steps:
-            t.add(" ")
-            t.bar(r.step / r.max_steps, 8, dim)
-    if failed:
-        if live:
-            t.add("\n")
-        t.add(f"✖ {failed} failed", "dim" if dim else "red")
-    return t.build(), len(live) + 1 if failed else len(live)
-
-
-def host_detail(state: FleetState, name: str | None) -> Text:
-    """One or two sentences on the highlighted host: why it is down, how old its figures are."""
-    if name is None:
-        return Text("no hosts in the fleet file", style="dim")
-    live, good = state.hosts.get(name), state.last_good.get(name)
-    t = Text()
-    t.append(name, style="bold")
-    if live is None:
-        t.append(": not polled yet.")
-        return t
-    if not live.reachable:
-        since = state.down_since.get(name)
-        t.append(
-            " is DOWN"
-            if down_words(live)[0] == "DOWN"
-            else f" is DOWN ({down_words(live)[0].lower()})",
-            style="bold red",
-        )
-        if since is not None and good:
-            t.append(
-                f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
-                f" ({human_duration(state.clock() - since)})"
-            )
-        elif since is not None:
-            t.append(
-                f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)"
-            )
-        t.append(f": {said(live.error or 'no answer')}.")
-        if good:
-            t.append(
-                f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
-                style="dim",
-            )
-        return t
-    mem = (
-        f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
-        if live.memory_total_bytes
-        else ""
-    )
-    load = f", load {live.load1:.2f}" if live.load1 is not None else ""
-    t.append(f" up{load}{mem}, last answer {human_duration(state.age(name))} ago.")
-    if any(g.unified_memory for g in live.gpus):
-        t.append(" U = unified memory: GPU figures are the system's.", style="dim")
-    if state.is_stale(name):
-        t.append(" STALE: older than two poll intervals.", style="bold yellow")
-    for w in live.warnings[:2]:
-        t.append(f"\n⚠ {said(w)}", style="yellow")
-    for line, style in gpu_health_lines(live):
-        t.append("\n" + line, style=style)
-    for d in live.disks:
-        if d.error or not d.total_bytes:
-            t.append(
-                f"\n? {shown(d.path)}: {shown(d.error) if d.error else 'no size reported'}",
-                style="yellow",
-            )
-    return t
-
-
-class FleetScreen(ViewScreen):
+class FleetScreen(TableView):
     """Home: every host in one table; enter opens the host."""
 
     SHOWS_AGES = True
+    TABLE_ID = "fleet-table"
+    COLUMNS = COLUMNS
 
     BINDINGS = [
         Binding("enter", "open_host", "Host", tooltip="open the Host view of the highlighted host")
     ]
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(
-            self._columns(layout_widths(self.app.size.width)), id="fleet-table", column_sort=True
-        )
+        yield self.make_table()
         yield Static(id="fleet-detail", classes="detail")
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, label, w[k]) for k, label in COLUMNS.items() if k in w]
-
-    @property
-    def table(self) -> KeyedTable:
-        """The fleet table."""
-        return self.query_one("#fleet-table", KeyedTable)
-
-    def on_resize(self) -> None:
-        # the same table, new widths: the cursor and the scroll position stay
-        w = layout_widths(self.size.width)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        return layout_widths(width)
 
     def refresh_view(self) -> None:
         state, widths = self.state, self._widths

@@ -7,44 +7,27 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.timer import Timer
 from textual.widgets import Label, Static
 
-from fleetdeck.backend.fleet.models import Checkpoint, Run
+from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.cells import eval_trend, loss_chart, progress
-from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
-from fleetdeck.tui.views.base import ViewScreen, show_text
-from fleetdeck.tui.views.host import _state_style
+from fleetdeck.show.cells import eval_trend, loss_chart
+from fleetdeck.show.fmt import shorten_unique
+from fleetdeck.tui.rows.runs import (
+    checkpoint_rows,
+    run_cells,
+    run_title,
+)
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.run_actions import RunActions
+from fleetdeck.tui.views.run_log import LOG_LABEL, LOG_LINES, RunLog
+from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.log_pane import LogPane
 
-#: lines of train.log the pane holds (and searches)
-LOG_LINES = 200
-#: how long the cursor rests on a run before its log is read from the host
-LOG_REST_S = 0.25
-LOG_LABEL = "train.log (last lines; l reloads, f follows; tab into it: / n N e w)"
-FOLLOW_LABEL = "train.log (following; f stops; tab into it: / n N e w)"
-
-
-def _log_problem(run: Run, e: BaseException) -> str:
-    """One plain sentence for a train.log that could not be read (never the tool's stderr)."""
-    code = getattr(e, "code", None)
-    if code == "no-log":
-        return f"no train.log in {shown(run.path)} yet"
-    if code == "no-run":
-        return f"{shown(run.path)} is not on {shown(run.host)} now (moved or removed?)"
-    if code == "not-a-file":
-        return "train.log is a symlink or not a regular file: not followed"
-    return f"could not read train.log: {said(getattr(e, 'message', e))}"
-
-
-#: states a run can be resumed from (the trainer continues from the newest checkpoint)
-RESUMABLE = ("failed", "cancelled", "stalled")
 RUN_COLUMNS = {
     "host": "Host",
     "name": "Run",
@@ -57,20 +40,6 @@ RUN_COLUMNS = {
 }
 #: widths of the columns other than the run's name (its width is what is left)
 RUN_WIDTHS = {"host": 10, "state": 10, "prog": 18, "sps": 6, "eta": 6, "loss": 6, "eval": 6}
-
-
-def resumable(r: Run) -> list[Checkpoint]:
-    """The run's checkpoints the trainer can continue from: all but those the host found
-    incomplete (a save killed half-way), oldest first."""
-    return [c for c in r.checkpoints if c.complete is not False]
-
-
-def checkpoint_cell(c: Checkpoint) -> Text:
-    """A checkpoint's name, and what it lacks when the host found it incomplete."""
-    t = Text(shown(c.path.rsplit("/", 1)[-1]))
-    if c.complete is False:
-        t.append(f"  incomplete: {shown(c.problem or 'the host says so')}", style="bold red")
-    return t
 
 
 #: the name column's widest (a longer name is shortened, its end kept unique)
@@ -102,13 +71,6 @@ def run_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]
     left = room - w["name"] - (w["host"] - RUN_WIDTHS["host"])
     w["prog"] += max(0, min(PROG_MAX - w["prog"], left))
     return {k: w[k] for k in keys}
-
-
-def _bar_width(r: Run, width: int) -> int:
-    """The progress bar's width in a cell `width` wide: the figures (`131/1000`) always fit, the
-    bar gets what is left (3 up)."""
-    figures = len(f" {r.step}/{r.max_steps}")
-    return max(3, width - figures)
 
 
 class LossChart(Static):
@@ -155,8 +117,11 @@ class CheckpointTable(KeyedTable):
         self.screen.toggle_mark(self.current_key)
 
 
-class RunsScreen(ViewScreen):
+class RunsScreen(RunActions, RunLog, TableView):
     """Runs across the fleet; p purge, m mirror, l reload log."""
+
+    TABLE_ID = "runs-table"
+    COLUMNS = RUN_COLUMNS
 
     BINDINGS = [
         Binding(
@@ -202,17 +167,9 @@ class RunsScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.marked: dict[str, set[str]] = {}
-        self._log_for: str | None = None
-        self._log_text: str | None = None
-        #: the run whose train.log is being followed (`f`), if any
-        self._following: str | None = None
-        #: the read of a log waiting for the cursor to rest (`_read_log_soon`)
-        self._log_soon: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield KeyedTable(
-            self._columns(run_layout(self.app.size.width)), id="runs-table", column_sort=True
-        )
+        yield self.make_table()
         with VerticalScroll(id="run-detail", can_focus=False):
             yield Static(id="run-title", classes="detail")
             yield Static(id="run-trend")
@@ -228,19 +185,9 @@ class RunsScreen(ViewScreen):
         yield Label(LOG_LABEL, classes="section", id="run-log-label")
         yield LogPane(id="run-log", max_lines=LOG_LINES, auto_scroll=True)
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, RUN_COLUMNS[k], w[k]) for k in w]
-
-    #: the widest run name and host name shown (`_fit_columns`)
-    _need: dict[str, int] | None = None
-
-    def on_resize(self) -> None:
-        w = run_layout(self.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        # `need`: the widest run name and host name shown (`_fit_columns`)
+        return run_layout(width, need)
 
     def _fit_columns(self, runs: Sequence[Run]) -> None:
         """Lay the table out for the names shown: the name column as wide as the widest."""
@@ -251,14 +198,7 @@ class RunsScreen(ViewScreen):
                 "name": max((cell_len(shown(r.name)) for r in runs), default=0),
                 "host": max((cell_len(r.host) for r in runs), default=0),
             }
-        w = run_layout(self.size.width or self.app.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-
-    @property
-    def table(self) -> KeyedTable:
-        """The runs table."""
-        return self.query_one("#runs-table", KeyedTable)
+        self.relayout(self.size.width or self.app.size.width)
 
     @property
     def selected(self) -> Run | None:
@@ -293,20 +233,7 @@ class RunsScreen(ViewScreen):
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            cells = {
-                "host": hosts[r.host],
-                "name": names[escaped[r.name]],
-                "state": Text(
-                    r.state + (" ⚠" if r.reason and r.state != "running" else ""),
-                    style=_state_style(r.state),
-                ),
-                "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
-                "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
-                "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
-                "loss": "-" if r.loss is None else f"{r.loss:.4f}",
-                "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
-            }
-            return tuple(cells[k] for k in w)
+            return run_cells(r, w, hosts[r.host], names[escaped[r.name]])
 
         self._by_key = by_key
         with self.app.batch_update():
@@ -344,17 +271,8 @@ class RunsScreen(ViewScreen):
         r = self.selected
         title = self.query_one("#run-title", Static)
         if r is None:
-            table = self.table
-            if table.filter_text and table.total_rows:
-                n = table.total_rows
-                show_text(
-                    title,
-                    Text(
-                        f"The filter {table.filter_text!r} matched 0 of {n} run{'' if n == 1 else 's'} "
-                        "(/ changes it, esc clears it).",
-                        style="dim",
-                    ),
-                )
+            if (none := self.filtered_out("run")) is not None:
+                show_text(title, none)
             elif self.host_scope is not None:
                 show_text(
                     title,
@@ -367,55 +285,12 @@ class RunsScreen(ViewScreen):
             self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
-        t = Text()
-        t.append(f"{r.host}:{shown(r.path)}", style="bold")
-        t.append(f"  {r.state}", style=_state_style(r.state))
-        if r.seconds_per_step is not None:
-            t.append(f"  {r.seconds_per_step:.2f} s/step")
-        t.append(
-            f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}",
-            style="dim" if not r.adapter else "",
-        )
-        if r.reason:  # the trainer's or the launcher's own words, read from the run's files
-            t.append(
-                f"\nwhy {r.state}: {shown(r.reason)}",
-                style="bold yellow" if r.state != "running" else "yellow",
-            )
-        elif r.state in RESUMABLE:
-            # say so rather than leave the operator looking for a line that is not there
-            t.append(
-                f"\nwhy {r.state}: no reason recorded; the end of its train.log is below",
-                style="bold yellow",
-            )
-        usable = resumable(r)
-        if r.state in RESUMABLE and usable:
-            t.append(
-                f"   r: resume from {shown(usable[-1].path.rsplit('/', 1)[-1])}"
-                + (" (the newest complete one)" if usable[-1] is not r.checkpoints[-1] else ""),
-                style="dim",
-            )
-        elif r.state in RESUMABLE:
-            t.append(
-                "   no complete checkpoint to resume from (n launches it again)"
-                if r.checkpoints
-                else "   no checkpoint to resume from (n launches it again)",
-                style="dim",
-            )
-        show_text(title, t)
+        show_text(title, run_title(r))
         show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
         marks &= {c.path for c in r.checkpoints}
-        rows = {
-            c.path: (
-                Text("✓" if c.path in marks else " ", style="bold red"),
-                "?" if c.step is None else str(c.step),
-                human_bytes(c.bytes),
-                checkpoint_cell(c),
-            )
-            for c in r.checkpoints
-        }
-        self.query_one("#ckpt-table", KeyedTable).sync(rows)
+        self.query_one("#ckpt-table", KeyedTable).sync(checkpoint_rows(r, marks))
         if self._following is not None and self._following != r.key:
             self.stop_following()
         if self._following is None and (
@@ -425,28 +300,6 @@ class RunsScreen(ViewScreen):
                 self._read_log_soon(r)
             else:
                 self.load_log(r)
-
-    def _read_log_soon(self, run: Run) -> None:
-        """Say the log is coming, and read it once the cursor has rested on the run for
-        `LOG_REST_S`: a held `j` through 3,000 runs starts one read on the host, not one a row,
-        and each row it passes costs only the detail pane's redraw."""
-        self.show_log("reading train.log…")
-        self._log_for = run.key
-        if self._log_soon is not None:
-            self._log_soon.stop()
-
-        def read() -> None:
-            self._log_soon = None
-            r = self.selected
-            if r is not None and r.key == run.key and self._following is None:
-                self.load_log(r)
-            elif self._log_for == run.key and self._following is None:
-                # the cursor is elsewhere now without having said so (a filter, a poll): show
-                # what it is on, rather than leave "reading train.log…" standing
-                self._log_for = None
-                self.show_run()
-
-        self._log_soon = self.set_timer(LOG_REST_S, read)
 
     def no_runs_text(self) -> Text:
         """Where runs are looked for, so a first look at an empty view says what to do."""
@@ -468,197 +321,3 @@ class RunsScreen(ViewScreen):
         marks = self.marked.setdefault(r.key, set())
         marks.symmetric_difference_update({path})
         self.show_run()
-
-    @work(exclusive=True, group="log", exit_on_error=False)
-    async def load_log(self, run: Run) -> None:
-        """Read the last lines of the run's train.log through the poller's link (a bounded,
-        tied reader on the host: backend/fleet/logs.py)."""
-        from fleetdeck.backend.fleet.logs import log_lines
-
-        if self._log_for != run.key:
-            self.show_log("reading train.log…")
-        self._log_for = run.key
-        try:
-            lines = [
-                line
-                async for line in log_lines(
-                    self.app.link(run.host), run.path, LOG_LINES, timeout=10
-                )
-            ]
-        except Exception as e:  # a down host must not break the view
-            text = _log_problem(run, e)
-        else:
-            # the host's text, each line escaped by `shown` (a colour code or a clipboard
-            # write in train.log is printed, not sent to the terminal); tabs become spaces
-            text = "\n".join(shown(line.expandtabs()) for line in lines) or "(train.log is empty)"
-        if self._log_for == run.key:
-            self.show_log(text)
-
-    @work(exclusive=True, group="log", exit_on_error=False)
-    async def follow_log(self, run: Run) -> None:
-        """Follow the run's train.log: its last lines, then each appended line as it comes."""
-        from fleetdeck.backend.fleet.logs import log_lines
-
-        log = self.query_one("#run-log", LogPane)
-        self._following = self._log_for = run.key
-        self._log_text = None
-        self._log_label = FOLLOW_LABEL
-        self._show_log_label()
-        log.clear()
-        try:
-            async for line in log_lines(
-                self.app.link(run.host), run.path, LOG_LINES, follow=True, timeout=10
-            ):
-                log.write_line(shown(line.expandtabs()))
-        except Exception as e:  # the host went away, or the log did: say so in the pane
-            log.write_line(f"-- stopped following: {_log_problem(run, e)} --")
-        finally:
-            if self._following == run.key:
-                self._following = None
-                self._log_label = LOG_LABEL
-                self._show_log_label()
-
-    def stop_following(self) -> None:
-        """End `f`: the reader on the host ends with its channel."""
-        self._following = None
-        self.workers.cancel_group(self, "log")
-        self._log_label = LOG_LABEL
-        self._show_log_label()
-
-    _log_label = LOG_LABEL
-    _log_status = ""
-
-    def on_log_pane_status_changed(self, event: LogPane.StatusChanged) -> None:
-        self._log_status = event.text
-        self._show_log_label()
-
-    def _show_log_label(self) -> None:
-        """The pane's label: what l and f do, then the search and wrap as the pane says them."""
-        label = (
-            self._log_label
-            if not self._log_status
-            else self._log_label.split(" (")[0] + " · " + self._log_status
-        )
-        if getattr(self, "_label_shown", None) != label:
-            self._label_shown = label
-            self.query_one("#run-log-label", Label).update(Text(label))
-
-    def action_follow_log(self) -> None:
-        """Start following the selected run's train.log, or stop."""
-        if self._following is not None:
-            self.stop_following()
-            if (r := self.selected) is not None:
-                self.load_log(r)
-            return
-        if (r := self.selected) is not None:
-            self.follow_log(r)
-
-    def show_log(self, text: str) -> None:
-        """Replace the log pane's lines, scrolled to the newest; `text` is already escaped
-        (see `load_log`)."""
-        log = self.query_one("#run-log", LogPane)
-        if getattr(self, "_log_text", None) == text:
-            return  # unchanged: keep the operator's scroll position
-        self._log_text = text
-        # the same run's log read again (a poll of a running run): the operator's place in it,
-        # a search's match or a problem line, stays where it was
-        same = getattr(self, "_log_shown_for", None) == self._log_for
-        self._log_shown_for = self._log_for
-        log.set_lines(text.splitlines(), keep_place=same)
-
-    def action_reload_log(self) -> None:
-        """Read the log again."""
-        if (r := self.selected) is not None:
-            self.load_log(r)
-
-    def action_describe(self) -> None:
-        """The raw source behind the highlighted run."""
-        if (r := self.selected) is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        from fleetdeck.tui.modals.describe import describe_run
-
-        self.app.push_screen(describe_run(self.app, r))
-
-    def action_purge(self) -> None:
-        """Purge the marked checkpoints of the selected run (or the highlighted one)."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        paths = sorted(self.marked.get(r.key, set()))
-        if not paths:
-            key = self.query_one("#ckpt-table", KeyedTable).current_key
-            paths = [key] if key else []
-        if not paths:
-            self.notify(
-                f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
-            )
-            return
-        from fleetdeck.tui.modals.purge import PurgeModal
-
-        self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
-
-    def action_mirror(self) -> None:
-        """Mirror the selected run's adapter to another host."""
-        r = self.selected
-        if r is None or not r.adapter:
-            self.notify(
-                f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
-                title="Mirror",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.mirror import MirrorModal
-
-        self.app.push_screen(MirrorModal(r.host, r.adapter))
-
-    def action_resume(self) -> None:
-        """Offer to continue the selected failed or stopped run from its newest checkpoint."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        if r.state not in RESUMABLE:
-            self.notify(
-                f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        if not resumable(r):
-            which = "complete checkpoint" if r.checkpoints else "checkpoint"
-            self.notify(
-                f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
-                "Launch it again (n) instead.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        self.open_resume(r)
-
-    @work(exclusive=True, group="resume", exit_on_error=False)
-    async def open_resume(self, run: Run) -> None:
-        """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
-        from fleetdeck.backend.actions.launch_values import read_run_toml
-
-        try:
-            values = await read_run_toml(self.app.link(run.host), run.path)
-        except Exception as e:
-            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
-            return
-        if values is None:
-            self.notify(
-                f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
-                "fleetdeck launch and cannot be resumed from here.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.launch import LaunchModal
-
-        self.app.push_screen(LaunchModal(resume=run, values=values))

@@ -14,8 +14,16 @@ from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.messages import ActionFinished
-from fleetdeck.tui.views.base import ViewScreen, show_text
-from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.rows.schedules import (
+    FOLDED,
+    folded_cells,
+    schedule_cells,
+    schedule_detail,
+    schedule_key,
+    short_why,
+)
+from fleetdeck.tui.views.base import show_text
+from fleetdeck.tui.views.table_view import TableView
 
 SCHED_COLUMNS = {
     "flag": " ",
@@ -73,34 +81,11 @@ def sched_layout(width: int, need: dict[str, int] | None = None) -> dict[str, in
 NEED_SAMPLE = 50
 
 
-#: the reasons in a few words, for a narrow terminal (the line under the table has the sentence)
-#: row key prefix of a host's folded distribution entries (never a schedule id: ids hold no "/")
-FOLDED = "\x00system/"
-
-SHORT_REASONS = {
-    "dead-target": "path missing",
-    "duplicate": "duplicate",
-    "unacknowledged": "not acked",
-}
-
-
-def short_why(s: Schedule) -> str:
-    """Why `s` is stray in a few words (`path missing, duplicate`), or `system` / `acked`."""
-    if s.system:
-        return "system"
-    if not s.stray:
-        return "acknowledged"
-    shown_reasons = [r for r in s.reasons if r != "unacknowledged"] or list(s.reasons)
-    return ", ".join(SHORT_REASONS.get(r, r) for r in shown_reasons)
-
-
-def schedule_key(s: Schedule) -> str:
-    """Fleet-wide row key: schedule ids are stable per host."""
-    return f"{s.host}/{s.id}"
-
-
-class SchedulesScreen(ViewScreen):
+class SchedulesScreen(TableView):
     """Schedules across the fleet; a acknowledges, x removes (id typed back)."""
+
+    TABLE_ID = "sched-table"
+    COLUMNS = SCHED_COLUMNS
 
     BINDINGS = [
         Binding(
@@ -132,28 +117,12 @@ class SchedulesScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         # the command goes last: it is the long one, and the reasons must stay visible
-        yield KeyedTable(
-            self._columns(sched_layout(self.app.size.width)), id="sched-table", column_sort=True
-        )
+        yield self.make_table()
         yield Static(id="sched-detail", classes="detail")
 
-    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
-        self._widths = w
-        return [(k, SCHED_COLUMNS[k], w[k]) for k in w]
-
-    _need: dict[str, int] | None = None
-
-    def on_resize(self) -> None:
-        w = sched_layout(self.size.width, self._need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
-            if self.ready:
-                self.refresh_view()
-
-    @property
-    def table(self) -> KeyedTable:
-        """The schedules table."""
-        return self.query_one("#sched-table", KeyedTable)
+    def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
+        # `need`: the longest text of each free column (`_fit_columns`)
+        return sched_layout(width, need)
 
     @property
     def selected(self) -> Schedule | None:
@@ -230,21 +199,7 @@ class SchedulesScreen(ViewScreen):
             s = by_key.get(key)
             if s is None:
                 host = key[len(FOLDED) :]
-                n = folded[host]
-                dim = Text(
-                    f"{n} entr{'y' if n == 1 else 'ies'} the distribution installed (s lists them)",
-                    style="dim",
-                )
-                cells = {
-                    "flag": Text("·", style="dim"),
-                    "host": hosts[host],
-                    "kind": Text("system", style="dim"),
-                    "why": Text("installed by the distribution", style="dim"),
-                    "user": "",
-                    "spec": "",
-                    "cmd": dim,
-                }
-                return tuple(cells[k] for k in self._widths)
+                return folded_cells(folded[host], hosts[host], self._widths)
             if narrow:
                 why = short_why(s)
             else:
@@ -256,19 +211,7 @@ class SchedulesScreen(ViewScreen):
             ck = (s, why, hosts[s.host], widths)
             row = cache.get(ck)
             if row is None:
-                style = "bold red" if s.stray else ("dim" if not s.active or s.system else "")
-                flag = "⚠" if s.stray else ("·" if s.system else " ")
-                cells = {
-                    "flag": Text(flag, style="bold red" if s.stray else "dim"),
-                    "host": hosts[s.host],
-                    # `why` names the missing path as the host's command gave it: escaped here
-                    "kind": shown(s.kind),
-                    "why": Text(shown(why), style=style or "green"),
-                    "user": shown(s.user),
-                    "spec": Text(shown(s.spec), style=style),
-                    "cmd": Text(shown(s.command), style=style),
-                }
-                row = tuple(cells[k] for k in self._widths)
+                row = schedule_cells(s, why, hosts[s.host], self._widths)
             self._row_cache[ck] = row
             return row
 
@@ -308,9 +251,7 @@ class SchedulesScreen(ViewScreen):
                 need["cmd"], len("99 entries the distribution installed (s lists them)")
             )
         self._need = need
-        w = sched_layout(self.size.width or self.app.size.width, need)
-        if w != self._widths:
-            self.table.set_columns(self._columns(w))
+        self.relayout(self.size.width or self.app.size.width)
 
     def show_detail(self) -> None:
         """Everything about the highlighted schedule, including where it is defined."""
@@ -328,17 +269,8 @@ class SchedulesScreen(ViewScreen):
             )
             return
         if s is None:
-            table = self.table
-            if table.filter_text and table.total_rows:
-                n = table.total_rows
-                show_text(
-                    d,
-                    Text(
-                        f"The filter {table.filter_text!r} matched 0 of {n} row{'' if n == 1 else 's'} "
-                        "(/ changes it, esc clears it).",
-                        style="dim",
-                    ),
-                )
+            if (none := self.filtered_out("row")) is not None:
+                show_text(d, none)
             elif self.host_scope is not None:
                 show_text(
                     d,
@@ -350,24 +282,7 @@ class SchedulesScreen(ViewScreen):
             else:
                 show_text(d, Text("No schedules found on any reachable host.", style="dim"))
             return
-        t = Text()
-        t.append(shown(s.id), style="bold")
-        t.append(f"  {shown(s.kind)} on {s.host} as {shown(s.user)}, from {shown(s.source)}")
-        if s.pid:
-            t.append(f", pid {s.pid}")
-        if s.next_run:
-            t.append(f", next {shown(s.next_run)}")
-        if not s.active:
-            t.append(" (inactive)", style="dim")
-        t.append("\n")
-        t.append(shown(s.command))
-        if s.stray:
-            t.append(
-                f"\nstray: {shown(self._why(s))}  —  a: acknowledge   x: remove", style="bold red"
-            )
-        elif s.system:
-            t.append("\ninstalled by the distribution: not stray", style="dim")
-        show_text(d, t)
+        show_text(d, schedule_detail(s, self._why(s) if s.stray else None))
 
     def _why(self, s: Schedule) -> str:
         """`schedule_verdict.why` for a row or the detail line, with the listing's twins index (built

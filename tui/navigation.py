@@ -1,0 +1,115 @@
+"""Moving between the dashboard's views: the number keys (`action_view`), `esc` back through
+the views seen (`action_back`), the Host view of a host, and the `:` command line
+(`run_command`). A mixin of `FleetdeckApp` (`tui/app.py`), which holds the modes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.screen import Screen
+
+from fleetdeck.tui.views.base import ViewScreen
+from fleetdeck.tui.views.host import HostScreen
+from fleetdeck.tui.widgets.command_line import CommandLine
+
+#: how many views `esc` can go back through
+HISTORY = 50
+
+
+class Navigation:
+    """The app's moves between views; `_history` is the views `esc` goes back through."""
+
+    _history: list[str]
+
+    def action_view(self, mode: str) -> None:
+        """Switch to one of the top-level views (from the Host view, its own key closes it)."""
+        if self.current_mode != mode:
+            self._history = (self._history + [self.current_mode])[-HISTORY:]
+            self.switch_mode(mode)
+        elif isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        self.refresh_bindings()
+
+    def view_name(self, screen: Screen) -> str:
+        """The name a view's remembered choices are saved under (its mode, or `host`)."""
+        for name, cls in self.MODES.items():
+            if type(screen) is cls:
+                return name
+        return type(screen).__name__.removesuffix("Screen").casefold()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The view on screen leaves its own key out of the footer (pressing it does nothing),
+        so the footer keeps every other view and `q Quit` within 80 columns."""
+        if (
+            action == "view"
+            and parameters
+            and parameters[0] == self.current_mode
+            and not isinstance(self.screen, HostScreen)
+        ):
+            return False
+        return True
+
+    def open_host(self, name: str) -> None:
+        """Push the Host view for `name`."""
+        self.push_screen(HostScreen(name))
+
+    def action_back(self) -> None:
+        """Esc: close the Host view, else go back to the view before this one (Runs -> Alerts
+        -> esc is Runs again), at the first one to the Fleet view."""
+        if isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        elif isinstance(self.screen, ViewScreen):
+            while self._history and self._history[-1] == self.current_mode:
+                self._history.pop()
+            if self._history:
+                self.switch_mode(self._history.pop())
+            elif self.current_mode != "fleet":
+                self.switch_mode("fleet")
+        self.refresh_bindings()
+
+    def action_command_line(self) -> None:
+        """Open the `:` command line."""
+        if not isinstance(self.screen, CommandLine):
+            self.push_screen(CommandLine(self.state.host_names), self.run_command)
+
+    def run_command(self, cmd: Any) -> None:
+        """Go where a command line named: a view (for one host, where the view takes one), a
+        Host view, help or quit."""
+        if cmd is None:
+            return
+        if cmd.view == "quit":
+            self.exit()
+            return
+        if cmd.view == "help":
+            self.action_help()
+            return
+        if cmd.view == "host" or (cmd.view == "fleet" and cmd.host):
+            if isinstance(self.screen, HostScreen):
+                self.pop_screen()
+            self.open_host(cmd.host)
+            return
+        if isinstance(self.screen, HostScreen):
+            self.pop_screen()
+        self.action_view(cmd.view)
+
+        def scope() -> None:
+            screen = self.screen
+            if hasattr(screen, "scope_host"):
+                screen.scope_host(cmd.host)
+            elif cmd.host:
+                self.notify(
+                    f"The {cmd.view.capitalize()} view shows every host; :host {cmd.host} opens one.",
+                    title="Command",
+                    severity="warning",
+                    markup=False,
+                )
+
+        self.call_after_refresh(scope)
+
+    def _on_view(self, mode: str, action: str) -> None:
+        self.action_view(mode)
+        self.call_after_refresh(self._screen_action, action)
+
+    async def _screen_action(self, action: str) -> None:
+        # the view's own action, once the mode switch has put that view on screen
+        await self.screen.run_action(action)
