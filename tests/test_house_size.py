@@ -45,11 +45,6 @@ OVER_LINES: dict[str, int] = {
     "backend/monitor/history.py": 681,
     "backend/monitor/service.py": 594,
     "backend/monitor/silences.py": 412,
-    "backend/train/attention.py": 442,
-    "backend/train/bench.py": 420,
-    "backend/train/loop.py": 488,
-    "backend/train/reference.py": 624,
-    "backend/train/unsloth_reference.py": 543,
     "cli/purge.py": 433,
     "cli/schedules.py": 576,
     "tui/app.py": 438,
@@ -63,7 +58,7 @@ OVER_LINES: dict[str, int] = {
     "tui/widgets/table_lines.py": 423,
 }
 # function -> its complexity when the rule came in
-OVER_COMPLEXITY: dict[str, int] = {"measure_reference": 28}
+OVER_COMPLEXITY: dict[str, int] = {}
 
 
 def _modules() -> list[Path]:
