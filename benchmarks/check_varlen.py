@@ -18,7 +18,7 @@ NEEDS = (
 try:
     import torch
 
-    from fleetdeck.backend.train import attention, models
+    from fleetdeck.backend.train import attention, models, varlen_kernels
 except ImportError as e:  # --help still works; main() refuses, naming what is missing
     torch = None
     MISSING = str(e)
@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         v = torch.randn(T, 8, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
         g = torch.randn(T, 16, 128, device=dev, dtype=torch.bfloat16)
         q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-        ref = attention.varlen_reference(q64, k64, v64, cu, 128**-0.5)
+        ref = varlen_kernels.varlen_reference(q64, k64, v64, cu, 128**-0.5)
         rgrads = torch.autograd.grad(ref, (q64, k64, v64), g.double())
         for kernel in ("flash", "fa4", "cudnn"):
             try:
-                out = attention.run_varlen(kernel, q, k, v, cu, max(lens), 128**-0.5)
+                out = varlen_kernels.run_varlen(kernel, q, k, v, cu, max(lens), 128**-0.5)
                 grads = torch.autograd.grad(out, (q, k, v), g)
             except Exception as e:  # noqa: BLE001
                 print(f"{kernel} ranges {lens}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -128,7 +128,7 @@ def timing(dev) -> None:
     for kernel in ("flash", "fa4", "cudnn"):
 
         def run(kernel=kernel):
-            out = attention.run_varlen(kernel, q, k, v, cu, 4096, 128**-0.5)
+            out = varlen_kernels.run_varlen(kernel, q, k, v, cu, 4096, 128**-0.5)
             torch.autograd.grad(out, (q, k, v), g)
 
         try:

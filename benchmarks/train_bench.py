@@ -26,13 +26,8 @@ import traceback
 from pathlib import Path
 
 from fleetdeck.backend.train import batching
-from fleetdeck.backend.train.bench import (
-    _parse_set,
-    datasheet_tflops,
-    matmul_peak_tflops,
-    measure_fleetdeck,
-    summarize,
-)
+from fleetdeck.backend.train.bench import _parse_set, measure_fleetdeck
+from fleetdeck.backend.train.bench_figures import datasheet_tflops, matmul_peak_tflops, summarize
 from fleetdeck.backend.train.runconfig import load_run_config, with_overrides
 
 WORDS = (

@@ -359,7 +359,7 @@ def test_bench_references_option_selects_and_refuses(tmp_path):
 
 
 def test_reference_strong_batch_search_is_not_limited_to_divisors():
-    from fleetdeck.backend.train.reference import search_batch
+    from fleetdeck.backend.train.reference_fit import search_batch
 
     def curve(limit_fit, best_at):
         # tokens/s rises to best_at, then falls; out of memory past limit_fit
@@ -382,7 +382,7 @@ def test_reference_strong_batch_search_is_not_limited_to_divisors():
 def test_fed_lengths_counts_real_tokens_of_each_feed():
     import torch
 
-    from fleetdeck.backend.train.reference import fed_lengths
+    from fleetdeck.backend.train.reference_rows import fed_lengths
 
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     assert fed_lengths({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == [3, 2]
@@ -393,7 +393,7 @@ def test_fed_lengths_counts_real_tokens_of_each_feed():
 
 
 def test_datasheet_table_matches_gpu_names():
-    from fleetdeck.backend.train.bench import datasheet_tflops
+    from fleetdeck.backend.train.bench_figures import datasheet_tflops
 
     assert datasheet_tflops("NVIDIA H200") == 989.4
     assert datasheet_tflops("NVIDIA H200 NVL") == 835.5

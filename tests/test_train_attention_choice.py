@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from fleetdeck.backend.train import attention, recipe  # noqa: E402
+from fleetdeck.backend.train import attention, recipe, varlen_kernels  # noqa: E402
 from fleetdeck.backend.train.runconfig import ConfigError, RunConfig, parse_run_config  # noqa: E402
 from fleetdeck.backend.train.session import prepare  # noqa: E402
 
@@ -67,7 +67,7 @@ def test_the_recipe_line_on_the_cpu_says_why(tmp_path):
 
 def test_fa4_trial_refuses_cpu():
     assert attention.kernel_works("fa4", torch.device("cpu"), torch.bfloat16) is False
-    assert set(attention.KERNELS) == {"cudnn", "fa4"}
+    assert set(varlen_kernels.KERNELS) == {"cudnn", "fa4"}
 
 
 def test_unknown_attention_value_is_refused_with_the_choices(tmp_path):

@@ -107,14 +107,14 @@ def test_loss_curve_and_learning_rate_match_hf_trainer_and_peft(tmp_path):
     from transformers import Trainer, TrainingArguments
 
     from fleetdeck.backend.train.lora import apply_lora, plan_targets
-    from fleetdeck.backend.train.reference import _PaddedRows
+    from fleetdeck.backend.train.reference_rows import PaddedRows
 
     corpus = _corpus(tmp_path / "c.jsonl", _random_docs(48, seed=3))
     cfg = _cfg(tmp_path, corpus, packing=False, max_steps=8, lr=2e-3)
     engine, train, schedule, ours, our_lrs = _train(cfg)
 
     order = [i for step in range(cfg.max_steps) for i in schedule.rows(step, 0)]
-    rows = _PaddedRows(train, cfg.seq_len, 257)
+    rows = PaddedRows(train, cfg.seq_len, 257)
 
     class Ordered(torch.utils.data.Dataset):
         def __len__(self):

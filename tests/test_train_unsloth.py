@@ -71,7 +71,7 @@ def test_the_path_the_unsloth_process_gets_is_where_it_is_looked_for(tmp_path, m
 def test_packed_pieces_are_counted_from_what_the_trainer_feeds():
     import torch
 
-    from fleetdeck.backend.train.unsloth_reference import piece_lengths
+    from fleetdeck.backend.train.unsloth_process import piece_lengths
 
     assert piece_lengths(
         {"input_ids": torch.zeros(1, 9), "packed_seq_lengths": torch.tensor([4, 5])}
@@ -106,7 +106,7 @@ def test_the_byte_tokenizer_checkpoint_names_the_bench_ids(tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [
-        [sys.executable, "-m", "fleetdeck.backend.train.unsloth_reference", "--help"],
+        [sys.executable, "-m", "fleetdeck.backend.train.unsloth_process", "--help"],
         [sys.executable, str(ROOT / "benchmarks" / "train_bench.py"), "--help"],
         [sys.executable, "-m", "fleetdeck.cli.main", "bench", "--help"],
     ],

@@ -7,12 +7,9 @@ optimizer step; the adapters are small, so there is nothing to overlap.
 
 from __future__ import annotations
 
-import json
 import math
-import random
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -33,80 +30,8 @@ from .models import (
     set_attention,
     shapes_of,
 )
+from .recipe import Recipe, liger_available, pick_dtype
 from .runconfig import RunConfig
-
-
-@dataclass
-class Recipe:
-    """How a step is run on this card (the levers the bench measures)."""
-
-    micro_rows: int
-    checkpoint_layers: int  # decoder layers recomputed in backward (0: none)
-    compile: bool
-    liger: bool
-    flash: bool
-    dtype: torch.dtype
-    #: None: packing as RUN.toml says; else why packing is off for this model
-    packing_off: str | None = None
-    packing: bool = True
-    kernel: str = "flash"
-    #: decoder layers whose q/k/v and gate/up run fused (0: none)
-    fused_layers: int = 0
-    #: how the cross-entropy chunks run ("Triton kernel", "compiled", "eager")
-    ce: str = "eager"
-    #: in the fused groups, the LoRA product inside the base matmul
-    lora_in_base: bool = True
-    #: frozen base weights whose products run in float8 (RUN.toml's `base_fp8`; 0: none)
-    fp8_weights: int = 0
-
-    def describe(self, layers: int) -> str:
-        """One line for the log and the bench."""
-        ck = (
-            "off"
-            if self.checkpoint_layers == 0
-            else (
-                "all layers"
-                if self.checkpoint_layers >= layers
-                else f"{self.checkpoint_layers}/{layers} layers"
-            )
-        )
-        if self.packing_off:
-            attn, pack = "SDPA on right-padded rows", f"packing off ({self.packing_off})"
-        else:
-            attn = f"{self.kernel} varlen" if self.flash else "per-document SDPA"
-            pack = "packing on" if self.packing else "packing off"
-        fused = ""
-        if self.fused_layers:
-            fused = (
-                f"q/k/v and gate/up fused in {self.fused_layers} layers"
-                + ("" if self.lora_in_base else " (LoRA product apart)")
-                + ", "
-            )
-        fp8 = f"base products in float8 ({self.fp8_weights} weights), " if self.fp8_weights else ""
-        return (
-            f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
-            f"attention {attn}, "
-            + fused
-            + fp8
-            + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
-            f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}"
-        )
-
-
-def pick_dtype(cfg: RunConfig, device: torch.device) -> torch.dtype:
-    """bfloat16 on CUDA, float32 on CPU, unless RUN.toml says."""
-    if cfg.dtype != "auto":
-        return getattr(torch, cfg.dtype)
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-def liger_available() -> bool:
-    """Whether liger-kernel can be imported."""
-    try:
-        import liger_kernel.transformers  # noqa: F401
-    except Exception:
-        return False
-    return True
 
 
 class Engine:
@@ -232,6 +157,7 @@ class Engine:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
 
     def _apply_liger(self) -> None:
+        # deferred: liger_kernel, optional (RUN.toml's liger = true)
         from liger_kernel.transformers import apply_liger_kernel_to_qwen3
 
         apply_liger_kernel_to_qwen3(
@@ -416,41 +342,6 @@ class Engine:
         """adapter_model.safetensors + adapter_config.json (peft's format)."""
         self.model.save_pretrained(str(folder), safe_serialization=True)
 
-    def save_checkpoint(self, folder: Path, state: dict) -> None:
-        """Adapter, optimizer, schedule, RNG and trainer_state.json into `folder` (rank 0)."""
-        folder.mkdir(parents=True, exist_ok=True)
-        self.save_adapter(folder)
-        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
-        torch.save(self.scheduler.state_dict(), folder / "scheduler.pt")
-        rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        torch.save(rng, folder / "rng_state.pt")
-        (folder / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
-
-    def load_checkpoint(self, folder: Path) -> dict:
-        """Restore what `save_checkpoint` wrote; returns its trainer_state."""
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        weights = load_file(str(folder / "adapter_model.safetensors"), device=str(self.device))
-        result = set_peft_model_state_dict(self.model, weights)
-        missing = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
-        if missing:
-            raise RuntimeError(f"checkpoint {folder} does not fit this model ({missing[0]})")
-        for p in self.params:
-            p.data = p.data.float()
-        self.optimizer.load_state_dict(
-            torch.load(folder / "optimizer.pt", map_location=self.device)
-        )
-        self.scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
-        rng = torch.load(folder / "rng_state.pt", weights_only=False)
-        random.setstate(rng["python"])
-        torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and self.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.device)
-        return json.loads((folder / "trainer_state.json").read_text())
-
     # -- figures ------------------------------------------------------------------------------
     def flops_per_token(self) -> float:
         """4*N_matmul + 6*N_lora + 6*layers*(heads*head_dim)*seq_len: the formula's upper bound, as
@@ -485,4 +376,4 @@ def now() -> float:
     return time.time()
 
 
-__all__ = ["Engine", "Recipe", "StepSchedule", "liger_available", "pick_dtype", "total_steps"]
+__all__ = ["Engine", "StepSchedule", "total_steps"]

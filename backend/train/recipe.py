@@ -5,15 +5,91 @@ forward and no recomputation are the two largest levers once attention is paddin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from . import attention, kernel_choice
 from .corpus import Split
+from .runconfig import RunConfig
 
 #: share of free memory a step may plan to use (fragmentation, the optimizer's first step)
 HEADROOM = 0.85
+
+
+@dataclass
+class Recipe:
+    """How a step is run on this card (the levers the bench measures)."""
+
+    micro_rows: int
+    checkpoint_layers: int  # decoder layers recomputed in backward (0: none)
+    compile: bool
+    liger: bool
+    flash: bool
+    dtype: torch.dtype
+    #: None: packing as RUN.toml says; else why packing is off for this model
+    packing_off: str | None = None
+    packing: bool = True
+    kernel: str = "flash"
+    #: decoder layers whose q/k/v and gate/up run fused (0: none)
+    fused_layers: int = 0
+    #: how the cross-entropy chunks run ("Triton kernel", "compiled", "eager")
+    ce: str = "eager"
+    #: in the fused groups, the LoRA product inside the base matmul
+    lora_in_base: bool = True
+    #: frozen base weights whose products run in float8 (RUN.toml's `base_fp8`; 0: none)
+    fp8_weights: int = 0
+
+    def describe(self, layers: int) -> str:
+        """One line for the log and the bench."""
+        ck = (
+            "off"
+            if self.checkpoint_layers == 0
+            else (
+                "all layers"
+                if self.checkpoint_layers >= layers
+                else f"{self.checkpoint_layers}/{layers} layers"
+            )
+        )
+        if self.packing_off:
+            attn, pack = "SDPA on right-padded rows", f"packing off ({self.packing_off})"
+        else:
+            attn = f"{self.kernel} varlen" if self.flash else "per-document SDPA"
+            pack = "packing on" if self.packing else "packing off"
+        fused = ""
+        if self.fused_layers:
+            fused = (
+                f"q/k/v and gate/up fused in {self.fused_layers} layers"
+                + ("" if self.lora_in_base else " (LoRA product apart)")
+                + ", "
+            )
+        fp8 = f"base products in float8 ({self.fp8_weights} weights), " if self.fp8_weights else ""
+        return (
+            f"{self.micro_rows} rows per forward, {pack}, gradient checkpointing {ck}, "
+            f"attention {attn}, "
+            + fused
+            + fp8
+            + f"torch.compile {'on' if self.compile else 'off'}, liger {'on' if self.liger else 'off'}, "
+            f"cross-entropy {self.ce}, {str(self.dtype).replace('torch.', '')}"
+        )
+
+
+def pick_dtype(cfg: RunConfig, device: torch.device) -> torch.dtype:
+    """bfloat16 on CUDA, float32 on CPU, unless RUN.toml says."""
+    if cfg.dtype != "auto":
+        return getattr(torch, cfg.dtype)
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def liger_available() -> bool:
+    """Whether liger-kernel can be imported."""
+    try:
+        # deferred: liger_kernel, optional (its import is the test of whether it is installed)
+        import liger_kernel.transformers  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 class RecipeError(Exception):

@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from . import recipe
 from .corpus import build_splits, corpus_facts, describe_facts, read_documents
+from .engine_state import load_checkpoint, save_checkpoint
 from .loop import Engine, StepSchedule, total_steps
 from .models import load_tokenizer
 from .rundir import RunDir
@@ -130,7 +131,7 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
     start = 0
     newest = run.newest_checkpoint()
     if newest is not None:
-        state = engine.load_checkpoint(newest[1])
+        state = load_checkpoint(engine, newest[1])
         start = int(state["global_step"])
         history = list(state.get("log_history", []))
         if state.get("best_metric") is not None:
@@ -204,7 +205,7 @@ def _save_checkpoint(engine: Engine, run: RunDir, step: int, state: dict, rank: 
         final = run.checkpoints_dir / f"checkpoint-{step}"
         tmp = run.checkpoints_dir / f".checkpoint-{step}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        engine.save_checkpoint(tmp, state)
+        save_checkpoint(engine, tmp, state)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         log(f"saved {final}")
