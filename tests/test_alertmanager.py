@@ -19,13 +19,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from promstack import Alertmanager, Forwarder, Receiver, free_port, wait_for
 
 from fleetdeck.backend.fleet.alert_rules import parse_alerts
 from fleetdeck.backend.fleet.errors import ConfigError
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink, am_alert
 from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.export import LABEL_MAX
+
+from support.promstack import Alertmanager, Forwarder, Receiver, free_port, wait_for
 
 WATCH = [sys.executable, "-m", "fleetdeck.cli.main"]
 

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.sshd, pytest.mark.root]
-SERVER = Path(__file__).with_name("seat_server.py")
+SERVER = Path(__file__).parent / "support" / "seat_server.py"
 #: logs each transition a delivery carries (one, or the members of a group, listed on stdin):
 #: state, rule, subject, text
 HOOK = (
@@ -265,7 +265,7 @@ async def test_watch_checks_the_seats_it_finds(tmp_path):
         f"runpy.run_path({str(SERVER)!r}, run_name='__main__')\n"
     )
     wrapper.chmod(0o755)
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     port = free_port()
     seat = subprocess.Popen(

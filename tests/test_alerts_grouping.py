@@ -20,12 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_schedules_remove import install_crontab, root_crontab  # noqa: F401
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
 from fleetdeck.backend.monitor.alerts import Alert, AlertEngine
 from fleetdeck.backend.monitor.stray_alerts import FIRST_LOOK
+
+from support.crontab import install_crontab
 
 T0 = 1_800_000_000.0
 #: a hook that logs each transition a delivery carries, one line each (id, state, rule, subject),

@@ -12,13 +12,14 @@ import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from test_watch_service import local_fleet, rising_evals, state_dir
 
 from fleetdeck.backend.fleet.config import ConfigError, parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, parse_alerts
 from fleetdeck.backend.monitor.seats import SeatCheck
+
+from support.watch import local_fleet, rising_evals, state_dir
 
 T0 = 1_800_000_000.0
 
@@ -152,7 +153,7 @@ def test_fleetdeck_alerts_lists_by_severity_with_counts_and_json_carries_it(
     host that has not answered for long (host-down, critical, carried on from watch's state)."""
     from fleetdeck.cli.main import main
 
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     runs = tmp_path / "runs"
     rising_evals(runs / "run-1")
@@ -231,9 +232,9 @@ async def test_hooks_and_webhooks_carry_the_severity(tmp_path):
 
 # -- the Alerts view --------------------------------------------------------------------------------
 async def test_the_alerts_view_lists_by_severity_then_newest_with_counts_in_its_title():
-    from test_tui_alert_toasts import app_over, nan_run, stray, up
-
     from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+    from support.alert_polls import app_over, nan_run, stray, up
 
     stalled = Run(
         host="h1", path="/runs/run-8", name="run-8", state="stalled", reason="no progress"
@@ -244,7 +245,7 @@ async def test_the_alerts_view_lists_by_severity_then_newest_with_counts_in_its_
         (up("h1", t=1010.0, schedules=(stray("h1", 1),), runs=(stalled, nan_run("h1"))),),
     )
     async with app.run_test(size=(120, 40)) as pilot:
-        from test_tui_views import feed
+        from support.recorded import feed
 
         await feed(app, pilot, n=3)
         await pilot.press("5")

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 
-from test_tui_views import cell_text
-
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
 from fleetdeck.cli.watch import Watcher
@@ -15,6 +13,8 @@ from fleetdeck.show.fmt import since_text
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import cell_text
 
 T = 1_800_000_000.0
 FLEET = "[hosts.gx10]\nlocal = true\n"

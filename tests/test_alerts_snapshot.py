@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from test_tui_views import feed, fixture_app
-
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess
 from fleetdeck.backend.fleet.seat_model import Seat
+
+from support.recorded import feed, fixture_app
 
 
 def with_seats(snap: FleetSnapshot) -> FleetSnapshot:

@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_watch_service import WATCH, local_fleet, rising_evals, state_dir
+
+from support.watch import WATCH, local_fleet, rising_evals, state_dir
 
 #: a hook that logs each transition a delivery carries (one, or a group's members: stdin lists
 #: them), one line each: id, state, rule, host, subject

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from test_tui_views import cell_text, feed, fixture_app
-
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import cell_text, feed, fixture_app
+from support.seat_polls import _host, _seat, _seats_app
 
 
 async def test_alerts_view_lists_what_fires_and_the_header_carries_a_badge():
@@ -54,7 +55,6 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
     import sys
 
     import pytest
-    from test_seats_check import start_server
 
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess, HostSnapshot
@@ -62,6 +62,8 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
     from fleetdeck.backend.monitor.seats import recorded_checks
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.views.base import RecordedSource
+
+    from support.seats import start_server
 
     pytest.importorskip("transformers")
     server, port = start_server("--nan")
@@ -160,35 +162,6 @@ async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history
         assert len(app.state.spark[("local", 0)]) == len(series)
 
 
-# -- the seats under the alerts: every line names its cause --------------------------------------
-def _seats_app(hosts, clock: float = 2.0):
-    import sys
-
-    from fleetdeck.backend.fleet.config import parse_fleet
-    from fleetdeck.backend.fleet.models import FleetSnapshot
-    from fleetdeck.tui.app import FleetdeckApp
-    from fleetdeck.tui.views.base import RecordedSource
-
-    snap = FleetSnapshot(hosts=tuple(hosts), time=1.0)
-    fleet = parse_fleet(
-        "".join(f'[hosts.{h.name}]\nlocal = true\npython = "{sys.executable}"\n' for h in hosts),
-        "fixture",
-    )
-    return FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: clock)
-
-
-def _host(name, gpus, seats):
-    from fleetdeck.backend.fleet.models import HostSnapshot
-
-    return HostSnapshot(name=name, reachable=True, time=1.0, gpus=gpus, seats=seats)
-
-
-def _seat(host, port, pid):
-    from fleetdeck.backend.fleet.seat_model import Seat
-
-    return Seat(host=host, kind="vllm", port=port, model="m", pid=pid, pids=(pid,))
-
-
 async def test_seats_whose_memory_no_card_lists_are_named_not_called_unseen():
     """Eight seats on a unified-memory box and two in containers on a discrete card: before,
     "No serving seats seen." under the table of ten."""
@@ -245,7 +218,7 @@ async def test_c_shows_checking_then_the_verdict_even_when_it_cannot_be_kept():
     full, though the verdict file cannot be written (before, the row stayed `-`)."""
     from fleetdeck.backend.monitor.seats import checks_path
 
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     checks_path().mkdir()  # the verdict file cannot be replaced: record_check fails
     port = free_port()
@@ -283,7 +256,8 @@ async def test_c_shows_checking_then_the_verdict_even_when_it_cannot_be_kept():
 
 async def test_c_on_a_sound_seat_shows_the_witness_it_rests_on():
     import pytest
-    from test_seats_check import start_server
+
+    from support.seats import start_server
 
     pytest.importorskip("transformers")
     server, port = start_server()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -43,8 +42,7 @@ def plain_user():
 def _fleet(name: str):
     """A loopback sshd whose authorized keys the plain user can read (the shared test fleet's
     live under root's private tmp folder)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from sshfleet import SshdFleet
+    from support.sshfleet import SshdFleet
 
     base = Path(tempfile.mkdtemp(prefix="fd-sudo-", dir="/tmp"))
     os.chmod(base, 0o755)

@@ -10,7 +10,6 @@ import socket
 import sys
 
 import pytest
-from test_purge_cli import fleet  # noqa: F401 - the one-host fleet fixture (host `local`)
 
 from fleetdeck.cli.main import main
 

@@ -11,11 +11,12 @@ import subprocess
 import sys
 
 from rich.console import Console
-from test_tui_views import recorded
 
 from fleetdeck.cli.schedules import schedules_table
 from fleetdeck.cli.status import fleet_table
 from fleetdeck.cli.tables import WHOLE, listing_console
+
+from support.recorded import recorded
 
 
 def _render(renderable, width):

@@ -111,8 +111,7 @@ def _lost_fleet_app():
     (app, that host's name, the lost card's index)."""
     from dataclasses import replace
 
-    from test_tui_display import app_over
-    from test_tui_views import recorded
+    from support.recorded import app_over, recorded
 
     snap = recorded("fleet.json")
     hosts = list(snap.hosts)
@@ -126,7 +125,7 @@ def _lost_fleet_app():
 
 
 async def test_the_fleet_view_says_lost_not_zero_of_zero():
-    from test_tui_views import feed
+    from support.recorded import feed
 
     app, name, index = _lost_fleet_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -138,7 +137,7 @@ async def test_the_fleet_view_says_lost_not_zero_of_zero():
 
 
 async def test_the_host_view_says_lost_not_zero_of_zero():
-    from test_tui_views import feed
+    from support.recorded import feed
 
     app, name, index = _lost_fleet_app()
     async with app.run_test(size=(140, 50)) as pilot:

@@ -178,7 +178,7 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
     """In the dashboard: `6`, then `c` picks the host's first card and the view is its incident
     plot with the events listed; `f` its temperature; `c` again the next card, then back to
     the sparklines."""
-    from test_tui_views import feed, fixture_app
+    from support.recorded import feed, fixture_app
 
     _incident(time.time(), name="gx10")
     app = fixture_app()

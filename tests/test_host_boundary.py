@@ -19,7 +19,7 @@ from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.validate import MAX_ITEMS, host_from_probe
 
-from sshfleet import _descendants
+from support.sshfleet import _descendants
 
 pytestmark = pytest.mark.sshd
 

@@ -18,14 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_seats import LISTENER
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.views.runs import LOG_REST_S
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-from sshfleet import SshdFleet, free_port, have_sshd
+from support.seats import LISTENER
+from support.sshfleet import SshdFleet, free_port, have_sshd
 
 pytestmark = pytest.mark.sshd
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ruff_gate import complexity
+from support.ruff_gate import complexity
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = REPO / "backend" / "host"

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ruff_gate import complexity
+from support.ruff_gate import complexity
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("backend", "cli", "show", "tui")

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_launch import HOSTILE, base_values, manifest, wait_for, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.launch import launch, preflight
@@ -23,6 +22,8 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est
 from fleetdeck.cli.main import main
+
+from support.launch import HOSTILE, base_values, manifest, wait_for, write_corpus, write_run_toml
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 pytest.importorskip("torch")

@@ -10,13 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from test_launch import base_values, manifest, wait_for, write_corpus, write_run_toml
 
 from fleetdeck.backend.actions.launch import preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import layout, procfs
 from fleetdeck.cli.main import main
+
+from support.launch import base_values, manifest, wait_for, write_corpus, write_run_toml
 
 pytestmark = pytest.mark.sshd
 

@@ -9,9 +9,10 @@ import json
 import struct
 
 import pytest
-from test_launch import base_values, h1, launch_cli, write_run_toml  # noqa: F401
 
 from fleetdeck.backend.actions.audit import read_audit
+
+from support.launch import base_values, launch_cli, write_run_toml
 
 pytestmark = pytest.mark.sshd
 
@@ -82,9 +83,9 @@ def test_a_host_whose_python_cannot_train_is_told_the_way_to_a_venv(tmp_path, ca
     import subprocess
     import sys
 
-    from test_launch import write_corpus
-
     from fleetdeck.cli.main import main
+
+    from support.launch import write_corpus
 
     venv = tmp_path / "bare venv"
     subprocess.run(

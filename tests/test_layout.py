@@ -12,9 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-from test_probe import probe
 
 from fleetdeck.backend.host.lib import layout
+
+from support.probe import probe
 
 WEIGHTS = b"\x00" * 64
 

@@ -83,10 +83,10 @@ async def test_every_task_cancelled_at_once_while_local_probes_start_always_fini
     import random
     import time
 
-    from busy import hogs
-
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.poller import Poller
+
+    from support.busy import hogs
 
     fleet = parse_fleet(
         f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["/nonexistent"]\n',

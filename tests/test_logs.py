@@ -98,7 +98,7 @@ def test_logs_follow_prints_appended_lines_joins_split_characters_and_survives_t
         p.wait(30)
     # the reader on the host went with its channel
     time.sleep(1)
-    from sshfleet import _descendants
+    from support.sshfleet import _descendants
 
     left = [
         q

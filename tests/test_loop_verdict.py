@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_probe import PROBE
+
+from support.probe import PROBE
 
 
 class Resident:
@@ -182,7 +183,7 @@ def test_a_shell_without_a_script_is_a_loop_once_it_repeats_a_child(group):
 
 
 def test_a_script_read_from_a_fifo_is_never_opened_by_the_probe(group, tmp_path):
-    from test_probe import probe
+    from support.probe import probe
 
     fifo = tmp_path / "loop.fifo"
     os.mkfifo(fifo)

@@ -4,6 +4,7 @@ end; a value that is not a whole number from 0 to 64 is a usage error."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,9 @@ def test_hogs_run(machine_load):
 def run_session(tmp_path: Path, load: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_probe_load.py").write_text(PROBE)
     (tmp_path / "conftest.py").write_text((HERE / "conftest.py").read_text())
-    for helper in ("sshfleet.py", "busy.py"):
-        (tmp_path / helper).write_text((HERE / helper).read_text())
+    shutil.copytree(
+        HERE / "support", tmp_path / "support", ignore=shutil.ignore_patterns("__pycache__")
+    )
     env = dict(os.environ, FLEETDECK_TEST_LOAD=load, PIDS_OUT=str(tmp_path / "pids"))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)],

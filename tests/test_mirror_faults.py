@@ -21,7 +21,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs
 
-from sshfleet import _descendants
+from support.sshfleet import _descendants
 
 IDLE = 3  # command_timeout of the test fleet: the no-progress limit
 

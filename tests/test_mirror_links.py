@@ -14,11 +14,12 @@ import shutil
 import uuid
 
 import pytest
-from test_mirror import make_tree, read_tree
 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.mirror import mirror, verify
 from fleetdeck.cli.main import main
+
+from support.trees import make_tree, read_tree
 
 pytestmark = pytest.mark.sshd
 

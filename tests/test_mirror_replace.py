@@ -20,7 +20,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_mirror import make_tree, read_tree
 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.actions.mirror import mirror, replaced_name, verify
@@ -29,7 +28,8 @@ from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.cli.main import main
 
-from sshfleet import _descendants
+from support.sshfleet import _descendants
+from support.trees import make_tree, read_tree
 
 pytestmark = pytest.mark.sshd
 

@@ -250,7 +250,7 @@ def login():
     that the login may read but not write. (fleet file, that folder)"""
     if os.geteuid() != 0 or not all(map(shutil.which, ("useradd", "userdel"))):
         pytest.skip("needs root and useradd for a second user")
-    from sshfleet import SshdFleet
+    from support.sshfleet import SshdFleet
 
     name = f"fdpc{uuid.uuid4().hex[:8]}"
     subprocess.run(

@@ -220,7 +220,7 @@ HUNG_PROBE = "import sys\nsys.stdin.readline()\nwhile True:\n    pass\n"
 
 def _helpers_below(pid: int) -> list[int]:
     """fleetdeck helpers (the boot line in their argv) among the processes below `pid`."""
-    from sshfleet import _descendants
+    from support.sshfleet import _descendants
 
     out = []
     for p in _descendants(pid):
@@ -263,7 +263,7 @@ async def test_a_chatty_login_shell_is_named_in_the_snapshot(spare_fleet, tmp_pa
 
 
 async def test_a_refused_login_is_reported_as_auth_not_down(spare_fleet, tmp_path):
-    from sshfleet import keygen
+    from support.sshfleet import keygen
 
     spare_fleet.add("locked")
     stranger = tmp_path / "stranger"
@@ -300,9 +300,9 @@ async def test_close_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu
     below it SIGSTOPped), a listener that accepts and never speaks, and a local host, a poll
     in flight on each, the machine loaded: close() ends within 10 s (it takes well under 2 s)
     where a wait on either peer would never end. A poll after it is refused."""
-    from busy import hogs
-
     from fleetdeck.backend.fleet.poller import PollerClosed
+
+    from support.busy import hogs
 
     spare_fleet.add("quiet")
     mute, mute_toml = _mute_host(tmp_path)

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_probe import PROBE, probe, sleeper
+
+from support.probe import PROBE, probe, sleeper
 
 
 def stub_bin(tmp_path: Path, script: str) -> dict:

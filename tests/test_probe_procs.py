@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from test_probe import probe, run_of, write_progress
+from support.probe import probe, run_of, write_progress
 
 TRAINER = """
 import os, subprocess, sys, time

@@ -33,7 +33,7 @@ def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path:
 
 
 def test_a_failed_run_carries_the_reason_its_run_json_gives(tmp_path: Path):
-    from test_probe import probe
+    from support.probe import probe
 
     run = tmp_path / "runs" / "oom"
     run.mkdir(parents=True)
@@ -55,9 +55,9 @@ def test_a_run_whose_trainer_is_gone_is_failed_though_another_process_sits_in_it
     import sys
     import time
 
-    from test_probe import probe
-
     from fleetdeck.backend.host.lib import procfs
+
+    from support.probe import probe
 
     run = tmp_path / "runs" / "run-9"
     run.mkdir(parents=True)
@@ -90,7 +90,7 @@ def test_a_stalled_run_shows_no_eta(tmp_path: Path):
     import sys
     import time
 
-    from test_probe import probe
+    from support.probe import probe
 
     run = tmp_path / "runs" / "run-s"
     run.mkdir(parents=True)
@@ -117,8 +117,8 @@ def test_every_layout_the_run_listing_reads_has_a_series(tmp_path: Path, capsys)
     """`runs --series` reads a run where the listing does (fleetdeck's `checkpoints/checkpoint-N/`,
     Hugging Face's `checkpoint-N/` beside the run, a trainer_state.json at the run's root,
     progress.jsonl); a run without any of them is refused in the listing's words."""
-    from test_probe import checkpoint, hf_state, write_progress
-    from test_schedules_cli import local_fleet, run_cli
+    from support.cli import local_fleet, run_cli
+    from support.probe import checkpoint, hf_state, write_progress
 
     hosts = local_fleet(tmp_path)
     root = tmp_path / "runs"
@@ -162,7 +162,7 @@ def test_every_layout_the_run_listing_reads_has_a_series(tmp_path: Path, capsys)
 def test_the_series_op_reads_the_newest_trainer_state_as_the_listing_does(tmp_path: Path):
     """Checkpoints in both places and a run-root trainer_state.json older than the newest
     checkpoint's: the listing and the `series` op read the same, newest file."""
-    from test_probe import checkpoint, hf_state
+    from support.probe import checkpoint, hf_state
 
     run = tmp_path / "runs" / "run-mixed"
     checkpoint(run, 25)
@@ -187,7 +187,7 @@ def test_each_checkpoint_says_whether_it_is_complete(tmp_path: Path):
     """The listing judges checkpoints by the host library's one rule: a save killed half-way,
     an empty folder and zero-byte weights are incomplete, with what they lack; a name with a
     trailing newline or a step past 2**63 - 1 is no checkpoint at all."""
-    from test_probe import probe
+    from support.probe import probe
 
     run = tmp_path / "runs" / "hf"
     for step in (100, 200, 300, 400):
@@ -217,7 +217,7 @@ def test_each_checkpoint_says_whether_it_is_complete(tmp_path: Path):
 def test_a_deeply_nested_run_file_is_an_error_on_the_run_not_a_crash(tmp_path: Path):
     """A trainer_state.json or run.json nested 100,000 deep (any user on the host can write one)
     reads as that run's error; the probe answers, and the other runs are listed as usual."""
-    from test_probe import probe
+    from support.probe import probe
 
     deep = "[" * 100_000 + "]" * 100_000
     for name, fname in (("deep-state", "trainer_state.json"), ("deep-manifest", "run.json")):
@@ -248,7 +248,7 @@ def test_a_fifo_where_a_run_file_was_expected_never_holds_the_probe(tmp_path: Pa
         (tmp_path / "runs" / name).mkdir(parents=True)
         os.mkfifo(tmp_path / "runs" / name / fname)
     code = (
-        "import json, sys; sys.path.insert(0, sys.argv[2]); from test_probe import probe; "
+        "import json, sys; sys.path.insert(0, sys.argv[2]); from support.probe import probe; "
         "rep = probe({'runs': [sys.argv[1]]}); "
         "print(json.dumps([{r['name']: r.get('reason') for r in rep['runs']}, rep['warnings']]))"
     )
@@ -282,7 +282,7 @@ def test_s_per_step_is_the_median_of_the_recent_steps_and_the_eta_is_reckoned_fr
     import sys
     import time
 
-    from test_probe import probe
+    from support.probe import probe
 
     run = tmp_path / "runs" / "run-m"
     run.mkdir(parents=True)

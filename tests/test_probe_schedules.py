@@ -12,13 +12,13 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from test_probe import PROBE, probe
-from test_schedules_remove import root_crontab  # noqa: F401 - fixture re-used
 
 from fleetdeck.backend.host.probe import common as probe_common
 from fleetdeck.backend.host.probe import entries as probe_entries
 from fleetdeck.backend.host.probe import schedules as probe_schedules
 from fleetdeck.backend.host.probe.common import CACHE, Procs
+
+from support.probe import PROBE, probe
 
 CRON_LOCK = "/tmp/fleetdeck-tests-crontab.lock"  # shared with the other crontab tests
 

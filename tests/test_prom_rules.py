@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from promstack import PROMETHEUS, answers, free_port, get_json, need, promtool, wait_for
 
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig, parse_alerts
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.monitor.alerts import AlertEngine
 from fleetdeck.backend.monitor.prom_rules import EXPRESSED, expressed, rules_file, run_figures
+
+from support.promstack import PROMETHEUS, answers, free_port, get_json, need, promtool, wait_for
 
 WATCH = [sys.executable, "-m", "fleetdeck.cli.main"]
 H = 'host="h1"'

@@ -3,23 +3,18 @@ check and execute, confirmations, the CLI's exit codes and JSON, and the audit l
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import pty
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.purge import confirmations_match, execute_purge, gather_purge
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.cli.main import main
+
+from support.purge import HOST, _prompted_purge, cli, make_run, purge_audit, sha, uniq
 
 pytestmark = pytest.mark.sshd
 
@@ -27,54 +22,10 @@ pytestmark = pytest.mark.sshd
 CKPT_BYTES = 2048 + 9 + 8192  # weights, adapter_config.json, optimizer.pt
 
 
-def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Path:
-    """A run folder as `fleetdeck train` lays it out, with random bytes in every file."""
-    run = base / name
-    for s in steps:
-        c = run / "checkpoints" / f"checkpoint-{s}"
-        c.mkdir(parents=True)
-        (c / "adapter_model.safetensors").write_bytes(os.urandom(2048))
-        (c / "adapter_config.json").write_text('{"r": 32}')
-        (c / "optimizer.pt").write_bytes(os.urandom(8192))
-    if adapter:
-        a = run / "adapter"
-        a.mkdir()
-        (a / "adapter_model.safetensors").write_bytes(os.urandom(4096))
-        (a / "adapter_config.json").write_text('{"r": 32}')
-    return run
-
-
-def sha(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-HOST = "h1"
-
-
 @pytest.fixture
 def h1(sshd_fleet, tmp_path):
     """(fleet file, host h1 of the shared loopback fleet); purge roots default to h1's runs."""
     return sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=[HOST]), sshd_fleet.hosts[HOST]
-
-
-def uniq(prefix: str = "run") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def cli(capsys, *argv: str, stdin: str = "") -> tuple[int, str, str]:
-    """Run `fleetdeck ARGV` in-process with a non-terminal stdin; (rc, stdout, stderr)."""
-    old = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        rc = main(list(argv))
-    finally:
-        sys.stdin = old
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def purge_audit() -> list[dict]:
-    return [r for r in audit.read_audit() if r["action"] == "purge"]
 
 
 def test_purge_deletes_and_verifies_keepers(h1, capsys):
@@ -292,32 +243,6 @@ def test_dry_run_and_exit_codes(h1, capsys):
     rc, out, _ = cli(capsys, "--hosts", str(fleet), "purge", HOST, p, "--dry-run")
     assert rc == 0 and "checkpoint-25" in out and "dry run" in out
     assert [r["result"] for r in purge_audit()] == ["dry-run", "dry-run", "dry-run"]
-
-
-def _prompted_purge(fleet: Path, path: str, typed: bytes, *extra: str) -> tuple[int, str]:
-    """Run the real CLI with its stdin on a pseudo-terminal and type `typed` into it."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fleetdeck.cli.main",
-            "--hosts",
-            str(fleet),
-            "purge",
-            HOST,
-            path,
-            *extra,
-        ],
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-    )
-    os.close(slave)
-    os.write(master, typed)
-    out, _ = proc.communicate(timeout=120)
-    os.close(master)
-    return proc.returncode, out.decode()
 
 
 def test_terminal_prompt_needs_the_path_typed_exactly(h1):

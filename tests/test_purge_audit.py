@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_purge import make_run
-from test_purge_local import ckpt, local_host, plan_for, purge
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.cli.main import main
+
+from support.purge import ckpt, local_host, make_run, plan_for, purge
 
 
 @pytest.fixture

@@ -12,23 +12,11 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
-from test_purge import cli, make_run
-from test_purge_local import ckpt
-
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge.verdict import CHECKS
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    """(fleet file with host `local`, its runs root)."""
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    f = tmp_path / "hosts.toml"
-    f.write_text(f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n')
-    return f, runs
+from support.purge import ckpt, cli, make_run
 
 
 def test_wrong_confirm_says_did_not_match_shows_both_and_is_audited(fleet, capsys):

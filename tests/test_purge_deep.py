@@ -4,9 +4,9 @@ instead of a RecursionError answered as `internal`; a tree within the bound is w
 
 from __future__ import annotations
 
-from test_attack_holders import _nest, _unnest
-
 from fleetdeck.backend.host.purge import facts, paths, verdict
+
+from support.deep_tree import _nest, _unnest
 
 
 def test_a_folder_nested_past_the_bound_is_refused_with_its_reason(tmp_path):

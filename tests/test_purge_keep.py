@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_purge import cli, make_run, purge_audit, sha, uniq
 
 from fleetdeck.backend.actions.purge import execute_purge, gather_keep_newest
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
+
+from support.purge import cli, make_run, purge_audit, sha, uniq
 
 pytestmark = pytest.mark.sshd
 
@@ -252,7 +253,7 @@ def test_a_kept_file_hard_linked_into_a_purged_checkpoint_is_no_keeper(h1, capsy
 
 
 def test_terminal_prompt_needs_the_run_typed_exactly(h1):
-    from test_purge import _prompted_purge
+    from support.purge import _prompted_purge
 
     fleet, host = h1
     run = make_run(host.runs, uniq("prompt 'q' $(x)"), steps=(25, 50), adapter=False)

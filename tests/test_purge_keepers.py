@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from test_purge import make_run
-from test_purge_local import ckpt, local_host, plan_for, purge
 
 from fleetdeck.backend.host.lib import layout
+
+from support.purge import ckpt, local_host, make_run, plan_for, purge
 
 
 @pytest.fixture

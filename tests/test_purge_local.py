@@ -12,48 +12,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_purge import make_run
 
-from fleetdeck.backend.actions.purge import execute_purge, gather_purge, plan_purge, shown
+from fleetdeck.backend.actions.purge import plan_purge, shown
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.purge.facts import gather
 from fleetdeck.backend.host.purge.paths import open_chain
 from fleetdeck.backend.host.purge.remove import remove_pinned
 from fleetdeck.backend.host.purge.verdict import evaluate
+
+from support.purge import ckpt, local_host, make_run, plan_for, purge
 
 
 @pytest.fixture
 def local(tmp_path):
     """(host config of this machine, its runs root): purge roots default to runs."""
     return local_host(tmp_path)
-
-
-def local_host(tmp_path: Path):
-    """The `local` fixture's value, for other test modules."""
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    fleet = tmp_path / "hosts.toml"
-    fleet.write_text(
-        f'[hosts.local]\nlocal = true\nruns = ["{runs}"]\npython = "{sys.executable}"\n'
-    )
-    return load_fleet(str(fleet)).host("local"), runs
-
-
-async def plan_for(host_cfg, paths):
-    link = HostLink(host_cfg)
-    try:
-        return await gather_purge(link, [str(p) for p in paths])
-    finally:
-        await link.close()
-
-
-async def purge(host_cfg, plan):
-    link = HostLink(host_cfg)
-    try:
-        return await execute_purge(link, plan, {p.path: p.path for p in plan.paths}, via="test")
-    finally:
-        await link.close()
 
 
 @contextmanager
@@ -84,10 +57,6 @@ print('ready', flush=True)
 sys.stdin.read()
 """
 IDLE = "import sys; print('ready', flush=True); sys.stdin.read()"
-
-
-def ckpt(run: Path, step: int = 25) -> Path:
-    return run / "checkpoints" / f"checkpoint-{step}"
 
 
 async def test_file_held_open_by_a_process(local):

@@ -10,10 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-from test_purge import cli, make_run, sha, uniq
 
 from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
 from fleetdeck.backend.host.lib import layout
+
+from support.purge import cli, make_run, sha, uniq
 
 pytestmark = pytest.mark.sshd
 
@@ -339,9 +340,9 @@ def test_the_layout_rule_for_a_complete_checkpoint(tmp_path):
 async def test_a_root_that_resolves_to_a_system_folder_on_the_host_is_no_root(tmp_path):
     """The fleet file cannot know what a link or a remote `~` resolves to; the helper judges the
     root it resolves: a runs root that is a link to /etc purges nothing under it."""
-    from test_purge_local import plan_for
-
     from fleetdeck.backend.fleet.config import load_fleet
+
+    from support.purge import plan_for
 
     link = tmp_path / "runs"
     link.symlink_to("/etc")

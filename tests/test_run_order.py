@@ -9,14 +9,13 @@ import json
 import time
 from pathlib import Path
 
-from test_probe import sleeper, write_progress
-from test_schedules_cli import local_fleet, run_cli
-from test_tui_display import app_over
-from test_tui_views import cell_text, feed, recorded
-
 from fleetdeck.backend.fleet.run_order import natural_key, ordered_runs
 from fleetdeck.tui.widgets.cell_sort import sort_key
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.cli import local_fleet, run_cli
+from support.probe import sleeper, write_progress
+from support.recorded import app_over, cell_text, feed, recorded
 
 
 def test_names_sort_by_the_numbers_in_them():

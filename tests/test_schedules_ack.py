@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_schedules_cli import install_crontab, local_fleet, root_crontab, run_cli  # noqa: F401
 
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
+
+from support.cli import local_fleet, run_cli
+from support.crontab import install_crontab
 
 needs_crontab = pytest.mark.skipif(
     shutil.which("crontab") is None, reason="cron's crontab is not installed"

@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_schedules_cli import local_fleet, run_cli
-from test_schedules_remove import backups, root_crontab  # noqa: F401
 
 from fleetdeck.backend.actions import audit
+
+from support.cli import local_fleet, run_cli
+from support.crontab import backups
 
 pytestmark = [
     pytest.mark.root,

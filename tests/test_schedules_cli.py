@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from test_schedules_remove import install_crontab, read_crontab, root_crontab  # noqa: F401
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import schedule_verdict
 
-from sshfleet import free_port
+from support.cli import local_fleet, run_cli
+from support.crontab import install_crontab, read_crontab
+from support.sshfleet import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("crontab") is None, reason="cron's crontab is not installed"
@@ -21,25 +21,6 @@ pytestmark = pytest.mark.skipif(
 
 LINE = "17 3 * * * /usr/bin/true chain-check-7f3 \"a b\" '$(touch /tmp/fleetdeck-pwned)' -x"
 OTHER = "*/10 * * * * /usr/bin/true keep-me"
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """Run `fleetdeck ARGV` in this process; (exit status, stdout, stderr)."""
-    from fleetdeck.cli.main import main
-
-    rc = main(argv)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def local_fleet(tmp_path: Path, extra: str = "") -> str:
-    (tmp_path / "runs").mkdir(exist_ok=True)
-    f = tmp_path / "hosts.toml"
-    f.write_text(
-        f'[defaults]\npython = "{sys.executable}"\ncommand_timeout = 30\nconnect_timeout = 2\n'
-        f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n{extra}'
-    )
-    return str(f)
 
 
 def listed(out: str, raw: str = LINE) -> dict:

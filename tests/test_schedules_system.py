@@ -11,12 +11,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_schedules_cli import install_crontab, local_fleet, run_cli
-from test_schedules_remove import root_crontab  # noqa: F401
 
 from fleetdeck.backend.host.lib import packages
 from fleetdeck.backend.host.probe.common import Procs
 from fleetdeck.backend.host.probe.schedules import schedules
+
+from support.cli import local_fleet, run_cli
+from support.crontab import install_crontab
 
 SPOOL = Path("/var/spool/cron/crontabs")
 

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_schedules_cli import run_cli
 
 from fleetdeck.backend.host.lib import procfs
 
-import sshfleet
+from support import sshfleet
+from support.cli import run_cli
 
 SYSTEMD = "/lib/systemd/systemd"
 PRIVATE = ("/run/", "/tmp/", "/var/tmp/")  # what the namespace mounts its own tmpfs over

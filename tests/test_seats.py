@@ -17,22 +17,7 @@ from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.probe import seats as probe_seats
 from fleetdeck.backend.monitor.seats import attribute_memory, headroom
 
-LISTENER = """#!/usr/bin/env python3
-import os, socket, subprocess, sys, time
-args = sys.argv[1:]
-if os.environ.get("SPAWN_WORKER") and "--worker" not in args:
-    subprocess.Popen([sys.executable, sys.argv[0], *args, "--worker"])
-port = 0
-if "--port" in args:
-    port = int(args[args.index("--port") + 1])
-elif os.environ.get("OLLAMA_HOST"):
-    port = int(os.environ["OLLAMA_HOST"].rpartition(":")[2])
-s = socket.socket()
-s.bind(("127.0.0.1", 0 if "--worker" in args else port))
-s.listen()
-print(s.getsockname()[1], flush=True)
-time.sleep(600)
-"""
+from support.seats import LISTENER
 
 DOCKER = """#!/usr/bin/env python3
 import json, sys
@@ -93,7 +78,7 @@ def procs():
 
 
 def _free_port() -> int:
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     return free_port()
 

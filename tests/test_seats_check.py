@@ -1,6 +1,6 @@
 """`fleetdeck seats check`: a real tiny model served over HTTP, checked from a real sshd host.
 
-The server (tests/seat_server.py) runs `random:tiny` through transformers; its NaN mode sets
+The server (tests/support/seat_server.py) runs `random:tiny` through transformers; its NaN mode sets
 one weight to NaN, so the NaN comes out of a real forward pass. The check runs on host h1 of
 the loopback sshd fleet, against 127.0.0.1 there.
 """
@@ -10,29 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fleetdeck.backend.host import seat_check as remote
 
+from support.seats import start_server
+
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
-SERVER = Path(__file__).with_name("seat_server.py")
-
-
-def start_server(*flags: str) -> tuple[subprocess.Popen, int]:
-    pytest.importorskip("transformers")
-    p = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", *flags],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    line = p.stdout.readline()
-    if not line.startswith("listening on "):
-        p.kill()
-        raise RuntimeError(f"seat server did not start: {line!r}")
-    return p, int(line.split()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +93,7 @@ def test_a_sound_seat_that_ignores_logprobs_is_not_called_sound():
 
 
 def test_no_answer_in_time_and_nothing_listening(fleet_file, capsys):
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     p, port = start_server("--delay", "30")
     try:

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_watch_service import local_fleet, rising_evals, state_dir
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.monitor import silences as sil
 from fleetdeck.backend.monitor.alerts import Alert
+
+from support.watch import local_fleet, rising_evals, state_dir
 
 T0 = 1_800_000_000.0
 CLI = [sys.executable, "-m", "fleetdeck.cli.main"]

@@ -11,7 +11,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 
-from sshfleet import keygen
+from support.sshfleet import keygen
 
 pytestmark = pytest.mark.sshd
 

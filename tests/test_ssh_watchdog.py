@@ -12,7 +12,7 @@ import pytest
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 
-from sshfleet import _descendants
+from support.sshfleet import _descendants
 
 pytestmark = pytest.mark.sshd
 

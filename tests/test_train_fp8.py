@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from tiny_engine import HEAD, tiny_engine  # noqa: E402
-
 from fleetdeck.backend.train import fp8  # noqa: E402
 from fleetdeck.backend.train.runconfig import parse_run_config  # noqa: E402
+
+from support.tiny_engine import HEAD, tiny_engine  # noqa: E402
 
 pytestmark = pytest.mark.train
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tiny_engine import HEAD, tiny_engine
 
 from fleetdeck.backend.train.runconfig import parse_run_config
+
+from support.tiny_engine import HEAD, tiny_engine
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
-from test_tui_display import app_over, plain
-from test_tui_views import FIXTURES, feed
-
 from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import FIXTURES, app_over, feed, plain
 
 RUN7 = "gx10:/home/ops/runs/run-7"
 

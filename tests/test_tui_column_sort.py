@@ -3,9 +3,9 @@ header, sorts the Runs and Schedules tables by that column; again turns the dire
 
 from __future__ import annotations
 
-from test_tui_views import cell_text, feed, fixture_app
-
 from fleetdeck.tui.widgets.column_sort import sort_letters
+
+from support.recorded import cell_text, feed, fixture_app
 
 
 def test_every_column_gets_its_own_letter_from_its_label():
@@ -99,7 +99,7 @@ def test_the_free_columns_get_what_their_text_needs_first_and_the_command_the_re
 
 
 async def test_the_schedules_view_shows_whole_reasons_and_commands_at_250_columns():
-    from test_tui_views import cell_text
+    from support.recorded import cell_text
 
     app = fixture_app()
     async with app.run_test(size=(250, 40)) as pilot:
@@ -159,9 +159,9 @@ async def test_the_fleet_view_sorts_by_a_named_column_in_one_key_and_remembers_i
 
 
 async def test_the_alerts_and_seats_tables_sort_by_a_named_column_in_one_key_and_remember_it():
-    from test_alerts_tui import _host, _seat
-
     from fleetdeck.tui.settings import load
+
+    from support.seat_polls import _host, _seat
 
     app = fixture_app()
     app.alert_watch.enabled = True
@@ -212,7 +212,7 @@ async def test_the_alerts_and_seats_tables_sort_by_a_named_column_in_one_key_and
 
 
 def _seats_app(hosts):
-    from test_alerts_tui import _seats_app as make
+    from support.seat_polls import _seats_app as make
 
     return make(hosts)
 

@@ -3,10 +3,10 @@ clears), `o` cycles the sort column and direction; both named in the title."""
 
 from __future__ import annotations
 
-from test_tui_views import NAMES, cell_text, feed, fixture_app
-
 from fleetdeck.tui.modals.filter_prompt import FilterPrompt
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import NAMES, cell_text, feed, fixture_app
 
 
 async def test_filter_narrows_the_table_as_one_types_and_esc_clears_it():
@@ -160,11 +160,11 @@ async def test_f_follows_train_log_live_escaped_and_f_again_stops_the_reader(tmp
 async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_them():
     import dataclasses
 
-    from test_tui_views import recorded
-
     from fleetdeck.backend.fleet.models import Schedule
     from fleetdeck.tui.messages import FleetPolled
     from fleetdeck.tui.views.schedules import FOLDED
+
+    from support.recorded import recorded
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
@@ -207,12 +207,13 @@ async def test_the_distributions_entries_fold_into_one_row_per_host_and_s_lists_
 async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program():
     import dataclasses
 
-    from test_tui_views import recorded
     from textual.widgets import Button, Input
 
     from fleetdeck.backend.fleet.models import Process
     from fleetdeck.tui.messages import FleetPolled
     from fleetdeck.tui.modals.stop import StopProcessModal
+
+    from support.recorded import recorded
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]
@@ -258,7 +259,7 @@ async def test_the_host_view_lists_processes_and_k_asks_for_the_pid_and_program(
 async def test_the_history_view_draws_a_hosts_recorded_night_and_changes_host_and_window():
     import time
 
-    from test_history_cli import _night
+    from support.history import _night
 
     _night(time.time())
     app = fixture_app()
@@ -281,10 +282,10 @@ async def test_the_history_view_draws_a_hosts_recorded_night_and_changes_host_an
 async def test_resume_is_offered_only_where_a_checkpoint_exists():
     import dataclasses
 
-    from test_tui_views import recorded
-
     from fleetdeck.backend.fleet.models import Checkpoint, Run
     from fleetdeck.tui.messages import FleetPolled
+
+    from support.recorded import recorded
 
     snap = recorded("fleet.json")
     host = snap.hosts[0]

@@ -101,10 +101,10 @@ async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_
     import sys
     import time
 
-    from test_alerts_tui import _host, _seats_app
-
     from fleetdeck.backend.fleet.seat_model import Seat
     from fleetdeck.backend.monitor.seats import SeatCheck, record_check
+
+    from support.seat_polls import _host, _seats_app
 
     long_arg = "x" * 400
     argv = [
@@ -150,7 +150,7 @@ async def test_d_on_a_seat_shows_its_whole_command_line_flags_endpoint_and_last_
         )
         app = _seats_app([_host("local", (), (seat,))])
         async with app.run_test(size=(120, 40)) as pilot:
-            from test_tui_views import feed
+            from support.recorded import feed
 
             await feed(app, pilot, 1)
             await pilot.press("5")

@@ -4,8 +4,6 @@ as the CLI prints it; before, they cut it to 16 or 12 hex digits."""
 from __future__ import annotations
 
 import pytest
-from test_tui_snapshots import purge_plan
-from test_tui_views import feed, fixture_app
 
 from fleetdeck.backend.actions.mirror import MirrorReport
 from fleetdeck.backend.actions.mirror_copy import MirrorFile
@@ -13,6 +11,9 @@ from fleetdeck.backend.actions.purge import PurgeReport
 from fleetdeck.backend.actions.purge_plan import KeeperResult
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal, report_text
+
+from support.modals import purge_plan
+from support.recorded import feed, fixture_app
 
 DIGEST = "9f2c1e0a7b3d5e8f" * 4
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rich.text import Text
-from test_tui_views import NAMES, T, feed, recorded
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.tui.app import FleetdeckApp
-from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import app_over, feed, plain, recorded
 
 BACKSLASH_N = "run-a\\nb"  # a name holding a backslash and an n
 NEWLINE = "run-a\nb"  # a name holding a newline
@@ -38,15 +35,6 @@ def twin_fleet() -> FleetSnapshot:
             h = dataclasses.replace(h, runs=runs, schedules=scheds)
         hosts.append(h)
     return dataclasses.replace(snap, hosts=tuple(hosts))
-
-
-def app_over(snap: FleetSnapshot) -> FleetdeckApp:
-    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in NAMES), "fixture")
-    return FleetdeckApp(fleet, RecordedSource([snap, snap]), autopoll=False, clock=lambda: T)
-
-
-def plain(v) -> str:
-    return v.plain if isinstance(v, Text) else str(v)
 
 
 async def test_backslash_n_and_newline_names_look_different():

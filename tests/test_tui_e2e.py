@@ -81,7 +81,7 @@ async def test_quit_ends_within_seconds_beside_a_silent_host_a_mute_one_and_cpu_
     import sys
     import time
 
-    from busy import hogs
+    from support.busy import hogs
 
     spare_fleet.add("quiet")
     mute = socket.socket()

@@ -3,13 +3,13 @@ dashboard keeps running and keeps answering keys afterwards."""
 
 from __future__ import annotations
 
-from test_tui_views import feed, fixture_app
-
 from fleetdeck.tui.modals.dialogs import ErrorModal
 from fleetdeck.tui.modals.launch import LaunchModal
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.runs import RunsScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import feed, fixture_app
 
 
 async def close_error_and_check_alive(app, pilot, details: str) -> None:

@@ -3,7 +3,7 @@ not "no hosts in the fleet file" or "No alerts" over a fleet that has them."""
 
 from __future__ import annotations
 
-from test_tui_views import feed, fixture_app
+from support.recorded import feed, fixture_app
 
 
 def _said(app, selector) -> str:
@@ -28,7 +28,7 @@ async def test_a_filter_matching_no_host_says_it_matched_none_of_how_many():
 
 
 async def test_a_filter_matching_no_alert_or_seat_says_it_matched_none_of_how_many():
-    from test_alerts_tui import _host, _seat, _seats_app
+    from support.seat_polls import _host, _seat, _seats_app
 
     app = fixture_app()
     app.alert_watch.enabled = True

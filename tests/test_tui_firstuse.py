@@ -8,9 +8,6 @@ from __future__ import annotations
 import dataclasses
 
 from rich.text import Text
-from test_tui_actions import local_app, make_run, open_purge
-from test_tui_narrow import visible_columns
-from test_tui_views import NAMES, T, feed, fixture_app, recorded
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.config import parse_fleet
@@ -20,6 +17,9 @@ from fleetdeck.tui.modals.purge import cut_paths
 from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.views.host import host_schedule_columns
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.local_app import local_app, make_run, open_purge
+from support.recorded import NAMES, T, feed, fixture_app, recorded, visible_columns
 
 
 def plain(v) -> str:

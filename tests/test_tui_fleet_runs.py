@@ -4,7 +4,6 @@ failed runs counted (before: `Srun-9`, and `-` for a host whose `status` said "2
 from __future__ import annotations
 
 import pytest
-from test_tui_views import cell_text, feed
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
@@ -12,6 +11,8 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.views.fleet import host_height
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import cell_text, feed
 
 
 def _run(host: str, name: str, state: str, step: int | None = None) -> Run:

@@ -1,6 +1,6 @@
 """A card's health where people look: temperature, power and a throttle mark in the Fleet row
 (the reason in words under the table), and the Host view's per-GPU health panel, from a
-recorded fleet whose cards report them (tests/fixtures/fleet-health.json), and from cards that
+recorded fleet whose cards report them (tests/support/fixtures/fleet-health.json), and from cards that
 report nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tui_views import NAMES, T, cell_text, feed
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.config import parse_fleet
@@ -23,7 +22,9 @@ from fleetdeck.tui.views.fleet import COLUMNS, gpu_health_lines, host_cells, lay
 from fleetdeck.tui.views.host import HEALTH_COLUMNS, HostScreen, gpu_health_row
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-FIXTURE = Path(__file__).parent / "fixtures" / "fleet-health.json"
+from support.recorded import NAMES, T, cell_text, feed
+
+FIXTURE = Path(__file__).parent / "support" / "fixtures" / "fleet-health.json"
 
 
 def health_fleet():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from test_tui_views import feed, fixture_app
-
 from fleetdeck.tui.modals.dialogs import HelpScreen, help_text
+
+from support.recorded import feed, fixture_app
 
 
 def test_help_spells_slash_and_colon_and_names_the_new_keys():

@@ -5,8 +5,6 @@ on screen at 80x24, and Home / End / PgUp / PgDn in every table."""
 from __future__ import annotations
 
 import pytest
-from test_tui_resize import MODALS
-from test_tui_views import feed, fixture_app
 from textual.binding import Binding
 from textual.geometry import Region
 from textual.widgets import Button, Input
@@ -15,6 +13,9 @@ from fleetdeck.tui.modals.dialogs import help_text, key_label
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.modals.remove import RemoveScheduleModal
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.modals import MODALS
+from support.recorded import feed, fixture_app
 
 
 async def opened(name, size=(100, 30)):
@@ -95,7 +96,7 @@ async def test_enter_acts_only_when_the_typed_text_matches(monkeypatch):
         assert acted == ["loop-9c1e55aa"]
         # a refused plan: typing the path exactly still does not act
         await modal.dismiss()
-        from test_tui_snapshots import purge_plan
+        from support.modals import purge_plan
 
         plan = purge_plan(refused=True)
         app.push_screen(PurgeModal("gx10", [p.path for p in plan.paths], plan=plan))

@@ -7,7 +7,6 @@ import random
 
 import pytest
 from rich.text import Text
-from test_tui_views import feed, fixture_app
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
@@ -16,15 +15,7 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-
-def visible_columns(table: KeyedTable, width: int) -> list[str]:
-    """Keys of the columns wholly inside the table's visible width (no horizontal scroll)."""
-    out, x = [], 0
-    for col in table.ordered_columns:
-        x += col.get_render_width(table)
-        if x <= width:
-            out.append(col.key.value)
-    return out
+from support.recorded import feed, fixture_app, visible_columns
 
 
 @pytest.mark.parametrize(

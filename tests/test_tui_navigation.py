@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 
-from test_tui_views import cell_text, feed, fixture_app
 from textual.widgets import Input, Label
 
 from fleetdeck.tui.settings import load, settings_path
 from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.command_line import CommandLine, complete, parse
+
+from support.recorded import cell_text, feed, fixture_app
 
 
 async def test_esc_goes_back_through_the_views_the_way_you_came():

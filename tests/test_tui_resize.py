@@ -9,19 +9,14 @@ back, and check the app is still running and still shows what it showed.
 from __future__ import annotations
 
 import pytest
-from test_tui_snapshots import purge_plan
-from test_tui_views import feed, fixture_app
 from textual.events import Resize
 from textual.geometry import Size
 
-from fleetdeck.backend.actions.schedules import RemovalCheck
-from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
-from fleetdeck.tui.modals.launch import LaunchModal
-from fleetdeck.tui.modals.mirror import MirrorModal
-from fleetdeck.tui.modals.purge import PurgeModal
-from fleetdeck.tui.modals.remove import RemoveScheduleModal
 from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.modals import MODALS
+from support.recorded import feed, fixture_app
 
 SIZES = [(80, 24), (200, 60), (100, 30), (81, 25), (80, 24), (160, 48), (120, 40)]
 
@@ -45,44 +40,6 @@ async def storm(app, pilot) -> None:
         await pilot.pause()
     assert app.is_running and app.return_code is None
     assert app.size == Size(100, 30)
-
-
-def open_purge(app):
-    plan = purge_plan()
-    app.push_screen(PurgeModal("gx10", [p.path for p in plan.paths], plan=plan))
-
-
-def open_remove(app):
-    s = app.state.schedule("ana-ml2", "loop-9c1e55aa")
-    app.push_screen(
-        RemoveScheduleModal(
-            s,
-            check=RemovalCheck(
-                host="ana-ml2",
-                schedule_id=s.id,
-                kind=s.kind,
-                ok=True,
-                reason_code=None,
-                message="still there",
-            ),
-        )
-    )
-
-
-MODALS = {
-    "help": (lambda app: app.push_screen(HelpScreen()), HelpScreen),
-    "error": (
-        lambda app: app.push_screen(ErrorModal("drawing", "Traceback ...\nKeyError: 'x'")),
-        ErrorModal,
-    ),
-    "purge": (open_purge, PurgeModal),
-    "mirror": (
-        lambda app: app.push_screen(MirrorModal("gx10", "/home/ops/runs/run-6/adapter")),
-        MirrorModal,
-    ),
-    "remove": (open_remove, RemoveScheduleModal),
-    "launch": (lambda app: app.push_screen(LaunchModal("gx10", "runs/run-8.toml")), LaunchModal),
-}
 
 
 @pytest.mark.parametrize("view", ["1", "2", "3", "4"])

@@ -5,16 +5,16 @@ over recorded polls (the silences themselves are real files in the test's state 
 
 from __future__ import annotations
 
-from test_tui_alert_toasts import alert_toasts, app_over, nan_run, up
-from test_tui_views import feed
-
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.monitor import silences as sil
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+from support.alert_polls import alert_toasts, app_over, nan_run, up
+from support.recorded import feed
+
 
 def cell(table: KeyedTable, key: str, col: str) -> str:
-    from test_tui_views import cell_text
+    from support.recorded import cell_text
 
     return cell_text(table, key, col)
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tui_views import feed, fixture_app
 from textual.widgets import Input
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.launch import Check, Preflight
 from fleetdeck.backend.actions.mirror import MirrorReport
 from fleetdeck.backend.actions.mirror_copy import MirrorFile
-from fleetdeck.backend.actions.purge import Keeper, PathPlan, PurgePlan, Refusal
 from fleetdeck.backend.actions.schedules import RemovalCheck
 from fleetdeck.tui.modals.dialogs import ErrorModal
 from fleetdeck.tui.modals.launch import LaunchModal
@@ -24,19 +22,8 @@ from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.modals.remove import RemoveScheduleModal
 
-RUN = "/home/ops/runs/run-7"
-CHECKS = (
-    "not-found",
-    "symlink",
-    "outside-roots",
-    "is-root",
-    "holds-final-adapter",
-    "in-use",
-    "container-mount",
-    "mounted",
-    "no-keeper",
-)
-GIB = 1024**3
+from support.modals import RUN, purge_plan
+from support.recorded import feed, fixture_app
 
 
 def no_blink(app):
@@ -58,47 +45,6 @@ def fed(then=None):
             no_blink(app)
 
     return run_before
-
-
-def path_plan(step, refusals=()):
-    failed = {r.code for r in refusals}
-    return PathPlan(
-        path=f"{RUN}/checkpoints/checkpoint-{step}",
-        resolved=f"{RUN}/checkpoints/checkpoint-{step}",
-        bytes=8 * GIB,
-        expected_bytes=8 * GIB,
-        refusals=tuple(refusals),
-        checks=tuple((c, "fail" if c in failed else "pass") for c in CHECKS),
-        pins=(),
-        free_bytes=3281 * GIB,
-        fstype="ext4",
-        runs=(RUN,),
-    )
-
-
-def purge_plan(refused=False):
-    bad = (
-        (Refusal("in-use", "pid 41233 (python) has checkpoint-50/adapter_model.safetensors open"),)
-        if refused
-        else ()
-    )
-    return PurgePlan(
-        host="gx10",
-        paths=(path_plan(25), path_plan(50, bad)),
-        keepers=(
-            Keeper(
-                f"{RUN}/adapter/adapter_model.safetensors",
-                RUN,
-                160 * 1024**2,
-                "9f2c1e0a7b3d5e8f" * 4,
-                (1, 2, 3, 4),
-            ),
-        ),
-        roots=(("~/runs", "/home/ops/runs"),),
-        free_bytes_before=3281 * GIB,
-        expected_bytes=16 * GIB,
-        warnings=(),
-    )
 
 
 @pytest.mark.parametrize("size", [(100, 30), (200, 60)])

@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 
-from test_tui_views import cell_text
 from textual.widgets import TextArea
 
 from fleetdeck.tui.modals.describe import DescribeModal
+
+from support.recorded import cell_text
 
 
 async def test_the_runs_view_shows_the_median_s_per_step_and_the_eta_from_it(tmp_path):

@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from test_tui_views import feed
 from textual.widgets import Button, Input, Label
 
 from fleetdeck.backend.actions.processes import SIGNALS
@@ -18,6 +17,8 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Process
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.stop import StopProcessModal
 from fleetdeck.tui.views.base import RecordedSource
+
+from support.recorded import feed
 
 EVIL = "\x1b[2J\nevil"
 

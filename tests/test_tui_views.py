@@ -2,50 +2,19 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from rich.text import Text
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.errors import HostError
-from fleetdeck.backend.fleet.validate import fleet_from_json
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
-from fleetdeck.tui.views.base import RecordedSource
 from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-FIXTURES = Path(__file__).parent / "fixtures"
-T = 1764421200.0  # the recorded snapshots' clock
-NAMES = ["gx10", "ana-ml2", "nh3-dev", "irv-ml1"]
-
-
-def recorded(name: str):
-    return fleet_from_json(json.loads((FIXTURES / name).read_text()))
-
-
-def fixture_app(**kw) -> FleetdeckApp:
-    """The dashboard over the recorded fleet: an earlier poll, then the current one."""
-    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in NAMES), "fixture")
-    src = RecordedSource([recorded("fleet-earlier.json"), recorded("fleet.json")])
-    return FleetdeckApp(fleet, src, autopoll=False, clock=lambda: T, **kw)
-
-
-async def feed(app, pilot, n=2):
-    for _ in range(n):
-        app.poll_fleet()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-
-
-def cell_text(table, row, col) -> str:
-    v = table.get_cell(row, col)
-    return v.plain if isinstance(v, Text) else str(v)
+from support.recorded import NAMES, T, cell_text, feed, fixture_app, recorded
 
 
 async def test_fleet_view_rows_down_host_and_stale_badge():

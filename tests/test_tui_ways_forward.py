@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from test_tui_actions import HOSTILE, dry_run, local_app, make_run, open_purge, type_into
 from textual.widgets import Button, Input
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
+
+from support.local_app import HOSTILE, dry_run, local_app, make_run, open_purge, type_into
 
 
 async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_path):

@@ -19,7 +19,8 @@ import pytest
 
 from fleetdeck.backend.host.lib import procfs
 
-WATCH = [sys.executable, "-m", "fleetdeck.cli.main"]
+from support.watch import WATCH, local_fleet, rising_evals, state_dir
+
 # the hook: with `go` present it records "id<TAB>state<TAB>rule<TAB>subject"; without it, it
 # notes its pid and that of a child it backgrounds, and hangs (a delivery in flight)
 HOOK = """import os, subprocess, sys, time
@@ -31,24 +32,6 @@ child = subprocess.Popen(['sleep', '300'])
 open(pids, 'w').write(f'{os.getpid()} {child.pid}')
 time.sleep(300)
 """
-
-
-def rising_evals(run: Path) -> None:
-    run.mkdir(parents=True, exist_ok=True)
-    rows = [
-        {"step": s, "max_steps": 200, "loss": 3.0, "eval_loss": v, "time": time.time()}
-        for s, v in ((25, 3.20), (50, 3.17), (75, 3.18), (100, 3.19))
-    ]
-    (run / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def local_fleet(tmp_path: Path, runs: Path, alerts: str = "", extra_hosts: str = "") -> Path:
-    f = tmp_path / "hosts.toml"
-    f.write_text(
-        f'[hosts.local]\nlocal = true\npython = "{sys.executable}"\nruns = ["{runs}"]\n{extra_hosts}\n'
-        f'[alerts]\ndisabled = ["new-stray", "disk-full-eta", "idle-holder", "gpu-headroom"]\n{alerts}'
-    )
-    return f
 
 
 def hook_alerts(tmp_path: Path) -> tuple[str, Path, Path, Path]:
@@ -122,10 +105,6 @@ class Proc:
 #: an idle machine (the soak and `docs/development.md` give the figures). The bound is generous so
 #: that a loaded machine's scheduling never fails the test, and still far below any hang.
 STOP_BOUND = 10.0
-
-
-def state_dir() -> Path:
-    return Path(os.environ["XDG_STATE_HOME"]) / "fleetdeck"
 
 
 def test_a_second_watch_exits_1_naming_the_running_one_and_the_lock_dies_with_its_holder(tmp_path):
@@ -296,9 +275,9 @@ async def test_unwritable_alert_state_and_seat_checks_are_warnings(tmp_path):
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.cli.watch import Watcher
 
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
-    server = Path(__file__).with_name("seat_server.py")
+    server = Path(__file__).parent / "support" / "seat_server.py"
     wrapper = tmp_path / "vllm"
     wrapper.write_text(
         f"#!{sys.executable}\nimport runpy, sys\n"
@@ -371,7 +350,7 @@ async def test_the_dashboard_beside_a_running_watch_delivers_nothing_and_names_t
 def test_sigterm_mid_seat_check_ends_promptly(tmp_path):
     """A seat (`vllm serve` to /proc) that accepts the check's connection and never answers:
     the check would wait its 20 s; SIGTERM ends watch at once anyway."""
-    from sshfleet import free_port
+    from support.sshfleet import free_port
 
     accepted = tmp_path / "accepted"
     wrapper = tmp_path / "vllm"
@@ -415,9 +394,9 @@ def test_sigterm_beside_a_silent_host_a_mute_one_and_cpu_hogs_stops_cleanly(spar
     its own stop finishing rather than the watchdog that ends a stop that did not finish."""
     import urllib.request
 
-    from busy import hogs
-
     from fleetdeck.cli.watch import FORCED_STOP
+
+    from support.busy import hogs
 
     spare_fleet.add("quiet")
     mute = socket.socket()

@@ -1,6 +1,6 @@
 """A small OpenAI-compatible server for tests: `random:tiny` through transformers, on loopback.
 
-    python tests/seat_server.py --port 0 [--nan] [--lenient-json] [--ignore-logprobs]
+    python tests/support/seat_server.py --port 0 [--nan] [--lenient-json] [--ignore-logprobs]
         [--empty] [--logprob VALUE] [--drip SECONDS] [--endless] [--shape SHAPE]
 
 It prints `listening on PORT` once it serves. Routes: GET /v1/models, POST /v1/chat/completions
