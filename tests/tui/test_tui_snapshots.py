@@ -7,6 +7,8 @@ fixed and cursors do not blink. Update with `pytest tests/tui/test_tui_snapshots
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 
 import pytest
 from textual.widgets import Input
@@ -16,14 +18,17 @@ from fleetdeck.backend.actions.launch import Check, Preflight
 from fleetdeck.backend.actions.mirror import MirrorReport
 from fleetdeck.backend.actions.mirror_copy import MirrorFile
 from fleetdeck.backend.actions.schedules import RemovalCheck
+from fleetdeck.backend.fleet.models import Process
 from fleetdeck.tui.modals.dialogs import ErrorModal
 from fleetdeck.tui.modals.launch import LaunchModal
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.modals.remove import RemoveScheduleModal
+from fleetdeck.tui.modals.stop import StopProcessModal
 
+from support.history import _night
 from support.modals import RUN, purge_plan
-from support.recorded import feed, fixture_app
+from support.recorded import T, feed, fixture_app
 
 
 def no_blink(app):
@@ -194,3 +199,43 @@ def test_error_modal(snap_compare):
         )
 
     assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(open_modal))
+
+
+def test_history_view(snap_compare, monkeypatch):
+    """Six recorded hours of gx10 as the History view (`6`) draws them: the night is written and
+    read at the recorded clock, so the sparklines do not move with the day the test runs."""
+    with monkeypatch.context() as m:
+        m.setattr(time, "time", lambda: T)
+        _night(T)
+    monkeypatch.setattr("fleetdeck.tui.views.history.time", SimpleNamespace(time=lambda: T))
+    assert snap_compare(fixture_app(), terminal_size=(140, 40), run_before=fed(), press=["6"])
+
+
+def test_stop_modal(snap_compare):
+    proc = Process(
+        pid=41233,
+        start=1234567,
+        user="ops",
+        command="python -m fleetdeck.backend.train runs/run-7.toml",
+        cpu_pct=98.0,
+        rss_bytes=6 * 1024**3,
+        gpu_mib=21_504.0,
+        why=("gpu", "trainer"),
+    )
+
+    def open_modal(app):
+        app.push_screen(StopProcessModal("gx10", proc))
+
+    assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=fed(open_modal))
+
+
+def test_filter_prompt(snap_compare):
+    """The Runs view narrowed by `/` as the operator types, the prompt still open."""
+
+    async def run_before(pilot):
+        await fed()(pilot)
+        await pilot.press("2", "slash", *"run-7")
+        await pilot.pause()
+        no_blink(pilot.app)
+
+    assert snap_compare(fixture_app(), terminal_size=(100, 30), run_before=run_before)
