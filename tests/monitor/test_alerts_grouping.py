@@ -115,7 +115,7 @@ def test_a_state_saved_before_the_first_look_existed_keeps_its_alerts_as_they_we
 @pytest.mark.root
 @pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
 def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(
-    sshd_fleet,
+    spare_fleet,
     root_crontab,  # noqa: F811
     tmp_path,
     capsys,
@@ -128,7 +128,11 @@ def test_a_real_crontab_first_look_pages_once_and_ack_all_baselines_it(
     log = tmp_path / "hook.log"
     argv = [sys.executable, str(tmp_path / "hook.py"), str(log)]
     fleet = tmp_path / "hosts.toml"
-    fleet.write_text(sshd_fleet.fleet_toml(["h1"]) + f"\n[alerts]\non_alert = {json.dumps(argv)}\n")
+    # a host of its own: a run another test left on the shared fleet's h1 would page too
+    spare_fleet.add("h1")
+    fleet.write_text(
+        spare_fleet.fleet_toml(["h1"]) + f"\n[alerts]\non_alert = {json.dumps(argv)}\n"
+    )
     watch = [
         sys.executable,
         "-m",
