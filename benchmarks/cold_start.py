@@ -50,7 +50,7 @@ from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
 from fleetdeck.backend.fleet.link.bundle import bundle  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller, probe_request  # noqa: E402
 
-from sshfleet import SshdFleet  # noqa: E402
+from support.sshfleet import SshdFleet  # noqa: E402
 
 FLEETDECK = [sys.executable, "-m", "fleetdeck.cli.main"]
 PROBE = "fleetdeck.backend.host.probe.main"

@@ -1,6 +1,6 @@
 """Benchmark: `fleetdeck mirror` against the operator's manual way, in the same run.
 
-Two loopback sshd hosts (tests/sshfleet.py) and a 1 GiB adapter-like folder (one big
+Two loopback sshd hosts (tests/support/sshfleet.py) and a 1 GiB adapter-like folder (one big
 safetensors file, a few small ones). Each method copies the folder into a fresh destination
 and proves it by sha256 on both hosts:
 
@@ -38,7 +38,7 @@ from fleetdeck.backend.actions.mirror.main import mirror  # noqa: E402
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
 from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 
-from sshfleet import SshdFleet, have_sshd  # noqa: E402
+from support.sshfleet import SshdFleet, have_sshd  # noqa: E402
 
 SRC, DST = "bench-src", "bench-dst"  # names no test uses (SshdFleet.kill matches by name)
 

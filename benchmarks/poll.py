@@ -24,7 +24,7 @@ from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
 from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller, probe_request, probe_source  # noqa: E402
 
-from sshfleet import SshdFleet  # noqa: E402
+from support.sshfleet import SshdFleet  # noqa: E402
 
 
 async def resident(fleet, polls: int) -> dict:

@@ -67,7 +67,7 @@ from fleetdeck.backend.monitor.service import Monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from sshfleet import SshdFleet  # noqa: E402
+from support.sshfleet import SshdFleet  # noqa: E402
 
 HOOK = "import sys\nopen(sys.argv[1], 'a').write(sys.argv[2] + '\\t' + sys.argv[3] + '\\n')\n"
 

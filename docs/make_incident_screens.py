@@ -2,7 +2,7 @@
 
     python docs/make_incident_screens.py
 
-Six hours of gx10 (the recorded fleet's host in tests/fixtures/fleet.json), one poll a minute,
+Six hours of gx10 (the recorded fleet's host in tests/support/fixtures/fleet.json), one poll a minute,
 are written into a fresh history database through the same recorder `watch` uses: GPU0 holds
 93,257 MiB for a vLLM seat that is OOM-killed two hours in (its memory falls to 600 MiB for six
 minutes, then `restart: unless-stopped` brings it back to 93,257), the host does not answer for
@@ -42,7 +42,7 @@ def record() -> None:
     from fleetdeck.backend.monitor.history import History, history_path
 
     snap = fleet_from_json(
-        json.loads((HERE.parent / "tests" / "fixtures" / "fleet.json").read_text())
+        json.loads((HERE.parent / "tests" / "support" / "fixtures" / "fleet.json").read_text())
     )
     gx10 = next(h for h in snap.hosts if h.name == "gx10")
     h = History(history_path())
@@ -153,7 +153,7 @@ async def svg() -> None:
     from fleetdeck.backend.fleet.validate import fleet_from_json
 
     snap = fleet_from_json(
-        json.loads((HERE.parent / "tests" / "fixtures" / "fleet.json").read_text())
+        json.loads((HERE.parent / "tests" / "support" / "fixtures" / "fleet.json").read_text())
     )
     snap = replace(snap, hosts=tuple(h for h in snap.hosts if h.name == "gx10"), time=NOW)
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: NOW)

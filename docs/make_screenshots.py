@@ -1,4 +1,4 @@
-"""Regenerate the screenshots in docs/: the key screens over the recorded fleet in tests/fixtures.
+"""Regenerate the screenshots in docs/: the key screens over the recorded fleet in tests/support/fixtures.
 
     python docs/make_screenshots.py
 
@@ -23,7 +23,7 @@ from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.sources import RecordedSource
 
 HERE = Path(__file__).parent
-FIXTURES = HERE.parent / "tests" / "fixtures"
+FIXTURES = HERE.parent / "tests" / "support" / "fixtures"
 
 
 def load(name: str):

@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from support.busy import hogs
+from support.sshfleet import SshdFleet, have_sshd
 
-from busy import hogs  # noqa: E402
-
-from sshfleet import SshdFleet, have_sshd  # noqa: E402
+# fixtures that live beside their helpers, for every area: root_crontab, h1, fleet
+pytest_plugins = ["support.crontab", "support.launch", "support.purge"]
 
 
 @pytest.fixture(autouse=True)
@@ -168,7 +167,7 @@ def pytest_report_header(config):
 
 @pytest.fixture
 def children():
-    """Processes a test starts (`test_probe.sleeper` appends to it); killed at the end."""
+    """Processes a test starts (`support.probe.sleeper` appends to it); killed at the end."""
     procs: list[subprocess.Popen] = []
     yield procs
     for p in procs:

@@ -9,7 +9,7 @@ runs five projections on one input in two groups: q/k/v and gate/up. Fusing a gr
   KB), so the input is read once for all of them, and the B matrices, scaled, form one
   block-diagonal matrix, so the group's LoRA product is one matmul too.
 Only the forward's arithmetic changes; the parameters, their gradients and the saved adapter are
-the same tensors as unfused (`tests/test_fused.py` compares loss and every gradient in float32).
+the same tensors as unfused (`tests/train/test_fused.py` compares loss and every gradient in float32).
 
 A layer is fused only where the result is certainly the same: every projection of the group a
 peft LoRA Linear with one active adapter, no dropout, no bias, unmerged; an attention module of a

@@ -5,7 +5,7 @@ A mixin: it keeps the rows in the table's own store (`_order`, `_cells`, `_heigh
 `KeyedTable`) and goes through its `_sync`, `_view` and `_show_in_title` when the filter or
 the sort needs every row's text. Adding and removing rows in bulk writes DataTable's row store
 directly (its `add_row` measures each row and `remove_row` renumbers every row), one of the
-private members `tests/test_keyed_table_contract.py` pins.
+private members `tests/tui/test_keyed_table_contract.py` pins.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ object shown (`KeyedTable.sync` keeps the object of a cell that did not change),
 Text cell's segments directly, builds all lines of a row at once, and skips the crop and merge
 where a line needs neither. Every shortcut returns DataTable's segments: with
 `FLEETDECK_CHECK_CELLS=1` each cell and line is rendered both ways and compared
-(`tests/test_tui_big_fleet.py`); anything outside the plain case takes DataTable's path.
+(`tests/tui/test_tui_big_fleet.py`); anything outside the plain case takes DataTable's path.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from textual.widgets.data_table import Row, RowKey
 
 from fleetdeck.tui.widgets.text_cell import text_cell
 
-#: render each Text cell and each line both ways and compare (tests/test_tui_big_fleet.py sets it)
+#: render each Text cell and each line both ways and compare (tests/tui/test_tui_big_fleet.py sets it)
 _CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
 
 

@@ -1,0 +1,272 @@
+"""The backend is headless and the dashboard never loads the training stack (checked in a
+fresh interpreter, since this test process may already have imported anything)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def loaded_after(stmt: str) -> set[str]:
+    code = f"import sys\n{stmt}\nprint('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(out.stdout.split())
+
+
+def test_backend_loads_no_ui():
+    mods = loaded_after(
+        "import fleetdeck.backend, fleetdeck.backend.fleet.poller, fleetdeck.backend.fleet.config, "
+        "fleetdeck.backend.fleet.link.ssh, fleetdeck.backend.fleet.models, fleetdeck.backend.actions.audit"
+    )
+    assert not {m for m in mods if m.split(".")[0] in ("textual", "rich")}
+    assert not {m for m in mods if m.startswith("fleetdeck.tui")}
+
+
+def test_dashboard_and_cli_load_no_torch():
+    mods = loaded_after(
+        "import fleetdeck.tui, fleetdeck.cli.main; fleetdeck.cli.main.build_parser()"
+    )
+    assert not {m for m in mods if m.split(".")[0] in ("torch", "transformers", "peft")}
+
+
+def test_probe_payload_needs_nothing_on_the_host():
+    """The probe's payload runs on a host with nothing installed: it imports only the standard
+    library, the fleetdeck modules it carries, and the pynvml it carries."""
+    from fleetdeck.backend.fleet.link.bundle import bundle
+
+    src = bundle("fleetdeck.backend.host.probe.main")
+    code = (
+        "import sys, builtins\nreal = builtins.__import__\n"
+        "def guard(name, globals=None, locals=None, fromlist=(), level=0):\n"
+        "    top = name.split('.')[0]\n"
+        "    if top in ('asyncssh', 'rich', 'textual', 'torch', 'transformers', 'peft', 'psutil'):\n"
+        "        raise ImportError('probe imported ' + name)\n"
+        "    if top == 'fleetdeck' and name not in sys.modules:\n"
+        "        raise ImportError('probe imported a module it does not carry: ' + name)\n"
+        "    return real(name, globals, locals, fromlist, level)\n"
+        "builtins.__import__ = guard\n"
+        'sys.argv = [\'probe\', \'{"op": "snapshot", "runs": []}\']\n'
+        "src = sys.stdin.read()\n"
+        "exec(compile(src, 'probe', 'exec'), {'__name__': '__main__', '__builtins__': builtins})\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], input=src, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    assert '"ok": true' in p.stdout and "probe imported" not in p.stdout + p.stderr
+
+
+def test_import_linter_contracts_hold():
+    lint = shutil.which("lint-imports")
+    if lint is None:
+        pytest.fail("import-linter is part of the dev extra: pip install -e '.[dev]'")
+    p = subprocess.run([lint], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_every_command_is_registered():
+    """cli/main.py imports its command modules itself: every module under cli/ with a
+    register() is one of its COMMANDS (or, while it still imports cli.main, one it registers by
+    name), and each adds its subcommand, so a command module main forgot fails here and a
+    missing one fails at import."""
+    import ast
+
+    from fleetdeck.cli import main as cli
+
+    commands = {
+        p.stem
+        for p in (REPO / "cli").glob("*.py")
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == "register"
+            for n in ast.parse(p.read_text(encoding="utf-8")).body
+        )
+    }
+    named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS}
+    assert commands == named, (sorted(commands - named), sorted(named - commands))
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert {"tui", "runs", "verify", "bench", "holders"} | (commands - {"dashboard"}) <= set(
+        sub.choices
+    )
+
+
+def test_ruff_is_clean():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
+    p = subprocess.run([ruff, "check", "."], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_tree_is_formatted():
+    """`ruff format` is the house's formatter (docs/development.md): a file it would change
+    fails here, with the diff."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.fail("ruff is part of the dev extra: pip install -e '.[dev]'")
+    p = subprocess.run(
+        [ruff, "format", "--diff", "."], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-6000:]
+
+
+def _wings() -> list[str]:
+    """The top-level packages of fleetdeck, as pyproject installs them (fleetdeck itself is a
+    namespace, which grimp does not walk)."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return sorted(cfg["package-dir"])
+
+
+def test_no_import_cycle_in_fleetdeck():
+    """No two modules of fleetdeck import each other, directly or round a circle: function-local
+    imports count (one that dodges a cycle is a cycle), imports under `if TYPE_CHECKING:` do not
+    (they never run), as harlequin's graph is built."""
+    import grimp
+
+    g = grimp.build_graph(
+        *_wings(),
+        include_external_packages=False,
+        exclude_type_checking_imports=True,
+        cache_dir=None,
+    )
+    mods = sorted(g.modules)
+    assert (
+        any(m.startswith("fleetdeck.backend.train.") for m in mods) and "fleetdeck.cli.main" in mods
+    )
+    adj = {m: set(g.find_modules_directly_imported_by(m)) for m in mods}
+    # Tarjan's strongly connected components: any component of two or more is a cycle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in adj[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for m in mods:
+        if m not in index:
+            visit(m)
+
+    def where(a: str, b: str) -> str:
+        lines = ", ".join(
+            str(d["line_number"]) for d in g.get_import_details(importer=a, imported=b)
+        )
+        return f"{a} -> {b} (line {lines})"
+
+    assert not cycles, "\n".join(
+        " <-> ".join(c) + ": " + "; ".join(where(a, b) for a in c for b in sorted(adj[a]) if b in c)
+        for c in cycles
+    )
+
+
+def _vermin(*paths: str) -> subprocess.CompletedProcess[str]:
+    vermin = shutil.which("vermin")
+    if vermin is None:
+        pytest.fail("vermin is part of the dev extra: pip install -e '.[dev]'")
+    return subprocess.run(
+        [vermin, "-t=3.8-", "--no-tips", "--violations", *paths],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_host_wing_is_python_3_8():
+    """Everything under backend/host/ runs on the host's Python 3.8: no syntax, module or
+    function newer than that (a use guarded by hasattr says so with `# novm`)."""
+    p = _vermin("backend/host")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Analyzing" in p.stdout, p.stdout
+
+
+def test_the_3_8_lint_catches_newer_python(tmp_path):
+    (tmp_path / "newer.py").write_text(
+        "def f(x):\n    match x:\n        case 1:\n            return 'a'.removeprefix('b')\n"
+    )
+    p = _vermin(str(tmp_path / "newer.py"))
+    assert p.returncode != 0, p.stdout
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject's `packages` works in an editable install and
+    is absent from a built one: every folder with an `__init__.py` is listed, and nothing else."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = {name: REPO / folder for name, folder in cfg["package-dir"].items()}
+    found = set()
+    for name, root in dirs.items():
+        for init in root.rglob("__init__.py"):
+            rel = init.parent.relative_to(root).parts
+            found.add(".".join((name, *rel)))
+    assert found == set(cfg["packages"]), (
+        sorted(found - set(cfg["packages"])),
+        sorted(set(cfg["packages"]) - found),
+    )
+
+
+def test_every_fleetdeck_name_the_scripts_import_exists():
+    """The benchmarks and the screenshot script are not imported by the suite: a module moved
+    under them fails here, not when someone next runs them."""
+    import ast
+    import importlib
+
+    scripts = sorted((REPO / "benchmarks").glob("*.py")) + sorted((REPO / "docs").glob("*.py"))
+    assert scripts
+    missing = []
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("fleetdeck")
+            ):
+                try:
+                    mod = importlib.import_module(node.module)
+                except ImportError as e:
+                    missing.append(f"{path.name}: {node.module} ({e})")
+                    continue
+                for a in node.names:
+                    if not hasattr(mod, a.name):
+                        try:
+                            importlib.import_module(f"{node.module}.{a.name}")
+                        except ImportError:
+                            missing.append(f"{path.name}: {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("fleetdeck"):
+                        try:
+                            importlib.import_module(a.name)
+                        except ImportError as e:
+                            missing.append(f"{path.name}: {a.name} ({e})")
+    assert not missing, missing

@@ -1,0 +1,1 @@
+"""What the tests share: fake fleets, hosts, servers and the recorded fleets they replay."""

@@ -1,0 +1,174 @@
+"""At 80x24 the columns that matter stay on screen, minor ones go first, shortened names stay
+distinct, and no Markdown or raw tool stderr reaches the screen."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from rich.text import Text
+
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
+from fleetdeck.show.fmt import shorten_unique
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.sources import RecordedSource
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.recorded import feed, fixture_app, visible_columns
+
+
+@pytest.mark.parametrize(
+    "view,table_id,must,minor",
+    [
+        ("1", "fleet-table", ["host", "status", "gpus", "runs", "stray"], ["lat", "disks"]),
+        ("2", "runs-table", ["host", "name", "state", "prog"], ["sps", "eval"]),
+        ("3", "sched-table", ["flag", "host", "why", "cmd"], ["user", "kind"]),
+    ],
+)
+async def test_important_columns_stay_at_80x24(view, table_id, must, minor):
+    app = fixture_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        await pilot.press(view)
+        table = app.screen.query_one(f"#{table_id}", KeyedTable)
+        shown = visible_columns(table, table.size.width)
+        for key in must:
+            assert key in shown, (key, shown)
+        assert not set(minor) & {c.key.value for c in table.ordered_columns}
+        assert table.virtual_size.width <= table.size.width  # nothing hidden to the right
+        # and back at 200 columns every column is there again
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        keys = {c.key.value for c in table.ordered_columns}
+        assert set(must) | set(minor) <= keys
+
+
+def test_shortened_names_never_look_the_same():
+    rng = random.Random(7)
+    for _ in range(2000):
+        names = {
+            "".join(rng.choice("ab-1") for _ in range(rng.randint(1, 16)))
+            for _ in range(rng.randint(1, 10))
+        }
+        width = rng.randint(2, 10)
+        short = shorten_unique(names, width)
+        assert len(set(short.values())) == len(names), (names, width, short)
+        assert all(len(v) <= width for v in short.values())
+        assert all(short[n] == n for n in names if len(n) <= width)
+    assert shorten_unique(["gpu-node-017", "gpu-node-018"], 8) == {
+        "gpu-node-017": "gpu-no…7",
+        "gpu-node-018": "gpu-no…8",
+    }
+
+
+async def test_long_host_names_stay_distinct_in_the_fleet_table():
+    names = ["train-node-a-01", "train-node-a-02", "train-node-b-01"]
+    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in names), "x")
+    snap = FleetSnapshot(
+        hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0
+    )
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, 1)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        shown = [table.get_cell(n, "host").plain for n in names]
+        assert len(set(shown)) == 3 and all(len(s) <= 8 for s in shown), shown
+
+
+async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):
+    run = Run(
+        host="local",
+        path=str(tmp_path / "runs" / "r1"),
+        name="r1",
+        state="failed",
+        reason="CUDA out of memory at step 40",
+    )
+    fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=(run,)),), time=1.0
+    )
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("2")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        title = str(app.screen.query_one("#run-title").render())
+        assert "why failed: CUDA out of memory at step 40" in title
+        log = "\n".join(app.screen.query_one("#run-log").lines)
+        # the run's folder is not on the host: one plain sentence, never a tool's stderr
+        assert (
+            "is not on local now (moved or removed?)" in log
+            and "tail:" not in log
+            and "cannot open" not in log
+        )
+
+
+async def test_no_markdown_backticks_on_any_view():
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        for view in ("1", "2", "3", "4", "question_mark"):
+            await pilot.press(view)
+            await pilot.pause()
+            for w in app.screen.query("Static, Label"):
+                r = w.render()
+                assert "`" not in (r.plain if isinstance(r, Text) else str(r)), (view, w)
+            if view == "question_mark":
+                await pilot.press("escape")
+
+
+async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
+    from fleetdeck.backend.actions import launch as backend_launch
+    from fleetdeck.tui.modals.launch import LaunchModal
+
+    asked = []
+
+    async def fake_preflight(link, run, after=None, **kw):
+        asked.append((link.host.name, run, after, kw))
+        raise backend_launch.HostError(link.host.name, "stop here", "test")
+
+    monkeypatch.setattr(backend_launch, "preflight", fake_preflight)
+    failed = tmp_path / "runs" / "r1"
+    failed.mkdir(parents=True)
+    (failed / "RUN.toml").write_text(
+        f'name = "r1"\nbase_model = "random:tiny"\noutput = "{failed}"\n'
+    )
+    from fleetdeck.backend.fleet.models import Checkpoint
+
+    ckpt = Checkpoint(path=str(failed / "checkpoints" / "checkpoint-25"), step=25, bytes=1 << 20)
+    runs = (
+        Run(
+            host="local",
+            path=str(failed),
+            name="r1",
+            state="failed",
+            reason="killed by SIGKILL",
+            checkpoints=(ckpt,),
+        ),
+        Run(host="local", path=str(tmp_path / "runs" / "r0"), name="r0", state="finished"),
+    )
+    fleet = parse_fleet(f'[hosts.local]\nlocal = true\nruns = ["{tmp_path}/runs"]\n', "x")
+    snap = FleetSnapshot(
+        hosts=(HostSnapshot(name="local", reachable=True, time=1.0, runs=runs),), time=1.0
+    )
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("2")  # the finished run, r0, is listed first: nothing to resume
+        await pilot.press("r")
+        await pilot.pause()
+        assert any("only a failed" in n.message for n in app._notifications)
+        await pilot.press("j", "r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, LaunchModal) and modal.resume.name == "r1"
+        assert modal.values["output"] == str(failed)
+        assert "Resume r1 on local" in str(modal.query_one(".title").render())
+        assert modal.query_one("#launch-toml").disabled and app.focused.id == "launch-after"
+        await pilot.press("enter")  # the pre-flight, with resume and the host's own RUN.toml values
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert asked == [("local", modal.values, None, {"resume": True})]
