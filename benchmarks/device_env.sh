@@ -10,7 +10,7 @@
 # fa4_setup.sh's status: 0 ready, 3 waiting for the wheels' second half.
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 mkdir -p /tmp/fd/fleetdeck
-for d in backend cli tui; do [ -d "$d" ] && ln -sfn "$PWD/$d" /tmp/fd/fleetdeck/$d; done
+for d in backend cli show tui; do [ -d "$d" ] && ln -sfn "$PWD/$d" /tmp/fd/fleetdeck/$d; done
 export PYTHONPATH=/tmp/fd:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export B=/tmp/bench
 mkdir -p /tmp/bin
