@@ -33,12 +33,12 @@ from typing import TextIO
 from rich.console import Console
 
 from fleetdeck.backend.actions.audit import read_audit
+from fleetdeck.backend.host.lib.units import duration_short
 from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.history_figures import Tally
 from fleetdeck.backend.monitor.incident import FIGURES as INCIDENT_FIGURES
 from fleetdeck.backend.monitor.incident import incident
 from fleetdeck.show.charts import KINDS, collect, history_table
-from fleetdeck.show.fmt import human_duration
 from fleetdeck.show.incident_plot import incident_plot
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -247,7 +247,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if hist.warnings:
         return _unreadable(hist)
     if not any(data.values()):
-        print(f"nothing recorded for {args.host} in the last {human_duration(args.since)}")
+        print(f"nothing recorded for {args.host} in the last {duration_short(args.since)}")
         return 0
     console.print(history_table(data, args.host, args.since, cells))
     return 0
@@ -280,7 +280,7 @@ def _plot(hist, args: argparse.Namespace, since: float, now: float) -> int:
     if inc is None:
         what = f"GPU{args.gpu}" if args.seat is None else f"seat {args.seat}"
         print(
-            f"nothing recorded for {what} of {args.host} in the last {human_duration(args.since)}"
+            f"nothing recorded for {what} of {args.host} in the last {duration_short(args.since)}"
         )
         return 0
     console.print(

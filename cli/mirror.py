@@ -27,8 +27,8 @@ from fleetdeck.backend.actions.mirror.verify import verify
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.cli.args import add_hosts_option
-from fleetdeck.show.fmt import human_bytes
 
 STATUS_STYLE = {
     "copied": "green",
@@ -258,7 +258,7 @@ def _table(console: Console, r: MirrorReport) -> None:
         size = (
             ""
             if f.kind != "file"
-            else human_bytes(f.bytes)
+            else size_short(f.bytes)
             if f.bytes_dst is None
             else f"{f.bytes} / {f.bytes_dst}"
         )
@@ -284,7 +284,7 @@ def _print(r: MirrorReport) -> None:
             f"[yellow]followed outside SRC[/]: {escape(shown(path))} -> {escape(shown(target))}"
         )
     where = f"{escape(shown(r.src))} -> {escape(shown(r.dst))}"
-    rate = f", copied at {human_bytes(r.rate)}/s" if r.rate else ""
+    rate = f", copied at {size_short(r.rate)}/s" if r.rate else ""
     if r.result == "copied" and r.verified_by:
         console.print(f"[green]copied and verified[/]: {r.verified_by}{rate} ({where})")
     elif r.result == "replaced" and r.verified_by:
@@ -299,7 +299,7 @@ def _print(r: MirrorReport) -> None:
     elif r.result == "would-replace" and r.plan is not None:
         console.print(
             f"[cyan]dry run[/]: would copy {len(r.plan.files)} files, "
-            f"{human_bytes(r.plan.bytes)} beside the destination, prove them, then put them "
+            f"{size_short(r.plan.bytes)} beside the destination, prove them, then put them "
             f"in its place, keeping the old one as <DST>.replaced-<UTC time> ({where})"
         )
     elif r.result == "identical" and r.verified_by:
@@ -309,10 +309,10 @@ def _print(r: MirrorReport) -> None:
         )
     elif r.result == "would-copy" and r.plan is not None:
         p = r.plan
-        free = f"; {human_bytes(p.free_bytes)} free there" if p.free_bytes is not None else ""
+        free = f"; {size_short(p.free_bytes)} free there" if p.free_bytes is not None else ""
         console.print(
             f"[cyan]dry run[/]: would copy {len(p.files)} files in {len(p.dirs)} folders, "
-            f"{human_bytes(p.bytes)} ({where}; the destination "
+            f"{size_short(p.bytes)} ({where}; the destination "
             f"{'exists, empty' if p.dst_exists else 'is created'}{free})"
         )
     elif r.result == "differs" and r.files:
@@ -323,6 +323,6 @@ def _print(r: MirrorReport) -> None:
         )
     elif r.result == "failed" and r.action == "mirror":
         console.print(
-            f"[red]failed[/] after relaying {human_bytes(r.bytes_copied)} of "
-            f"{human_bytes(r.bytes_src)} ({where}); nothing was put in place"
+            f"[red]failed[/] after relaying {size_short(r.bytes_copied)} of "
+            f"{size_short(r.bytes_src)} ({where}); nothing was put in place"
         )

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said
 
 
 def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
@@ -19,7 +20,7 @@ def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
     t.add_column("file bytes", justify="right")
     t.add_column("result")
     for path, size, result, style in rows:
-        t.add_row(Text(shown(path)), human_bytes(size), Text(result, style=style))
+        t.add_row(Text(shown(path)), size_short(size), Text(result, style=style))
     return t
 
 
@@ -78,15 +79,15 @@ def show_plan(console: Console, plan: PurgePlan, dry_run: bool = False) -> None:
     for k in plan.keepers:
         console.print(
             Text(
-                f"  keeps {shown(k.path)}  {human_bytes(k.bytes)}  sha256 {k.sha256_before}",
+                f"  keeps {shown(k.path)}  {size_short(k.bytes)}  sha256 {k.sha256_before}",
                 style="dim",
             )
         )
     # the two differ: sparse or hard-linked files, and block rounding
     console.print(
-        f"free now: {human_bytes(plan.free_bytes_before)}, expected back: "
-        f"{human_bytes(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
-        f"{human_bytes(sum(p.bytes for p in plan.paths))})"
+        f"free now: {size_short(plan.free_bytes_before)}, expected back: "
+        f"{size_short(plan.expected_bytes)} of disk blocks (the files' sizes add up to "
+        f"{size_short(sum(p.bytes for p in plan.paths))})"
     )
     for w in plan.warnings:
         console.print(Text(f"warning: {said(w)}", style="yellow"))
@@ -130,7 +131,7 @@ def _keep_lines(console: Console, plan: PurgePlan) -> None:
         console.print(
             Text(
                 f"  keeps {shown(path)}  {len(files)} files, "
-                f"{human_bytes(sum(x.bytes for x in files))}",
+                f"{size_short(sum(x.bytes for x in files))}",
                 style="dim",
             )
         )
@@ -180,9 +181,9 @@ def show_report(console: Console, plan: PurgePlan, report: PurgeReport) -> None:
             )
         )
     console.print(
-        f"free before: {human_bytes(report.free_bytes_before)}, after: "
-        f"{human_bytes(report.free_bytes_after)}, came back: {human_bytes(report.reclaimed_bytes)} "
-        f"of {human_bytes(report.expected_bytes)} expected"
+        f"free before: {size_short(report.free_bytes_before)}, after: "
+        f"{size_short(report.free_bytes_after)}, came back: {size_short(report.reclaimed_bytes)} "
+        f"of {size_short(report.expected_bytes)} expected"
     )
     for w in report.warnings:
         console.print(Text(f"warning: {said(w)}", style="yellow"))

@@ -27,19 +27,11 @@ from fleetdeck.backend.fleet.models import (
 from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.fleet.series import fetch_series
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
-from fleetdeck.show.fmt import (
-    escape_path,
-    host_text,
-    human_bytes,
-    human_duration,
-    human_mib,
-    matches,
-    message_text,
-    progress_text,
-    said,
-)
+from fleetdeck.show.fmt import host_text, human_mib, matches, message_text, progress_text, said
 
 STATE_STYLE = {
     "running": "green",
@@ -233,12 +225,12 @@ def _disk_cell(h: HostSnapshot) -> Text:
     for d in h.disks:
         if d.error and d.total_bytes:
             # a root that does not exist yet: the probe measured its nearest existing parent
-            parts.append(Text.assemble(("missing", "yellow"), f" {escape_path(d.path)}"))
+            parts.append(Text.assemble(("missing", "yellow"), f" {shown(d.path)}"))
         elif d.error:
-            parts.append(Text.assemble(host_text(d.error, "red"), f" {escape_path(d.path)}"))
+            parts.append(Text.assemble(host_text(d.error, "red"), f" {shown(d.path)}"))
         else:
             pct = 100 * d.used_bytes / d.total_bytes if d.total_bytes else 0
-            parts.append(Text(f"{human_bytes(d.free_bytes)} free {pct:.0f}% {escape_path(d.path)}"))
+            parts.append(Text(f"{size_short(d.free_bytes)} free {pct:.0f}% {shown(d.path)}"))
     return Text("\n").join(parts) if parts else Text("-")
 
 
@@ -294,7 +286,7 @@ def fleet_table(snap: FleetSnapshot, width: int = 80) -> Table:
             h.name,
             Text("up", style="green"),
             *minor,
-            f"{human_bytes(h.memory_used_bytes)}/{human_bytes(h.memory_total_bytes)}",
+            f"{size_short(h.memory_used_bytes)}/{size_short(h.memory_total_bytes)}",
             _gpu_cell(h),
             _disk_cell(h),
             runs,
@@ -324,7 +316,7 @@ def runs_table(snap: FleetSnapshot) -> Table:
             state,
             step,
             f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
-            human_duration(r.eta_seconds, "-"),
+            duration_short(r.eta_seconds, "-"),
             f"{r.loss:.3f}" if r.loss is not None else "-",
             evals,
         )

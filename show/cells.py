@@ -49,15 +49,13 @@ def sparkline(
     """
     vals = list(values)[-width:]
     span = (hi - lo) or 1.0
-    chars = "".join(
-        SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))]
-        for v in vals
-    )
+    chars = "".join(spark_char((v - lo) / span) for v in vals)
     return Text(" " * (width - len(vals)) + chars, style="dim" if dim else "cyan")
 
 
 def spark_char(frac: float) -> str:
-    """One sparkline character for a 0..1 fraction."""
+    """One sparkline character for a 0..1 fraction (clamped): the one quantiser of every
+    sparkline, the table cells' and the history charts'."""
     top = len(SPARK) - 1
     return SPARK[min(top, max(0, int(frac * top + 0.5)))]
 

@@ -9,10 +9,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.backend.monitor.history_figures import Line, fold
-from fleetdeck.show.fmt import host_text, human_bytes, human_duration, human_mib
+from fleetdeck.show.cells import spark_char
+from fleetdeck.show.fmt import host_text, human_mib
 
-SPARK = "▁▂▃▄▅▆▇█"
 KINDS = ("gpu", "gpuh", "disk", "run", "eval", "host", "seat")
 #: {kind: {series name: (figure a, figure b)}}, as `History.chart` gives it
 Chart = dict[str, dict[str, tuple[Line | None, Line | None]]]
@@ -33,7 +34,7 @@ def spark(values: list[float | None], width: int, lo: float, hi: float, how: str
             out.append(" ")
             continue
         frac = (v - lo) / ((hi - lo) or 1.0)
-        out.append(SPARK[min(len(SPARK) - 1, max(0, int(frac * (len(SPARK) - 1) + 0.5)))])
+        out.append(spark_char(frac))
     return "".join(out)
 
 
@@ -58,7 +59,7 @@ def history_table(data: Chart, host: str, window: float, width: int) -> Table:
     figure's kind says (`FIGURES`: a loss or disk use by its newest value, GPU memory by its peak,
     utilisation and answers by their mean); then the figure's first (oldest recorded value of the
     window), last (newest) and peak (largest), read from the rows, never from the cells."""
-    t = Table(title=Text(f"{host}: the last {human_duration(window)}"), box=None, pad_edge=False)
+    t = Table(title=Text(f"{host}: the last {duration_short(window)}"), box=None, pad_edge=False)
     for col in ("series", "over time", "first", "last", "peak"):
         t.add_column(col, no_wrap=True, overflow="ellipsis")
 
@@ -101,7 +102,7 @@ def history_table(data: Chart, host: str, window: float, width: int) -> Table:
             if used and free
             else 0.0
         )
-        row(Text.assemble("disk ", host_text(name)), used, 0.0, total or 1.0, human_bytes)
+        row(Text.assemble("disk ", host_text(name)), used, 0.0, total or 1.0, size_short)
     for kind, label in (("run", "loss"), ("eval", "eval loss")):
         for name, (_, loss) in data.get(kind, {}).items():
             vals = drawn(loss.cells) if loss else []

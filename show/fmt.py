@@ -38,15 +38,10 @@ def message_text(message: object, style: str = "") -> Text:
     return Text(said(message), style=style)
 
 
-#: table cells: sizes and spans in a few characters (the one formatter: host/lib/units.py)
-human_bytes = units.size_short
-human_duration = units.duration_short
-
-
 def since_text(since: float, now: float) -> str:
     """How long ago `since` was, as the Alerts view and `fleetdeck alerts` both say it
     (`9m00s ago`; a `since` ahead of `now`, another clock's, reads `0s ago`)."""
-    return human_duration(max(0.0, now - since)) + " ago"
+    return units.duration_short(max(0.0, now - since)) + " ago"
 
 
 #: how each alert severity is drawn, in the Alerts view and `fleetdeck alerts`
@@ -74,13 +69,7 @@ def alerts_title(alerts: list) -> str:
 
 def human_mib(mib: float | None) -> str:
     """MiB figure as a human size."""
-    return human_bytes(None if mib is None else mib * 1024 * 1024, "-")
-
-
-def escape_path(p: str) -> str:
-    """A path as the one display escaper `shown` writes it (kept for the CLI tables that call
-    it by this name): a doubled backslash, so `a\\nb` never reads like `a<newline>b`."""
-    return shown(p)
+    return units.size_short(None if mib is None else mib * 1024 * 1024, "-")
 
 
 def progress_text(step: int | None, max_steps: int | None) -> str:

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short
 from fleetdeck.backend.monitor.incident import Incident
-from fleetdeck.show.fmt import human_duration, human_mib
+from fleetdeck.show.fmt import human_mib
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 MARKS = "123456789abcdefghijklmnopqrstuvwxyz"
@@ -56,7 +57,7 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
     top = _top(inc)
     out = Text()
     what = f"seat {inc.series.split(':', 1)[1]}" if inc.gpu < 0 else f"GPU{inc.gpu}"
-    head = title or f"{inc.host} {what} {inc.figure}, the last {human_duration(window)}"
+    head = title or f"{inc.host} {what} {inc.figure}, the last {duration_short(window)}"
     out.append(shown(head), style="bold")
     if inc.line:
         out.append(

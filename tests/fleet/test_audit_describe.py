@@ -49,11 +49,11 @@ def test_fields_that_only_look_like_sizes_are_left_alone():
 
 
 def test_a_corrupt_byte_count_reads_as_text_not_a_crash():
-    from fleetdeck.show.fmt import human_bytes
+    from fleetdeck.backend.host.lib.units import size_short
 
     huge = int("9" * 400)
     summary, lines = describe(
-        {"action": "mirror", "result": "done", "dst": "b:/x", "bytes": huge}, human_bytes
+        {"action": "mirror", "result": "done", "dst": "b:/x", "bytes": huge}, size_short
     )
     assert f"bytes: {'9' * 400}" in lines and summary == "dst b:/x"
     summary, lines = describe({"action": "other", "result": "done", "bytes": 5}, mib)

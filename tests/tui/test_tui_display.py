@@ -106,7 +106,7 @@ async def test_audit_view_reads_records_as_text_not_json():
         text = plain(app.screen.query_one("#audit-detail").render())
         assert "purge on gx10: refused" in text
         assert "in-use: pid 4242 has its cwd there" in text
-        assert "2.0K" in text  # sizes through the dashboard's human_bytes
+        assert "2.0K" in text  # sizes through the dashboard's size_short
         assert "{" not in text and "\n1/" not in text
 
 

@@ -115,7 +115,7 @@ def test_host_rows_from_one_snapshot():
     assert sched["c1"][0] == "cron" and sched["c1"][2] == "/opt/old.sh"
     assert sched["c1"][1].style == "bold red"
     disks = host_rows.disk_rows(h)
-    assert disks["/data"][2] == host_rows.human_bytes(75 * G) and disks["/data"][4] == "ext4"
+    assert disks["/data"][2] == host_rows.size_short(75 * G) and disks["/data"][4] == "ext4"
     proc = host_rows.process_cells(h.processes[0], left=True)
     assert proc[0].plain == "7" and proc[5].plain == "not listed now"
     assert host_rows.process_key(h.processes[0]) == "7:11"

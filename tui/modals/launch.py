@@ -11,7 +11,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said
 from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
         )
         if est.get("memory_bytes"):
             verdict.append(
-                f"estimate: {human_bytes(est['memory_bytes'])} of memory on {said(est.get('device', '?'))}, "
+                f"estimate: {size_short(est['memory_bytes'])} of memory on {said(est.get('device', '?'))}, "
                 f"{est.get('lora_params', '?'):,} LoRA parameters",
                 style="dim",
             )

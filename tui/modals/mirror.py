@@ -10,8 +10,9 @@ from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.show.cells import bar
-from fleetdeck.show.fmt import host_text, human_bytes, human_duration, said
+from fleetdeck.show.fmt import host_text, said
 from fleetdeck.tui.modals.mirror_text import (
     STATUS_STYLE,
     digest_text,
@@ -168,13 +169,13 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
             n = sum(
                 1 for f in rep.files if getattr(f, "kind", "file") == "file" and f.status != "extra"
             )
-            return f"Replace: copy {n} file{'s' if n != 1 else ''}, {human_bytes(rep.bytes_src)} (old kept)"
+            return f"Replace: copy {n} file{'s' if n != 1 else ''}, {size_short(rep.bytes_src)} (old kept)"
         if rep.result == "identical":
             return "Nothing to copy: identical"
         if rep.result != "would-copy":
             return "Copy refused"
         n = sum(1 for f in rep.files if getattr(f, "kind", "file") == "file")
-        return f"Copy {n} file{'s' if n != 1 else ''}, {human_bytes(rep.bytes_src)}"
+        return f"Copy {n} file{'s' if n != 1 else ''}, {size_short(rep.bytes_src)}"
 
     def act(self) -> None:
         host, path = self.destination()
@@ -238,8 +239,8 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         eta = (total - done) / rate if rate > 0 else None
         line = bar(done / total if total else 0.0, 30)
         line.append(
-            f" {done / total if total else 0:4.0%}  {human_bytes(done)} of {human_bytes(total)}  "
-            f"at {human_bytes(rate)}/s  ETA {human_duration(eta)}"
+            f" {done / total if total else 0:4.0%}  {size_short(done)} of {size_short(total)}  "
+            f"at {size_short(rate)}/s  ETA {duration_short(eta)}"
         )
         self.query_one("#mirror-rate", Static).update(line)
 
@@ -336,7 +337,7 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         result = self.query_one("#mirror-result", Static)
         if not dry_run and rep.bytes_copied:
             line = bar(1.0, 30)
-            line.append(f" 100%  {human_bytes(rep.bytes_copied)} copied in {rep.seconds:.1f} s")
+            line.append(f" 100%  {size_short(rep.bytes_copied)} copied in {rep.seconds:.1f} s")
             self.query_one("#mirror-rate", Static).update(line)
         table = self.query_one("#mirror-files", DataTable)
         table.clear()
@@ -348,7 +349,7 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
             table.add_row(
                 Text(said(st), style=STATUS_STYLE.get(f.status, "")),
                 host_text(f.path),
-                human_bytes(f.bytes),
+                size_short(f.bytes),
                 digest_text(f.sha256_src, chunk),
                 digest_text(f.sha256_dst, chunk),
                 height=None,

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said
 
 if TYPE_CHECKING:
     from fleetdeck.backend.actions.mirror.report import MirrorReport
@@ -53,7 +54,7 @@ def fixed_width(rep: MirrorReport) -> int:
             for h, col in (
                 ("Status", ["would copy", *(str(f.status) for f in rep.files)]),
                 ("File", [shown(str(f.path)) for f in rep.files]),
-                ("Bytes", [human_bytes(f.bytes) for f in rep.files]),
+                ("Bytes", [size_short(f.bytes) for f in rep.files]),
             )
         )
         + 2
@@ -66,7 +67,7 @@ def verdict_text(rep: MirrorReport, src_host: str, dst_host: str, dry_run: bool)
     t = Text()
     if dry_run:
         what = {
-            "would-copy": f"would copy {human_bytes(rep.bytes_src)} to {dst_host}",
+            "would-copy": f"would copy {size_short(rep.bytes_src)} to {dst_host}",
             "identical": f"{dst_host} already holds identical content",
         }.get(rep.result, said(rep.result))
         t.append(f"dry run, nothing copied: {what}. ", style="bold")
@@ -78,13 +79,13 @@ def verdict_text(rep: MirrorReport, src_host: str, dst_host: str, dry_run: bool)
         if getattr(rep, "verified_by", None):  # what the verdict stands on: files and their count
             t.append(f"{rep.verified_by}; ")
         t.append(
-            f"{human_bytes(rep.bytes_src)} ({rep.bytes_src} B) on {src_host}, "
-            f"{human_bytes(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}"
+            f"{size_short(rep.bytes_src)} ({rep.bytes_src} B) on {src_host}, "
+            f"{size_short(rep.bytes_dst)} ({rep.bytes_dst} B) on {dst_host}"
         )
     if rep.rate:
         t.append(
-            f"\ncopied {human_bytes(rep.bytes_copied)} in {rep.seconds:.1f} s "
-            f"({human_bytes(rep.rate)}/s)"
+            f"\ncopied {size_short(rep.bytes_copied)} in {rep.seconds:.1f} s "
+            f"({size_short(rep.rate)}/s)"
         )
     if getattr(rep, "kept_as", None):
         t.append(

@@ -9,7 +9,8 @@ from textual.app import ComposeResult
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said
 from fleetdeck.tui.modals.purge_text import (
     PLAN_COLUMNS,
     check_text,
@@ -186,7 +187,7 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
         what = f"Delete {n} path{'s' if n != 1 else ''}"
         if self.keep is not None:
             what = f"Delete {n} checkpoint{'s' if n != 1 else ''}, keep newest {self.keep}"
-        return what if self.plan is None else f"{what}, {human_bytes(self.plan.expected_bytes)}"
+        return what if self.plan is None else f"{what}, {size_short(self.plan.expected_bytes)}"
 
     async def make_plan(self) -> PurgePlan:
         """Ask the host for the plan: every check of every path, keepers, free space."""
@@ -212,7 +213,7 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
         for entry in plan.paths:
             table.add_row(
                 Text(names[shown(entry.path)]),
-                human_bytes(entry.bytes),
+                size_short(entry.bytes),
                 check_text(entry),
                 height=None,
             )
@@ -238,9 +239,9 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
         # the table's bytes are the files' sizes; what is freed is counted in disk blocks
         # (sparse or hard-linked files and block rounding make the two differ)
         space = Text(
-            f"Free space now: {human_bytes(free)}   to be freed: {human_bytes(gain)} of disk blocks "
-            f"(files: {human_bytes(sum(e.bytes for e in plan.paths))})   "
-            f"expected after: {human_bytes(free + gain) if free is not None else '?'}"
+            f"Free space now: {size_short(free)}   to be freed: {size_short(gain)} of disk blocks "
+            f"(files: {size_short(sum(e.bytes for e in plan.paths))})   "
+            f"expected after: {size_short(free + gain) if free is not None else '?'}"
         )
         for w in plan.warnings:
             space.append(f"\n⚠ {said(w)}", style="yellow")
@@ -359,8 +360,8 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
         before, after = rep.free_bytes_before, rep.free_bytes_after
         refused = sorted({r.code for p in rep.paths for r in p.refusals})
         summary = (
-            f"{self.host}: deleted {len(rep.paths)} path(s) ({human_bytes(rep.expected_bytes)}), "
-            f"{rep.verified_by}; free {human_bytes(before)} → {human_bytes(after)}."
+            f"{self.host}: deleted {len(rep.paths)} path(s) ({size_short(rep.expected_bytes)}), "
+            f"{rep.verified_by}; free {size_short(before)} → {size_short(after)}."
             if ok
             else f"{self.host}: nothing deleted ({', '.join(refused) or 'refused'})."
             if not rep.deleted

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said, shorten_unique
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said, shorten_unique
 
 if TYPE_CHECKING:
     from fleetdeck.backend.actions.purge_plan import PathPlan, PurgePlan, PurgeReport
@@ -97,12 +98,12 @@ def report_text(rep: PurgeReport) -> Text:
         t.append("\n")
     before, after = rep.free_bytes_before, rep.free_bytes_after
     delta = (
-        f" ({'+' if after >= before else '-'}{human_bytes(abs(after - before))})"
+        f" ({'+' if after >= before else '-'}{size_short(abs(after - before))})"
         if before is not None and after is not None
         else ""
     )
     t.append(
-        f"Free space: {human_bytes(before)} before → {human_bytes(after)} after{delta}\n",
+        f"Free space: {size_short(before)} before → {size_short(after)} after{delta}\n",
         style="bold",
     )
     for k in rep.keepers:

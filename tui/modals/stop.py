@@ -13,7 +13,8 @@ from textual.widgets import Input, Label, Select, Static
 from fleetdeck.backend.actions.processes import SIGNALS, StopReport, confirmation, stop_process
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes, said
+from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.fmt import said
 from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 
@@ -47,7 +48,7 @@ class StopProcessModal(TypedConfirmModal[None, StopReport]):
         t.append("CPU ", style="bold")
         t.append("-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%")
         t.append("   RSS ", style="bold")
-        t.append(human_bytes(p.rss_bytes, "-"))
+        t.append(size_short(p.rss_bytes, "-"))
         if p.gpu_mib:
             t.append("   GPU ", style="bold")
             t.append(f"{p.gpu_mib:,.0f} MiB")

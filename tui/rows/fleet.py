@@ -11,8 +11,9 @@ from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.show.cells import TextBuilder, gpu_health_parts, tail
-from fleetdeck.show.fmt import human_bytes, human_duration, said, shorten_unique
+from fleetdeck.show.fmt import said, shorten_unique
 from fleetdeck.tui.fleet_state import FleetState
 
 LIVE = ("running", "stalled")
@@ -97,13 +98,13 @@ def host_cells(
         if since is not None:
             # never seen up: the outage began before the dashboard did, so only a lower bound
             bound = "" if name in state.last_good else "≥"
-            status.add(f" {bound}{human_duration(state.clock() - since)}", "red")
+            status.add(f" {bound}{duration_short(state.clock() - since)}", "red")
         status.add("\n" + reason, "red")
     else:
         status.add("● up", "bold green")
     if state.is_stale(name) and not down:  # a down host says how long already
         status.add("\n")
-        status.add(f"STALE {human_duration(state.age(name))}", "reverse yellow")
+        status.add(f"STALE {duration_short(state.age(name))}", "reverse yellow")
     lat = "-" if not live or live.latency_ms is None or down else latency_text(live.latency_ms)
     gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
     disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
@@ -275,26 +276,26 @@ def host_detail(state: FleetState, name: str | None) -> Text:
         if since is not None and good:
             t.append(
                 f" since {time.strftime('%H:%M:%S', time.localtime(since))}"
-                f" ({human_duration(state.clock() - since)})"
+                f" ({duration_short(state.clock() - since)})"
             )
         elif since is not None:
             t.append(
-                f" (no answer since the dashboard started, {human_duration(state.clock() - since)} ago)"
+                f" (no answer since the dashboard started, {duration_short(state.clock() - since)} ago)"
             )
         t.append(f": {said(live.error or 'no answer')}.")
         if good:
             t.append(
-                f" Greyed figures are the last good ones, {human_duration(state.age(name))} old.",
+                f" Greyed figures are the last good ones, {duration_short(state.age(name))} old.",
                 style="dim",
             )
         return t
     mem = (
-        f", memory {human_bytes(live.memory_used_bytes)}/{human_bytes(live.memory_total_bytes)}"
+        f", memory {size_short(live.memory_used_bytes)}/{size_short(live.memory_total_bytes)}"
         if live.memory_total_bytes
         else ""
     )
     load = f", load {live.load1:.2f}" if live.load1 is not None else ""
-    t.append(f" up{load}{mem}, last answer {human_duration(state.age(name))} ago.")
+    t.append(f" up{load}{mem}, last answer {duration_short(state.age(name))} ago.")
     if any(g.unified_memory for g in live.gpus):
         t.append(" U = unified memory: GPU figures are the system's.", style="dim")
     if state.is_stale(name):

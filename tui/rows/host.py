@@ -13,8 +13,8 @@ from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark
 from fleetdeck.backend.fleet.models import Gpu, HostSnapshot, Process, Schedule
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.show.cells import bar, progress, temp_style
-from fleetdeck.show.fmt import human_bytes
 from fleetdeck.tui.rows.runs import state_style
 
 
@@ -90,11 +90,11 @@ def disk_rows(h: HostSnapshot | None, dim: str = "") -> dict[str, tuple]:
     for d in h.disks if h else ():
         frac = d.used_bytes / d.total_bytes if d.total_bytes else None
         used = bar(frac, 10, bool(dim))
-        used.append(f" {human_bytes(d.used_bytes)}/{human_bytes(d.total_bytes)}")
+        used.append(f" {size_short(d.used_bytes)}/{size_short(d.total_bytes)}")
         disks[d.path] = (
             shown(d.path),
             used,
-            human_bytes(d.free_bytes),
+            size_short(d.free_bytes),
             shown(d.mount),
             shown(d.fstype),
         )
@@ -138,7 +138,7 @@ def process_cells(p: Process, dim: str = "", left: bool = False, glyphs: str = "
         Text(str(p.pid), style=dim),
         Text(shown(p.user), style=dim),
         "-" if p.cpu_pct is None else f"{p.cpu_pct:.0f}%",
-        human_bytes(p.rss_bytes, "-"),
+        size_short(p.rss_bytes, "-"),
         "" if not p.gpu_mib else f"{p.gpu_mib:,.0f} MiB",
         Text("not listed now", style="yellow") if left else Text(", ".join(p.why), style="dim"),
         Text.assemble((glyphs, "dim"), (shown(p.command), dim)),
@@ -166,7 +166,7 @@ def _or(v: object, fmt: str = "{}") -> str:
 
 
 def _rate(b: float | None) -> str:
-    return "-" if b is None else f"{human_bytes(int(b))}/s"
+    return "-" if b is None else f"{size_short(int(b))}/s"
 
 
 def gpu_health_row(g: Gpu, dim: str = "") -> tuple:

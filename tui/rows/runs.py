@@ -7,8 +7,8 @@ from rich.text import Text
 
 from fleetdeck.backend.fleet.models import Checkpoint, Run
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.show.cells import progress
-from fleetdeck.show.fmt import human_bytes, human_duration
 
 #: states a run can be resumed from (the trainer continues from the newest checkpoint)
 RESUMABLE = ("failed", "cancelled", "stalled")
@@ -49,7 +49,7 @@ def run_cells(r: Run, w: dict[str, int], host: str, name: str) -> tuple:
         ),
         "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
         "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
-        "eta": "-" if r.eta_seconds is None else human_duration(r.eta_seconds),
+        "eta": "-" if r.eta_seconds is None else duration_short(r.eta_seconds),
         "loss": "-" if r.loss is None else f"{r.loss:.4f}",
         "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
     }
@@ -70,7 +70,7 @@ def checkpoint_rows(r: Run, marks: set[str]) -> dict[str, tuple]:
         c.path: (
             Text("✓" if c.path in marks else " ", style="bold red"),
             "?" if c.step is None else str(c.step),
-            human_bytes(c.bytes),
+            size_short(c.bytes),
             checkpoint_cell(c),
         )
         for c in r.checkpoints

@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import describe, read_audit
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.fmt import human_bytes
+from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -77,7 +77,7 @@ class AuditScreen(ViewScreen):
                     else "",
                 ),
                 "user": shown(str(rec.get("user", ""))),
-                "what": describe(rec, human_bytes)[0],
+                "what": describe(rec, size_short)[0],
             }
             rows[str(i)] = tuple(cells[k] for k in keys)
         table = self.query_one("#audit-table", KeyedTable)
@@ -95,7 +95,7 @@ class AuditScreen(ViewScreen):
             )
             return
         rec = self.records[int(key)]
-        summary, lines = describe(rec, human_bytes)
+        summary, lines = describe(rec, size_short)
         t = Text()
         t.append(
             f"{shown(str(rec.get('time', '')))}  {shown(str(rec.get('action', '')))} on "

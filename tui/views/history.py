@@ -17,10 +17,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import read_audit
+from fleetdeck.backend.host.lib.units import duration_short
 from fleetdeck.backend.monitor.history import History, history_path
 from fleetdeck.backend.monitor.incident import FIGURES, Incident, incident
 from fleetdeck.show.charts import collect, history_table
-from fleetdeck.show.fmt import human_duration
 from fleetdeck.show.incident_plot import incident_plot
 from fleetdeck.tui.views.base import ViewScreen
 
@@ -122,7 +122,7 @@ class HistoryScreen(ViewScreen):
         help_line.update(
             Text(
                 f"[ ] another host ({len(self.state.host_names)})   - + the window "
-                f"({', '.join(human_duration(w) for w in WINDOWS)})   c a card's incident"
+                f"({', '.join(duration_short(w) for w in WINDOWS)})   c a card's incident"
                 + ("   f its figure" if self.card is not None else ""),
                 style="dim",
             )
@@ -165,7 +165,7 @@ class HistoryScreen(ViewScreen):
         if not any(data.values()):
             chart.update(
                 Text(
-                    f"Nothing recorded for {host} in the last {human_duration(window)}.",
+                    f"Nothing recorded for {host} in the last {duration_short(window)}.",
                     style="dim",
                 )
             )
