@@ -16,7 +16,8 @@ from rich.text import Text
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.silences import Silence, SilenceStore
+from fleetdeck.backend.monitor.silence_model import Silence
+from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.watch import Watcher
 from fleetdeck.show.fmt import alerts_title, host_text, message_text, severity_text, since_text

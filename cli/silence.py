@@ -24,11 +24,10 @@ from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.alert_rules import RULES
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
 from fleetdeck.backend.monitor.silences import (
     FOR_MAX,
     FOR_MIN,
-    Silence,
-    SilenceRefused,
     add_silence,
     expire_silence,
     load_silences,

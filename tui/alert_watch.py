@@ -24,7 +24,8 @@ from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.seats import recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
-from fleetdeck.backend.monitor.silences import Silence, SilenceStore
+from fleetdeck.backend.monitor.silence_model import Silence
+from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.show.cells import spark_char
 from fleetdeck.show.fmt import said

@@ -22,7 +22,6 @@ MAX_COMPLEXITY = 25
 # path -> its line count when the rule came in: each may shrink, none may grow
 OVER_LINES: dict[str, int] = {
     "backend/host/lib/payload.py": 439,
-    "backend/monitor/silences.py": 412,
 }
 # function -> its complexity when the rule came in
 OVER_COMPLEXITY: dict[str, int] = {}

@@ -19,6 +19,7 @@ import pytest
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.monitor import silences as sil
 from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.silence_model import SilenceRefused
 
 from support.watch import local_fleet, rising_evals, state_dir
 
@@ -139,7 +140,7 @@ def test_at_most_so_many_silences_are_in_force(monkeypatch):
     monkeypatch.setattr(sil, "ACTIVE_MAX", 3)
     for i in range(3):
         sil.add_silence(subject=f"s{i}", duration=3600, comment="x")
-    with pytest.raises(sil.SilenceRefused, match="3 silences are in force, the most there may be"):
+    with pytest.raises(SilenceRefused, match="3 silences are in force, the most there may be"):
         sil.add_silence(subject="s9", duration=3600, comment="x")
 
 

@@ -18,7 +18,7 @@ from fleetdeck.backend.fleet.models import (
     Schedule,
 )
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.silences import Silence
+from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.rows import alerts as alert_rows
 from fleetdeck.tui.rows import fleet as fleet_rows

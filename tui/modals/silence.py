@@ -13,7 +13,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.alert_rules import RULES
-from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, add_silence
+from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
+from fleetdeck.backend.monitor.silences import add_silence
 from fleetdeck.show.fmt import message_text
 from fleetdeck.tui.modals.modal import Modal
 

@@ -8,7 +8,7 @@ import time
 from rich.text import Text
 
 from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.silences import Silence
+from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.show.fmt import host_text, message_text, severity_text, shown, since_text
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}

@@ -24,7 +24,8 @@ from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.seats import SeatCheck
-from fleetdeck.backend.monitor.silences import Silence, SilenceRefused, expire_silence
+from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
+from fleetdeck.backend.monitor.silences import expire_silence
 from fleetdeck.show.fmt import alerts_title, said
 from fleetdeck.tui.rows.alerts import alert_cells, alert_detail, hhmm, silence_cells
 from fleetdeck.tui.views.base import ViewScreen, show_text

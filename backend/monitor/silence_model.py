@@ -1,0 +1,112 @@
+"""One silence, as `silences.json` holds it: what it matches (a host, a rule, a subject: exactly,
+or as a shell-style pattern), from when until when, why and who, and its strict reading
+(`silence_from_json`: `Bad` names the field that is wrong). The store, its lock and its bounds
+on what may be added are `silences.py`."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor import alert_state as st
+from fleetdeck.backend.monitor.alert_state import Bad
+
+COMMENT_MAX = 500
+SUBJECT_MAX = 1024
+_PATTERN = set("*?[")
+
+
+class SilenceRefused(ValueError):
+    """A silence that cannot be added or expired; the message says why in one sentence."""
+
+
+@dataclass(frozen=True)
+class Silence:
+    """One silence: what it matches (None matches anything), from when until when, why and who."""
+
+    id: str
+    host: str | None
+    rule: str | None
+    subject: str | None
+    starts: float
+    ends: float
+    comment: str
+    #: the user who made it (the audit record's `user`)
+    by: str
+    #: who ended it before its time (`silence expire`), or None
+    expired_by: str | None = None
+
+    def active(self, now: float) -> bool:
+        return self.starts <= now < self.ends
+
+    def matches(self, rule: str, host: str, subject: str) -> bool:
+        """True when an alert of `rule` on `host` about `subject` is one this silence names."""
+        if self.host is not None and host != self.host:
+            return False
+        if self.rule is not None and rule != self.rule:
+            return False
+        if self.subject is None:
+            return True
+        if _PATTERN & set(self.subject):
+            return fnmatch.fnmatchcase(subject, self.subject)
+        return subject == self.subject
+
+    @property
+    def scope(self) -> str:
+        """What it silences, in words: `host h1 (maintenance)`, `run-stalled on h1`..."""
+        if self.host and not self.rule and not self.subject:
+            return f"host {self.host} (maintenance)"
+        parts = [self.rule or "every rule"]
+        if self.subject:
+            parts.append(f"about {shown(self.subject)}")
+        parts.append(f"on {self.host}" if self.host else "on every host")
+        return " ".join(parts)
+
+    def state(self, now: float) -> str:
+        """`active`, `expired` (ended early by `silence expire`) or `ended` (its time ran out)."""
+        if self.active(now) or now < self.starts:
+            return "active"
+        return "expired" if self.expired_by else "ended"
+
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
+        d = asdict(self)
+        if now is not None:
+            d["state"] = self.state(now)
+        return d
+
+
+def silence_from_json(d: Any) -> Silence:
+    """One saved silence, strictly (Bad names the field that is wrong)."""
+    d = st.table(d, "the silence")
+
+    def opt(name: str, limit: int = SUBJECT_MAX) -> str | None:
+        v = d.get(name)
+        if v is None:
+            return None
+        v = st.text(v, name)
+        if not v or len(v) > limit:
+            raise Bad(f"{name} is empty or longer than {limit} characters")
+        return v
+
+    sid = st.text(d.get("id"), "id")
+    if not sid or len(sid) > 64:
+        raise Bad("id is empty or too long")
+    host, rule, subject = opt("host", 256), opt("rule", 64), opt("subject")
+    if host is None and rule is None and subject is None:
+        raise Bad("it names no host, rule or subject")
+    starts, ends = st.finite(d.get("starts"), "starts"), st.finite(d.get("ends"), "ends")
+    if ends < starts:
+        raise Bad("it ends before it starts")
+    comment = st.text(d.get("comment"), "comment")
+    by = st.text(d.get("by", ""), "by")
+    expired_by = d.get("expired_by")
+    if expired_by is not None:
+        st.text(expired_by, "expired_by")
+    return Silence(
+        sid, host, rule, subject, starts, ends, comment[:COMMENT_MAX], by[:256], expired_by
+    )
+
+
+__all__ = ["COMMENT_MAX", "SUBJECT_MAX", "Silence", "SilenceRefused", "silence_from_json"]
