@@ -40,19 +40,6 @@ def bar(frac: float | None, width: int = 10, dim: bool = False) -> Text:
     return t
 
 
-def sparkline(
-    values: Sequence[float], width: int = 12, lo: float = 0.0, hi: float = 1.0, dim: bool = False
-) -> Text:
-    """The last `width` values as block characters on a fixed lo..hi scale (blank-padded).
-
-    A fixed scale is deliberate: an autoscaled sparkline turns a 1 MiB wobble into a cliff.
-    """
-    vals = list(values)[-width:]
-    span = (hi - lo) or 1.0
-    chars = "".join(spark_char((v - lo) / span) for v in vals)
-    return Text(" " * (width - len(vals)) + chars, style="dim" if dim else "cyan")
-
-
 def spark_char(frac: float) -> str:
     """One sparkline character for a 0..1 fraction (clamped): the one quantiser of every
     sparkline, the table cells' and the history charts'."""

@@ -3,11 +3,9 @@ and `RecordedSource`, recorded `status --json` documents replayed as polls."""
 
 from __future__ import annotations
 
-import json
 from typing import Protocol
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.fleet.validate import fleet_from_json
 
 
 class Source(Protocol):
@@ -21,8 +19,8 @@ class Source(Protocol):
 class RecordedSource:
     """Replays recorded `status --json` documents as polls (the last one repeats).
 
-    Used by `fleetdeck tui --replay FILE` and by the tests: the snapshots reach the screens
-    through the same `FleetPolled` path a live poll takes.
+    Used by the tests, the benchmarks and the screenshot scripts (there is no replay command):
+    the snapshots reach the screens through the same `FleetPolled` path a live poll takes.
     """
 
     def __init__(self, snapshots: list[FleetSnapshot]) -> None:
@@ -30,11 +28,6 @@ class RecordedSource:
             raise ValueError("no recorded snapshots to replay")
         self.snapshots = list(snapshots)
         self._i = 0
-
-    @classmethod
-    def from_files(cls, *paths: str) -> RecordedSource:
-        """Load each file as one poll, in order."""
-        return cls([fleet_from_json(json.loads(open(p, encoding="utf-8").read())) for p in paths])
 
     async def poll(self) -> FleetSnapshot:
         """The next recorded snapshot."""

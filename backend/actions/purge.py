@@ -30,7 +30,6 @@ from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.purge import main as purge_helper
 
 HELPER = purge_helper.__name__
-CONTROLLER_CODES = ("not-confirmed", "changed-since-check", "not-audited")
 
 
 async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ and reads through it.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -111,12 +110,6 @@ class HistoryDB:
                 db.execute("ROLLBACK")
         except sqlite3.Error:
             pass
-
-    def size_bytes(self) -> int:
-        """The database's size on disk, WAL included."""
-        return sum(
-            os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p)
-        )
 
 
 __all__ = ["REOPEN_AFTER", "SCHEMA", "HistoryDB"]

@@ -99,7 +99,6 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
         self._make: Callable[[str], Sequence[Any]] | None = None
         self._fresh: set[str] = set()
         #: how many rows' cells `make` computed (what a lazy table saves is rows not computed)
-        self.rows_made = 0
         #: how many cells sync or a lazy row's filling replaced, in all
         self.cells_changed = 0
         super().__init__(**kw)

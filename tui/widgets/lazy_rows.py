@@ -52,7 +52,6 @@ class LazyRows:
             rows = {}
             for k in keys:
                 rows[k] = make(k)
-            self.rows_made += len(keys)
             self._all_rows, self._all_heights = rows, heights
             self._sync(self._view(rows), heights)
             self._show_in_title()
@@ -129,7 +128,6 @@ class LazyRows:
         self._fresh.add(key)
         assert self._make is not None
         cells = tuple(one_line_each(c) for c in self._make(key))
-        self.rows_made += 1
         old = self._cells.get(key)
         if old is not None and len(old) == len(cells):
             cells = tuple(a if a is b or a == b else b for a, b in zip(old, cells, strict=True))

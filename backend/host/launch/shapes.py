@@ -12,20 +12,6 @@ from fleetdeck.backend.host.lib import architectures
 MIB = 1 << 20
 #: the trainer's built-in architectures (one table: host/lib/architectures.py), in short names
 ARCHS = {name: architectures.shape(name) for name in architectures.ARCHS}
-DTYPE_BYTES = {
-    "F64": 8,
-    "F32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I64": 8,
-    "I32": 4,
-    "I16": 2,
-    "I8": 1,
-    "U8": 1,
-    "BOOL": 1,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-}
 
 
 def arch_modules(a):

@@ -35,12 +35,3 @@ def sha256_at(dir_fd, name):
         return sha256_fd(fd)[0]
     finally:
         os.close(fd)
-
-
-def sha256_path(path):
-    """sha256 of the file at `path`; its last component is never followed if a symlink."""
-    fd = os.open(path, FILE_FLAGS)
-    try:
-        return sha256_fd(fd)[0]
-    finally:
-        os.close(fd)

@@ -48,18 +48,15 @@ BYSTANDERS = SHELLS | {
     "mv",
     "rm",
 }
-LOOPY = SHELLS | {"watch", "sleep"}
 FD_SCAN_EVERY = 20.0  # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
 TIMER_TTL = 30.0  # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
 SYSTEMD_BOOTED = "/run/systemd/system"  # sd_booted(3): present only when systemd is PID 1
 MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
 SERIES_POINTS = 256  # and sends at most this many per series (run_progress.thin)
-LOOP_RE = re.compile(r"(?:^|[\s;&|(])(?:while\s+(?:true|:|\[\s*1\s*\])|until\s+false)(?=\s|;|$)")
 CRON_RE = re.compile(r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
 ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # run-parts' rule; cron skips other names
-CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 CACHE: dict = {}  # (tag, path) -> (stat key, value); file parses survive between resident polls
 STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
