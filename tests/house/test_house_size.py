@@ -20,9 +20,7 @@ MAX_LINES = 400
 MAX_COMPLEXITY = 25
 
 # path -> its line count when the rule came in: each may shrink, none may grow
-OVER_LINES: dict[str, int] = {
-    "backend/host/lib/payload.py": 439,
-}
+OVER_LINES: dict[str, int] = {}
 # function -> its complexity when the rule came in
 OVER_COMPLEXITY: dict[str, int] = {}
 

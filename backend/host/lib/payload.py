@@ -1,37 +1,16 @@
 """The host side of a helper payload: the loader that runs it, and the cache that keeps it.
 
 The controller sends this module's source through BOOT (as plain source, `<n>` and the text),
-then one header line:
+then one header line: `c SHA256` runs the cached payload of that name (or answers
+`{"fleetdeck_payload": "missing", "sha256": SHA256}`, reads stdin to its end and exits: the
+controller sends it whole), `p SHA256 SIZE ZSIZE KEEP` is followed by the payload, ZSIZE bytes of
+zlib holding SIZE bytes that must hash to SHA256, kept in the cache with KEEP 1. The payload is
+UTF-8 JSON, `{"format": 1, "main": NAME, "modules": [[NAME, IS_PACKAGE, SOURCE], ...]}`
+(`fleetdeck.backend.fleet.link.bundle.payload`); its modules are imported on demand through a
+finder placed first on `sys.meta_path`, and `main` runs as `__main__`.
 
-  `c SHA256`                  run the cached payload named SHA256. When it is not there, or
-                              anything about it cannot be trusted, answer one JSON line
-                              `{"fleetdeck_payload": "missing", "sha256": SHA256}` on stdout,
-                              read stdin to its end and exit: the controller sends it whole.
-  `p SHA256 SIZE ZSIZE KEEP`  the payload follows, ZSIZE bytes of zlib holding SIZE bytes;
-                              it must hash to SHA256. With KEEP 1 it is kept in the cache
-                              (best effort: a cache that cannot be written costs nothing more).
-
-The payload is UTF-8 JSON, `{"format": 1, "main": NAME, "modules": [[NAME, IS_PACKAGE,
-SOURCE], ...]}` (`fleetdeck.backend.fleet.link.bundle.payload`). Its modules are imported on demand
-through a finder placed first on `sys.meta_path` (a host with no NVIDIA driver never runs
-pynvml's module), and `main` runs as `__main__`; what follows on stdin is the helper's own.
-
-The cache (docs/probe.md): `$XDG_CACHE_HOME/fleetdeck/payload/` when XDG_CACHE_HOME is an
-absolute path, else `.cache/fleetdeck/payload/` in the effective user's home from the
-password database (not $HOME, which sudo may leave pointing at another user's home). In it,
-`SHA256.json` is the payload and `SHA256.TAG.code` its modules' bytecode for one Python
-(TAG: the interpreter's cache tag and exact version), written once. Every use walks the
-path one folder at a time with O_NOFOLLOW from an open descriptor: the folders above the
-cache must be owned by root or the user and writable by no one else (unless sticky, as
-/tmp); `fleetdeck/` and `payload/` must be real folders owned by the user and writable by
-no one else, and are created 0700. A payload runs from the cache only when its file is the
-user's own, writable by no one else, and its content hashes to its name; its bytecode only
-when it names that payload and its own digest matches. Anything else is a miss, and when the
-payload is sent again an untrusted folder (or a symlink in its place) is moved aside to
-`NAME.untrusted-PID-INODE` and the files are written anew, each through a temporary name and
-a rename: a stale or tampered cache costs a resend, never runs other code. (The bytecode's
-digest finds a damaged or stale file; what the user's own account writes there is that
-user's code, as their shell's startup files are.)
+Where the cache lives, and when a folder, a payload or its bytecode in it is trusted: docs/probe.md
+("How it reaches a host"). Anything else is a miss, never other code run.
 """
 # Runs on the host's Python 3.8 or newer. Nothing here prints except the one miss line.
 # ruff: noqa: UP031
@@ -79,21 +58,14 @@ def cache_base():
     return os.path.join(pwd.getpwuid(os.geteuid()).pw_dir, ".cache")
 
 
-def _check_above(st, path):
+def _check_dir(st, path, own):
+    """A folder on the cache's path: root's or the user's (the user's alone when `own`), and
+    writable by no one else (unless sticky, as /tmp, for a folder above the cache)."""
     if not stat.S_ISDIR(st.st_mode):
         raise Untrusted("%s is not a folder" % path)
-    if st.st_uid not in (0, os.geteuid()):
+    if st.st_uid != os.geteuid() and (own or st.st_uid != 0):
         raise Untrusted("%s belongs to another user" % path)
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        raise Untrusted("%s is writable by others" % path)
-
-
-def _check_own(st, path):
-    if not stat.S_ISDIR(st.st_mode):
-        raise Untrusted("%s is not a folder" % path)
-    if st.st_uid != os.geteuid():
-        raise Untrusted("%s belongs to another user" % path)
-    if st.st_mode & 0o022:
+    if st.st_mode & 0o022 and (own or not st.st_mode & stat.S_ISVTX):
         raise Untrusted("%s is writable by others" % path)
 
 
@@ -112,7 +84,7 @@ def _open_base(create):
     fd = os.open("/", _DIR)
     path = "/"
     try:
-        _check_above(os.fstat(fd), path)
+        _check_dir(os.fstat(fd), path, False)
         for part in [p for p in base.split("/") if p]:
             path = os.path.join(path, part)
             try:
@@ -127,7 +99,7 @@ def _open_base(create):
                 nxt = _open_dir(fd, part, path)
             os.close(fd)
             fd = nxt
-            _check_above(os.fstat(fd), path)
+            _check_dir(os.fstat(fd), path, False)
         return fd, base
     except BaseException:
         os.close(fd)
@@ -146,7 +118,7 @@ def open_cache(create=False):
                 try:
                     nxt = _open_dir(fd, part, path)
                     try:
-                        _check_own(os.fstat(nxt), path)
+                        _check_dir(os.fstat(nxt), path, True)
                     except BaseException:
                         os.close(nxt)
                         raise
@@ -196,9 +168,8 @@ def _read_own(d, name, limit):
     fd = os.open(name, _FILE, dir_fd=d)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise Untrusted(name)
-        if st.st_size > limit:
+        bad = st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_size > limit
+        if not stat.S_ISREG(st.st_mode) or bad:
             raise Untrusted(name)
         chunks = []
         while True:
@@ -368,18 +339,11 @@ def run(doc, codes):
     """Run the payload: its modules importable, its main module as `__main__`."""
     sys.meta_path.insert(0, Finder(doc, codes))
     main = doc["main"]
+    where = "<fleetdeck-helper:%s>" % main
     code = codes.get(main) if codes else None
     if code is None:
-        src = [m[2] for m in doc["modules"] if m[0] == main][0]
-        code = compile(src, "<fleetdeck-helper:%s>" % main, "exec")
-    exec(
-        code,
-        {
-            "__name__": "__main__",
-            "__builtins__": __builtins__,
-            "__file__": "<fleetdeck-helper:%s>" % main,
-        },
-    )
+        code = compile([m[2] for m in doc["modules"] if m[0] == main][0], where, "exec")
+    exec(code, {"__name__": "__main__", "__builtins__": __builtins__, "__file__": where})
 
 
 def _fail(message):
@@ -410,12 +374,8 @@ def main(inp=None, out=None):
         return run(*found)
     if len(head) != 5 or head[0] != b"p" or not head[2].isdigit() or not head[3].isdigit():
         _fail("unknown header %r" % b" ".join(head)[:100])
-    sha, size, zsize, keep = (
-        head[1].decode("ascii", "replace"),
-        int(head[2]),
-        int(head[3]),
-        head[4] == b"1",
-    )
+    sha = head[1].decode("ascii", "replace")
+    size, zsize, keep = int(head[2]), int(head[3]), head[4] == b"1"
     if not _is_sha(sha) or size > MAX_SIZE or zsize > MAX_SIZE:
         _fail("bad payload header")
     packed = inp.read(zsize)
