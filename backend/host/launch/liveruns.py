@@ -5,7 +5,7 @@ share their GPUs (stdlib only, Python 3.8 or newer).
 import json
 import os
 
-from fleetdeck.backend.host.launch.resources import add_check, after_pid
+from fleetdeck.backend.host.launch.resources import after_pid, check
 from fleetdeck.backend.host.lib import procfs
 
 TRAINER_MODULE = "fleetdeck.backend.train"
@@ -95,21 +95,21 @@ def check_live_runs(checks, config, gpus, roots, after, force, seen=()):
     else:
         # no GPU to share: CPU runs (tests, tiny models) only compete for cores, so say so and go on
         if not runs:
-            return add_check(
+            return check(
                 checks, "live-run", True, "no GPU on this host, and no other run is live on it"
             )
         desc = ", ".join(_run_text(path, pid) for path, pid in sorted(runs.items())[:3])
-        return add_check(
+        return check(
             checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU"
         )
     if not clash:
-        return add_check(checks, "live-run", True, f"no other run is live on {where}")
+        return check(checks, "live-run", True, f"no other run is live on {where}")
     desc = ", ".join(_run_text(path, pid) for path, pid in sorted(clash.items())[:3])
     if force:
-        return add_check(
+        return check(
             checks, "live-run", True, f"{desc} live on {where}; --force given, starting anyway"
         )
-    add_check(
+    check(
         checks,
         "live-run",
         False,

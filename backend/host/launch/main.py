@@ -31,7 +31,8 @@ import subprocess
 import sys
 import time
 
-from fleetdeck.backend.host.launch.preflight import check, preflight, resumable
+from fleetdeck.backend.host.launch.preflight import preflight, resumable
+from fleetdeck.backend.host.launch.resources import check
 from fleetdeck.backend.host.launch.runfiles import (
     read_manifest,
     record_state,

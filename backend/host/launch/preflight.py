@@ -12,7 +12,13 @@ import sys
 
 from fleetdeck.backend.host.launch.estimate import corpus_bytes, estimate
 from fleetdeck.backend.host.launch.liveruns import TRAINER_MODULE, check_live_runs
-from fleetdeck.backend.host.launch.resources import check_disk, check_gpus, check_memory, gpu_table
+from fleetdeck.backend.host.launch.resources import (
+    check,
+    check_disk,
+    check_gpus,
+    check_memory,
+    gpu_table,
+)
 from fleetdeck.backend.host.launch.runfiles import after_status, read_manifest
 from fleetdeck.backend.host.launch.shapes import ARCHS
 from fleetdeck.backend.host.launch.targets import check_targets
@@ -46,11 +52,6 @@ def missing_modules(names, python=None):
     except ValueError:
         return list(names)
     return [n for n in out if isinstance(n, str)]
-
-
-def check(checks, name, ok, message):
-    checks.append({"name": name, "ok": bool(ok), "message": message})
-    return ok
 
 
 def expand(config, key):

@@ -83,8 +83,10 @@ def after_pid(after):
         return None
 
 
-def add_check(checks, name, ok, message):
+def check(checks, name, ok, message):
+    """One pre-flight check's verdict, added to `checks`; returns `ok`."""
     checks.append({"name": name, "ok": bool(ok), "message": message})
+    return ok
 
 
 def check_gpus(checks, config, gpus):
@@ -94,7 +96,7 @@ def check_gpus(checks, config, gpus):
     want = int(config.get("gpus", 1))
     have = len(gpus["gpus"])
     if have:
-        return add_check(
+        return check(
             checks,
             "gpus",
             want <= have,
@@ -111,21 +113,21 @@ def check_gpus(checks, config, gpus):
         )
     why = " ({})".format(gpus["error"]) if gpus["error"] else ""
     if want == 1:
-        return add_check(
+        return check(
             checks,
             "gpus",
             True,
             f"no GPU on this host{why}: the run trains in one process on the CPU",
         )
     if os.environ.get("FLEETDECK_TRAIN_CPU_PROCESSES") == "1":
-        return add_check(
+        return check(
             checks,
             "gpus",
             True,
             f"no GPU on this host{why}: the run trains in {want} processes on the "
             "CPU (FLEETDECK_TRAIN_CPU_PROCESSES=1)",
         )
-    return add_check(
+    return check(
         checks,
         "gpus",
         False,
@@ -145,10 +147,8 @@ def check_memory(checks, config, gpus, est, after):
             " ({})".format(gpus["error"]) if gpus["error"] else ""
         )
         if avail is None:
-            return add_check(
-                checks, "memory", True, f"{note}; memory not checked (no /proc/meminfo)"
-            )
-        return add_check(
+            return check(checks, "memory", True, f"{note}; memory not checked (no /proc/meminfo)")
+        return check(
             checks,
             "memory",
             avail >= need,
@@ -156,7 +156,7 @@ def check_memory(checks, config, gpus, est, after):
         )
     want = int(config.get("gpus", 1))
     if len(gpus["gpus"]) < want:
-        return add_check(
+        return check(
             checks,
             "memory",
             False,
@@ -171,7 +171,7 @@ def check_memory(checks, config, gpus, est, after):
             continue
         free = g["free"]
         if free is None:
-            add_check(
+            check(
                 checks,
                 "memory",
                 True,
@@ -181,7 +181,7 @@ def check_memory(checks, config, gpus, est, after):
         freed = sum(p["used"] for p in gpus["apps"] if p["pid"] == prev and p["uuid"] == g["uuid"])
         total = free + freed
         extra = f" ({units.size(freed)} of it held now by the run it waits for)" if freed else ""
-        add_check(
+        check(
             checks,
             "memory",
             total >= need,
@@ -199,7 +199,7 @@ def check_unified_memory(checks, shared, apps, prev, need, why):
     )
     avail = shared[0]["free"]
     if avail is None:
-        return add_check(
+        return check(
             checks,
             "memory",
             True,
@@ -210,7 +210,7 @@ def check_unified_memory(checks, shared, apps, prev, need, why):
     extra = f", {units.size(freed)} of it held now by the run it waits for" if freed else ""
     total = need * len(shared)
     each = f"{len(shared)} processes x " if len(shared) > 1 else ""
-    add_check(
+    check(
         checks,
         "memory",
         avail + freed >= total,
@@ -228,10 +228,10 @@ def check_disk(checks, output, est):
     try:
         st = os.statvfs(probe)
     except OSError as e:
-        return add_check(checks, "disk", False, f"cannot read free space at {probe}: {e}")
+        return check(checks, "disk", False, f"cannot read free space at {probe}: {e}")
     free = st.f_bavail * st.f_frsize
     need = est["disk_bytes"]
-    add_check(
+    check(
         checks,
         "disk",
         free >= need,

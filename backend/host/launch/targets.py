@@ -5,6 +5,7 @@ modules before the model is built (stdlib only, Python 3.8 or newer), for launch
 import os
 import struct
 
+from fleetdeck.backend.host.launch.resources import check
 from fleetdeck.backend.host.launch.shapes import ARCHS, safetensors_header
 
 #: the Linear modules of every layer of a built-in (Qwen3-shaped) architecture
@@ -46,38 +47,31 @@ def check_targets(checks, config):
     except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
         names, where = None, "the base model's weights could not be read (%s)" % e
     if names is None:
-        return checks.append(
-            {
-                "name": "target-modules",
-                "ok": True,
-                "message": "target_modules %s are matched when the model is built (%s)"
-                % (", ".join(targets), where),
-            }
+        return check(
+            checks,
+            "target-modules",
+            True,
+            "target_modules %s are matched when the model is built (%s)"
+            % (", ".join(targets), where),
         )
     # the trainer also takes a module's full dotted name; only a leaf name is judged here
     bad = [t for t in targets if "." not in t and t not in names]
     if bad:
-        return checks.append(
-            {
-                "name": "target-modules",
-                "ok": False,
-                "message": (
-                    "target_modules %s match%s no Linear module of the base model (%s has %s)"
-                    % (
-                        ", ".join(repr(t) for t in bad),
-                        "es" if len(bad) == 1 else "",
-                        where,
-                        ", ".join(sorted(names)[:12]) or "none",
-                    )
-                ),
-            }
+        return check(
+            checks,
+            "target-modules",
+            False,
+            "target_modules %s match%s no Linear module of the base model (%s has %s)"
+            % (
+                ", ".join(repr(t) for t in bad),
+                "es" if len(bad) == 1 else "",
+                where,
+                ", ".join(sorted(names)[:12]) or "none",
+            ),
         )
-    checks.append(
-        {
-            "name": "target-modules",
-            "ok": True,
-            "message": "target_modules %s each match Linear modules (%s)"
-            % (", ".join(targets), where),
-        }
+    return check(
+        checks,
+        "target-modules",
+        True,
+        "target_modules %s each match Linear modules (%s)" % (", ".join(targets), where),
     )
-    return None
