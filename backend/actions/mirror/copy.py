@@ -8,13 +8,12 @@ import asyncio
 import contextlib
 from typing import Any
 
-import asyncssh
-
 from fleetdeck.backend.actions.mirror.common import HELPER, MirrorFail, MirrorFile, Progress
 from fleetdeck.backend.actions.mirror.relay import _fail_from, _last_word, _recv, _Relay
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.channel import HelperProcess
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.fleet.link.sshlib import asyncssh
 from fleetdeck.backend.host.lib.text import shown
 
 

@@ -10,8 +10,6 @@ import json
 import time
 from typing import Any
 
-import asyncssh
-
 from fleetdeck.backend.actions.mirror.common import (
     HASH_RATE,
     HELPER,
@@ -23,6 +21,7 @@ from fleetdeck.backend.actions.mirror.common import (
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.channel import HelperProcess, ShellOutputError
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.fleet.link.sshlib import asyncssh
 from fleetdeck.backend.host.lib.text import shown
 
 

@@ -10,11 +10,10 @@ import os
 import time
 from typing import Any, TypeVar
 
-import asyncssh
-
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link import known_hosts
+from fleetdeck.backend.fleet.link.sshlib import asyncssh
 
 # Authentication refused (or a key file missing) is not retried until the key files, the
 # ssh config or the fleet file change, or this long has passed: a retry would be refused the

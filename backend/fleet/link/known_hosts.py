@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import asyncssh
+from fleetdeck.backend.fleet.link.sshlib import asyncssh
 
 
 def entry_name(address: str, port: int) -> str:

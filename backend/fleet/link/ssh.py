@@ -14,8 +14,6 @@ import shlex
 import time
 from typing import Any
 
-import asyncssh
-
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError, answer_or_raise
 from fleetdeck.backend.fleet.link import localproc
@@ -37,6 +35,7 @@ from fleetdeck.backend.fleet.link.connect import (
     Connector,
 )
 from fleetdeck.backend.fleet.link.helper_errors import ended_error, sudo_error
+from fleetdeck.backend.fleet.link.sshlib import asyncssh
 from fleetdeck.backend.host.lib.text import shown
 
 # After a host's payload cache failed to keep a payload, it is sent whole for this long before
