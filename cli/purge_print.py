@@ -117,6 +117,9 @@ def _keep_lines(console: Console, plan: PurgePlan) -> None:
     assert k is not None
     if k.refusal is not None:
         console.print(Text.assemble((f"  {k.refusal.code}", "red"), ": ", said(k.refusal.message)))
+        for step, paths in k.ambiguous:
+            for path in paths:
+                console.print(Text(f"  step {step}: {shown(path)}", style="yellow"))
         return
     complete = len(k.checkpoints) - len(k.incomplete)
     console.print(

@@ -49,6 +49,9 @@ def _keep_rule(rule: dict[str, Any] | None) -> KeepRule | None:
         refusal=Refusal(err[0], err[1]) if err else None,
         incomplete=tuple((int(s), str(p), str(w)) for s, p, w in rule.get("incomplete") or []),
         ignored=tuple((str(p), str(w)) for p, w in rule.get("ignored") or []),
+        ambiguous=tuple(
+            (int(s), tuple(str(p) for p in ps)) for s, ps in rule.get("ambiguous") or []
+        ),
     )
 
 

@@ -81,6 +81,9 @@ class KeepRule:
     incomplete: tuple[tuple[int, str, str], ...] = ()
     #: names that look like checkpoints but are not (a trailing newline, a step past 2**63 - 1)
     ignored: tuple[tuple[str, str], ...] = ()
+    #: steps that two checkpoint folders share (`<run>/checkpoint-300` beside
+    #: `<run>/checkpoints/checkpoint-300`): (step, paths); the rule refuses `ambiguous-step`
+    ambiguous: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class KeepRule:
             "checkpoints": [[s, p] for s, p in self.checkpoints],
             "incomplete": [{"step": s, "path": p, "why": w} for s, p, w in self.incomplete],
             "ignored": [{"path": p, "why": w} for p, w in self.ignored],
+            "ambiguous": [{"step": s, "paths": list(ps)} for s, ps in self.ambiguous],
             "refusal": self.refusal.to_json() if self.refusal else None,
         }
 

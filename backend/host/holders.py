@@ -164,10 +164,11 @@ def holders(req):
     index, complete = _index(real, st)
     found, unreadable = scan_proc(index, [real])
     ours = set(procfs.ancestors()) | {os.getpid()}
+    anchor = procfs.session()
     by_pid = {}
     for h in found:
         pid = h["pid"]
-        if pid in ours or procfs.has_helper_marker(pid):
+        if pid in ours or procfs.in_session(pid, anchor):
             continue
         rec = by_pid.get(pid)
         if rec is None:

@@ -73,7 +73,9 @@ def _checked(req):
     now = _command_line(pid)  # "" when gone or unreadable
     if not now or (listed and not now.startswith(listed)):
         raise Refused("changed", "process %d now runs another command than the one listed" % pid)
-    if procfs.has_helper_marker(pid):
+    if procfs.in_session(pid, procfs.session()):
+        # known by descent from the controller's own session (pid and start time), never by a
+        # marker another process could copy
         raise Refused("ours", "process %d is one of fleetdeck's own helpers" % pid)
     if pid == os.getpid() or pid in procfs.ancestors():
         # this helper's own chain: the login, shell or dashboard it runs under (the probe leaves

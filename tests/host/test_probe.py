@@ -17,6 +17,7 @@ from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.link.ssh import HostLink
 
 from support.probe import PROBE, checkpoint, probe, run_of, sleeper, write_progress
+from support.weights import safetensors
 
 HOSTILE = "-run 'q\"$(touch x) \nb"  # leading dash, quotes, $(..), a newline
 
@@ -231,7 +232,7 @@ def test_finished_by_adapter_by_last_step_and_by_run_json(tmp_path, children):
     root = tmp_path / "runs"
     a = root / "with-adapter"
     (a / "adapter").mkdir(parents=True)
-    (a / "adapter" / "adapter_model.safetensors").write_bytes(b"w" * 64)
+    (a / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(b"w" * 64))
     (a / "adapter" / "adapter_config.json").write_text("{}")
     write_progress(a, range(1, 50))
     # a server mapping the final adapter is using it, not training it

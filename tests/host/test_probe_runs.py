@@ -10,6 +10,8 @@ from fleetdeck.backend.host.probe import run_progress
 from fleetdeck.backend.host.probe import runs as probe_runs
 from fleetdeck.backend.host.probe.common import CACHE
 
+from support.weights import safetensors
+
 
 def test_a_huge_progress_file_is_read_from_its_tail_then_incrementally(tmp_path: Path):
     run = tmp_path / "runs" / "big"
@@ -135,7 +137,7 @@ def test_every_layout_the_run_listing_reads_has_a_series(tmp_path: Path, capsys)
     write_progress(prog, range(1, 31))
     (bare / "adapter").mkdir(parents=True)  # a finished run's adapter only: no series anywhere
     (bare / "adapter" / "adapter_config.json").write_text("{}")
-    (bare / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    (bare / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(b"\0" * 64))
     rc, out, err = run_cli(["--hosts", hosts, "runs", "--json"], capsys)
     assert rc == 0, err
     listed = {r["path"]: r for r in json.loads(out)["runs"]}
@@ -195,7 +197,7 @@ def test_each_checkpoint_says_whether_it_is_complete(tmp_path: Path):
         (run / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
     for step in (100, 300):
         (run / "checkpoints" / f"checkpoint-{step}" / "adapter_model.safetensors").write_bytes(
-            b"w" * 8
+            safetensors(b"w" * 8)
         )
         (run / "checkpoints" / f"checkpoint-{step}" / "adapter_config.json").write_text("{}")
     (run / "checkpoints" / "checkpoint-300" / "adapter_model.safetensors").write_bytes(b"")

@@ -16,6 +16,7 @@ import pytest
 from fleetdeck.backend.host.lib import layout
 
 from support.probe import probe
+from support.weights import safetensors, write_sparse, write_torn
 
 WEIGHTS = b"\x00" * 64
 
@@ -23,7 +24,7 @@ WEIGHTS = b"\x00" * 64
 def adapter(folder: Path, weights: bytes | None = WEIGHTS, config: bool = True) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if weights is not None:
-        (folder / "adapter_model.safetensors").write_bytes(weights)
+        (folder / "adapter_model.safetensors").write_bytes(safetensors(weights) if weights else b"")
     if config:
         (folder / "adapter_config.json").write_text('{"r": 8}')
 
@@ -60,6 +61,23 @@ def zero_byte_weights(run: Path) -> Path | None:
     return None
 
 
+def torn_weights(run: Path) -> Path | None:
+    """A save killed while it wrote the adapter in place: its first 100 bytes."""
+    (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+    adapter(run / "adapter", weights=None)
+    write_torn(run / "adapter" / "adapter_model.safetensors", 100)
+    return None
+
+
+def sparse_weights(run: Path) -> Path | None:
+    """A header promising 1 GiB and a file sized to it, nothing written: zeros the writer never
+    wrote."""
+    (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+    adapter(run / "adapter", weights=None)
+    write_sparse(run / "adapter" / "adapter_model.safetensors")
+    return None
+
+
 def symlinked_adapter(run: Path) -> Path | None:
     (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
     adapter(run.parent.parent / "elsewhere" / run.name)
@@ -70,7 +88,7 @@ def symlinked_adapter(run: Path) -> Path | None:
 def symlinked_weights(run: Path) -> Path | None:
     (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
     adapter(run / "adapter", weights=None)
-    (run.parent.parent / "w.safetensors").write_bytes(WEIGHTS)
+    (run.parent.parent / "w.safetensors").write_bytes(safetensors(WEIGHTS))
     os.symlink(run.parent.parent / "w.safetensors", run / "adapter" / "adapter_model.safetensors")
     return None
 
@@ -87,6 +105,8 @@ CASES = [
     hf_root_adapter,
     crashed_save,
     zero_byte_weights,
+    torn_weights,
+    sparse_weights,
     symlinked_adapter,
     symlinked_weights,
     no_config,
@@ -121,6 +141,8 @@ def test_the_probe_agrees(runs, tmp_path):
             assert got[name]["state"] == "finished", name
     assert "adapter_model.safetensors is empty" in got["zero_byte_weights"]["reason"]
     assert "no adapter_model.safetensors" in got["crashed_save"]["reason"]
+    assert "torn: adapter_model.safetensors ends at 100 of" in got["torn_weights"]["reason"]
+    assert "sparse: adapter_model.safetensors has a hole" in got["sparse_weights"]["reason"]
 
 
 def _checkpoint_of(run: Path) -> Path:

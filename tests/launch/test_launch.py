@@ -22,6 +22,7 @@ from fleetdeck.backend.host.launch import liveruns, resources, shapes
 from fleetdeck.backend.host.lib import procfs
 
 from support.launch import HOSTILE, base_values, fake_gpus, launch_cli, write_run_toml
+from support.weights import safetensors, write_sparse, write_torn
 
 pytestmark = pytest.mark.sshd
 
@@ -166,7 +167,7 @@ def test_after_a_failed_run_refused(h1, tmp_path, capsys):
 def _adapter(where: Path, weights: bytes | None = b"\0" * 64, config: bool = True) -> None:
     where.mkdir(parents=True, exist_ok=True)
     if weights is not None:
-        (where / "adapter_model.safetensors").write_bytes(weights)
+        (where / "adapter_model.safetensors").write_bytes(safetensors(weights) if weights else b"")
     if config:
         (where / "adapter_config.json").write_text("{}")
 
@@ -187,6 +188,16 @@ def _weights_without_config(prev):
     _adapter(prev / "adapter", config=False)
 
 
+def _torn_weights(prev):
+    _adapter(prev / "adapter", weights=None)
+    write_torn(prev / "adapter" / "adapter_model.safetensors", 100)
+
+
+def _sparse_weights(prev):
+    _adapter(prev / "adapter", weights=None)
+    write_sparse(prev / "adapter" / "adapter_model.safetensors")
+
+
 def _symlinked_adapter(prev):
     _adapter(prev.parent / (prev.name + "-elsewhere"))
     (prev / "adapter").symlink_to(prev.parent / (prev.name + "-elsewhere"))
@@ -194,7 +205,15 @@ def _symlinked_adapter(prev):
 
 @pytest.mark.parametrize(
     "layout",
-    [_no_adapter, _crashed_save, _zero_byte_weights, _weights_without_config, _symlinked_adapter],
+    [
+        _no_adapter,
+        _crashed_save,
+        _zero_byte_weights,
+        _torn_weights,
+        _sparse_weights,
+        _weights_without_config,
+        _symlinked_adapter,
+    ],
     ids=lambda f: f.__name__.strip("_"),
 )
 def test_after_a_finished_run_without_a_final_adapter_refused(h1, tmp_path, capsys, layout):

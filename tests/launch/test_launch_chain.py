@@ -24,6 +24,7 @@ from fleetdeck.backend.host.lib import procfs
 from fleetdeck.cli.main import main
 
 from support.launch import HOSTILE, base_values, manifest, wait_for, write_corpus, write_run_toml
+from support.weights import safetensors
 
 pytestmark = [pytest.mark.sshd, pytest.mark.train]
 pytest.importorskip("torch")
@@ -53,7 +54,9 @@ class FakeRun:
     def finish(self, adapter=True):
         if adapter:
             (self.path / "adapter").mkdir()
-            (self.path / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+            (self.path / "adapter" / "adapter_model.safetensors").write_bytes(
+                safetensors(b"\0" * 64)
+            )
             (self.path / "adapter" / "adapter_config.json").write_text("{}")
         self.write(state="finished", pid=self.proc.pid)
         self.stop()

@@ -18,6 +18,7 @@ from fleetdeck.backend.host.lib import layout, procfs
 from fleetdeck.cli.main import main
 
 from support.launch import base_values, manifest, wait_for, write_corpus, write_run_toml
+from support.weights import safetensors
 
 pytestmark = pytest.mark.sshd
 
@@ -39,7 +40,7 @@ def stopped_run(run, values, state="failed", checkpoint=4, **manifest):
     if checkpoint is not None:
         ck = run / "checkpoints" / f"checkpoint-{checkpoint}"
         ck.mkdir(parents=True)
-        (ck / "adapter_model.safetensors").write_bytes(os.urandom(64))
+        (ck / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(64)))
         (ck / "adapter_config.json").write_text("{}")
         (ck / "trainer_state.json").write_text(json.dumps({"global_step": checkpoint}))
     m = {"state": state, "config": dict(values), "error": "stopped by SIGTERM"}
@@ -103,7 +104,7 @@ async def test_what_cannot_resume_is_refused_with_the_reason(h1, case):
     elif case == "final-adapter":
         stopped_run(run, values)
         (run / "adapter").mkdir()
-        (run / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 8)
+        (run / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(b"\0" * 8))
         (run / "adapter" / "adapter_config.json").write_text("{}")
     try:
         c = await resume_check(host, values)

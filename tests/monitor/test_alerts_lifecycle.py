@@ -20,6 +20,8 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
 from fleetdeck.backend.monitor.alerts import AlertConfig, AlertEngine
 
+from support.weights import safetensors
+
 T0 = 1_800_000_000.0
 HOOK = (
     "import json, sys\ndoc = json.loads(sys.stdin.read())\n"
@@ -166,7 +168,7 @@ def trainer(run: Path) -> subprocess.Popen:
 
 def adapter(run: Path) -> None:
     (run / "adapter").mkdir()
-    (run / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    (run / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(b"\0" * 64))
     (run / "adapter" / "adapter_config.json").write_text("{}")
 
 

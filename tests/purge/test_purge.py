@@ -16,11 +16,12 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 
 from support.purge import HOST, _prompted_purge, cli, make_run, purge_audit, sha, uniq
+from support.weights import safetensors
 
 pytestmark = pytest.mark.sshd
 
 
-CKPT_BYTES = 2048 + 9 + 8192  # weights, adapter_config.json, optimizer.pt
+CKPT_BYTES = len(safetensors(bytes(2048))) + 9 + 8192  # weights, adapter_config.json, optimizer.pt
 
 
 @pytest.fixture

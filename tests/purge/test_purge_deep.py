@@ -7,13 +7,14 @@ from __future__ import annotations
 from fleetdeck.backend.host.purge import facts, paths, verdict
 
 from support.deep_tree import _nest, _unnest
+from support.weights import safetensors
 
 
 def test_a_folder_nested_past_the_bound_is_refused_with_its_reason(tmp_path):
     root = tmp_path / "runs"
     target = root / "run-1" / "checkpoints" / "checkpoint-5"
     (target / "deep").mkdir(parents=True)
-    (target / "adapter_model.safetensors").write_bytes(b"x" * 64)
+    (target / "adapter_model.safetensors").write_bytes(safetensors(b"x" * 64))
     _nest(target / "deep", 1200)
     try:
         got = facts.gather([str(target)], [str(root)], hashing=False)

@@ -19,6 +19,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 
 from support.purge import cli, make_run, purge_audit, sha, uniq
+from support.weights import safetensors, write_sparse, write_torn
 
 pytestmark = pytest.mark.sshd
 
@@ -29,6 +30,10 @@ HOSTILE = "run -rf $(touch pwned) 'q' \"d\""
 @pytest.fixture
 def h1(sshd_fleet, tmp_path):
     return sshd_fleet.write_fleet(tmp_path / "hosts.toml", names=[HOST]), sshd_fleet.hosts[HOST]
+
+
+def ck(run: Path, step: int) -> Path:
+    return run / "checkpoints" / f"checkpoint-{step}"
 
 
 def ckpts(run: Path) -> list[int]:
@@ -286,3 +291,91 @@ def test_the_run_is_typed_back_as_it_was_given(h1, capsys):
     doc = json.loads(out)
     assert rc == 0 and ckpts(run) == [50], err
     assert doc["keep_newest"]["run"] == given and doc["keep_newest"]["resolved"] == str(run)
+
+
+def _full_model_naming_its_config(c: Path) -> None:
+    """A full-model checkpoint whose index names config.json as its only shard: no weight byte."""
+    for p in c.iterdir():
+        p.unlink()
+    (c / "config.json").write_text("{}")
+    (c / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {"lm_head.weight": "config.json"}})
+    )
+
+
+def test_keep_newest_keeps_only_checkpoints_whole_by_their_bytes(h1, capsys):
+    """A save torn in place, a preallocated one never written, and a full model whose index names
+    its config: none is a keeper. Each is named in the plan with why, and left where it is; the
+    whole ones are kept and only the older whole one goes."""
+    fleet, host = h1
+    run = make_run(host.runs, uniq(HOSTILE), steps=(25, 50, 75, 100, 125, 150), adapter=False)
+    whole = write_torn(ck(run, 100) / "adapter_model.safetensors", 100)
+    write_sparse(ck(run, 125) / "adapter_model.safetensors")
+    _full_model_naming_its_config(ck(run, 150))
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "2",
+        "--dry-run",
+        "--json",
+    )
+    doc = json.loads(out)
+    assert rc == 0, err
+    assert doc["keep_newest"]["kept"] == [str(ck(run, 50)), str(ck(run, 75))]
+    assert [p["path"] for p in doc["paths"]] == [str(ck(run, 25))]
+    why = {i["path"]: i["why"] for i in doc["keep_newest"]["incomplete"]}
+    assert (
+        f"torn: adapter_model.safetensors ends at 100 of {whole:,} bytes" in why[str(ck(run, 100))]
+    )
+    assert "sparse: adapter_model.safetensors has a hole" in why[str(ck(run, 125))]
+    assert "names config.json as a shard, which holds no weights" in why[str(ck(run, 150))]
+
+    # executed: the torn, sparse and weightless ones are where they were, the whole ones kept
+    run_s = str(run)
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        run_s,
+        "--keep-newest",
+        "2",
+        "--confirm",
+        run_s,
+    )
+    assert rc == 0, err
+    assert ckpts(run) == [50, 75, 100, 125, 150]
+
+
+def test_two_checkpoints_of_one_step_are_refused_ambiguous_step(h1, capsys):
+    fleet, host = h1
+    run = make_run(host.runs, uniq(HOSTILE), steps=(100, 200, 300), adapter=False)
+    twin = run / "checkpoint-300"
+    twin.mkdir()
+    (twin / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(256)))
+    (twin / "adapter_config.json").write_text("{}")
+    rc, out, err = cli(
+        capsys,
+        "purge",
+        "--hosts",
+        str(fleet),
+        HOST,
+        str(run),
+        "--keep-newest",
+        "1",
+        "--dry-run",
+        "--json",
+    )
+    doc = json.loads(out)
+    assert rc != 0
+    k = doc["keep_newest"]
+    assert k["refusal"]["code"] == "ambiguous-step"
+    assert str(twin) in k["refusal"]["message"] and str(ck(run, 300)) in k["refusal"]["message"]
+    assert k["ambiguous"] == [{"step": 300, "paths": sorted([str(ck(run, 300)), str(twin)])}]
+    assert ckpts(run) == [100, 200, 300] and twin.is_dir()

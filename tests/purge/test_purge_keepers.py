@@ -12,6 +12,7 @@ import pytest
 from fleetdeck.backend.host.lib import layout
 
 from support.purge import ckpt, local_host, make_run, plan_for, purge
+from support.weights import safetensors, write_sparse, write_torn
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def _adapter(run: Path, kind: str, tmp_path: Path) -> None:
         (a / "adapter_config.json").write_text('{"r": 32}')
     elif kind == "weights-only":
         a.mkdir()
-        (a / "adapter_model.safetensors").write_bytes(os.urandom(64))
+        (a / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(64)))
     elif kind == "zero-byte":
         a.mkdir()
         (a / "adapter_model.safetensors").write_bytes(b"")
@@ -35,13 +36,26 @@ def _adapter(run: Path, kind: str, tmp_path: Path) -> None:
     elif kind == "symlinked-folder":
         real = tmp_path / "real-adapter"
         real.mkdir()
-        (real / "adapter_model.safetensors").write_bytes(os.urandom(64))
+        (real / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(64)))
         (real / "adapter_config.json").write_text("{}")
         a.symlink_to(real)
     elif kind == "symlinked-weights":
         a.mkdir()
-        (tmp_path / "w.safetensors").write_bytes(os.urandom(64))
+        (tmp_path / "w.safetensors").write_bytes(safetensors(os.urandom(64)))
         (a / "adapter_model.safetensors").symlink_to(tmp_path / "w.safetensors")
+        (a / "adapter_config.json").write_text("{}")
+    elif kind == "torn":  # a save killed while it wrote the weights in place
+        a.mkdir()
+        write_torn(a / "adapter_model.safetensors", 100)
+        (a / "adapter_config.json").write_text("{}")
+    elif kind == "torn-after-header":
+        a.mkdir()
+        whole = write_torn(a / "adapter_model.safetensors", 4000)
+        assert whole > 4000
+        (a / "adapter_config.json").write_text("{}")
+    elif kind == "sparse":  # preallocated to 1 GiB, nothing written after the header
+        a.mkdir()
+        write_sparse(a / "adapter_model.safetensors")
         (a / "adapter_config.json").write_text("{}")
     elif kind == "weights-is-a-folder":
         a.mkdir()
@@ -54,8 +68,11 @@ BAD = {
     "weights-only": "it holds no adapter_config.json",
     "zero-byte": "adapter_model.safetensors is empty (0 bytes)",
     "symlinked-folder": "it is a symlink",
-    "symlinked-weights": "adapter_model.safetensors is not a regular file",
+    "symlinked-weights": "adapter_model.safetensors is a symlink",
     "weights-is-a-folder": "adapter_model.safetensors is not a regular file",
+    "torn": "torn: adapter_model.safetensors ends at 100 of",
+    "torn-after-header": "torn: adapter_model.safetensors ends at 4,000 of 65,",
+    "sparse": "sparse: adapter_model.safetensors has a hole at byte",
 }
 
 
@@ -80,10 +97,10 @@ def _hf_run(runs: Path, name: str) -> Path:
     for step in (10, 20):
         c = run / f"checkpoint-{step}"
         c.mkdir(parents=True)
-        (c / "adapter_model.safetensors").write_bytes(os.urandom(256))
+        (c / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(256)))
         (c / "adapter_config.json").write_text("{}")
         (c / "optimizer.pt").write_bytes(os.urandom(512))
-    (run / "adapter_model.safetensors").write_bytes(os.urandom(1024))
+    (run / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(1024)))
     (run / "adapter_config.json").write_text('{"r": 8}')
     (run / "trainer_state.json").write_text("{}")
     return run

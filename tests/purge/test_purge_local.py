@@ -22,6 +22,7 @@ from fleetdeck.backend.host.purge.remove import remove_pinned
 from fleetdeck.backend.host.purge.verdict import evaluate
 
 from support.purge import ckpt, local_host, make_run, plan_for, purge
+from support.weights import safetensors
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ async def test_keeper_changed_after_the_check(local):
     run = make_run(runs, "run keeper")
     plan = await plan_for(host_cfg, [ckpt(run)])
     assert plan.ok
-    (run / "adapter" / "adapter_model.safetensors").write_bytes(b"retrained")
+    (run / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(b"retrained"))
     report = await purge(host_cfg, plan)
     assert not report.deleted and "changed-since-check" in report.to_json()["paths"][0]["refused"]
     assert ckpt(run).is_dir()
@@ -184,7 +185,7 @@ async def test_run_without_an_independent_final_adapter(local, tmp_path, adapter
     if adapter == "symlink":
         real = tmp_path / "real-adapter"
         real.mkdir()
-        (real / "adapter_model.safetensors").write_bytes(b"w")
+        (real / "adapter_model.safetensors").write_bytes(safetensors(b"w"))
         (run / "adapter").symlink_to(real)
     elif adapter == "empty":
         (run / "adapter").mkdir()
@@ -200,7 +201,7 @@ async def test_hf_layout_checkpoint_directly_in_the_run(local):
     host_cfg, runs = local
     run = runs / "hf run"
     (run / "checkpoint-10").mkdir(parents=True)
-    (run / "checkpoint-10" / "adapter_model.safetensors").write_bytes(b"w")
+    (run / "checkpoint-10" / "adapter_model.safetensors").write_bytes(safetensors(b"w"))
     plan = await plan_for(host_cfg, [run / "checkpoint-10"])
     assert plan.paths[0].refused == ["no-keeper"] and plan.paths[0].runs == (str(run),)
 

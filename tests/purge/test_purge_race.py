@@ -18,6 +18,8 @@ import pytest
 from fleetdeck.backend.host.purge.paths import WalkError, open_chain
 from fleetdeck.backend.host.purge.remove import PRIVATE_PREFIX, put_back, remove_pinned
 
+from support.weights import safetensors
+
 SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2
@@ -90,7 +92,7 @@ def inodes(d: Path) -> set[tuple[int, int]]:
 
 def make_checkpoint(ck: Path) -> None:
     (ck / "sub").mkdir(parents=True)
-    (ck / "adapter_model.safetensors").write_bytes(os.urandom(512))
+    (ck / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(512)))
     (ck / "optimizer.pt").write_bytes(os.urandom(1024))
     (ck / "sub" / "rng_state.pth").write_bytes(os.urandom(64))
 
@@ -99,7 +101,7 @@ def test_racing_renames_and_exchanges_never_touch_the_final_adapter(tmp_path):
     run = tmp_path / "runs" / "run-race"
     adapter = run / "adapter"
     adapter.mkdir(parents=True)
-    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+    (adapter / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(4096)))
     (adapter / "adapter_config.json").write_text('{"r": 32}')
     (run / "decoy").mkdir()
     (run / "decoy" / "checkpoint-25").symlink_to(adapter)
@@ -152,7 +154,7 @@ def test_a_pin_mismatch_puts_the_entry_back_and_refuses(tmp_path):
     ck, adapter = run / "checkpoints" / "checkpoint-25", run / "adapter"
     make_checkpoint(ck)
     adapter.mkdir()
-    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    (adapter / "adapter_model.safetensors").write_bytes(safetensors(b"weights"))
     comps = [c for c in str(ck).split("/") if c]
     parent, fd, pins = open_chain(comps)
     os.close(parent)
@@ -162,9 +164,9 @@ def test_a_pin_mismatch_puts_the_entry_back_and_refuses(tmp_path):
     with pytest.raises(WalkError) as e:
         remove_pinned(comps, pins)
     assert e.value.code == "changed-since-check" and "exchanged" in e.value.detail
-    assert (
-        ck / "adapter_model.safetensors"
-    ).read_bytes() == b"weights"  # the adapter, back at its name
+    assert (ck / "adapter_model.safetensors").read_bytes() == safetensors(
+        b"weights"
+    )  # the adapter, back at its name
     assert sorted(os.listdir(ck.parent)) == ["checkpoint-25"]
 
 

@@ -15,6 +15,7 @@ from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
 from fleetdeck.backend.host.lib import layout
 
 from support.purge import cli, make_run, sha, uniq
+from support.weights import safetensors
 
 pytestmark = pytest.mark.sshd
 
@@ -118,7 +119,7 @@ def test_an_empty_folder_with_a_huge_step_and_a_name_with_a_newline_are_not_chec
     huge.mkdir()
     nl = run / "checkpoints" / "checkpoint-400\n"
     nl.mkdir()
-    (nl / "adapter_model.safetensors").write_bytes(os.urandom(64))
+    (nl / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(64)))
     (nl / "adapter_config.json").write_text("{}")
     rc, doc, err = keep(capsys, fleet, run, 1)
     assert rc == 0, err
@@ -308,7 +309,7 @@ def test_the_layout_rule_for_a_complete_checkpoint(tmp_path):
     )  # an Arabic-Indic digit is not a step
     full = tmp_path / "full"
     full.mkdir()
-    (full / "model.safetensors").write_bytes(b"w")
+    (full / "model.safetensors").write_bytes(safetensors(b"w"))
     assert layout.checkpoint_problem(str(full)) == "incomplete: it holds no config.json"
     (full / "config.json").write_text("{}")
     assert layout.checkpoint_problem(str(full)) is None
@@ -325,12 +326,16 @@ def test_the_layout_rule_for_a_complete_checkpoint(tmp_path):
             }
         )
     )
-    (sharded / "model-00001-of-00002.safetensors").write_bytes(b"w")
+    (sharded / "model-00001-of-00002.safetensors").write_bytes(safetensors(b"w", name="a"))
     assert (
         layout.checkpoint_problem(str(sharded))
         == "incomplete: it holds no model-00002-of-00002.safetensors"
     )
-    (sharded / "model-00002-of-00002.safetensors").write_bytes(b"w")
+    (sharded / "model-00002-of-00002.safetensors").write_bytes(safetensors(b"w", name="c"))
+    assert "maps b to model-00002-of-00002.safetensors, whose header lacks it" in (
+        layout.checkpoint_problem(str(sharded)) or ""
+    )
+    (sharded / "model-00002-of-00002.safetensors").write_bytes(safetensors(b"w", name="b"))
     assert layout.checkpoint_problem(str(sharded)) is None
     link = tmp_path / "link"
     link.symlink_to(full)

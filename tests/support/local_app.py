@@ -13,6 +13,8 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.sources import RecordedSource
 
+from support.weights import safetensors
+
 HOSTILE = "run 1 $(touch pwned) 'q'"
 
 
@@ -22,10 +24,10 @@ def make_run(root: Path, name: str = HOSTILE) -> tuple[Path, Path]:
     for step in (25, 50):
         ck = run / "checkpoints" / f"checkpoint-{step}"
         ck.mkdir(parents=True)
-        (ck / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+        (ck / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(4096)))
         (ck / "adapter_config.json").write_text("{}")
     (run / "adapter").mkdir()
-    (run / "adapter" / "adapter_model.safetensors").write_bytes(os.urandom(8192))
+    (run / "adapter" / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(8192)))
     (run / "adapter" / "adapter_config.json").write_text("{}")
     (run / "progress.jsonl").write_text('{"step": 50, "max_steps": 50, "loss": 1.0}\n')
     return run, run / "checkpoints" / "checkpoint-25"

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from support.weights import safetensors
+
 
 def _write_probe() -> Path:
     """The probe as a host receives it (bundled with the host library), written to one file."""
@@ -128,6 +130,6 @@ def checkpoint(
 ) -> Path:
     d = run / ("checkpoints" if nested else "") / f"checkpoint-{step}"
     d.mkdir(parents=True)
-    (d / "adapter_model.safetensors").write_bytes(b"\0" * size)
+    (d / "adapter_model.safetensors").write_bytes(safetensors(b"\0" * size))
     (d / "trainer_state.json").write_text(json.dumps(state or hf_state(step), indent=2))
     return d

@@ -19,6 +19,8 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main
 
+from support.weights import safetensors
+
 
 def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Path:
     """A run folder as `fleetdeck train` lays it out, with random bytes in every file."""
@@ -26,13 +28,13 @@ def make_run(base: Path, name: str, steps=(25, 50), adapter: bool = True) -> Pat
     for s in steps:
         c = run / "checkpoints" / f"checkpoint-{s}"
         c.mkdir(parents=True)
-        (c / "adapter_model.safetensors").write_bytes(os.urandom(2048))
+        (c / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(2048)))
         (c / "adapter_config.json").write_text('{"r": 32}')
         (c / "optimizer.pt").write_bytes(os.urandom(8192))
     if adapter:
         a = run / "adapter"
         a.mkdir()
-        (a / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+        (a / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(4096)))
         (a / "adapter_config.json").write_text('{"r": 32}')
     return run
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from support.weights import safetensors
+
 pytestmark = pytest.mark.train
 
 
@@ -37,7 +39,7 @@ def test_a_folder_with_a_final_adapter_is_never_trained_over(tmp_path):
 
     root = tmp_path / "hf-run"
     root.mkdir()
-    (root / "adapter_model.safetensors").write_bytes(b"x" * 16)
+    (root / "adapter_model.safetensors").write_bytes(safetensors(b"x" * 16))
     (root / "adapter_config.json").write_text("{}")
     with pytest.raises(RunRefused, match="already finished"):
         RunDir(root).check_reusable()

@@ -21,6 +21,7 @@ from fleetdeck.tui.modals.remove import RemoveScheduleModal
 from fleetdeck.tui.sources import RecordedSource
 
 from support.local_app import HOSTILE, dry_run, local_app, make_run, open_purge, type_into
+from support.weights import safetensors
 
 
 async def test_purge_focus_in_the_path_field_and_cancel_deletes_nothing(tmp_path):
@@ -134,7 +135,9 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert seen and seen[-1][0] == seen[-1][1] == 8192 + 2  # bytes and total reached the bar
+        assert (
+            seen and seen[-1][0] == seen[-1][1] == len(safetensors(bytes(8192))) + 2
+        )  # bytes, total
         table = modal.query_one("#mirror-files", DataTable)
         statuses = {
             table.get_row_at(i)[1].plain: table.get_row_at(i)[0].plain
@@ -178,7 +181,7 @@ async def test_mirror_refuses_a_differing_destination(tmp_path):
     run, _ = make_run(tmp_path)
     dst = tmp_path / "dst"
     dst.mkdir()
-    (dst / "adapter_model.safetensors").write_bytes(b"something else")
+    (dst / "adapter_model.safetensors").write_bytes(safetensors(b"something else"))
     app = local_app(tmp_path, names=("a", "b"))
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(run / "adapter")))
@@ -295,9 +298,7 @@ async def test_launch_needs_a_passing_preflight_of_the_same_inputs(tmp_path):
 async def test_polls_are_applied_while_a_mirror_copies(tmp_path):
     src = tmp_path / "runs" / "big" / "adapter"
     src.mkdir(parents=True)
-    with open(src / "adapter_model.safetensors", "wb") as f:
-        for _ in range(96):
-            f.write(os.urandom(1024 * 1024))
+    (src / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(96 << 20)))
     app = local_app(tmp_path, names=("a", "b"))
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(src)))

@@ -14,13 +14,14 @@ from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 
 from support.local_app import HOSTILE, dry_run, local_app, make_run, open_purge, type_into
+from support.weights import safetensors
 
 
 async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_path):
     run, _ = make_run(tmp_path)
     dst = tmp_path / "dst -rf $(x) 'q'" / "adapter"
     dst.mkdir(parents=True)
-    (dst / "adapter_model.safetensors").write_bytes(b"something else")
+    (dst / "adapter_model.safetensors").write_bytes(safetensors(b"something else"))
     app = local_app(tmp_path, names=("a", "b"))
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(run / "adapter")))
@@ -65,7 +66,7 @@ async def test_purge_modal_offers_the_keep_rule_for_a_run_without_an_adapter(tmp
     for step in (75, 100):
         c = run / "checkpoints" / f"checkpoint-{step}"
         c.mkdir()
-        (c / "adapter_model.safetensors").write_bytes(os.urandom(1024))
+        (c / "adapter_model.safetensors").write_bytes(safetensors(os.urandom(1024)))
         (c / "adapter_config.json").write_text("{}")
     app = local_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

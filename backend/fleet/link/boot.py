@@ -13,6 +13,7 @@ import functools
 
 from fleetdeck.backend.fleet.link.bundle import Payload, bundle
 from fleetdeck.backend.host.lib import payload as host_payload
+from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.procfs import HELPER_ENV
 
 # A helper tied to its reader (`--resident`, or `--tied` for the one-shot helpers of
@@ -102,12 +103,18 @@ def payload_stdin(p: Payload, cached: bool, keep: bool = True) -> bytes:
     )
 
 
-def helper_argv(python: str, args: list[str] | None = None, become: str | None = None) -> list[str]:
-    """argv of a helper on a host: `env` puts the helper marker in its environment, where the
-    probe reads it (/proc/PID/environ) to tell fleetdeck's own processes from the user's. With
+def helper_argv(
+    python: str, args: list[str] | None = None, become: str | None = None, local: bool = False
+) -> list[str]:
+    """argv of a helper on a host: `env` puts the helper marker in its environment (so that a
+    trainer a launch starts can drop it; it proves nothing). With `local`, the controller's own
+    pid and start time ride on argv (`procfs.SESSION_ARG`): on the `local` host the helpers
+    descend from the controller itself, and that is how the probe knows them
+    (`procfs.session`); over SSH they descend from their connection's sshd. With
     `become = "sudo"` it runs through `sudo -n` (never a password prompt: a sudo that asks for
     one fails at once, and that failure is named `sudo-password`)."""
-    argv = ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or [])]
+    extra = procfs.session_argv() if local else []
+    argv = ["env", f"{HELPER_ENV}=1", python, "-c", BOOT, *(args or []), *extra]
     return ["sudo", "-n", "--", *argv] if become == "sudo" else argv
 
 

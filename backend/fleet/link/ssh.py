@@ -122,7 +122,7 @@ class HostLink(Connector):
         request = json.dumps(payload).encode()
         first, resend, sha = self._boot(source)
         # tied: a helper cut off by the timeout dies on the host with its channel
-        argv = helper_argv(self.host.python, ["--tied"], self.host.become)
+        argv = helper_argv(self.host.python, ["--tied"], self.host.become, self.is_local)
         res = await self.run(argv, input=first + request, timeout=timeout)
         if resend is not None and is_missing(res.stdout.rstrip(b"\n").rpartition(b"\n")[2], sha):
             res = await self.run(argv, input=resend() + request, timeout=timeout)
@@ -182,7 +182,7 @@ class HostLink(Connector):
         HostError `timeout`, and the connection is dropped (a host that accepted it and went
         silent answers on it no more). Cancelled at any point, it stops what it started and
         awaits nothing of the host."""
-        argv = helper_argv(self.host.python, args, self.host.become)
+        argv = helper_argv(self.host.python, args, self.host.become, self.is_local)
         within = self.host.connect_timeout + self.host.command_timeout if within is None else within
 
         async def spawn() -> Any:
@@ -299,7 +299,7 @@ class HostLink(Connector):
         except (asyncssh.Error, OSError, TimeoutError):
             own = None
         conn = own if own is not None else await self.connection()
-        argv = helper_argv(self.host.python, args, self.host.become)
+        argv = helper_argv(self.host.python, args, self.host.become, self.is_local)
 
         async def spawn() -> Any:
             try:

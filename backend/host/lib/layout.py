@@ -8,14 +8,15 @@ One rule each, used by the probe, purge, launch and the trainer:
   or in `<run>/` itself (Hugging Face's Trainer). The whole name must match (a trailing newline
   does not), and a step past 2**63 - 1 is not a step (`odd_checkpoint_names` names both kinds);
 - a checkpoint is **complete** when it holds what it is for: a real (not a symlink) folder with
-  a non-empty regular `adapter_model.safetensors` and a regular `adapter_config.json` (a LoRA
-  checkpoint), or a full model's non-empty weights (`model.safetensors`, `pytorch_model.bin`, or
-  every shard an index names) with its `config.json`. A save killed half-way (say
+  a whole `adapter_model.safetensors` and a regular `adapter_config.json` (a LoRA checkpoint),
+  or a full model's whole weights (`model.safetensors`, `pytorch_model.bin`, or every shard an
+  index names) with its `config.json`. Whole is judged by the bytes (`weights.py`: the header,
+  the offsets, the file's end, no hole), never by a non-zero size. A save killed half-way (say
   `trainer_state.json` only) is **incomplete** (`checkpoint_problem` says what it lacks);
-- its **final adapter** is a real directory (not a symlink) holding a non-empty regular
+- its **final adapter** is a real directory (not a symlink) holding a whole
   `adapter_model.safetensors` and a regular `adapter_config.json`: `<run>/adapter/`, or the run
   folder itself when `Trainer.save_model(output_dir)` wrote them there. A crashed save (config
-  only), zero-byte weights or a symlinked folder or file is not a final adapter;
+  only), torn, sparse or zero-byte weights or a symlinked folder or file is not a final adapter;
 - a folder is **fresh** for a new run when it is absent, empty, or holds only FRESH_OK files.
 """
 # Runs on the host's Python 3.8 or newer.
@@ -24,12 +25,11 @@ One rule each, used by the probe, purge, launch and the trainer:
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
 
-from fleetdeck.backend.host.lib import files, flags, text
+from fleetdeck.backend.host.lib import files, flags, text, weights
 
 RUN_MARKERS = (
     "run.json",
@@ -114,8 +114,9 @@ def _file_problem(dir_fd, name, need_bytes):
 
 def adapter_problem_at(dir_fd):
     """Why the open folder `dir_fd` is not a final adapter, or None when it is one: its weights
-    must be a non-empty regular file, its config a regular file (neither a link)."""
-    return _file_problem(dir_fd, WEIGHTS, True) or _file_problem(dir_fd, CONFIG, False)
+    must be a whole safetensors file (`weights.file_problem`: judged by its bytes), its config a
+    regular file (neither a link)."""
+    return weights.file_problem(dir_fd, WEIGHTS) or _file_problem(dir_fd, CONFIG, False)
 
 
 def adapter_problem(path):
@@ -139,7 +140,7 @@ def adapter_problem(path):
 
 
 def _index_problem(dir_fd, name):
-    """Why the sharded weights an index names are not all there (non-empty regular files), or
+    """Why the sharded weights an index names are not all there and whole (`weights`), or
     None."""
     why = _file_problem(dir_fd, name, True)
     if why:
@@ -150,25 +151,15 @@ def _index_problem(dir_fd, name):
         if e.errno == errno.EFBIG:
             return "%s is larger than %d bytes" % (name, INDEX_LIMIT)
         return "%s cannot be read as a weight index" % name
-    try:
-        shards = sorted(set(json.loads(raw.decode("utf-8"))["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return "%s cannot be read as a weight index" % name
-    if not shards or not all(isinstance(x, str) and x and "/" not in x for x in shards):
-        return "%s names no shard files" % name
-    for shard in shards:
-        why = _file_problem(dir_fd, shard, True)
-        if why:
-            return why
-    return None
+    return weights.index_problem(dir_fd, name, raw)
 
 
 def full_model_problem_at(dir_fd, names):
-    """Why the open folder holds no full model (non-empty weights plus config.json), or None."""
+    """Why the open folder holds no full model (whole weights plus config.json), or None."""
     why = None
     for w in FULL_WEIGHTS:
         if w in names:
-            why = _file_problem(dir_fd, w, True)
+            why = weights.file_problem(dir_fd, w)
             if why is None:
                 break
     else:

@@ -12,14 +12,23 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 import time
 
 from fleetdeck.backend.host.lib import flags
 
-# Set in the environment of every helper fleetdeck starts on a host (the boot line sets it);
-# the probe recognises fleetdeck's own processes by it and by its own parent chain, never by
-# a name or a substring of a command line.
+# Set in the environment of every helper fleetdeck starts on a host (the boot line sets it) so
+# that the trainer a launch starts can drop it. It is NOT how fleetdeck knows its own processes:
+# any user can set an environment variable. That is `session()` and `in_session()`: a process
+# is fleetdeck's own when it descends from the session the controller opened (the sshd process
+# of its connection, or the local controller itself, by pid and start time), or when the
+# controller names it by pid and start time as its own session saw them.
 HELPER_ENV = "FLEETDECK_HELPER"
+# `--fleetdeck-session=PID:START` on a helper's argv: the local controller's own identity (for
+# the `local` host, where no sshd stands between the controller and its helpers)
+SESSION_ARG = "--fleetdeck-session="
+# the per-connection OpenSSH process (`sshd: user@notty`; `sshd-session` from OpenSSH 9.8)
+SSHD_COMMS = ("sshd", "sshd-session")
 PF_KTHREAD = 0x00200000
 #: the shells, by program name: a loop is one of them repeating; one at a prompt is interactive
 SHELLS = frozenset(("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"))
@@ -125,6 +134,58 @@ def ppid(pid):
     return st[1] if st else None
 
 
+def session(argv=None):
+    """(pid, start ticks) of the process whose descendants are this controller's session on this
+    host, or None: the local controller named on argv (`SESSION_ARG`, checked to be alive and an
+    ancestor), else the nearest ancestor of this process that is an sshd (the per-connection
+    process of the SSH connection the controller opened; the listener is further up, and a
+    user's own login is another connection). Nothing here can be set by another process."""
+    mine = ancestors()
+    for a in sys.argv if argv is None else argv:
+        if isinstance(a, str) and a.startswith(SESSION_ARG):
+            try:
+                pid, start = [int(x) for x in a[len(SESSION_ARG) :].split(":")]
+            except ValueError:
+                return None
+            return (pid, start) if pid in mine and same_process(pid, start) else None
+    for pid in mine:
+        if pid > 1 and comm(pid) in SSHD_COMMS:
+            start = start_ticks(pid)
+            return (pid, start) if start is not None else None
+    return None
+
+
+def in_session(pid, anchor, stat_of=None, hops=64):
+    """True when `pid` descends from `anchor` ((pid, start ticks), from `session()`): its parent
+    chain reaches that very process. `stat_of(pid)` -> (ppid, start) or None (a cache)."""
+    if not anchor or not isinstance(pid, int) or pid <= 1:
+        return False
+    if stat_of is None:
+
+        def stat_of(p):
+            st = stat(p)
+            return (st[1], st[3]) if st else None
+
+    cur = stat_of(pid)
+    for _ in range(hops):
+        if cur is None or cur[0] <= 1:
+            return False
+        parent = cur[0]
+        up = stat_of(parent)
+        if up is None:
+            return False
+        if parent == anchor[0]:
+            return up[1] == anchor[1]
+        cur = up
+    return False
+
+
+def session_argv():
+    """[SESSION_ARG + "PID:START"] naming this process, for a helper it starts itself."""
+    start = start_ticks(os.getpid())
+    return [] if start is None else ["%s%d:%d" % (SESSION_ARG, os.getpid(), start)]
+
+
 def ancestors(pid=None):
     """The pids `pid` (default: this process) descends from, nearest first, init included."""
     out = []
@@ -197,7 +258,8 @@ def uid(pid):
 
 
 def has_helper_marker(pid):
-    """True when `pid` was started as a fleetdeck helper (its environment holds HELPER_ENV).
+    """True when `pid`'s environment holds HELPER_ENV. Anyone can set it: a hint (a partial
+    folder's writer of the same pid and start time), never proof that a process is ours.
     Another user's process is unreadable here and counts as not marked."""
     try:
         env = read_bytes("/proc/%d/environ" % pid)

@@ -147,6 +147,16 @@ def _proc_read(path):
     return procfs.read_bytes(path).decode("utf-8", "surrogateescape")
 
 
+_SESSION = []
+
+
+def session_anchor():
+    """This probe's `procfs.session()`, found once: a resident probe keeps its session."""
+    if not _SESSION:
+        _SESSION.append(procfs.session())
+    return _SESSION[0]
+
+
 class Procs:
     """One look at /proc: argv of every process, minus the probe and its parent chain."""
 
@@ -155,6 +165,7 @@ class Procs:
         the probe itself still skipped; see `empty`."""
         self.me = os.getpid()
         self.raw, self.prog, self._ours = {}, {}, {}
+        self.known = set()
         self._argv = {}
         self._stat = {}
         self.skip = {self.me}
@@ -204,14 +215,34 @@ class Procs:
             self._argv[pid] = (raw[:-1] if raw.endswith("\0") else raw).split("\0") if raw else []
         return self._argv[pid]
 
+    def know(self, ids):
+        """The controller's own helpers by (pid, start ticks) as its session saw them (a mirror's
+        helpers on a connection of their own): ours too. Anything else in `ids` is ignored."""
+        for x in ids if isinstance(ids, list) else ():
+            if (
+                isinstance(x, list)
+                and len(x) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in x)
+            ):
+                self.known.add((x[0], x[1]))
+
+    def _up(self, pid):
+        st = self.stat(pid)
+        return (st[0], st[1]) if st else None
+
     def ours(self, pid):
-        """True for fleetdeck's own processes: this probe, its parent chain, and every helper
-        started with the helper marker in its environment. Recognised by identity, never by a
-        name in a command line, so a user's loop that mentions fleetdeck is still listed."""
+        """True for fleetdeck's own processes: this probe, its parent chain, every process that
+        descends from the controller's session on this host (`procfs.session`: the sshd process
+        of its connection, or the local controller, by pid and start time), and the helpers the
+        controller named by pid and start time. Never by an environment variable or a name, so a
+        process that copies every marker it can read is still listed, flagged and stoppable."""
         if pid in self.skip:
             return True
         if pid not in self._ours:
-            self._ours[pid] = procfs.has_helper_marker(pid)
+            st = self.stat(pid)
+            self._ours[pid] = st is not None and (
+                (pid, st[1]) in self.known or procfs.in_session(pid, session_anchor(), self._up)
+            )
         return self._ours[pid]
 
     def others(self):

@@ -107,6 +107,7 @@ def snapshot(request=None):
     procs = guard(warnings, "processes", Procs, None)
     if procs is None:
         procs = Procs.empty()
+    procs.know(req.get("ours"))
     mode = req.get("gpu") or os.environ.get("FLEETDECK_PROBE_GPU") or "auto"
     g, source = guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
     paths = req.get("disk_paths")

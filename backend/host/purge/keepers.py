@@ -113,13 +113,15 @@ def keep_newest(run_given, n):
     the newest `n` complete ones kept, the complete ones older than those to purge as literal
     paths; incomplete ones (a save killed half-way) are named and left where they are.
     {"run", "n", "checkpoints": [[step, path]], "incomplete": [[step, path, why]], "kept",
-    "purge", "ignored": [[name, why]], "error": [code, sentence]}."""
+    "purge", "ignored": [[name, why]], "ambiguous": [[step, [path, ...]]] (two folders of one
+    step: refused `ambiguous-step`), "error": [code, sentence]}."""
     out = {
         "given": run_given,
         "run": None,
         "n": n,
         "checkpoints": [],
         "incomplete": [],
+        "ambiguous": [],
         "ignored": [],
         "kept": [],
         "purge": [],
@@ -155,11 +157,22 @@ def keep_newest(run_given, n):
             out["incomplete"].append([step, path, why])
         else:
             complete.append((step, path))
+    twins = _same_step(found)
     if not found:
         out["error"] = [
             "no-checkpoints",
             "%s holds no checkpoint-<step> folder (in it or in its "
             "checkpoints/)" % shown(out["run"]),
+        ]
+    elif twins:
+        out["ambiguous"] = twins
+        step, paths = twins[0]
+        out["error"] = [
+            "ambiguous-step",
+            "%s holds %d checkpoints of step %d (%s): which is newer cannot be told; purge the "
+            "one you do not want by its path first; nothing is deleted"
+            % (shown(out["run"]), len(paths), step, " and ".join(shown(p) for p in paths))
+            + ("" if len(twins) == 1 else " (and %d more steps like it)" % (len(twins) - 1)),
         ]
     elif len(complete) < n:
         out["error"] = [
@@ -178,6 +191,15 @@ def keep_newest(run_given, n):
         out["kept"] = [path for _, path in complete[-n:]]
         out["purge"] = [path for _, path in complete[:-n]]
     return out
+
+
+def _same_step(found):
+    """[[step, [path, ...]]] for each step that two checkpoint folders share (`<run>/checkpoint-300`
+    beside `<run>/checkpoints/checkpoint-300`), oldest step first."""
+    by_step = {}
+    for step, path in found:
+        by_step.setdefault(step, []).append(path)
+    return [[s, sorted(ps)] for s, ps in sorted(by_step.items()) if len(ps) > 1]
 
 
 def _incomplete_list(rule):
