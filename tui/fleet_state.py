@@ -53,7 +53,11 @@ class FleetState:
                 self.down_since.pop(h.name, None)
                 history, spark = self.history, self.spark
                 for g in h.gpus:
-                    frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
+                    frac = (
+                        g.memory_used_mib / g.memory_total_mib
+                        if g.memory_total_mib and g.memory_used_mib is not None
+                        else 0.0
+                    )
                     key = (h.name, g.index)
                     # (setdefault would build two throwaway deques per GPU per poll)
                     if key not in history:

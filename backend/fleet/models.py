@@ -69,8 +69,9 @@ class Gpu:
     name: str
     uuid: str
     unified_memory: bool
-    memory_total_mib: float
-    memory_used_mib: float
+    #: None where the host did not report it: unknown, never drawn or exported as 0
+    memory_total_mib: float | None
+    memory_used_mib: float | None
     utilization_pct: float | None
     processes: tuple[GpuProcess, ...] = ()
     memory_util_pct: float | None = None

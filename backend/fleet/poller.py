@@ -13,6 +13,7 @@ from fleetdeck.backend.fleet.link.bundle import bundle
 from fleetdeck.backend.fleet.link.channel import (
     AnswerTooLarge,
     HelperProcess,
+    NonFinite,
     ShellOutputError,
     TooDeep,
 )
@@ -225,6 +226,9 @@ class Poller:
         except TooDeep as e:
             # refused before parsing; the probe stays (its next answer may be fine)
             raise HostError(host.name, str(e), TooDeep.code) from None
+        except NonFinite as e:
+            # a number that is not one (NaN, Infinity): the answer is bad, the probe stays
+            raise HostError(host.name, str(e), NonFinite.code) from None
         except (EOFError, ConnectionError, OSError, ValueError) as e:
             # a channel that closed under the probe (end of file, "Channel not open for
             # sending"): what it said on stderr as it ended is the cause, not the pipe

@@ -94,8 +94,8 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
         name=as_text(d.get("name", ""), "name"),  # type: ignore[arg-type]
         uuid=as_text(d.get("uuid", ""), "uuid", limit=128),  # type: ignore[arg-type]
         unified_memory=d.get("unified_memory") is True,
-        memory_total_mib=it.soft(as_figure, "memory_total_mib", 0.0) or 0.0,
-        memory_used_mib=it.soft(as_figure, "memory_used_mib", 0.0) or 0.0,
+        memory_total_mib=it.soft(as_figure, "memory_total_mib", 0.0),
+        memory_used_mib=it.soft(as_figure, "memory_used_mib", 0.0),
         utilization_pct=util,
         processes=tuple(procs),
         memory_util_pct=it.soft(as_figure, "memory_util_pct", 0.0, 100.0),

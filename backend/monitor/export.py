@@ -178,12 +178,16 @@ def _host(m: dict[str, Family], h: Any) -> None:
         m["gpu_lost"].add_metric(lab, 0.0 if g.lost is None else 1.0)
         if g.lost is not None:  # every figure of it is unknown: no sample rather than a 0
             continue
-        used, total = sample(g.memory_used_mib) or 0.0, sample(g.memory_total_mib) or 0.0
-        m["gpu_used"].add_metric(lab, used * MIB)
-        m["gpu_total"].add_metric(lab, total * MIB)
+        # a figure the host did not report is absent, never a 0
+        used, total = sample(g.memory_used_mib), sample(g.memory_total_mib)
+        if used is not None:
+            m["gpu_used"].add_metric(lab, used * MIB)
+        if total is not None:
+            m["gpu_total"].add_metric(lab, total * MIB)
         m["gpu_util"].add_metric(lab, g.utilization_pct)
-        held = max(used, _total(p.used_mib for p in g.processes))
-        m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
+        held = max(used or 0.0, _total(p.used_mib for p in g.processes))
+        if total is not None:
+            m["gpu_room"].add_metric(lab, max(0.0, total - held) * MIB)
         m["gpu_unified"].add_metric(lab, 1.0 if g.unified_memory else 0.0)
         gpu_health(m, lab, g)
     seen = set()

@@ -23,10 +23,10 @@ def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold
     idle_floor = config.idle_holder_gib * 1024
     watched = m.idle_since
     for g in h.gpus:
-        if g.lost is not None:  # no figure of a lost card is known: gpu-lost says so
-            continue
+        if g.lost is not None or g.memory_total_mib is None:
+            continue  # no figure of a lost card is known (gpu-lost says so); nor an unreported total
         held = sum(p.used_mib for p in g.processes)
-        free = g.memory_total_mib - max(g.memory_used_mib, held)
+        free = g.memory_total_mib - max(g.memory_used_mib or 0.0, held)
         if seats and not g.unified_memory and free < floor:
             shares = [
                 (s, sum(p.used_mib for p in g.processes if p.pid in pids)) for s, pids in seats

@@ -152,7 +152,9 @@ async def seats_for(
 def _headroom_of(host: HostSnapshot, seats: tuple[Seat, ...]) -> list[Headroom]:
     out = []
     for g in host.gpus:
-        held = max(sum(p.used_mib for p in g.processes), g.memory_used_mib)
+        if g.memory_total_mib is None:  # the host did not say: no headroom to show
+            continue
+        held = max(sum(p.used_mib for p in g.processes), g.memory_used_mib or 0.0)
         shares = tuple(
             (s.name, s.memory_by_gpu[g.index]) for s in seats if g.index in s.memory_by_gpu
         )

@@ -115,6 +115,27 @@ async def test_a_probe_answer_that_is_not_an_object_is_a_bad_answer(one_host):
     assert snap.error == "the probe answered a list, not a JSON object: [1, 2, 3]"
 
 
+NAN_PROBE = (
+    "import sys\n"
+    "while sys.stdin.buffer.readline():\n"
+    '    sys.stdout.write(\'{"gpus": [{"index": 0, "temperature_c": NaN}], "load1": 0.1}\\n\')\n'
+    "    sys.stdout.flush()\n"
+)
+
+
+@pytest.mark.sshd
+async def test_one_nan_in_a_probe_answer_is_a_bad_answer_naming_the_field(one_host):
+    # before: "the login shell printed text" (shell-output), and the probe was dropped
+    async with Poller(one_host, probe=NAN_PROBE) as poller:
+        snap = (await poller.poll()).hosts[0]
+        again = (await poller.poll()).hosts[0]
+    assert not snap.reachable and snap.error_code == "bad-answer", (snap.error_code, snap.error)
+    assert (
+        snap.error == "the probe's answer holds NaN at gpus[0].temperature_c, which is not a number"
+    )
+    assert again.error_code == "bad-answer" and "shell" not in again.error
+
+
 # -- become = "sudo" on a host without sudo ------------------------------------------------------
 def _path_without_sudo(where: Path) -> Path:
     """A folder of links to every program on this machine's PATH but sudo: a host that has no

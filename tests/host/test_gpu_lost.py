@@ -148,3 +148,30 @@ async def test_the_host_view_says_lost_not_zero_of_zero():
         row = table.get_row(f"gpu{index}")
         text = " ".join(c.plain if hasattr(c, "plain") else str(c) for c in row)
         assert "LOST: GPU is lost" in text and "0/0 MiB" not in text
+
+
+def test_an_unreported_memory_total_is_unknown_not_zero():
+    """A card the host answered for without its memory figures (not lost): null in the JSON, no
+    sample on /metrics, `?` in the views, never `0`."""
+    from fleetdeck.cli.status import _gpu_cell
+    from fleetdeck.tui.rows.host import gpu_rows
+
+    probe = _probe(None)
+    h = host_from_probe("h1", probe, 1.0, T)
+    g = h.gpus[0]
+    assert g.lost is None and g.memory_total_mib is None and g.memory_used_mib is None
+    assert h.to_json()["gpus"][0]["memory_total_mib"] is None
+    c = FleetCollector()
+    c.update(FleetSnapshot(hosts=(h,), time=T), [], {})
+    reg = CollectorRegistry()
+    reg.register(c)
+    text = generate_latest(reg).decode()
+    for metric in ("gpu_memory_total_bytes", "gpu_memory_used_bytes"):
+        lines = [x for x in text.splitlines() if x.startswith(f"fleetdeck_{metric}{{")]
+        assert lines and all('gpu="0"' not in x for x in lines), lines
+    console = Console(width=120, record=True, color_system=None)
+    console.print(_gpu_cell(h))
+    out = console.export_text()
+    assert "0: ?/? ?%" in out and "0B" not in out
+    rows, _health = gpu_rows(h)
+    assert "?/? MiB" in str(rows["gpu0"][2])

@@ -159,11 +159,13 @@ def _gpu_lines(
             t.add(f"{g.index} ", "dim" if dim else "bold")
             t.add(f"LOST: {shown(g.lost)}"[: max(8, width - 2)], "dim" if dim else "bold red")
             continue
-        frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
+        used, total = g.memory_used_mib, g.memory_total_mib
+        frac = used / total if total and used is not None else None
         t.add(f"{g.index}{'U' if g.unified_memory else ' '}", "dim" if dim else "bold")
         t.bar(frac, 6, dim)
         t.add(
-            f" {g.memory_used_mib / 1024:>3.0f}/{g.memory_total_mib / 1024:.0f}G ",
+            f" {'  ?' if used is None else f'{used / 1024:>3.0f}'}/"
+            f"{'?' if total is None else f'{total / 1024:.0f}'}G ",
             "dim" if dim else None,
         )
         # temperature, power and a throttle mark take the room the sparkline leaves (cells.py)

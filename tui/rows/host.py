@@ -27,9 +27,15 @@ def gpu_rows(h: HostSnapshot | None, dim: str = "") -> tuple[dict[str, tuple], d
         if g.lost is not None:  # none of its figures is known: the driver's words, not 0 of 0
             mem = Text(f"LOST: {shown(g.lost)}", style=dim or "bold red")
         else:
-            frac = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else None
+            frac = (
+                g.memory_used_mib / g.memory_total_mib
+                if g.memory_total_mib and g.memory_used_mib is not None
+                else None
+            )
             mem = bar(frac, 10, bool(dim))
-            mem.append(f" {g.memory_used_mib:,.0f}/{g.memory_total_mib:,.0f} MiB")
+            used = "?" if g.memory_used_mib is None else f"{g.memory_used_mib:,.0f}"
+            total = "?" if g.memory_total_mib is None else f"{g.memory_total_mib:,.0f}"
+            mem.append(f" {used}/{total} MiB")
         gpus[f"gpu{g.index}"] = (
             Text(f"GPU {g.index}", style=dim or "bold"),
             Text(shown(g.name) + (" (unified memory)" if g.unified_memory else ""), style=dim),

@@ -176,7 +176,7 @@ class HelperProcess:
             raise EOFError("helper exited")
         try:
             answer = loads(line, what=f"the {self.what}'s answer")
-        except TooDeep:
+        except (TooDeep, NonFinite):
             raise
         except ValueError:
             if self._answered:
@@ -253,15 +253,51 @@ class HelperProcess:
             return await self._proc.wait()
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+class NonFinite(ValueError):
+    """A JSON answer that holds `NaN`, `Infinity` or `-Infinity` where a number goes: JSON has
+    no such numbers. Code `bad-answer`; the sentence names the field (`gpus[0].temperature_c`)."""
+
+    code = "bad-answer"
+
+
+class _Constant:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _field_of(doc: Any) -> tuple[str, str]:
+    """(where, token) of the first non-finite constant in a parsed document (iterative)."""
+    todo: list[tuple[str, Any]] = [("", doc)]
+    while todo:
+        where, v = todo.pop()
+        if isinstance(v, _Constant):
+            return where or "the top level", v.name
+        if isinstance(v, dict):
+            todo.extend((f"{where}.{k}" if where else str(k), x) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            todo.extend((f"{where}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return "the top level", "NaN"
 
 
 def loads(data: bytes | str, what: str = "the answer") -> Any:
-    """JSON from a host: strict JSON, so `NaN`, `Infinity` and `-Infinity` are refused, and
-    nested at most `jsondepth.MAX_DEPTH` levels: deeper is `TooDeep` (code `answer-too-deep`,
-    a ValueError whose sentence starts with `what`), found without recursion before parsing."""
-    return json.loads(jsondepth.check(data, what=what), parse_constant=_no_constant)
+    """JSON from a host: strict JSON, and nested at most `jsondepth.MAX_DEPTH` levels: deeper is
+    `TooDeep` (code `answer-too-deep`, a ValueError whose sentence starts with `what`), found
+    without recursion before parsing. `NaN`, `Infinity` and `-Infinity` are not JSON numbers:
+    an answer holding one is `NonFinite` (code `bad-answer`) naming the field, looked for only
+    when the parser met one."""
+    seen: list[str] = []
+
+    def constant(name: str) -> Any:
+        seen.append(name)
+        return _Constant(name)
+
+    doc = json.loads(jsondepth.check(data, what=what), parse_constant=constant)
+    if seen:
+        where, token = _field_of(doc)
+        raise NonFinite(f"{what} holds {token} at {shown(where)[:200]}, which is not a number")
+    return doc
 
 
 def is_missing(line: bytes, sha256: str | None) -> bool:

@@ -62,7 +62,7 @@ DTYPE_BITS = {
 }
 # filesystems that store an all-zero block as a hole (compression's zero-block detection)
 ZERO_BLOCKS_AS_HOLES = ("zfs",)
-_CACHE = {}
+_CACHE = {}  # type: dict
 _CACHE_LIMIT = 8192
 
 

@@ -147,7 +147,7 @@ def _proc_read(path):
     return procfs.read_bytes(path).decode("utf-8", "surrogateescape")
 
 
-_SESSION = []
+_SESSION = []  # type: list
 
 
 def session_anchor():
