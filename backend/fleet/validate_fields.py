@@ -140,13 +140,23 @@ def as_flag(v: Any, field: str) -> bool | None:
     raise BadField(field, f"not true, false or null ({described(v)})")
 
 
+def as_label(v: Any, field: str, optional: bool = False, limit: int = MAX_TEXT) -> str | None:
+    """Text that is only ever shown, never acted on (a GPU's name, its compute and ECC modes,
+    a throttle reason, the driver's words for a lost card), made safe here, once, at the
+    boundary: escaped as `shown` writes it, so no view, pop-up, alert or copy meets its raw
+    bytes. Names and paths that an action takes back to the host stay raw in the model and are
+    escaped where they are shown (they must reach the host as they are)."""
+    t = as_text(v, field, optional, limit)
+    return None if t is None else shown(t)
+
+
 def as_words(v: Any, field: str) -> tuple[str, ...] | None:
-    """A list of up to 32 short words, or None."""
+    """A list of up to 32 short words, or None; each made safe as `as_label` does."""
     if v is None:
         return None
     if not isinstance(v, list) or len(v) > 32:
         raise BadField(field, f"not a list of up to 32 words ({described(v)})")
-    return tuple(as_text(w, field, limit=64) for w in v)  # type: ignore[misc]
+    return tuple(as_label(w, field, limit=64) for w in v)  # type: ignore[misc]
 
 
 def sub_fields(d: Any, key: str, fields: dict[str, tuple], marks: list[str]) -> dict[str, Any]:
@@ -170,6 +180,7 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_TEXT",
     "BadField",
+    "as_label",
     "Item",
     "as_count",
     "as_figure",

@@ -15,6 +15,7 @@ from fleetdeck.backend.fleet.validate_fields import (
     as_count,
     as_figure,
     as_flag,
+    as_label,
     as_text,
     as_whole,
     as_words,
@@ -32,7 +33,7 @@ PCIE_FIELDS = {
     "sampled_at": (as_figure, 0.0),
 }
 ECC_FIELDS = {
-    "mode": (as_text, True, 32),
+    "mode": (as_label, True, 32),
     "corrected": (as_count,),
     "uncorrected": (as_count,),
     "corrected_aggregate": (as_count,),
@@ -91,8 +92,8 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
     util = it.soft(as_figure, "utilization_pct", 0.0, 100.0)
     gpu = Gpu(
         index=as_count(d.get("index", i), "index", 1023),  # type: ignore[arg-type]
-        name=as_text(d.get("name", ""), "name"),  # type: ignore[arg-type]
-        uuid=as_text(d.get("uuid", ""), "uuid", limit=128),  # type: ignore[arg-type]
+        name=as_label(d.get("name", ""), "name"),  # type: ignore[arg-type]
+        uuid=as_label(d.get("uuid", ""), "uuid", limit=128),  # type: ignore[arg-type]
         unified_memory=d.get("unified_memory") is True,
         memory_total_mib=it.soft(as_figure, "memory_total_mib", 0.0),
         memory_used_mib=it.soft(as_figure, "memory_used_mib", 0.0),
@@ -113,10 +114,10 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
         pcie=GpuPcie(**sub_fields(d, "pcie", PCIE_FIELDS, it.marks)),
         ecc=GpuEcc(**sub_fields(d, "ecc", ECC_FIELDS, it.marks)),
         persistence_mode=it.soft(as_flag, "persistence_mode"),
-        compute_mode=it.soft(as_text, "compute_mode", True, 32),
+        compute_mode=it.soft(as_label, "compute_mode", True, 32),
         mig_mode=it.soft(as_flag, "mig_mode"),
         xid=_xids(d.get("xid"), it.marks),
-        lost=it.soft(as_text, "lost", True, 200),
+        lost=it.soft(as_label, "lost", True, 200),
     )
     marks.extend(it.marks)
     return gpu

@@ -11,6 +11,7 @@ from typing import Any
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib import units
+from fleetdeck.backend.host.lib.text import shown
 
 #: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
 #: parts of the samples' span, not in one burst
@@ -40,7 +41,7 @@ def judge_disks(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: 
                 h.name,
                 d.path,
                 now,
-                f"{d.path} on {h.name} ({d.mount}) fills in about {units.ago(eta)} at the current rate "
+                f"{shown(d.path)} on {h.name} ({shown(d.mount)}) fills in about {units.ago(eta)} at the current rate "
                 f"({units.size(d.free_bytes)} free)",
             )
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot, Run
+from fleetdeck.backend.host.lib.text import one_line, shown
 
 #: a run that showed `finished` before its final adapter was complete, after being seen live
 FINISHING = "finishing"
@@ -42,7 +43,11 @@ def finished_text(h: HostSnapshot, r: Run) -> str:
     )
     best = min(r.eval_losses, key=lambda x: x[1]) if r.eval_losses else None
     ev = f"; best eval loss {best[1]:.4g} at step {best[0]}" if best else ""
-    return f"run {r.name} on {h.name} finished{at}: its final adapter is ready at {r.adapter}{ev}"
+    # host parts escaped (`shown`): a newline in a run folder's name forges no line in a page
+    return (
+        f"run {shown(r.name)} on {h.name} finished{at}: its final adapter is ready at "
+        f"{shown(r.adapter)}{ev}"
+    )
 
 
 def failed_text(h: HostSnapshot, r: Run) -> str:
@@ -52,7 +57,7 @@ def failed_text(h: HostSnapshot, r: Run) -> str:
         if r.step is not None
         else ""
     )
-    return f"run {r.name} on {h.name} failed{at}: {r.reason or 'no reason given'}"
+    return f"run {shown(r.name)} on {h.name} failed{at}: {one_line(r.reason) or 'no reason given'}"
 
 
 def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold) -> None:

@@ -49,9 +49,16 @@ class Silence:
             return False
         if self.subject is None:
             return True
+        # a subject is typed as it is shown (escaped: a run folder named with an ESC or a
+        # newline reads `\x1b`, `\n`), so it matches the subject or its shown form
+        said = shown(subject)
+        if self.subject in (subject, said):
+            return True
         if _PATTERN & set(self.subject):
-            return fnmatch.fnmatchcase(subject, self.subject)
-        return subject == self.subject
+            return fnmatch.fnmatchcase(subject, self.subject) or fnmatch.fnmatchcase(
+                said, self.subject
+            )
+        return False
 
     @property
     def scope(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.host.lib.text import one_line, shown
 
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 
@@ -27,10 +28,16 @@ def judge_training(h: HostSnapshot, hold: Any, config: AlertConfig) -> None:
                 h.name,
                 subj,
                 r.last_update or h.time,
-                f"run {r.name} on {h.name} is stalled: {r.reason or 'no progress'}",
+                f"run {shown(r.name)} on {h.name} is stalled: {one_line(r.reason) or 'no progress'}",
             )
         if r.reason and NONFINITE.search(r.reason):
-            hold("loss-nonfinite", h.name, subj, h.time, f"run {r.name} on {h.name}: {r.reason}")
+            hold(
+                "loss-nonfinite",
+                h.name,
+                subj,
+                h.time,
+                f"run {shown(r.name)} on {h.name}: {one_line(r.reason)}",
+            )
         losses = [v for _, v in r.losses]
         if len(losses) >= 6:
             base = statistics.median(losses[-21:-1])
@@ -40,7 +47,7 @@ def judge_training(h: HostSnapshot, hold: Any, config: AlertConfig) -> None:
                     h.name,
                     subj,
                     h.time,
-                    f"run {r.name} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
+                    f"run {shown(r.name)} on {h.name}: loss {losses[-1]:.4g} at step {r.losses[-1][0]} is "
                     f"{losses[-1] / base:.1f}x the median {base:.4g} of the steps before",
                 )
         ev = r.eval_losses
@@ -50,7 +57,7 @@ def judge_training(h: HostSnapshot, hold: Any, config: AlertConfig) -> None:
                 h.name,
                 subj,
                 h.time,
-                f"run {r.name} on {h.name}: eval loss rose at two consecutive evals "
+                f"run {shown(r.name)} on {h.name}: eval loss rose at two consecutive evals "
                 f"({ev[-3][1]:.4f} @{ev[-3][0]} -> {ev[-2][1]:.4f} @{ev[-2][0]} -> "
                 f"{ev[-1][1]:.4f} @{ev[-1][0]}); the best so far is step "
                 f"{min(ev, key=lambda x: x[1])[0]}",

@@ -224,7 +224,8 @@ class DescribeModal(Modal):
         """Every section, as shown (escaped) and as copied."""
         parts = []
         for heading, body in self.sections:
-            parts.append(f"── {heading} " + "─" * max(3, 60 - len(heading)))
+            head = shown(heading)  # a run folder's path, escaped as everywhere else
+            parts.append(f"── {head} " + "─" * max(3, 60 - len(head)))
             parts.append(body)
             parts.append("")
         return "\n".join(parts)

@@ -82,7 +82,10 @@ class HoldersModal(Modal):
                 "A path on the host (absolute, or ~/...); enter asks. Open files, mappings and "
                 "working folders under it count, as purge's in-use check reads them."
             )
-            yield Input(self.path, placeholder="/path/on/the/host", id="holders-path", compact=True)
+            # the path as it is shown (escaped); asked as the path it stands for (`ask`)
+            yield Input(
+                shown(self.path), placeholder="/path/on/the/host", id="holders-path", compact=True
+            )
             yield Static(id="holders-summary")
             yield KeyedTable(COLUMNS, id="holders-table", classes="auto")
             with Horizontal(classes="buttons"):
@@ -94,7 +97,8 @@ class HoldersModal(Modal):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.value.strip():  # asked as typed: `run-3 ` is not `run-3`
-            self.ask(event.value)
+            # the escaped text it started with stands for the path it was opened on
+            self.ask(self.path if self.path and event.value == shown(self.path) else event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.alert_rules import RULES
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
 from fleetdeck.backend.monitor.silences import add_silence
 from fleetdeck.show.fmt import message_text
@@ -70,7 +71,9 @@ class SilenceModal(Modal):
                 value=self.rule if self.rule in RULES else ANY,
             )
             yield Label("Subject (exact, or a pattern with * ? [; empty: any subject):")
-            yield Input(self.subject or "", id="silence-subject", compact=True)
+            # the subject as it is shown, escaped: a run folder's name never reaches the
+            # terminal raw, and a silence matches the escaped form (silence_model.matches)
+            yield Input(shown(self.subject or ""), id="silence-subject", compact=True)
             yield Label("For:")
             yield Select(
                 [(n, v) for n, v in LENGTHS],

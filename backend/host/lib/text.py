@@ -38,6 +38,18 @@ def shown(p):
     return "".join(out)
 
 
+def one_line(p):
+    """A sentence part from a host that may already hold `shown` parts, as one line: what
+    `shown` escapes is escaped, line breaks included, but a backslash is kept (so an escaped
+    part is not escaped twice). None stays "" ."""
+    if p is None:
+        return ""
+    p = str(p)
+    if p.isprintable():
+        return p
+    return "".join(ch if ch == "\\" else shown(ch) for ch in p)
+
+
 def fsdec(b):
     """Bytes from the filesystem or a crontab as str, undecodable bytes kept (surrogateescape)."""
     return b if isinstance(b, str) else b.decode("utf-8", "surrogateescape")
