@@ -9,6 +9,7 @@ from typing import Any
 from fleetdeck.backend.fleet.acks import load_acks
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link import own
 from fleetdeck.backend.fleet.link.bundle import bundle
 from fleetdeck.backend.fleet.link.channel import (
     AnswerTooLarge,
@@ -57,6 +58,8 @@ def probe_request(host: HostConfig) -> dict:
         "runs": list(host.runs),
         "disk_paths": host.all_roots,
         "stall_factor": 10,
+        # helpers of this controller on connections of their own (a mirror's): ours too
+        "ours": own.known(host.name),
     }
 
 

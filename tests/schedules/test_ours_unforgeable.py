@@ -115,3 +115,33 @@ def test_the_session_rule_itself(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_helper_the_controller_names_by_pid_and_start_is_ours_and_nothing_else_is():
+    """A mirror's helpers run on a connection of their own: the controller names them to the
+    probe by pid and start time (`fleet.link.own`); a wrong start time names nothing."""
+    from fleetdeck.backend.fleet.config import HostConfig
+    from fleetdeck.backend.fleet.link import own
+    from fleetdeck.backend.fleet.poller import probe_request
+
+    from support.probe import probe
+
+    p = subprocess.Popen(["bash", "-c", "while true; do sleep 0.2; done"], start_new_session=True)
+    try:
+        start = procfs.start_ticks(p.pid)
+
+        def loops(req):
+            return {s["pid"] for s in probe(req)["schedules"] if s["kind"] == "loop"}
+
+        assert p.pid in loops({})
+        assert p.pid in loops({"ours": [[p.pid, start + 1]]})
+        assert p.pid in loops({"ours": [[p.pid, "x"], "junk", [True, start]]})
+        assert p.pid not in loops({"ours": [[p.pid, start]]})
+        own.add("hx", (p.pid, start))
+        own.add("hx", ("not", "ids"))
+        req = probe_request(HostConfig(name="hx", address="hx"))
+        assert req["ours"] == [[p.pid, start]]
+        assert p.pid not in loops(req)
+    finally:
+        p.kill()
+        p.wait()

@@ -11,6 +11,7 @@ from typing import Any
 from fleetdeck.backend.actions.mirror.common import HELPER, MirrorFail, MirrorFile, Progress
 from fleetdeck.backend.actions.mirror.relay import _fail_from, _last_word, _recv, _Relay
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.link import own
 from fleetdeck.backend.fleet.link.channel import HelperProcess
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.link.sshlib import asyncssh
@@ -89,6 +90,7 @@ class _Copy(_Relay):
                 e.before_copy = True  # nothing was created: a refusal
                 raise e
             self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
+            own.add(self.dst_link.name, self.w_id)  # the probe there is told it is ours
             self.dst_abs = ready.get("dst")
             await self._send(
                 reader,
@@ -108,6 +110,7 @@ class _Copy(_Relay):
             if not hello.get("ok"):
                 raise _fail_from(sl, hello)
             self.r_id = (hello.get("pid"), hello.get("start"))
+            own.add(self.src_link.name, self.r_id)
             # the writer speaks only on failure until it is told to finish
             self.writer_said = asyncio.ensure_future(_recv(writer, dl, None))
             trailers = await self._relay()
