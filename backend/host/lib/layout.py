@@ -3,7 +3,7 @@
 One rule each, used by the probe, purge, launch and the trainer:
 
 - a **run** is a folder (directly under a `runs` root) holding one of RUN_MARKERS or a
-  `checkpoint-<step>` folder;
+  `checkpoint-<step>` folder (for the probe's listing, a trainer's log too: LOG_MARKERS);
 - its **checkpoints** are real `checkpoint-<step>` folders in `<run>/checkpoints/` (fleetdeck)
   or in `<run>/` itself (Hugging Face's Trainer). The whole name must match (a trailing newline
   does not), and a step past 2**63 - 1 is not a step (`odd_checkpoint_names` names both kinds);
@@ -89,11 +89,19 @@ def odd_checkpoint_names(names):
     return out
 
 
-def is_run(names):
-    """True when a folder listing `names` is a run."""
+#: a trainer's log: what marks a run started by hand before its first save (`nohup python
+#: train.py > train.log`), for the probe's listing only (an output folder that holds one is still
+#: fresh for a launch: FRESH_OK)
+LOG_MARKERS = ("train.log", "nohup.out")
+
+
+def is_run(names, logs=False):
+    """True when a folder listing `names` is a run (with `logs`, a trainer's log marks one too)."""
     names = set(names)
-    return bool(names.intersection(RUN_MARKERS)) or any(
-        checkpoint_step(n) is not None for n in names
+    return (
+        bool(names.intersection(RUN_MARKERS))
+        or (logs and bool(names.intersection(LOG_MARKERS)))
+        or any(checkpoint_step(n) is not None for n in names)
     )
 
 

@@ -9,7 +9,10 @@ gone, a live process, a recorded pid that cannot be told from a reused one, noth
 
 from __future__ import annotations
 
-from fleetdeck.backend.host.probe.common import MIN_STALL_S
+import time
+
+from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.probe.common import MIN_STALL_S, STATE
 
 #: the states run.json decides by itself, whatever runs
 OWN_WORD = ("queued", "cancelled", "finished", "failed")
@@ -19,12 +22,46 @@ class Seen:
     """What the probe saw of one run beyond its files: the live process working in it, the
     process table, the stall rule's factor, the time, and the steps between its updates."""
 
-    def __init__(self, live_pid, procs, stall_factor, now, interval):
+    def __init__(self, live_pid, procs, stall_factor, now, interval, log=None, worker=None):
         self.live_pid = live_pid
         self.procs = procs
         self.stall_factor = stall_factor
         self.now = now
         self.interval = interval
+        #: what its log said (run_log.read), or None
+        self.log = log or {}
+        #: the process this probe last saw working in the run:
+        #: [pid, start, command, last seen, the run's last update when first seen, trained]
+        self.worker = worker
+
+
+#: run path -> [pid, start ticks, command, last seen, last update at first sight, trained]: the
+#: process a resident probe saw working in each run, so that its end without a final adapter is
+#: `failed`, whoever started it. Only a process the run moved under (its log or files changed
+#: while it lived) counts as its trainer: an eval that reads a checkpoint and ends is not a death.
+WORKERS_LIMIT = 4096
+
+
+def _workers():
+    return STATE.setdefault("workers", {})
+
+
+def remember_worker(path, pid, procs, now, last_update):
+    """Note `pid` (with its start time and command) as the process working in run `path`, and
+    whether the run has moved since it was first seen."""
+    st = procs.stat(pid)
+    if st is None:
+        return
+    w = _workers()
+    old = w.get(path)
+    if old is not None and old[0] == pid and old[1] == st[1]:
+        old[3] = now
+        if last_update is not None and (old[4] is None or last_update > old[4]):
+            old[5] = True
+        return
+    if len(w) >= WORKERS_LIMIT and path not in w:
+        w.clear()
+    w[path] = [pid, st[1], procs.command(pid)[:200], now, last_update, False]
 
 
 def start_ticks(rj):
@@ -108,10 +145,20 @@ def _by_trainer_gone(r, rj, problems, seen):
 
 
 def _by_live_process(r, rj, problems, seen):
-    """A live process works in the run: running, or stalled when it has been silent too long."""
+    """A live process works in the run: running; stalled when it is stopped by a signal (state
+    T, at once) or when its log and files have been silent too long."""
     if seen.live_pid is None:
         return False
     r["state"], r["pid"] = "running", seen.live_pid
+    st = seen.procs.stat(seen.live_pid)
+    if st is not None and st[2] in ("T", "t"):
+        r["state"] = "stalled"
+        problems.insert(
+            0,
+            f"its trainer (pid {seen.live_pid}) is stopped (state {st[2]}: SIGSTOP, ^Z or a "
+            "debugger): nothing moves until it is continued",
+        )
+        return True
     silent = seen.now - r["last_update"] if r["last_update"] else None
     sps = r["seconds_per_step"]
     if silent is not None and sps:
@@ -119,6 +166,25 @@ def _by_live_process(r, rj, problems, seen):
         if silent > limit:
             r["state"] = "stalled"
             problems.insert(0, f"no progress for {silent:.0f}s (step time {sps:.1f}s)")
+    return True
+
+
+def _by_worker_gone(r, rj, problems, seen):
+    """The process this probe saw working in the run is gone, and no final adapter appeared:
+    failed, for every run, whoever started it; the reason names the process and its log's last
+    error line."""
+    w = seen.worker
+    if w is None or not w[5] or seen.live_pid is not None or seen.procs.alive(w[0], w[1]):
+        return False
+    r["state"] = "failed"
+    when = time.strftime("%H:%M:%S", time.localtime(w[3]))
+    why = (
+        f"its trainer (pid {w[0]}, `{shown(w[2])[:120]}`) ended without a final adapter "
+        f"(last seen working at {when})"
+    )
+    if seen.log.get("error"):
+        why += f"; its log's last error: {seen.log['error']}"
+    problems.insert(0, why)
     return True
 
 
@@ -147,24 +213,32 @@ RULES = (
     _by_final_adapter,
     _by_trainer_gone,
     _by_live_process,
+    _by_worker_gone,
     _by_pid_without_start_time,
     _by_nothing,
 )
 
 
-def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now):
+def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now, log=None):
     """Decide run `r`'s state (the first of `RULES` that applies), its ETA and its reason."""
-    seen = Seen(live_pid, procs, stall_factor, now, interval)
+    path = r["path"]
+    seen = Seen(live_pid, procs, stall_factor, now, interval, log, _workers().get(path))
     for rule in RULES:
         if rule(r, rj, problems, seen):
             break
+    if live_pid is not None and r["state"] in ("running", "stalled"):
+        remember_worker(path, live_pid, procs, now, r["last_update"])
+    elif r["state"] == "unknown" and seen.log.get("error"):
+        problems.append(f"its log's last error: {seen.log['error']}")
     # a stalled run has no ETA: its step time says nothing about when it will move again
     if (
         r["state"] == "running"
         and r["step"] is not None
         and r["max_steps"]
         and r["seconds_per_step"]
+        and r["max_steps"] > r["step"]
     ):
-        r["eta_seconds"] = round(max(0, r["max_steps"] - r["step"]) * r["seconds_per_step"], 1)
+        # steps left and a step time: an ETA; never `0s` for a run with steps to go
+        r["eta_seconds"] = max(0.1, round((r["max_steps"] - r["step"]) * r["seconds_per_step"], 1))
     if r["state"] in ("unknown", "failed", "stalled") or problems:
         r["reason"] = "; ".join(problems) or None

@@ -11,7 +11,7 @@ import time
 from statistics import median
 
 from fleetdeck.backend.host.lib import jsondepth, layout
-from fleetdeck.backend.host.probe import run_evidence, run_progress, run_state
+from fleetdeck.backend.host.probe import run_evidence, run_log, run_progress, run_state
 from fleetdeck.backend.host.probe.common import CACHE, SERIES_POINTS, cached, read_text
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def runs(req, procs, warnings, now):
         for path in entries:
             try:
                 names = set(os.listdir(path))
-                if layout.is_run(names):
+                if layout.is_run(names, logs=True):
                     facts.append((path, names) + _run_facts(path, names, now))
             except Exception as e:  # noqa: BLE001 - one broken run must not hide the others
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
@@ -182,12 +182,26 @@ def runs(req, procs, warnings, now):
         else {}
     )
     out = []
-    for path, _names, r, rj, problems, interval in facts:
+    for path, names, r, rj, problems, interval in facts:
         pid = live.get(path)
         if pid is None:
             pid = run_state.recorded_alive(procs, rj)
+        lg = None
+        if r["adapter"] is None and rj.get("state") not in run_state.OWN_WORD:
+            # what the trainer says between saves (run_log): read only while it may matter
+            log = run_log.find(path, names, pid)
+            lg = run_log.read(log) if log else None
+            interval = run_log.apply(r, lg, interval)
         run_state.decide(
-            r, rj, problems, interval, pid, procs, float(req.get("stall_factor") or 10), now
+            r,
+            rj,
+            problems,
+            interval,
+            pid,
+            procs,
+            float(req.get("stall_factor") or 10),
+            now,
+            lg,
         )
         out.append(r)
     return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)

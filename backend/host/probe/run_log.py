@@ -1,0 +1,170 @@
+"""What a trainer says as it runs, read from its log: the step, the total, the step time and the
+loss between saves, and its last error line.
+
+A Hugging Face Trainer started by hand writes no progress file: between two saves (25 steps at
+this operator's pace: 8 to 16 minutes) its only voice is its output, usually redirected to a
+file (`nohup python train.py > train.log`). That file is found through the process working in
+the run (what its stdout and stderr point at, when a regular file under or beside the run), else
+in the run folder (`train.log`, `nohup.out`, the newest `*.log`). Read from it:
+
+- tqdm's counter, `72/159 [02:10<02:37,  1.81s/it]` (or `it/s`): the step, the total and the
+  step time;
+- the Trainer's log dicts, `{'loss': 2.31, 'grad_norm': ..., 'learning_rate': ..., 'epoch': 0.5}`:
+  the last loss (a regular expression, never an evaluation of the line);
+- the last error line: a Traceback's closing exception, `CUDA out of memory`, `Killed`.
+
+Bounded and incremental: at most TAIL bytes of a new file are read, then only what was appended
+since the offset the resident probe keeps (a file replaced or truncated is read afresh); a line is
+at most LINE bytes. The file's mtime is when the trainer was last heard.
+"""
+# Runs on the host's Python 3.8 or newer, bundled with the probe.
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from fleetdeck.backend.host.lib import flags
+from fleetdeck.backend.host.lib.text import shown
+
+TAIL = 256 * 1024
+LINE = 4096
+NAMES = ("train.log", "nohup.out")
+_TQDM = re.compile(
+    r"(?<![\d/])(\d{1,9})/(\d{1,9}) \[[^\]\n]{0,40}?,\s*([0-9]+(?:\.[0-9]+)?)(s/it|it/s)"
+)
+_LOSS = re.compile(r"""^\s*\{['"]loss['"]:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))""")
+_ERROR = re.compile(
+    r"(CUDA out of memory|OutOfMemoryError|^Killed\b|^\w*(?:Error|Exception)\b.*|"
+    r"^Traceback \(most recent call last\))"
+)
+#: path -> [dev, ino, offset, facts]
+_SEEN = {}
+_SEEN_LIMIT = 4096
+
+
+def _regular(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def find(run, names, pid):
+    """The log a run's trainer writes: its stdout or stderr when that is a regular file in or
+    beside the run folder, else train.log, nohup.out or the newest *.log in the run folder."""
+    if pid:
+        for fd in (1, 2):
+            try:
+                target = os.readlink("/proc/%d/fd/%d" % (pid, fd))
+            except OSError:
+                continue
+            if target.startswith("/") and os.path.dirname(target).startswith(
+                os.path.dirname(run.rstrip("/"))
+            ):
+                if _regular(target) is not None:
+                    return target
+    for n in NAMES:
+        if n in names:
+            p = os.path.join(run, n)
+            if _regular(p) is not None:
+                return p
+    logs = []
+    for n in names:
+        if n.endswith(".log"):
+            p = os.path.join(run, n)
+            st = _regular(p)
+            if st is not None:
+                logs.append((st.st_mtime, p))
+    return max(logs)[1] if logs else None
+
+
+def _parse(text, facts):
+    for line in re.split(r"[\r\n]", text):
+        if not line:
+            continue
+        line = line[:LINE]
+        for m in _TQDM.finditer(line):
+            step, total, rate, unit = (
+                int(m.group(1)),
+                int(m.group(2)),
+                float(m.group(3)),
+                m.group(4),
+            )
+            if 0 < total and step <= total:
+                facts["step"], facts["max_steps"] = step, total
+                if rate > 0:
+                    facts["sps"] = rate if unit == "s/it" else 1.0 / rate
+        m = _LOSS.match(line)
+        if m:
+            try:
+                facts["loss"] = float(m.group(1))
+                facts["loss_step"] = facts.get("step")
+            except ValueError:
+                pass
+        if _ERROR.search(line.strip()):
+            facts["error"] = shown(line.strip())[:300]
+
+
+def read(path):
+    """{"path", "mtime", "step", "max_steps", "sps", "loss", "loss_step", "error"} from the log
+    at `path` (what is known of each), read incrementally; None when it cannot be read."""
+    try:
+        fd = os.open(path, flags.READ)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        seen = _SEEN.get(path)
+        if seen is None or seen[0] != st.st_dev or seen[1] != st.st_ino or st.st_size < seen[2]:
+            seen = [st.st_dev, st.st_ino, max(0, st.st_size - TAIL), {}]
+        start, facts = seen[2], dict(seen[3])
+        if st.st_size > start:
+            want = min(st.st_size - start, TAIL)
+            start = st.st_size - want
+            data = os.pread(fd, want, start)
+            # a partial last line waits for its end (tqdm's \r updates end a line too)
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+            if cut >= 0:
+                _parse(data[: cut + 1].decode("utf-8", "replace"), facts)
+                seen[2] = start + cut + 1
+            else:
+                seen[2] = start
+        seen[3] = facts
+        if len(_SEEN) >= _SEEN_LIMIT:
+            _SEEN.clear()
+        _SEEN[path] = seen
+        return dict(facts, path=path, mtime=st.st_mtime)
+    finally:
+        os.close(fd)
+
+
+def apply(r, lg, interval):
+    """Step, total, s/step, loss and the last heard time from the log, where it is newer than
+    what the run's files say. Returns the steps between updates (1 when the log counts)."""
+    if not lg:
+        return interval
+    newer = r["step"] is None or (lg.get("step") is not None and lg["step"] > r["step"])
+    if lg.get("step") is not None and newer:
+        r["step"] = lg["step"]
+        if not r["max_steps"]:
+            r["max_steps"] = lg.get("max_steps")
+        if lg.get("sps"):
+            r["seconds_per_step"] = round(lg["sps"], 4)
+            r["last_seconds_per_step"] = round(lg["sps"], 4)
+        if lg.get("loss") is not None and lg.get("loss_step") is not None:
+            r["loss"] = lg["loss"]
+        interval = 1
+    elif lg.get("step") is not None and r["step"] == lg["step"] and lg.get("sps"):
+        interval = 1
+    if r["last_update"] is None or lg["mtime"] > r["last_update"]:
+        r["last_update"] = lg["mtime"]
+    r["log"] = lg["path"]
+    return interval
+
+
+__all__ = ["apply", "find", "read"]

@@ -1,0 +1,178 @@
+"""A Hugging Face run started by hand (`nohup python train.py > train.log`, the operator's layout:
+`<root>/run-<N>/checkpoints/checkpoint-<step>/`) is followed from what its trainer says between
+saves, and is `failed`, `stalled`, `running` and `finished` as truly as one fleetdeck launched.
+
+The trainer here is a real process writing what a Trainer writes: tqdm's counter with `\\r`, the
+log dicts, a checkpoint every SAVE steps, a Traceback when it dies of an error. The probe is the
+real resident one, over a real loopback sshd host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.poller import Poller
+
+pytestmark = pytest.mark.sshd
+
+SAVE = 10
+TRAINER = r"""
+import json, os, struct, sys, time
+total, pace, die_at = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+def weights(folder):
+    os.makedirs(folder, exist_ok=True)
+    h = json.dumps({"w": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]}}).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(folder, "adapter_model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + os.urandom(64))
+    with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+        f.write("{}")
+print("loading model", flush=True)
+history = []
+for step in range(1, total + 1):
+    time.sleep(pace)
+    pct = 100 * step // total
+    sys.stdout.write("\r%3d%%|#####     | %d/%d [00:%02d<00:10,  %.2fs/it]" % (pct, step, total, step, pace))
+    sys.stdout.flush()
+    if step % 5 == 0:
+        loss = 3.0 - step / 100
+        history.append({"loss": loss, "step": step})
+        sys.stdout.write("\n{'loss': %.4f, 'grad_norm': 1.25, 'learning_rate': 0.0001, 'epoch': %.2f}\n" % (loss, step / total))
+        sys.stdout.flush()
+    if step == die_at:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1.04 GiB")
+    if step % %(save)d == 0:
+        ck = os.path.join("checkpoints", "checkpoint-%d" % step)
+        weights(ck)
+        with open(os.path.join(ck, "trainer_state.json"), "w") as f:
+            json.dump({"global_step": step, "max_steps": total, "save_steps": %(save)d,
+                       "log_history": history}, f)
+weights("adapter")
+print("\ndone", flush=True)
+""".replace("%(save)d", str(SAVE))
+
+
+def _start(run: Path, total: int, pace: float, die_at: int = 0) -> subprocess.Popen:
+    run.mkdir(parents=True)
+    (run / "train.py").write_text(TRAINER)
+    log = open(run / "train.log", "wb")  # noqa: SIM115 - handed to the child, closed below
+    try:
+        return subprocess.Popen(
+            [sys.executable, "train.py", str(total), str(pace), str(die_at)],
+            cwd=run,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+async def _run(poller, path: Path):
+    snap = (await poller.poll()).hosts[0]
+    assert snap.reachable, snap.error
+    found = [r for r in snap.runs if r.path == str(path)]
+    assert found, [r.path for r in snap.runs]
+    return found[0]
+
+
+async def _until(poller, path, pred, polls=60, pause=0.25):
+    r = None
+    for _ in range(polls):
+        r = await _run(poller, path)
+        if pred(r):
+            return r
+        await asyncio.sleep(pause)
+    raise AssertionError(f"never reached: {r}")
+
+
+@pytest.fixture
+def host(spare_fleet, tmp_path):
+    h = spare_fleet.add("hf")
+    return load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml"))), h
+
+
+async def test_followed_from_its_log_between_saves_then_killed_is_failed(host):
+    fleet, h = host
+    run = h.runs / "run-8"
+    p = _start(run, 400, 0.05)
+    try:
+        async with Poller(fleet) as poller:
+            # between saves: the step comes from tqdm's counter, ahead of the newest checkpoint
+            r = await _until(
+                poller,
+                run,
+                lambda r: (
+                    r.step is not None
+                    and r.step % SAVE
+                    and r.state == "running"
+                    and r.loss is not None
+                ),
+            )
+            assert r.max_steps == 400 and r.seconds_per_step == pytest.approx(0.05)
+            assert r.eta_seconds and r.eta_seconds > 0
+            saved = [c.step for c in r.checkpoints]
+            assert not saved or r.step > max(saved), (r.step, saved)
+            # SIGSTOP: stalled at once, saying so; SIGCONT: running again
+            os.kill(p.pid, signal.SIGSTOP)
+            r = await _until(poller, run, lambda r: r.state == "stalled", polls=2, pause=0.1)
+            assert "is stopped (state T" in (r.reason or "") and r.eta_seconds is None
+            os.kill(p.pid, signal.SIGCONT)
+            r = await _until(poller, run, lambda r: r.state == "running", polls=2, pause=0.1)
+            # killed: failed within two polls, the process named
+            p.kill()
+            p.wait()
+            r = await _until(poller, run, lambda r: r.state == "failed", polls=2, pause=0.1)
+            assert f"its trainer (pid {p.pid}" in r.reason and "without a final adapter" in r.reason
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+async def test_dies_of_an_error_failed_with_its_logs_last_error_and_finished_when_whole(host):
+    fleet, h = host
+    dying, fine = h.runs / "run-9", h.runs / "run-10"
+    p1 = _start(dying, 400, 0.05, die_at=30)
+    p2 = _start(fine, 40, 0.05)
+    try:
+        async with Poller(fleet) as poller:
+            await _until(poller, dying, lambda r: r.state == "running")
+            await _until(poller, fine, lambda r: r.state == "running")
+            r = await _until(poller, dying, lambda r: r.state == "failed")
+            assert "its log's last error: RuntimeError: CUDA out of memory" in r.reason, r.reason
+            r = await _until(poller, fine, lambda r: r.state == "finished")
+            assert r.adapter == str(fine / "adapter") and p2.wait(10) == 0
+    finally:
+        for p in (p1, p2):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_log_line_is_read_by_a_bounded_pattern_never_evaluated(tmp_path):
+    from fleetdeck.backend.host.probe import run_log
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "{'loss': __import__('os').system('touch pwned'), 'epoch': 1}\n"
+        + "\r 10%|#  | 16/159 [00:29<04:20,  1.82s/it]" * 3
+        + "\n{'loss': 2.9, 'grad_norm': 1.0}\n"
+        + "x" * 100_000
+        + " 99/7 [junk]\n"
+    )
+    got = run_log.read(str(log))
+    assert got["step"] == 16 and got["max_steps"] == 159 and got["sps"] == pytest.approx(1.82)
+    assert got["loss"] == 2.9 and not (tmp_path / "pwned").exists()
+    with open(log, "a") as f:  # appended: read from the kept offset
+        f.write("\r 11%|#  | 17/159 [00:31<04:18,  3.00it/s]\n")
+    got = run_log.read(str(log))
+    assert got["step"] == 17 and got["sps"] == pytest.approx(1 / 3)
