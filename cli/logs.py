@@ -66,5 +66,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
         asyncio.run(go())
     except HostError as e:
         print(f"fleetdeck: {args.host}: {shown(e.message)} ({e.code})", file=sys.stderr)
-        return 2 if e.code in ("no-run", "no-log", "not-a-file", "symlink", "bad-pattern") else 1
+        usage = ("no-run", "ambiguous-run", "no-log", "not-a-file", "symlink", "bad-pattern")
+        return 2 if e.code in usage else 1
     return 0

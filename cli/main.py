@@ -24,6 +24,7 @@ from fleetdeck.cli import (
     silence,
     status,
     train,
+    wait,
     watch,
 )
 from fleetdeck.cli.args import Parser, add_hosts_option
@@ -44,6 +45,7 @@ COMMANDS = (
     silence,
     watch,
     logs,
+    wait,
     holders,
     history,
     rules,

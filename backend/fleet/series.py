@@ -18,7 +18,15 @@ async def fetch_series(link: HostLink, path: str, timeout: float | None = None) 
     for the run folder `path` on `link`'s host. HostError when the host cannot be asked or the
     run has no series (code `no-series`)."""
     try:
-        answer = await link.call(PROBE_MODULE, "series", path=path, within=timeout, what="series")
+        # a name or a path under a runs root resolves there (`layout.resolve_run`, the one rule)
+        answer = await link.call(
+            PROBE_MODULE,
+            "series",
+            path=path,
+            roots=list(link.host.all_roots),
+            within=timeout,
+            what="series",
+        )
     except HelperError as e:
         if not isinstance(e.answer, dict):
             raise HostError(link.name, "the series answer is not an object", "helper") from None
@@ -32,7 +40,7 @@ async def fetch_series(link: HostLink, path: str, timeout: float | None = None) 
     evals = checked_series(answer.get("eval_losses"), "eval_losses", marks)
     return {
         "host": link.name,
-        "path": path,
+        "path": answer["path"] if isinstance(answer.get("path"), str) else path,
         "losses": [list(p) for p in losses],
         "eval_losses": [list(p) for p in evals],
         "warnings": marks,

@@ -41,7 +41,7 @@ import sys
 import time
 from collections import deque
 
-from fleetdeck.backend.host.lib import files, flags
+from fleetdeck.backend.host.lib import files, flags, layout
 from fleetdeck.backend.host.lib.serve import dumps
 
 LOG = "train.log"
@@ -59,25 +59,9 @@ def _fail(code, message):
 
 
 def resolve(req):
-    """The run folder the request names, or raise LookupError with a sentence."""
-    run = str(req.get("run") or "")
-    if not run:
-        raise LookupError("no run named")
-    if os.path.isabs(run) or run.startswith("~"):
-        path = os.path.expanduser(run)
-        if os.path.isdir(path):
-            return path
-        raise LookupError("%s is not a folder on this host" % run)
-    if "/" in run or run in (".", ".."):
-        raise LookupError("a run is a folder name or an absolute path, not %r" % run)
-    for root in req.get("roots") or []:
-        path = os.path.join(os.path.expanduser(str(root)), run)
-        if os.path.isdir(path):
-            return path
-    raise LookupError(
-        "no run folder %r under %s"
-        % (run, ", ".join(str(r) for r in req.get("roots") or []) or "any runs root")
-    )
+    """The run folder the request names (`layout.resolve_run`, the one rule), or raise
+    LookupError(code, sentence)."""
+    return layout.resolve_run(str(req.get("run") or ""), req.get("roots") or [])
 
 
 def _open(dfd, path):
@@ -226,7 +210,8 @@ def main():
     try:
         run = resolve(req)
     except LookupError as e:
-        _send(_fail("no-run", str(e)))
+        code, message = e.args if len(e.args) == 2 else ("no-run", str(e))
+        _send(_fail(code, message))
         return 0
     path = os.path.join(run, LOG)
     try:

@@ -96,6 +96,7 @@ def test_the_run_state_is_one_rule_per_reason():
         "_by_final_adapter",
         "_by_trainer_gone",
         "_by_live_process",
+        "_by_worker_gone",
         "_by_pid_without_start_time",
         "_by_nothing",
     ]

@@ -145,3 +145,32 @@ def test_a_helper_the_controller_names_by_pid_and_start_is_ours_and_nothing_else
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_local_controller_owns_only_the_children_it_started_as_helpers():
+    """On the `local` host the controller is the session: a child of it that carries the session
+    arg (a helper it started) is ours, with what that helper starts; another child of the same
+    process (a test runner's, a shell's) is not."""
+    me = procfs.session_argv()[0]
+    anchor = (os.getpid(), procfs.start_ticks(os.getpid()), me)
+    code = "import subprocess, sys, time; subprocess.Popen(['sleep', '30']); time.sleep(30)"
+    helper = subprocess.Popen([sys.executable, "-c", code, "--resident", me])
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        import time
+
+        for _ in range(100):
+            kids = procfs.children(helper.pid)
+            if kids:
+                break
+            time.sleep(0.05)
+        assert kids, "the helper's child did not start"
+        assert procfs.in_session(helper.pid, anchor)
+        assert procfs.in_session(kids[0], anchor)  # what a helper starts is ours too
+        assert not procfs.in_session(stranger.pid, anchor)
+    finally:
+        for k in procfs.children(helper.pid):
+            os.kill(k, 9)
+        for p in (helper, stranger):
+            p.kill()
+            p.wait()

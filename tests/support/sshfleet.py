@@ -193,8 +193,9 @@ class SshdFleet:
             'address = "127.0.0.1"',
             f"port = {h.port}",
             f'user = "{getpass.getuser()}"',
-            f'runs = ["{h.runs}"]',
         ]
+        if "runs" not in extra:
+            lines.append(f'runs = ["{h.runs}"]')
         for k, v in extra.items():
             lines.append(f"{k} = {_toml(v)}")
         return "\n".join(lines) + "\n"

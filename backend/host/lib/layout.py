@@ -296,3 +296,43 @@ def not_fresh(names, resumable=False):
     never counted). `resumable`: the trainer's own leftovers (checkpoints, progress) are fine."""
     ok = RESUMABLE_OK if resumable else FRESH_OK
     return sorted(n for n in names if n not in ok and not n.startswith("."))
+
+
+def resolve_run(given, roots):
+    """The run folder a person names, one rule for every command: an absolute path or one under
+    `~` (taken as it is), else a folder name or a path relative to one of the runs `roots`
+    (`run-8`, `sweep/run-8`). Raises LookupError(code, sentence): `no-run` when nothing answers,
+    saying what was looked for and where; `ambiguous-run` when two roots hold it, naming both."""
+    run = given if isinstance(given, str) else ""
+    if not run:
+        raise LookupError("no-run", "no run named")
+    if os.path.isabs(run) or run.startswith("~"):
+        path = os.path.expanduser(run)
+        if os.path.isdir(path):
+            return path.rstrip("/") or "/"
+        raise LookupError("no-run", "%s is not a folder on this host" % text.shown(run))
+    parts = [p for p in run.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        raise LookupError(
+            "no-run",
+            "a run is a folder name, a path under a runs root or an absolute path, "
+            "not %s" % text.shown(run),
+        )
+    found = []
+    for root in roots or []:
+        path = os.path.join(os.path.expanduser(str(root)), *parts)
+        if os.path.isdir(path) and path not in found:
+            found.append(path)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise LookupError(
+            "ambiguous-run",
+            "%s names %d run folders: %s; give its path"
+            % (text.shown(run), len(found), ", ".join(text.shown(p) for p in found)),
+        )
+    raise LookupError(
+        "no-run",
+        "no run folder %s under %s"
+        % (text.shown(run), ", ".join(text.shown(str(r)) for r in roots or []) or "any runs root"),
+    )

@@ -147,17 +147,21 @@ def session(argv=None):
                 pid, start = [int(x) for x in a[len(SESSION_ARG) :].split(":")]
             except ValueError:
                 return None
-            return (pid, start) if pid in mine and same_process(pid, start) else None
+            ok = pid in mine and same_process(pid, start)
+            return (pid, start, a) if ok else None
     for pid in mine:
         if pid > 1 and comm(pid) in SSHD_COMMS:
             start = start_ticks(pid)
-            return (pid, start) if start is not None else None
+            return (pid, start, None) if start is not None else None
     return None
 
 
 def in_session(pid, anchor, stat_of=None, hops=64):
-    """True when `pid` descends from `anchor` ((pid, start ticks), from `session()`): its parent
-    chain reaches that very process. `stat_of(pid)` -> (ppid, start) or None (a cache)."""
+    """True when `pid` descends from `anchor` ((pid, start ticks, session arg), from
+    `session()`): its parent chain reaches that very process. For the local controller (which
+    has other children: a test runner's, a shell's) the chain must pass through a child of it
+    that carries the session arg on its argv, a helper it started itself; no other process can
+    be the controller's child. `stat_of(pid)` -> (ppid, start) or None (a cache)."""
     if not anchor or not isinstance(pid, int) or pid <= 1:
         return False
     if stat_of is None:
@@ -167,6 +171,7 @@ def in_session(pid, anchor, stat_of=None, hops=64):
             return (st[1], st[3]) if st else None
 
     cur = stat_of(pid)
+    child = pid
     for _ in range(hops):
         if cur is None or cur[0] <= 1:
             return False
@@ -175,9 +180,23 @@ def in_session(pid, anchor, stat_of=None, hops=64):
         if up is None:
             return False
         if parent == anchor[0]:
-            return up[1] == anchor[1]
+            if up[1] != anchor[1]:
+                return False
+            if len(anchor) > 2 and anchor[2]:
+                return _has_arg(child, anchor[2])
+            return True
+        child = parent
         cur = up
     return False
+
+
+def _has_arg(pid, arg):
+    """True when `arg` is one of `pid`'s argv entries."""
+    try:
+        raw = read_bytes("/proc/%d/cmdline" % pid)
+    except OSError:
+        return False
+    return arg.encode() in raw.split(b"\0")
 
 
 def session_argv():

@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 
-from fleetdeck.backend.host.lib import fsinfo, serve
+from fleetdeck.backend.host.lib import fsinfo, layout, serve
 from fleetdeck.backend.host.probe.common import (
     CACHE,
     STATE,
@@ -150,7 +150,13 @@ def ping(req):
 def series(req):
     """One run's whole loss and eval-loss series (a snapshot carries at most SERIES_POINTS of
     each): {"op": "series", "path": RUN_DIR} -> {"losses": [[step, v]...], "eval_losses": [...]}."""
-    return full_series(str(req.get("path") or ""))
+    given = str(req.get("path") or "")
+    if req.get("roots") is not None:  # a name or a path under a runs root: the one rule
+        try:
+            given = layout.resolve_run(given, req.get("roots") or [])
+        except LookupError as e:
+            raise serve.Refused(*e.args) from None
+    return dict(full_series(given), path=given)
 
 
 OPS = {"snapshot": snapshot, "ping": ping, "series": series}

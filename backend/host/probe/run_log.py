@@ -40,7 +40,7 @@ _ERROR = re.compile(
     r"^Traceback \(most recent call last\))"
 )
 #: path -> [dev, ino, offset, facts]
-_SEEN = {}
+_SEEN = {}  # type: dict
 _SEEN_LIMIT = 4096
 
 

@@ -108,7 +108,7 @@ def keeper_facts(run, index, hashing):
     return k
 
 
-def keep_newest(run_given, n):
+def keep_newest(run_given, n, roots=None):
     """The keep rule of a run without a final adapter: its checkpoints (layout's one rule),
     the newest `n` complete ones kept, the complete ones older than those to purge as literal
     paths; incomplete ones (a save killed half-way) are named and left where they are.
@@ -130,6 +130,13 @@ def keep_newest(run_given, n):
     if not isinstance(run_given, str) or not run_given:
         out["error"] = ["bad-keep", "a keep rule names the run folder"]
         return out
+    if roots is not None and not run_given.startswith(("/", "~")):
+        # `run-6` as the README writes it: a name under a runs root, by the one rule
+        try:
+            run_given = layout.resolve_run(run_given, roots)
+        except LookupError as e:
+            out["error"] = list(e.args) if len(e.args) == 2 else ["no-run", str(e)]
+            return out
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         out["error"] = ["bad-keep", "the number of checkpoints to keep must be 1 or more"]
         return out

@@ -106,7 +106,7 @@ def execute(req):
 
 def _check(req):
     if isinstance(req.get("keep"), dict) and isinstance(req.get("roots"), list):
-        rule = keep_newest(req["keep"].get("run"), req["keep"].get("n"))
+        rule = keep_newest(req["keep"].get("run"), req["keep"].get("n"), req["roots"])
         facts = gather(
             rule["purge"],
             req["roots"],
