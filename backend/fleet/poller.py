@@ -51,9 +51,16 @@ def probe_source() -> str:
     return bundle(PROBE_MODULE)
 
 
-def probe_request(host: HostConfig) -> dict:
-    """What one poll asks a host's probe for."""
+#: at most this many runs' workers are handed back to a probe
+WORKERS_LIMIT = 4096
+
+
+def probe_request(host: HostConfig, workers: dict | None = None) -> dict:
+    """What one poll asks a host's probe for. `workers`: what the host's last probe remembered
+    of the process working in each run (`probe.run_state`), handed to a new probe after a
+    restart so that a trainer that died meanwhile is still `failed`, not `unknown`."""
     return {
+        "workers": workers or {},
         "op": "snapshot",
         "runs": list(host.runs),
         "disk_paths": host.all_roots,
@@ -86,6 +93,8 @@ class Poller:
         self._links = {h.name: HostLink(h) for h in fleet.hosts}
         self._probes: dict[str, HelperProcess] = {}
         self._last_good: dict[str, HostSnapshot] = {}
+        #: host -> {run path: worker} from its probe's last answer (see probe_request)
+        self._workers: dict[str, dict[str, Any]] = {}
         self._last_shown: dict[str, HostSnapshot] = {}
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
@@ -211,7 +220,7 @@ class Poller:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for loses a cancellation that
             # comes as the answer does, and this task would go on after the poller closed
             async with asyncio.timeout(host.command_timeout):
-                await probe.send_json(probe_request(host))
+                await probe.send_json(probe_request(host, self._workers.get(host.name)))
                 answer = await probe.recv_json()
         except TimeoutError:
             self._forget(host.name, drop_link=False)
@@ -266,6 +275,14 @@ class Poller:
             )
         if "error" in answer and "gpus" not in answer:
             raise HostError(host.name, f"probe error: {answer.get('error')}", "probe")
+        runs = answer.get("runs")
+        self._workers[host.name] = {
+            r["path"]: r["worker"]
+            for r in (runs if isinstance(runs, list) else [])[:WORKERS_LIMIT]
+            if isinstance(r, dict)
+            and isinstance(r.get("path"), str)
+            and isinstance(r.get("worker"), list)
+        }
         return host_from_probe(host.name, answer, latency_ms, time.time())
 
     def _forget(self, name: str, drop_link: bool) -> None:

@@ -124,3 +124,27 @@ def test_a_log_line_is_read_by_a_bounded_pattern_never_evaluated(tmp_path):
         f.write("\r 11%|#  | 17/159 [00:31<04:18,  3.00it/s]\n")
     got = run_log.read(str(log))
     assert got["step"] == 17 and got["sps"] == pytest.approx(1 / 3)
+
+
+async def test_a_trainer_that_dies_while_its_host_restarts_is_still_failed(spare_fleet, tmp_path):
+    """The controller hands a new probe what the last one remembered (`workers`): a trainer that
+    died while sshd (and the probe with it) was down is `failed`, not `unknown`."""
+    h = spare_fleet.add("hr")
+    fleet = load_fleet(str(spare_fleet.write_fleet(tmp_path / "hosts.toml")))
+    run = h.runs / "run-12"
+    p = start_trainer(run, 10_000, 0.05)
+    try:
+        async with Poller(fleet) as poller:
+            await _until(poller, run, lambda r: r.state == "running" and r.step and r.step > 3)
+            await _until(poller, run, lambda r: r.state == "running")
+            spare_fleet.kill("hr")  # sshd, its sessions and the resident probe go
+            p.kill()
+            p.wait()
+            spare_fleet.start("hr")
+            r = await _until(poller, run, lambda r: r.state != "running", polls=40, pause=0.3)
+            assert r.state == "failed", (r.state, r.reason)
+            assert f"its trainer (pid {p.pid}" in (r.reason or "")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -20,6 +20,7 @@ import sys
 import time
 
 from fleetdeck.backend.host.lib import fsinfo, layout, serve
+from fleetdeck.backend.host.probe import run_state
 from fleetdeck.backend.host.probe.common import (
     CACHE,
     STATE,
@@ -108,6 +109,7 @@ def snapshot(request=None):
     if procs is None:
         procs = Procs.empty()
     procs.know(req.get("ours"))
+    run_state.adopt(req.get("workers"))
     mode = req.get("gpu") or os.environ.get("FLEETDECK_PROBE_GPU") or "auto"
     g, source = guard(warnings, "gpus", lambda: gpus(mode, procs, warnings), ([], None))
     paths = req.get("disk_paths")

@@ -46,6 +46,27 @@ def _workers():
     return STATE.setdefault("workers", {})
 
 
+def adopt(workers):
+    """Workers a controller handed back (what this host's last probe remembered, before a
+    restart): kept where this probe has none of its own; anything malformed is ignored."""
+    if not isinstance(workers, dict):
+        return
+    w = _workers()
+    for path, x in list(workers.items())[:WORKERS_LIMIT]:
+        ok = (
+            isinstance(path, str)
+            and isinstance(x, list)
+            and len(x) == 6
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in x[:2])
+            and isinstance(x[2], str)
+            and isinstance(x[3], (int, float))
+            and (x[4] is None or isinstance(x[4], (int, float)))
+            and isinstance(x[5], bool)
+        )
+        if ok and path not in w:
+            w[path] = [x[0], x[1], x[2][:200], float(x[3]), x[4], x[5]]
+
+
 def remember_worker(path, pid, procs, now, last_update):
     """Note `pid` (with its start time and command) as the process working in run `path`, and
     whether the run has moved since it was first seen."""
@@ -228,6 +249,8 @@ def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now, log=No
             break
     if live_pid is not None and r["state"] in ("running", "stalled"):
         remember_worker(path, live_pid, procs, now, r["last_update"])
+    if path in _workers() and r["state"] in ("running", "stalled", "failed"):
+        r["worker"] = list(_workers()[path])  # handed back by the controller after a restart
     elif r["state"] == "unknown" and seen.log.get("error"):
         problems.append(f"its log's last error: {seen.log['error']}")
     # a stalled run has no ETA: its step time says nothing about when it will move again
