@@ -56,6 +56,10 @@ SEVERITIES = ("critical", "warning", "info")
 #: something is lost or about to be (a host, a run, a seat's answers, the disk, a card),
 #: warning when it needs a look soon, info when it is news. new-stray is info, and warning for
 #: a schedule naming a path that does not exist (`alerts.AlertEngine`)
+#: one-shot notices: an event, not a condition. A silence never drops one: it is held, marked,
+#: and delivered when the silence ends, whatever its resolve did meanwhile
+NOTICES = ("run-finished", "run-failed")
+
 SEVERITY_DEFAULTS = {
     "host-down": "critical",
     "loss-nonfinite": "critical",

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from fleetdeck.backend.fleet.alert_rules import NOTICES
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.grouping import GROUP_MAX
 from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
@@ -235,13 +236,43 @@ class DeliveryQueue:
             return True
         q = self._queues[self._queue_of(p)]
         nxt = self.pending[q[1]] if len(q) > 1 else None
-        if a.get("state") == "firing" and nxt is not None and nxt.alert.get("state") == "resolved":
+        notice = a.get("rule") in NOTICES
+        if (
+            not notice
+            and a.get("state") == "firing"
+            and nxt is not None
+            and nxt.alert.get("state") == "resolved"
+        ):
             # it fired and resolved within the silence: the operator hears of neither
             self._remove(p)
             self._remove(nxt)
             self.silenced += 2
             self._journal([p, nxt], [])
             return False
+        if not notice and a.get("state") == "resolved":
+            # a flapping alert held behind its resolve: each fire/resolve pair after it happened
+            # within the silence too, and is dropped; the resolve alone goes when it ends
+            pairs = []
+            keys = list(q)
+            i = 1
+            while i + 1 < len(keys):
+                f, r = self.pending[keys[i]], self.pending[keys[i + 1]]
+                if f.alert.get("state") != "firing" or r.alert.get("state") != "resolved":
+                    break
+                pairs += [f, r]
+                i += 2
+            for x in pairs:
+                self._remove(x)
+            if pairs:
+                self.silenced += len(pairs)
+                self._journal(pairs, [])
+        if "held" not in a:
+            # said when it goes: a notice held by a maintenance window arrives late, and says why
+            a["held"] = {"since": now, "silence": s.id}
+            a["text"] = (
+                f"{a.get('text', '')} (held since "
+                f"{time.strftime('%H:%M', time.localtime(now))} by silence {s.id})"
+            )
         p.next_at = s.ends
         self._parked[p.key] = s.ends
         self._journal([], [p])

@@ -321,3 +321,83 @@ def test_fleetdeck_alerts_lists_a_silenced_alert_marked_with_who_and_until_when(
         and f"silenced by {s.by} until" in out
         and "silenced" in out.split("overfitting")[0]
     )
+
+
+async def test_a_notice_fired_and_resolved_within_a_silence_is_held_not_dropped(tmp_path, fleet):
+    """The operator silenced a host for 2 h; its run finished inside the window and the notice's
+    hold (15 min) ended inside it too. It is delivered when the window ends, saying it was held."""
+    from fleetdeck.backend.monitor.deliver import Deliverer
+    from fleetdeck.backend.monitor.outbox import Journal
+
+    (tmp_path / "hook.py").write_text(HOOK.replace("'subject')", "'subject', 'text')"))
+    log = tmp_path / "hook.log"
+    maint = sil.add_silence(host="gx10", duration=7200, comment="seat swap")
+    d = Deliverer(
+        (sys.executable, str(tmp_path / "hook.py"), str(log)),
+        None,
+        journal=Journal(tmp_path / "outbox.jsonl"),
+        group_wait=0,
+    )
+    task = asyncio.ensure_future(d.run())
+    try:
+        ready = Alert("run-finished", "gx10", "/runs/r7", "firing", T0, "run r7 finished")
+        d.enqueue([ready, down("gx10")])
+        await asyncio.sleep(0.5)
+        d.enqueue(
+            [
+                Alert("run-finished", "gx10", "/runs/r7", "resolved", T0 + 900, "run r7 finished"),
+                down("gx10", "resolved", T0 + 60),
+            ]
+        )
+        await asyncio.sleep(0.5)
+        assert not log.exists() and d.silenced == 2  # host-down's pair only
+        done = fleetdeck(fleet, "silence", "expire", maint.id)
+        assert done.returncode == 0, done.stderr
+        got = await deliver_until(d, log, 2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert [tuple(x[:4]) for x in got] == [
+        ("firing", "run-finished", "gx10", "/runs/r7"),
+        ("resolved", "run-finished", "gx10", "/runs/r7"),
+    ]
+    assert "(held since " in got[0][4] and f"by silence {maint.id})" in got[0][4], got
+
+
+async def test_a_flapping_alert_held_behind_its_resolve_delivers_one_transition(tmp_path, fleet):
+    """It fired before the window (delivered), then flapped 30 times inside it: what goes out when
+    the window ends is its last word, not 61 stale transitions."""
+    from fleetdeck.backend.monitor.deliver import Deliverer
+    from fleetdeck.backend.monitor.outbox import Journal
+
+    (tmp_path / "hook.py").write_text(HOOK)
+    log = tmp_path / "hook.log"
+    d = Deliverer(
+        (sys.executable, str(tmp_path / "hook.py"), str(log)),
+        None,
+        journal=Journal(tmp_path / "outbox.jsonl"),
+        group_wait=0,
+    )
+    task = asyncio.ensure_future(d.run())
+    try:
+        d.enqueue([down("gx10")])
+        assert await deliver_until(d, log, 1)
+        maint = sil.add_silence(host="gx10", duration=7200, comment="flapping link")
+        t = T0 + 10
+        for _ in range(30):
+            d.enqueue([down("gx10", "resolved", t)])
+            await asyncio.sleep(0.02)
+            d.enqueue([down("gx10", "firing", t + 1)])
+            await asyncio.sleep(0.02)
+            t += 2
+        d.enqueue([down("gx10", "resolved", t)])
+        await asyncio.sleep(0.5)
+        done = fleetdeck(fleet, "silence", "expire", maint.id)
+        assert done.returncode == 0, done.stderr
+        await deliver_until(d, log, 2)
+        await asyncio.sleep(1.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    got = [x.split("\t")[0] for x in log.read_text().splitlines()]
+    assert got == ["firing", "resolved"], got
