@@ -84,7 +84,27 @@ class Silence:
         return d
 
 
-def silence_from_json(d: Any) -> Silence:
+#: subjects an "everything" pattern is tried on: a host, a GPU, a run path, odd characters
+_ANY_SUBJECTS = ("x", "gx10", "GPU0 Xid 79", "/home/op/runs/run-7", "[", "*", "?", "-" * 300)
+#: how far a silence may reach: from a day ago to a month ahead (on add and on read)
+PAST_MAX = 86400.0
+AHEAD_MAX = 30 * 86400.0
+
+
+def matches_everything(host: str | None, rule: str | None, subject: str | None) -> bool:
+    """True when a silence of these matchers would match every alert of the fleet: no host, no
+    rule, and no subject or one that every subject matches (`*`, `**`, `?*`, ...). The one rule
+    `add`, the file reader and the view's form refuse by."""
+    if host or rule:
+        return False
+    if not subject:
+        return True
+    if not (_PATTERN & set(subject)):
+        return False
+    return all(fnmatch.fnmatchcase(s, subject) for s in _ANY_SUBJECTS)
+
+
+def silence_from_json(d: Any, now: float | None = None) -> Silence:
     """One saved silence, strictly (Bad names the field that is wrong)."""
     d = st.table(d, "the silence")
 
@@ -103,9 +123,18 @@ def silence_from_json(d: Any) -> Silence:
     host, rule, subject = opt("host", 256), opt("rule", 64), opt("subject")
     if host is None and rule is None and subject is None:
         raise Bad("it names no host, rule or subject")
+    if matches_everything(host, rule, subject):
+        raise Bad("it matches every alert of the fleet (a subject of only wildcards)")
     starts, ends = st.finite(d.get("starts"), "starts"), st.finite(d.get("ends"), "ends")
     if ends < starts:
         raise Bad("it ends before it starts")
+    if now is not None and ends > now + AHEAD_MAX + 86400:
+        raise Bad(
+            f"it ends {(ends - now) / 86400:.3g} days from now; a silence reaches at most "
+            f"{AHEAD_MAX / 86400:g} days ahead"
+        )
+    if ends - starts > AHEAD_MAX + PAST_MAX + 86400:
+        raise Bad("it lasts longer than a silence may")
     comment = st.text(d.get("comment"), "comment")
     by = st.text(d.get("by", ""), "by")
     expired_by = d.get("expired_by")
@@ -116,4 +145,13 @@ def silence_from_json(d: Any) -> Silence:
     )
 
 
-__all__ = ["COMMENT_MAX", "SUBJECT_MAX", "Silence", "SilenceRefused", "silence_from_json"]
+__all__ = [
+    "AHEAD_MAX",
+    "COMMENT_MAX",
+    "PAST_MAX",
+    "SUBJECT_MAX",
+    "Silence",
+    "SilenceRefused",
+    "matches_everything",
+    "silence_from_json",
+]

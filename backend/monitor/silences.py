@@ -47,6 +47,7 @@ from fleetdeck.backend.monitor.silence_model import (
     SUBJECT_MAX,
     Silence,
     SilenceRefused,
+    matches_everything,
     silence_from_json,
 )
 
@@ -87,7 +88,7 @@ def load_silences(
         items = []
     for i, x in enumerate(items):
         try:
-            out.append(silence_from_json(x))
+            out.append(silence_from_json(x, now=time.time()))
         except Bad as e:
             rejects.append(Reject(f"silences[{i}]", str(e), x))
     warnings += st.report_rejects(path.name, rejects, move=move)
@@ -141,13 +142,14 @@ def add_silence(
 ) -> Silence:
     """Add a silence from now for `duration` seconds, audited (`silence-add`) before it is saved.
     Raises SilenceRefused (a bound, nothing to match, an unknown rule) or `audit.AuditError`."""
-    now = time.time() if now is None else now
+    given_now = now
     host, rule, subject = host or None, rule or None, subject or None
     comment = (comment or "").strip()
-    if host is None and rule is None and subject is None:
+    if matches_everything(host, rule, subject):
         raise SilenceRefused(
             "a silence names a host, a rule or a subject (or more): one that matched "
-            "everything would hide every alert of the fleet"
+            "everything (no host, no rule, and a subject of only wildcards) would hide every "
+            "alert of the fleet"
         )
     if rule is not None and rule not in RULES:
         raise SilenceRefused(f"unknown rule {shown(rule)!r} (rules: {', '.join(RULES)})")
@@ -163,6 +165,9 @@ def add_silence(
             "(longer than a month is a rule to disable in the fleet file's [alerts])"
         )
     with _Locked() as (silences, said):
+        # the clock is read under the lock: a writer that waited for it counts every silence
+        # added meanwhile as in force (read before, they started "in the future")
+        now = time.time() if given_now is None else given_now
         for line in said:
             (warn or (lambda _w: None))(line)
         active = [s for s in silences if s.active(now)]
@@ -200,8 +205,9 @@ def expire_silence(
 ) -> Silence:
     """End silence `sid` now, audited (`silence-expire`) before it is saved; the silence as it is
     now. Raises SilenceRefused for an unknown id or one that already ended, or `audit.AuditError`."""
-    now = time.time() if now is None else now
+    given_now = now
     with _Locked() as (silences, said):
+        now = time.time() if given_now is None else given_now
         for line in said:
             (warn or (lambda _w: None))(line)
         found = next((s for s in silences if s.id == sid), None)

@@ -126,6 +126,10 @@ def test_add_list_expire_round_trip_audited_and_persisted(fleet):
         (["--rule", "stalled", "--for", "2h", "--comment", "x"], 2, "invalid choice: 'stalled'"),
         (["--host", "gx10", "--for", "2h", "--comment", "  "], 1, "needs a comment saying why"),
         (["--host", "gx10", "--for", "2h", "--comment", "x" * 501], 1, "at most 500"),
+        # a silence of everything, however written: refused
+        (["--subject", "*", "--for", "2h", "--comment", "x"], 1, "would hide every alert"),
+        (["--subject", "**", "--for", "2h", "--comment", "x"], 1, "would hide every alert"),
+        (["--subject", "?*", "--for", "2h", "--comment", "x"], 1, "would hide every alert"),
     ],
 )
 def test_what_a_silence_may_not_be_is_refused_and_nothing_is_saved(fleet, argv, rc, said):
@@ -401,3 +405,44 @@ async def test_a_flapping_alert_held_behind_its_resolve_delivers_one_transition(
         await asyncio.gather(task, return_exceptions=True)
     got = [x.split("\t")[0] for x in log.read_text().splitlines()]
     assert got == ["firing", "resolved"], got
+
+
+def test_the_limit_holds_under_concurrent_adds(monkeypatch):
+    """The clock and the count are read under the lock: adds that waited for it still see
+    every silence added meanwhile."""
+    import threading
+
+    monkeypatch.setattr(sil, "ACTIVE_MAX", 10)
+    out: list[str] = []
+
+    def one(i: int) -> None:
+        try:
+            sil.add_silence(subject=f"run-{i}", duration=3600, comment="x")
+            out.append("ok")
+        except SilenceRefused:
+            out.append("refused")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    now = time.time()
+    assert out.count("ok") == 10 and out.count("refused") == 20
+    assert len([x for x in sil.load_silences()[0] if x.active(now)]) == 10
+
+
+def test_a_silence_past_its_bounds_or_of_everything_in_the_file_is_quarantined(fleet):
+    good = sil.add_silence(host="gx10", duration=3600, comment="ok")
+    doc = json.loads(sil.silences_path().read_text())
+    now = time.time()
+    doc["silences"] += [
+        {"id": "s-forever", "host": "gx10", "starts": now, "ends": 1e300, "comment": "x"},
+        {"id": "s-star", "subject": "*", "starts": now, "ends": now + 60, "comment": "x"},
+    ]
+    sil.silences_path().write_text(json.dumps(doc))
+    assert [x.id for x in sil.load_silences()[0]] == [good.id]
+    for argv in (["silence", "list"], ["alerts"]):
+        done = fleetdeck(fleet, *argv)
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+        assert "OverflowError" not in done.stderr
