@@ -121,6 +121,8 @@ class _Memory:
 
     firing: dict[str, Alert] = field(default_factory=dict)
     resolved: deque = field(default_factory=lambda: deque(maxlen=KEEP_RESOLVED))
+    #: why a firing alert's subject ended (a seat gone), by alert key, for its resolve's text
+    ended: dict = field(default_factory=dict)
     down_since: dict[str, float] = field(default_factory=dict)
     idle_since: dict[str, float] = field(default_factory=dict)
     restarts: dict[str, tuple[int | None, bool]] = field(default_factory=dict)
@@ -212,7 +214,9 @@ class AlertEngine:
             judge_gpus(h, now, hold, self.config)
             judge_seats(self.m, self.config, h, now, checks or {}, hold)
             judge_strays(self.m, self.config, h, now, hold, self._settle, LOOP_SETTLE_S)
-        return self._transitions(conds, blind, now)
+        out = self._transitions(conds, blind, now)
+        self.m.ended.clear()  # only this poll's: a subject that ends is said at its resolve
+        return out
 
     def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
         out = []
@@ -236,7 +240,8 @@ class AlertEngine:
             if key in conds or (a.host in blind and a.rule != "host-down"):
                 continue
             del self.m.firing[key]
-            r = replace(a, state="resolved", since=now)
+            gone = self.m.ended.pop(key, None)
+            r = replace(a, state="resolved", since=now, text=gone or a.text)
             self.m.resolved.append(r)
             out.append(r)
         return out

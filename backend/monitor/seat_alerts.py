@@ -103,8 +103,17 @@ def judge_seats(
             hold("seat-restart", h.name, s.name, ev[0], ev[1])
         elif ev:
             del m.events[s.key]
+    ports = {s.port for s in h.seats or ()}
     for key, c in checks.items():
         if key.startswith(h.name + ":") and c is not None and not c.sound:
+            if c.port not in ports:
+                # the seat is gone (stopped with K, its container removed): so is what its last
+                # check said; the alert resolves, saying why, and never pages again
+                m.ended[f"seat-check|{h.name}|port {c.port}"] = (
+                    f"seat {c.port} on {h.name} is gone "
+                    f"(not listed at {time.strftime('%H:%M', time.localtime(now))})"
+                )
+                continue
             hold(
                 "seat-check",
                 h.name,

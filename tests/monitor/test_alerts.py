@@ -493,3 +493,17 @@ def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry
     )
     fired = e.evaluate(snap(2000.0, loop, cron, dead))
     assert [(a.rule, a.subject) for a in fired] == [("new-stray", dead.id)]
+
+
+def test_a_seat_check_alert_resolves_when_its_seat_is_gone_and_says_so():
+    """A seat stopped with K (verified gone) takes its seat-check alert with it, with the reason
+    in the resolve; its stale check never pages again."""
+    e = AlertEngine(AlertConfig())
+    seat = Seat(host="h1", kind="vllm", port=28003, pid=6, restarts=0, oom_killed=False)
+    bad = SeatCheck(host="h1", port=28003, sound=False, signature="nan", message="NaN logprobs")
+    out = e.evaluate(fleet(host(seats=(seat,))), checks={seat.key: bad})
+    assert rules(out) == [("seat-check", "firing")]
+    out = e.evaluate(fleet(host(t=T0 + 30, seats=())), checks={seat.key: bad})
+    assert rules(out) == [("seat-check", "resolved")]
+    assert "seat 28003 on h1 is gone" in out[0].text
+    assert e.evaluate(fleet(host(t=T0 + 86400, seats=())), checks={seat.key: bad}) == []
