@@ -29,6 +29,7 @@ RULES = (
     "gpu-headroom",
     "idle-holder",
     "new-stray",
+    "stray-returned",
     "seat-check",
     "seat-restart",
     "gpu-throttled",
@@ -78,6 +79,7 @@ SEVERITY_DEFAULTS = {
     "gpu-throttled": "warning",
     "gpu-hot": "warning",
     "new-stray": "info",
+    "stray-returned": "warning",
     "run-finished": "info",
 }
 

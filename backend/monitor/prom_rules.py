@@ -208,6 +208,7 @@ NOT_SAID = {
     "seat-restart": "a restart count that grew within event_hold_minutes; an OOM kill is not in /metrics, and "
     "the subject is kind:port, not the container's name",
     "gpu-xid": "holds while the probe's last hour of Xids holds the code, not event_hold_minutes from it",
+    "stray-returned": "not expressed: which schedules were removed is in the audit log, not in /metrics",
     "disk-full-eta": "free space over the window and its thirds, for each configured path (the engine judges "
     "used space, once per mount)",
 }

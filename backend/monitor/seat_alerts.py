@@ -104,9 +104,10 @@ def judge_seats(
         elif ev:
             del m.events[s.key]
     ports = {s.port for s in h.seats or ()}
+    listed = m.__dict__.setdefault("seat_ports", {}).setdefault(h.name, set())
     for key, c in checks.items():
         if key.startswith(h.name + ":") and c is not None and not c.sound:
-            if c.port not in ports:
+            if c.port in listed and c.port not in ports:
                 # the seat is gone (stopped with K, its container removed): so is what its last
                 # check said; the alert resolves, saying why, and never pages again
                 m.ended[f"seat-check|{h.name}|port {c.port}"] = (
@@ -121,6 +122,10 @@ def judge_seats(
                 getattr(c, "checked_at", 0) or now,
                 f"seat on {h.name}:{c.port} failed its check: {c.signature}: {c.message}",
             )
+    # a seat once listed and listed no more is gone; a port checked by hand and never listed
+    # (`seats check HOST PORT` on something the probe does not find) keeps its verdict
+    listed.intersection_update(ports | {c.port for c in checks.values() if c is not None})
+    listed.update(ports)
 
 
 __all__ = ["judge_holders", "judge_seats"]

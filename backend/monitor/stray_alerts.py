@@ -17,8 +17,12 @@ already firing on its own stays on its own, so an upgrade neither resolves nor r
 
 from __future__ import annotations
 
+import os
+import re
+import time
 from typing import Any
 
+from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 from fleetdeck.backend.fleet.schedule_verdict import action_rank
@@ -26,6 +30,64 @@ from fleetdeck.backend.host.lib.text import shown
 
 #: the subject of the first look's one alert (a schedule id is a kind letter, a dash and hex)
 FIRST_LOOK = "unacknowledged schedules"
+
+
+# -- a stray that comes back ------------------------------------------------------------------------
+_REMOVALS: dict[str, Any] = {"key": None, "by_host": {}}
+
+
+def _norm(command: str) -> str:
+    return re.sub(r"\s+", " ", command or "").strip()
+
+
+def removals() -> dict[str, list[dict[str, Any]]]:
+    """Every schedule `schedules remove` took away (audit records `schedule-remove`, `done`), by
+    host: {"ts", "n" (its line number in the audit log), "id", "command", "user"}. The log is
+    read again only when it changed (its inode, size and mtime)."""
+    try:
+        st = os.stat(audit.audit_path())
+    except OSError:
+        return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _REMOVALS["key"] != key:
+        by_host: dict[str, list[dict[str, Any]]] = {}
+        for n, rec in enumerate(audit.read_audit(), 1):
+            if rec.get("action") != "schedule-remove" or rec.get("result") != "done":
+                continue
+            s = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
+            ts = rec.get("ts")
+            if not isinstance(ts, (int, float)) or not isinstance(rec.get("host"), str):
+                continue
+            by_host.setdefault(rec["host"], []).append(
+                {
+                    "ts": float(ts),
+                    "n": n,
+                    "id": s.get("id"),
+                    "command": _norm(str(s.get("command") or "")),
+                    "user": str(rec.get("user") or "?"),
+                }
+            )
+        _REMOVALS["key"], _REMOVALS["by_host"] = key, by_host
+    return _REMOVALS["by_host"]
+
+
+def returned(h: HostSnapshot, s: Schedule) -> dict[str, Any] | None:
+    """The last removal of this schedule (the same id, or the same command) on `h`, when it is
+    listed again after it: who removed it, when, and its audit record."""
+    cmd = _norm(s.command)
+    hits = [
+        r for r in removals().get(h.name, ()) if r["id"] == s.id or (cmd and r["command"] == cmd)
+    ]
+    return max(hits, key=lambda r: r["ts"]) if hits else None
+
+
+def returned_text(h: HostSnapshot, s: Schedule, r: dict[str, Any], now: float) -> str:
+    hm = time.strftime("%H:%M", time.localtime(r["ts"]))
+    return (
+        f"stray {s.kind} on {h.name} came back: removed {hm} by {shown(r['user'])} (audit "
+        f"#{r['n']}), back at {time.strftime('%H:%M', time.localtime(now))}: who restores it? "
+        f"{shown(s.command[:200])[:200]}"
+    )
 
 
 def _plural(n: int, word: str) -> str:
@@ -64,6 +126,16 @@ def judge_strays(
     `m` is the engine's memory; `settle` gets the extra wait of a loop that must last
     `loop_settle` seconds before it pages."""
     strays = [s for s in h.schedules if s.stray]
+    back = {}
+    first_seen = m.__dict__.setdefault("stray_back", {})
+    for s in strays:
+        r = returned(h, s)
+        if r is not None and r["ts"] < now:
+            back[s.id] = r
+            at = first_seen.setdefault(f"{h.name}|{s.id}|{r['n']}", now)
+            # said first, ranked above every unacknowledged line: someone or something restores it
+            hold("stray-returned", h.name, s.id, at, returned_text(h, s, r, at))
+    strays = [s for s in strays if s.id not in back]
     if h.name not in m.looked:
         m.looked.add(h.name)
         mine = f"new-stray|{h.name}|"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -507,3 +508,43 @@ def test_a_seat_check_alert_resolves_when_its_seat_is_gone_and_says_so():
     assert rules(out) == [("seat-check", "resolved")]
     assert "seat 28003 on h1 is gone" in out[0].text
     assert e.evaluate(fleet(host(t=T0 + 86400, seats=())), checks={seat.key: bad}) == []
+
+
+def test_a_removed_stray_that_comes_back_is_said_first():
+    """The ':37 check on the run ... inform when ready' line, removed with `schedules remove`,
+    back with the same id (or the same command under another): `stray-returned`, a warning
+    naming who removed it, when, and the audit record, above every unacknowledged line."""
+    from fleetdeck.backend.actions import audit
+
+    cmd = "/home/op/bin/check-run.sh run-7 # inform when ready"
+    audit.audit(
+        "schedule-remove", "h1", "done", schedule={"id": "c-37", "command": cmd, "kind": "crontab"}
+    )
+    audit.audit(
+        "schedule-remove", "h1", "refused", schedule={"id": "c-99", "command": "other", "kind": "x"}
+    )
+
+    def stray(sid: str, command: str) -> Schedule:
+        return Schedule(
+            id=sid,
+            host="h1",
+            kind="crontab",
+            user="op",
+            spec="37 * * * *",
+            command=command,
+            source="crontab",
+            stray=True,
+            reasons=("unacknowledged",),
+        )
+
+    e = AlertEngine(AlertConfig())
+    back = stray("c-37", cmd)
+    again = stray("c-38", "  /home/op/bin/check-run.sh   run-7 # inform when ready")
+    other = stray("c-99", "other")
+    out = e.evaluate(fleet(host(t=time.time() + 5, schedules=(back, again, other))))
+    got = {(a.rule, a.subject): a for a in out}
+    assert ("stray-returned", "c-37") in got and ("stray-returned", "c-38") in got
+    assert ("stray-returned", "c-99") not in got  # a refused removal removed nothing
+    a = got[("stray-returned", "c-37")]
+    assert a.severity == "warning" and "came back: removed" in a.text and "audit #1" in a.text
+    assert e.alerts()[0].rule == "stray-returned"  # above every info line
