@@ -361,10 +361,16 @@ def test_runs_series_prints_a_runs_whole_series_and_stops_quietly_when_the_reade
     assert p.wait(120) == 141 and b"step" in first
     assert b"Traceback" not in err
     # a folder without a series: a sentence and exit 1
+    (h.runs / "nope").mkdir()
     bad = subprocess.run(
         [*cli[:-1], f"ser:{h.runs}/nope"], capture_output=True, text=True, timeout=120
     )
     assert bad.returncode == 1 and "holds neither progress.jsonl" in bad.stderr
+    # no such folder: a sentence naming it, exit 1
+    gone = subprocess.run(
+        [*cli[:-1], f"ser:{h.runs}/gone"], capture_output=True, text=True, timeout=120
+    )
+    assert gone.returncode == 1 and "is not a folder on this host (no-run)" in gone.stderr
 
 
 def test_a_process_parent_pid_reaches_the_model_and_a_hostile_one_is_dropped():
