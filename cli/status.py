@@ -31,7 +31,15 @@ from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.cli.args import add_hosts_option
 from fleetdeck.cli.tables import listing_console
-from fleetdeck.show.fmt import host_text, human_mib, matches, message_text, progress_text, said
+from fleetdeck.show.fmt import (
+    host_text,
+    human_mib,
+    matches,
+    message_text,
+    pace_text,
+    progress_text,
+    said,
+)
 
 STATE_STYLE = {
     "running": "green",
@@ -313,7 +321,7 @@ def runs_table(snap: FleetSnapshot) -> Table:
             host_text(r.name),
             state,
             step,
-            f"{r.seconds_per_step:.2f}" if r.seconds_per_step else "-",
+            pace_text(r.state, r.seconds_per_step),
             duration_short(r.eta_seconds, "-"),
             f"{r.loss:.3f}" if r.loss is not None else "-",
             evals,

@@ -1,11 +1,11 @@
 """The console a listing prints its table on: the terminal's width in a terminal; when stdout
-is a pipe or a file, wide enough that no value is ever cut (`2.1G/23.4G`, never `2.1G/23.…`):
-a script or a pager gets every value whole, one row per line. A width asked for in `COLUMNS`
-is kept either way (`COLUMNS=80 fleetdeck status | less`)."""
+is a pipe or a file, wide enough that no value is ever cut (`2.1G/23.4G`, never `2.1G/23.…`;
+`run-with-a-long-name`, never `run-with-a-r…`): a script or a pager gets every value whole,
+one row per line, whatever `COLUMNS` says (a run's name is what a script copies into the next
+command)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -21,7 +21,7 @@ def listing_console(**kw: Any) -> Console:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
         tty = False
-    if not tty and not os.environ.get("COLUMNS", "").strip().isdigit():
+    if not tty:
         kw.setdefault("width", WHOLE)
     return Console(**kw)
 

@@ -136,3 +136,15 @@ def matches(needle: str | None, *fields: object) -> bool:
         return True
     hay = " ".join(shown(str(f)) for f in fields if f is not None).casefold()
     return needle.casefold() in hay
+
+
+#: the states in which a run has a pace: a finished, failed or cancelled run has none
+PACED = ("running", "stalled")
+
+
+def pace_text(state: str, seconds_per_step: float | None, unit: str = "") -> str:
+    """A run's s/step as the views and the CLI show it: `-` for a run that is not live (its last
+    pace says nothing now: never `0.00 s/step` for a finished run) or whose pace is unknown."""
+    if state not in PACED or not seconds_per_step or seconds_per_step <= 0:
+        return "-"
+    return f"{seconds_per_step:.2f}{unit}"

@@ -9,6 +9,7 @@ from fleetdeck.backend.fleet.models import Checkpoint, Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short, size_short
 from fleetdeck.show.cells import progress
+from fleetdeck.show.fmt import pace_text
 
 #: states a run can be resumed from (the trainer continues from the newest checkpoint)
 RESUMABLE = ("failed", "cancelled", "stalled")
@@ -48,7 +49,7 @@ def run_cells(r: Run, w: dict[str, int], host: str, name: str) -> tuple:
             style=state_style(r.state),
         ),
         "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
-        "sps": "-" if r.seconds_per_step is None else f"{r.seconds_per_step:.2f}",
+        "sps": pace_text(r.state, r.seconds_per_step),
         "eta": "-" if r.eta_seconds is None else duration_short(r.eta_seconds),
         "loss": "-" if r.loss is None else f"{r.loss:.4f}",
         "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
@@ -83,8 +84,8 @@ def run_title(r: Run) -> Text:
     t = Text()
     t.append(f"{r.host}:{shown(r.path)}", style="bold")
     t.append(f"  {r.state}", style=state_style(r.state))
-    if r.seconds_per_step is not None:
-        t.append(f"  {r.seconds_per_step:.2f} s/step")
+    if pace_text(r.state, r.seconds_per_step) != "-":
+        t.append(f"  {pace_text(r.state, r.seconds_per_step, ' s/step')}")
     t.append(
         f"  adapter: {shown(r.adapter) if r.adapter else 'none yet'}",
         style="dim" if not r.adapter else "",

@@ -73,11 +73,11 @@ def check_live_runs(checks, config, gpus, roots, after, force, seen=()):
     """No other live run on the GPU(s) this run takes; on a CPU-only host, a note only."""
     runs = live_runs(roots, seen)
     prev = after_pid(after)
-    runs = {
-        path: pid
-        for path, pid in runs.items()
-        if not (after and path == after) and not (prev and pid == prev)
-    }
+    waited = [p for p, pid in runs.items() if (after and p == after) or (prev and pid == prev)]
+    runs = {path: pid for path, pid in runs.items() if path not in waited}
+    # the run this one waits for is live too: said, so the line does not read "no other run"
+    # right under "run-20 is running"
+    but = f" but {waited[0]}, which this run waits for" if waited else ""
     if gpus["gpus"]:
         want = {g["uuid"] for g in gpus["gpus"][: int(config.get("gpus", 1))]}
         on_any = {p["pid"] for p in gpus["apps"]}
@@ -96,14 +96,17 @@ def check_live_runs(checks, config, gpus, roots, after, force, seen=()):
         # no GPU to share: CPU runs (tests, tiny models) only compete for cores, so say so and go on
         if not runs:
             return check(
-                checks, "live-run", True, "no GPU on this host, and no other run is live on it"
+                checks,
+                "live-run",
+                True,
+                f"no GPU on this host, and no other run{but} is live on it",
             )
         desc = ", ".join(_run_text(path, pid) for path, pid in sorted(runs.items())[:3])
         return check(
             checks, "live-run", True, f"no GPU on this host; {desc} also live here, sharing its CPU"
         )
     if not clash:
-        return check(checks, "live-run", True, f"no other run is live on {where}")
+        return check(checks, "live-run", True, f"no other run{but} is live on {where}")
     desc = ", ".join(_run_text(path, pid) for path, pid in sorted(clash.items())[:3])
     if force:
         return check(

@@ -142,7 +142,8 @@ def _refuse_in_use(judge, n, p):
     if held:
         return [
             "in-use",
-            "in use: "
+            # the code says "in use"; the sentence says by whom (never "in-use: in use: ...")
+            "held by "
             + "; ".join(
                 "pid %d (%s) %s %s"
                 % (h["pid"], shown(h["comm"]), _HOW[h["how"]], shown(h["file"] or "?"))
