@@ -67,6 +67,7 @@ def _evals(facts: dict[str, Any]) -> tuple[RunEvals, ...]:
             best=e.get("best"),
             best_loss=_loss(e.get("best_loss")),
             best_kept=e.get("best_kept"),
+            trainer_best=e.get("trainer_best") if isinstance(e.get("trainer_best"), str) else None,
         )
         for e in facts.get("evals") or []
     )

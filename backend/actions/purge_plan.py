@@ -111,6 +111,9 @@ class RunEvals:
     best: str | None
     best_loss: float | None
     best_kept: bool | None
+    #: the checkpoint the run's own trainer_state.json names as `best_model_checkpoint`: the
+    #: best on a tie of eval losses; named when it differs from `best`
+    trainer_best: str | None = None
 
     def rows(self) -> list[tuple[str, int, str, bool]]:
         """(checkpoint folder name, step, eval loss as shown ("-" when none), is the best), oldest
@@ -131,6 +134,7 @@ class RunEvals:
             "best": self.best,
             "best_eval_loss": self.best_loss,
             "best_kept": self.best_kept,
+            "trainer_best": self.trainer_best,
             "checkpoints": [{"step": s, "path": p, "eval_loss": v} for s, p, v in self.checkpoints],
         }
 

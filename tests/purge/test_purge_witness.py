@@ -400,3 +400,24 @@ def test_a_weight_index_past_its_limit_is_not_read_whole(tmp_path, monkeypatch):
         layout.checkpoint_problem(str(ck))
         == "incomplete: model.safetensors.index.json is larger than 64 bytes"
     )
+
+
+def test_on_a_tie_the_trainers_own_best_model_checkpoint_is_the_best_and_named(h1, capsys):
+    """Two evals tie (3.172, 3.172, the operator's plateau): the run's own trainer_state.json
+    names the earlier as `best_model_checkpoint`, so that one is the best the plan protects."""
+    fleet, host = h1
+    run = make_run(host.runs, uniq(), steps=(25, 50, 75))
+    with_evals(run, {25: 3.176, 50: 3.172, 75: 3.172})
+    for step in (25, 50, 75):
+        state = json.loads((ck(run, step) / "trainer_state.json").read_text())
+        state["best_model_checkpoint"] = "/elsewhere/out/checkpoints/checkpoint-50"
+        (ck(run, step) / "trainer_state.json").write_text(json.dumps(state))
+    p = str(ck(run, 75))
+    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, "--dry-run", "--json", p)
+    doc = json.loads(out)
+    assert rc == 0, err  # the later tie is not the best: it may go
+    ev = doc["evals"][0]
+    assert ev["best"] == str(ck(run, 50)) and ev["trainer_best"] == str(ck(run, 50))
+    p50 = str(ck(run, 50))
+    rc, out, err = cli(capsys, "purge", "--hosts", str(fleet), HOST, "--dry-run", "--json", p50)
+    assert rc == 1 and "best-eval" in json.loads(out)["paths"][0]["refused"]

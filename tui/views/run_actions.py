@@ -8,6 +8,7 @@ from __future__ import annotations
 from textual import work
 
 from fleetdeck.backend.fleet.models import Run
+from fleetdeck.backend.fleet.run_order import natural_key
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.tui.rows.runs import RESUMABLE, resumable
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -33,7 +34,8 @@ class RunActions:
         if r is None:
             self.notify("No run selected.", severity="warning", markup=False)
             return
-        paths = sorted(self.marked.get(r.key, set()))
+        # natural order (checkpoint-25 before checkpoint-100), as the checkpoints table lists them
+        paths = sorted(self.marked.get(r.key, set()), key=natural_key)
         if not paths:
             key = self.query_one("#ckpt-table", KeyedTable).current_key
             paths = [key] if key else []

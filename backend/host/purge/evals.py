@@ -30,6 +30,24 @@ def _eval_at(path, step):
         return None
 
 
+def _trainer_best(rows):
+    """The checkpoint path (of `rows`) that the newest trainer_state.json names as its
+    `best_model_checkpoint` (matched by its folder name: the trainer may have recorded it from
+    another cwd or machine), or None."""
+    for _step, path, _loss in sorted(rows, key=lambda r: -r[0]):
+        try:
+            raw = files.read_regular(path.rstrip("/") + "/trainer_state.json", STATE_LIMIT)[0]
+            named = jsondepth.loads(raw.decode("utf-8"), what="it").get("best_model_checkpoint")
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if not isinstance(named, str) or not named:
+            return None
+        base = named.rstrip("/").rsplit("/", 1)[-1]
+        hits = [r[1] for r in rows if r[1].rstrip("/").rsplit("/", 1)[-1] == base]
+        return hits[0] if len(hits) == 1 else None
+    return None
+
+
 def _weights_sha(folder, known):
     """sha256 of the folder's adapter weights: the keeper's hash when the plan already took it."""
     path = folder.rstrip("/") + "/" + layout.WEIGHTS
@@ -45,7 +63,9 @@ def eval_facts(run, keep, tops, known):
     """The eval loss of each of the run's checkpoints (from its own trainer_state.json), its
     best one, and whether that best survives the purge: kept by the keep rule, or the final
     adapter holds the same weights (sha256). {"run", "checkpoints": [[step, path, loss]],
-    "best": path|None, "best_loss", "best_kept": bool|None, "best_in": [path number...]}"""
+    "best": path|None, "best_loss", "best_kept": bool|None, "best_in": [path number...],
+    "trainer_best": path|None}. On a tie the trainer's own `best_model_checkpoint` is the best
+    (named in `trainer_best`); otherwise the lowest eval loss, the later on a tie."""
     rows = [[step, path, _eval_at(path, step)] for step, path in layout.checkpoints(run)]
     scored = [r for r in rows if r[2] is not None]
     out = {
@@ -55,10 +75,16 @@ def eval_facts(run, keep, tops, known):
         "best_loss": None,
         "best_kept": None,
         "best_in": [],
+        "trainer_best": None,
     }
     if not scored:
         return out
     step, best, loss = min(scored, key=lambda r: (r[2], -r[0]))
+    named = _trainer_best(rows)
+    out["trainer_best"] = named
+    tied = [r for r in scored if r[2] == loss]
+    if named is not None and any(r[1] == named for r in tied):
+        step, best, loss = next(r for r in tied if r[1] == named)
     out["best"], out["best_loss"] = best, loss
     out["best_in"] = [n for n, t in enumerate(tops) if t and fsinfo.under(best, t)]
     if not out["best_in"]:
