@@ -229,11 +229,15 @@ def cmd_history(args: argparse.Namespace) -> int:
     since = now - args.since
     hist = History(path)
     try:
-        hist.names(
-            args.host
-        )  # opens and reads the database: a corrupt one is said so before any output
+        # opens and reads the database: a corrupt one is said so before any output
+        names = hist.names(args.host)
         if hist.warnings:
             return _unreadable(hist)
+        if args.plot and args.gpu is not None and args.seat is None and names.get("host"):
+            if not names.get("gpu"):
+                # a GPU figure asked of a host that has none is not "nothing recorded"
+                print(f"{args.host} has no GPU: none was ever recorded for it", file=sys.stderr)
+                return 1
         if args.plot:
             return _plot(hist, args, since, now)
         if args.json:

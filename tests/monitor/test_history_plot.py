@@ -236,3 +236,16 @@ def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
     assert lane == "123456789abcdefghijklmnopqrstuvwxyz+++++"
     assert "restart 34" in text and "restart 35" not in text
     assert text.rstrip().endswith("… 5 more, marked + on the lane (a shorter window lists them)")
+
+
+def test_a_gpu_figure_asked_of_a_host_without_a_gpu_says_so():
+    """A CPU-only host: not "nothing recorded" (which reads as a gap), but that it has no GPU."""
+    now = time.time()
+    h = History(history_path())
+    for i in range(5):
+        t = now - 600 + i * 60
+        h.record(FleetSnapshot(hosts=(HostSnapshot(name="cpu", reachable=True, time=t),), time=t))
+    h.close()
+    out = _cli("cpu", "--gpu", "0", "--plot")
+    assert out.returncode == 1 and "cpu has no GPU" in out.stderr, (out.stdout, out.stderr)
+    assert "nothing recorded" not in out.stdout
