@@ -113,7 +113,7 @@ async def log_lines(
             pending += fsenc(str(msg.get("text") or ""))
             *whole, pending = pending.split(b"\n")
             for b in whole:
-                line = fsdec(b)
+                line = fsdec(as_shown(b))
                 if pattern is None or pattern.search(line):
                     yield line
             if len(pending) > LINE_LIMIT:  # a line without end: shown in pieces
@@ -140,11 +140,23 @@ def cut_line(cut: dict[str, Any]) -> str:
     )
 
 
+def as_shown(line: bytes) -> bytes:
+    """A line as a terminal showed it: a progress bar rewrites itself with `\r` (tqdm writes
+    `\r 45%|...| 72/159` a thousand times on one line), so only its last non-empty segment is
+    kept, never a screen of `\r`-joined bars."""
+    if b"\r" not in line:
+        return line
+    for seg in reversed(line.split(b"\r")):
+        if seg.strip():
+            return seg
+    return b""
+
+
 def _split(data: bytes) -> list[str]:
     parts = data.split(b"\n")
     if parts and parts[-1] == b"":
         parts.pop()
-    return [fsdec(p) for p in parts]
+    return [fsdec(as_shown(p)) for p in parts]
 
 
 async def _next(helper: Any, link: HostLink, timeout: float | None) -> dict[str, Any]:

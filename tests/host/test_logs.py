@@ -195,3 +195,15 @@ def test_a_line_longer_than_one_answer_is_shown_by_its_end():
     assert text.endswith("tail") and len(json.dumps(text)) - 2 <= 30000
     assert len(json.dumps(text)) - 2 > 30000 - 12  # as much of it as fits
     assert os.fsencode(text) == long[-len(os.fsencode(text)) :]
+
+
+def test_a_progress_bar_line_is_shown_as_the_terminal_showed_it():
+    from fleetdeck.backend.fleet.logs import _split, as_shown
+
+    bar = b"\r  0%|#  | 6/2000 [00:06<00:10,  0.50s/it]\r  0%|#  | 7/2000 [00:07<00:10,  0.50s/it]"
+    assert as_shown(bar) == b"  0%|#  | 7/2000 [00:07<00:10,  0.50s/it]"
+    assert as_shown(b"plain") == b"plain" and as_shown(b"done\r") == b"done"
+    assert _split(bar + b"\n{'loss': 2.9}\n") == [
+        "  0%|#  | 7/2000 [00:07<00:10,  0.50s/it]",
+        "{'loss': 2.9}",
+    ]
