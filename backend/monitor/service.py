@@ -44,6 +44,7 @@ from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alert_starts import carry_since
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
 from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine
+from fleetdeck.backend.monitor.am_silences import SilenceSync
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.saved_state import SavedState, engine_path, open_outbox
@@ -121,6 +122,9 @@ class Monitor:
             AlertmanagerSink(self.config.alertmanager, warn=self.warn)
             if deliver and self.config.alertmanager
             else None
+        )  # and each fleetdeck silence made there too (am_silences), so the pager agrees
+        self.am_silences = (
+            SilenceSync(self.config.alertmanager, self.warn) if self.alertmanager else None
         )
         if role != "observe":  # the dashboard reads what watch saves; watch is the one to say so
             for line in said + st.report_rejects(engine_path().name, rejects, move=deliver):
@@ -211,8 +215,9 @@ class Monitor:
         transitions = self.judge(snap, checks)
         if self.deliverer is not None:
             self.deliverer.enqueue(transitions)
-        if self.alertmanager is not None:
+        if self.alertmanager is not None and self.am_silences is not None:
             self.alertmanager.update(self.engine.firing(), transitions)
+            self.am_silences.kick()
         self.save()  # every cycle: a transition is saved with its outbox entry before anything else
         if self.collector is not None:  # a scrape agrees with the hooks from the moment they run
             try:

@@ -328,3 +328,90 @@ def test_watch_count_posts_what_it_judged_before_it_ends(tmp_path, receiver, sta
     # the process has ended: what Alertmanager holds, it was given before the end
     assert [a["labels"]["alertname"] for a in am.alerts()] == ["overfitting"]
     wait_for(lambda: receiver.alerts("firing", alertname="overfitting"), why="the notification")
+
+
+def test_a_fleetdeck_silence_is_made_in_alertmanager_and_expired_there_with_it(
+    tmp_path, receiver, stack
+):
+    """One maintenance window everywhere: `fleetdeck silence add` while watch runs makes the same
+    silence in the real Alertmanager, whose receiver then never hears of the silenced alert;
+    `silence expire` expires it there, and the alert reaches the receiver."""
+    am = Alertmanager(tmp_path / "am", receiver.url)
+    stack.append(am)
+    held, other = tmp_path / "runs" / "run-held", tmp_path / "runs" / "run-other"
+    fleet = fleet_file(tmp_path, held.parent, am.url)
+    add = subprocess.run(
+        [
+            *WATCH,
+            "--hosts",
+            str(fleet),
+            "silence",
+            "add",
+            "--subject",
+            str(held)[:-2] + "*",
+            "--rule",
+            "overfitting",
+            "--for",
+            "2h",
+            "--comment",
+            "swap the seat",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert add.returncode == 0, add.stderr
+    mine = json.loads(add.stdout)["id"]
+    evals(held, RISING)
+    evals(other, RISING)
+    w = Watch(fleet)
+    stack.append(w)
+
+    def made():
+        return [
+            s
+            for s in am_silences(am)
+            if s["status"]["state"] == "active" and f"fleetdeck silence {mine}" in s["comment"]
+        ]
+
+    got = wait_for(made, why="the silence in Alertmanager")[0]
+    assert {m["name"] for m in got["matchers"]} == {"alertname", "subject"}
+    wait_for(
+        lambda: receiver.alerts("firing", alertname="overfitting", subject=str(other)),
+        why="the other alert",
+    )
+    time.sleep(3)
+    assert not receiver.alerts(subject=str(held)), receiver.posts
+    gone = subprocess.run(
+        [*WATCH, "--hosts", str(fleet), "silence", "expire", mine],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert gone.returncode == 0, gone.stderr
+    wait_for(lambda: not made(), why="the silence expired in Alertmanager")
+    wait_for(
+        lambda: receiver.alerts("firing", alertname="overfitting", subject=str(held)),
+        why="the held alert, once the window ended",
+    )
+    assert not w.said("do not follow"), w.lines
+
+
+def am_silences(am) -> list[dict]:
+    with urllib.request.urlopen(f"{am.url}/api/v2/silences", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_a_subject_pattern_means_in_alertmanager_what_it_means_here():
+    import fnmatch
+    import re
+
+    from fleetdeck.backend.monitor.am_silences import glob_regex
+
+    patterns = ["/runs/run-*", "GPU?", "run-[0-9]", "run-[!0-9]*", "a.b*", "x[", "(a)+|b", "[]]x"]
+    subjects = ["/runs/run-7", "/runs/run-", "GPU0", "GPU10", "run-5", "run-x", "a.bc", "axbc"]
+    subjects += ["x[", "(a)+|b", "]x", "(a)+|bb"]
+    for p in patterns:
+        for s in subjects:
+            assert bool(re.fullmatch(glob_regex(p), s)) == fnmatch.fnmatchcase(s, p), (p, s)
