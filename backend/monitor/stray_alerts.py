@@ -54,7 +54,8 @@ def removals() -> dict[str, list[dict[str, Any]]]:
         for n, rec in enumerate(audit.read_audit(), 1):
             if rec.get("action") != "schedule-remove" or rec.get("result") != "done":
                 continue
-            s = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
+            raw = rec.get("schedule")
+            s: dict[str, Any] = raw if isinstance(raw, dict) else {}
             ts = rec.get("ts")
             if not isinstance(ts, (int, float)) or not isinstance(rec.get("host"), str):
                 continue
