@@ -124,7 +124,7 @@ async def test_mirror_copies_with_progress_and_shows_verification(tmp_path):
         assert act.disabled and str(act.label) == "Copy (dry run first)"
         await dry_run(app, pilot, modal)
         assert not dst.exists() and not seen  # the dry run wrote nothing
-        assert str(act.label) == "Copy 2 files, 8.0K" and not act.disabled
+        assert str(act.label) == "Copy 2 files, 8.1K" and not act.disabled
         assert app.focused is act  # enter moved to the button that says what it will do
         modal.query_one("#mirror-path", Input).focus()
         await pilot.pause()
@@ -181,7 +181,7 @@ async def test_mirror_refuses_a_differing_destination(tmp_path):
     run, _ = make_run(tmp_path)
     dst = tmp_path / "dst"
     dst.mkdir()
-    (dst / "adapter_model.safetensors").write_bytes(safetensors(b"something else"))
+    (dst / "adapter_model.safetensors").write_bytes(b"something else")
     app = local_app(tmp_path, names=("a", "b"))
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(run / "adapter")))

@@ -21,7 +21,7 @@ async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_pat
     run, _ = make_run(tmp_path)
     dst = tmp_path / "dst -rf $(x) 'q'" / "adapter"
     dst.mkdir(parents=True)
-    (dst / "adapter_model.safetensors").write_bytes(safetensors(b"something else"))
+    (dst / "adapter_model.safetensors").write_bytes(b"something else")
     app = local_app(tmp_path, names=("a", "b"))
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(MirrorModal("a", str(run / "adapter")))
@@ -36,7 +36,7 @@ async def test_mirror_modal_replaces_after_the_destination_is_typed_back(tmp_pat
         await type_into(pilot, field, str(dst) + "x")
         assert act.disabled
         await type_into(pilot, field, str(dst))
-        assert not act.disabled and str(act.label) == "Replace: copy 2 files, 8.0K (old kept)"
+        assert not act.disabled and str(act.label) == "Replace: copy 2 files, 8.1K (old kept)"
         await pilot.press("enter")  # enter in a field moves to the button, never acts
         await pilot.pause()
         assert app.focused is act and modal.report.result == "refused"
