@@ -24,6 +24,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fleetdeck.backend.fleet.statedir import read_file
+
 TABLE_KEYS = {"sort": str, "descending": bool, "filter": str}
 
 
@@ -169,7 +171,7 @@ def load(path: Path | None = None) -> Settings:
     `problem` set (its sentence, for a warning)."""
     path = path or settings_path()
     try:
-        raw = path.read_bytes()
+        raw = read_file(path)  # a FIFO or a device there never hangs the dashboard
     except FileNotFoundError:
         return Settings(path)
     except OSError as e:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetdeck.backend.fleet.models import HostSnapshot
-from fleetdeck.backend.fleet.statedir import state_dir
+from fleetdeck.backend.fleet.statedir import read_file, state_dir
 
 #: an id as written before ids were widened (40 bits; see the module docstring)
 LEGACY_ID = re.compile(r"^[a-z]-[0-9a-f]{10}$")
@@ -80,7 +80,7 @@ def _parse(data: object) -> Acks:
 def load_acks() -> Acks:
     """The acknowledged set as stored now (empty when there is none or it cannot be read)."""
     try:
-        return _parse(json.loads(acks_path().read_text(encoding="utf-8")))
+        return _parse(json.loads(read_file(acks_path()).decode("utf-8")))
     except (OSError, ValueError):
         return Acks()
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.alert_rules import parse_alerts
 from fleetdeck.backend.fleet.bounds import (
     DAY,
@@ -294,7 +295,7 @@ def find_fleet_file(
 def read_config_text(path: Path, what: str) -> str:
     """A config file's text; ConfigError naming it when it is missing or unreadable."""
     try:
-        return path.read_text(encoding="utf-8")
+        return statedir.read_file(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
     except (OSError, UnicodeDecodeError) as e:

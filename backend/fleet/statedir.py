@@ -3,8 +3,13 @@ acknowledged schedules, alert and poll history, seat checks, the watch lock)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+
+#: what a state or config file may hold before it is refused unread
+READ_LIMIT = 64 * 2**20
 
 
 def state_dir() -> Path:
@@ -13,3 +18,30 @@ def state_dir() -> Path:
     d = Path(base) / "fleetdeck"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def read_file(path: Path | str, limit: int = READ_LIMIT) -> bytes:
+    """The bytes of a state or config file, read as a file: opened without blocking (a FIFO or a
+    device put where the file was never hangs a command or the dashboard), refused unless it is
+    a regular file (a link to one is one), and refused past `limit` bytes. Raises
+    FileNotFoundError when there is none, and OSError with a sentence otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder)")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"it is {st.st_size} bytes, past the {limit}-byte limit")
+        chunks, total = [], 0
+        while total <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+        if total > limit:
+            raise OSError(errno.EFBIG, f"it grew past the {limit}-byte limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

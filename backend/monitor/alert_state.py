@@ -92,8 +92,7 @@ def read_doc(
         why = f"it is {size} bytes, past the {limit}-byte limit"
     else:
         try:
-            with open(path, "rb") as f:
-                raw = f.read(limit + 1)
+            raw = statedir.read_file(path, limit + 1)
             if len(raw) > limit:
                 why = f"it grew past the {limit}-byte limit"
             else:

@@ -269,7 +269,7 @@ class AlertmanagerSink:
         try:
             if size > STATE_LIMIT:
                 raise ValueError(f"it is {size} bytes, past the {STATE_LIMIT} it may be")
-            doc = json.loads(self.path.read_bytes())
+            doc = json.loads(statedir.read_file(self.path, STATE_LIMIT).decode("utf-8"))
             saved = doc.get("resolves") if isinstance(doc, dict) else None
             if not isinstance(saved, dict):
                 raise ValueError("it holds no resolves table")

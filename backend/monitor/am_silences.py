@@ -216,9 +216,7 @@ class SilenceSync:
 
     def _load(self) -> None:
         try:
-            if self.path.stat().st_size > BODY_LIMIT:
-                raise ValueError("too large")
-            doc = json.loads(self.path.read_text())
+            doc = json.loads(statedir.read_file(self.path, BODY_LIMIT).decode("utf-8"))
             made = doc["made"] if isinstance(doc, dict) else None
         except FileNotFoundError:
             return

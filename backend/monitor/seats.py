@@ -248,7 +248,7 @@ def recorded_checks(max_age: float = 86400.0, now: float | None = None) -> dict[
     """The last verdict per seat (`host:port`) younger than `max_age`; {} when none is readable."""
     now = time.time() if now is None else now
     try:
-        items = json.loads(checks_path().read_text(encoding="utf-8"))
+        items = json.loads(statedir.read_file(checks_path()).decode("utf-8"))
         checks = [check_from_json(d) for d in items]
     except (OSError, ValueError, KeyError, TypeError):
         return {}

@@ -78,7 +78,7 @@ class StateLock:
 def read_holder(path: Path | None = None) -> dict[str, Any] | None:
     """What the lock's holder wrote (pid, start time), or None."""
     try:
-        d = json.loads((path or lock_path()).read_text(encoding="utf-8"))
+        d = json.loads(statedir.read_file(path or lock_path(), 1 << 16).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None

@@ -78,11 +78,8 @@ def test_status_names_the_fleet_file_it_used(tmp_path):
     env = {**os.environ, "COLUMNS": "80"}
     p = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
     title = p.stdout.splitlines()[0]
-    assert (
-        title.startswith("fleet from …")
-        and title.endswith("-name-/hosts.toml")
-        and len(title) <= 80
-    ), title
+    # piped, the path is whole whatever COLUMNS says (a path is what a script copies)
+    assert title.strip() == f"fleet from {hosts}", title
     p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
     assert json.loads(p.stdout)["fleet"] == str(hosts)
 
