@@ -261,3 +261,25 @@ async def test_painted_table_shows_a_changed_cell_not_a_cached_one():
         await pilot.pause()
         await pilot.pause()
         assert "DOWN" not in painted()
+
+
+async def test_esc_from_the_purge_pop_up_keeps_the_marks():
+    """Five checkpoints marked by hand, the plan refused or abandoned with esc: the marks stay
+    (only a purge that deleted takes them away)."""
+    app = fixture_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await feed(app, pilot)
+        await pilot.press("2")
+        screen = app.screen
+        screen.query_one("#ckpt-table", KeyedTable)
+        await pilot.press("enter", "space", "j", "space")
+        key = "gx10:/home/ops/runs/run-7"
+        marked = set(screen.marked[key])
+        assert len(marked) == 2
+        await pilot.press("p")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and screen.marked.get(key) == marked

@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
+from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import said
 from fleetdeck.tui.messages import ActionFinished
 from fleetdeck.tui.modals.modal import Modal
@@ -31,6 +32,22 @@ from fleetdeck.tui.modals.modal import Modal
 PlanT = TypeVar("PlanT")
 #: what the action reported
 ReportT = TypeVar("ReportT")
+
+
+def mismatch(typed: str, want: str, n: int, of: int) -> str:
+    """Which field differs and where: "field 2 of 5 (for .../checkpoint-50) differs at character
+    31: typed '4', expected '5'" (host text escaped, so a control byte reads as itself)."""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(typed, want, strict=False)) if a != b),
+        min(len(typed), len(want)),
+    )
+    got = f"'{shown(typed[at])}'" if at < len(typed) else "nothing more"
+    exp = f"'{shown(want[at])}'" if at < len(want) else "nothing more"
+    where = want if len(want) <= 60 else "…" + want[-59:]
+    return (
+        f"field {n} of {of} (for {shown(where)}) differs at character {at + 1}: "
+        f"typed {got}, expected {exp}; type it exactly, character for character"
+    )
 
 
 @dataclass(frozen=True)
@@ -170,7 +187,7 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
         if field.has_class("confirm") and not self.matches(field):
             want = self.expected(field)
             self.notify(
-                "does not match: type it exactly, character for character"
+                mismatch(field.value, want, self.fields.index(field) + 1, len(self.fields))
                 if want
                 else "type a value first",
                 title="Not confirmed",

@@ -46,7 +46,11 @@ class RunActions:
             return
         from fleetdeck.tui.modals.purge import PurgeModal
 
-        self.app.push_screen(PurgeModal(r.host, paths), lambda _: self.marked.pop(r.key, None))
+        # the marks go only with what was deleted: esc, a refusal or a failure keeps them
+        self.app.push_screen(
+            PurgeModal(r.host, paths),
+            lambda rep: self.marked.pop(r.key, None) if getattr(rep, "deleted", False) else None,
+        )
 
     def action_mirror(self) -> None:
         """Mirror the selected run's adapter to another host."""

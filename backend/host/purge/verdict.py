@@ -249,7 +249,8 @@ def _refuse_best_eval(judge, n, p):
                 "best-eval",
                 "it holds %s, the best eval loss of run %s (%.4g), and what the run keeps "
                 "is not that checkpoint (no kept checkpoint or final adapter holds the same weights); "
-                "to delete it anyway, type its path with --allow-best"
+                "to delete it anyway, type its path back (the field below it in the dashboard; "
+                "--allow-best PATH on the command line)"
                 % (shown(e["best"]), shown(e["run"]), e["best_loss"]),
             ]
     return None

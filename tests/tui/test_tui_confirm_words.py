@@ -1,0 +1,35 @@
+"""A failed typed confirmation says which field and where it differs; a unit of the sentence,
+and the purge pop-up driven by keys."""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from fleetdeck.tui.modals.typed_confirm import mismatch
+
+from support.local_app import local_app, make_run, open_purge
+
+
+def test_the_sentence_names_the_field_and_the_first_differing_character():
+    want = "/runs/run-7/checkpoints/checkpoint-50"
+    said = mismatch(want[:-1] + "4", want, 2, 5)
+    assert said.startswith("field 2 of 5 (for /runs/run-7/checkpoints/checkpoint-50)")
+    assert f"differs at character {len(want)}: typed '4', expected '0'" in said
+    assert "typed nothing more, expected '0'" in mismatch(want[:-1], want, 1, 1)
+    assert "typed '\\x1b'" in mismatch("\x1b", "a", 1, 1)  # a control byte reads as itself
+
+
+async def test_enter_on_a_wrong_path_says_where_it_differs(tmp_path):
+    _run, ck = make_run(tmp_path, "run-7")
+    app = local_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        modal = await open_purge(app, pilot, [ck])
+        field = modal.query(Input).filter(".confirm").first()
+        field.focus()
+        field.value = str(ck)[:-1] + "6"
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert any("field 1 of 1" in m and "differs at character" in m for m in said), said
+        assert ck.is_dir()
