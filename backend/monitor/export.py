@@ -26,6 +26,7 @@ from fleetdeck.backend.monitor.prom_gpu import GPU, gpu_families, gpu_health
 from fleetdeck.backend.monitor.prom_rules import run_figures
 from fleetdeck.backend.monitor.prom_values import Family, gauge, sample
 from fleetdeck.backend.monitor.seats import attribute_memory
+from fleetdeck.backend.monitor.silences import SilenceStore
 
 MIB = 2**20
 
@@ -46,6 +47,8 @@ class FleetCollector(Collector):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latest = Latest()
+        #: silences.json, read again at a scrape only when it changed
+        self._silences = SilenceStore()
 
     def update(self, snap: FleetSnapshot, firing: list[Any], checks: Mapping[str, Any]) -> None:
         """Replace what the next scrape shows (called by the poll loop)."""
@@ -55,7 +58,10 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             latest = self._latest
+            self._silences.refresh()
+            active = self._silences.active()
         yield from fleet_metrics(latest)
+        yield silence_family(active)
 
 
 def fleet_metrics(latest: Latest) -> list[Metric]:
@@ -151,6 +157,19 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         m["alert"].add_metric([a.rule, a.host, a.subject, getattr(a, "severity", "")], 1.0)
     m["alerts"].add_metric([], len(latest.firing))
     return list(m.values())
+
+
+def silence_family(active: list[Any]) -> Metric:
+    """`fleetdeck_silence_active{id, host, rule, subject, ends}` 1 for each silence in force, so a
+    fleet that outgrew the screen sees its maintenance windows beside the alerts."""
+    fam = gauge(
+        "silence_active",
+        "1 for each fleetdeck silence in force",
+        ["id", "host", "rule", "subject", "ends"],
+    )
+    for s in sorted(active, key=lambda s: s.id):
+        fam.add_metric([s.id, s.host or "", s.rule or "", s.subject or "", f"{s.ends:.0f}"], 1.0)
+    return fam
 
 
 def _total(vs: Any) -> float:

@@ -446,3 +446,17 @@ def test_a_silence_past_its_bounds_or_of_everything_in_the_file_is_quarantined(f
         done = fleetdeck(fleet, *argv)
         assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
         assert "OverflowError" not in done.stderr
+
+
+def test_silences_in_force_are_on_metrics():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from fleetdeck.backend.monitor.export import FleetCollector
+
+    s = sil.add_silence(host="gx10", duration=3600, comment="disk swap")
+    sil.add_silence(host="ana", duration=60, comment="over", now=time.time() - 120)
+    reg = CollectorRegistry()
+    reg.register(FleetCollector())
+    text = generate_latest(reg).decode()
+    lines = [x for x in text.splitlines() if x.startswith("fleetdeck_silence_active{")]
+    assert len(lines) == 1 and f'id="{s.id}"' in lines[0] and 'host="gx10"' in lines[0], lines
