@@ -124,6 +124,9 @@ def test_a_log_line_is_read_by_a_bounded_pattern_never_evaluated(tmp_path):
         f.write("\r 11%|#  | 17/159 [00:31<04:18,  3.00it/s]\n")
     got = run_log.read(str(log))
     assert got["step"] == 17 and got["sps"] == pytest.approx(1 / 3)
+    with open(log, "a") as f:  # transformers 5 quotes each figure
+        f.write("\r   \r{'loss': '2.312', 'grad_norm': '0.1474', 'learning_rate': '2.9e-05'}\n")
+    assert run_log.read(str(log))["loss"] == 2.312
 
 
 async def test_a_trainer_that_dies_while_its_host_restarts_is_still_failed(spare_fleet, tmp_path):
@@ -144,6 +147,44 @@ async def test_a_trainer_that_dies_while_its_host_restarts_is_still_failed(spare
             r = await _until(poller, run, lambda r: r.state != "running", polls=40, pause=0.3)
             assert r.state == "failed", (r.state, r.reason)
             assert f"its trainer (pid {p.pid}" in (r.reason or "")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+async def test_a_real_hugging_face_trainer_is_followed_between_saves_and_finishes(tmp_path):
+    """A real `transformers.Trainer` (a tiny random Llama, LoRA, CPU) started by hand: its step
+    comes from its own log between saves, and it ends `finished` with its adapter."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from support.cli import local_fleet
+    from support.hf_real_trainer import SAVE as EVERY
+    from support.hf_real_trainer import start_real_trainer
+
+    fleet = load_fleet(local_fleet(tmp_path))
+    run = tmp_path / "runs" / "run-hf"
+    p = start_real_trainer(run, 40, 0.25)
+    try:
+        async with Poller(fleet) as poller:
+            r = await _until(
+                poller,
+                run,
+                lambda r: (
+                    r.state == "failed"
+                    or (r.state == "running" and r.step is not None and r.step % EVERY != 0)
+                ),
+                polls=400,
+                pause=0.25,
+            )
+            assert r.state == "running", r.reason
+            assert r.max_steps == 40 and r.seconds_per_step
+            r = await _until(
+                poller, run, lambda r: r.loss is not None and r.state == "running", polls=400
+            )
+            r = await _until(poller, run, lambda r: r.state == "finished", polls=600, pause=0.5)
+            assert r.adapter == str(run / "adapter"), (r.adapter, r.reason)
+        assert p.wait(60) == 0, (run / "train.log").read_text()[-3000:]
     finally:
         if p.poll() is None:
             p.kill()

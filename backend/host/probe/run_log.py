@@ -9,8 +9,9 @@ in the run folder (`train.log`, `nohup.out`, the newest `*.log`). Read from it:
 
 - tqdm's counter, `72/159 [02:10<02:37,  1.81s/it]` (or `it/s`): the step, the total and the
   step time;
-- the Trainer's log dicts, `{'loss': 2.31, 'grad_norm': ..., 'learning_rate': ..., 'epoch': 0.5}`:
-  the last loss (a regular expression, never an evaluation of the line);
+- the Trainer's log dicts, `{'loss': 2.31, 'grad_norm': ..., 'learning_rate': ..., 'epoch': 0.5}`
+  (transformers 5 quotes each figure: `{'loss': '2.31', ...}`): the last loss (a regular
+  expression, never an evaluation of the line);
 - the last error line: a Traceback's closing exception, `CUDA out of memory`, `Killed`.
 
 Bounded and incremental: at most TAIL bytes of a new file are read, then only what was appended
@@ -34,7 +35,10 @@ NAMES = ("train.log", "nohup.out")
 _TQDM = re.compile(
     r"(?<![\d/])(\d{1,9})/(\d{1,9}) \[[^\]\n]{0,40}?,\s*([0-9]+(?:\.[0-9]+)?)(s/it|it/s)"
 )
-_LOSS = re.compile(r"""^\s*\{['"]loss['"]:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))""")
+# transformers 5 writes each float as a quoted string (`{'loss': '2.312', ...}`); 4.x bare
+_LOSS = re.compile(
+    r"""^\s*\{['"]loss['"]:\s*['"]?([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))['"]?[,}]"""
+)
 _ERROR = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|^Killed\b|^\w*(?:Error|Exception)\b.*|"
     r"^Traceback \(most recent call last\))"
