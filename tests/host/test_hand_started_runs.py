@@ -97,7 +97,7 @@ async def test_dies_of_an_error_failed_with_its_logs_last_error_and_finished_whe
             await _until(poller, fine, lambda r: r.state == "running")
             r = await _until(poller, dying, lambda r: r.state == "failed")
             assert "its log's last error: RuntimeError: CUDA out of memory" in r.reason, r.reason
-            r = await _until(poller, fine, lambda r: r.state == "finished")
+            r = await _until(poller, fine, lambda r: r.state == "finished" and r.adapter)
             assert r.adapter == str(fine / "adapter") and p2.wait(10) == 0
     finally:
         for p in (p1, p2):
