@@ -114,7 +114,7 @@ def test_a_log_line_is_read_by_a_bounded_pattern_never_evaluated(tmp_path):
         "{'loss': __import__('os').system('touch pwned'), 'epoch': 1}\n"
         + "\r 10%|#  | 16/159 [00:29<04:20,  1.82s/it]" * 3
         + "\n{'loss': 2.9, 'grad_norm': 1.0}\n"
-        + "x" * 100_000
+        + "x" * 30_000  # longer than a line is read (LINE), within the tail read (TAIL)
         + " 99/7 [junk]\n"
     )
     got = run_log.read(str(log))

@@ -29,7 +29,7 @@ import stat
 from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import shown
 
-TAIL = 256 * 1024
+TAIL = 64 * 1024
 LINE = 4096
 NAMES = ("train.log", "nohup.out")
 _TQDM = re.compile(
@@ -43,7 +43,7 @@ _ERROR = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|^Killed\b|^\w*(?:Error|Exception)\b.*|"
     r"^Traceback \(most recent call last\))"
 )
-#: path -> [dev, ino, offset, facts]
+#: path -> [dev, ino, offset, facts, mtime when read to its end]
 _SEEN = {}  # type: dict
 _SEEN_LIMIT = 4096
 
@@ -86,35 +86,61 @@ def find(run, names, pid):
 
 
 def _parse(text, facts):
-    for line in re.split(r"[\r\n]", text):
-        if not line:
+    """What `text` (newer than what `facts` holds) says, read from its end back: its last counter,
+    its last loss, and an error line only when no progress came after it (a run that went on
+    after an error is not judged by it). Stops as soon as the counter and the loss are found."""
+    step = loss = error = None
+    for line in reversed(re.split(r"[\r\n]", text)):
+        if not line.strip():
             continue
         line = line[:LINE]
-        for m in _TQDM.finditer(line):
-            step, total, rate, unit = (
-                int(m.group(1)),
-                int(m.group(2)),
-                float(m.group(3)),
-                m.group(4),
-            )
-            if 0 < total and step <= total:
-                facts["step"], facts["max_steps"] = step, total
-                if rate > 0:
-                    facts["sps"] = rate if unit == "s/it" else 1.0 / rate
-        m = _LOSS.match(line)
-        if m:
-            try:
-                facts["loss"] = float(m.group(1))
-                facts["loss_step"] = facts.get("step")
-            except ValueError:
-                pass
-        if _ERROR.search(line.strip()):
-            facts["error"] = shown(line.strip())[:300]
+        if step is None and "/" in line:
+            for m in reversed(list(_TQDM.finditer(line))):
+                s, total = int(m.group(1)), int(m.group(2))
+                if 0 < total and s <= total:
+                    rate, unit = float(m.group(3)), m.group(4)
+                    sps = (rate if unit == "s/it" else 1.0 / rate) if rate > 0 else None
+                    step = (s, total, sps)
+                    break
+        if loss is None and "loss" in line:
+            m = _LOSS.match(line)
+            if m:
+                try:
+                    loss = float(m.group(1))
+                except ValueError:
+                    pass
+        if step is None and loss is None and error is None and _ERROR.search(line.strip()):
+            error = shown(line.strip())[:300]
+        if step is not None and loss is not None:
+            break
+    if step is not None:
+        facts["step"], facts["max_steps"] = step[0], step[1]
+        if step[2]:
+            facts["sps"] = step[2]
+        facts.pop("error", None)  # it went on after any error before this
+    if loss is not None:
+        facts["loss"], facts["loss_step"] = loss, facts.get("step")
+    if error is not None:
+        facts["error"] = error
 
 
 def read(path):
     """{"path", "mtime", "step", "max_steps", "sps", "loss", "loss_step", "error"} from the log
-    at `path` (what is known of each), read incrementally; None when it cannot be read."""
+    at `path` (what is known of each), read incrementally; None when it cannot be read. A log
+    unchanged since the last poll (device, inode, size and mtime) costs one stat."""
+    seen = _SEEN.get(path)
+    if seen is not None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if (
+            stat.S_ISREG(st.st_mode)
+            and (seen[0], seen[1]) == (st.st_dev, st.st_ino)
+            and seen[2] == st.st_size
+            and seen[4] == st.st_mtime
+        ):
+            return dict(seen[3], path=path, mtime=st.st_mtime)
     try:
         fd = os.open(path, flags.READ)
     except OSError:
@@ -125,7 +151,7 @@ def read(path):
             return None
         seen = _SEEN.get(path)
         if seen is None or seen[0] != st.st_dev or seen[1] != st.st_ino or st.st_size < seen[2]:
-            seen = [st.st_dev, st.st_ino, max(0, st.st_size - TAIL), {}]
+            seen = [st.st_dev, st.st_ino, max(0, st.st_size - TAIL), {}, None]
         start, facts = seen[2], dict(seen[3])
         if st.st_size > start:
             want = min(st.st_size - start, TAIL)
@@ -139,6 +165,8 @@ def read(path):
             else:
                 seen[2] = start
         seen[3] = facts
+        # its mtime, when all of it was read (a partial last line waits for its end)
+        seen[4] = st.st_mtime if seen[2] == st.st_size else None
         if len(_SEEN) >= _SEEN_LIMIT:
             _SEEN.clear()
         _SEEN[path] = seen
