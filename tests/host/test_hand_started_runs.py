@@ -196,3 +196,46 @@ async def test_a_real_hugging_face_trainer_is_followed_between_saves_and_finishe
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+async def test_run_failed_and_run_finished_page_once_for_runs_started_by_hand(host):
+    """The alert engine over the resident probe's polls: the hand-started run that dies pages
+    `run-failed` once, with its reason; the one that finishes pages `run-finished` once, when its
+    adapter is there."""
+    from fleetdeck.backend.fleet.alert_rules import AlertConfig
+    from fleetdeck.backend.monitor.alerts import AlertEngine
+
+    fleet, h = host
+    dying, fine = h.runs / "run-20", h.runs / "run-21"
+    p1 = start_trainer(dying, 400, 0.05, die_at=30)
+    p2 = start_trainer(fine, 40, 0.05)
+    engine = AlertEngine(AlertConfig(event_hold_minutes=60))
+    fired: list[tuple[str, str, str]] = []
+    try:
+        async with Poller(fleet) as poller:
+            for _ in range(200):
+                snap = await poller.poll()
+                assert snap.hosts[0].reachable, snap.hosts[0].error
+                for a in engine.evaluate(snap):
+                    if a.rule in ("run-failed", "run-finished"):
+                        fired.append((a.rule, a.state, a.subject))
+                        if a.rule == "run-failed":
+                            assert "CUDA out of memory" in a.text, a.text
+                done = {(r, s) for r, _, s in fired}
+                if {("run-failed", str(dying)), ("run-finished", str(fine))} <= done:
+                    break
+                await asyncio.sleep(0.2)
+            for _ in range(5):  # and nothing more on the polls after
+                for a in engine.evaluate(await poller.poll()):
+                    if a.rule in ("run-failed", "run-finished"):
+                        fired.append((a.rule, a.state, a.subject))
+                await asyncio.sleep(0.2)
+    finally:
+        for p in (p1, p2):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert sorted(fired) == [
+        ("run-failed", "firing", str(dying)),
+        ("run-finished", "firing", str(fine)),
+    ], fired
