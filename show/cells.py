@@ -159,6 +159,9 @@ def eval_trend(evals: Sequence[tuple[int, float]], last: int = 6) -> Text:
         return Text("eval loss: none yet", style="dim")
     tail = list(evals)[-last:]
     t = Text("eval loss: ")
+    if len(evals) > len(tail):
+        # the series goes further back than is shown: said, never passed off as all of it
+        t.append(f"… {len(evals) - len(tail)} earlier  ", style="dim")
     prev = None
     for s, v in tail:
         t.append(f"{v:.4f}", style="bold")

@@ -33,3 +33,12 @@ async def test_enter_on_a_wrong_path_says_where_it_differs(tmp_path):
         said = [n.message for n in app._notifications]
         assert any("field 1 of 1" in m and "differs at character" in m for m in said), said
         assert ck.is_dir()
+
+
+def test_a_cut_eval_series_says_so():
+    from fleetdeck.show.cells import eval_trend
+
+    evals = [(25 * i, 3.2 - i / 100) for i in range(1, 10)]
+    shown = eval_trend(evals).plain
+    assert shown.startswith("eval loss: … 3 earlier") and "@225" in shown and "@75" not in shown
+    assert "…" not in eval_trend(evals[:6]).plain
