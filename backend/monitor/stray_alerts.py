@@ -95,9 +95,56 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+#: words that make a schedule someone's way of waiting on a run (the ":37 check on the run ...
+#: inform when ready" job): the first look names such a one before a backup job
+WAITING_WORDS = re.compile(r"\b(inform|notify|check|ready|wait|poll|ping)\b", re.I)
+#: the urgency rule the first look names its most urgent schedule by, most urgent first
+URGENCY = (
+    "names a path that does not exist",
+    "a shell loop",
+    "runs hourly or more often and speaks of waiting (inform, check, ready...)",
+    "runs more than once in the fleet",
+    "unacknowledged",
+)
+
+
+def _often(spec: str) -> bool:
+    """True for a cron spec that fires at least hourly (`37 * * * *`, `*/5 * * * *`), a timer
+    or loop interval under an hour."""
+    f = spec.split()
+    if len(f) >= 5:
+        return f[1] == "*" or f[1].startswith("*/")
+    m = re.search(r"every (\d+)\s*([smh])", spec)
+    return bool(m) and int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)] <= 3600
+
+
+def urgency(s: Schedule) -> int:
+    """Where `s` stands in URGENCY (0 most urgent)."""
+    if "dead-target" in s.reasons:
+        return 0
+    if s.kind == "loop":
+        return 1
+    if _often(s.spec or "") and WAITING_WORDS.search(s.command or ""):
+        return 2
+    if "duplicate" in s.reasons:
+        return 3
+    return 4
+
+
+def command_text(command: str, limit: int = 120) -> str:
+    """A schedule's command for a sentence, escaped: whole when it fits, else its head and its
+    tail (where `# inform when ready` and the script's name are), never cut before the words
+    that tell it apart."""
+    c = shown(command)
+    if len(c) <= limit:
+        return c
+    head = limit // 2
+    return c[:head] + " … " + c[-(limit - head - 3) :]
+
+
 def one_text(h: HostSnapshot, s: Schedule) -> str:
     """The sentence of one stray schedule's alert."""
-    return f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {shown(s.command[:120])[:120]}"
+    return f"stray {s.kind} on {h.name} ({', '.join(s.reasons)}): {command_text(s.command)}"
 
 
 def first_look_text(h: HostSnapshot, members: list[Schedule]) -> str:
@@ -106,11 +153,12 @@ def first_look_text(h: HostSnapshot, members: list[Schedule]) -> str:
     unacked = sum("unacknowledged" in s.reasons for s in members)
     dead = sum("dead-target" in s.reasons for s in members)
     parts = [f"{unacked} unacknowledged"] + ([f"{dead} naming a missing path"] if dead else [])
-    top = min(members, key=lambda s: (action_rank(s), s.kind, s.id))
+    top = min(members, key=lambda s: (urgency(s), action_rank(s), s.kind, s.id))
     return (
         f"{h.name} holds {_plural(n, 'stray schedule')} seen at the first look ({', '.join(parts)}): "
         f"`fleetdeck schedules --host {h.name} --stray-only` lists them, `fleetdeck schedules ack "
-        f"--host {h.name} --all` baselines them; the most urgent: {one_text(h, top)}"
+        f"--host {h.name} --all` baselines them; the most urgent ({URGENCY[urgency(top)]}): "
+        f"{one_text(h, top)}"
     )
 
 

@@ -548,3 +548,38 @@ def test_a_removed_stray_that_comes_back_is_said_first():
     a = got[("stray-returned", "c-37")]
     assert a.severity == "warning" and "came back: removed" in a.text and "audit #1" in a.text
     assert e.alerts()[0].rule == "stray-returned"  # above every info line
+
+
+def test_the_first_look_names_the_hourly_check_on_the_run_before_a_nightly_backup():
+    """The first look names its most urgent schedule by a stated rule, and its command is never
+    cut before the words that tell what it is."""
+    from fleetdeck.backend.monitor.stray_alerts import command_text
+
+    def stray(sid: str, spec: str, command: str) -> Schedule:
+        return Schedule(
+            id=sid,
+            host="h1",
+            kind="crontab",
+            user="op",
+            spec=spec,
+            command=command,
+            source="crontab",
+            stray=True,
+            reasons=("unacknowledged",),
+        )
+
+    long_check = (
+        "cd /home/op/projects/erp-tune/experiments/2026-11 && /usr/bin/python3 scripts/"
+        "status_probe.py --run run-7 --quiet --no-color >> /tmp/probe.log 2>&1 # check on "
+        "the run, inform when ready"
+    )
+    backup = stray("c-1", "0 3 * * *", "/usr/local/bin/nightly-backup.sh")
+    check = stray("c-2", "37 * * * *", long_check)
+    e = AlertEngine(AlertConfig())
+    out = e.evaluate(fleet(host(schedules=(backup, check))))
+    (a,) = [x for x in out if x.rule == "new-stray"]
+    most = a.text.split("the most urgent", 1)[1]
+    assert "speaks of waiting" in most and "inform when ready" in most, a.text
+    assert "nightly-backup" not in most
+    cut = command_text(long_check)
+    assert len(cut) <= 120 and cut.startswith("cd /home/op") and cut.endswith("inform when ready")
