@@ -115,7 +115,9 @@ def _often(spec: str) -> bool:
     if len(f) >= 5:
         return f[1] == "*" or f[1].startswith("*/")
     m = re.search(r"every (\d+)\s*([smh])", spec)
-    return bool(m) and int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)] <= 3600
+    if m is None:
+        return False
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)] <= 3600
 
 
 def urgency(s: Schedule) -> int:
