@@ -239,3 +239,47 @@ async def test_run_failed_and_run_finished_page_once_for_runs_started_by_hand(ho
         ("run-failed", "firing", str(dying)),
         ("run-finished", "firing", str(fine)),
     ], fired
+
+
+def test_hostile_inputs_to_the_log_reader_and_the_worker_memory(tmp_path):
+    """A trainer restarted into the same log with `>` is read afresh (its old error gone); a log
+    in a folder that only shares a prefix with the runs root is not the run's; workers handed
+    back with times no clock has are ignored, and the runs section still answers."""
+    from fleetdeck.backend.host.probe import run_log, run_state
+
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA error: an illegal memory access\n")
+    assert "CUDA error" in run_log.read(str(log))["error"]
+    log.write_text("loading model\n\r  1%|#  | 2/159 [00:02<02:37,  1.00s/it]\n" + "x" * 80 + "\n")
+    got = run_log.read(str(log))
+    assert got.get("error") is None and got["step"] == 2
+    assert run_log._beside("/data/runs/a", "/data/runs/a/logs/t.log")
+    assert run_log._beside("/data/runs/a", "/data/runs/a.log")
+    assert not run_log._beside("/data/runs/a", "/data/runs_old/x/y.log")
+    assert not run_log._beside("/x", "/etc/passwd")
+    run_state.adopt(
+        {
+            "/r/a": [5, 6, "python t.py", 10**400, None, True],
+            "/r/b": [5, 6, "python t.py", 1e300, None, True],
+            "/r/c": [5, 6, "python t.py", float("nan"), None, True],
+            "/r/d": [5, 6, "python t.py", 1.0e9, None, True],
+        }
+    )
+    w = run_state._workers()
+    assert "/r/d" in w and not {"/r/a", "/r/b", "/r/c"} & set(w)
+
+
+def test_a_header_with_absurd_dimensions_is_refused_at_once(tmp_path):
+    import json
+    import struct
+
+    from fleetdeck.backend.host.lib import layout
+
+    ck = tmp_path / "checkpoint-1"
+    ck.mkdir()
+    (ck / "adapter_config.json").write_text("{}")
+    header = {"w": {"dtype": "F32", "shape": [10**3000] * 200, "data_offsets": [0, 8]}}
+    raw = json.dumps(header).encode()
+    (ck / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"x" * 8)
+    why = layout.checkpoint_problem(str(ck))  # returns at once (a hang meets pytest's timeout)
+    assert "no sane shape" in why

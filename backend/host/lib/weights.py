@@ -109,13 +109,14 @@ def _hole(fd, start, size):
 
 
 def _read_exact(fd, n, at):
-    out = b""
-    while len(out) < n:
-        chunk = os.pread(fd, min(n - len(out), 1 << 20), at + len(out))
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.pread(fd, min(n - got, 1 << 20), at + got)
         if not chunk:
             break
-        out += chunk
-    return out
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _tensors(header, name):
@@ -133,15 +134,22 @@ def _tensors(header, name):
         ints = ints and all(isinstance(x, int) and not isinstance(x, bool) for x in offs)
         if not ints or not 0 <= offs[0] <= offs[1]:
             return "%s's tensor %s has no sane data_offsets" % (name, text.shown(tensor[:80]))
-        if not isinstance(shape, list) or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape
+        if (
+            not isinstance(shape, list)
+            or len(shape) > 64
+            or not all(
+                isinstance(x, int) and not isinstance(x, bool) and 0 <= x < (1 << 63) for x in shape
+            )
+            or offs[1] >= (1 << 63)
         ):
             return "%s's tensor %s has no sane shape" % (name, text.shown(tensor[:80]))
         bits = DTYPE_BITS.get(dtype) if isinstance(dtype, str) else None
         if bits is not None:
-            count = 1
+            count, room = 1, 8 * (offs[1] - offs[0]) + 8
             for x in shape:
                 count *= x
+                if count * bits > room:  # already past what its offsets hold: no huge products
+                    break
             if (count * bits + 7) // 8 != offs[1] - offs[0]:
                 return "%s's tensor %s holds %s bytes where its shape and dtype need %s" % (
                     name,
@@ -157,7 +165,10 @@ def _tensors(header, name):
 def _safetensors(fd, name, size):
     if size < 8:
         return "torn: %s ends at %s of at least 8 bytes (no header length)" % (name, _n(size))
-    n = struct.unpack("<Q", _read_exact(fd, 8, 0))[0]
+    head = _read_exact(fd, 8, 0)
+    if len(head) < 8:  # it shrank since its size was read (a save rewriting it in place)
+        return "torn: %s ends at %s of at least 8 bytes (no header length)" % (name, _n(len(head)))
+    n = struct.unpack("<Q", head)[0]
     if n < 2 or n > HEADER_LIMIT:
         return "%s's header length %s is not sane (a torn or foreign file)" % (name, _n(n))
     if 8 + n > size:
@@ -246,6 +257,8 @@ def _zip(fd, name, size):
 def _judge(dir_fd, name, check):
     try:
         fd = _open(dir_fd, name)
+    except (ValueError, UnicodeError):  # a name no filesystem call takes (a lone surrogate, NUL)
+        return "%s cannot be named on this filesystem" % text.shown(name)
     except OSError as e:
         if e.errno == errno.ENOENT:
             return "it holds no %s" % text.shown(name)
@@ -265,6 +278,8 @@ def _judge(dir_fd, name, check):
             why = check(fd, text.shown(name), st.st_size)
         except OSError as e:
             return "%s cannot be read: %s" % (text.shown(name), e.strerror)
+        except (ValueError, struct.error, MemoryError) as e:  # changed under the read, or absurd
+            return "%s cannot be judged: %s" % (text.shown(name), text.shown(str(e))[:120])
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()
         _CACHE[key] = why
@@ -287,14 +302,25 @@ def safetensors_names(dir_fd, name):
     """The tensor names in a safetensors file's header (already judged whole), or None."""
     try:
         fd = _open(dir_fd, name)
-    except OSError:
+    except (OSError, ValueError, UnicodeError):
         return None
     try:
-        n = struct.unpack("<Q", _read_exact(fd, 8, 0))[0]
+        st = os.fstat(fd)
+        key = ("names", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key in _CACHE:
+            return _CACHE[key]
+        head = _read_exact(fd, 8, 0)
+        if len(head) < 8:
+            return None
+        n = struct.unpack("<Q", head)[0]
         if n > HEADER_LIMIT:
             return None
         header = json.loads(_read_exact(fd, n, 8).decode("utf-8"))
-        return set(k for k in header if k != "__metadata__") if isinstance(header, dict) else None
+        names = set(k for k in header if k != "__metadata__") if isinstance(header, dict) else None
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE[key] = names
+        return names
     except (OSError, ValueError, RecursionError, struct.error):
         return None
     finally:
@@ -302,12 +328,13 @@ def safetensors_names(dir_fd, name):
 
 
 def _plain(shard):
-    return (
-        isinstance(shard, str)
-        and shard not in ("", ".", "..")
-        and "/" not in shard
-        and "\0" not in shard
-    )
+    if not isinstance(shard, str) or shard in ("", ".", "..") or "/" in shard or "\0" in shard:
+        return False
+    try:
+        os.fsencode(shard)
+    except (UnicodeError, ValueError):
+        return False
+    return True
 
 
 def index_problem(dir_fd, name, raw):

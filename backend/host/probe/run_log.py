@@ -26,7 +26,6 @@ import os
 import re
 import stat
 
-from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import shown
 
 TAIL = 64 * 1024
@@ -43,7 +42,7 @@ _ERROR = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|^Killed\b|^\w*(?:Error|Exception)\b.*|"
     r"^Traceback \(most recent call last\))"
 )
-#: path -> [dev, ino, offset, facts, mtime when read to its end]
+#: path -> [dev, ino, offset, facts, mtime when read to its end, the bytes before the offset]
 _SEEN = {}  # type: dict
 _SEEN_LIMIT = 4096
 
@@ -56,6 +55,21 @@ def _regular(path):
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+def _beside(run, target):
+    """True when `target` lies in the run folder (at any depth) or directly in its parent (the
+    runs root: `nohup python train.py > runs/run-8.log`), by path components, never a prefix."""
+    if not target.startswith("/"):
+        return False
+    run = os.path.normpath(run)
+    where = os.path.dirname(os.path.normpath(target))
+    if where == os.path.dirname(run) and os.path.dirname(run) != "/":
+        return True
+    try:
+        return os.path.commonpath([run, where]) == run
+    except ValueError:
+        return False
+
+
 def find(run, names, pid):
     """The log a run's trainer writes: its stdout or stderr when that is a regular file in or
     beside the run folder, else train.log, nohup.out or the newest *.log in the run folder."""
@@ -65,11 +79,8 @@ def find(run, names, pid):
                 target = os.readlink("/proc/%d/fd/%d" % (pid, fd))
             except OSError:
                 continue
-            if target.startswith("/") and os.path.dirname(target).startswith(
-                os.path.dirname(run.rstrip("/"))
-            ):
-                if _regular(target) is not None:
-                    return target
+            if _beside(run, target) and _regular(target) is not None:
+                return target
     for n in NAMES:
         if n in names:
             p = os.path.join(run, n)
@@ -142,7 +153,10 @@ def read(path):
         ):
             return dict(seen[3], path=path, mtime=st.st_mtime)
     try:
-        fd = os.open(path, flags.READ)
+        # never blocks on a FIFO swapped in after the stat, never follows a link
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        )
     except OSError:
         return None
     try:
@@ -150,8 +164,16 @@ def read(path):
         if not stat.S_ISREG(st.st_mode):
             return None
         seen = _SEEN.get(path)
-        if seen is None or seen[0] != st.st_dev or seen[1] != st.st_ino or st.st_size < seen[2]:
-            seen = [st.st_dev, st.st_ino, max(0, st.st_size - TAIL), {}, None]
+        if (
+            seen is None
+            or seen[0] != st.st_dev
+            or seen[1] != st.st_ino
+            or st.st_size < seen[2]
+            or (seen[5] and os.pread(fd, len(seen[5]), seen[2] - len(seen[5])) != seen[5])
+        ):
+            # new, replaced, truncated, or rewritten from its start (a trainer restarted into the
+            # same log with `>`): the bytes before the kept offset are not the ones read there
+            seen = [st.st_dev, st.st_ino, max(0, st.st_size - TAIL), {}, None, b""]
         start, facts = seen[2], dict(seen[3])
         if st.st_size > start:
             want = min(st.st_size - start, TAIL)
@@ -162,6 +184,7 @@ def read(path):
             if cut >= 0:
                 _parse(data[: cut + 1].decode("utf-8", "replace"), facts)
                 seen[2] = start + cut + 1
+                seen[5] = data[max(0, cut + 1 - 64) : cut + 1]
             else:
                 seen[2] = start
         seen[3] = facts

@@ -57,14 +57,26 @@ def adopt(workers):
             isinstance(path, str)
             and isinstance(x, list)
             and len(x) == 6
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in x[:2])
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63 for v in x[:2])
             and isinstance(x[2], str)
-            and isinstance(x[3], (int, float))
-            and (x[4] is None or isinstance(x[4], (int, float)))
+            and _when(x[3]) is not None
+            and (x[4] is None or _when(x[4]) is not None)
             and isinstance(x[5], bool)
         )
         if ok and path not in w:
-            w[path] = [x[0], x[1], x[2][:200], float(x[3]), x[4], x[5]]
+            w[path] = [x[0], x[1], x[2][:200], _when(x[3]), _when(x[4]), x[5]]
+
+
+def _when(v):
+    """A time handed back by a controller as a float within reason, or None (a number JSON can
+    carry but a clock cannot: 10**400, 1e300, NaN)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except (OverflowError, ValueError):
+        return None
+    return f if 0 <= f < 2**40 else None
 
 
 def remember_worker(path, pid, procs, now, last_update):
@@ -198,7 +210,10 @@ def _by_worker_gone(r, rj, problems, seen):
     if w is None or not w[5] or seen.live_pid is not None or seen.procs.alive(w[0], w[1]):
         return False
     r["state"] = "failed"
-    when = time.strftime("%H:%M:%S", time.localtime(w[3]))
+    try:
+        when = time.strftime("%H:%M:%S", time.localtime(w[3]))
+    except (OverflowError, ValueError, OSError):
+        when = "?"
     why = (
         f"its trainer (pid {w[0]}, `{shown(w[2])[:120]}`) ended without a final adapter "
         f"(last seen working at {when})"
