@@ -17,7 +17,8 @@ from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 JUDGED = ("unacknowledged", "duplicate")
 
 
-def _norm(command: str) -> str:
+def norm_command(command: str) -> str:
+    """A schedule's command with its whitespace runs as one space: how two are told the same."""
     return " ".join(command.split())
 
 
@@ -35,7 +36,7 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     """
     acks = resolve_legacy(load_acks() if acks is None else acks, hosts)
     counts = Counter(
-        _norm(s.command) for h in hosts for s in h.schedules if s.active and not s.system
+        norm_command(s.command) for h in hosts for s in h.schedules if s.active and not s.system
     )
     out = []
     for h in hosts:
@@ -50,7 +51,7 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
             reasons = [r for r in s.reasons if r not in JUDGED]
             if not acks.covers(h.name, s.id):
                 reasons.append("unacknowledged")
-                if s.active and counts[_norm(s.command)] > 1:
+                if s.active and counts[norm_command(s.command)] > 1:
                     reasons.append("duplicate")
             scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
         out.append(replace(h, schedules=tuple(scheds)))
@@ -77,7 +78,7 @@ def twins_index(fleet: Iterable[Schedule]) -> dict[str, list[Schedule]]:
     index: dict[str, list[Schedule]] = {}
     for o in fleet:
         if o.active and not o.system:
-            index.setdefault(_norm(o.command), []).append(o)
+            index.setdefault(norm_command(o.command), []).append(o)
     return index
 
 
@@ -100,11 +101,11 @@ def why(
             else f"names a path that does not exist on {s.host}"
         )
     if "duplicate" in s.reasons:
-        key = _norm(s.command)
+        key = norm_command(s.command)
         pool = (
             index.get(key, [])
             if index is not None
-            else (o for o in fleet if o.active and not o.system and _norm(o.command) == key)
+            else (o for o in fleet if o.active and not o.system and norm_command(o.command) == key)
         )
         twins = [o for o in pool if o is not s]
         where = sorted({o.host for o in twins})

@@ -34,12 +34,11 @@ from typing import Any
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.prom_values import label
-from fleetdeck.backend.monitor.silence_model import Silence
+from fleetdeck.backend.monitor.silence_model import PATTERN_CHARS, Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
 
 TIMEOUT = 10.0
 BODY_LIMIT = 1 << 20
-_PATTERN = set("*?[")
 
 
 def state_path() -> Path:
@@ -86,7 +85,7 @@ def matchers(s: Silence) -> list[dict[str, Any]]:
     if s.rule:
         out.append({"name": "alertname", "value": s.rule, "isRegex": False, "isEqual": True})
     if s.subject:
-        if _PATTERN & set(s.subject):
+        if PATTERN_CHARS & set(s.subject):
             out.append(
                 {
                     "name": "subject",

@@ -15,7 +15,8 @@ from fleetdeck.backend.monitor.alert_state import Bad
 
 COMMENT_MAX = 500
 SUBJECT_MAX = 1024
-_PATTERN = set("*?[")
+#: what makes a subject a shell pattern (here, and in an Alertmanager silence)
+PATTERN_CHARS = frozenset("*?[")
 
 
 class SilenceRefused(ValueError):
@@ -54,7 +55,7 @@ class Silence:
         said = shown(subject)
         if self.subject in (subject, said):
             return True
-        if _PATTERN & set(self.subject):
+        if PATTERN_CHARS & set(self.subject):
             return fnmatch.fnmatchcase(subject, self.subject) or fnmatch.fnmatchcase(
                 said, self.subject
             )
@@ -99,7 +100,7 @@ def matches_everything(host: str | None, rule: str | None, subject: str | None) 
         return False
     if not subject:
         return True
-    if not (_PATTERN & set(subject)):
+    if not (PATTERN_CHARS & set(subject)):
         return False
     return all(fnmatch.fnmatchcase(s, subject) for s in _ANY_SUBJECTS)
 
@@ -149,6 +150,7 @@ __all__ = [
     "AHEAD_MAX",
     "COMMENT_MAX",
     "PAST_MAX",
+    "PATTERN_CHARS",
     "SUBJECT_MAX",
     "Silence",
     "SilenceRefused",

@@ -25,7 +25,7 @@ from typing import Any
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
-from fleetdeck.backend.fleet.schedule_verdict import action_rank
+from fleetdeck.backend.fleet.schedule_verdict import action_rank, norm_command
 from fleetdeck.backend.host.lib.text import shown
 
 #: the subject of the first look's one alert (a schedule id is a kind letter, a dash and hex)
@@ -34,10 +34,6 @@ FIRST_LOOK = "unacknowledged schedules"
 
 # -- a stray that comes back ------------------------------------------------------------------------
 _REMOVALS: dict[str, Any] = {"key": None, "by_host": {}}
-
-
-def _norm(command: str) -> str:
-    return re.sub(r"\s+", " ", command or "").strip()
 
 
 def removals() -> dict[str, list[dict[str, Any]]]:
@@ -64,7 +60,7 @@ def removals() -> dict[str, list[dict[str, Any]]]:
                     "ts": float(ts),
                     "n": n,
                     "id": s.get("id"),
-                    "command": _norm(str(s.get("command") or "")),
+                    "command": norm_command(str(s.get("command") or "")),
                     "user": str(rec.get("user") or "?"),
                 }
             )
@@ -75,7 +71,7 @@ def removals() -> dict[str, list[dict[str, Any]]]:
 def returned(h: HostSnapshot, s: Schedule) -> dict[str, Any] | None:
     """The last removal of this schedule (the same id, or the same command) on `h`, when it is
     listed again after it: who removed it, when, and its audit record."""
-    cmd = _norm(s.command)
+    cmd = norm_command(s.command)
     hits = [
         r for r in removals().get(h.name, ()) if r["id"] == s.id or (cmd and r["command"] == cmd)
     ]

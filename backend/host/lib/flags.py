@@ -15,6 +15,9 @@ CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 READ = os.O_RDONLY | CLOEXEC
 #: read a file, never through a link at its last component
 READ_NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | CLOEXEC
+#: read a file found by a name someone else may swap: never through a link, never waiting on a
+#: FIFO or a device put there (weights, a trainer's log)
+READ_NOWAIT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | CLOEXEC
 #: open a folder, never through a link at its last component
 DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | CLOEXEC
 #: create a new file, never replacing or following anything at its name

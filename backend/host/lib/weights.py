@@ -32,7 +32,7 @@ import stat
 import struct
 import zipfile
 
-from fleetdeck.backend.host.lib import fsinfo, text
+from fleetdeck.backend.host.lib import flags, fsinfo, text
 
 HEADER_LIMIT = 100 * 1000 * 1000  # safetensors' MAX_HEADER_SIZE
 INDEX_LIMIT = 1 << 24
@@ -71,8 +71,7 @@ def _n(x):
 
 
 def _open(dir_fd, name):
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    return os.open(name, flags, dir_fd=dir_fd)
+    return os.open(name, flags.READ_NOWAIT, dir_fd=dir_fd)
 
 
 def _fstype(fd):

@@ -26,6 +26,7 @@ import os
 import re
 import stat
 
+from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import shown
 
 TAIL = 64 * 1024
@@ -154,9 +155,7 @@ def read(path):
             return dict(seen[3], path=path, mtime=st.st_mtime)
     try:
         # never blocks on a FIFO swapped in after the stat, never follows a link
-        fd = os.open(
-            path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        )
+        fd = os.open(path, flags.READ_NOWAIT)
     except OSError:
         return None
     try:
