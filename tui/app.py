@@ -97,6 +97,8 @@ class FleetdeckApp(Navigation, GuardedPump, App):
         self.settings = settings.load()
         #: the views `esc` goes back through, the latest last
         self._history: list[str] = []
+        #: what was typed in a confirmation closed with esc, by what it confirms (typed_confirm)
+        self.typed_memory: dict[tuple, dict[str, str]] = {}
         n = len(fleet.hosts)
         self.sub_title = f"{n} host{'' if n == 1 else 's'} from {fleet.source}"
 

@@ -89,20 +89,35 @@ class HoldersModal(Modal):
             yield Static(id="holders-summary")
             yield KeyedTable(COLUMNS, id="holders-table", classes="auto")
             with Horizontal(classes="buttons"):
-                yield Button("Close", id="close", variant="primary")
+                yield Button("Close", id="close")
+                yield Button(f"Ask {self.host} who holds it", id="act", variant="primary")
 
     def on_mount(self) -> None:
+        # an empty table is no place to tab to: it becomes a stop once it lists holders
+        self.query_one("#holders-table", KeyedTable).can_focus = False
         self.query_one("#holders-path", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():  # asked as typed: `run-3 ` is not `run-3`
+        self.ask_typed()
+
+    def ask_typed(self) -> None:
+        """Ask about the path in the field (enter there, or the Ask button)."""
+        value = self.query_one("#holders-path", Input).value
+        if value.strip():  # asked as typed: `run-3 ` is not `run-3`
             # the escaped text it started with stands for the path it was opened on
-            self.ask(self.path if self.path and event.value == shown(self.path) else event.value)
+            self.ask(self.path if self.path and value == shown(self.path) else value)
+        else:
+            self.query_one("#holders-summary", Static).update(
+                Text("type a path on the host first", style="yellow")
+            )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        self.dismiss(self.report)
+        if event.button.id == "act":
+            self.ask_typed()
+        else:
+            self.dismiss(self.report)
 
     @work(exclusive=True, group="holders", exit_on_error=False)
     async def ask(self, path: str) -> None:
@@ -114,8 +129,11 @@ class HoldersModal(Modal):
         except HostError as e:
             self.report = None
             table.sync({})
+            table.can_focus = False
             box.update(Text(f"✖ {said(e.message)} ({said(e.code)})", style="bold red"))
             return
         self.report = rep
-        table.sync(holder_rows(rep))
+        rows = holder_rows(rep)
+        table.sync(rows)
+        table.can_focus = bool(rows)
         box.update(summary(rep))

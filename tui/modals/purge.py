@@ -57,6 +57,9 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
             return f"Purge {shown(self.paths[0])} on {self.host}, keeping its newest {self.keep} checkpoints"
         return f"Purge {len(self.paths)} path{'s' if len(self.paths) != 1 else ''} on {self.host}"
 
+    def memory_key(self) -> tuple | None:
+        return ("purge", self.host, tuple(self.paths), self.keep)
+
     def compose_body(self) -> ComposeResult:
         yield Static(
             Text("gathering the plan: checking every path on the host…", style="dim"),

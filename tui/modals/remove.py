@@ -38,6 +38,9 @@ class RemoveScheduleModal(TypedConfirmModal[RemovalCheck, RemoveReport]):
         s = self.schedule
         return f"Remove {shown(s.kind)} {shown(s.id)} on {s.host}"
 
+    def memory_key(self) -> tuple | None:
+        return ("remove", self.schedule.host, self.schedule.id)
+
     def compose_body(self) -> ComposeResult:
         s = self.schedule
         t = Text()

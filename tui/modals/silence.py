@@ -6,6 +6,7 @@ the silence; a refusal is said in the pop-up and nothing changes."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -93,6 +94,28 @@ class SilenceModal(Modal):
 
     def on_mount(self) -> None:
         self.query_one("#silence-comment", Input).focus()
+        self.relabel()
+
+    def act_label(self) -> str:
+        """What the button does, in words: "Silence host-down on gx10 for 2 hours"."""
+        f = self.fields()
+        what = " ".join(x for x in (f["rule"], f["subject"]) if x) or "every alert"
+        where = f" on {f['host']}" if f["host"] else " on every host"
+        length = next((n for n, v in LENGTHS if v == f["duration"]), f"{f['duration']:.0f} s")
+        return f"Silence {what}{where} for {length}"
+
+    def relabel(self) -> None:
+        """Keep the button's words in step with the fields."""
+        button = self.query_one("#act", Button)
+        if str(button.label) != (label := self.act_label()):
+            button.label = Text(label)
+            button.refresh(layout=True)
+
+    def on_select_changed(self, _event: Select.Changed) -> None:
+        self.relabel()
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        self.relabel()
 
     def fields(self) -> dict:
         """What the pop-up holds now, as `add_silence` takes it."""
@@ -119,11 +142,19 @@ class SilenceModal(Modal):
         self.dismiss(self.result)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter does what the button says once the reason is given; before that it goes to
+        the reason's field."""
         event.stop()
-        if event.input.id == "silence-comment":
-            self.act()
+        comment = self.query_one("#silence-comment", Input)
+        if event.input is comment or comment.value.strip():
+            self.act()  # an empty reason is refused by add_silence, in its own words
         else:
-            self.focus_next()
+            comment.focus()
+            self.query_one("#silence-said", Static).update(
+                message_text(
+                    "Say why first: the reason is shown beside every alert it holds.", "yellow"
+                )
+            )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -38,6 +38,9 @@ class StopProcessModal(TypedConfirmModal[None, StopReport]):
     def title_text(self) -> str:
         return f"Stop process {self.process.pid} on {self.host}"
 
+    def memory_key(self) -> tuple | None:
+        return ("stop", self.host, self.process.pid, self.process.start)
+
     def compose_body(self) -> ComposeResult:
         p = self.process
         t = Text()

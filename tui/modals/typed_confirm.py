@@ -126,6 +126,12 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
         """The exact text `field` must hold; None: any non-empty text."""
         return None
 
+    def memory_key(self) -> tuple | None:
+        """What this confirmation confirms (host, paths, ...): what was typed is kept under it
+        when esc closes the pop-up, and is there again when the same pop-up is opened for the
+        same thing. None: nothing is kept."""
+        return None
+
     def checks_passed(self) -> bool:
         """True when the host's checks allow the action."""
         return True
@@ -302,8 +308,39 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
 
     def on_mount(self) -> None:
         self.prepare()
+        self.restore_typed()
         self.focus_first_field()
         self.refresh_act()
+
+    def restore_typed(self) -> None:
+        """Fill in what was typed before esc closed this pop-up for the same thing."""
+        key = self.memory_key()
+        kept = self.app.typed_memory.pop(key, None) if key is not None else None
+        back = 0
+        for field in self.query(Input).results(Input):
+            if kept and field.id in kept and not field.value:
+                field.value = kept[field.id]
+                back += 1
+                if field.has_class("confirm"):
+                    field.set_class(self.matches(field), "typed-ok")
+        if back:
+            self.notify(
+                f"What you typed before esc is back in {back} field{'s' if back != 1 else ''}: "
+                "read it again; the host checks everything afresh.",
+                title="Kept",
+                markup=False,
+            )
+
+    def keep_typed(self) -> None:
+        """Closing with esc: keep what was typed (the newest 16 pop-ups' worth)."""
+        key = self.memory_key()
+        typed = {str(f.id): f.value for f in self.query(Input).results(Input) if f.id and f.value}
+        memory = self.app.typed_memory
+        if key is None or self.done or not typed:
+            return
+        memory[key] = typed
+        while len(memory) > 16:
+            del memory[next(iter(memory))]
 
     def focus_first_field(self) -> None:
         """Focus the first field still wrong (else the first field, else Cancel)."""
@@ -332,7 +369,8 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
             self.pressed(event.button)
 
     def action_cancel(self) -> None:
-        """Close; nothing happens unless the action already ran."""
+        """Close; nothing happens unless the action already ran. What was typed is kept."""
+        self.keep_typed()
         self.dismiss(self.result)
 
     def finished(self) -> None:
