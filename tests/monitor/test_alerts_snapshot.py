@@ -5,57 +5,7 @@ from __future__ import annotations
 
 import time
 
-from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuProcess
-from fleetdeck.backend.fleet.seat_model import Seat
-
-from support.recorded import feed, fixture_app
-
-
-def with_seats(snap: FleetSnapshot) -> FleetSnapshot:
-    """The recorded fleet, ana-ml2 serving two seats on a card with 4.5 GiB left."""
-    from dataclasses import replace
-
-    hosts = []
-    for h in snap.hosts:
-        if h.name == "ana-ml2" and h.reachable:
-            card = Gpu(
-                index=0,
-                name="NVIDIA A100 80GB",
-                uuid="GPU-ana-0",
-                unified_memory=False,
-                memory_total_mib=81559,
-                memory_used_mib=77000,
-                utilization_pct=41,
-                processes=(
-                    GpuProcess(pid=3101, user="svc", used_mib=31000, command="vllm serve q4"),
-                    GpuProcess(pid=3202, user="svc", used_mib=43000, command="vllm serve big"),
-                ),
-            )
-            seats = (
-                Seat(
-                    host=h.name,
-                    kind="vllm",
-                    port=8038,
-                    model="q4",
-                    pid=3101,
-                    pids=(3101,),
-                    container={"name": "seat-38"},
-                    restarts=0,
-                ),
-                Seat(
-                    host=h.name,
-                    kind="vllm",
-                    port=8052,
-                    model="big",
-                    pid=3202,
-                    pids=(3202,),
-                    container={"name": "seat-52"},
-                    restarts=2,
-                ),
-            )
-            h = replace(h, gpus=(card,), seats=seats)
-        hosts.append(h)
-    return replace(snap, hosts=tuple(hosts))
+from support.recorded import feed, fixture_app, with_seats
 
 
 def test_alerts_view(snap_compare, monkeypatch):

@@ -15,7 +15,7 @@ from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-from support.recorded import feed, fixture_app, visible_columns
+from support.recorded import feed, fixture_app, visible_columns, with_seats
 
 
 @pytest.mark.parametrize(
@@ -172,3 +172,30 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert asked == [("local", modal.values, None, {"resume": True})]
+
+
+async def test_the_alerts_view_at_80x24_keeps_its_title_header_and_first_rows(monkeypatch):
+    """Four silences and the seats panel below once squeezed the alert table to one line
+    (its cursor out of sight) and scrolled the view's title away."""
+    from fleetdeck.backend.monitor import alerts
+    from fleetdeck.backend.monitor.silences import add_silence
+
+    monkeypatch.setattr(alerts, "LOOP_SETTLE_S", 0.0)  # the recorded strays fire at once
+    for i in range(4):
+        add_silence(host="gx10", rule=None, subject=f"x{i}", duration=3600, comment=f"why {i}")
+    app = fixture_app()
+    app.source.snapshots = [with_seats(s) for s in app.source.snapshots]
+    app.alert_watch.enabled = True
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        app.clear_notifications()
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#alerts-table", KeyedTable)
+        assert table.row_count >= 3
+        title = app.screen.query_one("#alerts-title")
+        for w in (title, table):
+            r = w.region
+            assert r.height and 0 < r.y and r.bottom <= 23, (w, r)
+        assert table.region.height >= 1 + table.row_count  # the header and every row here
+        assert app.screen.query_one("#silences-table", KeyedTable).region.height >= 2

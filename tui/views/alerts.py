@@ -173,8 +173,7 @@ class AlertsScreen(SeatsSection, ViewScreen):
             self.query_one("#silences-title", Static),
             none
             if none
-            else f"Silences: {len(rows)} in force (s: silence alerts like the highlighted one, e: expire the "
-            "highlighted silence)"
+            else f"Silences: {len(rows)} in force (e: expire the highlighted one; s: add one)"
             if rows
             else "No silences (s: silence alerts like the highlighted one)",
         )
