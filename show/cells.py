@@ -47,6 +47,19 @@ def spark_char(frac: float) -> str:
     return SPARK[min(top, max(0, int(frac * top + 0.5)))]
 
 
+def middle(path: str, width: int) -> str:
+    """`path` cut in the middle when too long: its head (up to its first folder, at most a
+    third of the room) says where it lives, its tail, the larger part, which folder it is
+    (`/srv/fleet/h1/runs` in 12: `/sr…t/h1/runs`)."""
+    if len(path) <= width:
+        return path
+    if width < 5:
+        return tail(path, width)
+    first = path.find("/", 1) + 1 or len(path)
+    head = min(first, (width - 1) // 3)
+    return path[:head] + "…" + path[-(width - 1 - head) :]
+
+
 def tail(path: str, width: int) -> str:
     """`path` cut from the left when too long: the end of a path is the part that differs."""
     return path if len(path) <= width else "…" + path[-max(1, width - 1) :]

@@ -42,3 +42,39 @@ def test_a_cut_eval_series_says_so():
     shown = eval_trend(evals).plain
     assert shown.startswith("eval loss: … 3 earlier") and "@225" in shown and "@75" not in shown
     assert "…" not in eval_trend(evals[:6]).plain
+
+
+def test_a_long_disk_path_keeps_its_head_and_its_tail():
+    """`…eet/h1/runs` said neither which mount nor much of which folder."""
+    from fleetdeck.show.cells import middle
+
+    p = "/home/ops/fleet/h1/runs"
+    assert middle(p, 40) == p
+    for width in range(6, len(p)):
+        cut = middle(p, width)
+        assert len(cut) == width and cut.startswith("/") and cut.endswith("runs") and "…" in cut
+    assert middle(p, 20) == "/home/…fleet/h1/runs"
+
+
+async def test_the_fleet_disks_cell_cuts_a_path_in_the_middle():
+    from dataclasses import replace
+
+    from fleetdeck.backend.fleet.models import Disk
+
+    from support.recorded import app_over, plain, recorded
+
+    snap = recorded("fleet.json")
+    hosts = tuple(
+        replace(h, disks=(Disk("/srv/tank/fleet/h1/runs", "/srv", "ext4", 100, 40, 60),))
+        if h.name == "gx10"
+        else h
+        for h in snap.hosts
+    )
+    app = app_over(replace(snap, hosts=hosts))
+    async with app.run_test(size=(120, 30)) as pilot:
+        from support.recorded import feed
+
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table")
+        cell = plain(table.get_cell("gx10", "disks"))
+        assert "40%" in cell and "/sr" in cell and cell.rstrip().endswith("h1/runs"), cell

@@ -12,7 +12,7 @@ from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short, size_short
-from fleetdeck.show.cells import TextBuilder, gpu_health_parts, tail
+from fleetdeck.show.cells import TextBuilder, gpu_health_parts, middle
 from fleetdeck.show.fmt import said, shorten_unique
 from fleetdeck.tui.fleet_state import FleetState
 
@@ -205,6 +205,13 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
     if h is None or not h.disks:
         return Text("-", style="dim"), 0
     t = TextBuilder()
+    bar_w = 3 if width < 28 else 8
+    # a path too long keeps its head and its tail (`/srv/…/h1/runs`): the head says which
+    # mount, the tail which folder; the Host view has each in full
+    room = max(4, width - bar_w - 6)
+    paths = {shown(d.path): middle(shown(d.path), room) for d in h.disks}
+    if len(set(paths.values())) < len(paths):  # two alike once cut: cut where they differ
+        paths = shorten_unique(list(paths), room)
     for i, d in enumerate(h.disks):
         if i:
             t.add("\n")
@@ -212,11 +219,8 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
             t.add(f"? {shown(d.path)}", "dim" if dim else "yellow")
             continue
         frac = d.used_bytes / d.total_bytes
-        t.bar(frac, 3 if width < 28 else 8, dim)
-        t.add(
-            f"{frac:>4.0%} {tail(shown(d.path), width - (3 if width < 28 else 8) - 6)}",
-            "dim" if dim else None,
-        )
+        t.bar(frac, bar_w, dim)
+        t.add(f"{frac:>4.0%} {paths[shown(d.path)]}", "dim" if dim else None)
     return t.build(), len(h.disks)
 
 
