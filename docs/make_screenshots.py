@@ -175,7 +175,7 @@ async def shots(app, pilot) -> None:
     await pilot.pause()
     rep = mirror_dry_run()
     modal.show_report(rep, "ana-ml2", True)
-    modal.dry_for, modal.dry_report = modal.destination(), rep
+    modal.dry_for, modal.plan = modal.destination(), rep
     modal.refresh_act()
     from rich.text import Text
 
