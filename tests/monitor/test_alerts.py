@@ -160,6 +160,26 @@ def test_a_burst_of_writes_is_no_trend_and_a_trend_fires_only_after_its_for_dura
     assert fired == [(15, "disk-full-eta")]
 
 
+def test_disk_full_eta_never_fires_nor_stays_for_writing_that_stopped():
+    """The report: it fired critical 4 minutes after writing stopped, free space flat. The fill
+    rate must be recent (used grew within the last tenth of the window): a wait for `for` under
+    way when writing stops starts over, and a firing alert resolves 3 minutes after it stopped."""
+    gib = 2**30
+    e = AlertEngine()  # 30-min window, for 10 min: steady writing from minute 0 fires at 15
+    fired = []
+    for minute in range(31):
+        u = 50 + min(minute, 12) / 2  # 0.5 GiB a minute, then nothing from minute 12
+        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int(u * gib)),))))
+        fired += [(minute, a.rule, a.state) for a in out]
+    assert fired == [] and e.disk_eta("h1", "/tank") is None
+    e = AlertEngine()
+    for minute in range(40):
+        u = 50 + min(minute, 20) / 2  # fires at 15; writing stops at 20
+        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int(u * gib)),))))
+        fired += [(minute, a.rule, a.state) for a in out]
+    assert fired == [(15, "disk-full-eta", "firing"), (23, "disk-full-eta", "resolved")]
+
+
 def test_a_rule_with_a_for_duration_ignores_a_flap_and_keeps_waiting_across_a_restart():
     cfg = parse_alerts({"for": {"gpu-headroom": 120}}, "hosts.toml")
     assert cfg.for_seconds("gpu-headroom") == 120 and cfg.for_seconds("run-stalled") == 0
