@@ -530,6 +530,49 @@ def test_a_seat_check_alert_resolves_when_its_seat_is_gone_and_says_so():
     assert e.evaluate(fleet(host(t=T0 + 86400, seats=())), checks={seat.key: bad}) == []
 
 
+def test_an_alert_whose_run_folder_card_or_host_is_gone_resolves_saying_so():
+    """An alert ends when its subject does: a run folder removed, a GPU no longer present, a
+    host taken out of the fleet file. Each resolves with the reason (never the words it fired
+    with, which would read as the trouble again), once; a host that does not answer is not a
+    host gone, and an alert whose subject is still there resolves with its own words."""
+    from dataclasses import replace
+
+    e = AlertEngine(AlertConfig(for_=(("gpu-hot", 0.0),)))
+    rising = tuple((25 * i, v) for i, v in enumerate((3.2, 3.17, 3.18, 3.19)))
+    hot = replace(gpu(40, []), index=1, temperature_c=88, temperature_slowdown_c=90)
+    other = replace(run(eval_losses=rising), path="/runs/run-8", name="run-8")
+    h1 = host(runs=(run(eval_losses=rising), other), gpus=(hot,))
+    h2 = host("h2", runs=(run(eval_losses=rising),))
+    out = e.evaluate(fleet(h1, h2))
+    first = {(a.host, a.subject): a for a in out}
+    assert sorted((a.rule, a.host, a.subject) for a in out) == [
+        ("gpu-hot", "h1", "GPU1"),
+        ("overfitting", "h1", "/runs/run-7"),
+        ("overfitting", "h1", "/runs/run-8"),
+        ("overfitting", "h2", "/runs/run-7"),
+    ]
+    # h2 does not answer: nothing of it resolves
+    down = HostSnapshot(name="h2", reachable=False, error="timed out", time=T0 + 30)
+    assert e.evaluate(fleet(host(t=T0 + 30, runs=h1.runs, gpus=h1.gpus), down)) == []
+    # run-7's folder removed, the card gone from the listing, h2 out of the fleet file
+    out = e.evaluate(fleet(host(t=T0 + 60, runs=(other,), gpus=())))
+    said = {(a.host, a.subject): a for a in out}
+    assert {a.state for a in out} == {"resolved"} and len(out) == 3, out
+    assert said[("h1", "/runs/run-7")].text.startswith(
+        "run folder /runs/run-7 on h1 is gone (not listed at "
+    )
+    assert said[("h1", "GPU1")].text.startswith("GPU1 on h1 is no longer present (not listed at ")
+    assert said[("h2", "/runs/run-7")].text.startswith(
+        "h2 is no longer in the fleet file (not polled at "
+    )
+    assert e.evaluate(fleet(host(t=T0 + 90, runs=(other,), gpus=()))) == []  # once
+    # a subject still there that turned sound keeps its own words
+    fell = replace(other, eval_losses=(*rising, (100, 3.0)))
+    (r,) = e.evaluate(fleet(host(t=T0 + 120, runs=(fell,))))
+    fired = [a for a in e.alerts() if a.subject == "/runs/run-8" and a.state == "resolved"]
+    assert r.state == "resolved" and r.text == first[("h1", "/runs/run-8")].text == fired[0].text
+
+
 def test_a_removed_stray_that_comes_back_is_said_first():
     """The ':37 check on the run ... inform when ready' line, removed with `schedules remove`,
     back with the same id (or the same command under another): `stray-returned`, a warning
