@@ -44,6 +44,7 @@ from fleetdeck.backend.fleet.alert_rules import (
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.monitor import alert_state as st
+from fleetdeck.backend.monitor.alert_ends import subject_gone
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.disk_alerts import add_disk_sample, disk_eta, judge_disks
 from fleetdeck.backend.monitor.gpu_alerts import judge_gpus
@@ -214,11 +215,13 @@ class AlertEngine:
             judge_gpus(h, now, hold, self.config)
             judge_seats(self.m, self.config, h, now, checks or {}, hold)
             judge_strays(self.m, self.config, h, now, hold, self._settle, LOOP_SETTLE_S)
-        out = self._transitions(conds, blind, now)
+        out = self._transitions(conds, blind, now, snap)
         self.m.ended.clear()  # only this poll's: a subject that ends is said at its resolve
         return out
 
-    def _transitions(self, conds: dict, blind: set[str], now: float) -> list[Alert]:
+    def _transitions(
+        self, conds: dict, blind: set[str], now: float, snap: FleetSnapshot
+    ) -> list[Alert]:
         out = []
         for key, (rule, host, subject, since, words, severity) in conds.items():
             cur = self.m.firing.get(key)
@@ -240,7 +243,8 @@ class AlertEngine:
             if key in conds or (a.host in blind and a.rule != "host-down"):
                 continue
             del self.m.firing[key]
-            gone = self.m.ended.pop(key, None)
+            # a subject that is gone says so (alert_ends.py): a resolve never reads as the trouble
+            gone = self.m.ended.pop(key, None) or subject_gone(a, snap, now)
             r = replace(a, state="resolved", since=now, text=gone or a.text)
             self.m.resolved.append(r)
             out.append(r)

@@ -279,6 +279,17 @@ class DeliveryQueue:
         self._push(p)
         return False
 
+    def held_note(self, a: Any, now: float | None = None) -> str:
+        """What `watch`'s line of transition `a` adds when a silence holds it: the silence and
+        until when, and for a notice that it is delivered then (an alert that also resolves
+        within the silence is dropped with its resolve); "" when none does."""
+        s = self.silences.of(a, time.time() if now is None else now)
+        if s is None:
+            return ""
+        until = time.strftime("%H:%M", time.localtime(s.ends))
+        then = "; delivered when it ends" if a.rule in NOTICES else ""
+        return f" (held by silence {s.id} until {until}{then})"
+
     def _run_of(self, p: Pending, now: float, room: int) -> list[Pending]:
         """Queue head `p` and, when grouping, the entries behind it that are due too (one alert's
         transitions in order, in one delivery), at most `room`."""

@@ -1,6 +1,11 @@
 """disk-full-eta, judged on each poll with the other rules (`alerts.AlertEngine`): a disk that
 fills within `disk_full_hours` at the rate seen over `disk_rate_window`, from the samples the
 engine keeps per disk (`add_disk_sample`; history preloads the window).
+
+The rate must be positive over the window, in each of its thirds, and recent: used space grew
+within the last tenth of the window (3 minutes of the default 30). A disk whose writing stopped,
+its free space flat since, resolves then, and a wait for `for` that was under way starts over:
+an ETA is never said of writing that has stopped.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from fleetdeck.backend.host.lib.text import shown
 #: disk-full-eta needs a sustained trend: used space must have grown in each of this many equal
 #: parts of the samples' span, not in one burst
 DISK_TREND_PARTS = 3
+#: ... and in the newest 1/DISK_RECENT_PART of the window: a fill rate that is recent
+DISK_RECENT_PART = 10
 
 
 def add_disk_sample(m: Any, host: str, path: str, t: float, used: int, free: int) -> None:
@@ -50,7 +57,8 @@ def disk_eta(m: Any, config: AlertConfig, host: str, path: str) -> float | None:
     """Seconds until the disk behind `path` is full at the rate over the window, or None
     when it is not filling steadily: the samples must span `disk_rate_min_span` and used
     space must have grown in each of DISK_TREND_PARTS equal parts of their span (a burst of
-    writes in one part, then quiet, is no trend)."""
+    writes in one part, then quiet, is no trend) and since the last sample at or before a
+    DISK_RECENT_PART-th of the window ago (writing that stopped is no rate)."""
     q = m.disk.get(f"{host}|{path}")
     if not q or len(q) < 2:
         return None
@@ -70,7 +78,10 @@ def disk_eta(m: Any, config: AlertConfig, host: str, path: str) -> float | None:
     marks.append(u1)
     if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
         return None
+    recent = t1 - config.disk_rate_window / DISK_RECENT_PART
+    if u1 <= next((u for t, u, _ in reversed(q) if t <= recent), u0):
+        return None
     return free / ((u1 - u0) / span)
 
 
-__all__ = ["DISK_TREND_PARTS", "add_disk_sample", "disk_eta", "judge_disks"]
+__all__ = ["DISK_RECENT_PART", "DISK_TREND_PARTS", "add_disk_sample", "disk_eta", "judge_disks"]

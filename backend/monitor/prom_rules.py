@@ -21,6 +21,8 @@ from typing import Any
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.disk_alerts import DISK_RECENT_PART
+from fleetdeck.backend.monitor.run_alerts import LIVE
 from fleetdeck.backend.monitor.training_alerts import NONFINITE
 
 GIB = 2**30
@@ -67,11 +69,36 @@ def _disk(c: AlertConfig) -> str:
         return f if not s else f"{f} offset {_secs(s)}"
 
     # seconds until full at the rate over the window, while free space fell in each third of it
+    # and within its last tenth (writing that stopped, free space flat since, is no rate)
     eta = f"{f} / (({at(w)} - {f}) / {_num(w)}) < {_num(h)}"
     steady = " and ".join(
-        f"{at(a)} < {at(b)}" for a, b in ((0, third), (third, 2 * third), (2 * third, w))
+        f"{at(a)} < {at(b)}"
+        for a, b in ((0, w / DISK_RECENT_PART), (0, third), (third, 2 * third), (2 * third, w))
     )
     return _subject(f"({eta} and {steady})", "path")
+
+
+def _run_end(state: str, before: tuple[str, ...]) -> Callable[[AlertConfig], str]:
+    """A one-shot notice as an event: the run shows `state` now and showed one of `before`
+    within `event_hold_minutes` (seen live, then ended), so it fires once, on the change, and
+    resolves `event_hold_minutes` after the run was last seen live, as the engine's event does
+    (`run_alerts.py`); a run first seen already ended never fires."""
+
+    def expr(c: AlertConfig) -> str:
+        live = f'fleetdeck_run_state{{state=~"{"|".join(before)}"}}'
+        hold = _secs(c.event_hold_minutes * 60)
+        return _subject(
+            f'fleetdeck_run_state{{state="{state}"}} == 1 '
+            f"and on(host, path) max_over_time({live}[{hold}])",
+            "path",
+        )
+
+    return expr
+
+
+#: the states a run's end pages from, as the probe publishes them (`run_alerts.LIVE` without the
+#: engine's own `finishing`; a run at its last step shows `finished` before its adapter is whole)
+SEEN_LIVE = tuple(s for s in LIVE if s in ("running", "stalled", "queued"))
 
 
 #: rule -> (the expression over the families for a fleet file's [alerts], summary, description)
@@ -187,12 +214,12 @@ EXPRESSED: dict[str, tuple[Callable[[AlertConfig], str], str, str]] = {
         "the driver lost GPU{{ $labels.gpu }} on {{ $labels.host }}: reset the card or reboot the host",
     ),
     "run-failed": (
-        lambda c: _subject('fleetdeck_run_state{state="failed"} == 1', "path"),
+        _run_end("failed", (*SEEN_LIVE, "finished")),
         "run {{ $labels.run }} on {{ $labels.host }} failed",
         "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) failed",
     ),
     "run-finished": (
-        lambda c: _subject('fleetdeck_run_state{state="finished"} == 1', "path"),
+        _run_end("finished", SEEN_LIVE),
         "run {{ $labels.run }} on {{ $labels.host }} finished",
         "run {{ $labels.run }} on {{ $labels.host }} ({{ $labels.path }}) finished",
     ),
@@ -209,8 +236,14 @@ NOT_SAID = {
     "the subject is kind:port, not the container's name",
     "gpu-xid": "holds while the probe's last hour of Xids holds the code, not event_hold_minutes from it",
     "stray-returned": "not expressed: which schedules were removed is in the audit log, not in /metrics",
-    "disk-full-eta": "free space over the window and its thirds, for each configured path (the engine judges "
-    "used space, once per mount)",
+    "disk-full-eta": "free space over the window, its thirds and its last tenth, for each configured path (the "
+    "engine judges used space, once per mount)",
+    "run-finished": "an event: fires when a run seen running, stalled or queued within event_hold_minutes "
+    "shows finished, and resolves event_hold_minutes after it was last seen so; whether its final adapter "
+    "is whole is not in /metrics (the engine waits for it)",
+    "run-failed": "an event: fires when a run seen running, stalled, queued or finished (its last step "
+    "before its adapter) within event_hold_minutes shows failed, and resolves event_hold_minutes after "
+    "it was last seen so",
 }
 
 

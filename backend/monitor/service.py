@@ -228,9 +228,10 @@ class Monitor:
             self._history(
                 "event", a.since, a.host, f"alert-{a.state}", f"{a.rule} {a.subject}", a.text
             )
+            held = self.deliverer.held_note(a) if self.deliverer is not None else ""
             self.report(
                 "transition",
-                f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {shown(a.title)}: {shown(a.text)}",
+                f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {shown(a.title)}: {shown(a.text)}{held}",
             )
         if self.history is not None:
             for w in self.history.warnings:

@@ -160,6 +160,26 @@ def test_a_burst_of_writes_is_no_trend_and_a_trend_fires_only_after_its_for_dura
     assert fired == [(15, "disk-full-eta")]
 
 
+def test_disk_full_eta_never_fires_nor_stays_for_writing_that_stopped():
+    """The report: it fired critical 4 minutes after writing stopped, free space flat. The fill
+    rate must be recent (used grew within the last tenth of the window): a wait for `for` under
+    way when writing stops starts over, and a firing alert resolves 3 minutes after it stopped."""
+    gib = 2**30
+    e = AlertEngine()  # 30-min window, for 10 min: steady writing from minute 0 fires at 15
+    fired = []
+    for minute in range(31):
+        u = 50 + min(minute, 12) / 2  # 0.5 GiB a minute, then nothing from minute 12
+        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int(u * gib)),))))
+        fired += [(minute, a.rule, a.state) for a in out]
+    assert fired == [] and e.disk_eta("h1", "/tank") is None
+    e = AlertEngine()
+    for minute in range(40):
+        u = 50 + min(minute, 20) / 2  # fires at 15; writing stops at 20
+        out = e.evaluate(fleet(host(t=T0 + 60 * minute, disks=(disk(int(u * gib)),))))
+        fired += [(minute, a.rule, a.state) for a in out]
+    assert fired == [(15, "disk-full-eta", "firing"), (23, "disk-full-eta", "resolved")]
+
+
 def test_a_rule_with_a_for_duration_ignores_a_flap_and_keeps_waiting_across_a_restart():
     cfg = parse_alerts({"for": {"gpu-headroom": 120}}, "hosts.toml")
     assert cfg.for_seconds("gpu-headroom") == 120 and cfg.for_seconds("run-stalled") == 0
@@ -508,6 +528,49 @@ def test_a_seat_check_alert_resolves_when_its_seat_is_gone_and_says_so():
     assert rules(out) == [("seat-check", "resolved")]
     assert "seat 28003 on h1 is gone" in out[0].text
     assert e.evaluate(fleet(host(t=T0 + 86400, seats=())), checks={seat.key: bad}) == []
+
+
+def test_an_alert_whose_run_folder_card_or_host_is_gone_resolves_saying_so():
+    """An alert ends when its subject does: a run folder removed, a GPU no longer present, a
+    host taken out of the fleet file. Each resolves with the reason (never the words it fired
+    with, which would read as the trouble again), once; a host that does not answer is not a
+    host gone, and an alert whose subject is still there resolves with its own words."""
+    from dataclasses import replace
+
+    e = AlertEngine(AlertConfig(for_=(("gpu-hot", 0.0),)))
+    rising = tuple((25 * i, v) for i, v in enumerate((3.2, 3.17, 3.18, 3.19)))
+    hot = replace(gpu(40, []), index=1, temperature_c=88, temperature_slowdown_c=90)
+    other = replace(run(eval_losses=rising), path="/runs/run-8", name="run-8")
+    h1 = host(runs=(run(eval_losses=rising), other), gpus=(hot,))
+    h2 = host("h2", runs=(run(eval_losses=rising),))
+    out = e.evaluate(fleet(h1, h2))
+    first = {(a.host, a.subject): a for a in out}
+    assert sorted((a.rule, a.host, a.subject) for a in out) == [
+        ("gpu-hot", "h1", "GPU1"),
+        ("overfitting", "h1", "/runs/run-7"),
+        ("overfitting", "h1", "/runs/run-8"),
+        ("overfitting", "h2", "/runs/run-7"),
+    ]
+    # h2 does not answer: nothing of it resolves
+    down = HostSnapshot(name="h2", reachable=False, error="timed out", time=T0 + 30)
+    assert e.evaluate(fleet(host(t=T0 + 30, runs=h1.runs, gpus=h1.gpus), down)) == []
+    # run-7's folder removed, the card gone from the listing, h2 out of the fleet file
+    out = e.evaluate(fleet(host(t=T0 + 60, runs=(other,), gpus=())))
+    said = {(a.host, a.subject): a for a in out}
+    assert {a.state for a in out} == {"resolved"} and len(out) == 3, out
+    assert said[("h1", "/runs/run-7")].text.startswith(
+        "run folder /runs/run-7 on h1 is gone (not listed at "
+    )
+    assert said[("h1", "GPU1")].text.startswith("GPU1 on h1 is no longer present (not listed at ")
+    assert said[("h2", "/runs/run-7")].text.startswith(
+        "h2 is no longer in the fleet file (not polled at "
+    )
+    assert e.evaluate(fleet(host(t=T0 + 90, runs=(other,), gpus=()))) == []  # once
+    # a subject still there that turned sound keeps its own words
+    fell = replace(other, eval_losses=(*rising, (100, 3.0)))
+    (r,) = e.evaluate(fleet(host(t=T0 + 120, runs=(fell,))))
+    fired = [a for a in e.alerts() if a.subject == "/runs/run-8" and a.state == "resolved"]
+    assert r.state == "resolved" and r.text == first[("h1", "/runs/run-8")].text == fired[0].text
 
 
 def test_a_removed_stray_that_comes_back_is_said_first():

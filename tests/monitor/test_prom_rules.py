@@ -7,6 +7,7 @@ a real Prometheus scraping a real `fleetdeck watch --prometheus` on loopback see
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -33,7 +34,7 @@ GPU0_LABELS = {"host": "h1", "gpu": "0", "uuid": "GPU-a", "subject": "GPU0"}
 #: series that must not fire sit beside those that must (promtool wants the exact set)
 CASES = {
     "host-down": (
-        {'fleetdeck_host_up{host="h1"}': "0x30", 'fleetdeck_host_up{host="h2"}': "1x30"},
+        {'fleetdeck_host_up{host="h1"}': "0x15 1x15", 'fleetdeck_host_up{host="h2"}': "1x30"},
         "10m",
         [
             (
@@ -47,7 +48,8 @@ CASES = {
     ),
     "run-stalled": (
         {
-            f'fleetdeck_run_state{{{RUN},state="stalled"}}': "1x30",
+            f'fleetdeck_run_state{{{RUN},state="stalled"}}': "1x14",
+            f'fleetdeck_run_state{{{RUN},state="running"}}': "_x15 1x15",
             'fleetdeck_run_state{host="h1",run="run-2",path="/r/run-2",state="running"}': "1x30",
         },
         "10m",
@@ -63,7 +65,7 @@ CASES = {
     ),
     "loss-nonfinite": (
         {
-            f"fleetdeck_run_loss_nonfinite{{{RUN}}}": "1x30",
+            f"fleetdeck_run_loss_nonfinite{{{RUN}}}": "1x15 0x15",
             'fleetdeck_run_loss_nonfinite{host="h1",run="ok",path="/r/ok"}': "0x30",
         },
         "10m",
@@ -79,7 +81,7 @@ CASES = {
     ),
     "loss-spike": (
         {
-            f"fleetdeck_run_loss_spike_ratio{{{RUN}}}": "4x30",
+            f"fleetdeck_run_loss_spike_ratio{{{RUN}}}": "4x15 1x15",
             'fleetdeck_run_loss_spike_ratio{host="h1",run="ok",path="/r/ok"}': "1.2x30",
         },
         "10m",
@@ -96,7 +98,7 @@ CASES = {
     ),
     "overfitting": (
         {
-            f"fleetdeck_run_eval_loss_rises{{{RUN}}}": "2x30",
+            f"fleetdeck_run_eval_loss_rises{{{RUN}}}": "2x15 0x15",
             'fleetdeck_run_eval_loss_rises{host="h1",run="ok",path="/r/ok"}': "1x30",
         },
         "10m",
@@ -110,11 +112,12 @@ CASES = {
             )
         ],
     ),
-    # free space falls 1.8 GB a minute (30 MB/s): 1.08 TB left at 45m is 10 h; a disk that fell
-    # in one burst and then held still never fires
+    # free space falls 1.8 GB a minute (30 MB/s) for 45 minutes: 1.08 TB left at 45m is 10 h;
+    # then writing stops, free space flat: quiet 4 minutes later. A disk that fell in one burst
+    # and then held still never fires
     "disk-full-eta": (
         {
-            f'fleetdeck_disk_free_bytes{{{H},path="/r",mount="/"}}': "1161000000000-1800000000x60",
+            f'fleetdeck_disk_free_bytes{{{H},path="/r",mount="/"}}': "1161000000000-1800000000x45 1080000000000x30",
             f'fleetdeck_disk_free_bytes{{{H},path="/b",mount="/b"}}': "900000000000-50000000000x5 650000000000x55",
         },
         "45m",
@@ -130,7 +133,7 @@ CASES = {
     ),
     "gpu-headroom": (
         {
-            f"fleetdeck_gpu_headroom_bytes{{{GPU0}}}": "1073741824x30",
+            f"fleetdeck_gpu_headroom_bytes{{{GPU0}}}": "1073741824x15 20000000000x15",
             f"fleetdeck_gpu_unified_memory{{{GPU0}}}": "0x30",
             f'fleetdeck_seat_gpu_memory_bytes{{{H},port="8000",kind="vllm",gpu="0"}}': "10000000000x30",
             # short too, but no seat on it: no alert
@@ -150,7 +153,7 @@ CASES = {
     ),
     "new-stray": (
         {
-            'fleetdeck_schedules_stray{host="h1"}': "3x30",
+            'fleetdeck_schedules_stray{host="h1"}': "3x15 0x15",
             'fleetdeck_schedules_stray{host="h2"}': "0x30",
         },
         "10m",
@@ -167,7 +170,8 @@ CASES = {
     ),
     "seat-check": (
         {
-            f'fleetdeck_seat_check_ok{{{H},port="8000",signature="logprob-nan"}}': "0x30",
+            f'fleetdeck_seat_check_ok{{{H},port="8000",signature="logprob-nan"}}': "0x14",
+            f'fleetdeck_seat_check_ok{{{H},port="8000",signature=""}}': "_x15 1x15",
             f'fleetdeck_seat_check_ok{{{H},port="8001",signature=""}}': "1x30",
         },
         "10m",
@@ -200,7 +204,7 @@ CASES = {
     ),
     "gpu-throttled": (
         {
-            f'fleetdeck_gpu_throttle_reason{{{GPU0},reason="hw-thermal-slowdown"}}': "1x30",
+            f'fleetdeck_gpu_throttle_reason{{{GPU0},reason="hw-thermal-slowdown"}}': "1x15 0x15",
             f'fleetdeck_gpu_throttle_reason{{{H},gpu="1",uuid="GPU-b",reason="sw-power-cap"}}': "1x30",
         },
         "10m",
@@ -216,7 +220,7 @@ CASES = {
     ),
     "gpu-hot": (
         {
-            f"fleetdeck_gpu_temperature_celsius{{{GPU0}}}": "87x30",
+            f"fleetdeck_gpu_temperature_celsius{{{GPU0}}}": "87x15 70x15",
             f"fleetdeck_gpu_slowdown_temperature_celsius{{{GPU0}}}": "90x30",
             f'fleetdeck_gpu_temperature_celsius{{{H},gpu="1",uuid="GPU-b"}}': "60x30",
             f'fleetdeck_gpu_slowdown_temperature_celsius{{{H},gpu="1",uuid="GPU-b"}}': "90x30",
@@ -234,9 +238,9 @@ CASES = {
     ),
     "gpu-ecc": (
         {
-            f'fleetdeck_gpu_ecc_uncorrected_errors{{{GPU0},counter="volatile"}}': "2x30",
+            f'fleetdeck_gpu_ecc_uncorrected_errors{{{GPU0},counter="volatile"}}': "2x15 0x15",
             f'fleetdeck_gpu_ecc_uncorrected_errors{{{GPU0},counter="aggregate"}}': "5x30",
-            f"fleetdeck_gpu_ecc_pending_retirement{{{GPU0}}}": "1x30",
+            f"fleetdeck_gpu_ecc_pending_retirement{{{GPU0}}}": "1x15 0x15",
             f'fleetdeck_gpu_ecc_uncorrected_errors{{{H},gpu="1",uuid="GPU-b",counter="volatile"}}': "0x30",
         },
         "10m",
@@ -252,7 +256,7 @@ CASES = {
         ],
     ),
     "gpu-xid": (
-        {f'fleetdeck_gpu_xid_errors{{{GPU0},code="79"}}': "2x30"},
+        {f'fleetdeck_gpu_xid_errors{{{GPU0},code="79"}}': "2x15 0x15"},
         "10m",
         [
             (
@@ -266,7 +270,7 @@ CASES = {
     ),
     "gpu-lost": (
         {
-            f"fleetdeck_gpu_lost{{{GPU0}}}": "1x30",
+            f"fleetdeck_gpu_lost{{{GPU0}}}": "1x15 0x15",
             f'fleetdeck_gpu_lost{{{H},gpu="1",uuid="GPU-b"}}': "0x30",
         },
         "10m",
@@ -281,7 +285,13 @@ CASES = {
         ],
     ),
     "run-failed": (
-        {f'fleetdeck_run_state{{{RUN},state="failed"}}': "1x30"},
+        {
+            # live until 4m, failed from 5m on: an event, firing 15 minutes (event_hold_minutes)
+            f'fleetdeck_run_state{{{RUN},state="running"}}': "1x4",
+            f'fleetdeck_run_state{{{RUN},state="failed"}}': "_x5 1x25",
+            # first seen already failed: never fires
+            'fleetdeck_run_state{host="h1",run="old",path="/r/old",state="failed"}': "1x30",
+        },
         "10m",
         [
             (
@@ -294,7 +304,11 @@ CASES = {
         ],
     ),
     "run-finished": (
-        {f'fleetdeck_run_state{{{RUN},state="finished"}}': "1x30"},
+        {
+            f'fleetdeck_run_state{{{RUN},state="stalled"}}': "1x4",
+            f'fleetdeck_run_state{{{RUN},state="finished"}}': "_x5 1x25",
+            'fleetdeck_run_state{host="h1",run="old",path="/r/old",state="finished"}': "1x30",
+        },
         "10m",
         [
             (
@@ -307,8 +321,11 @@ CASES = {
         ],
     ),
 }
-#: later evaluations that must find nothing firing
-QUIET = {"seat-restart": "25m", "host-down": "1m", "disk-full-eta": "32m"}
+#: later (or earlier) evaluations that must find nothing firing: every rule resolves once its
+#: series say so (most turn sound at 16m), and one with a `for` is quiet before it has held
+QUIET = {rule: ("25m",) for rule in CASES}
+QUIET["host-down"] = ("1m", "25m")
+QUIET["disk-full-eta"] = ("32m", "49m")
 
 
 def unit_tests(rules: Path, config: AlertConfig) -> str:
@@ -327,8 +344,7 @@ def unit_tests(rules: Path, config: AlertConfig) -> str:
                 ],
             }
         ]
-        if rule in QUIET:
-            checks.append({"eval_time": QUIET[rule], "alertname": rule, "exp_alerts": []})
+        checks += [{"eval_time": t, "alertname": rule, "exp_alerts": []} for t in QUIET[rule]]
         tests.append(
             {
                 "interval": "1m",
@@ -407,6 +423,88 @@ def test_the_fleet_files_alerts_table_reaches_the_file(tmp_path):
     rules.write_text(text)
     assert promtool_run("check", "rules", str(rules)).returncode == 0
     assert set(expressed(cfg)) == (set(EXPRESSED) & set(RULES)) - {"new-stray"}
+
+
+def expand(values: str) -> list[float | None]:
+    """promtool's series notation (`a`, `axn`, `a+bxn`, `a-bxn`, `_`, `_xn`), one value a minute."""
+    out: list[float | None] = []
+    for part in values.split():
+        m = re.fullmatch(r"(_|-?[0-9.e]+)(?:([+-])([0-9.e]+))?(?:x([0-9]+))?", part)
+        assert m, part
+        first, sign, step, n = m.groups()
+        if first == "_":
+            out += [None] * int(n or 1)
+            continue
+        d = float(step or 0) * (-1 if sign == "-" else 1)
+        out += [float(first) + d * i for i in range(int(n) + 1 if n else 1)]
+    return out
+
+
+def parse_series(series: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = series.partition("{")
+    return name, dict(
+        (k, v.strip('"')) for k, v in (x.split("=", 1) for x in rest.rstrip("}").split(","))
+    )
+
+
+def engine_firing(rule: str, minutes: int) -> dict[int, set[str]]:
+    """The subjects fleetdeck's own engine has firing for `rule` at each minute, polled once a
+    minute on the same series as the promtool case: a run's state series as its Run, a free
+    space series as the disk behind its path (used = size - free)."""
+    from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, HostSnapshot
+
+    series = [(*parse_series(k), expand(v)) for k, v in CASES[rule][0].items()]
+    e, out, t0, size = AlertEngine(AlertConfig()), {}, 1_800_000_000.0, 2 * 10**12
+    for m in range(minutes + 1):
+        runs, disks = [], []
+        for name, lab, vals in series:
+            v = vals[m] if m < len(vals) else None
+            if v is None:
+                continue
+            if name == "fleetdeck_run_state" and v == 1:
+                runs.append(
+                    Run(
+                        host="h1",
+                        path=lab["path"],
+                        name=lab["run"],
+                        state=lab["state"],
+                        adapter=f"{lab['path']}/final_adapter"
+                        if lab["state"] == "finished"
+                        else None,
+                    )
+                )
+            elif name == "fleetdeck_disk_free_bytes":
+                free = int(v)
+                disks.append(Disk(lab["path"], lab["mount"], "ext4", size, size - free, free))
+        t = t0 + 60 * m
+        h = HostSnapshot(name="h1", reachable=True, runs=tuple(runs), disks=tuple(disks), time=t)
+        e.evaluate(FleetSnapshot(hosts=(h,), time=t), now=t)
+        out[m] = {a.subject for a in e.firing() if a.rule == rule}
+    return out
+
+
+#: the evaluations at which the engine is held to promtool's verdict on the same series
+#: (disk-full-eta: the engine needs `disk_rate_min_span` of samples where Prometheus needs the
+#: whole window, so its wait for `for` ends sooner; both fire at 45m and both are quiet 4
+#: minutes after writing stopped)
+AGREE = {
+    "run-finished": ("10m", "25m"),
+    "run-failed": ("10m", "25m"),
+    "disk-full-eta": ("45m", "49m"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(AGREE))
+def test_the_engine_fires_and_resolves_as_the_promtool_case_says(rule):
+    _series, at, alerts = CASES[rule]
+    want = {at: {labels["subject"] for labels, _notes in alerts}}
+    want.update({t: set() for t in QUIET[rule]})
+    got = engine_firing(rule, max(int(t[:-1]) for t in AGREE[rule]))
+    for t in AGREE[rule]:
+        assert got[int(t[:-1])] == want[t], (rule, t, got)
+    # an event fires once: the minutes it fires at are one stretch, never again
+    fired = [m for m, subjects in got.items() if subjects]
+    assert fired and fired == list(range(fired[0], fired[-1] + 1)), fired
 
 
 def test_run_figures_agree_with_the_engines_verdicts():
