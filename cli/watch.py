@@ -28,6 +28,16 @@ from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve
 from fleetdeck.backend.monitor.history import History
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
+from fleetdeck.backend.web.access import (
+    TokenRefused,
+    ensure_token,
+    is_loopback,
+    new_token,
+    parse_web_listen,
+    token_path,
+)
+from fleetdeck.backend.web.server import serve_web
+from fleetdeck.backend.web.view_state import Both, ViewState
 from fleetdeck.cli.args import add_hosts_option, at_least_one, seconds_type
 from fleetdeck.show.fmt import said
 
@@ -48,6 +58,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_hosts_option(p)
     p.add_argument(
         "--prometheus", metavar="ADDR:PORT", help="serve /metrics here (e.g. 127.0.0.1:9464)"
+    )
+    p.add_argument(
+        "--web",
+        metavar="ADDR:PORT",
+        help="serve the read-only web view here (PORT alone: on 127.0.0.1; docs/web.md)",
+    )
+    p.add_argument(
+        "--rotate-web-token",
+        action="store_true",
+        help="make a new web token and print it once (a running watch takes it at once)",
     )
     p.add_argument(
         "--count",
@@ -128,6 +148,9 @@ class Watcher(Monitor):
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Run the headless poller until stopped (or for --count polls)."""
+    if args.rotate_web_token and not args.web:
+        print(f"web token (shown once; kept in {token_path()}): {new_token()}")
+        return 0
     # until the loop's own handler is in place, SIGTERM ends the start-up (nothing is judged yet)
     signal.signal(signal.SIGTERM, _exit_now)
     fleet = load_fleet(args.hosts)
@@ -205,8 +228,18 @@ def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
             return 1
         print(f"metrics on http://{addr}:{bound}/metrics", flush=True)
 
+    view = None
+    if args.web:
+        view, code = _start_web(args)
+        if view is None:
+            return code
+        collector = Both(collector, view)
+
     async def main() -> None:
         watcher = Watcher(fleet, collector=collector)
+        if view is not None:
+            view.alerts = watcher.alerts
+            view.held = lambda: watcher.deliverer.held() if watcher.deliverer is not None else []
         loop = asyncio.get_running_loop()
         stop_on_signal(loop, watcher.stop)
         where = watcher.history.path if watcher.history is not None else "-"
@@ -215,3 +248,44 @@ def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
 
     asyncio.run(main())
     return 0
+
+
+def _start_web(args: argparse.Namespace) -> tuple[ViewState | None, int]:
+    """The web view served as `--web` says, its address and token said once; (its state, 0),
+    or (None, the exit status) with the reason on stderr."""
+    try:
+        addr, port = parse_web_listen(args.web)
+    except ValueError as e:
+        print(f"fleetdeck: {e}", file=sys.stderr)
+        return None, 2
+    try:
+        token, fresh = (new_token(), True) if args.rotate_web_token else ensure_token()
+    except TokenRefused as e:
+        print(f"fleetdeck: {e.code}: {e.message}", file=sys.stderr)
+        return None, 1
+    except OSError as e:
+        print(f"fleetdeck: the web token cannot be made: {e.strerror or e}", file=sys.stderr)
+        return None, 1
+    view = ViewState()
+    try:
+        server = serve_web(addr, port, view)
+    except OSError as e:
+        print(
+            f"fleetdeck: cannot serve the web view on {args.web}: {e.strerror or e}",
+            file=sys.stderr,
+        )
+        return None, 1
+    where = f"http://{f'[{addr}]' if ':' in addr else addr}:{server.server_address[1]}/"
+    print(f"web view on {where}", flush=True)
+    if fresh:
+        print(f"web token (shown once; kept in {token_path()}): {where}?token={token}", flush=True)
+    else:
+        print(
+            f"web token in {token_path()} (rotate: fleetdeck watch --rotate-web-token)", flush=True
+        )
+    if not is_loopback(addr):
+        print(
+            f"warning: the web view answers the network on {addr}; put TLS in front of it (docs/web.md)",
+            flush=True,
+        )
+    return view, 0

@@ -211,6 +211,16 @@ class DeliveryQueue:
         return rejects, warnings
 
     # -- silences -------------------------------------------------------------------------------
+    def held(self) -> list[tuple[dict[str, Any], float]]:
+        """The notices and transitions a silence holds back now: (the alert as it will be
+        delivered, when the silence ends), soonest first."""
+        out = [
+            (dict(self.pending[k].alert), until)
+            for k, until in self._parked.items()
+            if k in self.pending
+        ]
+        return sorted(out, key=lambda x: x[1])
+
     def _look_at_silences(self, now: float) -> None:
         """Read silences.json again if it changed; then every held entry is looked at again."""
         if self.silences.refresh():
