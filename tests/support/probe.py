@@ -13,7 +13,9 @@ from support.weights import safetensors
 
 
 def _write_probe() -> Path:
-    """The probe as a host receives it (bundled with the host library), written to one file."""
+    """The probe as a host receives it (bundled with the host library), written to one file that
+    goes when the test process does."""
+    import atexit
     import tempfile
 
     from fleetdeck.backend.fleet.link.bundle import bundle
@@ -22,6 +24,7 @@ def _write_probe() -> Path:
     fd, name = tempfile.mkstemp(prefix="fleetdeck-probe-", suffix=".py")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(bundle(PROBE_MODULE))
+    atexit.register(lambda: Path(name).unlink(missing_ok=True))
     return Path(name)
 
 
