@@ -2,7 +2,7 @@
 
     python benchmarks/train_bench.py --models qwen3-0.6b,qwen3-1.7b,qwen3-4b [--baseline]
         [--levers projections-apart,lora-apart,cross_entropy="compiled"] [--steps 10]
-        [--warmup 3] [--seq-len 4096] [--json OUT.json]
+        [--warmup 3] [--seq-len 4096] [--recipe default|surogate] [--json OUT.json]
 
 Writes a synthetic corpus (long documents of random words; bytes are tokens with the built-in
 tokenizer) and one RUN.toml per model into a temporary folder, then runs, in one process:
@@ -83,17 +83,36 @@ def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
-def write_run(folder: Path, arch: str, seq_len: int) -> Path:
-    toml = folder / f"{arch}.toml"
-    toml.write_text(f"""name = "bench-{arch}"
+#: the bench's recipes (`--recipe`): RUN.toml keys beside the model, corpus and seed. "default" is
+#: the operator's own (8 rows of seq_len a step, r 32); "surogate" is the configuration of
+#: Surogate's published speed table (invergent-ai/surogate, benchmarks/speed.md: max_seq_length
+#: 2048, per-device batch 2 x gradient accumulation 4, packing, LoRA r 16 / alpha 32 on the seven
+#: projections), written as <arch>-surogate.toml; its seq_len is fixed at 2048
+RECIPES: dict[str, dict] = {
+    "default": {"batch_size": 1, "grad_accum": 8, "lora_rank": 32, "lora_alpha": 64},
+    "surogate": {
+        "seq_len": 2048,
+        "batch_size": 2,
+        "grad_accum": 4,
+        "lora_rank": 16,
+        "lora_alpha": 32,
+    },
+}
+
+
+def write_run(folder: Path, arch: str, seq_len: int, recipe: str = "default") -> Path:
+    keys = {"seq_len": seq_len, **RECIPES[recipe]}
+    stem = arch if recipe == "default" else f"{arch}-{recipe}"
+    toml = folder / f"{stem}.toml"
+    toml.write_text(f"""name = "bench-{stem}"
 base_model = "random:{arch}"
 corpus = "corpus.jsonl"
-output = "runs/{arch}"
-seq_len = {seq_len}
-batch_size = 1
-grad_accum = 8
-lora_rank = 32
-lora_alpha = 64
+output = "runs/{stem}"
+seq_len = {keys["seq_len"]}
+batch_size = {keys["batch_size"]}
+grad_accum = {keys["grad_accum"]}
+lora_rank = {keys["lora_rank"]}
+lora_alpha = {keys["lora_alpha"]}
 lora_dropout = 0.0
 target_modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 eval_fraction = 0.01
@@ -109,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--baseline", action="store_true")
+    p.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        default="default",
+        help="the RUN.toml keys: default (the operator's) or surogate (Surogate's published "
+        "configuration: seq_len 2048, 2 x 4 rows a step, r 16 / alpha 32)",
+    )
     p.add_argument(
         "--levers",
         default="",
@@ -133,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     write_corpus(folder / "corpus.jsonl", need)
     if args.prepare:
         for arch in args.models.split(","):
-            print(write_run(folder, arch, args.seq_len))
+            print(write_run(folder, arch, args.seq_len, args.recipe))
         return 0
     import torch
     import torch._dynamo
@@ -152,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.profile:
         for arch in args.models.split(","):
-            profile(load_run_config(write_run(folder, arch, args.seq_len)), args.warmup)
+            profile(
+                load_run_config(write_run(folder, arch, args.seq_len, args.recipe)), args.warmup
+            )
         return 0
     chosen = (
         list(LEVERS.items())
@@ -161,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     for arch in args.models.split(","):
-        cfg = load_run_config(write_run(folder, arch, args.seq_len))
+        cfg = load_run_config(write_run(folder, arch, args.seq_len, args.recipe))
         variants = [("fleetdeck default", {})]
         variants += list(chosen)
         if args.baseline:

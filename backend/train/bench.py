@@ -5,7 +5,10 @@ FLOPs of a step = tokens*(4*N_matmul + 6*N_lora) + 6*attention_layers*(heads*hea
 (frozen base: forward and input-gradient matmuls; adapters also get weight gradients; causal
 attention over each document piece of n tokens, as the step really fed them), over the bf16
 GPU's dense bf16 rate from its datasheet (`mfu`, the headline; `DATASHEET_BF16_TFLOPS`), with the
-bf16 matmul rate measured on this card in the same run beside it (`mfu_measured`). `--baseline`
+bf16 matmul rate measured on this card in the same run beside it (`mfu_measured`). Before the run
+it also measures the bound's two rates on this card (bound_rates.py: the matmul rate on the
+model's own product shapes, the attention kernel's forward + backward rate at the run's seq_len)
+and reports each recipe's fraction of the tokens/s they allow (`fraction_of_bound`, bound.py). `--baseline`
 also runs three references in the same process (reference.py: `reference-strong`, the strongest
 plain Trainer + peft a practitioner would configure, with Liger and no padding; `reference-plain`,
 rows padded to the longest of the batch; `reference`, the operator's old recipe); `ratio` is
@@ -26,6 +29,7 @@ import tomllib
 
 from fleetdeck.backend.fleet.config import ConfigError
 
+from . import bound
 from .bench_figures import datasheet_tflops, matmul_peak_tflops, summarize
 from .runconfig import RunConfig, _value, load_run_config, with_overrides
 
@@ -53,7 +57,7 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
     compile_disk_caches_off()
     engine, train, _, schedule = prepare(cfg, 0, 1, log)
     cuda = engine.device.type == "cuda"
-    times, tokens, flops = [], [], []
+    times, tokens, flops, attn_sq = [], [], [], []
     per_step: list[dict] = []
     for i in range(warmup + steps):
         if i == warmup and cuda:
@@ -75,6 +79,7 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
             times.append(dt)
             tokens.append(tok)
             flops.append(engine.step_flops(tok, engine.last_attn_sq))
+            attn_sq.append(engine.last_attn_sq)
     peak = torch.cuda.max_memory_allocated(engine.device) if cuda else None
     s = engine.shapes
     out = {
@@ -84,6 +89,7 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
         "times": times,
         "tokens": tokens,
         "flops": flops,
+        "attn_sq": attn_sq,
         "peak": peak,
         "adapted_modules": len(engine.plan.modules),
         "device": engine.device,
@@ -98,6 +104,24 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
     del engine, train
     _free()
     return out
+
+
+def _bound_rates(cfg: RunConfig, device, log) -> dict | None:
+    """The bound's rates measured on this card (bound_rates.py), None off CUDA or where the
+    measurement fails (said in the log: the run is timed all the same)."""
+    if device.type != "cuda":
+        return None
+    try:
+        # deferred: bound_rates imports torch (seconds; `fleetdeck bench --help` runs without it)
+        from .bound_rates import measure
+
+        return measure(cfg, device, log)
+    except Exception as e:  # noqa: BLE001 - the bound is a figure beside the run, not the run
+        log(
+            f"bound not measured: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+        )
+        _free()
+        return None
 
 
 def compile_disk_caches_off() -> None:
@@ -220,6 +244,7 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         + (f"; bf16 matmul peak measured {peak:.0f} TFLOP/s" if peak else "")
         + (f", datasheet {datasheet:g} TFLOP/s (the MFU headline)" if datasheet else "")
     )
+    rates = _bound_rates(cfg, device, log)
     # fleetdeck first: reference-strong's `use_liger_kernel` patches transformers' model classes and
     # functions for the whole process (Liger's RMSNorm, RoPE, SwiGLU), which would then run inside
     # fleetdeck's compiled layers and in the other references; so the references follow, strong last
@@ -266,11 +291,20 @@ def _bench(cfg: RunConfig, args, log) -> dict:
         "adapted_modules": ours["adapted_modules"],
         "packing": ours["packing"],
         "packing_off_reason": ours["packing_off"],
+        "bound": rates,
         "results": [],
     }
+    measured = bound.rates_of(rates) if rates else None
+    if rates and measured:
+        rates["full_rows_tokens_per_second"] = round(
+            bound.full_rows_tokens_per_second(cfg.seq_len, per_token, per_sq, measured), 1
+        )
     for r in results:
         s = summarize(r["times"], r["tokens"], r["flops"], peak, r["peak"], datasheet)
         entry = {"recipe": r["recipe"], "description": r["description"], **s}
+        if measured and r.get("attn_sq"):
+            terms = (per_token, per_sq, measured)
+            entry.update(bound.fraction(r["tokens"], r["attn_sq"], r["times"], *terms))
         for k in (
             "per_step",
             "batch",
@@ -304,6 +338,11 @@ def _bench(cfg: RunConfig, args, log) -> dict:
             mfu = f"  MFU {100 * r['mfu']:.1f}% of the datasheet" if r["mfu"] is not None else ""
             if r["mfu_measured"] is not None:
                 mfu += f" ({100 * r['mfu_measured']:.1f}% of the measured matmul rate)"
+            if r.get("fraction_of_bound") is not None:
+                mfu += (
+                    f"; {100 * r['fraction_of_bound']:.1f}% of the bound "
+                    f"{r['bound_tokens_per_second']:,.0f} tok/s"
+                )
             mem = (
                 f"  peak {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] is not None else ""
             )
