@@ -42,7 +42,6 @@ HOST_RULES = {
     "run-finished": "run finished",
     "run-stalled": "run stalled",
     "host-down": "host down",
-    "seat-check": "seat check",
     "loss-nonfinite": "loss not finite",
 }
 #: the rules whose firing is an event of the card its subject names (`GPU<n>`, `GPU<n> Xid <code>`)
@@ -102,6 +101,8 @@ def _card_subject(subject: str, gpu: int) -> bool:
 
 
 def _alert_event(e: dict[str, Any], gpu: int) -> Event | None:
+    """The event `e` of history shows on card `gpu`'s plot, or None. A seat check is its own
+    event, sound or not; the seat-check alert that a failed one fires is not listed again."""
     if e.get("kind") == "seat-check":
         return Event(float(e["t"]), "seat check", f"{e.get('subject', '')}: {e.get('text', '')}")
     if e.get("kind") != "alert-firing":

@@ -249,3 +249,27 @@ def test_a_gpu_figure_asked_of_a_host_without_a_gpu_says_so():
     out = _cli("cpu", "--gpu", "0", "--plot")
     assert out.returncode == 1 and "cpu has no GPU" in out.stderr, (out.stdout, out.stderr)
     assert "nothing recorded" not in out.stdout
+
+
+def test_a_failed_seat_check_is_one_event_not_two():
+    """`watch` writes a failed check twice over: the check's own event (`seat-check`, its
+    verdict) and the seat-check alert it fires (`alert-firing`); the plot lists it once."""
+    now = time.time()
+    when = _incident(now)
+    h = History(history_path())
+    t = when["xid"] + 900
+    h.event(t, "gx", "seat-check", "port 8000", "logprob-nan: NaN logprobs in 3 of 3 tokens")
+    h.event(
+        t,
+        "gx",
+        "alert-firing",
+        "seat-check port 8000",
+        "seat vllm:8000 on gx failed its check: NaN logprobs in 3 of 3 tokens",
+    )
+    h.event(t + 300, "gx", "seat-check", "port 8000", "sound")
+    h.close()
+    out = _cli("gx", "--seat", "8000", "--plot", "--since", "6h", "--width", "72", "--height", "6")
+    assert out.returncode == 0, out.stderr
+    checks = [x for x in out.stdout.splitlines() if "seat check" in x]
+    assert len(checks) == 2, out.stdout  # the failed one once, then the sound one
+    assert "logprob-nan" in checks[0] and "sound" in checks[1]
