@@ -75,6 +75,8 @@ async def test_crontab_entry_removed_others_untouched_backups_written(root_cront
         and Path(rep.host_backup).read_bytes() == CRONTAB.encode()
     )
     assert stat.S_IMODE(ctl.stat().st_mode) == 0o600
+    # the two backups are told apart: the host's named as the host's
+    assert rep.message.endswith(f"; its backup on the host: {rep.host_backup}"), rep.message
     assert not Path("/tmp/fleetdeck-pwned").exists()
     assert audit_results() == ["started", "done"]
     assert "line 4" in audit.read_audit()[0]["plan"]

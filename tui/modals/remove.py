@@ -121,7 +121,9 @@ class RemoveScheduleModal(TypedConfirmModal[RemovalCheck, RemoveReport]):
     def show_result(self, report: RemoveReport) -> None:
         result = self.query_one("#remove-result", Static)
         if report.ok:
-            extra = f" Backup: {said(report.backup)}." if report.backup else ""
+            extra = (
+                f" Another copy on this machine: {said(report.backup)}." if report.backup else ""
+            )
             result.update(Text(f"✔ removed: {said(report.message)}.{extra}", style="bold green"))
         else:
             result.update(

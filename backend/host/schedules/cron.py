@@ -200,7 +200,7 @@ def apply_lines(req):
             "sha256_after": common.sha(after),
             "said": said,
         },
-        "message": "removed line %d of %s (%s); backup at %s"
+        "message": "removed line %d of %s (%s); its backup on the host: %s"
         % (s["line"], what, said, shown_short(backup)),
     }
 
