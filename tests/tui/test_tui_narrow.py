@@ -44,6 +44,29 @@ async def test_important_columns_stay_at_80x24(view, table_id, must, minor):
         assert set(must) | set(minor) <= keys
 
 
+async def test_at_80x24_the_disks_go_under_each_hosts_status_cut_in_the_middle():
+    app = fixture_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        headers = {c.key.value: str(c.label) for c in table.ordered_columns}
+        assert headers["status"] == "Status · disks", headers
+        status = table.get_cell("ana-ml2", "status").plain.splitlines()
+        # its state first, then one line a disk: how full, and the path's head and tail
+        assert status[0].startswith("● up"), status
+        assert [x.split("%")[0][-3:].strip() for x in status[1:]] == ["73", "91"], status
+        assert status[1].endswith("tune") and "/t" in status[1] and "…" in status[1], status
+        assert status[2].endswith("~/runs"), status
+        # the row is as tall as what it holds; a down host says why, not its last disks
+        down = table.get_cell("nh3-dev", "status").plain.splitlines()
+        assert down[0].startswith("✖ DOWN") and not any("%" in x for x in down), down
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        headers = {c.key.value: str(c.label) for c in table.ordered_columns}
+        assert headers["status"] == "Status" and headers["disks"] == "Disks"
+        assert "%" not in table.get_cell("ana-ml2", "status").plain
+
+
 def test_shortened_names_never_look_the_same():
     rng = random.Random(7)
     for _ in range(2000):

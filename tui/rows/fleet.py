@@ -114,6 +114,8 @@ def host_cells(
     else:
         stray_n = sum(1 for s in snap.schedules if s.stray)
         stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
+    if "disks" not in w and snap is not None and not down and snap.disks:
+        _disk_lines(snap, w["status"], dim, into=status)  # below 100 columns: under the status
     status_t = status.build()
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
     cells = {
@@ -140,6 +142,8 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     if snap is None:
         return status
     disks = len(snap.disks) if "disks" in w else 0
+    if "disks" not in w and not down:  # below 100 columns the disks go under the status
+        status += len(snap.disks)
     runs = sum(1 for r in snap.runs if r.state in LIVE) + any(
         r.state == "failed" for r in snap.runs
     )
@@ -201,11 +205,15 @@ def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
     return out
 
 
-def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+def _disk_lines(
+    h: HostSnapshot | None, width: int, dim: bool, into: TextBuilder | None = None
+) -> tuple[Text, int]:
+    """One line per disk (`███ 91% /srv/…/h1/runs`), written `into` a cell's builder when given
+    (below 100 columns the disks go under the host's status, a one-cell bar each)."""
     if h is None or not h.disks:
         return Text("-", style="dim"), 0
-    t = TextBuilder()
-    bar_w = 3 if width < 28 else 8
+    t = into if into is not None else TextBuilder()
+    bar_w = 1 if into is not None else 3 if width < 28 else 8
     # a path too long keeps its head and its tail (`/srv/…/h1/runs`): the head says which
     # mount, the tail which folder; the Host view has each in full
     room = max(4, width - bar_w - 6)
@@ -213,7 +221,7 @@ def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, in
     if len(set(paths.values())) < len(paths):  # two alike once cut: cut where they differ
         paths = shorten_unique(list(paths), room)
     for i, d in enumerate(h.disks):
-        if i:
+        if i or into is not None:
             t.add("\n")
         if d.error or not d.total_bytes:
             t.add(f"? {shown(d.path)}", "dim" if dim else "yellow")

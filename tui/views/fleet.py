@@ -17,10 +17,10 @@ from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 def layout_widths(width: int) -> dict[str, int]:
     """The columns shown in a terminal `width` wide and their widths: all of them from 100
-    columns (using up to 200); below that latency and disks go first (the Host view has them),
-    while host, state, GPUs, live runs and the stray count stay."""
+    columns (using up to 200); below that latency goes (the Host view has it) and the disks go
+    under each host's status, while host, GPUs, live runs and the stray count keep theirs."""
     if width < 100:
-        w = {"host": 8, "status": 13, "gpus": 24, "runs": 14, "stray": 5}
+        w = {"host": 8, "status": 16, "gpus": 24, "runs": 14, "stray": 5}
         extra = max(0, width - 80)
         w["gpus"] += extra // 2
         w["runs"] += extra - extra // 2
@@ -56,6 +56,12 @@ class FleetScreen(TableView):
 
     def column_widths(self, width: int, need: dict[str, int] | None) -> dict[str, int]:
         return layout_widths(width)
+
+    def _columns(self, w: dict[str, int]) -> list[tuple[str, str, int]]:
+        cols = super()._columns(w)
+        if "disks" in w:
+            return cols
+        return [(k, "Status · disks" if k == "status" else h, n) for k, h, n in cols]
 
     def refresh_view(self) -> None:
         state, widths = self.state, self._widths
