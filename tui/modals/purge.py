@@ -14,7 +14,6 @@ from fleetdeck.show.fmt import said
 from fleetdeck.tui.modals.purge_text import (
     PLAN_COLUMNS,
     check_text,
-    cut_paths,
     evals_text,
     report_text,
 )
@@ -211,11 +210,14 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
         # columns too: an auto-width column keeps the width of the longest path it ever held,
         # so after a resize to 80 columns the size and checks would stay off the dialog
         table.clear(columns=True)
-        table.add_columns(*PLAN_COLUMNS)
-        names = cut_paths([shown(e.path) for e in plan.paths], self.path_width())
+        path_h, *rest = PLAN_COLUMNS
+        longest = max((len(shown(e.path)) for e in plan.paths), default=len(path_h))
+        table.add_column(path_h, width=max(len(path_h), min(self.path_width(), longest)))
+        table.add_columns(*rest)
         for entry in plan.paths:
             table.add_row(
-                Text(names[shown(entry.path)]),
+                # a path is never cut: it wraps within its column, its row as tall as it needs
+                Text(shown(entry.path), overflow="fold"),
                 size_short(entry.bytes),
                 check_text(entry),
                 height=None,
@@ -328,7 +330,7 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
     def path_width(self) -> int:
         """Room for a path in the plan table, so that its size and checks stay on screen at 80
         columns (the dialog is 90 % of the screen; the size, the checks and the cell padding
-        take about 45). A cut path keeps its head and tail; it is in full where it is typed."""
+        take about 45). A longer path wraps in it, whole."""
         dialog = min(140, self.app.size.width * 9 // 10)
         return max(16, dialog - 50)
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import size_short
-from fleetdeck.show.fmt import said, shorten_unique
+from fleetdeck.show.fmt import said
 
 if TYPE_CHECKING:
     from fleetdeck.backend.actions.purge_plan import PathPlan, PurgePlan, PurgeReport
@@ -39,15 +39,6 @@ def check_text(entry: PathPlan) -> Text:
 
 #: the plan table's columns (the bytes are the files' sizes, as `fleetdeck purge` prints them)
 PLAN_COLUMNS = ("Path", "File bytes", "Checks")
-
-
-def cut_paths(paths: list[str], width: int) -> dict[str, str]:
-    """Each path cut to `width` keeping its tail (`…/checkpoints/checkpoint-25`: the part that
-    tells checkpoints apart); when two tails look the same, head and tail around a `…`."""
-    cut = {p: p if len(p) <= width else "…" + p[-(width - 1) :] for p in paths}
-    if len(set(cut.values())) == len(cut):
-        return cut
-    return shorten_unique(paths, width)
 
 
 def evals_text(plan: PurgePlan) -> Text:
