@@ -191,7 +191,10 @@ async def test_mirror_refuses_a_differing_destination(tmp_path):
         await dry_run(app, pilot, modal)
         act = modal.query_one("#act", Button)
         assert act.disabled and str(act.label) == "Copy refused"
-        assert "dst-differs" in str(modal.query_one("#mirror-result").render())
+        said = str(modal.query_one("#mirror-result").render())
+        assert "dst-differs" in said
+        # what to do here, not only a command-line flag
+        assert "type its path in the dashboard's field" in " ".join(said.split()), said
     assert (dst / "adapter_model.safetensors").read_bytes() == b"something else"
 
 

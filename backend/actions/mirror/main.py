@@ -185,8 +185,9 @@ async def mirror(
             elif not replace:
                 raise MirrorFail(
                     "dst-differs",
-                    _differs_sentence(sl, dl, files) + "; nothing was changed "
-                    "(--replace puts a proven copy in its place and keeps this one aside)",
+                    _differs_sentence(sl, dl, files) + "; nothing was changed (to replace it, "
+                    "type its path in the dashboard's field, or --replace on the command line: a "
+                    "proven copy takes its place and this one is kept aside)",
                     files,
                 )
             else:
