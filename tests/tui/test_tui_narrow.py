@@ -67,6 +67,40 @@ async def test_at_80x24_the_disks_go_under_each_hosts_status_cut_in_the_middle()
         assert "%" not in table.get_cell("ana-ml2", "status").plain
 
 
+async def test_at_80x24_the_runs_view_shows_every_host_and_run_name_whole():
+    names = ["run-with-a-rather-long-name-7", "run-with-a-rather-long-name-8", "r1"]
+    hosts = ["train-node-a-01", "train-node-a-02", "gx10"]
+    fleet = parse_fleet("".join(f"[hosts.{h}]\nlocal = true\n" for h in hosts), "x")
+    runs = {
+        h: Run(host=h, path=f"/runs/{n}", name=n, state="running", step=3, max_steps=9)
+        for h, n in zip(hosts, names, strict=True)
+    }
+    snap = FleetSnapshot(
+        hosts=tuple(HostSnapshot(name=h, reachable=True, time=1.0, runs=(runs[h],)) for h in hosts),
+        time=1.0,
+    )
+    app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, 1)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#runs-table", KeyedTable)
+        for h in hosts:
+            key = runs[h].key
+            name = table.get_cell(key, "name")
+            host = table.get_cell(key, "host")
+            name = name if isinstance(name, str) else name.plain
+            host = host if isinstance(host, str) else host.plain
+            # every character there, in lines that fit the column; the row as tall as they are
+            assert name.replace("\n", "") == runs[h].name and host.replace("\n", "") == h
+            lines = max(name.count("\n"), host.count("\n")) + 1
+            assert table.rows[key].height == lines
+            assert "…" not in name + host
+        assert table.rows[runs["train-node-a-01"].key].height > 1
+        assert table.rows[runs["gx10"].key].height == 1
+        assert table.virtual_size.width <= table.size.width
+
+
 def test_shortened_names_never_look_the_same():
     rng = random.Random(7)
     for _ in range(2000):

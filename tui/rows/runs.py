@@ -40,7 +40,7 @@ def _bar_width(r: Run, width: int) -> int:
 
 def run_cells(r: Run, w: dict[str, int], host: str, name: str) -> tuple:
     """The runs table's cells of `r` for the columns `w` (key -> width), in their order; `host`
-    and `name`: the run's host and name as the table shows them (shortened, unique)."""
+    and `name`: the run's host and name as the table shows them (whole, wrapped in their column)."""
     cells = {
         "host": host,
         "name": name,

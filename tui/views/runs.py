@@ -15,7 +15,6 @@ from textual.widgets import Label, Static
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.cells import eval_trend, loss_chart
-from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.rows.runs import (
     checkpoint_rows,
     run_cells,
@@ -47,6 +46,19 @@ NAME_MAX = 40
 #: the host column's widest, and the progress column's (its bar grows to fill it)
 HOST_MAX = 24
 PROG_MAX = 60
+
+
+def folded(text: str, width: int) -> str:
+    """`text` whole, in lines of at most `width` characters, each broken after a space, `-`,
+    `_`, `/` or `.` where one falls in its second half (a name never loses a character)."""
+    width = max(1, width)
+    lines = []
+    while len(text) > width:
+        cut = max(text.rfind(c, 0, width) for c in " -_/.") + 1
+        n = cut if cut > width // 2 else width
+        lines.append(text[:n])
+        text = text[n:]
+    return "\n".join([*lines, text])
 
 
 def run_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]:
@@ -222,22 +234,26 @@ class RunsScreen(RunActions, RunLog, TableView):
         # a third of a Runs repaint
         label_key = (w["host"], w["name"], tuple((r.host, r.name) for r in runs))
         if getattr(self, "_labels", (None,))[0] != label_key:
-            self._labels = (
-                label_key,
-                shorten_unique([r.host for r in runs], w["host"]),
-                shorten_unique([shown(r.name) for r in runs], w["name"]),
-                {r.name: shown(r.name) for r in runs},
-            )
-        _, hosts, names, escaped = self._labels
+            # a host or run name is never cut: one longer than its column wraps in it, and its
+            # row is as tall as the longer of the two
+            hosts = {r.host: folded(r.host, w["host"]) for r in runs}
+            names = {r.name: folded(shown(r.name), w["name"]) for r in runs}
+            heights = {
+                r.key: n
+                for r in runs
+                if (n := max(hosts[r.host].count("\n"), names[r.name].count("\n")) + 1) > 1
+            }
+            self._labels = (label_key, hosts, names, heights)
+        _, hosts, names, heights = self._labels
         by_key = {r.key: r for r in runs}
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            return run_cells(r, w, hosts[r.host], names[escaped[r.name]])
+            return run_cells(r, w, hosts[r.host], names[r.name])
 
         self._by_key = by_key
         with self.app.batch_update():
-            self.table.sync_lazy(list(by_key), make)
+            self.table.sync_lazy(list(by_key), make, heights)
             self.show_run()
 
     #: the one host shown (`:runs HOST`), or None for every host
