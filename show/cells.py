@@ -292,3 +292,16 @@ class TextBuilder:
     def build(self) -> Text:
         """The Text, one line per '\\n', cut with an ellipsis rather than wrapped."""
         return Text("".join(self.parts), spans=self.spans, no_wrap=True, overflow="ellipsis")
+
+
+def folded(text: str, width: int) -> str:
+    """`text` whole, in lines of at most `width` characters, each broken after a space, `-`,
+    `_`, `/` or `.` where one falls in its second half (a name never loses a character)."""
+    width = max(1, width)
+    lines = []
+    while len(text) > width:
+        cut = max(text.rfind(c, 0, width) for c in " -_/.") + 1
+        n = cut if cut > width // 2 else width
+        lines.append(text[:n])
+        text = text[n:]
+    return "\n".join([*lines, text])

@@ -119,18 +119,48 @@ def test_shortened_names_never_look_the_same():
     }
 
 
-async def test_long_host_names_stay_distinct_in_the_fleet_table():
+async def test_long_host_and_run_names_are_whole_in_the_fleet_table():
     names = ["train-node-a-01", "train-node-a-02", "train-node-b-01"]
     fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in names), "x")
+    long_run = Run(
+        host=names[0],
+        path="/runs/lora-qwen3-1.7b-r32-seq4096",
+        name="lora-qwen3-1.7b-r32-seq4096",
+        state="running",
+        step=40,
+        max_steps=100,
+    )
+    stalled = Run(
+        host=names[0],
+        path="/runs/a-stalled-run-with-a-long-name",
+        name="a-stalled-run-with-a-long-name",
+        state="stalled",
+        step=7,
+        max_steps=100,
+    )
     snap = FleetSnapshot(
-        hosts=tuple(HostSnapshot(name=n, reachable=True, time=1.0) for n in names), time=1.0
+        hosts=tuple(
+            HostSnapshot(
+                name=n, reachable=True, time=1.0, runs=(long_run, stalled) if n == names[0] else ()
+            )
+            for n in names
+        ),
+        time=1.0,
     )
     app = FleetdeckApp(fleet, RecordedSource([snap]), autopoll=False, clock=lambda: 1.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(app, pilot, 1)
         table = app.screen.query_one("#fleet-table", KeyedTable)
         shown = [table.get_cell(n, "host").plain for n in names]
-        assert len(set(shown)) == 3 and all(len(s) <= 8 for s in shown), shown
+        # every host's name whole, wrapped in its column
+        assert [s.replace("\n", "") for s in shown] == names, shown
+        assert all(len(x) <= 8 for s in shown for x in s.splitlines()), shown
+        runs = table.get_cell(names[0], "runs").plain
+        flat = runs.replace("\n ", "")
+        assert long_run.name in flat and stalled.name in flat and "…" not in runs, runs
+        assert "40%" in runs and "stalled" in runs
+        # the row as tall as its longest cell
+        assert table.rows[names[0]].height == len(runs.splitlines()) > 2
 
 
 async def test_failed_run_shows_why_and_no_raw_stderr(tmp_path):

@@ -8,11 +8,11 @@ import time
 from rich.text import Text
 
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN, reason_words, throttle_mark, xid_meaning
-from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.fleet.models import HostSnapshot, Run
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short, size_short
-from fleetdeck.show.cells import TextBuilder, gpu_health_parts, middle
+from fleetdeck.show.cells import TextBuilder, folded, gpu_health_parts, middle
 from fleetdeck.show.fmt import said, shorten_unique
 from fleetdeck.tui.fleet_state import FleetState
 
@@ -117,9 +117,10 @@ def host_cells(
     if "disks" not in w and snap is not None and not down and snap.disks:
         _disk_lines(snap, w["status"], dim, into=status)  # below 100 columns: under the status
     status_t = status.build()
-    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1)
+    label = folded(label or name, w["host"])  # a host's name whole, wrapped in its column
+    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1, label.count("\n") + 1)
     cells = {
-        "host": Text(label or name, style="bold" if not dim else "dim"),
+        "host": Text(label, style="bold" if not dim else "dim"),
         "status": status_t,
         "lat": Text(lat),
         "gpus": gpus,
@@ -136,18 +137,18 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     live = state.hosts.get(name)
     snap = state.shown(name)
     down = live is not None and not live.reachable
+    name_lines = folded(name, w["host"]).count("\n") + 1
     status = 1 if live is None else 2 if down else 1
     if not down and state.is_stale(name):
         status += 1
     if snap is None:
-        return status
+        return max(status, name_lines)
     disks = len(snap.disks) if "disks" in w else 0
     if "disks" not in w and not down:  # below 100 columns the disks go under the status
         status += len(snap.disks)
-    runs = sum(1 for r in snap.runs if r.state in LIVE) + any(
-        r.state == "failed" for r in snap.runs
-    )
-    return max(1, len(snap.gpus), disks, runs, status)
+    live = ordered_runs(r for r in snap.runs if r.state in LIVE)
+    runs = sum(map(len, _run_names(live, w["runs"]))) + any(r.state == "failed" for r in snap.runs)
+    return max(1, len(snap.gpus), disks, runs, status, name_lines)
 
 
 def _gpu_lines(
@@ -232,33 +233,50 @@ def _disk_lines(
     return t.build(), len(h.disks)
 
 
+def _run_widths(width: int) -> tuple[bool, int, int]:
+    """(wide, the width of a running run's name, a stalled one's) in a Live runs cell."""
+    wide = width >= 30
+    # a stalled run's line says so in words where the others have their progress bar
+    return wide, max(3, width - 6 - (10 if wide else 0)), max(3, width - 9 - (5 if wide else 0))
+
+
+def _run_names(live: list[Run], width: int) -> list[list[str]]:
+    """Each live run's name whole, in the lines it takes in a Live runs cell `width` wide."""
+    _, name_w, stalled_w = _run_widths(width)
+    return [
+        folded(shown(r.name), stalled_w if r.state == "stalled" else name_w).split("\n")
+        for r in live
+    ]
+
+
 def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
-    """One line per live run (`▶run-7  45% ████`, a stalled one `‖run-9 stalled`), then the
-    count of failed runs (`✖ 2 failed`, as `status` says it); `-` when there is neither."""
+    """One line per live run (`▶run-7  45% ████`, a stalled one `‖run-9 stalled`; a name too
+    long for one wraps whole over more), then the count of failed runs (`✖ 2 failed`, as
+    `status` says it); `-` when there is neither."""
     live = ordered_runs(r for r in h.runs if r.state in LIVE) if h else []
     failed = sum(1 for r in h.runs if r.state == "failed") if h else 0
     if not live and not failed:
         return Text("-", style="dim"), 0
     t = TextBuilder()
-    wide = width >= 30
-    name_w = max(3, width - 6 - (10 if wide else 0))
-    # a stalled run's line says so in words where the others have their progress bar
-    stalled_w = max(3, width - 9 - (5 if wide else 0))
-    names = shorten_unique([shown(r.name) for r in live], name_w)
-    stalled_names = shorten_unique([shown(r.name) for r in live if r.state == "stalled"], stalled_w)
-    for i, r in enumerate(live):
-        if i:
+    wide, name_w, _ = _run_widths(width)
+    names = _run_names(live, width)
+    n = 0
+    for r, lines in zip(live, names, strict=True):
+        if n:
             t.add("\n")
+        n += len(lines)
+        stalled = r.state == "stalled"
+        t.add("‖" if stalled else "▶", "dim" if dim else "bold yellow" if stalled else "green")
+        for line in lines[:-1]:  # a long name's first lines, under its mark
+            t.add(line + "\n ", "dim" if dim else None)
         pct = f"{r.step / r.max_steps:.0%}" if r.step is not None and r.max_steps else "?"
-        if r.state == "stalled":
-            t.add("‖", "dim" if dim else "bold yellow")
-            t.add(stalled_names[shown(r.name)], "dim" if dim else None)
+        if stalled:
+            t.add(lines[-1], "dim" if dim else None)
             t.add(" stalled", "dim" if dim else "bold yellow")
             if wide:
                 t.add(f" {pct:>4}", "dim" if dim else None)
             continue
-        t.add("▶", "dim" if dim else "green")
-        t.add(f"{names[shown(r.name)]:<{name_w}} {pct:>4}", "dim" if dim else None)
+        t.add(f"{lines[-1]:<{name_w}} {pct:>4}", "dim" if dim else None)
         if wide and r.step is not None and r.max_steps:
             t.add(" ")
             t.bar(r.step / r.max_steps, 8, dim)
@@ -266,7 +284,8 @@ def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int
         if live:
             t.add("\n")
         t.add(f"✖ {failed} failed", "dim" if dim else "red")
-    return t.build(), len(live) + 1 if failed else len(live)
+        n += 1
+    return t.build(), n
 
 
 def host_detail(state: FleetState, name: str | None) -> Text:

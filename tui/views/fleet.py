@@ -8,7 +8,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.show.fmt import shorten_unique
 from fleetdeck.tui.rows.fleet import COLUMNS, host_cells, host_detail, host_height
 from fleetdeck.tui.views.base import show_text
 from fleetdeck.tui.views.table_view import TableView
@@ -86,11 +85,10 @@ class FleetScreen(TableView):
         self._made_from = made_from
         # a host's cells are made when its row is drawn (or filtered, sorted, read): on a big
         # fleet most rows are off screen, and making them was most of a poll's cost
-        labels = shorten_unique(names, widths["host"])
         heights = {name: host_height(state, name, widths) for name in names}
 
         def make(name: str) -> tuple:
-            return host_cells(state, name, widths, labels[name])[0]
+            return host_cells(state, name, widths)[0]
 
         with self.app.batch_update():
             self.table.sync_lazy(names, make, heights)

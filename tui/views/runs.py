@@ -14,7 +14,7 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.show.cells import eval_trend, loss_chart
+from fleetdeck.show.cells import eval_trend, folded, loss_chart
 from fleetdeck.tui.rows.runs import (
     checkpoint_rows,
     run_cells,
@@ -46,19 +46,6 @@ NAME_MAX = 40
 #: the host column's widest, and the progress column's (its bar grows to fill it)
 HOST_MAX = 24
 PROG_MAX = 60
-
-
-def folded(text: str, width: int) -> str:
-    """`text` whole, in lines of at most `width` characters, each broken after a space, `-`,
-    `_`, `/` or `.` where one falls in its second half (a name never loses a character)."""
-    width = max(1, width)
-    lines = []
-    while len(text) > width:
-        cut = max(text.rfind(c, 0, width) for c in " -_/.") + 1
-        n = cut if cut > width // 2 else width
-        lines.append(text[:n])
-        text = text[n:]
-    return "\n".join([*lines, text])
 
 
 def run_layout(width: int, need: dict[str, int] | None = None) -> dict[str, int]:
