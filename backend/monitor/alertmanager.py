@@ -184,9 +184,8 @@ class AlertmanagerSink:
                 continue
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._wake.wait(), None if at is None else max(0.05, at - now)
-                )
+                async with asyncio.timeout(None if at is None else max(0.05, at - now)):
+                    await self._wake.wait()
 
     async def drain(self) -> None:
         """Post once to every Alertmanager that has something to send (`watch --count`)."""

@@ -69,7 +69,8 @@ async def _post(url: str, body: bytes) -> tuple[int, str]:
     finally:
         writer.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 0.5)
+            async with asyncio.timeout(0.5):
+                await writer.wait_closed()
 
 
 __all__ = ["BODY_LIMIT", "HEAD_LIMIT", "post_json"]

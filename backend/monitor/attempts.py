@@ -18,10 +18,12 @@ import contextlib
 import os
 import signal
 import ssl
+import subprocess
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
 
+from fleetdeck.backend.fleet.link.localproc import spawn
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.payloads import arg_text
 
@@ -45,30 +47,16 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
     # stderr goes to a file, not a pipe: a child the hook backgrounds keeps a pipe open, and the
     # hook's end would wait for it
     with tempfile.TemporaryFile() as err:
-        spawn = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-            )
-        )
         try:
-            proc = await asyncio.shield(spawn)
+            # localproc: cancelled while it starts, the child is killed before the
+            # cancellation goes on (asyncio's own create_subprocess_exec can leave it running)
+            proc = await spawn(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
         except (OSError, ValueError) as e:
             return Outcome(
                 False,
                 f"alert hook {name} could not start: {getattr(e, 'strerror', None) or e}",
                 False,
             )
-        except asyncio.CancelledError:  # cancelled while it started: it must not outlive us
-            with contextlib.suppress(Exception):
-                started = await spawn
-                _kill_group(started.pid)
-                await started.wait()
-            raise
 
         async def feed_and_wait() -> int:
             assert proc.stdin is not None
@@ -80,7 +68,8 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
             return await proc.wait()
 
         try:
-            rc = await asyncio.wait_for(feed_and_wait(), deadline)
+            async with asyncio.timeout(deadline):
+                rc = await feed_and_wait()
         except TimeoutError:
             return Outcome(
                 False,
@@ -88,11 +77,11 @@ async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline:
                 "was killed",
             )
         finally:
-            _kill_group(proc.pid)
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await asyncio.shield(proc.wait())
+            _kill_group(proc.pid)  # what it left running in its group goes with it
+            try:
+                await asyncio.shield(proc.reap())
+            finally:
+                proc.close()
         if rc:
             err.seek(max(0, err.seek(0, os.SEEK_END) - 2048))
             last = err.read().decode("utf-8", "surrogateescape").strip().splitlines()
@@ -112,7 +101,8 @@ async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: fl
     """POST `body` to `url`, connect, send and the answer's head all within `deadline` seconds.
     2xx is delivered; 307/308 are followed as POST; any other redirect fails for good."""
     try:
-        return await asyncio.wait_for(_post(url, body, headers), deadline)
+        async with asyncio.timeout(deadline):
+            return await _post(url, body, headers)
     except TimeoutError:
         return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
 
@@ -186,7 +176,8 @@ async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[in
     finally:
         writer.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 0.5)
+            async with asyncio.timeout(0.5):
+                await writer.wait_closed()
 
 
 __all__ = ["Outcome", "post_json", "run_hook"]

@@ -128,7 +128,8 @@ class Deliverer(DeliveryQueue):
                     wait = SILENCE_RECHECK if wait is None else min(wait, SILENCE_RECHECK)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
         finally:
             for t in list(self._tasks):
                 t.cancel()

@@ -385,7 +385,8 @@ class Monitor:
         """Close the poller's connections (within CLOSE_WITHIN seconds) and the history."""
         if self._owns_source and hasattr(self.poller, "close"):
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.poller.close(), CLOSE_WITHIN)
+                async with asyncio.timeout(CLOSE_WITHIN):
+                    await self.poller.close()
         if self.history is not None:
             with contextlib.suppress(Exception):
                 self.history.close()

@@ -99,7 +99,8 @@ class _Relay:
     async def _bounded(self, aw: Any, side: str, what: str, idle: float) -> Any:
         t = self._budget(idle)
         try:
-            return await asyncio.wait_for(aw, t)
+            async with asyncio.timeout(t):
+                return await aw
         except TimeoutError:
             raise self._stalled(side, what, t) from None
 
@@ -198,7 +199,8 @@ async def _last_word(task: asyncio.Future | None) -> dict | None:
     if task is None:
         return None
     try:
-        msg = await asyncio.wait_for(asyncio.shield(task), 2)
+        async with asyncio.timeout(2):
+            msg = await asyncio.shield(task)
     except (Exception, asyncio.CancelledError):
         return None
     return msg if isinstance(msg, dict) else None
@@ -206,7 +208,8 @@ async def _last_word(task: asyncio.Future | None) -> dict | None:
 
 async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
     try:
-        msg = await asyncio.wait_for(h.recv_json(), timeout)
+        async with asyncio.timeout(timeout):
+            msg = await h.recv_json()
     except ShellOutputError as e:  # a login shell that prints before the helper's answer
         raise HostError(link.name, str(e), "shell-output") from None
     except ValueError as e:

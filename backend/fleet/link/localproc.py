@@ -121,18 +121,26 @@ class LocalProcess:
 
 
 async def spawn(
-    argv: list[str], *, stdin: bool = True, limit: int = 1 << 16, env: dict[str, str] | None = None
+    argv: list[str],
+    *,
+    stdin: bool = True,
+    limit: int = 1 << 16,
+    env: dict[str, str] | None = None,
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = subprocess.PIPE,
 ) -> LocalProcess:
     """Start `argv` in a session of its own with pipes for stdout and stderr (and stdin when
-    `stdin`, else /dev/null). OSError as from `subprocess.Popen` when it cannot start.
-    Cancelled while its pipes are being connected, the child is killed and its pipes closed
-    before the cancellation goes on; nothing is awaited then."""
+    `stdin`, else /dev/null); `stdout` or `stderr` may instead be what `subprocess.Popen`
+    takes (a file, `DEVNULL`), and its reader is then empty. OSError as from
+    `subprocess.Popen` when it cannot start. Cancelled while its pipes are being connected,
+    the child is killed and its pipes closed before the cancellation goes on; nothing is
+    awaited then."""
     loop = asyncio.get_running_loop()
     popen = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
         bufsize=0,
         start_new_session=True,
         env=env,
@@ -147,11 +155,14 @@ async def spawn(
         readers = []
         for pipe in (popen.stdout, popen.stderr):
             reader = asyncio.StreamReader(limit=limit, loop=loop)
+            readers.append(reader)
+            if pipe is None:  # not a pipe here: nothing to read
+                reader.feed_eof()
+                continue
             rt, _ = await loop.connect_read_pipe(
                 functools.partial(asyncio.StreamReaderProtocol, reader, loop=loop), pipe
             )
             transports.append(rt)
-            readers.append(reader)
     except BaseException:
         proc = LocalProcess(popen, None, asyncio.StreamReader(), asyncio.StreamReader(), transports)
         proc.kill()
