@@ -54,10 +54,24 @@ def refused(code: str, message: str, **about: Any) -> str:
     return answer({**about, "error": {"code": code, "message": message}})
 
 
-def bounded(doc: dict[str, Any], key: str, limit: int) -> dict[str, Any]:
-    """`doc` with its list `key` cut to `limit` items and `left_out` counting the rest."""
+def bounded(doc: dict[str, Any], key: str, limit: int, count: str = "left_out") -> dict[str, Any]:
+    """`doc` with its list `key` cut to `limit` items and `count` counting the rest."""
     items = doc[key]
-    return {**doc, key: items[:limit], "left_out": max(0, len(items) - limit)}
+    return {**doc, key: items[:limit], count: max(0, len(items) - limit)}
+
+
+#: the lists of a host in `status --json` that grow with what runs on it
+HOST_LISTS = ("runs", "schedules", "processes")
+
+
+def bounded_host(doc: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A host of `status --json` with each of its HOST_LISTS cut to `limit` items, and
+    `left_out` counting the rest of each: `{"runs": n, "schedules": n, "processes": n}`."""
+    return {
+        **doc,
+        **{k: doc[k][:limit] for k in HOST_LISTS},
+        "left_out": {k: max(0, len(doc[k]) - limit) for k in HOST_LISTS},
+    }
 
 
 def clamp(v: float, lo: float, hi: float) -> float:
@@ -81,10 +95,14 @@ class FleetTools:
             return refused("unknown-host", str(e), host=host)
         return None
 
-    async def fleet_status(self) -> str:
-        """Every host's GPUs, memory, disks, runs and schedules: `fleetdeck status --json`."""
+    async def fleet_status(self, limit: int = 200) -> str:
+        """Every host's GPUs, memory, disks, runs and schedules: `fleetdeck status --json`, each
+        host's runs, schedules and processes at most `limit` (500) each, `left_out` per host."""
         snap = await poll_fleet(self.fleet, None)
-        return answer({**snap.to_json(), "fleet": self.fleet.source})
+        doc = snap.to_json()
+        n = int(clamp(limit, 1, LIST_MAX))
+        hosts = [bounded_host(h, n) for h in doc["hosts"]]
+        return answer({**doc, "hosts": hosts, "fleet": self.fleet.source})
 
     async def runs(self, limit: int = 100) -> str:
         """Training runs, live first, with their loss series and state reasons: `fleetdeck runs
@@ -215,7 +233,9 @@ class FleetTools:
                 rep = await find_holders(link, path)
         except HostError as e:
             return refused(e.code, e.message, host=host, path=path)
-        return answer(bounded(rep.to_json(), "holders", int(clamp(limit, 1, LIST_MAX))))
+        n = int(clamp(limit, 1, LIST_MAX))
+        doc = bounded(rep.to_json(), "holders", n)
+        return answer(bounded(doc, "unreadable", n, count="unreadable_left_out"))
 
     async def gpu_holders(self, host: str, gpu: int = 0, limit: int = 100) -> str:
         """Who holds one GPU's memory: the GPU (index `gpu`) on `host` as `fleetdeck status --json`

@@ -185,6 +185,14 @@ async def test_every_tool_answers_its_cli_json_bounded_and_escaped(sshd_fleet, t
             == [h["name"] for h in want["hosts"]]
         )
         assert status["fleet"] == want["fleet"] and status["hosts"][0]["reachable"] is True
+        assert sorted(r["path"] for r in status["hosts"][0]["runs"]) == sorted(
+            r["path"] for r in want["hosts"][0]["runs"]
+        )
+        assert status["hosts"][0]["left_out"]["runs"] == 0
+        _, small = await call("fleet_status", limit=1)
+        h1 = small["hosts"][0]
+        assert len(h1["runs"]) == 1 and h1["left_out"]["runs"] == 3
+        assert len(h1["schedules"]) <= 1 and h1["left_out"]["schedules"] >= 1
 
         # runs: bounded, the hostile name escaped by JSON and whole once parsed
         text, every = await call("runs", limit=500)
@@ -273,6 +281,7 @@ async def test_every_tool_answers_its_cli_json_bounded_and_escaped(sshd_fleet, t
         # holders: the three processes holding the log, bounded
         _, held = await call("holders", host="h1", path=str(runs / "run-3"), limit=2)
         assert len(held["holders"]) == 2 and held["left_out"] == 1
+        assert len(held["unreadable"]) <= 2 and held["unreadable_left_out"] >= 0
         assert {h["pid"] for h in held["holders"]} <= holding
         _, gone = await call("holders", host="h1", path=str(runs / "nope"))
         assert gone["error"]["code"] == "not-found"
