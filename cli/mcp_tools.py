@@ -184,12 +184,15 @@ class FleetTools:
 
     async def alerts(self, limit: int = 100) -> str:
         """Alerts firing now, then recently resolved, each with the silence holding it: `fleetdeck
-        alerts --json`, at most `limit` (500)."""
+        alerts --json`, at most `limit` (500), with any warning the silences file gave."""
         judged = await alerts_cli.judged_alerts(self.fleet)
-        store = SilenceStore(warn=lambda _w: None)
+        warnings: list[str] = []
+        store = SilenceStore(warn=warnings.append)
         store.refresh()
         doc = alerts_cli.alerts_doc(judged, alerts_cli.held_by(judged, store, time.time()))
-        return answer(bounded(doc, "alerts", int(clamp(limit, 1, LIST_MAX))))
+        return answer(
+            {**bounded(doc, "alerts", int(clamp(limit, 1, LIST_MAX))), "warnings": warnings}
+        )
 
     async def silences(self, limit: int = 100) -> str:
         """Silences in force, then the recently ended: `fleetdeck silence list --json`, at most `limit`
