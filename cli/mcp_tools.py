@@ -289,6 +289,7 @@ def register_tools(server: Any, fleet: Fleet, read_only: Any) -> None:
     (the SDK's `ToolAnnotations`)."""
     tools = FleetTools(fleet)
     for name, method in TOOL_METHODS.items():
-        server.tool(name=name, annotations=read_only, structured_output=False)(
-            getattr(tools, method)
-        )
+        fn = getattr(tools, method)
+        # the docstring as one paragraph: its line breaks are the source's, not the sentence's
+        said = " ".join((fn.__doc__ or "").split())
+        server.tool(name=name, description=said, annotations=read_only, structured_output=False)(fn)
