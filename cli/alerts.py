@@ -44,15 +44,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_alerts)
 
 
-def current_alerts(fleet) -> list[Alert]:
+async def judged_alerts(fleet) -> list[Alert]:
     """Firing alerts, then recently resolved ones, after one fresh poll (read-only)."""
+    w = Watcher(fleet, out=io.StringIO(), readonly=True)
+    await w.run(count=1)
+    return w.engine.alerts()
 
-    async def go() -> list[Alert]:
-        w = Watcher(fleet, out=io.StringIO(), readonly=True)
-        await w.run(count=1)
-        return w.engine.alerts()
 
-    return asyncio.run(go())
+def current_alerts(fleet) -> list[Alert]:
+    """`judged_alerts`, from outside an event loop."""
+    return asyncio.run(judged_alerts(fleet))
+
+
+def held_by(alerts: list[Alert], store: SilenceStore, now: float) -> dict[str, Silence]:
+    """The silence holding each firing alert that one holds, by the alert's key."""
+    return {a.key: s for a in alerts if a.state == "firing" and (s := store.of(a, now)) is not None}
+
+
+def alerts_doc(alerts: list[Alert], held: dict[str, Silence]) -> dict:
+    """`alerts --json`: each alert, and the silence over it where one holds it."""
+    return {
+        "alerts": [
+            dict(
+                a.to_json(),
+                silenced=silenced_json(held.get(a.key) if a.state == "firing" else None),
+            )
+            for a in alerts
+        ]
+    }
 
 
 def silenced_json(s: Silence | None) -> dict | None:
@@ -67,24 +86,9 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     store = SilenceStore(warn=lambda w: print(f"fleetdeck: warning: {w}", file=sys.stderr))
     store.refresh()
     now = time.time()
-    held = {a.key: s for a in alerts if a.state == "firing" and (s := store.of(a, now)) is not None}
+    held = held_by(alerts, store, now)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "alerts": [
-                        dict(
-                            a.to_json(),
-                            silenced=silenced_json(
-                                held.get(a.key) if a.state == "firing" else None
-                            ),
-                        )
-                        for a in alerts
-                    ]
-                },
-                indent=1,
-            )
-        )
+        print(json.dumps(alerts_doc(alerts, held), indent=1))
         return 0
     if not alerts:
         print("no alerts")

@@ -28,6 +28,9 @@ import json
 import re
 import sys
 import time
+from collections import deque
+from itertools import groupby
+from operator import itemgetter
 from typing import TextIO
 
 from rich.console import Console
@@ -166,33 +169,62 @@ def _unreadable(hist) -> int:
     return 1
 
 
-def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool:
+def _rows(pts: list) -> str:
+    """A chunk of rows as JSON, one row a line (the encoder does the chunk at once, the lines
+    are split after)."""
+    return json.dumps(pts)[1:-1].replace("], [", "],\n    [")
+
+
+def write_json(
+    hist,
+    host: str,
+    since: float,
+    until: float,
+    out: TextIO,
+    keep: int | None = None,
+    series_max: int = 64,
+) -> bool:
     """The `--json` document of `host` since `since`, written to `out` as its rows are read
     (`History.stream`, a chunk at a time): each series' rows, one a line, then each series'
     first, last and peak, tallied as the rows went past (`Tally`), then the warnings. What is held
     is one chunk of rows and a tally a series. False when the database could not be read (the
-    document, written to its end, names why in its warnings)."""
+    document, written to its end, names why in its warnings).
+
+    `keep` bounds the document: only the newest `keep` rows of a series, and the first
+    `series_max` series of a kind, are written (the figures are still the whole window's), and `left_out`
+    counts what was not: `{"rows": {kind: {series: n}}, "series": {kind: n}}`."""
     w = out.write
     w(
         "{"
         + f'"host": {json.dumps(host)}, "since": {json.dumps(since)}, "until": {json.dumps(until)},\n "series": {{'
     )
     tallies: dict[str, dict[str, Tally]] = {}
+    left: dict[str, dict] = {"rows": {}, "series": {}}
     for k, kind in enumerate(KINDS):
         w(("," if k else "") + f"\n  {json.dumps(kind)}: {{")
         seen = tallies.setdefault(kind, {})
-        current = None
-        for name, pts in hist.stream(host, kind, since):
-            if name != current:
-                w(("\n   ]," if current is not None else "") + f"\n   {json.dumps(name)}: [\n    ")
-                current = name
-                seen[name] = Tally()
-            else:
-                w(",\n    ")
-            # one row a line: the encoder does the chunk at once, the lines are split after
-            w(json.dumps(pts)[1:-1].replace("], [", "],\n    ["))
-            seen[name].add(pts)
-        w("\n   ]\n  }" if current is not None else "}")
+        series = groupby(hist.stream(host, kind, since), key=itemgetter(0))
+        for i, (name, chunks) in enumerate(series):
+            if keep is not None and i >= series_max:
+                left["series"][kind] = left["series"].get(kind, 0) + 1
+                continue
+            tally = seen[name] = Tally()
+            w(("," if i else "") + f"\n   {json.dumps(name)}: [\n    ")
+            tail: deque = deque(maxlen=keep)
+            count = 0
+            for j, (_, pts) in enumerate(chunks):
+                tally.add(pts)
+                if keep is None:
+                    w((",\n    " if j else "") + _rows(pts))
+                else:
+                    tail.extend(pts)
+                    count += len(pts)
+            if keep is not None:
+                w(_rows(list(tail)))
+                if count > keep:
+                    left["rows"].setdefault(kind, {})[name] = count - keep
+            w("\n   ]")
+        w("\n  }")
     figures = {
         kind: {name: t.figures(kind) for name, t in v.items()} for kind, v in tallies.items()
     }
@@ -201,6 +233,7 @@ def write_json(hist, host: str, since: float, until: float, out: TextIO) -> bool
         + '"figures": '
         + json.dumps(figures, indent=1).replace("\n", "\n ")
         + ",\n "
+        + (f'"left_out": {json.dumps(left)},\n ' if keep is not None else "")
         + '"warnings": '
         + json.dumps(list(hist.warnings))
         + "\n}\n"

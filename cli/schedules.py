@@ -132,38 +132,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     snap = poll(fleet, None)
     shown_hosts = set(wanted) if wanted else {h.name for h in snap.hosts}
     every = list(snap.schedules)
-    rows = schedule_verdict.stray_first(
-        s
-        for s in every
-        if s.host in shown_hosts
-        and (s.stray or not args.stray_only)
-        and matches(
-            args.filter,
-            s.host,
-            s.id,
-            s.kind,
-            s.user,
-            s.spec,
-            s.command,
-            s.source,
-            s.next_run,
-            s.unit,
-            " ".join(s.reasons),
-            schedule_verdict.why(s, every) if s.stray else None,
-        )
-    )
+    rows = listed(every, shown_hosts, args.stray_only, args.filter)
     down = [d for d in unreachable(snap) if d[0] in shown_hosts]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "schedules": [
-                        dict(schedule_json(s), why=schedule_verdict.why(s, every)) for s in rows
-                    ],
-                    "unreachable": [unreachable_json(*d) for d in down],
-                }
-            )
-        )
+        print(json.dumps(schedules_doc(rows, every, down)))
     else:
         folded: dict[str, int] = {}
         if not args.all:
@@ -193,6 +165,44 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, err, _ in down:
         print(f"fleetdeck: {name} is unreachable: {sentence(err)}", file=sys.stderr)
     return 1 if down else 0
+
+
+def listed(
+    every: list[Schedule], hosts: set[str], stray_only: bool, needle: str | None
+) -> list[Schedule]:
+    """The schedules of `hosts` a listing shows, stray first: with `stray_only` only the stray
+    ones, with `needle` only those whose row shows it (`every`: the whole fleet's, for naming a
+    duplicate on another host)."""
+    return schedule_verdict.stray_first(
+        s
+        for s in every
+        if s.host in hosts
+        and (s.stray or not stray_only)
+        and matches(
+            needle,
+            s.host,
+            s.id,
+            s.kind,
+            s.user,
+            s.spec,
+            s.command,
+            s.source,
+            s.next_run,
+            s.unit,
+            " ".join(s.reasons),
+            schedule_verdict.why(s, every) if s.stray else None,
+        )
+    )
+
+
+def schedules_doc(
+    rows: list[Schedule], every: list[Schedule], down: list[tuple[str, str, str | None]]
+) -> dict:
+    """`schedules --json`: each schedule with why it is stray, and the hosts not asked."""
+    return {
+        "schedules": [dict(schedule_json(s), why=schedule_verdict.why(s, every)) for s in rows],
+        "unreachable": [unreachable_json(*d) for d in down],
+    }
 
 
 #: below this many columns a table of nine columns beside a 34-character id is shreds: each

@@ -187,17 +187,27 @@ def silences_table(silences: list[Silence], now: float) -> Table:
     return t
 
 
+def in_order(silences: list[Silence], now: float) -> list[Silence]:
+    """Those in force first (the soonest to end first), then the ended (the newest first)."""
+    return sorted(
+        silences, key=lambda s: (not s.active(now), -s.ends if not s.active(now) else s.ends)
+    )
+
+
+def silences_doc(silences: list[Silence], now: float) -> dict:
+    """`silence list --json`."""
+    return {"silences": [s.to_json(now) for s in silences]}
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """Print the silences in force, then the recently ended, newest end first; exit 0."""
     silences, warnings = load_silences()
     for w in warnings:
         print(f"fleetdeck: warning: {w}", file=sys.stderr)
     now = time.time()
-    silences = sorted(
-        silences, key=lambda s: (not s.active(now), -s.ends if not s.active(now) else s.ends)
-    )
+    silences = in_order(silences, now)
     if args.json:
-        print(json.dumps({"silences": [s.to_json(now) for s in silences]}, indent=1))
+        print(json.dumps(silences_doc(silences, now), indent=1))
         return 0
     if not silences:
         print("no silences")

@@ -41,6 +41,83 @@ def grep_pattern(grep: str) -> re.Pattern[str]:
         raise ValueError(f"--grep {grep!r} is not a regular expression: {e}") from None
 
 
+#: an agent's pattern (`bounded_pattern`): its length, how many unbounded repetitions (`*`, `+`,
+#: `{m,}`) it may hold, and the largest bound of a `{m,n}`
+PATTERN_MAX = 200
+UNBOUNDED_MAX = 3
+REPEAT_MAX = 100
+#: escapes a bounded pattern may use: classes, anchors and white space (a digit would be a
+#: backreference; any other letter is refused rather than guessed at)
+ESCAPES = frozenset("dDwWsSbBAZtnrfv")
+_REPEAT = re.compile(r"\*|\+|\?|\{([0-9]{1,3})?(,)?([0-9]{1,3})?\}")
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the character class opened at `i` ends (after its `]`); ValueError if it does not."""
+    j = i + 1
+    j += pattern.startswith("^", j)
+    j += pattern.startswith("]", j)
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    if j >= len(pattern):
+        raise ValueError("a [ that is not closed")
+    return j + 1
+
+
+def _token(pattern: str, i: int) -> tuple[int, bool]:
+    """(where the token at `i` ends, whether a repetition may follow it): only a single
+    character, escape, class or `.` may be repeated."""
+    c = pattern[i]
+    if c == "\\":
+        e = pattern[i + 1 : i + 2]
+        if not e or (e.isalnum() and e not in ESCAPES):
+            raise ValueError(f"\\{e} is not an escape a bounded pattern may use")
+        return i + 2, e not in "bBAZ"
+    if c == "[":
+        return _class_end(pattern, i), True
+    if c == "(":
+        if pattern.startswith("(?i)", i) and i == 0:
+            return i + 4, False
+        if pattern.startswith("(?:", i):
+            return i + 3, False
+        if pattern.startswith("(?", i):
+            raise ValueError("(?...) other than (?:...) and a leading (?i) is not allowed")
+        return i + 1, False
+    return i + 1, c not in "|^$)"
+
+
+def bounded_pattern(pattern: str, literal: bool) -> str:
+    """An agent's pattern for `log_lines(grep=...)`: `literal`, the string itself (escaped);
+    else a regular expression that cannot backtrack without end, whatever line it meets: at most
+    PATTERN_MAX characters, no group repeated, no repetition repeated, no backreference or
+    lookaround, at most UNBOUNDED_MAX unbounded repetitions and no `{m,n}` above REPEAT_MAX.
+    ValueError with a sentence naming what is refused."""
+    if not pattern or len(pattern) > PATTERN_MAX:
+        raise ValueError(f"a pattern is 1 to {PATTERN_MAX} characters")
+    if literal:
+        return re.escape(pattern)
+    i, repeatable, unbounded = 0, False, 0
+    while i < len(pattern):
+        m = _REPEAT.match(pattern, i) if pattern[i] in "*+?{" else None
+        if m is None:
+            if pattern[i] in "*+?{":
+                raise ValueError(f"a {pattern[i]!r} that is not a repetition: escape it")
+            i, repeatable = _token(pattern, i)
+            continue
+        if not repeatable:
+            raise ValueError("only a single character, escape, class or . may be repeated")
+        lo, comma, hi = m.groups()
+        if m.group() in "*+" or (comma and hi is None):
+            unbounded += 1
+        elif max(int(lo or 0), int(hi or 0)) > REPEAT_MAX:
+            raise ValueError(f"a {{m,n}} repetition is at most {REPEAT_MAX}")
+        i, repeatable = m.end() + pattern.startswith("?", m.end()), False
+    if unbounded > UNBOUNDED_MAX:
+        raise ValueError(f"at most {UNBOUNDED_MAX} unbounded repetitions (* + {{m,}})")
+    grep_pattern(pattern)
+    return pattern
+
+
 async def log_lines(
     link: HostLink,
     run: str,
