@@ -29,16 +29,16 @@ from fleetdeck.backend.actions.audit import audit
 from fleetdeck.backend.actions.launch_result import (
     LaunchResult,
     Preflight,
-    _error_text,
-    _preflight_from,
+    error_text,
+    preflight_from,
 )
 from fleetdeck.backend.actions.launch_seen import (
-    _lost_answer_result,
     live_json,
+    lost_answer_result,
     runs_seen,
     started_anyway,
 )
-from fleetdeck.backend.actions.launch_values import _after_path, run_values
+from fleetdeck.backend.actions.launch_values import launch_after_path, run_values
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.boot import BOOT
@@ -96,10 +96,10 @@ async def preflight(
     values = run_values(run, host_cfg)
     seen = live_json(await runs_seen(link) if live is None else live)
     req = _request(
-        "preflight", host_cfg, values, _after_path(after, host_cfg), force, 2.0, resume, seen
+        "preflight", host_cfg, values, launch_after_path(after, host_cfg), force, 2.0, resume, seen
     )
     answer = await link.run_helper(helper_source(), req)
-    return _preflight_from(host_cfg.name, answer)
+    return preflight_from(host_cfg.name, answer)
 
 
 async def launch(
@@ -118,7 +118,7 @@ async def launch(
     HostError when the host fails."""
     host_cfg = link.host
     values = run_values(run, host_cfg)
-    after_path = _after_path(after, host_cfg)
+    after_path = launch_after_path(after, host_cfg)
     asked = False
     try:
         before = tuple(await runs_seen(link) if live is None else live)
@@ -127,11 +127,11 @@ async def launch(
         )
         asked = True
         answer = await link.run_helper(helper_source(), req)
-        pre = _preflight_from(host_cfg.name, answer)
+        pre = preflight_from(host_cfg.name, answer)
     except HostError as e:
         found = await started_anyway(link, str(values["output"]), before) if asked else None
         if found is not None:
-            return _lost_answer_result(host_cfg, found, after_path, e, force, resume)
+            return lost_answer_result(host_cfg, found, after_path, e, force, resume)
         audit(
             "launch",
             host_cfg.name,
@@ -148,7 +148,7 @@ async def launch(
     if state == "refused" and bad is not None:
         error: str | None = bad.message
     else:
-        error = _error_text(answer)
+        error = error_text(answer)
     result = LaunchResult(
         host=host_cfg.name,
         run_path=pre.run_path,

@@ -108,16 +108,16 @@ class LaunchResult:
         }
 
 
-def _error_text(answer: dict[str, Any]) -> str | None:
+def error_text(answer: dict[str, Any]) -> str | None:
     err = answer.get("error")
     if isinstance(err, dict):
         return str(err.get("message") or err.get("code"))
     return None if err is None else str(err)
 
 
-def _preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
+def preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
     if not isinstance(answer, dict) or "checks" not in answer:
-        what = _error_text(answer) if isinstance(answer, dict) else repr(answer)
+        what = error_text(answer) if isinstance(answer, dict) else repr(answer)
         raise HostError(host, f"launch helper answered without checks: {what}", "helper")
     checks = tuple(
         Check(str(c["name"]), bool(c["ok"]), str(c["message"])) for c in answer["checks"]

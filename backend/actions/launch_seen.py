@@ -67,7 +67,7 @@ async def started_anyway(link: HostLink, output: str, before: Iterable[Run]) -> 
         await asyncio.sleep(1.0)
 
 
-def _lost_answer_result(
+def lost_answer_result(
     host_cfg: HostConfig, run: Run, after: str | None, e: HostError, force: bool, resume: bool
 ) -> LaunchResult:
     warning = (

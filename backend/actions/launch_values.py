@@ -50,7 +50,7 @@ def run_values(run: str | os.PathLike[str] | dict[str, Any], host: HostConfig) -
     return values
 
 
-def _after_path(after: str | None, host: HostConfig) -> str | None:
+def launch_after_path(after: str | None, host: HostConfig) -> str | None:
     if after is None:
         return None
     return _host_path(after, "--after", host, Path.cwd(), "--after")

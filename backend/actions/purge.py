@@ -19,11 +19,11 @@ from fleetdeck.backend.actions.purge_confirm import confirmations_match
 from fleetdeck.backend.actions.purge_judge import plan_purge
 from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
 from fleetdeck.backend.actions.purge_report import (
-    _audited,
-    _failed,
-    _record,
-    _refused_report,
-    _report_from,
+    audit_failed,
+    audited_report,
+    purge_record,
+    refused_report,
+    report_from,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
@@ -82,7 +82,7 @@ def audit_dry_run(plan: PurgePlan) -> str | None:
     """Record a dry run: what was checked and what would have been refused. The sentence
     saying why the record could not be written, or None."""
     try:
-        audit.audit("purge", plan.host, "dry-run", **_record(plan))
+        audit.audit("purge", plan.host, "dry-run", **purge_record(plan))
     except audit.AuditError as e:
         return e.message
     return None
@@ -101,11 +101,11 @@ async def execute_purge(
     """
     typed = dict(confirmations)
     if not plan.ok or not confirmations_match(plan, typed):
-        return _audited(_refused_report(plan, typed), plan, "refused", typed, via)
+        return audited_report(refused_report(plan, typed), plan, "refused", typed, via)
     try:
-        audit.audit("purge", plan.host, "started", **_record(plan, None, typed, via))
+        audit.audit("purge", plan.host, "started", **purge_record(plan, None, typed, via))
     except audit.AuditError as e:
-        return _refused_report(plan, typed, audit_error=e.message)
+        return refused_report(plan, typed, audit_error=e.message)
     payload = {
         "paths": [p.path for p in plan.paths],
         "roots": list(link.host.roots_for_purge),
@@ -129,13 +129,13 @@ async def execute_purge(
         payload["allow_best"] = list(plan.allow_best)
     try:
         out = await _ask(link, "execute", 3600, **payload)
-        report = _report_from(plan, out, typed)
+        report = report_from(plan, out, typed)
     except HostError as e:
-        _failed(plan, typed, via, e.message)
+        audit_failed(plan, typed, via, e.message)
         raise
     except (KeyError, TypeError, ValueError) as e:
         msg = f"the purge helper gave an unreadable answer ({e}); check the host by hand"
-        _failed(plan, typed, via, msg)
+        audit_failed(plan, typed, via, msg)
         raise HostError(plan.host, msg, "helper") from None
     result = (
         "done"
@@ -146,4 +146,4 @@ async def execute_purge(
         if out.get("attempted")
         else "refused"
     )
-    return _audited(report, plan, result, typed, via)
+    return audited_report(report, plan, result, typed, via)

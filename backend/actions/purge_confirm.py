@@ -10,21 +10,21 @@ from fleetdeck.backend.host.lib.text import shown
 def confirmations_match(plan: PurgePlan, typed: dict[str, str]) -> bool:
     """True when every path of the plan (under the keep rule: the run's path) was typed back
     exactly, byte for byte."""
-    return bool(plan.paths) and all(_confirmed(t, typed) for t in plan.confirm_texts())
+    return bool(plan.paths) and all(typed_matches(t, typed) for t in plan.confirm_texts())
 
 
-def _path_confirmed(plan: PurgePlan, path: str, typed: dict[str, str]) -> bool:
-    return _confirmed(plan.keep.run if plan.keep is not None else path, typed)
+def path_confirmed(plan: PurgePlan, path: str, typed: dict[str, str]) -> bool:
+    return typed_matches(plan.keep.run if plan.keep is not None else path, typed)
 
 
-def _confirmed(path: str, typed: dict[str, str]) -> bool:
+def typed_matches(path: str, typed: dict[str, str]) -> bool:
     given = typed.get(path)
     return isinstance(given, str) and given.encode("utf-8", "surrogateescape") == path.encode(
         "utf-8", "surrogateescape"
     )
 
 
-def _not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
+def not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
     if typed.get(path) is None:
         return Refusal(
             "not-confirmed",
@@ -36,6 +36,6 @@ def _not_confirmed(path: str, typed: dict[str, str]) -> Refusal:
     )
 
 
-def _typed(path: str, typed: dict[str, str]) -> str | None:
+def typed_for(path: str, typed: dict[str, str]) -> str | None:
     v = typed.get(path)
     return v if isinstance(v, str) else None

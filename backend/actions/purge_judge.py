@@ -18,7 +18,7 @@ from fleetdeck.backend.actions.purge_plan import (
 from fleetdeck.backend.host.purge.verdict import evaluate
 
 
-def _free_total(paths: list[dict[str, Any]]) -> int | None:
+def free_total(paths: list[dict[str, Any]]) -> int | None:
     """Free bytes summed over the distinct filesystems the paths live on."""
     per_dev: dict[int, int] = {}
     for p in paths:
@@ -27,7 +27,7 @@ def _free_total(paths: list[dict[str, Any]]) -> int | None:
     return sum(per_dev.values()) if per_dev else None
 
 
-def _checks(
+def judge_checks(
     checks: dict[str, str], extra: dict[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
     merged = dict(checks)
@@ -87,7 +87,7 @@ def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = (
                 bytes=p["bytes"],
                 expected_bytes=p["disk_bytes"],
                 refusals=tuple(Refusal(c, m) for c, m in v["refusals"]),
-                checks=_checks(v["checks"]),
+                checks=judge_checks(v["checks"]),
                 pins=tuple(tuple(x) for x in p["pins"]),
                 free_bytes=p["free_bytes"],
                 fstype=p["fstype"],
@@ -111,7 +111,7 @@ def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = (
         paths=tuple(paths),
         keepers=keepers,
         roots=tuple((r["given"], r["resolved"]) for r in facts["roots"]),
-        free_bytes_before=_free_total(facts["paths"]),
+        free_bytes_before=free_total(facts["paths"]),
         expected_bytes=sum(p.expected_bytes for p in paths),
         warnings=tuple(dict.fromkeys(verdict["warnings"])),
         keep=_keep_rule(facts.get("keep")),

@@ -9,13 +9,13 @@ from typing import Any
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.purge_confirm import (
-    _confirmed,
-    _not_confirmed,
-    _path_confirmed,
-    _typed,
     confirmations_match,
+    not_confirmed,
+    path_confirmed,
+    typed_for,
+    typed_matches,
 )
-from fleetdeck.backend.actions.purge_judge import _checks, _free_total
+from fleetdeck.backend.actions.purge_judge import free_total, judge_checks
 from fleetdeck.backend.actions.purge_plan import (
     KeeperResult,
     PathResult,
@@ -26,7 +26,7 @@ from fleetdeck.backend.actions.purge_plan import (
 from fleetdeck.backend.fleet.errors import HostError
 
 
-def _record(
+def purge_record(
     plan: PurgePlan,
     report: PurgeReport | None = None,
     typed: dict[str, str] | None = None,
@@ -69,7 +69,7 @@ def _record(
         else {
             "via": via,
             "paths": [
-                {"path": t, "typed": _typed(t, typed), "matched": _confirmed(t, typed)}
+                {"path": t, "typed": typed_for(t, typed), "matched": typed_matches(t, typed)}
                 for t in plan.confirm_texts()
             ],
         },
@@ -87,15 +87,15 @@ def _record(
     }
 
 
-def _refused_report(
+def refused_report(
     plan: PurgePlan, typed: dict[str, str], audit_error: str | None = None
 ) -> PurgeReport:
     results = []
     for p in plan.paths:
         refusals = p.refusals
-        extra = {"not-confirmed": "pass" if _path_confirmed(plan, p.path, typed) else "fail"}
+        extra = {"not-confirmed": "pass" if path_confirmed(plan, p.path, typed) else "fail"}
         if extra["not-confirmed"] == "fail":
-            refusals = (*refusals, _not_confirmed(plan.keep.run if plan.keep else p.path, typed))
+            refusals = (*refusals, not_confirmed(plan.keep.run if plan.keep else p.path, typed))
         if audit_error:
             refusals = (
                 *refusals,
@@ -113,8 +113,8 @@ def _refused_report(
                 p.bytes,
                 False,
                 refusals,
-                _checks(dict(p.checks), extra),
-                typed=_typed(plan.keep.run if plan.keep else p.path, typed),
+                judge_checks(dict(p.checks), extra),
+                typed=typed_for(plan.keep.run if plan.keep else p.path, typed),
             )
         )
     return PurgeReport(
@@ -132,7 +132,7 @@ def _refused_report(
     )
 
 
-def _audited(
+def audited_report(
     report: PurgeReport,
     plan: PurgePlan,
     result: str,
@@ -142,20 +142,20 @@ def _audited(
 ) -> PurgeReport:
     """Write the result record; a record that cannot be written is carried on the report."""
     try:
-        audit.audit("purge", plan.host, result, **_record(plan, report, typed, via, error))
+        audit.audit("purge", plan.host, result, **purge_record(plan, report, typed, via, error))
     except audit.AuditError as e:
         return replace(report, audit_error=e.message)
     return report
 
 
-def _failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -> None:
+def audit_failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -> None:
     try:
-        audit.audit("purge", plan.host, "failed", **_record(plan, None, typed, via, error))
+        audit.audit("purge", plan.host, "failed", **purge_record(plan, None, typed, via, error))
     except audit.AuditError as e:
         raise HostError(plan.host, f"{error}; and {e.message}", "audit") from None
 
 
-def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> PurgeReport:
+def report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> PurgeReport:
     """Turn the execute helper's answer into a report (refusals found again, pins moved,
     per-path results, keeper hashes after)."""
     facts, verdict = out["facts"], out["verdict"]
@@ -188,12 +188,12 @@ def _report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) ->
                 p.bytes,
                 bool(r.get("deleted")),
                 tuple(refusals),
-                _checks(v["checks"], extra),
+                judge_checks(v["checks"], extra),
                 r.get("error"),
-                _typed(plan.keep.run if plan.keep else p.path, typed),
+                typed_for(plan.keep.run if plan.keep else p.path, typed),
             )
         )
-    before = _free_total(facts["paths"])
+    before = free_total(facts["paths"])
     if before is not None:
         per_dev: dict[Any, Any] = {}
         for fp in facts["paths"]:

@@ -31,7 +31,7 @@ from fleetdeck.backend.fleet.config import ConfigError
 
 from . import bound
 from .bench_figures import datasheet_tflops, matmul_peak_tflops, summarize
-from .runconfig import RunConfig, _value, load_run_config, with_overrides
+from .runconfig import RunConfig, load_run_config, setting_value, with_overrides
 
 
 def _parse_set(items: list[str], source: str) -> dict:
@@ -44,7 +44,7 @@ def _parse_set(items: list[str], source: str) -> dict:
             value = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw
-        out[key] = _value(f"{source} (--set)", key, value)
+        out[key] = setting_value(f"{source} (--set)", key, value)
     return out
 
 
@@ -217,9 +217,9 @@ def run_bench(args) -> int:
             print(json.dumps(report, indent=2))
         return 0
     except Exception as e:  # noqa: BLE001
-        from .main import _describe
+        from .main import describe_error
 
-        expected, message = _describe(e)
+        expected, message = describe_error(e)
         if not expected:
             import traceback
 

@@ -126,7 +126,7 @@ def _train(cfg, run: RunDir, previous: dict | None, rank: int, world: int) -> in
             log(f"finished: adapter in {adapter}")
         return 0
     except BaseException as e:  # noqa: BLE001 - every way out is recorded in run.json
-        expected, message = _describe(e)
+        expected, message = describe_error(e)
         if not expected:
             log.write(traceback.format_exc())
         if rank == 0:
@@ -146,7 +146,7 @@ def _train(cfg, run: RunDir, previous: dict | None, rank: int, world: int) -> in
         _shutdown_dist()
 
 
-def _describe(e: BaseException) -> tuple[bool, str]:
+def describe_error(e: BaseException) -> tuple[bool, str]:
     from .corpus import CorpusError
     from .models import ModelError
     from .recipe import RecipeError

@@ -181,7 +181,7 @@ _CHOICES = {
 _PATHS = ("corpus", "output", "tokenizer")
 
 
-def _value(source: str, key: str, value: object) -> object:
+def setting_value(source: str, key: str, value: object) -> object:
     if key not in _SPEC:
         known = ", ".join(sorted(_SPEC))
         raise ConfigError(f"{source}: unknown key {key!r} (RUN.toml keys: {known})")
@@ -228,7 +228,7 @@ def run_config_from_doc(
     doc: dict[str, object], source: str, base_dir: Path | None = None
 ) -> RunConfig:
     """RUN.toml's parsed table checked strictly; relative paths resolved against `base_dir`."""
-    values = {k: _value(source, k, v) for k, v in doc.items()}
+    values = {k: setting_value(source, k, v) for k, v in doc.items()}
     for key in _REQUIRED:
         if key not in values:
             raise ConfigError(f"{source}: missing key {key!r}")
@@ -281,5 +281,6 @@ __all__ = [
     "load_run_config",
     "config_to_dict",
     "with_overrides",
+    "setting_value",
     "DEFAULT_TARGETS",
 ]

@@ -3,7 +3,7 @@ or without one of them, is no pass (`missing-checks`), whatever its `passed` say
 
 from __future__ import annotations
 
-from fleetdeck.backend.actions.launch_result import Check, Preflight, _preflight_from
+from fleetdeck.backend.actions.launch_result import Check, Preflight, preflight_from
 
 FULL = [
     {"name": n, "ok": True, "message": f"{n} fine"}
@@ -12,15 +12,15 @@ FULL = [
 
 
 def test_an_answer_without_checks_is_no_pass():
-    pre = _preflight_from("h1", {"passed": True, "checks": [], "run_path": "/r"})
+    pre = preflight_from("h1", {"passed": True, "checks": [], "run_path": "/r"})
     assert not pre.ok
     assert pre.refusal.name == "missing-checks"
     assert "base-model, corpus, trainer, output" in pre.refusal.message
 
 
 def test_an_answer_missing_one_check_or_the_chain_is_no_pass():
-    assert _preflight_from("h1", {"checks": FULL, "run_path": "/r"}).ok
-    pre = _preflight_from(
+    assert preflight_from("h1", {"checks": FULL, "run_path": "/r"}).ok
+    pre = preflight_from(
         "h1", {"checks": [c for c in FULL if c["name"] != "trainer"], "run_path": "/r"}
     )
     assert (
@@ -28,7 +28,7 @@ def test_an_answer_missing_one_check_or_the_chain_is_no_pass():
         and pre.refusal.name == "missing-checks"
         and "trainer check" in pre.refusal.message
     )
-    chained = _preflight_from("h1", {"checks": FULL, "run_path": "/r", "after": "/runs/a"})
+    chained = preflight_from("h1", {"checks": FULL, "run_path": "/r", "after": "/runs/a"})
     assert not chained.ok and chained.missing == ("after",)
     resumed = Preflight(
         "h1",
@@ -45,5 +45,5 @@ def test_a_failed_check_is_still_the_refusal():
         dict(c, ok=False, message="corpus /c is empty") if c["name"] == "corpus" else c
         for c in FULL
     ]
-    pre = _preflight_from("h1", {"checks": checks, "run_path": "/r"})
+    pre = preflight_from("h1", {"checks": checks, "run_path": "/r"})
     assert not pre.ok and pre.refusal.name == "corpus"
