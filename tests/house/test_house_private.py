@@ -15,24 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("backend", "cli", "show", "tui")
 
 #: module -> the private names it still imports from another module (to be made public or moved)
-DEBT: dict[str, set[str]] = {
-    "backend/actions/mirror/copy.py": {"_fail_from", "_last_word", "_recv", "_Relay"},
-    "backend/actions/mirror/main.py": {
-        "_differs_sentence",
-        "_nothing",
-        "_report",
-        "_both",
-        "_check_dst",
-        "_check_same_disk",
-        "_check_src",
-        "_hash_both",
-        "_label",
-        "_list",
-        "_outside",
-        "_verify_replaced",
-    },
-    "backend/actions/mirror/verify.py": {"_differs_sentence", "_nothing", "_report"},
-}
+DEBT: dict[str, set[str]] = {}
 
 
 def private_imports(source: str) -> set[str]:

@@ -9,7 +9,7 @@ import contextlib
 from typing import Any
 
 from fleetdeck.backend.actions.mirror.common import HELPER, MirrorFail, MirrorFile, Progress
-from fleetdeck.backend.actions.mirror.relay import _fail_from, _last_word, _recv, _Relay
+from fleetdeck.backend.actions.mirror.relay import Relay, fail_from, last_word, recv_answer
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link import own
 from fleetdeck.backend.fleet.link.channel import HelperProcess
@@ -50,7 +50,7 @@ async def copy_tree(
         await run.cleanup()
 
 
-class _Copy(_Relay):
+class _Copy(Relay):
     """One copy: the two helpers, the relay between them, and the cleanup after a failure."""
 
     # -- the copy ---------------------------------------------------------------------------
@@ -108,11 +108,11 @@ class _Copy(_Relay):
             )
             hello = await self._answer(reader, "source", "its reader did not start", self.s_idle)
             if not hello.get("ok"):
-                raise _fail_from(sl, hello)
+                raise fail_from(sl, hello)
             self.r_id = (hello.get("pid"), hello.get("start"))
             own.add(self.src_link.name, self.r_id)
             # the writer speaks only on failure until it is told to finish
-            self.writer_said = asyncio.ensure_future(_recv(writer, dl, None))
+            self.writer_said = asyncio.ensure_future(recv_answer(writer, dl, None))
             trailers = await self._relay()
             await self._send(writer, {"op": "finish"}, "destination")
             await self._send(reader, {"op": "recheck"}, "source")
@@ -129,7 +129,7 @@ class _Copy(_Relay):
                 reader, "source", "it did not finish its re-check", self.s_idle + self.settle
             )
             if not recheck.get("ok"):
-                raise _fail_from(sl, recheck)
+                raise fail_from(sl, recheck)
             result = self._judge(trailers, hashed, recheck)
             await self._send(writer, {"op": "commit"}, "destination")
             done = await self._answer(
@@ -140,7 +140,7 @@ class _Copy(_Relay):
                 raise self._writer_fail(done)
             return result, done.get("free_bytes"), done.get("kept_as")
         except (asyncssh.Error, OSError, EOFError, asyncio.IncompleteReadError) as e:
-            said = await _last_word(self.writer_said)
+            said = await last_word(self.writer_said)
             if said is not None and not said.get("ok"):
                 raise self._writer_fail(said) from None
             raise HostError(

@@ -33,21 +33,21 @@ from fleetdeck.backend.actions.mirror.report import (
     NOTHING,
     MirrorPlan,
     MirrorReport,
-    _differs_sentence,
-    _nothing,
-    _report,
+    differs_sentence,
+    mirror_report,
+    no_witness_sentence,
 )
 from fleetdeck.backend.actions.mirror.verify import (
-    _both,
-    _check_dst,
-    _check_same_disk,
-    _check_src,
-    _hash_both,
-    _label,
-    _list,
-    _outside,
-    _verify_replaced,
+    both_sides,
+    check_dst,
+    check_same_disk,
+    check_src,
     compare,
+    hash_both,
+    list_side,
+    outside_of,
+    side_label,
+    verify_replaced,
 )
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
@@ -98,7 +98,7 @@ async def mirror(
     Never raises for an expected failure (see `verify`).
     """
     t0 = time.monotonic()
-    sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
+    sl, dl = side_label(src_link, src_path), side_label(dst_link, dst_path)
     base = {"src": sl, "dst": dl}
     files: tuple[MirrorFile, ...] = ()
     free: dict[str, int | None] = {"free_bytes_before": None, "free_bytes_after": None}
@@ -124,22 +124,22 @@ async def mirror(
                 f"the confirmation did not match: typed {shown(typed)}, the "
                 f"destination is {shown(dst_path)}; nothing was changed",
             )
-        src, dst = await _both(
-            _list(src_link, src_path, follow_symlinks, False),
-            _list(dst_link, dst_path, False, False, skip_partials=True),
+        src, dst = await both_sides(
+            list_side(src_link, src_path, follow_symlinks, False),
+            list_side(dst_link, dst_path, False, False, skip_partials=True),
         )
         free["free_bytes_before"] = free["free_bytes_after"] = dst.get("free_bytes")
-        _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
-        outside = _outside(src)
+        check_src(src, shown(sl), follow_symlinks, allow_outside_links)
+        outside = outside_of(src)
         files = compare(src, None)  # until the copy says more: all of SRC, none of it in place
-        _check_dst(dst, shown(dl))
+        check_dst(dst, shown(dl))
         if src_link.name == dst_link.name and (
             overlaps(src["path"], dst["path"]) or overlaps(src["real"], dst["real"])
         ):
             raise MirrorFail(
                 "overlap", f"{shown(sl)} and {shown(dl)} are the same folder or one holds the other"
             )
-        _check_same_disk(src, dst, sl, dl)
+        check_same_disk(src, dst, sl, dl)
         if dst.get("parent_link"):
             raise MirrorFail(
                 "symlink",
@@ -149,7 +149,7 @@ async def mirror(
                 "was changed",
             )
         if not src["files"]:
-            raise MirrorFail(NOTHING, _nothing(sl, dl, "mirror", len(src["dirs"])))
+            raise MirrorFail(NOTHING, no_witness_sentence(sl, dl, "mirror", len(src["dirs"])))
         total = sum(f["bytes"] for f in src["files"])
         plan = MirrorPlan(
             sl,
@@ -166,7 +166,7 @@ async def mirror(
         if dst["kind"] == "dir" and (
             dst["files"] or dst["dirs"] or dst["symlinks"] or dst["special"]
         ):
-            src, dst = await _hash_both(
+            src, dst = await hash_both(
                 src_link,
                 src_path,
                 dst_link,
@@ -179,13 +179,13 @@ async def mirror(
             )
             files = compare(src, dst)
             if all(f.status == "identical" for f in files):
-                same = _report(
+                same = mirror_report(
                     sl, dl, files, action="mirror", dry_run=dry_run, result="identical", t0=t0
                 )
             elif not replace:
                 raise MirrorFail(
                     "dst-differs",
-                    _differs_sentence(sl, dl, files) + "; nothing was changed (to replace it, "
+                    differs_sentence(sl, dl, files) + "; nothing was changed (to replace it, "
                     "type its path in the dashboard's field, or --replace on the command line: a "
                     "proven copy takes its place and this one is kept aside)",
                     files,
@@ -206,7 +206,7 @@ async def mirror(
                 compare(src, None),
             )
         elif dry_run:
-            rep = _report(
+            rep = mirror_report(
                 sl,
                 dl,
                 files if swap else compare(src, None),
@@ -251,7 +251,7 @@ async def mirror(
                     )
                 raise
             if swap is not None:
-                files = await _verify_replaced(
+                files = await verify_replaced(
                     src_link,
                     src_path,
                     dst_link,
@@ -262,7 +262,7 @@ async def mirror(
                     allow_outside_links,
                     total,
                 )
-            rep = _report(
+            rep = mirror_report(
                 sl,
                 dl,
                 files,
@@ -275,7 +275,7 @@ async def mirror(
             )
     except MirrorFail as e:
         failed = (copying and not e.before_copy) or e.reason in FAILED_DURING_COPY
-        rep = _report(
+        rep = mirror_report(
             sl,
             dl,
             e.files or files,
@@ -289,7 +289,7 @@ async def mirror(
             copy_seconds=time.monotonic() - t1,
         )
     except HostError as e:
-        rep = _report(
+        rep = mirror_report(
             sl,
             dl,
             files,

@@ -25,12 +25,12 @@ from fleetdeck.backend.fleet.link.sshlib import asyncssh
 from fleetdeck.backend.host.lib.text import shown
 
 
-def _fail_from(link: HostLink, answer: dict, tail: str = "") -> MirrorFail:
+def fail_from(link: HostLink, answer: dict, tail: str = "") -> MirrorFail:
     e = HelperError.of(link.name, answer)
     return MirrorFail(e.code, f"{link.name}: {shown(e.message)}{tail}")
 
 
-class _Relay:
+class Relay:
     """One copy's helpers and the bounded relay between them.
 
     No wait is unbounded: every read from the reader and every drain towards the writer must
@@ -74,7 +74,7 @@ class _Relay:
         err = answer.get("error") if isinstance(answer, dict) else None
         if isinstance(err, dict) and err.get("partial_removed"):
             self.writer_removed = True
-        return _fail_from(self.dst_link, answer)
+        return fail_from(self.dst_link, answer)
 
     # -- bounded steps ----------------------------------------------------------------------
     def _stalled(self, side: str, what: str, secs: float) -> HostError:
@@ -110,7 +110,7 @@ class _Relay:
 
     async def _answer(self, h: HelperProcess, side: str, what: str, idle: float) -> dict:
         link = self.src_link if side == "source" else self.dst_link
-        return await self._bounded(_recv(h, link, None), side, what, idle)
+        return await self._bounded(recv_answer(h, link, None), side, what, idle)
 
     async def _start(self, link: HostLink, side: str) -> HelperProcess:
         try:
@@ -144,7 +144,7 @@ class _Relay:
                 self.writer.stdin.drain(), "destination", "its writer took nothing", self.d_idle
             )
         except (ConnectionError, asyncssh.Error) as e:
-            said = await _last_word(self.writer_said)
+            said = await last_word(self.writer_said)
             if said is not None and not said.get("ok"):
                 raise self._writer_fail(said) from None
             raise HostError(
@@ -188,13 +188,13 @@ class _Relay:
                     "helper",
                 ) from None
             if not t.get("ok"):
-                raise _fail_from(self.src_link, t)
+                raise fail_from(self.src_link, t)
             trailers.append(t)
             self.seen["files"] += 1
         return trailers
 
 
-async def _last_word(task: asyncio.Future | None) -> dict | None:
+async def last_word(task: asyncio.Future | None) -> dict | None:
     """What the writer said before its stream broke (a disk-full error, say), if anything."""
     if task is None:
         return None
@@ -206,7 +206,7 @@ async def _last_word(task: asyncio.Future | None) -> dict | None:
     return msg if isinstance(msg, dict) else None
 
 
-async def _recv(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
+async def recv_answer(h: HelperProcess, link: HostLink, timeout: float | None) -> dict:
     try:
         async with asyncio.timeout(timeout):
             msg = await h.recv_json()

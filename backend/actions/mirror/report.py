@@ -136,7 +136,7 @@ def count_witnesses(files: tuple[MirrorFile, ...]) -> int:
     )
 
 
-def _report(
+def mirror_report(
     src_label: str,
     dst_label: str,
     files: tuple[MirrorFile, ...],
@@ -154,7 +154,11 @@ def _report(
     if result in ("copied", "identical", "replaced") and not count_witnesses(files):
         # a verdict over nothing is no pass: the one rule (mirror and verify refuse such a source
         # before this, in their own words; this holds whatever path gets here)
-        result, reason, error = "refused", NOTHING, _nothing(src_label, dst_label, action)
+        result, reason, error = (
+            "refused",
+            NOTHING,
+            no_witness_sentence(src_label, dst_label, action),
+        )
     verified = result in ("copied", "identical", "replaced")
     bsrc = sum(f.bytes for f in files if f.status != "extra")
     bdst = sum(
@@ -184,7 +188,7 @@ def _report(
 NOTHING = "no-witness"
 
 
-def _nothing(sl: str, dl: str, action: str, dirs: int | None = None) -> str:
+def no_witness_sentence(sl: str, dl: str, action: str, dirs: int | None = None) -> str:
     """The sentence of a `no-witness` refusal: a verdict needs at least one file (`dirs`: how
     many folders SRC holds, all empty; None when not known)."""
     if dirs is None:
@@ -207,7 +211,7 @@ def _nothing(sl: str, dl: str, action: str, dirs: int | None = None) -> str:
     )
 
 
-def _differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
+def differs_sentence(sl: str, dl: str, files: tuple[MirrorFile, ...]) -> str:
     counts: dict[str, int] = {}
     for f in files:
         if f.status != "identical":

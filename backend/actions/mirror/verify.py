@@ -13,20 +13,20 @@ from fleetdeck.backend.actions.mirror.common import HASH_RATE, HELPER, MirrorFai
 from fleetdeck.backend.actions.mirror.report import (
     NOTHING,
     MirrorReport,
-    _differs_sentence,
-    _nothing,
-    _report,
+    differs_sentence,
+    mirror_report,
+    no_witness_sentence,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 
-def _label(link: HostLink, path: str) -> str:
+def side_label(link: HostLink, path: str) -> str:
     return f"{link.name}:{path}"
 
 
-async def _list(
+async def list_side(
     link: HostLink,
     path: str,
     follow: bool,
@@ -56,7 +56,7 @@ async def _list(
     return res
 
 
-def _check_src(src: dict, label: str, follow: bool, allow_outside: bool) -> None:
+def check_src(src: dict, label: str, follow: bool, allow_outside: bool) -> None:
     kind = src["kind"]
     if kind is None:
         raise MirrorFail("src-not-found", f"{label} does not exist")
@@ -90,7 +90,7 @@ def _check_src(src: dict, label: str, follow: bool, allow_outside: bool) -> None
         )
 
 
-def _check_dst(dst: dict, label: str) -> None:
+def check_dst(dst: dict, label: str) -> None:
     if dst["kind"] == "symlink":
         raise MirrorFail("dst-symlink", f"{label} is a symlink; give the real folder")
     if dst["kind"] not in (None, "dir"):
@@ -123,7 +123,7 @@ def same_disk(src: dict, dst: dict) -> str | None:
     return None
 
 
-def _check_same_disk(src: dict, dst: dict, sl: str, dl: str) -> None:
+def check_same_disk(src: dict, dst: dict, sl: str, dl: str) -> None:
     same = same_disk(src, dst)
     if same == "same":
         raise MirrorFail(
@@ -190,7 +190,7 @@ def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
     return tuple(sorted(out, key=lambda m: (m.path, m.kind)))
 
 
-def _outside(src: dict) -> tuple[tuple[str, str], ...]:
+def outside_of(src: dict) -> tuple[tuple[str, str], ...]:
     return tuple((p, t) for p, t in src.get("outside", []))
 
 
@@ -211,17 +211,17 @@ async def verify(
     `result="failed"` or `"refused"`, a reason code and a sentence.
     """
     t0 = time.monotonic()
-    sl, dl = _label(src_link, src_path), _label(dst_link, dst_path)
+    sl, dl = side_label(src_link, src_path), side_label(dst_link, dst_path)
     try:
-        src, dst = await _both(
-            _list(src_link, src_path, follow_symlinks, False),
-            _list(dst_link, dst_path, False, False),
+        src, dst = await both_sides(
+            list_side(src_link, src_path, follow_symlinks, False),
+            list_side(dst_link, dst_path, False, False),
         )
-        _check_src(src, shown(sl), follow_symlinks, allow_outside_links)
-        outside = _outside(src)
+        check_src(src, shown(sl), follow_symlinks, allow_outside_links)
+        outside = outside_of(src)
         if dst["kind"] is None:
             files = compare(src, None)
-            return _report(
+            return mirror_report(
                 sl,
                 dl,
                 files,
@@ -233,16 +233,18 @@ async def verify(
                 error=f"{shown(dl)} does not exist",
                 outside=outside,
             )
-        _check_dst(dst, shown(dl))
-        _check_same_disk(src, dst, sl, dl)
-        src, dst = await _hash_both(
+        check_dst(dst, shown(dl))
+        check_same_disk(src, dst, sl, dl)
+        src, dst = await hash_both(
             src_link, src_path, dst_link, dst_path, follow_symlinks, allow_outside_links, src, dst
         )
         files = compare(src, dst)
         if all(f.status == "identical" for f in files):
             if not src["files"]:
-                raise MirrorFail(NOTHING, _nothing(sl, dl, "verify", len(src["dirs"])), files)
-            return _report(
+                raise MirrorFail(
+                    NOTHING, no_witness_sentence(sl, dl, "verify", len(src["dirs"])), files
+                )
+            return mirror_report(
                 sl,
                 dl,
                 files,
@@ -252,7 +254,7 @@ async def verify(
                 t0=t0,
                 outside=outside,
             )
-        return _report(
+        return mirror_report(
             sl,
             dl,
             files,
@@ -261,11 +263,11 @@ async def verify(
             result="differs",
             t0=t0,
             reason="differs",
-            error=_differs_sentence(sl, dl, files),
+            error=differs_sentence(sl, dl, files),
             outside=outside,
         )
     except MirrorFail as e:
-        return _report(
+        return mirror_report(
             sl,
             dl,
             e.files,
@@ -277,7 +279,7 @@ async def verify(
             error=e.error,
         )
     except HostError as e:
-        return _report(
+        return mirror_report(
             sl,
             dl,
             (),
@@ -290,7 +292,7 @@ async def verify(
         )
 
 
-async def _both(a, b):
+async def both_sides(a, b):
     """Both results; when one side fails, the other is cancelled and awaited before the error
     goes on (a plain gather left it running: a walk or a hash on a host nobody waits for)."""
     tasks = [asyncio.ensure_future(a), asyncio.ensure_future(b)]
@@ -303,38 +305,38 @@ async def _both(a, b):
         raise
 
 
-async def _hash_both(
+async def hash_both(
     src_link, src_path, dst_link, dst_path, follow, allow_outside, src, dst, skip_partials=False
 ):
     """Both sides listed again, hashed each on its own host (DST never following a link)."""
     tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
-    src, dst = await _both(
-        _list(src_link, src_path, follow, True, tot),
-        _list(dst_link, dst_path, False, True, tot, skip_partials),
+    src, dst = await both_sides(
+        list_side(src_link, src_path, follow, True, tot),
+        list_side(dst_link, dst_path, False, True, tot, skip_partials),
     )
-    _check_src(src, shown(_label(src_link, src_path)), follow, allow_outside)
-    _check_dst(dst, shown(_label(dst_link, dst_path)))
+    check_src(src, shown(side_label(src_link, src_path)), follow, allow_outside)
+    check_dst(dst, shown(side_label(dst_link, dst_path)))
     bad = [f for f in src["files"] if f.get("error")]
     if bad:
         raise MirrorFail(
             "src-unreadable",
-            f"{shown(_label(src_link, src_path))}: cannot hash "
+            f"{shown(side_label(src_link, src_path))}: cannot hash "
             f"{shown(bad[0]['path'])}: {bad[0]['error']}",
         )
     return src, dst
 
 
-async def _verify_replaced(
+async def verify_replaced(
     src_link, src_path, dst_link, dst_path, src, swap, follow, allow_outside, total
 ) -> tuple[MirrorFile, ...]:
     """After the swap: DST listed and hashed again on its host, compared with SRC's hashes.
     The copy was proven in the partial folder; this proves what now has DST's name."""
     try:
-        dst = await _list(dst_link, dst_path, False, True, total)
+        dst = await list_side(dst_link, dst_path, False, True, total)
     except HostError as e:
         raise MirrorFail(
             "unverified",
-            f"the copy took {shown(_label(dst_link, dst_path))}'s place, but it "
+            f"the copy took {shown(side_label(dst_link, dst_path))}'s place, but it "
             f"could not be hashed again ({e.message}); the old one is kept as "
             f"{shown(swap['backup'])}",
         ) from None
@@ -342,8 +344,8 @@ async def _verify_replaced(
     if dst["kind"] != "dir" or any(f.status != "identical" for f in files):
         raise MirrorFail(
             "unverified",
-            f"{shown(_label(dst_link, dst_path))} does not hash as the source after "
-            f"the swap ({_differs_sentence('', '', files).split(': ', 1)[-1]}); the old one is "
+            f"{shown(side_label(dst_link, dst_path))} does not hash as the source after "
+            f"the swap ({differs_sentence('', '', files).split(': ', 1)[-1]}); the old one is "
             f"kept as {shown(swap['backup'])}",
             files,
         )
