@@ -19,13 +19,15 @@ span (the baseline in the same run): the ratio between the two says what the spa
 - controller: `Poller.poll()` over --hosts loopback sshd hosts (benchmarks/poll.py's set-up),
   process CPU per host-poll: the request, the answer's JSON decode, validation split by record
   kind (GPUs, runs, schedules, disks, processes, seats, the rest of `host_from_probe`), the
-  verdict (rules, acks) and the rest (asyncssh, the event loop). Then the same validation of
+  verdict (rules, acks), asyncssh's packets in and out (SSHConnection.data_received,
+  send_packet) and the rest (the event loop, channels' streams, tasks). Then the same validation of
   the 8-GPU stand-in's answer, alone (no transport).
 - dashboard: benchmarks/tui_big.py's big fleet (200 hosts x 8 GPUs, 10,000 schedules, 3,000
   runs, 200x60 headless), a poll applied to the view on screen (Fleet, Runs, Schedules),
-  process CPU until the frame is drawn: the model update (FleetState.apply), the alert watch,
-  the view's refresh (table sync), the row builders (tui/rows, show/), the table's own lines
-  (TableLines.render_line), and the rest (Textual: messages, layout, compositor).
+  process CPU until the frame is drawn: the model update (FleetState.apply; its runs and
+  schedules in order), the alert watch, the view's refresh (its own code, its column widths),
+  the table's sync (LazyRows.sync_lazy), the row builders (tui/rows, show/), the table's own
+  lines (TableLines.render_line), and the rest (Textual: messages, layout, compositor).
 """
 
 from __future__ import annotations
@@ -88,6 +90,20 @@ class Spans:
 
         self.undo.append((owner, name, owner.__dict__.get(name, fn)))
         setattr(owner, name, timed)
+
+    def patch_property(self, owner: type, name: str, part: str) -> None:
+        prop = owner.__dict__[name]
+        self.undo.append((owner, name, prop))
+        get = prop.fget
+
+        def timed(obj):
+            self.enter(part)
+            try:
+                return get(obj)
+            finally:
+                self.leave()
+
+        setattr(owner, name, property(timed))
 
     def unpatch(self) -> None:
         for owner, name, fn in reversed(self.undo):
@@ -177,12 +193,23 @@ def stub8(d: Path) -> Path | None:
     c = NVML_STUB.replace('"GPU-stub-%d", d->idx', '"GPU-stub-%d", (int)(d - devs)')
     c = c.replace("d->idx", "0").replace("static struct dev devs[2] = {{0}, {1}};", "")
     c = c.replace("typedef struct dev { int idx; } *nvmlDevice_t;", "")
-    c = c.replace("#include <unistd.h>", "#include <unistd.h>\n"
-                  "typedef struct dev { int idx; } *nvmlDevice_t;\nstatic struct dev devs[8];")
+    c = c.replace(
+        "#include <unistd.h>",
+        "#include <unistd.h>\n"
+        "typedef struct dev { int idx; } *nvmlDevice_t;\nstatic struct dev devs[8];",
+    )
     c = c.replace("*n = 2;", "*n = 8;").replace("int registered[2];", "int registered[8];")
     (d / "nvml8.c").write_text(c)
     subprocess.run(
-        ["cc", "-shared", "-fPIC", "-DWITH_V2", "-o", str(d / "libnvidia-ml.so.1"), str(d / "nvml8.c")],
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-DWITH_V2",
+            "-o",
+            str(d / "libnvidia-ml.so.1"),
+            str(d / "nvml8.c"),
+        ],
         check=True,
     )
     return d
@@ -190,9 +217,20 @@ def stub8(d: Path) -> Path | None:
 
 def run_probe(req: dict, polls: int, interval: float, env: dict) -> dict:
     p = subprocess.run(
-        [sys.executable, __file__, "--probe-child", json.dumps(req), "--polls", str(polls),
-         "--interval", str(interval)],
-        env=env, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            __file__,
+            "--probe-child",
+            json.dumps(req),
+            "--polls",
+            str(polls),
+            "--interval",
+            str(interval),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if p.returncode:
         sys.exit(f"profile_poll: the probe's child failed:\n{p.stderr[-3000:]}")
@@ -202,18 +240,31 @@ def run_probe(req: dict, polls: int, interval: float, env: dict) -> dict:
 def probe_section(req: dict, args, d: Path) -> dict | None:
     env = dict(os.environ, FLEETDECK_PROBE_GPU="none")
     res = run_probe(req, args.polls, args.interval, env)
-    table(f"probe, one poll, no GPU ({args.polls} polls, {args.interval:g} s apart)",
-          res["rows"], res["bare"], "/poll")
+    table(
+        f"probe, one poll, no GPU ({args.polls} polls, {args.interval:g} s apart)",
+        res["rows"],
+        res["bare"],
+        "/poll",
+    )
     lib = stub8(d)
     if lib is None:
         print("  (no C compiler: the 8-GPU stand-in is not built)")
         return None
-    env = dict(os.environ, LD_LIBRARY_PATH=str(lib), FLEETDECK_PROBE_GPU="nvml",
-               NVML_STUB_PID=str(os.getpid()), NVML_STUB_XID=str(lib / "xid"),
-               NVML_STUB_LOST=str(lib / "lost"))
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=str(lib),
+        FLEETDECK_PROBE_GPU="nvml",
+        NVML_STUB_PID=str(os.getpid()),
+        NVML_STUB_XID=str(lib / "xid"),
+        NVML_STUB_LOST=str(lib / "lost"),
+    )
     g = run_probe(req, args.polls, args.interval, env)
-    table(f"probe, one poll, {g['gpus']} GPUs through {g['gpu_source']} (the C stand-in)",
-          g["rows"], g["bare"], "/poll")
+    table(
+        f"probe, one poll, {g['gpus']} GPUs through {g['gpu_source']} (the C stand-in)",
+        g["rows"],
+        g["bare"],
+        "/poll",
+    )
     print(f"  {'other threads (NVML sampler), per poll':<44}{g['threads_ms']:>16.3f}")
     return g["answer"]
 
@@ -237,6 +288,8 @@ def validation_spans(sp: Spans) -> None:
 
 
 async def controller_polls(fleet, polls: int) -> tuple[list[dict], list[float]]:
+    from asyncssh.connection import SSHConnection
+
     from fleetdeck.backend.fleet import poller as pol
     from fleetdeck.backend.fleet.link import channel
 
@@ -256,9 +309,11 @@ async def controller_polls(fleet, polls: int) -> tuple[list[dict], list[float]]:
         sp.patch(channel, "loads", "the answer's JSON decode")
         sp.patch(pol, "fleet_verdict", "verdict (rules)")
         sp.patch(pol, "load_acks", "verdict: acks file")
+        sp.patch(SSHConnection, "data_received", "SSH in (decrypt, packets, channels)")
+        sp.patch(SSHConnection, "send_packet", "SSH out (packets, encrypt)")
         rows = []
         for _ in range(polls):
-            sp.enter("the rest (asyncssh, event loop)")
+            sp.enter("the rest (event loop, streams, tasks)")
             snap = await poller.poll()
             sp.leave()
             assert all(h.reachable for h in snap.hosts)
@@ -288,9 +343,9 @@ def validation_alone(answer: dict, repeat: int) -> tuple[list[dict], list[float]
 
 
 def controller_section(args, gpu_answer: dict | None) -> None:
-    from support.sshfleet import SshdFleet
-
     from fleetdeck.backend.fleet.config import load_fleet
+
+    from support.sshfleet import SshdFleet
 
     with tempfile.TemporaryDirectory() as d:
         sf = SshdFleet(Path(d))
@@ -304,20 +359,28 @@ def controller_section(args, gpu_answer: dict | None) -> None:
             rows, bare = asyncio.run(controller_polls(fleet, args.polls))
         finally:
             sf.stop_all()
-    table(f"controller, one host-poll ({args.hosts} loopback sshd hosts, {args.polls} polls, "
-          "no GPU)", rows, bare, "/host-poll")
+    table(
+        f"controller, one host-poll ({args.hosts} loopback sshd hosts, {args.polls} polls, no GPU)",
+        rows,
+        bare,
+        "/host-poll",
+    )
     if gpu_answer is not None:
         rows, bare = validation_alone(gpu_answer, 200)
-        table("controller, validation alone of the 8-GPU stand-in's answer (200 times)",
-              rows, bare, "/host-poll")
+        table(
+            "controller, validation alone of the 8-GPU stand-in's answer (200 times)",
+            rows,
+            bare,
+            "/host-poll",
+        )
 
 
 def probe_request_of_a_loopback_host(d: Path) -> dict:
     """The request the poller sends a host of benchmarks/poll.py's fleet (no sshd started)."""
-    from support.sshfleet import SshdFleet
-
     from fleetdeck.backend.fleet.config import load_fleet
     from fleetdeck.backend.fleet.poller import probe_request
+
+    from support.sshfleet import SshdFleet
 
     sf = SshdFleet(d / "fleet")
     try:
@@ -337,13 +400,19 @@ def dashboard_spans(sp: Spans) -> None:
     from fleetdeck.tui.alert_watch import AlertWatch
     from fleetdeck.tui.fleet_state import FleetState
     from fleetdeck.tui.views import fleet, runs, schedules
+    from fleetdeck.tui.widgets.lazy_rows import LazyRows
     from fleetdeck.tui.widgets.table_lines import TableLines
 
     sp.patch(FleetState, "apply", "model update (FleetState.apply)")
+    sp.patch_property(FleetState, "runs", "model: runs in order (FleetState.runs)")
+    sp.patch_property(FleetState, "schedules", "model: schedules (FleetState.schedules)")
+    sp.patch(LazyRows, "sync_lazy", "table sync (LazyRows.sync_lazy)")
     sp.patch(AlertWatch, "observe", "alert watch")
     sp.patch(TableLines, "render_line", "table lines (TableLines.render_line)")
     for mod, cls in ((fleet, "FleetScreen"), (runs, "RunsScreen"), (schedules, "SchedulesScreen")):
-        sp.patch(getattr(mod, cls), "refresh_view", "view refresh (table sync)")
+        sp.patch(getattr(mod, cls), "refresh_view", "view refresh (its own code)")
+        if "_fit_columns" in vars(getattr(mod, cls)):
+            sp.patch(getattr(mod, cls), "_fit_columns", "view: column widths")
         for name, fn in list(vars(mod).items()):
             if inspect.isfunction(fn) and fn.__module__.startswith(
                 ("fleetdeck.tui.rows", "fleetdeck.show")
@@ -400,9 +469,13 @@ async def dashboard_repaints(repeat: int) -> dict[str, tuple[list[dict], list[fl
 def dashboard_section(args) -> None:
     res = asyncio.run(dashboard_repaints(args.repeat))
     for key, (rows, bare) in res.items():
-        table(f"dashboard, one repaint after a poll on {key} (tui_big's fleet: 200 hosts x 8 "
-              f"GPUs, 10,000 schedules, 3,000 runs; 200x60; {args.repeat} repaints)",
-              rows, bare, "/repaint")
+        table(
+            f"dashboard, one repaint after a poll on {key} (tui_big's fleet: 200 hosts x 8 "
+            f"GPUs, 10,000 schedules, 3,000 runs; 200x60; {args.repeat} repaints)",
+            rows,
+            bare,
+            "/repaint",
+        )
 
 
 def main() -> int:
@@ -419,8 +492,10 @@ def main() -> int:
         return 0
     only = set(args.only.split(","))
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs; "
-          "ms of CPU (exclusive spans), medians; share of the summed parts")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs; "
+        "ms of CPU (exclusive spans), medians; share of the summed parts"
+    )
     answer = None
     with tempfile.TemporaryDirectory() as d:
         if "probe" in only or "controller" in only:
