@@ -9,9 +9,11 @@ the outer one, so the parts add up to the whole. The whole is also measured once
 span (the baseline in the same run): the ratio between the two says what the spans cost.
 
 - probe: `snapshot()` of backend/host/probe/main.py run in a child process as the resident
-  probe runs it (resident mode), on the request the poller sends a loopback host of
-  benchmarks/poll.py (its runs folder, its disks); main-thread CPU (`thread_time`) per poll,
-  and the other threads (NVML's sampler) apart. Twice: with no GPU, and with a stand-in
+  probe runs it (resident mode), on the request the poller sends the first of --hosts loopback
+  sshd hosts (benchmarks/poll.py's set-up: its runs folder, its disks), while every host's
+  probe is resident (the processes poll.py's resident run sees); main-thread CPU
+  (`thread_time`) per poll, the other threads (NVML's sampler) apart, and beside it poll.py's
+  floor (every /proc/PID/stat read, statvfs of the same disks) measured at the same moment. Twice: with no GPU, and with a stand-in
   libnvidia-ml.so.1 built from tests/host/test_probe_gpu.py's C (NVML's signatures and
   structs, every health field) widened to 8 GPUs that each answer as its H200 does (needs cc).
   Parts: the /proc scan (Procs), GPUs, memory and load, disks, runs, schedules, seats, the
@@ -238,13 +240,21 @@ def run_probe(req: dict, polls: int, interval: float, env: dict) -> dict:
 
 
 def probe_section(req: dict, args, d: Path) -> dict | None:
+    from poll import floor
+
     env = dict(os.environ, FLEETDECK_PROBE_GPU="none")
     res = run_probe(req, args.polls, args.interval, env)
+    floor_ms = floor(req["disk_paths"], args.polls)
     table(
         f"probe, one poll, no GPU ({args.polls} polls, {args.interval:g} s apart)",
         res["rows"],
         res["bare"],
         "/poll",
+    )
+    whole = statistics.median(res["bare"]) * 1e3
+    print(
+        f"  {'floor (/proc/PID/stat, statvfs; poll.py)':<44}{floor_ms:>16.3f}"
+        f"   the probe, no spans: {whole / floor_ms:.1f}x the floor"
     )
     lib = stub8(d)
     if lib is None:
@@ -287,41 +297,53 @@ def validation_spans(sp: Spans) -> None:
         sp.patch(validate, name, part)
 
 
-async def controller_polls(fleet, polls: int) -> tuple[list[dict], list[float]]:
+async def fleet_session(fleet, args, d: Path, only: set[str]) -> dict:
+    """With every loopback host's probe resident (the /proc benchmarks/poll.py's resident run
+    sees): the probe's profile, then the controller's."""
+    from fleetdeck.backend.fleet import poller as pol
+
+    poller = pol.Poller(fleet)
+    out: dict = {"answer": None}
+    try:
+        await poller.poll()  # connections made, probes started
+        if "probe" in only:
+            out["answer"] = probe_section(pol.probe_request(fleet.hosts[0]), args, d)
+        if "controller" in only:
+            out["controller"] = await controller_polls(poller, len(fleet.hosts), args.polls)
+        return out
+    finally:
+        await poller.close()
+
+
+async def controller_polls(poller, n: int, polls: int) -> tuple[list[dict], list[float]]:
     from asyncssh.connection import SSHConnection
 
     from fleetdeck.backend.fleet import poller as pol
     from fleetdeck.backend.fleet.link import channel
 
-    poller = pol.Poller(fleet)
-    n = len(fleet.hosts)
-    try:
-        await poller.poll()  # connections made, probes started
-        bare = []
-        for _ in range(polls):
-            c = time.process_time()
-            await poller.poll()
-            bare.append((time.process_time() - c) / n)
-        sp = Spans(time.process_time)
-        validation_spans(sp)
-        sp.patch(pol, "host_from_probe", "validation: the rest")
-        sp.patch(pol, "probe_request", "the request")
-        sp.patch(channel, "loads", "the answer's JSON decode")
-        sp.patch(pol, "fleet_verdict", "verdict (rules)")
-        sp.patch(pol, "load_acks", "verdict: acks file")
-        sp.patch(SSHConnection, "data_received", "SSH in (decrypt, packets, channels)")
-        sp.patch(SSHConnection, "send_packet", "SSH out (packets, encrypt)")
-        rows = []
-        for _ in range(polls):
-            sp.enter("the rest (event loop, streams, tasks)")
-            snap = await poller.poll()
-            sp.leave()
-            assert all(h.reachable for h in snap.hosts)
-            rows.append({k: v / n for k, v in sp.take().items()})
-        sp.unpatch()
-        return rows, bare
-    finally:
-        await poller.close()
+    bare = []
+    for _ in range(polls):
+        c = time.process_time()
+        await poller.poll()
+        bare.append((time.process_time() - c) / n)
+    sp = Spans(time.process_time)
+    validation_spans(sp)
+    sp.patch(pol, "host_from_probe", "validation: the rest")
+    sp.patch(pol, "probe_request", "the request")
+    sp.patch(channel, "loads", "the answer's JSON decode")
+    sp.patch(pol, "fleet_verdict", "verdict (rules)")
+    sp.patch(pol, "load_acks", "verdict: acks file")
+    sp.patch(SSHConnection, "data_received", "SSH in (decrypt, packets, channels)")
+    sp.patch(SSHConnection, "send_packet", "SSH out (packets, encrypt)")
+    rows = []
+    for _ in range(polls):
+        sp.enter("the rest (event loop, streams, tasks)")
+        snap = await poller.poll()
+        sp.leave()
+        assert all(h.reachable for h in snap.hosts)
+        rows.append({k: v / n for k, v in sp.take().items()})
+    sp.unpatch()
+    return rows, bare
 
 
 def validation_alone(answer: dict, repeat: int) -> tuple[list[dict], list[float]]:
@@ -342,7 +364,7 @@ def validation_alone(answer: dict, repeat: int) -> tuple[list[dict], list[float]
     return rows, bare
 
 
-def controller_section(args, gpu_answer: dict | None) -> None:
+def fleet_sections(args, only: set[str]) -> None:
     from fleetdeck.backend.fleet.config import load_fleet
 
     from support.sshfleet import SshdFleet
@@ -356,39 +378,26 @@ def controller_section(args, gpu_answer: dict | None) -> None:
                 Path(d) / "hosts.toml", defaults={"command_timeout": 60, "connect_timeout": 20}
             )
             fleet = load_fleet(str(path))
-            rows, bare = asyncio.run(controller_polls(fleet, args.polls))
+            out = asyncio.run(fleet_session(fleet, args, Path(d), only))
         finally:
             sf.stop_all()
-    table(
-        f"controller, one host-poll ({args.hosts} loopback sshd hosts, {args.polls} polls, no GPU)",
-        rows,
-        bare,
-        "/host-poll",
-    )
-    if gpu_answer is not None:
-        rows, bare = validation_alone(gpu_answer, 200)
+    if "controller" in out:
+        rows, bare = out["controller"]
+        table(
+            f"controller, one host-poll ({args.hosts} loopback sshd hosts, {args.polls} polls, "
+            "no GPU)",
+            rows,
+            bare,
+            "/host-poll",
+        )
+    if out["answer"] is not None and "controller" in only:
+        rows, bare = validation_alone(out["answer"], 200)
         table(
             "controller, validation alone of the 8-GPU stand-in's answer (200 times)",
             rows,
             bare,
             "/host-poll",
         )
-
-
-def probe_request_of_a_loopback_host(d: Path) -> dict:
-    """The request the poller sends a host of benchmarks/poll.py's fleet (no sshd started)."""
-    from fleetdeck.backend.fleet.config import load_fleet
-    from fleetdeck.backend.fleet.poller import probe_request
-
-    from support.sshfleet import SshdFleet
-
-    sf = SshdFleet(d / "fleet")
-    try:
-        sf.add("b00")
-        fleet = load_fleet(str(sf.write_fleet(d / "hosts.toml")))
-    finally:
-        sf.stop_all()
-    return probe_request(fleet.hosts[0])
 
 
 # -- the dashboard ---------------------------------------------------------------------------------
@@ -496,13 +505,8 @@ def main() -> int:
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs; "
         "ms of CPU (exclusive spans), medians; share of the summed parts"
     )
-    answer = None
-    with tempfile.TemporaryDirectory() as d:
-        if "probe" in only or "controller" in only:
-            req = probe_request_of_a_loopback_host(Path(d))
-            answer = probe_section(req, args, Path(d)) if "probe" in only else None
-    if "controller" in only:
-        controller_section(args, answer)
+    if "probe" in only or "controller" in only:
+        fleet_sections(args, only)
     if "dashboard" in only:
         dashboard_section(args)
     load = os.getloadavg()
