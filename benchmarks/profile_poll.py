@@ -114,15 +114,20 @@ class Spans:
 
 
 def table(title: str, polls: list[dict[str, float]], bare: list[float], unit: str) -> None:
-    """Median ms per part, share of the summed parts, and the whole against the bare run."""
+    """Median, mean and max ms per part, its share of the summed parts (of all the polls: a
+    part that is dear once in a while shows in the mean and the share, not the median), and
+    the whole against the bare run."""
     parts = sorted({p for d in polls for p in d}, key=lambda p: -sum(d.get(p, 0) for d in polls))
     whole = sum(sum(d.values()) for d in polls)
     print(f"\n{title}")
-    print(f"  {'part':<44}{'ms CPU ' + unit:>16}{'share':>8}")
+    print(f"  {'part':<44}{'ms CPU ' + unit:>16}{'mean':>8}{'max':>8}{'share':>7}")
     for p in parts:
-        med = statistics.median(d.get(p, 0.0) for d in polls) * 1e3
-        share = sum(d.get(p, 0.0) for d in polls) / whole if whole else 0.0
-        print(f"  {p:<44}{med:>16.3f}{share:>7.0%}")
+        xs = [d.get(p, 0.0) * 1e3 for d in polls]
+        share = sum(xs) / 1e3 / whole if whole else 0.0
+        print(
+            f"  {p:<44}{statistics.median(xs):>16.3f}{statistics.fmean(xs):>8.3f}"
+            f"{max(xs):>8.3f}{share:>7.0%}"
+        )
     tot = statistics.median(sum(d.values()) for d in polls) * 1e3
     print(f"  {'whole, with the spans (median)':<44}{tot:>16.3f}")
     if bare:
@@ -503,7 +508,7 @@ def main() -> int:
     load = os.getloadavg()
     print(
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs; "
-        "ms of CPU (exclusive spans), medians; share of the summed parts"
+        "ms of CPU (exclusive spans); share of the summed parts over every poll"
     )
     if "probe" in only or "controller" in only:
         fleet_sections(args, only)
