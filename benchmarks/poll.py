@@ -89,14 +89,17 @@ async def fresh(fleet, polls: int) -> dict:
         await asyncio.gather(*(link.close() for link in links.values()))
 
 
-def floor(disk_paths: list[str], polls: int) -> float:
+def floor(disk_paths: list[str], polls: int) -> tuple[float, int]:
     """The least a probe can do each poll: every /proc/PID/stat read, and statvfs of each
-    disk; median ms of CPU per poll (a first scan untimed)."""
+    disk. (median ms of CPU per poll, a first scan untimed; the /proc/PID entries read)."""
     paths = [os.path.expanduser(p) for p in disk_paths]
+    entries = [0]
 
     def scan() -> None:
+        entries[0] = 0
         for name in os.listdir("/proc"):
             if name.isdigit():
+                entries[0] += 1
                 try:
                     with open(f"/proc/{name}/stat", "rb") as f:
                         f.read()
@@ -114,7 +117,7 @@ def floor(disk_paths: list[str], polls: int) -> float:
         c0 = time.process_time()
         scan()
         cpu.append(time.process_time() - c0)
-    return 1000 * statistics.median(cpu)
+    return 1000 * statistics.median(cpu), entries[0]
 
 
 def main() -> int:
@@ -134,7 +137,8 @@ def main() -> int:
             fleet = load_fleet(str(path))
             base = asyncio.run(fresh(fleet, args.polls))
             res = asyncio.run(resident(fleet, args.polls))
-            floor_ms = floor(probe_request(fleet.hosts[0])["disk_paths"], args.polls)
+            disk_paths = probe_request(fleet.hosts[0])["disk_paths"]
+            floor_ms, entries = floor(disk_paths, args.polls)
         finally:
             sf.stop_all()
     out = {
@@ -145,6 +149,8 @@ def main() -> int:
         "cycle_speedup": base["cycle_ms"] / res["cycle_ms"],
         "probe_cpu_ratio": base["probe_cpu_ms"] / res["probe_cpu_ms"],
         "floor_cpu_ms": floor_ms,
+        "floor_proc_entries": entries,
+        "floor_disks": len(disk_paths),
         "probe_to_floor": res["probe_cpu_ms"] / floor_ms,
     }
     if args.json:
@@ -161,7 +167,8 @@ def main() -> int:
             f"probe CPU {out['probe_cpu_ratio']:.1f}x less"
         )
         print(
-            f"floor (every /proc/PID/stat read, statvfs of the same disks): {floor_ms:.2f}ms CPU "
+            f"floor ({entries} /proc/PID/stat read, statvfs of the same {len(disk_paths)} "
+            f"disks): {floor_ms:.2f}ms CPU "
             f"per poll; resident probe {out['probe_to_floor']:.1f}x the floor"
         )
     return 0

@@ -13,16 +13,17 @@ span (the baseline in the same run): the ratio between the two says what the spa
   sshd hosts (benchmarks/poll.py's set-up: its runs folder, its disks), while every host's
   probe is resident (the processes poll.py's resident run sees); main-thread CPU
   (`thread_time`) per poll, the other threads (NVML's sampler) apart, and beside it poll.py's
-  floor (every /proc/PID/stat read, statvfs of the same disks) measured at the same moment. Twice: with no GPU, and with a stand-in
-  libnvidia-ml.so.1 built from tests/host/test_probe_gpu.py's C (NVML's signatures and
-  structs, every health field) widened to 8 GPUs that each answer as its H200 does (needs cc).
+  floor (every /proc/PID/stat read, statvfs of the same disks) measured at the same moment.
+  Twice: with no GPU, and with a stand-in libnvidia-ml.so.1 built from
+  tests/host/test_probe_gpu.py's C (NVML's signatures and structs, every health field) widened
+  to 8 GPUs that each answer as its H200 does (needs cc).
   Parts: the /proc scan (Procs), GPUs, memory and load, disks, runs, schedules, seats, the
   process list, the answer's JSON, and the rest (dispatch, assembly).
 - controller: `Poller.poll()` over --hosts loopback sshd hosts (benchmarks/poll.py's set-up),
   process CPU per host-poll: the request, the answer's JSON decode, validation split by record
   kind (GPUs, runs, schedules, disks, processes, seats, the rest of `host_from_probe`), the
   verdict (rules, acks), asyncssh's packets in and out (SSHConnection.data_received,
-  send_packet) and the rest (the event loop, channels' streams, tasks). Then the same validation of
+  send_packet) and the rest (the event loop, channels' streams, tasks). Then the validation of
   the 8-GPU stand-in's answer, alone (no transport).
 - dashboard: benchmarks/tui_big.py's big fleet (200 hosts x 8 GPUs, 10,000 schedules, 3,000
   runs, 200x60 headless), a poll applied to the view on screen (Fleet, Runs, Schedules),
@@ -249,7 +250,7 @@ def probe_section(req: dict, args, d: Path) -> dict | None:
 
     env = dict(os.environ, FLEETDECK_PROBE_GPU="none")
     res = run_probe(req, args.polls, args.interval, env)
-    floor_ms = floor(req["disk_paths"], args.polls)
+    floor_ms, entries = floor(req["disk_paths"], args.polls)
     table(
         f"probe, one poll, no GPU ({args.polls} polls, {args.interval:g} s apart)",
         res["rows"],
@@ -258,7 +259,7 @@ def probe_section(req: dict, args, d: Path) -> dict | None:
     )
     whole = statistics.median(res["bare"]) * 1e3
     print(
-        f"  {'floor (/proc/PID/stat, statvfs; poll.py)':<44}{floor_ms:>16.3f}"
+        f"  {f'floor ({entries} /proc/PID/stat, statvfs; poll.py)':<44}{floor_ms:>16.3f}"
         f"   the probe, no spans: {whole / floor_ms:.1f}x the floor"
     )
     lib = stub8(d)
