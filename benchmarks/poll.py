@@ -4,6 +4,11 @@ Starts a fleet of loopback sshd hosts, polls them all concurrently, and prints t
 cycle time, the controller's CPU per cycle and the probe's CPU per poll for both ways, with
 the ratio against the fresh-process baseline.
 
+Beside them, in the same run, the floor: the least any probe can do on this host each poll, a
+bare stdlib scan of every `/proc/PID/stat` (listed, opened, read) and `os.statvfs` of the same
+disks a probe is asked about (one host's `disk_paths`), in this process, CPU per poll (median);
+the resident probe's CPU per poll is printed as a ratio to it.
+
     python benchmarks/poll.py --hosts 20 --polls 20
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -83,6 +89,37 @@ async def fresh(fleet, polls: int) -> dict:
         await asyncio.gather(*(link.close() for link in links.values()))
 
 
+def floor(disk_paths: list[str], polls: int) -> tuple[float, int]:
+    """The least a probe can do each poll: every /proc/PID/stat read, and statvfs of each
+    disk. (median ms of CPU per poll, a first scan untimed; the /proc/PID entries read)."""
+    paths = [os.path.expanduser(p) for p in disk_paths]
+    entries = [0]
+
+    def scan() -> None:
+        entries[0] = 0
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                entries[0] += 1
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        f.read()
+                except OSError:
+                    pass
+        for p in paths:
+            try:
+                os.statvfs(p)
+            except OSError:
+                pass
+
+    scan()
+    cpu = []
+    for _ in range(polls):
+        c0 = time.process_time()
+        scan()
+        cpu.append(time.process_time() - c0)
+    return 1000 * statistics.median(cpu), entries[0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=20)
@@ -100,6 +137,8 @@ def main() -> int:
             fleet = load_fleet(str(path))
             base = asyncio.run(fresh(fleet, args.polls))
             res = asyncio.run(resident(fleet, args.polls))
+            disk_paths = probe_request(fleet.hosts[0])["disk_paths"]
+            floor_ms, entries = floor(disk_paths, args.polls)
         finally:
             sf.stop_all()
     out = {
@@ -109,6 +148,10 @@ def main() -> int:
         "resident_probe": res,
         "cycle_speedup": base["cycle_ms"] / res["cycle_ms"],
         "probe_cpu_ratio": base["probe_cpu_ms"] / res["probe_cpu_ms"],
+        "floor_cpu_ms": floor_ms,
+        "floor_proc_entries": entries,
+        "floor_disks": len(disk_paths),
+        "probe_to_floor": res["probe_cpu_ms"] / floor_ms,
     }
     if args.json:
         print(json.dumps(out, indent=1))
@@ -122,6 +165,11 @@ def main() -> int:
         print(
             f"resident vs baseline: cycle {out['cycle_speedup']:.1f}x faster, "
             f"probe CPU {out['probe_cpu_ratio']:.1f}x less"
+        )
+        print(
+            f"floor ({entries} /proc/PID/stat read, statvfs of the same {len(disk_paths)} "
+            f"disks): {floor_ms:.2f}ms CPU "
+            f"per poll; resident probe {out['probe_to_floor']:.1f}x the floor"
         )
     return 0
 
