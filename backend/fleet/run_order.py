@@ -3,6 +3,7 @@ name in natural order (`run-3` before `run-10`), then by path."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -15,10 +16,13 @@ LIVE = ("running", "stalled")
 _DIGITS = re.compile(r"([0-9]+)")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def natural_key(text: str) -> tuple:
     """A sort key for `text` in which a run of digits compares as the number it is (`run-3`
     before `run-10`, however many digits: compared by length, never converted), letters
-    without regard to case, and exact text last, so that no two different texts tie."""
+    without regard to case, and exact text last, so that no two different texts tie. Kept for
+    the texts seen last (a poll lists the same hosts, names and paths again: the dashboard
+    sorted 3,000 runs a poll by working each key out afresh)."""
     parts = _DIGITS.split(text)
     key: list = []
     for i, part in enumerate(parts):
