@@ -26,6 +26,7 @@ from textual.containers import Vertical
 from textual.widgets import Button, Label, TextArea
 
 from fleetdeck.backend.fleet.models import Run, Schedule, run_json, schedule_json
+from fleetdeck.backend.host.lib.procfs import start_ticks_of_stat
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.probe.run_progress import MEDIAN_STEPS
 from fleetdeck.tui.modals.modal import Modal
@@ -154,8 +155,8 @@ async def cmdline_sources(link: Any, pid: int, start: int | None, whose: str) ->
     still that process (its start time, as the probe saw it)."""
     if start is not None:
         stat = await _head(link, _file(f"/proc/{pid}/stat"))
-        fields = stat.rpartition(")")[2].split()
-        if len(fields) < 20 or fields[19] != str(start):
+        # the host library's reading of the same file, not a second copy of its rule
+        if start_ticks_of_stat(stat.encode("utf-8", "surrogateescape")) != start:
             return [
                 (
                     "the whole command line",

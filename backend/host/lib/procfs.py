@@ -69,9 +69,23 @@ def stat_fields(pid):
     """The fields of /proc/PID/stat after the command name (`state` first), as bytes, or None
     when `pid` is gone. The name is skipped up to its last ')': it may hold spaces and ')'."""
     try:
-        data = read_bytes("/proc/%d/stat" % pid)
-        return data[data.rindex(b")") + 2 :].split()
+        return fields_of_stat(read_bytes("/proc/%d/stat" % pid))
     except (OSError, ValueError):
+        return None
+
+
+def fields_of_stat(data):
+    """The fields of a /proc/PID/stat text `data` (bytes) after the command name, `state`
+    first. ValueError when it holds no ')'."""
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def start_ticks_of_stat(data):
+    """The start time (clock ticks after boot) in a /proc/PID/stat text `data` (bytes), or None
+    when it holds none: what tells a process from a later one with its pid."""
+    try:
+        return int(fields_of_stat(data)[_STARTTIME])
+    except (ValueError, IndexError):
         return None
 
 
