@@ -11,23 +11,14 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from fleetdeck.backend.actions import audit
-from fleetdeck.backend.fleet import acks
+from fleetdeck.backend.actions import schedule_ack
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli.schedule_poll import host_names, poll, sentence, unreachable
 
 
 def _ack_refused(ids: list[str], code: str, msg: str, **extra: Any) -> int:
-    audit.audit(
-        "schedule-ack",
-        None,
-        "refused",
-        ids=[shown(i) for i in ids],
-        reason_code=code,
-        message=msg,
-        **extra,
-    )
+    schedule_ack.refused(ids, code, msg, via="cli", **extra)
     print(f"fleetdeck: {msg}", file=sys.stderr)
     return 1
 
@@ -69,18 +60,9 @@ def cmd_ack(args: argparse.Namespace) -> int:
                 "--host NAME, or cover every host with --all-hosts; nothing was acknowledged",
             )
     if args.all_hosts:
-        acks.acknowledge(everywhere=ids)
+        schedule_ack.acknowledge(everywhere=ids, via="cli")
     else:
-        acks.acknowledge(on_host=[(h, i) for i in ids for h in where[i]])
-    acked_on = sorted({h for i in ids for h in where[i]})
-    audit.audit(
-        "schedule-ack",
-        "*" if args.all_hosts else ", ".join(acked_on),
-        "done",
-        ids=ids,
-        all_hosts=bool(args.all_hosts),
-        hosts={i: where[i] for i in ids},
-    )
+        schedule_ack.acknowledge(on_host=[(h, i) for i in ids for h in where[i]], via="cli")
     scope = (
         "on every host"
         if args.all_hosts
@@ -120,16 +102,7 @@ def _ack_all(args: argparse.Namespace) -> int:
             if s.host in wanted and "unacknowledged" in s.reasons
         }
     )
-    if pairs:
-        acks.acknowledge(on_host=pairs)
-    audit.audit(
-        "schedule-ack",
-        ", ".join(wanted),
-        "done",
-        ids=[i for _, i in pairs],
-        all=True,
-        hosts={h: [i for hh, i in pairs if hh == h] for h in wanted},
-    )
+    schedule_ack.acknowledge(on_host=pairs, via="cli", host=", ".join(wanted), all=True)
     for h in wanted:
         n = sum(1 for hh, _ in pairs if hh == h)
         Console().print(

@@ -300,3 +300,22 @@ def test_every_listing_names_an_unreachable_host_the_same_way(tmp_path, capsys):
             down[0]["name"] == down[0]["host"] == "down" and down[0]["error_code"] == "unreachable"
         ), cmd
         assert "refused" in down[0]["error"], cmd
+
+
+def test_the_cli_and_the_dashboard_acknowledge_through_one_action_with_one_record(tmp_path):
+    """`schedules ack` and the Schedules view's `a` are `schedule_ack.acknowledge`: the same
+    ids stored, the same record's shape, only `via` telling them apart."""
+    from fleetdeck.backend.actions import audit, schedule_ack
+    from fleetdeck.backend.fleet import acks
+
+    schedule_ack.acknowledge(on_host=[("h1", "c-" + "1" * 32)], via="cli")
+    schedule_ack.acknowledge(on_host=[("h2", "c-" + "2" * 32)], via="dashboard")
+    schedule_ack.acknowledge(everywhere=["c-" + "3" * 32], via="cli")
+    cli, view, every = [r for r in audit.read_audit() if r["action"] == "schedule-ack"]
+    keys = {k for k in cli if k not in ("ts", "seq", "user", "controller", "pid")}
+    assert keys == {k for k in view if k not in ("ts", "seq", "user", "controller", "pid")}
+    assert cli["hosts"] == {"c-" + "1" * 32: ["h1"]} and cli["via"] == "cli"
+    assert view["hosts"] == {"c-" + "2" * 32: ["h2"]} and view["via"] == "dashboard"
+    assert every["host"] == "*" and every["all_hosts"] is True
+    stored = acks.load_acks()
+    assert ("h1", "c-" + "1" * 32) in stored.on_host and "c-" + "3" * 32 in stored.everywhere

@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.actions import audit as backend_state
-from fleetdeck.backend.fleet import acks, schedule_verdict
+from fleetdeck.backend.actions import schedule_ack
+from fleetdeck.backend.fleet import schedule_verdict
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import shorten_unique
@@ -320,8 +320,7 @@ class SchedulesScreen(TableView):
             self.notify(self.nothing_selected(), severity="warning", markup=False)
             return
         try:
-            acks.acknowledge(on_host=[(s.host, s.id)])
-            backend_state.audit("schedule-ack", s.host, "done", ids=[s.id], via="dashboard")
+            schedule_ack.acknowledge(on_host=[(s.host, s.id)], via="dashboard")
         except OSError as e:
             self.app.report_error("Acknowledge", e)
             return
