@@ -115,7 +115,7 @@ def host_cells(
         stray_n = sum(1 for s in snap.schedules if s.stray)
         stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
     if "disks" not in w and snap is not None and not down and snap.disks:
-        _disk_lines(snap, w["status"], dim, into=status)  # below 100 columns: under the status
+        _add_disks(status, snap, w["status"], 1, dim, first=False)  # under the status
     status_t = status.build()
     label = folded(label or name, w["host"])  # a host's name whole, wrapped in its column
     height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1, label.count("\n") + 1)
@@ -206,15 +206,21 @@ def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
     return out
 
 
-def _disk_lines(
-    h: HostSnapshot | None, width: int, dim: bool, into: TextBuilder | None = None
-) -> tuple[Text, int]:
-    """One line per disk (`███ 91% /srv/…/h1/runs`), written `into` a cell's builder when given
-    (below 100 columns the disks go under the host's status, a one-cell bar each)."""
+def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    """The Disks cell: one line per disk (`███ 91% /srv/…/h1/runs`), `-` when none."""
     if h is None or not h.disks:
         return Text("-", style="dim"), 0
-    t = into if into is not None else TextBuilder()
-    bar_w = 1 if into is not None else 3 if width < 28 else 8
+    t = TextBuilder()
+    _add_disks(t, h, width, 3 if width < 28 else 8, dim, first=True)
+    return t.build(), len(h.disks)
+
+
+def _add_disks(
+    t: TextBuilder, h: HostSnapshot, width: int, bar_w: int, dim: bool, first: bool
+) -> None:
+    """Write one line per disk of `h` into `t` (each after a newline, but for the `first`): a
+    `bar_w`-cell bar, how full, and its path within `width`. Below 100 columns the disks go
+    under the host's status this way, a one-cell bar each."""
     # a path too long keeps its head and its tail (`/srv/…/h1/runs`): the head says which
     # mount, the tail which folder; the Host view has each in full
     room = max(4, width - bar_w - 6)
@@ -222,7 +228,7 @@ def _disk_lines(
     if len(set(paths.values())) < len(paths):  # two alike once cut: cut where they differ
         paths = shorten_unique(list(paths), room)
     for i, d in enumerate(h.disks):
-        if i or into is not None:
+        if i or not first:
             t.add("\n")
         if d.error or not d.total_bytes:
             t.add(f"? {shown(d.path)}", "dim" if dim else "yellow")
@@ -230,7 +236,6 @@ def _disk_lines(
         frac = d.used_bytes / d.total_bytes
         t.bar(frac, bar_w, dim)
         t.add(f"{frac:>4.0%} {paths[shown(d.path)]}", "dim" if dim else None)
-    return t.build(), len(h.disks)
 
 
 def _run_widths(width: int) -> tuple[bool, int, int]:
