@@ -106,6 +106,27 @@ async def test_dies_of_an_error_failed_with_its_logs_last_error_and_finished_whe
                 p.wait()
 
 
+async def test_past_its_last_step_but_still_saving_is_running_until_the_adapter_is_written(host):
+    """The last step's counter is in the log, the trainer still writes its adapter: `running`
+    (saying so), never `finished` with no adapter to show; `finished` once the adapter is whole."""
+    fleet, h = host
+    run = h.runs / "run-11"
+    p = start_trainer(run, 20, 0.02, hold=True)
+    try:
+        async with Poller(fleet) as poller:
+            r = await _until(poller, run, lambda r: r.step == 20)
+            assert r.state == "running" and r.adapter is None, (r.state, r.reason)
+            assert f"its trainer (pid {p.pid}) is still at work" in (r.reason or ""), r.reason
+            assert r.eta_seconds is None
+            (run / "hold-before-adapter").unlink()
+            r = await _until(poller, run, lambda r: r.state == "finished")
+            assert r.adapter == str(run / "adapter") and p.wait(10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_a_log_line_is_read_by_a_bounded_pattern_never_evaluated(tmp_path):
     from fleetdeck.backend.host.probe import run_log
 

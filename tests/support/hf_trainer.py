@@ -41,13 +41,21 @@ for step in range(1, total + 1):
         with open(os.path.join(ck, "trainer_state.json"), "w") as f:
             json.dump({"global_step": step, "max_steps": total, "save_steps": %(save)d,
                        "log_history": history}, f)
+while os.path.exists("hold-before-adapter"):  # a test holds the trainer here: saving at the end
+    time.sleep(0.05)
 weights("adapter")
 print("\ndone", flush=True)
 """.replace("%(save)d", str(SAVE))
 
 
-def start_trainer(run: Path, total: int, pace: float, die_at: int = 0) -> subprocess.Popen:
+def start_trainer(
+    run: Path, total: int, pace: float, die_at: int = 0, hold: bool = False
+) -> subprocess.Popen:
+    """Start the trainer in `run`; `hold`: after its last step it waits, its final adapter not
+    yet written, until the test removes `run/hold-before-adapter`."""
     run.mkdir(parents=True)
+    if hold:
+        (run / "hold-before-adapter").write_text("")
     (run / "train.py").write_text(TRAINER)
     log = open(run / "train.log", "wb")  # noqa: SIM115 - handed to the child, closed below
     try:

@@ -156,12 +156,20 @@ def _queued(r, rj, problems, procs):
 
 
 def _by_final_adapter(r, rj, problems, seen):
-    """A final adapter, or the last step reached: finished."""
-    if r["adapter"] is not None or (
-        r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]
-    ):
+    """A final adapter: finished. The last step reached with no adapter yet: finished once no
+    process works in the run any more; while one does, it is still saving (or evaluating), so
+    the run stays with the rules below (running), saying so."""
+    if r["adapter"] is not None:
         r["state"] = "finished"
         return True
+    if r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]:
+        if seen.live_pid is None:
+            r["state"] = "finished"
+            return True
+        problems.append(
+            f"its last step is reached ({r['step']}/{r['max_steps']}) and its trainer (pid "
+            f"{seen.live_pid}) is still at work: saving or evaluating; no final adapter yet"
+        )
     return False
 
 

@@ -170,10 +170,8 @@ def runs(req, procs, warnings, now):
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
     wanted = set()
     for path, _names, r, rj, _problems, _interval in facts:
-        undecided = rj.get("state") not in run_state.OWN_WORD and not (
-            r["adapter"]
-            or (r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"])
-        )
+        # the last step reached with no adapter is not decided: its trainer may still be saving
+        undecided = rj.get("state") not in run_state.OWN_WORD and not r["adapter"]
         if undecided and not run_state.recorded_alive(procs, rj):
             wanted.add(path)
     live = (
