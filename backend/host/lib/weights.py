@@ -11,7 +11,9 @@ index is a finished save, from a header read and a few seeks, never by hashing t
   an all-zero block as a hole, only a hole that runs to the end of the file counts (an
   all-zero tensor in a finished save is not a torn one there).
 - **pytorch_model.bin**: a zip archive (torch.save's format since 1.6) whose central directory
-  reads and whose every member lies inside the file; no hole, as above.
+  reads and whose every member lies inside the file; no hole, as above. The end record's
+  member count and directory size are bounded before the directory is read, so a crafted one
+  cannot make the probe build millions of member records.
 - **a shard index** (`*.index.json`): its `weight_map` names plain file names in the same
   folder, none of them the index itself or a config file, each whole by the rules above, and
   every tensor it maps is in its shard's header (for safetensors shards).
@@ -32,11 +34,14 @@ import stat
 import struct
 import zipfile
 
-from fleetdeck.backend.host.lib import flags, fsinfo, text
+from fleetdeck.backend.host.lib import flags, fsinfo, text, zipend
 
 HEADER_LIMIT = 100 * 1000 * 1000  # safetensors' MAX_HEADER_SIZE
 INDEX_LIMIT = 1 << 24
-ZIP_MEMBERS_LIMIT = 1 << 20
+ZIP_MEMBERS_LIMIT = 1 << 17  # torch.save writes one member per storage: a few thousand at most
+# the central directory's bytes at most: ZIP_MEMBERS_LIMIT entries of some 200 bytes each (46
+# bytes, a short name and extra fields)
+ZIP_DIRECTORY_LIMIT = ZIP_MEMBERS_LIMIT * 200
 CONFIG_NAMES = ("config.json", "adapter_config.json", "generation_config.json")
 # bits per element; a dtype not here is judged by its offsets only
 DTYPE_BITS = {
@@ -211,6 +216,19 @@ def _safetensors(fd, name, size):
 
 
 def _zip(fd, name, size):
+    directory = zipend.members_and_size(fd, size)
+    if directory is not None and directory[0] > ZIP_MEMBERS_LIMIT:
+        return "%s names %s members, more than %s" % (
+            name,
+            _n(directory[0]),
+            _n(ZIP_MEMBERS_LIMIT),
+        )
+    if directory is not None and directory[1] > ZIP_DIRECTORY_LIMIT:
+        return "%s has a central directory of %s bytes, more than %s" % (
+            name,
+            _n(directory[1]),
+            _n(ZIP_DIRECTORY_LIMIT),
+        )
     f = os.fdopen(os.dup(fd), "rb")
     try:
         try:
