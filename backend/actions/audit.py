@@ -278,6 +278,11 @@ def _is_size(key: Any, value: Any) -> bool:
     )
 
 
+def acting_user() -> str:
+    """The user this process acts as, as the audit log records it."""
+    return _user()
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
