@@ -263,7 +263,7 @@ class ProposalStore:
         try:
             audit.audit("proposal", host, "proposed", **_record(p))
         except audit.AuditError as e:
-            raise ProposalError("unwritable", e.message) from None
+            raise ProposalError("unwritable", str(e.message)) from None
         _write(p)
         return p
 
