@@ -1,0 +1,196 @@
+"""Proposals in the state folder and `fleetdeck proposals`: kept mode 600 in a 700 folder,
+bounded, expiring, a corrupt or hostile file reported and never acted on, a bad id refused
+before it reaches the filesystem; confirming one judges it again on the host (a fact that moved
+refuses it) and then goes through the action's own typed confirmation, audited with origin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from fleetdeck.backend.actions import audit, proposals
+from fleetdeck.backend.actions.proposal_plans import make_plan
+from fleetdeck.backend.actions.proposals import ProposalError, ProposalStore, proposals_dir
+from fleetdeck.backend.fleet.config import load_fleet
+
+from support.cli import local_fleet
+from support.purge import cli, make_run
+
+ORIGIN = {"via": "mcp", "client": "test-agent", "client_version": "1"}
+
+
+def _propose(hosts: str, paths: list[str], store: ProposalStore | None = None):
+    planned = asyncio.run(make_plan(load_fleet(hosts), "purge", {"host": "local", "paths": paths}))
+    assert planned.ok, planned.refused
+    return (store or ProposalStore()).add(
+        "purge",
+        "local",
+        {"host": "local", "paths": paths},
+        "free the disk",
+        ORIGIN,
+        ok=True,
+        plan=planned.plan,
+        facts=planned.facts,
+        summary=planned.summary,
+    )
+
+
+def _records(pid: str) -> list[dict]:
+    return [r for r in audit.read_audit() if r.get("proposal") == pid]
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    hosts = local_fleet(tmp_path)
+    run = make_run(tmp_path / "runs", "run-1")
+    return hosts, run
+
+
+def test_a_proposal_is_kept_private_and_whole(fleet):
+    hosts, run = fleet
+    p = _propose(hosts, [str(run / "checkpoints" / "checkpoint-25")])
+    d = proposals_dir()
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    f = d / f"{p.id}.json"
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert [x.name for x in d.iterdir()] == [f.name]  # no temporary file left beside it
+    assert ProposalStore().get(p.id) == p
+    rec = _records(p.id)
+    assert [r["result"] for r in rec] == ["proposed"] and rec[0]["origin"] == ORIGIN
+    assert rec[0]["reason"] == "free the disk"
+
+
+def test_confirm_through_the_cli_deletes_only_with_the_typed_path_and_audits_origin(
+    fleet, capsys
+):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    p = _propose(hosts, [str(ck)])
+    # no terminal and nothing typed: the purge refuses, as `fleetdeck purge` does
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id)
+    assert rc == 1 and ck.is_dir(), err
+    assert ProposalStore().get(p.id).state == "failed"
+    q = _propose(hosts, [str(ck)])
+    rc, out, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", q.id, f"--confirm={ck}")
+    assert rc == 0, err
+    assert not ck.exists() and (run / "adapter").is_dir()
+    assert ProposalStore().get(q.id).state == "done"
+    rec = _records(q.id)
+    assert [r["result"] for r in rec] == ["proposed", "confirmed", "done"]
+    assert all(r["origin"] == ORIGIN for r in rec)
+    purged = [r for r in audit.read_audit() if r["action"] == "purge" and r["result"] == "done"]
+    assert purged and purged[-1]["paths"][0]["path"] == str(ck)
+    # done is done: it cannot be carried out twice
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", q.id, f"--confirm={ck}")
+    assert rc == 1 and "[settled]" in err
+
+
+def test_facts_that_moved_refuse_the_proposal(fleet, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    p = _propose(hosts, [str(ck)])
+    # the kept adapter changed after the proposal was made (same size, new bytes)
+    w = run / "adapter" / "adapter_model.safetensors"
+    w.write_bytes(w.read_bytes()[:-1] + b"\x01")
+    rc, out, err = cli(
+        capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}", "--json"
+    )
+    assert rc == 1 and ck.is_dir()
+    doc = json.loads(out)
+    assert doc["code"] == "facts-changed" and "kept adapter file" in doc["message"]
+    got = ProposalStore().get(p.id)
+    assert got.state == "refused" and got.outcome["code"] == "facts-changed"
+    assert [r["result"] for r in _records(p.id)] == ["proposed", "refused"]
+    assert not [r for r in audit.read_audit() if r["action"] == "purge"]
+
+
+def test_a_newer_checkpoint_refuses_the_proposal(fleet, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    p = _propose(hosts, [str(ck)])
+    newer = run / "checkpoints" / "checkpoint-75"
+    newer.mkdir()
+    (newer / "adapter_config.json").write_text("{}")
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}")
+    assert rc == 1 and ck.is_dir() and "[facts-changed]" in err, err
+
+
+def test_reject_and_list(fleet, capsys):
+    hosts, run = fleet
+    p = _propose(hosts, [str(run / "checkpoints" / "checkpoint-25")])
+    rc, out, _ = cli(capsys, "proposals", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and [x["id"] for x in doc["proposals"]] == [p.id] and not doc["problems"]
+    assert doc["proposals"][0]["state"] == "pending" and "plan" not in doc["proposals"][0]
+    rc, out, _ = cli(capsys, "proposals", "reject", p.id)
+    assert rc == 0 and ProposalStore().get(p.id).state == "rejected"
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id)
+    assert rc == 1 and "rejected" in err
+    assert (run / "checkpoints" / "checkpoint-25").is_dir()
+    rc, out, _ = cli(capsys, "proposals", "show", p.id, "--json")
+    assert rc == 0 and json.loads(out)["outcome"]["code"] == "rejected"
+
+
+def test_an_expired_proposal_is_refused(fleet, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    past = ProposalStore(clock=lambda: time.time() - proposals.TTL_S - 60)
+    p = _propose(hosts, [str(ck)], past)
+    rc, out, _ = cli(capsys, "proposals", "--json")
+    assert json.loads(out)["proposals"][0]["state"] == "expired"
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}")
+    assert rc == 1 and "[expired]" in err and ck.is_dir()
+    assert ProposalStore().get(p.id).state == "expired"
+
+
+def test_pending_proposals_are_bounded(fleet, monkeypatch):
+    hosts, run = fleet
+    monkeypatch.setattr(proposals, "MAX_PENDING", 2)
+    ck = str(run / "checkpoints" / "checkpoint-25")
+    _propose(hosts, [ck])
+    _propose(hosts, [ck])
+    with pytest.raises(ProposalError) as e:
+        _propose(hosts, [ck])
+    assert e.value.code == "too-many-proposals"
+    assert len(ProposalStore().load()) == 2
+
+
+def test_corrupt_and_hostile_files_are_reported_never_used(fleet, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    good = _propose(hosts, [str(ck)])
+    d = proposals_dir()
+    bad = {
+        "0123456789ab": b"{not json",
+        "111111111111": json.dumps({"id": "111111111111", "kind": "purge"}).encode(),
+        "222222222222": b"\xff\xfe\x00",
+        "333333333333": json.dumps(
+            {**json.loads((d / f"{good.id}.json").read_text()), "id": "333333333333", "kind": "rm"}
+        ).encode(),
+    }
+    for pid, data in bad.items():
+        (d / f"{pid}.json").write_bytes(data)
+    os.mkfifo(d / "444444444444.json")  # a FIFO never hangs a reader
+    (d / "555555555555.json").symlink_to(d / f"{good.id}.json")  # another id's file
+    (d / "notes.txt").write_text("hello")
+    rc, out, _ = cli(capsys, "proposals", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and [p["id"] for p in doc["proposals"]] == [good.id]
+    assert len(doc["problems"]) == 7, doc["problems"]
+    for pid in [*bad, "444444444444", "555555555555"]:
+        rc, out, err = cli(
+            capsys, "--hosts", hosts, "proposals", "confirm", pid, f"--confirm={ck}", "--json"
+        )
+        assert rc == 1 and json.loads(out)["code"] == "corrupt", (pid, err)
+    rc, _, err = cli(capsys, "proposals", "show", "../../etc/passwd")
+    assert rc == 2 and "[bad-id]" in err
+    rc, _, err = cli(capsys, "proposals", "show", "ffffffffffff")
+    assert rc == 1 and "[not-found]" in err
+    assert ck.is_dir()
+    rc, out, _ = cli(capsys, "proposals")
+    assert rc == 0 and "unreadable" in out
