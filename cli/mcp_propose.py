@@ -94,9 +94,12 @@ class ProposalTools:
             )
         try:
             self.fleet.host(host)
-            planned = await make_plan(self.fleet, kind, args)
         except ConfigError as e:
             return refused("unknown-host", str(e), **about)
+        try:
+            planned = await make_plan(self.fleet, kind, args)
+        except ConfigError as e:  # a RUN.toml that is not one, a destination host unknown
+            return refused("bad-arguments", str(e), **about)
         except PlanRefused as e:
             return refused(e.code, e.message, **about)
         except HostError as e:
@@ -154,18 +157,15 @@ class ProposalTools:
         run_toml: str,
         reason: str,
         after: str = "",
-        resume: bool = False,
         ctx: Any = None,
     ) -> str:
         """Plan starting the training run in `run_toml` (a file on this machine) on `host`,
-        optionally after the run `after`, or resuming it: the pre-flight `fleetdeck launch` runs
+        optionally after the run `after`: the pre-flight `fleetdeck launch` runs
         (base model, corpus, output, GPU memory, disk, live runs). Nothing starts: when every
         check passes, a proposal is recorded for a person to confirm; its id is answered."""
         args: dict[str, Any] = {"host": host, "run_toml": run_toml}
         if after:
             args["after"] = after
-        if resume:
-            args["resume"] = True
         return await self._propose("launch", host, args, reason, ctx)
 
     async def propose_schedule_removal(

@@ -29,6 +29,7 @@ from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule
 from fleetdeck.backend.fleet.poller import poll_fleet
+from fleetdeck.backend.fleet.statedir import read_file
 from fleetdeck.backend.host.lib.text import shown
 
 #: the most paths one purge proposal may name, and the most files a stored plan lists
@@ -145,8 +146,7 @@ async def _mirror(fleet: Fleet, args: dict[str, Any]) -> Planned:
 def _run_file(path: str) -> str | None:
     """The sha256 of the RUN.toml as it is now (None when it cannot be read)."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read(4 * 2**20)).hexdigest()
+        return hashlib.sha256(read_file(path, 2**20)).hexdigest()
     except OSError:
         return None
 

@@ -181,7 +181,7 @@ async def test_every_tool_answers_its_cli_json_bounded_and_escaped(sshd_fleet, t
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS | PLAN_TOOLS
 
         async def call(name: str, **kw) -> tuple[str, dict]:
             text = _text(await session.call_tool(name, kw))

@@ -65,9 +65,7 @@ def test_a_proposal_is_kept_private_and_whole(fleet):
     assert rec[0]["reason"] == "free the disk"
 
 
-def test_confirm_through_the_cli_deletes_only_with_the_typed_path_and_audits_origin(
-    fleet, capsys
-):
+def test_confirm_through_the_cli_deletes_only_with_the_typed_path_and_audits_origin(fleet, capsys):
     hosts, run = fleet
     ck = run / "checkpoints" / "checkpoint-25"
     p = _propose(hosts, [str(ck)])
