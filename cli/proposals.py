@@ -16,6 +16,7 @@ import asyncio
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -27,7 +28,11 @@ from fleetdeck.backend.fleet.config import ConfigError, load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.cli import launch, mirror, purge, schedules
 from fleetdeck.cli.args import Parser, add_hosts_option
+from fleetdeck.cli.purge_print import show_plan
 from fleetdeck.show.fmt import said
+
+if TYPE_CHECKING:
+    from fleetdeck.backend.actions.proposal_plans import Planned
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -197,45 +202,63 @@ def run_command(argv: list[str]) -> int:
         return 2
 
 
-def command_for(p: Proposal, args: argparse.Namespace) -> list[str]:
-    """The fleetdeck command line that carries `p` out, with `args`'s --hosts, --confirm and
-    --json (a purge path that starts with '-' goes after '--', as the command asks)."""
+def command_for(p: Proposal, args: argparse.Namespace, typed: list[str]) -> list[str]:
+    """The fleetdeck command line that carries `p` out, with `args`'s --hosts and --json and
+    what was `typed` as the command's own --confirm (a purge path that starts with '-' goes
+    after '--', as the command asks)."""
     hosts = ["--hosts", args.hosts] if args.hosts else []
     js = ["--json"] if args.json else []
     a = p.args
     if p.kind == "purge":
         keep = ["--keep-newest", str(a["keep_newest"])] if a.get("keep_newest") else []
-        conf = [f"--confirm={c}" for c in args.confirm]
+        conf = [f"--confirm={c}" for c in typed]
         return ["purge", *hosts, *js, *keep, *conf, p.host, "--", *a["paths"]]
     if p.kind == "remove-schedule":
-        conf = [f"--confirm={args.confirm[0]}"] if args.confirm else []
-        return ["schedules", "remove", *hosts, *js, *conf, p.host, "--", a["id"]]
+        return ["schedules", "remove", *hosts, *js, f"--confirm={typed[0]}", p.host, "--", a["id"]]
     if p.kind == "mirror":
         return ["mirror", *hosts, *js, a["src"], a["dst"]]
-    extra = (["--after", a["after"]] if a.get("after") else []) + (
-        ["--resume"] if a.get("resume") else []
-    )
-    return ["launch", *hosts, *js, *extra, p.host, "--", a["run_toml"]]
+    after = ["--after", a["after"]] if a.get("after") else []
+    return ["launch", *hosts, *js, *after, p.host, "--", a["run_toml"]]
 
 
-def _typed_id(p: Proposal, args: argparse.Namespace) -> str | None:
-    """A mirror's or a launch's confirmation: the proposal id typed back."""
-    if args.confirm:
-        return args.confirm[0]
-    if not sys.stdin.isatty():
-        return None
+def to_type(p: Proposal, planned: Planned) -> tuple[str, list[str]]:
+    """What the person types to carry `p` out, as its action asks today: (what it is, the
+    texts). A purge's paths (the run under the keep rule), a schedule's id; a mirror or a
+    launch, which ask for nothing typed, the proposal's id."""
+    if p.kind == "purge":
+        what = "the run" if p.args.get("keep_newest") else "the path to delete"
+        return what, list(planned.typed.confirm_texts())
+    if p.kind == "remove-schedule":
+        return "the schedule's id", [str(p.args["id"])]
+    return "the proposal's id", [p.id]
+
+
+def _prompt(p: Proposal, planned: Planned, what: str, texts: list[str]) -> list[str]:
+    """Show the plan as made now and read each text typed back; stops at the first mismatch."""
     err = Console(stderr=True, highlight=False)
+    if p.kind == "purge":
+        show_plan(err, planned.typed)
     err.print(Text(f"{shown(p.summary)}\nproposed by {who(p)}: {shown(p.reason)}"))
-    err.print(Text.assemble("Type the proposal id ", (p.id, "bold"), " to carry it out:"))
-    try:
-        return input("> ")
-    except EOFError:
-        return None
+    typed: list[str] = []
+    for want in texts:
+        if not want.isprintable():
+            err.print(Text(f"{shown(want)} cannot be typed at a prompt; use --confirm=TEXT"))
+            return typed
+        err.print(Text.assemble(f"Type {what} ", (shown(want), "bold"), " exactly:"))
+        try:
+            line = input("> ")
+        except EOFError:
+            return typed
+        typed.append(line)
+        if line != want:
+            return typed
+    return typed
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     """Judge again, confirm as the action asks, carry out; exit as the action's command exits,
-    1 when the proposal no longer stands, 2 for a bad id."""
+    1 when the proposal no longer stands or the confirmation did not match (it then still
+    waits), 2 for a bad id."""
     # deferred: actions.proposal_plans (it loads the launch helper, ~50 ms at every start of the CLI)
     from fleetdeck.backend.actions.proposal_plans import rejudge
 
@@ -257,12 +280,26 @@ def cmd_confirm(args: argparse.Namespace) -> int:
                 message=message,
             )
         return _fail(args, code, message, got.id)
-    if got.kind in ("mirror", "launch"):
-        typed = _typed_id(got, args)
-        if typed != got.id:
-            msg = f"the confirmation did not match: typed {shown(str(typed))}, the id is {got.id}"
-            return _fail(args, "not-confirmed", msg, got.id)
-    argv = command_for(got, args)
+    assert verdict.planned is not None  # a proposal that stands has its plan made now
+    what, texts = to_type(got, verdict.planned)
+    typed = list(args.confirm)
+    if not typed and sys.stdin.isatty():
+        typed = _prompt(got, verdict.planned, what, texts)
+    if sorted(typed) != sorted(texts):
+        # a mistyped confirmation changes nothing: the proposal still waits
+        shown_typed = ", ".join(shown(t) for t in typed) or "nothing"
+        msg = f"the confirmation did not match: typed {shown_typed} for {what}; nothing was done"
+        audit.audit(
+            "proposal",
+            got.host,
+            "not-confirmed",
+            proposal=got.id,
+            kind=got.kind,
+            origin=got.origin,
+            typed=typed,
+        )
+        return _fail(args, "not-confirmed", msg, got.id)
+    argv = command_for(got, args, typed)
     started = store.settle(
         got, "confirmed", person, code="confirmed", message="carried out by a person"
     )

@@ -69,17 +69,26 @@ def test_confirm_through_the_cli_deletes_only_with_the_typed_path_and_audits_ori
     hosts, run = fleet
     ck = run / "checkpoints" / "checkpoint-25"
     p = _propose(hosts, [str(ck)])
-    # no terminal and nothing typed: the purge refuses, as `fleetdeck purge` does
-    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id)
-    assert rc == 1 and ck.is_dir(), err
-    assert ProposalStore().get(p.id).state == "failed"
-    q = _propose(hosts, [str(ck)])
+    # no terminal and nothing typed, or the path mistyped: nothing runs, and it still waits
+    for wrong in ([], [f"--confirm={ck}/"], [f"--confirm={run}"]):
+        rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, *wrong)
+        assert rc == 1 and ck.is_dir() and "[not-confirmed]" in err, err
+        assert ProposalStore().get(p.id).state == "pending"
+    assert not [r for r in audit.read_audit() if r["action"] == "purge"]
+    q = p
     rc, out, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", q.id, f"--confirm={ck}")
     assert rc == 0, err
     assert not ck.exists() and (run / "adapter").is_dir()
     assert ProposalStore().get(q.id).state == "done"
     rec = _records(q.id)
-    assert [r["result"] for r in rec] == ["proposed", "confirmed", "done"]
+    assert [r["result"] for r in rec] == [
+        "proposed",
+        "not-confirmed",
+        "not-confirmed",
+        "not-confirmed",
+        "confirmed",
+        "done",
+    ]
     assert all(r["origin"] == ORIGIN for r in rec)
     purged = [r for r in audit.read_audit() if r["action"] == "purge" and r["result"] == "done"]
     assert purged and purged[-1]["paths"][0]["path"] == str(ck)
