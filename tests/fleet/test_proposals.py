@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import stat
+import subprocess
 import time
 
 import pytest
@@ -17,8 +19,10 @@ from fleetdeck.backend.actions import audit, proposals
 from fleetdeck.backend.actions.proposal_plans import make_plan
 from fleetdeck.backend.actions.proposals import ProposalError, ProposalStore, proposals_dir
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.cli.mcp_propose import ProposalTools
 
 from support.cli import local_fleet
+from support.launch import base_values, write_corpus, write_run_toml
 from support.purge import cli, make_run
 
 ORIGIN = {"via": "mcp", "client": "test-agent", "client_version": "1"}
@@ -201,3 +205,75 @@ def test_corrupt_and_hostile_files_are_reported_never_used(fleet, capsys):
     assert ck.is_dir()
     rc, out, _ = cli(capsys, "proposals")
     assert rc == 0 and "unreadable" in out
+
+
+def _agent_proposes(hosts: str, tool: str, **kw) -> dict:
+    doc = json.loads(asyncio.run(getattr(ProposalTools(load_fleet(hosts)), tool)(**kw)))
+    assert doc["ok"] and doc["proposal"], doc.get("refused") or doc.get("error")
+    return doc["proposal"]
+
+
+def test_a_mirror_proposal_is_carried_out_with_its_id_typed(fleet, tmp_path, capsys):
+    hosts, run = fleet
+    dst = tmp_path / "copies" / "run-1-adapter"
+    p = _agent_proposes(
+        hosts, "propose_mirror", src=f"local:{run / 'adapter'}", dst=f"local:{dst}", reason="copy"
+    )
+    assert not dst.exists()  # proposing copied nothing
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p["id"], "--confirm=nope")
+    assert rc == 1 and "[not-confirmed]" in err and not dst.exists()
+    rc, out, err = cli(
+        capsys, "--hosts", hosts, "proposals", "confirm", p["id"], f"--confirm={p['id']}", "--json"
+    )
+    assert rc == 0, err
+    assert json.loads(out)["verified"] is True
+    assert (dst / "adapter_model.safetensors").read_bytes() == (
+        run / "adapter" / "adapter_model.safetensors"
+    ).read_bytes()
+    assert ProposalStore().get(p["id"]).state == "done"
+
+
+def test_a_launch_proposal_whose_run_file_changed_is_refused(tmp_path, capsys):
+    hosts = local_fleet(tmp_path)
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    toml = write_run_toml(
+        tmp_path / "RUN.toml", **base_values(tmp_path / "runs", corpus, "run-new")
+    )
+    p = _agent_proposes(hosts, "propose_launch", host="local", run_toml=str(toml), reason="go")
+    write_run_toml(toml, **base_values(tmp_path / "runs", corpus, "run-new", max_steps=4))
+    rc, out, err = cli(
+        capsys, "--hosts", hosts, "proposals", "confirm", p["id"], f"--confirm={p['id']}", "--json"
+    )
+    assert rc == 1 and json.loads(out)["code"] == "facts-changed", err
+    assert "the RUN.toml file" in json.loads(out)["message"]
+    assert not (tmp_path / "runs" / "run-new").exists()
+    assert not [r for r in audit.read_audit() if r["action"] == "launch"]
+
+
+def test_a_schedule_removal_proposal_stops_the_loop_once_its_id_is_typed(fleet, tmp_path, capsys):
+    hosts, _ = fleet
+    token = f"fdprop{os.getpid()}x"
+    loop = subprocess.Popen(
+        ["bash", "-c", f"while true; do sleep 1; done # {token}"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        rc, out, _ = cli(capsys, "--hosts", hosts, "schedules", "--json")
+        (sid,) = [s["id"] for s in json.loads(out)["schedules"] if token in s["command"]]
+        p = _agent_proposes(
+            hosts, "propose_schedule_removal", host="local", schedule_id=sid, reason="stray"
+        )
+        assert loop.poll() is None  # proposing stopped nothing
+        rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p["id"], "--confirm=x")
+        assert rc == 1 and "[not-confirmed]" in err and loop.poll() is None
+        rc, _, err = cli(
+            capsys, "--hosts", hosts, "proposals", "confirm", p["id"], f"--confirm={sid}"
+        )
+        assert rc == 0, err
+        loop.wait(timeout=60)
+        assert ProposalStore().get(p["id"]).state == "done"
+    finally:
+        if loop.poll() is None:
+            os.killpg(loop.pid, signal.SIGKILL)
+            loop.wait(timeout=30)
