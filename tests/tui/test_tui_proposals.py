@@ -5,11 +5,15 @@ rejects. Every outcome is audited with the proposal's origin."""
 
 from __future__ import annotations
 
-from textual.widgets import Button, Input
+import json
+
+from textual.widgets import Button, Input, Select
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.proposal_plans import make_plan
 from fleetdeck.backend.actions.proposals import ProposalStore
+from fleetdeck.cli.mcp_propose import ProposalTools
+from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.views.proposals import ProposalsScreen, proposal_rows
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -115,3 +119,28 @@ async def test_moved_facts_refuse_without_a_popup_and_x_rejects(tmp_path):
     assert got.state == "refused" and got.outcome["code"] == "facts-changed"
     assert ProposalStore().get(other.id).state == "rejected"
     assert not [r for r in audit.read_audit() if r["action"] == "purge"]
+
+
+async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
+    run, _ = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path, names=("local", "spare"))
+    dst = tmp_path / "copies" / "adapter"
+    doc = json.loads(
+        await ProposalTools(app.fleet).propose_mirror(
+            f"local:{run / 'adapter'}", f"spare:{dst}", "a second copy"
+        )
+    )
+    assert doc["ok"], doc.get("refused") or doc.get("error")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        await pilot.press("c")
+        await _settle(app, pilot)
+        modal = app.screen
+        assert isinstance(modal, MirrorModal)
+        assert modal.query_one("#mirror-host", Select).value == "spare"
+        assert modal.query_one("#mirror-path", Input).value == str(dst)
+        await pilot.press("escape")
+        await _settle(app, pilot)
+    assert not dst.exists()
+    assert ProposalStore().get(doc["proposal"]["id"]).state == "pending"  # closed: it waits

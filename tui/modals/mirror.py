@@ -224,7 +224,10 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         return typeable(self.src_path)
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.value is not Select.NULL:
+        if self.dst is not None and event.value == self.dst[0]:
+            # the destination filled in (a proposal's): its path stays as proposed
+            self.query_one("#mirror-path", Input).value = typeable(self.dst[1])
+        elif event.value is not Select.NULL:
             self.query_one("#mirror-path", Input).value = self.default_path(str(event.value))
         self.refresh_act()
 
