@@ -303,7 +303,11 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     started = store.settle(
         got, "confirmed", person, code="confirmed", message="carried out by a person"
     )
-    status = run_command(argv)
+    token = audit.FOR_PROPOSAL.set({"id": got.id, "origin": got.origin})
+    try:
+        status = run_command(argv)
+    finally:
+        audit.FOR_PROPOSAL.reset(token)
     store.settle(
         started,
         "done" if status == 0 else "failed",

@@ -283,7 +283,8 @@ class ProposalStore:
         ended = []
         for p in self.load():
             end = p.expires if p.state_at(now) == "expired" else (p.outcome or {}).get("time")
-            if p.state_at(now) in ("pending", "confirmed") or not isinstance(end, int | float):
+            # one left `confirmed` (the process carrying it out died) ends with that record
+            if p.state_at(now) == "pending" or not isinstance(end, int | float):
                 continue
             ended.append((end, p.id))
         ended.sort()

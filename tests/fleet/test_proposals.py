@@ -96,6 +96,8 @@ def test_confirm_through_the_cli_deletes_only_with_the_typed_path_and_audits_ori
     assert all(r["origin"] == ORIGIN for r in rec)
     purged = [r for r in audit.read_audit() if r["action"] == "purge" and r["result"] == "done"]
     assert purged and purged[-1]["paths"][0]["path"] == str(ck)
+    # the purge's own records name the proposal they carried out, and its origin
+    assert purged[-1]["for_proposal"] == {"id": q.id, "origin": ORIGIN}
     # done is done: it cannot be carried out twice
     rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", q.id, f"--confirm={ck}")
     assert rc == 1 and "[settled]" in err
