@@ -175,7 +175,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
             got, "rejected", _person(), code="rejected", message="a person rejected it"
         )
     except (audit.AuditError, ProposalError) as e:
-        return _fail(args, "unwritable", getattr(e, "message", str(e)), got.id)
+        return _fail(args, getattr(e, "code", "unwritable"), str(getattr(e, "message", e)), got.id)
     if args.json:
         print(json.dumps({k: v for k, v in done.to_json().items() if k != "plan"}, indent=1))
     else:
@@ -272,13 +272,16 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     if not verdict.ok:
         code, message = verdict.code or "refused", verdict.message or "it no longer stands"
         if verdict.final and got.state_at(time.time()) in ("pending", "expired"):
-            store.settle(
-                got,
-                "refused" if code != "expired" else "expired",
-                person,
-                code=code,
-                message=message,
-            )
+            try:
+                store.settle(
+                    got,
+                    "refused" if code != "expired" else "expired",
+                    person,
+                    code=code,
+                    message=message,
+                )
+            except (audit.AuditError, ProposalError) as e:
+                message += f" (its outcome could not be recorded: {getattr(e, 'message', e)})"
         return _fail(args, code, message, got.id)
     assert verdict.planned is not None  # a proposal that stands has its plan made now
     what, texts = to_type(got, verdict.planned)
@@ -300,20 +303,33 @@ def cmd_confirm(args: argparse.Namespace) -> int:
         )
         return _fail(args, "not-confirmed", msg, got.id)
     argv = command_for(got, args, typed)
-    started = store.settle(
-        got, "confirmed", person, code="confirmed", message="carried out by a person"
-    )
+    try:
+        # the claim: from here on no one else can carry it out
+        started = store.settle(
+            got, "confirmed", person, code="confirmed", message="carried out by a person"
+        )
+    except (audit.AuditError, ProposalError) as e:
+        code = getattr(e, "code", "unwritable")
+        return _fail(args, code, f"{getattr(e, 'message', e)}; nothing was done", got.id)
     token = audit.FOR_PROPOSAL.set({"id": got.id, "origin": got.origin})
     try:
         status = run_command(argv)
     finally:
         audit.FOR_PROPOSAL.reset(token)
-    store.settle(
-        started,
-        "done" if status == 0 else "failed",
-        person,
-        code="done" if status == 0 else "action-failed",
-        message=f"`fleetdeck {argv[0]}` exited {status}",
-        exit=status,
-    )
+    try:
+        store.settle(
+            started,
+            "done" if status == 0 else "failed",
+            person,
+            code="done" if status == 0 else "action-failed",
+            message=f"`fleetdeck {argv[0]}` exited {status}",
+            exit=status,
+        )
+    except (audit.AuditError, ProposalError) as e:
+        print(
+            f"fleetdeck: proposal {got.id}: its outcome could not be recorded: "
+            f"{said(str(getattr(e, 'message', e)))}",
+            file=sys.stderr,
+        )
+        return status or 1
     return status

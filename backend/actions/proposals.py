@@ -16,6 +16,7 @@ ended, so the folder stays bounded. Every proposal and every outcome is audited 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -268,12 +269,23 @@ class ProposalStore:
         return p
 
     def settle(self, p: Proposal, state: str, by: str, **outcome: Any) -> Proposal:
-        """`p` ended (`state` one of STATES after pending); saved and audited with its origin.
-        Returns the settled proposal. AuditError propagates: an outcome that cannot be
-        recorded is said, never dropped silently."""
+        """`p` moved on (`state` one of STATES after pending); saved and audited with its
+        origin. Only from the state `p` holds: when its file says otherwise (someone else
+        confirmed or rejected it meanwhile) ProposalError `settled`, and nothing is written, so
+        two people confirming one proposal cannot both carry it out. Returns the proposal as
+        saved. AuditError propagates: an outcome that cannot be recorded is said, never dropped
+        silently."""
         done = replace(p, state=state, outcome={"time": self.clock(), "by": by, **outcome})
-        audit.audit("proposal", p.host, state, **_record(done))
-        _write(done)
+        fd = os.open(proposals_dir() / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            now = self.get(p.id)
+            if now.state != p.state:
+                raise ProposalError("settled", f"proposal {p.id} is already {now.state}")
+            audit.audit("proposal", p.host, state, **_record(done))
+            _write(done)
+        finally:
+            os.close(fd)
         return done
 
     def prune(self) -> int:

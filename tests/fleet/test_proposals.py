@@ -149,6 +149,16 @@ def test_reject_and_list(fleet, capsys):
     assert rc == 0 and json.loads(out)["outcome"]["code"] == "rejected"
 
 
+def test_two_people_cannot_both_move_one_proposal(fleet):
+    hosts, run = fleet
+    p = _propose(hosts, [str(run / "checkpoints" / "checkpoint-25")])
+    ProposalStore().settle(p, "confirmed", "alice", code="confirmed", message="m")
+    with pytest.raises(ProposalError) as e:  # bob's copy still says pending
+        ProposalStore().settle(p, "rejected", "bob", code="rejected", message="m")
+    assert e.value.code == "settled" and ProposalStore().get(p.id).state == "confirmed"
+    assert [r["result"] for r in _records(p.id)] == ["proposed", "confirmed"]
+
+
 def test_an_expired_proposal_is_refused(fleet, capsys):
     hosts, run = fleet
     ck = run / "checkpoints" / "checkpoint-25"
