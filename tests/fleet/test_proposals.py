@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import signal
 import stat
 import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -289,3 +292,41 @@ def test_a_schedule_removal_proposal_stops_the_loop_once_its_id_is_typed(fleet, 
         if loop.poll() is None:
             os.killpg(loop.pid, signal.SIGKILL)
             loop.wait(timeout=30)
+
+
+def _read_all(fd: int, sink: list[bytes]) -> None:
+    while True:
+        try:
+            b = os.read(fd, 4096)
+        except OSError:
+            return
+        if not b:
+            return
+        sink.append(b)
+
+
+def test_on_a_terminal_the_plan_is_shown_and_the_path_typed(fleet, tmp_path):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    p = _propose(hosts, [str(ck)])
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetdeck.cli.main", "--hosts", hosts, "proposals", "confirm"]
+        + [p.id],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
+    os.close(slave)
+    said: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(master, said), daemon=True)
+    reader.start()
+    os.write(master, f"{ck}\n".encode())
+    out, _ = proc.communicate(timeout=120)
+    reader.join(timeout=30)
+    os.close(master)
+    terminal = b"".join(said).decode(errors="replace")
+    assert proc.returncode == 0, terminal
+    assert "purge plan on local" in terminal and "free the disk" in terminal
+    assert terminal.index("purge plan on local") < terminal.index("Type the path to delete")
+    assert not ck.exists() and ProposalStore().get(p.id).state == "done"
