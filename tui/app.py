@@ -33,6 +33,7 @@ from fleetdeck.tui.views.audit import AuditScreen
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.history import HistoryScreen
+from fleetdeck.tui.views.proposals import ProposalsScreen
 from fleetdeck.tui.views.runs import RunsScreen
 from fleetdeck.tui.views.schedules import SchedulesScreen
 from fleetdeck.tui.widgets.guard import GuardedPump
@@ -59,6 +60,7 @@ class FleetdeckApp(Navigation, GuardedPump, App):
         "audit": AuditScreen,
         "alerts": AlertsScreen,
         "history": HistoryScreen,
+        "proposals": ProposalsScreen,
     }
     DEFAULT_MODE = "fleet"
     BINDINGS = APP_BINDINGS

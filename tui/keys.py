@@ -23,6 +23,13 @@ APP_BINDINGS: list[Binding] = [
         show=False,
         tooltip="History view: a host's GPU memory, disks and losses over hours and days",
     ),
+    Binding(
+        "7",
+        "view('proposals')",
+        "Proposals",
+        show=False,
+        tooltip="Proposals view: actions agents proposed, to confirm or reject",
+    ),
     Binding("n", "launch", "Launch", tooltip="launch a run (pre-flight first)"),
     Binding("g", "poll_now", "Poll", show=False, tooltip="poll every host now"),
     Binding("t", "toggle_theme", "Theme", show=False, tooltip="toggle light / dark theme"),

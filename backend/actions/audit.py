@@ -17,6 +17,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,11 @@ class AuditError(OSError):
         self.message = self.strerror
 
 
+#: the proposal an action is carried out for (`{"id", "origin"}`), set by whoever carries it
+#: out; every record written meanwhile names it as `for_proposal`
+FOR_PROPOSAL: ContextVar[dict[str, Any] | None] = ContextVar("for_proposal", default=None)
+
+
 def audit_path() -> Path:
     """Where the audit log lives (one JSON record per line)."""
     return state_dir() / "audit.jsonl"
@@ -67,6 +73,8 @@ def audit(action: str, host: str | None, result: str, **fields: Any) -> dict[str
         "result": result,
         **fields,
     }
+    if (acting_for := FOR_PROPOSAL.get()) is not None and "proposal" not in fields:
+        record["for_proposal"] = acting_for
     # ASCII JSON: surrogate-escaped path bytes travel as \\udcXX and come back exactly
     line = (json.dumps(record, default=str, ensure_ascii=True) + "\n").encode("ascii")
     try:
@@ -276,6 +284,11 @@ def _is_size(key: Any, value: Any) -> bool:
         and not isinstance(value, bool)
         and abs(value) < 1 << 63
     )
+
+
+def acting_user() -> str:
+    """The user this process acts as, as the audit log records it."""
+    return _user()
 
 
 def _user() -> str:

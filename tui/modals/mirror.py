@@ -47,12 +47,13 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
     #: one worker at a time: a dry run, or the copy
     PLAN_GROUP = RUN_GROUP = "mirror"
 
-    def __init__(self, src_host: str, src_path: str) -> None:
+    def __init__(self, src_host: str, src_path: str, dst: tuple[str, ...] | None = None) -> None:
         """`plan` is the last dry run's report, `result` (`report`) the last report (the dry
-        run's or the copy's)."""
+        run's or the copy's); `dst`: the destination (host, path) filled in (a proposal's)."""
         super().__init__()
         self.src_host = src_host
         self.src_path = src_path
+        self.dst = dst
         self._started = 0.0
         #: the destination the last dry run was for (`plan` is what it said)
         self.dry_for: tuple[str, str] | None = None
@@ -65,6 +66,8 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
     def compose_body(self) -> ComposeResult:
         others = [(h.name, h.name) for h in self.app.fleet.hosts if h.name != self.src_host]
         first = others[0][1] if len(others) == 1 else None
+        if self.dst is not None and self.dst[0] in dict(others):
+            first = self.dst[0]
         yield Static(Text.assemble(("From: ", "bold"), f"{self.src_host}:{shown(self.src_path)}"))
         yield Label("To host:")
         yield Select(
@@ -76,7 +79,11 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         )
         yield Label("To path (created if absent; refused if it holds different content):")
         yield Input(
-            self.default_path(first) if first else typeable(self.src_path),
+            typeable(self.dst[1])
+            if self.dst is not None
+            else self.default_path(first)
+            if first
+            else typeable(self.src_path),
             id="mirror-path",
             placeholder="type the destination path",
             classes="confirm",
@@ -217,7 +224,10 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         return typeable(self.src_path)
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.value is not Select.NULL:
+        if self.dst is not None and event.value == self.dst[0]:
+            # the destination filled in (a proposal's): its path stays as proposed
+            self.query_one("#mirror-path", Input).value = typeable(self.dst[1])
+        elif event.value is not Select.NULL:
             self.query_one("#mirror-path", Input).value = self.default_path(str(event.value))
         self.refresh_act()
 

@@ -26,6 +26,7 @@ VIEWS = {
     "audit": "audit",
     "alerts": "alerts",
     "history": "history",
+    "proposals": "proposals",
     "host": "host",
 }
 ALIASES = {
@@ -33,6 +34,7 @@ ALIASES = {
     "schedule": "schedules",
     "run": "runs",
     "alert": "alerts",
+    "proposal": "proposals",
     "hosts": "fleet",
     "quit": "quit",
     "q": "quit",

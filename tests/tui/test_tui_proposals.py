@@ -1,0 +1,146 @@
+"""The Proposals view by keys: 7 lists who proposed what and why; c judges the highlighted
+proposal again on the host and opens the purge pop-up filled in from it, where the path is
+typed back as for any purge; a proposal whose facts moved is refused without a pop-up; x
+rejects. Every outcome is audited with the proposal's origin."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Button, Input, Select
+
+from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.proposal_plans import make_plan
+from fleetdeck.backend.actions.proposals import ProposalStore
+from fleetdeck.cli.mcp_propose import ProposalTools
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.views.proposals import ProposalsScreen, proposal_rows
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+from support.local_app import local_app, make_run, type_into
+
+ORIGIN = {"via": "mcp", "client": "test-agent", "client_version": "1"}
+
+
+async def _propose(app, path: str, reason: str):
+    args = {"host": "local", "paths": [path]}
+    planned = await make_plan(app.fleet, "purge", args)
+    assert planned.ok, planned.refused
+    return ProposalStore().add(
+        "purge",
+        "local",
+        args,
+        reason,
+        ORIGIN,
+        ok=True,
+        plan=planned.plan,
+        facts=planned.facts,
+        summary=planned.summary,
+    )
+
+
+async def _settle(app, pilot):
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_rows_say_who_proposed_what_and_why(tmp_path):
+    _, ck = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path)
+    p = await _propose(app, str(ck), "disk \x1b[2J nearly full")
+    (row,) = proposal_rows([p], p.created).values()
+    assert row[0] == p.id and row[1].plain == "pending" and row[2] == "purge"
+    assert row[4] == "mcp (test-agent)" and row[5] == "disk \\x1b[2J nearly full"
+
+
+async def test_a_proposal_confirmed_by_keys_is_carried_out_and_audited(tmp_path):
+    _, ck = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path)
+    p = await _propose(app, str(ck), "free the disk")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ProposalsScreen)
+        table = app.screen.query_one("#proposals-table", KeyedTable)
+        assert table.current_key == p.id
+        await pilot.press("c")
+        await _settle(app, pilot)
+        modal = app.screen
+        assert isinstance(modal, PurgeModal) and modal.paths == [str(ck)]
+        assert modal.plan is not None and modal.plan.ok
+        act = modal.query_one("#act", Button)
+        assert act.disabled  # nothing happens before the path is typed back
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(ck))
+        assert not act.disabled
+        act.focus()
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert modal.report is not None and modal.report.ok
+        await pilot.press("escape")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ProposalsScreen)
+    assert not ck.exists()
+    done = ProposalStore().get(p.id)
+    assert done.state == "done" and done.outcome["via"] == "dashboard"
+    recs = [r for r in audit.read_audit() if r.get("proposal") == p.id]
+    assert [r["result"] for r in recs] == ["proposed", "done"]
+    assert all(r["origin"] == ORIGIN for r in recs)
+    assert [r["result"] for r in audit.read_audit() if r["action"] == "purge"] == [
+        "started",
+        "done",
+    ]
+
+
+async def test_moved_facts_refuse_without_a_popup_and_x_rejects(tmp_path):
+    run, ck = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path)
+    moved = await _propose(app, str(ck), "first")
+    other = await _propose(app, str(run / "checkpoints" / "checkpoint-50"), "second")
+    # a file under the first proposal's path grew after it was proposed
+    with open(ck / "adapter_config.json", "a") as f:
+        f.write(" ")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        table = app.screen.query_one("#proposals-table", KeyedTable)
+        # newest first: the second proposal, then the first
+        assert table.keys[:2] == [other.id, moved.id]
+        await pilot.press("down")
+        assert table.current_key == moved.id
+        await pilot.press("c")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ProposalsScreen)  # no pop-up
+        await pilot.press("up", "x")
+        await _settle(app, pilot)
+    assert ck.is_dir() and (run / "checkpoints" / "checkpoint-50").is_dir()
+    got = ProposalStore().get(moved.id)
+    assert got.state == "refused" and got.outcome["code"] == "facts-changed"
+    assert ProposalStore().get(other.id).state == "rejected"
+    assert not [r for r in audit.read_audit() if r["action"] == "purge"]
+
+
+async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
+    run, _ = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path, names=("local", "spare"))
+    dst = tmp_path / "copies" / "adapter"
+    doc = json.loads(
+        await ProposalTools(app.fleet).propose_mirror(
+            f"local:{run / 'adapter'}", f"spare:{dst}", "a second copy"
+        )
+    )
+    assert doc["ok"], doc.get("refused") or doc.get("error")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        await pilot.press("c")
+        await _settle(app, pilot)
+        modal = app.screen
+        assert isinstance(modal, MirrorModal)
+        assert modal.query_one("#mirror-host", Select).value == "spare"
+        assert modal.query_one("#mirror-path", Input).value == str(dst)
+        await pilot.press("escape")
+        await _settle(app, pilot)
+    assert not dst.exists()
+    assert ProposalStore().get(doc["proposal"]["id"]).state == "pending"  # closed: it waits
