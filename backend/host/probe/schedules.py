@@ -26,6 +26,7 @@ from fleetdeck.backend.host.probe.common import (
     iso,
     read_text,
     run_text,
+    settled,
     stat_key,
 )
 from fleetdeck.backend.host.probe.entries import (
@@ -100,7 +101,7 @@ def _crontabs(fresh, warnings, now):
     for u in users:
         key = crontab.stat_key(u)  # changes whenever the crontab does
         hit = CACHE.get(("crontab", u))
-        if hit is not None and key is not None and hit[0] == key and not fresh:
+        if hit is not None and hit[0] == key and settled(key) and not fresh:
             out += _due(hit[1], now)
             continue
         try:
