@@ -104,6 +104,13 @@ class FleetState:
         return list(runs)
 
     @property
+    def runs_listing(self) -> int:
+        """A number that changes whenever `runs` lists other runs, in another order, or under
+        another host or name (a poll that only moved steps and losses keeps it): read after
+        `runs`."""
+        return self._run_order.version
+
+    @property
     def schedules(self) -> list[Schedule]:
         """Every schedule known, from the live or last good snapshot of each host."""
         return [s for n in self.host_names if (h := self.shown(n)) for s in h.schedules]

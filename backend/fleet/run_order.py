@@ -63,6 +63,10 @@ class RunOrder:
         #: host name -> (what its order was made from, its live runs' and its other runs'
         #: places in its list, each in order)
         self._hosts: dict[str, tuple[list, list[int], list[int]]] = {}
+        #: counts the calls whose listing (which runs, in which order, under which host and
+        #: name) differed from the call before: the same number, the same listing
+        self.version = 0
+        self._rank: dict[str, int] = {}
 
     def order(self, groups: Sequence[tuple[str, Sequence[Run]]], hosts: Sequence[str]) -> list[Run]:
         """The runs of `groups` ((host name, its runs) in any order) as `ordered_runs(runs,
@@ -71,11 +75,15 @@ class RunOrder:
         kept, self._hosts = self._hosts, {}
         live: list[tuple[int, list[Run]]] = []
         rest: list[tuple[int, list[Run]]] = []
+        changed = len(kept) != len(groups) or rank != self._rank
+        self._rank = rank
         for name, runs in groups:
             made_from = list(map(_MADE_FROM, runs))
             hit = kept.get(name)
             if hit is None or hit[0] != made_from:
+                changed = True
                 if name not in rank or any(r.host != name for r in runs):
+                    self._hosts, self.version = {}, self.version + 1
                     return ordered_runs((r for _n, rs in groups for r in rs), hosts)
                 idx = sorted(
                     range(len(runs)),
@@ -89,6 +97,7 @@ class RunOrder:
             self._hosts[name] = hit
             live.append((rank[name], [runs[i] for i in hit[1]]))
             rest.append((rank[name], [runs[i] for i in hit[2]]))
+        self.version += changed
         return [r for part in (live, rest) for _rank, rs in sorted(part, key=_RANK) for r in rs]
 
 

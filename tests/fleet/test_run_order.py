@@ -167,7 +167,9 @@ def test_spans_of_time_sort_by_the_time_they_stand_for():
 def test_the_order_kept_between_polls_is_the_order_worked_out_afresh():
     """RunOrder keeps each host's order between polls and redoes only a host whose runs changed:
     over polls that add, drop, rename and finish runs, start one, and list one under another
-    host, it gives exactly what `ordered_runs` gives on the same runs each time."""
+    host, it gives exactly what `ordered_runs` gives on the same runs each time, and its version
+    (what the Runs view relays its columns and labels by) moves whenever the listing does and
+    stays when the same runs come again."""
     rng = random.Random(4919)
     hosts = ["gx10", "ana-ml2", "nh3-dev", "irv-ml1"]
     fleet = {
@@ -175,6 +177,7 @@ def test_the_order_kept_between_polls_is_the_order_worked_out_afresh():
         for h in hosts
     }
     order = RunOrder()
+    last: list = []
     for poll in range(40):
         h = rng.choice(hosts)
         runs = fleet[h]
@@ -194,8 +197,17 @@ def test_the_order_kept_between_polls_is_the_order_worked_out_afresh():
         groups = [(n, [dataclasses.replace(r) for r in fleet[n]]) for n in hosts]
         if poll == 30:
             groups[1][1].append(Run(host="elsewhere", path="/r/x", name="x", state="running"))
+        before = order.version
         got = order.order(groups, hosts)
         want = ordered_runs((r for _n, rs in groups for r in rs), hosts)
         assert [(r.host, r.path, r.state) for r in got] == [
             (r.host, r.path, r.state) for r in want
         ], poll
+        listing = [(r.host, r.name, r.path) for r in got]
+        if poll and listing != last:
+            assert order.version != before, f"poll {poll}: another listing, the same version"
+        last = listing
+        if poll != 30:  # (a run under another host: worked out afresh, a new version each time)
+            again = order.version
+            order.order([(n, [dataclasses.replace(r) for r in rs]) for n, rs in groups], hosts)
+            assert order.version == again, "the same runs again (new objects) keep the version"
