@@ -120,9 +120,10 @@ def test_a_command_line_kept_wrongly_is_read_again_within_full_every_walks(child
     _wait(lambda: p.pid in table.walk(), "the sleeper in /proc")
     _wait(lambda: _comm(p.pid) == "sleep", "the exec of sleep")
     table.walk(fresh=True)
-    st, raw, data = table.recs[p.pid]
+    rec = table.recs[p.pid]
+    raw = rec[1]
     assert raw == "sleep\x00302\x00"
-    table.recs[p.pid] = (st, "forged\0", data)
+    table.recs[p.pid] = (rec[0], "forged\0") + rec[2:]
     table.walks = 1  # the next full walk is the FULL_EVERY-th from here
     seen = [table.walk()[p.pid][1] for _ in range(FULL_EVERY)]
     assert seen[0] == "forged\0", "an unmoved stat keeps what was read (the cache is in use)"
@@ -137,9 +138,10 @@ def test_a_pid_with_another_start_time_is_a_new_process(children):
     table = ProcTable()
     _wait(lambda: p.pid in table.walk(), "the sleeper in /proc")
     _wait(lambda: _comm(p.pid) == "sleep", "the exec of sleep")
-    st, _raw, _data = table.recs[p.pid]
+    rec = table.recs[p.pid]
+    st = rec[0]
     earlier = st[:4] + (st[4] - 1,) + st[5:]
-    table.recs[p.pid] = (earlier, "someone\0else\0", b"an older stat")
+    table.recs[p.pid] = (earlier, "someone\0else\0", b"an older stat", "someone") + rec[4:]
     assert table.walk()[p.pid][1] == "sleep\x00303\x00"
 
 
@@ -160,6 +162,18 @@ def test_a_file_rewritten_within_its_mtimes_tick_is_parsed_again(tmp_path):
         st.st_ino,
     )
     assert cached("test", str(f), lambda p: open(p).read()) == "0 1 * * * b\n"
+
+
+def test_a_path_a_command_names_is_looked_for_at_every_call(tmp_path):
+    """What a command names is read once; whether each path exists is asked every time, so a
+    target made or removed shows at the next poll."""
+    target = tmp_path / "job.sh"
+    command = f"{target} --quiet >/dev/null"
+    assert probe_entries.missing_paths(command) == [str(target)]
+    target.write_text("#!/bin/sh\n")
+    assert probe_entries.missing_paths(command) == []
+    target.unlink()
+    assert probe_entries.missing_paths(command) == [str(target)]
 
 
 def test_a_kept_next_run_is_given_only_until_it_passes_and_never_after_a_clock_step_back():

@@ -184,12 +184,10 @@ class Procs:
         self.skip = {self.me}
         if not scan:
             return
-        for pid, (st, raw, _data) in (table or ProcTable()).walk(fresh).items():
-            self._stat[pid] = (st[2], st[4], st[1])
-            self._usage[pid] = (st[7], st[8], st[4], st[1])
-            if raw:
-                self.raw[pid] = raw
-                self.prog[pid] = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
+        for pid, rec in (table or ProcTable()).walk(fresh).items():
+            self._stat[pid], self._usage[pid] = rec[4], rec[5]
+            if rec[1]:
+                self.raw[pid], self.prog[pid] = rec[1], rec[3]
         pid = self.me
         while pid > 1:
             pid = self.ppid(pid) or 0

@@ -117,8 +117,24 @@ def _cron_next(spec, start):
     return None
 
 
+#: (command, cron) -> the absolute paths it names that must exist: a command is read once (a
+#: loop is listed again every poll), whether each path exists is asked every time
+_NAMED: dict = {}
+
+
 def missing_paths(command, cron=False):
     """Absolute paths a command names that do not exist here (redirect targets excepted)."""
+    named = _NAMED.get((command, cron))
+    if named is None:
+        if len(_NAMED) > 4096:  # commands come and go; the memo only saves time
+            _NAMED.clear()
+        named = _NAMED[(command, cron)] = _named_paths(command, cron)
+    return [t for t in named if not os.path.lexists(t)]
+
+
+def _named_paths(command, cron):
+    """The absolute paths `command` names that it needs to exist (not redirect targets, not a
+    path a `test` checks for, not a pattern or a kernel file), in order."""
     if cron:  # cron turns the first unescaped % into a newline; what follows is stdin
         command = re.split(r"(?<!\\)%", command, maxsplit=1)[0].replace("\\%", "%")
     try:
@@ -143,7 +159,6 @@ def missing_paths(command, cron=False):
             t.startswith("/")
             and not any(c in t for c in "*?[$`{~")
             and not t.startswith(("/dev/", "/proc/", "/sys/"))
-            and not os.path.lexists(t)
         ):
             out.append(t)
     return out

@@ -25,9 +25,12 @@ STAT_BYTES = 4096
 
 
 class ProcTable:
-    """The processes as the last walk saw them: {pid: (stat, raw command line, stat bytes)},
-    where stat is `procfs.facts_of_stat`'s tuple and the raw command line a str (NULs kept; "" for a
-    kernel thread, a zombie, or a process whose command line could not be read)."""
+    """The processes as the last walk saw them: {pid: (stat, raw command line, stat bytes,
+    program name, (ppid, start ticks, state), (CPU ticks, resident pages, start ticks,
+    state))}, where stat is `procfs.facts_of_stat`'s tuple, the raw command line a str (NULs
+    kept; "" for a kernel thread, a zombie, or a process whose command line could not be read)
+    and the program name its argv[0]'s last part (a login shell's "-" dropped). A record whose
+    stat did not move is the very tuple of the walk before."""
 
     def __init__(self):
         self.recs = {}
@@ -61,15 +64,18 @@ class ProcTable:
             if st is None:
                 continue
             if prev is not None and _same(prev[0], st):
-                new[pid] = (st, prev[1], data)
+                raw, prog = prev[1], prev[3]
             elif st[5] & procfs.PF_KTHREAD or st[1] in ("Z", "X"):
-                new[pid] = (st, "", data)  # the kernel gives neither a command line
+                raw = prog = ""  # the kernel gives neither a command line
             else:
                 try:
-                    raw = procfs.read_bytes("/proc/" + name + "/cmdline")
+                    raw = procfs.read_bytes("/proc/" + name + "/cmdline").decode(
+                        "utf-8", "surrogateescape"
+                    )
                 except OSError:
-                    raw = b""
-                new[pid] = (st, raw.decode("utf-8", "surrogateescape"), data)
+                    raw = ""
+                prog = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
+            new[pid] = (st, raw, data, prog, (st[2], st[4], st[1]), (st[7], st[8], st[4], st[1]))
         self.recs = new
         return new
 
