@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
-from fleetdeck.backend.fleet.run_order import ordered_runs
+from fleetdeck.backend.fleet.run_order import RunOrder
 from fleetdeck.show.cells import spark_char
 
 HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
@@ -37,6 +37,8 @@ class FleetState:
         self.polls = 0
         #: (the host snapshots shown, their runs in order): `runs` sorts once per change
         self._runs_sorted: tuple[list[HostSnapshot | None], list[Run]] | None = None
+        #: each host's runs in order, put in order again only when they changed
+        self._run_order = RunOrder()
 
     def apply(self, snap: FleetSnapshot) -> None:
         """Take one poll in: hosts seen now replace their previous snapshot."""
@@ -88,7 +90,7 @@ class FleetState:
     def runs(self) -> list[Run]:
         """Every run known, from the live or last good snapshot of each host, in the listing's
         order (`run_order`: live first, then by host and by name in natural order); sorted again
-        only when a host's snapshot changed."""
+        only when a host's snapshot changed, and then only that host's runs that changed."""
         shown = [self.shown(n) for n in self.host_names]
         hit = self._runs_sorted
         if (
@@ -97,9 +99,16 @@ class FleetState:
             and all(a is b for a, b in zip(hit[0], shown, strict=True))
         ):
             return list(hit[1])
-        runs = ordered_runs((r for h in shown if h for r in h.runs), self.host_names)
+        runs = self._run_order.order([(h.name, h.runs) for h in shown if h], self.host_names)
         self._runs_sorted = (shown, runs)
         return list(runs)
+
+    @property
+    def runs_listing(self) -> int:
+        """A number that changes whenever `runs` lists other runs, in another order, or under
+        another host or name (a poll that only moved steps and losses keeps it): read after
+        `runs`."""
+        return self._run_order.version
 
     @property
     def schedules(self) -> list[Schedule]:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import time
 from pathlib import Path
 
-from fleetdeck.backend.fleet.run_order import natural_key, ordered_runs
+from fleetdeck.backend.fleet.models import Run
+from fleetdeck.backend.fleet.run_order import RunOrder, natural_key, ordered_runs
 from fleetdeck.tui.widgets.cell_sort import sort_key
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -160,3 +162,52 @@ def test_spans_of_time_sort_by_the_time_they_stand_for():
     assert sorted(reversed(spans), key=sort_key) == spans
     # sizes keep their order and are not read as spans: 5M is five mebibytes, not five minutes
     assert sorted(["5M", "900K", "1.5G"], key=sort_key) == ["900K", "5M", "1.5G"]
+
+
+def test_the_order_kept_between_polls_is_the_order_worked_out_afresh():
+    """RunOrder keeps each host's order between polls and redoes only a host whose runs changed:
+    over polls that add, drop, rename and finish runs, start one, and list one under another
+    host, it gives exactly what `ordered_runs` gives on the same runs each time, and its version
+    (what the Runs view relays its columns and labels by) moves whenever the listing does and
+    stays when the same runs come again."""
+    rng = random.Random(4919)
+    hosts = ["gx10", "ana-ml2", "nh3-dev", "irv-ml1"]
+    fleet = {
+        h: [Run(host=h, path=f"/r/run-{k}", name=f"run-{k}", state="finished") for k in range(12)]
+        for h in hosts
+    }
+    order = RunOrder()
+    last: list = []
+    for poll in range(40):
+        h = rng.choice(hosts)
+        runs = fleet[h]
+        move = poll % 5
+        if move == 0:
+            runs.append(Run(host=h, path=f"/r/run-{poll}b", name=f"run-{poll}b", state="running"))
+        elif move == 1 and runs:
+            runs.pop(rng.randrange(len(runs)))
+        elif move == 2 and runs:
+            i = rng.randrange(len(runs))
+            runs[i] = dataclasses.replace(runs[i], state=rng.choice(["running", "finished"]))
+        elif move == 3 and runs:
+            i = rng.randrange(len(runs))
+            runs[i] = dataclasses.replace(runs[i], name=f"run-{rng.randrange(100)}")
+        rng.shuffle(runs)
+        # every poll brings new objects, equal or not
+        groups = [(n, [dataclasses.replace(r) for r in fleet[n]]) for n in hosts]
+        if poll == 30:
+            groups[1][1].append(Run(host="elsewhere", path="/r/x", name="x", state="running"))
+        before = order.version
+        got = order.order(groups, hosts)
+        want = ordered_runs((r for _n, rs in groups for r in rs), hosts)
+        assert [(r.host, r.path, r.state) for r in got] == [
+            (r.host, r.path, r.state) for r in want
+        ], poll
+        listing = [(r.host, r.name, r.path) for r in got]
+        if poll and listing != last:
+            assert order.version != before, f"poll {poll}: another listing, the same version"
+        last = listing
+        if poll != 30:  # (a run under another host: worked out afresh, a new version each time)
+            again = order.version
+            order.order([(n, [dataclasses.replace(r) for r in rs]) for n, rs in groups], hosts)
+            assert order.version == again, "the same runs again (new objects) keep the version"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,38 @@ DEEP = 100_000
 def test_nesting_is_counted_outside_strings_without_recursion(text, depth):
     assert jsondepth.depth(text) == depth
     assert jsondepth.depth(text.encode()) == depth
+
+
+def _nesting(doc):
+    if isinstance(doc, dict):
+        return 1 + max(map(_nesting, doc.values()), default=0)
+    if isinstance(doc, list):
+        return 1 + max(map(_nesting, doc), default=0)
+    return 0
+
+
+def test_the_measure_is_the_parsed_documents_nesting_whatever_its_strings_hold():
+    """Strings full of brackets, quotes and backslashes (escaped as JSON escapes them, runs of
+    backslashes before a quote included) never move the measure off the parsed document's own
+    nesting, for 500 random documents."""
+    rng = random.Random(4919)
+    alphabet = ["[", "]", "{", "}", '"', "\\", "\\\\", '\\"', "x", " ", "é"]
+
+    def text():
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+
+    def doc(level):
+        if level > 6 or rng.random() < 0.3:
+            return text() if rng.random() < 0.7 else rng.randrange(9)
+        if rng.random() < 0.5:
+            return [doc(level + 1) for _ in range(rng.randrange(4))]
+        return {text(): doc(level + 1) for _ in range(rng.randrange(4))}
+
+    for _ in range(500):
+        d = doc(0)
+        for dumped in (json.dumps(d), json.dumps(d, ensure_ascii=False)):
+            assert jsondepth.depth(dumped) == _nesting(d), dumped
+            assert jsondepth.depth(dumped.encode()) == _nesting(d), dumped
 
 
 def test_past_the_limit_is_refused_before_parsing_and_at_it_parses():

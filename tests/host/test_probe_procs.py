@@ -102,11 +102,11 @@ def test_a_stopped_process_stays_listed_so_it_can_be_continued(children):
 
 
 def test_a_process_usage_is_read_by_the_host_librarys_stat_reader(children):
-    """`_usage` takes /proc/PID/stat from `procfs.usage`, the one reader: a command name holding
-    spaces and parentheses does not shift its fields, the resident size is the field's pages
-    in bytes, and the start time is the one `procfs` gives for the process's identity."""
+    """The process list's usage is the walk's one read of /proc/PID/stat, parsed by the host
+    library (`procfs.facts_of_stat`): a command name holding spaces and parentheses does not
+    shift its fields, and the start time is the one `procfs` gives for the process's identity."""
     from fleetdeck.backend.host.lib import procfs
-    from fleetdeck.backend.host.probe.procs import _usage
+    from fleetdeck.backend.host.probe.common import Procs
 
     p = subprocess.Popen(
         [
@@ -128,12 +128,12 @@ def test_a_process_usage_is_read_by_the_host_librarys_stat_reader(children):
         if fields[0] == "S":
             break
         time.sleep(0.02)
-    ticks, rss, start, state = _usage(p.pid)
+    ticks, rss, start, state = Procs().usage(p.pid)
     assert ticks == int(fields[11]) + int(fields[12])
     # the kernel's resident counters settle lazily: a few pages either way between two reads
-    assert abs(rss - int(fields[21]) * os.sysconf("SC_PAGE_SIZE")) <= 64 * 4096
+    assert abs(rss - int(fields[21])) <= 64
     assert start == procfs.start_ticks(p.pid) == int(fields[19])
     assert state == "S"
     p.kill()
     p.wait()
-    assert _usage(p.pid) is None
+    assert Procs().usage(p.pid) is None

@@ -298,3 +298,45 @@ esac
     (second,) = probe_schedules._timers(False)
     assert second["next_run"] == probe_common.iso(later)
     CACHE.pop(("timers", ""), None)
+
+
+def test_a_timer_unit_made_in_a_watched_folder_is_listed_at_the_next_poll(tmp_path, monkeypatch):
+    """The timers' listing is kept between polls, but a change in a folder timer units live in
+    (a unit written, enabled, or a transient one started) lists them again at once, before its
+    TIMER_TTL runs out."""
+    booted = tmp_path / "booted"
+    booted.mkdir()
+    units = tmp_path / "units.d"
+    units.mkdir()
+    old = time.time() - 60
+    os.utime(units, (old, old))
+    monkeypatch.setattr(probe_schedules, "SYSTEMD_BOOTED", str(booted))
+    monkeypatch.setattr(probe_schedules, "TIMER_DIRS", (str(units),))
+    bin_dir, listing = tmp_path / "bin", tmp_path / "listing"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"  # what systemd answers: the units named in `listing`
+    fake.write_text(f"""#!/bin/sh
+case " $* " in *" --user "*) exit 1;; esac
+case "$1" in
+list-timers) cat {listing};;
+esac
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    def answer(*names):
+        listing.write_text(json.dumps([{"unit": n, "activates": "x.service"} for n in names]))
+
+    CACHE.pop(("timers", ""), None)
+    try:
+        answer("a.timer")
+        assert [t["unit"] for t in probe_schedules._timers(False)] == ["a.timer"]
+        answer("a.timer", "b.timer")
+        assert [t["unit"] for t in probe_schedules._timers(False)] == ["a.timer"], (
+            "with nothing changed in its folders the listing is kept (the cache is in use)"
+        )
+        (units / "b.timer").write_text("[Timer]\nOnCalendar=hourly\n")
+        got = [t["unit"] for t in probe_schedules._timers(False)]
+        assert sorted(got) == ["a.timer", "b.timer"]
+    finally:
+        CACHE.pop(("timers", ""), None)

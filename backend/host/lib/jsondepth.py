@@ -6,10 +6,10 @@ expects from a parser). Every answer from a host (on the controller) and from a 
 host) is measured here first: past `MAX_DEPTH` levels it is refused with `TooDeep`, reason code
 `answer-too-deep`, before the parser sees it.
 
-The measure is one left-to-right pass of the standard library's regular expressions and
-iterators (no recursion, no Python loop per character): strings are cut out (an unterminated
-one runs to the end of the text), what is left is reduced to its brackets, and the deepest
-running count of openers over closers is the depth.
+The measure is a few passes of bytes methods and the standard library's iterators (no
+recursion, no Python loop per character): escapes are dropped, strings are cut out between
+their quotes (an unterminated one runs to the end of the text), what is left is reduced to its
+brackets, and the deepest running count of openers over closers is the depth.
 """
 # Runs on the host's Python 3.8 or newer.
 # ruff: noqa: UP031
@@ -17,7 +17,6 @@ running count of openers over closers is the depth.
 from __future__ import annotations
 
 import json
-import re
 from itertools import accumulate
 
 #: the deepest nesting of arrays and objects an answer may have: a probe snapshot nests about
@@ -25,11 +24,8 @@ from itertools import accumulate
 MAX_DEPTH = 64
 CODE = "answer-too-deep"
 
-# a string, or the rest of an unterminated one: every match attempt that starts at a quote
-# succeeds, so the pass stays linear whatever the text holds
-_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.S)
-#: every byte but the four brackets
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+#: every byte but the four brackets and the quote
+_NOT_MARKS = bytes(c for c in range(256) if c not in b'[]{}"')
 _STEP = [0] * 256
 _STEP[ord("[")] = _STEP[ord("{")] = 1
 _STEP[ord("]")] = _STEP[ord("}")] = -1
@@ -55,7 +51,14 @@ def depth(text):
     data = _bytes(text)
     if data.count(b"[") + data.count(b"{") == 0:
         return 0
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    # the escapes go first (each pair of backslashes, then each escaped quote): every quote
+    # left opens or closes a string, so the text between the 1st and 2nd, 3rd and 4th... is
+    # in strings, and an unterminated one runs to the end. A backslash outside a string is no
+    # JSON: the parser stops at it, and before it this reads the text as the parser does.
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = data.translate(None, _NOT_MARKS)  # brackets and quotes: a short text to cut
+    brackets = b"".join(marks.split(b'"')[::2])
     return max(0, max(accumulate(map(_STEP.__getitem__, brackets)), default=0))
 
 

@@ -89,6 +89,28 @@ def start_ticks_of_stat(data):
         return None
 
 
+def facts_of_stat(data):
+    """(comm bytes, state, ppid, pgid, start ticks, flags, tty_nr, CPU ticks in user and system
+    mode, resident pages) of a /proc/PID/stat text `data` (bytes), or None when it is not one:
+    what one read of the file tells a process scan. The name is what lies between the first
+    '(' and the last ')'."""
+    try:
+        f = fields_of_stat(data)
+        return (
+            data[data.index(b"(") + 1 : data.rindex(b")")],
+            f[_STATE].decode("ascii", "replace"),
+            int(f[_PPID]),
+            int(f[_PGRP]),
+            int(f[_STARTTIME]),
+            int(f[_FLAGS]),
+            int(f[_TTY_NR]),
+            int(f[_UTIME]) + int(f[_STIME]),
+            int(f[_RSS]),
+        )
+    except (ValueError, IndexError):
+        return None
+
+
 def stat(pid):
     """(state, ppid, pgid, start ticks, flags, tty_nr) of `pid` from /proc/PID/stat, or None
     if gone."""

@@ -8,9 +8,11 @@ import math
 import os
 import pwd
 import re
+import time
 from datetime import datetime
 
 from fleetdeck.backend.host.lib import files, procfs, runner
+from fleetdeck.backend.host.probe.proc_table import ProcTable
 
 SHELLS = set(procfs.SHELLS)
 # A shell, pager, editor or copier sitting in a run folder is an operator looking, not training.
@@ -51,6 +53,7 @@ BYSTANDERS = SHELLS | {
 FD_SCAN_EVERY = 20.0  # s; a full /proc/*/fd walk is the one costly scan, so it is throttled
 TIMER_TTL = 30.0  # s; systemd timer listings are re-read at most this often
 MIN_STALL_S = 120.0
+SETTLE_S = 2.0  # s; a file's parse is kept against its stat only once its mtime is this old
 SYSTEMD_BOOTED = "/run/systemd/system"  # sd_booted(3): present only when systemd is PID 1
 MAX_LOSS_POINTS = 20000  # the probe remembers at most this many newest points of a series
 SERIES_POINTS = 256  # and sends at most this many per series (run_progress.thin)
@@ -79,11 +82,22 @@ def stat_key(st):
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def settled(key):
+    """True when a stat key's mtime is SETTLE_S or more in the past: a file written again within
+    the clock's granularity can keep its mtime (and its size, and an edit in place its inode),
+    so a parse kept against a key this recent is not trusted. A key that is no stat (a file
+    known absent) is settled; None (nothing known) never is."""
+    if not isinstance(key, tuple):
+        return key is not None
+    return time.time() - key[0] / 1e9 >= SETTLE_S
+
+
 def cached(tag, path, parse, st=None):
-    """parse(path), re-run only when the file's (mtime, size, inode) changed."""
+    """parse(path), re-run when the file's (mtime, size, inode) changed, and at every call
+    while its mtime is within SETTLE_S of now (`settled`)."""
     st = st or os.stat(path)
     hit = CACHE.get((tag, path))
-    if hit is not None and hit[0] == stat_key(st):
+    if hit is not None and hit[0] == stat_key(st) and settled(hit[0]):
         return hit[1]
     val = parse(path)
     CACHE[(tag, path)] = (stat_key(st), val)
@@ -142,11 +156,6 @@ def iso(ts):
 
 
 # -- processes ----------------------------------------------------------------------------------
-def _proc_read(path):
-    """A /proc file's text (undecodable bytes kept), read by the host library."""
-    return procfs.read_bytes(path).decode("utf-8", "surrogateescape")
-
-
 _SESSION = []  # type: list
 
 
@@ -158,29 +167,27 @@ def session_anchor():
 
 
 class Procs:
-    """One look at /proc: argv of every process, minus the probe and its parent chain."""
+    """One look at /proc: argv of every process, minus the probe and its parent chain. Built
+    from one walk of a `ProcTable` (the resident probe's, kept between polls, or a new one):
+    every /proc/PID/stat read once, each command line only when it may have changed."""
 
-    def __init__(self, scan=True):
+    def __init__(self, scan=True, table=None, fresh=False):
         """`scan=False`: no process at all (the probe's stand-in when /proc cannot be read),
-        the probe itself still skipped; see `empty`."""
+        the probe itself still skipped; see `empty`. `table`: the ProcTable to walk (a new
+        one, which reads every command line, when None); `fresh`: read every command line."""
         self.me = os.getpid()
         self.raw, self.prog, self._ours = {}, {}, {}
         self.known = set()
         self._argv = {}
         self._stat = {}
+        self._usage = {}
         self.skip = {self.me}
         if not scan:
             return
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    raw = _proc_read(f"/proc/{name}/cmdline")
-                except OSError:
-                    continue
-                if raw:
-                    pid = int(name)
-                    self.raw[pid] = raw
-                    self.prog[pid] = raw.partition("\0")[0].rpartition("/")[2].lstrip("-")
+        for pid, rec in (table or ProcTable()).walk(fresh).items():
+            self._stat[pid], self._usage[pid] = rec[4], rec[5]
+            if rec[1]:
+                self.raw[pid], self.prog[pid] = rec[1], rec[3]
         pid = self.me
         while pid > 1:
             pid = self.ppid(pid) or 0
@@ -197,6 +204,13 @@ class Procs:
             st = procfs.stat(pid)
             self._stat[pid] = (st[1], st[3], st[0]) if st else None
         return self._stat[pid]
+
+    def usage(self, pid):
+        """(CPU ticks, resident pages, start ticks, state) of `pid` as this look read them
+        (`procfs.usage` for a pid it did not see), or None when gone."""
+        if pid not in self._usage:
+            self._usage[pid] = procfs.usage(pid)
+        return self._usage[pid]
 
     def ppid(self, pid):
         st = self.stat(pid)
@@ -257,10 +271,13 @@ class Procs:
         return " ".join(self.argv(pid))[:300]
 
 
-def meminfo():
+def meminfo(keys=None):
+    """/proc/meminfo in bytes: {name: bytes}, only the names in `keys` when given."""
     info = {}
-    for line in read_text("/proc/meminfo").splitlines():
+    for line in procfs.read_bytes("/proc/meminfo").decode("ascii", "replace").splitlines():
         k, _, v = line.partition(":")
+        if keys is not None and k not in keys:
+            continue
         parts = v.split()
         if parts and parts[0].isdigit():
             info[k] = int(parts[0]) * 1024

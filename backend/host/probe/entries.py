@@ -63,9 +63,31 @@ def host_now():
     return datetime.now()
 
 
+#: spec -> (minute computed from, next fire time, its ISO text): a fire time found stays the
+#: answer for every minute from the one it was computed from up to itself
+_NEXT: dict = {}
+
+
 def cron_next(spec, now=None):
     """The next time (ISO, host-local) a cron spec fires after `now` (default: the host's clock
-    now); None for @reboot or junk."""
+    now); None for @reboot or junk. A fire time found is kept (`_NEXT`) and given again for
+    every later `now` before it: no minute between holds another, so it is still the next."""
+    start = (now or host_now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    hit = _NEXT.get(spec)
+    if hit is not None and hit[0] <= start <= hit[1]:
+        return hit[2]
+    found = _cron_next(spec, start)
+    if found is None:
+        return None
+    if len(_NEXT) > 4096:  # specs come and go with crontabs; the memo only saves time
+        _NEXT.clear()
+    _NEXT[spec] = (start, found[0], found[1])
+    return found[1]
+
+
+def _cron_next(spec, start):
+    """(fire time, its ISO text) of the first minute at or after `start` that `spec` fires in,
+    or None."""
     try:
         f = _CRON_ALIAS.get(spec, spec).split()
         if len(f) != 5:
@@ -79,7 +101,6 @@ def cron_next(spec, now=None):
         dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
     except (ValueError, TypeError):
         return None
-    start = (now or host_now()).replace(second=0, microsecond=0) + timedelta(minutes=1)
     for i in range(366 * 5):  # Feb 29 on a Monday can be years away
         d = start.date() + timedelta(days=i)
         if d.month not in mons:
@@ -92,12 +113,28 @@ def cron_next(spec, now=None):
             for m in sorted(mins):
                 t = datetime(d.year, d.month, d.day, h, m)
                 if t >= start:
-                    return t.astimezone().isoformat(timespec="seconds")
+                    return t, t.astimezone().isoformat(timespec="seconds")
     return None
+
+
+#: (command, cron) -> the absolute paths it names that must exist: a command is read once (a
+#: loop is listed again every poll), whether each path exists is asked every time
+_NAMED: dict = {}
 
 
 def missing_paths(command, cron=False):
     """Absolute paths a command names that do not exist here (redirect targets excepted)."""
+    named = _NAMED.get((command, cron))
+    if named is None:
+        if len(_NAMED) > 4096:  # commands come and go; the memo only saves time
+            _NAMED.clear()
+        named = _NAMED[(command, cron)] = _named_paths(command, cron)
+    return [t for t in named if not os.path.lexists(t)]
+
+
+def _named_paths(command, cron):
+    """The absolute paths `command` names that it needs to exist (not redirect targets, not a
+    path a `test` checks for, not a pattern or a kernel file), in order."""
     if cron:  # cron turns the first unescaped % into a newline; what follows is stdin
         command = re.split(r"(?<!\\)%", command, maxsplit=1)[0].replace("\\%", "%")
     try:
@@ -122,7 +159,6 @@ def missing_paths(command, cron=False):
             t.startswith("/")
             and not any(c in t for c in "*?[$`{~")
             and not t.startswith(("/dev/", "/proc/", "/sys/"))
-            and not os.path.lexists(t)
         ):
             out.append(t)
     return out

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import sys
 import time
 
-from fleetdeck.backend.host.lib import fsinfo, layout, serve
+from fleetdeck.backend.host.lib import flags, fsinfo, layout, procfs, serve
 from fleetdeck.backend.host.probe import run_state
 from fleetdeck.backend.host.probe.common import (
     CACHE,
@@ -27,9 +28,9 @@ from fleetdeck.backend.host.probe.common import (
     Procs,
     guard,
     meminfo,
-    read_text,
 )
 from fleetdeck.backend.host.probe.gpu import gpus
+from fleetdeck.backend.host.probe.proc_table import ProcTable
 from fleetdeck.backend.host.probe.procs import processes
 from fleetdeck.backend.host.probe.run_progress import full_series
 from fleetdeck.backend.host.probe.runs import runs
@@ -42,7 +43,7 @@ from fleetdeck.backend.host.probe.seats import find_seats
 def memory():
     """System memory: total, and used as MemTotal - MemAvailable."""
     try:
-        m = meminfo()
+        m = meminfo(("MemTotal", "MemAvailable", "MemFree"))
         return {
             "total_bytes": m["MemTotal"],
             "used_bytes": m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0)),
@@ -57,14 +58,45 @@ def memory():
 def load1():
     """The 1-minute load average."""
     try:
-        return float(read_text("/proc/loadavg").split()[0])
+        return float(procfs.read_bytes("/proc/loadavg").split()[0])
     except (OSError, IndexError, ValueError):
         return os.getloadavg()[0]
 
 
-def disks(paths):
+class MountTable:
+    """/proc/self/mountinfo as last read, read again only when the kernel says the mount table
+    changed (it wakes a poll(2) on an open mountinfo with POLLPRI at every mount and unmount)
+    and every REREAD_EVERY polls whatever it said, or at every poll where poll(2) is missing."""
+
+    REREAD_EVERY = 30
+
+    def __init__(self):
+        self.table, self.polls, self.watch = None, 0, None
+
+    def mounts(self, fresh=False):
+        """[(mount point, fstype, source)] as `fsinfo.read_mounts` gives them."""
+        changed = fresh or self.table is None or self.polls % self.REREAD_EVERY == 0
+        self.polls += 1
+        try:
+            if self.watch is None and hasattr(select, "poll"):
+                fd = os.open("/proc/self/mountinfo", flags.READ)
+                self.watch = select.poll()
+                self.watch.register(fd, select.POLLPRI | select.POLLERR)
+                changed = True
+            changed = changed or self.watch is None or bool(self.watch.poll(0))
+        except OSError:
+            changed = True
+        if changed:
+            self.table = fsinfo.read_mounts()
+        return self.table
+
+
+MOUNTS = MountTable()
+
+
+def disks(paths, fresh=False):
     """The filesystem behind each configured folder (nearest existing parent if it is missing)."""
-    mounts = fsinfo.read_mounts()
+    mounts = MOUNTS.mounts(fresh)
     out, seen = [], set()
     for p in paths:
         if p in seen:
@@ -97,6 +129,10 @@ def disks(paths):
 
 # -- the snapshot and the two ways to be asked for it ---------------------------------------------
 
+#: the processes as the last poll saw them: a resident probe reads a command line again only
+#: when its process's stat moved (proc_table)
+PROC_TABLE = ProcTable()
+
 
 def snapshot(request=None):
     """One snapshot of this host as the contract's probe reply (see the module docstring)."""
@@ -105,7 +141,8 @@ def snapshot(request=None):
         CACHE.clear()
     now = time.time()
     warnings = []
-    procs = guard(warnings, "processes", Procs, None)
+    fresh = bool(req.get("fresh"))
+    procs = guard(warnings, "processes", lambda: Procs(table=PROC_TABLE, fresh=fresh), None)
     if procs is None:
         procs = Procs.empty()
     procs.know(req.get("ours"))
@@ -121,12 +158,14 @@ def snapshot(request=None):
         "disks": guard(
             warnings,
             "disks",
-            lambda: disks(paths if paths is not None else req.get("runs") or []),
+            lambda: disks(paths if paths is not None else req.get("runs") or [], fresh),
             [],
         ),
         "runs": guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
         "schedules": guard(warnings, "schedules", lambda: schedules(req, procs, warnings), []),
-        "seats": guard(warnings, "seats", lambda: find_seats(docker_ttl=30)["seats"], None),
+        "seats": guard(
+            warnings, "seats", lambda: find_seats(docker_ttl=30, procs=procs)["seats"], None
+        ),
         "warnings": warnings,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),

@@ -26,13 +26,6 @@ _TICK = procfs.clock_ticks()
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _usage(pid):
-    """(cpu ticks, rss bytes, start ticks, state letter) of `pid`, or None when it is gone:
-    /proc/PID/stat read by the host library's one reader (`procfs.usage`)."""
-    u = procfs.usage(pid)
-    return None if u is None else (u[0], u[1] * _PAGE, u[2], u[3])
-
-
 def processes(procs, gpus, runs, seats, schedules):
     """The processes section (see the module docstring)."""
     why = {}
@@ -64,10 +57,10 @@ def processes(procs, gpus, runs, seats, schedules):
     for pid in procs.others():
         if procs.ours(pid):
             continue
-        u = _usage(pid)
+        u = procs.usage(pid)  # the poll's one read of /proc/PID/stat
         if u is None:
             continue
-        ticks, rss, start, state = u
+        ticks, rss, start, state = u[0], u[1] * _PAGE, u[2], u[3]
         if state in ("T", "t"):  # stopped (SIGSTOP) or traced: no CPU to be listed by, and the
             tag(pid, "stopped")  # operator who paused it must find it to send CONT
         seen[(pid, start)] = (ticks, now)

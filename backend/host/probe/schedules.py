@@ -26,6 +26,7 @@ from fleetdeck.backend.host.probe.common import (
     iso,
     read_text,
     run_text,
+    settled,
     stat_key,
 )
 from fleetdeck.backend.host.probe.entries import (
@@ -100,7 +101,7 @@ def _crontabs(fresh, warnings, now):
     for u in users:
         key = crontab.stat_key(u)  # changes whenever the crontab does
         hit = CACHE.get(("crontab", u))
-        if hit is not None and key is not None and hit[0] == key and not fresh:
+        if hit is not None and hit[0] == key and settled(key) and not fresh:
             out += _due(hit[1], now)
             continue
         try:
@@ -197,15 +198,45 @@ def _timer_names(base, scope):
     return {n: {} for n in sorted(names)}
 
 
+#: where timer units are made, enabled and started as files (`systemd-run` writes transient
+#: ones under /run): a change in any of them lists the timers again at the next poll
+TIMER_DIRS = (
+    "/etc/systemd/system",
+    "/etc/systemd/system/timers.target.wants",
+    "/run/systemd/system",
+    "/run/systemd/transient",
+    "/etc/systemd/user",
+    "~/.config/systemd/user",
+    "~/.config/systemd/user/timers.target.wants",
+)
+
+
+def _timer_dirs():
+    """(mtime_ns, inode) of each of TIMER_DIRS (None where it is not), and whether all of them
+    are `settled` (a change within the clock's tick could keep an mtime)."""
+    key, calm = [], True
+    for d in TIMER_DIRS:
+        try:
+            st = os.stat(os.path.expanduser(d))
+        except OSError:
+            key.append(None)
+            continue
+        key.append((st.st_mtime_ns, st.st_ino))
+        calm = calm and settled((st.st_mtime_ns,))
+    return tuple(key), calm
+
+
 def _timers(fresh):
     if not os.path.isdir(SYSTEMD_BOOTED):
         return []  # systemd is not PID 1 here: no timers can fire
     now = time.time()
+    dirs, calm = _timer_dirs()
     hit = CACHE.get(("timers", ""))
-    if hit is not None and not fresh and now < hit[0]:
+    if hit is not None and not fresh and now < hit[0] and hit[2] == dirs and calm:
         return hit[1]
-    # the listing is kept TIMER_TTL seconds, and never past the first next run it holds: once a
-    # timer has fired it is asked about again, so a next run shown has not passed yet
+    # the listing is kept TIMER_TTL seconds, never past the first next run it holds (once a
+    # timer has fired it is asked about again, so a next run shown has not passed yet), and
+    # never past a change in the folders timer units live in
     out, until = [], now + TIMER_TTL
     for scope in ("system", "user"):
         base = ["systemctl"] + (["--user"] if scope == "user" else [])
@@ -249,7 +280,7 @@ def _timers(fresh):
             if pkg:
                 e.update(system=True, package=pkg)
             out.append(e)
-    CACHE[("timers", "")] = (until, out)
+    CACHE[("timers", "")] = (until, out, dirs)
     return out
 
 

@@ -23,6 +23,8 @@ from fleetdeck.backend.host.lib.serve import serve
 from fleetdeck.backend.host.probe import containers, engines
 
 LISTEN = "0A"
+#: engine kind ("" for none) by raw command line: a command line classified once
+_KINDS: dict = {}
 
 
 def _listening_inodes(pid):
@@ -79,21 +81,41 @@ def _ollama_port(pid):
     return None
 
 
-def find_seats(docker=None, use_docker=True, docker_ttl=0):
-    """Every serving seat on this host (see the module docstring), plus Docker's state:
-    `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
-    Docker listing is reused (the resident probe passes 30)."""
-    me = os.getpid()
-    mine = set(procfs.ancestors()) | {me}
-    argvs = {}
-    kinds = {}
+def _candidates(procs):
+    """{pid: (argv, engine kind)} of every process whose command line names a serving engine,
+    the probe and its ancestors aside: from the poll's own look at /proc (`procs`, a
+    `common.Procs`) when given, else read here."""
+    found = {}
+    if procs is not None:
+        for pid in procs.others():
+            raw = procs.raw[pid]
+            kind = _KINDS.get(raw)
+            if kind is None:
+                kind = _KINDS[raw] = engines.classify(raw.rstrip("\0").split("\0")) or ""
+            if kind:
+                found[pid] = (raw.rstrip("\0").split("\0"), kind)
+        if len(_KINDS) > 4 * len(procs.raw) + 1024:  # command lines come and go
+            _KINDS.clear()
+        return found
+    mine = set(procfs.ancestors()) | {os.getpid()}
     for pid in procfs.pids():
         if pid in mine:
             continue
         argv = procfs.cmdline(pid)
         kind = engines.classify(argv)
         if kind:
-            argvs[pid], kinds[pid] = argv, kind
+            found[pid] = (argv, kind)
+    return found
+
+
+def find_seats(docker=None, use_docker=True, docker_ttl=0, procs=None):
+    """Every serving seat on this host (see the module docstring), plus Docker's state:
+    `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
+    Docker listing is reused (the resident probe passes 30); `procs`: the poll's look at /proc,
+    so that a probe walks it once."""
+    cand = _candidates(procs)
+    argvs = {pid: c[0] for pid, c in cand.items()}
+    kinds = {pid: c[1] for pid, c in cand.items()}
     # a seat is the top of its tree: workers and engine cores under it belong to it
     tops = [p for p in kinds if not any(a in kinds for a in procfs.ancestors(p))]
     found, docker_error = (
