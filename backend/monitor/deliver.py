@@ -45,11 +45,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.attempts import CommandSink, WebhookSink
 from fleetdeck.backend.monitor.delivery_queue import GROUP_WAIT, DeliveryQueue
 from fleetdeck.backend.monitor.grouping import GROUP_MAX, group_id
 from fleetdeck.backend.monitor.outbox import Journal, Pending
-from fleetdeck.backend.monitor.payloads import Recorded, record, transition_id
+from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.backend.monitor.sink import Delivery, Outcome, Sink
 
@@ -245,13 +246,11 @@ class Deliverer(DeliveryQueue):
 
     async def send(self, p: Pending) -> Outcome:
         """One attempt of one entry."""
-        return await self.sink(p.sink).send([Delivery(Recorded(p.alert), p.id)])
+        return await self.sink(p.sink).send([Delivery(p.alert, p.id)])
 
     async def send_group(self, group: list[Pending]) -> Outcome:
         """One attempt of several entries of one sink, as one delivery listing them."""
-        return await self.sink(group[0].sink).send(
-            [Delivery(Recorded(p.alert), p.id) for p in group]
-        )
+        return await self.sink(group[0].sink).send([Delivery(p.alert, p.id) for p in group])
 
 
 def options(config: Any) -> dict[str, Any]:
@@ -267,7 +266,7 @@ class Notifier:
         self.config = config
         self.timeout = timeout
 
-    async def deliver(self, alerts: list[Any]) -> list[str]:
+    async def deliver(self, alerts: list[Alert]) -> list[str]:
         """Deliver every transition, in order; one warning sentence per failed delivery."""
         warnings: list[str] = []
         d = Deliverer(
@@ -279,7 +278,7 @@ class Notifier:
         for a in alerts:
             tid = transition_id(a)
             for sink in d.sinks:
-                out = await d.send(Pending(tid, sink, record(a), time.time()))
+                out = await d.send(Pending(tid, sink, a, time.time()))
                 if not out.ok:
                     warnings.append(out.warning)
         return warnings

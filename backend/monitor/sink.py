@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
+
+from fleetdeck.backend.monitor.alerts import Alert
 
 Item = TypeVar("Item", contravariant=True)
 
@@ -31,10 +33,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One transition as a sink sends it: the alert (`Alert`, or an outbox entry's alert) and
-    the transition id that a receiver drops a repeat by."""
+    """One transition as a sink sends it: the alert (as the outbox carries it) and the
+    transition id that a receiver drops a repeat by."""
 
-    alert: Any
+    alert: Alert
     id: str
 
 
