@@ -60,7 +60,7 @@ def audit(action: str, host: str | None, result: str, **fields: Any) -> dict[str
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "ts": time.time(),
-        "user": _user(),
+        "user": user(),
         "controller": socket.gethostname(),
         "host": host,
         "action": action,
@@ -278,7 +278,8 @@ def _is_size(key: Any, value: Any) -> bool:
     )
 
 
-def _user() -> str:
+def user() -> str:
+    """Who acts: the login name, or the uid when there is none."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import LaunchOutcomeRecord, write
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib.text import shown
 
@@ -57,16 +58,17 @@ class LaunchOutcomes:
                 if (r.last_update or 0.0) < ts and (h.time or time.time()) - ts < 60:
                     continue  # a run just launched again (a resume) still shows how it ended before
                 try:
-                    audit.audit(
-                        "launch-outcome",
-                        h.name,
-                        r.state,
-                        run=r.path,
-                        name=r.name,
-                        reason=r.reason,
-                        step=r.step,
-                        max_steps=r.max_steps,
-                        adapter=r.adapter,
+                    write(
+                        LaunchOutcomeRecord(
+                            host=h.name,
+                            result=r.state,
+                            run=r.path,
+                            name=r.name,
+                            reason=r.reason,
+                            step=r.step,
+                            max_steps=r.max_steps,
+                            adapter=r.adapter,
+                        )
                     )
                 except OSError as e:
                     warn(f"a launch's outcome could not be audited: {shown(str(e))}")

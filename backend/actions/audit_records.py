@@ -1,0 +1,211 @@
+"""Audit records declared once: one frozen dataclass per kind of action, written through it
+(`write`) and read back into it (`parse`), so a writer and a reader can no longer disagree on a
+key. The line on disk is the one `audit.audit` always wrote (`CONTRACT.md`: one JSON object a
+line, `time`, `ts`, `user`, `controller`, `host`, `action`, `result`, then the action's fields,
+in the order the dataclass declares them).
+
+A field listed in a kind's `OMITTED` is left out of the line while it is None (a refused
+acknowledgement has no hosts; an acknowledged one no reason), so each kind's lines keep the
+shape they had. A record of a kind not declared here, or written before a field existed, still
+reads: unknown keys are kept in `extra`, missing ones are None.
+
+Declared so far: `process-stop` (`StopRecord`), `schedule-ack` (`AckRecord`), `silence-add`
+and `silence-expire` (`SilenceAddRecord`, `SilenceExpireRecord`), `launch-outcome`
+(`LaunchOutcomeRecord`). The other kinds (purge, mirror, launch, schedule-remove) are still
+written as keyword fields and read as `OtherRecord`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from fleetdeck.backend.actions.audit import COMMON, audit
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Who and when, added by the log when a record is written."""
+
+    time: str
+    ts: float | None
+    user: str
+    controller: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """What every record has: its host (None: not one host), its result word, the stamp it
+    was written with (None until written), and any keys its kind does not declare."""
+
+    ACTION: ClassVar[str] = ""
+    OMITTED: ClassVar[frozenset[str]] = frozenset()
+
+    host: str | None
+    result: str
+    stamp: Stamp | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def action(self) -> str:
+        return self.ACTION
+
+    def fields(self) -> dict[str, Any]:
+        """The action's own fields, in their declared order, then the extra ones."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("host", "result", "stamp", "extra"):
+                continue
+            v = getattr(self, f.name)
+            if v is None and f.name in self.OMITTED:
+                continue
+            out[f.name] = v
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRecord(Record):
+    """A process stopped (or refused, or failed) from the dashboard's Processes view."""
+
+    ACTION: ClassVar[str] = "process-stop"
+
+    pid: int | None = None
+    start: int | None = None
+    command: str | None = None
+    signal: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    via: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AckRecord(Record):
+    """Schedules acknowledged (`done`: `ids`, which `hosts` each was acknowledged on, whether
+    on every host) or an acknowledgement refused (`refused`: its `reason_code` and `message`)."""
+
+    ACTION: ClassVar[str] = "schedule-ack"
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"hosts", "all_hosts", "reason_code", "message"})
+
+    ids: list[str] | None = None
+    hosts: dict[str, list[str]] | None = None
+    all_hosts: bool | None = None
+    reason_code: str | None = None
+    message: str | None = None
+    via: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SilenceAddRecord(Record):
+    """A silence added: its id, what it matches, for how long, why, and its scope in words."""
+
+    ACTION: ClassVar[str] = "silence-add"
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"error"})
+
+    error: str | None = None
+    id: str | None = None
+    rule: str | None = None
+    subject: str | None = None
+    for_s: float | None = None
+    ends: float | None = None
+    comment: str | None = None
+    scope: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SilenceExpireRecord(Record):
+    """A silence ended before its time: its id, scope, and when it was to end."""
+
+    ACTION: ClassVar[str] = "silence-expire"
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"error"})
+
+    error: str | None = None
+    id: str | None = None
+    scope: str | None = None
+    ends_was: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchOutcomeRecord(Record):
+    """How a launched run ended, as `watch` saw it (the result is the run's state)."""
+
+    ACTION: ClassVar[str] = "launch-outcome"
+
+    run: str | None = None
+    name: str | None = None
+    reason: str | None = None
+    step: int | None = None
+    max_steps: int | None = None
+    adapter: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OtherRecord(Record):
+    """A record of a kind not declared here: its action word, its fields all in `extra`."""
+
+    kind: str = ""
+
+    @property
+    def action(self) -> str:
+        return self.kind
+
+    def fields(self) -> dict[str, Any]:
+        return dict(self.extra)
+
+
+KINDS: dict[str, type[Record]] = {
+    k.ACTION: k
+    for k in (StopRecord, AckRecord, SilenceAddRecord, SilenceExpireRecord, LaunchOutcomeRecord)
+}
+
+
+def write(rec: Record) -> Record:
+    """Append `rec` to the audit log (`audit.audit`: whole and fsynced, or AuditError) and
+    return it with its stamp."""
+    line = audit(rec.action, rec.host, rec.result, **rec.fields())
+    return dataclasses.replace(rec, stamp=_stamp(line))
+
+
+def _stamp(d: Mapping[str, Any]) -> Stamp:
+    ts = d.get("ts")
+    return Stamp(
+        time=str(d.get("time") or ""),
+        ts=float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None,
+        user=str(d.get("user") or "?"),
+        controller=str(d.get("controller") or ""),
+    )
+
+
+def parse(d: Mapping[str, Any]) -> Record:
+    """One line of the log (a JSON object) as its kind's record: declared keys into fields
+    (missing ones None), the rest into `extra`."""
+    action = str(d.get("action") or "")
+    raw_host = d.get("host")
+    host = raw_host if isinstance(raw_host, str) else None
+    result, stamp = str(d.get("result") or ""), _stamp(d)
+    kind = KINDS.get(action)
+    if kind is None:
+        extra = {k: v for k, v in d.items() if k not in COMMON}
+        return OtherRecord(kind=action, host=host, result=result, stamp=stamp, extra=extra)
+    names = {f.name for f in dataclasses.fields(kind)} - {"host", "result", "stamp", "extra"}
+    own = {k: d[k] for k in names if k in d}
+    extra = {k: v for k, v in d.items() if k not in COMMON and k not in names}
+    return kind(host=host, result=result, stamp=stamp, extra=extra, **own)
+
+
+__all__ = [
+    "KINDS",
+    "AckRecord",
+    "LaunchOutcomeRecord",
+    "OtherRecord",
+    "Record",
+    "SilenceAddRecord",
+    "SilenceExpireRecord",
+    "Stamp",
+    "StopRecord",
+    "parse",
+    "write",
+]
