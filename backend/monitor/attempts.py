@@ -106,7 +106,7 @@ async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: fl
     try:
         got = await request("POST", url, body=body, headers=headers, deadline=deadline)
     except HttpFailed as e:
-        if e.why.startswith("no answer within"):
+        if e.deadline is not None:
             return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
         if not e.retry:
             return Outcome(False, f"alert webhook {shown(url)}: {e.why}", False)

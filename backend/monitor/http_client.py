@@ -51,12 +51,14 @@ USER_AGENT = "fleetdeck-watch"
 
 class HttpFailed(Exception):
     """No answer: the request was refused by policy or never answered. `retry` says whether
-    trying again can help (a timeout can; a downgrade, a URL that is not http(s), cannot)."""
+    trying again can help (a timeout can; a downgrade, a URL that is not http(s), cannot);
+    `deadline` is set when the whole exchange ran out of its deadline."""
 
-    def __init__(self, why: str, *, retry: bool = True) -> None:
+    def __init__(self, why: str, *, retry: bool = True, deadline: float | None = None) -> None:
         super().__init__(why)
         self.why = why
         self.retry = retry
+        self.deadline = deadline
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ async def request(
             async with _client(deadline) as client:
                 return await _exchange(client, method, url, body, sent, body_limit)
     except TimeoutError:
-        raise HttpFailed(f"no answer within {deadline:g}s") from None
+        raise HttpFailed(f"no answer within {deadline:g}s", deadline=deadline) from None
     except httpx2.TimeoutException as e:
         raise HttpFailed(f"no answer in time ({type(e).__name__})") from None
     except (httpx2.UnsupportedProtocol, httpx2.InvalidURL) as e:
