@@ -32,7 +32,9 @@ async def post_json(url: str, body: bytes, deadline: float) -> tuple[int, str]:
     """POST `body` to `url` within `deadline` seconds: (HTTP status, a sentence saying what
     came back); status 0 when no answer came (the sentence says why)."""
     try:
-        got = await request("POST", url, body=body, deadline=deadline, body_limit=BODY_LIMIT)
+        got = await request(
+            "POST", url, body=body, deadline=deadline, body_limit=BODY_LIMIT, read_ok=False
+        )
     except HttpFailed as e:
         return 0, e.why
     text = "" if got.ok else got.body.decode("utf-8", "replace").strip()

@@ -104,7 +104,9 @@ async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: fl
     TLS, its redirect policy), all of it within `deadline` seconds. 2xx is delivered; a 3xx
     the policy does not follow, and a 4xx other than 408/425/429, fail for good."""
     try:
-        got = await request("POST", url, body=body, headers=headers, deadline=deadline)
+        got = await request(
+            "POST", url, body=body, headers=headers, deadline=deadline, body_limit=0
+        )
     except HttpFailed as e:
         if e.deadline is not None:
             return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")

@@ -128,8 +128,12 @@ async def request(
     headers: Mapping[str, str] | None = None,
     deadline: float,
     body_limit: int = BODY_LIMIT,
+    read_ok: bool = True,
 ) -> Answer:
-    """One exchange by the policy of the module docstring, within `deadline` seconds."""
+    """One exchange by the policy of the module docstring, within `deadline` seconds. The
+    answer's body is read up to `body_limit` bytes (0: not at all), and for a 2xx answer only
+    when `read_ok` (a sink that needs no more than the status is done at the answer's head, so a
+    peer that sends its head and then stalls costs nothing)."""
     if body is not None and len(body) > REQUEST_LIMIT:
         raise HttpFailed(
             f"the request is {len(body)} bytes, past the {REQUEST_LIMIT} sent", retry=False
@@ -140,7 +144,7 @@ async def request(
     try:
         async with asyncio.timeout(deadline):
             async with _client(deadline) as client:
-                return await _exchange(client, method, url, body, sent, body_limit)
+                return await _exchange(client, method, url, body, sent, body_limit, read_ok)
     except TimeoutError:
         raise HttpFailed(f"no answer within {deadline:g}s", deadline=deadline) from None
     except httpx2.TimeoutException as e:
@@ -158,6 +162,7 @@ async def _exchange(
     body: bytes | None,
     headers: dict[str, str],
     body_limit: int,
+    read_ok: bool,
 ) -> Answer:
     for hop in range(MAX_REDIRECTS + 1):
         if not url.startswith(("http://", "https://")):
@@ -168,7 +173,8 @@ async def _exchange(
             if there is not None:
                 url = there
                 continue
-            got, cut = await _read(r, body_limit)
+            ok = 200 <= r.status_code < 300
+            got, cut = await _read(r, body_limit if read_ok or not ok else 0)
             return Answer(r.status_code, url, got, cut, location, hop)
     raise HttpFailed(f"more than {MAX_REDIRECTS} redirects", retry=False)
 
@@ -178,6 +184,8 @@ async def _read(r: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     the stream closes the connection)."""
     parts: list[bytes] = []
     size = 0
+    if limit <= 0:
+        return b"", False
     async for chunk in r.aiter_raw():
         parts.append(chunk)
         size += len(chunk)

@@ -142,6 +142,15 @@ async def test_an_endless_body_is_cut_at_its_bound_and_the_connection_closed(pee
     assert status == 500 and said.startswith("HTTP 500: xxx") and len(said) <= 320
 
 
+async def test_a_webhook_or_alertmanager_that_stalls_after_a_2xx_head_has_taken_it(peers):
+    # the status is the answer: a 2xx's body is not waited for (it never comes here)
+    stall = peers(Raw, endless=False, status=202, stall=True)
+    out = await post_json(f"{stall.url}/hook", b"{}", {}, deadline=30)
+    assert out.ok, out.warning
+    assert await am_post(f"{stall.url}/api/v2/alerts", b"[]", deadline=30) == (202, "HTTP 202")
+    assert stall.accepted == 2
+
+
 async def test_a_request_body_past_the_bound_is_not_sent(peers):
     p = peers(Peer)
     with pytest.raises(HttpFailed) as big:

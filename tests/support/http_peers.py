@@ -132,11 +132,14 @@ class Proxy:
 
 class Raw:
     """A TCP peer that reads a request's head and then says nothing (`endless=False`: a
-    blackhole), or answers 500 with a chunked body that never ends (`endless=True`), until
-    the client goes away. `accepted` counts connections; `gone` is set when a client closed on
-    the endless body; `sent` is how many body bytes it wrote."""
+    blackhole), or answers `status` with a chunked body that never ends (`endless=True`), until
+    the client goes away; with `stall`, it sends that status's head (promising a body) and then
+    nothing. `accepted` counts connections; `gone` is set when a client closed on the endless
+    body; `sent` is how many body bytes it wrote."""
 
-    def __init__(self, endless: bool) -> None:
+    def __init__(self, endless: bool, status: int = 500, stall: bool = False) -> None:
+        self.status = status
+        self.stall = stall
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -172,6 +175,8 @@ class Raw:
                 if not got:
                     return
                 head += got
+            if self.stall:
+                c.sendall(b"HTTP/1.1 %d X\r\nContent-Length: 100\r\n\r\n" % self.status)
             if not self.endless:
                 while not self.stop.is_set():
                     try:
@@ -181,7 +186,7 @@ class Raw:
                         continue
                 return
             c.settimeout(10)
-            c.sendall(b"HTTP/1.1 500 Oops\r\nContent-Type: text/plain\r\n")
+            c.sendall(b"HTTP/1.1 %d Oops\r\nContent-Type: text/plain\r\n" % self.status)
             c.sendall(b"Transfer-Encoding: chunked\r\n\r\n")
             chunk = b"x" * 16384
             frame = b"%x\r\n" % len(chunk) + chunk + b"\r\n"
