@@ -165,7 +165,7 @@ async def _exchange(
     read_ok: bool,
 ) -> Answer:
     for hop in range(MAX_REDIRECTS + 1):
-        if not url.startswith(("http://", "https://")):
+        if httpx2.URL(url).scheme not in ("http", "https"):
             raise HttpFailed(f"not an http(s) URL: {shown(url)[:200]}", retry=False)
         async with client.stream(method, url, content=body, headers=headers) as r:
             location = r.headers.get("location", "")

@@ -151,6 +151,16 @@ async def test_a_webhook_or_alertmanager_that_stalls_after_a_2xx_head_has_taken_
     assert stall.accepted == 2
 
 
+async def test_a_scheme_is_read_as_urls_read_it_and_only_http_s_is_sent(peers):
+    p = peers(Peer)
+    got = await request("POST", p.url.replace("http://", "HTTP://") + "/x", body=b"{}", deadline=10)
+    assert got.status == 200 and [path for _, path, _, _ in p.got] == ["/x"]
+    for url in ("ftp://127.0.0.1/x", "file:///etc/passwd", "no url"):
+        with pytest.raises(HttpFailed) as no:
+            await request("POST", url, body=b"{}", deadline=10)
+        assert not no.value.retry and "not an http(s) URL" in no.value.why
+
+
 async def test_a_request_body_past_the_bound_is_not_sent(peers):
     p = peers(Peer)
     with pytest.raises(HttpFailed) as big:
