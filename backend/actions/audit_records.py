@@ -9,10 +9,10 @@ acknowledgement has no hosts; an acknowledged one no reason), so each kind's lin
 shape they had. A record of a kind not declared here, or written before a field existed, still
 reads: unknown keys are kept in `extra`, missing ones are None.
 
-Declared so far: `process-stop` (`StopRecord`), `schedule-ack` (`AckRecord`), `silence-add`
-and `silence-expire` (`SilenceAddRecord`, `SilenceExpireRecord`), `launch-outcome`
-(`LaunchOutcomeRecord`). The other kinds (purge, mirror, launch, schedule-remove) are still
-written as keyword fields and read as `OtherRecord`.
+Declared so far: `process-stop` (`StopRecord`), `schedule-ack` (`AckRecord`),
+`schedule-remove` (`RemoveRecord`), `silence-add` and `silence-expire` (`SilenceAddRecord`,
+`SilenceExpireRecord`), `launch-outcome` (`LaunchOutcomeRecord`). The other kinds (purge,
+mirror, launch) are still written as keyword fields and read as `OtherRecord`.
 """
 
 from __future__ import annotations
@@ -99,6 +99,23 @@ class AckRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RemoveRecord(Record):
+    """A schedule removed, or its removal started, refused or failed: the schedule as listed,
+    what was typed, the reason, the backups made, the signals sent (a refusal before anything
+    was looked at has none of these: null). The plan or the checks go in `extra`."""
+
+    ACTION: ClassVar[str] = "schedule-remove"
+
+    schedule: dict[str, Any] | None = None
+    confirmation: str | None = None
+    reason_code: str | None = None
+    message: str | None = None
+    backup: str | None = None
+    host_backup: str | None = None
+    signals: list[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class SilenceAddRecord(Record):
     """A silence added: its id, what it matches, for how long, why, and its scope in words."""
 
@@ -158,7 +175,14 @@ class OtherRecord(Record):
 
 KINDS: dict[str, type[Record]] = {
     k.ACTION: k
-    for k in (StopRecord, AckRecord, SilenceAddRecord, SilenceExpireRecord, LaunchOutcomeRecord)
+    for k in (
+        StopRecord,
+        AckRecord,
+        RemoveRecord,
+        SilenceAddRecord,
+        SilenceExpireRecord,
+        LaunchOutcomeRecord,
+    )
 }
 
 
@@ -202,6 +226,7 @@ __all__ = [
     "LaunchOutcomeRecord",
     "OtherRecord",
     "Record",
+    "RemoveRecord",
     "SilenceAddRecord",
     "SilenceExpireRecord",
     "Stamp",
