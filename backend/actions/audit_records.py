@@ -9,10 +9,11 @@ acknowledgement has no hosts; an acknowledged one no reason), so each kind's lin
 shape they had. A record of a kind not declared here, or written before a field existed, still
 reads: unknown keys are kept in `extra`, missing ones are None.
 
-Declared so far: `process-stop` (`StopRecord`), `schedule-ack` (`AckRecord`),
+Declared so far: `purge` (`PurgeRecord`), `process-stop` (`StopRecord`), `schedule-ack`
+(`AckRecord`),
 `schedule-remove` (`RemoveRecord`), `silence-add` and `silence-expire` (`SilenceAddRecord`,
-`SilenceExpireRecord`), `launch-outcome` (`LaunchOutcomeRecord`). The other kinds (purge,
-mirror, launch) are still written as keyword fields and read as `OtherRecord`.
+`SilenceExpireRecord`), `launch-outcome` (`LaunchOutcomeRecord`). The other kinds (mirror,
+launch) are still written as keyword fields and read as `OtherRecord`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fleetdeck.backend.actions.audit import COMMON, audit
+from fleetdeck.backend.actions import audit as log
+from fleetdeck.backend.actions.audit import COMMON
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,30 @@ class AckRecord(Record):
     reason_code: str | None = None
     message: str | None = None
     via: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PurgeRecord(Record):
+    """A purge, whatever its result (`dry-run`, `started`, `refused`, `done`, `unverified`,
+    `failed`): every path with its size, checks, refusals and fate; the keepers with their
+    hashes; what was typed; free space (`purge_report.purge_record` builds it from the plan)."""
+
+    ACTION: ClassVar[str] = "purge"
+
+    paths: list[dict[str, Any]] | None = None
+    keepers: list[dict[str, Any]] | None = None
+    confirmation: dict[str, Any] | None = None
+    keep_newest: dict[str, Any] | None = None
+    witnesses: int | None = None
+    allow_best: list[str] | None = None
+    evals: list[dict[str, Any]] | None = None
+    bytes: int | None = None
+    expected_bytes: int | None = None
+    free_bytes_before: int | None = None
+    free_bytes_after: int | None = None
+    reclaimed_bytes: int | None = None
+    warnings: list[str] | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +204,7 @@ KINDS: dict[str, type[Record]] = {
     for k in (
         StopRecord,
         AckRecord,
+        PurgeRecord,
         RemoveRecord,
         SilenceAddRecord,
         SilenceExpireRecord,
@@ -189,7 +216,8 @@ KINDS: dict[str, type[Record]] = {
 def write(rec: Record) -> Record:
     """Append `rec` to the audit log (`audit.audit`: whole and fsynced, or AuditError) and
     return it with its stamp."""
-    line = audit(rec.action, rec.host, rec.result, **rec.fields())
+    # through the module, so a fault injected into `audit.audit` reaches every writer
+    line = log.audit(rec.action, rec.host, rec.result, **rec.fields())
     return dataclasses.replace(rec, stamp=_stamp(line))
 
 
@@ -225,6 +253,7 @@ __all__ = [
     "AckRecord",
     "LaunchOutcomeRecord",
     "OtherRecord",
+    "PurgeRecord",
     "Record",
     "RemoveRecord",
     "SilenceAddRecord",

@@ -13,6 +13,7 @@ from fleetdeck.backend.actions.audit_records import (
     AckRecord,
     LaunchOutcomeRecord,
     OtherRecord,
+    PurgeRecord,
     RemoveRecord,
     SilenceAddRecord,
     SilenceExpireRecord,
@@ -24,6 +25,45 @@ from fleetdeck.backend.actions.audit_records import (
 STAMP = ("time", "ts", "user", "controller")
 
 CASES = [
+    (
+        PurgeRecord(
+            host="h1",
+            result="done",
+            **dict(
+                paths=[{"path": "/r/run-1/checkpoints/checkpoint-25", "bytes": 7, "deleted": True}],
+                keepers=[{"path": "/r/run-1/adapter", "sha256_before": "ab", "sha256_after": "ab"}],
+                confirmation={"via": "cli", "paths": []},
+                keep_newest=None,
+                witnesses=1,
+                allow_best=[],
+                evals=[],
+                bytes=7,
+                expected_bytes=7,
+                free_bytes_before=100,
+                free_bytes_after=107,
+                reclaimed_bytes=7,
+                warnings=[],
+                error=None,
+            ),
+        ),
+        ("purge", "h1", "done"),
+        dict(
+            paths=[{"path": "/r/run-1/checkpoints/checkpoint-25", "bytes": 7, "deleted": True}],
+            keepers=[{"path": "/r/run-1/adapter", "sha256_before": "ab", "sha256_after": "ab"}],
+            confirmation={"via": "cli", "paths": []},
+            keep_newest=None,
+            witnesses=1,
+            allow_best=[],
+            evals=[],
+            bytes=7,
+            expected_bytes=7,
+            free_bytes_before=100,
+            free_bytes_after=107,
+            reclaimed_bytes=7,
+            warnings=[],
+            error=None,
+        ),
+    ),
     (
         StopRecord(
             host="h1",
