@@ -5,15 +5,16 @@ line, `time`, `ts`, `user`, `controller`, `host`, `action`, `result`, then the a
 in the order the dataclass declares them).
 
 A field listed in a kind's `OMITTED` is left out of the line while it is None (a refused
-acknowledgement has no hosts; an acknowledged one no reason), so each kind's lines keep the
-shape they had. A record of a kind not declared here, or written before a field existed, still
+acknowledgement has no hosts; an acknowledged one no reason), and a field a record names in its
+`absent` is left out whatever it holds (what a writer does not know at all), so each kind's
+lines keep the keys they had. A record of a kind not declared here, or written before a field existed, still
 reads: unknown keys are kept in `extra`, missing ones are None.
 
 Declared so far: `purge` (`PurgeRecord`), `process-stop` (`StopRecord`), `schedule-ack`
 (`AckRecord`),
 `schedule-remove` (`RemoveRecord`), `silence-add` and `silence-expire` (`SilenceAddRecord`,
-`SilenceExpireRecord`), `launch-outcome` (`LaunchOutcomeRecord`). The other kinds (mirror,
-launch) are still written as keyword fields and read as `OtherRecord`.
+`SilenceExpireRecord`), `launch` (`LaunchRecord`), `launch-outcome` (`LaunchOutcomeRecord`).
+`mirror` is still written as keyword fields and read as `OtherRecord`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from typing import Any, ClassVar
 
 from fleetdeck.backend.actions import audit as log
 from fleetdeck.backend.actions.audit import COMMON
+
+#: the fields every record has that are not its action's own
+BASE = frozenset({"host", "result", "stamp", "extra", "absent"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class Record:
     result: str
     stamp: Stamp | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: declared fields this record does not carry at all (a launch that failed before the host
+    #: answered has no pid): left out of its line; a line read back names the ones it lacked
+    absent: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def action(self) -> str:
@@ -58,7 +65,7 @@ class Record:
         """The action's own fields, in their declared order, then the extra ones."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name in ("host", "result", "stamp", "extra"):
+            if f.name in BASE or f.name in self.absent:
                 continue
             v = getattr(self, f.name)
             if v is None and f.name in self.OMITTED:
@@ -98,6 +105,28 @@ class AckRecord(Record):
     reason_code: str | None = None
     message: str | None = None
     via: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchRecord(Record):
+    """A launch: the run folder, its pid and state as the host answered, the run it waits for
+    (`after`), how it was asked, the pre-flight checks, and why it was refused or failed. Each
+    writer names what it does not know in `absent` (a launch that failed before the host
+    answered: no pid, state, waiter or pre-flight; one the probe saw: no waiter or pre-flight)."""
+
+    ACTION: ClassVar[str] = "launch"
+
+    run: str | None = None
+    pid: int | None = None
+    state: str | None = None
+    after: str | None = None
+    force: bool | None = None
+    resume: bool | None = None
+    waiter_pid: int | None = None
+    preflight: list[dict[str, Any]] | None = None
+    error: str | None = None
+    reason: str | None = None
+    warning: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +233,7 @@ KINDS: dict[str, type[Record]] = {
     for k in (
         StopRecord,
         AckRecord,
+        LaunchRecord,
         PurgeRecord,
         RemoveRecord,
         SilenceAddRecord,
@@ -242,16 +272,18 @@ def parse(d: Mapping[str, Any]) -> Record:
     if kind is None:
         extra = {k: v for k, v in d.items() if k not in COMMON}
         return OtherRecord(kind=action, host=host, result=result, stamp=stamp, extra=extra)
-    names = {f.name for f in dataclasses.fields(kind)} - {"host", "result", "stamp", "extra"}
+    names = {f.name for f in dataclasses.fields(kind)} - BASE
     own = {k: d[k] for k in names if k in d}
     extra = {k: v for k, v in d.items() if k not in COMMON and k not in names}
-    return kind(host=host, result=result, stamp=stamp, extra=extra, **own)
+    absent = frozenset(names - set(d))
+    return kind(host=host, result=result, stamp=stamp, extra=extra, absent=absent, **own)
 
 
 __all__ = [
     "KINDS",
     "AckRecord",
     "LaunchOutcomeRecord",
+    "LaunchRecord",
     "OtherRecord",
     "PurgeRecord",
     "Record",

@@ -12,6 +12,7 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.audit_records import (
     AckRecord,
     LaunchOutcomeRecord,
+    LaunchRecord,
     OtherRecord,
     PurgeRecord,
     RemoveRecord,
@@ -25,6 +26,66 @@ from fleetdeck.backend.actions.audit_records import (
 STAMP = ("time", "ts", "user", "controller")
 
 CASES = [
+    (
+        LaunchRecord(
+            host="gx10",
+            result="started",
+            absent=frozenset({"warning"}),
+            **dict(
+                run="/r/run-8",
+                pid=77,
+                state="running",
+                after=None,
+                force=False,
+                resume=False,
+                waiter_pid=None,
+                preflight=[{"name": "disk", "ok": True}],
+                error=None,
+                reason=None,
+            ),
+        ),
+        ("launch", "gx10", "started"),
+        dict(
+            run="/r/run-8",
+            pid=77,
+            state="running",
+            after=None,
+            force=False,
+            resume=False,
+            waiter_pid=None,
+            preflight=[{"name": "disk", "ok": True}],
+            error=None,
+            reason=None,
+        ),
+    ),
+    (
+        LaunchRecord(
+            host="gx10",
+            result="started",
+            absent=frozenset({"waiter_pid", "preflight", "reason"}),
+            **dict(
+                run="/r/run-8",
+                pid=77,
+                state="running",
+                after=None,
+                force=False,
+                resume=True,
+                error=None,
+                warning="the answer was lost; the probe saw the run",
+            ),
+        ),
+        ("launch", "gx10", "started"),
+        dict(
+            run="/r/run-8",
+            pid=77,
+            state="running",
+            after=None,
+            force=False,
+            resume=True,
+            error=None,
+            warning="the answer was lost; the probe saw the run",
+        ),
+    ),
     (
         PurgeRecord(
             host="h1",
@@ -222,3 +283,26 @@ def test_an_undeclared_kind_and_an_unknown_key_still_read():
     assert mirror.fields() == {"src": "h1:/a", "dst": "/b", "bytes": 10}
     assert isinstance(stop, StopRecord) and stop.pid == 1 and stop.command is None
     assert stop.extra == {"shiny": "new"}
+
+
+def test_a_launch_that_failed_before_the_host_answered_keeps_its_keys_in_the_kinds_order():
+    # deliberate: one order per kind (the keyword form wrote error before force and resume)
+    write(
+        LaunchRecord(
+            host="gx10",
+            result="failed",
+            run="/r/run-9",
+            after=None,
+            error="no answer",
+            force=False,
+            resume=False,
+            absent=frozenset({"pid", "state", "waiter_pid", "preflight", "reason", "warning"}),
+        )
+    )
+    (line,) = _lines()
+    assert [k for k in line if k not in STAMP] == [
+        "host", "action", "result", "run", "after", "force", "resume", "error"
+    ]  # fmt: skip
+    back = parse(line)
+    assert isinstance(back, LaunchRecord) and back.pid is None and "pid" in back.absent
+    assert list(back.fields()) == ["run", "after", "force", "resume", "error"]
