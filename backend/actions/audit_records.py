@@ -13,8 +13,8 @@ reads: unknown keys are kept in `extra`, missing ones are None.
 Declared so far: `purge` (`PurgeRecord`), `process-stop` (`StopRecord`), `schedule-ack`
 (`AckRecord`),
 `schedule-remove` (`RemoveRecord`), `silence-add` and `silence-expire` (`SilenceAddRecord`,
-`SilenceExpireRecord`), `launch` (`LaunchRecord`), `launch-outcome` (`LaunchOutcomeRecord`).
-`mirror` is still written as keyword fields and read as `OtherRecord`.
+`SilenceExpireRecord`), `launch` (`LaunchRecord`), `launch-outcome` (`LaunchOutcomeRecord`),
+`mirror` (`MirrorRecord`). Any other kind reads as `OtherRecord`.
 """
 
 from __future__ import annotations
@@ -130,6 +130,34 @@ class LaunchRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MirrorRecord(Record):
+    """A mirror from `src` to `dst` (the host is the destination's): started (what is to be
+    copied), failed mid-copy (what was relayed), or its end (what was copied and verified, and
+    by how many witnesses). Each writer names what it does not know yet in `absent`."""
+
+    ACTION: ClassVar[str] = "mirror"
+
+    src: str | None = None
+    dst: str | None = None
+    bytes: int | None = None
+    bytes_src: int | None = None
+    bytes_dst: int | None = None
+    files: int | None = None
+    dirs: int | None = None
+    verified: bool | None = None
+    witnesses: int | None = None
+    reason: str | None = None
+    error: str | None = None
+    seconds: float | None = None
+    outside_links: list[list[str]] | None = None
+    free_bytes_before: int | None = None
+    free_bytes_after: int | None = None
+    replace: bool | None = None
+    kept_as: str | None = None
+    confirmation: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PurgeRecord(Record):
     """A purge, whatever its result (`dry-run`, `started`, `refused`, `done`, `unverified`,
     `failed`): every path with its size, checks, refusals and fate; the keepers with their
@@ -234,6 +262,7 @@ KINDS: dict[str, type[Record]] = {
         StopRecord,
         AckRecord,
         LaunchRecord,
+        MirrorRecord,
         PurgeRecord,
         RemoveRecord,
         SilenceAddRecord,
@@ -284,6 +313,7 @@ __all__ = [
     "AckRecord",
     "LaunchOutcomeRecord",
     "LaunchRecord",
+    "MirrorRecord",
     "OtherRecord",
     "PurgeRecord",
     "Record",

@@ -13,6 +13,7 @@ from fleetdeck.backend.actions.audit_records import (
     AckRecord,
     LaunchOutcomeRecord,
     LaunchRecord,
+    MirrorRecord,
     OtherRecord,
     PurgeRecord,
     RemoveRecord,
@@ -26,6 +27,52 @@ from fleetdeck.backend.actions.audit_records import (
 STAMP = ("time", "ts", "user", "controller")
 
 CASES = [
+    (
+        MirrorRecord(
+            host="h2",
+            result="done",
+            absent=frozenset({"dirs"}),
+            **dict(
+                src="h1:/r/run-1/adapter",
+                dst="/m/run-1/adapter",
+                bytes=10,
+                bytes_src=10,
+                bytes_dst=10,
+                files=2,
+                verified=True,
+                witnesses=2,
+                reason=None,
+                error=None,
+                seconds=0.5,
+                outside_links=[],
+                free_bytes_before=100,
+                free_bytes_after=90,
+                replace=False,
+                kept_as=None,
+                confirmation=None,
+            ),
+        ),
+        ("mirror", "h2", "done"),
+        dict(
+            src="h1:/r/run-1/adapter",
+            dst="/m/run-1/adapter",
+            bytes=10,
+            bytes_src=10,
+            bytes_dst=10,
+            files=2,
+            verified=True,
+            witnesses=2,
+            reason=None,
+            error=None,
+            seconds=0.5,
+            outside_links=[],
+            free_bytes_before=100,
+            free_bytes_after=90,
+            replace=False,
+            kept_as=None,
+            confirmation=None,
+        ),
+    ),
     (
         LaunchRecord(
             host="gx10",
@@ -276,10 +323,10 @@ def test_a_typed_record_writes_the_keyword_forms_line_and_reads_back_as_itself(r
 
 
 def test_an_undeclared_kind_and_an_unknown_key_still_read():
-    audit.audit("mirror", "h3", "done", src="h1:/a", dst="/b", bytes=10)
+    audit.audit("rename", "h3", "done", src="h1:/a", dst="/b", bytes=10)
     audit.audit("process-stop", "h1", "done", pid=1, shiny="new")
     mirror, stop = (parse(d) for d in _lines())
-    assert isinstance(mirror, OtherRecord) and mirror.action == "mirror"
+    assert isinstance(mirror, OtherRecord) and mirror.action == "rename"
     assert mirror.fields() == {"src": "h1:/a", "dst": "/b", "bytes": 10}
     assert isinstance(stop, StopRecord) and stop.pid == 1 and stop.command is None
     assert stop.extra == {"shiny": "new"}
