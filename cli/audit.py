@@ -14,6 +14,7 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.cli.args import add_hosts_option, at_least_one
+from fleetdeck.show.audit_text import describe
 
 RESULT_STYLES = {
     "done": "green",
@@ -65,7 +66,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     if args.details:
         for r in recs:
-            head, lines = audit.describe(r, size_short)
+            head, lines = describe(r, size_short)
             result = str(r.get("result", ""))
             console.print(
                 Text.assemble(
@@ -98,7 +99,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def summary(r: dict[str, Any], limit: int = 160) -> str:
     """One short line saying what the record is about (target, reason, outcome), escaped."""
-    text = audit.describe(r, size_short)[0]
+    text = describe(r, size_short)[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

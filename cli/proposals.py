@@ -184,7 +184,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 
 def _person() -> str:
-    return audit.acting_user()
+    return audit.user()
 
 
 def run_command(argv: list[str]) -> int:

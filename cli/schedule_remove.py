@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import RemoveRecord, write
 from fleetdeck.backend.actions.schedules import (
     check_removal,
     describe_removal,
@@ -35,14 +35,15 @@ def cmd_remove(args: argparse.Namespace) -> int:
     hs = snap.hosts[0] if snap.hosts else None
     if hs is None or not hs.reachable:
         err = hs.error if hs else "no answer"
-        audit.audit(
-            "schedule-remove",
-            host_cfg.name,
-            "refused",
-            schedule={"id": sid},
-            confirmation=args.confirm,
-            reason_code="host-unreachable",
-            message=err,
+        write(
+            RemoveRecord(
+                host=host_cfg.name,
+                result="refused",
+                schedule={"id": sid},
+                confirmation=args.confirm,
+                reason_code="host-unreachable",
+                message=err,
+            )
         )
         return _fail(
             args,
@@ -58,14 +59,15 @@ def cmd_remove(args: argparse.Namespace) -> int:
     sched = next((s for s in hs.schedules if s.id == sid), None)
     if sched is None:
         msg = f"no schedule with id {shown(sid)} on {host_cfg.name} in a fresh listing; nothing was changed"
-        audit.audit(
-            "schedule-remove",
-            host_cfg.name,
-            "refused",
-            schedule={"id": sid},
-            confirmation=args.confirm,
-            reason_code="not-found",
-            message=msg,
+        write(
+            RemoveRecord(
+                host=host_cfg.name,
+                result="refused",
+                schedule={"id": sid},
+                confirmation=args.confirm,
+                reason_code="not-found",
+                message=msg,
+            )
         )
         return _fail(
             args,

@@ -20,6 +20,7 @@ from rich.text import Text
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short
 from fleetdeck.backend.monitor.incident import Incident
+from fleetdeck.show.audit_text import describe
 from fleetdeck.show.fmt import human_mib
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
@@ -123,7 +124,10 @@ def incident_plot(inc: Incident, height: int = 16, title: str | None = None) -> 
         out.append(f"  {mark} ", style="bold yellow")
         out.append(time.strftime("%m-%d %H:%M:%S", time.localtime(ev.t)) + "  ", style="dim")
         out.append(shown(ev.label), style="bold")
-        out.append(f"  {ev.text if ev.escaped else shown(ev.text)}\n")
+        text = ev.text if ev.escaped else shown(ev.text)
+        if ev.record is not None:  # an action: its result word, then the Audit view's summary
+            text += f": {describe(ev.record)[0]}"
+        out.append(f"  {text}\n")
     if len(inc.events) > len(MARKS):
         out.append(
             f"  … {len(inc.events) - len(MARKS)} more, marked + on the lane (a shorter window lists them)\n",

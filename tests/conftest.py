@@ -19,11 +19,16 @@ pytest_plugins = ["support.crontab", "support.launch", "support.purge"]
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path_factory, monkeypatch):
-    """Every test gets its own XDG state and config dirs and no FLEETDECK_HOSTS."""
+    """Every test gets its own XDG state and config dirs, no FLEETDECK_HOSTS and no proxy."""
     base = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
     monkeypatch.delenv("FLEETDECK_HOSTS", raising=False)
+    # the monitor's HTTP client takes proxies from the environment: the suite's loopback peers
+    # are reached direct, whatever proxy the machine running it names
+    for var in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.upper(), raising=False)
     return base
 
 

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.actions.audit_records import LaunchRecord, write
 from fleetdeck.backend.actions.launch_result import (
     LaunchResult,
     Preflight,
@@ -132,15 +132,17 @@ async def launch(
         found = await started_anyway(link, str(values["output"]), before) if asked else None
         if found is not None:
             return lost_answer_result(host_cfg, found, after_path, e, force, resume)
-        audit(
-            "launch",
-            host_cfg.name,
-            "failed",
-            run=values.get("output"),
-            after=after_path,
-            error=e.message,
-            force=force,
-            resume=resume,
+        write(
+            LaunchRecord(
+                host=host_cfg.name,
+                result="failed",
+                run=values.get("output"),
+                after=after_path,
+                error=e.message,
+                force=force,
+                resume=resume,
+                absent=frozenset({"pid", "state", "waiter_pid", "preflight", "reason", "warning"}),
+            )
         )
         raise
     bad = pre.refusal
@@ -161,19 +163,21 @@ async def launch(
         error=error,
         reason=bad.name if (state == "refused" and bad) else None,
     )
-    audit(
-        "launch",
-        host_cfg.name,
-        {"running": "started"}.get(state, state),
-        run=result.run_path,
-        pid=result.pid,
-        state=state,
-        after=result.after,
-        force=force,
-        resume=resume,
-        waiter_pid=result.waiter_pid,
-        preflight=pre.checks_json(),
-        error=error,
-        reason=result.reason,
+    write(
+        LaunchRecord(
+            host=host_cfg.name,
+            result={"running": "started"}.get(state, state),
+            run=result.run_path,
+            pid=result.pid,
+            state=state,
+            after=result.after,
+            force=force,
+            resume=resume,
+            waiter_pid=result.waiter_pid,
+            preflight=pre.checks_json(),
+            error=error,
+            reason=result.reason,
+            absent=frozenset({"warning"}),
+        )
     )
     return result

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.actions.audit_records import LaunchRecord, write
 from fleetdeck.backend.actions.launch_result import LaunchResult, Preflight
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
@@ -85,17 +85,19 @@ def lost_answer_result(
         error=None if ok else (run.reason or f"the run is {run.state}"),
         warning=warning,
     )
-    audit(
-        "launch",
-        host_cfg.name,
-        {"running": "started"}.get(run.state, run.state),
-        run=run.path,
-        pid=run.pid,
-        state=run.state,
-        after=after,
-        force=force,
-        resume=resume,
-        error=result.error,
-        warning=warning,
+    write(
+        LaunchRecord(
+            host=host_cfg.name,
+            result={"running": "started"}.get(run.state, run.state),
+            run=run.path,
+            pid=run.pid,
+            state=run.state,
+            after=after,
+            force=force,
+            resume=resume,
+            error=result.error,
+            warning=warning,
+            absent=frozenset({"waiter_pid", "preflight", "reason"}),
+        )
     )
     return result

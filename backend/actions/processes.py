@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import StopRecord, write
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Process
@@ -131,18 +131,19 @@ async def stop_process(
         else:
             rep = _outcome(ans, p)
     try:
-        audit.audit(
-            "process-stop",
-            link.name,
-            "done" if rep.ok else rep.result,
-            pid=p.pid,
-            start=p.start,
-            command=p.command[:300],
-            signal=signal,
-            outcome=rep.result,
-            reason=rep.reason_code,
-            message=rep.message,
-            via=via,
+        write(
+            StopRecord(
+                host=link.name,
+                result="done" if rep.ok else rep.result,
+                pid=p.pid,
+                start=p.start,
+                command=p.command[:300],
+                signal=signal,
+                outcome=rep.result,
+                reason=rep.reason_code,
+                message=rep.message,
+                via=via,
+            )
         )
     except OSError:
         pass

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import write
 from fleetdeck.backend.actions.purge_confirm import confirmations_match
 from fleetdeck.backend.actions.purge_judge import plan_purge
 from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
@@ -82,7 +83,7 @@ def audit_dry_run(plan: PurgePlan) -> str | None:
     """Record a dry run: what was checked and what would have been refused. The sentence
     saying why the record could not be written, or None."""
     try:
-        audit.audit("purge", plan.host, "dry-run", **purge_record(plan))
+        write(purge_record(plan, "dry-run"))
     except audit.AuditError as e:
         return e.message
     return None
@@ -103,7 +104,7 @@ async def execute_purge(
     if not plan.ok or not confirmations_match(plan, typed):
         return audited_report(refused_report(plan, typed), plan, "refused", typed, via)
     try:
-        audit.audit("purge", plan.host, "started", **purge_record(plan, None, typed, via))
+        write(purge_record(plan, "started", None, typed, via))
     except audit.AuditError as e:
         return refused_report(plan, typed, audit_error=e.message)
     payload = {

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import PurgeRecord, write
 from fleetdeck.backend.actions.purge_confirm import (
     confirmations_match,
     not_confirmed,
@@ -28,11 +29,12 @@ from fleetdeck.backend.fleet.errors import HostError
 
 def purge_record(
     plan: PurgePlan,
+    result: str,
     report: PurgeReport | None = None,
     typed: dict[str, str] | None = None,
     via: str | None = None,
     error: str | None = None,
-) -> dict[str, Any]:
+) -> PurgeRecord:
     """The one audit record shape of a purge, whatever its result: every path with its size,
     checks, refusals and fate; the keepers with their hashes; what was typed; free space.
     Paths are kept exact (the log is ASCII JSON); readers escape them with `shown`."""
@@ -52,9 +54,11 @@ def purge_record(
                 "error": r.error if r else None,
             }
         )
-    return {
-        "paths": paths,
-        "keepers": [
+    return PurgeRecord(
+        host=plan.host,
+        result=result,
+        paths=paths,
+        keepers=[
             {
                 "path": k.path,
                 "run": k.run,
@@ -64,7 +68,7 @@ def purge_record(
             }
             for k in plan.keepers
         ],
-        "confirmation": None
+        confirmation=None
         if typed is None
         else {
             "via": via,
@@ -73,18 +77,18 @@ def purge_record(
                 for t in plan.confirm_texts()
             ],
         },
-        "keep_newest": plan.keep.to_json() if plan.keep is not None else None,
-        "witnesses": plan.witnesses,
-        "allow_best": list(plan.allow_best),
-        "evals": [e.to_json() for e in plan.evals],
-        "bytes": sum(p.bytes for p in plan.paths),
-        "expected_bytes": plan.expected_bytes,
-        "free_bytes_before": report.free_bytes_before if report else plan.free_bytes_before,
-        "free_bytes_after": report.free_bytes_after if report else None,
-        "reclaimed_bytes": report.reclaimed_bytes if report else None,
-        "warnings": list(report.warnings if report else plan.warnings),
-        "error": error,
-    }
+        keep_newest=plan.keep.to_json() if plan.keep is not None else None,
+        witnesses=plan.witnesses,
+        allow_best=list(plan.allow_best),
+        evals=[e.to_json() for e in plan.evals],
+        bytes=sum(p.bytes for p in plan.paths),
+        expected_bytes=plan.expected_bytes,
+        free_bytes_before=report.free_bytes_before if report else plan.free_bytes_before,
+        free_bytes_after=report.free_bytes_after if report else None,
+        reclaimed_bytes=report.reclaimed_bytes if report else None,
+        warnings=list(report.warnings if report else plan.warnings),
+        error=error,
+    )
 
 
 def refused_report(
@@ -142,7 +146,7 @@ def audited_report(
 ) -> PurgeReport:
     """Write the result record; a record that cannot be written is carried on the report."""
     try:
-        audit.audit("purge", plan.host, result, **purge_record(plan, report, typed, via, error))
+        write(purge_record(plan, result, report, typed, via, error))
     except audit.AuditError as e:
         return replace(report, audit_error=e.message)
     return report
@@ -150,7 +154,7 @@ def audited_report(
 
 def audit_failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -> None:
     try:
-        audit.audit("purge", plan.host, "failed", **purge_record(plan, None, typed, via, error))
+        write(purge_record(plan, "failed", None, typed, via, error))
     except audit.AuditError as e:
         raise HostError(plan.host, f"{error}; and {e.message}", "audit") from None
 

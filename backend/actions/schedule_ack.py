@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import AckRecord, write
 from fleetdeck.backend.fleet import acks
 from fleetdeck.backend.host.lib.text import shown
 
@@ -39,30 +39,32 @@ def acknowledge(
     ids = list(dict.fromkeys([*every, *(i for _, i in pairs)]))
     if host is None:
         host = "*" if every else ", ".join(sorted({h for h, _ in pairs}))
-    audit.audit(
-        "schedule-ack",
-        host,
-        "done",
-        ids=[shown(i) for i in ids],
-        hosts={shown(i): hs for i, hs in hosts.items()},
-        all_hosts=bool(every),
-        via=via,
-        **extra,
+    write(
+        AckRecord(
+            host=host,
+            result="done",
+            ids=[shown(i) for i in ids],
+            hosts={shown(i): hs for i, hs in hosts.items()},
+            all_hosts=bool(every),
+            via=via,
+            extra=extra,
+        )
     )
     return ids
 
 
 def refused(ids: Iterable[str], code: str, message: str, *, via: str, **extra: Any) -> None:
     """Audit an acknowledgement refused (nothing was stored): its reason code and sentence."""
-    audit.audit(
-        "schedule-ack",
-        None,
-        "refused",
-        ids=[shown(i) for i in ids],
-        reason_code=code,
-        message=message,
-        via=via,
-        **extra,
+    write(
+        AckRecord(
+            host=None,
+            result="refused",
+            ids=[shown(i) for i in ids],
+            reason_code=code,
+            message=message,
+            via=via,
+            extra=extra,
+        )
     )
 
 

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import RemoveRecord, write
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
@@ -241,17 +241,20 @@ def _audit(
     result: str | None = None,
     **extra: Any,
 ) -> None:
-    fields = dict(
-        schedule=schedule_json(schedule),
-        confirmation=confirmation,
-        reason_code=report.reason_code,
-        message=report.message,
-        backup=report.backup,
-        host_backup=report.host_backup,
-        signals=list(report.signals),
-        **extra,
+    write(
+        RemoveRecord(
+            host=report.host,
+            result=result or report.result,
+            schedule=_recordable(schedule_json(schedule)),
+            confirmation=_recordable(confirmation),
+            reason_code=_recordable(report.reason_code),
+            message=_recordable(report.message),
+            backup=_recordable(report.backup),
+            host_backup=_recordable(report.host_backup),
+            signals=_recordable(list(report.signals)),
+            extra=_recordable(extra),
+        )
     )
-    audit.audit(ACTION, report.host, result or report.result, **_recordable(fields))
 
 
 async def remove_schedule(

@@ -24,7 +24,10 @@ so Alertmanager's grouping, silences, inhibition and receivers take over from th
   silence matches what a scrape shows; annotations are made printable as `shown` writes them
   (backslashes and line breaks kept), valid UTF-8 and cut at `TEXT_MAX` characters.
 
-The alert's form is `am_format.py`; the bounded request, `am_post.py`.
+The alert's form is `am_format.py`; each Alertmanager is a `sink.Sink`
+(`am_post.AlertmanagerEndpoint`), whose request goes through the monitor's one HTTP client
+(`http_client.py`: proxies from the environment, TLS, redirects by its policy, the URL's query
+string kept), and this engine calls nothing but its `send`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from typing import Any
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.am_format import RESEND_S, am_alert, saved_key
-from fleetdeck.backend.monitor.am_post import post_json
+from fleetdeck.backend.monitor.am_post import AlertmanagerEndpoint
 
 RETRY_FIRST = 2.0
 RETRY_CAP = 30.0
@@ -74,9 +77,8 @@ class Target:
     #: held while a round of requests to it is in flight (the loop's and a drain's never overlap)
     busy: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    @property
-    def endpoint(self) -> str:
-        return self.url.rstrip("/") + "/api/v2/alerts"
+    #: where its requests go (built by `AlertmanagerSink` with its deadline)
+    sink: AlertmanagerEndpoint | None = None
 
 
 class AlertmanagerSink:
@@ -95,7 +97,9 @@ class AlertmanagerSink:
         retry_cap: float = RETRY_CAP,
         path: Path | None = None,
     ) -> None:
-        self.targets = [Target(u) for u in dict.fromkeys(urls)]
+        self.targets = [
+            Target(u, sink=AlertmanagerEndpoint(u, timeout)) for u in dict.fromkeys(urls)
+        ]
         self.warn = warn or (lambda _w: None)
         self.timeout, self.resend = timeout, resend
         self.retry_first, self.retry_cap = retry_first, retry_cap
@@ -206,16 +210,16 @@ class AlertmanagerSink:
         t.dirty = False
         taken: list[tuple[str, Any]] = []
         problem = None
+        sink = t.sink or AlertmanagerEndpoint(t.url, self.timeout)
         for sent, docs in self.batch(t, now) or [([], [])]:
-            body = json.dumps(docs, ensure_ascii=False, allow_nan=False).encode("utf-8")
-            status, said = await post_json(t.endpoint, body, self.timeout)
-            if (
-                status == 400
-            ):  # it kept the valid ones (its API does): sending them again changes nothing
-                self.warn(f"Alertmanager {shown(t.url)} refused some alerts: {said}")
-            elif not 200 <= status < 300:
-                problem = said
+            out = await sink.send(docs)
+            if not out.ok:
+                problem = out.warning
                 break
+            if (
+                out.warning
+            ):  # it kept the valid ones (its API does): sending them again changes nothing
+                self.warn(out.warning)
             taken += sent
         for k, doc in taken:
             if t.resolves.get(k) is doc:  # not one that resolved again while this was in flight

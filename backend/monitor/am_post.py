@@ -1,76 +1,71 @@
-"""One bounded POST of a JSON body, as the Alertmanager sink makes it: one deadline over the
-connection, the request, the answer's head (at most `HEAD_LIMIT` bytes) and at most
-`BODY_LIMIT` bytes of its body; whatever goes wrong is a status 0 and a sentence."""
+"""Each Alertmanager as a `Sink` (`sink.py`): `AlertmanagerEndpoint.send(alerts)` is one
+`POST /api/v2/alerts` of alerts in Alertmanager's form (`am_format.am_alert`), through the
+monitor's one HTTP client (`http_client.py`: proxies, TLS, redirects by its policy, the URL's
+query string kept), within one deadline, reading at most `BODY_LIMIT` bytes of the answer.
+
+`post_json` is that request alone: (status, a sentence); status 0 when no answer came.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import ssl
+import json
 import urllib.parse
+from collections.abc import Sequence
+from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.am_format import sentence
+from fleetdeck.backend.monitor.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.sink import Outcome
 
-HEAD_LIMIT = 64 * 1024
 BODY_LIMIT = 4096
+
+
+def api_url(base: str, path: str) -> str:
+    """`path` of Alertmanager's API under `base`, keeping `base`'s query string (a proxy in
+    front of Alertmanager may need one: a token, a tenant)."""
+    u = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit(u._replace(path=u.path.rstrip("/") + path))
 
 
 async def post_json(url: str, body: bytes, deadline: float) -> tuple[int, str]:
     """POST `body` to `url` within `deadline` seconds: (HTTP status, a sentence saying what
     came back); status 0 when no answer came (the sentence says why)."""
     try:
-        async with asyncio.timeout(deadline):
-            return await _post(url, body)
-    except TimeoutError:
-        return 0, f"no answer within {deadline:g}s"
-    except asyncio.IncompleteReadError:
-        return 0, "the connection closed before a whole answer came"
-    except (OSError, ValueError, asyncio.LimitOverrunError, ssl.SSLError) as e:
-        return 0, shown(str(e) or type(e).__name__)[:300]
-
-
-async def _post(url: str, body: bytes) -> tuple[int, str]:
-    u = urllib.parse.urlsplit(url)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"not an http(s) URL: {url}")
-    port = u.port or (443 if u.scheme == "https" else 80)
-    ctx = ssl.create_default_context() if u.scheme == "https" else None
-    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
-    try:
-        host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
-        host += f":{u.port}" if u.port else ""
-        head = [
-            f"POST {u.path or '/'} HTTP/1.1",
-            f"Host: {host}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body)}",
-            "Connection: close",
-            "User-Agent: fleetdeck-watch",
-        ]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-        await writer.drain()
-        parts = (await reader.readuntil(b"\r\n")).decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ValueError("the answer is not HTTP")
-        size, length = 0, BODY_LIMIT
-        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-            size += len(line)
-            if size > HEAD_LIMIT:
-                raise ValueError("the answer's head is too large")
-            k, _, v = line.decode("latin-1").partition(":")
-            if k.strip().lower() == "content-length" and v.strip().isdigit():
-                length = min(BODY_LIMIT, int(v.strip()))
-        status = int(parts[1])
-        text = "" if 200 <= status < 300 else (await reader.read(length)).decode("utf-8", "replace")
-        return status, f"HTTP {status}" + (
-            f": {sentence(text.strip(), 300)}" if text.strip() else ""
+        got = await request(
+            "POST", url, body=body, deadline=deadline, body_limit=BODY_LIMIT, read_ok=False
         )
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(0.5):
-                await writer.wait_closed()
+    except HttpFailed as e:
+        return 0, e.why
+    text = "" if got.ok else got.body.decode("utf-8", "replace").strip()
+    return got.status, f"HTTP {got.status}" + (f": {sentence(text, 300)}" if text else "")
 
 
-__all__ = ["BODY_LIMIT", "HEAD_LIMIT", "post_json"]
+class AlertmanagerEndpoint:
+    """One Alertmanager's `POST /api/v2/alerts` as a `Sink` of alerts in its form: ok when it
+    took them (a 400 is ok with a warning: it kept the valid ones, as its API does)."""
+
+    def __init__(self, url: str, deadline: float) -> None:
+        self.url = url
+        self.deadline = deadline
+
+    @property
+    def name(self) -> str:
+        return f"Alertmanager {shown(self.url)}"
+
+    @property
+    def endpoint(self) -> str:
+        return api_url(self.url, "/api/v2/alerts")
+
+    async def send(self, alerts: Sequence[dict[str, Any]]) -> Outcome:
+        """One request carrying `alerts`."""
+        body = json.dumps(list(alerts), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        status, said = await post_json(self.endpoint, body, self.deadline)
+        if status == 400:  # it kept the valid ones: sending them again changes nothing
+            return Outcome(True, f"{self.name} refused some alerts: {said}")
+        if not 200 <= status < 300:
+            return Outcome(False, said)
+        return Outcome(True)
+
+
+__all__ = ["BODY_LIMIT", "AlertmanagerEndpoint", "api_url", "post_json"]

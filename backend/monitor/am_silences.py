@@ -13,8 +13,9 @@ there with it (`DELETE /api/v2/silence/{id}`), so the pager agrees with the dash
   it gave is kept (`alertmanager-silences.json` in the state folder) so that a restart of
   `watch` neither doubles a silence nor forgets to expire one.
 
-The requests go through the standard library's `urllib.request` (proxies, redirects and query
-strings as every other HTTP client honours them), in a thread, bounded by TIMEOUT.
+The requests go through the monitor's one HTTP client (`http_client.py`: proxies from the
+environment, TLS, redirects by its policy, the URL's query string kept), each bounded by TIMEOUT
+and its answer by BODY_LIMIT.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.monitor.am_post import api_url
+from fleetdeck.backend.monitor.http_client import HttpFailed, request
 from fleetdeck.backend.monitor.prom_values import label
 from fleetdeck.backend.monitor.silence_model import PATTERN_CHARS, Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
@@ -115,16 +117,12 @@ def silence_doc(s: Silence) -> dict[str, Any]:
     }
 
 
-def _request(url: str, method: str, body: bytes | None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method)
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    req.add_header("User-Agent", "fleetdeck-watch")
+async def _request(url: str, method: str, body: bytes | None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-            return r.status, r.read(BODY_LIMIT)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(BODY_LIMIT) if e.fp is not None else b""
+        got = await request(method, url, body=body, deadline=TIMEOUT, body_limit=BODY_LIMIT)
+    except HttpFailed as e:
+        raise OSError(e.why) from None
+    return got.status, got.body
 
 
 class SilenceSync:
@@ -163,15 +161,12 @@ class SilenceSync:
         changed = False
         for url in self.urls:
             made = self.made.setdefault(url, {})
-            base = url.rstrip("/")
             try:
                 for sid, s in active.items():
                     if sid in made:
                         continue
                     body = json.dumps(silence_doc(s), ensure_ascii=False).encode("utf-8")
-                    status, raw = await asyncio.to_thread(
-                        _request, f"{base}/api/v2/silences", "POST", body
-                    )
+                    status, raw = await _request(api_url(url, "/api/v2/silences"), "POST", body)
                     am_id = None
                     with contextlib.suppress(ValueError, AttributeError):
                         am_id = json.loads(raw.decode("utf-8")).get("silenceID")
@@ -181,9 +176,10 @@ class SilenceSync:
                     made[sid] = am_id
                     changed = True
                 for sid in [x for x in made if x not in active]:
-                    status, raw = await asyncio.to_thread(
-                        _request, f"{base}/api/v2/silence/{made[sid]}", "DELETE", None
+                    where = api_url(
+                        url, f"/api/v2/silence/{urllib.parse.quote(made[sid], safe='')}"
                     )
+                    status, raw = await _request(where, "DELETE", None)
                     # 404: Alertmanager forgot it (restarted without storage): nothing to expire
                     if not (200 <= status < 300) and status != 404:
                         what = raw.decode("utf-8", "replace").strip()[:200] or f"HTTP {status}"

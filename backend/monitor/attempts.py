@@ -4,9 +4,13 @@
 - **Command hook** (`run_hook`): run in a session of its own; at the deadline its whole process
   group is killed, children it backgrounded included; when it exits before, whatever it left
   running in its group is killed too. A hook that cannot start fails for good.
-- **Webhook** (`post_json`): connect, send and the answer's head within the deadline. 2xx is
-  delivered; 307 and 308 are followed as POST (up to five hops); any other redirect, and a 4xx
-  other than 408/425/429, fail for good.
+- **Webhook** (`post_json`): through the monitor's one HTTP client (`http_client.py`: proxies
+  from the environment, TLS verified, 307 and 308 followed as POST up to five hops and never
+  from https down to http), everything within the deadline. 2xx is delivered; any other
+  redirect, and a 4xx other than 408/425/429, fail for good.
+
+Both are `Sink`s (`sink.py`): `CommandSink` and `WebhookSink` send one transition, or a group of
+them (`grouping.py`) as one delivery.
 
 The retries of a failed attempt are the outbox's (`deliver.Deliverer`).
 """
@@ -15,29 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
-import ssl
 import subprocess
 import tempfile
-import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
 from fleetdeck.backend.fleet.link.localproc import spawn
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.payloads import arg_text
-
-MAX_REDIRECTS = 5
-HEAD_LIMIT = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one attempt went: ok, or a warning and whether trying again can help."""
-
-    ok: bool
-    warning: str = ""
-    retry: bool = True
+from fleetdeck.backend.monitor.grouping import Group, group_payload
+from fleetdeck.backend.monitor.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.payloads import (
+    arg_text,
+    hook_argv,
+    hook_env,
+    json_safe,
+    payload,
+    webhook_body,
+)
+from fleetdeck.backend.monitor.sink import Delivery, Outcome
 
 
 async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline: float) -> Outcome:
@@ -98,86 +100,79 @@ def _kill_group(pgid: int) -> None:
 
 
 async def post_json(url: str, body: bytes, headers: dict[str, str], deadline: float) -> Outcome:
-    """POST `body` to `url`, connect, send and the answer's head all within `deadline` seconds.
-    2xx is delivered; 307/308 are followed as POST; any other redirect fails for good."""
+    """POST `body` to `url` through the monitor's HTTP client (`http_client.request`: proxies,
+    TLS, its redirect policy), all of it within `deadline` seconds. 2xx is delivered; a 3xx
+    the policy does not follow, and a 4xx other than 408/425/429, fail for good."""
     try:
-        async with asyncio.timeout(deadline):
-            return await _post(url, body, headers)
-    except TimeoutError:
-        return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
+        got = await request(
+            "POST", url, body=body, headers=headers, deadline=deadline, body_limit=0
+        )
+    except HttpFailed as e:
+        if e.deadline is not None:
+            return Outcome(False, f"alert webhook {shown(url)} did not answer within {deadline:g}s")
+        if not e.retry:
+            return Outcome(False, f"alert webhook {shown(url)}: {e.why}", False)
+        return Outcome(False, f"alert webhook {shown(url)} failed: {e.why}")
+    if got.ok:
+        return Outcome(True)
+    if 300 <= got.status < 400:
+        return Outcome(
+            False,
+            f"alert webhook {shown(got.url)} answered {got.status} (redirect to "
+            f"{shown(got.location or '?')}); only 307 and 308 keep a POST a POST, so the "
+            "alert was not delivered: point `webhook` at the final URL",
+            False,
+        )
+    permanent = 400 <= got.status < 500 and got.status not in (408, 425, 429)
+    return Outcome(
+        False, f"alert webhook {shown(got.url)} answered HTTP {got.status}", not permanent
+    )
 
 
-async def _post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
-    for _hop in range(MAX_REDIRECTS + 1):
-        try:
-            status, head = await _post_once(url, body, headers)
-        except (OSError, ValueError, asyncio.IncompleteReadError, ssl.SSLError) as e:
-            return Outcome(
-                False, f"alert webhook {shown(url)} failed: {shown(str(e) or type(e).__name__)}"
-            )
-        if 200 <= status < 300:
-            return Outcome(True)
-        if status in (307, 308) and head.get("location"):
-            url = urllib.parse.urljoin(url, head["location"])
-            if not url.startswith(("http://", "https://")):
-                return Outcome(
-                    False, f"alert webhook redirected to {shown(url)}, which is not http(s)", False
-                )
-            continue
-        if 300 <= status < 400:
-            return Outcome(
-                False,
-                f"alert webhook {shown(url)} answered {status} (redirect to "
-                f"{shown(head.get('location', '?'))}); only 307 and 308 keep a POST a POST, so the "
-                "alert was not delivered: point `webhook` at the final URL",
-                False,
-            )
-        permanent = 400 <= status < 500 and status not in (408, 425, 429)
-        return Outcome(False, f"alert webhook {shown(url)} answered HTTP {status}", not permanent)
-    return Outcome(False, f"alert webhook {shown(url)}: more than {MAX_REDIRECTS} redirects", False)
+def _document(items: Sequence[Delivery]) -> tuple[Any, str, bytes]:
+    """What a delivery of `items` is: the alert-like fields (one alert, or their `Group`), its
+    id, and its JSON body (made safe by `json_safe`)."""
+    if len(items) == 1:
+        return items[0].alert, items[0].id, webhook_body(items[0].alert, items[0].id)
+    g = Group([(d.alert, d.id) for d in items])
+    doc = json_safe(group_payload(g, payload))
+    return g, g.id, json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-async def _post_once(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
-    u = urllib.parse.urlsplit(url)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"not an http(s) URL: {url}")
-    port = u.port or (443 if u.scheme == "https" else 80)
-    ctx = ssl.create_default_context() if u.scheme == "https" else None
-    reader, writer = await asyncio.open_connection(u.hostname, port, ssl=ctx, limit=HEAD_LIMIT)
-    try:
-        target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-        host = u.hostname if u.port is None else f"{u.hostname}:{u.port}"
-        if ":" in u.hostname:
-            host = f"[{u.hostname}]" + (f":{u.port}" if u.port else "")
-        lines = [
-            f"POST {target} HTTP/1.1",
-            f"Host: {host}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body)}",
-            "Connection: close",
-            "User-Agent: fleetdeck-watch",
-            *(f"{k}: {v}" for k, v in headers.items()),
-        ]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        await writer.drain()
-        status_line = await reader.readuntil(b"\r\n")
-        parts = status_line.decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
-        head: dict[str, str] = {}
-        size = len(status_line)
-        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-            size += len(line)
-            if size > HEAD_LIMIT:
-                raise ValueError("answer head too large")
-            k, _, v = line.decode("latin-1").partition(":")
-            head[k.strip().lower()] = v.strip()
-        return int(parts[1]), head
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(0.5):
-                await writer.wait_closed()
+class CommandSink:
+    """The `[alerts] on_alert` command: its argv with each placeholder filled, the values in
+    `FLEETDECK_*`, the JSON document on stdin; one run within `deadline` seconds."""
+
+    name = "command"
+
+    def __init__(self, argv: tuple[str, ...], deadline: float) -> None:
+        self.argv = argv
+        self.deadline = deadline
+
+    async def send(self, alerts: Sequence[Delivery]) -> Outcome:
+        """Run the hook once for `alerts` (one transition, or a group of them)."""
+        what, tid, body = _document(alerts)
+        env = hook_env(what, tid)
+        if isinstance(what, Group):
+            env.update(FLEETDECK_IDS=" ".join(what.ids), FLEETDECK_COUNT=str(len(what.ids)))
+        return await run_hook(hook_argv(self.argv, what, tid), env, body, self.deadline)
 
 
-__all__ = ["Outcome", "post_json", "run_hook"]
+class WebhookSink:
+    """The `[alerts] webhook` URL: one POST of the JSON document, its id in `Idempotency-Key`
+    and `X-Fleetdeck-Delivery`, within `deadline` seconds."""
+
+    name = "webhook"
+
+    def __init__(self, url: str, deadline: float) -> None:
+        self.url = url
+        self.deadline = deadline
+
+    async def send(self, alerts: Sequence[Delivery]) -> Outcome:
+        """POST `alerts` (one transition, or a group of them) once."""
+        _what, tid, body = _document(alerts)
+        headers = {"Idempotency-Key": tid, "X-Fleetdeck-Delivery": tid}
+        return await post_json(self.url, body, headers, self.deadline)
+
+
+__all__ = ["CommandSink", "Outcome", "WebhookSink", "post_json", "run_hook"]

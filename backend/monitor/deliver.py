@@ -19,8 +19,11 @@ costs the same however full the outbox is), without ever holding up the poll loo
   ends (`silences.py`); one that fired and resolved within it is never delivered.
 - **Retries.** A failed attempt is retried after 5 s, doubling up to 5 min, for a day
   (`RETRY_*`); a permanent failure (a redirect other than 307/308, a 4xx other than 408/429,
-  a hook that cannot start) is given up at once with a warning. 307 and 308 are followed as
-  POST (up to five hops, within the same deadline).
+  a hook that cannot start, a redirect from https down to http) is given up at once with a
+  warning. 307 and 308 are followed as POST (up to five hops, within the same deadline), by the
+  monitor's one HTTP client (`http_client.py`), which also takes proxies from the environment.
+- **Sinks.** Each sink is a `sink.Sink` (`attempts.CommandSink`, `attempts.WebhookSink`); the
+  task calls nothing but its `send`.
 - **Hostile values.** Every string and number a host sent goes through one rule per sink
   (`arg_text`, `json_safe`): argv and environment get `shown()` text (printable, one line, no
   NUL, undecodable bytes as `\\xNN`); JSON gets valid UTF-8 (a lone surrogate as `shown()`
@@ -37,27 +40,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import json
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetdeck.backend.monitor.attempts import Outcome, post_json, run_hook
+from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.attempts import CommandSink, WebhookSink
 from fleetdeck.backend.monitor.delivery_queue import GROUP_WAIT, DeliveryQueue
-from fleetdeck.backend.monitor.grouping import GROUP_MAX, Group, group_id, group_payload
+from fleetdeck.backend.monitor.grouping import GROUP_MAX, group_id
 from fleetdeck.backend.monitor.outbox import Journal, Pending
-from fleetdeck.backend.monitor.payloads import (
-    Recorded,
-    hook_argv,
-    hook_env,
-    json_safe,
-    payload,
-    record,
-    transition_id,
-    webhook_body,
-)
+from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.silences import SilenceStore
+from fleetdeck.backend.monitor.sink import Delivery, Outcome, Sink
 
 HOOK_TIMEOUT = 30.0
 CONCURRENCY = 8
@@ -243,29 +238,19 @@ class Deliverer(DeliveryQueue):
         self._journal(done, tried)
         self._wake.set()
 
+    def sink(self, name: str) -> Sink[Delivery]:
+        """The sink an entry of `name` goes to (`command` or `webhook`)."""
+        if name == "command":
+            return CommandSink(self.on_alert, self.hook_timeout)
+        return WebhookSink(self.webhook or "", self.webhook_timeout)
+
     async def send(self, p: Pending) -> Outcome:
         """One attempt of one entry."""
-        a = Recorded(p.alert)
-        body = webhook_body(a, p.id)
-        if p.sink == "command":
-            return await run_hook(
-                hook_argv(self.on_alert, a, p.id), hook_env(a, p.id), body, self.hook_timeout
-            )
-        headers = {"Idempotency-Key": p.id, "X-Fleetdeck-Delivery": p.id}
-        return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
+        return await self.sink(p.sink).send([Delivery(p.alert, p.id)])
 
     async def send_group(self, group: list[Pending]) -> Outcome:
         """One attempt of several entries of one sink, as one delivery listing them."""
-        g = Group([(Recorded(p.alert), p.id) for p in group])
-        body = json.dumps(
-            json_safe(group_payload(g, payload)), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
-        if group[0].sink == "command":
-            env = hook_env(g, g.id)
-            env.update(FLEETDECK_IDS=" ".join(g.ids), FLEETDECK_COUNT=str(len(g.ids)))
-            return await run_hook(hook_argv(self.on_alert, g, g.id), env, body, self.hook_timeout)
-        headers = {"Idempotency-Key": g.id, "X-Fleetdeck-Delivery": g.id}
-        return await post_json(self.webhook or "", body, headers, self.webhook_timeout)
+        return await self.sink(group[0].sink).send([Delivery(p.alert, p.id) for p in group])
 
 
 def options(config: Any) -> dict[str, Any]:
@@ -281,7 +266,7 @@ class Notifier:
         self.config = config
         self.timeout = timeout
 
-    async def deliver(self, alerts: list[Any]) -> list[str]:
+    async def deliver(self, alerts: list[Alert]) -> list[str]:
         """Deliver every transition, in order; one warning sentence per failed delivery."""
         warnings: list[str] = []
         d = Deliverer(
@@ -293,7 +278,7 @@ class Notifier:
         for a in alerts:
             tid = transition_id(a)
             for sink in d.sinks:
-                out = await d.send(Pending(tid, sink, record(a), time.time()))
+                out = await d.send(Pending(tid, sink, a, time.time()))
                 if not out.ok:
                     warnings.append(out.warning)
         return warnings

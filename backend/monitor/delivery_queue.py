@@ -12,13 +12,16 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import NOTICES
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
+from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.grouping import GROUP_MAX
-from fleetdeck.backend.monitor.outbox import Journal, Pending, pending_from_json
-from fleetdeck.backend.monitor.payloads import record, transition_id
+from fleetdeck.backend.monitor.outbox import Journal
+from fleetdeck.backend.monitor.outbox_entry import Held, Pending, pending_from_json
+from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.silences import SilenceStore
 
 #: seconds a sink's first new transition waits for others to go with it (`[alerts] group_wait`)
@@ -96,12 +99,7 @@ class DeliveryQueue:
     # -- the queues -----------------------------------------------------------------------------
     @staticmethod
     def _queue_of(p: Pending) -> tuple[str, str, str, str]:
-        return (
-            p.sink,
-            str(p.alert.get("rule")),
-            str(p.alert.get("host")),
-            str(p.alert.get("subject")),
-        )
+        return (p.sink, p.alert.rule, p.alert.host, p.alert.subject)
 
     def _add(self, p: Pending) -> None:
         self.pending[p.key] = p
@@ -147,7 +145,7 @@ class DeliveryQueue:
             w = self._window[sink] = now + self.group_wait
         return w
 
-    def enqueue(self, alerts: list[Any], now: float | None = None) -> None:
+    def enqueue(self, alerts: list[Alert], now: float | None = None) -> None:
         """Add each transition for each configured sink (an id already queued is not added twice)."""
         now = time.time() if now is None else now
         self._look_at_silences(now)
@@ -156,7 +154,7 @@ class DeliveryQueue:
             tid = transition_id(a)
             for sink in self.sinks:
                 if (tid, sink) not in self.pending:
-                    p = Pending(tid, sink, record(a), now, next_at=self._due_at(sink, now))
+                    p = Pending(tid, sink, a, now, next_at=self._due_at(sink, now))
                     self._add(p)
                     new.append(p)
         if new and self.journal is not None:
@@ -215,7 +213,7 @@ class DeliveryQueue:
         """The notices and transitions a silence holds back now: (the alert as it will be
         delivered, when the silence ends), soonest first."""
         out = [
-            (dict(self.pending[k].alert), until)
+            (self.pending[k].alert_json(), until)
             for k, until in self._parked.items()
             if k in self.pending
         ]
@@ -239,27 +237,20 @@ class DeliveryQueue:
         """True when queue head `p` may be attempted now; otherwise a silence holds it (until the
         silence ends, journaled), or drops it with the resolved that follows it."""
         a = p.alert
-        s = self.silences.matching(
-            str(a.get("rule")), str(a.get("host")), str(a.get("subject")), now
-        )
+        s = self.silences.matching(a.rule, a.host, a.subject, now)
         if s is None:
             return True
         q = self._queues[self._queue_of(p)]
         nxt = self.pending[q[1]] if len(q) > 1 else None
-        notice = a.get("rule") in NOTICES
-        if (
-            not notice
-            and a.get("state") == "firing"
-            and nxt is not None
-            and nxt.alert.get("state") == "resolved"
-        ):
+        notice = a.rule in NOTICES
+        if not notice and a.state == "firing" and nxt is not None and nxt.alert.state == "resolved":
             # it fired and resolved within the silence: the operator hears of neither
             self._remove(p)
             self._remove(nxt)
             self.silenced += 2
             self._journal([p, nxt], [])
             return False
-        if not notice and a.get("state") == "resolved":
+        if not notice and a.state == "resolved":
             # a flapping alert held behind its resolve: each fire/resolve pair after it happened
             # within the silence too, and is dropped; the resolve alone goes when it ends
             pairs = []
@@ -267,7 +258,7 @@ class DeliveryQueue:
             i = 1
             while i + 1 < len(keys):
                 f, r = self.pending[keys[i]], self.pending[keys[i + 1]]
-                if f.alert.get("state") != "firing" or r.alert.get("state") != "resolved":
+                if f.alert.state != "firing" or r.alert.state != "resolved":
                     break
                 pairs += [f, r]
                 i += 2
@@ -276,12 +267,13 @@ class DeliveryQueue:
             if pairs:
                 self.silenced += len(pairs)
                 self._journal(pairs, [])
-        if "held" not in a:
+        if p.held is None:
             # said when it goes: a notice held by a maintenance window arrives late, and says why
-            a["held"] = {"since": now, "silence": s.id}
-            a["text"] = (
-                f"{a.get('text', '')} (held since "
-                f"{time.strftime('%H:%M', time.localtime(now))} by silence {s.id})"
+            p.held = Held(now, s.id)
+            p.alert = replace(
+                a,
+                text=f"{a.text} (held since "
+                f"{time.strftime('%H:%M', time.localtime(now))} by silence {s.id})",
             )
         p.next_at = s.ends
         self._parked[p.key] = s.ends

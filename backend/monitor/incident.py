@@ -21,10 +21,10 @@ What a host said is text from the host: it is shown through `shown` by whoever d
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetdeck.backend.actions.audit import describe
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.history_figures import Line
 
@@ -66,12 +66,15 @@ AUDIT_ACTIONS = {
 @dataclass(frozen=True)
 class Event:
     """One thing that happened: when (epoch seconds), a short label, and its text (as the host or
-    the log gave it, unless `escaped`: then already through `shown`, as the audit log's summary)."""
+    the log gave it, unless `escaped`: then already through `shown`). An action from the audit
+    log carries its `record` too: the text is its result word, and whoever draws the event adds
+    the record's summary (`show/audit_text.py`: the Audit view's own line)."""
 
     t: float
     label: str
     text: str
     escaped: bool = False
+    record: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,8 @@ def _audit_event(r: dict[str, Any], host: str, since: float, until: float) -> Ev
     action = str(r.get("action", ""))
     if action not in AUDIT_ACTIONS:
         return None
-    # the Audit view's own summary line, escaped there
     return Event(
-        float(t),
-        AUDIT_ACTIONS[action],
-        f"{shown(str(r.get('result', '')))}: {describe(r)[0]}",
-        escaped=True,
+        float(t), AUDIT_ACTIONS[action], shown(str(r.get("result", ""))), escaped=True, record=r
     )
 
 

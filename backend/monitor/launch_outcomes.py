@@ -7,6 +7,12 @@ import time
 from collections.abc import Callable
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import (
+    LaunchOutcomeRecord,
+    LaunchRecord,
+    parse,
+    write,
+)
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib.text import shown
 
@@ -36,13 +42,13 @@ class LaunchOutcomes:
             launched: dict[tuple[str, str], tuple[int, float]] = {}
             outcome: dict[tuple[str, str], float] = {}
             # by their order in the log (a clock can step back); the launch's time for its grace
-            for i, rec in enumerate(audit.read_audit()):
-                key = (str(rec.get("host")), str(rec.get("run")))
-                if rec.get("action") == "launch" and rec.get("result") in ("started", "queued"):
-                    ts = rec.get("ts")
-                    launched[key] = (i, float(ts) if isinstance(ts, int | float) else 0.0)
-                elif rec.get("action") == "launch-outcome":
-                    outcome[key] = float(i)
+            for i, line in enumerate(audit.read_audit()):
+                rec = parse(line)
+                if isinstance(rec, LaunchRecord) and rec.result in ("started", "queued"):
+                    ts = rec.stamp.ts if rec.stamp is not None else None
+                    launched[(str(rec.host), str(rec.run))] = (i, ts if ts is not None else 0.0)
+                elif isinstance(rec, LaunchOutcomeRecord):
+                    outcome[(str(rec.host), str(rec.run))] = float(i)
             self._launched, self._outcome = launched, outcome
         for h in snap.hosts:
             if not h.reachable:
@@ -57,16 +63,17 @@ class LaunchOutcomes:
                 if (r.last_update or 0.0) < ts and (h.time or time.time()) - ts < 60:
                     continue  # a run just launched again (a resume) still shows how it ended before
                 try:
-                    audit.audit(
-                        "launch-outcome",
-                        h.name,
-                        r.state,
-                        run=r.path,
-                        name=r.name,
-                        reason=r.reason,
-                        step=r.step,
-                        max_steps=r.max_steps,
-                        adapter=r.adapter,
+                    write(
+                        LaunchOutcomeRecord(
+                            host=h.name,
+                            result=r.state,
+                            run=r.path,
+                            name=r.name,
+                            reason=r.reason,
+                            step=r.step,
+                            max_steps=r.max_steps,
+                            adapter=r.adapter,
+                        )
                     )
                 except OSError as e:
                     warn(f"a launch's outcome could not be audited: {shown(str(e))}")

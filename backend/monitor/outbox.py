@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from fleetdeck.backend.monitor.alert_state import (
     table,
     text,
 )
+from fleetdeck.backend.monitor.outbox_entry import Pending, pending_from_json
 
 #: a journal larger than this is not read: it is moved aside whole (an entry is about 400 bytes)
 JOURNAL_LIMIT = 64 * 2**20
@@ -51,67 +51,11 @@ JOURNAL_LIMIT = 64 * 2**20
 LINE_LIMIT = 2**20
 COMPACT_MIN = 256
 COMPACT_FACTOR = 4
-#: the alert fields an entry keeps (strings), and its transition time (any number: the sinks
-#: have a rule for a non-finite one)
-ALERT_TEXT = ("rule", "host", "subject", "state", "text", "title", "severity")
 
 
 def outbox_path() -> Path:
     """Where `watch` keeps the outbox journal."""
     return statedir.state_dir() / "outbox.jsonl"
-
-
-@dataclass
-class Pending:
-    """One transition still to be delivered to one sink (`command` or `webhook`)."""
-
-    id: str
-    sink: str
-    alert: dict[str, Any]
-    created: float
-    attempts: int = 0
-    next_at: float = 0.0
-    #: its place in the journal (0: not journaled)
-    seq: int = 0
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.id, self.sink)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "sink": self.sink,
-            "alert": self.alert,
-            "created": self.created,
-            "attempts": self.attempts,
-            "next_at": self.next_at,
-        }
-
-
-def pending_from_json(d: Any) -> Pending:
-    """One saved entry, strictly: Bad names the field that is wrong."""
-    d = table(d, "the entry")
-    pid = text(d.get("id"), "id")
-    sink = text(d.get("sink"), "sink")
-    if not pid or len(pid) > 128 or not sink or len(sink) > 64:
-        raise Bad("id or sink is empty or too long")
-    alert = table(d.get("alert"), "alert")
-    for k in ALERT_TEXT:
-        if k in alert and alert[k] is not None:
-            text(alert[k], f"alert.{k}")
-    since = alert.get("since")
-    if since is not None and (isinstance(since, bool) or not isinstance(since, (int, float))):
-        raise Bad(f"alert.since is not a number ({since!r:.60})")
-    return Pending(
-        id=pid,
-        sink=sink,
-        alert=dict(alert),
-        created=finite(d.get("created"), "created"),
-        attempts=count(d.get("attempts", 0), "attempts"),
-        next_at=finite(d.get("next_at", 0.0), "next_at"),
-        seq=count(d.get("seq", 0), "seq"),
-    )
 
 
 def _key(d: dict[str, Any]) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """What each sink receives for a transition, and the one rule per sink that makes a host's
 values safe for it: the id of a transition (`transition_id`), the JSON document of a webhook
 body and a hook's stdin (`payload`, `webhook_body`), a hook's argv and environment
-(`hook_argv`, `hook_env`), and the record an outbox entry keeps (`record`, `Recorded`).
+(`hook_argv`, `hook_env`). An outbox entry keeps the `Alert` itself (`outbox.Pending`).
 
 - argv and environment get `shown()` text (printable, one line, no NUL, undecodable bytes as
   `\\xNN`), by `arg_text`;
@@ -139,45 +139,14 @@ def hook_env(alert: Any, tid: str | None = None) -> dict[str, str]:
     return env
 
 
-def record(alert: Any) -> dict[str, Any]:
-    # the values as the host sent them: each sink applies its own rule when it sends (JSON
-    # with ensure_ascii keeps lone surrogates and non-finite numbers through a save)
-    return {
-        "rule": alert.rule,
-        "host": alert.host,
-        "subject": alert.subject,
-        "state": alert.state,
-        "since": alert.since,
-        "text": alert.text,
-        "title": alert.title,
-        "severity": _severity(alert),
-    }
-
-
-class Recorded:
-    """An alert rebuilt from its outbox record (the fields the sinks read)."""
-
-    def __init__(self, d: dict[str, Any]) -> None:
-        self.rule, self.host, self.subject = (
-            d.get("rule", ""),
-            d.get("host", ""),
-            d.get("subject", ""),
-        )
-        self.state, self.since, self.text = d.get("state", ""), d.get("since"), d.get("text", "")
-        self.title = d.get("title", "")
-        self.severity = d.get("severity") or ""
-
-
 __all__ = [
     "PLACEHOLDERS",
-    "Recorded",
     "arg_text",
     "hook_argv",
     "hook_env",
     "hook_values",
     "json_safe",
     "payload",
-    "record",
     "transition_id",
     "webhook_body",
 ]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import SilenceAddRecord, SilenceExpireRecord, write
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.alert_rules import RULES
 from fleetdeck.backend.fleet.bounds import DAY
@@ -184,19 +185,21 @@ def add_silence(
             now,
             now + duration,
             comment,
-            audit._user(),
+            audit.user(),
         )
-        fields = {
-            "id": s.id,
-            "rule": rule,
-            "subject": subject,
-            "for_s": duration,
-            "ends": s.ends,
-            "comment": comment,
-            "scope": s.scope,
-        }
-        audit.audit("silence-add", host, "done", **fields)
-        _save_or_say("silence-add", host, fields, _kept([*silences, s], now))
+        rec = SilenceAddRecord(
+            host=host,
+            result="done",
+            id=s.id,
+            rule=rule,
+            subject=subject,
+            for_s=duration,
+            ends=s.ends,
+            comment=comment,
+            scope=s.scope,
+        )
+        write(rec)
+        _save_or_say(rec, _kept([*silences, s], now))
     return s
 
 
@@ -220,28 +223,23 @@ def expire_silence(
                 f"silence {found.id} ({found.scope}) already ended at "
                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(found.ends))}"
             )
-        user = audit._user()
-        fields = {"id": found.id, "scope": found.scope, "ends_was": found.ends}
-        audit.audit("silence-expire", found.host, "done", **fields)
-        ended = replace(found, ends=now, expired_by=user)
-        _save_or_say(
-            "silence-expire",
-            found.host,
-            fields,
-            _kept([ended if s.id == sid else s for s in silences], now),
+        user = audit.user()
+        rec = SilenceExpireRecord(
+            host=found.host, result="done", id=found.id, scope=found.scope, ends_was=found.ends
         )
+        write(rec)
+        ended = replace(found, ends=now, expired_by=user)
+        _save_or_say(rec, _kept([ended if s.id == sid else s for s in silences], now))
     return ended
 
 
-def _save_or_say(
-    action: str, host: str | None, fields: dict[str, Any], silences: list[Silence]
-) -> None:
+def _save_or_say(rec: SilenceAddRecord | SilenceExpireRecord, silences: list[Silence]) -> None:
     """Save the silences the audited change made; if that fails, the audit log says so too."""
     try:
         _save(silences)
     except OSError as e:
         try:
-            audit.audit(action, host, "failed", error=str(e), **fields)
+            write(replace(rec, result="failed", error=str(e)))
         except OSError:
             pass
         raise SilenceRefused(

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from fleetdeck.backend.actions import audit
+from fleetdeck.backend.actions.audit_records import RemoveRecord, parse
 from fleetdeck.backend.fleet.alert_rules import AlertConfig
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 from fleetdeck.backend.fleet.schedule_verdict import action_rank, norm_command
@@ -47,21 +48,21 @@ def removals() -> dict[str, list[dict[str, Any]]]:
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     if _REMOVALS["key"] != key:
         by_host: dict[str, list[dict[str, Any]]] = {}
-        for n, rec in enumerate(audit.read_audit(), 1):
-            if rec.get("action") != "schedule-remove" or rec.get("result") != "done":
+        for n, line in enumerate(audit.read_audit(), 1):
+            rec = parse(line)
+            if not isinstance(rec, RemoveRecord) or rec.result != "done":
                 continue
-            raw = rec.get("schedule")
-            s: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            ts = rec.get("ts")
-            if not isinstance(ts, (int, float)) or not isinstance(rec.get("host"), str):
+            s: dict[str, Any] = rec.schedule if isinstance(rec.schedule, dict) else {}
+            ts = rec.stamp.ts if rec.stamp is not None else None
+            if ts is None or rec.host is None:
                 continue
-            by_host.setdefault(rec["host"], []).append(
+            by_host.setdefault(rec.host, []).append(
                 {
-                    "ts": float(ts),
+                    "ts": ts,
                     "n": n,
                     "id": s.get("id"),
                     "command": norm_command(str(s.get("command") or "")),
-                    "user": str(rec.get("user") or "?"),
+                    "user": rec.stamp.user if rec.stamp is not None else "?",
                 }
             )
         _REMOVALS["key"], _REMOVALS["by_host"] = key, by_host

@@ -3,7 +3,7 @@ counts of any action in the caller's units, strings escaped, never JSON."""
 
 from __future__ import annotations
 
-from fleetdeck.backend.actions.audit import describe
+from fleetdeck.show.audit_text import describe
 
 
 def mib(n: int) -> str:

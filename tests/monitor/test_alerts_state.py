@@ -336,9 +336,9 @@ def test_the_journal_and_the_state_agree_after_a_save_that_failed(tmp_path):
     assert (
         rejects == []
         and warnings == []
-        and [p.alert["host"] for p in again.pending.values()] == ["h1"]
+        and [p.alert.host for p in again.pending.values()] == ["h1"]
     )
     # and the one dropped is gone from the file, so a later, larger outbox_seq cannot revive it
     later = Deliverer(("true",), None, journal=Journal(tmp_path / "outbox.jsonl"))
     later.load_journal(committed + 10)
-    assert [p.alert["host"] for p in later.pending.values()] == ["h1"]
+    assert [p.alert.host for p in later.pending.values()] == ["h1"]

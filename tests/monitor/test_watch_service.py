@@ -155,7 +155,7 @@ def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_tra
 
     saved = json.loads((state_dir() / "alerts.json").read_text())
     live, _, _ = Journal(state_dir() / "outbox.jsonl").load(saved["outbox_seq"], move=False)
-    queued = [(p.id, p.alert["rule"]) for p in live]
+    queued = [(p.id, p.alert.rule) for p in live]
     assert ("overfitting" in {r for _, r in queued}) and not log.exists()
     assert any(a["rule"] == "overfitting" for a in saved["firing"])
     first_lines = [x for x in w.lines if " ALERT " in x]

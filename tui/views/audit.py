@@ -6,9 +6,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from fleetdeck.backend.actions.audit import describe, read_audit
+from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import size_short
+from fleetdeck.show.audit_text import describe
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 

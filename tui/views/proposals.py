@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.backend.actions.audit import AuditError, acting_user
+from fleetdeck.backend.actions.audit import AuditError, user
 from fleetdeck.backend.actions.proposal_plans import Rejudged, rejudge
 from fleetdeck.backend.actions.proposals import Proposal, ProposalError, ProposalStore
 from fleetdeck.backend.host.lib.text import shown
@@ -135,7 +135,7 @@ class ProposalsScreen(ViewScreen):
     def settle(self, p: Proposal, state: str, code: str, message: str) -> None:
         """Record how `p` ended (audited with its origin); a failure to record is said."""
         try:
-            self.store.settle(p, state, acting_user(), code=code, message=message, via="dashboard")
+            self.store.settle(p, state, user(), code=code, message=message, via="dashboard")
         except (AuditError, ProposalError) as e:
             self.notify(str(e), title="Proposal", severity="error", markup=False)
         self.refresh_view()

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace as evolve
 from typing import Any
 
-from fleetdeck.backend.actions.audit import audit
+from fleetdeck.backend.actions.audit_records import MirrorRecord, write
 from fleetdeck.backend.actions.mirror.common import (
     FAILED_DURING_COPY,
     MirrorFail,
@@ -54,6 +54,17 @@ from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
 
 _ENDPOINT = re.compile(r"([A-Za-z0-9._-]+):(.*)", re.DOTALL)
+
+#: what a mirror's records do not carry: the start knows nothing of the copy's end, an
+#: interrupted copy only what it relayed
+STARTED_KNOWS_NOT = frozenset(
+    {"bytes_src", "bytes_dst", "verified", "witnesses", "reason", "error", "seconds"}
+    | {"free_bytes_after"}
+)
+INTERRUPTED_KNOWS_NOT = frozenset(
+    {"bytes_src", "bytes_dst", "files", "dirs", "witnesses", "seconds", "outside_links"}
+    | {"free_bytes_before", "free_bytes_after", "replace", "confirmation"}
+)
 
 
 def parse_endpoint(text: str) -> tuple[str, str]:
@@ -216,19 +227,22 @@ async def mirror(
                 t0=t0,
             )
         else:
-            audit(
-                "mirror",
-                dst_link.name,
-                "started",
-                **base,
-                bytes=total,
-                files=len(src["files"]),
-                dirs=len(src["dirs"]),
-                free_bytes_before=free["free_bytes_before"],
-                outside_links=[list(x) for x in outside],
-                replace=swap is not None,
-                kept_as=swap["backup"] if swap else None,
-                confirmation=confirmation,
+            write(
+                MirrorRecord(
+                    host=dst_link.name,
+                    result="started",
+                    src=base["src"],
+                    dst=base["dst"],
+                    bytes=total,
+                    files=len(src["files"]),
+                    dirs=len(src["dirs"]),
+                    free_bytes_before=free["free_bytes_before"],
+                    outside_links=[list(x) for x in outside],
+                    replace=swap is not None,
+                    kept_as=swap["backup"] if swap else None,
+                    confirmation=confirmation,
+                    absent=STARTED_KNOWS_NOT,
+                )
             )
             t1 = time.monotonic()
             copying = True
@@ -238,16 +252,19 @@ async def mirror(
                 )
             except (Exception, asyncio.CancelledError) as e:
                 if not isinstance(e, HostError | MirrorFail):
-                    audit(
-                        "mirror",
-                        dst_link.name,
-                        "failed",
-                        **base,
-                        reason="interrupted",
-                        error=f"{type(e).__name__}: {e}",
-                        verified=False,
-                        bytes=seen["bytes"],
-                        kept_as=swap["backup"] if swap else None,
+                    write(
+                        MirrorRecord(
+                            host=dst_link.name,
+                            result="failed",
+                            src=base["src"],
+                            dst=base["dst"],
+                            reason="interrupted",
+                            error=f"{type(e).__name__}: {e}",
+                            verified=False,
+                            bytes=seen["bytes"],
+                            kept_as=swap["backup"] if swap else None,
+                            absent=INTERRUPTED_KNOWS_NOT,
+                        )
                     )
                 raise
             if swap is not None:
@@ -312,25 +329,29 @@ async def mirror(
         kept_as=kept["kept_as"],
     )
     if not dry_run:
-        audit(
-            "mirror",
-            dst_link.name,
-            {"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
-            **base,
-            bytes=rep.bytes_copied,
-            bytes_src=rep.bytes_src,
-            bytes_dst=rep.bytes_dst,
-            files=len(rep.files),
-            verified=rep.verified,
-            witnesses=rep.witnesses,
-            reason=rep.reason,
-            error=rep.error,
-            seconds=round(rep.seconds, 3),
-            outside_links=[list(x) for x in outside],
-            **free,
-            replace=swap is not None,
-            kept_as=kept["kept_as"],
-            confirmation=confirmation,
+        write(
+            MirrorRecord(
+                host=dst_link.name,
+                result={"copied": "done", "replaced": "done"}.get(rep.result, rep.result),
+                src=base["src"],
+                dst=base["dst"],
+                bytes=rep.bytes_copied,
+                bytes_src=rep.bytes_src,
+                bytes_dst=rep.bytes_dst,
+                files=len(rep.files),
+                verified=rep.verified,
+                witnesses=rep.witnesses,
+                reason=rep.reason,
+                error=rep.error,
+                seconds=round(rep.seconds, 3),
+                outside_links=[list(x) for x in outside],
+                free_bytes_before=free["free_bytes_before"],
+                free_bytes_after=free["free_bytes_after"],
+                replace=swap is not None,
+                kept_as=kept["kept_as"],
+                confirmation=confirmation,
+                absent=frozenset({"dirs"}),
+            )
         )
     return rep
 
