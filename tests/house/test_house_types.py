@@ -54,7 +54,6 @@ DEBT: dict[str, int] = {
     "backend/host/probe/run_progress.py": 3,
     "backend/host/probe/runs.py": 1,
     "backend/host/probe/sampler.py": 1,
-    "backend/host/probe/schedules.py": 1,
     "backend/host/purge/facts.py": 6,
     "backend/host/purge/keepers.py": 1,
     "backend/host/purge/main.py": 4,

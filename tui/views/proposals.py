@@ -174,6 +174,7 @@ class ProposalsScreen(ViewScreen):
             )
             return
         planned = verdict.planned
+        assert planned is not None  # `ok` says the plan was made
         a = p.args
         if p.kind == "purge":
             keep = a.get("keep_newest") or None

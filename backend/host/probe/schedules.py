@@ -44,7 +44,8 @@ def _cron_lines(text, kind, source, user, system, active=True, package=None):
     part of the command, as cron runs it. `package`: the file is the distribution's.
     What is parsed is cached between polls, so no entry holds a time: `next_run` stays None
     here and `_due` works it out at each poll."""
-    out, seen, bad = [], {}, []
+    out, bad = [], []
+    seen = {}  # type: dict
     for n, raw in enumerate(text.split("\n"), 1):
         s = raw.strip(" \t")
         if not s.strip() or s.startswith("#") or ENV_RE.match(s):
@@ -214,7 +215,8 @@ TIMER_DIRS = (
 def _timer_dirs():
     """(mtime_ns, inode) of each of TIMER_DIRS (None where it is not), and whether all of them
     are `settled` (a change within the clock's tick could keep an mtime)."""
-    key, calm = [], True
+    key = []  # type: list
+    calm = True
     for d in TIMER_DIRS:
         try:
             st = os.stat(os.path.expanduser(d))
