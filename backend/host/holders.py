@@ -165,7 +165,7 @@ def holders(req):
     found, unreadable = scan_proc(index, [real])
     ours = set(procfs.ancestors()) | {os.getpid()}
     anchor = procfs.session()
-    by_pid = {}
+    by_pid = {}  # type: dict
     for h in found:
         pid = h["pid"]
         if pid in ours or procfs.in_session(pid, anchor):

@@ -104,7 +104,7 @@ def fit(parts, budget=ANSWER_BUDGET):
     """The last of the lines `parts` (bytes, without newlines) that fit in `budget` as they
     travel, joined: (text, what was cut or None). When not even the last one fits, its end
     (`"partial": true`)."""
-    kept = []
+    kept = []  # type: list
     used = 0
     for p in reversed(parts):
         cost = _travel(p.decode("utf-8", "surrogateescape")) + (2 if kept else 0)  # "\n" is 2
@@ -158,7 +158,7 @@ def grep_tail(fd, size, lines, pattern, budget=ANSWER_BUDGET):
     (text, offset after it, what was cut or None, bytes read)."""
     start = max(0, size - GREP_BYTES)
     os.lseek(fd, start, os.SEEK_SET)
-    kept = deque(maxlen=max(1, lines))
+    kept = deque(maxlen=max(1, lines))  # type: deque
     carry = b""
     read = 0
     skip_first = start > 0

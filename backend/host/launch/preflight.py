@@ -69,7 +69,7 @@ def preflight(req):
         config["base_model"] = expand(config, "base_model")
     after = os.path.abspath(os.path.expanduser(req["after"])) if req.get("after") else None
     output = config["output"]
-    checks = []
+    checks = []  # type: list
 
     base = config["base_model"]
     if base.startswith("random:"):

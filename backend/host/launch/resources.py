@@ -31,7 +31,7 @@ def _num(s):
 def gpu_table():
     """GPUs and their compute processes per nvidia-smi; empty lists when the host has none."""
     smi = shutil.which("nvidia-smi")
-    out = {"gpus": [], "apps": [], "error": None}
+    out = {"gpus": [], "apps": [], "error": None}  # type: dict
     if smi is None:
         return out
     r = runner.run(

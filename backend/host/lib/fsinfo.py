@@ -16,7 +16,7 @@ def unescape_mount(b):
 
 def read_mounts():
     """[(mount point, fstype, source)] from /proc/self/mountinfo, in mount order."""
-    out = []
+    out = []  # type: list
     try:
         with open("/proc/self/mountinfo", "rb") as f:
             lines = f.read().splitlines()

@@ -46,7 +46,7 @@ def _dpkg_index():
     hit = _STATE.get("dpkg")
     if hit is not None and hit[0] == key:
         return hit[1]
-    owners, conffiles = {}, {}
+    owners, conffiles = {}, {}  # type: (dict, dict)
     try:
         names = os.listdir(DPKG_INFO)
     except OSError:

@@ -302,7 +302,7 @@ class Finder:
 
     def __init__(self, doc, codes):
         self.mods = {}
-        self.parents = set()
+        self.parents = set()  # type: set
         for name, pkg, src in doc["modules"]:
             if name == doc["main"]:
                 continue

@@ -243,7 +243,7 @@ def session_argv():
 
 def ancestors(pid=None):
     """The pids `pid` (default: this process) descends from, nearest first, init included."""
-    out = []
+    out = []  # type: list
     cur = os.getpid() if pid is None else pid
     while True:
         parent = ppid(cur)
@@ -255,7 +255,7 @@ def ancestors(pid=None):
 
 def children(pid):
     """Direct children of `pid` (from /proc/PID/task/*/children where the kernel has it)."""
-    kids = []
+    kids = []  # type: list
     try:
         tasks = os.listdir("/proc/%d/task" % pid)
     except OSError:

@@ -88,7 +88,7 @@ def _send(out, obj):
     except ValueError:
         # a non-finite number slipped into an answer: that field becomes null and the answer
         # names it in its warnings, rather than emitting invalid JSON or losing the whole answer
-        found = []
+        found = []  # type: list
         obj = scrub(obj, "", found)
         if isinstance(obj, dict):
             w = obj.get("warnings") if isinstance(obj.get("warnings"), list) else []

@@ -363,7 +363,7 @@ def index_problem(dir_fd, name, raw):
         return "%s cannot be read as a weight index" % text.shown(name)
     if not isinstance(wmap, dict) or not wmap:
         return "%s names no shard files" % text.shown(name)
-    shards = {}
+    shards = {}  # type: dict
     for tensor, shard in wmap.items():
         if not _plain(shard):
             return "%s names %s, not a plain file name in the checkpoint" % (

@@ -47,7 +47,7 @@ def partial_in_use(name_rest):
 def clean_stale(dir_fd, prefix, where):
     """Remove the partial folders in the open folder `dir_fd` whose writer is gone; their
     paths (`where` is that folder's path, for the answer)."""
-    removed = []
+    removed = []  # type: list
     try:
         names = os.listdir(dir_fd)
     except OSError:

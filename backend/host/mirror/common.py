@@ -310,7 +310,7 @@ def walk_at(fd, each_dir=None):
     paths of its files, folders and anything else (links, special files), and the folders
     that could not be read. `each_dir(dir_fd)` is called for every folder, the top one
     included, after what it holds (a folder's entries fsynced after its sub-folders')."""
-    out = {"files": [], "dirs": [], "other": [], "errors": []}
+    out = {"files": [], "dirs": [], "other": [], "errors": []}  # type: dict
 
     def visit(dfd, rel):
         try:

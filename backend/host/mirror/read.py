@@ -138,7 +138,7 @@ def op_read(req, inp, out):
     root = host_path(req["path"])
     follow = bool(req.get("follow"))
     files = req["files"]
-    q = queue.Queue(maxsize=8)
+    q = queue.Queue(maxsize=8)  # type: queue.Queue
     idle = req.get("idle")
     dog = Watchdog()
     dog.arm(idle)

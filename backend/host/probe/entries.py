@@ -45,7 +45,7 @@ _CRON_NAMES.update({n: i for i, n in enumerate("sun mon tue wed thu fri sat".spl
 
 
 def _cron_field(text, lo, hi):
-    vals = set()
+    vals = set()  # type: set
     for part in text.lower().split(","):
         rng, _, step = part.partition("/")
         if rng == "*":

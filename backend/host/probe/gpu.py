@@ -196,7 +196,7 @@ def _smi():
             "--format=csv,noheader,nounits",
         ]
     )
-    per = {}
+    per = {}  # type: dict
     unknown = {
         "sm_pct": None,
         "memory_util_pct": None,

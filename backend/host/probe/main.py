@@ -140,7 +140,7 @@ def snapshot(request=None):
     if len(CACHE) > 20000:  # runs come and go over a long session; the cache only saves time
         CACHE.clear()
     now = time.time()
-    warnings = []
+    warnings = []  # type: list
     fresh = bool(req.get("fresh"))
     procs = guard(warnings, "processes", lambda: Procs(table=PROC_TABLE, fresh=fresh), None)
     if procs is None:

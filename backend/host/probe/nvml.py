@@ -73,7 +73,7 @@ class Nvml:
         self._never = set()  # (index, query) the driver does not support
         self._once = {}  # (index, query) -> value, asked once
         self._rare = {}  # index -> (asked at, {field: value})
-        self.xids = {i: [] for i, _, _, _ in self.devices}
+        self.xids = {i: [] for i, _, _, _ in self.devices}  # type: dict
         self._events, self._watched = None, set()
         self.sampler = None
         if resident:

@@ -28,8 +28,8 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def processes(procs, gpus, runs, seats, schedules):
     """The processes section (see the module docstring)."""
-    why = {}
-    gpu_mib = {}
+    why = {}  # type: dict
+    gpu_mib = {}  # type: dict
 
     def tag(pid, t):
         if isinstance(pid, int) and pid > 0:

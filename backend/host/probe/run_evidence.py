@@ -27,7 +27,7 @@ def evidence(procs, run_paths, wanted, fresh, now):
 
     # argv can only name a run if it holds the run's folder name: one regex search per process
     named = re.compile("|".join(re.escape(os.path.basename(r)) for r in sorted(wanted)))
-    found = {}
+    found = {}  # type: dict
     workers = []
     for pid in sorted(procs.others()):
         if procs.prog[pid] in BYSTANDERS or procs.ours(pid):
@@ -67,7 +67,7 @@ def evidence(procs, run_paths, wanted, fresh, now):
 
 
 def _open_runs(pid, run_of):
-    out = set()
+    out = set()  # type: set
     d = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(d)

@@ -86,7 +86,7 @@ class Sampler(threading.Thread):
         except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, AttributeError):
             n._never.add((i, "proc_util"))
             return
-        per = {}
+        per = {}  # type: dict
         for s in samples:
             per.setdefault(int(s.pid), []).append((int(s.smUtil), int(s.memUtil)))
             self._last_seen[i] = max(self._last_seen.get(i) or 0, int(s.timeStamp))

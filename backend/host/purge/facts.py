@@ -55,7 +55,7 @@ def gather(paths, roots, hashing=True, keep=None):
 def gather_with_inodes(paths, roots, hashing, keep=None):
     """(facts, [set of (dev, ino) under each path]): the sets say what `remove_pinned` may
     remove (anything else appeared after the check)."""
-    facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}
+    facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}  # type: dict
     for r in roots:
         real = os.path.realpath(os.path.expanduser(r))
         sysdir = fsinfo.system_folder(real)
@@ -71,7 +71,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
         )
     # a root that resolves to a system folder (`~` of a user whose home is /, a link) is no root
     resolved = [r["resolved"] for r in facts["roots"] if not r.get("refused")]
-    index, seen_links, inodes = {}, {}, []
+    index, seen_links, inodes = {}, {}, []  # type: (dict, dict, list)
     mounts = fsinfo.read_mounts()
     for n, given in enumerate(paths):
         pf = {
@@ -94,7 +94,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
             "scan_error": None,
         }
         facts["paths"].append(pf)
-        mine = set()
+        mine = set()  # type: set
         inodes.append(mine)
         try:
             pf["abs"], comps = split_path(given)
@@ -108,7 +108,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
             pf["outside"] = True
             close_fds(parent, fd)
             continue
-        ckpts = []
+        ckpts = []  # type: list
         try:
             st = os.fstat(fd)
             index.setdefault((st.st_dev, st.st_ino), n)

@@ -203,7 +203,7 @@ def keep_newest(run_given, n, roots=None):
 def _same_step(found):
     """[[step, [path, ...]]] for each step that two checkpoint folders share (`<run>/checkpoint-300`
     beside `<run>/checkpoints/checkpoint-300`), oldest step first."""
-    by_step = {}
+    by_step = {}  # type: dict
     for step, path in found:
         by_step.setdefault(step, []).append(path)
     return [[s, sorted(ps)] for s, ps in sorted(by_step.items()) if len(ps) > 1]

@@ -137,7 +137,7 @@ def apply_loop(req):
     group = _group_of(pid)
     sent = []
     tried = []  # terminating signals attempted, even when one of them failed
-    everyone = []
+    everyone = []  # type: list
     try:
         _freeze(pid, start, group, everyone)
         if (pid, start) not in everyone:
