@@ -1,7 +1,8 @@
 """The Proposals view by keys: 7 lists who proposed what and why; c judges the highlighted
 proposal again on the host and opens the purge pop-up filled in from it, where the path is
 typed back as for any purge; a proposal whose facts moved is refused without a pop-up; x
-rejects. Every outcome is audited with the proposal's origin."""
+rejects. Every outcome is audited with the proposal's origin, and the action's own records
+name the proposal they carry out (`for_proposal`), while a later ordinary action's do not."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.proposal_plans import make_plan
 from fleetdeck.backend.actions.proposals import ProposalStore
 from fleetdeck.cli.mcp_propose import ProposalTools
+from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.views.proposals import ProposalsScreen, proposal_rows
@@ -87,10 +89,54 @@ async def test_a_proposal_confirmed_by_keys_is_carried_out_and_audited(tmp_path)
     recs = [r for r in audit.read_audit() if r.get("proposal") == p.id]
     assert [r["result"] for r in recs] == ["proposed", "done"]
     assert all(r["origin"] == ORIGIN for r in recs)
-    assert [r["result"] for r in audit.read_audit() if r["action"] == "purge"] == [
-        "started",
-        "done",
-    ]
+    purges = [r for r in audit.read_audit() if r["action"] == "purge"]
+    assert [r["result"] for r in purges] == ["started", "done"]
+    assert all(r["for_proposal"] == {"id": p.id, "origin": ORIGIN} for r in purges)
+
+
+async def test_an_ordinary_purge_after_a_proposal_names_no_proposal(tmp_path):
+    """A proposal carried out, then a purge from the Runs view in the same dashboard: the
+    proposal's name stays with its own action and does not leak into the next one."""
+    run, ck = make_run(tmp_path, "run-1")
+    app = FleetdeckApp(local_app(tmp_path).fleet, autopoll=False)
+    p = await _propose(app, str(ck), "free the disk")
+    later = run / "checkpoints" / "checkpoint-50"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        await pilot.press("c")
+        await _settle(app, pilot)
+        await type_into(pilot, app.screen.query_one("#confirm-0", Input), str(ck))
+        app.screen.query_one("#act", Button).focus()
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        await pilot.press("escape")
+        await _settle(app, pilot)
+        assert ProposalStore().get(p.id).state == "done"
+        app.poll_fleet()
+        await _settle(app, pilot)
+        await pilot.press("2")
+        await _settle(app, pilot)
+        runs = app.screen.query_one("#runs-table", KeyedTable)
+        runs.move_cursor(row=runs.get_row_index(runs.keys[0]))
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        ckpts = app.screen.query_one("#ckpt-table", KeyedTable)
+        ckpts.move_cursor(row=ckpts.get_row_index(str(later)))
+        await pilot.press("p")
+        await _settle(app, pilot)
+        modal = app.screen
+        assert isinstance(modal, PurgeModal) and modal.paths == [str(later)]
+        assert modal.for_proposal is None
+        await type_into(pilot, modal.query_one("#confirm-0", Input), str(later))
+        modal.query_one("#act", Button).focus()
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert modal.report is not None and modal.report.ok
+    assert not later.exists()
+    purges = [r for r in audit.read_audit() if r["action"] == "purge"]
+    assert [r["result"] for r in purges] == ["started", "done", "started", "done"]
+    assert [r.get("for_proposal", {}).get("id") for r in purges] == [p.id, p.id, None, None]
 
 
 async def test_moved_facts_refuse_without_a_popup_and_x_rejects(tmp_path):

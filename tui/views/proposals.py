@@ -187,6 +187,7 @@ class ProposalsScreen(ViewScreen):
             modal = MirrorModal(src_host, src_path, dst=tuple(str(a["dst"]).split(":", 1)))
         else:
             modal = LaunchModal(p.host, str(a["run_toml"]), str(a.get("after") or ""))
+        modal.for_proposal = {"id": p.id, "origin": p.origin}
 
         def ended(result: Any) -> None:
             if result is None or getattr(result, "dry_run", False):
