@@ -1,13 +1,17 @@
 """The Proposals view by keys: 7 lists who proposed what and why; c judges the highlighted
 proposal again on the host and opens the purge pop-up filled in from it, where the path is
 typed back as for any purge; a proposal whose facts moved is refused without a pop-up; x
-rejects. Every outcome is audited with the proposal's origin, and the action's own records
-name the proposal they carry out (`for_proposal`), while a later ordinary action's do not."""
+rejects. A schedule's removal opens the same way and asks for its id, typed back. Every outcome
+is audited with the proposal's origin, and the action's own records name the proposal they
+carry out (`for_proposal`), while a later ordinary action's do not."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
+import pytest
 from textual.widgets import Button, Input, Select
 
 from fleetdeck.backend.actions import audit
@@ -17,9 +21,11 @@ from fleetdeck.cli.mcp_propose import ProposalTools
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
+from fleetdeck.tui.modals.remove import RemoveScheduleModal
 from fleetdeck.tui.views.proposals import ProposalsScreen, proposal_rows
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+from support.crontab import install_crontab, read_crontab
 from support.local_app import local_app, make_run, type_into
 
 ORIGIN = {"via": "mcp", "client": "test-agent", "client_version": "1"}
@@ -190,3 +196,57 @@ async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
         await _settle(app, pilot)
     assert not dst.exists()
     assert ProposalStore().get(doc["proposal"]["id"]).state == "pending"  # closed: it waits
+
+
+@pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
+@pytest.mark.root
+async def test_a_schedule_removal_proposal_removes_the_crontab_line_once_its_id_is_typed(
+    root_crontab, tmp_path
+):
+    token = f"fdprop{os.getpid()}x"
+    keep = "*/5 * * * * /usr/bin/true keep-1\n"
+    install_crontab(f"{keep}37 * * * * /usr/bin/true {token}\n", tmp_path)
+    (tmp_path / "runs").mkdir()
+    app = FleetdeckApp(local_app(tmp_path).fleet, autopoll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_fleet()
+        await _settle(app, pilot)
+        (sched,) = [s for s in app.state.schedules if token in s.command]
+        doc = json.loads(
+            await ProposalTools(app.fleet).propose_schedule_removal(
+                host="local", schedule_id=sched.id, reason="a stray check"
+            )
+        )
+        assert doc["ok"], doc.get("refused") or doc.get("error")
+        pid = doc["proposal"]["id"]
+        assert token.encode() in read_crontab()  # proposing removed nothing
+        await pilot.press("7")
+        await _settle(app, pilot)
+        assert app.screen.query_one("#proposals-table", KeyedTable).current_key == pid
+        await pilot.press("c")
+        await _settle(app, pilot)
+        modal = app.screen
+        assert isinstance(modal, RemoveScheduleModal) and modal.schedule.id == sched.id
+        assert app.focused is modal.query_one("#remove-confirm", Input)
+        act = modal.query_one("#act", Button)
+        assert act.disabled  # nothing happens before the id is typed back
+        await type_into(pilot, modal.query_one("#remove-confirm", Input), sched.id[:-1])
+        assert act.disabled and token.encode() in read_crontab()
+        await type_into(pilot, modal.query_one("#remove-confirm", Input), sched.id)
+        assert not act.disabled
+        act.focus()
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        assert modal.report is not None and modal.report.ok, modal.report
+        await pilot.press("escape")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ProposalsScreen)
+    assert read_crontab() == keep.encode()
+    done = ProposalStore().get(pid)
+    assert done.state == "done" and done.outcome["via"] == "dashboard"
+    recs = [r for r in audit.read_audit() if r.get("proposal") == pid]
+    assert [r["result"] for r in recs] == ["proposed", "done"]
+    assert done.origin["via"] == "mcp" and all(r["origin"] == done.origin for r in recs)
+    removals = [r for r in audit.read_audit() if r["action"] == "schedule-remove"]
+    assert [r["result"] for r in removals] == ["started", "done"]
+    assert all(r["for_proposal"] == {"id": pid, "origin": done.origin} for r in removals)
