@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 from textual.widgets import Button, Input, Select
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.proposal_plans import make_plan
-from fleetdeck.backend.actions.proposals import ProposalStore
+from fleetdeck.backend.actions.proposal_plans import make_plan, rejudge
+from fleetdeck.backend.actions.proposals import ProposalError, ProposalStore
 from fleetdeck.cli.mcp_propose import ProposalTools
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.modals.mirror import MirrorModal
@@ -93,7 +94,7 @@ async def test_a_proposal_confirmed_by_keys_is_carried_out_and_audited(tmp_path)
     done = ProposalStore().get(p.id)
     assert done.state == "done" and done.outcome["via"] == "dashboard"
     recs = [r for r in audit.read_audit() if r.get("proposal") == p.id]
-    assert [r["result"] for r in recs] == ["proposed", "done"]
+    assert [r["result"] for r in recs] == ["proposed", "confirmed", "done"]
     assert all(r["origin"] == ORIGIN for r in recs)
     purges = [r for r in audit.read_audit() if r["action"] == "purge"]
     assert [r["result"] for r in purges] == ["started", "done"]
@@ -173,7 +174,7 @@ async def test_moved_facts_refuse_without_a_popup_and_x_rejects(tmp_path):
     assert not [r for r in audit.read_audit() if r["action"] == "purge"]
 
 
-async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
+async def test_a_mirror_proposal_opens_its_popup_filled_in_claimed_until_closed(tmp_path):
     run, _ = make_run(tmp_path, "run-1")
     app = local_app(tmp_path, names=("local", "spare"))
     dst = tmp_path / "copies" / "adapter"
@@ -183,6 +184,8 @@ async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
         )
     )
     assert doc["ok"], doc.get("refused") or doc.get("error")
+    pid = doc["proposal"]["id"]
+    first = ProposalStore().get(pid)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("7")
         await _settle(app, pilot)
@@ -192,10 +195,20 @@ async def test_a_mirror_proposal_opens_the_mirror_popup_filled_in(tmp_path):
         assert isinstance(modal, MirrorModal)
         assert modal.query_one("#mirror-host", Select).value == "spare"
         assert modal.query_one("#mirror-path", Input).value == str(dst)
+        # claimed while its pop-up is open: a second person (or the CLI) cannot carry it out
+        seen = ProposalStore().get(pid)
+        assert seen.state == "confirmed"
+        assert (await rejudge(app.fleet, seen, time.time())).code == "settled"
+        with pytest.raises(ProposalError):
+            ProposalStore().settle(first, "confirmed", "someone else")
         await pilot.press("escape")
         await _settle(app, pilot)
     assert not dst.exists()
-    assert ProposalStore().get(doc["proposal"]["id"]).state == "pending"  # closed: it waits
+    back = ProposalStore().get(pid)  # closed unused: released, it waits again
+    assert back.state == "pending" and back.outcome["code"] == "released"
+    recs = [r for r in audit.read_audit() if r.get("proposal") == pid]
+    assert [r["result"] for r in recs] == ["proposed", "confirmed", "pending"]
+    assert (await rejudge(app.fleet, back, time.time())).ok  # and can be opened again
 
 
 @pytest.mark.skipif(shutil.which("crontab") is None, reason="cron's crontab is not installed")
@@ -245,8 +258,26 @@ async def test_a_schedule_removal_proposal_removes_the_crontab_line_once_its_id_
     done = ProposalStore().get(pid)
     assert done.state == "done" and done.outcome["via"] == "dashboard"
     recs = [r for r in audit.read_audit() if r.get("proposal") == pid]
-    assert [r["result"] for r in recs] == ["proposed", "done"]
+    assert [r["result"] for r in recs] == ["proposed", "confirmed", "done"]
     assert done.origin["via"] == "mcp" and all(r["origin"] == done.origin for r in recs)
     removals = [r for r in audit.read_audit() if r["action"] == "schedule-remove"]
     assert [r["result"] for r in removals] == ["started", "done"]
     assert all(r["for_proposal"] == {"id": pid, "origin": done.origin} for r in removals)
+
+
+async def test_quitting_with_a_proposals_popup_open_releases_it(tmp_path):
+    _, ck = make_run(tmp_path, "run-1")
+    app = local_app(tmp_path)
+    p = await _propose(app, str(ck), "free the disk")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await _settle(app, pilot)
+        await pilot.press("c")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, PurgeModal)
+        assert ProposalStore().get(p.id).state == "confirmed"
+        app.exit()
+        await pilot.pause()
+    got = ProposalStore().get(p.id)
+    assert got.state == "pending" and got.outcome["code"] == "released"
+    assert ck.is_dir()
