@@ -15,7 +15,7 @@ scrolls and the buttons are docked at the bottom, so they stay on screen at 80x2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
+from fleetdeck.backend.actions.audit import FOR_PROPOSAL
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import said
 from fleetdeck.tui.messages import ActionFinished
@@ -108,6 +109,9 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
     result: ReportT | None = None
     #: set once the action started: the button stays disabled, Cancel becomes Close at its end
     done = False
+    #: the proposal this pop-up carries out (`{"id", "origin"}`), or None: every audit record
+    #: the action writes then names it as `for_proposal`
+    for_proposal: dict[str, Any] | None = None
 
     # -- what a subclass says ---------------------------------------------------------------
     def title_text(self) -> str:
@@ -264,6 +268,8 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
         self.refresh_act()
         self.starting()
         box = self.query_one(f"#{self.RESULT_BOX}", Static)
+        # set inside the worker's own task (its context is a copy): only this action sees it
+        acting_for = FOR_PROPOSAL.set(self.for_proposal)
         try:
             report = await self.run()
         except Exception as e:
@@ -273,6 +279,8 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
                 self.done = False
             self.run_failed()
             return
+        finally:
+            FOR_PROPOSAL.reset(acting_for)
         self.result = report
         self.show_result(report)
         self.finished()

@@ -89,10 +89,20 @@ class ProposalsScreen(ViewScreen):
         super().__init__()
         self.store = ProposalStore()
         self.found: dict[str, Proposal] = {}
+        #: the proposal whose pop-up is open (claimed `confirmed`) and that pop-up
+        self.claimed: tuple[Proposal, Any] | None = None
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(COLUMNS, id="proposals-table")
         yield Static(id="proposals-detail", classes="detail")
+
+    def on_unmount(self) -> None:
+        """The dashboard quits with a pop-up open: its proposal is settled as it stands (one
+        whose action is still running stays `confirmed`, as when the CLI is killed)."""
+        if self.claimed is not None:
+            p, modal = self.claimed
+            if not modal.done or modal.result is not None:
+                self.closed(p, modal, modal.result)
 
     def refresh_view(self) -> None:
         found = self.store.load()
@@ -132,13 +142,16 @@ class ProposalsScreen(ViewScreen):
             self.notify(e.message, title="Proposal", severity="warning", markup=False)
             return None
 
-    def settle(self, p: Proposal, state: str, code: str, message: str) -> None:
-        """Record how `p` ended (audited with its origin); a failure to record is said."""
+    def settle(self, p: Proposal, state: str, code: str, message: str) -> Proposal | None:
+        """Record how `p` moved on (audited with its origin) and return it as saved; a failure
+        to record (or someone else having moved it first) is said, and None returned."""
         try:
-            self.store.settle(p, state, user(), code=code, message=message, via="dashboard")
+            return self.store.settle(p, state, user(), code=code, message=message, via="dashboard")
         except (AuditError, ProposalError) as e:
             self.notify(str(e), title="Proposal", severity="error", markup=False)
-        self.refresh_view()
+            return None
+        finally:
+            self.refresh_view()
 
     def action_reject(self) -> None:
         """Turn the highlighted pending proposal down."""
@@ -187,12 +200,22 @@ class ProposalsScreen(ViewScreen):
             modal = MirrorModal(src_host, src_path, dst=tuple(str(a["dst"]).split(":", 1)))
         else:
             modal = LaunchModal(p.host, str(a["run_toml"]), str(a.get("after") or ""))
+        modal.for_proposal = {"id": p.id, "origin": p.origin}
+        # the claim, as the CLI makes it: while the pop-up is open no one else can carry it out
+        claimed = self.settle(p, "confirmed", "confirmed", f"the {p.kind} pop-up opened")
+        if claimed is None:
+            return
+        self.claimed = (claimed, modal)
+        self.app.push_screen(modal, lambda result: self.closed(claimed, modal, result))
 
-        def ended(result: Any) -> None:
-            if result is None or getattr(result, "dry_run", False):
-                return  # closed before acting: the proposal still waits
-            ok = bool(getattr(result, "ok", False))
-            word = "done" if ok else "failed"
-            self.settle(p, word, word if ok else "action-failed", f"the {p.kind} pop-up: {word}")
-
-        self.app.push_screen(modal, ended)
+    def closed(self, claimed: Proposal, modal: Any, result: Any) -> None:
+        """Its pop-up closed (or the dashboard quit): unused, the claimed proposal waits again;
+        else it is done or failed as the action reported."""
+        self.claimed = None
+        if not modal.done:
+            self.settle(claimed, "pending", "released", f"the {claimed.kind} pop-up closed unused")
+            return
+        ok = bool(getattr(result, "ok", False))
+        word = "done" if ok else "failed"
+        why = f"the {claimed.kind} pop-up: {word}"
+        self.settle(claimed, word, word if ok else "action-failed", why)
