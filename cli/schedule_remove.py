@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -35,51 +34,18 @@ def cmd_remove(args: argparse.Namespace) -> int:
     hs = snap.hosts[0] if snap.hosts else None
     if hs is None or not hs.reachable:
         err = hs.error if hs else "no answer"
-        write(
-            RemoveRecord(
-                host=host_cfg.name,
-                result="refused",
-                schedule={"id": sid},
-                confirmation=args.confirm,
-                reason_code="host-unreachable",
-                message=err,
-            )
-        )
-        return _fail(
+        return _refused(
             args,
-            {
-                "host": host_cfg.name,
-                "id": sid,
-                "removed": False,
-                "result": "refused",
-                "reason_code": "host-unreachable",
-                "message": f"{host_cfg.name} is unreachable: {err}",
-            },
+            host_cfg.name,
+            sid,
+            "host-unreachable",
+            err,
+            f"{host_cfg.name} is unreachable: {err}",
         )
     sched = next((s for s in hs.schedules if s.id == sid), None)
     if sched is None:
         msg = f"no schedule with id {shown(sid)} on {host_cfg.name} in a fresh listing; nothing was changed"
-        write(
-            RemoveRecord(
-                host=host_cfg.name,
-                result="refused",
-                schedule={"id": sid},
-                confirmation=args.confirm,
-                reason_code="not-found",
-                message=msg,
-            )
-        )
-        return _fail(
-            args,
-            {
-                "host": host_cfg.name,
-                "id": sid,
-                "removed": False,
-                "result": "refused",
-                "reason_code": "not-found",
-                "message": msg,
-            },
-        )
+        return _refused(args, host_cfg.name, sid, "not-found", msg, msg)
     confirmation = args.confirm
     if confirmation is None and sys.stdin.isatty():
         confirmation = _prompt(host_cfg, sched, args.grace)
@@ -103,12 +69,32 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(args: argparse.Namespace, doc: dict[str, Any]) -> int:
+def _refused(
+    args: argparse.Namespace, host: str, sid: str, code: str, recorded: str | None, message: str
+) -> int:
+    """A removal refused before the host was asked: audited (`recorded`), then said."""
+    write(
+        RemoveRecord(
+            host=host,
+            result="refused",
+            schedule={"id": sid},
+            confirmation=args.confirm,
+            reason_code=code,
+            message=recorded,
+        )
+    )
+    doc = {
+        "host": host,
+        "id": sid,
+        "removed": False,
+        "result": "refused",
+        "reason_code": code,
+        "message": message,
+    }
     if args.json:
         print(json.dumps(doc))
     print(
-        f"fleetdeck: refused to remove {shown(doc['id'])} on {doc['host']} ({doc['reason_code']}): "
-        f"{sentence(doc['message'])}",
+        f"fleetdeck: refused to remove {shown(sid)} on {host} ({code}): {sentence(message)}",
         file=sys.stderr,
     )
     return 1
