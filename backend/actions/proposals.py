@@ -160,8 +160,11 @@ def check_id(pid: str) -> str:
     return pid
 
 
-def _write(p: Proposal) -> None:
-    """Write `p` whole under its final name: a temporary file (mode 600), fsynced, renamed."""
+def _write(p: Proposal, record: dict[str, Any], result: str) -> None:
+    """Write `p` whole under its final name, audited: a temporary file (mode 600) is written
+    and fsynced first, then the audit record (`result`, `record`), then the rename. So a full
+    disk leaves neither a record of a change that was not saved nor a file nothing audited;
+    ProposalError `unwritable` when either cannot be written (the temporary file removed)."""
     d = proposals_dir()
     data = (json.dumps(asdict(p), ensure_ascii=True, default=str, indent=1) + "\n").encode()
     tmp = d / f".{p.id}.{secrets.token_hex(4)}.tmp"
@@ -175,18 +178,22 @@ def _write(p: Proposal) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        audit.audit("proposal", p.host, result, **record)
         os.replace(tmp, d / f"{p.id}.json")
         dfd = os.open(d, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError as e:
+    except (OSError, audit.AuditError) as e:
         try:
             tmp.unlink()
         except OSError:
             pass
-        raise ProposalError("unwritable", f"the proposal could not be saved in {d}: {e}") from None
+        why = e.message if isinstance(e, audit.AuditError) else str(e)
+        raise ProposalError(
+            "unwritable", f"the proposal could not be saved in {d}: {why}"
+        ) from None
 
 
 def _parse(pid: str, raw: bytes) -> Proposal:
@@ -310,11 +317,7 @@ class ProposalStore:
             summary=summary,
             refused=tuple(refused),
         )
-        try:
-            audit.audit("proposal", host, "proposed", **_record(p))
-        except audit.AuditError as e:
-            raise ProposalError("unwritable", str(e.message)) from None
-        _write(p)
+        _write(p, _record(p), "proposed")
         return p
 
     def settle(self, p: Proposal, state: str, by: str, **outcome: Any) -> Proposal:
@@ -322,8 +325,8 @@ class ProposalStore:
         origin. Only from the state `p` holds: when its file says otherwise (someone else
         confirmed or rejected it meanwhile) ProposalError `settled`, and nothing is written, so
         two people confirming one proposal cannot both carry it out. Returns the proposal as
-        saved. AuditError propagates: an outcome that cannot be recorded is said, never dropped
-        silently."""
+        saved. An outcome that cannot be saved and audited is ProposalError `unwritable`: said,
+        never dropped silently."""
         if state == "confirmed":
             outcome["claimant"] = claimant()
         done = replace(p, state=state, outcome={"time": self.clock(), "by": by, **outcome})
@@ -338,8 +341,7 @@ class ProposalStore:
                 raise ProposalError(
                     "settled", f"proposal {p.id} is already {now.state_at(self.clock())}"
                 )
-            audit.audit("proposal", p.host, state, **_record(done))
-            _write(done)
+            _write(done, _record(done), state)
         finally:
             os.close(fd)
         return done

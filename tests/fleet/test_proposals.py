@@ -25,6 +25,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.cli.mcp_propose import ProposalTools
 
 from support.cli import local_fleet
+from support.fullfs import full_tmpfs
 from support.launch import base_values, write_corpus, write_run_toml
 from support.purge import cli, make_run
 
@@ -218,6 +219,35 @@ def test_an_expired_proposal_is_never_claimed(fleet):
     with pytest.raises(ProposalError) as e:
         ProposalStore().settle(p, "confirmed", "alice", code="confirmed", message="m")
     assert e.value.code == "settled" and ProposalStore().get(p.id).state == "pending"
+
+
+@pytest.mark.root
+def test_a_full_disk_records_nothing_and_carries_nothing_out(fleet, tmp_path, monkeypatch, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    made = []
+
+    def prepare(mnt):
+        monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
+        made.append(_propose(hosts, [str(ck)]))
+
+    with full_tmpfs(tmp_path / "state-fs", prepare):
+        (p,) = made
+        before = sorted(os.listdir(proposals_dir()))
+        doc = json.loads(
+            asyncio.run(ProposalTools(load_fleet(hosts)).propose_purge("local", [str(ck)], "r"))
+        )
+        assert doc["proposal"] is None and doc["error"]["code"] == "unwritable", doc
+        assert "No space left" in doc["error"]["message"], doc
+        rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}")
+        assert rc == 1 and ck.is_dir() and (ck / "optimizer.pt").is_file(), err
+        rc, _, err = cli(capsys, "proposals", "reject", p.id)
+        assert rc == 1 and err.strip(), err
+        # nothing half-written is left, and the proposal still waits as it was
+        assert sorted(set(os.listdir(proposals_dir())) - {".lock"}) == before
+        assert ProposalStore().get(p.id).state == "pending"
+        # and the audit log says only what happened: no record of a change that was not saved
+        assert [r["result"] for r in _records(p.id)] == ["proposed"]
 
 
 def test_an_expired_proposal_is_refused(fleet, capsys):
