@@ -31,7 +31,7 @@ from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.monitor.alerts import AlertEngine
-from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.history.store import History
 
 GIB_MIB = 1024
 

@@ -38,9 +38,9 @@ from typing import Any, TypeVar
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.history_db import HistoryDB
-from fleetdeck.backend.monitor.history_figures import FIGURES, Line, fold_in, fold_of, fold_out
-from fleetdeck.backend.monitor.history_query import (
+from fleetdeck.backend.monitor.history.db import HistoryDB
+from fleetdeck.backend.monitor.history.figures import FIGURES, Line, fold_in, fold_of, fold_out
+from fleetdeck.backend.monitor.history.query import (
     Rows,
     chart_lines,
     event_rows,
@@ -48,7 +48,7 @@ from fleetdeck.backend.monitor.history_query import (
     series_rows,
     stream_rows,
 )
-from fleetdeck.backend.monitor.history_values import row_time, sql_number, sql_text
+from fleetdeck.backend.monitor.history.values import row_time, sql_number, sql_text
 
 MAINTAIN_EVERY = 3600.0
 BUCKET = 60
