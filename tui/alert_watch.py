@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from textual.screen import ModalScreen
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.seats import recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.silence_model import Silence

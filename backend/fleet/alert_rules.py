@@ -1,6 +1,6 @@
 """The fleet file's `[alerts]` table: the rules by name, their `for` durations and thresholds,
 parsed as strictly as the rest of the file (`config.load_fleet` reads it; the monitor judges
-with it, `backend/monitor/alerts.py`)."""
+with it, `backend/monitor/rules/alerts.py`)."""
 
 from __future__ import annotations
 

@@ -45,12 +45,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.attempts import CommandSink, WebhookSink
 from fleetdeck.backend.monitor.delivery_queue import GROUP_WAIT, DeliveryQueue
 from fleetdeck.backend.monitor.grouping import GROUP_MAX, group_id
 from fleetdeck.backend.monitor.outbox import Journal, Pending
 from fleetdeck.backend.monitor.payloads import transition_id
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.backend.monitor.sink import Delivery, Outcome, Sink
 

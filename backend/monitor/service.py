@@ -42,11 +42,11 @@ from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine
 from fleetdeck.backend.monitor.am_silences import SilenceSync
 from fleetdeck.backend.monitor.history.alert_starts import carry_since
 from fleetdeck.backend.monitor.history.store import History
-from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig, AlertEngine
+from fleetdeck.backend.monitor.rules.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.saved_state import SavedState, engine_path, open_outbox
 from fleetdeck.backend.monitor.seat_rounds import SeatRounds
 from fleetdeck.backend.monitor.seats import SeatCheck, recorded_checks

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 
 Item = TypeVar("Item", contravariant=True)
 

@@ -23,9 +23,9 @@ import pytest
 from fleetdeck.backend.fleet.alert_rules import parse_alerts
 from fleetdeck.backend.fleet.errors import ConfigError
 from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.am_format import am_alert
 from fleetdeck.backend.monitor.prom_values import LABEL_MAX
+from fleetdeck.backend.monitor.rules.alerts import Alert
 
 from support.promstack import Alertmanager, Forwarder, Receiver, free_port, wait_for
 

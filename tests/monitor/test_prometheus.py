@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import Alert
 from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.seats import SeatCheck
 
 MIB = 2**20

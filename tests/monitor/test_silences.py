@@ -18,7 +18,7 @@ import pytest
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.monitor import silences as sil
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import SilenceRefused
 
 from support.watch import local_fleet, rising_evals, state_dir
