@@ -57,8 +57,8 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.fleet.validate import host_from_probe
-from fleetdeck.backend.monitor.export import FleetCollector
 from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.metrics.export import FleetCollector
 from fleetdeck.backend.monitor.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
 from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.rules.alerts import KEEP_RESOLVED

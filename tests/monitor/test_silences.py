@@ -451,7 +451,7 @@ def test_a_silence_past_its_bounds_or_of_everything_in_the_file_is_quarantined(f
 def test_silences_in_force_are_on_metrics():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from fleetdeck.backend.monitor.export import FleetCollector
+    from fleetdeck.backend.monitor.metrics.export import FleetCollector
 
     s = sil.add_silence(host="gx10", duration=3600, comment="disk swap")
     sil.add_silence(host="ana", duration=60, comment="over", now=time.time() - 120)

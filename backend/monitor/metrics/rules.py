@@ -2,7 +2,7 @@
 over the families `watch --prometheus` publishes (`export.py`), so a Prometheus scraping one
 watcher or many judges the same rules: the same names (`alertname`), severities (a `severity`
 label), `for` durations and thresholds, taken from the fleet file's `[alerts]`, and each alert
-labelled `host` and `subject` as the Alertmanager sink labels it (`alertmanager.py`).
+labelled `host` and `subject` as the Alertmanager sink labels it (`alertmanager/sink.py`).
 
 Where a family carries only the last figure, the verdict the rule needs is published as a
 figure of its own (`run_figures`: a non-finite loss, consecutive eval rises, the loss spike

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.am_format import sentence
+from fleetdeck.backend.monitor.alertmanager.payload import sentence
 from fleetdeck.backend.monitor.http_client import HttpFailed, request
 from fleetdeck.backend.monitor.sink import Outcome
 
