@@ -6,7 +6,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -21,6 +21,7 @@ from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
 from fleetdeck.tui.alert_watch import AlertWatch
+from fleetdeck.tui.app_api import Dashboard
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
@@ -343,6 +344,11 @@ class FleetdeckApp(Navigation, GuardedPump, App):
             lambda: self._on_view("schedules", "remove"),
         )
         yield SystemCommand("Help", "Every key", self.action_help)
+
+
+if TYPE_CHECKING:
+    # the app is what its views are typed against (tui/app_api.py): the type checker holds it here
+    _is_a_dashboard: type[Dashboard] = FleetdeckApp
 
 
 def run_dashboard(fleet: Fleet, **kw: Any) -> int:
