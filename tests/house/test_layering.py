@@ -215,6 +215,29 @@ def test_no_import_cycle_in_fleetdeck():
     assert not cycles, _said(g, cycles)
 
 
+def test_only_the_app_imports_the_views():
+    """The dashboard's views are known to the app alone: it registers them, and navigation and
+    help find them in that registry (tui/view_registry.py); the views, their pop-ups and the
+    alert watch are typed against protocols (tui/app_api.py, `WatchedApp`), so nothing of the
+    dashboard imports the app, which only `fleetdeck dashboard` starts."""
+    g = _graph(*_wings())
+    base = "fleetdeck.tui.views.base"
+    screens = {base} | {
+        m for m in g.find_modules_that_directly_import(base) if m.startswith("fleetdeck.tui.views.")
+    }
+    assert {"fleetdeck.tui.views.fleet", "fleetdeck.tui.views.host"} <= screens
+    importers = {
+        m: sorted(s for s in screens if s in g.find_modules_directly_imported_by(m))
+        for s in screens
+        for m in g.find_modules_that_directly_import(s)
+        if not m.startswith("fleetdeck.tui.views.")
+    }
+    assert set(importers) == {"fleetdeck.tui.app"}, importers
+    assert set(g.find_modules_that_directly_import("fleetdeck.tui.app")) == {
+        "fleetdeck.cli.dashboard"
+    }
+
+
 def test_the_cycle_check_sees_deferred_and_type_checking_imports(tmp_path, monkeypatch):
     """A circle closed only by an import under `if TYPE_CHECKING:`, and one closed only by a
     function-local import, are both found (and named with their lines); a package whose imports
