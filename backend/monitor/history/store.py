@@ -24,8 +24,8 @@ at a time (`stream`), so `fleetdeck history --since 2w` over 3 M rows stays at a
 rules' disk rate and the dashboard's last hour.
 
 What a host says reaches the database through two rules, one for text (`sql_text`) and one for
-numbers (`sql_number`), applied to every value written (`history_values.py`). The connection and
-its failures are `history_db.py`'s; the queries that read a window, `history_query.py`'s.
+numbers (`sql_number`), applied to every value written (`values.py`). The connection and
+its failures are `db.py`'s; the queries that read a window, `query.py`'s.
 """
 
 from __future__ import annotations
