@@ -57,13 +57,13 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.monitor.delivery.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
+from fleetdeck.backend.monitor.delivery.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.sink import Outcome
 from fleetdeck.backend.monitor.history.store import History
 from fleetdeck.backend.monitor.metrics.export import FleetCollector
-from fleetdeck.backend.monitor.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
-from fleetdeck.backend.monitor.payloads import transition_id
 from fleetdeck.backend.monitor.rules.alerts import KEEP_RESOLVED
 from fleetdeck.backend.monitor.service import Monitor
-from fleetdeck.backend.monitor.sink import Outcome
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -595,8 +595,9 @@ class SimTime:
 
 
 #: the modules whose `time.time()` is the outbox's clock: when an entry is queued, retried, given
-#: up, grouped or silenced (they take no clock of their own)
-CLOCKED = ("deliver", "delivery_queue", "silences", "grouping")
+#: up, grouped or silenced (they take no clock of their own); the older trees' names after them
+CLOCKED = ("delivery.deliver", "delivery.queue", "silences", "delivery.grouping")
+CLOCKED += ("deliver", "delivery_queue", "grouping")
 
 
 def use_clock(clock: SimClock) -> list[str]:

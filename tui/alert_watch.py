@@ -23,13 +23,13 @@ from textual.screen import ModalScreen, Screen
 from fleetdeck.backend.fleet.config import Fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.monitor.delivery.watch_lock import running_watch
 from fleetdeck.backend.monitor.history.store import History
 from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.seats import recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
-from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.show.cells import spark_char
 from fleetdeck.show.fmt import said
 from fleetdeck.tui.fleet_state import HISTORY, FleetState

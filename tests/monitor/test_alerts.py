@@ -22,8 +22,8 @@ from fleetdeck.backend.fleet.models import (
     Schedule,
 )
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.deliver import Notifier
-from fleetdeck.backend.monitor.payloads import hook_argv
+from fleetdeck.backend.monitor.delivery.deliver import Notifier
+from fleetdeck.backend.monitor.delivery.payloads import hook_argv
 from fleetdeck.backend.monitor.rules.alerts import (
     Alert,
     AlertConfig,

@@ -191,7 +191,7 @@ class Got(BaseHTTPRequestHandler):
 
 
 async def test_hooks_and_webhooks_carry_the_severity(tmp_path):
-    from fleetdeck.backend.monitor.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
 
     Got.bodies = []
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Got)

@@ -15,9 +15,14 @@ from types import SimpleNamespace
 import pytest
 
 from fleetdeck.backend.host.lib import procfs
-from fleetdeck.backend.monitor.attempts import post_json, run_hook
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.payloads import hook_argv, json_safe, transition_id, webhook_body
+from fleetdeck.backend.monitor.delivery.attempts import post_json, run_hook
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.payloads import (
+    hook_argv,
+    json_safe,
+    transition_id,
+    webhook_body,
+)
 from fleetdeck.backend.monitor.rules.alerts import Alert
 
 from support.http_peers import Peer

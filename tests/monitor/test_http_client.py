@@ -15,9 +15,9 @@ import pytest
 from fleetdeck.backend.monitor.alertmanager.post import post_json as am_post
 from fleetdeck.backend.monitor.alertmanager.silences import SilenceSync
 from fleetdeck.backend.monitor.alertmanager.sink import AlertmanagerSink
-from fleetdeck.backend.monitor.attempts import post_json
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.http_client import REQUEST_LIMIT, HttpFailed, request
+from fleetdeck.backend.monitor.delivery.attempts import post_json
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.http_client import REQUEST_LIMIT, HttpFailed, request
 from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 

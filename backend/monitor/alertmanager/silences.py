@@ -13,7 +13,7 @@ there with it (`DELETE /api/v2/silence/{id}`), so the pager agrees with the dash
   it gave is kept (`alertmanager-silences.json` in the state folder) so that a restart of
   `watch` neither doubles a silence nor forgets to expire one.
 
-The requests go through the monitor's one HTTP client (`http_client.py`: proxies from the
+The requests go through the monitor's one HTTP client (`delivery/http_client.py`: proxies from the
 environment, TLS, redirects by its policy, the URL's query string kept), each bounded by TIMEOUT
 and its answer by BODY_LIMIT.
 """
@@ -34,7 +34,7 @@ from typing import Any
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor.alertmanager.post import api_url
-from fleetdeck.backend.monitor.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.delivery.http_client import HttpFailed, request
 from fleetdeck.backend.monitor.metrics.values import label
 from fleetdeck.backend.monitor.silence_model import PATTERN_CHARS, Silence
 from fleetdeck.backend.monitor.silences import SilenceStore

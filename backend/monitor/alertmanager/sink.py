@@ -26,7 +26,7 @@ so Alertmanager's grouping, silences, inhibition and receivers take over from th
 
 The alert's form is `payload.py`; each Alertmanager is a `sink.Sink`
 (`post.AlertmanagerEndpoint`), whose request goes through the monitor's one HTTP client
-(`http_client.py`: proxies from the environment, TLS, redirects by its policy, the URL's query
+(`delivery/http_client.py`: proxies from the environment, TLS, redirects by its policy, the URL's query
 string kept), and this engine calls nothing but its `send`.
 """
 

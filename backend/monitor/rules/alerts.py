@@ -367,7 +367,7 @@ def severity_counts(alerts) -> dict[str, int]:
     return out
 
 
-# delivery lives in `deliver.py` (hook argv, webhook body: `payloads.py`; outbox: `delivery_queue.py`)
+# delivery lives in `delivery/deliver.py` (hook argv, webhook body: `delivery/payloads.py`; outbox: `delivery/queue.py`)
 __all__ = [
     "Alert",
     "AlertConfig",
