@@ -26,6 +26,7 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+
+from fleetdeck.backend.host.lib import procfs  # noqa: E402
 
 from support.sshfleet import SshdFleet  # noqa: E402
 
@@ -69,27 +72,16 @@ Bare().run()
 
 
 def cpu_rss(pid: int) -> tuple[float, int]:
-    """(CPU seconds so far, RSS in KiB) of `pid`."""
-    stat = Path(f"/proc/{pid}/stat").read_bytes()
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1])
-    return cpu, rss
+    """(CPU seconds so far, RSS in KiB) of `pid`, from /proc/PID/stat (the host library's)."""
+    ticks, pages, _, _ = procfs.usage(pid)
+    return ticks / os.sysconf("SC_CLK_TCK"), pages * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (t, y), per unit of t."""
-    n = len(points)
-    if n < 2:
+    """Least-squares slope of (t, y) (the standard library's); 0 for fewer than two."""
+    if len(points) < 2 or len({t for t, _ in points}) < 2:
         return 0.0
-    mt = sum(t for t, _ in points) / n
-    my = sum(y for _, y in points) / n
-    den = sum((t - mt) ** 2 for t, _ in points)
-    return sum((t - mt) * (y - my) for t, y in points) / den if den else 0.0
+    return statistics.linear_regression([t for t, _ in points], [y for _, y in points]).slope
 
 
 def tmux(*args: str) -> str:

@@ -33,6 +33,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -190,14 +191,10 @@ def state_figures(state: Path) -> dict[str, int]:
 
 
 def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (x, y) points; 0 for fewer than two."""
-    n = len(points)
-    if n < 2:
+    """Least-squares slope of (x, y) points (the standard library's); 0 for fewer than two."""
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
         return 0.0
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
 
 
 #: what each sample measures, and how much growth after the warm-up still counts as flat over
