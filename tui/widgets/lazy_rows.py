@@ -3,9 +3,10 @@ drawn, or when the filter, the sort or a reader (`get_row`, `get_cell`) needs th
 
 A store the table owns (`KeyedTable._lazy`): the rows themselves stay in the table's own store
 (`_order`, `_cells`, `_heights`), and the table's `_rows.sync`, its choice's `view` and its
-`_show_in_title` are used when the filter or the sort needs every row's text. Adding and removing rows in bulk writes DataTable's row store
-directly (its `add_row` measures each row and `remove_row` renumbers every row), one of the
-private members `tests/tui/test_keyed_table_contract.py` pins.
+`_show_in_title` are used when the filter or the sort needs every row's text. Adding and
+removing rows in bulk writes DataTable's row store directly (its `add_row` measures each row and
+`remove_row` renumbers every row), one of the private members
+`tests/tui/test_keyed_table_contract.py` pins.
 """
 
 from __future__ import annotations

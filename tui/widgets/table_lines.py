@@ -8,6 +8,7 @@ Text cell's segments directly, builds all lines of a row at once, and skips the 
 where a line needs neither. Every shortcut returns DataTable's segments: with
 `FLEETDECK_CHECK_CELLS=1` each cell and line is rendered both ways and compared
 (`tests/tui/test_tui_big_fleet.py`); anything outside the plain case takes DataTable's path.
+`KeyedTable` owns one `TableLines` (`_lines`); its DataTable overrides are one call each into it.
 """
 
 from __future__ import annotations
