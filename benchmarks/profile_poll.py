@@ -29,7 +29,7 @@ span (the baseline in the same run): the ratio between the two says what the spa
   runs, 200x60 headless), a poll applied to the view on screen (Fleet, Runs, Schedules),
   process CPU until the frame is drawn: the model update (FleetState.apply; its runs and
   schedules in order), the alert watch, the view's refresh (its own code, its column widths),
-  the table's sync (LazyRows.sync_lazy), the row builders (tui/rows, show/), the table's own
+  the table's sync (KeyedTable.sync_lazy), the row builders (tui/rows, show/), the table's own
   lines (TableLines.render_line), and the rest (Textual: messages, layout, compositor).
 """
 
@@ -415,13 +415,13 @@ def dashboard_spans(sp: Spans) -> None:
     from fleetdeck.tui.alert_watch import AlertWatch
     from fleetdeck.tui.fleet_state import FleetState
     from fleetdeck.tui.views import fleet, runs, schedules
-    from fleetdeck.tui.widgets.lazy_rows import LazyRows
+    from fleetdeck.tui.widgets.keyed_table import KeyedTable
     from fleetdeck.tui.widgets.table_lines import TableLines
 
     sp.patch(FleetState, "apply", "model update (FleetState.apply)")
     sp.patch_property(FleetState, "runs", "model: runs in order (FleetState.runs)")
     sp.patch_property(FleetState, "schedules", "model: schedules (FleetState.schedules)")
-    sp.patch(LazyRows, "sync_lazy", "table sync (LazyRows.sync_lazy)")
+    sp.patch(KeyedTable, "sync_lazy", "table sync (KeyedTable.sync_lazy)")
     sp.patch(AlertWatch, "observe", "alert watch")
     sp.patch(TableLines, "render_line", "table lines (TableLines.render_line)")
     for mod, cls in ((fleet, "FleetScreen"), (runs, "RunsScreen"), (schedules, "SchedulesScreen")):

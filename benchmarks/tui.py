@@ -116,7 +116,7 @@ def clear_caches(table) -> None:
         table._cell_render_cache,
         table._row_render_cache,
         table._line_cache,
-        table._row_lines_cache,
+        table._lines.row_lines_cache,
     ):
         cache.clear()
     table._styles_cache.clear()

@@ -56,7 +56,6 @@ TO_DO = {
     },
     "tui/views/run_log.py": {"fleetdeck.backend.fleet.logs"},
     "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},
-    "tui/widgets/column_sort.py": {"fleetdeck.tui.modals.filter_prompt"},
 }
 
 

@@ -67,10 +67,6 @@ DEBT: dict[str, int] = {
     "tui/views/runs.py": 1,
     "tui/views/schedules.py": 1,
     "tui/views/seats_section.py": 19,
-    "tui/widgets/column_sort.py": 10,
-    "tui/widgets/keyed_table.py": 7,
-    "tui/widgets/lazy_rows.py": 56,
-    "tui/widgets/table_lines.py": 98,
 }
 
 

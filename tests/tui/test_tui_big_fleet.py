@@ -294,8 +294,9 @@ async def test_text_cells_render_as_datatable_renders_them(monkeypatch):
     cell and line drawn is rendered both ways and compared (hostile names, cursor and zebra
     rows, down hosts)."""
     monkeypatch.setattr(table_lines, "_CHECK_FAST_CELLS", True)
-    fast = Counter(monkeypatch, KeyedTable, "_render_text_cell")
-    lines = Counter(monkeypatch, KeyedTable, "_render_line")
+    # the table's renderer (`TableLines`) takes the fast paths: both are counted there
+    fast = Counter(monkeypatch, table_lines.TableLines, "_render_text_cell")
+    lines = Counter(monkeypatch, table_lines.TableLines, "render_table_line")
     errors = []
     app, snaps = big_app(8)
     app.show_unexpected = lambda what, e: errors.append(e)

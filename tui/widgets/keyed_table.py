@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rich.text import Text
-from textual._two_way_dict import TwoWayDict
+from rich.style import Style as RichStyle
+from textual import events
+from textual.actions import SkipAction
 from textual.binding import Binding
-from textual.cache import LRUCache
+from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey, Row, RowKey
 
-from fleetdeck.tui.widgets.cell_sort import plain, sort_key
-from fleetdeck.tui.widgets.column_sort import ColumnSort
+from fleetdeck.tui.modals.filter_prompt import FilterPrompt
+from fleetdeck.tui.widgets.column_sort import ColumnSpec, TableChoice
 from fleetdeck.tui.widgets.lazy_rows import LazyRows
-from fleetdeck.tui.widgets.table_lines import TableLines, one_line_each
+from fleetdeck.tui.widgets.row_sync import RowSync
+from fleetdeck.tui.widgets.table_lines import RowLine, SegmentLines, TableLines
 
 
 class NavTable(DataTable):
@@ -31,7 +35,7 @@ class NavTable(DataTable):
     ]
 
 
-class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
+class KeyedTable(NavTable):
     """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
 
     Rows are added or removed only when the set of keys changes, so the cursor and the scroll
@@ -42,6 +46,10 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
     header sorts by that column at once (`column_sort.py`). The filter and the sort are saved
     per view and table (`tui/settings.py`) when the app keeps settings. `sync_lazy` makes a
     row's cells only when it is drawn (`lazy_rows.py`).
+
+    The table owns three collaborators: its lines' renderer (`TableLines`), its lazy rows
+    (`LazyRows`) and the operator's filter and sort (`TableChoice`). Textual calls the
+    DataTable members it overrides on the widget, so those stay here, each a thin call.
     """
 
     class ChoiceChanged(Message):
@@ -78,12 +86,11 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
 
     def __init__(
         self,
-        columns: Sequence[tuple[str, str] | tuple[str, str, int]],
+        columns: Sequence[ColumnSpec],
         *,
         column_sort: bool = False,
         **kw: Any,
     ) -> None:
-        self.column_sort = column_sort
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         #: row keys in display order (DataTable keeps only key -> index)
@@ -92,42 +99,51 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
         #: ordered rows are cached by it, not by DataTable's update count (which every changed
         #: cell bumps, and which made each poll walk every row of a 10,000-row table again)
         self._layout_version = 0
-        self._offsets: tuple[tuple, list] = ((), [])
-        self._ordered: tuple[tuple, list] = ((), [])
-        #: `sync_lazy`: what makes a row's cells, the keys, heights; the rows filled since
-        self._lazy: tuple[list[str], Callable[[str], Sequence[Any]], dict[str, int]] | None = None
-        self._make: Callable[[str], Sequence[Any]] | None = None
-        self._fresh: set[str] = set()
-        #: how many rows' cells `make` computed (what a lazy table saves is rows not computed)
         #: how many cells sync or a lazy row's filling replaced, in all
         self.cells_changed = 0
+        self._lines = TableLines(self)
+        self._lazy = LazyRows(self)
+        self._rows = RowSync(self)
+        #: the filter and the sort the operator chose
+        self.choice = TableChoice(column_sort)
         super().__init__(**kw)
-        #: the filter (any case, over each row's shown text) and the sort (column index, downward)
-        self.filter_text = ""
-        self.sort_by: tuple[int, bool] | None = None
+        #: the rows and heights `sync` was given, before the filter and the sort
         self._all_rows: dict[str, Sequence[Any]] = {}
         self._all_heights: dict[str, int] = {}
-        #: the keys the filter and sort let through, in their order (for the title's count)
-        self._view_keys: list[str] = []
         #: the row object each key was last given (a caller that keeps unchanged rows' objects
         #: lets sync skip them without comparing a cell)
         self._given: dict[str, Any] = {}
-        self._spec = list(columns)
-        self._cells: dict[str, tuple] = {}
+        self._spec: list[ColumnSpec] = list(columns)
+        self._cells: dict[str, tuple[Any, ...]] = {}
         self._heights: dict[str, int] = {}
         #: how many rows are taller than one line
         self._tall = 0
         self._restore_key: str | None = None
-        #: rendered cells keyed by the cell object itself (see `_render_cell`)
-        self._content_cache: LRUCache[tuple, tuple[Any, Any]] = LRUCache(4096)
-        #: every line of a row, rendered at once (see `_render_line_in_row`)
-        self._row_lines_cache: LRUCache[tuple, list] = LRUCache(512)
 
     def on_mount(self) -> None:
-        self._restore_choice()
+        self.choice.load(self, self._spec)
         self._add_columns()
 
-    def set_columns(self, columns: Sequence[tuple[str, str] | tuple[str, str, int]]) -> bool:
+    @property
+    def filter_text(self) -> str:
+        """The filter: the rows whose shown text holds it, in any case, are shown."""
+        return self.choice.filter_text
+
+    @filter_text.setter
+    def filter_text(self, text: str) -> None:
+        self.choice.filter_text = text
+
+    @property
+    def sort_by(self) -> tuple[int, bool] | None:
+        """The sort: (column index, downward), or None for the view's own order."""
+        return self.choice.sort_by
+
+    @property
+    def column_sort(self) -> bool:
+        """Whether shift and a column's letter, or a click on its header, sorts by it."""
+        return self.choice.column_sort
+
+    def set_columns(self, columns: Sequence[ColumnSpec]) -> bool:
         """Show `columns` (key, label[, width]) from now on, without replacing the widget.
 
         Same keys: widths and labels change in place. Other keys (a narrow terminal drops
@@ -136,36 +152,10 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
         Replacing the widget instead raced with itself under a storm of resizes (two tables
         with one id for a moment: `DuplicateIds`).
         """
-        new = list(columns)
-        if new == self._spec:
-            return False
-        if self.sort_by is not None:
-            # the sort follows its column's key, not its place (a narrow terminal drops some)
-            old = self._spec[self.sort_by[0]][0] if self.sort_by[0] < len(self._spec) else None
-            keys = [c[0] for c in new]
-            self.sort_by = (keys.index(old), self.sort_by[1]) if old in keys else None
-        if [c[0] for c in new] == [c[0] for c in self._spec]:
-            self._spec = new
-            for spec, label in zip(new, self.column_labels(), strict=True):
-                col = self.columns[ColumnKey(spec[0])]
-                col.label = Text.from_markup(label) if isinstance(label, str) else label
-                if len(spec) > 2 and spec[2] is not None:
-                    col.width, col.auto_width = spec[2], False
-                else:
-                    col.auto_width = True
-            self._spec = new
-            self._require_update_dimensions = True
-            self._update_count += 1
-            self.refresh()
-            return False
-        self._restore_key = self.current_key
-        self.clear(columns=True)
-        self._spec = new
-        self._add_columns()
-        return True
+        return self._rows.set_columns(list(columns))
 
     def _add_columns(self) -> None:
-        for spec, label in zip(self._spec, self.column_labels(), strict=True):
+        for spec, label in zip(self._spec, self.choice.column_labels(self._spec), strict=True):
             key = spec[0]
             width = spec[2] if len(spec) > 2 else None
             self.add_column(label, key=key, width=width)
@@ -178,7 +168,8 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
     @property
     def total_rows(self) -> int:
         """How many rows the table was given, before its filter."""
-        return len(self._lazy[0]) if self._lazy is not None else len(self._all_rows)
+        given = self._lazy.given
+        return len(given[0]) if given is not None else len(self._all_rows)
 
     @property
     def current_key(self) -> str | None:
@@ -191,10 +182,10 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
             return None
 
     def _reapply(self) -> None:
-        if self._lazy is not None:
-            self._apply_lazy()
+        if self._lazy.given is not None:
+            self._lazy.apply()
             return
-        self._sync(self._view(self._all_rows), self._all_heights)
+        self._rows.sync(self.choice.view(self._all_rows), self._all_heights)
         self._show_in_title()
 
     def _show_in_title(self) -> None:
@@ -205,110 +196,21 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
         desc = self.describe()
         screen.title = f"{self.app.title} · {desc}" if desc else None
 
-    def _view(self, rows: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
-        keys = list(rows)
-        if self.filter_text:
-            needle = self.filter_text.casefold()
-            keys = [k for k in keys if needle in " ".join(plain(c) for c in rows[k]).casefold()]
-        if self.sort_by is not None:
-            i, down = self.sort_by
-            keys.sort(key=lambda k: sort_key(rows[k][i] if i < len(rows[k]) else ""), reverse=down)
-        self._view_keys = keys
-        return {k: rows[k] for k in keys}
-
     def sync(
         self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None
     ) -> int:
         """Make the table show `rows` (key -> cells, in order), through the filter and the sort
         the operator chose; returns how many cells changed."""
-        self._lazy = self._make = None
+        self._lazy.drop()
         self._all_rows = dict(rows)
         self._all_heights = dict(heights or {})
-        if not self.filter_text and self.sort_by is None:
-            self._view_keys = list(rows)
-            return self._sync(rows, heights)
-        changed = self._sync(self._view(rows), heights)
+        choice = self.choice
+        if not choice.filter_text and choice.sort_by is None:
+            choice.view_keys = list(rows)
+            return self._rows.sync(rows, heights)
+        changed = self._rows.sync(choice.view(rows), heights)
         self._show_in_title()
         return changed
-
-    def _sync(
-        self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None
-    ) -> int:
-        """Make the table show `rows` (key -> cells, in order); returns how many cells changed.
-
-        Cells equal to what is shown are left alone; rows whose key vanished are removed and new
-        keys appended, then moved into the given order only if the order itself changed.
-        """
-        heights = heights or {}
-        changed = 0
-        # read before any row goes: removing a row above the cursor shifts the rows under it
-        held = self.current_key
-        for key in [k for k in self._cells if k not in rows]:
-            self.remove_row(key)
-            del self._cells[key]
-            self._tall -= self._heights.pop(key, 1) != 1
-            self._given.pop(key, None)
-            changed += 1
-        col_keys = [ColumnKey(spec[0]) for spec in self._spec]
-        touched = False
-        for key, given in rows.items():
-            h = heights.get(key, 1)
-            if self._given.get(key) is given and key in self._cells and self._heights.get(key) == h:
-                continue  # the caller handed the very row it handed last time: nothing changed
-            self._given[key] = given
-            cells = tuple(one_line_each(c) for c in given)
-            old = self._cells.get(key)
-            if old is None:
-                self.add_row(*cells, key=key, height=h)
-                self._heights[key] = h
-                self._tall += h != 1
-                changed += len(cells)
-            else:
-                if self._heights.get(key) != h:
-                    self._set_height(key, h)
-                row = self._data[RowKey(key)]
-                for i, (a, b) in enumerate(zip(old, cells, strict=True)):
-                    if a is not b and a != b:
-                        # what update_cell does, minus its refresh() per cell: one refresh below
-                        row[col_keys[i]] = b
-                        changed += 1
-                        touched = True
-                        column = self.columns[col_keys[i]]
-                        if (
-                            column.auto_width
-                            and isinstance(b, Text)
-                            and b.cell_len > column.content_width
-                        ):
-                            # a wider value (159/159 after 9/159): let the column grow to show it
-                            self._updated_cells.add(CellKey(RowKey(key), col_keys[i]))
-                            self._require_update_dimensions = True
-            self._cells[key] = cells
-        if touched:
-            self._update_count += 1
-            self.refresh()
-        wanted = list(rows)
-        if self._restore_key is not None:
-            # the rows came back after a change of columns: the cursor goes where it was
-            held, self._restore_key = self._restore_key, None
-        if self._order != wanted:
-            self._reorder(wanted, held)
-        elif held is not None and held in rows and self.current_key != held:
-            self.move_cursor(row=wanted.index(held), animate=False)
-        self.cells_changed += changed
-        return changed
-
-    def _reorder(self, wanted: list[str], held: str | None = None) -> None:
-        """Show the rows in `wanted` order, the cursor on `held` (default: the row under it)."""
-        current = held if held is not None and held in wanted else self.current_key
-        # DataTable.sort() hands the key function cell values only; order by key instead
-        self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(wanted)})
-        self._order = list(wanted)
-        self._layout_version += 1
-        self._update_count += 1
-        self.refresh()
-        # sorting moves rows, not the cursor: keep it on the same row
-        if current is not None and current in self._row_locations:
-            self.move_cursor(row=self._row_locations.get(RowKey(current)), animate=False)
 
     # -- the row order, kept as a list, and the layout caches keyed by it -----------------------
     def add_row(
@@ -325,13 +227,13 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
                 self._order.pop()
             raise
         if key is None:
-            self._order.append(row_key.value)
+            self._order.append(str(row_key.value))
             self._layout_version += 1
         return row_key
 
     def remove_row(self, row_key: RowKey | str) -> None:
         key = row_key.value if isinstance(row_key, RowKey) else row_key
-        self._order.remove(key)  # before remove_row's cursor watchers read the rows in order
+        self._order.remove(str(key))  # before remove_row's cursor watchers read the rows in order
         self._layout_version += 1
         super().remove_row(row_key)
 
@@ -342,25 +244,155 @@ class KeyedTable(LazyRows, ColumnSort, TableLines, NavTable):
         self._heights.clear()
         self._tall = 0
         self._given.clear()
-        self._fresh.clear()
+        self._lazy.fresh.clear()
         self._layout_version += 1
         return self
 
     def sort(self, *columns: Any, key: Any = None, reverse: bool = False) -> KeyedTable:
         super().sort(*columns, key=key, reverse=reverse)
-        self._order = [
-            self._row_locations.get_key(i).value for i in range(len(self._row_locations))
-        ]
+        order = [self._row_locations.get_key(i) for i in range(len(self._row_locations))]
+        self._order = [str(k.value) for k in order if k is not None]
         self._layout_version += 1
         return self
 
-    def _set_height(self, key: str, h: int) -> None:
-        # DataTable has no API to change a row's height; its layout caches are keyed by the
-        # update count, so bumping that (via a no-op cell write) makes it re-measure.
-        self.rows[RowKey(key)].height = h
-        self._tall += (h != 1) - (self._heights.get(key, 1) != 1)
-        self._heights[key] = h
-        self._layout_version += 1
+    # -- the filter and the sort (`TableChoice`), as the operator sets them -------------------
+    def describe(self) -> str:
+        """The filter and sort in words, for the title ('' when neither is set)."""
+        return self.choice.describe(self._spec, len(self._all_rows))
+
+    def none_matched(self, noun: str) -> str | None:
+        """`The filter 'x' matched 0 of 68 hosts (...)` while the filter lets no row of a table
+        that has rows through (a view says it where it would say it has none); else None."""
+        return self.choice.none_matched(noun, self.total_rows)
+
+    def set_filter(self, text: str) -> None:
+        """Show only the rows whose shown text holds `text` (any case); '' shows every row."""
+        self.choice.filter_text = text
+        self._reapply()
+        self._choice_changed()
+
+    def sort_changed(self) -> None:
+        self._reapply()
+        self._relabel()
+        self._choice_changed()
+
+    def _relabel(self) -> None:
+        """The headers again (the sort's arrow moved)."""
+        if not self.choice.column_sort:
+            return
+        for spec, label in zip(self._spec, self.choice.column_labels(self._spec), strict=True):
+            col = self.columns.get(ColumnKey(spec[0]))
+            if col is not None:
+                col.label = label
         self._require_update_dimensions = True
-        first = self._spec[0][0]
-        self.update_cell(key, first, self.get_cell(key, first))
+        self._update_count += 1
+        self.refresh()
+
+    def _choice_changed(self) -> None:
+        self.choice.save(self, self._spec)
+        self.post_message(self.ChoiceChanged(self))
+
+    def on_key(self, event: events.Key) -> None:
+        ch = event.character
+        if not self.choice.column_sort or ch is None or len(ch) != 1 or not ("A" <= ch <= "Z"):
+            return
+        index = self.choice.letters(self._spec).get(ch)
+        if index is not None:
+            event.stop()
+            event.prevent_default()
+            self.choice.sort_on(index)
+            self.sort_changed()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        if self.choice.column_sort and event.data_table is self:
+            event.stop()
+            self.choice.sort_on(event.column_index)
+            self.sort_changed()
+
+    def action_filter(self) -> None:
+        self.app.push_screen(FilterPrompt(self))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # without a filter, esc is not this table's: the screen's esc (back, close) shows in
+        # the footer and runs, as before
+        if action == "clear_filter" and not self.choice.filter_text:
+            return False
+        return super().check_action(action, parameters)
+
+    def action_clear_filter(self) -> None:
+        if not self.choice.filter_text:
+            raise SkipAction()
+        self.set_filter("")
+
+    def action_cycle_sort(self) -> None:
+        self.choice.cycle(len(self._spec))
+        self.sort_changed()
+
+    # -- lazy rows (`LazyRows`): DataTable's readers fill a row before they read it -----------
+    def sync_lazy(
+        self,
+        keys: Sequence[str],
+        make: Callable[[str], Sequence[Any]],
+        heights: Mapping[str, int] | None = None,
+    ) -> None:
+        """Make the table show one row per key of `keys` (in order), whose cells `make(key)`
+        computes only when the row is needed (`LazyRows.sync` says when)."""
+        self._lazy.sync(keys, make, heights)
+
+    def get_row(self, row_key: RowKey | str) -> list[Any]:
+        self._lazy.fill_key(row_key)
+        return super().get_row(row_key)
+
+    def get_row_at(self, row_index: int) -> list[Any]:
+        self._lazy.fill_at(row_index)
+        return super().get_row_at(row_index)
+
+    def get_cell(self, row_key: RowKey | str, column_key: ColumnKey | str) -> Any:
+        self._lazy.fill_key(row_key)
+        return super().get_cell(row_key, column_key)
+
+    def get_cell_at(self, coordinate: Coordinate) -> Any:
+        self._lazy.fill_at(coordinate.row)
+        return super().get_cell_at(coordinate)
+
+    # -- drawing (`TableLines`): the overrides Textual and DataTable call ---------------------
+    @property
+    def ordered_rows(self) -> list[Row]:
+        """The rows in display order (cached until rows come, go, move or change height)."""
+        return self._lines.ordered_rows()
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        return self._lines.y_offsets()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        return self._lines.render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        return self._lines.render_line(y)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: RichStyle) -> Strip:
+        return self._lines.render_table_line(y, x1, x2, base_style)
+
+    def _render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: RichStyle,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> RowLine:
+        return self._lines.render_line_in_row(
+            row_key, line_no, base_style, cursor_location, hover_location
+        )
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: RichStyle,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> SegmentLines:
+        return self._lines.render_cell(row_index, column_index, base_style, width, cursor, hover)

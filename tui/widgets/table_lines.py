@@ -8,46 +8,71 @@ Text cell's segments directly, builds all lines of a row at once, and skips the 
 where a line needs neither. Every shortcut returns DataTable's segments: with
 `FLEETDECK_CHECK_CELLS=1` each cell and line is rendered both ways and compared
 (`tests/tui/test_tui_big_fleet.py`); anything outside the plain case takes DataTable's path.
+`KeyedTable` owns one `TableLines` (`_lines`); its DataTable overrides are one call each into it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.strip import Strip
+from textual.widgets import DataTable
 from textual.widgets.data_table import Row, RowKey
 
 from fleetdeck.tui.widgets.text_cell import text_cell
+
+if TYPE_CHECKING:
+    from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+#: a cell's lines of segments, as DataTable renders them
+SegmentLines = list[list[Segment]]
+#: one line of a row: its fixed cells' segments and the scrollable cells'
+RowLine = tuple[SegmentLines, SegmentLines]
 
 #: render each Text cell and each line both ways and compare (tests/tui/test_tui_big_fleet.py sets it)
 _CHECK_FAST_CELLS = bool(os.environ.get("FLEETDECK_CHECK_CELLS"))
 
 
 class TableLines:
-    """Mixin for `KeyedTable` (before DataTable in its bases): the rendering overrides, and the
-    row order and line offsets cached by the table's layout version (DataTable works them out
-    again at each update)."""
+    """The line renderer a `KeyedTable` owns and its DataTable overrides call: the render caches,
+    and the row order and line offsets cached by the table's layout version (DataTable works
+    them out again at each update). DataTable's own path is called as `DataTable.x(table, ...)`
+    (what the table's `super()` would reach: `NavTable` overrides none of these)."""
 
-    @property
+    def __init__(self, table: KeyedTable) -> None:
+        self.table = table
+        #: rendered cells keyed by the cell object itself (see `render_cell`)
+        self.content_cache: LRUCache[tuple[Any, ...], tuple[object, SegmentLines]] = LRUCache(4096)
+        #: every line of a row, rendered at once (see `render_line_in_row`)
+        self.row_lines_cache: LRUCache[tuple[Any, ...], list[RowLine]] = LRUCache(512)
+        #: the widget's style while a frame is drawn (None outside `render_lines`)
+        self.frame_style: RichStyle | None = None
+        self._offsets: tuple[tuple[int, int], list[tuple[RowKey, int]]] = ((-1, -1), [])
+        self._ordered: tuple[tuple[int, int], list[Row]] = ((-1, -1), [])
+
     def ordered_rows(self) -> list[Row]:
         """The rows in display order (cached until rows come, go, move or change height)."""
-        key = (self._layout_version, len(self._order))
+        t = self.table
+        key = (t._layout_version, len(t._order))
         if self._ordered[0] != key:
-            rows = self.rows
-            self._ordered = (key, [rows[RowKey(k)] for k in self._order])
+            rows = t.rows
+            self._ordered = (key, [rows[RowKey(k)] for k in t._order])
         return self._ordered[1]
 
-    @property
-    def _y_offsets(self) -> list[tuple[RowKey, int]]:
-        key = (self._layout_version, len(self._order))
+    def y_offsets(self) -> list[tuple[RowKey, int]]:
+        """(row key, line in the row) for each line of the table, cached as `ordered_rows`."""
+        t = self.table
+        key = (t._layout_version, len(t._order))
         if self._offsets[0] != key:
             out: list[tuple[RowKey, int]] = []
-            for row in self.ordered_rows:
+            for row in self.ordered_rows():
                 if row.height == 1:
                     out.append((row.key, 0))
                 else:
@@ -55,23 +80,25 @@ class TableLines:
             self._offsets = (key, out)
         return self._offsets[1]
 
-    def _render_cell(
+    def render_cell(
         self,
         row_index: int,
         column_index: int,
-        base_style: Any,
+        base_style: RichStyle,
         width: int,
         cursor: bool = False,
         hover: bool = False,
-    ) -> Any:
+    ) -> SegmentLines:
+        """`DataTable._render_cell`, cached by the cell object shown."""
         # DataTable keys its cell cache by a table-wide update count, so after a poll that
         # changed one cell it renders every visible cell again. `sync()` keeps the very
         # object of a cell that did not change, so that object is a sound cache key: only
         # changed cells are rendered (measured in benchmarks/tui.py).
+        t = self.table
         if row_index == -1 and column_index >= 0:
             # the header: DataTable renders it again after every update; its labels rarely change
-            label = self.ordered_columns[column_index].label
-            key = (
+            label = t.ordered_columns[column_index].label
+            key: tuple[Any, ...] = (
                 "header",
                 column_index,
                 id(label),
@@ -79,36 +106,43 @@ class TableLines:
                 width,
                 cursor,
                 hover,
-                self._show_hover_cursor,
-                self._pseudo_class_state,
-                self.cursor_type,
-                self.show_cursor,
-                self.header_height,
-                self.fixed_columns,
+                t._show_hover_cursor,
+                t._pseudo_class_state,
+                t.cursor_type,
+                t.show_cursor,
+                t.header_height,
+                t.fixed_columns,
             )
-            hit = self._content_cache.get(key)
+            hit = self.content_cache.get(key)
             if hit is not None and hit[0] is label:
                 if _CHECK_FAST_CELLS:
-                    slow = super()._render_cell(
-                        row_index, column_index, base_style, width, cursor, hover
+                    slow = DataTable._render_cell(
+                        t, row_index, column_index, base_style, width, cursor, hover
                     )
                     assert [list(Strip(x).simplify()) for x in slow] == [
                         list(Strip(x).simplify()) for x in hit[1]
                     ]
                 return hit[1]
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            self._content_cache[key] = (label, lines)
+            lines = DataTable._render_cell(
+                t, row_index, column_index, base_style, width, cursor, hover
+            )
+            self.content_cache[key] = (label, lines)
             return lines
         if row_index < 0 or column_index < 0:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        if self._make is not None and row_key is not None:
-            self._fill_key(row_key)
-        column_key = self._column_locations.get_key(column_index)
-        row = self._data.get(row_key)
-        if row is None or column_key not in row:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            return DataTable._render_cell(
+                t, row_index, column_index, base_style, width, cursor, hover
+            )
+        row_key = t._row_locations.get_key(row_index)
+        if row_key is not None and t._lazy.make is not None:
+            t._lazy.fill_key(row_key)
+        column_key = t._column_locations.get_key(column_index)
+        row = t._data.get(row_key) if row_key is not None else None
+        if row_key is None or row is None or column_key not in row:
+            return DataTable._render_cell(
+                t, row_index, column_index, base_style, width, cursor, hover
+            )
         value = row[column_key]
+        height = t.rows[row_key].height
         key = (
             row_key,
             column_key,
@@ -118,39 +152,38 @@ class TableLines:
             width,
             cursor,
             hover,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-            self.rows[row_key].height,
-            self.cursor_type,
-            self.show_cursor,
+            t._show_hover_cursor,
+            t._pseudo_class_state,
+            height,
+            t.cursor_type,
+            t.show_cursor,
         )
-        hit = self._content_cache.get(key)
+        hit = self.content_cache.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
-        lines = None
+        fast = None
         if (
             isinstance(value, Text)
-            and row_index >= self.fixed_rows
-            and column_index >= self.fixed_columns
+            and row_index >= t.fixed_rows
+            and column_index >= t.fixed_columns
         ):
-            lines = self._render_text_cell(
-                value,
-                row_index,
-                column_index,
-                base_style,
-                width,
-                cursor,
-                hover,
-                self.rows[row_key].height,
+            fast = self._render_text_cell(
+                value, row_index, column_index, base_style, width, cursor, hover, height
             )
-        if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        elif _CHECK_FAST_CELLS:
-            slow = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            assert [list(Strip(x).simplify()) for x in slow] == [
-                list(Strip(x).simplify()) for x in lines
-            ], (value, slow, lines)
-        self._content_cache[key] = (value, lines)
+        if fast is None:
+            lines = DataTable._render_cell(
+                t, row_index, column_index, base_style, width, cursor, hover
+            )
+        else:
+            lines = fast
+            if _CHECK_FAST_CELLS:
+                slow = DataTable._render_cell(
+                    t, row_index, column_index, base_style, width, cursor, hover
+                )
+                assert [list(Strip(x).simplify()) for x in slow] == [
+                    list(Strip(x).simplify()) for x in lines
+                ], (value, slow, lines)
+        self.content_cache[key] = (value, lines)
         return lines
 
     def _render_text_cell(
@@ -158,28 +191,29 @@ class TableLines:
         value: Text,
         row_index: int,
         column_index: int,
-        base_style: Any,
+        base_style: RichStyle,
         width: int,
         cursor: bool,
         hover: bool,
         height: int,
-    ) -> list[list[Segment]] | None:
+    ) -> SegmentLines | None:
         """The segments DataTable renders for a Text cell, built directly (`text_cell`);
         None outside the plain case, which takes DataTable's path."""
-        console = self.app.console
+        t = self.table
+        console = t.app.console
 
         def styles() -> tuple[RichStyle, RichStyle | None]:
             # the cell's styles under the row's and the cursor's, as DataTable works them out
-            component_style, post_style = self._get_styles_to_render_cell(
+            component_style, post_style = t._get_styles_to_render_cell(
                 False,
                 False,
                 False,
                 hover,
                 cursor,
-                self.show_cursor,
-                self._show_hover_cursor,
-                self.cursor_foreground_priority == "css",
-                self.cursor_background_priority == "css",
+                t.show_cursor,
+                t._show_hover_cursor,
+                t.cursor_foreground_priority == "css",
+                t.cursor_background_priority == "css",
             )
             pre = console.get_style(
                 base_style
@@ -189,37 +223,40 @@ class TableLines:
             post = console.get_style(post_style) if post_style is not None else None
             return pre, post
 
-        return text_cell(value, width, self.cell_padding, height, console, styles)
+        return text_cell(value, width, t.cell_padding, height, console, styles)
 
-    _frame_style: Any = None
-
-    def render_lines(self, crop: Any) -> list[Strip]:
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """`DataTable.render_lines`, the widget's style looked up once for the frame."""
         # DataTable.render_line asks the DOM for the widget's style at every line; it is the same
         # for the whole frame
-        self._frame_style = self.rich_style
+        t = self.table
+        self.frame_style = t.rich_style
         try:
-            return super().render_lines(crop)
+            return DataTable.render_lines(t, crop)
         finally:
-            self._frame_style = None
+            self.frame_style = None
 
     def render_line(self, y: int) -> Strip:
-        style = self._frame_style
-        if style is None or self.fixed_rows:
-            return super().render_line(y)
-        scroll_x, scroll_y = self.scroll_offset
-        if y >= (self.header_height if self.show_header else 0):
+        """`DataTable.render_line`, with the frame's style."""
+        t = self.table
+        style = self.frame_style
+        if style is None or t.fixed_rows:
+            return DataTable.render_line(t, y)
+        scroll_x, scroll_y = t.scroll_offset
+        if y >= (t.header_height if t.show_header else 0):
             y += scroll_y
-        return self._render_line(y, scroll_x, scroll_x + self.size.width, style)
+        return self.render_table_line(y, scroll_x, scroll_x + t.size.width, style)
 
-    def _render_line(self, y: int, x1: int, x2: int, base_style: Any) -> Strip:
-        # DataTable's, less two passes over every segment of a line that needs neither: the crop
-        # (the line starts at column 0 and is cut to the width below) and the merge of
-        # neighbouring segments of one style (the compositor draws them the same)
-        if x1 or self.fixed_columns or (self._labelled_row_exists and self.show_row_labels):
-            return super()._render_line(y, x1, x2, base_style)
-        width = self.size.width
+    def render_table_line(self, y: int, x1: int, x2: int, base_style: RichStyle) -> Strip:
+        """`DataTable._render_line`, less two passes over every segment of a line that needs
+        neither: the crop (the line starts at column 0 and is cut to the width below) and the
+        merge of neighbouring segments of one style (the compositor draws them the same)."""
+        t = self.table
+        if x1 or t.fixed_columns or (t._labelled_row_exists and t.show_row_labels):
+            return DataTable._render_line(t, y, x1, x2, base_style)
+        width = t.size.width
         try:
-            row_key, y_in_row = self._get_offsets(y)
+            row_key, y_in_row = t._get_offsets(y)
         except LookupError:
             return Strip.blank(width, base_style)
         cache_key = (
@@ -227,85 +264,97 @@ class TableLines:
             x1,
             x2,
             width,
-            self.cursor_coordinate,
-            self.hover_coordinate,
+            t.cursor_coordinate,
+            t.hover_coordinate,
             base_style,
-            self.cursor_type,
-            self._show_hover_cursor,
-            self._update_count,
-            self._pseudo_class_state,
+            t.cursor_type,
+            t._show_hover_cursor,
+            t._update_count,
+            t._pseudo_class_state,
         )
-        hit = self._line_cache.get(cache_key)
+        hit = t._line_cache.get(cache_key)
         if hit is not None:
             return hit
-        _, scrollable = self._render_line_in_row(
+        _, scrollable = self.render_line_in_row(
             row_key,
             y_in_row,
             base_style,
-            cursor_location=self.cursor_coordinate,
-            hover_location=self.hover_coordinate,
+            cursor_location=t.cursor_coordinate,
+            hover_location=t.hover_coordinate,
         )
         strip = Strip([seg for cell in scrollable for seg in cell]).adjust_cell_length(
             width, base_style
         )
         if _CHECK_FAST_CELLS:
-            slow = super()._render_line(y, x1, x2, base_style)
+            slow = DataTable._render_line(t, y, x1, x2, base_style)
             assert list(strip.simplify()) == list(slow), (strip, slow)
-        self._line_cache[cache_key] = strip
+        t._line_cache[cache_key] = strip
         return strip
 
-    def _render_line_in_row(
-        self, row_key: Any, line_no: int, base_style: Any, cursor_location: Any, hover_location: Any
-    ) -> tuple[list, list]:
+    def render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: RichStyle,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> RowLine:
+        """`DataTable._render_line_in_row`, every line of a row rendered at once and cached."""
         # DataTable renders a row one line at a time and works out the row's styles again for
         # each line; a host with 8 GPUs is an 8-line row. Here the styles are worked out once
         # per row and every line of it is built in one go (the same segments: the snapshot
         # tests compare them). Header, row labels and fixed columns keep DataTable's path.
-        if self._make is not None and row_key is not self._header_row_key:
-            self._fill_key(row_key)  # a lazy row drawn: its cells are made now
+        t = self.table
+        if t._lazy.make is not None and row_key is not t._header_row_key:
+            t._lazy.fill_key(row_key)  # a lazy row drawn: its cells are made now
         if (
-            row_key is self._header_row_key
-            or self.fixed_columns
-            or (self._labelled_row_exists and self.show_row_labels)
+            row_key is t._header_row_key
+            or t.fixed_columns
+            or (t._labelled_row_exists and t.show_row_labels)
         ):
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
+            return DataTable._render_line_in_row(
+                t, row_key, line_no, base_style, cursor_location, hover_location
             )
         key = (
             row_key,
             base_style,
             cursor_location,
             hover_location,
-            self.cursor_type,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self._update_count,
-            self._pseudo_class_state,
-            self.size.width,
+            t.cursor_type,
+            t.show_cursor,
+            t._show_hover_cursor,
+            t._update_count,
+            t._pseudo_class_state,
+            t.size.width,
         )
-        lines = self._row_lines_cache.get(key)
+        lines = self.row_lines_cache.get(key)
         if lines is None:
             lines = self._render_row_lines(row_key, base_style, cursor_location, hover_location)
-            self._row_lines_cache[key] = lines
+            self.row_lines_cache[key] = lines
         return lines[line_no] if line_no < len(lines) else lines[-1]
 
     def _render_row_lines(
-        self, row_key: Any, base_style: Any, cursor_location: Any, hover_location: Any
-    ) -> list[tuple[list, list]]:
-        cursor_type = self.cursor_type
-        should_highlight = self._should_highlight
-        row_index = self._row_locations.get(row_key)
+        self,
+        row_key: RowKey,
+        base_style: RichStyle,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> list[RowLine]:
+        t = self.table
+        cursor_type = t.cursor_type
+        should_highlight = t._should_highlight
+        row_index = t._row_locations.get(row_key)
         if row_index is None:
             row_index = -1
-        row_style = self._get_row_style(row_index, base_style)
+        row_style = t._get_row_style(row_index, base_style)
         cells = []
         widths = 0
-        for column_index, column in enumerate(self.ordered_columns):
+        for column_index, column in enumerate(t.ordered_columns):
             location = Coordinate(row_index, column_index)
-            width = column.get_render_width(self)
+            width = column.get_render_width(t)
             widths += width
             cells.append(
-                self._render_cell(
+                self.render_cell(
                     row_index,
                     column_index,
                     row_style,
@@ -314,25 +363,26 @@ class TableLines:
                     hover=should_highlight(hover_location, location, cursor_type),
                 )
             )
-        remaining = max(0, self.size.width - widths - self._row_label_column_width)
-        if cursor_type == "row":
-            extend_style, _ = self._get_styles_to_render_cell(
-                row_index == -1,
-                False,
-                False,
-                should_highlight(hover_location, Coordinate(row_index or 0, 0), cursor_type),
-                row_index == cursor_location.row,
-                self.show_cursor,
-                self._show_hover_cursor,
-                False,
-                False,
-            )
-            extend_style = row_style + extend_style
-        else:
+        remaining = max(0, t.size.width - widths - t._row_label_column_width)
+        if cursor_type != "row":
             return [
-                super()._render_line_in_row(row_key, i, base_style, cursor_location, hover_location)
+                DataTable._render_line_in_row(
+                    t, row_key, i, base_style, cursor_location, hover_location
+                )
                 for i in range(max((len(c) for c in cells), default=1))
             ]
+        extend_style, _ = t._get_styles_to_render_cell(
+            row_index == -1,
+            False,
+            False,
+            should_highlight(hover_location, Coordinate(row_index or 0, 0), cursor_type),
+            row_index == cursor_location.row,
+            t.show_cursor,
+            t._show_hover_cursor,
+            False,
+            False,
+        )
+        extend_style = row_style + extend_style
         extend_style += RichStyle.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
         fill = [Segment(" " * remaining, extend_style)]
         height = max((len(c) for c in cells), default=1)
