@@ -23,7 +23,7 @@ from fleetdeck.backend.fleet.link.channel import (
 from fleetdeck.backend.fleet.link.helper_errors import sudo_error
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
+from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict
 from fleetdeck.backend.fleet.validate import Section, host_from_probe
 from fleetdeck.backend.host.lib.text import shown
 
@@ -100,6 +100,8 @@ class Poller:
         self._last_shown: dict[str, HostSnapshot] = {}
         #: host -> its probe's last answer as validated, for the next delta (fleet/held.py)
         self._held = {h.name: Held() for h in fleet.hosts}
+        #: the stray verdict, judged again only when some host's schedules changed
+        self._verdict = StrayVerdict()
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
         self._closed = False
@@ -195,7 +197,7 @@ class Poller:
             fresh.append(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
-        judged = fleet_verdict(snaps, load_acks())
+        judged = self._verdict(snaps, load_acks())
         for snap in judged:
             if snap.name in fresh:
                 self._last_shown[snap.name] = snap

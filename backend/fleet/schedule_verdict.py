@@ -58,6 +58,35 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     return out
 
 
+class StrayVerdict:
+    """`mark_stray` for a poller, kept between polls: when every host's schedules are the very
+    tuples of the last call (a delta answer reuses an unchanged section's) and the acknowledged
+    set is equal, each host's judged schedules are the last call's, neither counted nor judged
+    again. Anything else (one host's schedules changed, another set of hosts, an
+    acknowledgement) judges the whole fleet again, as `mark_stray` does."""
+
+    def __init__(self) -> None:
+        self._acks: Acks | None = None
+        #: host -> (its schedules as given, as judged) at the last call
+        self._last: dict[str, tuple[tuple[Schedule, ...], tuple[Schedule, ...]]] = {}
+
+    def __call__(self, hosts: list[HostSnapshot], acks: Acks | None = None) -> list[HostSnapshot]:
+        acks = load_acks() if acks is None else acks
+        last = self._last
+        if (
+            acks == self._acks
+            and len(hosts) == len(last)
+            and all(h.name in last and last[h.name][0] is h.schedules for h in hosts)
+        ):
+            return [h if not h.schedules else replace(h, schedules=last[h.name][1]) for h in hosts]
+        judged = mark_stray(hosts, acks)
+        self._acks = acks
+        self._last = {
+            h.name: (h.schedules, j.schedules) for h, j in zip(hosts, judged, strict=True)
+        }
+        return judged
+
+
 def action_rank(s: Schedule) -> int:
     """Sort key: what needs action first. 0 a dead target, 1 a duplicated loop, 2 any other
     duplicate, 3 merely unacknowledged, 4 not stray, 5 installed by the distribution."""
@@ -128,6 +157,7 @@ def stray_first(schedules: Iterable[Schedule]) -> list[Schedule]:
 
 __all__ = [
     "JUDGED",
+    "StrayVerdict",
     "action_rank",
     "mark_stray",
     "stray_first",

@@ -21,7 +21,7 @@ from fleetdeck.backend.fleet.held import BadDelta, Held
 from fleetdeck.backend.fleet.link.channel import loads
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.schedule_verdict import mark_stray
+from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict, mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib import serve
 from fleetdeck.backend.host.probe.delta import Answers
@@ -98,7 +98,7 @@ def test_whole_and_delta_answers_show_the_same_status_and_metrics(tmp_path, chil
     steps = [{r["name"]: r["step"] for r in a["runs"]}["alpha"] for a in answers]
     assert steps == [10, 10, 10, 20, 20, 20]
     acks = Acks()
-    encoder, held = Answers(), Held()
+    encoder, held, verdict = Answers(), Held(), StrayVerdict()
     sames, sizes = [], []
     for i, whole in enumerate(answers):
         now = 1000.0 + i
@@ -108,7 +108,8 @@ def test_whole_and_delta_answers_show_the_same_status_and_metrics(tmp_path, chil
         sent = loads(line)
         sames.append(sent.get("same"))
         delta = host_from_probe("h", sent, 1.0, now, held.take("h", sent))
-        assert _shown(mark_stray([delta], acks)) == _shown(mark_stray([full], acks)), i
+        # the verdict as the poller keeps it, against the one-shot rule
+        assert _shown(verdict([delta], acks)) == _shown(mark_stray([full], acks)), i
         sizes.append((len(line), len(serve.dumps(whole))))
     assert sames[0] is None and held.whole == 1 and held.deltas == 5
     # what changed travelled, what did not was named (other sections move with this machine)
@@ -230,3 +231,25 @@ async def test_deltas_travel_over_ssh_and_a_change_shows_at_the_next_poll(spare_
         held = poller.held("d")
     assert steps == [5, 5, 8, 8]
     assert held.whole == 1 and held.deltas == 3
+
+
+def test_the_kept_verdict_judges_again_when_acks_or_a_hosts_schedules_change():
+    def host(name: str, *ids: str):
+        scheds = [
+            {"id": i, "kind": "crontab", "user": "u", "spec": "@daily", "command": "x  y"}
+            for i in ids
+        ]
+        return host_from_probe(name, {"schedules": scheds}, 1.0, 1.0)
+
+    a, b = host("a", "c-1"), host("b", "c-2")
+    verdict = StrayVerdict()
+    first = verdict([a, b], Acks())
+    assert [s.reasons for h in first for s in h.schedules] == [("unacknowledged", "duplicate")] * 2
+    assert verdict([a, b], Acks()) == first  # kept
+    acked = verdict([a, b], Acks(everywhere=frozenset({"c-1"})))
+    assert [s.stray for h in acked for s in h.schedules] == [False, True]
+    alone = verdict([a, host("b", "c-3", "c-4")], Acks(everywhere=frozenset({"c-1"})))
+    assert [s.reasons for s in alone[1].schedules] == [("unacknowledged", "duplicate")] * 2
+    gone = verdict([a, host("b")], Acks())
+    assert [s.reasons for s in gone[0].schedules] == [("unacknowledged",)]
+    assert gone == mark_stray([a, host("b")], Acks())
