@@ -7,6 +7,7 @@ asked for, and no held data is shown as fresh. Real resident probes and real ssh
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -253,3 +254,46 @@ def test_the_kept_verdict_judges_again_when_acks_or_a_hosts_schedules_change():
     gone = verdict([a, host("b")], Acks())
     assert [s.reasons for s in gone[0].schedules] == [("unacknowledged",)]
     assert gone == mark_stray([a, host("b")], Acks())
+
+
+def test_the_kept_verdict_is_mark_strays_over_random_polls_and_keeps_what_it_may():
+    """300 polls of 5 hosts, each poll changing a few hosts' schedules (a command added, removed
+    or made a twin of another host's) and now and then the acknowledged set: the kept verdict is
+    mark_stray's every time, and a host whose schedules and twins did not change keeps the very
+    tuple it was given last time."""
+    rng = random.Random(50)
+    commands = ["a", "b", "b  ", "c", "d"]
+
+    def answer(name: str):
+        scheds = [
+            {
+                "id": f"c-{name}-{i}",
+                "kind": "crontab",
+                "user": "u",
+                "spec": "@daily",
+                "command": rng.choice(commands),
+                "active": rng.random() > 0.2,
+                "system": rng.random() < 0.1,
+            }
+            for i in range(rng.randrange(4))
+        ]
+        return host_from_probe(name, {"schedules": scheds}, 1.0, 1.0)
+
+    hosts = [answer(n) for n in "pqrst"]
+    verdict, acks, kept = StrayVerdict(), Acks(), 0
+    last = verdict(list(hosts), acks)
+    for _ in range(300):
+        for i in rng.sample(range(5), rng.randrange(3)):
+            hosts[i] = answer("pqrst"[i])
+        if rng.random() < 0.1:
+            ids = [s.id for h in hosts for s in h.schedules]
+            acks = Acks(everywhere=frozenset(rng.sample(ids, min(len(ids), 2))))
+        got = verdict(list(hosts), acks)
+        assert got == mark_stray(list(hosts), acks)
+        kept += sum(
+            1
+            for g, was in zip(got, last, strict=True)
+            if g.schedules and g.schedules is was.schedules
+        )
+        last = got
+    assert kept > 300, kept  # most hosts' verdicts were kept, not judged again
