@@ -88,6 +88,10 @@ class StrayVerdict:
         if self._legacy:
             return mark_stray(hosts, acks)
         last, before = self._last, self._counts
+        if len(hosts) == len(last) and all(
+            h.name in last and last[h.name][0] is h.schedules for h in hosts
+        ):  # nothing changed: the last verdict, not even counted again
+            return [replace(h, schedules=last[h.name][2]) if h.schedules else h for h in hosts]
         own: dict[str, Counter[str]] = {}
         counts: Counter[str] = Counter()
         for h in hosts:
