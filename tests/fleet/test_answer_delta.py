@@ -134,7 +134,7 @@ while True:
     n += 1
     held = req.get("held")
     sched = {{"id": "c-%d" % n, "kind": "crontab", "user": "u", "spec": "* * * * *",
-              "command": "true", "source": "crontab"}}
+              "command": "true # held=%r" % (held,), "source": "crontab"}}
     ans = {{"seq": n, "gpus": [], "disks": [], "runs": [], "processes": [], "seats": None,
            "schedules": [sched], "memory": {{"total_bytes": 1, "used_bytes": 0}},
            "load1": 0.1, "time": time.time()}}
@@ -142,6 +142,8 @@ while True:
     if held is not None or bad.pop("always", False):
         for k in bad.pop("drop", []):
             ans.pop(k)
+        if bad.pop("nan", False):
+            ans["load1"] = float("nan")
         ans.update(bad)
     sys.stdout.write(json.dumps(ans) + "\\n")
     sys.stdout.flush()
@@ -195,6 +197,18 @@ async def test_a_delta_before_any_whole_answer_is_a_bad_delta_never_a_crash(one_
             assert not snap.reachable and snap.error_code == "bad-delta", snap.error
             assert "refers to answer 0, and the controller holds no answer" in snap.error
             assert not snap.schedules
+
+
+@pytest.mark.sshd
+async def test_after_an_answer_that_does_not_decode_the_next_request_asks_for_it_whole(one_host):
+    async with Poller(one_host, probe=_scripted(repr({"nan": True}))) as poller:
+        first = (await poller.poll()).hosts[0]
+        bad = (await poller.poll()).hosts[0]
+        third = (await poller.poll()).hosts[0]
+    assert [s.command for s in first.schedules] == ["true # held=None"]
+    assert not bad.reachable and bad.error_code == "bad-answer", bad.error
+    # nothing held after it: answer 3 was asked for whole, and is shown whole
+    assert [(s.id, s.command) for s in third.schedules] == [("c-3", "true # held=None")]
 
 
 def test_held_refuses_what_it_cannot_apply_and_then_holds_nothing():
