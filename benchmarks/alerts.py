@@ -30,8 +30,8 @@ from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
-from fleetdeck.backend.monitor.alerts import AlertEngine
-from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.rules.alerts import AlertEngine
 
 GIB_MIB = 1024
 

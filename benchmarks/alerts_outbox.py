@@ -76,8 +76,8 @@ def received(port: int) -> tuple[int, int]:
 async def deliver(n: int, state: Path, port: int) -> dict:
     os.environ["XDG_STATE_HOME"] = str(state)
     from fleetdeck.backend.fleet.config import parse_fleet
-    from fleetdeck.backend.monitor.alerts import Alert
-    from fleetdeck.backend.monitor.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.rules.alerts import Alert
     from fleetdeck.backend.monitor.service import Monitor
 
     fleet = parse_fleet(

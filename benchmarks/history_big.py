@@ -57,7 +57,7 @@ def kinds(n: int) -> list[tuple[str, str]]:
 def build(path: Path, days: float, n_series: int, now: int) -> int:
     """The database at `path`: a row per series per minute for `days` days up to `now`; returns
     how many rows it holds."""
-    from fleetdeck.backend.monitor.history_db import SCHEMA
+    from fleetdeck.backend.monitor.history.db import SCHEMA
 
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
@@ -128,7 +128,7 @@ def size(days: float, interval: float, db: Path) -> None:
     from types import SimpleNamespace
 
     from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
-    from fleetdeck.backend.monitor.history import History
+    from fleetdeck.backend.monitor.history.store import History
 
     rng = random.Random(4919)
     t0 = 1_800_000_000.0  # after the database's creation: its first fold is due an hour in

@@ -36,7 +36,7 @@ NIGHT_RUN = "/runs/run-\x1b]52;c;SGVsbG8=\x07[bold]x"
 
 def night(now: float) -> None:
     from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
 
     h = History(history_path())
     start = now - 6 * 3600
@@ -86,7 +86,7 @@ def night(now: float) -> None:
 
 def series():
     """Every recorded row of the night, by kind and series (what plotext is given)."""
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
     from fleetdeck.show.charts import KINDS
 
     h = History(history_path())
@@ -99,7 +99,7 @@ def series():
 def ours(width: int, repeat: int) -> tuple[float, str]:
     from rich.console import Console
 
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
     from fleetdeck.show.charts import collect, history_table
 
     cells = max(10, width - 60)
@@ -166,7 +166,7 @@ EVENT_TEXT = "seat vllm:8000 \x1b]52;c;SGVsbG8=\x07[bold]OOM-killed"
 def incident_night(now: float) -> None:
     """Six hours of one card at 93,257 MiB with a six-minute dip, and five events."""
     from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
 
     h = History(history_path())
     start = now - 6 * 3600
@@ -212,8 +212,8 @@ def incident_night(now: float) -> None:
 def incident_ours(size: tuple[int, int], repeat: int) -> tuple[float, str]:
     from rich.console import Console
 
-    from fleetdeck.backend.monitor.history import History, history_path
-    from fleetdeck.backend.monitor.incident import incident
+    from fleetdeck.backend.monitor.history.incident import incident
+    from fleetdeck.backend.monitor.history.store import History, history_path
     from fleetdeck.show.incident_plot import incident_plot
 
     now = time.time()
@@ -240,7 +240,7 @@ def incident_ours(size: tuple[int, int], repeat: int) -> tuple[float, str]:
 def incident_plotext(size: tuple[int, int], repeat: int) -> tuple[float, str]:
     import plotext as plt
 
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
 
     now = time.time()
     h = History(history_path())

@@ -398,8 +398,8 @@ def pcie_direction() -> None:
 def controller(repeat: int) -> None:
     from fleetdeck.backend.fleet.models import FleetSnapshot
     from fleetdeck.backend.fleet.validate import host_from_probe
-    from fleetdeck.backend.monitor.alerts import AlertEngine
-    from fleetdeck.backend.monitor.export import Latest, fleet_metrics
+    from fleetdeck.backend.monitor.metrics.export import Latest, fleet_metrics
+    from fleetdeck.backend.monitor.rules.alerts import AlertEngine
 
     now = time.time()
     health = {

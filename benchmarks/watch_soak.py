@@ -33,6 +33,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,13 +58,13 @@ from fleetdeck.backend.fleet.models import (
 )
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.fleet.validate import host_from_probe
-from fleetdeck.backend.monitor.alerts import KEEP_RESOLVED
-from fleetdeck.backend.monitor.export import FleetCollector
-from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
-from fleetdeck.backend.monitor.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.outbox import COMPACT_FACTOR, COMPACT_MIN, Journal, Pending
+from fleetdeck.backend.monitor.delivery.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.sink import Outcome
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.metrics.export import FleetCollector
+from fleetdeck.backend.monitor.rules.alerts import KEEP_RESOLVED
 from fleetdeck.backend.monitor.service import Monitor
-from fleetdeck.backend.monitor.sink import Outcome
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -190,14 +191,10 @@ def state_figures(state: Path) -> dict[str, int]:
 
 
 def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (x, y) points; 0 for fewer than two."""
-    n = len(points)
-    if n < 2:
+    """Least-squares slope of (x, y) points (the standard library's); 0 for fewer than two."""
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
         return 0.0
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
 
 
 #: what each sample measures, and how much growth after the warm-up still counts as flat over
@@ -595,8 +592,9 @@ class SimTime:
 
 
 #: the modules whose `time.time()` is the outbox's clock: when an entry is queued, retried, given
-#: up, grouped or silenced (they take no clock of their own)
-CLOCKED = ("deliver", "delivery_queue", "silences", "grouping")
+#: up, grouped or silenced (they take no clock of their own); the older trees' names after them
+CLOCKED = ("delivery.deliver", "delivery.queue", "silences", "delivery.grouping")
+CLOCKED += ("deliver", "delivery_queue", "grouping")
 
 
 def use_clock(clock: SimClock) -> list[str]:

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.cli.args import add_hosts_option

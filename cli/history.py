@@ -1,7 +1,7 @@
 """`fleetdeck history HOST [--since DURATION] [--json] [--width N]`: what the poll history holds for one host.
 `fleetdeck history HOST --gpu N --plot [--figure F] [--height R]`: one card's incident, a full-height
 plot of its memory (or utilisation, temperature, power) with the host's events on the same time
-axis (`backend/monitor/incident.py`, drawn by `show/incident_plot.py`); `--seat PORT` instead of
+axis (`backend/monitor/history/incident.py`, drawn by `show/incident_plot.py`); `--seat PORT` instead of
 `--gpu N` plots a seat's own memory.
 
 GPU memory and utilisation per GPU, disk use per root, each live run's loss and eval loss, and
@@ -14,7 +14,7 @@ night" reads at a glance. A bucket with no sample is blank (the host did not ans
 `first` is the oldest value recorded in the window, `last` the newest, `peak` the largest, read
 from the rows themselves; a cell folds its rows by the figure's kind (a loss or disk use by its
 newest value, GPU memory by its peak, utilisation and answers by their mean):
-`backend/monitor/history_figures.py`, the same rule the database folds its rows by.
+`backend/monitor/history/figures.py`, the same rule the database folds its rows by.
 
 Memory does not grow with the window: the cells and figures are worked out by SQLite
 (`History.chart`), and `--json` is written as its rows are read (`History.stream`). `--width` is
@@ -37,10 +37,10 @@ from rich.console import Console
 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.host.lib.units import duration_short
-from fleetdeck.backend.monitor.history import History, history_path
-from fleetdeck.backend.monitor.history_figures import Tally
-from fleetdeck.backend.monitor.incident import FIGURES as INCIDENT_FIGURES
-from fleetdeck.backend.monitor.incident import incident
+from fleetdeck.backend.monitor.history.figures import Tally
+from fleetdeck.backend.monitor.history.incident import FIGURES as INCIDENT_FIGURES
+from fleetdeck.backend.monitor.history.incident import incident
+from fleetdeck.backend.monitor.history.store import History, history_path
 from fleetdeck.show.charts import KINDS, collect, history_table
 from fleetdeck.show.incident_plot import incident_plot
 

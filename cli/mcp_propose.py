@@ -128,8 +128,8 @@ class ProposalTools:
                 facts=planned.facts,
                 summary=planned.summary,
             )
-        except ProposalError as e:
-            return refused(e.code, e.message, **doc)
+        except ProposalError as e:  # a full disk, too many waiting: the plan passed, unrecorded
+            return refused(e.code, e.message, **doc, proposal=None)
         return answer({**doc, "proposal": status_json(p, time.time()), "said": HOW.format(id=p.id)})
 
     async def propose_purge(

@@ -26,7 +26,7 @@ from fleetdeck.backend.fleet.poller import poll_fleet
 from fleetdeck.backend.fleet.run_order import ordered_runs
 from fleetdeck.backend.fleet.run_wait import RunNotFound, wait_for_run
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.backend.monitor.history.store import History, history_path
 from fleetdeck.backend.monitor.silences import SilenceStore, load_silences
 from fleetdeck.cli import alerts as alerts_cli
 from fleetdeck.cli import schedules as schedules_cli

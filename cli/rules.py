@@ -1,6 +1,6 @@
 """`fleetdeck rules`: the built-in alert rules with the fleet file's severities and `for`
 durations; `--prometheus` prints them as a Prometheus alerting-rules file
-(`backend/monitor/prom_rules.py`) over the families `watch --prometheus` serves."""
+(`backend/monitor/metrics/rules.py`) over the families `watch --prometheus` serves."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.config import load_fleet
-from fleetdeck.backend.monitor.prom_rules import EXPRESSED, NOT_SAID, rules_file, wait_seconds
+from fleetdeck.backend.monitor.metrics.rules import EXPRESSED, NOT_SAID, rules_file, wait_seconds
 from fleetdeck.cli.args import add_hosts_option
 
 

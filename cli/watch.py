@@ -24,10 +24,10 @@ import time
 from typing import Any, TextIO
 
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
-from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
-from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.delivery.watch_lock import AlreadyRunning, StateLock
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.metrics.export import FleetCollector, parse_listen, serve_metrics
 from fleetdeck.backend.monitor.service import Monitor
-from fleetdeck.backend.monitor.watch_lock import AlreadyRunning, StateLock
 from fleetdeck.backend.web.access import (
     TokenRefused,
     ensure_token,

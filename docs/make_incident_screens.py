@@ -39,7 +39,7 @@ NOW = float(int(time.time()) // 60 * 60)
 def record() -> None:
     from fleetdeck.backend.actions.audit import audit
     from fleetdeck.backend.fleet.validate import fleet_from_json
-    from fleetdeck.backend.monitor.history import History, history_path
+    from fleetdeck.backend.monitor.history.store import History, history_path
 
     snap = fleet_from_json(
         json.loads((HERE.parent / "tests" / "support" / "fixtures" / "fleet.json").read_text())

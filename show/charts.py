@@ -1,6 +1,6 @@
 """History as text: one sparkline line per recorded series of a host (rich only, no textual),
 shared by `fleetdeck history` and the dashboard's History view. What a cell and each figure
-column mean is `backend/monitor/history_figures.py`'s rule, the one the database folds by."""
+column mean is `backend/monitor/history/figures.py`'s rule, the one the database folds by."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdeck.backend.host.lib.units import duration_short, size_short
-from fleetdeck.backend.monitor.history_figures import Line, fold
+from fleetdeck.backend.monitor.history.figures import Line, fold
 from fleetdeck.show.cells import spark_char
 from fleetdeck.show.fmt import host_text, human_mib
 

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.alerts import severity_counts
+from fleetdeck.backend.monitor.rules.alerts import severity_counts
 
 
 def host_text(value: object, style: str = "") -> Text:

@@ -1,7 +1,7 @@
 """An incident as text (rich only, no textual): one card's figure as a full-height plot over the
 window, the events of the window marked on the same time axis under it, and each event listed
 with its time. `fleetdeck history HOST --gpu N --plot` prints it; what it draws is
-`backend/monitor/incident.py`'s `Incident`.
+`backend/monitor/history/incident.py`'s `Incident`.
 
 Each column is one cell of the window (the history's fold: memory and temperature by their peak,
 utilisation and power by their mean), drawn in eighths of a row. A column with no row is blank;
@@ -19,7 +19,7 @@ from rich.text import Text
 
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import duration_short
-from fleetdeck.backend.monitor.incident import Incident
+from fleetdeck.backend.monitor.history.incident import Incident
 from fleetdeck.show.audit_text import describe
 from fleetdeck.show.fmt import human_mib
 

@@ -15,24 +15,25 @@ minute. A recorded replay (tests, screenshots) is not judged and not recorded un
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from textual.screen import ModalScreen
+from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen, Screen
 
+from fleetdeck.backend.fleet.config import Fleet
+from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig
-from fleetdeck.backend.monitor.history import History
+from fleetdeck.backend.monitor.delivery.watch_lock import running_watch
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig
 from fleetdeck.backend.monitor.seats import recorded_checks
 from fleetdeck.backend.monitor.service import Monitor
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
-from fleetdeck.backend.monitor.watch_lock import running_watch
 from fleetdeck.show.cells import spark_char
 from fleetdeck.show.fmt import said
-from fleetdeck.tui.fleet_state import HISTORY
-
-if TYPE_CHECKING:
-    from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.fleet_state import HISTORY, FleetState
+from fleetdeck.tui.sources import Source
 
 #: toasts held while a pop-up is open, at most (the newest)
 HELD_TOASTS = 5
@@ -48,11 +49,43 @@ def badge_text(firing: int, on_alerts_view: bool = False) -> str:
     )
 
 
+class WatchedApp(Protocol):
+    """What the alert watch asks of the dashboard it watches for (`FleetdeckApp` is one): the
+    fleet and its poll source, the fleet state its sparklines fill, and the screen stack, header
+    and toasts it shows its verdict in. A protocol, so that this module imports nothing of the
+    app, which imports it."""
+
+    fleet: Fleet
+    source: Source
+    state: FleetState
+    sub_title: str
+
+    def link(self, host: str) -> HostLink: ...
+
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
+    @property
+    def screen(self) -> Screen[object]: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+    def bell(self) -> None: ...
+
+
 class AlertWatch:
     """The dashboard's monitor (role `observe`): `observe(snapshot)` after each poll renders
     its verdict as the bell, toasts and the header badge."""
 
-    def __init__(self, app: FleetdeckApp, enabled: bool = True) -> None:
+    def __init__(self, app: WatchedApp, enabled: bool = True) -> None:
         self.app = app
         self.enabled = enabled
         self.config: AlertConfig = app.fleet.alerts or AlertConfig()  # type: ignore[assignment]
@@ -202,10 +235,10 @@ class AlertWatch:
                         self.engine.add_disk_sample(h.name, path, t, int(used), int(free))
             used_by_gpu = self.history.gpu_memory(h.name, since)
             for g in h.gpus:
-                pts = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1) :]
-                if not pts or not g.memory_total_mib:
+                used_mib = list(used_by_gpu.get(g.index, ()))[-(HISTORY - 1) :]
+                if not used_mib or not g.memory_total_mib:
                     continue
-                fracs = [min(1.0, p / g.memory_total_mib) for p in pts]
+                fracs = [min(1.0, p / g.memory_total_mib) for p in used_mib]
                 key = (h.name, g.index)
                 if key in state.history and len(state.history[key]) + len(fracs) <= HISTORY:
                     state.history[key].extendleft(reversed(fracs))

@@ -6,7 +6,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -21,6 +21,7 @@ from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.show.fmt import said
 from fleetdeck.tui import settings
 from fleetdeck.tui.alert_watch import AlertWatch
+from fleetdeck.tui.app_api import Dashboard
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.messages import ActionFinished, FleetPolled, PollFailed
@@ -28,15 +29,18 @@ from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.modals.launch import LaunchModal
 from fleetdeck.tui.navigation import Navigation
 from fleetdeck.tui.sources import Source
+from fleetdeck.tui.view_registry import VIEWS, View
 from fleetdeck.tui.views.alerts import AlertsScreen
 from fleetdeck.tui.views.audit import AuditScreen
 from fleetdeck.tui.views.base import ViewScreen
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.history import HistoryScreen
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.views.proposals import ProposalsScreen
-from fleetdeck.tui.views.runs import RunsScreen
+from fleetdeck.tui.views.runs import CheckpointTable, RunsScreen
 from fleetdeck.tui.views.schedules import SchedulesScreen
 from fleetdeck.tui.widgets.guard import GuardedPump
+from fleetdeck.tui.widgets.log_pane import LogPane
 
 # Failures an operator can act on: shown as a toast naming what and why, never a traceback.
 EXPECTED = (HostError, ConfigError, OSError, ValueError, TimeoutError)
@@ -47,23 +51,36 @@ RESTART = (
     "again; polling and the views already open keep working until then.\n\n"
 )
 
+# The views, registered where they are known: navigation and help look them up by name
+# (tui/view_registry.py), so that neither imports a view. In the order help lists their keys.
+for _view in (
+    View("fleet", FleetScreen, help=(("Fleet view", (FleetScreen,)),)),
+    View("host", HostScreen, mode=False, help=(("Host view", (HostScreen,)),)),
+    View(
+        "runs",
+        RunsScreen,
+        help=(
+            ("Runs view", (RunsScreen, CheckpointTable)),
+            ("train.log pane (Runs view; tab moves into it)", (LogPane,)),
+        ),
+    ),
+    View("schedules", SchedulesScreen, help=(("Schedules view", (SchedulesScreen,)),)),
+    View("audit", AuditScreen),
+    View("history", HistoryScreen, help=(("History view", (HistoryScreen,)),)),
+    View("alerts", AlertsScreen, help=(("Alerts view", (AlertsScreen,)),)),
+    View("proposals", ProposalsScreen),
+):
+    VIEWS.register(_view)
+
 
 class FleetdeckApp(Navigation, GuardedPump, App):
     """The dashboard. `source` defaults to a `Poller` over `fleet`; `clock` is injectable."""
 
     CSS_PATH = "fleetdeck.tcss"
     TITLE = "fleetdeck"
-    MODES = {
-        "fleet": FleetScreen,
-        "runs": RunsScreen,
-        "schedules": SchedulesScreen,
-        "audit": AuditScreen,
-        "alerts": AlertsScreen,
-        "history": HistoryScreen,
-        "proposals": ProposalsScreen,
-    }
+    MODES = VIEWS.modes()
     DEFAULT_MODE = "fleet"
-    BINDINGS = APP_BINDINGS
+    BINDINGS = [*APP_BINDINGS]
 
     def __init__(
         self,
@@ -327,6 +344,11 @@ class FleetdeckApp(Navigation, GuardedPump, App):
             lambda: self._on_view("schedules", "remove"),
         )
         yield SystemCommand("Help", "Every key", self.action_help)
+
+
+if TYPE_CHECKING:
+    # the app is what its views are typed against (tui/app_api.py): the type checker holds it here
+    _is_a_dashboard: type[Dashboard] = FleetdeckApp
 
 
 def run_dashboard(fleet: Fleet, **kw: Any) -> int:

@@ -1,41 +1,50 @@
 """Moving between the dashboard's views: the number keys (`action_view`), `esc` back through
 the views seen (`action_back`), the Host view of a host, and the `:` command line
-(`run_command`). A mixin of `FleetdeckApp` (`tui/app.py`), which holds the modes."""
+(`run_command`). A mixin of `FleetdeckApp` (`tui/app.py`), which holds the modes and registers
+the views: they are looked up in the registry (`tui/view_registry.py`), never imported here."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from textual.app import App
 from textual.screen import Screen
 
-from fleetdeck.tui.views.base import ViewScreen
-from fleetdeck.tui.views.host import HostScreen
+from fleetdeck.tui.fleet_state import FleetState
+from fleetdeck.tui.view_registry import VIEWS
 from fleetdeck.tui.widgets.command_line import CommandLine
+
+if TYPE_CHECKING:
+    # what the mixin is mixed into, for the type checker: at run time it is a plain class
+    _App = App[None]
+else:
+    _App = object
 
 #: how many views `esc` can go back through
 HISTORY = 50
 
 
-class Navigation:
+class Navigation(_App):
     """The app's moves between views; `_history` is the views `esc` goes back through."""
 
     _history: list[str]
+    state: FleetState
+    action_help: Callable[[], None]
 
     def action_view(self, mode: str) -> None:
         """Switch to one of the top-level views (from the Host view, its own key closes it)."""
         if self.current_mode != mode:
             self._history = (self._history + [self.current_mode])[-HISTORY:]
             self.switch_mode(mode)
-        elif isinstance(self.screen, HostScreen):
+        elif VIEWS.shows(self.screen, "host"):
             self.pop_screen()
         self.refresh_bindings()
 
     def view_name(self, screen: Screen) -> str:
         """The name a view's remembered choices are saved under (its mode, or `host`)."""
-        for name, cls in self.MODES.items():
-            if type(screen) is cls:
-                return name
-        return type(screen).__name__.removesuffix("Screen").casefold()
+        name = VIEWS.name_of(screen)
+        return name or type(screen).__name__.removesuffix("Screen").casefold()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The view on screen leaves its own key out of the footer (pressing it does nothing),
@@ -44,21 +53,21 @@ class Navigation:
             action == "view"
             and parameters
             and parameters[0] == self.current_mode
-            and not isinstance(self.screen, HostScreen)
+            and not VIEWS.shows(self.screen, "host")
         ):
             return False
         return True
 
     def open_host(self, name: str) -> None:
         """Push the Host view for `name`."""
-        self.push_screen(HostScreen(name))
+        self.push_screen(VIEWS.screen("host")(name))
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         """Esc: close the Host view, else go back to the view before this one (Runs -> Alerts
         -> esc is Runs again), at the first one to the Fleet view."""
-        if isinstance(self.screen, HostScreen):
+        if VIEWS.shows(self.screen, "host"):
             self.pop_screen()
-        elif isinstance(self.screen, ViewScreen):
+        elif VIEWS.is_view(self.screen):
             while self._history and self._history[-1] == self.current_mode:
                 self._history.pop()
             if self._history:
@@ -84,11 +93,11 @@ class Navigation:
             self.action_help()
             return
         if cmd.view == "host" or (cmd.view == "fleet" and cmd.host):
-            if isinstance(self.screen, HostScreen):
+            if VIEWS.shows(self.screen, "host"):
                 self.pop_screen()
             self.open_host(cmd.host)
             return
-        if isinstance(self.screen, HostScreen):
+        if VIEWS.shows(self.screen, "host"):
             self.pop_screen()
         self.action_view(cmd.view)
 

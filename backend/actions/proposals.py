@@ -12,6 +12,11 @@ that cannot be read or does not hold a proposal is reported by name and reason
 once (a further proposal is refused `too-many-proposals`); a pending one expires `TTL_S`
 (24 h) after it was made; a settled or expired one is deleted `KEEP_S` (7 days) after it
 ended, so the folder stays bounded. Every proposal and every outcome is audited with its origin.
+
+A confirmed proposal names the process that claimed it (machine, boot, pid and start time). When
+that process is gone (it was killed, or the machine rebooted) without saying how the action
+ended, the proposal reads `abandoned`: final, never carried out again, and the audit log says
+how far the action got.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,6 +34,7 @@ from typing import Any
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet.statedir import read_file, state_dir
+from fleetdeck.backend.host.lib import procfs
 
 #: the kinds of action an agent may propose
 KINDS = ("purge", "mirror", "launch", "remove-schedule")
@@ -45,6 +52,9 @@ REASON_MAX = 2000
 ID_RE = re.compile(r"[0-9a-f]{12}")
 #: pending -> confirmed (a person started it) -> done | failed; or refused, rejected, expired
 STATES = ("pending", "confirmed", "done", "failed", "refused", "rejected", "expired")
+#: what a state file never holds but `state_at` reads: expired (a pending one past its expiry),
+#: abandoned (a confirmed one whose claiming process is gone)
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 class ProposalError(Exception):
@@ -86,8 +96,13 @@ class Proposal:
     refused: tuple[str, ...] = field(default_factory=tuple)
 
     def state_at(self, now: float) -> str:
-        """The state as of `now`: a pending proposal past its expiry is `expired`."""
-        return "expired" if self.state == "pending" and now >= self.expires else self.state
+        """The state as of `now`: a pending proposal past its expiry is `expired`; a confirmed
+        one whose claiming process is known to be gone is `abandoned`."""
+        if self.state == "pending" and now >= self.expires:
+            return "expired"
+        if self.state == "confirmed" and claim_gone((self.outcome or {}).get("claimant")):
+            return "abandoned"
+        return self.state
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
         """The proposal as `fleetdeck proposals show --json` prints it."""
@@ -95,6 +110,40 @@ class Proposal:
         d["refused"] = list(self.refused)
         d["state"] = self.state_at(time.time() if now is None else now)
         return d
+
+
+def _boot() -> str | None:
+    """This boot's id (the kernel's), or None where it cannot be read."""
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def claimant() -> dict[str, Any]:
+    """Who is claiming a proposal: this machine, this boot, this process and its start time."""
+    pid = os.getpid()
+    return {
+        "host": socket.gethostname(),
+        "boot": _boot(),
+        "pid": pid,
+        "start": procfs.start_ticks(pid),
+    }
+
+
+def claim_gone(claim: Any) -> bool:
+    """True only when the process named by `claim` is known to be gone: same machine, and
+    another boot or no live process with that pid and start time. A claim from another
+    machine, or one that names no process, is never taken as gone."""
+    if not isinstance(claim, dict) or claim.get("host") != socket.gethostname():
+        return False
+    boot, pid, start = claim.get("boot"), claim.get("pid"), claim.get("start")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(start, int):
+        return False
+    now_boot = _boot()
+    if isinstance(boot, str) and now_boot is not None and boot != now_boot:
+        return True
+    return not procfs.same_process(pid, start)
 
 
 def proposals_dir() -> Path:
@@ -111,8 +160,11 @@ def check_id(pid: str) -> str:
     return pid
 
 
-def _write(p: Proposal) -> None:
-    """Write `p` whole under its final name: a temporary file (mode 600), fsynced, renamed."""
+def _write(p: Proposal, record: dict[str, Any], result: str) -> None:
+    """Write `p` whole under its final name, audited: a temporary file (mode 600) is written
+    and fsynced first, then the audit record (`result`, `record`), then the rename. So a full
+    disk leaves neither a record of a change that was not saved nor a file nothing audited;
+    ProposalError `unwritable` when either cannot be written (the temporary file removed)."""
     d = proposals_dir()
     data = (json.dumps(asdict(p), ensure_ascii=True, default=str, indent=1) + "\n").encode()
     tmp = d / f".{p.id}.{secrets.token_hex(4)}.tmp"
@@ -126,18 +178,22 @@ def _write(p: Proposal) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        audit.audit("proposal", p.host, result, **record)
         os.replace(tmp, d / f"{p.id}.json")
         dfd = os.open(d, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError as e:
+    except (OSError, audit.AuditError) as e:
         try:
             tmp.unlink()
         except OSError:
             pass
-        raise ProposalError("unwritable", f"the proposal could not be saved in {d}: {e}") from None
+        why = e.message if isinstance(e, audit.AuditError) else str(e)
+        raise ProposalError(
+            "unwritable", f"the proposal could not be saved in {d}: {why}"
+        ) from None
 
 
 def _parse(pid: str, raw: bytes) -> Proposal:
@@ -261,11 +317,7 @@ class ProposalStore:
             summary=summary,
             refused=tuple(refused),
         )
-        try:
-            audit.audit("proposal", host, "proposed", **_record(p))
-        except audit.AuditError as e:
-            raise ProposalError("unwritable", str(e.message)) from None
-        _write(p)
+        _write(p, _record(p), "proposed")
         return p
 
     def settle(self, p: Proposal, state: str, by: str, **outcome: Any) -> Proposal:
@@ -273,8 +325,10 @@ class ProposalStore:
         origin. Only from the state `p` holds: when its file says otherwise (someone else
         confirmed or rejected it meanwhile) ProposalError `settled`, and nothing is written, so
         two people confirming one proposal cannot both carry it out. Returns the proposal as
-        saved. AuditError propagates: an outcome that cannot be recorded is said, never dropped
-        silently."""
+        saved. An outcome that cannot be saved and audited is ProposalError `unwritable`: said,
+        never dropped silently."""
+        if state == "confirmed":
+            outcome["claimant"] = claimant()
         done = replace(p, state=state, outcome={"time": self.clock(), "by": by, **outcome})
         fd = os.open(proposals_dir() / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -282,8 +336,12 @@ class ProposalStore:
             now = self.get(p.id)
             if now.state != p.state:
                 raise ProposalError("settled", f"proposal {p.id} is already {now.state}")
-            audit.audit("proposal", p.host, state, **_record(done))
-            _write(done)
+            if state == "confirmed" and now.state_at(self.clock()) != "pending":
+                # an expired proposal is never claimed
+                raise ProposalError(
+                    "settled", f"proposal {p.id} is already {now.state_at(self.clock())}"
+                )
+            _write(done, _record(done), state)
         finally:
             os.close(fd)
         return done

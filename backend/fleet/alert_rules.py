@@ -1,6 +1,6 @@
 """The fleet file's `[alerts]` table: the rules by name, their `for` durations and thresholds,
 parsed as strictly as the rest of the file (`config.load_fleet` reads it; the monitor judges
-with it, `backend/monitor/alerts.py`)."""
+with it, `backend/monitor/rules/alerts.py`)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class AlertConfig:
     #: (a host's runs failing at once) goes out as one delivery listing them, as Alertmanager's
     #: `group_wait` does; 0 sends each transition on its own at once (`deliver.Deliverer`)
     group_wait: float = 10.0
-    #: Alertmanager base URLs (`backend/monitor/alertmanager.py`): `watch` posts every firing
+    #: Alertmanager base URLs (`backend/monitor/alertmanager/sink.py`): `watch` posts every firing
     #: alert to each one's v2 API, again while it fires, and its end when it resolves
     alertmanager: tuple[str, ...] = ()
     #: `for = {rule = seconds}`: how long a rule's condition must hold before it fires, for

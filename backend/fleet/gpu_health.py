@@ -1,6 +1,6 @@
 """What a GPU's health figures mean: the throttle reasons the probe reports (nvml.h's clock
 event reasons, as words), which of them slow the card down, and NVIDIA's Xid catalogue for
-the codes seen on data-centre cards. The rules (`monitor/alerts.py`), the dashboard and the
+the codes seen on data-centre cards. The rules (`monitor/rules/alerts.py`), the dashboard and the
 exporter read them from here."""
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from typing import Any
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
-from fleetdeck.backend.monitor.alerts import AlertConfig, AlertEngine
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.deliver import options as deliver_options
-from fleetdeck.backend.monitor.outbox import Journal, outbox_path
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.deliver import options as deliver_options
+from fleetdeck.backend.monitor.delivery.outbox import Journal, outbox_path
+from fleetdeck.backend.monitor.rules.alerts import AlertConfig, AlertEngine
 
 
 def engine_path() -> Path:

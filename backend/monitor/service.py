@@ -41,12 +41,12 @@ from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.monitor import alert_state as st
-from fleetdeck.backend.monitor.alert_starts import carry_since
-from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine
-from fleetdeck.backend.monitor.am_silences import SilenceSync
-from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.launch_outcomes import LaunchOutcomes
+from fleetdeck.backend.monitor.alertmanager.silences import SilenceSync
+from fleetdeck.backend.monitor.alertmanager.sink import AlertmanagerSink
+from fleetdeck.backend.monitor.history.alert_starts import carry_since
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig, AlertEngine
+from fleetdeck.backend.monitor.rules.launch_outcomes import LaunchOutcomes
 from fleetdeck.backend.monitor.saved_state import SavedState, engine_path, open_outbox
 from fleetdeck.backend.monitor.seat_rounds import SeatRounds
 from fleetdeck.backend.monitor.seats import SeatCheck, recorded_checks
@@ -122,7 +122,7 @@ class Monitor:
             AlertmanagerSink(self.config.alertmanager, warn=self.warn)
             if deliver and self.config.alertmanager
             else None
-        )  # and each fleetdeck silence made there too (am_silences), so the pager agrees
+        )  # and each fleetdeck silence made there too (alertmanager.silences), so the pager agrees
         self.am_silences = (
             SilenceSync(self.config.alertmanager, self.warn) if self.alertmanager else None
         )

@@ -26,7 +26,7 @@ from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict, mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
 from fleetdeck.backend.host.lib import serve
 from fleetdeck.backend.host.probe.delta import Answers
-from fleetdeck.backend.monitor.export import FleetCollector
+from fleetdeck.backend.monitor.metrics.export import FleetCollector
 
 from support.probe import PROBE, write_progress
 

@@ -4,6 +4,7 @@ kind not declared, and a key a kind does not know, still read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -26,32 +27,10 @@ from fleetdeck.backend.actions.audit_records import (
 
 STAMP = ("time", "ts", "user", "controller")
 
+#: (record type, the keyword form's action/host/result, its keys, the keys the record leaves out)
 CASES = [
     (
-        MirrorRecord(
-            host="h2",
-            result="done",
-            absent=frozenset({"dirs"}),
-            **dict(
-                src="h1:/r/run-1/adapter",
-                dst="/m/run-1/adapter",
-                bytes=10,
-                bytes_src=10,
-                bytes_dst=10,
-                files=2,
-                verified=True,
-                witnesses=2,
-                reason=None,
-                error=None,
-                seconds=0.5,
-                outside_links=[],
-                free_bytes_before=100,
-                free_bytes_after=90,
-                replace=False,
-                kept_as=None,
-                confirmation=None,
-            ),
-        ),
+        MirrorRecord,
         ("mirror", "h2", "done"),
         dict(
             src="h1:/r/run-1/adapter",
@@ -72,25 +51,10 @@ CASES = [
             kept_as=None,
             confirmation=None,
         ),
+        frozenset({"dirs"}),
     ),
     (
-        LaunchRecord(
-            host="gx10",
-            result="started",
-            absent=frozenset({"warning"}),
-            **dict(
-                run="/r/run-8",
-                pid=77,
-                state="running",
-                after=None,
-                force=False,
-                resume=False,
-                waiter_pid=None,
-                preflight=[{"name": "disk", "ok": True}],
-                error=None,
-                reason=None,
-            ),
-        ),
+        LaunchRecord,
         ("launch", "gx10", "started"),
         dict(
             run="/r/run-8",
@@ -104,23 +68,10 @@ CASES = [
             error=None,
             reason=None,
         ),
+        frozenset({"warning"}),
     ),
     (
-        LaunchRecord(
-            host="gx10",
-            result="started",
-            absent=frozenset({"waiter_pid", "preflight", "reason"}),
-            **dict(
-                run="/r/run-8",
-                pid=77,
-                state="running",
-                after=None,
-                force=False,
-                resume=True,
-                error=None,
-                warning="the answer was lost; the probe saw the run",
-            ),
-        ),
+        LaunchRecord,
         ("launch", "gx10", "started"),
         dict(
             run="/r/run-8",
@@ -132,28 +83,10 @@ CASES = [
             error=None,
             warning="the answer was lost; the probe saw the run",
         ),
+        frozenset({"waiter_pid", "preflight", "reason"}),
     ),
     (
-        PurgeRecord(
-            host="h1",
-            result="done",
-            **dict(
-                paths=[{"path": "/r/run-1/checkpoints/checkpoint-25", "bytes": 7, "deleted": True}],
-                keepers=[{"path": "/r/run-1/adapter", "sha256_before": "ab", "sha256_after": "ab"}],
-                confirmation={"via": "cli", "paths": []},
-                keep_newest=None,
-                witnesses=1,
-                allow_best=[],
-                evals=[],
-                bytes=7,
-                expected_bytes=7,
-                free_bytes_before=100,
-                free_bytes_after=107,
-                reclaimed_bytes=7,
-                warnings=[],
-                error=None,
-            ),
-        ),
+        PurgeRecord,
         ("purge", "h1", "done"),
         dict(
             paths=[{"path": "/r/run-1/checkpoints/checkpoint-25", "bytes": 7, "deleted": True}],
@@ -173,18 +106,7 @@ CASES = [
         ),
     ),
     (
-        StopRecord(
-            host="h1",
-            result="done",
-            pid=4242,
-            start=99,
-            command="python train.py --x 'y z'",
-            signal="TERM",
-            outcome="stopped",
-            reason=None,
-            message="stopped",
-            via="dashboard",
-        ),
+        StopRecord,
         ("process-stop", "h1", "done"),
         dict(
             pid=4242,
@@ -198,45 +120,19 @@ CASES = [
         ),
     ),
     (
-        AckRecord(
-            host="h1, h2",
-            result="done",
-            ids=["cron:abc"],
-            hosts={"cron:abc": ["h1", "h2"]},
-            all_hosts=False,
-            via="cli",
-            extra={"note": "x"},
-        ),
+        AckRecord,
         ("schedule-ack", "h1, h2", "done"),
         dict(
             ids=["cron:abc"], hosts={"cron:abc": ["h1", "h2"]}, all_hosts=False, via="cli", note="x"
         ),
     ),
     (
-        AckRecord(
-            host=None,
-            result="refused",
-            ids=["nope"],
-            reason_code="unknown-id",
-            message="no such schedule",
-            via="dashboard",
-        ),
+        AckRecord,
         ("schedule-ack", None, "refused"),
         dict(ids=["nope"], reason_code="unknown-id", message="no such schedule", via="dashboard"),
     ),
     (
-        RemoveRecord(
-            host="h1",
-            result="started",
-            schedule={"id": "c-37", "kind": "crontab", "command": "sleep 1"},
-            confirmation="c-37",
-            reason_code=None,
-            message="removing",
-            backup=None,
-            host_backup="/tmp/b",
-            signals=[],
-            extra={"plan": "comment out line 3"},
-        ),
+        RemoveRecord,
         ("schedule-remove", "h1", "started"),
         dict(
             schedule={"id": "c-37", "kind": "crontab", "command": "sleep 1"},
@@ -250,17 +146,7 @@ CASES = [
         ),
     ),
     (
-        SilenceAddRecord(
-            host="h1",
-            result="done",
-            id="s-1",
-            rule=None,
-            subject="gpu\udcff",
-            for_s=3600.0,
-            ends=1.8e9,
-            comment="maintenance",
-            scope="h1",
-        ),
+        SilenceAddRecord,
         ("silence-add", "h1", "done"),
         dict(
             id="s-1",
@@ -273,23 +159,12 @@ CASES = [
         ),
     ),
     (
-        SilenceExpireRecord(
-            host=None, result="failed", error="disk full", id="s-2", scope="all", ends_was=1.0
-        ),
+        SilenceExpireRecord,
         ("silence-expire", None, "failed"),
         dict(error="disk full", id="s-2", scope="all", ends_was=1.0),
     ),
     (
-        LaunchOutcomeRecord(
-            host="h2",
-            result="finished",
-            run="/r/run-3",
-            name="run-3",
-            reason=None,
-            step=159,
-            max_steps=159,
-            adapter="/r/run-3/adapter",
-        ),
+        LaunchOutcomeRecord,
         ("launch-outcome", "h2", "finished"),
         dict(
             run="/r/run-3",
@@ -307,8 +182,22 @@ def _lines() -> list[dict]:
     return [json.loads(x) for x in audit.audit_path().read_text().splitlines()]
 
 
-@pytest.mark.parametrize("rec, head, fields", CASES, ids=lambda c: getattr(c, "ACTION", None))
-def test_a_typed_record_writes_the_keyword_forms_line_and_reads_back_as_itself(rec, head, fields):
+def _record(cls, head, fields, absent=frozenset()):
+    """The typed record of `cls` holding `fields`: its declared keys as themselves, the rest in
+    `extra` (as the keyword form writes them, flat)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = {k: v for k, v in fields.items() if k not in names}
+    kw = {k: v for k, v in fields.items() if k in names}
+    return cls(
+        host=head[1], result=head[2], absent=absent, **kw, **({"extra": extra} if extra else {})
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].ACTION)
+def test_a_typed_record_writes_the_keyword_forms_line_and_reads_back_as_itself(case):
+    cls, head, fields = case[:3]
+    rec = _record(*case)
+    assert rec.ACTION == head[0]
     audit.audit(*head, **fields)
     written = write(rec)
     old, new = _lines()

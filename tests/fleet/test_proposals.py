@@ -25,6 +25,7 @@ from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.cli.mcp_propose import ProposalTools
 
 from support.cli import local_fleet
+from support.fullfs import full_tmpfs
 from support.launch import base_values, write_corpus, write_run_toml
 from support.purge import cli, make_run
 
@@ -160,6 +161,93 @@ def test_two_people_cannot_both_move_one_proposal(fleet):
         ProposalStore().settle(p, "rejected", "bob", code="rejected", message="m")
     assert e.value.code == "settled" and ProposalStore().get(p.id).state == "confirmed"
     assert [r["result"] for r in _records(p.id)] == ["proposed", "confirmed"]
+
+
+CLAIM = """
+import sys
+from fleetdeck.backend.actions.proposals import ProposalStore
+store = ProposalStore()
+store.settle(store.get(sys.argv[1]), "confirmed", "alice", code="confirmed", message="m")
+print("claimed", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_claim_whose_process_is_gone_reads_abandoned_and_is_never_carried_out(fleet, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    p = _propose(hosts, [str(ck)])
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLAIM, p.id], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout.readline() == b"claimed\n"
+        claimed = ProposalStore().get(p.id)
+        assert claimed.outcome["claimant"]["pid"] == child.pid
+        assert claimed.state_at(time.time()) == "confirmed"  # its claimant lives
+    finally:
+        child.kill()
+        child.wait()
+    assert ProposalStore().get(p.id).state_at(time.time()) == "abandoned"
+    rc, out, _ = cli(capsys, "proposals", "--json")
+    assert json.loads(out)["proposals"][0]["state"] == "abandoned"
+    rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}")
+    assert rc == 1 and "[settled]" in err and "abandoned" in err and ck.is_dir()
+    path = proposals_dir() / f"{p.id}.json"
+    doc = json.loads(path.read_text())
+    # a claim made on another machine cannot be judged from here: it stays confirmed
+    doc["outcome"]["claimant"]["host"] = "elsewhere"
+    path.write_text(json.dumps(doc))
+    assert ProposalStore().get(p.id).state_at(time.time()) == "confirmed"
+    # this machine, a live pid (this one) with its own start time, but an earlier boot: gone
+    doc["outcome"]["claimant"].update(proposals.claimant(), boot="0" * 36)
+    path.write_text(json.dumps(doc))
+    assert ProposalStore().get(p.id).state_at(time.time()) == "abandoned"
+    doc["outcome"]["claimant"] = proposals.claimant()  # this very process: alive
+    path.write_text(json.dumps(doc))
+    assert ProposalStore().get(p.id).state_at(time.time()) == "confirmed"
+    for hostile in ("x", {"host": doc["outcome"]["claimant"]["host"], "pid": True, "start": 1}):
+        doc["outcome"]["claimant"] = hostile  # nothing that names no process is taken as gone
+        path.write_text(json.dumps(doc))
+        assert ProposalStore().get(p.id).state_at(time.time()) == "confirmed"
+
+
+def test_an_expired_proposal_is_never_claimed(fleet):
+    hosts, run = fleet
+    past = ProposalStore(clock=lambda: time.time() - proposals.TTL_S - 60)
+    p = _propose(hosts, [str(run / "checkpoints" / "checkpoint-25")], past)
+    with pytest.raises(ProposalError) as e:
+        ProposalStore().settle(p, "confirmed", "alice", code="confirmed", message="m")
+    assert e.value.code == "settled" and ProposalStore().get(p.id).state == "pending"
+
+
+@pytest.mark.root
+def test_a_full_disk_records_nothing_and_carries_nothing_out(fleet, tmp_path, monkeypatch, capsys):
+    hosts, run = fleet
+    ck = run / "checkpoints" / "checkpoint-25"
+    made = []
+
+    def prepare(mnt):
+        monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
+        made.append(_propose(hosts, [str(ck)]))
+
+    with full_tmpfs(tmp_path / "state-fs", prepare):
+        (p,) = made
+        before = sorted(os.listdir(proposals_dir()))
+        doc = json.loads(
+            asyncio.run(ProposalTools(load_fleet(hosts)).propose_purge("local", [str(ck)], "r"))
+        )
+        assert doc["proposal"] is None and doc["error"]["code"] == "unwritable", doc
+        assert "No space left" in doc["error"]["message"], doc
+        rc, _, err = cli(capsys, "--hosts", hosts, "proposals", "confirm", p.id, f"--confirm={ck}")
+        assert rc == 1 and ck.is_dir() and (ck / "optimizer.pt").is_file(), err
+        rc, _, err = cli(capsys, "proposals", "reject", p.id)
+        assert rc == 1 and err.strip(), err
+        # nothing half-written is left, and the proposal still waits as it was
+        assert sorted(set(os.listdir(proposals_dir())) - {".lock"}) == before
+        assert ProposalStore().get(p.id).state == "pending"
+        # and the audit log says only what happened: no record of a change that was not saved
+        assert [r["result"] for r in _records(p.id)] == ["proposed"]
 
 
 def test_an_expired_proposal_is_refused(fleet, capsys):

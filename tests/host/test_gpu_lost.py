@@ -9,8 +9,8 @@ from rich.console import Console
 
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
 from fleetdeck.backend.fleet.validate import host_from_probe
-from fleetdeck.backend.monitor.export import FleetCollector
-from fleetdeck.backend.monitor.prom_rules import rules_file
+from fleetdeck.backend.monitor.metrics.export import FleetCollector
+from fleetdeck.backend.monitor.metrics.rules import rules_file
 
 T = 1_800_000_000.0
 

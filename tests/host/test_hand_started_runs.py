@@ -224,7 +224,7 @@ async def test_run_failed_and_run_finished_page_once_for_runs_started_by_hand(ho
     `run-failed` once, with its reason; the one that finishes pages `run-finished` once, when its
     adapter is there."""
     from fleetdeck.backend.fleet.alert_rules import AlertConfig
-    from fleetdeck.backend.monitor.alerts import AlertEngine
+    from fleetdeck.backend.monitor.rules.alerts import AlertEngine
 
     fleet, h = host
     dying, fine = h.runs / "run-20", h.runs / "run-21"

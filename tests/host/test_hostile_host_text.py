@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from fleetdeck.backend.fleet.validate import host_from_probe
-from fleetdeck.backend.monitor.run_alerts import failed_text, finished_text
+from fleetdeck.backend.monitor.rules.runs import failed_text, finished_text
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.tui.rows.fleet import gpu_health_lines
 from fleetdeck.tui.rows.host import gpu_health_row, gpu_rows

@@ -1,5 +1,5 @@
 """House rule: the controller has one HTTP client. Every request the controller makes goes
-through `backend/monitor/http_client.py` (proxies from the environment, TLS verified, redirects
+through `backend/monitor/delivery/http_client.py` (proxies from the environment, TLS verified, redirects
 by one policy, deadlines, bounded bodies); no other product module imports an HTTP client
 library or opens a raw connection to speak HTTP itself, so the clients cannot drift apart
 again (the Alertmanager one once dropped the query string and followed no redirects).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("backend", "cli", "show", "tui")
-THE_CLIENT = "backend/monitor/http_client.py"
+THE_CLIENT = "backend/monitor/delivery/http_client.py"
 EXEMPT = ("backend/host/",)
 #: modules that make HTTP requests (or raw connections to make them by hand)
 CLIENTS = {"httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "requests", "urllib3"}

@@ -127,24 +127,11 @@ def _wings() -> list[str]:
     return sorted(cfg["package-dir"])
 
 
-def test_no_import_cycle_in_fleetdeck():
-    """No two modules of fleetdeck import each other, directly or round a circle: function-local
-    imports count (one that dodges a cycle is a cycle), imports under `if TYPE_CHECKING:` do not
-    (they never run), as harlequin's graph is built."""
-    import grimp
-
-    g = grimp.build_graph(
-        *_wings(),
-        include_external_packages=False,
-        exclude_type_checking_imports=True,
-        cache_dir=None,
-    )
+def _cycles(g) -> list[list[str]]:
+    """The circles of imports in grimp graph `g`, each the sorted modules of one strongly
+    connected component of two or more (Tarjan's algorithm)."""
     mods = sorted(g.modules)
-    assert (
-        any(m.startswith("fleetdeck.backend.train.") for m in mods) and "fleetdeck.cli.main" in mods
-    )
     adj = {m: set(g.find_modules_directly_imported_by(m)) for m in mods}
-    # Tarjan's strongly connected components: any component of two or more is a cycle
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -175,6 +162,11 @@ def test_no_import_cycle_in_fleetdeck():
     for m in mods:
         if m not in index:
             visit(m)
+    return cycles
+
+
+def _said(g, cycles: list[list[str]]) -> str:
+    """Each circle with the import lines that close it."""
 
     def where(a: str, b: str) -> str:
         lines = ", ".join(
@@ -182,10 +174,100 @@ def test_no_import_cycle_in_fleetdeck():
         )
         return f"{a} -> {b} (line {lines})"
 
-    assert not cycles, "\n".join(
-        " <-> ".join(c) + ": " + "; ".join(where(a, b) for a in c for b in sorted(adj[a]) if b in c)
+    return "\n".join(
+        " <-> ".join(c)
+        + ": "
+        + "; ".join(
+            where(a, b) for a in c for b in sorted(g.find_modules_directly_imported_by(a)) if b in c
+        )
         for c in cycles
     )
+
+
+def _graph(*packages: str):
+    """Every import between the modules of `packages`: function-local ones and those under
+    `if TYPE_CHECKING:` included."""
+    import grimp
+
+    return grimp.build_graph(
+        *packages,
+        include_external_packages=False,
+        exclude_type_checking_imports=False,
+        cache_dir=None,
+    )
+
+
+def test_no_import_cycle_in_fleetdeck():
+    """No two modules of fleetdeck import each other, directly or round a circle, counting every
+    import: a function-local one (one that dodges a cycle is a cycle) and one under
+    `if TYPE_CHECKING:` (the type checker follows it, and a module typed against the app that
+    imports it cannot be read, or moved, without the app). The dashboard's views reach the app
+    through the `Dashboard` protocol (tui/app_api.py) and the app's view registry
+    (tui/view_registry.py) instead."""
+    g = _graph(*_wings())
+    mods = sorted(g.modules)
+    assert (
+        any(m.startswith("fleetdeck.backend.train.") for m in mods)
+        and "fleetdeck.cli.main" in mods
+        and "fleetdeck.tui.app" in mods
+    )
+    cycles = _cycles(g)
+    assert not cycles, _said(g, cycles)
+
+
+def test_only_the_app_imports_the_views():
+    """The dashboard's views are known to the app alone: it registers them, and navigation and
+    help find them in that registry (tui/view_registry.py); the views, their pop-ups and the
+    alert watch are typed against protocols (tui/app_api.py, `WatchedApp`), so nothing of the
+    dashboard imports the app, which only `fleetdeck dashboard` starts."""
+    g = _graph(*_wings())
+    base = "fleetdeck.tui.views.base"
+    screens = {base} | {
+        m for m in g.find_modules_that_directly_import(base) if m.startswith("fleetdeck.tui.views.")
+    }
+    assert {"fleetdeck.tui.views.fleet", "fleetdeck.tui.views.host"} <= screens
+    importers = {
+        m: sorted(s for s in screens if s in g.find_modules_directly_imported_by(m))
+        for s in screens
+        for m in g.find_modules_that_directly_import(s)
+        if not m.startswith("fleetdeck.tui.views.")
+    }
+    assert set(importers) == {"fleetdeck.tui.app"}, importers
+    assert set(g.find_modules_that_directly_import("fleetdeck.tui.app")) == {
+        "fleetdeck.cli.dashboard"
+    }
+
+
+def test_the_cycle_check_sees_deferred_and_type_checking_imports(tmp_path, monkeypatch):
+    """A circle closed only by an import under `if TYPE_CHECKING:`, and one closed only by a
+    function-local import, are both found (and named with their lines); a package whose imports
+    run one way has none."""
+    pkg = tmp_path / "circles"
+    pkg.mkdir()
+    files = {
+        "__init__.py": "",
+        "app.py": "from circles import view\n",
+        "view.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from circles.app import App\n"
+        ),
+        "watch.py": "def f():\n    from circles import screen  # deferred\n",
+        "screen.py": "import circles.watch\n",
+        "leaf.py": "import circles.app\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    g = _graph("circles")
+    cycles = _cycles(g)
+    assert sorted(cycles) == [
+        ["circles.app", "circles.view"],
+        ["circles.screen", "circles.watch"],
+    ], cycles
+    said = _said(g, cycles)
+    assert "circles.view -> circles.app (line 3)" in said and "(line 2)" in said, said
+    (pkg / "view.py").write_text("X = 1\n")
+    (pkg / "watch.py").write_text("X = 1\n")
+    assert _cycles(_graph("circles")) == []
 
 
 def _vermin(*paths: str) -> subprocess.CompletedProcess[str]:

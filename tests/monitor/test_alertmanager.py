@@ -22,10 +22,10 @@ import pytest
 
 from fleetdeck.backend.fleet.alert_rules import parse_alerts
 from fleetdeck.backend.fleet.errors import ConfigError
-from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.am_format import am_alert
-from fleetdeck.backend.monitor.prom_values import LABEL_MAX
+from fleetdeck.backend.monitor.alertmanager.payload import am_alert
+from fleetdeck.backend.monitor.alertmanager.sink import AlertmanagerSink
+from fleetdeck.backend.monitor.metrics.values import LABEL_MAX
+from fleetdeck.backend.monitor.rules.alerts import Alert
 
 from support.promstack import Alertmanager, Forwarder, Receiver, free_port, wait_for
 
@@ -407,7 +407,7 @@ def test_a_subject_pattern_means_in_alertmanager_what_it_means_here():
     import fnmatch
     import re
 
-    from fleetdeck.backend.monitor.am_silences import glob_regex
+    from fleetdeck.backend.monitor.alertmanager.silences import glob_regex
 
     patterns = ["/runs/run-*", "GPU?", "run-[0-9]", "run-[!0-9]*", "a.b*", "x[", "(a)+|b", "[]]x"]
     subjects = ["/runs/run-7", "/runs/run-", "GPU0", "GPU10", "run-5", "run-x", "a.bc", "axbc"]

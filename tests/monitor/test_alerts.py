@@ -22,14 +22,14 @@ from fleetdeck.backend.fleet.models import (
     Schedule,
 )
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import (
+from fleetdeck.backend.monitor.delivery.deliver import Notifier
+from fleetdeck.backend.monitor.delivery.payloads import hook_argv
+from fleetdeck.backend.monitor.rules.alerts import (
     Alert,
     AlertConfig,
     AlertEngine,
     parse_alerts,
 )
-from fleetdeck.backend.monitor.deliver import Notifier
-from fleetdeck.backend.monitor.payloads import hook_argv
 from fleetdeck.backend.monitor.seats import SeatCheck
 
 T0 = 1_800_000_000.0
@@ -457,7 +457,7 @@ async def test_a_failing_hook_is_a_warning_not_a_crash(tmp_path):
 
 def test_a_stray_loop_pages_only_once_it_has_lasted_a_minute_and_a_crontab_entry_at_once():
     from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
-    from fleetdeck.backend.monitor.alerts import LOOP_SETTLE_S, AlertEngine
+    from fleetdeck.backend.monitor.rules.alerts import LOOP_SETTLE_S, AlertEngine
 
     loop = Schedule(
         id="l-" + "a" * 32,
@@ -616,7 +616,7 @@ def test_a_removed_stray_that_comes_back_is_said_first():
 def test_the_first_look_names_the_hourly_check_on_the_run_before_a_nightly_backup():
     """The first look names its most urgent schedule by a stated rule, and its command is never
     cut before the words that tell what it is."""
-    from fleetdeck.backend.monitor.stray_alerts import command_text
+    from fleetdeck.backend.monitor.rules.strays import command_text
 
     def stray(sid: str, spec: str, command: str) -> Schedule:
         return Schedule(

@@ -221,7 +221,7 @@ def test_watch_end_to_end(spare_fleet, tmp_path, capsys):
     # the webhook got the same transitions, except what SIGTERM left in the outbox for the next
     # start (the machine's own cron entries may turn stray while the test runs); deliveries run
     # side by side, so only each alert's own transitions keep their order
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     folder = Path(os.environ["XDG_STATE_HOME"]) / "fleetdeck"
     state = json.loads((folder / "alerts.json").read_text())

@@ -14,7 +14,7 @@ from fleetdeck.backend.fleet.gpu_health import (
     xid_meaning,
 )
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuEcc, HostSnapshot, Xid
-from fleetdeck.backend.monitor.alerts import AlertEngine, parse_alerts
+from fleetdeck.backend.monitor.rules.alerts import AlertEngine, parse_alerts
 
 T0 = 1_800_000_000.0
 

@@ -23,8 +23,8 @@ import pytest
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Schedule
-from fleetdeck.backend.monitor.alerts import Alert, AlertEngine
-from fleetdeck.backend.monitor.stray_alerts import FIRST_LOOK
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertEngine
+from fleetdeck.backend.monitor.rules.strays import FIRST_LOOK
 
 from support.crontab import install_crontab
 
@@ -222,8 +222,8 @@ def failed(i: int) -> Alert:
 
 
 async def test_transitions_within_group_wait_are_one_delivery_listing_them(tmp_path):
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     Got.got = []
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Got)
@@ -273,10 +273,10 @@ async def test_transitions_within_group_wait_are_one_delivery_listing_them(tmp_p
 
 def test_group_wait_is_an_alerts_key_bounded_like_the_others():
     from fleetdeck.backend.fleet.config import ConfigError
-    from fleetdeck.backend.monitor.deliver import options
+    from fleetdeck.backend.monitor.delivery.deliver import options
 
     host = '[hosts.a]\naddress = "x"\n'
-    from fleetdeck.backend.monitor.alerts import AlertConfig
+    from fleetdeck.backend.monitor.rules.alerts import AlertConfig
 
     assert AlertConfig().group_wait == 10.0
     f = parse_fleet(host + "[alerts]\ngroup_wait = 0\n", "f.toml")
@@ -306,9 +306,9 @@ def test_watch_takes_group_wait_from_the_fleet_file():
 # -- a crash in the middle of a group ---------------------------------------------------------------
 DELIVERER = """
 import asyncio, sys
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.outbox import Journal
+from fleetdeck.backend.monitor.rules.alerts import Alert
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.outbox import Journal
 journal, hook, log, first = sys.argv[1:5]
 async def main():
     j = Journal(__import__("pathlib").Path(journal))

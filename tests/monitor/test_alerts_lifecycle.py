@@ -18,7 +18,7 @@ import pytest
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run
-from fleetdeck.backend.monitor.alerts import AlertConfig, AlertEngine
+from fleetdeck.backend.monitor.rules.alerts import AlertConfig, AlertEngine
 
 from support.weights import safetensors
 

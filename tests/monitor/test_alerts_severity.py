@@ -16,7 +16,7 @@ import pytest
 from fleetdeck.backend.fleet.config import ConfigError, parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot, Run, Schedule
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import Alert, AlertConfig, AlertEngine, parse_alerts
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertConfig, AlertEngine, parse_alerts
 from fleetdeck.backend.monitor.seats import SeatCheck
 
 from support.watch import local_fleet, rising_evals, state_dir
@@ -191,7 +191,7 @@ class Got(BaseHTTPRequestHandler):
 
 
 async def test_hooks_and_webhooks_carry_the_severity(tmp_path):
-    from fleetdeck.backend.monitor.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
 
     Got.bodies = []
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Got)

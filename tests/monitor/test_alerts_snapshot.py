@@ -9,7 +9,7 @@ from support.recorded import feed, fixture_app, with_seats
 
 
 def test_alerts_view(snap_compare, monkeypatch):
-    from fleetdeck.backend.monitor import alerts
+    from fleetdeck.backend.monitor.rules import alerts
 
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

@@ -135,7 +135,7 @@ def written() -> int:
 
 async def bytes_to_deliver(n: int, url: str) -> int:
     from fleetdeck.backend.fleet.config import parse_fleet
-    from fleetdeck.backend.monitor.alerts import Alert
+    from fleetdeck.backend.monitor.rules.alerts import Alert
     from fleetdeck.backend.monitor.service import Monitor
 
     fleet = parse_fleet(f'[hosts.h1]\naddress = "h1"\n[alerts]\nwebhook = "{url}"\n', "hosts.toml")
@@ -321,9 +321,9 @@ def test_the_journal_and_the_state_agree_after_a_save_that_failed(tmp_path):
     """A cycle's entries are journaled first and then the state names the last one: a state
     that could not be saved leaves its entries uncommitted, dropped by the next start together
     with the judgement that made them (judged and queued, or neither)."""
-    from fleetdeck.backend.monitor.alerts import Alert
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
+    from fleetdeck.backend.monitor.rules.alerts import Alert
 
     j = Journal(tmp_path / "outbox.jsonl")
     d = Deliverer(("true",), None, journal=j)

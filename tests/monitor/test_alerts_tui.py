@@ -127,7 +127,7 @@ async def test_seats_headroom_bars_and_a_seat_check_from_the_dashboard(tmp_path)
 async def test_the_dashboard_opens_with_the_last_hour_of_sparklines_from_history():
     from fleetdeck.backend.fleet.config import parse_fleet
     from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
-    from fleetdeck.backend.monitor.history import History
+    from fleetdeck.backend.monitor.history.store import History
     from fleetdeck.tui.app import FleetdeckApp
     from fleetdeck.tui.sources import RecordedSource
 

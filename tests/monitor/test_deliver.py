@@ -10,15 +10,22 @@ import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
 from fleetdeck.backend.host.lib import procfs
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.attempts import post_json, run_hook
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.payloads import hook_argv, json_safe, transition_id, webhook_body
+from fleetdeck.backend.monitor.delivery.attempts import post_json, run_hook
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.payloads import (
+    hook_argv,
+    json_safe,
+    transition_id,
+    webhook_body,
+)
+from fleetdeck.backend.monitor.rules.alerts import Alert
+
+from support.http_peers import Peer
 
 T0 = 1_800_000_000.0
 
@@ -36,37 +43,21 @@ def alert(i: int = 0, **kw) -> Alert:
     return Alert(**d)
 
 
-class Receiver(BaseHTTPRequestHandler):
-    """Records every POST (path, headers, body); answers by `Receiver.plan(path)`."""
-
-    got: list = []
-    plan = staticmethod(lambda path, n: (204, {}))
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        Receiver.got.append((self.command, self.path, dict(self.headers), json.loads(body)))
-        status, headers = Receiver.plan(self.path, len(Receiver.got))
-        self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    do_GET = do_POST
-
-    def log_message(self, *a) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver():
-    Receiver.got = []
-    Receiver.plan = staticmethod(lambda path, n: (204, {}))
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", Receiver
-    srv.shutdown()
-    srv.server_close()
+    """A real HTTP peer on loopback (`support.http_peers.Peer`): `r.got` holds each request as
+    (method, path, headers, JSON body); it answers `r.plan(path, n)` (n: requests so far, this
+    one included), 204 unless a test says otherwise."""
+    r = SimpleNamespace(got=[], plan=lambda path, n: (204, {}))
+
+    def plan(method: str, path: str, headers: dict, body: bytes):
+        r.got.append((method, path, headers, json.loads(body)))
+        status, answer_headers = r.plan(path, len(r.got))
+        return status, answer_headers, b""
+
+    peer = Peer(plan)
+    yield peer.url, r
+    peer.close()
 
 
 class Stalling:
@@ -197,13 +188,11 @@ async def test_a_cancelled_delivery_kills_the_hooks_group(tmp_path):
 
 async def test_307_and_308_are_sent_again_as_post_and_302_is_a_failure_that_says_so(receiver):
     base, r = receiver
-    r.plan = staticmethod(
-        lambda path, n: {
-            "/a": (307, {"Location": "/b"}),
-            "/b": (308, {"Location": f"{base}/c"}),
-            "/old": (302, {"Location": "/c"}),
-        }.get(path, (204, {}))
-    )
+    r.plan = lambda path, n: {
+        "/a": (307, {"Location": "/b"}),
+        "/b": (308, {"Location": f"{base}/c"}),
+        "/old": (302, {"Location": "/c"}),
+    }.get(path, (204, {}))
     body = webhook_body(alert())
     out = await post_json(f"{base}/a", body, {"X-Fleetdeck-Delivery": "x1"}, deadline=10)
     assert out.ok
@@ -218,7 +207,7 @@ async def test_307_and_308_are_sent_again_as_post_and_302_is_a_failure_that_says
 
 async def test_a_retry_carries_the_same_id_in_body_and_headers(receiver):
     base, r = receiver
-    r.plan = staticmethod(lambda path, n: (503, {}) if n == 1 else (204, {}))
+    r.plan = lambda path, n: (503, {}) if n == 1 else (204, {})
     warnings: list[str] = []
     d = Deliverer(None, f"{base}/hook", retry_first=0.1, warn=warnings.append, group_wait=0)
     a = alert()
@@ -337,7 +326,7 @@ async def test_one_alerts_transitions_reach_a_sink_in_order_while_others_go_side
     """The firing of h1 fails once (HTTP 503) and waits for its retry: h1's resolved waits
     behind it, h2's firing does not."""
     base, r = receiver
-    r.plan = staticmethod(lambda path, n: (503, {}) if n == 1 else (204, {}))
+    r.plan = lambda path, n: (503, {}) if n == 1 else (204, {})
     d = Deliverer(None, f"{base}/hook", retry_first=0.3, concurrency=1, group_wait=0)
     fired = alert(1)
     d.enqueue([fired])

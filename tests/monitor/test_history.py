@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
-from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.backend.monitor.history.store import History, history_path
 from fleetdeck.show.charts import collect, history_table
 
 T0 = 1_800_000_000
@@ -332,7 +332,7 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
     minute rows, polls that miss, figures that are sometimes absent, and several widths."""
     import random
 
-    from fleetdeck.backend.monitor.history_figures import fold, fold_of, summarise
+    from fleetdeck.backend.monitor.history.figures import fold, fold_of, summarise
     from fleetdeck.show.charts import KINDS, cell_seconds
 
     rng = random.Random(31)
@@ -420,7 +420,7 @@ def test_the_charts_cells_and_figures_are_its_rows_folded_by_kind_minute_and_ten
 def _big(path, minutes: int, n_series: int = 20) -> int:
     """A history database of `n_series` series of host h1, a minute row each for `minutes`
     minutes up to T0, written straight into SQLite (the recorder's schema); returns its rows."""
-    from fleetdeck.backend.monitor.history_db import SCHEMA
+    from fleetdeck.backend.monitor.history.db import SCHEMA
 
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript(SCHEMA)

@@ -12,7 +12,7 @@ import sys
 import time
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, HostSnapshot, Run
-from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.backend.monitor.history.store import History, history_path
 
 from support.history import _night
 
@@ -181,7 +181,7 @@ def test_a_database_whose_rows_are_damaged_is_exit_1_and_the_json_says_why_in_it
 def test_the_json_document_is_the_recorded_rows_written_as_they_are_read():
     """The streamed document holds what `History.series` reads, row for row, and each figure as
     `summarise` gives it over them."""
-    from fleetdeck.backend.monitor.history_figures import figures
+    from fleetdeck.backend.monitor.history.figures import figures
 
     now = time.time()
     _night(now)

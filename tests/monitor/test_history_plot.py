@@ -12,7 +12,7 @@ import time
 from fleetdeck.backend.actions.audit import audit
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot, Run
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.backend.monitor.history.store import History, history_path
 
 
 def _cli(*args):
@@ -211,8 +211,8 @@ async def test_the_history_view_shows_a_cards_incident_full_height_and_its_other
 
 
 def test_past_35_events_the_lane_shows_plus_and_the_list_counts_the_rest():
-    from fleetdeck.backend.monitor.history_figures import Line
-    from fleetdeck.backend.monitor.incident import Event, Incident
+    from fleetdeck.backend.monitor.history.figures import Line
+    from fleetdeck.backend.monitor.history.incident import Event, Incident
     from fleetdeck.show.incident_plot import incident_plot
 
     line = Line(cells=[1000.0] * 40, first=1000, first_t=0, last=1000, last_t=1, peak=1000, rows=40)

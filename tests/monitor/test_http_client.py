@@ -12,13 +12,13 @@ import os
 
 import pytest
 
-from fleetdeck.backend.monitor.alertmanager import AlertmanagerSink
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.am_post import post_json as am_post
-from fleetdeck.backend.monitor.am_silences import SilenceSync
-from fleetdeck.backend.monitor.attempts import post_json
-from fleetdeck.backend.monitor.deliver import Deliverer
-from fleetdeck.backend.monitor.http_client import REQUEST_LIMIT, HttpFailed, request
+from fleetdeck.backend.monitor.alertmanager.post import post_json as am_post
+from fleetdeck.backend.monitor.alertmanager.silences import SilenceSync
+from fleetdeck.backend.monitor.alertmanager.sink import AlertmanagerSink
+from fleetdeck.backend.monitor.delivery.attempts import post_json
+from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+from fleetdeck.backend.monitor.delivery.http_client import REQUEST_LIMIT, HttpFailed, request
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 
 from support.http_peers import Peer, Proxy, Raw, self_signed

@@ -18,8 +18,8 @@ import pytest
 
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig, parse_alerts
 from fleetdeck.backend.fleet.models import Run
-from fleetdeck.backend.monitor.alerts import AlertEngine
-from fleetdeck.backend.monitor.prom_rules import EXPRESSED, expressed, rules_file, run_figures
+from fleetdeck.backend.monitor.metrics.rules import EXPRESSED, expressed, rules_file, run_figures
+from fleetdeck.backend.monitor.rules.alerts import AlertEngine
 
 from support.promstack import PROMETHEUS, answers, free_port, get_json, need, promtool, wait_for
 

@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.export import FleetCollector, parse_listen, serve_metrics
+from fleetdeck.backend.monitor.metrics.export import FleetCollector, parse_listen, serve_metrics
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.seats import SeatCheck
 
 MIB = 2**20
@@ -168,7 +168,7 @@ def test_gpu_health_families_one_per_figure_in_base_units_and_none_is_no_sample(
     second); what the driver does not report is no sample, never 0; a card that reports
     nothing leaves every health family empty."""
     from fleetdeck.backend.fleet.models import GpuEcc, GpuPcie, Xid
-    from fleetdeck.backend.monitor.prom_gpu import GPU_FIGURES, GPU_LABELLED
+    from fleetdeck.backend.monitor.metrics.gpu import GPU_FIGURES, GPU_LABELLED
 
     c, url = served
     g = Gpu(
@@ -280,7 +280,7 @@ def test_docs_name_every_gpu_family_beside_dcgm_exporters_field():
     row the dcgm-exporter field(s) prom_gpu.py says measure the same figure."""
     from pathlib import Path
 
-    from fleetdeck.backend.monitor.prom_gpu import GPU_FIGURES, GPU_LABELLED
+    from fleetdeck.backend.monitor.metrics.gpu import GPU_FIGURES, GPU_LABELLED
 
     doc = (Path(__file__).parents[2] / "docs" / "probe.md").read_text()
     section = doc[doc.index("### In /metrics") : doc.index("### The rules on them")]

@@ -18,7 +18,7 @@ import pytest
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.monitor import silences as sil
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import SilenceRefused
 
 from support.watch import local_fleet, rising_evals, state_dir
@@ -228,8 +228,8 @@ async def deliver_until(d, log: Path, n: int, seconds: float = 20.0) -> list[lis
 async def test_a_silenced_alert_is_held_and_goes_out_when_its_silence_is_expired_from_another_process(
     tmp_path, fleet
 ):
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     (tmp_path / "hook.py").write_text(HOOK)
     log = tmp_path / "hook.log"
@@ -267,8 +267,8 @@ async def test_a_silenced_alert_is_held_and_goes_out_when_its_silence_is_expired
 async def test_what_fired_and_resolved_within_a_silence_is_never_delivered_and_a_silence_ends_on_its_own(
     tmp_path,
 ):
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     (tmp_path / "hook.py").write_text(HOOK)
     log = tmp_path / "hook.log"
@@ -330,8 +330,8 @@ def test_fleetdeck_alerts_lists_a_silenced_alert_marked_with_who_and_until_when(
 async def test_a_notice_fired_and_resolved_within_a_silence_is_held_not_dropped(tmp_path, fleet):
     """The operator silenced a host for 2 h; its run finished inside the window and the notice's
     hold (15 min) ended inside it too. It is delivered when the window ends, saying it was held."""
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     (tmp_path / "hook.py").write_text(HOOK.replace("'subject')", "'subject', 'text')"))
     log = tmp_path / "hook.log"
@@ -371,8 +371,8 @@ async def test_a_notice_fired_and_resolved_within_a_silence_is_held_not_dropped(
 async def test_a_flapping_alert_held_behind_its_resolve_delivers_one_transition(tmp_path, fleet):
     """It fired before the window (delivered), then flapped 30 times inside it: what goes out when
     the window ends is its last word, not 61 stale transitions."""
-    from fleetdeck.backend.monitor.deliver import Deliverer
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.deliver import Deliverer
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     (tmp_path / "hook.py").write_text(HOOK)
     log = tmp_path / "hook.log"
@@ -451,7 +451,7 @@ def test_a_silence_past_its_bounds_or_of_everything_in_the_file_is_quarantined(f
 def test_silences_in_force_are_on_metrics():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from fleetdeck.backend.monitor.export import FleetCollector
+    from fleetdeck.backend.monitor.metrics.export import FleetCollector
 
     s = sil.add_silence(host="gx10", duration=3600, comment="disk swap")
     sil.add_silence(host="ana", duration=60, comment="over", now=time.time() - 120)

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, GpuProcess, HostSnapshot, Run
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.export import FleetCollector, serve_metrics
-from fleetdeck.backend.monitor.history import History
-from fleetdeck.backend.monitor.history_values import TEXT_MAX, sql_number, sql_text
-from fleetdeck.backend.monitor.prom_values import LABEL_MAX, label, sample
+from fleetdeck.backend.monitor.history.store import History
+from fleetdeck.backend.monitor.history.values import TEXT_MAX, sql_number, sql_text
+from fleetdeck.backend.monitor.metrics.export import FleetCollector, serve_metrics
+from fleetdeck.backend.monitor.metrics.values import LABEL_MAX, label, sample
 
 T0 = 1_800_000_000
 HUGE = 10**400  # no float holds it

@@ -151,7 +151,7 @@ def test_sigterm_mid_delivery_ends_promptly_and_the_next_start_delivers_each_tra
         w.kill()
     assert rc == 0 and took < STOP_BOUND, (rc, took)
     assert not procfs.alive(hook_pid) and not procfs.alive(child_pid)  # its group went with it
-    from fleetdeck.backend.monitor.outbox import Journal
+    from fleetdeck.backend.monitor.delivery.outbox import Journal
 
     saved = json.loads((state_dir() / "alerts.json").read_text())
     live, _, _ = Journal(state_dir() / "outbox.jsonl").load(saved["outbox_seq"], move=False)

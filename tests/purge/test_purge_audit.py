@@ -18,6 +18,7 @@ from fleetdeck.backend.actions import audit
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.cli.main import main
 
+from support.fullfs import full_tmpfs
 from support.purge import ckpt, local_host, make_run, plan_for, purge
 
 
@@ -34,30 +35,13 @@ def purge_records() -> list[dict]:
 @pytest.fixture
 def full_state_dir(tmp_path, monkeypatch):
     """XDG_STATE_HOME on a small real tmpfs whose every block is taken."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "state-fs"
-    mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "fleetdeck-audit-test", str(mnt)],
-        capture_output=True,
-    )
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+
+    def prepare(mnt):
         monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
         statedir.state_dir()
-        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+
+    with full_tmpfs(tmp_path / "state-fs", prepare) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.root

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
-from fleetdeck.backend.monitor.history import History, history_path
+from fleetdeck.backend.monitor.history.store import History, history_path
 
 
 def _night(now: float) -> None:

@@ -12,7 +12,7 @@ from support.recorded import feed, fixture_app
 
 
 async def test_alerts_that_are_not_critical_never_toast(monkeypatch):
-    from fleetdeck.backend.monitor import alerts
+    from fleetdeck.backend.monitor.rules import alerts
 
     monkeypatch.setattr(alerts, "LOOP_SETTLE_S", 0.0)
     app = fixture_app()

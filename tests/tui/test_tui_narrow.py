@@ -264,7 +264,7 @@ async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
 async def test_the_alerts_view_at_80x24_keeps_its_title_header_and_first_rows(monkeypatch):
     """Four silences and the seats panel below once squeezed the alert table to one line
     (its cursor out of sight) and scrolled the view's title away."""
-    from fleetdeck.backend.monitor import alerts
+    from fleetdeck.backend.monitor.rules import alerts
     from fleetdeck.backend.monitor.silences import add_silence
 
     monkeypatch.setattr(alerts, "LOOP_SETTLE_S", 0.0)  # the recorded strays fire at once

@@ -17,7 +17,7 @@ from fleetdeck.backend.fleet.models import (
     Run,
     Schedule,
 )
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.rows import alerts as alert_rows

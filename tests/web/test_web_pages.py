@@ -9,7 +9,7 @@ import html.parser
 import time
 
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run, Schedule
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.backend.web.chart import POINTS_MAX, loss_chart
 from fleetdeck.backend.web.lists import alerts_body, schedules_body

@@ -1,4 +1,7 @@
-"""Small modals: the help screen listing every key, and the error modal for the unexpected."""
+"""Small modals: the help screen listing every key, and the error modal for the unexpected.
+
+Help lists each view's keys from the views the app registered (`tui/view_registry.py`): this
+module imports no view."""
 
 from __future__ import annotations
 
@@ -15,23 +18,21 @@ from fleetdeck.show.fmt import said
 from fleetdeck.tui.keys import APP_BINDINGS
 from fleetdeck.tui.modals.modal import Modal
 from fleetdeck.tui.modals.typed_confirm import TypedConfirmModal
-from fleetdeck.tui.views.alerts import AlertsScreen
-from fleetdeck.tui.views.fleet import FleetScreen
-from fleetdeck.tui.views.history import HistoryScreen
-from fleetdeck.tui.views.host import HostScreen
-from fleetdeck.tui.views.runs import CheckpointTable, RunsScreen
-from fleetdeck.tui.views.schedules import SchedulesScreen
+from fleetdeck.tui.view_registry import VIEWS
 from fleetdeck.tui.widgets.keyed_table import KeyedTable, NavTable
-from fleetdeck.tui.widgets.log_pane import LogPane
+
+#: an app's BINDINGS as Textual types them (help lists the `Binding`s among them)
+AppBindings = Sequence[Binding | tuple[str, ...]]
 
 
 def help_sections(
-    app_bindings: Sequence[Binding] = APP_BINDINGS,
+    app_bindings: AppBindings = APP_BINDINGS,
 ) -> list[tuple[str, list[Binding]]]:
     """Every key, by where it works, read from the bindings themselves so help cannot drift.
-    `app_bindings` are the keys that work everywhere: the running app passes its own."""
+    `app_bindings` are the keys that work everywhere: the running app passes its own. Each
+    view's keys come from the views registered (`VIEWS`), in their order."""
 
-    def own(bindings: Sequence) -> list[Binding]:
+    def own(bindings: Sequence[object]) -> list[Binding]:
         return [b for b in bindings if isinstance(b, Binding) and not b.system]
 
     palette = Binding(
@@ -77,13 +78,10 @@ def help_sections(
     return [
         ("Everywhere", own(app_bindings) + [palette] + focus),
         ("Tables", table_keys),
-        ("Fleet view", own(FleetScreen.BINDINGS)),
-        ("Host view", own(HostScreen.BINDINGS)),
-        ("Runs view", own(RunsScreen.BINDINGS) + own(CheckpointTable.BINDINGS)),
-        ("train.log pane (Runs view; tab moves into it)", own(LogPane.BINDINGS)),
-        ("Schedules view", own(SchedulesScreen.BINDINGS)),
-        ("History view", own(HistoryScreen.BINDINGS)),
-        ("Alerts view", own(AlertsScreen.BINDINGS)),
+        *(
+            (heading, [b for cls in classes for b in own(cls.BINDINGS)])
+            for heading, classes in VIEWS.help_sections()
+        ),
         ("In a pop-up", modal_keys),
     ]
 
@@ -109,7 +107,7 @@ def key_label(key: str) -> str:
     return " ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
-def help_text(app_bindings: Sequence[Binding] = APP_BINDINGS) -> Text:
+def help_text(app_bindings: AppBindings = APP_BINDINGS) -> Text:
     """Every key as a formatted block, from `help_sections()`."""
     t = Text()
     for section, bindings in help_sections(app_bindings):
@@ -131,7 +129,7 @@ class HelpScreen(Modal):
         Binding("k", "scroll('up')", "Up", show=False),
     ]
 
-    def __init__(self, app_bindings: Sequence[Binding] = APP_BINDINGS) -> None:
+    def __init__(self, app_bindings: AppBindings = APP_BINDINGS) -> None:
         super().__init__()
         self.app_bindings = app_bindings
 

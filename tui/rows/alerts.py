@@ -7,7 +7,7 @@ import time
 
 from rich.text import Text
 
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.show.fmt import host_text, message_text, severity_text, shown, since_text
 

@@ -22,7 +22,7 @@ from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.seats import SeatCheck
 from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
 from fleetdeck.backend.monitor.silences import expire_silence

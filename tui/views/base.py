@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -11,18 +10,16 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Header, Static
 
+from fleetdeck.tui.app_api import DashboardApp
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.widgets.guard import GuardedPump
 from fleetdeck.tui.widgets.key_footer import KeyFooter
-
-if TYPE_CHECKING:
-    from fleetdeck.tui.app import FleetdeckApp
 
 
 class ViewScreen(GuardedPump, Screen):
     """A top-level view: header, body, footer; redrawn from `FleetState` after each poll."""
 
-    app: FleetdeckApp
+    app: DashboardApp
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)

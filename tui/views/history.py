@@ -18,8 +18,8 @@ from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import read_audit
 from fleetdeck.backend.host.lib.units import duration_short
-from fleetdeck.backend.monitor.history import History, history_path
-from fleetdeck.backend.monitor.incident import FIGURES, Incident, incident
+from fleetdeck.backend.monitor.history.incident import FIGURES, Incident, incident
+from fleetdeck.backend.monitor.history.store import History, history_path
 from fleetdeck.show.charts import collect, history_table
 from fleetdeck.show.incident_plot import incident_plot
 from fleetdeck.tui.views.base import ViewScreen

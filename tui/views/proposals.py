@@ -33,7 +33,13 @@ COLUMNS = [
     ("by", "Proposed by"),
     ("why", "Why"),
 ]
-STYLES = {"pending": "bold yellow", "done": "green", "failed": "bold red", "refused": "red"}
+STYLES = {
+    "pending": "bold yellow",
+    "done": "green",
+    "failed": "bold red",
+    "refused": "red",
+    "abandoned": "bold red",
+}
 
 
 def proposer(p: Proposal) -> str:

@@ -13,7 +13,7 @@ from textual import work
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.seat_model import Seat
-from fleetdeck.backend.monitor.alerts import AlertConfig
+from fleetdeck.backend.monitor.rules.alerts import AlertConfig
 from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, recorded_checks
 from fleetdeck.show.fmt import host_text, human_mib, message_text, said, shown
 from fleetdeck.tui.views.seats_panel import headroom_bar, no_bar_text, verdict_text

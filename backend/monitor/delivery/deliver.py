@@ -31,7 +31,7 @@ costs the same however full the outbox is), without ever holding up the poll loo
   anything else null.
 
 The parts: what each sink receives (`payloads.py`), one attempt at a hook or webhook
-(`attempts.py`), the outbox's queues, groups and silences (`delivery_queue.py`); here, the task
+(`attempts.py`), the outbox's queues, groups and silences (`queue.py`); here, the task
 that attempts what is due and the retries.
 """
 
@@ -45,14 +45,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.attempts import CommandSink, WebhookSink
-from fleetdeck.backend.monitor.delivery_queue import GROUP_WAIT, DeliveryQueue
-from fleetdeck.backend.monitor.grouping import GROUP_MAX, group_id
-from fleetdeck.backend.monitor.outbox import Journal, Pending
-from fleetdeck.backend.monitor.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.attempts import CommandSink, WebhookSink
+from fleetdeck.backend.monitor.delivery.grouping import GROUP_MAX, group_id
+from fleetdeck.backend.monitor.delivery.outbox import Journal, Pending
+from fleetdeck.backend.monitor.delivery.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.queue import GROUP_WAIT, DeliveryQueue
+from fleetdeck.backend.monitor.delivery.sink import Delivery, Outcome, Sink
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silences import SilenceStore
-from fleetdeck.backend.monitor.sink import Delivery, Outcome, Sink
 
 HOOK_TIMEOUT = 30.0
 CONCURRENCY = 8

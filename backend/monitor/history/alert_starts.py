@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.alerts import Alert, AlertEngine
-from fleetdeck.backend.monitor.history import History, history_path
-from fleetdeck.backend.monitor.history_values import sql_text
+from fleetdeck.backend.monitor.history.store import History, history_path
+from fleetdeck.backend.monitor.history.values import sql_text
+from fleetdeck.backend.monitor.rules.alerts import Alert, AlertEngine
 
 #: an alert's start in history counts when the host's history has no gap longer than this from
 #: then to now: someone observed it all along (a minute's row is written when the next minute

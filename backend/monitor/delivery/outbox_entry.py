@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetdeck.backend.monitor.alert_state import Bad, count, finite, table, text
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 
 #: the alert fields an entry keeps (strings), and its transition time (any number: the sinks
 #: have a rule for a non-finite one)

@@ -19,14 +19,14 @@ so Alertmanager's grouping, silences, inhibition and receivers take over from th
   `BODY_LIMIT` bytes of its body); at most `BATCH` alerts go in one request; at most
   `MAX_RESOLVES` resolves wait per Alertmanager (past that the oldest is left to Alertmanager's
   own `endsAt`, with a warning).
-- **Hostile text.** Label values pass through `prom_values.label`, the rule `/metrics` labels
+- **Hostile text.** Label values pass through `metrics.values.label`, the rule `/metrics` labels
   follow (printable, at most 512 characters, a longer one cut with a hash of the whole), so a
   silence matches what a scrape shows; annotations are made printable as `shown` writes them
   (backslashes and line breaks kept), valid UTF-8 and cut at `TEXT_MAX` characters.
 
-The alert's form is `am_format.py`; each Alertmanager is a `sink.Sink`
-(`am_post.AlertmanagerEndpoint`), whose request goes through the monitor's one HTTP client
-(`http_client.py`: proxies from the environment, TLS, redirects by its policy, the URL's query
+The alert's form is `payload.py`; each Alertmanager is a `sink.Sink`
+(`post.AlertmanagerEndpoint`), whose request goes through the monitor's one HTTP client
+(`delivery/http_client.py`: proxies from the environment, TLS, redirects by its policy, the URL's query
 string kept), and this engine calls nothing but its `send`.
 """
 
@@ -45,8 +45,8 @@ from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.am_format import RESEND_S, am_alert, saved_key
-from fleetdeck.backend.monitor.am_post import AlertmanagerEndpoint
+from fleetdeck.backend.monitor.alertmanager.payload import RESEND_S, am_alert, saved_key
+from fleetdeck.backend.monitor.alertmanager.post import AlertmanagerEndpoint
 
 RETRY_FIRST = 2.0
 RETRY_CAP = 30.0

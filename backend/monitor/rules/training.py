@@ -1,6 +1,6 @@
 """The training rules, judged on each poll with the other rules (`alerts.AlertEngine`):
 run-stalled, loss-nonfinite (a run whose reason names a NaN or infinite loss), loss-spike and
-overfitting. A run's end seen live (run-finished, run-failed) is `run_alerts.py`'s.
+overfitting. A run's end seen live (run-finished, run-failed) is `runs.py`'s.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ free than the floor), idle-holder (a process that is neither a seat nor a run ho
 than `idle_holder_gib` on a card idle for `idle_holder_minutes`), new-stray (a stray schedule),
 seat-check (the last check of a seat failed), seat-restart (restart count grew or OOMKilled).
 Each rule is judged in a module of its kind: run-stalled, loss-nonfinite, loss-spike and
-overfitting in `training_alerts.py`; disk-full-eta in `disk_alerts.py`; gpu-headroom, idle-holder,
-seat-restart and seat-check in `seat_alerts.py`; the GPU health rules (gpu-throttled, gpu-hot,
-gpu-ecc, gpu-xid) in `gpu_alerts.py`; new-stray and the first look at a host (one alert for all
-the stray schedules it holds then) in `stray_alerts.py`; run-finished and run-failed (a run's
-end, seen live) in `run_alerts.py`. Host-down is judged here.
+overfitting in `training.py`; disk-full-eta in `disk.py`; gpu-headroom, idle-holder,
+seat-restart and seat-check in `seats.py`; the GPU health rules (gpu-throttled, gpu-hot,
+gpu-ecc, gpu-xid) in `gpu.py`; new-stray and the first look at a host (one alert for all
+the stray schedules it holds then) in `strays.py`; run-finished and run-failed (a run's
+end, seen live) in `runs.py`. Host-down is judged here.
 Thresholds come from the fleet file's `[alerts]` table, validated as strictly as the rest.
 
 Each rule has a `for` duration, as a Prometheus alerting rule does: its condition must hold on
@@ -44,14 +44,14 @@ from fleetdeck.backend.fleet.alert_rules import (
 from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.monitor import alert_state as st
-from fleetdeck.backend.monitor.alert_ends import subject_gone
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
-from fleetdeck.backend.monitor.disk_alerts import add_disk_sample, disk_eta, judge_disks
-from fleetdeck.backend.monitor.gpu_alerts import judge_gpus
-from fleetdeck.backend.monitor.run_alerts import judge_runs
-from fleetdeck.backend.monitor.seat_alerts import judge_holders, judge_seats
-from fleetdeck.backend.monitor.stray_alerts import judge_strays
-from fleetdeck.backend.monitor.training_alerts import judge_training
+from fleetdeck.backend.monitor.rules.disk import add_disk_sample, disk_eta, judge_disks
+from fleetdeck.backend.monitor.rules.ends import subject_gone
+from fleetdeck.backend.monitor.rules.gpu import judge_gpus
+from fleetdeck.backend.monitor.rules.runs import judge_runs
+from fleetdeck.backend.monitor.rules.seats import judge_holders, judge_seats
+from fleetdeck.backend.monitor.rules.strays import judge_strays
+from fleetdeck.backend.monitor.rules.training import judge_training
 
 KEEP_RESOLVED = 100
 #: a stray loop must be seen this long before new-stray fires for it, whatever `for` says: a
@@ -132,11 +132,11 @@ class _Memory:
     #: alert key -> when its condition was first seen holding, while it waits out its `for`
     pending: dict[str, float] = field(default_factory=dict)
     #: hosts looked at (answered) before, and the stray schedule ids each one's first look
-    #: folded into one alert (`stray_alerts.py`)
+    #: folded into one alert (`strays.py`)
     looked: set = field(default_factory=set)
     first_look: dict[str, list[str]] = field(default_factory=dict)
     #: "host|run path" -> the run's state at the last poll, and run-finished / run-failed
-    #: events by alert key -> (time, text) (`run_alerts.py`)
+    #: events by alert key -> (time, text) (`runs.py`)
     runs: dict[str, str] = field(default_factory=dict)
     run_events: dict[str, tuple[float, str]] = field(default_factory=dict)
 
@@ -367,7 +367,7 @@ def severity_counts(alerts) -> dict[str, int]:
     return out
 
 
-# delivery lives in `deliver.py` (hook argv, webhook body: `payloads.py`; outbox: `delivery_queue.py`)
+# delivery lives in `delivery/deliver.py` (hook argv, webhook body: `delivery/payloads.py`; outbox: `delivery/queue.py`)
 __all__ = [
     "Alert",
     "AlertConfig",

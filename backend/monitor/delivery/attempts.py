@@ -29,9 +29,9 @@ from typing import Any
 
 from fleetdeck.backend.fleet.link.localproc import spawn
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.grouping import Group, group_payload
-from fleetdeck.backend.monitor.http_client import HttpFailed, request
-from fleetdeck.backend.monitor.payloads import (
+from fleetdeck.backend.monitor.delivery.grouping import Group, group_payload
+from fleetdeck.backend.monitor.delivery.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.delivery.payloads import (
     arg_text,
     hook_argv,
     hook_env,
@@ -39,7 +39,7 @@ from fleetdeck.backend.monitor.payloads import (
     payload,
     webhook_body,
 )
-from fleetdeck.backend.monitor.sink import Delivery, Outcome
+from fleetdeck.backend.monitor.delivery.sink import Delivery, Outcome
 
 
 async def run_hook(argv: list[str], env: dict[str, str], stdin: bytes, deadline: float) -> Outcome:

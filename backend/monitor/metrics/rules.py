@@ -2,7 +2,7 @@
 over the families `watch --prometheus` publishes (`export.py`), so a Prometheus scraping one
 watcher or many judges the same rules: the same names (`alertname`), severities (a `severity`
 label), `for` durations and thresholds, taken from the fleet file's `[alerts]`, and each alert
-labelled `host` and `subject` as the Alertmanager sink labels it (`alertmanager.py`).
+labelled `host` and `subject` as the Alertmanager sink labels it (`alertmanager/sink.py`).
 
 Where a family carries only the last figure, the verdict the rule needs is published as a
 figure of its own (`run_figures`: a non-finite loss, consecutive eval rises, the loss spike
@@ -21,9 +21,9 @@ from typing import Any
 from fleetdeck.backend.fleet.alert_rules import RULES, AlertConfig
 from fleetdeck.backend.fleet.gpu_health import SLOWDOWN
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.disk_alerts import DISK_RECENT_PART
-from fleetdeck.backend.monitor.run_alerts import LIVE
-from fleetdeck.backend.monitor.training_alerts import NONFINITE
+from fleetdeck.backend.monitor.rules.disk import DISK_RECENT_PART
+from fleetdeck.backend.monitor.rules.runs import LIVE
+from fleetdeck.backend.monitor.rules.training import NONFINITE
 
 GIB = 2**30
 
@@ -82,7 +82,7 @@ def _run_end(state: str, before: tuple[str, ...]) -> Callable[[AlertConfig], str
     """A one-shot notice as an event: the run shows `state` now and showed one of `before`
     within `event_hold_minutes` (seen live, then ended), so it fires once, on the change, and
     resolves `event_hold_minutes` after the run was last seen live, as the engine's event does
-    (`run_alerts.py`); a run first seen already ended never fires."""
+    (`rules/runs.py`); a run first seen already ended never fires."""
 
     def expr(c: AlertConfig) -> str:
         live = f'fleetdeck_run_state{{state=~"{"|".join(before)}"}}'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.monitor.prom_values import Family, gauge, label, sample
+from fleetdeck.backend.monitor.metrics.values import Family, gauge, label, sample
 
 #: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
 #: nested one; our name; help; the scale to base units; dcgm-exporter's field for the same

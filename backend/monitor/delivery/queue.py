@@ -17,11 +17,11 @@ from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import NOTICES
 from fleetdeck.backend.monitor.alert_state import Bad, Reject
-from fleetdeck.backend.monitor.alerts import Alert
-from fleetdeck.backend.monitor.grouping import GROUP_MAX
-from fleetdeck.backend.monitor.outbox import Journal
-from fleetdeck.backend.monitor.outbox_entry import Held, Pending, pending_from_json
-from fleetdeck.backend.monitor.payloads import transition_id
+from fleetdeck.backend.monitor.delivery.grouping import GROUP_MAX
+from fleetdeck.backend.monitor.delivery.outbox import Journal
+from fleetdeck.backend.monitor.delivery.outbox_entry import Held, Pending, pending_from_json
+from fleetdeck.backend.monitor.delivery.payloads import transition_id
+from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silences import SilenceStore
 
 #: seconds a sink's first new transition waits for others to go with it (`[alerts] group_wait`)

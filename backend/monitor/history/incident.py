@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.history_figures import Line
+from fleetdeck.backend.monitor.history.figures import Line
 
 #: figure -> (history kind, which of its two figures)
 FIGURES = {

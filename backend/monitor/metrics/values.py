@@ -2,7 +2,7 @@
 
 Every label value passes through `label`, every sample value through `sample`. A family is
 built as a `Family`, which applies both, so no series can skip them. The alert sink
-(`alertmanager.py`) labels its alerts with the same `label`.
+(`alertmanager/sink.py`) labels its alerts with the same `label`.
 """
 
 from __future__ import annotations

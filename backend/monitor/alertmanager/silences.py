@@ -3,7 +3,7 @@ Alertmanager of `[alerts] alertmanager` (its v2 API, `POST /api/v2/silences`), a
 there with it (`DELETE /api/v2/silence/{id}`), so the pager agrees with the dashboard.
 
 - **Matchers.** A silence's host is the label `host`, its rule `alertname`, its subject
-  `subject`, each as the alerts fleetdeck posts carry them (`prom_values.label`): an exact value,
+  `subject`, each as the alerts fleetdeck posts carry them (`metrics.values.label`): an exact value,
   or, for a subject written as a shell pattern (`*`, `?`, `[...]`), the regular expression that
   pattern stands for, anchored as Alertmanager anchors its regexes.
 - **Its times and words.** startsAt and endsAt are the silence's own; createdBy its author;
@@ -13,7 +13,7 @@ there with it (`DELETE /api/v2/silence/{id}`), so the pager agrees with the dash
   it gave is kept (`alertmanager-silences.json` in the state folder) so that a restart of
   `watch` neither doubles a silence nor forgets to expire one.
 
-The requests go through the monitor's one HTTP client (`http_client.py`: proxies from the
+The requests go through the monitor's one HTTP client (`delivery/http_client.py`: proxies from the
 environment, TLS, redirects by its policy, the URL's query string kept), each bounded by TIMEOUT
 and its answer by BODY_LIMIT.
 """
@@ -33,9 +33,9 @@ from typing import Any
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.am_post import api_url
-from fleetdeck.backend.monitor.http_client import HttpFailed, request
-from fleetdeck.backend.monitor.prom_values import label
+from fleetdeck.backend.monitor.alertmanager.post import api_url
+from fleetdeck.backend.monitor.delivery.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.metrics.values import label
 from fleetdeck.backend.monitor.silence_model import PATTERN_CHARS, Silence
 from fleetdeck.backend.monitor.silences import SilenceStore
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
-from fleetdeck.backend.monitor.history_figures import Line, cell, fold_of
-from fleetdeck.backend.monitor.history_values import read_since
+from fleetdeck.backend.monitor.history.figures import Line, cell, fold_of
+from fleetdeck.backend.monitor.history.values import read_since
 
 Rows = dict[str, list[tuple[int, float | None, float | None]]]
 

@@ -1,6 +1,6 @@
-"""Each Alertmanager as a `Sink` (`sink.py`): `AlertmanagerEndpoint.send(alerts)` is one
+"""Each Alertmanager as a `Sink` (`delivery/sink.py`): `AlertmanagerEndpoint.send(alerts)` is one
 `POST /api/v2/alerts` of alerts in Alertmanager's form (`am_format.am_alert`), through the
-monitor's one HTTP client (`http_client.py`: proxies, TLS, redirects by its policy, the URL's
+monitor's one HTTP client (`delivery/http_client.py`: proxies, TLS, redirects by its policy, the URL's
 query string kept), within one deadline, reading at most `BODY_LIMIT` bytes of the answer.
 
 `post_json` is that request alone: (status, a sentence); status 0 when no answer came.
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.am_format import sentence
-from fleetdeck.backend.monitor.http_client import HttpFailed, request
-from fleetdeck.backend.monitor.sink import Outcome
+from fleetdeck.backend.monitor.alertmanager.payload import sentence
+from fleetdeck.backend.monitor.delivery.http_client import HttpFailed, request
+from fleetdeck.backend.monitor.delivery.sink import Outcome
 
 BODY_LIMIT = 4096
 

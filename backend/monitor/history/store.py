@@ -24,8 +24,8 @@ at a time (`stream`), so `fleetdeck history --since 2w` over 3 M rows stays at a
 rules' disk rate and the dashboard's last hour.
 
 What a host says reaches the database through two rules, one for text (`sql_text`) and one for
-numbers (`sql_number`), applied to every value written (`history_values.py`). The connection and
-its failures are `history_db.py`'s; the queries that read a window, `history_query.py`'s.
+numbers (`sql_number`), applied to every value written (`values.py`). The connection and
+its failures are `db.py`'s; the queries that read a window, `query.py`'s.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from typing import Any, TypeVar
 
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.history_db import HistoryDB
-from fleetdeck.backend.monitor.history_figures import FIGURES, Line, fold_in, fold_of, fold_out
-from fleetdeck.backend.monitor.history_query import (
+from fleetdeck.backend.monitor.history.db import HistoryDB
+from fleetdeck.backend.monitor.history.figures import FIGURES, Line, fold_in, fold_of, fold_out
+from fleetdeck.backend.monitor.history.query import (
     Rows,
     chart_lines,
     event_rows,
@@ -48,7 +48,7 @@ from fleetdeck.backend.monitor.history_query import (
     series_rows,
     stream_rows,
 )
-from fleetdeck.backend.monitor.history_values import row_time, sql_number, sql_text
+from fleetdeck.backend.monitor.history.values import row_time, sql_number, sql_text
 
 MAINTAIN_EVERY = 3600.0
 BUCKET = 60

@@ -3,7 +3,7 @@ has a `name` and `send(alerts) -> Outcome`, one attempt at one delivery.
 
 Three implement it: the command hook (`attempts.CommandSink`) and the webhook
 (`attempts.WebhookSink`), fed transitions from the outbox by `deliver.Deliverer`, each item a
-`Delivery` (the transition and its id); and each Alertmanager (`am_post.AlertmanagerEndpoint`),
+`Delivery` (the transition and its id); and each Alertmanager (`alertmanager.post.AlertmanagerEndpoint`),
 fed by `alertmanager.AlertmanagerSink` with alerts in the form of Alertmanager's v2 API (its
 firing set and the resolves it has not taken). Whatever goes wrong inside `send` is its
 `Outcome`, never an exception: the engine decides on retries from `retry` alone.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from fleetdeck.backend.monitor.alerts import Alert
+from fleetdeck.backend.monitor.rules.alerts import Alert
 
 Item = TypeVar("Item", contravariant=True)
 

@@ -1,5 +1,5 @@
 """An alert as Alertmanager's v2 API takes it (`POST /api/v2/alerts`), and a saved resolve
-checked against that form (the sink is `alertmanager.py`).
+checked against that form (the sink is `delivery/sink.py`).
 
 Label values pass through `prom_values.label`, the rule `/metrics` labels follow, so a silence
 matches what a scrape shows; annotations are made printable by `sentence`. A firing alert's
@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.monitor.payloads import json_safe
-from fleetdeck.backend.monitor.prom_values import label
+from fleetdeck.backend.monitor.delivery.payloads import json_safe
+from fleetdeck.backend.monitor.metrics.values import label
 
 RESEND_S = 60.0
 ENDS_AFTER = 4 * RESEND_S

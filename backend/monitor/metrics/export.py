@@ -6,8 +6,8 @@ the watcher's latest snapshot at scrape time, so a run, seat or alert that went 
 absent from the next scrape (no stale label sets to clean up).
 
 What a host says reaches the exposition through two rules, `label` and `sample`
-(`prom_values.py`); every family here is a `prom_values.Family`, which applies both. The
-per-GPU health families are built in `prom_gpu.py`.
+(`values.py`); every family here is a `values.Family`, which applies both. The
+per-GPU health families are built in `gpu.py`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from fleetdeck.backend.fleet.models import FleetSnapshot
-from fleetdeck.backend.monitor.prom_gpu import GPU, gpu_families, gpu_health
-from fleetdeck.backend.monitor.prom_rules import run_figures
-from fleetdeck.backend.monitor.prom_values import Family, gauge, sample
+from fleetdeck.backend.monitor.metrics.gpu import GPU, gpu_families, gpu_health
+from fleetdeck.backend.monitor.metrics.rules import run_figures
+from fleetdeck.backend.monitor.metrics.values import Family, gauge, sample
 from fleetdeck.backend.monitor.seats import attribute_memory
 from fleetdeck.backend.monitor.silences import SilenceStore
 
@@ -102,7 +102,7 @@ def fleet_metrics(latest: Latest) -> list[Metric]:
         "run_eta": gauge(
             "run_eta_seconds", "time left at the current step time", ["host", "run", "path"]
         ),
-        # the verdicts' figures `fleetdeck rules --prometheus` reads (prom_rules.run_figures)
+        # the verdicts' figures `fleetdeck rules --prometheus` reads (rules.run_figures)
         "run_nonfinite": gauge(
             "run_loss_nonfinite",
             "1 when the run logged a NaN or infinite loss",

@@ -43,7 +43,7 @@ from fleetdeck.backend.monitor.alert_state import (
     table,
     text,
 )
-from fleetdeck.backend.monitor.outbox_entry import Pending, pending_from_json
+from fleetdeck.backend.monitor.delivery.outbox_entry import Pending, pending_from_json
 
 #: a journal larger than this is not read: it is moved aside whole (an entry is about 400 bytes)
 JOURNAL_LIMIT = 64 * 2**20
