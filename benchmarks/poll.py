@@ -7,7 +7,8 @@ the ratio against the fresh-process baseline.
 Beside them, in the same run, the floor: the least any probe can do on this host each poll, a
 bare stdlib scan of every `/proc/PID/stat` (listed, opened, read) and `os.statvfs` of the same
 disks a probe is asked about (one host's `disk_paths`), in this process, CPU per poll (median);
-the resident probe's CPU per poll is printed as a ratio to it.
+the resident probe's CPU per poll is printed as a ratio to it. For the resident probe also the
+bytes of its answer lines a host-poll (median): with deltas, only the sections that changed.
 
     python benchmarks/poll.py --hosts 20 --polls 20
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fleetdeck.backend.fleet.config import load_fleet  # noqa: E402
+from fleetdeck.backend.fleet.link import channel  # noqa: E402
 from fleetdeck.backend.fleet.link.ssh import HostLink  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller, probe_request, probe_source  # noqa: E402
 
@@ -35,14 +37,25 @@ from support.sshfleet import SshdFleet  # noqa: E402
 
 async def resident(fleet, polls: int) -> dict:
     poller = Poller(fleet)
+    got = [0]
+    read_line = channel.read_line
+
+    async def counted(*a, **k):
+        line = await read_line(*a, **k)
+        got[0] += len(line)
+        return line
+
+    channel.read_line = counted
     try:
         await poller.poll()  # warm-up: connections made, probes started, caches filled
-        cycles, ctl_cpu, snaps = [], [], []
+        cycles, ctl_cpu, snaps, wire = [], [], [], []
         for _ in range(polls):
+            got[0] = 0
             c0, t0 = time.process_time(), time.perf_counter()
             snap = await poller.poll()
             cycles.append(time.perf_counter() - t0)
             ctl_cpu.append(time.process_time() - c0)
+            wire.append(got[0] / len(snap.hosts))
             assert all(h.reachable for h in snap.hosts), [
                 h.error for h in snap.hosts if not h.reachable
             ]
@@ -56,8 +69,10 @@ async def resident(fleet, polls: int) -> dict:
             "cycle_ms": 1000 * statistics.median(cycles),
             "controller_cpu_ms": 1000 * statistics.median(ctl_cpu),
             "probe_cpu_ms": 1000 * statistics.median(probe_cpu),
+            "answer_bytes": statistics.median(wire),
         }
     finally:
+        channel.read_line = read_line
         await poller.close()
 
 
@@ -165,6 +180,10 @@ def main() -> int:
         print(
             f"resident vs baseline: cycle {out['cycle_speedup']:.1f}x faster, "
             f"probe CPU {out['probe_cpu_ratio']:.1f}x less"
+        )
+        print(
+            f"resident probe: controller CPU {res['controller_cpu_ms'] / args.hosts:.3f}ms "
+            f"a host-poll, answer {res['answer_bytes']:.0f} bytes a host-poll"
         )
         print(
             f"floor ({entries} /proc/PID/stat read, statvfs of the same {len(disk_paths)} "

@@ -22,7 +22,8 @@ span (the baseline in the same run): the ratio between the two says what the spa
 - controller: `Poller.poll()` over --hosts loopback sshd hosts (benchmarks/poll.py's set-up),
   process CPU per host-poll: the request, the answer's JSON decode, validation split by record
   kind (GPUs, runs, schedules, disks, processes, seats, the rest of `host_from_probe`), the
-  verdict (rules, acks), asyncssh's packets in and out (SSHConnection.data_received,
+  verdict (rules, acks), what is held of the last answer (`Held.take`: a delta's unchanged
+  sections taken as validated), asyncssh's packets in and out (SSHConnection.data_received,
   send_packet) and the rest (the event loop, channels' streams, tasks). Then the validation of
   the 8-GPU stand-in's answer, alone (no transport).
 - dashboard: benchmarks/tui_big.py's big fleet (200 hosts x 8 GPUs, 10,000 schedules, 3,000
@@ -324,6 +325,7 @@ async def fleet_session(fleet, args, d: Path, only: set[str]) -> dict:
 async def controller_polls(poller, n: int, polls: int) -> tuple[list[dict], list[float]]:
     from asyncssh.connection import SSHConnection
 
+    from fleetdeck.backend.fleet import held, schedule_verdict
     from fleetdeck.backend.fleet import poller as pol
     from fleetdeck.backend.fleet.link import channel
 
@@ -337,7 +339,8 @@ async def controller_polls(poller, n: int, polls: int) -> tuple[list[dict], list
     sp.patch(pol, "host_from_probe", "validation: the rest")
     sp.patch(pol, "probe_request", "the request")
     sp.patch(channel, "loads", "the answer's JSON decode")
-    sp.patch(pol, "fleet_verdict", "verdict (rules)")
+    sp.patch(schedule_verdict.StrayVerdict, "__call__", "verdict (rules)")
+    sp.patch(held.Held, "take", "delta: the sections held")
     sp.patch(pol, "load_acks", "verdict: acks file")
     sp.patch(SSHConnection, "data_received", "SSH in (decrypt, packets, channels)")
     sp.patch(SSHConnection, "send_packet", "SSH out (packets, encrypt)")

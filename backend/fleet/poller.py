@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from fleetdeck.backend.fleet.acks import load_acks
 from fleetdeck.backend.fleet.config import Fleet, HostConfig
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.fleet.held import BadDelta, Held
 from fleetdeck.backend.fleet.link import own
 from fleetdeck.backend.fleet.link.bundle import bundle
 from fleetdeck.backend.fleet.link.channel import (
@@ -21,8 +23,8 @@ from fleetdeck.backend.fleet.link.channel import (
 from fleetdeck.backend.fleet.link.helper_errors import sudo_error
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
-from fleetdeck.backend.fleet.schedule_verdict import mark_stray as fleet_verdict
-from fleetdeck.backend.fleet.validate import host_from_probe
+from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict
+from fleetdeck.backend.fleet.validate import Section, host_from_probe
 from fleetdeck.backend.host.lib.text import shown
 
 PROBE_MODULE = "fleetdeck.backend.host.probe.main"
@@ -96,6 +98,10 @@ class Poller:
         #: host -> {run path: worker} from its probe's last answer (see probe_request)
         self._workers: dict[str, dict[str, Any]] = {}
         self._last_shown: dict[str, HostSnapshot] = {}
+        #: host -> its probe's last answer as validated, for the next delta (fleet/held.py)
+        self._held = {h.name: Held() for h in fleet.hosts}
+        #: the stray verdict, judged again only when some host's schedules changed
+        self._verdict = StrayVerdict()
         # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
         self._closed = False
@@ -111,6 +117,10 @@ class Poller:
         if name not in self._links:
             self.fleet.host(name)  # raises ConfigError naming the known hosts
         return self._links[name]
+
+    def held(self, name: str) -> Held:
+        """What is held of host `name`'s probe answers (its counts of whole and delta answers)."""
+        return self._held[name]
 
     def last_good(self, name: str) -> HostSnapshot | None:
         """The last snapshot in which `name` answered."""
@@ -187,7 +197,7 @@ class Poller:
             fresh.append(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
-        judged = fleet_verdict(snaps, load_acks())
+        judged = self._verdict(snaps, load_acks())
         for snap in judged:
             if snap.name in fresh:
                 self._last_shown[snap.name] = snap
@@ -220,8 +230,7 @@ class Poller:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for loses a cancellation that
             # comes as the answer does, and this task would go on after the poller closed
             async with asyncio.timeout(host.command_timeout):
-                await probe.send_json(probe_request(host, self._workers.get(host.name)))
-                answer = await probe.recv_json()
+                answer, checked, note = await self._exchange(host, probe)
         except TimeoutError:
             self._forget(host.name, drop_link=False)
             raise HostError(
@@ -235,11 +244,15 @@ class Poller:
             # the shell's startup files print: every new probe would meet the same text
             self._forget(host.name, drop_link=False)
             raise HostError(host.name, str(e), "shell-output") from None
+        except HostError:
+            raise
         except TooDeep as e:
             # refused before parsing; the probe stays (its next answer may be fine)
+            self._held[host.name].forget()
             raise HostError(host.name, str(e), TooDeep.code) from None
         except NonFinite as e:
             # a number that is not one (NaN, Infinity): the answer is bad, the probe stays
+            self._held[host.name].forget()
             raise HostError(host.name, str(e), NonFinite.code) from None
         except (EOFError, ConnectionError, OSError, ValueError) as e:
             # a channel that closed under the probe (end of file, "Channel not open for
@@ -266,26 +279,60 @@ class Poller:
                 return await self._ask(host, retry=False)
             raise HostError(host.name, f"connection lost: {e}", "disconnected") from None
         latency_ms = (time.perf_counter() - t0) * 1000
+        if "runs" in answer:  # else unchanged since the answer held
+            runs = answer.get("runs")
+            self._workers[host.name] = {
+                r["path"]: r["worker"]
+                for r in (runs if isinstance(runs, list) else [])[:WORKERS_LIMIT]
+                if isinstance(r, dict)
+                and isinstance(r.get("path"), str)
+                and isinstance(r.get("worker"), list)
+            }
+        snap = host_from_probe(host.name, answer, latency_ms, time.time(), checked)
+        if note:
+            snap = replace(snap, warnings=(*snap.warnings, note))
+        return snap
+
+    async def _exchange(
+        self, host: HostConfig, probe: HelperProcess
+    ) -> tuple[dict[str, Any], dict[str, Section], str | None]:
+        """One request and its answer: (the answer, its sections checked, why a delta was
+        refused). A delta that cannot be applied is asked for again whole, once, on the same
+        probe; past that HostError `bad-delta`."""
+        held = self._held[host.name]
+        answer = await self._request(host, probe)
+        try:
+            return answer, held.take(host.name, answer), None
+        except BadDelta as e:  # nothing is held now: the request below asks for all of it
+            refused = f"{e}: refused, and the whole answer asked for"
+        answer = await self._request(host, probe)
+        try:
+            return answer, held.take(host.name, answer), refused
+        except BadDelta as e:
+            raise HostError(host.name, f"{refused}; it answered {e}", e.code) from None
+
+    async def _request(self, host: HostConfig, probe: HelperProcess) -> dict[str, Any]:
+        """The probe's answer to one snapshot request (naming the answer held, if any);
+        HostError `bad-answer` or `probe` for an answer that is no snapshot."""
+        held = self._held[host.name]
+        request = probe_request(host, self._workers.get(host.name))
+        await probe.send_json({**request, **held.request()})
+        answer = await probe.recv_json()
         if not isinstance(answer, dict):
+            held.forget()
             raise HostError(
                 host.name,
                 f"the probe answered {_kind(answer)}, not a JSON object: "
                 f"{shown(str(answer))[:200]}",
                 "bad-answer",
             )
-        if "error" in answer and "gpus" not in answer:
+        if "error" in answer and "gpus" not in answer and "base" not in answer:
+            held.forget()
             raise HostError(host.name, f"probe error: {answer.get('error')}", "probe")
-        runs = answer.get("runs")
-        self._workers[host.name] = {
-            r["path"]: r["worker"]
-            for r in (runs if isinstance(runs, list) else [])[:WORKERS_LIMIT]
-            if isinstance(r, dict)
-            and isinstance(r.get("path"), str)
-            and isinstance(r.get("worker"), list)
-        }
-        return host_from_probe(host.name, answer, latency_ms, time.time())
+        return answer
 
     def _forget(self, name: str, drop_link: bool) -> None:
+        self._held[name].forget()
         probe = self._probes.pop(name, None)
         if probe is not None:
             probe.close()

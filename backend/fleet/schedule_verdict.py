@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from fleetdeck.backend.fleet.acks import Acks, load_acks, resolve_legacy
+from fleetdeck.backend.fleet.acks import LEGACY_ID, Acks, load_acks, resolve_legacy
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 
 #: the reasons an acknowledgement clears: the operator has judged the entry
@@ -35,27 +35,84 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     `acks` count as `resolve_legacy` says.
     """
     acks = resolve_legacy(load_acks() if acks is None else acks, hosts)
-    counts = Counter(
-        norm_command(s.command) for h in hosts for s in h.schedules if s.active and not s.system
-    )
-    out = []
+    counts: Counter[str] = Counter()
     for h in hosts:
-        if not h.schedules:
-            out.append(h)
+        counts.update(_commands(h.schedules))
+    return [replace(h, schedules=_judged(h, acks, counts)) if h.schedules else h for h in hosts]
+
+
+def _commands(schedules: tuple[Schedule, ...]) -> Counter[str]:
+    """How often each command (whitespace aside) is scheduled, active, among `schedules`."""
+    return Counter(norm_command(s.command) for s in schedules if s.active and not s.system)
+
+
+def _judged(h: HostSnapshot, acks: Acks, counts: Counter[str]) -> tuple[Schedule, ...]:
+    """Host `h`'s schedules judged (see mark_stray), `counts` the fleet's `_commands`."""
+    scheds = []
+    for s in h.schedules:
+        if s.system:
+            scheds.append(replace(s, reasons=(), stray=False))
             continue
-        scheds = []
-        for s in h.schedules:
-            if s.system:
-                scheds.append(replace(s, reasons=(), stray=False))
-                continue
-            reasons = [r for r in s.reasons if r not in JUDGED]
-            if not acks.covers(h.name, s.id):
-                reasons.append("unacknowledged")
-                if s.active and counts[norm_command(s.command)] > 1:
-                    reasons.append("duplicate")
-            scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
-        out.append(replace(h, schedules=tuple(scheds)))
-    return out
+        reasons = [r for r in s.reasons if r not in JUDGED]
+        if not acks.covers(h.name, s.id):
+            reasons.append("unacknowledged")
+            if s.active and counts[norm_command(s.command)] > 1:
+                reasons.append("duplicate")
+        scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
+    return tuple(scheds)
+
+
+class StrayVerdict:
+    """`mark_stray` for a poller, kept between polls, host by host: a host whose schedules are
+    the very tuple of the last call (a delta answer reuses an unchanged section's) keeps its
+    judged schedules and its commands' counts, as long as the acknowledged set is equal and
+    none of its commands went from once to more than once in the fleet or back. A host whose
+    schedules changed is counted and judged again; another acknowledged set judges every host
+    again, and one holding legacy ids (resolved against the whole fleet) is left to
+    `mark_stray` at every call."""
+
+    def __init__(self) -> None:
+        self._acks: Acks | None = None
+        self._legacy = False
+        self._counts: Counter[str] = Counter()
+        #: host -> (its schedules as given, their commands' counts, as judged) at the last call
+        self._last: dict[str, tuple[tuple[Schedule, ...], Counter[str], tuple[Schedule, ...]]] = {}
+
+    def __call__(self, hosts: list[HostSnapshot], acks: Acks | None = None) -> list[HostSnapshot]:
+        acks = load_acks() if acks is None else acks
+        if acks != self._acks:
+            self._acks, self._last, self._counts = acks, {}, Counter()
+            self._legacy = any(
+                LEGACY_ID.match(i) for i in (*acks.everywhere, *(i for _, i in acks.on_host))
+            )
+        if self._legacy:
+            return mark_stray(hosts, acks)
+        last, before = self._last, self._counts
+        if len(hosts) == len(last) and all(
+            h.name in last and last[h.name][0] is h.schedules for h in hosts
+        ):  # nothing changed: the last verdict, not even counted again
+            return [replace(h, schedules=last[h.name][2]) if h.schedules else h for h in hosts]
+        own: dict[str, Counter[str]] = {}
+        counts: Counter[str] = Counter()
+        for h in hosts:
+            was = last.get(h.name)
+            own[h.name] = was[1] if was and was[0] is h.schedules else _commands(h.schedules)
+            counts.update(own[h.name])
+        kept, out = {}, []
+        for h in hosts:
+            was = last.get(h.name)
+            if (
+                was
+                and was[0] is h.schedules
+                and all((counts[k] > 1) == (before[k] > 1) for k in own[h.name])
+            ):
+                judged = was[2]
+            else:
+                judged = _judged(h, acks, counts)
+            kept[h.name] = (h.schedules, own[h.name], judged)
+            out.append(replace(h, schedules=judged) if h.schedules else h)
+        self._last, self._counts = kept, counts
+        return out
 
 
 def action_rank(s: Schedule) -> int:
@@ -128,6 +185,7 @@ def stray_first(schedules: Iterable[Schedule]) -> list[Schedule]:
 
 __all__ = [
     "JUDGED",
+    "StrayVerdict",
     "action_rank",
     "mark_stray",
     "stray_first",

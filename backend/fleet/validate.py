@@ -246,11 +246,46 @@ def _on_our_clock(gpus: tuple[Gpu, ...], host_time: Any, now: float) -> tuple[Gp
     )
 
 
+#: the sections of an answer that are validated on their own, in the order their warnings are
+#: listed; each is a pure function of the section's value and the host's name, so a section whose
+#: bytes did not change since the last answer is reused as validated (fleet/held.py)
+SECTIONS = ("gpus", "disks", "runs", "schedules", "processes", "seats")
+
+#: one checked section: its items (or None) and the warnings its check wrote
+Section = tuple[Any, tuple[str, ...]]
+
+
+def check_section(name: str, section: str, value: Any) -> Section:
+    """One section of host `name`'s answer checked item by item (the GPUs' Xid times still on
+    the host's clock: `host_from_probe` moves them)."""
+    warnings: list[str] = []
+    if section == "gpus":
+        out: Any = _items("gpus", value, gpu_from_json, warnings)
+    elif section == "disks":
+        out = _items("disks", value, _disk, warnings)
+    elif section == "runs":
+        out = _items("runs", value, lambda r, i, m: _run(name, r, m), warnings)
+    elif section == "schedules":
+        out = _items("schedules", value, lambda s, i, m: _schedule(name, s, m), warnings)
+    elif section == "processes":
+        out = _items("processes", value, _process, warnings)
+    elif section == "seats":
+        out = _seats(name, value, warnings)
+    else:
+        raise KeyError(section)
+    return out, tuple(warnings)
+
+
 def host_from_probe(
-    name: str, d: dict[str, Any], latency_ms: float | None, now: float
+    name: str,
+    d: dict[str, Any],
+    latency_ms: float | None,
+    now: float,
+    checked: dict[str, Section] | None = None,
 ) -> HostSnapshot:
     """A reachable HostSnapshot from one probe answer, each item checked on its own (see the
-    boundary above): what is wrong is named in `warnings`, the rest of the host stays."""
+    boundary above): what is wrong is named in `warnings`, the rest of the host stays.
+    `checked`: sections already checked (`check_section`), used instead of the answer's."""
     if not isinstance(d, dict):
         raise BadField("answer", f"not an object ({described(d)})")
     warnings: list[str] = []
@@ -261,13 +296,11 @@ def host_from_probe(
     top = Item(d, "answer")
     mem = d.get("memory") if isinstance(d.get("memory"), dict) else {}
     mi = Item(mem, "memory")
-    gpus = _on_our_clock(_items("gpus", d.get("gpus"), gpu_from_json, warnings), d.get("time"), now)
-    disks = _items("disks", d.get("disks"), _disk, warnings)
-    runs = _items("runs", d.get("runs"), lambda r, i, m: _run(name, r, m), warnings)
-    schedules = _items(
-        "schedules", d.get("schedules"), lambda s, i, m: _schedule(name, s, m), warnings
-    )
-    processes = _items("processes", d.get("processes"), _process, warnings)
+    got = dict(checked or {})
+    for section in SECTIONS:
+        if section not in got:
+            got[section] = check_section(name, section, d.get(section))
+        warnings.extend(got[section][1])
     snap = HostSnapshot(
         name=name,
         reachable=True,
@@ -275,16 +308,16 @@ def host_from_probe(
         memory_total_bytes=mi.soft(as_count, "total_bytes", MAX_BYTES) or 0,
         memory_used_bytes=mi.soft(as_count, "used_bytes", MAX_BYTES) or 0,
         load1=top.soft(as_figure, "load1", 0.0, 1e6),
-        gpus=gpus,
-        disks=disks,
-        runs=runs,
-        schedules=schedules,
+        gpus=_on_our_clock(got["gpus"][0], d.get("time"), now),
+        disks=got["disks"][0],
+        runs=got["runs"][0],
+        schedules=got["schedules"][0],
         gpu_source=top.soft(as_text, "gpu_source", True, 64),
         warnings=(),
         time=now,
         probe_cpu_s=top.soft(as_figure, "probe_cpu_s", 0.0),
-        seats=_seats(name, d.get("seats"), warnings),
-        processes=processes,
+        seats=got["seats"][0],
+        processes=got["processes"][0],
     )
     warnings.extend(f"answer: {m}" for m in top.marks)
     warnings.extend(f"memory: {m}" for m in mi.marks)
@@ -320,7 +353,10 @@ def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:
 
 
 __all__ = [
+    "SECTIONS",
     "BadField",
+    "Section",
+    "check_section",
     "fleet_from_json",
     "host_from_json",
     "host_from_probe",

@@ -7,7 +7,9 @@ One-shot: `python3 probe.py REQUEST_JSON`, `python3 - REQUEST_JSON < probe.py`, 
 JSON on stdin. In-process: `snapshot(request) -> dict`.
 
 Request: {"op": "snapshot", "runs": [...], "disk_paths": [...], "stall_factor": 10,
-"fresh": false, "gpu": "auto" | "nvml" | "nvidia-smi" | "none"} or {"op": "ping"}.
+"fresh": false, "gpu": "auto" | "nvml" | "nvidia-smi" | "none", "held": N} or {"op": "ping"}.
+With `held` (the number of the last answer the controller holds) only the sections that changed
+since travel (delta.py).
 Every section is guarded on its own: a failure becomes a line in `warnings`, never a crash.
 """
 
@@ -29,6 +31,7 @@ from fleetdeck.backend.host.probe.common import (
     guard,
     meminfo,
 )
+from fleetdeck.backend.host.probe.delta import ANSWERS
 from fleetdeck.backend.host.probe.gpu import gpus
 from fleetdeck.backend.host.probe.proc_table import ProcTable
 from fleetdeck.backend.host.probe.procs import processes
@@ -180,7 +183,8 @@ def snapshot(request=None):
     )
     reply["probe_cpu_s"] = round(time.process_time(), 6)
     reply["probe_children_cpu_s"] = round(t[2] + t[3], 4)
-    return reply
+    # `held`: the answer the controller holds; the sections unchanged since it are named only
+    return ANSWERS.framed(reply, req.get("held"), fresh)
 
 
 def ping(req):

@@ -129,6 +129,37 @@ def _said_running(rj, procs):
     return _recorded_pid(rj, procs) if rj.get("state") == "running" else None
 
 
+def stall_limit(r, stall_factor, interval):
+    """Seconds of silence past which a run's files say its trainer no longer moves: the stall
+    rule's window (at least MIN_STALL_S, else `stall_factor` step times, else two updates)."""
+    sps = r["seconds_per_step"] or 0
+    return max(MIN_STALL_S, stall_factor * sps, 2 * sps * interval)
+
+
+def at_last_step(r):
+    """The run has reached its last step (step >= max_steps), final adapter or not."""
+    return r["step"] is not None and bool(r["max_steps"]) and r["step"] >= r["max_steps"]
+
+
+def settled(r, stall_factor, interval, now, heard=None):
+    """True for a run at its last step with no final adapter whose files (and its log in the
+    folder, last written at `heard`) have been silent past the stall window: no process is
+    looked for in it any more but the one this probe saw working there (`worker_alive`), so it
+    is finished, or stalled while that one still runs. While its files moved recently it stays
+    undecided (its trainer may be saving or evaluating)."""
+    if r["adapter"] is not None or not at_last_step(r):
+        return False
+    last = max(r["last_update"] or 0, heard or 0)
+    return last > 0 and now - last > stall_limit(r, stall_factor, interval)
+
+
+def worker_alive(path, procs):
+    """The pid of the process this probe last saw working in run `path` when that very process
+    (pid and start time) still runs, else None: a settled run's one cheap look for its trainer."""
+    w = _workers().get(path)
+    return w[0] if w is not None and procs.alive(w[0], w[1]) else None
+
+
 # -- one rule per reason ------------------------------------------------------------------------
 def _by_own_word(r, rj, problems, seen):
     """run.json says queued, cancelled, finished or failed: the trainer's or the launcher's word,
@@ -162,7 +193,7 @@ def _by_final_adapter(r, rj, problems, seen):
     if r["adapter"] is not None:
         r["state"] = "finished"
         return True
-    if r["step"] is not None and r["max_steps"] and r["step"] >= r["max_steps"]:
+    if at_last_step(r):
         if seen.live_pid is None:
             r["state"] = "finished"
             return True
@@ -203,8 +234,7 @@ def _by_live_process(r, rj, problems, seen):
     silent = seen.now - r["last_update"] if r["last_update"] else None
     sps = r["seconds_per_step"]
     if silent is not None and sps:
-        limit = max(MIN_STALL_S, seen.stall_factor * sps, 2 * sps * seen.interval)
-        if silent > limit:
+        if silent > stall_limit(r, seen.stall_factor, seen.interval):
             r["state"] = "stalled"
             problems.insert(0, f"no progress for {silent:.0f}s (step time {sps:.1f}s)")
     return True

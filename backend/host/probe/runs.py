@@ -146,6 +146,15 @@ def _step_time(r, prog):
     r["step_times"] = len(recent) or None
 
 
+def _heard(path, names):
+    """When the log in a run's folder (train.log, nohup.out, *.log) was last written, or None."""
+    log = run_log.find(path, names, None)
+    try:
+        return os.stat(log).st_mtime if log else None
+    except OSError:
+        return None
+
+
 def runs(req, procs, warnings, now):
     """Every run folder under the configured roots, with its state decided."""
     facts, seen = [], set()
@@ -168,11 +177,16 @@ def runs(req, procs, warnings, now):
                     facts.append((path, names) + _run_facts(path, names, now))
             except Exception as e:  # noqa: BLE001 - one broken run must not hide the others
                 warnings.append(f"run {path}: {type(e).__name__}: {e}")
-    wanted = set()
-    for path, _names, r, rj, _problems, _interval in facts:
-        # the last step reached with no adapter is not decided: its trainer may still be saving
+    wanted, settled = set(), set()
+    factor = float(req.get("stall_factor") or 10)
+    for path, names, r, rj, _problems, interval in facts:
+        # the last step reached with no adapter is not decided while its files move: its
+        # trainer may still be saving; once they are silent past the stall window it is done
         undecided = rj.get("state") not in run_state.OWN_WORD and not r["adapter"]
-        if undecided and not run_state.recorded_alive(procs, rj):
+        heard = _heard(path, names) if undecided and run_state.at_last_step(r) else None
+        if undecided and run_state.settled(r, factor, interval, now, heard):
+            settled.add(path)
+        elif undecided and not run_state.recorded_alive(procs, rj):
             wanted.add(path)
     live = (
         run_evidence.evidence(procs, [f[0] for f in facts], wanted, bool(req.get("fresh")), now)
@@ -184,6 +198,8 @@ def runs(req, procs, warnings, now):
         pid = live.get(path)
         if pid is None:
             pid = run_state.recorded_alive(procs, rj)
+        if pid is None and path in settled:
+            pid = run_state.worker_alive(path, procs)
         lg = None
         if r["adapter"] is None and rj.get("state") not in run_state.OWN_WORD:
             # what the trainer says between saves (run_log): read only while it may matter
@@ -197,7 +213,7 @@ def runs(req, procs, warnings, now):
             interval,
             pid,
             procs,
-            float(req.get("stall_factor") or 10),
+            factor,
             now,
             lg,
         )

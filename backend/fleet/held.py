@@ -1,0 +1,110 @@
+"""What the controller holds of one host's probe answers, so that a delta answer can be taken.
+
+The resident probe numbers its answers and, when a request says which one the controller holds
+(`"held": N`), sends only the sections whose JSON changed since answer N, with the others named
+in `same` (backend/host/probe/delta.py). `Held` keeps, per host, the number of the last answer
+validated whole and each of its sections as validated (`validate.check_section`): a section
+named in `same` is reused as it is, neither decoded nor checked again; a section sent is checked
+as any answer's.
+
+Every byte from a host stays hostile. A delta that names a section this controller does not know,
+refers to an answer it does not hold (before any full answer, after a reconnect, or an old one),
+names a section twice or also sends it, leaves a section out without naming it, or carries a
+number that is not one is refused with `BadDelta`: nothing is held any more, so the next request
+asks for a whole answer, and what was held is never shown as this answer's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetdeck.backend.fleet.validate import SECTIONS, Section, check_section
+from fleetdeck.backend.fleet.validate_fields import described
+from fleetdeck.backend.host.lib.text import shown
+
+#: an answer's number is at most this (it travels back in the next request)
+MAX_SEQ = 2**63 - 1
+
+
+class BadDelta(ValueError):
+    """A delta answer that cannot be applied to what is held (code `bad-delta`)."""
+
+    code = "bad-delta"
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SEQ
+
+
+class Held:
+    """One host's last answer as validated: its number (None: nothing held, ask for a whole
+    answer) and its sections."""
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.sections: dict[str, Section] = {}
+        #: answers taken whole and as deltas (for tests and benchmarks)
+        self.whole = 0
+        self.deltas = 0
+
+    def forget(self) -> None:
+        """Hold nothing: the next request asks for a whole answer."""
+        self.seq = None
+        self.sections = {}
+
+    def request(self) -> dict[str, Any]:
+        """What the next request adds: the number of the answer held, when one is."""
+        return {} if self.seq is None else {"held": self.seq}
+
+    def take(self, host: str, answer: dict[str, Any]) -> dict[str, Section]:
+        """Every section of `answer` (a JSON object from host `host`) checked, those it names as
+        unchanged taken from what is held; the answer is then what is held. BadDelta (and
+        nothing held) when it is a delta that cannot be applied."""
+        seq = answer.get("seq")
+        if "base" not in answer and "same" not in answer:
+            checked = {s: check_section(host, s, answer.get(s)) for s in SECTIONS}
+            self.seq, self.sections = (seq if _number(seq) else None), checked
+            self.whole += 1
+            return checked
+        try:
+            same = self._unchanged(answer)
+        except BadDelta:
+            self.forget()
+            raise
+        checked = {
+            s: self.sections[s] if s in same else check_section(host, s, answer.get(s))
+            for s in SECTIONS
+        }
+        self.seq, self.sections = seq, checked
+        self.deltas += 1
+        return checked
+
+    def _unchanged(self, answer: dict[str, Any]) -> set[str]:
+        seq, base, same = answer.get("seq"), answer.get("base"), answer.get("same")
+        if not _number(seq) or not _number(base):
+            raise BadDelta(
+                f"a delta answer numbered {shown(described(seq))} on base "
+                f"{shown(described(base))}: not answer numbers"
+            )
+        if self.seq is None or base != self.seq:
+            held = "no answer" if self.seq is None else f"answer {self.seq}"
+            raise BadDelta(
+                f"a delta answer refers to answer {base}, and the controller holds {held}"
+            )
+        if not isinstance(same, list) or not all(isinstance(s, str) for s in same):
+            raise BadDelta(f"a delta answer's `same` is not a list of names ({described(same)})")
+        unknown = [s for s in same if s not in SECTIONS]
+        if unknown:
+            raise BadDelta(
+                f"a delta answer names an unknown section {shown(unknown[0])[:64]!r} "
+                f"(known: {', '.join(SECTIONS)})"
+            )
+        if len(set(same)) != len(same):
+            raise BadDelta("a delta answer names a section twice in `same`")
+        sent = [s for s in same if s in answer]
+        if sent:
+            raise BadDelta(f"a delta answer both sends {sent[0]} and names it unchanged")
+        missing = [s for s in SECTIONS if s not in same and s not in answer]
+        if missing:
+            raise BadDelta(f"a delta answer neither sends {missing[0]} nor names it unchanged")
+        return set(same)
