@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Optional
 
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
@@ -94,7 +95,8 @@ def op_abandon(req):
             if not procfs.same_process(pid, start):
                 break
             time.sleep(0.05)
-    removed, exists, blocked = None, False, None
+    removed, blocked = None, None
+    exists: Optional[bool] = False
     path = fsenc(req["partial"]) if req.get("partial") else None
     if path is not None and os.path.isabs(path):
         head, base = os.path.split(path)
