@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetdeck.backend.actions.audit_records import RemoveRecord, write
+from fleetdeck.backend.actions.fronts import schedule_apply, schedule_inspect
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule, schedule_json
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.schedules import main as schedules_helper
+from fleetdeck.backend.host.schedules.wire import ApplyRequest
 
 ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0
@@ -155,7 +157,7 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
     base: dict[str, Any] = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
     try:
-        ans = await link.call(REMOTE, "inspect", schedule=_listed(schedule))
+        ans = await schedule_inspect(link, {"schedule": _listed(schedule)}, helper=REMOTE)
     except HelperError as e:
         code, message, _ = _error(e.answer)
         return RemovalCheck(**base, ok=False, reason_code=code, message=message)
@@ -330,16 +332,16 @@ async def remove_schedule(
             )
             _audit(rep, schedule, confirmation, checks=checks)
             return rep
-    extra: dict[str, Any] = {"grace": grace}
+    req: ApplyRequest = {"schedule": _listed(schedule), "grace": grace}
     if check.sha256:
-        extra["sha256"] = check.sha256
+        req["sha256"] = check.sha256
     if check.backup_name:
-        extra["backup_name"] = check.backup_name
+        req["backup_name"] = check.backup_name
     if host_backup_dir:
-        extra["backup_dir"] = host_backup_dir
+        req["backup_dir"] = host_backup_dir
     timeout = link.host.command_timeout + grace + 15
     try:
-        ans = await link.call(REMOTE, "apply", schedule=_listed(schedule), **extra, within=timeout)
+        ans = await schedule_apply(link, req, within=timeout, helper=REMOTE)
     except HelperError as e:
         code, message, more = _error(e.answer)
         rep = replace(

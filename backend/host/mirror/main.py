@@ -45,6 +45,7 @@ from fleetdeck.backend.host.mirror.read import (
     op_list,
     op_read,
 )
+from fleetdeck.backend.host.mirror.wire import ABANDON, LIST, READ, WRITE
 from fleetdeck.backend.host.mirror.write import op_write
 
 
@@ -59,10 +60,10 @@ def main():
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
     ops = {
-        "list": op_list,
-        "abandon": op_abandon,
-        "read": lambda r: op_read(r, inp, out),
-        "write": lambda r: op_write(r, inp, out),
+        LIST: op_list,
+        ABANDON: op_abandon,
+        READ: lambda r: op_read(r, inp, out),
+        WRITE: lambda r: op_write(r, inp, out),
     }
     try:
         line = inp.readline()

@@ -32,6 +32,7 @@ from fleetdeck.backend.host.schedules.at import apply_at, inspect_at
 from fleetdeck.backend.host.schedules.cron import apply_lines, inspect_lines
 from fleetdeck.backend.host.schedules.loops import apply_loop, inspect_loop
 from fleetdeck.backend.host.schedules.timers import apply_timer, inspect_timer
+from fleetdeck.backend.host.schedules.wire import APPLY, INSPECT
 
 KINDS = {
     "crontab": (inspect_lines, apply_lines),
@@ -46,7 +47,7 @@ def _by_kind(which):
     def op(req):
         s = req.get("schedule")
         kind = s.get("kind") if isinstance(s, dict) else None
-        fns = KINDS.get(kind)
+        fns = KINDS.get(kind) if isinstance(kind, str) else None
         if fns is None:
             raise Refused(
                 "unsupported",
@@ -63,7 +64,7 @@ def _by_kind(which):
     return op
 
 
-OPS = {"inspect": _by_kind(0), "apply": _by_kind(1)}
+OPS = {INSPECT: _by_kind(0), APPLY: _by_kind(1)}
 
 if __name__ == "__main__":
     sys.exit(serve(OPS))
