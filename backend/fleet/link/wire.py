@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable
 from typing import (
     Any,
     Literal,
@@ -66,68 +67,121 @@ def fields_of(record: type) -> tuple[frozenset[str], dict[str, Any]]:
     return frozenset(getattr(record, "__required_keys__", ())), get_type_hints(record)
 
 
-def refusal(value: object, hint: Any, where: str) -> str | None:
-    """The first way `value` is not of the declared type `hint` (a sentence naming the field at
-    `where`), or None when it is."""
-    if hint is Any or hint is object:
+#: what is wrong with a value: the path to the field (built outward as the checks return, so a
+#: sound answer builds none) and the sentence's tail ("is a string, not an integer")
+Fault = tuple[tuple[str, ...], str]
+Check = Callable[[object], Fault | None]
+
+
+def _mismatch(value: object, hint: Any) -> Fault:
+    return ((), f"is {kind_of(value)}, not {_wanted(hint)}")
+
+
+def _always(value: object) -> Fault | None:
+    return None
+
+
+def _of_type(hint: Any) -> Check:
+    """A check of one value against a scalar or bare container type."""
+    if hint is float:
+        return lambda v: (
+            None if isinstance(v, int | float) and not isinstance(v, bool) else _mismatch(v, hint)
+        )
+    if hint is int:
+        return lambda v: (
+            None if isinstance(v, int) and not isinstance(v, bool) else _mismatch(v, hint)
+        )
+    if hint is None or hint is type(None):
+        return lambda v: None if v is None else _mismatch(v, hint)
+    if isinstance(hint, type):
+        return lambda v: None if isinstance(v, hint) else _mismatch(v, hint)
+    raise TypeError(f"no check for the declared type {hint!r}")
+
+
+def _of_list(hint: Any, item: Check) -> Check:
+    def check(v: object) -> Fault | None:
+        if not isinstance(v, list):
+            return _mismatch(v, hint)
+        for n, x in enumerate(v):
+            f = item(x)
+            if f is not None:
+                return ((f"[{n}]", *f[0]), f[1])
         return None
+
+    return check
+
+
+def _of_dict(hint: Any, item: Check) -> Check:
+    def check(v: object) -> Fault | None:
+        if not isinstance(v, dict):
+            return _mismatch(v, hint)
+        for key, x in v.items():
+            if not isinstance(key, str):
+                return ((), f"has a key that is {kind_of(key)}, not a string")
+            f = item(x)
+            if f is not None:
+                return ((f".{key}", *f[0]), f[1])
+        return None
+
+    return check
+
+
+def _of_record(record: type) -> Check:
+    required, hints = fields_of(record)
+    needed = sorted(required)
+    fields = [(k, check_of(h)) for k, h in hints.items()]
+
+    def check(v: object) -> Fault | None:
+        if not isinstance(v, dict):
+            return ((), f"is {kind_of(v)}, not an object")
+        for key in needed:
+            if key not in v:
+                return ((), f"has no {key}")
+        for key, field in fields:
+            if key in v:
+                f = field(v[key])
+                if f is not None:
+                    return ((f".{key}", *f[0]), f[1])
+        return None
+
+    return check
+
+
+@functools.cache
+def check_of(hint: Any) -> Check:
+    """The check of a declared type, made once per type: a record's required keys and each
+    declared key's type, a list's items, a dict's values, each member of a union."""
+    if hint is Any or hint is object:
+        return _always
     if is_typeddict(hint):
-        return record_refusal(value, hint, where)
+        return _of_record(hint)
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
-        if any(refusal(value, h, where) is None for h in args):
-            return None
-    elif origin is Literal:
-        if value in args:
-            return None
-    elif (origin or hint) is list:
-        if isinstance(value, list):
-            for n, item in enumerate(value) if args else ():
-                why = refusal(item, args[0], f"{where}[{n}]")
-                if why is not None:
-                    return why
-            return None
-    elif (origin or hint) is dict:
-        if isinstance(value, dict):
-            for key, item in value.items() if args else ():
-                if not isinstance(key, str):
-                    return f"{where} has a key that is {kind_of(key)}, not a string"
-                why = refusal(item, args[1], f"{where}.{key}")
-                if why is not None:
-                    return why
-            return None
-    elif hint is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return None
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return None
-    elif hint is None or hint is type(None):
-        if value is None:
-            return None
-    elif isinstance(hint, type):
-        if isinstance(value, hint):
-            return None
-    else:
-        raise TypeError(f"no check for the declared type {hint!r} (at {where})")
-    return f"{where} is {kind_of(value)}, not {_wanted(hint)}"
+        members = [check_of(h) for h in args]
+        return lambda v: None if any(m(v) is None for m in members) else _mismatch(v, hint)
+    if origin is Literal:
+        return lambda v: None if v in args else _mismatch(v, hint)
+    if (origin or hint) is list:
+        return _of_list(hint, check_of(args[0]) if args else _always)
+    if (origin or hint) is dict:
+        return _of_dict(hint, check_of(args[1]) if args else _always)
+    return _of_type(hint)
+
+
+def refusal(value: object, hint: Any, where: str = "") -> str | None:
+    """The first way `value` is not of the declared type `hint`, as a sentence naming the field
+    (`where` is its path so far: `results[0]`), or None when it is."""
+    f = check_of(hint)(value)
+    if f is None:
+        return None
+    at = (where + "".join(f[0])).lstrip(".")
+    return f"{at or 'the answer'} {f[1]}"
 
 
 def record_refusal(value: object, record: type, where: str = "") -> str | None:
     """The first way `value` is not the declared `record`: not an object, a required key
     missing, a key of another type; None when it is that record."""
-    if not isinstance(value, dict):
-        return f"{where or 'the answer'} is {kind_of(value)}, not an object"
-    required, hints = fields_of(record)
-    for key in sorted(required):
-        if key not in value:
-            return f"{where or 'the answer'} has no {key}"
-    for key, hint in hints.items():
-        if key in value:
-            why = refusal(value[key], hint, f"{where}.{key}" if where else key)
-            if why is not None:
-                return why
-    return None
+    return refusal(value, record, where)
 
 
 def checked(host: str, answer: object, record: type[R], what: str) -> R:
