@@ -162,6 +162,10 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
         code, message, _ = _error(e.answer)
         return RemovalCheck(**base, ok=False, reason_code=code, message=message)
     except HostError as e:
+        if e.code == "bad-answer":  # the helper answered, in another shape than its record
+            return RemovalCheck(
+                **base, ok=False, reason_code=e.code, message=f"{e}; nothing was changed"
+            )
         return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
     original = (
         base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
@@ -355,7 +359,7 @@ async def remove_schedule(
         rep = replace(
             base,
             backup=backup,
-            reason_code="host-unreachable",
+            reason_code="bad-answer" if e.code == "bad-answer" else "host-unreachable",
             message=f"{e}; the removal may or may not have happened, list the host again",
         )
         _audit(rep, schedule, confirmation, checks=checks)
