@@ -161,15 +161,11 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     except HelperError as e:
         code, message, _ = _error(e.answer)
         return RemovalCheck(**base, ok=False, reason_code=code, message=message)
-    except HostError as e:
-        if e.code == "bad-answer":  # the helper answered, in another shape than its record
-            return RemovalCheck(
-                **base, ok=False, reason_code=e.code, message=f"{e}; nothing was changed"
-            )
-        return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
-    original = (
-        base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
-    )
+    except HostError as e:  # bad-answer: the helper answered in another shape than its record
+        bad = e.code == "bad-answer"
+        code, said = (e.code, f"{e}; nothing was changed") if bad else ("host-unreachable", str(e))
+        return RemovalCheck(**base, ok=False, reason_code=code, message=said)
+    original = base64.b64decode(ans["original_b64"]) if "original_b64" in ans else None
     return RemovalCheck(
         **base,
         ok=True,
