@@ -21,7 +21,7 @@ recorded process still runs from `host/lib/procfs.same_process` (pid and start t
 checks live beside it in `preflight` (with the estimates of params, LoRA params, GPU memory and
 disk in `estimate`, the targets in `targets`, the host's GPUs, memory and disk in `resources`,
 the runs live on it in `liveruns`), the run files in `runfiles` and the detached supervisor in
-`supervise`.
+`supervise`; each op's request and answer are declared in `wire`.
 """
 
 import fcntl

@@ -24,7 +24,8 @@ name (non-UTF-8 bytes included) goes back to the same bytes.
 
 This module answers the request; beside it in this package, `read` holds `list` and `read`,
 `write` holds `write` (its partial folder in `partial`, with `replace` and `fdops`),
-`abandon` holds `abandon`, `common` what both ends share. The controller names this
+`abandon` holds `abandon`, `common` what both ends share, `wire` each op's request and
+answers as declared. The controller names this
 module (its `__name__`) as the helper it sends.
 """
 # Runs on the host's Python 3.8 or newer.

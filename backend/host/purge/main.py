@@ -17,7 +17,7 @@ Keepers are judged by the host library's one final-adapter rule (`layout`).
 
 This module answers the requests; the rest lives beside it in this package: `paths` (a path
 walked by fd and pinned, with purge's refusal codes), `facts` (`gather`), `verdict` (`evaluate`,
-`CHECKS`) and `remove` (`remove_pinned`).
+`CHECKS`) and `remove` (`remove_pinned`); `wire` declares each op's request and answer.
 """
 # It runs on the host's Python 3.8 or newer: %-formatting stays.
 # ruff: noqa: UP031

@@ -1,7 +1,8 @@
 """Host side of schedule removal: stdlib + the host library, Python 3.8+.
 
 Run through `HostLink.run_helper("fleetdeck.backend.host.schedules.main", request)`; each
-kind of schedule has its module beside this one (`cron`, `timers`, `at`, `loops`).
+kind of schedule has its module beside this one (`cron`, `timers`, `at`, `loops`), and each
+op's request and answer are declared in `wire`.
 Request: `{"op": "inspect" | "apply", "schedule": {...}, ...}`; the answer is the host
 library's one shape (`serve`): the op's fields with `"ok": true`, or
 `{"ok": false, "error": {"code", "message", ...}}`.

@@ -2,10 +2,10 @@
 
 Runs on the host (stdlib + host library, Python 3.8+) through `HostLink.run_helper`, so the
 seat's port is never opened to the controller. Request: `{"op": "check", "port": 8000,
-"model": null, "timeout": 20, "max_tokens": 8, "prompt": "..."}`. It lists the models
-(GET /v1/models), then asks for one short chat completion with logprobs (falling back to
-/v1/completions only when the chat route does not exist). The answer says `sound` and, when
-not, the `signature` of what is wrong:
+"model": null, "timeout": 20, "max_tokens": 8, "prompt": "..."}` (declared in `wire`, with
+the answer). It lists the models (GET /v1/models), then asks for one short chat completion
+with logprobs (falling back to /v1/completions only when the chat route does not exist). The
+answer says `sound` and, when not, the `signature` of what is wrong:
 
 - `unreachable`: nothing answers on the port;
 - `timeout`: the whole answer (headers and body) did not arrive within the timeout, however
