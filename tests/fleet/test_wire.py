@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,28 @@ def test_each_op_a_front_asks_is_one_the_helper_answers():
         launch_wire.LAUNCH,
         launch_wire.SUPERVISE,
     }
+
+
+REPO = Path(__file__).resolve().parents[2]
+CONTROLLER = ("backend/actions", "backend/monitor", "cli", "tui")
+
+
+def op_literals(root: Path, folders: tuple[str, ...] = CONTROLLER) -> list[str]:
+    """Every `"op": ` written in a controller module other than the fronts: a request built
+    by hand instead of through its front (`path:line`)."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.name == "fronts.py" or path.name == "outbox.py":  # the outbox's own journal
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if '"op":' in line:
+                    found.append(f"{path.relative_to(root)}:{n}")
+    return found
+
+
+def test_the_controller_asks_the_helpers_through_their_fronts_only(tmp_path):
+    assert op_literals(REPO) == []
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "x.py").write_text('req = {"op": "check", "port": 1}\n')
+    assert op_literals(tmp_path, ("cli",)) == ["cli/x.py:1"]
