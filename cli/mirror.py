@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -189,7 +190,9 @@ async def _go(action, src_cfg, sp, dst_cfg, dp, args, show_bar) -> MirrorReport:
             await dst.close()
 
 
-async def _confirm_replace(src, sp, dst, dp, args, opts) -> dict | MirrorReport:  # type: ignore[no-untyped-def]
+async def _confirm_replace(
+    src: HostLink, sp: str, dst: HostLink, dp: str, args: argparse.Namespace, opts: dict[str, Any]
+) -> dict | MirrorReport:
     """How the replace was confirmed: `--confirm` as typed (the backend compares it with DST
     byte for byte), or on a terminal the destination typed at a prompt after the difference is
     shown; without a terminal `--replace` itself is the request (the old copy is kept, not

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.text import Text
@@ -19,7 +20,7 @@ from fleetdeck.backend.actions.purge import (
     gather_purge,
 )
 from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
-from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.config import HostConfig, load_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
@@ -114,7 +115,19 @@ def pair_confirmations(paths: list[str], confirms: list[str]) -> dict[str, str]:
     return typed
 
 
-async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-untyped-def]
+def _unused(given: list[str], used: list[str]) -> list[str]:
+    """The confirmations of `given` left over once each of `used` has taken one equal to it."""
+    left = list(used)
+    extra = []
+    for c in given:
+        if c in left:
+            left.remove(c)
+        else:
+            extra.append(c)
+    return extra
+
+
+async def _purge(args: argparse.Namespace, host: HostConfig) -> int:
     link = HostLink(host)
     try:
         if args.keep_newest is not None:
@@ -158,8 +171,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
                 pair_confirmations(list(plan.confirm_texts()), list(args.confirm)),
                 "--confirm",
             )
-            used = list(typed.values())
-            extra = [c for c in args.confirm if c not in used or used.remove(c)]
+            extra = _unused(list(args.confirm), list(typed.values()))
             if extra:
                 # a confirmation for a path that is not in this purge is a mistake, never ignored
                 print(
@@ -183,7 +195,7 @@ async def _purge(args: argparse.Namespace, host) -> int:  # type: ignore[no-unty
     return 0 if report.ok and not report.audit_error else 1
 
 
-def _emit(args: argparse.Namespace, doc: dict, human) -> None:  # type: ignore[no-untyped-def]
+def _emit(args: argparse.Namespace, doc: dict, human: Callable[[Console], object]) -> None:
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

@@ -4,17 +4,19 @@ command, its prompt and its confirmations are in `purge`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
+from fleetdeck.backend.actions.purge_plan import PathPlan, PathResult, PurgePlan, PurgeReport
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.show.fmt import said
 
 
-def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
+def _path_table(rows: Iterable[tuple[str, int | None, str, str]]) -> Table:
     t = Table(show_edge=False, pad_edge=False)
     t.add_column("path (escaped)", overflow="fold")
     t.add_column("file bytes", justify="right")
@@ -24,7 +26,7 @@ def _path_table(rows) -> Table:  # type: ignore[no-untyped-def]
     return t
 
 
-def _refusal_lines(console: Console, paths) -> None:  # type: ignore[no-untyped-def]
+def _refusal_lines(console: Console, paths: Iterable[PathPlan | PathResult]) -> None:
     for p in paths:
         for r in p.refusals:
             console.print(

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetdeck.backend.actions.audit_records import LaunchRecord, write
+from fleetdeck.backend.actions.fronts import launch_preflight, launch_start
 from fleetdeck.backend.actions.launch_result import (
     LaunchResult,
     Preflight,
@@ -46,6 +47,7 @@ from fleetdeck.backend.fleet.link.bundle import bundle
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.launch import main as launch_helper
+from fleetdeck.backend.host.launch.wire import Request
 
 HELPER = launch_helper.__name__
 
@@ -57,7 +59,6 @@ def helper_source() -> str:
 
 
 def _request(
-    op: str,
     host: HostConfig,
     values: dict[str, Any],
     after: str | None,
@@ -65,9 +66,8 @@ def _request(
     poll_interval: float,
     resume: bool,
     live: list[dict[str, Any]],
-) -> dict[str, Any]:
+) -> Request:
     return {
-        "op": op,
         "host": host.name,
         "config": values,
         "after": after,
@@ -95,10 +95,8 @@ async def preflight(
     host_cfg = link.host
     values = run_values(run, host_cfg)
     seen = live_json(await runs_seen(link) if live is None else live)
-    req = _request(
-        "preflight", host_cfg, values, launch_after_path(after, host_cfg), force, 2.0, resume, seen
-    )
-    answer = await link.run_helper(helper_source(), req)
+    req = _request(host_cfg, values, launch_after_path(after, host_cfg), force, 2.0, resume, seen)
+    answer = await launch_preflight(link, req, source=helper_source())
     return preflight_from(host_cfg.name, answer)
 
 
@@ -123,10 +121,10 @@ async def launch(
     try:
         before = tuple(await runs_seen(link) if live is None else live)
         req = _request(
-            "launch", host_cfg, values, after_path, force, poll_interval, resume, live_json(before)
+            host_cfg, values, after_path, force, poll_interval, resume, live_json(before)
         )
         asked = True
-        answer = await link.run_helper(helper_source(), req)
+        answer = await launch_start(link, req, source=helper_source())
         pre = preflight_from(host_cfg.name, answer)
     except HostError as e:
         found = await started_anyway(link, str(values["output"]), before) if asked else None

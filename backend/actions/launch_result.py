@@ -4,6 +4,7 @@ from the helper's answer and judged on every check a launch needs) and what the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -108,14 +109,14 @@ class LaunchResult:
         }
 
 
-def error_text(answer: dict[str, Any]) -> str | None:
+def error_text(answer: Mapping[str, Any]) -> str | None:
     err = answer.get("error")
     if isinstance(err, dict):
         return str(err.get("message") or err.get("code"))
     return None if err is None else str(err)
 
 
-def preflight_from(host: str, answer: dict[str, Any]) -> Preflight:
+def preflight_from(host: str, answer: Mapping[str, Any]) -> Preflight:
     if not isinstance(answer, dict) or "checks" not in answer:
         what = error_text(answer) if isinstance(answer, dict) else repr(answer)
         raise HostError(host, f"launch helper answered without checks: {what}", "helper")

@@ -12,10 +12,12 @@ result after.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.audit_records import write
+from fleetdeck.backend.actions.fronts import purge_check, purge_execute
 from fleetdeck.backend.actions.purge_confirm import confirmations_match
 from fleetdeck.backend.actions.purge_judge import plan_purge
 from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
@@ -29,17 +31,18 @@ from fleetdeck.backend.actions.purge_report import (
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.purge import main as purge_helper
+from fleetdeck.backend.host.purge.wire import CheckRequest, ExecuteRequest
 
 HELPER = purge_helper.__name__
+A = TypeVar("A")
 
 
-async def _ask(link: HostLink, op: str, at_least: float, **fields: Any) -> dict[str, Any]:
-    """One request to the purge helper (bounded by the host's command_timeout, or `at_least`
-    seconds if longer); its answer, or HostError naming the helper's refusal."""
+async def _ask(link: HostLink, front: Callable[..., Awaitable[A]], req: Any, at_least: float) -> A:
+    """One request to the purge helper through its front (bounded by the host's
+    command_timeout, or `at_least` seconds if longer); its answer, or HostError naming the
+    helper's refusal."""
     try:
-        return await link.call(
-            HELPER, op, within=max(link.host.command_timeout, at_least), **fields
-        )
+        return await front(link, req, within=max(link.host.command_timeout, at_least))
     except HelperError as e:
         if not isinstance(e.answer, dict):
             raise HostError(
@@ -58,9 +61,8 @@ async def gather_purge(
 ) -> PurgePlan:
     """Gather every fact on the link's host in one helper call and judge it; HostError if the
     host cannot be asked. Paths travel as JSON on stdin, never in a command line."""
-    facts = await _ask(link, "check", 900, paths=list(paths), roots=list(link.host.roots_for_purge))
-    if "paths" not in facts:
-        raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
+    req: CheckRequest = {"paths": list(paths), "roots": list(link.host.roots_for_purge)}
+    facts = await _ask(link, purge_check, req, 900)
     return plan_purge(link.name, facts, allow_best)
 
 
@@ -71,11 +73,12 @@ async def gather_keep_newest(
     step) as keepers, every file of them hashed now and again after; each older checkpoint is
     a path checked as any purged path is. For a run that has no final adapter (a live or an
     abandoned one). HostError if the host cannot be asked."""
-    facts = await _ask(
-        link, "check", 900, keep={"run": run, "n": n}, roots=list(link.host.roots_for_purge)
-    )
-    if "paths" not in facts or not isinstance(facts.get("keep"), dict):
-        raise HostError(link.name, "the purge helper gave an answer without facts", "helper")
+    req: CheckRequest = {"keep": {"run": run, "n": n}, "roots": list(link.host.roots_for_purge)}
+    facts = await _ask(link, purge_check, req, 900)
+    if "keep" not in facts:
+        raise HostError(
+            link.name, "the purge helper gave facts without the keep rule", "bad-answer"
+        )
     return plan_purge(link.name, facts, allow_best)
 
 
@@ -107,7 +110,7 @@ async def execute_purge(
         write(purge_record(plan, "started", None, typed, via))
     except audit.AuditError as e:
         return refused_report(plan, typed, audit_error=e.message)
-    payload = {
+    payload: ExecuteRequest = {
         "paths": [p.path for p in plan.paths],
         "roots": list(link.host.roots_for_purge),
         "plan": {
@@ -129,7 +132,7 @@ async def execute_purge(
     if plan.allow_best:
         payload["allow_best"] = list(plan.allow_best)
     try:
-        out = await _ask(link, "execute", 3600, **payload)
+        out = await _ask(link, purge_execute, payload, 3600)
         report = report_from(plan, out, typed)
     except HostError as e:
         audit_failed(plan, typed, via, e.message)
@@ -144,7 +147,7 @@ async def execute_purge(
         else "unverified"
         if report.deleted
         else "failed"
-        if out.get("attempted")
+        if out["attempted"]
         else "refused"
     )
     return audited_report(report, plan, result, typed, via)

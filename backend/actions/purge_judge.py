@@ -16,6 +16,7 @@ from fleetdeck.backend.actions.purge_plan import (
     RunEvals,
 )
 from fleetdeck.backend.host.purge.verdict import evaluate
+from fleetdeck.backend.host.purge.wire import Facts
 
 
 def free_total(paths: list[dict[str, Any]]) -> int | None:
@@ -59,7 +60,7 @@ def _loss(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _evals(facts: dict[str, Any]) -> tuple[RunEvals, ...]:
+def _evals(facts: Facts) -> tuple[RunEvals, ...]:
     return tuple(
         RunEvals(
             run=str(e["run"]),
@@ -73,10 +74,10 @@ def _evals(facts: dict[str, Any]) -> tuple[RunEvals, ...]:
     )
 
 
-def plan_purge(host: str, facts: dict[str, Any], allow_best: tuple[str, ...] = ()) -> PurgePlan:
+def plan_purge(host: str, facts: Facts, allow_best: tuple[str, ...] = ()) -> PurgePlan:
     """Judge the facts the helper gathered (pure: same facts, same plan). `allow_best`: the
     best-eval checkpoints the operator typed back to delete anyway."""
-    facts = dict(facts, allow_best=list(allow_best))
+    facts = {**facts, "allow_best": list(allow_best)}
     verdict = evaluate(facts)
     paths = []
     for p, v in zip(facts["paths"], verdict["paths"], strict=True):

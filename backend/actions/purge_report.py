@@ -25,6 +25,7 @@ from fleetdeck.backend.actions.purge_plan import (
     Refusal,
 )
 from fleetdeck.backend.fleet.errors import HostError
+from fleetdeck.backend.host.purge.wire import Executed
 
 
 def purge_record(
@@ -159,11 +160,11 @@ def audit_failed(plan: PurgePlan, typed: dict[str, str], via: str, error: str) -
         raise HostError(plan.host, f"{error}; and {e.message}", "audit") from None
 
 
-def report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> PurgeReport:
+def report_from(plan: PurgePlan, out: Executed, typed: dict[str, str]) -> PurgeReport:
     """Turn the execute helper's answer into a report (refusals found again, pins moved,
     per-path results, keeper hashes after)."""
     facts, verdict = out["facts"], out["verdict"]
-    results = out.get("results") or []
+    results = out["results"]
     after = out.get("sha256_after") or {}
     paths = []
     free_after: dict[int, int] = {}
@@ -171,8 +172,8 @@ def report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> 
         v = verdict["paths"][n]
         refusals = [Refusal(c, m) for c, m in v["refusals"]]
         moved = out["changed"][n]
-        r = results[n] if n < len(results) else {}
-        if r.get("changed"):
+        r = results[n] if n < len(results) else None
+        if r is not None and r["changed"]:
             moved = r["changed"]
         extra = {"not-confirmed": "pass", "changed-since-check": "fail" if moved else "pass"}
         if moved:
@@ -183,17 +184,18 @@ def report_from(plan: PurgePlan, out: dict[str, Any], typed: dict[str, str]) -> 
                     f"it changed since it was checked: {moved}; nothing further was deleted",
                 ),
             )
-        if r.get("free_bytes_after") is not None and p.pins:
-            free_after[p.pins[-1][0]] = r["free_bytes_after"]
+        free = r["free_bytes_after"] if r is not None else None
+        if free is not None and p.pins:
+            free_after[p.pins[-1][0]] = free
         paths.append(
             PathResult(
                 p.path,
                 p.resolved,
                 p.bytes,
-                bool(r.get("deleted")),
+                r is not None and r["deleted"],
                 tuple(refusals),
                 judge_checks(v["checks"], extra),
-                r.get("error"),
+                r["error"] if r is not None else None,
                 typed_for(plan.keep.run if plan.keep else p.path, typed),
             )
         )

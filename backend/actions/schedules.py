@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetdeck.backend.actions.audit_records import RemoveRecord, write
+from fleetdeck.backend.actions.fronts import schedule_apply, schedule_inspect
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Schedule, schedule_json
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.schedules import main as schedules_helper
+from fleetdeck.backend.host.schedules.wire import ApplyRequest
 
 ACTION = "schedule-remove"
 DEFAULT_GRACE = 5.0
@@ -155,15 +157,15 @@ async def check_removal(link: HostLink, schedule: Schedule) -> RemovalCheck:
     """Ask the host whether the entry is still exactly what was listed (changes nothing)."""
     base: dict[str, Any] = dict(host=link.name, schedule_id=schedule.id, kind=schedule.kind)
     try:
-        ans = await link.call(REMOTE, "inspect", schedule=_listed(schedule))
+        ans = await schedule_inspect(link, {"schedule": _listed(schedule)}, helper=REMOTE)
     except HelperError as e:
         code, message, _ = _error(e.answer)
         return RemovalCheck(**base, ok=False, reason_code=code, message=message)
-    except HostError as e:
-        return RemovalCheck(**base, ok=False, reason_code="host-unreachable", message=str(e))
-    original = (
-        base64.b64decode(ans["original_b64"]) if ans.get("original_b64") is not None else None
-    )
+    except HostError as e:  # bad-answer: the helper answered in another shape than its record
+        bad = e.code == "bad-answer"
+        code, said = (e.code, f"{e}; nothing was changed") if bad else ("host-unreachable", str(e))
+        return RemovalCheck(**base, ok=False, reason_code=code, message=said)
+    original = base64.b64decode(ans["original_b64"]) if "original_b64" in ans else None
     return RemovalCheck(
         **base,
         ok=True,
@@ -330,16 +332,16 @@ async def remove_schedule(
             )
             _audit(rep, schedule, confirmation, checks=checks)
             return rep
-    extra: dict[str, Any] = {"grace": grace}
+    req: ApplyRequest = {"schedule": _listed(schedule), "grace": grace}
     if check.sha256:
-        extra["sha256"] = check.sha256
+        req["sha256"] = check.sha256
     if check.backup_name:
-        extra["backup_name"] = check.backup_name
+        req["backup_name"] = check.backup_name
     if host_backup_dir:
-        extra["backup_dir"] = host_backup_dir
+        req["backup_dir"] = host_backup_dir
     timeout = link.host.command_timeout + grace + 15
     try:
-        ans = await link.call(REMOTE, "apply", schedule=_listed(schedule), **extra, within=timeout)
+        ans = await schedule_apply(link, req, within=timeout, helper=REMOTE)
     except HelperError as e:
         code, message, more = _error(e.answer)
         rep = replace(
@@ -353,7 +355,7 @@ async def remove_schedule(
         rep = replace(
             base,
             backup=backup,
-            reason_code="host-unreachable",
+            reason_code="bad-answer" if e.code == "bad-answer" else "host-unreachable",
             message=f"{e}; the removal may or may not have happened, list the host again",
         )
         _audit(rep, schedule, confirmation, checks=checks)

@@ -13,10 +13,12 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetdeck.backend.actions.fronts import seat_check
 from fleetdeck.backend.fleet import statedir
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.models import unreachable_json
@@ -271,14 +273,11 @@ async def check_seat(
     """Ask the seat on `port` of the link's host for one short completion with logprobs, from
     the host itself (127.0.0.1): the port is never opened to the controller."""
     try:
-        ans = await link.call(
-            CHECK_HELPER,
-            "check",
-            port=port,
-            model=model,
-            timeout=timeout,
-            max_tokens=max_tokens,
+        ans = await seat_check(
+            link,
+            {"port": port, "model": model, "timeout": timeout, "max_tokens": max_tokens},
             within=3 * timeout + 15,
+            helper=CHECK_HELPER,
         )
     except HelperError as e:
         raise HostError(
@@ -298,7 +297,7 @@ def _str(v: Any, limit: int = 2000) -> str | None:
 
 
 def check_from_answer(
-    host: str, port: int, ans: dict[str, Any], now: float | None = None
+    host: str, port: int, ans: Mapping[str, Any], now: float | None = None
 ) -> SeatCheck:
     """The verdict of the seat-check helper's answer, each field typed (a field of another type
     is left out). `sound` stands only with its witness: an answer that says sound but names no

@@ -25,14 +25,8 @@ ERROR = re.compile(r"^fleetdeck/(?P<path>[^:]+\.py):\d+: error: ", re.M)
 #: errors left for later, by module (`mypy --check-untyped-defs`): lower an entry when its
 #: errors are fixed, never raise one
 DEBT: dict[str, int] = {
-    "backend/host/launch/main.py": 4,
     "backend/host/lib/payload.py": 1,
     "backend/host/lib/serve.py": 1,
-    "backend/host/lib/weights.py": 7,
-    "backend/host/mirror/abandon.py": 1,
-    "backend/host/mirror/common.py": 1,
-    "backend/host/mirror/partial.py": 6,
-    "backend/host/mirror/replace.py": 27,
     "backend/host/probe/containers.py": 1,
     "backend/host/probe/gpu.py": 6,
     "backend/host/probe/gpu_health.py": 3,
@@ -42,13 +36,7 @@ DEBT: dict[str, int] = {
     "backend/host/probe/run_log.py": 1,
     "backend/host/probe/run_progress.py": 3,
     "backend/host/probe/runs.py": 1,
-    "backend/host/purge/main.py": 4,
-    "backend/host/schedules/main.py": 1,
-    "backend/host/seat_check/main.py": 6,
     "backend/train/batching.py": 1,
-    "cli/mirror.py": 1,
-    "cli/purge.py": 3,
-    "cli/purge_print.py": 2,
     "cli/rules.py": 5,
     "cli/status.py": 3,
     "cli/watch.py": 3,

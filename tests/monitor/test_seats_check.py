@@ -417,8 +417,9 @@ async def test_a_sound_answer_without_its_witness_is_not_a_pass(fleet_file, monk
 
     vacuous = (
         "import json, sys\nsys.stdin.read()\n"
-        "print(json.dumps({'ok': True, 'sound': True, 'signature': None, 'message': 'fine',"
-        " 'completion_tokens': 0, 'logprobs': 0}))\n"
+        "print(json.dumps({'ok': True, 'port': 8000, 'sound': True, 'signature': None,"
+        " 'message': 'fine', 'model': 'm', 'models': ['m'], 'endpoint': '/v1/completions',"
+        " 'requests': 2, 'seconds': 0.1, 'completion_tokens': 0, 'logprobs': 0}))\n"
     )
     monkeypatch.setattr(seats, "CHECK_HELPER", vacuous)
     async with HostLink(load_fleet(str(fleet_file)).host("h1")) as link:

@@ -576,3 +576,45 @@ async def test_removed_without_a_witness_is_not_taken_as_removed(tmp_path, monke
     assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
     assert "named no witness (what it re-read and found gone): not taken as removed" in rep.message
     assert audit_results() == ["started", "failed"]
+
+
+@pytest.mark.parametrize(
+    ("inspected", "applied", "said"),
+    [
+        ({"ok": True}, None, "the answer has no what; nothing was changed"),
+        (
+            {"ok": True, "what": "the file", "sha256": 7},
+            None,
+            "sha256 is an integer, not a string; nothing was changed",
+        ),
+        (
+            {"ok": True, "what": "the file"},
+            {"ok": True, "message": "removed", "witness": "gone"},
+            "witness is a string, not an object; the removal may or may not have happened",
+        ),
+    ],
+)
+async def test_an_answer_of_another_shape_is_a_bad_answer(
+    tmp_path, monkeypatch, inspected, applied, said
+):
+    """A helper (a stand-in run as the `local` host runs it) whose answer lacks a declared
+    field or holds one of another type: `bad-answer` naming the field, a failure, never done
+    and never taken for an unreachable host."""
+    from fleetdeck.backend.actions import schedules as actions
+
+    monkeypatch.setattr(
+        actions,
+        "REMOTE",
+        (
+            "import json, sys\nreq = json.load(sys.stdin)\n"
+            f"ans = {inspected!r} if req['op'] == 'inspect' else {applied!r}\n"
+            "print(json.dumps(ans))\n"
+        ),
+    )
+    f = _cron_file(tmp_path, "38 * * * * root /bin/true\n")
+    rep = await remove_schedule(
+        HostLink(LOCAL), _cron_file_sched(f, "38 * * * * root /bin/true", 1, "cf-b"), "cf-b"
+    )
+    assert not rep.ok and rep.reason_code == "bad-answer" and rep.result == "failed", rep
+    assert "the schedules helper gave an answer the controller cannot read: " in rep.message
+    assert said in rep.message, rep.message

@@ -8,7 +8,20 @@ import asyncio
 import contextlib
 from typing import Any
 
-from fleetdeck.backend.actions.mirror.common import HELPER, MirrorFail, MirrorFile, Progress
+from fleetdeck.backend.actions.fronts import (
+    COMMIT_LINE,
+    FINISH_LINE,
+    RECHECK_LINE,
+    committed,
+    mirror_abandon,
+    read_line,
+    reader_started,
+    received,
+    rechecked,
+    write_line,
+    writer_ready,
+)
+from fleetdeck.backend.actions.mirror.common import MirrorFail, MirrorFile, Progress
 from fleetdeck.backend.actions.mirror.relay import Relay, fail_from, last_word, recv_answer
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link import own
@@ -16,6 +29,12 @@ from fleetdeck.backend.fleet.link.channel import HelperProcess
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.link.sshlib import asyncssh
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.mirror.wire import (
+    Abandoned,
+    AbandonRequest,
+    Received,
+    Rechecked,
+)
 
 
 async def copy_tree(
@@ -70,16 +89,17 @@ class _Copy(Relay):
             assert reader is not None and writer is not None
             await self._send(
                 writer,
-                {
-                    "op": "write",
-                    "path": self.dst_path,
-                    "files": self.files,
-                    "dirs": self.src["dirs"],
-                    "mode": self.src.get("mode"),
-                    "idle": self.helper_idle,
-                    "replace": self.swap,
-                    "wait": self.helper_idle + self.settle,
-                },
+                write_line(
+                    {
+                        "path": self.dst_path,
+                        "files": self.files,
+                        "dirs": self.src["dirs"],
+                        "mode": self.src.get("mode"),
+                        "idle": self.helper_idle,
+                        "replace": self.swap,
+                        "wait": self.helper_idle + self.settle,
+                    }
+                ),
                 "destination",
             )
             ready = await self._answer(
@@ -89,33 +109,36 @@ class _Copy(Relay):
                 e = self._writer_fail(ready)
                 e.before_copy = True  # nothing was created: a refusal
                 raise e
-            self.w_id, self.partial = (ready.get("pid"), ready.get("start")), ready.get("partial")
+            sure = writer_ready(dl.name, ready)
+            self.w_id, self.partial = (sure["pid"], sure["start"]), sure["partial"]
             own.add(self.dst_link.name, self.w_id)  # the probe there is told it is ours
-            self.dst_abs = ready.get("dst")
+            self.dst_abs = sure["dst"]
             await self._send(
                 reader,
-                {
-                    "op": "read",
-                    "path": self.src["path"],
-                    "files": self.files,
-                    "dirs": self.src["dirs"],
-                    "follow": self.follow,
-                    "outside": self.src.get("outside") or [],
-                    "idle": self.helper_idle,
-                    "wait": self.helper_idle + self.settle,
-                },
+                read_line(
+                    {
+                        "path": self.src["path"],
+                        "files": self.files,
+                        "dirs": self.src["dirs"],
+                        "follow": self.follow,
+                        "outside": self.src.get("outside") or [],
+                        "idle": self.helper_idle,
+                        "wait": self.helper_idle + self.settle,
+                    }
+                ),
                 "source",
             )
             hello = await self._answer(reader, "source", "its reader did not start", self.s_idle)
             if not hello.get("ok"):
                 raise fail_from(sl, hello)
-            self.r_id = (hello.get("pid"), hello.get("start"))
+            started_as = reader_started(sl.name, hello)
+            self.r_id = (started_as["pid"], started_as["start"])
             own.add(self.src_link.name, self.r_id)
             # the writer speaks only on failure until it is told to finish
             self.writer_said = asyncio.ensure_future(recv_answer(writer, dl, None))
             trailers = await self._relay()
-            await self._send(writer, {"op": "finish"}, "destination")
-            await self._send(reader, {"op": "recheck"}, "source")
+            await self._send(writer, FINISH_LINE, "destination")
+            await self._send(reader, RECHECK_LINE, "source")
             hashed = await self._bounded(
                 asyncio.shield(self.writer_said),
                 "destination",
@@ -130,12 +153,12 @@ class _Copy(Relay):
             )
             if not recheck.get("ok"):
                 raise fail_from(sl, recheck)
-            result = self._judge(trailers, hashed, recheck)
-            await self._send(writer, {"op": "commit"}, "destination")
+            result = self._judge(trailers, received(dl.name, hashed), rechecked(sl.name, recheck))
+            await self._send(writer, COMMIT_LINE, "destination")
             done = await self._answer(
                 writer, "destination", "its writer did not commit", self.d_idle
             )
-            self.committed = bool(done.get("committed"))
+            self.committed = bool(done.get("ok")) and committed(dl.name, done)["committed"]
             if not self.committed:
                 raise self._writer_fail(done)
             return result, done.get("free_bytes"), done.get("kept_as")
@@ -149,7 +172,9 @@ class _Copy(Relay):
                 "disconnected",
             ) from None
 
-    def _judge(self, trailers: list[dict], hashed: dict, recheck: dict) -> tuple[MirrorFile, ...]:
+    def _judge(
+        self, trailers: list[dict], hashed: Received, recheck: Rechecked
+    ) -> tuple[MirrorFile, ...]:
         result = []
         for f, t, h in zip(self.files, trailers, hashed["files"], strict=True):
             ok = t["bytes"] == f["bytes"] == h.get("bytes") and t["sha256"] == h["sha256"]
@@ -224,7 +249,7 @@ class _Copy(Relay):
             self.dst_link,
             self.w_id,
             self.partial,
-            {"dst": self.dst_abs, "backup": self.swap["backup"]} if self.swap else None,
+            (self.dst_abs, self.swap["backup"]) if self.swap else None,
         )
         if ans is None:
             gone = (
@@ -248,7 +273,7 @@ class _Copy(Relay):
         self.cleaned = "; ".join(["nothing was put in place", gone, *self._original(ans)])
         return self.cleaned
 
-    def _original(self, ans: dict | None) -> list[str]:
+    def _original(self, ans: Abandoned | None) -> list[str]:
         """Where the destination being replaced is now, as its host says (a sentence)."""
         if not self.swap:
             return []
@@ -284,21 +309,17 @@ async def _abandon(
     link: HostLink,
     ident: tuple[Any, Any] | None,
     partial: str | None,
-    places: dict[str, Any] | None = None,
-) -> dict | None:
+    swap: tuple[str | None, str] | None = None,
+) -> Abandoned | None:
     """Kill a helper that no longer answers (pid + start time) and remove its partial folder,
-    on its host, over the link's own connection; the answer, or None when the host is gone."""
+    on its host, over the link's own connection; for a replace (`swap`: the destination and
+    its backup name) say where the original is. The answer, or None when the host is gone."""
     pid, start = ident if ident else (None, None)
+    req: AbandonRequest = {"pid": pid, "start": start, "partial": partial}
+    if swap is not None:
+        req["dst"], req["backup"] = swap
     try:
-        return await link.call(
-            HELPER,
-            "abandon",
-            pid=pid,
-            start=start,
-            partial=partial,
-            **(places or {}),
-            within=link.host.command_timeout + 10,
-        )
+        return await mirror_abandon(link, req, within=link.host.command_timeout + 10)
     except HostError:  # a HelperError too: the helper could not
         return None
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import replace as evolve
+from typing import Any
 
-from fleetdeck.backend.actions.mirror.common import HASH_RATE, HELPER, MirrorFail, MirrorFile
+from fleetdeck.backend.actions.fronts import mirror_list
+from fleetdeck.backend.actions.mirror.common import HASH_RATE, MirrorFail, MirrorFile
 from fleetdeck.backend.actions.mirror.report import (
     NOTHING,
     MirrorReport,
@@ -20,6 +23,7 @@ from fleetdeck.backend.actions.mirror.report import (
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.mirror.wire import Listing, ListRequest
 
 
 def side_label(link: HostLink, path: str) -> str:
@@ -33,27 +37,20 @@ async def list_side(
     hashed: bool,
     total: int = 0,
     skip_partials: bool = False,
-) -> dict:
+) -> Listing:
     """The helper's listing of `path` on its host (hashed there when asked). A destination is
     always listed with follow=False: no symlink in it is ever followed."""
     timeout = link.host.command_timeout + (total / HASH_RATE if hashed else 0)
+    req: ListRequest = {
+        "path": path,
+        "follow": follow,
+        "hash": hashed,
+        "skip_partials": skip_partials,
+    }
     try:
-        res = await link.call(
-            HELPER,
-            "list",
-            path=path,
-            follow=follow,
-            hash=hashed,
-            skip_partials=skip_partials,
-            within=timeout,
-        )
+        return await mirror_list(link, req, within=timeout)
     except HelperError as e:
         raise HostError(link.name, f"mirror helper: {e.message}", "helper") from None
-    if "kind" not in res:
-        raise HostError(
-            link.name, f"mirror helper: {HelperError.of(link.name, res).message}", "helper"
-        )
-    return res
 
 
 def check_src(src: dict, label: str, follow: bool, allow_outside: bool) -> None:
@@ -140,7 +137,7 @@ def check_same_disk(src: dict, dst: dict, sl: str, dl: str) -> None:
         )
 
 
-def compare(src: dict, dst: dict | None) -> tuple[MirrorFile, ...]:
+def compare(src: Mapping[str, Any], dst: Mapping[str, Any] | None) -> tuple[MirrorFile, ...]:
     """Per-entry status from two hashed listings (dst None: absent, everything missing).
 
     Only real files compare as `identical`. A folder (empty ones too) present on one side

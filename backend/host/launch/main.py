@@ -21,7 +21,7 @@ recorded process still runs from `host/lib/procfs.same_process` (pid and start t
 checks live beside it in `preflight` (with the estimates of params, LoRA params, GPU memory and
 disk in `estimate`, the targets in `targets`, the host's GPUs, memory and disk in `resources`,
 the runs live on it in `liveruns`), the run files in `runfiles` and the detached supervisor in
-`supervise`.
+`supervise`; each op's request and answer are declared in `wire`.
 """
 
 import fcntl
@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Optional
 
 from fleetdeck.backend.host.launch.preflight import preflight, resumable
 from fleetdeck.backend.host.launch.resources import check
@@ -40,6 +41,14 @@ from fleetdeck.backend.host.launch.runfiles import (
     write_manifest,
 )
 from fleetdeck.backend.host.launch.supervise import supervise
+from fleetdeck.backend.host.launch.wire import (
+    LAUNCH,
+    PREFLIGHT,
+    SUPERVISE,
+    Launched,
+    Request,
+    SuperviseRequest,
+)
 from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.serve import serve
 
@@ -47,17 +56,17 @@ LOCK = ".fleetdeck-launch.lock"
 
 
 # -- launch ----------------------------------------------------------------------------------
-def refused(answer, name=None, message=None):
+def refused(
+    answer: Launched, name: Optional[str] = None, message: Optional[str] = None
+) -> Launched:
     """The answer of a launch that did not start: the one error shape, checks kept."""
     if name is not None:
         check(answer["checks"], name, False, message)
     bad = next(c for c in answer["checks"] if not c["ok"])
-    answer.update(
-        ok=False,
-        passed=False,
-        state="refused",
-        error={"code": bad["name"], "message": bad["message"]},
-    )
+    answer["ok"] = False
+    answer["passed"] = False
+    answer["state"] = "refused"
+    answer["error"] = {"code": bad["name"], "message": bad["message"]}
     return answer
 
 
@@ -109,9 +118,9 @@ def claim(output, config, after, answer, resume):
         os.close(fd)
 
 
-def launch(req):
+def launch(req: Request) -> Launched:
     """Pre-flight, then claim the run folder and start the supervisor; answer at once."""
-    answer = preflight(req)
+    answer: Launched = {**preflight(req)}
     if not answer["passed"]:
         return refused(answer)
     config, output, after = answer["config"], answer["run_path"], answer["after"]
@@ -123,8 +132,8 @@ def launch(req):
     run_toml = os.path.join(output, "RUN.toml")
     with open(run_toml, "w", encoding="utf-8") as f:
         f.write(toml_text(config))
-    sup = {
-        "op": "supervise",
+    sup: SuperviseRequest = {
+        "op": SUPERVISE,
         "run": output,
         "run_toml": run_toml,
         "after": after,
@@ -148,10 +157,12 @@ def launch(req):
     finally:
         os.close(logfd)
     src = req["source"].encode("utf-8")
-    proc.stdin.write(str(len(src)).encode() + b"\n" + src + json.dumps(sup).encode())
-    proc.stdin.close()
-    line = proc.stdout.readline()
-    proc.stdout.close()
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None and stdout is not None  # both are PIPE, asked for above
+    stdin.write(str(len(src)).encode() + b"\n" + src + json.dumps(sup).encode())
+    stdin.close()
+    line = stdout.readline()
+    stdout.close()
     try:
         started = json.loads(line)
     except ValueError:
@@ -166,25 +177,29 @@ def launch(req):
             error=f"the launcher's supervisor exited before starting the run{detail}; see train.log",
         )
         log = os.path.join(output, "train.log")
-        answer.update(
-            ok=False,
-            state="failed",
-            error={
-                "code": "supervisor",
-                "message": f"the supervisor on the host exited at once{detail}; see {log}",
-            },
-        )
+        answer["ok"] = False
+        answer["state"] = "failed"
+        answer["error"] = {
+            "code": "supervisor",
+            "message": f"the supervisor on the host exited at once{detail}; see {log}",
+        }
         return answer
-    answer.update(started)
+    # what the supervisor reported (`supervise.report`): its state, the trainer's and its own pid
+    answer["state"] = started["state"]
+    answer["pid"] = started.get("pid")
+    answer["waiter_pid"] = started.get("waiter_pid")
+    if "error" in started:
+        answer["error"] = started["error"]
     answer["run_toml"] = run_toml
     if started["state"] not in ("running", "queued"):
         # the prerequisite already ended badly (or run.json changed): nothing runs
         why = started.get("error") or "run.json says {}".format(started["state"])
-        answer.update(ok=False, error={"code": started["state"], "message": str(why)})
+        answer["ok"] = False
+        answer["error"] = {"code": started["state"], "message": str(why)}
     return answer
 
 
-OPS = {"preflight": preflight, "launch": launch, "supervise": supervise}
+OPS = {PREFLIGHT: preflight, LAUNCH: launch, SUPERVISE: supervise}
 
 if __name__ == "__main__":
     sys.exit(serve(OPS))

@@ -22,6 +22,7 @@ from fleetdeck.backend.host.launch.resources import (
 from fleetdeck.backend.host.launch.runfiles import after_status, read_manifest
 from fleetdeck.backend.host.launch.shapes import ARCHS
 from fleetdeck.backend.host.launch.targets import check_targets
+from fleetdeck.backend.host.launch.wire import Checked, Request
 from fleetdeck.backend.host.lib import layout, procfs, runner
 
 # keys that say where things are, not how the run trains: compared after expansion
@@ -59,7 +60,7 @@ def expand(config, key):
     return os.path.abspath(os.path.expanduser(value)) if isinstance(value, str) and value else value
 
 
-def preflight(req):
+def preflight(req: Request) -> Checked:
     """All launch checks; nothing is changed. The answer names every check and the estimate."""
     host = req.get("host", "this host")
     config = dict(req["config"])
@@ -67,7 +68,8 @@ def preflight(req):
         config[key] = expand(config, key)
     if not str(config["base_model"]).startswith("random:"):
         config["base_model"] = expand(config, "base_model")
-    after = os.path.abspath(os.path.expanduser(req["after"])) if req.get("after") else None
+    asked_after = req.get("after")
+    after = os.path.abspath(os.path.expanduser(asked_after)) if asked_after else None
     output = config["output"]
     checks = []  # type: list
 

@@ -134,9 +134,12 @@ def _tensors(header, name):
         if not isinstance(meta, dict):
             return "%s's entry %s is not an object" % (name, text.shown(tensor[:80]))
         offs, shape, dtype = meta.get("data_offsets"), meta.get("shape"), meta.get("dtype")
-        ints = isinstance(offs, list) and len(offs) == 2
-        ints = ints and all(isinstance(x, int) and not isinstance(x, bool) for x in offs)
-        if not ints or not 0 <= offs[0] <= offs[1]:
+        if not (
+            isinstance(offs, list)
+            and len(offs) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in offs)
+            and 0 <= offs[0] <= offs[1]
+        ):
             return "%s's tensor %s has no sane data_offsets" % (name, text.shown(tensor[:80]))
         if (
             not isinstance(shape, list)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Optional, Tuple
 
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
@@ -20,6 +21,7 @@ from fleetdeck.backend.host.mirror.common import (
     open_dir_chain,
 )
 from fleetdeck.backend.host.mirror.fdops import remove_tree_at, stat_at
+from fleetdeck.backend.host.mirror.wire import Abandoned, AbandonRequest
 
 
 def partial_in_use(name_rest):
@@ -76,7 +78,7 @@ def kind_by_chain(path):
         os.close(fd)
 
 
-def op_abandon(req):
+def op_abandon(req: AbandonRequest) -> Abandoned:
     """Stop a reader or writer that no longer answers (identified by pid AND start time, and
     the helper marker) and remove the partial folder that writer was filling: only a folder
     whose name says that writer made it, once that writer is gone, reached from / without
@@ -84,7 +86,7 @@ def op_abandon(req):
     `exists` is then null, not known)."""
     pid, start = req.get("pid"), req.get("start")
     killed = False
-    if procfs.same_process(pid, start) and procfs.has_helper_marker(pid):
+    if isinstance(pid, int) and procfs.same_process(pid, start) and procfs.has_helper_marker(pid):
         try:
             os.kill(pid, signal.SIGKILL)  # a stopped (SIGSTOP) process dies of it too
             killed = True
@@ -94,7 +96,8 @@ def op_abandon(req):
             if not procfs.same_process(pid, start):
                 break
             time.sleep(0.05)
-    removed, exists, blocked = None, False, None
+    removed, blocked = None, None
+    exists: Optional[bool] = False
     path = fsenc(req["partial"]) if req.get("partial") else None
     if path is not None and os.path.isabs(path):
         head, base = os.path.split(path)
@@ -117,17 +120,26 @@ def op_abandon(req):
                 exists = stat_at(hfd, base) is not None
             finally:
                 os.close(hfd)
-    places = {}
-    for key in ("dst", "backup"):  # a replace: where the original destination is now
-        if req.get(key):
-            kind, why = kind_by_chain(fsenc(req[key]))
-            places[key + "_exists"] = None if why else kind == "dir"
-            blocked = blocked or why
-    return dict(
-        places,
-        killed=killed,
-        removed=removed,
-        blocked=blocked,
-        gone=not procfs.same_process(pid, start) if isinstance(pid, int) else True,
-        exists=exists,
-    )
+    # a replace: where the original destination is now, under its name or its backup's
+    dst, backup = req.get("dst"), req.get("backup")
+    dst_exists, why_dst = _folder_at(dst) if dst else (None, None)
+    backup_exists, why_backup = _folder_at(backup) if backup else (None, None)
+    answer: Abandoned = {
+        "killed": killed,
+        "removed": removed,
+        "blocked": blocked or why_dst or why_backup,
+        "gone": not procfs.same_process(pid, start) if isinstance(pid, int) else True,
+        "exists": exists,
+    }
+    if dst:
+        answer["dst_exists"] = dst_exists
+    if backup:
+        answer["backup_exists"] = backup_exists
+    return answer
+
+
+def _folder_at(path: str) -> Tuple[Optional[bool], Optional[str]]:
+    """(whether `path`, reached from / without following a link, is a folder (None: it cannot
+    be told), the sentence saying why not)."""
+    kind, why = kind_by_chain(fsenc(path))
+    return (None if why else kind == "dir"), why

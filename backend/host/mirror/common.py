@@ -16,6 +16,7 @@ import struct
 import sys
 import threading
 import time
+from typing import Dict
 
 from fleetdeck.backend.host.lib import flags, fsinfo, hashing, serve
 from fleetdeck.backend.host.lib import walk as fdwalk
@@ -235,7 +236,7 @@ def file_facts(st):
 def walk(root, follow, skip_partials):
     """Everything under root, as relative paths, sorted by kind. With `follow`, symlinks are
     followed and each one whose target lies outside root is named in `outside`."""
-    out = {
+    out: Dict[str, list] = {
         "files": [],
         "dirs": [],
         "symlinks": [],

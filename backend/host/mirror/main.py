@@ -24,7 +24,8 @@ name (non-UTF-8 bytes included) goes back to the same bytes.
 
 This module answers the request; beside it in this package, `read` holds `list` and `read`,
 `write` holds `write` (its partial folder in `partial`, with `replace` and `fdops`),
-`abandon` holds `abandon`, `common` what both ends share. The controller names this
+`abandon` holds `abandon`, `common` what both ends share, `wire` each op's request and
+answers as declared. The controller names this
 module (its `__name__`) as the helper it sends.
 """
 # Runs on the host's Python 3.8 or newer.
@@ -45,6 +46,7 @@ from fleetdeck.backend.host.mirror.read import (
     op_list,
     op_read,
 )
+from fleetdeck.backend.host.mirror.wire import ABANDON, LIST, READ, WRITE
 from fleetdeck.backend.host.mirror.write import op_write
 
 
@@ -59,10 +61,10 @@ def main():
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
     ops = {
-        "list": op_list,
-        "abandon": op_abandon,
-        "read": lambda r: op_read(r, inp, out),
-        "write": lambda r: op_write(r, inp, out),
+        LIST: op_list,
+        ABANDON: op_abandon,
+        READ: lambda r: op_read(r, inp, out),
+        WRITE: lambda r: op_write(r, inp, out),
     }
     try:
         line = inp.readline()

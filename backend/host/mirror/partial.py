@@ -227,7 +227,7 @@ class Writer(Replacing):
         opened at the start (or DST, where the partial folder is inside it, is no longer the
         folder it was made in); None while all is as opened."""
         bad = same_folder(self.pfd, self.parent)
-        if bad is None and self.inside:
+        if bad is None and self.inside and self.dfd is not None:
             st = stat_at(self.pfd, self.name)
             if st is None or not same_ids(st, os.fstat(self.dfd)):
                 bad = (

@@ -34,6 +34,7 @@ from fleetdeck.backend.host.mirror.common import (
     say,
     walk,
 )
+from fleetdeck.backend.host.mirror.wire import RECHECK, Listing, ListRequest
 
 
 def boot_id():
@@ -79,7 +80,7 @@ def parent_link(folder):
     return None
 
 
-def op_list(req):
+def op_list(req: ListRequest) -> Listing:
     """Describe (and with `hash`, hash) the folder at req["path"] on this host."""
     root = host_path(req["path"])
     st = lstat_or_none(root)
@@ -90,7 +91,7 @@ def op_list(req):
             kind = kind_of(os.stat(root))
         except OSError:
             kind = "dangling"
-    res = {
+    res: Listing = {
         "path": fsdec(root),
         "real": fsdec(os.path.realpath(root)),
         "kind": kind,
@@ -99,10 +100,11 @@ def op_list(req):
         "disk": disk_identity(root),
         "mode": stat.S_IMODE(st.st_mode) if st else None,
         "free_bytes": free_bytes(root),
+        "parent_dev": None,
+        "parent_link": parent_link(os.path.dirname(root)),
     }
     pst = lstat_or_none(os.path.dirname(root))
     res["parent_dev"] = pst.st_dev if pst else None
-    res["parent_link"] = parent_link(os.path.dirname(root))
     if kind != "dir":
         return res
     res.update(walk(root, follow, bool(req.get("skip_partials"))))
@@ -204,7 +206,7 @@ def op_read(req, inp, out):
     dog.arm(req.get("wait"))
     cmd = json.loads(inp.readline() or b"{}")
     dog.disarm()
-    if cmd.get("op") != "recheck":
+    if cmd.get("op") != RECHECK:
         raise Refused("bad-request", "expected a recheck request")
     return {
         "changed": recheck(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown
@@ -20,6 +21,27 @@ from fleetdeck.backend.host.mirror.fdops import fsync_fd, rename_noreplace, stat
 class Replacing:
     """The replace half of `partial.Writer`: its `prepare` and `commit` call these when
     the request names a destination to replace (`replace`, with its pin and backup name)."""
+
+    if TYPE_CHECKING:  # what `partial.Writer` holds and does, which these methods use
+        name: bytes
+        parent: bytes
+        backup: Any  # bytes when `replace` is set, the only time these methods run
+        replace: Dict[str, Any]
+        root_mode: Optional[int]
+        # descriptors and names: None until the Writer opened or made them, set before any of
+        # these methods runs
+        pfd: Any
+        part_fd: Any
+        part: Any
+        partial: Optional[bytes]
+
+        def make_partial(self, home: int, base: bytes, where: bytes) -> None: ...
+
+        def tag(self, prefix: bytes) -> bytes: ...
+
+        def check_place(self) -> None: ...
+
+        def place_changed(self) -> Optional[Tuple[str, str]]: ...
 
     def prepare_replace(self, st, kind):
         """A partial folder beside a destination that exists and will be replaced; the

@@ -27,6 +27,7 @@ from fleetdeck.backend.host.mirror.common import (
     say,
 )
 from fleetdeck.backend.host.mirror.partial import Writer
+from fleetdeck.backend.host.mirror.wire import COMMIT, FINISH
 
 
 def write_refusal(e):
@@ -64,11 +65,11 @@ def op_write(req, inp, out):
         with ThreadPoolExecutor(threads) as pool:
             hashed, found = w.receive(inp, req["files"], req.get("dirs", []), pool, dog, idle)
         dog.arm(idle)
-        if json.loads(inp.readline() or b"{}").get("op") != "finish":
+        if json.loads(inp.readline() or b"{}").get("op") != FINISH:
             raise EOFError("no finish")
         say(out, ok(files=hashed, found=found))
         dog.arm(req.get("wait"))  # the controller re-checks the source meanwhile
-        if json.loads(inp.readline() or b"{}").get("op") != "commit":
+        if json.loads(inp.readline() or b"{}").get("op") != COMMIT:
             w.remove()
             return {"aborted": True}
         dog.hold()

@@ -17,7 +17,7 @@ Keepers are judged by the host library's one final-adapter rule (`layout`).
 
 This module answers the requests; the rest lives beside it in this package: `paths` (a path
 walked by fd and pinned, with purge's refusal codes), `facts` (`gather`), `verdict` (`evaluate`,
-`CHECKS`) and `remove` (`remove_pinned`).
+`CHECKS`) and `remove` (`remove_pinned`); `wire` declares each op's request and answer.
 """
 # It runs on the host's Python 3.8 or newer: %-formatting stays.
 # ruff: noqa: UP031
@@ -25,6 +25,7 @@ walked by fd and pinned, with purge's refusal codes), `facts` (`gather`), `verdi
 from __future__ import annotations
 
 import sys
+from typing import List, Optional
 
 from fleetdeck.backend.host.lib.serve import Refused, serve
 from fleetdeck.backend.host.lib.text import shown
@@ -41,27 +42,40 @@ from fleetdeck.backend.host.purge.remove import (
     remove_pinned,
 )
 from fleetdeck.backend.host.purge.verdict import evaluate
+from fleetdeck.backend.host.purge.wire import (
+    CHECK,
+    EXECUTE,
+    CheckRequest,
+    Executed,
+    ExecuteRequest,
+    Facts,
+    Removal,
+)
 
 
-def execute(req):
+def execute(req: ExecuteRequest) -> Executed:
     """Check everything again, compare with the plan, remove one path at a time, verify."""
     paths, plan = req["paths"], req["plan"]
     facts, inodes = gather_with_inodes(paths, req["roots"], hashing=False, keep=req.get("keep"))
     facts["allow_best"] = req.get("allow_best") or []
     verdict = evaluate(facts)
-    changed = [None] * len(paths)
+    changed: List[Optional[str]] = [None] * len(paths)
     for n, p in enumerate(facts["paths"]):
         if p["error"] or p["pins"] != plan["pins"][n]:
             changed[n] = "it is not the folder that was checked (a component was replaced or moved)"
     now = {f["path"]: f for k in facts["keepers"] for f in k["files"]}
-    sig = ("dev", "ino", "bytes", "mtime_ns")
     for f in plan["keepers"]:
         g = now.get(f["path"])
-        if g is None or [g[x] for x in sig] != [f[x] for x in sig]:
+        if g is None or [g["dev"], g["ino"], g["bytes"], g["mtime_ns"]] != [
+            f["dev"],
+            f["ino"],
+            f["bytes"],
+            f["mtime_ns"],
+        ]:
             changed = [
                 c or "kept file %s changed since the check" % shown(f["path"]) for c in changed
             ]
-    result = {
+    result: Executed = {
         "facts": facts,
         "verdict": verdict,
         "changed": changed,
@@ -76,7 +90,7 @@ def execute(req):
     keep.update(tuple(d) for k in facts["keepers"] for d in k.get("dirs") or [])
     stop = None
     for n, p in enumerate(facts["paths"]):
-        r = {"deleted": False, "error": None, "changed": None, "free_bytes_after": None}
+        r: Removal = {"deleted": False, "error": None, "changed": None, "free_bytes_after": None}
         result["results"].append(r)
         if stop:
             r["error"] = "not attempted: %s" % stop
@@ -104,7 +118,7 @@ def execute(req):
     return result
 
 
-def _check(req):
+def _check(req: CheckRequest) -> Facts:
     if isinstance(req.get("keep"), dict) and isinstance(req.get("roots"), list):
         rule = keep_newest(req["keep"].get("run"), req["keep"].get("n"), req["roots"])
         facts = gather(
@@ -120,7 +134,7 @@ def _check(req):
     return gather(req["paths"], req["roots"], hashing=True)
 
 
-def _execute(req):
+def _execute(req: ExecuteRequest) -> Executed:
     if not isinstance(req.get("plan"), dict) or len(req["plan"].get("pins") or []) != len(
         req.get("paths") or []
     ):
@@ -141,7 +155,7 @@ def _execute(req):
     return execute(req)
 
 
-OPS = {"check": _check, "execute": _execute}
+OPS = {CHECK: _check, EXECUTE: _execute}
 
 if __name__ == "__main__":
     sys.exit(serve(OPS))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import fsenc, shown_short
 from fleetdeck.backend.host.schedules import common
+from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
 
 def _at_job(s):
@@ -23,12 +24,12 @@ def _at_job(s):
     return job, out
 
 
-def inspect_at(req):
+def inspect_at(req: InspectRequest) -> Inspected:
     job, out = _at_job(req["schedule"])
     return {"sha256": common.sha(out), "what": "at job %s" % job}
 
 
-def apply_at(req):
+def apply_at(req: ApplyRequest) -> Applied:
     job, out = _at_job(req["schedule"])
     if common.sha(out) != req.get("sha256"):
         raise Refused("changed-since-listing", "at job %s changed after it was checked" % job)

@@ -14,6 +14,7 @@ from fleetdeck.backend.host.lib import crontab, files, flags
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import fsenc, shown_short
 from fleetdeck.backend.host.schedules import common
+from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
 # a crontab line that is no schedule: a comment, or an environment setting (`MAILTO=""`)
 NOT_AN_ENTRY = re.compile(rb"^\s*(?:#|[A-Za-z_][A-Za-z0-9_]*\s*=)")
@@ -140,7 +141,7 @@ def _current(s):
     )
 
 
-def inspect_lines(req):
+def inspect_lines(req: InspectRequest) -> Inspected:
     """Check a crontab / cron-file entry; return the whole file for the controller's backup."""
     s = req["schedule"]
     data, what, name = _current(s)
@@ -154,7 +155,7 @@ def inspect_lines(req):
     }
 
 
-def apply_lines(req):
+def apply_lines(req: ApplyRequest) -> Applied:
     """Remove the entry: re-check, back up on the host, install the edited file, verify."""
     s = req["schedule"]
     data, what, name = _current(s)

@@ -12,6 +12,7 @@ import signal
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown_short
+from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
 SHELLS = procfs.SHELLS
 
@@ -93,7 +94,7 @@ def _family_json(family):
     ]
 
 
-def inspect_loop(req):
+def inspect_loop(req: InspectRequest) -> Inspected:
     pid, start = _loop_target(req["schedule"])
     info = _interactive(pid)
     info.update(what="process %d" % pid, children=_family_json(loop_family(pid, _group_of(pid))))
@@ -124,7 +125,7 @@ def _send(procs, sig):
     return any([_signal(p, t, sig) for p, t in procs])
 
 
-def apply_loop(req):
+def apply_loop(req: ApplyRequest) -> Applied:
     """Stop the loop and every process it started; done only when none of them is left."""
     pid, start = _loop_target(req["schedule"])
     info = _interactive(pid)

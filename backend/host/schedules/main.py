@@ -1,7 +1,8 @@
 """Host side of schedule removal: stdlib + the host library, Python 3.8+.
 
 Run through `HostLink.run_helper("fleetdeck.backend.host.schedules.main", request)`; each
-kind of schedule has its module beside this one (`cron`, `timers`, `at`, `loops`).
+kind of schedule has its module beside this one (`cron`, `timers`, `at`, `loops`), and each
+op's request and answer are declared in `wire`.
 Request: `{"op": "inspect" | "apply", "schedule": {...}, ...}`; the answer is the host
 library's one shape (`serve`): the op's fields with `"ok": true`, or
 `{"ok": false, "error": {"code", "message", ...}}`.
@@ -32,6 +33,7 @@ from fleetdeck.backend.host.schedules.at import apply_at, inspect_at
 from fleetdeck.backend.host.schedules.cron import apply_lines, inspect_lines
 from fleetdeck.backend.host.schedules.loops import apply_loop, inspect_loop
 from fleetdeck.backend.host.schedules.timers import apply_timer, inspect_timer
+from fleetdeck.backend.host.schedules.wire import APPLY, INSPECT
 
 KINDS = {
     "crontab": (inspect_lines, apply_lines),
@@ -46,7 +48,7 @@ def _by_kind(which):
     def op(req):
         s = req.get("schedule")
         kind = s.get("kind") if isinstance(s, dict) else None
-        fns = KINDS.get(kind)
+        fns = KINDS.get(kind) if isinstance(kind, str) else None
         if fns is None:
             raise Refused(
                 "unsupported",
@@ -63,7 +65,7 @@ def _by_kind(which):
     return op
 
 
-OPS = {"inspect": _by_kind(0), "apply": _by_kind(1)}
+OPS = {INSPECT: _by_kind(0), APPLY: _by_kind(1)}
 
 if __name__ == "__main__":
     sys.exit(serve(OPS))

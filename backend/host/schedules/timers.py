@@ -11,6 +11,7 @@ from fleetdeck.backend.host.lib import crontab
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown_short
 from fleetdeck.backend.host.schedules import common
+from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.timer$")
 
@@ -44,12 +45,12 @@ def _timer_state(s):
     return unit, props
 
 
-def inspect_timer(req):
+def inspect_timer(req: InspectRequest) -> Inspected:
     unit, props = _timer_state(req["schedule"])
     return {"state": props, "what": unit}
 
 
-def apply_timer(req):
+def apply_timer(req: ApplyRequest) -> Applied:
     s = req["schedule"]
     unit, props = _timer_state(s)
     if props.get("ActiveState") != "active" and not (props.get("UnitFileState") or "").startswith(

@@ -2,10 +2,10 @@
 
 Runs on the host (stdlib + host library, Python 3.8+) through `HostLink.run_helper`, so the
 seat's port is never opened to the controller. Request: `{"op": "check", "port": 8000,
-"model": null, "timeout": 20, "max_tokens": 8, "prompt": "..."}`. It lists the models
-(GET /v1/models), then asks for one short chat completion with logprobs (falling back to
-/v1/completions only when the chat route does not exist). The answer says `sound` and, when
-not, the `signature` of what is wrong:
+"model": null, "timeout": 20, "max_tokens": 8, "prompt": "..."}` (declared in `wire`, with
+the answer). It lists the models (GET /v1/models), then asks for one short chat completion
+with logprobs (falling back to /v1/completions only when the chat route does not exist). The
+answer says `sound` and, when not, the `signature` of what is wrong:
 
 - `unreachable`: nothing answers on the port;
 - `timeout`: the whole answer (headers and body) did not arrive within the timeout, however
@@ -53,11 +53,12 @@ from fleetdeck.backend.host.seat_check.judge import (
     witness_sentence,
 )
 from fleetdeck.backend.host.seat_check.request import ask_seat
+from fleetdeck.backend.host.seat_check.wire import CHECK, Checked, CheckRequest
 
 PROMPT = "The capital of France is"
 
 
-def check(req):
+def check(req: CheckRequest) -> Checked:
     """Run the seat check; always an answer with `sound`, never an exception for a bad seat."""
     port = req.get("port")
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
@@ -67,7 +68,7 @@ def check(req):
     base = "http://127.0.0.1:%d" % port
     if not 0 < timeout <= 3600:
         raise Refused("bad-request", "timeout must be between 0 and 3600 seconds")
-    out = {
+    out: Checked = {
         "port": port,
         "sound": False,
         "signature": None,
@@ -76,6 +77,7 @@ def check(req):
         "models": [],
         "endpoint": None,
         "requests": 0,
+        "seconds": 0.0,
     }
     t0 = time.monotonic()
 
@@ -143,4 +145,4 @@ def check(req):
 
 
 if __name__ == "__main__":
-    sys.exit(serve({"check": check}))
+    sys.exit(serve({CHECK: check}))
