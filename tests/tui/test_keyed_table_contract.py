@@ -1,8 +1,9 @@
 """The private DataTable members KeyedTable relies on keep the shape it was written against.
 
-`tui/widgets/keyed_table.py` overrides private members of Textual's DataTable, and it and the
-collaborators it owns, `tui/widgets/table_lines.py` (rendering), `row_sync.py` (rows synced by
-key), `lazy_rows.py` and `column_sort.py` (filter and sort), call them and read DataTable's
+`tui/widgets/keyed_table.py` and its base `table_store.py` (the rows' store and order) override
+private members of Textual's DataTable, and they and the collaborators the table owns,
+`tui/widgets/table_lines.py` (rendering), `row_sync.py` (rows synced by key), `lazy_rows.py`
+and `column_sort.py` (filter and sort), call them and read DataTable's
 private state (its render caches, row locations, cell store). Those may change in any release, so the runtime
 requirement pins textual exactly, and this test fails loudly, naming the member, when a bumped
 pin brings a different shape; it also fails when the table starts to use a private member this
@@ -28,6 +29,7 @@ SOURCES = [
     ROOT / "tui" / "widgets" / name
     for name in (
         "keyed_table.py",
+        "table_store.py",
         "table_lines.py",
         "row_sync.py",
         "column_sort.py",

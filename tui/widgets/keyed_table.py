@@ -17,25 +17,17 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from fleetdeck.tui.modals.filter_prompt import FilterPrompt
-from fleetdeck.tui.widgets.column_sort import ColumnSpec, TableChoice
+from fleetdeck.tui.widgets.column_sort import ColumnSpec
 from fleetdeck.tui.widgets.lazy_rows import LazyRows
 from fleetdeck.tui.widgets.row_sync import RowSync
 from fleetdeck.tui.widgets.table_lines import RowLine, SegmentLines, TableLines
+from fleetdeck.tui.widgets.table_store import NavTable, TableStore
+
+#: `NavTable` is imported from here by the modals that show a plain table
+__all__ = ["KeyedTable", "NavTable"]
 
 
-class NavTable(DataTable):
-    """A DataTable with the keys of k9s and lazygit: j / k, Home / End to the first / last row
-    (DataTable's own Home / End scroll sideways), PgUp / PgDn."""
-
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False, tooltip="next row"),
-        Binding("k", "cursor_up", "Up", show=False, tooltip="previous row"),
-        Binding("home", "scroll_top", "First", show=False, tooltip="first row"),
-        Binding("end", "scroll_bottom", "Last", show=False, tooltip="last row"),
-    ]
-
-
-class KeyedTable(NavTable):
+class KeyedTable(TableStore):
     """Rows keyed by a stable id (host, run, schedule); `sync()` updates cell by cell.
 
     Rows are added or removed only when the set of keys changes, so the cursor and the scroll
@@ -48,8 +40,10 @@ class KeyedTable(NavTable):
     row's cells only when it is drawn (`lazy_rows.py`).
 
     The table owns three collaborators: its lines' renderer (`TableLines`), its lazy rows
-    (`LazyRows`) and the operator's filter and sort (`TableChoice`). Textual calls the
-    DataTable members it overrides on the widget, so those stay here, each a thin call.
+    (`LazyRows`) and its rows synced by key (`RowSync`); they are typed against its base, the
+    store of its rows, their order and the operator's filter and sort (`TableStore`,
+    `table_store.py`), which imports none of them. Textual calls the DataTable members it
+    overrides on the widget, so those stay here, each a thin call.
     """
 
     class ChoiceChanged(Message):
@@ -93,32 +87,10 @@ class KeyedTable(NavTable):
     ) -> None:
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
-        #: row keys in display order (DataTable keeps only key -> index)
-        self._order: list[str] = []
-        #: bumped whenever rows come, go, move or change height: the line offsets and the
-        #: ordered rows are cached by it, not by DataTable's update count (which every changed
-        #: cell bumps, and which made each poll walk every row of a 10,000-row table again)
-        self._layout_version = 0
-        #: how many cells sync or a lazy row's filling replaced, in all
-        self.cells_changed = 0
         self._lines = TableLines(self)
-        self._lazy = LazyRows(self)
-        self._rows = RowSync(self)
-        #: the filter and the sort the operator chose
-        self.choice = TableChoice(column_sort)
-        super().__init__(**kw)
-        #: the rows and heights `sync` was given, before the filter and the sort
-        self._all_rows: dict[str, Sequence[Any]] = {}
-        self._all_heights: dict[str, int] = {}
-        #: the row object each key was last given (a caller that keeps unchanged rows' objects
-        #: lets sync skip them without comparing a cell)
-        self._given: dict[str, Any] = {}
-        self._spec: list[ColumnSpec] = list(columns)
-        self._cells: dict[str, tuple[Any, ...]] = {}
-        self._heights: dict[str, int] = {}
-        #: how many rows are taller than one line
-        self._tall = 0
-        self._restore_key: str | None = None
+        self._lazy: LazyRows = LazyRows(self)
+        self._rows: RowSync = RowSync(self)
+        super().__init__(columns, column_sort=column_sort, **kw)
 
     def on_mount(self) -> None:
         self.choice.load(self, self._spec)
@@ -154,12 +126,6 @@ class KeyedTable(NavTable):
         """
         return self._rows.set_columns(list(columns))
 
-    def _add_columns(self) -> None:
-        for spec, label in zip(self._spec, self.choice.column_labels(self._spec), strict=True):
-            key = spec[0]
-            width = spec[2] if len(spec) > 2 else None
-            self.add_column(label, key=key, width=width)
-
     @property
     def keys(self) -> list[str]:
         """Row keys in display order."""
@@ -171,30 +137,12 @@ class KeyedTable(NavTable):
         given = self._lazy.given
         return len(given[0]) if given is not None else len(self._all_rows)
 
-    @property
-    def current_key(self) -> str | None:
-        """Key of the row under the cursor, or None for an empty table."""
-        if not self.row_count:
-            return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
-            return None
-
     def _reapply(self) -> None:
         if self._lazy.given is not None:
             self._lazy.apply()
             return
         self._rows.sync(self.choice.view(self._all_rows), self._all_heights)
         self._show_in_title()
-
-    def _show_in_title(self) -> None:
-        try:
-            screen = self.screen
-        except Exception:
-            return
-        desc = self.describe()
-        screen.title = f"{self.app.title} · {desc}" if desc else None
 
     def sync(
         self, rows: Mapping[str, Sequence[Any]], heights: Mapping[str, int] | None = None
@@ -212,54 +160,7 @@ class KeyedTable(NavTable):
         self._show_in_title()
         return changed
 
-    # -- the row order, kept as a list, and the layout caches keyed by it -----------------------
-    def add_row(
-        self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None
-    ) -> RowKey:
-        # the order first: add_row's cursor watchers already read the rows in order
-        if key is not None:
-            self._order.append(key)
-            self._layout_version += 1
-        try:
-            row_key = super().add_row(*cells, height=height, key=key, label=label)
-        except Exception:
-            if key is not None:
-                self._order.pop()
-            raise
-        if key is None:
-            self._order.append(str(row_key.value))
-            self._layout_version += 1
-        return row_key
-
-    def remove_row(self, row_key: RowKey | str) -> None:
-        key = row_key.value if isinstance(row_key, RowKey) else row_key
-        self._order.remove(str(key))  # before remove_row's cursor watchers read the rows in order
-        self._layout_version += 1
-        super().remove_row(row_key)
-
-    def clear(self, columns: bool = False) -> KeyedTable:
-        super().clear(columns)
-        self._order = []
-        self._cells.clear()
-        self._heights.clear()
-        self._tall = 0
-        self._given.clear()
-        self._lazy.fresh.clear()
-        self._layout_version += 1
-        return self
-
-    def sort(self, *columns: Any, key: Any = None, reverse: bool = False) -> KeyedTable:
-        super().sort(*columns, key=key, reverse=reverse)
-        order = [self._row_locations.get_key(i) for i in range(len(self._row_locations))]
-        self._order = [str(k.value) for k in order if k is not None]
-        self._layout_version += 1
-        return self
-
     # -- the filter and the sort (`TableChoice`), as the operator sets them -------------------
-    def describe(self) -> str:
-        """The filter and sort in words, for the title ('' when neither is set)."""
-        return self.choice.describe(self._spec, len(self._all_rows))
-
     def none_matched(self, noun: str) -> str | None:
         """`The filter 'x' matched 0 of 68 hosts (...)` while the filter lets no row of a table
         that has rows through (a view says it where it would say it has none); else None."""

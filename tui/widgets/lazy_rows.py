@@ -2,8 +2,9 @@
 drawn, or when the filter, the sort or a reader (`get_row`, `get_cell`) needs them.
 
 A store the table owns (`KeyedTable._lazy`): the rows themselves stay in the table's own store
-(`_order`, `_cells`, `_heights`), and the table's `_rows.sync`, its choice's `view` and its
-`_show_in_title` are used when the filter or the sort needs every row's text. Adding and
+(`_order`, `_cells`, `_heights`: `TableStore`, which it is typed against), and the table's
+`_rows.sync`, its choice's `view` and its `_show_in_title` are used when the filter or the sort
+needs every row's text. Adding and
 removing rows in bulk writes DataTable's row store directly (its `add_row` measures each row and
 `remove_row` renumbers every row), one of the private members
 `tests/tui/test_keyed_table_contract.py` pins.
@@ -12,16 +13,14 @@ removing rows in bulk writes DataTable's row store directly (its `add_row` measu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from fleetdeck.tui.widgets.table_lines import one_line_each
-
-if TYPE_CHECKING:
-    from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.table_store import TableStore
 
 _BLANK = Text("")
 
@@ -31,7 +30,7 @@ class LazyRows:
     makes a drawn row's cells, and the rows made since; the readers' and the renderer's
     overrides on the table fill a row through `fill_key` before they read it."""
 
-    def __init__(self, table: KeyedTable) -> None:
+    def __init__(self, table: TableStore) -> None:
         self.table = table
         #: what `sync_lazy` was given: the keys in order, what makes a row's cells, the heights
         #: (None once `sync` is given rows instead)

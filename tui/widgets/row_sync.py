@@ -3,7 +3,7 @@ changed, adds and removes rows only when the set of keys changes, and moves rows
 order changed, so the cursor and the scroll position survive every poll.
 
 A collaborator the table owns (`KeyedTable._rows`): the rows themselves stay in the table's own
-store (`_order`, `_cells`, `_heights`, `_given`) and in DataTable's, whose private members it
+store (`TableStore`: `_order`, `_cells`, `_heights`, `_given`) and in DataTable's, whose private members it
 writes in place of `update_cell` and `sort` (one refresh per poll, not one per cell), as
 `tests/tui/test_keyed_table_contract.py` pins.
 """
@@ -11,7 +11,7 @@ writes in place of `update_cell` and `sort` (one refresh per poll, not one per c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
@@ -19,16 +19,14 @@ from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
 from fleetdeck.tui.widgets.column_sort import ColumnSpec
 from fleetdeck.tui.widgets.table_lines import one_line_each
-
-if TYPE_CHECKING:
-    from fleetdeck.tui.widgets.keyed_table import KeyedTable
+from fleetdeck.tui.widgets.table_store import TableStore
 
 
 class RowSync:
     """The table's rows made to match what it is given (`KeyedTable.sync`, a change of its
     columns, a row's height)."""
 
-    def __init__(self, table: KeyedTable) -> None:
+    def __init__(self, table: TableStore) -> None:
         self.table = table
 
     def sync(

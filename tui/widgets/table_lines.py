@@ -14,7 +14,7 @@ where a line needs neither. Every shortcut returns DataTable's segments: with
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -26,10 +26,8 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import Row, RowKey
 
+from fleetdeck.tui.widgets.table_store import TableStore
 from fleetdeck.tui.widgets.text_cell import text_cell
-
-if TYPE_CHECKING:
-    from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 #: a cell's lines of segments, as DataTable renders them
 SegmentLines = list[list[Segment]]
@@ -44,9 +42,9 @@ class TableLines:
     """The line renderer a `KeyedTable` owns and its DataTable overrides call: the render caches,
     and the row order and line offsets cached by the table's layout version (DataTable works
     them out again at each update). DataTable's own path is called as `DataTable.x(table, ...)`
-    (what the table's `super()` would reach: `NavTable` overrides none of these)."""
+    (what the table's `super()` would reach: its `TableStore` overrides none of these)."""
 
-    def __init__(self, table: KeyedTable) -> None:
+    def __init__(self, table: TableStore) -> None:
         self.table = table
         #: rendered cells keyed by the cell object itself (see `render_cell`)
         self.content_cache: LRUCache[tuple[Any, ...], tuple[object, SegmentLines]] = LRUCache(4096)
