@@ -43,7 +43,8 @@ def prometheus_word(rule: str, config: AlertConfig) -> str:
 def cmd_rules(args: argparse.Namespace) -> int:
     """Print the rules file, or the rules as lines or JSON; exit 0 (2 for a bad fleet file)."""
     fleet = load_fleet(args.hosts)
-    config = fleet.alerts or AlertConfig()
+    # the fleet file's `[alerts]` (an `AlertConfig` once parsed), else every default
+    config = fleet.alerts if isinstance(fleet.alerts, AlertConfig) else AlertConfig()
     if args.prometheus:
         print(rules_file(config, fleet.source), end="")
         return 0

@@ -218,8 +218,8 @@ def _gpu_cell(h: HostSnapshot) -> Text:
             parts.append(Text.assemble(f"{g.index}: ", host_text(f"LOST ({g.lost})", "bold red")))
             continue
         mark = " (unified)" if g.unified_memory else ""
-        known = g.memory_used_mib is not None and g.memory_total_mib
-        pct = f"{100 * g.memory_used_mib / g.memory_total_mib:.0f}%" if known else "?%"
+        used_mib, total_mib = g.memory_used_mib, g.memory_total_mib
+        pct = f"{100 * used_mib / total_mib:.0f}%" if used_mib is not None and total_mib else "?%"
         used = "?" if g.memory_used_mib is None else human_mib(g.memory_used_mib)
         total = "?" if g.memory_total_mib is None else human_mib(g.memory_total_mib)
         parts.append(Text(f"{g.index}: {used}/{total} {pct}{mark}"))

@@ -21,6 +21,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from fleetdeck.backend.fleet.config import Fleet, load_fleet
@@ -127,7 +128,7 @@ class Watcher(Monitor):
     async def run(
         self,
         count: int | None = None,
-        interval: float | None = None,  # type: ignore[override]
+        interval: float | None = None,
         stop: asyncio.Event | None = None,
     ) -> None:
         """Cycle until `count` cycles are done, or `stop` is set, or `stop()` is called."""
@@ -210,7 +211,7 @@ def _exit_now(*_: object) -> None:
 
 
 def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
-    collector = None
+    collector: FleetCollector | Both | None = None
     if args.prometheus:
         try:
             addr, port = parse_listen(args.prometheus)
@@ -239,7 +240,12 @@ def _watch(args: argparse.Namespace, fleet: Fleet) -> int:
         watcher = Watcher(fleet, collector=collector)
         if view is not None:
             view.alerts = watcher.alerts
-            view.held = lambda: watcher.deliverer.held() if watcher.deliverer is not None else []
+
+            def held() -> list[tuple[Mapping[str, Any], float]]:
+                # what a silence holds back now, for the web view's page
+                return [*watcher.deliverer.held()] if watcher.deliverer is not None else []
+
+            view.held = held
         loop = asyncio.get_running_loop()
         stop_on_signal(loop, watcher.stop)
         where = watcher.history.path if watcher.history is not None else "-"

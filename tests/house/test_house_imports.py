@@ -45,15 +45,7 @@ TO_DO = {
     "backend/train/models.py": {"transformers"},
     "backend/train/session.py": {".models", ".rundir"},
     "tui/views/alerts.py": {"fleetdeck.tui.modals.silence"},
-    "tui/views/seats_section.py": {"fleetdeck.tui.modals.describe"},
     "tui/modals/describe.py": {"fleetdeck.tui.views.seats_panel"},
-    "tui/views/run_actions.py": {
-        "fleetdeck.tui.modals.describe",
-        "fleetdeck.tui.modals.purge",
-        "fleetdeck.tui.modals.mirror",
-        "fleetdeck.backend.actions.launch_values",
-        "fleetdeck.tui.modals.launch",
-    },
     "tui/views/run_log.py": {"fleetdeck.backend.fleet.logs"},
     "tui/views/schedules.py": {"fleetdeck.tui.modals.describe", "fleetdeck.tui.modals.remove"},
 }

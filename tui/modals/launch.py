@@ -174,11 +174,13 @@ class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
                 height=None,
             )
         est = pre.estimate or {}
+        # no refusal is every check answered and passed (`Preflight.ok`)
+        refusal = pre.refusal
         verdict = (
             Text("✔ every pre-flight check passed; Launch is enabled.\n", style="bold green")
-            if pre.ok
+            if refusal is None
             else Text(
-                f"✖ refused ({said(pre.refusal.name)}): {said(pre.refusal.message)}\n",
+                f"✖ refused ({said(refusal.name)}): {said(refusal.message)}\n",
                 style="bold red",
             )
         )

@@ -276,10 +276,9 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
         from fleetdeck.backend.actions.mirror.main import mirror
 
         dst_host, dst_path, replace_typed = self.target
-        replace = (
-            {}
-            if replace_typed is None
-            else {"replace": True, "confirmation": {"via": "dashboard", "typed": replace_typed}}
+        # a replace goes with the name typed to confirm it, as the audit records it
+        confirmation = (
+            None if replace_typed is None else {"via": "dashboard", "typed": replace_typed}
         )
         return await mirror(
             self.app.link(self.src_host),
@@ -288,7 +287,8 @@ class MirrorModal(TypedConfirmModal["MirrorReport", "MirrorReport"]):
             dst_path,
             dry_run=dry_run,
             progress=None if dry_run else self.on_progress,
-            **replace,
+            replace=replace_typed is not None,
+            confirmation=confirmation,
         )
 
     def failed_what(self) -> str:

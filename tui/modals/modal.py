@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Label
 
+from fleetdeck.tui.app_api import DashboardApp
 from fleetdeck.tui.widgets.guard import GuardedPump
 
 
@@ -18,6 +19,8 @@ class Modal(GuardedPump, ModalScreen):
     """Base of every pop-up: an error in its handlers opens the error window, esc closes it."""
 
     BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    app: DashboardApp
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Bring the focused control wholly into view. Textual's own scroll on focus asks only

@@ -15,13 +15,14 @@ scrolls and the buttons are docked at the bottom, so they stay on screen at 80x2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
+from textual.widgets.button import ButtonVariant
 
 from fleetdeck.backend.actions.audit import FOR_PROPOSAL
 from fleetdeck.backend.host.lib.text import shown
@@ -91,7 +92,7 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
         )
     ]
     DIALOG_ID = "confirm-dialog"
-    ACT_VARIANT = "error"
+    ACT_VARIANT: ClassVar[ButtonVariant] = "error"
     #: the Static in which a failure to gather the plan is said, and what precedes the reason
     PLAN_BOX = "plan"
     PLAN_FAILED = "could not gather the plan"

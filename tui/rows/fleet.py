@@ -146,8 +146,10 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     disks = len(snap.disks) if "disks" in w else 0
     if "disks" not in w and not down:  # below 100 columns the disks go under the status
         status += len(snap.disks)
-    live = ordered_runs(r for r in snap.runs if r.state in LIVE)
-    runs = sum(map(len, _run_names(live, w["runs"]))) + any(r.state == "failed" for r in snap.runs)
+    live_runs = ordered_runs(r for r in snap.runs if r.state in LIVE)
+    runs = sum(map(len, _run_names(live_runs, w["runs"]))) + any(
+        r.state == "failed" for r in snap.runs
+    )
     return max(1, len(snap.gpus), disks, runs, status, name_lines)
 
 

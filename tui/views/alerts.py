@@ -2,7 +2,7 @@
 bell, the toasts and the header's badge), firing first, the highlighted one in full below.
 
 Below the alerts, the fleet's serving seats and each card's headroom, `c` checking the
-highlighted seat on its host (`tui/views/seats_section.py`).
+highlighted seat on its host (`tui/views/seats_section.py`, a `SeatsSection` the view keeps).
 
 Silences (`backend/monitor/silences.py`): `s` opens a pop-up prefilled from the highlighted
 alert (`tui/modals/silence.py`), `e` expires the highlighted silence (of the silences table,
@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
 from fleetdeck.backend.actions.audit import AuditError
-from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.rules.alerts import Alert
-from fleetdeck.backend.monitor.seats import SeatCheck
 from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
 from fleetdeck.backend.monitor.silences import expire_silence
 from fleetdeck.show.fmt import alerts_title, said
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from fleetdeck.tui.alert_watch import AlertWatch
 
 
-class AlertsScreen(SeatsSection, ViewScreen):
+class AlertsScreen(ViewScreen):
     """Every firing alert, then the recently resolved; the highlighted one in full below; the
     seats and each card's headroom under them."""
 
@@ -79,12 +78,8 @@ class AlertsScreen(SeatsSection, ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[str, Alert] = {}
-        self.seats: dict[str, Seat] = {}
-        #: the seats (`host:port`) being checked now, and the verdicts this view got, by seat
-        self.checking: set[str] = set()
-        self.verdicts: dict[str, SeatCheck] = {}
-        #: the line under the seats table: what the last `c` found, in full
-        self.last_said: Text | None = None
+        #: the seats table, the verdicts of its checks and the headroom bars
+        self.seats = SeatsSection(self)
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="alerts-title", classes="section")
@@ -155,7 +150,7 @@ class AlertsScreen(SeatsSection, ViewScreen):
             watch.show_badge()  # a silence added or expired here changes what it counts
         self.show_detail()
         self.show_silences()
-        self.show_seats()
+        self.seats.show()
 
     def show_silences(self) -> None:
         """The silences in force, ending soonest first (hidden when there is none)."""
@@ -209,7 +204,22 @@ class AlertsScreen(SeatsSection, ViewScreen):
         elif event.table.id == "silences-table":
             self.show_silences()
         elif event.table.id == "seats-table":
-            self.show_seats()
+            self.seats.show()
+
+    # -- seats (tui/views/seats_section.py) -------------------------------------------------------
+    def action_describe_seat(self) -> None:
+        """`d`: the raw facts behind the highlighted seat."""
+        self.seats.describe()
+
+    def action_check_seat(self) -> None:
+        """`c`: check the highlighted seat on its host."""
+        if (seat := self.seats.to_check()) is not None:
+            self.check(*seat)
+
+    @work(group="seat-check", exit_on_error=False)
+    async def check(self, host: str, port: int) -> None:
+        """Check one seat from its host (`SeatsSection.check`)."""
+        await self.seats.check(host, port)
 
     # -- silences ---------------------------------------------------------------------------------
     def highlighted(self) -> Alert | None:

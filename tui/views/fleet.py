@@ -111,7 +111,8 @@ class FleetScreen(TableView):
         self.show_detail()  # a filter that lets no row through moves no cursor
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
-        self.app.open_host(event.row_key.value)
+        if (name := event.row_key.value) is not None:  # every host's row has its name as key
+            self.app.open_host(name)
 
     def action_open_host(self) -> None:
         """Open the host under the cursor."""

@@ -1,117 +1,150 @@
 """The Runs view's actions on the selected run: describe it (`d`), purge its marked
 checkpoints (`p`), mirror its adapter (`m`), resume it from its newest complete checkpoint
-(`r`). A mixin of `RunsScreen` (`tui/views/runs.py`), which holds the selection and the marks;
-each action opens its pop-up (`tui/modals/`)."""
+(`r`). Functions of the view: `RunsScreen` (`tui/views/runs.py`), which holds the selection and
+the marks, keeps a thin `action_*` method for each key that calls the function here, handing
+itself over as a `RunsView` (what these functions use of it); each action opens its pop-up
+(`tui/modals/`)."""
 
 from __future__ import annotations
 
-from textual import work
+from typing import Protocol, TypeVar
 
+from textual.notifications import SeverityLevel
+from textual.widget import Widget
+
+from fleetdeck.backend.actions.launch_values import read_run_toml
+from fleetdeck.backend.actions.purge_plan import PurgeReport
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.fleet.run_order import natural_key
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.tui.app_api import DashboardApp
+from fleetdeck.tui.modals.describe import describe_run
+from fleetdeck.tui.modals.launch import LaunchModal
+from fleetdeck.tui.modals.mirror import MirrorModal
+from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.rows.runs import RESUMABLE, resumable
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+W = TypeVar("W", bound=Widget)
 
-class RunActions:
-    """`d`, `p`, `m` and `r` of the Runs view, on `self.selected`."""
 
+class RunsView(Protocol):
+    """What the actions use of the Runs view."""
+
+    #: the checkpoints marked for purge, by run key
     marked: dict[str, set[str]]
 
-    def action_describe(self) -> None:
-        """The raw source behind the highlighted run."""
-        if (r := self.selected) is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        from fleetdeck.tui.modals.describe import describe_run
+    @property
+    def app(self) -> DashboardApp: ...
 
-        self.app.push_screen(describe_run(self.app, r))
+    @property
+    def selected(self) -> Run | None:
+        """The run under the cursor."""
+        ...
 
-    def action_purge(self) -> None:
-        """Purge the marked checkpoints of the selected run (or the highlighted one)."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        # natural order (checkpoint-25 before checkpoint-100), as the checkpoints table lists them
-        paths = sorted(self.marked.get(r.key, set()), key=natural_key)
-        if not paths:
-            key = self.query_one("#ckpt-table", KeyedTable).current_key
-            paths = [key] if key else []
-        if not paths:
-            self.notify(
-                f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
-            )
-            return
-        from fleetdeck.tui.modals.purge import PurgeModal
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
 
-        # the marks go only with what was deleted: esc, a refusal or a failure keeps them
-        self.app.push_screen(
-            PurgeModal(r.host, paths),
-            lambda rep: self.marked.pop(r.key, None) if getattr(rep, "deleted", False) else None,
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
+
+
+def describe(view: RunsView) -> None:
+    """`d`: the raw source behind the highlighted run."""
+    if (r := view.selected) is None:
+        view.notify("No run selected.", severity="warning", markup=False)
+        return
+    view.app.push_screen(describe_run(view.app, r))
+
+
+def purge(view: RunsView) -> None:
+    """`p`: purge the marked checkpoints of the selected run (or the highlighted one)."""
+    r = view.selected
+    if r is None:
+        view.notify("No run selected.", severity="warning", markup=False)
+        return
+    # natural order (checkpoint-25 before checkpoint-100), as the checkpoints table lists them
+    paths = sorted(view.marked.get(r.key, set()), key=natural_key)
+    if not paths:
+        key = view.query_one("#ckpt-table", KeyedTable).current_key
+        paths = [key] if key else []
+    if not paths:
+        view.notify(
+            f"{shown(r.name)} has no checkpoints to purge.", severity="warning", markup=False
         )
+        return
 
-    def action_mirror(self) -> None:
-        """Mirror the selected run's adapter to another host."""
-        r = self.selected
-        if r is None or not r.adapter:
-            self.notify(
-                f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
-                title="Mirror",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.mirror import MirrorModal
+    def purged(report: PurgeReport | None) -> None:
+        # the marks go only with what was deleted: esc, a refusal or a failure keeps them
+        if report is not None and report.deleted:
+            view.marked.pop(r.key, None)
 
-        self.app.push_screen(MirrorModal(r.host, r.adapter))
+    view.app.push_screen(PurgeModal(r.host, paths), purged)
 
-    def action_resume(self) -> None:
-        """Offer to continue the selected failed or stopped run from its newest checkpoint."""
-        r = self.selected
-        if r is None:
-            self.notify("No run selected.", severity="warning", markup=False)
-            return
-        if r.state not in RESUMABLE:
-            self.notify(
-                f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        if not resumable(r):
-            which = "complete checkpoint" if r.checkpoints else "checkpoint"
-            self.notify(
-                f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
-                "Launch it again (n) instead.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        self.open_resume(r)
 
-    @work(exclusive=True, group="resume", exit_on_error=False)
-    async def open_resume(self, run: Run) -> None:
-        """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
-        from fleetdeck.backend.actions.launch_values import read_run_toml
+def mirror(view: RunsView) -> None:
+    """`m`: mirror the selected run's adapter to another host."""
+    r = view.selected
+    if r is None or not r.adapter:
+        view.notify(
+            f"{shown(r.name) if r else 'No run'} has no final adapter to mirror yet.",
+            title="Mirror",
+            severity="warning",
+            markup=False,
+        )
+        return
+    view.app.push_screen(MirrorModal(r.host, r.adapter))
 
-        try:
-            values = await read_run_toml(self.app.link(run.host), run.path)
-        except Exception as e:
-            self.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
-            return
-        if values is None:
-            self.notify(
-                f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
-                "fleetdeck launch and cannot be resumed from here.",
-                title="Resume",
-                severity="warning",
-                markup=False,
-            )
-            return
-        from fleetdeck.tui.modals.launch import LaunchModal
 
-        self.app.push_screen(LaunchModal(resume=run, values=values))
+def run_to_resume(view: RunsView) -> Run | None:
+    """`r`: the selected run when it is a failed or stopped one with a checkpoint to continue
+    from; else None, having said why not."""
+    r = view.selected
+    if r is None:
+        view.notify("No run selected.", severity="warning", markup=False)
+        return None
+    if r.state not in RESUMABLE:
+        view.notify(
+            f"{shown(r.name)} is {r.state}: only a failed, cancelled or stalled run can be resumed.",
+            title="Resume",
+            severity="warning",
+            markup=False,
+        )
+        return None
+    if not resumable(r):
+        which = "complete checkpoint" if r.checkpoints else "checkpoint"
+        view.notify(
+            f"{shown(r.name)} has no {which} to resume from: it would start from step 0. "
+            "Launch it again (n) instead.",
+            title="Resume",
+            severity="warning",
+            markup=False,
+        )
+        return None
+    return r
+
+
+async def open_resume(view: RunsView, run: Run) -> None:
+    """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it (run
+    in the view's `resume` worker)."""
+    try:
+        values = await read_run_toml(view.app.link(run.host), run.path)
+    except Exception as e:
+        view.app.report_error(f"Reading {shown(run.name)}'s RUN.toml", e)
+        return
+    if values is None:
+        view.notify(
+            f"{shown(run.name)} has no RUN.toml in its folder on {run.host}, so it was not started by "
+            "fleetdeck launch and cannot be resumed from here.",
+            title="Resume",
+            severity="warning",
+            markup=False,
+        )
+        return
+    view.app.push_screen(LaunchModal(resume=run, values=values))

@@ -1,8 +1,11 @@
 """The Runs view's log pane: the selected run's train.log, read from its host once the cursor
 rests on the run (`l` reads it again), or followed live (`f`), with the pane's search and wrap
-in its label. A mixin of `RunsScreen` (`tui/views/runs.py`), which holds the pane."""
+in its label. A mixin of `RunsScreen` (`tui/views/runs.py`), which holds the pane; the type
+checker reads it as a view (`ViewScreen`) with the run selection the Runs view gives it."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -13,6 +16,12 @@ from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.show.fmt import said
 from fleetdeck.tui.widgets.log_pane import LogPane
+
+if TYPE_CHECKING:
+    # what the mixin is mixed into, for the type checker: at run time it is a plain class
+    from fleetdeck.tui.views.base import ViewScreen as _View
+else:
+    _View = object
 
 #: lines of train.log the pane holds (and searches)
 LOG_LINES = 200
@@ -34,9 +43,17 @@ def _log_problem(run: Run, e: BaseException) -> str:
     return f"could not read train.log: {said(getattr(e, 'message', e))}"
 
 
-class RunLog:
+class RunLog(_View):
     """The log pane's side of the Runs view: `show_run` asks for the selected run's log, this
     reads, follows and shows it."""
+
+    if TYPE_CHECKING:
+        # what it uses of the Runs view, which defines both
+
+        @property
+        def selected(self) -> Run | None: ...
+
+        def show_run(self, browsing: bool = False) -> None: ...
 
     #: the run whose train.log the pane shows (or is reading)
     _log_for: str | None = None

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -20,8 +21,8 @@ from fleetdeck.tui.rows.runs import (
     run_cells,
     run_title,
 )
+from fleetdeck.tui.views import run_actions
 from fleetdeck.tui.views.base import show_text
-from fleetdeck.tui.views.run_actions import RunActions
 from fleetdeck.tui.views.run_log import LOG_LABEL, LOG_LINES, RunLog
 from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -113,10 +114,11 @@ class CheckpointTable(KeyedTable):
 
     def action_toggle_mark(self) -> None:
         """Mark or unmark the highlighted checkpoint."""
-        self.screen.toggle_mark(self.current_key)
+        if isinstance(screen := self.screen, RunsScreen):  # the one screen that holds it
+            screen.toggle_mark(self.current_key)
 
 
-class RunsScreen(RunActions, RunLog, TableView):
+class RunsScreen(RunLog, TableView):
     """Runs across the fleet; p purge, m mirror, l reload log."""
 
     TABLE_ID = "runs-table"
@@ -319,6 +321,29 @@ class RunsScreen(RunActions, RunLog, TableView):
         where = "a fleet file, hosts.toml (see the README)" if src.startswith("built-in") else src
         t.append(f"). Press n to launch one, or set runs for a host in {where}.", style="dim")
         return t
+
+    # -- the actions on the selected run (tui/views/run_actions.py) ---------------------------
+    def action_describe(self) -> None:
+        """The raw source behind the highlighted run."""
+        run_actions.describe(self)
+
+    def action_purge(self) -> None:
+        """Purge the marked checkpoints of the selected run (or the highlighted one)."""
+        run_actions.purge(self)
+
+    def action_mirror(self) -> None:
+        """Mirror the selected run's adapter to another host."""
+        run_actions.mirror(self)
+
+    def action_resume(self) -> None:
+        """Offer to continue the selected failed or stopped run from its newest checkpoint."""
+        if (r := run_actions.run_to_resume(self)) is not None:
+            self.open_resume(r)
+
+    @work(exclusive=True, group="resume", exit_on_error=False)
+    async def open_resume(self, run: Run) -> None:
+        """Read the run's own RUN.toml on its host, then open the launch pop-up to resume it."""
+        await run_actions.open_resume(self, run)
 
     def toggle_mark(self, path: str | None) -> None:
         """Mark or unmark one checkpoint of the selected run for purge."""

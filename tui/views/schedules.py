@@ -182,7 +182,9 @@ class SchedulesScreen(TableView):
         index: list[dict] = []  # twins_index(every), built by the first row that needs it
         hosts = shorten_unique(list(dict.fromkeys(x.host for x in every)), self._widths["host"])
         widths = tuple(self._widths)
-        cache, self._row_cache = getattr(self, "_row_cache", {}), {}
+        # each row's cells by what they are made from, kept from the last listing
+        cache: dict[tuple, tuple] = getattr(self, "_row_cache", {})
+        self._row_cache: dict[tuple, tuple] = {}
         # below 100 columns the reason gets 18 cells: the sentence would be cut after three words
         narrow = "kind" not in self._widths
         folded: dict[str, int] = {}

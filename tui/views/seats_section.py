@@ -1,43 +1,66 @@
 """The Alerts view's seats section: the fleet's serving seats and each card's headroom as a
-bar with every seat's share (`show_seats`), `c` to check the highlighted seat on its host
-(its row reads `checking…` at once, then the verdict, and the line under the table says it in
-full) and `d` to describe it. A mixin of `AlertsScreen` (`tui/views/alerts.py`), which holds
-the tables and the verdicts."""
+bar with every seat's share (`SeatsSection.show`), `c` to check the highlighted seat on its
+host (its row reads `checking…` at once, then the verdict, and the line under the table says it
+in full) and `d` to describe it. A part of `AlertsScreen` (`tui/views/alerts.py`), which holds
+the widgets, keeps one `SeatsSection` with the seats and the verdicts, and calls it from its
+`c` and `d` actions and its `check` worker; the section reads the view as a `SeatsView`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from rich.text import Text
-from textual import work
+from textual.widget import Widget
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.monitor.rules.alerts import AlertConfig
 from fleetdeck.backend.monitor.seats import SeatCheck, headroom, host_seats, recorded_checks
 from fleetdeck.show.fmt import host_text, human_mib, message_text, said, shown
+from fleetdeck.tui.alert_watch import AlertWatch
+from fleetdeck.tui.app_api import DashboardApp
+from fleetdeck.tui.fleet_state import FleetState
+from fleetdeck.tui.modals.describe import describe_seat
 from fleetdeck.tui.views.seats_panel import headroom_bar, no_bar_text, verdict_text
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
-if TYPE_CHECKING:
-    from fleetdeck.tui.alert_watch import AlertWatch
+W = TypeVar("W", bound=Widget)
+
+
+class SeatsView(Protocol):
+    """What the seats section uses of the Alerts view."""
+
+    #: the view's widgets exist (it has been mounted)
+    ready: bool
+
+    @property
+    def app(self) -> DashboardApp: ...
+
+    @property
+    def state(self) -> FleetState: ...
+
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
 
 
 class SeatsSection:
     """The seats table, the last check's line and the headroom bars of the Alerts view."""
 
-    seats: dict[str, Seat]
-    #: the seats (`host:port`) being checked now, and the verdicts this view got, by seat
-    checking: set[str]
-    verdicts: dict[str, SeatCheck]
-    #: the line under the seats table: what the last `c` found, in full
-    last_said: Text | None
+    def __init__(self, view: SeatsView) -> None:
+        self.view = view
+        #: the seats shown, by their row key
+        self.seats: dict[str, Seat] = {}
+        #: the seats (`host:port`) being checked now, and the verdicts this view got, by seat
+        self.checking: set[str] = set()
+        self.verdicts: dict[str, SeatCheck] = {}
+        #: the line under the seats table: what the last `c` found, in full
+        self.last_said: Text | None = None
 
-    def show_seats(self) -> None:
+    def show(self) -> None:
         """The seats table, the last check's line, and one headroom bar per card that holds a
         seat (or why there is none)."""
+        view = self.view
         checks = {**recorded_checks(), **self.verdicts}
-        hosts = [h for n in self.state.host_names if (h := self.state.shown(n)) is not None]
+        hosts = [h for n in view.state.host_names if (h := view.state.shown(n)) is not None]
         self.seats = {s.key: s for h in hosts for s in host_seats(h)}
         rows = {}
         for key, s in self.seats.items():
@@ -52,14 +75,14 @@ class SeatsSection:
                 human_mib(s.memory_mib) if s.memory_mib else "-",
                 verdict_text(c, f"{s.host}:{s.port}" in self.checking),
             )
-        seats_table = self.query_one("#seats-table", KeyedTable)
+        seats_table = view.query_one("#seats-table", KeyedTable)
         seats_table.sync(rows)
-        said_box = self.query_one("#seats-check", Static)
+        said_box = view.query_one("#seats-check", Static)
         none = seats_table.none_matched("seat")
         said = Text(none, style="dim") if none else self.last_said
         said_box.display = said is not None
         said_box.update(said or "")
-        watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
+        watch: AlertWatch | None = getattr(view.app, "alert_watch", None)
         floor = (watch.config if watch is not None else AlertConfig()).gpu_headroom_floor_gib * 1024
         bars = Text()
         for h in hosts:
@@ -70,21 +93,25 @@ class SeatsSection:
         why = no_bar_text(hosts)
         if why:
             bars.append(why, style="dim")
-        self.query_one("#seats-headroom", Static).update(bars)
+        view.query_one("#seats-headroom", Static).update(bars)
 
-    def _say(self, text: Text) -> None:
+    def say(self, text: Text) -> None:
+        """Put `text` on the line under the seats table."""
         self.last_said = text
-        if self.ready:
-            self.show_seats()
+        if self.view.ready:
+            self.show()
 
-    def action_describe_seat(self) -> None:
+    def highlighted(self) -> Seat | None:
+        """The seat under the seats table's cursor."""
+        key = self.view.query_one("#seats-table", KeyedTable).current_key
+        return self.seats.get(key) if key is not None else None
+
+    def describe(self) -> None:
         """`d`: the raw facts behind the highlighted seat (tui/modals/describe.py)."""
-        from fleetdeck.tui.modals.describe import describe_seat
-
-        key = self.query_one("#seats-table", KeyedTable).current_key
-        seat = self.seats.get(key) if key is not None else None
+        app = self.view.app
+        seat = self.highlighted()
         if seat is None:
-            self.app.notify(
+            app.notify(
                 "No seat to describe: no host's probe reported a serving seat."
                 if not self.seats
                 else "No seat highlighted: tab to the seats table and move to one.",
@@ -95,71 +122,74 @@ class SeatsSection:
             return
         where = f"{seat.host}:{seat.port}"
         check = self.verdicts.get(where) or recorded_checks().get(where)
-        self.app.push_screen(describe_seat(self.app, seat, check))
+        app.push_screen(describe_seat(app, seat, check))
 
-    def action_check_seat(self) -> None:
-        key = self.query_one("#seats-table", KeyedTable).current_key
-        seat = self.seats.get(key) if key is not None else None
+    def to_check(self) -> tuple[str, int] | None:
+        """`c`: the host and port of the highlighted seat, marked as being checked, for the
+        view's `check` worker; None, having said why, when there is none to check or it is
+        being checked already."""
+        app = self.view.app
+        seat = self.highlighted()
         if seat is None:
             why = (
                 "No seat to check: no host's probe reported a serving seat."
                 if not self.seats
                 else "No seat highlighted: tab to the seats table and move to one."
             )
-            self.app.notify(why, title="Seat check", severity="warning")
-            self._say(Text(why, style="yellow"))
-            return
+            app.notify(why, title="Seat check", severity="warning")
+            self.say(Text(why, style="yellow"))
+            return None
         if not seat.port:
             why = (
                 f"Seat {shown(seat.name)} on {seat.host} has no port: the probe found none it listens on, "
                 "so there is nothing to ask for a completion."
             )
-            self.app.notify(why, title="Seat check", severity="warning", markup=False)
-            self._say(Text(why, style="yellow"))
-            return
+            app.notify(why, title="Seat check", severity="warning", markup=False)
+            self.say(Text(why, style="yellow"))
+            return None
         where = f"{seat.host}:{seat.port}"
         if where in self.checking:
-            self.app.notify(f"{where} is being checked already.", title="Seat check")
-            return
+            app.notify(f"{where} is being checked already.", title="Seat check")
+            return None
         self.checking.add(where)
-        self.app.notify(f"{where}: asking for one completion with logprobs...", title="Seat check")
-        self._say(
+        app.notify(f"{where}: asking for one completion with logprobs...", title="Seat check")
+        self.say(
             Text(
                 f"checking {shown(seat.name)} on {seat.host} ({where}): one completion with "
                 "logprobs, asked from its host...",
                 style="dim",
             )
         )
-        self.check(seat.host, seat.port)
+        return seat.host, seat.port
 
-    @work(group="seat-check", exit_on_error=False)
     async def check(self, host: str, port: int) -> None:
-        """Check one seat from its host; the verdict is kept for the seat-check rule and shown
-        in its row and the line under the table."""
+        """Check one seat from its host (in the view's `check` worker); the verdict is kept for
+        the seat-check rule and shown in its row and the line under the table."""
+        app = self.view.app
         where = f"{host}:{port}"
-        watch: AlertWatch = self.app.alert_watch
+        watch: AlertWatch = app.alert_watch
         try:
             c = await watch.monitor.check_seat(host, port)
         except Exception as e:
             self.checking.discard(where)
             why = getattr(e, "message", None) or str(e) or type(e).__name__
-            self._say(message_text(f"seat check {where} could not run: {why}", "bold red"))
-            self.app.report_error(f"seat check {where}", e)
+            self.say(message_text(f"seat check {where} could not run: {why}", "bold red"))
+            app.report_error(f"seat check {where}", e)
             return
         self.checking.discard(where)
         self.verdicts[where] = c
         if c.sound:
-            self.app.notify(said(c.message), title=f"Seat {where} is sound", markup=False)
-            self._say(message_text(f"{where} sound ({c.witness}): {c.message}", "green"))
+            app.notify(said(c.message), title=f"Seat {where} is sound", markup=False)
+            self.say(message_text(f"{where} sound ({c.witness}): {c.message}", "green"))
         else:
-            self.app.bell()
-            self.app.notify(
+            app.bell()
+            app.notify(
                 said(f"{shown(str(c.signature))}: {c.message}"),
                 title=f"Seat {where} FAILED",
                 severity="error",
                 timeout=15,
                 markup=False,
             )
-            self._say(
+            self.say(
                 message_text(f"{where} FAILED {shown(str(c.signature))}: {c.message}", "bold red")
             )
