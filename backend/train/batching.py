@@ -329,7 +329,7 @@ class LinearCrossEntropy(torch.autograd.Function):
                         raise
                     fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype, mode)
             total += loss
-            if want_grad:
+            if grad is not None:
                 grad[s : s + chunk] = g
         ctx.save_for_backward(grad if want_grad else torch.empty(0))
         return total * scale

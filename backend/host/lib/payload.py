@@ -24,6 +24,7 @@ import os
 import stat
 import sys
 import zlib
+from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 
 MISSING = "missing"
@@ -295,7 +296,7 @@ def _prune(d, keep):
             pass
 
 
-class Finder:
+class Finder(MetaPathFinder, Loader):
     """Imports the payload's modules from it, first on `sys.meta_path`: package folders
     (`fleetdeck`, `fleetdeck.backend`...) are empty packages, the rest run from their
     bytecode (compiled on first import when there is none)."""

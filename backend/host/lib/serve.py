@@ -91,7 +91,9 @@ def _send(out, obj):
         found = []  # type: list
         obj = scrub(obj, "", found)
         if isinstance(obj, dict):
-            w = obj.get("warnings") if isinstance(obj.get("warnings"), list) else []
+            w = obj.get("warnings")
+            if not isinstance(w, list):
+                w = []
             obj["warnings"] = w + ["non-finite number dropped at %s" % p for p in found[:20]]
         data = dumps(obj)
     out.write(data.encode("utf-8", "surrogateescape") + b"\n")

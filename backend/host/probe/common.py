@@ -62,7 +62,13 @@ ENV_RE = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # run-parts' rule; cron skips other names
 
 CACHE: dict = {}  # (tag, path) -> (stat key, value); file parses survive between resident polls
-STATE = {"fd_scan_at": 0.0, "holders": {}, "nvml": None, "nvml_error": None, "nvml_retry": 0.0}
+STATE: dict = {
+    "fd_scan_at": 0.0,
+    "holders": {},
+    "nvml": None,
+    "nvml_error": None,
+    "nvml_retry": 0.0,
+}
 _USERS: dict = {}
 
 

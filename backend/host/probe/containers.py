@@ -80,12 +80,13 @@ def container_facts(d):
                     }
                 )
     argv = list(cfg.get("Entrypoint") or []) + list(cfg.get("Cmd") or [])
+    pid = st.get("Pid")
     return {
         "id": str(d.get("Id", "")),
         "name": str(d.get("Name", "")).lstrip("/"),
         "image": str(cfg.get("Image", "")),
         "argv": [str(a) for a in argv],
-        "pid": st.get("Pid") if isinstance(st.get("Pid"), int) and st.get("Pid") > 0 else None,
+        "pid": pid if isinstance(pid, int) and pid > 0 else None,
         "status": st.get("Status"),
         "started_at": st.get("StartedAt"),
         "restarts": d.get("RestartCount") if isinstance(d.get("RestartCount"), int) else None,

@@ -169,7 +169,7 @@ def loops(procs):
         command = arg if kind == "c" else " ".join(argv[1:])
         shells[pid] = command
         word = loop_construct(text)
-        if word:
+        if word and text is not None:  # a loop word is only ever found in a text
             sl = re.search(r"\bsleep\s+([^\s;&|()]+)", text)
             found[pid] = (f"{word}-loop" + (f", sleep {sl.group(1)}" if sl else ""), command)
     for pid, (child, count) in _respawned(procs, shells).items():

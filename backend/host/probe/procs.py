@@ -76,7 +76,7 @@ def processes(procs, gpus, runs, seats, schedules):
                 if t in ("run", "seat"):
                     tag(kid, t)
     chosen = [p for p in why if p in rows]
-    by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
+    by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -(rows[p][0] or 0.0))[:TOP]
     by_mem = sorted(rows, key=lambda p: -rows[p][1])[:TOP]
     for p in by_cpu:
         tag(p, "cpu")

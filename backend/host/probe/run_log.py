@@ -115,10 +115,10 @@ def _parse(text, facts):
                     step = (s, total, sps)
                     break
         if loss is None and "loss" in line:
-            m = _LOSS.match(line)
-            if m:
+            lm = _LOSS.match(line)
+            if lm:
                 try:
-                    loss = float(m.group(1))
+                    loss = float(lm.group(1))
                 except ValueError:
                     pass
         if step is None and loss is None and error is None and _ERROR.search(line.strip()):

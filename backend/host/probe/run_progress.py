@@ -142,7 +142,7 @@ def full_series(path):
     except OSError:
         names = set()
     kind, src, _states = series_source(path, names)
-    p = {
+    p = {  # type: dict
         "step": None,
         "max_steps": None,
         "loss": None,
@@ -223,7 +223,7 @@ def trainer_state(path, cap=True):
             raise ValueError("not a trainer state object")
     except ValueError as e:
         return {"error": f"{path} is not valid JSON (truncated?): {str(e)[:80]}"}
-    p = {
+    p = {  # type: dict
         "step": None,
         "max_steps": None,
         "loss": None,

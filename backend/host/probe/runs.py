@@ -91,7 +91,8 @@ def _run_facts(path, names, now):
                 lambda p: jsondepth.loads(read_text(p), what="it"),
             )
             if not isinstance(rj, dict):
-                rj, _ = {}, problems.append("run.json is not a JSON object")
+                rj = {}
+                problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
             problems.append(f"run.json unreadable: {str(e)[:80]}")
     cks = layout.checkpoints(path, names)
