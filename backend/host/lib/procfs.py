@@ -53,17 +53,8 @@ def read_bytes(path: str, limit: int = 1 << 20) -> bytes:
 
 
 # /proc/PID/stat, by index into `stat_fields` (field N of proc(5) is index N - 3)
-_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS, _UTIME, _STIME, _STARTTIME, _RSS = (
-    0,
-    1,
-    2,
-    4,
-    6,
-    11,
-    12,
-    19,
-    21,
-)
+_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS = 0, 1, 2, 4, 6
+_UTIME, _STIME, _STARTTIME, _RSS = 11, 12, 19, 21
 
 
 def stat_fields(pid: int) -> list[bytes] | None:
