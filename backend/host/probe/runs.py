@@ -103,7 +103,7 @@ def _run_facts(path, names, now):
         c["complete"] = c["problem"] is None
     r["adapter"] = layout.final_adapter(path)
     if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
-        problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
+        problems.append(f"no usable final adapter: {layout.final_adapter_problem(path)}")
     prog = None
     kind, src, states = run_progress.series_source(path, names, cks)
     if kind == "progress":
