@@ -30,7 +30,7 @@ class Answers:
         """`reply` numbered, with the sections unchanged since answer `held` (when that is the
         last one sent) named in `same` instead of sent; the caller's dict is not changed."""
         self.seq += 1
-        texts = {}
+        texts = {}  # type: dict[str, str | None]
         for name in SECTIONS:
             if name in reply:
                 try:
