@@ -26,7 +26,7 @@ THROTTLE_BITS = (
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 
 
-def throttle_words(mask):
+def throttle_words(mask: int | None) -> list[str] | None:
     """The reasons set in a clock-event bitmask, as words ([] for none, None for unknown);
     a bit nvml.h does not name is given as its hex value."""
     if mask is None:
