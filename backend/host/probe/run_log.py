@@ -48,7 +48,7 @@ _SEEN = {}  # type: dict
 _SEEN_LIMIT = 4096
 
 
-def _regular(path):
+def _regular(path: str) -> os.stat_result | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -56,7 +56,7 @@ def _regular(path):
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def _beside(run, target):
+def _beside(run: str, target: str) -> bool:
     """True when `target` lies in the run folder (at any depth) or directly in its parent (the
     runs root: `nohup python train.py > runs/run-8.log`), by path components, never a prefix."""
     if not target.startswith("/"):
@@ -136,7 +136,7 @@ def _parse(text, facts):
         facts["error"] = error
 
 
-def read(path):
+def read(path: str) -> dict | None:
     """{"path", "mtime", "step", "max_steps", "sps", "loss", "loss_step", "error"} from the log
     at `path` (what is known of each), read incrementally; None when it cannot be read. A log
     unchanged since the last poll (device, inode, size and mtime) costs one stat."""
@@ -197,7 +197,7 @@ def read(path):
         os.close(fd)
 
 
-def apply(r, lg, interval):
+def apply(r: dict, lg: dict | None, interval: float) -> float:
     """Step, total, s/step, loss and the last heard time from the log, where it is newer than
     what the run's files say. Returns the steps between updates (1 when the log counts)."""
     if not lg:

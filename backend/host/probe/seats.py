@@ -23,10 +23,6 @@ from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import serve
 from fleetdeck.backend.host.probe import containers, engines
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: this helper also runs alone, without the probe's modules
-    from fleetdeck.backend.host.probe.common import Procs
-
 LISTEN = "0A"
 #: engine kind ("" for none) by raw command line: a command line classified once
 _KINDS: dict = {}
@@ -86,7 +82,7 @@ def _ollama_port(pid: int) -> int | None:
     return None
 
 
-def _candidates(procs: Procs | None) -> dict[int, tuple[list[str], str]]:
+def _candidates(procs):
     """{pid: (argv, engine kind)} of every process whose command line names a serving engine,
     the probe and its ancestors aside: from the poll's own look at /proc (`procs`, a
     `common.Procs`) when given, else read here."""
@@ -117,7 +113,7 @@ def find_seats(
     docker: str | None = None,
     use_docker: bool = True,
     docker_ttl: float = 0,
-    procs: Procs | None = None,
+    procs=None,
 ) -> dict:
     """Every serving seat on this host (see the module docstring), plus Docker's state:
     `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
