@@ -109,7 +109,7 @@ def _ports_of(d: dict) -> dict:
     return ports if isinstance(ports, dict) else {}
 
 
-def image_kind(c):
+def image_kind(c: dict) -> str | None:
     """The engine a container runs, by its image's name, else by its command line."""
     image = c["image"].lower()
     for needle, kind in IMAGE_KINDS:

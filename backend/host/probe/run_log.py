@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Collection
 
 from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import shown
@@ -71,7 +72,7 @@ def _beside(run: str, target: str) -> bool:
         return False
 
 
-def find(run, names, pid):
+def find(run: str, names: Collection[str], pid: int | None) -> str | None:
     """The log a run's trainer writes: its stdout or stderr when that is a regular file in or
     beside the run folder, else train.log, nohup.out or the newest *.log in the run folder."""
     if pid:
