@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from fleetdeck.backend.fleet.bounds import (
     DAY,
@@ -82,6 +82,22 @@ SEVERITY_DEFAULTS = {
     "stray-returned": "warning",
     "run-finished": "info",
 }
+
+
+class Hold(Protocol):
+    """How a rule says its condition is true now (`AlertEngine.evaluate`'s `hold`): the rule, the
+    host, the subject (a run's path, a card, a seat...), since when, the alert's text, and a
+    severity other than the rule's own when it has one."""
+
+    def __call__(
+        self,
+        rule: str,
+        host: str,
+        subject: str,
+        since: float,
+        text: str,
+        severity: str | None = None,
+    ) -> None: ...
 
 
 def severity_rank(severity: str) -> int:

@@ -8,7 +8,9 @@ last token of a range predicts nothing, so no label crosses a document boundary)
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -184,7 +186,13 @@ class StepSchedule:
         return step * self.per_rank * self.world / self.n
 
 
-def _ce_chunk(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float):
+#: one chunk's (summed CE, its gradient for h); the kernel's also takes `want_grad=`
+ChunkFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+
+def _ce_chunk(
+    h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(summed CE, its gradient for h) of one chunk; written functionally for torch.compile,
     which fuses the softmax, the one-hot subtraction and the cast into few passes."""
     logits = (h @ w.t()).float()
@@ -199,7 +207,9 @@ def _ce_chunk(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float):
     return loss, grad
 
 
-def _ce_chunk_inplace(h, w, y, scale):
+def _ce_chunk_inplace(
+    h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same in place, eagerly: one float32 logits buffer per chunk."""
     logits = (h @ w.t()).float()
     lse = torch.logsumexp(logits, dim=-1)
@@ -212,7 +222,7 @@ def _ce_chunk_inplace(h, w, y, scale):
     return loss, probs.to(h.dtype) @ w
 
 
-_COMPILED: dict[str, object] = {}
+_COMPILED: dict[str, Any] = {}  # "fn": the compiled ChunkFn; else a kernel's verdict, a flag
 #: where a fallback from a compiled kernel is reported (the engine points it at the run's log)
 FALLBACK_LOG: dict[str, object] = {"log": None}
 
@@ -234,7 +244,7 @@ def report_fallback(what: str, error: BaseException, instead: str = "running it 
         print(line, file=sys.stderr)
 
 
-def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto"):
+def _chunk_fn(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "auto") -> ChunkFn:
     """The chunk function for this device and `mode` (CE_MODES): with "auto", the Triton kernel
     where it imports and passed its trial at this vocabulary and dtype, else the compiled chunk
     function, else eager."""
@@ -259,13 +269,13 @@ def _kernel_key(device: torch.device, vocab: int, dtype: torch.dtype) -> str:
 
 
 def _give_up(
-    fn,
+    fn: ChunkFn,
     error: BaseException,
     device: torch.device,
     vocab: int,
     dtype: torch.dtype,
     mode: str = "auto",
-):
+) -> ChunkFn:
     """After `fn` failed (the kernel its trial, or any of them on a chunk): remember not to use
     it again, say so once, and return what runs instead (the compiled chunk function after the
     kernel, eager after that)."""
@@ -297,7 +307,9 @@ def ce_kind(device: torch.device, vocab: int, dtype: torch.dtype, mode: str = "a
     )
 
 
-def _ce_chunk_kernel(h, w, y, scale, want_grad=True):
+def _ce_chunk_kernel(
+    h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, scale: float, want_grad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same through ce_kernel: one pass for the row's log-sum-exp, one writing the gradient
     over the logits (skipped, with its matmul, when no gradient is wanted)."""
     return ce_kernel.chunk(h, w, y, scale, IGNORE, want_grad)
@@ -309,7 +321,15 @@ class LinearCrossEntropy(torch.autograd.Function):
     151,936-token vocabulary makes a 4k row's logits 1.2 GB in bf16). `weight` is frozen."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, labels, scale, chunk, mode="auto"):
+    def forward(
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        labels: torch.Tensor,
+        scale: float,
+        chunk: int,
+        mode: str = "auto",
+    ) -> torch.Tensor:
         want_grad = hidden.requires_grad
         grad = torch.empty_like(hidden) if want_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -329,13 +349,13 @@ class LinearCrossEntropy(torch.autograd.Function):
                         raise
                     fn = _give_up(fn, e, hidden.device, vocab, hidden.dtype, mode)
             total += loss
-            if want_grad:
+            if grad is not None:
                 grad[s : s + chunk] = g
         ctx.save_for_backward(grad if want_grad else torch.empty(0))
         return total * scale
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
         return grad * grad_out.to(grad.dtype), None, None, None, None, None
 

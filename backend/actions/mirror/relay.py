@@ -16,6 +16,7 @@ from fleetdeck.backend.actions.mirror.common import (
     MIN_RATE,
     PER_FILE,
     MirrorFail,
+    Progress,
     gib,
 )
 from fleetdeck.backend.fleet.errors import HelperError, HostError
@@ -40,7 +41,15 @@ class Relay:
     (`Watchdog` in host/mirror/common.py), for a controller that stops without closing anything."""
 
     def __init__(
-        self, src_link, src, dst_link, dst_path, follow, progress, seen, swap=None
+        self,
+        src_link: HostLink,
+        src: dict,
+        dst_link: HostLink,
+        dst_path: str,
+        follow: bool,
+        progress: Progress | None,
+        seen: dict[str, Any],
+        swap: dict[str, Any] | None = None,
     ) -> None:
         self.src_link, self.src, self.dst_link, self.dst_path = src_link, src, dst_link, dst_path
         self.swap = swap

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace as evolve
 from typing import Any
 
@@ -289,7 +289,7 @@ async def verify(
         )
 
 
-async def both_sides(a, b):
+async def both_sides(a: Awaitable[Any], b: Awaitable[Any]) -> list[Any]:
     """Both results; when one side fails, the other is cancelled and awaited before the error
     goes on (a plain gather left it running: a walk or a hash on a host nobody waits for)."""
     tasks = [asyncio.ensure_future(a), asyncio.ensure_future(b)]
@@ -303,8 +303,16 @@ async def both_sides(a, b):
 
 
 async def hash_both(
-    src_link, src_path, dst_link, dst_path, follow, allow_outside, src, dst, skip_partials=False
-):
+    src_link: HostLink,
+    src_path: str,
+    dst_link: HostLink,
+    dst_path: str,
+    follow: bool,
+    allow_outside: bool,
+    src: dict,
+    dst: dict,
+    skip_partials: bool = False,
+) -> tuple[dict, dict]:
     """Both sides listed again, hashed each on its own host (DST never following a link)."""
     tot = max(sum(f["bytes"] for f in src["files"]), sum(f["bytes"] for f in dst["files"]))
     src, dst = await both_sides(
@@ -324,7 +332,15 @@ async def hash_both(
 
 
 async def verify_replaced(
-    src_link, src_path, dst_link, dst_path, src, swap, follow, allow_outside, total
+    src_link: HostLink,
+    src_path: str,
+    dst_link: HostLink,
+    dst_path: str,
+    src: Mapping[str, Any],
+    swap: Mapping[str, Any],
+    follow: bool,
+    allow_outside: bool,
+    total: int,
 ) -> tuple[MirrorFile, ...]:
     """After the swap: DST listed and hashed again on its host, compared with SRC's hashes.
     The copy was proven in the partial folder; this proves what now has DST's name."""

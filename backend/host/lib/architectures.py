@@ -75,7 +75,7 @@ HYBRID_ARCHS = {
 }
 
 
-def shape(arch):
+def shape(arch: str) -> dict:
     """The figures a memory estimate needs, in short names: vocab, hidden, inter, layers, heads,
     kv, head_dim."""
     a = ARCHS[arch]

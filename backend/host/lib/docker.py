@@ -12,13 +12,18 @@ import json
 from fleetdeck.backend.host.lib import runner
 
 
-def query(all_containers=False, exe=None, timeout=30, errors="replace"):
+def query(
+    all_containers: bool = False,
+    exe: str | None = None,
+    timeout: float = 30,
+    errors: str = "replace",
+) -> dict:
     """`docker ps -q --no-trunc` (`-a` too with `all_containers`), then one `docker inspect`
     of the ids it listed. A dict: `exe` (None: no docker command here), `ids`, `docs` (the
     inspect documents, a list, when everything answered), and where it stopped: `failed` is
     None, "ps" or "inspect" (`result` is that command's runner result) or "json" (`error`,
     the parse error); inspect's output is decoded with `errors`."""
-    out = {
+    out = {  # type: dict
         "exe": exe or runner.which("docker"),
         "ids": [],
         "docs": None,

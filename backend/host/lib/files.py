@@ -18,7 +18,7 @@ class NotRegular(OSError):
     """The path names something other than a regular file (a folder, a FIFO, a device)."""
 
 
-def open_regular(path, follow=False, dir_fd=None):
+def open_regular(path: str | bytes, follow: bool = False, dir_fd: int | None = None) -> int:
     """A descriptor of the regular file at `path` (relative to `dir_fd` when given), opened
     without blocking (a FIFO put where a file was expected answers at once instead of holding
     the reader until a writer comes), its last component never followed unless `follow`;
@@ -35,7 +35,9 @@ def open_regular(path, follow=False, dir_fd=None):
     return fd
 
 
-def read_regular(path, limit=None, dir_fd=None):
+def read_regular(
+    path: str | bytes, limit: int | None = None, dir_fd: int | None = None
+) -> tuple[bytes, os.stat_result]:
     """(bytes, os.stat_result) of the regular file at `path`, its last component never followed
     (a symlink raises ELOOP); anything that is not a regular file raises NotRegular, and one
     larger than `limit` bytes (when given) raises OSError EFBIG without being read whole."""
@@ -57,7 +59,7 @@ def read_regular(path, limit=None, dir_fd=None):
         os.close(fd)
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     """Write every byte of `data`: os.write may write fewer than asked (a short write)."""
     view = memoryview(data)
     while view:
@@ -67,7 +69,9 @@ def write_all(fd, data):
 RENAME_NOREPLACE = 1
 
 
-def renameat2(src_fd, src, dst_fd, dst, how):
+def renameat2(
+    src_fd: int, src: str | bytes, dst_fd: int, dst: str | bytes, how: int
+) -> bool | None:
     """renameat2(2) through libc (`how`: RENAME_NOREPLACE...): True when renamed; None where
     this libc, kernel or file system has no such call; OSError for any other failure."""
     try:

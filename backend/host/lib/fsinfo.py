@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 
 
-def unescape_mount(b):
+def unescape_mount(b: bytes) -> str:
     """A mountinfo field with its octal escapes (\\040 ...) decoded, as str (surrogateescape)."""
     return os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), b))
 
 
-def read_mounts():
+def read_mounts() -> list[tuple[str, str, str]]:
     """[(mount point, fstype, source)] from /proc/self/mountinfo, in mount order."""
     out = []  # type: list
     try:
@@ -51,19 +52,21 @@ SYSTEM_TREES = (
 SYSTEM_FOLDERS = ("/", "/home", "/run", "/var")
 
 
-def system_folder(resolved):
+def system_folder(resolved: str) -> str | None:
     """The system folder an absolute, resolved path is (or lies in, for SYSTEM_TREES), or None."""
     if resolved in SYSTEM_FOLDERS or resolved in SYSTEM_TREES:
         return resolved
     return next((t for t in SYSTEM_TREES if resolved.startswith(t + "/")), None)
 
 
-def under(p, top):
+def under(p: str, top: str) -> bool:
     """True when p is top or lies below it (clean absolute paths, compared as strings)."""
     return p == top or p.startswith(top.rstrip("/") + "/")
 
 
-def mount_of(path, mounts=None):
+def mount_of(
+    path: str, mounts: Iterable[tuple[str, str, str]] | None = None
+) -> tuple[str, str, str]:
     """(mount point, fstype, source) of the filesystem holding `path` (already resolved)."""
     best = ("/", "?", "?")
     for m in mounts if mounts is not None else read_mounts():
@@ -72,7 +75,9 @@ def mount_of(path, mounts=None):
     return best
 
 
-def mounts_inside(path, mounts=None):
+def mounts_inside(
+    path: str, mounts: Iterable[tuple[str, str, str]] | None = None
+) -> list[tuple[str, str, str]]:
     """Mount points strictly below `path`."""
     return [
         m
@@ -81,13 +86,13 @@ def mounts_inside(path, mounts=None):
     ]
 
 
-def usage(path_or_fd):
+def usage(path_or_fd: str | int) -> tuple[int, int, int]:
     """(total, used, free-for-unprivileged) bytes of the filesystem of a path or open fd."""
     v = os.statvfs(path_or_fd)
     total = v.f_blocks * v.f_frsize
     return total, total - v.f_bfree * v.f_frsize, v.f_bavail * v.f_frsize
 
 
-def free_bytes(path_or_fd):
+def free_bytes(path_or_fd: str | int) -> int:
     """Bytes an unprivileged writer may still use on that filesystem."""
     return usage(path_or_fd)[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 
 from fleetdeck.backend.host.lib import flags
 
@@ -12,7 +13,9 @@ FILE_FLAGS = flags.READ_NOFOLLOW
 CHUNK = 1 << 20
 
 
-def sha256_fd(fd, chunk=CHUNK, each=None):
+def sha256_fd(
+    fd: int, chunk: int = CHUNK, each: Callable[[bytes], object] | None = None
+) -> tuple[str, int]:
     """(sha256 hex, bytes read) of an open file, from its current offset to its end; `each`, if
     given, is called with every chunk as it is read (a copy that hashes what it sends)."""
     h = hashlib.sha256()
@@ -28,7 +31,7 @@ def sha256_fd(fd, chunk=CHUNK, each=None):
     return h.hexdigest(), n
 
 
-def sha256_at(dir_fd, name):
+def sha256_at(dir_fd: int, name: str) -> str:
     """sha256 of the regular file `name` in the folder `dir_fd` (a symlink raises ELOOP)."""
     fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     try:

@@ -36,7 +36,7 @@ class TooDeep(ValueError):
 
     code = CODE
 
-    def __init__(self, depth, limit, what="the answer"):
+    def __init__(self, depth: int, limit: int, what: str = "the answer") -> None:
         ValueError.__init__(
             self,
             "%s nests %d levels of arrays and objects, more than the %d "
@@ -46,7 +46,7 @@ class TooDeep(ValueError):
         self.limit = limit
 
 
-def depth(text):
+def depth(text: str | bytes) -> int:
     """The deepest nesting of arrays and objects in JSON `text` (str or bytes), outside strings."""
     data = _bytes(text)
     if data.count(b"[") + data.count(b"{") == 0:
@@ -62,7 +62,7 @@ def depth(text):
     return max(0, max(accumulate(map(_STEP.__getitem__, brackets)), default=0))
 
 
-def _bytes(text):
+def _bytes(text: str | bytes) -> bytes:
     # the brackets and quotes are ASCII: any text's UTF-8 bytes nest as the text does
     if isinstance(text, str):
         return text.encode("utf-8", "surrogatepass")

@@ -28,6 +28,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Collection, Container, Iterable, Sequence
 
 from fleetdeck.backend.host.lib import files, flags, text, weights
 
@@ -56,7 +57,7 @@ FRESH_OK = ("RUN.toml", "run.json", "train.log", ".fleetdeck-launch.lock")
 DIR_FLAGS = flags.DIR
 
 
-def checkpoint_step(name):
+def checkpoint_step(name: str) -> int | None:
     """The step of a `checkpoint-<step>` name (the whole name, a step of at most 2**63 - 1), or
     None."""
     m = CHECKPOINT_RE.match(name)
@@ -66,13 +67,13 @@ def checkpoint_step(name):
     return step if step <= MAX_STEP else None
 
 
-def looks_like_checkpoint(name):
+def looks_like_checkpoint(name: str) -> bool:
     """True for any name a reader could take for a checkpoint (`checkpoint-<digits>...`), a
     real step or not: what purge treats as a checkpoint component, to be safe."""
     return bool(LOOKS_LIKE_CHECKPOINT.match(name))
 
 
-def odd_checkpoint_names(names):
+def odd_checkpoint_names(names: Iterable[str]) -> list[tuple[str, str]]:
     """The names that look like `checkpoint-<step>` but are not checkpoints (trailing bytes
     after the digits, a step past 2**63 - 1), each with why: [(name, why)]."""
     out = []
@@ -95,7 +96,7 @@ def odd_checkpoint_names(names):
 LOG_MARKERS = ("train.log", "nohup.out")
 
 
-def is_run(names, logs=False):
+def is_run(names: Iterable[str], logs: bool = False) -> bool:
     """True when a folder listing `names` is a run (with `logs`, a trainer's log marks one too)."""
     names = set(names)
     return (
@@ -105,7 +106,7 @@ def is_run(names, logs=False):
     )
 
 
-def _file_problem(dir_fd, name, need_bytes):
+def _file_problem(dir_fd: int, name: str, need_bytes: bool) -> str | None:
     """Why `name` in the open folder is not a regular file (with bytes, if `need_bytes`), or None."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -120,14 +121,14 @@ def _file_problem(dir_fd, name, need_bytes):
     return None
 
 
-def adapter_problem_at(dir_fd):
+def adapter_problem_at(dir_fd: int) -> str | None:
     """Why the open folder `dir_fd` is not a final adapter, or None when it is one: its weights
     must be a whole safetensors file (`weights.file_problem`: judged by its bytes), its config a
     regular file (neither a link)."""
     return weights.file_problem(dir_fd, WEIGHTS) or _file_problem(dir_fd, CONFIG, False)
 
 
-def adapter_problem(path):
+def adapter_problem(path: str) -> str | None:
     """Why `path` is not a final adapter folder, or None when it is one (never follows a link
     at its last component)."""
     try:
@@ -147,7 +148,7 @@ def adapter_problem(path):
         os.close(fd)
 
 
-def _index_problem(dir_fd, name):
+def _index_problem(dir_fd: int, name: str) -> str | None:
     """Why the sharded weights an index names are not all there and whole (`weights`), or
     None."""
     why = _file_problem(dir_fd, name, True)
@@ -162,7 +163,7 @@ def _index_problem(dir_fd, name):
     return weights.index_problem(dir_fd, name, raw)
 
 
-def full_model_problem_at(dir_fd, names):
+def full_model_problem_at(dir_fd: int, names: Container[str]) -> str | None:
     """Why the open folder holds no full model (whole weights plus config.json), or None."""
     why = None
     for w in FULL_WEIGHTS:
@@ -176,7 +177,7 @@ def full_model_problem_at(dir_fd, names):
     return why or _file_problem(dir_fd, MODEL_CONFIG, False)
 
 
-def checkpoint_problem_at(dir_fd):
+def checkpoint_problem_at(dir_fd: int) -> str | None:
     """Why the open checkpoint folder is not complete ("incomplete: trainer_state.json only"),
     or None when it holds a LoRA adapter's weights and config, or a full model's."""
     try:
@@ -196,7 +197,7 @@ def checkpoint_problem_at(dir_fd):
     return "incomplete: no %s or model weights among its %d entries" % (WEIGHTS, len(names))
 
 
-def checkpoint_problem(path):
+def checkpoint_problem(path: str) -> str | None:
     """Why the checkpoint folder at `path` is not complete, or None (a symlinked folder is not
     one)."""
     try:
@@ -211,12 +212,12 @@ def checkpoint_problem(path):
         os.close(fd)
 
 
-def complete_checkpoints(run, names=None):
+def complete_checkpoints(run: str, names: Collection[str] | None = None) -> list[tuple[int, str]]:
     """[(step, path)] of the run's complete checkpoints, oldest first."""
     return [(s, p) for s, p in checkpoints(run, names) if checkpoint_problem(p) is None]
 
 
-def resumable_checkpoints(run):
+def resumable_checkpoints(run: str) -> list[tuple[int, str]]:
     """[(step, path)] of the checkpoints a run resumes from, oldest first: complete ones in
     `<run>/checkpoints/` (where the trainer saves) that hold their trainer_state.json."""
     inside = os.path.join(run, "checkpoints")
@@ -227,7 +228,7 @@ def resumable_checkpoints(run):
     ]
 
 
-def final_adapter(run):
+def final_adapter(run: str) -> str | None:
     """The run's final adapter folder (`<run>/adapter`, else `<run>` itself), or None."""
     sub = os.path.join(run, ADAPTER_DIR)
     if adapter_problem(sub) is None:
@@ -237,7 +238,7 @@ def final_adapter(run):
     return None
 
 
-def final_adapter_problem(run):
+def final_adapter_problem(run: str) -> str | None:
     """Why the run has no final adapter (one sentence), or None when it has one."""
     sub = os.path.join(run, ADAPTER_DIR)
     why = adapter_problem(sub)
@@ -248,7 +249,7 @@ def final_adapter_problem(run):
     return "no %s/ folder and no adapter at the run root" % ADAPTER_DIR
 
 
-def checkpoints(run, names=None):
+def checkpoints(run: str, names: Collection[str] | None = None) -> list[tuple[int, str]]:
     """[(step, path)] of the run's real checkpoint folders, oldest first."""
     if names is None:
         try:
@@ -276,7 +277,7 @@ def checkpoints(run, names=None):
     return sorted(found)
 
 
-def run_of(comps):
+def run_of(comps: Sequence[str]) -> Sequence[str] | None:
     """The run folder (as components) that a path's components lie in, judged by its
     checkpoint components: the folder above `checkpoints/` or above `checkpoint-N`; None."""
     for i, c in enumerate(comps):
@@ -291,14 +292,14 @@ def run_of(comps):
 RESUMABLE_OK = FRESH_OK + ("checkpoints", "progress.jsonl")
 
 
-def not_fresh(names, resumable=False):
+def not_fresh(names: Iterable[str], resumable: bool = False) -> list[str]:
     """The entries that make a folder listing unfit for a new run (sorted; hidden names are
     never counted). `resumable`: the trainer's own leftovers (checkpoints, progress) are fine."""
     ok = RESUMABLE_OK if resumable else FRESH_OK
     return sorted(n for n in names if n not in ok and not n.startswith("."))
 
 
-def resolve_run(given, roots):
+def resolve_run(given: object, roots: Iterable[object] | None) -> str:
     """The run folder a person names, one rule for every command: an absolute path or one under
     `~` (taken as it is), else a folder name or a path relative to one of the runs `roots`
     (`run-8`, `sweep/run-8`). Raises LookupError(code, sentence): `no-run` when nothing answers,

@@ -24,14 +24,14 @@ PREFIXES = ("/etc/cron", "/etc/anacrontab", "/etc/systemd/", "/lib/systemd/", "/
 _STATE: dict = {}
 
 
-def _mtime(path):
+def _mtime(path: str) -> int | None:
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
         return None
 
 
-def _variants(path):
+def _variants(path: str) -> list[str]:
     """The path, and its other spelling on a merged /usr (dpkg records /lib, systemd /usr/lib)."""
     out = [path]
     for a, b in (("/usr/lib/", "/lib/"), ("/lib/", "/usr/lib/")):
@@ -40,7 +40,7 @@ def _variants(path):
     return out
 
 
-def _dpkg_index():
+def _dpkg_index() -> tuple[dict[str, str], dict[str, str]]:
     """({path: package} for PREFIXES paths, {path: md5} of conffiles), cached on dpkg's mtimes."""
     key = (_mtime(DPKG_INFO), _mtime(DPKG_STATUS))
     hit = _STATE.get("dpkg")
@@ -80,7 +80,7 @@ def _dpkg_index():
     return val
 
 
-def _md5(path):
+def _md5(path: str) -> str:
     h = hashlib.md5()
     with open(path, "rb") as f:
         while True:
@@ -91,7 +91,7 @@ def _md5(path):
     return h.hexdigest()
 
 
-def _shipped_md5(pkg, path, conffiles):
+def _shipped_md5(pkg: str, path: str, conffiles: dict[str, str]) -> str | None:
     """The md5 dpkg recorded for `path` of `pkg`, or None when it recorded none."""
     if path in conffiles:
         return conffiles[path]
@@ -113,7 +113,7 @@ def _shipped_md5(pkg, path, conffiles):
     return sums.get(path)
 
 
-def _rpm_installed(path):
+def _rpm_installed(path: str) -> str | None:
     key = ("rpm", path, _mtime(path))
     if key in _STATE:
         return _STATE[key]
@@ -133,7 +133,7 @@ def _rpm_installed(path):
     return ans
 
 
-def installed_by(path):
+def installed_by(path: str) -> str | None:
     """The package that installed `path` as it is now, or None (not a package's file, or
     edited since: its md5 differs from the one the package manager recorded)."""
     if os.path.isdir(DPKG_INFO):

@@ -24,7 +24,13 @@ import os
 import stat
 import sys
 import zlib
+from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: this loader runs before every helper, so imports little
+    from types import CodeType, ModuleType
+    from typing import Any, BinaryIO, NoReturn
 
 MISSING = "missing"
 #: a payload is at most this big once decompressed (the probe's is ~0.5 MiB)
@@ -41,12 +47,12 @@ class Untrusted(Exception):
     """A cache folder or file that must not be used (the message says why)."""
 
 
-def code_tag():
+def code_tag() -> str:
     """What a bytecode file is valid for: this interpreter's cache tag and exact version."""
     return "%s-%x" % (sys.implementation.cache_tag or "python", sys.hexversion)
 
 
-def cache_base():
+def cache_base() -> str:
     """The folder the cache lives under: $XDG_CACHE_HOME when absolute, else ~/.cache of the
     effective user as the password database has it."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
@@ -58,7 +64,7 @@ def cache_base():
     return os.path.join(pwd.getpwuid(os.geteuid()).pw_dir, ".cache")
 
 
-def _check_dir(st, path, own):
+def _check_dir(st: os.stat_result, path: str, own: bool) -> None:
     """A folder on the cache's path: root's or the user's (the user's alone when `own`), and
     writable by no one else (unless sticky, as /tmp, for a folder above the cache)."""
     if not stat.S_ISDIR(st.st_mode):
@@ -69,7 +75,7 @@ def _check_dir(st, path, own):
         raise Untrusted("%s is writable by others" % path)
 
 
-def _open_dir(parent, name, path):
+def _open_dir(parent: int, name: str, path: str) -> int:
     try:
         return os.open(name, _DIR, dir_fd=parent)
     except OSError as e:
@@ -78,7 +84,7 @@ def _open_dir(parent, name, path):
         raise e
 
 
-def _open_base(create):
+def _open_base(create: bool) -> tuple[int, str]:
     """A descriptor of the cache's base folder, every folder on its real path checked."""
     base = os.path.realpath(cache_base())
     fd = os.open("/", _DIR)
@@ -106,7 +112,7 @@ def _open_base(create):
         raise
 
 
-def open_cache(create=False):
+def open_cache(create: bool = False) -> int:
     """A descriptor of the payload folder, every folder on the way checked (`Untrusted` or
     OSError when it cannot be used). With `create`, missing folders are made 0700, and a
     `fleetdeck/` or `payload/` that cannot be trusted is moved aside and made anew."""
@@ -137,7 +143,7 @@ def open_cache(create=False):
         raise
 
 
-def _replace(parent, name):
+def _replace(parent: int, name: str) -> None:
     """Make room for a new folder `name` in `parent`: an untrusted folder or a symlink is moved
     aside, never emptied or followed (its contents are not ours to judge); then mkdir 0700.
     Anything else there (a file) is left alone, and the cache is not used."""
@@ -162,7 +168,7 @@ def _replace(parent, name):
         pass  # another helper made it at the same moment: checked on the next attempt
 
 
-def _read_own(d, name, limit):
+def _read_own(d: int, name: str, limit: int) -> bytes:
     """The bytes of regular file `name` in folder `d`, if the user owns it and no one else may
     write it; never through a symlink."""
     fd = os.open(name, _FILE, dir_fd=d)
@@ -182,7 +188,7 @@ def _read_own(d, name, limit):
         os.close(fd)
 
 
-def _write(d, name, data):
+def _write(d: int, name: str, data: bytes) -> None:
     """Write `name` in folder `d` whole or not at all: a temporary file, then a rename."""
     tmp = ".tmp-%d-%s" % (os.getpid(), name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE, 0o600, dir_fd=d)
@@ -198,7 +204,7 @@ def _write(d, name, data):
     os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
 
 
-def compile_all(doc):
+def compile_all(doc: dict[str, Any]) -> dict[str, CodeType]:
     """{module name: code object} of every module the payload carries."""
     return {
         name: compile(src, "<fleetdeck-helper:%s>" % name, "exec")
@@ -206,12 +212,12 @@ def compile_all(doc):
     }
 
 
-def _code_bytes(sha, codes):
+def _code_bytes(sha: str, codes: dict[str, CodeType]) -> bytes:
     body = marshal.dumps(codes)
     return _CODE_MAGIC + bytes.fromhex(sha) + hashlib.sha256(body).digest() + body
 
 
-def _codes_from(sha, data):
+def _codes_from(sha: str, data: bytes) -> dict[str, CodeType] | None:
     """The code objects in a bytecode file's bytes, or None when they are not for payload
     `sha` or do not match their own digest."""
     head = len(_CODE_MAGIC)
@@ -227,7 +233,7 @@ def _codes_from(sha, data):
     return codes if isinstance(codes, dict) else None
 
 
-def lookup(sha):
+def lookup(sha: str) -> tuple[dict[str, Any], dict[str, CodeType]] | None:
     """(payload document, {name: code}) of the cached payload `sha`, or None on any miss."""
     try:
         d = open_cache(create=False)
@@ -258,7 +264,7 @@ def lookup(sha):
         os.close(d)
 
 
-def store(sha, raw, doc, codes):
+def store(sha: str, raw: bytes, doc: dict[str, Any], codes: dict[str, CodeType]) -> bool:
     """Keep payload `sha` and its bytecode in the cache; False when the cache cannot be
     used (nothing else happens then: the payload runs all the same)."""
     try:
@@ -276,7 +282,7 @@ def store(sha, raw, doc, codes):
         os.close(d)
 
 
-def _prune(d, keep):
+def _prune(d: int, keep: str) -> None:
     """Keep the cache bounded: the newest KEEP_FILES files stay (and those of `keep`)."""
     entries = []
     for e in os.scandir(d):
@@ -295,13 +301,13 @@ def _prune(d, keep):
             pass
 
 
-class Finder:
+class Finder(MetaPathFinder, Loader):
     """Imports the payload's modules from it, first on `sys.meta_path`: package folders
-    (`fleetdeck`, `fleetdeck.backend`...) are empty packages, the rest run from their
-    bytecode (compiled on first import when there is none)."""
+    (`fleetdeck`, `fleetdeck.backend`...) are empty packages, the rest run from their bytecode
+    (compiled on first import when there is none) in modules `Loader.create_module` makes."""
 
-    def __init__(self, doc, codes):
-        self.mods = {}
+    def __init__(self, doc: dict[str, Any], codes: dict[str, CodeType] | None) -> None:
+        self.mods: dict[str, tuple[bool, str]] = {}
         self.parents = set()  # type: set
         for name, pkg, src in doc["modules"]:
             if name == doc["main"]:
@@ -311,21 +317,16 @@ class Finder:
             self.parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
         self.codes = codes
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
         """A spec for a carried module or one of its packages; None for anything else."""
         if name not in self.mods and name not in self.parents:
             return None
         pkg = name in self.parents or self.mods[name][0]
-        spec = ModuleSpec(name, self, origin="<fleetdeck-helper:%s>" % name, is_package=pkg)
-        return spec
+        return ModuleSpec(name, self, origin="<fleetdeck-helper:%s>" % name, is_package=pkg)
 
-    def create_module(self, spec):
-        """The default module object."""
-        return None
-
-    def exec_module(self, module):
+    def exec_module(self, module: ModuleType) -> None:
         """Run a carried module's code in it (a bare package has none)."""
-        name = module.__spec__.name
+        name = module.__spec__.name if module.__spec__ else module.__name__  # made from its spec
         module.__file__ = "<fleetdeck-helper:%s>" % name
         if name not in self.mods:
             return
@@ -335,7 +336,7 @@ class Finder:
         exec(code, module.__dict__)
 
 
-def run(doc, codes):
+def run(doc: dict[str, Any], codes: dict[str, CodeType] | None) -> None:
     """Run the payload: its modules importable, its main module as `__main__`."""
     sys.meta_path.insert(0, Finder(doc, codes))
     main = doc["main"]
@@ -346,13 +347,13 @@ def run(doc, codes):
     exec(code, {"__name__": "__main__", "__builtins__": __builtins__, "__file__": where})
 
 
-def _fail(message):
+def _fail(message: str) -> NoReturn:
     sys.stderr.write("fleetdeck helper loader: %s\n" % message)
     sys.stderr.flush()
     os._exit(2)
 
 
-def _missing(sha, out, inp):
+def _missing(sha: str, out: BinaryIO, inp: BinaryIO) -> None:
     """Say the payload is missing, then take the controller's input to its end unread."""
     out.write(json.dumps({"fleetdeck_payload": MISSING, "sha256": sha}).encode() + b"\n")
     out.flush()
@@ -360,7 +361,7 @@ def _missing(sha, out, inp):
         pass
 
 
-def main(inp=None, out=None):
+def main(inp: BinaryIO | None = None, out: BinaryIO | None = None) -> None:
     """Read the header line (and the payload it announces), then run the payload."""
     inp = inp or sys.stdin.buffer
     out = out or sys.stdout.buffer
@@ -370,7 +371,7 @@ def main(inp=None, out=None):
         found = lookup(sha) if _is_sha(sha) else None
         if found is None:
             _missing(sha, out, inp)
-            return 0
+            return
         return run(*found)
     if len(head) != 5 or head[0] != b"p" or not head[2].isdigit() or not head[3].isdigit():
         _fail("unknown header %r" % b" ".join(head)[:100])
@@ -384,14 +385,14 @@ def main(inp=None, out=None):
     if len(packed) != zsize or len(raw) != size or hashlib.sha256(raw).hexdigest() != sha:
         _fail("the payload arrived damaged (its size or sha256 differs from its header)")
     doc = json.loads(raw.decode("utf-8"))
-    codes = {}
+    codes: dict[str, CodeType] = {}
     if keep:
         codes = compile_all(doc)
         store(sha, raw, doc, codes)
     return run(doc, codes)
 
 
-def _is_sha(s):
+def _is_sha(s: str) -> bool:
     return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
 
 

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from fleetdeck.backend.host.lib import flags
 
@@ -34,7 +35,7 @@ PF_KTHREAD = 0x00200000
 SHELLS = frozenset(("bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "busybox"))
 
 
-def read_bytes(path, limit=1 << 20):
+def read_bytes(path: str, limit: int = 1 << 20) -> bytes:
     """A /proc file's bytes with raw os calls (a process scan opens hundreds a poll)."""
     fd = os.open(path, flags.READ)
     try:
@@ -52,20 +53,11 @@ def read_bytes(path, limit=1 << 20):
 
 
 # /proc/PID/stat, by index into `stat_fields` (field N of proc(5) is index N - 3)
-_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS, _UTIME, _STIME, _STARTTIME, _RSS = (
-    0,
-    1,
-    2,
-    4,
-    6,
-    11,
-    12,
-    19,
-    21,
-)
+_STATE, _PPID, _PGRP, _TTY_NR, _FLAGS = 0, 1, 2, 4, 6
+_UTIME, _STIME, _STARTTIME, _RSS = 11, 12, 19, 21
 
 
-def stat_fields(pid):
+def stat_fields(pid: int) -> list[bytes] | None:
     """The fields of /proc/PID/stat after the command name (`state` first), as bytes, or None
     when `pid` is gone. The name is skipped up to its last ')': it may hold spaces and ')'."""
     try:
@@ -74,13 +66,13 @@ def stat_fields(pid):
         return None
 
 
-def fields_of_stat(data):
+def fields_of_stat(data: bytes) -> list[bytes]:
     """The fields of a /proc/PID/stat text `data` (bytes) after the command name, `state`
     first. ValueError when it holds no ')'."""
     return data[data.rindex(b")") + 2 :].split()
 
 
-def start_ticks_of_stat(data):
+def start_ticks_of_stat(data: bytes) -> int | None:
     """The start time (clock ticks after boot) in a /proc/PID/stat text `data` (bytes), or None
     when it holds none: what tells a process from a later one with its pid."""
     try:
@@ -89,7 +81,7 @@ def start_ticks_of_stat(data):
         return None
 
 
-def facts_of_stat(data):
+def facts_of_stat(data: bytes) -> tuple[bytes, str, int, int, int, int, int, int, int] | None:
     """(comm bytes, state, ppid, pgid, start ticks, flags, tty_nr, CPU ticks in user and system
     mode, resident pages) of a /proc/PID/stat text `data` (bytes), or None when it is not one:
     what one read of the file tells a process scan. The name is what lies between the first
@@ -111,10 +103,12 @@ def facts_of_stat(data):
         return None
 
 
-def stat(pid):
+def stat(pid: int) -> tuple[str, int, int, int, int, int] | None:
     """(state, ppid, pgid, start ticks, flags, tty_nr) of `pid` from /proc/PID/stat, or None
     if gone."""
     f = stat_fields(pid)
+    if f is None:  # gone
+        return None
     try:
         return (
             f[_STATE].decode(),
@@ -128,10 +122,12 @@ def stat(pid):
         return None
 
 
-def usage(pid):
+def usage(pid: int) -> tuple[int, int, int, str] | None:
     """(CPU ticks spent in user and system mode, resident pages, start ticks, state letter) of
     `pid` from /proc/PID/stat, or None if gone."""
     f = stat_fields(pid)
+    if f is None:  # gone
+        return None
     try:
         return (
             int(f[_UTIME]) + int(f[_STIME]),
@@ -143,19 +139,19 @@ def usage(pid):
         return None
 
 
-def start_ticks(pid):
+def start_ticks(pid: int) -> int | None:
     """The start time of `pid` in clock ticks since boot, or None when it is gone."""
     st = stat(pid)
     return st[3] if st else None
 
 
-def alive(pid):
+def alive(pid: object) -> bool:
     """True when `pid` exists and is not a zombie."""
     st = stat(pid) if isinstance(pid, int) and pid > 0 else None
     return st is not None and st[0] not in ("Z", "X")
 
 
-def same_process(pid, start):
+def same_process(pid: object, start: object) -> bool:
     """True only when `pid` is alive and started at `start` ticks. Without a start time there
     is no identity: a bare pid is never taken as proof that a process still runs."""
     if not isinstance(pid, int) or pid <= 0 or not isinstance(start, int):
@@ -164,13 +160,13 @@ def same_process(pid, start):
     return st is not None and st[0] not in ("Z", "X") and st[3] == start
 
 
-def ppid(pid):
+def ppid(pid: int) -> int | None:
     """The parent pid of `pid`, or None."""
     st = stat(pid)
     return st[1] if st else None
 
 
-def session(argv=None):
+def session(argv: list[str] | None = None) -> tuple[int, int, str | None] | None:
     """(pid, start ticks) of the process whose descendants are this controller's session on this
     host, or None: the local controller named on argv (`SESSION_ARG`, checked to be alive and an
     ancestor), else the nearest ancestor of this process that is an sshd (the per-connection
@@ -187,12 +183,17 @@ def session(argv=None):
             return (pid, start, a) if ok else None
     for pid in mine:
         if pid > 1 and comm(pid) in SSHD_COMMS:
-            start = start_ticks(pid)
-            return (pid, start, None) if start is not None else None
+            ticks = start_ticks(pid)
+            return (pid, ticks, None) if ticks is not None else None
     return None
 
 
-def in_session(pid, anchor, stat_of=None, hops=64):
+def in_session(
+    pid: object,
+    anchor: tuple[int, int, str | None] | None,
+    stat_of: Callable[[int], tuple[int, int] | None] | None = None,
+    hops: int = 64,
+) -> bool:
     """True when `pid` descends from `anchor` ((pid, start ticks, session arg), from
     `session()`): its parent chain reaches that very process. For the local controller (which
     has other children: a test runner's, a shell's) the chain must pass through a child of it
@@ -202,7 +203,7 @@ def in_session(pid, anchor, stat_of=None, hops=64):
         return False
     if stat_of is None:
 
-        def stat_of(p):
+        def stat_of(p: int) -> tuple[int, int] | None:
             st = stat(p)
             return (st[1], st[3]) if st else None
 
@@ -226,7 +227,7 @@ def in_session(pid, anchor, stat_of=None, hops=64):
     return False
 
 
-def _has_arg(pid, arg):
+def _has_arg(pid: int, arg: str) -> bool:
     """True when `arg` is one of `pid`'s argv entries."""
     try:
         raw = read_bytes("/proc/%d/cmdline" % pid)
@@ -235,13 +236,13 @@ def _has_arg(pid, arg):
     return arg.encode() in raw.split(b"\0")
 
 
-def session_argv():
+def session_argv() -> list[str]:
     """[SESSION_ARG + "PID:START"] naming this process, for a helper it starts itself."""
     start = start_ticks(os.getpid())
     return [] if start is None else ["%s%d:%d" % (SESSION_ARG, os.getpid(), start)]
 
 
-def ancestors(pid=None):
+def ancestors(pid: int | None = None) -> list[int]:
     """The pids `pid` (default: this process) descends from, nearest first, init included."""
     out = []  # type: list
     cur = os.getpid() if pid is None else pid
@@ -253,7 +254,7 @@ def ancestors(pid=None):
         cur = parent
 
 
-def children(pid):
+def children(pid: int) -> list[int]:
     """Direct children of `pid` (from /proc/PID/task/*/children where the kernel has it)."""
     kids = []  # type: list
     try:
@@ -268,7 +269,7 @@ def children(pid):
     return kids
 
 
-def descendants(pid):
+def descendants(pid: int) -> list[int]:
     """Every process below `pid`, breadth first."""
     out, todo = [], [pid]
     while todo:
@@ -279,13 +280,13 @@ def descendants(pid):
     return out
 
 
-def is_kernel_thread(pid):
+def is_kernel_thread(pid: int) -> bool:
     """Kernel threads hold no user files; unprivileged users cannot read their entries."""
     st = stat(pid)
     return bool(st and st[4] & PF_KTHREAD)
 
 
-def cmdline(pid):
+def cmdline(pid: int) -> list[str]:
     """argv of `pid` as a list of str (undecodable bytes kept), [] when unknown."""
     try:
         raw = read_bytes("/proc/%d/cmdline" % pid)
@@ -296,7 +297,7 @@ def cmdline(pid):
     return [a.decode("utf-8", "surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
 
 
-def comm(pid):
+def comm(pid: int) -> str:
     """The short name of `pid`, or '?'."""
     try:
         return read_bytes("/proc/%d/comm" % pid).decode("utf-8", "replace").strip()
@@ -304,7 +305,7 @@ def comm(pid):
         return "?"
 
 
-def uid(pid):
+def uid(pid: int) -> int | None:
     """The owner uid of `pid`, or None."""
     try:
         return os.stat("/proc/%d" % pid).st_uid
@@ -312,7 +313,7 @@ def uid(pid):
         return None
 
 
-def has_helper_marker(pid):
+def has_helper_marker(pid: int) -> bool:
     """True when `pid`'s environment holds HELPER_ENV. Anyone can set it: a hint (a partial
     folder's writer of the same pid and start time), never proof that a process is ours.
     Another user's process is unreadable here and counts as not marked."""
@@ -323,12 +324,12 @@ def has_helper_marker(pid):
     return (HELPER_ENV + "=1").encode() in env.split(b"\0")
 
 
-def pids():
+def pids() -> list[int]:
     """Every pid in /proc now."""
     return [int(n) for n in os.listdir("/proc") if n.isdigit()]
 
 
-def clock_ticks():
+def clock_ticks() -> int:
     """Clock ticks per second (for start times)."""
     try:
         return os.sysconf("SC_CLK_TCK")
@@ -336,7 +337,7 @@ def clock_ticks():
         return 100
 
 
-def boot_time():
+def boot_time() -> int:
     """Epoch seconds of the last boot, from /proc/stat."""
     try:
         for line in read_bytes("/proc/stat").splitlines():
@@ -347,12 +348,12 @@ def boot_time():
     return 0
 
 
-def started_at(start):
+def started_at(start: float) -> float:
     """Epoch seconds at which a process that started at `start` ticks began."""
     return boot_time() + start / float(clock_ticks())
 
 
-def signal_process(pid, start, sig):
+def signal_process(pid: int, start: int | None, sig: int) -> bool:
     """Send `sig` to the process (pid, start) only, never to whoever reused its pid: through a
     pidfd where the kernel has them (it pins the process while its start time is checked).
     False when that process is gone."""
@@ -384,7 +385,7 @@ def signal_process(pid, start, sig):
     return True
 
 
-def wait_gone(procs, seconds):
+def wait_gone(procs: list[tuple[int, int]], seconds: float) -> bool:
     """True once none of [(pid, start)] is the same process any more, within `seconds`."""
     deadline = time.monotonic() + seconds
     while True:

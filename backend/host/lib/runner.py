@@ -7,13 +7,20 @@ from __future__ import annotations
 import os
 import subprocess
 from collections import namedtuple
+from collections.abc import Mapping, Sequence
 
 Result = namedtuple("Result", "rc out err")
 Result.__doc__ = """rc: exit status (127 when the program is missing, 124 on timeout, 126 when it
 could not start); out, err: bytes."""
 
 
-def run(argv, data=None, timeout=30, cwd=None, env=None):
+def run(
+    argv: Sequence[str],
+    data: bytes | None = None,
+    timeout: float = 30,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
     """Run argv (a list, no shell) and return a Result; a missing program or a timeout is a
     Result too (rc 127 / 124, the reason in `err`), so callers have one shape to judge."""
     try:
@@ -36,7 +43,7 @@ def run(argv, data=None, timeout=30, cwd=None, env=None):
     return Result(r.returncode, r.stdout, r.stderr)
 
 
-def first_line(err, limit=300):
+def first_line(err: bytes, limit: int = 300) -> str:
     """The first non-empty line of a tool's stderr, decoded, bounded: for a reason sentence."""
     for line in err.decode("utf-8", "replace").splitlines():
         line = line.strip()
@@ -45,7 +52,7 @@ def first_line(err, limit=300):
     return ""
 
 
-def which(name):
+def which(name: str) -> str | None:
     """Full path of `name` on PATH, or None (shutil.which without importing shutil's bulk)."""
     for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
         p = os.path.join(d or ".", name)

@@ -12,32 +12,37 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import BinaryIO
 
 
 class Refused(Exception):
     """An expected refusal: a reason code and one sentence (plus any extra fields)."""
 
-    def __init__(self, code, message, **extra):
+    def __init__(self, code: str, message: str, **extra: object) -> None:
         Exception.__init__(self, message)
         self.code = code
         self.message = message
         self.extra = extra
 
-    def as_error(self):
+    def as_error(self) -> dict[str, object]:
         """The error object of the answer."""
-        out = {"code": self.code, "message": self.message}
+        out: dict[str, object] = {"code": self.code, "message": self.message}
         out.update(self.extra)
         return out
 
 
-def error_answer(code, message, **extra):
+def error_answer(code: str, message: str, **extra: object) -> dict[str, object]:
     """The one error shape."""
-    err = {"code": code, "message": message}
+    err: dict[str, object] = {"code": code, "message": message}
     err.update(extra)
     return {"ok": False, "error": err}
 
 
-def dispatch(ops, req):
+def dispatch(ops: Mapping, req: object) -> dict:
     """Run the handler `req["op"]` names; always an answer dict, never an exception."""
     if not isinstance(req, dict):
         return error_answer("bad-request", "the request is not a JSON object")
@@ -59,12 +64,12 @@ def dispatch(ops, req):
     return out
 
 
-def dumps(obj):
+def dumps(obj: object) -> str:
     """JSON text for an answer: undecodable path bytes (surrogates) travel as-is, escaped."""
     return json.dumps(obj, ensure_ascii=True, allow_nan=False, default=str)
 
 
-def scrub(obj, where="", found=None):
+def scrub(obj: object, where: str = "", found: list[str] | None = None) -> object:
     """`obj` with every non-finite float (NaN, +-inf) replaced by None; `found` collects where
     each one was (`runs[3].eta_seconds`), so one bad value costs one field, never the answer."""
     if isinstance(obj, float):
@@ -82,7 +87,7 @@ def scrub(obj, where="", found=None):
     return obj
 
 
-def _send(out, obj):
+def _send(out: BinaryIO, obj: object) -> None:
     try:
         data = dumps(obj)
     except ValueError:
@@ -91,14 +96,21 @@ def _send(out, obj):
         found = []  # type: list
         obj = scrub(obj, "", found)
         if isinstance(obj, dict):
-            w = obj.get("warnings") if isinstance(obj.get("warnings"), list) else []
+            w = obj.get("warnings")
+            if not isinstance(w, list):
+                w = []
             obj["warnings"] = w + ["non-finite number dropped at %s" % p for p in found[:20]]
         data = dumps(obj)
     out.write(data.encode("utf-8", "surrogateescape") + b"\n")
     out.flush()
 
 
-def serve(ops, resident=None, inp=None, out=None):
+def serve(
+    ops: Mapping,
+    resident: bool | None = None,
+    inp: BinaryIO | None = None,
+    out: BinaryIO | None = None,
+) -> int:
     """Answer requests from stdin on stdout. `resident` None: resident when argv says
     `--resident`. Returns the exit status for `sys.exit`."""
     inp = inp or sys.stdin.buffer

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 
-def shown(p):
+def shown(p: object) -> str:
     """`p` (str or bytes) escaped so that no byte can disguise it.
 
     A backslash is doubled, so a name holding a literal backslash-n never reads like one
@@ -38,7 +38,7 @@ def shown(p):
     return "".join(out)
 
 
-def one_line(p):
+def one_line(p: object) -> str:
     """A sentence part from a host that may already hold `shown` parts, as one line: what
     `shown` escapes is escaped, line breaks included, but a backslash is kept (so an escaped
     part is not escaped twice). None stays "" ."""
@@ -60,7 +60,7 @@ def fsenc(s):
     return s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
 
 
-def shown_short(b, limit=120):
+def shown_short(b: object, limit: int = 120) -> str:
     """A line, path or tool message as it may appear in a sentence: `shown`, bounded to
     `limit` characters (then "...")."""
     s = shown(b if isinstance(b, (bytes, str)) else str(b))

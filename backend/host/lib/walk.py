@@ -12,18 +12,25 @@ pin that differs). Every descriptor the walk opened is closed when it raises.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 
 from fleetdeck.backend.host.lib import flags
 
 
-def close_fds(*fds):
+def close_fds(*fds: int | None) -> None:
     """Close every descriptor given that is not None."""
     for fd in fds:
         if fd is not None:
             os.close(fd)
 
 
-def descend(fd, names, on_error=None, on_step=None, keep_parent=True):
+def descend(
+    fd: int,
+    names: Iterable[str],
+    on_error: Callable[[int, int, str, OSError], object] | None = None,
+    on_step: Callable[[int, str, int], object] | None = None,
+    keep_parent: bool = True,
+) -> tuple[int | None, int]:
     """Walk down `names` from the open folder `fd` (owned from here on: closed when the walk
     moves past it or fails). (parent_fd, fd): the last folder opened and, with `keep_parent`,
     the one above it (None when `names` is empty or without `keep_parent`)."""
@@ -50,7 +57,13 @@ def descend(fd, names, on_error=None, on_step=None, keep_parent=True):
     return parent, fd
 
 
-def open_below(root, names, on_error=None, on_step=None, keep_parent=True):
+def open_below(
+    root: str,
+    names: Iterable[str],
+    on_error: Callable[[int, int, str, OSError], object] | None = None,
+    on_step: Callable[[int, str, int], object] | None = None,
+    keep_parent: bool = True,
+) -> tuple[int | None, int]:
     """`descend` from the folder at the absolute path `root`, itself opened without
     following a link."""
     return descend(os.open(root, flags.DIR), names, on_error, on_step, keep_parent)

@@ -33,6 +33,7 @@ import os
 import stat
 import struct
 import zipfile
+from collections.abc import Callable
 
 from fleetdeck.backend.host.lib import flags, fsinfo, text, zipend
 
@@ -71,15 +72,15 @@ _CACHE = {}  # type: dict
 _CACHE_LIMIT = 8192
 
 
-def _n(x):
+def _n(x: int) -> str:
     return format(x, ",")
 
 
-def _open(dir_fd, name):
+def _open(dir_fd: int, name: str) -> int:
     return os.open(name, flags.READ_NOWAIT, dir_fd=dir_fd)
 
 
-def _fstype(fd):
+def _fstype(fd: int) -> str | None:
     """The filesystem type of an open file, from /proc/self/mountinfo (None when unknown)."""
     try:
         path = os.readlink("/proc/self/fd/%d" % fd)
@@ -88,7 +89,7 @@ def _fstype(fd):
         return None
 
 
-def _hole(fd, start, size):
+def _hole(fd: int, start: int, size: int) -> int | None:
     """The offset of the first hole in [start, size), or None. On ZFS only a hole that runs to
     the end of the file counts."""
     if start >= size:
@@ -112,7 +113,7 @@ def _hole(fd, start, size):
     return at
 
 
-def _read_exact(fd, n, at):
+def _read_exact(fd: int, n: int, at: int) -> bytes:
     chunks, got = [], 0
     while got < n:
         chunk = os.pread(fd, min(n - got, 1 << 20), at + got)
@@ -123,7 +124,7 @@ def _read_exact(fd, n, at):
     return b"".join(chunks)
 
 
-def _tensors(header, name):
+def _tensors(header: object, name: str) -> list | str:
     """[(begin, end, tensor)] of a parsed header, or a sentence saying why it is not one."""
     if not isinstance(header, dict):
         return "%s's header is not a JSON object" % name
@@ -169,7 +170,7 @@ def _tensors(header, name):
     return out
 
 
-def _safetensors(fd, name, size):
+def _safetensors(fd: int, name: str, size: int) -> str | None:
     if size < 8:
         return "torn: %s ends at %s of at least 8 bytes (no header length)" % (name, _n(size))
     head = _read_exact(fd, 8, 0)
@@ -218,7 +219,7 @@ def _safetensors(fd, name, size):
     return None
 
 
-def _zip(fd, name, size):
+def _zip(fd: int, name: str, size: int) -> str | None:
     directory = zipend.members_and_size(fd, size)
     if directory is not None and directory[0] > ZIP_MEMBERS_LIMIT:
         return "%s names %s members, more than %s" % (
@@ -274,7 +275,7 @@ def _zip(fd, name, size):
     return None
 
 
-def _judge(dir_fd, name, check):
+def _judge(dir_fd: int, name: str, check: Callable[[int, str, int], str | None]) -> str | None:
     try:
         fd = _open(dir_fd, name)
     except (ValueError, UnicodeError):  # a name no filesystem call takes (a lone surrogate, NUL)
@@ -308,7 +309,7 @@ def _judge(dir_fd, name, check):
         os.close(fd)
 
 
-def file_problem(dir_fd, name):
+def file_problem(dir_fd: int, name: str) -> str | None:
     """Why the weights file `name` in the open folder is not a finished save, or None: by its
     suffix, a safetensors file or a zip archive (`.bin`, `.pt`, `.pth`)."""
     if name.endswith(".safetensors"):
@@ -318,7 +319,7 @@ def file_problem(dir_fd, name):
     return "%s is not a weights file fleetdeck can judge (.safetensors or .bin)" % text.shown(name)
 
 
-def safetensors_names(dir_fd, name):
+def safetensors_names(dir_fd: int, name: str) -> set[str] | None:
     """The tensor names in a safetensors file's header (already judged whole), or None."""
     try:
         fd = _open(dir_fd, name)
@@ -347,7 +348,7 @@ def safetensors_names(dir_fd, name):
         os.close(fd)
 
 
-def _plain(shard):
+def _plain(shard: object) -> bool:
     if not isinstance(shard, str) or shard in ("", ".", "..") or "/" in shard or "\0" in shard:
         return False
     try:
@@ -357,7 +358,7 @@ def _plain(shard):
     return True
 
 
-def index_problem(dir_fd, name, raw):
+def index_problem(dir_fd: int, name: str, raw: bytes) -> str | None:
     """Why the shard index `name` (its bytes `raw`) does not describe whole weights in the open
     folder, or None."""
     try:

@@ -9,7 +9,7 @@ import os
 import struct
 
 
-def members_and_size(fd, size):
+def members_and_size(fd: int, size: int) -> tuple[int, int] | None:
     """(members, central directory bytes) as the archive's end record says, read with two
     bounded preads before zipfile reads anything, or None where no end record is found (then
     zipfile says what is wrong). zipfile builds an object per member of the whole central

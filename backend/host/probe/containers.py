@@ -25,7 +25,7 @@ IMAGE_KINDS = (
 CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
 
 
-def container_of(pid):
+def container_of(pid: int) -> str | None:
     """The 64-hex container id in `pid`'s cgroup path, or None."""
     try:
         data = procfs.read_bytes("/proc/%d/cgroup" % pid).decode("ascii", "replace")
@@ -35,7 +35,9 @@ def container_of(pid):
     return m.group(1) if m else None
 
 
-def docker_containers(docker=None, timeout=5):
+def docker_containers(
+    docker: str | None = None, timeout: float = 5
+) -> tuple[list[dict], str | None]:
     """(list of container facts, None) where Docker answers, else ([], the reason)."""
     q = docker_query.query(exe=docker, timeout=timeout)
     if not q["exe"]:
@@ -50,7 +52,7 @@ def docker_containers(docker=None, timeout=5):
     return [container_facts(d) for d in q["docs"] if isinstance(d, dict)], None
 
 
-def container_facts(d):
+def container_facts(d: dict) -> dict:
     """The facts fleetdeck keeps from one `docker inspect` document."""
     cfg = d.get("Config") or {}
     hc = d.get("HostConfig") or {}
@@ -80,12 +82,13 @@ def container_facts(d):
                     }
                 )
     argv = list(cfg.get("Entrypoint") or []) + list(cfg.get("Cmd") or [])
+    pid = st.get("Pid")
     return {
         "id": str(d.get("Id", "")),
         "name": str(d.get("Name", "")).lstrip("/"),
         "image": str(cfg.get("Image", "")),
         "argv": [str(a) for a in argv],
-        "pid": st.get("Pid") if isinstance(st.get("Pid"), int) and st.get("Pid") > 0 else None,
+        "pid": pid if isinstance(pid, int) and pid > 0 else None,
         "status": st.get("Status"),
         "started_at": st.get("StartedAt"),
         "restarts": d.get("RestartCount") if isinstance(d.get("RestartCount"), int) else None,
@@ -101,12 +104,12 @@ def container_facts(d):
     }
 
 
-def _ports_of(d):
+def _ports_of(d: dict) -> dict:
     ports = (d.get("NetworkSettings") or {}).get("Ports")
     return ports if isinstance(ports, dict) else {}
 
 
-def image_kind(c):
+def image_kind(c: dict) -> str | None:
     """The engine a container runs, by its image's name, else by its command line."""
     image = c["image"].lower()
     for needle, kind in IMAGE_KINDS:
@@ -118,7 +121,7 @@ def image_kind(c):
 _DOCKER: dict = {"at": None, "value": ([], None)}
 
 
-def docker_cached(docker, ttl):
+def docker_cached(docker: str | None, ttl: float) -> tuple[list[dict], str | None]:
     """`docker_containers`, reused for `ttl` seconds."""
     # the resident probe asks every poll; `docker ps` + `inspect` cost more than the whole
     # /proc scan, and containers rarely change between two polls a few seconds apart

@@ -21,16 +21,16 @@ FULL_EVERY = 30
 class Answers:
     """What this probe last sent: its number and each section's JSON text."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seq = 0
         self.texts = None  # type: dict | None
         self.since_full = 0
 
-    def framed(self, reply, held, fresh=False):
+    def framed(self, reply: dict, held: object, fresh: bool = False) -> dict:
         """`reply` numbered, with the sections unchanged since answer `held` (when that is the
         last one sent) named in `same` instead of sent; the caller's dict is not changed."""
         self.seq += 1
-        texts = {}
+        texts = {}  # type: dict[str, str | None]
         for name in SECTIONS:
             if name in reply:
                 try:

@@ -7,6 +7,7 @@ memory."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llama.cpp": 8080, "ollama": 11434}
 # the flags that size a seat's memory and context, per engine (both `--f v` and `--f=v`)
@@ -49,11 +50,11 @@ MODEL_FLAGS = {
 PYTHONS = re.compile(r"^python[0-9.]*$")
 
 
-def _base(arg):
+def _base(arg: str) -> str:
     return arg.rpartition("/")[2]
 
 
-def classify(argv):
+def classify(argv: Sequence[str]) -> str | None:
     """The engine kind an argv belongs to, or None. The program is argv[0], or the script
     after a Python interpreter; `python -m MODULE` names the module."""
     if not argv:
@@ -83,7 +84,7 @@ def classify(argv):
     return None
 
 
-def flag_value(argv, names):
+def flag_value(argv: Sequence[str], names: Iterable[str]) -> str | None:
     """The value of the last of `names` in argv (`--f v` or `--f=v`), or None."""
     found = None
     for i, a in enumerate(argv):
@@ -95,7 +96,7 @@ def flag_value(argv, names):
     return found
 
 
-def memory_flags(argv):
+def memory_flags(argv: Sequence[str]) -> dict[str, str]:
     """{flag: value} of the memory-deciding flags present in argv."""
     out = {}
     for i, a in enumerate(argv):
@@ -110,7 +111,7 @@ def memory_flags(argv):
     return out
 
 
-def served_model(kind, argv):
+def served_model(kind: str, argv: Sequence[str]) -> str | None:
     """The model a seat serves, from its argv (`vllm serve MODEL` or the engine's flag)."""
     m = flag_value(argv, MODEL_FLAGS.get(kind, ()))
     if m is None and kind == "vllm" and "serve" in argv:

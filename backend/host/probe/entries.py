@@ -19,7 +19,7 @@ ID_HEX = 32
 LEGACY_HEX = 10
 
 
-def schedule_id(prefix, *parts):
+def schedule_id(prefix: str, *parts: object) -> str:
     """A schedule's id: `prefix` + the legacy 10 hex digits of sha1 + 22 of sha256 over `parts`."""
     data = "|".join(str(p) for p in parts).encode("utf-8", "surrogateescape")
     return (
@@ -58,7 +58,7 @@ def _cron_field(text, lo, hi):
     return vals
 
 
-def host_now():
+def host_now() -> datetime:
     """The host's clock, as cron reads it (local time, naive)."""
     return datetime.now()
 
@@ -68,7 +68,7 @@ def host_now():
 _NEXT: dict = {}
 
 
-def cron_next(spec, now=None):
+def cron_next(spec: str, now: datetime | None = None) -> str | None:
     """The next time (ISO, host-local) a cron spec fires after `now` (default: the host's clock
     now); None for @reboot or junk. A fire time found is kept (`_NEXT`) and given again for
     every later `now` before it: no minute between holds another, so it is still the next."""
@@ -85,7 +85,7 @@ def cron_next(spec, now=None):
     return found[1]
 
 
-def _cron_next(spec, start):
+def _cron_next(spec: str, start: datetime) -> tuple[datetime, str] | None:
     """(fire time, its ISO text) of the first minute at or after `start` that `spec` fires in,
     or None."""
     try:
@@ -122,7 +122,7 @@ def _cron_next(spec, start):
 _NAMED: dict = {}
 
 
-def missing_paths(command, cron=False):
+def missing_paths(command: str, cron: bool = False) -> list[str]:
     """Absolute paths a command names that do not exist here (redirect targets excepted)."""
     named = _NAMED.get((command, cron))
     if named is None:
@@ -132,7 +132,7 @@ def missing_paths(command, cron=False):
     return [t for t in named if not os.path.lexists(t)]
 
 
-def _named_paths(command, cron):
+def _named_paths(command: str, cron: bool) -> list[str]:
     """The absolute paths `command` names that it needs to exist (not redirect targets, not a
     path a `test` checks for, not a pattern or a kernel file), in order."""
     if cron:  # cron turns the first unescaped % into a newline; what follows is stdin
@@ -143,7 +143,7 @@ def _named_paths(command, cron):
         toks = list(lex)
     except ValueError:
         toks = command.split()
-    out, skip = [], False
+    out, skip = [], False  # type: list[str], bool
     for i, t in enumerate(toks):
         if skip:
             skip = False
@@ -164,9 +164,11 @@ def _named_paths(command, cron):
     return out
 
 
-def schedule_entry(kind, user, spec, command, source, sid, **kw):
+def schedule_entry(
+    kind: str, user: str, spec: str, command: str, source: str, sid: str, **kw: object
+) -> dict:
     """One schedule in the probe's reply; a command naming missing paths is a dead target."""
-    s = {
+    s = {  # type: dict
         "id": sid,
         "kind": kind,
         "user": user,

@@ -10,6 +10,7 @@ import time
 
 from fleetdeck.backend.host.probe.common import (
     STATE,
+    Procs,
     meminfo,
     read_text,
     run_text,
@@ -20,7 +21,7 @@ from fleetdeck.backend.host.probe.nvml import Nvml
 
 
 # -- GPUs ---------------------------------------------------------------------------------------
-def _blank_health():
+def _blank_health() -> dict:
     """The health fields when no source names them (all unknown)."""
     return {
         "memory_util_pct": None,
@@ -62,7 +63,7 @@ def _blank_health():
     }
 
 
-def _smi_num(s):
+def _smi_num(s: str) -> float | None:
     try:
         return float(s)
     except ValueError:
@@ -104,7 +105,7 @@ SMI_HEALTH = (
 FLAGS = {"enabled": True, "yes": True, "disabled": False, "no": False}
 
 
-def _smi_fields():
+def _smi_fields() -> list[tuple[str, str]]:
     """The health fields to ask this host's nvidia-smi for, [(key, name)], from its own
     `--help-query-gpu` list (asked once: a name it does not know fails the whole query)."""
     if STATE.get("smi_fields") is None:
@@ -118,7 +119,7 @@ def _smi_fields():
     return STATE["smi_fields"]
 
 
-def _smi_health(fields, cells):
+def _smi_health(fields: list[tuple[str, str]], cells: list[str]) -> dict:
     """The health dict from one --query-gpu row's extra cells (after SMI_BASE)."""
     h = _blank_health()
     got = {}
@@ -175,7 +176,7 @@ def _smi_health(fields, cells):
     return h
 
 
-def _smi():
+def _smi() -> list[tuple] | None:
     if shutil.which("nvidia-smi") is None:
         return None
     fields = _smi_fields()
@@ -227,7 +228,7 @@ def _smi():
     return res
 
 
-def _rss(pid):
+def _rss(pid: int) -> int:
     try:
         for line in read_text(f"/proc/{pid}/status").splitlines():
             if line.startswith("VmRSS:"):
@@ -237,7 +238,7 @@ def _rss(pid):
     return 0
 
 
-def gpus(mode, procs, warnings):
+def gpus(mode: str, procs: Procs, warnings: list[str]) -> tuple[list[dict], str | None]:
     """(gpu list, source): NVML, else nvidia-smi, else none (with a warning saying why)."""
     raw, source, why = None, None, []
     if mode in ("auto", "nvml"):

@@ -26,7 +26,7 @@ THROTTLE_BITS = (
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 
 
-def throttle_words(mask):
+def throttle_words(mask: int | None) -> list[str] | None:
     """The reasons set in a clock-event bitmask, as words ([] for none, None for unknown);
     a bit nvml.h does not name is given as its hex value."""
     if mask is None:
@@ -59,7 +59,8 @@ def health(n, i, h, now):
     retired = ask(i, "retired_pending", nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
     flags = [bool(x) for x in (remap[2] if remap else None, retired) if x is not None]
     tx_rx = n.sampler.pcie.get(i) if n.sampler is not None else None
-    fresh = tx_rx is not None and now - tx_rx[2] < SAMPLE_MAX_AGE_S
+    if tx_rx is not None and now - tx_rx[2] >= SAMPLE_MAX_AGE_S:
+        tx_rx = None  # too old to be this poll's rate
     return {
         "temperature_c": ask(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
         "temperature_slowdown_c": once(
@@ -93,9 +94,9 @@ def health(n, i, h, now):
             "gen_max": rare["pcie_gen_max"],
             "width": rare["pcie_width"],
             "width_max": rare["pcie_width_max"],
-            "tx_bytes_s": tx_rx[0] if fresh else None,
-            "rx_bytes_s": tx_rx[1] if fresh else None,
-            "sampled_at": round(tx_rx[2], 3) if fresh else None,
+            "tx_bytes_s": tx_rx[0] if tx_rx is not None else None,
+            "rx_bytes_s": tx_rx[1] if tx_rx is not None else None,
+            "sampled_at": round(tx_rx[2], 3) if tx_rx is not None else None,
         },
         "ecc": {
             "mode": rare["ecc_mode"],

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Sequence
 
 from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import fsdec, shown
-from fleetdeck.backend.host.probe.common import SHELLS, user_name
+from fleetdeck.backend.host.probe.common import SHELLS, Procs, user_name
 from fleetdeck.backend.host.probe.entries import schedule_entry, schedule_id
 
 # A shell is a loop only when it really repeats: its command or script holds a while / until /
@@ -36,7 +37,7 @@ _SPAWNED: dict = {}
 _OPT_ARG = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
 
 
-def _shell_script(argv):
+def _shell_script(argv: Sequence[str]) -> tuple[str | None, str | None]:
     """(kind, text) of a shell's argv: ("c", the -c string), ("file", the script path), or
     (None, None) for a shell reading a terminal or stdin."""
     args = argv[2:] if argv and argv[0].rpartition("/")[2] == "busybox" else argv[1:]
@@ -89,14 +90,14 @@ def _read_script(pid, path):
         os.close(fd)
 
 
-def loop_construct(text):
+def loop_construct(text: str | None) -> str | None:
     """The loop keyword (`while`, `until`, `for`, `select`) a shell text repeats with, or None."""
     code = _COMMENT.sub("", text or "")
     m = _LOOP_WORD.search(code)
     return m.group(1) if m and _DO.search(code, m.end()) else None
 
 
-def _unit(procs, pid):
+def _unit(procs: Procs, pid: int) -> int:
     """The shell a process belongs to as a schedule: a subshell that is a fork of a shell with
     a script (the same argv) is part of that shell; a prompt's background job stands alone."""
     while True:
@@ -146,7 +147,7 @@ def loops(procs):
     """Shell loops and `watch` found in /proc (never our own): see `loop_construct` and
     RESPAWNS. A loop's id is its shell's user, argv and start time, so it keeps its id while
     the children it starts come and go."""
-    found = {}
+    found = {}  # type: dict
     shells = {}
     for pid in procs.others():
         prog = procs.prog[pid]
@@ -169,7 +170,7 @@ def loops(procs):
         command = arg if kind == "c" else " ".join(argv[1:])
         shells[pid] = command
         word = loop_construct(text)
-        if word:
+        if word and text is not None:  # a loop word is only ever found in a text
             sl = re.search(r"\bsleep\s+([^\s;&|()]+)", text)
             found[pid] = (f"{word}-loop" + (f", sleep {sl.group(1)}" if sl else ""), command)
     for pid, (child, count) in _respawned(procs, shells).items():

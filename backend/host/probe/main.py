@@ -21,6 +21,7 @@ import select
 import socket
 import sys
 import time
+from collections.abc import Iterable
 
 from fleetdeck.backend.host.lib import flags, fsinfo, layout, procfs, serve
 from fleetdeck.backend.host.probe import run_state
@@ -43,7 +44,7 @@ from fleetdeck.backend.host.probe.seats import find_seats
 # -- memory, load, disks ------------------------------------------------------------------------
 
 
-def memory():
+def memory() -> dict[str, int]:
     """System memory: total, and used as MemTotal - MemAvailable."""
     try:
         m = meminfo(("MemTotal", "MemAvailable", "MemFree"))
@@ -58,7 +59,7 @@ def memory():
         return {"total_bytes": v.total, "used_bytes": v.total - v.available}
 
 
-def load1():
+def load1() -> float:
     """The 1-minute load average."""
     try:
         return float(procfs.read_bytes("/proc/loadavg").split()[0])
@@ -73,10 +74,12 @@ class MountTable:
 
     REREAD_EVERY = 30
 
-    def __init__(self):
-        self.table, self.polls, self.watch = None, 0, None
+    def __init__(self) -> None:
+        self.table: list[tuple[str, str, str]] | None = None
+        self.polls = 0
+        self.watch: select.poll | None = None
 
-    def mounts(self, fresh=False):
+    def mounts(self, fresh: bool = False) -> list[tuple[str, str, str]]:
         """[(mount point, fstype, source)] as `fsinfo.read_mounts` gives them."""
         changed = fresh or self.table is None or self.polls % self.REREAD_EVERY == 0
         self.polls += 1
@@ -89,7 +92,7 @@ class MountTable:
             changed = changed or self.watch is None or bool(self.watch.poll(0))
         except OSError:
             changed = True
-        if changed:
+        if changed or self.table is None:  # (changed is true when it is None)
             self.table = fsinfo.read_mounts()
         return self.table
 
@@ -97,7 +100,7 @@ class MountTable:
 MOUNTS = MountTable()
 
 
-def disks(paths, fresh=False):
+def disks(paths: Iterable[str], fresh: bool = False) -> list[dict]:
     """The filesystem behind each configured folder (nearest existing parent if it is missing)."""
     mounts = MOUNTS.mounts(fresh)
     out, seen = [], set()
@@ -137,7 +140,7 @@ def disks(paths, fresh=False):
 PROC_TABLE = ProcTable()
 
 
-def snapshot(request=None):
+def snapshot(request: dict | None = None) -> dict:
     """One snapshot of this host as the contract's probe reply (see the module docstring)."""
     req = request or {}
     if len(CACHE) > 20000:  # runs come and go over a long session; the cache only saves time
@@ -187,12 +190,12 @@ def snapshot(request=None):
     return ANSWERS.framed(reply, req.get("held"), fresh)
 
 
-def ping(req):
+def ping(req: dict) -> dict:
     """Liveness: the probe answers."""
     return {}
 
 
-def series(req):
+def series(req: dict) -> dict:
     """One run's whole loss and eval-loss series (a snapshot carries at most SERIES_POINTS of
     each): {"op": "series", "path": RUN_DIR} -> {"losses": [[step, v]...], "eval_losses": [...]}."""
     given = str(req.get("path") or "")
@@ -207,7 +210,7 @@ def series(req):
 OPS = {"snapshot": snapshot, "ping": ping, "series": series}
 
 
-def handle(req):
+def handle(req: object) -> dict:
     """One request -> one answer dict in the one shape (`serve.dispatch`), never an exception;
     a request without `op` asks for a snapshot."""
     if isinstance(req, dict) and "op" not in req:
@@ -215,7 +218,7 @@ def handle(req):
     return serve.dispatch(OPS, req)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     """Resident (`--resident`: a JSON line in, a JSON line out, until EOF) or one-shot (the
     request as the first argument, or as JSON on stdin; none asks for a snapshot)."""
     if "--resident" in argv[1:]:
@@ -234,7 +237,7 @@ def main(argv):
 class _Defaulted(dict):
     """OPS for the resident loop, where a request without `op` is a snapshot too."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         dict.__init__(self, OPS)
         self[None] = snapshot
 

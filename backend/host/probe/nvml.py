@@ -26,9 +26,14 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 
 from fleetdeck.backend.host.probe import gpu_health
 from fleetdeck.backend.host.probe.sampler import SAMPLE_MAX_AGE_S, Sampler
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
+    from typing import Any
 
 #: Xid events are kept this long, at most XID_KEEP per GPU, and read at most XID_READ a poll
 XID_KEEP_S = 3600.0
@@ -37,11 +42,11 @@ XID_READ = 64
 NVML_NA = 0xFFFFFFFFFFFFFFFF
 
 
-def _text(v):
+def _text(v: object) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
-def _handle_key(h):
+def _handle_key(h: Any) -> int | None:
     return ctypes.cast(h, ctypes.c_void_p).value
 
 
@@ -54,34 +59,36 @@ class Nvml:
     figures (GB10's unified memory: "Not Supported", or zeros) reports None for them.
     """
 
-    def __init__(self, resident=False):
+    def __init__(self, resident: bool = False) -> None:
         # its ImportError lands in the GPU section's reason; pynvml is carried by the bundle
         # deferred: pynvml (330 KB, run only when the GPU section asks NVML)
         import pynvml
 
         self.nv = pynvml
         pynvml.nvmlInit()
-        self.devices = []
+        self.devices: list[tuple[int, Any, str, str]] = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             self.devices.append(
                 (i, h, _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h)))
             )
         self._mem_v2 = True
-        self.notes = []
+        self.notes: list[str] = []
         self.resident = resident
-        self._never = set()  # (index, query) the driver does not support
-        self._once = {}  # (index, query) -> value, asked once
-        self._rare = {}  # index -> (asked at, {field: value})
+        self._never: set[tuple[int, str]] = set()  # (index, query) the driver does not support
+        self._once: dict[tuple[int, str], Any] = {}  # (index, query) -> value, asked once
+        self._rare: dict[int, tuple[float, dict]] = {}  # index -> (asked at, {field: value})
         self.xids = {i: [] for i, _, _, _ in self.devices}  # type: dict
-        self._events, self._watched = None, set()
-        self.sampler = None
+        self._events: Any = None
+        self._watched: set[int] = set()
+        self._by_handle: dict[int | None, int] = {}
+        self.sampler: Sampler | None = None
         if resident:
             self._watch_xids()
             self.sampler = Sampler(self)
 
     # -- one guarded question -----------------------------------------------------------------
-    def ask(self, i, name, fn, *args):
+    def ask(self, i: int, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(*args), or None when the driver cannot answer; "Not Supported" and a missing
         function are remembered for device `i` and not asked again."""
         if (i, name) in self._never:
@@ -95,7 +102,7 @@ class Nvml:
             pass
         return None
 
-    def once(self, i, name, fn, *args):
+    def once(self, i: int, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """A constant of device `i`: asked until the driver answers, then kept."""
         key = (i, name)
         if key not in self._once:
@@ -106,7 +113,7 @@ class Nvml:
         return self._once[key]
 
     # -- memory, as before ---------------------------------------------------------------------
-    def _memory(self, h):
+    def _memory(self, h: Any) -> Any:
         nv = self.nv
         if self._mem_v2:
             try:
@@ -124,12 +131,13 @@ class Nvml:
         except nv.NVMLError_NotSupported:
             return None
 
-    def read(self):
+    def read(self) -> list[tuple]:
         """[(index, name, uuid, total_bytes|None, used_bytes|None, util|None,
         [(pid, bytes|None, {sm_pct, memory_util_pct})], health)], health being the contract's
         per-GPU health fields (docs/probe.md)."""
         nv = self.nv
-        out, self.notes = [], []
+        out: list[tuple] = []
+        self.notes = []
         now = time.time()
         if self._events is not None:
             self._read_xids(now)
@@ -163,7 +171,7 @@ class Nvml:
             self.sampler.poke()
         return out
 
-    def _device(self, i, h, name, uuid, now):
+    def _device(self, i: int, h: Any, name: str, uuid: str, now: float) -> tuple:
         nv = self.nv
         m = self._memory(h)
         known = m is not None and m.total > 0  # GB10: "Not Supported", or zeros on some drivers
@@ -193,7 +201,7 @@ class Nvml:
             health,
         )
 
-    def _procs(self, h):
+    def _procs(self, h: Any) -> list[tuple[int, int | None]]:
         nv = self.nv
         for fn in (
             "nvmlDeviceGetComputeRunningProcesses_v3",
@@ -213,7 +221,7 @@ class Nvml:
             out.append((int(p.pid), None if used in (None, 0, NVML_NA) else int(used)))
         return out
 
-    def xid_list(self, i):
+    def xid_list(self, i: int) -> list[dict] | None:
         """The Xid events read for device `i` lately, None when it is not watched."""
         return (
             None
@@ -221,7 +229,7 @@ class Nvml:
             else [{"time": round(t, 3), "code": c} for t, c in self.xids[i]]
         )
 
-    def _proc_util(self, i, rates, now):
+    def _proc_util(self, i: int, rates: Any, now: float) -> Callable[[int], dict]:
         """pid -> {sm_pct, memory_util_pct}: 0 when the card was idle over its last sample
         (then every process on it was), else the Sampler's last answer while fresh, else None."""
         if rates is not None and rates.gpu == 0 and rates.memory == 0:
@@ -234,7 +242,7 @@ class Nvml:
         return lambda pid: got[0].get(pid, none)
 
     # -- Xid events ------------------------------------------------------------------------------
-    def _watch_xids(self):
+    def _watch_xids(self) -> None:
         """One event set for the probe's life, each device registered for Xid events where the
         driver allows it (a device it refuses has `xid` None)."""
         nv = self.nv
@@ -243,7 +251,6 @@ class Nvml:
         except (nv.NVMLError, AttributeError) as e:
             self.notes.append(f"Xid events not watched: {e}")
             return
-        self._by_handle = {}
         for i, h, _, _ in self.devices:
             try:
                 nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self._events)
@@ -252,7 +259,7 @@ class Nvml:
             self._watched.add(i)
             self._by_handle[_handle_key(h)] = i
 
-    def _read_xids(self, now):
+    def _read_xids(self, now: float) -> None:
         nv = self.nv
         for _ in range(XID_READ):
             try:

@@ -32,16 +32,16 @@ class ProcTable:
     and the program name its argv[0]'s last part (a login shell's "-" dropped). A record whose
     stat did not move is the very tuple of the walk before."""
 
-    def __init__(self):
-        self.recs = {}
+    def __init__(self) -> None:
+        self.recs: dict[int, tuple] = {}
         self.walks = 0
 
-    def walk(self, fresh=False):
+    def walk(self, fresh: bool = False) -> dict[int, tuple]:
         """Read every /proc/PID/stat, and the command lines that may have changed (see the
         module docstring). Returns `recs`, replaced, never updated in place."""
         full = fresh or self.walks % FULL_EVERY == 0
         self.walks += 1
-        old, new = self.recs, {}
+        old, new = self.recs, {}  # type: dict[int, tuple], dict[int, tuple]
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -80,7 +80,7 @@ class ProcTable:
         return new
 
 
-def _same(a, b):
+def _same(a: tuple, b: tuple) -> bool:
     """True when two stats of one pid say its command line cannot have changed: the same
     process (start ticks), the same name, the same CPU ticks and the same state."""
     return a[4] == b[4] and a[0] == b[0] and a[7] == b[7] and a[1] == b[1]

@@ -16,7 +16,7 @@ import os
 import time
 
 from fleetdeck.backend.host.lib import procfs
-from fleetdeck.backend.host.probe.common import STATE, user_name
+from fleetdeck.backend.host.probe.common import STATE, Procs, user_name
 
 MAX_PROCESSES = 40
 TOP = 5  # the top users of CPU and of memory listed beside the tagged ones
@@ -26,12 +26,18 @@ _TICK = procfs.clock_ticks()
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def processes(procs, gpus, runs, seats, schedules):
+def processes(
+    procs: Procs,
+    gpus: list[dict] | None,
+    runs: list[dict] | None,
+    seats: list[dict] | None,
+    schedules: list[dict] | None,
+) -> list[dict]:
     """The processes section (see the module docstring)."""
     why = {}  # type: dict
     gpu_mib = {}  # type: dict
 
-    def tag(pid, t):
+    def tag(pid: object, t: str) -> None:
         if isinstance(pid, int) and pid > 0:
             why.setdefault(pid, [])
             if t not in why[pid]:
@@ -76,7 +82,7 @@ def processes(procs, gpus, runs, seats, schedules):
                 if t in ("run", "seat"):
                     tag(kid, t)
     chosen = [p for p in why if p in rows]
-    by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -rows[p][0])[:TOP]
+    by_cpu = sorted((p for p in rows if rows[p][0]), key=lambda p: -(rows[p][0] or 0.0))[:TOP]
     by_mem = sorted(rows, key=lambda p: -rows[p][1])[:TOP]
     for p in by_cpu:
         tag(p, "cpu")

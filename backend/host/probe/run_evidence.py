@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Collection, Iterable
 
-from fleetdeck.backend.host.probe.common import BYSTANDERS, FD_SCAN_EVERY, STATE
+from fleetdeck.backend.host.probe.common import BYSTANDERS, FD_SCAN_EVERY, STATE, Procs
 
 
-def evidence(procs, run_paths, wanted, fresh, now):
+def evidence(
+    procs: Procs, run_paths: Iterable[str], wanted: Collection[str], fresh: bool, now: float
+) -> dict[str, int]:
     """{run path: pid} for runs a live process works in: cwd inside, named in argv, or a file open."""
     roots = tuple(sorted({os.path.dirname(p) + "/" for p in run_paths}))
     run_set = set(run_paths)
 
-    def run_of(p):
+    def run_of(p: str) -> str | None:
         if p.startswith(roots):
             for root in roots:
                 if p.startswith(root):
@@ -66,7 +69,7 @@ def evidence(procs, run_paths, wanted, fresh, now):
     return found
 
 
-def _open_runs(pid, run_of):
+def _open_runs(pid: int, run_of: Callable[[str], str | None]) -> set[str]:
     out = set()  # type: set
     d = f"/proc/{pid}/fd"
     try:

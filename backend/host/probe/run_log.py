@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Collection
 
 from fleetdeck.backend.host.lib import flags
 from fleetdeck.backend.host.lib.text import shown
@@ -48,7 +49,7 @@ _SEEN = {}  # type: dict
 _SEEN_LIMIT = 4096
 
 
-def _regular(path):
+def _regular(path: str) -> os.stat_result | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -56,7 +57,7 @@ def _regular(path):
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def _beside(run, target):
+def _beside(run: str, target: str) -> bool:
     """True when `target` lies in the run folder (at any depth) or directly in its parent (the
     runs root: `nohup python train.py > runs/run-8.log`), by path components, never a prefix."""
     if not target.startswith("/"):
@@ -71,7 +72,7 @@ def _beside(run, target):
         return False
 
 
-def find(run, names, pid):
+def find(run: str, names: Collection[str], pid: int | None) -> str | None:
     """The log a run's trainer writes: its stdout or stderr when that is a regular file in or
     beside the run folder, else train.log, nohup.out or the newest *.log in the run folder."""
     if pid:
@@ -115,10 +116,10 @@ def _parse(text, facts):
                     step = (s, total, sps)
                     break
         if loss is None and "loss" in line:
-            m = _LOSS.match(line)
-            if m:
+            lm = _LOSS.match(line)
+            if lm:
                 try:
-                    loss = float(m.group(1))
+                    loss = float(lm.group(1))
                 except ValueError:
                     pass
         if step is None and loss is None and error is None and _ERROR.search(line.strip()):
@@ -136,7 +137,7 @@ def _parse(text, facts):
         facts["error"] = error
 
 
-def read(path):
+def read(path: str) -> dict | None:
     """{"path", "mtime", "step", "max_steps", "sps", "loss", "loss_step", "error"} from the log
     at `path` (what is known of each), read incrementally; None when it cannot be read. A log
     unchanged since the last poll (device, inode, size and mtime) costs one stat."""
@@ -197,7 +198,7 @@ def read(path):
         os.close(fd)
 
 
-def apply(r, lg, interval):
+def apply(r: dict, lg: dict | None, interval: float) -> float:
     """Step, total, s/step, loss and the last heard time from the log, where it is newer than
     what the run's files say. Returns the steps between updates (1 when the log counts)."""
     if not lg:

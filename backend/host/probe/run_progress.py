@@ -6,6 +6,7 @@ the listing and the `series` op read it (`series_source`), and a run's step time
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from fleetdeck.backend.host.lib import jsondepth, layout
 from fleetdeck.backend.host.lib.serve import Refused
@@ -26,7 +27,7 @@ PROGRESS_CHUNK = 16 << 20
 MEDIAN_STEPS = 20
 
 
-def progress(path):
+def progress(path: str) -> dict:
     """progress.jsonl, parsed incrementally: only bytes appended since the last poll are read."""
     st = os.stat(path)
     c = CACHE.get(("progress", path))
@@ -91,7 +92,7 @@ def progress(path):
     return p
 
 
-def thin(series, n):
+def thin(series: Sequence, n: int) -> list:
     """At most `n` points of a [step, value] series: the newest n/2 as they are, and n/2 spread
     evenly over the older part, its first point included (the shape of a long run stays
     visible; a run's full series is the `series` op)."""
@@ -101,7 +102,7 @@ def thin(series, n):
     old, new = series[:-keep], series[-keep:]
     k = n - keep
     picked = [old[(i * (len(old) - 1)) // max(1, k - 1)] for i in range(k)] if k > 1 else old[:1]
-    return picked + list(new)
+    return list(picked) + list(new)
 
 
 FULL_SERIES_POINTS = 100000  # a `series` answer: at most this many points per series
@@ -133,7 +134,7 @@ def series_source(path, names, cks=None):
     return "trainer_state", states[-1][1], states
 
 
-def full_series(path):
+def full_series(path: str) -> dict:
     """A run's whole series, read where the listing reads it (`series_source`): progress.jsonl,
     else the newest trainer_state.json; thinned only past FULL_SERIES_POINTS; bad lines and
     non-finite values are skipped, as in a snapshot."""
@@ -142,7 +143,7 @@ def full_series(path):
     except OSError:
         names = set()
     kind, src, _states = series_source(path, names)
-    p = {
+    p = {  # type: dict
         "step": None,
         "max_steps": None,
         "loss": None,
@@ -214,7 +215,7 @@ def _progress_line(p, obj, cap=True):
             p[series] = p[series][-MAX_LOSS_POINTS:]
 
 
-def trainer_state(path, cap=True):
+def trainer_state(path: str, cap: bool = True) -> dict:
     """Hugging Face Trainer's trainer_state.json: step, max_steps and the loss series (`cap`:
     its newest MAX_LOSS_POINTS, as a snapshot keeps them)."""
     try:
@@ -223,7 +224,7 @@ def trainer_state(path, cap=True):
             raise ValueError("not a trainer state object")
     except ValueError as e:
         return {"error": f"{path} is not valid JSON (truncated?): {str(e)[:80]}"}
-    p = {
+    p = {  # type: dict
         "step": None,
         "max_steps": None,
         "loss": None,
@@ -245,7 +246,7 @@ def trainer_state(path, cap=True):
     return p
 
 
-def step_times(prog):
+def step_times(prog: dict) -> tuple[float | None, list[float]]:
     """(the last step's time, the recent step times) of a run's progress: the trainer's own
     per-line `seconds_per_step`, else the time between logged lines over the steps between
     them, else the one figure Hugging Face's saves give."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from fleetdeck.backend.host.lib.text import shown
-from fleetdeck.backend.host.probe.common import MIN_STALL_S, STATE
+from fleetdeck.backend.host.probe.common import MIN_STALL_S, STATE, Procs
 
 #: the states run.json decides by itself, whatever runs
 OWN_WORD = ("queued", "cancelled", "finished", "failed")
@@ -22,7 +22,16 @@ class Seen:
     """What the probe saw of one run beyond its files: the live process working in it, the
     process table, the stall rule's factor, the time, and the steps between its updates."""
 
-    def __init__(self, live_pid, procs, stall_factor, now, interval, log=None, worker=None):
+    def __init__(
+        self,
+        live_pid: int | None,
+        procs: Procs,
+        stall_factor: float,
+        now: float,
+        interval: float,
+        log: dict | None = None,
+        worker: list | None = None,
+    ) -> None:
         self.live_pid = live_pid
         self.procs = procs
         self.stall_factor = stall_factor
@@ -42,11 +51,11 @@ class Seen:
 WORKERS_LIMIT = 4096
 
 
-def _workers():
+def _workers() -> dict[str, list]:
     return STATE.setdefault("workers", {})
 
 
-def adopt(workers):
+def adopt(workers: object) -> None:
     """Workers a controller handed back (what this host's last probe remembered, before a
     restart): kept where this probe has none of its own; anything malformed is ignored."""
     if not isinstance(workers, dict):
@@ -67,7 +76,7 @@ def adopt(workers):
             w[path] = [x[0], x[1], x[2][:200], _when(x[3]), _when(x[4]), x[5]]
 
 
-def _when(v):
+def _when(v: object) -> float | None:
     """A time handed back by a controller as a float within reason, or None (a number JSON can
     carry but a clock cannot: 10**400, 1e300, NaN)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -79,7 +88,9 @@ def _when(v):
     return f if 0 <= f < 2**40 else None
 
 
-def remember_worker(path, pid, procs, now, last_update):
+def remember_worker(
+    path: str, pid: int, procs: Procs, now: float, last_update: float | None
+) -> None:
     """Note `pid` (with its start time and command) as the process working in run `path`, and
     whether the run has moved since it was first seen."""
     st = procs.stat(pid)
@@ -97,7 +108,7 @@ def remember_worker(path, pid, procs, now, last_update):
     w[path] = [pid, st[1], procs.command(pid)[:200], now, last_update, False]
 
 
-def start_ticks(rj):
+def start_ticks(rj: dict) -> int | None:
     """The trainer's start time run.json records (clock ticks), or None."""
     for k in ("start_ticks", "pid_start_time"):
         if isinstance(rj.get(k), int) and not isinstance(rj.get(k), bool):
@@ -105,7 +116,9 @@ def start_ticks(rj):
     return None
 
 
-def recorded_alive(procs, rj, pid_key="pid", start_key=None):
+def recorded_alive(
+    procs: Procs, rj: dict, pid_key: str = "pid", start_key: str | None = None
+) -> int | None:
     """The pid run.json records, when that very process still runs (pid and start time); a pid
     recorded without its start time is never taken as alive: the number may be reused."""
     pid = rj.get(pid_key)
@@ -120,28 +133,30 @@ def recorded_alive(procs, rj, pid_key="pid", start_key=None):
     return pid if procs.alive(pid, start) else None
 
 
-def _recorded_pid(rj, procs):
+def _recorded_pid(rj: dict, procs: Procs) -> int | None:
     return rj.get("pid") if isinstance(rj.get("pid"), int) and rj.get("pid") != procs.me else None
 
 
-def _said_running(rj, procs):
+def _said_running(rj: dict, procs: Procs) -> int | None:
     """The pid run.json records while it says `running`, or None."""
     return _recorded_pid(rj, procs) if rj.get("state") == "running" else None
 
 
-def stall_limit(r, stall_factor, interval):
+def stall_limit(r: dict, stall_factor: float, interval: float) -> float:
     """Seconds of silence past which a run's files say its trainer no longer moves: the stall
     rule's window (at least MIN_STALL_S, else `stall_factor` step times, else two updates)."""
     sps = r["seconds_per_step"] or 0
     return max(MIN_STALL_S, stall_factor * sps, 2 * sps * interval)
 
 
-def at_last_step(r):
+def at_last_step(r: dict) -> bool:
     """The run has reached its last step (step >= max_steps), final adapter or not."""
     return r["step"] is not None and bool(r["max_steps"]) and r["step"] >= r["max_steps"]
 
 
-def settled(r, stall_factor, interval, now, heard=None):
+def settled(
+    r: dict, stall_factor: float, interval: float, now: float, heard: float | None = None
+) -> bool:
     """True for a run at its last step with no final adapter whose files (and its log in the
     folder, last written at `heard`) have been silent past the stall window: no process is
     looked for in it any more but the one this probe saw working there (`worker_alive`), so it
@@ -153,7 +168,7 @@ def settled(r, stall_factor, interval, now, heard=None):
     return last > 0 and now - last > stall_limit(r, stall_factor, interval)
 
 
-def worker_alive(path, procs):
+def worker_alive(path: str, procs: Procs) -> int | None:
     """The pid of the process this probe last saw working in run `path` when that very process
     (pid and start time) still runs, else None: a settled run's one cheap look for its trainer."""
     w = _workers().get(path)
@@ -161,7 +176,7 @@ def worker_alive(path, procs):
 
 
 # -- one rule per reason ------------------------------------------------------------------------
-def _by_own_word(r, rj, problems, seen):
+def _by_own_word(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """run.json says queued, cancelled, finished or failed: the trainer's or the launcher's word,
     with its own words as the reason; a queued run whose waiter is gone never starts."""
     said = rj.get("state")
@@ -176,7 +191,7 @@ def _by_own_word(r, rj, problems, seen):
     return True
 
 
-def _queued(r, rj, problems, procs):
+def _queued(r: dict, rj: dict, problems: list[str], procs: Procs) -> None:
     if recorded_alive(procs, rj):
         r["pid"] = _recorded_pid(rj, procs)
     wpid = rj.get("waiter_pid")
@@ -186,7 +201,7 @@ def _queued(r, rj, problems, procs):
         problems.insert(0, f"queued, but its waiter (pid {wpid}) is gone: it will never start")
 
 
-def _by_final_adapter(r, rj, problems, seen):
+def _by_final_adapter(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """A final adapter: finished. The last step reached with no adapter yet: finished once no
     process works in the run any more; while one does, it is still saving (or evaluating), so
     the run stays with the rules below (running), saying so."""
@@ -204,7 +219,7 @@ def _by_final_adapter(r, rj, problems, seen):
     return False
 
 
-def _by_trainer_gone(r, rj, problems, seen):
+def _by_trainer_gone(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """run.json names its trainer (pid and start time: its identity) and that process is not
     the one seen working: certain, so failed. Another process found in the folder (a
     stranger's python, a reused pid) is not it, and makes the run neither running nor stalled."""
@@ -216,7 +231,7 @@ def _by_trainer_gone(r, rj, problems, seen):
     return False
 
 
-def _by_live_process(r, rj, problems, seen):
+def _by_live_process(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """A live process works in the run: running; stalled when it is stopped by a signal (state
     T, at once) or when its log and files have been silent too long."""
     if seen.live_pid is None:
@@ -240,7 +255,7 @@ def _by_live_process(r, rj, problems, seen):
     return True
 
 
-def _by_worker_gone(r, rj, problems, seen):
+def _by_worker_gone(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """The process this probe saw working in the run is gone, and no final adapter appeared:
     failed, for every run, whoever started it; the reason names the process and its log's last
     error line."""
@@ -262,7 +277,7 @@ def _by_worker_gone(r, rj, problems, seen):
     return True
 
 
-def _by_pid_without_start_time(r, rj, problems, seen):
+def _by_pid_without_start_time(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """run.json says running with a bare pid: no identity, so the state stays unknown."""
     rpid = _said_running(rj, seen.procs)
     if rpid and start_ticks(rj) is None:
@@ -275,7 +290,7 @@ def _by_pid_without_start_time(r, rj, problems, seen):
     return False
 
 
-def _by_nothing(r, rj, problems, seen):
+def _by_nothing(r: dict, rj: dict, problems: list[str], seen: Seen) -> bool:
     """Nothing says what the run is: unknown, and why when no problem says it already."""
     if not problems:
         problems.append("no live process, no final adapter")
@@ -293,7 +308,17 @@ RULES = (
 )
 
 
-def decide(r, rj, problems, interval, live_pid, procs, stall_factor, now, log=None):
+def decide(
+    r: dict,
+    rj: dict,
+    problems: list[str],
+    interval: float,
+    live_pid: int | None,
+    procs: Procs,
+    stall_factor: float,
+    now: float,
+    log: dict | None = None,
+) -> None:
     """Decide run `r`'s state (the first of `RULES` that applies), its ETA and its reason."""
     path = r["path"]
     seen = Seen(live_pid, procs, stall_factor, now, interval, log, _workers().get(path))

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from statistics import median
 
 from fleetdeck.backend.host.lib import jsondepth, layout
 from fleetdeck.backend.host.probe import run_evidence, run_log, run_progress, run_state
-from fleetdeck.backend.host.probe.common import CACHE, SERIES_POINTS, cached, read_text
+from fleetdeck.backend.host.probe.common import CACHE, SERIES_POINTS, Procs, cached, read_text
 
 # -- runs ---------------------------------------------------------------------------------------
 # the runs section of one answer stays under this much JSON (docs/probe.md), and a run that is
@@ -21,7 +22,7 @@ RUNS_BUDGET = 3 << 20
 IDLE_POINTS = 16
 
 
-def _dir_bytes(path):
+def _dir_bytes(path: str) -> int:
     total = 0
     stack = [path]
     while stack:
@@ -37,7 +38,7 @@ def _dir_bytes(path):
     return total
 
 
-def _ckpt_bytes(path, now):
+def _ckpt_bytes(path: str, now: float) -> int:
     st = os.lstat(path)
     hit = CACHE.get(("ckpt", path))
     if hit is not None and hit[0] == st.st_mtime_ns:
@@ -48,7 +49,7 @@ def _ckpt_bytes(path, now):
     return b
 
 
-def _ckpt_problem(path):
+def _ckpt_problem(path: str) -> str | None:
     """The layout's one rule for a complete checkpoint, asked again when the folder changes."""
     st = os.lstat(path)
     hit = CACHE.get(("ckpt-complete", path))
@@ -91,7 +92,8 @@ def _run_facts(path, names, now):
                 lambda p: jsondepth.loads(read_text(p), what="it"),
             )
             if not isinstance(rj, dict):
-                rj, _ = {}, problems.append("run.json is not a JSON object")
+                rj = {}
+                problems.append("run.json is not a JSON object")
         except (ValueError, OSError) as e:
             problems.append(f"run.json unreadable: {str(e)[:80]}")
     cks = layout.checkpoints(path, names)
@@ -102,7 +104,7 @@ def _run_facts(path, names, now):
         c["complete"] = c["problem"] is None
     r["adapter"] = layout.final_adapter(path)
     if r["adapter"] is None and ("adapter" in names or layout.CONFIG in names):
-        problems.append("no usable final adapter: " + layout.final_adapter_problem(path))
+        problems.append(f"no usable final adapter: {layout.final_adapter_problem(path)}")
     prog = None
     kind, src, states = run_progress.series_source(path, names, cks)
     if kind == "progress":
@@ -136,7 +138,7 @@ def _run_facts(path, names, now):
     return r, rj, problems, interval
 
 
-def _step_time(r, prog):
+def _step_time(r: dict, prog: dict) -> None:
     """The run's s/step: the median of its last MEDIAN_STEPS step times (`step_times` says how
     many), the last one's beside it; the ETA is reckoned from the median."""
     last, recent = run_progress.step_times(prog)
@@ -146,7 +148,7 @@ def _step_time(r, prog):
     r["step_times"] = len(recent) or None
 
 
-def _heard(path, names):
+def _heard(path: str, names: Collection[str]) -> float | None:
     """When the log in a run's folder (train.log, nohup.out, *.log) was last written, or None."""
     log = run_log.find(path, names, None)
     try:
@@ -155,7 +157,7 @@ def _heard(path, names):
         return None
 
 
-def runs(req, procs, warnings, now):
+def runs(req: dict, procs: Procs, warnings: list[str], now: float) -> list[dict]:
     """Every run folder under the configured roots, with its state decided."""
     facts, seen = [], set()
     for root in req.get("runs") or []:
@@ -221,11 +223,11 @@ def runs(req, procs, warnings, now):
     return within_budget(out, int(req.get("runs_budget") or RUNS_BUDGET), warnings)
 
 
-def _size(obj):
+def _size(obj: object) -> int:
     return len(json.dumps(obj, default=str))
 
 
-def within_budget(out, budget, warnings):
+def within_budget(out: list[dict], budget: int, warnings: list[str]) -> list[dict]:
     """The runs section kept under `budget` bytes of JSON, so that a host with hundreds of runs
     and long series still answers well inside ANSWER_LIMIT: first the series of runs that are
     not live are cut to their last few points, then their checkpoint lists go, and last the

@@ -26,21 +26,21 @@ class Sampler(threading.Thread):
     def __init__(self, nvml):
         threading.Thread.__init__(self, name="fleetdeck-nvml-sampler", daemon=True)
         self.nvml = nvml
-        self.pcie = {}  # index -> (tx bytes/s, rx bytes/s, when)
-        self.procs = {}  # index -> ({pid: {sm_pct, memory_util_pct}}, when)
-        self.busy = {}
+        self.pcie: dict[int, tuple[float, float, float]] = {}  # index -> (tx B/s, rx B/s, when)
+        self.procs: dict[int, tuple[dict, float]] = {}  # index -> ({pid: {sm_pct, ...}}, when)
+        self.busy: dict[int, bool] = {}
         self.cpu_s = 0.0
-        self._last_seen = {}
+        self._last_seen: dict = {}
         self._turn = 0
         self._wake = threading.Event()
         self._next = 0.0
         self.start()
 
-    def poke(self):
+    def poke(self) -> None:
         """A poll just ended: the next question may be asked now."""
         self._wake.set()
 
-    def run(self):
+    def run(self) -> None:
         while True:
             self._wake.wait()
             self._wake.clear()
@@ -55,7 +55,7 @@ class Sampler(threading.Thread):
             self.cpu_s += spent
             self._next = time.monotonic() + max(SAMPLER_GAP_S, spent / SAMPLER_SHARE)
 
-    def _questions(self):
+    def _questions(self) -> list[tuple[str, int, object]]:
         n = self.nvml
         qs = []
         for i, h, _, _ in n.devices:
@@ -65,7 +65,7 @@ class Sampler(threading.Thread):
                 qs.append(("procs", i, h))
         return qs
 
-    def _one(self):
+    def _one(self) -> None:
         qs = self._questions()
         if not qs:
             return

@@ -19,6 +19,7 @@ from fleetdeck.backend.host.probe.common import (
     ENV_RE,
     SYSTEMD_BOOTED,
     TIMER_TTL,
+    Procs,
     cached,
     current_user,
     finite,
@@ -78,14 +79,14 @@ def _cron_lines(text, kind, source, user, system, active=True, package=None):
     return out, bad
 
 
-def _due(entries, now):
+def _due(entries: list[dict], now: datetime) -> list[dict]:
     """Cron entries as parsed (perhaps cached for many polls), each copied with the `next_run`
     that `now`, the host's clock at this poll, gives its spec: a cache holds what was parsed,
     never a time, so a next run is never one that has already passed."""
     return [dict(e, next_run=cron_next(e["spec"], now) if e["active"] else None) for e in entries]
 
 
-def _crontabs(fresh, warnings, now):
+def _crontabs(fresh: bool, warnings: list[str], now: datetime) -> list[dict]:
     """Every user's crontab, byte for byte (the host library's `crontab.read`): this user's, and
     when root can list the spool, everyone's. One user's crontab that cannot be read, or that
     belongs to no user any more, is a warning naming that user; the others are still listed."""
@@ -119,7 +120,7 @@ def _crontabs(fresh, warnings, now):
     return out
 
 
-def _cron_files(warnings, now):
+def _cron_files(warnings: list[str], now: datetime) -> list[dict]:
     files = [("/etc/crontab", True)]
     try:
         files += [
@@ -150,7 +151,7 @@ def _cron_files(warnings, now):
     return out
 
 
-def _show(base, units):
+def _show(base: list[str], units: list[str]) -> dict[str, dict[str, str]]:
     """`systemctl show` of units: {Id: {property: value}} (key=value blocks, never the table)."""
     props = "Id,ActiveState,TimersCalendar,TimersMonotonic,NextElapseUSecRealtime,Unit,ExecStart,User,FragmentPath"
     rc, out, err = run_text(base + ["show", "-p", props, "--"] + units)
@@ -162,7 +163,7 @@ def _show(base, units):
     return res
 
 
-def _timer_names(base, scope):
+def _timer_names(base: list[str], scope: str) -> dict | None:
     rc, out, err = run_text(base + ["list-timers", "--all", "--output=json", "--no-pager"])
     if rc != 0:  # no systemctl, or no manager to ask (a user without a running user manager)
         return None
@@ -212,7 +213,7 @@ TIMER_DIRS = (
 )
 
 
-def _timer_dirs():
+def _timer_dirs() -> tuple[tuple, bool]:
     """(mtime_ns, inode) of each of TIMER_DIRS (None where it is not), and whether all of them
     are `settled` (a change within the clock's tick could keep an mtime)."""
     key = []  # type: list
@@ -228,7 +229,7 @@ def _timer_dirs():
     return tuple(key), calm
 
 
-def _timers(fresh):
+def _timers(fresh: bool) -> list[dict]:
     if not os.path.isdir(SYSTEMD_BOOTED):
         return []  # systemd is not PID 1 here: no timers can fire
     now = time.time()
@@ -286,7 +287,7 @@ def _timers(fresh):
     return out
 
 
-def _at_jobs(fresh):
+def _at_jobs(fresh: bool) -> list[dict]:
     key = None
     for d in ("/var/spool/cron/atjobs", "/var/spool/at"):
         try:
@@ -336,7 +337,7 @@ def _at_jobs(fresh):
     return jobs
 
 
-def _at_command(job):
+def _at_command(job: str) -> str:
     rc, out, err = run_text(["at", "-c", job])
     lines = out.split("\n")
     for i, line in enumerate(lines):  # the job text sits in a here-document at the end
@@ -351,7 +352,7 @@ def _at_command(job):
     return lines[-1].strip() if lines else ""
 
 
-def schedules(req, procs, warnings):
+def schedules(req: dict, procs: Procs, warnings: list[str]) -> list[dict]:
     """Every schedule and loop on the host; each source guarded on its own."""
     fresh = bool(req.get("fresh"))
     now = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import serve
@@ -27,7 +28,7 @@ LISTEN = "0A"
 _KINDS: dict = {}
 
 
-def _listening_inodes(pid):
+def _listening_inodes(pid: int) -> dict[int, int]:
     """{socket inode: port} of TCP sockets in LISTEN state in `pid`'s network namespace."""
     out = {}
     for name in ("tcp", "tcp6"):
@@ -45,7 +46,7 @@ def _listening_inodes(pid):
     return out
 
 
-def listening_ports(pids):
+def listening_ports(pids: Iterable[int]) -> list[int]:
     """Ports the processes `pids` listen on (TCP), lowest first; [] when unreadable."""
     ports = set()
     table = None
@@ -69,7 +70,7 @@ def listening_ports(pids):
     return sorted(ports)
 
 
-def _ollama_port(pid):
+def _ollama_port(pid: int) -> int | None:
     try:
         env = procfs.read_bytes("/proc/%d/environ" % pid).split(b"\0")
     except OSError:
@@ -108,7 +109,12 @@ def _candidates(procs):
     return found
 
 
-def find_seats(docker=None, use_docker=True, docker_ttl=0, procs=None):
+def find_seats(
+    docker: str | None = None,
+    use_docker: bool = True,
+    docker_ttl: float = 0,
+    procs=None,
+) -> dict:
     """Every serving seat on this host (see the module docstring), plus Docker's state:
     `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
     Docker listing is reused (the resident probe passes 30); `procs`: the poll's look at /proc,
@@ -140,7 +146,7 @@ def find_seats(docker=None, use_docker=True, docker_ttl=0, procs=None):
         asked = int(p) if p and p.isdigit() else (_ollama_port(pid) if kind == "ollama" else None)
         own, every = listening_ports([pid]), listening_ports(tree)
         if asked is not None and asked in every:
-            port = asked
+            port = asked  # type: int | None
         elif own or every:
             port = (own or every)[0]
         else:
@@ -216,7 +222,7 @@ def _seat(kind, model, port, flags, argv, pid, tree, c):
     }
 
 
-def _op_seats(req):
+def _op_seats(req: dict) -> dict:
     return find_seats(docker=req.get("docker"), use_docker=req.get("use_docker", True))
 
 

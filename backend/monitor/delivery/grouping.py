@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 from fleetdeck.backend.fleet.alert_rules import severity_rank
@@ -94,7 +95,7 @@ class Group:
         self.text = "; ".join(text)
 
 
-def group_payload(g: Group, one) -> dict[str, Any]:
+def group_payload(g: Group, one: Callable[[Any, str], dict[str, Any]]) -> dict[str, Any]:
     """The JSON document of a group (before the JSON rule): its fields and each member's own
     document, made by `one(alert, id)` (`payloads.payload`)."""
     return {

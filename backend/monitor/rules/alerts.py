@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -275,7 +275,7 @@ class AlertEngine:
         if not isinstance(d, dict):
             return [Reject("the state", f"is not an object ({type(d).__name__})", d)] if d else []
 
-        def each(name: str, kind: type, load) -> None:
+        def each(name: str, kind: type, load: Callable[[Any, Any], object]) -> None:
             v = d.get(name)
             if v is None:
                 return
@@ -298,7 +298,7 @@ class AlertEngine:
                         )
                     )
 
-        def alert(_k, x) -> Alert:
+        def alert(_k: object, x: Any) -> Alert:
             return alert_from_json(x)
 
         each("firing", list, lambda k, x: m.firing.__setitem__((a := alert(k, x)).key, a))
@@ -315,7 +315,7 @@ class AlertEngine:
         )
         each("pending", dict, lambda k, x: m.pending.__setitem__(str(k), st.finite(x, "the time")))
 
-        def restart(k, x) -> None:
+        def restart(k: object, x: Any) -> None:
             x = st.items(x, "the entry")
             if (
                 len(x) != 2
@@ -325,7 +325,7 @@ class AlertEngine:
                 raise Bad("is not [restart count or null, OOM-killed]")
             m.restarts[str(k)] = (x[0], x[1])
 
-        def event(k, x) -> None:
+        def event(k: object, x: Any) -> None:
             x = st.items(x, "the entry")
             if len(x) != 2:
                 raise Bad("is not [time, text]")
@@ -334,7 +334,7 @@ class AlertEngine:
         each("restarts", dict, restart)
         each("events", dict, event)
 
-        def run_event(k, x) -> None:
+        def run_event(k: object, x: Any) -> None:
             if (
                 str(k).split("|", 1)[0] not in ("run-finished", "run-failed")
                 or str(k).count("|") < 2
@@ -343,7 +343,7 @@ class AlertEngine:
             event(k, x)
             m.run_events[str(k)] = m.events.pop(str(k))
 
-        def first_look(k, x) -> None:
+        def first_look(k: object, x: Any) -> None:
             ids = st.items(x, "the entry")
             m.first_look[str(k)] = [st.text(i, "a schedule id") for i in ids]
 
@@ -354,12 +354,12 @@ class AlertEngine:
         return rejects
 
 
-def by_severity(alerts) -> list[Alert]:
+def by_severity(alerts: Iterable[Alert]) -> list[Alert]:
     """`alerts` most urgent first (critical, warning, info), each severity newest first."""
     return sorted(alerts, key=lambda a: (severity_rank(a.severity), -a.since))
 
 
-def severity_counts(alerts) -> dict[str, int]:
+def severity_counts(alerts: Iterable[Alert]) -> dict[str, int]:
     """{severity: how many of `alerts`} for every severity, in order."""
     out = dict.fromkeys(SEVERITIES, 0)
     for a in alerts:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib import units
 from fleetdeck.backend.host.lib.text import shown
@@ -32,7 +32,7 @@ def add_disk_sample(m: Any, host: str, path: str, t: float, used: int, free: int
         q.append((t, used, free))
 
 
-def judge_disks(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Any) -> None:
+def judge_disks(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Hold) -> None:
     """Feed each disk of `h` its sample and hold disk-full-eta where it fills within
     `disk_full_hours` at the rate over the window."""
     seen = set()

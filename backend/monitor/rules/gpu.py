@@ -16,14 +16,13 @@ A figure the driver does not report (None) never fires a rule.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.gpu_health import REASON_WORDS, hot_margin, slowdowns, xid_meaning
 from fleetdeck.backend.fleet.models import Gpu, HostSnapshot
 
 
-def judge_gpus(h: HostSnapshot, now: float, hold: Any, config: AlertConfig) -> None:
+def judge_gpus(h: HostSnapshot, now: float, hold: Hold, config: AlertConfig) -> None:
     """Hold each GPU health condition that is true of `h` now."""
     for g in h.gpus:
         subject = f"GPU{g.index}"
@@ -89,7 +88,7 @@ def _ecc_problems(g: Gpu) -> list[str]:
     return out
 
 
-def _xids(h: HostSnapshot, g: Gpu, now: float, hold: Any, config: AlertConfig) -> None:
+def _xids(h: HostSnapshot, g: Gpu, now: float, hold: Hold, config: AlertConfig) -> None:
     window = config.event_hold_minutes * 60
     by_code: dict[int, list[float]] = {}
     for x in g.xid or ():

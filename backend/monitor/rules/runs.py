@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.models import HostSnapshot, Run
 from fleetdeck.backend.host.lib.text import one_line, shown
 
@@ -60,7 +60,7 @@ def failed_text(h: HostSnapshot, r: Run) -> str:
     return f"run {shown(r.name)} on {h.name} failed{at}: {one_line(r.reason) or 'no reason given'}"
 
 
-def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold) -> None:
+def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Hold) -> None:
     """Record each run's state on reachable host `h` and hold the ends seen live (see the module
     docstring). `m` is the engine's memory (`runs`, `run_events`)."""
     mine = h.name + "|"

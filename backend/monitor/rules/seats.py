@@ -8,12 +8,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib import units
 
 
-def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Any) -> None:
+def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Hold) -> None:
     """Hold gpu-headroom (a card holding a seat with less free than the floor) and idle-holder
     (a process neither a seat nor a run holding memory on an idle card) for `h`'s cards."""
     seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
@@ -73,7 +73,7 @@ def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold
 
 
 def judge_seats(
-    m: Any, config: AlertConfig, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold: Any
+    m: Any, config: AlertConfig, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold: Hold
 ) -> None:
     """Hold seat-restart (the restart count grew, or the seat was OOM-killed, within
     `event_hold_minutes`) and seat-check (the seat's last check failed) for `h`'s seats."""

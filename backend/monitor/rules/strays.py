@@ -24,7 +24,7 @@ from typing import Any
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.audit_records import RemoveRecord, parse
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 from fleetdeck.backend.fleet.schedule_verdict import action_rank, norm_command
 from fleetdeck.backend.host.lib.text import shown
@@ -166,7 +166,7 @@ def judge_strays(
     config: AlertConfig,
     h: HostSnapshot,
     now: float,
-    hold,
+    hold: Hold,
     settle: dict[str, float],
     loop_settle: float,
 ) -> None:

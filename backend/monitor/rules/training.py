@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any
 
-from fleetdeck.backend.fleet.alert_rules import AlertConfig
+from fleetdeck.backend.fleet.alert_rules import AlertConfig, Hold
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib.text import one_line, shown
 
 NONFINITE = re.compile(r"\b(?:eval_)?loss is (?:nan|inf|-inf)\b")
 
 
-def judge_training(h: HostSnapshot, hold: Any, config: AlertConfig) -> None:
+def judge_training(h: HostSnapshot, hold: Hold, config: AlertConfig) -> None:
     """Hold each training rule that is true of `h`'s runs now: run-stalled, loss-nonfinite,
     loss-spike (the last loss over `loss_spike_factor` times the median before it), overfitting
     (eval loss rose at two consecutive evals)."""
