@@ -53,3 +53,25 @@ def test_deltas_only_on_the_last_answer_and_whole_on_anything_else(tmp_path, chi
         kinds.append("base" in got)
     # the fresh answer was the first of FULL_EVERY: FULL_EVERY - 1 deltas follow it, then whole
     assert kinds == [True] * (FULL_EVERY - 1) + [False, True], kinds
+
+
+def test_an_unknown_or_malformed_op_is_answered_and_the_resident_probe_lives_on(children):
+    """Its table also maps None (a request with no op is a snapshot): an unknown op is refused
+    naming the known ones, a list or an object as op is refused, and the next request is
+    answered by the same process."""
+    p = subprocess.Popen(
+        [sys.executable, str(PROBE), "--resident"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    children.append(p)
+
+    def ask(req: dict) -> dict:
+        assert p.stdin and p.stdout
+        p.stdin.write(json.dumps(req).encode() + b"\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    for op in ("nope", ["snapshot"], {"x": 1}, 7):
+        got = ask({"op": op})
+        assert got["error"]["code"] == "bad-request", got
+        assert "snapshot" in got["error"]["message"], got
+    assert ask({"op": "ping"}).get("ok") is not False and p.poll() is None

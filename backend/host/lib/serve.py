@@ -47,10 +47,14 @@ def dispatch(ops: Mapping, req: object) -> dict:
     if not isinstance(req, dict):
         return error_answer("bad-request", "the request is not a JSON object")
     op = req.get("op")
-    fn = ops.get(op)
+    fn = ops.get(op) if op is None or isinstance(op, str) else None  # a list is unhashable
     if fn is None:
         return error_answer(
-            "bad-request", "unknown op %r (known: %s)" % (op, ", ".join(sorted(ops)))
+            # only the named ops: the resident probe's table also maps None (a request with no
+            # op), which sorted() cannot order beside strings
+            "bad-request",
+            "unknown op %r (known: %s)"
+            % (op, ", ".join(sorted(k for k in ops if isinstance(k, str)))),
         )
     try:
         out = fn(req)
