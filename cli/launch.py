@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Launch; 0 running or queued, 1 refused, cancelled or failed, 2 bad fleet file or RUN.toml."""
     # deferred: actions.launch (its helper modules and the run config, ~50 ms at every start of the CLI)
-    from fleetdeck.backend.actions.launch import launch
-    from fleetdeck.backend.actions.launch_values import run_values
+    from fleetdeck.backend.actions.launch.main import launch
+    from fleetdeck.backend.actions.launch.values import run_values
 
     fleet = load_fleet(args.hosts)
     host = fleet.host(args.host)

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.text import Text
 
-from fleetdeck.backend.actions.purge import (
+from fleetdeck.backend.actions.purge.main import (
     audit_dry_run,
     execute_purge,
     gather_keep_newest,
     gather_purge,
 )
-from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
+from fleetdeck.backend.actions.purge.plan import PurgePlan, PurgeReport
 from fleetdeck.backend.fleet.config import HostConfig, load_fleet
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink

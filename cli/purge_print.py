@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetdeck.backend.actions.purge_plan import PathPlan, PathResult, PurgePlan, PurgeReport
+from fleetdeck.backend.actions.purge.plan import PathPlan, PathResult, PurgePlan, PurgeReport
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.show.fmt import said

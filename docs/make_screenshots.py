@@ -32,7 +32,7 @@ def load(name: str):
 
 def purge_plan():
     """A plan of two checkpoints of run-7, the second held open by a process."""
-    from fleetdeck.backend.actions.purge_plan import Keeper, PathPlan, PurgePlan, Refusal
+    from fleetdeck.backend.actions.purge.plan import Keeper, PathPlan, PurgePlan, Refusal
 
     run, gib = "/home/ops/runs/run-7", 1024**3
     checks = (

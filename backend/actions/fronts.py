@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.actions.launch_result import error_text
+from fleetdeck.backend.actions.launch.result import error_text
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.link.wire import checked

@@ -18,11 +18,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from fleetdeck.backend.actions.launch import preflight
+from fleetdeck.backend.actions.launch.main import preflight
 from fleetdeck.backend.actions.mirror.main import mirror, parse_endpoint
 from fleetdeck.backend.actions.proposals import Proposal
-from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
-from fleetdeck.backend.actions.purge_plan import PurgePlan
+from fleetdeck.backend.actions.purge.main import gather_keep_newest, gather_purge
+from fleetdeck.backend.actions.purge.plan import PurgePlan
 from fleetdeck.backend.actions.schedules import check_removal
 from fleetdeck.backend.fleet.config import ConfigError, Fleet
 from fleetdeck.backend.fleet.errors import HostError

@@ -16,8 +16,6 @@ WINGS = ("backend", "cli", "show", "tui")
 
 #: (folder, first word): why it is still loose
 KNOWN = {
-    ("backend/actions", "purge"): "purge's controller side; to become backend/actions/purge/",
-    ("backend/actions", "launch"): "launch's controller side; to become backend/actions/launch/",
     ("backend/fleet", "validate"): "the answer's validation by part; to become a package",
     ("backend/host/probe", "run"): "the probe's run readers, already inside the probe's package",
     ("backend/train", "reference"): "the reference trainers the benchmark runs beside fleetdeck's",

@@ -47,8 +47,10 @@ def test_no_family_of_prefixed_modules_in_the_host_wing():
 
 
 def test_the_controller_names_the_packaged_helpers_by_their_modules():
-    from fleetdeck.backend.actions import launch, purge, schedules
+    from fleetdeck.backend.actions import schedules
+    from fleetdeck.backend.actions.launch import main as launch
     from fleetdeck.backend.actions.mirror import common as mirror_common
+    from fleetdeck.backend.actions.purge import main as purge
     from fleetdeck.backend.host.launch import main as launch_main
     from fleetdeck.backend.host.mirror import main as mirror_main
     from fleetdeck.backend.host.purge import main as purge_main
@@ -61,9 +63,9 @@ def test_the_controller_names_the_packaged_helpers_by_their_modules():
         schedules_main.__name__,
     )
     for path in (
-        "actions/purge.py",
+        "actions/purge/main.py",
         "actions/mirror/common.py",
-        "actions/launch.py",
+        "actions/launch/main.py",
         "actions/schedules.py",
     ):
         text = (REPO / "backend" / path).read_text(encoding="utf-8")

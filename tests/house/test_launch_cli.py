@@ -41,7 +41,7 @@ def test_the_bundled_launch_helper_answers_under_python_3_8(tmp_path):
 
     import pytest
 
-    from fleetdeck.backend.actions.launch import helper_source
+    from fleetdeck.backend.actions.launch.main import helper_source
 
     found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python")))
     py38 = found[0] if found else shutil.which("python3.8")  # a pyenv shim may not run it

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.launch import preflight
-from fleetdeck.backend.actions.launch_values import run_values
+from fleetdeck.backend.actions.launch.main import preflight
+from fleetdeck.backend.actions.launch.values import run_values
 from fleetdeck.backend.fleet.config import ConfigError, load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.launch import estimate as est
@@ -448,7 +448,7 @@ def test_host_helper_is_stdlib_python_3_8():
     import ast
     import sys
 
-    from fleetdeck.backend.actions.launch import helper_source
+    from fleetdeck.backend.actions.launch.main import helper_source
 
     sources = [helper_source()]
     for name in (

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions.audit import read_audit
-from fleetdeck.backend.actions.launch import launch, preflight
+from fleetdeck.backend.actions.launch.main import launch, preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import procfs

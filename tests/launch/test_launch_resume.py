@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from fleetdeck.backend.actions.launch import preflight
+from fleetdeck.backend.actions.launch.main import preflight
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.host.lib import layout, procfs

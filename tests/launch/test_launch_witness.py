@@ -3,7 +3,7 @@ or without one of them, is no pass (`missing-checks`), whatever its `passed` say
 
 from __future__ import annotations
 
-from fleetdeck.backend.actions.launch_result import Check, Preflight, preflight_from
+from fleetdeck.backend.actions.launch.result import Check, Preflight, preflight_from
 
 FULL = [
     {"name": n, "ok": True, "message": f"{n} fine"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions.purge import execute_purge, gather_purge
-from fleetdeck.backend.actions.purge_confirm import confirmations_match
+from fleetdeck.backend.actions.purge.confirm import confirmations_match
+from fleetdeck.backend.actions.purge.main import execute_purge, gather_purge
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions.purge_judge import plan_purge
+from fleetdeck.backend.actions.purge.judge import plan_purge
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge.facts import gather
@@ -456,7 +456,7 @@ def test_unprivileged_user_who_cannot_read_every_process_is_refused():
     import shutil
     import tempfile
 
-    from fleetdeck.backend.actions.purge import HELPER
+    from fleetdeck.backend.actions.purge.main import HELPER
     from fleetdeck.backend.fleet.link.boot import BOOT, helper_stdin
 
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
+from fleetdeck.backend.actions.purge.plan import KeeperResult, PurgeReport
 from fleetdeck.backend.host.lib import layout
 
 from support.purge import cli, make_run, sha, uniq
@@ -154,7 +154,7 @@ def test_a_kept_checkpoint_emptied_after_the_plan_refuses(h1, capsys):
     """The kept checkpoint is judged again when it is walked at execution."""
     import asyncio
 
-    from fleetdeck.backend.actions.purge import execute_purge, gather_keep_newest
+    from fleetdeck.backend.actions.purge.main import execute_purge, gather_keep_newest
     from fleetdeck.backend.fleet.config import load_fleet
     from fleetdeck.backend.fleet.link.ssh import HostLink
 

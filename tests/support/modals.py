@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetdeck.backend.actions.purge_plan import Keeper, PathPlan, PurgePlan, Refusal
+from fleetdeck.backend.actions.purge.plan import Keeper, PathPlan, PurgePlan, Refusal
 from fleetdeck.backend.actions.schedules import RemovalCheck
 from fleetdeck.tui.modals.dialogs import ErrorModal, HelpScreen
 from fleetdeck.tui.modals.launch import LaunchModal

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.purge import execute_purge, gather_purge
+from fleetdeck.backend.actions.purge.main import execute_purge, gather_purge
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.cli.main import main

@@ -7,7 +7,7 @@ import pytest
 
 from fleetdeck.backend.actions.mirror.common import MirrorFile
 from fleetdeck.backend.actions.mirror.report import MirrorReport
-from fleetdeck.backend.actions.purge_plan import KeeperResult, PurgeReport
+from fleetdeck.backend.actions.purge.plan import KeeperResult, PurgeReport
 from fleetdeck.tui.modals.mirror import MirrorModal
 from fleetdeck.tui.modals.purge import PurgeModal
 from fleetdeck.tui.modals.purge_text import report_text

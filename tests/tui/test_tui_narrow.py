@@ -207,7 +207,7 @@ async def test_no_markdown_backticks_on_any_view():
 
 
 async def test_runs_view_offers_resume_on_a_failed_run(tmp_path, monkeypatch):
-    from fleetdeck.backend.actions import launch as backend_launch
+    from fleetdeck.backend.actions.launch import main as backend_launch
     from fleetdeck.tui.modals.launch import LaunchModal
 
     asked = []

@@ -14,7 +14,7 @@ import pytest
 from textual.widgets import Input
 
 from fleetdeck.backend.actions import audit
-from fleetdeck.backend.actions.launch_result import Check, Preflight
+from fleetdeck.backend.actions.launch.result import Check, Preflight
 from fleetdeck.backend.actions.mirror.common import MirrorFile
 from fleetdeck.backend.actions.mirror.report import MirrorReport
 from fleetdeck.backend.actions.schedules import RemovalCheck

@@ -16,7 +16,7 @@ from fleetdeck.show.fmt import said
 from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 if TYPE_CHECKING:
-    from fleetdeck.backend.actions.launch import LaunchResult, Preflight
+    from fleetdeck.backend.actions.launch.main import LaunchResult, Preflight
 
 
 class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
@@ -211,7 +211,7 @@ class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
 
     async def make_plan(self) -> Preflight:
         # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
-        from fleetdeck.backend.actions.launch import preflight
+        from fleetdeck.backend.actions.launch.main import preflight
 
         host, toml, after = self.target
         return await preflight(
@@ -232,7 +232,7 @@ class LaunchModal(TypedConfirmModal["Preflight", "LaunchResult"]):
     async def run(self) -> LaunchResult:
         """Start (or queue) the run through the backend, which checks again and audits."""
         # deferred: actions.launch (its helper modules and the run config, ~50 ms at start-up)
-        from fleetdeck.backend.actions.launch import launch
+        from fleetdeck.backend.actions.launch.main import launch
 
         self.target = host, toml, after = self.inputs()
         return await launch(

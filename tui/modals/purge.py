@@ -20,7 +20,7 @@ from fleetdeck.tui.modals.purge_text import (
 from fleetdeck.tui.modals.typed_confirm import Outcome, TypedConfirmModal
 
 if TYPE_CHECKING:
-    from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
+    from fleetdeck.backend.actions.purge.plan import PurgePlan, PurgeReport
 
 
 class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
@@ -194,7 +194,7 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
     async def make_plan(self) -> PurgePlan:
         """Ask the host for the plan: every check of every path, keepers, free space."""
         # deferred: actions.purge (the purge's backend, loaded when a purge is first planned)
-        from fleetdeck.backend.actions.purge import gather_keep_newest, gather_purge
+        from fleetdeck.backend.actions.purge.main import gather_keep_newest, gather_purge
 
         link = self.app.link(self.host)
         if self.keep is not None:
@@ -345,7 +345,7 @@ class PurgeModal(TypedConfirmModal["PurgePlan", "PurgeReport"]):
     async def run(self) -> PurgeReport:
         """Delete through the backend (it re-checks everything)."""
         # deferred: actions.purge (the purge's backend, loaded when a purge is first planned)
-        from fleetdeck.backend.actions.purge import execute_purge
+        from fleetdeck.backend.actions.purge.main import execute_purge
 
         assert self.plan is not None  # Delete is enabled only under a plan that passed
         return await execute_purge(self.app.link(self.host), self.plan, self.typed())

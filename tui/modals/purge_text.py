@@ -12,7 +12,7 @@ from fleetdeck.backend.host.lib.units import size_short
 from fleetdeck.show.fmt import said
 
 if TYPE_CHECKING:
-    from fleetdeck.backend.actions.purge_plan import PathPlan, PurgePlan, PurgeReport
+    from fleetdeck.backend.actions.purge.plan import PathPlan, PurgePlan, PurgeReport
 
 
 def check_text(entry: PathPlan) -> Text:

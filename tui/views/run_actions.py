@@ -12,8 +12,8 @@ from typing import Protocol, TypeVar
 from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
-from fleetdeck.backend.actions.launch_values import read_run_toml
-from fleetdeck.backend.actions.purge_plan import PurgeReport
+from fleetdeck.backend.actions.launch.values import read_run_toml
+from fleetdeck.backend.actions.purge.plan import PurgeReport
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.fleet.run_order import natural_key
 from fleetdeck.backend.host.lib.text import shown

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetdeck.backend.actions.purge_plan import (
+from fleetdeck.backend.actions.purge.plan import (
     Keeper,
     KeepRule,
     PathPlan,

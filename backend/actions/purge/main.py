@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.audit_records import write
 from fleetdeck.backend.actions.fronts import purge_check, purge_execute
-from fleetdeck.backend.actions.purge_confirm import confirmations_match
-from fleetdeck.backend.actions.purge_judge import plan_purge
-from fleetdeck.backend.actions.purge_plan import PurgePlan, PurgeReport
-from fleetdeck.backend.actions.purge_report import (
+from fleetdeck.backend.actions.purge.confirm import confirmations_match
+from fleetdeck.backend.actions.purge.judge import plan_purge
+from fleetdeck.backend.actions.purge.plan import PurgePlan, PurgeReport
+from fleetdeck.backend.actions.purge.report import (
     audit_failed,
     audited_report,
     purge_record,

@@ -27,19 +27,19 @@ from typing import Any
 
 from fleetdeck.backend.actions.audit_records import LaunchRecord, write
 from fleetdeck.backend.actions.fronts import launch_preflight, launch_start
-from fleetdeck.backend.actions.launch_result import (
+from fleetdeck.backend.actions.launch.result import (
     LaunchResult,
     Preflight,
     error_text,
     preflight_from,
 )
-from fleetdeck.backend.actions.launch_seen import (
+from fleetdeck.backend.actions.launch.seen import (
     live_json,
     lost_answer_result,
     runs_seen,
     started_anyway,
 )
-from fleetdeck.backend.actions.launch_values import launch_after_path, run_values
+from fleetdeck.backend.actions.launch.values import launch_after_path, run_values
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.boot import BOOT

@@ -9,15 +9,15 @@ from typing import Any
 
 from fleetdeck.backend.actions import audit
 from fleetdeck.backend.actions.audit_records import PurgeRecord, write
-from fleetdeck.backend.actions.purge_confirm import (
+from fleetdeck.backend.actions.purge.confirm import (
     confirmations_match,
     not_confirmed,
     path_confirmed,
     typed_for,
     typed_matches,
 )
-from fleetdeck.backend.actions.purge_judge import free_total, judge_checks
-from fleetdeck.backend.actions.purge_plan import (
+from fleetdeck.backend.actions.purge.judge import free_total, judge_checks
+from fleetdeck.backend.actions.purge.plan import (
     KeeperResult,
     PathResult,
     PurgePlan,

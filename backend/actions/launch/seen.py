@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetdeck.backend.actions.audit_records import LaunchRecord, write
-from fleetdeck.backend.actions.launch_result import LaunchResult, Preflight
+from fleetdeck.backend.actions.launch.result import LaunchResult, Preflight
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink

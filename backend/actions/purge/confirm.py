@@ -3,7 +3,7 @@ byte for byte, and the refusal that says what was typed when it was not."""
 
 from __future__ import annotations
 
-from fleetdeck.backend.actions.purge_plan import PurgePlan, Refusal
+from fleetdeck.backend.actions.purge.plan import PurgePlan, Refusal
 from fleetdeck.backend.host.lib.text import shown
 
 
