@@ -23,6 +23,11 @@ else:
 
 #: how many views `esc` can go back through
 HISTORY = 50
+#: the top-level views built ahead of their first switch (the ones a big fleet makes slow to
+#: build: 3,000 runs, 10,000 schedules), in this order, one at a time while the app is idle
+AHEAD = ("schedules", "runs")
+#: the pause after a poll, and between two views built ahead, before the next is built
+AHEAD_GAP_S = 0.3
 
 
 class Navigation(_App):
@@ -31,6 +36,40 @@ class Navigation(_App):
     _history: list[str]
     state: FleetState
     action_help: Callable[[], None]
+    _quitting: bool
+    #: the views built ahead so far (`build_ahead`), by mode
+    built_ahead: tuple[str, ...] = ()
+    _ahead_started = False
+
+    def start_building_ahead(self) -> None:
+        """After the first poll is drawn: build the views in `AHEAD` while the app waits for the
+        operator, so that the first switch into one is a switch, not a build (compose, mount,
+        styles, every row's key). Nothing on screen changes; the views are built with the fleet
+        the poll brought, and a view not on screen is not redrawn on later polls (it catches
+        up when shown, as any view left behind does)."""
+        if not self._ahead_started:
+            self._ahead_started = True
+            self.set_timer(AHEAD_GAP_S, self.build_ahead)
+
+    def build_ahead(self) -> None:
+        """Build the next view of `AHEAD` not built yet, hidden (as Textual's first
+        `switch_mode` into it would, less the resume: it is not shown), then the next one
+        `AHEAD_GAP_S` later."""
+        # Textual (pinned) keeps each mode's screens in `_screen_stacks`; `switch_mode` finds
+        # the view there and only resumes it (tests/tui/test_build_ahead.py holds it to that)
+        stacks = self._screen_stacks
+        mode = next((m for m in AHEAD if m not in stacks), None)
+        if mode is None or self._quitting or not self.is_running:
+            return
+        screen = VIEWS.screen(mode)()
+        self._load_screen_css(screen)
+        self._get_screen(screen)  # registered: it composes and mounts in its own task
+        stacks[mode] = [screen]
+        # styled as it mounts, from the stylesheet as it is now: the switch need not restyle
+        # every screen again (a theme changed since moves the app's count: then it does)
+        screen._css_update_count = self._css_update_count
+        self.built_ahead = (*self.built_ahead, mode)
+        self.set_timer(AHEAD_GAP_S, self.build_ahead)
 
     def action_view(self, mode: str) -> None:
         """Switch to one of the top-level views (from the Host view, its own key closes it)."""
