@@ -50,7 +50,7 @@ G = 1024**3
 SETTLE_S = 0.5
 #: the idle time after the first poll, timed as its own line: the app builds the views it
 #: builds ahead of their first switch then (tui/navigation.py, AHEAD), one every AHEAD_GAP_S
-IDLE_S = 2.0
+IDLE_S = 3.0
 
 
 def snapshot(n_hosts: int, n_sched: int, n_runs: int, i: int, rng: random.Random) -> FleetSnapshot:

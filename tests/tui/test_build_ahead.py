@@ -38,11 +38,11 @@ def app_of() -> FleetdeckApp:
 
 
 async def built(pilot, app: FleetdeckApp) -> None:
-    for _ in range(100):
-        if len(app.built_ahead) == len(navigation.AHEAD):
+    # every step done: built, laid out, drawn (one every AHEAD_GAP_S, later on a busy machine)
+    for _ in range(200):
+        if app._ahead == []:
             break
         await pilot.pause(navigation.AHEAD_GAP_S / 3)
-    await pilot.pause(navigation.AHEAD_GAP_S)
 
 
 async def test_the_views_are_built_hidden_after_the_first_poll_and_shown_as_built():
@@ -57,6 +57,8 @@ async def test_the_views_are_built_hidden_after_the_first_poll_and_shown_as_buil
         assert isinstance(app.screen, FleetScreen) and app.current_mode == "fleet"
         ahead = {m: app.get_screen_stack(m)[0] for m in app.built_ahead}
         assert all(s.is_mounted and s.ready and not s.is_current for s in ahead.values())
+        # laid out at the app's size while hidden (then its tables' lines drawn into their caches)
+        assert all(s.table.size.width == 120 for s in ahead.values())
         # a later poll leaves the hidden views alone; the switch shows the built screen caught up
         app.post_message(FleetPolled(snap(42)))
         await pilot.pause()
