@@ -74,6 +74,10 @@ class Navigation(_App):
             # styled as it mounts, from the stylesheet as it is now: the switch need not
             # restyle every screen again (a theme changed since moves the app's count: it does)
             screen._css_update_count = self._css_update_count
+            if self.screen._css_update_count != self._css_update_count:
+                # the pass Textual's first switch makes (`_init_mode`), which marks the view on
+                # screen styled too: done now, not when the operator next goes back to it
+                self.refresh_css(animate=False)
             self.built_ahead = (*self.built_ahead, mode)
         elif step != "build" and mode in self.built_ahead:
             screen = stacks[mode][0]
