@@ -5,7 +5,6 @@ the views: they are looked up in the registry (`tui/view_registry.py`), never im
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -90,12 +89,7 @@ class Navigation(_App):
                 else:
                     for table in screen.query(DataTable):
                         table.render_lines(Region(0, 0, *table.size))
-        if todo:
-            self.set_timer(AHEAD_GAP_S, self.build_ahead)
-        else:
-            # what the views built ahead keep (laid out, drawn) lives as long as the app: out of
-            # the cycle collector's generations too, as each view is once mounted (ViewScreen)
-            gc.freeze()
+        self.set_timer(AHEAD_GAP_S, self.build_ahead)
 
     def action_view(self, mode: str) -> None:
         """Switch to one of the top-level views (from the Host view, its own key closes it)."""
