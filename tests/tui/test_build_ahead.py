@@ -59,12 +59,15 @@ async def test_the_views_are_built_hidden_after_the_first_poll_and_shown_as_buil
         assert all(s.is_mounted and s.ready and not s.is_current for s in ahead.values())
         # laid out at the app's size while hidden (then its tables' lines drawn into their caches)
         assert all(s.table.size.width == 120 for s in ahead.values())
+        # the hidden Runs view asked no host for its run's train.log: that waits for the switch
+        assert ahead["runs"]._log_for is None
         # a later poll leaves the hidden views alone; the switch shows the built screen caught up
         app.post_message(FleetPolled(snap(42)))
         await pilot.pause()
         await pilot.press("2")
         await pilot.pause()
         assert app.screen is ahead["runs"] and isinstance(app.screen, RunsScreen)
+        assert app.screen._log_for == "a:/r/one"  # and read once it is on screen
         assert app.screen.table.current_key is not None
         assert "42" in "".join(
             str(c) for c in app.screen.table.get_row(app.screen.table.current_key)
