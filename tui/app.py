@@ -180,6 +180,7 @@ class FleetdeckApp(Navigation, GuardedPump, App):
         self.state.apply(message.snapshot)
         self.alert_watch.observe(message.snapshot)
         self.refresh_views()
+        self.start_building_ahead()
 
     def on_poll_failed(self, message: PollFailed) -> None:
         self.notify(said(message.error), title="Poll failed", severity="error", markup=False)

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
+from textual.geometry import Region
 from textual.screen import Screen
+from textual.widgets import DataTable
 
 from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.view_registry import VIEWS
@@ -23,6 +25,11 @@ else:
 
 #: how many views `esc` can go back through
 HISTORY = 50
+#: the top-level views built ahead of their first switch (the ones a big fleet makes slow to
+#: build: 3,000 runs, 10,000 schedules), in this order, one at a time while the app is idle
+AHEAD = ("schedules", "runs")
+#: the pause after a poll, and between two views built ahead, before the next is built
+AHEAD_GAP_S = 0.3
 
 
 class Navigation(_App):
@@ -31,6 +38,58 @@ class Navigation(_App):
     _history: list[str]
     state: FleetState
     action_help: Callable[[], None]
+    _quitting: bool
+    #: the views built ahead so far (`build_ahead`), by mode
+    built_ahead: tuple[str, ...] = ()
+    #: what is left to do ahead: (step, mode), the first one next
+    _ahead: list[tuple[str, str]] | None = None
+
+    def start_building_ahead(self) -> None:
+        """After the first poll is drawn: build the views in `AHEAD` while the app waits for the
+        operator, so that the first switch into one is a switch, not a build (compose, mount,
+        styles, every row's key, the first drawing of its rows). Nothing on screen changes;
+        the views are built with the fleet the poll brought, and a view not on screen is not
+        redrawn on later polls (it catches up when shown, as any view left behind does)."""
+        if self._ahead is None:
+            self._ahead = [(step, m) for m in AHEAD for step in ("build", "lay out", "draw")]
+            self.set_timer(AHEAD_GAP_S, self.build_ahead)
+
+    def build_ahead(self) -> None:
+        """One step of `start_building_ahead`, then the next `AHEAD_GAP_S` later: build a view
+        hidden (as Textual's first `switch_mode` into it would, less the resume: it is not
+        shown), lay it out at the app's size, or draw its tables' lines on screen once (kept in
+        their caches). A view already shown meanwhile is left as it is."""
+        todo = self._ahead
+        if not todo or self._quitting or not self.is_running:
+            return
+        step, mode = todo.pop(0)
+        # Textual (pinned) keeps each mode's screens in `_screen_stacks`; `switch_mode` finds
+        # the view there and only resumes it (tests/tui/test_build_ahead.py holds it to that)
+        stacks = self._screen_stacks
+        if step == "build" and mode not in stacks:
+            screen = VIEWS.screen(mode)()
+            self._load_screen_css(screen)
+            self._get_screen(screen)  # registered: it composes and mounts in its own task
+            stacks[mode] = [screen]
+            # styled as it mounts, from the stylesheet as it is now: the switch need not
+            # restyle every screen again (a theme changed since moves the app's count: it does)
+            screen._css_update_count = self._css_update_count
+            if self.screen._css_update_count != self._css_update_count:
+                # the pass Textual's first switch makes (`_init_mode`), which marks the view on
+                # screen styled too: done now, not when the operator next goes back to it
+                self.refresh_css(animate=False)
+            self.built_ahead = (*self.built_ahead, mode)
+        elif step != "build" and mode in self.built_ahead:
+            screen = stacks[mode][0]
+            if not screen.is_mounted:
+                todo.insert(0, (step, mode))  # a busy machine: not mounted yet
+            elif not screen.is_current and not screen.stack_updates:  # never shown yet
+                if step == "lay out":
+                    screen._refresh_layout(self.size)  # each widget's size, as the switch's
+                else:
+                    for table in screen.query(DataTable):
+                        table.render_lines(Region(0, 0, *table.size))
+        self.set_timer(AHEAD_GAP_S, self.build_ahead)
 
     def action_view(self, mode: str) -> None:
         """Switch to one of the top-level views (from the Host view, its own key closes it)."""

@@ -102,6 +102,32 @@ def test_a_down_host_says_why_and_keeps_no_stray_count():
     assert "is DOWN" in fleet_rows.host_detail(state, "a").plain
 
 
+def test_a_fleet_rows_height_is_the_height_of_its_cells_in_every_state():
+    # host_height is worked out once per shape (the host's name, the widths, seen, down, stale,
+    # its GPU and disk counts, its runs' names and states): each shape gives its cells' height
+    wide = {"host": 8, "status": 13, "lat": 5, "gpus": 24, "disks": 16, "runs": 14, "stray": 5}
+    narrow = {"host": 8, "status": 16, "gpus": 24, "runs": 14, "stray": 5}
+    stalled = Run(host="a", path="/r/s", name="a-very-long-run-name", state="stalled")
+    failed = Run(host="a", path="/r/f", name="f", state="failed")
+    two_disks = (*_host().disks, Disk("/scratch", "/scratch", "ext4", 100 * G, 1 * G, 99 * G))
+    hosts = [
+        _host(),
+        _host(gpus=(_gpu(0), _gpu(1), _gpu(2))),
+        _host(runs=(RUN, stalled, failed), disks=two_disks),
+        _host(runs=(), disks=two_disks),
+        _host(reachable=False, error="connection refused"),
+    ]
+    for clock in (101.0, 200.0):  # fresh, then stale (older than two poll intervals)
+        for h in hosts:
+            state = _state(h, clock=clock)
+            for w in (wide, narrow):
+                cells, height = fleet_rows.host_cells(state, "a", w)
+                assert height == fleet_rows.host_height(state, "a", w), (h, clock, w)
+                assert height == max(c.plain.count("\n") + 1 for c in cells), (h, clock, w)
+    unseen = FleetState(["a"], 5.0, clock=lambda: 101.0)
+    assert fleet_rows.host_height(unseen, "a", wide) == fleet_rows.host_cells(unseen, "a", wide)[1]
+
+
 def test_host_rows_from_one_snapshot():
     h = _host(processes=(Process(pid=7, start=11, user="ml", command="python t.py", why=("gpu",)),))
     gpus, health = host_rows.gpu_rows(h)

@@ -3,6 +3,7 @@ the fleet state, and the line under the table on the highlighted host (`host_det
 
 from __future__ import annotations
 
+import functools
 import time
 
 from rich.text import Text
@@ -137,20 +138,53 @@ def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
     live = state.hosts.get(name)
     snap = state.shown(name)
     down = live is not None and not live.reachable
-    name_lines = folded(name, w["host"]).count("\n") + 1
-    status = 1 if live is None else 2 if down else 1
-    if not down and state.is_stale(name):
-        status += 1
-    if snap is None:
-        return max(status, name_lines)
-    disks = len(snap.disks) if "disks" in w else 0
-    if "disks" not in w and not down:  # below 100 columns the disks go under the status
-        status += len(snap.disks)
-    live_runs = ordered_runs(r for r in snap.runs if r.state in LIVE)
-    runs = sum(map(len, _run_names(live_runs, w["runs"]))) + any(
-        r.state == "failed" for r in snap.runs
+    stale = not down and state.is_stale(name)
+    # a poll brings new snapshots of the same shape: the height is worked out once per shape
+    return _height(
+        name,
+        w["host"],
+        w["runs"],
+        "disks" in w,
+        live is None,
+        down,
+        stale,
+        None
+        if snap is None
+        else (len(snap.gpus), len(snap.disks), tuple((r.name, r.state) for r in snap.runs)),
     )
-    return max(1, len(snap.gpus), disks, runs, status, name_lines)
+
+
+@functools.lru_cache(maxsize=4096)
+def _height(
+    name: str,
+    host_w: int,
+    runs_w: int,
+    disk_column: bool,
+    unseen: bool,
+    down: bool,
+    stale: bool,
+    shape: tuple[int, int, tuple[tuple[str, str], ...]] | None,
+) -> int:
+    """`host_height` from what it depends on: the host's name, the columns' widths, whether the
+    host was seen, is down or stale, and its GPU and disk counts and runs (name, state)."""
+    name_lines = folded(name, host_w).count("\n") + 1
+    status = 1 if unseen else 2 if down else 1
+    if stale:
+        status += 1
+    if shape is None:
+        return max(status, name_lines)
+    gpus, n_disks, runs = shape
+    disks = n_disks if disk_column else 0
+    if not disk_column and not down:  # below 100 columns the disks go under the status
+        status += n_disks
+    _, name_w, stalled_w = _run_widths(runs_w)
+    # each live run's name whole, in the lines it takes (as `_run_names`), one more for a failure
+    run_lines = sum(
+        folded(shown(r), stalled_w if state == "stalled" else name_w).count("\n") + 1
+        for r, state in runs
+        if state in LIVE
+    ) + any(state == "failed" for _, state in runs)
+    return max(1, gpus, disks, run_lines, status, name_lines)
 
 
 def _gpu_lines(

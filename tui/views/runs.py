@@ -302,6 +302,8 @@ class RunsScreen(RunLog, TableView):
         self.query_one("#ckpt-table", KeyedTable).sync(checkpoint_rows(r, marks))
         if self._following is not None and self._following != r.key:
             self.stop_following()
+        if not self.is_current:
+            return  # built ahead and not shown yet: no log is read from a host until it is
         if self._following is None and (
             self._log_for != r.key or r.state in ("running", "stalled")
         ):
