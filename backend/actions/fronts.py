@@ -13,7 +13,7 @@ record (`reader_started`, `writer_ready`, ...)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetdeck.backend.actions.launch.result import error_text
 from fleetdeck.backend.fleet.errors import HostError
@@ -34,22 +34,39 @@ MIRROR = mirror_main.__name__
 SCHEDULES = schedules_main.__name__
 SEAT_CHECK = seat_check_main.__name__
 
+R = TypeVar("R")
+
+
+async def _ask(
+    link: HostLink,
+    helper: str,
+    op: str,
+    req: Any,
+    record: type[R],
+    what: str,
+    within: float | None = None,
+) -> R:
+    """One run of `helper` for `op` with `req` (bounded by `within`), its answer held to
+    `record`; `what` names the helper in both the call's errors and the answer's refusal."""
+    ans = await link.call(helper, op, within=within, what=what, **req)
+    return checked(link.name, ans, record, what)
+
 
 # -- purge -------------------------------------------------------------------------------------
 async def purge_check(
     link: HostLink, req: purge_wire.CheckRequest, *, within: float | None = None
 ) -> purge_wire.Facts:
     """`check`: the facts a purge is judged on, gathered on the host, nothing changed."""
-    ans = await link.call(PURGE, purge_wire.CHECK, within=within, what="purge helper", **req)
-    return checked(link.name, ans, purge_wire.Facts, "purge helper")
+    return await _ask(link, PURGE, purge_wire.CHECK, req, purge_wire.Facts, "purge helper", within)
 
 
 async def purge_execute(
     link: HostLink, req: purge_wire.ExecuteRequest, *, within: float | None = None
 ) -> purge_wire.Executed:
     """`execute`: the facts gathered and judged again, then each path removed against its pins."""
-    ans = await link.call(PURGE, purge_wire.EXECUTE, within=within, what="purge helper", **req)
-    return checked(link.name, ans, purge_wire.Executed, "purge helper")
+    return await _ask(
+        link, PURGE, purge_wire.EXECUTE, req, purge_wire.Executed, "purge helper", within
+    )
 
 
 # -- mirror ------------------------------------------------------------------------------------
@@ -57,16 +74,18 @@ async def mirror_list(
     link: HostLink, req: mirror_wire.ListRequest, *, within: float | None = None
 ) -> mirror_wire.Listing:
     """`list`: a folder described (and hashed when asked) on its host."""
-    ans = await link.call(MIRROR, mirror_wire.LIST, within=within, what="mirror helper", **req)
-    return checked(link.name, ans, mirror_wire.Listing, "mirror helper")
+    return await _ask(
+        link, MIRROR, mirror_wire.LIST, req, mirror_wire.Listing, "mirror helper", within
+    )
 
 
 async def mirror_abandon(
     link: HostLink, req: mirror_wire.AbandonRequest, *, within: float | None = None
 ) -> mirror_wire.Abandoned:
     """`abandon`: a mirror helper that no longer answers killed, its partial folder removed."""
-    ans = await link.call(MIRROR, mirror_wire.ABANDON, within=within, what="mirror helper", **req)
-    return checked(link.name, ans, mirror_wire.Abandoned, "mirror helper")
+    return await _ask(
+        link, MIRROR, mirror_wire.ABANDON, req, mirror_wire.Abandoned, "mirror helper", within
+    )
 
 
 def read_line(req: mirror_wire.ReadRequest) -> dict[str, Any]:
@@ -116,8 +135,9 @@ async def schedule_inspect(
     link: HostLink, req: schedules_wire.InspectRequest, *, helper: str = SCHEDULES
 ) -> schedules_wire.Inspected:
     """`inspect`: whether the entry is still what was listed, and what its removal needs."""
-    ans = await link.call(helper, schedules_wire.INSPECT, what="schedules helper", **req)
-    return checked(link.name, ans, schedules_wire.Inspected, "schedules helper")
+    return await _ask(
+        link, helper, schedules_wire.INSPECT, req, schedules_wire.Inspected, "schedules helper"
+    )
 
 
 async def schedule_apply(
@@ -128,10 +148,9 @@ async def schedule_apply(
     helper: str = SCHEDULES,
 ) -> schedules_wire.Applied:
     """`apply`: the entry checked again, backed up, removed, and its absence witnessed."""
-    ans = await link.call(
-        helper, schedules_wire.APPLY, within=within, what="schedules helper", **req
+    return await _ask(
+        link, helper, schedules_wire.APPLY, req, schedules_wire.Applied, "schedules helper", within
     )
-    return checked(link.name, ans, schedules_wire.Applied, "schedules helper")
 
 
 # -- seat check --------------------------------------------------------------------------------
@@ -143,8 +162,7 @@ async def seat_check(
     helper: str = SEAT_CHECK,
 ) -> seat_wire.Checked:
     """`check`: one short completion asked of a seat on the host's 127.0.0.1, judged there."""
-    ans = await link.call(helper, seat_wire.CHECK, within=within, what="seat check", **req)
-    return checked(link.name, ans, seat_wire.Checked, "seat check")
+    return await _ask(link, helper, seat_wire.CHECK, req, seat_wire.Checked, "seat check", within)
 
 
 # -- launch ------------------------------------------------------------------------------------
