@@ -22,6 +22,7 @@ how far the action got.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -112,8 +113,10 @@ class Proposal:
         return d
 
 
+@functools.cache
 def _boot() -> str | None:
-    """This boot's id (the kernel's), or None where it cannot be read."""
+    """This boot's id (the kernel's), or None where it cannot be read; read once, as it cannot
+    change while this process lives."""
     try:
         return BOOT_ID.read_text().strip() or None
     except OSError:
@@ -336,11 +339,9 @@ class ProposalStore:
             now = self.get(p.id)
             if now.state != p.state:
                 raise ProposalError("settled", f"proposal {p.id} is already {now.state}")
-            if state == "confirmed" and now.state_at(self.clock()) != "pending":
-                # an expired proposal is never claimed
-                raise ProposalError(
-                    "settled", f"proposal {p.id} is already {now.state_at(self.clock())}"
-                )
+            seen = now.state_at(self.clock()) if state == "confirmed" else "pending"
+            if seen != "pending":  # an expired proposal is never claimed
+                raise ProposalError("settled", f"proposal {p.id} is already {seen}")
             _write(done, _record(done), state)
         finally:
             os.close(fd)

@@ -51,10 +51,11 @@ def proposer(p: Proposal) -> str:
 
 def proposal_rows(found: list[Proposal], now: float) -> dict[str, tuple[Any, ...]]:
     """The table's rows by proposal id, newest first (a pure function of the proposals)."""
+    states = {p.id: p.state_at(now) for p in found}  # once each: a claim's process is looked up
     return {
         p.id: (
             p.id,
-            Text(p.state_at(now), style=STYLES.get(p.state_at(now), "dim")),
+            Text(states[p.id], style=STYLES.get(states[p.id], "dim")),
             p.kind,
             shown(p.host),
             proposer(p),
