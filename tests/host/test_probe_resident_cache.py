@@ -18,7 +18,7 @@ import pytest
 
 from fleetdeck.backend.host.probe import entries as probe_entries
 from fleetdeck.backend.host.probe.common import cached
-from fleetdeck.backend.host.probe.main import MountTable
+from fleetdeck.backend.host.probe.main import DiskCadence, MountTable
 from fleetdeck.backend.host.probe.proc_table import FULL_EVERY, ProcTable
 
 from support.probe import PROBE
@@ -213,3 +213,32 @@ def test_a_mount_made_or_removed_shows_at_the_next_look(tmp_path):
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
     assert str(mnt) not in [m[0] for m in table.mounts()]
+
+
+def test_disks_are_stat_again_only_after_their_cadence_when_asked_fresh_or_for_other_folders(
+    tmp_path,
+):
+    """A resident probe keeps the disks it read: a folder made since still reads as missing
+    until the cadence passes, a fresh poll reads it at once, and so does a different list of
+    folders; with the cadence at zero every poll reads them."""
+    cadence = DiskCadence()
+    cadence.EVERY_S = 3600.0
+    late = tmp_path / "late"
+    (first,) = cadence.read([str(late)])
+    assert "does not exist" in first["error"]
+    late.mkdir()
+    assert "does not exist" in cadence.read([str(late)])[0]["error"]  # kept
+    assert cadence.read([str(late), str(tmp_path)])[0]["error"] is None  # other folders
+    (late / "x").mkdir()
+    first["error"] = "changed by the caller"  # a caller's edit does not reach the kept copy
+    again = cadence.read([str(late), str(tmp_path)])
+    assert again[0]["error"] is None and again[1]["path"] == str(tmp_path)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    assert cadence.read([str(gone)])[0]["error"] is None
+    gone.rmdir()
+    assert cadence.read([str(gone)])[0]["error"] is None  # kept
+    assert "does not exist" in cadence.read([str(gone)], fresh=True)[0]["error"]
+    gone.mkdir()
+    cadence.EVERY_S = 0.0
+    assert cadence.read([str(gone)])[0]["error"] is None

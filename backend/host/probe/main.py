@@ -133,6 +133,29 @@ def disks(paths: Iterable[str], fresh: bool = False) -> list[dict]:
     return out
 
 
+class DiskCadence:
+    """The disks at a slower cadence of their own: a resident probe stats them again only when
+    the folders asked for change, when asked fresh, or EVERY_S seconds after the last read (a
+    disk fills in minutes; a poll a second need not realpath, walk and statvfs each folder)."""
+
+    EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self.key: tuple[str, ...] | None = None
+        self.at = 0.0
+        self.last: list[dict] = []
+
+    def read(self, paths: Iterable[str], fresh: bool = False) -> list[dict]:
+        """`disks(paths)`, from the last read while it is younger than EVERY_S."""
+        key, now = tuple(paths), time.monotonic()
+        if fresh or key != self.key or not 0 <= now - self.at < self.EVERY_S:
+            self.last, self.key, self.at = disks(key, fresh), key, now
+        return [dict(d) for d in self.last]
+
+
+DISKS = DiskCadence()
+
+
 # -- the snapshot and the two ways to be asked for it ---------------------------------------------
 
 #: the processes as the last poll saw them: a resident probe reads a command line again only
@@ -164,7 +187,7 @@ def snapshot(request: dict | None = None) -> dict:
         "disks": guard(
             warnings,
             "disks",
-            lambda: disks(paths if paths is not None else req.get("runs") or [], fresh),
+            lambda: DISKS.read(paths if paths is not None else req.get("runs") or [], fresh),
             [],
         ),
         "runs": guard(warnings, "runs", lambda: runs(req, procs, warnings, now), []),
