@@ -156,3 +156,29 @@ async def test_ssh_config_alias_is_honoured(sshd_fleet, tmp_path, monkeypatch):
         assert res.stdout == b"via alias"
     finally:
         await link.close()
+
+
+async def test_polls_ride_aes_gcm_unless_the_operators_ssh_config_names_ciphers(
+    sshd_fleet, fleet_file, tmp_path, monkeypatch
+):
+    """The shared connection negotiates AES-GCM (one library call a packet, where asyncssh's
+    chacha20-poly1305 takes four); an operator's `Ciphers` line in ~/.ssh/config wins."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    host = load_fleet(str(fleet_file)).host("h1")
+    link = HostLink(host)
+    try:
+        conn = await link.connection()
+        assert conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+        assert conn.get_extra_info("recv_cipher") == "aes128-gcm@openssh.com"
+    finally:
+        await link.close()
+    (home / ".ssh" / "config").write_text("Host *\n  Ciphers chacha20-poly1305@openssh.com\n")
+    link = HostLink(host)
+    try:
+        conn = await link.connection()
+        assert conn.get_extra_info("send_cipher") == "chacha20-poly1305@openssh.com"
+        assert await link.run_helper("print('{}')", []) == {}
+    finally:
+        await link.close()
