@@ -98,7 +98,8 @@ def op_abandon(req: AbandonRequest) -> Abandoned:
             time.sleep(0.05)
     removed, blocked = None, None
     exists: Optional[bool] = False
-    path = fsenc(req["partial"]) if req.get("partial") else None
+    given = req.get("partial")
+    path = fsenc(given) if given else None
     if path is not None and os.path.isabs(path):
         head, base = os.path.split(path)
         try:

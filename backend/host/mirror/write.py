@@ -49,6 +49,7 @@ def op_write(req, inp, out):
     dog = Watchdog(on_fire=w.remove)
     try:
         stale = w.prepare()
+        assert w.partial is not None  # prepare made it, or raised
         me = os.getpid()
         say(
             out,
