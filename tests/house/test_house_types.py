@@ -41,15 +41,6 @@ DEBT: dict[str, int] = {}
 #: functions in `backend` without annotations, by module (`mypy --disallow-untyped-defs`, its
 #: `[no-untyped-def]` errors): lower an entry when its functions are annotated, never raise one
 UNTYPED: dict[str, int] = {
-    "backend/host/launch/estimate.py": 3,
-    "backend/host/launch/liveruns.py": 4,
-    "backend/host/launch/main.py": 1,
-    "backend/host/launch/preflight.py": 7,
-    "backend/host/launch/resources.py": 9,
-    "backend/host/launch/runfiles.py": 7,
-    "backend/host/launch/shapes.py": 7,
-    "backend/host/launch/supervise.py": 5,
-    "backend/host/launch/targets.py": 2,
     "backend/host/mirror/abandon.py": 3,
     "backend/host/mirror/common.py": 24,
     "backend/host/mirror/fdops.py": 6,
