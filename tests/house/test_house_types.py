@@ -41,14 +41,6 @@ DEBT: dict[str, int] = {}
 #: functions in `backend` without annotations, by module (`mypy --disallow-untyped-defs`, its
 #: `[no-untyped-def]` errors): lower an entry when its functions are annotated, never raise one
 UNTYPED: dict[str, int] = {
-    "backend/host/mirror/abandon.py": 3,
-    "backend/host/mirror/common.py": 24,
-    "backend/host/mirror/fdops.py": 6,
-    "backend/host/mirror/main.py": 2,
-    "backend/host/mirror/partial.py": 14,
-    "backend/host/mirror/read.py": 8,
-    "backend/host/mirror/replace.py": 2,
-    "backend/host/mirror/write.py": 2,
     "backend/host/probe/entries.py": 1,
     "backend/host/probe/gpu_health.py": 2,
     "backend/host/probe/loops.py": 3,
