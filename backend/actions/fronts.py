@@ -5,7 +5,7 @@ before it is returned. A front raises what `HostLink.call` raises (HelperError w
 refused, HostError when the host could not be asked) and HostError `bad-answer` for an answer
 that is not its record.
 
-The schedules and seat check fronts take `helper`, their callers' own name for the helper's
+The schedules, seat check, holders and process fronts take `helper`, their callers' own name for the helper's
 module (which a test points at a stand-in's source); the launch fronts take its bundle as
 `source`. The resident mirror helpers are started by the copy engine: their fronts
 here build each request line (`read_line`, `write_line`, ...) and hold each answer to its
@@ -19,6 +19,9 @@ from fleetdeck.backend.actions.launch.result import error_text
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.link.wire import checked
+from fleetdeck.backend.host import holders as holders_main
+from fleetdeck.backend.host import holders_wire, process_wire
+from fleetdeck.backend.host import process as process_main
 from fleetdeck.backend.host.launch import wire as launch_wire
 from fleetdeck.backend.host.mirror import main as mirror_main
 from fleetdeck.backend.host.mirror import wire as mirror_wire
@@ -33,6 +36,8 @@ PURGE = purge_main.__name__
 MIRROR = mirror_main.__name__
 SCHEDULES = schedules_main.__name__
 SEAT_CHECK = seat_check_main.__name__
+HOLDERS = holders_main.__name__
+PROCESS = process_main.__name__
 
 R = TypeVar("R")
 
@@ -163,6 +168,34 @@ async def seat_check(
 ) -> seat_wire.Checked:
     """`check`: one short completion asked of a seat on the host's 127.0.0.1, judged there."""
     return await _ask(link, helper, seat_wire.CHECK, req, seat_wire.Checked, "seat check", within)
+
+
+# -- holders -----------------------------------------------------------------------------------
+async def holders(
+    link: HostLink,
+    req: holders_wire.HoldersRequest,
+    *,
+    within: float | None = None,
+    helper: str = HOLDERS,
+) -> holders_wire.Holders:
+    """`holders`: the processes holding a file under a path, read on the host, nothing changed."""
+    return await _ask(
+        link, helper, holders_wire.HOLDERS, req, holders_wire.Holders, "holders", within
+    )
+
+
+# -- process -----------------------------------------------------------------------------------
+async def process_stop(
+    link: HostLink,
+    req: process_wire.StopRequest,
+    *,
+    within: float | None = None,
+    helper: str = PROCESS,
+) -> process_wire.Stopped:
+    """`stop`: the process checked to be the one listed, signalled, and its outcome witnessed."""
+    return await _ask(
+        link, helper, process_wire.STOP, req, process_wire.Stopped, "process stop", within
+    )
 
 
 # -- launch ------------------------------------------------------------------------------------

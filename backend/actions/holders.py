@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleetdeck.backend.actions import fronts
 from fleetdeck.backend.fleet.errors import HelperError
 from fleetdeck.backend.fleet.link.ssh import HostLink
-from fleetdeck.backend.host import holders as holders_helper
+from fleetdeck.backend.host import holders_wire
 
-HELPER = holders_helper.__name__
 #: how a process uses a file: an open descriptor, a mapping, its working or root folder
 USES = ("fd", "maps", "cwd", "root")
 MAX_HOLDERS = 4096
@@ -88,76 +88,53 @@ class HoldersReport:
         }
 
 
-def _int(d: dict[str, Any], key: str, hi: int = 2**63 - 1) -> int:
-    v = d.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+def _int(v: int, key: str, hi: int = 2**63 - 1) -> int:
+    if not 0 <= v <= hi:
         raise ValueError(key)
     return v
 
 
-def _str(d: dict[str, Any], key: str) -> str:
-    v = d.get(key)
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        raise ValueError(key)
-    return v[:MAX_TEXT]
-
-
-def _holder(d: Any) -> Holder:
-    if not isinstance(d, dict):
-        raise ValueError("holder")
-    uses = d.get("uses")
-    if not isinstance(uses, list):
-        raise ValueError("uses")
-    checked = []
-    for u in uses[:MAX_HOLDERS]:
-        if not isinstance(u, dict) or u.get("how") not in USES:
-            raise ValueError("uses.how")
-        checked.append(Use(u["how"], _str(u, "file")))
+def _holder(d: holders_wire.Holder) -> Holder:
     return Holder(
-        pid=_int(d, "pid", 2**31),
-        start=_int(d, "start"),
-        user=_str(d, "user"),
-        command=_str(d, "command"),
-        comm=_str(d, "comm"),
-        uses=tuple(checked),
-        more_uses=_int(d, "more_uses") if "more_uses" in d else 0,
+        pid=_int(d["pid"], "pid", 2**31),
+        start=_int(d["start"], "start"),
+        user=d["user"][:MAX_TEXT],
+        command=d["command"][:MAX_TEXT],
+        comm=d["comm"][:MAX_TEXT],
+        uses=tuple(Use(u["how"], u["file"][:MAX_TEXT]) for u in d["uses"][:MAX_HOLDERS]),
+        more_uses=_int(d["more_uses"], "more_uses"),
     )
 
 
-def report_from_answer(host: str, ans: dict[str, Any]) -> HoldersReport:
-    """The typed report of a holders answer; ValueError naming the first bad field."""
-    items = ans.get("holders")
-    bad = ans.get("unreadable") or []
-    if not isinstance(items, list) or len(items) > MAX_HOLDERS or not isinstance(bad, list):
+def report_from_answer(host: str, ans: holders_wire.Holders) -> HoldersReport:
+    """The typed report of a holders answer held to its record (`holders_wire.Holders`):
+    counts and text bounded; ValueError naming the first field out of its bounds."""
+    items = ans["holders"]
+    if len(items) > MAX_HOLDERS:
         raise ValueError("holders")
-    unreadable = []
-    for u in bad[:MAX_HOLDERS]:
-        if not isinstance(u, dict):
-            raise ValueError("unreadable")
-        unreadable.append((_int(u, "pid", 2**31), _str(u, "comm"), _str(u, "error")))
-    kind = ans.get("kind")
-    if kind not in ("directory", "file") or not isinstance(ans.get("complete"), bool):
-        raise ValueError("kind")
+    unreadable = tuple(
+        (_int(u["pid"], "pid", 2**31), u["comm"][:MAX_TEXT], u["error"][:MAX_TEXT])
+        for u in ans["unreadable"][:MAX_HOLDERS]
+    )
     return HoldersReport(
         host=host,
-        path=_str(ans, "path"),
-        resolved=_str(ans, "resolved"),
-        kind=kind,
-        entries=_int(ans, "entries"),
+        path=ans["path"][:MAX_TEXT],
+        resolved=ans["resolved"][:MAX_TEXT],
+        kind=ans["kind"],
+        entries=_int(ans["entries"], "entries"),
         complete=ans["complete"],
-        processes=_int(ans, "processes"),
+        processes=_int(ans["processes"], "processes"),
         holders=tuple(_holder(h) for h in items),
-        unreadable=tuple(unreadable),
+        unreadable=unreadable,
     )
 
 
 async def find_holders(link: HostLink, path: str) -> HoldersReport:
     """The processes on `link`'s host holding a file under `path`. HelperError (a HostError)
     with the helper's code (`not-found`, `not-absolute`, `not-normalized`) when it refused;
-    HostError when the host could not be asked or its answer is not a holders answer."""
-    ans = await link.call(HELPER, "holders", path=path, within=WITHIN, what="holders")
+    HostError when the host could not be asked or its answer is not a holders answer (code
+    `bad-answer`: a field not its declared type, `holders_wire.Holders`, or out of bounds)."""
+    ans = await fronts.holders(link, {"path": path}, within=WITHIN)
     try:
         return report_from_answer(link.name, ans)
     except ValueError as e:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleetdeck.backend.actions import fronts
 from fleetdeck.backend.actions.audit_records import StopRecord, write
 from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import Process
 from fleetdeck.backend.host import process as process_helper
+from fleetdeck.backend.host import process_wire
 from fleetdeck.backend.host.lib.text import shown
 
 HELPER = process_helper.__name__
@@ -47,7 +49,7 @@ _WITNESS = {
 }
 
 
-def _witnessed(ans: dict, p: Process, result: str) -> bool:
+def _witnessed(ans: process_wire.Stopped, p: Process, result: str) -> bool:
     """True when the helper's answer names the witness `result` needs: this pid with this start
     time, gone (stopped, killed) or there (signalled, paused in state T, resumed not in T)."""
     w = ans.get("witness")
@@ -67,7 +69,7 @@ def _witnessed(ans: dict, p: Process, result: str) -> bool:
     return state in states if states else (result != "resumed" or state not in {"T", "t"})
 
 
-def _said(ans: dict, p: Process, result: str, signals: str) -> str:
+def _said(ans: process_wire.Stopped, p: Process, result: str, signals: str) -> str:
     """The sentence for a witnessed outcome."""
     if _WITNESS[result][0]:
         return f"process {p.pid} {result} ({signals}): pid {p.pid} with start time {p.start} is gone from the host's /proc"
@@ -108,16 +110,17 @@ async def stop_process(
         )
     else:
         try:
-            ans = await link.call(
-                HELPER,
-                "stop",
-                pid=p.pid,
-                start=p.start,
-                command=p.command,
-                grace=grace,
-                signal=signal,
+            ans = await fronts.process_stop(
+                link,
+                {
+                    "pid": p.pid,
+                    "start": p.start,
+                    "command": p.command,
+                    "grace": grace,
+                    "signal": signal,
+                },
                 within=grace + 30,
-                what="process stop",
+                helper=HELPER,
             )
         except HelperError as e:
             rep = StopReport(
@@ -150,7 +153,7 @@ async def stop_process(
     return rep
 
 
-def _outcome(ans: dict, p: Process) -> StopReport:
+def _outcome(ans: process_wire.Stopped, p: Process) -> StopReport:
     """The report of the helper's answer: ok only for a result with its witness."""
     result = str(ans.get("result"))
     signals = ", ".join(str(s) for s in ans.get("signals") or []) or "no signal"

@@ -17,19 +17,40 @@ from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HelperError, HostError, answer_or_raise
 from fleetdeck.backend.fleet.link.channel import AnswerTooLarge, ShellOutputError
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.fleet.link.wire import checked
+from fleetdeck.backend.host import logs as logs_main
+from fleetdeck.backend.host import logs_wire
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
 
-HELPER = "fleetdeck.backend.host.logs"
+HELPER = logs_main.__name__
 LINE_LIMIT = 1 << 20  # one answer line of the helper (its chunks are 64 KiB of text)
 
 
 def _request(
     host: HostConfig, run: str, lines: int, follow: bool, grep: str | None = None
 ) -> dict[str, Any]:
-    req = {"op": "tail", "run": run, "roots": host.all_roots, "lines": lines, "follow": follow}
+    """The request line of `tail`, as `logs_wire.TailRequest` declares it, with its op."""
+    req: logs_wire.TailRequest = {
+        "run": run,
+        "roots": list(host.all_roots),
+        "lines": lines,
+        "follow": follow,
+    }
     if grep is not None:
         req["grep"] = grep
-    return req
+    return {"op": logs_wire.TAIL, **req}
+
+
+def tailed(host: str, ans: dict[str, Any]) -> logs_wire.Tailed:
+    """The reader's first answer (one that says ok) held to its record."""
+    return checked(host, ans, logs_wire.Tailed, "log reader")
+
+
+def followed(host: str, msg: dict[str, Any]) -> logs_wire.Appended | logs_wire.Truncated:
+    """A follow line (not an error) held to its record: text appended, or the log truncated."""
+    if msg.get("event") == logs_wire.TRUNCATED:
+        return checked(host, msg, logs_wire.Truncated, "log reader")
+    return checked(host, msg, logs_wire.Appended, "log reader")
 
 
 def grep_pattern(grep: str) -> re.Pattern[str]:
@@ -145,7 +166,9 @@ async def log_lines(
     try:
         await helper.send_json(_request(link.host, run, lines, follow, grep))
         try:
-            first = answer_or_raise(link.name, await _next(helper, link, timeout))
+            first = tailed(
+                link.name, answer_or_raise(link.name, await _next(helper, link, timeout))
+            )
         except HelperError as e:
             raise HostError(
                 link.name,
@@ -153,18 +176,18 @@ async def log_lines(
                 str(e.error.get("code") or "helper"),
             ) from None
         pending = b""
-        cut = first.get("cut")
         searched = first.get("searched")
-        if pattern is not None and isinstance(searched, dict):
-            read, size = searched.get("bytes"), searched.get("size")
-            if isinstance(read, int) and isinstance(size, int) and 0 <= read < size:
+        if pattern is not None and searched is not None:
+            read, size = searched["bytes"], searched["size"]
+            if 0 <= read < size:
                 yield (
                     f"-- matches in the last {read} bytes of train.log only ({size} bytes in all): "
                     "a longer log is not searched whole --"
                 )
-        if isinstance(cut, dict):
+        cut = first.get("cut")
+        if cut is not None:
             yield cut_line(cut)
-        text = str(first.get("text") or "")
+        text = first["text"]
         for line in _split(fsenc(text) + b"\n") if text else ():
             yield line
         while follow:
@@ -181,13 +204,14 @@ async def log_lines(
                     str(error.get("message") or "the log reader stopped"),
                     str(error.get("code") or "helper"),
                 )
-            if msg.get("event") == "truncated":
+            said = followed(link.name, msg)
+            if "event" in said:
                 if pending and (pattern is None or pattern.search(fsdec(pending))):
                     yield fsdec(pending)
                 pending = b""
                 yield "-- train.log was truncated or replaced; reading it from its start --"
                 continue
-            pending += fsenc(str(msg.get("text") or ""))
+            pending += fsenc(said["text"])
             *whole, pending = pending.split(b"\n")
             for b in whole:
                 line = fsdec(as_shown(b))
@@ -202,7 +226,7 @@ async def log_lines(
         helper.close()
 
 
-def cut_line(cut: dict[str, Any]) -> str:
+def cut_line(cut: logs_wire.Cut) -> str:
     """The marker line for what the host left out of the tail (its `cut`)."""
     lines, size = cut.get("lines"), cut.get("bytes")
     lines = lines if isinstance(lines, int) and lines >= 0 else 0

@@ -1,6 +1,7 @@
 """Host side of signalling one process from the Host view: checked, then the chosen signal.
 
-Runs on the host (stdlib + host library, Python 3.8+) through `HostLink.run_helper`. Request:
+Runs on the host (stdlib + host library, Python 3.8+) through `HostLink.call` (its front:
+`fronts.process_stop`; request and answer declared in `process_wire`). Request:
 `{"op": "stop", "pid": N, "start": TICKS, "command": "...", "grace": 10, "signal": "TERM"}`,
 `signal` one of SIGNALS (TERM when absent). The process must still be the one listed: the same
 pid, the same start time (`procfs.same_process`) and the same command line as the listing
@@ -38,6 +39,12 @@ import time
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import Refused, serve
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import List
+
+    from fleetdeck.backend.host.process_wire import Stopped, StopRequest
+
 MAX_GRACE = 300.0
 #: the signals the Host view offers, by the name it shows
 SIGNALS = {
@@ -53,7 +60,7 @@ SETTLE = 2.0
 _STOPPED = ("T", "t")
 
 
-def _checked(req):
+def _checked(req: StopRequest) -> tuple[int, int, str]:
     """(pid, start, signal name) of a request naming the process the listing showed, or a
     refusal: nothing is signalled unless every check passed."""
     pid, start = req.get("pid"), req.get("start")
@@ -84,7 +91,7 @@ def _checked(req):
     return pid, start, name
 
 
-def _command_line(pid):
+def _command_line(pid: int) -> str:
     """The command line of `pid` joined as the probe's listing joins it (`probe.common.Procs`):
     /proc/PID/cmdline with one trailing NUL dropped and every other NUL a space, so that an
     empty last argument or a title padded with NULs (setproctitle) compares as it was listed.
@@ -98,7 +105,7 @@ def _command_line(pid):
     return raw.decode("utf-8", "surrogateescape").replace("\0", " ")
 
 
-def stop(req):
+def stop(req: StopRequest) -> Stopped:
     pid, start, name = _checked(req)
     grace = req.get("grace", 10)
     grace = (
@@ -106,7 +113,7 @@ def stop(req):
         if isinstance(grace, (int, float)) and not isinstance(grace, bool)
         else 10.0
     )
-    sent = []
+    sent: List[str] = []
     try:
         if not procfs.signal_process(pid, start, SIGNALS[name]):
             raise Refused(
@@ -137,7 +144,7 @@ def stop(req):
         ) from None
 
 
-def _terminated(pid, start, name, grace, sent):
+def _terminated(pid: int, start: int, name: str, grace: float, sent: list[str]) -> Stopped:
     """TERM (then KILL after `grace`) or KILL sent: wait for the process to go."""
     if name == "TERM":
         if procfs.wait_gone([(pid, start)], grace):
@@ -149,13 +156,13 @@ def _terminated(pid, start, name, grace, sent):
     return {"result": "still-running", "signals": sent, "pid": pid}
 
 
-def _state(pid, start):
+def _state(pid: int, start: int) -> str | None:
     """The /proc state letter of (pid, start), or None when it is not that process any more."""
     st = procfs.stat(pid)
     return st[0] if st is not None and st[3] == start and st[0] not in ("Z", "X") else None
 
 
-def _wait_state(pid, start, stopped, seconds):
+def _wait_state(pid: int, start: int, stopped: bool, seconds: float) -> bool:
     """True once (pid, start) is stopped (or, `stopped` false, running again) within `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
@@ -169,7 +176,7 @@ def _wait_state(pid, start, stopped, seconds):
         time.sleep(0.05)
 
 
-def _alive(result, pid, start, sent):
+def _alive(result: str, pid: int, start: int, sent: list[str]) -> Stopped:
     """The answer for a process still there after its signal, with its state read again."""
     state = _state(pid, start)
     if state is None:
@@ -188,7 +195,7 @@ def _alive(result, pid, start, sent):
     }
 
 
-def _gone(result, pid, start, sent):
+def _gone(result: str, pid: int, start: int, sent: list[str]) -> Stopped:
     """The answer for a process that is gone, with its witness: /proc read once more."""
     if procfs.same_process(pid, start):  # never reached: wait_gone just said so
         return {"result": "still-running", "signals": sent, "pid": pid}
@@ -200,5 +207,9 @@ def _gone(result, pid, start, sent):
     }
 
 
+#: the ops this helper answers, keyed by the op strings `process_wire` declares (`STOP`),
+#: written out here so that the wire's typing is not imported on the host
+OPS = {"stop": stop}
+
 if __name__ == "__main__":
-    sys.exit(serve({"stop": stop}))
+    sys.exit(serve(OPS))

@@ -17,16 +17,26 @@ behind it, and a trial that fails has the last word, logged with its reason.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from . import kernel_choice
 from .varlen_kernels import KERNELS, FlashVarlen, fa4_installed, run_varlen, varlen_reference
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 NAME = "fleetdeck_varlen"
 
 
 @torch.compiler.disable
-def kernel_works(kernel: str, device: torch.device, dtype: torch.dtype, log=None) -> bool:
+def kernel_works(
+    kernel: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    log: Callable[..., object] | None = None,
+) -> bool:
     """Whether the fused varlen `kernel` ("cudnn", "fa4") runs here and agrees with per-document
     SDPA (forward and gradients, ranges of uneven length) within bf16 rounding; where it does
     not, says why once through `log` and the caller falls back to flash."""
@@ -81,7 +91,9 @@ def flash_varlen_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 @torch.compiler.disable
-def flash_varlen_works(device: torch.device, dtype: torch.dtype, log=None) -> bool:
+def flash_varlen_works(
+    device: torch.device, dtype: torch.dtype, log: Callable[..., object] | None = None
+) -> bool:
     """Whether the flash varlen kernel is available and runs forward and backward here (a tiny
     trial: a GPU generation newer than the kernels torch ships falls back to per-document SDPA)."""
     if not flash_varlen_available(device, dtype):
@@ -146,7 +158,7 @@ def prior(device: torch.device, fa4: bool | None = None) -> kernel_choice.Choice
 
 
 def choose_kernel(
-    requested: str, device: torch.device, dtype: torch.dtype, log
+    requested: str, device: torch.device, dtype: torch.dtype, log: Callable[..., object]
 ) -> tuple[bool, str, str]:
     """(flash, kernel, reason) for RUN.toml's `attention` (`requested`): the card's prior for
     "auto", each fused kernel behind its trial (a failure logged, and the next one down used),
@@ -203,8 +215,15 @@ _KERNEL: dict[str, str] = {}
 
 
 def varlen_attention(
-    module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs
-):
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """transformers attention function: (B=1, H, T, D) in, (1, T, H, D) out, ranges from kwargs."""
     cu = kwargs.get("cu_seq_lens_q")
     if cu is None:

@@ -26,12 +26,18 @@ import json
 import sys
 import time
 import tomllib
+from typing import TYPE_CHECKING
 
 from fleetdeck.backend.fleet.config import ConfigError
 
 from . import bound
 from .bench_figures import datasheet_tflops, matmul_peak_tflops, summarize
 from .runconfig import RunConfig, load_run_config, setting_value, with_overrides
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import torch
 
 
 def _parse_set(items: list[str], source: str) -> dict:
@@ -48,7 +54,7 @@ def _parse_set(items: list[str], source: str) -> dict:
     return out
 
 
-def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
+def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log: Callable[..., object]) -> dict:
     """Time the trainer's own step (what `fleetdeck train` runs) on this card."""
     import torch
 
@@ -106,7 +112,7 @@ def measure_fleetdeck(cfg: RunConfig, steps: int, warmup: int, log) -> dict:
     return out
 
 
-def _bound_rates(cfg: RunConfig, device, log) -> dict | None:
+def _bound_rates(cfg: RunConfig, device: torch.device, log: Callable[..., object]) -> dict | None:
     """The bound's rates measured on this card (bound_rates.py), None off CUDA or where the
     measurement fails (said in the log: the run is timed all the same)."""
     if device.type != "cuda":
@@ -171,7 +177,7 @@ def bench_main(argv: list[str] | None = None) -> int:
     return run_bench(args)
 
 
-def run_bench(args) -> int:
+def run_bench(args: argparse.Namespace) -> int:
     """`fleetdeck bench` with parsed arguments."""
     if args.steps < 1 or args.warmup < 0:
         print(
@@ -228,7 +234,7 @@ def run_bench(args) -> int:
         return 1
 
 
-def _bench(cfg: RunConfig, args, log) -> dict:
+def _bench(cfg: RunConfig, args: argparse.Namespace, log: Callable[..., object]) -> dict:
     import torch
 
     from .session import device_for

@@ -6,6 +6,10 @@ only inside `matmul_peak_tflops`."""
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 #: dense (no sparsity) bf16 tensor-core TFLOP/s from each GPU's datasheet, matched in this order
 #: against the name torch reports (the first pattern the name contains wins; None: no published
@@ -68,7 +72,7 @@ def summarize(
     }
 
 
-def matmul_peak_tflops(device) -> float | None:
+def matmul_peak_tflops(device: torch.device) -> float | None:
     """bf16 8192^3 matmul rate on random data (median of 10), `mfu_measured`'s denominator."""
     # deferred: torch (seconds; the bench's --help runs without it)
     import torch

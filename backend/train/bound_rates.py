@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -24,13 +25,18 @@ from .models import build_model, layer_kinds, shapes_of
 from .recipe import pick_dtype
 from .varlen_kernels import run_varlen, varlen_reference
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .runconfig import RunConfig
+
 #: the most tokens a forward pass is timed at (8 rows of 4096: the 0.6B recipe's forward pass)
 MAX_ROWS = 32768
 #: the largest output a timed product may write (the output head's logits)
 MAX_OUT_BYTES = 2 << 30
 
 
-def median_seconds(fn, reps: int = 10, warmup: int = 3) -> float:
+def median_seconds(fn: Callable[[], object], reps: int = 10, warmup: int = 3) -> float:
     """The median of `reps` CUDA-event timings of `fn()` after `warmup` untimed calls."""
     for _ in range(warmup):
         fn()
@@ -45,7 +51,7 @@ def median_seconds(fn, reps: int = 10, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def meta_model(base_model: str):
+def meta_model(base_model: str) -> nn.Module:
     """The model on the meta device: its modules and config, no weights."""
     if base_model.startswith("random:"):
         return build_model(base_model, torch.bfloat16, torch.device("meta"), "sdpa", 0)
@@ -57,7 +63,7 @@ def meta_model(base_model: str):
         return AutoModelForCausalLM.from_config(config)
 
 
-def linears(model) -> list[tuple[str, int, int]]:
+def linears(model: nn.Module) -> list[tuple[str, int, int]]:
     """(path, in, out) of every Linear: the weights `lora.matmul_parameter_count` counts."""
     return [
         (name, m.in_features, m.out_features)
@@ -66,7 +72,9 @@ def linears(model) -> list[tuple[str, int, int]]:
     ]
 
 
-def time_gemm(n_in: int, n_out: int, rows: int, device, dtype) -> tuple[float, float]:
+def time_gemm(
+    n_in: int, n_out: int, rows: int, device: torch.device, dtype: torch.dtype
+) -> tuple[float, float]:
     """(forward, input-gradient) seconds of one product shape at `rows` rows."""
     x = torch.randn(rows, n_in, device=device, dtype=dtype)
     w = torch.randn(n_out, n_in, device=device, dtype=dtype)
@@ -78,7 +86,14 @@ def time_gemm(n_in: int, n_out: int, rows: int, device, dtype) -> tuple[float, f
 
 
 def time_attention(
-    kernel: str, heads: int, kv_heads: int, head_dim: int, seq_len: int, tokens: int, device, dtype
+    kernel: str,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    tokens: int,
+    device: torch.device,
+    dtype: torch.dtype,
 ) -> float:
     """Seconds of one forward and backward of `kernel` ("fa4", "flash", "cudnn", or "sdpa" for
     per-document SDPA) over `tokens // seq_len` documents of `seq_len` tokens, one layer."""
@@ -91,7 +106,7 @@ def time_attention(
     g = torch.randn(t, heads, head_dim, device=device, dtype=dtype)
     scale = head_dim**-0.5
 
-    def step():
+    def step() -> None:
         if kernel == "sdpa":
             out = varlen_reference(q, k, v, cu, scale)
         else:
@@ -106,7 +121,12 @@ def tokens_per_forward(seq_len: int, rows_per_step: int) -> int:
     return max(seq_len, min(MAX_ROWS, seq_len * rows_per_step) // seq_len * seq_len)
 
 
-def measure(cfg, device, log=None, kernel: str | None = None) -> dict:
+def measure(
+    cfg: RunConfig,
+    device: torch.device,
+    log: Callable[..., object] | None = None,
+    kernel: str | None = None,
+) -> dict:
     """Both rates for `cfg` on `device` (CUDA), with each shape's figures; `kernel` overrides
     the attention kernel the run would choose."""
     start = time.perf_counter()

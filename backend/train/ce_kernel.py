@@ -13,7 +13,12 @@ uses it; Triton's interpreter (TRITON_INTERPRET=1) runs it on the CPU for the te
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 try:
     import triton
@@ -27,7 +32,7 @@ MAX_BLOCK = 32768
 if triton is not None:
 
     @triton.jit
-    def _ce_rows(
+    def _ce_rows(  # type: ignore[no-untyped-def]  # Triton reads these annotations: tl.constexpr only
         logits_ptr,
         stride,
         labels_ptr,
@@ -118,7 +123,7 @@ def chunk(
     scale: float,
     ignore_index: int,
     want_grad: bool = True,
-):
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(summed CE, its gradient for h) of one chunk, as `batching._ce_chunk` computes them;
     without `want_grad` (evaluation) the gradient pass and its matmul are skipped (None)."""
     logits = h @ w.t()
@@ -129,7 +134,7 @@ def chunk(
 def works(
     device: torch.device,
     dtype: torch.dtype,
-    reference,
+    reference: Callable[..., Any],
     ignore_index: int,
     vocab: int = MAX_BLOCK + 1235,
 ) -> str | None:
@@ -144,6 +149,7 @@ def works(
         y = torch.randint(0, w.shape[0], (97,), generator=gen).to(device)
         y[::5] = ignore_index
         loss, grad = chunk(h, w, y, 0.25, ignore_index)
+        assert grad is not None  # asked for (want_grad)
         loss_only, _ = chunk(h, w, y, 0.25, ignore_index, want_grad=False)
         ref_loss, ref_grad = reference(h, w, y, 0.25)
         err_loss = max(abs(float(x) - float(ref_loss)) for x in (loss, loss_only)) / max(

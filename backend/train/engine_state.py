@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from .loop import Engine
 
-def save_checkpoint(engine, folder: Path, state: dict) -> None:
+
+def save_checkpoint(engine: Engine, folder: Path, state: dict) -> None:
     """Adapter, optimizer, schedule, RNG and trainer_state.json into `folder` (rank 0)."""
     folder.mkdir(parents=True, exist_ok=True)
     engine.save_adapter(folder)
@@ -26,7 +30,7 @@ def save_checkpoint(engine, folder: Path, state: dict) -> None:
     (folder / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
-def load_checkpoint(engine, folder: Path) -> dict:
+def load_checkpoint(engine: Engine, folder: Path) -> dict:
     """Restore what `save_checkpoint` wrote into `engine`; returns its trainer_state."""
     # deferred: peft and safetensors (only a resumed run loads them)
     from peft import set_peft_model_state_dict

@@ -23,6 +23,7 @@ for the LoRA-wrapped projections only (`apply_fp8`); the launch estimate counts 
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 from torch import nn
@@ -78,7 +79,14 @@ class _Fp8Linear(torch.autograd.Function):
     """x W^T in float8 with row-wise scales; the input's gradient likewise; no weight gradient."""
 
     @staticmethod
-    def forward(ctx, x, wf, sf, wg, sg):
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        wf: torch.Tensor,
+        sf: torch.Tensor,
+        wg: torch.Tensor,
+        sg: torch.Tensor,
+    ) -> torch.Tensor:
         x2 = x.reshape(-1, x.shape[-1]).contiguous()  # float8 matmuls take row-major rows
         xq, xs = quant_rows(x2)
         out = torch._scaled_mm(xq, wf.t(), scale_a=xs, scale_b=sf, out_dtype=x.dtype)
@@ -86,7 +94,7 @@ class _Fp8Linear(torch.autograd.Function):
         return out.reshape(*x.shape[:-1], wf.shape[0])
 
     @staticmethod
-    def backward(ctx, dout):
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         wg, sg = ctx.saved_tensors
         d2 = dout.reshape(-1, dout.shape[-1]).contiguous()
         dq, ds = quant_rows(d2)
@@ -106,7 +114,7 @@ def fp8_linear(x: torch.Tensor, w: Fp8Weight) -> torch.Tensor:
         return _Fp8Linear.apply(x.to(dt), w.fwd, w.fwd_scale, w.grad, w.grad_scale)
 
 
-def _fp8_base_forward(self, x, *args, **kwargs):
+def _fp8_base_forward(self: nn.Module, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     (owner,) = self._fd_fp8_owner
     if getattr(owner, "merged", False):
         # the adapter was merged into this weight since its float8 copies were made: those

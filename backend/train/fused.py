@@ -26,6 +26,7 @@ and x A^T's gradients (the output's gradient is read once for them instead of tw
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,7 +39,9 @@ ATTENTION_CLASSES = {"Qwen3Attention", "Qwen2Attention", "LlamaAttention", "Mist
 MLP_CLASSES = {"Qwen3MLP", "Qwen2MLP", "LlamaMLP", "MistralMLP"}
 
 
-def _lora_parts(mod: nn.Module):
+def _lora_parts(
+    mod: nn.Module,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float] | None:
     """(base weight, A, B, scale) of a peft LoRA Linear that can join a fused group, else None."""
     base = getattr(mod, "base_layer", None)
     if not isinstance(base, nn.Linear) or base.bias is not None or getattr(mod, "merged", False):
@@ -67,7 +70,9 @@ class _LoraInBase(torch.autograd.Function):
     products would save) and recomputes [W, B] in backward (a copy of the weight, not kept)."""
 
     @staticmethod
-    def forward(ctx, x, w, a, b):
+    def forward(
+        ctx: Any, x: torch.Tensor, w: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+    ) -> torch.Tensor:
         xa = torch.nn.functional.linear(x, a)
         xc = torch.cat([x, xa], -1)
         out = torch.nn.functional.linear(xc, torch.cat([w, b], 1))
@@ -75,7 +80,7 @@ class _LoraInBase(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, dout):
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         xc, w, a, b = ctx.saved_tensors
         n = w.shape[1]
         d2 = dout.reshape(-1, dout.shape[-1])
@@ -93,8 +98,9 @@ class Group:
     base matmul with `lora_in_base`, where that saves traffic)."""
 
     def __init__(self, mods: list[nn.Module], lora_in_base: bool = True):
-        parts = [_lora_parts(m) for m in mods]
-        if any(p is None for p in parts):
+        found = [_lora_parts(m) for m in mods]
+        parts = [p for p in found if p is not None]
+        if len(parts) != len(found):
             raise ValueError("not fusable")
         weights = [p[0] for p in parts]
         if len({(w.shape[1], w.dtype, w.device) for w in weights}) != 1:
@@ -118,10 +124,10 @@ class Group:
         self.fp8 = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        parts = [_lora_parts(m) for m in self.mods]
-        if any(
-            p is None or getattr(m, "disable_adapters", False)
-            for p, m in zip(parts, self.mods, strict=True)
+        found = [_lora_parts(m) for m in self.mods]
+        parts = [p for p in found if p is not None]
+        if len(parts) != len(found) or any(
+            getattr(m, "disable_adapters", False) for m in self.mods
         ):
             # merged, disabled or changed since fusing: each projection's own forward
             return torch.cat([m(x) for m in self.mods], -1)
@@ -146,8 +152,13 @@ class Group:
 
 
 def _attention_forward(
-    self, hidden_states, position_embeddings, attention_mask=None, *args, **kwargs
-):
+    self: nn.Module,
+    hidden_states: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor],
+    attention_mask: torch.Tensor | None = None,
+    *args: Any,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
     rope = self._fd_rope
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
@@ -176,7 +187,7 @@ def _attention_forward(
     return self.o_proj(out), weights
 
 
-def _mlp_forward(self, x):
+def _mlp_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     g, u = self._fd_gate_up(x).split(self._fd_gate_up.sizes, dim=-1)
     return self.down_proj(self.act_fn(g) * u)
 

@@ -11,6 +11,7 @@ import math
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -33,13 +34,22 @@ from .models import (
 from .recipe import Recipe, liger_available, pick_dtype
 from .runconfig import RunConfig
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
 
 class Engine:
     """A model with LoRA applied, its optimizer and schedule, stepping over a packed split."""
 
     def __init__(
-        self, cfg: RunConfig, device: torch.device, rank: int = 0, world: int = 1, log=print
-    ):
+        self,
+        cfg: RunConfig,
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+        log: Callable[..., object] = print,
+    ) -> None:
         self.cfg, self.device, self.rank, self.world, self.log = cfg, device, rank, world, log
         self.dtype = pick_dtype(cfg, device)
         # the card's prior (kernel_choice: FlashAttention-4 on sm_90/sm_10x where installed, 1.78x
@@ -201,7 +211,7 @@ class Engine:
                 layer.compile(dynamic=None)
             self.compiled = True
 
-    def autocast(self):
+    def autocast(self) -> AbstractContextManager[Any]:
         """bfloat16 autocast on CUDA (adapters stay float32); nothing on CPU float32."""
         if self.dtype == torch.float32:
             return nullcontext()

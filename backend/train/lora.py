@@ -113,7 +113,9 @@ def _layer_types(model: nn.Module) -> list[str]:
         return []
 
 
-def apply_lora(model: nn.Module, plan: TargetPlan, rank: int, alpha: float, dropout: float):
+def apply_lora(
+    model: nn.Module, plan: TargetPlan, rank: int, alpha: float, dropout: float
+) -> nn.Module:
     """Wrap `model` with peft LoRA on exactly `plan.modules`; adapters in float32."""
     from peft import LoraConfig, get_peft_model
 

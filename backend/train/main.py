@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleetdeck.backend.fleet.config import ConfigError
 
@@ -21,12 +22,17 @@ from .runconfig import config_to_dict, load_run_config
 from .rundir import RunDir, RunRefused, corpus_sha256, new_manifest, set_state
 from .trainlog import TrainLog
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from .runconfig import RunConfig
+
 
 class Stopped(Exception):
     """The process was asked to stop (SIGTERM)."""
 
 
-def _on_sigterm(signum, frame):  # noqa: ARG001
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
     raise Stopped("stopped by SIGTERM")
 
 
@@ -99,7 +105,7 @@ def train_main(argv: list[str] | None = None) -> int:
     return _train(cfg, run, previous, rank, world)
 
 
-def _train(cfg, run: RunDir, previous: dict | None, rank: int, world: int) -> int:
+def _train(cfg: RunConfig, run: RunDir, previous: dict | None, rank: int, world: int) -> int:
     log = TrainLog(run.log_path if rank == 0 else None, rank)
     manifest: dict = {}
     signal.signal(signal.SIGTERM, _on_sigterm)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -77,7 +78,7 @@ class Shapes:
     vocab: int
 
 
-def _hybrid_config(arch: str):
+def _hybrid_config(arch: str) -> Any:
     """A Qwen3.5 text config (gated delta-net + attention layers), or Qwen3-Next's where this
     transformers has no Qwen3.5."""
     kw: dict = dict(HYBRID_ARCHS[arch])
@@ -100,7 +101,7 @@ def _hybrid_config(arch: str):
     return cfg
 
 
-def _hybrid_class(cfg):
+def _hybrid_class(cfg: Any) -> Any:
     if cfg.model_type.startswith("qwen3_5"):
         from transformers import Qwen3_5ForCausalLM
 
@@ -110,7 +111,7 @@ def _hybrid_class(cfg):
     return Qwen3NextForCausalLM
 
 
-def qwen3_config(arch: str):
+def qwen3_config(arch: str) -> Any:
     """A transformers Qwen3Config for a built-in architecture name."""
     from transformers import Qwen3Config
 
@@ -128,18 +129,18 @@ def qwen3_config(arch: str):
     return cfg
 
 
-def _text_config(cfg):
+def _text_config(cfg: Any) -> Any:
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 
-def shapes_of(model) -> Shapes:
+def shapes_of(model: torch.nn.Module) -> Shapes:
     """Layer count, heads, head size, hidden size and vocabulary of a causal LM."""
     c = _text_config(model.config)
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     return Shapes(c.num_hidden_layers, c.num_attention_heads, head_dim, c.hidden_size, c.vocab_size)
 
 
-def layer_kinds(config) -> list[str]:
+def layer_kinds(config: Any) -> list[str]:
     """Each decoder layer's kind, "attention" or "recurrent" (linear attention, SSM, short
     convolution: anything that carries state along the sequence), from the model's config:
     `layer_types`, `layers_block_type`, `hybrid_override_pattern`, else the model type."""
@@ -160,7 +161,7 @@ def layer_kinds(config) -> list[str]:
     return ["attention"] * n
 
 
-def layer_types_of(config) -> list[str]:
+def layer_types_of(config: Any) -> list[str]:
     """The config's own name for each decoder layer's type ("full_attention", "linear_attention"...),
     or "attention" / "recurrent" where the config names none."""
     c = _text_config(config)
@@ -170,7 +171,7 @@ def layer_types_of(config) -> list[str]:
     return layer_kinds(config)
 
 
-def packing_refusal(model, seq_len: int) -> tuple[str, bool] | None:
+def packing_refusal(model: torch.nn.Module, seq_len: int) -> tuple[str, bool] | None:
     """Why documents cannot share a row for this model, or None: attention features the packed
     varlen kernels do not apply (sliding-window attention with a window below seq_len, attention
     logit soft-capping, learned attention sinks). Returns (reason, whether transformers' eager
@@ -206,7 +207,7 @@ def packing_refusal(model, seq_len: int) -> tuple[str, bool] | None:
     ), eager
 
 
-def final_softcap_refusal(model) -> str | None:
+def final_softcap_refusal(model: torch.nn.Module) -> str | None:
     """Why the trainer's chunked cross-entropy cannot train this model, or None."""
     cap = getattr(_text_config(model.config), "final_logit_softcapping", None)
     if cap:
@@ -217,12 +218,14 @@ def final_softcap_refusal(model) -> str | None:
     return None
 
 
-def is_recurrent(config) -> bool:
+def is_recurrent(config: Any) -> bool:
     """Whether any layer carries state along the sequence (packing documents would leak it)."""
     return "recurrent" in layer_kinds(config)
 
 
-def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn: str, seed: int):
+def build_model(
+    base_model: str, dtype: torch.dtype, device: torch.device, attn: str, seed: int
+) -> torch.nn.Module:
     """The base model on `device` in `dtype`, eval-free and cache-free, its weights frozen."""
     torch.manual_seed(seed)
     if base_model.startswith("random:"):
@@ -258,7 +261,7 @@ def build_model(base_model: str, dtype: torch.dtype, device: torch.device, attn:
     return model
 
 
-def set_attention(model, attn: str) -> None:
+def set_attention(model: torch.nn.Module, attn: str) -> None:
     """Point every (sub)config of `model` at the attention implementation `attn`."""
     for m in model.modules():
         cfg = getattr(m, "config", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -13,6 +14,9 @@ import torch.distributed as dist
 from . import attention, kernel_choice
 from .corpus import Split
 from .runconfig import RunConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: share of free memory a step may plan to use (fragmentation, the optimizer's first step)
 HEADROOM = 0.85
@@ -100,7 +104,7 @@ def _divisors_desc(n: int) -> list[int]:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
-def _peak_of(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
+def _peak_of(engine: Any, split: Split, row_ids: list[int]) -> tuple[int, int]:
     torch.cuda.synchronize(engine.device)
     torch.cuda.reset_peak_memory_stats(engine.device)
     base = torch.cuda.memory_allocated(engine.device)
@@ -114,7 +118,7 @@ def _peak_of(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
     return peak, base
 
 
-def probe_row_bytes(engine, split: Split, row_ids: list[int]) -> tuple[int, int]:
+def probe_row_bytes(engine: Any, split: Split, row_ids: list[int]) -> tuple[int, int]:
     """(bytes per row, fixed bytes) of a forward and backward, measured eagerly without
     checkpointing on one and on two rows (the loss's logits buffer is per chunk, not per row)."""
     engine.set_recipe(1, 0)
@@ -129,7 +133,7 @@ def probe_row_bytes(engine, split: Split, row_ids: list[int]) -> tuple[int, int]
     return per_row, fixed
 
 
-def why(engine) -> str:
+def why(engine: Any) -> str:
     """Why the run attends as it does and may or may not run base_fp8, in one sentence: the
     card's prior (`kernel_choice.choose`), RUN.toml's `attention`, and any trial that failed."""
     r = engine.recipe
@@ -142,12 +146,12 @@ def why(engine) -> str:
     return attention.explain(engine.cfg.attention, engine.device, r.flash, r.kernel)
 
 
-def line(engine) -> str:
+def line(engine: Any) -> str:
     """The recipe line the run prints and writes to run.json: the recipe, then why."""
     return f"{engine.recipe.describe(len(engine.layers))}; why: {why(engine)}"
 
 
-def choose(engine, split: Split, row_ids: list[int], log) -> None:
+def choose(engine: Any, split: Split, row_ids: list[int], log: Callable[..., object]) -> None:
     """Set engine.recipe from RUN.toml where it is explicit, and from free memory where "auto"."""
     cfg = engine.cfg
     layers = len(engine.layers)

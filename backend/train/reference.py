@@ -30,7 +30,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -54,6 +54,9 @@ from .reference_rows import (
 )
 from .reference_trainer import StepClock, counting_trainer, run_trainer
 from .runconfig import RunConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 REFERENCE_DROPOUT = 0.05
 #: the recipes, in the order the bench reports them (it runs them in reverse), by the
@@ -92,7 +95,7 @@ class _Setup:
         return self.device.type == "cuda"
 
 
-def _set_up(cfg, kind: str, log) -> _Setup:
+def _set_up(cfg: RunConfig, kind: str, log: Callable[..., object]) -> _Setup:
     """The reference's model on the card and its rows, fed as its recipe feeds them."""
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     cuda = device.type == "cuda"
@@ -133,7 +136,9 @@ def _set_up(cfg, kind: str, log) -> _Setup:
     return s
 
 
-def _search_strong(s: _Setup, trainer_cls, clock: StepClock, warmup: int, log) -> None:
+def _search_strong(
+    s: _Setup, trainer_cls: type, clock: StepClock, warmup: int, log: Callable[..., object]
+) -> None:
     """reference-strong's per-device batch, searched by timing the Trainer itself at each size;
     batch 1 with gradient checkpointing where even batch 1 runs out of memory without it."""
     s.checkpointing = False
@@ -141,7 +146,7 @@ def _search_strong(s: _Setup, trainer_cls, clock: StepClock, warmup: int, log) -
         s.batch = s.cfg.rows_per_step  # no memory to search on the CPU
         return
 
-    def trial(b: int, model=s.model) -> float | None:
+    def trial(b: int, model: Any = s.model) -> float | None:
         clock.restart(1)
         try:
             run_trainer(
@@ -168,7 +173,9 @@ def _search_strong(s: _Setup, trainer_cls, clock: StepClock, warmup: int, log) -
     s.batch = batch
 
 
-def _choose_batch(s: _Setup, trainer_cls, clock: StepClock, warmup: int, log) -> None:
+def _choose_batch(
+    s: _Setup, trainer_cls: type, clock: StepClock, warmup: int, log: Callable[..., object]
+) -> None:
     if s.kind == "strong":
         _search_strong(s, trainer_cls, clock, warmup, log)
     elif s.kind == "plain":
@@ -213,7 +220,9 @@ def _describe(s: _Setup) -> str:
     return "Trainer + peft, " + ", ".join(parts)
 
 
-def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> dict:
+def measure_reference(
+    cfg: RunConfig, steps: int, warmup: int, log: Callable[..., object], kind: str = "old"
+) -> dict:
     """Time `warmup + steps` Trainer steps of one reference (`kind`: strong, plain or old); the
     timed ones are returned with the real tokens and the sum of squared piece lengths each step fed."""
     # deferred: transformers (seconds at start-up)
@@ -280,7 +289,13 @@ def measure_reference(cfg, steps: int, warmup: int, log, kind: str = "old") -> d
 _BELOW: dict[str, tuple[int, bool]] = {}
 
 
-def _retry(cfg, steps, warmup, log, failed: tuple[int, bool]) -> dict:
+def _retry(
+    cfg: RunConfig,
+    steps: int,
+    warmup: int,
+    log: Callable[..., object],
+    failed: tuple[int, bool],
+) -> dict:
     _BELOW["plain"] = failed
     try:
         return measure_reference(cfg, steps, warmup, log, kind="plain")

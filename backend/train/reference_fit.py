@@ -7,12 +7,18 @@ which the Unsloth peer uses too)."""
 from __future__ import annotations
 
 import gc
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .lora import apply_lora, plan_targets
 from .models import build_model, set_attention
 from .reference_rows import collate_to_longest, flattening_collator
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .runconfig import RunConfig
 
 #: a probe's peak may use at most this share of the card's memory (reference-plain's bare-model
 #: probe; a timed run that still runs out of memory retries one size down)
@@ -21,7 +27,13 @@ FIT_SHARE = 0.97
 MAX_SEARCH_BATCH = 128
 
 
-def build_reference_model(cfg, device, dtype, dropout: float, cast_input: bool = True):
+def build_reference_model(
+    cfg: RunConfig,
+    device: torch.device,
+    dtype: torch.dtype,
+    dropout: float,
+    cast_input: bool = True,
+) -> torch.nn.Module:
     model = build_model(cfg.base_model, dtype, device, "sdpa", cfg.seed)
     model = apply_lora(
         model, plan_targets(model, cfg.target_modules), cfg.lora_rank, cfg.lora_alpha, dropout
@@ -34,7 +46,15 @@ def build_reference_model(cfg, device, dtype, dropout: float, cast_input: bool =
     return model
 
 
-def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype, log) -> int | None:
+def _fits(
+    model: torch.nn.Module,
+    dataset: Any,
+    batch: int,
+    checkpointing: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+    log: Callable[..., object],
+) -> int | None:
     """Peak bytes of one forward and backward of `batch` full-length rows, None on out of memory."""
     rows = collate_to_longest([dataset[i % len(dataset)] for i in range(batch)])
     rows = {k: v.to(device) for k, v in rows.items()}
@@ -73,7 +93,13 @@ def _fits(model, dataset, batch: int, checkpointing: bool, device, dtype, log) -
 
 
 def strongest_fit(
-    cfg, model, dataset, device, dtype, log, below: tuple[int, bool] | None = None
+    cfg: RunConfig,
+    model: torch.nn.Module,
+    dataset: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+    log: Callable[..., object],
+    below: tuple[int, bool] | None = None,
 ) -> tuple[int, bool]:
     """reference-plain's (per-device batch, gradient checkpointing): the largest divisor of the
     rows per step that fits without checkpointing in a bare-model probe, else the largest that
@@ -100,7 +126,9 @@ def strongest_fit(
 
 
 def search_batch(
-    trial, log, limit: int = MAX_SEARCH_BATCH
+    trial: Callable[[int], float | None],
+    log: Callable[..., object],
+    limit: int = MAX_SEARCH_BATCH,
 ) -> tuple[int | None, dict[int, float | None]]:
     """The per-device batch with the most tokens/s, `trial(b)` giving a batch's tokens/s or None
     when it runs out of memory: sizes double from 1 until one runs out of memory, passes
@@ -142,7 +170,13 @@ def search_batch(
     return best(), seen
 
 
-def strong_attention(model, device, dtype, dataset_docs, log) -> str:
+def strong_attention(
+    model: torch.nn.Module,
+    device: torch.device,
+    dtype: torch.dtype,
+    dataset_docs: Any,
+    log: Callable[..., object],
+) -> str:
     """The fastest attention implementation transformers runs here that honours flattened
     documents (FlashAttention-4, then -2), after a trial forward and backward; else SDPA."""
     if device.type != "cuda":
@@ -185,7 +219,7 @@ def strong_attention(model, device, dtype, dataset_docs, log) -> str:
     return "sdpa"
 
 
-def _set_attn(model, name: str) -> None:
+def _set_attn(model: torch.nn.Module, name: str) -> None:
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     if hasattr(inner, "set_attn_implementation"):
         inner.set_attn_implementation(name)

@@ -5,13 +5,20 @@ of each attended piece of a micro-batch (never padding)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .corpus import Split
 
 
 class PaddedRows(torch.utils.data.Dataset):
     """One document piece per row, padded to seq_len (`pad_to_longest` leaves that to collate)."""
 
-    def __init__(self, split, seq_len: int, pad_id: int):
+    def __init__(self, split: Split, seq_len: int, pad_id: int) -> None:
         self.split, self.seq_len, self.pad_id = split, seq_len, pad_id
         self.flat = torch.frombuffer(split.tokens, dtype=torch.int32)
 
@@ -32,7 +39,7 @@ class PaddedRows(torch.utils.data.Dataset):
 class FullRows(torch.utils.data.Dataset):
     """The packed rows that hold exactly `seq_len` tokens, over the split's token stream."""
 
-    def __init__(self, split, seq_len: int):
+    def __init__(self, split: Split, seq_len: int) -> None:
         self.flat = torch.frombuffer(split.tokens, dtype=torch.int32)
         self.rows = [r for r in split.rows if sum(e - s for s, e in r) == seq_len]
 
@@ -57,7 +64,7 @@ class DocumentRows(FullRows):
         return {"pieces": [self.flat[s:e].tolist() for s, e in self.rows[i]]}
 
 
-def flattening_collator():
+def flattening_collator() -> Callable[[list[dict]], dict]:
     # deferred: transformers (seconds at start-up)
     from transformers import DataCollatorWithFlattening
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from .runconfig import RunConfig
 
 
 class StepClock:
@@ -57,7 +61,7 @@ class StepClock:
             self.attn_sq.append(self._fed[1])
         self._fed = [0, 0]
 
-    def callback(self):
+    def callback(self) -> Any:
         """A TrainerCallback that feeds the step boundaries to this clock."""
         # deferred: transformers (seconds at start-up; the bench imports this module lazily too)
         from transformers import TrainerCallback
@@ -65,10 +69,10 @@ class StepClock:
         clock = self
 
         class Timer(TrainerCallback):
-            def on_step_begin(self, args, state, control, **kw):
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 clock.step_begins(state.global_step)
 
-            def on_step_end(self, args, state, control, **kw):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 clock.step_ends(state.global_step)
 
         return Timer()
@@ -78,7 +82,7 @@ def counting_trainer(base: type, clock: StepClock) -> type:
     """`base` (a Trainer class) reporting each micro-batch it trains on to `clock`."""
 
     class Counting(base):
-        def training_step(self, model, inputs, *a, **kw):
+        def training_step(self, model: Any, inputs: Any, *a: Any, **kw: Any) -> Any:
             clock.fed(inputs)
             return super().training_step(model, inputs, *a, **kw)
 
@@ -86,19 +90,19 @@ def counting_trainer(base: type, clock: StepClock) -> type:
 
 
 def run_trainer(
-    trainer_cls,
-    model,
-    dataset,
-    cfg,
-    batch,
-    accum,
-    checkpointing,
-    steps,
-    cuda,
-    collator,
+    trainer_cls: type,
+    model: Any,
+    dataset: Any,
+    cfg: RunConfig,
+    batch: int,
+    accum: int,
+    checkpointing: bool,
+    steps: int,
+    cuda: bool,
+    collator: Any,
     clock: StepClock,
-    liger,
-    announce,
+    liger: bool,
+    announce: tuple[Callable[[str], object], str] | None,
 ) -> None:
     """`steps` optimizer steps of the plain Trainer on `dataset`, timed by `clock`; `announce`
     (log, message) is said once the Trainer is built."""

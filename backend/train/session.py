@@ -6,6 +6,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -16,6 +17,12 @@ from .engine_state import load_checkpoint, save_checkpoint
 from .loop import Engine, StepSchedule, total_steps
 from .models import load_tokenizer
 from .rundir import RunDir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .corpus import Split
+    from .runconfig import RunConfig
 
 
 def device_for(rank_local: int) -> torch.device:
@@ -34,7 +41,9 @@ def init_distributed(world: int) -> torch.device:
     return device
 
 
-def prepare(cfg, rank: int, world: int, log):
+def prepare(
+    cfg: RunConfig, rank: int, world: int, log: Callable[..., object]
+) -> tuple[Engine, Split, Split | None, StepSchedule]:
     """(engine, train split, eval split, schedule) for `cfg`, the recipe chosen."""
     device = init_distributed(world)
     torch.manual_seed(cfg.seed)
@@ -86,7 +95,9 @@ def _sha256(corpus: str) -> str | None:
         return None
 
 
-def _trainer_state(engine: Engine, step: int, history: list, best: tuple | None, schedule) -> dict:
+def _trainer_state(
+    engine: Engine, step: int, history: list, best: tuple | None, schedule: StepSchedule
+) -> dict:
     return {
         "global_step": step,
         "max_steps": engine.max_steps,
@@ -101,7 +112,9 @@ def _trainer_state(engine: Engine, step: int, history: list, best: tuple | None,
     }
 
 
-def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, float | None]:
+def run_training(
+    cfg: RunConfig, run: RunDir, rank: int, world: int, log: Callable[..., object]
+) -> tuple[Path, float | None]:
     """Train to max_steps (resuming from the newest checkpoint) and write the final adapter."""
     engine, train, held, schedule = prepare(cfg, rank, world, log)
     if rank == 0:
@@ -200,7 +213,9 @@ def run_training(cfg, run: RunDir, rank: int, world: int, log) -> tuple[Path, fl
     return adapter, eval_loss
 
 
-def _save_checkpoint(engine: Engine, run: RunDir, step: int, state: dict, rank: int, log) -> None:
+def _save_checkpoint(
+    engine: Engine, run: RunDir, step: int, state: dict, rank: int, log: Callable[..., object]
+) -> None:
     if rank == 0:
         final = run.checkpoints_dir / f"checkpoint-{step}"
         tmp = run.checkpoints_dir / f".checkpoint-{step}.tmp"

@@ -7,10 +7,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 
-def _same_file(stream, path: Path) -> bool:
+def _same_file(stream: Any, path: Path) -> bool:
     try:
         a, b = os.fstat(stream.fileno()), os.stat(path)
     except (OSError, ValueError, AttributeError):
@@ -21,7 +21,7 @@ def _same_file(stream, path: Path) -> bool:
 class _Tee:
     """A text stream that also appends to train.log (Python-level writes: warnings, tracebacks)."""
 
-    def __init__(self, stream, file):
+    def __init__(self, stream: TextIO, file: TextIO) -> None:
         self.stream, self.file = stream, file
 
     def write(self, text: str) -> int:
@@ -32,7 +32,7 @@ class _Tee:
         self.stream.flush()
         self.file.flush()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 
 

@@ -16,8 +16,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .unsloth_reference import NAME, OFFLINE_ENV
+
+if TYPE_CHECKING:
+    from .runconfig import RunConfig
 
 
 def piece_lengths(inputs: dict) -> list[int]:
@@ -43,7 +47,7 @@ def piece_lengths(inputs: dict) -> list[int]:
     return fed_lengths(inputs)
 
 
-def _pieces(cfg) -> list[list[int]]:
+def _pieces(cfg: RunConfig) -> list[list[int]]:
     """The bench's training rows as their document pieces (the rows every recipe is fed), in
     row order: packing fits them back into `seq_len`-token rows."""
     # deferred: numpy, which corpus loads (this module answers --help without it)
@@ -127,9 +131,10 @@ def child_main(argv: list[str] | None = None) -> int:
     cfg = load_run_config(args.run_toml)
     pieces = _pieces(cfg)
     dataset = Dataset.from_dict({"input_ids": pieces})
-    mode = {"off": False, "unsloth": "unsloth", "true": True}[args.checkpointing]
+    modes: dict[str, bool | str] = {"off": False, "unsloth": "unsloth", "true": True}
+    mode = modes[args.checkpointing]
 
-    def load(gc_mode):
+    def load(gc_mode: bool | str) -> tuple[Any, Any]:
         model, tokenizer = FastLanguageModel.from_pretrained(
             model_name=args.checkpoint,
             max_seq_length=cfg.seq_len,

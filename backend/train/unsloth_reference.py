@@ -27,6 +27,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .runconfig import RunConfig
 
 #: what the Unsloth process imports (the modules, not the distributions' names), in the order a
 #: missing one is named; Unsloth 2026.10.9 and unsloth_zoo import each of these when they load
@@ -105,7 +111,7 @@ def refusal(lost: list[str]) -> str:
     )
 
 
-def write_checkpoint(cfg, folder: Path, log) -> Path:
+def write_checkpoint(cfg: RunConfig, folder: Path, log: Callable[..., object]) -> Path:
     """The run's base model as a local checkpoint Unsloth can load: a `random:` shape is built with
     the run's seed (as the other recipes build it) and saved with a byte-level tokenizer whose
     ids are the bench's ByteTokenizer's; a local checkpoint folder is used as it is."""
@@ -135,7 +141,7 @@ def write_checkpoint(cfg, folder: Path, log) -> Path:
     return out
 
 
-def byte_tokenizer():
+def byte_tokenizer() -> Any:
     """A transformers tokenizer with the ByteTokenizer's ids (bytes 0-255, 256 end of text, 257
     padding): the trainer is fed token ids, so it only has to name those two. Written as the
     tokenizer.json a word-level `tokenizers` model saves, so nothing beyond transformers is needed."""
@@ -179,7 +185,13 @@ def byte_tokenizer():
         )
 
 
-def measure_unsloth(cfg, steps: int, warmup: int, log, checkpointing: str = "off") -> dict:
+def measure_unsloth(
+    cfg: RunConfig,
+    steps: int,
+    warmup: int,
+    log: Callable[..., object],
+    checkpointing: str = "off",
+) -> dict:
     """Time Unsloth in its own process on the run's shapes and rows (see the module docstring);
     the result has the keys reference.measure_reference's has. Raises RuntimeError with the
     process's last line when it fails."""

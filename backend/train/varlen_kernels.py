@@ -7,6 +7,8 @@ and for checking the others. Imports torch; flash-attn-4 only when its kernel is
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -15,7 +17,15 @@ class FlashVarlen(torch.autograd.Function):
     """Causal flash attention over packed ranges (torch's bundled FlashAttention-2 kernels)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu, max_len, scale):
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu: torch.Tensor,
+        max_len: int,
+        scale: float | None,
+    ) -> torch.Tensor:
         out, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
             q, k, v, cu, cu, max_len, max_len, 0.0, True, False, scale=scale
         )
@@ -24,7 +34,7 @@ class FlashVarlen(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, out, lse, cu, rng, unused = ctx.saved_tensors
         dq, dk, dv = torch.ops.aten._flash_attention_backward(
             grad_out.contiguous(),
@@ -46,7 +56,14 @@ class FlashVarlen(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-def _cudnn_varlen(q, k, v, cu, max_len, scale):
+def _cudnn_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    max_len: int,
+    scale: float | None,
+) -> torch.Tensor:
     """Causal attention over packed ranges through cuDNN's fused kernel (aten's autograd does the
     backward); grouped K/V heads are repeated to the query heads first."""
     if k.shape[1] != q.shape[1]:
@@ -57,7 +74,7 @@ def _cudnn_varlen(q, k, v, cu, max_len, scale):
     )[0]
 
 
-def _fa4_interface():
+def _fa4_interface() -> Any:
     # deferred: flash_attn.cute, the optional flash-attn-4 package (absent on most machines)
     from flash_attn.cute import interface
 
@@ -91,7 +108,14 @@ if hasattr(torch.library, "custom_op"):
         return out, lse
 
     @_fa4_fwd.register_fake
-    def _(q, k, v, cu, max_len, scale):
+    def _(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu: torch.Tensor,
+        max_len: int,
+        scale: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty(
             (q.shape[1], q.shape[0]), dtype=torch.float32
         )
@@ -126,16 +150,28 @@ if hasattr(torch.library, "custom_op"):
         return dq, dk, dv
 
     @_fa4_bwd.register_fake
-    def _(dout, q, k, v, out, lse, cu, max_len, scale):
+    def _(
+        dout: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        out: torch.Tensor,
+        lse: torch.Tensor,
+        cu: torch.Tensor,
+        max_len: int,
+        scale: float,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
-    def _fa4_setup(ctx, inputs, output):
+    def _fa4_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, ...]) -> None:
         q, k, v, cu, max_len, scale = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse, cu)
         ctx.max_len, ctx.scale = max_len, scale
 
-    def _fa4_backward(ctx, grad_out, grad_lse):
+    def _fa4_backward(
+        ctx: Any, grad_out: torch.Tensor, grad_lse: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
         q, k, v, out, lse, cu = ctx.saved_tensors
         dq, dk, dv = _fa4_bwd(grad_out.contiguous(), q, k, v, out, lse, cu, ctx.max_len, ctx.scale)
         return dq, dk, dv, None, None, None
@@ -143,8 +179,17 @@ if hasattr(torch.library, "custom_op"):
     _fa4_fwd.register_autograd(_fa4_backward, setup_context=_fa4_setup)
 
 
-def _fa4_varlen(q, k, v, cu, max_len, scale):
+def _fa4_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    max_len: int,
+    scale: float | None,
+) -> torch.Tensor:
     """Causal attention over packed ranges through FlashAttention-4 (grouped K/V heads native)."""
+    if scale is None:  # the op takes a float (float(None) raised this TypeError before)
+        raise TypeError("FlashAttention-4 varlen attention needs the softmax scale")
     return _fa4_fwd(q, k, v, cu, int(max_len), float(scale))[0]
 
 
@@ -183,7 +228,15 @@ def varlen_reference(
     return torch.cat(outs, 0)
 
 
-def run_varlen(kernel: str, q, k, v, cu, max_len, scale):
+def run_varlen(
+    kernel: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    max_len: int,
+    scale: float | None,
+) -> torch.Tensor:
     """Causal attention over packed ranges through the fused `kernel`: "flash" (torch's bundled
     FlashAttention-2) or a name in KERNELS; (T, H, D) tensors in and out."""
     if kernel in KERNELS:

@@ -15,6 +15,11 @@ from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.link.wire import fields_of, record_refusal
+from fleetdeck.backend.fleet.logs import log_lines
+from fleetdeck.backend.host import holders as holders_main
+from fleetdeck.backend.host import holders_wire, logs_wire, process_wire
+from fleetdeck.backend.host import logs as logs_main
+from fleetdeck.backend.host import process as process_main
 from fleetdeck.backend.host.launch import main as launch_main
 from fleetdeck.backend.host.launch import wire as launch_wire
 from fleetdeck.backend.host.mirror import wire as mirror_wire
@@ -24,7 +29,16 @@ from fleetdeck.backend.host.schedules import main as schedules_main
 from fleetdeck.backend.host.schedules import wire as schedules_wire
 from fleetdeck.backend.host.seat_check import wire as seat_wire
 
-WIRES = (purge_wire, mirror_wire, launch_wire, schedules_wire, seat_wire)
+WIRES = (
+    purge_wire,
+    mirror_wire,
+    launch_wire,
+    schedules_wire,
+    seat_wire,
+    holders_wire,
+    process_wire,
+    logs_wire,
+)
 RECORDS = [
     getattr(w, n)
     for w in WIRES
@@ -42,6 +56,8 @@ def example(hint: object) -> object:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union:
         return None if type(None) in args else example(args[0])
+    if origin is typing.Literal:
+        return args[0]
     return {str: "x", int: 1, float: 0.5, bool: True, list: [], dict: {}}.get(
         origin or hint,
         None,  # type: ignore[call-overload]
@@ -57,7 +73,9 @@ def wrong(hint: object) -> object:
 
 
 @pytest.mark.parametrize(
-    "record", RECORDS, ids=lambda r: f"{r.__module__.split('.')[-2]}.{r.__name__}"
+    "record",
+    RECORDS,
+    ids=lambda r: f"{r.__module__.removeprefix('fleetdeck.backend.host.')}.{r.__name__}",
 )
 def test_every_declared_field_is_checked(record):
     """For each record: its smallest example passes; each required key taken away, and each
@@ -157,6 +175,10 @@ def test_each_op_a_front_asks_is_one_the_helper_answers():
         launch_wire.LAUNCH,
         launch_wire.SUPERVISE,
     }
+    # the tools' helpers write their ops out, so that the wire's typing stays off the host
+    assert set(holders_main.OPS) == {holders_wire.HOLDERS}
+    assert set(process_main.OPS) == {process_wire.STOP}
+    assert logs_main.OP == logs_wire.TAIL
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,3 +204,104 @@ def test_the_controller_asks_the_helpers_through_their_fronts_only(tmp_path):
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli" / "x.py").write_text('req = {"op": "check", "port": 1}\n')
     assert op_literals(tmp_path, ("cli",)) == ["cli/x.py:1"]
+
+
+def _python38() -> str | None:
+    found = sorted(Path("/root/.pyenv/versions").glob("3.8*/bin/python"))
+    return str(found[0]) if found else None
+
+
+@pytest.mark.parametrize(
+    "python",
+    [
+        pytest.param(sys.executable, id="this-python"),
+        pytest.param(
+            _python38(),
+            id="python3.8",
+            marks=pytest.mark.skipif(_python38() is None, reason="no Python 3.8 (pyenv 3.8)"),
+        ),
+    ],
+)
+async def test_a_real_holders_answer_is_its_record(tmp_path, python):
+    """The holders helper itself on a `local` host under this Python and under the oldest a
+    host runs (3.8, where its annotations are never evaluated): the answer passes the check
+    `holders_wire.Holders` drives."""
+    held = tmp_path / "held.bin"
+    held.write_bytes(b"x")
+    host = HostConfig(name="local", local=True, python=python, command_timeout=60)
+    with held.open("rb"):
+        async with HostLink(host) as link:
+            ans = await fronts.holders(link, {"path": str(tmp_path)})
+    assert ans["kind"] == "directory" and ans["resolved"] == str(tmp_path)
+    assert ans["entries"] == 2 and ans["complete"] is True
+    assert record_refusal(ans, holders_wire.Holders) is None
+
+
+async def test_holders_and_process_answers_of_another_shape_are_refused_by_their_fronts():
+    """A stand-in helper answers `holders` with a use of an unknown kind, and `stop` with
+    `signals` as a string: each front raises HostError `bad-answer` naming the field."""
+    use = {"how": "ptrace", "file": "/x"}
+    holder = {"pid": 7, "start": 1, "user": "u", "command": "c", "comm": "c", "more_uses": 0}
+    ans = {
+        "ok": True,
+        "path": "/x",
+        "resolved": "/x",
+        "kind": "file",
+        "entries": 1,
+        "complete": True,
+        "processes": 3,
+        "holders": [{**holder, "uses": [use]}],
+        "unreadable": [],
+    }
+    async with HostLink(LOCAL) as link:
+        with pytest.raises(HostError) as e:
+            await fronts.holders(link, {"path": "/x"}, helper=_stand_in(ans))
+        assert e.value.code == "bad-answer"
+        assert e.value.message.endswith(
+            "holders[0].uses[0].how is a string, not 'fd' or 'maps' or 'cwd' or 'root'"
+        )
+        use["how"] = "maps"
+        sure = await fronts.holders(link, {"path": "/x"}, helper=_stand_in(ans))
+        assert sure["holders"][0]["uses"] == [use]
+        stopped = {"ok": True, "result": "stopped", "signals": "SIGTERM"}
+        with pytest.raises(HostError) as e:
+            await fronts.process_stop(link, {"pid": 7, "start": 1}, helper=_stand_in(stopped))
+        assert e.value.code == "bad-answer"
+        assert e.value.message == (
+            "the process stop gave an answer the controller cannot read: "
+            "signals is a string, not a list"
+        )
+
+
+def _reader(lines: list[dict]) -> str:
+    """A log reader's stand-in source: reads the request line, answers `lines`, one a line."""
+    return "import json, sys\nsys.stdin.readline()\n" + "".join(
+        f"print(json.dumps({x!r}), flush=True)\n" for x in lines
+    )
+
+
+async def test_the_log_reader_is_held_to_its_records(tmp_path, monkeypatch):
+    """The real log reader on a `local` host: its first answer is a `Tailed`. A stand-in whose
+    first answer has no text, or whose follow line's offset is a string, is refused as
+    `bad-answer` naming the field."""
+    run = tmp_path / "run-1"
+    run.mkdir()
+    (run / "train.log").write_text("one\ntwo\n")
+    async with HostLink(LOCAL) as link:
+        assert [x async for x in log_lines(link, str(run), 1)] == ["two"]
+        first = {"ok": True, "path": "p", "offset": 0}
+        monkeypatch.setattr("fleetdeck.backend.fleet.logs.HELPER", _reader([first]))
+        with pytest.raises(HostError) as e:
+            [x async for x in log_lines(link, str(run), 1)]
+        assert (e.value.code, e.value.message) == (
+            "bad-answer",
+            "the log reader gave an answer the controller cannot read: the answer has no text",
+        )
+        lines = [{**first, "text": "a"}, {"text": "b\n", "offset": "2"}]
+        monkeypatch.setattr("fleetdeck.backend.fleet.logs.HELPER", _reader(lines))
+        got = []
+        with pytest.raises(HostError) as e:
+            async for x in log_lines(link, str(run), 1, follow=True):
+                got.append(x)
+        assert got == ["a"] and e.value.code == "bad-answer"
+        assert e.value.message.endswith("offset is a string, not an integer")

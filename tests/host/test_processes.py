@@ -125,7 +125,8 @@ async def test_stopped_without_its_witness_is_not_taken_as_stopped(
     spare_fleet, tmp_path, looping, monkeypatch, witness
 ):
     """A host whose helper says "stopped" but names no witness, or another process's (a
-    stand-in helper on a real sshd host): refused as `no-witness`, never reported stopped."""
+    stand-in helper on a real sshd host): refused as `no-witness`, never reported stopped; a
+    witness that is not even an object (`"gone"`) is not the declared answer (`bad-answer`)."""
     from fleetdeck.backend.actions import processes
     from fleetdeck.backend.fleet.link.ssh import HostLink
 
@@ -154,11 +155,17 @@ async def test_stopped_without_its_witness_is_not_taken_as_stopped(
     )
     async with HostLink(fleet.host("pw")) as link:
         rep = await stop_process(link, proc, confirmation(proc), signal=signal)
-    assert not rep.ok and rep.reason_code == "no-witness" and rep.result == "failed", rep
-    assert f"named no witness (pid {proc.pid} with start time {proc.start} {gone})" in rep.message
+    reason = "bad-answer" if witness == "gone" else "no-witness"
+    assert not rep.ok and rep.reason_code == reason and rep.result == "failed", rep
+    if reason == "bad-answer":
+        assert rep.message.endswith("witness is a string, not an object"), rep.message
+    else:
+        assert f"named no witness (pid {proc.pid} with start time {proc.start} {gone})" in (
+            rep.message
+        )
     assert looping.poll() is None
     (rec,) = [r for r in audit.read_audit() if r["action"] == "process-stop"]
-    assert rec["result"] == "failed" and rec["reason"] == "no-witness"
+    assert rec["result"] == "failed" and rec["reason"] == reason
 
 
 SAVER = """

@@ -24,13 +24,15 @@ the runs live on it in `liveruns`), the run files in `runfiles` and the detached
 `supervise`; each op's request and answer are declared in `wire`.
 """
 
+from __future__ import annotations
+
 import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from fleetdeck.backend.host.launch.preflight import preflight, resumable
 from fleetdeck.backend.host.launch.resources import check
@@ -61,7 +63,7 @@ def refused(
 ) -> Launched:
     """The answer of a launch that did not start: the one error shape, checks kept."""
     if name is not None:
-        check(answer["checks"], name, False, message)
+        check(answer["checks"], name, False, message or "")
     bad = next(c for c in answer["checks"] if not c["ok"])
     answer["ok"] = False
     answer["passed"] = False
@@ -70,7 +72,9 @@ def refused(
     return answer
 
 
-def claim(output, config, after, answer, resume):
+def claim(
+    output: str, config: Dict[str, Any], after: Optional[str], answer: Launched, resume: bool
+) -> Optional[str]:
     """Write run.json with state `queued`: exclusively for a new run; for `resume`, under the
     launch lock, after checking again that the run is still resumable. None, or why not."""
     run_toml = os.path.join(output, "RUN.toml")
@@ -100,10 +104,10 @@ def claim(output, config, after, answer, resume):
     fd = os.open(os.path.join(output, LOCK), os.O_WRONLY | os.O_CREAT | flags.CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        manifest, why = resumable(output)
+        prior, why = resumable(output)
         if why:
             return why + " (it changed during the launch)"
-        manifest = dict(manifest or {})
+        manifest = dict(prior or {})
         manifest.update(
             after=after,
             error=None,

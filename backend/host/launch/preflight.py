@@ -6,6 +6,8 @@ with a checkpoint); the run it waits for can still finish; the targets match
 `estimate`); no other run is live on its GPUs (`liveruns`).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -25,6 +27,12 @@ from fleetdeck.backend.host.launch.targets import check_targets
 from fleetdeck.backend.host.launch.wire import Checked, Request
 from fleetdeck.backend.host.lib import layout, procfs, runner
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+    from fleetdeck.backend.host.launch.wire import Check
+
 # keys that say where things are, not how the run trains: compared after expansion
 PATH_KEYS = ("corpus", "tokenizer", "base_model")
 RESUMABLE = ("failed", "cancelled", "stalled", "unknown", "running", "queued")
@@ -43,7 +51,7 @@ print(json.dumps(out))
 """
 
 
-def missing_modules(names, python=None):
+def missing_modules(names: Iterable[str], python: Optional[str] = None) -> List[str]:
     """The module names `python` (default: this interpreter) cannot find. Asked of a fresh
     interpreter, as the trainer will start: inside a helper payload `fleetdeck` is the
     payload's own package, which holds only what the payload carries."""
@@ -55,7 +63,7 @@ def missing_modules(names, python=None):
     return [n for n in out if isinstance(n, str)]
 
 
-def expand(config, key):
+def expand(config: Dict[str, Any], key: str) -> Any:
     value = config.get(key)
     return os.path.abspath(os.path.expanduser(value)) if isinstance(value, str) and value else value
 
@@ -71,7 +79,7 @@ def preflight(req: Request) -> Checked:
     asked_after = req.get("after")
     after = os.path.abspath(os.path.expanduser(asked_after)) if asked_after else None
     output = config["output"]
-    checks = []  # type: list
+    checks: List[Check] = []
 
     base = config["base_model"]
     if base.startswith("random:"):
@@ -181,7 +189,9 @@ def preflight(req: Request) -> Checked:
     }
 
 
-def check_output(checks, output, after, roots):
+def check_output(
+    checks: List[Check], output: str, after: Optional[str], roots: Iterable[str]
+) -> bool:
     if os.path.lexists(output) and not os.path.isdir(output):
         return check(checks, "output", False, f"output {output} exists and is not a folder")
     if os.path.isdir(output):
@@ -214,7 +224,7 @@ def check_output(checks, output, after, roots):
     return check(checks, "output", True, f"output {output} holds no run{note}")
 
 
-def _same_setting(key, a, b):
+def _same_setting(key: str, a: object, b: object) -> bool:
     if (
         key in PATH_KEYS
         and isinstance(a, str)
@@ -225,7 +235,7 @@ def _same_setting(key, a, b):
     return a == b
 
 
-def resumable(output):
+def resumable(output: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """(manifest, None) when the run at `output` may be continued, else (manifest, why not)."""
     if not os.path.isdir(output):
         return None, f"run {output} does not exist on this host; there is nothing to resume"
@@ -251,7 +261,7 @@ def resumable(output):
     return manifest, None
 
 
-def newest_checkpoint(output):
+def newest_checkpoint(output: str) -> Optional[Tuple[int, str]]:
     """(step, path) of the newest checkpoint the trainer can resume from (a complete
     `checkpoint-N` by the layout's rule in `<run>/checkpoints/`, with its trainer_state.json),
     or None."""
@@ -259,12 +269,13 @@ def newest_checkpoint(output):
     return done[-1] if done else None
 
 
-def check_resume(checks, output, config):
+def check_resume(checks: List[Check], output: str, config: Dict[str, Any]) -> bool:
     """`--resume`: the output is a stopped or failed run of this same config, with a
     checkpoint to continue from."""
     manifest, why = resumable(output)
     if why:
         return check(checks, "resume", False, why)
+    assert manifest is not None  # resumable names a reason whenever it has no run.json
     newest = newest_checkpoint(output)
     if newest is None:
         return check(
@@ -275,7 +286,9 @@ def check_resume(checks, output, config):
             "checkpoint-N with its adapter weights, config and trainer_state.json) to resume from; launch it "
             "into a new folder",
         )
-    before = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    before = manifest.get("config")
+    if not isinstance(before, dict):
+        before = {}
     differ = sorted(
         k
         for k in config

@@ -2,6 +2,8 @@
 newer): what nvidia-smi and /proc/meminfo say, and launch's `gpus`, `memory` and `disk` checks.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
@@ -9,8 +11,14 @@ import shutil
 from fleetdeck.backend.host.launch.estimate import MIB, parts_text
 from fleetdeck.backend.host.lib import runner, units
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional
 
-def mem_available():
+    from fleetdeck.backend.host.launch.wire import Check
+
+
+def mem_available() -> Optional[int]:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -21,17 +29,17 @@ def mem_available():
     return None
 
 
-def _num(s):
+def _num(s: str) -> Optional[float]:
     try:
         return float(s)
     except ValueError:
         return None
 
 
-def gpu_table():
+def gpu_table() -> Dict[str, Any]:
     """GPUs and their compute processes per nvidia-smi; empty lists when the host has none."""
     smi = shutil.which("nvidia-smi")
-    out = {"gpus": [], "apps": [], "error": None}  # type: dict
+    out: Dict[str, Any] = {"gpus": [], "apps": [], "error": None}
     if smi is None:
         return out
     r = runner.run(
@@ -73,7 +81,7 @@ def gpu_table():
     return out
 
 
-def after_pid(after):
+def after_pid(after: Optional[str]) -> Any:
     if not after:
         return None
     try:
@@ -83,13 +91,13 @@ def after_pid(after):
         return None
 
 
-def check(checks, name, ok, message):
+def check(checks: List[Check], name: str, ok: bool, message: str) -> bool:
     """One pre-flight check's verdict, added to `checks`; returns `ok`."""
     checks.append({"name": name, "ok": bool(ok), "message": message})
     return ok
 
 
-def check_gpus(checks, config, gpus):
+def check_gpus(checks: List[Check], config: Dict[str, Any], gpus: Dict[str, Any]) -> bool:
     """`gpus = N` against the GPUs this host has: N of them (GPUs 0..N-1), or, without a GPU,
     one process on the CPU (several only where FLEETDECK_TRAIN_CPU_PROCESSES=1 asks the
     trainer for CPU processes, as the tests do)."""
@@ -136,7 +144,13 @@ def check_gpus(checks, config, gpus):
     )
 
 
-def check_memory(checks, config, gpus, est, after):
+def check_memory(
+    checks: List[Check],
+    config: Dict[str, Any],
+    gpus: Dict[str, Any],
+    est: Dict[str, Any],
+    after: Optional[str],
+) -> Optional[bool]:
     """GPU memory (or, without a GPU, system memory) against the estimate."""
     need, why = est["memory_bytes"], parts_text(est["memory_parts"])
     if not est["params"]:
@@ -188,9 +202,17 @@ def check_memory(checks, config, gpus, est, after):
             f"GPU {g['index']} has {units.size(total)} free{extra}; "
             f"the run needs about {units.size(need)} ({why})",
         )
+    return None
 
 
-def check_unified_memory(checks, shared, apps, prev, need, why):
+def check_unified_memory(
+    checks: List[Check],
+    shared: List[Dict[str, Any]],
+    apps: List[Dict[str, Any]],
+    prev: Any,
+    need: int,
+    why: str,
+) -> Optional[bool]:
     """GPUs with no memory of their own (unified memory, GB10) share the host's: one check of
     every process the run starts on them against MemAvailable, read once, each process's weights
     counted once (its host side and its GPU side are the same memory)."""
@@ -218,9 +240,10 @@ def check_unified_memory(checks, shared, apps, prev, need, why):
         f"{units.size(avail + freed)} available (MemAvailable{extra}); the run needs about {units.size(total)} "
         f"({each}{why}; weights counted once, host and GPU being one memory)",
     )
+    return None
 
 
-def check_disk(checks, output, est):
+def check_disk(checks: List[Check], output: str, est: Dict[str, Any]) -> Optional[bool]:
     """Free space on the output's filesystem against checkpoints + adapter + logs."""
     probe = output
     while not os.path.exists(probe) and os.path.dirname(probe) != probe:
@@ -239,3 +262,4 @@ def check_disk(checks, output, est):
         f"per checkpoint + {units.size(est['adapter_bytes'])} adapter + logs, for ~{est['steps']} steps); "
         f"{units.size(free)} free at {probe}",
     )
+    return None

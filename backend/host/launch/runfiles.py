@@ -3,14 +3,20 @@ run.json read and written atomically, train.log lines, the host's copy of RUN.to
 verdict on the run a chain waits for."""
 # Runs on the host's Python 3.8 or newer.
 
+from __future__ import annotations
+
 import json
 import os
 import time
 
 from fleetdeck.backend.host.lib import layout, procfs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, Optional, Tuple
 
-def read_manifest(run):
+
+def read_manifest(run: str) -> Optional[Dict[str, Any]]:
     """run.json of `run` as a dict; {} when absent; None when unreadable."""
     try:
         with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
@@ -22,7 +28,7 @@ def read_manifest(run):
     return data if isinstance(data, dict) else None
 
 
-def write_manifest(run, manifest, exclusive=False):
+def write_manifest(run: str, manifest: Dict[str, Any], exclusive: bool = False) -> None:
     """Write run.json atomically; with `exclusive`, fail (FileExistsError) if one exists."""
     final = os.path.join(run, "run.json")
     tmp = os.path.join(run, f".run.json.{os.getpid()}.tmp")
@@ -45,7 +51,7 @@ def write_manifest(run, manifest, exclusive=False):
         raise
 
 
-def record_state(run, manifest, state, **extra):
+def record_state(run: str, manifest: Dict[str, Any], state: str, **extra: Any) -> None:
     """Append a state transition to `manifest` and write it."""
     manifest["state"] = state
     manifest.update(extra)
@@ -55,7 +61,7 @@ def record_state(run, manifest, state, **extra):
     write_manifest(run, manifest)
 
 
-def log_line(run, text):
+def log_line(run: str, text: str) -> None:
     """One line in train.log, marked as the launcher's, not the trainer's."""
     line = "{} fleetdeck launch: {}\n".format(time.strftime("%Y-%m-%dT%H:%M:%S%z"), text)
     try:
@@ -68,7 +74,7 @@ def log_line(run, text):
         pass
 
 
-def toml_value(v):
+def toml_value(v: object) -> str:
     """A TOML literal for a RUN.toml value (str, bool, int, float or a list of those)."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -84,7 +90,7 @@ def toml_value(v):
     return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def toml_text(config):
+def toml_text(config: Dict[str, Any]) -> str:
     lines = ["# written by fleetdeck launch: the host's own copy, every path absolute"]
     for key in sorted(config):
         if config[key] is not None:
@@ -93,7 +99,7 @@ def toml_text(config):
 
 
 # -- the prerequisite of a chain -------------------------------------------------------------
-def after_status(after):
+def after_status(after: str) -> Tuple[str, str]:
     """(verdict, sentence) for the run a chain waits on: 'ready', 'wait' or 'never'. Ready
     means finished with a final adapter by the one layout rule (a real folder with non-empty
     weights and its config): a crashed or weightless save never fires the chain."""

@@ -3,18 +3,24 @@ Python 3.8 or newer; bundled with the launch helper through `estimate`): paramet
 counts from the built-in architecture table or a checkpoint's safetensors headers, and the bytes
 `base_fp8`'s float8 copies take."""
 
+from __future__ import annotations
+
 import json
 import os
 import struct
 
 from fleetdeck.backend.host.lib import architectures
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, Iterable, List, Tuple
+
 MIB = 1 << 20
 #: the trainer's built-in architectures (one table: host/lib/architectures.py), in short names
 ARCHS = {name: architectures.shape(name) for name in architectures.ARCHS}
 
 
-def arch_modules(a):
+def arch_modules(a: Dict[str, Any]) -> Dict[str, Tuple[int, int]]:
     """{projection: (in, out)} of one decoder layer of a built-in architecture `a`."""
     h, i, hd = a["hidden"], a["inter"], a["head_dim"]
     return {
@@ -28,7 +34,7 @@ def arch_modules(a):
     }
 
 
-def arch_shapes(arch, targets, rank):
+def arch_shapes(arch: str, targets: Iterable[str], rank: int) -> Tuple[int, int, Dict[str, Any]]:
     """(P, L, dims) for a built-in architecture."""
     a = ARCHS[arch]
     h, hd = a["hidden"], a["head_dim"]
@@ -39,7 +45,7 @@ def arch_shapes(arch, targets, rank):
     return params, lora, a
 
 
-def safetensors_header(path):
+def safetensors_header(path: str) -> Dict[str, Any]:
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         if n > 100 * MIB:
@@ -47,7 +53,7 @@ def safetensors_header(path):
         return json.loads(f.read(n))
 
 
-def shape_of(tensor, meta):
+def shape_of(tensor: object, meta: object) -> List[int]:
     """A tensor's shape from its safetensors header entry: whole numbers, or ValueError naming
     the tensor (a damaged or hostile header must be a sentence, not a TypeError)."""
     shape = meta.get("shape") if isinstance(meta, dict) else None
@@ -62,7 +68,9 @@ def shape_of(tensor, meta):
     return shape
 
 
-def checkpoint_shapes(base, targets, rank):
+def checkpoint_shapes(
+    base: str, targets: Iterable[str], rank: int
+) -> Tuple[int, int, Dict[str, Any]]:
     """(P, L, dims) for a local checkpoint, from safetensors headers and config.json."""
     params = lora = 0
     files = sorted(f for f in os.listdir(base) if f.endswith(".safetensors"))
@@ -92,7 +100,7 @@ def checkpoint_shapes(base, targets, rank):
             )
             // 2
         )
-    dims = {}
+    dims: Dict[str, Any] = {}
     try:
         with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
             cfg = json.load(f)
@@ -108,12 +116,12 @@ def checkpoint_shapes(base, targets, rank):
     return params, lora, dims
 
 
-def fp8_weight_bytes(out, inn):
+def fp8_weight_bytes(out: int, inn: int) -> int:
     """What `fp8.Fp8Weight` holds for one out x in weight (0 where float8 matmuls cannot take it)."""
     return 2 * out * inn + 4 * (out + inn) if out % 16 == 0 and inn % 16 == 0 else 0
 
 
-def fp8_copy_bytes(base, targets):
+def fp8_copy_bytes(base: str, targets: Iterable[str]) -> int:
     """Bytes of base_fp8's float8 copies: every 2-D weight of a target module without a bias (what
     `fp8.apply_fp8` converts), from the architecture table or the checkpoint's safetensors headers."""
     if base.startswith("random:"):

@@ -2,6 +2,8 @@
 the run a chain follows, starts the trainer, and records what the trainer could not."""
 # Runs on the host's Python 3.8 or newer.
 
+from __future__ import annotations
+
 import json
 import os
 import signal
@@ -19,16 +21,23 @@ from fleetdeck.backend.host.launch.runfiles import (
 )
 from fleetdeck.backend.host.lib import procfs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from types import FrameType
+    from typing import Any, Dict, Optional
+
+    from fleetdeck.backend.host.launch.wire import SuperviseRequest
+
 
 class Stopped(Exception):
     pass
 
 
-def _stop(signum, frame):
+def _stop(signum: int, frame: Optional[FrameType]) -> None:
     raise Stopped(signum)
 
 
-def supervise(req):
+def supervise(req: SuperviseRequest) -> Dict[str, Any]:
     """Wait for the prerequisite, start the trainer, and record what the trainer could not."""
     run, after = req["run"], req.get("after")
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the SSH session ending must not end the chain
@@ -39,7 +48,7 @@ def supervise(req):
     write_manifest(run, manifest)
     reported = False
 
-    def report(obj):
+    def report(obj: Dict[str, Any]) -> None:
         nonlocal reported
         if not reported:
             sys.stdout.write(json.dumps(obj) + "\n")
@@ -71,7 +80,7 @@ def supervise(req):
                             "error": reason,
                         }
                     )
-                    return
+                    return {}
                 report({"state": "queued", "pid": None, "waiter_pid": os.getpid()})
                 time.sleep(req.get("interval", 2.0))
         current = read_manifest(run) or {}
@@ -89,7 +98,7 @@ def supervise(req):
                     "waiter_pid": os.getpid(),
                 }
             )
-            return
+            return {}
         child = start_trainer(run, req["run_toml"])
     except Stopped as e:
         reason = f"the waiter was stopped (signal {e.args[0]}) before the run started"
@@ -98,7 +107,7 @@ def supervise(req):
             record_state(run, current, "cancelled", cancel_reason=reason, error=reason)
             log_line(run, "cancelled: " + reason)
         report({"state": "cancelled", "pid": None, "waiter_pid": os.getpid(), "error": reason})
-        return
+        return {}
     report({"state": "running", "pid": child.pid, "waiter_pid": os.getpid()})
     signal.signal(
         signal.SIGTERM, signal.SIG_DFL
@@ -109,7 +118,7 @@ def supervise(req):
     return {}
 
 
-def start_trainer(run, run_toml):
+def start_trainer(run: str, run_toml: str) -> subprocess.Popen[bytes]:
     """`<python> -m fleetdeck.backend.train RUN.toml`, its own session, output to train.log. It
     is the user's run, not a fleetdeck helper: the helper marker is not passed on to it."""
     log_line(run, f"starting {sys.executable} -m {TRAINER_MODULE} {run_toml}")
@@ -131,7 +140,7 @@ def start_trainer(run, run_toml):
         os.close(logfd)
 
 
-def watch_end(run, pid, rc):
+def watch_end(run: str, pid: int, rc: int) -> None:
     """After the trainer exited: a run.json still saying queued/running (by it) becomes failed."""
     manifest = read_manifest(run)
     if manifest is None:

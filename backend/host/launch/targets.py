@@ -2,17 +2,25 @@
 modules before the model is built (stdlib only, Python 3.8 or newer), for launch's pre-flight.
 """
 
+from __future__ import annotations
+
 import os
 import struct
 
 from fleetdeck.backend.host.launch.resources import check
 from fleetdeck.backend.host.launch.shapes import ARCHS, safetensors_header
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Set, Tuple
+
+    from fleetdeck.backend.host.launch.wire import Check
+
 #: the Linear modules of every layer of a built-in (Qwen3-shaped) architecture
 ARCH_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def linear_names(base):
+def linear_names(base: str) -> Tuple[Optional[Set[str]], str]:
     """(the leaf names of the base model's 2-D weights, where they were read), or (None, why)
     when they cannot be known before the model is built (a hybrid built-in, no safetensors)."""
     if base.startswith("random:"):
@@ -23,7 +31,7 @@ def linear_names(base):
     files = sorted(f for f in os.listdir(base) if f.endswith(".safetensors"))
     if not files:
         return None, "no safetensors header to read"
-    names = set()
+    names: Set[str] = set()
     for name in files:
         for tensor, meta in safetensors_header(os.path.join(base, name)).items():
             parts = tensor.split(".")
@@ -37,7 +45,7 @@ def linear_names(base):
     return names, "the safetensors headers of %s" % base
 
 
-def check_targets(checks, config):
+def check_targets(checks: List[Check], config: Dict[str, Any]) -> bool:
     """`target-modules`: every name in target_modules matches a Linear module of the base model
     when its modules can be known now (a built-in architecture, a local safetensors checkpoint);
     otherwise the trainer judges them when it builds the model, and the check says so."""

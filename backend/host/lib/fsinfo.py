@@ -86,13 +86,13 @@ def mounts_inside(
     ]
 
 
-def usage(path_or_fd: str | int) -> tuple[int, int, int]:
+def usage(path_or_fd: str | bytes | int) -> tuple[int, int, int]:
     """(total, used, free-for-unprivileged) bytes of the filesystem of a path or open fd."""
     v = os.statvfs(path_or_fd)
     total = v.f_blocks * v.f_frsize
     return total, total - v.f_bfree * v.f_frsize, v.f_bavail * v.f_frsize
 
 
-def free_bytes(path_or_fd: str | int) -> int:
+def free_bytes(path_or_fd: str | bytes | int) -> int:
     """Bytes an unprivileged writer may still use on that filesystem."""
     return usage(path_or_fd)[2]

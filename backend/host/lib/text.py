@@ -50,12 +50,12 @@ def one_line(p: object) -> str:
     return "".join(ch if ch == "\\" else shown(ch) for ch in p)
 
 
-def fsdec(b):
+def fsdec(b: str | bytes) -> str:
     """Bytes from the filesystem or a crontab as str, undecodable bytes kept (surrogateescape)."""
     return b if isinstance(b, str) else b.decode("utf-8", "surrogateescape")
 
 
-def fsenc(s):
+def fsenc(s: str | bytes) -> bytes:
     """The exact bytes behind a str made by `fsdec`."""
     return s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.text import fsdec, fsenc
@@ -24,7 +24,7 @@ from fleetdeck.backend.host.mirror.fdops import remove_tree_at, stat_at
 from fleetdeck.backend.host.mirror.wire import Abandoned, AbandonRequest
 
 
-def partial_in_use(name_rest):
+def partial_in_use(name_rest: bytes) -> bool:
     """True when the writer named in a partial folder's name (`PID-START-RANDOM`) still runs.
 
     The one identity rule (pid and start ticks) says whether it is the same process; a name
@@ -46,10 +46,10 @@ def partial_in_use(name_rest):
     return procfs.has_helper_marker(pid) or procfs.uid(pid) != os.getuid()
 
 
-def clean_stale(dir_fd, prefix, where):
+def clean_stale(dir_fd: int, prefix: bytes, where: bytes) -> List[str]:
     """Remove the partial folders in the open folder `dir_fd` whose writer is gone; their
     paths (`where` is that folder's path, for the answer)."""
-    removed = []  # type: list
+    removed: List[str] = []
     try:
         names = os.listdir(dir_fd)
     except OSError:
@@ -64,7 +64,7 @@ def clean_stale(dir_fd, prefix, where):
     return removed
 
 
-def kind_by_chain(path):
+def kind_by_chain(path: bytes) -> Tuple[Optional[str], Optional[str]]:
     """(kind of what is at the absolute path `path`, its folder walked from / without following
     a link) or (None, sentence) when that folder cannot be walked so."""
     head, name = os.path.split(path)
@@ -98,7 +98,8 @@ def op_abandon(req: AbandonRequest) -> Abandoned:
             time.sleep(0.05)
     removed, blocked = None, None
     exists: Optional[bool] = False
-    path = fsenc(req["partial"]) if req.get("partial") else None
+    given = req.get("partial")
+    path = fsenc(given) if given else None
     if path is not None and os.path.isabs(path):
         head, base = os.path.split(path)
         try:

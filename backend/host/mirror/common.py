@@ -22,6 +22,18 @@ from fleetdeck.backend.host.lib import flags, fsinfo, hashing, serve
 from fleetdeck.backend.host.lib import walk as fdwalk
 from fleetdeck.backend.host.lib.text import fsdec, fsenc, shown
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, BinaryIO, Callable, List, Optional, Set, Tuple, TypedDict, Union
+
+    class Hashed(TypedDict, total=False):
+        """A file hashed again (`hash_rel`): its sha256 and bytes, or why it could not be."""
+
+        sha256: Optional[str]
+        bytes: int
+        error: str
+
+
 CHUNK = 1 << 20
 # Bytes written between two fdatasync calls: the final fsync of a file then flushes at most
 # this much, so a disk doing 2 MB/s still answers within a 30 s command_timeout.
@@ -35,18 +47,18 @@ DIRFLAGS = flags.DIR
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def is_partial(name):
+def is_partial(name: bytes) -> bool:
     """True for the name of a partial folder a writer made inside a destination."""
     return name.startswith(PARTIAL) and PARTIAL_TAG.match(name[len(PARTIAL) :]) is not None
 
 
-def say(out, obj):
+def say(out: BinaryIO, obj: object) -> None:
     """Write one answer line (the host library's JSON; undecodable names kept)."""
     out.write(serve.dumps(obj).encode("utf-8", "surrogateescape") + b"\n")
     out.flush()
 
 
-def ok(**fields):
+def ok(**fields: Any) -> Dict[str, Any]:
     fields["ok"] = True
     return fields
 
@@ -58,25 +70,25 @@ class Watchdog:
     removes its partial folder). Armed and disarmed by the main thread; `hold()` keeps it
     from firing during a commit."""
 
-    def __init__(self, on_fire=None):
-        self.deadline = None
+    def __init__(self, on_fire: Optional[Callable[[], object]] = None) -> None:
+        self.deadline: Optional[float] = None
         self.lock = threading.Lock()
         self.held = False
         self.on_fire = on_fire
         t = threading.Thread(target=self._watch, daemon=True)
         t.start()
 
-    def arm(self, limit):
+    def arm(self, limit: Optional[float]) -> None:
         self.deadline = None if not limit else time.monotonic() + float(limit)
 
-    def disarm(self):
+    def disarm(self) -> None:
         self.deadline = None
 
-    def hold(self):
+    def hold(self) -> None:
         with self.lock:
             self.held = True
 
-    def _watch(self):
+    def _watch(self) -> None:
         while True:
             d = self.deadline
             time_left = 1.0 if d is None else d - time.monotonic()
@@ -94,7 +106,7 @@ class Watchdog:
             time.sleep(min(1.0, max(0.05, time_left)))
 
 
-def host_path(p):
+def host_path(p: Union[str, bytes]) -> bytes:
     """`~` expands on this host; a relative path is relative to where the session starts."""
     b = os.path.expanduser(fsenc(p))
     if not b.startswith(b"/"):
@@ -104,7 +116,7 @@ def host_path(p):
     return b
 
 
-def kind_of(st):
+def kind_of(st: Optional[os.stat_result]) -> Optional[str]:
     if st is None:
         return None
     m = st.st_mode
@@ -117,14 +129,14 @@ def kind_of(st):
     return "other"
 
 
-def lstat_or_none(path):
+def lstat_or_none(path: bytes) -> Optional[os.stat_result]:
     try:
         return os.lstat(path)
     except FileNotFoundError:
         return None
 
 
-def open_rel(root, rel, follow):
+def open_rel(root: bytes, rel: bytes, follow: bool) -> int:
     """Open root/rel for reading; without `follow`, a symlink at any component (root
     included) is refused with ELOOP."""
     if follow:
@@ -137,7 +149,7 @@ def open_rel(root, rel, follow):
         os.close(fd)
 
 
-def open_at(dir_fd, rel):
+def open_at(dir_fd: int, rel: bytes) -> int:
     """Open `rel` (bytes, may hold '/') below the open folder `dir_fd` for reading, no link
     followed at any component (ELOOP or ENOTDIR otherwise)."""
     parts = rel.split(b"/")
@@ -153,22 +165,22 @@ class ChainError(Exception):
     `symlink`, `not-found`, `not-a-directory`, `unwritable` or `unreadable`; `detail` a
     sentence naming the component that stopped the walk."""
 
-    def __init__(self, code, detail):
+    def __init__(self, code: str, detail: str) -> None:
         Exception.__init__(self, detail)
         self.code = code
         self.detail = detail
 
 
-def open_dir_chain(path, create=False):
+def open_dir_chain(path: bytes, create: bool = False) -> int:
     """The folder at the absolute path `path` (bytes), opened from / one component at a time
     with O_DIRECTORY|O_NOFOLLOW (the host library's walker), so no symlink anywhere on the way
     is followed and none can be swapped in between a check and a use: every later step works
     relative to the descriptor returned. With `create`, a missing component is made (mode
     0o777 less the umask) as the walk reaches it. ChainError names what stopped it."""
     comps = [c for c in path.split(b"/") if c]
-    failed = {}
+    failed: Dict[int, OSError] = {}
 
-    def make(fd, i):
+    def make(fd: int, i: int) -> None:
         if create and i < len(comps):
             try:
                 os.mkdir(comps[i], 0o777, dir_fd=fd)
@@ -177,7 +189,7 @@ def open_dir_chain(path, create=False):
             except OSError as e:
                 failed[i] = e
 
-    def refuse(fd, i, name, err):
+    def refuse(fd: int, i: int, name: bytes, err: OSError) -> None:
         where = shown(b"/" + b"/".join(comps[: i + 1]))
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -211,7 +223,7 @@ def open_dir_chain(path, create=False):
     return fd
 
 
-def same_folder(fd, path):
+def same_folder(fd: int, path: bytes) -> Optional[Tuple[str, str]]:
     """None when `path`, walked again from / without following a link, is still the folder open
     as `fd`; otherwise (code, sentence): `symlink` when a component of it is now a link,
     `dst-changed` when it is another folder or gone."""
@@ -228,15 +240,15 @@ def same_folder(fd, path):
     return None
 
 
-def file_facts(st):
+def file_facts(st: os.stat_result) -> List[int]:
     """What says a file is unchanged: size, mtime, ctime (no user can set it), inode."""
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def walk(root, follow, skip_partials):
+def walk(root: bytes, follow: bool, skip_partials: bool) -> Dict[str, Any]:
     """Everything under root, as relative paths, sorted by kind. With `follow`, symlinks are
     followed and each one whose target lies outside root is named in `outside`."""
-    out: Dict[str, list] = {
+    out: Dict[str, List[Any]] = {
         "files": [],
         "dirs": [],
         "symlinks": [],
@@ -245,7 +257,7 @@ def walk(root, follow, skip_partials):
         "partials": [],
         "outside": [],
     }
-    seen = set()
+    seen: Set[Tuple[int, int]] = set()
     real_root = os.path.realpath(root)
     stack = [b""]
     while stack:
@@ -306,14 +318,14 @@ def walk(root, follow, skip_partials):
     return out
 
 
-def walk_at(fd, each_dir=None):
+def walk_at(fd: int, each_dir: Optional[Callable[[int], object]] = None) -> Dict[str, List[Any]]:
     """What the open folder `fd` holds, by descriptor and never following a link: relative
     paths of its files, folders and anything else (links, special files), and the folders
     that could not be read. `each_dir(dir_fd)` is called for every folder, the top one
     included, after what it holds (a folder's entries fsynced after its sub-folders')."""
-    out = {"files": [], "dirs": [], "other": [], "errors": []}  # type: dict
+    out: Dict[str, List[Any]] = {"files": [], "dirs": [], "other": [], "errors": []}
 
-    def visit(dfd, rel):
+    def visit(dfd: int, rel: bytes) -> None:
         try:
             with os.scandir(dfd) as it:
                 entries = [(os.fsencode(e.name), e) for e in it]
@@ -346,15 +358,17 @@ def walk_at(fd, each_dir=None):
     return out
 
 
-def hash_rel(root, rel, follow, dir_fd=None):
+def hash_rel(
+    root: Optional[bytes], rel: Union[str, bytes], follow: bool, dir_fd: Optional[int] = None
+) -> Hashed:
     """sha256 of root/rel read from this disk (rel below the open folder `dir_fd` instead,
     when given), or an error sentence."""
     try:
-        fd = (
-            open_at(dir_fd, fsenc(rel))
-            if dir_fd is not None
-            else open_rel(root, fsenc(rel), follow)
-        )
+        if dir_fd is not None:
+            fd = open_at(dir_fd, fsenc(rel))
+        else:
+            assert root is not None  # the folder `rel` is below: a root, or `dir_fd`
+            fd = open_rel(root, fsenc(rel), follow)
     except OSError as e:
         return {"sha256": None, "error": e.strerror or str(e)}
     try:
@@ -369,7 +383,7 @@ def hash_rel(root, rel, follow, dir_fd=None):
         os.close(fd)
 
 
-def free_bytes(path):
+def free_bytes(path: bytes) -> Optional[int]:
     """Free bytes on the file system holding `path` (or the nearest folder above it that
     exists); None when it cannot be told."""
     while True:

@@ -42,8 +42,28 @@ from fleetdeck.backend.host.mirror.fdops import (
 )
 from fleetdeck.backend.host.mirror.replace import Replacing
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from concurrent.futures import ThreadPoolExecutor
+    from typing import (
+        Any,
+        BinaryIO,
+        Callable,
+        Dict,
+        List,
+        Optional,
+        Sequence,
+        Tuple,
+        TypeVar,
+        Union,
+    )
 
-def read_exact(inp, n):
+    from fleetdeck.backend.host.mirror.common import Hashed, Watchdog
+
+    T = TypeVar("T")
+
+
+def read_exact(inp: BinaryIO, n: int) -> bytes:
     """Exactly n bytes, or EOFError: the controller went away mid-frame."""
     data = inp.read(n)
     if data is None or len(data) != n:
@@ -63,7 +83,7 @@ class Writer(Replacing):
     and the partial folder is removed from where it really is. Nothing is written through a
     link, and no folder the path no longer reaches is reported as the destination."""
 
-    def __init__(self, req):
+    def __init__(self, req: Dict[str, Any]) -> None:
         self.dst = host_path(req["path"])
         self.name = os.path.basename(self.dst)
         if self.name in (b"", b".", b".."):
@@ -86,13 +106,13 @@ class Writer(Replacing):
             ):
                 raise Refused("bad-path", "the name for the replaced destination must be beside it")
         self.pfd = None  # DST's parent, opened once
-        self.dfd = None  # DST itself, when it is a mount point the partial folder is made in
-        self.home = None  # the folder holding the partial folder: pfd, or dfd
+        self.dfd: Any = None  # DST itself, when it is a mount point the partial folder is made in
+        self.home: Optional[int] = None  # the folder holding the partial folder: pfd, or dfd
         self.part = None  # the partial folder's name in `home`, while it is there
         self.part_fd = None
         self.lock = threading.Lock()
 
-    def open_parent(self):
+    def open_parent(self) -> None:
         try:
             self.pfd = open_dir_chain(self.parent, create=True)
         except ChainError as e:
@@ -111,12 +131,12 @@ class Writer(Replacing):
                 else "cannot create %s: %s" % (shown(self.parent), e.detail),
             ) from None
 
-    def tag(self, prefix):
+    def tag(self, prefix: bytes) -> bytes:
         me = os.getpid()
         tag = b"%d-%d-%08x" % (me, procfs.start_ticks(me) or 0, random.getrandbits(32))
         return prefix[: 255 - len(tag)] + tag if len(prefix) + len(tag) > 255 else prefix + tag
 
-    def make_partial(self, home, base, where):
+    def make_partial(self, home: int, base: bytes, where: bytes) -> None:
         try:
             os.mkdir(base, 0o700, dir_fd=home)
         except OSError as e:
@@ -128,7 +148,7 @@ class Writer(Replacing):
         self.home, self.part, self.partial = home, base, os.path.join(where, base)
         self.part_fd = os.open(base, DIRFLAGS, dir_fd=home)
 
-    def prepare(self):
+    def prepare(self) -> List[str]:
         self.open_parent()
         st = stat_at(self.pfd, self.name)
         kind = kind_of(st)
@@ -145,7 +165,7 @@ class Writer(Replacing):
                 dfd = os.open(self.name, DIRFLAGS, dir_fd=self.pfd)
             except OSError:
                 dfd = None
-            if dfd is None or not same_ids(os.fstat(dfd), st):
+            if dfd is None or st is None or not same_ids(os.fstat(dfd), st):
                 if dfd is not None:
                     os.close(dfd)
                 raise Refused(
@@ -164,7 +184,7 @@ class Writer(Replacing):
             self.make_partial(self.pfd, self.tag(prefix), self.parent)
         return stale
 
-    def below(self, rel_dir):
+    def below(self, rel_dir: bytes) -> int:
         """The folder `rel_dir` (bytes, '' for the top) of the partial folder, opened by
         descriptor from it without following a link; the caller closes it."""
         parts = [p for p in rel_dir.split(b"/") if p]
@@ -172,7 +192,7 @@ class Writer(Replacing):
             os.open(".", DIRFLAGS, dir_fd=self.part_fd), parts, keep_parent=False
         )[1]
 
-    def at(self, rel, fn):
+    def at(self, rel: Union[str, bytes], fn: Callable[..., T]) -> T:
         """fn(dir_fd, name) for the entry `rel` of the partial folder, its folder opened by
         descriptor (`below`)."""
         head, _, name = fsenc(rel).rpartition(b"/")
@@ -182,7 +202,15 @@ class Writer(Replacing):
         finally:
             os.close(fd)
 
-    def receive(self, inp, files, dirs, pool, dog, idle):
+    def receive(
+        self,
+        inp: BinaryIO,
+        files: Sequence[Dict[str, Any]],
+        dirs: Sequence[Sequence[Any]],
+        pool: ThreadPoolExecutor,
+        dog: Watchdog,
+        idle: Optional[float],
+    ) -> Tuple[List[Hashed], Dict[str, Any]]:
         for rel, _mode in sorted(dirs, key=lambda d: d[0].count("/")):
             self.at(rel, lambda fd, name: os.mkdir(name, 0o700, dir_fd=fd))
         futures = []
@@ -222,7 +250,7 @@ class Writer(Replacing):
         found = walk_at(self.part_fd, each_dir=fsync_fd)
         return hashed, {"files": found["files"], "dirs": found["dirs"], "other": found["other"]}
 
-    def place_changed(self):
+    def place_changed(self) -> Optional[Tuple[str, str]]:
         """(code, sentence) when DST's parent, walked again from /, is no longer the folder
         opened at the start (or DST, where the partial folder is inside it, is no longer the
         folder it was made in); None while all is as opened."""
@@ -236,7 +264,7 @@ class Writer(Replacing):
                 )
         return bad
 
-    def check_place(self):
+    def check_place(self) -> None:
         """Refuse (`symlink`, `dst-changed`) before anything takes a final name, unless the
         destination's folder is still the one opened at the start."""
         bad = self.place_changed()
@@ -247,7 +275,7 @@ class Writer(Replacing):
                 "was written through it and nothing was put in place" % bad[1],
             )
 
-    def commit(self):
+    def commit(self) -> None:
         if self.replace is not None:
             return self.swap()
         self.check_place()
@@ -300,17 +328,17 @@ class Writer(Replacing):
         self.partial = None
         return None
 
-    def free_bytes(self):
+    def free_bytes(self) -> Optional[int]:
         try:
             return fsinfo.free_bytes(self.pfd)
         except OSError:
             return None
 
-    def remove(self):
+    def remove(self) -> bool:
         """Remove the partial folder from the folder it was made in (by descriptor); True
         when none is left."""
         with self.lock:
-            if self.part is None:
+            if self.part is None or self.home is None:
                 return True
             if self.part_fd is not None:
                 os.close(self.part_fd)

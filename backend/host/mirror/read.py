@@ -36,8 +36,12 @@ from fleetdeck.backend.host.mirror.common import (
 )
 from fleetdeck.backend.host.mirror.wire import RECHECK, Listing, ListRequest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, BinaryIO, Dict, Iterable, List, Optional, Sequence, Tuple
 
-def boot_id():
+
+def boot_id() -> Optional[str]:
     """This kernel's boot id: random for every boot of every machine, the same in every
     container on it; None when it cannot be read."""
     try:
@@ -47,14 +51,15 @@ def boot_id():
         return None
 
 
-def disk_identity(path):
+def disk_identity(path: bytes) -> Dict[str, Any]:
     """What says which folder `path` is on this kernel's disks: the boot id, and the (st_dev,
     st_ino) of the folder the kernel reaches at `path` (links in any parent and bind mounts
     followed, as every access would), then of each folder above it up to /. `self` is False
     when `path` does not exist (the chain then starts at the nearest folder above it). Two
     paths with the same boot id and the same (st_dev, st_ino) are one folder, whatever their
     names or the fleet entries they were reached through."""
-    chain, here = [], True
+    chain: List[List[int]] = []
+    here = True
     p = os.path.realpath(path)
     while True:
         try:
@@ -69,7 +74,7 @@ def disk_identity(path):
     return {"boot": boot_id(), "chain": chain, "self": here}
 
 
-def parent_link(folder):
+def parent_link(folder: bytes) -> Optional[str]:
     """A sentence naming the first symlink met walking `folder` from / without following
     one (a mirror writes only through real folders), or None (no link; a component missing
     is no link: the writer creates it)."""
@@ -107,7 +112,14 @@ def op_list(req: ListRequest) -> Listing:
     res["parent_dev"] = pst.st_dev if pst else None
     if kind != "dir":
         return res
-    res.update(walk(root, follow, bool(req.get("skip_partials"))))
+    found = walk(root, follow, bool(req.get("skip_partials")))
+    res["files"] = found["files"]
+    res["dirs"] = found["dirs"]
+    res["symlinks"] = found["symlinks"]
+    res["special"] = found["special"]
+    res["errors"] = found["errors"]
+    res["partials"] = found["partials"]
+    res["outside"] = found["outside"]
     if req.get("hash") and res["files"]:
         threads = max(1, min(int(req.get("threads") or 8), len(res["files"])))
         with ThreadPoolExecutor(threads) as pool:
@@ -118,7 +130,7 @@ def op_list(req: ListRequest) -> Listing:
 
 
 # -- read: the source end of a copy -------------------------------------------------------------
-def source_error(e, rel):
+def source_error(e: OSError, rel: str) -> Refused:
     """A refusal for an OSError met while reading the source file `rel`."""
     why = e.strerror or str(e)
     if e.errno in (errno.EACCES, errno.EPERM):
@@ -130,24 +142,24 @@ def source_error(e, rel):
     return Refused("read-failed", "reading %s failed: %s" % (shown(rel), why))
 
 
-def listed_facts(f):
+def listed_facts(f: Dict[str, Any]) -> List[int]:
     return [f["bytes"], f["mtime_ns"], f["ctime_ns"], f["ino"]]
 
 
-def op_read(req, inp, out):
+def op_read(req: Dict[str, Any], inp: BinaryIO, out: BinaryIO) -> Dict[str, Any]:
     """Stream req["files"] as frames with a sha256 trailer each; then, on request, re-check
     the whole folder against the listing the copy was planned from (see `recheck`)."""
     root = host_path(req["path"])
     follow = bool(req.get("follow"))
     files = req["files"]
-    q = queue.Queue(maxsize=8)  # type: queue.Queue
+    q: queue.Queue[Tuple[Optional[bytes], Any]] = queue.Queue(maxsize=8)
     idle = req.get("idle")
     dog = Watchdog()
     dog.arm(idle)
     me = os.getpid()
     say(out, ok(pid=me, start=procfs.start_ticks(me)))
 
-    def produce():
+    def produce() -> None:
         # reading and hashing here overlaps with writing to the channel in the main thread
         for f in files:
             try:
@@ -187,7 +199,7 @@ def op_read(req, inp, out):
                 os.close(fd)
 
     threading.Thread(target=produce, daemon=True).start()
-    sent = {}
+    sent: Dict[str, str] = {}
     for f in files:
         while True:
             chunk, trailer = q.get()
@@ -220,7 +232,14 @@ def op_read(req, inp, out):
     }
 
 
-def recheck(root, follow, files, dirs, sent, outside=()):
+def recheck(
+    root: bytes,
+    follow: bool,
+    files: Sequence[Dict[str, Any]],
+    dirs: Sequence[Sequence[Any]],
+    sent: Dict[str, str],
+    outside: Iterable[str] = (),
+) -> List[List[str]]:
     """[[path, why]] for everything in the folder that is not as listed when the copy was
     planned: a file, folder, link or special file that appeared or went, or a file whose
     size, mtime, ctime or inode differs and whose bytes, hashed again now, are not the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown
@@ -26,7 +26,7 @@ class Replacing:
         name: bytes
         parent: bytes
         backup: Any  # bytes when `replace` is set, the only time these methods run
-        replace: Dict[str, Any]
+        replace: Any  # a dict (pin, backup) when set, the only time these methods run
         root_mode: Optional[int]
         # descriptors and names: None until the Writer opened or made them, set before any of
         # these methods runs
@@ -43,10 +43,10 @@ class Replacing:
 
         def place_changed(self) -> Optional[Tuple[str, str]]: ...
 
-    def prepare_replace(self, st, kind):
+    def prepare_replace(self, st: Optional[os.stat_result], kind: Optional[str]) -> List[str]:
         """A partial folder beside a destination that exists and will be replaced; the
         destination must still be the folder that was compared (its pin)."""
-        if kind != "dir" or [st.st_dev, st.st_ino] != list(self.replace["pin"]):
+        if kind != "dir" or st is None or [st.st_dev, st.st_ino] != list(self.replace["pin"]):
             raise Refused(
                 "dst-changed",
                 "the destination is no longer the folder that was compared; nothing was changed",
@@ -66,7 +66,7 @@ class Replacing:
         self.make_partial(self.pfd, self.tag(prefix), self.parent)
         return stale
 
-    def swap(self):
+    def swap(self) -> None:
         """Put the verified partial folder in the destination's place, the destination kept
         under `backup`: first the destination is renamed aside, then the partial folder takes
         its name, each rename refusing to replace anything (renameat2 RENAME_NOREPLACE), the

@@ -28,8 +28,14 @@ from fleetdeck.backend.host.purge.paths import (
     split_path,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-def zfs_facts(dataset):
+    from fleetdeck.backend.host.purge.wire import Facts, KeepRule
+
+
+def zfs_facts(dataset: str) -> Dict[str, Any]:
     """Snapshot usage of a ZFS dataset: usedbysnapshots and how many snapshots it has."""
     exe = runner.which("zfs") or next(
         (p for p in ("/sbin/zfs", "/usr/sbin/zfs") if os.path.exists(p)), None
@@ -47,15 +53,33 @@ def zfs_facts(dataset):
     }
 
 
-def gather(paths, roots, hashing=True, keep=None):
+def gather(
+    paths: Sequence[str],
+    roots: Sequence[str],
+    hashing: bool = True,
+    keep: Optional[KeepRule] = None,
+) -> Facts:
     """Every fact the purge of these paths is judged on (see `evaluate`)."""
     return gather_with_inodes(paths, roots, hashing, keep)[0]
 
 
-def gather_with_inodes(paths, roots, hashing, keep=None):
+def gather_with_inodes(
+    paths: Sequence[str],
+    roots: Sequence[str],
+    hashing: bool,
+    keep: Optional[KeepRule] = None,
+) -> Tuple[Facts, List[Set[Tuple[int, int]]]]:
     """(facts, [set of (dev, ino) under each path]): the sets say what `remove_pinned` may
     remove (anything else appeared after the check)."""
-    facts = {"paths": [], "roots": [], "keepers": [], "holders": [], "proc_unreadable": []}  # type: dict
+    facts: Facts = {
+        "paths": [],
+        "roots": [],
+        "keepers": [],
+        "holders": [],
+        "proc_unreadable": [],
+        "docker": {},  # each filled below, in this order
+        "evals": [],
+    }
     for r in roots:
         real = os.path.realpath(os.path.expanduser(r))
         sysdir = fsinfo.system_folder(real)
@@ -71,10 +95,12 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
         )
     # a root that resolves to a system folder (`~` of a user whose home is /, a link) is no root
     resolved = [r["resolved"] for r in facts["roots"] if not r.get("refused")]
-    index, seen_links, inodes = {}, {}, []  # type: (dict, dict, list)
+    index: Dict[Tuple[int, int], int] = {}
+    seen_links: Dict[Tuple[int, int], int] = {}
+    inodes: List[Set[Tuple[int, int]]] = []
     mounts = fsinfo.read_mounts()
     for n, given in enumerate(paths):
-        pf = {
+        pf: Dict[str, Any] = {
             "path": given,
             "abs": None,
             "error": None,
@@ -94,7 +120,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
             "scan_error": None,
         }
         facts["paths"].append(pf)
-        mine = set()  # type: set
+        mine: Set[Tuple[int, int]] = set()
         inodes.append(mine)
         try:
             pf["abs"], comps = split_path(given)
@@ -108,7 +134,7 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
             pf["outside"] = True
             close_fds(parent, fd)
             continue
-        ckpts = []  # type: list
+        ckpts: List[str] = []
         try:
             st = os.fstat(fd)
             index.setdefault((st.st_dev, st.st_ino), n)
@@ -116,7 +142,15 @@ def gather_with_inodes(paths, roots, hashing, keep=None):
             pf["disk_bytes"] += st.st_blocks * 512
             pf["free_bytes"] = fsinfo.free_bytes(fd)
 
-            def visit(path, name, st, pf=pf, n=n, ckpts=ckpts, mine=mine):
+            def visit(
+                path: str,
+                name: str,
+                st: os.stat_result,
+                pf: Dict[str, Any] = pf,
+                n: int = n,
+                ckpts: List[str] = ckpts,
+                mine: Set[Tuple[int, int]] = mine,
+            ) -> None:
                 key = (st.st_dev, st.st_ino)
                 index.setdefault(key, n)
                 mine.add(key)

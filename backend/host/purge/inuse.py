@@ -11,10 +11,14 @@ import os
 
 from fleetdeck.backend.host.lib import docker, fsinfo, procfs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
+
 GONE = (errno.ENOENT, errno.ESRCH)
 
 
-def docker_facts():
+def docker_facts() -> Dict[str, Any]:
     """Every container's mounts (stopped ones too), or why the engine could not be asked."""
     q = docker.query(all_containers=True, errors="surrogateescape")
     if not q["exe"]:
@@ -22,7 +26,7 @@ def docker_facts():
     if q["failed"] in (None, "json"):
         if not q["ids"]:
             return {"present": True, "state": "ok", "containers": 0, "mounts": []}
-        mounts = []
+        mounts: List[Dict[str, Any]] = []
         try:
             if q["failed"]:
                 raise q["error"]
@@ -65,21 +69,26 @@ def docker_facts():
     }
 
 
-def _readlink(p):
+def _readlink(p: str) -> Optional[str]:
     try:
         return os.readlink(p)
     except OSError:
         return None
 
 
-def scan_proc(index, tops):
+def scan_proc(
+    index: Dict[Tuple[int, int], int], tops: Sequence[Optional[str]]
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """Processes using anything in `index` ((dev, ino) -> path number): open fds, mappings
     (device and inode; a name under a purged path also counts), cwd and root."""
     me = os.getpid()
-    holders, unreadable = [], []
+    holders: List[Dict[str, Any]] = []
+    unreadable: List[Dict[str, Any]] = []
     ancestors = set(procfs.ancestors())
 
-    def hold(key, name, pid, how, what):
+    def hold(
+        key: Tuple[int, int], name: Optional[str], pid: int, how: str, what: Optional[str]
+    ) -> None:
         i = index.get(key)
         if i is None and name is not None:
             i = next((n for n, t in enumerate(tops) if t and fsinfo.under(name, t)), None)

@@ -21,8 +21,12 @@ from fleetdeck.backend.host.purge.paths import (
     split_path,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-def runs_losing_checkpoints(comps, ckpt_dirs):
+
+def runs_losing_checkpoints(comps: List[str], ckpt_dirs: Sequence[str]) -> List[str]:
     """Runs that lose a checkpoint (the layout's `run_of`): from the path's own components,
     then from checkpoint folders found inside it."""
     runs = []
@@ -33,11 +37,13 @@ def runs_losing_checkpoints(comps, ckpt_dirs):
     return sorted(set(runs))
 
 
-def keeper_visitor(k, index):
+def keeper_visitor(
+    k: Dict[str, Any], index: Dict[Tuple[int, int], int]
+) -> Callable[[str, str, os.stat_result], None]:
     """The `scan` visitor that records a keeper's files into `k`: each regular file's identity,
     a symlink inside it as its error, and whether any of it is an inode of what is purged."""
 
-    def visit(path, name, st):
+    def visit(path: str, name: str, st: os.stat_result) -> None:
         if (st.st_dev, st.st_ino) in index:
             k["in_purge"] = True
         if stat.S_ISLNK(st.st_mode):
@@ -58,12 +64,12 @@ def keeper_visitor(k, index):
     return visit
 
 
-def keeper_facts(run, index, hashing):
+def keeper_facts(run: str, index: Dict[Tuple[int, int], int], hashing: bool) -> Dict[str, Any]:
     """The run's final adapter as the layout defines it (`<run>/adapter/`, else the run root
     as HF's save_model leaves it), walked without following links: every kept file's identity
     and (when `hashing`) sha256, and whether any of it is an inode of what is purged."""
     where = layout.final_adapter(run)
-    k = {
+    k: Dict[str, Any] = {
         "run": run,
         "adapter": where or run.rstrip("/") + "/" + layout.ADAPTER_DIR,
         "error": None,
@@ -108,14 +114,14 @@ def keeper_facts(run, index, hashing):
     return k
 
 
-def keep_newest(run_given, n, roots=None):
+def keep_newest(run_given: str, n: int, roots: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The keep rule of a run without a final adapter: its checkpoints (layout's one rule),
     the newest `n` complete ones kept, the complete ones older than those to purge as literal
     paths; incomplete ones (a save killed half-way) are named and left where they are.
     {"run", "n", "checkpoints": [[step, path]], "incomplete": [[step, path, why]], "kept",
     "purge", "ignored": [[name, why]], "ambiguous": [[step, [path, ...]]] (two folders of one
     step: refused `ambiguous-step`), "error": [code, sentence]}."""
-    out = {
+    out: Dict[str, Any] = {
         "given": run_given,
         "run": None,
         "n": n,
@@ -200,16 +206,16 @@ def keep_newest(run_given, n, roots=None):
     return out
 
 
-def _same_step(found):
+def _same_step(found: Sequence[Tuple[int, str]]) -> List[List[Any]]:
     """[[step, [path, ...]]] for each step that two checkpoint folders share (`<run>/checkpoint-300`
     beside `<run>/checkpoints/checkpoint-300`), oldest step first."""
-    by_step = {}  # type: dict
+    by_step: Dict[int, List[str]] = {}
     for step, path in found:
         by_step.setdefault(step, []).append(path)
     return [[s, sorted(ps)] for s, ps in sorted(by_step.items()) if len(ps) > 1]
 
 
-def _incomplete_list(rule):
+def _incomplete_list(rule: Dict[str, Any]) -> str:
     """ "; incomplete (left alone): checkpoint-400 (trainer_state.json only), ..." or ""."""
     if not rule["incomplete"]:
         return ""
@@ -223,11 +229,13 @@ def _incomplete_list(rule):
     ) + (" and %d more" % (len(rule["incomplete"]) - 5) if len(rule["incomplete"]) > 5 else "")
 
 
-def checkpoint_keeper_facts(run, kept, index, hashing):
+def checkpoint_keeper_facts(
+    run: str, kept: Sequence[str], index: Dict[Tuple[int, int], int], hashing: bool
+) -> Dict[str, Any]:
     """The kept checkpoints of a run purged by the keep rule, in the shape of `keeper_facts`:
     every file in them (walked without following links), hashed when `hashing`, and whether
     any of it is an inode of what is purged. `dirs` pins each kept folder."""
-    k = {
+    k: Dict[str, Any] = {
         "run": run,
         "adapter": ", ".join(shown(p) for p in kept),
         "error": None,

@@ -13,6 +13,10 @@ from fleetdeck.backend.host.lib import files, fsinfo
 from fleetdeck.backend.host.lib.text import shown
 from fleetdeck.backend.host.purge.paths import DIR_FLAGS, WalkError, close_fds, open_chain
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import AbstractSet, List, Optional, Sequence, Tuple
+
 PRIVATE_PREFIX = ".fleetdeck-purge-"
 RENAME_NOREPLACE = files.RENAME_NOREPLACE
 
@@ -21,7 +25,7 @@ class _Moved(Exception):
     """The entry being removed is not (or no longer holds only) what was checked."""
 
 
-def put_back(pfd, private, name):
+def put_back(pfd: int, private: str, name: str) -> str:
     """Rename `private` back to `name` without ever replacing something now at `name`; a
     sentence saying where the entry is when it cannot go back."""
     try:
@@ -40,7 +44,13 @@ def put_back(pfd, private, name):
         )
 
 
-def _empty(fd, where, allowed, keep, removed):
+def _empty(
+    fd: int,
+    where: str,
+    allowed: Optional[AbstractSet[Tuple[int, int]]],
+    keep: AbstractSet[Tuple[int, int]],
+    removed: List[int],
+) -> None:
     """Remove everything inside the open folder `fd`, fd-based and never following a link.
     Every entry must be one the check saw (`allowed`, by device and inode) and no keeper;
     `removed` counts what is gone (for the sentence when it stops half way)."""
@@ -70,7 +80,12 @@ def _empty(fd, where, allowed, keep, removed):
         removed[0] += 1
 
 
-def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
+def remove_pinned(
+    comps: List[str],
+    pins: Sequence[Sequence[int]],
+    allowed: Optional[AbstractSet[Tuple[int, int]]] = None,
+    keep: AbstractSet[Tuple[int, int]] = frozenset(),
+) -> int:
     """Remove the folder at `comps` only if it is the object that was checked; the free bytes
     of its filesystem afterwards.
 
@@ -86,7 +101,7 @@ def remove_pinned(comps, pins, allowed=None, keep=frozenset()):
     name = comps[-1]
     where = "/" + "/".join(comps)
     private = "%s%d-%s" % (PRIVATE_PREFIX, os.getpid(), os.urandom(8).hex())
-    fd = None
+    fd: Optional[int] = None
     removed = [0]
     try:
         try:

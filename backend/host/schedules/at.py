@@ -10,8 +10,12 @@ from fleetdeck.backend.host.lib.text import fsenc, shown_short
 from fleetdeck.backend.host.schedules import common
 from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, Tuple
 
-def _at_job(s):
+
+def _at_job(s: Dict[str, Any]) -> Tuple[str, bytes]:
     job = str(s.get("job") or "")
     if not job.isdigit():
         raise Refused("unsupported", "%s is not an at job number" % shown_short(job))

@@ -16,11 +16,15 @@ from fleetdeck.backend.host.lib.text import fsenc, shown_short
 from fleetdeck.backend.host.schedules import common
 from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Tuple
+
 # a crontab line that is no schedule: a comment, or an environment setting (`MAILTO=""`)
 NOT_AN_ENTRY = re.compile(rb"^\s*(?:#|[A-Za-z_][A-Za-z0-9_]*\s*=)")
 
 
-def split_lines(data):
+def split_lines(data: bytes) -> List[bytes]:
     """The lines of `data` with their own terminators: only b"\\n" ends a line (a CR, a form
     feed or any other byte is part of its line), and an unterminated last line stays so."""
     if not data:
@@ -32,7 +36,7 @@ def split_lines(data):
     return lines
 
 
-def without_line(data, line, raw, what):
+def without_line(data: bytes, line: object, raw: object, what: str) -> bytes:
     """`data` minus line `line` (1-based), after checking that line still reads exactly `raw`
     (str from the listing, surrogateescape for undecodable bytes). Every other byte is kept."""
     if not isinstance(line, int) or isinstance(line, bool) or not isinstance(raw, str):
@@ -66,12 +70,12 @@ def without_line(data, line, raw, what):
     return b"".join(lines[: line - 1] + lines[line:])
 
 
-def _crontab_argv(user):
+def _crontab_argv(user: Optional[str]) -> List[str]:
     # -u only for someone else (it needs root); the probe lists one's own crontab the same way
     return ["crontab"] if not user or user == crontab.me() else ["crontab", "-u", user]
 
 
-def _read_crontab(user):
+def _read_crontab(user: Optional[str]) -> bytes:
     """The crontab's exact bytes (the host library's one way to read them)."""
     try:
         return crontab.read(user or None)
@@ -81,7 +85,7 @@ def _read_crontab(user):
         raise
 
 
-def _backup_dir(req):
+def _backup_dir(req: ApplyRequest) -> str:
     d = req.get("backup_dir")
     if not d:
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(
@@ -93,7 +97,7 @@ def _backup_dir(req):
     return d
 
 
-def _write_new(path, data, mode=0o600):
+def _write_new(path: str, data: bytes, mode: int = 0o600) -> None:
     fd = os.open(path, flags.CREATE_NEW, mode)
     try:
         files.write_all(fd, data)
@@ -102,21 +106,21 @@ def _write_new(path, data, mode=0o600):
         os.close(fd)
 
 
-def _read_file(path):
+def _read_file(path: str) -> Tuple[bytes, os.stat_result]:
     try:
         return files.read_regular(path)
     except files.NotRegular:
         raise Refused("unsupported", "%s is not a regular file" % shown_short(path)) from None
 
 
-def _cron_file_path(sched):
+def _cron_file_path(sched: Dict[str, Any]) -> str:
     path = sched.get("source") or ""
     if not path.startswith("/") or "\n" in path:
         raise Refused("unsupported", "cron file %s is not an absolute path" % shown_short(path))
     return path
 
 
-def _current(s):
+def _current(s: Dict[str, Any]) -> Tuple[bytes, str, str]:
     """(bytes now, what, backup name) of a crontab or cron file entry's whole file."""
     if s["kind"] == "crontab":
         who = s.get("user") or crontab.me()
@@ -206,7 +210,7 @@ def apply_lines(req: ApplyRequest) -> Applied:
     }
 
 
-def _install_crontab(user, new, bdir, original):
+def _install_crontab(user: Optional[str], new: bytes, bdir: str, original: bytes) -> None:
     name = ".crontab-new-%s" % common.stamp()
     tmp = os.path.join(bdir, name)
     _write_new(tmp, new)
@@ -227,7 +231,7 @@ def _install_crontab(user, new, bdir, original):
             pass
 
 
-def _rewrite_file(path, new, original):
+def _rewrite_file(path: str, new: bytes, original: bytes) -> None:
     data, st = _read_file(path)
     if data != original:
         raise Refused(

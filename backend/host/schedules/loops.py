@@ -14,10 +14,17 @@ from fleetdeck.backend.host.lib.serve import Refused
 from fleetdeck.backend.host.lib.text import shown_short
 from fleetdeck.backend.host.schedules.wire import Applied, ApplyRequest, Inspected, InspectRequest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Tuple
+
+    #: processes by identity: (pid, start ticks)
+    Procs = List[Tuple[int, int]]
+
 SHELLS = procfs.SHELLS
 
 
-def _loop_target(s):
+def _loop_target(s: Dict[str, Any]) -> Tuple[int, int]:
     pid, start = s.get("pid"), s.get("start_time")
     if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(start, int) or pid <= 1:
         raise Refused("unsupported", "the listing gave no pid and start time for this loop")
@@ -35,12 +42,12 @@ def _loop_target(s):
     return pid, start
 
 
-def _tty_nr(pid):
+def _tty_nr(pid: int) -> int:
     st = procfs.stat(pid)
     return st[5] if st else 0
 
 
-def _interactive(pid):
+def _interactive(pid: int) -> Tuple[bool, Optional[str], List[str]]:
     argv = procfs.cmdline(pid)
     try:
         fd0 = os.readlink("/proc/%d/fd/0" % pid)
@@ -50,14 +57,10 @@ def _interactive(pid):
     login = bool(argv) and argv[0].startswith("-")
     on_tty = _tty_nr(pid) != 0 and (fd0.startswith("/dev/pts/") or fd0.startswith("/dev/tty"))
     shell = prog in SHELLS and "-c" not in argv[1:]
-    return {
-        "interactive": bool(login or (shell and on_tty)),
-        "tty": fd0 if on_tty else None,
-        "argv": argv[:20],
-    }
+    return bool(login or (shell and on_tty)), fd0 if on_tty else None, argv[:20]
 
 
-def loop_family(pid, group=None):
+def loop_family(pid: int, group: Optional[int] = None) -> Procs:
     """[(pid, start ticks)] of what stopping loop `pid` ends: its descendants, and the members
     of process group `group` (the loop's own, when it leads one: a child orphaned by an
     earlier iteration stays in it). Never this helper or its parents."""
@@ -69,7 +72,7 @@ def loop_family(pid, group=None):
                 ps = procfs.stat(p)
                 if ps is not None and ps[2] == group:
                     found.append(p)
-    out = []
+    out: Procs = []
     for p in found:
         t = procfs.start_ticks(p)
         if t is not None and procfs.alive(p):
@@ -77,13 +80,13 @@ def loop_family(pid, group=None):
     return out
 
 
-def _group_of(pid):
+def _group_of(pid: int) -> Optional[int]:
     """The loop's process group when it leads one (and it is not this helper's), else None."""
     st = procfs.stat(pid)
     return pid if st is not None and st[2] == pid and os.getpgrp() != pid else None
 
 
-def _family_json(family):
+def _family_json(family: Procs) -> List[Dict[str, Any]]:
     return [
         {
             "pid": p,
@@ -96,16 +99,21 @@ def _family_json(family):
 
 def inspect_loop(req: InspectRequest) -> Inspected:
     pid, start = _loop_target(req["schedule"])
-    info = _interactive(pid)
-    info.update(what="process %d" % pid, children=_family_json(loop_family(pid, _group_of(pid))))
-    return info
+    interactive, tty, argv = _interactive(pid)
+    return {
+        "interactive": interactive,
+        "tty": tty,
+        "argv": argv,
+        "what": "process %d" % pid,
+        "children": _family_json(loop_family(pid, _group_of(pid))),
+    }
 
 
 _signal = procfs.signal_process
 _wait_gone = procfs.wait_gone
 
 
-def _freeze(pid, start, group, frozen):
+def _freeze(pid: int, start: int, group: Optional[int], frozen: Procs) -> Procs:
     """SIGSTOP the loop, then everything below it (and in its group), until nothing new
     appears: a stopped process starts no child, so the family cannot grow while it is
     signalled. Adds to `frozen` ([(pid, start)], the loop first)."""
@@ -121,14 +129,14 @@ def _freeze(pid, start, group, frozen):
     return frozen
 
 
-def _send(procs, sig):
+def _send(procs: Procs, sig: int) -> bool:
     return any([_signal(p, t, sig) for p, t in procs])
 
 
 def apply_loop(req: ApplyRequest) -> Applied:
     """Stop the loop and every process it started; done only when none of them is left."""
     pid, start = _loop_target(req["schedule"])
-    info = _interactive(pid)
+    interactive, tty, argv = _interactive(pid)
     grace = req.get("grace", 5.0)
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
         raise Refused(
@@ -136,9 +144,9 @@ def apply_loop(req: ApplyRequest) -> Applied:
             "grace must be a number of seconds from 0 to 3600, not %s" % shown_short(str(grace)),
         )
     group = _group_of(pid)
-    sent = []
-    tried = []  # terminating signals attempted, even when one of them failed
-    everyone = []  # type: list
+    sent: List[str] = []
+    tried: List[str] = []  # terminating signals attempted, even when one of them failed
+    everyone: Procs = []
     try:
         _freeze(pid, start, group, everyone)
         if (pid, start) not in everyone:
@@ -186,9 +194,9 @@ def apply_loop(req: ApplyRequest) -> Applied:
             "" if len(family) == 1 else "es",
             ", ".join(str(p) for p, _ in family),
         )
-    if info["interactive"]:
+    if interactive:
         msg += "; it was an interactive shell on %s, whose session has closed" % (
-            info["tty"] or "a terminal"
+            tty or "a terminal"
         )
     left = [p for p, t in everyone if procfs.same_process(p, t)]
     if left:  # never reached: wait_gone just said none is left
@@ -201,15 +209,17 @@ def apply_loop(req: ApplyRequest) -> Applied:
         len(everyone),
         "" if len(everyone) == 1 else "es",
     )
-    info.update(
-        signals=sent,
-        message="%s (%s)" % (msg, said),
-        children=[{"pid": p, "start_time": t} for p, t in family],
-        witness={
+    return {
+        "interactive": interactive,
+        "tty": tty,
+        "argv": argv,
+        "signals": sent,
+        "message": "%s (%s)" % (msg, said),
+        "children": [{"pid": p, "start_time": t} for p, t in family],
+        "witness": {
             "gone": True,
             "checked": "/proc",
             "said": said,
             "processes": [{"pid": p, "start_time": t} for p, t in everyone],
         },
-    )
-    return info
+    }

@@ -35,6 +35,10 @@ from fleetdeck.backend.host.schedules.loops import apply_loop, inspect_loop
 from fleetdeck.backend.host.schedules.timers import apply_timer, inspect_timer
 from fleetdeck.backend.host.schedules.wire import APPLY, INSPECT
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Callable
+
 KINDS = {
     "crontab": (inspect_lines, apply_lines),
     "cron-file": (inspect_lines, apply_lines),
@@ -44,8 +48,8 @@ KINDS = {
 }
 
 
-def _by_kind(which):
-    def op(req):
+def _by_kind(which: int) -> Callable[[Any], Any]:
+    def op(req: Any) -> Any:  # InspectRequest or ApplyRequest, by `which`
         s = req.get("schedule")
         kind = s.get("kind") if isinstance(s, dict) else None
         fns = KINDS.get(kind) if isinstance(kind, str) else None

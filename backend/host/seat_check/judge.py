@@ -11,6 +11,12 @@ import math
 
 from fleetdeck.backend.host.lib import jsondepth
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time (8 ms on a host)
+    from typing import Any, Dict, List, Optional, Tuple
+
+    from fleetdeck.backend.host.seat_check.wire import Witnessed
+
 UNSERIALISABLE = "out of range float values are not json compliant"
 #: a log-probability is at most 0; rounding may leave a hair above it
 LOGPROB_CEILING = 1e-4
@@ -21,23 +27,23 @@ LOGPROB_FLOOR = -1e4
 class Bad(Exception):
     """A finding: the signature and one sentence."""
 
-    def __init__(self, signature, message):
+    def __init__(self, signature: str, message: str) -> None:
         Exception.__init__(self, message)
         self.signature = signature
         self.message = message
 
 
-def _nonfinite(name):
+def _nonfinite(name: str) -> float:
     # json.loads calls this for the NaN / Infinity / -Infinity literals Python would accept
     return float(name)
 
 
-def text_of(payload, limit=300):
+def text_of(payload: bytes, limit: int = 300) -> str:
     """The start of an answer's body as text, for a sentence."""
     return payload.decode("utf-8", "replace").strip()[:limit]
 
 
-def judge_status(url, status, payload):
+def judge_status(url: str, status: int, payload: bytes) -> None:
     """Bad for an HTTP error status: `logprob-unserialisable` or `server-error`."""
     if status < 400:
         return
@@ -50,7 +56,7 @@ def judge_status(url, status, payload):
     raise Bad("server-error", "%s answered HTTP %d: %s" % (url, status, body or "(empty body)"))
 
 
-def answer_json(url, payload):
+def answer_json(url: str, payload: bytes) -> Any:
     """An answer's JSON, refused past `jsondepth.MAX_DEPTH`; Bad when it is no JSON."""
     try:
         jsondepth.check(payload, what="the answer from %s" % url)
@@ -64,7 +70,7 @@ def answer_json(url, payload):
         ) from None
 
 
-def kind_of(v):
+def kind_of(v: object) -> str:
     """A JSON value's kind in words, for a `bad-answer` sentence."""
     if isinstance(v, bool):
         return "true or false"
@@ -75,13 +81,13 @@ def kind_of(v):
     return {dict: "an object", list: "a list", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _shape(ok, field, v, want):
+def _shape(ok: bool, field: str, v: object, want: str) -> None:
     """`Bad("bad-answer")` naming `field`, what it holds and what it should be, unless `ok`."""
     if not ok:
         raise Bad("bad-answer", "the completion's %s is %s, not %s" % (field, kind_of(v), want))
 
 
-def _logprobs(choice):
+def _logprobs(choice: Dict[str, Any]) -> Optional[Tuple[List[Any], int]]:
     """(every logprob number in a chat or completions choice, with None for a missing one, and
     how many tokens carry one), or None when the choice has no logprobs; `bad-answer` when they
     are there in another shape."""
@@ -89,7 +95,7 @@ def _logprobs(choice):
     if lp is None:
         return None
     _shape(isinstance(lp, dict), "logprobs", lp, "an object")
-    out = []
+    out: List[Any] = []
     if lp.get("content") is not None:  # chat: [{"token", "logprob", "top_logprobs"}]
         items = lp["content"]
         _shape(isinstance(items, list), "logprobs.content", items, "a list")
@@ -131,7 +137,7 @@ def _logprobs(choice):
     return None
 
 
-def judge_completion(doc, max_tokens):
+def judge_completion(doc: Any, max_tokens: int) -> Witnessed:
     """Raise Bad when a completion answer carries a failure signature; the facts when sound,
     its witness among them (`completion_tokens`, `logprobs`, `tokens_with_logprobs`)."""
     if not isinstance(doc, dict):
@@ -224,7 +230,7 @@ def judge_completion(doc, max_tokens):
     }
 
 
-def witness_sentence(model, port, facts):
+def witness_sentence(model: str, port: int, facts: Witnessed) -> str:
     """The sentence of a sound verdict: what it got back and what it judged."""
     return (
         "%s on port %d answered %d completion tokens (%s); all %d logprobs of its %d tokens "

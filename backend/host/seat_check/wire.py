@@ -35,12 +35,18 @@ class _CheckedRequired(TypedDict):
     seconds: float
 
 
-class Checked(_CheckedRequired, total=False):
-    """`check`'s answer: sound or the signature of what is wrong, in one sentence, what was
-    asked; a sound one with its witness (the completion's tokens, the logprobs judged)."""
+class Witnessed(TypedDict, total=False):
+    """A sound completion's facts, as `judge.judge_completion` finds them: its content and
+    finish reason, its tokens, the logprobs judged and the tokens carrying one."""
 
     content: Any  # what the seat sent, as it sent it: the controller keeps a string only
     finish_reason: Any
     completion_tokens: int
     logprobs: int
     tokens_with_logprobs: int
+
+
+class Checked(_CheckedRequired, Witnessed, total=False):
+    """`check`'s answer: sound or the signature of what is wrong, in one sentence, what was
+    asked; a sound one with its witness (`Witnessed`: the completion's tokens, the logprobs
+    judged)."""
