@@ -148,7 +148,7 @@ def _read(d: dict, plan: Plan, marks: list[str], extra: list[tuple[str, Any]]) -
                 v = None
         if key in plan.named:
             out[key] = v
-        elif v is not None:
+        else:  # unknown stays in, as null, as a named figure's does
             extra.append((path, v))
     return out
 

@@ -162,6 +162,8 @@ def test_a_figure_added_to_the_declaration_reaches_status_json_and_metrics(monke
     doc, metrics = _shown(snap)
     card = doc["hosts"][0]["gpus"][0]
     assert (card["performance_state"], card["pcie"]["replays"], card["pcie"]["gen"]) == (2, 3, 5)
+    unknown = doc["hosts"][0]["gpus"][1]  # unknown is null, as a named figure's is
+    assert (unknown["performance_state"], unknown["board_part"]) == (None, None)
     again = fleet_from_json(doc).hosts[0].gpus[0]
     assert (again.figure("performance_state"), again.figure("pcie.replays")) == (2, 3)
     # /metrics: a family of its own, in its declared unit; the unknown one has no sample
