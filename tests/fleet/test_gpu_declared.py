@@ -172,3 +172,34 @@ def test_a_figure_added_to_the_declaration_reaches_status_json_and_metrics(monke
     assert f"fleetdeck_gpu_pcie_replays{{{lab}}} 3.0" in metrics
     assert 'fleetdeck_gpu_performance_state{gpu="1"' not in metrics
     assert "board_part" not in metrics  # text is no sample
+
+
+#: the declared numbers and flags /metrics leaves out on purpose: the card's index is a label,
+#: the PCIe maxima and the time of the throughput sample are read in the Host view only
+NOT_EXPORTED = {"pcie.gen_max", "pcie.width_max", "pcie.sampled_at"}
+#: the ones exported outside GPU_FIGURES: the memory and utilisation families of
+#: metrics/export.py, and the labelled families of metrics/gpu.py (GPU_LABELLED)
+ELSEWHERE = {
+    "memory_total_mib",
+    "memory_used_mib",
+    "utilization_pct",
+    "unified_memory",
+    "ecc.corrected",
+    "ecc.uncorrected",
+    "ecc.corrected_aggregate",
+    "ecc.uncorrected_aggregate",
+    "ecc.remapped_correctable",
+    "ecc.remapped_uncorrectable",
+}
+
+
+def test_every_declared_number_is_exported_or_left_out_by_name():
+    """A number or flag the model names has its family (GPU_FIGURES, or one of the others) or
+    is named here as left out; one it does not name is exported on its own (`declared`). A
+    figure given a model attribute without a family fails here, naming it."""
+    from fleetdeck.backend.monitor.metrics.gpu import GPU_FIGURES, declared
+
+    numbers = {p for p, fn in FIGURES if fn in (as_whole, as_figure, as_flag)}
+    exported = {key for key, *_ in GPU_FIGURES} | ELSEWHERE | set(declared())
+    assert numbers - exported - NOT_EXPORTED == set()
+    assert not (NOT_EXPORTED | ELSEWHERE) - numbers, "a name here the declaration lost"
