@@ -226,12 +226,14 @@ class _ScheduleRequired(TypedDict):
 
 class ScheduleRecord(_ScheduleRequired, total=False):
     """A cron line, cron file line, systemd timer, at job or shell loop (`kind`); what each
-    kind has beyond the common keys, and the paths its command names that do not exist."""
+    kind has beyond the common keys, the distribution's package that installed it (`system`),
+    and the paths its command names that do not exist."""
 
     unit: Optional[str]
     job: Optional[str]
     scope: Optional[str]
     system: bool
+    package: Optional[str]
     stray: bool
     missing_paths: List[str]
 
