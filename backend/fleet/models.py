@@ -103,7 +103,7 @@ class Gpu:
         """A declared figure by its path in the probe's record (`temperature_c`, `pcie.gen`):
         the attribute where this model names it, else from `extra`; None where it is unknown."""
         part, _, field = path.partition(".")
-        if hasattr(self, part) and part != "extra":
+        if part in self.__dataclass_fields__ and part != "extra":
             v = getattr(self, part)
             if not field:
                 return v

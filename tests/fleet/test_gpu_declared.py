@@ -100,6 +100,17 @@ def test_every_declared_text_is_escaped_and_cut(path):
     assert len(g.figure(path)) == limit and g.figure(path).endswith("…")
 
 
+@pytest.mark.parametrize("path", [p for p, fn in FIGURES if fn is as_words])
+def test_every_declared_list_of_words_is_escaped_and_cut(path):
+    limit = wire.GPU_BOUNDS.get(path, 64)
+    (g,) = _host(_card(**{path: [EVIL, "y" * 10_000]})).gpus
+    evil, long = g.figure(path)
+    assert "x" in evil and not any(b in evil for b in RAW), evil
+    assert len(long) == limit and long.endswith("…")
+    h = _host(_card(**{path: ["w"] * 33}))
+    assert h.gpus[0].figure(path) is None and any(f": {path}: not a list" in w for w in h.warnings)
+
+
 def test_a_bad_identity_leaves_the_card_out_and_the_others_stay():
     h = _host(_card(name=7), _card(index=1, uuid="GPU-b"))
     assert [g.uuid for g in h.gpus] == ["GPU-b"]
