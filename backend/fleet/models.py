@@ -95,6 +95,21 @@ class Gpu:
     #: the driver's words when it lost the card (NVML "GPU is lost", as after an Xid 79):
     #: every figure above is then unknown, not zero
     lost: str | None = None
+    #: the figures the probe declares (backend/host/probe/wire.py) that this model does not
+    #: name as attributes, checked as declared: (path, value), `pcie.gen` for a nested one
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def figure(self, path: str) -> Any:
+        """A declared figure by its path in the probe's record (`temperature_c`, `pcie.gen`):
+        the attribute where this model names it, else from `extra`; None where it is unknown."""
+        part, _, field = path.partition(".")
+        if part in self.__dataclass_fields__ and part != "extra":
+            v = getattr(self, part)
+            if not field:
+                return v
+            if hasattr(v, field):
+                return getattr(v, field)
+        return next((v for k, v in self.extra if k == path), None)
 
 
 @dataclass(frozen=True)
@@ -277,10 +292,20 @@ class FleetSnapshot:
 
 
 def _gpu_json(g: Gpu) -> dict[str, Any]:
+    """A card as the probe declared it: the model's attributes and, where they were, the
+    figures kept in `extra` (a nested one in its object: `pcie.gen` under `pcie`)."""
     d = asdict(g)
     d["processes"] = [asdict(p) for p in g.processes]
     d["throttle_reasons"] = None if g.throttle_reasons is None else list(g.throttle_reasons)
     d["xid"] = None if g.xid is None else [asdict(x) for x in g.xid]
+    del d["extra"]
+    for path, v in g.extra:
+        part, _, field = path.partition(".")
+        v = list(v) if isinstance(v, tuple) else v
+        if field:
+            d.setdefault(part, {})[field] = v
+        else:
+            d[part] = v
     return d
 
 

@@ -150,13 +150,14 @@ def as_label(v: Any, field: str, optional: bool = False, limit: int = MAX_TEXT) 
     return None if t is None else shown(t)
 
 
-def as_words(v: Any, field: str) -> tuple[str, ...] | None:
-    """A list of up to 32 short words, or None; each made safe as `as_label` does."""
+def as_words(v: Any, field: str, limit: int = 64) -> tuple[str, ...] | None:
+    """A list of up to 32 words of up to `limit` characters, or None; each made safe as
+    `as_label` does."""
     if v is None:
         return None
     if not isinstance(v, list) or len(v) > 32:
         raise BadField(field, f"not a list of up to 32 words ({described(v)})")
-    return tuple(as_label(w, field, limit=64) for w in v)  # type: ignore[misc]
+    return tuple(as_label(w, field, limit=limit) for w in v)  # type: ignore[misc]
 
 
 def sub_fields(d: Any, key: str, fields: dict[str, tuple], marks: list[str]) -> dict[str, Any]:

@@ -1,13 +1,26 @@
-"""One GPU of a host's answer checked into a `Gpu`: its memory and processes, its health
-figures (clocks, power, temperatures, PCIe link, ECC and row remaps, Xid errors) each bounded
-on its own, so a figure the driver got wrong is None with a warning and the card stays."""
+"""One GPU of a host's answer checked into a `Gpu`, field by field from the probe's own
+declaration (`backend/host/probe/wire.py`: `GpuRecord`, its nested `PcieRecord` and
+`EccRecord`, and `GPU_BOUNDS`): each declared figure is held to its declared type and bounds,
+a text is escaped (`as_label`), a bool is true, false or null, so a figure the driver got wrong
+is None with a warning and the card stays. The plan of checks is read from the declaration
+once per record; a figure the declaration gains is checked from then on, and one the `Gpu`
+model does not name yet is kept in `Gpu.extra` (in `status --json` and `/metrics` too).
+
+A bad index, name or uuid (`IDENTITY`) leaves the card out; processes and Xid errors are
+lists of records checked item by item."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from fleetdeck.backend.fleet.models import Gpu, GpuEcc, GpuPcie, GpuProcess, Xid
 from fleetdeck.backend.fleet.validate_fields import (
+    MAX_COUNT,
+    MAX_FIGURE,
     MAX_ITEMS,
     MAX_TEXT,
     BadField,
@@ -20,29 +33,124 @@ from fleetdeck.backend.fleet.validate_fields import (
     as_whole,
     as_words,
     described,
-    sub_fields,
 )
+from fleetdeck.backend.host.probe import wire as probe_wire
 
-PCIE_FIELDS = {
-    "gen": (as_whole, 0, 64),
-    "gen_max": (as_whole, 0, 64),
-    "width": (as_whole, 0, 1024),
-    "width_max": (as_whole, 0, 1024),
-    "tx_bytes_s": (as_figure, 0.0),
-    "rx_bytes_s": (as_figure, 0.0),
-    "sampled_at": (as_figure, 0.0),
-}
-ECC_FIELDS = {
-    "mode": (as_label, True, 32),
-    "corrected": (as_count,),
-    "uncorrected": (as_count,),
-    "corrected_aggregate": (as_count,),
-    "uncorrected_aggregate": (as_count,),
-    "pending_retirement": (as_flag,),
-    "remapped_correctable": (as_count,),
-    "remapped_uncorrectable": (as_count,),
-    "remap_failure": (as_flag,),
-}
+#: the figures whose bad value leaves the card out (a card is known by them), not unknown
+IDENTITY = ("index", "name", "uuid")
+#: the fields of the record read by hand: lists of records, checked item by item
+LISTS = ("processes", "xid")
+#: the models of the nested records, by the key that holds one
+NESTED: dict[str, type] = {"pcie": GpuPcie, "ecc": GpuEcc}
+
+#: one planned check: the key in the record, its path (`pcie.gen`, for its bounds and its
+#: warning), the check and its arguments after (value, path), and for a nested record its plan
+Step = tuple[str, str, Callable[..., Any], tuple[Any, ...], "Plan | None"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # one per record (plan_of): known by identity
+class Plan:
+    """A record's checks in its declared order, and the keys its model names (the rest go to
+    `Gpu.extra`, by path)."""
+
+    steps: tuple[Step, ...]
+    named: frozenset[str]
+
+
+def _unwrapped(hint: Any) -> Any:
+    """The declared type without its `Optional`."""
+    if get_origin(hint) in (Union, types.UnionType):
+        rest = [a for a in get_args(hint) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else hint
+    return hint
+
+
+def _check(path: str, hint: Any, bounds: dict[str, Any]) -> tuple[Callable[..., Any], tuple]:
+    """The check of one scalar figure from its declared type and its entry in `bounds`."""
+    base, bound = _unwrapped(hint), bounds.get(path)
+    if base is bool:
+        return as_flag, ()
+    if base is int:
+        return as_whole, tuple(bound or (0, MAX_COUNT))
+    if base is float:
+        return as_figure, tuple(bound or (-MAX_FIGURE, MAX_FIGURE))
+    if base is str:
+        return as_label, (True, bound or MAX_TEXT)
+    if get_origin(base) is list and get_args(base) == (str,):
+        return as_words, (bound or 64,)
+    raise TypeError(f"no check for the GPU figure {path} declared as {hint!r}: add one here")
+
+
+@functools.cache
+def plan_of(record: type, model: type, prefix: str = "") -> Plan:
+    """The checks of a declared GPU record (`GpuRecord`, or a nested one under `prefix`) with
+    the bounds its wire module declares, made once per record."""
+    steps: list[Step] = []
+    for key, hint in get_type_hints(record).items():
+        path = prefix + key
+        if not prefix and (key in LISTS or key in IDENTITY):
+            continue
+        if is_typeddict(hint):
+            sub = plan_of(hint, NESTED.get(key, dict), path + ".")
+            steps.append((key, path, _nested, (), sub))
+            continue
+        fn, args = _check(path, hint, probe_wire.GPU_BOUNDS)
+        steps.append((key, path, fn, args, None))
+    named = (
+        frozenset(f.name for f in dataclasses.fields(model)) if model is not dict else frozenset()
+    )
+    return Plan(tuple(steps), named)
+
+
+def unnamed_figures() -> tuple[tuple[str, Callable[..., Any]], ...]:
+    """The figures the probe declares that the `Gpu` model does not name (they are kept in
+    `Gpu.extra`), by path (`pcie.gen` for a nested one), each with its check (`as_whole`,
+    `as_figure`, `as_flag`, `as_label`, `as_words`): what `/metrics` exports on its own."""
+    return _unnamed(plan_of(probe_wire.GpuRecord, Gpu), True)
+
+
+@functools.cache
+def _unnamed(plan: Plan, named: bool) -> tuple[tuple[str, Callable[..., Any]], ...]:
+    out: list[tuple[str, Callable[..., Any]]] = []
+    for key, path, fn, _args, sub in plan.steps:
+        inside = named and key in plan.named
+        if sub is not None:
+            out.extend(_unnamed(sub, inside))
+        elif not inside:
+            out.append((path, fn))
+    return tuple(out)
+
+
+def _nested(*_: Any) -> None:  # the marker of a nested record's step; never called
+    raise AssertionError
+
+
+def _read(d: dict, plan: Plan, marks: list[str], extra: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The model's keyword arguments from record `d` by `plan`: a bad figure is None, noted in
+    `marks`; a figure the model does not name goes to `extra` by its path."""
+    out: dict[str, Any] = {}
+    for key, path, fn, args, sub in plan.steps:
+        v = d.get(key)
+        if sub is not None:
+            got: Any = None
+            if isinstance(v, dict):
+                got = _read(v, sub, marks, extra)
+            elif v is not None:
+                marks.append(f"{path}: not an object ({described(v)})")
+            if key in plan.named:
+                out[key] = NESTED[key](**(got or {}))
+            continue
+        if v is not None:
+            try:
+                v = fn(v, path, *args)
+            except BadField as e:
+                marks.append(str(e))
+                v = None
+        if key in plan.named:
+            out[key] = v
+        else:  # unknown stays in, as null, as a named figure's does
+            extra.append((path, v))
+    return out
 
 
 def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
@@ -51,14 +159,15 @@ def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
     if not isinstance(v, list):
         marks.append(f"xid: not a list ({described(v)})")
         return None
+    b = probe_wire.GPU_BOUNDS
     out = []
     for x in v[:64]:
         try:
             if not isinstance(x, dict):
                 raise BadField("xid", f"not an object ({described(x)})")
             t, code = (
-                as_figure(x.get("time"), "xid.time", 0.0),
-                as_count(x.get("code"), "xid.code", 1_000_000),
+                as_figure(x.get("time"), "xid.time", *b["xid.time"]),
+                as_count(x.get("code"), "xid.code", b["xid.code"][1]),
             )
             if t is None or code is None:
                 raise BadField("xid", "no time or code")
@@ -68,9 +177,8 @@ def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
     return tuple(out)
 
 
-def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
-    """GPU number `i` of an answer; what is wrong with a figure goes to `marks`."""
-    it = Item(d, "gpu")
+def _processes(d: dict, marks: list[str]) -> tuple[GpuProcess, ...]:
+    b = probe_wire.GPU_BOUNDS
     procs = []
     items = d.get("processes") or ()
     for p in items[: MAX_ITEMS["processes"]] if isinstance(items, list) else ():
@@ -78,49 +186,46 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
             pi = Item(p, "process")
             procs.append(
                 GpuProcess(
-                    pid=as_count(p.get("pid", 0), "processes.pid", 2**31) or 0,
+                    pid=as_count(p.get("pid", 0), "processes.pid", b["processes.pid"][1]) or 0,
+                    # the user and the command stay raw: a stop takes them back to the host
                     user=as_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
-                    used_mib=pi.soft(as_figure, "used_mib", 0.0) or 0.0,
-                    command=as_text(p.get("command", ""), "processes.command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
-                    sm_pct=pi.soft(as_figure, "sm_pct", 0.0, 100.0),
-                    memory_util_pct=pi.soft(as_figure, "memory_util_pct", 0.0, 100.0),
+                    used_mib=pi.soft(as_figure, "used_mib", *b["processes.used_mib"]) or 0.0,
+                    command=as_text(  # type: ignore[arg-type]
+                        p.get("command", ""), "processes.command", limit=b["processes.command"]
+                    ),
+                    sm_pct=pi.soft(as_figure, "sm_pct", *b["processes.sm_pct"]),
+                    memory_util_pct=pi.soft(
+                        as_figure, "memory_util_pct", *b["processes.memory_util_pct"]
+                    ),
                 )
             )
             marks.extend(f"processes.{m}" for m in pi.marks)
         except BadField as e:
             marks.append(f"a process left out: {e}")
-    util = it.soft(as_figure, "utilization_pct", 0.0, 100.0)
+    return tuple(procs)
+
+
+def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
+    """GPU number `i` of an answer, checked by the probe's declaration of it (`GpuRecord`);
+    what is wrong with a figure goes to `marks`, a bad identity raises BadField."""
+    if not isinstance(d, dict):
+        raise BadField("gpu", f"not an object ({described(d)})")
+    b = probe_wire.GPU_BOUNDS
+    mine: list[str] = []
+    extra: list[tuple[str, Any]] = []
+    kw = _read(d, plan_of(probe_wire.GpuRecord, Gpu), mine, extra)
+    kw["unified_memory"] = kw.get("unified_memory") is True
     gpu = Gpu(
-        index=as_count(d.get("index", i), "index", 1023),  # type: ignore[arg-type]
+        **kw,
+        index=as_count(d.get("index", i), "index", b["index"][1]),  # type: ignore[arg-type]
         name=as_label(d.get("name", ""), "name"),  # type: ignore[arg-type]
-        uuid=as_label(d.get("uuid", ""), "uuid", limit=128),  # type: ignore[arg-type]
-        unified_memory=d.get("unified_memory") is True,
-        memory_total_mib=it.soft(as_figure, "memory_total_mib", 0.0),
-        memory_used_mib=it.soft(as_figure, "memory_used_mib", 0.0),
-        utilization_pct=util,
-        processes=tuple(procs),
-        memory_util_pct=it.soft(as_figure, "memory_util_pct", 0.0, 100.0),
-        temperature_c=it.soft(as_whole, "temperature_c", -100, 300),
-        temperature_slowdown_c=it.soft(as_whole, "temperature_slowdown_c", -100, 300),
-        temperature_shutdown_c=it.soft(as_whole, "temperature_shutdown_c", -100, 300),
-        power_w=it.soft(as_figure, "power_w", 0.0, 1e5),
-        power_limit_w=it.soft(as_figure, "power_limit_w", 0.0, 1e5),
-        sm_clock_mhz=it.soft(as_whole, "sm_clock_mhz", 0, 10**6),
-        sm_clock_max_mhz=it.soft(as_whole, "sm_clock_max_mhz", 0, 10**6),
-        mem_clock_mhz=it.soft(as_whole, "mem_clock_mhz", 0, 10**6),
-        mem_clock_max_mhz=it.soft(as_whole, "mem_clock_max_mhz", 0, 10**6),
-        throttle_reasons=it.soft(as_words, "throttle_reasons"),
-        fan_pct=it.soft(as_whole, "fan_pct", 0, 1000),
-        pcie=GpuPcie(**sub_fields(d, "pcie", PCIE_FIELDS, it.marks)),
-        ecc=GpuEcc(**sub_fields(d, "ecc", ECC_FIELDS, it.marks)),
-        persistence_mode=it.soft(as_flag, "persistence_mode"),
-        compute_mode=it.soft(as_label, "compute_mode", True, 32),
-        mig_mode=it.soft(as_flag, "mig_mode"),
-        xid=_xids(d.get("xid"), it.marks),
-        lost=it.soft(as_label, "lost", True, 200),
+        uuid=as_label(d.get("uuid", ""), "uuid", limit=b["uuid"]),  # type: ignore[arg-type]
+        processes=_processes(d, mine),
+        xid=_xids(d.get("xid"), mine),
+        extra=tuple(extra),
     )
-    marks.extend(it.marks)
+    marks.extend(mine)
     return gpu
 
 
-__all__ = ["ECC_FIELDS", "PCIE_FIELDS", "gpu_from_json"]
+__all__ = ["IDENTITY", "Plan", "gpu_from_json", "plan_of", "unnamed_figures"]

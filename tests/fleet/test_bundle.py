@@ -105,16 +105,46 @@ def test_each_payload_carries_the_host_library_it_uses(helper):
 @pytest.mark.parametrize("helper", HELPERS)
 def test_the_import_scan_finds_what_a_full_parse_finds(helper):
     """The bundle reads import statements line by line (a full parse of every module cost the
-    CLI most of the payload's build at each start); it must find every one a parse finds."""
+    CLI most of the payload's build at each start); it must find every one a parse finds but
+    those under `if TYPE_CHECKING:`, which a host never runs."""
     from fleetdeck.backend.fleet.link.bundle import _import_statements
 
     for name, src, _pkg in modules_for(helper):
+        tree = ast.parse(src)
+        typed = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+            for stmt in block.body
+            for n in ast.walk(stmt)
+        }
         full = [
             ast.dump(n)
-            for n in ast.walk(ast.parse(src))
-            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in typed
         ]
         assert sorted(ast.dump(n) for n in _import_statements(src)) == sorted(full), name
+
+
+def test_an_import_for_the_type_checker_only_is_not_carried(tmp_path):
+    """The probe's modules import their record declarations (`probe/wire.py`, which imports
+    `typing`) under `if TYPE_CHECKING:` only: the probe's payload does not carry them, and
+    running it loads no `typing` (8 ms a start on a host)."""
+    from fleetdeck.backend.fleet.link.bundle import _import_statements
+
+    src = "import os\nif TYPE_CHECKING:  # types\n    import typing\n\n    from a import b\nimport json\n"
+    assert [ast.unparse(n) for n in _import_statements(src)] == ["import os", "import json"]
+    probe = "fleetdeck.backend.host.probe.main"
+    assert "fleetdeck.backend.host.probe.wire" not in [m[0] for m in modules_for(probe)]
+    (tmp_path / "probe.py").write_text(bundle(probe))
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", str(tmp_path / "probe.py"), '{"op": "ping"}'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(p.stdout) == {"ok": True}
+    assert [ln for ln in p.stderr.splitlines() if ln.endswith("| typing")] == []
 
 
 @pytest.mark.sshd

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetdeck.backend.fleet.link.wire import record_refusal
+from fleetdeck.backend.host.probe.wire import Answer
+
 from support.probe import PROBE, probe, sleeper
 
 
@@ -135,6 +138,7 @@ elif arg.startswith("--query-gpu="):
         {}, env=dict(os.environ, PATH=f"{d}:/usr/bin:/bin", FLEETDECK_PROBE_GPU="nvidia-smi")
     )
     assert rep["gpu_source"] == "nvidia-smi", rep["warnings"]
+    assert record_refusal(rep, Answer) is None  # the answer is what backend/host/probe/wire.py says
     (g,) = rep["gpus"]
     assert (
         g["utilization_pct"],
@@ -391,6 +395,7 @@ def test_nvml_health_fields_and_nulls_in_one_shot(tmp_path, children, v2):
     holder = sleeper(children)
     rep = probe({}, env=stub_env(tmp_path, holder.pid))
     assert rep["gpu_source"] == "nvml", rep["warnings"]
+    assert record_refusal(rep, Answer) is None  # the answer is what backend/host/probe/wire.py says
     h200, gb10 = rep["gpus"]
     assert (
         h200["temperature_c"],
@@ -636,6 +641,7 @@ def test_a_card_the_driver_lost_keeps_its_xid_and_the_others_stay(tmp_path, chil
         "GPU0 NVIDIA H200: NVML says GPU is lost; its figures are unknown this poll (Xid 79 read in the last hour)"
         in gone["warnings"]
     )
+    assert record_refusal(gone, Answer) is None  # a lost card is a declared record too
     lost, gb10 = gone["gpus"]
     assert lost["lost"] == "GPU is lost" and [x["code"] for x in lost["xid"]] == [79]
     assert (

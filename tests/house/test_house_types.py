@@ -42,14 +42,8 @@ DEBT: dict[str, int] = {}
 #: `[no-untyped-def]` errors): lower an entry when its functions are annotated, never raise one
 UNTYPED: dict[str, int] = {
     "backend/host/probe/entries.py": 1,
-    "backend/host/probe/gpu_health.py": 2,
     "backend/host/probe/loops.py": 3,
-    "backend/host/probe/run_log.py": 1,
     "backend/host/probe/run_progress.py": 2,
-    "backend/host/probe/runs.py": 1,
-    "backend/host/probe/sampler.py": 1,
-    "backend/host/probe/schedules.py": 1,
-    "backend/host/probe/seats.py": 3,
 }
 
 

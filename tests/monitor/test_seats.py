@@ -12,10 +12,12 @@ import time
 
 import pytest
 
+from fleetdeck.backend.fleet.link.wire import record_refusal
 from fleetdeck.backend.fleet.models import Gpu, GpuProcess, HostSnapshot
 from fleetdeck.backend.fleet.seat_model import Seat
 from fleetdeck.backend.host.probe import engines as probe_engines
 from fleetdeck.backend.host.probe import seats as probe_seats
+from fleetdeck.backend.host.probe.wire import SeatRecord
 from fleetdeck.backend.monitor.seats import attribute_memory, headroom
 
 from support.seats import LISTENER
@@ -219,6 +221,8 @@ def test_docker_facts_join_the_seat_they_run(bin_dir, procs, tmp_path):
     docker.chmod(0o755)
     found = probe_seats.find_seats(docker=str(docker))
     assert found["docker"] is None
+    for seat in found["seats"]:  # each one is what backend/host/probe/wire.py declares
+        assert record_refusal(seat, SeatRecord) is None, seat
     s = by_pid(found["seats"], vllm.pid)
     assert s["port"] == 8052 and s["listen_port"] == port  # the published port, the one to check
     assert s["restarts"] == 3 and s["oom_killed"] is True

@@ -19,9 +19,15 @@ from fleetdeck.backend.host.probe.common import (
 from fleetdeck.backend.host.probe.gpu_health import throttle_words
 from fleetdeck.backend.host.probe.nvml import Nvml
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
+    from typing import Any
+
+    from fleetdeck.backend.host.probe.wire import GpuHealth, GpuProcessRecord, GpuRecord
+
 
 # -- GPUs ---------------------------------------------------------------------------------------
-def _blank_health() -> dict:
+def _blank_health() -> GpuHealth:
     """The health fields when no source names them (all unknown)."""
     return {
         "memory_util_pct": None,
@@ -121,7 +127,7 @@ def _smi_fields() -> list[tuple[str, str]]:
 
 def _smi_health(fields: list[tuple[str, str]], cells: list[str]) -> dict:
     """The health dict from one --query-gpu row's extra cells (after SMI_BASE)."""
-    h = _blank_health()
+    h: dict[str, Any] = dict(_blank_health())  # filled by names read from a table
     got = {}
     for (key, _name), raw in zip(fields, cells):  # noqa: B905 (strict= is 3.10+; hosts run 3.8)
         v = raw.strip()
@@ -238,7 +244,7 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def gpus(mode: str, procs: Procs, warnings: list[str]) -> tuple[list[dict], str | None]:
+def gpus(mode: str, procs: Procs, warnings: list[str]) -> tuple[list[GpuRecord], str | None]:
     """(gpu list, source): NVML, else nvidia-smi, else none (with a warning saying why)."""
     raw, source, why = None, None, []
     if mode in ("auto", "nvml"):
@@ -280,12 +286,12 @@ def gpus(mode: str, procs: Procs, warnings: list[str]) -> tuple[list[dict], str 
             )
         return [], None
     mem = None
-    out = []
+    out: list[GpuRecord] = []
     for index, name, uuid, total, used, util, plist, health in raw:
         if (
             "lost" in health
         ):  # the driver lost the card: who it is and its Xids, every figure unknown
-            d = {
+            d: GpuRecord = {
                 "index": index,
                 "name": name,
                 "uuid": uuid,
@@ -296,14 +302,14 @@ def gpus(mode: str, procs: Procs, warnings: list[str]) -> tuple[list[dict], str 
                 "processes": [],
             }
             d.update(_blank_health())
-            d.update(lost=health["lost"], xid=health["xid"])
+            d["lost"], d["xid"] = health["lost"], health["xid"]
             out.append(d)
             continue
         unified = total is None
         if unified:  # GB10-style: the driver has no memory figures; the system's are the GPU's
             mem = mem or meminfo()
             total, used = mem["MemTotal"], mem["MemTotal"] - mem.get("MemAvailable", 0)
-        ps = []
+        ps: list[GpuProcessRecord] = []
         for pid, b, extra in plist:
             uid = procs.uid(pid)
             ps.append(

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from fleetdeck.backend.host.probe.sampler import SAMPLE_MAX_AGE_S
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
+    from typing import Any
+
+    from fleetdeck.backend.host.probe.wire import GpuHealth
+
 #: ECC mode, persistence, compute and MIG mode and the PCIe maxima are asked this often
 RARE_S = 300.0
 
@@ -42,9 +48,10 @@ def throttle_words(mask: int | None) -> list[str] | None:
     return out
 
 
-def health(n, i, h, now):
-    """The contract's health fields of device `i` (handle `h`) of NVML session `n`, each
-    query guarded by the session (docs/probe.md, "GPU health")."""
+def health(n: Any, i: int, h: Any, now: float) -> GpuHealth:
+    """The contract's health fields of device `i` (handle `h`) of NVML session `n` (an
+    `nvml.Nvml`, which imports this module), each query guarded by the session (docs/probe.md,
+    "GPU health"); the session adds `memory_util_pct` from its utilisation query."""
     nv, ask, once = n.nv, n.ask, n.once
     power = ask(i, "power", nv.nvmlDeviceGetPowerUsage, h)
     limit = ask(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
@@ -116,7 +123,7 @@ def health(n, i, h, now):
     }
 
 
-def _rare_fields(n, i, h, now):
+def _rare_fields(n: Any, i: int, h: Any, now: float) -> dict[str, Any]:
     """The fields that change only on a reboot or an operator's command, asked every RARE_S."""
     got = n._rare.get(i)
     if got is not None and now - got[0] < RARE_S:

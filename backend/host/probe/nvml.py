@@ -35,6 +35,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
     from typing import Any
 
+    from fleetdeck.backend.host.probe.wire import XidRecord
+
 #: Xid events are kept this long, at most XID_KEEP per GPU, and read at most XID_READ a poll
 XID_KEEP_S = 3600.0
 XID_KEEP = 16
@@ -221,7 +223,7 @@ class Nvml:
             out.append((int(p.pid), None if used in (None, 0, NVML_NA) else int(used)))
         return out
 
-    def xid_list(self, i: int) -> list[dict] | None:
+    def xid_list(self, i: int) -> list[XidRecord] | None:
         """The Xid events read for device `i` lately, None when it is not watched."""
         return (
             None

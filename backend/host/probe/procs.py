@@ -18,6 +18,10 @@ import time
 from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.probe.common import STATE, Procs, user_name
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
+    from fleetdeck.backend.host.probe.wire import GpuRecord, ProcessRecord
+
 MAX_PROCESSES = 40
 TOP = 5  # the top users of CPU and of memory listed beside the tagged ones
 WORKERS = 8  # a trainer's or a seat's descendants listed under it
@@ -28,11 +32,11 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def processes(
     procs: Procs,
-    gpus: list[dict] | None,
+    gpus: list[GpuRecord] | None,
     runs: list[dict] | None,
     seats: list[dict] | None,
     schedules: list[dict] | None,
-) -> list[dict]:
+) -> list[ProcessRecord]:
     """The processes section (see the module docstring)."""
     why = {}  # type: dict
     gpu_mib = {}  # type: dict
@@ -44,10 +48,10 @@ def processes(
                 why[pid].append(t)
 
     for g in gpus or []:
-        for p in g.get("processes") or []:
-            tag(p.get("pid"), "gpu")
-            if isinstance(p.get("pid"), int):
-                gpu_mib[p["pid"]] = gpu_mib.get(p["pid"], 0.0) + float(p.get("used_mib") or 0)
+        for gp in g.get("processes") or []:
+            tag(gp.get("pid"), "gpu")
+            if isinstance(gp.get("pid"), int):
+                gpu_mib[gp["pid"]] = gpu_mib.get(gp["pid"], 0.0) + float(gp.get("used_mib") or 0)
     for r in runs or []:
         if r.get("state") in ("running", "stalled"):
             tag(r.get("pid"), "run")
@@ -93,7 +97,7 @@ def processes(
         set(chosen) | set(by_cpu) | set(by_mem),
         key=lambda p: (min(order[t] for t in why[p]), -(rows[p][0] or 0), -rows[p][1]),
     )
-    out = []
+    out: list[ProcessRecord] = []
     for pid in chosen[:MAX_PROCESSES]:
         cpu, rss, start = rows[pid]
         uid = procs.uid(pid)  # looked up for the listed few only, not every process

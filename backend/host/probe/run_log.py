@@ -98,7 +98,7 @@ def find(run: str, names: Collection[str], pid: int | None) -> str | None:
     return max(logs)[1] if logs else None
 
 
-def _parse(text, facts):
+def _parse(text: str, facts: dict) -> None:
     """What `text` (newer than what `facts` holds) says, read from its end back: its last counter,
     its last loss, and an error line only when no progress came after it (a run that went on
     after an error is not judged by it). Stops as soon as the counter and the loss are found."""

@@ -61,9 +61,11 @@ def _ckpt_problem(path: str) -> str | None:
     return why
 
 
-def _run_facts(path, names, now):
-    """Everything about one run that its files say (the processes come later)."""
-    r = {
+def _run_facts(path: str, names: Collection[str], now: float) -> tuple[dict, dict, list, float]:
+    """Everything about one run that its files say (the processes come later): the run's
+    record (`wire.RunRecord` once its state is decided), run.json, the problems found, the
+    steps between two saves."""
+    r: dict = {
         "path": path,
         "name": os.path.basename(path),
         "state": "unknown",

@@ -39,7 +39,15 @@ from fleetdeck.backend.host.probe.entries import (
 from fleetdeck.backend.host.probe.loops import loops
 
 
-def _cron_lines(text, kind, source, user, system, active=True, package=None):
+def _cron_lines(
+    text: str,
+    kind: str,
+    source: str,
+    user: str,
+    system: bool,
+    active: bool = True,
+    package: str | None = None,
+) -> tuple[list[dict], list[int]]:
     """Entries of a crontab or cron file. `text` holds the file's exact bytes (surrogateescape):
     only "\n" ends a line, so `raw` is the line byte for byte and a carriage return stays
     part of the command, as cron runs it. `package`: the file is the distribution's.

@@ -23,6 +23,12 @@ from fleetdeck.backend.host.lib import procfs
 from fleetdeck.backend.host.lib.serve import serve
 from fleetdeck.backend.host.probe import containers, engines
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
+    from typing import Any
+
+    from fleetdeck.backend.host.probe.wire import SeatRecord
+
 LISTEN = "0A"
 #: engine kind ("" for none) by raw command line: a command line classified once
 _KINDS: dict = {}
@@ -82,7 +88,7 @@ def _ollama_port(pid: int) -> int | None:
     return None
 
 
-def _candidates(procs):
+def _candidates(procs: Any) -> dict[int, tuple[list[str], str]]:
     """{pid: (argv, engine kind)} of every process whose command line names a serving engine,
     the probe and its ancestors aside: from the poll's own look at /proc (`procs`, a
     `common.Procs`) when given, else read here."""
@@ -113,7 +119,7 @@ def find_seats(
     docker: str | None = None,
     use_docker: bool = True,
     docker_ttl: float = 0,
-    procs=None,
+    procs: Any = None,
 ) -> dict:
     """Every serving seat on this host (see the module docstring), plus Docker's state:
     `{"seats": [...], "docker": null | "why it did not answer"}`. `docker_ttl`: seconds a
@@ -165,14 +171,14 @@ def find_seats(
             claimed.add(c["id"])
         seats.append(seat)
     for c in found:
-        kind = containers.image_kind(c)
-        if kind and c["id"] not in claimed:
+        image = containers.image_kind(c)
+        if image and c["id"] not in claimed:
             cport = engines.flag_value(c["argv"], ("--port",))
-            port = int(cport) if cport and cport.isdigit() else engines.DEFAULT_PORTS.get(kind)
+            port = int(cport) if cport and cport.isdigit() else engines.DEFAULT_PORTS.get(image)
             seats.append(
                 _seat(
-                    kind,
-                    engines.served_model(kind, c["argv"]),
+                    image,
+                    engines.served_model(image, c["argv"]),
                     port,
                     engines.memory_flags(c["argv"]),
                     c["argv"],
@@ -184,7 +190,16 @@ def find_seats(
     return {"seats": seats, "docker": docker_error}
 
 
-def _seat(kind, model, port, flags, argv, pid, tree, c):
+def _seat(
+    kind: str,
+    model: str | None,
+    port: int | None,
+    flags: dict[str, Any],
+    argv: list[str],
+    pid: int | None,
+    tree: list[int],
+    c: dict[str, Any] | None,
+) -> SeatRecord:
     listen_port = port
     if c is not None:
         for p in c["ports"]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetdeck.backend.fleet.validate_fields import as_figure, as_flag, as_whole
+from fleetdeck.backend.fleet.validate_gpu import unnamed_figures
 from fleetdeck.backend.monitor.metrics.values import Family, gauge, label, sample
 
 #: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
@@ -152,6 +154,17 @@ GPU_LABELLED = {
 }
 
 
+#: the prefix of the families of the figures the `Gpu` model does not name yet (`declared`)
+DECLARED = "declared:"
+
+
+def declared() -> list[str]:
+    """The numbers and flags the probe declares for a card (backend/host/probe/wire.py) that
+    neither the `Gpu` model nor GPU_FIGURES names yet, by path: each is exported as it was
+    checked, in its declared unit, as `fleetdeck_gpu_<path>` (`pcie.x` as `gpu_pcie_x`)."""
+    return [p for p, fn in unnamed_figures() if fn in (as_whole, as_figure, as_flag)]
+
+
 def gpu_families() -> dict[str, Family]:
     """A fresh, empty family for each GPU health figure, by its key."""
     fams = {key: gauge(name, doc, GPU) for key, name, doc, _scale, _dcgm in GPU_FIGURES}
@@ -161,6 +174,12 @@ def gpu_families() -> dict[str, Family]:
             for key, (name, doc, extra, _dcgm) in GPU_LABELLED.items()
         }
     )
+    for path in declared():
+        fams[DECLARED + path] = gauge(
+            "gpu_" + path.replace(".", "_"),
+            f"the GPU's {path} as the probe declares it (backend/host/probe/wire.py)",
+            GPU,
+        )
     return fams
 
 
@@ -198,6 +217,18 @@ def gpu_health(m: dict[str, Any], lab: list[str], g: Any) -> None:
         m["xid"].add_labelled([*ready, str(code)], n)
     if g.compute_mode is not None:
         m["compute"].add_labelled([*ready, label(g.compute_mode)], 1.0)
+    for path, v in g.extra:
+        fam = m.get(DECLARED + path)
+        if fam is not None:
+            fam.add_labelled(ready, (1.0 if v else 0.0) if isinstance(v, bool) else v)
 
 
-__all__ = ["GPU", "GPU_FIGURES", "GPU_LABELLED", "gpu_families", "gpu_health"]
+__all__ = [
+    "DECLARED",
+    "GPU",
+    "GPU_FIGURES",
+    "GPU_LABELLED",
+    "declared",
+    "gpu_families",
+    "gpu_health",
+]
