@@ -5,73 +5,99 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
+from importlib import import_module
+from types import ModuleType
 
 from fleetdeck.backend.fleet.config import ConfigError
-from fleetdeck.cli import (
-    alerts,
-    audit,
-    dashboard,
-    history,
-    holders,
-    launch,
-    logs,
-    mcp,
-    mirror,
-    proposals,
-    purge,
-    rules,
-    schedules,
-    seats,
-    silence,
-    status,
-    train,
-    wait,
-    watch,
-)
 from fleetdeck.cli.args import Parser, add_hosts_option
 
-#: each command module's register(subparsers) adds its subcommands, in this order in --help
-#: (status: status and runs; mirror: mirror and verify; train: train and bench)
-COMMANDS = (
-    dashboard,
-    status,
-    schedules,
-    purge,
-    mirror,
-    launch,
-    train,
-    audit,
-    seats,
-    alerts,
-    silence,
-    watch,
-    logs,
-    wait,
-    mcp,
-    proposals,
-    holders,
-    history,
-    rules,
+#: each command module (`fleetdeck.cli.<module>`) with the commands its register(subparsers)
+#: adds, in this order in --help. A command line that names one of them imports that module
+#: only (a command's module pulls in what it runs: SSH, the monitor, the dashboard), so
+#: `fleetdeck status` does not pay for `watch`; `--help`, no command or an unknown one
+#: registers every module. tests/house/test_layering.py holds this table to what each module
+#: registers.
+COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("dashboard", ("tui",)),
+    ("status", ("status", "runs")),
+    ("schedules", ("schedules",)),
+    ("purge", ("purge",)),
+    ("mirror", ("mirror", "verify")),
+    ("launch", ("launch",)),
+    ("train", ("train", "bench")),
+    ("audit", ("audit",)),
+    ("seats", ("seats",)),
+    ("alerts", ("alerts",)),
+    ("silence", ("silence",)),
+    ("watch", ("watch",)),
+    ("logs", ("logs",)),
+    ("wait", ("wait",)),
+    ("mcp", ("mcp",)),
+    ("proposals", ("proposals",)),
+    ("holders", ("holders",)),
+    ("history", ("history",)),
+    ("rules", ("rules",)),
 )
+
+#: the top-level options that take a value (so the word after one is not the command)
+_VALUED = ("--hosts",)
+
+
+def command_module(name: str) -> ModuleType:
+    """`fleetdeck.cli.<name>`, one of COMMANDS' modules."""
+    return import_module(f"fleetdeck.cli.{name}")
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option or an option's value),
+    or None when there is none; `tui` when it names none (the dashboard is the default)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif word == "--":
+            return None
+        elif not word.startswith("-"):
+            return word
+        elif word in ("-h", "--help", "--version"):
+            return None
+    return "tui"
+
 
 __all__ = ["COMMANDS", "add_hosts_option", "build_parser", "main"]
 
 
 def _version() -> str:
+    # deferred: importlib.metadata (35 ms at every start; only --version reads it)
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("fleetdeck")
     except PackageNotFoundError:
         return "(not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, every subcommand registered."""
+class _Version(argparse.Action):
+    """--version: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"fleetdeck {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every subcommand registered, or with `only` (a command's name) only
+    the module that registers it, when it is one of COMMANDS'."""
     parser = Parser(
         prog="fleetdeck",
         description="Watch and act on a small fleet of GPU training hosts over SSH.",
     )
-    parser.add_argument("--version", action="version", version=f"fleetdeck {_version()}")
+    parser.add_argument("--version", action=_Version)
     parser.add_argument(
         "--hosts",
         metavar="FILE",
@@ -79,15 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
         "./hosts.toml, ~/.config/fleetdeck/hosts.toml, else this machine)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for mod in COMMANDS:
-        mod.register(sub)
+    mods = [m for m, names in COMMANDS if only in names] or [m for m, _ in COMMANDS]
+    for mod in mods:
+        command_module(mod).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `fleetdeck` console script; returns the exit status."""
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(named_command(argv))
     # `--hosts` is accepted after the subcommand too ("every command takes it")
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser, with its own usage line

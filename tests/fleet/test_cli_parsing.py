@@ -127,3 +127,51 @@ def test_a_mirror_to_a_host_that_cannot_be_reached_says_nothing_was_copied(capsy
     )
     rc, out, _ = run(capsys, "--hosts", str(f), "mirror", f"here:{src}", "gone:/tmp/x")
     assert rc == 1 and "failed before any byte was copied" in out and "0B of 0B" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["status"], "status"),
+        (["--hosts", "status", "runs", "--json"], "runs"),  # a fleet file named `status`
+        (["--hosts=f.toml", "mirror", "a:x", "b:y"], "mirror"),
+        ([], "tui"),
+        (["--hosts", "f.toml"], "tui"),
+        (["--help"], None),
+        (["--version"], None),
+        (["--", "status"], None),
+        (["statsu"], "statsu"),
+    ],
+)
+def test_the_command_a_line_names(argv, named):
+    from fleetdeck.cli.main import named_command
+
+    assert named_command(argv) == named
+
+
+def test_a_command_imports_its_own_module_only_and_help_lists_them_all():
+    """`fleetdeck status` builds a parser of its module alone (SSH and the poller, not the
+    monitor, the dashboard or MCP); `--help` and a mistyped command still see every command."""
+    import subprocess
+
+    code = (
+        "import sys\nfrom fleetdeck.cli.main import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('fleetdeck.cli.')), file=sys.stderr)\n"
+    )
+
+    def loaded(*argv: str) -> tuple[str, set[str]]:
+        p = subprocess.run(
+            [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120
+        )
+        return p.stdout, set(eval(p.stderr.strip().splitlines()[-1]))  # noqa: S307 - our list
+
+    out, mods = loaded("status", "--help")
+    assert "--json" in out
+    assert "fleetdeck.cli.status" in mods
+    assert not {"fleetdeck.cli.watch", "fleetdeck.cli.mcp", "fleetdeck.cli.dashboard"} & mods
+    out, mods = loaded("--help")
+    assert "watch" in out and "holders" in out
+    assert {"fleetdeck.cli.watch", "fleetdeck.cli.mcp", "fleetdeck.cli.status"} <= mods
+    _, mods = loaded("statsu")
+    assert "fleetdeck.cli.watch" in mods  # every command registered, so argparse names them

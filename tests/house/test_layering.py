@@ -89,8 +89,12 @@ def test_every_command_is_registered():
             for n in ast.parse(p.read_text(encoding="utf-8")).body
         )
     }
-    named = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS}
+    named = {m for m, _ in cli.COMMANDS}
     assert commands == named, (sorted(commands - named), sorted(named - commands))
+    for mod, names in cli.COMMANDS:  # the table main reads to import one module per command
+        alone = cli.build_parser(names[0])
+        sub = next(a for a in alone._actions if a.__class__.__name__ == "_SubParsersAction")
+        assert tuple(sub.choices) == names, (mod, tuple(sub.choices), names)
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     assert {"tui", "runs", "verify", "bench", "holders"} | (commands - {"dashboard"}) <= set(
