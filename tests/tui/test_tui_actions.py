@@ -100,6 +100,8 @@ async def test_purge_exact_paths_delete_and_verify_keepers(tmp_path):
         assert "deleted and verified" in result and "re-verified ✔" in result
         assert "before →" in result
         assert modal.report.ok
+        act = modal.query_one("#act", Button)  # it no longer offers what it did
+        assert act.disabled and str(act.label) == "Done"
     assert not ck.exists() and not ck50.exists()
     assert (run / "adapter" / "adapter_model.safetensors").is_file()
     assert any(

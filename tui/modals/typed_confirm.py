@@ -305,7 +305,8 @@ class TypedConfirmModal(Modal, Generic[PlanT, ReportT]):
         """Enable (or not) and relabel the action button."""
         button = self.query_one("#act", Button)
         button.disabled = not self.ready()
-        label = self.act_label()
+        # once it ran, the button no longer offers what it did: the result box says how it went
+        label = self.act_label() if not self.done else "Working…" if self.result is None else "Done"
         if str(button.label) != label:
             button.label = Text(label)
             button.refresh(layout=True)  # a longer label must widen the button, not be cut
