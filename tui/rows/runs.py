@@ -38,19 +38,24 @@ def _bar_width(r: Run, width: int) -> int:
     return max(3, width - figures)
 
 
-def run_cells(r: Run, w: dict[str, int], host: str, name: str) -> tuple:
+def run_cells(r: Run, w: dict[str, int], host: str, name: str, down: bool = False) -> tuple:
     """The runs table's cells of `r` for the columns `w` (key -> width), in their order; `host`
-    and `name`: the run's host and name as the table shows them (whole, wrapped in their column)."""
+    and `name`: the run's host and name as the table shows them (whole, wrapped in their column).
+    `down`: its host did not answer the last poll, so the row is its last answer's, dimmed, with
+    its state marked `✖` and no pace or ETA (a run said to be running may have died with it)."""
+    state = Text(
+        r.state + (" ⚠" if r.reason and r.state != "running" else ""),
+        style=state_style(r.state),
+    )
+    if down:
+        state = Text(f"{r.state} ✖", style="dim")
     cells = {
-        "host": host,
-        "name": name,
-        "state": Text(
-            r.state + (" ⚠" if r.reason and r.state != "running" else ""),
-            style=state_style(r.state),
-        ),
+        "host": Text(host, style="dim") if down else host,
+        "name": Text(name, style="dim") if down else name,
+        "state": state,
         "prog": progress(r.step, r.max_steps, _bar_width(r, w["prog"])),
-        "sps": pace_text(r.state, r.seconds_per_step),
-        "eta": "-" if r.eta_seconds is None else duration_short(r.eta_seconds),
+        "sps": "-" if down else pace_text(r.state, r.seconds_per_step),
+        "eta": "-" if r.eta_seconds is None or down else duration_short(r.eta_seconds),
         "loss": "-" if r.loss is None else f"{r.loss:.4f}",
         "eval": "-" if r.eval_loss is None else f"{r.eval_loss:.4f}",
     }
@@ -78,10 +83,13 @@ def checkpoint_rows(r: Run, marks: set[str]) -> dict[str, tuple]:
     }
 
 
-def run_title(r: Run) -> Text:
+def run_title(r: Run, down: str | None = None) -> Text:
     """The detail pane's first lines: where the run is, its state and speed, its adapter, why it
-    stopped and what `r` would resume it from."""
+    stopped and what `r` would resume it from; `down`: a sentence saying its host did not answer
+    and how old what is shown is, first."""
     t = Text()
+    if down:
+        t.append(f"✖ {down}\n", style="bold red")
     t.append(f"{r.host}:{shown(r.path)}", style="bold")
     t.append(f"  {r.state}", style=state_style(r.state))
     if pace_text(r.state, r.seconds_per_step) != "-":

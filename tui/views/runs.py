@@ -15,7 +15,9 @@ from textual.widgets import Label, Static
 
 from fleetdeck.backend.fleet.models import Run
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.lib.units import duration_short
 from fleetdeck.show.cells import eval_trend, folded, loss_chart
+from fleetdeck.tui.rows.fleet import down_words
 from fleetdeck.tui.rows.runs import (
     checkpoint_rows,
     run_cells,
@@ -239,15 +241,31 @@ class RunsScreen(RunLog, TableView):
             self._labels = (label_key, hosts, names, heights)
         _, hosts, names, heights = self._labels
         by_key = {r.key: r for r in runs}
+        down = self.down_hosts()
 
         def make(key: str) -> tuple:
             r = by_key[key]
-            return run_cells(r, w, hosts[r.host], names[r.name])
+            return run_cells(r, w, hosts[r.host], names[r.name], r.host in down)
 
         self._by_key = by_key
         with self.app.batch_update():
             self.table.sync_lazy(list(by_key), make, heights)
             self.show_run()
+
+    def down_hosts(self) -> frozenset[str]:
+        """The hosts that did not answer the last poll (their runs are their last answer's)."""
+        return frozenset(n for n, h in self.state.hosts.items() if not h.reachable)
+
+    def down_note(self, host: str) -> str | None:
+        """A sentence for a run whose host did not answer the last poll: why, and how old what
+        is shown is; None while it answers."""
+        live = self.state.hosts.get(host)
+        if live is None or live.reachable:
+            return None
+        age = self.state.age(host)
+        _, why = down_words(live)
+        since = "" if age is None else f", {duration_short(age)} ago"
+        return f"{host} did not answer ({why}): this is its last answer{since}"
 
     #: the one host shown (`:runs HOST`), or None for every host
     host_scope: str | None = None
@@ -294,7 +312,7 @@ class RunsScreen(RunLog, TableView):
             self.show_log("")
             self.query_one("#ckpt-table", KeyedTable).sync({})
             return
-        show_text(title, run_title(r))
+        show_text(title, run_title(r, self.down_note(r.host)))
         show_text(self.query_one("#run-trend", Static), eval_trend(r.eval_losses))
         self.query_one("#run-chart", LossChart).show(r.losses, r.eval_losses)
         marks = self.marked.setdefault(r.key, set())
