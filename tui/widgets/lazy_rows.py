@@ -19,8 +19,8 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
-from fleetdeck.tui.widgets.table_lines import one_line_each
 from fleetdeck.tui.widgets.table_store import TableStore
+from fleetdeck.tui.widgets.text_cell import one_line_each
 
 _BLANK = Text("")
 

@@ -1,0 +1,98 @@
+"""The dashboard at rest: polls that bring the same fleet, only its latencies and times moved,
+leave what the app holds flat, and the figures that move with the clock are redrawn at most
+once a second and only on the view on screen. Counted, never timed (the figures:
+benchmarks/tui_rest.py)."""
+
+from __future__ import annotations
+
+import gc
+
+from fleetdeck.backend.fleet.config import parse_fleet
+from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.sources import RecordedSource
+from fleetdeck.tui.widgets.keyed_table import KeyedTable
+
+HOSTS = ("a", "b", "c", "d")
+
+
+class Clock:
+    """The dashboard's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def snap(now: float, i: int) -> FleetSnapshot:
+    """The same four hosts, each poll new objects, as a poller's are: only the latency (a
+    different one at each poll) and the time move."""
+    hosts = tuple(
+        HostSnapshot(
+            name=name,
+            reachable=True,
+            time=now,
+            latency_ms=5.0 + (i * 7 + k) % 60,
+            gpus=tuple(
+                Gpu(
+                    index=g,
+                    name="NVIDIA H100",
+                    uuid=f"{name}-{g}",
+                    unified_memory=False,
+                    utilization_pct=0.0,
+                    memory_total_mib=81559,
+                    memory_used_mib=1000.0,
+                )
+                for g in range(2)
+            ),
+            disks=(Disk("~/runs", "/", "ext4", 2000 << 30, 1000 << 30, 0),),
+            runs=(Run(host=name, path=f"/r/{name}", name=f"run-{name}", state="finished", step=9),),
+        )
+        for k, name in enumerate(HOSTS)
+    )
+    return FleetSnapshot(hosts=hosts, time=now)
+
+
+def app_of(clock: Clock) -> FleetdeckApp:
+    fleet = parse_fleet("".join(f"[hosts.{n}]\nlocal = true\n" for n in HOSTS), "x")
+    return FleetdeckApp(fleet, RecordedSource([snap(clock.now, 0)]), autopoll=False, clock=clock)
+
+
+def cache_entries(app: FleetdeckApp) -> dict[str, int]:
+    """Every render cache of every table on screen, by name: its entries."""
+    out = {}
+    for table in app.screen.query(KeyedTable):
+        for name in ("_cell_render_cache", "_row_render_cache", "_line_cache"):
+            out[f"{table.id}.{name}"] = len(getattr(table, name))
+        out[f"{table.id}.cells"] = len(table._lines.content_cache)
+        out[f"{table.id}.row lines"] = len(table._lines.row_lines_cache)
+    return out
+
+
+async def test_polls_of_an_unchanged_fleet_leave_what_the_dashboard_holds_flat():
+    """A poll every half second, each a new snapshot whose latencies moved: the tables' render
+    caches held a frame's worth of dead entries per poll until their LRU bounds (a megabyte a
+    minute at rest); now each holds what the frame on screen needs, and the objects the app
+    keeps do not grow with the polls."""
+    clock = Clock()
+    app = app_of(clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+
+        async def polls(n: int) -> None:
+            for i in range(n):
+                clock.now += 0.5
+                app.post_message(FleetPolled(snap(clock.now, i)))
+                await pilot.pause()
+
+        await polls(40)  # past the first frames and the views built ahead
+        gc.collect()
+        objects, caches = len(gc.get_objects()), cache_entries(app)
+        await polls(80)
+        gc.collect()
+        grown, after = len(gc.get_objects()) - objects, cache_entries(app)
+        assert after == caches, f"the render caches grew with the polls: {caches} -> {after}"
+        # the app's own objects: none kept per poll (before: ~60 a poll, in the caches)
+        assert grown < 200, f"{grown} more objects after 80 polls of the same fleet"
