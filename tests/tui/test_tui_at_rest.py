@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import gc
 
+from textual.widgets import Static
+
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.tui import navigation
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.sources import RecordedSource
+from fleetdeck.tui.views import fleet as fleet_screen
+from fleetdeck.tui.views import host as host_screen
+from fleetdeck.tui.views.fleet import FleetScreen
+from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 HOSTS = ("a", "b", "c", "d")
@@ -87,7 +94,12 @@ async def test_polls_of_an_unchanged_fleet_leave_what_the_dashboard_holds_flat()
                 app.post_message(FleetPolled(snap(clock.now, i)))
                 await pilot.pause()
 
-        await polls(40)  # past the first frames and the views built ahead
+        await polls(40)  # past the first frames
+        for _ in range(200):  # and the views built ahead (one step every AHEAD_GAP_S)
+            if app._ahead == []:
+                break
+            await pilot.pause(navigation.AHEAD_GAP_S / 3)
+        await polls(10)
         gc.collect()
         objects, caches = len(gc.get_objects()), cache_entries(app)
         await polls(80)
@@ -96,3 +108,57 @@ async def test_polls_of_an_unchanged_fleet_leave_what_the_dashboard_holds_flat()
         assert after == caches, f"the render caches grew with the polls: {caches} -> {after}"
         # the app's own objects: none kept per poll (before: ~60 a poll, in the caches)
         assert grown < 200, f"{grown} more objects after 80 polls of the same fleet"
+
+
+class Counter:
+    """Wraps a module's function and counts its calls."""
+
+    def __init__(self, monkeypatch, module, name: str) -> None:
+        self.n = 0
+        real = getattr(module, name)
+
+        def counted(*a, **k):
+            self.n += 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
+
+    def take(self) -> int:
+        n, self.n = self.n, 0
+        return n
+
+
+async def test_a_view_under_another_is_not_redrawn_until_shown(monkeypatch):
+    """The Host view over the Fleet view: polls and the clock's ticks make no Fleet row (the
+    view is hidden), and the Host view's tick draws its summary line only, not its tables;
+    the Fleet view catches up with the newest poll when it is shown again."""
+    made = Counter(monkeypatch, fleet_screen, "host_cells")
+    tables = Counter(monkeypatch, host_screen, "schedule_rows")
+    clock = Clock()
+    app = app_of(clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.post_message(FleetPolled(snap(clock.now, 0)))
+        await pilot.pause()
+        app.open_host("a")
+        await pilot.pause()
+        assert isinstance(app.screen, HostScreen)
+        made.take(), tables.take()
+        summary = app.screen.query_one("#host-summary", Static)
+        for i in range(1, 7):
+            clock.now += 0.5
+            app.post_message(FleetPolled(snap(clock.now, i)))
+            await pilot.pause()
+            app.refresh_views(tick=True)
+            await pilot.pause()
+        assert made.take() == 0, "the hidden Fleet view made its rows"
+        assert tables.take() == 6, "the Host view's tables: once a poll, not at each tick"
+        assert "last answer 0s ago" in str(summary.render())
+        clock.now += 5
+        app.refresh_views(tick=True)
+        await pilot.pause()
+        assert tables.take() == 0 and "last answer 5s ago" in str(summary.render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        assert made.take() > 0 and table.get_cell("a", "lat").plain == f"{5 + 6 * 7 % 60}ms"
