@@ -13,6 +13,7 @@ from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
 from fleetdeck.tui import navigation
 from fleetdeck.tui.app import FleetdeckApp
+from fleetdeck.tui.fleet_state import HISTORY
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views import fleet as fleet_screen
@@ -22,6 +23,8 @@ from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 HOSTS = ("a", "b", "c", "d")
+#: polls before a count: the GPU sparklines (a character a poll) are full of the same figure
+WARM = HISTORY
 
 
 class Clock:
@@ -126,6 +129,33 @@ class Counter:
     def take(self) -> int:
         n, self.n = self.n, 0
         return n
+
+
+async def test_latency_is_redrawn_at_most_once_a_second():
+    """At a half-second poll every answer brings a new latency: the Fleet view shows one a
+    second, and a poll that moved nothing else on screen draws nothing."""
+    clock = Clock()
+    app = app_of(clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.screen.query_one("#fleet-table", KeyedTable)
+        for i in range(WARM):
+            app.post_message(FleetPolled(snap(clock.now, i)))
+            await pilot.pause()
+            clock.now += 0.5
+        shown = table.get_cell("a", "lat").plain
+        drawn, changed = table._update_count, table.cells_changed
+        for i in range(WARM, WARM + 8):
+            app.post_message(FleetPolled(snap(clock.now, i)))
+            await pilot.pause()
+            clock.now += 0.5
+            lat = table.get_cell("a", "lat").plain
+            if i % 2:  # half a second after the figure shown: held, and nothing drawn
+                assert lat == shown and table._update_count == drawn, i
+                assert table.cells_changed == changed, i
+            else:  # a second after: the new figure
+                assert lat != shown and lat == f"{5 + i * 7 % 60}ms", i
+                assert table.cells_changed - changed == len(HOSTS), i  # the four latencies
+            shown, drawn, changed = lat, table._update_count, table.cells_changed
 
 
 async def test_a_view_under_another_is_not_redrawn_until_shown(monkeypatch):
