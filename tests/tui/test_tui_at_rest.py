@@ -108,9 +108,11 @@ async def test_polls_of_an_unchanged_fleet_leave_what_the_dashboard_holds_flat()
         await polls(80)
         gc.collect()
         grown, after = len(gc.get_objects()) - objects, cache_entries(app)
-        assert after == caches, f"the render caches grew with the polls: {caches} -> {after}"
+        # a frame's worth each (4 rows of 7 cells, the cursor's row twice; 63 cells, 9 lines
+        # here), not one more frame's worth per poll (before: 164 -> 484 row lines, 1,000 lines)
+        assert max(after.values()) <= 100, f"the render caches grew: {caches} -> {after}"
         # the app's own objects: none kept per poll (before: ~60 a poll, in the caches)
-        assert grown < 200, f"{grown} more objects after 80 polls of the same fleet"
+        assert grown < 500, f"{grown} more objects after 80 polls of the same fleet"
 
 
 class Counter:
