@@ -91,17 +91,24 @@ class LazyRows:
                     t._require_update_dimensions = True
         self.make = make
         # the rows made since the last sync hold every line drawn at this update count: with
-        # the same rows in the same places they are made again now, and when each cell equals
-        # the one shown (a poll that moved nothing on screen) the count stays: nothing is drawn
+        # the same rows in the same places, all of them on screen, they are made again now, and
+        # when each cell equals the one shown (a poll that moved nothing on screen) the count
+        # stays: nothing is drawn. A row scrolled past since is made when drawn again.
         drawn, self.fresh = self.fresh, set()
         t._given.clear()
-        same = was_lazy and layout == t._layout_version
+        same = was_lazy and layout == t._layout_version and drawn <= self._on_screen()
         if not same or any([self._fill(k, make) for k in drawn]):
             t._update_count += 1
             t.refresh()
         if t._require_update_dimensions:
             t.check_idle()
         t._show_in_title()
+
+    def _on_screen(self) -> set[str]:
+        """The keys of the rows on the table's lines now on screen (none before it has a size)."""
+        t = self.table
+        top = t.scroll_offset.y
+        return {rk.value for rk, _ in t._y_offsets[top : top + t.size.height] if rk.value}
 
     def _add_and_remove(self, keys: list[str], heights: Mapping[str, int]) -> None:
         """Rows added and removed in bulk (DataTable's `add_row` measures each new row and its
