@@ -14,7 +14,9 @@ Every --sample seconds it reads each process's CPU (utime + stime of /proc/PID/s
 (VmRSS). After --warmup seconds it prints, for each: % of one core over the window, RSS at the
 start and end of the window and its slope (least squares, KiB a minute); then the ratio of the
 dashboard's CPU to the baseline's, the load average over the run, and the screen's last lines
-(the dashboard must show every host answering, or the figures mean nothing).
+(the dashboard must show every host answering, or the figures mean nothing). `PYTHONPATH`, when
+set, is passed to both windows: two builds compared side by side in the same minutes, each on a
+`PYTHONPATH` holding its tree as `fleetdeck`.
 
     python benchmarks/tui_rest.py --hosts 12 --minutes 30 --interval 1
 """
@@ -138,6 +140,8 @@ def main() -> int:
                         f.write(json.dumps({"step": s, "max_steps": 100, "loss": 2 / s}) + "\n")
             hosts = sf.write_fleet(Path(d) / "hosts.toml", defaults={"poll_interval": a.interval})
             env = {"XDG_STATE_HOME": str(Path(d) / "state"), "TERM": "xterm-256color"}
+            if os.environ.get("PYTHONPATH"):  # another build's tree, as `fleetdeck`
+                env["PYTHONPATH"] = os.environ["PYTHONPATH"]
             pids = {
                 "dashboard": start(
                     f"{tag}a", f"fleetdeck --hosts {shlex.quote(str(hosts))}", a.cols, a.rows, env

@@ -197,18 +197,24 @@ class FleetdeckApp(Navigation, GuardedPump, App):
         self.action_poll_now()
 
     def refresh_views(self, tick: bool = False) -> None:
-        """Redraw every view on the current stack (modals on top are left alone); on a clock
-        `tick` only the views that show ages.
+        """Redraw the view on screen, the topmost of the current stack (modals on top are left
+        alone, and a view under it, such as the Fleet view under a Host view, is hidden: it
+        catches up when shown again, `ViewScreen.on_screen_resume`); on a clock `tick` only
+        what moves with the clock, and only in a view that shows ages.
 
         A drawing bug must not take the dashboard down: it is shown once in the error modal.
         """
-        for screen in self.screen_stack:
-            if isinstance(screen, ViewScreen) and screen.ready and (screen.SHOWS_AGES or not tick):
-                try:
-                    screen.refresh_view()
-                except Exception as e:
-                    if not any(isinstance(s, ErrorModal) for s in self.screen_stack):
-                        self.report_error(f"redrawing {type(screen).__name__}", e)
+        screen = next((s for s in reversed(self.screen_stack) if isinstance(s, ViewScreen)), None)
+        if screen is None or not screen.ready or (tick and not screen.SHOWS_AGES):
+            return
+        try:
+            if tick:
+                screen.refresh_clock()
+            else:
+                screen.refresh_view()
+        except Exception as e:
+            if not any(isinstance(s, ErrorModal) for s in self.screen_stack):
+                self.report_error(f"redrawing {type(screen).__name__}", e)
 
     def _tick(self) -> None:
         # ages and stale badges move with the clock even when no poll arrives

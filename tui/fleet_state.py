@@ -13,6 +13,9 @@ from fleetdeck.backend.fleet.run_order import RunOrder
 from fleetdeck.show.cells import spark_char
 
 HISTORY = 60  # samples of GPU memory kept per GPU (5 minutes at the default 5 s interval)
+#: a host's latency shown is taken from an answer at least this many seconds after the one
+#: shown before: at a half-second poll the figure is redrawn once a second, not at each poll
+LATENCY_HOLD_S = 1.0
 
 
 class FleetState:
@@ -35,6 +38,8 @@ class FleetState:
         #: the same history as sparkline characters, computed once per sample, not per redraw
         self.spark: dict[tuple[str, int], deque[str]] = {}
         self.polls = 0
+        #: each host's latency shown: (the time of the answer it came with, milliseconds)
+        self._latency: dict[str, tuple[float, float | None]] = {}
         #: (the host snapshots shown, their runs in order): `runs` sorts once per change
         self._runs_sorted: tuple[list[HostSnapshot | None], list[Run]] | None = None
         #: each host's runs in order, put in order again only when they changed
@@ -52,6 +57,9 @@ class FleetState:
             self.hosts[h.name] = h
             if h.reachable:
                 self.last_good[h.name] = h
+                held = self._latency.get(h.name)
+                if held is None or not h.time or not 0 <= h.time - held[0] < LATENCY_HOLD_S:
+                    self._latency[h.name] = (h.time, h.latency_ms)
                 self.down_since.pop(h.name, None)
                 history, spark = self.history, self.spark
                 for g in h.gpus:
@@ -68,6 +76,11 @@ class FleetState:
                     spark[key].append(spark_char(frac))
             else:
                 self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
+
+    def latency_ms(self, name: str) -> float | None:
+        """`name`'s latency as shown: a live answer's, at most one new figure a second."""
+        held = self._latency.get(name)
+        return None if held is None else held[1]
 
     def age(self, name: str) -> float | None:
         """Seconds since `name` last answered, by the dashboard's clock."""

@@ -83,6 +83,9 @@ STATE = {
     "_row_label_column_width": int,
     "_pseudo_class_state": object,
     "_line_cache": "LRUCache",
+    "_cell_render_cache": "LRUCache",
+    "_row_render_cache": "LRUCache",
+    "_row_renderable_cache": "LRUCache",
 }
 
 

@@ -145,6 +145,15 @@ async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
         await pilot.press("end")
         await pilot.pause()
         assert table.current_key == last and 0 < made.take() <= SCREENFUL["hosts"]
+        # and a poll after a scroll back over three pages (the rows' heights as they were)
+        # makes the hosts on screen now, not every host drawn since the last poll
+        for _ in range(3):
+            await pilot.press("pageup")
+            await pilot.pause()
+        made.take()
+        app.post_message(FleetPolled(snaps[-1]))
+        await pilot.pause()
+        assert 0 < made.take() <= SCREENFUL["hosts"], "a poll made the hosts scrolled past"
 
 
 async def test_the_clock_redraws_the_fleet_only_while_a_host_counts_time(monkeypatch):

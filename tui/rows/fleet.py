@@ -106,7 +106,8 @@ def host_cells(
     if state.is_stale(name) and not down:  # a down host says how long already
         status.add("\n")
         status.add(f"STALE {duration_short(state.age(name))}", "reverse yellow")
-    lat = "-" if not live or live.latency_ms is None or down else latency_text(live.latency_ms)
+    ms = state.latency_ms(name)  # held a second: not redrawn at each half-second poll
+    lat = "-" if not live or ms is None or down else latency_text(ms)
     gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
     disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
     runs, n_runs = _run_lines(snap, w["runs"], dim)

@@ -41,6 +41,11 @@ class ViewScreen(GuardedPump, Screen):
     def refresh_view(self) -> None:
         """Redraw from `self.app.state`; cheap and idempotent (tables update in place)."""
 
+    def refresh_clock(self) -> None:
+        """Redraw what moves with the clock (ages, down-for, stale badges): called once a
+        second on the view on screen when `SHOWS_AGES`; by default the whole view."""
+        self.refresh_view()
+
     def on_mount(self) -> None:
         # a poll can arrive between compose and mount: redraw only once the widgets exist
         self.ready = True

@@ -65,9 +65,9 @@ class FleetScreen(TableView):
     def refresh_view(self) -> None:
         state, widths = self.state, self._widths
         names = list(state.host_names)
-        # what the rows are made from: the polls taken, the columns, and the clock only while a
-        # host is down or stale (their cells count the time); the clock's tick every second
-        # otherwise redoes nothing
+        # what the rows are made from: the polls taken, the columns, and the clock's second
+        # only while a host is down or stale (their cells count whole seconds); the clock's
+        # tick every second otherwise redoes nothing
         ages = any(
             state.is_stale(n) or (h is not None and not h.reachable)
             for n in names
@@ -77,7 +77,7 @@ class FleetScreen(TableView):
             state.polls,
             tuple(widths.items()),
             len(names),
-            state.clock() if ages else None,
+            int(state.clock()) if ages else None,
         )
         if made_from == getattr(self, "_made_from", None):
             self.show_detail()

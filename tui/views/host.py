@@ -26,7 +26,7 @@ from fleetdeck.tui.rows.host import (
     run_rows,
     schedule_rows,
 )
-from fleetdeck.tui.views.base import ViewScreen
+from fleetdeck.tui.views.base import ViewScreen, show_text
 from fleetdeck.tui.views.proc_tree import tree_order
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
@@ -152,9 +152,14 @@ class HostScreen(ViewScreen):
         self.sub_title = f"host {self.host_name}"
         self.refresh_view()
 
+    def refresh_clock(self) -> None:
+        """The summary line alone (its ages and down-for move with the clock; the tables only
+        with a poll): the same line is not drawn again."""
+        show_text(self.query_one("#host-summary", Static), host_detail(self.state, self.host_name))
+
     def refresh_view(self) -> None:
         st = self.state
-        self.query_one("#host-summary", Static).update(host_detail(st, self.host_name))
+        self.refresh_clock()
         h = st.shown(self.host_name)
         dim = (
             "dim"

@@ -88,6 +88,8 @@ class KeyedTable(TableStore):
         kw.setdefault("cursor_type", "row")
         kw.setdefault("zebra_stripes", True)
         self._lines = TableLines(self)
+        #: the update count the render caches keyed by it were last emptied at (`render_lines`)
+        self._drawn_count = -1
         self._lazy: LazyRows = LazyRows(self)
         self._rows: RowSync = RowSync(self)
         super().__init__(columns, column_sort=column_sort, **kw)
@@ -267,6 +269,19 @@ class KeyedTable(TableStore):
         return self._lines.y_offsets()
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        if self._update_count != self._drawn_count:
+            # the caches keyed by the update count hold only dead entries once it moved on:
+            # DataTable empties them on its own changes, the table's syncs did not, and each
+            # poll left a frame of them up to the LRU bounds (megabytes; test_tui_at_rest.py)
+            self._drawn_count = self._update_count
+            for cache in (
+                self._cell_render_cache,
+                self._row_render_cache,
+                self._row_renderable_cache,
+                self._line_cache,
+                self._lines.row_lines_cache,
+            ):
+                cache.clear()
         return self._lines.render_lines(crop)
 
     def render_line(self, y: int) -> Strip:

@@ -19,8 +19,8 @@ from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
-from fleetdeck.tui.widgets.table_lines import one_line_each
 from fleetdeck.tui.widgets.table_store import TableStore
+from fleetdeck.tui.widgets.text_cell import one_line_each
 
 _BLANK = Text("")
 
@@ -77,6 +77,7 @@ class LazyRows:
             t._show_in_title()
             return
         t.choice.view_keys = keys
+        layout, was_lazy = t._layout_version, self.make is not None
         if t._order != keys:
             self._add_and_remove(keys, heights)
         if heights or t._tall:
@@ -89,13 +90,25 @@ class LazyRows:
                     t._layout_version += 1
                     t._require_update_dimensions = True
         self.make = make
-        self.fresh = set()
+        # the rows made since the last sync hold every line drawn at this update count: with
+        # the same rows in the same places, all of them on screen, they are made again now, and
+        # when each cell equals the one shown (a poll that moved nothing on screen) the count
+        # stays: nothing is drawn. A row scrolled past since is made when drawn again.
+        drawn, self.fresh = self.fresh, set()
         t._given.clear()
-        t._update_count += 1
-        t.refresh()
+        same = was_lazy and layout == t._layout_version and drawn <= self._on_screen()
+        if not same or any([self._fill(k, make) for k in drawn]):
+            t._update_count += 1
+            t.refresh()
         if t._require_update_dimensions:
             t.check_idle()
         t._show_in_title()
+
+    def _on_screen(self) -> set[str]:
+        """The keys of the rows on the table's lines now on screen (none before it has a size)."""
+        t = self.table
+        top = t.scroll_offset.y
+        return {rk.value for rk, _ in t._y_offsets[top : top + t.size.height] if rk.value}
 
     def _add_and_remove(self, keys: list[str], heights: Mapping[str, int]) -> None:
         """Rows added and removed in bulk (DataTable's `add_row` measures each new row and its
@@ -143,20 +156,23 @@ class LazyRows:
             t._highlight_cursor()  # as add_row does for a table's first row
         t.refresh(layout=True)
 
-    def _fill(self, key: str, make: Callable[[str], Sequence[Any]]) -> None:
+    def _fill(self, key: str, make: Callable[[str], Sequence[Any]]) -> bool:
         """Make the cells of lazy row `key` now; cells equal to those shown keep their object
-        (the render cache is keyed by it)."""
+        (the render cache is keyed by it). True when a cell changed."""
         t = self.table
         self.fresh.add(key)
         cells = tuple(one_line_each(c) for c in make(key))
         old = t._cells.get(key)
+        changed = len(cells)
         if old is not None and len(old) == len(cells):
             cells = tuple(a if a is b or a == b else b for a, b in zip(old, cells, strict=True))
-            t.cells_changed += sum(1 for a, b in zip(old, cells, strict=True) if a is not b)
+            changed = sum(1 for a, b in zip(old, cells, strict=True) if a is not b)
+            t.cells_changed += changed
         row = t._data[RowKey(key)]
         for spec, cell in zip(t._spec, cells, strict=False):
             row[ColumnKey(spec[0])] = cell
         t._cells[key] = cells
+        return changed > 0
 
     def fill_key(self, row_key: RowKey | str) -> None:
         """Make row `row_key`'s cells now if it waits for them."""

@@ -18,8 +18,8 @@ from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import CellKey, ColumnKey, RowKey
 
 from fleetdeck.tui.widgets.column_sort import ColumnSpec
-from fleetdeck.tui.widgets.table_lines import one_line_each
 from fleetdeck.tui.widgets.table_store import TableStore
+from fleetdeck.tui.widgets.text_cell import one_line_each
 
 
 class RowSync:

@@ -46,7 +46,7 @@ class TableLines:
 
     def __init__(self, table: TableStore) -> None:
         self.table = table
-        #: rendered cells keyed by the cell object itself (see `render_cell`)
+        #: rendered cells keyed by their place, with the cell object drawn (see `render_cell`)
         self.content_cache: LRUCache[tuple[Any, ...], tuple[object, SegmentLines]] = LRUCache(4096)
         #: every line of a row, rendered at once (see `render_line_in_row`)
         self.row_lines_cache: LRUCache[tuple[Any, ...], list[RowLine]] = LRUCache(512)
@@ -87,7 +87,7 @@ class TableLines:
         cursor: bool = False,
         hover: bool = False,
     ) -> SegmentLines:
-        """`DataTable._render_cell`, cached by the cell object shown."""
+        """`DataTable._render_cell`, cached by the cell object shown in its place."""
         # DataTable keys its cell cache by a table-wide update count, so after a poll that
         # changed one cell it renders every visible cell again. `sync()` keeps the very
         # object of a cell that did not change, so that object is a sound cache key: only
@@ -141,10 +141,10 @@ class TableLines:
             )
         value = row[column_key]
         height = t.rows[row_key].height
+        # by place, read while it holds the object cached: a new cell replaces its entry
         key = (
             row_key,
             column_key,
-            id(value),
             row_index,
             base_style,
             width,
@@ -385,14 +385,3 @@ class TableLines:
         fill = [Segment(" " * remaining, extend_style)]
         height = max((len(c) for c in cells), default=1)
         return [([], [c[i] for c in cells] + [fill]) for i in range(height)]
-
-
-def one_line_each(cell: Any) -> Any:
-    # DataTable wraps long cell text onto the next line, which breaks multi-line rows apart;
-    # cut each line with an ellipsis instead (the detail panes carry the full text)
-    if isinstance(cell, str):
-        cell = Text(cell)
-    if isinstance(cell, Text):
-        cell.no_wrap = True
-        cell.overflow = "ellipsis"
-    return cell

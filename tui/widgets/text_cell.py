@@ -106,3 +106,14 @@ def text_cell(
     while len(out) < height:
         out.append([Segment(" " * width, s_pad)])
     return out
+
+
+def one_line_each(cell: Any) -> Any:
+    # DataTable wraps long cell text onto the next line, which breaks multi-line rows apart;
+    # cut each line with an ellipsis instead (the detail panes carry the full text)
+    if isinstance(cell, str):
+        cell = Text(cell)
+    if isinstance(cell, Text):
+        cell.no_wrap = True
+        cell.overflow = "ellipsis"
+    return cell
