@@ -218,9 +218,10 @@ def test_a_mount_made_or_removed_shows_at_the_next_look(tmp_path):
 def test_disks_are_stat_again_only_after_their_cadence_when_asked_fresh_or_for_other_folders(
     tmp_path,
 ):
-    """A resident probe keeps the disks it read: a folder made since still reads as missing
-    until the cadence passes, a fresh poll reads it at once, and so does a different list of
-    folders; with the cadence at zero every poll reads them."""
+    """A resident probe keeps where each disk is: a folder made since still reads as missing
+    (its parent's figures) until the cadence passes; a fresh poll resolves it at once, and so
+    does a different list of folders or a folder that went away; with the cadence at zero
+    every poll resolves them."""
     cadence = DiskCadence()
     cadence.EVERY_S = 3600.0
     late = tmp_path / "late"
@@ -237,8 +238,42 @@ def test_disks_are_stat_again_only_after_their_cadence_when_asked_fresh_or_for_o
     gone.mkdir()
     assert cadence.read([str(gone)])[0]["error"] is None
     gone.rmdir()
-    assert cadence.read([str(gone)])[0]["error"] is None  # kept
-    assert "does not exist" in cadence.read([str(gone)], fresh=True)[0]["error"]
+    assert "does not exist" in cadence.read([str(gone)])[0]["error"]  # its statvfs failed
     gone.mkdir()
+    assert "does not exist" in cadence.read([str(gone)])[0]["error"]  # kept
+    assert cadence.read([str(gone)], fresh=True)[0]["error"] is None
     cadence.EVERY_S = 0.0
-    assert cadence.read([str(gone)])[0]["error"] is None
+    later = tmp_path / "later"
+    assert "does not exist" in cadence.read([str(later)])[0]["error"]
+    later.mkdir()
+    assert cadence.read([str(later)])[0]["error"] is None
+
+
+@pytest.mark.root
+@pytest.mark.skipif(shutil.which("mount") is None, reason="needs mount(8)")
+def test_a_filling_disk_is_seen_at_every_poll_between_resolutions(tmp_path):
+    """Between two resolutions of where a folder is, its figures are still read at every poll:
+    a tmpfs that fills by 16 MiB shows it at the next look (the disk-full rule's slope needs
+    each poll's figures), and a folder removed is resolved again at once."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a tmpfs mount)")
+    mnt = tmp_path / "tank"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], check=True)
+    try:
+        runs = mnt / "runs"
+        runs.mkdir()
+        cadence = DiskCadence()
+        cadence.EVERY_S = 3600.0
+        (before,) = cadence.read([str(runs)])
+        assert before["mount"] == str(mnt) and before["error"] is None
+        (runs / "blob").write_bytes(b"\0" * (16 << 20))
+        (after,) = cadence.read([str(runs)])
+        assert after["used_bytes"] - before["used_bytes"] >= 16 << 20
+        assert after["free_bytes"] <= before["free_bytes"] - (16 << 20)
+        (runs / "blob").unlink()
+        runs.rmdir()
+        (gone,) = cadence.read([str(runs)])  # resolved again: its figures are the parent's
+        assert "does not exist" in gone["error"] and gone["mount"] == str(mnt)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

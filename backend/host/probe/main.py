@@ -102,6 +102,11 @@ MOUNTS = MountTable()
 
 def disks(paths: Iterable[str], fresh: bool = False) -> list[dict]:
     """The filesystem behind each configured folder (nearest existing parent if it is missing)."""
+    return [d for d, _at in _disks(paths, fresh)]
+
+
+def _disks(paths: Iterable[str], fresh: bool) -> list[tuple[dict, str | None]]:
+    """(each folder's disk record, the folder its figures are read at, None after an error)."""
     mounts = MOUNTS.mounts(fresh)
     out, seen = [], set()
     for p in paths:
@@ -117,7 +122,7 @@ def disks(paths: Iterable[str], fresh: bool = False) -> list[dict]:
             "free_bytes": 0,
             "error": None,
         }
-        out.append(d)
+        at = None  # type: str | None
         try:
             real = os.path.realpath(os.path.expanduser(p))
             probe_at = real
@@ -128,29 +133,45 @@ def disks(paths: Iterable[str], fresh: bool = False) -> list[dict]:
             mnt, fstype, _src = fsinfo.mount_of(probe_at, mounts)
             total, used, free = fsinfo.usage(probe_at)
             d.update(mount=mnt, fstype=fstype, total_bytes=total, used_bytes=used, free_bytes=free)
+            at = probe_at
         except OSError as e:
             d["error"] = f"{p}: {e.strerror or e}"
+        out.append((d, at))
     return out
 
 
 class DiskCadence:
-    """The disks at a slower cadence of their own: a resident probe stats them again only when
-    the folders asked for change, when asked fresh, or EVERY_S seconds after the last read (a
-    disk fills in minutes; a poll a second need not realpath, walk and statvfs each folder)."""
+    """Where each disk is, at a slower cadence of its own: a resident probe resolves each
+    folder (realpath, the walk up to one that exists, its mount) again only when the folders
+    asked for change, when asked fresh, or EVERY_S seconds after the last resolution; between,
+    it reads only the figures (one statvfs a folder), so a filling disk is seen at every poll
+    (the disk-full rule's slope needs them) and a folder that went away is resolved at once."""
 
     EVERY_S = 5.0
 
     def __init__(self) -> None:
         self.key: tuple[str, ...] | None = None
         self.at = 0.0
-        self.last: list[dict] = []
+        self.last: list[tuple[dict, str | None]] = []
 
     def read(self, paths: Iterable[str], fresh: bool = False) -> list[dict]:
-        """`disks(paths)`, from the last read while it is younger than EVERY_S."""
+        """`disks(paths)`, from the last resolution while it is younger than EVERY_S."""
         key, now = tuple(paths), time.monotonic()
         if fresh or key != self.key or not 0 <= now - self.at < self.EVERY_S:
-            self.last, self.key, self.at = disks(key, fresh), key, now
-        return [dict(d) for d in self.last]
+            self.last, self.key, self.at = _disks(key, fresh), key, now
+            return [dict(d) for d, _at in self.last]
+        out = []
+        try:
+            for d, at in self.last:
+                d = dict(d)
+                if at is not None:
+                    total, used, free = fsinfo.usage(at)
+                    d.update(total_bytes=total, used_bytes=used, free_bytes=free)
+                out.append(d)
+        except OSError:  # gone since it was resolved: resolve every folder again now
+            self.key = None
+            return self.read(key, fresh)
+        return out
 
 
 DISKS = DiskCadence()
