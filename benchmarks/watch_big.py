@@ -5,7 +5,8 @@ No sshd here: each host is an in-process stand-in for its resident probe that re
 recorded from the real probe on this machine (one-shot, as a host runs it, --record answers a
 quarter of a second apart over a runs folder whose run advances a step each time, so processes'
 CPU, the run's step, loss and age change from one answer to the next as on a live host). Each
-host starts at its own place in the recording. The stand-in answers through the probe's own
+host starts at its own place in the recording. The poller gets the stand-ins through its seam
+for where a host's probe comes from (`Poller(fleet, open_probe=...)`, `fleet/probe_seam.py`). The stand-in answers through the probe's own
 numbering and deltas (`backend/host/probe/delta.py`: only the sections that changed travel,
 whole every 30th), so everything the controller does per host-poll runs as in `watch`:
 `Poller.poll()` (the deltas applied, the changed sections validated, the snapshots made, the
@@ -37,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fleetdeck.backend.fleet.config import parse_fleet  # noqa: E402
+from fleetdeck.backend.fleet.config import HostConfig, parse_fleet  # noqa: E402
 from fleetdeck.backend.fleet.poller import Poller  # noqa: E402
 from fleetdeck.backend.host.probe.delta import Answers  # noqa: E402
 
@@ -102,9 +103,13 @@ async def measure(n: int, answers: list[dict], runs: str, polls: int, warmup: in
     from fleetdeck.backend.monitor.service import Monitor
 
     fleet = parse_fleet(fleet_text(n, runs), f"<{n} hosts>")
-    poller = Poller(fleet)
-    for i, h in enumerate(fleet.hosts):
-        poller._probes[h.name] = ReplayProbe(copy.deepcopy(answers), i)  # type: ignore[assignment]
+    place = {h.name: i for i, h in enumerate(fleet.hosts)}
+
+    async def open_probe(host: HostConfig) -> ReplayProbe:
+        # the poller's own seam: each host's probe is a replay, started at the host's place
+        return ReplayProbe(copy.deepcopy(answers), place[host.name])
+
+    poller = Poller(fleet, open_probe=open_probe)
     monitor = Monitor(fleet, source=poller)
     cpu: list[float] = []
     try:
