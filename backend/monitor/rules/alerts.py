@@ -48,7 +48,7 @@ from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.rules.disk import add_disk_sample, disk_eta, judge_disks
 from fleetdeck.backend.monitor.rules.ends import subject_gone
 from fleetdeck.backend.monitor.rules.gpu import judge_gpus
-from fleetdeck.backend.monitor.rules.runs import judge_runs
+from fleetdeck.backend.monitor.rules.runs import judge_runs, keys_by_host
 from fleetdeck.backend.monitor.rules.seats import judge_holders, judge_seats
 from fleetdeck.backend.monitor.rules.strays import judge_strays
 from fleetdeck.backend.monitor.rules.training import judge_training
@@ -194,6 +194,7 @@ class AlertEngine:
                     severity or self.config.severity_of(rule),
                 )
 
+        run_keys = keys_by_host(self.m)  # each host's, in one pass (not one per host)
         for h in snap.hosts:
             if not h.reachable:
                 blind.add(h.name)
@@ -209,7 +210,7 @@ class AlertEngine:
                 continue
             self.m.down_since.pop(h.name, None)
             judge_training(h, hold, self.config)
-            judge_runs(self.m, self.config, h, now, hold)
+            judge_runs(self.m, self.config, h, now, hold, run_keys.get(h.name, ([], [])))
             judge_disks(self.m, self.config, h, now, hold)
             judge_holders(self.m, self.config, h, now, hold)
             judge_gpus(h, now, hold, self.config)
