@@ -177,7 +177,8 @@ class Poller:
                     [tasks[h.name] for h in first],
                     timeout=max(0.0, min(h.connect_timeout for h in first) - deadline),
                 )
-        snaps, fresh = [], []
+        snaps: list[HostSnapshot] = []
+        fresh: set[str] = set()
         now = time.time()
         for h in targets:
             t = tasks[h.name]
@@ -205,7 +206,7 @@ class Poller:
                 )
             )
             snaps.append(r)
-            fresh.append(h.name)
+            fresh.add(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
         judged = self._verdict(snaps, load_acks())
