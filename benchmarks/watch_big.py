@@ -6,7 +6,10 @@ recorded from the real probe on this machine (one-shot, as a host runs it, --rec
 quarter of a second apart over a runs folder whose run advances a step each time, so processes'
 CPU, the run's step, loss and age change from one answer to the next as on a live host). Each
 host starts at its own place in the recording. The poller gets the stand-ins through its seam
-for where a host's probe comes from (`Poller(fleet, open_probe=...)`, `fleet/probe_seam.py`). The stand-in answers through the probe's own
+for where a host's probe comes from (`Poller(fleet, open_probe=...)`, `fleet/probe_seam.py`).
+The hosts share one recording, read only (a copy a host made the process hold 12 answers a
+host that no controller holds, and Python's full garbage collections walk them: at 1,000 hosts
+one took about half a second). The stand-in answers through the probe's own
 numbering and deltas (`backend/host/probe/delta.py`: only the sections that changed travel,
 whole every 30th), so everything the controller does per host-poll runs as in `watch`:
 `Poller.poll()` (the deltas applied, the changed sections validated, the snapshots made, the
@@ -14,8 +17,9 @@ stray verdict) and `Monitor.observe()` (the alert rules, the history written to 
 outbox). What it leaves out is the transport (asyncssh's packets and the event loop's reading
 of them; `benchmarks/profile_poll.py` measures those over real sshd hosts) and the seat checks.
 
-For each size: --polls cycles after --warmup, process CPU per cycle (median; and the least
-cycle's, which a busy machine's other processes inflate least), per host-poll,
+For each size: --polls cycles after --warmup, process CPU per cycle (median; the least cycle's,
+which a busy machine's other processes inflate least; the mean, with every full garbage
+collection the cycles made, whose count and CPU are printed too), per host-poll,
 and the share of a core at a --interval s poll (the cycle's CPU over the interval). The baseline
 is the smallest size: the line for each larger size prints its cost per host-poll as a ratio to
 it (flat is 1.0x).
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
+import gc
 import json
 import os
 import statistics
@@ -107,14 +111,30 @@ async def measure(n: int, answers: list[dict], runs: str, polls: int, warmup: in
     place = {h.name: i for i, h in enumerate(fleet.hosts)}
 
     async def open_probe(host: HostConfig) -> ReplayProbe:
-        # the poller's own seam: each host's probe is a replay, started at the host's place
-        return ReplayProbe(copy.deepcopy(answers), place[host.name])
+        # the poller's own seam: each host's probe is a replay, started at the host's place;
+        # the hosts share the recording (read, never changed: checked at the end), so the
+        # process holds what a controller holds, not twelve answers a host besides
+        return ReplayProbe(answers, place[host.name])
 
     poller = Poller(fleet, open_probe=open_probe)
     monitor = Monitor(fleet, source=poller)
     cpu: list[float] = []
+    recorded = json.dumps(answers)
+    full: list[float] = []  # the CPU of each full garbage collection in the measured cycles
+    started = [0.0]
+
+    def collected(phase: str, info: dict) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.process_time()
+            else:
+                full.append(time.process_time() - started[0])
+
+    gc.callbacks.append(collected)
     try:
         for k in range(warmup + polls):
+            if k == warmup:
+                full.clear()
             c0 = time.process_time()
             snap = await poller.poll()
             await monitor.observe(snap, seats=False)
@@ -122,7 +142,10 @@ async def measure(n: int, answers: list[dict], runs: str, polls: int, warmup: in
                 cpu.append(time.process_time() - c0)
         answered = sum(h.reachable for h in snap.hosts)
     finally:
+        gc.callbacks.remove(collected)
         await monitor.close()
+    if json.dumps(answers) != recorded:
+        raise SystemExit("the controller changed an answer it was given: the replay is not valid")
     cycle = statistics.median(cpu)
     return {
         "hosts": n,
@@ -131,6 +154,10 @@ async def measure(n: int, answers: list[dict], runs: str, polls: int, warmup: in
         "per_host_poll_ms": round(cycle * 1000 / n, 4),
         # the least a cycle took: what a busy machine's other processes added to it least
         "per_host_poll_min_ms": round(min(cpu) * 1000 / n, 4),
+        # the measured cycles' CPU a host-poll, all of it (the mean): full collections included
+        "per_host_poll_mean_ms": round(statistics.mean(cpu) * 1000 / n, 4),
+        "full_collections": len(full),
+        "full_collections_ms": round(sum(full) * 1000, 1),
         "cycle_cpu_ms_all": [round(c * 1000, 1) for c in cpu],
     }
 
@@ -158,7 +185,8 @@ def main() -> int:
     base, least = rows[0]["per_host_poll_ms"], rows[0]["per_host_poll_min_ms"]
     print(f"{'hosts':>6} {'answered':>8} {'cycle ms CPU':>13} {'ms a host-poll':>15} "
           f"{'vs ' + str(sizes[0]):>8} {'% of a core at ' + format(a.interval, 'g') + ' s':>18} "
-          f"{'least ms a host-poll':>21} {'vs ' + str(sizes[0]):>8}")  # fmt: skip
+          f"{'least ms a host-poll':>21} {'vs ' + str(sizes[0]):>8} {'mean':>7} "
+          f"{'full GCs (ms)':>14}")  # fmt: skip
     for r in rows:
         r["core_pct"] = round(100 * r["cycle_cpu_ms"] / 1000 / a.interval, 2)
         r["ratio"] = round(r["per_host_poll_ms"] / base, 2)
@@ -166,7 +194,9 @@ def main() -> int:
         print(
             f"{r['hosts']:>6} {r['answered']:>8} {r['cycle_cpu_ms']:>13.1f} "
             f"{r['per_host_poll_ms']:>15.4f} {r['ratio']:>7.2f}x {r['core_pct']:>17.2f}% "
-            f"{r['per_host_poll_min_ms']:>21.4f} {r['min_ratio']:>7.2f}x"
+            f"{r['per_host_poll_min_ms']:>21.4f} {r['min_ratio']:>7.2f}x "
+            f"{r['per_host_poll_mean_ms']:>7.4f} "
+            f"{str(r['full_collections']) + ' (' + format(r['full_collections_ms'], 'g') + ')':>14}"
         )
     print(f"load average {os.getloadavg()[0]:.2f}")
     if a.json:
