@@ -73,7 +73,7 @@ class ReplayProbe:
     def close(self) -> None:
         pass
 
-    async def wait(self, _timeout: float) -> None:
+    async def wait(self, timeout: float | None = None) -> int | None:
         return None
 
 
