@@ -15,7 +15,6 @@ from fleetdeck.backend.fleet.link import own
 from fleetdeck.backend.fleet.link.bundle import bundle
 from fleetdeck.backend.fleet.link.channel import (
     AnswerTooLarge,
-    HelperProcess,
     NonFinite,
     ShellOutputError,
     TooDeep,
@@ -23,6 +22,7 @@ from fleetdeck.backend.fleet.link.channel import (
 from fleetdeck.backend.fleet.link.helper_errors import sudo_error
 from fleetdeck.backend.fleet.link.ssh import HostLink
 from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
+from fleetdeck.backend.fleet.probe_seam import OpenProbe, ResidentProbe
 from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict
 from fleetdeck.backend.fleet.validate import Section, host_from_probe
 from fleetdeck.backend.host.lib.text import shown
@@ -85,15 +85,22 @@ class Poller:
     """
 
     def __init__(
-        self, fleet: Fleet, probe: str | None = None, deadline: float | None = None
+        self,
+        fleet: Fleet,
+        probe: str | None = None,
+        deadline: float | None = None,
+        open_probe: OpenProbe | None = None,
     ) -> None:
+        """`probe`: another probe source (tests hang one on purpose); `open_probe`: where a
+        host's resident probe comes from (`probe_seam.OpenProbe`; by default the probe's source
+        started over the host's link, as `--resident`)."""
         self.fleet = fleet
         #: `poll()` returns after this many seconds at most (None: when every host has answered
         #: or failed); a host still asking then is shown as it last was and answers later
         self.deadline = deadline
         self._inflight: dict[str, asyncio.Task[HostSnapshot]] = {}
         self._links = {h.name: HostLink(h) for h in fleet.hosts}
-        self._probes: dict[str, HelperProcess] = {}
+        self._probes: dict[str, ResidentProbe] = {}
         self._last_good: dict[str, HostSnapshot] = {}
         #: host -> {run path: worker} from its probe's last answer (see probe_request)
         self._workers: dict[str, dict[str, Any]] = {}
@@ -102,8 +109,8 @@ class Poller:
         self._held = {h.name: Held() for h in fleet.hosts}
         #: the stray verdict, judged again only when some host's schedules changed
         self._verdict = StrayVerdict()
-        # `probe`: another probe source (tests hang one on purpose)
         self._source = probe if probe is not None else probe_source()
+        self._open_probe = open_probe or self._start_probe
         self._closed = False
 
     async def __aenter__(self) -> Poller:
@@ -111,6 +118,10 @@ class Poller:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def _start_probe(self, host: HostConfig) -> ResidentProbe:
+        """The real resident probe on `host`, started over its link (the default `open_probe`)."""
+        return await self._links[host.name].start_helper(self._source, ["--resident"], what="probe")
 
     def link(self, name: str) -> HostLink:
         """The (shared, persistent) link to host `name`."""
@@ -166,7 +177,8 @@ class Poller:
                     [tasks[h.name] for h in first],
                     timeout=max(0.0, min(h.connect_timeout for h in first) - deadline),
                 )
-        snaps, fresh = [], []
+        snaps: list[HostSnapshot] = []
+        fresh: set[str] = set()
         now = time.time()
         for h in targets:
             t = tasks[h.name]
@@ -194,7 +206,7 @@ class Poller:
                 )
             )
             snaps.append(r)
-            fresh.append(h.name)
+            fresh.add(h.name)
             if r.reachable:
                 self._last_good[h.name] = r
         judged = self._verdict(snaps, load_acks())
@@ -216,14 +228,13 @@ class Poller:
             )
 
     async def _ask(self, host: HostConfig, retry: bool) -> HostSnapshot:
-        link = self._links[host.name]
         probe = self._probes.get(host.name)
         fresh = probe is None
         if probe is None:
             # bounded (connect, channel, source sent): past it HostError `timeout`, and the link
             # is dropped (the connection is open but the host does not answer on it: a
             # stopped sshd, a dead link the keepalive has not noticed yet)
-            probe = await link.start_helper(self._source, ["--resident"], what="probe")
+            probe = await self._open_probe(host)
             self._probes[host.name] = probe
         t0 = time.perf_counter()
         try:
@@ -294,7 +305,7 @@ class Poller:
         return snap
 
     async def _exchange(
-        self, host: HostConfig, probe: HelperProcess
+        self, host: HostConfig, probe: ResidentProbe
     ) -> tuple[dict[str, Any], dict[str, Section], str | None]:
         """One request and its answer: (the answer, its sections checked, why a delta was
         refused). A delta that cannot be applied is asked for again whole, once, on the same
@@ -311,7 +322,7 @@ class Poller:
         except BadDelta as e:
             raise HostError(host.name, f"{refused}; it answered {e}", e.code) from None
 
-    async def _request(self, host: HostConfig, probe: HelperProcess) -> dict[str, Any]:
+    async def _request(self, host: HostConfig, probe: ResidentProbe) -> dict[str, Any]:
         """The probe's answer to one snapshot request (naming the answer held, if any);
         HostError `bad-answer` or `probe` for an answer that is no snapshot."""
         held = self._held[host.name]

@@ -14,8 +14,9 @@ import pytest
 
 from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.config import load_fleet, parse_fleet
+from fleetdeck.backend.fleet.errors import HostError
 from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
-from fleetdeck.backend.fleet.poller import Poller, poll_fleet
+from fleetdeck.backend.fleet.poller import Poller, poll_fleet, probe_source
 from fleetdeck.backend.fleet.schedule_verdict import mark_stray
 
 pytestmark = pytest.mark.sshd
@@ -37,6 +38,31 @@ async def test_all_hosts_up_and_one_poll_is_one_round_trip_on_a_resident_probe(
         for h in second.hosts:
             assert h.memory_total_bytes > 0 and h.latency_ms is not None
             assert [d.path for d in h.disks] == [str(sshd_fleet.hosts[h.name].runs)]
+    finally:
+        await poller.close()
+
+
+async def test_a_hosts_probe_comes_from_the_pollers_open_probe(sshd_fleet, fleet_file):
+    """`open_probe` is asked for a host's probe when the poller holds none: once a host at the
+    first poll, not at the next; a host it cannot open one on is not reachable, with its error,
+    and asked again at the next poll."""
+    opened: list[str] = []
+    source = probe_source()
+
+    async def open_probe(host):
+        opened.append(host.name)
+        if host.name == "h2":
+            raise HostError(host.name, "no probe on this one", "probe")
+        return await poller.link(host.name).start_helper(source, ["--resident"], what="probe")
+
+    poller = Poller(load_fleet(str(fleet_file)), open_probe=open_probe)
+    try:
+        for n in (1, 2):
+            by = {h.name: h for h in (await poller.poll()).hosts}
+            assert by["h1"].reachable and by["h3"].reachable, [h.error for h in by.values()]
+            assert (by["h2"].reachable, by["h2"].error_code) == (False, "probe")
+            assert by["h2"].error == "no probe on this one"
+            assert [opened.count(h) for h in ("h1", "h2", "h3")] == [1, n, 1]
     finally:
         await poller.close()
 

@@ -48,8 +48,13 @@ from fleetdeck.backend.monitor.alert_state import Bad, Reject
 from fleetdeck.backend.monitor.rules.disk import add_disk_sample, disk_eta, judge_disks
 from fleetdeck.backend.monitor.rules.ends import subject_gone
 from fleetdeck.backend.monitor.rules.gpu import judge_gpus
-from fleetdeck.backend.monitor.rules.runs import judge_runs
-from fleetdeck.backend.monitor.rules.seats import judge_holders, judge_seats
+from fleetdeck.backend.monitor.rules.runs import judge_runs, keys_by_host
+from fleetdeck.backend.monitor.rules.seats import (
+    checks_by_host,
+    holders_by_host,
+    judge_holders,
+    judge_seats,
+)
 from fleetdeck.backend.monitor.rules.strays import judge_strays
 from fleetdeck.backend.monitor.rules.training import judge_training
 
@@ -194,6 +199,10 @@ class AlertEngine:
                     severity or self.config.severity_of(rule),
                 )
 
+        checks = checks or {}
+        # each host's keys and seat checks, found in one pass a poll (not one pass a host)
+        run_keys, holders = keys_by_host(self.m), holders_by_host(self.m)
+        own, checked = checks_by_host(checks), {c.port for c in checks.values() if c is not None}
         for h in snap.hosts:
             if not h.reachable:
                 blind.add(h.name)
@@ -209,11 +218,11 @@ class AlertEngine:
                 continue
             self.m.down_since.pop(h.name, None)
             judge_training(h, hold, self.config)
-            judge_runs(self.m, self.config, h, now, hold)
+            judge_runs(self.m, self.config, h, now, hold, run_keys.get(h.name, ([], [])))
             judge_disks(self.m, self.config, h, now, hold)
-            judge_holders(self.m, self.config, h, now, hold)
+            judge_holders(self.m, self.config, h, now, hold, holders.get(h.name, []))
             judge_gpus(h, now, hold, self.config)
-            judge_seats(self.m, self.config, h, now, checks or {}, hold)
+            judge_seats(self.m, self.config, h, now, checks, hold, own.get(h.name, {}), checked)
             judge_strays(self.m, self.config, h, now, hold, self._settle, LOOP_SETTLE_S)
         out = self._transitions(conds, blind, now, snap)
         self.m.ended.clear()  # only this poll's: a subject that ends is said at its resolve

@@ -60,9 +60,35 @@ def failed_text(h: HostSnapshot, r: Run) -> str:
     return f"run {shown(r.name)} on {h.name} failed{at}: {one_line(r.reason) or 'no reason given'}"
 
 
-def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Hold) -> None:
+#: one host's keys in the engine's memory: its runs (`m.runs`) and its events (`m.run_events`)
+HostKeys = tuple[list[str], list[str]]
+
+
+def keys_by_host(m: Any) -> dict[str, HostKeys]:
+    """Each host's keys in `m.runs` ("host|path") and `m.run_events` ("rule|host|path"), in one
+    pass over both: a poll of n hosts reads each key once, not once per host. Taken before the
+    poll's hosts are judged; judging a host changes only its own keys."""
+    out: dict[str, HostKeys] = {}
+    for k in m.runs:
+        out.setdefault(k.split("|", 1)[0], ([], []))[0].append(k)
+    for k in m.run_events:
+        out.setdefault(k.split("|", 2)[1], ([], []))[1].append(k)
+    return out
+
+
+def judge_runs(
+    m: Any,
+    config: AlertConfig,
+    h: HostSnapshot,
+    now: float,
+    hold: Hold,
+    keys: HostKeys | None = None,
+) -> None:
     """Record each run's state on reachable host `h` and hold the ends seen live (see the module
-    docstring). `m` is the engine's memory (`runs`, `run_events`)."""
+    docstring). `m` is the engine's memory (`runs`, `run_events`); `keys`: `h`'s keys in it as
+    `keys_by_host` found them this poll (None: looked up here, over every host's)."""
+    if keys is None:
+        keys = keys_by_host(m).get(h.name, ([], []))
     mine = h.name + "|"
     seen: dict[str, str] = {}
     for r in h.runs:
@@ -77,18 +103,30 @@ def judge_runs(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: H
             elif r.state == "failed":
                 m.run_events[f"run-failed|{key}"] = (now, failed_text(h, r))
         seen[key] = state
-    for key in [k for k in m.runs if k.startswith(mine) and k not in seen]:
-        del m.runs[key]  # gone from the listing: if it comes back, that is a first look
+    for key in keys[0]:
+        if key not in seen:
+            m.runs.pop(key, None)  # gone from the listing: if it comes back, a first look
     m.runs.update(seen)
     hold_s = config.event_hold_minutes * 60
-    for key, (t, text) in list(m.run_events.items()):
-        rule, host, path = key.split("|", 2)
-        if host != h.name:
+    # the events held before this poll, then those it found (each once, in the order held)
+    new = (f"{rule}|{k}" for k in seen for rule in ("run-finished", "run-failed"))
+    for key in dict.fromkeys([*keys[1], *new]):
+        if key not in m.run_events:
             continue
+        t, text = m.run_events[key]
+        rule, host, path = key.split("|", 2)
         if now - t < hold_s:
             hold(rule, host, path, t, text)
         else:
             del m.run_events[key]
 
 
-__all__ = ["FINISHING", "LIVE", "failed_text", "finished_text", "judge_runs"]
+__all__ = [
+    "FINISHING",
+    "LIVE",
+    "HostKeys",
+    "failed_text",
+    "finished_text",
+    "judge_runs",
+    "keys_by_host",
+]

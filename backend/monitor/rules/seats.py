@@ -13,9 +13,35 @@ from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.host.lib import units
 
 
-def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold: Hold) -> None:
+def holders_by_host(m: Any) -> dict[str, list[str]]:
+    """Each host's keys in `m.idle_since` ("host|card|pid|command"), in one pass: a poll of n
+    hosts reads each key once, not once per host. Judging a host changes only its own keys."""
+    out: dict[str, list[str]] = {}
+    for k in m.idle_since:
+        out.setdefault(k.split("|", 1)[0], []).append(k)
+    return out
+
+
+def checks_by_host(checks: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each host's seat checks (their keys are "host:port:kind"), in one pass."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, c in checks.items():
+        out.setdefault(k.split(":", 1)[0], {})[k] = c
+    return out
+
+
+def judge_holders(
+    m: Any,
+    config: AlertConfig,
+    h: HostSnapshot,
+    now: float,
+    hold: Hold,
+    mine: list[str] | None = None,
+) -> None:
     """Hold gpu-headroom (a card holding a seat with less free than the floor) and idle-holder
-    (a process neither a seat nor a run holding memory on an idle card) for `h`'s cards."""
+    (a process neither a seat nor a run holding memory on an idle card) for `h`'s cards.
+    `mine`: `h`'s keys in `m.idle_since` as `holders_by_host` found them this poll (None: looked
+    up here, over every host's)."""
     seats = [(s, {*s.pids, s.pid}) for s in h.seats or ()]
     seat_pids = set().union(*(p for _, p in seats)) if seats else set()
     run_pids = {r.pid for r in h.runs if r.pid}
@@ -68,15 +94,27 @@ def judge_holders(m: Any, config: AlertConfig, h: HostSnapshot, now: float, hold
                 )
     if watched:  # a holder that went away starts from zero if it comes back
         alive = {f"{h.name}|{g.index}|{p.pid}|{p.command}" for g in h.gpus for p in g.processes}
-        for key in [k for k in watched if k.startswith(h.name + "|") and k not in alive]:
-            del watched[key]
+        if mine is None:
+            mine = holders_by_host(m).get(h.name, [])
+        for key in mine:
+            if key not in alive:
+                watched.pop(key, None)
 
 
 def judge_seats(
-    m: Any, config: AlertConfig, h: HostSnapshot, now: float, checks: Mapping[str, Any], hold: Hold
+    m: Any,
+    config: AlertConfig,
+    h: HostSnapshot,
+    now: float,
+    checks: Mapping[str, Any],
+    hold: Hold,
+    own: Mapping[str, Any] | None = None,
+    checked: set[int] | None = None,
 ) -> None:
     """Hold seat-restart (the restart count grew, or the seat was OOM-killed, within
-    `event_hold_minutes`) and seat-check (the seat's last check failed) for `h`'s seats."""
+    `event_hold_minutes`) and seat-check (the seat's last check failed) for `h`'s seats.
+    `checks`: the fleet's seat checks; `own`, `h`'s among them (`checks_by_host`), and
+    `checked`, the ports they name: found once a poll (None: here, over every host's)."""
     for s in h.seats or ():
         prev = m.restarts.get(s.key)
         cur = (s.restarts, bool(s.oom_killed))
@@ -105,8 +143,10 @@ def judge_seats(
             del m.events[s.key]
     ports = {s.port for s in h.seats or ()}
     listed = m.__dict__.setdefault("seat_ports", {}).setdefault(h.name, set())
-    for key, c in checks.items():
-        if key.startswith(h.name + ":") and c is not None and not c.sound:
+    if own is None:
+        own = checks_by_host(checks).get(h.name, {})
+    for c in own.values():
+        if c is not None and not c.sound:
             if c.port in listed and c.port not in ports:
                 # the seat is gone (stopped with K, its container removed): so is what its last
                 # check said; the alert resolves, saying why, and never pages again
@@ -124,8 +164,10 @@ def judge_seats(
             )
     # a seat once listed and listed no more is gone; a port checked by hand and never listed
     # (`seats check HOST PORT` on something the probe does not find) keeps its verdict
-    listed.intersection_update(ports | {c.port for c in checks.values() if c is not None})
+    if checked is None:
+        checked = {c.port for c in checks.values() if c is not None}
+    listed.intersection_update(ports | checked)
     listed.update(ports)
 
 
-__all__ = ["judge_holders", "judge_seats"]
+__all__ = ["checks_by_host", "holders_by_host", "judge_holders", "judge_seats"]

@@ -69,13 +69,18 @@ def removals() -> dict[str, list[dict[str, Any]]]:
     return _REMOVALS["by_host"]
 
 
-def returned(h: HostSnapshot, s: Schedule) -> dict[str, Any] | None:
+def returned(
+    h: HostSnapshot, s: Schedule, removed: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """The last removal of this schedule (the same id, or the same command) on `h`, when it is
-    listed again after it: who removed it, when, and its audit record."""
+    listed again after it: who removed it, when, and its audit record. `removed`: `h`'s
+    removals as `removals()` gave them (None: read here)."""
+    if removed is None:
+        removed = removals().get(h.name, [])
+    if not removed:
+        return None
     cmd = norm_command(s.command)
-    hits = [
-        r for r in removals().get(h.name, ()) if r["id"] == s.id or (cmd and r["command"] == cmd)
-    ]
+    hits = [r for r in removed if r["id"] == s.id or (cmd and r["command"] == cmd)]
     return max(hits, key=lambda r: r["ts"]) if hits else None
 
 
@@ -176,8 +181,9 @@ def judge_strays(
     strays = [s for s in h.schedules if s.stray]
     back = {}
     first_seen = m.__dict__.setdefault("stray_back", {})
+    removed = removals().get(h.name, []) if strays else []  # the audit log looked at once a host
     for s in strays:
-        r = returned(h, s)
+        r = returned(h, s, removed)
         if r is not None and r["ts"] < now:
             back[s.id] = r
             at = first_seen.setdefault(f"{h.name}|{s.id}|{r['n']}", now)
