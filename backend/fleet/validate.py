@@ -35,7 +35,7 @@ from fleetdeck.backend.fleet.validate_fields import (
     checked_series,
     described,
 )
-from fleetdeck.backend.fleet.validate_gpu import gpu_from_json
+from fleetdeck.backend.fleet.validate_gpu import gpu_from_json, gpu_read_back
 from fleetdeck.backend.host.lib.text import shown
 
 
@@ -341,8 +341,10 @@ def host_from_json(d: dict[str, Any]) -> HostSnapshot:
         return HostSnapshot(
             name=d["name"], reachable=False, error=d.get("error"), time=d.get("time", 0.0)
         )
-    snap = host_from_probe(d["name"], d, d.get("latency_ms"), d.get("time", 0.0))
-    return snap
+    gpus = d.get("gpus")
+    if isinstance(gpus, list):  # its texts were escaped once, when the probe's answer was read
+        d = dict(d, gpus=[gpu_read_back(g) for g in gpus])
+    return host_from_probe(d["name"], d, d.get("latency_ms"), d.get("time", 0.0))
 
 
 def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:

@@ -33,6 +33,7 @@ from fleetdeck.backend.fleet.validate_fields import (
     as_whole,
     as_words,
     described,
+    unshown,
 )
 from fleetdeck.backend.host.probe import wire as probe_wire
 
@@ -205,6 +206,33 @@ def _processes(d: dict, marks: list[str]) -> tuple[GpuProcess, ...]:
     return tuple(procs)
 
 
+def _unshown_labels(d: dict, plan: Plan) -> dict:
+    out = dict(d)
+    for key, _path, fn, _args, sub in plan.steps:
+        v = out.get(key)
+        if sub is not None and isinstance(v, dict):
+            out[key] = _unshown_labels(v, sub)
+        elif fn is as_label and isinstance(v, str):
+            out[key] = unshown(v)
+        elif fn is as_words and isinstance(v, list):
+            out[key] = [unshown(w) if isinstance(w, str) else w for w in v]
+    return out
+
+
+def gpu_read_back(d: Any) -> Any:
+    """A card of `status --json` as the probe gave it, for `gpu_from_json` to check again: its
+    texts (`as_label`, `as_words`; the name and uuid) were escaped when it was first checked,
+    so they are taken back to what was escaped (`unshown`) and come out of the check as they
+    were printed, not escaped twice."""
+    if not isinstance(d, dict):
+        return d
+    out = _unshown_labels(d, plan_of(probe_wire.GpuRecord, Gpu))
+    for key in ("name", "uuid"):
+        if isinstance(out.get(key), str):
+            out[key] = unshown(out[key])
+    return out
+
+
 def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
     """GPU number `i` of an answer, checked by the probe's declaration of it (`GpuRecord`);
     what is wrong with a figure goes to `marks`, a bad identity raises BadField."""
@@ -228,4 +256,4 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
     return gpu
 
 
-__all__ = ["IDENTITY", "Plan", "gpu_from_json", "plan_of", "unnamed_figures"]
+__all__ = ["IDENTITY", "Plan", "gpu_from_json", "gpu_read_back", "plan_of", "unnamed_figures"]
