@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from collections.abc import Callable
-from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from fleetdeck.backend.fleet.models import Gpu, GpuEcc, GpuPcie, GpuProcess, Xid
 from fleetdeck.backend.fleet.validate_fields import (
@@ -24,17 +23,16 @@ from fleetdeck.backend.fleet.validate_fields import (
     MAX_ITEMS,
     MAX_TEXT,
     BadField,
-    Item,
     as_count,
     as_figure,
     as_flag,
     as_label,
-    as_text,
     as_whole,
     as_words,
     described,
     unshown,
 )
+from fleetdeck.backend.fleet.validate_records import read, unwrapped
 from fleetdeck.backend.host.probe import wire as probe_wire
 
 #: the figures whose bad value leaves the card out (a card is known by them), not unknown
@@ -58,17 +56,9 @@ class Plan:
     named: frozenset[str]
 
 
-def _unwrapped(hint: Any) -> Any:
-    """The declared type without its `Optional`."""
-    if get_origin(hint) in (Union, types.UnionType):
-        rest = [a for a in get_args(hint) if a is not type(None)]
-        return rest[0] if len(rest) == 1 else hint
-    return hint
-
-
 def _check(path: str, hint: Any, bounds: dict[str, Any]) -> tuple[Callable[..., Any], tuple]:
     """The check of one scalar figure from its declared type and its entry in `bounds`."""
-    base, bound = _unwrapped(hint), bounds.get(path)
+    base, bound = unwrapped(hint), bounds.get(path)
     if base is bool:
         return as_flag, ()
     if base is int:
@@ -160,47 +150,31 @@ def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
     if not isinstance(v, list):
         marks.append(f"xid: not a list ({described(v)})")
         return None
-    b = probe_wire.GPU_BOUNDS
     out = []
     for x in v[:64]:
         try:
             if not isinstance(x, dict):
                 raise BadField("xid", f"not an object ({described(x)})")
-            t, code = (
-                as_figure(x.get("time"), "xid.time", *b["xid.time"]),
-                as_count(x.get("code"), "xid.code", b["xid.code"][1]),
-            )
-            if t is None or code is None:
+            kw = read(x, probe_wire.XidRecord, Xid, "gpu.xid", marks)
+            if kw["time"] is None or kw["code"] is None:
                 raise BadField("xid", "no time or code")
-            out.append(Xid(time=t, code=code))
+            out.append(Xid(**kw))
         except BadField as e:
             marks.append(str(e))
     return tuple(out)
 
 
 def _processes(d: dict, marks: list[str]) -> tuple[GpuProcess, ...]:
-    b = probe_wire.GPU_BOUNDS
     procs = []
     items = d.get("processes") or ()
     for p in items[: MAX_ITEMS["processes"]] if isinstance(items, list) else ():
         try:
-            pi = Item(p, "process")
-            procs.append(
-                GpuProcess(
-                    pid=as_count(p.get("pid", 0), "processes.pid", b["processes.pid"][1]) or 0,
-                    # the user and the command stay raw: a stop takes them back to the host
-                    user=as_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
-                    used_mib=pi.soft(as_figure, "used_mib", *b["processes.used_mib"]) or 0.0,
-                    command=as_text(  # type: ignore[arg-type]
-                        p.get("command", ""), "processes.command", limit=b["processes.command"]
-                    ),
-                    sm_pct=pi.soft(as_figure, "sm_pct", *b["processes.sm_pct"]),
-                    memory_util_pct=pi.soft(
-                        as_figure, "memory_util_pct", *b["processes.memory_util_pct"]
-                    ),
-                )
-            )
-            marks.extend(f"processes.{m}" for m in pi.marks)
+            if not isinstance(p, dict):
+                raise BadField("process", f"not an object ({described(p)})")
+            mine: list[str] = []
+            kw = read(p, probe_wire.GpuProcessRecord, GpuProcess, "gpu.processes", mine)
+            procs.append(GpuProcess(**dict(kw, pid=kw["pid"] or 0)))
+            marks.extend(mine)
         except BadField as e:
             marks.append(f"a process left out: {e}")
     return tuple(procs)
