@@ -93,22 +93,18 @@ def plan_of(record: type, model: type, prefix: str = "") -> Plan:
     return Plan(tuple(steps), named)
 
 
-def unnamed_figures() -> tuple[tuple[str, Callable[..., Any]], ...]:
-    """The figures the probe declares that the `Gpu` model does not name (they are kept in
-    `Gpu.extra`), by path (`pcie.gen` for a nested one), each with its check (`as_whole`,
-    `as_figure`, `as_flag`, `as_label`, `as_words`): what `/metrics` exports on its own."""
-    return _unnamed(plan_of(probe_wire.GpuRecord, Gpu), True)
+def declared_figures() -> tuple[tuple[str, Callable[..., Any]], ...]:
+    """Every scalar figure the probe declares for a card (`pcie.gen` for a nested one), named
+    by the `Gpu` model or kept in `Gpu.extra`, each with its check (`as_whole`, `as_figure`,
+    `as_flag`, `as_label`, `as_words`), in declared order: what `/metrics` exports from."""
+    return _scalars(plan_of(probe_wire.GpuRecord, Gpu))
 
 
 @functools.cache
-def _unnamed(plan: Plan, named: bool) -> tuple[tuple[str, Callable[..., Any]], ...]:
+def _scalars(plan: Plan) -> tuple[tuple[str, Callable[..., Any]], ...]:
     out: list[tuple[str, Callable[..., Any]]] = []
-    for key, path, fn, _args, sub in plan.steps:
-        inside = named and key in plan.named
-        if sub is not None:
-            out.extend(_unnamed(sub, inside))
-        elif not inside:
-            out.append((path, fn))
+    for _key, path, fn, _args, sub in plan.steps:
+        out.extend(_scalars(sub) if sub is not None else [(path, fn)])
     return tuple(out)
 
 
@@ -230,4 +226,11 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
     return gpu
 
 
-__all__ = ["IDENTITY", "Plan", "gpu_from_json", "gpu_read_back", "plan_of", "unnamed_figures"]
+__all__ = [
+    "IDENTITY",
+    "Plan",
+    "declared_figures",
+    "gpu_from_json",
+    "gpu_read_back",
+    "plan_of",
+]
