@@ -1,7 +1,9 @@
 """A host's answer checked item by item into the typed snapshots of models.py: every field of
 every GPU, disk, run, schedule, process and seat is bounded and typed here, and an item that
 fails its check is left out with a warning naming the field, never the whole host. The check
-of one field is in validate_fields.py, a GPU's in validate_gpu.py."""
+of one field is in validate_fields.py, a GPU's in validate_gpu.py; the fields of a disk, a run,
+a checkpoint, a schedule and a process are read from their declaration (validate_records.py),
+their lists, enumerations and objects here."""
 
 from __future__ import annotations
 

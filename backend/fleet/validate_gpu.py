@@ -7,7 +7,8 @@ once per record; a figure the declaration gains is checked from then on, and one
 model does not name yet is kept in `Gpu.extra` (in `status --json` and `/metrics` too).
 
 A bad index, name or uuid (`IDENTITY`) leaves the card out; processes and Xid errors are
-lists of records checked item by item."""
+lists of records, each item checked from its own declaration (`GpuProcessRecord`, `XidRecord`:
+validate_records.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from fleetdeck.backend.host.probe import wire as probe_wire
 
 #: the figures whose bad value leaves the card out (a card is known by them), not unknown
 IDENTITY = ("index", "name", "uuid")
-#: the fields of the record read by hand: lists of records, checked item by item
+#: the fields of the record that are lists of records, each item checked on its own
 LISTS = ("processes", "xid")
 #: the models of the nested records, by the key that holds one
 NESTED: dict[str, type] = {"pcie": GpuPcie, "ecc": GpuEcc}

@@ -5,7 +5,9 @@ schedule, a seat, a process. The probe builds them (gpu.py, gpu_health.py, nvml.
 sampler.py, main.py); the controller holds each GPU of an answer to `GpuRecord` and
 `GPU_BOUNDS`, field by field, from this declaration (`backend/fleet/validate_gpu.py`), so a
 field added here is checked, escaped, kept in `status --json` and exported in `/metrics`
-with nothing else to change (docs/development.md, "A new GPU figure").
+with nothing else to change (docs/development.md, "A new GPU figure"); the fields of the
+other records that their models name are checked from it too, with `RECORD_BOUNDS` and
+`RAW_TEXTS` (`backend/fleet/validate_records.py`).
 
 Python 3.8: `typing.TypedDict`, the optional keys of a record in a `total=False` subclass of
 its required ones. The probe imports this module under `TYPE_CHECKING` only: on a host
