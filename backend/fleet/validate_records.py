@@ -56,7 +56,7 @@ BY_HAND = {
 #: one field's check: its key, its name in a warning (`processes.pid`), the check and its
 #: arguments after (value, name), whether a bad value leaves the item out, what a key left out
 #: reads as, what stands in for None (None where None is a value), and the type and bounds a
-#: value is taken as it is by (`_kept`: no call for a good one)
+#: value is taken as it is by (`_fast`: no call for a good one)
 Step = tuple[str, str, Callable[..., Any], tuple[Any, ...], bool, Any, Any, Any, Any, Any]
 
 _ZERO = {int: 0, float: 0.0, bool: False, str: ""}
