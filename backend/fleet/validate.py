@@ -1,7 +1,9 @@
 """A host's answer checked item by item into the typed snapshots of models.py: every field of
 every GPU, disk, run, schedule, process and seat is bounded and typed here, and an item that
 fails its check is left out with a warning naming the field, never the whole host. The check
-of one field is in validate_fields.py, a GPU's in validate_gpu.py."""
+of one field is in validate_fields.py, a GPU's in validate_gpu.py; the fields of a disk, a run,
+a checkpoint, a schedule and a process are read from their declaration (validate_records.py),
+their lists, enumerations and objects here."""
 
 from __future__ import annotations
 
@@ -30,68 +32,51 @@ from fleetdeck.backend.fleet.validate_fields import (
     Item,
     as_count,
     as_figure,
-    as_flag,
     as_text,
     checked_series,
     described,
 )
-from fleetdeck.backend.fleet.validate_gpu import gpu_from_json
+from fleetdeck.backend.fleet.validate_gpu import gpu_from_json, gpu_read_back
+from fleetdeck.backend.fleet.validate_records import read
 from fleetdeck.backend.host.lib.text import shown
+from fleetdeck.backend.host.probe import wire
 
 
-def _run(host: str, d: Any, marks: list[str]) -> Run:
-    it = Item(d, "run")
-    path = as_text(d.get("path"), "path")
-    name = as_text(d.get("name", ""), "name")
-    ckpts = []
-    for c in (
-        (d.get("checkpoints") or ())[: MAX_ITEMS["checkpoints"]]
-        if isinstance(d.get("checkpoints"), list)
-        else ()
-    ):
+def _checkpoints(d: dict, marks: list[str]) -> tuple[Checkpoint, ...]:
+    items = d.get("checkpoints")
+    out = []
+    for c in items[: MAX_ITEMS["checkpoints"]] if isinstance(items, list) else ():
         try:
             if not isinstance(c, dict):
                 raise BadField("checkpoints", f"not an object ({described(c)})")
-            ci = Item(c, "checkpoint")
-            ckpts.append(
-                Checkpoint(
-                    path=as_text(c.get("path"), "checkpoints.path"),  # type: ignore[arg-type]
-                    step=as_count(c.get("step"), "checkpoints.step"),
-                    bytes=as_count(c.get("bytes") or 0, "checkpoints.bytes", MAX_BYTES) or 0,
-                    complete=ci.soft(as_flag, "complete"),
-                    problem=ci.soft(as_text, "problem", True, 300),
-                )
-            )
-            it.marks.extend(f"checkpoints.{m}" for m in ci.marks)
+            mine: list[str] = []
+            kw = read(c, wire.CheckpointRecord, Checkpoint, "checkpoint", mine)
+            out.append(Checkpoint(**kw))
+            marks.extend(f"checkpoints.{m}" for m in mine)
         except BadField as e:
-            it.marks.append(str(e))
+            marks.append(f"checkpoints.{e}")
+    return tuple(out)
+
+
+def _run(host: str, d: Any, marks: list[str]) -> Run:
+    if not isinstance(d, dict):
+        raise BadField("run", f"not an object ({described(d)})")
+    mine: list[str] = []
+    kw = read(d, wire.RunRecord, Run, "run", mine)
     state = d.get("state")
     if state not in RUN_STATES:
         if state is not None:
-            it.marks.append(f"state: unknown ({described(state)})")
+            mine.append(f"state: unknown ({described(state)})")
         state = "unknown"
     run = Run(
         host=host,
-        path=path,  # type: ignore[arg-type]
-        name=name,  # type: ignore[arg-type]
         state=state,
-        pid=it.soft(as_count, "pid", 2**31),
-        step=it.soft(as_count, "step"),
-        max_steps=it.soft(as_count, "max_steps"),
-        loss=it.soft(as_figure, "loss"),
-        eval_loss=it.soft(as_figure, "eval_loss"),
-        losses=checked_series(d.get("losses"), "losses", it.marks),
-        eval_losses=checked_series(d.get("eval_losses"), "eval_losses", it.marks),
-        seconds_per_step=it.soft(as_figure, "seconds_per_step", 0.0),
-        eta_seconds=it.soft(as_figure, "eta_seconds", 0.0),
-        adapter=it.soft(as_text, "adapter", True),
-        checkpoints=tuple(ckpts),
-        reason=it.soft(as_text, "reason", True),
-        last_update=it.soft(as_figure, "last_update"),
-        last_seconds_per_step=it.soft(as_figure, "last_seconds_per_step", 0.0),
-        step_times=it.soft(as_count, "step_times", 10**6),
+        losses=checked_series(d.get("losses"), "losses", mine),
+        eval_losses=checked_series(d.get("eval_losses"), "eval_losses", mine),
+        checkpoints=_checkpoints(d, mine),
+        **kw,
     )
-    marks.extend(it.marks)
+    marks.extend(mine)
     return run
 
 
@@ -101,51 +86,38 @@ def run_from_json(host: str, d: dict[str, Any]) -> Run:
     return _run(host, d, [])
 
 
+def _texts(v: Any, field: str, most: int, limit: int = MAX_TEXT) -> tuple[str, ...]:
+    """A list of up to `most` raw texts (the rest left out); a text that is not one raises."""
+    if not v or not isinstance(v, list):
+        return ()
+    return tuple(as_text(t, field, limit=limit) for t in v[:most])  # type: ignore[misc]
+
+
 def _schedule(host: str, d: Any, marks: list[str]) -> Schedule:
-    it = Item(d, "schedule")
+    if not isinstance(d, dict):
+        raise BadField("schedule", f"not an object ({described(d)})")
     kind = d.get("kind")
     if kind not in SCHEDULE_KINDS:
         raise BadField("kind", f"unknown ({described(kind)})")
-    reasons = d.get("reasons") or ()
-    missing = d.get("missing_paths") or ()
+    mine: list[str] = []
+    kw = read(d, wire.ScheduleRecord, Schedule, "schedule", mine)
     job = d.get("job")
     sched = Schedule(
-        id=as_text(d.get("id"), "id", limit=128),  # type: ignore[arg-type]
         host=host,
         kind=kind,
-        user=as_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
-        spec=as_text(d.get("spec", ""), "spec"),  # type: ignore[arg-type]
-        command=as_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
-        source=as_text(d.get("source", ""), "source"),  # type: ignore[arg-type]
-        next_run=it.soft(as_text, "next_run", True),
-        pid=it.soft(as_count, "pid", 2**31),
         stray=bool(d.get("stray", False)),
-        reasons=tuple(
-            as_text(r, "reasons", limit=200)  # type: ignore[misc]
-            for r in reasons[:32]
-        )
-        if isinstance(reasons, list)
-        else (),
+        reasons=_texts(d.get("reasons"), "reasons", 32, 200),
         active=d.get("active", True) is not False,
-        start_time=it.soft(as_count, "start_time", MAX_BYTES),
-        raw=it.soft(as_text, "raw", True, 4 * MAX_TEXT),
-        line=it.soft(as_count, "line"),
-        unit=it.soft(as_text, "unit", True),
         job=None
         if job is None
         else str(as_count(job, "job"))
         if not isinstance(job, str)
         else as_text(job, "job", limit=64),
-        scope=it.soft(as_text, "scope", True),
         system=d.get("system", False) is True,
-        missing_paths=tuple(
-            as_text(p, "missing_paths")  # type: ignore[misc]
-            for p in missing[:64]
-        )
-        if isinstance(missing, list)
-        else (),
+        missing_paths=_texts(d.get("missing_paths"), "missing_paths", 64),
+        **kw,
     )
-    marks.extend(it.marks)
+    marks.extend(mine)
     return sched
 
 
@@ -156,40 +128,26 @@ def schedule_from_json(host: str, d: dict[str, Any]) -> Schedule:
 
 
 def _disk(d: Any, i: int, marks: list[str]) -> Disk:
-    it = Item(d, "disk")
-    disk = Disk(
-        path=as_text(d.get("path", ""), "path"),  # type: ignore[arg-type]
-        mount=as_text(d.get("mount", ""), "mount"),  # type: ignore[arg-type]
-        fstype=as_text(d.get("fstype", ""), "fstype", limit=64),  # type: ignore[arg-type]
-        total_bytes=it.soft(as_count, "total_bytes", MAX_BYTES) or 0,
-        used_bytes=it.soft(as_count, "used_bytes", MAX_BYTES) or 0,
-        free_bytes=it.soft(as_count, "free_bytes", MAX_BYTES) or 0,
-        error=it.soft(as_text, "error", True),
-    )
-    marks.extend(it.marks)
-    return disk
+    if not isinstance(d, dict):
+        raise BadField("disk", f"not an object ({described(d)})")
+    return Disk(**read(d, wire.DiskRecord, Disk, "disk", marks))
 
 
 PROCESS_TAGS = ("gpu", "run", "seat", "loop", "stopped", "cpu", "memory")
 
 
 def _process(d: Any, i: int, marks: list[str]) -> Process:
-    it = Item(d, "process")
+    if not isinstance(d, dict):
+        raise BadField("process", f"not an object ({described(d)})")
+    mine: list[str] = []
+    kw = read(d, wire.ProcessRecord, Process, "process", mine)
     why = d.get("why") or []
     proc = Process(
-        pid=as_count(d.get("pid"), "pid", 2**31) or 0,
-        start=as_count(d.get("start"), "start", MAX_BYTES),  # type: ignore[arg-type]
-        user=as_text(d.get("user", ""), "user"),  # type: ignore[arg-type]
-        command=as_text(d.get("command", ""), "command", limit=4 * MAX_TEXT),  # type: ignore[arg-type]
-        cpu_pct=it.soft(as_figure, "cpu_pct", 0.0, 1e5),
-        rss_bytes=it.soft(as_count, "rss_bytes", MAX_BYTES),
-        gpu_mib=it.soft(as_figure, "gpu_mib", 0.0),
-        why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (),
-        ppid=it.soft(as_count, "ppid", 2**31),
+        why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (), **kw
     )
     if not proc.pid or proc.start is None:
         raise BadField("pid", "no pid and start time: no identity")
-    marks.extend(it.marks)
+    marks.extend(mine)
     return proc
 
 
@@ -341,8 +299,10 @@ def host_from_json(d: dict[str, Any]) -> HostSnapshot:
         return HostSnapshot(
             name=d["name"], reachable=False, error=d.get("error"), time=d.get("time", 0.0)
         )
-    snap = host_from_probe(d["name"], d, d.get("latency_ms"), d.get("time", 0.0))
-    return snap
+    gpus = d.get("gpus")
+    if isinstance(gpus, list):  # its texts were escaped once, when the probe's answer was read
+        d = dict(d, gpus=[gpu_read_back(g) for g in gpus])
+    return host_from_probe(d["name"], d, d.get("latency_ms"), d.get("time", 0.0))
 
 
 def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:

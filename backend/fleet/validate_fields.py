@@ -6,6 +6,7 @@ validate_gpu.py build the snapshots from these."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from fleetdeck.backend.host.lib.text import shown
@@ -150,6 +151,28 @@ def as_label(v: Any, field: str, optional: bool = False, limit: int = MAX_TEXT) 
     return None if t is None else shown(t)
 
 
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[ntr])")
+_NAMED = {"\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    code = m.group(1)
+    if code in _NAMED:
+        return _NAMED[code]
+    o = int(code[1:], 16)
+    if code[0] == "x" and o >= 0x80 and chr(o).isprintable():
+        return chr(0xDC00 + o)  # `shown` writes a printable \xNN only for an undecodable byte
+    return chr(o)
+
+
+def unshown(t: str) -> str:
+    """Text as it was before `shown` escaped it, as far as `shown` writes the same again:
+    `shown(unshown(s)) == s` for every `s` that `shown` wrote. What `status --json` printed of
+    a label (`as_label`) is read back through this, so it is not escaped a second time, while
+    a raw control character in the document is still escaped."""
+    return t if "\\" not in t else _ESCAPE.sub(_unescaped, t)
+
+
 def as_words(v: Any, field: str, limit: int = 64) -> tuple[str, ...] | None:
     """A list of up to 32 words of up to `limit` characters, or None; each made safe as
     `as_label` does."""
@@ -193,4 +216,5 @@ __all__ = [
     "checked_series",
     "described",
     "sub_fields",
+    "unshown",
 ]

@@ -7,15 +7,15 @@ once per record; a figure the declaration gains is checked from then on, and one
 model does not name yet is kept in `Gpu.extra` (in `status --json` and `/metrics` too).
 
 A bad index, name or uuid (`IDENTITY`) leaves the card out; processes and Xid errors are
-lists of records checked item by item."""
+lists of records, each item checked from its own declaration (`GpuProcessRecord`, `XidRecord`:
+validate_records.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from collections.abc import Callable
-from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from fleetdeck.backend.fleet.models import Gpu, GpuEcc, GpuPcie, GpuProcess, Xid
 from fleetdeck.backend.fleet.validate_fields import (
@@ -24,21 +24,21 @@ from fleetdeck.backend.fleet.validate_fields import (
     MAX_ITEMS,
     MAX_TEXT,
     BadField,
-    Item,
     as_count,
     as_figure,
     as_flag,
     as_label,
-    as_text,
     as_whole,
     as_words,
     described,
+    unshown,
 )
+from fleetdeck.backend.fleet.validate_records import read, unwrapped
 from fleetdeck.backend.host.probe import wire as probe_wire
 
 #: the figures whose bad value leaves the card out (a card is known by them), not unknown
 IDENTITY = ("index", "name", "uuid")
-#: the fields of the record read by hand: lists of records, checked item by item
+#: the fields of the record that are lists of records, each item checked on its own
 LISTS = ("processes", "xid")
 #: the models of the nested records, by the key that holds one
 NESTED: dict[str, type] = {"pcie": GpuPcie, "ecc": GpuEcc}
@@ -57,17 +57,9 @@ class Plan:
     named: frozenset[str]
 
 
-def _unwrapped(hint: Any) -> Any:
-    """The declared type without its `Optional`."""
-    if get_origin(hint) in (Union, types.UnionType):
-        rest = [a for a in get_args(hint) if a is not type(None)]
-        return rest[0] if len(rest) == 1 else hint
-    return hint
-
-
 def _check(path: str, hint: Any, bounds: dict[str, Any]) -> tuple[Callable[..., Any], tuple]:
     """The check of one scalar figure from its declared type and its entry in `bounds`."""
-    base, bound = _unwrapped(hint), bounds.get(path)
+    base, bound = unwrapped(hint), bounds.get(path)
     if base is bool:
         return as_flag, ()
     if base is int:
@@ -102,22 +94,18 @@ def plan_of(record: type, model: type, prefix: str = "") -> Plan:
     return Plan(tuple(steps), named)
 
 
-def unnamed_figures() -> tuple[tuple[str, Callable[..., Any]], ...]:
-    """The figures the probe declares that the `Gpu` model does not name (they are kept in
-    `Gpu.extra`), by path (`pcie.gen` for a nested one), each with its check (`as_whole`,
-    `as_figure`, `as_flag`, `as_label`, `as_words`): what `/metrics` exports on its own."""
-    return _unnamed(plan_of(probe_wire.GpuRecord, Gpu), True)
+def declared_figures() -> tuple[tuple[str, Callable[..., Any]], ...]:
+    """Every scalar figure the probe declares for a card (`pcie.gen` for a nested one), named
+    by the `Gpu` model or kept in `Gpu.extra`, each with its check (`as_whole`, `as_figure`,
+    `as_flag`, `as_label`, `as_words`), in declared order: what `/metrics` exports from."""
+    return _scalars(plan_of(probe_wire.GpuRecord, Gpu))
 
 
 @functools.cache
-def _unnamed(plan: Plan, named: bool) -> tuple[tuple[str, Callable[..., Any]], ...]:
+def _scalars(plan: Plan) -> tuple[tuple[str, Callable[..., Any]], ...]:
     out: list[tuple[str, Callable[..., Any]]] = []
-    for key, path, fn, _args, sub in plan.steps:
-        inside = named and key in plan.named
-        if sub is not None:
-            out.extend(_unnamed(sub, inside))
-        elif not inside:
-            out.append((path, fn))
+    for _key, path, fn, _args, sub in plan.steps:
+        out.extend(_scalars(sub) if sub is not None else [(path, fn)])
     return tuple(out)
 
 
@@ -159,50 +147,61 @@ def _xids(v: Any, marks: list[str]) -> tuple[Xid, ...] | None:
     if not isinstance(v, list):
         marks.append(f"xid: not a list ({described(v)})")
         return None
-    b = probe_wire.GPU_BOUNDS
     out = []
     for x in v[:64]:
         try:
             if not isinstance(x, dict):
                 raise BadField("xid", f"not an object ({described(x)})")
-            t, code = (
-                as_figure(x.get("time"), "xid.time", *b["xid.time"]),
-                as_count(x.get("code"), "xid.code", b["xid.code"][1]),
-            )
-            if t is None or code is None:
+            kw = read(x, probe_wire.XidRecord, Xid, "gpu.xid", marks)
+            if kw["time"] is None or kw["code"] is None:
                 raise BadField("xid", "no time or code")
-            out.append(Xid(time=t, code=code))
+            out.append(Xid(**kw))
         except BadField as e:
             marks.append(str(e))
     return tuple(out)
 
 
 def _processes(d: dict, marks: list[str]) -> tuple[GpuProcess, ...]:
-    b = probe_wire.GPU_BOUNDS
     procs = []
     items = d.get("processes") or ()
     for p in items[: MAX_ITEMS["processes"]] if isinstance(items, list) else ():
         try:
-            pi = Item(p, "process")
-            procs.append(
-                GpuProcess(
-                    pid=as_count(p.get("pid", 0), "processes.pid", b["processes.pid"][1]) or 0,
-                    # the user and the command stay raw: a stop takes them back to the host
-                    user=as_text(p.get("user", ""), "processes.user"),  # type: ignore[arg-type]
-                    used_mib=pi.soft(as_figure, "used_mib", *b["processes.used_mib"]) or 0.0,
-                    command=as_text(  # type: ignore[arg-type]
-                        p.get("command", ""), "processes.command", limit=b["processes.command"]
-                    ),
-                    sm_pct=pi.soft(as_figure, "sm_pct", *b["processes.sm_pct"]),
-                    memory_util_pct=pi.soft(
-                        as_figure, "memory_util_pct", *b["processes.memory_util_pct"]
-                    ),
-                )
-            )
-            marks.extend(f"processes.{m}" for m in pi.marks)
+            if not isinstance(p, dict):
+                raise BadField("process", f"not an object ({described(p)})")
+            mine: list[str] = []
+            kw = read(p, probe_wire.GpuProcessRecord, GpuProcess, "gpu.processes", mine)
+            procs.append(GpuProcess(**dict(kw, pid=kw["pid"] or 0)))
+            marks.extend(mine)
         except BadField as e:
             marks.append(f"a process left out: {e}")
     return tuple(procs)
+
+
+def _unshown_labels(d: dict, plan: Plan) -> dict:
+    out = dict(d)
+    for key, _path, fn, _args, sub in plan.steps:
+        v = out.get(key)
+        if sub is not None and isinstance(v, dict):
+            out[key] = _unshown_labels(v, sub)
+        elif fn is as_label and isinstance(v, str):
+            out[key] = unshown(v)
+        elif fn is as_words and isinstance(v, list):
+            out[key] = [unshown(w) if isinstance(w, str) else w for w in v]
+    return out
+
+
+def gpu_read_back(d: Any) -> Any:
+    """A card of `status --json` as the probe gave it, for `gpu_from_json` to check again: its
+    texts (`as_label`, `as_words`; the name and uuid) were escaped when it was first checked,
+    so they are taken back to what was escaped (`unshown`) and come out of the check as they
+    were printed, not escaped twice."""
+    if not isinstance(d, dict):
+        return d
+    out = _unshown_labels(d, plan_of(probe_wire.GpuRecord, Gpu))
+    for key in ("name", "uuid"):
+        if isinstance(out.get(key), str):
+            out[key] = unshown(out[key])
+    return out
 
 
 def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
@@ -228,4 +227,11 @@ def gpu_from_json(d: Any, i: int, marks: list[str]) -> Gpu:
     return gpu
 
 
-__all__ = ["IDENTITY", "Plan", "gpu_from_json", "plan_of", "unnamed_figures"]
+__all__ = [
+    "IDENTITY",
+    "Plan",
+    "declared_figures",
+    "gpu_from_json",
+    "gpu_read_back",
+    "plan_of",
+]

@@ -12,6 +12,7 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from fleetdeck.backend.fleet import validate_gpu
 from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, GpuEcc, GpuPcie, GpuProcess, Xid
 from fleetdeck.backend.fleet.validate import fleet_from_json, host_from_probe
 from fleetdeck.backend.fleet.validate_fields import as_figure, as_flag, as_whole, as_words
@@ -185,32 +186,37 @@ def test_a_figure_added_to_the_declaration_reaches_status_json_and_metrics(monke
     assert "board_part" not in metrics  # text is no sample
 
 
-#: the declared numbers and flags /metrics leaves out on purpose: the card's index is a label,
-#: the PCIe maxima and the time of the throughput sample are read in the Host view only
-NOT_EXPORTED = {"pcie.gen_max", "pcie.width_max", "pcie.sampled_at"}
-#: the ones exported outside GPU_FIGURES: the memory and utilisation families of
-#: metrics/export.py, and the labelled families of metrics/gpu.py (GPU_LABELLED)
-ELSEWHERE = {
-    "memory_total_mib",
-    "memory_used_mib",
-    "utilization_pct",
-    "unified_memory",
-    "ecc.corrected",
-    "ecc.uncorrected",
-    "ecc.corrected_aggregate",
-    "ecc.uncorrected_aggregate",
-    "ecc.remapped_correctable",
-    "ecc.remapped_uncorrectable",
-}
-
-
 def test_every_declared_number_is_exported_or_left_out_by_name():
-    """A number or flag the model names has its family (GPU_FIGURES, or one of the others) or
-    is named here as left out; one it does not name is exported on its own (`declared`). A
-    figure given a model attribute without a family fails here, naming it."""
-    from fleetdeck.backend.monitor.metrics.gpu import GPU_FIGURES, declared
+    """A number or flag has its family (GPU_FIGURES, one of the others, or one of its own:
+    `declared`) or is named as left out (NOT_EXPORTED)."""
+    from fleetdeck.backend.monitor.metrics.gpu import (
+        ELSEWHERE,
+        GPU_FIGURES,
+        NOT_EXPORTED,
+        declared,
+    )
 
     numbers = {p for p, fn in FIGURES if fn in (as_whole, as_figure, as_flag)}
     exported = {key for key, *_ in GPU_FIGURES} | ELSEWHERE | set(declared())
     assert numbers - exported - NOT_EXPORTED == set()
     assert not (NOT_EXPORTED | ELSEWHERE) - numbers, "a name here the declaration lost"
+    assert not set(declared()) & {key for key, *_ in GPU_FIGURES}, "exported twice"
+
+
+@dataclasses.dataclass(frozen=True)
+class _NamedGpu(Gpu):
+    performance_state: int | None = None
+
+
+def test_a_figure_the_model_comes_to_name_keeps_its_family(monkeypatch):
+    """A declared figure given an attribute on `Gpu` leaves `Gpu.extra` and its /metrics
+    family stays as it was, name, help and sample."""
+    monkeypatch.setattr(wire, "GpuRecord", _Planted)
+    monkeypatch.setitem(wire.GPU_BOUNDS, "performance_state", (0, 15))
+    before = _shown(FleetSnapshot(hosts=(_host(_card(performance_state=2)),), time=1.0))[1]
+    monkeypatch.setattr(validate_gpu, "Gpu", _NamedGpu)
+    h = _host(_card(performance_state=2))
+    assert h.gpus[0].performance_state == 2 and "performance_state" not in dict(h.gpus[0].extra)
+    after = _shown(FleetSnapshot(hosts=(h,), time=1.0))[1]
+    assert 'fleetdeck_gpu_performance_state{gpu="0",host="h",uuid="GPU-a"} 2.0' in after
+    assert after == before

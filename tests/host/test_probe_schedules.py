@@ -102,6 +102,35 @@ def test_crontab_entry_naming_a_missing_path_is_a_dead_target_with_a_stable_id(
     )
 
 
+def test_a_cron_spec_cron_would_refuse_has_no_next_run_and_raises_nothing():
+    """A value past its field's range (an hour of 24, a minute of 60), a name in another
+    field's place or a step below 1 is no spec cron runs: no next run. Raising instead dropped
+    every crontab or cron file of the poll (the section's guard) for one bad line."""
+    now = datetime(2031, 3, 5, 10, 2)
+    for spec in (
+        "0 24 * * *",
+        "60 * * * *",
+        "0 0 0 * *",
+        "0 0 * 13 *",
+        "0 0 * * 8",
+        "jan 0 * * *",
+        "0 0 * * jan",
+        "0 0 * mon *",
+        "*/0 * * * *",
+        "*/-1 * * * *",
+        "5-70 * * * *",
+    ):
+        assert probe_entries.cron_next(spec, now) is None, spec
+    for spec, want in (
+        ("0 23 * * *", "2031-03-05T23:00"),
+        ("59 * * * *", "2031-03-05T10:59"),
+        ("0 0 * mar-apr sun", "2031-03-09T00:00"),
+        ("0 0 * * 7", "2031-03-09T00:00"),
+        ("*/20 10 * * *", "2031-03-05T10:20"),
+    ):
+        assert (probe_entries.cron_next(spec, now) or "")[:16] == want, spec
+
+
 @pytest.mark.root
 def test_cron_d_files_that_cron_ignores_are_listed_inactive(tmp_path):
     if not os.access("/etc/cron.d", os.W_OK):

@@ -38,23 +38,36 @@ _CRON_ALIAS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_CRON_NAMES = {
-    n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)
-}
-_CRON_NAMES.update({n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())})
+_MONTHS = {n: i for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+_DAYS = {n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())}
 
 
-def _cron_field(text, lo, hi):
-    vals = set()  # type: set
+def _cron_value(text: str, lo: int, hi: int, names: dict[str, int]) -> int:
+    """One value of a cron field: a number from `lo` to `hi`, or one of the field's names."""
+    v = names[text] if text in names else int(text)
+    if not lo <= v <= hi:
+        raise ValueError(f"{text} is not from {lo} to {hi}")
+    return v
+
+
+def _cron_field(text: str, lo: int, hi: int, names: dict[str, int] | None = None) -> set[int]:
+    """The values a cron field names; ValueError for one cron would refuse (a value past the
+    field's range, as an hour of 24, a month's name in another field, a step that is not a
+    positive number)."""
+    known = names or {}
+    vals = set()  # type: set[int]
     for part in text.lower().split(","):
         rng, _, step = part.partition("/")
+        every = int(step) if step else 1
+        if every < 1:
+            raise ValueError(f"step {step}")
         if rng == "*":
             a, b = lo, hi
         else:
-            a, _, b = rng.partition("-")
-            a = _CRON_NAMES.get(a) if a in _CRON_NAMES else int(a)
-            b = (_CRON_NAMES.get(b) if b in _CRON_NAMES else int(b)) if b else (hi if step else a)
-        vals.update(range(a, b + 1, int(step) if step else 1))
+            first, _, last = rng.partition("-")
+            a = _cron_value(first, lo, hi, known)
+            b = _cron_value(last, lo, hi, known) if last else (hi if step else a)
+        vals.update(range(a, b + 1, every))
     return vals
 
 
@@ -96,9 +109,9 @@ def _cron_next(spec: str, start: datetime) -> tuple[datetime, str] | None:
             _cron_field(f[0], 0, 59),
             _cron_field(f[1], 0, 23),
             _cron_field(f[2], 1, 31),
-            _cron_field(f[3], 1, 12),
+            _cron_field(f[3], 1, 12, _MONTHS),
         )
-        dows = {d % 7 for d in _cron_field(f[4], 0, 7)}
+        dows = {d % 7 for d in _cron_field(f[4], 0, 7, _DAYS)}
     except (ValueError, TypeError):
         return None
     for i in range(366 * 5):  # Feb 29 on a Monday can be years away

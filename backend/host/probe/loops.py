@@ -37,9 +37,9 @@ _SPAWNED: dict = {}
 _OPT_ARG = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
 
 
-def _shell_script(argv: Sequence[str]) -> tuple[str | None, str | None]:
+def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
     """(kind, text) of a shell's argv: ("c", the -c string), ("file", the script path), or
-    (None, None) for a shell reading a terminal or stdin."""
+    None for a shell reading a terminal or stdin."""
     args = argv[2:] if argv and argv[0].rpartition("/")[2] == "busybox" else argv[1:]
     want_c, i = False, 0
     while i < len(args):
@@ -54,17 +54,17 @@ def _shell_script(argv: Sequence[str]) -> tuple[str | None, str | None]:
             if not a.startswith("--") and "c" in a[1:]:
                 want_c = True
             if not a.startswith("--") and "s" in a[1:]:
-                return None, None  # -s: commands come from stdin
+                return None  # -s: commands come from stdin
             i += 1
             continue
         break
     rest = args[i:]
-    if want_c:
-        return ("c", rest[0]) if rest else (None, None)
-    return ("file", rest[0]) if rest else (None, None)
+    if not rest:
+        return None
+    return ("c" if want_c else "file", rest[0])
 
 
-def _read_script(pid, path):
+def _read_script(pid: int, path: str) -> str | None:
     """The text of the script file a shell runs (bounded), or None when it cannot be read. Only
     a regular file is read: a script fed through a pipe or a FIFO (`bash /dev/fd/3`, `bash
     <(...)`) is never opened for reading, which would block the probe or eat the shell's input.
@@ -107,18 +107,18 @@ def _unit(procs: Procs, pid: int) -> int:
             or parent in procs.skip
             or procs.prog.get(parent) not in SHELLS
             or procs.argv(parent) != procs.argv(pid)
-            or _shell_script(procs.argv(parent))[0] is None
+            or _shell_script(procs.argv(parent)) is None
         ):
             return pid
         pid = parent
 
 
-def _respawned(procs, shells):
+def _respawned(procs: Procs, shells: dict[int, str]) -> dict[int, tuple[list[str], int]]:
     """Shells seen starting the same child again and again: {shell pid: (child argv, count)}.
     Updates the memory of what each shell was seen running; forgets shells that are gone."""
     for pid in procs.others():
         parent = procs.ppid(pid)
-        if procs.prog.get(parent) not in SHELLS:
+        if not parent or procs.prog.get(parent) not in SHELLS:
             continue
         unit = _unit(procs, parent)
         st, ust = procs.stat(pid), procs.stat(unit)
@@ -143,12 +143,12 @@ def _respawned(procs, shells):
     return out
 
 
-def loops(procs):
+def loops(procs: Procs) -> list[dict]:
     """Shell loops and `watch` found in /proc (never our own): see `loop_construct` and
     RESPAWNS. A loop's id is its shell's user, argv and start time, so it keeps its id while
     the children it starts come and go."""
     found = {}  # type: dict
-    shells = {}
+    shells = {}  # type: dict[int, str]
     for pid in procs.others():
         prog = procs.prog[pid]
         if (prog not in SHELLS and prog != "watch") or procs.ours(pid):
@@ -165,9 +165,13 @@ def loops(procs):
             continue
         if _unit(procs, pid) != pid:
             continue  # a fork of a listed shell: its children count as that shell's
-        kind, arg = _shell_script(argv)
-        text = arg if kind == "c" else _read_script(pid, arg) if kind == "file" else None
-        command = arg if kind == "c" else " ".join(argv[1:])
+        script = _shell_script(argv)
+        if script is None:
+            text, command = None, " ".join(argv[1:])
+        elif script[0] == "c":
+            text = command = script[1]
+        else:
+            text, command = _read_script(pid, script[1]), " ".join(argv[1:])
         shells[pid] = command
         word = loop_construct(text)
         if word and text is not None:  # a loop word is only ever found in a text

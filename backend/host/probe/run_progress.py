@@ -6,7 +6,7 @@ the listing and the `series` op read it (`series_source`), and a run's step time
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from fleetdeck.backend.host.lib import jsondepth, layout
 from fleetdeck.backend.host.lib.serve import Refused
@@ -109,7 +109,9 @@ FULL_SERIES_POINTS = 100000  # a `series` answer: at most this many points per s
 FULL_SERIES_READ = 256 << 20  # and at most this much of progress.jsonl read for it
 
 
-def series_source(path, names, cks=None):
+def series_source(
+    path: str, names: Collection[str], cks: list[tuple[int, str]] | None = None
+) -> tuple[str | None, str | None, list[tuple[int | None, str]]]:
     """Where a run's progress and series are read from, one rule for the listing and the
     `series` op: (kind, path, states). ("progress", `<run>/progress.jsonl`) when the run has
     one; else ("trainer_state", the newest `trainer_state.json`): that of the newest checkpoint,
@@ -122,7 +124,8 @@ def series_source(path, names, cks=None):
         return "progress", os.path.join(path, "progress.jsonl"), []
     if cks is None:
         cks = layout.checkpoints(path, names)
-    states = [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
+    states = []  # type: list[tuple[int | None, str]]
+    states += [(s, os.path.join(p, "trainer_state.json")) for s, p in cks]
     states = [x for x in states if os.path.isfile(x[1])]
     top = os.path.join(path, "trainer_state.json")
     if "trainer_state.json" in names and (
@@ -154,10 +157,9 @@ def full_series(path: str) -> dict:
         "times": [],
         "nonfinite": None,
     }
-    if kind == "progress":
-        prog = src
+    if src is not None and kind == "progress":
         read = 0
-        with open_file(prog) as f:
+        with open_file(src) as f:
             for raw in f:
                 read += len(raw)
                 if read > FULL_SERIES_READ:
@@ -171,7 +173,7 @@ def full_series(path: str) -> dict:
                     for s in ("losses", "eval_losses"):
                         if len(p[s]) > 4 * FULL_SERIES_POINTS:
                             p[s] = thin(p[s], 2 * FULL_SERIES_POINTS)
-    elif kind == "trainer_state":
+    elif src is not None:
         p = trainer_state(src, cap=False)
         if p.get("error"):
             raise Refused("unreadable", p["error"])
@@ -188,9 +190,8 @@ def full_series(path: str) -> dict:
     }
 
 
-def _progress_line(p, obj, cap=True):
-    step = obj.get("step")
-    step = int(step) if finite(step) else None
+def _progress_line(p: dict, obj: dict, cap: bool = True) -> None:
+    step = int(obj["step"]) if finite(obj.get("step")) else None
     if step is not None:
         p["step"] = step if p["step"] is None else max(p["step"], step)
     if finite(obj.get("max_steps")):

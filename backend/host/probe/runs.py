@@ -109,19 +109,19 @@ def _run_facts(path: str, names: Collection[str], now: float) -> tuple[dict, dic
         problems.append(f"no usable final adapter: {layout.final_adapter_problem(path)}")
     prog = None
     kind, src, states = run_progress.series_source(path, names, cks)
-    if kind == "progress":
+    if src is not None and kind == "progress":
         prog = run_progress.progress(src)
-    elif kind == "trainer_state":
+    elif src is not None:
         prog = cached("trainer_state", src, run_progress.trainer_state)
-        if len(states) >= 2 and states[-2][0] is not None and states[-1][0] is not None:
-            (s1, f1), (s2, f2) = states[-2], states[-1]
+        (s1, f1), (s2, f2) = states[-2:] if len(states) >= 2 else ((None, ""), (None, ""))
+        if s1 is not None and s2 is not None:
             dt = os.stat(f2).st_mtime - os.stat(f1).st_mtime
             interval = s2 - s1
             if dt > 0 and interval > 0 and not prog.get("sps"):
                 prog = dict(prog, sps=dt / interval)  # HF logs no step time: saves are the clock
         if prog.get("save_steps"):
             interval = int(prog["save_steps"])
-    if prog is not None:
+    if prog is not None and src is not None:
         r["last_update"] = os.stat(src).st_mtime
         if prog.get("error"):
             problems.append(prog["error"])

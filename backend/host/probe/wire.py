@@ -5,7 +5,9 @@ schedule, a seat, a process. The probe builds them (gpu.py, gpu_health.py, nvml.
 sampler.py, main.py); the controller holds each GPU of an answer to `GpuRecord` and
 `GPU_BOUNDS`, field by field, from this declaration (`backend/fleet/validate_gpu.py`), so a
 field added here is checked, escaped, kept in `status --json` and exported in `/metrics`
-with nothing else to change (docs/development.md, "A new GPU figure").
+with nothing else to change (docs/development.md, "A new GPU figure"); the fields of the
+other records that their models name are checked from it too, with `RECORD_BOUNDS` and
+`RAW_TEXTS` (`backend/fleet/validate_records.py`).
 
 Python 3.8: `typing.TypedDict`, the optional keys of a record in a `total=False` subclass of
 its required ones. The probe imports this module under `TYPE_CHECKING` only: on a host
@@ -277,6 +279,73 @@ class MemoryRecord(TypedDict):
     total_bytes: int
     used_bytes: int
 
+
+#: what the controller accepts of the other records' fields beyond their declared types, as
+#: GPU_BOUNDS does for a card's (`backend/fleet/validate_records.py`), by record: a number's
+#: lowest and highest, a text's longest; a field not named here has its type's defaults
+RECORD_BOUNDS = {
+    "disk": {
+        "fstype": 64,
+        "total_bytes": (0, 2**63 - 1),
+        "used_bytes": (0, 2**63 - 1),
+        "free_bytes": (0, 2**63 - 1),
+    },
+    "checkpoint": {"bytes": (0, 2**63 - 1), "problem": 300},
+    "run": {
+        "pid": (0, 2**31),
+        "seconds_per_step": (0.0, 1e15),
+        "last_seconds_per_step": (0.0, 1e15),
+        "eta_seconds": (0.0, 1e15),
+        "step_times": (0, 10**6),
+    },
+    "schedule": {
+        "id": 128,
+        "command": 4 * 4096,
+        "raw": 4 * 4096,
+        "pid": (0, 2**31),
+        "start_time": (0, 2**63 - 1),
+    },
+    "process": {
+        "pid": (0, 2**31),
+        "start": (0, 2**63 - 1),
+        "ppid": (0, 2**31),
+        "command": 4 * 4096,
+        "cpu_pct": (0.0, 1e5),
+        "rss_bytes": (0, 2**63 - 1),
+        "gpu_mib": (0.0, 1e15),
+    },
+}  # type: Dict[str, Dict[str, Any]]
+
+#: the texts of those records (and of a card's processes) the controller keeps as the host
+#: wrote them, only cut: names, paths and commands an action takes back to the host, and the
+#: texts the views escape where they show them. Any other text is escaped (`shown`) and cut.
+RAW_TEXTS = frozenset(
+    {
+        "disk.path",
+        "disk.mount",
+        "disk.fstype",
+        "disk.error",
+        "checkpoint.path",
+        "checkpoint.problem",
+        "run.path",
+        "run.name",
+        "run.adapter",
+        "run.reason",
+        "schedule.id",
+        "schedule.user",
+        "schedule.spec",
+        "schedule.command",
+        "schedule.source",
+        "schedule.next_run",
+        "schedule.raw",
+        "schedule.unit",
+        "schedule.scope",
+        "process.user",
+        "process.command",
+        "gpu.processes.user",
+        "gpu.processes.command",
+    }
+)
 
 # -- the answer --------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetdeck.backend.fleet.validate_fields import as_figure, as_flag, as_whole
-from fleetdeck.backend.fleet.validate_gpu import unnamed_figures
+from fleetdeck.backend.fleet.validate_gpu import declared_figures
 from fleetdeck.backend.monitor.metrics.values import Family, gauge, label, sample
 
 #: the per-GPU health families, one per figure: (figure: a Gpu attribute, `pcie.gen` for a
@@ -154,15 +154,39 @@ GPU_LABELLED = {
 }
 
 
-#: the prefix of the families of the figures the `Gpu` model does not name yet (`declared`)
+#: the declared numbers and flags exported by a family other than GPU_FIGURES: the memory and
+#: utilisation families of metrics/export.py, and the labelled ones above (GPU_LABELLED)
+ELSEWHERE = frozenset(
+    {
+        "memory_total_mib",
+        "memory_used_mib",
+        "utilization_pct",
+        "unified_memory",
+        "ecc.corrected",
+        "ecc.uncorrected",
+        "ecc.corrected_aggregate",
+        "ecc.uncorrected_aggregate",
+        "ecc.remapped_correctable",
+        "ecc.remapped_uncorrectable",
+    }
+)
+#: the declared numbers and flags left out on purpose: the PCIe maxima and the time of the
+#: throughput sample are read in the Host view only (the card's index is a label)
+NOT_EXPORTED = frozenset({"pcie.gen_max", "pcie.width_max", "pcie.sampled_at"})
+
+#: the prefix of the families of the declared figures no family above exports (`declared`)
 DECLARED = "declared:"
 
 
 def declared() -> list[str]:
     """The numbers and flags the probe declares for a card (backend/host/probe/wire.py) that
-    neither the `Gpu` model nor GPU_FIGURES names yet, by path: each is exported as it was
-    checked, in its declared unit, as `fleetdeck_gpu_<path>` (`pcie.x` as `gpu_pcie_x`)."""
-    return [p for p, fn in unnamed_figures() if fn in (as_whole, as_figure, as_flag)]
+    neither GPU_FIGURES nor another family exports, nor NOT_EXPORTED leaves out, by path: each
+    is exported as it was checked, in its declared unit, as `fleetdeck_gpu_<path>` (`pcie.x`
+    as `gpu_pcie_x`), whether the `Gpu` model names it or keeps it in `Gpu.extra`."""
+    own = {key for key, *_ in GPU_FIGURES} | ELSEWHERE | NOT_EXPORTED
+    return [
+        p for p, fn in declared_figures() if fn in (as_whole, as_figure, as_flag) and p not in own
+    ]
 
 
 def gpu_families() -> dict[str, Family]:
@@ -217,17 +241,19 @@ def gpu_health(m: dict[str, Any], lab: list[str], g: Any) -> None:
         m["xid"].add_labelled([*ready, str(code)], n)
     if g.compute_mode is not None:
         m["compute"].add_labelled([*ready, label(g.compute_mode)], 1.0)
-    for path, v in g.extra:
-        fam = m.get(DECLARED + path)
-        if fam is not None:
+    for key, fam in m.items():
+        if key.startswith(DECLARED):
+            v = g.figure(key[len(DECLARED) :])
             fam.add_labelled(ready, (1.0 if v else 0.0) if isinstance(v, bool) else v)
 
 
 __all__ = [
     "DECLARED",
+    "ELSEWHERE",
     "GPU",
     "GPU_FIGURES",
     "GPU_LABELLED",
+    "NOT_EXPORTED",
     "declared",
     "gpu_families",
     "gpu_health",
