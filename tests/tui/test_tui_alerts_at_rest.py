@@ -9,6 +9,7 @@ import sys
 
 from fleetdeck.backend.fleet.config import parse_fleet
 from fleetdeck.backend.fleet.models import FleetSnapshot
+from fleetdeck.backend.monitor.silences import SilenceStore
 from fleetdeck.show import fmt
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.sources import RecordedSource
@@ -101,3 +102,21 @@ async def test_a_tick_makes_only_the_since_cells_on_screen_and_draws_only_what_m
             app.refresh_views(tick=True)
             await pilot.pause()
         assert rows.take() == 0 and ages.take() == 0
+
+
+async def test_a_poll_reads_the_silences_file_a_few_times_not_once_per_alert(monkeypatch):
+    """Each alert's silence was looked up with a look at the silences' file (a `stat`) first:
+    a poll of 60 firing alerts on the Alerts view looked 240 times. The file is looked at once
+    per list of alerts now."""
+    looks = Counter(monkeypatch, SilenceStore, "refresh")
+    clock = Clock()
+    app = app_of(clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, n=1)
+        await pilot.press("5")
+        await pilot.pause()
+        assert len(app.screen.query_one("#alerts-table", KeyedTable).keys) == N
+        looks.take()
+        await feed(app, pilot, n=1)
+        n = looks.take()
+        assert n <= 6, f"{n}: the silences' file was looked at once per alert"

@@ -139,8 +139,10 @@ class AlertsScreen(ViewScreen):
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
         rows = {}
         held = 0
+        if watch is not None:
+            watch.silences.refresh()  # once, not once per alert
         for k, a in self.shown.items():
-            s = watch.silence_of(a) if watch is not None else None
+            s = watch.silence_of(a, read=False) if watch is not None else None
             held += s is not None
             rows[k] = alert_cells(a, s, now)
         show_text(
