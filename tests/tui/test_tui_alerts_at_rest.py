@@ -120,3 +120,33 @@ async def test_a_poll_reads_the_silences_file_a_few_times_not_once_per_alert(mon
         await feed(app, pilot, n=1)
         n = looks.take()
         assert n <= 6, f"{n}: the silences' file was looked at once per alert"
+
+
+async def test_a_poll_that_leaves_the_alerts_as_they_were_makes_only_the_ages_on_screen(
+    monkeypatch,
+):
+    """A poll brings the same 60 alerts: no row is made again, only the `since` cells of those
+    on screen; a silence added makes the rows again (the silenced one reads so)."""
+    from fleetdeck.backend.monitor import silences as sil
+
+    rows = Counter(monkeypatch, alerts_view, "alert_cells")
+    ages = Counter(monkeypatch, alerts_view, "since_text")
+    clock = Clock()
+    app = app_of(clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, n=1)
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#alerts-table", KeyedTable)
+        on_screen = table.keys_on_screen()
+        rows.take(), ages.take()
+        clock.now += 1
+        await feed(app, pilot, n=1)
+        assert rows.take() == 0, "a poll of the same alerts made their rows"
+        assert ages.take() == len(on_screen)
+        first = on_screen[0]
+        assert table.get_cell(first, "since").plain == fmt.since_text(1000.0, clock.now)
+        sil.add_silence(host="h1", duration=3600, comment="maintenance")
+        await feed(app, pilot, n=1)
+        assert rows.take() == N
+        assert table.get_cell(first, "state").plain == "silenced"

@@ -80,6 +80,8 @@ class AlertsScreen(ViewScreen):
         self.shown: dict[str, Alert] = {}
         #: the alerts table's rows as last given it (key -> cells)
         self._rows: dict[str, tuple] = {}
+        #: what the rows were made from: the alerts and the ids of the silences in force
+        self._made_from: tuple[list[Alert], list[str]] | None = None
         #: the seats table, the verdicts of its checks and the headroom bars
         self.seats = SeatsSection(self)
 
@@ -134,13 +136,29 @@ class AlertsScreen(ViewScreen):
     def refresh_view(self) -> None:
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         alerts = watch.alerts() if watch is not None else []
+        if watch is not None:
+            watch.silences.refresh()  # once, not once per alert
+        # the rows are made from the alerts and the silences in force; a poll that left both as
+        # they were moves only the ages, and only those on screen are made again
+        made_from = (alerts, [s.id for s in watch.silences.active()] if watch is not None else [])
+        if made_from == self._made_from:
+            self.refresh_clock()
+        else:
+            self._made_from = made_from
+            self.show_rows(watch, alerts)
+        if watch is not None:
+            watch.show_badge()  # a silence added or expired here changes what it counts
+        self.show_detail()
+        self.show_silences()
+        self.seats.show()
+
+    def show_rows(self, watch: AlertWatch | None, alerts: list[Alert]) -> None:
+        """Every alert's row, and the title that counts them."""
         now = self.app.clock()
         # firing by severity (critical first), then newest first; then the resolved, newest first
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
         rows = {}
         held = 0
-        if watch is not None:
-            watch.silences.refresh()  # once, not once per alert
         for k, a in self.shown.items():
             s = watch.silence_of(a, read=False) if watch is not None else None
             held += s is not None
@@ -151,11 +169,6 @@ class AlertsScreen(ViewScreen):
         )
         self.query_one("#alerts-table", KeyedTable).sync(rows)
         self._rows = rows
-        if watch is not None:
-            watch.show_badge()  # a silence added or expired here changes what it counts
-        self.show_detail()
-        self.show_silences()
-        self.seats.show()
 
     def refresh_clock(self) -> None:
         """A second later only the `since` cells move: those of the alerts on screen are made
