@@ -119,16 +119,20 @@ class AlertWatch:
         """Firing first, then the recently resolved, newest first."""
         return self.monitor.alerts()
 
-    def silence_of(self, a: Alert) -> Silence | None:
-        """The silence in force over firing alert `a` (None for a resolved one)."""
+    def silence_of(self, a: Alert, read: bool = True) -> Silence | None:
+        """The silence in force over firing alert `a` (None for a resolved one); `read`: look
+        at the silences' file first (False where the caller just did, for a list of alerts: a
+        look is a `stat`, and each poll asked once per alert, four times over)."""
         if a.state != "firing":
             return None
-        self.silences.refresh()
+        if read:
+            self.silences.refresh()
         return self.silences.of(a)  # silences are kept in real time, whatever clock the view shows
 
     def unsilenced(self) -> list[Alert]:
         """The firing alerts no silence holds (what the badge counts)."""
-        return [a for a in self.firing if self.silence_of(a) is None]
+        self.silences.refresh()
+        return [a for a in self.firing if self.silence_of(a, read=False) is None]
 
     def delivery(self) -> str | None:
         """Who delivers the `[alerts]` hooks, in one sentence (None when none are configured)."""
@@ -183,10 +187,13 @@ class AlertWatch:
         transitions = self.monitor.after_poll(snap, recorded_checks())
         # only a critical alert rings and pops up; the others are in the view and the badge
         # (a silenced one is not delivered: neither rung nor toasted)
+        self.silences.refresh()
         fired = [
             a
             for a in transitions
-            if a.state == "firing" and a.severity == "critical" and self.silence_of(a) is None
+            if a.state == "firing"
+            and a.severity == "critical"
+            and self.silence_of(a, read=False) is None
         ]
         if fired:
             self.app.bell()

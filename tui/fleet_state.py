@@ -72,8 +72,12 @@ class FleetState:
                     # (setdefault would build two throwaway deques per GPU per poll)
                     if key not in history:
                         history[key], spark[key] = deque(maxlen=HISTORY), deque(maxlen=HISTORY)
-                    history[key].append(frac)
-                    spark[key].append(spark_char(frac))
+                    fracs, chars = history[key], spark[key]
+                    # at rest a card's memory stays put: its last character again, not quantised
+                    # again (1,600 cards' calls a poll on a big fleet)
+                    same = bool(fracs) and bool(chars) and fracs[-1] == frac
+                    fracs.append(frac)
+                    chars.append(chars[-1] if same else spark_char(frac))
             else:
                 self.down_since.setdefault(h.name, h.time or snap.time or self.clock())
 

@@ -12,6 +12,8 @@ from fleetdeck.backend.monitor.silence_model import Silence
 from fleetdeck.show.fmt import host_text, message_text, severity_text, shown, since_text
 
 STATE_STYLE = {"firing": "bold red", "resolved": "green"}
+#: where in an alert's cells (`alert_cells`) its `since` is: the one cell the clock moves
+SINCE = 5
 
 
 def hhmm(t: float) -> str:

@@ -25,8 +25,8 @@ from fleetdeck.backend.actions.audit import AuditError
 from fleetdeck.backend.monitor.rules.alerts import Alert
 from fleetdeck.backend.monitor.silence_model import Silence, SilenceRefused
 from fleetdeck.backend.monitor.silences import expire_silence
-from fleetdeck.show.fmt import alerts_title, said
-from fleetdeck.tui.rows.alerts import alert_cells, alert_detail, hhmm, silence_cells
+from fleetdeck.show.fmt import alerts_title, said, since_text
+from fleetdeck.tui.rows.alerts import SINCE, alert_cells, alert_detail, hhmm, silence_cells
 from fleetdeck.tui.views.base import ViewScreen, show_text
 from fleetdeck.tui.views.seats_section import SeatsSection
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -78,6 +78,10 @@ class AlertsScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[str, Alert] = {}
+        #: the alerts table's rows as last given it (key -> cells)
+        self._rows: dict[str, tuple] = {}
+        #: what the rows were made from: the alerts and the ids of the silences in force
+        self._made_from: tuple[list[Alert], list[str]] | None = None
         #: the seats table, the verdicts of its checks and the headroom bars
         self.seats = SeatsSection(self)
 
@@ -132,13 +136,31 @@ class AlertsScreen(ViewScreen):
     def refresh_view(self) -> None:
         watch: AlertWatch | None = getattr(self.app, "alert_watch", None)
         alerts = watch.alerts() if watch is not None else []
+        if watch is not None:
+            watch.silences.refresh()  # once, not once per alert
+        # the rows are made from the alerts and the silences in force; a poll that left both as
+        # they were moves only the ages, and only those on screen are made again
+        made_from = (alerts, [s.id for s in watch.silences.active()] if watch is not None else [])
+        if made_from == self._made_from:
+            self.refresh_clock()
+        else:
+            self._made_from = made_from
+            self.show_rows(watch, alerts)
+        if watch is not None:
+            watch.show_badge()  # a silence added or expired here changes what it counts
+        self.show_detail()
+        self.show_silences()
+        self.seats.show()
+
+    def show_rows(self, watch: AlertWatch | None, alerts: list[Alert]) -> None:
+        """Every alert's row, and the title that counts them."""
         now = self.app.clock()
         # firing by severity (critical first), then newest first; then the resolved, newest first
         self.shown = {f"{a.state}|{a.key}|{a.since}": a for a in alerts}
         rows = {}
         held = 0
         for k, a in self.shown.items():
-            s = watch.silence_of(a) if watch is not None else None
+            s = watch.silence_of(a, read=False) if watch is not None else None
             held += s is not None
             rows[k] = alert_cells(a, s, now)
         show_text(
@@ -146,11 +168,24 @@ class AlertsScreen(ViewScreen):
             alerts_title(alerts) + (f" ({held} silenced)" if held else ""),
         )
         self.query_one("#alerts-table", KeyedTable).sync(rows)
-        if watch is not None:
-            watch.show_badge()  # a silence added or expired here changes what it counts
-        self.show_detail()
-        self.show_silences()
-        self.seats.show()
+        self._rows = rows
+
+    def refresh_clock(self) -> None:
+        """A second later only the `since` cells move: those of the alerts on screen are made
+        again, and the table is given them only when one reads otherwise (the rows, the detail,
+        the silences and the seats wait for the next poll)."""
+        table = self.query_one("#alerts-table", KeyedTable)
+        rows, now, moved = self._rows, self.app.clock(), {}
+        for key in table.keys_on_screen():
+            a, cells = self.shown.get(key), rows.get(key)
+            if a is not None and cells is not None:
+                since = since_text(a.since, now)
+                if cells[SINCE] != since:
+                    moved[key] = (*cells[:SINCE], since, *cells[SINCE + 1 :])
+        if moved:
+            # the rows not on screen are handed back as they were: the table skips them
+            self._rows = {k: moved.get(k, cells) for k, cells in rows.items()}
+            table.sync(self._rows)
 
     def show_silences(self) -> None:
         """The silences in force, ending soonest first (hidden when there is none)."""

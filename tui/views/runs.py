@@ -240,7 +240,11 @@ class RunsScreen(RunLog, TableView):
             }
             self._labels = (label_key, hosts, names, heights)
         _, hosts, names, heights = self._labels
-        by_key = {r.key: r for r in runs}
+        # the same listing is the same keys in the same order (a key is host:path): made once
+        # per listing, not 3,000 keys at each poll
+        if getattr(self, "_keys", (None,))[0] != listing:
+            self._keys = (listing, [r.key for r in runs])
+        by_key = dict(zip(self._keys[1], runs, strict=True))
         down = self.down_hosts()
 
         def make(key: str) -> tuple:

@@ -258,6 +258,16 @@ class KeyedTable(TableStore):
         self._lazy.fill_at(coordinate.row)
         return super().get_cell_at(coordinate)
 
+    def keys_on_screen(self) -> list[str]:
+        """The keys of the rows on the table's lines now on screen, top first (none before it
+        has a size)."""
+        top = self.scroll_offset.y
+        out: list[str] = []
+        for rk, _ in self._y_offsets[top : top + self.size.height]:
+            if rk.value and (not out or out[-1] != rk.value):
+                out.append(rk.value)
+        return out
+
     # -- drawing (`TableLines`): the overrides Textual and DataTable call ---------------------
     @property
     def ordered_rows(self) -> list[Row]:
