@@ -15,6 +15,7 @@ import pytest
 
 from fleetdeck.backend.fleet.config import HostConfig
 from fleetdeck.backend.fleet.link.ssh import HostLink
+from fleetdeck.backend.host.lib import procfs
 
 from support.probe import PROBE, checkpoint, probe, run_of, sleeper, write_progress
 from support.weights import safetensors
@@ -334,19 +335,6 @@ async def test_resident_probe_answers_many_polls_and_sees_appended_progress(tmp_
         await link.close()
 
 
-def ancestry(pid: int) -> set[int]:
-    """`pid` and every process above it, read from /proc."""
-    out = set()
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            break
-        pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-    return out
-
-
 @pytest.mark.sshd
 async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(
     sshd_fleet, tmp_path, children
@@ -380,7 +368,7 @@ async def test_resident_probe_over_ssh_answers_two_polls_on_one_process(
             assert rep["pid"] not in pids
             # the probe's own hop (sshd's shell, the helper's boot) is never a stray loop; a
             # loop of another fleetdeck on this machine may be, so only its own are counted
-            own = ancestry(rep["pid"])
+            own = {rep["pid"], *procfs.ancestors(rep["pid"])}
             assert not [s for s in rep["schedules"] if s["kind"] == "loop" and s["pid"] in own]
         same_ids(replies[0], replies[2])
         assert replies[0]["disks"][0]["path"] == str(h1.runs)

@@ -18,6 +18,7 @@ from fleetdeck.tui.views.alerts import AlertsScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
 from support.alert_polls import nan_run, up
+from support.counting import Counter
 from support.recorded import feed
 
 #: alerts: more than the table shows at 120x40
@@ -30,24 +31,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Counter:
-    """Wraps a module's function and counts its calls."""
-
-    def __init__(self, monkeypatch, module, name: str) -> None:
-        self.n = 0
-        real = getattr(module, name)
-
-        def counted(*a, **k):
-            self.n += 1
-            return real(*a, **k)
-
-        monkeypatch.setattr(module, name, counted)
-
-    def take(self) -> int:
-        n, self.n = self.n, 0
-        return n
 
 
 def app_of(clock: Clock) -> FleetdeckApp:

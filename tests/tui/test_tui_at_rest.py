@@ -22,6 +22,8 @@ from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+from support.counting import Counter
+
 HOSTS = ("a", "b", "c", "d")
 #: polls before a count: the GPU sparklines (a character a poll) are full of the same figure
 WARM = HISTORY
@@ -113,24 +115,6 @@ async def test_polls_of_an_unchanged_fleet_leave_what_the_dashboard_holds_flat()
         assert max(after.values()) <= 100, f"the render caches grew: {caches} -> {after}"
         # the app's own objects: none kept per poll (before: ~60 a poll, in the caches)
         assert grown < 500, f"{grown} more objects after 80 polls of the same fleet"
-
-
-class Counter:
-    """Wraps a module's function and counts its calls."""
-
-    def __init__(self, monkeypatch, module, name: str) -> None:
-        self.n = 0
-        real = getattr(module, name)
-
-        def counted(*a, **k):
-            self.n += 1
-            return real(*a, **k)
-
-        monkeypatch.setattr(module, name, counted)
-
-    def take(self) -> int:
-        n, self.n = self.n, 0
-        return n
 
 
 async def test_latency_is_redrawn_at_most_once_a_second():

@@ -28,6 +28,8 @@ from fleetdeck.tui.views import runs as runs_screen
 from fleetdeck.tui.widgets import table_lines
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+from support.counting import Counter
+
 G = 1024**3
 HOSTS, SCHEDULES, RUNS = 60, 3000, 600
 #: a screenful of rows at 200x60 is 6 hosts of 8 GPUs, or about 45 schedules or runs; what a
@@ -101,24 +103,6 @@ def big_app(n_hosts: int = HOSTS, clock=lambda: 1000.0) -> tuple[FleetdeckApp, l
         "".join(f"[hosts.gpu-{h:03d}]\nlocal = true\n" for h in range(n_hosts)), "big"
     )
     return FleetdeckApp(fleet, RecordedSource(snaps[:1]), autopoll=False, clock=clock), snaps
-
-
-class Counter:
-    """Wraps a module function and counts its calls."""
-
-    def __init__(self, monkeypatch, module, name: str) -> None:
-        self.n = 0
-        real = getattr(module, name)
-
-        def counted(*a, **k):
-            self.n += 1
-            return real(*a, **k)
-
-        monkeypatch.setattr(module, name, counted)
-
-    def take(self) -> int:
-        n, self.n = self.n, 0
-        return n
 
 
 async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
