@@ -59,7 +59,7 @@ def _texts(browser, css: str) -> list:
     the page's live part under any element held across calls."""
     return browser.execute_script(
         "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.cells ?"
-        " Array.from(e.cells).map(c => c.textContent) : [e.textContent, e.getAttribute('href')])",
+        " Array.from(e.cells).map(c => c.textContent) : [e.textContent, e.href || null])",
         css,
     )
 
@@ -89,9 +89,7 @@ def test_hosts_and_a_live_step_advancing_without_a_reload(served):
     _until(
         lambda: (
             {"w1", "w2"}
-            <= {
-                h.text.split()[0] for h in browser.find_elements(By.CSS_SELECTOR, "section.host h2")
-            }
+            <= {t.split()[0] for t, _ in _texts(browser, "section.host h2") if t.split()}
         )
     )
     first = _until(lambda: _step(browser))
@@ -112,12 +110,7 @@ def test_a_hostile_run_name_is_text_and_nothing_runs(served):
     browser.get(watch.token_url)
     names = _until(
         lambda: (
-            (
-                t := [
-                    a.get_attribute("textContent")
-                    for a in browser.find_elements(By.CSS_SELECTOR, "details a")
-                ]
-            )
+            (t := [text for text, _ in _texts(browser, "details a")])
             and set(HOSTILE) <= set(t)
             and t
         )
@@ -130,14 +123,10 @@ def test_a_hostile_run_name_is_text_and_nothing_runs(served):
     assert scripts == ["/static/live.js"]
     assert browser.title == "fleetdeck: Fleet"
     # the run's own page: its name is the heading's text
-    hostile = next(
-        a
-        for a in browser.find_elements(By.CSS_SELECTOR, "details a")
-        if a.get_attribute("textContent") == HOSTILE[1]
-    )
-    browser.get(hostile.get_attribute("href"))
-    heading = _until(lambda: browser.find_elements(By.CSS_SELECTOR, "h1.run-name"))
-    assert heading[0].text == HOSTILE[1]
+    href = next(h for text, h in _texts(browser, "details a") if text == HOSTILE[1])
+    browser.get(href)
+    heading = _until(lambda: _texts(browser, "h1.run-name"))
+    assert heading[0][0] == HOSTILE[1]
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
     assert browser.title == "fleetdeck: Run"
     assert browser.execute_script("return window.__csp") == []
