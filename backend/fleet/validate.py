@@ -288,7 +288,7 @@ def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[An
     return _items(
         "seats",
         items,
-        lambda s, i, m: seat_from_json(host, s),
+        lambda s, i, m: seat_from_json(host, s, m),
         [] if warnings is None else warnings,
     )
 

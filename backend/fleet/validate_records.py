@@ -13,7 +13,9 @@ What a field's declaration says of it:
   `wire.RAW_TEXTS`, which stay as the host wrote them (an action takes them back to it).
 
 A field of another shape (a list, an enumeration, an object) is read by hand by the caller
-(`BY_HAND`), and a declared field the model does not name is not read."""
+(`BY_HAND`), and a declared field the model does not name is not read. A record with no model
+of its own (a seat's container, its ports and mounts) is read whole from its declaration by
+`read_object`: its texts, figures, lists of either and lists of records."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import dataclasses
 import functools
 import types
 from collections.abc import Callable
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from fleetdeck.backend.fleet.validate_fields import (
     MAX_COUNT,
@@ -33,6 +35,7 @@ from fleetdeck.backend.fleet.validate_fields import (
     as_label,
     as_text,
     as_whole,
+    described,
 )
 from fleetdeck.backend.host.probe import wire as probe_wire
 
@@ -44,6 +47,7 @@ IDENTITY = {
     "process": ("pid", "start"),
     "gpu.processes": ("pid",),
     "gpu.xid": ("time", "code"),
+    "seat": ("kind",),
 }
 #: the fields, by record, that are read by hand (lists, enumerations, objects, a flag whose
 #: absence means something): the plan leaves them to the caller
@@ -51,6 +55,7 @@ BY_HAND = {
     "run": ("state", "losses", "eval_losses", "checkpoints"),
     "schedule": ("kind", "reasons", "missing_paths", "job", "stray", "active", "system"),
     "process": ("why",),
+    "seat": ("pids", "flags", "container"),
 }
 
 #: one field's check: its key, its name in a warning (`processes.pid`), the check and its
@@ -169,4 +174,60 @@ def read(d: dict, record: type, model: type, name: str, marks: list[str]) -> dic
     return out
 
 
-__all__ = ["BY_HAND", "IDENTITY", "plan", "read", "unwrapped"]
+#: the most items a list in a record read by `read_object` keeps (the rest left out, noted)
+MAX_LIST = 64
+
+
+def read_object(d: Any, record: type, name: str, marks: list[str]) -> dict[str, Any]:
+    """Object `d` as record `name` declares it (`record`, a TypedDict with no model of its
+    own), each declared field checked as `read` checks a model's: a bad optional field is None,
+    noted; a bad other field raises BadField (the caller leaves the object out). A list keeps
+    its first `MAX_LIST` good items (a bad one is left out, noted; what is not a list is empty,
+    noted); a key not declared is dropped."""
+    if not isinstance(d, dict):
+        raise BadField(name, f"not an object ({described(d)})")
+    bounds, prefix = _bounds(name)
+    out: dict[str, Any] = {}
+    for key, hint in get_type_hints(record).items():
+        base = unwrapped(hint)
+        path = f"{name}.{key}"
+        v = d.get(key)
+        if v is None and base is not hint:
+            out[key] = None
+            continue
+        try:
+            out[key] = _value(v, base, name, key, bounds.get(prefix + key), marks)
+        except BadField as e:
+            if base is hint and get_origin(base) is not list:
+                raise
+            marks.append(str(e))
+            out[key] = [] if get_origin(base) is list else None
+        if get_origin(base) is list and isinstance(v, list) and len(v) > MAX_LIST:
+            marks.append(f"{path}: {len(v) - MAX_LIST} past {MAX_LIST} left out")
+    return out
+
+
+def _value(v: Any, base: Any, name: str, key: str, bound: Any, marks: list[str]) -> Any:
+    """One declared field's value: a record, a list of its item's kind, or a scalar."""
+    path = f"{name}.{key}"
+    if is_typeddict(base):
+        return read_object(v, base, path, marks)
+    if get_origin(base) is list:
+        if not isinstance(v, list):
+            raise BadField(path, f"not a list ({described(v)})")
+        (item,) = get_args(base)
+        out = []
+        for x in v[:MAX_LIST]:
+            try:
+                out.append(_value(x, item, name, key, bound, marks))
+            except BadField as e:
+                marks.append(f"{e} (left out)")
+        return out
+    fn, args = _check(name, key, base, bound)
+    got = fn(v, path, *args)
+    if got is None:
+        raise BadField(path, f"missing ({described(v)})")
+    return got
+
+
+__all__ = ["BY_HAND", "IDENTITY", "MAX_LIST", "plan", "read", "read_object", "unwrapped"]

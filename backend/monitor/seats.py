@@ -24,6 +24,7 @@ from fleetdeck.backend.fleet.errors import HelperError, HostError
 from fleetdeck.backend.fleet.models import unreachable_json
 from fleetdeck.backend.fleet.poller import Poller
 from fleetdeck.backend.fleet.seat_model import Seat, seat_from_json
+from fleetdeck.backend.fleet.validate import check_section
 
 if TYPE_CHECKING:
     from fleetdeck.backend.fleet.config import Fleet
@@ -102,7 +103,9 @@ async def fetch_seats(
         raise HostError(
             link.name, f"seat finder failed: {e.error.get('message', e.answer)}", "helper"
         ) from None
-    return [seat_from_json(link.name, s) for s in ans.get("seats") or ()], ans.get("docker")
+    # each seat checked as a probe answer's are: a bad one left out, its figures bounded
+    seats, _ = check_section(link.name, "seats", ans.get("seats") or [])
+    return list(seats or ()), ans.get("docker")
 
 
 async def seats_for(

@@ -76,6 +76,13 @@ ITEMS = [
         {"id": "c-1", "kind": "crontab", "user": "u", "spec": "* * * * *", "command": "c"},
         "schedules",
     ),
+    (
+        wire.SeatRecord,
+        Seat,
+        "seat",
+        {"kind": "vllm", "model": "m", "port": 8000, "pid": 9, "command": "vllm serve m"},
+        "seats",
+    ),
 ]
 
 

@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the probe does not import typing (8 ms on a host)
     from typing import Any
 
-    from fleetdeck.backend.host.probe.wire import SeatRecord
+    from fleetdeck.backend.host.probe.seat_wire import SeatRecord
 
 LISTEN = "0A"
 #: engine kind ("" for none) by raw command line: a command line classified once
@@ -219,18 +219,15 @@ def _seat(
         "container": None
         if c is None
         else {
-            k: c[k]
-            for k in (
-                "id",
-                "name",
-                "image",
-                "status",
-                "started_at",
-                "restart_policy",
-                "gpus",
-                "ports",
-                "mounts",
-            )
+            "id": c["id"],
+            "name": c["name"],
+            "image": c["image"],
+            "status": c["status"],
+            "started_at": c["started_at"],
+            "restart_policy": c["restart_policy"],
+            "gpus": c["gpus"],
+            "ports": c["ports"],
+            "mounts": c["mounts"],
         },
         "restarts": None if c is None else c["restarts"],
         "oom_killed": None if c is None else c["oom_killed"],

@@ -16,6 +16,8 @@ its required ones. The probe imports this module under `TYPE_CHECKING` only: on 
 
 from typing import Any, Dict, List, Optional, TypedDict
 
+from fleetdeck.backend.host.probe.seat_wire import SeatRecord
+
 # -- one GPU ---------------------------------------------------------------------------------------
 
 
@@ -114,7 +116,7 @@ class GpuRecord(_GpuIdentity, GpuHealth, total=False):
 #: a nested figure by its path (`pcie.gen`). A figure not named here is held to its type's
 #: defaults: a whole number 0 to 10**15, a figure -1e15 to 1e15, text of 4096 characters.
 #: Every text is escaped (`shown`) but a process's user and command, which actions take back
-GPU_BOUNDS = {
+GPU_BOUNDS: Dict[str, Any] = {
     "index": (0, 1023),
     "uuid": 128,
     "memory_total_mib": (0.0, 1e15),
@@ -149,7 +151,7 @@ GPU_BOUNDS = {
     "processes.command": 4 * 4096,
     "processes.sm_pct": (0.0, 100.0),
     "processes.memory_util_pct": (0.0, 100.0),
-}  # type: Dict[str, Any]
+}
 
 # -- the other sections ----------------------------------------------------------------------------
 
@@ -240,24 +242,6 @@ class ScheduleRecord(_ScheduleRequired, total=False):
     missing_paths: List[str]
 
 
-class SeatRecord(TypedDict):
-    """A serving process tree (probe/seats.py): its kind, model, port, processes and, in a
-    container, the container's facts."""
-
-    kind: str
-    model: Optional[str]
-    port: Optional[int]
-    listen_port: Optional[int]
-    pid: Optional[int]
-    start_ticks: Optional[int]
-    pids: List[int]
-    flags: Dict[str, Any]
-    command: str
-    container: Optional[Dict[str, Any]]
-    restarts: Optional[int]
-    oom_killed: Optional[bool]
-
-
 class ProcessRecord(TypedDict):
     """A process that matters on the host, `why` it does (gpu, run, seat, loop, stopped, cpu,
     memory); `start` (clock ticks since boot) with `pid` is its identity."""
@@ -283,7 +267,7 @@ class MemoryRecord(TypedDict):
 #: what the controller accepts of the other records' fields beyond their declared types, as
 #: GPU_BOUNDS does for a card's (`backend/fleet/validate_records.py`), by record: a number's
 #: lowest and highest, a text's longest; a field not named here has its type's defaults
-RECORD_BOUNDS = {
+RECORD_BOUNDS: Dict[str, Dict[str, Any]] = {
     "disk": {
         "fstype": 64,
         "total_bytes": (0, 2**63 - 1),
@@ -305,6 +289,26 @@ RECORD_BOUNDS = {
         "pid": (0, 2**31),
         "start_time": (0, 2**63 - 1),
     },
+    "seat": {
+        "kind": 64,
+        "model": 300,
+        "port": (0, 65535),
+        "listen_port": (0, 65535),
+        "pid": (0, 2**31),
+        "start_ticks": (0, 2**63 - 1),
+        "pids": (0, 2**31),
+        "command": 300,
+        "restarts": (0, 2**31),
+        "flags": 300,
+    },
+    "seat.container": {"id": 128, "name": 256, "image": 512, "status": 64, "started_at": 64},
+    "seat.container.ports": {
+        "container_port": (0, 65535),
+        "host_port": (0, 65535),
+        "host_ip": 64,
+        "proto": 16,
+    },
+    "seat.container.mounts": {"source": 4096, "destination": 4096},
     "process": {
         "pid": (0, 2**31),
         "start": (0, 2**63 - 1),
@@ -314,7 +318,7 @@ RECORD_BOUNDS = {
         "rss_bytes": (0, 2**63 - 1),
         "gpu_mib": (0.0, 1e15),
     },
-}  # type: Dict[str, Dict[str, Any]]
+}
 
 #: the texts of those records (and of a card's processes) the controller keeps as the host
 #: wrote them, only cut: names, paths and commands an action takes back to the host, and the
@@ -344,6 +348,21 @@ RAW_TEXTS = frozenset(
         "process.command",
         "gpu.processes.user",
         "gpu.processes.command",
+        "seat.kind",
+        "seat.model",
+        "seat.command",
+        "seat.flags",
+        "seat.container.id",
+        "seat.container.name",
+        "seat.container.image",
+        "seat.container.status",
+        "seat.container.started_at",
+        "seat.container.restart_policy",
+        "seat.container.gpus",
+        "seat.container.ports.host_ip",
+        "seat.container.ports.proto",
+        "seat.container.mounts.source",
+        "seat.container.mounts.destination",
     }
 )
 
