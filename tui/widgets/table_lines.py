@@ -257,6 +257,8 @@ class TableLines:
             row_key, y_in_row = t._get_offsets(y)
         except LookupError:
             return Strip.blank(width, base_style)
+        if t._lazy.make is not None and row_key is not t._header_row_key:
+            t._lazy.fill_key(row_key)  # a lazy row drawn: made now, before its cached line
         cache_key = (
             y,
             x1,
@@ -268,6 +270,7 @@ class TableLines:
             t.cursor_type,
             t._show_hover_cursor,
             t._update_count,
+            t._row_versions.get(row_key.value, 0),
             t._pseudo_class_state,
         )
         hit = t._line_cache.get(cache_key)
@@ -322,6 +325,7 @@ class TableLines:
             t.show_cursor,
             t._show_hover_cursor,
             t._update_count,
+            t._row_versions.get(row_key.value, 0),
             t._pseudo_class_state,
             t.size.width,
         )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, Self
 
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
@@ -90,6 +91,34 @@ class TableStore(NavTable):
         self._tall = 0
         #: the key the cursor goes back to when the rows come back after a change of columns
         self._restore_key: str | None = None
+        #: a row's version among its drawn lines (`redraw_rows`), in the line caches' keys
+        self._row_versions: dict[str, int] = {}
+        self._last_version = 0
+
+    def redraw_rows(self, keys: Sequence[str]) -> None:
+        """Rows `keys` changed cells, nothing else did: only their lines on screen are drawn
+        again (the update count, which every cached line of the table is keyed by, stays)."""
+        versions = self._row_versions
+        for k in keys:
+            self._last_version += 1
+            versions[k] = self._last_version
+        # DataTable's own caches (its paths for a scrolled or fixed column) know no version
+        for cache in (
+            self._line_cache,
+            self._row_render_cache,
+            self._cell_render_cache,
+            self._row_renderable_cache,
+        ):
+            cache.clear()
+        top, header = self.scroll_offset.y, self.header_height if self.show_header else 0
+        width, wanted = self.size.width, set(keys)
+        regions = [
+            Region(0, header + y, width, 1)
+            for y, (rk, _) in enumerate(self._y_offsets[top : top + self.size.height - header])
+            if rk.value in wanted
+        ]
+        if regions:
+            self.refresh(*regions)
 
     def _add_columns(self) -> None:
         for spec, label in zip(self._spec, self.choice.column_labels(self._spec), strict=True):
