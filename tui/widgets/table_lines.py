@@ -270,7 +270,6 @@ class TableLines:
             t.cursor_type,
             t._show_hover_cursor,
             t._update_count,
-            t._row_versions.get(row_key.value, 0),
             t._pseudo_class_state,
         )
         hit = t._line_cache.get(cache_key)
@@ -325,7 +324,6 @@ class TableLines:
             t.show_cursor,
             t._show_hover_cursor,
             t._update_count,
-            t._row_versions.get(row_key.value, 0),
             t._pseudo_class_state,
             t.size.width,
         )

@@ -91,18 +91,12 @@ class TableStore(NavTable):
         self._tall = 0
         #: the key the cursor goes back to when the rows come back after a change of columns
         self._restore_key: str | None = None
-        #: a row's version among its drawn lines (`redraw_rows`), in the line caches' keys
-        self._row_versions: dict[str, int] = {}
-        self._last_version = 0
 
     def redraw_rows(self, keys: Sequence[str]) -> None:
         """Rows `keys` changed cells, nothing else did: only their lines on screen are drawn
-        again (the update count, which every cached line of the table is keyed by, stays)."""
-        versions = self._row_versions
-        for k in keys:
-            self._last_version += 1
-            versions[k] = self._last_version
-        # DataTable's own caches (its paths for a scrolled or fixed column) know no version
+        again. The update count, which the line caches are keyed by, stays; the caches of lines
+        are emptied instead (the lines on screen stay drawn; a cell drawn is cached by its
+        object, `TableLines.render_cell`, so a line drawn again later costs little)."""
         for cache in (
             self._line_cache,
             self._row_render_cache,
