@@ -106,11 +106,16 @@ class TableStore(NavTable):
             cache.clear()
         top, header = self.scroll_offset.y, self.header_height if self.show_header else 0
         width, wanted = self.size.width, set(keys)
-        regions = [
-            Region(0, header + y, width, 1)
-            for y, (rk, _) in enumerate(self._y_offsets[top : top + self.size.height - header])
-            if rk.value in wanted
-        ]
+        # the lines of those rows on screen, neighbours in one region (one update each)
+        regions: list[Region] = []
+        for y, (rk, _) in enumerate(self._y_offsets[top : top + self.size.height - header]):
+            if rk.value not in wanted:
+                continue
+            last = regions[-1] if regions else None
+            if last is not None and last.bottom == header + y:
+                regions[-1] = Region(0, last.y, width, last.height + 1)
+            else:
+                regions.append(Region(0, header + y, width, 1))
         if regions:
             self.refresh(*regions)
 
