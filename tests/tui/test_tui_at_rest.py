@@ -15,8 +15,8 @@ from fleetdeck.tui import navigation
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import HISTORY
 from fleetdeck.tui.messages import FleetPolled
+from fleetdeck.tui.rows.fleet_cells import HostCells
 from fleetdeck.tui.sources import RecordedSource
-from fleetdeck.tui.views import fleet as fleet_screen
 from fleetdeck.tui.views import host as host_screen
 from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.host import HostScreen
@@ -148,7 +148,7 @@ async def test_a_view_under_another_is_not_redrawn_until_shown(monkeypatch):
     """The Host view over the Fleet view: polls and the clock's ticks make no Fleet row (the
     view is hidden), and the Host view's tick draws its summary line only, not its tables;
     the Fleet view catches up with the newest poll when it is shown again."""
-    made = Counter(monkeypatch, fleet_screen, "host_cells")
+    made = Counter(monkeypatch, HostCells, "cells")
     tables = Counter(monkeypatch, host_screen, "schedule_rows")
     clock = Clock()
     app = app_of(clock)

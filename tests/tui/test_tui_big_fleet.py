@@ -22,6 +22,7 @@ from fleetdeck.tui.fleet_state import FleetState
 from fleetdeck.tui.messages import FleetPolled
 from fleetdeck.tui.rows import fleet as fleet_rows
 from fleetdeck.tui.rows import runs as runs_rows
+from fleetdeck.tui.rows.fleet_cells import HostCells
 from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.views import fleet as fleet_screen
 from fleetdeck.tui.views import runs as runs_screen
@@ -106,7 +107,7 @@ def big_app(n_hosts: int = HOSTS, clock=lambda: 1000.0) -> tuple[FleetdeckApp, l
 
 
 async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
-    made = Counter(monkeypatch, fleet_screen, "host_cells")
+    made = Counter(monkeypatch, HostCells, "cells")
     app, snaps = big_app()
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
@@ -141,7 +142,7 @@ async def test_a_poll_makes_only_the_hosts_on_screen(monkeypatch):
 
 
 async def test_the_clock_redraws_the_fleet_only_while_a_host_counts_time(monkeypatch):
-    made = Counter(monkeypatch, fleet_screen, "host_cells")
+    made = Counter(monkeypatch, HostCells, "cells")
     now = [1000.0]
     app, snaps = big_app(8, clock=lambda: now[0])
     async with app.run_test(size=(200, 60)) as pilot:

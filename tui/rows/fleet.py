@@ -89,6 +89,32 @@ def host_cells(
     snap = state.shown(name)
     down = live is not None and not live.reachable
     dim = down
+    status_t = status_text(state, name, w)
+    ms = state.latency_ms(name)  # held a second: not redrawn at each half-second poll
+    lat = "-" if not live or ms is None or down else latency_text(ms)
+    gpus, n_gpus = gpu_lines(state, snap, w["gpus"], dim)
+    disks, n_disks = disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
+    runs, n_runs = run_lines(snap, w["runs"], dim)
+    label = folded(label or name, w["host"])  # a host's name whole, wrapped in its column
+    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1, label.count("\n") + 1)
+    cells = {
+        "host": Text(label, style="bold" if not dim else "dim"),
+        "status": status_t,
+        "lat": Text(lat),
+        "gpus": gpus,
+        "disks": disks,
+        "runs": runs,
+        "stray": stray_text(snap, down),
+    }
+    return tuple(cells[k] for k in COLUMNS if k in w), height
+
+
+def status_text(state: FleetState, name: str, w: dict[str, int]) -> Text:
+    """Host `name`'s Status cell: up, waiting, or down with why and for how long; STALE and its
+    age; below 100 columns its disks under it."""
+    live = state.hosts.get(name)
+    snap = state.shown(name)
+    down = live is not None and not live.reachable
     status = TextBuilder()
     if live is None:
         status.add("… waiting", "dim")
@@ -106,31 +132,17 @@ def host_cells(
     if state.is_stale(name) and not down:  # a down host says how long already
         status.add("\n")
         status.add(f"STALE {duration_short(state.age(name))}", "reverse yellow")
-    ms = state.latency_ms(name)  # held a second: not redrawn at each half-second poll
-    lat = "-" if not live or ms is None or down else latency_text(ms)
-    gpus, n_gpus = _gpu_lines(state, snap, w["gpus"], dim)
-    disks, n_disks = _disk_lines(snap, w["disks"], dim) if "disks" in w else (None, 0)
-    runs, n_runs = _run_lines(snap, w["runs"], dim)
-    if snap is None or down:  # unknown stays unknown: a host that does not answer has no count
-        stray = Text("-", style="dim")
-    else:
-        stray_n = sum(1 for s in snap.schedules if s.stray)
-        stray = Text(str(stray_n), style="bold red" if stray_n else "dim")
     if "disks" not in w and snap is not None and not down and snap.disks:
-        _add_disks(status, snap, w["status"], 1, dim, first=False)  # under the status
-    status_t = status.build()
-    label = folded(label or name, w["host"])  # a host's name whole, wrapped in its column
-    height = max(1, n_gpus, n_disks, n_runs, status_t.plain.count("\n") + 1, label.count("\n") + 1)
-    cells = {
-        "host": Text(label, style="bold" if not dim else "dim"),
-        "status": status_t,
-        "lat": Text(lat),
-        "gpus": gpus,
-        "disks": disks,
-        "runs": runs,
-        "stray": stray,
-    }
-    return tuple(cells[k] for k in COLUMNS if k in w), height
+        _add_disks(status, snap, w["status"], 1, down, first=False)  # under the status
+    return status.build()
+
+
+def stray_text(snap: HostSnapshot | None, down: bool) -> Text:
+    """The Stray cell: how many of the host's schedules are strays; `-` when not known."""
+    if snap is None or down:  # unknown stays unknown: a host that does not answer has no count
+        return Text("-", style="dim")
+    n = sum(1 for s in snap.schedules if s.stray)
+    return Text(str(n), style="bold red" if n else "dim")
 
 
 def host_height(state: FleetState, name: str, w: dict[str, int]) -> int:
@@ -188,9 +200,8 @@ def _height(
     return max(1, gpus, disks, run_lines, status, name_lines)
 
 
-def _gpu_lines(
-    state: FleetState, h: HostSnapshot | None, width: int, dim: bool
-) -> tuple[Text, int]:
+def gpu_lines(state: FleetState, h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+    """The GPU memory cell: one line per card (bar, figures, health, sparkline)."""
     if h is None or not h.gpus:
         return Text("-", style="dim"), 0
     t = TextBuilder()
@@ -243,7 +254,7 @@ def gpu_health_lines(h: HostSnapshot) -> list[tuple[str, str]]:
     return out
 
 
-def _disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+def disk_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
     """The Disks cell: one line per disk (`███ 91% /srv/…/h1/runs`), `-` when none."""
     if h is None or not h.disks:
         return Text("-", style="dim"), 0
@@ -291,7 +302,7 @@ def _run_names(live: list[Run], width: int) -> list[list[str]]:
     ]
 
 
-def _run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
+def run_lines(h: HostSnapshot | None, width: int, dim: bool) -> tuple[Text, int]:
     """One line per live run (`▶run-7  45% ████`, a stalled one `‖run-9 stalled`; a name too
     long for one wraps whole over more), then the count of failed runs (`✖ 2 failed`, as
     `status` says it); `-` when there is neither."""

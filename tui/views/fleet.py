@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from fleetdeck.tui.rows.fleet import COLUMNS, host_cells, host_detail, host_height
+from fleetdeck.tui.rows.fleet import COLUMNS, host_detail, host_height
+from fleetdeck.tui.rows.fleet_cells import HostCells
 from fleetdeck.tui.views.base import show_text
 from fleetdeck.tui.views.table_view import TableView
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
@@ -50,6 +51,7 @@ class FleetScreen(TableView):
     ]
 
     def compose_body(self) -> ComposeResult:
+        self._cells = HostCells()
         yield self.make_table()
         yield Static(id="fleet-detail", classes="detail")
 
@@ -84,11 +86,13 @@ class FleetScreen(TableView):
             return
         self._made_from = made_from
         # a host's cells are made when its row is drawn (or filtered, sorted, read): on a big
-        # fleet most rows are off screen, and making them was most of a poll's cost
+        # fleet most rows are off screen, and making them was most of a poll's cost; a cell
+        # whose inputs are those it was made from is the one made before (`HostCells`)
         heights = {name: host_height(state, name, widths) for name in names}
+        cells = self._cells
 
         def make(name: str) -> tuple:
-            return host_cells(state, name, widths)[0]
+            return cells.cells(state, name, widths)
 
         with self.app.batch_update():
             self.table.sync_lazy(names, make, heights)

@@ -297,6 +297,10 @@ class KeyedTable(TableStore):
     def render_line(self, y: int) -> Strip:
         return self._lines.render_line(y)
 
+    def redraw_rows(self, keys: Sequence[str]) -> None:
+        super().redraw_rows(keys)
+        self._lines.row_lines_cache.clear()  # the changed rows' lines held there are stale
+
     def _render_line(self, y: int, x1: int, x2: int, base_style: RichStyle) -> Strip:
         return self._lines.render_table_line(y, x1, x2, base_style)
 

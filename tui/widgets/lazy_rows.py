@@ -90,16 +90,19 @@ class LazyRows:
                     t._layout_version += 1
                     t._require_update_dimensions = True
         self.make = make
-        # the rows made since the last sync hold every line drawn at this update count: with
-        # the same rows in the same places, all of them on screen, they are made again now, and
-        # when each cell equals the one shown (a poll that moved nothing on screen) the count
-        # stays: nothing is drawn. A row scrolled past since is made when drawn again.
-        drawn, self.fresh = self.fresh, set()
+        # with the same rows in the same places, the rows on screen are made again now: those
+        # whose cells all equal the ones shown (a poll that moved nothing on them) are not
+        # drawn, the others are drawn again each in its own lines (`TableStore.redraw_rows`).
+        # A row off screen is made when it is drawn or read.
+        self.fresh = set()
         t._given.clear()
-        same = was_lazy and layout == t._layout_version and drawn <= self._on_screen()
-        if not same or any([self._fill(k, make) for k in drawn]):
+        if not was_lazy or layout != t._layout_version:
             t._update_count += 1
             t.refresh()
+        else:
+            changed = [k for k in self._on_screen() if self._fill(k, make)]
+            if changed:
+                t.redraw_rows(changed)
         if t._require_update_dimensions:
             t.check_idle()
         t._show_in_title()
@@ -180,7 +183,8 @@ class LazyRows:
         if make is not None:
             key = row_key.value if isinstance(row_key, RowKey) else row_key
             if key is not None and key not in self.fresh and key in self.table._cells:
-                self._fill(key, make)
+                if self._fill(key, make):
+                    self.table.redraw_rows([key])
 
     def fill_at(self, row_index: int) -> None:
         """Make the cells of the row at `row_index` now if it waits for them."""

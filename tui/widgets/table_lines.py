@@ -250,12 +250,17 @@ class TableLines:
         neither: the crop (the line starts at column 0 and is cut to the width below) and the
         merge of neighbouring segments of one style (the compositor draws them the same)."""
         t = self.table
+        try:
+            row_key: RowKey | None
+            row_key, y_in_row = t._get_offsets(y)
+        except LookupError:
+            row_key = None
+        if row_key is not None and t._lazy.make is not None and row_key is not t._header_row_key:
+            t._lazy.fill_key(row_key)  # a lazy row drawn: made now, before any cached line
         if x1 or t.fixed_columns or (t._labelled_row_exists and t.show_row_labels):
             return DataTable._render_line(t, y, x1, x2, base_style)
         width = t.size.width
-        try:
-            row_key, y_in_row = t._get_offsets(y)
-        except LookupError:
+        if row_key is None:
             return Strip.blank(width, base_style)
         cache_key = (
             y,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, Self
 
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
@@ -90,6 +91,33 @@ class TableStore(NavTable):
         self._tall = 0
         #: the key the cursor goes back to when the rows come back after a change of columns
         self._restore_key: str | None = None
+
+    def redraw_rows(self, keys: Sequence[str]) -> None:
+        """Rows `keys` changed cells, nothing else did: only their lines on screen are drawn
+        again. The update count, which the line caches are keyed by, stays; the caches of lines
+        are emptied instead (the lines on screen stay drawn; a cell drawn is cached by its
+        object, `TableLines.render_cell`, so a line drawn again later costs little)."""
+        for cache in (
+            self._line_cache,
+            self._row_render_cache,
+            self._cell_render_cache,
+            self._row_renderable_cache,
+        ):
+            cache.clear()
+        top, header = self.scroll_offset.y, self.header_height if self.show_header else 0
+        width, wanted = self.size.width, set(keys)
+        # the lines of those rows on screen, neighbours in one region (one update each)
+        regions: list[Region] = []
+        for y, (rk, _) in enumerate(self._y_offsets[top : top + self.size.height - header]):
+            if rk.value not in wanted:
+                continue
+            last = regions[-1] if regions else None
+            if last is not None and last.bottom == header + y:
+                regions[-1] = Region(0, last.y, width, last.height + 1)
+            else:
+                regions.append(Region(0, header + y, width, 1))
+        if regions:
+            self.refresh(*regions)
 
     def _add_columns(self) -> None:
         for spec, label in zip(self._spec, self.choice.column_labels(self._spec), strict=True):
