@@ -57,12 +57,14 @@ def silence_cells(s: Silence) -> tuple:
 
 
 def alert_detail(a: Alert, silence: Silence | None) -> Text:
-    """Alert `a` in full: its title, since when, its text, and the silence holding it."""
+    """Alert `a` in full: its title and since when on one line, its text on the next (at 80x24
+    the detail has three lines: what the alert says comes before anything else), and the
+    silence holding it."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a.since))
     text = message_text(
-        f"{a.title}\n{a.state} since {when}"
+        f"{a.title} · {a.state} since {when}"
         + (f", {a.severity}" if a.state == "firing" else "")
-        + f"\n\n{a.text}"
+        + f"\n{a.text}"
     )
     if silence is not None:
         ends = time.strftime("%Y-%m-%d %H:%M", time.localtime(silence.ends))
