@@ -269,6 +269,16 @@ class HostSnapshot:
         }
 
 
+def judged_host(h: HostSnapshot, schedules: tuple[Schedule, ...]) -> HostSnapshot:
+    """`h` with `schedules` (the stray verdict's), as `dataclasses.replace` makes it, without
+    going through every field of its `__init__` again: the fields copied, one changed. The
+    verdict makes one a host-poll."""
+    new = object.__new__(HostSnapshot)
+    new.__dict__.update(h.__dict__)
+    new.__dict__["schedules"] = schedules
+    return new
+
+
 @dataclass(frozen=True)
 class FleetSnapshot:
     """Every host at one poll, in fleet-file order."""
@@ -339,6 +349,7 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
 
 
 __all__ = [
+    "judged_host",
     "Checkpoint",
     "Disk",
     "FleetSnapshot",

@@ -143,7 +143,7 @@ def _process(d: Any, i: int, marks: list[str]) -> Process:
     kw = read(d, wire.ProcessRecord, Process, "process", mine)
     why = d.get("why") or []
     proc = Process(
-        why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (), **kw
+        why=tuple(filter(PROCESS_TAGS.__contains__, why)) if isinstance(why, list) else (), **kw
     )
     if not proc.pid or proc.start is None:
         raise BadField("pid", "no pid and start time: no identity")
@@ -259,27 +259,32 @@ def host_from_probe(
         if section not in got:
             got[section] = check_section(name, section, d.get(section))
         warnings.extend(got[section][1])
-    snap = HostSnapshot(
+    # the answer's own figures read first, so that the snapshot is made once, its warnings in it
+    total = mi.soft(as_count, "total_bytes", MAX_BYTES) or 0
+    used = mi.soft(as_count, "used_bytes", MAX_BYTES) or 0
+    load1 = top.soft(as_figure, "load1", 0.0, 1e6)
+    gpu_source = top.soft(as_text, "gpu_source", True, 64)
+    probe_cpu_s = top.soft(as_figure, "probe_cpu_s", 0.0)
+    warnings.extend(f"answer: {m}" for m in top.marks)
+    warnings.extend(f"memory: {m}" for m in mi.marks)
+    return HostSnapshot(
         name=name,
         reachable=True,
         latency_ms=latency_ms,
-        memory_total_bytes=mi.soft(as_count, "total_bytes", MAX_BYTES) or 0,
-        memory_used_bytes=mi.soft(as_count, "used_bytes", MAX_BYTES) or 0,
-        load1=top.soft(as_figure, "load1", 0.0, 1e6),
+        memory_total_bytes=total,
+        memory_used_bytes=used,
+        load1=load1,
         gpus=_on_our_clock(got["gpus"][0], d.get("time"), now),
         disks=got["disks"][0],
         runs=got["runs"][0],
         schedules=got["schedules"][0],
-        gpu_source=top.soft(as_text, "gpu_source", True, 64),
-        warnings=(),
+        gpu_source=gpu_source,
+        warnings=tuple(warnings),
         time=now,
-        probe_cpu_s=top.soft(as_figure, "probe_cpu_s", 0.0),
+        probe_cpu_s=probe_cpu_s,
         seats=got["seats"][0],
         processes=got["processes"][0],
     )
-    warnings.extend(f"answer: {m}" for m in top.marks)
-    warnings.extend(f"memory: {m}" for m in mi.marks)
-    return replace(snap, warnings=tuple(warnings))
 
 
 def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
