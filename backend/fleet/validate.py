@@ -7,6 +7,7 @@ their lists, enumerations and objects here."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from typing import Any
@@ -162,8 +163,27 @@ def _label(d: Any, i: int) -> str:
     return f"#{i}"
 
 
-def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, ...]:
-    """Each item of `seq` through `parse(item, i, marks)`; a bad item is left out and named."""
+#: one item of a section as checked: its value as the host sent it, the item made of it (None
+#: when it was left out) and what was noted of it (`Held` keeps them for the next answer)
+Kept = tuple[Any, Any, tuple[str, ...]]
+
+#: the JSON text of a value as parsed: the same text is the same value, type for type (where
+#: `==` holds 1, 1.0 and true equal, and 0.0 and -0.0)
+_TEXT = json.JSONEncoder(check_circular=False).encode
+
+
+def _items(
+    kind: str,
+    seq: Any,
+    parse: Any,
+    warnings: list[str],
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> tuple[Any, ...]:
+    """Each item of `seq` through `parse(item, i, marks)`; a bad item is left out and named.
+    `last`: the items of the last answer's same section as checked; an item sent again at its
+    place as it was (the same JSON text) is taken as it was made, not checked again. `keep`
+    gets each item as checked (an item taken as it was: the very entry of `last`)."""
     if seq is None:
         return ()
     if not isinstance(seq, list):
@@ -173,12 +193,22 @@ def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, .
     one = "process" if kind == "processes" else kind[:-1]
     out = []
     for i, d in enumerate(seq[:limit]):
-        marks: list[str] = []
-        try:
-            out.append(parse(d, i, marks))
-        except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
-            warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
-            continue
+        was = last[i] if last is not None and i < len(last) else None
+        if was is not None and was[1] is not None and was[0] == d and _TEXT(was[0]) == _TEXT(d):
+            item, marks, kept = was[1], was[2], was  # `keep` gets the very entry held
+        else:
+            marks = []
+            try:
+                item = parse(d, i, marks)
+            except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
+                warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
+                if keep is not None:
+                    keep.append((d, None, ()))
+                continue
+            kept = (d, item, tuple(marks))
+        out.append(item)
+        if keep is not None:
+            keep.append(kept)
         for m in marks[:8]:
             warnings.append(f"{one} {_label(d, i)}: {m}")
     if len(seq) > limit:
@@ -213,22 +243,30 @@ SECTIONS = ("gpus", "disks", "runs", "schedules", "processes", "seats")
 Section = tuple[Any, tuple[str, ...]]
 
 
-def check_section(name: str, section: str, value: Any) -> Section:
+def check_section(
+    name: str,
+    section: str,
+    value: Any,
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> Section:
     """One section of host `name`'s answer checked item by item (the GPUs' Xid times still on
-    the host's clock: `host_from_probe` moves them)."""
+    the host's clock: `host_from_probe` moves them). `last` and `keep`: see `_items`."""
     warnings: list[str] = []
     if section == "gpus":
-        out: Any = _items("gpus", value, gpu_from_json, warnings)
+        out: Any = _items("gpus", value, gpu_from_json, warnings, last, keep)
     elif section == "disks":
-        out = _items("disks", value, _disk, warnings)
+        out = _items("disks", value, _disk, warnings, last, keep)
     elif section == "runs":
-        out = _items("runs", value, lambda r, i, m: _run(name, r, m), warnings)
+        out = _items("runs", value, lambda r, i, m: _run(name, r, m), warnings, last, keep)
     elif section == "schedules":
-        out = _items("schedules", value, lambda s, i, m: _schedule(name, s, m), warnings)
+        out = _items(
+            "schedules", value, lambda s, i, m: _schedule(name, s, m), warnings, last, keep
+        )
     elif section == "processes":
-        out = _items("processes", value, _process, warnings)
+        out = _items("processes", value, _process, warnings, last, keep)
     elif section == "seats":
-        out = _seats(name, value, warnings)
+        out = _seats(name, value, warnings, last, keep)
     else:
         raise KeyError(section)
     return out, tuple(warnings)
@@ -287,7 +325,13 @@ def host_from_probe(
     )
 
 
-def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
+def _seats(
+    host: str,
+    items: Any,
+    warnings: list[str] | None = None,
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> tuple[Any, ...] | None:
     if not isinstance(items, list):
         return None
     return _items(
@@ -295,6 +339,8 @@ def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[An
         items,
         lambda s, i, m: seat_from_json(host, s),
         [] if warnings is None else warnings,
+        last,
+        keep,
     )
 
 
@@ -320,6 +366,7 @@ def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:
 __all__ = [
     "SECTIONS",
     "BadField",
+    "Kept",
     "Section",
     "check_section",
     "fleet_from_json",

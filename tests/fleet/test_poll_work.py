@@ -1,20 +1,29 @@
 """The work of one host-poll on the controller, counted (never timed): a reachable host's
 snapshot is made once (its answer's figures read before it, the stray verdict's schedules put in
-without going through its fields again), and the answer is decoded by one shared strict decoder,
-not a new one each time. Real resident probes over real loopback sshd hosts."""
+without going through its fields again); the answer is decoded by one shared strict decoder, not
+a new one each time; and a section sent again checks only its items that are not, at their
+place, the very JSON held (the rest are taken as they were made, and a section all of whose items
+are held is the same tuple, so the stray verdict is kept), showing what a fresh check shows.
+Real resident probes over real loopback sshd hosts, real answers' shapes through `Held`."""
 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import time
 
 import pytest
 
+from fleetdeck.backend.fleet import schedule_verdict, validate
+from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.config import load_fleet
+from fleetdeck.backend.fleet.held import Held
 from fleetdeck.backend.fleet.link.channel import NonFinite, loads
 from fleetdeck.backend.fleet.models import HostSnapshot
 from fleetdeck.backend.fleet.poller import Poller
+from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict
+from fleetdeck.backend.fleet.validate import host_from_probe
 
 from support.counting import Counter
 
@@ -64,3 +73,122 @@ def test_the_shared_decoder_still_names_a_non_finite_field_and_reads_bytes_as_js
         with pytest.raises(json.JSONDecodeError) as theirs:
             json.loads(bad)
         assert str(ours.value) == str(theirs.value)
+
+
+def _answer(seq: int, schedules: list[dict], processes: list[dict]) -> dict:
+    return {
+        "seq": seq,
+        "gpus": [],
+        "disks": [],
+        "runs": [],
+        "seats": None,
+        "schedules": schedules,
+        "processes": processes,
+        "memory": {"total_bytes": 1, "used_bytes": 0},
+        "load1": 0.1,
+        "time": 1.0,
+    }
+
+
+def _schedule(i: int) -> dict:
+    return {
+        "id": f"c-{i}",
+        "kind": "crontab",
+        "user": "u",
+        "spec": "@daily",
+        "command": f"run {i}",
+        "source": "crontab",
+    }
+
+
+def _process(pid: int, cpu: object) -> dict:
+    return {
+        "pid": pid,
+        "start": 7,
+        "ppid": 1,
+        "user": "u",
+        "cpu_pct": cpu,
+        "rss_bytes": 1 << 20,
+        "gpu_mib": None,
+        "why": ["cpu"],
+        "command": f"worker {pid}",
+    }
+
+
+def test_a_section_sent_again_checks_only_the_items_that_changed_and_keeps_the_verdict(
+    monkeypatch,
+):
+    schedules = [_schedule(i) for i in range(50)]
+    procs = [_process(100 + i, 1.5) for i in range(10)]
+    held, verdict = Held(), StrayVerdict()
+    first = host_from_probe(
+        "h", _answer(1, schedules, procs), 1.0, 1.0, held.take("h", _answer(1, schedules, procs))
+    )
+    judged = verdict([first], Acks())
+    parsed = Counter(monkeypatch, validate, "_schedule")
+    judging = Counter(monkeypatch, schedule_verdict, "_judged")
+    # every section sent again (a whole answer), one process's CPU moved
+    procs2 = [*procs[:3], _process(103, 2.5), *procs[4:]]
+    checked = held.take("h", _answer(2, schedules, procs2))
+    snap = host_from_probe("h", _answer(2, schedules, procs2), 1.0, 1.0, checked)
+    assert parsed.take() == 0  # 50 before
+    assert held.checked - 60 == 1 and held.reused == 59  # the one process that moved
+    assert snap.schedules is first.schedules  # the same tuple: the verdict is kept
+    again = verdict([snap], Acks())
+    assert judging.take() == 0  # judged again before (new schedule objects)
+    assert again[0].schedules == judged[0].schedules
+    assert [p.cpu_pct for p in snap.processes][3] == 2.5
+
+
+def test_an_item_that_reads_equal_but_is_not_the_same_json_is_checked_again():
+    # 1.5 and 2 are numbers; true == 1 in Python, and 0.0 == -0.0, but neither is the same text
+    held = Held()
+    for seq, cpu in enumerate([1, True, 1, 0.0, -0.0, 1.0], 1):
+        whole = _answer(seq, [], [_process(100, cpu)])
+        ours = host_from_probe("h", whole, 1.0, 1.0, held.take("h", whole))
+        fresh = host_from_probe("h", whole, 1.0, 1.0)
+        assert ours.to_json() == fresh.to_json(), cpu
+        assert ours.warnings == fresh.warnings
+        assert str(ours.processes[0].cpu_pct) == str(fresh.processes[0].cpu_pct)
+    assert held.reused == 0  # each answer's item differs from the last one's text
+    assert any(
+        "cpu_pct" in w
+        for w in host_from_probe("h", _answer(9, [], [_process(1, True)]), 1.0, 1.0).warnings
+    )
+
+
+def test_sections_sent_again_show_what_fresh_checks_show_over_random_answers():
+    """200 answers, each sent whole through one `Held`: items added, removed, moved, changed, made
+    hostile (a bool, a string, a control character, a float for a count) and made good again;
+    every snapshot is the one a fresh check of the same answer makes, warnings included."""
+    rng = random.Random(50)
+    schedules = [_schedule(i) for i in range(8)]
+    procs = [_process(100 + i, 1.0) for i in range(8)]
+    held = Held()
+    bad = [True, "x", None, 1e300, -0.0, 3, "\x1b[31m"]
+    for seq in range(1, 201):
+        for _ in range(rng.randrange(4)):
+            pick = rng.randrange(6)
+            if pick == 0 and procs:
+                procs.pop(rng.randrange(len(procs)))
+            elif pick == 1:
+                procs.insert(rng.randrange(len(procs) + 1), _process(rng.randrange(1000), 0.5))
+            elif pick == 2 and procs:
+                p = dict(rng.choice(procs))
+                p[rng.choice(["cpu_pct", "rss_bytes", "user", "pid", "why"])] = rng.choice(bad)
+                procs[rng.randrange(len(procs))] = p
+            elif pick == 3 and schedules:
+                s = dict(rng.choice(schedules))
+                s[rng.choice(["command", "spec", "kind", "id"])] = rng.choice(bad)
+                schedules[rng.randrange(len(schedules))] = s
+            elif pick == 4:
+                schedules.insert(rng.randrange(len(schedules) + 1), _schedule(rng.randrange(99)))
+            elif pick == 5 and len(schedules) > 1:
+                i, j = rng.randrange(len(schedules)), rng.randrange(len(schedules))
+                schedules[i], schedules[j] = schedules[j], schedules[i]
+        whole = json.loads(json.dumps(_answer(seq, schedules, procs)))
+        ours = host_from_probe("h", whole, 1.0, 1.0, held.take("h", whole))
+        fresh = host_from_probe("h", json.loads(json.dumps(whole)), 1.0, 1.0)
+        assert json.dumps(ours.to_json()) == json.dumps(fresh.to_json()), seq
+        assert ours == fresh, seq
+    assert held.reused > held.checked  # most items were taken as held
