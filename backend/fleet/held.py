@@ -94,7 +94,8 @@ class Held:
         """A section sent, checked; the items at their place as held are taken as they were
         made, and when all of them are, the section held is taken whole (the same tuple: what
         judges it, the stray verdict among them, sees it unchanged)."""
-        last, keep = self.items.get(section), []
+        last = self.items.get(section)
+        keep: list[Kept] = []
         got = check_section(host, section, value, last, keep)
         held = self.sections.get(section)
         reused = 0 if last is None else sum(map(operator.is_, keep, last))

@@ -197,15 +197,16 @@ def _items(
         if was is not None and was[1] is not None and was[0] == d and _TEXT(was[0]) == _TEXT(d):
             item, marks, kept = was[1], was[2], was  # `keep` gets the very entry held
         else:
-            marks = []
+            fresh: list[str] = []
             try:
-                item = parse(d, i, marks)
+                item = parse(d, i, fresh)
             except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
                 warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
                 if keep is not None:
                     keep.append((d, None, ()))
                 continue
-            kept = (d, item, tuple(marks))
+            marks = tuple(fresh)
+            kept = (d, item, marks)
         out.append(item)
         if keep is not None:
             keep.append(kept)
