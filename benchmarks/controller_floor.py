@@ -21,6 +21,13 @@ host asked at once, each in its own task as the poller does):
 
 What "poller, replayed" costs above "floor + JSON" is the controller's own work a host-poll; the
 floor is what any controller pays over asyncssh on this machine for one line out and one in.
+
+    python benchmarks/controller_floor.py --calls --lines /tmp/lines.json
+
+`--calls` also counts the Python calls a host-poll (cProfile, builtins included) of "floor + JSON"
+and "poller, replayed", by package; `--lines FILE` writes the recorded lines to FILE, or replays
+FILE's when it exists, so that two trees (`PYTHONPATH` naming each) are measured on the very same
+answers.
 """
 
 from __future__ import annotations
@@ -136,11 +143,20 @@ async def bare_cycle(procs: dict, lines: dict, parse: bool) -> None:
     await asyncio.wait([asyncio.ensure_future(one(n)) for n in procs])
 
 
-async def measure(fleet, polls: int, rounds: int, warm: int) -> dict:
+async def measure(
+    fleet, polls: int, rounds: int, warm: int, calls: bool = False, keep: Path | None = None
+) -> dict:
     poller = Poller(fleet)
     n = len(fleet.hosts)
     try:
         lines = await recorded(poller, warm)
+        if keep is not None and keep.exists():  # the same lines as another run (another tree)
+            kept = json.loads(keep.read_text())
+            lines = {h: {k: v.encode() for k, v in x.items()} for h, x in kept.items()}
+        elif keep is not None:
+            keep.write_text(
+                json.dumps({h: {k: v.decode() for k, v in x.items()} for h, x in lines.items()})
+            )
         procs = {
             h.name: await stand_in(poller, h.name, ECHO, lines[h.name]["answer"])
             for h in fleet.hosts
@@ -156,6 +172,32 @@ async def measure(fleet, polls: int, rounds: int, warm: int) -> dict:
         for _ in range(3):
             await replayed.poll()
             await bare_cycle(procs, lines, True)
+        counted: dict[str, tuple[float, dict[str, float]]] = {}
+        if calls:
+            import cProfile  # deferred: only --calls profiles
+            import pstats  # deferred: only --calls profiles
+
+            for arm in ("floor + JSON", "poller, replayed"):
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(polls):
+                    if arm == "floor + JSON":
+                        await bare_cycle(procs, lines, True)
+                    else:
+                        await replayed.poll()
+                pr.disable()
+                by: dict[str, float] = {}
+                for (path, _, _), v in pstats.Stats(pr).stats.items():  # type: ignore[attr-defined]
+                    part = next(
+                        (
+                            k
+                            for k in ("fleetdeck", "asyncssh", "asyncio", "json")
+                            if f"/{k}/" in path
+                        ),
+                        "builtins" if path == "~" else "the rest",
+                    )
+                    by[part] = by.get(part, 0) + v[1] / polls / n
+                counted[arm] = (sum(by.values()), by)
         res: dict[str, list[float]] = {
             "floor": [],
             "floor + JSON": [],
@@ -182,6 +224,7 @@ async def measure(fleet, polls: int, rounds: int, warm: int) -> dict:
         await replayed.close()  # its stand-ins (on the first poller's connections)
         return {
             "medians_ms": res,
+            "calls": counted,
             "request_bytes": statistics.median(len(x["request"]) for x in lines.values()),
             "answer_bytes": statistics.median(len(x["answer"]) for x in lines.values()),
             "delta_bytes": statistics.median(len(x["delta"]) for x in lines.values()),
@@ -197,6 +240,17 @@ def main() -> int:
     ap.add_argument("--polls", type=int, default=20, help="cycles a measure (median)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the three arms, alternated")
     ap.add_argument("--warm", type=int, default=5, help="the poller's polls before (recorded)")
+    ap.add_argument(
+        "--calls",
+        action="store_true",
+        help="also count Python calls a host-poll (cProfile) of floor + JSON and the replayed poller",
+    )
+    ap.add_argument(
+        "--lines",
+        type=Path,
+        help="a file of the recorded lines: read when it exists (every stand-in replays them: "
+        "two trees compared on the same answers), else written",
+    )
     args = ap.parse_args()
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
@@ -208,7 +262,16 @@ def main() -> int:
             path = sf.write_fleet(
                 Path(d) / "hosts.toml", defaults={"command_timeout": 60, "connect_timeout": 20}
             )
-            out = asyncio.run(measure(load_fleet(str(path)), args.polls, args.rounds, args.warm))
+            out = asyncio.run(
+                measure(
+                    load_fleet(str(path)),
+                    args.polls,
+                    args.rounds,
+                    args.warm,
+                    args.calls,
+                    args.lines,
+                )
+            )
         finally:
             sf.stop_all()
     print(
@@ -230,6 +293,9 @@ def main() -> int:
             f"{arm}: {whole / floor:.2f}x the floor; above floor + JSON "
             f"{whole - json_floor:.3f} ms a host-poll"
         )
+    for arm, (total, by) in out["calls"].items():
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+        print(f"Python calls a host-poll, {arm}: {total:.0f} ({parts})")
     print(f"(replayed: {out['deltas']} delta answers taken, {out['delta_bytes']:.0f} bytes each)")
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

@@ -7,7 +7,6 @@ their lists, enumerations and objects here."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from typing import Any
@@ -167,9 +166,10 @@ def _label(d: Any, i: int) -> str:
 #: when it was left out) and what was noted of it (`Held` keeps them for the next answer)
 Kept = tuple[Any, Any, tuple[str, ...]]
 
-#: the JSON text of a value as parsed: the same text is the same value, type for type (where
-#: `==` holds 1, 1.0 and true equal, and 0.0 and -0.0)
-_TEXT = json.JSONEncoder(check_circular=False).encode
+#: a parsed JSON value written out, its keys in order: the same text is the same value, type
+#: for type (where `==` holds 1, 1.0 and true equal, and 0.0 and -0.0); `repr` writes each kind
+#: apart (a text quoted, a float with its point, True) and runs in C to the end
+_TEXT = repr
 
 
 def _items(
