@@ -279,6 +279,16 @@ def judged_host(h: HostSnapshot, schedules: tuple[Schedule, ...]) -> HostSnapsho
     return new
 
 
+def judged_schedule(s: Schedule, reasons: tuple[str, ...], stray: bool) -> Schedule:
+    """`s` with the stray verdict's `reasons` and `stray`, made as `judged_host` is (the
+    verdict makes one a schedule of every host it judges again)."""
+    new = object.__new__(Schedule)
+    new.__dict__.update(s.__dict__)
+    new.__dict__["reasons"] = reasons
+    new.__dict__["stray"] = stray
+    return new
+
+
 @dataclass(frozen=True)
 class FleetSnapshot:
     """Every host at one poll, in fleet-file order."""
@@ -350,6 +360,7 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
 
 __all__ = [
     "judged_host",
+    "judged_schedule",
     "Checkpoint",
     "Disk",
     "FleetSnapshot",

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
 
 from fleetdeck.backend.fleet.acks import LEGACY_ID, Acks, load_acks, resolve_legacy
-from fleetdeck.backend.fleet.models import HostSnapshot, Schedule, judged_host
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule, judged_host, judged_schedule
 
 #: the reasons an acknowledgement clears: the operator has judged the entry
 JUDGED = ("unacknowledged", "duplicate")
@@ -51,14 +50,14 @@ def _judged(h: HostSnapshot, acks: Acks, counts: Counter[str]) -> tuple[Schedule
     scheds = []
     for s in h.schedules:
         if s.system:
-            scheds.append(replace(s, reasons=(), stray=False))
+            scheds.append(judged_schedule(s, (), False))
             continue
         reasons = [r for r in s.reasons if r not in JUDGED]
         if not acks.covers(h.name, s.id):
             reasons.append("unacknowledged")
             if s.active and counts[norm_command(s.command)] > 1:
                 reasons.append("duplicate")
-        scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
+        scheds.append(judged_schedule(s, tuple(reasons), bool(reasons)))
     return tuple(scheds)
 
 

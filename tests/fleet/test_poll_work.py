@@ -20,9 +20,9 @@ from fleetdeck.backend.fleet.acks import Acks
 from fleetdeck.backend.fleet.config import load_fleet
 from fleetdeck.backend.fleet.held import Held
 from fleetdeck.backend.fleet.link.channel import NonFinite, loads
-from fleetdeck.backend.fleet.models import HostSnapshot
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
 from fleetdeck.backend.fleet.poller import Poller
-from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict
+from fleetdeck.backend.fleet.schedule_verdict import StrayVerdict, mark_stray
 from fleetdeck.backend.fleet.validate import host_from_probe
 
 from support.counting import Counter
@@ -192,3 +192,17 @@ def test_sections_sent_again_show_what_fresh_checks_show_over_random_answers():
         assert json.dumps(ours.to_json()) == json.dumps(fresh.to_json()), seq
         assert ours == fresh, seq
     assert held.reused > held.checked  # most items were taken as held
+
+
+def test_the_verdict_judging_a_host_again_makes_no_schedule_through_its_fields(monkeypatch):
+    def host(name: str, *ids: int):
+        return host_from_probe(name, _answer(1, [_schedule(i) for i in ids], []), 1.0, 1.0)
+
+    hosts = [host("a", *range(30)), host("b", 0, 1), host("c", 30)]
+    made = Counter(monkeypatch, Schedule, "__init__")
+    judged = StrayVerdict()(hosts, Acks(everywhere=frozenset({"c-1"})))
+    # 33 schedules judged, none made through its fields (33 before, one per `replace`)
+    assert made.take() == 0
+    assert judged == mark_stray(hosts, Acks(everywhere=frozenset({"c-1"})))
+    assert [s.reasons for s in judged[1].schedules] == [("unacknowledged", "duplicate"), ()]
+    assert [s.stray for s in judged[2].schedules] == [True]
