@@ -98,7 +98,8 @@ class Held:
         keep: list[Kept] = []
         got = check_section(host, section, value, last, keep)
         held = self.sections.get(section)
-        reused = 0 if last is None else sum(map(operator.is_, keep, last))
+        item = operator.itemgetter(1)
+        reused = 0 if last is None else sum(map(operator.is_, map(item, keep), map(item, last)))
         self.checked += len(keep) - reused
         self.reused += reused
         if (

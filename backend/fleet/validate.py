@@ -163,8 +163,9 @@ def _label(d: Any, i: int) -> str:
 
 
 #: one item of a section as checked: its value as the host sent it, the item made of it (None
-#: when it was left out) and what was noted of it (`Held` keeps them for the next answer)
-Kept = tuple[Any, Any, tuple[str, ...]]
+#: when it was left out), what was noted of it, and its `_TEXT` once it was compared (None
+#: before) (`Held` keeps them for the next answer)
+Kept = tuple[Any, Any, tuple[str, ...], str | None]
 
 #: a parsed JSON value written out, its keys in order: the same text is the same value, type
 #: for type (where `==` holds 1, 1.0 and true equal, and 0.0 and -0.0); `repr` writes each kind
@@ -183,7 +184,7 @@ def _items(
     """Each item of `seq` through `parse(item, i, marks)`; a bad item is left out and named.
     `last`: the items of the last answer's same section as checked; an item sent again at its
     place as it was (the same JSON text) is taken as it was made, not checked again. `keep`
-    gets each item as checked (an item taken as it was: the very entry of `last`)."""
+    gets each item as checked."""
     if seq is None:
         return ()
     if not isinstance(seq, list):
@@ -194,8 +195,14 @@ def _items(
     out = []
     for i, d in enumerate(seq[:limit]):
         was = last[i] if last is not None and i < len(last) else None
-        if was is not None and was[1] is not None and was[0] == d and _TEXT(was[0]) == _TEXT(d):
-            item, marks, kept = was[1], was[2], was  # `keep` gets the very entry held
+        text = None
+        if was is not None and was[1] is not None and was[0] == d:
+            text = _TEXT(d)  # once a poll an item stays as it was; the held one's text kept
+            if text != (_TEXT(was[0]) if was[3] is None else was[3]):
+                text = None
+        if text is not None and was is not None:
+            item, marks = was[1], was[2]
+            kept = was if was[3] is not None else (d, item, marks, text)
         else:
             fresh: list[str] = []
             try:
@@ -203,10 +210,10 @@ def _items(
             except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
                 warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
                 if keep is not None:
-                    keep.append((d, None, ()))
+                    keep.append((d, None, (), None))
                 continue
             marks = tuple(fresh)
-            kept = (d, item, marks)
+            kept = (d, item, marks, None)
         out.append(item)
         if keep is not None:
             keep.append(kept)
