@@ -25,6 +25,10 @@ from fleetdeck.backend.host.lib.text import shown
 
 #: an answer's number is at most this (it travels back in the next request)
 MAX_SEQ = 2**63 - 1
+#: the sections whose items are checked again whenever they are sent, without looking for held
+#: ones: a process's CPU and memory figures move at nearly every poll, so the look would cost
+#: more than it saves
+CHECKED_AFRESH = frozenset({"processes"})
 
 
 class BadDelta(ValueError):
@@ -94,6 +98,9 @@ class Held:
         """A section sent, checked; the items at their place as held are taken as they were
         made, and when all of them are, the section held is taken whole (the same tuple: what
         judges it, the stray verdict among them, sees it unchanged)."""
+        if section in CHECKED_AFRESH:
+            self.checked += len(value) if isinstance(value, list) else 0
+            return check_section(host, section, value), []
         last = self.items.get(section)
         keep: list[Kept] = []
         got = check_section(host, section, value, last, keep)
