@@ -16,14 +16,19 @@ asks for a whole answer, and what was held is never shown as this answer's.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from fleetdeck.backend.fleet.validate import SECTIONS, Section, check_section
+from fleetdeck.backend.fleet.validate import SECTIONS, Kept, Section, check_section
 from fleetdeck.backend.fleet.validate_fields import described
 from fleetdeck.backend.host.lib.text import shown
 
 #: an answer's number is at most this (it travels back in the next request)
 MAX_SEQ = 2**63 - 1
+#: the sections whose items are checked again whenever they are sent, without looking for held
+#: ones: a process's CPU and memory figures move at nearly every poll, so the look would cost
+#: more than it saves
+CHECKED_AFRESH = frozenset({"processes"})
 
 
 class BadDelta(ValueError):
@@ -43,6 +48,12 @@ class Held:
     def __init__(self) -> None:
         self.seq: int | None = None
         self.sections: dict[str, Section] = {}
+        #: each held section's items as checked (`validate.Kept`): a section sent again checks
+        #: only the items that are not the very ones held at their place
+        self.items: dict[str, list[Kept]] = {}
+        #: items checked and items taken as held, in the sections sent (for tests and benchmarks)
+        self.checked = 0
+        self.reused = 0
         #: answers taken whole and as deltas (for tests and benchmarks)
         self.whole = 0
         self.deltas = 0
@@ -51,6 +62,7 @@ class Held:
         """Hold nothing: the next request asks for a whole answer."""
         self.seq = None
         self.sections = {}
+        self.items = {}
 
     def request(self) -> dict[str, Any]:
         """What the next request adds: the number of the answer held, when one is."""
@@ -62,22 +74,51 @@ class Held:
         nothing held) when it is a delta that cannot be applied."""
         seq = answer.get("seq")
         if "base" not in answer and "same" not in answer:
-            checked = {s: check_section(host, s, answer.get(s)) for s in SECTIONS}
-            self.seq, self.sections = (seq if _number(seq) else None), checked
+            same: set[str] = set()
             self.whole += 1
-            return checked
-        try:
-            same = self._unchanged(answer)
-        except BadDelta:
-            self.forget()
-            raise
-        checked = {
-            s: self.sections[s] if s in same else check_section(host, s, answer.get(s))
-            for s in SECTIONS
-        }
-        self.seq, self.sections = seq, checked
-        self.deltas += 1
+        else:
+            try:
+                same = self._unchanged(answer)
+            except BadDelta:
+                self.forget()
+                raise
+            self.deltas += 1
+        checked: dict[str, Section] = {}
+        items: dict[str, list[Kept]] = {}
+        for s in SECTIONS:
+            if s in same:
+                checked[s], items[s] = self.sections[s], self.items.get(s, [])
+            else:
+                checked[s], items[s] = self._check(host, s, answer.get(s))
+        self.seq = seq if _number(seq) else None
+        self.sections, self.items = checked, items
         return checked
+
+    def _check(self, host: str, section: str, value: Any) -> tuple[Section, list[Kept]]:
+        """A section sent, checked; the items at their place as held are taken as they were
+        made, and when all of them are, the section held is taken whole (the same tuple: what
+        judges it, the stray verdict among them, sees it unchanged)."""
+        if section in CHECKED_AFRESH:
+            self.checked += len(value) if isinstance(value, list) else 0
+            return check_section(host, section, value), []
+        last = self.items.get(section)
+        keep: list[Kept] = []
+        got = check_section(host, section, value, last, keep)
+        held = self.sections.get(section)
+        item = operator.itemgetter(1)
+        reused = 0 if last is None else sum(map(operator.is_, map(item, keep), map(item, last)))
+        self.checked += len(keep) - reused
+        self.reused += reused
+        if (
+            held is not None
+            and isinstance(got[0], tuple)
+            and isinstance(held[0], tuple)
+            and len(got[0]) == len(held[0])
+            and all(map(operator.is_, got[0], held[0]))
+            and got[1] == held[1]
+        ):
+            return held, keep
+        return got, keep
 
     def _unchanged(self, answer: dict[str, Any]) -> set[str]:
         seq, base, same = answer.get("seq"), answer.get("base"), answer.get("same")

@@ -269,6 +269,26 @@ class HostSnapshot:
         }
 
 
+def judged_host(h: HostSnapshot, schedules: tuple[Schedule, ...]) -> HostSnapshot:
+    """`h` with `schedules` (the stray verdict's), as `dataclasses.replace` makes it, without
+    going through every field of its `__init__` again: the fields copied, one changed. The
+    verdict makes one a host-poll."""
+    new = object.__new__(HostSnapshot)
+    new.__dict__.update(h.__dict__)
+    new.__dict__["schedules"] = schedules
+    return new
+
+
+def judged_schedule(s: Schedule, reasons: tuple[str, ...], stray: bool) -> Schedule:
+    """`s` with the stray verdict's `reasons` and `stray`, made as `judged_host` is (the
+    verdict makes one a schedule of every host it judges again)."""
+    new = object.__new__(Schedule)
+    new.__dict__.update(s.__dict__)
+    new.__dict__["reasons"] = reasons
+    new.__dict__["stray"] = stray
+    return new
+
+
 @dataclass(frozen=True)
 class FleetSnapshot:
     """Every host at one poll, in fleet-file order."""
@@ -339,6 +359,8 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
 
 
 __all__ = [
+    "judged_host",
+    "judged_schedule",
     "Checkpoint",
     "Disk",
     "FleetSnapshot",

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
 
 from fleetdeck.backend.fleet.acks import LEGACY_ID, Acks, load_acks, resolve_legacy
-from fleetdeck.backend.fleet.models import HostSnapshot, Schedule
+from fleetdeck.backend.fleet.models import HostSnapshot, Schedule, judged_host, judged_schedule
 
 #: the reasons an acknowledgement clears: the operator has judged the entry
 JUDGED = ("unacknowledged", "duplicate")
@@ -38,7 +37,7 @@ def mark_stray(hosts: list[HostSnapshot], acks: Acks | None = None) -> list[Host
     counts: Counter[str] = Counter()
     for h in hosts:
         counts.update(_commands(h.schedules))
-    return [replace(h, schedules=_judged(h, acks, counts)) if h.schedules else h for h in hosts]
+    return [judged_host(h, _judged(h, acks, counts)) if h.schedules else h for h in hosts]
 
 
 def _commands(schedules: tuple[Schedule, ...]) -> Counter[str]:
@@ -51,14 +50,14 @@ def _judged(h: HostSnapshot, acks: Acks, counts: Counter[str]) -> tuple[Schedule
     scheds = []
     for s in h.schedules:
         if s.system:
-            scheds.append(replace(s, reasons=(), stray=False))
+            scheds.append(judged_schedule(s, (), False))
             continue
         reasons = [r for r in s.reasons if r not in JUDGED]
         if not acks.covers(h.name, s.id):
             reasons.append("unacknowledged")
             if s.active and counts[norm_command(s.command)] > 1:
                 reasons.append("duplicate")
-        scheds.append(replace(s, reasons=tuple(reasons), stray=bool(reasons)))
+        scheds.append(judged_schedule(s, tuple(reasons), bool(reasons)))
     return tuple(scheds)
 
 
@@ -91,7 +90,7 @@ class StrayVerdict:
         if len(hosts) == len(last) and all(
             h.name in last and last[h.name][0] is h.schedules for h in hosts
         ):  # nothing changed: the last verdict, not even counted again
-            return [replace(h, schedules=last[h.name][2]) if h.schedules else h for h in hosts]
+            return [judged_host(h, last[h.name][2]) if h.schedules else h for h in hosts]
         own: dict[str, Counter[str]] = {}
         counts: Counter[str] = Counter()
         for h in hosts:
@@ -110,7 +109,7 @@ class StrayVerdict:
             else:
                 judged = _judged(h, acks, counts)
             kept[h.name] = (h.schedules, own[h.name], judged)
-            out.append(replace(h, schedules=judged) if h.schedules else h)
+            out.append(judged_host(h, judged) if h.schedules else h)
         self._last, self._counts = kept, counts
         return out
 

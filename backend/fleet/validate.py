@@ -143,7 +143,7 @@ def _process(d: Any, i: int, marks: list[str]) -> Process:
     kw = read(d, wire.ProcessRecord, Process, "process", mine)
     why = d.get("why") or []
     proc = Process(
-        why=tuple(t for t in why if t in PROCESS_TAGS) if isinstance(why, list) else (), **kw
+        why=tuple(filter(PROCESS_TAGS.__contains__, why)) if isinstance(why, list) else (), **kw
     )
     if not proc.pid or proc.start is None:
         raise BadField("pid", "no pid and start time: no identity")
@@ -162,8 +162,29 @@ def _label(d: Any, i: int) -> str:
     return f"#{i}"
 
 
-def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, ...]:
-    """Each item of `seq` through `parse(item, i, marks)`; a bad item is left out and named."""
+#: one item of a section as checked: its value as the host sent it, the item made of it (None
+#: when it was left out), what was noted of it, and its `_TEXT` once it was compared (None
+#: before) (`Held` keeps them for the next answer)
+Kept = tuple[Any, Any, tuple[str, ...], str | None]
+
+#: a parsed JSON value written out, its keys in order: the same text is the same value, type
+#: for type (where `==` holds 1, 1.0 and true equal, and 0.0 and -0.0); `repr` writes each kind
+#: apart (a text quoted, a float with its point, True) and runs in C to the end
+_TEXT = repr
+
+
+def _items(
+    kind: str,
+    seq: Any,
+    parse: Any,
+    warnings: list[str],
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> tuple[Any, ...]:
+    """Each item of `seq` through `parse(item, i, marks)`; a bad item is left out and named.
+    `last`: the items of the last answer's same section as checked; an item sent again at its
+    place as it was (the same JSON text) is taken as it was made, not checked again. `keep`
+    gets each item as checked."""
     if seq is None:
         return ()
     if not isinstance(seq, list):
@@ -173,12 +194,29 @@ def _items(kind: str, seq: Any, parse: Any, warnings: list[str]) -> tuple[Any, .
     one = "process" if kind == "processes" else kind[:-1]
     out = []
     for i, d in enumerate(seq[:limit]):
-        marks: list[str] = []
-        try:
-            out.append(parse(d, i, marks))
-        except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
-            warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
-            continue
+        was = last[i] if last is not None and i < len(last) else None
+        text = None
+        if was is not None and was[1] is not None and was[0] == d:
+            text = _TEXT(d)  # once a poll an item stays as it was; the held one's text kept
+            if text != (_TEXT(was[0]) if was[3] is None else was[3]):
+                text = None
+        if text is not None and was is not None:
+            item, marks = was[1], was[2]
+            kept = was if was[3] is not None else (d, item, marks, text)
+        else:
+            fresh: list[str] = []
+            try:
+                item = parse(d, i, fresh)
+            except (BadField, TypeError, ValueError, AttributeError, KeyError) as e:
+                warnings.append(f"{one} {_label(d, i)} quarantined: {e}")
+                if keep is not None:
+                    keep.append((d, None, (), None))
+                continue
+            marks = tuple(fresh)
+            kept = (d, item, marks, None)
+        out.append(item)
+        if keep is not None:
+            keep.append(kept)
         for m in marks[:8]:
             warnings.append(f"{one} {_label(d, i)}: {m}")
     if len(seq) > limit:
@@ -213,22 +251,30 @@ SECTIONS = ("gpus", "disks", "runs", "schedules", "processes", "seats")
 Section = tuple[Any, tuple[str, ...]]
 
 
-def check_section(name: str, section: str, value: Any) -> Section:
+def check_section(
+    name: str,
+    section: str,
+    value: Any,
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> Section:
     """One section of host `name`'s answer checked item by item (the GPUs' Xid times still on
-    the host's clock: `host_from_probe` moves them)."""
+    the host's clock: `host_from_probe` moves them). `last` and `keep`: see `_items`."""
     warnings: list[str] = []
     if section == "gpus":
-        out: Any = _items("gpus", value, gpu_from_json, warnings)
+        out: Any = _items("gpus", value, gpu_from_json, warnings, last, keep)
     elif section == "disks":
-        out = _items("disks", value, _disk, warnings)
+        out = _items("disks", value, _disk, warnings, last, keep)
     elif section == "runs":
-        out = _items("runs", value, lambda r, i, m: _run(name, r, m), warnings)
+        out = _items("runs", value, lambda r, i, m: _run(name, r, m), warnings, last, keep)
     elif section == "schedules":
-        out = _items("schedules", value, lambda s, i, m: _schedule(name, s, m), warnings)
+        out = _items(
+            "schedules", value, lambda s, i, m: _schedule(name, s, m), warnings, last, keep
+        )
     elif section == "processes":
-        out = _items("processes", value, _process, warnings)
+        out = _items("processes", value, _process, warnings, last, keep)
     elif section == "seats":
-        out = _seats(name, value, warnings)
+        out = _seats(name, value, warnings, last, keep)
     else:
         raise KeyError(section)
     return out, tuple(warnings)
@@ -259,30 +305,41 @@ def host_from_probe(
         if section not in got:
             got[section] = check_section(name, section, d.get(section))
         warnings.extend(got[section][1])
-    snap = HostSnapshot(
+    # the answer's own figures read first, so that the snapshot is made once, its warnings in it
+    total = mi.soft(as_count, "total_bytes", MAX_BYTES) or 0
+    used = mi.soft(as_count, "used_bytes", MAX_BYTES) or 0
+    load1 = top.soft(as_figure, "load1", 0.0, 1e6)
+    gpu_source = top.soft(as_text, "gpu_source", True, 64)
+    probe_cpu_s = top.soft(as_figure, "probe_cpu_s", 0.0)
+    warnings.extend(f"answer: {m}" for m in top.marks)
+    warnings.extend(f"memory: {m}" for m in mi.marks)
+    return HostSnapshot(
         name=name,
         reachable=True,
         latency_ms=latency_ms,
-        memory_total_bytes=mi.soft(as_count, "total_bytes", MAX_BYTES) or 0,
-        memory_used_bytes=mi.soft(as_count, "used_bytes", MAX_BYTES) or 0,
-        load1=top.soft(as_figure, "load1", 0.0, 1e6),
+        memory_total_bytes=total,
+        memory_used_bytes=used,
+        load1=load1,
         gpus=_on_our_clock(got["gpus"][0], d.get("time"), now),
         disks=got["disks"][0],
         runs=got["runs"][0],
         schedules=got["schedules"][0],
-        gpu_source=top.soft(as_text, "gpu_source", True, 64),
-        warnings=(),
+        gpu_source=gpu_source,
+        warnings=tuple(warnings),
         time=now,
-        probe_cpu_s=top.soft(as_figure, "probe_cpu_s", 0.0),
+        probe_cpu_s=probe_cpu_s,
         seats=got["seats"][0],
         processes=got["processes"][0],
     )
-    warnings.extend(f"answer: {m}" for m in top.marks)
-    warnings.extend(f"memory: {m}" for m in mi.marks)
-    return replace(snap, warnings=tuple(warnings))
 
 
-def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[Any, ...] | None:
+def _seats(
+    host: str,
+    items: Any,
+    warnings: list[str] | None = None,
+    last: list[Kept] | None = None,
+    keep: list[Kept] | None = None,
+) -> tuple[Any, ...] | None:
     if not isinstance(items, list):
         return None
     return _items(
@@ -290,6 +347,8 @@ def _seats(host: str, items: Any, warnings: list[str] | None = None) -> tuple[An
         items,
         lambda s, i, m: seat_from_json(host, s, m),
         [] if warnings is None else warnings,
+        last,
+        keep,
     )
 
 
@@ -315,6 +374,7 @@ def fleet_from_json(d: dict[str, Any]) -> FleetSnapshot:
 __all__ = [
     "SECTIONS",
     "BadField",
+    "Kept",
     "Section",
     "check_section",
     "fleet_from_json",

@@ -281,23 +281,49 @@ def _field_of(doc: Any) -> tuple[str, str]:
     return "the top level", "NaN"
 
 
+class _SawConstant(Exception):
+    """Raised by the shared decoder at a non-finite constant: the slow path names its field."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _SawConstant(name)
+
+
+#: one strict decoder for every answer (`json.loads` with a keyword makes a decoder, its scanner
+#: with it, at each call); a non-finite constant stops it at once
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _text(data: bytes | str) -> str:
+    """`data` as `json.loads` reads it: bytes decoded by their detected encoding, a str whose
+    UTF-8 byte order mark is refused."""
+    if isinstance(data, str):
+        if data.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        return data
+    return bytes(data).decode(json.detect_encoding(data), "surrogatepass")
+
+
 def loads(data: bytes | str, what: str = "the answer") -> Any:
     """JSON from a host: strict JSON, and nested at most `jsondepth.MAX_DEPTH` levels: deeper is
     `TooDeep` (code `answer-too-deep`, a ValueError whose sentence starts with `what`), found
     without recursion before parsing. `NaN`, `Infinity` and `-Infinity` are not JSON numbers:
     an answer holding one is `NonFinite` (code `bad-answer`) naming the field, looked for only
     when the parser met one."""
+    text = _text(jsondepth.check(data, what=what))
+    try:
+        return _DECODER.decode(text)
+    except _SawConstant:
+        pass
     seen: list[str] = []
 
     def constant(name: str) -> Any:
         seen.append(name)
         return _Constant(name)
 
-    doc = json.loads(jsondepth.check(data, what=what), parse_constant=constant)
-    if seen:
-        where, token = _field_of(doc)
-        raise NonFinite(f"{what} holds {token} at {shown(where)[:200]}, which is not a number")
-    return doc
+    doc = json.loads(text, parse_constant=constant)
+    where, token = _field_of(doc)
+    raise NonFinite(f"{what} holds {token} at {shown(where)[:200]}, which is not a number")
 
 
 def is_missing(line: bytes, sha256: str | None) -> bool:
