@@ -10,7 +10,7 @@ import gc
 from textual.widgets import Static
 
 from fleetdeck.backend.fleet.config import parse_fleet
-from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.tui import navigation
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import HISTORY
@@ -22,6 +22,7 @@ from fleetdeck.tui.views.fleet import FleetScreen
 from fleetdeck.tui.views.host import HostScreen
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 
+from support.at_rest import polled_host
 from support.counting import Counter
 
 HOSTS = ("a", "b", "c", "d")
@@ -42,29 +43,7 @@ class Clock:
 def snap(now: float, i: int) -> FleetSnapshot:
     """The same four hosts, each poll new objects, as a poller's are: only the latency (a
     different one at each poll) and the time move."""
-    hosts = tuple(
-        HostSnapshot(
-            name=name,
-            reachable=True,
-            time=now,
-            latency_ms=5.0 + (i * 7 + k) % 60,
-            gpus=tuple(
-                Gpu(
-                    index=g,
-                    name="NVIDIA H100",
-                    uuid=f"{name}-{g}",
-                    unified_memory=False,
-                    utilization_pct=0.0,
-                    memory_total_mib=81559,
-                    memory_used_mib=1000.0,
-                )
-                for g in range(2)
-            ),
-            disks=(Disk("~/runs", "/", "ext4", 2000 << 30, 1000 << 30, 0),),
-            runs=(Run(host=name, path=f"/r/{name}", name=f"run-{name}", state="finished", step=9),),
-        )
-        for k, name in enumerate(HOSTS)
-    )
+    hosts = tuple(polled_host(name, now, 5.0 + (i * 7 + k) % 60) for k, name in enumerate(HOSTS))
     return FleetSnapshot(hosts=hosts, time=now)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fleetdeck.backend.fleet.config import parse_fleet
-from fleetdeck.backend.fleet.models import Disk, FleetSnapshot, Gpu, HostSnapshot, Run
+from fleetdeck.backend.fleet.models import FleetSnapshot, HostSnapshot
 from fleetdeck.tui.app import FleetdeckApp
 from fleetdeck.tui.fleet_state import HISTORY
 from fleetdeck.tui.messages import FleetPolled
@@ -17,6 +17,7 @@ from fleetdeck.tui.sources import RecordedSource
 from fleetdeck.tui.widgets.keyed_table import KeyedTable
 from fleetdeck.tui.widgets.table_lines import TableLines
 
+from support.at_rest import polled_host
 from support.counting import Counter
 
 
@@ -32,26 +33,7 @@ class Clock:
 
 def host(name: str, now: float, latency: float = 20.0, used: float = 1000.0) -> HostSnapshot:
     """One host as a poll brings it: new objects each time, two GPUs, a disk, a finished run."""
-    return HostSnapshot(
-        name=name,
-        reachable=True,
-        time=now,
-        latency_ms=latency,
-        gpus=tuple(
-            Gpu(
-                index=g,
-                name="NVIDIA H100",
-                uuid=f"{name}-{g}",
-                unified_memory=False,
-                utilization_pct=0.0,
-                memory_total_mib=81559,
-                memory_used_mib=used,
-            )
-            for g in range(2)
-        ),
-        disks=(Disk("~/runs", "/", "ext4", 2000 << 30, 1000 << 30, 0),),
-        runs=(Run(host=name, path=f"/r/{name}", name=f"run-{name}", state="finished", step=9),),
-    )
+    return polled_host(name, now, latency, used)
 
 
 def app_of(names: list[str], clock: Clock) -> FleetdeckApp:

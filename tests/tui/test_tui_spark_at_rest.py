@@ -4,10 +4,12 @@ never timed."""
 
 from __future__ import annotations
 
-from fleetdeck.backend.fleet.models import FleetSnapshot, Gpu, HostSnapshot
+from fleetdeck.backend.fleet.models import FleetSnapshot
 from fleetdeck.show.cells import spark_char
 from fleetdeck.tui import fleet_state
 from fleetdeck.tui.fleet_state import FleetState
+
+from support.at_rest import polled_host
 
 HOSTS = ("a", "b", "c", "d")
 CARDS = 8
@@ -16,22 +18,14 @@ CARDS = 8
 def snap(now: float, used: dict[tuple[str, int], float]) -> FleetSnapshot:
     return FleetSnapshot(
         hosts=tuple(
-            HostSnapshot(
-                name=name,
-                reachable=True,
-                time=now,
-                gpus=tuple(
-                    Gpu(
-                        index=g,
-                        name="NVIDIA H100",
-                        uuid=f"{name}-{g}",
-                        unified_memory=False,
-                        utilization_pct=0.0,
-                        memory_total_mib=80000,
-                        memory_used_mib=used.get((name, g), 1000.0),
-                    )
-                    for g in range(CARDS)
-                ),
+            polled_host(
+                name,
+                now,
+                None,
+                {g: mib for (h, g), mib in used.items() if h == name},
+                CARDS,
+                80000,
+                disk_and_run=False,
             )
             for name in HOSTS
         ),
