@@ -159,7 +159,11 @@ def _memory(v: Any, marks: list[str]) -> dict[int, float]:
     out: dict[int, float] = {}
     for k, x in list(v.items())[:MAX_CARDS]:
         try:
-            i = int(k) if isinstance(k, (str, int)) and str(k).isdigit() else None
+            i = (
+                int(k)
+                if isinstance(k, (str, int)) and str(k).isascii() and str(k).isdigit()
+                else None
+            )
             mib = as_figure(x, "memory_by_gpu", 0.0, 1e12)
             if i is None or i >= MAX_CARDS or mib is None:
                 raise BadField(

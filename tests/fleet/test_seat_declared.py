@@ -62,7 +62,7 @@ def test_hostile_figures_pids_flags_and_cards_are_dropped_one_by_one():
         command=evil,
         pids=[1, "2", -3, 2**40, 5],
         flags={"--ok": "1", "--list": ["a"], "--evil": evil},
-        memory_by_gpu={"0": 10.5, "x": 1.0, "1": float("nan"), "9999": 1.0},
+        memory_by_gpu={"0": 10.5, "x": 1.0, "1": float("nan"), "9999": 1.0, "²": 1.0},
     )
     marks: list[str] = []
     s = seat_from_json("h", bad, marks)
